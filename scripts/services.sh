@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Makes sure a Docker engine and Redis answer. Idempotent and quick when both are up.
+# Where they are missing on Debian as root, installs docker.io / redis-server (and runsc, gVisor)
+# with apt and starts them in the background; elsewhere says exactly what is missing.
+set -euo pipefail
+
+STATE_DIR="${PATCHBAY_STATE_DIR:-/var/tmp/patchbay}"
+REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
+mkdir -p "$STATE_DIR" 2>/dev/null || STATE_DIR="$(mktemp -d)"
+
+say() { echo "[services] $*" >&2; }
+docker_ok() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+redis_hostport() { local hp="${REDIS_URL#*://}"; hp="${hp##*@}"; hp="${hp%%/*}"; echo "$hp"; }
+redis_ok() {
+  local hp host port; hp="$(redis_hostport)"; host="${hp%%:*}"; port="${hp##*:}"; [ "$port" = "$hp" ] && port=6379
+  if command -v redis-cli >/dev/null 2>&1; then redis-cli -h "$host" -p "$port" ping 2>/dev/null | grep -q PONG
+  else (exec 3<>"/dev/tcp/$host/$port" && printf 'PING\r\n' >&3 && head -c 5 <&3 | grep -q PONG) 2>/dev/null; fi
+}
+can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -f /etc/debian_version ]; }
+
+apt_updated=0
+apt_install() {
+  if [ $apt_updated = 0 ]; then say "apt-get update"; apt-get update -qq >"$STATE_DIR/apt.log" 2>&1 || true; apt_updated=1; fi
+  say "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >>"$STATE_DIR/apt.log" 2>&1 \
+    || { say "apt-get install $* failed; see $STATE_DIR/apt.log"; return 1; }
+}
+
+wait_for() { # name, check function, seconds
+  local i; for ((i = 0; i < $3 * 10; i++)); do "$2" && return 0; sleep 0.1; done
+  say "$1 did not answer within $3 s"; return 1
+}
+
+missing=()
+if ! docker_ok; then
+  if [ -n "${DOCKER_HOST:-}" ] && [[ "$DOCKER_HOST" != unix://* ]]; then
+    missing+=("Docker engine at DOCKER_HOST=$DOCKER_HOST does not answer")
+  elif can_apt; then
+    command -v dockerd >/dev/null 2>&1 || apt_install docker.io
+    # gVisor is optional: register it when the package is there, so runtime "runsc" works.
+    command -v runsc >/dev/null 2>&1 || apt_install runsc || say "runsc not installed; runtime runsc will be unavailable"
+    if command -v runsc >/dev/null 2>&1 && [ ! -f /etc/docker/daemon.json ]; then
+      mkdir -p /etc/docker
+      printf '{\n  "runtimes": { "runsc": { "path": "%s", "runtimeArgs": ["--network=none"] } }\n}\n' "$(command -v runsc)" >/etc/docker/daemon.json
+    fi
+    say "starting dockerd (log: $STATE_DIR/dockerd.log)"
+    # setsid: dockerd must outlive this script and the npm process that ran it.
+    setsid nohup dockerd --bridge=none --iptables=false --ip6tables=false >"$STATE_DIR/dockerd.log" 2>&1 < /dev/null &
+    echo $! >"$STATE_DIR/dockerd.pid"
+    wait_for "dockerd" docker_ok 60 || { tail -20 "$STATE_DIR/dockerd.log" >&2; exit 1; }
+  else
+    missing+=("Docker engine: install Docker (Debian: 'sudo apt-get install docker.io && sudo dockerd &'; elsewhere https://docs.docker.com/engine/install/) or set DOCKER_HOST")
+  fi
+fi
+
+if ! redis_ok; then
+  hp="$(redis_hostport)"
+  if [[ "$hp" != 127.0.0.1* && "$hp" != localhost* ]]; then
+    missing+=("Redis at REDIS_URL=$REDIS_URL does not answer")
+  elif can_apt; then
+    command -v redis-server >/dev/null 2>&1 || apt_install redis-server
+    port="${hp##*:}"; [ "$port" = "$hp" ] && port=6379
+    say "starting redis-server on 127.0.0.1:$port"
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --dir "$STATE_DIR" \
+      --appendonly yes --maxmemory-policy noeviction \
+      --logfile "$STATE_DIR/redis.log" --pidfile "$STATE_DIR/redis.pid"
+    wait_for "redis" redis_ok 20
+  else
+    missing+=("Redis: install it (Debian: 'sudo apt-get install redis-server'; or 'docker run -d -p 6379:6379 redis:7') or set REDIS_URL")
+  fi
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  say "missing (this script installs them only as root on Debian):"
+  for m in "${missing[@]}"; do say "  - $m"; done
+  exit 1
+fi
+say "docker $(docker version --format '{{.Server.Version}}') and redis ($REDIS_URL) answer"

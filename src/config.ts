@@ -1,0 +1,90 @@
+// Every knob and default of patchbay, parsed once from the environment.
+import { z } from "zod";
+
+export const DEFAULT_IMAGE = "patchbay-sandbox:latest";
+export const DEFAULT_MODEL = "claude-sonnet-4-5";
+
+const Env = z.object({
+  REDIS_URL: z.string().default("redis://127.0.0.1:6379"),
+  PATCHBAY_QUEUE: z.string().min(1).default("patchbay"),
+  PATCHBAY_IMAGE: z.string().min(1).default(DEFAULT_IMAGE),
+  PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),
+  PATCHBAY_CONCURRENCY: z.coerce.number().int().positive().default(2),
+  PATCHBAY_WORKER_ID: z.string().optional(),
+  ANTHROPIC_API_KEY: z.string().optional(),
+  ANTHROPIC_BASE_URL: z.string().optional(),
+});
+
+export type Config = ReturnType<typeof loadConfig>;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
+  const parsed = Env.safeParse(env);
+  if (!parsed.success) {
+    const msg = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
+    throw new Error(`bad environment: ${msg}`);
+  }
+  const e = parsed.data;
+  return {
+    redisUrl: e.REDIS_URL,
+    queueName: e.PATCHBAY_QUEUE,
+    image: e.PATCHBAY_IMAGE,
+    model: e.PATCHBAY_MODEL,
+    concurrency: e.PATCHBAY_CONCURRENCY,
+    workerId: e.PATCHBAY_WORKER_ID,
+    anthropicApiKey: e.ANTHROPIC_API_KEY,
+    anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
+  };
+}
+
+/** Defaults that are not environment knobs but belong in one place. */
+export const defaults = {
+  sandbox: {
+    memoryMb: 2048,
+    cpus: 1,
+    pids: 256,
+    diskMb: 1024,
+    tmpMb: 256,
+    network: "none" as "none" | "bridge",
+    runtime: "runc" as "runc" | "runsc",
+    /** A container whose deadline passed is reaped even if its worker still beats. */
+    deadlineSec: 6 * 3600,
+  },
+  shell: {
+    timeoutSec: 120,
+    /** Output kept for the model: head + tail of this many bytes in all. */
+    maxOutputBytes: 30_000,
+  },
+  files: {
+    maxReadBytes: 16 * 1024 * 1024,
+  },
+  editor: {
+    /** Files above this are refused by the editor (view and edits). */
+    maxFileBytes: 5 * 1024 * 1024,
+    maxCharacters: 16_000,
+  },
+  job: {
+    maxTurns: 50,
+    maxTokens: 8192,
+    timeoutSec: 1800,
+    commandTimeoutSec: 120,
+    setupTimeoutSec: 600,
+    verifyTimeoutSec: 600,
+    /** Tool results older than the newest few are shortened past this many characters of context. */
+    contextCharsBeforeShortening: 400_000,
+  },
+  worker: {
+    lockDurationMs: 60_000,
+    stalledIntervalMs: 15_000,
+    maxStalledCount: 2,
+    heartbeatTtlSec: 30,
+    heartbeatEveryMs: 10_000,
+    reapEveryMs: 60_000,
+    drainDeadlineMs: 30_000,
+    attempts: 3,
+    backoffMs: 2_000,
+  },
+  transcript: {
+    maxLen: 10_000,
+    ttlSec: 7 * 24 * 3600,
+  },
+} as const;

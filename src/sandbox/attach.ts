@@ -1,0 +1,72 @@
+// One attached exec: a process in the container whose stdin we write and whose stdout/stderr
+// (Docker's multiplexed frames, Tty off) we read as one ordered byte stream.
+import type Docker from "dockerode";
+import type { Duplex } from "node:stream";
+
+export interface Attached {
+  readonly exec: Docker.Exec;
+  write(data: string | Buffer): void;
+  /** Closes the process's stdin (it reads EOF). */
+  endInput(): void;
+  /** Resolves when the process's output stream ends (it exited or the socket closed). */
+  readonly ended: Promise<void>;
+  readonly alive: boolean;
+  destroy(): void;
+}
+
+export async function attachExec(
+  container: Docker.Container,
+  cmd: string[],
+  onData: (chunk: Buffer, stream: 1 | 2) => void,
+  opts: { user?: string; env?: string[] } = {},
+): Promise<Attached> {
+  const exec = await container.exec({
+    Cmd: cmd,
+    AttachStdin: true,
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: false,
+    User: opts.user ?? "1000:1000",
+    WorkingDir: "/workspace",
+    Env: opts.env ?? [],
+  });
+  const socket = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
+  let alive = true;
+  let carry: Buffer = Buffer.alloc(0);
+  // Docker frames: [stream, 0, 0, 0, size (u32 BE)] then size bytes. Both streams are passed on
+  // in arrival order; the shells we run send stderr to stdout anyway, so order is the terminal's.
+  socket.on("data", (chunk: Buffer) => {
+    let buf = carry.length ? Buffer.concat([carry, chunk]) : chunk;
+    while (buf.length >= 8) {
+      const size = buf.readUInt32BE(4);
+      if (buf.length < 8 + size) break;
+      if (size > 0) onData(buf.subarray(8, 8 + size), buf[0] === 2 ? 2 : 1);
+      buf = buf.subarray(8 + size);
+    }
+    carry = buf.length ? Buffer.from(buf) : Buffer.alloc(0);
+  });
+  const ended = new Promise<void>((resolve) => {
+    const done = () => {
+      alive = false;
+      resolve();
+    };
+    socket.on("end", done);
+    socket.on("close", done);
+    socket.on("error", done);
+  });
+  return {
+    exec,
+    write: (data) => {
+      if (alive) socket.write(data);
+    },
+    endInput: () => socket.end(),
+    ended,
+    get alive() {
+      return alive;
+    },
+    destroy: () => {
+      alive = false;
+      socket.destroy();
+    },
+  };
+}

@@ -1,0 +1,184 @@
+// The Docker side of a sandbox: one dockerode client, hardened container + workspace volume
+// creation, removal, and the reaper for labelled leftovers.
+import Docker from "dockerode";
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { defaults } from "../config.js";
+
+export const LABEL = {
+  managed: "patchbay",
+  job: "patchbay.job",
+  worker: "patchbay.worker",
+  deadline: "patchbay.deadline",
+} as const;
+
+export interface SandboxLimits {
+  memoryMb: number;
+  cpus: number;
+  pids: number;
+  diskMb: number;
+  tmpMb: number;
+  network: "none" | "bridge";
+}
+
+let client: Docker | undefined;
+/** One client per process; honours DOCKER_HOST the way dockerode does. */
+export function docker(): Docker {
+  client ??= new Docker();
+  return client;
+}
+
+/** This process's identity as a container owner: host:pid:random. */
+export const processOwnerId = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+
+export function statusOf(err: unknown): number | undefined {
+  return (err as { statusCode?: number } | null)?.statusCode;
+}
+
+export interface CreateOptions {
+  name: string;
+  image: string;
+  limits: SandboxLimits;
+  runtime: "runc" | "runsc";
+  labels: Record<string, string>;
+}
+
+/** Creates the workspace volume (tmpfs-backed, size-bounded) and the hardened container, and starts it. */
+export async function createContainer(o: CreateOptions): Promise<{ container: Docker.Container; volume: string }> {
+  const d = docker();
+  const volume = `${o.name}-ws`;
+  // A tmpfs-backed named volume: bounded, gone with the sandbox, and (unlike HostConfig.Tmpfs)
+  // visible to the archive API under a read-only rootfs.
+  await d.createVolume({
+    Name: volume,
+    Driver: "local",
+    DriverOpts: { type: "tmpfs", device: "tmpfs", o: `size=${o.limits.diskMb}m,uid=1000,gid=1000,mode=0755` },
+    Labels: o.labels,
+  });
+  try {
+    const container = await d.createContainer({
+      name: o.name,
+      Image: o.image,
+      // The container's own process runs as root so that the agent (uid 1000) cannot kill it with
+      // `kill -9 -1` and stop the sandbox; it is `sleep` under tini, with no capabilities at all.
+      // Every command of the agent runs as uid 1000 through exec.
+      User: "0:0",
+      Cmd: ["sleep", "infinity"],
+      Entrypoint: [],
+      Env: [], // nothing of the host environment enters; the image's ENV stays
+      WorkingDir: "/workspace",
+      Labels: o.labels,
+      NetworkDisabled: o.limits.network === "none",
+      HostConfig: {
+        NetworkMode: o.limits.network,
+        CapDrop: ["ALL"],
+        SecurityOpt: ["no-new-privileges"],
+        ReadonlyRootfs: true,
+        Tmpfs: { "/tmp": `rw,nosuid,nodev,size=${o.limits.tmpMb}m,mode=1777` },
+        Mounts: [{ Type: "volume", Source: volume, Target: "/workspace" }],
+        PidsLimit: o.limits.pids,
+        Memory: o.limits.memoryMb * 1024 * 1024,
+        MemorySwap: o.limits.memoryMb * 1024 * 1024, // = Memory: no swap
+        NanoCpus: Math.round(o.limits.cpus * 1e9),
+        Init: true,
+        LogConfig: { Type: "json-file", Config: { "max-size": "1m", "max-file": "1" } },
+        ...(o.runtime !== "runc" ? { Runtime: o.runtime } : {}),
+      },
+    });
+    await container.start();
+    return { container, volume };
+  } catch (err) {
+    await removeQuietly(o.name, volume);
+    throw err;
+  }
+}
+
+/** Removes container and volume; missing ones are fine (idempotent). */
+export async function removeQuietly(containerName: string, volume: string): Promise<void> {
+  const d = docker();
+  try {
+    await d.getContainer(containerName).remove({ force: true, v: true });
+  } catch (err) {
+    if (statusOf(err) !== 404 && statusOf(err) !== 409) throw err;
+  }
+  for (let i = 0; i < 20; i++) {
+    try {
+      await d.getVolume(volume).remove();
+      return;
+    } catch (err) {
+      if (statusOf(err) === 404) return;
+      // 409: still in use while the container's removal finishes.
+      if (statusOf(err) !== 409) throw err;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+export type OwnerAlive = (workerId: string) => Promise<boolean>;
+
+/** Default owner check: a worker on this host is alive iff its pid is; elsewhere, trust the deadline. */
+export const localOwnerAlive: OwnerAlive = async (owner) => {
+  const [host, pid] = owner.split(":");
+  if (host !== hostname() || !pid) return true;
+  if (owner === processOwnerId) return true;
+  try {
+    process.kill(Number(pid), 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+};
+
+export interface ReapReport {
+  containers: string[];
+  volumes: string[];
+}
+
+/** Removes labelled containers and volumes whose owner is gone or whose deadline passed. */
+export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, now = Date.now()): Promise<ReapReport> {
+  const d = docker();
+  const report: ReapReport = { containers: [], volumes: [] };
+  const verdicts = new Map<string, Promise<boolean>>();
+  const dead = (labels: Record<string, string> | undefined): Promise<boolean> => {
+    const deadline = Number(labels?.[LABEL.deadline] ?? 0);
+    if (deadline && deadline * 1000 < now) return Promise.resolve(true);
+    const owner = labels?.[LABEL.worker];
+    if (!owner) return Promise.resolve(false);
+    if (!verdicts.has(owner)) verdicts.set(owner, ownerAlive(owner).then((a) => !a));
+    return verdicts.get(owner)!;
+  };
+  const containers = await d.listContainers({ all: true, filters: { label: [LABEL.managed] } });
+  const live = new Set<string>();
+  for (const c of containers) {
+    if (await dead(c.Labels)) {
+      try {
+        await d.getContainer(c.Id).remove({ force: true, v: true });
+        report.containers.push(c.Names[0]?.replace(/^\//, "") ?? c.Id);
+      } catch (err) {
+        if (statusOf(err) !== 404 && statusOf(err) !== 409) throw err;
+      }
+    } else {
+      for (const m of c.Mounts ?? []) if (m.Name) live.add(m.Name);
+    }
+  }
+  const { Volumes } = await d.listVolumes({ filters: { label: [LABEL.managed] } });
+  for (const v of Volumes ?? []) {
+    if (live.has(v.Name)) continue;
+    // A volume with no live container is an orphan once its owner is gone or its deadline passed;
+    // one left without a container for minutes is one whose creation failed half-way.
+    const created = Date.parse((v as { CreatedAt?: string }).CreatedAt ?? "") || now;
+    if (!(await dead(v.Labels)) && now - created < 5 * 60_000) continue;
+    try {
+      await d.getVolume(v.Name).remove();
+      report.volumes.push(v.Name);
+    } catch (err) {
+      if (statusOf(err) !== 404 && statusOf(err) !== 409) throw err;
+    }
+  }
+  return report;
+}
+
+export function defaultLimits(over: Partial<SandboxLimits> = {}): SandboxLimits {
+  const s = defaults.sandbox;
+  return { memoryMb: s.memoryMb, cpus: s.cpus, pids: s.pids, diskMb: s.diskMb, tmpMb: s.tmpMb, network: s.network, ...over };
+}

@@ -1,0 +1,104 @@
+// The public Sandbox: a hardened, disposable container with a persistent shell and file access.
+import type Docker from "dockerode";
+import { randomBytes } from "node:crypto";
+import { defaults } from "../config.js";
+import { HeadTail } from "../truncate.js";
+import { attachExec } from "./attach.js";
+import { createContainer, defaultLimits, LABEL, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
+import { Files } from "./files.js";
+import { Shell } from "./shell.js";
+
+export interface SandboxOptions {
+  image?: string;
+  limits?: Partial<SandboxLimits>;
+  runtime?: "runc" | "runsc";
+  labels?: Record<string, string>;
+  /** Recorded on the container for the reaper; defaults to this process. */
+  owner?: string;
+  jobId?: string;
+  /** Seconds after which the reaper may remove the sandbox whatever its owner. */
+  deadlineSec?: number;
+}
+
+export interface ExecResult {
+  stdout: Buffer;
+  stderr: string;
+  exitCode: number;
+  truncated: boolean;
+}
+
+export class Sandbox {
+  private destroyed?: Promise<void>;
+
+  private constructor(
+    readonly name: string,
+    readonly container: Docker.Container,
+    readonly volume: string,
+    readonly shell: Shell,
+    readonly files: Files,
+  ) {}
+
+  static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
+    const name = `patchbay-${randomBytes(6).toString("hex")}`;
+    const deadline = Math.floor(Date.now() / 1000) + (opts.deadlineSec ?? defaults.sandbox.deadlineSec);
+    const labels = {
+      ...opts.labels,
+      [LABEL.managed]: "1",
+      [LABEL.job]: opts.jobId ?? "",
+      [LABEL.worker]: opts.owner ?? processOwnerId,
+      [LABEL.deadline]: String(deadline),
+    };
+    const { container, volume } = await createContainer({
+      name,
+      image: opts.image ?? process.env.PATCHBAY_IMAGE ?? "patchbay-sandbox:latest",
+      limits: defaultLimits(opts.limits),
+      runtime: opts.runtime ?? defaults.sandbox.runtime,
+      labels,
+    });
+    const shell = new Shell(container);
+    const sandbox = new Sandbox(name, container, volume, shell, new Files(container));
+    try {
+      await shell.start();
+    } catch (err) {
+      await sandbox.destroy();
+      throw err;
+    }
+    return sandbox;
+  }
+
+  /**
+   * Runs argv in a fresh exec (not the agent's shell), e.g. git for the patch. stdin is
+   * closed after `stdin` is written; stdout is bounded by `maxBytes` (the rest is cut and flagged).
+   */
+  async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string } = {}): Promise<ExecResult> {
+    const max = opts.maxBytes ?? 64 * 1024 * 1024;
+    const out: Buffer[] = [];
+    let outLen = 0;
+    let truncated = false;
+    const err = new HeadTail(8192);
+    const cmd = ["timeout", "-s", "KILL", String(opts.timeoutSec ?? 300), ...argv];
+    const proc = await attachExec(this.container, cmd, (chunk, stream) => {
+      if (stream === 2) return err.push(chunk);
+      if (outLen + chunk.length > max) {
+        truncated = true;
+        chunk = chunk.subarray(0, Math.max(0, max - outLen));
+      }
+      out.push(Buffer.from(chunk));
+      outLen += chunk.length;
+    }, { user: opts.user, env: ["HOME=/home/agent"] });
+    if (opts.stdin !== undefined) proc.write(opts.stdin);
+    proc.endInput();
+    await proc.ended;
+    const info = await proc.exec.inspect();
+    return { stdout: Buffer.concat(out), stderr: err.text(), exitCode: info.ExitCode ?? -1, truncated };
+  }
+
+  /** Removes the container and its volume. Idempotent; safe to call concurrently. */
+  destroy(): Promise<void> {
+    this.destroyed ??= (async () => {
+      this.shell.close();
+      await removeQuietly(this.name, this.volume);
+    })();
+    return this.destroyed;
+  }
+}

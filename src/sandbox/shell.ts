@@ -1,0 +1,271 @@
+// One persistent bash per sandbox over one attached exec. Each command is framed by markers
+// carrying an unguessable per-command nonce; its exit code follows the end marker. Docker cannot
+// kill an exec, so timeouts are enforced from inside the container by a second small bash (the
+// supervisor) that stops and kills every process started since the command began.
+import type Docker from "dockerode";
+import { randomBytes } from "node:crypto";
+import { defaults } from "../config.js";
+import { HeadTail } from "../truncate.js";
+import { attachExec, type Attached } from "./attach.js";
+
+export interface RunOptions {
+  timeoutSec?: number;
+  /** Bytes of output kept (head + tail); the rest is counted and cut. */
+  maxOutputBytes?: number;
+}
+
+export interface RunResult {
+  output: string;
+  exitCode: number;
+  timedOut: boolean;
+  truncated: boolean;
+  durationMs: number;
+  /** Set when the shell had to be replaced: cwd, env and functions were reset. */
+  shellRestarted?: boolean;
+}
+
+// stderr joins stdout for the whole session so output is interleaved as a terminal shows it.
+// The last-pid field of /proc/loadavg is the watermark: every process a command starts has a
+// higher pid (pids are per namespace and a sandbox never comes near wrapping them).
+const SHELL_INIT = String.raw`
+exec 2>&1
+unset HISTFILE
+__pb_mem() { local k v f; __pb_o=0; for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && __pb_o=$v; done < "$f"; return 0; fi; done; }
+__pb_mem; __pb_oom=$__pb_o
+__pb_pre() { local wm; read -r _ _ _ _ wm < /proc/loadavg; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:%s\n' "$1" "$wm"; }
+__pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom" ]; then __pb_oom=$__pb_o; builtin printf '\n[patchbay: the command was killed by the kernel: the sandbox ran out of memory]'; fi; fi; builtin printf '\nPBEND%s:%d\n' "$1" "$2"; }
+`;
+
+// Kill pass: SIGSTOP first so nothing can fork while we sweep (fork bombs), then SIGKILL.
+// Only builtins: it must work when the pids limit leaves no room for a new process.
+const SUPERVISOR_INIT = String.raw`
+exec 2>&1
+__pb_kill() { local p d pass; for pass in 1 2 3; do for d in /proc/[0-9]*; do p=${"${d#/proc/}"}; if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -STOP "$p" 2>/dev/null; fi; done; done; for d in /proc/[0-9]*; do p=${"${d#/proc/}"}; if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -KILL "$p" 2>/dev/null; fi; done; builtin printf 'PBKILLED%s\n' "$2"; }
+`;
+
+const BASH = ["bash", "--noprofile", "--norc"];
+const ENV = ["TERM=dumb", "PAGER=cat", "GIT_PAGER=cat", "PS1="];
+
+/** Waits for `marker` followed by a line in the stream fed to `feed`. Bounded memory. */
+class LineWaiter {
+  private buf = "";
+  private resolve!: (rest: string) => void;
+  readonly done: Promise<string>;
+  constructor(private marker: string) {
+    this.done = new Promise((r) => (this.resolve = r));
+  }
+  feed(chunk: Buffer): void {
+    this.buf = (this.buf + chunk.toString("latin1")).slice(-4096);
+    const i = this.buf.indexOf(this.marker);
+    const nl = i >= 0 ? this.buf.indexOf("\n", i) : -1;
+    if (nl >= 0) this.resolve(this.buf.slice(i + this.marker.length, nl));
+  }
+}
+
+async function startBash(container: Docker.Container, init: string, onData: (b: Buffer) => void) {
+  init += `builtin printf 'PBREADY:%s\\n' "$$"\n`;
+  let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
+  const proc = await attachExec(container, BASH, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: ENV });
+  proc.write(init);
+  const pid = await Promise.race([waiter.done, proc.ended.then(() => undefined)]);
+  waiter = undefined;
+  if (pid === undefined) throw new Error("the sandbox shell exited while starting (is the container running?)");
+  return { proc, pid: Number(pid) };
+}
+
+class Supervisor {
+  private proc?: Attached;
+  private waiter?: LineWaiter;
+  constructor(private container: Docker.Container) {}
+
+  async ensure(): Promise<void> {
+    if (this.proc?.alive) return;
+    ({ proc: this.proc } = await startBash(this.container, SUPERVISOR_INIT, (b) => this.waiter?.feed(b)));
+  }
+
+  /** Stops and kills every process of uid 1000 with a pid above `watermark`, except itself. */
+  async killAbove(watermark: number): Promise<void> {
+    await this.ensure();
+    const nonce = randomBytes(8).toString("hex");
+    this.waiter = new LineWaiter(`PBKILLED${nonce}`);
+    this.proc!.write(`__pb_kill ${watermark} ${nonce}\n`);
+    await Promise.race([this.waiter.done, this.proc!.ended, sleep(10_000)]);
+  }
+
+  close(): void {
+    this.proc?.destroy();
+  }
+}
+
+interface Pending {
+  nonce: string;
+  phase: "start" | "output";
+  buf: Buffer;
+  watermark?: number;
+  shellExited?: boolean;
+  out: HeadTail;
+  finish: (exitCode: number | null) => void;
+}
+
+export class Shell {
+  private proc?: Attached;
+  private session = "";
+  private pending?: Pending;
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly supervisor: Supervisor;
+
+  constructor(private container: Docker.Container) {
+    this.supervisor = new Supervisor(container);
+  }
+
+  /** Starts the shell and the supervisor (in parallel); called by Sandbox.create. */
+  async start(): Promise<void> {
+    await Promise.all([this.spawn(), this.supervisor.ensure()]);
+  }
+
+  private async spawn(): Promise<void> {
+    // Docker closes an exec's stream only ~2 s after the process exits; an EXIT trap tells at once.
+    this.session = randomBytes(8).toString("hex");
+    const trap = `trap 'builtin printf "\\nPBEXIT${this.session}:%d\\n" $?' EXIT\n`;
+    const { proc } = await startBash(this.container, SHELL_INIT + trap, (b) => this.onData(b));
+    this.proc = proc;
+    void proc.ended.then(() => {
+      if (this.proc === proc) this.pending?.finish(null);
+    });
+  }
+
+  /** Runs one command in the persistent shell. Commands are serialised. */
+  run(command: string, opts: RunOptions = {}): Promise<RunResult> {
+    const next = this.queue.then(() => this.runNow(command, opts));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /** A fresh shell: every process of the agent is killed, cwd and env start over. */
+  restart(): Promise<void> {
+    const next = this.queue.then(() => this.restartNow());
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  close(): void {
+    this.proc?.destroy();
+    this.supervisor.close();
+  }
+
+  private async restartNow(): Promise<void> {
+    this.proc?.destroy();
+    this.proc = undefined;
+    await this.supervisor.killAbove(1); // uid 1000 only: the container's root init survives
+    await this.spawn();
+  }
+
+  private async runNow(command: string, opts: RunOptions): Promise<RunResult> {
+    const started = Date.now();
+    let restarted = false;
+    if (!this.proc?.alive) {
+      await this.restartNow();
+      restarted = this.proc !== undefined;
+    }
+    const timeoutSec = opts.timeoutSec ?? defaults.shell.timeoutSec;
+    const nonce = randomBytes(16).toString("hex");
+    const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
+    let exitCode: number | null = null;
+    let pending!: Pending;
+    const ended = new Promise<void>((resolve) => {
+      this.pending = pending = {
+        nonce,
+        phase: "start",
+        buf: Buffer.alloc(0),
+        out,
+        finish: (c) => {
+          if (this.pending?.nonce === nonce) this.pending = undefined;
+          exitCode = c;
+          resolve();
+        },
+      };
+    });
+    // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
+    // that reads stdin gets EOF instead of eating the protocol.
+    const text = command.replace(/\0/g, "");
+    this.proc!.write(`__pb_pre ${nonce}\n${text}\0eval "$__pb_cmd" </dev/null; __pb_post ${nonce} $?\n`);
+
+    let timedOut = false;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((r) => (timer = setTimeout(r, timeoutSec * 1000)));
+    await Promise.race([ended, timeout]);
+    clearTimeout(timer);
+    if (!this.pendingDone(nonce)) {
+      timedOut = true;
+      const wm = this.pending?.watermark;
+      if (wm !== undefined) {
+        await this.supervisor.killAbove(wm);
+        await Promise.race([ended, sleep(3000)]);
+      }
+      if (!this.pendingDone(nonce)) {
+        // The shell itself is stuck (a builtin loop, or it lost its stdout): replace it.
+        this.pending = undefined;
+        await this.restartNow();
+        restarted = true;
+      }
+    }
+    this.pending = undefined;
+    let output = out.text();
+    const durationMs = Date.now() - started;
+    if ((exitCode === null || pending.shellExited) && !timedOut) {
+      output += `${output ? "\n" : ""}[patchbay: the shell exited; a fresh shell (cwd and environment reset) starts with the next command]`;
+    }
+    return { output, exitCode: exitCode ?? (timedOut ? 137 : 255), timedOut, truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}) };
+  }
+
+  private pendingDone(nonce: string): boolean {
+    return this.pending?.nonce !== nonce;
+  }
+
+  private onData(chunk: Buffer): void {
+    const p = this.pending;
+    if (!p) return; // output of background jobs between commands
+    let buf = p.buf.length ? Buffer.concat([p.buf, chunk]) : chunk;
+    if (p.phase === "start") {
+      const marker = `PBSTART${p.nonce}:`;
+      const i = buf.indexOf(marker);
+      const nl = i >= 0 ? buf.indexOf(10, i) : -1;
+      if (nl < 0) {
+        p.buf = Buffer.from(buf.subarray(Math.max(0, buf.length - 4096)));
+        return;
+      }
+      p.watermark = Number(buf.subarray(i + marker.length, nl).toString("latin1"));
+      p.phase = "output";
+      buf = buf.subarray(nl + 1);
+    }
+    let marker = Buffer.from(`\nPBEND${p.nonce}:`);
+    let i = buf.indexOf(marker);
+    const exit = Buffer.from(`\nPBEXIT${this.session}:`);
+    const j = buf.indexOf(exit);
+    if (j >= 0 && (i < 0 || j < i)) {
+      // The command ended the shell (exit, exec, set -e): report its status, replace it next time.
+      [marker, i] = [exit, j];
+      p.shellExited = true;
+    }
+    if (i < 0) {
+      // Hold back what could be the start of a marker split across chunks.
+      const keep = Math.min(buf.length, marker.length + 16);
+      p.out.push(buf.subarray(0, buf.length - keep));
+      p.buf = Buffer.from(buf.subarray(buf.length - keep));
+      return;
+    }
+    const nl = buf.indexOf(10, i + marker.length);
+    if (nl < 0) {
+      p.out.push(buf.subarray(0, i));
+      p.buf = Buffer.from(buf.subarray(i));
+      return;
+    }
+    p.out.push(buf.subarray(0, i));
+    if (p.shellExited) this.proc?.destroy();
+    p.finish(Number(buf.subarray(i + marker.length, nl).toString("latin1")));
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

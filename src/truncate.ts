@@ -1,0 +1,60 @@
+// Bounded output capture: keeps the head and the tail of a byte stream of any length,
+// so a command that prints gigabytes never costs the worker more than `limit` bytes.
+
+export class HeadTail {
+  private head: Buffer[] = [];
+  private headLen = 0;
+  private tail: Buffer[] = [];
+  private tailLen = 0;
+  total = 0;
+
+  constructor(readonly limit: number) {}
+
+  get headLimit(): number {
+    return Math.ceil(this.limit / 2);
+  }
+
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    this.total += chunk.length;
+    const room = this.headLimit - this.headLen;
+    if (room > 0) {
+      const part = chunk.subarray(0, room);
+      this.head.push(part);
+      this.headLen += part.length;
+      chunk = chunk.subarray(part.length);
+      if (chunk.length === 0) return;
+    }
+    const tailLimit = this.limit - this.headLimit;
+    // Copy: the caller's buffer may be a slice of a much larger one we must not pin.
+    this.tail.push(Buffer.from(chunk.subarray(Math.max(0, chunk.length - tailLimit))));
+    this.tailLen += Math.min(chunk.length, tailLimit);
+    while (this.tailLen - this.tail[0]!.length >= tailLimit) this.tailLen -= this.tail.shift()!.length;
+  }
+
+  get cut(): number {
+    return this.total - this.headLen - Math.min(this.tailLen, this.limit - this.headLimit);
+  }
+
+  get truncated(): boolean {
+    return this.cut > 0;
+  }
+
+  /** The kept text; when bytes were cut, a notice between head and tail says how many. */
+  text(): string {
+    const head = Buffer.concat(this.head).toString("utf8");
+    let tail = Buffer.concat(this.tail);
+    const tailLimit = this.limit - this.headLimit;
+    if (tail.length > tailLimit) tail = tail.subarray(tail.length - tailLimit);
+    if (!this.truncated) return head + tail.toString("utf8");
+    return `${head}\n\n[... ${this.cut} bytes of output cut (${this.total} in all); the start and the end are shown. Redirect to a file and use head/tail/grep to see more ...]\n\n${tail.toString("utf8")}`;
+  }
+}
+
+/** Cuts a string to at most `max` characters keeping head and tail, with a notice. */
+export function cutMiddle(text: string, max: number, what = "characters"): string {
+  if (text.length <= max) return text;
+  const half = Math.floor(max / 2);
+  const cut = text.length - 2 * half;
+  return `${text.slice(0, half)}\n\n[... ${cut} ${what} cut ...]\n\n${text.slice(text.length - half)}`;
+}
