@@ -1,0 +1,326 @@
+// The text editor tools (text_editor_20250728 / text_editor_20250124) over an abstract async filesystem,
+// so the same semantics run against an in-memory fs in tests and a Docker sandbox in production.
+// Pure logic: no fs, no docker. Byte and message helpers live in editor-text.ts.
+import { z } from "zod";
+import {
+  allowedCommands,
+  bytesEqual,
+  catN,
+  countNewlines,
+  decodeText,
+  DEFAULT_MAX_CHARACTERS,
+  DEFAULT_MAX_FILE_BYTES,
+  DEFAULT_WORKSPACE,
+  findAll,
+  hasHiddenComponent,
+  hasNul,
+  insertBytes,
+  insertTextParam,
+  isCrlfFile,
+  lineCount,
+  msg,
+  normalizePath,
+  parentDir,
+  SNIPPET_LINES,
+  strReplaceBytes,
+  toCrlf,
+  utf8,
+  withNote,
+  type EditorFlavor,
+} from "./editor-text.js";
+
+export * from "./editor-text.js";
+
+export interface EditorStat {
+  type: "file" | "directory" | "missing" | "other";
+  size: number;
+}
+
+export interface EditorFs {
+  /** Follows symlinks. */
+  stat(path: string): Promise<EditorStat>;
+  read(path: string): Promise<Uint8Array>;
+  /** Overwriting keeps mode and owner; a missing file is created (its parent must exist). */
+  write(path: string, bytes: Uint8Array): Promise<void>;
+  mkdirp(dir: string): Promise<void>;
+  remove(path: string): Promise<void>;
+  /** Absolute paths of the entries up to 2 levels under path (path excluded), hidden components excluded, filesystem order. */
+  listDir(path: string): Promise<string[]>;
+}
+
+export interface ToolOutput {
+  content: string;
+  isError: boolean;
+}
+
+export interface TextEditorOptions {
+  flavor?: EditorFlavor;
+  maxFileBytes?: number;
+  maxCharacters?: number;
+  workspace?: string;
+}
+
+/** An expected failure: its message goes to the model as an is_error result. */
+class ToolError extends Error {}
+
+interface HistoryEntry {
+  /** null: the edit created the file, so undoing it removes the file. */
+  before: Uint8Array | null;
+  after: Uint8Array;
+}
+
+// Undo keeps whole file versions; bound them so a long session on big files cannot exhaust memory.
+const MAX_HISTORY_PER_PATH = 50;
+// A multiple-occurrence error listing more lines than this would flood the model's context.
+const MAX_LISTED_LINES = 200;
+
+const BaseInput = z.object({ command: z.string(), path: z.string() });
+const CreateInput = z.object({ file_text: z.string().nullish() });
+const StrReplaceInput = z.object({ old_str: z.string().nullish(), new_str: z.string().nullish() });
+const ViewRange = z.tuple([z.number().int(), z.number().int()]);
+const insertInput = (textParam: string) =>
+  z.object({ insert_line: z.number().int().nullish(), [textParam]: z.string().nullish() });
+
+const HINTS: Record<string, string> = {
+  path: "a string holding an absolute path, e.g. /workspace/src/index.ts",
+  file_text: "a string: the whole content of the new file",
+  old_str: "a string: the exact text to replace, copied from the file",
+  new_str: "a string: the new text",
+  insert_line: "an integer: the line after which to insert (0 inserts at the beginning of the file)",
+  insert_text: "a string: the text to insert",
+};
+
+export class TextEditor {
+  readonly flavor: EditorFlavor;
+  private readonly maxFileBytes: number;
+  private readonly maxCharacters: number;
+  private readonly workspace: string;
+  private readonly history = new Map<string, HistoryEntry[]>();
+
+  constructor(
+    private readonly fs: EditorFs,
+    opts: TextEditorOptions = {},
+  ) {
+    this.flavor = opts.flavor ?? "text_editor_20250728";
+    this.maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
+    this.maxCharacters = opts.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
+    this.workspace = opts.workspace ?? DEFAULT_WORKSPACE;
+  }
+
+  /** Runs one tool call. Never throws: bad input and filesystem failures become is_error results. */
+  async run(input: unknown): Promise<ToolOutput> {
+    const where = { command: "?", path: "?" };
+    try {
+      return { content: await this.dispatch(input, where), isError: false };
+    } catch (e) {
+      if (e instanceof ToolError) return { content: e.message, isError: true };
+      const detail = e instanceof Error ? e.message : String(e);
+      return { content: msg.fsFailed(where.command, where.path, detail), isError: true };
+    }
+  }
+
+  private async dispatch(input: unknown, where: { command: string; path: string }): Promise<string> {
+    if (typeof input !== "object" || input === null || Array.isArray(input)) throw new ToolError(msg.notObject());
+    const { command, path: rawPath } = this.parse(BaseInput, input);
+    const path = normalizePath(rawPath);
+    Object.assign(where, { command, path });
+    // The reference validates the path before it looks at the command.
+    const stat = await this.validatePath(command, path);
+    switch (command) {
+      case "view":
+        return this.view(path, stat, (input as Record<string, unknown>).view_range);
+      case "create":
+        return this.create(path, this.parse(CreateInput, input).file_text);
+      case "str_replace":
+        return this.strReplace(path, stat, this.parse(StrReplaceInput, input));
+      case "insert":
+        return this.insert(path, stat, input);
+      case "undo_edit":
+        if (this.flavor === "text_editor_20250124") return this.undo(path, stat);
+    }
+    throw new ToolError(msg.unrecognized(command, this.flavor));
+  }
+
+  /** zod parse whose failure names the first bad field and says what it should be. */
+  private parse<T>(schema: z.ZodType<T>, input: object): T {
+    const r = schema.safeParse(input);
+    if (r.success) return r.data;
+    const field = String(r.error.issues[0]?.path[0] ?? "input");
+    const hint =
+      field === "command" ? `a string, one of: ${allowedCommands(this.flavor).join(", ")}` : (HINTS[field] ?? "valid");
+    const value = (input as Record<string, unknown>)[field];
+    throw new ToolError(value == null ? msg.missingParam(field, hint) : msg.invalidParam(field, hint));
+  }
+
+  private async validatePath(command: string, path: string) {
+    if (!path.startsWith("/")) throw new ToolError(msg.notAbsolute(path, this.workspace));
+    const stat = await this.fs.stat(path);
+    if (stat.type === "missing" && command !== "create") throw new ToolError(msg.missing(path));
+    if (stat.type !== "missing" && command === "create") throw new ToolError(msg.exists(path));
+    if (stat.type === "directory" && command !== "view") throw new ToolError(msg.isDirectory(path));
+    return stat;
+  }
+
+  /** Reads a file the editor may work on: regular, within the size bound, not binary. */
+  private async load(path: string, stat: EditorStat): Promise<Uint8Array> {
+    if (stat.type !== "file") throw new ToolError(msg.notRegular(path));
+    // Checked before reading, so a huge file never travels to the worker.
+    if (stat.size > this.maxFileBytes) throw new ToolError(msg.tooBig(path, stat.size, this.maxFileBytes));
+    const bytes = await this.fs.read(path);
+    if (bytes.byteLength > this.maxFileBytes) throw new ToolError(msg.tooBig(path, bytes.byteLength, this.maxFileBytes));
+    if (hasNul(bytes)) throw new ToolError(msg.binary(path));
+    return bytes;
+  }
+
+  /** Writes only if the file still holds the bytes the edit was computed from (a bash process may have written meanwhile). */
+  private async writeChecked(path: string, expected: Uint8Array, next: Uint8Array): Promise<void> {
+    const current = await this.fs.read(path);
+    if (!bytesEqual(current, expected)) throw new ToolError(msg.changedSinceRead(path));
+    await this.fs.write(path, next);
+  }
+
+  private record(path: string, before: Uint8Array | null, after: Uint8Array): void {
+    if (this.flavor !== "text_editor_20250124") return; // only this flavor has undo_edit
+    const stack = this.history.get(path) ?? [];
+    stack.push({ before, after });
+    if (stack.length > MAX_HISTORY_PER_PATH) stack.shift();
+    this.history.set(path, stack);
+  }
+
+  private async view(path: string, stat: EditorStat, viewRange: unknown): Promise<string> {
+    if (stat.type === "directory") {
+      if (viewRange != null) throw new ToolError(msg.viewRangeOnDirectory());
+      return this.listing(path);
+    }
+    const shown = decodeText(await this.load(path, stat));
+    const [content, initLine] = viewRange == null ? [shown.text, 1] : this.selectRange(shown.text, viewRange);
+    return withNote(catN(content, path, initLine, this.maxCharacters), shown.valid ? undefined : msg.nonUtf8Note());
+  }
+
+  private async listing(path: string): Promise<string> {
+    const prefix = path === "/" ? "/" : `${path}/`;
+    // Hidden entries are the fs's job; filtering again keeps secrets like .env out whatever the backend does.
+    const entries = (await this.fs.listDir(path)).filter((p) => !hasHiddenComponent(p.startsWith(prefix) ? p.slice(prefix.length) : p));
+    return `Here's the files and directories up to 2 levels deep in ${path}, excluding hidden items:\n${[path, ...entries].join("\n")}\n\n`;
+  }
+
+  /** The reference's view_range rules; returns the selected text and its first line number. */
+  private selectRange(text: string, viewRange: unknown): [string, number] {
+    const r = ViewRange.safeParse(viewRange);
+    if (!r.success) throw new ToolError(msg.viewRangeFormat());
+    const [first, last] = r.data;
+    const lines = text.split("\n");
+    const n = lines.length;
+    if (first < 1 || first > n) throw new ToolError(msg.viewRangeFirst(first, last, n));
+    if (last > n) throw new ToolError(msg.viewRangeSecondTooBig(first, last, n));
+    if (last !== -1 && last < first) throw new ToolError(msg.viewRangeOrder(first, last));
+    return [lines.slice(first - 1, last === -1 ? undefined : last).join("\n"), first];
+  }
+
+  private async create(path: string, fileText: string | null | undefined): Promise<string> {
+    if (fileText == null) throw new ToolError(msg.required("file_text", "create"));
+    await this.fs.mkdirp(parentDir(path)); // patchbay makes missing parents; the reference fails
+    // Something may have created the path since validation: create never overwrites.
+    if ((await this.fs.stat(path)).type !== "missing") throw new ToolError(msg.exists(path));
+    const bytes = utf8(fileText);
+    await this.fs.write(path, bytes);
+    this.record(path, null, bytes);
+    return msg.created(path);
+  }
+
+  private async strReplace(
+    path: string,
+    stat: EditorStat,
+    p: { old_str?: string | null; new_str?: string | null },
+  ): Promise<string> {
+    if (p.old_str == null) throw new ToolError(msg.required("old_str", "str_replace"));
+    if (p.old_str === "") throw new ToolError(msg.emptyOldStr());
+    const newStr = p.new_str ?? "";
+    if (p.old_str === newStr) throw new ToolError(msg.sameStrings(path));
+
+    const before = await this.load(path, stat);
+    const crlf = isCrlfFile(before);
+    // In a CRLF file, new lines are written as CRLF, and a quote with bare \n (how models usually
+    // quote) falls back to the CRLF form when it does not match verbatim.
+    let oldBytes = utf8(p.old_str);
+    let offsets = findAll(before, oldBytes);
+    if (offsets.length === 0 && crlf && /(^|[^\r])\n/.test(p.old_str)) {
+      oldBytes = utf8(toCrlf(p.old_str));
+      offsets = findAll(before, oldBytes);
+    }
+    if (offsets.length === 0) throw new ToolError(msg.notFound(p.old_str, path));
+    if (offsets.length > 1) throw new ToolError(multipleMessage(p.old_str, startLines(before, offsets)));
+
+    const at = offsets[0]!;
+    const newBytes = utf8(crlf ? toCrlf(newStr) : newStr);
+    const after = strReplaceBytes(before, at, oldBytes.byteLength, newBytes);
+    await this.writeChecked(path, before, after);
+    this.record(path, before, after);
+
+    // Snippet: SNIPPET_LINES lines before the edited line through SNIPPET_LINES after the new text.
+    const line = countNewlines(before, at);
+    const start = Math.max(0, line - SNIPPET_LINES);
+    const end = line + SNIPPET_LINES + countNewlines(newBytes);
+    const shown = decodeText(after);
+    const snippet = shown.text.split("\n").slice(start, end + 1).join("\n");
+    return withNote(msg.edited(path, snippet, start + 1, this.maxCharacters), shown.valid ? undefined : msg.nonUtf8Note());
+  }
+
+  private async insert(path: string, stat: EditorStat, input: object): Promise<string> {
+    const textParam = insertTextParam(this.flavor); // insert_text, or new_str in text_editor_20250124
+    const p = this.parse(insertInput(textParam), input) as { insert_line?: number | null } & Record<string, unknown>;
+    const k = p.insert_line;
+    if (k == null) throw new ToolError(msg.required("insert_line", "insert"));
+    const text = p[textParam];
+    if (typeof text !== "string") throw new ToolError(msg.required(textParam, "insert"));
+
+    const before = await this.load(path, stat);
+    const n = lineCount(before);
+    if (k < 0 || k > n) throw new ToolError(msg.insertLine(k, n));
+    const crlf = isCrlfFile(before);
+    const { bytes: after, lines } = insertBytes(before, k, crlf ? toCrlf(text) : text, crlf ? "\r\n" : "\n");
+    await this.writeChecked(path, before, after);
+    this.record(path, before, after);
+
+    const start = Math.max(0, k - SNIPPET_LINES);
+    const shown = decodeText(after);
+    const snippet = shown.text.split("\n").slice(start, k + lines + SNIPPET_LINES).join("\n");
+    return withNote(msg.inserted(path, snippet, start + 1, this.maxCharacters), shown.valid ? undefined : msg.nonUtf8Note());
+  }
+
+  private async undo(path: string, stat: EditorStat): Promise<string> {
+    const stack = this.history.get(path);
+    const entry = stack?.at(-1);
+    if (!stack || !entry) throw new ToolError(msg.noHistory(path));
+    // Undo restores the version before the last edit only if nobody changed the file since that edit.
+    const unchanged = stat.size === entry.after.byteLength && bytesEqual(await this.fs.read(path), entry.after);
+    if (!unchanged) throw new ToolError(msg.changedSinceEdit(path));
+    if (entry.before === null) {
+      await this.fs.remove(path);
+      stack.pop();
+      return msg.undoneCreate(path);
+    }
+    await this.writeChecked(path, entry.after, entry.before);
+    stack.pop();
+    const shown = decodeText(entry.before);
+    return withNote(msg.undone(path, shown.text, this.maxCharacters), shown.valid ? undefined : msg.nonUtf8Note());
+  }
+}
+
+/** 1-based line where each occurrence starts, each line once, in one pass over the bytes. */
+function startLines(bytes: Uint8Array, offsets: number[]): number[] {
+  const lines: number[] = [];
+  let line = 1;
+  let pos = 0;
+  for (const at of offsets) {
+    line += countNewlines(bytes.subarray(pos, at));
+    pos = at;
+    if (lines.at(-1) !== line) lines.push(line);
+  }
+  return lines;
+}
+
+function multipleMessage(oldStr: string, lines: number[]): string {
+  const more = Math.max(0, lines.length - MAX_LISTED_LINES);
+  return msg.multiple(oldStr, lines.slice(0, MAX_LISTED_LINES), more);
+}

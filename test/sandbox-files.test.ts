@@ -1,0 +1,75 @@
+// Container files through the archive API, byte-exact, against a real container.
+import { describe, expect, it } from "vitest";
+import { useSandbox } from "./support/sandbox.js";
+
+describe("sandbox.files (real engine)", () => {
+  const sb = useSandbox();
+
+  const roundTrip = async (name: string, bytes: Buffer) => {
+    await sb().files.write(`/workspace/${name}`, bytes);
+    expect(Buffer.compare(await sb().files.read(`/workspace/${name}`), bytes)).toBe(0);
+    // ...and what the container sees is the same bytes.
+    const sum = await sb().shell.run(`sha256sum /workspace/${name} | cut -d' ' -f1`);
+    const { createHash } = await import("node:crypto");
+    expect(sum.output.trim()).toBe(createHash("sha256").update(bytes).digest("hex"));
+  };
+
+  it("round-trips every byte value", () => roundTrip("all.bin", Buffer.from(Array.from({ length: 512 }, (_, i) => i % 256))));
+  it("round-trips CRLF", () => roundTrip("crlf.txt", Buffer.from("a\r\nb\r\n\r\nc\r\n")));
+  it("round-trips a file without final newline", () => roundTrip("nofinal.txt", Buffer.from("no newline at the end")));
+  it("round-trips an empty file", () => roundTrip("empty.txt", Buffer.alloc(0)));
+  it("round-trips a 5 MB file", () => roundTrip("big.bin", Buffer.from(Array.from({ length: 5 * 1024 * 1024 }, (_, i) => (i * 7919) % 251))));
+
+  it("new files belong to uid 1000 with mode 0644", async () => {
+    await sb().files.write("/workspace/new.txt", Buffer.from("x"));
+    const r = await sb().shell.run("stat -c '%u:%g %a' /workspace/new.txt");
+    expect(r.output).toBe("1000:1000 644\n");
+  });
+
+  it("keeps mode 0755 (and the owner) on overwrite", async () => {
+    await sb().shell.run("printf '#!/bin/sh\\necho v1\\n' > /workspace/run.sh && chmod 0755 /workspace/run.sh");
+    await sb().files.write("/workspace/run.sh", Buffer.from("#!/bin/sh\necho v2\n"));
+    const r = await sb().shell.run("stat -c '%u:%g %a' /workspace/run.sh; /workspace/run.sh");
+    expect(r.output).toBe("1000:1000 755\nv2\n");
+    expect((await sb().files.stat("/workspace/run.sh"))?.mode).toBe(0o755);
+  });
+
+  it("writes with an explicit mode", async () => {
+    await sb().files.write("/workspace/x.sh", Buffer.from("echo hi"), { mode: 0o700 });
+    expect((await sb().shell.run("stat -c %a /workspace/x.sh")).output).toBe("700\n");
+  });
+
+  it("follows a symlink within the container and says so", async () => {
+    await sb().shell.run("mkdir -p /workspace/real && echo target > /workspace/real/t.txt && ln -sf real/t.txt /workspace/link.txt");
+    const st = await sb().files.stat("/workspace/link.txt");
+    expect(st).toMatchObject({ type: "file", path: "/workspace/real/t.txt", symlinkTarget: "/workspace/real/t.txt" });
+    expect((await sb().files.read("/workspace/link.txt")).toString()).toBe("target\n");
+    await sb().files.write("/workspace/link.txt", Buffer.from("through\n"));
+    const r = await sb().shell.run("cat /workspace/real/t.txt; test -L /workspace/link.txt && echo still-a-link");
+    expect(r.output).toBe("through\nstill-a-link\n");
+  });
+
+  it("stats directories and missing paths", async () => {
+    expect((await sb().files.stat("/workspace"))?.type).toBe("directory");
+    expect(await sb().files.stat("/workspace/missing")).toBeUndefined();
+  });
+
+  it("refuses a read above the size bound with a clear error", async () => {
+    await sb().shell.run("head -c 3000 /dev/zero > /workspace/3k");
+    await expect(sb().files.read("/workspace/3k", { maxBytes: 1000 })).rejects.toThrow(/file too large: \/workspace\/3k is 3000 bytes, the limit is 1000/);
+  });
+
+  it("gives clear errors for a missing file, a missing parent, a directory, a relative path", async () => {
+    await expect(sb().files.read("/workspace/nope.txt")).rejects.toThrow(/no such file: \/workspace\/nope.txt/);
+    await expect(sb().files.write("/workspace/no/such/dir/f.txt", Buffer.from("x"))).rejects.toThrow(/parent directory does not exist: \/workspace\/no\/such\/dir/);
+    await expect(sb().files.read("/workspace")).rejects.toThrow(/is a directory/);
+    await expect(sb().files.read("relative.txt")).rejects.toThrow(/must be absolute/);
+  });
+
+  it("mkdirp creates missing parents owned by uid 1000", async () => {
+    await sb().files.mkdirp("/workspace/a/b/c");
+    await sb().files.write("/workspace/a/b/c/f.txt", Buffer.from("deep"));
+    const r = await sb().shell.run("stat -c '%u %a' /workspace/a /workspace/a/b/c; cat /workspace/a/b/c/f.txt");
+    expect(r.output).toBe("1000 755\n1000 755\ndeep");
+  });
+});
