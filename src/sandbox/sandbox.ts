@@ -70,7 +70,7 @@ export class Sandbox {
    * Runs argv in a fresh exec (not the agent's shell), e.g. git for the patch. stdin is
    * closed after `stdin` is written; stdout is bounded by `maxBytes` (the rest is cut and flagged).
    */
-  async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string } = {}): Promise<ExecResult> {
+  async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string; env?: string[] } = {}): Promise<ExecResult> {
     const max = opts.maxBytes ?? 64 * 1024 * 1024;
     const out: Buffer[] = [];
     let outLen = 0;
@@ -85,7 +85,7 @@ export class Sandbox {
       }
       out.push(Buffer.from(chunk));
       outLen += chunk.length;
-    }, { user: opts.user, env: ["HOME=/home/agent"] });
+    }, { user: opts.user, env: ["HOME=/home/agent", ...(opts.env ?? [])] });
     if (opts.stdin !== undefined) proc.write(opts.stdin);
     proc.endInput();
     await proc.ended;

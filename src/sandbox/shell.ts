@@ -33,6 +33,8 @@ unset HISTFILE
 __pb_mem() { local k v f; __pb_o=0; for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && __pb_o=$v; done < "$f"; return 0; fi; done; }
 __pb_mem; __pb_oom=$__pb_o
 __pb_pre() { local wm; read -r _ _ _ _ wm < /proc/loadavg; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:%s\n' "$1" "$wm"; }
+__pb_exec() { eval "$__pb_cmd"; }
+trap 'return 124' USR1
 __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom" ]; then __pb_oom=$__pb_o; builtin printf '\n[patchbay: the command was killed by the kernel: the sandbox ran out of memory]'; fi; fi; builtin printf '\nPBEND%s:%d\n' "$1" "$2"; }
 `;
 
@@ -40,7 +42,7 @@ __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom"
 // Only builtins: it must work when the pids limit leaves no room for a new process.
 const SUPERVISOR_INIT = String.raw`
 exec 2>&1
-__pb_kill() { local p d pass; for pass in 1 2 3; do for d in /proc/[0-9]*; do p=${"${d#/proc/}"}; if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -STOP "$p" 2>/dev/null; fi; done; done; for d in /proc/[0-9]*; do p=${"${d#/proc/}"}; if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -KILL "$p" 2>/dev/null; fi; done; builtin printf 'PBKILLED%s\n' "$2"; }
+__pb_kill() { local p d pass; [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; for pass in 1 2 3; do for d in /proc/[0-9]*; do p=${"${d#/proc/}"}; if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -STOP "$p" 2>/dev/null; fi; done; done; for d in /proc/[0-9]*; do p=${"${d#/proc/}"}; if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -KILL "$p" 2>/dev/null; fi; done; builtin printf 'PBKILLED%s\n' "$2"; }
 `;
 
 const BASH = ["bash", "--noprofile", "--norc"];
@@ -83,12 +85,16 @@ class Supervisor {
     ({ proc: this.proc } = await startBash(this.container, SUPERVISOR_INIT, (b) => this.waiter?.feed(b)));
   }
 
-  /** Stops and kills every process of uid 1000 with a pid above `watermark`, except itself. */
-  async killAbove(watermark: number): Promise<void> {
+  /**
+   * Stops and kills every process of uid 1000 with a pid above `watermark`, except itself.
+   * `abortShell` gets SIGUSR1 first: its trap returns from the running command, so the rest of
+   * a list (`sleep 1000; echo never`) does not run once the timeout hit.
+   */
+  async killAbove(watermark: number, abortShell = 0): Promise<void> {
     await this.ensure();
     const nonce = randomBytes(8).toString("hex");
     this.waiter = new LineWaiter(`PBKILLED${nonce}`);
-    this.proc!.write(`__pb_kill ${watermark} ${nonce}\n`);
+    this.proc!.write(`__pb_kill ${watermark} ${nonce} ${abortShell}\n`);
     await Promise.race([this.waiter.done, this.proc!.ended, sleep(10_000)]);
   }
 
@@ -110,6 +116,7 @@ interface Pending {
 export class Shell {
   private proc?: Attached;
   private session = "";
+  private pid = 0;
   private pending?: Pending;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly supervisor: Supervisor;
@@ -127,8 +134,9 @@ export class Shell {
     // Docker closes an exec's stream only ~2 s after the process exits; an EXIT trap tells at once.
     this.session = randomBytes(8).toString("hex");
     const trap = `trap 'builtin printf "\\nPBEXIT${this.session}:%d\\n" $?' EXIT\n`;
-    const { proc } = await startBash(this.container, SHELL_INIT + trap, (b) => this.onData(b));
+    const { proc, pid } = await startBash(this.container, SHELL_INIT + trap, (b) => this.onData(b));
     this.proc = proc;
+    this.pid = pid;
     void proc.ended.then(() => {
       if (this.proc === proc) this.pending?.finish(null);
     });
@@ -188,7 +196,7 @@ export class Shell {
     // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
     // that reads stdin gets EOF instead of eating the protocol.
     const text = command.replace(/\0/g, "");
-    this.proc!.write(`__pb_pre ${nonce}\n${text}\0eval "$__pb_cmd" </dev/null; __pb_post ${nonce} $?\n`);
+    this.proc!.write(`__pb_pre ${nonce}\n${text}\0__pb_exec </dev/null; __pb_post ${nonce} $?\n`);
 
     let timedOut = false;
     let timer: NodeJS.Timeout | undefined;
@@ -199,7 +207,7 @@ export class Shell {
       timedOut = true;
       const wm = this.pending?.watermark;
       if (wm !== undefined) {
-        await this.supervisor.killAbove(wm);
+        await this.supervisor.killAbove(wm, this.pid);
         await Promise.race([ended, sleep(3000)]);
       }
       if (!this.pendingDone(nonce)) {
@@ -215,7 +223,7 @@ export class Shell {
     if ((exitCode === null || pending.shellExited) && !timedOut) {
       output += `${output ? "\n" : ""}[patchbay: the shell exited; a fresh shell (cwd and environment reset) starts with the next command]`;
     }
-    return { output, exitCode: exitCode ?? (timedOut ? 137 : 255), timedOut, truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}) };
+    return { output, exitCode: exitCode ?? (timedOut ? 124 : 255), timedOut, truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}) };
   }
 
   private pendingDone(nonce: string): boolean {
