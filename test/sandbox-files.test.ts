@@ -1,9 +1,16 @@
 // Container files through the archive API, byte-exact, against a real container.
 import { describe, expect, it } from "vitest";
+import { Files } from "../src/sandbox/files.js";
+import type { Sandbox } from "../src/sandbox/sandbox.js";
 import { useSandbox } from "./support/sandbox.js";
 
-describe("sandbox.files (real engine)", () => {
-  const sb = useSandbox();
+// Both lanes: the in-container file agent (the default) and the archive API (bulk and fallback).
+describe.each([
+  ["file agent", (s: Sandbox) => s.files],
+  ["archive API", (s: Sandbox) => new Files(s.container)],
+])("sandbox.files via %s (real engine)", (_lane, filesOf) => {
+  const box = useSandbox();
+  const sb = () => ({ files: filesOf(box()), shell: box().shell });
 
   const roundTrip = async (name: string, bytes: Buffer) => {
     await sb().files.write(`/workspace/${name}`, bytes);

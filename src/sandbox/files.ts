@@ -6,6 +6,7 @@ import type { Readable } from "node:stream";
 import * as tar from "tar-stream";
 import { defaults } from "../config.js";
 import { statusOf } from "./docker.js";
+import type { FileAgent, AgentReply } from "./file-agent.js";
 
 export interface FileStat {
   /** What the path (after following symlinks) is. */
@@ -30,7 +31,7 @@ export interface FileEntry {
 export class FileError extends Error {
   constructor(
     message: string,
-    readonly code: "ENOENT" | "EISDIR" | "EFBIG" | "EINVAL" | "EROFS" | "EIO",
+    readonly code: "ENOENT" | "EISDIR" | "EFBIG" | "EINVAL" | "EROFS" | "EIO" | "ENOSPC" | "EACCES" | "ECHANGED",
   ) {
     super(message);
   }
@@ -46,10 +47,28 @@ function checkAbsolute(p: string): string {
 }
 
 export class Files {
-  constructor(private container: Docker.Container) {}
+  /**
+   * `agent`: the in-container fast lane for small operations (see file-agent.ts); without it,
+   * or when it cannot run, everything goes through the archive API.
+   */
+  constructor(
+    private container: Docker.Container,
+    private agent?: FileAgent,
+  ) {}
+
+  /** Stat; symlinks are followed within the container. */
+  async stat(p: string): Promise<FileStat | undefined> {
+    const abs = checkAbsolute(p);
+    const r = await this.agent?.request({ op: "stat", path: abs });
+    if (!r) return this.archiveStat(abs);
+    const h = r.header as { missing?: boolean; type: FileStat["type"]; size: number; mode: number; mtime: number; real: string; link: boolean };
+    if (r.header.error) throw agentError(r, abs);
+    if (h.missing) return undefined;
+    return { type: h.type, size: h.size, mode: h.mode, mtime: String(h.mtime), path: h.real, ...(h.link ? { symlinkTarget: h.real } : {}) };
+  }
 
   /** Stat through infoArchive; symlinks are followed within the container (up to 40 hops). */
-  async stat(p: string): Promise<FileStat | undefined> {
+  async archiveStat(p: string): Promise<FileStat | undefined> {
     let cur = checkAbsolute(p);
     let symlinkTarget: string | undefined;
     for (let hop = 0; hop < 40; hop++) {
@@ -86,6 +105,17 @@ export class Files {
   /** Reads a regular file with its mode and owner. Symlinks are followed. */
   async readEntry(p: string, opts: { maxBytes?: number } = {}): Promise<FileEntry> {
     const max = opts.maxBytes ?? defaults.files.maxReadBytes;
+    const abs = checkAbsolute(p);
+    const r = await this.agent?.request({ op: "read", path: abs, max });
+    if (!r) return this.archiveReadEntry(abs, max);
+    if (r.header.error === "EFBIG") throw new FileError(`file too large: ${p} is ${r.header.size} bytes, the limit is ${max}`, "EFBIG");
+    if (r.header.error === "ENOENT") throw new FileError(`no such file: ${p}`, "ENOENT");
+    if (r.header.error) throw agentError(r, p);
+    const h = r.header as { mode: number; uid: number; gid: number; real: string };
+    return { bytes: r.body, mode: h.mode, uid: h.uid, gid: h.gid, path: h.real };
+  }
+
+  async archiveReadEntry(p: string, max: number): Promise<FileEntry> {
     let cur = checkAbsolute(p);
     for (let hop = 0; hop < 40; hop++) {
       const got = await this.readOnce(cur, max);
@@ -145,7 +175,29 @@ export class Files {
    * Writes a file byte-exact. Overwriting keeps the existing mode and owner (unless `mode` is
    * given); a new file is owned by uid 1000 with mode 0644. A symlink is written through.
    */
-  async write(p: string, bytes: Uint8Array, opts: { mode?: number; uid?: number; gid?: number } = {}): Promise<void> {
+  async write(p: string, bytes: Uint8Array, opts: { mode?: number } = {}): Promise<void> {
+    const abs = checkAbsolute(p);
+    const r = await this.agent?.request({ op: "write", path: abs, ...(opts.mode !== undefined ? { mode: opts.mode } : {}) }, Buffer.from(bytes));
+    if (!r) return this.archiveWrite(abs, bytes, opts);
+    if (r.header.error === "ENOENT") throw new FileError(`parent directory does not exist: ${path.dirname(abs)} (create it first, e.g. mkdir -p)`, "ENOENT");
+    if (r.header.error) throw agentError(r, abs);
+  }
+
+  /**
+   * Writes only if the file still holds content whose sha256 is `expectSha256` (checked and
+   * written in one step inside the container). Resolves false when it changed. Needs the agent;
+   * without it, undefined (the caller checks by reading back).
+   */
+  async writeIfUnchanged(p: string, expectSha256: string, bytes: Uint8Array): Promise<boolean | undefined> {
+    const abs = checkAbsolute(p);
+    const r = await this.agent?.request({ op: "write", path: abs, expect: expectSha256 }, Buffer.from(bytes));
+    if (!r) return undefined;
+    if (r.header.error === "ECHANGED") return false;
+    if (r.header.error) throw agentError(r, abs);
+    return true;
+  }
+
+  async archiveWrite(p: string, bytes: Uint8Array, opts: { mode?: number; uid?: number; gid?: number } = {}): Promise<void> {
     let target = checkAbsolute(p);
     let mode = opts.mode;
     const parent = await this.stat(path.dirname(target));
@@ -164,6 +216,32 @@ export class Files {
 
   /** Creates a directory and its missing parents, owned by uid 1000. */
   async mkdirp(dir: string): Promise<void> {
+    const abs = checkAbsolute(dir);
+    const r = await this.agent?.request({ op: "mkdirp", path: abs });
+    if (!r) return this.archiveMkdirp(abs);
+    if (r.header.error) throw agentError(r, abs);
+  }
+
+  /** Removes a file (not a directory). */
+  async remove(p: string): Promise<void> {
+    const abs = checkAbsolute(p);
+    const r = await this.agent?.request({ op: "remove", path: abs });
+    if (r?.header.error) throw agentError(r, abs);
+    if (!r) {
+      const exec = await this.container.exec({ Cmd: ["rm", "-f", "--", abs], User: "1000:1000" });
+      await exec.start({ Detach: true });
+    }
+  }
+
+  /** Entries up to two levels below `dir`, hidden names (and what is under them) left out. */
+  async list(dir: string): Promise<string[] | undefined> {
+    const r = await this.agent?.request({ op: "list", path: checkAbsolute(dir) });
+    if (!r) return undefined;
+    if (r.header.error) throw agentError(r, dir);
+    return r.header.entries as string[];
+  }
+
+  async archiveMkdirp(dir: string): Promise<void> {
     let base = checkAbsolute(dir);
     const missing: string[] = [];
     for (;;) {
@@ -204,4 +282,18 @@ export class Files {
       throw new FileError(`writing into ${dir} failed: ${msg}`, "EIO");
     }
   }
+}
+
+function agentError(r: AgentReply, p: string): FileError {
+  const code = String(r.header.error);
+  const text: Record<string, string> = {
+    ENOENT: `no such file or directory: ${p}`,
+    ENOTDIR: `a parent of ${p} is not a directory`,
+    EISDIR: `is a directory: ${p}`,
+    EROFS: `read-only location: ${p} (only /workspace and /tmp are writable)`,
+    ENOSPC: `no space left on device writing ${p} (the workspace is full)`,
+    EACCES: `permission denied: ${p}`,
+  };
+  const known = ["ENOENT", "EISDIR", "EROFS", "ENOSPC", "EACCES"].includes(code) ? (code as FileError["code"]) : "EIO";
+  return new FileError(text[code] ?? `${p}: ${r.header.message ?? code}`, known);
 }

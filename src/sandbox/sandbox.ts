@@ -5,6 +5,7 @@ import { defaults } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { attachExec } from "./attach.js";
 import { createContainer, defaultLimits, LABEL, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
+import { FileAgent } from "./file-agent.js";
 import { Files } from "./files.js";
 import { Shell } from "./shell.js";
 
@@ -36,6 +37,7 @@ export class Sandbox {
     readonly volume: string,
     readonly shell: Shell,
     readonly files: Files,
+    private readonly agent: FileAgent,
   ) {}
 
   static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
@@ -56,9 +58,11 @@ export class Sandbox {
       labels,
     });
     const shell = new Shell(container);
-    const sandbox = new Sandbox(name, container, volume, shell, new Files(container));
+    const agent = new FileAgent(container);
+    const sandbox = new Sandbox(name, container, volume, shell, new Files(container, agent), agent);
     try {
-      await shell.start();
+      // The file agent may be unable to run (an image without python3): files then use the archive API.
+      await Promise.all([shell.start(), agent.start()]);
     } catch (err) {
       await sandbox.destroy();
       throw err;
@@ -97,6 +101,7 @@ export class Sandbox {
   destroy(): Promise<void> {
     this.destroyed ??= (async () => {
       this.shell.close();
+      this.agent.close();
       await removeQuietly(this.name, this.volume);
     })();
     return this.destroyed;

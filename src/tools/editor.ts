@@ -44,6 +44,11 @@ export interface EditorFs {
   write(path: string, bytes: Uint8Array): Promise<void>;
   mkdirp(dir: string): Promise<void>;
   remove(path: string): Promise<void>;
+  /**
+   * Optional compare-and-write: writes `next` only if the file still holds `expected`; resolves
+   * false if it changed, undefined if the backend cannot do it (the editor then reads back first).
+   */
+  writeIfUnchanged?(path: string, expected: Uint8Array, next: Uint8Array): Promise<boolean | undefined>;
   /** Absolute paths of the entries up to 2 levels under path (path excluded), hidden components excluded, filesystem order. */
   listDir(path: string): Promise<string[]>;
 }
@@ -174,6 +179,9 @@ export class TextEditor {
 
   /** Writes only if the file still holds the bytes the edit was computed from (a bash process may have written meanwhile). */
   private async writeChecked(path: string, expected: Uint8Array, next: Uint8Array): Promise<void> {
+    const swapped = await this.fs.writeIfUnchanged?.(path, expected, next);
+    if (swapped === false) throw new ToolError(msg.changedSinceRead(path));
+    if (swapped === true) return;
     const current = await this.fs.read(path);
     if (!bytesEqual(current, expected)) throw new ToolError(msg.changedSinceRead(path));
     await this.fs.write(path, next);

@@ -1,0 +1,13 @@
+// The library API of patchbay. The sandbox and the tools stand on their own, so an agent
+// builder can use them with their own loop; the queue and the job use them together.
+export { Sandbox, type SandboxOptions, type ExecResult } from "./sandbox/sandbox.js";
+export type { RunOptions, RunResult } from "./sandbox/shell.js";
+export type { FileStat, FileEntry } from "./sandbox/files.js";
+export { FileError } from "./sandbox/files.js";
+export { reap, type ReapReport, type SandboxLimits } from "./sandbox/docker.js";
+export { buildImage } from "./sandbox/image.js";
+export { TextEditor, type EditorFs, type EditorFlavor, type ToolOutput } from "./tools/editor.js";
+export { BashTool } from "./tools/bash-tool.js";
+export { EditFileTool } from "./tools/edit-file.js";
+export { SandboxFs } from "./tools/sandbox-fs.js";
+export { Toolbox, runTool, type ToolSet, type ToolUseBlock, type ToolRun } from "./tools/index.js";

@@ -1,0 +1,147 @@
+// A fast lane for small file operations: one persistent python3 process per sandbox (uid 1000)
+// over an attached exec, speaking JSON-line headers followed by raw bytes. Docker 20.10's archive
+// API re-executes dockerd for every call (~38 ms each), which would make one str_replace cost
+// >100 ms; through this channel it costs a few ms. The archive API stays the path for bulk
+// transfers (loading a repo) and the fallback when the image has no python3.
+import type Docker from "dockerode";
+import { attachExec, type Attached } from "./attach.js";
+
+const AGENT = String.raw`
+import sys, os, json, stat, hashlib
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+def reply(h, body=b""):
+    h["len"] = len(body)
+    out.write(json.dumps(h).encode() + b"\n"); out.write(body); out.flush()
+def kind(m):
+    return "directory" if stat.S_ISDIR(m) else "file" if stat.S_ISREG(m) else "other"
+def read_fd(fd, limit):
+    chunks, n = [], 0
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b: return b"".join(chunks)
+        chunks.append(b); n += len(b)
+        if n > limit: raise OSError(27, "File too large")
+def op_stat(r, body):
+    p = r["path"]
+    try: st = os.stat(p)
+    except FileNotFoundError: return {"missing": True}, b""
+    real = os.path.realpath(p)
+    return {"type": kind(st.st_mode), "size": st.st_size, "mode": st.st_mode & 0o7777, "mtime": st.st_mtime_ns, "real": real, "link": os.path.islink(p) or real != os.path.abspath(p)}, b""
+def op_read(r, body):
+    fd = os.open(r["path"], os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode): raise IsADirectoryError(21, "Is a directory")
+        if not stat.S_ISREG(st.st_mode): raise OSError(22, "not a regular file")
+        if st.st_size > r["max"]: return {"error": "EFBIG", "size": st.st_size}, b""
+        data = read_fd(fd, r["max"])
+        return {"mode": st.st_mode & 0o7777, "uid": st.st_uid, "gid": st.st_gid, "real": os.path.realpath(r["path"])}, data
+    finally: os.close(fd)
+def op_write(r, body):
+    p = r["path"]
+    exists = os.path.exists(p)
+    if exists and os.path.isdir(p): raise IsADirectoryError(21, "Is a directory")
+    # Opened without O_CREAT when it exists, so its mode and owner stay; truncated only after the check.
+    fd = os.open(p, os.O_RDWR) if exists else os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, r.get("mode", 0o644))
+    try:
+        if exists and r.get("expect") is not None:
+            if hashlib.sha256(read_fd(fd, 1 << 31)).hexdigest() != r["expect"]: return {"error": "ECHANGED"}, b""
+        os.lseek(fd, 0, 0); os.ftruncate(fd, 0)
+        mv = memoryview(body)
+        while mv: mv = mv[os.write(fd, mv):]
+        if r.get("mode") is not None: os.fchmod(fd, r["mode"])
+    finally: os.close(fd)
+    return {}, b""
+def op_mkdirp(r, body):
+    os.makedirs(r["path"], 0o755, exist_ok=True); return {}, b""
+def op_remove(r, body):
+    os.remove(r["path"]); return {}, b""
+def op_list(r, body):
+    root, res = r["path"], []
+    for name in sorted(os.listdir(root)):
+        if name.startswith("."): continue
+        p = os.path.join(root, name); res.append(p)
+        if os.path.isdir(p) and not os.path.islink(p):
+            try: res += [os.path.join(p, n) for n in sorted(os.listdir(p)) if not n.startswith(".")]
+            except OSError: pass
+    return {"entries": res}, b""
+OPS = {"stat": op_stat, "read": op_read, "write": op_write, "mkdirp": op_mkdirp, "remove": op_remove, "list": op_list}
+while True:
+    line = inp.readline()
+    if not line: break
+    r = json.loads(line); n = r.get("len", 0); body = inp.read(n) if n else b""
+    try: h, data = OPS[r["op"]](r, body)
+    except OSError as e: h, data = {"error": {2: "ENOENT", 20: "ENOTDIR", 21: "EISDIR", 13: "EACCES", 30: "EROFS", 28: "ENOSPC", 27: "EFBIG"}.get(e.errno, "EIO"), "message": e.strerror or str(e)}, b""
+    reply(h, data)
+`;
+
+export interface AgentReply {
+  header: Record<string, unknown> & { error?: string; message?: string };
+  body: Buffer;
+}
+
+export class FileAgent {
+  private proc?: Attached;
+  private starting?: Promise<boolean>;
+  private buf: Buffer = Buffer.alloc(0);
+  private waiters: ((r: AgentReply | undefined) => void)[] = [];
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private container: Docker.Container) {}
+
+  /** Starts the agent; resolves false when the image cannot run it (no python3). */
+  start(): Promise<boolean> {
+    this.starting ??= (async () => {
+      try {
+        this.proc = await attachExec(this.container, ["python3", "-u", "-c", AGENT], (b) => this.onData(b), { env: ["PYTHONDONTWRITEBYTECODE=1"] });
+        void this.proc.ended.then(() => this.waiters.splice(0).forEach((w) => w(undefined)));
+        const probe = await this.call({ op: "stat", path: "/" });
+        return probe !== undefined && !probe.header.error;
+      } catch {
+        return false;
+      }
+    })();
+    return this.starting;
+  }
+
+  /** One request; undefined when the agent is gone (the caller falls back to the archive API). */
+  async request(header: Record<string, unknown>, body?: Buffer): Promise<AgentReply | undefined> {
+    if (!(await this.start())) return undefined;
+    if (!this.proc?.alive) {
+      // Killed (e.g. by `kill -9 -1` from the model): start a new one.
+      this.starting = undefined;
+      if (!(await this.start())) return undefined;
+    }
+    return this.call(header, body);
+  }
+
+  private call(header: Record<string, unknown>, body?: Buffer): Promise<AgentReply | undefined> {
+    const next = this.queue.then(
+      () =>
+        new Promise<AgentReply | undefined>((resolve) => {
+          this.waiters.push(resolve);
+          this.proc!.write(Buffer.concat([Buffer.from(JSON.stringify({ ...header, len: body?.length ?? 0 }) + "\n"), body ?? Buffer.alloc(0)]));
+        }),
+    );
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private onData(chunk: Buffer): void {
+    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    for (;;) {
+      const nl = this.buf.indexOf(10);
+      if (nl < 0) return;
+      const header = JSON.parse(this.buf.subarray(0, nl).toString("utf8"));
+      const end = nl + 1 + (header.len ?? 0);
+      if (this.buf.length < end) return;
+      const body = Buffer.from(this.buf.subarray(nl + 1, end));
+      this.buf = this.buf.subarray(end);
+      this.waiters.shift()?.({ header, body });
+    }
+  }
+
+  close(): void {
+    this.proc?.destroy();
+  }
+}

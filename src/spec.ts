@@ -1,0 +1,430 @@
+// The public contract (DESIGN.md, "The contracts"): JobSpec in, JobResult out, Transcript events
+// along the way. Pure: schemas, types and small helpers, no I/O.
+//
+// Input (JobSpec) is untrusted and hand-written, so it is strict (a typo such as `verfiy` is an
+// error, not a silently ignored key) and every failure becomes one readable line that names the
+// field. Outputs (JobResult, TranscriptEvent) are produced by patchbay itself; their schemas exist
+// so readers can validate what they load.
+import { z } from "zod";
+
+// ---------------------------------------------------------------------------------------------
+// Error messages
+// ---------------------------------------------------------------------------------------------
+
+const REQUIRED = "required";
+
+/** A short, safe rendering of a bad value for an error message (never the whole input). */
+function show(value: unknown): string {
+  if (value === undefined) return "undefined";
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+    case "number":
+    case "boolean":
+      return String(value);
+    case "bigint":
+      return `${value}n`;
+    case "object":
+      return "an object";
+    default:
+      return `a ${typeof value}`;
+  }
+}
+
+type RawIssue = { code?: string; input?: unknown } & Record<string, unknown>;
+
+/** Schema-level message: "required" when absent, else "must be <what> (got <value>)". */
+const expected = (what: string) => (iss: RawIssue) =>
+  iss.input === undefined ? REQUIRED : `must be ${what} (got ${show(iss.input)})`;
+
+const A_TYPE: Record<string, string> = {
+  string: "a string",
+  number: "a number",
+  int: "an integer",
+  boolean: "a boolean",
+  object: "an object",
+  array: "an array",
+};
+
+/** Fallback for schemas without their own message: plain words instead of zod's defaults. */
+function genericMessage(iss: RawIssue): string | undefined {
+  if (iss.input === undefined && iss.code !== "unrecognized_keys") return REQUIRED;
+  switch (iss.code) {
+    case "invalid_type": {
+      const want = String(iss.expected);
+      return `must be ${A_TYPE[want] ?? want} (got ${show(iss.input)})`;
+    }
+    case "invalid_value":
+      return `must be one of ${(iss.values as unknown[]).map(String).join(", ")} (got ${show(iss.input)})`;
+    case "too_small":
+    case "too_big": {
+      const op = iss.code === "too_small" ? (iss.inclusive ? ">=" : ">") : iss.inclusive ? "<=" : "<";
+      const bound = iss.code === "too_small" ? iss.minimum : iss.maximum;
+      return `must be ${op} ${String(bound)} (got ${show(iss.input)})`;
+    }
+    default:
+      return undefined; // zod's own message
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field builders (each carries its own human message)
+// ---------------------------------------------------------------------------------------------
+
+const nonEmpty = (what: string) =>
+  z.string({ error: expected(what) }).refine((s) => s.trim() !== "", { error: expected(what) });
+
+const positiveNumber = () => {
+  const error = expected("a positive number");
+  return z.number({ error }).positive({ error });
+};
+
+const positiveInt = () => {
+  const error = expected("a positive integer");
+  return z.int({ error }).positive({ error });
+};
+
+const intRange = (lo: number, hi: number) => {
+  const error = expected(`an integer from ${lo} to ${hi}`);
+  return z.int({ error }).min(lo, { error }).max(hi, { error });
+};
+
+const nonNegInt = () => {
+  const error = expected("a non-negative integer");
+  return z.int({ error }).nonnegative({ error });
+};
+
+const nonNegNumber = () => {
+  const error = expected("a non-negative number");
+  return z.number({ error }).nonnegative({ error });
+};
+
+// ---------------------------------------------------------------------------------------------
+// JobSpec
+// ---------------------------------------------------------------------------------------------
+
+const REPO_KINDS = ["path", "git", "archive"] as const;
+const REPO_SHAPES = "{ path }, { git, ref? }, { archive }";
+
+/** Exactly one source. Strict objects, so `{ path, git }` matches no branch instead of either. */
+export const RepoSpec = z.union(
+  [
+    z.strictObject({ path: nonEmpty("a non-empty path") }),
+    z.strictObject({ git: nonEmpty("a non-empty git URL"), ref: nonEmpty("a non-empty git ref").optional() }),
+    z.strictObject({ archive: nonEmpty("a non-empty path to a tar or tar.gz") }),
+  ],
+  {
+    error: (iss) => {
+      const input = iss.input;
+      if (input === undefined) return REQUIRED;
+      const base = `must be exactly one of ${REPO_SHAPES}`;
+      if (typeof input !== "object" || input === null || Array.isArray(input)) return `${base} (got ${show(input)})`;
+      const kinds = REPO_KINDS.filter((k) => k in input);
+      return kinds.length === 0 ? `${base} (got none of them)` : `${base} (got ${kinds.join(" and ")})`;
+    },
+  },
+);
+export type RepoSpec = z.infer<typeof RepoSpec>;
+
+export const EDITOR_TOOLS = ["text_editor_20250728", "text_editor_20250124", "edit_file"] as const;
+/** `text_editor_20250124` adds `undo_edit`; `edit_file` is a plain JSON-schema tool for models without built-in tools. */
+export const EditorTool = z.enum(EDITOR_TOOLS);
+export type EditorTool = z.infer<typeof EditorTool>;
+/** Applied by the consumer, not by the schema: a parsed spec keeps only what the user wrote. */
+export const DEFAULT_EDITOR_TOOL: EditorTool = "text_editor_20250728";
+
+const Command = nonEmpty("a non-empty command");
+
+export const Budget = z.strictObject({
+  usd: positiveNumber().optional(),
+  inputTokens: positiveInt().optional(),
+  outputTokens: positiveInt().optional(),
+});
+export type Budget = z.infer<typeof Budget>;
+
+export const Limits = z.strictObject({
+  memoryMb: positiveNumber().optional(),
+  cpus: positiveNumber().optional(),
+  pids: positiveInt().optional(),
+  diskMb: positiveNumber().optional(),
+  network: z.enum(["none", "bridge"]).optional(),
+});
+export type Limits = z.infer<typeof Limits>;
+
+// BullMQ rejects custom ids containing ':' and ids that are plain integers (its own auto ids).
+// '.' and '..' are refused too, because a job id may end up as a directory name.
+const JOB_ID_RE = /^[A-Za-z0-9_.-]{1,128}$/;
+const JobId = z
+  .string({ error: expected("a string") })
+  .regex(JOB_ID_RE, { error: expected('1-128 characters from A-Z a-z 0-9 _ . - (no ":")') })
+  .refine((s) => `${parseInt(s, 10)}` !== s, {
+    error: (iss) => `must not be a plain integer, BullMQ reserves those for its own ids (got ${show(iss.input)})`,
+  })
+  .refine((s) => s !== "." && s !== "..", { error: (iss) => `must not be "." or ".." (got ${show(iss.input)})` });
+
+export const JobSpec = z.strictObject({
+  task: nonEmpty("a non-empty string"),
+  repo: RepoSpec,
+  image: nonEmpty("a non-empty image name").optional(),
+  /** Commands run in the sandbox before the agent, e.g. `npm ci`. */
+  setup: z
+    .union([Command, z.array(Command)], {
+      error: (iss) => {
+        if (iss.input === undefined) return REQUIRED;
+        if (Array.isArray(iss.input)) {
+          const i = iss.input.findIndex((c) => typeof c !== "string" || c.trim() === "");
+          if (i >= 0) return `must be a command or an array of commands (item ${i} is ${show(iss.input[i])})`;
+        }
+        return `must be a command or an array of commands (got ${show(iss.input)})`;
+      },
+    })
+    .optional(),
+  /** Run after the agent; its exit code and output tail go into the result. */
+  verify: Command.optional(),
+  model: nonEmpty("a non-empty model id").optional(),
+  maxTurns: positiveInt().optional(),
+  /** Output tokens per model response. */
+  maxTokens: positiveInt().optional(),
+  budget: Budget.optional(),
+  /** Wall clock for the whole job. */
+  timeoutSec: positiveNumber().optional(),
+  /** Per bash command. */
+  commandTimeoutSec: positiveNumber().optional(),
+  tools: EditorTool.optional(),
+  limits: Limits.optional(),
+  runtime: z.enum(["runc", "runsc"]).optional(),
+  /** Optional idempotency key (the BullMQ job id). */
+  jobId: JobId.optional(),
+  /** BullMQ's range: 1 (highest) .. 2^21. */
+  priority: intRange(1, 2_097_152).optional(),
+  attempts: intRange(1, 20).optional(),
+});
+export type JobSpec = z.infer<typeof JobSpec>;
+
+// Known keys per object path, for "did you mean" hints on unknown keys.
+const KNOWN_KEYS: Record<string, readonly string[]> = {
+  "": Object.keys(JobSpec.shape),
+  budget: Object.keys(Budget.shape),
+  limits: Object.keys(Limits.shape),
+  repo: ["path", "git", "ref", "archive"],
+};
+
+/** Optimal string alignment distance (Levenshtein plus adjacent transpositions: verfiy → verify = 1). */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = v;
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+function suggest(key: string, known: readonly string[]): string | undefined {
+  const norm = (s: string) => s.toLowerCase().replace(/[_-]/g, "");
+  const exact = known.find((k) => norm(k) === norm(key));
+  if (exact) return exact;
+  let best: string | undefined;
+  let bestD = key.length <= 4 ? 2 : 3; // strictly below this
+  for (const k of known) {
+    const dist = editDistance(key.toLowerCase(), k.toLowerCase());
+    if (dist < bestD) [best, bestD] = [k, dist];
+  }
+  return best;
+}
+
+function pathString(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const p of path) out += typeof p === "number" ? `[${p}]` : out === "" ? String(p) : `.${String(p)}`;
+  return out;
+}
+
+type Issue = z.core.$ZodIssue;
+
+/** One line per problem: "<path>: <message>". */
+function describe(issues: readonly Issue[], prefix: readonly PropertyKey[] = []): string[] {
+  const out: string[] = [];
+  for (const iss of issues) {
+    const path = [...prefix, ...iss.path];
+    if (iss.code === "unrecognized_keys") {
+      const known = KNOWN_KEYS[pathString(path)] ?? [];
+      for (const key of iss.keys) {
+        const where = pathString([...path, key]);
+        if (known.includes(key)) {
+          // a real key in the wrong company, e.g. `ref` next to `path`
+          out.push(`${where}: ${where === "repo.ref" ? "only allowed with git" : "not allowed here"}`);
+          continue;
+        }
+        const hint = suggest(key, known);
+        out.push(`${where}: unknown key${hint ? ` (did you mean "${hint}"?)` : ""}`);
+      }
+      continue;
+    }
+    if (iss.code === "invalid_union" && iss.errors.length > 0) {
+      // If exactly one branch has everything it requires (e.g. repo `{ path: 5 }`), that is the
+      // branch the user meant: report its precise problems instead of the generic union message.
+      const plausible = iss.errors.filter((branch) => !branch.some((b) => b.message === REQUIRED));
+      if (plausible.length === 1) {
+        out.push(...describe(plausible[0]!, path));
+        continue;
+      }
+    }
+    out.push(path.length > 0 ? `${pathString(path)}: ${iss.message}` : iss.message);
+  }
+  return [...new Set(out)];
+}
+
+export type ParseJobSpecResult = { ok: true; spec: JobSpec } | { ok: false; error: string };
+
+/** Validate untrusted input. `error` is one human-readable line listing every bad field by path. */
+export function parseJobSpec(input: unknown): ParseJobSpecResult {
+  let result: ReturnType<typeof JobSpec.safeParse>;
+  try {
+    result = JobSpec.safeParse(input, { error: genericMessage });
+  } catch (err) {
+    // e.g. a getter or Proxy that throws; still one line, no stack
+    return { ok: false, error: `invalid JobSpec: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  if (result.success) return { ok: true, spec: result.data };
+  if (typeof input !== "object" || input === null || Array.isArray(input)) {
+    return { ok: false, error: `invalid JobSpec: must be an object (got ${show(input)})` };
+  }
+  return { ok: false, error: `invalid JobSpec: ${describe(result.error.issues).join("; ")}` };
+}
+
+/** A bad JobSpec: the job fails without retry. The message is the one from parseJobSpec. */
+export class JobSpecError extends Error {
+  override name = "JobSpecError";
+}
+
+export function assertJobSpec(input: unknown): JobSpec {
+  const r = parseJobSpec(input);
+  if (!r.ok) throw new JobSpecError(r.error);
+  return r.spec;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Usage and JobResult
+// ---------------------------------------------------------------------------------------------
+
+export const JOB_STATUSES = ["completed", "failed", "timeout", "budget_exceeded", "cancelled", "max_turns"] as const;
+export const JobStatus = z.enum(JOB_STATUSES);
+export type JobStatus = z.infer<typeof JobStatus>;
+
+export const Usage = z.object({
+  inputTokens: nonNegInt(),
+  outputTokens: nonNegInt(),
+  cacheReadTokens: nonNegInt(),
+  cacheWriteTokens: nonNegInt(),
+});
+export type Usage = z.infer<typeof Usage>;
+
+export function emptyUsage(): Usage {
+  return { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+}
+
+export function addUsage(a: Usage, b: Usage): Usage {
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cacheReadTokens: a.cacheReadTokens + b.cacheReadTokens,
+    cacheWriteTokens: a.cacheWriteTokens + b.cacheWriteTokens,
+  };
+}
+
+/** Exit codes are integers; a command killed by its timeout reports 124 (as coreutils `timeout`). */
+const ExitCode = z.int();
+
+export const JobResult = z.object({
+  status: JobStatus,
+  /** `git diff --binary` against the starting tree; "" when nothing changed. */
+  patch: z.string(),
+  diffstat: z.string(),
+  filesChanged: z.array(z.string()),
+  verify: z.object({ exitCode: ExitCode, outputTail: z.string() }).optional(),
+  /** The last model stop_reason, null if the model was never called. */
+  stopReason: z.string().nullable(),
+  turns: nonNegInt(),
+  usage: Usage,
+  costUsd: nonNegNumber(),
+  timings: z.object({
+    queuedMs: nonNegNumber(),
+    sandboxMs: nonNegNumber(),
+    agentMs: nonNegNumber(),
+    totalMs: nonNegNumber(),
+  }),
+  error: z.string().optional(),
+  jobId: z.string().optional(),
+  /** 1-based attempt that produced this result. */
+  attempt: positiveInt().optional(),
+});
+export type JobResult = z.infer<typeof JobResult>;
+
+// ---------------------------------------------------------------------------------------------
+// Transcript: one event per line of transcript.jsonl
+// ---------------------------------------------------------------------------------------------
+
+const eventBase = {
+  ts: z.iso.datetime({ offset: true }),
+  jobId: z.string().min(1),
+  /** 1-based: the first attempt is 1 (BullMQ's attemptsMade + 1). */
+  attempt: positiveInt(),
+};
+
+const event = <T extends string, S extends z.ZodRawShape>(type: T, shape: S) =>
+  z.object({ ...eventBase, type: z.literal(type), ...shape });
+
+const Ms = nonNegNumber();
+
+export const TranscriptEvent = z.discriminatedUnion("type", [
+  event("job_started", { spec: JobSpec }),
+  event("sandbox_ready", { container: z.string(), ms: Ms }),
+  event("setup", { command: z.string(), exitCode: ExitCode, outputTail: z.string(), ms: Ms }),
+  event("model_request", { turn: nonNegInt(), messagesCount: nonNegInt() }),
+  // Full assistant content blocks as the API returned them: replaying these rebuilds the conversation.
+  event("model_response", {
+    turn: nonNegInt(),
+    content: z.array(z.unknown()),
+    stopReason: z.string().nullable(),
+    usage: Usage,
+    ms: Ms,
+    model: z.string(),
+  }),
+  event("tool_call", { turn: nonNegInt(), toolUseId: z.string(), name: z.string(), input: z.unknown() }),
+  event("tool_result", {
+    turn: nonNegInt(),
+    toolUseId: z.string(),
+    name: z.string(),
+    output: z.string(),
+    isError: z.boolean(),
+    ms: Ms,
+  }),
+  event("verify", { command: z.string(), exitCode: ExitCode, outputTail: z.string(), ms: Ms }),
+  event("patch", { filesChanged: z.array(z.string()), diffstat: z.string(), bytes: nonNegInt() }),
+  event("job_finished", { status: JobStatus, error: z.string().optional(), costUsd: nonNegNumber(), turns: nonNegInt() }),
+
+  // Additions beyond DESIGN.md's list, so a reader can see why a run was slow, shorter, or stopped:
+  // a retried model call (429/5xx/overloaded). `retry` is the retry number (1 = first retry); it is
+  // not called `attempt` because that name is the job attempt on every event. `status` is the HTTP status.
+  event("model_retry", { retry: positiveInt(), error: z.string(), status: z.int().optional(), delayMs: Ms.optional() }),
+  // older tool output elided to keep the conversation within the context window
+  event("context_trimmed", { removedChars: nonNegInt(), keptTurns: nonNegInt() }),
+  // a budget limit was reached (the job then finishes with status budget_exceeded)
+  event("budget", { limit: z.enum(["usd", "inputTokens", "outputTokens"]), max: nonNegNumber(), used: nonNegNumber() }),
+]);
+export type TranscriptEvent = z.infer<typeof TranscriptEvent>;
+export type EventType = TranscriptEvent["type"];
+export const EVENT_TYPES = TranscriptEvent.options.map((o) => o.shape.type.value) as EventType[];
+
+/** The event of one type, e.g. `EventOf<"tool_result">`. */
+export type EventOf<T extends EventType> = Extract<TranscriptEvent, { type: T }>;
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+/** What an emitter supplies; the transcript writer adds ts, jobId and attempt. */
+export type EventInput = DistributiveOmit<TranscriptEvent, "ts" | "jobId" | "attempt">;

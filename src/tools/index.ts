@@ -1,0 +1,92 @@
+// One entry point for the agent loop: the tool definitions for a flavor, and runTool for a
+// tool_use block. A malformed call becomes an is_error result naming the bad field, never a throw.
+import { defaults } from "../config.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import { BashTool } from "./bash-tool.js";
+import { EditFileTool, editFileDefinition } from "./edit-file.js";
+import { TextEditor, toolName, type EditorFlavor, type ToolOutput } from "./editor.js";
+import { SandboxFs } from "./sandbox-fs.js";
+
+export type ToolSet = EditorFlavor | "edit_file";
+
+export interface ToolUseBlock {
+  id: string;
+  name: string;
+  input: unknown;
+}
+
+export interface ToolRun extends ToolOutput {
+  durationMs: number;
+}
+
+export interface ToolboxOptions {
+  tools?: ToolSet;
+  commandTimeoutSec?: number;
+  maxCharacters?: number;
+}
+
+/** The tools of one job on one sandbox; holds the editor's undo history. */
+export class Toolbox {
+  readonly tools: ToolSet;
+  private handlers: Record<string, { run(input: unknown): Promise<ToolOutput> }>;
+
+  constructor(sandbox: Sandbox, opts: ToolboxOptions = {}) {
+    this.tools = opts.tools ?? "text_editor_20250728";
+    const fs = new SandboxFs(sandbox);
+    const bash = new BashTool(sandbox.shell, { timeoutSec: opts.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
+    const editor =
+      this.tools === "edit_file"
+        ? new EditFileTool(fs, { maxFileBytes: defaults.editor.maxFileBytes })
+        : new TextEditor(fs, { flavor: this.tools, maxFileBytes: defaults.editor.maxFileBytes, maxCharacters: opts.maxCharacters ?? defaults.editor.maxCharacters });
+    this.handlers = { bash, [this.editorName]: editor };
+  }
+
+  get editorName(): string {
+    return this.tools === "edit_file" ? "edit_file" : toolName(this.tools);
+  }
+
+  /** Tool definitions for the Messages API. Built-in tools are sent schema-less. */
+  definitions(opts: { maxCharacters?: number } = {}): unknown[] {
+    switch (this.tools) {
+      case "text_editor_20250728":
+        return [BashTool.definition, { type: "text_editor_20250728", name: "str_replace_based_edit_tool", max_characters: opts.maxCharacters ?? defaults.editor.maxCharacters }];
+      case "text_editor_20250124":
+        return [BashTool.definition, { type: "text_editor_20250124", name: "str_replace_editor" }];
+      case "edit_file":
+        return [BashTool.jsonDefinition, editFileDefinition];
+    }
+  }
+
+  async run(block: ToolUseBlock): Promise<ToolRun> {
+    const t0 = performance.now();
+    const handler = this.handlers[block.name];
+    let out: ToolOutput;
+    if (!handler) {
+      out = { content: `Unknown tool \`${block.name}\`. The available tools are: ${Object.keys(this.handlers).join(", ")}.`, isError: true };
+    } else if (typeof block.input !== "object" || block.input === null || Array.isArray(block.input)) {
+      out = { content: `Invalid input for ${block.name}: it must be a JSON object.`, isError: true };
+    } else {
+      try {
+        out = await handler.run(block.input);
+      } catch (err) {
+        // The sandbox is gone or Docker failed: a tool failure the model is told about.
+        out = { content: `The ${block.name} tool failed: ${(err as Error).message}`, isError: true };
+      }
+    }
+    return { ...out, durationMs: Math.round((performance.now() - t0) * 10) / 10 };
+  }
+}
+
+const boxes = new WeakMap<Sandbox, Map<ToolSet, Toolbox>>();
+
+/** Runs one tool_use block on a sandbox (one Toolbox per sandbox and tool set, so undo works). */
+export function runTool(sandbox: Sandbox, block: ToolUseBlock, opts: ToolboxOptions = {}): Promise<ToolRun> {
+  const tools = opts.tools ?? "text_editor_20250728";
+  let perSandbox = boxes.get(sandbox);
+  if (!perSandbox) boxes.set(sandbox, (perSandbox = new Map()));
+  let box = perSandbox.get(tools);
+  if (!box) perSandbox.set(tools, (box = new Toolbox(sandbox, { ...opts, tools })));
+  return box.run(block);
+}
+
+export { BashTool, EditFileTool, TextEditor };

@@ -1,0 +1,43 @@
+// The editor's filesystem (EditorFs) on a sandbox's files.
+import { createHash } from "node:crypto";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import type { EditorFs, EditorStat } from "./editor.js";
+
+export class SandboxFs implements EditorFs {
+  constructor(private sb: Sandbox) {}
+
+  async stat(p: string): Promise<EditorStat> {
+    const st = await this.sb.files.stat(p);
+    return st ? { type: st.type, size: st.size } : { type: "missing", size: 0 };
+  }
+
+  read(p: string): Promise<Uint8Array> {
+    return this.sb.files.read(p);
+  }
+
+  write(p: string, bytes: Uint8Array): Promise<void> {
+    return this.sb.files.write(p, bytes);
+  }
+
+  /** Check and write in one step inside the container, so no bash write can slip in between. */
+  async writeIfUnchanged(p: string, expected: Uint8Array, next: Uint8Array): Promise<boolean | undefined> {
+    return this.sb.files.writeIfUnchanged(p, createHash("sha256").update(expected).digest("hex"), next);
+  }
+
+  mkdirp(dir: string): Promise<void> {
+    return this.sb.files.mkdirp(dir);
+  }
+
+  remove(p: string): Promise<void> {
+    return this.sb.files.remove(p);
+  }
+
+  async listDir(p: string): Promise<string[]> {
+    const listed = await this.sb.files.list(p);
+    if (listed) return listed;
+    // No file agent: find in a fresh exec; -prune on hidden names leaves out what is under them too.
+    const r = await this.sb.exec(["find", p, "-mindepth", "1", "-maxdepth", "2", "-name", ".*", "-prune", "-o", "-print"], { timeoutSec: 30, maxBytes: 4 * 1024 * 1024 });
+    if (r.exitCode !== 0 && !r.stdout.length) throw new Error(r.stderr.trim() || `find exited with ${r.exitCode}`);
+    return r.stdout.toString("utf8").split("\n").filter(Boolean);
+  }
+}
