@@ -65,3 +65,18 @@ describe("sandbox hardening (real engine)", () => {
     expect(probe.stdout.toString()).not.toMatch(/canary-7f3a/);
   });
 });
+
+describe("gVisor runtime (runsc, registered by scripts/services.sh)", () => {
+  const sb = useSandbox({ runtime: "runsc" });
+
+  it("runs the shell, files and timeouts under runsc", async () => {
+    const k = await sb().shell.run("uname -r; id -u");
+    expect(k.output).toMatch(/^4\.4\.0\n1000\n$/); // gVisor's synthetic kernel version
+    await sb().shell.run("cd /tmp && export KEEP=1");
+    const r = await sb().shell.run("sleep 100", { timeoutSec: 2 });
+    expect(r.timedOut).toBe(true);
+    expect((await sb().shell.run("pwd; echo $KEEP")).output).toBe("/tmp\n1\n");
+    await sb().files.write("/workspace/g.txt", Buffer.from("gvisor\r\n"));
+    expect((await sb().files.read("/workspace/g.txt")).toString()).toBe("gvisor\r\n");
+  });
+});

@@ -27,7 +27,7 @@ export const PRICES: Readonly<Record<string, ModelPrice>> = Object.freeze({
   "claude-3-5-sonnet": price(3, 15, 3.75, 0.3),
   "claude-3-5-haiku": price(0.8, 4, 1, 0.08),
   "claude-3-opus": price(15, 75, 18.75, 1.5),
-  "claude-3-haiku": price(0.25, 1.25, 0.3, 0.03),
+  "claude-3-haiku": price(0.25, 1.25, 0.3, 0.03), // the one exception: Anthropic lists $0.30 writes
 });
 
 /** The most expensive known price, for models not in the table. */

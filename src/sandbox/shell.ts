@@ -26,13 +26,14 @@ export interface RunResult {
 
 // stderr joins stdout for the whole session so output is interleaved as a terminal shows it.
 // The last-pid field of /proc/loadavg is the watermark: every process a command starts has a
-// higher pid (pids are per namespace and a sandbox never comes near wrapping them).
+// higher pid (pids are per namespace and a sandbox never comes near wrapping them). gVisor shows
+// 0 there; a throwaway background `:` gives the same number for one fork.
 const SHELL_INIT = String.raw`
 exec 2>&1
 unset HISTFILE
 __pb_mem() { local k v f; __pb_o=0; for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && __pb_o=$v; done < "$f"; return 0; fi; done; }
 __pb_mem; __pb_oom=$__pb_o
-__pb_pre() { local wm; read -r _ _ _ _ wm < /proc/loadavg; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:%s\n' "$1" "$wm"; }
+__pb_pre() { local wm; read -r _ _ _ _ wm < /proc/loadavg; case "$wm" in ""|0) : & wm=$!; wait $!;; esac; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:%s\n' "$1" "$wm"; }
 __pb_exec() { eval "$__pb_cmd"; }
 trap 'return 124' USR1
 __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom" ]; then __pb_oom=$__pb_o; builtin printf '\n[patchbay: the command was killed by the kernel: the sandbox ran out of memory]'; fi; fi; builtin printf '\nPBEND%s:%d\n' "$1" "$2"; }

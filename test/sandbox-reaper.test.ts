@@ -1,0 +1,57 @@
+// The reaper removes labelled containers and volumes whose owner is gone or whose deadline passed.
+import { hostname } from "node:os";
+import { describe, expect, it } from "vitest";
+import { docker, reap } from "../src/sandbox/docker.js";
+import { Sandbox } from "../src/sandbox/sandbox.js";
+
+const exists = async (kind: "container" | "volume", name: string) => {
+  try {
+    await (kind === "container" ? docker().getContainer(name).inspect() : docker().getVolume(name).inspect());
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe("reaper (real engine)", () => {
+  it("reaps orphans and expired sandboxes, keeps live ones", async () => {
+    const orphan = await Sandbox.create({ owner: `${hostname()}:2147483646:gone`, labels: { "patchbay.test": "1" } });
+    const expired = await Sandbox.create({ deadlineSec: -10, labels: { "patchbay.test": "1" } });
+    const live = await Sandbox.create({ labels: { "patchbay.test": "1" } });
+    try {
+      const report = await reap();
+      expect(report.containers).toEqual(expect.arrayContaining([orphan.name, expired.name]));
+      expect(report.containers).not.toContain(live.name);
+      expect(report.volumes).toEqual(expect.arrayContaining([orphan.volume, expired.volume]));
+      for (const s of [orphan, expired]) {
+        expect(await exists("container", s.name)).toBe(false);
+        expect(await exists("volume", s.volume)).toBe(false);
+      }
+      expect(await exists("container", live.name)).toBe(true);
+      expect((await live.shell.run("echo ok")).output).toBe("ok\n");
+    } finally {
+      await Promise.all([orphan.destroy(), expired.destroy(), live.destroy()]);
+    }
+    expect(await exists("container", live.name)).toBe(false);
+    expect(await exists("volume", live.volume)).toBe(false);
+  });
+
+  it("destroy is idempotent and concurrent-safe", async () => {
+    const sb = await Sandbox.create({ labels: { "patchbay.test": "1" } });
+    await Promise.all([sb.destroy(), sb.destroy()]);
+    await sb.destroy();
+    expect(await exists("container", sb.name)).toBe(false);
+  });
+
+  it("applies the limits it is given", async () => {
+    const sb = await Sandbox.create({ limits: { memoryMb: 300, cpus: 0.5, pids: 64 }, labels: { "patchbay.test": "1" } });
+    try {
+      const info = await sb.container.inspect();
+      expect(info.HostConfig).toMatchObject({ Memory: 300 * 1024 * 1024, MemorySwap: 300 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64, ReadonlyRootfs: true, NetworkMode: "none", CapDrop: ["ALL"], Init: true });
+      expect(info.HostConfig.SecurityOpt).toContain("no-new-privileges");
+      expect(info.Config.Labels).toMatchObject({ "patchbay": "1", "patchbay.worker": expect.any(String), "patchbay.deadline": expect.stringMatching(/^\d+$/) });
+    } finally {
+      await sb.destroy();
+    }
+  });
+});
