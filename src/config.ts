@@ -11,6 +11,11 @@ const Env = z.object({
   PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),
   PATCHBAY_CONCURRENCY: z.coerce.number().int().positive().default(2),
   PATCHBAY_WORKER_ID: z.string().optional(),
+  // Reliability timings; the defaults suit minute-long jobs, tests shorten them.
+  PATCHBAY_LOCK_MS: z.coerce.number().int().positive().default(60_000),
+  PATCHBAY_STALLED_MS: z.coerce.number().int().positive().default(15_000),
+  PATCHBAY_REAP_MS: z.coerce.number().int().positive().default(60_000),
+  PATCHBAY_DRAIN_MS: z.coerce.number().int().positive().default(30_000),
   ANTHROPIC_API_KEY: z.string().optional(),
   ANTHROPIC_BASE_URL: z.string().optional(),
 });
@@ -31,6 +36,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     model: e.PATCHBAY_MODEL,
     concurrency: e.PATCHBAY_CONCURRENCY,
     workerId: e.PATCHBAY_WORKER_ID,
+    lockDurationMs: e.PATCHBAY_LOCK_MS,
+    stalledIntervalMs: e.PATCHBAY_STALLED_MS,
+    reapEveryMs: e.PATCHBAY_REAP_MS,
+    drainDeadlineMs: e.PATCHBAY_DRAIN_MS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
   };
@@ -73,15 +82,13 @@ export const defaults = {
     contextCharsBeforeShortening: 400_000,
   },
   worker: {
-    lockDurationMs: 60_000,
-    stalledIntervalMs: 15_000,
     maxStalledCount: 2,
     heartbeatTtlSec: 30,
     heartbeatEveryMs: 10_000,
-    reapEveryMs: 60_000,
-    drainDeadlineMs: 30_000,
     attempts: 3,
     backoffMs: 2_000,
+    /** A job still running this long past its own timeout has its sandbox killed. */
+    hardDeadlineGraceMs: 120_000,
   },
   transcript: {
     maxLen: 10_000,

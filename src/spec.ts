@@ -360,6 +360,8 @@ export const JobResult = z.object({
     totalMs: nonNegNumber(),
   }),
   error: z.string().optional(),
+  /** The model's last text: what it says it did. */
+  summary: z.string().optional(),
   jobId: z.string().optional(),
   /** 1-based attempt that produced this result. */
   attempt: positiveInt().optional(),
@@ -386,7 +388,9 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
   event("job_started", { spec: JobSpec }),
   event("sandbox_ready", { container: z.string(), ms: Ms }),
   event("setup", { command: z.string(), exitCode: ExitCode, outputTail: z.string(), ms: Ms }),
-  event("model_request", { turn: nonNegInt(), messagesCount: nonNegInt() }),
+  // `newMessages`: the messages appended since the previous request (the task on turn 1, then each
+  // turn's tool results), and `system` on turn 1, so the events alone rebuild what was sent.
+  event("model_request", { turn: nonNegInt(), messagesCount: nonNegInt(), newMessages: z.array(z.unknown()).optional(), system: z.string().optional() }),
   // Full assistant content blocks as the API returned them: replaying these rebuilds the conversation.
   event("model_response", {
     turn: nonNegInt(),

@@ -12,12 +12,16 @@ export interface RunOptions {
   timeoutSec?: number;
   /** Bytes of output kept (head + tail); the rest is counted and cut. */
   maxOutputBytes?: number;
+  /** Aborting kills the command the way a timeout does (the result says aborted). */
+  signal?: AbortSignal;
 }
 
 export interface RunResult {
   output: string;
   exitCode: number;
   timedOut: boolean;
+  /** Stopped through RunOptions.signal (job timeout or cancellation). */
+  aborted?: boolean;
   truncated: boolean;
   durationMs: number;
   /** Set when the shell had to be replaced: cwd, env and functions were reset. */
@@ -201,9 +205,17 @@ export class Shell {
 
     let timedOut = false;
     let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
     const timeout = new Promise<void>((r) => (timer = setTimeout(r, timeoutSec * 1000)));
-    await Promise.race([ended, timeout]);
+    const abort = new Promise<void>((r) => {
+      onAbort = () => r();
+      if (opts.signal?.aborted) r();
+      else opts.signal?.addEventListener("abort", onAbort, { once: true });
+    });
+    await Promise.race([ended, timeout, abort]);
     clearTimeout(timer);
+    if (onAbort) opts.signal?.removeEventListener("abort", onAbort);
+    const aborted = !this.pendingDone(nonce) && Boolean(opts.signal?.aborted);
     if (!this.pendingDone(nonce)) {
       timedOut = true;
       const wm = this.pending?.watermark;
@@ -224,7 +236,7 @@ export class Shell {
     if ((exitCode === null || pending.shellExited) && !timedOut) {
       output += `${output ? "\n" : ""}[patchbay: the shell exited; a fresh shell (cwd and environment reset) starts with the next command]`;
     }
-    return { output, exitCode: exitCode ?? (timedOut ? 124 : 255), timedOut, truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}) };
+    return { output, exitCode: exitCode ?? (timedOut ? 124 : 255), timedOut: timedOut && !aborted, ...(aborted ? { aborted } : {}), truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}) };
   }
 
   private pendingDone(nonce: string): boolean {

@@ -30,7 +30,7 @@ export class BashTool {
     private opts: { timeoutSec?: number; maxOutputBytes?: number } = {},
   ) {}
 
-  async run(input: unknown): Promise<ToolOutput> {
+  async run(input: unknown, signal?: AbortSignal): Promise<ToolOutput> {
     const parsed = Input.safeParse(input ?? {});
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
@@ -43,15 +43,17 @@ export class BashTool {
     }
     if (command == null || command.trim() === "") return { content: "no command provided.", isError: true };
     const timeoutSec = this.opts.timeoutSec ?? defaults.shell.timeoutSec;
-    const r = await this.shell.run(command, { timeoutSec, maxOutputBytes: this.opts.maxOutputBytes });
+    const r = await this.shell.run(command, { timeoutSec, maxOutputBytes: this.opts.maxOutputBytes, signal });
     const lines = [r.output.endsWith("\n") ? r.output.slice(0, -1) : r.output];
-    if (r.timedOut) {
+    if (r.aborted) {
+      lines.push("[the command was stopped: the job is ending (timeout or cancellation)]");
+    } else if (r.timedOut) {
       lines.push(`[the command timed out after ${(r.durationMs / 1000).toFixed(1)} s (limit ${timeoutSec} s) and was killed with its child processes; the shell is still usable]`);
     } else if (r.exitCode !== 0) {
       lines.push(`[exit code ${r.exitCode}]`);
     }
     if (r.shellRestarted) lines.push("[the shell was restarted: cwd, environment and functions were reset]");
     const content = lines.filter((l, i) => l !== "" || i > 0).join("\n");
-    return { content: content === "" ? "(no output)" : content, isError: r.timedOut };
+    return { content: content === "" ? "(no output)" : content, isError: r.timedOut || Boolean(r.aborted) };
   }
 }

@@ -28,7 +28,7 @@ export interface ToolboxOptions {
 /** The tools of one job on one sandbox; holds the editor's undo history. */
 export class Toolbox {
   readonly tools: ToolSet;
-  private handlers: Record<string, { run(input: unknown): Promise<ToolOutput> }>;
+  private handlers: Record<string, { run(input: unknown, signal?: AbortSignal): Promise<ToolOutput> }>;
 
   constructor(sandbox: Sandbox, opts: ToolboxOptions = {}) {
     this.tools = opts.tools ?? "text_editor_20250728";
@@ -57,7 +57,7 @@ export class Toolbox {
     }
   }
 
-  async run(block: ToolUseBlock): Promise<ToolRun> {
+  async run(block: ToolUseBlock, signal?: AbortSignal): Promise<ToolRun> {
     const t0 = performance.now();
     const handler = this.handlers[block.name];
     let out: ToolOutput;
@@ -67,7 +67,7 @@ export class Toolbox {
       out = { content: `Invalid input for ${block.name}: it must be a JSON object.`, isError: true };
     } else {
       try {
-        out = await handler.run(block.input);
+        out = await handler.run(block.input, signal);
       } catch (err) {
         // The sandbox is gone or Docker failed: a tool failure the model is told about.
         out = { content: `The ${block.name} tool failed: ${(err as Error).message}`, isError: true };

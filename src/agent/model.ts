@@ -1,0 +1,130 @@
+// A thin Model interface and the Anthropic implementation on @anthropic-ai/sdk. The agent loop
+// sees only `Model`, so a scripted or other provider's model drops in.
+import Anthropic from "@anthropic-ai/sdk";
+import type { Usage } from "../spec.js";
+
+export type Message = { role: "user" | "assistant"; content: string | ContentBlock[] };
+export type ContentBlock = { type: string; [k: string]: unknown };
+
+export interface ModelRequest {
+  model: string;
+  system: ContentBlock[];
+  messages: Message[];
+  tools: unknown[];
+  maxTokens: number;
+  signal?: AbortSignal;
+}
+
+export interface ModelResponse {
+  content: ContentBlock[];
+  stopReason: string | null;
+  usage: Usage;
+  model: string;
+}
+
+export interface RetryInfo {
+  retry: number;
+  status?: number;
+  error: string;
+}
+
+export interface Model {
+  complete(req: ModelRequest, hooks?: { onRetry?: (r: RetryInfo) => void }): Promise<ModelResponse>;
+}
+
+/** An API error that retrying will not fix (4xx other than 408/409/429): the job fails with it. */
+export class ModelError extends Error {
+  constructor(
+    message: string,
+    readonly status?: number,
+    readonly retryable = false,
+  ) {
+    super(message);
+  }
+}
+
+const RETRYABLE = (s: number) => s === 408 || s === 409 || s === 429 || s >= 500;
+
+export interface AnthropicModelOptions {
+  apiKey?: string;
+  baseURL?: string;
+  /** The SDK's own retries for 429/5xx/overloaded (and connection errors). */
+  maxRetries?: number;
+  timeoutMs?: number;
+}
+
+export class AnthropicModel implements Model {
+  private onRetry?: (r: RetryInfo) => void;
+  private readonly client: Anthropic;
+  private readonly maxRetries: number;
+
+  constructor(opts: AnthropicModelOptions = {}) {
+    this.maxRetries = opts.maxRetries ?? 4;
+    // ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL are read by the SDK itself when not given.
+    this.client = new Anthropic({
+      ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
+      ...(opts.baseURL ? { baseURL: opts.baseURL } : {}),
+      maxRetries: this.maxRetries,
+      timeout: opts.timeoutMs ?? 10 * 60_000,
+      // Sees every attempt the SDK makes, so the transcript can show its retries.
+      fetch: async (url, init) => {
+        const res = await fetch(url, init);
+        const retryCount = Number(new Headers(init?.headers).get("x-stainless-retry-count") ?? 0);
+        const should = res.headers.get("x-should-retry");
+        const willRetry = should === "true" || (should !== "false" && RETRYABLE(res.status));
+        if (!res.ok && willRetry && retryCount < this.maxRetries) {
+          this.onRetry?.({ retry: retryCount + 1, status: res.status, error: await errorText(res.clone()) });
+        }
+        return res;
+      },
+    });
+  }
+
+  async complete(req: ModelRequest, hooks: { onRetry?: (r: RetryInfo) => void } = {}): Promise<ModelResponse> {
+    this.onRetry = hooks.onRetry;
+    try {
+      // Streaming, so a long response never hits the non-streaming request time limit.
+      const stream = this.client.messages.stream(
+        {
+          model: req.model,
+          max_tokens: req.maxTokens,
+          system: req.system as never,
+          messages: req.messages as never,
+          tools: req.tools as never,
+        },
+        { signal: req.signal },
+      );
+      const msg = await stream.finalMessage();
+      const u = msg.usage;
+      return {
+        content: msg.content.map((b) => ({ ...b }) as ContentBlock),
+        stopReason: msg.stop_reason,
+        model: msg.model,
+        usage: {
+          inputTokens: u.input_tokens ?? 0,
+          outputTokens: u.output_tokens ?? 0,
+          cacheReadTokens: u.cache_read_input_tokens ?? 0,
+          cacheWriteTokens: u.cache_creation_input_tokens ?? 0,
+        },
+      };
+    } catch (err) {
+      if (err instanceof Anthropic.APIUserAbortError) throw err;
+      if (err instanceof Anthropic.APIError) {
+        const apiMessage = (err as { error?: { error?: { message?: string } } }).error?.error?.message ?? err.message;
+        throw new ModelError(`Anthropic API error${err.status ? ` ${err.status}` : ""}: ${apiMessage}`, err.status, err.status === undefined || RETRYABLE(err.status));
+      }
+      throw err;
+    } finally {
+      this.onRetry = undefined;
+    }
+  }
+}
+
+async function errorText(res: Response): Promise<string> {
+  try {
+    const body = (await res.json()) as { error?: { type?: string; message?: string } };
+    return `${res.status} ${body.error?.type ?? ""}: ${body.error?.message ?? ""}`.trim();
+  } catch {
+    return `HTTP ${res.status}`;
+  }
+}

@@ -1,0 +1,47 @@
+// One line of progress per transcript event, for `patchbay run` and `patchbay watch`.
+import type { TranscriptEvent } from "./spec.js";
+
+const short = (s: string, n = 110) => {
+  const one = s.replace(/\s+/g, " ").trim();
+  return one.length > n ? `${one.slice(0, n - 1)}…` : one;
+};
+const k = (n: number) => (n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
+
+export function formatEvent(e: TranscriptEvent, opts: { verbose?: boolean } = {}): string | undefined {
+  const t = e.ts.slice(11, 19);
+  switch (e.type) {
+    case "job_started":
+      return `${t} job ${e.jobId} attempt ${e.attempt}: ${short(e.spec.task, 80)}`;
+    case "sandbox_ready":
+      return `${t} sandbox ${e.container} ready in ${e.ms} ms`;
+    case "setup":
+      return `${t} setup: ${short(e.command, 60)} → exit ${e.exitCode} (${e.ms} ms)`;
+    case "model_response": {
+      const u = e.usage;
+      const tools = e.content.filter((b) => (b as { type?: string }).type === "tool_use").length;
+      return `${t} turn ${e.turn}: ${tools} tool call${tools === 1 ? "" : "s"}, ${k(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in (${k(u.cacheReadTokens)} cached) / ${k(u.outputTokens)} out, ${e.ms} ms [${e.stopReason}]`;
+    }
+    case "model_retry":
+      return `${t} model API: ${e.error}; retry ${e.retry}`;
+    case "tool_call": {
+      const input = e.input as Record<string, unknown>;
+      const what = e.name === "bash" ? String(input.command ?? (input.restart ? "(restart)" : "")) : `${input.command ?? ""} ${input.path ?? ""}`;
+      return `${t}   ${e.name}: ${short(what, 90)}`;
+    }
+    case "tool_result":
+      if (!e.isError && !opts.verbose) return undefined;
+      return `${t}   ${e.isError ? "✗" : "→"} ${short(e.output, 100)} (${e.ms} ms)`;
+    case "verify":
+      return `${t} verify: ${short(e.command, 60)} → exit ${e.exitCode}`;
+    case "patch":
+      return `${t} patch: ${e.filesChanged.length} files, ${e.bytes} bytes`;
+    case "context_trimmed":
+      return `${t} context: ${e.removedChars} characters of old tool output shortened`;
+    case "budget":
+      return `${t} budget ${e.limit} exceeded: ${e.used} > ${e.max}`;
+    case "job_finished":
+      return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${e.turns} turns, $${e.costUsd.toFixed(4)}`;
+    default:
+      return opts.verbose ? `${t} ${e.type}` : undefined;
+  }
+}

@@ -1,0 +1,56 @@
+// `patchbay doctor`: what is there and what to do about what is not.
+import { Redis } from "ioredis";
+import { loadConfig } from "./config.js";
+import { docker } from "./sandbox/docker.js";
+import { imageRecipe, recipeHash } from "./sandbox/image.js";
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  required: boolean;
+  detail: string;
+  fix?: string;
+}
+
+export async function doctor(): Promise<Check[]> {
+  const config = loadConfig();
+  const checks: Check[] = [];
+  let info: { ServerVersion?: string; Runtimes?: Record<string, unknown> } | undefined;
+  try {
+    info = await docker().info();
+    checks.push({ name: "docker", ok: true, required: true, detail: `engine ${info?.ServerVersion} at ${process.env.DOCKER_HOST ?? "the default socket"}` });
+  } catch (err) {
+    checks.push({ name: "docker", ok: false, required: true, detail: (err as Error).message, fix: "run `npm run services` (Debian, root) or start Docker / set DOCKER_HOST" });
+  }
+  const redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: () => null });
+  try {
+    await redis.connect();
+    const pong = await redis.ping();
+    const policy = ((await redis.config("GET", "maxmemory-policy")) as string[])[1];
+    checks.push({ name: "redis", ok: pong === "PONG", required: true, detail: `${config.redisUrl} (maxmemory-policy ${policy})` });
+    if (policy !== "noeviction") checks.push({ name: "redis eviction", ok: false, required: false, detail: `maxmemory-policy is ${policy}`, fix: "BullMQ needs `maxmemory-policy noeviction` or jobs can vanish" });
+  } catch (err) {
+    checks.push({ name: "redis", ok: false, required: true, detail: `${config.redisUrl}: ${(err as Error).message}`, fix: "run `npm run services` or set REDIS_URL" });
+  } finally {
+    redis.disconnect();
+  }
+  if (info) {
+    const recipe = await imageRecipe(config.image);
+    checks.push(
+      recipe === undefined
+        ? { name: "image", ok: false, required: true, detail: `${config.image} is missing`, fix: "run `npx patchbay image build`" }
+        : { name: "image", ok: true, required: true, detail: `${config.image}${recipe === recipeHash() ? "" : " (built from an older recipe; `npx patchbay image build` updates it)"}` },
+    );
+    const runsc = Boolean(info.Runtimes?.runsc);
+    checks.push({ name: "gvisor", ok: runsc, required: false, detail: runsc ? "runtime runsc registered" : "runtime runsc not registered (jobs with runtime: runsc will fail)", fix: "apt-get install runsc and register it in /etc/docker/daemon.json with runtimeArgs [\"--network=none\"]" });
+  }
+  const key = Boolean(config.anthropicApiKey);
+  checks.push({
+    name: "anthropic",
+    ok: key || Boolean(config.anthropicBaseUrl),
+    required: false,
+    detail: key ? "ANTHROPIC_API_KEY is set" : config.anthropicBaseUrl ? `no key; ANTHROPIC_BASE_URL=${config.anthropicBaseUrl}` : "ANTHROPIC_API_KEY is not set",
+    fix: "export ANTHROPIC_API_KEY=... (workers need it; the client commands do not)",
+  });
+  return checks;
+}

@@ -1,0 +1,140 @@
+// runJob: sandbox → repo → setup → agent → verify → patch → result. The sandbox is destroyed in
+// every case; a timeout or cancellation still yields the patch of what was done.
+import { defaults, loadConfig } from "./config.js";
+import { runAgentLoop } from "./agent/loop.js";
+import { AnthropicModel, type Model } from "./agent/model.js";
+import { systemPrompt } from "./agent/prompt.js";
+import { computePatch } from "./patch.js";
+import { loadRepo, snapshotBaseline } from "./repo.js";
+import { Sandbox } from "./sandbox/sandbox.js";
+import { assertJobSpec, emptyUsage, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
+import { Toolbox } from "./tools/index.js";
+
+export interface RunJobOptions {
+  jobId?: string;
+  attempt?: number;
+  /** Abort with reason "cancelled" (or "timeout"); the job ends with that status and its patch. */
+  signal?: AbortSignal;
+  onEvent?: (e: TranscriptEvent) => void;
+  /** Defaults to AnthropicModel (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL). */
+  model?: Model;
+  /** Recorded on the sandbox for the reaper (the worker's id). */
+  owner?: string;
+  queuedMs?: number;
+  /** Called once the sandbox is ready, e.g. so a worker can kill it on a hard deadline. */
+  onSandbox?: (sb: Sandbox) => void;
+}
+
+const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
+
+export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {}): Promise<JobResult> {
+  const spec = assertJobSpec(input);
+  const config = loadConfig();
+  const jobId = opts.jobId ?? spec.jobId ?? `local-${Date.now().toString(36)}`;
+  const attempt = opts.attempt ?? 1;
+  const emit = (e: EventInput) => opts.onEvent?.({ ts: new Date().toISOString(), jobId, attempt, ...e } as TranscriptEvent);
+  const t0 = performance.now();
+  const ms = (since: number) => Math.round(performance.now() - since);
+
+  // One signal for the job: the caller's (cancel) and the wall clock (timeout).
+  const timeoutSec = spec.timeoutSec ?? defaults.job.timeoutSec;
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort("timeout"), timeoutSec * 1000);
+  const onCancel = () => ctl.abort(opts.signal?.reason === "timeout" ? "timeout" : "cancelled");
+  if (opts.signal?.aborted) onCancel();
+  opts.signal?.addEventListener("abort", onCancel, { once: true });
+
+  emit({ type: "job_started", spec });
+  let sandbox: Sandbox | undefined;
+  try {
+    const tSandbox = performance.now();
+    sandbox = await Sandbox.create({
+      image: spec.image ?? config.image,
+      limits: spec.limits,
+      runtime: spec.runtime,
+      jobId,
+      owner: opts.owner,
+      deadlineSec: timeoutSec + 600,
+    });
+    opts.onSandbox?.(sandbox);
+    let { baseline } = await loadRepo(sandbox, spec.repo);
+    const sandboxMs = ms(tSandbox);
+    emit({ type: "sandbox_ready", container: sandbox.name, ms: sandboxMs });
+
+    const setup = typeof spec.setup === "string" ? [spec.setup] : (spec.setup ?? []);
+    for (const command of setup) {
+      const t = performance.now();
+      const r = await sandbox.shell.run(command, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctl.signal });
+      emit({ type: "setup", command, exitCode: r.exitCode, outputTail: tail(r.output), ms: ms(t) });
+      if (r.exitCode !== 0) throw new SetupError(`setup command failed (exit ${r.exitCode}): ${command}\n${tail(r.output, 600)}`);
+    }
+    // What setup produced (installed dependencies, build output) is not the agent's change.
+    if (setup.length) baseline = await snapshotBaseline(sandbox);
+
+    const tools = spec.tools ?? "text_editor_20250728";
+    const toolbox = new Toolbox(sandbox, { tools, commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
+    const tAgent = performance.now();
+    const outcome = await runAgentLoop({
+      model: opts.model ?? new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl }),
+      modelName: spec.model ?? config.model,
+      system: systemPrompt({ tools, verify: spec.verify }),
+      task: spec.task,
+      tools: toolbox.definitions(),
+      runTool: (block, signal) => toolbox.run(block, signal),
+      maxTurns: spec.maxTurns,
+      maxTokens: spec.maxTokens,
+      budget: spec.budget,
+      signal: ctl.signal,
+      emit,
+    });
+    const agentMs = ms(tAgent);
+
+    // The patch is the agent's work: taken before verify, whose byproducts are not part of it.
+    const patch = await computePatch(sandbox, baseline);
+    emit({ type: "patch", filesChanged: patch.filesChanged, diffstat: patch.diffstat, bytes: patch.bytes });
+    let verify: JobResult["verify"];
+    if (spec.verify && !ctl.signal.aborted) {
+      const t = performance.now();
+      const r = await sandbox.shell.run(`cd /workspace && { ${spec.verify}\n}`, { timeoutSec: defaults.job.verifyTimeoutSec, signal: ctl.signal });
+      verify = { exitCode: r.exitCode, outputTail: tail(r.output) };
+      emit({ type: "verify", command: spec.verify, ...verify, ms: ms(t) });
+    }
+
+    const result: JobResult = {
+      status: outcome.status,
+      patch: patch.patch,
+      diffstat: patch.diffstat,
+      filesChanged: patch.filesChanged,
+      ...(verify ? { verify } : {}),
+      stopReason: outcome.stopReason,
+      turns: outcome.turns,
+      usage: outcome.usage,
+      costUsd: outcome.costUsd,
+      timings: { queuedMs: opts.queuedMs ?? 0, sandboxMs, agentMs, totalMs: ms(t0) },
+      ...(outcome.error ? { error: outcome.error } : {}),
+      ...(outcome.summary ? { summary: outcome.summary } : {}),
+      jobId,
+      attempt,
+    };
+    emit({ type: "job_finished", status: result.status, costUsd: result.costUsd, turns: result.turns, ...(result.error ? { error: result.error } : {}) });
+    return result;
+  } catch (err) {
+    // A failed setup is the job's outcome; anything else (Docker, a retryable API error) is thrown
+    // so that the queue retries it.
+    if (!(err instanceof SetupError)) {
+      emit({ type: "job_finished", status: "failed", costUsd: 0, turns: 0, error: (err as Error).message });
+      throw err;
+    }
+    emit({ type: "job_finished", status: "failed", costUsd: 0, turns: 0, error: err.message });
+    return {
+      status: "failed", patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0,
+      timings: { queuedMs: opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ms(t0) }, error: err.message, jobId, attempt,
+    };
+  } finally {
+    clearTimeout(timer);
+    opts.signal?.removeEventListener("abort", onCancel);
+    await sandbox?.destroy();
+  }
+}
+
+export class SetupError extends Error {}

@@ -1,0 +1,153 @@
+// The daemon: a BullMQ Worker running runJob with `concurrency` sandboxes, plus what BullMQ does
+// not have: a per-job hard deadline, cancellation across hosts (a Redis channel), a heartbeat so
+// the reaper can tell orphaned containers, transcripts into Redis streams, and a bounded drain.
+import { UnrecoverableError, Worker, type Job } from "bullmq";
+import { Redis } from "ioredis";
+import { hostname } from "node:os";
+import { defaults, loadConfig } from "./config.js";
+import type { Model } from "./agent/model.js";
+import { runJob } from "./job.js";
+import { keys, redisOptions } from "./keys.js";
+import type { JobData } from "./queue.js";
+import { localOwnerAlive, processOwnerId, reap } from "./sandbox/docker.js";
+import type { Sandbox } from "./sandbox/sandbox.js";
+import { parseJobSpec, type JobResult, type TranscriptEvent } from "./spec.js";
+
+export interface WorkerOptions {
+  concurrency?: number;
+  redisUrl?: string;
+  queueName?: string;
+  /** A model per job (tests and the demo's scripted model); default: AnthropicModel. */
+  model?: () => Model;
+  log?: (line: string) => void;
+}
+
+export interface WorkerHandle {
+  id: string;
+  worker: Worker<JobData, JobResult>;
+  /** Stops taking jobs, lets active ones finish until the deadline, then abandons them (they run again elsewhere). */
+  shutdown(deadlineMs?: number): Promise<void>;
+}
+
+interface Active {
+  ctl: AbortController;
+  sandbox?: Sandbox;
+}
+
+export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
+  const config = loadConfig();
+  const queueName = opts.queueName ?? config.queueName;
+  const k = keys(queueName);
+  const id = config.workerId ?? processOwnerId;
+  const log = opts.log ?? ((l: string) => process.stderr.write(`[worker ${id}] ${l}\n`));
+  const redisUrl = opts.redisUrl ?? config.redisUrl;
+  const redis = new Redis(redisUrl, redisOptions);
+  const sub = new Redis(redisUrl, redisOptions);
+  const active = new Map<string, Active>();
+
+  // Heartbeat: the reaper on any host treats containers of a worker without one as orphans.
+  const beat = () => redis.set(k.heartbeat(id), String(Date.now()), "EX", defaults.worker.heartbeatTtlSec).catch(() => {});
+  await beat();
+  const heartbeat = setInterval(beat, defaults.worker.heartbeatEveryMs);
+
+  const ownerAlive = async (owner: string) => {
+    if (owner === id) return true;
+    const [host] = owner.split(":");
+    if (host === hostname() && !(await localOwnerAlive(owner))) return false; // its pid is gone
+    return (await redis.exists(k.heartbeat(owner))) === 1;
+  };
+  const runReaper = async () => {
+    try {
+      const r = await reap(ownerAlive);
+      if (r.containers.length || r.volumes.length) log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
+    } catch (err) {
+      log(`reaper: ${(err as Error).message}`);
+    }
+  };
+  await runReaper();
+  const reaper = setInterval(runReaper, config.reapEveryMs);
+
+  // Cancellation from any host: `patchbay cancel` publishes the job id here.
+  await sub.subscribe(k.cancelChannel);
+  sub.on("message", (_channel, jobId: string) => active.get(jobId)?.ctl.abort("cancelled"));
+
+  const processor = async (job: Job<JobData, JobResult>): Promise<JobResult> => {
+    const parsed = parseJobSpec(job.data?.spec);
+    if (!parsed.ok) throw new UnrecoverableError(parsed.error); // a bad spec never gets better
+    const spec = parsed.spec;
+    const jobId = job.id!;
+    const attempt = job.attemptsMade + 1;
+    const entry: Active = { ctl: new AbortController() };
+    active.set(jobId, entry);
+    if (await redis.exists(k.cancel(jobId))) entry.ctl.abort("cancelled");
+    const streamKey = k.events(jobId);
+    const onEvent = (e: TranscriptEvent) => {
+      // Fire and forget, in order on one connection; ioredis queues them while Redis is away.
+      redis
+        .multi()
+        .xadd(streamKey, "MAXLEN", "~", defaults.transcript.maxLen, "*", "e", JSON.stringify(e))
+        .expire(streamKey, defaults.transcript.ttlSec)
+        .exec()
+        .catch(() => {});
+      if (e.type === "tool_call" || e.type === "model_response" || e.type === "job_finished") void job.updateProgress({ type: e.type, turn: "turn" in e ? e.turn : undefined }).catch(() => {});
+    };
+    // BullMQ has no job timeout: runJob aborts at timeoutSec; past that plus a grace, kill the sandbox.
+    const timeoutMs = (spec.timeoutSec ?? defaults.job.timeoutSec) * 1000;
+    const hard = setTimeout(() => {
+      log(`job ${jobId}: past its hard deadline, killing its sandbox`);
+      entry.ctl.abort("timeout");
+      void entry.sandbox?.destroy();
+    }, timeoutMs + defaults.worker.hardDeadlineGraceMs);
+    log(`job ${jobId} attempt ${attempt}: started`);
+    try {
+      const result = await runJob(spec, {
+        jobId,
+        attempt,
+        signal: entry.ctl.signal,
+        onEvent,
+        owner: id,
+        model: opts.model?.(),
+        queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
+        onSandbox: (sb) => (entry.sandbox = sb),
+      });
+      log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`);
+      return result;
+    } catch (err) {
+      log(`job ${jobId} attempt ${attempt}: error: ${(err as Error).message}`);
+      throw err;
+    } finally {
+      clearTimeout(hard);
+      active.delete(jobId);
+    }
+  };
+
+  const worker = new Worker<JobData, JobResult>(queueName, processor, {
+    connection: new Redis(redisUrl, redisOptions),
+    concurrency: opts.concurrency ?? config.concurrency,
+    lockDuration: config.lockDurationMs,
+    stalledInterval: config.stalledIntervalMs,
+    maxStalledCount: defaults.worker.maxStalledCount,
+  });
+  worker.on("error", (err) => log(`worker error: ${err.message}`));
+  log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}`);
+
+  let closing: Promise<void> | undefined;
+  const shutdown = (deadlineMs = config.drainDeadlineMs) =>
+    (closing ??= (async () => {
+      log(`draining (${active.size} active, deadline ${deadlineMs} ms)`);
+      clearInterval(heartbeat);
+      clearInterval(reaper);
+      // worker.close() waits for active jobs with no timeout of its own: race it with the deadline.
+      const drained = await Promise.race([worker.close().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), deadlineMs))]);
+      if (!drained) {
+        log(`deadline passed: abandoning ${active.size} jobs (they will run again on another worker)`);
+        await Promise.all([...active.values()].map((a) => a.sandbox?.destroy()));
+        await worker.close(true);
+      }
+      await sub.quit().catch(() => sub.disconnect());
+      await redis.del(k.heartbeat(id)).catch(() => {});
+      await redis.quit().catch(() => redis.disconnect());
+      log("stopped");
+    })());
+  return { id, worker, shutdown };
+}

@@ -1,0 +1,160 @@
+// runJob end to end: real Docker, real git, the real SDK against the scripted server.
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { AnthropicModel } from "../src/agent/model.js";
+import { runJob } from "../src/job.js";
+import type { TranscriptEvent } from "../src/spec.js";
+import { apiError, reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
+import { clampScript } from "./support/scripts.js";
+
+const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
+let fake: FakeAnthropic | undefined;
+afterEach(async () => {
+  await fake?.close();
+  fake = undefined;
+});
+
+async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], spec: Record<string, unknown> = {}, opts: { signal?: AbortSignal } = {}) {
+  fake = await startFakeAnthropic(script);
+  const events: TranscriptEvent[] = [];
+  const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 2 });
+  const result = await runJob({ task: "Make the failing tests pass.", repo: { path: CLAMP }, ...spec }, { model, onEvent: (e) => events.push(e), signal: opts.signal });
+  return { result, events, fake };
+}
+
+const tmp = () => mkdtempSync(join(tmpdir(), "pb-job-"));
+const sh = (cwd: string, cmd: string) => execFileSync("bash", ["-c", cmd], { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+
+describe("runJob: the Clamp fix", () => {
+  it("fixes the bug through a refused ambiguous edit, and the patch applies to a pristine copy", async () => {
+    const { result, events, fake } = await run(clampScript(), { verify: "python3 -m unittest -q" });
+    expect(result.status).toBe("completed");
+    expect(result.stopReason).toBe("end_turn");
+    expect(result.turns).toBe(6);
+    expect(result.filesChanged).toEqual(["clamp.py"]);
+    expect(result.verify?.exitCode).toBe(0);
+    expect(result.patch).toMatch(/-        return lo\n\+        return hi/);
+
+    // What the model saw: failing tests, the ambiguous edit refused, the unique one applied, tests passing.
+    const results = fake.requests.slice(1).map((r) => toolResults(r)[0]);
+    expect(toolResultText(results[0])).toMatch(/FAILED \(failures=1\)/);
+    expect(toolResultText(results[0])).toMatch(/\[exit code 1\]$/);
+    expect(results[2]).toMatchObject({ is_error: true });
+    expect(toolResultText(results[2])).toBe("No replacement was performed. Multiple occurrences of old_str `return lo` in lines [7, 9]. Please ensure it is unique");
+    expect(results[3].is_error).toBeUndefined();
+    expect(toolResultText(results[4])).toMatch(/^OK$/m);
+
+    // The patch applies to a pristine copy and the tests pass there.
+    const dir = tmp();
+    try {
+      cpSync(CLAMP, dir, { recursive: true });
+      writeFileSync(join(dir, "fix.patch"), result.patch);
+      sh(dir, "git apply fix.patch && rm fix.patch");
+      expect(readFileSync(join(dir, "clamp.py"), "utf8")).toMatch(/if v > hi:\n        return hi/);
+      expect(sh(dir, "python3 -m unittest -q 2>&1")).toMatch(/OK/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+
+    // The transcript replays the conversation the server saw.
+    const replay: unknown[] = [];
+    for (const e of events) {
+      if (e.type === "model_request") replay.push(...(e.newMessages ?? []));
+      if (e.type === "model_response") replay.push({ role: "assistant", content: e.content });
+    }
+    const last = fake.requests.at(-1)!.body;
+    const strip = (x: unknown) => JSON.parse(JSON.stringify(x, (k, v) => (k === "cache_control" ? undefined : v)));
+    expect(strip(replay.slice(0, last.messages.length))).toEqual(strip(last.messages).map((m: { role: string; content: unknown }) => (typeof m.content === "string" ? m : m)));
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["job_started", "sandbox_ready", "model_request", "model_response", "tool_call", "tool_result", "verify", "patch", "job_finished"]));
+    expect(events.at(-1)).toMatchObject({ type: "job_finished", status: "completed" });
+  });
+
+  it("sends built-in tools schema-less, one cache breakpoint on the newest message, and is_error results", async () => {
+    const { fake } = await run(clampScript());
+    const body = fake.requests[2]!.body;
+    expect(body.tools).toEqual([{ type: "bash_20250124", name: "bash" }, { type: "text_editor_20250728", name: "str_replace_based_edit_tool", max_characters: 16000 }]);
+    const breakpoints = JSON.stringify(body).match(/"cache_control"/g) ?? [];
+    expect(breakpoints.length).toBeLessThanOrEqual(4);
+    expect(body.messages.at(-1).content.at(-1).cache_control).toEqual({ type: "ephemeral" });
+    expect(body.system.at(-1).cache_control).toEqual({ type: "ephemeral" });
+    expect(fake.requests.every((r) => r.stream)).toBe(true);
+  });
+});
+
+describe("runJob: stop reasons and budgets", () => {
+  const loopForever = () => reply(toolUse("bash", { command: "echo again" }));
+
+  it("max_turns ends with its own status and still gives the patch", async () => {
+    const { result } = await run([reply(toolUse("bash", { command: "echo change >> /workspace/clamp.py" })), loopForever(), loopForever()], { maxTurns: 2 });
+    expect(result.status).toBe("max_turns");
+    expect(result.turns).toBe(2);
+    expect(result.filesChanged).toEqual(["clamp.py"]);
+  });
+
+  it("usd budget ends with budget_exceeded", async () => {
+    const big = { input_tokens: 200_000, output_tokens: 10, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
+    const { result, events } = await run([{ ...loopForever(), usage: big } as Reply, loopForever()], { budget: { usd: 0.1 }, model: "claude-sonnet-4-5" });
+    expect(result.status).toBe("budget_exceeded");
+    expect(result.costUsd).toBeCloseTo(0.60015, 5);
+    expect(events.find((e) => e.type === "budget")).toMatchObject({ limit: "usd", max: 0.1 });
+  });
+
+  it("output and input token budgets", async () => {
+    const out = await run([{ ...loopForever(), usage: { output_tokens: 500 } } as Reply], { budget: { outputTokens: 100 } });
+    expect(out.result.status).toBe("budget_exceeded");
+    expect(out.result.error).toMatch(/outputTokens/);
+    await fake!.close();
+    const inp = await run([{ ...loopForever(), usage: { input_tokens: 5000, cache_read_input_tokens: 5000 } } as Reply], { budget: { inputTokens: 8000 } });
+    expect(inp.result.status).toBe("budget_exceeded");
+    expect(inp.result.error).toMatch(/inputTokens/);
+  });
+
+  it("max_tokens continues once, then stops", async () => {
+    const cut = (): Reply => ({ kind: "message", content: [text("I was saying")], stop_reason: "max_tokens" });
+    const { result, fake } = await run([cut(), reply(text("done"))]);
+    expect(result.status).toBe("completed");
+    expect(JSON.stringify(fake.requests[1]!.body.messages.at(-1))).toMatch(/cut off at the output token limit/);
+    await fake.close();
+    const twice = await run([cut(), cut()]);
+    expect(twice.result).toMatchObject({ status: "failed", stopReason: "max_tokens" });
+  });
+
+  it("pause_turn sends the conversation back; refusal fails the job", async () => {
+    const paused = await run([{ kind: "message", content: [text("thinking")], stop_reason: "pause_turn" }, reply(text("done"))]);
+    expect(paused.result).toMatchObject({ status: "completed", turns: 2 });
+    expect(paused.fake.requests[1]!.body.messages.at(-1).role).toBe("assistant");
+    await paused.fake.close();
+    const refused = await run([{ kind: "message", content: [], stop_reason: "refusal" }]);
+    expect(refused.result).toMatchObject({ status: "failed", stopReason: "refusal" });
+  });
+
+  it("wall-clock timeout during a long command ends with status timeout and the patch", async () => {
+    const t0 = Date.now();
+    const { result } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" }))], { timeoutSec: 3 });
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    expect(result.status).toBe("timeout");
+    expect(result.filesChanged).toEqual(["clamp.py"]);
+  });
+
+  it("cancellation ends with status cancelled", async () => {
+    const ctl = new AbortController();
+    setTimeout(() => ctl.abort("cancelled"), 1500);
+    const { result } = await run([reply(toolUse("bash", { command: "sleep 300" }))], {}, { signal: ctl.signal });
+    expect(result.status).toBe("cancelled");
+  });
+
+  it("a 529 then success: the job succeeds and the transcript shows the retry", async () => {
+    const { result, events } = await run([apiError(529, "Overloaded"), reply(text("nothing to do"))]);
+    expect(result.status).toBe("completed");
+    expect(events.find((e) => e.type === "model_retry")).toMatchObject({ retry: 1, status: 529, error: expect.stringMatching(/Overloaded/) });
+  });
+
+  it("a 400 fails the job with the API's message", async () => {
+    const { result } = await run([apiError(400, "messages.0.content: bad block")]);
+    expect(result.status).toBe("failed");
+    expect(result.error).toMatch(/400.*messages\.0\.content: bad block/);
+  });
+});
