@@ -69,10 +69,9 @@ export async function main(argv: string[]): Promise<number> {
   return cmd.run(parsed as { values: Record<string, unknown>; positionals: string[] });
 }
 
-main(process.argv.slice(2)).then(
-  (code) => (process.exitCode = code),
-  (err) => {
-    console.error(`patchbay: ${err instanceof Error ? err.message : String(err)}`);
-    process.exitCode = 1;
-  },
-);
+// Exit once stdout is flushed: a client's pooled sockets must not keep a finished command alive.
+const exit = (code: number) => process.stdout.write("", () => process.exit(code));
+main(process.argv.slice(2)).then(exit, (err) => {
+  console.error(`patchbay: ${err instanceof Error ? err.message : String(err)}`);
+  exit(1);
+});

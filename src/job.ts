@@ -18,8 +18,9 @@ export interface RunJobOptions {
   onEvent?: (e: TranscriptEvent) => void;
   /** Defaults to AnthropicModel (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL). */
   model?: Model;
-  /** Recorded on the sandbox for the reaper (the worker's id). */
+  /** Recorded on the sandbox for the reaper (the worker's id), with extra labels. */
   owner?: string;
+  labels?: Record<string, string>;
   queuedMs?: number;
   /** Called once the sandbox is ready, e.g. so a worker can kill it on a hard deadline. */
   onSandbox?: (sb: Sandbox) => void;
@@ -54,6 +55,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       runtime: spec.runtime,
       jobId,
       owner: opts.owner,
+      labels: opts.labels,
       deadlineSec: timeoutSec + 600,
     });
     opts.onSandbox?.(sandbox);

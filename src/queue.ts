@@ -47,6 +47,7 @@ export class PatchbayClient {
     const config = loadConfig();
     const name = opts.queueName ?? config.queueName;
     this.redis = new Redis(opts.redisUrl ?? config.redisUrl, redisOptions);
+    this.redis.on("error", () => {}); // ioredis reconnects by itself; callers see failed commands
     this.queue = new Queue<JobData, JobResult>(name, { connection: this.redis });
     this.k = keys(name);
   }

@@ -9,7 +9,7 @@ import type { Model } from "./agent/model.js";
 import { runJob } from "./job.js";
 import { keys, redisOptions } from "./keys.js";
 import type { JobData } from "./queue.js";
-import { localOwnerAlive, processOwnerId, reap } from "./sandbox/docker.js";
+import { LABEL, localOwnerAlive, processOwnerId, reap } from "./sandbox/docker.js";
 import type { Sandbox } from "./sandbox/sandbox.js";
 import { parseJobSpec, type JobResult, type TranscriptEvent } from "./spec.js";
 
@@ -44,16 +44,24 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const redis = new Redis(redisUrl, redisOptions);
   const sub = new Redis(redisUrl, redisOptions);
   const active = new Map<string, Active>();
+  // ioredis reconnects by itself; say so once per outage instead of an unhandled error per retry.
+  let down = false;
+  for (const r of [redis, sub]) {
+    r.on("error", (err) => !down && ((down = true), log(`redis: ${err.message}; reconnecting`)));
+    r.on("ready", () => down && ((down = false), log("redis: connected again")));
+  }
 
   // Heartbeat: the reaper on any host treats containers of a worker without one as orphans.
   const beat = () => redis.set(k.heartbeat(id), String(Date.now()), "EX", defaults.worker.heartbeatTtlSec).catch(() => {});
   await beat();
   const heartbeat = setInterval(beat, defaults.worker.heartbeatEveryMs);
 
-  const ownerAlive = async (owner: string) => {
+  // On this host a process's pid tells; elsewhere a worker of this queue lives while it beats.
+  // Sandboxes of other owners (library users, other queues) are left to their deadline.
+  const ownerAlive = async (owner: string, labels: Record<string, string>) => {
     if (owner === id) return true;
-    const [host] = owner.split(":");
-    if (host === hostname() && !(await localOwnerAlive(owner))) return false; // its pid is gone
+    if (owner.split(":")[0] === hostname()) return localOwnerAlive(owner, labels);
+    if (labels[LABEL.queue] !== queueName) return true;
     return (await redis.exists(k.heartbeat(owner))) === 1;
   };
   const runReaper = async () => {
@@ -106,6 +114,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         signal: entry.ctl.signal,
         onEvent,
         owner: id,
+        labels: { [LABEL.queue]: queueName },
         model: opts.model?.(),
         queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
         onSandbox: (sb) => (entry.sandbox = sb),
@@ -121,8 +130,10 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     }
   };
 
+  const workerConnection = new Redis(redisUrl, redisOptions);
+  workerConnection.on("error", () => {}); // reported through `redis` above
   const worker = new Worker<JobData, JobResult>(queueName, processor, {
-    connection: new Redis(redisUrl, redisOptions),
+    connection: workerConnection,
     concurrency: opts.concurrency ?? config.concurrency,
     lockDuration: config.lockDurationMs,
     stalledInterval: config.stalledIntervalMs,
@@ -147,6 +158,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       await sub.quit().catch(() => sub.disconnect());
       await redis.del(k.heartbeat(id)).catch(() => {});
       await redis.quit().catch(() => redis.disconnect());
+      workerConnection.disconnect(); // passed in, so BullMQ leaves it open
       log("stopped");
     })());
   return { id, worker, shutdown };

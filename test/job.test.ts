@@ -158,3 +158,44 @@ describe("runJob: stop reasons and budgets", () => {
     expect(result.error).toMatch(/400.*messages\.0\.content: bad block/);
   });
 });
+
+describe("runJob: repo forms and what the patch carries", () => {
+  const makeFiles = () => [
+    reply(toolUse("bash", { command: "printf 'new\\n' > /workspace/added.txt && printf '\\x00\\x01\\x02\\xff' > /workspace/blob.bin && sed -i '9s/return lo/return hi/' /workspace/clamp.py" })),
+    reply(text("done")),
+  ];
+  const forms: [string, () => { spec: Record<string, unknown>; cleanup(): void }][] = [
+    ["path", () => ({ spec: { repo: { path: CLAMP } }, cleanup() {} })],
+    ["git", () => {
+      const dir = tmp();
+      cpSync(CLAMP, dir, { recursive: true });
+      sh(dir, "git init -q -b main && git add -A && git -c user.name=t -c user.email=t@t commit -qm init && git tag v1");
+      return { spec: { repo: { git: dir, ref: "v1" } }, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+    }],
+    ["archive", () => {
+      const dir = tmp();
+      sh(dir, `tar -C ${JSON.stringify(join(CLAMP, ".."))} -czf repo.tar.gz clamp`);
+      return { spec: { repo: { archive: join(dir, "repo.tar.gz") } }, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+    }],
+  ];
+
+  it.each(forms)("repo as %s: new file, binary file and edit in a patch that git apply reproduces", async (_form, make) => {
+    const { spec, cleanup } = make();
+    try {
+      const { result } = await run(makeFiles(), spec);
+      expect(result.status).toBe("completed");
+      expect(result.filesChanged.sort()).toEqual(["added.txt", "blob.bin", "clamp.py"]);
+      expect(result.patch).toMatch(/GIT binary patch/);
+      const copy = tmp();
+      cpSync(CLAMP, copy, { recursive: true });
+      writeFileSync(join(copy, "x.patch"), result.patch);
+      sh(copy, "git apply x.patch && rm x.patch");
+      expect([...readFileSync(join(copy, "blob.bin"))]).toEqual([0, 1, 2, 255]);
+      expect(readFileSync(join(copy, "added.txt"), "utf8")).toBe("new\n");
+      expect(sh(copy, "python3 -m unittest -q 2>&1")).toMatch(/OK/);
+      rmSync(copy, { recursive: true, force: true });
+    } finally {
+      cleanup();
+    }
+  });
+});

@@ -10,6 +10,8 @@ export const LABEL = {
   job: "patchbay.job",
   worker: "patchbay.worker",
   deadline: "patchbay.deadline",
+  /** Set by workers: the queue whose heartbeats tell whether the owner lives. */
+  queue: "patchbay.queue",
 } as const;
 
 export interface SandboxLimits {
@@ -114,7 +116,7 @@ export async function removeQuietly(containerName: string, volume: string): Prom
   }
 }
 
-export type OwnerAlive = (workerId: string) => Promise<boolean>;
+export type OwnerAlive = (workerId: string, labels: Record<string, string>) => Promise<boolean>;
 
 /** Default owner check: a worker on this host is alive iff its pid is; elsewhere, trust the deadline. */
 export const localOwnerAlive: OwnerAlive = async (owner) => {
@@ -144,7 +146,7 @@ export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, now = Date.
     if (deadline && deadline * 1000 < now) return Promise.resolve(true);
     const owner = labels?.[LABEL.worker];
     if (!owner) return Promise.resolve(false);
-    if (!verdicts.has(owner)) verdicts.set(owner, ownerAlive(owner).then((a) => !a));
+    if (!verdicts.has(owner)) verdicts.set(owner, ownerAlive(owner, labels ?? {}).then((a) => !a));
     return verdicts.get(owner)!;
   };
   const containers = await d.listContainers({ all: true, filters: { label: [LABEL.managed] } });

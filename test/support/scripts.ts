@@ -47,5 +47,5 @@ export function byTurn(script: Reply[] | ((body: any) => Reply[])) {
 /** The task text of a request's conversation (the first user message). */
 export function taskOf(body: any): string {
   const first = body.messages?.[0]?.content;
-  return typeof first === "string" ? first : JSON.stringify(first);
+  return typeof first === "string" ? first : (first ?? []).map((b: any) => b.text ?? "").join("");
 }
