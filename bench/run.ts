@@ -2,12 +2,15 @@
 // Usage: tsx bench/run.ts [--only shell,create,editor,job,queue]
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
+import { benchJob, benchQueue } from "./job.js";
 import { log } from "./lib.js";
 
 const sections: Record<string, () => Promise<object>> = {
   shell: benchShell,
   create: benchCreate,
   editor: benchEditor,
+  job: benchJob,
+  queue: benchQueue,
 };
 
 const onlyArg = process.argv.indexOf("--only");

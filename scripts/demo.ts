@@ -7,7 +7,7 @@ import { byTurn, clampScript } from "../test/support/scripts.js";
 const env: Record<string, string> = { ...(process.env as Record<string, string>), PATCHBAY_QUEUE: process.env.PATCHBAY_QUEUE ?? "patchbay-demo" };
 let fake: Awaited<ReturnType<typeof startFakeAnthropic>> | undefined;
 if (process.env.ANTHROPIC_API_KEY) {
-  console.error(`\n=== demo: running with Claude (${process.env.PATCHBAY_MODEL ?? "claude-sonnet-4-5"}) ===\n`);
+  console.error(`\n=== demo: running with Claude (${process.env.PATCHBAY_MODEL ?? "claude-sonnet-5-5"}) ===\n`);
 } else {
   fake = await startFakeAnthropic(byTurn(clampScript()));
   Object.assign(env, { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "scripted" });

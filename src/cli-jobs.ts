@@ -31,7 +31,7 @@ const SPEC_USAGE = `  --repo DIR | --git URL [--ref REF] | --archive FILE   the 
   --task TEXT            what to do
   --verify CMD           a command run after the agent (its exit code and tail are in the result)
   --setup CMD            a command run before the agent (repeatable)
-  --model M              model id (default $PATCHBAY_MODEL or claude-sonnet-4-5)
+  --model M              model id (default $PATCHBAY_MODEL or claude-sonnet-5-5)
   --timeout SEC          wall clock for the whole job       --command-timeout SEC  per bash command
   --max-turns N          --tools text_editor_20250728|text_editor_20250124|edit_file
   --spec FILE            a whole JobSpec as JSON; flags override it

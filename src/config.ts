@@ -2,7 +2,8 @@
 import { z } from "zod";
 
 export const DEFAULT_IMAGE = "patchbay-sandbox:latest";
-export const DEFAULT_MODEL = "claude-sonnet-4-5";
+// claude-sonnet-4-5 reaches end of life on 2026-11-30 (the SDK warns); Sonnet 5.5 is the current Sonnet.
+export const DEFAULT_MODEL = "claude-sonnet-5-5";
 
 const Env = z.object({
   REDIS_URL: z.string().default("redis://127.0.0.1:6379"),

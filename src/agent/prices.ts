@@ -20,6 +20,13 @@ export const PRICES: Readonly<Record<string, ModelPrice>> = Object.freeze({
   "claude-opus-4": price(15, 75, 18.75, 1.5), // Opus 4 and 4.1
   "claude-opus-4-1": price(15, 75, 18.75, 1.5),
   "claude-opus-4-5": price(5, 25, 6.25, 0.5),
+  "claude-opus-4-6": price(5, 25, 6.25, 0.5),
+  "claude-opus-4-7": price(5, 25, 6.25, 0.5),
+  "claude-opus-4-8": price(5, 25, 6.25, 0.5),
+  "claude-opus-5": price(5, 25, 6.25, 0.5),
+  "claude-opus-5-5": price(4, 20, 5, 0.4),
+  "claude-sonnet-5": price(2, 10, 2.5, 0.2), // Sonnet 5 and 5.5 (the current default)
+  "claude-fable-5": price(10, 50, 12.5, 1),
   "claude-sonnet-4": price(3, 15, 3.75, 0.3), // Sonnet 4
   "claude-sonnet-4-5": price(3, 15, 3.75, 0.3),
   "claude-haiku-4-5": price(1, 5, 1.25, 0.1),

@@ -1,0 +1,129 @@
+// docker-compose.yml and the worker image recipe, checked without pulling or building anything:
+// `docker-compose config` (v1, Debian's `docker-compose` package) validates and normalizes the file,
+// and the assertions read its YAML output, whose layout (2-space indent, one list item a line) is fixed.
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { loadConfig } from "../src/config.js";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const COMPOSE = `${ROOT}docker-compose.yml`;
+
+/** The host's env without patchbay's knobs, so defaults are what gets checked; plus a key to pass through. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (!/^(PATCHBAY_|ANTHROPIC_|REDIS_URL$|COMPOSE_|DOCKER_)/.test(k)) env[k] = v;
+  }
+  return { ...env, ANTHROPIC_API_KEY: "sk-compose-test" };
+}
+
+let cached: string | undefined;
+function config(): string {
+  if (cached !== undefined) return cached;
+  try {
+    cached = execFileSync("docker-compose", ["-f", COMPOSE, "config"], { cwd: ROOT, env: cleanEnv(), encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    return cached;
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException & { stderr?: string };
+    if (e.code === "ENOENT") throw new Error("docker-compose is not installed: run `apt-get install -y docker-compose` (CI installs it)");
+    throw new Error(`docker-compose config rejected ${COMPOSE}: ${e.stderr ?? e.message}`);
+  }
+}
+
+/** The lines under `key:` at `indent` (v1 prints list items at the key's own indent, after "- "). */
+function block(text: string, key: string, indent: number): string {
+  const lines = text.split("\n");
+  const pad = " ".repeat(indent);
+  const start = lines.findIndex((l) => l === `${pad}${key}:` || l.startsWith(`${pad}${key}: `));
+  if (start < 0) throw new Error(`no '${key}:' at indent ${indent} in:\n${text}`);
+  const out = [lines[start]!];
+  for (const l of lines.slice(start + 1)) {
+    if (l.trim() === "") continue;
+    const own = l.length - l.trimStart().length;
+    if (own > indent || (own === indent && l.startsWith(`${pad}- `))) out.push(l);
+    else break;
+  }
+  return out.join("\n");
+}
+
+const service = (name: string) => block(block(config(), "services", 0), name, 2);
+
+/** "45s", "1m30s", "500ms" → milliseconds. */
+function durationMs(s: string): number {
+  let ms = 0;
+  for (const [, n, unit] of s.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/g)) ms += Number(n) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit as "ms"];
+  return ms;
+}
+
+describe("docker-compose.yml (validated by docker-compose config)", () => {
+  it("redis: AOF on, noeviction (BullMQ), a ping healthcheck, a volume for /data, no published port", () => {
+    const redis = service("redis");
+    expect(redis).toMatch(/- --appendonly\n\s*- "?yes"?\n/);
+    expect(redis).toMatch(/- --maxmemory-policy\n\s*- noeviction\n?/);
+    expect(redis).toMatch(/healthcheck:[\s\S]*- redis-cli\n\s*- ping/);
+    expect(redis).toMatch(/- redis-data:\/data(:rw)?\n?/);
+    expect(redis).not.toMatch(/^\s{4}ports:/m);
+    expect(block(config(), "volumes", 0)).toMatch(/redis-data:/);
+  });
+
+  it("worker: built from images/worker/Dockerfile, runs `worker`, waits for a healthy redis", () => {
+    const w = service("worker");
+    expect(w).toMatch(/dockerfile: images\/worker\/Dockerfile/);
+    expect(block(w, "command", 4)).toMatch(/- worker$/m);
+    expect(block(w, "depends_on", 4)).toMatch(/redis:\n\s*condition: service_healthy/);
+    expect(w).toMatch(/^\s{4}restart: unless-stopped$/m);
+  });
+
+  it("worker: talks to the compose redis and passes the API key and knobs through with defaults", () => {
+    const env = block(service("worker"), "environment", 4);
+    expect(env).toMatch(/REDIS_URL: redis:\/\/redis:6379$/m);
+    expect(env).toMatch(/ANTHROPIC_API_KEY: sk-compose-test$/m);
+    expect(env).toMatch(/ANTHROPIC_BASE_URL: /);
+    expect(env).toMatch(/PATCHBAY_CONCURRENCY: '2'$/m);
+    expect(env).toMatch(/PATCHBAY_IMAGE: patchbay-sandbox:latest$/m);
+    expect(env).toMatch(/PATCHBAY_QUEUE: patchbay$/m);
+  });
+
+  it("worker: mounts the Docker socket (sibling sandboxes) and the repos directory read-only", () => {
+    const vols = block(service("worker"), "volumes", 4);
+    expect(vols).toMatch(/- \/var\/run\/docker\.sock:\/var\/run\/docker\.sock(:rw)?$/m);
+    expect(vols).toMatch(/:\/repos:ro$/m);
+  });
+
+  it("worker: scalable (no container_name, no host ports), tini, a grace period longer than the drain", () => {
+    const w = service("worker");
+    expect(w).not.toMatch(/container_name:/);
+    expect(w).not.toMatch(/^\s{4}ports:/m);
+    expect(w).toMatch(/^\s{4}init: true$/m);
+    const grace = w.match(/^\s{4}stop_grace_period: (\S+)$/m)?.[1];
+    expect(grace, "stop_grace_period").toBeDefined();
+    expect(durationMs(grace!)).toBeGreaterThan(loadConfig({}).drainDeadlineMs);
+  });
+});
+
+describe("images/worker/Dockerfile", () => {
+  const dockerfile = readFileSync(`${ROOT}images/worker/Dockerfile`, "utf8");
+
+  it("runs the CLI through tsx from production dependencies, with git for host-side clones", () => {
+    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim$/m);
+    expect(dockerfile).toMatch(/apt-get install[^\n]*\bgit\b[^\n]*\bca-certificates\b/);
+    expect(dockerfile).toMatch(/npm ci --omit=dev/);
+    expect(dockerfile).toMatch(/^ENTRYPOINT \["node", "bin\/patchbay\.js"\]$/m);
+    expect(dockerfile).toMatch(/^CMD \["worker"\]$/m);
+    const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as { dependencies: Record<string, string> };
+    expect(Object.keys(pkg.dependencies)).toContain("tsx"); // --omit=dev must keep the TypeScript runner
+  });
+
+  it("copies only files that exist and that .dockerignore keeps", () => {
+    const ignored = readFileSync(`${ROOT}.dockerignore`, "utf8").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+    expect(ignored).toEqual(expect.arrayContaining(["node_modules", ".git"]));
+    const sources = [...dockerfile.matchAll(/^COPY (.+) \S+$/gm)].flatMap((m) => m[1]!.split(/\s+/));
+    expect(sources.length).toBeGreaterThan(0);
+    for (const src of sources) {
+      expect(existsSync(`${ROOT}${src}`), src).toBe(true);
+      expect(ignored.some((p) => src.replace(/\/$/, "") === p || src.startsWith(`${p}/`)), `${src} is dockerignored`).toBe(false);
+    }
+  });
+});
