@@ -47,9 +47,9 @@ export async function benchJob() {
   }
 }
 
-async function throughput(workers: number, jobs: number, repo: string, fakeUrl: string) {
+async function throughput(workers: number, jobs: number, repo: string, fakeUrl: string, concurrency = 2) {
   const queueName = `bench-${workers}w-${Date.now()}`;
-  const env = { ...process.env, PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fakeUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: "2" };
+  const env = { ...process.env, PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fakeUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: String(concurrency) };
   const procs = Array.from({ length: workers }, () => spawn(process.execPath, [BIN, "worker"], { env, stdio: ["ignore", "ignore", "pipe"] }));
   await Promise.all(procs.map((p) => new Promise<void>((resolve, reject) => {
     let buf = "";
@@ -87,12 +87,14 @@ export async function benchQueue() {
     log(`queue: 24 scripted 10-tool-call jobs on a 1,000-file repo, 1 then 2 worker processes (concurrency 2 each), queue ${loadConfig().redisUrl}`);
     const one = await throughput(1, 24, repo, fake.url);
     const two = await throughput(2, 24, repo, fake.url);
+    // Latency without contention: one worker, one job at a time.
+    const idle = await throughput(1, 8, repo, fake.url, 1);
     return {
       jobs: 24,
       repo_files: 1000,
       one_worker: one,
       two_workers: two,
-      dequeue_to_ready_ms: round(median([one.dequeue_to_ready_ms, two.dequeue_to_ready_ms]), 1),
+      dequeue_to_ready_ms_one_at_a_time: idle.dequeue_to_ready_ms,
     };
   } finally {
     rmSync(repo, { recursive: true, force: true });

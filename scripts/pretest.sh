@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs before `npm test`: the services (Docker engine, Redis), node modules, the tools the tests
+# call (docker-compose v1 to validate docker-compose.yml), and the sandbox image.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/services.sh
+[ -x node_modules/.bin/vitest ] || npm ci --no-audit --no-fund
+if ! command -v docker-compose >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[pretest] apt-get install docker-compose (validates docker-compose.yml)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
+  else
+    echo "[pretest] docker-compose is missing: the compose test will fail (Debian: sudo apt-get install docker-compose)" >&2
+  fi
+fi
+node bin/patchbay.js image build
