@@ -123,6 +123,8 @@ export const localOwnerAlive: OwnerAlive = async (owner) => {
   const [host, pid] = owner.split(":");
   if (host !== hostname() || !pid) return true;
   if (owner === processOwnerId) return true;
+  // Our own pid under another id: an earlier process (a restarted worker container reuses pids).
+  if (Number(pid) === process.pid) return false;
   try {
     process.kill(Number(pid), 0);
     return true;
