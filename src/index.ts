@@ -9,7 +9,7 @@ export { buildImage } from "./sandbox/image.js";
 export { TextEditor, type EditorFs, type EditorFlavor, type ToolOutput } from "./tools/editor.js";
 export { BashTool } from "./tools/bash-tool.js";
 export { EditFileTool } from "./tools/edit-file.js";
-export { SandboxFs } from "./tools/sandbox-fs.js";
+export { SandboxFs } from "./tools/editor-tool.js";
 export { Toolbox, runTool, type ToolSet, type ToolUseBlock, type ToolRun } from "./tools/index.js";
 export { runJob, type RunJobOptions } from "./job.js";
 export { runAgentLoop, type LoopOptions, type LoopOutcome } from "./agent/loop.js";

@@ -46,6 +46,18 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   opts.signal?.addEventListener("abort", onCancel, { once: true });
 
   emit({ type: "job_started", spec });
+  const ended = (status: JobResult["status"], error: string): JobResult => {
+    emit({ type: "job_finished", status, costUsd: 0, turns: 0, error });
+    return {
+      status, patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0,
+      timings: { queuedMs: opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ms(t0) }, error, jobId, attempt,
+    };
+  };
+  // Cancelled while it waited in the queue: no sandbox at all.
+  if (ctl.signal.aborted) {
+    clearTimeout(timer);
+    return ended(ctl.signal.reason === "timeout" ? "timeout" : "cancelled", "the job was cancelled before it started");
+  }
   let sandbox: Sandbox | undefined;
   try {
     const tSandbox = performance.now();
@@ -127,11 +139,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       emit({ type: "job_finished", status: "failed", costUsd: 0, turns: 0, error: (err as Error).message });
       throw err;
     }
-    emit({ type: "job_finished", status: "failed", costUsd: 0, turns: 0, error: err.message });
-    return {
-      status: "failed", patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0,
-      timings: { queuedMs: opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ms(t0) }, error: err.message, jobId, attempt,
-    };
+    return ended("failed", err.message);
   } finally {
     clearTimeout(timer);
     opts.signal?.removeEventListener("abort", onCancel);

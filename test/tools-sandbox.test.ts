@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { Toolbox, runTool } from "../src/tools/index.js";
 import { TextEditor } from "../src/tools/editor.js";
-import { SandboxFs } from "../src/tools/sandbox-fs.js";
+import { SandboxFs } from "../src/tools/editor-tool.js";
 import { loadConformanceCases, runConformanceCase } from "./conformance-cases.js";
 import { useSandbox } from "./support/sandbox.js";
 

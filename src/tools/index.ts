@@ -5,7 +5,7 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import { BashTool } from "./bash-tool.js";
 import { EditFileTool, editFileDefinition } from "./edit-file.js";
 import { TextEditor, toolName, type EditorFlavor, type ToolOutput } from "./editor.js";
-import { SandboxFs } from "./sandbox-fs.js";
+import { editorDefinition, SandboxFs } from "./editor-tool.js";
 
 export type ToolSet = EditorFlavor | "edit_file";
 
@@ -47,14 +47,8 @@ export class Toolbox {
 
   /** Tool definitions for the Messages API. Built-in tools are sent schema-less. */
   definitions(opts: { maxCharacters?: number } = {}): unknown[] {
-    switch (this.tools) {
-      case "text_editor_20250728":
-        return [BashTool.definition, { type: "text_editor_20250728", name: "str_replace_based_edit_tool", max_characters: opts.maxCharacters ?? defaults.editor.maxCharacters }];
-      case "text_editor_20250124":
-        return [BashTool.definition, { type: "text_editor_20250124", name: "str_replace_editor" }];
-      case "edit_file":
-        return [BashTool.jsonDefinition, editFileDefinition];
-    }
+    if (this.tools === "edit_file") return [BashTool.jsonDefinition, editFileDefinition];
+    return [BashTool.definition, editorDefinition(this.tools, opts.maxCharacters ?? defaults.editor.maxCharacters)];
   }
 
   async run(block: ToolUseBlock, signal?: AbortSignal): Promise<ToolRun> {

@@ -1,7 +1,15 @@
-// The editor's filesystem (EditorFs) on a sandbox's files.
+// The text editor bound to a sandbox: its filesystem (EditorFs) on the sandbox's files, and the
+// tool definitions sent to the Messages API for each editor flavour.
 import { createHash } from "node:crypto";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import type { EditorFs, EditorStat } from "./editor.js";
+import type { EditorFlavor, EditorFs, EditorStat } from "./editor.js";
+
+/** Built-in editor tools are sent schema-less; the model knows their input. */
+export function editorDefinition(flavor: EditorFlavor, maxCharacters: number): Record<string, unknown> {
+  return flavor === "text_editor_20250728"
+    ? { type: "text_editor_20250728", name: "str_replace_based_edit_tool", max_characters: maxCharacters }
+    : { type: "text_editor_20250124", name: "str_replace_editor" };
+}
 
 export class SandboxFs implements EditorFs {
   constructor(private sb: Sandbox) {}
