@@ -83,6 +83,7 @@ async function warnIfNoWorker(c: PatchbayClient): Promise<void> {
 
 export const commands: Record<string, Command> = {
   worker: {
+    summary: "run the daemon (takes jobs, one sandbox each)",
     usage: `patchbay worker [--concurrency N]
 
 Runs the daemon: takes jobs from the queue and runs each in its own sandbox. SIGTERM or SIGINT
@@ -104,6 +105,7 @@ to another worker) and removes its containers.`,
   },
 
   run: {
+    summary: "enqueue one job, show progress, wait, write the patch",
     usage: `patchbay run --repo DIR --task TEXT [options] [--out DIR] [--json]
 
 Enqueues one job, shows its progress on stderr (turns, tool calls, tokens, cost), waits, and writes
@@ -147,6 +149,7 @@ ${SPEC_USAGE}
   },
 
   enqueue: {
+    summary: "enqueue one job or a --batch file; print the ids",
     usage: `patchbay enqueue --repo DIR --task TEXT [options]
 patchbay enqueue --batch tasks.jsonl
 
@@ -190,6 +193,7 @@ ${SPEC_USAGE}
   },
 
   status: {
+    summary: "a job's queue state and result status",
     usage: `patchbay status <jobId> [--json]
 
 The job's queue state (waiting, active, completed, failed, ...) and its result's status.`,
@@ -205,6 +209,7 @@ The job's queue state (waiting, active, completed, failed, ...) and its result's
   },
 
   result: {
+    summary: "a finished job's patch (or all its files with --out)",
     usage: `patchbay result <jobId> [--out DIR] [--json]
 
 Prints the patch of a finished job (or writes patch.diff, transcript.jsonl, result.json to DIR).`,
@@ -226,6 +231,7 @@ Prints the patch of a finished job (or writes patch.diff, transcript.jsonl, resu
   },
 
   watch: {
+    summary: "a job's transcript, live, from any host",
     usage: `patchbay watch <jobId> [--json]
 
 Shows a job's transcript live, from any host, until the job ends (--json: raw events, one per line).`,
@@ -242,6 +248,7 @@ Shows a job's transcript live, from any host, until the job ends (--json: raw ev
   },
 
   cancel: {
+    summary: "stop a job from any host",
     usage: `patchbay cancel <jobId>
 
 Cancels a job from any host: a running job stops within seconds with status cancelled (its patch
@@ -257,6 +264,7 @@ so far is kept); a waiting one will not run.`,
   },
 
   list: {
+    summary: "recent jobs",
     usage: `patchbay list [--json]
 
 Recent jobs with their state.`,
@@ -271,6 +279,7 @@ Recent jobs with their state.`,
   },
 
   doctor: {
+    summary: "check Docker, Redis, the image, gVisor, the API key",
     usage: `patchbay doctor [--json]
 
 Checks the Docker engine, Redis, the sandbox image, the gVisor runtime and the API key, and says

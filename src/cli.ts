@@ -5,6 +5,8 @@ import { commands as jobCommands } from "./cli-jobs.js";
 import { buildImage } from "./sandbox/image.js";
 
 export interface Command {
+  /** One line for `patchbay --help`. */
+  summary: string;
   usage: string;
   options?: ParseArgsConfig["options"];
   positionals?: boolean;
@@ -14,6 +16,7 @@ export interface Command {
 const commands: Record<string, Command> = {
   ...jobCommands,
   "image build": {
+    summary: "build the sandbox image (online or offline)",
     usage: `patchbay image build [--tag IMAGE] [--force]
 
 Builds the sandbox image from images/sandbox/Dockerfile where debian:bookworm-slim can be pulled,
@@ -31,7 +34,7 @@ same recipe hash exists. Default tag: $PATCHBAY_IMAGE or patchbay-sandbox:latest
 };
 
 function mainHelp(): string {
-  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(14)} ${c.usage.split("\n\n")[1]?.split("\n")[0] ?? ""}`);
+  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`);
   return `patchbay — run coding agents on untrusted repositories, safely and in bulk
 
 Usage: patchbay <command> [options]      (patchbay <command> --help for details)

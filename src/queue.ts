@@ -49,6 +49,7 @@ export class PatchbayClient {
     this.redis = new Redis(opts.redisUrl ?? config.redisUrl, redisOptions);
     this.redis.on("error", () => {}); // ioredis reconnects by itself; callers see failed commands
     this.queue = new Queue<JobData, JobResult>(name, { connection: this.redis });
+    this.queue.on("error", () => {}); // the same outage, already surfaced as failed commands
     this.k = keys(name);
   }
 
@@ -142,6 +143,7 @@ export class PatchbayClient {
   /** The transcript events of a job, live: yields what is there, then follows until the job ends. */
   async *watch(id: string, opts: { follow?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<TranscriptEvent> {
     const reader = this.redis.duplicate();
+    reader.on("error", () => {});
     const follow = opts.follow !== false;
     let last = "0";
     const read = async (block: boolean) => {
