@@ -7,7 +7,7 @@ import { formatEvent } from "./cli-format.js";
 import { doctor } from "./doctor.js";
 import { keys } from "./keys.js";
 import { JobFailedError, PatchbayClient } from "./queue.js";
-import { JobSpecError, parseJobSpec, type JobResult } from "./spec.js";
+import { emptyUsage, JobSpecError, parseJobSpec, type JobResult } from "./spec.js";
 import { startWorker } from "./worker.js";
 
 const specFlags = {
@@ -39,7 +39,14 @@ const SPEC_USAGE = `  --repo DIR | --git URL [--ref REF] | --archive FILE   the 
 
 /** A JobSpec from --spec and flags (flags win), validated. */
 function specFrom(v: Record<string, unknown>): unknown {
-  const base = v.spec ? JSON.parse(readFileSync(String(v.spec), "utf8")) : {};
+  let base: Record<string, unknown> = {};
+  if (v.spec) {
+    try {
+      base = JSON.parse(readFileSync(String(v.spec), "utf8"));
+    } catch (err) {
+      throw new JobSpecError(`--spec ${v.spec}: ${(err as Error).message}`);
+    }
+  }
   const spec: Record<string, unknown> = { ...base };
   if (v.repo) spec.repo = { path: resolve(String(v.repo)) };
   if (v.git) spec.repo = { git: String(v.git), ...(v.ref ? { ref: String(v.ref) } : {}) };
@@ -77,7 +84,7 @@ async function writeOut(c: PatchbayClient, id: string, result: JobResult, dir: s
 
 async function warnIfNoWorker(c: PatchbayClient): Promise<void> {
   const k = keys(loadConfig().queueName);
-  const beats = await c.redis.keys(k.heartbeat("*"));
+  const [, beats] = await c.redis.scan("0", "MATCH", k.heartbeat("*"), "COUNT", 1000);
   if (!beats.length) process.stderr.write(`patchbay: no worker is running on queue '${loadConfig().queueName}' yet; start one with: npx patchbay worker\n`);
 }
 
@@ -133,7 +140,11 @@ ${SPEC_USAGE}
         } catch (err) {
           await progress.catch(() => {});
           if (err instanceof JobFailedError) {
-            process.stderr.write(`patchbay: ${err.message}\n`);
+            // Failed for good: still leave the transcript and a result that says why.
+            const out = resolve(String(values.out ?? join("patchbay-out", id)));
+            await writeOut(c, id, failedResult(id, err.message), out);
+            if (values.json) console.log(JSON.stringify(failedResult(id, err.message)));
+            process.stderr.write(`patchbay: ${err.message}; transcript: ${join(out, "transcript.jsonl")}\n`);
             return 1;
           }
           throw err;
@@ -218,7 +229,13 @@ Prints the patch of a finished job (or writes patch.diff, transcript.jsonl, resu
     run: ({ values, positionals }) =>
       withClient(async (c) => {
         const id = needId(positionals);
-        const r = await c.result(id);
+        let r: JobResult | undefined;
+        try {
+          r = await c.result(id);
+        } catch (err) {
+          if (!(err instanceof JobFailedError)) throw err;
+          r = failedResult(id, err.message);
+        }
         if (!r) {
           process.stderr.write(`patchbay: job ${id} has not finished yet (patchbay status ${id})\n`);
           return 3;
@@ -293,6 +310,14 @@ what to do about each miss.`,
     },
   },
 };
+
+/** A JobResult for a job that failed for good (its error, no patch). */
+function failedResult(id: string, error: string): JobResult {
+  return {
+    status: "failed", patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0,
+    timings: { queuedMs: 0, sandboxMs: 0, agentMs: 0, totalMs: 0 }, error, jobId: id,
+  };
+}
 
 function needId(positionals: string[]): string {
   if (!positionals[0]) throw new JobSpecError("a job id is required (patchbay list shows them)");

@@ -80,6 +80,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       const t = performance.now();
       const r = await sandbox.shell.run(command, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctl.signal });
       emit({ type: "setup", command, exitCode: r.exitCode, outputTail: tail(r.output), ms: ms(t) });
+      if (ctl.signal.aborted) return ended(ctl.signal.reason === "timeout" ? "timeout" : "cancelled", `the job was stopped during setup: ${command}`);
       if (r.exitCode !== 0) throw new SetupError(`setup command failed (exit ${r.exitCode}): ${command}\n${tail(r.output, 600)}`);
     }
     // What setup produced (installed dependencies, build output) is not the agent's change.

@@ -127,8 +127,9 @@ export class PatchbayClient {
   }
 
   /**
-   * Cancels a job wherever it is: a waiting job is removed and marked; an active one is told
-   * through a Redis channel that every worker listens on, so it stops within a second or two.
+   * Cancels a job wherever it is. A waiting or delayed job is marked: the worker that takes it
+   * ends it at once as cancelled, with no sandbox. An active one is told through a Redis channel
+   * every worker listens on (and the mark, polled), so it stops within a second or two.
    */
   async cancel(id: string): Promise<"cancelled" | "signalled" | "finished"> {
     const job = await Job.fromId(this.queue, id);

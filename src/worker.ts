@@ -11,7 +11,7 @@ import { keys, redisOptions } from "./keys.js";
 import type { JobData } from "./queue.js";
 import { LABEL, localOwnerAlive, processOwnerId, reap } from "./sandbox/docker.js";
 import type { Sandbox } from "./sandbox/sandbox.js";
-import { parseJobSpec, type JobResult, type TranscriptEvent } from "./spec.js";
+import { emptyUsage, parseJobSpec, type JobResult, type TranscriptEvent } from "./spec.js";
 
 export interface WorkerOptions {
   concurrency?: number;
@@ -25,14 +25,22 @@ export interface WorkerOptions {
 export interface WorkerHandle {
   id: string;
   worker: Worker<JobData, JobResult>;
-  /** Stops taking jobs, lets active ones finish until the deadline, then abandons them (they run again elsewhere). */
+  /** Stops taking jobs, lets active ones finish until the deadline, then abandons them (they run again elsewhere after the lock lapses). */
   shutdown(deadlineMs?: number): Promise<void>;
 }
 
 interface Active {
   ctl: AbortController;
   sandbox?: Sandbox;
+  /** Settles when runJob is over (its sandbox destroyed). */
+  done: Promise<void>;
+  /** The newest transcript write: awaited before the result, so `watch` never misses the end. */
+  lastWrite: Promise<unknown>;
 }
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** What a processor returns for a job it abandons: the lock lapses and another worker runs it. */
+const never = <T>() => new Promise<T>(() => {});
 
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
   const config = loadConfig();
@@ -78,20 +86,27 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   // Cancellation from any host: `patchbay cancel` publishes the job id here.
   await sub.subscribe(k.cancelChannel);
   sub.on("message", (_channel, jobId: string) => active.get(jobId)?.ctl.abort("cancelled"));
+  // Pub/sub is not durable (a message sent during a Redis blip is lost): the cancel key is also
+  // polled for the jobs running here.
+  const cancelPoll = setInterval(() => {
+    for (const [jobId, a] of active) {
+      if (!a.ctl.signal.aborted) void redis.exists(k.cancel(jobId)).then((n) => n && a.ctl.abort("cancelled"), () => {});
+    }
+  }, 2000);
 
   const processor = async (job: Job<JobData, JobResult>): Promise<JobResult> => {
     const parsed = parseJobSpec(job.data?.spec);
     if (!parsed.ok) throw new UnrecoverableError(parsed.error); // a bad spec never gets better
     const spec = parsed.spec;
     const jobId = job.id!;
-    const attempt = job.attemptsMade + 1;
-    const entry: Active = { ctl: new AbortController() };
+    const attempt = job.attemptsStarted || job.attemptsMade + 1; // counts stalled re-runs too
+    const entry: Active = { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve() };
     active.set(jobId, entry);
     if (await redis.exists(k.cancel(jobId))) entry.ctl.abort("cancelled");
     const streamKey = k.events(jobId);
     const onEvent = (e: TranscriptEvent) => {
-      // Fire and forget, in order on one connection; ioredis queues them while Redis is away.
-      redis
+      // In order on one connection; ioredis queues them while Redis is away.
+      entry.lastWrite = redis
         .multi()
         .xadd(streamKey, "MAXLEN", "~", defaults.transcript.maxLen, "*", "e", JSON.stringify(e))
         .expire(streamKey, defaults.transcript.ttlSec)
@@ -99,29 +114,42 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         .catch(() => {});
       if (e.type === "tool_call" || e.type === "model_response" || e.type === "job_finished") void job.updateProgress({ type: e.type, turn: "turn" in e ? e.turn : undefined }).catch(() => {});
     };
-    // BullMQ has no job timeout: runJob aborts at timeoutSec; past that plus a grace, kill the sandbox.
+    // BullMQ has no job timeout: runJob aborts itself at timeoutSec. If it is still not done a grace
+    // period later (Docker hung, say), its sandbox is killed and the job ends as a timeout here.
     const timeoutMs = (spec.timeoutSec ?? defaults.job.timeoutSec) * 1000;
-    const hard = setTimeout(() => {
-      log(`job ${jobId}: past its hard deadline, killing its sandbox`);
-      entry.ctl.abort("timeout");
-      void entry.sandbox?.destroy();
-    }, timeoutMs + defaults.worker.hardDeadlineGraceMs);
+    let hard: NodeJS.Timeout | undefined;
+    const hardDeadline = new Promise<JobResult>((resolve) => {
+      hard = setTimeout(() => {
+        const error = `the job did not stop at its ${timeoutMs / 1000} s timeout; its sandbox was killed`;
+        log(`job ${jobId}: ${error}`);
+        entry.ctl.abort("timeout");
+        void entry.sandbox?.destroy().catch(() => {});
+        onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "timeout", costUsd: 0, turns: 0, error });
+        resolve({ status: "timeout", patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0, timings: { queuedMs: 0, sandboxMs: 0, agentMs: 0, totalMs: timeoutMs + defaults.worker.hardDeadlineGraceMs }, error, jobId, attempt });
+      }, timeoutMs + defaults.worker.hardDeadlineGraceMs);
+    });
     log(`job ${jobId} attempt ${attempt}: started`);
+    const run = runJob(spec, {
+      jobId,
+      attempt,
+      signal: entry.ctl.signal,
+      onEvent,
+      owner: id,
+      labels: { [LABEL.queue]: queueName },
+      model: opts.model?.(),
+      queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
+      onSandbox: (sb) => (entry.sandbox = sb),
+    });
+    entry.done = run.then(() => {}, () => {});
     try {
-      const result = await runJob(spec, {
-        jobId,
-        attempt,
-        signal: entry.ctl.signal,
-        onEvent,
-        owner: id,
-        labels: { [LABEL.queue]: queueName },
-        model: opts.model?.(),
-        queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
-        onSandbox: (sb) => (entry.sandbox = sb),
-      });
+      const result = await Promise.race([run, hardDeadline]);
+      if (entry.ctl.signal.reason === "abandoned") return never();
+      await Promise.race([entry.lastWrite, sleep(5000)]);
       log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`);
       return result;
     } catch (err) {
+      if (entry.ctl.signal.reason === "abandoned") return never();
+      await Promise.race([entry.lastWrite, sleep(5000)]);
       log(`job ${jobId} attempt ${attempt}: error: ${(err as Error).message}`);
       throw err;
     } finally {
@@ -149,12 +177,16 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       clearInterval(heartbeat);
       clearInterval(reaper);
       // worker.close() waits for active jobs with no timeout of its own: race it with the deadline.
-      const drained = await Promise.race([worker.close().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), deadlineMs))]);
+      const drained = await Promise.race([worker.close().then(() => true), sleep(deadlineMs).then(() => false)]);
       if (!drained) {
+        // Abandon what is left: stop its agent loop, let runJob remove its sandbox, and never
+        // settle its processor, so the lock lapses and another worker runs the job again.
         log(`deadline passed: abandoning ${active.size} jobs (they will run again on another worker)`);
-        await Promise.all([...active.values()].map((a) => a.sandbox?.destroy()));
-        await worker.close(true);
+        const left = [...active.values()];
+        for (const a of left) a.ctl.abort("abandoned");
+        await Promise.race([Promise.all(left.map((a) => a.done)), sleep(20_000)]);
       }
+      clearInterval(cancelPoll);
       await sub.quit().catch(() => sub.disconnect());
       await redis.del(k.heartbeat(id)).catch(() => {});
       await redis.quit().catch(() => redis.disconnect());

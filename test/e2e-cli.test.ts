@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue.js";
-import { startFakeAnthropic, reply, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
+import { apiError, startFakeAnthropic, reply, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { cli, removeDir, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { byTurn, clampScript, taskOf } from "./support/scripts.js";
 
@@ -24,7 +24,10 @@ describe("patchbay CLI end to end", () => {
     redis = await startRedis();
     // Conversations by task: "sleep" tasks run a long command, everything else is the Clamp fix.
     fake = await startFakeAnthropic(
-      byTurn((body) => (/long-running/.test(taskOf(body)) ? [reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" }))] : clampScript())),
+      (req) =>
+        /overloaded/.test(taskOf(req.body))
+          ? apiError(529, "Overloaded")
+          : byTurn((body) => (/long-running/.test(taskOf(body)) ? [reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" }))] : clampScript()))(req),
     );
     env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: "e2e-cli", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "5000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REAP_MS: "2000" };
     workers = [startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "2" }), startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "2" })];
@@ -114,6 +117,20 @@ describe("patchbay CLI end to end", () => {
     expect(result.filesChanged).toEqual(["clamp.py"]); // the patch of what was done is kept
     const st = await cli(["status", id, "--json"], env);
     expect(JSON.parse(st.stdout)).toMatchObject({ state: "completed", resultStatus: "cancelled" });
+  });
+
+  it("`patchbay run` on a job that fails for good exits 1 and still writes the transcript and result", async () => {
+    const dir = tmp();
+    const specFile = join(dir, "spec.json");
+    writeFileSync(specFile, JSON.stringify({ task: "overloaded API", repo: { path: CLAMP }, attempts: 1 }));
+    const r = await cli(["run", "--spec", specFile, "--out", join(dir, "out")], env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/failed: Anthropic API error 529: Overloaded/);
+    expect(JSON.parse(readFileSync(join(dir, "out", "result.json"), "utf8"))).toMatchObject({ status: "failed", error: expect.stringMatching(/529/) });
+    const types = readFileSync(join(dir, "out", "transcript.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l).type);
+    expect(types).toContain("model_retry");
+    expect(types.at(-1)).toBe("job_finished");
+    removeDir(dir);
   });
 
   it("a job over its timeout ends with status timeout", async () => {

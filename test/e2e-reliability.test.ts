@@ -42,9 +42,9 @@ describe("reliability", () => {
     await redis?.stop();
   });
 
-  const setup = async (n: number) => {
+  const setup = async (n: number, extra: Record<string, string> = {}) => {
     const name = `rel-${++queue}`;
-    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: name, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "3000", PATCHBAY_STALLED_MS: "1000", PATCHBAY_REAP_MS: "1000", PATCHBAY_DRAIN_MS: "20000" };
+    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: name, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "3000", PATCHBAY_STALLED_MS: "1000", PATCHBAY_REAP_MS: "1000", PATCHBAY_DRAIN_MS: "20000", ...extra };
     workers = Array.from({ length: n }, () => startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "1" }));
     await Promise.all(workers.map((w) => w.waitFor(new RegExp(`ready: queue ${name}`))));
     client = new PatchbayClient({ redisUrl: redis.url, queueName: name });
@@ -81,6 +81,21 @@ describe("reliability", () => {
     expect((await client.waitForResult(id, { timeoutMs: 5000 })).status).toBe("completed");
     expect((await client.status(later)).state).toBe("waiting");
     expect(await containersOf(w!.pid)).toEqual([]);
+  });
+
+  it("SIGTERM past the drain deadline abandons the job; it completes on another worker", async () => {
+    await setup(2, { PATCHBAY_DRAIN_MS: "1000" });
+    const id = await client.enqueue({ task: "slow job sleep=8", repo: { path: CLAMP } });
+    const holder = await Promise.race(workers.map((w) => w.waitFor(new RegExp(`job ${id} attempt \\d+: started`)).then(() => w)));
+    const other = workers.find((w) => w !== holder)!;
+    await sleep(1000);
+    holder.proc.kill("SIGTERM");
+    await holder.waitFor(/abandoning 1 jobs/, 10_000);
+    expect(await holder.exited).toBe(0);
+    expect(await containersOf(holder.pid)).toEqual([]); // its sandbox went with it
+    const result = await client.waitForResult(id, { timeoutMs: 60_000 });
+    expect(result.status).toBe("completed");
+    expect(other.log()).toMatch(new RegExp(`job ${id} attempt \\d+: completed`));
   });
 
   it("Redis restarted mid-job: the job still completes", async () => {

@@ -146,6 +146,14 @@ describe("runJob: stop reasons and budgets", () => {
     expect(result.status).toBe("cancelled");
   });
 
+  it("cancellation during setup ends with status cancelled, not failed", async () => {
+    const ctl = new AbortController();
+    setTimeout(() => ctl.abort("cancelled"), 1000);
+    const { result } = await run([reply(text("never asked"))], { setup: "sleep 30" }, { signal: ctl.signal });
+    expect(result).toMatchObject({ status: "cancelled", turns: 0 });
+    expect(result.error).toMatch(/during setup: sleep 30/);
+  });
+
   it("a 529 then success: the job succeeds and the transcript shows the retry", async () => {
     const { result, events } = await run([apiError(529, "Overloaded"), reply(text("nothing to do"))]);
     expect(result.status).toBe("completed");
