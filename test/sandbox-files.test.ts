@@ -80,3 +80,30 @@ describe.each([
     expect(r.output).toBe("1000 755\n1000 755\ndeep");
   });
 });
+
+describe("sandbox.files: hostile paths and a full disk (real engine)", () => {
+  const box = useSandbox({ limits: { diskMb: 8 } });
+
+  it("rejects a NUL byte in a path with a clear error and keeps working", async () => {
+    await expect(box().files.read("/workspace/a\0b")).rejects.toThrow(/NUL byte/);
+    const { Toolbox } = await import("../src/tools/index.js");
+    const r = await new Toolbox(box()).run({ id: "x", name: "str_replace_based_edit_tool", input: { command: "view", path: "/workspace/\ud800" } });
+    expect(r.isError).toBe(true);
+    await box().files.write("/workspace/ok.txt", Buffer.from("still fine"));
+    expect((await box().files.read("/workspace/ok.txt")).toString()).toBe("still fine");
+  });
+
+  it("an edit that does not fit on a full disk fails and leaves the file whole", async () => {
+    const original = Buffer.from(Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join(""));
+    await box().files.write("/workspace/f.txt", original);
+    await box().shell.run("head -c 7000000 /dev/zero > /workspace/fill 2>/dev/null; true");
+    await expect(box().files.write("/workspace/f.txt", Buffer.concat([original, Buffer.alloc(2_000_000, 121)]))).rejects.toThrow(/no space left/);
+    expect(Buffer.compare(await box().files.read("/workspace/f.txt"), original)).toBe(0);
+  });
+
+  it("writes through a dangling symlink to create its target", async () => {
+    await box().shell.run("ln -sf target.txt /workspace/dangle");
+    await box().files.write("/workspace/dangle", Buffer.from("made"));
+    expect((await box().shell.run("cat /workspace/target.txt; test -L /workspace/dangle && echo link")).output).toBe("madelink\n");
+  });
+});

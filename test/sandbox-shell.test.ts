@@ -80,3 +80,32 @@ describe("sandbox.shell (real engine)", () => {
     expect(r.output).toMatch(/still-here/);
   });
 });
+
+describe("sandbox.shell: commands that fight the protocol (real engine)", () => {
+  const sb = useSandbox();
+
+  it("survives `exec >/dev/null` and `exec 2>&-` inside a command, keeping its state", async () => {
+    await sb().shell.run("cd /tmp && export KEEP=yes");
+    const r = await sb().shell.run("echo before; exec >/dev/null; echo hidden", { timeoutSec: 5 });
+    expect(r.timedOut).toBe(false);
+    expect(r.output).toBe("before\n");
+    await sb().shell.run("exec 2>&-", { timeoutSec: 5 });
+    const after = await sb().shell.run("echo $KEEP; pwd; ls /nonexistent", { timeoutSec: 5 });
+    expect(after.output).toMatch(/^yes\n\/tmp\nls: cannot access/);
+    expect(after.shellRestarted).toBeUndefined();
+  });
+
+  it("a user's USR1 trap does not break the timeout kill", async () => {
+    await sb().shell.run("export KEEP2=1; trap - USR1");
+    const r = await sb().shell.run("sleep 100; echo never", { timeoutSec: 1 });
+    expect(r.timedOut).toBe(true);
+    expect(r.output).not.toMatch(/never/);
+    expect((await sb().shell.run("echo $KEEP2")).output).toBe("1\n");
+  });
+
+  it("keeps output printed just before the shell is killed", async () => {
+    const r = await sb().shell.run("printf 'partial-before-kill'; kill -9 $$", { timeoutSec: 10 });
+    expect(r.output).toMatch(/^partial-before-kill/);
+    expect(r.output).toMatch(/shell exited/);
+  });
+});

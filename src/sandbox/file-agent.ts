@@ -41,11 +41,17 @@ def op_write(r, body):
     p = r["path"]
     exists = os.path.exists(p)
     if exists and os.path.isdir(p): raise IsADirectoryError(21, "Is a directory")
-    # Opened without O_CREAT when it exists, so its mode and owner stay; truncated only after the check.
-    fd = os.open(p, os.O_RDWR) if exists else os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, r.get("mode", 0o644))
+    # Opened without O_CREAT when it exists, so its mode and owner stay; truncated only after the
+    # check. A dangling symlink is written through (O_EXCL would refuse it).
+    if exists: fd = os.open(p, os.O_RDWR)
+    else: fd = os.open(p, os.O_WRONLY | os.O_CREAT | (0 if os.path.islink(p) else os.O_EXCL), r.get("mode", 0o644))
     try:
         if exists and r.get("expect") is not None:
             if hashlib.sha256(read_fd(fd, 1 << 31)).hexdigest() != r["expect"]: return {"error": "ECHANGED"}, b""
+        # Reserve the space first: on a full disk the write fails before the old content is gone.
+        try: os.posix_fallocate(fd, 0, max(len(body), 1))
+        except OSError as e:
+            if e.errno == 28: raise
         os.lseek(fd, 0, 0); os.ftruncate(fd, 0)
         mv = memoryview(body)
         while mv: mv = mv[os.write(fd, mv):]
@@ -72,6 +78,7 @@ while True:
     r = json.loads(line); n = r.get("len", 0); body = inp.read(n) if n else b""
     try: h, data = OPS[r["op"]](r, body)
     except OSError as e: h, data = {"error": {2: "ENOENT", 20: "ENOTDIR", 21: "EISDIR", 13: "EACCES", 30: "EROFS", 28: "ENOSPC", 27: "EFBIG"}.get(e.errno, "EIO"), "message": e.strerror or str(e)}, b""
+    except Exception as e: h, data = {"error": "EINVAL", "message": str(e)}, b""  # e.g. a NUL in a path
     reply(h, data)
 `;
 
@@ -83,7 +90,9 @@ export interface AgentReply {
 export class FileAgent {
   private proc?: Attached;
   private starting?: Promise<boolean>;
-  private buf: Buffer = Buffer.alloc(0);
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  private header?: AgentReply["header"];
   private waiters: ((r: AgentReply | undefined) => void)[] = [];
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -93,7 +102,10 @@ export class FileAgent {
   start(): Promise<boolean> {
     this.starting ??= (async () => {
       try {
-        this.proc = await attachExec(this.container, ["python3", "-u", "-c", AGENT], (b) => this.onData(b), { env: ["PYTHONDONTWRITEBYTECODE=1"] });
+        this.chunks = [];
+        this.buffered = 0;
+        this.header = undefined;
+        this.proc = await attachExec(this.container, ["python3", "-u", "-c", AGENT], (b, stream) => this.onData(b, stream), { env: ["PYTHONDONTWRITEBYTECODE=1"] });
         void this.proc.ended.then(() => this.waiters.splice(0).forEach((w) => w(undefined)));
         const probe = await this.call({ op: "stat", path: "/" });
         return probe !== undefined && !probe.header.error;
@@ -127,18 +139,42 @@ export class FileAgent {
     return next;
   }
 
-  private onData(chunk: Buffer): void {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+  private onData(chunk: Buffer, stream: 1 | 2): void {
+    if (stream === 2) return; // python's own complaints; replies come on stdout only
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
     for (;;) {
-      const nl = this.buf.indexOf(10);
-      if (nl < 0) return;
-      const header = JSON.parse(this.buf.subarray(0, nl).toString("utf8"));
-      const end = nl + 1 + (header.len ?? 0);
-      if (this.buf.length < end) return;
-      const body = Buffer.from(this.buf.subarray(nl + 1, end));
-      this.buf = this.buf.subarray(end);
-      this.waiters.shift()?.({ header, body });
+      if (!this.header) {
+        const buf = this.take();
+        const nl = buf.indexOf(10);
+        if (nl < 0) return;
+        try {
+          this.header = JSON.parse(buf.subarray(0, nl).toString("utf8"));
+        } catch {
+          // Not our protocol: the agent is broken. Drop it; the next request starts a new one.
+          this.proc?.destroy();
+          this.chunks = [];
+          this.buffered = 0;
+          return;
+        }
+        this.chunks = [buf.subarray(nl + 1)];
+        this.buffered = buf.length - nl - 1;
+      }
+      const len = (this.header!.len as number | undefined) ?? 0;
+      if (this.buffered < len) return; // keep collecting without re-concatenating
+      const buf = this.take();
+      const header = this.header!;
+      this.header = undefined;
+      this.chunks = [buf.subarray(len)];
+      this.buffered = buf.length - len;
+      this.waiters.shift()?.({ header, body: Buffer.from(buf.subarray(0, len)) });
     }
+  }
+
+  private take(): Buffer {
+    const buf = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+    this.chunks = [buf];
+    return buf;
   }
 
   close(): void {

@@ -43,6 +43,7 @@ const GO_MODE_TYPE = 0xff << 24; // dir, append, exclusive, temporary, symlink, 
 
 function checkAbsolute(p: string): string {
   if (!path.isAbsolute(p)) throw new FileError(`path must be absolute: ${p}`, "EINVAL");
+  if (p.includes("\0")) throw new FileError(`path contains a NUL byte: ${JSON.stringify(p)}`, "EINVAL");
   return path.normalize(p);
 }
 
@@ -108,7 +109,7 @@ export class Files {
     const abs = checkAbsolute(p);
     const r = await this.agent?.request({ op: "read", path: abs, max });
     if (!r) return this.archiveReadEntry(abs, max);
-    if (r.header.error === "EFBIG") throw new FileError(`file too large: ${p} is ${r.header.size} bytes, the limit is ${max}`, "EFBIG");
+    if (r.header.error === "EFBIG") throw new FileError(`file too large: ${p} is ${r.header.size ?? `over ${max}`} bytes, the limit is ${max}`, "EFBIG");
     if (r.header.error === "ENOENT") throw new FileError(`no such file: ${p}`, "ENOENT");
     if (r.header.error) throw agentError(r, p);
     const h = r.header as { mode: number; uid: number; gid: number; real: string };

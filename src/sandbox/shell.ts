@@ -34,10 +34,11 @@ export interface RunResult {
 // 0 there; a throwaway background `:` gives the same number for one fork.
 const SHELL_INIT = String.raw`
 exec 2>&1
+exec {__pb_fd}>&1
 unset HISTFILE
 __pb_mem() { local k v f; __pb_o=0; for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && __pb_o=$v; done < "$f"; return 0; fi; done; }
 __pb_mem; __pb_oom=$__pb_o
-__pb_pre() { local wm; read -r _ _ _ _ wm < /proc/loadavg; case "$wm" in ""|0) : & wm=$!; wait $!;; esac; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:%s\n' "$1" "$wm"; }
+__pb_pre() { trap 'return 124' USR1; local wm; read -r _ _ _ _ wm < /proc/loadavg; case "$wm" in ""|0) : & wm=$!; wait $!;; esac; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:%s\n' "$1" "$wm"; }
 __pb_exec() { eval "$__pb_cmd"; }
 trap 'return 124' USR1
 __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom" ]; then __pb_oom=$__pb_o; builtin printf '\n[patchbay: the command was killed by the kernel: the sandbox ran out of memory]'; fi; fi; builtin printf '\nPBEND%s:%d\n' "$1" "$2"; }
@@ -201,7 +202,7 @@ export class Shell {
     // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
     // that reads stdin gets EOF instead of eating the protocol.
     const text = command.replace(/\0/g, "");
-    this.proc!.write(`__pb_pre ${nonce}\n${text}\0__pb_exec </dev/null; __pb_post ${nonce} $?\n`);
+    this.proc!.write(`__pb_pre ${nonce}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd; __pb_post ${nonce} $?\n`);
 
     let timedOut = false;
     let timer: NodeJS.Timeout | undefined;
@@ -230,6 +231,8 @@ export class Shell {
         restarted = true;
       }
     }
+    // Output held back while looking for a marker that never came (the shell died or was replaced).
+    if (pending.phase === "output" && pending.buf.length && exitCode === null) out.push(pending.buf);
     this.pending = undefined;
     let output = out.text();
     const durationMs = Date.now() - started;

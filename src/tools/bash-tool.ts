@@ -48,7 +48,8 @@ export class BashTool {
     if (r.aborted) {
       lines.push("[the command was stopped: the job is ending (timeout or cancellation)]");
     } else if (r.timedOut) {
-      lines.push(`[the command timed out after ${(r.durationMs / 1000).toFixed(1)} s (limit ${timeoutSec} s) and was killed with its child processes; the shell is still usable]`);
+      const after = r.shellRestarted ? "" : "; the shell is still usable";
+      lines.push(`[the command timed out after ${(r.durationMs / 1000).toFixed(1)} s (limit ${timeoutSec} s) and was killed with its child processes${after}]`);
     } else if (r.exitCode !== 0) {
       lines.push(`[exit code ${r.exitCode}]`);
     }

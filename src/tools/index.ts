@@ -74,13 +74,13 @@ export class Toolbox {
 const boxes = new WeakMap<Sandbox, Map<ToolSet, Toolbox>>();
 
 /** Runs one tool_use block on a sandbox (one Toolbox per sandbox and tool set, so undo works). */
-export function runTool(sandbox: Sandbox, block: ToolUseBlock, opts: ToolboxOptions = {}): Promise<ToolRun> {
+export function runTool(sandbox: Sandbox, block: ToolUseBlock, opts: ToolboxOptions & { signal?: AbortSignal } = {}): Promise<ToolRun> {
   const tools = opts.tools ?? "text_editor_20250728";
   let perSandbox = boxes.get(sandbox);
   if (!perSandbox) boxes.set(sandbox, (perSandbox = new Map()));
   let box = perSandbox.get(tools);
   if (!box) perSandbox.set(tools, (box = new Toolbox(sandbox, { ...opts, tools })));
-  return box.run(block);
+  return box.run(block, opts.signal);
 }
 
 export { BashTool, EditFileTool, TextEditor };
