@@ -135,11 +135,8 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     return result;
   } catch (err) {
     // A failed setup is the job's outcome; anything else (Docker, a retryable API error) is thrown
-    // so that the queue retries it.
-    if (!(err instanceof SetupError)) {
-      emit({ type: "job_finished", status: "failed", costUsd: 0, turns: 0, error: (err as Error).message });
-      throw err;
-    }
+    // so that the queue retries it; the caller (the worker) records how this attempt ended.
+    if (!(err instanceof SetupError)) throw err;
     return ended("failed", err.message);
   } finally {
     clearTimeout(timer);

@@ -149,8 +149,11 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       return result;
     } catch (err) {
       if (entry.ctl.signal.reason === "abandoned") return never();
+      const retry = attempt < (job.opts.attempts ?? 1) && !(err instanceof UnrecoverableError);
+      const error = `${(err as Error).message}${retry ? ` (attempt ${attempt} of ${job.opts.attempts}; the queue runs it again after a backoff)` : ""}`;
+      onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error });
       await Promise.race([entry.lastWrite, sleep(5000)]);
-      log(`job ${jobId} attempt ${attempt}: error: ${(err as Error).message}`);
+      log(`job ${jobId} attempt ${attempt}: error: ${error}`);
       throw err;
     } finally {
       clearTimeout(hard);

@@ -122,14 +122,18 @@ describe("patchbay CLI end to end", () => {
   it("`patchbay run` on a job that fails for good exits 1 and still writes the transcript and result", async () => {
     const dir = tmp();
     const specFile = join(dir, "spec.json");
-    writeFileSync(specFile, JSON.stringify({ task: "overloaded API", repo: { path: CLAMP }, attempts: 1 }));
+    writeFileSync(specFile, JSON.stringify({ task: "overloaded API", repo: { path: CLAMP }, attempts: 2 }));
     const r = await cli(["run", "--spec", specFile, "--out", join(dir, "out")], env);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/failed: Anthropic API error 529: Overloaded/);
     expect(JSON.parse(readFileSync(join(dir, "out", "result.json"), "utf8"))).toMatchObject({ status: "failed", error: expect.stringMatching(/529/) });
-    const types = readFileSync(join(dir, "out", "transcript.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l).type);
-    expect(types).toContain("model_retry");
-    expect(types.at(-1)).toBe("job_finished");
+    const events = readFileSync(join(dir, "out", "transcript.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    expect(events.map((e) => e.type)).toContain("model_retry");
+    // Two attempts, each ending with its own job_finished; the first says the queue retries it.
+    const finished = events.filter((e) => e.type === "job_finished");
+    expect(finished.map((e) => [e.attempt, e.status])).toEqual([[1, "failed"], [2, "failed"]]);
+    expect(finished[0].error).toMatch(/attempt 1 of 2; the queue runs it again/);
+    expect(finished[1].error).not.toMatch(/runs it again/);
     removeDir(dir);
   });
 
