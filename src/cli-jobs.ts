@@ -66,6 +66,9 @@ function specFrom(v: Record<string, unknown>): unknown {
 async function withClient<T>(fn: (c: PatchbayClient) => Promise<T>): Promise<T> {
   const c = new PatchbayClient();
   try {
+    // Commands would wait for Redis forever (BullMQ's connections retry without end): say so instead.
+    const reachable = await Promise.race([c.redis.ping().then(() => true, () => false), new Promise<false>((r) => setTimeout(() => r(false), 5000).unref())]);
+    if (!reachable) throw new Error(`cannot reach Redis at ${loadConfig().redisUrl}: start it (npm run services) or set REDIS_URL`);
     return await fn(c);
   } finally {
     await c.close();

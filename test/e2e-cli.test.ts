@@ -161,6 +161,9 @@ describe("patchbay CLI end to end", () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/invalid JobSpec: task: required/);
     expect(bad.stderr).not.toMatch(/at .*\.ts:\d+/);
+    const noRedis = await cli(["status", "1"], { ...env, REDIS_URL: "redis://127.0.0.1:1" });
+    expect(noRedis.code).toBe(1);
+    expect(noRedis.stderr).toMatch(/cannot reach Redis at redis:\/\/127.0.0.1:1/);
   });
 });
 
