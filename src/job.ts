@@ -5,7 +5,7 @@ import { runAgentLoop } from "./agent/loop.js";
 import { AnthropicModel, type Model } from "./agent/model.js";
 import { systemPrompt } from "./agent/prompt.js";
 import { computePatch } from "./patch.js";
-import { loadRepo, snapshotBaseline } from "./repo.js";
+import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import { Sandbox } from "./sandbox/sandbox.js";
 import { assertJobSpec, emptyUsage, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
 import { Toolbox } from "./tools/index.js";
@@ -59,8 +59,12 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     return ended(ctl.signal.reason === "timeout" ? "timeout" : "cancelled", "the job was cancelled before it started");
   }
   let sandbox: Sandbox | undefined;
+  let prepared: Promise<RepoArchive> | undefined;
   try {
     const tSandbox = performance.now();
+    // The repo is read (or cloned) on the host while the sandbox starts.
+    prepared = repoArchive(spec.repo);
+    prepared.catch(() => {}); // awaited below; a failure there is the job's
     sandbox = await Sandbox.create({
       image: spec.image ?? config.image,
       limits: spec.limits,
@@ -71,7 +75,8 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       deadlineSec: timeoutSec + 600,
     });
     opts.onSandbox?.(sandbox);
-    let { baseline } = await loadRepo(sandbox, spec.repo);
+    let { baseline } = await loadRepo(sandbox, spec.repo, { prepared });
+    prepared = undefined;
     const sandboxMs = ms(tSandbox);
     emit({ type: "sandbox_ready", container: sandbox.name, ms: sandboxMs });
 
@@ -134,13 +139,15 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     emit({ type: "job_finished", status: result.status, costUsd: result.costUsd, turns: result.turns, ...(result.error ? { error: result.error } : {}) });
     return result;
   } catch (err) {
-    // A failed setup is the job's outcome; anything else (Docker, a retryable API error) is thrown
+    // A failed setup or a repo that cannot be loaded is the job's outcome; anything else (Docker, a retryable API error) is thrown
     // so that the queue retries it; the caller (the worker) records how this attempt ended.
-    if (!(err instanceof SetupError)) throw err;
+    if (!(err instanceof SetupError || err instanceof RepoError)) throw err;
     return ended("failed", err.message);
   } finally {
     clearTimeout(timer);
     opts.signal?.removeEventListener("abort", onCancel);
+    // An archive made but never loaded (the sandbox failed to start) still has a clone to remove.
+    await prepared?.then((a) => a.cleanup(), () => {});
     await sandbox?.destroy();
   }
 }

@@ -13,6 +13,9 @@ import * as tar from "tar-stream";
 import { writeBaseline } from "./patch.js";
 import type { Sandbox } from "./sandbox/sandbox.js";
 
+/** A repo that cannot be loaded as given (missing path, bad ref, unsafe archive): retrying will not help. */
+export class RepoError extends Error {}
+
 export type RepoSource = { path: string } | { git: string; ref?: string } | { archive: string };
 
 export interface RepoArchive {
@@ -57,8 +60,8 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
   const max = opts.maxBytes ?? DEFAULT_REPO_MAX_BYTES;
   if ("path" in repo) {
     const st = await fs.stat(repo.path).catch(() => undefined);
-    if (!st) throw new Error(`repo.path: ${repo.path} does not exist`);
-    if (!st.isDirectory()) throw new Error(`repo.path: ${repo.path} is not a directory`);
+    if (!st) throw new RepoError(`repo.path: ${repo.path} does not exist`);
+    if (!st.isDirectory()) throw new RepoError(`repo.path: ${repo.path} is not a directory`);
     return dirArchive(path.resolve(repo.path), true, max, `repo.path ${repo.path}`);
   }
   if ("git" in repo) {
@@ -76,7 +79,7 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
     const scan = await scanArchive(repo.archive, max);
     return packed(archiveItems(repo.archive, scan.strip), scan);
   }
-  throw new Error("repo: expected exactly one of { path }, { git, ref? }, { archive }");
+  throw new RepoError("repo: expected exactly one of { path }, { git, ref? }, { archive }");
 }
 
 function tooLarge(label: string, bytes: number, max: number): Error {
@@ -247,7 +250,7 @@ const KEPT = new Set(["file", "contiguous-file", "directory", "symlink", "link"]
 
 /** The archive as tar entries; gzip is recognised by its magic bytes, not by the file name. */
 async function openArchive(file: string): Promise<tar.Extract> {
-  const fh = await fs.open(file).catch(() => Promise.reject(new Error(`repo.archive: ${file} does not exist or cannot be read`)));
+  const fh = await fs.open(file).catch(() => Promise.reject(new RepoError(`repo.archive: ${file} does not exist or cannot be read`)));
   const { buffer, bytesRead } = await fh.read(Buffer.alloc(2), 0, 2, 0).finally(() => fh.close());
   const raw = fss.createReadStream(file);
   const src = bytesRead === 2 && buffer[0] === 0x1f && buffer[1] === 0x8b ? raw.pipe(createGunzip()) : raw;
@@ -260,9 +263,9 @@ async function openArchive(file: string): Promise<tar.Extract> {
 
 /** A relative, normalized entry name ("" for the root); absolute paths and `..` are refused. */
 function cleanName(file: string, raw: string): string {
-  if (raw.startsWith("/")) throw new Error(`repo.archive: ${file}: entry "${raw}" has an absolute path`);
+  if (raw.startsWith("/")) throw new RepoError(`repo.archive: ${file}: entry "${raw}" has an absolute path`);
   const parts = raw.split("/").filter((p) => p !== "" && p !== ".");
-  if (parts.includes("..")) throw new Error(`repo.archive: ${file}: entry "${raw}" contains "..", which would escape the workspace`);
+  if (parts.includes("..")) throw new RepoError(`repo.archive: ${file}: entry "${raw}" contains "..", which would escape the workspace`);
   return parts.join("/");
 }
 
@@ -287,7 +290,7 @@ async function scanArchive(file: string, max: number): Promise<{ files: number; 
   // An entry under a symlink would be written through it, wherever it points.
   for (const n of names)
     for (let i = n.indexOf("/"); i > 0; i = n.indexOf("/", i + 1))
-      if (symlinks.has(n.slice(0, i))) throw new Error(`repo.archive: ${file}: entry "${n}" lies under the symlink "${n.slice(0, i)}"`);
+      if (symlinks.has(n.slice(0, i))) throw new RepoError(`repo.archive: ${file}: entry "${n}" lies under the symlink "${n.slice(0, i)}"`);
   const [top] = tops;
   return { files, bytes, strip: tops.size === 1 && nested && top !== ".git" ? `${top}/` : "" };
 }
@@ -320,15 +323,15 @@ const redact = (url: string) => url.replace(/\/\/[^/@]*@/, "//***@");
 
 async function cloneRepo(url: string, ref: string | undefined, timeoutSec: number): Promise<string> {
   const label = `repo.git ${redact(url)}`;
-  if (url.startsWith("-")) throw new Error(`${label}: not a repository URL`);
-  if (ref !== undefined && (ref === "" || ref.startsWith("-"))) throw new Error(`${label}: bad ref "${ref}"`);
+  if (url.startsWith("-")) throw new RepoError(`${label}: not a repository URL`);
+  if (ref !== undefined && (ref === "" || ref.startsWith("-"))) throw new RepoError(`${label}: bad ref "${ref}"`);
   const local = url.startsWith("file://") || fss.existsSync(url);
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "patchbay-clone-"));
   try {
     const clone = await git(["clone", "--quiet", ...(local ? ["--no-hardlinks"] : []), "--", url, dir], timeoutSec);
     if (clone.code !== 0) throw new Error(`${label}: git clone failed: ${clone.stderr}`);
     const co = ref === undefined ? undefined : await git(["-C", dir, "checkout", "--quiet", ref], timeoutSec);
-    if (co && co.code !== 0) throw new Error(`${label}: ref "${ref}" not found (no such branch, tag or commit): ${co.stderr}`);
+    if (co && co.code !== 0) throw new RepoError(`${label}: ref "${ref}" not found (no such branch, tag or commit): ${co.stderr}`);
     return dir;
   } catch (err) {
     await fs.rm(dir, { recursive: true, force: true });
@@ -353,9 +356,13 @@ function git(args: string[], timeoutSec: number): Promise<{ code: number; stderr
 
 // ---- into the sandbox --------------------------------------------------------------------
 
-export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions = {}): Promise<LoadedRepo> {
+/**
+ * Puts the repo into /workspace and records the baseline. `prepared` is an archive already being
+ * made (e.g. cloned while the sandbox was starting); its cleanup is done here either way.
+ */
+export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive> } = {}): Promise<LoadedRepo> {
   const t0 = Date.now();
-  const archive = await repoArchive(repo, opts);
+  const archive = await (opts.prepared ?? repoArchive(repo, opts));
   try {
     await sb.files.putArchive("/workspace", archive.stream);
   } finally {

@@ -187,6 +187,12 @@ describe("runJob: repo forms and what the patch carries", () => {
     }],
   ];
 
+  it("a repo that cannot be loaded fails the job with a clear error, without a retry", async () => {
+    const { result } = await run([reply(text("never asked"))], { repo: { path: "/nonexistent/repo" } });
+    expect(result).toMatchObject({ status: "failed", error: "repo.path: /nonexistent/repo does not exist" });
+    expect(fake!.requests).toHaveLength(0); // the model was never asked
+  });
+
   it.each(forms)("repo as %s: new file, binary file and edit in a patch that git apply reproduces", async (_form, make) => {
     const { spec, cleanup } = make();
     try {
