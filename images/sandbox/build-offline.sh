@@ -9,7 +9,9 @@ say() { echo "[image] $*" >&2; }
 
 if ! command -v debootstrap >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing debootstrap"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    say "installing debootstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
   else
     say "debootstrap is missing: install it (Debian: sudo apt-get install debootstrap) or make debian:bookworm-slim pullable"; exit 1
   fi
