@@ -7,7 +7,7 @@ import { formatEvent } from "./cli-format.js";
 import { doctor } from "./doctor.js";
 import { keys } from "./keys.js";
 import { JobFailedError, PatchbayClient } from "./queue.js";
-import { emptyUsage, JobSpecError, parseJobSpec, type JobResult } from "./spec.js";
+import { emptyResult, JobSpecError, parseJobSpec, type JobResult } from "./spec.js";
 import { startWorker } from "./worker.js";
 
 const specFlags = {
@@ -145,8 +145,8 @@ ${SPEC_USAGE}
           if (err instanceof JobFailedError) {
             // Failed for good: still leave the transcript and a result that says why.
             const out = resolve(String(values.out ?? join("patchbay-out", id)));
-            await writeOut(c, id, failedResult(id, err.message), out);
-            if (values.json) console.log(JSON.stringify(failedResult(id, err.message)));
+            await writeOut(c, id, emptyResult("failed", err.message, { jobId: id }), out);
+            if (values.json) console.log(JSON.stringify(emptyResult("failed", err.message, { jobId: id })));
             process.stderr.write(`patchbay: ${err.message}; transcript: ${join(out, "transcript.jsonl")}\n`);
             return 1;
           }
@@ -237,7 +237,7 @@ Prints the patch of a finished job (or writes patch.diff, transcript.jsonl, resu
           r = await c.result(id);
         } catch (err) {
           if (!(err instanceof JobFailedError)) throw err;
-          r = failedResult(id, err.message);
+          r = emptyResult("failed", err.message, { jobId: id });
         }
         if (!r) {
           process.stderr.write(`patchbay: job ${id} has not finished yet (patchbay status ${id})\n`);
@@ -313,14 +313,6 @@ what to do about each miss.`,
     },
   },
 };
-
-/** A JobResult for a job that failed for good (its error, no patch). */
-function failedResult(id: string, error: string): JobResult {
-  return {
-    status: "failed", patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0,
-    timings: { queuedMs: 0, sandboxMs: 0, agentMs: 0, totalMs: 0 }, error, jobId: id,
-  };
-}
 
 function needId(positionals: string[]): string {
   if (!positionals[0]) throw new JobSpecError("a job id is required (patchbay list shows them)");

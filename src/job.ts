@@ -7,7 +7,7 @@ import { systemPrompt } from "./agent/prompt.js";
 import { computePatch } from "./patch.js";
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import { Sandbox } from "./sandbox/sandbox.js";
-import { assertJobSpec, emptyUsage, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
+import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
 import { Toolbox } from "./tools/index.js";
 
 export interface RunJobOptions {
@@ -48,10 +48,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   emit({ type: "job_started", spec });
   const ended = (status: JobResult["status"], error: string): JobResult => {
     emit({ type: "job_finished", status, costUsd: 0, turns: 0, error });
-    return {
-      status, patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0,
-      timings: { queuedMs: opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ms(t0) }, error, jobId, attempt,
-    };
+    return emptyResult(status, error, { timings: { queuedMs: opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ms(t0) }, jobId, attempt });
   };
   // Cancelled while it waited in the queue: no sandbox at all.
   if (ctl.signal.aborted) {

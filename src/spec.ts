@@ -275,6 +275,14 @@ export const JobResult = z.object({
 });
 export type JobResult = z.infer<typeof JobResult>;
 
+/** The result of a job that ended before the agent did anything: no patch, no usage. */
+export function emptyResult(status: JobStatus, error: string, extra: Partial<JobResult> = {}): JobResult {
+  return {
+    status, patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0,
+    timings: { queuedMs: 0, sandboxMs: 0, agentMs: 0, totalMs: 0 }, error, ...extra,
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Transcript: one event per line of transcript.jsonl
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import { keys, redisOptions } from "./keys.js";
 import type { JobData } from "./queue.js";
 import { LABEL, localOwnerAlive, processOwnerId, reap } from "./sandbox/docker.js";
 import type { Sandbox } from "./sandbox/sandbox.js";
-import { emptyUsage, parseJobSpec, type JobResult, type TranscriptEvent } from "./spec.js";
+import { emptyResult, parseJobSpec, type JobResult, type TranscriptEvent } from "./spec.js";
 
 export interface WorkerOptions {
   concurrency?: number;
@@ -125,7 +125,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         entry.ctl.abort("timeout");
         void entry.sandbox?.destroy().catch(() => {});
         onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "timeout", costUsd: 0, turns: 0, error });
-        resolve({ status: "timeout", patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0, timings: { queuedMs: 0, sandboxMs: 0, agentMs: 0, totalMs: timeoutMs + defaults.worker.hardDeadlineGraceMs }, error, jobId, attempt });
+        resolve(emptyResult("timeout", error, { jobId, attempt }));
       }, timeoutMs + defaults.worker.hardDeadlineGraceMs);
     });
     log(`job ${jobId} attempt ${attempt}: started`);
