@@ -45,10 +45,12 @@ __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom"
 `;
 
 // Kill pass: SIGSTOP first so nothing can fork while we sweep (fork bombs), then SIGKILL.
-// Only builtins: it must work when the pids limit leaves no room for a new process.
+// Only builtins (it lives in /proc, so the glob lists pids): it must work when the pids limit
+// leaves no room for a new process.
 const SUPERVISOR_INIT = String.raw`
 exec 2>&1
-__pb_kill() { local p d pass; [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; for pass in 1 2 3; do for d in /proc/[0-9]*; do p=${"${d#/proc/}"}; if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -STOP "$p" 2>/dev/null; fi; done; done; for d in /proc/[0-9]*; do p=${"${d#/proc/}"}; if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -KILL "$p" 2>/dev/null; fi; done; builtin printf 'PBKILLED%s\n' "$2"; }
+cd /proc
+__pb_kill() { local p pass; [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; for pass in 1 2 3; do for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -STOP "$p" 2>/dev/null; fi; done; done; for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -KILL "$p" 2>/dev/null; fi; done; builtin printf 'PBKILLED%s\n' "$2"; }
 `;
 
 const BASH = ["bash", "--noprofile", "--norc"];
