@@ -49,6 +49,10 @@ describe("reaper (real engine)", () => {
       const info = await sb.container.inspect();
       expect(info.HostConfig).toMatchObject({ Memory: 300 * 1024 * 1024, MemorySwap: 300 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64, ReadonlyRootfs: true, NetworkMode: "none", CapDrop: ["ALL"], Init: true });
       expect(info.HostConfig.SecurityOpt).toContain("no-new-privileges");
+      // No host path is mounted: the only mount is the job's own volume.
+      expect(info.Mounts.map((m) => [m.Type, m.Destination, m.Name])).toEqual([["volume", "/workspace", sb.volume]]);
+      expect(info.HostConfig.Binds ?? []).toEqual([]);
+      expect(info.HostConfig.Privileged).toBe(false);
       expect(info.Config.Labels).toMatchObject({ "patchbay": "1", "patchbay.worker": expect.any(String), "patchbay.deadline": expect.stringMatching(/^\d+$/) });
     } finally {
       await sb.destroy();
