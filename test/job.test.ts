@@ -84,6 +84,26 @@ describe("runJob: the Clamp fix", () => {
   });
 });
 
+describe("runJob: editor flavours", () => {
+  it("text_editor_20250124 (str_replace_editor) fixes the same bug", async () => {
+    const { result, fake } = await run(clampScript("str_replace_editor"), { tools: "text_editor_20250124" });
+    expect(result).toMatchObject({ status: "completed", filesChanged: ["clamp.py"] });
+    expect(fake.requests[0]!.body.tools).toEqual([{ type: "bash_20250124", name: "bash" }, { type: "text_editor_20250124", name: "str_replace_editor" }]);
+  });
+
+  it("edit_file (plain JSON-schema tools) for models without built-in tools", async () => {
+    const script = [
+      reply(toolUse("edit_file", { path: "/workspace/clamp.py", old_string: "return lo", new_string: "return hi" })),
+      reply(toolUse("edit_file", { path: "/workspace/clamp.py", old_string: "    if v > hi:\n        return lo", new_string: "    if v > hi:\n        return hi" })),
+      reply(text("fixed")),
+    ];
+    const { result, fake } = await run(script, { tools: "edit_file", verify: "python3 -m unittest -q" });
+    expect(result).toMatchObject({ status: "completed", verify: { exitCode: 0 } });
+    expect(fake.requests[0]!.body.tools.map((t: { name: string; input_schema?: unknown }) => [t.name, Boolean(t.input_schema)])).toEqual([["bash", true], ["edit_file", true]]);
+    expect(toolResultText(toolResults(fake.requests[1])[0])).toMatch(/appears 2 times/);
+  });
+});
+
 describe("runJob: stop reasons and budgets", () => {
   const loopForever = () => reply(toolUse("bash", { command: "echo again" }));
 
