@@ -8,7 +8,7 @@ import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { apiError, reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
-import { clampScript } from "./support/scripts.js";
+import { clampScript, tenToolScript } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 let fake: FakeAnthropic | undefined;
@@ -81,6 +81,20 @@ describe("runJob: the Clamp fix", () => {
     expect(body.messages.at(-1).content.at(-1).cache_control).toEqual({ type: "ephemeral" });
     expect(body.system.at(-1).cache_control).toEqual({ type: "ephemeral" });
     expect(fake.requests.every((r) => r.stream)).toBe(true);
+  });
+});
+
+describe("runJob: prompt caching", () => {
+  it("re-reads the history from cache every turn of a long job", async () => {
+    const { events } = await run(tenToolScript(12));
+    const usage = events.flatMap((e) => (e.type === "model_response" ? [e.usage] : []));
+    expect(usage).toHaveLength(13);
+    for (const [i, u] of usage.entries()) {
+      if (i === 0) continue;
+      // All but the newest turn comes from cache; what is read fresh stays small.
+      expect(u.cacheReadTokens, `turn ${i + 1}`).toBeGreaterThan(usage[i - 1]!.cacheReadTokens);
+      expect(u.inputTokens, `turn ${i + 1}`).toBeLessThan(u.cacheReadTokens);
+    }
   });
 });
 
