@@ -1,7 +1,6 @@
 // The reaper removes labelled containers and volumes whose owner is gone or whose deadline passed.
-import { hostname } from "node:os";
 import { describe, expect, it } from "vitest";
-import { docker, reap } from "../src/sandbox/docker.js";
+import { docker, localOwnerAlive, reap } from "../src/sandbox/docker.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
 const exists = async (kind: "container" | "volume", name: string) => {
@@ -15,11 +14,16 @@ const exists = async (kind: "container" | "volume", name: string) => {
 
 describe("reaper (real engine)", () => {
   it("reaps orphans and expired sandboxes, keeps live ones", async () => {
-    const orphan = await Sandbox.create({ owner: `${hostname()}:2147483646:gone`, labels: { "patchbay.test": "1" } });
-    const expired = await Sandbox.create({ deadlineSec: -10, labels: { "patchbay.test": "1" } });
+    // Other test files run workers whose reapers sweep the same engine every second. So that only
+    // this reap() judges these sandboxes, the orphan's owner is on another host (others trust it
+    // until its deadline) and the "expired" one expires in a minute, with this reap() run two
+    // minutes in the future.
+    const ORPHAN = "elsewhere:1:gone";
+    const orphan = await Sandbox.create({ owner: ORPHAN, labels: { "patchbay.test": "1" } });
+    const expired = await Sandbox.create({ deadlineSec: 60, labels: { "patchbay.test": "1" } });
     const live = await Sandbox.create({ labels: { "patchbay.test": "1" } });
     try {
-      const report = await reap();
+      const report = await reap((owner, labels) => (owner === ORPHAN ? Promise.resolve(false) : localOwnerAlive(owner, labels)), Date.now() + 120_000);
       expect(report.containers).toEqual(expect.arrayContaining([orphan.name, expired.name]));
       expect(report.containers).not.toContain(live.name);
       expect(report.volumes).toEqual(expect.arrayContaining([orphan.volume, expired.volume]));
