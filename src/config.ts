@@ -17,6 +17,8 @@ const Env = z.object({
   PATCHBAY_STALLED_MS: z.coerce.number().int().positive().default(15_000),
   PATCHBAY_REAP_MS: z.coerce.number().int().positive().default(60_000),
   PATCHBAY_DRAIN_MS: z.coerce.number().int().positive().default(30_000),
+  /** A job still running this long past its own timeout has its sandbox killed. */
+  PATCHBAY_HARD_GRACE_MS: z.coerce.number().int().positive().default(120_000),
   ANTHROPIC_API_KEY: z.string().optional(),
   ANTHROPIC_BASE_URL: z.string().optional(),
 });
@@ -41,6 +43,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     stalledIntervalMs: e.PATCHBAY_STALLED_MS,
     reapEveryMs: e.PATCHBAY_REAP_MS,
     drainDeadlineMs: e.PATCHBAY_DRAIN_MS,
+    hardDeadlineGraceMs: e.PATCHBAY_HARD_GRACE_MS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
   };
@@ -88,8 +91,6 @@ export const defaults = {
     heartbeatEveryMs: 10_000,
     attempts: 3,
     backoffMs: 2_000,
-    /** A job still running this long past its own timeout has its sandbox killed. */
-    hardDeadlineGraceMs: 120_000,
   },
   transcript: {
     maxLen: 10_000,

@@ -126,7 +126,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         void entry.sandbox?.destroy().catch(() => {});
         onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "timeout", costUsd: 0, turns: 0, error });
         resolve(emptyResult("timeout", error, { jobId, attempt }));
-      }, timeoutMs + defaults.worker.hardDeadlineGraceMs);
+      }, timeoutMs + config.hardDeadlineGraceMs);
     });
     log(`job ${jobId} attempt ${attempt}: started`);
     const run = runJob(spec, {
