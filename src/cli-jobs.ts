@@ -48,9 +48,10 @@ function specFrom(v: Record<string, unknown>): unknown {
     }
   }
   const spec: Record<string, unknown> = { ...base };
-  if (v.repo) spec.repo = { path: resolve(String(v.repo)) };
+  // Relative paths become absolute in PatchbayClient.enqueue (the worker runs elsewhere).
+  if (v.repo) spec.repo = { path: String(v.repo) };
   if (v.git) spec.repo = { git: String(v.git), ...(v.ref ? { ref: String(v.ref) } : {}) };
-  if (v.archive) spec.repo = { archive: resolve(String(v.archive)) };
+  if (v.archive) spec.repo = { archive: String(v.archive) };
   if (v.task) spec.task = v.task;
   if (v.verify) spec.verify = v.verify;
   if (v.setup) spec.setup = v.setup;
@@ -129,6 +130,7 @@ ${SPEC_USAGE}
     async run({ values }) {
       return withClient(async (c) => {
         const id = await c.enqueue(specFrom(values));
+        const out = resolve(String(values.out ?? join("patchbay-out", id)));
         process.stderr.write(`patchbay: job ${id} enqueued\n`);
         await warnIfNoWorker(c);
         const progress = (async () => {
@@ -144,7 +146,6 @@ ${SPEC_USAGE}
           await progress.catch(() => {});
           if (err instanceof JobFailedError) {
             // Failed for good: still leave the transcript and a result that says why.
-            const out = resolve(String(values.out ?? join("patchbay-out", id)));
             await writeOut(c, id, emptyResult("failed", err.message, { jobId: id }), out);
             if (values.json) console.log(JSON.stringify(emptyResult("failed", err.message, { jobId: id })));
             process.stderr.write(`patchbay: ${err.message}; transcript: ${join(out, "transcript.jsonl")}\n`);
@@ -153,7 +154,6 @@ ${SPEC_USAGE}
           throw err;
         }
         await progress.catch(() => {});
-        const out = resolve(String(values.out ?? join("patchbay-out", id)));
         const patchPath = await writeOut(c, id, result, out);
         if (values.json) console.log(JSON.stringify(result));
         process.stderr.write(`patchbay: ${result.status}${result.error ? ` (${result.error})` : ""}; ${result.filesChanged.length} files changed; patch: ${patchPath}\n`);

@@ -4,6 +4,7 @@
 import { UnrecoverableError, Worker, type Job } from "bullmq";
 import { Redis } from "ioredis";
 import { hostname } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "./config.js";
 import type { Model } from "./agent/model.js";
 import { runJob } from "./job.js";
@@ -38,7 +39,6 @@ interface Active {
   lastWrite: Promise<unknown>;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** What a processor returns for a job it abandons: the lock lapses and another worker runs it. */
 const never = <T>() => new Promise<T>(() => {});
 

@@ -1,7 +1,7 @@
 // The public Sandbox: a hardened, disposable container with a persistent shell and file access.
 import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
-import { defaults } from "../config.js";
+import { defaults, loadConfig } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { attachExec } from "./attach.js";
 import { createContainer, defaultLimits, LABEL, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
@@ -52,7 +52,7 @@ export class Sandbox {
     };
     const { container, volume } = await createContainer({
       name,
-      image: opts.image ?? process.env.PATCHBAY_IMAGE ?? "patchbay-sandbox:latest",
+      image: opts.image ?? loadConfig().image,
       limits: defaultLimits(opts.limits),
       runtime: opts.runtime ?? defaults.sandbox.runtime,
       labels,

@@ -4,6 +4,7 @@
 // supervisor) that stops and kills every process started since the command began.
 import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { defaults } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { attachExec, type Attached } from "./attach.js";
@@ -292,6 +293,3 @@ export class Shell {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
