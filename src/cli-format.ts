@@ -1,13 +1,25 @@
 // One line of progress per transcript event, for `patchbay run` and `patchbay watch`.
+// Every string in an event may come from a hostile repo or model (task, commands, tool output and input,
+// file names, errors): nothing in it may reach the terminal as a control sequence (see term.ts).
 import type { TranscriptEvent } from "./spec.js";
+import { safeText } from "./term.js";
 
+/** Sanitized first, so an escape sequence neither uses up the length nor gets cut in two. */
 const short = (s: string, n = 110) => {
-  const one = s.replace(/\s+/g, " ").trim();
-  return one.length > n ? `${one.slice(0, n - 1)}…` : one;
+  const one = safeText(s, { oneLine: true }).replace(/\s+/g, " ").trim();
+  if (one.length <= n) return one;
+  const cut = /[\ud800-\udbff]/.test(one[n - 2] ?? "") ? n - 2 : n - 1; // never half a surrogate pair
+  return `${one.slice(0, cut)}…`;
 };
 const k = (n: number) => (n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
 
 export function formatEvent(e: TranscriptEvent, opts: { verbose?: boolean } = {}): string | undefined {
+  const line = format(e, opts);
+  // Again on the whole line: it also covers the fields printed as they are (names, ids, statuses).
+  return line === undefined ? undefined : safeText(line, { oneLine: true });
+}
+
+function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undefined {
   const t = e.ts.slice(11, 19);
   switch (e.type) {
     case "job_started":

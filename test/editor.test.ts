@@ -114,13 +114,48 @@ describe("str_replace", () => {
     expect(writes(fs)).toEqual([]);
   });
 
-  it("refuses an empty old_str with a clear error (no case in the reference set)", async () => {
-    const { fs, run } = setup({ "/workspace/e.txt": "abc\n" });
+  it("an empty old_str on an empty file occurs exactly once, as in the reference: the file becomes new_str", async () => {
+    const { fs, run } = setup({ "/workspace/e.txt": "" });
+    const r = await run({ command: "str_replace", path: "/workspace/e.txt", old_str: "", new_str: "hello\nworld\n" });
+    expect(r).toEqual({
+      isError: false,
+      content:
+        "The file /workspace/e.txt has been edited. Here's the result of running `cat -n` on a snippet of /workspace/e.txt:\n" +
+        "     1\thello\n     2\tworld\n     3\t\n" +
+        "Review the changes and make sure they are as expected. Edit the file again if necessary.",
+    });
+    expect(fileBytes(fs, "/workspace/e.txt")).toEqual(b("hello\nworld\n"));
+  });
+
+  it("an empty old_str on an empty file can be undone (text_editor_20250124)", async () => {
+    const { fs, run } = setup({ "/workspace/e.txt": "" }, { flavor: "text_editor_20250124" });
+    expect((await run({ command: "str_replace", path: "/workspace/e.txt", old_str: "", new_str: "x" })).isError).toBe(false);
+    expect(fileBytes(fs, "/workspace/e.txt")).toEqual(b("x"));
+    expect((await run({ command: "undo_edit", path: "/workspace/e.txt" })).isError).toBe(false);
+    expect(fileBytes(fs, "/workspace/e.txt")).toEqual(b(""));
+  });
+
+  it.each<[string, string]>([
+    ["abc\ndef\n", "[1, 2, 3]"],
+    ["abc", "[1]"],
+    ["\n", "[1, 2]"],
+    ["a\r\nb\r\n", "[1, 2, 3]"],
+  ])("an empty old_str in the non-empty file %j occurs many times: the reference's message, every line listed", async (content, lines) => {
+    const { fs, run } = setup({ "/workspace/e.txt": content });
     const r = await run({ command: "str_replace", path: "/workspace/e.txt", old_str: "", new_str: "x" });
-    expect(r.isError).toBe(true);
-    expect(r.content).toMatch(/^Parameter `old_str` must not be empty for command: str_replace\./);
-    expect(r.content).toContain("`insert`");
-    expect(fileBytes(fs, "/workspace/e.txt")).toEqual(b("abc\n"));
+    expect(r).toEqual({
+      isError: true,
+      content: `No replacement was performed. Multiple occurrences of old_str \`\` in lines ${lines}. Please ensure it is unique`,
+    });
+    expect(fileBytes(fs, "/workspace/e.txt")).toEqual(b(content));
+    expect(writes(fs)).toEqual([]);
+  });
+
+  it("an empty old_str in a long file lists the first lines only", async () => {
+    const { run } = setup({ "/workspace/e.txt": "x\n".repeat(300) });
+    const r = await run({ command: "str_replace", path: "/workspace/e.txt", old_str: "", new_str: "x" });
+    const first200 = Array.from({ length: 200 }, (_, i) => i + 1).join(", ");
+    expect(r.content).toBe(`No replacement was performed. Multiple occurrences of old_str \`\` in lines [${first200}, … (101 more)]. Please ensure it is unique`);
   });
 
   it("requires old_str", async () => {
@@ -287,6 +322,35 @@ describe("paths and commands", () => {
         "Here's the files and directories up to 2 levels deep in /workspace/p, excluding hidden items:\n" +
         "/workspace/p\n/workspace/p/a.txt\n/workspace/p/s\n/workspace/p/s/t\n\n",
     });
+  });
+
+  it("clips a directory listing at max_characters like a file view, with the reference's notice", async () => {
+    const { run } = setup({ "/workspace/p/a.txt": "", "/workspace/p/s/t/u.txt": "" }, { maxCharacters: 20 });
+    // The reference clips find's output (one path per line), then adds the header and a newline.
+    expect(await run({ command: "view", path: "/workspace/p" })).toEqual({
+      isError: false,
+      content:
+        "Here's the files and directories up to 2 levels deep in /workspace/p, excluding hidden items:\n" +
+        `/workspace/p\n/worksp${TRUNCATED_MESSAGE}\n`,
+    });
+    // Exactly at the limit: not clipped.
+    const body = "/workspace/p\n/workspace/p/a.txt\n/workspace/p/s\n/workspace/p/s/t\n";
+    const exact = setup({ "/workspace/p/a.txt": "", "/workspace/p/s/t/u.txt": "" }, { maxCharacters: body.length });
+    expect((await exact.run({ command: "view", path: "/workspace/p" })).content).toBe(
+      `Here's the files and directories up to 2 levels deep in /workspace/p, excluding hidden items:\n${body}\n`,
+    );
+  });
+
+  it("clips a big directory listing at the default 16,000 characters", async () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 2000; i++) files[`/workspace/big/dir-${String(i).padStart(4, "0")}/file-with-a-long-name-${i}.txt`] = "";
+    const { run } = setup(files);
+    const r = await run({ command: "view", path: "/workspace/big" });
+    expect(r.isError).toBe(false);
+    const header = "Here's the files and directories up to 2 levels deep in /workspace/big, excluding hidden items:\n";
+    expect(r.content.startsWith(`${header}/workspace/big\n`)).toBe(true);
+    expect(r.content.endsWith(`${TRUNCATED_MESSAGE}\n`)).toBe(true);
+    expect(r.content.length).toBe(header.length + 16_000 + TRUNCATED_MESSAGE.length + 1);
   });
 
   it("create makes missing parents and never overwrites", async () => {

@@ -256,9 +256,6 @@ export const msg = {
     "Invalid tool input: it should be a JSON object with at least `command` and `path` (e.g. {\"command\": \"view\", \"path\": \"/workspace\"}).",
   missingParam: (name: string, hint: string) => `Parameter \`${name}\` is required: ${hint}.`,
   invalidParam: (name: string, hint: string) => `Invalid \`${name}\` parameter: it should be ${hint}.`,
-  emptyOldStr: () =>
-    "Parameter `old_str` must not be empty for command: str_replace. Quote the exact text to replace, with enough " +
-    "surrounding lines to make it unique; use `insert` to add text after a line, or `create` for a new file.",
   sameStrings: (path: string) =>
     `No replacement was performed: old_str and new_str are the same, so the edit would not change ${path}. ` +
     "Provide a new_str that differs from old_str.",

@@ -24,6 +24,7 @@ import {
   SNIPPET_LINES,
   strReplaceBytes,
   toCrlf,
+  truncateForModel,
   utf8,
   withNote,
   type EditorFlavor,
@@ -209,7 +210,9 @@ export class TextEditor {
     const prefix = path === "/" ? "/" : `${path}/`;
     // Hidden entries are the fs's job; filtering again keeps secrets like .env out whatever the backend does.
     const entries = (await this.fs.listDir(path)).filter((p) => !hasHiddenComponent(p.startsWith(prefix) ? p.slice(prefix.length) : p));
-    return `Here's the files and directories up to 2 levels deep in ${path}, excluding hidden items:\n${[path, ...entries].join("\n")}\n\n`;
+    // As the reference: find's output (one path per line) is clipped like a file, then framed.
+    const found = truncateForModel(`${[path, ...entries].join("\n")}\n`, this.maxCharacters);
+    return `Here's the files and directories up to 2 levels deep in ${path}, excluding hidden items:\n${found}\n`;
   }
 
   /** The reference's view_range rules; returns the selected text and its first line number. */
@@ -242,19 +245,26 @@ export class TextEditor {
     p: { old_str?: string | null; new_str?: string | null },
   ): Promise<string> {
     if (p.old_str == null) throw new ToolError(msg.required("old_str", "str_replace"));
-    if (p.old_str === "") throw new ToolError(msg.emptyOldStr());
     const newStr = p.new_str ?? "";
     if (p.old_str === newStr) throw new ToolError(msg.sameStrings(path));
 
     const before = await this.load(path, stat);
     const crlf = isCrlfFile(before);
-    // In a CRLF file, new lines are written as CRLF, and a quote with bare \n (how models usually
-    // quote) falls back to the CRLF form when it does not match verbatim.
     let oldBytes = utf8(p.old_str);
-    let offsets = findAll(before, oldBytes);
-    if (offsets.length === 0 && crlf && /(^|[^\r])\n/.test(p.old_str)) {
-      oldBytes = utf8(toCrlf(p.old_str));
+    let offsets: number[];
+    if (p.old_str === "") {
+      // As the reference (Python's str.count): the empty string occurs once in an empty file, so the
+      // file becomes new_str; in any other file it occurs len+1 times, on every line.
+      if (before.byteLength > 0) throw new ToolError(everyLineMessage(before));
+      offsets = [0];
+    } else {
+      // In a CRLF file, new lines are written as CRLF, and a quote with bare \n (how models usually
+      // quote) falls back to the CRLF form when it does not match verbatim.
       offsets = findAll(before, oldBytes);
+      if (offsets.length === 0 && crlf && /(^|[^\r])\n/.test(p.old_str)) {
+        oldBytes = utf8(toCrlf(p.old_str));
+        offsets = findAll(before, oldBytes);
+      }
     }
     if (offsets.length === 0) throw new ToolError(msg.notFound(p.old_str, path));
     if (offsets.length > 1) throw new ToolError(multipleMessage(p.old_str, startLines(before, offsets)));
@@ -328,7 +338,12 @@ function startLines(bytes: Uint8Array, offsets: number[]): number[] {
   return lines;
 }
 
-function multipleMessage(oldStr: string, lines: number[]): string {
-  const more = Math.max(0, lines.length - MAX_LISTED_LINES);
-  return msg.multiple(oldStr, lines.slice(0, MAX_LISTED_LINES), more);
+function multipleMessage(oldStr: string, lines: number[], total = lines.length): string {
+  return msg.multiple(oldStr, lines.slice(0, MAX_LISTED_LINES), Math.max(0, total - MAX_LISTED_LINES));
+}
+
+/** The reference's listing for an empty old_str: every line (piece split on `\n`) contains it. */
+function everyLineMessage(bytes: Uint8Array): string {
+  const n = lineCount(bytes);
+  return multipleMessage("", Array.from({ length: Math.min(n, MAX_LISTED_LINES) }, (_, i) => i + 1), n);
 }
