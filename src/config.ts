@@ -19,6 +19,12 @@ const Env = z.object({
   PATCHBAY_DRAIN_MS: z.coerce.number().int().positive().default(30_000),
   /** A job still running this long past its own timeout has its sandbox killed. */
   PATCHBAY_HARD_GRACE_MS: z.coerce.number().int().positive().default(120_000),
+  /** How often a worker polls the cancel marks of its running jobs (the fallback for a lost pub/sub message). */
+  PATCHBAY_CANCEL_POLL_MS: z.coerce.number().int().positive().default(2000),
+  /** "0" turns the cancel channel off, leaving the poll alone (tests of each path). */
+  PATCHBAY_CANCEL_PUBSUB: z.enum(["0", "1"]).default("1"),
+  /** Heartbeat interval; the heartbeat lives three intervals. */
+  PATCHBAY_HEARTBEAT_MS: z.coerce.number().int().positive().default(10_000),
   ANTHROPIC_API_KEY: z.string().optional(),
   ANTHROPIC_BASE_URL: z.string().optional(),
 });
@@ -44,6 +50,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     reapEveryMs: e.PATCHBAY_REAP_MS,
     drainDeadlineMs: e.PATCHBAY_DRAIN_MS,
     hardDeadlineGraceMs: e.PATCHBAY_HARD_GRACE_MS,
+    cancelPollMs: e.PATCHBAY_CANCEL_POLL_MS,
+    cancelPubSub: e.PATCHBAY_CANCEL_PUBSUB === "1",
+    heartbeatEveryMs: e.PATCHBAY_HEARTBEAT_MS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
   };

@@ -60,9 +60,10 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   }
 
   // Heartbeat: the reaper on any host treats containers of a worker without one as orphans.
-  const beat = () => redis.set(k.heartbeat(id), String(Date.now()), "EX", defaults.worker.heartbeatTtlSec).catch(() => {});
+  const heartbeatTtlSec = Math.ceil((3 * config.heartbeatEveryMs) / 1000);
+  const beat = () => redis.set(k.heartbeat(id), String(Date.now()), "EX", heartbeatTtlSec).catch(() => {});
   await beat();
-  const heartbeat = setInterval(beat, defaults.worker.heartbeatEveryMs);
+  const heartbeat = setInterval(beat, config.heartbeatEveryMs);
 
   // On this host a process's pid tells; elsewhere a worker of this queue lives while it beats.
   // Sandboxes of other owners (library users, other queues) are left to their deadline.
@@ -84,15 +85,17 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const reaper = setInterval(runReaper, config.reapEveryMs);
 
   // Cancellation from any host: `patchbay cancel` publishes the job id here.
-  await sub.subscribe(k.cancelChannel);
-  sub.on("message", (_channel, jobId: string) => active.get(jobId)?.ctl.abort("cancelled"));
+  if (config.cancelPubSub) {
+    await sub.subscribe(k.cancelChannel);
+    sub.on("message", (_channel, jobId: string) => active.get(jobId)?.ctl.abort("cancelled"));
+  }
   // Pub/sub is not durable (a message sent during a Redis blip is lost): the cancel key is also
   // polled for the jobs running here.
   const cancelPoll = setInterval(() => {
     for (const [jobId, a] of active) {
       if (!a.ctl.signal.aborted) void redis.exists(k.cancel(jobId)).then((n) => n && a.ctl.abort("cancelled"), () => {});
     }
-  }, 2000);
+  }, config.cancelPollMs);
 
   const processor = async (job: Job<JobData, JobResult>): Promise<JobResult> => {
     const parsed = parseJobSpec(job.data?.spec);
