@@ -9,6 +9,7 @@ import { defaults, loadConfig } from "./config.js";
 import type { Model } from "./agent/model.js";
 import { runJob } from "./job.js";
 import { keys, redisOptions } from "./keys.js";
+import { workerLogger, type Log, type LogFormat } from "./log.js";
 import type { JobData } from "./queue.js";
 import { LABEL, localOwnerAlive, processOwnerId, reap } from "./sandbox/docker.js";
 import type { Sandbox } from "./sandbox/sandbox.js";
@@ -20,7 +21,9 @@ export interface WorkerOptions {
   queueName?: string;
   /** A model per job (tests and the demo's scripted model); default: AnthropicModel. */
   model?: () => Model;
-  log?: (line: string) => void;
+  /** Where log lines go; default: workerLogger (stderr) in logFormat. */
+  log?: Log;
+  logFormat?: LogFormat;
 }
 
 export interface WorkerHandle {
@@ -47,7 +50,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const queueName = opts.queueName ?? config.queueName;
   const k = keys(queueName);
   const id = config.workerId ?? processOwnerId;
-  const log = opts.log ?? ((l: string) => process.stderr.write(`[worker ${id}] ${l}\n`));
+  const log = opts.log ?? workerLogger(id, { format: opts.logFormat });
   const redisUrl = opts.redisUrl ?? config.redisUrl;
   const redis = new Redis(redisUrl, redisOptions);
   const sub = new Redis(redisUrl, redisOptions);
@@ -55,7 +58,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   // ioredis reconnects by itself; say so once per outage instead of an unhandled error per retry.
   let down = false;
   for (const r of [redis, sub]) {
-    r.on("error", (err) => !down && ((down = true), log(`redis: ${err.message}; reconnecting`)));
+    r.on("error", (err) => !down && ((down = true), log(`redis: ${err.message}; reconnecting`, { level: "warn" })));
     r.on("ready", () => down && ((down = false), log("redis: connected again")));
   }
 
@@ -78,7 +81,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       const r = await reap(ownerAlive);
       if (r.containers.length || r.volumes.length) log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
     } catch (err) {
-      log(`reaper: ${(err as Error).message}`);
+      log(`reaper: ${(err as Error).message}`, { level: "warn" });
     }
   };
   await runReaper();
@@ -124,14 +127,14 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     const hardDeadline = new Promise<JobResult>((resolve) => {
       hard = setTimeout(() => {
         const error = `the job did not stop at its ${timeoutMs / 1000} s timeout; its sandbox was killed`;
-        log(`job ${jobId}: ${error}`);
+        log(`job ${jobId}: ${error}`, { job: jobId, attempt, level: "warn" });
         entry.ctl.abort("timeout");
         void entry.sandbox?.destroy().catch(() => {});
         onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "timeout", costUsd: 0, turns: 0, error });
         resolve(emptyResult("timeout", error, { jobId, attempt }));
       }, timeoutMs + config.hardDeadlineGraceMs);
     });
-    log(`job ${jobId} attempt ${attempt}: started`);
+    log(`job ${jobId} attempt ${attempt}: started`, { job: jobId, attempt });
     const run = runJob(spec, {
       jobId,
       attempt,
@@ -148,7 +151,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       const result = await Promise.race([run, hardDeadline]);
       if (entry.ctl.signal.reason === "abandoned") return never();
       await Promise.race([entry.lastWrite, sleep(5000)]);
-      log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`);
+      log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`, { job: jobId, attempt, status: result.status });
       return result;
     } catch (err) {
       if (entry.ctl.signal.reason === "abandoned") return never();
@@ -156,7 +159,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       const error = `${(err as Error).message}${retry ? ` (attempt ${attempt} of ${job.opts.attempts}; the queue runs it again after a backoff)` : ""}`;
       onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error });
       await Promise.race([entry.lastWrite, sleep(5000)]);
-      log(`job ${jobId} attempt ${attempt}: error: ${error}`);
+      log(`job ${jobId} attempt ${attempt}: error: ${error}`, { job: jobId, attempt, level: "error" });
       throw err;
     } finally {
       clearTimeout(hard);
@@ -173,7 +176,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     stalledInterval: config.stalledIntervalMs,
     maxStalledCount: defaults.worker.maxStalledCount,
   });
-  worker.on("error", (err) => log(`worker error: ${err.message}`));
+  worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}`);
 
   let closing: Promise<void> | undefined;
