@@ -4,7 +4,7 @@ import { defaults, loadConfig } from "./config.js";
 import { runAgentLoop } from "./agent/loop.js";
 import { AnthropicModel, type Model } from "./agent/model.js";
 import { systemPrompt } from "./agent/prompt.js";
-import { computePatch } from "./patch.js";
+import { computePatch, PatchTooLargeError, type PatchResult } from "./patch.js";
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import { Sandbox } from "./sandbox/sandbox.js";
 import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
@@ -85,8 +85,12 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       if (ctl.signal.aborted) return ended(ctl.signal.reason === "timeout" ? "timeout" : "cancelled", `the job was stopped during setup: ${command}`);
       if (r.exitCode !== 0) throw new SetupError(`setup command failed (exit ${r.exitCode}): ${command}\n${tail(r.output, 600)}`);
     }
-    // What setup produced (installed dependencies, build output) is not the agent's change.
-    if (setup.length) baseline = await snapshotBaseline(sandbox);
+    // What setup produced (installed dependencies, build output) is not the agent's change. Setup
+    // runs the repo's own commands: whatever they left running is stopped before the snapshot.
+    if (setup.length) {
+      await sandbox.killAgentProcesses({ keepShell: true });
+      baseline = await snapshotBaseline(sandbox);
+    }
 
     const tools = spec.tools ?? "text_editor_20250728";
     const toolbox = new Toolbox(sandbox, { tools, commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
@@ -106,13 +110,18 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     });
     const agentMs = ms(tAgent);
 
-    // The patch is the agent's work: taken before verify, whose byproducts are not part of it.
-    const patch = await computePatch(sandbox, baseline);
+    // Nothing the agent started may still run: it could change files under the patch, or print
+    // into verify's output. Then the patch, the agent's work, taken before verify, whose
+    // byproducts are not part of it.
+    await sandbox.killAgentProcesses();
+    const patch = await takePatch(sandbox, baseline);
     emit({ type: "patch", filesChanged: patch.filesChanged, diffstat: patch.diffstat, bytes: patch.bytes });
     let verify: JobResult["verify"];
     if (spec.verify && !ctl.signal.aborted) {
       const t = performance.now();
-      const r = await sandbox.shell.run(`cd /workspace && { ${spec.verify}\n}`, { timeoutSec: defaults.job.verifyTimeoutSec, signal: ctl.signal });
+      // A fresh process, not the agent's shell: no function, alias, trap or background process of
+      // the agent's can answer for the verify command.
+      const r = await sandbox.runFresh(`cd /workspace && { ${spec.verify}\n}`, { timeoutSec: defaults.job.verifyTimeoutSec, signal: ctl.signal });
       verify = { exitCode: r.exitCode, outputTail: tail(r.output) };
       emit({ type: "verify", command: spec.verify, ...verify, ms: ms(t) });
     }
@@ -138,7 +147,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   } catch (err) {
     // A failed setup or a repo that cannot be loaded is the job's outcome; anything else (Docker, a retryable API error) is thrown
     // so that the queue retries it; the caller (the worker) records how this attempt ended.
-    if (!(err instanceof SetupError || err instanceof RepoError)) throw err;
+    if (!(err instanceof SetupError || err instanceof RepoError || err instanceof PatchError)) throw err;
     return ended("failed", err.message);
   } finally {
     clearTimeout(timer);
@@ -150,3 +159,17 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
 }
 
 export class SetupError extends Error {}
+
+/** The patch could not be taken from a sandbox that still runs: the workspace's fault, not the host's. */
+export class PatchError extends Error {}
+
+async function takePatch(sandbox: Sandbox, baseline: string): Promise<PatchResult> {
+  try {
+    return await computePatch(sandbox, baseline);
+  } catch (err) {
+    // A sandbox that is gone (the engine failed) is retried elsewhere; anything else would fail the same way again.
+    const running = await sandbox.container.inspect().then((i) => i.State.Running, () => false);
+    if (running || err instanceof PatchTooLargeError) throw new PatchError(`the patch could not be taken: ${(err as Error).message}`);
+    throw err;
+  }
+}

@@ -1,8 +1,9 @@
 // Git in the container: the baseline tree when a repo is loaded, and the final patch against it.
 // Both trees are written from throwaway indexes, so the agent's own index, commits, branches and
-// stashes don't matter; the diff runs in a fresh bare repo that borrows the workspace's objects,
-// so nothing in the repo's own config (diff.noprefix, external diff, textconv, color…) applies.
+// stashes don't matter, and nothing in the repo's own config (filters, diff.noprefix, external
+// diff, textconv, color…) applies.
 import { isUtf8 } from "node:buffer";
+import { PRIVATE_DIR } from "./sandbox/docker.js";
 import type { Sandbox } from "./sandbox/sandbox.js";
 
 export interface PatchResult {
@@ -30,57 +31,78 @@ export class PatchTooLargeError extends Error {
   }
 }
 
-// The repo's config may not run hooks or fsmonitor, sign, or rewrite line endings (a machine setting, not the repo's).
-const GIT = `GIT=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false \
--c core.safecrlf=false -c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)
-set -euo pipefail
+// Both the baseline and the final tree are hashed from the files as they are on disk into a
+// private store at /patchbay (root's tmpfs, mode 0700: the agent can neither read nor plant
+// objects there), by root git under a configuration that is ours alone: no system, global or repo
+// config, no hooks, no fsmonitor, and an info/attributes that switches off every attribute the
+// repo's .gitattributes could use to rewrite content (filters, text/eol conversion, ident,
+// working-tree-encoding). So neither a repo-supplied filter nor a planted object can make the
+// patch differ from the bytes on disk. The workspace's own .git is the agent's, and untrusted.
+const STORE = `${PRIVATE_DIR}/git`;
+const ATTRIBUTES = "* -text !eol -filter -ident !diff !merge !working-tree-encoding\n";
+const GIT = `set -euo pipefail
+export GIT_DIR=${STORE} GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 HOME=${PRIVATE_DIR} XDG_CONFIG_HOME=${PRIVATE_DIR}
+G=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.safecrlf=false \
+-c core.symlinks=true -c core.filemode=true -c core.ignorecase=false -c core.precomposeunicode=false -c core.bigFileThreshold=512m \
+-c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)
+umask 077
+if [ ! -d ${STORE} ]; then
+  "\${G[@]}" init -q --bare ${STORE}
+  printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
+fi
 cd /workspace
 `;
 
-// Makes the symlinks the archive API refused (NUL-separated pairs on stdin), and a repo if there is
-// none. The baseline is HEAD's tree (so tracked-but-ignored files stay) updated by `git add -A`;
-// a ref keeps its objects alive through `git gc`.
-const BASELINE_SCRIPT = `${GIT}
+// As the agent (setpriv drops to uid 1000 with no capabilities): the symlinks the archive API
+// refused (NUL-separated pairs on stdin), a repo if there is none (for the agent's convenience),
+// then the names the repo tracks, as plain data: git never ignores a tracked file, so those enter
+// the baseline even when .gitignore matches them. Then, as root, the baseline tree in the store.
+const AGENT_PART = `
 while IFS= read -r -d "" n && IFS= read -r -d "" t; do ln -s -- "$t" "$n"; done
+A=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)
 if [ ! -e .git ]; then
-  "\${GIT[@]}" init -q -b main
-  "\${GIT[@]}" add -A
-  "\${GIT[@]}" commit -q --no-verify --allow-empty -m "patchbay: baseline"
+  "\${A[@]}" init -q -b main && "\${A[@]}" add -A && "\${A[@]}" commit -q --no-verify --allow-empty -m "patchbay: baseline"
 fi
-export GIT_INDEX_FILE=/tmp/patchbay-baseline.index
-rm -f "$GIT_INDEX_FILE"
-if "\${GIT[@]}" rev-parse -q --verify 'HEAD^{tree}' >/dev/null; then "\${GIT[@]}" read-tree HEAD; fi
-"\${GIT[@]}" add -A
-tree=$("\${GIT[@]}" write-tree)
-"\${GIT[@]}" update-ref refs/patchbay/baseline "$("\${GIT[@]}" commit-tree -m "patchbay: baseline tree" "$tree")"
-rm -f "$GIT_INDEX_FILE"
-echo "$tree"`;
+"\${A[@]}" ls-files -z 2>/dev/null || true`;
 
-const DIFF_DIR = "/tmp/patchbay-diff.git";
+const BASELINE_SCRIPT = `${GIT}
+env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 \
+  setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$1" > ${PRIVATE_DIR}/tracked
+export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/baseline.index
+rm -f "$GIT_INDEX_FILE"
+# Tracked names that are files or symlinks now, without ".." or ".git" parts (git would refuse the lot).
+while IFS= read -r -d "" n; do
+  case "/$n/" in */../*|*/./*|*/.git/*|//*) continue;; esac
+  if [ -f "$n" ] || [ -L "$n" ]; then printf '%s\\0' "$n"; fi
+done < ${PRIVATE_DIR}/tracked | "\${G[@]}" update-index --add -z --stdin || true
+"\${G[@]}" add -A
+tree=$("\${G[@]}" write-tree)
+"\${G[@]}" update-ref refs/patchbay/baseline-$tree "$("\${G[@]}" commit-tree -m "patchbay: baseline" "$tree")"
+rm -f "$GIT_INDEX_FILE" ${PRIVATE_DIR}/tracked
+echo "$tree"`;
 
 // Seeding the index with the baseline keeps files that were tracked though ignored; `add -A` then
 // records edits, new (non-ignored) files and deletions exactly as they are on disk.
 const STAGE_SCRIPT = `${GIT}
-export GIT_INDEX_FILE=/tmp/patchbay-final.index
+export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/final.index
 rm -f "$GIT_INDEX_FILE"
-"\${GIT[@]}" read-tree "$1"
-"\${GIT[@]}" add -A
-tree=$("\${GIT[@]}" write-tree)
-objects=$("\${GIT[@]}" rev-parse --path-format=absolute --git-path objects)
+"\${G[@]}" read-tree "$1"
+"\${G[@]}" add -A
+tree=$("\${G[@]}" write-tree)
+"\${G[@]}" update-ref refs/patchbay/final-$tree "$("\${G[@]}" commit-tree -m "patchbay: final" "$tree")"
 rm -f "$GIT_INDEX_FILE"
-rm -rf ${DIFF_DIR}
-git init -q --bare ${DIFF_DIR}
-printf '%s\\n' "$objects" > ${DIFF_DIR}/objects/info/alternates
+printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
 echo "$tree"`;
 
-// The diff repo's config is ours alone: no system or global config either.
-const DIFF_ENV = [`GIT_DIR=${DIFF_DIR}`, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"];
-const DIFF = ["git", "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--src-prefix=a/", "--dst-prefix=b/"];
+// The diff runs in the bare store with no work tree, so only our info/attributes apply.
+const DIFF_ENV = [`GIT_DIR=${STORE}`, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1", `HOME=${PRIVATE_DIR}`, `XDG_CONFIG_HOME=${PRIVATE_DIR}`];
+const DIFF = ["git", "-c", "safe.directory=*", "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--src-prefix=a/", "--dst-prefix=b/"];
 const TREE_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+const ROOT = { user: "0:0", cwd: PRIVATE_DIR } as const;
 
 /** Runs a script that prints a tree id last. */
 async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin = ""): Promise<string> {
-  const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, timeoutSec: 600 });
+  const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, timeoutSec: 600, ...ROOT });
   const tree = r.stdout.toString("utf8").trim().split("\n").pop() ?? "";
   if (r.exitCode !== 0 || !TREE_ID.test(tree)) throw new Error(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   return tree;
@@ -92,7 +114,7 @@ async function treeScript(sb: Sandbox, what: string, script: string, args: strin
  */
 export function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = []): Promise<string> {
   const stdin = symlinks.map((l) => `${l.name}\0${l.target}\0`).join("");
-  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [], stdin);
+  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART], stdin);
 }
 
 export async function computePatch(sb: Sandbox, baseline: string, opts: { maxBytes?: number } = {}): Promise<PatchResult> {
@@ -116,7 +138,7 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: { maxByt
 }
 
 async function git(sb: Sandbox, argv: string[], maxBytes?: number) {
-  const r = await sb.exec(argv, { env: DIFF_ENV, timeoutSec: 600, ...(maxBytes !== undefined ? { maxBytes } : {}) });
+  const r = await sb.exec(argv, { env: DIFF_ENV, timeoutSec: 600, ...ROOT, ...(maxBytes !== undefined ? { maxBytes } : {}) });
   if (r.exitCode !== 0) throw new Error(`computePatch: ${argv.slice(0, 2).join(" ")} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   return r;
 }
@@ -129,8 +151,9 @@ async function markBinary(sb: Sandbox, patch: Buffer, files: string[]): Promise<
   const sections = splitSections(patch);
   // One `diff --git` section per file, in --name-only order (renames are off); otherwise all binary.
   const bad = sections.length === files.length ? files.filter((_, i) => !isUtf8(sections[i]!)) : undefined;
-  const attributes = bad ? bad.map((f) => `${quotePattern(f)} -diff\n`).join("") : "* -diff\n";
-  const w = await sb.exec(["bash", "-c", `mkdir -p ${DIFF_DIR}/info && cat > ${DIFF_DIR}/info/attributes`], { stdin: attributes });
+  // After our base line: later lines of the same file win.
+  const attributes = ATTRIBUTES + (bad ? bad.map((f) => `${quotePattern(f)} -diff\n`).join("") : "* -diff\n");
+  const w = await sb.exec(["bash", "-c", `cat > ${STORE}/info/attributes`], { stdin: attributes, ...ROOT });
   if (w.exitCode !== 0) throw new Error(`computePatch: writing attributes failed: ${w.stderr.trim()}`);
 }
 

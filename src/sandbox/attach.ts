@@ -18,7 +18,7 @@ export async function attachExec(
   container: Docker.Container,
   cmd: string[],
   onData: (chunk: Buffer, stream: 1 | 2) => void,
-  opts: { user?: string; env?: string[] } = {},
+  opts: { user?: string; env?: string[]; cwd?: string } = {},
 ): Promise<Attached> {
   const exec = await container.exec({
     Cmd: cmd,
@@ -27,7 +27,7 @@ export async function attachExec(
     AttachStderr: true,
     Tty: false,
     User: opts.user ?? "1000:1000",
-    WorkingDir: "/workspace",
+    WorkingDir: opts.cwd ?? "/workspace",
     Env: opts.env ?? [],
   });
   const socket = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;

@@ -14,6 +14,11 @@ export const LABEL = {
   queue: "patchbay.queue",
 } as const;
 
+/** Capabilities of the container's root processes (patchbay's own); the agent's uid has none. */
+export const SANDBOX_CAPS = ["KILL", "SETUID", "SETGID", "DAC_OVERRIDE"] as const;
+/** A root-only tmpfs for patchbay's private git store. */
+export const PRIVATE_DIR = "/patchbay";
+
 export interface SandboxLimits {
   memoryMb: number;
   cpus: number;
@@ -62,8 +67,8 @@ export async function createContainer(o: CreateOptions): Promise<{ container: Do
       name: o.name,
       Image: o.image,
       // The container's own process runs as root so that the agent (uid 1000) cannot kill it with
-      // `kill -9 -1` and stop the sandbox; it is `sleep` under tini, with no capabilities at all.
-      // Every command of the agent runs as uid 1000 through exec.
+      // `kill -9 -1` and stop the sandbox; it is `sleep` under tini. Every command of the agent
+      // runs as uid 1000 through exec, with no capabilities (CapEff/CapPrm 0, no new privileges).
       User: "0:0",
       Cmd: ["sleep", "infinity"],
       Entrypoint: [],
@@ -74,9 +79,19 @@ export async function createContainer(o: CreateOptions): Promise<{ container: Do
       HostConfig: {
         NetworkMode: o.limits.network,
         CapDrop: ["ALL"],
+        // For patchbay's own root execs only, which the agent cannot signal or write to: KILL for the
+        // supervisor (kills the agent's processes by uid), SETUID/SETGID for the file agent (takes
+        // the agent's file identity with setfsuid), DAC_OVERRIDE for the patch's git (reads every
+        // workspace file into a store the agent cannot reach). All four are in Docker's default set;
+        // DAC_READ_SEARCH (open_by_handle_at) is deliberately not.
+        CapAdd: [...SANDBOX_CAPS],
         SecurityOpt: ["no-new-privileges"],
         ReadonlyRootfs: true,
-        Tmpfs: { "/tmp": `rw,nosuid,nodev,size=${o.limits.tmpMb}m,mode=1777` },
+        Tmpfs: {
+          "/tmp": `rw,nosuid,nodev,size=${o.limits.tmpMb}m,mode=1777`,
+          // patchbay's private git store (baseline and final trees): root's alone, mode 0700.
+          [PRIVATE_DIR]: `rw,nosuid,nodev,noexec,size=${o.limits.diskMb}m,mode=0700`,
+        },
         Mounts: [{ Type: "volume", Source: volume, Target: "/workspace" }],
         PidsLimit: o.limits.pids,
         Memory: o.limits.memoryMb * 1024 * 1024,

@@ -74,7 +74,7 @@ export class Sandbox {
    * Runs argv in a fresh exec (not the agent's shell), e.g. git for the patch. stdin is
    * closed after `stdin` is written; stdout is bounded by `maxBytes` (the rest is cut and flagged).
    */
-  async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string; env?: string[] } = {}): Promise<ExecResult> {
+  async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string; env?: string[]; cwd?: string } = {}): Promise<ExecResult> {
     const max = opts.maxBytes ?? 64 * 1024 * 1024;
     const out: Buffer[] = [];
     let outLen = 0;
@@ -89,12 +89,45 @@ export class Sandbox {
       }
       out.push(Buffer.from(chunk));
       outLen += chunk.length;
-    }, { user: opts.user, env: ["HOME=/home/agent", ...(opts.env ?? [])] });
+    }, { user: opts.user, cwd: opts.cwd, env: ["HOME=/home/agent", ...(opts.env ?? [])] });
     if (opts.stdin !== undefined) proc.write(opts.stdin);
     proc.endInput();
     await proc.ended;
     const info = await proc.exec.inspect();
     return { stdout: Buffer.concat(out), stderr: err.text(), exitCode: info.ExitCode ?? -1, truncated };
+  }
+
+  /**
+   * Runs a command in a fresh `bash --noprofile --norc` as the agent's uid, in /workspace, with the
+   * image's environment only: nothing of the agent's shell (functions, variables, traps) applies,
+   * and the exit code is the engine's, not a marker the agent could print. Used for verify.
+   * Aborting kills every process of the agent's uid, this command included.
+   */
+  async runFresh(command: string, opts: { timeoutSec?: number; maxOutputBytes?: number; signal?: AbortSignal } = {}): Promise<{ output: string; exitCode: number; timedOut: boolean; aborted: boolean; truncated: boolean }> {
+    const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
+    const cmd = ["timeout", "-s", "KILL", String(opts.timeoutSec ?? defaults.shell.timeoutSec), "bash", "--noprofile", "--norc", "-c", `exec 2>&1 </dev/null\n${command}`];
+    const proc = await attachExec(this.container, cmd, (chunk) => out.push(chunk), { env: ["HOME=/home/agent"] });
+    proc.endInput();
+    let aborted = false;
+    const onAbort = () => {
+      aborted = true;
+      void this.shell.killAgent();
+    };
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      await proc.ended;
+    } finally {
+      opts.signal?.removeEventListener("abort", onAbort);
+    }
+    const exitCode = (await proc.exec.inspect()).ExitCode ?? -1;
+    // timeout(1) exits 124 when it had to kill the command.
+    return { output: out.text(), exitCode, timedOut: exitCode === 124 && !aborted, aborted, truncated: out.truncated };
+  }
+
+  /** Kills every process of the agent's uid (see Shell.killAgent); resolves to how many. */
+  killAgentProcesses(opts: { keepShell?: boolean } = {}): Promise<number> {
+    return this.shell.killAgent(opts);
   }
 
   /** Removes the container and its volume. Idempotent; safe to call concurrently. */

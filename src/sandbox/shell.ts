@@ -45,13 +45,18 @@ trap 'return 124' USR1
 __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom" ]; then __pb_oom=$__pb_o; builtin printf '\n[patchbay: the command was killed by the kernel: the sandbox ran out of memory]'; fi; fi; builtin printf '\nPBEND%s:%d\n' "$1" "$2"; }
 `;
 
-// Kill pass: SIGSTOP first so nothing can fork while we sweep (fork bombs), then SIGKILL.
+// The supervisor is a root bash (CAP_KILL, nothing else of use) that the agent can neither signal
+// nor write to. Kill pass: SIGSTOP first so nothing can fork while we sweep (fork bombs), then
+// SIGKILL, every process whose real uid is the agent's, above a pid watermark, but one excepted pid.
 // Only builtins (it lives in /proc, so the glob lists pids): it must work when the pids limit
 // leaves no room for a new process.
 const SUPERVISOR_INIT = String.raw`
 exec 2>&1
 cd /proc
-__pb_kill() { local p pass; [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; for pass in 1 2 3; do for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -STOP "$p" 2>/dev/null; fi; done; done; for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$$" ]; then kill -KILL "$p" 2>/dev/null; fi; done; builtin printf 'PBKILLED%s\n' "$2"; }
+__pb_agent() { local k r; while read -r k r _; do if [ "$k" = Uid: ]; then [ "$r" = 1000 ]; return; fi; done 2>/dev/null < "$1/status"; return 1; }
+__pb_sweep() { local p pass n=0; for pass in 1 2 3; do for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -STOP "$p" 2>/dev/null; fi; done; done; for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -KILL "$p" 2>/dev/null && n=$((n+1)); fi; done; __pb_n=$n; }
+__pb_kill() { [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; __pb_sweep "$1" "$4"; builtin printf 'PBKILLED%s:%d\n' "$2" "$__pb_n"; }
+__pb_reclaim() { local d c=0 m=max; for d in /sys/fs/cgroup /sys/fs/cgroup/pids; do if [ -r $d/pids.current ]; then read -r c < $d/pids.current; read -r m < $d/pids.max; break; fi; done; __pb_n=0; if [ "$m" != max ] && [ "$c" -ge $((m - $3)) ]; then __pb_sweep 1 "$2"; fi; builtin printf 'PBKILLED%s:%d\n' "$1" "$__pb_n"; }
 `;
 
 const BASH = ["bash", "--noprofile", "--norc"];
@@ -73,10 +78,10 @@ class LineWaiter {
   }
 }
 
-async function startBash(container: Docker.Container, init: string, onData: (b: Buffer) => void) {
+async function startBash(container: Docker.Container, init: string, onData: (b: Buffer) => void, user?: string) {
   init += `builtin printf 'PBREADY:%s\\n' "$$"\n`;
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
-  const proc = await attachExec(container, BASH, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: ENV });
+  const proc = await attachExec(container, BASH, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: ENV, user });
   proc.write(init);
   const pid = await Promise.race([waiter.done, proc.ended.then(() => undefined)]);
   waiter = undefined;
@@ -87,24 +92,39 @@ async function startBash(container: Docker.Container, init: string, onData: (b: 
 class Supervisor {
   private proc?: Attached;
   private waiter?: LineWaiter;
+  private queue: Promise<unknown> = Promise.resolve();
   constructor(private container: Docker.Container) {}
 
   async ensure(): Promise<void> {
     if (this.proc?.alive) return;
-    ({ proc: this.proc } = await startBash(this.container, SUPERVISOR_INIT, (b) => this.waiter?.feed(b)));
+    ({ proc: this.proc } = await startBash(this.container, SUPERVISOR_INIT, (b) => this.waiter?.feed(b), "0:0"));
   }
 
   /**
-   * Stops and kills every process of uid 1000 with a pid above `watermark`, except itself.
-   * `abortShell` gets SIGUSR1 first: its trap returns from the running command, so the rest of
-   * a list (`sleep 1000; echo never`) does not run once the timeout hit.
+   * Stops and kills every process of the agent's uid with a pid above `watermark`, except
+   * `except`; resolves to how many were killed. `abortShell` gets SIGUSR1 first: its trap returns
+   * from the running command, so the rest of a list (`sleep 1000; echo never`) does not run.
    */
-  async killAbove(watermark: number, abortShell = 0): Promise<void> {
-    await this.ensure();
-    const nonce = randomBytes(8).toString("hex");
-    this.waiter = new LineWaiter(`PBKILLED${nonce}`);
-    this.proc!.write(`__pb_kill ${watermark} ${nonce} ${abortShell}\n`);
-    await Promise.race([this.waiter.done, this.proc!.ended, sleep(10_000)]);
+  killAbove(watermark: number, abortShell = 0, except = 0): Promise<number> {
+    return this.call((nonce) => `__pb_kill ${watermark} ${nonce} ${abortShell} ${except}\n`);
+  }
+
+  /** When the agent's processes hold the pids limit (within `margin`), kills all of them but `keep`. */
+  reclaim(keep: number, margin = 8): Promise<number> {
+    return this.call((nonce) => `__pb_reclaim ${nonce} ${keep} ${margin}\n`);
+  }
+
+  private call(line: (nonce: string) => string): Promise<number> {
+    const next = this.queue.then(async () => {
+      await this.ensure();
+      const nonce = randomBytes(8).toString("hex");
+      const waiter = (this.waiter = new LineWaiter(`PBKILLED${nonce}:`));
+      this.proc!.write(line(nonce));
+      const n = await Promise.race([waiter.done, this.proc!.ended.then(() => "0"), sleep(10_000).then(() => "0")]);
+      return Number(n) || 0;
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
   }
 
   close(): void {
@@ -170,10 +190,27 @@ export class Shell {
     this.supervisor.close();
   }
 
+  /**
+   * Kills every process of the agent (uid 1000), e.g. before the patch and verify, so nothing the
+   * agent left running can change files or print into them. With `keepShell` the idle shell and
+   * its state (cwd, env) survive; otherwise the next command gets a fresh shell. Resolves to how
+   * many processes were killed.
+   */
+  killAgent(opts: { keepShell?: boolean } = {}): Promise<number> {
+    const next = this.queue.then(async () => {
+      if (opts.keepShell && this.proc?.alive) return this.supervisor.killAbove(1, 0, this.pid);
+      this.proc?.destroy();
+      this.proc = undefined;
+      return this.supervisor.killAbove(1);
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
   private async restartNow(): Promise<void> {
     this.proc?.destroy();
     this.proc = undefined;
-    await this.supervisor.killAbove(1); // uid 1000 only: the container's root init survives
+    await this.supervisor.killAbove(1); // the agent's uid only: root's init and our helpers survive
     await this.spawn();
   }
 
@@ -184,6 +221,9 @@ export class Shell {
       await this.restartNow();
       restarted = this.proc !== undefined;
     }
+    // Processes the agent left in the background (a fork bomb, say) may hold the pids limit, so
+    // that this command could not even fork: they are killed, and the output says so.
+    const reclaimed = await this.supervisor.reclaim(this.pid);
     const timeoutSec = opts.timeoutSec ?? defaults.shell.timeoutSec;
     const nonce = randomBytes(16).toString("hex");
     const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
@@ -238,6 +278,7 @@ export class Shell {
     if (pending.phase === "output" && pending.buf.length && exitCode === null) out.push(pending.buf);
     this.pending = undefined;
     let output = out.text();
+    if (reclaimed) output = `[patchbay: ${reclaimed} background processes held the sandbox's process limit; they were killed before this command ran]\n${output}`;
     const durationMs = Date.now() - started;
     if ((exitCode === null || pending.shellExited) && !timedOut) {
       output += `${output ? "\n" : ""}[patchbay: the shell exited; a fresh shell (cwd and environment reset) starts with the next command]`;
