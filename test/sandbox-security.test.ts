@@ -1,15 +1,29 @@
 // The hardening, checked from inside a real container.
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PatchbayClient } from "../src/queue.js";
+import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
+import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { useSandbox } from "./support/sandbox.js";
+
+// Set before any sandbox of this file exists: a sandbox that inherited this process's environment
+// would show it.
+const CANARY = `canary-${process.pid}-7f3a`;
+process.env.PATCHBAY_SECRET_CANARY = CANARY;
+const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 
 describe("sandbox hardening (real engine)", () => {
   const sb = useSandbox({ limits: { memoryMb: 512, pids: 128, diskMb: 64 } });
 
-  it("has no network interface but lo", async () => {
+  it("has no network interface but lo, and no route out", async () => {
     const r = await sb().shell.run("ls /sys/class/net");
     expect(r.output.trim().split("\n")).toEqual(["lo"]);
-    const tcp = await sb().shell.run("timeout 3 bash -c 'echo > /dev/tcp/127.0.0.1/9' ; echo rc=$?");
-    expect(tcp.output).toMatch(/rc=1/);
+    // With only lo there is no route to anything outside: connect fails at once with
+    // ENETUNREACH, before a packet is sent (192.0.2.1 is TEST-NET-1, reserved for documentation).
+    const tcp = await sb().shell.run("timeout 10 bash -c 'echo > /dev/tcp/192.0.2.1/80'; echo rc=$?");
+    expect(tcp.output).toMatch(/Network is unreachable/);
+    expect(tcp.output).toMatch(/rc=1\n$/);
+    const udp = await sb().shell.run("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('192.0.2.1', 53))\" 2>&1 | tail -1");
+    expect(udp.output).toMatch(/Network is unreachable/);
   });
 
   it("runs as uid 1000 with no capabilities and no new privileges", async () => {
@@ -56,13 +70,51 @@ describe("sandbox hardening (real engine)", () => {
     expect(Number(size.output.trim())).toBeLessThanOrEqual(64 * 1024 * 1024);
   });
 
-  it("passes nothing of the worker's environment into the container", async () => {
-    process.env.PATCHBAY_SECRET_CANARY = "canary-7f3a";
-    const r = await sb().shell.run("env; cat /proc/1/environ 2>/dev/null | tr '\\0' '\\n'");
-    expect(r.output).not.toMatch(/canary-7f3a/);
-    expect(r.output).not.toMatch(/ANTHROPIC|REDIS_URL|DOCKER_HOST/);
+  it("passes nothing of this process's environment into the container", async () => {
+    expect(process.env.PATCHBAY_SECRET_CANARY).toBe(CANARY); // set before the sandbox was created
+    const r = await sb().shell.run("env");
+    expect(r.output).toMatch(/^PATH=/m); // env ran
+    expect(r.output).not.toMatch(new RegExp(CANARY));
+    expect(r.output).not.toMatch(/ANTHROPIC|REDIS_URL|DOCKER_HOST|PATCHBAY_/);
+    // The container's own environment (pid 1's) is root's: not readable by the agent at all.
+    const init = await sb().shell.run("cat /proc/1/environ");
+    expect(init.output).toMatch(/Permission denied/);
     const probe = await sb().exec(["env"]);
-    expect(probe.stdout.toString()).not.toMatch(/canary-7f3a/);
+    expect(probe.stdout.toString()).toMatch(/^PATH=/m);
+    expect(probe.stdout.toString()).not.toMatch(new RegExp(CANARY));
+  });
+});
+
+describe("a worker's environment stays out of its jobs (worker process, real job)", () => {
+  let redis: Awaited<ReturnType<typeof startRedis>>;
+  let fake: FakeAnthropic;
+  let worker: WorkerProc;
+  let client: PatchbayClient;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    fake = await startFakeAnthropic([reply(toolUse("bash", { command: "env; echo ENV-DONE" })), reply(text("done"))]);
+    // The canary is in the worker's environment from its start, next to its secrets.
+    worker = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: "env-leak", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key-secret", PATCHBAY_SECRET_CANARY: CANARY, PATCHBAY_CONCURRENCY: "1" });
+    await worker.waitFor(/ready: queue env-leak/);
+    client = new PatchbayClient({ redisUrl: redis.url, queueName: "env-leak" });
+  });
+  afterAll(async () => {
+    await client?.close();
+    await worker?.stop("SIGTERM");
+    await fake?.close();
+    await redis?.stop();
+  });
+
+  it("`env` run by the model shows none of the worker's variables", async () => {
+    const id = await client.enqueue({ task: "print the environment", repo: { path: CLAMP } });
+    const result = await client.waitForResult(id, { timeoutMs: 120_000 });
+    expect(result.status).toBe("completed");
+    const seen = toolResultText(toolResults(fake.requests[1])[0]);
+    expect(seen).toMatch(/ENV-DONE/);
+    expect(seen).toMatch(/^PATH=/m);
+    expect(seen).not.toMatch(new RegExp(CANARY));
+    expect(seen).not.toMatch(/test-key-secret|ANTHROPIC|REDIS_URL|PATCHBAY_/);
   });
 });
 
