@@ -1,80 +1,113 @@
-// The `patchbay` command. Each subcommand: a usage text and a handler; --help everywhere.
-import { parseArgs, type ParseArgsConfig } from "node:util";
-import { loadConfig } from "./config.js";
-import { commands as jobCommands } from "./cli-jobs.js";
-import { buildImage } from "./sandbox/image.js";
+// The `patchbay` command: parses argv, dispatches to a command, maps errors to exit codes
+// (0 ok, 1 failure, 2 usage). It loads only what the chosen command needs: `patchbay --help`
+// imports no BullMQ, Docker or SDK code.
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { adminCommands } from "./cli/admin.js";
+import { EXIT, UsageError, type Command, type Values } from "./cli/command.js";
+import { inspectCommands } from "./cli/inspect.js";
+import { submitCommands } from "./cli/submit.js";
 
-export interface Command {
-  /** One line for `patchbay --help`. */
-  summary: string;
-  usage: string;
-  options?: ParseArgsConfig["options"];
-  positionals?: boolean;
-  run(args: { values: Record<string, unknown>; positionals: string[] }): Promise<number>;
+export type { Command } from "./cli/command.js";
+
+const commands: Record<string, Command> = { ...submitCommands, ...inspectCommands, ...adminCommands };
+
+/** `patchbay image` and friends: a group whose subcommands are `<group> <sub>` entries. */
+const groups = [...new Set(Object.keys(commands).filter((n) => n.includes(" ")).map((n) => n.split(" ")[0]!))];
+
+function version(): string {
+  return (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
 }
 
-const commands: Record<string, Command> = {
-  ...jobCommands,
-  "image build": {
-    summary: "build the sandbox image (online or offline)",
-    usage: `patchbay image build [--tag IMAGE] [--force]
-
-Builds the sandbox image from images/sandbox/Dockerfile where debian:bookworm-slim can be pulled,
-and otherwise offline (debootstrap + docker import, needs root). Skipped when an image with the
-same recipe hash exists. Default tag: $PATCHBAY_IMAGE or patchbay-sandbox:latest.`,
-    options: { tag: { type: "string" }, force: { type: "boolean" } },
-    async run({ values }) {
-      const tag = (values.tag as string | undefined) ?? loadConfig().image;
-      const t0 = Date.now();
-      const r = await buildImage(tag, { force: Boolean(values.force) });
-      process.stderr.write(`[image] ${r.tag} (recipe ${r.recipe}) ${r.how === "cached" ? "is up to date" : `built (${r.how}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`}\n`);
-      return 0;
-    },
-  },
-};
+function commandLines(prefix = ""): string {
+  return Object.entries(commands)
+    .filter(([name]) => name.startsWith(prefix))
+    .map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`)
+    .join("\n");
+}
 
 function mainHelp(): string {
-  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`);
-  return `patchbay — run coding agents on untrusted repositories, safely and in bulk
+  return `patchbay ${version()} — run coding agents on untrusted repositories, safely and in bulk
 
 Usage: patchbay <command> [options]      (patchbay <command> --help for details)
 
 Commands:
-${lines.join("\n")}
+${commandLines()}
 
-Environment: REDIS_URL, DOCKER_HOST, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, PATCHBAY_QUEUE,
-PATCHBAY_IMAGE, PATCHBAY_MODEL, PATCHBAY_CONCURRENCY.`;
+Options: --help, -h (also after a command), --version, -V. Commands that use Redis take
+--queue NAME and --redis-url URL.
+Exit status: 0 ok; 1 failure (a job did not complete, an unknown job id, Redis unreachable);
+2 usage error.
+Environment (defaults for the flags): REDIS_URL, PATCHBAY_QUEUE, DOCKER_HOST, ANTHROPIC_API_KEY,
+ANTHROPIC_BASE_URL, PATCHBAY_IMAGE, PATCHBAY_MODEL, PATCHBAY_CONCURRENCY.`;
+}
+
+function groupHelp(group: string): string {
+  return `Usage: patchbay ${group} <subcommand> [options]      (patchbay ${group} <subcommand> --help)
+
+Subcommands:
+${commandLines(`${group} `)}`;
+}
+
+function parse(cmd: Command, name: string, args: string[]): { values: Values; positionals: string[] } {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options: { ...cmd.options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message.replace(/\. To specify a positional argument.*$/s, ""));
+  }
+  if (parsed.values.help) return parsed;
+  const p = cmd.positionals;
+  const n = parsed.positionals.length;
+  if (!p && n) throw new UsageError(`unexpected argument '${parsed.positionals[0]}'`);
+  if (p && n < p.min) throw new UsageError(`missing <${p.name}>${name === "list" ? "" : " (patchbay list shows job ids)"}`);
+  if (p?.max !== undefined && n > p.max) throw new UsageError(`takes ${p.max === 1 ? "one" : p.max} <${p.name}>, got ${n}`);
+  return parsed;
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const name = argv[0] === "image" ? `image ${argv[1] ?? ""}`.trim() : argv[0];
-  const rest = argv.slice(name?.includes(" ") ? 2 : 1);
-  if (!name || name === "--help" || name === "-h" || name === "help") {
-    console.log(mainHelp());
-    return name ? 0 : 2;
+  const [first, second] = argv;
+  if (first === "--version" || first === "-V" || first === "version") {
+    console.log(version());
+    return EXIT.ok;
   }
+  if (first === undefined || first === "--help" || first === "-h" || first === "help") {
+    (first === undefined ? console.error : console.log)(mainHelp());
+    return first === undefined ? EXIT.usage : EXIT.ok;
+  }
+  const isGroup = groups.includes(first);
+  if (isGroup && (second === undefined || second.startsWith("-"))) {
+    const help = second === "--help" || second === "-h";
+    (help ? console.log : console.error)(groupHelp(first));
+    return help ? EXIT.ok : EXIT.usage;
+  }
+  const name = isGroup ? `${first} ${second}` : first;
   const cmd = commands[name];
   if (!cmd) {
-    console.error(`patchbay: unknown command '${name}'. Run patchbay --help.`);
-    return 2;
+    console.error(`patchbay: unknown command '${name}'. Run patchbay ${isGroup ? `${first} ` : ""}--help.`);
+    return EXIT.usage;
   }
-  let parsed;
   try {
-    parsed = parseArgs({ args: rest, options: { ...cmd.options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
+    const parsed = parse(cmd, name, argv.slice(isGroup ? 2 : 1));
+    if (parsed.values.help) {
+      console.log(cmd.usage);
+      return EXIT.ok;
+    }
+    return await cmd.run(parsed);
   } catch (err) {
-    console.error(`patchbay ${name}: ${(err as Error).message}\n\n${cmd.usage}`);
-    return 2;
+    if (err instanceof UsageError) {
+      console.error(`patchbay ${name}: ${err.message}\n(patchbay ${name} --help for usage)`);
+      return EXIT.usage;
+    }
+    throw err;
   }
-  if (parsed.values.help) {
-    console.log(cmd.usage);
-    return 0;
-  }
-  return cmd.run(parsed as { values: Record<string, unknown>; positionals: string[] });
 }
 
 // Exit once stdout is flushed: a client's pooled sockets must not keep a finished command alive.
 const exit = (code: number) => process.stdout.write("", () => process.exit(code));
-main(process.argv.slice(2)).then(exit, (err) => {
-  console.error(`patchbay: ${err instanceof Error ? err.message : String(err)}`);
-  exit(1);
+main(process.argv.slice(2)).then(exit, (err: unknown) => {
+  // Expected failures (CliError, job errors) are one line; only a bug shows a stack (PATCHBAY_DEBUG=1).
+  const e = err instanceof Error ? err : new Error(String(err));
+  console.error(`patchbay: ${process.env.PATCHBAY_DEBUG ? e.stack : e.message}`);
+  exit(EXIT.failure);
 });

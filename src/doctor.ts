@@ -12,8 +12,14 @@ export interface Check {
   fix?: string;
 }
 
-export async function doctor(): Promise<Check[]> {
+export interface DoctorOptions {
+  /** Redis to check; default $REDIS_URL. */
+  redisUrl?: string;
+}
+
+export async function doctor(opts: DoctorOptions = {}): Promise<Check[]> {
   const config = loadConfig();
+  const redisUrl = opts.redisUrl ?? config.redisUrl;
   const checks: Check[] = [];
   let info: { ServerVersion?: string; Runtimes?: Record<string, unknown> } | undefined;
   try {
@@ -22,15 +28,17 @@ export async function doctor(): Promise<Check[]> {
   } catch (err) {
     checks.push({ name: "docker", ok: false, required: true, detail: (err as Error).message, fix: "run `npm run services` (Debian, root) or start Docker / set DOCKER_HOST" });
   }
-  const redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: () => null });
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000, retryStrategy: () => null, enableOfflineQueue: false });
+  let connectError: Error | undefined;
+  redis.on("error", (err: Error) => (connectError ??= err)); // reported below, once, without a stack
   try {
     await redis.connect();
     const pong = await redis.ping();
     const policy = ((await redis.config("GET", "maxmemory-policy")) as string[])[1];
-    checks.push({ name: "redis", ok: pong === "PONG", required: true, detail: `${config.redisUrl} (maxmemory-policy ${policy})` });
+    checks.push({ name: "redis", ok: pong === "PONG", required: true, detail: `${redisUrl} (maxmemory-policy ${policy})` });
     if (policy !== "noeviction") checks.push({ name: "redis eviction", ok: false, required: false, detail: `maxmemory-policy is ${policy}`, fix: "BullMQ needs `maxmemory-policy noeviction` or jobs can vanish" });
   } catch (err) {
-    checks.push({ name: "redis", ok: false, required: true, detail: `${config.redisUrl}: ${(err as Error).message}`, fix: "run `npm run services` or set REDIS_URL" });
+    checks.push({ name: "redis", ok: false, required: true, detail: `${redisUrl}: ${connectError?.message ?? (err as Error).message}`, fix: "run `npm run services` or set REDIS_URL" });
   } finally {
     redis.disconnect();
   }

@@ -1,8 +1,11 @@
-// The client side of the queue: enqueue, wait, cancel, status, result, watch. Specs are validated
-// before they reach Redis; a spec's jobId makes enqueueing idempotent.
+// The client side of the queue: enqueue, wait, cancel, status, result, watch, list. Specs are
+// validated (and local paths checked) before anything reaches Redis; a spec's jobId makes
+// enqueueing idempotent, and reusing it for a different spec is an error.
 import { Job, Queue } from "bullmq";
 import { Redis } from "ioredis";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "./config.js";
 import { keys, redisOptions } from "./keys.js";
 import { JobSpecError, parseJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
@@ -13,6 +16,8 @@ export interface JobData {
 }
 
 export type JobState = "waiting" | "active" | "delayed" | "completed" | "failed" | "prioritized" | "waiting-children" | "unknown";
+export const LIST_STATES = ["active", "waiting", "prioritized", "delayed", "completed", "failed"] as const;
+export type ListState = (typeof LIST_STATES)[number];
 
 export interface JobStatusInfo {
   id: string;
@@ -22,107 +27,188 @@ export interface JobStatusInfo {
   resultStatus?: JobResult["status"];
   failedReason?: string;
   task?: string;
+  /** Epoch ms: enqueued, first taken by a worker, finished. */
+  createdAt?: number;
+  startedAt?: number;
+  finishedAt?: number;
 }
 
 export class JobFailedError extends Error {
   constructor(
     readonly jobId: string,
-    reason: string,
+    readonly reason: string,
   ) {
     super(`job ${jobId} failed: ${reason}`);
+  }
+}
+
+/** The id is not (or no longer: finished jobs are kept 7 days) in the queue. */
+export class JobNotFoundError extends Error {
+  constructor(
+    readonly jobId: string,
+    readonly queueName: string,
+  ) {
+    super(`no job ${jobId} in queue ${queueName}`);
+  }
+}
+
+/** A jobId reused for a different spec. */
+export class JobConflictError extends Error {
+  constructor(readonly jobId: string, readonly queueName: string) {
+    super(`job ${jobId} already exists in queue ${queueName} with a different spec (patchbay status ${jobId}); use another --job-id`);
+  }
+}
+
+export class WaitTimeoutError extends Error {
+  constructor(readonly jobId: string, readonly timeoutMs: number) {
+    super(`timed out after ${timeoutMs} ms waiting for job ${jobId}`);
   }
 }
 
 export interface ClientOptions {
   redisUrl?: string;
   queueName?: string;
+  /**
+   * Let the process exit while the client is idle (no call in progress), so a script needs no
+   * close(). The module-level functions (enqueue, waitForResult, ...) use a client with this on.
+   */
+  unrefWhenIdle?: boolean;
+}
+
+export interface WaitOptions {
+  /** Give up (WaitTimeoutError) after this long; default: wait as long as it takes. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** Emit a process warning (code PATCHBAY_NO_WORKER) when no worker is listening; default true. */
+  warnIfNoWorker?: boolean;
 }
 
 export class PatchbayClient {
   readonly queue: Queue<JobData, JobResult>;
   readonly redis: Redis;
+  readonly queueName: string;
   private readonly k: ReturnType<typeof keys>;
+  private readonly conns = new Set<Redis>();
+  private busy = 0;
 
-  constructor(opts: ClientOptions = {}) {
+  constructor(private readonly opts: ClientOptions = {}) {
     const config = loadConfig();
-    const name = opts.queueName ?? config.queueName;
-    this.redis = new Redis(opts.redisUrl ?? config.redisUrl, redisOptions);
-    this.redis.on("error", () => {}); // ioredis reconnects by itself; callers see failed commands
-    this.queue = new Queue<JobData, JobResult>(name, { connection: this.redis });
+    this.queueName = opts.queueName ?? config.queueName;
+    this.redis = this.connection(new Redis(opts.redisUrl ?? config.redisUrl, redisOptions));
+    this.queue = new Queue<JobData, JobResult>(this.queueName, { connection: this.redis });
     this.queue.on("error", () => {}); // the same outage, already surfaced as failed commands
-    this.k = keys(name);
+    this.k = keys(this.queueName);
   }
 
   /** Validates and enqueues one job; returns its id. */
-  async enqueue(input: unknown): Promise<string> {
-    const [id] = await this.enqueueBatch([input]);
-    return id!;
+  enqueue(input: unknown): Promise<string> {
+    return this.hold(async () => (await this.enqueueBatch([input]))[0]!);
   }
 
   /** Validates every spec first: one bad spec enqueues nothing (the error names its index). */
-  async enqueueBatch(inputs: unknown[]): Promise<string[]> {
-    const specs = inputs.map((input, i) => {
-      const r = parseJobSpec(input);
-      if (!r.ok) throw new JobSpecError(inputs.length > 1 ? `spec #${i + 1}: ${r.error}` : r.error);
-      return normalize(r.spec);
+  enqueueBatch(inputs: unknown[]): Promise<string[]> {
+    let specs: JobSpec[];
+    try {
+      specs = prepareSpecs(inputs);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.hold(async () => {
+      await this.checkJobIds(specs);
+      const jobs = await this.queue.addBulk(specs.map((spec) => ({ name: "fix", data: { spec, enqueuedAt: Date.now() }, opts: jobOptions(spec) })));
+      await this.checkJobIds(specs); // a racing enqueue of the same id with another spec
+      return jobs.map((j) => j.id!);
     });
-    const jobs = await this.queue.addBulk(
-      specs.map((spec) => ({
-        name: "fix",
-        data: { spec, enqueuedAt: Date.now() },
-        opts: {
-          ...(spec.jobId ? { jobId: spec.jobId } : {}),
-          ...(spec.priority ? { priority: spec.priority } : {}),
-          attempts: spec.attempts ?? defaults.worker.attempts,
-          backoff: { type: "exponential", delay: defaults.worker.backoffMs },
-          removeOnComplete: { age: defaults.transcript.ttlSec },
-          removeOnFail: { age: defaults.transcript.ttlSec },
-        },
-      })),
-    );
-    return jobs.map((j) => j.id!);
   }
 
-  async status(id: string): Promise<JobStatusInfo> {
+  /** Same id, same spec: fine (idempotent). Same id, another spec: JobConflictError. */
+  private async checkJobIds(specs: JobSpec[]): Promise<void> {
+    const seen = new Map<string, string>();
+    for (const spec of specs) {
+      if (!spec.jobId) continue;
+      const mine = canonical(spec);
+      if (seen.has(spec.jobId) && seen.get(spec.jobId) !== mine) throw new JobConflictError(spec.jobId, this.queueName);
+      seen.set(spec.jobId, mine);
+      const existing = await Job.fromId<JobData, JobResult>(this.queue, spec.jobId);
+      if (existing?.data?.spec && canonical(existing.data.spec) !== mine) throw new JobConflictError(spec.jobId, this.queueName);
+    }
+  }
+
+  private async job(id: string): Promise<Job<JobData, JobResult>> {
     const job = await Job.fromId<JobData, JobResult>(this.queue, id);
-    if (!job) throw new Error(`no such job: ${id}`);
-    const state = (await job.getState()) as JobState;
-    return {
-      id,
-      state,
-      attemptsMade: job.attemptsMade,
-      ...(job.returnvalue ? { resultStatus: job.returnvalue.status } : {}),
-      ...(job.failedReason ? { failedReason: job.failedReason } : {}),
-      task: job.data?.spec?.task,
-    };
+    if (!job) throw new JobNotFoundError(id, this.queueName);
+    return job;
+  }
+
+  status(id: string): Promise<JobStatusInfo> {
+    return this.hold(async () => {
+      const job = await this.job(id);
+      return info(job, (await job.getState()) as JobState);
+    });
   }
 
   /** The result of a completed job; undefined while it runs; throws if the job failed for good. */
-  async result(id: string): Promise<JobResult | undefined> {
-    const job = await Job.fromId<JobData, JobResult>(this.queue, id);
-    if (!job) throw new Error(`no such job: ${id}`);
-    const state = await job.getState();
-    if (state === "completed") return job.returnvalue;
-    if (state === "failed") throw new JobFailedError(id, job.failedReason ?? "unknown reason");
-    return undefined;
+  result(id: string): Promise<JobResult | undefined> {
+    return this.hold(async () => {
+      const job = await this.job(id);
+      const state = await job.getState();
+      if (state === "completed") return job.returnvalue;
+      if (state === "failed") throw new JobFailedError(id, job.failedReason ?? "unknown reason");
+      return undefined;
+    });
   }
 
-  /** Waits for a job to finish (polling, so it rides out a Redis restart). */
-  async waitForResult(id: string, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<JobResult> {
-    const deadline = Date.now() + (opts.timeoutMs ?? Infinity);
-    let delay = 100;
-    for (;;) {
+  /** Whether any worker of this queue is alive (its heartbeat key exists). */
+  hasWorker(): Promise<boolean> {
+    return this.hold(async () => {
+      let cursor = "0";
+      do {
+        const [next, found] = await this.redis.scan(cursor, "MATCH", this.k.heartbeat("*"), "COUNT", 1000);
+        if (found.length) return true;
+        cursor = next;
+      } while (cursor !== "0");
+      return false;
+    });
+  }
+
+  /**
+   * Waits for a job to finish (polling, so it rides out a Redis restart). Throws JobFailedError,
+   * JobNotFoundError, WaitTimeoutError after opts.timeoutMs, or the signal's reason.
+   */
+  waitForResult(id: string, opts: WaitOptions = {}): Promise<JobResult> {
+    return this.hold(async () => {
+      const stop = new AbortController();
+      const signals = [stop.signal, ...(opts.signal ? [opts.signal] : [])];
+      if (opts.timeoutMs !== undefined) signals.push(AbortSignal.timeout(opts.timeoutMs));
+      const signal = AbortSignal.any(signals);
+      const stopped = new Promise<never>((_, reject) => {
+        const fail = () => reject(signal.reason instanceof DOMException && signal.reason.name === "TimeoutError" ? new WaitTimeoutError(id, opts.timeoutMs!) : signal.reason);
+        if (signal.aborted) fail();
+        else signal.addEventListener("abort", fail, { once: true });
+      });
+      stopped.catch(() => {});
       try {
-        const r = await this.result(id);
-        if (r) return r;
-      } catch (err) {
-        if (err instanceof JobFailedError || /no such job/.test((err as Error).message)) throw err;
-        // Redis unreachable for a moment: keep waiting.
+        if (opts.warnIfNoWorker !== false) void this.warnIfNoWorker(id, signal);
+        for (let delay = 100; ; delay = Math.min(delay * 1.5, 1000)) {
+          try {
+            const r = await Promise.race([this.result(id), stopped]);
+            if (r) return r;
+          } catch (err) {
+            if (err instanceof JobFailedError || err instanceof JobNotFoundError || signal.aborted) throw err;
+            // Redis unreachable for a moment: keep waiting.
+          }
+          await Promise.race([sleep(delay, undefined, { signal }).catch(() => {}), stopped]);
+        }
+      } finally {
+        stop.abort();
       }
-      if (Date.now() > deadline) throw new Error(`timed out waiting for job ${id}`);
-      if (opts.signal?.aborted) throw new Error("aborted");
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 1.5, 1000);
+    });
+  }
+
+  private async warnIfNoWorker(id: string, signal: AbortSignal): Promise<void> {
+    const alive = await Promise.race([this.hasWorker().catch(() => true), sleep(5000, true, { signal }).catch(() => true)]);
+    if (!alive && !signal.aborted) {
+      process.emitWarning(`no worker is listening on queue '${this.queueName}': job ${id} waits until one starts (npx patchbay worker)`, { code: "PATCHBAY_NO_WORKER" });
     }
   }
 
@@ -131,35 +217,38 @@ export class PatchbayClient {
    * ends it at once as cancelled, with no sandbox. An active one is told through a Redis channel
    * every worker listens on (and the mark, polled), so it stops within a second or two.
    */
-  async cancel(id: string): Promise<"cancelled" | "signalled" | "finished"> {
-    const job = await Job.fromId(this.queue, id);
-    if (!job) throw new Error(`no such job: ${id}`);
-    const state = await job.getState();
-    if (state === "completed" || state === "failed") return "finished";
-    await this.redis.set(this.k.cancel(id), "1", "EX", defaults.transcript.ttlSec);
-    await this.redis.publish(this.k.cancelChannel, id);
-    return state === "active" ? "signalled" : "cancelled";
+  cancel(id: string): Promise<"cancelled" | "signalled" | "finished"> {
+    return this.hold(async () => {
+      const state = await (await this.job(id)).getState();
+      if (state === "completed" || state === "failed") return "finished";
+      await this.redis.set(this.k.cancel(id), "1", "EX", defaults.transcript.ttlSec);
+      await this.redis.publish(this.k.cancelChannel, id);
+      return state === "active" ? "signalled" : "cancelled";
+    });
   }
 
-  /** The transcript events of a job, live: yields what is there, then follows until the job ends. */
+  /**
+   * The transcript events of a job, live: yields what is there, then follows until the job ends.
+   * Throws JobNotFoundError for an id that is not in the queue.
+   */
   async *watch(id: string, opts: { follow?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<TranscriptEvent> {
-    const reader = this.redis.duplicate();
-    reader.on("error", () => {});
+    this.acquire();
+    const reader = this.connection(this.redis.duplicate());
     const follow = opts.follow !== false;
     let last = "0";
     const read = async (block: boolean) => {
       const args = block ? ["BLOCK", 1000] : [];
       const res = (await reader.xread("COUNT", 1000, ...(args as []), "STREAMS", this.k.events(id), last)) as [string, [string, string[]][]][] | null;
-      const events = (res?.[0]?.[1] ?? []).map(([entryId, fields]) => ((last = entryId), JSON.parse(fields[1]!) as TranscriptEvent));
-      return events;
+      return (res?.[0]?.[1] ?? []).map(([entryId, fields]) => ((last = entryId), JSON.parse(fields[1]!) as TranscriptEvent));
     };
     try {
+      await this.job(id);
       for (;;) {
         const events = await read(follow);
         yield* events;
         if (events.length) continue;
         if (!follow || opts.signal?.aborted) return;
-        const st = await this.status(id).catch(() => undefined);
+        const st = await this.status(id).catch((err) => (err instanceof JobNotFoundError ? undefined : { state: "unknown" }));
         if (!st || st.state === "completed" || st.state === "failed") {
           yield* await read(false); // what was written just before the end
           return;
@@ -167,18 +256,101 @@ export class PatchbayClient {
       }
     } finally {
       reader.disconnect();
+      this.conns.delete(reader);
+      this.release();
     }
   }
 
-  async list(limit = 50): Promise<JobStatusInfo[]> {
-    const jobs = await this.queue.getJobs(["active", "waiting", "prioritized", "delayed", "completed", "failed"], 0, limit - 1);
-    return Promise.all(jobs.filter(Boolean).map((j) => this.status(j.id!)));
+  /** Recent jobs, newest first (by enqueue time), at most `limit`, optionally of some states only. */
+  list(opts: { limit?: number; states?: readonly ListState[] } = {}): Promise<JobStatusInfo[]> {
+    const limit = opts.limit ?? 50;
+    return this.hold(async () => {
+      const perState = await Promise.all(
+        (opts.states ?? LIST_STATES).map(async (state) => (await this.queue.getJobs([state], 0, limit - 1)).filter(Boolean).map((j) => info(j, state))),
+      );
+      return perState.flat().sort((a, b) => (b.createdAt ?? 0) - (a.createdAt ?? 0)).slice(0, limit);
+    });
   }
 
   async close(): Promise<void> {
     await this.queue.close();
-    this.redis.disconnect();
+    for (const r of this.conns) r.disconnect();
+    this.conns.clear();
   }
+
+  /** Tracks a connection: errors are surfaced as failed commands (ioredis reconnects by itself). */
+  private connection(r: Redis): Redis {
+    this.conns.add(r);
+    r.on("error", () => {});
+    if (this.opts.unrefWhenIdle) r.on("connect", () => this.applyRef(r));
+    return r;
+  }
+
+  /** Runs one call with the client's sockets keeping the process alive (see unrefWhenIdle). */
+  private async hold<T>(fn: () => Promise<T>): Promise<T> {
+    this.acquire();
+    try {
+      return await fn();
+    } finally {
+      this.release();
+    }
+  }
+
+  private acquire(): void {
+    if (++this.busy === 1) for (const r of this.conns) this.applyRef(r);
+  }
+
+  private release(): void {
+    if (--this.busy === 0) for (const r of this.conns) this.applyRef(r);
+  }
+
+  private applyRef(r: Redis): void {
+    if (!this.opts.unrefWhenIdle) return;
+    const socket = (r as unknown as { stream?: { ref?(): void; unref?(): void } }).stream;
+    if (this.busy > 0) socket?.ref?.();
+    else socket?.unref?.();
+  }
+}
+
+function jobOptions(spec: JobSpec) {
+  return {
+    ...(spec.jobId ? { jobId: spec.jobId } : {}),
+    ...(spec.priority ? { priority: spec.priority } : {}),
+    attempts: spec.attempts ?? defaults.worker.attempts,
+    backoff: { type: "exponential", delay: defaults.worker.backoffMs },
+    removeOnComplete: { age: defaults.transcript.ttlSec },
+    removeOnFail: { age: defaults.transcript.ttlSec },
+  };
+}
+
+function info(job: Job<JobData, JobResult>, state: JobState): JobStatusInfo {
+  return {
+    id: job.id!,
+    state,
+    attemptsMade: job.attemptsMade,
+    ...(job.returnvalue ? { resultStatus: job.returnvalue.status } : {}),
+    ...(job.failedReason ? { failedReason: job.failedReason } : {}),
+    task: job.data?.spec?.task,
+    createdAt: job.data?.enqueuedAt ?? job.timestamp,
+    ...(job.processedOn ? { startedAt: job.processedOn } : {}),
+    ...(job.finishedOn ? { finishedAt: job.finishedOn } : {}),
+  };
+}
+
+/**
+ * What enqueue does before it touches Redis: validates each spec, makes local paths absolute and
+ * checks they exist. Throws JobSpecError (naming the spec's index when there are several).
+ */
+export function prepareSpecs(inputs: unknown[]): JobSpec[] {
+  return inputs.map((input, i) => {
+    const r = parseJobSpec(input);
+    const where = inputs.length > 1 ? `spec #${i + 1}: ` : "";
+    if (!r.ok) throw new JobSpecError(`${where}${r.error}`);
+    const spec = normalize(r.spec);
+    const missing = missingLocalPath(spec);
+    if (missing) throw new JobSpecError(`${where}${missing}`);
+    return spec;
+  });
 }
 
 /** Local paths become absolute at enqueue time: the worker runs elsewhere. */
@@ -190,16 +362,32 @@ function normalize(spec: JobSpec): JobSpec {
   return spec;
 }
 
-// The library API as plain functions over one default client (REDIS_URL, PATCHBAY_QUEUE).
+/** A local repository that is not there is refused here, before anything reaches Redis. */
+function missingLocalPath(spec: JobSpec): string | undefined {
+  const repo = spec.repo;
+  if ("path" in repo && !existsSync(repo.path)) return `invalid JobSpec: repo.path: ${repo.path} does not exist`;
+  if ("archive" in repo && !existsSync(repo.archive)) return `invalid JobSpec: repo.archive: ${repo.archive} does not exist`;
+  return undefined;
+}
+
+/** JSON with sorted keys, so two specs compare by content. */
+function canonical(v: unknown): string {
+  return JSON.stringify(v, (_k, x) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : 1))) : x));
+}
+
+// The library API as plain functions over one default client (REDIS_URL, PATCHBAY_QUEUE). Its
+// sockets do not keep the process alive between calls: a script exits by itself when done.
 let client: PatchbayClient | undefined;
-const c = () => (client ??= new PatchbayClient());
+const c = () => (client ??= new PatchbayClient({ unrefWhenIdle: true }));
 export const enqueue = (spec: unknown) => c().enqueue(spec);
 export const enqueueBatch = (specs: unknown[]) => c().enqueueBatch(specs);
-export const waitForResult = (id: string, opts?: { timeoutMs?: number }) => c().waitForResult(id, opts);
+export const waitForResult = (id: string, opts?: WaitOptions) => c().waitForResult(id, opts);
 export const cancel = (id: string) => c().cancel(id);
 export const status = (id: string) => c().status(id);
 export const result = (id: string) => c().result(id);
-export const watch = (id: string) => c().watch(id);
+export const watch = (id: string, opts?: { follow?: boolean; signal?: AbortSignal }) => c().watch(id, opts);
+export const list = (opts?: { limit?: number; states?: readonly ListState[] }) => c().list(opts);
+/** Closes the default client's connections at once (optional: they never keep a script alive). */
 export async function closeDefaultClient(): Promise<void> {
   await client?.close();
   client = undefined;

@@ -1,0 +1,84 @@
+// What every CLI command shares: its shape, usage errors (exit 2), failures (exit 1), and the small
+// flag parsers. Only node: built-ins here: `patchbay --help` loads this and nothing heavy.
+import type { ParseArgsConfig } from "node:util";
+
+export type Values = Record<string, unknown>;
+
+export interface Command {
+  /** One line for `patchbay --help`. */
+  summary: string;
+  usage: string;
+  options?: ParseArgsConfig["options"];
+  /** Positional arguments the command takes; none when absent. */
+  positionals?: { min: number; max?: number; name: string };
+  run(args: { values: Values; positionals: string[] }): Promise<number>;
+}
+
+/** A mistake in how the command was called: exit 2, with the command's usage. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/** A failure to report in one line, no stack: exit 1. */
+export class CliError extends Error {
+  override name = "CliError";
+}
+
+export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
+
+/** --queue and --redis-url: every command that talks to Redis takes them (defaults from the environment). */
+export const connectionFlags = {
+  queue: { type: "string" },
+  "redis-url": { type: "string" },
+} as const;
+
+export const CONNECTION_USAGE = `  --queue NAME           the queue (default $PATCHBAY_QUEUE or patchbay)
+  --redis-url URL        Redis (default $REDIS_URL or redis://127.0.0.1:6379)`;
+
+export function connection(values: Values): { queueName?: string; redisUrl?: string } {
+  return {
+    ...(values.queue !== undefined ? { queueName: nonEmpty(values, "queue") } : {}),
+    ...(values["redis-url"] !== undefined ? { redisUrl: nonEmpty(values, "redis-url") } : {}),
+  };
+}
+
+function nonEmpty(values: Values, flag: string): string {
+  const v = String(values[flag]);
+  if (!v.trim()) throw new UsageError(`--${flag} must not be empty`);
+  return v;
+}
+
+/** A positive number flag, or undefined when absent; `what` says what the number counts. */
+export function numberFlag(values: Values, flag: string, opts: { integer?: boolean; what?: string } = {}): number | undefined {
+  const raw = values[flag];
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  const ok = String(raw).trim() !== "" && Number.isFinite(n) && n > 0 && (!opts.integer || Number.isInteger(n));
+  if (!ok) throw new UsageError(`--${flag} takes a positive ${opts.integer ? "integer" : "number"}${opts.what ? ` (${opts.what})` : ""}, not '${raw}'`);
+  return n;
+}
+
+/** One choice of several, or undefined when absent. */
+export function choiceFlag<T extends string>(values: Values, flag: string, choices: readonly T[]): T | undefined {
+  const raw = values[flag];
+  if (raw === undefined) return undefined;
+  if (!choices.includes(raw as T)) throw new UsageError(`--${flag} takes one of ${choices.join(", ")}, not '${raw}'`);
+  return raw as T;
+}
+
+/** A list flag that may be repeated or comma-separated. */
+export function listFlag(values: Values, flag: string): string[] | undefined {
+  const raw = values[flag];
+  if (raw === undefined) return undefined;
+  return (Array.isArray(raw) ? raw : [raw]).flatMap((x) => String(x).split(",")).map((x) => x.trim()).filter(Boolean);
+}
+
+/** Seconds or ms as a short human duration: 850ms, 12s, 3m05s, 2h10m, 3d. */
+export function duration(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms`;
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  return `${Math.floor(s / 86400)}d`;
+}

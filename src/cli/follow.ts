@@ -1,0 +1,68 @@
+// `patchbay run` after the enqueue: progress on stderr, the wait, Ctrl-C, and the output files.
+import { join } from "node:path";
+import { formatEvent } from "../cli-format.js";
+import { emptyResult, type JobResult } from "../spec.js";
+import { JobFailedError, type PatchbayClient } from "../queue.js";
+import { writeOut } from "./client.js";
+
+export interface FollowOptions {
+  out: string;
+  json: boolean;
+  cancelOnExit: boolean;
+}
+
+/** Resolves with the signal's name on the first SIGINT or SIGTERM; remove() unhooks. */
+function interrupted(): { signal: Promise<NodeJS.Signals>; remove(): void } {
+  let handler: (s: NodeJS.Signals) => void = () => {};
+  const signal = new Promise<NodeJS.Signals>((resolve) => (handler = resolve));
+  process.once("SIGINT", handler);
+  process.once("SIGTERM", handler);
+  return { signal, remove: () => (process.off("SIGINT", handler), process.off("SIGTERM", handler)) };
+}
+
+async function onInterrupt(c: PatchbayClient, id: string, sig: NodeJS.Signals, cancelOnExit: boolean): Promise<number> {
+  if (cancelOnExit) {
+    const r = await c.cancel(id).catch((err: Error) => `not cancelled (${err.message})`);
+    process.stderr.write(`\npatchbay: ${sig}: job ${id} ${r === "finished" ? "had already finished" : r}\n`);
+  } else {
+    process.stderr.write(`\npatchbay: ${sig}: stopped waiting; job ${id} keeps running on its worker.\n` + `  follow it: patchbay watch ${id}    stop it: patchbay cancel ${id}    (or run with --cancel-on-exit)\n`);
+  }
+  return 130;
+}
+
+export async function follow(c: PatchbayClient, id: string, opts: FollowOptions): Promise<number> {
+  if (!(await c.hasWorker())) process.stderr.write(`patchbay: no worker is running on queue '${c.queueName}' yet; start one with: npx patchbay worker\n`);
+  const stopWatching = new AbortController();
+  const progress = (async () => {
+    for await (const e of c.watch(id, { signal: stopWatching.signal })) {
+      const line = formatEvent(e);
+      if (line) process.stderr.write(line + "\n");
+    }
+  })().catch(() => {});
+  const intr = interrupted();
+  let result: JobResult;
+  try {
+    const outcome = await Promise.race([c.waitForResult(id, { warnIfNoWorker: false }).then((r) => ({ r })), intr.signal.then((sig) => ({ sig }))]);
+    if ("sig" in outcome) {
+      stopWatching.abort();
+      return await onInterrupt(c, id, outcome.sig, opts.cancelOnExit);
+    }
+    result = outcome.r;
+  } catch (err) {
+    if (!(err instanceof JobFailedError)) throw err;
+    await progress;
+    // Failed for good: still leave the transcript and a result that says why.
+    const failed = emptyResult("failed", err.reason, { jobId: id });
+    await writeOut(c, id, failed, opts.out);
+    if (opts.json) console.log(JSON.stringify(failed));
+    process.stderr.write(`patchbay: ${err.message}; transcript: ${join(opts.out, "transcript.jsonl")}\n`);
+    return 1;
+  } finally {
+    intr.remove();
+  }
+  await progress;
+  const patchPath = await writeOut(c, id, result, opts.out);
+  if (opts.json) console.log(JSON.stringify(result));
+  process.stderr.write(`patchbay: ${result.status}${result.error ? ` (${result.error})` : ""}; ${result.filesChanged.length} files changed; patch: ${patchPath}\n`);
+  return result.status === "completed" ? 0 : 1;
+}

@@ -1,0 +1,180 @@
+// `patchbay status | result | watch | cancel | list`: reading and steering jobs by id, from any host.
+// An id that is not in the queue is a failure (exit 1: "no job <id> in queue <q>").
+import { resolve } from "node:path";
+import { CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type Command } from "./command.js";
+import type { JobStatusInfo } from "../queue.js";
+import { safeText } from "../term.js";
+
+/** Job-supplied text (task, reasons) for a terminal: one line, no escapes. */
+const safe = (s: string) => safeText(s, { oneLine: true });
+
+const client = () => import("./client.js");
+
+const status: Command = {
+  summary: "the queue state and result status of one or more jobs",
+  usage: `patchbay status <jobId>... [--json]
+
+Each job's queue state (waiting, active, completed, failed, ...), its result's status and, for a
+failed job, the reason: one line per id, tab-separated (--json: an array of objects).
+Exit status: 0 all ids found; 1 an id is not in the queue (the others are still shown); 2 usage.
+
+${CONNECTION_USAGE}`,
+  options: { ...connectionFlags, json: { type: "boolean" } },
+  positionals: { min: 1, name: "jobId" },
+  run: async ({ values, positionals }) =>
+    (await client()).withClient(values, async (c) => {
+      const { JobNotFoundError } = await client();
+      const found: JobStatusInfo[] = [];
+      let code = 0;
+      for (const id of positionals) {
+        try {
+          found.push(await c.status(id));
+        } catch (err) {
+          if (!(err instanceof JobNotFoundError)) throw err;
+          process.stderr.write(`patchbay: ${err.message}\n`);
+          code = 1;
+        }
+      }
+      if (values.json) console.log(JSON.stringify(found));
+      else for (const s of found) console.log([s.id, s.state, s.resultStatus ?? "", safe(s.failedReason ?? "")].join("\t").trimEnd());
+      return code;
+    }),
+};
+
+const result: Command = {
+  summary: "a finished job's patch (or all its files with --out)",
+  usage: `patchbay result <jobId> [--out DIR] [--json]
+
+Prints the patch of a finished job on stdout (--json: the whole JobResult; --out DIR: writes
+patch.diff, transcript.jsonl and result.json to DIR). A job that did not complete has its status
+and reason on stderr.
+Exit status: 0 completed; 1 it ended otherwise, has not finished yet, or is not in the queue; 2 usage.
+
+${CONNECTION_USAGE}`,
+  options: { ...connectionFlags, out: { type: "string" }, json: { type: "boolean" } },
+  positionals: { min: 1, max: 1, name: "jobId" },
+  run: async ({ values, positionals }) =>
+    (await client()).withClient(values, async (c) => {
+      const { finalResult, writeOut } = await client();
+      const id = positionals[0]!;
+      const r = await finalResult(c, id);
+      if (!r) {
+        process.stderr.write(`patchbay: job ${id} has not finished yet (patchbay watch ${id})\n`);
+        return 1;
+      }
+      if (values.out !== undefined) process.stderr.write(`patchbay: wrote ${await writeOut(c, id, r, resolve(String(values.out)))}\n`);
+      else if (values.json) console.log(JSON.stringify(r));
+      else process.stdout.write(r.patch);
+      if (r.status !== "completed") process.stderr.write(`patchbay: job ${id} ${r.status}${r.error ? `: ${safe(r.error)}` : ""}\n`);
+      return r.status === "completed" ? 0 : 1;
+    }),
+};
+
+const watch: Command = {
+  summary: "a job's transcript, live, from any host",
+  usage: `patchbay watch <jobId> [--json]
+
+Shows a job's transcript live, from any host, until the job ends, then its final status on
+stderr (--json: raw events on stdout, one per line).
+Exit status: 0 the job completed; 1 it ended otherwise (failed, cancelled, timeout, ...) or is not
+in the queue; 2 usage.
+
+${CONNECTION_USAGE}`,
+  options: { ...connectionFlags, json: { type: "boolean" } },
+  positionals: { min: 1, max: 1, name: "jobId" },
+  run: async ({ values, positionals }) =>
+    (await client()).withClient(values, async (c) => {
+      const { finalResult } = await client();
+      const { formatEvent } = await import("../cli-format.js");
+      const id = positionals[0]!;
+      for await (const e of c.watch(id)) {
+        const line = values.json ? JSON.stringify(e) : formatEvent(e, { verbose: true });
+        if (line) console.log(line);
+      }
+      const r = await finalResult(c, id);
+      if (!r) {
+        process.stderr.write(`patchbay: job ${id} is still running, but its transcript ended\n`);
+        return 1;
+      }
+      process.stderr.write(`patchbay: job ${id} ${r.status}${r.error ? `: ${safe(r.error)}` : ""}\n`);
+      return r.status === "completed" ? 0 : 1;
+    }),
+};
+
+const cancel: Command = {
+  summary: "stop one or more jobs from any host",
+  usage: `patchbay cancel <jobId>... [--json]
+
+Cancels jobs from any host: a running job stops within seconds with status cancelled (its patch
+so far is kept); a waiting one will not run. Prints "<id> cancelled|signalled|finished" per id
+(--json: [{"id":..., "outcome":...}]).
+Exit status: 0 all ids found; 1 an id is not in the queue; 2 usage.
+
+${CONNECTION_USAGE}`,
+  options: { ...connectionFlags, json: { type: "boolean" } },
+  positionals: { min: 1, name: "jobId" },
+  run: async ({ values, positionals }) =>
+    (await client()).withClient(values, async (c) => {
+      const { JobNotFoundError } = await client();
+      const done: { id: string; outcome: string }[] = [];
+      let code = 0;
+      for (const id of positionals) {
+        try {
+          done.push({ id, outcome: await c.cancel(id) });
+        } catch (err) {
+          if (!(err instanceof JobNotFoundError)) throw err;
+          process.stderr.write(`patchbay: ${err.message}\n`);
+          code = 1;
+        }
+      }
+      if (values.json) console.log(JSON.stringify(done));
+      else for (const d of done) console.log(d.outcome === "finished" ? `${d.id} had already finished` : `${d.id} ${d.outcome}`);
+      return code;
+    }),
+};
+
+const STATES = ["active", "waiting", "prioritized", "delayed", "completed", "failed"] as const;
+
+const list: Command = {
+  summary: "recent jobs, newest first",
+  usage: `patchbay list [--state STATE]... [--limit N] [--json]
+
+Recent jobs, newest first: id, state, result status, age (since enqueued), duration (running
+time so far, or until it finished) and task. An empty queue says so on stderr.
+  --state STATE          only jobs in these states (repeatable or comma-separated):
+                         ${STATES.join(", ")}
+  --limit N              at most N jobs (default 50)
+  --json                 an array of objects (createdAt, startedAt, finishedAt in epoch ms)
+${CONNECTION_USAGE}`,
+  options: { ...connectionFlags, json: { type: "boolean" }, state: { type: "string", multiple: true }, limit: { type: "string" } },
+  run: async ({ values }) => {
+    const states = listFlag(values, "state");
+    const bad = states?.filter((s) => !STATES.includes(s as (typeof STATES)[number]));
+    if (bad?.length) throw new UsageError(`--state takes ${STATES.join(", ")}, not '${bad.join(", ")}'`);
+    const limit = numberFlag(values, "limit", { integer: true }) ?? 50;
+    return (await client()).withClient(values, async (c) => {
+      const jobs = await c.list({ limit, ...(states ? { states: states as (typeof STATES)[number][] } : {}) });
+      if (values.json) console.log(JSON.stringify(jobs));
+      else if (!jobs.length) process.stderr.write(`patchbay: no ${states ? `${states.join(" or ")} ` : ""}jobs in queue ${c.queueName}\n`);
+      else console.log(table(jobs));
+      return 0;
+    });
+  },
+};
+
+function table(jobs: JobStatusInfo[]): string {
+  const now = Date.now();
+  const rows = jobs.map((j) => [
+    j.id,
+    j.state,
+    j.resultStatus ?? (j.state === "failed" ? "failed" : "-"),
+    j.createdAt ? duration(now - j.createdAt) : "-",
+    j.startedAt ? duration((j.finishedAt ?? now) - j.startedAt) : "-",
+    safe(j.task ?? "").replace(/\s+/g, " ").slice(0, 60),
+  ]);
+  const all = [["ID", "STATE", "RESULT", "AGE", "DURATION", "TASK"], ...rows];
+  const widths = all[0]!.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
+  return all.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n");
+}
+
+export const inspectCommands: Record<string, Command> = { status, result, watch, cancel, list };

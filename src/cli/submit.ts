@@ -1,0 +1,111 @@
+// `patchbay run` and `patchbay enqueue`. The heavy modules (BullMQ, the client) load when a
+// command runs, not when the CLI starts.
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { CONNECTION_USAGE, connectionFlags, UsageError, type Command, type Values } from "./command.js";
+import { flagError, hasSpecFlags, SPEC_USAGE, specFlags, specFrom } from "./spec-flags.js";
+
+/** Validates specs (schema, local paths) before any connection: a mistake is a usage error. */
+async function prepare(specs: unknown[], values: Values): Promise<void> {
+  const { prepareSpecs } = await import("../queue.js");
+  try {
+    prepareSpecs(specs);
+  } catch (err) {
+    throw new UsageError(flagError((err as Error).message, values));
+  }
+}
+
+const run: Command = {
+  summary: "enqueue one job, show progress, wait, write the patch",
+  usage: `patchbay run (--repo DIR | --git URL | --archive FILE) --task TEXT [options]
+
+Enqueues one job, shows its progress on stderr (turns, tool calls, tokens, cost), waits, and writes
+DIR/patch.diff, DIR/transcript.jsonl and DIR/result.json (default DIR: ./patchbay-out/<job id>).
+Ctrl-C stops waiting; the job keeps running on its worker unless --cancel-on-exit is given.
+
+Exit status: 0 the job completed; 1 it ended otherwise (failed, timeout, cancelled, ...) or Redis
+is unreachable; 2 usage error; 130 interrupted (Ctrl-C).
+
+${SPEC_USAGE}
+  --out DIR              where to write the results
+  --json                 print the result as JSON on stdout
+  --cancel-on-exit       on Ctrl-C (or SIGTERM), cancel the job too
+${CONNECTION_USAGE}`,
+  options: { ...specFlags, ...connectionFlags, out: { type: "string" }, json: { type: "boolean" }, "cancel-on-exit": { type: "boolean" } },
+  async run({ values }) {
+    if (!hasSpecFlags(values)) throw new UsageError("run needs a job: --repo DIR (or --git URL, --archive FILE) and --task TEXT");
+    const spec = specFrom(values);
+    await prepare([spec], values);
+    const { withClient } = await import("./client.js");
+    return withClient(values, async (c) => {
+      const id = await c.enqueue(spec);
+      process.stderr.write(`patchbay: job ${id} enqueued on queue ${c.queueName}\n`);
+      const { follow } = await import("./follow.js");
+      return follow(c, id, { out: resolve(String(values.out ?? join("patchbay-out", id))), json: Boolean(values.json), cancelOnExit: Boolean(values["cancel-on-exit"]) });
+    });
+  },
+};
+
+const enqueue: Command = {
+  summary: "enqueue one job or a --batch file; print the ids",
+  usage: `patchbay enqueue (--repo DIR | --git URL | --archive FILE) --task TEXT [options] [--json]
+patchbay enqueue --batch tasks.jsonl [--json]
+
+Enqueues jobs and prints their ids, one per line, at once (--json: {"queue":..., "ids":[...]}).
+With --batch, each line of the file is one JobSpec as JSON; if any line is bad, nothing is
+enqueued and the line is named. Exit status: 0 enqueued; 1 Redis unreachable or a --job-id taken
+by another spec; 2 usage error (bad flag, bad spec, missing local repo).
+
+${SPEC_USAGE}
+  --batch FILE           one JobSpec per line (no other spec flags)
+  --json                 print the ids as JSON
+${CONNECTION_USAGE}`,
+  options: { ...specFlags, ...connectionFlags, batch: { type: "string" }, json: { type: "boolean" } },
+  async run({ values }) {
+    let specs: unknown[];
+    if (values.batch !== undefined) {
+      if (hasSpecFlags(values)) throw new UsageError("--batch takes no other spec flags (put them in the file's lines)");
+      specs = await batchSpecs(String(values.batch));
+    } else {
+      if (!hasSpecFlags(values)) throw new UsageError("enqueue needs a job (--repo DIR --task TEXT, ...) or --batch FILE");
+      specs = [specFrom(values)];
+      await prepare(specs, values);
+    }
+    const { withClient } = await import("./client.js");
+    return withClient(values, async (c) => {
+      const ids = await c.enqueueBatch(specs);
+      if (values.json) console.log(JSON.stringify({ queue: c.queueName, ids }));
+      else for (const id of ids) console.log(id);
+      return 0;
+    });
+  },
+};
+
+/** Reads a JSONL batch; every bad line is named, and any bad line is a usage error. */
+async function batchSpecs(file: string): Promise<unknown[]> {
+  const { prepareSpecs } = await import("../queue.js");
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new UsageError(`--batch ${file}: ${(err as Error).message}`);
+  }
+  const specs: unknown[] = [];
+  const errors: string[] = [];
+  text.split("\n").forEach((line, i) => {
+    if (!line.trim()) return;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+      prepareSpecs([parsed]);
+      specs.push(parsed);
+    } catch (err) {
+      errors.push(`${file}:${i + 1}: ${err instanceof SyntaxError ? "not valid JSON: " : ""}${(err as Error).message}`);
+    }
+  });
+  if (errors.length) throw new UsageError(`nothing enqueued:\n${errors.join("\n")}`);
+  if (!specs.length) throw new UsageError(`--batch ${file}: no jobs in the file`);
+  return specs;
+}
+
+export const submitCommands: Record<string, Command> = { run, enqueue };
