@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job.js";
+import { docker } from "../src/sandbox/docker.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { apiError, reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
 import { clampScript, tenToolScript } from "./support/scripts.js";
@@ -17,13 +18,27 @@ afterEach(async () => {
   fake = undefined;
 });
 
-async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], spec: Record<string, unknown> = {}, opts: { signal?: AbortSignal } = {}) {
+async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], spec: Record<string, unknown> = {}, opts: { signal?: AbortSignal; onEvent?: (e: TranscriptEvent) => void } = {}) {
   fake = await startFakeAnthropic(script);
   const events: TranscriptEvent[] = [];
+  const sandboxes: { name: string; volume: string }[] = [];
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 2 });
-  const result = await runJob({ task: "Make the failing tests pass.", repo: { path: CLAMP }, ...spec }, { model, onEvent: (e) => events.push(e), signal: opts.signal });
-  return { result, events, fake };
+  const result = await runJob(
+    { task: "Make the failing tests pass.", repo: { path: CLAMP }, ...spec },
+    { model, onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => sandboxes.push({ name: sb.name, volume: sb.volume }) },
+  );
+  return { result, events, fake, sandboxes };
 }
+
+/** True while a container or volume of that name exists. */
+const exists = async (kind: "container" | "volume", name: string) => {
+  try {
+    await (kind === "container" ? docker().getContainer(name).inspect() : docker().getVolume(name).inspect());
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 const tmp = () => mkdtempSync(join(tmpdir(), "pb-job-"));
 const sh = (cwd: string, cmd: string) => execFileSync("bash", ["-c", cmd], { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
@@ -67,7 +82,7 @@ describe("runJob: the Clamp fix", () => {
     }
     const last = fake.requests.at(-1)!.body;
     const strip = (x: unknown) => JSON.parse(JSON.stringify(x, (k, v) => (k === "cache_control" ? undefined : v)));
-    expect(strip(replay.slice(0, last.messages.length))).toEqual(strip(last.messages).map((m: { role: string; content: unknown }) => (typeof m.content === "string" ? m : m)));
+    expect(strip(replay.slice(0, last.messages.length))).toEqual(strip(last.messages));
     expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["job_started", "sandbox_ready", "model_request", "model_response", "tool_call", "tool_result", "verify", "patch", "job_finished"]));
     expect(events.at(-1)).toMatchObject({ type: "job_finished", status: "completed" });
   });
@@ -136,6 +151,28 @@ describe("runJob: stop reasons and budgets", () => {
     expect(events.find((e) => e.type === "budget")).toMatchObject({ limit: "usd", max: 0.1 });
   });
 
+  // Budgets are checked against the running total: every turn here is under budget on its own.
+  const perTurn = (usage: Partial<Record<"input_tokens" | "output_tokens" | "cache_read_input_tokens" | "cache_creation_input_tokens", number>>) =>
+    [...Array.from({ length: 8 }, () => ({ ...loopForever(), usage: { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0, ...usage } }) as Reply), reply(text("done"))];
+  it.each([
+    // 1000 input tokens a turn, budget 3500: 3000 after turn 3 is under, 4000 after turn 4 is over.
+    ["inputTokens", { input_tokens: 1000 }, { inputTokens: 3500 }, 4000],
+    // Cache reads and writes count as input too.
+    ["inputTokens", { input_tokens: 200, cache_read_input_tokens: 500, cache_creation_input_tokens: 300 }, { inputTokens: 3500 }, 4000],
+    ["outputTokens", { output_tokens: 1000 }, { outputTokens: 3500 }, 4000],
+    // $0.012 a turn (1000 in at $2/MTok + 1000 out at $10/MTok), budget $0.04: $0.036, then $0.048.
+    ["usd", { input_tokens: 1000, output_tokens: 1000 }, { usd: 0.04 }, 0.048],
+  ] as const)("the %s budget, crossed only by the running total, stops after turn 4, not earlier, not later", async (limit, usage, budget, used) => {
+    const { result, events, fake } = await run(perTurn(usage), { budget, model: "claude-sonnet-5-5" });
+    expect(result.status).toBe("budget_exceeded");
+    expect(result.turns).toBe(4);
+    expect(fake.requests).toHaveLength(4);
+    expect(events.filter((e) => e.type === "tool_call")).toHaveLength(3); // the 4th turn's call is not run
+    expect(events.find((e) => e.type === "budget")).toMatchObject({ limit, max: Object.values(budget)[0], used });
+    expect(result.error).toMatch(new RegExp(`budget ${limit} exceeded`));
+    if (limit === "usd") expect(result.costUsd).toBeCloseTo(0.048, 9);
+  });
+
   it("output and input token budgets", async () => {
     const out = await run([{ ...loopForever(), usage: { output_tokens: 500 } } as Reply], { budget: { outputTokens: 100 } });
     expect(out.result.status).toBe("budget_exceeded");
@@ -166,26 +203,54 @@ describe("runJob: stop reasons and budgets", () => {
   });
 
   it("wall-clock timeout during a long command ends with status timeout and the patch", async () => {
-    const t0 = Date.now();
-    const { result } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" }))], { timeoutSec: 3 });
-    expect(Date.now() - t0).toBeLessThan(15_000);
+    const { result, events, sandboxes } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" }))], { timeoutSec: 3 });
     expect(result.status).toBe("timeout");
     expect(result.filesChanged).toEqual(["clamp.py"]);
+    expect(events.find((e) => e.type === "tool_result")).toMatchObject({ isError: true, output: expect.stringMatching(/the command was stopped/) });
+    expect(await exists("container", sandboxes[0]!.name)).toBe(false);
   });
 
-  it("cancellation ends with status cancelled", async () => {
+  it("cancellation during a command stops it, keeps the patch of what was done, and removes the sandbox", async () => {
     const ctl = new AbortController();
-    setTimeout(() => ctl.abort("cancelled"), 1500);
-    const { result } = await run([reply(toolUse("bash", { command: "sleep 300" }))], {}, { signal: ctl.signal });
-    expect(result.status).toBe("cancelled");
+    // Aborted once the command is running (its tool_call is emitted just before it starts).
+    const onEvent = (e: TranscriptEvent) => e.type === "tool_call" && setImmediate(() => ctl.abort("cancelled"));
+    const { result, events, fake, sandboxes } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300; echo never" })), reply(text("never asked"))], {}, { signal: ctl.signal, onEvent });
+    expect(result).toMatchObject({ status: "cancelled", turns: 1, error: "the job was cancelled" });
+    expect(result.filesChanged).toEqual(["clamp.py"]);
+    expect(result.patch).toMatch(/\+x\n/);
+    // The command was stopped by the cancellation, not finished, and the model was not asked again.
+    const types = events.map((e) => e.type);
+    expect(types.slice(types.indexOf("tool_call"))).toEqual(["tool_call", "tool_result", "patch", "job_finished"]);
+    const tr = events.find((e) => e.type === "tool_result");
+    expect(tr).toMatchObject({ isError: true, output: expect.stringMatching(/the command was stopped: the job is ending/) });
+    expect(JSON.stringify(tr)).not.toMatch(/never/);
+    expect(fake.requests).toHaveLength(1);
+    expect(events.at(-1)).toMatchObject({ type: "job_finished", status: "cancelled" });
+    expect(sandboxes).toHaveLength(1);
+    expect(await exists("container", sandboxes[0]!.name)).toBe(false);
+    expect(await exists("volume", sandboxes[0]!.volume)).toBe(false);
+  });
+
+  it("a job cancelled before it starts makes no sandbox and asks no model", async () => {
+    const ctl = new AbortController();
+    ctl.abort("cancelled");
+    const { result, events, fake, sandboxes } = await run([reply(text("never asked"))], {}, { signal: ctl.signal });
+    expect(result).toMatchObject({ status: "cancelled", turns: 0, error: "the job was cancelled before it started" });
+    expect(sandboxes).toEqual([]);
+    expect(fake.requests).toHaveLength(0);
+    expect(events.map((e) => e.type)).toEqual(["job_started", "job_finished"]);
   });
 
   it("cancellation during setup ends with status cancelled, not failed", async () => {
     const ctl = new AbortController();
-    setTimeout(() => ctl.abort("cancelled"), 1000);
-    const { result } = await run([reply(text("never asked"))], { setup: "sleep 30" }, { signal: ctl.signal });
+    // The setup command runs right after sandbox_ready.
+    const onEvent = (e: TranscriptEvent) => e.type === "sandbox_ready" && ctl.abort("cancelled");
+    const { result, events, fake, sandboxes } = await run([reply(text("never asked"))], { setup: "sleep 30" }, { signal: ctl.signal, onEvent });
     expect(result).toMatchObject({ status: "cancelled", turns: 0 });
     expect(result.error).toMatch(/during setup: sleep 30/);
+    expect(fake.requests).toHaveLength(0);
+    expect(events.find((e) => e.type === "setup")).toMatchObject({ command: "sleep 30" });
+    expect(await exists("container", sandboxes[0]!.name)).toBe(false);
   });
 
   it("a 529 then success: the job succeeds and the transcript shows the retry", async () => {
