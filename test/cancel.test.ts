@@ -1,0 +1,102 @@
+// Cancellation through a worker (in-process, real Redis, Docker and SDK): each of the two paths
+// alone (the Redis channel, and the poll of the cancel mark), and a job cancelled while it waits.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { AnthropicModel } from "../src/agent/model.js";
+import { PatchbayClient } from "../src/queue.js";
+import type { TranscriptEvent } from "../src/spec.js";
+import { startWorker, type WorkerHandle } from "../src/worker.js";
+import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
+import { startRedis } from "./support/cluster.js";
+import { byTurn, taskOf } from "./support/scripts.js";
+
+const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
+const LONG = [reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" })), reply(text("never asked"))];
+
+let redis: Awaited<ReturnType<typeof startRedis>>;
+let fake: FakeAnthropic;
+let worker: WorkerHandle | undefined;
+let client: PatchbayClient | undefined;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  fake = await startFakeAnthropic(byTurn(LONG));
+});
+afterEach(async () => {
+  await client?.close();
+  await worker?.shutdown(5000);
+  client = worker = undefined;
+});
+afterAll(async () => {
+  await fake?.close();
+  await redis?.stop();
+});
+
+/** A worker of its own queue, configured by `env` (read once, when it starts). */
+async function start(queueName: string, env: Record<string, string>) {
+  Object.assign(process.env, env);
+  try {
+    worker = await startWorker({
+      redisUrl: redis.url,
+      queueName,
+      concurrency: 1,
+      model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 }),
+      log: (l) => logs.push(`${queueName}: ${l}`),
+    });
+  } finally {
+    for (const k of Object.keys(env)) delete process.env[k];
+  }
+  client = new PatchbayClient({ redisUrl: redis.url, queueName });
+  return client;
+}
+
+async function waitForEvent(c: PatchbayClient, id: string, type: TranscriptEvent["type"]) {
+  for await (const e of c.watch(id)) if (e.type === type) return e;
+  throw new Error(`job ${id} ended without a ${type} event`);
+}
+
+async function transcript(c: PatchbayClient, id: string) {
+  const events: TranscriptEvent[] = [];
+  for await (const e of c.watch(id, { follow: false })) events.push(e);
+  return events;
+}
+
+describe("cancelling a running job", () => {
+  // Without the path under test a job would run on until its own timeout and end as "timeout".
+  it("the poll alone (no Redis channel) cancels it", async () => {
+    const c = await start("cancel-poll", { PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_CANCEL_POLL_MS: "300" });
+    const id = await c.enqueue({ task: "long job (poll)", repo: { path: CLAMP }, timeoutSec: 40 });
+    await waitForEvent(c, id, "tool_call");
+    expect(await c.cancel(id)).toBe("signalled");
+    const result = await c.waitForResult(id);
+    expect(result).toMatchObject({ status: "cancelled", filesChanged: ["clamp.py"] });
+    expect((await transcript(c, id)).find((e) => e.type === "tool_result")).toMatchObject({ output: expect.stringMatching(/the command was stopped/) });
+  });
+
+  it("the Redis channel alone cancels it long before the next poll", async () => {
+    // The poll comes every 60 s, the job's own timeout is 20 s: only the channel can cancel it.
+    const c = await start("cancel-pubsub", { PATCHBAY_CANCEL_POLL_MS: "60000" });
+    const id = await c.enqueue({ task: "long job (pubsub)", repo: { path: CLAMP }, timeoutSec: 20 });
+    await waitForEvent(c, id, "tool_call");
+    expect(await c.cancel(id)).toBe("signalled");
+    const result = await c.waitForResult(id);
+    expect(result).toMatchObject({ status: "cancelled", filesChanged: ["clamp.py"] });
+  });
+});
+
+describe("cancelling a job that waits in the queue", () => {
+  it("ends it as cancelled when a worker takes it: no sandbox, no model request", async () => {
+    const c = await start("cancel-waiting", {});
+    const running = await c.enqueue({ task: "long job (holds the only slot)", repo: { path: CLAMP } });
+    await waitForEvent(c, running, "tool_call");
+    const waiting = await c.enqueue({ task: "waiting job to cancel", repo: { path: CLAMP } });
+    expect((await c.status(waiting)).state).toBe("waiting");
+    expect(await c.cancel(waiting)).toBe("cancelled");
+    expect(await c.cancel(running)).toBe("signalled");
+    expect((await c.waitForResult(running)).status).toBe("cancelled");
+    const result = await c.waitForResult(waiting);
+    expect(result).toMatchObject({ status: "cancelled", turns: 0, error: "the job was cancelled before it started", patch: "" });
+    expect((await transcript(c, waiting)).map((e) => e.type)).toEqual(["job_started", "job_finished"]);
+    expect(fake.requests.filter((r) => /waiting job/.test(taskOf(r.body)))).toEqual([]);
+  });
+});
