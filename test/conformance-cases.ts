@@ -1,11 +1,11 @@
-// Loads the editor conformance cases (../shared/conformance/editor-cases.jsonl, beside the repo) and runs
+// Loads the editor conformance cases (test/fixtures/editor-cases.jsonl, format in editor-cases.md) and runs
 // one against any EditorFs: setup through EditorFs.mkdirp/write, assertions through EditorFs.read, so the
 // same runner serves the in-memory fs and a real Docker sandbox.
 import { readFileSync } from "node:fs";
 import { expect } from "vitest";
 import type { EditorFlavor, EditorFs, ToolOutput } from "../src/tools/editor.js";
 
-export const CASES_URL = new URL("../../shared/conformance/editor-cases.jsonl", import.meta.url);
+export const CASES_URL = new URL("./fixtures/editor-cases.jsonl", import.meta.url);
 
 /** File content in a case: a string, or `s` repeated `count` times. */
 export type CaseContent = string | { repeat: string; count: number };

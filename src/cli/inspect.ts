@@ -141,6 +141,7 @@ const list: Command = {
 
 Recent jobs, newest first: id, state, result status, age (since enqueued), duration (running
 time so far, or until it finished) and task. An empty queue says so on stderr.
+Exit status: 0 (an empty queue too); 1 Redis unreachable; 2 usage.
   --state STATE          only jobs in these states (repeatable or comma-separated):
                          ${STATES.join(", ")}
   --limit N              at most N jobs (default 50)

@@ -1,0 +1,184 @@
+// The CLI's contract with scripts, against a Redis of this test's own. Jobs are finished by a plain
+// BullMQ worker in this process (no Docker, no model): a task starting with "fail" fails, "cancel"
+// ends cancelled, anything else completes.
+import { UnrecoverableError, Worker } from "bullmq";
+import { Redis } from "ioredis";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { keys } from "../src/keys.js";
+import { PatchbayClient, type JobData } from "../src/queue.js";
+import { emptyResult, type JobResult } from "../src/spec.js";
+import { ensureBuilt, patchbay, ROOT, spawnPatchbay } from "./cli-helpers.js";
+import { startRedis } from "./support/cluster.js";
+
+const CLAMP = join(ROOT, "examples/clamp");
+const PATCH = "--- a/clamp.py\n+++ b/clamp.py\n";
+
+describe("patchbay CLI for scripts (a queue of its own)", () => {
+  let redis: Awaited<ReturnType<typeof startRedis>>;
+  let env: Record<string, string>;
+  const clients: PatchbayClient[] = [];
+  const workers: Worker[] = [];
+
+  const client = (queueName: string) => {
+    const c = new PatchbayClient({ redisUrl: redis.url, queueName });
+    clients.push(c);
+    return c;
+  };
+
+  /** A BullMQ worker that finishes jobs by their task's first word. */
+  const finisher = (queueName: string) => {
+    const w = new Worker<JobData, JobResult>(
+      queueName,
+      async (job) => {
+        const task = job.data.spec.task;
+        if (task.startsWith("fail")) throw new UnrecoverableError("boom: the repo is broken");
+        if (task.startsWith("cancel")) return emptyResult("cancelled", "cancelled by a user", { jobId: job.id! });
+        return { ...emptyResult("completed", "", { jobId: job.id! }), error: undefined, patch: PATCH, filesChanged: ["clamp.py"] };
+      },
+      { connection: new Redis(redis.url, { maxRetriesPerRequest: null }) },
+    );
+    workers.push(w);
+    return w;
+  };
+
+  /** Enqueues one job per task and waits until each has finished. */
+  const finished = async (queueName: string, tasks: string[]) => {
+    const c = client(queueName);
+    finisher(queueName);
+    const ids: string[] = [];
+    for (const task of tasks) ids.push(await c.enqueue({ task, repo: { path: CLAMP } }));
+    await Promise.all(ids.map((id) => c.waitForResult(id, { timeoutMs: 20_000, warnIfNoWorker: false }).catch(() => {})));
+    return ids;
+  };
+
+  beforeAll(async () => {
+    await ensureBuilt(); // dist/ runs the commands ~5x faster than src/ through tsx
+    redis = await startRedis();
+    // The environment names another queue: the commands below say which one with --queue.
+    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: "not-this-one" };
+  });
+
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.close()));
+    await Promise.all(clients.map((c) => c.close()));
+    await redis?.stop();
+  });
+
+  it("an unknown id fails (exit 1, 'no job <id> in queue <q>') for watch, status, result and cancel", async () => {
+    for (const cmd of ["watch", "status", "result", "cancel"]) {
+      const r = await patchbay([cmd, "no-such-id", "--queue", "q-unknown"], env);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(1);
+      expect(r.stderr, cmd).toContain("no job no-such-id in queue q-unknown");
+    }
+  });
+
+  it("watch ends with the job's final status; exit 0 only if it completed", async () => {
+    const [done, failed, cancelled] = await finished("q-watch", ["complete it", "fail it", "cancel it"]);
+    const cases = [[done, 0, /job \S+ completed/], [failed, 1, /job \S+ failed: .*boom: the repo is broken/], [cancelled, 1, /job \S+ cancelled: cancelled by a user/]] as const;
+    for (const [id, code, re] of cases) {
+      const r = await patchbay(["watch", id!, "--queue", "q-watch"], env);
+      expect(r.code, `${id}: ${r.stderr}`).toBe(code);
+      expect(r.stderr).toMatch(re);
+    }
+  });
+
+  it("result of a failed job prints the reason on stderr (and exits 1); a completed one prints the patch", async () => {
+    const [done, failed] = await finished("q-result", ["complete it", "fail it"]);
+    const f = await patchbay(["result", failed!, "--queue", "q-result"], env);
+    expect(f.code).toBe(1);
+    expect(f.stdout).toBe("");
+    expect(f.stderr).toMatch(new RegExp(`job ${failed} failed: .*boom: the repo is broken`));
+    const d = await patchbay(["result", done!, "--queue", "q-result"], env);
+    expect(d).toMatchObject({ code: 0, stdout: PATCH, stderr: "" });
+  });
+
+  it("status takes several ids (an unknown one is named, and the exit is 1)", async () => {
+    const [a, b] = await finished("q-status", ["complete it", "fail it"]);
+    const r = await patchbay(["status", a!, "nope", b!, "--queue", "q-status"], env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("no job nope in queue q-status");
+    expect(r.stdout.trim().split("\n")).toEqual([`${a}\tcompleted\tcompleted`, `${b}\tfailed\t\tboom: the repo is broken`]);
+    const json = await patchbay(["status", a!, b!, "--json", "--queue", "q-status"], env);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout).map((s: { id: string; state: string }) => [s.id, s.state])).toEqual([[a, "completed"], [b, "failed"]]);
+  });
+
+  it("list: a header, newest first, age and duration, --state, --limit; an empty queue says so", async () => {
+    const [first] = await finished("q-list", ["complete the first"]);
+    await Promise.all(workers.map((w) => w.close()));
+    const c = client("q-list");
+    const second = await c.enqueue({ task: "the second", repo: { path: CLAMP } });
+    await new Promise((r) => setTimeout(r, 20));
+    const third = await c.enqueue({ task: "the third", repo: { path: CLAMP } });
+    const all = await patchbay(["list", "--queue", "q-list"], env);
+    expect(all.code).toBe(0);
+    const lines = all.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^ID\s+STATE\s+RESULT\s+AGE\s+DURATION\s+TASK$/);
+    expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual([third, second, first]);
+    expect(lines[3]).toMatch(new RegExp(`^${first}\\s+completed\\s+completed\\s+\\d+(ms|s)\\s+\\d+(ms|s)\\s+complete the first$`));
+    expect(lines[1]).toMatch(/waiting\s+-\s+\d+(ms|s)\s+-\s+the third$/);
+    const done = await patchbay(["list", "--state", "completed", "--queue", "q-list"], env);
+    expect(done.stdout.trim().split("\n").slice(1).map((l) => l.split(/\s+/)[0])).toEqual([first]);
+    const one = await patchbay(["list", "--limit", "1", "--json", "--queue", "q-list"], env);
+    expect(JSON.parse(one.stdout).map((j: { id: string }) => j.id)).toEqual([third]);
+    const empty = await patchbay(["list", "--queue", "q-empty"], env);
+    expect(empty).toMatchObject({ code: 0, stdout: "" });
+    expect(empty.stderr).toMatch(/no jobs in queue q-empty/);
+  });
+
+  it("--json on enqueue and cancel; --queue and --redis-url flags beat the environment", async () => {
+    const badEnv = { REDIS_URL: "redis://127.0.0.1:9", PATCHBAY_QUEUE: "not-this-one" };
+    const e = await patchbay(["enqueue", "--repo", CLAMP, "--task", "t", "--json", "--queue", "q-json", "--redis-url", redis.url], badEnv);
+    expect(e.code, e.stderr).toBe(0);
+    const { queue, ids } = JSON.parse(e.stdout) as { queue: string; ids: string[] };
+    expect(queue).toBe("q-json");
+    expect(ids).toHaveLength(1);
+    expect((await client("q-json").status(ids[0]!)).state).toBe("waiting");
+    const cancel = await patchbay(["cancel", ids[0]!, "--json", "--queue", "q-json", "--redis-url", redis.url], badEnv);
+    expect(cancel.code).toBe(0);
+    expect(JSON.parse(cancel.stdout)).toEqual([{ id: ids[0], outcome: "cancelled" }]);
+  });
+
+  it("--job-id: the same spec returns the same id; another spec is an error naming the existing job", async () => {
+    const args = ["enqueue", "--repo", CLAMP, "--job-id", "fixed-1", "--queue", "q-idem"];
+    const first = await patchbay([...args, "--task", "task A"], env);
+    expect(first).toMatchObject({ code: 0, stdout: "fixed-1\n" });
+    const again = await patchbay([...args, "--task", "task A"], env);
+    expect(again).toMatchObject({ code: 0, stdout: "fixed-1\n" });
+    const other = await patchbay([...args, "--task", "task B"], env);
+    expect(other.code).toBe(1);
+    expect(other.stdout).toBe("");
+    expect(other.stderr).toMatch(/job fixed-1 already exists in queue q-idem with a different spec/);
+    expect((await client("q-idem").list()).map((j) => j.task)).toEqual(["task A"]);
+  });
+
+  it("a missing local --repo never reaches Redis", async () => {
+    const r = await patchbay(["enqueue", "--repo", "/nonexistent/repo", "--task", "t", "--queue", "q-missing"], env);
+    expect(r.code).toBe(2);
+    const raw = new Redis(redis.url);
+    expect(await raw.keys("bull:q-missing:*")).toEqual([]);
+    raw.disconnect();
+  });
+
+  it("Ctrl-C on run says the job keeps running and how to cancel it; --cancel-on-exit cancels it", async () => {
+    for (const cancelOnExit of [false, true]) {
+      const p = spawnPatchbay(["run", "--repo", CLAMP, "--task", "wait for ever", "--queue", "q-ctrlc", ...(cancelOnExit ? ["--cancel-on-exit"] : [])], env);
+      await p.waitFor(/no worker is running on queue 'q-ctrlc'/);
+      await new Promise((r) => setTimeout(r, 300));
+      const id = /job (\S+) enqueued/.exec(p.out().stderr)![1]!;
+      p.proc.kill("SIGINT");
+      expect(await p.exited).toBe(130);
+      const { stderr } = p.out();
+      if (cancelOnExit) {
+        expect(stderr).toMatch(new RegExp(`SIGINT: job ${id} cancelled`));
+        expect(await client("q-ctrlc").redis.exists(keys("q-ctrlc").cancel(id))).toBe(1);
+      } else {
+        expect(stderr).toMatch(new RegExp(`job ${id} keeps running`));
+        expect(stderr).toContain(`patchbay cancel ${id}`);
+        expect(stderr).toContain("--cancel-on-exit");
+        expect(await client("q-ctrlc").redis.exists(keys("q-ctrlc").cancel(id))).toBe(0);
+      }
+    }
+  });
+});
