@@ -35,7 +35,14 @@ export async function ensureBuilt(): Promise<void> {
     }
   }
   try {
-    if (stale()) execFileSync("npm", ["run", "build"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    if (stale()) {
+      try {
+        execFileSync("npm", ["run", "build"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+      } catch (err) {
+        // tsc emits despite type errors (in files being edited); only a missing output is fatal here.
+        if (!existsSync(DIST_CLI)) throw err;
+      }
+    }
   } finally {
     rmdirSync(lock);
   }
