@@ -1,0 +1,220 @@
+// A `{ git }` repo cloned on the host, into a temp dir the size bound holds for at every step:
+// a local source is measured before it is cloned, a remote clone is watched while it runs, and the
+// tree to check out is summed from `git ls-tree` before anything is checked out.
+//
+// Local sources (a path, or a file:// URL) are hostile too: git would follow a `.git` file
+// ("gitdir: /another/repo"), a `.git` or `objects` symlink, a `commondir` file, or borrow objects
+// through objects/info/alternates, and so put another host repo into the sandbox. A worker accepts
+// only (a) a directory whose `.git` is a real directory, or (b) a bare repo directory with no `.git`
+// entry in it; in both the git dir has no `commondir`, its `objects` is a real directory with no
+// symlink anywhere below it and no info/alternates or info/http-alternates. The checked path is
+// what git is given. (Someone who can rewrite the source while it is cloned can still race this.)
+import { spawn } from "node:child_process";
+import fss from "node:fs";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { breathe, Budget, quote, RepoError, tooLarge } from "./repo-common.js";
+
+export type CloneOptions = { timeoutSec: number; max: number; maxEntries: number };
+
+/** Hides credentials in URLs before they reach an error message. */
+export const redact = (url: string) => url.replace(/\/\/[^/@]*@/, "//***@");
+
+export async function cloneRepo(url: string, ref: string | undefined, opts: CloneOptions): Promise<string> {
+  const label = `repo.git ${redact(url)}`;
+  if (url.startsWith("-")) throw new RepoError(`${label}: not a repository URL`);
+  if (ref !== undefined && (ref === "" || ref.startsWith("-"))) throw new RepoError(`${label}: bad ref ${quote(ref)}`);
+  const isFileUrl = /^file:/i.test(url);
+  const local = isFileUrl || fss.existsSync(url);
+  const source = local ? await checkLocalSource(label, isFileUrl ? fileUrlPath(label, url) : url, opts) : url;
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), "patchbay-clone-")); // a failure here is the host's
+  try {
+    const clone = await git(["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir], { ...opts, watch: dir, local, trusted: false });
+    if (clone.code !== 0) throw failure(label, `git clone failed: ${clone.stderr}`, clone);
+    if (local && fss.existsSync(path.join(dir, ".git/objects/info/alternates"))) throw new RepoError(`${label}: the local repo borrows objects from another repo (objects/info/alternates)`);
+    const commit = await resolve(dir, ref, opts);
+    if (commit === undefined && ref !== undefined) throw new RepoError(`${label}: ref ${quote(ref)} not found (no such branch, tag or commit)`);
+    if (commit === undefined) return dir; // an empty repo (or a remote HEAD to nowhere): nothing to check out
+    const gitBytes = await duBytes(dir);
+    const treeBytes = await treeSize(label, dir, commit, opts.max - gitBytes, opts);
+    if (gitBytes + treeBytes > opts.max) throw tooLarge(label, gitBytes + treeBytes, opts.max, `${treeBytes} to check out at ${quote(ref ?? "HEAD")}, ${gitBytes} in .git`);
+    const co = await git(["-C", dir, "checkout", "--quiet", ref ?? "HEAD", "--"], { ...opts, watch: dir, local: true, trusted: true });
+    if (co.code !== 0) throw failure(label, `git checkout of ${quote(ref ?? "HEAD")} failed: ${co.stderr}`, co);
+    if ((await revParse(dir, "HEAD", opts)) !== commit) throw new RepoError(`${label}: ref ${quote(ref ?? "HEAD")} is ambiguous`);
+    return dir;
+  } catch (err) {
+    await fs.rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+function fileUrlPath(label: string, url: string): string {
+  try {
+    return fileURLToPath(url);
+  } catch {
+    throw new RepoError(`${label}: not a local file URL`);
+  }
+}
+
+/** The git dir of a local source, checked as the header comment says; too large a source is refused before it is copied. */
+async function checkLocalSource(label: string, p: string, opts: CloneOptions): Promise<string> {
+  const root = path.resolve(p);
+  const lst = (rel: string) => fss.lstatSync(path.join(root, rel), { throwIfNoEntry: false });
+  const refuse = (why: string) => new RepoError(`${label}: the local repo ${why}; a worker clones only a repo whose git dir is its own`);
+  if (!lst("")?.isDirectory()) throw new RepoError(`${label}: the local path is not a directory`);
+  const dotGit = lst(".git");
+  if (dotGit && !dotGit.isDirectory()) throw refuse(`has a .git ${dotGit.isSymbolicLink() ? "symlink" : "file"}, which points at another repo`);
+  const gitDir = dotGit ? path.join(root, ".git") : root;
+  const rel = (name: string) => path.relative(root, path.join(gitDir, name)) || ".";
+  const has = (name: string) => fss.lstatSync(path.join(gitDir, name), { throwIfNoEntry: false });
+  if (!has("HEAD") || !has("refs")) throw new RepoError(`${label}: the local path is not a git repository`);
+  if (has("commondir")) throw refuse(`shares another repo's git dir (${rel("commondir")})`);
+  const objects = has("objects");
+  if (!objects?.isDirectory()) throw refuse(`has no objects directory of its own (${rel("objects")} is ${objects ? "a symlink or file" : "missing"})`);
+  for (const f of ["alternates", "http-alternates"]) if (has(`objects/info/${f}`)) throw refuse(`borrows objects from another repo (${rel(`objects/info/${f}`)})`);
+  const bytes = await objectBytes(label, path.join(gitDir, "objects"), (n) => refuse(`has a symlink in its object store (${rel(`objects/${n}`)})`), opts);
+  if (bytes > opts.max) throw tooLarge(label, bytes, opts.max, "in the local repo's object store, before it is cloned");
+  return root;
+}
+
+/** Total bytes under a local objects dir; a symlink anywhere is refused. */
+async function objectBytes(label: string, dir: string, symlink: (name: string) => Error, opts: CloneOptions): Promise<number> {
+  const budget = new Budget(label, opts.maxEntries);
+  let total = 0;
+  const visit = async (rel: string): Promise<void> => {
+    for (const e of await fs.readdir(path.join(dir, rel), { withFileTypes: true })) {
+      const name = rel ? `${rel}/${e.name}` : e.name;
+      budget.add(name, name.length);
+      if (e.isSymbolicLink()) throw symlink(name);
+      if (e.isDirectory()) await visit(name);
+      else if (e.isFile()) total += fss.lstatSync(path.join(dir, name)).size;
+      await breathe();
+    }
+  };
+  await visit("");
+  return total;
+}
+
+/** The commit a ref names as `git checkout` would take it (a remote branch too), or undefined. */
+async function resolve(dir: string, ref: string | undefined, opts: CloneOptions): Promise<string | undefined> {
+  if (ref === undefined) return revParse(dir, "HEAD", opts);
+  return (await revParse(dir, ref, opts)) ?? (await revParse(dir, `refs/remotes/origin/${ref}`, opts));
+}
+
+async function revParse(dir: string, rev: string, opts: CloneOptions): Promise<string | undefined> {
+  const r = await git(["-C", dir, "rev-parse", "-q", "--verify", "--end-of-options", `${rev}^{commit}`], { ...opts, local: true, trusted: true, stdout: true });
+  return r.code === 0 ? r.stdout.trim() : undefined;
+}
+
+/**
+ * Bytes of the blobs in the commit's tree, from `git ls-tree -r -l -z` read as it streams: git is
+ * stopped as soon as the sum passes `budget` or the entries pass the bound.
+ */
+function treeSize(label: string, dir: string, commit: string, budget: number, opts: CloneOptions): Promise<number> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn("git", [...HARDEN, "-C", dir, "ls-tree", "-r", "-l", "-z", "--full-tree", commit], { env: gitEnv(true), stdio: ["ignore", "pipe", "pipe"] });
+    let [bytes, entries, rest, over, stderr] = [0, 0, "", false, ""];
+    const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutSec * 1000);
+    child.stdout.setEncoding("latin1").on("data", (chunk: string) => {
+      const records = (rest + chunk).split("\0");
+      rest = records.pop()!;
+      for (const rec of records) {
+        const [mode, type, , size] = rec.slice(0, rec.indexOf("\t")).split(/ +/);
+        if (type === "blob") bytes += Number(size) || 0;
+        if (mode !== undefined && ++entries > opts.maxEntries) over = true;
+      }
+      if (rest.length > 64 * 1024) over = true; // no record is that long
+      if (bytes > budget || over) child.kill("SIGKILL");
+    });
+    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr = (stderr + c).slice(-2000)));
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      if (entries > opts.maxEntries) return reject(new RepoError(`${label}: the repo has more than ${opts.maxEntries} files`));
+      if (bytes > budget) return resolvePromise(bytes); // the caller reports it
+      if (code !== 0) return reject(new RepoError(`${label}: git ls-tree failed: ${stderr.trim().slice(-600) || `exit ${code}`}`));
+      resolvePromise(bytes);
+    });
+  });
+}
+
+/** The error for a failed git run: the repo's (RepoError), unless the host ran out of disk or is read-only. */
+function failure(label: string, message: string, r: GitResult): Error {
+  if (r.tooLarge !== undefined) return tooLarge(label, r.tooLarge, r.max, "the clone directory while git was writing it");
+  if (/No space left on device|Read-only file system|Disk quota exceeded/i.test(r.stderr)) return new Error(`${label}: ${message}`);
+  return new RepoError(`${label}: ${message}`);
+}
+
+// Hooks, fsmonitor, submodules and exotic transports are off for every host git run; file:// and
+// local paths only for a checked local source or our own clone.
+const HARDEN = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "submodule.recurse=false", "-c", "protocol.allow=never"];
+const PROTOCOLS = ["https", "http", "ssh", "git"].flatMap((p) => ["-c", `protocol.${p}.allow=always`]);
+// Set by the operator's shell or a hook, these would point git at another repo.
+const REPO_VARS = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM"];
+
+/**
+ * The clone keeps the operator's global config (credentials, proxies, insteadOf); what runs in our
+ * own clone afterwards (rev-parse, ls-tree, checkout) has no system or global config at all, so
+ * no filter, autocrlf or hook of the host's applies to the repo's files.
+ */
+function gitEnv(trusted: boolean): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, GIT_TERMINAL_PROMPT: "0", GIT_SSH_COMMAND: process.env.GIT_SSH_COMMAND ?? "ssh -o BatchMode=yes" };
+  for (const v of REPO_VARS) delete env[v];
+  return trusted ? { ...env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } : env;
+}
+
+type GitResult = { code: number; stderr: string; stdout: string; tooLarge?: number; max: number };
+type GitRun = CloneOptions & { local: boolean; trusted: boolean; watch?: string; stdout?: boolean };
+
+/**
+ * Host git with no prompt and a hard timeout. With `watch`, the directory's size is polled every
+ * 0.5 s and git is killed once it passes the bound: a remote clone has no size limit of its own.
+ */
+function git(args: string[], run: GitRun): Promise<GitResult> {
+  const protocols = run.local ? ["-c", "protocol.file.allow=always"] : PROTOCOLS;
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn("git", [...HARDEN, ...protocols, "-c", "protocol.ext.allow=never", ...args], {
+      env: gitEnv(run.trusted),
+      stdio: ["ignore", run.stdout ? "pipe" : "ignore", "pipe"],
+      timeout: run.timeoutSec * 1000,
+      killSignal: "SIGKILL",
+    });
+    let [stderr, stdout, tooBig] = ["", "", undefined as number | undefined];
+    child.stdout?.setEncoding("utf8").on("data", (c: string) => (stdout = (stdout + c).slice(-4096)));
+    child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr = (stderr + c).slice(-2000)));
+    const stopWatch = run.watch ? watchSize(run.watch, run.max, (n) => ((tooBig = n), child.kill("SIGKILL"))) : () => {};
+    child.on("error", (err) => (stopWatch(), reject(err)));
+    child.on("close", (code, signal) => {
+      stopWatch();
+      const tail = stderr.trim().split("\n").slice(-5).join("\n").slice(-600) || "(no output)";
+      const killed = signal && tooBig === undefined ? `killed by ${signal} after ${run.timeoutSec}s: ${tail}` : tail;
+      resolvePromise({ code: code ?? -1, stderr: killed, stdout, tooLarge: tooBig, max: run.max });
+    });
+  });
+}
+
+/** Polls `du` on dir; `over(bytes)` once it holds more than max. Returns a stop function. */
+function watchSize(dir: string, max: number, over: (bytes: number) => void): () => void {
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    void duBytes(dir)
+      .then((n) => n > max && (clearInterval(timer), over(n)))
+      .finally(() => (busy = false));
+  }, 500);
+  return () => clearInterval(timer);
+}
+
+/** Apparent bytes under dir, by `du` in a child process (0 if du cannot say). */
+function duBytes(dir: string): Promise<number> {
+  return new Promise((resolvePromise) => {
+    const du = spawn("du", ["-s", "-b", dir], { stdio: ["ignore", "pipe", "ignore"] });
+    let out = "";
+    du.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+    du.on("error", () => resolvePromise(0));
+    du.on("close", () => resolvePromise(Number.parseInt(out, 10) || 0));
+  });
+}

@@ -1,0 +1,445 @@
+// Hostile repos against repoArchive on the host: crafted git indexes, deep or lying archives,
+// local git sources that point at other host repos, and highly compressible blobs. Each must fail
+// as a RepoError (not retried) or load, without blocking the worker's event loop: lag < 100 ms.
+import { execFileSync, spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { gzip } from "node:zlib";
+import * as tar from "tar-stream";
+import { afterAll, describe, expect, it } from "vitest";
+import { loadRepo, RepoError, repoArchive, type RepoArchive, type RepoArchiveOptions, type RepoSource } from "../src/repo.js";
+import type { Sandbox } from "../src/sandbox/sandbox.js";
+import { withLag } from "./support/lag.js";
+
+const MAX_LAG_MS = 100;
+const ROOT = path.resolve(import.meta.dirname, "..");
+const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-hostile-test-"));
+afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
+
+let count = 0;
+const fresh = (prefix = "d") => path.join(tmpRoot, `${prefix}${count++}`);
+
+function hostDir(files: Record<string, string | Buffer> = {}): string {
+  const dir = fresh();
+  fs.mkdirSync(dir, { recursive: true });
+  for (const [name, body] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), body);
+  }
+  return dir;
+}
+
+const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "commit.gpgSign=false"];
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }).trim();
+}
+/** A repo with the given files committed. */
+function gitRepo(files: Record<string, string | Buffer>): string {
+  const dir = hostDir(files);
+  git(dir, "init", "-q");
+  git(dir, "add", "-A");
+  git(dir, "commit", "-qm", "init");
+  return dir;
+}
+
+/** The archive's entry names (and bodies of small files), then cleanup. */
+async function drain(a: RepoArchive): Promise<Map<string, { header: tar.Header; body: Buffer }>> {
+  const out = new Map<string, { header: tar.Header; body: Buffer }>();
+  try {
+    const extract = tar.extract();
+    a.stream.on("error", (e) => extract.destroy(e));
+    a.stream.pipe(extract);
+    for await (const entry of extract) {
+      const chunks: Buffer[] = [];
+      for await (const c of entry) if (entry.header.size! < 1024 * 1024) chunks.push(c as Buffer);
+      out.set(entry.header.name, { header: entry.header, body: Buffer.concat(chunks) });
+    }
+  } finally {
+    await a.cleanup();
+  }
+  return out;
+}
+
+/** repoArchive and the draining of its stream, under a lag monitor. */
+async function load(repo: RepoSource, opts: RepoArchiveOptions = {}) {
+  const r = await withLag(async () => drain(await repoArchive(repo, opts)));
+  return { entries: r.value, error: r.error, lagMs: r.lagMs };
+}
+
+/** Whether any entry holds `needle` in its name or body. */
+const leaks = (entries: Map<string, { body: Buffer }> | undefined, needle: string) =>
+  [...(entries ?? new Map<string, { body: Buffer }>()).entries()].some(([n, e]) => n.includes(needle) || e.body.includes(needle));
+
+type ChildResult = { code: number | null; signal: string | null; ms: number; out?: { ok: boolean; repoError: boolean; message: string; lagMs: number; bytes: number } };
+/**
+ * repoArchive + drain in a child node (its own heap bound and a wall-clock bound), for inputs that
+ * would kill or freeze the test process on unfixed code.
+ */
+async function inChild(repo: RepoSource, opts: RepoArchiveOptions, limits: { heapMb: number; timeoutMs: number }): Promise<ChildResult> {
+  const script = path.join(tmpRoot, `child${count++}.mts`);
+  fs.writeFileSync(
+    script,
+    `import { repoArchive, RepoError } from ${JSON.stringify(path.join(ROOT, "src/repo.ts"))};
+import { withLag } from ${JSON.stringify(path.join(ROOT, "test/support/lag.ts"))};
+const r = await withLag(async () => {
+  const a = await repoArchive(${JSON.stringify(repo)}, ${JSON.stringify(opts)});
+  let bytes = 0;
+  try { for await (const c of a.stream) bytes += c.length; } finally { await a.cleanup(); }
+  return bytes;
+});
+const e = r.error as Error | undefined;
+console.log(JSON.stringify({ ok: !e, repoError: e instanceof RepoError, message: e ? String(e.message) : "", lagMs: r.lagMs, bytes: r.value ?? 0 }));
+`,
+  );
+  const t0 = Date.now();
+  const child = spawn(process.execPath, [`--max-old-space-size=${limits.heapMb}`, "--import", "tsx", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stderr.resume();
+  const timer = setTimeout(() => child.kill("SIGKILL"), limits.timeoutMs);
+  const [code, signal] = await new Promise<[number | null, string | null]>((r) => child.on("close", (c, s) => r([c, s])));
+  clearTimeout(timer);
+  const line = stdout.trim().split("\n").pop() ?? "";
+  return { code, signal, ms: Date.now() - t0, out: line.startsWith("{") ? JSON.parse(line) : undefined };
+}
+
+// ---- 1. crafted .git/index ------------------------------------------------------------------
+
+/**
+ * An index v4 whose every entry keeps the whole previous name (drop 0) and appends one byte: name
+ * lengths grow 1, 2, 3…, so the names together are quadratic in the index's size.
+ */
+function growingIndexV4(bytes: number): Buffer {
+  const per = 40 + 20 + 2 + 1 + 1 + 1; // stat, sha1, flags, varint drop=0, "a", NUL
+  const n = Math.floor((bytes - 12 - 20) / per);
+  const buf = Buffer.alloc(12 + n * per + 20);
+  buf.write("DIRC", 0, "latin1");
+  buf.writeUInt32BE(4, 4);
+  buf.writeUInt32BE(n, 8);
+  for (let i = 0, off = 12; i < n; i++, off += per) {
+    buf.writeUInt32BE(0o100644, off + 24);
+    buf.writeUInt16BE(Math.min(i + 1, 0xfff), off + 60);
+    buf[off + 63] = 0x61; // drop (off+62) and the NUL (off+64) stay 0
+  }
+  return buf;
+}
+
+function repoWithIndex(index: Buffer): string {
+  const dir = gitRepo({ ".gitignore": "*.log\n", "a.txt": "a\n", "x.log": "ignored\n" });
+  fs.writeFileSync(path.join(dir, ".git/index"), index);
+  return dir;
+}
+
+describe("1. a crafted .git/index in a { path } repo", () => {
+  it("a 4 MB v4 index of 60k entries with ever-growing names neither kills the worker nor blocks it", async () => {
+    const index = growingIndexV4(4 * 1024 * 1024);
+    expect(index.readUInt32BE(8)).toBeGreaterThan(60_000);
+    const r = await inChild({ path: repoWithIndex(index) }, {}, { heapMb: 256, timeoutMs: 45_000 });
+    expect({ code: r.code, signal: r.signal }).toEqual({ code: 0, signal: null });
+    expect(r.out).toMatchObject({ ok: true });
+    expect(r.out!.lagMs).toBeLessThan(MAX_LAG_MS);
+  }, 60_000);
+
+  it("a 1.3 MB variant loads with lag < 100 ms; the bad index is ignored and the ignore rules decide", async () => {
+    const r = await load({ path: repoWithIndex(growingIndexV4(1.3 * 1024 * 1024)) });
+    expect(r.error).toBeUndefined();
+    expect(r.entries?.has("a.txt")).toBe(true);
+    expect(r.entries?.has("x.log")).toBe(false);
+    expect(r.entries?.get(".git/index")?.header.size).toBeGreaterThan(1024 * 1024);
+    expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
+  });
+
+  it("v4 prefix drops count bytes, not characters: a tracked-but-ignored file after a non-ASCII name is kept", async () => {
+    const dir = gitRepo({ ".gitignore": "b\n", "aé": "x\n" });
+    fs.writeFileSync(path.join(dir, "b"), "tracked though ignored\n");
+    git(dir, "add", "-f", "b");
+    git(dir, "update-index", "--index-version", "4");
+    const r = await load({ path: dir });
+    expect(r.error).toBeUndefined();
+    expect([...r.entries!.keys()].filter((n) => !n.startsWith(".git/"))).toEqual(expect.arrayContaining([".gitignore", "aé", "b"]));
+  });
+
+  it("a big legitimate v4 index (150k entries) is parsed without blocking the loop", async () => {
+    const dir = gitRepo({ ".gitignore": "*.gen\n", "keep.gen": "tracked though ignored\n", "other.gen": "ignored\n" });
+    git(dir, "add", "-f", "keep.gen");
+    const blob = git(dir, "hash-object", "-w", "keep.gen");
+    const lines = Array.from({ length: 150_000 }, (_, i) => `100644 ${blob}\tsrc/m${i % 500}/deep/er/file-${i}.ts\n`).join("");
+    execFileSync("git", ["update-index", "--index-info"], { cwd: dir, input: lines });
+    git(dir, "update-index", "--index-version", "4");
+    const r = await load({ path: dir });
+    expect(r.error).toBeUndefined();
+    expect(r.entries?.has("keep.gen")).toBe(true);
+    expect(r.entries?.has("other.gen")).toBe(false);
+    expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
+  });
+});
+
+// ---- 2. deep and lying archives -------------------------------------------------------------
+
+async function tarball(entries: (Partial<tar.Header> & { name: string; body?: string | Buffer })[], gz = true): Promise<string> {
+  const pack = tar.pack();
+  for (const { body, ...h } of entries) pack.entry({ uid: 0, gid: 0, ...h }, body ?? "");
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack) chunks.push(c as Buffer);
+  const file = fresh("archive");
+  fs.writeFileSync(file, gz ? await promisify(gzip)(Buffer.concat(chunks)) : Buffer.concat(chunks));
+  return file;
+}
+
+/**
+ * n empty files named prefix + a 4-digit number, as a tar.gz: one entry packed by tar-stream (slow
+ * for long names), copied with its number rewritten in the pax record (data, so no checksum).
+ */
+async function numberedTarball(prefix: string, n: number): Promise<string> {
+  const pack = tar.pack();
+  pack.entry({ name: `${prefix}0000`, uid: 0, gid: 0 }, "");
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack) chunks.push(c as Buffer);
+  const one = Buffer.concat(chunks).subarray(0, -1024); // without the end-of-archive blocks
+  const at = one.indexOf("0000\n");
+  const all = Buffer.concat([...Array.from({ length: n }, (_, i) => Buffer.from(one).fill(String(i).padStart(4, "0"), at, at + 4)), Buffer.alloc(1024)]);
+  const file = fresh("archive");
+  fs.writeFileSync(file, await promisify(gzip)(all));
+  return file;
+}
+
+describe("2. deep paths in an { archive }", () => {
+  it("3,000 pax paths 8,000 characters deep in ~60 KB of tar.gz: a RepoError at once, lag < 100 ms", async () => {
+    const file = await numberedTarball("a/".repeat(4000), 3000);
+    expect(fs.statSync(file).size).toBeLessThan(200 * 1024);
+    const r = await inChild({ archive: file }, {}, { heapMb: 512, timeoutMs: 30_000 });
+    expect({ code: r.code, signal: r.signal }).toEqual({ code: 0, signal: null });
+    expect(r.out).toMatchObject({ ok: false, repoError: true });
+    expect(r.out!.message).toMatch(/entry "a\/a\/a.*" .*(longer than|deeper than)/);
+    expect(r.out!.message.length).toBeLessThan(600); // the hostile name is cut
+    expect(r.out!.lagMs).toBeLessThan(MAX_LAG_MS);
+  }, 45_000);
+
+  it("3,000 entries 256 components deep (within the bounds) load with lag < 100 ms", async () => {
+    const deep = "aaaaaaaaaaaaaa/".repeat(255);
+    const file = await numberedTarball(`${deep}f`, 3000);
+    const r = await load({ archive: file });
+    expect(r.error).toBeUndefined();
+    expect(r.entries?.size).toBe(3000 + 254); // the single top-level directory is stripped
+    expect(r.entries?.has(`${deep.slice(15)}f2999`)).toBe(true);
+    expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
+  });
+
+  it("refuses a component over 255 bytes, a depth over 256, too many entries; hostile names are escaped", async () => {
+    const long = await load({ archive: await tarball([{ name: `${"x".repeat(256)}/f`, body: "" }]) });
+    expect(long.error).toBeInstanceOf(RepoError);
+    expect(String(long.error)).toMatch(/a path component longer than 255 bytes/);
+    const deep = await load({ archive: await tarball([{ name: `${"d/".repeat(300)}f`, body: "" }]) });
+    expect(String(deep.error)).toMatch(/deeper than 256 directories/);
+    const many = await load({ archive: await tarball(Array.from({ length: 101 }, (_, i) => ({ name: `f${i}`, body: "" }))) }, { maxEntries: 100 });
+    expect(many.error).toBeInstanceOf(RepoError);
+    expect(String(many.error)).toMatch(/more than 100 entries/);
+    const esc = await load({ archive: await tarball([{ name: "\u001b[31mred\n/../x", body: "" }]) });
+    expect(esc.error).toBeInstanceOf(RepoError);
+    expect((esc.error as Error).message).toContain(String.raw`"\u001b[31mred\n/../x"`);
+    expect((esc.error as Error).message).not.toMatch(/[\u001b\n]/);
+  });
+});
+
+// ---- 3. repo-caused failures are RepoErrors -------------------------------------------------
+
+async function repoErrorOf(repo: RepoSource, opts: RepoArchiveOptions = {}): Promise<unknown> {
+  const r = await load(repo, opts);
+  expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
+  return r.error;
+}
+
+describe("3. failures that are the repo's fault are RepoErrors (not retried)", () => {
+  it("clone failures and too-large repos of every kind", async () => {
+    await expect(repoErrorOf({ git: path.join(tmpRoot, "no-such-repo") })).resolves.toBeInstanceOf(RepoError);
+    await expect(repoErrorOf({ git: "http://127.0.0.1:9/nothing-listens-here.git" })).resolves.toBeInstanceOf(RepoError);
+    const dir = gitRepo({ "a.txt": "a".repeat(100) });
+    for (const repo of [{ path: dir }, { git: dir }, { archive: await tarball([{ name: "a.txt", body: "a".repeat(100) }]) }]) {
+      const err = await repoErrorOf(repo, { maxBytes: 50 });
+      expect(err).toBeInstanceOf(RepoError);
+      expect(String(err)).toMatch(/too large: \d+ bytes of files.*the limit is 50/);
+    }
+  });
+
+  it("an archive that is not a tar, or a truncated tar.gz", async () => {
+    const junk = fresh("junk");
+    fs.writeFileSync(junk, Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 0]), Buffer.alloc(600, 7)]));
+    expect(await repoErrorOf({ archive: junk })).toBeInstanceOf(RepoError);
+    const ok = fs.readFileSync(await tarball([{ name: "a.txt", body: "a".repeat(5000) }]));
+    const cut = fresh("cut");
+    fs.writeFileSync(cut, ok.subarray(0, ok.length - 12));
+    expect(await repoErrorOf({ archive: cut })).toBeInstanceOf(RepoError);
+  });
+
+  it("hard links to a missing entry, a later one, a directory, a symlink, outside; a .git that is not a directory", async () => {
+    const cases: [string, (Partial<tar.Header> & { name: string; body?: string })[]][] = [
+      ["missing", [{ name: "a", body: "a" }, { name: "l", type: "link", linkname: "nope" }]],
+      ["later", [{ name: "l", type: "link", linkname: "a" }, { name: "a", body: "a" }]],
+      ["directory", [{ name: "d/", type: "directory" }, { name: "l", type: "link", linkname: "d" }]],
+      ["symlink", [{ name: "s", type: "symlink", linkname: "/etc/passwd" }, { name: "l", type: "link", linkname: "s" }]],
+      ["outside", [{ name: "l", type: "link", linkname: "../../etc/passwd" }]],
+      ["itself", [{ name: "l", type: "link", linkname: "l" }]],
+      [".git file", [{ name: ".git", body: "gitdir: /etc\n" }, { name: "a", body: "a" }]],
+      [".git symlink", [{ name: ".git", type: "symlink", linkname: "/tmp" }, { name: "a", body: "a" }]],
+    ];
+    for (const [what, entries] of cases) {
+      const err = await repoErrorOf({ archive: await tarball(entries) });
+      expect([what, err]).toEqual([what, expect.any(RepoError)]);
+    }
+    // A hard link to an earlier regular file is fine, also under a stripped top directory.
+    const ok = await load({ archive: await tarball([{ name: "p/a", body: "a" }, { name: "p/l", type: "link", linkname: "p/a" }]) });
+    expect(ok.error).toBeUndefined();
+    expect(ok.entries?.get("l")?.header).toMatchObject({ type: "link", linkname: "a" });
+  });
+
+  it("an archive swapped after the scan fails the load as a RepoError (not as the engine's error)", async () => {
+    const [file, evil] = [await tarball([{ name: "a.txt", body: "a" }]), await tarball([{ name: "l", type: "symlink", linkname: "/etc" }, { name: "l/x", body: "x" }])];
+    const archive = await repoArchive({ archive: file });
+    fs.copyFileSync(evil, file); // rewritten in place, before the stream is read
+    const sb = {
+      files: {
+        // Like the engine: the upload fails with its own error when the stream breaks.
+        putArchive: (_dir: string, s: NodeJS.ReadableStream) =>
+          new Promise<void>((resolve, reject) => (s.on("error", () => reject(new Error("engine: unexpected EOF"))), s.on("end", resolve), s.resume())),
+      },
+    } as unknown as Sandbox;
+    const err = await loadRepo(sb, { archive: file }, { prepared: Promise.resolve(archive) }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RepoError);
+    expect(String(err)).toMatch(/under the symlink "l"/);
+  });
+});
+
+// ---- 4. local git sources that reach other host repos ---------------------------------------
+
+const SECRET = "TOPSECRET-host-repo-content";
+
+describe("4. a local { git } source cannot read other host repos", () => {
+  const secret = gitRepo({ "secret.txt": `${SECRET}\n` });
+  const secretHead = git(secret, "rev-parse", "HEAD");
+
+  /** A repo whose main branch is the secret repo's commit, its objects borrowed from the secret repo. */
+  function borrowing(file: "alternates" | "http-alternates", bare = false): string {
+    const dir = fresh();
+    git(tmpRoot, "init", "-q", ...(bare ? ["--bare"] : []), dir);
+    const gitDir = bare ? dir : path.join(dir, ".git");
+    fs.writeFileSync(path.join(gitDir, "objects/info", file), `${path.join(secret, ".git/objects")}\n`);
+    fs.writeFileSync(path.join(gitDir, "refs/heads/main"), `${secretHead}\n`);
+    return dir;
+  }
+
+  const attacks: Record<string, () => string> = {
+    "a .git file (gitdir: another repo)": () => hostDir({ ".git": `gitdir: ${path.join(secret, ".git")}\n`, "x.txt": "x\n" }),
+    "a .git symlink to another repo": () => {
+      const dir = hostDir({ "x.txt": "x\n" });
+      fs.symlinkSync(path.join(secret, ".git"), path.join(dir, ".git"));
+      return dir;
+    },
+    "objects/info/alternates": () => borrowing("alternates"),
+    "objects/info/http-alternates": () => borrowing("http-alternates"),
+    "a bare repo with alternates": () => borrowing("alternates", true),
+    "a symlinked objects directory": () => {
+      const dir = fresh();
+      git(tmpRoot, "init", "-q", dir);
+      fs.rmSync(path.join(dir, ".git/objects"), { recursive: true });
+      fs.symlinkSync(path.join(secret, ".git/objects"), path.join(dir, ".git/objects"));
+      fs.writeFileSync(path.join(dir, ".git/refs/heads/main"), `${secretHead}\n`);
+      return dir;
+    },
+    "a symlinked pack file": () => {
+      git(secret, "gc", "-q");
+      const dir = fresh();
+      git(tmpRoot, "init", "-q", dir);
+      const packs = path.join(secret, ".git/objects/pack");
+      for (const f of fs.readdirSync(packs)) fs.symlinkSync(path.join(packs, f), path.join(dir, ".git/objects/pack", f));
+      fs.writeFileSync(path.join(dir, ".git/refs/heads/main"), `${secretHead}\n`);
+      return dir;
+    },
+    "a commondir file": () => {
+      const dir = fresh();
+      git(tmpRoot, "init", "-q", dir);
+      fs.writeFileSync(path.join(dir, ".git/commondir"), `${path.join(secret, ".git")}\n`);
+      return dir;
+    },
+    "a bare repo holding a .git file (git would try it first)": () => {
+      const dir = fresh();
+      git(tmpRoot, "init", "-q", "--bare", dir);
+      fs.writeFileSync(path.join(dir, ".git"), `gitdir: ${path.join(secret, ".git")}\n`);
+      return dir;
+    },
+  };
+
+  for (const [name, make] of Object.entries(attacks)) {
+    it(`refuses ${name}, as a path and as a file:// URL`, async () => {
+      const dir = make();
+      for (const url of [dir, `file://${dir}`]) {
+        const r = await load({ git: url });
+        expect(leaks(r.entries, SECRET) || leaks(r.entries, "secret.txt")).toBe(false);
+        expect([url, r.error]).toEqual([url, expect.any(RepoError)]);
+        expect(String(r.error)).toMatch(/repo\.git .*: (a local repo|the local repo)/);
+      }
+    });
+  }
+
+  it("still clones a plain local repo, a bare one, and a file:// URL", async () => {
+    const bare = fresh();
+    git(tmpRoot, "clone", "-q", "--bare", secret, bare);
+    for (const url of [secret, bare, `file://${secret}`]) {
+      const r = await load({ git: url });
+      expect(r.error).toBeUndefined();
+      expect(r.entries?.get("secret.txt")?.body.toString()).toBe(`${SECRET}\n`);
+    }
+  });
+});
+
+// ---- 5. the size bound holds before anything is checked out ---------------------------------
+
+/** Total bytes of regular files under dir now. */
+function duBytes(dir: string): number {
+  let n = 0;
+  for (const rel of fs.readdirSync(dir, { recursive: true }) as string[]) {
+    try {
+      const st = fs.lstatSync(path.join(dir, rel));
+      if (st.isFile()) n += st.size;
+    } catch {
+      // removed meanwhile
+    }
+  }
+  return n;
+}
+
+describe("5. the host disk is not filled before the size check", () => {
+  it("a small repo with a 50 MB zero blob and maxBytes 10 MB: RepoError before checkout, nothing left behind", async () => {
+    const origin = gitRepo({ "a.txt": "a\n" });
+    fs.writeFileSync(path.join(origin, "zeros.bin"), Buffer.alloc(50 * 1024 * 1024));
+    git(origin, "add", "zeros.bin");
+    git(origin, "commit", "-qm", "zeros");
+    fs.rmSync(path.join(origin, "zeros.bin"));
+    git(origin, "gc", "-q");
+    const clones = fresh("clones");
+    fs.mkdirSync(clones);
+    const savedTmp = process.env.TMPDIR;
+    process.env.TMPDIR = clones;
+    let peak = 0;
+    const sampler = setInterval(() => (peak = Math.max(peak, duBytes(clones))), 5);
+    try {
+      for (const url of [origin, `file://${origin}`]) {
+        const r = await load({ git: url }, { maxBytes: 10 * 1024 * 1024 });
+        expect(r.error).toBeInstanceOf(RepoError);
+        expect(String(r.error)).toMatch(/too large: \d+ bytes of files .*the limit is 10485760/);
+        expect(fs.readdirSync(clones)).toEqual([]);
+      }
+      // The same repo at the commit before the blob loads.
+      const r = await load({ git: origin, ref: "HEAD~1" }, { maxBytes: 10 * 1024 * 1024 });
+      expect(r.error).toBeUndefined();
+      expect(r.entries?.get("a.txt")?.body.toString()).toBe("a\n");
+    } finally {
+      clearInterval(sampler);
+      process.env.TMPDIR = savedTmp;
+    }
+    expect(peak).toBeLessThan(5 * 1024 * 1024);
+  });
+});
