@@ -4,7 +4,7 @@ import * as patchbay from "../src/index.js";
 
 describe("library entry", () => {
   it("exports the sandbox, the tools, the job, the queue and the contracts", () => {
-    for (const name of ["Sandbox", "TextEditor", "BashTool", "runTool", "Toolbox", "runJob", "runAgentLoop", "AnthropicModel", "PatchbayClient", "enqueue", "enqueueBatch", "waitForResult", "cancel", "status", "result", "watch", "startWorker", "JobSpec", "parseJobSpec", "reap"]) {
+    for (const name of ["Sandbox", "TextEditor", "BashTool", "runTool", "Toolbox", "runJob", "runAgentLoop", "AnthropicModel", "PatchbayClient", "enqueue", "enqueueBatch", "waitForResult", "cancel", "status", "result", "watch", "startWorker", "JobSpec", "parseJobSpec", "reap", "list", "closeDefaultClient", "JobNotFoundError", "JobConflictError", "WaitTimeoutError", "workerLogger"]) {
       expect(patchbay, name).toHaveProperty(name);
     }
   });
