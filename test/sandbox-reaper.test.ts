@@ -42,9 +42,12 @@ describe("reaper (real engine)", () => {
 
   it("destroy is idempotent and concurrent-safe", async () => {
     const sb = await Sandbox.create({ labels: { "patchbay.test": "1" } });
+    expect(await exists("volume", sb.volume)).toBe(true);
     await Promise.all([sb.destroy(), sb.destroy()]);
-    await sb.destroy();
     expect(await exists("container", sb.name)).toBe(false);
+    expect(await exists("volume", sb.volume)).toBe(false);
+    await sb.destroy(); // once more, after the fact: still fine
+    expect(await exists("volume", sb.volume)).toBe(false);
   });
 
   it("applies the limits it is given", async () => {
