@@ -1,8 +1,9 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run.
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli]
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
 import { benchJob, benchQueue } from "./job.js";
+import { benchCli } from "./cli.js";
 import { log } from "./lib.js";
 
 const sections: Record<string, () => Promise<object>> = {
@@ -11,6 +12,7 @@ const sections: Record<string, () => Promise<object>> = {
   editor: benchEditor,
   job: benchJob,
   queue: benchQueue,
+  cli: benchCli,
 };
 
 const onlyArg = process.argv.indexOf("--only");

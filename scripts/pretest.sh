@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs before `npm test`: the services (Docker engine, Redis), node modules, the tools the tests
+# Runs before `npm test`: the services (Docker engine, Redis), node modules, dist/, the tools the tests
 # call (docker-compose v1 to validate docker-compose.yml), and the sandbox image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/services.sh
 [ -x node_modules/.bin/vitest ] || npm ci --no-audit --no-fund
+# dist/: what bin/patchbay.js runs and what the package tests pack (`npm ci` builds it too, via prepare).
+npm run build
 if ! command -v docker-compose >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "[pretest] apt-get install docker-compose (validates docker-compose.yml)" >&2
