@@ -91,6 +91,8 @@ export const defaults = {
     commandTimeoutSec: 120,
     setupTimeoutSec: 600,
     verifyTimeoutSec: 600,
+    /** A failed verify is fed back to the model this many more times. */
+    verifyRounds: 2,
     /** Tool results older than the newest few are shortened past this many characters of context. */
     contextCharsBeforeShortening: 400_000,
   },

@@ -4,11 +4,11 @@ import { defaults, loadConfig } from "./config.js";
 import { runAgentLoop } from "./agent/loop.js";
 import { AnthropicModel, type Model } from "./agent/model.js";
 import { systemPrompt } from "./agent/prompt.js";
-import { computePatch, PatchTooLargeError, type PatchResult } from "./patch.js";
+import { computePatch, currentTree, PatchTooLargeError, type PatchOptions, type PatchResult } from "./patch.js";
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import { Sandbox } from "./sandbox/sandbox.js";
 import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
-import { Toolbox } from "./tools/index.js";
+import { Toolbox, type ToolUseBlock } from "./tools/index.js";
 
 export interface RunJobOptions {
   jobId?: string;
@@ -95,43 +95,56 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     const tools = spec.tools ?? "text_editor_20250728";
     const toolbox = new Toolbox(sandbox, { tools, commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
     const tAgent = performance.now();
-    const outcome = await runAgentLoop({
+    const loop = {
       model: opts.model ?? new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl }),
       modelName: spec.model ?? config.model,
       system: systemPrompt({ tools, verify: spec.verify }),
       task: spec.task,
       tools: toolbox.definitions(),
-      runTool: (block, signal) => toolbox.run(block, signal),
+      runTool: (block: ToolUseBlock, signal?: AbortSignal) => toolbox.run(block, signal),
       maxTurns: spec.maxTurns,
       maxTokens: spec.maxTokens,
       budget: spec.budget,
       signal: ctl.signal,
       emit,
-    });
-    const agentMs = ms(tAgent);
-
-    // Nothing the agent started may still run: it could change files under the patch, or print
-    // into verify's output. Then the patch, the agent's work, taken before verify, whose
-    // byproducts are not part of it.
-    await sandbox.killAgentProcesses();
-    const patch = await takePatch(sandbox, baseline);
-    emit({ type: "patch", filesChanged: patch.filesChanged, diffstat: patch.diffstat, bytes: patch.bytes });
+    };
+    let outcome = await runAgentLoop(loop);
+    let patch: PatchResult;
     let verify: JobResult["verify"];
-    if (spec.verify && !ctl.signal.aborted) {
+    let afterVerify: PatchOptions["afterVerify"];
+    // Each round: the patch, then verify judging exactly that patch. A failed verify goes back to
+    // the model (within the same budgets) while rounds are left and the agent had finished.
+    for (let round = 1; ; round++) {
+      // Nothing the agent started may still run: it could change files under the patch, or print
+      // into verify's output. The patch is the agent's work, taken before verify, whose byproducts
+      // are not part of it.
+      await sandbox.killAgentProcesses();
+      patch = await takePatch(sandbox, baseline, afterVerify);
+      emit({ type: "patch", filesChanged: patch.filesChanged, diffstat: patch.diffstat, bytes: patch.bytes });
+      if (!spec.verify || ctl.signal.aborted) break;
       const t = performance.now();
       // A fresh process, not the agent's shell: no function, alias, trap or background process of
       // the agent's can answer for the verify command.
       const r = await sandbox.runFresh(`cd /workspace && { ${spec.verify}\n}`, { timeoutSec: defaults.job.verifyTimeoutSec, signal: ctl.signal });
       verify = { exitCode: r.exitCode, outputTail: tail(r.output) };
-      emit({ type: "verify", command: spec.verify, ...verify, ms: ms(t) });
+      emit({ type: "verify", command: spec.verify, ...verify, ms: ms(t), round });
+      if (verify.exitCode === 0 || outcome.status !== "completed" || ctl.signal.aborted) break;
+      if (round > (spec.verifyRounds ?? defaults.job.verifyRounds)) {
+        outcome = { ...outcome, status: "verify_failed", error: `verify failed (exit ${verify.exitCode}) after ${round} round${round === 1 ? "" : "s"}` };
+        break;
+      }
+      // What this verify changed is not the agent's work: the next round's patch leaves it out.
+      afterVerify = { patchTree: patch.tree, verifyTree: await currentTree(sandbox, baseline).catch((e: Error) => Promise.reject(new PatchError(e.message))) };
+      outcome = await runAgentLoop({ ...loop, resume: { from: outcome, message: verifyFeedback(spec.verify, verify, round, spec.verifyRounds ?? defaults.job.verifyRounds) } });
     }
+    const agentMs = ms(tAgent);
 
     const result: JobResult = {
       status: outcome.status,
       patch: patch.patch,
       diffstat: patch.diffstat,
       filesChanged: patch.filesChanged,
-      ...(verify ? { verify } : {}),
+      ...(verify ? { verify, verified: verify.exitCode === 0 } : {}),
       stopReason: outcome.stopReason,
       turns: outcome.turns,
       usage: outcome.usage,
@@ -160,12 +173,25 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
 
 export class SetupError extends Error {}
 
+/** What the model is told after a failed verify: clearly the verify command's output, not a tool's. */
+function verifyFeedback(command: string, v: NonNullable<JobResult["verify"]>, round: number, rounds: number): string {
+  const left = rounds - round + 1;
+  return [
+    `The verify command failed with exit code ${v.exitCode}. It ran in a fresh shell after your turn ended: \`${command}\``,
+    "Here is the end of its output (this is the verify command's output, not a tool result):",
+    "<verify_output>",
+    v.outputTail,
+    "</verify_output>",
+    `Fix the cause and end your turn when done; verify will run again (${left} more ${left === 1 ? "time" : "times"} at most).`,
+  ].join("\n");
+}
+
 /** The patch could not be taken from a sandbox that still runs: the workspace's fault, not the host's. */
 export class PatchError extends Error {}
 
-async function takePatch(sandbox: Sandbox, baseline: string): Promise<PatchResult> {
+async function takePatch(sandbox: Sandbox, baseline: string, afterVerify?: PatchOptions["afterVerify"]): Promise<PatchResult> {
   try {
-    return await computePatch(sandbox, baseline);
+    return await computePatch(sandbox, baseline, { afterVerify });
   } catch (err) {
     // A sandbox that is gone (the engine failed) is retried elsewhere; anything else would fail the same way again.
     const running = await sandbox.container.inspect().then((i) => i.State.Running, () => false);

@@ -15,6 +15,14 @@ export interface PatchResult {
   bytes: number;
   /** Always false on a returned result: an oversized patch throws PatchTooLargeError instead. */
   truncated: boolean;
+  /** The tree the patch leads to (in the private store). */
+  tree: string;
+}
+
+export interface PatchOptions {
+  maxBytes?: number;
+  /** The previous round's patch tree and the tree right after its verify: what that verify changed is left out. */
+  afterVerify?: { patchTree: string; verifyTree: string };
 }
 
 export const DEFAULT_PATCH_MAX_BYTES = 50 * 1024 * 1024;
@@ -83,11 +91,22 @@ echo "$tree"`;
 
 // Seeding the index with the baseline keeps files that were tracked though ignored; `add -A` then
 // records edits, new (non-ignored) files and deletions exactly as they are on disk.
+// With "$2 $3" (the previous patch's tree and the tree right after its verify): paths that verify
+// changed and that are still as verify left them go back to the previous patch's version, so a
+// verify's byproducts never enter a later round's patch.
 const STAGE_SCRIPT = `${GIT}
 export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/final.index
 rm -f "$GIT_INDEX_FILE"
 "\${G[@]}" read-tree "$1"
 "\${G[@]}" add -A
+if [ $# -ge 3 ]; then
+  "\${G[@]}" diff-tree -r -z --no-renames --name-only "$2" "$3" | sort -z > ${PRIVATE_DIR}/by-verify
+  "\${G[@]}" diff-index --cached -z --no-renames --name-only "$3" | sort -z > ${PRIVATE_DIR}/since
+  comm -z -23 ${PRIVATE_DIR}/by-verify ${PRIVATE_DIR}/since > ${PRIVATE_DIR}/restore
+  "\${G[@]}" update-index -z --force-remove --stdin < ${PRIVATE_DIR}/restore
+  xargs -0 -r "\${G[@]}" --literal-pathspecs ls-tree -r -z --full-tree "$2" -- < ${PRIVATE_DIR}/restore | "\${G[@]}" update-index -z --index-info
+  rm -f ${PRIVATE_DIR}/by-verify ${PRIVATE_DIR}/since ${PRIVATE_DIR}/restore
+fi
 tree=$("\${G[@]}" write-tree)
 "\${G[@]}" update-ref refs/patchbay/final-$tree "$("\${G[@]}" commit-tree -m "patchbay: final" "$tree")"
 rm -f "$GIT_INDEX_FILE"
@@ -117,10 +136,16 @@ export function writeBaseline(sb: Sandbox, symlinks: { name: string; target: str
   return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART], stdin);
 }
 
-export async function computePatch(sb: Sandbox, baseline: string, opts: { maxBytes?: number } = {}): Promise<PatchResult> {
-  if (!TREE_ID.test(baseline)) throw new Error(`computePatch: bad baseline tree id "${baseline}"`);
+/** The tree of /workspace as it is now (e.g. right after a verify), hashed into the private store. */
+export function currentTree(sb: Sandbox, baseline: string): Promise<string> {
+  return treeScript(sb, "computePatch: hashing the tree", STAGE_SCRIPT, [baseline]);
+}
+
+export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<PatchResult> {
+  const v = opts.afterVerify;
+  for (const id of [baseline, ...(v ? [v.patchTree, v.verifyTree] : [])]) if (!TREE_ID.test(id)) throw new Error(`computePatch: bad tree id "${id}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
-  const final = await treeScript(sb, "computePatch: staging the final tree (is /workspace/.git intact?)", STAGE_SCRIPT, [baseline]);
+  const final = await treeScript(sb, "computePatch: staging the final tree", STAGE_SCRIPT, [baseline, ...(v ? [v.patchTree, v.verifyTree] : [])]);
   const diff = (args: string[], max?: number) => git(sb, [...DIFF, ...args, baseline, final], max);
   const [patchOut, stat, names] = await Promise.all([diff(["--binary"], maxBytes), diff(["--stat=120"]), diff(["--name-only", "-z"])]);
   const filesChanged = names.stdout.toString("utf8").split("\0").filter(Boolean);
@@ -134,7 +159,7 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: { maxByt
     if (!isUtf8(again.stdout)) throw new Error("computePatch: the patch is not valid UTF-8 even with the non-UTF-8 files diffed as binary");
     patch = again.stdout;
   }
-  return { patch: patch.toString("utf8"), diffstat, filesChanged, bytes: patch.length, truncated: false };
+  return { patch: patch.toString("utf8"), diffstat, filesChanged, bytes: patch.length, truncated: false, tree: final };
 }
 
 async function git(sb: Sandbox, argv: string[], maxBytes?: number) {

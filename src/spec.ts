@@ -88,8 +88,10 @@ export const JobSpec = z.strictObject({
       },
     })
     .optional(),
-  /** Run after the agent; its exit code and output tail go into the result. */
+  /** Run after the agent, in a fresh process; its exit code and output tail go into the result. */
   verify: Command.optional(),
+  /** How many more times a failed verify is fed back to the model (default 2; 0 = verify once and report). */
+  verifyRounds: intRange(0, 10).optional(),
   model: nonEmpty("a non-empty model id").optional(),
   maxTurns: positiveInt().optional(),
   /** Output tokens per model response. */
@@ -220,7 +222,7 @@ export function assertJobSpec(input: unknown): JobSpec {
 // Usage and JobResult
 // ---------------------------------------------------------------------------------------------
 
-export const JOB_STATUSES = ["completed", "failed", "timeout", "budget_exceeded", "cancelled", "max_turns"] as const;
+export const JOB_STATUSES = ["completed", "verify_failed", "failed", "timeout", "budget_exceeded", "cancelled", "max_turns"] as const;
 export const JobStatus = z.enum(JOB_STATUSES);
 export type JobStatus = z.infer<typeof JobStatus>;
 
@@ -254,7 +256,10 @@ export const JobResult = z.object({
   patch: z.string(),
   diffstat: z.string(),
   filesChanged: z.array(z.string()),
+  /** The final verify: the one that judged `patch`. */
   verify: z.object({ exitCode: ExitCode, outputTail: z.string() }).optional(),
+  /** Set when a verify ran: whether it passed (exit 0). */
+  verified: z.boolean().optional(),
   /** The last model stop_reason, null if the model was never called. */
   stopReason: z.string().nullable(),
   turns: nonNegInt(),
@@ -324,7 +329,8 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
     isError: z.boolean(),
     ms: Ms,
   }),
-  event("verify", { command: z.string(), exitCode: ExitCode, outputTail: z.string(), ms: Ms }),
+  // `round` is 1 for the first verify; each failed one that is fed back to the model starts another.
+  event("verify", { command: z.string(), exitCode: ExitCode, outputTail: z.string(), ms: Ms, round: positiveInt().optional() }),
   event("patch", { filesChanged: z.array(z.string()), diffstat: z.string(), bytes: nonNegInt() }),
   event("job_finished", { status: JobStatus, error: z.string().optional(), costUsd: nonNegNumber(), turns: nonNegInt() }),
 

@@ -22,6 +22,11 @@ export interface LoopOptions {
   signal?: AbortSignal;
   emit?: (e: EventInput) => void;
   contextChars?: number;
+  /**
+   * Goes on from an earlier outcome (same budgets, turns and usage counted on) with one more user
+   * message, e.g. a failed verify fed back to the model.
+   */
+  resume?: { from: LoopOutcome; message: string };
 }
 
 export interface LoopOutcome {
@@ -39,14 +44,15 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
   const emit = o.emit ?? (() => {});
   const maxTurns = o.maxTurns ?? defaults.job.maxTurns;
   const system: ContentBlock[] = [{ type: "text", text: o.system }];
-  const messages: Message[] = [{ role: "user", content: taskMessage(o.task) }];
-  let usage = emptyUsage();
-  let turns = 0;
-  let sentUpTo = 0;
+  const from = o.resume?.from;
+  const messages: Message[] = from ? [...from.messages, { role: "user", content: o.resume!.message }] : [{ role: "user", content: taskMessage(o.task) }];
+  let usage = from?.usage ?? emptyUsage();
+  let turns = from?.turns ?? 0;
+  let sentUpTo = from?.messages.length ?? 0;
   let maxTokensHits = 0;
   let trimmedChars = 0;
-  let stopReason: string | null = null;
-  let summary = "";
+  let stopReason: string | null = from?.stopReason ?? null;
+  let summary = from?.summary ?? "";
   const done = (status: JobStatus, error?: string): LoopOutcome => ({
     status, stopReason, turns, usage, costUsd: costUsd(o.modelName, usage), messages, summary, ...(error ? { error } : {}),
   });
