@@ -24,6 +24,8 @@ export interface RunJobOptions {
   queuedMs?: number;
   /** Called once the sandbox is ready, e.g. so a worker can kill it on a hard deadline. */
   onSandbox?: (sb: Sandbox) => void;
+  /** See LoopOptions.stopAfterTurn: e.g. a batch's shared budget. */
+  stopAfterTurn?: (costUsd: number) => Promise<string | undefined>;
 }
 
 const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
@@ -107,6 +109,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       budget: spec.budget,
       signal: ctl.signal,
       emit,
+      stopAfterTurn: opts.stopAfterTurn,
     };
     let outcome = await runAgentLoop(loop);
     let patch: PatchResult;

@@ -27,6 +27,11 @@ export interface LoopOptions {
    * message, e.g. a failed verify fed back to the model.
    */
   resume?: { from: LoopOutcome; message: string };
+  /**
+   * Asked after every model response with the job's running cost; a reason ends the job as
+   * budget_exceeded after this turn (e.g. a batch whose spend reached its budget).
+   */
+  stopAfterTurn?: (costUsd: number) => Promise<string | undefined>;
 }
 
 export interface LoopOutcome {
@@ -92,6 +97,8 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
       emit({ type: "budget", ...over });
       return done("budget_exceeded", `budget ${over.limit} exceeded: ${over.used} > ${over.max}`);
     }
+    const stop = await o.stopAfterTurn?.(costUsd(o.modelName, usage));
+    if (stop) return done("budget_exceeded", stop);
 
     const toolUses = res.content.filter((b) => b.type === "tool_use") as unknown as ToolUseBlock[];
     switch (res.stopReason) {
