@@ -20,6 +20,9 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
   const clients: PatchbayClient[] = [];
   const workers: Worker[] = [];
 
+  /** patchbay on a queue named by the environment (the --queue flag has a test of its own). */
+  const pb = (queueName: string, args: string[]) => patchbay(args, { ...env, PATCHBAY_QUEUE: queueName });
+
   const client = (queueName: string) => {
     const c = new PatchbayClient({ redisUrl: redis.url, queueName });
     clients.push(c);
@@ -55,7 +58,6 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
   beforeAll(async () => {
     await ensureBuilt(); // dist/ runs the commands ~5x faster than src/ through tsx
     redis = await startRedis();
-    // The environment names another queue: the commands below say which one with --queue.
     env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: "not-this-one" };
   });
 
@@ -67,7 +69,7 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
 
   it("an unknown id fails (exit 1, 'no job <id> in queue <q>') for watch, status, result and cancel", async () => {
     for (const cmd of ["watch", "status", "result", "cancel"]) {
-      const r = await patchbay([cmd, "no-such-id", "--queue", "q-unknown"], env);
+      const r = await pb("q-unknown", [cmd, "no-such-id"]);
       expect(r.code, `${cmd}: ${r.stderr}`).toBe(1);
       expect(r.stderr, cmd).toContain("no job no-such-id in queue q-unknown");
     }
@@ -77,7 +79,7 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     const [done, failed, cancelled] = await finished("q-watch", ["complete it", "fail it", "cancel it"]);
     const cases = [[done, 0, /job \S+ completed/], [failed, 1, /job \S+ failed: .*boom: the repo is broken/], [cancelled, 1, /job \S+ cancelled: cancelled by a user/]] as const;
     for (const [id, code, re] of cases) {
-      const r = await patchbay(["watch", id!, "--queue", "q-watch"], env);
+      const r = await pb("q-watch", ["watch", id!]);
       expect(r.code, `${id}: ${r.stderr}`).toBe(code);
       expect(r.stderr).toMatch(re);
     }
@@ -85,21 +87,21 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
 
   it("result of a failed job prints the reason on stderr (and exits 1); a completed one prints the patch", async () => {
     const [done, failed] = await finished("q-result", ["complete it", "fail it"]);
-    const f = await patchbay(["result", failed!, "--queue", "q-result"], env);
+    const f = await pb("q-result", ["result", failed!]);
     expect(f.code).toBe(1);
     expect(f.stdout).toBe("");
     expect(f.stderr).toMatch(new RegExp(`job ${failed} failed: .*boom: the repo is broken`));
-    const d = await patchbay(["result", done!, "--queue", "q-result"], env);
+    const d = await pb("q-result", ["result", done!]);
     expect(d).toMatchObject({ code: 0, stdout: PATCH, stderr: "" });
   });
 
   it("status takes several ids (an unknown one is named, and the exit is 1)", async () => {
     const [a, b] = await finished("q-status", ["complete it", "fail it"]);
-    const r = await patchbay(["status", a!, "nope", b!, "--queue", "q-status"], env);
+    const r = await pb("q-status", ["status", a!, "nope", b!]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("no job nope in queue q-status");
     expect(r.stdout.trim().split("\n")).toEqual([`${a}\tcompleted\tcompleted`, `${b}\tfailed\t\tboom: the repo is broken`]);
-    const json = await patchbay(["status", a!, b!, "--json", "--queue", "q-status"], env);
+    const json = await pb("q-status", ["status", a!, b!, "--json"]);
     expect(json.code).toBe(0);
     expect(JSON.parse(json.stdout).map((s: { id: string; state: string }) => [s.id, s.state])).toEqual([[a, "completed"], [b, "failed"]]);
   });
@@ -111,18 +113,18 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     const second = await c.enqueue({ task: "the second", repo: { path: CLAMP } });
     await new Promise((r) => setTimeout(r, 20));
     const third = await c.enqueue({ task: "the third", repo: { path: CLAMP } });
-    const all = await patchbay(["list", "--queue", "q-list"], env);
+    const all = await pb("q-list", ["list"]);
     expect(all.code).toBe(0);
     const lines = all.stdout.trim().split("\n");
     expect(lines[0]).toMatch(/^ID\s+STATE\s+RESULT\s+AGE\s+DURATION\s+TASK$/);
     expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual([third, second, first]);
     expect(lines[3]).toMatch(new RegExp(`^${first}\\s+completed\\s+completed\\s+\\d+(ms|s)\\s+\\d+(ms|s)\\s+complete the first$`));
     expect(lines[1]).toMatch(/waiting\s+-\s+\d+(ms|s)\s+-\s+the third$/);
-    const done = await patchbay(["list", "--state", "completed", "--queue", "q-list"], env);
+    const done = await pb("q-list", ["list", "--state", "completed"]);
     expect(done.stdout.trim().split("\n").slice(1).map((l) => l.split(/\s+/)[0])).toEqual([first]);
-    const one = await patchbay(["list", "--limit", "1", "--json", "--queue", "q-list"], env);
+    const one = await pb("q-list", ["list", "--limit", "1", "--json"]);
     expect(JSON.parse(one.stdout).map((j: { id: string }) => j.id)).toEqual([third]);
-    const empty = await patchbay(["list", "--queue", "q-empty"], env);
+    const empty = await pb("q-empty", ["list"]);
     expect(empty).toMatchObject({ code: 0, stdout: "" });
     expect(empty.stderr).toMatch(/no jobs in queue q-empty/);
   });
@@ -141,12 +143,12 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
   });
 
   it("--job-id: the same spec returns the same id; another spec is an error naming the existing job", async () => {
-    const args = ["enqueue", "--repo", CLAMP, "--job-id", "fixed-1", "--queue", "q-idem"];
-    const first = await patchbay([...args, "--task", "task A"], env);
+    const args = ["enqueue", "--repo", CLAMP, "--job-id", "fixed-1"];
+    const first = await pb("q-idem", [...args, "--task", "task A"]);
     expect(first).toMatchObject({ code: 0, stdout: "fixed-1\n" });
-    const again = await patchbay([...args, "--task", "task A"], env);
+    const again = await pb("q-idem", [...args, "--task", "task A"]);
     expect(again).toMatchObject({ code: 0, stdout: "fixed-1\n" });
-    const other = await patchbay([...args, "--task", "task B"], env);
+    const other = await pb("q-idem", [...args, "--task", "task B"]);
     expect(other.code).toBe(1);
     expect(other.stdout).toBe("");
     expect(other.stderr).toMatch(/job fixed-1 already exists in queue q-idem with a different spec/);
@@ -154,8 +156,9 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
   });
 
   it("a missing local --repo never reaches Redis", async () => {
-    const r = await patchbay(["enqueue", "--repo", "/nonexistent/repo", "--task", "t", "--queue", "q-missing"], env);
+    const r = await patchbay(["enqueue", "--repo", "/nonexistent/repo", "--task", "t"], { ...env, PATCHBAY_QUEUE: "q-missing" });
     expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--repo: \/nonexistent\/repo does not exist/);
     const raw = new Redis(redis.url);
     expect(await raw.keys("bull:q-missing:*")).toEqual([]);
     raw.disconnect();
@@ -163,7 +166,7 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
 
   it("Ctrl-C on run says the job keeps running and how to cancel it; --cancel-on-exit cancels it", async () => {
     for (const cancelOnExit of [false, true]) {
-      const p = spawnPatchbay(["run", "--repo", CLAMP, "--task", "wait for ever", "--queue", "q-ctrlc", ...(cancelOnExit ? ["--cancel-on-exit"] : [])], env);
+      const p = spawnPatchbay(["run", "--repo", CLAMP, "--task", "wait for ever", ...(cancelOnExit ? ["--cancel-on-exit"] : [])], { ...env, PATCHBAY_QUEUE: "q-ctrlc" });
       await p.waitFor(/no worker is running on queue 'q-ctrlc'/);
       await new Promise((r) => setTimeout(r, 300));
       const id = /job (\S+) enqueued/.exec(p.out().stderr)![1]!;
