@@ -59,6 +59,8 @@ function fsCall<T>(label: string, name: string, fn: () => T): T {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "EACCES" || code === "EPERM" || code === "ENAMETOOLONG" || code === "ELOOP") throw new RepoError(`${label}: cannot read ${quote(name)}: ${code}`);
+    // A name that is not UTF-8 comes back from readdir with U+FFFD in it, and is then not found.
+    if (code === "ENOENT" && name.includes("\uFFFD")) throw new RepoError(`${label}: the file name ${quote(name)} is not valid UTF-8`);
     throw err;
   }
 }
@@ -68,7 +70,10 @@ async function readNames(label: string, dir: string, rel: string): Promise<strin
   const d = fsCall(label, rel || ".", () => fss.opendirSync(dir));
   const names: string[] = [];
   try {
-    for (let e = d.readSync(); e; e = d.readSync()) names.push(e.name), await breathe();
+    for (let e = d.readSync(); e; e = d.readSync()) {
+      names.push(e.name);
+      await breathe();
+    }
   } finally {
     d.closeSync();
   }

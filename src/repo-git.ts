@@ -134,7 +134,7 @@ function treeSize(label: string, dir: string, commit: string, budget: number, op
       clearTimeout(timer);
       if (entries > opts.maxEntries) return reject(new RepoError(`${label}: the repo has more than ${opts.maxEntries} files`));
       if (bytes > budget) return resolvePromise(bytes); // the caller reports it
-      if (code !== 0) return reject(new RepoError(`${label}: git ls-tree failed: ${stderr.trim().slice(-600) || `exit ${code}`}`));
+      if (code !== 0) return reject(new RepoError(`${label}: git ls-tree failed: ${printable(stderr.trim().slice(-600)) || `exit ${code}`}`));
       resolvePromise(bytes);
     });
   });
@@ -171,6 +171,8 @@ type GitRun = CloneOptions & { local: boolean; trusted: boolean; watch?: string;
 /**
  * Host git with no prompt and a hard timeout. With `watch`, the directory's size is polled every
  * 0.5 s and git is killed once it passes the bound: a remote clone has no size limit of its own.
+ * Git runs in its own process group, killed whole: a transport helper (git-remote-http) downloads
+ * packs itself and would go on writing after its parent git is gone.
  */
 function git(args: string[], run: GitRun): Promise<GitResult> {
   const protocols = run.local ? ["-c", "protocol.file.allow=always"] : PROTOCOLS;
@@ -178,22 +180,32 @@ function git(args: string[], run: GitRun): Promise<GitResult> {
     const child = spawn("git", [...HARDEN, ...protocols, "-c", "protocol.ext.allow=never", ...args], {
       env: gitEnv(run.trusted),
       stdio: ["ignore", run.stdout ? "pipe" : "ignore", "pipe"],
-      timeout: run.timeoutSec * 1000,
-      killSignal: "SIGKILL",
+      detached: true,
     });
-    let [stderr, stdout, tooBig] = ["", "", undefined as number | undefined];
+    const kill = () => {
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    };
+    let [stderr, stdout, tooBig, timedOut] = ["", "", undefined as number | undefined, false];
+    const timer = setTimeout(() => ((timedOut = true), kill()), run.timeoutSec * 1000);
     child.stdout?.setEncoding("utf8").on("data", (c: string) => (stdout = (stdout + c).slice(-4096)));
     child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr = (stderr + c).slice(-2000)));
-    const stopWatch = run.watch ? watchSize(run.watch, run.max, (n) => ((tooBig = n), child.kill("SIGKILL"))) : () => {};
-    child.on("error", (err) => (stopWatch(), reject(err)));
-    child.on("close", (code, signal) => {
-      stopWatch();
-      const tail = stderr.trim().split("\n").slice(-5).join("\n").slice(-600) || "(no output)";
-      const killed = signal && tooBig === undefined ? `killed by ${signal} after ${run.timeoutSec}s: ${tail}` : tail;
-      resolvePromise({ code: code ?? -1, stderr: killed, stdout, tooLarge: tooBig, max: run.max });
+    const stopWatch = run.watch ? watchSize(run.watch, run.max, (n) => ((tooBig = n), kill())) : () => {};
+    const done = () => (clearTimeout(timer), stopWatch());
+    child.on("error", (err) => (done(), reject(err)));
+    child.on("close", (code) => {
+      done();
+      const tail = printable(stderr.trim().split("\n").slice(-5).join("\n").slice(-600)) || "(no output)";
+      resolvePromise({ code: code ?? -1, stderr: timedOut ? `killed after ${run.timeoutSec}s: ${tail}` : tail, stdout, tooLarge: tooBig, max: run.max });
     });
   });
 }
+
+/** A remote's messages reach git's stderr: control characters (terminal escapes) are shown escaped. */
+const printable = (text: string) => text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 
 /** Polls `du` on dir; `over(bytes)` once it holds more than max. Returns a stop function. */
 function watchSize(dir: string, max: number, over: (bytes: number) => void): () => void {

@@ -2,7 +2,10 @@
 // local git sources that point at other host repos, and highly compressible blobs. Each must fail
 // as a RepoError (not retried) or load, without blocking the worker's event loop: lag < 100 ms.
 import { execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import fs from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -11,7 +14,7 @@ import * as tar from "tar-stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadRepo, RepoError, repoArchive, type RepoArchive, type RepoArchiveOptions, type RepoSource } from "../src/repo.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
-import { withLag } from "./support/lag.js";
+import { withLag, type Lag } from "./support/lag.js";
 
 const MAX_LAG_MS = 100;
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -62,9 +65,21 @@ async function drain(a: RepoArchive): Promise<Map<string, { header: tar.Header; 
   return out;
 }
 
+// PATCHBAY_LAG_REPORT=1 prints the worst lag of each test.
+const lags = new Map<string, Lag>();
+const noteLag = ({ lagMs, wallMs }: Lag) => {
+  const name = expect.getState().currentTestName ?? "?";
+  const was = lags.get(name) ?? { lagMs: 0, wallMs: 0 };
+  lags.set(name, { lagMs: Math.max(was.lagMs, lagMs), wallMs: Math.max(was.wallMs, wallMs) });
+};
+afterAll(() => {
+  if (process.env.PATCHBAY_LAG_REPORT) for (const [name, l] of lags) console.log(`lag ${String(l.lagMs).padStart(4)} ms (wall ${String(l.wallMs).padStart(4)} ms)  ${name}`);
+});
+
 /** repoArchive and the draining of its stream, under a lag monitor. */
 async function load(repo: RepoSource, opts: RepoArchiveOptions = {}) {
   const r = await withLag(async () => drain(await repoArchive(repo, opts)));
+  noteLag(r);
   return { entries: r.value, error: r.error, lagMs: r.lagMs };
 }
 
@@ -72,7 +87,7 @@ async function load(repo: RepoSource, opts: RepoArchiveOptions = {}) {
 const leaks = (entries: Map<string, { body: Buffer }> | undefined, needle: string) =>
   [...(entries ?? new Map<string, { body: Buffer }>()).entries()].some(([n, e]) => n.includes(needle) || e.body.includes(needle));
 
-type ChildResult = { code: number | null; signal: string | null; ms: number; out?: { ok: boolean; repoError: boolean; message: string; lagMs: number; bytes: number } };
+type ChildResult = { code: number | null; signal: string | null; ms: number; out?: { ok: boolean; repoError: boolean; message: string; bytes: number } & Lag };
 /**
  * repoArchive + drain in a child node (its own heap bound and a wall-clock bound), for inputs that
  * would kill or freeze the test process on unfixed code.
@@ -90,7 +105,7 @@ const r = await withLag(async () => {
   return bytes;
 });
 const e = r.error as Error | undefined;
-console.log(JSON.stringify({ ok: !e, repoError: e instanceof RepoError, message: e ? String(e.message) : "", lagMs: r.lagMs, bytes: r.value ?? 0 }));
+console.log(JSON.stringify({ ok: !e, repoError: e instanceof RepoError, message: e ? String(e.message) : "", lagMs: r.lagMs, wallMs: r.wallMs, bytes: r.value ?? 0 }));
 `,
   );
   const t0 = Date.now();
@@ -102,7 +117,9 @@ console.log(JSON.stringify({ ok: !e, repoError: e instanceof RepoError, message:
   const [code, signal] = await new Promise<[number | null, string | null]>((r) => child.on("close", (c, s) => r([c, s])));
   clearTimeout(timer);
   const line = stdout.trim().split("\n").pop() ?? "";
-  return { code, signal, ms: Date.now() - t0, out: line.startsWith("{") ? JSON.parse(line) : undefined };
+  const out = line.startsWith("{") ? (JSON.parse(line) as ChildResult["out"]) : undefined;
+  if (out) noteLag(out);
+  return { code, signal, ms: Date.now() - t0, out };
 }
 
 // ---- 1. crafted .git/index ------------------------------------------------------------------
@@ -380,6 +397,7 @@ describe("4. a local { git } source cannot read other host repos", () => {
         expect(leaks(r.entries, SECRET) || leaks(r.entries, "secret.txt")).toBe(false);
         expect([url, r.error]).toEqual([url, expect.any(RepoError)]);
         expect(String(r.error)).toMatch(/repo\.git .*: (a local repo|the local repo)/);
+        expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
       }
     });
   }
@@ -424,13 +442,14 @@ describe("5. the host disk is not filled before the size check", () => {
     const savedTmp = process.env.TMPDIR;
     process.env.TMPDIR = clones;
     let peak = 0;
-    const sampler = setInterval(() => (peak = Math.max(peak, duBytes(clones))), 5);
+    const sampler = setInterval(() => (peak = Math.max(peak, duBytes(clones))), 20);
     try {
       for (const url of [origin, `file://${origin}`]) {
         const r = await load({ git: url }, { maxBytes: 10 * 1024 * 1024 });
         expect(r.error).toBeInstanceOf(RepoError);
         expect(String(r.error)).toMatch(/too large: \d+ bytes of files .*the limit is 10485760/);
         expect(fs.readdirSync(clones)).toEqual([]);
+        expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
       }
       // The same repo at the commit before the blob loads.
       const r = await load({ git: origin, ref: "HEAD~1" }, { maxBytes: 10 * 1024 * 1024 });
@@ -442,4 +461,52 @@ describe("5. the host disk is not filled before the size check", () => {
     }
     expect(peak).toBeLessThan(5 * 1024 * 1024);
   });
+
+  it("a remote clone that grows past maxBytes is killed while it runs", async () => {
+    const origin = gitRepo({ "random.bin": randomBytes(24 * 1024 * 1024) });
+    const bare = fresh("bare");
+    git(tmpRoot, "clone", "-q", "--bare", origin, bare);
+    git(bare, "update-server-info"); // served by plain HTTP, git's "dumb" protocol
+    const server = slowFileServer(bare, 4 * 1024 * 1024);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const clones = fresh("clones");
+    fs.mkdirSync(clones);
+    const savedTmp = process.env.TMPDIR;
+    process.env.TMPDIR = clones;
+    let peak = 0;
+    const sampler = setInterval(() => (peak = Math.max(peak, duBytes(clones))), 50);
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+      const t0 = Date.now();
+      const r = await load({ git: url }, { maxBytes: 4 * 1024 * 1024 });
+      expect(r.error).toBeInstanceOf(RepoError);
+      expect(String(r.error)).toMatch(/too large: \d+ bytes of files \(the clone directory while git was writing it\), the limit is 4194304/);
+      expect(Date.now() - t0).toBeLessThan(5000); // the whole pack takes 6 s at this speed
+      expect(fs.readdirSync(clones)).toEqual([]);
+      expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
+    } finally {
+      clearInterval(sampler);
+      process.env.TMPDIR = savedTmp;
+      server.close();
+    }
+    expect(peak).toBeLessThan(12 * 1024 * 1024);
+  });
 });
+
+/** Serves the files under root at about `rate` bytes a second. */
+function slowFileServer(root: string, rate: number): http.Server {
+  return http.createServer(async (req, res) => {
+    const file = path.join(root, decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname));
+    if (!file.startsWith(root) || !fs.statSync(file, { throwIfNoEntry: false })?.isFile()) return void res.writeHead(404).end();
+    res.writeHead(200, { "content-type": "application/octet-stream" });
+    try {
+      for await (const chunk of fs.createReadStream(file, { highWaterMark: 64 * 1024 })) {
+        if (!res.write(chunk)) await new Promise((r) => res.once("drain", r));
+        await new Promise((r) => setTimeout(r, (64 * 1024 * 1000) / rate));
+      }
+    } catch {
+      // the client went away
+    }
+    res.end();
+  });
+}
