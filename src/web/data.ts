@@ -1,0 +1,152 @@
+// What the dashboard's JSON API returns: rows of jobs, one job in full, batches. Every string that
+// can come from a job (task, error, summary, patch) is made inert (safeText) here.
+import type { Job } from "bullmq";
+import { LIST_STATES, type JobData, type ListState } from "../queue.js";
+import type { JobResult } from "../spec.js";
+import { safeText } from "../term.js";
+import { sanitizeDeep } from "./escape.js";
+
+export interface JobRow {
+  id: string;
+  state: string;
+  /** The result's status once the job finished. */
+  status?: string;
+  model: string;
+  turns?: number;
+  costUsd?: number;
+  durationMs?: number;
+  createdAt?: number;
+  startedAt?: number;
+  finishedAt?: number;
+  task?: string;
+  batchId?: string;
+  attemptsMade: number;
+  failedReason?: string;
+}
+
+export interface JobDetail extends JobRow {
+  patch?: string;
+  filesChanged?: string[];
+  diffstat?: string;
+  error?: string;
+  summary?: string;
+  verify?: { exitCode: number; outputTail: string };
+}
+
+type AnyJob = Job<JobData, JobResult>;
+
+/**
+ * The batch a job belongs to. No batch module exists yet: a job's data may carry `batchId` (or
+ * `batch: { id }`), which is what a batch enqueue is expected to set.
+ */
+export function batchOf(job: AnyJob): string | undefined {
+  const d = job.data as unknown as { batchId?: unknown; batch?: { id?: unknown } } | undefined;
+  const id = d?.batchId ?? d?.batch?.id;
+  return typeof id === "string" && id ? safeText(id, { oneLine: true }) : undefined;
+}
+
+export function jobRow(job: AnyJob, state: string, defaultModel: string, now = Date.now()): JobRow {
+  const r = job.returnvalue as JobResult | null | undefined;
+  const progress = job.progress as { turn?: unknown } | number | undefined;
+  const progressTurn = typeof progress === "object" && progress && typeof progress.turn === "number" ? progress.turn : undefined;
+  const spec = job.data?.spec;
+  const started = job.processedOn ?? undefined;
+  const durationMs = r?.timings?.totalMs ?? (started ? (job.finishedOn ?? now) - started : undefined);
+  const task = typeof spec?.task === "string" ? safeText(spec.task.length > 300 ? `${spec.task.slice(0, 300)}…` : spec.task, { oneLine: true }) : undefined;
+  const batchId = batchOf(job);
+  return {
+    id: job.id!,
+    state,
+    ...(r?.status ? { status: r.status } : state === "failed" ? { status: "failed" } : {}),
+    model: safeText(String(spec?.model ?? defaultModel), { oneLine: true }),
+    ...(r ? { turns: r.turns, costUsd: r.costUsd } : progressTurn !== undefined ? { turns: progressTurn } : {}),
+    ...(durationMs !== undefined ? { durationMs } : {}),
+    createdAt: job.data?.enqueuedAt ?? job.timestamp,
+    ...(started ? { startedAt: started } : {}),
+    ...(job.finishedOn ? { finishedAt: job.finishedOn } : {}),
+    ...(task !== undefined ? { task } : {}),
+    ...(batchId ? { batchId } : {}),
+    attemptsMade: job.attemptsMade,
+    ...(job.failedReason ? { failedReason: safeText(job.failedReason) } : {}),
+  };
+}
+
+export function jobDetail(job: AnyJob, state: string, defaultModel: string): JobDetail {
+  const row = jobRow(job, state, defaultModel);
+  const r = job.returnvalue as JobResult | null | undefined;
+  const task = typeof job.data?.spec?.task === "string" ? safeText(job.data.spec.task) : undefined;
+  if (!r) return { ...row, ...(task !== undefined ? { task } : {}) };
+  return sanitizeDeep({
+    ...row,
+    ...(task !== undefined ? { task } : {}),
+    patch: r.patch,
+    filesChanged: r.filesChanged,
+    diffstat: r.diffstat,
+    ...(r.error ? { error: r.error } : {}),
+    ...(r.summary ? { summary: r.summary } : {}),
+    ...(r.verify ? { verify: r.verify } : {}),
+  }) as JobDetail;
+}
+
+export interface JobFilter {
+  states?: ListState[];
+  status?: string;
+  batch?: string;
+  limit?: number;
+}
+
+export function parseFilter(q: Record<string, unknown>): JobFilter {
+  const str = (k: string) => (typeof q[k] === "string" && (q[k] as string).trim() ? (q[k] as string).trim() : undefined);
+  const state = str("state");
+  const limit = Number(str("limit") ?? 200);
+  return {
+    ...(state && (LIST_STATES as readonly string[]).includes(state) ? { states: [state as ListState] } : {}),
+    ...(str("status") ? { status: str("status") } : {}),
+    ...(str("batch") ? { batch: str("batch") } : {}),
+    limit: Number.isInteger(limit) && limit > 0 ? Math.min(limit, 2000) : 200,
+  };
+}
+
+/** Jobs newest first, filtered by state (BullMQ's), status (the result's) and batch. */
+export async function listJobs(
+  getJobs: (states: ListState[], start: number, end: number) => Promise<AnyJob[]>,
+  f: JobFilter,
+  defaultModel: string,
+): Promise<JobRow[]> {
+  const limit = f.limit ?? 200;
+  // A status or batch filter looks further back than the page it returns.
+  const scan = f.status || f.batch ? Math.max(limit, 2000) : limit;
+  const perState = await Promise.all((f.states ?? [...LIST_STATES]).map(async (s) => (await getJobs([s], 0, scan - 1)).filter(Boolean).map((j) => jobRow(j, s, defaultModel))));
+  return perState
+    .flat()
+    .filter((r) => (!f.status || r.status === f.status) && (!f.batch || r.batchId === f.batch))
+    .sort((a, b) => (b.createdAt ?? 0) - (a.createdAt ?? 0))
+    .slice(0, limit);
+}
+
+export interface BatchRow {
+  id: string;
+  total: number;
+  finished: number;
+  byState: Record<string, number>;
+  byStatus: Record<string, number>;
+  costUsd: number;
+  createdAt?: number;
+}
+
+/** Jobs grouped by their batch id (jobs without one are left out). */
+export function groupBatches(rows: JobRow[]): BatchRow[] {
+  const out = new Map<string, BatchRow>();
+  for (const r of rows) {
+    if (!r.batchId) continue;
+    const b = out.get(r.batchId) ?? { id: r.batchId, total: 0, finished: 0, byState: {}, byStatus: {}, costUsd: 0 };
+    b.total++;
+    if (r.state === "completed" || r.state === "failed") b.finished++;
+    b.byState[r.state] = (b.byState[r.state] ?? 0) + 1;
+    if (r.status) b.byStatus[r.status] = (b.byStatus[r.status] ?? 0) + 1;
+    b.costUsd += r.costUsd ?? 0;
+    if (r.createdAt !== undefined) b.createdAt = Math.min(b.createdAt ?? Infinity, r.createdAt);
+    out.set(r.batchId, b);
+  }
+  return [...out.values()].sort((a, b) => (b.createdAt ?? 0) - (a.createdAt ?? 0));
+}
