@@ -7,6 +7,7 @@ import type { TranscriptEvent } from "../src/spec.js";
 import { startWorker, type WorkerHandle } from "../src/worker.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis } from "./support/cluster.js";
+import { jobContainer, untilInContainer } from "./support/sandbox.js";
 import { byTurn, taskOf } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -55,6 +56,12 @@ async function waitForEvent(c: PatchbayClient, id: string, type: TranscriptEvent
   throw new Error(`job ${id} ended without a ${type} event`);
 }
 
+/** Resolves once the job's long command runs (its first step shows in the sandbox). */
+async function running(c: PatchbayClient, id: string) {
+  await waitForEvent(c, id, "tool_call");
+  await untilInContainer(await jobContainer(id), "grep -qx x /workspace/clamp.py");
+}
+
 async function transcript(c: PatchbayClient, id: string) {
   const events: TranscriptEvent[] = [];
   for await (const e of c.watch(id, { follow: false })) events.push(e);
@@ -66,7 +73,7 @@ describe("cancelling a running job", () => {
   it("the poll alone (no Redis channel) cancels it", async () => {
     const c = await start("cancel-poll", { PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_CANCEL_POLL_MS: "300" });
     const id = await c.enqueue({ task: "long job (poll)", repo: { path: CLAMP }, timeoutSec: 40 });
-    await waitForEvent(c, id, "tool_call");
+    await running(c, id);
     expect(await c.cancel(id)).toBe("signalled");
     const result = await c.waitForResult(id);
     expect(result).toMatchObject({ status: "cancelled", filesChanged: ["clamp.py"] });
@@ -77,7 +84,7 @@ describe("cancelling a running job", () => {
     // The poll comes every 60 s, the job's own timeout is 20 s: only the channel can cancel it.
     const c = await start("cancel-pubsub", { PATCHBAY_CANCEL_POLL_MS: "60000" });
     const id = await c.enqueue({ task: "long job (pubsub)", repo: { path: CLAMP }, timeoutSec: 20 });
-    await waitForEvent(c, id, "tool_call");
+    await running(c, id);
     expect(await c.cancel(id)).toBe("signalled");
     const result = await c.waitForResult(id);
     expect(result).toMatchObject({ status: "cancelled", filesChanged: ["clamp.py"] });
@@ -87,13 +94,13 @@ describe("cancelling a running job", () => {
 describe("cancelling a job that waits in the queue", () => {
   it("ends it as cancelled when a worker takes it: no sandbox, no model request", async () => {
     const c = await start("cancel-waiting", {});
-    const running = await c.enqueue({ task: "long job (holds the only slot)", repo: { path: CLAMP } });
-    await waitForEvent(c, running, "tool_call");
+    const runningId = await c.enqueue({ task: "long job (holds the only slot)", repo: { path: CLAMP } });
+    await running(c, runningId);
     const waiting = await c.enqueue({ task: "waiting job to cancel", repo: { path: CLAMP } });
     expect((await c.status(waiting)).state).toBe("waiting");
     expect(await c.cancel(waiting)).toBe("cancelled");
-    expect(await c.cancel(running)).toBe("signalled");
-    expect((await c.waitForResult(running)).status).toBe("cancelled");
+    expect(await c.cancel(runningId)).toBe("signalled");
+    expect((await c.waitForResult(runningId)).status).toBe("cancelled");
     const result = await c.waitForResult(waiting);
     expect(result).toMatchObject({ status: "cancelled", turns: 0, error: "the job was cancelled before it started", patch: "" });
     expect((await transcript(c, waiting)).map((e) => e.type)).toEqual(["job_started", "job_finished"]);

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue.js";
 import { apiError, startFakeAnthropic, reply, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { cli, removeDir, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
+import { jobContainer, untilInContainer } from "./support/sandbox.js";
 import { byTurn, clampScript, taskOf } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -111,6 +112,7 @@ describe("patchbay CLI end to end", () => {
     // The job's own timeout is far off and its command sleeps 300 s: only the cancel ends it.
     const id = await client.enqueue({ task: "long-running job to cancel", repo: { path: CLAMP } });
     await waitForEvent(client, id, "tool_call");
+    await untilInContainer(await jobContainer(id), "grep -qx x /workspace/clamp.py"); // its command runs
     const r = await cli(["cancel", id], env);
     expect(r.stdout).toMatch(new RegExp(`${id} signalled`));
     const result = await client.waitForResult(id, { timeoutMs: 120_000 });
@@ -143,7 +145,6 @@ describe("patchbay CLI end to end", () => {
     const result = await client.waitForResult(id, { timeoutMs: 30_000 });
     expect(result.status).toBe("timeout");
     expect(result.timings.totalMs).toBeGreaterThanOrEqual(4000); // it ran until its timeout
-    expect(result.filesChanged).toEqual(["clamp.py"]);
   });
 
   it("a bad JobSpec that reaches the queue fails without retry", async () => {

@@ -7,8 +7,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job.js";
 import { docker } from "../src/sandbox/docker.js";
+import type { Sandbox } from "../src/sandbox/sandbox.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { apiError, reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
+import { untilInContainer } from "./support/sandbox.js";
 import { clampScript, tenToolScript } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -18,14 +20,14 @@ afterEach(async () => {
   fake = undefined;
 });
 
-async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], spec: Record<string, unknown> = {}, opts: { signal?: AbortSignal; onEvent?: (e: TranscriptEvent) => void } = {}) {
+async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], spec: Record<string, unknown> = {}, opts: { signal?: AbortSignal; onEvent?: (e: TranscriptEvent) => void; onSandbox?: (sb: Sandbox) => void } = {}) {
   fake = await startFakeAnthropic(script);
   const events: TranscriptEvent[] = [];
   const sandboxes: { name: string; volume: string }[] = [];
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 2 });
   const result = await runJob(
     { task: "Make the failing tests pass.", repo: { path: CLAMP }, ...spec },
-    { model, onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => sandboxes.push({ name: sb.name, volume: sb.volume }) },
+    { model, onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => (sandboxes.push({ name: sb.name, volume: sb.volume }), opts.onSandbox?.(sb)) },
   );
   return { result, events, fake, sandboxes };
 }
@@ -203,7 +205,7 @@ describe("runJob: stop reasons and budgets", () => {
   });
 
   it("wall-clock timeout during a long command ends with status timeout and the patch", async () => {
-    const { result, events, sandboxes } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" }))], { timeoutSec: 3 });
+    const { result, events, sandboxes } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" }))], { timeoutSec: 15 });
     expect(result.status).toBe("timeout");
     expect(result.filesChanged).toEqual(["clamp.py"]);
     expect(events.find((e) => e.type === "tool_result")).toMatchObject({ isError: true, output: expect.stringMatching(/the command was stopped/) });
@@ -212,9 +214,10 @@ describe("runJob: stop reasons and budgets", () => {
 
   it("cancellation during a command stops it, keeps the patch of what was done, and removes the sandbox", async () => {
     const ctl = new AbortController();
-    // Aborted once the command is running (its tool_call is emitted just before it starts).
-    const onEvent = (e: TranscriptEvent) => e.type === "tool_call" && setImmediate(() => ctl.abort("cancelled"));
-    const { result, events, fake, sandboxes } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300; echo never" })), reply(text("never asked"))], {}, { signal: ctl.signal, onEvent });
+    // Aborted once the command is running: after its tool_call, once its first step shows in the sandbox.
+    let sandbox: Sandbox | undefined;
+    const onEvent = (e: TranscriptEvent) => e.type === "tool_call" && void untilInContainer(sandbox!.container, "grep -qx x /workspace/clamp.py").then(() => ctl.abort("cancelled"));
+    const { result, events, fake, sandboxes } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300; echo never" })), reply(text("never asked"))], {}, { signal: ctl.signal, onEvent, onSandbox: (sb) => (sandbox = sb) });
     expect(result).toMatchObject({ status: "cancelled", turns: 1, error: "the job was cancelled" });
     expect(result.filesChanged).toEqual(["clamp.py"]);
     expect(result.patch).toMatch(/\+x\n/);

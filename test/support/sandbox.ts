@@ -1,5 +1,8 @@
 // Shared helpers for tests against the real Docker engine. No skipping: a missing engine fails.
+import type Docker from "dockerode";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll } from "vitest";
+import { docker, LABEL } from "../../src/sandbox/docker.js";
 import { Sandbox, type SandboxOptions } from "../../src/sandbox/sandbox.js";
 
 /** One sandbox for a test file, destroyed afterwards. */
@@ -15,4 +18,36 @@ export function useSandbox(opts: SandboxOptions = {}): () => Sandbox {
     if (!sb) throw new Error("sandbox not created (is the Docker engine up? run npm run services)");
     return sb;
   };
+}
+
+/**
+ * Resolves once `sh -c cmd` succeeds in the container (polled, as the agent's uid): e.g. once a
+ * command of the agent's has really started. A tool_call event is emitted before its command runs,
+ * so on a loaded machine a cancel sent on that event alone may land before the command begins.
+ */
+export async function untilInContainer(container: Docker.Container, cmd: string): Promise<void> {
+  for (;;) {
+    const ok = await (async () => {
+      const exec = await container.exec({ Cmd: ["sh", "-c", cmd], User: "1000:1000", AttachStdout: true, AttachStderr: true });
+      const stream = (await exec.start({})) as NodeJS.ReadableStream;
+      await new Promise<void>((done) => {
+        stream.on("end", done);
+        stream.on("close", done);
+        stream.on("error", done);
+        stream.resume();
+      });
+      return (await exec.inspect()).ExitCode === 0;
+    })().catch(() => false);
+    if (ok) return;
+    await sleep(100);
+  }
+}
+
+/** The container of a job (found by its label once it exists). */
+export async function jobContainer(jobId: string): Promise<Docker.Container> {
+  for (;;) {
+    const [c] = await docker().listContainers({ filters: { label: [`${LABEL.job}=${jobId}`] } });
+    if (c) return docker().getContainer(c.Id);
+    await sleep(100);
+  }
 }
