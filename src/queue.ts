@@ -13,6 +13,8 @@ import { JobSpecError, parseJobSpec, type JobResult, type JobSpec, type Transcri
 export interface JobData {
   spec: JobSpec;
   enqueuedAt: number;
+  /** Set on the jobs of a batch (src/batch.ts): the batch and the line of its file. */
+  batch?: { id: string; line: number };
 }
 
 export type JobState = "waiting" | "active" | "delayed" | "completed" | "failed" | "prioritized" | "waiting-children" | "unknown";
@@ -286,8 +288,8 @@ export class PatchbayClient {
     return r;
   }
 
-  /** Runs one call with the client's sockets keeping the process alive (see unrefWhenIdle). */
-  private async hold<T>(fn: () => Promise<T>): Promise<T> {
+  /** Runs one call with the client's sockets keeping the process alive (see unrefWhenIdle); for helpers such as src/batch.ts. */
+  async hold<T>(fn: () => Promise<T>): Promise<T> {
     this.acquire();
     try {
       return await fn();
@@ -312,7 +314,7 @@ export class PatchbayClient {
   }
 }
 
-function jobOptions(spec: JobSpec) {
+export function jobOptions(spec: JobSpec) {
   return {
     ...(spec.jobId ? { jobId: spec.jobId } : {}),
     ...(spec.priority ? { priority: spec.priority } : {}),
@@ -379,6 +381,8 @@ function canonical(v: unknown): string {
 // sockets do not keep the process alive between calls: a script exits by itself when done.
 let client: PatchbayClient | undefined;
 const c = () => (client ??= new PatchbayClient({ unrefWhenIdle: true }));
+/** The client behind the module-level functions (src/batch.ts uses it too). */
+export const defaultClient = (): PatchbayClient => c();
 export const enqueue = (spec: unknown) => c().enqueue(spec);
 export const enqueueBatch = (specs: unknown[]) => c().enqueueBatch(specs);
 export const waitForResult = (id: string, opts?: WaitOptions) => c().waitForResult(id, opts);
