@@ -107,11 +107,13 @@ describe("a Redis that refuses connections", () => {
   it("is reported at once, in one line, by every command that needs it (exit 1)", async () => {
     const calls = [["run", "--repo", CLAMP, "--task", "t"], ["enqueue", "--repo", CLAMP, "--task", "t"], ["status", "1"], ["result", "1"], ["watch", "1"], ["cancel", "1"], ["list"], ["worker"]];
     for (const args of calls) {
+      // Start-up on this (shared, busy) machine, queue modules loaded: a usage error found after loading them.
+      const startup = (await patchbay(["enqueue", "--repo", "/nonexistent/patchbay-repo", "--task", "t"], env)).ms;
       const r = await patchbay(args, env, { timeoutMs: 15_000 });
       expect(r.code, `${args[0]}: ${r.stderr}`).toBe(1);
       expect(r.stderr, args[0]).toMatch(/cannot reach Redis at redis:\/\/127\.0\.0\.1:9 \(connect ECONNREFUSED/);
       expect(r.stderr, args[0]).not.toMatch(/^\s+at /m);
-      expect(r.ms, `${args[0]} took ${r.ms} ms`).toBeLessThan(4500); // it waited 5 s, then retried
+      expect(r.ms - startup, `${args[0]} took ${r.ms} ms, its start-up ${startup} ms`).toBeLessThan(3000); // it waited 5 s
     }
   });
 
