@@ -20,7 +20,7 @@ import { breathe, Budget, quote, RepoError, tooLarge } from "./repo-common.js";
 export type CloneOptions = { timeoutSec: number; max: number; maxEntries: number };
 
 /** Hides credentials in URLs before they reach an error message. */
-export const redact = (url: string) => url.replace(/\/\/[^/@]*@/, "//***@");
+export const redact = (url: string) => url.replace(/\/\/[^/@\s]*@/g, "//***@");
 
 export async function cloneRepo(url: string, ref: string | undefined, opts: CloneOptions): Promise<string> {
   const label = `repo.git ${redact(url)}`;
@@ -198,7 +198,7 @@ function git(args: string[], run: GitRun): Promise<GitResult> {
     child.on("error", (err) => (done(), reject(err)));
     child.on("close", (code) => {
       done();
-      const tail = printable(stderr.trim().split("\n").slice(-5).join("\n").slice(-600)) || "(no output)";
+      const tail = redact(printable(stderr.trim().split("\n").slice(-5).join("\n").slice(-600))) || "(no output)";
       resolvePromise({ code: code ?? -1, stderr: timedOut ? `killed after ${run.timeoutSec}s: ${tail}` : tail, stdout, tooLarge: tooBig, max: run.max });
     });
   });
