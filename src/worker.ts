@@ -10,6 +10,7 @@ import type { Model } from "./agent/model.js";
 import { runJob } from "./job.js";
 import { keys, redisOptions } from "./keys.js";
 import { workerLogger, type Log, type LogFormat } from "./log.js";
+import { workerMetrics } from "./metrics.js";
 import type { JobData } from "./queue.js";
 import { LABEL, localOwnerAlive, processOwnerId, reap } from "./sandbox/docker.js";
 import type { Sandbox } from "./sandbox/sandbox.js";
@@ -24,6 +25,8 @@ export interface WorkerOptions {
   /** Where log lines go; default: workerLogger (stderr) in logFormat. */
   log?: Log;
   logFormat?: LogFormat;
+  /** Serve Prometheus metrics at http://HOST:PORT/metrics ("PORT" alone binds 127.0.0.1); off when unset. */
+  metricsPort?: number | string;
 }
 
 export interface WorkerHandle {
@@ -61,6 +64,9 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     r.on("error", (err) => !down && ((down = true), log(`redis: ${err.message}; reconnecting`, { level: "warn" })));
     r.on("ready", () => down && ((down = false), log("redis: connected again")));
   }
+
+  const metrics = await workerMetrics(opts.metricsPort, () => ({ activeJobs: active.size, concurrency: opts.concurrency ?? config.concurrency, redisConnected: !down, draining: closing !== undefined }));
+  if (metrics.url) log(`metrics: ${metrics.url}`);
 
   // Heartbeat: the reaper on any host treats containers of a worker without one as orphans.
   const heartbeatTtlSec = Math.ceil((3 * config.heartbeatEveryMs) / 1000);
@@ -111,6 +117,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     if (await redis.exists(k.cancel(jobId))) entry.ctl.abort("cancelled");
     const streamKey = k.events(jobId);
     const onEvent = (e: TranscriptEvent) => {
+      metrics.observe(e);
       // In order on one connection; ioredis queues them while Redis is away.
       entry.lastWrite = redis
         .multi()
@@ -196,6 +203,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         await Promise.race([Promise.all(left.map((a) => a.done)), sleep(20_000)]);
       }
       clearInterval(cancelPoll);
+      await metrics.close();
       await sub.quit().catch(() => sub.disconnect());
       await redis.del(k.heartbeat(id)).catch(() => {});
       await redis.quit().catch(() => redis.disconnect());

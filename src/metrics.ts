@@ -1,0 +1,165 @@
+// A worker's Prometheus metrics (prom-client), derived from the transcript events it emits: one
+// observe(event) where the worker writes each event to its stream. Served at /metrics on
+// `patchbay worker --metrics-port [HOST:]PORT` (127.0.0.1 unless a host is given); off by default.
+import { createServer, type Server } from "node:http";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { costUsd } from "./agent/prices.js";
+import type { TranscriptEvent } from "./spec.js";
+
+export interface WorkerState {
+  activeJobs: number;
+  concurrency: number;
+  redisConnected: boolean;
+  draining: boolean;
+}
+
+const SECONDS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const JOB_SECONDS = [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200];
+const TOKEN_KINDS = [
+  ["inputTokens", "input"],
+  ["outputTokens", "output"],
+  ["cacheReadTokens", "cache_read"],
+  ["cacheWriteTokens", "cache_write"],
+] as const;
+
+export class WorkerMetrics {
+  readonly registry = new Registry();
+  private readonly started = new Map<string, number>();
+  private readonly sandboxes = new Set<string>();
+  private readonly r = [this.registry];
+
+  readonly jobsStarted = new Counter({ name: "patchbay_jobs_started_total", help: "Job attempts started on this worker", registers: this.r });
+  readonly jobsFinished = new Counter({ name: "patchbay_jobs_finished_total", help: "Job attempts finished on this worker, by result status", labelNames: ["status"] as const, registers: this.r });
+  readonly jobDuration = new Histogram({ name: "patchbay_job_duration_seconds", help: "Job attempt wall time, job_started to job_finished, by status", labelNames: ["status"] as const, buckets: JOB_SECONDS, registers: this.r });
+  readonly sandboxReady = new Histogram({ name: "patchbay_sandbox_ready_seconds", help: "Sandbox create to ready (repo loaded)", buckets: SECONDS, registers: this.r });
+  readonly dequeueToReady = new Histogram({ name: "patchbay_dequeue_to_ready_seconds", help: "Job taken from the queue (job_started) to sandbox ready", buckets: SECONDS, registers: this.r });
+  readonly toolCall = new Histogram({ name: "patchbay_tool_call_seconds", help: "Tool call latency by tool", labelNames: ["tool"] as const, buckets: SECONDS, registers: this.r });
+  readonly toolErrors = new Counter({ name: "patchbay_tool_errors_total", help: "Tool calls that returned an error, by tool", labelNames: ["tool"] as const, registers: this.r });
+  readonly modelRequest = new Histogram({ name: "patchbay_model_request_seconds", help: "Model request latency (retries included), by model", labelNames: ["model"] as const, buckets: SECONDS, registers: this.r });
+  readonly modelRetries = new Counter({ name: "patchbay_model_retries_total", help: "Model calls retried (429, 5xx, overloaded)", registers: this.r });
+  readonly tokens = new Counter({ name: "patchbay_tokens_total", help: "Tokens by model and kind (input, output, cache_read, cache_write)", labelNames: ["model", "kind"] as const, registers: this.r });
+  readonly cost = new Counter({ name: "patchbay_cost_usd_total", help: "Model spend in USD by model", labelNames: ["model"] as const, registers: this.r });
+  readonly verifies = new Counter({ name: "patchbay_verify_total", help: "Verify runs by outcome", labelNames: ["outcome"] as const, registers: this.r });
+  readonly activeSandboxes = new Gauge({ name: "patchbay_active_sandboxes", help: "Sandboxes ready and not yet finished on this worker", registers: this.r });
+
+  constructor(state?: () => WorkerState) {
+    collectDefaultMetrics({ register: this.registry, prefix: "patchbay_worker_process_" });
+    if (!state) return;
+    const gauge = (name: string, help: string, read: (s: WorkerState) => number) =>
+      new Gauge({ name, help, registers: this.r, collect() { this.set(read(state())); } });
+    gauge("patchbay_worker_active_jobs", "Jobs running on this worker", (s) => s.activeJobs);
+    gauge("patchbay_worker_concurrency", "Jobs this worker runs at once", (s) => s.concurrency);
+    gauge("patchbay_worker_redis_connected", "1 while the worker's Redis connection is up", (s) => (s.redisConnected ? 1 : 0));
+    gauge("patchbay_worker_draining", "1 once the worker drains (takes no new job)", (s) => (s.draining ? 1 : 0));
+  }
+
+  /** Updates the metrics from one transcript event. Never throws. */
+  observe(e: TranscriptEvent): void {
+    try {
+      this.apply(e);
+    } catch {
+      // a malformed event must not break the worker
+    }
+  }
+
+  private apply(e: TranscriptEvent): void {
+    const key = `${e.jobId}\u0000${e.attempt}`;
+    const at = Date.parse(e.ts);
+    switch (e.type) {
+      case "job_started":
+        this.started.set(key, at);
+        this.jobsStarted.inc();
+        break;
+      case "sandbox_ready": {
+        this.sandboxReady.observe(e.ms / 1000);
+        const t0 = this.started.get(key);
+        if (t0 !== undefined && at >= t0) this.dequeueToReady.observe((at - t0) / 1000);
+        this.sandboxes.add(key);
+        this.activeSandboxes.set(this.sandboxes.size);
+        break;
+      }
+      case "tool_result":
+        this.toolCall.observe({ tool: e.name }, e.ms / 1000);
+        if (e.isError) this.toolErrors.inc({ tool: e.name });
+        break;
+      case "model_response": {
+        this.modelRequest.observe({ model: e.model }, e.ms / 1000);
+        for (const [field, kind] of TOKEN_KINDS) if (e.usage[field] > 0) this.tokens.inc({ model: e.model, kind }, e.usage[field]);
+        const usd = costUsd(e.model, e.usage);
+        if (usd > 0) this.cost.inc({ model: e.model }, usd);
+        break;
+      }
+      case "model_retry":
+        this.modelRetries.inc();
+        break;
+      case "verify":
+        this.verifies.inc({ outcome: e.exitCode === 0 ? "passed" : "failed" });
+        break;
+      case "job_finished": {
+        // Once per attempt: a hard deadline's job_finished and runJob's own late one count once.
+        const t0 = this.started.get(key);
+        if (t0 === undefined) break;
+        this.started.delete(key);
+        this.jobsFinished.inc({ status: e.status });
+        this.jobDuration.observe({ status: e.status }, Math.max(0, at - t0) / 1000);
+        this.sandboxes.delete(key);
+        this.activeSandboxes.set(this.sandboxes.size);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+}
+
+/** `PORT` or `HOST:PORT` (`[::1]:PORT` for IPv6); the host defaults to 127.0.0.1. */
+export function parseListen(s: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]:|([^:]+):)?(\d{1,5})$/.exec(s.trim());
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || !Number.isInteger(port) || port > 65535) throw new Error(`expected PORT or HOST:PORT, got '${s}'`);
+  return { host: m[1] ?? m[2] ?? "127.0.0.1", port };
+}
+
+export interface MetricsServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Serves the registry at GET /metrics in the Prometheus text format. */
+export async function serveMetrics(registry: Registry, listen: { host?: string; port: number }): Promise<MetricsServer> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    if (req.method !== "GET" && req.method !== "HEAD") return void res.writeHead(405, { Allow: "GET, HEAD" }).end();
+    if (path !== "/metrics") return void res.writeHead(404, { "Content-Type": "text/plain" }).end("try /metrics\n");
+    registry.metrics().then(
+      (text) => res.writeHead(200, { "Content-Type": registry.contentType, "Cache-Control": "no-store" }).end(req.method === "HEAD" ? undefined : text),
+      (err: Error) => res.writeHead(500, { "Content-Type": "text/plain" }).end(`${err.message}\n`),
+    );
+  });
+  const host = listen.host ?? "127.0.0.1";
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(listen.port, host, () => (server.off("error", reject), resolve()));
+  });
+  const addr = server.address();
+  const port = typeof addr === "object" && addr ? addr.port : listen.port;
+  return {
+    url: `http://${host.includes(":") ? `[${host}]` : host}:${port}/metrics`,
+    close: () => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
+  };
+}
+
+/**
+ * The worker's hook: metrics always observed (cheap), served only when `listen` is given.
+ * `state` is read at each scrape.
+ */
+export async function workerMetrics(listen: string | number | undefined, state: () => WorkerState): Promise<{ observe(e: TranscriptEvent): void; url?: string; close(): Promise<void> }> {
+  const m = new WorkerMetrics(state);
+  if (listen === undefined) return { observe: (e) => m.observe(e), close: async () => {} };
+  const server = await serveMetrics(m.registry, typeof listen === "number" ? { port: listen } : parseListen(listen));
+  return { observe: (e) => m.observe(e), url: server.url, close: () => server.close() };
+}
