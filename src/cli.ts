@@ -7,10 +7,11 @@ import { adminCommands } from "./cli/admin.js";
 import { EXIT, UsageError, type Command, type Values } from "./cli/command.js";
 import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
+import { batchCommands } from "./cli/batch.js";
 
 export type { Command } from "./cli/command.js";
 
-const commands: Record<string, Command> = { ...submitCommands, ...inspectCommands, ...adminCommands };
+const commands: Record<string, Command> = { ...submitCommands, ...inspectCommands, ...adminCommands, ...batchCommands };
 
 /** `patchbay image` and friends: a group whose subcommands are `<group> <sub>` entries. */
 const groups = [...new Set(Object.keys(commands).filter((n) => n.includes(" ")).map((n) => n.split(" ")[0]!))];
@@ -36,8 +37,9 @@ ${commandLines()}
 
 Options: --help, -h (also after a command), --version, -V. Commands that use Redis take
 --queue NAME and --redis-url URL.
-Exit status: 0 ok; 1 failure (a job did not complete, an unknown job id, Redis unreachable);
-2 usage error.
+Exit status: 0 ok; 1 failure (a job failed, an unknown job id, Redis unreachable); 2 usage
+error. run, watch and batch wait: 3 verify_failed, 4 budget_exceeded / max_turns / timeout,
+5 cancelled.
 Environment (defaults for the flags): REDIS_URL, PATCHBAY_QUEUE, DOCKER_HOST, ANTHROPIC_API_KEY,
 ANTHROPIC_BASE_URL, PATCHBAY_IMAGE, PATCHBAY_MODEL, PATCHBAY_CONCURRENCY.`;
 }

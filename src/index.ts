@@ -16,6 +16,7 @@ export { runAgentLoop, type LoopOptions, type LoopOutcome } from "./agent/loop.j
 export { AnthropicModel, ModelError, type Model, type ModelRequest, type ModelResponse } from "./agent/model.js";
 export { costUsd, priceFor } from "./agent/prices.js";
 export { PatchbayClient, JobFailedError, JobNotFoundError, JobConflictError, WaitTimeoutError, enqueue, enqueueBatch, waitForResult, cancel, status, result, watch, list, closeDefaultClient, type ClientOptions, type WaitOptions, type JobStatusInfo, type JobState, type ListState } from "./queue.js";
+export { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, submitBatch, batchStatus, waitForBatch, retryBatch, cancelBatch, listBatches, batchSummary, parseBatchFile, readBatchFile, summaryMarkdown, type BatchStatus, type BatchJob, type BatchSummary, type BatchProgress, type BatchListEntry, type JobSummary, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch.js";
 export { startWorker, type WorkerOptions, type WorkerHandle } from "./worker.js";
 export { workerLogger, type Log, type LogFields, type LogFormat } from "./log.js";
 export { JobSpec, JobResult, TranscriptEvent, parseJobSpec, assertJobSpec, JobSpecError } from "./spec.js";

@@ -1,0 +1,35 @@
+// A job's status as an exit code, shared by `run`, `watch` and `batch wait`. Only plain data here:
+// `patchbay --help` loads this.
+
+/** 0 completed; 3 verify_failed; 4 a limit (budget, turns, time); 5 cancelled; 1 failed. */
+export const STATUS_EXIT: Record<string, number> = {
+  completed: 0,
+  verify_failed: 3,
+  budget_exceeded: 4,
+  max_turns: 4,
+  timeout: 4,
+  cancelled: 5,
+  failed: 1,
+};
+
+/** The exit code for a job's final status (an unknown status is a failure). */
+export function exitCodeFor(status: string): number {
+  return STATUS_EXIT[status] ?? 1;
+}
+
+/** From worst to best: failed (1), verify_failed (3), a limit (4), cancelled (5), completed (0). */
+const SEVERITY = [1, 3, 4, 5, 0];
+
+/** One exit code for many jobs: 0 only if every one completed, else the worst job's code. */
+export function worstExitCode(statuses: Iterable<string>): number {
+  let worst = 0;
+  for (const s of statuses) {
+    const code = exitCodeFor(s);
+    if (SEVERITY.indexOf(code) < SEVERITY.indexOf(worst)) worst = code;
+  }
+  return worst;
+}
+
+/** For the usage text of the commands that wait for jobs. */
+export const STATUS_EXIT_USAGE = `0 completed; 3 verify_failed (the verify command still failed); 4 budget_exceeded, max_turns
+or timeout; 5 cancelled; 1 failed, or an error (Redis unreachable, unknown id); 2 usage error`;
