@@ -1,0 +1,115 @@
+// `patchbay dashboard` and `patchbay view`: the window onto jobs. Only node: built-ins and the CLI's
+// shared helpers at the top: the server and renderer load when the command runs.
+import { CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type Command, type Values } from "./cli/command.js";
+
+export const DASHBOARD_USAGE = `patchbay dashboard [--host 127.0.0.1] [--port 7474]
+
+Serves the web dashboard: jobs (filters by state, status and batch), batches, each job's
+transcript live with its patch, cancel and retry buttons, bull-board at /queues and the queue's
+Prometheus metrics at /metrics. It binds 127.0.0.1 unless --host says otherwise.
+Every action (cancel, retry, bull-board's changes) needs the token $PATCHBAY_DASHBOARD_TOKEN
+(at least 16 characters; on loopback one is made up and printed when it is unset); on any other
+host every request does, and the variable must be set. Open the printed URL with ?token=… once
+(an HttpOnly cookie keeps it), or send Authorization: Bearer … (scrapers).
+  --host HOST            the address to bind (default 127.0.0.1)
+  --port PORT            the port (default 7474; 0 picks a free one)
+${CONNECTION_USAGE}
+Exit status: 0 after SIGINT/SIGTERM; 1 Redis unreachable or the port taken; 2 usage.`;
+
+export const VIEW_USAGE = `patchbay view TRANSCRIPT.jsonl [-o FILE.html] [--patch FILE]
+
+Writes one self-contained HTML page of a transcript (the events of watch --json, or run --out's
+transcript.jsonl), rendered like the dashboard's job page: no network request, nothing from the
+transcript runs. The patch is shown as a diff from --patch, or from patch.diff next to a file
+named transcript.jsonl.
+  -o, --out FILE         where to write (default: the transcript's name with .html; - for stdout)
+  --patch FILE           the job's patch to show
+Exit status: 0 written; 1 the file cannot be read or written; 2 usage.`;
+
+/** Runs the dashboard until SIGINT or SIGTERM. */
+export async function runDashboard(values: Values): Promise<number> {
+  const port = values.port === undefined ? 7474 : values.port === "0" ? 0 : numberFlag(values, "port", { integer: true, what: "a TCP port" })!;
+  if (port > 65535) throw new UsageError(`--port takes a TCP port, not '${values.port}'`);
+  const host = values.host === undefined ? "127.0.0.1" : String(values.host).trim();
+  if (!host) throw new UsageError("--host must not be empty");
+  const { clientOptions, probeRedis } = await import("./cli/client.js");
+  const conn = clientOptions(values);
+  await probeRedis(conn.redisUrl);
+  const { startDashboard, DashboardConfigError } = await import("./web/server.js");
+  let d;
+  try {
+    d = await startDashboard({ host, port, ...conn });
+  } catch (err) {
+    if (err instanceof DashboardConfigError) throw new UsageError(err.message);
+    throw new CliError(`dashboard: ${(err as Error).message}`);
+  }
+  const shown = d.generatedToken ? `${d.url}/?token=${d.token}` : d.url;
+  process.stderr.write(`[dashboard] ${shown}${d.generatedToken ? "  (a token made up for this run: set PATCHBAY_DASHBOARD_TOKEN to choose one)" : ""}\n`);
+  await new Promise<void>((done) => {
+    const stop = () => void d.close().then(done, done);
+    process.once("SIGTERM", stop);
+    process.once("SIGINT", stop);
+  });
+  return 0;
+}
+
+/** Writes the static HTML view of a transcript file; returns the path written ("-": stdout). */
+export async function runView(file: string, opts: { out?: string; patch?: string } = {}): Promise<string> {
+  const { existsSync, readFileSync, writeFileSync } = await import("node:fs");
+  const { basename, dirname, join } = await import("node:path");
+  const { parseTranscriptJsonl } = await import("./web/escape.js");
+  const { renderTranscriptHtml } = await import("./web/html.js");
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new CliError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  const sibling = basename(file) === "transcript.jsonl" ? join(dirname(file), "patch.diff") : undefined;
+  const patchFile = opts.patch ?? (sibling && existsSync(sibling) ? sibling : undefined);
+  let patch: string | undefined;
+  if (patchFile !== undefined) {
+    try {
+      patch = readFileSync(patchFile, "utf8");
+    } catch (err) {
+      throw new CliError(`cannot read ${patchFile}: ${(err as Error).message}`);
+    }
+  }
+  const html = renderTranscriptHtml(parseTranscriptJsonl(text), patch !== undefined ? { patch } : {});
+  const out = opts.out ?? file.replace(/\.jsonl?$/i, "") + ".html";
+  if (out === "-") {
+    process.stdout.write(html);
+    return out;
+  }
+  try {
+    writeFileSync(out, html);
+  } catch (err) {
+    throw new CliError(`cannot write ${out}: ${(err as Error).message}`);
+  }
+  return out;
+}
+
+const dashboard: Command = {
+  summary: "serve the web dashboard (jobs, live transcripts, bull-board, metrics)",
+  usage: DASHBOARD_USAGE,
+  options: { ...connectionFlags, host: { type: "string" }, port: { type: "string" } },
+  run: ({ values }) => runDashboard(values),
+};
+
+const view: Command = {
+  summary: "write a transcript as one self-contained HTML page",
+  usage: VIEW_USAGE,
+  options: { out: { type: "string", short: "o" }, patch: { type: "string" } },
+  positionals: { min: 1, max: 1, name: "transcript.jsonl" },
+  async run({ values, positionals }) {
+    const out = await runView(positionals[0]!, {
+      ...(values.out !== undefined ? { out: String(values.out) } : {}),
+      ...(values.patch !== undefined ? { patch: String(values.patch) } : {}),
+    });
+    if (out !== "-") process.stderr.write(`[view] wrote ${out}\n`);
+    return 0;
+  },
+};
+
+/** The two commands, for src/cli.ts's table. */
+export const webCommands: Record<string, Command> = { dashboard, view };
