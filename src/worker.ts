@@ -7,6 +7,7 @@ import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "./config.js";
 import type { Model } from "./agent/model.js";
+import { batchHooks } from "./batch.js";
 import { runJob } from "./job.js";
 import { keys, redisOptions } from "./keys.js";
 import { workerLogger, type Log, type LogFormat } from "./log.js";
@@ -58,6 +59,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const redis = new Redis(redisUrl, redisOptions);
   const sub = new Redis(redisUrl, redisOptions);
   const active = new Map<string, Active>();
+  const batch = batchHooks(redis, queueName); // no-ops for jobs of no batch
   // ioredis reconnects by itself; say so once per outage instead of an unhandled error per retry.
   let down = false;
   for (const r of [redis, sub]) {
@@ -115,6 +117,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     const entry: Active = { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve() };
     active.set(jobId, entry);
     if (await redis.exists(k.cancel(jobId))) entry.ctl.abort("cancelled");
+    // A batch whose budget is spent (or that was cancelled): the job ends at once, without a sandbox.
+    const early = await batch.start(job.data, jobId, attempt).catch((err: unknown) => (active.delete(jobId), Promise.reject(err)));
     const streamKey = k.events(jobId);
     const onEvent = (e: TranscriptEvent) => {
       metrics.observe(e);
@@ -142,7 +146,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       }, timeoutMs + config.hardDeadlineGraceMs);
     });
     log(`job ${jobId} attempt ${attempt}: started`, { job: jobId, attempt });
-    const run = runJob(spec, {
+    if (early) onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: early.status, costUsd: 0, turns: 0, error: early.error });
+    const run = early ? Promise.resolve(early) : runJob(spec, {
       jobId,
       attempt,
       signal: entry.ctl.signal,
@@ -152,12 +157,14 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       model: opts.model?.(),
       queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
       onSandbox: (sb) => (entry.sandbox = sb),
+      stopAfterTurn: batch.stopAfterTurn(job.data, jobId, attempt),
     });
     entry.done = run.then(() => {}, () => {});
     try {
       const result = await Promise.race([run, hardDeadline]);
       if (entry.ctl.signal.reason === "abandoned") return never();
       await Promise.race([entry.lastWrite, sleep(5000)]);
+      await batch.finish(job.data, jobId, attempt, result).catch((err: Error) => log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
       log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`, { job: jobId, attempt, status: result.status });
       return result;
     } catch (err) {
@@ -166,6 +173,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       const error = `${(err as Error).message}${retry ? ` (attempt ${attempt} of ${job.opts.attempts}; the queue runs it again after a backoff)` : ""}`;
       onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error });
       await Promise.race([entry.lastWrite, sleep(5000)]);
+      if (!retry) await batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
       log(`job ${jobId} attempt ${attempt}: error: ${error}`, { job: jobId, attempt, level: "error" });
       throw err;
     } finally {
