@@ -8,8 +8,10 @@ import { useSandbox } from "./support/sandbox.js";
 const JOB_NOTICE = /^\S+: line \d+: +\d+ (Killed|Stopped|Terminated|Hangup)\b.*$\n?/gm;
 const withoutJobNotices = (s: string) => s.replace(JOB_NOTICE, "");
 
-// The agent's processes other than the shell itself and the `ps` looking at them.
-const LEFT = "ps -u 1000 -o pid=,args= | awk -v sh=$$ '$1 != sh && $2 != \"ps\" && $2 != \"awk\" { print \"LEFT:\" $0 }'; echo checked";
+// The agent's live processes of the kinds the timed-out commands below start (by name: the
+// pipeline's own children may show as `bash` before their exec or `[awk]` during it; zombies,
+// already dead and not yet reaped, do not count).
+const LEFT = "ps -u 1000 -o pid=,stat=,comm=,args= | awk '$2 !~ /^Z/ && $3 ~ /^(sleep|sh|nohup|setsid)$/ { print \"LEFT:\" $0 }'; echo checked";
 
 describe("sandbox.shell (real engine)", () => {
   const sb = useSandbox();
