@@ -4,6 +4,7 @@ import { formatEvent } from "../cli-format.js";
 import { emptyResult, type JobResult } from "../spec.js";
 import { JobFailedError, type PatchbayClient } from "../queue.js";
 import { writeOut } from "./client.js";
+import { exitCodeFor } from "./exit.js";
 
 export interface FollowOptions {
   out: string;
@@ -64,5 +65,5 @@ export async function follow(c: PatchbayClient, id: string, opts: FollowOptions)
   const patchPath = await writeOut(c, id, result, opts.out);
   if (opts.json) console.log(JSON.stringify(result));
   process.stderr.write(`patchbay: ${result.status}${result.error ? ` (${result.error})` : ""}; ${result.filesChanged.length} files changed; patch: ${patchPath}\n`);
-  return result.status === "completed" ? 0 : 1;
+  return exitCodeFor(result.status);
 }

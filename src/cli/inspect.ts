@@ -4,6 +4,7 @@ import { resolve } from "node:path";
 import { CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type Command } from "./command.js";
 import type { JobStatusInfo } from "../queue.js";
 import { safeText } from "../term.js";
+import { exitCodeFor, STATUS_EXIT_USAGE } from "./exit.js";
 
 /** Job-supplied text (task, reasons) for a terminal: one line, no escapes. */
 const safe = (s: string) => safeText(s, { oneLine: true });
@@ -76,8 +77,7 @@ const watch: Command = {
 
 Shows a job's transcript live, from any host, until the job ends, then its final status on
 stderr (--json: raw events on stdout, one per line).
-Exit status: 0 the job completed; 1 it ended otherwise (failed, cancelled, timeout, ...) or is not
-in the queue; 2 usage.
+Exit status, by the job's final status: ${STATUS_EXIT_USAGE} (also: not in the queue).
 
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" } },
@@ -97,7 +97,7 @@ ${CONNECTION_USAGE}`,
         return 1;
       }
       process.stderr.write(`patchbay: job ${id} ${r.status}${r.error ? `: ${safe(r.error)}` : ""}\n`);
-      return r.status === "completed" ? 0 : 1;
+      return exitCodeFor(r.status);
     }),
 };
 

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { CONNECTION_USAGE, connectionFlags, UsageError, type Command, type Values } from "./command.js";
 import { flagError, hasSpecFlags, SPEC_USAGE, specFlags, specFrom } from "./spec-flags.js";
+import { STATUS_EXIT_USAGE } from "./exit.js";
 
 /** Validates specs (schema, local paths) before any connection: a mistake is a usage error. */
 async function prepare(specs: unknown[], values: Values): Promise<void> {
@@ -23,8 +24,7 @@ Enqueues one job, shows its progress on stderr (turns, tool calls, tokens, cost)
 DIR/patch.diff, DIR/transcript.jsonl and DIR/result.json (default DIR: ./patchbay-out/<job id>).
 Ctrl-C stops waiting; the job keeps running on its worker unless --cancel-on-exit is given.
 
-Exit status: 0 the job completed; 1 it ended otherwise (failed, timeout, cancelled, ...) or Redis
-is unreachable; 2 usage error; 130 interrupted (Ctrl-C).
+Exit status, by the job's final status: ${STATUS_EXIT_USAGE}; 130 interrupted (Ctrl-C).
 
 ${SPEC_USAGE}
   --out DIR              where to write the results
