@@ -31,5 +31,6 @@ export function worstExitCode(statuses: Iterable<string>): number {
 }
 
 /** For the usage text of the commands that wait for jobs. */
-export const STATUS_EXIT_USAGE = `0 completed; 3 verify_failed (the verify command still failed); 4 budget_exceeded, max_turns
-or timeout; 5 cancelled; 1 failed, or an error (Redis unreachable, unknown id); 2 usage error`;
+export const STATUS_EXIT_USAGE = `
+  0 completed; 3 verify_failed (verify still failed); 4 budget_exceeded, max_turns or timeout;
+  5 cancelled; 1 failed, or an error (Redis unreachable, unknown id); 2 usage error`;
