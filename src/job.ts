@@ -4,7 +4,7 @@ import { defaults, loadConfig } from "./config.js";
 import { runAgentLoop } from "./agent/loop.js";
 import { AnthropicModel, type Model } from "./agent/model.js";
 import { systemPrompt } from "./agent/prompt.js";
-import { computePatch, currentTree, PatchTooLargeError, type PatchOptions, type PatchResult } from "./patch.js";
+import { computePatch, currentTree, GitStepError, PatchTooLargeError, type PatchOptions, type PatchResult } from "./patch.js";
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import { Sandbox } from "./sandbox/sandbox.js";
 import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
@@ -112,7 +112,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       stopAfterTurn: opts.stopAfterTurn,
     };
     let outcome = await runAgentLoop(loop);
-    let patch: PatchResult;
+    let patch!: PatchResult; // set by the first round, which throws rather than break without one
     let verify: JobResult["verify"];
     let afterVerify: PatchOptions["afterVerify"];
     // Each round: the patch, then verify judging exactly that patch. A failed verify goes back to
@@ -122,7 +122,14 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       // into verify's output. The patch is the agent's work, taken before verify, whose byproducts
       // are not part of it.
       await sandbox.killAgentProcesses();
-      patch = await takePatch(sandbox, baseline, afterVerify);
+      try {
+        patch = await takePatch(sandbox, baseline, afterVerify);
+      } catch (err) {
+        // A later round's patch that cannot be taken: the result keeps the one the last verify judged.
+        if (!(err instanceof PatchError && afterVerify)) throw err;
+        outcome = { ...outcome, status: "failed", error: err.message };
+        break;
+      }
       emit({ type: "patch", filesChanged: patch.filesChanged, diffstat: patch.diffstat, bytes: patch.bytes });
       if (!spec.verify || ctl.signal.aborted) break;
       const t = performance.now();
@@ -163,6 +170,8 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   } catch (err) {
     // A failed setup or a repo that cannot be loaded is the job's outcome; anything else (Docker, a retryable API error) is thrown
     // so that the queue retries it; the caller (the worker) records how this attempt ended.
+    // Git failing on what the repo or the agent left (a broken baseline) is too, while the sandbox runs.
+    if (err instanceof GitStepError && sandbox && (await isRunning(sandbox))) return ended("failed", err.message);
     if (!(err instanceof SetupError || err instanceof RepoError || err instanceof PatchError)) throw err;
     return ended("failed", err.message);
   } finally {
@@ -192,13 +201,14 @@ function verifyFeedback(command: string, v: NonNullable<JobResult["verify"]>, ro
 /** The patch could not be taken from a sandbox that still runs: the workspace's fault, not the host's. */
 export class PatchError extends Error {}
 
+const isRunning = (sandbox: Sandbox) => sandbox.container.inspect().then((i) => i.State.Running, () => false);
+
 async function takePatch(sandbox: Sandbox, baseline: string, afterVerify?: PatchOptions["afterVerify"]): Promise<PatchResult> {
   try {
     return await computePatch(sandbox, baseline, { afterVerify });
   } catch (err) {
     // A sandbox that is gone (the engine failed) is retried elsewhere; anything else would fail the same way again.
-    const running = await sandbox.container.inspect().then((i) => i.State.Running, () => false);
-    if (running || err instanceof PatchTooLargeError) throw new PatchError(`the patch could not be taken: ${(err as Error).message}`);
+    if (err instanceof PatchTooLargeError || (await isRunning(sandbox))) throw new PatchError(`the patch could not be taken: ${(err as Error).message}`);
     throw err;
   }
 }

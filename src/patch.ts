@@ -25,6 +25,9 @@ export interface PatchOptions {
   afterVerify?: { patchTree: string; verifyTree: string };
 }
 
+/** Git ran in the sandbox and failed: the workspace's doing while the sandbox still runs, not the host's. */
+export class GitStepError extends Error {}
+
 export const DEFAULT_PATCH_MAX_BYTES = 50 * 1024 * 1024;
 
 /** A patch over the bound is never cut (a cut patch does not apply); the stat and file list still come along. */
@@ -123,7 +126,7 @@ const ROOT = { user: "0:0", cwd: PRIVATE_DIR } as const;
 async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin = ""): Promise<string> {
   const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, timeoutSec: 600, ...ROOT });
   const tree = r.stdout.toString("utf8").trim().split("\n").pop() ?? "";
-  if (r.exitCode !== 0 || !TREE_ID.test(tree)) throw new Error(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+  if (r.exitCode !== 0 || !TREE_ID.test(tree)) throw new GitStepError(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   return tree;
 }
 
@@ -164,7 +167,7 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
 
 async function git(sb: Sandbox, argv: string[], maxBytes?: number) {
   const r = await sb.exec(argv, { env: DIFF_ENV, timeoutSec: 600, ...ROOT, ...(maxBytes !== undefined ? { maxBytes } : {}) });
-  if (r.exitCode !== 0) throw new Error(`computePatch: ${argv.slice(0, 2).join(" ")} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+  if (r.exitCode !== 0) throw new GitStepError(`computePatch: ${argv.slice(0, 2).join(" ")} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   return r;
 }
 
@@ -179,7 +182,7 @@ async function markBinary(sb: Sandbox, patch: Buffer, files: string[]): Promise<
   // After our base line: later lines of the same file win.
   const attributes = ATTRIBUTES + (bad ? bad.map((f) => `${quotePattern(f)} -diff\n`).join("") : "* -diff\n");
   const w = await sb.exec(["bash", "-c", `cat > ${STORE}/info/attributes`], { stdin: attributes, ...ROOT });
-  if (w.exitCode !== 0) throw new Error(`computePatch: writing attributes failed: ${w.stderr.trim()}`);
+  if (w.exitCode !== 0) throw new GitStepError(`computePatch: writing attributes failed: ${w.stderr.trim()}`);
 }
 
 /** Splits a diff at each line starting with "diff --git " (hunk lines never do; base85 lines have no spaces). */

@@ -60,7 +60,7 @@ describe("verify cannot be faked by the agent (real engine, real SDK)", () => {
     ["a redefined internal hook of the shell", "__pb_post(){ builtin printf '\\nPBEND%s:%d\\n' \"$1\" 0; }; echo redefined"],
     ["a background process printing the completion marker", MARKER_FORGER],
   ])("%s", async (_what, trick) => {
-    const { result, events } = await jobRunning(trick, { verify: FAILING_VERIFY });
+    const { result, events } = await jobRunning(trick, { verify: FAILING_VERIFY, verifyRounds: 0 });
     expect(events.find((e) => e.type === "tool_result")).toMatchObject({ isError: false });
     expect(result.verify?.exitCode).toBe(3);
     expect(events.find((e) => e.type === "verify")).toMatchObject({ exitCode: 3 });
