@@ -106,20 +106,23 @@ describe("docker-compose.yml (validated by docker-compose config)", () => {
 describe("images/worker/Dockerfile", () => {
   const dockerfile = readFileSync(`${ROOT}images/worker/Dockerfile`, "utf8");
 
-  it("runs the CLI through tsx from production dependencies, with git for host-side clones", () => {
-    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim$/m);
+  it("compiles in a build stage and runs the compiled CLI from production dependencies, with git for host-side clones", () => {
+    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim AS build$/m);
+    expect(dockerfile).toMatch(/^RUN npm ci --no-audit --no-fund$/m); // runs `prepare`: tsc → dist/
+    expect(dockerfile).toMatch(/^COPY --from=build \/app\/dist\/ dist\/$/m);
     expect(dockerfile).toMatch(/apt-get install[^\n]*\bgit\b[^\n]*\bca-certificates\b/);
-    expect(dockerfile).toMatch(/npm ci --omit=dev/);
+    expect(dockerfile).toMatch(/npm ci --omit=dev --ignore-scripts/);
     expect(dockerfile).toMatch(/^ENTRYPOINT \["node", "bin\/patchbay\.js"\]$/m);
     expect(dockerfile).toMatch(/^CMD \["worker"\]$/m);
-    const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as { dependencies: Record<string, string> };
-    expect(Object.keys(pkg.dependencies)).toContain("tsx"); // --omit=dev must keep the TypeScript runner
+    const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as { dependencies: Record<string, string>; scripts: Record<string, string> };
+    expect(Object.keys(pkg.dependencies)).not.toContain("tsx"); // the runtime needs no TypeScript runner
+    expect(pkg.scripts.prepare).toMatch(/npm run build/);
   });
 
   it("copies only files that exist and that .dockerignore keeps", () => {
     const ignored = readFileSync(`${ROOT}.dockerignore`, "utf8").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
     expect(ignored).toEqual(expect.arrayContaining(["node_modules", ".git"]));
-    const sources = [...dockerfile.matchAll(/^COPY (.+) \S+$/gm)].flatMap((m) => m[1]!.split(/\s+/));
+    const sources = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((m) => m[1]!.split(/\s+/));
     expect(sources.length).toBeGreaterThan(0);
     for (const src of sources) {
       expect(existsSync(`${ROOT}${src}`), src).toBe(true);
