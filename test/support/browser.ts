@@ -1,0 +1,28 @@
+// Headless Chromium for browser tests and the bench: Debian's `chromium` package (scripts/pretest.sh
+// installs it; no browser is ever downloaded), driven by playwright-core. A missing Chromium fails
+// the test with what to do, it is never skipped.
+import { existsSync } from "node:fs";
+import { chromium, type Browser, type Page } from "playwright-core";
+
+export const CHROMIUM = process.env.PATCHBAY_CHROMIUM ?? "/usr/bin/chromium";
+
+export async function launchBrowser(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (scripts/pretest.sh does it as root), or set PATCHBAY_CHROMIUM`);
+  }
+  // --no-sandbox: the tests run as root, where Chromium's own sandbox cannot start.
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
+}
+
+/** What a page did that it should not have: dialogs, page errors, console errors, requests. */
+export function recordPage(page: Page) {
+  const rec = { dialogs: [] as string[], pageErrors: [] as string[], consoleErrors: [] as string[], requests: [] as string[] };
+  page.on("dialog", (d) => {
+    rec.dialogs.push(`${d.type()}: ${d.message()}`);
+    void d.dismiss().catch(() => {});
+  });
+  page.on("pageerror", (e) => rec.pageErrors.push(e.message));
+  page.on("console", (m) => m.type() === "error" && rec.consoleErrors.push(m.text()));
+  page.on("request", (r) => rec.requests.push(r.url()));
+  return rec;
+}

@@ -1,0 +1,278 @@
+// The dashboard in a real browser (headless Chromium, Debian's package): a private Redis, a worker
+// process running jobs in real sandboxes against the scripted model, the dashboard in this process.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runView } from "../src/cli-web.js";
+import { PatchbayClient } from "../src/queue.js";
+import type { TranscriptEvent } from "../src/spec.js";
+import { startDashboard, type Dashboard } from "../src/web/server.js";
+import { launchBrowser, recordPage } from "./support/browser.js";
+import { removeDir, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
+import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
+import { byTurn, clampScript, taskOf } from "./support/scripts.js";
+
+const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
+const QUEUE = "web-dashboard";
+const TOKEN = "dashboard-test-token-0123456789";
+const EDITOR = "str_replace_based_edit_tool";
+
+// Hostile output: markup that would run if it were parsed as HTML, and terminal escapes
+// (colour, window title, clipboard write).
+const HOSTILE_PRINTF = String.raw`printf '<script>window.__pwned=1;alert(1)</script>\n<img src=x onerror="window.__pwned=2;alert(2)">\n\033[31mRED\033[0m \033]0;evil-title\007\033]52;c;ZXZpbA==\007 done\n'`;
+const HOSTILE_SCRIPT = (): Reply[] => [
+  reply(text("Looking <script>window.__pwned=3;alert(3)</script> around."), toolUse("bash", { command: HOSTILE_PRINTF })),
+  reply(toolUse(EDITOR, { command: "create", path: "/workspace/<img src=x onerror=alert(4)>.txt", file_text: "<script>window.__pwned=4</script>\n" })),
+  reply(text('All done <img src=x onerror="window.__pwned=5;alert(5)"> \u001b[2J')),
+];
+const STEPS = (n: number): Reply[] => [
+  ...Array.from({ length: n }, (_, i) => reply(text(`Step ${i}.`), toolUse("bash", { command: `echo live-step-${i}` }))),
+  reply(text("All steps done.")),
+];
+
+/** A gate the scripted model waits on before answering a given turn of a task. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  return { open, opened };
+}
+
+describe("dashboard in headless Chromium", () => {
+  let redis: Awaited<ReturnType<typeof startRedis>>;
+  let fake: FakeAnthropic;
+  let worker: WorkerProc;
+  let client: PatchbayClient;
+  let dash: Dashboard;
+  let browser: Browser;
+  let ctx: BrowserContext;
+  const liveGate = gate();
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    fake = await startFakeAnthropic(async (req) => {
+      const task = taskOf(req.body);
+      const turn = (req.body.messages as { role: string }[]).filter((m) => m.role === "assistant").length;
+      if (/live steps/.test(task)) {
+        if (turn === 2) await liveGate.opened; // hold the job after two tool calls until the page is open
+        return byTurn(STEPS(4))(req);
+      }
+      if (/long-running/.test(task)) return byTurn([reply(toolUse("bash", { command: "echo started-sleeping; sleep 300" }))])(req);
+      if (/hostile/.test(task)) return byTurn(HOSTILE_SCRIPT())(req);
+      return byTurn(clampScript())(req);
+    });
+    const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "3", PATCHBAY_CANCEL_POLL_MS: "500" };
+    worker = startWorkerProc(env);
+    client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
+    dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN });
+    browser = await launchBrowser();
+    ctx = await browser.newContext();
+    await worker.waitFor(/ready: queue web-dashboard/);
+  });
+
+  afterAll(async () => {
+    await ctx?.close();
+    await browser?.close();
+    await dash?.close();
+    await client?.close();
+    await worker?.stop("SIGTERM");
+    await fake?.close();
+    await redis?.stop();
+  });
+
+  async function open(path: string): Promise<{ page: Page; rec: ReturnType<typeof recordPage> }> {
+    const page = await ctx.newPage();
+    const rec = recordPage(page);
+    await page.goto(dash.url + path);
+    return { page, rec };
+  }
+
+  async function eventsOf(id: string): Promise<TranscriptEvent[]> {
+    const out: TranscriptEvent[] = [];
+    for await (const e of client.watch(id, { follow: false })) out.push(e);
+    return out;
+  }
+
+  it("lists a running job, and its page shows new tool calls as they happen, without a reload", async () => {
+    const id = await client.enqueue({ task: "Run the live steps.", repo: { path: CLAMP }, jobId: "live-steps-1" });
+    // the job is held at its third model call: two tool calls done
+    await waitUntil(async () => fake.requests.filter((r) => /live steps/.test(taskOf(r.body))).length >= 3);
+
+    const list = await open("/jobs?state=active");
+    const row = list.page.locator(`tr[data-job-id="${id}"]`);
+    await row.waitFor();
+    expect(await row.locator("td").nth(1).textContent()).toBe("active");
+    expect(await row.locator("td.task").textContent()).toBe("Run the live steps.");
+    await list.page.close();
+
+    const { page, rec } = await open(`/jobs/${id}`);
+    await page.locator(".tool .result pre", { hasText: "live-step-1" }).waitFor();
+    const before = await page.locator(".tool .result pre").count();
+    expect(before).toBe(2);
+    expect(await page.locator(".tool .result pre", { hasText: "live-step-2" }).count()).toBe(0);
+    await page.evaluate(() => ((window as any).__sameDocument = true));
+
+    liveGate.open();
+    await page.locator(".ev.finished[data-status=completed]").waitFor({ timeout: 60_000 });
+    for (const i of [2, 3]) expect(await page.locator(".tool .result pre", { hasText: `live-step-${i}` }).count()).toBe(1);
+    expect(await page.locator("article.turn").count()).toBe(5);
+    expect(await page.locator("article.turn").last().locator(".text").textContent()).toBe("All steps done.");
+    // the same document all along: the events arrived over the open connection
+    expect(await page.evaluate(() => (window as any).__sameDocument)).toBe(true);
+    expect(await page.evaluate(() => performance.getEntriesByType("navigation").length)).toBe(1);
+    // per turn and cumulated tokens and cost; the head turns completed
+    expect(await page.locator("article.turn").first().locator("header .meta").textContent()).toMatch(/in \d[\d,]* · out \d+ · cache read \d+ · cache write \d+ · \$\d+\.\d{4} \(total \$\d+\.\d{4}\)/);
+    expect(await page.locator("#totals").textContent()).toMatch(/5 turns · 4 tool calls · tokens in [\d,]+/);
+    await page.locator("#head[data-status=completed]").waitFor();
+    expect(rec.pageErrors).toEqual([]);
+    await page.close();
+  });
+
+  it("cancel on the job page stops a running job: status cancelled", async () => {
+    const id = await client.enqueue({ task: "A long-running job to cancel.", repo: { path: CLAMP }, jobId: "cancel-me-1" });
+    const login = await ctx.newPage();
+    await login.goto(`${dash.url}/jobs?token=${TOKEN}`); // sets the token cookie, redirects to /jobs
+    expect(new URL(login.url()).search).toBe("");
+    await login.close();
+
+    const { page, rec } = await open(`/jobs/${id}`);
+    // the sleep is running: its tool call is shown, its result pending
+    await page.locator(".tool .call .input", { hasText: "$ echo started-sleeping; sleep 300" }).waitFor({ timeout: 60_000 });
+    await page.locator(".tool .result .pending").waitFor();
+    await page.locator("#head[data-state=active]").waitFor();
+    await page.locator("#cancel:not([disabled])").click();
+    await page.locator(".ev.finished[data-status=cancelled]").waitFor({ timeout: 60_000 });
+    await page.locator("#head[data-status=cancelled]").waitFor({ timeout: 30_000 });
+    expect((await client.status(id)).resultStatus).toBe("cancelled");
+    expect(await page.locator("#msg").textContent()).toBe("cancel: signalled");
+    expect(rec.dialogs).toEqual([]);
+    await page.close();
+  }, 120_000);
+
+  it("an action without the token is refused and the job goes on", async () => {
+    const other = await browser.newContext(); // no cookie
+    try {
+      const id = await client.enqueue({ task: "Fix the failing test (no token).", repo: { path: CLAMP }, jobId: "no-token-1" });
+      const page = await other.newPage();
+      await page.goto(`${dash.url}/jobs/${id}`);
+      await page.locator("#head[data-state]").waitFor();
+      const r = await page.evaluate(async (u) => (await fetch(u, { method: "POST" })).status, `${dash.url}/api/jobs/${id}/cancel`);
+      expect(r).toBe(401);
+      expect((await client.waitForResult(id, { timeoutMs: 120_000 })).status).toBe("completed");
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("hostile tool output, model text and file names render as inert text", async () => {
+    const id = await client.enqueue({ task: "A hostile job <img src=x onerror=alert(9)>", repo: { path: CLAMP }, jobId: "hostile-1" });
+    const result = await client.waitForResult(id, { timeoutMs: 120_000 });
+    expect(result.status).toBe("completed");
+    expect(result.patch).toContain("<script>window.__pwned=4</script>");
+
+    const { page, rec } = await open(`/jobs/${id}`);
+    await page.locator("#live", { hasText: "finished" }).waitFor();
+    await page.locator("#diff pre.diff").waitFor();
+    const transcript = (await page.locator("#transcript").textContent())!;
+    expect(transcript).toContain("<script>window.__pwned=1;alert(1)</script>");
+    expect(transcript).toContain('<img src=x onerror="window.__pwned=2;alert(2)">');
+    expect(transcript).toContain("Looking <script>window.__pwned=3;alert(3)</script> around.");
+    expect(transcript).toContain('All done <img src=x onerror="window.__pwned=5;alert(5)">');
+    // in the output, the colour, the window title and the clipboard write are gone, whole
+    const output = await page.locator(".tool .result pre").first().textContent();
+    expect(output).toBe('<script>window.__pwned=1;alert(1)</script>\n<img src=x onerror="window.__pwned=2;alert(2)">\nRED  done');
+    expect(transcript).not.toContain("\u001b");
+    expect(transcript).not.toMatch(/evil-title(?!\\007)/); // only in the command as typed
+    const diff = (await page.locator("#diff").textContent())!;
+    expect(diff).toContain("+<script>window.__pwned=4</script>");
+    expect(diff).toContain("<img src=x onerror=alert(4)>.txt");
+    expect(await page.locator("#head h1 + pre").textContent()).toBe("A hostile job <img src=x onerror=alert(9)>");
+
+    // nothing ran, nothing was injected, nothing was fetched
+    expect(await page.evaluate(() => (window as any).__pwned)).toBeUndefined();
+    expect(await page.locator("main img, main script, main iframe, main style, main a[href^=javascript]").count()).toBe(0);
+    expect(rec.dialogs).toEqual([]);
+    expect(rec.requests.filter((u) => /\/x$/.test(u))).toEqual([]);
+    expect(rec.requests.every((u) => u.startsWith(dash.url))).toBe(true);
+    expect(rec.pageErrors).toEqual([]);
+    expect(await page.title()).toBe("patchbay · hostile-1");
+
+    const list = await open("/jobs");
+    await list.page.locator('tr[data-job-id="hostile-1"]').waitFor();
+    expect(await list.page.locator('tr[data-job-id="hostile-1"] td.task').textContent()).toBe("A hostile job <img src=x onerror=alert(9)>");
+    expect(await list.page.locator("main img").count()).toBe(0);
+    expect(list.rec.dialogs).toEqual([]);
+    await list.page.close();
+    await page.close();
+  });
+
+  it("the static view of a transcript shows the same turns as the job page, with no network request", async () => {
+    const id = await client.enqueue({ task: "Fix the failing test (static view).", repo: { path: CLAMP }, jobId: "static-1" });
+    const result = await client.waitForResult(id, { timeoutMs: 120_000 });
+    expect(result.status).toBe("completed");
+    const dir = mkdtempSync(join(tmpdir(), "pb-web-view-"));
+    const file = join(dir, "transcript.jsonl");
+    writeFileSync(file, (await eventsOf(id)).map((e) => JSON.stringify(e)).join("\n") + "\n");
+    writeFileSync(join(dir, "patch.diff"), result.patch);
+    const out = await runView(file, { out: join(dir, "job.html") });
+
+    const { page } = await open(`/jobs/${id}`);
+    await page.locator("#live", { hasText: "finished" }).waitFor();
+    await page.locator("#diff pre.diff").waitFor();
+    const live = await turnsOf(page);
+    const liveDiff = await page.locator("#diff pre.diff").textContent();
+    await page.close();
+
+    const offline = await browser.newContext({ javaScriptEnabled: true });
+    try {
+      const view = await offline.newPage();
+      const rec = recordPage(view);
+      const fileUrl = pathToFileURL(out).href;
+      const attempted: string[] = [];
+      await view.route("**/*", (route) => {
+        if (route.request().url() === fileUrl) return route.continue();
+        attempted.push(route.request().url());
+        return route.abort();
+      });
+      await view.goto(fileUrl);
+      await view.locator("body[data-rendered]").waitFor();
+      expect(attempted).toEqual([]);
+      expect(rec.requests).toEqual([fileUrl]);
+      expect(rec.pageErrors).toEqual([]);
+      const fromFile = await turnsOf(view);
+      expect(fromFile).toEqual(live);
+      expect(fromFile).toHaveLength(6);
+      expect(await view.locator("#diff pre.diff").textContent()).toBe(liveDiff);
+      expect(await view.locator(".ev.finished").getAttribute("data-status")).toBe("completed");
+    } finally {
+      await offline.close();
+      removeDir(dir);
+    }
+  });
+});
+
+/** Each turn as the reader sees it: its title, texts, and tool calls with their output. */
+function turnsOf(page: Page) {
+  return page.$$eval("#transcript article.turn", (turns) =>
+    turns.map((t) => ({
+      title: t.querySelector("header .title")?.textContent,
+      texts: [...t.querySelectorAll(".text")].map((x) => x.textContent),
+      tools: [...t.querySelectorAll(".tool")].map((x) => ({
+        name: x.querySelector(".name")?.textContent,
+        input: x.querySelector(".input")?.textContent,
+        output: x.querySelector(".result")?.textContent,
+        error: x.classList.contains("error"),
+      })),
+    })),
+  );
+}
+
+async function waitUntil(cond: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
+  const t0 = Date.now();
+  while (!(await cond())) {
+    if (Date.now() - t0 > timeoutMs) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
