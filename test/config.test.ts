@@ -1,0 +1,75 @@
+// Environment parsing: every knob's default, overrides, coercion, and one clear error. Pure.
+import { describe, expect, it } from "vitest";
+import { DEFAULT_IMAGE, DEFAULT_MODEL, loadConfig } from "../src/config.js";
+
+describe("loadConfig", () => {
+  it("gives every default from an empty environment", () => {
+    expect(loadConfig({})).toEqual({
+      redisUrl: "redis://127.0.0.1:6379",
+      queueName: "patchbay",
+      image: DEFAULT_IMAGE,
+      model: DEFAULT_MODEL,
+      concurrency: 2,
+      workerId: undefined,
+      lockDurationMs: 60_000,
+      stalledIntervalMs: 15_000,
+      reapEveryMs: 60_000,
+      drainDeadlineMs: 30_000,
+      hardDeadlineGraceMs: 120_000,
+      cancelPollMs: 2000,
+      cancelPubSub: true,
+      heartbeatEveryMs: 10_000,
+      anthropicApiKey: undefined,
+      anthropicBaseUrl: undefined,
+    });
+    expect(DEFAULT_IMAGE).toBe("patchbay-sandbox:latest");
+    expect(DEFAULT_MODEL).toBe("claude-sonnet-5-5");
+  });
+
+  it("reads every knob, coercing numbers", () => {
+    const c = loadConfig({
+      REDIS_URL: "redis://r:1", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONCURRENCY: "7",
+      PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
+      PATCHBAY_HARD_GRACE_MS: "5", PATCHBAY_CANCEL_POLL_MS: "6", PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_HEARTBEAT_MS: "8",
+      ANTHROPIC_API_KEY: "k", ANTHROPIC_BASE_URL: "http://x",
+    });
+    expect(c).toEqual({
+      redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", concurrency: 7, workerId: "h:1:x",
+      lockDurationMs: 1, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
+      cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8, anthropicApiKey: "k", anthropicBaseUrl: "http://x",
+    });
+    expect(loadConfig({ PATCHBAY_CANCEL_PUBSUB: "1" }).cancelPubSub).toBe(true);
+  });
+
+  it.each([
+    [{ PATCHBAY_CONCURRENCY: "0" }, /^bad environment: PATCHBAY_CONCURRENCY: /],
+    [{ PATCHBAY_CONCURRENCY: "-1" }, /PATCHBAY_CONCURRENCY/],
+    [{ PATCHBAY_CONCURRENCY: "1.5" }, /PATCHBAY_CONCURRENCY/],
+    [{ PATCHBAY_LOCK_MS: "soon" }, /PATCHBAY_LOCK_MS/],
+    [{ PATCHBAY_QUEUE: "" }, /PATCHBAY_QUEUE/],
+    [{ PATCHBAY_IMAGE: "" }, /PATCHBAY_IMAGE/],
+    [{ PATCHBAY_MODEL: "" }, /PATCHBAY_MODEL/],
+    [{ PATCHBAY_CANCEL_PUBSUB: "yes" }, /PATCHBAY_CANCEL_PUBSUB/],
+    [{ PATCHBAY_HEARTBEAT_MS: "0" }, /PATCHBAY_HEARTBEAT_MS/],
+    [{ PATCHBAY_CANCEL_POLL_MS: "0" }, /PATCHBAY_CANCEL_POLL_MS/],
+    [{ PATCHBAY_HARD_GRACE_MS: "0" }, /PATCHBAY_HARD_GRACE_MS/],
+    [{ PATCHBAY_STALLED_MS: "0" }, /PATCHBAY_STALLED_MS/],
+    [{ PATCHBAY_REAP_MS: "0" }, /PATCHBAY_REAP_MS/],
+    [{ PATCHBAY_DRAIN_MS: "0" }, /PATCHBAY_DRAIN_MS/],
+  ])("refuses %o with one message naming the variable", (env, re) => {
+    expect(() => loadConfig(env)).toThrow(re);
+  });
+
+  it("names every bad variable, separated by semicolons", () => {
+    expect(() => loadConfig({ PATCHBAY_CONCURRENCY: "0", PATCHBAY_QUEUE: "" })).toThrow(/^bad environment: (PATCHBAY_QUEUE|PATCHBAY_CONCURRENCY): .+; (PATCHBAY_QUEUE|PATCHBAY_CONCURRENCY): /);
+  });
+
+  it("reads process.env by default", () => {
+    process.env.PATCHBAY_QUEUE = "from-process-env";
+    try {
+      expect(loadConfig().queueName).toBe("from-process-env");
+    } finally {
+      delete process.env.PATCHBAY_QUEUE;
+    }
+  });
+});
