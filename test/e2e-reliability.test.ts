@@ -85,7 +85,7 @@ describe("reliability", () => {
     expect(other.log()).toMatch(new RegExp(`job ${id} attempt \\d+: completed`));
     // Once the dead worker's heartbeat lapses, the survivor's reaper removes its container and volume.
     while ((await containersOf(holder)).length || (await volumesOf(holder)).length) await sleep(200);
-    expect(other.log()).toMatch(/reaped 1 containers, 1 volumes/);
+    expect(other.log()).toMatch(/reaped 1 containers/); // the survivor did it (its volume may go in a later pass)
   });
 
   it("SIGTERM drains: the active job finishes, no new job is taken, containers are gone, exit 0", async () => {
