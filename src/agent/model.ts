@@ -32,15 +32,36 @@ export interface Model {
   complete(req: ModelRequest, hooks?: { onRetry?: (r: RetryInfo) => void }): Promise<ModelResponse>;
 }
 
-/** An API error that retrying will not fix (4xx other than 408/409/429): the job fails with it. */
+/**
+ * An API error once the SDK's own retries are spent. Not retryable (4xx other than 408/409/429):
+ * the job fails with it. Retryable: the worker retries the job, and a 429 or 529 (rate limited,
+ * overloaded) throttles the worker instead (see isThrottle), for retryAfterMs when the API said.
+ */
 export class ModelError extends Error {
   constructor(
     message: string,
     readonly status?: number,
     readonly retryable = false,
+    /** The last answer's retry-after-ms / retry-after, in ms. */
+    readonly retryAfterMs?: number,
   ) {
     super(message);
   }
+}
+
+/** The API is rate limited (429) or overloaded (529): the account's or the service's state, not the job's. */
+export const isThrottle = (err: unknown): err is ModelError => err instanceof ModelError && (err.status === 429 || err.status === 529);
+
+/** retry-after-ms, else retry-after (seconds or an HTTP date), as the SDK reads them; undefined when absent or unusable. */
+export function retryAfterMs(headers: { get(name: string): string | null } | undefined, now = Date.now()): number | undefined {
+  const ms = Number.parseFloat(headers?.get("retry-after-ms") ?? "");
+  if (Number.isFinite(ms) && ms >= 0) return ms;
+  const after = headers?.get("retry-after");
+  if (!after) return undefined;
+  const sec = Number.parseFloat(after);
+  if (Number.isFinite(sec)) return sec >= 0 ? sec * 1000 : undefined;
+  const at = Date.parse(after);
+  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
 }
 
 const RETRYABLE = (s: number) => s === 408 || s === 409 || s === 429 || s >= 500;
@@ -111,7 +132,7 @@ export class AnthropicModel implements Model {
       if (err instanceof Anthropic.APIUserAbortError) throw err;
       if (err instanceof Anthropic.APIError) {
         const apiMessage = (err as { error?: { error?: { message?: string } } }).error?.error?.message ?? err.message;
-        throw new ModelError(`Anthropic API error${err.status ? ` ${err.status}` : ""}: ${apiMessage}`, err.status, err.status === undefined || RETRYABLE(err.status));
+        throw new ModelError(`Anthropic API error${err.status ? ` ${err.status}` : ""}: ${apiMessage}`, err.status, err.status === undefined || RETRYABLE(err.status), retryAfterMs(err.headers));
       }
       throw err;
     } finally {
