@@ -25,6 +25,13 @@ const Env = z.object({
   PATCHBAY_CANCEL_PUBSUB: z.enum(["0", "1"]).default("1"),
   /** Heartbeat interval; the heartbeat lives three intervals. */
   PATCHBAY_HEARTBEAT_MS: z.coerce.number().int().positive().default(10_000),
+  /** Health of a worker's engine and sandbox image: re-checked while unhealthy, from MIN to MAX ms (doubling); one check's time limit. */
+  PATCHBAY_HEALTH_MIN_MS: z.coerce.number().int().positive().default(1000),
+  PATCHBAY_HEALTH_MAX_MS: z.coerce.number().int().positive().default(30_000),
+  PATCHBAY_HEALTH_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+  /** An API 429/529 after the SDK's retries throttles the queue: for its retry-after, else THROTTLE_MS; at most THROTTLE_MAX_MS. */
+  PATCHBAY_THROTTLE_MS: z.coerce.number().int().positive().default(10_000),
+  PATCHBAY_THROTTLE_MAX_MS: z.coerce.number().int().positive().default(60_000),
   ANTHROPIC_API_KEY: z.string().optional(),
   ANTHROPIC_BASE_URL: z.string().optional(),
 });
@@ -53,6 +60,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     cancelPollMs: e.PATCHBAY_CANCEL_POLL_MS,
     cancelPubSub: e.PATCHBAY_CANCEL_PUBSUB === "1",
     heartbeatEveryMs: e.PATCHBAY_HEARTBEAT_MS,
+    healthMinMs: e.PATCHBAY_HEALTH_MIN_MS,
+    healthMaxMs: Math.max(e.PATCHBAY_HEALTH_MIN_MS, e.PATCHBAY_HEALTH_MAX_MS),
+    healthTimeoutMs: e.PATCHBAY_HEALTH_TIMEOUT_MS,
+    throttleMs: e.PATCHBAY_THROTTLE_MS,
+    throttleMaxMs: e.PATCHBAY_THROTTLE_MAX_MS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
   };
@@ -102,6 +114,10 @@ export const defaults = {
     heartbeatEveryMs: 10_000,
     attempts: 3,
     backoffMs: 2_000,
+    /** A job handed back without counting an attempt (its worker turned unhealthy) waits this long before another worker takes it. */
+    requeueMs: 1_000,
+    /** A throttle shorter than this (retry-after: 0) is raised to it. */
+    throttleMinMs: 1_000,
   },
   transcript: {
     maxLen: 10_000,
