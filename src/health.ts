@@ -1,0 +1,133 @@
+// A worker only takes jobs it can run. Its engine (docker ping) and the sandbox image (inspect)
+// are checked at start and before each job; while either fails the worker is paused (it takes no
+// jobs), checks again with backoff, and resumes by itself. A job it already holds goes back to the
+// queue without counting an attempt. The API's 429/529 throttle the queue instead of failing jobs.
+import { DelayedError, type Job } from "bullmq";
+import { defaults } from "./config.js";
+import type { ModelError } from "./agent/model.js";
+import type { Log } from "./log.js";
+import { docker, statusOf } from "./sandbox/docker.js";
+
+export type Health = { ok: true } | { ok: false; reason: string };
+
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** Can this host run sandboxes: does its Docker engine answer, and does it have the sandbox image? */
+export async function checkEngine(image: string, timeoutMs: number): Promise<Health> {
+  const d = docker();
+  try {
+    await within(d.ping(), timeoutMs, "the Docker engine");
+  } catch (err) {
+    return { ok: false, reason: `the Docker engine is unreachable (${(err as Error).message})` };
+  }
+  try {
+    await within(d.getImage(image).inspect(), timeoutMs, "the Docker engine");
+  } catch (err) {
+    if (statusOf(err) === 404) return { ok: false, reason: `the sandbox image ${image} is missing (npx patchbay image build)` };
+    return { ok: false, reason: `the sandbox image ${image} cannot be inspected (${(err as Error).message})` };
+  }
+  return { ok: true };
+}
+
+export interface HealthGateOptions {
+  check: () => Promise<Health>;
+  /** Backoff of the checks while unhealthy: from minMs, doubling, up to maxMs. */
+  minMs: number;
+  maxMs: number;
+  log: Log;
+  /** Called on each change of state (and on the first check): pause or resume the worker. */
+  onChange: (ok: boolean) => Promise<void> | void;
+}
+
+/**
+ * The worker's health: one line in the log per change of state, none per retry. While unhealthy
+ * a timer checks again with backoff; a check already under way is shared by its callers.
+ */
+export class HealthGate {
+  /** undefined before the first check. */
+  ok: boolean | undefined;
+  reason: string | undefined;
+  private inflight: Promise<boolean> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private delay: number;
+  private closed = false;
+
+  constructor(private readonly o: HealthGateOptions) {
+    this.delay = o.minMs;
+  }
+
+  /** Checks now; true when healthy. */
+  check(): Promise<boolean> {
+    return (this.inflight ??= this.run().finally(() => (this.inflight = undefined)));
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private async run(): Promise<boolean> {
+    const h = await this.o.check().catch((err: Error): Health => ({ ok: false, reason: err.message }));
+    if (this.closed) return h.ok;
+    const was = this.ok;
+    const wasReason = this.reason;
+    this.ok = h.ok;
+    this.reason = h.ok ? undefined : h.reason;
+    if (h.ok) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.delay = this.o.minMs;
+      if (was === false) this.o.log(`healthy again: resumed taking jobs`);
+      if (was !== true) await this.o.onChange(true);
+    } else {
+      if (was !== false) {
+        this.o.log(`unhealthy: ${this.reason}; paused, taking no jobs until healthy (checking again with backoff)`, { level: "warn" });
+        await this.o.onChange(false);
+      } else if (this.reason !== wasReason) {
+        this.o.log(`still paused: ${this.reason}`, { level: "warn" });
+      }
+      this.schedule();
+    }
+    return h.ok;
+  }
+
+  private schedule(): void {
+    if (this.timer || this.closed) return;
+    const ms = this.delay;
+    this.delay = Math.min(this.delay * 2, this.o.maxMs);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.check();
+    }, ms);
+    this.timer.unref?.();
+  }
+}
+
+/**
+ * Hands a job this worker holds back to the queue without counting an attempt: it waits `ms` in
+ * delayed, then any worker can take it. The processor throws what this returns (BullMQ then
+ * leaves the job alone).
+ */
+export async function handBack(job: Job, token: string | undefined, ms = defaults.worker.requeueMs): Promise<DelayedError> {
+  await job.moveToDelayed(Date.now() + ms, token);
+  return new DelayedError(`handed back to the queue for ${ms} ms`);
+}
+
+/** Records an infrastructure failure in the job's data; returns how many it had before this one. */
+export async function countInfraFailure(job: Job): Promise<number> {
+  const data = (job.data ?? {}) as { infraFailures?: number };
+  const before = Number(data.infraFailures ?? 0) || 0;
+  await job.updateData({ ...data, infraFailures: before + 1 });
+  return before;
+}
+
+/** How long a 429/529 throttles the queue: the API's retry-after, else the default, within [min, max]. */
+export function throttleMs(err: ModelError, c: { throttleMs: number; throttleMaxMs: number }): number {
+  const ms = err.retryAfterMs ?? c.throttleMs;
+  return Math.round(Math.min(Math.max(ms, defaults.worker.throttleMinMs), c.throttleMaxMs));
+}
