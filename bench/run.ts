@@ -1,9 +1,10 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run.
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch]
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
 import { benchJob, benchQueue } from "./job.js";
 import { benchCli } from "./cli.js";
+import { benchBatch } from "./batch.js";
 import { log } from "./lib.js";
 
 const sections: Record<string, () => Promise<object>> = {
@@ -13,6 +14,7 @@ const sections: Record<string, () => Promise<object>> = {
   job: benchJob,
   queue: benchQueue,
   cli: benchCli,
+  batch: benchBatch,
 };
 
 const onlyArg = process.argv.indexOf("--only");
