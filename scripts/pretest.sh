@@ -16,4 +16,13 @@ if ! command -v docker-compose >/dev/null 2>&1; then
     echo "[pretest] docker-compose is missing: the compose test will fail (Debian: sudo apt-get install docker-compose)" >&2
   fi
 fi
+if ! command -v tmux >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[pretest] apt-get install tmux (batch wait's progress bar is checked in a real terminal)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
+  else
+    echo "[pretest] tmux is missing: the batch TTY test will fail (Debian: sudo apt-get install tmux)" >&2
+  fi
+fi
 node bin/patchbay.js image build
