@@ -51,6 +51,9 @@ const COOKIE = "patchbay_dashboard";
 const SAFE_METHODS = new Set(["GET", "HEAD"]);
 const STREAM_ID = /^\d+-\d+$/;
 
+/** Whether a request needs the token: every mutation, and on a bind that is not loopback every request. */
+export const needsToken = (method: string, loopbackBind: boolean) => !loopbackBind || !SAFE_METHODS.has(method.toUpperCase());
+
 const digest = (s: string) => createHash("sha256").update(s).digest();
 const sameSecret = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
 
@@ -108,7 +111,7 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
       return reply.redirect(`${url.pathname}${url.search}`, 303);
     }
     const mutation = !SAFE_METHODS.has(req.method);
-    if ((mutation || !loopback) && !authorized(req)) {
+    if (needsToken(req.method, loopback) && !authorized(req)) {
       return reply.code(401).type("application/json").send({ error: "this needs the dashboard token (PATCHBAY_DASHBOARD_TOKEN): open the page once with ?token=…, or send Authorization: Bearer …" });
     }
     if (mutation) {
