@@ -25,4 +25,14 @@ if ! command -v tmux >/dev/null 2>&1; then
     echo "[pretest] tmux is missing: the batch TTY test will fail (Debian: sudo apt-get install tmux)" >&2
   fi
 fi
+# Chromium (Debian's package, never a downloaded build) for the browser tests (test/web-*.test.ts, bench web).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[pretest] apt-get install chromium (the browser tests drive it headless)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+  else
+    echo "[pretest] chromium is missing: the browser tests will fail (Debian: sudo apt-get install chromium)" >&2
+  fi
+fi
 node bin/patchbay.js image build
