@@ -6,8 +6,9 @@ import { Redis } from "ioredis";
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "./config.js";
-import type { Model } from "./agent/model.js";
+import { isThrottle, ModelError, type Model } from "./agent/model.js";
 import { batchHooks } from "./batch.js";
+import { checkEngine, countInfraFailure, handBack, HealthGate, throttleMs } from "./health.js";
 import { runJob } from "./job.js";
 import { keys, redisOptions } from "./keys.js";
 import { workerLogger, type Log, type LogFormat } from "./log.js";
@@ -84,15 +85,26 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     if (labels[LABEL.queue] !== queueName) return true;
     return (await redis.exists(k.heartbeat(owner))) === 1;
   };
+  // Health (src/health.ts): the engine and the sandbox image, at start and before each job. While
+  // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
+  // it reaps what an outage left, then takes jobs again.
+  const health = new HealthGate({
+    check: () => checkEngine(config.image, config.healthTimeoutMs),
+    minMs: config.healthMinMs,
+    maxMs: config.healthMaxMs,
+    log,
+    onChange: async (ok) => (ok ? (await runReaper(), await worker.resume()) : await worker.pause(true)),
+  });
   const runReaper = async () => {
+    if (health.ok === false) return; // the gate checks the engine meanwhile
     try {
       const r = await reap(ownerAlive);
       if (r.containers.length || r.volumes.length) log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
     } catch (err) {
       log(`reaper: ${(err as Error).message}`, { level: "warn" });
+      void health.check(); // the engine gone while idle: pause now rather than at the next job
     }
   };
-  await runReaper();
   const reaper = setInterval(runReaper, config.reapEveryMs);
 
   // Cancellation from any host: `patchbay cancel` publishes the job id here.
@@ -108,11 +120,16 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     }
   }, config.cancelPollMs);
 
-  const processor = async (job: Job<JobData, JobResult>): Promise<JobResult> => {
+  const processor = async (job: Job<JobData, JobResult>, token?: string): Promise<JobResult> => {
     const parsed = parseJobSpec(job.data?.spec);
     if (!parsed.ok) throw new UnrecoverableError(parsed.error); // a bad spec never gets better
     const spec = parsed.spec;
     const jobId = job.id!;
+    // Taken just as this worker turned unhealthy (the gate pauses it): back to the queue, uncounted.
+    if (!(await health.check())) {
+      log(`job ${jobId}: handed back to the queue, no attempt counted (this worker is unhealthy)`, { job: jobId, level: "warn" });
+      throw await handBack(job, token);
+    }
     const attempt = job.attemptsStarted || job.attemptsMade + 1; // counts stalled re-runs too
     const entry: Active = { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve() };
     active.set(jobId, entry);
@@ -169,8 +186,26 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       return result;
     } catch (err) {
       if (entry.ctl.signal.reason === "abandoned") return never();
-      const retry = attempt < (job.opts.attempts ?? 1) && !(err instanceof UnrecoverableError);
-      const error = `${(err as Error).message}${retry ? ` (attempt ${attempt} of ${job.opts.attempts}; the queue runs it again after a backoff)` : ""}`;
+      // The API rate limited or overloaded once the SDK's retries are spent: the queue's account, not
+      // the job's. The queue takes no job for a while (the API's retry-after, capped); this one goes
+      // back to the queue with no attempt counted.
+      if (isThrottle(err)) {
+        const ms = throttleMs(err, config);
+        log(`job ${jobId} attempt ${attempt}: ${err.message}; throttling the queue for ${ms} ms, the job goes back to the queue (no attempt counted)`, { job: jobId, attempt, level: "warn" });
+        await worker.rateLimit(ms);
+        throw Worker.RateLimitError();
+      }
+      // The engine failed under the job (it answers no more, or lost the image; a fresh check says so,
+      // and this worker pauses): the first such failure counts as an attempt, later ones send the job
+      // back uncounted, to a healthy worker. A job that keeps breaking engines still fails in time.
+      const infra = !(err instanceof ModelError) && !(err instanceof UnrecoverableError) && !(await health.check());
+      if (infra && (await countInfraFailure(job).catch(() => 0)) > 0) {
+        log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; the engine failed (${health.reason}): back to the queue, no attempt counted`, { job: jobId, attempt, level: "warn" });
+        throw await handBack(job, token);
+      }
+      // attemptsMade, not attempt: a throttle or a hand-back starts a job again without counting.
+      const retry = job.attemptsMade + 1 < (job.opts.attempts ?? 1) && !(err instanceof UnrecoverableError);
+      const error = `${(err as Error).message}${infra ? ` (the engine failed: ${health.reason})` : ""}${retry ? ` (attempt ${job.attemptsMade + 1} of ${job.opts.attempts}; the queue runs it again after a backoff)` : ""}`;
       onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error });
       await Promise.race([entry.lastWrite, sleep(5000)]);
       if (!retry) await batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
@@ -190,14 +225,22 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     lockDuration: config.lockDurationMs,
     stalledInterval: config.stalledIntervalMs,
     maxStalledCount: defaults.worker.maxStalledCount,
+    // Started by the health gate once healthy (worker.resume()), not before.
+    autorun: false,
+    // A limiter that never limits by count: it makes every worker of the queue honour the
+    // throttle a 429/529 sets with worker.rateLimit (BullMQ ignores that key without one).
+    limiter: { max: 1_000_000_000, duration: 1000 },
+    maximumRateLimitDelay: config.throttleMaxMs,
   });
   worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
-  log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}`);
+  await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
+  log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}`);
 
   let closing: Promise<void> | undefined;
   const shutdown = (deadlineMs = config.drainDeadlineMs) =>
     (closing ??= (async () => {
       log(`draining (${active.size} active, deadline ${deadlineMs} ms)`);
+      health.close();
       clearInterval(heartbeat);
       clearInterval(reaper);
       // worker.close() waits for active jobs with no timeout of its own: race it with the deadline.
