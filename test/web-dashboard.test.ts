@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BatchClient } from "../src/batch.js";
 import { runView } from "../src/cli-web.js";
 import { PatchbayClient } from "../src/queue.js";
 import type { TranscriptEvent } from "../src/spec.js";
@@ -205,6 +206,28 @@ describe("dashboard in headless Chromium", () => {
     expect(await list.page.locator("main img").count()).toBe(0);
     expect(list.rec.dialogs).toEqual([]);
     await list.page.close();
+    await page.close();
+  });
+
+  it("the batches page shows a batch's progress, counts by status and spend, and links to its jobs", async () => {
+    const batches = new BatchClient(client);
+    const { batchId, ids } = await batches.submit([1, 2].map((i) => ({ task: `Fix the failing test (batch ${i}).`, repo: { path: CLAMP } })), { name: "web-batch-1" });
+    const st = await batches.wait(batchId);
+    expect(st.counts.completed).toBe(2);
+
+    const { page, rec } = await open("/batches");
+    const row = page.locator(`tr[data-batch-id="${batchId}"]`);
+    await row.waitFor();
+    expect(await row.locator("td.progress .meta").textContent()).toBe("2 / 2 done · 0 running · 0 waiting");
+    expect(await row.locator("td.counts").textContent()).toBe("completed 2 ");
+    expect(await row.locator("td.spend").textContent()).toBe(`$${st.spentUsd.toFixed(4)}`);
+    expect(st.spentUsd).toBeGreaterThan(0);
+    await row.locator("td a").first().click();
+    await page.waitForURL(/\/jobs\?batch=web-batch-1$/);
+    await page.locator("#rows tr").nth(1).waitFor();
+    expect((await page.locator("#rows tr").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")))).sort()).toEqual([...ids].sort());
+    expect(await page.locator("#rows tr td:nth-child(8)").allTextContents()).toEqual([batchId, batchId]);
+    expect(rec.pageErrors).toEqual([]);
     await page.close();
   });
 

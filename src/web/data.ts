@@ -1,6 +1,7 @@
 // What the dashboard's JSON API returns: rows of jobs, one job in full, batches. Every string that
 // can come from a job (task, error, summary, patch) is made inert (safeText) here.
 import type { Job } from "bullmq";
+import type { BatchStatus } from "../batch.js";
 import { LIST_STATES, type JobData, type ListState } from "../queue.js";
 import type { JobResult } from "../spec.js";
 import { safeText } from "../term.js";
@@ -36,8 +37,8 @@ export interface JobDetail extends JobRow {
 type AnyJob = Job<JobData, JobResult>;
 
 /**
- * The batch a job belongs to. No batch module exists yet: a job's data may carry `batchId` (or
- * `batch: { id }`), which is what a batch enqueue is expected to set.
+ * The batch a job belongs to: src/batch.ts sets `batch: { id, line }` in a job's data (a plain
+ * `batchId` is understood too).
  */
 export function batchOf(job: AnyJob): string | undefined {
   const d = job.data as unknown as { batchId?: unknown; batch?: { id?: unknown } } | undefined;
@@ -126,27 +127,38 @@ export async function listJobs(
 
 export interface BatchRow {
   id: string;
+  name?: string;
   total: number;
-  finished: number;
-  byState: Record<string, number>;
+  done: number;
+  running: number;
+  waiting: number;
+  /** Non-zero counts of the lines' latest jobs by status. */
   byStatus: Record<string, number>;
-  costUsd: number;
-  createdAt?: number;
+  verified: number;
+  unverified: number;
+  spentUsd: number;
+  budgetUsd?: number;
+  cancelled: boolean;
+  createdAt: number;
+  finishedAt?: number;
 }
 
-/** Jobs grouped by their batch id (jobs without one are left out). */
-export function groupBatches(rows: JobRow[]): BatchRow[] {
-  const out = new Map<string, BatchRow>();
-  for (const r of rows) {
-    if (!r.batchId) continue;
-    const b = out.get(r.batchId) ?? { id: r.batchId, total: 0, finished: 0, byState: {}, byStatus: {}, costUsd: 0 };
-    b.total++;
-    if (r.state === "completed" || r.state === "failed") b.finished++;
-    b.byState[r.state] = (b.byState[r.state] ?? 0) + 1;
-    if (r.status) b.byStatus[r.status] = (b.byStatus[r.status] ?? 0) + 1;
-    b.costUsd += r.costUsd ?? 0;
-    if (r.createdAt !== undefined) b.createdAt = Math.min(b.createdAt ?? Infinity, r.createdAt);
-    out.set(r.batchId, b);
-  }
-  return [...out.values()].sort((a, b) => (b.createdAt ?? 0) - (a.createdAt ?? 0));
+/** A batch's status (src/batch.ts) as the batches page shows it. */
+export function batchRow(st: BatchStatus): BatchRow {
+  return {
+    id: safeText(st.batchId, { oneLine: true }),
+    ...(st.name ? { name: safeText(st.name, { oneLine: true }) } : {}),
+    total: st.total,
+    done: st.done,
+    running: st.running,
+    waiting: st.waiting,
+    byStatus: Object.fromEntries(Object.entries(st.counts).filter(([, n]) => n > 0)),
+    verified: st.verified,
+    unverified: st.unverified,
+    spentUsd: st.spentUsd,
+    ...(st.budgetUsd !== undefined ? { budgetUsd: st.budgetUsd } : {}),
+    cancelled: st.cancelled,
+    createdAt: st.createdAt,
+    ...(st.finishedAt ? { finishedAt: st.finishedAt } : {}),
+  };
 }

@@ -76,7 +76,7 @@ export function batchesPage(): string {
     `<h1>Batches</h1>
 <p class="meta" id="note">loading…</p>
 <table class="list" id="batches">
-<thead><tr><th>batch</th><th>progress</th><th>by status</th><th>by state</th><th>spend</th><th>enqueued</th></tr></thead>
+<thead><tr><th>batch</th><th>progress</th><th>by status</th><th>verified</th><th>spend</th><th>submitted</th></tr></thead>
 <tbody id="rows"></tbody>
 </table>`,
   );

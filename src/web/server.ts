@@ -15,11 +15,12 @@ import { Job } from "bullmq";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { isIP } from "node:net";
+import { BatchClient } from "../batch.js";
 import { loadConfig } from "../config.js";
 import { keys } from "../keys.js";
 import { PatchbayClient, type JobData, type ListState } from "../queue.js";
 import type { JobResult, TranscriptEvent } from "../spec.js";
-import { groupBatches, jobDetail, listJobs, parseFilter } from "./data.js";
+import { batchRow, jobDetail, listJobs, parseFilter } from "./data.js";
 import { prepareEvent } from "./escape.js";
 import { batchesPage, jobPage, jobsPage, PAGE_CSP, STATIC_ASSETS } from "./html.js";
 
@@ -142,9 +143,12 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
 
   const getJobs = (states: ListState[], start: number, end: number) => client.queue.getJobs(states, start, end);
   app.get("/api/jobs", async (req) => ({ jobs: await listJobs(getJobs, parseFilter(req.query as Record<string, unknown>), defaultModel) }));
+  // Batches from the batch index (src/batch.ts): progress, counts by status, spend.
+  const batches = new BatchClient(client);
   app.get("/api/batches", async () => {
-    const rows = await listJobs(getJobs, { limit: 5000 }, defaultModel);
-    return { batches: groupBatches(rows), source: "jobs grouped by the batchId in their data" };
+    const list = await batches.list({ limit: 100 });
+    const rows = await Promise.all(list.map((b) => batches.status(b.batchId).catch(() => undefined)));
+    return { batches: rows.filter((b) => b !== undefined).map(batchRow) };
   });
 
   const findJob = async (id: string) => (await Job.fromId<JobData, JobResult>(client.queue, id)) ?? undefined;

@@ -49,7 +49,7 @@ export const JOBS_JS = String.raw`(function () {
 })();
 `;
 
-/** /batches: progress, counts by status, spend. */
+/** /batches: progress, counts by status, spend, links to their jobs. */
 export const BATCHES_JS = String.raw`(function () {
   "use strict";
   var el = PB.el;
@@ -65,22 +65,30 @@ export const BATCHES_JS = String.raw`(function () {
         var tr = el("tr");
         tr.setAttribute("data-batch-id", b.id);
         var a = el("a", null, b.id); a.href = "/jobs?batch=" + encodeURIComponent(b.id);
-        var td = el("td"); td.appendChild(a); tr.appendChild(td);
-        td = el("td");
-        var bar = el("div", "bar"); var fill = el("span"); fill.style.width = (b.total ? Math.round(100 * b.finished / b.total) : 0) + "%";
-        bar.appendChild(fill); td.appendChild(bar); td.appendChild(el("span", "meta", b.finished + " / " + b.total + " finished"));
+        var td = el("td"); td.appendChild(a);
+        if (b.cancelled) { td.appendChild(el("span", null, " ")); td.appendChild(el("span", "badge s-cancelled", "cancelled")); }
         tr.appendChild(td);
-        var counts = Object.keys(b.byStatus).sort().map(function (k) { return k + " " + b.byStatus[k]; }).join(" · ");
-        var states = Object.keys(b.byState).sort().map(function (k) { return k + " " + b.byState[k]; }).join(" · ");
-        tr.appendChild(el("td", null, counts));
-        tr.appendChild(el("td", null, states));
-        tr.appendChild(el("td", "num", PB.usd(b.costUsd)));
-        tr.appendChild(el("td", "num", b.createdAt ? new Date(b.createdAt).toLocaleString() : ""));
+        td = el("td", "progress");
+        var bar = el("div", "bar"); var fill = el("span");
+        fill.style.width = (b.total ? Math.round(100 * b.done / b.total) : 0) + "%";
+        bar.appendChild(fill); td.appendChild(bar);
+        td.appendChild(el("span", "meta", b.done + " / " + b.total + " done · " + b.running + " running · " + b.waiting + " waiting"));
+        tr.appendChild(td);
+        td = el("td", "counts");
+        Object.keys(b.byStatus).sort().forEach(function (k) {
+          var s = el("a", "badge s-" + k, k + " " + b.byStatus[k]);
+          s.href = "/jobs?batch=" + encodeURIComponent(b.id) + "&status=" + encodeURIComponent(k);
+          td.appendChild(s); td.appendChild(document.createTextNode(" "));
+        });
+        tr.appendChild(td);
+        tr.appendChild(el("td", "num", b.verified + " / " + (b.verified + b.unverified)));
+        tr.appendChild(el("td", "num spend", PB.usd(b.spentUsd) + (b.budgetUsd != null ? " of " + PB.usd(b.budgetUsd) : "")));
+        tr.appendChild(el("td", "num", new Date(b.createdAt).toLocaleString()));
         frag.appendChild(tr);
       });
       tbody.textContent = "";
       tbody.appendChild(frag);
-      note.textContent = data.batches.length ? data.source : "no batches (" + data.source + ")";
+      note.textContent = data.batches.length ? data.batches.length + " batches" : "no batches (patchbay batch submit)";
     }).catch(function (err) { note.textContent = "could not load batches: " + err.message; })
       .then(function () { setTimeout(load, 3000); });
   }
