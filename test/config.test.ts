@@ -19,6 +19,11 @@ describe("loadConfig", () => {
       cancelPollMs: 2000,
       cancelPubSub: true,
       heartbeatEveryMs: 10_000,
+      healthMinMs: 1000,
+      healthMaxMs: 30_000,
+      healthTimeoutMs: 10_000,
+      throttleMs: 10_000,
+      throttleMaxMs: 60_000,
       anthropicApiKey: undefined,
       anthropicBaseUrl: undefined,
     });
@@ -31,14 +36,18 @@ describe("loadConfig", () => {
       REDIS_URL: "redis://r:1", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONCURRENCY: "7",
       PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
       PATCHBAY_HARD_GRACE_MS: "5", PATCHBAY_CANCEL_POLL_MS: "6", PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_HEARTBEAT_MS: "8",
+      PATCHBAY_HEALTH_MIN_MS: "9", PATCHBAY_HEALTH_MAX_MS: "10", PATCHBAY_HEALTH_TIMEOUT_MS: "11", PATCHBAY_THROTTLE_MS: "12", PATCHBAY_THROTTLE_MAX_MS: "13",
       ANTHROPIC_API_KEY: "k", ANTHROPIC_BASE_URL: "http://x",
     });
     expect(c).toEqual({
       redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", concurrency: 7, workerId: "h:1:x",
       lockDurationMs: 1, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
-      cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8, anthropicApiKey: "k", anthropicBaseUrl: "http://x",
+      cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8,
+      healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicBaseUrl: "http://x",
     });
     expect(loadConfig({ PATCHBAY_CANCEL_PUBSUB: "1" }).cancelPubSub).toBe(true);
+    // The health backoff's ceiling is never below its floor.
+    expect(loadConfig({ PATCHBAY_HEALTH_MIN_MS: "5000", PATCHBAY_HEALTH_MAX_MS: "2000" })).toMatchObject({ healthMinMs: 5000, healthMaxMs: 5000 });
   });
 
   it.each([
@@ -56,6 +65,11 @@ describe("loadConfig", () => {
     [{ PATCHBAY_STALLED_MS: "0" }, /PATCHBAY_STALLED_MS/],
     [{ PATCHBAY_REAP_MS: "0" }, /PATCHBAY_REAP_MS/],
     [{ PATCHBAY_DRAIN_MS: "0" }, /PATCHBAY_DRAIN_MS/],
+    [{ PATCHBAY_HEALTH_MIN_MS: "0" }, /PATCHBAY_HEALTH_MIN_MS/],
+    [{ PATCHBAY_HEALTH_MAX_MS: "0" }, /PATCHBAY_HEALTH_MAX_MS/],
+    [{ PATCHBAY_HEALTH_TIMEOUT_MS: "0" }, /PATCHBAY_HEALTH_TIMEOUT_MS/],
+    [{ PATCHBAY_THROTTLE_MS: "0" }, /PATCHBAY_THROTTLE_MS/],
+    [{ PATCHBAY_THROTTLE_MAX_MS: "0" }, /PATCHBAY_THROTTLE_MAX_MS/],
   ])("refuses %o with one message naming the variable", (env, re) => {
     expect(() => loadConfig(env)).toThrow(re);
   });
