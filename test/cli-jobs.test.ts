@@ -75,9 +75,9 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     }
   });
 
-  it("watch ends with the job's final status; exit 0 only if it completed", async () => {
+  it("watch ends with the job's final status; exit 0 only if it completed, 1 failed, 5 cancelled", async () => {
     const [done, failed, cancelled] = await finished("q-watch", ["complete it", "fail it", "cancel it"]);
-    const cases = [[done, 0, /job \S+ completed/], [failed, 1, /job \S+ failed: .*boom: the repo is broken/], [cancelled, 1, /job \S+ cancelled: cancelled by a user/]] as const;
+    const cases = [[done, 0, /job \S+ completed/], [failed, 1, /job \S+ failed: .*boom: the repo is broken/], [cancelled, 5, /job \S+ cancelled: cancelled by a user/]] as const; // exit codes by status: 5 cancelled
     for (const [id, code, re] of cases) {
       const r = await pb("q-watch", ["watch", id!]);
       expect(r.code, `${id}: ${r.stderr}`).toBe(code);
