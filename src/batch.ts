@@ -107,7 +107,7 @@ export interface SubmitBatchResult {
 
 export interface BatchProgress {
   status: BatchStatus;
-  /** Jobs that ended since the previous call, with their summaries. */
+  /** Jobs that ended since the previous call, with their summaries (lines' latest jobs only). */
   finished: { jobId: string; result: JobSummary }[];
 }
 
@@ -621,7 +621,12 @@ export class BatchClient {
       const ids = await this.readOrRetry(() => this.c.hold(() => this.c.redis.lrange(bk.finished, cursor, cursor + 999)));
       cursor += ids.length;
       const summaries = ids.length ? await this.readOrRetry(() => this.c.hold(() => this.c.redis.hmget(bk.results, ...ids))) : [];
-      const finished = ids.flatMap((jobId, i) => (summaries[i] ? [{ jobId, result: JSON.parse(summaries[i]!) as JobSummary }] : []));
+      let finished = ids.flatMap((jobId, i) => (summaries[i] ? [{ jobId, result: JSON.parse(summaries[i]!) as JobSummary }] : []));
+      if (finished.length) {
+        // Only each line's latest job: not the attempts a retry replaced (a second wait after a retry).
+        const latest = await this.readOrRetry(() => this.c.hold(() => this.c.redis.hmget(bk.lines, ...finished.map((f) => String(f.result.line)))));
+        finished = finished.filter((f, i) => latest[i] === f.jobId);
+      }
       opts.onProgress?.({ status: st, finished });
       if (ids.length === 1000) continue; // more to read at once
       if (st.done >= st.total) return this.status(batchId, { jobs: true });
