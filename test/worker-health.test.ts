@@ -84,7 +84,7 @@ describe("worker health", () => {
     expect(sick.log()).toMatch(/unhealthy: .*paused/);
     expect(sick.log().match(/unhealthy/g)).toHaveLength(1); // one line per state change, not per retry
     expect((await client.status(id)).attemptsMade).toBe(1); // BullMQ counts the completion: no failed attempt
-  }, 120_000);
+  }, 180_000);
 
   it("a 429/529 storm across jobs throttles the worker: every job completes, no attempt burnt", async () => {
     const STORM = 16; // the SDK makes 5 requests per job attempt (maxRetries 4): several throttles
@@ -94,7 +94,7 @@ describe("worker health", () => {
     await w.waitFor(/ready: queue/);
     const ids = await Promise.all([1, 2, 3].map((i) => client.enqueue({ task: `job ${i} in a storm`, repo: { path: CLAMP } })));
     for (const id of ids) {
-      const result = await client.waitForResult(id, { timeoutMs: 90_000 });
+      const result = await client.waitForResult(id, { timeoutMs: 150_000 });
       expect(result.status).toBe("completed");
     }
     expect(fake.requests.length).toBeGreaterThan(STORM);
@@ -105,7 +105,7 @@ describe("worker health", () => {
       const failed = (await transcript(client, id)).filter((e) => e.type === "job_finished" && e.status === "failed");
       expect(failed).toEqual([]);
     }
-  }, 120_000);
+  }, 240_000);
 
   it("recovers by itself: a missing sandbox image pauses the worker; once the tag appears it completes the waiting job", async () => {
     const tag = `patchbay-sandbox:pb-health-${randomBytes(4).toString("hex")}`;
@@ -126,7 +126,7 @@ describe("worker health", () => {
     expect(w.log()).toMatch(new RegExp(`job ${id} attempt 1: completed`));
     expect((await client.status(id)).attemptsMade).toBe(1);
     expect(w.log().match(/unhealthy/g)).toHaveLength(1);
-  }, 120_000);
+  }, 180_000);
 
   it("Docker gone mid-job, twice: the first engine failure counts as an attempt, the second sends the job back uncounted; it completes", async () => {
     const proxy = await startDockerProxy(); // this worker's "Docker": cut during the job's first turn
