@@ -12,6 +12,7 @@ export default defineConfig({
       "test/agent-loop.test.ts",
       "test/truncate.test.ts",
       "test/config.test.ts",
+      "test/spec-fields.test.ts",
     ],
     testTimeout: 20_000,
   },
