@@ -1,10 +1,11 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run.
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web]
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
 import { benchJob, benchQueue } from "./job.js";
 import { benchCli } from "./cli.js";
 import { benchBatch } from "./batch.js";
+import { benchWeb } from "./web.js";
 import { log } from "./lib.js";
 
 const sections: Record<string, () => Promise<object>> = {
@@ -15,6 +16,7 @@ const sections: Record<string, () => Promise<object>> = {
   queue: benchQueue,
   cli: benchCli,
   batch: benchBatch,
+  web: benchWeb,
 };
 
 const onlyArg = process.argv.indexOf("--only");

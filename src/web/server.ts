@@ -203,9 +203,11 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
     });
     const streamKey = k.events(id);
     let idle = 0;
+    let sent = 0;
     try {
       while (!closed) {
-        const r = (await reader.xread("COUNT", 2000, "BLOCK", 1000, "STREAMS", streamKey, last)) as [string, [string, string[]][]][] | null;
+        // a small first message, so the page paints the start of a long transcript at once
+        const r = (await reader.xread("COUNT", sent === 0 ? 100 : 1000, "BLOCK", 1000, "STREAMS", streamKey, last)) as [string, [string, string[]][]][] | null;
         const entries = r?.[0]?.[1] ?? [];
         if (entries.length) {
           idle = 0;
@@ -218,6 +220,7 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
             }
           });
           res.write(`id: ${last}\ndata: ${JSON.stringify(events)}\n\n`);
+          sent += events.length;
           continue;
         }
         const job = await findJob(id);

@@ -108,7 +108,10 @@ export const JOB_JS = String.raw`(function () {
   var retryBtn = document.getElementById("retry");
   var diffBox = document.getElementById("diff");
   var live = document.getElementById("live");
-  var t = new PB.Transcript(document.getElementById("transcript"), { totals: document.getElementById("totals") });
+  var t = new PB.Transcript(document.getElementById("transcript"), {
+    totals: document.getElementById("totals"),
+    onRendered: function (count, pending) { if (!pending) live.setAttribute("data-count", String(count)); },
+  });
   document.title = "patchbay · " + PB.clean(id);
   var lastId = null, es = null, info = null, shownPatch = null;
 
@@ -163,7 +166,6 @@ export const JOB_JS = String.raw`(function () {
       var events;
       try { events = JSON.parse(m.data); } catch (err) { return; }
       t.addAll(events);
-      live.setAttribute("data-count", String(t.count));
     };
     es.addEventListener("end", function () {
       es.close(); es = null;
@@ -190,7 +192,8 @@ export const JOB_JS = String.raw`(function () {
   cancelBtn.addEventListener("click", function () { action("cancel", cancelBtn); });
   retryBtn.addEventListener("click", function () { action("retry", retryBtn); });
   t.onEvent(function (e) { if (e.type === "job_finished" || e.type === "sandbox_ready") refresh().catch(function () {}); });
-  refresh().then(connect, function () {});
+  connect(); // the transcript and the head load side by side
+  refresh().catch(function () { if (es) { es.close(); es = null; live.textContent = "no such job"; } });
   setInterval(function () { if (info && info.state !== "completed" && info.state !== "failed") refresh().catch(function () {}); }, 3000);
 })();
 `;
@@ -199,13 +202,18 @@ export const JOB_JS = String.raw`(function () {
 export const VIEW_BOOT_JS = String.raw`(function () {
   "use strict";
   var data = JSON.parse(document.getElementById("pb-data").textContent);
-  var t = new PB.Transcript(document.getElementById("transcript"), { totals: document.getElementById("totals") });
-  t.addAll(data.events);
   var diff = document.getElementById("diff");
-  if (typeof data.patch === "string") {
-    diff.appendChild(PB.el("h2", null, "Patch"));
-    diff.appendChild(data.patch ? PB.renderDiff(data.patch) : PB.el("div", "empty", "no changes"));
-  }
-  document.body.setAttribute("data-rendered", String(t.count));
+  var t = new PB.Transcript(document.getElementById("transcript"), {
+    totals: document.getElementById("totals"),
+    onRendered: function (count, pending) {
+      if (pending) return;
+      if (typeof data.patch === "string") {
+        diff.appendChild(PB.el("h2", null, "Patch"));
+        diff.appendChild(data.patch ? PB.renderDiff(data.patch) : PB.el("div", "empty", "no changes"));
+      }
+      document.body.setAttribute("data-rendered", String(count));
+    },
+  });
+  t.addAll(data.events);
 })();
 `;

@@ -15,7 +15,8 @@ export const RENDER_JS = String.raw`(function () {
     return e;
   }
   function add(parent, child) { parent.appendChild(child); return child; }
-  function num(n) { return Number(n || 0).toLocaleString("en-US"); }
+  var NUM = new Intl.NumberFormat("en-US"); // one formatter: toLocaleString builds one per call
+  function num(n) { return NUM.format(Number(n || 0)); }
   function usd(x) { x = Number(x || 0); return "$" + x.toFixed(x >= 1 ? 2 : 4); }
   function dur(ms) {
     ms = Number(ms || 0);
@@ -68,9 +69,21 @@ export const RENDER_JS = String.raw`(function () {
     this.listeners = [];
   }
   Transcript.prototype.onEvent = function (fn) { this.listeners.push(fn); };
+  // Events are rendered in slices of ~30 ms, so the first screenful paints at once and a long
+  // transcript never blocks the page; opts.onRendered(count, pending) follows each slice.
   Transcript.prototype.addAll = function (events) {
-    for (var i = 0; i < events.length; i++) this.add(events[i], true);
+    this.queue = (this.queue || []).concat(events);
+    if (!this.draining) this.drain();
+  };
+  Transcript.prototype.drain = function () {
+    var self = this, t0 = performance.now(), q = this.queue, i = 0;
+    this.draining = true;
+    while (i < q.length && (i < 50 || performance.now() - t0 < 30)) this.add(q[i++], true);
+    this.queue = q.slice(i);
     this.updateTotals();
+    if (this.opts.onRendered) this.opts.onRendered(this.count, this.queue.length);
+    if (this.queue.length) setTimeout(function () { self.drain(); }, 0);
+    else this.draining = false;
   };
   Transcript.prototype.card = function (cls, title, meta) {
     var d = el("div", "ev " + cls);

@@ -34,6 +34,8 @@ button.danger { border-color: var(--bad); color: var(--bad); }
 pre { font: 12.5px/1.4 var(--mono); white-space: pre-wrap; word-break: break-word; margin: 4px 0; padding: 8px 10px; background: #f3f4f6; border-radius: 4px; max-height: none; }
 .ev { background: var(--card); border: 1px solid var(--line); border-left: 4px solid #c4cad4; border-radius: 4px; padding: 6px 12px; margin: 6px 0; }
 .ev .title { font-weight: 600; } .ev .meta { color: var(--muted); font-size: 12px; font-variant-numeric: tabular-nums; }
+/* Long transcripts: what is off screen is neither laid out nor painted until it scrolls into view. */
+#transcript > .ev, #transcript > .turn { content-visibility: auto; contain-intrinsic-size: auto 90px; }
 .ev.ok { border-left-color: var(--ok); } .ev.error { border-left-color: var(--bad); } .ev.warn { border-left-color: #d4a72c; }
 .ev.attempt { background: #1d2330; color: #fff; border: 0; }
 .turn { background: var(--card); border: 1px solid var(--line); border-left: 4px solid var(--accent); border-radius: 4px; padding: 6px 12px; margin: 10px 0; }
