@@ -251,7 +251,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         log(`deadline passed: abandoning ${active.size} jobs (they will run again on another worker)`);
         const left = [...active.values()];
         for (const a of left) a.ctl.abort("abandoned");
-        await Promise.race([Promise.all(left.map((a) => a.done)), sleep(20_000)]);
+        // Its patch is of no use to anyone now: the sandbox goes at once rather than after one.
+        await Promise.race([Promise.all(left.map((a) => Promise.all([a.done, a.sandbox?.destroy().catch(() => {})]))), sleep(20_000)]);
       }
       clearInterval(cancelPoll);
       await metrics.close();
