@@ -113,9 +113,10 @@ describe("a Redis that refuses connections", () => {
       expect(r.code, `${args[0]}: ${r.stderr}`).toBe(1);
       expect(r.stderr, args[0]).toMatch(/cannot reach Redis at redis:\/\/127\.0\.0\.1:9 \(connect ECONNREFUSED/);
       expect(r.stderr, args[0]).not.toMatch(/^\s+at /m);
-      expect(r.ms - startup, `${args[0]} took ${r.ms} ms, its start-up ${startup} ms`).toBeLessThan(3000); // it waited 5 s
+      // The old client retried for ~6 s before giving up; the margin keeps a loaded machine from flaking.
+      expect(r.ms - startup, `${args[0]} took ${r.ms} ms, its start-up ${startup} ms`).toBeLessThan(4500);
     }
-  });
+  }, 180_000);
 
   it("--redis-url overrides $REDIS_URL", async () => {
     const r = await patchbay(["list", "--redis-url", "redis://127.0.0.1:7"], env);
