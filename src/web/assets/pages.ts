@@ -116,10 +116,12 @@ export const JOB_JS = String.raw`(function () {
   var lastId = null, es = null, info = null, shownPatch = null;
 
   function field(dl, name, value, cls) {
-    dl.appendChild(el("dt", null, name));
+    var box = el("div");
+    box.appendChild(el("dt", null, name));
     var dd = el("dd", cls || null);
     if (value instanceof Node) dd.appendChild(value); else dd.textContent = PB.clean(value == null ? "" : value);
-    dl.appendChild(dd);
+    box.appendChild(dd);
+    dl.appendChild(box);
   }
   function showInfo(j) {
     info = j;
