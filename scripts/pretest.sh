@@ -17,7 +17,7 @@ tool() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1 \
       || { apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }
   else
-    echo "[pretest] $1 is missing: $3 will fail (Debian: sudo apt-get install $2)" >&2
+    echo "[pretest] $1 is missing, and its tests will fail: $3 (Debian: sudo apt-get install $2)" >&2
   fi
 }
 tool docker-compose docker-compose "the compose test validates docker-compose.yml"
