@@ -26,6 +26,21 @@ named transcript.jsonl.
   --patch FILE           the job's patch to show
 Exit status: 0 written; 1 the file cannot be read or written; 2 usage.`;
 
+/** `patchbay worker --metrics-port [HOST:]PORT`: the value for WorkerOptions.metricsPort, checked; undefined when absent. */
+export async function metricsPortFlag(values: Values): Promise<string | undefined> {
+  const raw = values["metrics-port"];
+  if (raw === undefined) return undefined;
+  const { parseListen } = await import("./web/listen.js");
+  try {
+    parseListen(String(raw));
+  } catch {
+    throw new UsageError(`--metrics-port takes PORT or HOST:PORT, not '${raw}'`);
+  }
+  return String(raw);
+}
+
+export const METRICS_PORT_USAGE = "  --metrics-port [HOST:]PORT  serve Prometheus metrics at /metrics (HOST default 127.0.0.1; off by default)";
+
 /** Runs the dashboard until SIGINT or SIGTERM. */
 export async function runDashboard(values: Values): Promise<number> {
   const port = values.port === undefined ? 7474 : values.port === "0" ? 0 : numberFlag(values, "port", { integer: true, what: "a TCP port" })!;
@@ -100,9 +115,10 @@ const view: Command = {
   summary: "write a transcript as one self-contained HTML page",
   usage: VIEW_USAGE,
   options: { out: { type: "string", short: "o" }, patch: { type: "string" } },
-  positionals: { min: 1, max: 1, name: "transcript.jsonl" },
+  positionals: { min: 0, max: 1, name: "transcript.jsonl" },
   async run({ values, positionals }) {
-    const out = await runView(positionals[0]!, {
+    if (!positionals[0]) throw new UsageError("missing <transcript.jsonl> (patchbay watch ID --json > transcript.jsonl, or run --out's)");
+    const out = await runView(positionals[0], {
       ...(values.out !== undefined ? { out: String(values.out) } : {}),
       ...(values.patch !== undefined ? { patch: String(values.patch) } : {}),
     });

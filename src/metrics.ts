@@ -5,6 +5,9 @@ import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { costUsd } from "./agent/prices.js";
 import type { TranscriptEvent } from "./spec.js";
+import { parseListen } from "./web/listen.js";
+
+export { parseListen };
 
 export interface WorkerState {
   activeJobs: number;
@@ -114,14 +117,6 @@ export class WorkerMetrics {
   text(): Promise<string> {
     return this.registry.metrics();
   }
-}
-
-/** `PORT` or `HOST:PORT` (`[::1]:PORT` for IPv6); the host defaults to 127.0.0.1. */
-export function parseListen(s: string): { host: string; port: number } {
-  const m = /^(?:\[([^\]]+)\]:|([^:]+):)?(\d{1,5})$/.exec(s.trim());
-  const port = m ? Number(m[3]) : NaN;
-  if (!m || !Number.isInteger(port) || port > 65535) throw new Error(`expected PORT or HOST:PORT, got '${s}'`);
-  return { host: m[1] ?? m[2] ?? "127.0.0.1", port };
 }
 
 export interface MetricsServer {

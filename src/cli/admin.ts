@@ -1,5 +1,6 @@
 // `patchbay worker`, `patchbay doctor`, `patchbay image build`: running and setting up.
 import { choiceFlag, CONNECTION_USAGE, connectionFlags, numberFlag, type Command } from "./command.js";
+import { METRICS_PORT_USAGE, metricsPortFlag } from "../cli-web.js";
 
 const LOG_FORMATS = ["text", "json"] as const;
 
@@ -13,18 +14,20 @@ to another worker) and removes its containers. Logs go to stderr, one line per e
 timestamp, the worker id and the job id.
   --concurrency N        jobs at once (default $PATCHBAY_CONCURRENCY or 2)
   --log-format FORMAT    text (default) or json (one JSON object a line, pino's format)
+${METRICS_PORT_USAGE}
 ${CONNECTION_USAGE}
 Exit status: 0 after a drain; 1 Redis unreachable at start; 2 usage.`,
-  options: { ...connectionFlags, concurrency: { type: "string" }, "log-format": { type: "string" } },
+  options: { ...connectionFlags, concurrency: { type: "string" }, "log-format": { type: "string" }, "metrics-port": { type: "string" } },
   async run({ values }) {
     const concurrency = numberFlag(values, "concurrency", { integer: true });
     const logFormat = choiceFlag(values, "log-format", LOG_FORMATS) ?? "text";
+    const metricsPort = await metricsPortFlag(values);
     const { clientOptions, probeRedis } = await import("./client.js");
     const conn = clientOptions(values);
     await probeRedis(conn.redisUrl);
     const { startWorker } = await import("../worker.js");
     const { workerLogger } = await import("../log.js");
-    const h = await startWorker({ ...conn, logFormat, ...(concurrency ? { concurrency } : {}) });
+    const h = await startWorker({ ...conn, logFormat, ...(concurrency ? { concurrency } : {}), ...(metricsPort ? { metricsPort } : {}) });
     const log = workerLogger(h.id, { format: logFormat });
     await new Promise<void>((done) => {
       const stop = (sig: string) => {
