@@ -13,6 +13,8 @@ export default defineConfig({
       "test/truncate.test.ts",
       "test/config.test.ts",
       "test/spec-fields.test.ts",
+      "test/spec-messages.test.ts",
+      "test/agent-context-edges.test.ts",
     ],
     testTimeout: 20_000,
   },

@@ -1,0 +1,71 @@
+// parseJobSpec's one-line messages, exactly: non-objects, throwing inputs, unknown keys with their
+// "did you mean" (normalised, edit distance with transpositions, short keys stricter), paths with
+// indexes, the repo union, setup items, job ids; and emptyResult. Pure.
+import { describe, expect, it } from "vitest";
+import { emptyResult, emptyUsage, JobSpecError, parseJobSpec } from "../src/spec.js";
+
+const R = { path: "/r" };
+const err = (input: unknown) => {
+  const r = parseJobSpec(input);
+  return r.ok ? "ok" : r.error.replace(/^invalid JobSpec: /, "");
+};
+
+describe("parseJobSpec messages", () => {
+  it("a non-object", () => {
+    expect(parseJobSpec("x")).toEqual({ ok: false, error: 'invalid JobSpec: must be an object (got "x")' });
+    expect(err(null)).toBe("must be an object (got null)");
+    expect(err([])).toBe("must be an object (got an array)");
+    expect(err(5)).toBe("must be an object (got 5)");
+  });
+
+  it("an input that throws while read gives its message, on one line", () => {
+    const thrower = { get task(): string { throw new Error("boom"); }, repo: R };
+    expect(parseJobSpec(thrower)).toEqual({ ok: false, error: "invalid JobSpec: boom" });
+    const proxy = new Proxy({}, { get() { throw "str"; }, has() { throw "str"; }, ownKeys() { throw "str"; } });
+    expect(parseJobSpec(proxy)).toEqual({ ok: false, error: "invalid JobSpec: str" });
+  });
+
+  it.each([
+    [{ max_turns: 3 }, 'max_turns: unknown key (did you mean "maxTurns"?)'], // same once case, _ and - are ignored
+    [{ Verify: "x" }, 'Verify: unknown key (did you mean "verify"?)'],
+    [{ tsak: 1 }, 'tsak: unknown key (did you mean "task"?)'], // a transposition is one edit
+    [{ txsz: 1 }, "txsz: unknown key"], // two edits on a short key: no guess
+    [{ imaxx: "i" }, 'imaxx: unknown key (did you mean "image"?)'], // two edits on a longer key
+    [{ zzzzzz: 1 }, "zzzzzz: unknown key"],
+    [{ budget: { usdd: 1 } }, 'budget.usdd: unknown key (did you mean "usd"?)'],
+    [{ limits: { memMb: 1 } }, "limits.memMb: unknown key"],
+  ])("unknown key %o", (extra, message) => {
+    expect(err({ task: "t", repo: R, ...extra })).toBe(message);
+  });
+
+  it("the repo union: the branch meant, a key of another branch, none or several kinds", () => {
+    expect(err({ task: "t", repo: { path: 5 } })).toBe("repo.path: must be a non-empty path (got 5)");
+    expect(err({ task: "t", repo: { path: "/r", ref: "v1" } })).toBe("repo.ref: only allowed with git");
+    expect(err({ task: "t", repo: {} })).toBe("repo: must be exactly one of { path }, { git, ref? }, { archive } (got none of them)");
+    expect(err({ task: "t", repo: { path: "/r", git: "g" } })).toBe("repo: must be exactly one of { path }, { git, ref? }, { archive } (got path and git)");
+    expect(err({ task: "t", repo: "str" })).toBe('repo: must be exactly one of { path }, { git, ref? }, { archive } (got "str")');
+  });
+
+  it("setup: items by index; job ids that are paths", () => {
+    expect(err({ task: "t", repo: R, setup: ["ok", ""] })).toBe('setup[1]: must be a non-empty command (got "")');
+    expect(err({ task: "t", repo: R, setup: [3] })).toBe("setup: must be a command or an array of commands (item 0 is 3)");
+    expect(err({ task: "t", repo: R, setup: 5 })).toBe("setup: must be a command or an array of commands (got 5)");
+    expect(err({ task: "t", repo: R, jobId: "." })).toBe('jobId: must not be "." or ".." (got ".")');
+    expect(err({ task: "t", repo: R, jobId: ".." })).toBe('jobId: must not be "." or ".." (got "..")');
+    expect(err({ task: "t", repo: R, jobId: "a..b" })).toBe("ok");
+  });
+
+  it("JobSpecError is named", () => {
+    expect(new JobSpecError("x").name).toBe("JobSpecError");
+  });
+});
+
+describe("emptyResult", () => {
+  it("is a result with no patch, no usage and the given status and error", () => {
+    expect(emptyResult("cancelled", "why")).toEqual({
+      status: "cancelled", patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0,
+      timings: { queuedMs: 0, sandboxMs: 0, agentMs: 0, totalMs: 0 }, error: "why",
+    });
+    expect(emptyResult("timeout", "t", { jobId: "j", attempt: 2 })).toMatchObject({ status: "timeout", error: "t", jobId: "j", attempt: 2 });
+  });
+});
