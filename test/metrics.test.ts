@@ -8,7 +8,7 @@ import { PatchbayClient } from "../src/queue.js";
 import type { JobResult, TranscriptEvent } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { startWorker, type WorkerHandle } from "../src/worker.js";
-import { startRedis } from "./support/cluster.js";
+import { freePort, startRedis, startWorkerProc } from "./support/cluster.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { metricValue, parsePrometheusText } from "./support/prom-text.js";
 import { byTurn, clampScript, taskOf } from "./support/scripts.js";
@@ -129,7 +129,37 @@ describe("worker /metrics", () => {
     expect(metricValue(q, "bullmq_job_count", { queue: QUEUE, state: "completed" })).toBe(4);
     expect(metricValue(q, "bullmq_job_count", { queue: QUEUE, state: "active" })).toBe(0);
     expect(metricValue(q, "bullmq_job_count", { queue: QUEUE, state: "failed" })).toBe(0);
-  });
+  }, 300_000);
+});
+
+describe("patchbay worker --metrics-port", () => {
+  it("a worker process serves /metrics on loopback; its counters follow the job it ran", async () => {
+    const redis = await startRedis();
+    const fake = await startFakeAnthropic(byTurn(clampScript()));
+    const port = await freePort();
+    const w = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: "metrics-cli", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" }, ["--metrics-port", String(port)]);
+    const client = new PatchbayClient({ redisUrl: redis.url, queueName: "metrics-cli" });
+    try {
+      await w.waitFor(/ready: queue metrics-cli/);
+      expect(w.log()).toContain(`metrics: http://127.0.0.1:${port}/metrics`);
+      const url = `http://127.0.0.1:${port}/metrics`;
+      expect(metricValue(await scrape(url), "patchbay_jobs_finished_total")).toBe(0);
+      const id = await client.enqueue({ task: "Fix the failing test (cli).", repo: { path: CLAMP } });
+      const r = await client.waitForResult(id, { timeoutMs: 120_000 });
+      expect(r.status).toBe("completed");
+      const after = await scrape(url);
+      expect(metricValue(after, "patchbay_jobs_finished_total", { status: "completed" })).toBe(1);
+      expect(metricValue(after, "patchbay_model_request_seconds_count")).toBe(6);
+      expect(metricValue(after, "patchbay_cost_usd_total")).toBeCloseTo(r.costUsd, 9);
+      expect(metricValue(after, "patchbay_worker_process_process_cpu_seconds_total")).toBeGreaterThan(0);
+      expect((await fetch(`http://127.0.0.1:${port}/other`)).status).toBe(404);
+    } finally {
+      await client.close();
+      expect(await w.stop("SIGTERM")).toBe(0);
+      await fake.close();
+      await redis.stop();
+    }
+  }, 180_000);
 });
 
 describe("WorkerMetrics.observe", () => {

@@ -7,12 +7,11 @@ import { pathToFileURL } from "node:url";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BatchClient } from "../src/batch.js";
-import { runView } from "../src/cli-web.js";
 import { PatchbayClient } from "../src/queue.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { launchBrowser, recordPage } from "./support/browser.js";
-import { removeDir, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
+import { cli, removeDir, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
 import { byTurn, clampScript, taskOf } from "./support/scripts.js";
 
@@ -49,6 +48,7 @@ describe("dashboard in headless Chromium", () => {
   let dash: Dashboard;
   let browser: Browser;
   let ctx: BrowserContext;
+  let env: Record<string, string>;
   const liveGate = gate();
 
   beforeAll(async () => {
@@ -64,7 +64,7 @@ describe("dashboard in headless Chromium", () => {
       if (/hostile/.test(task)) return byTurn(HOSTILE_SCRIPT())(req);
       return byTurn(clampScript())(req);
     });
-    const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "3", PATCHBAY_CANCEL_POLL_MS: "500" };
+    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "3", PATCHBAY_CANCEL_POLL_MS: "500" };
     worker = startWorkerProc(env);
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN });
@@ -129,7 +129,7 @@ describe("dashboard in headless Chromium", () => {
     await page.locator("#head[data-status=completed]").waitFor();
     expect(rec.pageErrors).toEqual([]);
     await page.close();
-  });
+  }, 180_000);
 
   it("cancel on the job page stops a running job: status cancelled", async () => {
     const id = await client.enqueue({ task: "A long-running job to cancel.", repo: { path: CLAMP }, jobId: "cancel-me-1" });
@@ -150,7 +150,7 @@ describe("dashboard in headless Chromium", () => {
     expect(await page.locator("#msg").textContent()).toBe("cancel: signalled");
     expect(rec.dialogs).toEqual([]);
     await page.close();
-  }, 120_000);
+  }, 180_000);
 
   it("an action without the token is refused and the job goes on", async () => {
     const other = await browser.newContext(); // no cookie
@@ -165,7 +165,7 @@ describe("dashboard in headless Chromium", () => {
     } finally {
       await other.close();
     }
-  });
+  }, 180_000);
 
   it("hostile tool output, model text and file names render as inert text", async () => {
     const id = await client.enqueue({ task: "A hostile job <img src=x onerror=alert(9)>", repo: { path: CLAMP }, jobId: "hostile-1" });
@@ -207,7 +207,7 @@ describe("dashboard in headless Chromium", () => {
     expect(list.rec.dialogs).toEqual([]);
     await list.page.close();
     await page.close();
-  });
+  }, 180_000);
 
   it("the batches page shows a batch's progress, counts by status and spend, and links to its jobs", async () => {
     const batches = new BatchClient(client);
@@ -229,7 +229,7 @@ describe("dashboard in headless Chromium", () => {
     expect(await page.locator("#rows tr td:nth-child(8)").allTextContents()).toEqual([batchId, batchId]);
     expect(rec.pageErrors).toEqual([]);
     await page.close();
-  });
+  }, 180_000);
 
   it("the static view of a transcript shows the same turns as the job page, with no network request", async () => {
     const id = await client.enqueue({ task: "Fix the failing test (static view).", repo: { path: CLAMP }, jobId: "static-1" });
@@ -237,9 +237,16 @@ describe("dashboard in headless Chromium", () => {
     expect(result.status).toBe("completed");
     const dir = mkdtempSync(join(tmpdir(), "pb-web-view-"));
     const file = join(dir, "transcript.jsonl");
-    writeFileSync(file, (await eventsOf(id)).map((e) => JSON.stringify(e)).join("\n") + "\n");
-    writeFileSync(join(dir, "patch.diff"), result.patch);
-    const out = await runView(file, { out: join(dir, "job.html") });
+    // what a user does: the events from `patchbay watch --json`, then `patchbay view`
+    const watched = await cli(["watch", id, "--json"], env);
+    expect(watched.code).toBe(0);
+    expect(watched.stdout.trim().split("\n").map((l) => JSON.parse(l))).toEqual(await eventsOf(id));
+    writeFileSync(file, watched.stdout);
+    writeFileSync(join(dir, "patch.diff"), result.patch); // as run --out and batch wait --out write it
+    const out = join(dir, "job.html");
+    const viewed = await cli(["view", file, "-o", out], env);
+    expect(viewed.code).toBe(0);
+    expect(viewed.stderr).toBe(`[view] wrote ${out}\n`);
 
     const { page } = await open(`/jobs/${id}`);
     await page.locator("#live", { hasText: "finished" }).waitFor();
@@ -273,7 +280,7 @@ describe("dashboard in headless Chromium", () => {
       await offline.close();
       removeDir(dir);
     }
-  });
+  }, 240_000);
 });
 
 /** Each turn as the reader sees it: its title, texts, and tool calls with their output. */

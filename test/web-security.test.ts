@@ -10,7 +10,8 @@ import { STYLE_CSS } from "../src/web/assets/style.js";
 import { cspHash, escapeHtml, jsonForScript, parseTranscriptJsonl, prepareEvent } from "../src/web/escape.js";
 import { renderTranscriptHtml } from "../src/web/html.js";
 import { DashboardConfigError, needsToken, startDashboard, type Dashboard } from "../src/web/server.js";
-import { startRedis } from "./support/cluster.js";
+import { spawn } from "node:child_process";
+import { cli, startRedis } from "./support/cluster.js";
 
 const TOKEN = "security-test-token-0123456789";
 const QUEUE = "web-security";
@@ -139,6 +140,44 @@ describe("dashboard guards", () => {
     }
     expect(STYLE_CSS).not.toContain("</style");
   });
+});
+
+describe("patchbay dashboard", () => {
+  const BIN = new URL("../bin/patchbay.js", import.meta.url).pathname;
+
+  it("serves on loopback with a made-up token in the printed URL, and stops on SIGTERM", async () => {
+    const redis = await startRedis();
+    const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: "dash-cli" };
+    delete env.PATCHBAY_DASHBOARD_TOKEN;
+    const p = spawn(process.execPath, [BIN, "dashboard", "--port", "0"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let err = "";
+    p.stderr.on("data", (d) => (err += d));
+    const exited = new Promise<number | null>((r) => p.once("exit", (c) => r(c)));
+    try {
+      while (!/\[dashboard\] \S+/.test(err) && p.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+      const m = /\[dashboard\] (http:\/\/127\.0\.0\.1:\d+)\/\?token=([\w-]{32,}) /.exec(err);
+      expect(m, err).not.toBeNull();
+      const [, url, token] = m!;
+      expect((await raw(`${url}/jobs`)).status).toBe(200);
+      expect((await raw(`${url}/api/jobs/x/cancel`, { method: "POST" })).status).toBe(401);
+      expect((await raw(`${url}/api/jobs/x/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}` } })).status).toBe(404);
+    } finally {
+      p.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      await redis.stop();
+    }
+  }, 120_000);
+
+  it("refuses a non-loopback bind without PATCHBAY_DASHBOARD_TOKEN (exit 2, nothing bound)", async () => {
+    const redis = await startRedis();
+    try {
+      const r = await cli(["dashboard", "--host", "0.0.0.0", "--port", "0"], { REDIS_URL: redis.url, PATCHBAY_DASHBOARD_TOKEN: "" });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/binding 0\.0\.0\.0 \(not loopback\) needs a token: set PATCHBAY_DASHBOARD_TOKEN/);
+    } finally {
+      await redis.stop();
+    }
+  }, 120_000);
 });
 
 describe("escaping and the static viewer", () => {

@@ -77,7 +77,7 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   const host = opts.host ?? "127.0.0.1";
   const port = opts.port ?? 7474;
   const loopback = isLoopback(host);
-  const envToken = opts.token ?? process.env.PATCHBAY_DASHBOARD_TOKEN;
+  const envToken = opts.token ?? (process.env.PATCHBAY_DASHBOARD_TOKEN || undefined); // empty: unset
   if (!loopback && !envToken) throw new DashboardConfigError(`binding ${host} (not loopback) needs a token: set PATCHBAY_DASHBOARD_TOKEN`);
   if (envToken !== undefined && envToken.length < 16) throw new DashboardConfigError("PATCHBAY_DASHBOARD_TOKEN must be at least 16 characters");
   const token = envToken ?? randomBytes(24).toString("base64url");
