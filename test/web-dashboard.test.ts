@@ -131,7 +131,7 @@ describe("dashboard in headless Chromium", () => {
     await page.close();
   }, 180_000);
 
-  it("cancel on the job page stops a running job: status cancelled", async () => {
+  it("cancel on the job page stops a running job: status cancelled; retry runs it again", async () => {
     const id = await client.enqueue({ task: "A long-running job to cancel.", repo: { path: CLAMP }, jobId: "cancel-me-1" });
     const login = await ctx.newPage();
     await login.goto(`${dash.url}/jobs?token=${TOKEN}`); // sets the token cookie, redirects to /jobs
@@ -148,7 +148,20 @@ describe("dashboard in headless Chromium", () => {
     await page.locator("#head[data-status=cancelled]").waitFor({ timeout: 30_000 });
     expect((await client.status(id)).resultStatus).toBe("cancelled");
     expect(await page.locator("#msg").textContent()).toBe("cancel: signalled");
+
+    // Retry runs it again on the same page (a second run below the first), and cancel stops it again.
+    await page.locator("#retry:not([disabled])").click();
+    await page.locator(".ev.attempt", { hasText: /^Run 2/ }).waitFor({ timeout: 60_000 });
+    await page.locator("#head[data-state=active]").waitFor({ timeout: 60_000 });
+    await page.locator(".tool .result .pending").waitFor({ timeout: 60_000 });
+    await page.locator("#cancel:not([disabled])").click();
+    await page.locator(".ev.finished[data-status=cancelled]").nth(1).waitFor({ timeout: 60_000 });
+    expect(await page.locator("article.turn").count()).toBe(2); // one per run, not merged
+    expect(await page.locator(".ev.finished").count()).toBe(2);
+    await waitUntil(async () => (await client.status(id)).state === "completed");
+    expect((await client.status(id)).resultStatus).toBe("cancelled");
     expect(rec.dialogs).toEqual([]);
+    expect(rec.pageErrors).toEqual([]);
     await page.close();
   }, 180_000);
 

@@ -66,6 +66,7 @@ export const RENDER_JS = String.raw`(function () {
     this.count = 0;
     this.t = { turns: 0, input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, toolCalls: 0, toolErrors: 0 };
     this.finished = null;
+    this.runs = 0;
     this.listeners = [];
   }
   Transcript.prototype.onEvent = function (fn) { this.listeners.push(fn); };
@@ -147,11 +148,14 @@ export const RENDER_JS = String.raw`(function () {
   Transcript.prototype.add = function (e, batch) {
     if (!e || typeof e !== "object") return;
     this.count++;
-    if (e.attempt != null && e.attempt !== this.attempt) {
-      if (this.attempt !== null || e.attempt > 1) this.card("attempt", "Attempt " + e.attempt);
+    // A new attempt, or the job run again (retry): a divider, and turn numbers start over.
+    if ((e.attempt != null && e.attempt !== this.attempt) || (e.type === "job_started" && this.runs > 0)) {
+      if (this.runs > 0 || e.attempt > 1) this.card("attempt", (this.runs > 0 ? "Run " + (this.runs + 1) + " · " : "") + "attempt " + e.attempt);
       this.attempt = e.attempt;
       this.turns = {};
+      this.tools = {};
     }
+    if (e.type === "job_started") this.runs++;
     var d;
     switch (e.type) {
       case "job_started": {
