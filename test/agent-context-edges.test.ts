@@ -40,19 +40,19 @@ describe("shortenOldToolResults: edges", () => {
     const cut = shortenOldToolResults(msgs, total - 1);
     expect(cut.removedChars).toBe(3000);
     expect(cut.keptTurns).toBe(6);
-    const c = (cut.messages[2]!.content as { content: string }[])[0]!.content;
+    const c = (cut.messages[2]!.content as unknown as { content: string }[])[0]!.content;
     expect(c).toBe(`${long(1000)}\n[... 3000 characters of this old tool output removed to save context ...]\n${long(1000)}`);
     // The last six turns and the task are untouched, and the stored conversation too.
     expect(cut.messages.slice(3)).toEqual(msgs.slice(3));
     expect(cut.messages[0]).toBe(msgs[0]);
-    expect((msgs[2]!.content as { content: string }[])[0]!.content).toHaveLength(5000);
+    expect((msgs[2]!.content as unknown as { content: string }[])[0]!.content).toHaveLength(5000);
   });
 
   it("keeps head and tail of the old output, and only cuts string tool results over 2000 characters", () => {
     const text = `${long(1000, "h")}${long(3000, "m")}${long(1000, "t")}`;
     const blocks = [result("a", text), result("b", long(2000)), result("c", long(2001)), { type: "text", text: long(9000) }, result("d", [{ type: "text", text: long(9000) }])];
     const cut = shortenOldToolResults(convo(blocks), 1);
-    const out = cut.messages[2]!.content as { content: unknown; text?: string }[];
+    const out = cut.messages[2]!.content as unknown as { content: unknown; text?: string }[];
     expect(out[0]!.content).toBe(`${long(1000, "h")}\n[... 3000 characters of this old tool output removed to save context ...]\n${long(1000, "t")}`);
     expect(out[1]!.content).toBe(long(2000));
     expect(out[2]!.content).toBe(`${long(1000)}\n[... 1 characters of this old tool output removed to save context ...]\n${long(1000)}`);
