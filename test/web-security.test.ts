@@ -109,6 +109,10 @@ describe("dashboard guards", () => {
     expect(r.headers.location).toBe("/jobs?state=active");
     expect(String(r.headers["set-cookie"])).toMatch(/^patchbay_dashboard=[^;]+; HttpOnly; SameSite=Strict; Path=\//);
     expect((await raw(`${dash.url}/jobs?token=nope`)).status).toBe(401);
+    // never a redirect to another site
+    const open = await raw(`${dash.url}//evil.example/x?token=${TOKEN}`);
+    expect(open.status).toBe(303);
+    expect(open.headers.location).toMatch(/^\/[^/\\]/);
   });
 
   it("a foreign Host header is refused on loopback (DNS rebinding)", async () => {

@@ -109,7 +109,7 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
       if (!sameSecret(given, token)) return reply.code(401).type("text/plain").send("wrong token\n");
       url.searchParams.delete("token");
       reply.header("Set-Cookie", `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`);
-      return reply.redirect(`${url.pathname}${url.search}`, 303);
+      return reply.redirect(`${url.pathname.replace(/^[/\\]+/, "/")}${url.search}`, 303); // always this origin
     }
     const mutation = !SAFE_METHODS.has(req.method);
     if (needsToken(req.method, loopback) && !authorized(req)) {
