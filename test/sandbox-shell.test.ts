@@ -146,16 +146,16 @@ describe("sandbox.shell: spoofed end markers (real engine)", () => {
     await expectNotSpoofed(r);
   });
 
-  // KNOWN HOLES in src/sandbox/shell.ts (found by this suite, not fixed here). Each it.fails runs
-  // the attack and passes while the attack works: once shell.ts is fixed it goes red, and must
-  // become a plain it().
-  // 1. `$_` (the last argument of the previous command) is the nonce when a command starts.
-  it.fails("KNOWN HOLE: `$_` at the start of a command does not give away its nonce", async () => {
+  // `$_` (the last argument of the previous command) was the nonce when a command started.
+  it("`$_` at the start of a command does not give away its nonce", async () => {
     await sb().shell.run("export SPOOF_KEEP=kept");
     const r = await sb().shell.run(`n=$_; ${spoofing("$n")}`, { timeoutSec: 20 });
     await expectNotSpoofed(r);
   });
 
+  // KNOWN HOLES in src/sandbox/shell.ts. Each it.fails runs the attack and passes while the attack
+  // works: once shell.ts is fixed it goes red, and must become a plain it(). They only let a
+  // command fool the agent about its own output: verify and the patch do not use the shell.
   // 2. The EXIT trap carries the session nonce in its text: `trap -p EXIT` shows it, so a command
   //    can fake "the shell exited" with any exit code.
   it.fails("KNOWN HOLE: the session nonce read from `trap -p` cannot fake the shell's exit", async () => {

@@ -40,7 +40,7 @@ unset HISTFILE
 __pb_mem() { local k v f; __pb_o=0; for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && __pb_o=$v; done < "$f"; return 0; fi; done; }
 __pb_mem; __pb_oom=$__pb_o
 __pb_pre() { trap 'return 124' USR1; local wm; read -r _ _ _ _ wm < /proc/loadavg; case "$wm" in ""|0) : & wm=$!; wait $!;; esac; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:%s\n' "$1" "$wm"; }
-__pb_exec() { eval "$__pb_cmd"; }
+__pb_exec() { : __pb; eval "$__pb_cmd"; }
 trap 'return 124' USR1
 __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom" ]; then __pb_oom=$__pb_o; builtin printf '\n[patchbay: the command was killed by the kernel: the sandbox ran out of memory]'; fi; fi; builtin printf '\nPBEND%s:%d\n' "$1" "$2"; }
 `;
