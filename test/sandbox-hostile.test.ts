@@ -139,7 +139,7 @@ describe("leftover processes holding the pids limit (real engine)", () => {
   it("a fork bomb left in the background: the next command still runs, and says what was killed", async () => {
     const bomb = await sb().shell.run("f(){ f|f& }; f & echo launched", { timeoutSec: 10 });
     expect(bomb.output).toMatch(/launched/);
-    await sb().shell.run("sleep 1", { timeoutSec: 5 }); // whether or not it could fork, the bomb is now at the limit
+    await new Promise((r) => setTimeout(r, 2000)); // the bomb fills the pids limit (no command in between: it would reclaim first)
     const r = await sb().shell.run("echo alive; ps -e --no-headers | wc -l", { timeoutSec: 20 });
     expect(r.timedOut).toBe(false);
     expect(r.exitCode).toBe(0);

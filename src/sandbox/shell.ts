@@ -56,7 +56,7 @@ cd /proc
 __pb_agent() { local k r; while read -r k r _; do if [ "$k" = Uid: ]; then [ "$r" = 1000 ]; return; fi; done 2>/dev/null < "$1/status"; return 1; }
 __pb_sweep() { local p pass n=0; for pass in 1 2 3; do for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -STOP "$p" 2>/dev/null; fi; done; done; for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -KILL "$p" 2>/dev/null && n=$((n+1)); fi; done; __pb_n=$n; }
 __pb_kill() { [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; __pb_sweep "$1" "$4"; builtin printf 'PBKILLED%s:%d\n' "$2" "$__pb_n"; }
-__pb_reclaim() { local d c=0 m=max; for d in /sys/fs/cgroup /sys/fs/cgroup/pids; do if [ -r $d/pids.current ]; then read -r c < $d/pids.current; read -r m < $d/pids.max; break; fi; done; __pb_n=0; if [ "$m" != max ] && [ "$c" -ge $((m - $3)) ]; then __pb_sweep 1 "$2"; fi; builtin printf 'PBKILLED%s:%d\n' "$1" "$__pb_n"; }
+__pb_reclaim() { local d c=0 m=max; for d in /sys/fs/cgroup /sys/fs/cgroup/pids; do if [ -r $d/pids.current ]; then read -r c < $d/pids.current; read -r m < $d/pids.max; break; fi; done; __pb_n=0; if [ "$m" != max ] && [ $((c * 4)) -ge $((m * 3)) ]; then __pb_sweep 1 "$2"; fi; builtin printf 'PBKILLED%s:%d\n' "$1" "$__pb_n"; }
 `;
 
 const BASH = ["bash", "--noprofile", "--norc"];
@@ -109,9 +109,12 @@ class Supervisor {
     return this.call((nonce) => `__pb_kill ${watermark} ${nonce} ${abortShell} ${except}\n`);
   }
 
-  /** When the agent's processes hold the pids limit (within `margin`), kills all of them but `keep`. */
-  reclaim(keep: number, margin = 8): Promise<number> {
-    return this.call((nonce) => `__pb_reclaim ${nonce} ${keep} ${margin}\n`);
+  /**
+   * When the agent's processes hold three quarters of the pids limit or more, kills all of them but
+   * `keep` (a fork bomb rises and falls near the limit; a real workload stays far below it).
+   */
+  reclaim(keep: number): Promise<number> {
+    return this.call((nonce) => `__pb_reclaim ${nonce} ${keep}\n`);
   }
 
   private call(line: (nonce: string) => string): Promise<number> {
