@@ -53,7 +53,7 @@ __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom"
 const SUPERVISOR_INIT = String.raw`
 exec 2>&1
 cd /proc
-__pb_agent() { local k r; while read -r k r _; do if [ "$k" = Uid: ]; then [ "$r" = 1000 ]; return; fi; done 2>/dev/null < "$1/status"; return 1; }
+__pb_agent() { local k r; while read -r k r _; do case "$k" in State:) [ "$r" = Z ] && return 1;; Uid:) [ "$r" = 1000 ]; return;; esac; done 2>/dev/null < "$1/status"; return 1; }
 __pb_sweep() { local p pass n=0; for pass in 1 2 3; do for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -STOP "$p" 2>/dev/null; fi; done; done; for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -KILL "$p" 2>/dev/null && n=$((n+1)); fi; done; __pb_n=$n; }
 __pb_kill() { [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; __pb_sweep "$1" "$4"; builtin printf 'PBKILLED%s:%d\n' "$2" "$__pb_n"; }
 __pb_reclaim() { local d c=0 m=max; for d in /sys/fs/cgroup /sys/fs/cgroup/pids; do if [ -r $d/pids.current ]; then read -r c < $d/pids.current; read -r m < $d/pids.max; break; fi; done; __pb_n=0; if [ "$m" != max ] && [ $((c * 4)) -ge $((m * 3)) ]; then __pb_sweep 1 "$2"; fi; builtin printf 'PBKILLED%s:%d\n' "$1" "$__pb_n"; }
