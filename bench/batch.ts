@@ -17,7 +17,9 @@ import { byTurn } from "../test/support/scripts.js";
 import { execFileP, log, round, timeMedian } from "./lib.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
-const BIN = new URL("../bin/patchbay.js", import.meta.url).pathname;
+// The compiled CLI itself: bin/patchbay.js would run src/ through tsx whenever any src/ file is
+// newer than dist/ (others edit src/ all the time), and that would be measured instead.
+const BIN = new URL("../dist/cli.js", import.meta.url).pathname;
 
 function batchFile(dir: string, n: number, tag: string): string {
   const file = join(dir, `${tag}.jsonl`);
