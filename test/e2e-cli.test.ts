@@ -26,8 +26,8 @@ describe("patchbay CLI end to end", () => {
     // Conversations by task: "sleep" tasks run a long command, everything else is the Clamp fix.
     fake = await startFakeAnthropic(
       (req) =>
-        /overloaded/.test(taskOf(req.body))
-          ? apiError(529, "Overloaded")
+        /broken API/.test(taskOf(req.body))
+          ? apiError(500, "Internal server error")
           : byTurn((body) => (/long-running/.test(taskOf(body)) ? [reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" }))] : clampScript()))(req),
     );
     env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: "e2e-cli", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "5000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REAP_MS: "2000" };
@@ -125,11 +125,12 @@ describe("patchbay CLI end to end", () => {
   it("`patchbay run` on a job that fails for good exits 1 and still writes the transcript and result", async () => {
     const dir = tmp();
     const specFile = join(dir, "spec.json");
-    writeFileSync(specFile, JSON.stringify({ task: "overloaded API", repo: { path: CLAMP }, attempts: 2 }));
+    // A 500 after the SDK's retries fails the attempt (a 429/529 would throttle the queue instead).
+    writeFileSync(specFile, JSON.stringify({ task: "broken API", repo: { path: CLAMP }, attempts: 2 }));
     const r = await cli(["run", "--spec", specFile, "--out", join(dir, "out")], env);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/failed: Anthropic API error 529: Overloaded/);
-    expect(JSON.parse(readFileSync(join(dir, "out", "result.json"), "utf8"))).toMatchObject({ status: "failed", error: expect.stringMatching(/529/) });
+    expect(r.stderr).toMatch(/failed: Anthropic API error 500: Internal server error/);
+    expect(JSON.parse(readFileSync(join(dir, "out", "result.json"), "utf8"))).toMatchObject({ status: "failed", error: expect.stringMatching(/500/) });
     const events = readFileSync(join(dir, "out", "transcript.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
     expect(events.map((e) => e.type)).toContain("model_retry");
     // Two attempts, each ending with its own job_finished; the first says the queue retries it.
