@@ -79,10 +79,11 @@ describe("worker hard deadline", () => {
     // Docker's events, not guessed by listing at some moment.
     const events = await dockerEvents({ type: ["container", "volume"], event: ["destroy"] });
     try {
-      const id = await client.enqueue({ task: "hang", repo: { path: CLAMP }, timeoutSec: 2 });
+      // timeoutSec counts the sandbox's start too: long enough that the hung model is reached.
+      const id = await client.enqueue({ task: "hang", repo: { path: CLAMP }, timeoutSec: 10 });
       const result = await client.waitForResult(id, { timeoutMs: 60_000 });
       expect(result.status).toBe("timeout");
-      expect(result.error).toMatch(/did not stop at its 2 s timeout; its sandbox was killed/);
+      expect(result.error).toMatch(/did not stop at its 10 s timeout; its sandbox was killed/);
       const gone = await events.next((e) => e.Type === "container" && e.Actor.Attributes[LABEL.job] === id);
       const name = gone.Actor.Attributes.name!;
       await events.next((e) => e.Type === "volume" && e.Actor.ID === `${name}-ws`);

@@ -163,8 +163,10 @@ export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, now = Date.
     if (deadline && deadline * 1000 < now) return Promise.resolve(true);
     const owner = labels?.[LABEL.worker];
     if (!owner) return Promise.resolve(false);
-    if (!verdicts.has(owner)) verdicts.set(owner, ownerAlive(owner, labels ?? {}).then((a) => !a));
-    return verdicts.get(owner)!;
+    // The verdict may depend on the queue label too (a worker judges only its own queue's owners).
+    const key = `${owner}\0${labels?.[LABEL.queue] ?? ""}`;
+    if (!verdicts.has(key)) verdicts.set(key, ownerAlive(owner, labels ?? {}).then((a) => !a));
+    return verdicts.get(key)!;
   };
   const containers = await d.listContainers({ all: true, filters: { label: [LABEL.managed] } });
   const live = new Set<string>();
