@@ -10,7 +10,7 @@ import { docker } from "../src/sandbox/docker.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { apiError, reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
-import { untilInContainer } from "./support/sandbox.js";
+import { untilInContainer, exists } from "./support/sandbox.js";
 import { clampScript, tenToolScript } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -32,15 +32,6 @@ async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], s
   return { result, events, fake, sandboxes };
 }
 
-/** True while a container or volume of that name exists. */
-const exists = async (kind: "container" | "volume", name: string) => {
-  try {
-    await (kind === "container" ? docker().getContainer(name).inspect() : docker().getVolume(name).inspect());
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 const tmp = () => mkdtempSync(join(tmpdir(), "pb-job-"));
 const sh = (cwd: string, cmd: string) => execFileSync("bash", ["-c", cmd], { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });

@@ -1,16 +1,9 @@
 // The reaper removes labelled containers and volumes whose owner is gone or whose deadline passed.
 import { describe, expect, it } from "vitest";
 import { docker, localOwnerAlive, reap } from "../src/sandbox/docker.js";
+import { exists } from "./support/sandbox.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
-const exists = async (kind: "container" | "volume", name: string) => {
-  try {
-    await (kind === "container" ? docker().getContainer(name).inspect() : docker().getVolume(name).inspect());
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe("reaper (real engine)", () => {
   it("reaps orphans and expired sandboxes, keeps live ones", async () => {

@@ -9,6 +9,7 @@ import { PatchbayClient } from "../src/queue.js";
 import { docker, LABEL } from "../src/sandbox/docker.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { startWorker, type WorkerHandle } from "../src/worker.js";
+import { exists } from "./support/sandbox.js";
 import { startRedis } from "./support/cluster.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -45,14 +46,6 @@ async function dockerEvents(filters: Record<string, string[]>) {
   };
 }
 
-const exists = async (kind: "container" | "volume", name: string) => {
-  try {
-    await (kind === "container" ? docker().getContainer(name).inspect() : docker().getVolume(name).inspect());
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe("worker hard deadline", () => {
   let redis: Awaited<ReturnType<typeof startRedis>>;

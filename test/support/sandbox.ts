@@ -51,3 +51,13 @@ export async function jobContainer(jobId: string): Promise<Docker.Container> {
     await sleep(100);
   }
 }
+
+/** True while a container or volume of that name exists. */
+export async function exists(kind: "container" | "volume", name: string): Promise<boolean> {
+  try {
+    await (kind === "container" ? docker().getContainer(name).inspect() : docker().getVolume(name).inspect());
+    return true;
+  } catch {
+    return false;
+  }
+}
