@@ -77,17 +77,7 @@ export interface BatchStatus {
   jobs?: BatchJob[];
 }
 
-export interface BatchListEntry {
-  batchId: string;
-  name?: string;
-  createdAt: number;
-  finishedAt?: number;
-  total: number;
-  done: number;
-  spentUsd: number;
-  budgetUsd?: number;
-  cancelled: boolean;
-}
+export type BatchListEntry = Pick<BatchStatus, "batchId" | "name" | "createdAt" | "finishedAt" | "total" | "done" | "spentUsd" | "budgetUsd" | "cancelled">;
 
 export interface SubmitBatchOptions {
   /** The batch id (letters, digits, _ . -); default: `b-` and a hash of the specs with their lines. */
