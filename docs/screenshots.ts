@@ -1,7 +1,7 @@
 // Makes docs/dashboard-jobs.png and docs/dashboard-job.png: real jobs (a worker process, real
 // sandboxes, the scripted model of the tests) shown by the dashboard in headless Chromium.
 // Usage: npx tsx docs/screenshots.ts   (Docker, redis-server, chromium and dist/ needed)
-import { PatchbayClient } from "../src/queue.js";
+import { PatchbayClient } from "../src/queue/client.js";
 import { startDashboard } from "../src/web/server.js";
 import { launchBrowser } from "../test/support/browser.js";
 import { startRedis, startWorkerProc } from "../test/support/cluster.js";

@@ -8,7 +8,7 @@ import { EXIT, UsageError, type Command, type Values } from "./cli/command.js";
 import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
 import { batchCommands } from "./cli/batch.js";
-import { webCommands } from "./cli-web.js";
+import { webCommands } from "./cli/web.js";
 
 export type { Command } from "./cli/command.js";
 

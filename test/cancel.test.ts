@@ -2,9 +2,9 @@
 // alone (the Redis channel, and the poll of the cancel mark), and a job cancelled while it waits.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { PatchbayClient } from "../src/queue.js";
+import { PatchbayClient } from "../src/queue/client.js";
 import type { TranscriptEvent } from "../src/spec.js";
-import { startWorker, type WorkerHandle } from "../src/worker.js";
+import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis } from "./support/cluster.js";
 import { jobContainer, untilInContainer } from "./support/sandbox.js";

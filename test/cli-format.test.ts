@@ -1,7 +1,7 @@
 // Human progress lines (`patchbay run` / `patchbay watch`): everything in a transcript event comes from a
 // hostile repo or model, so no terminal control sequence may reach the terminal through formatEvent.
 import { describe, expect, it } from "vitest";
-import { formatEvent } from "../src/cli-format.js";
+import { formatEvent } from "../src/cli/format.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { safeText } from "../src/term.js";
 

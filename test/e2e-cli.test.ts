@@ -5,7 +5,7 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PatchbayClient } from "../src/queue.js";
+import { PatchbayClient } from "../src/queue/client.js";
 import { apiError, startFakeAnthropic, reply, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { cli, removeDir, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { jobContainer, untilInContainer } from "./support/sandbox.js";

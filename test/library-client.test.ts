@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workerLogger } from "../src/log.js";
-import { PatchbayClient, WaitTimeoutError, type JobData } from "../src/queue.js";
+import { PatchbayClient, WaitTimeoutError, type JobData } from "../src/queue/client.js";
 import { emptyResult, type JobResult } from "../src/spec.js";
 import { ensureBuilt, patchbay, REFUSED_REDIS, ROOT, spawnPatchbay } from "./cli-helpers.js";
 import { startRedis } from "./support/cluster.js";

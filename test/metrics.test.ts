@@ -4,10 +4,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { parseListen, WorkerMetrics } from "../src/metrics.js";
-import { PatchbayClient } from "../src/queue.js";
+import { PatchbayClient } from "../src/queue/client.js";
 import type { JobResult, TranscriptEvent } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
-import { startWorker, type WorkerHandle } from "../src/worker.js";
+import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { freePort, startRedis, startWorkerProc } from "./support/cluster.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { metricValue, parsePrometheusText } from "./support/prom-text.js";

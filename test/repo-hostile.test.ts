@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import * as tar from "tar-stream";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadRepo, RepoError, repoArchive, type RepoArchive, type RepoArchiveOptions, type RepoSource } from "../src/repo.js";
+import { loadRepo, RepoError, repoArchive, type RepoArchive, type RepoArchiveOptions, type RepoSource } from "../src/job/repo.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import { withLag, type Lag } from "./support/lag.js";
 
@@ -96,7 +96,7 @@ async function inChild(repo: RepoSource, opts: RepoArchiveOptions, limits: { hea
   const script = path.join(tmpRoot, `child${count++}.mts`);
   fs.writeFileSync(
     script,
-    `import { repoArchive, RepoError } from ${JSON.stringify(path.join(ROOT, "src/repo.ts"))};
+    `import { repoArchive, RepoError } from ${JSON.stringify(path.join(ROOT, "src/job/repo.ts"))};
 import { withLag } from ${JSON.stringify(path.join(ROOT, "test/support/lag.ts"))};
 const r = await withLag(async () => {
   const a = await repoArchive(${JSON.stringify(repo)}, ${JSON.stringify(opts)});

@@ -8,8 +8,8 @@ import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import * as tar from "tar-stream";
 import { afterAll, describe, expect, it } from "vitest";
-import { computePatch, PatchTooLargeError } from "../src/patch.js";
-import { loadRepo, repoArchive, type RepoSource } from "../src/repo.js";
+import { computePatch, PatchTooLargeError } from "../src/job/patch.js";
+import { loadRepo, repoArchive, type RepoSource } from "../src/job/repo.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-repo-test-"));

@@ -2,7 +2,7 @@
 // shell with leftover processes; a patch it breaks fails the job once, without a retry.
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { runJob } from "../src/job.js";
+import { runJob } from "../src/job/run.js";
 import { FileAgent } from "../src/sandbox/file-agent.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import type { TranscriptEvent } from "../src/spec.js";

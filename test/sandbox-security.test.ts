@@ -1,6 +1,6 @@
 // The hardening, checked from inside a real container.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PatchbayClient } from "../src/queue.js";
+import { PatchbayClient } from "../src/queue/client.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { useSandbox } from "./support/sandbox.js";

@@ -2,7 +2,7 @@
 // one the final verify judged, and `verify_failed` says when it never passed.
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { runJob } from "../src/job.js";
+import { runJob } from "../src/job/run.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
 

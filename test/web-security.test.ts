@@ -2,7 +2,7 @@
 // static viewer's escaping, without a browser.
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PatchbayClient } from "../src/queue.js";
+import { PatchbayClient } from "../src/queue/client.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { RENDER_JS } from "../src/web/assets/render.js";
 import { BATCHES_JS, JOB_JS, JOBS_JS, VIEW_BOOT_JS } from "../src/web/assets/pages.js";

@@ -4,7 +4,7 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { PatchbayClient } from "../src/queue.js";
+import { PatchbayClient } from "../src/queue/client.js";
 import { docker, LABEL } from "../src/sandbox/docker.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { apiError, reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Policy } from "./support/fake-anthropic.js";

@@ -4,11 +4,11 @@ import { Redis } from "ioredis";
 import type { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Model } from "../src/agent/model.js";
-import { keys } from "../src/keys.js";
-import { PatchbayClient } from "../src/queue.js";
+import { keys } from "../src/queue/keys.js";
+import { PatchbayClient } from "../src/queue/client.js";
 import { docker, LABEL } from "../src/sandbox/docker.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
-import { startWorker, type WorkerHandle } from "../src/worker.js";
+import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { exists } from "./support/sandbox.js";
 import { startRedis } from "./support/cluster.js";
 

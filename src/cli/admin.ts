@@ -1,6 +1,6 @@
 // `patchbay worker`, `patchbay doctor`, `patchbay image build`: running and setting up.
 import { choiceFlag, CONNECTION_USAGE, connectionFlags, numberFlag, type Command } from "./command.js";
-import { METRICS_PORT_USAGE, metricsPortFlag } from "../cli-web.js";
+import { METRICS_PORT_USAGE, metricsPortFlag } from "./web.js";
 
 const LOG_FORMATS = ["text", "json"] as const;
 
@@ -25,7 +25,7 @@ Exit status: 0 after a drain; 1 Redis unreachable at start; 2 usage.`,
     const { clientOptions, probeRedis } = await import("./client.js");
     const conn = clientOptions(values);
     await probeRedis(conn.redisUrl);
-    const { startWorker } = await import("../worker.js");
+    const { startWorker } = await import("../queue/worker.js");
     const { workerLogger } = await import("../log.js");
     const h = await startWorker({ ...conn, logFormat, ...(concurrency ? { concurrency } : {}), ...(metricsPort ? { metricsPort } : {}) });
     const log = workerLogger(h.id, { format: logFormat });

@@ -4,12 +4,12 @@ import { join, resolve } from "node:path";
 import { CliError, CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type Command, type Values } from "./command.js";
 import { STATUS_EXIT_USAGE, worstExitCode } from "./exit.js";
 import { safeText } from "../term.js";
-import type { BatchClient, BatchProgress, BatchStatus, JobSummary } from "../batch.js";
-import type { PatchbayClient } from "../queue.js";
+import type { BatchClient, BatchProgress, BatchStatus, JobSummary } from "../queue/batch.js";
+import type { PatchbayClient } from "../queue/client.js";
 
 const STATUSES = ["completed", "verify_failed", "failed", "timeout", "budget_exceeded", "cancelled", "max_turns"] as const;
 const safe = (s: string) => safeText(s, { oneLine: true });
-const lib = () => import("../batch.js");
+const lib = () => import("../queue/batch.js");
 
 /** Runs fn with a BatchClient; an unknown batch is a one-line failure, a bad file or spec a usage error. */
 async function withBatches<T>(values: Values, fn: (b: BatchClient, c: PatchbayClient) => Promise<T>): Promise<T> {

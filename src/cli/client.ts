@@ -4,7 +4,7 @@ import { Redis } from "ioredis";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../config.js";
-import { JobFailedError, JobNotFoundError, PatchbayClient, type ClientOptions } from "../queue.js";
+import { JobFailedError, JobNotFoundError, PatchbayClient, type ClientOptions } from "../queue/client.js";
 import { JobSpecError, type JobResult } from "../spec.js";
 import { CliError, connection, UsageError, type Values } from "./command.js";
 import { flagError } from "./spec-flags.js";

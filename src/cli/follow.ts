@@ -1,8 +1,8 @@
 // `patchbay run` after the enqueue: progress on stderr, the wait, Ctrl-C, and the output files.
 import { join } from "node:path";
-import { formatEvent } from "../cli-format.js";
+import { formatEvent } from "./format.js";
 import { emptyResult, type JobResult } from "../spec.js";
-import { JobFailedError, type PatchbayClient } from "../queue.js";
+import { JobFailedError, type PatchbayClient } from "../queue/client.js";
 import { writeOut } from "./client.js";
 import { exitCodeFor } from "./exit.js";
 

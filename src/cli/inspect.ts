@@ -2,7 +2,7 @@
 // An id that is not in the queue is a failure (exit 1: "no job <id> in queue <q>").
 import { resolve } from "node:path";
 import { CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type Command } from "./command.js";
-import type { JobStatusInfo } from "../queue.js";
+import type { JobStatusInfo } from "../queue/client.js";
 import { safeText } from "../term.js";
 import { exitCodeFor, STATUS_EXIT_USAGE } from "./exit.js";
 
@@ -85,7 +85,7 @@ ${CONNECTION_USAGE}`,
   run: async ({ values, positionals }) =>
     (await client()).withClient(values, async (c) => {
       const { finalResult } = await client();
-      const { formatEvent } = await import("../cli-format.js");
+      const { formatEvent } = await import("./format.js");
       const id = positionals[0]!;
       for await (const e of c.watch(id)) {
         const line = values.json ? JSON.stringify(e) : formatEvent(e, { verbose: true });

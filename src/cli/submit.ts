@@ -8,7 +8,7 @@ import { STATUS_EXIT_USAGE } from "./exit.js";
 
 /** Validates specs (schema, local paths) before any connection: a mistake is a usage error. */
 async function prepare(specs: unknown[], values: Values): Promise<void> {
-  const { prepareSpecs } = await import("../queue.js");
+  const { prepareSpecs } = await import("../queue/client.js");
   try {
     prepareSpecs(specs);
   } catch (err) {
@@ -83,7 +83,7 @@ ${CONNECTION_USAGE}`,
 
 /** Reads a JSONL batch; every bad line is named, and any bad line is a usage error. */
 async function batchSpecs(file: string): Promise<unknown[]> {
-  const { prepareSpecs } = await import("../queue.js");
+  const { prepareSpecs } = await import("../queue/client.js");
   let text: string;
   try {
     text = readFileSync(file, "utf8");

@@ -1,8 +1,8 @@
 // What the dashboard's JSON API returns: rows of jobs, one job in full, batches. Every string that
 // can come from a job (task, error, summary, patch) is made inert (safeText) here.
 import type { Job } from "bullmq";
-import type { BatchStatus } from "../batch.js";
-import { LIST_STATES, type JobData, type ListState } from "../queue.js";
+import type { BatchStatus } from "../queue/batch.js";
+import { LIST_STATES, type JobData, type ListState } from "../queue/client.js";
 import type { JobResult } from "../spec.js";
 import { safeText } from "../term.js";
 import { sanitizeDeep } from "./escape.js";
@@ -37,7 +37,7 @@ export interface JobDetail extends JobRow {
 type AnyJob = Job<JobData, JobResult>;
 
 /**
- * The batch a job belongs to: src/batch.ts sets `batch: { id, line }` in a job's data (a plain
+ * The batch a job belongs to: src/queue/batch.ts sets `batch: { id, line }` in a job's data (a plain
  * `batchId` is understood too).
  */
 export function batchOf(job: AnyJob): string | undefined {
@@ -143,7 +143,7 @@ export interface BatchRow {
   finishedAt?: number;
 }
 
-/** A batch's status (src/batch.ts) as the batches page shows it. */
+/** A batch's status (src/queue/batch.ts) as the batches page shows it. */
 export function batchRow(st: BatchStatus): BatchRow {
   return {
     id: safeText(st.batchId, { oneLine: true }),

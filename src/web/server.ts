@@ -15,10 +15,10 @@ import { Job } from "bullmq";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { isIP } from "node:net";
-import { BatchClient } from "../batch.js";
+import { BatchClient } from "../queue/batch.js";
 import { loadConfig } from "../config.js";
-import { keys } from "../keys.js";
-import { PatchbayClient, type JobData, type ListState } from "../queue.js";
+import { keys } from "../queue/keys.js";
+import { PatchbayClient, type JobData, type ListState } from "../queue/client.js";
 import type { JobResult, TranscriptEvent } from "../spec.js";
 import { batchRow, jobDetail, listJobs, parseFilter } from "./data.js";
 import { prepareEvent } from "./escape.js";
@@ -143,7 +143,7 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
 
   const getJobs = (states: ListState[], start: number, end: number) => client.queue.getJobs(states, start, end);
   app.get("/api/jobs", async (req) => ({ jobs: await listJobs(getJobs, parseFilter(req.query as Record<string, unknown>), defaultModel) }));
-  // Batches from the batch index (src/batch.ts): progress, counts by status, spend.
+  // Batches from the batch index (src/queue/batch.ts): progress, counts by status, spend.
   const batches = new BatchClient(client);
   app.get("/api/batches", async () => {
     const list = await batches.list({ limit: 100 });

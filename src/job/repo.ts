@@ -10,7 +10,7 @@ import { tarArchive } from "./repo-archive.js";
 import { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, RepoError, type RepoArchive } from "./repo-common.js";
 import { dirArchive } from "./repo-dir.js";
 import { cloneRepo, redact } from "./repo-git.js";
-import type { Sandbox } from "./sandbox/sandbox.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
 
 export { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, LIMITS as REPO_LIMITS, RepoError, type RepoArchive } from "./repo-common.js";
 

@@ -5,18 +5,18 @@ import { UnrecoverableError, Worker, type Job } from "bullmq";
 import { Redis } from "ioredis";
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
-import { defaults, loadConfig } from "./config.js";
-import { isThrottle, ModelError, type Model } from "./agent/model.js";
+import { defaults, loadConfig } from "../config.js";
+import { isThrottle, ModelError, type Model } from "../agent/model.js";
 import { batchHooks } from "./batch.js";
 import { checkEngine, countInfraFailure, handBack, HealthGate, throttleMs } from "./health.js";
-import { runJob } from "./job.js";
+import { runJob } from "../job/run.js";
 import { keys, redisOptions } from "./keys.js";
-import { workerLogger, type Log, type LogFormat } from "./log.js";
-import { workerMetrics } from "./metrics.js";
-import type { JobData } from "./queue.js";
-import { LABEL, localOwnerAlive, processOwnerId, reap } from "./sandbox/docker.js";
-import type { Sandbox } from "./sandbox/sandbox.js";
-import { emptyResult, parseJobSpec, type JobResult, type TranscriptEvent } from "./spec.js";
+import { workerLogger, type Log, type LogFormat } from "../log.js";
+import { workerMetrics } from "../metrics.js";
+import type { JobData } from "./client.js";
+import { LABEL, localOwnerAlive, processOwnerId, reap } from "../sandbox/docker.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import { emptyResult, parseJobSpec, type JobResult, type TranscriptEvent } from "../spec.js";
 
 export interface WorkerOptions {
   concurrency?: number;

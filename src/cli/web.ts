@@ -1,6 +1,6 @@
 // `patchbay dashboard` and `patchbay view`: the window onto jobs. Only node: built-ins and the CLI's
 // shared helpers at the top: the server and renderer load when the command runs.
-import { CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type Command, type Values } from "./cli/command.js";
+import { CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type Command, type Values } from "./command.js";
 
 export const DASHBOARD_USAGE = `patchbay dashboard [--host 127.0.0.1] [--port 7474]
 
@@ -30,7 +30,7 @@ Exit status: 0 written; 1 the file cannot be read or written; 2 usage.`;
 export async function metricsPortFlag(values: Values): Promise<string | undefined> {
   const raw = values["metrics-port"];
   if (raw === undefined) return undefined;
-  const { parseListen } = await import("./web/listen.js");
+  const { parseListen } = await import("../web/listen.js");
   try {
     parseListen(String(raw));
   } catch {
@@ -47,10 +47,10 @@ export async function runDashboard(values: Values): Promise<number> {
   if (port > 65535) throw new UsageError(`--port takes a TCP port, not '${values.port}'`);
   const host = values.host === undefined ? "127.0.0.1" : String(values.host).trim();
   if (!host) throw new UsageError("--host must not be empty");
-  const { clientOptions, probeRedis } = await import("./cli/client.js");
+  const { clientOptions, probeRedis } = await import("./client.js");
   const conn = clientOptions(values);
   await probeRedis(conn.redisUrl);
-  const { startDashboard, DashboardConfigError } = await import("./web/server.js");
+  const { startDashboard, DashboardConfigError } = await import("../web/server.js");
   let d;
   try {
     d = await startDashboard({ host, port, ...conn });
@@ -72,8 +72,8 @@ export async function runDashboard(values: Values): Promise<number> {
 export async function runView(file: string, opts: { out?: string; patch?: string } = {}): Promise<string> {
   const { existsSync, readFileSync, writeFileSync } = await import("node:fs");
   const { basename, dirname, join } = await import("node:path");
-  const { parseTranscriptJsonl } = await import("./web/escape.js");
-  const { renderTranscriptHtml } = await import("./web/html.js");
+  const { parseTranscriptJsonl } = await import("../web/escape.js");
+  const { renderTranscriptHtml } = await import("../web/html.js");
   let text: string;
   try {
     text = readFileSync(file, "utf8");

@@ -1,8 +1,8 @@
 // One line of progress per transcript event, for `patchbay run` and `patchbay watch`.
 // Every string in an event may come from a hostile repo or model (task, commands, tool output and input,
 // file names, errors): nothing in it may reach the terminal as a control sequence (see term.ts).
-import type { TranscriptEvent } from "./spec.js";
-import { safeText } from "./term.js";
+import type { TranscriptEvent } from "../spec.js";
+import { safeText } from "../term.js";
 
 /** Sanitized first, so an escape sequence neither uses up the length nor gets cut in two. */
 const short = (s: string, n = 110) => {

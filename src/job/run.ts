@@ -1,14 +1,14 @@
 // runJob: sandbox → repo → setup → agent → verify → patch → result. The sandbox is destroyed in
 // every case; a timeout or cancellation still yields the patch of what was done.
-import { defaults, loadConfig } from "./config.js";
-import { runAgentLoop } from "./agent/loop.js";
-import { AnthropicModel, type Model } from "./agent/model.js";
-import { systemPrompt } from "./agent/prompt.js";
+import { defaults, loadConfig } from "../config.js";
+import { runAgentLoop } from "../agent/loop.js";
+import { AnthropicModel, type Model } from "../agent/model.js";
+import { systemPrompt } from "../agent/prompt.js";
 import { computePatch, currentTree, GitStepError, PatchTooLargeError, type PatchOptions, type PatchResult } from "./patch.js";
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
-import { Sandbox } from "./sandbox/sandbox.js";
-import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
-import { Toolbox, type ToolUseBlock } from "./tools/index.js";
+import { Sandbox } from "../sandbox/sandbox.js";
+import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
+import { Toolbox, type ToolUseBlock } from "../tools/index.js";
 
 export interface RunJobOptions {
   jobId?: string;

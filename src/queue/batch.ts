@@ -19,11 +19,11 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Job } from "bullmq";
 import type { Redis } from "ioredis";
-import { defaults } from "./config.js";
+import { defaults } from "../config.js";
 import { keys } from "./keys.js";
-import { defaultClient, JobFailedError, jobOptions, prepareSpecs, type JobData, type PatchbayClient } from "./queue.js";
-import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent, type Usage } from "./spec.js";
-import { safeText } from "./term.js";
+import { defaultClient, JobFailedError, jobOptions, prepareSpecs, type JobData, type PatchbayClient } from "./client.js";
+import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent, type Usage } from "../spec.js";
+import { safeText } from "../term.js";
 
 // ---------------------------------------------------------------------------------------------
 // Types and errors

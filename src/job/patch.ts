@@ -3,8 +3,8 @@
 // stashes don't matter, and nothing in the repo's own config (filters, diff.noprefix, external
 // diff, textconv, color…) applies.
 import { isUtf8 } from "node:buffer";
-import { PRIVATE_DIR } from "./sandbox/docker.js";
-import type { Sandbox } from "./sandbox/sandbox.js";
+import { PRIVATE_DIR } from "../sandbox/docker.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
 
 export interface PatchResult {
   /** `git diff --binary` from the baseline tree to the final working tree; "" when nothing changed. */

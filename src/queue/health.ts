@@ -3,10 +3,10 @@
 // jobs), checks again with backoff, and resumes by itself. A job it already holds goes back to the
 // queue without counting an attempt. The API's 429/529 throttle the queue instead of failing jobs.
 import { DelayedError, type Job } from "bullmq";
-import { defaults } from "./config.js";
-import type { ModelError } from "./agent/model.js";
-import type { Log } from "./log.js";
-import { docker, statusOf } from "./sandbox/docker.js";
+import { defaults } from "../config.js";
+import type { ModelError } from "../agent/model.js";
+import type { Log } from "../log.js";
+import { docker, statusOf } from "../sandbox/docker.js";
 
 export type Health = { ok: true } | { ok: false; reason: string };
 

@@ -6,9 +6,9 @@ import { Redis } from "ioredis";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { defaults, loadConfig } from "./config.js";
+import { defaults, loadConfig } from "../config.js";
 import { keys, redisOptions } from "./keys.js";
-import { JobSpecError, parseJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "./spec.js";
+import { JobSpecError, parseJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 
 export interface JobData {
   spec: JobSpec;
