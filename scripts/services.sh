@@ -2,7 +2,15 @@
 # Makes sure a Docker engine and Redis answer. Idempotent and quick when both are up.
 # Where they are missing on Debian as root, installs docker.io / redis-server (and runsc, gVisor)
 # with apt and starts them in the background; elsewhere says exactly what is missing.
+#
+# --second-engine [NAME] also starts an extra engine standing in for a second host (scripts/engine.sh:
+# its own dockerd, data-root, exec-root and socket; default NAME host2), loads the sandbox image into
+# it from the main engine when the main engine has it, and prints its DOCKER_HOST.
 set -euo pipefail
+
+second_engine=""
+if [ "${1:-}" = --second-engine ]; then second_engine="${2:-host2}"
+elif [ -n "${1:-}" ]; then echo "usage: $0 [--second-engine [NAME]]" >&2; exit 2; fi
 
 STATE_DIR="${PATCHBAY_STATE_DIR:-/var/tmp/patchbay}"
 REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
@@ -76,3 +84,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 say "docker $(docker version --format '{{.Server.Version}}') and redis ($REDIS_URL) answer"
+if [ -n "$second_engine" ]; then
+  engine="$(dirname "$0")/engine.sh"
+  bash "$engine" start "$second_engine"
+  if docker image inspect "${PATCHBAY_IMAGE:-patchbay-sandbox:latest}" >/dev/null 2>&1; then bash "$engine" load-image "$second_engine"
+  else say "the main engine has no ${PATCHBAY_IMAGE:-patchbay-sandbox:latest} yet: build it, then run $engine load-image $second_engine"; fi
+fi
