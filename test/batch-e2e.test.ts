@@ -139,6 +139,8 @@ describe("patchbay batch end to end", () => {
       expect(readJson(join(out, j.jobId, "result.json")).status).toBe(j.result.status);
       expect(existsSync(join(out, j.jobId, "patch.diff"))).toBe(true);
       expect(readFileSync(join(out, j.jobId, "transcript.jsonl"), "utf8")).toMatch(/"job_finished"/);
+      // The dashboard's renderer is found (a dynamic import by path: a move of src/ must not lose it).
+      expect(readFileSync(join(out, j.jobId, "transcript.html"), "utf8")).toMatch(/^<!doctype html>/i);
     }
     // Token totals (cache reads and writes too) are the sums over the jobs' results.
     const sum = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };

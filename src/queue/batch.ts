@@ -1,49 +1,24 @@
 // Batches: many jobs under one id, with an index in Redis that stays cheap at 10,000 jobs, a shared
-// USD budget, retry of some lines, cancel, and a summary.
-//
-// The index of a batch (keys.batch(id, part)), written by submit/retry and by the workers:
-//   meta      hash   name, createdAt, total, hash (of the specs), budgetUsd, spent, cancelled,
-//                    submitted, finishedAt, and counters of the lines' latest jobs: done,
-//                    n:<status>, verified, unverified
-//   lines     hash   line → its latest job id (`<batch>-L<line>`, then `-r1`, `-r2`... per retry)
-//   results   hash   job id → a compact JSON summary of its result (JobSummary), set when it ends
-//   spend     hash   `<job id>#<attempt>` → the attempt's spend so far (USD)
-//   started   hash   job id → epoch ms, while it runs
-//   finished  list   job ids in the order they ended (what `wait` follows)
-//   tasks     hash   line → the task's first 200 characters (for the summary)
-// plus keys.batches, a zset of batch ids by creation time. Every change of the counters happens in
-// a Lua script, so `status` is one HGETALL and a finished job costs the worker one round trip.
-import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+// USD budget, retry of some lines, cancel, and a summary. The index and the workers' hooks are in
+// batch-index.ts, batch files in batch-file.ts, the summary in batch-summary.ts.
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Job } from "bullmq";
-import type { Redis } from "ioredis";
-import { defaults } from "../config.js";
 import { keys } from "./keys.js";
 import { defaultClient, JobFailedError, jobOptions, prepareSpecs, type JobData, type PatchbayClient } from "./client.js";
-import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent, type Usage } from "../spec.js";
-import { safeText } from "../term.js";
+import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent } from "../spec.js";
+import { batchHash, type BatchLine } from "./batch-file.js";
+import { batchKeys, PARTS, recordFinished, scripted, TTL_SEC, type JobSummary } from "./batch-index.js";
+import { summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
+
+export { BatchFileError, batchHash, parseBatchFile, readBatchFile, type BatchLine } from "./batch-file.js";
+export { batchHooks, summarize, type BatchHooks, type JobSummary } from "./batch-index.js";
+export { mdCell, summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
 
 // ---------------------------------------------------------------------------------------------
 // Types and errors
 // ---------------------------------------------------------------------------------------------
-
-/** What the index keeps of a finished job: enough for status, progress and the summary. */
-export interface JobSummary {
-  line: number;
-  status: JobStatus;
-  verified?: boolean;
-  costUsd: number;
-  usage: Usage;
-  turns: number;
-  totalMs: number;
-  attempt?: number;
-  /** The first 300 characters. */
-  error?: string;
-  filesChanged: number;
-  finishedAt: number;
-}
 
 export interface BatchJob {
   line: number;
@@ -127,9 +102,6 @@ export class BatchConflictError extends Error {
 export const STATUS_SEVERITY: Record<JobStatus, number> = { failed: 4, verify_failed: 3, timeout: 2, budget_exceeded: 2, max_turns: 2, cancelled: 1, completed: 0 };
 
 const BATCH_ID_RE = /^[A-Za-z0-9_.-]{1,96}$/;
-const TTL_SEC = defaults.transcript.ttlSec;
-const PARTS = ["meta", "lines", "results", "spend", "started", "finished", "tasks"] as const;
-type Part = (typeof PARTS)[number];
 
 export function checkBatchName(name: string): string {
   if (!BATCH_ID_RE.test(name) || name === "." || name === "..") throw new JobSpecError(`batch name must be 1-96 characters from A-Z a-z 0-9 _ . - (got ${JSON.stringify(name)})`);
@@ -138,244 +110,6 @@ export function checkBatchName(name: string): string {
 
 export const batchJobId = (batchId: string, line: number, retry = 0) => `${batchId}-L${line}${retry ? `-r${retry}` : ""}`;
 const retryOf = (jobId: string) => Number(/-r(\d+)$/.exec(jobId)?.[1] ?? 0);
-
-// ---------------------------------------------------------------------------------------------
-// Batch files
-// ---------------------------------------------------------------------------------------------
-
-export interface BatchLine {
-  line: number;
-  spec: JobSpec;
-}
-
-/** A batch file with bad lines: `errors` are `file:line: message`, one per bad line. */
-export class BatchFileError extends Error {
-  constructor(readonly errors: string[]) {
-    super(`nothing enqueued:\n${errors.join("\n")}`);
-  }
-}
-
-/**
- * One JobSpec per line (blank lines skipped), each validated as enqueue does (schema, local paths
- * made absolute and checked). Any bad line: BatchFileError naming every one of them.
- */
-export function parseBatchFile(text: string, file = "batch"): BatchLine[] {
-  const out: BatchLine[] = [];
-  const errors: string[] = [];
-  text.split("\n").forEach((raw, i) => {
-    if (!raw.trim()) return;
-    try {
-      const parsed: unknown = JSON.parse(raw);
-      out.push({ line: i + 1, spec: prepareSpecs([parsed])[0]! });
-    } catch (err) {
-      errors.push(`${file}:${i + 1}: ${err instanceof SyntaxError ? "not valid JSON: " : ""}${(err as Error).message}`);
-    }
-  });
-  if (errors.length) throw new BatchFileError(errors);
-  if (!out.length) throw new BatchFileError([`${file}: no jobs in the file`]);
-  return out;
-}
-
-export function readBatchFile(file: string): BatchLine[] {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (err) {
-    throw new BatchFileError([`${file}: ${(err as Error).message}`]);
-  }
-  return parseBatchFile(text, file);
-}
-
-/** JSON with sorted keys, so two specs compare by content. */
-function canonical(v: unknown): string {
-  return JSON.stringify(v, (_k, x) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : 1))) : x));
-}
-
-/** The batch's content hash: its specs (local paths absolute) with their lines. */
-export function batchHash(lines: BatchLine[]): string {
-  const h = createHash("sha256");
-  for (const { line, spec } of lines) h.update(`${line}\n${canonical(spec)}\n`);
-  return h.digest("hex");
-}
-
-// ---------------------------------------------------------------------------------------------
-// Lua: every change of the counters, atomic
-// ---------------------------------------------------------------------------------------------
-
-// Shared: un-count / count a summary of a line's latest job in meta.
-const LUA_COUNT = `
-local function count(meta, summary, by)
-  local s = cjson.decode(summary)
-  redis.call('HINCRBY', meta, 'n:' .. s.status, by)
-  redis.call('HINCRBY', meta, 'done', by)
-  if s.verified == true then redis.call('HINCRBY', meta, 'verified', by) elseif s.verified == false then redis.call('HINCRBY', meta, 'unverified', by) end
-end
-local function touch(ttl)
-  for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
-end
-`;
-
-// KEYS: meta lines results spend started finished tasks
-// ARGV: jobId line spendField cost summary onlyIfAbsent ttl now
-const LUA_FINISH = `${LUA_COUNT}
-local prev = redis.call('HGET', KEYS[3], ARGV[1])
-if prev and ARGV[6] == '1' then return 0 end
-local old = tonumber(redis.call('HGET', KEYS[4], ARGV[3]) or '0')
-local cost = tonumber(ARGV[4])
-if cost > old then
-  redis.call('HSET', KEYS[4], ARGV[3], ARGV[4])
-  redis.call('HINCRBYFLOAT', KEYS[1], 'spent', cost - old)
-end
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
-redis.call('HDEL', KEYS[5], ARGV[1])
-redis.call('RPUSH', KEYS[6], ARGV[1])
-if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then
-  if prev then count(KEYS[1], prev, -1) end
-  count(KEYS[1], ARGV[5], 1)
-  if tonumber(redis.call('HGET', KEYS[1], 'done') or '0') >= tonumber(redis.call('HGET', KEYS[1], 'total') or '0') then
-    redis.call('HSET', KEYS[1], 'finishedAt', ARGV[8])
-  end
-end
-touch(ARGV[7])
-return 1
-`;
-
-// A running job's spend after a model response: returns { spent, budget or "" }.
-// KEYS: meta spend   ARGV: spendField cost
-const LUA_SPEND = `
-local old = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-local cost = tonumber(ARGV[2])
-local spent
-if cost > old then
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-  spent = redis.call('HINCRBYFLOAT', KEYS[1], 'spent', cost - old)
-else
-  spent = redis.call('HGET', KEYS[1], 'spent') or '0'
-end
-return { spent, redis.call('HGET', KEYS[1], 'budgetUsd') or '' }
-`;
-
-// A job about to start: marks it started; returns { spent, budget, cancelled }.
-// KEYS: meta started   ARGV: jobId now
-const LUA_START = `
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-return redis.call('HMGET', KEYS[1], 'spent', 'budgetUsd', 'cancelled')
-`;
-
-// A retried line: its latest job becomes the new one; the old one's summary is un-counted and the
-// new one's counted if it already ended (the job is enqueued before this runs).
-// KEYS: meta lines results   ARGV: line oldId newId
-const LUA_SWITCH = `${LUA_COUNT}
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
-local prev = redis.call('HGET', KEYS[3], ARGV[2])
-if prev then count(KEYS[1], prev, -1) end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-local now = redis.call('HGET', KEYS[3], ARGV[3])
-if now then count(KEYS[1], now, 1) end
-redis.call('HDEL', KEYS[1], 'finishedAt', 'cancelled')
-return 1
-`;
-
-type Scripted = Redis & {
-  pbBatchFinish(...args: (string | number)[]): Promise<number>;
-  pbBatchSpend(...args: (string | number)[]): Promise<[string, string]>;
-  pbBatchStart(...args: (string | number)[]): Promise<(string | null)[]>;
-  pbBatchSwitch(...args: (string | number)[]): Promise<number>;
-};
-
-const defined = new WeakSet<Redis>();
-function scripted(redis: Redis): Scripted {
-  if (!defined.has(redis)) {
-    redis.defineCommand("pbBatchFinish", { numberOfKeys: 7, lua: LUA_FINISH });
-    redis.defineCommand("pbBatchSpend", { numberOfKeys: 2, lua: LUA_SPEND });
-    redis.defineCommand("pbBatchStart", { numberOfKeys: 2, lua: LUA_START });
-    redis.defineCommand("pbBatchSwitch", { numberOfKeys: 3, lua: LUA_SWITCH });
-    defined.add(redis);
-  }
-  return redis as Scripted;
-}
-
-function batchKeys(queueName: string, batchId: string): Record<Part, string> {
-  const k = keys(queueName);
-  return Object.fromEntries(PARTS.map((p) => [p, k.batch(batchId, p)])) as Record<Part, string>;
-}
-
-/** The compact summary of a result, as the index keeps it. */
-export function summarize(r: JobResult, line: number): JobSummary {
-  return {
-    line,
-    status: r.status,
-    ...(r.verified !== undefined ? { verified: r.verified } : {}),
-    costUsd: r.costUsd,
-    usage: r.usage,
-    turns: r.turns,
-    totalMs: r.timings.totalMs,
-    ...(r.attempt !== undefined ? { attempt: r.attempt } : {}),
-    ...(r.error ? { error: r.error.slice(0, 300) } : {}),
-    filesChanged: r.filesChanged.length,
-    finishedAt: Date.now(),
-  };
-}
-
-/** Records a finished job in its batch's index (one round trip). */
-async function recordFinished(redis: Redis, queueName: string, batch: { id: string; line: number }, jobId: string, attempt: number, r: JobResult, onlyIfAbsent = false): Promise<boolean> {
-  const bk = batchKeys(queueName, batch.id);
-  const n = await scripted(redis).pbBatchFinish(
-    ...PARTS.map((p) => bk[p]),
-    jobId,
-    String(batch.line),
-    `${jobId}#${attempt}`,
-    String(r.costUsd),
-    JSON.stringify(summarize(r, batch.line)),
-    onlyIfAbsent ? "1" : "0",
-    TTL_SEC,
-    Date.now(),
-  );
-  return n === 1;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The worker's side
-// ---------------------------------------------------------------------------------------------
-
-export interface BatchHooks {
-  /**
-   * Before a job of a batch starts (marks it started): a result to end it with at once, without a
-   * sandbox, when the batch's budget is spent or the batch was cancelled; else undefined.
-   */
-  start(data: JobData, jobId: string, attempt: number): Promise<JobResult | undefined>;
-  /** runJob's stopAfterTurn for a job of a batch: adds its spend, and stops it once the budget is spent. */
-  stopAfterTurn(data: JobData, jobId: string, attempt: number): ((costUsd: number) => Promise<string | undefined>) | undefined;
-  /** Records the job's result summary in the batch's index (the job's final result, or a failure for good). */
-  finish(data: JobData, jobId: string, attempt: number, result: JobResult): Promise<void>;
-}
-
-/** What a worker calls for the jobs of batches; every hook does nothing for a job of no batch. */
-export function batchHooks(redis: Redis, queueName: string): BatchHooks {
-  const budgetNote = (spent: number, budget: number) => `the batch's budget of $${budget.toFixed(2)} is spent ($${spent.toFixed(4)})`;
-  return {
-    async start(data, jobId, attempt) {
-      if (!data?.batch) return undefined;
-      const bk = batchKeys(queueName, data.batch.id);
-      const [spent, budget, cancelled] = await scripted(redis).pbBatchStart(bk.meta, bk.started, jobId, Date.now());
-      if (cancelled) return emptyResult("cancelled", "the batch was cancelled before this job started", { jobId, attempt });
-      if (budget && Number(spent ?? 0) >= Number(budget)) return emptyResult("budget_exceeded", `${budgetNote(Number(spent), Number(budget))}; the job did not start`, { jobId, attempt });
-      return undefined;
-    },
-    stopAfterTurn(data, jobId, attempt) {
-      if (!data?.batch) return undefined;
-      const bk = batchKeys(queueName, data.batch.id);
-      return async (costUsd) => {
-        const [spent, budget] = await scripted(redis).pbBatchSpend(bk.meta, bk.spend, `${jobId}#${attempt}`, String(costUsd));
-        return budget && Number(spent) >= Number(budget) ? budgetNote(Number(spent), Number(budget)) : undefined;
-      };
-    },
-    async finish(data, jobId, attempt, result) {
-      if (!data?.batch) return;
-      await recordFinished(redis, queueName, data.batch, jobId, attempt, result);
-    },
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // The client's side
@@ -405,25 +139,6 @@ function fromMeta(batchId: string, m: Record<string, string>, running: number): 
   };
 }
 
-const percentile = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]! : 0);
-
-export interface BatchSummary {
-  batchId: string;
-  name?: string;
-  createdAt: string;
-  finishedAt?: string;
-  total: number;
-  counts: Record<JobStatus, number>;
-  /** Latest jobs: verify passed, failed, or there was none (or it never ran). */
-  verify: { verified: number; unverified: number; none: number };
-  /** The latest attempt of each line, and everything spent (retried jobs and failed attempts too). */
-  costUsd: { latest: number; all: number; budget?: number };
-  tokens: Usage;
-  jobMs: { p50: number; p95: number; max: number };
-  /** The most common errors of the latest jobs, most common first (at most 10). */
-  errors: { error: string; count: number }[];
-  jobs: (BatchJob & { task?: string })[];
-}
 
 /** Batches through one PatchbayClient (its Redis, its queue). */
 export class BatchClient {
@@ -738,7 +453,7 @@ function isBatchLines(x: unknown[]): x is BatchLine[] {
 
 /** The dashboard's transcript page renderer, when src/web/ has it (optional). */
 async function transcriptRenderer(): Promise<((events: TranscriptEvent[], opts: { patch?: string }) => string) | undefined> {
-  const where = "./web/html.js"; // a variable: the build does not depend on it
+  const where = "../web/html.js"; // a variable: the build does not depend on it
   try {
     const mod = (await import(where)) as { renderTranscriptHtml?: (events: TranscriptEvent[], opts: { patch?: string }) => string };
     return typeof mod.renderTranscriptHtml === "function" ? mod.renderTranscriptHtml : undefined;
@@ -747,70 +462,6 @@ async function transcriptRenderer(): Promise<((events: TranscriptEvent[], opts: 
   }
 }
 
-/** Most common errors: by their first line, digits kept (exit codes tell causes apart). */
-export function summarizeBatch(st: BatchStatus, tasks: Record<string, string> = {}): BatchSummary {
-  const jobs = st.jobs ?? [];
-  const done = jobs.filter((j) => j.result).map((j) => j.result!);
-  const tokens = done.reduce((u, r) => ({ inputTokens: u.inputTokens + r.usage.inputTokens, outputTokens: u.outputTokens + r.usage.outputTokens, cacheReadTokens: u.cacheReadTokens + r.usage.cacheReadTokens, cacheWriteTokens: u.cacheWriteTokens + r.usage.cacheWriteTokens }), { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 });
-  const ms = done.map((r) => r.totalMs).sort((a, b) => a - b);
-  const errors = new Map<string, number>();
-  for (const r of done) if (r.error && r.status !== "completed") {
-    const e = r.error.split("\n")[0]!.trim().slice(0, 200);
-    errors.set(e, (errors.get(e) ?? 0) + 1);
-  }
-  return {
-    batchId: st.batchId,
-    ...(st.name ? { name: st.name } : {}),
-    createdAt: new Date(st.createdAt).toISOString(),
-    ...(st.finishedAt ? { finishedAt: new Date(st.finishedAt).toISOString() } : {}),
-    total: st.total,
-    counts: st.counts,
-    verify: { verified: st.verified, unverified: st.unverified, none: st.total - st.verified - st.unverified },
-    costUsd: { latest: round(done.reduce((s, r) => s + r.costUsd, 0)), all: round(st.spentUsd), ...(st.budgetUsd !== undefined ? { budget: st.budgetUsd } : {}) },
-    tokens,
-    jobMs: { p50: percentile(ms, 50), p95: percentile(ms, 95), max: ms.at(-1) ?? 0 },
-    errors: [...errors].sort((a, b) => b[1] - a[1]).slice(0, 10).map(([error, count]) => ({ error, count })),
-    jobs: jobs.map((j) => ({ ...j, ...(tasks[j.line] !== undefined ? { task: tasks[j.line] } : {}) })),
-  };
-}
-
-const round = (x: number) => Math.round(x * 1e6) / 1e6;
-
-/** Text from a job or a task in a Markdown table cell: one line, no controls, no table or markup syntax. */
-export function mdCell(s: string, max = 120): string {
-  let one = safeText(s, { oneLine: true }).replace(/\s+/g, " ").trim();
-  if (one.length > max) one = `${one.slice(0, max - 1)}…`;
-  return one.replace(/[\\`*_[\]<>|#!~&]/g, (ch) => (ch === "&" ? "&amp;" : `\\${ch}`));
-}
-
-const usd = (x: number) => `$${x.toFixed(4)}`;
-const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-
-export function summaryMarkdown(s: BatchSummary): string {
-  const counts = JOB_STATUSES.filter((k) => s.counts[k]).map((k) => `${k} ${s.counts[k]}`).join(", ");
-  const lines = [
-    `# Batch ${mdCell(s.batchId)}${s.name && s.name !== s.batchId ? ` (${mdCell(s.name)})` : ""}`,
-    "",
-    `- Jobs: ${s.total} (${counts || "none finished"})`,
-    `- Verify: ${s.verify.verified} passed, ${s.verify.unverified} failed, ${s.verify.none} without a verify`,
-    `- Cost: ${usd(s.costUsd.latest)} for the latest attempts, ${usd(s.costUsd.all)} spent in all${s.costUsd.budget !== undefined ? ` (budget $${s.costUsd.budget.toFixed(2)})` : ""}`,
-    `- Tokens: ${s.tokens.inputTokens} input, ${s.tokens.outputTokens} output, ${s.tokens.cacheReadTokens} cache reads, ${s.tokens.cacheWriteTokens} cache writes`,
-    `- Job time: p50 ${secs(s.jobMs.p50)}, p95 ${secs(s.jobMs.p95)}, max ${secs(s.jobMs.max)}`,
-    `- Created ${s.createdAt}${s.finishedAt ? `, finished ${s.finishedAt}` : ""}`,
-    "",
-  ];
-  if (s.errors.length) {
-    lines.push("## Most common errors", "", "| Count | Error |", "| ---: | --- |", ...s.errors.map((e) => `| ${e.count} | ${mdCell(e.error, 200)} |`), "");
-  }
-  lines.push("## Jobs", "", "| Line | Job | Status | Verified | Cost | Tokens in / out / cache read | Time | Task | Error |", "| ---: | --- | --- | --- | ---: | --- | ---: | --- | --- |");
-  for (const j of s.jobs) {
-    const r = j.result;
-    const v = r?.verified === undefined ? "" : r.verified ? "yes" : "no";
-    const tok = r ? `${r.usage.inputTokens} / ${r.usage.outputTokens} / ${r.usage.cacheReadTokens}` : "";
-    lines.push(`| ${j.line} | ${mdCell(j.jobId)} | ${r ? r.status : j.state} | ${v} | ${r ? usd(r.costUsd) : ""} | ${tok} | ${r ? secs(r.totalMs) : ""} | ${mdCell(j.task ?? "", 80)} | ${mdCell(r?.error ?? "", 120)} |`);
-  }
-  return lines.join("\n") + "\n";
-}
 
 // ---------------------------------------------------------------------------------------------
 // The library API over the default client (REDIS_URL, PATCHBAY_QUEUE)

@@ -7,7 +7,7 @@ import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "../config.js";
 import { isThrottle, ModelError, type Model } from "../agent/model.js";
-import { batchHooks } from "./batch.js";
+import { batchHooks } from "./batch-index.js";
 import { checkEngine, countInfraFailure, handBack, HealthGate, throttleMs } from "./health.js";
 import { runJob } from "../job/run.js";
 import { keys, redisOptions } from "./keys.js";

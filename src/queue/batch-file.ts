@@ -1,0 +1,61 @@
+// Batch files: one JobSpec per line, validated as enqueue does, and the content hash that makes
+// submitting the same file twice idempotent.
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { prepareSpecs } from "./client.js";
+import type { JobSpec } from "../spec.js";
+
+export interface BatchLine {
+  line: number;
+  spec: JobSpec;
+}
+
+/** A batch file with bad lines: `errors` are `file:line: message`, one per bad line. */
+export class BatchFileError extends Error {
+  constructor(readonly errors: string[]) {
+    super(`nothing enqueued:\n${errors.join("\n")}`);
+  }
+}
+
+/**
+ * One JobSpec per line (blank lines skipped), each validated as enqueue does (schema, local paths
+ * made absolute and checked). Any bad line: BatchFileError naming every one of them.
+ */
+export function parseBatchFile(text: string, file = "batch"): BatchLine[] {
+  const out: BatchLine[] = [];
+  const errors: string[] = [];
+  text.split("\n").forEach((raw, i) => {
+    if (!raw.trim()) return;
+    try {
+      const parsed: unknown = JSON.parse(raw);
+      out.push({ line: i + 1, spec: prepareSpecs([parsed])[0]! });
+    } catch (err) {
+      errors.push(`${file}:${i + 1}: ${err instanceof SyntaxError ? "not valid JSON: " : ""}${(err as Error).message}`);
+    }
+  });
+  if (errors.length) throw new BatchFileError(errors);
+  if (!out.length) throw new BatchFileError([`${file}: no jobs in the file`]);
+  return out;
+}
+
+export function readBatchFile(file: string): BatchLine[] {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new BatchFileError([`${file}: ${(err as Error).message}`]);
+  }
+  return parseBatchFile(text, file);
+}
+
+/** JSON with sorted keys, so two specs compare by content. */
+function canonical(v: unknown): string {
+  return JSON.stringify(v, (_k, x) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : 1))) : x));
+}
+
+/** The batch's content hash: its specs (local paths absolute) with their lines. */
+export function batchHash(lines: BatchLine[]): string {
+  const h = createHash("sha256");
+  for (const { line, spec } of lines) h.update(`${line}\n${canonical(spec)}\n`);
+  return h.digest("hex");
+}
