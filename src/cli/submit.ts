@@ -1,6 +1,5 @@
 // `patchbay run` and `patchbay enqueue`. The heavy modules (BullMQ, the client) load when a
 // command runs, not when the CLI starts.
-import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { CONNECTION_USAGE, connectionFlags, UsageError, type Command, type Values } from "./command.js";
 import { flagError, hasSpecFlags, SPEC_USAGE, specFlags, specFrom } from "./spec-flags.js";
@@ -81,31 +80,14 @@ ${CONNECTION_USAGE}`,
   },
 };
 
-/** Reads a JSONL batch; every bad line is named, and any bad line is a usage error. */
+/** Reads a JSONL batch the way `batch submit` does; every bad line is named, and any bad line is a usage error. */
 async function batchSpecs(file: string): Promise<unknown[]> {
-  const { prepareSpecs } = await import("../queue/client.js");
-  let text: string;
+  const { readBatchFile } = await import("../queue/batch-file.js");
   try {
-    text = readFileSync(file, "utf8");
+    return readBatchFile(file).map((l) => l.spec);
   } catch (err) {
-    throw new UsageError(`--batch ${file}: ${(err as Error).message}`);
+    throw new UsageError((err as Error).message);
   }
-  const specs: unknown[] = [];
-  const errors: string[] = [];
-  text.split("\n").forEach((line, i) => {
-    if (!line.trim()) return;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(line);
-      prepareSpecs([parsed]);
-      specs.push(parsed);
-    } catch (err) {
-      errors.push(`${file}:${i + 1}: ${err instanceof SyntaxError ? "not valid JSON: " : ""}${(err as Error).message}`);
-    }
-  });
-  if (errors.length) throw new UsageError(`nothing enqueued:\n${errors.join("\n")}`);
-  if (!specs.length) throw new UsageError(`--batch ${file}: no jobs in the file`);
-  return specs;
 }
 
 export const submitCommands: Record<string, Command> = { run, enqueue };
