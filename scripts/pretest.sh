@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs before `npm test`: the services (Docker engine, Redis), node modules, dist/, the tools the tests
-# call (docker-compose v1, tmux, Chromium from Debian's package), and the sandbox image.
+# call (docker-compose v1, tmux, Chromium from Debian's package), the sandbox image and the compose images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/services.sh
@@ -24,3 +24,5 @@ tool docker-compose docker-compose "the compose test validates docker-compose.ym
 tool tmux tmux "batch wait's progress bar is checked in a real terminal"
 tool chromium chromium "the browser tests drive it headless"
 node bin/patchbay.js image build
+# The compose test's images (worker, Redis): offline here, about 2 minutes the first time, then cached.
+bash scripts/compose-images.sh

@@ -58,8 +58,11 @@ function durationMs(s: string): number {
 }
 
 describe("docker-compose.yml (validated by docker-compose config)", () => {
-  it("redis: AOF on, noeviction (BullMQ), a ping healthcheck, a volume for /data, no published port", () => {
+  it("redis: AOF on, noeviction (BullMQ), protected mode off (Debian's default refuses the workers), a ping healthcheck, a volume for /data, no published port", () => {
     const redis = service("redis");
+    expect(redis).toMatch(/^\s{4}image: patchbay-redis:latest$/m);
+    expect(redis).toMatch(/context: \S*images\/redis$/m);
+    expect(redis).toMatch(/- --protected-mode\n\s*- "?no"?\n/);
     expect(redis).toMatch(/- --appendonly\n\s*- "?yes"?\n/);
     expect(redis).toMatch(/- --maxmemory-policy\n\s*- noeviction\n?/);
     expect(redis).toMatch(/healthcheck:[\s\S]*- redis-cli\n\s*- ping/);
@@ -68,8 +71,9 @@ describe("docker-compose.yml (validated by docker-compose config)", () => {
     expect(block(config(), "volumes", 0)).toMatch(/redis-data:/);
   });
 
-  it("worker: built from images/worker/Dockerfile, runs `worker`, waits for a healthy redis", () => {
+  it("worker: built from images/worker/Dockerfile as patchbay-worker:latest, runs `worker`, waits for a healthy redis", () => {
     const w = service("worker");
+    expect(w).toMatch(/^\s{4}image: patchbay-worker:latest$/m);
     expect(w).toMatch(/dockerfile: images\/worker\/Dockerfile/);
     expect(block(w, "command", 4)).toMatch(/- worker$/m);
     expect(block(w, "depends_on", 4)).toMatch(/redis:\n\s*condition: service_healthy/);
@@ -86,17 +90,18 @@ describe("docker-compose.yml (validated by docker-compose config)", () => {
     expect(env).toMatch(/PATCHBAY_QUEUE: patchbay$/m);
   });
 
-  it("worker: mounts the Docker socket (sibling sandboxes) and the repos directory read-only", () => {
+  it("worker: mounts the Docker socket (sibling sandboxes) and the repos directory read-only at its own path", () => {
     const vols = block(service("worker"), "volumes", 4);
     expect(vols).toMatch(/- \/var\/run\/docker\.sock:\/var\/run\/docker\.sock(:rw)?$/m);
-    expect(vols).toMatch(/:\/repos:ro$/m);
+    // The same absolute path inside as outside: a path the host's client checked is the one the worker reads.
+    expect(vols).toMatch(/^\s*- \/srv\/patchbay\/repos:\/srv\/patchbay\/repos:ro$/m);
   });
 
-  it("worker: scalable (no container_name, no host ports), tini, a grace period longer than the drain", () => {
+  it("worker: scalable (no container_name, no host ports), no second init (the image's tini is PID 1), a grace period longer than the drain", () => {
     const w = service("worker");
     expect(w).not.toMatch(/container_name:/);
     expect(w).not.toMatch(/^\s{4}ports:/m);
-    expect(w).toMatch(/^\s{4}init: true$/m);
+    expect(w).not.toMatch(/^\s{4}init: true$/m);
     const grace = w.match(/^\s{4}stop_grace_period: (\S+)$/m)?.[1];
     expect(grace, "stop_grace_period").toBeDefined();
     expect(durationMs(grace!)).toBeGreaterThan(loadConfig({}).drainDeadlineMs);
@@ -110,9 +115,9 @@ describe("images/worker/Dockerfile", () => {
     expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim AS build$/m);
     expect(dockerfile).toMatch(/^RUN npm ci --no-audit --no-fund$/m); // runs `prepare`: tsc → dist/
     expect(dockerfile).toMatch(/^COPY --from=build \/app\/dist\/ dist\/$/m);
-    expect(dockerfile).toMatch(/apt-get install[^\n]*\bgit\b[^\n]*\bca-certificates\b/);
+    expect(dockerfile).toMatch(/apt-get install[^\n]*\bgit\b[^\n]*\bca-certificates\b[^\n]*\btini\b/);
     expect(dockerfile).toMatch(/npm ci --omit=dev --ignore-scripts/);
-    expect(dockerfile).toMatch(/^ENTRYPOINT \["node", "bin\/patchbay\.js"\]$/m);
+    expect(dockerfile).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--", "node", "bin\/patchbay\.js"\]$/m);
     expect(dockerfile).toMatch(/^CMD \["worker"\]$/m);
     const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as { dependencies: Record<string, string>; scripts: Record<string, string> };
     expect(Object.keys(pkg.dependencies)).not.toContain("tsx"); // the runtime needs no TypeScript runner
@@ -128,5 +133,38 @@ describe("images/worker/Dockerfile", () => {
       expect(existsSync(`${ROOT}${src}`), src).toBe(true);
       expect(ignored.some((p) => src.replace(/\/$/, "") === p || src.startsWith(`${p}/`)), `${src} is dockerignored`).toBe(false);
     }
+  });
+});
+
+describe("the offline recipes (scripts/compose-images.sh) match the Dockerfiles", () => {
+  const read = (p: string) => readFileSync(`${ROOT}${p}`, "utf8");
+  const list = (p: string) => read(p).split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+  const line = (text: string, instr: string) => text.match(new RegExp(`^${instr} .*$`, "m"))?.[0];
+
+  it("worker: the same Debian packages, entrypoint (tini), command and layout as images/worker/Dockerfile", () => {
+    const online = read("images/worker/Dockerfile");
+    const offline = read("images/worker/Dockerfile.offline");
+    const apt = online.match(/apt-get install -y --no-install-recommends ([^\\\n]+)/)![1]!.trim().split(/\s+/);
+    expect(list("images/worker/packages.txt").sort()).toEqual(apt.sort());
+    for (const instr of ["ENTRYPOINT", "CMD", "WORKDIR", "ENV"]) expect(line(offline, instr), instr).toBe(line(online, instr));
+    expect(offline).toMatch(/^FROM \$\{BASE\}$/m);
+    expect(offline).not.toMatch(/^RUN /m); // builds with --network none, no registry
+  });
+
+  it("redis: the same package, user, data directory and command as images/redis/Dockerfile", () => {
+    const online = read("images/redis/Dockerfile");
+    const offline = read("images/redis/Dockerfile.offline");
+    expect(online).toMatch(/apt-get install -y --no-install-recommends redis-server/);
+    expect(list("images/redis/packages.txt")).toEqual(["redis-server"]);
+    for (const instr of ["CMD", "WORKDIR", "USER", "EXPOSE"]) expect(line(offline, instr), instr).toBe(line(online, instr));
+    expect(offline).not.toMatch(/^RUN /m);
+  });
+
+  it("both images are built under the names the compose file runs", () => {
+    const script = read("scripts/compose-images.sh");
+    expect(script).toMatch(/^WORKER_TAG=patchbay-worker:latest$/m);
+    expect(script).toMatch(/^REDIS_TAG=patchbay-redis:latest$/m);
+    expect(service("worker")).toMatch(/image: patchbay-worker:latest/);
+    expect(service("redis")).toMatch(/image: patchbay-redis:latest/);
   });
 });

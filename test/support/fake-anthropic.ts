@@ -108,7 +108,8 @@ function makeCache() {
 }
 
 // ------------------------------------------------------------------ server
-export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?: number } = {}): Promise<FakeAnthropic> {
+/** opts.host: loopback unless a test serves other containers (the compose test binds its container's 0.0.0.0). */
+export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?: number; host?: string } = {}): Promise<FakeAnthropic> {
   const requests: RecordedRequest[] = [];
   const timers = new Set<NodeJS.Timeout>();
   const cacheUsage = makeCache();
@@ -162,10 +163,10 @@ export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?
   const server = createServer((req, res) => {
     handle(req, res).catch((e) => { if (!res.headersSent) send(res, 500, errBody("api_error", String(e))); else res.destroy(); });
   });
-  await new Promise<void>((ok, fail) => { server.once("error", fail); server.listen(opts.port ?? 0, "127.0.0.1", ok); });
+  await new Promise<void>((ok, fail) => { server.once("error", fail); server.listen(opts.port ?? 0, opts.host ?? "127.0.0.1", ok); });
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${opts.host ?? "127.0.0.1"}:${port}`,
     requests,
     close: () => new Promise<void>((ok) => {
       for (const t of timers) clearTimeout(t);
