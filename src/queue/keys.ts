@@ -4,6 +4,8 @@ export const keys = (queue: string) => ({
   cancel: (jobId: string) => `patchbay:${queue}:cancel:${jobId}`,
   cancelChannel: `patchbay:${queue}:cancel`,
   heartbeat: (workerId: string) => `patchbay:${queue}:worker:${workerId}`,
+  /** A random id set once per Redis: which deployment a sandbox's owner belongs to (reaper). */
+  deployment: `patchbay:${queue}:deployment`,
   /** Batches by creation time (a zset), and one batch's index: meta, lines, results, spend, started, finished, tasks (see batch.ts). */
   batches: `patchbay:${queue}:batches`,
   batch: (batchId: string, part: string) => `patchbay:${queue}:batch:${batchId}:${part}`,

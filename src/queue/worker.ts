@@ -3,6 +3,7 @@
 // the reaper can tell orphaned containers, transcripts into Redis streams, and a bounded drain.
 import { UnrecoverableError, Worker, type Job } from "bullmq";
 import { Redis } from "ioredis";
+import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "../config.js";
@@ -77,12 +78,19 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   await beat();
   const heartbeat = setInterval(beat, config.heartbeatEveryMs);
 
+  // This Redis's id: a sandbox labelled with another belongs to a deployment sharing this engine
+  // under the same queue name (a compose stack beside a host's workers), whose heartbeats are not here.
+  await redis.set(k.deployment, randomBytes(8).toString("hex"), "NX");
+  const deployment = (await redis.get(k.deployment)) ?? "";
+
   // On this host a process's pid tells; elsewhere a worker of this queue lives while it beats.
-  // Sandboxes of other owners (library users, other queues) are left to their deadline.
+  // Sandboxes of other owners (library users, other queues or deployments) are left to their deadline.
+  // Workers in containers have hostnames of their own, so those of one engine go by heartbeat.
   const ownerAlive = async (owner: string, labels: Record<string, string>) => {
     if (owner === id) return true;
     if (owner.split(":")[0] === hostname()) return localOwnerAlive(owner, labels);
     if (labels[LABEL.queue] !== queueName) return true;
+    if (labels[LABEL.redis] && labels[LABEL.redis] !== deployment) return true;
     return (await redis.exists(k.heartbeat(owner))) === 1;
   };
   // Health (src/health.ts): the engine and the sandbox image, at start and before each job. While
@@ -170,7 +178,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       signal: entry.ctl.signal,
       onEvent,
       owner: id,
-      labels: { [LABEL.queue]: queueName },
+      labels: { [LABEL.queue]: queueName, [LABEL.redis]: deployment },
       model: opts.model?.(),
       queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
       onSandbox: (sb) => (entry.sandbox = sb),

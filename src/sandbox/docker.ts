@@ -12,6 +12,8 @@ export const LABEL = {
   deadline: "patchbay.deadline",
   /** Set by workers: the queue whose heartbeats tell whether the owner lives. */
   queue: "patchbay.queue",
+  /** Set by workers: the id of their Redis (src/queue/keys.ts `deployment`); heartbeats live there. */
+  redis: "patchbay.redis",
 } as const;
 
 /** Capabilities of the container's root processes (patchbay's own); the agent's uid has none. */
