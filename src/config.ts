@@ -32,6 +32,8 @@ const Env = z.object({
   /** An API 429/529 after the SDK's retries throttles the queue: for its retry-after, else THROTTLE_MS; at most THROTTLE_MAX_MS. */
   PATCHBAY_THROTTLE_MS: z.coerce.number().int().positive().default(10_000),
   PATCHBAY_THROTTLE_MAX_MS: z.coerce.number().int().positive().default(60_000),
+  /** Per-job directories of the setup egress proxy's sockets; must be the same path for the Docker engine. */
+  PATCHBAY_EGRESS_DIR: z.string().min(1).optional(),
   ANTHROPIC_API_KEY: z.string().optional(),
   ANTHROPIC_BASE_URL: z.string().optional(),
 });
@@ -65,6 +67,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     healthTimeoutMs: e.PATCHBAY_HEALTH_TIMEOUT_MS,
     throttleMs: e.PATCHBAY_THROTTLE_MS,
     throttleMaxMs: e.PATCHBAY_THROTTLE_MAX_MS,
+    egressDir: e.PATCHBAY_EGRESS_DIR,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
   };

@@ -6,6 +6,7 @@
 // field. Outputs (JobResult, TranscriptEvent) are produced by patchbay itself; their schemas exist
 // so readers can validate what they load.
 import { z } from "zod";
+import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "./net/allow.js";
 import { REQUIRED, show, expected, genericMessage, nonEmpty, positiveNumber, positiveInt, intRange, nonNegInt, nonNegNumber } from "./spec-fields.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -60,6 +61,20 @@ export const Limits = z.strictObject({
 });
 export type Limits = z.infer<typeof Limits>;
 
+/** A host (`registry.example.org`, `*.example.org`, optionally `:port`) or a preset name (`npm`, `pypi`, `debian`, `go`). */
+const AllowEntry = z.string({ error: expected("a host name or preset") }).check((ctx) => {
+  if (isPresetName(ctx.value)) return;
+  const r = parseAllowEntry(ctx.value);
+  if (typeof r === "string") ctx.issues.push({ code: "custom", message: r, input: ctx.value });
+});
+
+/** Network by phase; the default is none at any phase. */
+export const Network = z.strictObject({
+  /** During setup only, HTTP(S) to these hosts through the worker's egress proxy. */
+  setup: z.strictObject({ allow: z.array(AllowEntry, { error: expected("an array of host names or presets") }).max(MAX_ALLOW_ENTRIES, { error: `at most ${MAX_ALLOW_ENTRIES} entries` }) }).optional(),
+});
+export type Network = z.infer<typeof Network>;
+
 // BullMQ rejects custom ids containing ':' and ids that are plain integers (its own auto ids).
 // '.' and '..' are refused too, because a job id may end up as a directory name.
 const JOB_ID_RE = /^[A-Za-z0-9_.-]{1,128}$/;
@@ -103,6 +118,7 @@ export const JobSpec = z.strictObject({
   commandTimeoutSec: positiveNumber().optional(),
   tools: EditorTool.optional(),
   limits: Limits.optional(),
+  network: Network.optional(),
   runtime: z.enum(["runc", "runsc"]).optional(),
   /** Optional idempotency key (the BullMQ job id). */
   jobId: JobId.optional(),
@@ -117,6 +133,8 @@ const KNOWN_KEYS: Record<string, readonly string[]> = {
   "": Object.keys(JobSpec.shape),
   budget: Object.keys(Budget.shape),
   limits: Object.keys(Limits.shape),
+  network: Object.keys(Network.shape),
+  "network.setup": ["allow"],
   repo: ["path", "git", "ref", "archive"],
 };
 
@@ -274,6 +292,8 @@ export const JobResult = z.object({
   error: z.string().optional(),
   /** The model's last text: what it says it did. */
   summary: z.string().optional(),
+  /** Setup-phase egress through the proxy: connections allowed and refused, bytes each way. */
+  egress: z.object({ allowed: nonNegInt(), refused: nonNegInt(), bytesUp: nonNegInt(), bytesDown: nonNegInt() }).optional(),
   jobId: z.string().optional(),
   /** 1-based attempt that produced this result. */
   attempt: positiveInt().optional(),
@@ -340,6 +360,11 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
   event("model_retry", { retry: positiveInt(), error: z.string(), status: z.int().optional(), delayMs: Ms.optional() }),
   // older tool output elided to keep the conversation within the context window
   event("context_trimmed", { removedChars: nonNegInt(), keptTurns: nonNegInt() }),
+  // one connection or request through the setup phase's egress proxy (allowed, or refused and why)
+  event("egress", {
+    host: z.string(), port: nonNegInt(), method: z.string(), allowed: z.boolean(), reason: z.string().optional(),
+    address: z.string().optional(), status: z.int().optional(), bytesUp: nonNegInt(), bytesDown: nonNegInt(), ms: Ms,
+  }),
   // a budget limit was reached (the job then finishes with status budget_exceeded)
   event("budget", { limit: z.enum(["usd", "inputTokens", "outputTokens"]), max: nonNegNumber(), used: nonNegNumber() }),
 ]);

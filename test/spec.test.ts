@@ -257,6 +257,7 @@ describe("TranscriptEvent", () => {
     { type: "job_finished", status: "failed", error: "boom", costUsd: 0, turns: 0 },
     { type: "model_retry", retry: 1, error: "overloaded", status: 529, delayMs: 1000 },
     { type: "context_trimmed", removedChars: 50_000, keptTurns: 4 },
+    { type: "egress", host: "registry.npmjs.org", port: 443, method: "CONNECT", allowed: false, reason: "not on the allow-list", bytesUp: 0, bytesDown: 0, ms: 1 },
     { type: "budget", limit: "usd", max: 0.5, used: 0.51 },
   ];
 

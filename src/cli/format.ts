@@ -47,6 +47,8 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
       return `${t} verify: ${short(e.command, 60)} → exit ${e.exitCode}`;
     case "patch":
       return `${t} patch: ${e.filesChanged.length} files, ${e.bytes} bytes`;
+    case "egress":
+      return `${t} egress: ${e.method} ${short(e.host, 60)}:${e.port} ${e.allowed ? `allowed, ${e.bytesUp} B up / ${e.bytesDown} B down` : `refused: ${short(e.reason ?? "", 80)}`}`;
     case "context_trimmed":
       return `${t} context: ${e.removedChars} characters of old tool output shortened`;
     case "budget":

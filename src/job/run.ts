@@ -6,7 +6,9 @@ import { AnthropicModel, type Model } from "../agent/model.js";
 import { systemPrompt } from "../agent/prompt.js";
 import { computePatch, currentTree, GitStepError, PatchTooLargeError, type PatchOptions, type PatchResult } from "./patch.js";
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
+import type { EgressProxy, EgressSession } from "../net/proxy.js";
 import { Sandbox } from "../sandbox/sandbox.js";
+import { mountsFor, prepareEgress, runSetup, SetupError } from "./setup.js";
 import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 import { Toolbox, type ToolUseBlock } from "../tools/index.js";
 
@@ -26,6 +28,10 @@ export interface RunJobOptions {
   onSandbox?: (sb: Sandbox) => void;
   /** See LoopOptions.stopAfterTurn: e.g. a batch's shared budget. */
   stopAfterTurn?: (costUsd: number) => Promise<string | undefined>;
+  /** The setup phase's egress proxy (default: the process's own; tests pass one with test-only options). */
+  egress?: EgressProxy;
+  /** Called with the bridge's loopback port in the container when setup has network. */
+  onEgressBridge?: (port: number) => void;
 }
 
 const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
@@ -48,9 +54,10 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   opts.signal?.addEventListener("abort", onCancel, { once: true });
 
   emit({ type: "job_started", spec });
+  let egress: EgressSession | undefined;
   const ended = (status: JobResult["status"], error: string): JobResult => {
     emit({ type: "job_finished", status, costUsd: 0, turns: 0, error });
-    return emptyResult(status, error, { timings: { queuedMs: opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ms(t0) }, jobId, attempt });
+    return emptyResult(status, error, { timings: { queuedMs: opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ms(t0) }, jobId, attempt, ...(egress ? { egress: { ...egress.stats } } : {}) });
   };
   // Cancelled while it waited in the queue: no sandbox at all.
   if (ctl.signal.aborted) {
@@ -60,6 +67,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   let sandbox: Sandbox | undefined;
   let prepared: Promise<RepoArchive> | undefined;
   try {
+    egress = await prepareEgress(spec, opts.egress, emit);
     const tSandbox = performance.now();
     // The repo is read (or cloned) on the host while the sandbox starts.
     prepared = repoArchive(spec.repo);
@@ -72,6 +80,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       owner: opts.owner,
       labels: opts.labels,
       deadlineSec: timeoutSec + 600,
+      mounts: mountsFor(egress),
     });
     opts.onSandbox?.(sandbox);
     let { baseline } = await loadRepo(sandbox, spec.repo, { prepared });
@@ -80,13 +89,8 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     emit({ type: "sandbox_ready", container: sandbox.name, ms: sandboxMs });
 
     const setup = typeof spec.setup === "string" ? [spec.setup] : (spec.setup ?? []);
-    for (const command of setup) {
-      const t = performance.now();
-      const r = await sandbox.shell.run(command, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctl.signal });
-      emit({ type: "setup", command, exitCode: r.exitCode, outputTail: tail(r.output), ms: ms(t) });
-      if (ctl.signal.aborted) return ended(ctl.signal.reason === "timeout" ? "timeout" : "cancelled", `the job was stopped during setup: ${command}`);
-      if (r.exitCode !== 0) throw new SetupError(`setup command failed (exit ${r.exitCode}): ${command}\n${tail(r.output, 600)}`);
-    }
+    const stopped = await runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctl.signal, emit, egress, onBridge: opts.onEgressBridge });
+    if (stopped) return ended(ctl.signal.reason === "timeout" ? "timeout" : "cancelled", stopped);
     // What setup produced (installed dependencies, build output) is not the agent's change. Setup
     // runs the repo's own commands: whatever they left running is stopped before the snapshot.
     if (setup.length) {
@@ -162,6 +166,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       timings: { queuedMs: opts.queuedMs ?? 0, sandboxMs, agentMs, totalMs: ms(t0) },
       ...(outcome.error ? { error: outcome.error } : {}),
       ...(outcome.summary ? { summary: outcome.summary } : {}),
+      ...(egress ? { egress: { ...egress.stats } } : {}),
       jobId,
       attempt,
     };
@@ -179,11 +184,12 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     opts.signal?.removeEventListener("abort", onCancel);
     // An archive made but never loaded (the sandbox failed to start) still has a clone to remove.
     await prepared?.then((a) => a.cleanup(), () => {});
+    await egress?.close();
     await sandbox?.destroy();
   }
 }
 
-export class SetupError extends Error {}
+export { SetupError };
 
 /** What the model is told after a failed verify: clearly the verify command's output, not a tool's. */
 function verifyFeedback(command: string, v: NonNullable<JobResult["verify"]>, round: number, rounds: number): string {

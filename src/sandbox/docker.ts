@@ -50,6 +50,8 @@ export interface CreateOptions {
   limits: SandboxLimits;
   runtime: "runc" | "runsc";
   labels: Record<string, string>;
+  /** Extra mounts, e.g. the setup phase's egress directory (src/sandbox/egress.ts). */
+  mounts?: Docker.MountSettings[];
 }
 
 /** Creates the workspace volume (tmpfs-backed, size-bounded) and the hardened container, and starts it. */
@@ -94,7 +96,7 @@ export async function createContainer(o: CreateOptions): Promise<{ container: Do
           // patchbay's private git store (baseline and final trees): root's alone, mode 0700.
           [PRIVATE_DIR]: `rw,nosuid,nodev,noexec,size=${o.limits.diskMb}m,mode=0700`,
         },
-        Mounts: [{ Type: "volume", Source: volume, Target: "/workspace" }],
+        Mounts: [{ Type: "volume", Source: volume, Target: "/workspace" }, ...(o.mounts ?? [])],
         PidsLimit: o.limits.pids,
         Memory: o.limits.memoryMb * 1024 * 1024,
         MemorySwap: o.limits.memoryMb * 1024 * 1024, // = Memory: no swap

@@ -19,6 +19,8 @@ export interface SandboxOptions {
   jobId?: string;
   /** Seconds after which the reaper may remove the sandbox whatever its owner. */
   deadlineSec?: number;
+  /** Extra mounts (only the setup phase's egress directory: see egress.ts). */
+  mounts?: Docker.MountSettings[];
 }
 
 export interface ExecResult {
@@ -56,6 +58,7 @@ export class Sandbox {
       limits: defaultLimits(opts.limits),
       runtime: opts.runtime ?? defaults.sandbox.runtime,
       labels,
+      mounts: opts.mounts,
     });
     const shell = new Shell(container);
     const agent = new FileAgent(container);

@@ -1,0 +1,97 @@
+// The setup phase of a job: the repo's own commands (`npm ci`, `pip install -e .`), with network
+// only when the JobSpec allows hosts for it, and only through the worker's egress proxy. When setup
+// ends, the path out is gone: the bridge in the container is stopped, the job's listener closed
+// with every connection it had, and the socket and its directory removed.
+import { loadConfig } from "../config.js";
+import { parseAllowEntry, type AllowRule } from "../net/allow.js";
+import { expandPresets, PresetError } from "../net/presets.js";
+import { EgressProxy, type EgressSession } from "../net/proxy.js";
+import { egressMount, startEgressBridge, EgressBridgeError, type EgressBridge } from "../sandbox/egress.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import type { EventInput, JobSpec } from "../spec.js";
+
+/** A setup command failed (or its network could not be provided): the job fails without a retry. */
+export class SetupError extends Error {}
+
+let shared: EgressProxy | undefined;
+/** The worker's proxy (one per process; sessions are per job). */
+export function defaultEgressProxy(): EgressProxy {
+  shared ??= new EgressProxy({ baseDir: loadConfig().egressDir });
+  return shared;
+}
+
+/**
+ * The job's egress session when its spec allows setup network, made before the sandbox (whose
+ * mounts are fixed at create time). Presets are read from the worker's tool configuration.
+ */
+export async function prepareEgress(spec: JobSpec, proxy: EgressProxy | undefined, emit: (e: EventInput) => void): Promise<EgressSession | undefined> {
+  const allow = spec.network?.setup?.allow;
+  if (!allow) return undefined;
+  let hosts: string[];
+  try {
+    hosts = await expandPresets(allow);
+  } catch (err) {
+    if (err instanceof PresetError) throw new SetupError(err.message);
+    throw err;
+  }
+  const rules = hosts.map((h) => parseAllowEntry(h)).filter((r): r is AllowRule => typeof r !== "string");
+  return (proxy ?? defaultEgressProxy()).session(rules, (r) => emit({ type: "egress", ...r }));
+}
+
+export const mountsFor = (session: EgressSession | undefined) => (session ? [egressMount(session.dir)] : undefined);
+
+const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
+const PROXY_VARS = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
+
+export interface SetupOptions {
+  timeoutSec: number;
+  signal: AbortSignal;
+  emit: (e: EventInput) => void;
+  egress?: EgressSession;
+  /** Loopback port of the bridge, for tests of its removal. */
+  onBridge?: (port: number) => void;
+}
+
+/** Runs the setup commands; resolves to a message when the job was stopped (timeout, cancel) meanwhile. */
+export async function runSetup(sandbox: Sandbox, commands: string[], o: SetupOptions): Promise<string | undefined> {
+  let bridge: EgressBridge | undefined;
+  try {
+    if (o.egress) {
+      await o.egress.listen();
+      try {
+        bridge = await startEgressBridge(sandbox.container, o.egress.limits.maxConnections);
+      } catch (err) {
+        if (err instanceof EgressBridgeError) throw new SetupError(`${err.message} (under gVisor the runtime needs --host-uds=open)`);
+        throw err;
+      }
+      o.onBridge?.(bridge.port);
+      const url = `http://127.0.0.1:${bridge.port}`;
+      await sandbox.shell.run(`export ${PROXY_VARS.map((v) => `${v}=${url}`).join(" ")}; unset NO_PROXY no_proxy`, { timeoutSec: 30 });
+    }
+    for (const command of commands) {
+      const t = performance.now();
+      const r = await sandbox.shell.run(command, { timeoutSec: o.timeoutSec, signal: o.signal });
+      o.emit({ type: "setup", command, exitCode: r.exitCode, outputTail: tail(r.output), ms: Math.round(performance.now() - t) });
+      if (o.signal.aborted) return `the job was stopped during setup: ${command}`;
+      if (r.exitCode !== 0) throw new SetupError(`setup command failed (exit ${r.exitCode}): ${command}${refusalNote(o.egress)}\n${tail(r.output, 600)}`);
+    }
+    return undefined;
+  } finally {
+    await closeEgress(sandbox, bridge, o.egress);
+  }
+}
+
+function refusalNote(egress: EgressSession | undefined): string {
+  if (!egress) return "\n(setup had no network: allow hosts with network.setup.allow, e.g. [\"npm\"])";
+  if (!egress.refusals.size) return "";
+  return `\nrefused by the egress proxy: ${[...egress.refusals].slice(0, 5).join("; ")}`;
+}
+
+/** Ends the path out: the bridge, then the listener and its connections, the socket, the variables. */
+async function closeEgress(sandbox: Sandbox, bridge: EgressBridge | undefined, egress: EgressSession | undefined): Promise<void> {
+  if (!egress) return;
+  await bridge?.stop();
+  await egress.close();
+  await sandbox.shell.run(`unset ${PROXY_VARS.join(" ")}`, { timeoutSec: 30 }).catch(() => undefined);
+}
+

@@ -1,0 +1,375 @@
+// The worker's egress proxy for the setup phase. One session per job listens on a Unix socket in
+// a per-job host directory (bind-mounted into the sandbox) and forwards HTTP(S) to the hosts on the
+// job's allow-list: CONNECT by host name, and plain-HTTP absolute-form requests (whose redirects
+// are checked too). Names are resolved here; an address that is not public is refused, and the
+// connection goes to exactly the address that was checked (no second lookup: DNS rebinding gains
+// nothing). Everything is bounded: connections, bytes, header size, idle and total time.
+import { lookup } from "node:dns/promises";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { chmod } from "node:fs/promises";
+import http from "node:http";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, type AllowRule } from "./allow.js";
+
+export interface EgressLimits {
+  /** Open connections per job at once (client side). */
+  maxConnections: number;
+  /** Bytes up + down per job. */
+  maxBytes: number;
+  /** A connection with no traffic either way for this long is closed. */
+  idleMs: number;
+  /** A connection open this long is closed whatever it does. */
+  totalMs: number;
+  connectMs: number;
+  dnsMs: number;
+  /** Request and response heads. */
+  headerBytes: number;
+}
+
+export const DEFAULT_EGRESS_LIMITS: EgressLimits = {
+  maxConnections: 64,
+  maxBytes: 2 * 1024 ** 3,
+  idleMs: 60_000,
+  totalMs: 15 * 60_000,
+  connectMs: 15_000,
+  dnsMs: 10_000,
+  headerBytes: 16 * 1024,
+};
+
+export interface EgressRecord {
+  host: string;
+  port: number;
+  method: string;
+  allowed: boolean;
+  reason?: string;
+  /** The address connected to. */
+  address?: string;
+  status?: number;
+  bytesUp: number;
+  bytesDown: number;
+  ms: number;
+}
+
+export interface EgressStats {
+  allowed: number;
+  refused: number;
+  bytesUp: number;
+  bytesDown: number;
+}
+
+export interface EgressProxyOptions {
+  limits?: Partial<EgressLimits>;
+  /** Where per-job directories are made (must be visible to the Docker engine at the same path). */
+  baseDir?: string;
+  /**
+   * Test-only: resolve names with this instead of DNS, and treat these private CIDR ranges as
+   * public. Only code can set them (the worker never does); a JobSpec has no way to.
+   */
+  resolve?: (host: string) => Promise<string[]>;
+  allowPrivate?: string[];
+}
+
+type Verdict = { address: string } | { reason: string };
+
+export class EgressProxy {
+  readonly limits: EgressLimits;
+  private readonly exempt: (ip: string) => boolean;
+
+  constructor(private readonly opts: EgressProxyOptions = {}) {
+    this.limits = { ...DEFAULT_EGRESS_LIMITS, ...opts.limits };
+    this.exempt = cidrMatcher(opts.allowPrivate ?? []);
+  }
+
+  /** A job's session: its directory exists at once (to be mounted); `listen()` opens the socket. */
+  session(rules: readonly AllowRule[], onRecord: (r: EgressRecord) => void = () => {}): EgressSession {
+    return new EgressSession(this, rules, onRecord, this.opts.baseDir ?? join(tmpdir(), "patchbay-egress"));
+  }
+
+  /** The allow-list, then DNS, then the address class. */
+  async check(rules: readonly AllowRule[], rawHost: string, port: number): Promise<Verdict> {
+    if (isIpLiteral(rawHost)) return { reason: "IP literals are not allowed" };
+    const host = normalizeHost(rawHost);
+    if (!host) return { reason: "not a valid host name" };
+    if (!Number.isInteger(port) || port < 1 || port > 65535) return { reason: "bad port" };
+    if (!isAllowed(rules, host, port)) return { reason: "not on the allow-list" };
+    let addresses: string[];
+    try {
+      addresses = await withTimeout(this.opts.resolve ? this.opts.resolve(host) : lookup(host, { all: true }).then((a) => a.map((x) => x.address)), this.limits.dnsMs, "DNS lookup timed out");
+    } catch (err) {
+      return { reason: `DNS lookup failed: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+    }
+    const ok = addresses.find((a) => addressClass(a) === undefined || this.exempt(a));
+    if (ok) return { address: ok };
+    const first = addresses[0];
+    return { reason: first ? `resolves to a ${addressClass(first)} address (${first})` : "DNS lookup found no address" };
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() => clearTimeout(timer));
+}
+
+const HOP_BY_HOP = new Set(["connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"]);
+function endToEnd(headers: http.IncomingHttpHeaders | http.OutgoingHttpHeaders): http.OutgoingHttpHeaders {
+  const out: http.OutgoingHttpHeaders = {};
+  for (const [k, v] of Object.entries(headers)) if (v !== undefined && !HOP_BY_HOP.has(k.toLowerCase())) out[k] = v;
+  return out;
+}
+
+export class EgressSession {
+  readonly dir: string;
+  readonly socketPath: string;
+  readonly stats: EgressStats = { allowed: 0, refused: 0, bytesUp: 0, bytesDown: 0 };
+  /** Distinct "host:port (reason)" of refused connections, for the setup failure message. */
+  readonly refusals = new Set<string>();
+  private server?: http.Server;
+  private readonly sockets = new Set<net.Socket>();
+  private closed = false;
+  private used = 0;
+  /** Client-side connections open now (the limit counts these; `sockets` holds upstreams too). */
+  private clients = 0;
+
+  constructor(
+    private readonly proxy: EgressProxy,
+    private readonly rules: readonly AllowRule[],
+    private readonly onRecord: (r: EgressRecord) => void,
+    baseDir: string,
+  ) {
+    // The parent is 0711: the engine (root) can traverse it, nobody can list it.
+    mkdirSync(baseDir, { recursive: true, mode: 0o711 });
+    this.dir = mkdtempSync(join(baseDir, "job-"));
+    this.socketPath = join(this.dir, "proxy.sock");
+  }
+
+  /** Sockets open now, client and upstream sides. */
+  get openSockets(): number {
+    return this.sockets.size;
+  }
+
+  get limits(): EgressLimits {
+    return this.proxy.limits;
+  }
+
+  /** Opens the socket (mode 0600: only root in the sandbox, i.e. patchbay's bridge, can connect). */
+  async listen(): Promise<void> {
+    const server = http.createServer({ maxHeaderSize: this.limits.headerBytes, requestTimeout: 0, headersTimeout: this.limits.idleMs, keepAliveTimeout: 5_000 });
+    server.on("connection", (s: net.Socket) => this.track(s));
+    server.on("connect", (req: http.IncomingMessage, s: net.Socket, head: Buffer) => void this.tunnel(req, s, head));
+    server.on("request", (req, res) => void this.forward(req, res));
+    server.on("upgrade", (req: http.IncomingMessage, s: net.Socket) => this.refuseRaw(s, req.method ?? "?", req.url ?? "", "protocol upgrades are not proxied"));
+    server.on("clientError", (err: NodeJS.ErrnoException, s: net.Socket) => {
+      const reason = err.code === "HPE_HEADER_OVERFLOW" ? "request head too large" : `bad request (${err.code ?? err.message})`;
+      this.record({ host: "", port: 0, method: "?", allowed: false, reason, bytesUp: 0, bytesDown: 0, ms: 0 });
+      if (s.writable) s.end(`HTTP/1.1 ${err.code === "HPE_HEADER_OVERFLOW" ? 431 : 400} ${reason}\r\nConnection: close\r\n\r\n`);
+      else s.destroy();
+    });
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(this.socketPath, () => resolve());
+    });
+    await chmod(this.socketPath, 0o600);
+  }
+
+  /** Closes the listener and every connection, and removes the socket and the directory. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const s of this.sockets) s.destroy();
+    if (this.server) await new Promise<void>((r) => this.server!.close(() => r()));
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private track(s: net.Socket): void {
+    if (this.clients >= this.limits.maxConnections || this.closed) {
+      this.record({ host: "", port: 0, method: "?", allowed: false, reason: `more than ${this.limits.maxConnections} connections at once`, bytesUp: 0, bytesDown: 0, ms: 0 });
+      s.destroy();
+      return;
+    }
+    this.hold(s);
+    this.clients++;
+    s.once("close", () => this.clients--);
+  }
+
+  private hold(s: net.Socket): void {
+    this.sockets.add(s);
+    s.once("close", () => this.sockets.delete(s));
+  }
+
+  private record(r: EgressRecord): void {
+    if (r.allowed) this.stats.allowed++;
+    else {
+      this.stats.refused++;
+      if (r.host && this.refusals.size < 20) this.refusals.add(`${r.host}:${r.port} (${r.reason})`);
+    }
+    this.stats.bytesUp += r.bytesUp;
+    this.stats.bytesDown += r.bytesDown;
+    this.onRecord(r);
+  }
+
+  /** Counts bytes against the job's budget as they flow; false once it is spent. */
+  private charge(n: number): boolean {
+    if (this.used + n > this.limits.maxBytes) return false;
+    this.used += n;
+    return true;
+  }
+
+  private refuseRaw(s: net.Socket, method: string, target: string, reason: string, host = target, port = 0): void {
+    this.record({ host, port, method, allowed: false, reason, bytesUp: 0, bytesDown: 0, ms: 0 });
+    s.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\npatchbay egress: ${host}${port ? `:${port}` : ""} refused: ${reason}\n`);
+  }
+
+  private async tunnel(req: http.IncomingMessage, client: net.Socket, head: Buffer): Promise<void> {
+    const t0 = performance.now();
+    const m = /^\[?([^\]]*?)\]?:(\d{1,5})$/.exec(req.url ?? "");
+    if (!m) return this.refuseRaw(client, "CONNECT", req.url ?? "", "CONNECT needs host:port");
+    const [host, port] = [m[1]!, Number(m[2])];
+    const verdict = await this.proxy.check(this.rules, host, port);
+    if ("reason" in verdict) return this.refuseRaw(client, "CONNECT", host, verdict.reason, host, port);
+    if (this.closed) return void client.destroy();
+    const upstream = net.connect({ host: verdict.address, port });
+    this.hold(upstream);
+    const rec: EgressRecord = { host, port, method: "CONNECT", allowed: true, address: verdict.address, bytesUp: 0, bytesDown: 0, ms: 0 };
+    const end = this.pipeBoth(client, upstream, rec, t0);
+    const connectTimer = setTimeout(() => end("connect timed out"), this.limits.connectMs);
+    upstream.once("connect", () => {
+      clearTimeout(connectTimer);
+      client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+      if (head.length) upstream.write(head);
+    });
+  }
+
+  /** Pipes both ways with counting, idle and total timeouts; returns a function that ends it with a reason. */
+  private pipeBoth(client: net.Socket, upstream: net.Socket, rec: EgressRecord, t0: number): (reason?: string) => void {
+    let done = false;
+    const total = setTimeout(() => end("total time limit"), this.limits.totalMs);
+    const end = (reason?: string) => {
+      if (done) return;
+      done = true;
+      clearTimeout(total);
+      client.destroy();
+      upstream.destroy();
+      if (reason) rec.reason = reason;
+      rec.ms = Math.round(performance.now() - t0);
+      this.record(rec);
+    };
+    const count = (dir: "bytesUp" | "bytesDown") => (chunk: Buffer) => {
+      if (!this.charge(chunk.length)) return end("byte limit for the job");
+      rec[dir] += chunk.length;
+    };
+    client.on("data", count("bytesUp"));
+    upstream.on("data", count("bytesDown"));
+    client.pipe(upstream);
+    upstream.pipe(client);
+    for (const s of [client, upstream]) {
+      s.setTimeout(this.limits.idleMs, () => end("idle timeout"));
+      s.on("error", (e: NodeJS.ErrnoException) => end(s === upstream ? `upstream error: ${e.code ?? e.message}` : undefined));
+      s.on("close", () => end());
+    }
+    return end;
+  }
+
+  private async forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const t0 = performance.now();
+    const refuse = (host: string, port: number, reason: string, status = 403) => {
+      this.record({ host, port, method: req.method ?? "?", allowed: false, reason, bytesUp: 0, bytesDown: 0, ms: Math.round(performance.now() - t0) });
+      res.writeHead(status, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: ${host}${port ? `:${port}` : ""} refused: ${reason}\n`);
+      req.resume();
+    };
+    let url: URL;
+    try {
+      url = new URL(req.url ?? "");
+    } catch {
+      return refuse(req.headers.host ?? "", 0, "only CONNECT and absolute http:// requests are proxied", 400);
+    }
+    if (url.protocol !== "http:") return refuse(url.hostname, 0, `scheme ${url.protocol} is not proxied`, 400);
+    const host = url.hostname;
+    const port = Number(url.port || 80);
+    const verdict = await this.proxy.check(this.rules, host, port);
+    if ("reason" in verdict) return refuse(host, port, verdict.reason);
+    const rec: EgressRecord = { host, port, method: req.method ?? "GET", allowed: true, address: verdict.address, bytesUp: 0, bytesDown: 0, ms: 0 };
+    let done = false;
+    const finish = (reason?: string) => {
+      if (done) return;
+      done = true;
+      clearTimeout(total);
+      if (reason) rec.reason = reason;
+      rec.ms = Math.round(performance.now() - t0);
+      this.record(rec);
+    };
+    const total = setTimeout(() => {
+      finish("total time limit");
+      upReq.destroy();
+      res.destroy();
+    }, this.limits.totalMs);
+    const upReq = http.request({
+      host: verdict.address,
+      port,
+      method: req.method,
+      path: `${url.pathname}${url.search}`,
+      headers: { ...endToEnd(req.headers), host: url.host, connection: "close" },
+      setHost: false,
+      agent: false,
+      maxHeaderSize: this.limits.headerBytes,
+      timeout: this.limits.connectMs,
+    });
+    upReq.on("socket", (s) => {
+      this.hold(s);
+      s.once("connect", () => upReq.setTimeout(this.limits.idleMs));
+    });
+    upReq.on("timeout", () => upReq.destroy(new Error("upstream timed out")));
+    upReq.on("error", (e: NodeJS.ErrnoException) => {
+      finish(`upstream error: ${e.code ?? e.message}`);
+      if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: ${host}:${port}: ${e.code ?? e.message}\n`);
+      else res.destroy();
+    });
+    req.on("data", (c: Buffer) => {
+      if (!this.charge(c.length)) return upReq.destroy(new Error("byte limit for the job"));
+      rec.bytesUp += c.length;
+    });
+    req.pipe(upReq);
+    upReq.on("response", (up) => {
+      const location = up.statusCode && up.statusCode >= 300 && up.statusCode < 400 ? up.headers.location : undefined;
+      if (location) {
+        let target: URL | undefined;
+        try {
+          target = new URL(location, url);
+        } catch {
+          /* refused below */
+        }
+        const tHost = target ? normalizeHost(target.hostname) : undefined;
+        const tPort = target ? Number(target.port || (target.protocol === "https:" ? 443 : 80)) : 0;
+        if (!target || !tHost || isIpLiteral(target.hostname) || !isAllowed(this.rules, tHost, tPort)) {
+          up.destroy();
+          rec.allowed = false;
+          rec.status = up.statusCode;
+          finish(`redirect to ${target ? target.host : JSON.stringify(location.slice(0, 100))}: not on the allow-list`);
+          res.writeHead(403, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: redirect from ${host} to ${target?.host ?? "an invalid location"} refused: not on the allow-list\n`);
+          return;
+        }
+      }
+      rec.status = up.statusCode;
+      res.writeHead(up.statusCode ?? 502, { ...endToEnd(up.headers), connection: "close" });
+      up.on("data", (c: Buffer) => {
+        if (!this.charge(c.length)) {
+          finish("byte limit for the job");
+          up.destroy();
+          return res.destroy();
+        }
+        rec.bytesDown += c.length;
+      });
+      up.pipe(res);
+      up.on("end", () => finish());
+      up.on("error", (e: NodeJS.ErrnoException) => finish(`upstream error: ${e.code ?? e.message}`));
+    });
+    res.on("close", () => {
+      if (!done) {
+        upReq.destroy();
+        finish("client closed");
+      }
+    });
+  }
+}

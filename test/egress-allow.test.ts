@@ -1,0 +1,113 @@
+// Pure parts of setup-phase egress: allow-list entries and matching, IP literals in every form a
+// resolver accepts, address classes (after resolution), the presets' config parsers, and the
+// JobSpec `network` field.
+import { describe, expect, it } from "vitest";
+import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, parseAllowEntry, type AllowRule } from "../src/net/allow.js";
+import { aptSourceHosts, goEnvHosts, pipConfHosts, urlHost } from "../src/net/presets.js";
+import { parseJobSpec } from "../src/spec.js";
+
+const rules = (...entries: string[]) => entries.map((e) => parseAllowEntry(e) as AllowRule);
+
+describe("allow-list entries", () => {
+  it("parses hosts, wildcards and ports, normalized", () => {
+    expect(parseAllowEntry("Registry.NPMjs.org.")).toEqual({ host: "registry.npmjs.org", wildcard: false });
+    expect(parseAllowEntry("*.pythonhosted.org")).toEqual({ host: "pythonhosted.org", wildcard: true });
+    expect(parseAllowEntry("mirror.example.org:8443")).toEqual({ host: "mirror.example.org", wildcard: false, port: 8443 });
+  });
+  it("refuses IP literals, URLs, bad names, open wildcards and bad ports, each with a reason", () => {
+    for (const e of ["10.0.0.1", "[::1]", "::1", "2130706433", "127.1", "0x7f.1", "a.b.0x7f000001"]) expect(parseAllowEntry(e)).toMatch(/IP addresses are not allowed/);
+    expect(parseAllowEntry("https://registry.npmjs.org")).toMatch(/not a URL/);
+    for (const e of ["*", "*.com", "a..b", "-a.org", "exa mple.org", "ünï.org", ""]) expect(typeof parseAllowEntry(e)).toBe("string");
+    expect(parseAllowEntry("a.org:0")).toMatch(/bad port/);
+    expect(parseAllowEntry("a.org:70000")).toMatch(/bad port/);
+  });
+  it("matches exact names, wildcards only below their domain, and default ports 80/443 only", () => {
+    const r = rules("registry.npmjs.org", "*.example.org", "odd.example.net:8443");
+    expect(isAllowed(r, "registry.npmjs.org", 443)).toBe(true);
+    expect(isAllowed(r, "registry.npmjs.org", 80)).toBe(true);
+    expect(isAllowed(r, "registry.npmjs.org", 22)).toBe(false);
+    expect(isAllowed(r, "evil-registry.npmjs.org", 443)).toBe(false);
+    expect(isAllowed(r, "registry.npmjs.org.evil.com", 443)).toBe(false);
+    expect(isAllowed(r, "a.b.example.org", 443)).toBe(true);
+    expect(isAllowed(r, "example.org", 443)).toBe(false);
+    expect(isAllowed(r, "badexample.org", 443)).toBe(false);
+    expect(isAllowed(r, "odd.example.net", 8443)).toBe(true);
+    expect(isAllowed(r, "odd.example.net", 443)).toBe(false);
+  });
+  it("normalizes host names and rejects what is not one", () => {
+    expect(normalizeHost("A.B.")).toBe("a.b");
+    expect(normalizeHost("a_b.org")).toBeUndefined();
+    expect(normalizeHost("x".repeat(64) + ".org")).toBeUndefined();
+  });
+});
+
+describe("IP literals and address classes", () => {
+  it("sees IP literals in any form", () => {
+    for (const h of ["1.2.3.4", "[2001:db8::1]", "::ffff:127.0.0.1", "017700000001", "0x7f000001", "127.1", "1.2.3.4."]) expect(isIpLiteral(h)).toBe(true);
+    for (const h of ["registry.npmjs.org", "localhost", "1.2.3.example"]) expect(isIpLiteral(h)).toBe(false);
+  });
+  it("classifies private, loopback, link-local, multicast and unspecified addresses, v4 and v6, mapped and embedded", () => {
+    const cases: [string, string | undefined][] = [
+      ["127.0.0.1", "loopback"], ["127.255.0.9", "loopback"], ["::1", "loopback"], ["::ffff:127.0.0.1", "loopback"], ["::ffff:7f00:1", "loopback"],
+      ["10.1.2.3", "private"], ["172.16.0.1", "private"], ["172.31.255.255", "private"], ["192.168.1.1", "private"], ["fd00::1", "private"],
+      ["169.254.169.254", "link-local"], ["fe80::1", "link-local"], ["224.0.0.251", "multicast"], ["ff02::1", "multicast"],
+      ["0.0.0.0", "unspecified"], ["::", "unspecified"], ["100.64.0.1", "shared (CGNAT)"], ["255.255.255.255", "broadcast"], ["240.0.0.1", "reserved"],
+      ["64:ff9b::a00:1", "private"], ["2002:7f00:1::", "loopback"], ["::1.2.3.4", "reserved"], ["fe80::1%eth0", "link-local"], ["172.15.255.255", undefined], ["fbff::1", undefined],
+      ["104.16.0.1", undefined], ["172.32.0.1", undefined], ["2606:4700::1", undefined], ["203.0.113.80", undefined],
+    ];
+    for (const [ip, cls] of cases) expect([ip, addressClass(ip)]).toEqual([ip, cls]);
+    expect(addressClass("example.org")).toBe("not an IP address");
+  });
+  it("cidrMatcher (the proxy's test-only exemption) matches its ranges only", () => {
+    const m = cidrMatcher(["10.213.0.0/16"]);
+    expect([m("10.213.4.2"), m("10.214.0.1"), m("::1"), m("x")]).toEqual([true, false, false, false]);
+    expect(() => cidrMatcher(["10.0.0.0"])).toThrow(/not a CIDR/);
+  });
+});
+
+describe("presets' configuration parsers", () => {
+  it("npm's registry URL gives its host; non-http schemes give none", () => {
+    expect(urlHost("https://registry.npmjs.org/\n")).toBe("registry.npmjs.org");
+    expect(urlHost("http://mirror.corp:4873/npm/")).toBe("mirror.corp");
+    expect(urlHost("file:///srv/npm")).toBeUndefined();
+    expect(urlHost("not a url")).toBeUndefined();
+  });
+  it("apt sources: one-line and deb822 formats, options, comments, duplicates", () => {
+    const list = "deb http://deb.debian.org/debian bookworm main\n# deb http://commented.example/ x\ndeb [arch=amd64 signed-by=/k.gpg] https://apt.corp.example/debian bookworm main\ndeb-src http://deb.debian.org/debian bookworm main\n";
+    const sources = "Types: deb\nURIs: http://deb.debian.org/debian http://mirror2.example/debian\nSuites: bookworm\n\nTypes: deb\nURIs: http://security.debian.org/debian-security\n";
+    expect(aptSourceHosts(list)).toEqual(["deb.debian.org", "apt.corp.example"]);
+    expect(aptSourceHosts(sources)).toEqual(["deb.debian.org", "mirror2.example", "security.debian.org"]);
+  });
+  it("pip.conf: index-url and multi-line extra-index-url in any section", () => {
+    const conf = "[global]\ntimeout = 60\nindex-url = https://pypi.corp.example/simple\nextra-index-url =\n    https://extra1.example/simple\n    https://extra2.example/simple\n[install]\ntrusted-host = x\n    not.a.url.example\n";
+    expect(pipConfHosts(conf)).toEqual(["pypi.corp.example", "extra1.example", "extra2.example"]);
+    expect(pipConfHosts("# index-url = https://no.example/\n")).toEqual([]);
+  });
+  it("go env: GOPROXY lists without direct/off, GOSUMDB's name or URL", () => {
+    expect(goEnvHosts("https://proxy.golang.org,direct", "sum.golang.org")).toEqual(["proxy.golang.org", "sum.golang.org"]);
+    expect(goEnvHosts("https://goproxy.corp|https://b.example", "sum.golang.org+033de0ae+Ac4zctda https://sum.corp.example")).toEqual(["goproxy.corp", "b.example", "sum.corp.example"]);
+    expect(goEnvHosts("off", "off")).toEqual([]);
+  });
+});
+
+describe("JobSpec network", () => {
+  const base = { task: "t", repo: { path: "/r" } };
+  it("accepts presets, hosts and wildcards for setup", () => {
+    const r = parseJobSpec({ ...base, network: { setup: { allow: ["npm", "pypi", "*.example.org", "mirror.example.org:8443"] } } });
+    expect(r.ok).toBe(true);
+  });
+  it("names each bad entry and unknown key", () => {
+    const bad = parseJobSpec({ ...base, network: { setup: { allow: ["10.0.0.1", "npm", "*"] }, agent: true } });
+    expect(bad).toEqual({ ok: false, error: expect.stringContaining("network.setup.allow[0]: IP addresses are not allowed") });
+    expect((bad as { error: string }).error).toContain("network.setup.allow[2]");
+    expect((bad as { error: string }).error).toContain("network.agent: unknown key");
+    expect(parseJobSpec({ ...base, network: { setup: { alow: [] } } })).toEqual({ ok: false, error: expect.stringContaining('network.setup.alow: unknown key (did you mean "allow"?)') });
+    expect(parseJobSpec({ ...base, network: { setup: { allow: Array(65).fill("a.org") } } }).ok).toBe(false);
+  });
+  it("has no way to set the proxy's test-only options", () => {
+    for (const k of ["allowPrivate", "resolve"]) {
+      expect(parseJobSpec({ ...base, network: { setup: { allow: [], [k]: ["10.0.0.0/8"] } } }).ok).toBe(false);
+      expect(parseJobSpec({ ...base, network: { [k]: ["10.0.0.0/8"] } }).ok).toBe(false);
+    }
+  });
+});
