@@ -249,7 +249,11 @@ describe("egress proxy: bounds", () => {
       if (!value) throw error;
       expect(value).toEqual(Array(300).fill("200 slow ok"));
       console.log(`egress: 300 concurrent slow requests over 3 jobs, event-loop lag ${lagMs} ms (wall ${wallMs} ms)`);
-      expect(lagMs).toBeLessThan(100);
+      // Looser than egress-setup's 100 ms (3 sandboxes × 40): here each connect() to the veth
+      // upstream pays the peer's kernel work inline (~2 ms under load 20+), and a process starved
+      // by the load then meets a backlog of arrivals in one turn. A blocking call (sync DNS, a sync
+      // read, a busy loop) costs far more than this.
+      expect(lagMs).toBeLessThan(250);
       for (const { s, recs } of jobs) {
         expect(recs.length).toBe(110);
         expect(s.stats.allowed).toBe(110);
