@@ -36,7 +36,9 @@ answers() { engine version --format '{{.Server.Version}}' >/dev/null 2>&1; }
 daemon_pid() {
   local pid
   pid="$(cat "$PIDFILE" 2>/dev/null || true)"
-  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null || true)" = dockerd ] && echo "$pid"
+  # Not a zombie: a killed daemon waits for this machine's init to reap it, and its pid stays taken.
+  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null || true)" = dockerd ] \
+    && ! grep -q '^[0-9]* (dockerd) Z' "/proc/$pid/stat" 2>/dev/null && echo "$pid"
   return 0
 }
 
@@ -72,6 +74,8 @@ start() {
   command -v dockerd >/dev/null || { say "dockerd not installed (Debian: apt-get install docker.io)"; exit 1; }
   # A dockerd that died leaves its containerd, shims and mounts: start from a clean boot.
   kill_all; clear_volatile
+  # dockerd refuses a pidfile whose pid exists, and a killed daemon's may (a zombie, or reused).
+  rm -f "$PIDFILE"
   mkdir -p "$RUN/exec" "$DATA" "$PIDS_CG/daemon"
   # Its own key, so its engine ID differs from the main engine's as another host's would.
   local runtimes=""

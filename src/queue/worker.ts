@@ -4,7 +4,6 @@
 import { UnrecoverableError, Worker, type Job } from "bullmq";
 import { Redis } from "ioredis";
 import { randomBytes } from "node:crypto";
-import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "../config.js";
 import { isThrottle, ModelError, type Model } from "../agent/model.js";
@@ -15,7 +14,7 @@ import { keys, redisOptions } from "./keys.js";
 import { workerLogger, type Log, type LogFormat } from "../log.js";
 import { workerMetrics } from "../metrics.js";
 import type { JobData } from "./client.js";
-import { LABEL, localOwnerAlive, processOwnerId, reap } from "../sandbox/docker.js";
+import { LABEL, localOwnerAlive, ownerIsLocal, processOwnerId, reap } from "../sandbox/docker.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { emptyResult, parseJobSpec, type JobResult, type TranscriptEvent } from "../spec.js";
 
@@ -88,7 +87,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   // Workers in containers have hostnames of their own, so those of one engine go by heartbeat.
   const ownerAlive = async (owner: string, labels: Record<string, string>) => {
     if (owner === id) return true;
-    if (owner.split(":")[0] === hostname()) return localOwnerAlive(owner, labels);
+    if (ownerIsLocal(owner, labels)) return localOwnerAlive(owner, labels);
     if (labels[LABEL.queue] !== queueName) return true;
     if (labels[LABEL.redis] && labels[LABEL.redis] !== deployment) return true;
     return (await redis.exists(k.heartbeat(owner))) === 1;

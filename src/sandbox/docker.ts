@@ -2,7 +2,9 @@
 // creation, removal, and the reaper for labelled leftovers.
 import Docker from "dockerode";
 import { randomBytes } from "node:crypto";
-import { hostname } from "node:os";
+import { readFileSync, readlinkSync } from "node:fs";
+import { homedir, hostname } from "node:os";
+import { join } from "node:path";
 import { defaults } from "../config.js";
 
 export const LABEL = {
@@ -14,6 +16,8 @@ export const LABEL = {
   queue: "patchbay.queue",
   /** Set by workers: the id of their Redis (src/queue/keys.ts `deployment`); heartbeats live there. */
   redis: "patchbay.redis",
+  /** The owner process as `boot id/pid namespace/pid/start time`: where (and whether) its pid can be checked. */
+  process: "patchbay.process",
 } as const;
 
 /** Capabilities of the container's root processes (patchbay's own); the agent's uid has none. */
@@ -31,14 +35,64 @@ export interface SandboxLimits {
 }
 
 let client: Docker | undefined;
-/** One client per process; honours DOCKER_HOST the way dockerode does. */
+/**
+ * One client per process, for the engine the environment names the way the docker CLI reads it:
+ * DOCKER_HOST (unix://, tcp://, ssh://), DOCKER_TLS_VERIFY / DOCKER_TLS (any non-empty value: TLS)
+ * and DOCKER_CERT_PATH (default ~/.docker). dockerode alone takes TLS only for "1" or port 2376.
+ */
 export function docker(): Docker {
-  client ??= new Docker();
+  client ??= new Docker(tlsOptions(process.env));
   return client;
+}
+
+export function tlsOptions(env: NodeJS.ProcessEnv): Docker.DockerOptions {
+  const host = env.DOCKER_HOST ?? "";
+  if (!/^(tcp|https?):\/\//.test(host) || !(env.DOCKER_TLS_VERIFY || env.DOCKER_TLS)) return {};
+  const dir = env.DOCKER_CERT_PATH || join(homedir(), ".docker");
+  const read = (f: string) => readFileSync(join(dir, f));
+  return { protocol: "https", ca: read("ca.pem"), cert: read("cert.pem"), key: read("key.pem") };
 }
 
 /** This process's identity as a container owner: host:pid:random. */
 export const processOwnerId = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+
+/** `boot id/pid namespace` of this process: a pid is meaningful only within both. */
+const pidSpace = (() => {
+  try {
+    const boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+    return `${boot}/${readlinkSync("/proc/self/ns/pid").replace(/\D/g, "")}`;
+  } catch {
+    return undefined; // not Linux: owners are judged by hostname
+  }
+})();
+
+/** A process's start time (clock ticks since boot), which tells a reused pid from the one that was; "" when there is no such process. */
+function startTimeOf(pid: number | "self"): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ENOENT" ? "" : undefined;
+  }
+}
+
+/**
+ * The label that lets a reaper judge this process as an owner. Hostnames repeat across hosts (and
+ * two engines on one machine share one), and a worker in a container has a pid namespace of its
+ * own: only a reaper in the same boot and pid namespace checks the pid, and the start time
+ * tells a reused pid from the owner.
+ */
+export function processLabel(): Record<string, string> {
+  const start = startTimeOf("self");
+  return pidSpace && start ? { [LABEL.process]: `${pidSpace}/${process.pid}/${start}` } : {};
+}
+
+/** True when this process can judge the owner by its pid: same boot and pid namespace (labelled), else same hostname. */
+export function ownerIsLocal(owner: string, labels: Record<string, string>): boolean {
+  const proc = labels[LABEL.process];
+  if (proc) return pidSpace !== undefined && proc.split("/").slice(0, 2).join("/") === pidSpace;
+  return owner.split(":")[0] === hostname();
+}
 
 export function statusOf(err: unknown): number | undefined {
   return (err as { statusCode?: number } | null)?.statusCode;
@@ -137,11 +191,18 @@ export async function removeQuietly(containerName: string, volume: string): Prom
 
 export type OwnerAlive = (workerId: string, labels: Record<string, string>) => Promise<boolean>;
 
-/** Default owner check: a worker on this host is alive iff its pid is; elsewhere, trust the deadline. */
-export const localOwnerAlive: OwnerAlive = async (owner) => {
-  const [host, pid] = owner.split(":");
-  if (host !== hostname() || !pid) return true;
+/** Default owner check: a worker whose pid can be checked here is alive iff its pid is; elsewhere, trust the deadline. */
+export const localOwnerAlive: OwnerAlive = async (owner, labels) => {
   if (owner === processOwnerId) return true;
+  if (!ownerIsLocal(owner, labels)) return true;
+  const proc = labels[LABEL.process];
+  if (proc) {
+    const [, , pid, start] = proc.split("/");
+    const now = startTimeOf(Number(pid));
+    return now === undefined || now === start; // unreadable (hidepid): not ours to judge
+  }
+  const [, pid] = owner.split(":");
+  if (!pid) return true;
   // Our own pid under another id: an earlier process (a restarted worker container reuses pids).
   if (Number(pid) === process.pid) return false;
   try {

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { defaults, loadConfig } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { attachExec } from "./attach.js";
-import { createContainer, defaultLimits, LABEL, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
+import { createContainer, defaultLimits, LABEL, processLabel, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
 import { FileAgent } from "./file-agent.js";
 import { Files } from "./files.js";
 import { Shell } from "./shell.js";
@@ -46,6 +46,8 @@ export class Sandbox {
     const name = `patchbay-${randomBytes(6).toString("hex")}`;
     const deadline = Math.floor(Date.now() / 1000) + (opts.deadlineSec ?? defaults.sandbox.deadlineSec);
     const labels = {
+      // Only an owner that is this process is labelled with it (a given owner id is opaque).
+      ...(opts.owner === undefined || opts.owner === processOwnerId ? processLabel() : {}),
       ...opts.labels,
       [LABEL.managed]: "1",
       [LABEL.job]: opts.jobId ?? "",
