@@ -82,9 +82,10 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   await redis.set(k.deployment, randomBytes(8).toString("hex"), "NX");
   const deployment = (await redis.get(k.deployment)) ?? "";
 
-  // On this host a process's pid tells; elsewhere a worker of this queue lives while it beats.
-  // Sandboxes of other owners (library users, other queues or deployments) are left to their deadline.
-  // Workers in containers have hostnames of their own, so those of one engine go by heartbeat.
+  // In this boot and pid namespace a process's pid tells (not by hostname: hosts can share one);
+  // elsewhere a worker of this queue lives while it beats. Sandboxes of other owners (library users,
+  // other queues or deployments) are left to their deadline. Workers in containers have pid
+  // namespaces of their own, so those of one engine go by heartbeat.
   const ownerAlive = async (owner: string, labels: Record<string, string>) => {
     if (owner === id) return true;
     if (ownerIsLocal(owner, labels)) return localOwnerAlive(owner, labels);
