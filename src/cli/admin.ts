@@ -1,5 +1,5 @@
 // `patchbay worker`, `patchbay doctor`, `patchbay image build`: running and setting up.
-import { choiceFlag, CONNECTION_USAGE, connectionFlags, numberFlag, type Command } from "./command.js";
+import { choiceFlag, CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type Command } from "./command.js";
 import { METRICS_PORT_USAGE, metricsPortFlag } from "./web.js";
 
 const LOG_FORMATS = ["text", "json"] as const;
@@ -60,21 +60,43 @@ what to do about each miss. Exit status: 0 every required check passed; 1 one fa
 };
 
 const imageBuild: Command = {
-  summary: "build the sandbox image (online or offline)",
+  summary: "build the sandbox image (online or offline), or a per-repo image with --from",
   usage: `patchbay image build [--tag IMAGE] [--force] [--json]
+patchbay image build --from DIR --tag IMAGE [--force] [--json]
 
 Builds the sandbox image from images/sandbox/Dockerfile where debian:bookworm-slim can be pulled,
 and otherwise offline (debootstrap + docker import, needs root). Skipped when an image with the
 same recipe hash exists. Default tag: $PATCHBAY_IMAGE or patchbay-sandbox:latest.
-  --tag IMAGE            the image's tag
+
+With --from, builds DIR/Dockerfile (DIR is the build context) into IMAGE, for a JobSpec's "image":
+a prebuilt environment for a repo. Each FROM image must be on the engine or pullable; offline, use
+FROM patchbay-sandbox:latest (built here first when missing). The result is checked by starting a
+sandbox from it with the usual hardening (it needs bash, coreutils and git). Skipped when IMAGE was
+built from the same context (paths, sizes, modes, mtimes).
+  --from DIR             build a per-repo image from DIR/Dockerfile
+  --tag IMAGE            the image's tag (required with --from)
   --force                build even if an image with the same recipe exists
-  --json                 print {"tag", "recipe", "how", "ms"} on stdout (how: cached|online|offline)`,
-  options: { tag: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" } },
+  --json                 print {"tag", "recipe", "how", "ms"} on stdout (how: cached|online|offline|built)`,
+  options: { tag: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, from: { type: "string" } },
   async run({ values }) {
     const { loadConfig } = await import("../config.js");
+    const t0 = Date.now();
+    if (values.from !== undefined) {
+      if (!values.tag) throw new UsageError("--from needs --tag IMAGE");
+      const { buildImageFrom, ImageFromError } = await import("../sandbox/image-from.js");
+      try {
+        const r = await buildImageFrom(String(values.from), String(values.tag), { force: Boolean(values.force) });
+        const ms = Date.now() - t0;
+        if (values.json) console.log(JSON.stringify({ tag: r.tag, recipe: r.context, how: r.how, ms, bases: r.bases, check: r.check }));
+        else process.stderr.write(`[image] ${r.tag} ${r.how === "cached" ? "is up to date" : `built in ${(ms / 1000).toFixed(1)} s`}; runs as uid ${r.check.uid}${r.check.python3 ? "" : " (no python3: file operations use the slower archive API)"}\n`);
+        return 0;
+      } catch (err) {
+        if (err instanceof ImageFromError) throw new CliError(err.message);
+        throw err;
+      }
+    }
     const { buildImage } = await import("../sandbox/image.js");
     const tag = (values.tag as string | undefined) ?? loadConfig().image;
-    const t0 = Date.now();
     const r = await buildImage(tag, { force: Boolean(values.force) });
     const ms = Date.now() - t0;
     if (values.json) console.log(JSON.stringify({ tag: r.tag, recipe: r.recipe, how: r.how, ms }));

@@ -1,0 +1,127 @@
+// `patchbay image build --from DIR`: a per-repo image (a prebuilt environment: toolchains,
+// dependencies) from DIR/Dockerfile, for the JobSpec's `image`. Offline, the base must already be on
+// the engine; patchbay's own sandbox image is always available that way, because `patchbay image
+// build` makes it offline. Whatever the image, it runs with the same hardening as any sandbox; the
+// build ends by starting one from it and checking what patchbay needs inside.
+import { createHash } from "node:crypto";
+import { lstatSync, readdirSync, readFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { DEFAULT_IMAGE, loadConfig } from "../config.js";
+import { docker } from "./docker.js";
+import { buildImage, imageRecipe } from "./image.js";
+import { Sandbox } from "./sandbox.js";
+
+export class ImageFromError extends Error {}
+
+const MAX_FILES = 50_000;
+
+/** The base images of a Dockerfile's stages (`FROM` lines), without earlier stages' names or `scratch`. */
+export function dockerfileBases(text: string): string[] {
+  const stages = new Set<string>();
+  const bases: string[] = [];
+  for (const raw of text.replace(/\\\r?\n/g, " ").split(/\r?\n/)) {
+    const m = /^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?/i.exec(raw);
+    if (!m) continue;
+    const image = m[1]!;
+    if (!stages.has(image.toLowerCase()) && image !== "scratch" && !bases.includes(image)) bases.push(image);
+    if (m[2]) stages.add(m[2].toLowerCase());
+  }
+  return bases;
+}
+
+/** A cheap fingerprint of the context: every path with its size, mode and mtime (bounded walk). */
+function contextHash(dir: string): { hash: string; top: string[] } {
+  const h = createHash("sha256");
+  let n = 0;
+  const walk = (d: string) => {
+    for (const name of readdirSync(d).sort()) {
+      const p = join(d, name);
+      const st = lstatSync(p);
+      if (++n > MAX_FILES) throw new ImageFromError(`${dir}: more than ${MAX_FILES} files in the build context`);
+      h.update(`${relative(dir, p)}\0${st.size}\0${st.mode}\0${st.mtimeMs}\n`);
+      if (st.isDirectory()) walk(p);
+    }
+  };
+  walk(dir);
+  return { hash: h.digest("hex").slice(0, 16), top: readdirSync(dir) };
+}
+
+async function present(image: string): Promise<boolean> {
+  return docker().getImage(image).inspect().then(() => true, () => false);
+}
+
+async function pull(image: string): Promise<string | undefined> {
+  try {
+    const stream = await docker().pull(image, { abortSignal: AbortSignal.timeout(60_000) } as object);
+    await new Promise<void>((resolve, reject) => docker().modem.followProgress(stream, (err) => (err ? reject(err) : resolve())));
+    return undefined;
+  } catch (err) {
+    return (err as Error).message.split("\n")[0];
+  }
+}
+
+export interface FromResult {
+  tag: string;
+  context: string;
+  how: "cached" | "built";
+  bases: string[];
+  /** What the check in a hardened sandbox found: uid, git, python3 (the file agent's fast lane). */
+  check: { uid: string; git: boolean; python3: boolean };
+}
+
+export async function buildImageFrom(dir: string, tag: string, opts: { force?: boolean; log?: (line: string) => void } = {}): Promise<FromResult> {
+  const log = opts.log ?? ((l: string) => process.stderr.write(`[image] ${l}\n`));
+  let dockerfile: string;
+  try {
+    dockerfile = readFileSync(join(dir, "Dockerfile"), "utf8");
+  } catch (err) {
+    throw new ImageFromError(`${dir}/Dockerfile: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const bases = dockerfileBases(dockerfile);
+  const { hash, top } = contextHash(dir);
+  let how: FromResult["how"] = "cached";
+  if (opts.force || (await imageRecipe(tag)) !== hash) {
+    const sandboxImages = new Set([DEFAULT_IMAGE, loadConfig().image]);
+    for (const base of bases) {
+      if (await present(base)) continue;
+      if (sandboxImages.has(base)) {
+        log(`${base} is patchbay's sandbox image: building it`);
+        await buildImage(base, { log });
+        continue;
+      }
+      const why = await pull(base);
+      if (why !== undefined)
+        throw new ImageFromError(`the base image ${base} is not on this engine and cannot be pulled (${why}); offline, start the Dockerfile FROM ${DEFAULT_IMAGE} (patchbay image build makes it without a registry) or docker load the base first`);
+    }
+    log(`building ${tag} from ${dir}/Dockerfile`);
+    const stream = await docker().buildImage({ context: dir, src: top } as never, { t: tag, rm: true, forcerm: true, labels: JSON.stringify({ "patchbay.recipe": hash }) } as object);
+    await new Promise<void>((resolve, reject) =>
+      docker().modem.followProgress(stream, (err, out) => {
+        const failed = (out as { error?: string }[] | undefined)?.find((o) => o.error);
+        if (err || failed) reject(new ImageFromError(`docker build of ${dir} failed: ${err?.message ?? failed!.error}`));
+        else resolve();
+      }),
+    );
+    how = "built";
+  }
+  return { tag, context: hash, how, bases, check: await checkImage(tag) };
+}
+
+/** Starts a sandbox from the image with the usual hardening and checks what patchbay needs. */
+export async function checkImage(image: string): Promise<FromResult["check"]> {
+  let sb: Sandbox;
+  try {
+    sb = await Sandbox.create({ image, labels: { "patchbay.check": "1" }, deadlineSec: 600 });
+  } catch (err) {
+    throw new ImageFromError(`${image} does not start as a patchbay sandbox (it needs bash and coreutils): ${(err as Error).message.split("\n")[0]}`);
+  }
+  try {
+    const r = await sb.shell.run("id -u; command -v git >/dev/null && echo git; command -v python3 >/dev/null && echo python3", { timeoutSec: 60 });
+    const lines = r.output.trim().split("\n");
+    const check = { uid: lines[0] ?? "", git: lines.includes("git"), python3: lines.includes("python3") };
+    if (!check.git) throw new ImageFromError(`${image} has no git: patchbay takes the baseline and the patch with git in the sandbox`);
+    return check;
+  } finally {
+    await sb.destroy();
+  }
+}
