@@ -12,6 +12,9 @@
 #                                        clears (its mounts, its exec-root); the data-root stays
 #   scripts/engine.sh status NAME        running|stopped, and the DOCKER_HOST
 #   scripts/engine.sh remove NAME        kill, then delete its data-root and cgroups
+# With ENGINE_TLS_PORT=N, start also listens on tcp://127.0.0.1:N with TLS and client certificates
+# (--tlsverify; a CA, server and client certificate made once under its data-root) and prints
+# DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH for a client, as a remote engine would be reached.
 # Root only (it runs dockerd). Paths: /var/run/patchbay-engines/NAME (socket, pidfile, exec-root),
 # /var/lib/patchbay-engines/NAME (data-root), cgroup parent /patchbay-engines/NAME.
 set -euo pipefail
@@ -68,8 +71,40 @@ clear_volatile() {
   rm -rf "$RUN/exec"
 }
 
+# A CA, a server certificate for 127.0.0.1 and a client certificate (docker's file names), made once.
+make_certs() {
+  local d="$DATA/tls"
+  [ -f "$d/cert.pem" ] && return 0
+  mkdir -p "$d"
+  (
+    cd "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=patchbay-engine-$name CA" -keyout ca-key.pem -out ca.pem
+    openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server-key.pem -out server.csr
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 3650 -extfile server.ext -out server-cert.pem
+    openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout key.pem -out client.csr
+    printf 'extendedKeyUsage=clientAuth\n' >client.ext
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 3650 -extfile client.ext -out cert.pem
+    rm -f ./*.csr ./*.ext
+  ) >/dev/null 2>&1 || { say "openssl failed making certificates in $d"; exit 1; }
+}
+
+tls_lines() { [ -n "${ENGINE_TLS_PORT:-}" ] && printf 'DOCKER_TLS_HOST=tcp://127.0.0.1:%s\nDOCKER_CERT_PATH=%s\n' "$ENGINE_TLS_PORT" "$DATA/tls"; return 0; }
+
 start() {
-  if [ -n "$(daemon_pid)" ] && answers; then echo "DOCKER_HOST=$export_host"; return 0; fi
+  local pid
+  pid="$(daemon_pid)"
+  if [ -n "$pid" ] && answers; then
+    if [ -z "${ENGINE_TLS_PORT:-}" ] || tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "-H tcp://127.0.0.1:$ENGINE_TLS_PORT "; then
+      echo "DOCKER_HOST=$export_host"; tls_lines; return 0
+    fi
+    say "restarting it to listen on TLS port $ENGINE_TLS_PORT"; stop
+  fi
+  local tls=()
+  if [ -n "${ENGINE_TLS_PORT:-}" ]; then
+    make_certs
+    tls=(-H "tcp://127.0.0.1:$ENGINE_TLS_PORT" --tlsverify --tlscacert "$DATA/tls/ca.pem" --tlscert "$DATA/tls/server-cert.pem" --tlskey "$DATA/tls/server-key.pem")
+  fi
   [ "$(id -u)" = 0 ] || { say "needs root (it runs dockerd)"; exit 1; }
   command -v dockerd >/dev/null || { say "dockerd not installed (Debian: apt-get install docker.io)"; exit 1; }
   # A dockerd that died leaves its containerd, shims and mounts: start from a clean boot.
@@ -85,12 +120,12 @@ start() {
   # The daemon joins its own pids cgroup before exec, so its containerd and shims are found there.
   setsid sh -c 'echo $$ >"$0/daemon/cgroup.procs" && exec "$@"' "$PIDS_CG" \
     dockerd --data-root "$DATA" --exec-root "$RUN/exec" --pidfile "$PIDFILE" -H "$export_host" \
-    --config-file "$RUN/daemon.json" --cgroup-parent "/$CG" \
+    --config-file "$RUN/daemon.json" --cgroup-parent "/$CG" "${tls[@]}" \
     --bridge=none --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false \
     >>"$LOG" 2>&1 </dev/null &
   local i
   for ((i = 0; i < 600; i++)); do
-    answers && { echo "DOCKER_HOST=$export_host"; return 0; }
+    answers && { echo "DOCKER_HOST=$export_host"; tls_lines; return 0; }
     sleep 0.1
   done
   say "did not answer within 60 s"; tail -20 "$LOG" >&2; exit 1

@@ -9,8 +9,8 @@ import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
-import { docker as mainDocker, LABEL } from "../src/sandbox/docker.js";
-import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
+import { engineOptions, docker as mainDocker, LABEL } from "../src/sandbox/docker.js";
+import { freePort, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { startEngine, type Engine } from "./support/engine.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { byTurn, taskOf } from "./support/scripts.js";
@@ -46,8 +46,8 @@ function worker(host: "A" | "B"): WorkerProc {
 const completedBy = (w: WorkerProc, ids: string[]) => ids.filter((id) => new RegExp(`job ${id} attempt \\d+: completed`).test(w.log()));
 
 /** The jobs whose sandbox containers an engine created since `since` (its own event log). */
-async function jobsCreatedOn(d: typeof b.docker, since: number): Promise<string[]> {
-  const stream = (await d.getEvents({ since, until: Math.ceil(Date.now() / 1000), filters: { type: ["container"], event: ["create"], label: [`${LABEL.queue}=${QUEUE}`] } })) as NodeJS.ReadableStream;
+async function jobsCreatedOn(d: typeof b.docker, since: number, queue = QUEUE): Promise<string[]> {
+  const stream = (await d.getEvents({ since, until: Math.ceil(Date.now() / 1000), filters: { type: ["container"], event: ["create"], label: [`${LABEL.queue}=${queue}`] } })) as NodeJS.ReadableStream;
   let out = "";
   for await (const chunk of stream) out += chunk;
   return out.split("\n").filter(Boolean).map((l) => JSON.parse(l).Actor.Attributes[LABEL.job] as string).sort();
@@ -71,7 +71,7 @@ async function leftoversOn(d: typeof b.docker): Promise<number> {
 
 beforeAll(async () => {
   [b, redis, fake] = await Promise.all([
-    startEngine("second-host"),
+    freePort().then((tlsPort) => startEngine("second-host", { tlsPort })),
     startRedis(),
     // Each job: one command that takes `sleep=N` seconds in its sandbox, then the end of its turn.
     startFakeAnthropic(byTurn((body) => [
@@ -199,4 +199,37 @@ describe("one worker per engine, one Redis", () => {
       r.disconnect();
     }
   }, 120_000);
+});
+
+describe("remote engines", () => {
+  it("a worker reaches its engine over TCP with TLS and a client certificate (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)", async () => {
+    const queue = "second-host-tls";
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const w = startWorkerProc({ ...env, PATCHBAY_QUEUE: queue, DOCKER_HOST: b.tls!.host, DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: b.tls!.certPath });
+    workers.push(w);
+    const tlsClient = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
+    try {
+      await w.waitFor(new RegExp(`ready: queue ${queue}`), 60_000);
+      expect(w.log()).not.toMatch(/unhealthy/);
+      const id = await tlsClient.enqueue({ task: "over tls sleep=1", repo: { path: CLAMP } });
+      expect((await tlsClient.waitForResult(id, { timeoutMs: 120_000 })).status).toBe("completed");
+      expect(await jobsCreatedOn(b.docker, since, queue)).toEqual([id]);
+    } finally {
+      await tlsClient.close();
+    }
+  }, 180_000);
+
+  it("reads the TLS variables as the docker CLI does, and refuses ssh:// (no host key check in dockerode)", () => {
+    const certPath = b.tls!.certPath;
+    expect(engineOptions({ DOCKER_HOST: "tcp://127.0.0.1:2375" })).toEqual({});
+    expect(engineOptions({ DOCKER_HOST: "unix:///x.sock", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: certPath })).toEqual({});
+    for (const v of ["1", "true", "yes"]) {
+      const o = engineOptions({ DOCKER_HOST: "tcp://10.0.0.2:2375", DOCKER_TLS_VERIFY: v, DOCKER_CERT_PATH: certPath });
+      expect(o.protocol).toBe("https");
+      expect(String(o.ca)).toBe(readFileSync(`${certPath}/ca.pem`, "utf8"));
+      expect(String(o.cert)).toBe(readFileSync(`${certPath}/cert.pem`, "utf8"));
+    }
+    expect(() => engineOptions({ DOCKER_HOST: "tcp://10.0.0.2:2376", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: "/nonexistent" })).toThrow(/ca\.pem/);
+    expect(() => engineOptions({ DOCKER_HOST: "ssh://me@engine-host" })).toThrow(/ssh:\/\/ is not supported .*host key.*DOCKER_HOST=unix:/);
+  });
 });

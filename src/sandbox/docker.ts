@@ -37,16 +37,20 @@ export interface SandboxLimits {
 let client: Docker | undefined;
 /**
  * One client per process, for the engine the environment names the way the docker CLI reads it:
- * DOCKER_HOST (unix://, tcp://, ssh://), DOCKER_TLS_VERIFY / DOCKER_TLS (any non-empty value: TLS)
- * and DOCKER_CERT_PATH (default ~/.docker). dockerode alone takes TLS only for "1" or port 2376.
+ * DOCKER_HOST (unix:// or tcp://), DOCKER_TLS_VERIFY / DOCKER_TLS (any non-empty value: TLS) and
+ * DOCKER_CERT_PATH (default ~/.docker). dockerode alone takes TLS only for "1" or port 2376.
  */
 export function docker(): Docker {
-  client ??= new Docker(tlsOptions(process.env));
+  client ??= new Docker(engineOptions(process.env));
   return client;
 }
 
-export function tlsOptions(env: NodeJS.ProcessEnv): Docker.DockerOptions {
+export function engineOptions(env: NodeJS.ProcessEnv): Docker.DockerOptions {
   const host = env.DOCKER_HOST ?? "";
+  // dockerode's ssh transport (ssh2) is given no host key check: anyone on the path could be the engine.
+  if (/^ssh:/i.test(host)) {
+    throw new Error(`DOCKER_HOST=${host}: ssh:// is not supported (dockerode does not check the host key). Forward the engine's socket with OpenSSH instead, e.g. ssh -nNT -L /run/patchbay-engine.sock:/var/run/docker.sock USER@HOST and DOCKER_HOST=unix:///run/patchbay-engine.sock; or use TCP with TLS`);
+  }
   if (!/^(tcp|https?):\/\//.test(host) || !(env.DOCKER_TLS_VERIFY || env.DOCKER_TLS)) return {};
   const dir = env.DOCKER_CERT_PATH || join(homedir(), ".docker");
   const read = (f: string) => readFileSync(join(dir, f));

@@ -6,9 +6,9 @@ import { execFile } from "node:child_process";
 
 const SCRIPT = new URL("../../scripts/engine.sh", import.meta.url).pathname;
 
-function run(args: string[], timeoutMs = 180_000): Promise<string> {
+function run(args: string[], env: Record<string, string> = {}, timeoutMs = 180_000): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile("bash", [SCRIPT, ...args], { timeout: timeoutMs, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+    execFile("bash", [SCRIPT, ...args], { env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       if (err) reject(new Error(`scripts/engine.sh ${args.join(" ")}: ${err.message}\n${stderr}`));
       else resolve(stdout);
     });
@@ -20,6 +20,8 @@ export interface Engine {
   /** DOCKER_HOST for a process that should use this engine. */
   host: string;
   socketPath: string;
+  /** With `tlsPort`: the engine also listens there with TLS and client certificates, as a remote engine would. */
+  tls?: { host: string; certPath: string };
   /** A dockerode client of this engine (not the process-wide one). */
   docker: Docker;
   /** Starts it if it is not running (idempotent). */
@@ -36,14 +38,16 @@ export interface Engine {
 }
 
 /** Starts (or reuses) the engine NAME; its data-root persists, so a loaded image stays cached. */
-export async function startEngine(name: string): Promise<Engine> {
+export async function startEngine(name: string, opts: { tlsPort?: number } = {}): Promise<Engine> {
   const socketPath = `/var/run/patchbay-engines/${name}/docker.sock`;
+  const env: Record<string, string> = opts.tlsPort ? { ENGINE_TLS_PORT: String(opts.tlsPort) } : {};
   const e: Engine = {
     name,
     host: `unix://${socketPath}`,
     socketPath,
+    ...(opts.tlsPort ? { tls: { host: `tcp://127.0.0.1:${opts.tlsPort}`, certPath: `/var/lib/patchbay-engines/${name}/tls` } } : {}),
     docker: new Docker({ socketPath }),
-    start: async () => void (await run(["start", name])),
+    start: async () => void (await run(["start", name], env)),
     stop: async () => void (await run(["stop", name])),
     kill: async () => void (await run(["kill", name])),
     restart: async () => (await e.kill(), await e.start()),
