@@ -151,6 +151,13 @@ describe("setup network through the egress proxy", () => {
     expect(none.egress).toBeUndefined();
   });
 
+  it("under gVisor without --host-uds=open the bridge cannot reach the socket, and setup fails saying so", async () => {
+    const model = new AnthropicModel({ apiKey: "test-key", baseURL: "http://127.0.0.1:9", maxRetries: 0 });
+    const r = await runJob({ task: "t", repo: { path: repo() }, runtime: "runsc", setup: "true", network: { setup: { allow: ["allowed.test:8080"] } } }, { model, egress: proxy() });
+    expect(r.status).toBe("failed");
+    expect(r.error).toMatch(/^the setup network bridge could not start: .*\(under gVisor the runtime needs --host-uds=open\)$/);
+  });
+
   it("several sandboxes' setups hold many connections at once through one proxy without blocking the event loop", async () => {
     const p = new EgressProxy({ allowPrivate: ["10.213.0.0/16"], resolve: async () => [host.ip] });
     const model = new AnthropicModel({ apiKey: "test-key", baseURL: "http://127.0.0.1:9", maxRetries: 0 });
