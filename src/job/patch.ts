@@ -23,6 +23,10 @@ export interface PatchOptions {
   maxBytes?: number;
   /** The previous round's patch tree and the tree right after its verify: what that verify changed is left out. */
   afterVerify?: { patchTree: string; verifyTree: string };
+  /** false: no stat cache (every file hashed again), for the bench's same-run baseline. */
+  statCache?: boolean;
+  /** 4: the old staging exec plus three `git diff` execs, for the bench's same-run baseline. */
+  execs?: 1 | 4;
 }
 
 /** Git ran in the sandbox and failed: the workspace's doing while the sandbox still runs, not the host's. */
@@ -50,11 +54,14 @@ export class PatchTooLargeError extends Error {
 // working-tree-encoding). So neither a repo-supplied filter nor a planted object can make the
 // patch differ from the bytes on disk. The workspace's own .git is the agent's, and untrusted.
 const STORE = `${PRIVATE_DIR}/git`;
+const INDEX = `${PRIVATE_DIR}/baseline.index`;
+const INDEX_TREE = `${PRIVATE_DIR}/baseline.tree`;
 const ATTRIBUTES = "* -text !eol -filter -ident !diff !merge !working-tree-encoding\n";
 const GIT = `set -euo pipefail
 export GIT_DIR=${STORE} GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 HOME=${PRIVATE_DIR} XDG_CONFIG_HOME=${PRIVATE_DIR}
 G=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.safecrlf=false \
 -c core.symlinks=true -c core.filemode=true -c core.ignorecase=false -c core.precomposeunicode=false -c core.bigFileThreshold=512m \
+-c core.trustctime=true -c core.checkStat=default -c core.untrackedCache=false -c core.splitIndex=false -c index.skipHash=false \
 -c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)
 umask 077
 if [ ! -d ${STORE} ]; then
@@ -76,20 +83,38 @@ if [ ! -e .git ]; then
 fi
 "\${A[@]}" ls-files -z 2>/dev/null || true`;
 
+// The baseline's index is kept (root's, in the private store) with its stat data, so that the
+// patch re-hashes only the files whose stat data changed. The agent (uid 1000) can give a file
+// back its old mtime and size, but not its ctime, and git compares ctime (trustctime, checkStat
+// default). Debian's git compares seconds only, though: an entry whose ctime falls in the second
+// the baseline ends (or the one before) could be rewritten by the agent within that same second
+// and look unchanged, so such entries lose their stat data ("smudged": index-info records none)
+// and are always hashed again.
 const BASELINE_SCRIPT = `${GIT}
 env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 \
   setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$1" > ${PRIVATE_DIR}/tracked
-export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/baseline.index
-rm -f "$GIT_INDEX_FILE"
-# Tracked names that are files or symlinks now, without ".." or ".git" parts (git would refuse the lot).
-while IFS= read -r -d "" n; do
+export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${INDEX}
+rm -f ${INDEX_TREE}
+# A second baseline (after setup) starts from the first one's index: only what setup changed is hashed.
+[ "\${2:-}" = keep ] && [ -f "$GIT_INDEX_FILE" ] || rm -f "$GIT_INDEX_FILE"
+"\${G[@]}" add -A
+# Tracked names not in the index yet that are files or symlinks now, without ".." or ".git" parts
+# (git would refuse the lot): git never ignores a tracked file.
+"\${G[@]}" ls-files -z | sort -z > ${PRIVATE_DIR}/have
+sort -z ${PRIVATE_DIR}/tracked | comm -z -13 ${PRIVATE_DIR}/have - | while IFS= read -r -d "" n; do
   case "/$n/" in */../*|*/./*|*/.git/*|//*) continue;; esac
   if [ -f "$n" ] || [ -L "$n" ]; then printf '%s\\0' "$n"; fi
-done < ${PRIVATE_DIR}/tracked | "\${G[@]}" update-index --add -z --stdin || true
-"\${G[@]}" add -A
+done | "\${G[@]}" update-index --add -z --stdin || true
 tree=$("\${G[@]}" write-tree)
 "\${G[@]}" update-ref refs/patchbay/baseline-$tree "$("\${G[@]}" commit-tree -m "patchbay: baseline" "$tree")"
-rm -f "$GIT_INDEX_FILE" ${PRIVATE_DIR}/tracked
+smudge() {
+  local recent=$(( $(date +%s) - 1 ))
+  find . -path ./.git -prune -o \\( -type f -o -type l \\) -newerct "@$recent" -print0 | sed -z 's|^\\./||' \
+    | xargs -0 -r "\${G[@]}" --literal-pathspecs ls-files -s -z -- | "\${G[@]}" update-index -z --index-info
+}
+# Without a smudge that surely worked, no stat cache: the patch then hashes every file.
+if [ "\${PB_STAT_CACHE:-1}" = 1 ] && smudge; then echo "$tree" > ${INDEX_TREE}; else rm -f "$GIT_INDEX_FILE"; fi
+rm -f ${PRIVATE_DIR}/tracked ${PRIVATE_DIR}/have
 echo "$tree"`;
 
 // Seeding the index with the baseline keeps files that were tracked though ignored; `add -A` then
@@ -97,10 +122,14 @@ echo "$tree"`;
 // With "$2 $3" (the previous patch's tree and the tree right after its verify): paths that verify
 // changed and that are still as verify left them go back to the previous patch's version, so a
 // verify's byproducts never enter a later round's patch.
-const STAGE_SCRIPT = `${GIT}
+const STAGE = `${GIT}
 export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/final.index
 rm -f "$GIT_INDEX_FILE"
-"\${G[@]}" read-tree "$1"
+if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$(cat ${INDEX_TREE} 2>/dev/null)" = "$1" ]; then
+  cp ${INDEX} "$GIT_INDEX_FILE"
+else
+  "\${G[@]}" read-tree "$1"
+fi
 "\${G[@]}" add -A
 if [ $# -ge 3 ]; then
   "\${G[@]}" diff-tree -r -z --no-renames --name-only "$2" "$3" | sort -z > ${PRIVATE_DIR}/by-verify
@@ -114,17 +143,20 @@ tree=$("\${G[@]}" write-tree)
 "\${G[@]}" update-ref refs/patchbay/final-$tree "$("\${G[@]}" commit-tree -m "patchbay: final" "$tree")"
 rm -f "$GIT_INDEX_FILE"
 printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
-echo "$tree"`;
+`;
+const STAGE_SCRIPT = `${STAGE}echo "$tree"`;
 
 // The diff runs in the bare store with no work tree, so only our info/attributes apply.
 const DIFF_ENV = [`GIT_DIR=${STORE}`, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1", `HOME=${PRIVATE_DIR}`, `XDG_CONFIG_HOME=${PRIVATE_DIR}`];
 const DIFF = ["git", "-c", "safe.directory=*", "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--src-prefix=a/", "--dst-prefix=b/"];
+/** Bound on the file list and on the diffstat of one patch. */
+const LIST_MAX = 16 * 1024 * 1024;
 const TREE_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 const ROOT = { user: "0:0", cwd: PRIVATE_DIR } as const;
 
 /** Runs a script that prints a tree id last. */
-async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin = ""): Promise<string> {
-  const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, timeoutSec: 600, ...ROOT });
+async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin = "", env: string[] = []): Promise<string> {
+  const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, env, timeoutSec: 600, ...ROOT });
   const tree = r.stdout.toString("utf8").trim().split("\n").pop() ?? "";
   if (r.exitCode !== 0 || !TREE_ID.test(tree)) throw new GitStepError(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   return tree;
@@ -134,9 +166,9 @@ async function treeScript(sb: Sandbox, what: string, script: string, args: strin
  * Makes /workspace a git repo if it is not one (one baseline commit) and returns the tree id of
  * the working tree as it is now. `symlinks` are made first, as the agent's uid.
  */
-export function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = []): Promise<string> {
+export function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean } = {}): Promise<string> {
   const stdin = symlinks.map((l) => `${l.name}\0${l.target}\0`).join("");
-  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART], stdin);
+  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, statCacheEnv(opts.statCache));
 }
 
 /** The tree of /workspace as it is now (e.g. right after a verify), hashed into the private store. */
@@ -144,26 +176,71 @@ export function currentTree(sb: Sandbox, baseline: string): Promise<string> {
   return treeScript(sb, "computePatch: hashing the tree", STAGE_SCRIPT, [baseline]);
 }
 
+// One exec for the whole patch: stage the final tree, then the file list, the stat and the binary
+// diff, each into the private store (the diff cut at maxBytes + 1, so an oversized patch is known
+// without sending it), then a header with their sizes and the three files. The diff runs in the
+// bare store with no work tree, so only our info/attributes apply.
+const PATCH_SCRIPT = `${STAGE}
+unset GIT_WORK_TREE GIT_INDEX_FILE
+cd ${PRIVATE_DIR}
+D=(git -c safe.directory='*' diff --no-color --no-ext-diff --no-textconv --no-renames --full-index --src-prefix=a/ --dst-prefix=b/)
+set +o pipefail
+part() { local out=$1 max=$2; shift 2; "\${D[@]}" "$@" "$BASE" "$tree" | head -c "$max" > "$out"; local s=\${PIPESTATUS[0]}; [ "$s" = 0 ] || [ "$s" = 141 ]; }
+BASE=$1
+part ${PRIVATE_DIR}/out.names ${LIST_MAX} --name-only -z
+part ${PRIVATE_DIR}/out.stat ${LIST_MAX} --stat=120
+part ${PRIVATE_DIR}/out.patch "$((PB_MAX + 1))" --binary
+printf '%s %s %s %s\\n' "$tree" $(stat -c %s ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch)
+cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch
+rm -f ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch`;
+
 export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<PatchResult> {
   const v = opts.afterVerify;
   for (const id of [baseline, ...(v ? [v.patchTree, v.verifyTree] : [])]) if (!TREE_ID.test(id)) throw new Error(`computePatch: bad tree id "${id}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
-  const final = await treeScript(sb, "computePatch: staging the final tree", STAGE_SCRIPT, [baseline, ...(v ? [v.patchTree, v.verifyTree] : [])]);
-  const diff = (args: string[], max?: number) => git(sb, [...DIFF, ...args, baseline, final], max);
+  const args = [baseline, ...(v ? [v.patchTree, v.verifyTree] : [])];
+  if (opts.execs === 4) return computePatchFourExecs(sb, baseline, args, maxBytes, opts.statCache);
+  const env = [`PB_MAX=${maxBytes}`, ...statCacheEnv(opts.statCache)];
+  const r = await sb.exec(["bash", "-c", PATCH_SCRIPT, "patchbay", ...args], { env, timeoutSec: 600, maxBytes: maxBytes + 2 * LIST_MAX + 4096, ...ROOT });
+  const nl = r.stdout.indexOf(10);
+  const [final = "", ...sizes] = r.stdout.subarray(0, Math.max(0, nl)).toString("latin1").split(" ");
+  const [nNames, nStat, nPatch] = sizes.map(Number);
+  if (r.exitCode !== 0 || !TREE_ID.test(final) || sizes.length !== 3 || !(nNames! + nStat! + nPatch! === r.stdout.length - nl - 1)) {
+    throw new GitStepError(`computePatch: staging and diffing the final tree failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+  }
+  const body = r.stdout.subarray(nl + 1);
+  const filesChanged = body.subarray(0, nNames).toString("utf8").split("\0").filter(Boolean);
+  const diffstat = body.subarray(nNames, nNames! + nStat!).toString("utf8");
+  if (nPatch! > maxBytes) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
+  return finish(sb, body.subarray(nNames! + nStat!), { baseline, final, diffstat, filesChanged, maxBytes });
+}
+
+/** The old way, kept for the bench's same-run baseline: a staging exec, then three `git diff` execs. */
+async function computePatchFourExecs(sb: Sandbox, baseline: string, args: string[], maxBytes: number, statCache?: boolean): Promise<PatchResult> {
+  const r = await sb.exec(["bash", "-c", STAGE_SCRIPT, "patchbay", ...args], { timeoutSec: 600, env: statCacheEnv(statCache), ...ROOT });
+  const final = r.stdout.toString("utf8").trim().split("\n").pop() ?? "";
+  if (r.exitCode !== 0 || !TREE_ID.test(final)) throw new GitStepError(`computePatch: staging the final tree failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+  const diff = (a: string[], max?: number) => git(sb, [...DIFF, ...a, baseline, final], max);
   const [patchOut, stat, names] = await Promise.all([diff(["--binary"], maxBytes), diff(["--stat=120"]), diff(["--name-only", "-z"])]);
   const filesChanged = names.stdout.toString("utf8").split("\0").filter(Boolean);
   const diffstat = stat.stdout.toString("utf8");
   if (patchOut.truncated) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
-  let patch = patchOut.stdout;
+  return finish(sb, patchOut.stdout, { baseline, final, diffstat, filesChanged, maxBytes });
+}
+
+async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: string; diffstat: string; filesChanged: string[]; maxBytes: number }): Promise<PatchResult> {
   if (!isUtf8(patch)) {
-    await markBinary(sb, patch, filesChanged);
-    const again = await diff(["--binary"], maxBytes);
-    if (again.truncated) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
+    // Rare (a non-UTF-8 text file changed): those files are diffed again as binary.
+    await markBinary(sb, patch, p.filesChanged);
+    const again = await git(sb, [...DIFF, "--binary", p.baseline, p.final], p.maxBytes);
+    if (again.truncated) throw new PatchTooLargeError(p.maxBytes, p.diffstat, p.filesChanged);
     if (!isUtf8(again.stdout)) throw new Error("computePatch: the patch is not valid UTF-8 even with the non-UTF-8 files diffed as binary");
     patch = again.stdout;
   }
-  return { patch: patch.toString("utf8"), diffstat, filesChanged, bytes: patch.length, truncated: false, tree: final };
+  return { patch: patch.toString("utf8"), diffstat: p.diffstat, filesChanged: p.filesChanged, bytes: patch.length, truncated: false, tree: p.final };
 }
+
+const statCacheEnv = (on?: boolean) => (on === false ? ["PB_STAT_CACHE=0"] : []);
 
 async function git(sb: Sandbox, argv: string[], maxBytes?: number) {
   const r = await sb.exec(argv, { env: DIFF_ENV, timeoutSec: 600, ...ROOT, ...(maxBytes !== undefined ? { maxBytes } : {}) });

@@ -1,5 +1,5 @@
 // A job's repo into the sandbox's /workspace: a tar stream built on the host (a local directory,
-// a host-side git clone, or a tar/tar.gz), put through the archive API, then a baseline tree id
+// a host-side git clone, or a tar/tar.gz), piped into tar in the sandbox, then a baseline tree id
 // that the final patch is diffed against. The repo is hostile input: every source is bounded
 // (bytes, entries, name lengths, depth), read without blocking the event loop for long, and a
 // repo that cannot be loaded fails as a RepoError, which is not retried.
@@ -61,7 +61,7 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
  * Puts the repo into /workspace and records the baseline. `prepared` is an archive already being
  * made (e.g. cloned while the sandbox was starting); its cleanup is done here either way.
  */
-export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive> } = {}): Promise<LoadedRepo> {
+export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive>; via?: "stream" | "archive"; statCache?: boolean } = {}): Promise<LoadedRepo> {
   const t0 = Date.now();
   const archive = await (opts.prepared ?? repoArchive(repo, opts));
   // A repo found bad while it streams (an archive changed since its scan, a file grown past the
@@ -69,18 +69,20 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   let broken: unknown;
   archive.stream.once("error", (err) => (broken = err));
   try {
-    await sb.files.putArchive("/workspace", archive.stream);
+    // Through tar in the sandbox (one exec); the archive API where the image has no tar.
+    if (opts.via === "archive" || !(await sb.putTarStream("/workspace", archive.stream))) await sb.files.putArchive("/workspace", archive.stream);
     if (broken) throw broken; // a stream cut short is never a loaded repo
   } catch (err) {
     throw broken instanceof RepoError ? broken : err;
   } finally {
     await archive.cleanup();
   }
-  const baseline = await writeBaseline(sb, archive.symlinks);
+  const baseline = await writeBaseline(sb, archive.symlinks, { statCache: opts.statCache });
   return { baseline, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0 };
 }
 
 /** A new baseline: the tree of /workspace as it is now (e.g. after setup commands, whose output is not the agent's change). */
 export function snapshotBaseline(sb: Sandbox): Promise<string> {
-  return writeBaseline(sb);
+  // From the load's index: only what setup changed is hashed again.
+  return writeBaseline(sb, [], { keepIndex: true });
 }

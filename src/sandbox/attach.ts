@@ -8,6 +8,8 @@ export interface Attached {
   write(data: string | Buffer): void;
   /** Closes the process's stdin (it reads EOF). */
   endInput(): void;
+  /** Writes a stream into the process's stdin with backpressure, then closes it; rejects when the stream fails. */
+  pipeIn(source: AsyncIterable<Buffer | string>): Promise<void>;
   /** Resolves when the process's output stream ends (it exited or the socket closed). */
   readonly ended: Promise<void>;
   readonly alive: boolean;
@@ -60,6 +62,13 @@ export async function attachExec(
       if (alive) socket.write(data);
     },
     endInput: () => socket.end(),
+    pipeIn: async (source) => {
+      for await (const chunk of source) {
+        if (!alive) break;
+        if (!socket.write(chunk)) await new Promise<void>((r) => { socket.once("drain", r); socket.once("close", r); });
+      }
+      if (alive) socket.end();
+    },
     ended,
     get alive() {
       return alive;

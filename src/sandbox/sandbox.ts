@@ -1,6 +1,7 @@
 // The public Sandbox: a hardened, disposable container with a persistent shell and file access.
 import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
+import type { Readable } from "node:stream";
 import { defaults, loadConfig } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { attachExec } from "./attach.js";
@@ -8,6 +9,7 @@ import { createContainer, defaultLimits, LABEL, processLabel, processOwnerId, re
 import { FileAgent } from "./file-agent.js";
 import { Files } from "./files.js";
 import { Shell } from "./shell.js";
+import { extractTarStream, StreamUnavailable } from "./stream.js";
 
 export interface SandboxOptions {
   image?: string;
@@ -128,6 +130,20 @@ export class Sandbox {
     const exitCode = (await proc.exec.inspect()).ExitCode ?? -1;
     // timeout(1) exits 124 when it had to kill the command.
     return { output: out.text(), exitCode, timedOut: exitCode === 124 && !aborted, aborted, truncated: out.truncated };
+  }
+
+  /**
+   * Extracts a tar stream into `dir` through tar in an exec, as the agent's uid. Resolves false,
+   * with the stream untouched, when the image has no tar (use files.putArchive then).
+   */
+  async putTarStream(dir: string, archive: Readable): Promise<boolean> {
+    try {
+      await extractTarStream(this.container, dir, archive);
+      return true;
+    } catch (err) {
+      if (err instanceof StreamUnavailable) return false;
+      throw err;
+    }
   }
 
   /** Kills every process of the agent's uid (see Shell.killAgent); resolves to how many. */

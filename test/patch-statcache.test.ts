@@ -1,0 +1,118 @@
+// The baseline's index is kept with its stat data (root's, in the private store), so the patch
+// hashes only what changed. The agent (uid 1000) controls a file's mtime and size but not its
+// ctime: a rewrite that keeps size and mtime must still reach the patch, also when it lands in
+// the same second as the baseline (Debian's git compares ctime to the second only).
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { computePatch } from "../src/job/patch.js";
+import { loadRepo, snapshotBaseline } from "../src/job/repo.js";
+import { Sandbox } from "../src/sandbox/sandbox.js";
+
+const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-statcache-"));
+afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
+
+function hostDir(files: Record<string, string>): string {
+  const dir = fs.mkdtempSync(path.join(tmpRoot, "r"));
+  for (const [name, body] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), body);
+  return dir;
+}
+
+async function withSandbox<T>(fn: (sb: Sandbox) => Promise<T>): Promise<T> {
+  const sb = await Sandbox.create({ labels: { "patchbay.test": "patch-statcache" } });
+  try {
+    return await fn(sb);
+  } finally {
+    await sb.destroy();
+  }
+}
+
+/** As the agent: a command in a fresh exec (uid 1000); its stdout. */
+async function agent(sb: Sandbox, cmd: string): Promise<string> {
+  const r = await sb.exec(["bash", "-c", cmd], { cwd: "/workspace" });
+  expect(r.exitCode, r.stderr).toBe(0);
+  return r.stdout.toString().trim();
+}
+
+/** The baseline index's stat data for one path, read by root (`git ls-files --debug`). */
+async function indexEntry(sb: Sandbox, file: string): Promise<{ ctime: number; size: number }> {
+  const cmd = `GIT_DIR=/patchbay/git GIT_INDEX_FILE=/patchbay/baseline.index GIT_WORK_TREE=/workspace GIT_CONFIG_NOSYSTEM=1 git -c safe.directory='*' ls-files --debug -- "$1"`;
+  const r = await sb.exec(["bash", "-c", cmd, "x", file], { user: "0:0", cwd: "/workspace" });
+  expect(r.exitCode, r.stderr).toBe(0);
+  const out = r.stdout.toString();
+  return { ctime: Number(/ctime: (\d+):/.exec(out)?.[1]), size: Number(/size: (\d+)/.exec(out)?.[1]) };
+}
+
+/** Same size, and the old mtime to the nanosecond: only ctime tells the rewrite. */
+const FORGE = (file: string, body: string) => `m=$(stat -c %.9Y ${file}); printf '${body}' > ${file}; touch -m -d "@$m" ${file}; stat -c '%.9Y %Z' ${file}`;
+
+describe("the stat cache (real engine)", () => {
+  it("keeps the baseline's stat data, and a rewrite with forged mtime and the same size still reaches the patch", async () => {
+    const dir = hostDir({ "a.txt": "AAAA\n", "b.txt": "bbbb\n" });
+    await withSandbox(async (sb) => {
+      await loadRepo(sb, { path: dir });
+      // Aged past the baseline's last second: this baseline keeps their stat data.
+      const loaded = Number(await agent(sb, "stat -c %Z a.txt"));
+      await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
+      const baseline = await snapshotBaseline(sb);
+      const entry = await indexEntry(sb, "a.txt");
+      expect(entry.ctime).toBe(loaded); // cached, not smudged
+      expect(entry.size).toBe(5);
+      const before = await agent(sb, "stat -c %.9Y a.txt");
+      const [mtime] = (await agent(sb, FORGE("a.txt", "ZZZZ\\n"))).split(" ");
+      expect(mtime).toBe(before); // the agent did restore the mtime exactly
+      const p = await computePatch(sb, baseline);
+      expect(p.filesChanged).toEqual(["a.txt"]);
+      expect(p.patch).toMatch(/^-AAAA$/m);
+      expect(p.patch).toMatch(/^\+ZZZZ$/m);
+      // The same again from the 4-exec path and without the cache: the same patch.
+      expect((await computePatch(sb, baseline, { execs: 4 })).patch).toBe(p.patch);
+      expect((await computePatch(sb, baseline, { statCache: false })).patch).toBe(p.patch);
+    });
+  });
+
+  it("a file written in the baseline's last second keeps no stat data, so a same-second forged rewrite reaches the patch", async () => {
+    const dir = hostDir({ "a.txt": "AAAA\n" });
+    await withSandbox(async (sb) => {
+      await loadRepo(sb, { path: dir });
+      let checked = 0;
+      for (let i = 0; i < 6 && checked < 2; i++) {
+        const body = `r${i}r\n`;
+        const written = Number(await agent(sb, `printf '${body.replace("\n", "\\n")}' > r.txt; stat -c %Z r.txt`));
+        const baseline = await snapshotBaseline(sb);
+        // Right away, likely in the same second as the write the baseline recorded.
+        const [, ctime] = (await agent(sb, FORGE("r.txt", `X${i}X\\n`))).split(" ");
+        const ended = Number(await agent(sb, "date +%s"));
+        const entry = await indexEntry(sb, "r.txt");
+        // Written within the second before the baseline ended (or later): no stat data recorded.
+        if (written >= ended - 1) {
+          checked++;
+          expect(entry.ctime).toBe(0);
+        }
+        const p = await computePatch(sb, baseline);
+        expect(p.filesChanged, `write ${written}, rewrite ${ctime}`).toEqual(["r.txt"]);
+        expect(p.patch).toMatch(new RegExp(`^\\+X${i}X$`, "m"));
+        await agent(sb, "rm r.txt");
+        await snapshotBaseline(sb);
+      }
+      expect(checked).toBeGreaterThan(0);
+    });
+  });
+
+  it("the patch after setup-like changes hashes from the kept index and matches a patch made without it", async () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 200; i++) files[`f${i}.txt`] = `file ${i}\n`;
+    const dir = hostDir(files);
+    await withSandbox(async (sb) => {
+      const { baseline } = await loadRepo(sb, { path: dir });
+      await agent(sb, "printf 'changed\\n' > f7.txt; rm f9.txt; printf 'new\\n' > n.txt; chmod +x f11.txt");
+      const cached = await computePatch(sb, baseline);
+      const uncached = await computePatch(sb, baseline, { statCache: false });
+      expect(cached.filesChanged).toEqual(["f11.txt", "f7.txt", "f9.txt", "n.txt"]);
+      expect(cached.patch).toBe(uncached.patch);
+      expect(cached.diffstat).toBe(uncached.diffstat);
+      expect(cached.tree).toBe(uncached.tree);
+    });
+  });
+});
