@@ -12,6 +12,8 @@ const Env = z.object({
   PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),
   PATCHBAY_CONCURRENCY: z.coerce.number().int().positive().default(2),
   PATCHBAY_WORKER_ID: z.string().optional(),
+  /** Warm sandboxes a worker keeps ready per kind (default: its concurrency); 0 turns the pool off. */
+  PATCHBAY_POOL: z.coerce.number().int().min(0).optional(),
   // Reliability timings; the defaults suit minute-long jobs, tests shorten them.
   PATCHBAY_LOCK_MS: z.coerce.number().int().positive().default(60_000),
   PATCHBAY_STALLED_MS: z.coerce.number().int().positive().default(15_000),
@@ -54,6 +56,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     model: e.PATCHBAY_MODEL,
     concurrency: e.PATCHBAY_CONCURRENCY,
     workerId: e.PATCHBAY_WORKER_ID,
+    poolSize: e.PATCHBAY_POOL,
     lockDurationMs: e.PATCHBAY_LOCK_MS,
     stalledIntervalMs: e.PATCHBAY_STALLED_MS,
     reapEveryMs: e.PATCHBAY_REAP_MS,

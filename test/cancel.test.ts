@@ -59,7 +59,7 @@ async function waitForEvent(c: PatchbayClient, id: string, type: TranscriptEvent
 /** Resolves once the job's long command runs (its first step shows in the sandbox). */
 async function running(c: PatchbayClient, id: string) {
   await waitForEvent(c, id, "tool_call");
-  await untilInContainer(await jobContainer(id), "grep -qx x /workspace/clamp.py");
+  await untilInContainer(await jobContainer(id, c), "grep -qx x /workspace/clamp.py");
 }
 
 async function transcript(c: PatchbayClient, id: string) {

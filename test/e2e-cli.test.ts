@@ -112,7 +112,7 @@ describe("patchbay CLI end to end", () => {
     // The job's own timeout is far off and its command sleeps 300 s: only the cancel ends it.
     const id = await client.enqueue({ task: "long-running job to cancel", repo: { path: CLAMP } });
     await waitForEvent(client, id, "tool_call");
-    await untilInContainer(await jobContainer(id), "grep -qx x /workspace/clamp.py"); // its command runs
+    await untilInContainer(await jobContainer(id, client), "grep -qx x /workspace/clamp.py"); // its command runs
     const r = await cli(["cancel", id], env);
     expect(r.stdout).toMatch(new RegExp(`${id} signalled`));
     const result = await client.waitForResult(id, { timeoutMs: 120_000 });

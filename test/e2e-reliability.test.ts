@@ -61,7 +61,7 @@ describe("reliability", () => {
 
   const setup = async (n: number, extra: Record<string, string> = {}) => {
     const name = `rel-${++queue}`;
-    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: name, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "3000", PATCHBAY_STALLED_MS: "1000", PATCHBAY_REAP_MS: "1000", PATCHBAY_HEARTBEAT_MS: "1000", PATCHBAY_DRAIN_MS: "20000", ...extra };
+    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: name, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "3000", PATCHBAY_STALLED_MS: "1000", PATCHBAY_REAP_MS: "1000", PATCHBAY_HEARTBEAT_MS: "1000", PATCHBAY_DRAIN_MS: "20000", PATCHBAY_POOL: "0", ...extra }; // counts each worker's job sandboxes (no warm pool)
     workers = Array.from({ length: n }, (_, i) => {
       const w = startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "1", PATCHBAY_WORKER_ID: workerId(name, i) });
       idOf.set(w, workerId(name, i));

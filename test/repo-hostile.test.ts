@@ -317,13 +317,10 @@ describe("3. failures that are the repo's fault are RepoErrors (not retried)", (
     const [file, evil] = [await tarball([{ name: "a.txt", body: "a" }]), await tarball([{ name: "l", type: "symlink", linkname: "/etc" }, { name: "l/x", body: "x" }])];
     const archive = await repoArchive({ archive: file });
     fs.copyFileSync(evil, file); // rewritten in place, before the stream is read
-    const sb = {
-      files: {
-        // Like the engine: the upload fails with its own error when the stream breaks.
-        putArchive: (_dir: string, s: NodeJS.ReadableStream) =>
-          new Promise<void>((resolve, reject) => (s.on("error", () => reject(new Error("engine: unexpected EOF"))), s.on("end", resolve), s.resume())),
-      },
-    } as unknown as Sandbox;
+    // Like the engine: the upload fails with its own error when the stream breaks (both load paths).
+    const upload = (_dir: string, s: NodeJS.ReadableStream) =>
+      new Promise<void>((resolve, reject) => (s.on("error", () => reject(new Error("engine: unexpected EOF"))), s.on("end", resolve), s.resume()));
+    const sb = { files: { putArchive: upload }, putTarStream: (dir: string, s: NodeJS.ReadableStream) => upload(dir, s).then(() => true) } as unknown as Sandbox;
     const err = await loadRepo(sb, { archive: file }, { prepared: Promise.resolve(archive) }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RepoError);
     expect(String(err)).toMatch(/under the symlink "l"/);

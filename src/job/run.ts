@@ -9,6 +9,7 @@ import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } 
 import type { EgressProxy, EgressSession } from "../net/proxy.js";
 import { Sandbox } from "../sandbox/sandbox.js";
 import { mountsFor, prepareEgress, runSetup, SetupError } from "./setup.js";
+import type { SandboxPool } from "../sandbox/pool.js";
 import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 import { Toolbox, type ToolUseBlock } from "../tools/index.js";
 
@@ -26,6 +27,8 @@ export interface RunJobOptions {
   queuedMs?: number;
   /** Called once the sandbox is ready, e.g. so a worker can kill it on a hard deadline. */
   onSandbox?: (sb: Sandbox) => void;
+  /** A worker's warm pool: the sandbox is taken from it when it has one of the job's kind. */
+  pool?: Pick<SandboxPool, "take">;
   /** See LoopOptions.stopAfterTurn: e.g. a batch's shared budget. */
   stopAfterTurn?: (costUsd: number) => Promise<string | undefined>;
   /** The setup phase's egress proxy (default: the process's own; tests pass one with test-only options). */
@@ -72,10 +75,10 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     // The repo is read (or cloned) on the host while the sandbox starts.
     prepared = repoArchive(spec.repo);
     prepared.catch(() => {}); // awaited below; a failure there is the job's
-    sandbox = await Sandbox.create({
-      image: spec.image ?? config.image,
-      limits: spec.limits,
-      runtime: spec.runtime,
+    const kind = { image: spec.image ?? config.image, limits: spec.limits, runtime: spec.runtime };
+    // A warm sandbox has no extra mounts: a job with a setup egress gets its own.
+    sandbox = (egress ? undefined : opts.pool?.take(kind, timeoutSec + 600)) ?? await Sandbox.create({
+      ...kind,
       jobId,
       owner: opts.owner,
       labels: opts.labels,

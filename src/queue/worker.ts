@@ -16,6 +16,7 @@ import { workerMetrics } from "../metrics.js";
 import type { JobData } from "./client.js";
 import { LABEL, localOwnerAlive, ownerIsLocal, processOwnerId, reap } from "../sandbox/docker.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
+import { SandboxPool } from "../sandbox/pool.js";
 import { emptyResult, parseJobSpec, type JobResult, type TranscriptEvent } from "../spec.js";
 
 export interface WorkerOptions {
@@ -27,6 +28,8 @@ export interface WorkerOptions {
   /** Where log lines go; default: workerLogger (stderr) in logFormat. */
   log?: Log;
   logFormat?: LogFormat;
+  /** Warm sandboxes kept ready (see src/sandbox/pool.ts); default PATCHBAY_POOL, else the concurrency; 0: off. */
+  pool?: number;
   /** Serve Prometheus metrics at http://HOST:PORT/metrics ("PORT" alone binds 127.0.0.1); off when unset. */
   metricsPort?: number | string;
 }
@@ -114,6 +117,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     }
   };
   const reaper = setInterval(runReaper, config.reapEveryMs);
+  const pool = new SandboxPool({ size: opts.pool ?? config.poolSize ?? opts.concurrency ?? config.concurrency, owner: id, labels: { [LABEL.queue]: queueName }, log: (m) => log(m, { level: "warn" }) });
 
   // Cancellation from any host: `patchbay cancel` publishes the job id here.
   if (config.cancelPubSub) {
@@ -145,7 +149,10 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     // A batch whose budget is spent (or that was cancelled): the job ends at once, without a sandbox.
     const early = await batch.start(job.data, jobId, attempt).catch((err: unknown) => (active.delete(jobId), Promise.reject(err)));
     const streamKey = k.events(jobId);
+    // No warm sandbox is made while this job is being set up (it would compete for the CPU).
+    const setupDone = pool.setupStarted();
     const onEvent = (e: TranscriptEvent) => {
+      if (e.type === "sandbox_ready") setupDone();
       metrics.observe(e);
       // In order on one connection; ioredis queues them while Redis is away.
       entry.lastWrite = redis
@@ -182,9 +189,11 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       model: opts.model?.(),
       queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
       onSandbox: (sb) => (entry.sandbox = sb),
+      pool,
       stopAfterTurn: batch.stopAfterTurn(job.data, jobId, attempt),
     });
     entry.done = run.then(() => {}, () => {});
+    void entry.done.then(setupDone);
     try {
       const result = await Promise.race([run, hardDeadline]);
       if (entry.ctl.signal.reason === "abandoned") return never();
@@ -249,6 +258,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     (closing ??= (async () => {
       log(`draining (${active.size} active, deadline ${deadlineMs} ms)`);
       health.close();
+      const pooled = pool.close(); // warm sandboxes go at once; no more are made
       clearInterval(heartbeat);
       clearInterval(reaper);
       // worker.close() waits for active jobs with no timeout of its own: race it with the deadline.
@@ -263,6 +273,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         await Promise.race([Promise.all(left.map((a) => Promise.all([a.done, a.sandbox?.destroy().catch(() => {})]))), sleep(20_000)]);
       }
       clearInterval(cancelPoll);
+      await pooled;
       await metrics.close();
       await sub.quit().catch(() => sub.disconnect());
       await redis.del(k.heartbeat(id)).catch(() => {});

@@ -130,6 +130,11 @@ export class FileAgent {
     this.argv = opts.argv ?? ["python3", "-I", "-S", "-u", "-c", AGENT];
   }
 
+  /** Not failed: running, or never started (an image without python3 stays on the archive API). */
+  get alive(): boolean {
+    return !this.proc || this.proc.alive;
+  }
+
   /** Starts the agent; resolves false when the image cannot run it (no python3). */
   start(): Promise<boolean> {
     this.starting ??= (async () => {

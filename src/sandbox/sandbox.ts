@@ -34,6 +34,8 @@ export interface ExecResult {
 
 export class Sandbox {
   private destroyed?: Promise<void>;
+  /** When the reaper may remove it whatever its owner (epoch seconds). */
+  deadline = 0;
 
   private constructor(
     readonly name: string,
@@ -67,6 +69,7 @@ export class Sandbox {
     const shell = new Shell(container);
     const agent = new FileAgent(container);
     const sandbox = new Sandbox(name, container, volume, shell, new Files(container, agent), agent);
+    sandbox.deadline = deadline;
     try {
       // The file agent may be unable to run (an image without python3): files then use the archive API.
       await Promise.all([shell.start(), agent.start()]);
@@ -149,6 +152,11 @@ export class Sandbox {
   /** Kills every process of the agent's uid (see Shell.killAgent); resolves to how many. */
   killAgentProcesses(opts: { keepShell?: boolean } = {}): Promise<number> {
     return this.shell.killAgent(opts);
+  }
+
+  /** False once destroyed, or once its shell's or file agent's connection dropped (a warm sandbox not worth handing out). */
+  get alive(): boolean {
+    return !this.destroyed && this.shell.alive && this.agent.alive;
   }
 
   /** Removes the container and its volume. Idempotent; safe to call concurrently. */

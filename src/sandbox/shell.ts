@@ -174,6 +174,11 @@ export class Shell {
     });
   }
 
+  /** The shell's connection is up (it is replaced on the next command otherwise). */
+  get alive(): boolean {
+    return Boolean(this.proc?.alive);
+  }
+
   /** Runs one command in the persistent shell. Commands are serialised. */
   run(command: string, opts: RunOptions = {}): Promise<RunResult> {
     const next = this.queue.then(() => this.runNow(command, opts));

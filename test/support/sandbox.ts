@@ -43,8 +43,15 @@ export async function untilInContainer(container: Docker.Container, cmd: string)
   }
 }
 
-/** The container of a job (found by its label once it exists). */
-export async function jobContainer(jobId: string): Promise<Docker.Container> {
+/**
+ * The container of a job, once it exists: by the job's sandbox_ready event when a client is given
+ * (a warm pool's sandbox carries no job label), else by its label.
+ */
+export async function jobContainer(jobId: string, client?: { watch(id: string): AsyncIterable<{ type: string; container?: string }> }): Promise<Docker.Container> {
+  if (client) {
+    for await (const e of client.watch(jobId)) if (e.type === "sandbox_ready" && e.container) return docker().getContainer(e.container);
+    throw new Error(`job ${jobId} ended without a sandbox`);
+  }
   for (;;) {
     const [c] = await docker().listContainers({ filters: { label: [`${LABEL.job}=${jobId}`] } });
     if (c) return docker().getContainer(c.Id);

@@ -1,0 +1,159 @@
+// A warm pool per worker: sandboxes created, started, with shell, supervisor and file agent
+// attached, before a job needs one, so a job's dequeue→ready is the repo load alone. Kept per
+// image/limits/runtime (the default one, plus the latest other one jobs asked for). Refilled in
+// the background one at a time, and only while none of the worker's own jobs is being set up (it
+// never competes with a job for the CPU). A pool sandbox serves one job at most: taking it removes
+// it from the pool for good. Pool sandboxes carry the worker's owner and queue labels, so the
+// reaper removes a dead worker's pool like its jobs' sandboxes; close() removes them on drain.
+import { defaults, loadConfig } from "../config.js";
+import { defaultLimits } from "./docker.js";
+import { Sandbox, type SandboxOptions } from "./sandbox.js";
+
+export const POOL_LABEL = "patchbay.pool";
+
+export interface PoolOptions {
+  /** Warm sandboxes kept per kind; 0 turns the pool off. */
+  size: number;
+  owner?: string;
+  labels?: Record<string, string>;
+  log?: (msg: string) => void;
+  /** Kinds kept warm at once (the default one and the latest others asked for). */
+  maxKinds?: number;
+}
+
+type Kind = Pick<SandboxOptions, "image" | "limits" | "runtime">;
+
+export class SandboxPool {
+  private readonly idle = new Map<string, Sandbox[]>();
+  /** Kinds to keep warm, most recently asked for last. */
+  private readonly kinds = new Map<string, Kind>();
+  private setups = 0;
+  private closed = false;
+  private wake?: () => void;
+  private readonly loop: Promise<void>;
+  private failures = 0;
+  /** Sandboxes made and taken since start (for tests and the bench). */
+  readonly stats = { made: 0, taken: 0, missed: 0 };
+
+  constructor(private readonly opts: PoolOptions) {
+    const d = normalise({});
+    this.kinds.set(d.key, d.kind);
+    this.loop = opts.size > 0 ? this.refill() : Promise.resolve();
+  }
+
+  /** How many warm sandboxes are waiting, in all. */
+  get size(): number {
+    let n = 0;
+    for (const list of this.idle.values()) n += list.length;
+    return n;
+  }
+
+  /**
+   * A warm sandbox for these options, or undefined (the caller creates one). One whose deadline
+   * leaves less than `minLifeSec`, or whose connections dropped, is removed instead.
+   */
+  take(opts: Kind, minLifeSec: number): Sandbox | undefined {
+    if (this.closed || this.opts.size <= 0) return undefined;
+    const { key, kind } = normalise(opts);
+    this.kinds.delete(key);
+    this.kinds.set(key, kind);
+    for (const k of [...this.kinds.keys()].slice(0, Math.max(0, this.kinds.size - (this.opts.maxKinds ?? 2)))) {
+      if (k === normalise({}).key) continue;
+      this.kinds.delete(k);
+      for (const sb of this.idle.get(k)?.splice(0) ?? []) void sb.destroy().catch(() => {});
+    }
+    const list = this.idle.get(key) ?? [];
+    while (list.length) {
+      const sb = list.shift()!;
+      if (sb.alive && sb.deadline - Date.now() / 1000 >= minLifeSec) {
+        this.stats.taken++;
+        this.poke();
+        return sb;
+      }
+      void sb.destroy().catch(() => {});
+    }
+    this.stats.missed++;
+    this.poke();
+    return undefined;
+  }
+
+  /** A job of this worker is being set up: no refill until the returned function is called. */
+  setupStarted(): () => void {
+    this.setups++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.setups--;
+      this.poke();
+    };
+  }
+
+  /** Stops refilling and removes every warm sandbox. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.poke();
+    await this.loop;
+    const all = [...this.idle.values()].flat();
+    this.idle.clear();
+    await Promise.all(all.map((sb) => sb.destroy().catch(() => {})));
+  }
+
+  private poke(): void {
+    this.wake?.();
+  }
+
+  private sleep(ms?: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = ms === undefined ? undefined : setTimeout(() => ((this.wake = undefined), resolve()), ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve();
+      };
+    });
+  }
+
+  /** Whichever kind is short of sandboxes, the most recently asked for first. */
+  private short(): [string, Kind] | undefined {
+    const entries = [...this.kinds.entries()].reverse();
+    return entries.find(([key]) => (this.idle.get(key)?.length ?? 0) < this.opts.size);
+  }
+
+  private async refill(): Promise<void> {
+    while (!this.closed) {
+      const want = this.short();
+      if (!want || this.setups > 0) {
+        await this.sleep();
+        continue;
+      }
+      const [key, kind] = want;
+      try {
+        const sb = await Sandbox.create({
+          ...kind,
+          owner: this.opts.owner,
+          labels: { ...this.opts.labels, [POOL_LABEL]: "1" },
+          deadlineSec: defaults.sandbox.deadlineSec,
+        });
+        this.failures = 0;
+        this.stats.made++;
+        // Closed meanwhile, or the kind no longer wanted: not kept.
+        if (this.closed || !this.kinds.has(key)) await sb.destroy();
+        else this.idle.set(key, [...(this.idle.get(key) ?? []), sb]);
+      } catch (err) {
+        // The engine is down or the image missing: the worker's health gate says so; retry later.
+        const ms = Math.min(60_000, 1000 * 2 ** this.failures++);
+        this.opts.log?.(`pool: creating a warm sandbox failed (${(err as Error).message}); again in ${ms} ms`);
+        await this.sleep(ms);
+      }
+    }
+  }
+}
+
+/** The key of a sandbox kind: image, full limits, runtime. */
+function normalise(o: Kind): { key: string; kind: Kind } {
+  const kind = { image: o.image ?? loadConfig().image, limits: defaultLimits(o.limits), runtime: o.runtime ?? defaults.sandbox.runtime };
+  const l = kind.limits;
+  return { key: JSON.stringify([kind.image, kind.runtime, l.memoryMb, l.cpus, l.pids, l.diskMb, l.tmpMb, l.network]), kind };
+}
+

@@ -1,0 +1,123 @@
+// The warm pool (src/sandbox/pool.ts): a job takes a warm sandbox, the pool refills, a used
+// sandbox is never handed out again; a worker's drain removes its pool; the reaper removes a dead
+// worker's pool. Every sandbox here is scoped by its own queue label or owner.
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AnthropicModel } from "../src/agent/model.js";
+import { runJob } from "../src/job/run.js";
+import { startWorker } from "../src/queue/worker.js";
+import { docker, LABEL } from "../src/sandbox/docker.js";
+import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
+import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
+import { startRedis, startWorkerProc } from "./support/cluster.js";
+import { exists } from "./support/sandbox.js";
+import { byTurn, clampScript } from "./support/scripts.js";
+
+const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
+const tag = `pool-${process.pid}`;
+
+/** Containers (running or not) with all these labels. */
+async function containers(...labels: string[]): Promise<{ name: string; labels: Record<string, string> }[]> {
+  const list = await docker().listContainers({ all: true, filters: { label: labels } });
+  return list.map((c) => ({ name: c.Names[0]!.replace(/^\//, ""), labels: c.Labels }));
+}
+
+async function until(cond: () => Promise<boolean> | boolean): Promise<void> {
+  while (!(await cond())) await sleep(100);
+}
+
+let fake: FakeAnthropic;
+beforeAll(async () => {
+  fake = await startFakeAnthropic(byTurn(clampScript()));
+});
+afterAll(async () => {
+  await fake?.close();
+});
+
+describe("warm pool (real engine)", () => {
+  it("a job takes a warm sandbox, the pool refills, and a used sandbox is never handed out again", async () => {
+    const labels = { "patchbay.test": `${tag}-take` };
+    const pool = new SandboxPool({ size: 1, labels });
+    try {
+      await until(() => pool.size === 1);
+      const [warm] = await containers(`patchbay.test=${tag}-take`, POOL_LABEL);
+      expect(warm).toBeDefined();
+      const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
+      const used: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        // Refilled (in the background) before the next job asks.
+        await until(() => pool.size === 1);
+        let container = "";
+        const r = await runJob({ task: `clamp ${i}`, repo: { path: CLAMP } }, { model, pool, onEvent: (e) => e.type === "sandbox_ready" && (container = e.container) });
+        expect(r.status).toBe("completed");
+        expect(r.filesChanged).toEqual(["clamp.py"]);
+        used.push(container);
+        expect(await exists("container", container)).toBe(false); // removed with the job, never back in the pool
+      }
+      expect(used[0]).toBe(warm!.name);
+      expect(used[1]).not.toBe(used[0]);
+      expect(pool.stats).toMatchObject({ taken: 2, missed: 0 });
+      // A kind the pool does not hold is a miss (the job creates its own), and is kept warm from then on.
+      expect(pool.take({ limits: { pids: 200 } }, 60)).toBeUndefined();
+      await until(() => pool.size === 2);
+      const other = pool.take({ limits: { pids: 200 } }, 60)!;
+      try {
+        expect((await other.container.inspect()).HostConfig.PidsLimit).toBe(200);
+        // One whose deadline is too near for the job is not handed out.
+        await until(() => pool.size === 2);
+        expect(pool.take({ limits: { pids: 200 } }, 7 * 24 * 3600)).toBeUndefined();
+      } finally {
+        await other.destroy();
+      }
+    } finally {
+      await pool.close();
+    }
+    expect(await containers(`patchbay.test=${tag}-take`)).toEqual([]);
+  });
+
+  describe("with a worker", () => {
+    let redis: Awaited<ReturnType<typeof startRedis>>;
+    beforeAll(async () => {
+      redis = await startRedis();
+    });
+    afterAll(async () => {
+      await redis?.stop();
+    });
+
+    it("a worker keeps its pool warm (labelled with its owner and queue) and its drain removes it", async () => {
+      const queueName = `${tag}-drain`;
+      const logs: string[] = [];
+      const worker = await startWorker({ redisUrl: redis.url, queueName, concurrency: 2, log: (l) => logs.push(l) });
+      try {
+        await until(async () => (await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL)).length === 2);
+        const pooled = await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL);
+        expect(pooled.every((c) => c.labels[LABEL.worker] === worker.id)).toBe(true);
+      } finally {
+        await worker.shutdown(5000);
+      }
+      expect(await containers(`${LABEL.queue}=${queueName}`)).toEqual([]);
+      expect(logs.join("\n")).toMatch(/stopped/);
+    });
+
+    it("the reaper removes a dead worker's pool", async () => {
+      const queueName = `${tag}-dead`;
+      const w = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queueName, PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "2", PATCHBAY_REAP_MS: "1000" });
+      await w.waitFor(new RegExp(`ready: queue ${queueName}`));
+      await until(async () => (await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL)).length === 2);
+      const names = (await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL)).map((c) => c.name);
+      w.proc.kill("SIGKILL");
+      await w.exited;
+      expect(await Promise.all(names.map((n) => exists("container", n)))).toEqual([true, true]);
+      // A live worker of the queue on this host judges the dead one by its pid and reaps its pool.
+      const logs: string[] = [];
+      const survivor = await startWorker({ redisUrl: redis.url, queueName, concurrency: 1, pool: 0, log: (l) => logs.push(l) });
+      try {
+        await until(async () => (await containers(`${LABEL.queue}=${queueName}`)).length === 0);
+        await until(async () => !(await Promise.all(names.map((n) => exists("volume", `${n}-ws`)))).some(Boolean));
+        expect(logs.join("\n")).toMatch(/reaped ([2-9]|\d{2,}) containers/);
+      } finally {
+        await survivor.shutdown(5000);
+      }
+    });
+  });
+});
