@@ -1,5 +1,6 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run.
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready]
+// (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
 import { benchJob, benchQueue } from "./job.js";
@@ -7,6 +8,8 @@ import { benchCli } from "./cli.js";
 import { benchBatch } from "./batch.js";
 import { benchWeb } from "./web.js";
 import { log } from "./lib.js";
+import { benchOverhead, benchPhases } from "./speed.js";
+import { benchJobs, benchReady } from "./speed-queue.js";
 
 const sections: Record<string, () => Promise<object>> = {
   shell: benchShell,
@@ -17,10 +20,16 @@ const sections: Record<string, () => Promise<object>> = {
   cli: benchCli,
   batch: benchBatch,
   web: benchWeb,
+  // issue 12 §1, cheaper jobs: each against the old paths in the same run
+  phases: benchPhases,
+  overhead: benchOverhead,
+  jobs: benchJobs,
+  ready: benchReady,
 };
 
-const onlyArg = process.argv.indexOf("--only");
-const only = onlyArg >= 0 ? process.argv[onlyArg + 1]!.split(",") : Object.keys(sections);
+const onlyArg = process.argv.findIndex((a) => a === "--only" || a.startsWith("--only="));
+const onlyVal = onlyArg < 0 ? undefined : process.argv[onlyArg]!.startsWith("--only=") ? process.argv[onlyArg]!.slice(7) : process.argv[onlyArg + 1];
+const only = onlyVal ? onlyVal.split(",") : Object.keys(sections);
 const result: Record<string, unknown> = { host: hostname(), cpus: cpus().length, node: process.version, at: new Date().toISOString() };
 for (const name of only) {
   const fn = sections[name];

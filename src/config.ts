@@ -14,6 +14,8 @@ const Env = z.object({
   PATCHBAY_WORKER_ID: z.string().optional(),
   /** Warm sandboxes a worker keeps ready per kind (default: its concurrency); 0 turns the pool off. */
   PATCHBAY_POOL: z.coerce.number().int().min(0).optional(),
+  /** "0": the slower paths this release replaced (archive API load, no stat cache, 4-exec patch), for the bench's same-run baselines. */
+  PATCHBAY_FAST_PATHS: z.enum(["0", "1"]).default("1"),
   // Reliability timings; the defaults suit minute-long jobs, tests shorten them.
   PATCHBAY_LOCK_MS: z.coerce.number().int().positive().default(60_000),
   PATCHBAY_STALLED_MS: z.coerce.number().int().positive().default(15_000),
@@ -57,6 +59,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     concurrency: e.PATCHBAY_CONCURRENCY,
     workerId: e.PATCHBAY_WORKER_ID,
     poolSize: e.PATCHBAY_POOL,
+    fastPaths: e.PATCHBAY_FAST_PATHS === "1",
     lockDurationMs: e.PATCHBAY_LOCK_MS,
     stalledIntervalMs: e.PATCHBAY_STALLED_MS,
     reapEveryMs: e.PATCHBAY_REAP_MS,

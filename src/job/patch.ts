@@ -3,6 +3,7 @@
 // stashes don't matter, and nothing in the repo's own config (filters, diff.noprefix, external
 // diff, textconv, color…) applies.
 import { isUtf8 } from "node:buffer";
+import { loadConfig } from "../config.js";
 import { PRIVATE_DIR } from "../sandbox/docker.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 
@@ -199,6 +200,7 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
   for (const id of [baseline, ...(v ? [v.patchTree, v.verifyTree] : [])]) if (!TREE_ID.test(id)) throw new Error(`computePatch: bad tree id "${id}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
   const args = [baseline, ...(v ? [v.patchTree, v.verifyTree] : [])];
+  opts = { ...fastDefaults(), ...opts };
   if (opts.execs === 4) return computePatchFourExecs(sb, baseline, args, maxBytes, opts.statCache);
   const env = [`PB_MAX=${maxBytes}`, ...statCacheEnv(opts.statCache)];
   const r = await sb.exec(["bash", "-c", PATCH_SCRIPT, "patchbay", ...args], { env, timeoutSec: 600, maxBytes: maxBytes + 2 * LIST_MAX + 4096, ...ROOT });
@@ -240,7 +242,10 @@ async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: 
   return { patch: patch.toString("utf8"), diffstat: p.diffstat, filesChanged: p.filesChanged, bytes: patch.length, truncated: false, tree: p.final };
 }
 
-const statCacheEnv = (on?: boolean) => (on === false ? ["PB_STAT_CACHE=0"] : []);
+const statCacheEnv = (on = fastDefaults().statCache) => (on === false ? ["PB_STAT_CACHE=0"] : []);
+
+/** PATCHBAY_FAST_PATHS=0: no stat cache and the 4-exec patch (the bench's baseline). */
+const fastDefaults = (): { statCache?: boolean; execs?: 1 | 4 } => (loadConfig().fastPaths ? {} : { statCache: false, execs: 4 });
 
 async function git(sb: Sandbox, argv: string[], maxBytes?: number) {
   const r = await sb.exec(argv, { env: DIFF_ENV, timeoutSec: 600, ...ROOT, ...(maxBytes !== undefined ? { maxBytes } : {}) });

@@ -5,6 +5,7 @@
 // repo that cannot be loaded fails as a RepoError, which is not retried.
 import fs from "node:fs/promises";
 import path from "node:path";
+import { loadConfig } from "../config.js";
 import { writeBaseline } from "./patch.js";
 import { tarArchive } from "./repo-archive.js";
 import { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, RepoError, type RepoArchive } from "./repo-common.js";
@@ -70,7 +71,8 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   archive.stream.once("error", (err) => (broken = err));
   try {
     // Through tar in the sandbox (one exec); the archive API where the image has no tar.
-    if (opts.via === "archive" || !(await sb.putTarStream("/workspace", archive.stream))) await sb.files.putArchive("/workspace", archive.stream);
+    const via = opts.via ?? (loadConfig().fastPaths ? "stream" : "archive");
+    if (via === "archive" || !(await sb.putTarStream("/workspace", archive.stream))) await sb.files.putArchive("/workspace", archive.stream);
     if (broken) throw broken; // a stream cut short is never a loaded repo
   } catch (err) {
     throw broken instanceof RepoError ? broken : err;

@@ -1,0 +1,99 @@
+// Queue rows of issue 12 §1, through real worker processes (the compiled CLI, so build first):
+// - jobs: jobs/min of scripted 10-tool-call jobs on a 1,000-file repo, 1 worker × 2 and × 4 slots;
+// - ready: dequeue → sandbox ready (repo loaded), one job at a time, at 1k, 10k and 50k files.
+// Each against "legacy" (PATCHBAY_FAST_PATHS=0, PATCHBAY_POOL=0) in the same run.
+import { spawn } from "node:child_process";
+import { rmSync } from "node:fs";
+import { PatchbayClient } from "../src/queue/client.js";
+import { startFakeAnthropic } from "../test/support/fake-anthropic.js";
+import { byTurn, tenToolScript } from "../test/support/scripts.js";
+import { log, median, round } from "./lib.js";
+import { makeRepo } from "./speed.js";
+
+const CLI = new URL("../dist/cli.js", import.meta.url).pathname;
+const MODES = { legacy: { PATCHBAY_FAST_PATHS: "0", PATCHBAY_POOL: "0" }, fast: { PATCHBAY_FAST_PATHS: "1", PATCHBAY_POOL: "0" }, fast_pool: { PATCHBAY_FAST_PATHS: "1" } } as const;
+type Mode = keyof typeof MODES;
+
+async function run(mode: Mode, concurrency: number, jobs: number, repo: string, fakeUrl: string, oneAtATime = false) {
+  const queueName = `bench-speed-${mode}-${concurrency}-${Date.now()}`;
+  const env = { ...process.env, ...MODES[mode], PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fakeUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: String(concurrency) };
+  const proc = spawn(process.execPath, [CLI, "worker"], { env, stdio: ["ignore", "ignore", "pipe"] });
+  let buf = "";
+  await new Promise<void>((resolve, reject) => {
+    proc.stderr!.on("data", (d) => ((buf += d), /ready: queue/.test(buf) && resolve()));
+    proc.once("exit", (c) => reject(new Error(`worker exited ${c}: ${buf}`)));
+  });
+  const client = new PatchbayClient({ queueName });
+  try {
+    // The pool fills before the first job (a worker that has been up a while has it warm).
+    if (mode === "fast_pool") await new Promise((r) => setTimeout(r, 1500 * concurrency));
+    const specs = Array.from({ length: jobs }, (_, i) => ({ task: `speed job ${i}`, repo: { path: repo } }));
+    const t0 = performance.now();
+    const ids: string[] = [];
+    if (oneAtATime) {
+      for (const s of specs) {
+        const [id] = await client.enqueueBatch([s]);
+        await client.waitForResult(id!, { timeoutMs: 600_000 });
+        ids.push(id!);
+        if (mode === "fast_pool") await new Promise((r) => setTimeout(r, 1500)); // refilled, as between real jobs
+      }
+    } else {
+      ids.push(...(await client.enqueueBatch(specs)));
+      await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 600_000 })));
+    }
+    const minutes = (performance.now() - t0) / 60_000;
+    const ready: number[] = [];
+    for (const id of ids) {
+      const job = await client.queue.getJob(id);
+      const r = await client.result(id);
+      if (r?.status !== "completed") throw new Error(`bench job ${id} ended ${r?.status}: ${r?.error}`);
+      for await (const e of client.watch(id, { follow: false })) if (e.type === "sandbox_ready") ready.push(Date.parse(e.ts) - job!.processedOn!);
+    }
+    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready), 1) };
+  } finally {
+    await client.queue.obliterate({ force: true }).catch(() => {});
+    await client.close();
+    proc.kill("SIGTERM");
+    await new Promise((r) => (proc.exitCode !== null ? r(null) : proc.once("exit", r)));
+  }
+}
+
+export async function benchJobs() {
+  const fake = await startFakeAnthropic(byTurn(tenToolScript()));
+  const repo = makeRepo(1000);
+  try {
+    const out: Record<string, unknown> = {};
+    for (const c of [2, 4]) {
+      for (const mode of ["legacy", "fast_pool"] as const) {
+        log(`jobs (${mode}): 20 scripted 10-tool-call jobs, 1,000 files, 1 worker × ${c}`);
+        out[`1x${c}_${mode}`] = await run(mode, c, 20, repo, fake.url);
+      }
+    }
+    return { repo_files: 1000, ...out };
+  } finally {
+    rmSync(repo, { recursive: true, force: true });
+    await fake.close();
+  }
+}
+
+export async function benchReady() {
+  const fake = await startFakeAnthropic(byTurn(tenToolScript(1)));
+  try {
+    const out: Record<string, unknown> = {};
+    for (const files of [1000, 10_000, 50_000]) {
+      const repo = makeRepo(files);
+      try {
+        for (const mode of ["legacy", "fast", "fast_pool"] as const) {
+          log(`ready (${mode}): dequeue → ready, ${files} files, one job at a time`);
+          const r = await run(mode, 1, files >= 50_000 ? 3 : 5, repo, fake.url, true);
+          out[`${files}_${mode}`] = r.dequeue_to_ready_ms;
+        }
+      } finally {
+        rmSync(repo, { recursive: true, force: true });
+      }
+    }
+    return { dequeue_to_ready_ms: out };
+  } finally {
+    await fake.close();
+  }
+}
