@@ -79,7 +79,7 @@ describe("repo load: stream vs archive API (real engine)", () => {
     expect(stream).toMatch(/^regular file 444 agent:agent 19 \d+ \.\/ro\/inside\.txt /m);
     expect(stream).toMatch(/^symlink \.\/out-link -> \.\.\/escapes$/m);
     expect(stream).toMatch(/ünï cödé\ttab\.txt/);
-  });
+  }, 240_000);
 
   it("a tar archive with hard links loads the same byte for byte both ways", async () => {
     const pack = tar.pack();
@@ -99,7 +99,7 @@ describe("repo load: stream vs archive API (real engine)", () => {
     expect(noGit(stream)).toMatch(/\.\/sub\/x /);
     expect(stream).toMatch(/^regular file 600 agent:agent 12 1500000000 \.\/a\.txt /m);
     expect(stream.trim().split("\n").at(-1)).toBe("2"); // a.txt and b.txt are one inode
-  });
+  }, 240_000);
 
   describe("an image without tar", () => {
     const image = `patchbay-test-notar:${process.pid}`;
@@ -126,6 +126,6 @@ describe("repo load: stream vs archive API (real engine)", () => {
       } finally {
         await sb.destroy();
       }
-    });
+    }, 300_000);
   });
 });
