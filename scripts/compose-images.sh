@@ -47,8 +47,12 @@ if [ -z "$offline" ] && pullable node:20-bookworm-slim && pullable debian:bookwo
 fi
 
 export DOCKER_BUILDKIT=0 # the classic builder: no buildx needed, FROM a local image works offline
-build() { # quiet unless it fails (the classic builder's deprecation notice included)
-  docker build -q --network none "$@" >"$STATE/build.log" 2>&1 || { cat "$STATE/build.log" >&2; return 1; }
+build() { # TAG ARGS...: quiet unless it fails (the classic builder's deprecation notice included)
+  local tag="$1" old; shift
+  old="$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)"
+  docker build -q --network none -t "$tag" "$@" >"$STATE/build.log" 2>&1 || { cat "$STATE/build.log" >&2; return 1; }
+  # The image this one replaces, unless a container still uses it (its layers are mostly shared).
+  if [ -n "$old" ] && [ "$old" != "$(docker image inspect -f '{{.Id}}' "$tag")" ]; then docker rmi "$old" >/dev/null 2>&1 || true; fi
 }
 base_tag="patchbay-compose-base:$base_hash"
 if [ -z "$(docker image ls -q "$base_tag")" ]; then
@@ -58,8 +62,8 @@ fi
 
 if [ $force = 1 ] || [ "$(label_of $REDIS_TAG)" != "$redis_hash" ]; then
   say "building $REDIS_TAG (recipe $redis_hash)"
-  build -f images/redis/Dockerfile.offline --build-arg "BASE=$base_tag" \
-    --label "patchbay.recipe=$redis_hash" -t "$REDIS_TAG" images/redis
+  build "$REDIS_TAG" -f images/redis/Dockerfile.offline --build-arg "BASE=$base_tag" \
+    --label "patchbay.recipe=$redis_hash" images/redis
 fi
 
 if [ $force = 1 ] || [ "$(label_of $WORKER_TAG)" != "$worker_hash" ]; then
@@ -81,8 +85,8 @@ if [ $force = 1 ] || [ "$(label_of $WORKER_TAG)" != "$worker_hash" ]; then
   cp -a bin dist "$ctx/app/"
   cp -a images/sandbox "$ctx/app/images/sandbox"
   say "building $WORKER_TAG (recipe $worker_hash)"
-  build -f images/worker/Dockerfile.offline --build-arg "BASE=$base_tag" \
-    --label "patchbay.recipe=$worker_hash" -t "$WORKER_TAG" "$ctx"
+  build "$WORKER_TAG" -f images/worker/Dockerfile.offline --build-arg "BASE=$base_tag" \
+    --label "patchbay.recipe=$worker_hash" "$ctx"
   rm -rf "$ctx"
 fi
 say "built $WORKER_TAG ($worker_hash) and $REDIS_TAG ($redis_hash) offline"
