@@ -31,7 +31,7 @@ const GRACE_MS = 45_000; // docker-compose.yml's stop_grace_period for workers
 function composeEnv(repos: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!/^(PATCHBAY_|ANTHROPIC_|REDIS_URL$|COMPOSE_|DOCKER_HOST$)/.test(k)) env[k] = v;
-  return { ...env, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REPOS: repos, PATCHBAY_CONCURRENCY: "1" };
+  return { ...env, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REPOS: repos, PATCHBAY_EGRESS_DIR: join(repos, "../egress"), PATCHBAY_CONCURRENCY: "1" };
 }
 
 function override(redisPort: number): string {
@@ -200,6 +200,15 @@ describe("docker-compose deployment, end to end", () => {
     const all = [...new Set([...drained, ...queued, ...more])]; // no job of the drain is lost either
     const results = await waitAll(all);
     expect(results.map((r) => r.status)).toEqual(all.map(() => "completed"));
+  }, 300_000);
+
+  it("setup network: the sandbox reaches the proxy in its worker's container through the per-job socket (mounted by its host path)", async () => {
+    // Off the list, so the proxy refuses it without going out (this engine's networks have no route out).
+    const setup = `python3 -c "import urllib.request as u; u.urlopen('http://off-list.example/', timeout=30)" || true`;
+    const id = await client.enqueue({ task: "egress", repo: { path: tiny() }, setup, network: { setup: { allow: ["allowed.example"] } } });
+    const [r] = await waitAll([id]);
+    expect(r!.status, r!.error ?? "").toBe("completed");
+    expect(r!.egress).toMatchObject({ allowed: 0, refused: 1 });
   }, 300_000);
 
   it("`docker-compose down -v` leaves no container, volume or network of the project, and no sandbox", async () => {

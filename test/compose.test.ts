@@ -95,6 +95,9 @@ describe("docker-compose.yml (validated by docker-compose config)", () => {
     expect(vols).toMatch(/- \/var\/run\/docker\.sock:\/var\/run\/docker\.sock(:rw)?$/m);
     // The same absolute path inside as outside: a path the host's client checked is the one the worker reads.
     expect(vols).toMatch(/^\s*- \/srv\/patchbay\/repos:\/srv\/patchbay\/repos:ro$/m);
+    // The egress proxy's sockets: the engine mounts them into sandboxes by their host path.
+    expect(vols).toMatch(/^\s*- \/var\/tmp\/patchbay-egress:\/var\/tmp\/patchbay-egress(:rw)?$/m);
+    expect(block(service("worker"), "environment", 4)).toMatch(/PATCHBAY_EGRESS_DIR: \/var\/tmp\/patchbay-egress$/m);
   });
 
   it("worker: scalable (no container_name, no host ports), no second init (the image's tini is PID 1), a grace period longer than the drain", () => {
