@@ -17,8 +17,15 @@ const Env = z.object({
   /** "0": the slower paths this release replaced (archive API load, no stat cache, 4-exec patch), for the bench's same-run baselines. */
   PATCHBAY_FAST_PATHS: z.enum(["0", "1"]).default("1"),
   // Reliability timings; the defaults suit minute-long jobs, tests shorten them.
-  PATCHBAY_LOCK_MS: z.coerce.number().int().positive().default(60_000),
-  PATCHBAY_STALLED_MS: z.coerce.number().int().positive().default(15_000),
+  // A dead worker's job is taken up again within LOCK_MS + STALLED_MS (25 s); the lock is renewed
+  // every LOCK_RENEW_MS (default LOCK_MS / 4), so a worker must be stuck for 15 s to lose one.
+  PATCHBAY_LOCK_MS: z.coerce.number().int().positive().default(20_000),
+  PATCHBAY_LOCK_RENEW_MS: z.coerce.number().int().positive().optional(),
+  PATCHBAY_STALLED_MS: z.coerce.number().int().positive().default(5_000),
+  /** Checkpoints after each turn (resume instead of restart); "0" turns them off. */
+  PATCHBAY_CHECKPOINTS: z.enum(["0", "1"]).default("1"),
+  /** A checkpoint (conversation and patch, as JSON) over this many bytes is not stored; the last one that fit stays. */
+  PATCHBAY_CHECKPOINT_MAX_BYTES: z.coerce.number().int().positive().default(8 * 1024 * 1024),
   PATCHBAY_REAP_MS: z.coerce.number().int().positive().default(60_000),
   PATCHBAY_DRAIN_MS: z.coerce.number().int().positive().default(30_000),
   /** A job still running this long past its own timeout has its sandbox killed. */
@@ -61,6 +68,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     poolSize: e.PATCHBAY_POOL,
     fastPaths: e.PATCHBAY_FAST_PATHS === "1",
     lockDurationMs: e.PATCHBAY_LOCK_MS,
+    lockRenewMs: Math.min(e.PATCHBAY_LOCK_RENEW_MS ?? Math.floor(e.PATCHBAY_LOCK_MS / 4), e.PATCHBAY_LOCK_MS),
+    checkpoints: e.PATCHBAY_CHECKPOINTS === "1",
+    checkpointMaxBytes: e.PATCHBAY_CHECKPOINT_MAX_BYTES,
     stalledIntervalMs: e.PATCHBAY_STALLED_MS,
     reapEveryMs: e.PATCHBAY_REAP_MS,
     drainDeadlineMs: e.PATCHBAY_DRAIN_MS,
@@ -118,7 +128,8 @@ export const defaults = {
     contextCharsBeforeShortening: 400_000,
   },
   worker: {
-    maxStalledCount: 2,
+    /** Out of reach: the worker counts stalls against the job's attempts itself (src/queue/worker.ts). */
+    maxStalledCount: 1_000,
     heartbeatTtlSec: 30,
     heartbeatEveryMs: 10_000,
     attempts: 3,
@@ -127,6 +138,10 @@ export const defaults = {
     requeueMs: 1_000,
     /** A throttle shorter than this (retry-after: 0) is raised to it. */
     throttleMinMs: 1_000,
+  },
+  checkpoint: {
+    /** How long a turn waits for the store before it goes on without that checkpoint. */
+    saveWaitMs: 5_000,
   },
   transcript: {
     maxLen: 10_000,

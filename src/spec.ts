@@ -367,6 +367,11 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
   }),
   // a budget limit was reached (the job then finishes with status budget_exceeded)
   event("budget", { limit: z.enum(["usd", "inputTokens", "outputTokens"]), max: nonNegNumber(), used: nonNegNumber() }),
+  // An attempt that took up an earlier attempt's checkpoint (restored: true: the workspace and the
+  // conversation after turn `turns`, whose usage and cost count on), or could not and starts afresh (reason).
+  event("resume", { restored: z.boolean(), fromAttempt: positiveInt().optional(), turns: nonNegInt(), patchBytes: nonNegInt(), costUsd: nonNegNumber(), reason: z.string().optional() }),
+  // A checkpoint that was not stored (too big, the store away): the last one stored stays.
+  event("checkpoint", { turn: nonNegInt(), saved: z.boolean(), reason: z.string().optional() }),
 ]);
 export type TranscriptEvent = z.infer<typeof TranscriptEvent>;
 export type EventType = TranscriptEvent["type"];

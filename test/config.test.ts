@@ -13,8 +13,11 @@ describe("loadConfig", () => {
       workerId: undefined,
       poolSize: undefined,
       fastPaths: true,
-      lockDurationMs: 60_000,
-      stalledIntervalMs: 15_000,
+      lockDurationMs: 20_000,
+      lockRenewMs: 5_000,
+      checkpoints: true,
+      checkpointMaxBytes: 8 * 1024 * 1024,
+      stalledIntervalMs: 5_000,
       reapEveryMs: 60_000,
       drainDeadlineMs: 30_000,
       hardDeadlineGraceMs: 120_000,
@@ -39,15 +42,19 @@ describe("loadConfig", () => {
       PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_POOL: "0", PATCHBAY_FAST_PATHS: "0", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
       PATCHBAY_HARD_GRACE_MS: "5", PATCHBAY_CANCEL_POLL_MS: "6", PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_HEARTBEAT_MS: "8",
       PATCHBAY_HEALTH_MIN_MS: "9", PATCHBAY_HEALTH_MAX_MS: "10", PATCHBAY_HEALTH_TIMEOUT_MS: "11", PATCHBAY_THROTTLE_MS: "12", PATCHBAY_THROTTLE_MAX_MS: "13",
+      PATCHBAY_LOCK_RENEW_MS: "14", PATCHBAY_CHECKPOINTS: "0", PATCHBAY_CHECKPOINT_MAX_BYTES: "15",
       ANTHROPIC_API_KEY: "k", ANTHROPIC_BASE_URL: "http://x",
     });
     expect(c).toEqual({
       redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", concurrency: 7, workerId: "h:1:x", poolSize: 0, fastPaths: false,
-      lockDurationMs: 1, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
+      lockDurationMs: 1, lockRenewMs: 1, checkpoints: false, checkpointMaxBytes: 15, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
       cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8,
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicBaseUrl: "http://x",
     });
     expect(loadConfig({ PATCHBAY_CANCEL_PUBSUB: "1" }).cancelPubSub).toBe(true);
+    // The lock is renewed within its duration: a quarter of it unless set.
+    expect(loadConfig({ PATCHBAY_LOCK_MS: "8000" }).lockRenewMs).toBe(2000);
+    expect(loadConfig({ PATCHBAY_LOCK_MS: "8000", PATCHBAY_LOCK_RENEW_MS: "3000" }).lockRenewMs).toBe(3000);
     // The health backoff's ceiling is never below its floor.
     expect(loadConfig({ PATCHBAY_HEALTH_MIN_MS: "5000", PATCHBAY_HEALTH_MAX_MS: "2000" })).toMatchObject({ healthMinMs: 5000, healthMaxMs: 5000 });
   });
@@ -65,6 +72,8 @@ describe("loadConfig", () => {
     [{ PATCHBAY_CANCEL_POLL_MS: "0" }, /PATCHBAY_CANCEL_POLL_MS/],
     [{ PATCHBAY_HARD_GRACE_MS: "0" }, /PATCHBAY_HARD_GRACE_MS/],
     [{ PATCHBAY_STALLED_MS: "0" }, /PATCHBAY_STALLED_MS/],
+    [{ PATCHBAY_CHECKPOINTS: "yes" }, /PATCHBAY_CHECKPOINTS/],
+    [{ PATCHBAY_CHECKPOINT_MAX_BYTES: "0" }, /PATCHBAY_CHECKPOINT_MAX_BYTES/],
     [{ PATCHBAY_REAP_MS: "0" }, /PATCHBAY_REAP_MS/],
     [{ PATCHBAY_DRAIN_MS: "0" }, /PATCHBAY_DRAIN_MS/],
     [{ PATCHBAY_HEALTH_MIN_MS: "0" }, /PATCHBAY_HEALTH_MIN_MS/],

@@ -26,12 +26,29 @@ export interface LoopOptions {
    * Goes on from an earlier outcome (same budgets, turns and usage counted on) with one more user
    * message, e.g. a failed verify fed back to the model.
    */
-  resume?: { from: LoopOutcome; message: string };
+  resume?: { from: TurnState; message: string; sendAll?: boolean };
+  /**
+   * Awaited after each turn once its tool results are in, and when the model ends its turn: the
+   * conversation so far, e.g. to checkpoint it. (A conversation given back through `resume` with
+   * `sendAll` goes on after a crash: its first request carries every message in the transcript.)
+   */
+  onTurn?: (s: TurnState) => Promise<void>;
   /**
    * Asked after every model response with the job's running cost; a reason ends the job as
    * budget_exceeded after this turn (e.g. a batch whose spend reached its budget).
    */
   stopAfterTurn?: (costUsd: number) => Promise<string | undefined>;
+}
+
+/** Where a conversation stands between turns: enough to go on from there. */
+export interface TurnState {
+  turns: number;
+  usage: Usage;
+  stopReason: string | null;
+  summary: string;
+  messages: Message[];
+  /** Set when the model had ended (its status). */
+  ended?: JobStatus;
 }
 
 export interface LoopOutcome {
@@ -50,10 +67,10 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
   const maxTurns = o.maxTurns ?? defaults.job.maxTurns;
   const system: ContentBlock[] = [{ type: "text", text: o.system }];
   const from = o.resume?.from;
-  const messages: Message[] = from ? [...from.messages, { role: "user", content: o.resume!.message }] : [{ role: "user", content: taskMessage(o.task) }];
+  const messages: Message[] = from ? withUserText(from.messages, o.resume!.message) : [{ role: "user", content: taskMessage(o.task) }];
   let usage = from?.usage ?? emptyUsage();
   let turns = from?.turns ?? 0;
-  let sentUpTo = from?.messages.length ?? 0;
+  let sentUpTo = o.resume?.sendAll ? 0 : (from?.messages.length ?? 0);
   let maxTokensHits = 0;
   let trimmedChars = 0;
   let stopReason: string | null = from?.stopReason ?? null;
@@ -104,6 +121,7 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
     switch (res.stopReason) {
       case "end_turn":
       case "stop_sequence":
+        await o.onTurn?.({ turns, usage, stopReason, summary, messages, ended: "completed" });
         return done("completed");
       case "refusal":
         return done("failed", "the model refused to continue (stop_reason refusal)");
@@ -116,7 +134,10 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
       case "tool_use":
         break;
       default:
-        if (!toolUses.length) return done("completed");
+        if (!toolUses.length) {
+          await o.onTurn?.({ turns, usage, stopReason, summary, messages, ended: "completed" });
+          return done("completed");
+        }
     }
     maxTokensHits = 0;
     const results: ContentBlock[] = [];
@@ -129,7 +150,16 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
     }
     if (o.signal?.aborted) return aborted();
     messages.push({ role: "user", content: results });
+    await o.onTurn?.({ turns, usage, stopReason, summary, messages });
   }
+}
+
+/** One more user text: a message of its own after the model's, else joined to the user message that ends the conversation (tool results). */
+function withUserText(messages: Message[], text: string): Message[] {
+  const last = messages.at(-1);
+  if (last?.role !== "user") return [...messages, { role: "user", content: text }];
+  const content = typeof last.content === "string" ? [{ type: "text", text: last.content }] : last.content;
+  return [...messages.slice(0, -1), { role: "user", content: [...content, { type: "text", text }] }];
 }
 
 function cutOffResults(toolUses: ToolUseBlock[]): ContentBlock[] {

@@ -1,9 +1,11 @@
 // runJob: sandbox → repo → setup → agent → verify → patch → result. The sandbox is destroyed in
 // every case; a timeout or cancellation still yields the patch of what was done.
 import { defaults, loadConfig } from "../config.js";
-import { runAgentLoop } from "../agent/loop.js";
+import { runAgentLoop, type TurnState } from "../agent/loop.js";
+import { costUsd } from "../agent/prices.js";
 import { AnthropicModel, type Model } from "../agent/model.js";
 import { systemPrompt } from "../agent/prompt.js";
+import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, restoreCheckpoint, specHash, turnStateOf, type CheckpointStore } from "./checkpoint.js";
 import { computePatch, currentTree, GitStepError, PatchTooLargeError, type PatchOptions, type PatchResult } from "./patch.js";
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import type { EgressProxy, EgressSession } from "../net/proxy.js";
@@ -35,6 +37,8 @@ export interface RunJobOptions {
   egress?: EgressProxy;
   /** Called with the bridge's loopback port in the container when setup has network. */
   onEgressBridge?: (port: number) => void;
+  /** Where this job's checkpoints live: a new attempt goes on from the last one (src/job/checkpoint.ts). */
+  checkpoints?: CheckpointStore;
 }
 
 const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
@@ -101,30 +105,51 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       baseline = await snapshotBaseline(sandbox);
     }
 
+    // A new attempt goes on from the last checkpoint of an earlier one, where it fits this workspace.
+    const modelName = spec.model ?? config.model;
+    const store = opts.checkpoints;
+    const restored = store && (await restoreCheckpoint(store, sandbox, baseline, modelName, emit));
+    const cp = store && new Checkpointer({ store, sandbox, baseline, jobId, attempt, specHash: specHash(spec), emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
+    // Spend already counted by the earlier attempt: a batch's running total gets this attempt's part only.
+    const before = restored ? costUsd(modelName, restored.usage) : 0;
+    const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
+    let round = restored?.round ?? 1;
+    let afterVerify: PatchOptions["afterVerify"];
+
+    const sb = sandbox;
     const tools = spec.tools ?? "text_editor_20250728";
     const toolbox = new Toolbox(sandbox, { tools, commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
     const tAgent = performance.now();
     const loop = {
       model: opts.model ?? new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl }),
-      modelName: spec.model ?? config.model,
+      modelName,
       system: systemPrompt({ tools, verify: spec.verify }),
       task: spec.task,
       tools: toolbox.definitions(),
-      runTool: (block: ToolUseBlock, signal?: AbortSignal) => toolbox.run(block, signal),
+      runTool: async (block: ToolUseBlock, signal?: AbortSignal) => {
+        if (mayChangeFiles(block)) cp?.touched();
+        const r = await toolbox.run(block, signal);
+        // A sandbox that is gone (its engine failed) fails every later tool: this attempt ends here,
+        // and the next one goes on from the last checkpoint instead of the model talking to a corpse.
+        if (r.isError && !signal?.aborted && !(await isRunning(sb))) throw new SandboxLostError(`the sandbox stopped under the job: ${r.content.slice(0, 300)}`);
+        return r;
+      },
       maxTurns: spec.maxTurns,
       maxTokens: spec.maxTokens,
       budget: spec.budget,
       signal: ctl.signal,
       emit,
-      stopAfterTurn: opts.stopAfterTurn,
+      stopAfterTurn,
+      onTurn: cp && ((s: TurnState) => cp.take(s, round, afterVerify)),
     };
-    let outcome = await runAgentLoop(loop);
+    let outcome = restored?.ended
+      ? outcomeOf({ ...restored, ended: restored.ended }, modelName) // the agent had finished: on to its patch and verify
+      : await runAgentLoop(restored ? { ...loop, resume: { from: turnStateOf(restored), message: RESUME_NOTE, sendAll: true } } : loop);
     let patch!: PatchResult; // set by the first round, which throws rather than break without one
     let verify: JobResult["verify"];
-    let afterVerify: PatchOptions["afterVerify"];
     // Each round: the patch, then verify judging exactly that patch. A failed verify goes back to
     // the model (within the same budgets) while rounds are left and the agent had finished.
-    for (let round = 1; ; round++) {
+    for (; ; round++) {
       // Nothing the agent started may still run: it could change files under the patch, or print
       // into verify's output. The patch is the agent's work, taken before verify, whose byproducts
       // are not part of it.
@@ -193,6 +218,8 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
 }
 
 export { SetupError };
+/** The sandbox stopped while the agent worked (the engine failed): the job is retried, from its last checkpoint. */
+export class SandboxLostError extends Error {}
 
 /** What the model is told after a failed verify: clearly the verify command's output, not a tool's. */
 function verifyFeedback(command: string, v: NonNullable<JobResult["verify"]>, round: number, rounds: number): string {

@@ -159,14 +159,14 @@ export function summarize(r: JobResult, line: number): JobSummary {
 }
 
 /** Records a finished job in its batch's index (one round trip). */
-export async function recordFinished(redis: Redis, queueName: string, batch: { id: string; line: number }, jobId: string, attempt: number, r: JobResult, onlyIfAbsent = false): Promise<boolean> {
+export async function recordFinished(redis: Redis, queueName: string, batch: { id: string; line: number }, jobId: string, attempt: number, r: JobResult, onlyIfAbsent = false, spentBefore = 0): Promise<boolean> {
   const bk = batchKeys(queueName, batch.id);
   const n = await scripted(redis).pbBatchFinish(
     ...PARTS.map((p) => bk[p]),
     jobId,
     String(batch.line),
     `${jobId}#${attempt}`,
-    String(r.costUsd),
+    String(Math.max(0, r.costUsd - spentBefore)),
     JSON.stringify(summarize(r, batch.line)),
     onlyIfAbsent ? "1" : "0",
     TTL_SEC,
@@ -188,7 +188,8 @@ export interface BatchHooks {
   /** runJob's stopAfterTurn for a job of a batch: adds its spend, and stops it once the budget is spent. */
   stopAfterTurn(data: JobData, jobId: string, attempt: number): ((costUsd: number) => Promise<string | undefined>) | undefined;
   /** Records the job's result summary in the batch's index (the job's final result, or a failure for good). */
-  finish(data: JobData, jobId: string, attempt: number, result: JobResult): Promise<void>;
+  /** `spentBefore`: the part of the result's cost an earlier attempt already added (a resumed job's). */
+  finish(data: JobData, jobId: string, attempt: number, result: JobResult, spentBefore?: number): Promise<void>;
 }
 
 /** What a worker calls for the jobs of batches; every hook does nothing for a job of no batch. */
@@ -211,9 +212,9 @@ export function batchHooks(redis: Redis, queueName: string): BatchHooks {
         return budget && Number(spent) >= Number(budget) ? budgetNote(Number(spent), Number(budget)) : undefined;
       };
     },
-    async finish(data, jobId, attempt, result) {
+    async finish(data, jobId, attempt, result, spentBefore = 0) {
       if (!data?.batch) return;
-      await recordFinished(redis, queueName, data.batch, jobId, attempt, result);
+      await recordFinished(redis, queueName, data.batch, jobId, attempt, result, false, spentBefore);
     },
   };
 }

@@ -15,6 +15,8 @@ export interface JobData {
   enqueuedAt: number;
   /** Set on the jobs of a batch (src/batch.ts): the batch and the line of its file. */
   batch?: { id: string; line: number };
+  /** Set by the workers: the stalls already counted as attempts (src/queue/worker.ts). */
+  stallsSeen?: number;
 }
 
 export type JobState = "waiting" | "active" | "delayed" | "completed" | "failed" | "prioritized" | "waiting-children" | "unknown";

@@ -113,7 +113,7 @@ export class HealthGate {
  * delayed, then any worker can take it. The processor throws what this returns (BullMQ then
  * leaves the job alone).
  */
-export async function handBack(job: Job, token: string | undefined, ms = defaults.worker.requeueMs): Promise<DelayedError> {
+export async function handBack(job: Job, token: string | undefined, ms: number = defaults.worker.requeueMs): Promise<DelayedError> {
   await job.moveToDelayed(Date.now() + ms, token);
   return new DelayedError(`handed back to the queue for ${ms} ms`);
 }

@@ -2,6 +2,8 @@
 export const keys = (queue: string) => ({
   events: (jobId: string) => `patchbay:${queue}:events:${jobId}`,
   cancel: (jobId: string) => `patchbay:${queue}:cancel:${jobId}`,
+  /** A job's last checkpoint (src/job/checkpoint.ts), removed when the job ends. */
+  checkpoint: (jobId: string) => `patchbay:${queue}:checkpoint:${jobId}`,
   cancelChannel: `patchbay:${queue}:cancel`,
   heartbeat: (workerId: string) => `patchbay:${queue}:worker:${workerId}`,
   /** A random id set once per Redis: which deployment a sandbox's owner belongs to (reaper). */

@@ -10,11 +10,12 @@ import { isThrottle, ModelError, type Model } from "../agent/model.js";
 import { batchHooks } from "./batch-index.js";
 import { checkEngine, countInfraFailure, handBack, HealthGate, throttleMs } from "./health.js";
 import { runJob } from "../job/run.js";
+import { redisCheckpoints, specHash } from "../job/checkpoint.js";
 import { keys, redisOptions } from "./keys.js";
 import { workerLogger, type Log, type LogFormat } from "../log.js";
 import { workerMetrics } from "../metrics.js";
 import type { JobData } from "./client.js";
-import { LABEL, localOwnerAlive, ownerIsLocal, processOwnerId, reap } from "../sandbox/docker.js";
+import { LABEL, localOwnerAlive, ownerIsLocal, processOwnerId, reap, retryRemovals } from "../sandbox/docker.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { SandboxPool } from "../sandbox/pool.js";
 import { emptyResult, parseJobSpec, type JobResult, type TranscriptEvent } from "../spec.js";
@@ -50,8 +51,15 @@ interface Active {
   lastWrite: Promise<unknown>;
 }
 
-/** What a processor returns for a job it abandons: the lock lapses and another worker runs it. */
-const never = <T>() => new Promise<T>(() => {});
+/** BullMQ's backoff for the given number of attempts used: exponential doubles from the delay. */
+function backoffMs(job: Job, used: number): number {
+  const b = job.opts.backoff;
+  const delay = typeof b === "number" ? b : (b?.delay ?? 0);
+  return typeof b === "object" && b?.type === "exponential" ? Math.round(2 ** Math.max(0, used - 1) * delay) : delay;
+}
+
+/** A job abandoned at the drain deadline goes back to the queue at once, uncounted; its checkpoint stays. */
+const abandon = (job: Job, token: string | undefined) => handBack(job, token);
 
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
   const config = loadConfig();
@@ -109,6 +117,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const runReaper = async () => {
     if (health.ok === false) return; // the gate checks the engine meanwhile
     try {
+      const again = await retryRemovals();
+      if (again) log(`removed ${again} sandboxes whose removal had failed`);
       const r = await reap(ownerAlive);
       if (r.containers.length || r.volumes.length) log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
     } catch (err) {
@@ -132,6 +142,15 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     }
   }, config.cancelPollMs);
 
+  // A job that ends without running (out of attempts): its transcript and batch say why, and its checkpoint goes.
+  const finishFailed = async (job: Job<JobData, JobResult>, attempt: number, error: string) => {
+    const jobId = job.id!;
+    const e: TranscriptEvent = { ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error };
+    await redis.multi().xadd(k.events(jobId), "MAXLEN", "~", defaults.transcript.maxLen, "*", "e", JSON.stringify(e)).expire(k.events(jobId), defaults.transcript.ttlSec).exec().catch(() => {});
+    await redis.del(k.checkpoint(jobId)).catch(() => {});
+    await batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
+  };
+
   const processor = async (job: Job<JobData, JobResult>, token?: string): Promise<JobResult> => {
     const parsed = parseJobSpec(job.data?.spec);
     if (!parsed.ok) throw new UnrecoverableError(parsed.error); // a bad spec never gets better
@@ -143,6 +162,23 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       throw await handBack(job, token);
     }
     const attempt = job.attemptsStarted || job.attemptsMade + 1; // counts stalled re-runs too
+    // A stall (the worker running the job died, or lost its lock) counts as an attempt, with the
+    // job's backoff; BullMQ's own stall limit is set out of reach so that this one decides.
+    const stalls = job.stalledCounter ?? 0;
+    const attempts = job.opts.attempts ?? 1;
+    const used = job.attemptsMade + stalls;
+    if (stalls > Number(job.data.stallsSeen ?? 0)) {
+      await job.updateData({ ...job.data, stallsSeen: stalls });
+      if (used >= attempts) {
+        const error = `the worker running this job stopped under it ${stalls} time${stalls === 1 ? "" : "s"} (killed, or it lost its lock): no attempts left (${used} of ${attempts} used)`;
+        log(`job ${jobId} attempt ${attempt}: ${error}`, { job: jobId, attempt, level: "error" });
+        await finishFailed(job, attempt, error);
+        throw new UnrecoverableError(error);
+      }
+      const ms = backoffMs(job, used);
+      log(`job ${jobId}: its worker stopped under it (stall ${stalls}; ${used} of ${attempts} attempts used): runs again in ${ms} ms`, { job: jobId, attempt, level: "warn" });
+      throw await handBack(job, token, ms);
+    }
     const entry: Active = { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve() };
     active.set(jobId, entry);
     if (await redis.exists(k.cancel(jobId))) entry.ctl.abort("cancelled");
@@ -151,9 +187,12 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     const streamKey = k.events(jobId);
     // No warm sandbox is made while this job is being set up (it would compete for the CPU).
     const setupDone = pool.setupStarted();
+    const checkpoints = config.checkpoints ? redisCheckpoints(redis, k.checkpoint(jobId), jobId, specHash(spec), config.checkpointMaxBytes) : undefined;
+    let spentBefore = 0; // what a resumed attempt took over from the earlier one
     const onEvent = (e: TranscriptEvent) => {
       if (e.type === "sandbox_ready") setupDone();
       metrics.observe(e);
+      if (e.type === "resume" && e.restored) spentBefore = e.costUsd;
       // In order on one connection; ioredis queues them while Redis is away.
       entry.lastWrite = redis
         .multi()
@@ -191,18 +230,20 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       onSandbox: (sb) => (entry.sandbox = sb),
       pool,
       stopAfterTurn: batch.stopAfterTurn(job.data, jobId, attempt),
+      checkpoints,
     });
     entry.done = run.then(() => {}, () => {});
     void entry.done.then(setupDone);
     try {
       const result = await Promise.race([run, hardDeadline]);
-      if (entry.ctl.signal.reason === "abandoned") return never();
+      if (entry.ctl.signal.reason === "abandoned") throw await abandon(job, token);
       await Promise.race([entry.lastWrite, sleep(5000)]);
-      await batch.finish(job.data, jobId, attempt, result).catch((err: Error) => log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
+      await checkpoints?.remove().catch(() => {});
+      await batch.finish(job.data, jobId, attempt, result, spentBefore).catch((err: Error) => log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
       log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`, { job: jobId, attempt, status: result.status });
       return result;
     } catch (err) {
-      if (entry.ctl.signal.reason === "abandoned") return never();
+      if (entry.ctl.signal.reason === "abandoned") throw await abandon(job, token);
       // The API rate limited or overloaded once the SDK's retries are spent: the queue's account, not
       // the job's. The queue takes no job for a while (the API's retry-after, capped); this one goes
       // back to the queue with no attempt counted.
@@ -220,13 +261,16 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; the engine failed (${health.reason}): back to the queue, no attempt counted`, { job: jobId, attempt, level: "warn" });
         throw await handBack(job, token);
       }
-      // attemptsMade, not attempt: a throttle or a hand-back starts a job again without counting.
-      const retry = job.attemptsMade + 1 < (job.opts.attempts ?? 1) && !(err instanceof UnrecoverableError);
-      const error = `${(err as Error).message}${infra ? ` (the engine failed: ${health.reason})` : ""}${retry ? ` (attempt ${job.attemptsMade + 1} of ${job.opts.attempts}; the queue runs it again after a backoff)` : ""}`;
+      // attemptsMade and stalls, not attempt: a throttle or a hand-back starts a job again without counting.
+      const retry = used + 1 < attempts && !(err instanceof UnrecoverableError);
+      const error = `${(err as Error).message}${infra ? ` (the engine failed: ${health.reason})` : ""}${retry ? ` (attempt ${used + 1} of ${attempts}; the queue runs it again after a backoff)` : ""}`;
       onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error });
       await Promise.race([entry.lastWrite, sleep(5000)]);
+      if (!retry) await checkpoints?.remove().catch(() => {});
       if (!retry) await batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
       log(`job ${jobId} attempt ${attempt}: error: ${error}`, { job: jobId, attempt, level: "error" });
+      // Out of attempts once stalls are counted, though BullMQ (which counts failures only) would retry.
+      if (!retry && !(err instanceof UnrecoverableError)) throw new UnrecoverableError((err as Error).message);
       throw err;
     } finally {
       clearTimeout(hard);
@@ -240,6 +284,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     connection: workerConnection,
     concurrency: opts.concurrency ?? config.concurrency,
     lockDuration: config.lockDurationMs,
+    lockRenewTime: config.lockRenewMs,
     stalledInterval: config.stalledIntervalMs,
     maxStalledCount: defaults.worker.maxStalledCount,
     // Started by the health gate once healthy (worker.resume()), not before.
@@ -250,6 +295,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     maximumRateLimitDelay: config.throttleMaxMs,
   });
   worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
+  worker.on("stalled", (jobId) => log(`job ${jobId}: stalled (its worker stopped or lost its lock); back to the queue`, { job: jobId, level: "warn" }));
   await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}`);
 

@@ -172,8 +172,29 @@ export async function createContainer(o: CreateOptions): Promise<{ container: Do
   }
 }
 
-/** Removes container and volume; missing ones are fine (idempotent). */
+// Removals that failed because the engine was away (restarted, say). The reaper of a live owner
+// keeps its containers, so the owner itself tries these again (retryRemovals, on each reaper pass).
+const pendingRemovals = new Map<string, string>();
+
+/** Tries the failed removals again; returns how many succeeded. */
+export async function retryRemovals(): Promise<number> {
+  let n = 0;
+  for (const [name, volume] of [...pendingRemovals]) if (await removeQuietly(name, volume).then(() => true, () => false)) n++;
+  return n;
+}
+
+/** Removes container and volume; missing ones are fine (idempotent). A failure is remembered for retryRemovals. */
 export async function removeQuietly(containerName: string, volume: string): Promise<void> {
+  try {
+    await removeNow(containerName, volume);
+    pendingRemovals.delete(containerName);
+  } catch (err) {
+    pendingRemovals.set(containerName, volume);
+    throw err;
+  }
+}
+
+async function removeNow(containerName: string, volume: string): Promise<void> {
   const d = docker();
   try {
     await d.getContainer(containerName).remove({ force: true, v: true });

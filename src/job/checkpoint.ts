@@ -1,0 +1,238 @@
+// Checkpoints: after every turn a job's conversation, usage and the workspace's change against the
+// baseline (a binary patch) are stored, so a new attempt (its worker was killed, its engine failed)
+// goes on from there instead of paying for every model call again. Redis holds one key per job;
+// what comes back from it is validated, bounded, and applied as the agent's uid with no config
+// but ours: at worst it does what the agent itself could have done in /workspace.
+import { createHash } from "node:crypto";
+import type { Redis } from "ioredis";
+import { z } from "zod";
+import { defaults } from "../config.js";
+import type { LoopOutcome, TurnState } from "../agent/loop.js";
+import { costUsd } from "../agent/prices.js";
+import type { Message } from "../agent/model.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
+import { nonNegInt, positiveInt } from "../spec-fields.js";
+import { computePatch, PatchTooLargeError, type PatchOptions } from "./patch.js";
+
+const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
+const MessageSchema = z.object({
+  role: z.enum(["user", "assistant"]),
+  content: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]),
+});
+
+export const Checkpoint = z.object({
+  v: z.literal(1),
+  jobId: z.string().min(1),
+  /** The spec it belongs to: a job id reused for another spec never resumes this one. */
+  specHash: z.string(),
+  attempt: positiveInt(),
+  turns: nonNegInt(),
+  usage: Usage,
+  stopReason: z.string().nullable(),
+  summary: z.string(),
+  messages: z.array(MessageSchema).min(1),
+  /** Set when the agent had ended (the loop's status then): a resume goes straight to the patch and verify. */
+  ended: JobStatus.optional(),
+  /** The verify round the conversation is in (1 before any verify failed). */
+  round: positiveInt(),
+  baseline: TreeId,
+  /** `git diff --binary` from `baseline` to the workspace after the turn; "" when nothing changed. */
+  patch: z.string(),
+  savedAt: z.number(),
+});
+export type Checkpoint = z.infer<typeof Checkpoint>;
+
+/** What a job's checkpoints are read from and written to (the worker's: Redis; none outside a queue). */
+export interface CheckpointStore {
+  /** The last checkpoint of this job, or why it cannot be used; undefined when there is none. */
+  load(): Promise<{ ok: true; checkpoint: Checkpoint } | { ok: false; reason: string } | undefined>;
+  save(c: Checkpoint): Promise<void>;
+}
+
+export const specHash = (spec: JobSpec) => createHash("sha256").update(JSON.stringify(spec)).digest("hex").slice(0, 32);
+
+/** Parses what a store returned: JSON, the schema, and that it is this job's and this spec's. */
+export function parseCheckpoint(raw: string, jobId: string, hash: string): { ok: true; checkpoint: Checkpoint } | { ok: false; reason: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return { ok: false, reason: "the checkpoint is not JSON" };
+  }
+  const p = Checkpoint.safeParse(json);
+  if (!p.success) return { ok: false, reason: `the checkpoint is invalid: ${p.error.issues.slice(0, 3).map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}` };
+  if (p.data.jobId !== jobId) return { ok: false, reason: `the checkpoint belongs to job ${p.data.jobId}` };
+  if (p.data.specHash !== hash) return { ok: false, reason: "the checkpoint belongs to another spec under this job id" };
+  return { ok: true, checkpoint: p.data };
+}
+
+// One hash per job: `attempt` and `data`. An older attempt (a worker that lost its lock and did not
+// notice yet) never overwrites a newer attempt's checkpoint.
+const SAVE = `
+local a = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '0')
+if a > tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'attempt', ARGV[1], 'data', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1`;
+
+/** The worker's store: one Redis key per job (removed when the job ends, else after the transcript's TTL). */
+export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash: string, maxBytes: number): CheckpointStore & { remove(): Promise<void> } {
+  return {
+    async load() {
+      // Bounded before it is read: Redis content is not trusted blindly.
+      const len = await redis.hstrlen(key, "data");
+      if (!len) return undefined;
+      if (len > maxBytes) return { ok: false, reason: `the checkpoint is ${len} bytes, over the ${maxBytes}-byte bound` };
+      const raw = await redis.hget(key, "data");
+      return raw ? parseCheckpoint(raw, jobId, hash) : undefined;
+    },
+    async save(c) {
+      await redis.eval(SAVE, 1, key, String(c.attempt), JSON.stringify(c), String(defaults.transcript.ttlSec));
+    },
+    async remove() {
+      await redis.del(key);
+    },
+  };
+}
+
+/** What the model is told when its conversation goes on in a new sandbox. */
+export const RESUME_NOTE =
+  "Note: this job was interrupted (its worker or sandbox stopped) and now continues in a new sandbox. /workspace was restored to what it was after your last completed turn, but running processes, your shell's state (working directory, environment variables, functions) and any files outside /workspace were lost. Redo whatever of that you still need, then continue the task.";
+
+const AS_AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--groups=1000", "--inh-caps=-all"];
+// git apply as the agent's uid, in a git dir of ours (fresh, in a directory only we know), under no
+// system, global or repo config and with every content-rewriting attribute switched off: the
+// workspace's own .git and .gitattributes play no part. git apply checks every hunk before it
+// writes anything, and refuses paths with ".." or beyond a symlink.
+const APPLY = `set -euo pipefail
+d=$(mktemp -d /tmp/.patchbay-apply.XXXXXXXX)
+trap 'rm -rf "$d"' EXIT
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 HOME="$d" XDG_CONFIG_HOME="$d"
+git init -q --bare "$d/g"
+printf '%s\\n' '* -text !eol -filter -ident !diff !merge !working-tree-encoding' > "$d/g/info/attributes"
+cd /workspace
+GIT_DIR="$d/g" GIT_WORK_TREE=/workspace git -c core.bare=false -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.symlinks=true -c core.filemode=true \\
+  apply --binary --whitespace=nowarn -`;
+
+/** Applies a checkpoint's patch to a fresh workspace at the same baseline; the reason when it cannot. */
+export async function applyCheckpoint(sb: Sandbox, baseline: string, c: Checkpoint): Promise<string | undefined> {
+  if (c.baseline !== baseline) return "the workspace after setup differs from the checkpoint's (the baseline changed)";
+  if (!c.patch) return undefined;
+  const r = await sb.exec(["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", ...AS_AGENT, "bash", "--noprofile", "--norc", "-c", APPLY], { stdin: c.patch, timeoutSec: 600, user: "0:0", cwd: "/" });
+  return r.exitCode === 0 ? undefined : `git apply refused the checkpoint's patch (exit ${r.exitCode}): ${r.stderr.trim().slice(-400)}`;
+}
+
+export interface CheckpointerOptions {
+  store: CheckpointStore;
+  sandbox: Sandbox;
+  baseline: string;
+  jobId: string;
+  attempt: number;
+  specHash: string;
+  emit: (e: EventInput) => void;
+  maxBytes: number;
+  /** The patch a resumed attempt starts from (its workspace already holds it). */
+  restored?: string;
+}
+
+/**
+ * Takes a checkpoint after each turn. The patch costs execs in the sandbox, so it is taken again
+ * only after a turn that ran a tool able to change files (`touched()`); otherwise the last one is
+ * reused. A checkpoint over the bound is not stored: the last one that fit stays, and an event says so.
+ */
+export class Checkpointer {
+  private patch: string | undefined;
+  private dirty: boolean;
+  private tooBig = false;
+  /** Time spent taking and storing checkpoints (for the bench and the logs). */
+  ms = 0;
+  count = 0;
+
+  constructor(private readonly o: CheckpointerOptions) {
+    this.patch = o.restored;
+    this.dirty = o.restored === undefined;
+  }
+
+  /** A tool that may change files ran (any but a view). */
+  touched(): void {
+    this.dirty = true;
+  }
+
+  async take(s: TurnState, round: number, afterVerify?: PatchOptions["afterVerify"]): Promise<void> {
+    const t0 = performance.now();
+    const maxBytes = this.o.maxBytes;
+    try {
+      if (this.dirty || this.patch === undefined) {
+        this.dirty = false;
+        try {
+          this.patch = (await computePatch(this.o.sandbox, this.o.baseline, { maxBytes, afterVerify })).patch;
+          this.tooBig = false;
+        } catch (err) {
+          if (!(err instanceof PatchTooLargeError)) throw err;
+          this.patch = undefined;
+          if (!this.tooBig) this.o.emit({ type: "checkpoint", turn: s.turns, saved: false, reason: `the workspace's change is over ${maxBytes} bytes; the last checkpoint that fit is kept` });
+          this.tooBig = true;
+          return;
+        }
+      }
+      const c: Checkpoint = {
+        v: 1, jobId: this.o.jobId, specHash: this.o.specHash, attempt: this.o.attempt, turns: s.turns, usage: s.usage, stopReason: s.stopReason, summary: s.summary,
+        messages: s.messages as Checkpoint["messages"], ...(s.ended ? { ended: s.ended } : {}), round, baseline: this.o.baseline, patch: this.patch, savedAt: Date.now(),
+      };
+      const json = JSON.stringify(c);
+      if (Buffer.byteLength(json) > maxBytes) {
+        this.o.emit({ type: "checkpoint", turn: s.turns, saved: false, reason: `the checkpoint is over ${maxBytes} bytes; the last one that fit is kept` });
+        return;
+      }
+      // A store that does not answer (Redis away) must not hold up the job: the write stays queued.
+      await within(this.o.store.save(c), defaults.checkpoint.saveWaitMs);
+      this.count++;
+    } catch (err) {
+      // A checkpoint is an optimisation: a failure to take one never fails the job.
+      this.o.emit({ type: "checkpoint", turn: s.turns, saved: false, reason: (err as Error).message });
+    } finally {
+      this.ms += performance.now() - t0;
+    }
+  }
+}
+
+function within<T>(p: Promise<T>, ms: number): Promise<T | void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`the checkpoint store did not answer within ${ms} ms`)), ms)));
+  p.catch(() => {});
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** The loop state a checkpoint holds, as the loop takes it back. */
+export function turnStateOf(c: Checkpoint): TurnState {
+  return { turns: c.turns, usage: c.usage, stopReason: c.stopReason, summary: c.summary, messages: c.messages as Message[], ...(c.ended ? { ended: c.ended } : {}) };
+}
+
+/**
+ * Looks for an earlier attempt's checkpoint and puts its workspace back. Anything wrong with it
+ * (invalid, another baseline, a patch that does not apply) means a fresh start, with an event
+ * saying why; it never fails the job. The `resume` event also carries the cost already spent.
+ */
+export async function restoreCheckpoint(store: CheckpointStore, sb: Sandbox, baseline: string, modelName: string, emit: (e: EventInput) => void): Promise<Checkpoint | undefined> {
+  const fresh = (reason: string) => (emit({ type: "resume", restored: false, turns: 0, patchBytes: 0, costUsd: 0, reason: `starting afresh: ${reason}` }), undefined);
+  let loaded;
+  try {
+    loaded = await within(store.load(), defaults.checkpoint.saveWaitMs);
+  } catch (err) {
+    return fresh(`the checkpoint could not be read (${(err as Error).message})`);
+  }
+  if (!loaded) return undefined;
+  if (!loaded.ok) return fresh(loaded.reason);
+  const c = loaded.checkpoint;
+  const why = await applyCheckpoint(sb, baseline, c).catch((err: Error) => `applying it failed: ${err.message}`);
+  if (why) return fresh(why);
+  emit({ type: "resume", restored: true, fromAttempt: c.attempt, turns: c.turns, patchBytes: Buffer.byteLength(c.patch), costUsd: costUsd(modelName, c.usage) });
+  return c;
+}
+
+/** A checkpoint of an agent that had ended, as the loop's outcome: the job goes on to its patch and verify. */
+export const outcomeOf = (c: Checkpoint & { ended: JobStatus }, modelName: string): LoopOutcome => ({ ...turnStateOf(c), status: c.ended, costUsd: costUsd(modelName, c.usage) });
+
+/** Every tool call but a view may change files. */
+export const mayChangeFiles = (block: { name: string; input?: unknown }) => (block.input as { command?: unknown } | undefined)?.command !== "view" || block.name === "bash";

@@ -1,0 +1,79 @@
+// The Docker engine restarted (crashed and back) mid-job, on a PRIVATE engine (test/support/engine.ts;
+// the main engine is never touched): the job completes from its checkpoint with at most 2 more
+// model requests than an uninterrupted run and the same patch, and nothing is left on the engine.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LABEL } from "../src/sandbox/docker.js";
+import { PatchbayClient } from "../src/queue/client.js";
+import type { TranscriptEvent } from "../src/spec.js";
+import { startEngine, type Engine } from "./support/engine.js";
+import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
+import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
+import { resumePolicy } from "./support/resume-scripts.js";
+
+const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("the Docker engine restarted mid-job", { timeout: 600_000 }, () => {
+  let engine: Engine;
+  let redis: Awaited<ReturnType<typeof startRedis>>;
+  let fake: FakeAnthropic;
+  let policy: ReturnType<typeof resumePolicy>;
+  let worker: WorkerProc | undefined;
+  let client: PatchbayClient | undefined;
+
+  beforeAll(async () => {
+    engine = await startEngine("pb-resume");
+    await engine.loadImage();
+    redis = await startRedis();
+    policy = resumePolicy(10);
+    fake = await startFakeAnthropic(policy.policy);
+  }, 600_000);
+  afterAll(async () => {
+    await worker?.stop("SIGKILL");
+    await client?.close();
+    await fake?.close();
+    await redis?.stop();
+    await engine?.stop();
+  }, 300_000);
+
+  it("completes from its checkpoint, with at most 2 more model requests and the same patch; no container or volume is left", async () => {
+    const queue = `resume-engine-${process.pid}`;
+    const workerId = `pb-test-resume-engine:${queue}:w`;
+    worker = startWorkerProc({
+      REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", DOCKER_HOST: engine.host,
+      PATCHBAY_WORKER_ID: workerId, PATCHBAY_CONCURRENCY: "1", PATCHBAY_REAP_MS: "2000", PATCHBAY_HEALTH_MAX_MS: "2000",
+    });
+    await worker.waitFor(new RegExp(`ready: queue ${queue}`), 120_000);
+    client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
+
+    const plainTask = "ten turns on the private engine (uninterrupted)";
+    const plain = await client.waitForResult(await client.enqueue({ task: plainTask, repo: { path: CLAMP } }), { timeoutMs: 300_000 });
+    expect(plain.status).toBe("completed");
+    const base = policy.count(plainTask);
+
+    const task = "ten turns on the private engine, restarted in slow=5";
+    const id = await client.enqueue({ task, repo: { path: CLAMP }, attempts: 3 });
+    for await (const e of client.watch(id)) if (e.type === "tool_call" && e.turn === 5) break;
+    await engine.restart(); // every process of the engine killed -9, then started again
+    const result = await client.waitForResult(id, { timeoutMs: 300_000 });
+    console.log(`engine restarted at turn 5: ${policy.count(task)} model requests (uninterrupted: ${base})`);
+    expect(result.status).toBe("completed");
+    expect(policy.count(task)).toBeLessThanOrEqual(base + 2);
+    expect(result.patch).toBe(plain.patch);
+    const events: TranscriptEvent[] = [];
+    for await (const e of client.watch(id)) events.push(e);
+    expect(events.find((e) => e.type === "resume")).toMatchObject({ restored: true, fromAttempt: 1, turns: 4 });
+    expect(events.filter((e) => e.type === "job_finished" && e.status === "completed")).toHaveLength(1);
+
+    // Nothing leaked: the sandbox the restart killed is removed by its own worker once the engine is back.
+    const labelled = async () => {
+      const c = await engine.docker.listContainers({ all: true, filters: { label: [LABEL.managed] } });
+      const { Volumes } = await engine.docker.listVolumes({ filters: { label: [LABEL.managed] } });
+      return c.length + (Volumes ?? []).length;
+    };
+    for (const t0 = Date.now(); (await labelled()) > 0; await sleep(500)) {
+      if (Date.now() - t0 > 120_000) throw new Error(`labelled containers or volumes left on the engine:\n${worker.log()}`);
+    }
+    expect(await labelled()).toBe(0);
+  });
+});

@@ -1,0 +1,160 @@
+// Resume, not restart (runJob with a checkpoint store in memory): real Docker, git and the SDK
+// against the scripted server. A second attempt given the checkpoint after turn 4 of a 10-turn job
+// asks the model only for the turns left and ends with the same patch as an uninterrupted run; a
+// checkpoint that is invalid, of another spec, of another baseline, or whose patch does not apply
+// means a fresh start with an event saying why; an agent that had finished goes straight to verify.
+import { describe, expect, it } from "vitest";
+import { AnthropicModel } from "../src/agent/model.js";
+import { Checkpoint, parseCheckpoint, specHash, type CheckpointStore } from "../src/job/checkpoint.js";
+import { runJob } from "../src/job/run.js";
+import { loadConfig } from "../src/config.js";
+import { JobSpec, type TranscriptEvent } from "../src/spec.js";
+import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
+import { byTurn } from "./support/scripts.js";
+import { editScript } from "./support/resume-scripts.js";
+
+const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
+
+/** A store in memory: every checkpoint saved, and what load() gives back. */
+function memoryStore(jobId: string, spec: JobSpec, stored?: Checkpoint | string) {
+  const saved: Checkpoint[] = [];
+  const store: CheckpointStore = {
+    async load() {
+      if (stored === undefined) return undefined;
+      return parseCheckpoint(typeof stored === "string" ? stored : JSON.stringify(stored), jobId, specHash(spec));
+    },
+    async save(c) {
+      saved.push(structuredClone(c));
+    },
+  };
+  return { store, saved };
+}
+
+async function attempt(fake: FakeAnthropic, spec: JobSpec, jobId: string, attemptNo: number, stored?: Checkpoint | string) {
+  const { store, saved } = memoryStore(jobId, spec, stored);
+  const events: TranscriptEvent[] = [];
+  const before = fake.requests.length;
+  const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
+  const result = await runJob(spec, { jobId, attempt: attemptNo, model, checkpoints: store, onEvent: (e) => events.push(e) });
+  return { result, events, saved, requests: fake.requests.length - before };
+}
+
+const specOf = (task: string, extra: Partial<JobSpec> = {}) => JobSpec.parse({ task, repo: { path: CLAMP }, ...extra });
+
+describe("resume from a checkpoint", { timeout: 600_000 }, () => {
+  it("a second attempt from the checkpoint after turn 4 asks only for the turns left and ends with the same patch", async () => {
+    const fake = await startFakeAnthropic(byTurn(editScript(10)));
+    try {
+      const spec = specOf("ten turns of edits", { verify: "python3 -m unittest -q" });
+      const whole = await attempt(fake, spec, "resume-whole", 1);
+      expect(whole.result.status).toBe("completed");
+      expect(whole.requests).toBe(11);
+      // One checkpoint per turn (10 with tool calls, then the end); the view turn took no new patch.
+      expect(whole.saved.map((c) => c.turns)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+      expect(whole.saved.at(-1)!.ended).toBe("completed");
+      expect(whole.saved[6]!.patch).toBe(whole.saved[5]!.patch);
+      expect(whole.result.patch).toContain("GIT binary patch");
+      expect(whole.result.patch).toContain("deleted file mode");
+      expect(whole.result.patch).toContain("new mode 100755");
+
+      // Attempt 2 of the same job, from what attempt 1 had after turn 4 (as if its worker died in turn 5).
+      const cp4 = { ...whole.saved[3]!, jobId: "resume-two" };
+      const second = await attempt(fake, spec, "resume-two", 2, cp4);
+      expect(second.result.status).toBe("completed");
+      expect(second.requests).toBe(7); // turns 5-10 and the final answer: none of turns 1-4 again
+      expect(second.result.patch).toBe(whole.result.patch);
+      expect(second.result.turns).toBe(11);
+      // Budgets and cost count both attempts: the usage of turns 1-4 carries on.
+      expect(second.result.usage.outputTokens).toBeGreaterThan(second.events.filter((e) => e.type === "model_response").reduce((s, e) => s + (e.type === "model_response" ? e.usage.outputTokens : 0), 0));
+      const resume = second.events.find((e) => e.type === "resume");
+      expect(resume).toMatchObject({ restored: true, fromAttempt: 1, turns: 4 });
+      // The model was told what was lost, after turn 4's tool results, in the same user message.
+      const first = fake.requests.at(-7)!.body;
+      const last = first.messages.at(-1);
+      expect(last.role).toBe("user");
+      expect(last.content.at(0).type).toBe("tool_result");
+      expect(last.content.at(-1).text).toMatch(/processes.*files outside \/workspace were lost/);
+      // The first request of the resumed attempt carries the whole conversation in its transcript event.
+      const req = second.events.find((e) => e.type === "model_request");
+      expect(req).toMatchObject({ turn: 5, messagesCount: 9 });
+      expect((req as { newMessages: unknown[] }).newMessages).toHaveLength(9);
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it("an agent that had finished: no model request at all, straight to the patch and verify", async () => {
+    const fake = await startFakeAnthropic(byTurn(editScript(6)));
+    try {
+      const spec = specOf("six turns", { verify: "python3 -m unittest -q" });
+      const whole = await attempt(fake, spec, "resume-ended", 1);
+      expect(whole.result.status).toBe("completed");
+      const second = await attempt(fake, spec, "resume-ended", 2, whole.saved.at(-1)!);
+      expect(second.requests).toBe(0);
+      expect(second.result).toMatchObject({ status: "completed", verified: true, turns: 7, patch: whole.result.patch });
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it("a checkpoint that cannot be used means a fresh start with an event saying why, never a failed job", async () => {
+    const fake = await startFakeAnthropic(byTurn(editScript(6)));
+    try {
+      const spec = specOf("six turns, bad checkpoints");
+      const whole = await attempt(fake, spec, "resume-bad", 1);
+      const cp = whole.saved[3]!;
+      const cases: [string, Checkpoint | string, RegExp][] = [
+        ["not JSON", "{nope", /not JSON/],
+        ["schema", JSON.stringify({ ...cp, messages: "all of them" }), /invalid: messages/],
+        ["spec", { ...cp, specHash: specHash(specOf("another task")) }, /another spec/],
+        ["baseline", { ...cp, baseline: "0".repeat(40) }, /baseline changed/],
+        ["patch", { ...cp, patch: cp.patch.replace("-        return lo", "-        return xx") }, /git apply refused/],
+        ["path escape", { ...cp, patch: "diff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n" }, /git apply refused/],
+      ];
+      for (const [what, stored, reason] of cases) {
+        const r = await attempt(fake, spec, "resume-bad", 2, stored);
+        expect(r.result.status, what).toBe("completed");
+        expect(r.requests, what).toBe(7); // all over again
+        expect(r.result.patch, what).toBe(whole.result.patch);
+        const ev = r.events.find((e) => e.type === "resume");
+        expect(ev, what).toMatchObject({ restored: false });
+        expect((ev as { reason: string }).reason, what).toMatch(reason);
+      }
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it("a workspace change over the bound keeps the last checkpoint that fit, and says so", async () => {
+    const script = [
+      reply(toolUse("bash", { command: "echo small > /workspace/small.txt" })),
+      reply(toolUse("bash", { command: "seq 1 5000 > /workspace/big.txt" })),
+      reply(toolUse("bash", { command: "echo more >> /workspace/small.txt" })),
+      reply(text("Done.")),
+    ];
+    const fake = await startFakeAnthropic(byTurn(script));
+    process.env.PATCHBAY_CHECKPOINT_MAX_BYTES = "10000";
+    try {
+      const spec = specOf("one big file");
+      const r = await attempt(fake, spec, "resume-big", 1);
+      expect(r.result.status).toBe("completed");
+      expect(r.result.filesChanged).toEqual(["big.txt", "small.txt"]);
+      expect(r.saved.map((c) => c.turns)).toEqual([1]); // turn 1's; every later one is over the bound
+      expect(r.saved[0]!.patch).toContain("+small");
+      const said = r.events.filter((e) => e.type === "checkpoint");
+      expect(said).toHaveLength(1); // said once, not every turn
+      expect(said[0]).toMatchObject({ turn: 2, saved: false });
+      expect((said[0] as { reason: string }).reason).toMatch(/over 10000 bytes; the last checkpoint that fit is kept/);
+    } finally {
+      delete process.env.PATCHBAY_CHECKPOINT_MAX_BYTES;
+      await fake.close();
+    }
+  });
+
+  it("a dead worker's job is taken up again within 30 s by default (lock + stall check)", () => {
+    const c = loadConfig({});
+    expect(c.lockDurationMs + c.stalledIntervalMs).toBeLessThanOrEqual(30_000);
+    // Renewed often enough that a worker must be stuck for more than half the lock to lose it.
+    expect(c.lockRenewMs).toBeLessThanOrEqual(c.lockDurationMs / 2);
+  });
+});
