@@ -259,6 +259,8 @@ describe("TranscriptEvent", () => {
     { type: "context_trimmed", removedChars: 50_000, keptTurns: 4 },
     { type: "egress", host: "registry.npmjs.org", port: 443, method: "CONNECT", allowed: false, reason: "not on the allow-list", bytesUp: 0, bytesDown: 0, ms: 1 },
     { type: "budget", limit: "usd", max: 0.5, used: 0.51 },
+    { type: "resume", restored: true, fromAttempt: 1, turns: 4, patchBytes: 1575, costUsd: 0.0031 },
+    { type: "checkpoint", turn: 2, saved: false, reason: "the workspace's change is over 8388608 bytes; the last checkpoint that fit is kept" },
   ];
 
   it("covers every event type", () => {

@@ -53,6 +53,10 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
       return `${t} context: ${e.removedChars} characters of old tool output shortened`;
     case "budget":
       return `${t} budget ${e.limit} exceeded: ${e.used} > ${e.max}`;
+    case "resume":
+      return `${t} ${e.restored ? `resumed from attempt ${e.fromAttempt}'s checkpoint after turn ${e.turns} ($${e.costUsd.toFixed(4)} spent before)` : `no resume: ${short(e.reason ?? "", 100)}`}`;
+    case "checkpoint":
+      return `${t} checkpoint not stored: ${short(e.reason ?? "", 100)}`;
     case "job_finished":
       return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${e.turns} turns, $${e.costUsd.toFixed(4)}`;
     default:

@@ -225,6 +225,13 @@ export const RENDER_JS = String.raw`(function () {
       case "budget":
         this.card("error", "Budget exceeded", e.limit + ": " + e.used + " > " + e.max);
         break;
+      case "resume":
+        if (e.restored) this.card("warn", "Resumed from attempt " + e.fromAttempt, "workspace and conversation after turn " + e.turns + " restored · " + num(e.patchBytes) + " bytes of patch · " + usd(e.costUsd) + " spent before");
+        else this.card("warn", "Started afresh", clean(e.reason || ""));
+        break;
+      case "checkpoint":
+        this.card("warn", "Checkpoint not stored (turn " + e.turn + ")", clean(e.reason || ""));
+        break;
       case "verify":
         d = this.card(e.exitCode === 0 ? "ok" : "error", "Verify" + (e.round ? " (round " + e.round + ")" : ""), (e.exitCode === 0 ? "passed" : "failed") + " · exit " + e.exitCode + " · " + dur(e.ms));
         add(d, block("$ " + e.command, "cmd"));
