@@ -39,6 +39,7 @@ beforeAll(async () => {
   };
   copyFileSync(process.execPath, join(ctx, "node"));
   utimesSync(join(ctx, "node"), fixed, fixed);
+  rmSync(join(ctx, "npm"), { recursive: true, force: true });
   cpSync("/usr/lib/node_modules/npm", join(ctx, "npm"), { recursive: true, preserveTimestamps: true });
   copyFileSync("/etc/ssl/certs/ca-certificates.crt", join(ctx, "ca-certificates.crt"));
   utimesSync(join(ctx, "ca-certificates.crt"), fixed, fixed);

@@ -10,7 +10,7 @@ import { computePatch, currentTree, GitStepError, PatchTooLargeError, type Patch
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import type { EgressProxy, EgressSession } from "../net/proxy.js";
 import { Sandbox } from "../sandbox/sandbox.js";
-import { mountsFor, prepareEgress, runSetup, SetupError } from "./setup.js";
+import { mountsFor, prepareEgress, runSetup, SetupError, startSetupNetwork } from "./setup.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 import { Toolbox, type ToolUseBlock } from "../tools/index.js";
@@ -90,13 +90,14 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       mounts: mountsFor(egress),
     });
     opts.onSandbox?.(sandbox);
+    const network = startSetupNetwork(sandbox, egress); // with network.setup: the bridge starts while the repo loads
     let { baseline } = await loadRepo(sandbox, spec.repo, { prepared });
     prepared = undefined;
     const sandboxMs = ms(tSandbox);
     emit({ type: "sandbox_ready", container: sandbox.name, ms: sandboxMs });
 
     const setup = typeof spec.setup === "string" ? [spec.setup] : (spec.setup ?? []);
-    const stopped = await runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctl.signal, emit, egress, onBridge: opts.onEgressBridge });
+    const stopped = await runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctl.signal, emit, egress, network, onBridge: opts.onEgressBridge });
     if (stopped) return ended(ctl.signal.reason === "timeout" ? "timeout" : "cancelled", stopped);
     // What setup produced (installed dependencies, build output) is not the agent's change. Setup
     // runs the repo's own commands: whatever they left running is stopped before the snapshot.

@@ -48,8 +48,30 @@ export interface SetupOptions {
   signal: AbortSignal;
   emit: (e: EventInput) => void;
   egress?: EgressSession;
+  /** The bridge started early by startSetupNetwork (while the repo loads); else it starts here. */
+  network?: Promise<EgressBridge>;
   /** Loopback port of the bridge, for tests of its removal. */
   onBridge?: (port: number) => void;
+}
+
+/**
+ * Opens the job's listener and starts the bridge (about 0.5 s, mostly the exec), so runJob can do it
+ * while the repo loads: nothing untrusted runs in the sandbox before setup, and the socket admits
+ * only root. Undefined without setup network.
+ */
+export function startSetupNetwork(sandbox: Sandbox, egress: EgressSession | undefined): Promise<EgressBridge> | undefined {
+  if (!egress) return undefined;
+  const started = (async () => {
+    await egress.listen();
+    try {
+      return await startEgressBridge(sandbox.container, egress.limits.maxConnections);
+    } catch (err) {
+      if (err instanceof EgressBridgeError) throw new SetupError(`${err.message} (under gVisor the runtime needs --host-uds=open)`);
+      throw err;
+    }
+  })();
+  started.catch(() => {}); // awaited by runSetup; a job that fails before setup has no use for it
+  return started;
 }
 
 /** Runs the setup commands; resolves to a message when the job was stopped (timeout, cancel) meanwhile. */
@@ -57,13 +79,7 @@ export async function runSetup(sandbox: Sandbox, commands: string[], o: SetupOpt
   let bridge: EgressBridge | undefined;
   try {
     if (o.egress) {
-      await o.egress.listen();
-      try {
-        bridge = await startEgressBridge(sandbox.container, o.egress.limits.maxConnections);
-      } catch (err) {
-        if (err instanceof EgressBridgeError) throw new SetupError(`${err.message} (under gVisor the runtime needs --host-uds=open)`);
-        throw err;
-      }
+      bridge = await (o.network ?? startSetupNetwork(sandbox, o.egress)!);
       o.onBridge?.(bridge.port);
       const url = `http://127.0.0.1:${bridge.port}`;
       await sandbox.shell.run(`export ${PROXY_VARS.map((v) => `${v}=${url}`).join(" ")}; unset NO_PROXY no_proxy`, { timeoutSec: 30 });

@@ -4,7 +4,7 @@
 // build` makes it offline. Whatever the image, it runs with the same hardening as any sandbox; the
 // build ends by starting one from it and checking what patchbay needs inside.
 import { createHash } from "node:crypto";
-import { lstatSync, readdirSync, readFileSync } from "node:fs";
+import { lstatSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join, relative } from "node:path";
 import { DEFAULT_IMAGE, loadConfig } from "../config.js";
 import { docker } from "./docker.js";
@@ -29,7 +29,10 @@ export function dockerfileBases(text: string): string[] {
   return bases;
 }
 
-/** A cheap fingerprint of the context: every path with its size, mode and mtime (bounded walk). */
+/**
+ * A cheap fingerprint of the context (bounded walk): each file's path, size, mode and mtime, each
+ * symlink's target, each directory's path (its mtime only repeats what its entries say).
+ */
 function contextHash(dir: string): { hash: string; top: string[] } {
   const h = createHash("sha256");
   let n = 0;
@@ -38,7 +41,8 @@ function contextHash(dir: string): { hash: string; top: string[] } {
       const p = join(d, name);
       const st = lstatSync(p);
       if (++n > MAX_FILES) throw new ImageFromError(`${dir}: more than ${MAX_FILES} files in the build context`);
-      h.update(`${relative(dir, p)}\0${st.size}\0${st.mode}\0${st.mtimeMs}\n`);
+      const what = st.isSymbolicLink() ? `-> ${readlinkSync(p)}` : st.isDirectory() ? "dir" : `${st.size}\0${st.mode}\0${st.mtimeMs}`;
+      h.update(`${relative(dir, p)}\0${what}\n`);
       if (st.isDirectory()) walk(p);
     }
   };
