@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
 import { engineOptions, docker as mainDocker, LABEL } from "../src/sandbox/docker.js";
-import { freePort, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
+import { cli, freePort, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { startEngine, type Engine } from "./support/engine.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { byTurn, taskOf } from "./support/scripts.js";
@@ -80,7 +80,9 @@ beforeAll(async () => {
     ])),
   ]);
   await b.loadImage(IMAGE);
-  env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_LOCK_MS: "3000", PATCHBAY_STALLED_MS: "1000", PATCHBAY_REAP_MS: "500", PATCHBAY_HEARTBEAT_MS: "1000" };
+  // No warm pool: each job's sandbox is made for it, so an engine's events tell whose jobs it ran
+  // and every sandbox of this queue on engine B after host B's death is a leftover of it.
+  env = { PATCHBAY_POOL: "0", REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_LOCK_MS: "3000", PATCHBAY_STALLED_MS: "1000", PATCHBAY_REAP_MS: "500", PATCHBAY_HEARTBEAT_MS: "1000" };
   client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
 }, 300_000);
 
@@ -218,6 +220,12 @@ describe("remote engines", () => {
       const id = await tlsClient.enqueue({ task: "over tls sleep=1", repo: { path: CLAMP } });
       expect((await tlsClient.waitForResult(id, { timeoutMs: 120_000 })).status).toBe("completed");
       expect(await jobsCreatedOn(b.docker, since, queue)).toEqual([id]);
+      // The CLI reads the same variables: doctor finds an image tag that only engine B has.
+      await b.docker.getImage(IMAGE).tag({ repo: "patchbay-sandbox", tag: "second-host-only" });
+      const doctor = await cli(["doctor", "--json"], { DOCKER_HOST: b.tls!.host, DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: b.tls!.certPath, PATCHBAY_IMAGE: "patchbay-sandbox:second-host-only", REDIS_URL: redis.url });
+      const checks = JSON.parse(doctor.stdout) as { name: string; ok: boolean; detail: string }[];
+      expect(checks.find((c) => c.name === "docker")).toMatchObject({ ok: true, detail: expect.stringContaining(b.tls!.host) });
+      expect(checks.find((c) => c.name === "image")).toMatchObject({ ok: true });
     } finally {
       await tlsClient.close();
     }
