@@ -15,6 +15,7 @@ export default defineConfig({
       "test/spec-fields.test.ts",
       "test/spec-messages.test.ts",
       "test/agent-context-edges.test.ts",
+      "test/egress-allow.test.ts",
     ],
     testTimeout: 20_000,
   },
