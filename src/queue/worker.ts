@@ -127,7 +127,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     }
   };
   const reaper = setInterval(runReaper, config.reapEveryMs);
-  const pool = new SandboxPool({ size: opts.pool ?? config.poolSize ?? opts.concurrency ?? config.concurrency, owner: id, labels: { [LABEL.queue]: queueName }, log: (m) => log(m, { level: "warn" }) });
+  const pool = new SandboxPool({ size: opts.pool ?? config.poolSize ?? opts.concurrency ?? config.concurrency, owner: id, labels: { [LABEL.queue]: queueName, [LABEL.redis]: deployment }, log: (m) => log(m, { level: "warn" }) });
 
   // Cancellation from any host: `patchbay cancel` publishes the job id here.
   if (config.cancelPubSub) {
