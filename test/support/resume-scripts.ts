@@ -6,7 +6,7 @@ import { taskOf } from "./scripts.js";
 
 const bash = (command: string) => reply(toolUse("bash", { command }));
 
-/** `n` turns of changes (n >= 6), then a final answer; `slowTurn` (1-based) sleeps `sleepSec` mid-command. */
+/** `n` turns of changes (every change needs n >= 6), then a final answer; `slowTurn` (1-based) sleeps `sleepSec` mid-command. */
 export function editScript(n = 10, opts: { slowTurn?: number; sleepSec?: number } = {}): Reply[] {
   const turns: Reply[] = [];
   for (let i = 1; i <= n; i++) {
@@ -22,7 +22,7 @@ export function editScript(n = 10, opts: { slowTurn?: number; sleepSec?: number 
 
 /**
  * The edit script for every job, by its turn. A task containing "slow=T" sleeps in turn T the
- * first time that turn is asked for (a resumed attempt that asks again gets it at once), so a test
+ * first time that turn is asked for ("turns=N" sets the number of turns) (a resumed attempt that asks again gets it at once), so a test
  * can kill or restart things while the command runs. `count(task)` is the model requests a task paid.
  */
 export function resumePolicy(n = 10, sleepSec = 120) {
@@ -35,7 +35,7 @@ export function resumePolicy(n = 10, sleepSec = 120) {
     const slowTurn = Number(/slow=(\d+)/.exec(task)?.[1] ?? 0);
     const slow = slowTurn === turn && !slowDone.has(task);
     if (slow) slowDone.add(task);
-    const script = editScript(n, slow ? { slowTurn, sleepSec } : {});
+    const script = editScript(Number(/turns=(\d+)/.exec(task)?.[1] ?? n), slow ? { slowTurn, sleepSec } : {});
     return script[turn - 1] ?? { kind: "error", status: 400, message: `script has no turn ${turn}` };
   };
   // The first user message wraps the task text: a task is counted by the conversations that contain it.
