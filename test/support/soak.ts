@@ -94,12 +94,16 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
     const workerActions = [...Array<string>(o.kills).fill("kill"), ...Array<string>(o.terms).fill("term")].sort(() => rand() - 0.5);
     const actions = [...workerActions];
     [...Array<string>(o.redisRestarts).fill("redis"), ...Array<string>(o.engineRestarts).fill("engine")].forEach((a, i) => actions.splice(i * 2 + Math.floor(rand() * 2), 0, a));
-    for (const action of actions) {
+    let retries = 0;
+    for (const [k, action] of actions.entries()) {
       if (finished) break;
+      // An action whose job ended before the chosen point is tried again with another job (40 retries in all).
+      const retry = () => void (++retries <= 40 && actions.splice(k + 1, 0, action));
       // A running job and a point of its life; the action happens when the job gets there.
       const active = (await client.queue.getActive()).map((j) => j.id!).filter(Boolean);
       if (!active.length) {
         await sleep(500);
+        retry();
         continue;
       }
       const id = pick(active);
@@ -113,10 +117,16 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
           break;
         }
       }
-      if (!reached || finished) continue;
+      if (!reached || finished) {
+        retry();
+        continue;
+      }
       if (action === "kill" || action === "term") {
         const holder = [...live].find((w) => new RegExp(`job ${id} attempt \\d+: started`).test(w.log()) && !new RegExp(`job ${id} attempt \\d+: (completed|error)`).test(w.log()));
-        if (!holder) continue;
+        if (!holder) {
+          retry();
+          continue;
+        }
         holder.proc.kill(action === "kill" ? "SIGKILL" : "SIGTERM");
         counts[action === "kill" ? "kills" : "terms"]++;
         log(`chaos: ${action === "kill" ? "SIGKILL" : "SIGTERM"} to the worker running ${id} (${phase})`);
