@@ -5,6 +5,8 @@
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { PatchbayClient } from "../src/queue/client.js";
+import { docker, LABEL } from "../src/sandbox/docker.js";
+import { POOL_LABEL } from "../src/sandbox/pool.js";
 import { startFakeAnthropic } from "../test/support/fake-anthropic.js";
 import { byTurn, tenToolScript } from "../test/support/scripts.js";
 import { log, median, round } from "./lib.js";
@@ -26,7 +28,14 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
   const client = new PatchbayClient({ queueName });
   try {
     // The pool fills before the first job (a worker that has been up a while has it warm).
-    if (mode === "fast_pool") await new Promise((r) => setTimeout(r, 1500 * concurrency));
+    const warm = async () => {
+      for (let i = 0; i < 600 && mode === "fast_pool"; i++) {
+        const list = await docker().listContainers({ filters: { label: [`${LABEL.queue}=${queueName}`, POOL_LABEL] } });
+        if (list.length >= concurrency) return;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    await warm();
     const specs = Array.from({ length: jobs }, (_, i) => ({ task: `speed job ${i}`, repo: { path: repo } }));
     const t0 = performance.now();
     const ids: string[] = [];
@@ -35,7 +44,7 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
         const [id] = await client.enqueueBatch([s]);
         await client.waitForResult(id!, { timeoutMs: 600_000 });
         ids.push(id!);
-        if (mode === "fast_pool") await new Promise((r) => setTimeout(r, 1500)); // refilled, as between real jobs
+        await warm(); // refilled, as between real jobs
       }
     } else {
       ids.push(...(await client.enqueueBatch(specs)));
@@ -65,8 +74,8 @@ export async function benchJobs() {
     const out: Record<string, unknown> = {};
     for (const c of [2, 4]) {
       for (const mode of ["legacy", "fast_pool"] as const) {
-        log(`jobs (${mode}): 20 scripted 10-tool-call jobs, 1,000 files, 1 worker × ${c}`);
-        out[`1x${c}_${mode}`] = await run(mode, c, 20, repo, fake.url);
+        log(`jobs (${mode}): 12 scripted 10-tool-call jobs, 1,000 files, 1 worker × ${c}`);
+        out[`1x${c}_${mode}`] = await run(mode, c, 12, repo, fake.url);
       }
     }
     return { repo_files: 1000, ...out };
@@ -85,7 +94,7 @@ export async function benchReady() {
       try {
         for (const mode of ["legacy", "fast", "fast_pool"] as const) {
           log(`ready (${mode}): dequeue → ready, ${files} files, one job at a time`);
-          const r = await run(mode, 1, files >= 50_000 ? 3 : 5, repo, fake.url, true);
+          const r = await run(mode, 1, files >= 50_000 ? 2 : 3, repo, fake.url, true);
           out[`${files}_${mode}`] = r.dequeue_to_ready_ms;
         }
       } finally {
