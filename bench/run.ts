@@ -36,6 +36,6 @@ for (const name of only) {
   if (!fn) throw new Error(`unknown bench section ${name}; known: ${Object.keys(sections).join(", ")}`);
   const t0 = Date.now();
   result[name] = await fn();
-  log(`${name} done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  log(`${name} done in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${JSON.stringify(result[name])}`);
 }
 console.log(JSON.stringify(result, null, 2));

@@ -74,8 +74,8 @@ export async function benchJobs() {
     const out: Record<string, unknown> = {};
     for (const c of [2, 4]) {
       for (const mode of ["legacy", "fast_pool"] as const) {
-        log(`jobs (${mode}): 12 scripted 10-tool-call jobs, 1,000 files, 1 worker × ${c}`);
-        out[`1x${c}_${mode}`] = await run(mode, c, 12, repo, fake.url);
+        log(`jobs (${mode}): 8 scripted 10-tool-call jobs, 1,000 files, 1 worker × ${c}`);
+        out[`1x${c}_${mode}`] = await run(mode, c, 8, repo, fake.url);
       }
     }
     return { repo_files: 1000, ...out };
@@ -89,12 +89,14 @@ export async function benchReady() {
   const fake = await startFakeAnthropic(byTurn(tenToolScript(1)));
   try {
     const out: Record<string, unknown> = {};
-    for (const files of [1000, 10_000, 50_000]) {
+    // --files=1000,10000 picks the sizes (default 1k, 10k and 50k).
+    const arg = process.argv.find((a) => a.startsWith("--files="));
+    for (const files of arg ? arg.slice(8).split(",").map(Number) : [1000, 10_000, 50_000]) {
       const repo = makeRepo(files);
       try {
         for (const mode of ["legacy", "fast", "fast_pool"] as const) {
           log(`ready (${mode}): dequeue → ready, ${files} files, one job at a time`);
-          const r = await run(mode, 1, files >= 50_000 ? 2 : 3, repo, fake.url, true);
+          const r = await run(mode, 1, 2, repo, fake.url, true);
           out[`${files}_${mode}`] = r.dequeue_to_ready_ms;
         }
       } finally {

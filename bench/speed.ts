@@ -134,7 +134,7 @@ export async function benchOverhead(opts: { cpu?: boolean } = {}) {
       log(`overhead (${name}): runJob, scripted 10-tool-call job, 1,000 files, one at a time`);
       const overheads: number[] = [];
       let meter: Awaited<ReturnType<typeof cpuMeter>> | undefined;
-      const n = 5;
+      const n = 4;
       try {
         await withFastPaths(name !== "legacy", async () => {
           for (let i = 0; i < n; i++) {
