@@ -73,7 +73,7 @@ describe("warm pool (real engine)", () => {
       await pool.close();
     }
     expect(await containers(`patchbay.test=${tag}-take`)).toEqual([]);
-  });
+  }, 300_000);
 
   describe("with a worker", () => {
     let redis: Awaited<ReturnType<typeof startRedis>>;
@@ -97,12 +97,12 @@ describe("warm pool (real engine)", () => {
       }
       expect(await containers(`${LABEL.queue}=${queueName}`)).toEqual([]);
       expect(logs.join("\n")).toMatch(/stopped/);
-    });
+    }, 180_000);
 
     it("the reaper removes a dead worker's pool", async () => {
       const queueName = `${tag}-dead`;
       const w = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queueName, PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "2", PATCHBAY_REAP_MS: "1000" });
-      await w.waitFor(new RegExp(`ready: queue ${queueName}`));
+      await w.waitFor(new RegExp(`ready: queue ${queueName}`), 120_000);
       await until(async () => (await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL)).length === 2);
       const names = (await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL)).map((c) => c.name);
       w.proc.kill("SIGKILL");
@@ -118,6 +118,6 @@ describe("warm pool (real engine)", () => {
       } finally {
         await survivor.shutdown(5000);
       }
-    });
+    }, 300_000);
   });
 });
