@@ -42,6 +42,9 @@ describe("the Docker engine restarted mid-job", { timeout: 600_000 }, () => {
     worker = startWorkerProc({
       REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", DOCKER_HOST: engine.host,
       PATCHBAY_WORKER_ID: workerId, PATCHBAY_CONCURRENCY: "1", PATCHBAY_REAP_MS: "2000", PATCHBAY_HEALTH_MAX_MS: "2000",
+      // No warm pool: the leak check below counts every labelled container while the worker is alive,
+      // and a pool refilled after the job is a live sandbox, not a leak (test/sandbox-pool covers the pool).
+      PATCHBAY_POOL: "0",
     });
     await worker.waitFor(new RegExp(`ready: queue ${queue}`), 120_000);
     client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
@@ -67,7 +70,8 @@ describe("the Docker engine restarted mid-job", { timeout: 600_000 }, () => {
 
     // Nothing leaked: the sandbox the restart killed is removed by its own worker once the engine is back.
     const labelled = async () => {
-      const c = await engine.docker.listContainers({ all: true, filters: { label: [LABEL.managed] } });
+      // This queue's sandboxes only: the engine's data-root outlives a run, and an earlier run's are not this one's leak.
+      const c = await engine.docker.listContainers({ all: true, filters: { label: [LABEL.managed, `${LABEL.queue}=${queue}`] } });
       const { Volumes } = await engine.docker.listVolumes({ filters: { label: [LABEL.managed] } });
       return c.length + (Volumes ?? []).length;
     };
