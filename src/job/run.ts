@@ -5,7 +5,7 @@ import { runAgentLoop, type TurnState } from "../agent/loop.js";
 import { costUsd } from "../agent/prices.js";
 import { AnthropicModel, type Model } from "../agent/model.js";
 import { systemPrompt } from "../agent/prompt.js";
-import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, restoreCheckpoint, specHash, turnStateOf, type CheckpointStore } from "./checkpoint.js";
+import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, RESUME_NOTE_PENDING, restoreCheckpoint, specHash, turnStateOf, type CheckpointStore } from "./checkpoint.js";
 import { computePatch, currentTree, GitStepError, PatchTooLargeError, type PatchOptions, type PatchResult } from "./patch.js";
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import type { EgressProxy, EgressSession } from "../net/proxy.js";
@@ -132,7 +132,8 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
         const r = await toolbox.run(block, signal);
         // A sandbox that is gone (its engine failed) fails every later tool: this attempt ends here,
         // and the next one goes on from the last checkpoint instead of the model talking to a corpse.
-        if (r.isError && !signal?.aborted && !(await isRunning(sb))) throw new SandboxLostError(`the sandbox stopped under the job: ${r.content.slice(0, 300)}`);
+        // A shell that exited is not an error to the model (it may have run `exit`), but may mean the same.
+        if ((r.isError || r.processLost) && !signal?.aborted && !(await isRunning(sb))) throw new SandboxLostError(`the sandbox stopped under the job: ${r.content.slice(0, 300)}`);
         return r;
       },
       maxTurns: spec.maxTurns,
@@ -145,7 +146,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     };
     let outcome = restored?.ended
       ? outcomeOf({ ...restored, ended: restored.ended }, modelName) // the agent had finished: on to its patch and verify
-      : await runAgentLoop(restored ? { ...loop, resume: { from: turnStateOf(restored), message: RESUME_NOTE, sendAll: true } } : loop);
+      : await runAgentLoop(restored ? { ...loop, resume: { from: turnStateOf(restored), message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE, sendAll: true } } : loop);
     let patch!: PatchResult; // set by the first round, which throws rather than break without one
     let verify: JobResult["verify"];
     // Each round: the patch, then verify judging exactly that patch. A failed verify goes back to

@@ -27,6 +27,8 @@ export interface RunResult {
   durationMs: number;
   /** Set when the shell had to be replaced: cwd, env and functions were reset. */
   shellRestarted?: boolean;
+  /** Set when the shell ended under the command (an `exit`, or its container stopped). */
+  shellExited?: boolean;
 }
 
 // stderr joins stdout for the whole session so output is interleaved as a terminal shows it.
@@ -288,10 +290,9 @@ export class Shell {
     let output = out.text();
     if (reclaimed) output = `[patchbay: ${reclaimed} background processes held the sandbox's process limit; they were killed before this command ran]\n${output}`;
     const durationMs = Date.now() - started;
-    if ((exitCode === null || pending.shellExited) && !timedOut) {
-      output += `${output ? "\n" : ""}[patchbay: the shell exited; a fresh shell (cwd and environment reset) starts with the next command]`;
-    }
-    return { output, exitCode: exitCode ?? (timedOut ? 124 : 255), timedOut: timedOut && !aborted, ...(aborted ? { aborted } : {}), truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}) };
+    const shellExited = (exitCode === null || Boolean(pending.shellExited)) && !timedOut;
+    if (shellExited) output += `${output ? "\n" : ""}[patchbay: the shell exited; a fresh shell (cwd and environment reset) starts with the next command]`;
+    return { output, exitCode: exitCode ?? (timedOut ? 124 : 255), timedOut: timedOut && !aborted, ...(aborted ? { aborted } : {}), truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}), ...(shellExited ? { shellExited } : {}) };
   }
 
   private pendingDone(nonce: string): boolean {

@@ -55,6 +55,6 @@ export class BashTool {
     }
     if (r.shellRestarted) lines.push("[the shell was restarted: cwd, environment and functions were reset]");
     const content = lines.filter((l, i) => l !== "" || i > 0).join("\n");
-    return { content: content === "" ? "(no output)" : content, isError: r.timedOut || Boolean(r.aborted) };
+    return { content: content === "" ? "(no output)" : content, isError: r.timedOut || Boolean(r.aborted), ...(r.shellExited ? { processLost: true } : {}) };
   }
 }

@@ -57,6 +57,8 @@ export interface EditorFs {
 export interface ToolOutput {
   content: string;
   isError: boolean;
+  /** The process behind the tool ended under it (the shell exited): its sandbox may be gone too. */
+  processLost?: boolean;
 }
 
 export interface TextEditorOptions {
