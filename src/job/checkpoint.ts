@@ -99,6 +99,9 @@ export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash:
 /** What the model is told when its conversation goes on in a new sandbox. */
 export const RESUME_NOTE =
   "Note: this job was interrupted (its worker or sandbox stopped) and now continues in a new sandbox. /workspace was restored to what it was after your last completed turn, but running processes, your shell's state (working directory, environment variables, functions) and any files outside /workspace were lost. Redo whatever of that you still need, then continue the task.";
+/** The same, when the interruption came while the model's last tool calls ran: they ran again. */
+export const RESUME_NOTE_PENDING =
+  "Note: this job was interrupted (its worker or sandbox stopped) while your last tool calls ran. It now continues in a new sandbox: /workspace was restored to what it was before those calls, and they were run again there (the results above are from that run). Running processes, your shell's earlier state (working directory, environment variables, functions) and any files outside /workspace were lost. Redo whatever of that you still need, then continue the task.";
 
 const AS_AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--groups=1000", "--inh-caps=-all"];
 // git apply as the agent's uid, in a git dir of ours (fresh, in a directory only we know), under no
@@ -150,8 +153,9 @@ export class Checkpointer {
   count = 0;
 
   constructor(private readonly o: CheckpointerOptions) {
-    this.patch = o.restored;
-    this.dirty = o.restored === undefined;
+    // A fresh attempt starts at the baseline: its change is empty until a tool may have changed files.
+    this.patch = o.restored ?? "";
+    this.dirty = false;
   }
 
   /** A tool that may change files ran (any but a view). */
@@ -164,13 +168,16 @@ export class Checkpointer {
     const maxBytes = this.o.maxBytes;
     try {
       if (this.dirty || this.patch === undefined) {
-        this.dirty = false;
         try {
           this.patch = (await computePatch(this.o.sandbox, this.o.baseline, { maxBytes, afterVerify })).patch;
           this.tooBig = false;
+          // Clean only once a patch was taken: after a failure (the engine away) the next turn's
+          // checkpoint must not pair a newer conversation with this older workspace.
+          this.dirty = false;
         } catch (err) {
           if (!(err instanceof PatchTooLargeError)) throw err;
           this.patch = undefined;
+          this.dirty = false;
           if (!this.tooBig) this.o.emit({ type: "checkpoint", turn: s.turns, saved: false, reason: `the workspace's change is over ${maxBytes} bytes; the last checkpoint that fit is kept` });
           this.tooBig = true;
           return;
