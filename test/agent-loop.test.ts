@@ -252,6 +252,46 @@ describe("agent loop: context and resume", () => {
     expect(small.types).not.toContain("context_trimmed");
   });
 
+  it("onTurn sees the model's answer before its tools run, then the results", async () => {
+    const seen: { roles: string[]; ran: number }[] = [];
+    const ran: string[] = [];
+    await loop([say(tool("a")), say(text("done"))], {
+      runTool: async (block) => (ran.push(block.id), { content: "ok", isError: false, durationMs: 1 }),
+      onTurn: async (s) => void seen.push({ roles: s.messages.map((m) => m.role), ran: ran.length }),
+    });
+    expect(seen).toEqual([
+      { roles: ["user", "assistant"], ran: 0 },
+      { roles: ["user", "assistant", "user"], ran: 1 },
+      { roles: ["user", "assistant", "user", "assistant"], ran: 1 },
+    ]);
+  });
+
+  it("resume from a conversation that ends with tool calls runs them first, then asks with their results and the note", async () => {
+    const cut = await loop([say(tool("first"), tool("second"))], { maxTurns: 1 });
+    const pendingState = { ...cut.outcome, messages: cut.outcome.messages.slice(0, 2) }; // as a checkpoint before the tools ran
+    const { outcome, requests, calls, events } = await loop([say(text("done"))], { resume: { from: pendingState, message: "NOTE", sendAll: true } });
+    expect(calls.map((c) => (c.block.input as { command: string }).command)).toEqual(["first", "second"]);
+    expect(events.slice(0, 4).map((e) => e.type)).toEqual(["tool_call", "tool_result", "tool_call", "tool_result"]);
+    expect(events[0]).toMatchObject({ turn: 1 });
+    expect(requests).toHaveLength(1);
+    const last = requests[0]!.messages.at(-1)!;
+    expect(last.role).toBe("user");
+    expect((last.content as { type: string }[]).map((b) => b.type)).toEqual(["tool_result", "tool_result", "text"]);
+    expect(JSON.stringify(last.content)).toContain("NOTE");
+    expect(requests[0]!.messages.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
+    expect(outcome).toMatchObject({ status: "completed", turns: 2 });
+  });
+
+  it("resume from tool calls stops at once when aborted, running none", async () => {
+    const cut = await loop([say(tool("x"))], { maxTurns: 1 });
+    const ctl = new AbortController();
+    ctl.abort("cancelled");
+    const { outcome, calls, requests } = await loop([], { resume: { from: { ...cut.outcome, messages: cut.outcome.messages.slice(0, 2) }, message: "NOTE" }, signal: ctl.signal });
+    expect(calls).toHaveLength(0);
+    expect(requests).toHaveLength(0);
+    expect(outcome.status).toBe("cancelled");
+  });
+
   it("resume goes on from an outcome with one more user message: turns, usage and summary carried", async () => {
     const first = await loop([{ ...say(text("first try")), usage: usage(1000, 0) }]);
     const { outcome, events, requests } = await loop([{ ...say(text("")), usage: usage(1000, 0) }], {

@@ -5,7 +5,8 @@
 // means a fresh start with an event saying why; an agent that had finished goes straight to verify.
 import { describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { Checkpoint, parseCheckpoint, specHash, type CheckpointStore } from "../src/job/checkpoint.js";
+import { Checkpoint, Checkpointer, parseCheckpoint, specHash, type CheckpointStore } from "../src/job/checkpoint.js";
+import type { Sandbox } from "../src/sandbox/sandbox.js";
 import { runJob } from "../src/job/run.js";
 import { loadConfig } from "../src/config.js";
 import { JobSpec, type TranscriptEvent } from "../src/spec.js";
@@ -49,16 +50,20 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
       const whole = await attempt(fake, spec, "resume-whole", 1);
       expect(whole.result.status).toBe("completed");
       expect(whole.requests).toBe(11);
-      // One checkpoint per turn (10 with tool calls, then the end); the view turn took no new patch.
-      expect(whole.saved.map((c) => c.turns)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+      // Two checkpoints per turn with tool calls (the model's answer before its tools run, then the
+      // results), and one at the end; the view turn took no new patch.
+      expect(whole.saved.map((c) => c.turns)).toEqual([1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11]);
+      expect(whole.saved.map((c) => c.messages.at(-1)!.role)).toEqual([...Array<string[]>(10).fill(["assistant", "user"]).flat(), "assistant"]);
       expect(whole.saved.at(-1)!.ended).toBe("completed");
-      expect(whole.saved[6]!.patch).toBe(whole.saved[5]!.patch);
+      const done = whole.saved.filter((c) => c.messages.at(-1)!.role === "user");
+      expect(done[6]!.patch).toBe(done[5]!.patch);
+      expect(whole.saved[0]!.patch).toBe(""); // before any tool ran: the baseline, no exec needed
       expect(whole.result.patch).toContain("GIT binary patch");
       expect(whole.result.patch).toContain("deleted file mode");
       expect(whole.result.patch).toContain("new mode 100755");
 
       // Attempt 2 of the same job, from what attempt 1 had after turn 4 (as if its worker died in turn 5).
-      const cp4 = { ...whole.saved[3]!, jobId: "resume-two" };
+      const cp4 = { ...done[3]!, jobId: "resume-two" };
       const second = await attempt(fake, spec, "resume-two", 2, cp4);
       expect(second.result.status).toBe("completed");
       expect(second.requests).toBe(7); // turns 5-10 and the final answer: none of turns 1-4 again
@@ -83,6 +88,31 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
     }
   });
 
+  it("a checkpoint taken while turn 5's tools ran: they run again from turn 4's workspace, with no model request for turn 5", async () => {
+    const fake = await startFakeAnthropic(byTurn(editScript(10)));
+    try {
+      const spec = specOf("ten turns of edits, cut in turn 5");
+      const whole = await attempt(fake, spec, "pending-whole", 1);
+      const pending5 = whole.saved.find((c) => c.turns === 5 && c.messages.at(-1)!.role === "assistant")!;
+      expect(pending5.patch).toBe(whole.saved.find((c) => c.turns === 4 && c.messages.at(-1)!.role === "user")!.patch);
+      const second = await attempt(fake, spec, "pending-two", 2, { ...pending5, jobId: "pending-two" });
+      expect(second.result.status).toBe("completed");
+      expect(second.requests).toBe(6); // turns 6-10 and the final answer
+      expect(second.result.patch).toBe(whole.result.patch);
+      expect(second.result.turns).toBe(11);
+      // Turn 5's tool ran before any request, and its result went to the model with the note.
+      const types = second.events.map((e) => e.type);
+      expect(types.indexOf("tool_call")).toBeLessThan(types.indexOf("model_request"));
+      expect(second.events.find((e) => e.type === "tool_call")).toMatchObject({ turn: 5 });
+      const last = fake.requests.at(-6)!.body.messages.at(-1);
+      expect(last.role).toBe("user");
+      expect(last.content.at(0)).toMatchObject({ type: "tool_result", tool_use_id: (pending5.messages.at(-1)!.content as { id?: string }[]).find((b) => b.id)!.id });
+      expect(last.content.at(-1).text).toMatch(/while your last tool calls ran.*run again/);
+    } finally {
+      await fake.close();
+    }
+  });
+
   it("an agent that had finished: no model request at all, straight to the patch and verify", async () => {
     const fake = await startFakeAnthropic(byTurn(editScript(6)));
     try {
@@ -102,7 +132,7 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
     try {
       const spec = specOf("six turns, bad checkpoints");
       const whole = await attempt(fake, spec, "resume-bad", 1);
-      const cp = whole.saved[3]!;
+      const cp = whole.saved.filter((c) => c.messages.at(-1)!.role === "user")[3]!; // after turn 4's results
       const cases: [string, Checkpoint | string, RegExp][] = [
         ["not JSON", "{nope", /not JSON/],
         ["schema", JSON.stringify({ ...cp, messages: "all of them" }), /invalid: messages/],
@@ -139,8 +169,10 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
       const r = await attempt(fake, spec, "resume-big", 1);
       expect(r.result.status).toBe("completed");
       expect(r.result.filesChanged).toEqual(["big.txt", "small.txt"]);
-      expect(r.saved.map((c) => c.turns)).toEqual([1]); // turn 1's; every later one is over the bound
-      expect(r.saved[0]!.patch).toContain("+small");
+      // Turn 1's two, and turn 2's answer (still turn 1's workspace); every later one is over the bound.
+      expect(r.saved.map((c) => c.turns)).toEqual([1, 1, 2]);
+      expect(r.saved.at(-1)!.patch).toContain("+small");
+      expect(r.saved.at(-1)!.patch).not.toContain("big.txt");
       const said = r.events.filter((e) => e.type === "checkpoint");
       expect(said).toHaveLength(1); // said once, not every turn
       expect(said[0]).toMatchObject({ turn: 2, saved: false });
@@ -149,6 +181,23 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
       delete process.env.PATCHBAY_CHECKPOINT_MAX_BYTES;
       await fake.close();
     }
+  });
+
+  it("a checkpoint whose patch could not be taken (the engine away) is not stored, and neither is a later one on the stale patch", async () => {
+    const spec = specOf("engine away");
+    const { store, saved } = memoryStore("cp-stale", spec);
+    const events: unknown[] = [];
+    // Every exec fails, as when the engine is gone.
+    const sandbox = new Proxy({}, { get: () => () => Promise.reject(new Error("connect ECONNREFUSED docker.sock")) }) as unknown as Sandbox;
+    const cp = new Checkpointer({ store, sandbox, baseline: "a".repeat(40), jobId: "cp-stale", attempt: 1, specHash: specHash(spec), emit: (e) => events.push(e), maxBytes: 1 << 20 });
+    const state = (turns: number, last: "user" | "assistant") => ({ turns, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, stopReason: "tool_use", summary: "", messages: [{ role: "user" as const, content: "task" }, { role: last, content: "x" }] });
+    await cp.take(state(1, "assistant"), 1); // before any tool: the baseline, stored
+    expect(saved.map((c) => c.patch)).toEqual([""]);
+    cp.touched(); // turn 1's tool may have changed files
+    await cp.take(state(1, "user"), 1); // the patch fails: nothing stored
+    await cp.take(state(2, "assistant"), 1); // still unknown: nothing stored (not turn 2 on the baseline's patch)
+    expect(saved).toHaveLength(1);
+    expect(events).toMatchObject([{ type: "checkpoint", turn: 1, saved: false }, { type: "checkpoint", turn: 2, saved: false }]);
   });
 
   it("a dead worker's job is taken up again within 30 s by default (lock + stall check)", () => {

@@ -28,9 +28,11 @@ export interface LoopOptions {
    */
   resume?: { from: TurnState; message: string; sendAll?: boolean };
   /**
-   * Awaited after each turn once its tool results are in, and when the model ends its turn: the
-   * conversation so far, e.g. to checkpoint it. (A conversation given back through `resume` with
-   * `sendAll` goes on after a crash: its first request carries every message in the transcript.)
+   * Awaited with the conversation so far, e.g. to checkpoint it: after each model answer that
+   * calls tools (before they run; the conversation then ends with that answer), after each turn
+   * once its tool results are in, and when the model ends its turn. Given back through `resume`,
+   * a conversation that ends with tool calls runs them first; with `sendAll` (going on after a
+   * crash) its first request's event carries every message in the transcript.
    */
   onTurn?: (s: TurnState) => Promise<void>;
   /**
@@ -67,7 +69,10 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
   const maxTurns = o.maxTurns ?? defaults.job.maxTurns;
   const system: ContentBlock[] = [{ type: "text", text: o.system }];
   const from = o.resume?.from;
-  const messages: Message[] = from ? withUserText(from.messages, o.resume!.message) : [{ role: "user", content: taskMessage(o.task) }];
+  // A conversation that stopped between the model's answer and its tool results (a crash while
+  // the tools ran): those tool calls run now, and the note goes with their results.
+  const pending = from ? pendingToolUses(from.messages) : [];
+  const messages: Message[] = !from ? [{ role: "user", content: taskMessage(o.task) }] : pending.length ? [...from.messages] : withUserText(from.messages, o.resume!.message);
   let usage = from?.usage ?? emptyUsage();
   let turns = from?.turns ?? 0;
   let sentUpTo = o.resume?.sendAll ? 0 : (from?.messages.length ?? 0);
@@ -79,6 +84,24 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
     status, stopReason, turns, usage, costUsd: costUsd(o.modelName, usage), messages, summary, ...(error ? { error } : {}),
   });
   const aborted = () => (o.signal?.reason === "timeout" ? done("timeout", "the job's wall-clock timeout was reached") : done("cancelled", "the job was cancelled"));
+  const runTools = async (toolUses: ToolUseBlock[]): Promise<ContentBlock[]> => {
+    const results: ContentBlock[] = [];
+    for (const block of toolUses) {
+      if (o.signal?.aborted) break;
+      emit({ type: "tool_call", turn: turns, toolUseId: block.id, name: block.name, input: block.input });
+      const r = await o.runTool(block, o.signal);
+      emit({ type: "tool_result", turn: turns, toolUseId: block.id, name: block.name, output: r.content, isError: r.isError, ms: r.durationMs });
+      results.push({ type: "tool_result", tool_use_id: block.id, content: r.content, ...(r.isError ? { is_error: true } : {}) });
+    }
+    return results;
+  };
+
+  if (pending.length) {
+    const results = await runTools(pending);
+    if (o.signal?.aborted) return aborted();
+    messages.push({ role: "user", content: [...results, { type: "text", text: o.resume!.message }] });
+    await o.onTurn?.({ turns, usage, stopReason, summary, messages });
+  }
 
   for (;;) {
     if (o.signal?.aborted) return aborted();
@@ -140,18 +163,20 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
         }
     }
     maxTokensHits = 0;
-    const results: ContentBlock[] = [];
-    for (const block of toolUses) {
-      if (o.signal?.aborted) break;
-      emit({ type: "tool_call", turn: turns, toolUseId: block.id, name: block.name, input: block.input });
-      const r = await o.runTool(block, o.signal);
-      emit({ type: "tool_result", turn: turns, toolUseId: block.id, name: block.name, output: r.content, isError: r.isError, ms: r.durationMs });
-      results.push({ type: "tool_result", tool_use_id: block.id, content: r.content, ...(r.isError ? { is_error: true } : {}) });
-    }
+    // The answer is paid for: kept before its tools run, so a crash while they run does not ask again.
+    await o.onTurn?.({ turns, usage, stopReason, summary, messages });
+    const results = await runTools(toolUses);
     if (o.signal?.aborted) return aborted();
     messages.push({ role: "user", content: results });
     await o.onTurn?.({ turns, usage, stopReason, summary, messages });
   }
+}
+
+/** The tool calls of a conversation that ends with the model's answer (their results never came). */
+function pendingToolUses(messages: Message[]): ToolUseBlock[] {
+  const last = messages.at(-1);
+  if (last?.role !== "assistant" || typeof last.content === "string") return [];
+  return last.content.filter((b) => b.type === "tool_use") as unknown as ToolUseBlock[];
 }
 
 /** One more user text: a message of its own after the model's, else joined to the user message that ends the conversation (tool results). */
