@@ -6,11 +6,14 @@ import { taskOf } from "./scripts.js";
 
 const bash = (command: string) => reply(toolUse("bash", { command }));
 
-/** `n` turns of changes (every change needs n >= 6), then a final answer; `slowTurn` (1-based) sleeps `sleepSec` mid-command. */
-export function editScript(n = 10, opts: { slowTurn?: number; sleepSec?: number } = {}): Reply[] {
+/**
+ * `n` turns of changes (every change needs n >= 6), then a final answer; `slowTurn` (1-based)
+ * sleeps `sleepSec` mid-command; `paceSec` makes every command take that long at least.
+ */
+export function editScript(n = 10, opts: { slowTurn?: number; sleepSec?: number; paceSec?: number } = {}): Reply[] {
   const turns: Reply[] = [];
   for (let i = 1; i <= n; i++) {
-    const slow = opts.slowTurn === i ? `; sleep ${opts.sleepSec ?? 5}` : "";
+    const slow = opts.slowTurn === i ? `; sleep ${opts.sleepSec ?? 5}` : opts.paceSec ? `; sleep ${opts.paceSec}` : "";
     if (i === 2) turns.push(bash(`cd /workspace && printf '\\000\\001\\377binary %s\\n' 2 > data.bin${slow}`));
     else if (i === 3) turns.push(reply(toolUse("str_replace_based_edit_tool", { command: "str_replace", path: "/workspace/clamp.py", old_str: "    if v > hi:\n        return lo", new_str: "    if v > hi:\n        return hi" })));
     else if (i === 4) turns.push(bash(`cd /workspace && git rm -q README.md && chmod +x test_clamp.py${slow}`));
@@ -22,8 +25,9 @@ export function editScript(n = 10, opts: { slowTurn?: number; sleepSec?: number 
 
 /**
  * The edit script for every job, by its turn. A task containing "slow=T" sleeps in turn T the
- * first time that turn is asked for ("turns=N" sets the number of turns) (a resumed attempt that asks again gets it at once), so a test
- * can kill or restart things while the command runs. `count(task)` is the model requests a task paid.
+ * first time that turn is asked for (a resumed attempt that asks again gets it at once), so a test
+ * can kill or restart things while the command runs; "turns=N" sets the number of turns, and
+ * "pace=S" makes every command sleep S seconds. `count(task)` is the model requests a task paid.
  */
 export function resumePolicy(n = 10, sleepSec = 120) {
   const slowDone = new Set<string>();
@@ -35,7 +39,8 @@ export function resumePolicy(n = 10, sleepSec = 120) {
     const slowTurn = Number(/slow=(\d+)/.exec(task)?.[1] ?? 0);
     const slow = slowTurn === turn && !slowDone.has(task);
     if (slow) slowDone.add(task);
-    const script = editScript(Number(/turns=(\d+)/.exec(task)?.[1] ?? n), slow ? { slowTurn, sleepSec } : {});
+    const paceSec = Number(/pace=(\d+)/.exec(task)?.[1] ?? 0);
+    const script = editScript(Number(/turns=(\d+)/.exec(task)?.[1] ?? n), slow ? { slowTurn, sleepSec } : { paceSec });
     return script[turn - 1] ?? { kind: "error", status: 400, message: `script has no turn ${turn}` };
   };
   // The first user message wraps the task text: a task is counted by the conversations that contain it.

@@ -84,16 +84,21 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
   const counts = { kills: 0, terms: 0, redisRestarts: 0, engineRestarts: 0 };
   try {
     await Promise.all(Array.from({ length: o.workers }, () => ready(spawn())));
-    const tasks = Array.from({ length: o.jobs }, (_, i) => `soak job #${String(i).padStart(4, "0")};`);
+    // Every command takes a second, and one of each job's 2 s (the first time it runs), as real
+    // commands take time: the chaos finds jobs mid-command, and a fast machine does not end the
+    // batch before the chaos is done.
+    const tasks = Array.from({ length: o.jobs }, (_, i) => `soak job #${String(i).padStart(4, "0")} slow=${[2, 4, 5, 6][i % 4]} pace=1;`); // bash turns of the script
     const ids = await client.enqueueBatch(tasks.map((task) => ({ task, repo: { path: CLAMP }, attempts: 10 })));
     const results = ids.map((id) => client.waitForResult(id, { timeoutMs: 30 * 60_000 }).then((r) => r.status, (e: Error) => `error: ${e.message}`));
     let finished = false;
     const all = Promise.all(results).finally(() => (finished = true));
 
-    // Redis and engine restarts are spread over the first half, so a short run has them all.
-    const workerActions = [...Array<string>(o.kills).fill("kill"), ...Array<string>(o.terms).fill("term")].sort(() => rand() - 0.5);
-    const actions = [...workerActions];
-    [...Array<string>(o.redisRestarts).fill("redis"), ...Array<string>(o.engineRestarts).fill("engine")].forEach((a, i) => actions.splice(i * 2 + Math.floor(rand() * 2), 0, a));
+    // One worker action, then the Redis and engine restarts, then the other worker actions (each
+    // list in a random order): a short run on a fast machine, whose batch may end before the last
+    // action, still has every kind.
+    const infra = [...Array<string>(o.redisRestarts).fill("redis"), ...Array<string>(o.engineRestarts).fill("engine")].sort(() => rand() - 0.5);
+    const [first, ...rest] = [...Array<string>(o.kills).fill("kill"), ...Array<string>(o.terms).fill("term")].sort(() => rand() - 0.5);
+    const actions = [...(first ? [first] : []), ...infra, ...rest];
     let retries = 0;
     for (const [k, action] of actions.entries()) {
       if (finished) break;
