@@ -79,6 +79,8 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
     void w.exited.then(() => live.delete(w));
     return w;
   };
+  // The live worker running a job: it logged the job's start and not its end.
+  const holderOf = (id: string) => [...live].find((w) => new RegExp(`job ${id} attempt \\d+: started`).test(w.log()) && !new RegExp(`job ${id} attempt \\d+: (completed|error)`).test(w.log()));
   const ready = (w: WorkerProc) => w.waitFor(new RegExp(`ready: queue ${queue}`), 180_000);
   const client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
   const counts = { kills: 0, terms: 0, redisRestarts: 0, engineRestarts: 0 };
@@ -104,17 +106,22 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
       if (finished) break;
       // An action whose job ended before the chosen point is tried again with another job (40 retries in all).
       const retry = () => void (++retries <= 40 && actions.splice(k + 1, 0, action));
-      // A running job and a point of its life; the action happens when the job gets there.
-      const active = (await client.queue.getActive()).map((j) => j.id!).filter(Boolean);
-      if (!active.length) {
+      // A point of a job's life and a job that has it ahead (the start: a waiting job; else a
+      // running one); the action happens when the job gets there.
+      let phase = pick<Phase>(["start", "command", "command", "patch"]);
+      const waiting = phase === "start" ? (await client.queue.getWaiting()).map((j) => j.id!).filter(Boolean) : [];
+      if (!waiting.length && phase === "start") phase = "command";
+      // A running job, held by a live worker (one whose worker was just killed stays "active" until the stall check).
+      const candidates = waiting.length ? waiting : (await client.queue.getActive()).map((j) => j.id!).filter((id) => id && holderOf(id));
+      if (!candidates.length) {
         await sleep(500);
         retry();
         continue;
       }
-      const id = pick(active);
-      const phase = pick<Phase>(["start", "command", "command", "patch"]);
+      const id = pick(candidates);
       const since = Date.now();
-      const signal = AbortSignal.timeout(20_000);
+      // A job whose worker was just killed shows no event until it runs again: give up on it sooner.
+      const signal = AbortSignal.timeout(15_000);
       let reached = false;
       for await (const e of client.watch(id, { signal })) {
         if (Date.parse(e.ts) >= since - 50 && PHASE_EVENT[phase](e)) {
@@ -127,7 +134,7 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
         continue;
       }
       if (action === "kill" || action === "term") {
-        const holder = [...live].find((w) => new RegExp(`job ${id} attempt \\d+: started`).test(w.log()) && !new RegExp(`job ${id} attempt \\d+: (completed|error)`).test(w.log()));
+        const holder = holderOf(id);
         if (!holder) {
           retry();
           continue;
