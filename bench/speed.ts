@@ -54,8 +54,11 @@ const until = async (cond: () => boolean) => {
 async function execCounter(label: string) {
   const counts = new Map<string, number>();
   const ev = (await docker().getEvents({ filters: { type: ["container"], event: ["exec_create"], label: [label] } })) as unknown as Readable;
+  let rest = ""; // an event (its command line included) can span chunks
   ev.on("data", (d: Buffer) => {
-    for (const line of d.toString().split("\n").filter(Boolean)) {
+    const lines = (rest + d.toString()).split("\n");
+    rest = lines.pop()!;
+    for (const line of lines.filter(Boolean)) {
       const name = (JSON.parse(line) as { Actor: { Attributes: { name: string } } }).Actor.Attributes.name;
       counts.set(name, (counts.get(name) ?? 0) + 1);
     }

@@ -140,6 +140,9 @@ describe("loadRepo (real engine)", () => {
       expect(await sandboxManifest(sb)).toBe(hostManifest(dir));
       const out = await run(sb, "cd /workspace && git rev-list --count HEAD && git log --format='%an <%ae> %cn' && git branch --show-current && git status --porcelain && git rev-parse 'HEAD^{tree}'");
       expect(out).toBe(`1\npatchbay <patchbay@localhost> patchbay\nmain\n${r.baseline}\n`);
+      // Made from the baseline's store (not hashed again): whole, the agent's own, and usable.
+      const more = await run(sb, "cd /workspace && git fsck --strict --no-progress 2>&1; find .git ! -user 1000 | wc -l; echo c > c.txt && git add -A && git -c user.name=a -c user.email=a@b commit -qm two && git status --porcelain | wc -l");
+      expect(more).toBe("0\n0\n");
     });
   });
 

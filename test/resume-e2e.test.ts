@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
-import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
+import { removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { resumePolicy } from "./support/resume-scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -39,9 +39,11 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
     policy = resumePolicy(10, 8); // the slow command sleeps 8 s (again, when a resumed attempt runs it again)
     fake = await startFakeAnthropic(policy.policy);
   });
+  const queues: string[] = [];
   afterEach(async () => {
     await Promise.all(workers.map((w) => w.stop("SIGKILL")));
     workers = [];
+    for (const q of queues.splice(0)) await removeQueueSandboxes(q); // their warm pools
     await client?.close();
     client = undefined;
   });
@@ -52,6 +54,7 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
 
   const cluster = (count: number, extra: Record<string, string> = {}) => {
     const queue = `resume-${process.pid}-${++n}`;
+    queues.push(queue);
     const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REAP_MS: "2000", PATCHBAY_HEARTBEAT_MS: "1000", PATCHBAY_CONCURRENCY: "1", ...extra };
     let i = 0;
     const spawn = () => {

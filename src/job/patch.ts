@@ -73,16 +73,42 @@ cd /workspace
 `;
 
 // As the agent (setpriv drops to uid 1000 with no capabilities): the symlinks the archive API
-// refused (NUL-separated pairs on stdin), a repo if there is none (for the agent's convenience),
-// then the names the repo tracks, as plain data: git never ignores a tracked file, so those enter
-// the baseline even when .gitignore matches them. Then, as root, the baseline tree in the store.
+// refused (NUL-separated pairs on stdin), a repo if there is none (for the agent's convenience;
+// with fast paths it is made after the baseline, from it: see SHARE), then the names the repo
+// tracks, as plain data: git never ignores a tracked file, so those enter the baseline even when
+// .gitignore matches them. Then, as root, the baseline tree in the store.
+const AGENT_GIT = `A=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)`;
 const AGENT_PART = `
 while IFS= read -r -d "" n && IFS= read -r -d "" t; do ln -s -- "$t" "$n"; done
-A=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)
-if [ ! -e .git ]; then
+${AGENT_GIT}
+if [ ! -e .git ] && [ ! -L .git ] && [ "\${PB_SHARE_REPO:-0}" != 1 ]; then
   "\${A[@]}" init -q -b main && "\${A[@]}" add -A && "\${A[@]}" commit -q --no-verify --allow-empty -m "patchbay: baseline"
 fi
 "\${A[@]}" ls-files -z 2>/dev/null || true`;
+
+// The agent's repo when the workspace had none, from the baseline just made instead of hashing
+// every file a second time (git's object writes are what a load costs here): the store's objects
+// copied as they are, and the baseline's index with its stat data, so the agent's git status is
+// fast. Root only reads its own store and pipes it; everything under /workspace/.git is written
+// by the agent's uid. (A pack through index-pack measured slower than a second git add.)
+const SHARE = `
+as_agent() { env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$@"; }
+if [ "\${PB_SHARE_REPO:-0}" = 1 ] && [ ! -e .git ] && [ ! -L .git ]; then
+  read -r -d '' make_repo <<'EOS' || true
+${AGENT_GIT}
+"\${A[@]}" init -q -b main && tar -C .git -x && "\${A[@]}" update-ref refs/heads/main "$1"
+EOS
+  read -r -d '' read_index <<'EOS' || true
+${AGENT_GIT}
+"\${A[@]}" read-tree HEAD
+EOS
+  # A convenience: if it cannot be made, the job goes on without it, as with a repo git cannot read.
+  {
+    commit=$("\${G[@]}" rev-parse "refs/patchbay/baseline-$tree")
+    tar -C ${STORE} -c objects | as_agent "$make_repo" _ "$commit"
+    if [ -f "$GIT_INDEX_FILE" ]; then as_agent 'cat > .git/index' < "$GIT_INDEX_FILE"; else as_agent "$read_index"; fi
+  } || echo "patchbay: the agent's git repo could not be made" >&2
+fi`;
 
 // The baseline's index is kept (root's, in the private store) with its stat data, so that the
 // patch re-hashes only the files whose stat data changed. The agent (uid 1000) can give a file
@@ -92,7 +118,7 @@ fi
 // and look unchanged, so such entries lose their stat data ("smudged": index-info records none)
 // and are always hashed again.
 const BASELINE_SCRIPT = `${GIT}
-env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 \
+env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 PB_SHARE_REPO="\${PB_SHARE_REPO:-0}" \
   setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$1" > ${PRIVATE_DIR}/tracked
 export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${INDEX}
 rm -f ${INDEX_TREE}
@@ -115,6 +141,7 @@ smudge() {
 }
 # Without a smudge that surely worked, no stat cache: the patch then hashes every file.
 if [ "\${PB_STAT_CACHE:-1}" = 1 ] && smudge; then echo "$tree" > ${INDEX_TREE}; else rm -f "$GIT_INDEX_FILE"; fi
+${SHARE}
 rm -f ${PRIVATE_DIR}/tracked ${PRIVATE_DIR}/have
 echo "$tree"`;
 
@@ -169,7 +196,8 @@ async function treeScript(sb: Sandbox, what: string, script: string, args: strin
  */
 export function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean } = {}): Promise<string> {
   const stdin = symlinks.map((l) => `${l.name}\0${l.target}\0`).join("");
-  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, statCacheEnv(opts.statCache));
+  const share = fastDefaults().shareRepo === false ? [] : ["PB_SHARE_REPO=1"];
+  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, [...statCacheEnv(opts.statCache), ...share]);
 }
 
 /** The tree of /workspace as it is now (e.g. right after a verify), hashed into the private store. */
@@ -244,8 +272,8 @@ async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: 
 
 const statCacheEnv = (on = fastDefaults().statCache) => (on === false ? ["PB_STAT_CACHE=0"] : []);
 
-/** PATCHBAY_FAST_PATHS=0: no stat cache and the 4-exec patch (the bench's baseline). */
-const fastDefaults = (): { statCache?: boolean; execs?: 1 | 4 } => (loadConfig().fastPaths ? {} : { statCache: false, execs: 4 });
+/** PATCHBAY_FAST_PATHS=0: no stat cache, the agent's repo hashed on its own, and the 4-exec patch (the bench's baseline). */
+const fastDefaults = (): { statCache?: boolean; execs?: 1 | 4; shareRepo?: boolean } => (loadConfig().fastPaths ? {} : { statCache: false, execs: 4, shareRepo: false });
 
 async function git(sb: Sandbox, argv: string[], maxBytes?: number) {
   const r = await sb.exec(argv, { env: DIFF_ENV, timeoutSec: 600, ...ROOT, ...(maxBytes !== undefined ? { maxBytes } : {}) });

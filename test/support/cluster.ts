@@ -115,3 +115,15 @@ export function cli(args: string[], env: Record<string, string>, opts: { timeout
     });
   });
 }
+
+/**
+ * Removes the sandboxes (containers and volumes) of a test's own queue. Workers killed with
+ * SIGKILL leave their warm pool behind, and an owner id "elsewhere" keeps other reapers off it.
+ */
+export async function removeQueueSandboxes(queue: string): Promise<void> {
+  const { docker, LABEL } = await import("../../src/sandbox/docker.js");
+  const filters = { label: [`${LABEL.queue}=${queue}`] };
+  for (const c of await docker().listContainers({ all: true, filters })) await docker().getContainer(c.Id).remove({ force: true }).catch(() => {});
+  const { Volumes } = await docker().listVolumes({ filters });
+  for (const v of Volumes ?? []) await docker().getVolume(v.Name).remove().catch(() => {});
+}
