@@ -7,7 +7,7 @@
 import { Job } from "bullmq";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
-import type { TranscriptEvent } from "../src/spec.js";
+import { emptyResult, type TranscriptEvent } from "../src/spec.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { resumePolicy } from "./support/resume-scripts.js";
@@ -15,6 +15,8 @@ import { resumePolicy } from "./support/resume-scripts.js";
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 // An owner "elsewhere": other files' reapers leave these sandboxes to this file's workers.
 const workerId = (queue: string, i: number) => `pb-test-resume-elsewhere:${queue}-${i}:w`;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function eventsOf(client: PatchbayClient, id: string): Promise<TranscriptEvent[]> {
   const out: TranscriptEvent[] = [];
@@ -100,6 +102,31 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
     expect(events.filter((e) => e.type === "job_finished")).toMatchObject([{ status: "completed" }]);
     // The checkpoint went with the job.
     expect(await client.redis.exists(`patchbay:${queue}:checkpoint:${id}`)).toBe(0);
+  });
+
+  it("a job whose earlier attempt recorded its result (its worker died before BullMQ had it completed) returns that result, runs nothing, finishes once", async () => {
+    const { queue, client } = cluster(1);
+    await ready(workers, queue);
+    // A normal job: its result record goes once BullMQ has the job completed.
+    const plain = await client.enqueue({ task: "recorded plain turns=6", repo: { path: CLAMP } });
+    expect((await client.waitForResult(plain, { timeoutMs: 300_000 })).status).toBe("completed");
+    for (let i = 0; i < 50 && (await client.redis.exists(`patchbay:${queue}:result:${plain}`)); i++) await sleep(100);
+    expect(await client.redis.exists(`patchbay:${queue}:result:${plain}`)).toBe(0);
+
+    // What a worker killed between recording and completing leaves: the record and its job_finished.
+    const jobId = `recorded-${process.pid}`;
+    const task = "recorded: never asked";
+    const { error: _none, ...base } = emptyResult("completed", "", { jobId, attempt: 1 });
+    const recorded = { ...base, patch: "diff --git a/x b/x\n", filesChanged: ["x"], turns: 3 };
+    await client.redis.set(`patchbay:${queue}:result:${jobId}`, JSON.stringify(recorded));
+    await client.redis.xadd(`patchbay:${queue}:events:${jobId}`, "*", "e", JSON.stringify({ ts: new Date().toISOString(), jobId, attempt: 1, type: "job_finished", status: "completed", costUsd: 0, turns: 3 }));
+    await client.enqueue({ task, repo: { path: CLAMP }, jobId });
+    const result = await client.waitForResult(jobId, { timeoutMs: 120_000 });
+    expect(result).toMatchObject({ status: "completed", patch: recorded.patch, filesChanged: ["x"], turns: 3 });
+    expect(policy.count(task)).toBe(0);
+    expect(workers[0]!.log()).toMatch(new RegExp(`job ${jobId} attempt 1: an earlier attempt finished \\(completed\\) before its worker stopped; its recorded result stands`));
+    const finished = (await eventsOf(client, jobId)).filter((e) => e.type === "job_finished");
+    expect(finished).toHaveLength(1);
   });
 
   it("a poison job that kills every worker taking it ends failed after its attempts, with the reason; the replacements take other jobs", async () => {

@@ -132,11 +132,12 @@ describe("worker health", () => {
     const proxy = await startDockerProxy(); // this worker's "Docker": cut during the job's first turn
     const workerId = `pb-test-health-elsewhere:${randomBytes(3).toString("hex")}:w`;
     let cuts = 0;
-    // Each run of the job: a bash call, then done. On the first turn of the first two runs the
-    // engine goes away: the tool fails, then the patch cannot be taken (the engine's error).
+    // The job: a bash call, then done. The engine goes away while the model answers the first
+    // request of each of the first two runs: in run 1 the bash call fails; run 2 resumes from
+    // run 1's checkpoint (the bash call again, then the second request), and its patch fails.
     policy = (req) => {
       const turn = (req.body.messages as { role: string }[]).filter((m) => m.role === "assistant").length;
-      if (taskOf(req.body).includes("engine dies") && turn === 0 && cuts < 2) (cuts++, void proxy.cut());
+      if (taskOf(req.body).includes("engine dies") && turn === cuts && cuts < 2) (cuts++, void proxy.cut());
       return byTurn([reply(toolUse("bash", { command: "echo hi" })), reply(text("Done."))])(req);
     };
     const { client, start } = setup();

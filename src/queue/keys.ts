@@ -4,6 +4,12 @@ export const keys = (queue: string) => ({
   cancel: (jobId: string) => `patchbay:${queue}:cancel:${jobId}`,
   /** A job's last checkpoint (src/job/checkpoint.ts), removed when the job ends. */
   checkpoint: (jobId: string) => `patchbay:${queue}:checkpoint:${jobId}`,
+  /**
+   * A finished attempt's result, written in one transaction with its job_finished event and
+   * removed once BullMQ has the job completed: a worker that dies in between leaves it, and the
+   * next attempt returns it instead of running (and finishing) the job a second time.
+   */
+  result: (jobId: string) => `patchbay:${queue}:result:${jobId}`,
   cancelChannel: `patchbay:${queue}:cancel`,
   heartbeat: (workerId: string) => `patchbay:${queue}:worker:${workerId}`,
   /** A random id set once per Redis: which deployment a sandbox's owner belongs to (reaper). */

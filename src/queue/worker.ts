@@ -12,6 +12,7 @@ import { checkEngine, countInfraFailure, handBack, HealthGate, throttleMs } from
 import { runJob } from "../job/run.js";
 import { redisCheckpoints, specHash } from "../job/checkpoint.js";
 import { keys, redisOptions } from "./keys.js";
+import { recordedResult, recordResult } from "./result-record.js";
 import { workerLogger, type Log, type LogFormat } from "../log.js";
 import { workerMetrics } from "../metrics.js";
 import type { JobData } from "./client.js";
@@ -49,6 +50,10 @@ interface Active {
   done: Promise<void>;
   /** The newest transcript write: awaited before the result, so `watch` never misses the end. */
   lastWrite: Promise<unknown>;
+  /** The job_finished event of a returned result, held to be written with the result record. */
+  finished?: TranscriptEvent;
+  /** Set on the failure path: its job_finished is written at once. */
+  failing?: boolean;
 }
 
 /** BullMQ's backoff for the given number of attempts used: exponential doubles from the delay. */
@@ -179,6 +184,15 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       log(`job ${jobId}: its worker stopped under it (stall ${stalls}; ${used} of ${attempts} attempts used): runs again in ${ms} ms`, { job: jobId, attempt, level: "warn" });
       throw await handBack(job, token, ms);
     }
+    // An earlier attempt finished (its result and job_finished are recorded) and its worker died
+    // before BullMQ had the job completed: that result stands, and nothing runs again.
+    const recorded = await recordedResult(redis, k.result(jobId));
+    if (recorded) {
+      log(`job ${jobId} attempt ${attempt}: an earlier attempt finished (${recorded.status}) before its worker stopped; its recorded result stands`, { job: jobId, attempt });
+      await batch.finish(job.data, jobId, recorded.attempt ?? attempt, recorded).catch(() => {});
+      await redis.del(k.checkpoint(jobId)).catch(() => {});
+      return recorded;
+    }
     const entry: Active = { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve() };
     active.set(jobId, entry);
     if (await redis.exists(k.cancel(jobId))) entry.ctl.abort("cancelled");
@@ -193,6 +207,11 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       if (e.type === "sandbox_ready") setupDone();
       metrics.observe(e);
       if (e.type === "resume" && e.restored) spentBefore = e.costUsd;
+      if (e.type === "job_finished" && !entry.failing) {
+        entry.finished = e; // written with the result record
+        void job.updateProgress({ type: e.type }).catch(() => {});
+        return;
+      }
       // In order on one connection; ioredis queues them while Redis is away.
       entry.lastWrite = redis
         .multi()
@@ -238,6 +257,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       const result = await Promise.race([run, hardDeadline]);
       if (entry.ctl.signal.reason === "abandoned") throw await abandon(job, token);
       await Promise.race([entry.lastWrite, sleep(5000)]);
+      await Promise.race([recordResult(redis, k, jobId, entry.finished, result), sleep(5000)]);
       await checkpoints?.remove().catch(() => {});
       await batch.finish(job.data, jobId, attempt, result, spentBefore).catch((err: Error) => log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
       log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`, { job: jobId, attempt, status: result.status });
@@ -264,6 +284,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       // attemptsMade and stalls, not attempt: a throttle or a hand-back starts a job again without counting.
       const retry = used + 1 < attempts && !(err instanceof UnrecoverableError);
       const error = `${(err as Error).message}${infra ? ` (the engine failed: ${health.reason})` : ""}${retry ? ` (attempt ${used + 1} of ${attempts}; the queue runs it again after a backoff)` : ""}`;
+      entry.failing = true;
       onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error });
       await Promise.race([entry.lastWrite, sleep(5000)]);
       if (!retry) await checkpoints?.remove().catch(() => {});
@@ -295,6 +316,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     maximumRateLimitDelay: config.throttleMaxMs,
   });
   worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
+  // BullMQ has the job completed: its result record has done its work.
+  worker.on("completed", (job) => void redis.del(k.result(job.id!)).catch(() => {}));
   worker.on("stalled", (jobId) => log(`job ${jobId}: stalled (its worker stopped or lost its lock); back to the queue`, { job: jobId, level: "warn" }));
   await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}`);

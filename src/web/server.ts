@@ -171,7 +171,9 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
     if (!job) return reply.code(404).send({ error: `no job ${req.params.id}` });
     const state = await job.getState();
     if (state !== "completed" && state !== "failed") return reply.code(409).send({ error: `job ${job.id} is ${state}: only a finished job can be retried` });
-    await client.redis.del(k.cancel(job.id!)); // else the retried job would be cancelled at once
+    // Else the retried job would be cancelled at once, or (a result record left by a worker that
+    // died just after finishing) return its old result.
+    await client.redis.del(k.cancel(job.id!), k.result(job.id!));
     await job.retry(state);
     return { result: "queued again" };
   });
