@@ -49,7 +49,8 @@ __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom"
 
 // The supervisor is a root bash (CAP_KILL, nothing else of use) that the agent can neither signal
 // nor write to. Kill pass: SIGSTOP first so nothing can fork while we sweep (fork bombs), then
-// SIGKILL, every process whose real uid is the agent's, above a pid watermark, but one excepted pid.
+// SIGKILL, every process whose real uid is the agent's, above a pid watermark, but one excepted pid;
+// again until a pass finds none (up to 8), since a bomb forks between the passes of one sweep.
 // Only builtins (it lives in /proc, so the glob lists pids): it must work when the pids limit
 // leaves no room for a new process.
 const SUPERVISOR_INIT = String.raw`
@@ -57,8 +58,9 @@ exec 2>&1
 cd /proc
 __pb_agent() { local k r; while read -r k r _; do case "$k" in State:) [ "$r" = Z ] && return 1;; Uid:) [ "$r" = 1000 ]; return;; esac; done 2>/dev/null < "$1/status"; return 1; }
 __pb_sweep() { local p pass n=0; for pass in 1 2 3; do for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -STOP "$p" 2>/dev/null; fi; done; done; for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -KILL "$p" 2>/dev/null && n=$((n+1)); fi; done; __pb_n=$n; }
-__pb_kill() { [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; __pb_sweep "$1" "$4"; builtin printf 'PBKILLED%s:%d\n' "$2" "$__pb_n"; }
-__pb_reclaim() { local d c=0 m=max; for d in /sys/fs/cgroup /sys/fs/cgroup/pids; do if [ -r $d/pids.current ]; then read -r c < $d/pids.current; read -r m < $d/pids.max; break; fi; done; __pb_n=0; if [ "$m" != max ] && [ $((c * 4)) -ge $((m * 3)) ]; then __pb_sweep 1 "$2"; fi; builtin printf 'PBKILLED%s:%d\n' "$1" "$__pb_n"; }
+__pb_sweeps() { local r t=0; for r in 1 2 3 4 5 6 7 8; do __pb_sweep "$1" "$2"; t=$((t+__pb_n)); [ "$__pb_n" = 0 ] && break; done; __pb_n=$t; }
+__pb_kill() { [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; __pb_sweeps "$1" "$4"; builtin printf 'PBKILLED%s:%d\n' "$2" "$__pb_n"; }
+__pb_reclaim() { local d c=0 m=max; for d in /sys/fs/cgroup /sys/fs/cgroup/pids; do if [ -r $d/pids.current ]; then read -r c < $d/pids.current; read -r m < $d/pids.max; break; fi; done; __pb_n=0; if [ "$m" != max ] && [ $((c * 4)) -ge $((m * 3)) ]; then __pb_sweeps 1 "$2"; fi; builtin printf 'PBKILLED%s:%d\n' "$1" "$__pb_n"; }
 `;
 
 const BASH = ["bash", "--noprofile", "--norc"];
