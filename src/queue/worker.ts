@@ -12,7 +12,7 @@ import { checkEngine, countInfraFailure, handBack, HealthGate, throttleMs } from
 import { runJob } from "../job/run.js";
 import { redisCheckpoints, specHash } from "../job/checkpoint.js";
 import { keys, redisOptions } from "./keys.js";
-import { recordedResult, recordResult } from "./result-record.js";
+import { appendEvent, recordedResult, recordResult } from "./result-record.js";
 import { workerLogger, type Log, type LogFormat } from "../log.js";
 import { workerMetrics } from "../metrics.js";
 import type { JobData } from "./client.js";
@@ -151,7 +151,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const finishFailed = async (job: Job<JobData, JobResult>, attempt: number, error: string) => {
     const jobId = job.id!;
     const e: TranscriptEvent = { ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error };
-    await redis.multi().xadd(k.events(jobId), "MAXLEN", "~", defaults.transcript.maxLen, "*", "e", JSON.stringify(e)).expire(k.events(jobId), defaults.transcript.ttlSec).exec().catch(() => {});
+    await appendEvent(redis.multi(), k, e).exec().catch(() => {});
     await redis.del(k.checkpoint(jobId)).catch(() => {});
     await batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
   };
@@ -198,7 +198,6 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     if (await redis.exists(k.cancel(jobId))) entry.ctl.abort("cancelled");
     // A batch whose budget is spent (or that was cancelled): the job ends at once, without a sandbox.
     const early = await batch.start(job.data, jobId, attempt).catch((err: unknown) => (active.delete(jobId), Promise.reject(err)));
-    const streamKey = k.events(jobId);
     // No warm sandbox is made while this job is being set up (it would compete for the CPU).
     const setupDone = pool.setupStarted();
     const checkpoints = config.checkpoints ? redisCheckpoints(redis, k.checkpoint(jobId), jobId, specHash(spec), config.checkpointMaxBytes) : undefined;
@@ -213,12 +212,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         return;
       }
       // In order on one connection; ioredis queues them while Redis is away.
-      entry.lastWrite = redis
-        .multi()
-        .xadd(streamKey, "MAXLEN", "~", defaults.transcript.maxLen, "*", "e", JSON.stringify(e))
-        .expire(streamKey, defaults.transcript.ttlSec)
-        .exec()
-        .catch(() => {});
+      entry.lastWrite = appendEvent(redis.multi(), k, e).exec().catch(() => {});
       if (e.type === "tool_call" || e.type === "model_response" || e.type === "job_finished") void job.updateProgress({ type: e.type, turn: "turn" in e ? e.turn : undefined }).catch(() => {});
     };
     // BullMQ has no job timeout: runJob aborts itself at timeoutSec. If it is still not done a grace
