@@ -77,9 +77,11 @@ async function phasesOnce(repo: string, fast: boolean, pool?: SandboxPool) {
     return v;
   };
   return withFastPaths(fast, async () => {
+    const setupDone = pool?.setupStarted(); // as runJob does: no refill while the job is set up
     const sb = await mark("create", async () => pool?.take({}, 3600) ?? Sandbox.create({ labels: { [BENCH_LABEL]: "speed" } }));
     try {
       const { baseline } = await mark("load_and_baseline", () => loadRepo(sb, { path: repo }));
+      setupDone?.();
       const box = new Toolbox(sb);
       await mark("tools", async () => {
         for (const [i, b] of TOOL_CALLS.entries()) await box.run({ id: `t${i}`, name: b.name!, input: b.input });

@@ -6,6 +6,7 @@ import { isUtf8 } from "node:buffer";
 import { loadConfig } from "../config.js";
 import { PRIVATE_DIR } from "../sandbox/docker.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
+import type { BuiltPack } from "./blob-pack.js";
 
 export interface PatchResult {
   /** `git diff --binary` from the baseline tree to the final working tree; "" when nothing changed. */
@@ -118,6 +119,12 @@ fi`;
 // and look unchanged, so such entries lose their stat data ("smudged": index-info records none)
 // and are always hashed again.
 const BASELINE_SCRIPT = `${GIT}
+# The worker's pack of the repo's files first (see blob-pack.ts): git add then finds them stored.
+if [ -n "\${PB_PACK:-}" ]; then
+  read -r pname plen ilen <<< "$PB_PACK"
+  head -c "$plen" > ${STORE}/objects/pack/pack-$pname.pack
+  head -c "$ilen" > ${STORE}/objects/pack/pack-$pname.idx
+fi
 env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 PB_SHARE_REPO="\${PB_SHARE_REPO:-0}" \
   setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$1" > ${PRIVATE_DIR}/tracked
 export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${INDEX}
@@ -183,7 +190,7 @@ const TREE_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 const ROOT = { user: "0:0", cwd: PRIVATE_DIR } as const;
 
 /** Runs a script that prints a tree id last. */
-async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin = "", env: string[] = []): Promise<string> {
+async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin: string | Buffer = "", env: string[] = []): Promise<string> {
   const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, env, timeoutSec: 600, ...ROOT });
   const tree = r.stdout.toString("utf8").trim().split("\n").pop() ?? "";
   if (r.exitCode !== 0 || !TREE_ID.test(tree)) throw new GitStepError(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
@@ -194,10 +201,13 @@ async function treeScript(sb: Sandbox, what: string, script: string, args: strin
  * Makes /workspace a git repo if it is not one (one baseline commit) and returns the tree id of
  * the working tree as it is now. `symlinks` are made first, as the agent's uid.
  */
-export function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean } = {}): Promise<string> {
-  const stdin = symlinks.map((l) => `${l.name}\0${l.target}\0`).join("");
+export function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack } = {}): Promise<string> {
+  const links = Buffer.from(symlinks.map((l) => `${l.name}\0${l.target}\0`).join(""));
   const share = fastDefaults().shareRepo === false ? [] : ["PB_SHARE_REPO=1"];
-  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, [...statCacheEnv(opts.statCache), ...share]);
+  const p = opts.pack && /^[0-9a-f]{40}$/.test(opts.pack.name) ? opts.pack : undefined;
+  const stdin = p ? Buffer.concat([p.pack, p.idx, links]) : links;
+  const packEnv = p ? [`PB_PACK=${p.name} ${p.pack.length} ${p.idx.length}`] : [];
+  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, [...statCacheEnv(opts.statCache), ...share, ...packEnv]);
 }
 
 /** The tree of /workspace as it is now (e.g. right after a verify), hashed into the private store. */

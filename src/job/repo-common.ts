@@ -3,6 +3,8 @@
 import { Readable } from "node:stream";
 import path from "node:path";
 import * as tar from "tar-stream";
+import { loadConfig } from "../config.js";
+import { BlobPack } from "./blob-pack.js";
 
 /** A repo that cannot be loaded as given (missing path, bad ref, unsafe archive): retrying will not help. */
 export class RepoError extends Error {}
@@ -44,6 +46,8 @@ export interface RepoArchive {
    * in the tar and loadRepo makes them in the container. Complete once the stream has ended.
    */
   symlinks: { name: string; target: string }[];
+  /** The files' contents as a git pack for the baseline's store (fast paths only). Complete once the stream has ended. */
+  blobs?: BlobPack;
   /** Stops the stream and removes a host-side clone. */
   cleanup(): Promise<void>;
 }
@@ -153,17 +157,23 @@ function escapes(name: string, target: string): boolean {
 /** Packs entries in order, with backpressure: a slow consumer stops the reading of files. */
 export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { files: number; bytes: number }, rm = async () => {}): RepoArchive {
   const symlinks: RepoArchive["symlinks"] = [];
+  const blobs = loadConfig().fastPaths ? new BlobPack() : undefined;
   const pack = tar.pack();
   (async () => {
     for await (const { header, read } of items) {
       if (header.type === "symlink" && escapes(header.name, header.linkname ?? "")) symlinks.push({ name: header.name, target: header.linkname! });
-      else await writeEntry(pack, header, read?.());
+      else {
+        const body = read?.();
+        // Files read whole (all but the largest) go into the pack as well; streamed ones git writes itself.
+        if (blobs && header.type === "file" && Buffer.isBuffer(body)) blobs.add(body);
+        await writeEntry(pack, header, body);
+      }
       await breathe();
     }
     pack.finalize();
   })().catch((err: Error) => pack.destroy(err));
   const stream = Readable.from(pack as AsyncIterable<Buffer>, { objectMode: false });
-  return { stream, ...sums, symlinks, cleanup: async () => (stream.destroy(), rm()) };
+  return { stream, ...sums, symlinks, blobs, cleanup: async () => (stream.destroy(), rm()) };
 }
 
 function writeEntry(pack: tar.Pack, header: Header, body?: Body): Promise<void> {

@@ -79,7 +79,7 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   } finally {
     await archive.cleanup();
   }
-  const baseline = await writeBaseline(sb, archive.symlinks, { statCache: opts.statCache });
+  const baseline = await writeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack: archive.blobs?.finish() });
   return { baseline, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0 };
 }
 

@@ -30,7 +30,7 @@ export interface RunJobOptions {
   /** Called once the sandbox is ready, e.g. so a worker can kill it on a hard deadline. */
   onSandbox?: (sb: Sandbox) => void;
   /** A worker's warm pool: the sandbox is taken from it when it has one of the job's kind. */
-  pool?: Pick<SandboxPool, "take">;
+  pool?: Pick<SandboxPool, "take"> & Partial<Pick<SandboxPool, "setupStarted">>;
   /** See LoopOptions.stopAfterTurn: e.g. a batch's shared budget. */
   stopAfterTurn?: (costUsd: number) => Promise<string | undefined>;
   /** The setup phase's egress proxy (default: the process's own; tests pass one with test-only options). */
@@ -73,6 +73,8 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   }
   let sandbox: Sandbox | undefined;
   let prepared: Promise<RepoArchive> | undefined;
+  // The pool makes no warm sandbox while this one is set up: it would compete for the CPU.
+  const setupDone = opts.pool?.setupStarted?.();
   try {
     egress = await prepareEgress(spec, opts.egress, emit);
     const tSandbox = performance.now();
@@ -94,6 +96,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     let { baseline } = await loadRepo(sandbox, spec.repo, { prepared });
     prepared = undefined;
     const sandboxMs = ms(tSandbox);
+    setupDone?.();
     emit({ type: "sandbox_ready", container: sandbox.name, ms: sandboxMs });
 
     const setup = typeof spec.setup === "string" ? [spec.setup] : (spec.setup ?? []);
@@ -210,6 +213,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     if (!(err instanceof SetupError || err instanceof RepoError || err instanceof PatchError)) throw err;
     return ended("failed", err.message);
   } finally {
+    setupDone?.();
     clearTimeout(timer);
     opts.signal?.removeEventListener("abort", onCancel);
     // An archive made but never loaded (the sandbox failed to start) still has a clone to remove.

@@ -1,0 +1,91 @@
+// The worker packs a repo's file contents while it tars them (src/job/blob-pack.ts), so git in the
+// sandbox finds every blob stored at baseline instead of writing one loose object per file. The
+// pack is checked by git itself (verify-pack, fsck), and a load with it gives the same baseline
+// as one without it, with no loose blob in the store and an agent's repo git accepts.
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { BlobPack } from "../src/job/blob-pack.js";
+import { computePatch } from "../src/job/patch.js";
+import { loadRepo } from "../src/job/repo.js";
+import { Sandbox } from "../src/sandbox/sandbox.js";
+
+const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-blob-pack-"));
+afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
+const git = (cwd: string, ...args: string[]) => execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } });
+
+function bareWith(p: NonNullable<ReturnType<BlobPack["finish"]>>): string {
+  const dir = fs.mkdtempSync(path.join(tmpRoot, "bare"));
+  git(dir, "init", "-q", "--bare");
+  fs.writeFileSync(path.join(dir, `objects/pack/pack-${p.name}.pack`), p.pack);
+  fs.writeFileSync(path.join(dir, `objects/pack/pack-${p.name}.idx`), p.idx);
+  return dir;
+}
+
+describe("BlobPack (host git reads it)", () => {
+  it("packs each distinct content once, under git's own object ids, with every size header length", () => {
+    const contents = [Buffer.alloc(0), Buffer.from("hello\n"), Buffer.from("hello\n"), Buffer.alloc(15, 1), Buffer.alloc(16, 2), Buffer.alloc(2047, 3), Buffer.alloc(2048, 4), Buffer.alloc(300_000, 5)];
+    for (let i = 0; i < 500; i++) contents.push(Buffer.from(`file ${i}\n`));
+    const p = new BlobPack();
+    for (const c of contents) p.add(c);
+    const built = p.finish()!;
+    expect(built.objects).toBe(contents.length - 1); // "hello\n" twice
+    const dir = bareWith(built);
+    const verify = git(dir, "verify-pack", "-v", `objects/pack/pack-${built.name}.idx`);
+    expect(verify).toMatch(/^non delta: 507 objects$/m);
+    expect(git(dir, "fsck", "--strict", "--no-dangling")).toBe("");
+    for (const c of [contents[0]!, contents[5]!, contents[7]!, contents.at(-1)!]) {
+      const id = execFileSync("git", ["hash-object", "--stdin"], { input: c, encoding: "utf8" }).trim();
+      expect(execFileSync("git", ["cat-file", "blob", id], { cwd: dir }).equals(c)).toBe(true);
+    }
+  });
+
+  it("stops adding at its bound and stays a valid pack; nothing added is no pack", () => {
+    expect(new BlobPack().finish()).toBeUndefined();
+    const p = new BlobPack(4096);
+    for (let i = 0; i < 200; i++) p.add(randomBytes(100)); // incompressible: ~110 bytes each
+    expect(p.full).toBe(true);
+    const built = p.finish()!;
+    expect(built.pack.length).toBeLessThanOrEqual(4096);
+    expect(built.objects).toBeGreaterThan(5);
+    expect(built.objects).toBeLessThan(200);
+    expect(git(bareWith(built), "fsck", "--strict", "--no-dangling")).toBe("");
+  });
+});
+
+describe("a load with the pack (real engine)", () => {
+  it("gives the baseline git computes on the host, writes no loose blob, and the agent's repo is sound", async () => {
+    const dir = fs.mkdtempSync(path.join(tmpRoot, "repo"));
+    for (let i = 0; i < 300; i++) {
+      fs.mkdirSync(path.join(dir, `d${i % 7}`), { recursive: true });
+      fs.writeFileSync(path.join(dir, `d${i % 7}`, `f${i}.txt`), `line ${i % 50}\n`); // duplicate contents too
+    }
+    fs.writeFileSync(path.join(dir, "big.bin"), Buffer.alloc(2 * 1024 * 1024, 9)); // streamed, not packed: git writes it
+    const copy = fs.mkdtempSync(path.join(tmpRoot, "copy"));
+    fs.cpSync(dir, copy, { recursive: true });
+    git(copy, "init", "-q");
+    git(copy, "add", "-A");
+    const hostTree = git(copy, "write-tree").trim();
+
+    const sb = await Sandbox.create({ labels: { "patchbay.test": "blob-pack" } });
+    try {
+      const { baseline } = await loadRepo(sb, { path: dir });
+      expect(baseline).toBe(hostTree);
+      const count = `cd /patchbay/git/objects && find . -path './??/*' -type f | sed 's|^\\./||; s|/||' | GIT_DIR=/patchbay/git git cat-file --batch-check='%(objecttype)' | sort | uniq -c`;
+      const loose = (await sb.exec(["bash", "-c", count], { user: "0:0" })).stdout.toString();
+      expect(Number(/(\d+) blob/.exec(loose)?.[1]), loose).toBe(1); // big.bin only (streamed, so not packed)
+      expect(Number(/(\d+) tree/.exec(loose)?.[1]), loose).toBe(8);
+      const fsck = await sb.exec(["bash", "-c", "git fsck --strict --no-dangling && git status --porcelain | wc -l"], { cwd: "/workspace" });
+      expect(fsck.exitCode, fsck.stderr).toBe(0);
+      expect(fsck.stdout.toString().trim()).toBe("0");
+      await sb.exec(["bash", "-c", "echo changed > d1/f1.txt && rm d2/f2.txt"], { cwd: "/workspace" });
+      const p = await computePatch(sb, baseline);
+      expect(p.filesChanged).toEqual(["d1/f1.txt", "d2/f2.txt"]);
+    } finally {
+      await sb.destroy();
+    }
+  });
+});
