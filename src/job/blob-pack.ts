@@ -31,7 +31,7 @@ export class BlobPack {
     const sha = createHash("sha1").update(`blob ${content.length}\0`).update(content).digest();
     const key = sha.toString("hex");
     if (this.entries.has(key)) return;
-    const body = Buffer.concat([objectHeader(OBJ_BLOB, content.length), deflateSync(content, { level: 1 })]);
+    const body = Buffer.concat([objectHeader(OBJ_BLOB, content.length), content.length <= STORE_MAX ? stored(content) : deflateSync(content, { level: 1 })]);
     if (this.offset + body.length + 20 > this.maxBytes) {
       this.full = true; // the rest is hashed and written by git in the sandbox, as without a pack
       return;
@@ -71,6 +71,36 @@ export class BlobPack {
     createHash("sha1").update(idx.subarray(0, at)).digest().copy(idx, at);
     return { name: packSum.toString("hex"), pack, idx, objects: n };
   }
+}
+
+// A small file is stored uncompressed in a zlib stream written here: zlib's own call costs more
+// than the bytes it saves (50,000 small files: 630 ms of deflate against 30 ms).
+const STORE_MAX = 16 * 1024;
+
+/** A zlib stream (RFC 1950) holding `data` in one stored deflate block (RFC 1951, BTYPE 00). */
+function stored(data: Buffer): Buffer {
+  const out = Buffer.alloc(2 + 5 + data.length + 4);
+  out[0] = 0x78; // deflate, 32 KiB window
+  out[1] = 0x01; // no dictionary, fastest; (0x78 << 8 | 0x01) % 31 === 0
+  out[2] = 0x01; // BFINAL, stored
+  out.writeUInt16LE(data.length, 3);
+  out.writeUInt16LE(~data.length & 0xffff, 5);
+  data.copy(out, 7);
+  out.writeUInt32BE(adler32(data), 7 + data.length);
+  return out;
+}
+
+function adler32(data: Buffer): number {
+  let a = 1;
+  let b = 0;
+  // 5552 bytes is the most that can be summed before b could pass 2^32 (zlib's NMAX).
+  for (let i = 0; i < data.length; ) {
+    const end = Math.min(i + 5552, data.length);
+    for (; i < end; i++) b += a += data[i]!;
+    a %= 65521;
+    b %= 65521;
+  }
+  return ((b << 16) | a) >>> 0;
 }
 
 /** An object's type and inflated size: 3 type bits and 4 size bits, then 7 size bits per byte. */
