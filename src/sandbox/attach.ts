@@ -6,6 +6,8 @@ import type { Duplex } from "node:stream";
 export interface Attached {
   readonly exec: Docker.Exec;
   write(data: string | Buffer): void;
+  /** Writes and waits while the socket's buffer is full (backpressure). */
+  send(data: Buffer): Promise<void>;
   /** Closes the process's stdin (it reads EOF). */
   endInput(): void;
   /** Writes a stream into the process's stdin with backpressure, then closes it; rejects when the stream fails. */
@@ -62,6 +64,9 @@ export async function attachExec(
     exec,
     write: (data) => {
       if (alive) socket.write(data);
+    },
+    send: async (data) => {
+      if (alive && !socket.write(data)) await new Promise<void>((r) => { socket.once("drain", r); socket.once("close", r); });
     },
     endInput: () => socket.end(),
     pipeIn: async (source) => {

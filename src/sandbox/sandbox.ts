@@ -6,7 +6,7 @@ import { defaults, loadConfig } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { attachExec } from "./attach.js";
 import { createContainer, defaultLimits, LABEL, processLabel, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
-import { FileAgent } from "./file-agent.js";
+import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
 import { Shell } from "./shell.js";
 import { extractTarStream, StreamUnavailable } from "./stream.js";
@@ -34,6 +34,8 @@ export interface ExecResult {
 
 export class Sandbox {
   private destroyed?: Promise<void>;
+  /** Whether the file agent can run tar (asked once). */
+  private agentTar?: Promise<boolean>;
   /** When the reaper may remove it whatever its owner (epoch seconds). */
   deadline = 0;
 
@@ -86,6 +88,13 @@ export class Sandbox {
    */
   async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string; env?: string[]; cwd?: string } = {}): Promise<ExecResult> {
     const max = opts.maxBytes ?? 64 * 1024 * 1024;
+    // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise.
+    const ids = /^(\d+):(\d+)$/.exec(opts.user ?? "1000:1000");
+    if (ids) {
+      const stdin = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);
+      const r = await this.agent.run(argv, { uid: Number(ids[1]), gid: Number(ids[2]), cwd: opts.cwd ?? "/workspace", env: ["HOME=/home/agent", ...(opts.env ?? [])], stdin, timeoutSec: opts.timeoutSec ?? 300, maxBytes: max });
+      if (r) return r;
+    }
     const out: Buffer[] = [];
     let outLen = 0;
     let truncated = false;
@@ -140,6 +149,21 @@ export class Sandbox {
    * with the stream untouched, when the image has no tar (use files.putArchive then).
    */
   async putTarStream(dir: string, archive: Readable): Promise<boolean> {
+    // Through the file agent when it can run commands and the image has tar (asked first: the
+    // archive must stay untouched for the fallbacks).
+    this.agentTar ??= this.agent.run(["bash", "-c", "command -v tar"], { uid: 1000, gid: 1000, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then((r) => r?.exitCode === 0, () => false);
+    if (await this.agentTar) {
+      const tar = ["tar", "-x", "-p", "-f", "-", "--delay-directory-restore", "--no-same-owner", "-C", dir];
+      let r: Awaited<ReturnType<FileAgent["run"]>>;
+      try {
+        r = await this.agent.run(tar, { uid: 1000, gid: 1000, cwd: "/", stream: archive, timeoutSec: 600, maxBytes: 64 * 1024 });
+      } catch (err) {
+        throw err instanceof StreamSourceError ? err.source : err;
+      }
+      if (!r) throw new Error(`extracting the repo into ${dir} failed: the sandbox's file agent stopped`);
+      if (r.exitCode !== 0) throw new Error(`extracting the repo into ${dir} failed (tar exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+      return true;
+    }
     try {
       await extractTarStream(this.container, dir, archive);
       return true;

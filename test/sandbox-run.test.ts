@@ -1,0 +1,76 @@
+// Sandbox.exec runs commands through the file agent (a child of the root python process, no
+// docker exec): as the uid asked for, in the cwd asked for, with stdin, bounded stdout, stderr's
+// head and tail, the exit code, a timeout, and a left-behind process that cannot hold the reply
+// up. A tar stream goes in frames; a source that fails mid-stream fails the load with its own
+// error and leaves the agent in step. An agent that cannot run commands (not root, as on gVisor)
+// sends the worker back to docker exec.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RepoError } from "../src/job/repo.js";
+import { AGENT_SCRIPT, FileAgent } from "../src/sandbox/file-agent.js";
+import { Sandbox } from "../src/sandbox/sandbox.js";
+
+let box: Sandbox | undefined;
+const sb = () => box!;
+beforeAll(async () => {
+  box = await Sandbox.create({ labels: { "patchbay.test": "sandbox-run" } });
+});
+afterAll(async () => {
+  await box?.destroy();
+});
+
+const ROOT = { user: "0:0" } as const;
+
+describe("Sandbox.exec through the file agent (real engine)", () => {
+  it("runs as the uid asked for, in its cwd, with its env and stdin, as a child of the agent", async () => {
+    const root = await sb().exec(["bash", "-c", 'echo "$(id -u):$(id -g) $(pwd) $FOO $(cat) $(cat /proc/$PPID/comm)"'], { ...ROOT, cwd: "/patchbay", env: ["FOO=bar"], stdin: "in" });
+    expect(root.exitCode, root.stderr).toBe(0);
+    expect(root.stdout.toString()).toBe("0:0 /patchbay bar in python3\n");
+    const agent = await sb().exec(["bash", "-c", 'echo "$(id -u):$(id -g) $(id -G) $(pwd) $HOME"; ls /patchbay'], {});
+    expect(agent.stdout.toString()).toBe("1000:1000 1000 /workspace /home/agent\n");
+    expect(agent.exitCode).not.toBe(0);
+    expect(agent.stderr).toMatch(/Permission denied/);
+  });
+
+  it("keeps stdout to maxBytes, keeps stderr's head and tail, and gives the exit code", async () => {
+    const r = await sb().exec(["bash", "-c", "head -c 100000 /dev/zero; echo first >&2; head -c 50000 /dev/zero | tr '\\0' x >&2; echo last >&2; exit 3"], { maxBytes: 1000 });
+    expect(r.exitCode).toBe(3);
+    expect(r.stdout.length).toBe(1000);
+    expect(r.truncated).toBe(true);
+    expect(r.stderr.startsWith("first\n")).toBe(true);
+    expect(r.stderr.endsWith("xxxlast\n")).toBe(true);
+    expect(r.stderr.length).toBeLessThan(20_000);
+  });
+
+  it("kills a command at its timeout, and a process left holding the output does not hold the reply", async () => {
+    const slow = await sb().exec(["sleep", "60"], { timeoutSec: 1 });
+    expect(slow.exitCode).toBe(137);
+    const left = await sb().exec(["bash", "-c", "sleep 60 & echo started"], { timeoutSec: 30 });
+    expect(left.stdout.toString()).toBe("started\n");
+    expect((await sb().exec(["bash", "-c", "pgrep -f '^sleep 60' | wc -l"], ROOT)).stdout.toString().trim()).toBe("0");
+  }, 30_000);
+
+  it("a tar stream whose source fails mid-way fails with the source's error, and the agent stays in step", async () => {
+    async function* failing() {
+      yield Buffer.alloc(512 * 1024, 0x41); // not a tar either way; then the source breaks
+      throw new RepoError("the archive changed while it was read");
+    }
+    await expect(sb().putTarStream("/tmp", (await import("node:stream")).Readable.from(failing()))).rejects.toThrow(RepoError);
+    const r = await sb().exec(["echo", "in step"]);
+    expect(r.stdout.toString()).toBe("in step\n");
+    expect((await sb().files.read("/etc/hostname")).length).toBeGreaterThan(0);
+  });
+});
+
+describe("an agent that cannot run commands", () => {
+  it("answers run with nothing (the caller uses docker exec) and keeps serving files", async () => {
+    const notRoot = new FileAgent(sb().container, { argv: ["python3", "-I", "-S", "-u", "-c", `import os\nos.getuid = lambda: 1000\n${AGENT_SCRIPT}`] });
+    try {
+      expect(await notRoot.run(["id", "-u"], { uid: 0, gid: 0, timeoutSec: 10, maxBytes: 100 })).toBeUndefined();
+      expect(await notRoot.run(["id", "-u"], { uid: 0, gid: 0, timeoutSec: 10, maxBytes: 100, stream: (async function* () { yield Buffer.from("x"); })() })).toBeUndefined();
+      const st = await notRoot.request({ op: "stat", path: "/workspace" });
+      expect(st?.header.type).toBe("directory");
+    } finally {
+      notRoot.close();
+    }
+  });
+});
