@@ -88,9 +88,10 @@ export class Sandbox {
    */
   async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string; env?: string[]; cwd?: string } = {}): Promise<ExecResult> {
     const max = opts.maxBytes ?? 64 * 1024 * 1024;
-    // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise.
+    // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise,
+    // and with PATCHBAY_FAST_PATHS=0 (the bench's same-run baseline).
     const ids = /^(\d+):(\d+)$/.exec(opts.user ?? "1000:1000");
-    if (ids) {
+    if (ids && loadConfig().fastPaths) {
       const stdin = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);
       const r = await this.agent.run(argv, { uid: Number(ids[1]), gid: Number(ids[2]), cwd: opts.cwd ?? "/workspace", env: ["HOME=/home/agent", ...(opts.env ?? [])], stdin, timeoutSec: opts.timeoutSec ?? 300, maxBytes: max });
       if (r) return r;
@@ -151,8 +152,8 @@ export class Sandbox {
   async putTarStream(dir: string, archive: Readable): Promise<boolean> {
     // Through the file agent when it can run commands and the image has tar (asked first: the
     // archive must stay untouched for the fallbacks).
-    this.agentTar ??= this.agent.run(["bash", "-c", "command -v tar"], { uid: 1000, gid: 1000, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then((r) => r?.exitCode === 0, () => false);
-    if (await this.agentTar) {
+    if (loadConfig().fastPaths) this.agentTar ??= this.agent.run(["bash", "-c", "command -v tar"], { uid: 1000, gid: 1000, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then((r) => r?.exitCode === 0, () => false);
+    if (this.agentTar && (await this.agentTar)) {
       const tar = ["tar", "-x", "-p", "-f", "-", "--delay-directory-restore", "--no-same-owner", "-C", dir];
       let r: Awaited<ReturnType<FileAgent["run"]>>;
       try {
