@@ -76,12 +76,16 @@ describe("the stat cache (real engine)", () => {
     const dir = hostDir({ "a.txt": "AAAA\n", "r.txt": "rrrr\n" });
     await withSandbox(async (sb) => {
       await loadRepo(sb, { path: dir });
+      // a.txt aged past the baseline's last second, so that the baseline keeps an index at all.
+      const loaded = Number(await agent(sb, "stat -c %Z a.txt"));
+      await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
       // The agent rewrites r.txt in place, same bytes, every 50 ms while the baseline is taken: its
       // ctime is always within the baseline's last second.
       await agent(sb, "nohup bash -c 'while :; do printf rrrr 1<> r.txt; sleep 0.05; done' >/dev/null 2>&1 & sleep 0.3");
       const baseline = await snapshotBaseline(sb);
       await sb.killAgentProcesses();
       expect(await indexEntry(sb, "r.txt")).toEqual({ ctime: 0, size: 0 }); // no stat data: hashed again at the patch
+      expect((await indexEntry(sb, "a.txt")).size).toBe(5); // a.txt keeps its own
       const [, ctime] = (await agent(sb, FORGE("r.txt", "XXXX\\n"))).split(" ");
       const p = await computePatch(sb, baseline);
       expect(p.filesChanged, `rewritten at ${ctime}`).toEqual(["r.txt"]);
@@ -90,12 +94,19 @@ describe("the stat cache (real engine)", () => {
     });
   }, 300_000);
 
-  it("the patch after setup-like changes hashes from the kept index and matches a patch made without it", async () => {
+  it("a repo loaded within the second keeps no index; the baseline after setup does, and its patch matches one made without it", async () => {
     const files: Record<string, string> = {};
     for (let i = 0; i < 200; i++) files[`f${i}.txt`] = `file ${i}\n`;
     const dir = hostDir(files);
+    const hasIndex = async (sb: Sandbox) => (await sb.exec(["test", "-e", "/patchbay/baseline.index"], { user: "0:0" })).exitCode === 0;
     await withSandbox(async (sb) => {
-      const { baseline } = await loadRepo(sb, { path: dir });
+      await loadRepo(sb, { path: dir });
+      // Every file's ctime is within the baseline's last second: all would be smudged, so none is kept.
+      expect(await hasIndex(sb)).toBe(false);
+      const loaded = Number(await agent(sb, "stat -c %Z f1.txt"));
+      await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done; printf 'setup\\n' > built.txt`);
+      const baseline = await snapshotBaseline(sb); // as after setup
+      expect(await hasIndex(sb)).toBe(true);
       await agent(sb, "printf 'changed\\n' > f7.txt; rm f9.txt; printf 'new\\n' > n.txt; chmod +x f11.txt");
       const cached = await computePatch(sb, baseline);
       const uncached = await computePatch(sb, baseline, { statCache: false });

@@ -60,6 +60,11 @@ describe("the Docker engine restarted mid-job", { timeout: 600_000 }, () => {
     await engine.restart(); // every process of the engine killed -9, then started again
     const result = await client.waitForResult(id, { timeoutMs: 300_000 });
     console.log(`engine restarted at turn 5: ${policy.count(task)} model requests (uninterrupted: ${base})`);
+    if (policy.count(task) !== base) {
+      const all: TranscriptEvent[] = [];
+      for await (const e of client.watch(id)) all.push(e);
+      console.log(all.map((e) => JSON.stringify(e).slice(0, 300)).join("\n"));
+    }
     expect(result.status).toBe("completed");
     expect(policy.count(task)).toBe(base); // turn 5's answer was kept before its command ran (the issue allows 2 more)
     expect(result.patch).toBe(plain.patch);

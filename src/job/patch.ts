@@ -95,20 +95,15 @@ fi
 const SHARE = `
 as_agent() { env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$@"; }
 if [ "\${PB_SHARE_REPO:-0}" = 1 ] && [ ! -e .git ] && [ ! -L .git ]; then
+  # The index comes on fd 3 (root's file, opened by root); without one, the agent's git reads the tree.
   read -r -d '' make_repo <<'EOS' || true
 ${AGENT_GIT}
-"\${A[@]}" init -q -b main && tar -C .git -x && "\${A[@]}" update-ref refs/heads/main "$1"
-EOS
-  read -r -d '' read_index <<'EOS' || true
-${AGENT_GIT}
-"\${A[@]}" read-tree HEAD
+"\${A[@]}" init -q -b main && tar -C .git -x && "\${A[@]}" update-ref refs/heads/main "$1" &&
+if [ "$2" = index ]; then cat <&3 > .git/index; else "\${A[@]}" read-tree HEAD; fi
 EOS
   # A convenience: if it cannot be made, the job goes on without it, as with a repo git cannot read.
-  {
-    commit=$("\${G[@]}" rev-parse "refs/patchbay/baseline-$tree")
-    tar -C ${STORE} -c objects | as_agent "$make_repo" _ "$commit"
-    if [ -f "$GIT_INDEX_FILE" ]; then as_agent 'cat > .git/index' < "$GIT_INDEX_FILE"; else as_agent "$read_index"; fi
-  } || echo "patchbay: the agent's git repo could not be made" >&2
+  if [ -f "$GIT_INDEX_FILE" ]; then idx=$GIT_INDEX_FILE how=index; else idx=/dev/null how=tree; fi
+  tar -C ${STORE} -c objects | as_agent "$make_repo" _ "$commit" "$how" 3< "$idx" || echo "patchbay: the agent's git repo could not be made" >&2
 fi`;
 
 // The baseline's index is kept (root's, in the private store) with its stat data, so that the
@@ -140,9 +135,13 @@ sort -z ${PRIVATE_DIR}/tracked | comm -z -13 ${PRIVATE_DIR}/have - | while IFS= 
   if [ -f "$n" ] || [ -L "$n" ]; then printf '%s\\0' "$n"; fi
 done | "\${G[@]}" update-index --add -z --stdin || true
 tree=$("\${G[@]}" write-tree)
-"\${G[@]}" update-ref refs/patchbay/baseline-$tree "$("\${G[@]}" commit-tree -m "patchbay: baseline" "$tree")"
+commit=$("\${G[@]}" commit-tree -m "patchbay: baseline" "$tree")
+"\${G[@]}" update-ref refs/patchbay/baseline-$tree "$commit"
 smudge() {
   local recent=$(( $(date +%s) - 1 ))
+  # When every file is that recent (a small repo loads within a second), no stat data would be
+  # left to use: no stat cache, and none of the work below.
+  [ -n "$(find . -path ./.git -prune -o \\( -type f -o -type l \\) ! -newerct "@$recent" -print -quit)" ] || return 1
   find . -path ./.git -prune -o \\( -type f -o -type l \\) -newerct "@$recent" -print0 | sed -z 's|^\\./||' \
     | xargs -0 -r "\${G[@]}" --literal-pathspecs ls-files -s -z -- | "\${G[@]}" update-index -z --index-info
 }
