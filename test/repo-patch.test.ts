@@ -8,7 +8,7 @@ import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import * as tar from "tar-stream";
 import { afterAll, describe, expect, it } from "vitest";
-import { computePatch, PatchTooLargeError } from "../src/job/patch.js";
+import { checkpointPatch, computePatch, PatchTooLargeError } from "../src/job/patch.js";
 import { loadRepo, repoArchive, type RepoSource } from "../src/job/repo.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
@@ -272,6 +272,8 @@ describe("computePatch (real engine)", () => {
       expect(p.diffstat).toMatch(/12 files changed/);
       expect(p.patch).toContain("old mode 100644\nnew mode 100755");
       expect(p.patch).toMatch(/diff --git a\/latin1.txt b\/latin1.txt\nindex [0-9a-f]{40}\.\.[0-9a-f]{40} 100644\nGIT binary patch/);
+      // A checkpoint's patch is the same (a non-UTF-8 file changed: through computePatch's own path).
+      expect(await checkpointPatch(sb, baseline)).toBe(p.patch);
       fs.writeFileSync(path.join(tmpRoot, "agent.patch"), p.patch);
       execFileSync("git", ["apply", "--binary", path.join(tmpRoot, "agent.patch")], { cwd: pristine });
       expect(hostManifest(pristine)).toBe(await sandboxManifest(sb));
@@ -310,6 +312,9 @@ describe("computePatch (real engine)", () => {
       const err = await computePatch(sb, baseline, { maxBytes: 50 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(PatchTooLargeError);
       expect(err).toMatchObject({ truncated: true, filesChanged: ["b.txt", "forced.tmp"], message: expect.stringMatching(/larger than 50 bytes/) });
+      // A checkpoint's patch (its own few-process script): the same patch, and the same refusal.
+      expect(await checkpointPatch(sb, baseline)).toBe(p.patch);
+      await expect(checkpointPatch(sb, baseline, { maxBytes: 50 })).rejects.toBeInstanceOf(PatchTooLargeError);
     });
   });
 });

@@ -13,7 +13,7 @@ import type { Message } from "../agent/model.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
 import { nonNegInt, positiveInt } from "../spec-fields.js";
-import { computePatch, PatchTooLargeError, type PatchOptions } from "./patch.js";
+import { checkpointPatch, PatchTooLargeError, type PatchOptions } from "./patch.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
 const MessageSchema = z.object({
@@ -169,7 +169,7 @@ export class Checkpointer {
     try {
       if (this.dirty || this.patch === undefined) {
         try {
-          this.patch = (await computePatch(this.o.sandbox, this.o.baseline, { maxBytes, afterVerify })).patch;
+          this.patch = await checkpointPatch(this.o.sandbox, this.o.baseline, { maxBytes, afterVerify });
           this.tooBig = false;
           // Clean only once a patch was taken: after a failure (the engine away) the next turn's
           // checkpoint must not pair a newer conversation with this older workspace.

@@ -254,6 +254,33 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
   return finish(sb, body.subarray(nNames! + nStat!), { baseline, final, diffstat, filesChanged, maxBytes });
 }
 
+// A checkpoint needs the patch alone, after every turn that may have changed files: the final
+// tree staged as above, then only the binary diff, straight out (the exec's bound cuts it). Few
+// processes: on these machines each one costs more than git's hashing of a 1,000-file tree.
+const CHECKPOINT_SCRIPT = `${GIT}export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/checkpoint.index
+t=; [ -f ${INDEX_TREE} ] && t=$(< ${INDEX_TREE})
+if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$t" = "$1" ]; then cp ${INDEX} "$GIT_INDEX_FILE"; else "\${G[@]}" read-tree "$1"; fi
+"\${G[@]}" add -A
+tree=$("\${G[@]}" write-tree)
+unset GIT_WORK_TREE GIT_INDEX_FILE
+cd ${PRIVATE_DIR}
+printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
+exec git -c safe.directory='*' diff --no-color --no-ext-diff --no-textconv --no-renames --full-index --src-prefix=a/ --dst-prefix=b/ --binary "$1" "$tree"`;
+
+/**
+ * The patch alone, for a checkpoint: what computePatch's `patch` would be, in fewer processes.
+ * With `afterVerify`, or a patch that is not UTF-8, it is computePatch's.
+ */
+export async function checkpointPatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<string> {
+  if (!TREE_ID.test(baseline)) throw new Error(`checkpointPatch: bad tree id "${baseline}"`);
+  const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
+  if (opts.afterVerify || !loadConfig().fastPaths) return (await computePatch(sb, baseline, opts)).patch;
+  const r = await sb.exec(["bash", "-c", CHECKPOINT_SCRIPT, "patchbay", baseline], { env: statCacheEnv(opts.statCache), timeoutSec: 600, maxBytes, ...ROOT });
+  if (r.exitCode !== 0 && !r.truncated) throw new GitStepError(`checkpointPatch: staging and diffing failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+  if (r.truncated) throw new PatchTooLargeError(maxBytes, "", []);
+  return isUtf8(r.stdout) ? r.stdout.toString("utf8") : (await computePatch(sb, baseline, opts)).patch;
+}
+
 /** The old way, kept for the bench's same-run baseline: a staging exec, then three `git diff` execs. */
 async function computePatchFourExecs(sb: Sandbox, baseline: string, args: string[], maxBytes: number, statCache?: boolean): Promise<PatchResult> {
   const r = await sb.exec(["bash", "-c", STAGE_SCRIPT, "patchbay", ...args], { timeoutSec: 600, env: statCacheEnv(statCache), ...ROOT });
