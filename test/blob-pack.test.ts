@@ -17,7 +17,7 @@ const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-blob-pack-"));
 afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
 const git = (cwd: string, ...args: string[]) => execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } });
 
-function bareWith(p: NonNullable<ReturnType<BlobPack["finish"]>>): string {
+function bareWith(p: NonNullable<Awaited<ReturnType<BlobPack["finish"]>>>): string {
   const dir = fs.mkdtempSync(path.join(tmpRoot, "bare"));
   git(dir, "init", "-q", "--bare");
   fs.writeFileSync(path.join(dir, `objects/pack/pack-${p.name}.pack`), p.pack);
@@ -26,12 +26,12 @@ function bareWith(p: NonNullable<ReturnType<BlobPack["finish"]>>): string {
 }
 
 describe("BlobPack (host git reads it)", () => {
-  it("packs each distinct content once, under git's own object ids, with every size header length", () => {
+  it("packs each distinct content once, under git's own object ids, with every size header length", async () => {
     const contents = [Buffer.alloc(0), Buffer.from("hello\n"), Buffer.from("hello\n"), Buffer.alloc(15, 1), Buffer.alloc(16, 2), Buffer.alloc(2047, 3), Buffer.alloc(2048, 4), Buffer.alloc(300_000, 5)];
     for (let i = 0; i < 500; i++) contents.push(Buffer.from(`file ${i}\n`));
     const p = new BlobPack();
     for (const c of contents) p.add(c);
-    const built = p.finish()!;
+    const built = (await p.finish())!;
     expect(built.objects).toBe(contents.length - 1); // "hello\n" twice
     const dir = bareWith(built);
     const verify = git(dir, "verify-pack", "-v", `objects/pack/pack-${built.name}.idx`);
@@ -43,12 +43,12 @@ describe("BlobPack (host git reads it)", () => {
     }
   });
 
-  it("stops adding at its bound and stays a valid pack; nothing added is no pack", () => {
-    expect(new BlobPack().finish()).toBeUndefined();
+  it("stops adding at its bound and stays a valid pack; nothing added is no pack", async () => {
+    expect(await new BlobPack().finish()).toBeUndefined();
     const p = new BlobPack(4096);
     for (let i = 0; i < 200; i++) p.add(randomBytes(100)); // incompressible: ~110 bytes each
     expect(p.full).toBe(true);
-    const built = p.finish()!;
+    const built = (await p.finish())!;
     expect(built.pack.length).toBeLessThanOrEqual(4096);
     expect(built.objects).toBeGreaterThan(5);
     expect(built.objects).toBeLessThan(200);

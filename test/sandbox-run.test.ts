@@ -49,6 +49,18 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
     expect((await sb().exec(["bash", "-c", "pgrep -f '^sleep 60' | wc -l"], ROOT)).stdout.toString().trim()).toBe("0");
   }, 30_000);
 
+  it("a process that holds the command's stdin without reading it cannot hold the reply up", async () => {
+    const r = await sb().exec(["bash", "-c", "setsid sleep 60 <&0 >/dev/null 2>&1 & echo left"], { stdin: Buffer.alloc(4 * 1024 * 1024, 1), timeoutSec: 120 });
+    expect(r.stdout.toString()).toBe("left\n");
+    expect(await sb().killAgentProcesses()).toBeGreaterThan(0); // the setsid'd sleep, out of the command's session
+  }, 60_000);
+
+  it("an agent that dies under a command it was sent is an error, and the command is not run again", async () => {
+    await expect(sb().exec(["bash", "-c", "echo ran >> /tmp/ran; kill -9 $PPID; sleep 5"], { user: "0:0" })).rejects.toThrow(/file agent stopped/);
+    const r = await sb().exec(["cat", "/tmp/ran"], { user: "0:0" }); // a new agent
+    expect(r.stdout.toString()).toBe("ran\n");
+  });
+
   it("a tar stream whose source fails mid-way fails with the source's error, and the agent stays in step", async () => {
     async function* failing() {
       yield Buffer.alloc(512 * 1024, 0x41); // not a tar either way; then the source breaks

@@ -45,15 +45,22 @@ export class BlobPack {
     return this.entries.size;
   }
 
-  /** The pack and its index; undefined when nothing was added. */
-  finish(): BuiltPack | undefined {
+  /** The pack and its index; undefined when nothing was added. Yields while it hashes (up to the bound's 64 MiB). */
+  async finish(): Promise<BuiltPack | undefined> {
     const n = this.entries.size;
     if (n === 0) return undefined;
     const head = Buffer.alloc(12);
     head.write("PACK", 0, "latin1");
     head.writeUInt32BE(2, 4);
     head.writeUInt32BE(n, 8);
-    const packSum = this.parts.reduce((h, p) => h.update(p), createHash("sha1").update(head)).digest();
+    const hash = createHash("sha1").update(head);
+    for (let i = 0, since = 0; i < this.parts.length; i++) {
+      hash.update(this.parts[i]!);
+      if ((since += this.parts[i]!.length) < 4 * 1024 * 1024) continue;
+      since = 0;
+      await new Promise((r) => setImmediate(r));
+    }
+    const packSum = hash.digest();
     const pack = Buffer.concat([head, ...this.parts, packSum]);
     const sorted = [...this.entries.values()].sort((a, b) => Buffer.compare(a.sha, b.sha));
     // idx v2: magic, version, 256-entry fan-out, names, CRC32s, 4-byte offsets (the pack is < 2 GiB), both checksums.

@@ -103,7 +103,7 @@ if [ "$2" = index ]; then cat <&3 > .git/index; else "\${A[@]}" read-tree HEAD; 
 EOS
   # A convenience: if it cannot be made, the job goes on without it, as with a repo git cannot read.
   if [ -f "$GIT_INDEX_FILE" ]; then idx=$GIT_INDEX_FILE how=index; else idx=/dev/null how=tree; fi
-  tar -C ${STORE} -c objects | as_agent "$make_repo" _ "$commit" "$how" 3< "$idx" || echo "patchbay: the agent's git repo could not be made" >&2
+  tar -C ${STORE} -c objects | as_agent "$make_repo" _ "$commit" "$how" 3< "$idx" >&2 || echo "patchbay: the agent's git repo could not be made" >&2
 fi`;
 
 // The baseline's index is kept (root's, in the private store) with its stat data, so that the
@@ -126,6 +126,9 @@ export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${INDEX}
 rm -f ${INDEX_TREE}
 # A second baseline (after setup) starts from the first one's index: only what setup changed is hashed.
 [ "\${2:-}" = keep ] && [ -f "$GIT_INDEX_FILE" ] || rm -f "$GIT_INDEX_FILE"
+[ -e "$GIT_INDEX_FILE.lock" ] && rm -f "$GIT_INDEX_FILE.lock" # left by a run killed at its timeout
+# The smudge window starts before the add: a file written while git hashed it is smudged too.
+printf -v started '%(%s)T' -1
 "\${G[@]}" add -A
 # Tracked names not in the index yet that are files or symlinks now, without ".." or ".git" parts
 # (git would refuse the lot): git never ignores a tracked file.
@@ -138,7 +141,7 @@ tree=$("\${G[@]}" write-tree)
 commit=$("\${G[@]}" commit-tree -m "patchbay: baseline" "$tree")
 "\${G[@]}" update-ref refs/patchbay/baseline-$tree "$commit"
 smudge() {
-  local recent=$(( $(date +%s) - 1 ))
+  local recent=$(( started - 1 ))
   # When every file is that recent (a small repo loads within a second), no stat data would be
   # left to use: no stat cache, and none of the work below.
   [ -n "$(find . -path ./.git -prune -o \\( -type f -o -type l \\) ! -newerct "@$recent" -print -quit)" ] || return 1
@@ -158,7 +161,7 @@ echo "$tree"`;
 // verify's byproducts never enter a later round's patch.
 const STAGE = `${GIT}
 export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/final.index
-rm -f "$GIT_INDEX_FILE"
+rm -f "$GIT_INDEX_FILE" "$GIT_INDEX_FILE.lock"
 if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$(cat ${INDEX_TREE} 2>/dev/null)" = "$1" ]; then
   cp ${INDEX} "$GIT_INDEX_FILE"
 else
@@ -258,6 +261,7 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
 // tree staged as above, then only the binary diff, straight out (the exec's bound cuts it). Few
 // processes: on these machines each one costs more than git's hashing of a 1,000-file tree.
 const CHECKPOINT_SCRIPT = `${GIT}export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/checkpoint.index
+[ -e "$GIT_INDEX_FILE.lock" ] && rm -f "$GIT_INDEX_FILE.lock" # left by a run killed at its timeout
 t=; [ -f ${INDEX_TREE} ] && t=$(< ${INDEX_TREE})
 if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$t" = "$1" ]; then cp ${INDEX} "$GIT_INDEX_FILE"; else "\${G[@]}" read-tree "$1"; fi
 "\${G[@]}" add -A

@@ -164,8 +164,9 @@ export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { file
       if (header.type === "symlink" && escapes(header.name, header.linkname ?? "")) symlinks.push({ name: header.name, target: header.linkname! });
       else {
         const body = read?.();
-        // Files read whole (all but the largest) go into the pack as well; streamed ones git writes itself.
-        if (blobs && header.type === "file" && Buffer.isBuffer(body)) blobs.add(body);
+        // Files read whole (all but the largest) go into the pack as well; streamed ones git writes
+        // itself. The repo's own .git is not part of the baseline.
+        if (blobs && header.type === "file" && Buffer.isBuffer(body) && !header.name.startsWith(".git/")) blobs.add(body);
         await writeEntry(pack, header, body);
       }
       await breathe();

@@ -79,7 +79,9 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   } finally {
     await archive.cleanup();
   }
-  const baseline = await writeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack: archive.blobs?.finish() });
+  // The pack goes first on the baseline's stdin, split off with `head -c`: only where that is exact.
+  const pack = archive.blobs && (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
+  const baseline = await writeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack });
   return { baseline, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0 };
 }
 

@@ -11,7 +11,7 @@ import { defaults } from "../config.js";
 import { attachExec, type Attached } from "./attach.js";
 
 export const AGENT_SCRIPT = String.raw`
-import sys, os, json, stat, hashlib, ctypes, subprocess, threading, signal
+import sys, os, json, stat, hashlib, ctypes, subprocess, threading, signal, select, time
 libc = ctypes.CDLL(None, use_errno=True)
 os.setgroups([1000]); libc.setfsgid(1000); libc.setfsuid(1000)
 # setfsuid reports the previous id: 1000 now, or the switch failed. gVisor has no setfsuid: there
@@ -119,6 +119,16 @@ def op_run(r, body):
     except BaseException:
         for _ in gen: pass  # the frames still come: read them, or the next request would be read from them
         raise
+    try: return supervise(p, r, gen)
+    except BaseException:
+        try: os.killpg(p.pid, signal.SIGKILL)
+        except OSError: pass
+        for _ in gen: pass
+        raise
+# Pipes of a command abandoned with a process still holding them: kept open for good, so that
+# their fd numbers are never reused by a later command while a reader may still read them.
+LINGER = []
+def supervise(p, r, gen):
     killed = []
     def kill():
         killed.append(1)
@@ -129,9 +139,21 @@ def op_run(r, body):
     readers = [threading.Thread(target=drain, args=(p.stdout.fileno(), int(r.get("max", 1 << 26)), out, 0), daemon=True),
                threading.Thread(target=drain, args=(p.stderr.fileno(), 8192, err, 8192), daemon=True)]
     for t in readers: t.start()
-    for chunk in gen:
-        try: p.stdin.write(chunk)
-        except OSError: pass  # it stopped reading (exited, or tar failed): the rest is read and dropped
+    # stdin without blocking for good: once the command has exited (or was killed), a process that
+    # holds its stdin without reading gets 2 s, then the rest is dropped; the frames are still read.
+    fd = p.stdin.fileno(); os.set_blocking(fd, False); feeding = [True]
+    def feed(data):
+        mv = memoryview(data); since = None
+        while mv and feeding[0]:
+            try:
+                mv = mv[os.write(fd, mv):]; continue
+            except BlockingIOError: pass
+            except OSError: feeding[0] = False; return  # no reader left (exited, or tar failed)
+            select.select([], [fd], [], 0.5)
+            if p.poll() is not None or killed:
+                since = since or time.monotonic()
+                if time.monotonic() - since > 2: feeding[0] = False
+    for chunk in gen: feed(chunk)
     try: p.stdin.close()
     except OSError: pass
     code = p.wait(); timer.cancel()
@@ -139,7 +161,9 @@ def op_run(r, body):
     for t in readers: t.join(2)
     if any(t.is_alive() for t in readers): kill()
     for t in readers: t.join(2)
-    if any(t.is_alive() for t in readers): return {"error": "EIO", "message": "a process left by the command kept its output open"}, b""
+    if any(t.is_alive() for t in readers):
+        LINGER.append(p)
+        return {"error": "EIO", "message": "a process left by the command kept its output open"}, b""
     stdout = b"".join(out[:-2]); total = out[-2]
     e_head = b"".join(err[:-2]); e_total, e_tail = err[-2], err[-1]
     stderr = e_head if e_total <= len(e_head) else e_head + b"\n[...]\n" + e_tail[-max(0, min(len(e_tail), e_total - len(e_head))):]
@@ -204,6 +228,8 @@ interface CallOptions {
   maxReplyBytes?: number;
   /** Sent after the header as [u32 length][bytes] frames, then a zero length. */
   frames?: AsyncIterable<Buffer>;
+  /** Set once the request was written to a live agent. */
+  sent?: { value: boolean };
 }
 
 /** Chunks gathered to about FRAME bytes (a tar comes as a small header and body per file). */
@@ -296,8 +322,12 @@ export class FileAgent {
         sourceErr = err;
       }
     })();
-    const r = await this.request(header, o.stdin, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames });
+    const sent = { value: false };
+    const r = await this.request(header, o.stdin, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames, sent });
     if (sourceErr !== undefined) throw new StreamSourceError(sourceErr);
+    // Sent, then no answer (the agent died, or did not answer in time): the command may have run,
+    // so it is not run again through docker exec.
+    if (!r && sent.value) throw new Error(`the sandbox's file agent stopped while running ${argv[0]}`);
     if (!r) return undefined;
     const h = r.header as { error?: string; message?: string; exit?: unknown; out?: unknown; err?: unknown; truncated?: unknown };
     if (h.error === "EPERM") return void (this.canRun = false);
@@ -318,7 +348,9 @@ export class FileAgent {
           let answered = false;
           this.waiter = (r) => ((answered = true), clearTimeout(timer), (this.waiter = undefined), resolve(r));
           proc.write(Buffer.concat([Buffer.from(JSON.stringify({ ...header, len: body?.length ?? 0 }) + "\n"), body ?? Buffer.alloc(0)]));
+          if (o.sent) o.sent.value = true;
           if (!o.frames) return;
+          const failOwn = () => (this.proc === proc ? this.fail() : proc.destroy());
           void (async () => {
             for await (const chunk of o.frames!) {
               if (answered || !proc.alive) break;
@@ -326,10 +358,11 @@ export class FileAgent {
               len.writeUInt32BE(chunk.length);
               await proc.send(Buffer.concat([len, chunk]));
             }
-            // A reply before the end of the frames is not our protocol.
-            if (answered) this.fail();
+            // A reply before the end of the frames is not our protocol. (Only this request's own
+            // agent is failed: one started since, after this one died, is not this loop's.)
+            if (answered) failOwn();
             else proc.write(Buffer.alloc(4));
-          })().catch(() => this.fail());
+          })().catch(failOwn);
         }),
     );
     this.queue = next.catch(() => undefined);

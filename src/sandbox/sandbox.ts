@@ -32,10 +32,13 @@ export interface ExecResult {
   truncated: boolean;
 }
 
+// tar present (exit 4: but head is not GNU's; 3: no tar).
+const TOOLS_PROBE = "command -v tar >/dev/null || exit 3; head --version 2>/dev/null | grep -q 'GNU coreutils' || exit 4";
+
 export class Sandbox {
   private destroyed?: Promise<void>;
-  /** Whether the file agent can run tar (asked once). */
-  private agentTar?: Promise<boolean>;
+  /** Whether the file agent can run tar, and whether the image's head is GNU's (asked once). */
+  private agentTools?: Promise<{ tar: boolean; gnuHead: boolean }>;
   /** When the reaper may remove it whatever its owner (epoch seconds). */
   deadline = 0;
 
@@ -152,8 +155,13 @@ export class Sandbox {
   async putTarStream(dir: string, archive: Readable): Promise<boolean> {
     // Through the file agent when it can run commands and the image has tar (asked first: the
     // archive must stay untouched for the fallbacks).
-    if (loadConfig().fastPaths) this.agentTar ??= this.agent.run(["bash", "-c", "command -v tar"], { uid: 1000, gid: 1000, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then((r) => r?.exitCode === 0, () => false);
-    if (this.agentTar && (await this.agentTar)) {
+    if (loadConfig().fastPaths) {
+      this.agentTools ??= this.agent.run(["bash", "-c", TOOLS_PROBE], { uid: 1000, gid: 1000, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then(
+        (r) => ({ tar: r?.exitCode === 0 || r?.exitCode === 4, gnuHead: r?.exitCode === 0 }),
+        () => ({ tar: false, gnuHead: false }),
+      );
+    }
+    if (this.agentTools && (await this.agentTools).tar) {
       const tar = ["tar", "-x", "-p", "-f", "-", "--delay-directory-restore", "--no-same-owner", "-C", dir];
       let r: Awaited<ReturnType<FileAgent["run"]>>;
       try {
@@ -172,6 +180,14 @@ export class Sandbox {
       if (err instanceof StreamUnavailable) return false;
       throw err;
     }
+  }
+
+  /**
+   * Whether a command's stdin can be split with `head -c` (GNU head reads no further than asked;
+   * busybox's may): known once a repo was loaded through the file agent, else false.
+   */
+  async splitsStdin(): Promise<boolean> {
+    return !!this.agentTools && (await this.agentTools).gnuHead;
   }
 
   /** Kills every process of the agent's uid (see Shell.killAgent); resolves to how many. */
