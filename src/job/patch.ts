@@ -159,15 +159,15 @@ echo "$tree"`;
 // With "$2 $3" (the previous patch's tree and the tree right after its verify): paths that verify
 // changed and that are still as verify left them go back to the previous patch's version, so a
 // verify's byproducts never enter a later round's patch.
-const STAGE = `${GIT}
-export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/final.index
-rm -f "$GIT_INDEX_FILE" "$GIT_INDEX_FILE.lock"
-if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$(cat ${INDEX_TREE} 2>/dev/null)" = "$1" ]; then
-  cp ${INDEX} "$GIT_INDEX_FILE"
-else
-  "\${G[@]}" read-tree "$1"
-fi
+// The final tree's index, from the kept baseline index where it is this baseline's (the stat
+// cache), else from the baseline tree; then everything on disk added.
+const stageIndex = (index: string) => `export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${index}
+[ -e "$GIT_INDEX_FILE.lock" ] && rm -f "$GIT_INDEX_FILE.lock" # left by a run killed at its timeout
+t=; [ -f ${INDEX_TREE} ] && t=$(< ${INDEX_TREE})
+if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$t" = "$1" ]; then cp ${INDEX} "$GIT_INDEX_FILE"; else "\${G[@]}" read-tree "$1"; fi
 "\${G[@]}" add -A
+`;
+const STAGE = `${GIT}${stageIndex(`${PRIVATE_DIR}/final.index`)}
 if [ $# -ge 3 ]; then
   "\${G[@]}" diff-tree -r -z --no-renames --name-only "$2" "$3" | sort -z > ${PRIVATE_DIR}/by-verify
   "\${G[@]}" diff-index --cached -z --no-renames --name-only "$3" | sort -z > ${PRIVATE_DIR}/since
@@ -186,6 +186,8 @@ const STAGE_SCRIPT = `${STAGE}echo "$tree"`;
 // The diff runs in the bare store with no work tree, so only our info/attributes apply.
 const DIFF_ENV = [`GIT_DIR=${STORE}`, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1", `HOME=${PRIVATE_DIR}`, `XDG_CONFIG_HOME=${PRIVATE_DIR}`];
 const DIFF = ["git", "-c", "safe.directory=*", "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--src-prefix=a/", "--dst-prefix=b/"];
+/** DIFF as words of a bash script. */
+const DIFF_SH = DIFF.map((a) => `'${a}'`).join(" ");
 /** Bound on the file list and on the diffstat of one patch. */
 const LIST_MAX = 16 * 1024 * 1024;
 const TREE_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
@@ -224,7 +226,7 @@ export function currentTree(sb: Sandbox, baseline: string): Promise<string> {
 const PATCH_SCRIPT = `${STAGE}
 unset GIT_WORK_TREE GIT_INDEX_FILE
 cd ${PRIVATE_DIR}
-D=(git -c safe.directory='*' diff --no-color --no-ext-diff --no-textconv --no-renames --full-index --src-prefix=a/ --dst-prefix=b/)
+D=(${DIFF_SH})
 set +o pipefail
 part() { local out=$1 max=$2; shift 2; "\${D[@]}" "$@" "$BASE" "$tree" | head -c "$max" > "$out"; local s=\${PIPESTATUS[0]}; [ "$s" = 0 ] || [ "$s" = 141 ]; }
 BASE=$1
@@ -260,16 +262,11 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
 // A checkpoint needs the patch alone, after every turn that may have changed files: the final
 // tree staged as above, then only the binary diff, straight out (the exec's bound cuts it). Few
 // processes: on these machines each one costs more than git's hashing of a 1,000-file tree.
-const CHECKPOINT_SCRIPT = `${GIT}export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${PRIVATE_DIR}/checkpoint.index
-[ -e "$GIT_INDEX_FILE.lock" ] && rm -f "$GIT_INDEX_FILE.lock" # left by a run killed at its timeout
-t=; [ -f ${INDEX_TREE} ] && t=$(< ${INDEX_TREE})
-if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$t" = "$1" ]; then cp ${INDEX} "$GIT_INDEX_FILE"; else "\${G[@]}" read-tree "$1"; fi
-"\${G[@]}" add -A
-tree=$("\${G[@]}" write-tree)
+const CHECKPOINT_SCRIPT = `${GIT}${stageIndex(`${PRIVATE_DIR}/checkpoint.index`)}tree=$("\${G[@]}" write-tree)
 unset GIT_WORK_TREE GIT_INDEX_FILE
 cd ${PRIVATE_DIR}
 printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
-exec git -c safe.directory='*' diff --no-color --no-ext-diff --no-textconv --no-renames --full-index --src-prefix=a/ --dst-prefix=b/ --binary "$1" "$tree"`;
+exec ${DIFF_SH} --binary "$1" "$tree"`;
 
 /**
  * The patch alone, for a checkpoint: what computePatch's `patch` would be, in fewer processes.

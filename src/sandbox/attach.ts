@@ -20,6 +20,25 @@ export interface Attached {
 
 const PIPE_CHUNK = 256 * 1024;
 
+/**
+ * Chunks gathered into writes of about 256 KiB: a tar stream comes as a 512-byte header and a small
+ * body per file, and each write costs a trip through dockerd and the shim (a 1,000-file repo loaded
+ * 2x faster gathered).
+ */
+export async function* gather(source: AsyncIterable<Buffer | string>): AsyncIterable<Buffer> {
+  let parts: Buffer[] = [];
+  let size = 0;
+  for await (const c of source) {
+    const b = typeof c === "string" ? Buffer.from(c) : c;
+    parts.push(b);
+    if ((size += b.length) >= PIPE_CHUNK) {
+      yield Buffer.concat(parts, size);
+      [parts, size] = [[], 0];
+    }
+  }
+  if (size) yield Buffer.concat(parts, size);
+}
+
 export async function attachExec(
   container: Docker.Container,
   cmd: string[],
@@ -60,33 +79,21 @@ export async function attachExec(
     socket.on("close", done);
     socket.on("error", done);
   });
+  const send = async (data: Buffer) => {
+    if (alive && !socket.write(data)) await new Promise<void>((r) => { socket.once("drain", r); socket.once("close", r); });
+  };
   return {
     exec,
     write: (data) => {
       if (alive) socket.write(data);
     },
-    send: async (data) => {
-      if (alive && !socket.write(data)) await new Promise<void>((r) => { socket.once("drain", r); socket.once("close", r); });
-    },
+    send,
     endInput: () => socket.end(),
     pipeIn: async (source) => {
-      // Gathered into large writes: a tar stream comes as a 512-byte header and a small body per
-      // file, and each write costs a trip through dockerd and the shim (a 1,000-file repo loaded
-      // 2x faster gathered).
-      let parts: Buffer[] = [];
-      let size = 0;
-      const flush = async () => {
-        const chunk = Buffer.concat(parts, size);
-        [parts, size] = [[], 0];
-        if (alive && !socket.write(chunk)) await new Promise<void>((r) => { socket.once("drain", r); socket.once("close", r); });
-      };
-      for await (const chunk of source) {
+      for await (const chunk of gather(source)) {
         if (!alive) break;
-        const b = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
-        parts.push(b);
-        if ((size += b.length) >= PIPE_CHUNK) await flush();
+        await send(chunk);
       }
-      if (size) await flush();
       if (alive) socket.end();
     },
     ended,

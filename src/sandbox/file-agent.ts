@@ -8,7 +8,7 @@
 // transfers (loading a repo) and the fallback when the image has no python3.
 import type Docker from "dockerode";
 import { defaults } from "../config.js";
-import { attachExec, type Attached } from "./attach.js";
+import { attachExec, gather, type Attached } from "./attach.js";
 
 export const AGENT_SCRIPT = String.raw`
 import sys, os, json, stat, hashlib, ctypes, subprocess, threading, signal, select, time
@@ -212,8 +212,6 @@ export class StreamSourceError extends Error {
   }
 }
 
-const FRAME = 256 * 1024;
-
 export interface FileAgentOptions {
   /** A request not answered in this time kills the agent (the caller falls back); default 60 s. */
   timeoutMs?: number;
@@ -230,21 +228,6 @@ interface CallOptions {
   frames?: AsyncIterable<Buffer>;
   /** Set once the request was written to a live agent. */
   sent?: { value: boolean };
-}
-
-/** Chunks gathered to about FRAME bytes (a tar comes as a small header and body per file). */
-async function* gather(source: AsyncIterable<Buffer>): AsyncIterable<Buffer> {
-  let parts: Buffer[] = [];
-  let size = 0;
-  for await (const c of source) {
-    const b = typeof c === "string" ? Buffer.from(c) : c;
-    parts.push(b);
-    if ((size += b.length) >= FRAME) {
-      yield Buffer.concat(parts, size);
-      [parts, size] = [[], 0];
-    }
-  }
-  if (size) yield Buffer.concat(parts, size);
 }
 
 export class FileAgent {

@@ -9,7 +9,7 @@ import { createContainer, defaultLimits, LABEL, processLabel, processOwnerId, re
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
 import { Shell } from "./shell.js";
-import { extractTarStream, StreamUnavailable } from "./stream.js";
+import { extractTarStream, StreamUnavailable, TAR_EXTRACT } from "./stream.js";
 
 export interface SandboxOptions {
   image?: string;
@@ -162,7 +162,7 @@ export class Sandbox {
       );
     }
     if (this.agentTools && (await this.agentTools).tar) {
-      const tar = ["tar", "-x", "-p", "-f", "-", "--delay-directory-restore", "--no-same-owner", "-C", dir];
+      const tar = [...TAR_EXTRACT, dir];
       let r: Awaited<ReturnType<FileAgent["run"]>>;
       try {
         r = await this.agent.run(tar, { uid: 1000, gid: 1000, cwd: "/", stream: archive, timeoutSec: 600, maxBytes: 64 * 1024 });

@@ -10,7 +10,8 @@ import { attachExec } from "./attach.js";
 const READY = "PBTAR\n";
 // -p keeps modes exactly, as the archive API does; directories' modes are set at the end so a
 // read-only directory does not stop its own files; names are the worker's own (checked) ones.
-const SCRIPT = `command -v tar >/dev/null || exit 127; printf '${READY.replace("\n", "\\n")}'; exec tar -x -p -f - --delay-directory-restore --no-same-owner -C "$1"`;
+export const TAR_EXTRACT = ["tar", "-x", "-p", "-f", "-", "--delay-directory-restore", "--no-same-owner", "-C"];
+const SCRIPT = `command -v tar >/dev/null || exit 127; printf '${READY.replace("\n", "\\n")}'; exec ${TAR_EXTRACT.join(" ")} "$1"`;
 
 export class StreamUnavailable extends Error {}
 
