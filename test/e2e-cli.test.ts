@@ -74,7 +74,16 @@ describe("patchbay CLI end to end", () => {
     expect(r.code).toBe(0);
     const ids = r.stdout.trim().split("\n");
     expect(ids).toHaveLength(20);
-    const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 180_000 })));
+    const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 240_000 }))).catch(async (err) => {
+      // What was still running, and where each job's transcript stopped: a hang is then found from the CI log.
+      for (const j of await client.queue.getActive()) {
+        const types = [];
+        for await (const e of client.watch(j.id!, { follow: false })) types.push(e.type);
+        console.log(`still active: job ${j.id} since ${j.processedOn ? Date.now() - j.processedOn : "?"} ms; events: ${types.join(" ")}`);
+      }
+      for (const w of workers) console.log(`worker ${w.pid}:\n${w.log().split("\n").slice(-60).join("\n")}`);
+      throw err;
+    });
     expect(results.every((x) => x.status === "completed" && x.filesChanged.join() === "clamp.py")).toBe(true);
     // Exactly once: six model requests per job's conversation, one job_started per job.
     const perTask = new Map<string, number>();

@@ -10,7 +10,7 @@ import { docker } from "../src/sandbox/docker.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { apiError, reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
-import { untilInContainer, exists } from "./support/sandbox.js";
+import { exists, jobWatchdog, untilInContainer } from "./support/sandbox.js";
 import { clampScript, tenToolScript } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -25,10 +25,11 @@ async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], s
   const events: TranscriptEvent[] = [];
   const sandboxes: { name: string; volume: string }[] = [];
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 2 });
+  const disarm = jobWatchdog("runJob", events as { type: string }[], 45_000); // before the test's 60 s
   const result = await runJob(
     { task: "Make the failing tests pass.", repo: { path: CLAMP }, ...spec },
     { model, onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => (sandboxes.push({ name: sb.name, volume: sb.volume }), opts.onSandbox?.(sb)) },
-  );
+  ).finally(disarm);
   return { result, events, fake, sandboxes };
 }
 

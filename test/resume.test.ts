@@ -8,7 +8,7 @@ import { AnthropicModel } from "../src/agent/model.js";
 import { Checkpoint, Checkpointer, parseCheckpoint, specHash, type CheckpointStore } from "../src/job/checkpoint.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import { runJob } from "../src/job/run.js";
-import { docker } from "../src/sandbox/docker.js";
+import { jobWatchdog } from "./support/sandbox.js";
 import { loadConfig } from "../src/config.js";
 import { JobSpec, type TranscriptEvent } from "../src/spec.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
@@ -37,13 +37,9 @@ async function attempt(fake: FakeAnthropic, spec: JobSpec, jobId: string, attemp
   const events: TranscriptEvent[] = [];
   const before = fake.requests.length;
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
-  // A job that hangs says where: its last events and its sandbox's processes (a hang was seen once under load).
-  let container = "";
-  const watchdog = setTimeout(() => void (async () => {
-    const top = container ? await docker().getContainer(container).top({ ps_args: "-eo pid,ppid,user,stat,etime,args" }).catch((e: Error) => e.message) : "no sandbox yet";
-    console.error(`job ${jobId} still running after 240 s; last events:\n${events.slice(-5).map((e) => JSON.stringify(e).slice(0, 400)).join("\n")}\nprocesses: ${JSON.stringify(top).slice(0, 4000)}`);
-  })(), 240_000);
-  const result = await runJob(spec, { jobId, attempt: attemptNo, model, checkpoints: store, onEvent: (e) => (e.type === "sandbox_ready" && (container = e.container), events.push(e)) }).finally(() => clearTimeout(watchdog));
+  // A job that hangs says where (a hang was seen once under load).
+  const disarm = jobWatchdog(`job ${jobId}`, events as { type: string }[], 240_000);
+  const result = await runJob(spec, { jobId, attempt: attemptNo, model, checkpoints: store, onEvent: (e) => events.push(e) }).finally(disarm);
   return { result, events, saved, requests: fake.requests.length - before };
 }
 

@@ -80,7 +80,13 @@ export async function attachExec(
     socket.on("error", done);
   });
   const send = async (data: Buffer) => {
-    if (alive && !socket.write(data)) await new Promise<void>((r) => { socket.once("drain", r); socket.once("close", r); });
+    if (!alive || socket.write(data)) return;
+    // Both listeners go once either fires: a long stream must not pile up "close" listeners.
+    await new Promise<void>((r) => {
+      const go = () => (socket.off("drain", go), socket.off("close", go), r());
+      socket.once("drain", go);
+      socket.once("close", go);
+    });
   };
   return {
     exec,

@@ -22,7 +22,10 @@ os.umask(0o022)
 inp, out = sys.stdin.buffer, sys.stdout.buffer
 def reply(h, body=b""):
     h["len"] = len(body)
-    out.write(json.dumps(h).encode() + b"\n"); out.write(body); out.flush()
+    # stdout is unbuffered (-u): a raw write may take part of the data, so write until all is out.
+    for b in (json.dumps(h).encode() + b"\n", body):
+        mv = memoryview(b)
+        while mv: mv = mv[out.write(mv):]
 def kind(m):
     return "directory" if stat.S_ISDIR(m) else "file" if stat.S_ISREG(m) else "other"
 def read_fd(fd, limit):

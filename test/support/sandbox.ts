@@ -68,3 +68,16 @@ export async function exists(kind: "container" | "volume", name: string): Promis
     return false;
   }
 }
+
+/**
+ * Prints where a job that runs past `ms` stands (its last events and its sandbox's processes) so a
+ * hang seen once under load can be found from the log. Returns the function that disarms it.
+ */
+export function jobWatchdog(label: string, events: { type: string; container?: string }[], ms: number): () => void {
+  const t = setTimeout(() => void (async () => {
+    const ready = events.find((e) => e.type === "sandbox_ready")?.container;
+    const top = ready ? await docker().getContainer(ready).top({ ps_args: "-eo pid,ppid,user,stat,wchan:24,etime,args" }).catch((e: Error) => e.message) : "no sandbox yet";
+    console.error(`${label} still running after ${ms / 1000} s; last events:\n${events.slice(-6).map((e) => JSON.stringify(e).slice(0, 400)).join("\n")}\nprocesses: ${JSON.stringify(top).slice(0, 4000)}`);
+  })(), ms);
+  return () => clearTimeout(t);
+}
