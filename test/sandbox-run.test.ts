@@ -71,6 +71,41 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
     expect(r.stdout.toString()).toBe("in step\n");
     expect((await sb().files.read("/etc/hostname")).length).toBeGreaterThan(0);
   });
+  it("kill sweeps while the agent's commands start and end stop and kill only the agent's uid: never root's processes", async () => {
+    // The worker's git runs as uid 1000 through the agent; the supervisor sweeps uid 1000 before a
+    // patch. A process that died while a sweep read its status once left its "Uid: 1000" line in
+    // bash's read buffer, and the next pid checked (the supervisor, the agent) was stopped.
+    const s = await Sandbox.create({ labels: { "patchbay.test": "sandbox-run" } });
+    try {
+      let stop = false;
+      let runs = 0;
+      const runner = (async () => {
+        while (!stop) {
+          await s.exec(["bash", "-c", "true"], { timeoutSec: 20 }); // a sweep may kill it (137): not an error
+          runs++;
+        }
+      })();
+      let sweeps = 0;
+      let slowest = 0;
+      for (const t0 = Date.now(); Date.now() - t0 < 20_000; sweeps++) {
+        const a = Date.now();
+        await s.shell.killAgent({ keepShell: sweeps % 2 === 0 });
+        slowest = Math.max(slowest, Date.now() - a);
+      }
+      stop = true;
+      await runner;
+      expect(runs).toBeGreaterThan(50);
+      expect(sweeps).toBeGreaterThan(50);
+      expect(slowest).toBeLessThan(5000); // a stopped supervisor answers only at its 10 s timeout
+      const top = await s.container.top({ ps_args: "-eo pid,user,stat,args" });
+      const stopped = (top.Processes ?? []).filter((p) => /^T/.test(p[2]!));
+      expect(stopped, JSON.stringify(top.Processes)).toEqual([]);
+      expect((await s.exec(["echo", "ok"])).stdout.toString()).toBe("ok\n");
+      expect((await s.shell.run("echo still")).output).toBe("still\n");
+    } finally {
+      await s.destroy();
+    }
+  }, 60_000);
 });
 
 describe("an agent that cannot run commands", () => {

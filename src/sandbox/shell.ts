@@ -52,15 +52,19 @@ __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom"
 // SIGKILL, every process whose real uid is the agent's, above a pid watermark, but one excepted pid;
 // again until a pass finds none (up to 8), since a bomb forks between the passes of one sweep.
 // Only builtins (it lives in /proc, so the glob lists pids): it must work when the pids limit
-// leaves no room for a new process.
+// leaves no room for a new process. bash's read keeps what it read ahead in one buffer for every
+// file, and gives it back with an lseek that fails once the process is gone: lines of a process that
+// died mid-check then come first from the next file read. So a status counts only from its own Name
+// line to its Uid line, with its own Pid in between (else a uid-1000 line of a dead process once
+// stopped root's processes: the file agent, the supervisor itself); numbers read elsewhere are checked.
 const SUPERVISOR_INIT = String.raw`
 exec 2>&1
 cd /proc
-__pb_agent() { local k r; while read -r k r _; do case "$k" in State:) [ "$r" = Z ] && return 1;; Uid:) [ "$r" = 1000 ]; return;; esac; done 2>/dev/null < "$1/status"; return 1; }
+__pb_agent() { local k r z= me=; while read -r k r _; do case "$k" in Name:) z= me=;; State:) z=$r;; Pid:) [ "$r" = "$1" ] && me=1;; Uid:) [ -n "$me" ] && [ "$z" != Z ] && [ "$r" = 1000 ]; return;; esac; done 2>/dev/null < "$1/status"; return 1; }
 __pb_sweep() { local p pass n=0; for pass in 1 2 3; do for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -STOP "$p" 2>/dev/null; fi; done; done; for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -KILL "$p" 2>/dev/null && n=$((n+1)); fi; done; __pb_n=$n; }
 __pb_sweeps() { local r t=0; for r in 1 2 3 4 5 6 7 8; do __pb_sweep "$1" "$2"; t=$((t+__pb_n)); [ "$__pb_n" = 0 ] && break; done; __pb_n=$t; }
 __pb_kill() { [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; __pb_sweeps "$1" "$4"; builtin printf 'PBKILLED%s:%d\n' "$2" "$__pb_n"; }
-__pb_reclaim() { local d c=0 m=max; for d in /sys/fs/cgroup /sys/fs/cgroup/pids; do if [ -r $d/pids.current ]; then read -r c < $d/pids.current; read -r m < $d/pids.max; break; fi; done; __pb_n=0; if [ "$m" != max ] && [ $((c * 4)) -ge $((m * 3)) ]; then __pb_sweeps 1 "$2"; fi; builtin printf 'PBKILLED%s:%d\n' "$1" "$__pb_n"; }
+__pb_reclaim() { local d c=0 m=max; for d in /sys/fs/cgroup /sys/fs/cgroup/pids; do if [ -r $d/pids.current ]; then read -r c < $d/pids.current; read -r m < $d/pids.max; break; fi; done; __pb_n=0; case "$c$m" in *[!0-9a-z]*) c=0 m=max;; esac; if [ "$m" != max ] && [ $((c * 4)) -ge $((m * 3)) ]; then __pb_sweeps 1 "$2"; fi; builtin printf 'PBKILLED%s:%d\n' "$1" "$__pb_n"; }
 `;
 
 const BASH = ["bash", "--noprofile", "--norc"];
