@@ -98,7 +98,7 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
       expect(sweeps).toBeGreaterThan(50);
       expect(slowest).toBeLessThan(5000); // a stopped supervisor answers only at its 10 s timeout
       const top = await s.container.top({ ps_args: "-eo pid,user,stat,args" });
-      const stopped = (top.Processes ?? []).filter((p) => /^T/.test(p[2]!));
+      const stopped = (top.Processes ?? []).filter((p: string[]) => /^T/.test(p[2]!));
       expect(stopped, JSON.stringify(top.Processes)).toEqual([]);
       expect((await s.exec(["echo", "ok"])).stdout.toString()).toBe("ok\n");
       expect((await s.shell.run("echo still")).output).toBe("still\n");
