@@ -20,12 +20,13 @@ if libc.setfsuid(1000) != 1000 or libc.setfsgid(1000) != 1000:
     os.setgid(1000); os.setuid(1000)
 os.umask(0o022)
 inp, out = sys.stdin.buffer, sys.stdout.buffer
+def write_all(write, data):
+    # A raw write (os.write, or stdout under -u) may take part of the data: write until all is out.
+    mv = memoryview(data)
+    while mv: mv = mv[write(mv):]
 def reply(h, body=b""):
     h["len"] = len(body)
-    # stdout is unbuffered (-u): a raw write may take part of the data, so write until all is out.
-    for b in (json.dumps(h).encode() + b"\n", body):
-        mv = memoryview(b)
-        while mv: mv = mv[out.write(mv):]
+    write_all(out.write, json.dumps(h).encode() + b"\n"); write_all(out.write, body)
 def kind(m):
     return "directory" if stat.S_ISDIR(m) else "file" if stat.S_ISREG(m) else "other"
 def read_fd(fd, limit):
@@ -69,8 +70,7 @@ def op_write(r, body):
         except OSError as e:
             if e.errno == 28: raise
         os.lseek(fd, 0, 0); os.ftruncate(fd, 0)
-        mv = memoryview(body)
-        while mv: mv = mv[os.write(fd, mv):]
+        write_all(lambda m: os.write(fd, m), body)
         if r.get("mode") is not None: os.fchmod(fd, r["mode"])
     finally: os.close(fd)
     return {}, b""
