@@ -6,7 +6,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { computePatch } from "../src/job/patch.js";
+import { checkpointDiff, computePatch } from "../src/job/patch.js";
 import { loadRepo, snapshotBaseline } from "../src/job/repo.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
@@ -114,6 +114,46 @@ describe("the stat cache (real engine)", () => {
       expect(cached.patch).toBe(uncached.patch);
       expect(cached.diffstat).toBe(uncached.diffstat);
       expect(cached.tree).toBe(uncached.tree);
+    });
+  }, 180_000);
+
+  it("a repo loaded within the second gets its stat data at the first patch two seconds on; forged rewrites before and after that still reach the patch", async () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 200; i++) files[`f${i}.txt`] = `file ${i}\n`;
+    const dir = hostDir(files);
+    const exists = async (sb: Sandbox, f: string) => (await sb.exec(["test", "-e", f], { user: "0:0" })).exitCode === 0;
+    await withSandbox(async (sb) => {
+      const { baseline } = await loadRepo(sb, { path: dir });
+      expect(await exists(sb, "/patchbay/baseline.index")).toBe(false);
+      expect(await exists(sb, "/patchbay/baseline.refresh")).toBe(true);
+      // Before the refresh, as soon as the agent can: a same-size rewrite with the mtime put back.
+      await agent(sb, FORGE("f1.txt", "FFFFFF\\n"));
+      const early = await computePatch(sb, baseline); // too early to refresh: every file hashed
+      expect(early.filesChanged).toEqual(["f1.txt"]);
+      expect(await exists(sb, "/patchbay/baseline.refresh")).toBe(true);
+      const loaded = Number(await agent(sb, "stat -c %Z f2.txt"));
+      await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
+      const p = await computePatch(sb, baseline); // refreshes, then stages from the refreshed index
+      expect(p.filesChanged).toEqual(["f1.txt"]);
+      expect(await exists(sb, "/patchbay/baseline.refresh")).toBe(false); // once
+      expect(await indexEntry(sb, "f2.txt")).toEqual({ ctime: loaded, size: 7 }); // stat data now
+      expect((await indexEntry(sb, "f1.txt")).size).toBe(0); // changed by the agent: never trusted
+      // After the refresh: another forged rewrite, caught by its ctime.
+      await agent(sb, FORGE("f3.txt", "GGGGGG\\n"));
+      const after = await computePatch(sb, baseline);
+      expect(after.filesChanged).toEqual(["f1.txt", "f3.txt"]);
+      expect(after.patch).toMatch(/^\+GGGGGG$/m);
+      expect(after.patch).toBe((await computePatch(sb, baseline, { statCache: false })).patch);
+      // A checkpoint: the same patch; with the last checkpoint's tree unchanged, no diff is taken
+      // (the sentinel comes back); after a change, the new patch.
+      const cp = await checkpointDiff(sb, baseline);
+      expect(cp.patch).toBe(after.patch);
+      expect(cp.tree).toBe(after.tree);
+      expect((await checkpointDiff(sb, baseline, { last: { tree: cp.tree, patch: "SENTINEL" } })).patch).toBe("SENTINEL");
+      await agent(sb, "echo more >> f4.txt");
+      const next = await checkpointDiff(sb, baseline, { last: { tree: cp.tree, patch: "SENTINEL" } });
+      expect(next.tree).not.toBe(cp.tree);
+      expect(next.patch).toMatch(/^\+more$/m);
     });
   }, 180_000);
 });

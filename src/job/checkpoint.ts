@@ -13,7 +13,7 @@ import type { Message } from "../agent/model.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
 import { nonNegInt, positiveInt } from "../spec-fields.js";
-import { checkpointPatch, PatchTooLargeError, type PatchOptions } from "./patch.js";
+import { checkpointDiff, PatchTooLargeError, type PatchOptions } from "./patch.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
 const MessageSchema = z.object({
@@ -146,6 +146,8 @@ export interface CheckpointerOptions {
  */
 export class Checkpointer {
   private patch: string | undefined;
+  /** The tree `patch` leads to, once one was taken here. */
+  private tree: string | undefined;
   private dirty: boolean;
   private tooBig = false;
   /** Time spent taking and storing checkpoints (for the bench and the logs). */
@@ -169,7 +171,10 @@ export class Checkpointer {
     try {
       if (this.dirty || this.patch === undefined) {
         try {
-          this.patch = await checkpointPatch(this.o.sandbox, this.o.baseline, { maxBytes, afterVerify });
+          const last = this.patch !== undefined && this.tree && !afterVerify ? { tree: this.tree, patch: this.patch } : undefined;
+          const d = await checkpointDiff(this.o.sandbox, this.o.baseline, { maxBytes, afterVerify, last });
+          this.patch = d.patch;
+          this.tree = afterVerify ? undefined : d.tree; // after a verify the tree is another kind: never reused
           this.tooBig = false;
           // Clean only once a patch was taken: after a failure (the engine away) the next turn's
           // checkpoint must not pair a newer conversation with this older workspace.

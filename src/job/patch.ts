@@ -58,6 +58,8 @@ export class PatchTooLargeError extends Error {
 const STORE = `${PRIVATE_DIR}/git`;
 const INDEX = `${PRIVATE_DIR}/baseline.index`;
 const INDEX_TREE = `${PRIVATE_DIR}/baseline.tree`;
+/** "<second the baseline's add started> <baseline tree>" while the baseline's index awaits its refresh. */
+const REFRESH = `${PRIVATE_DIR}/baseline.refresh`;
 const ATTRIBUTES = "* -text !eol -filter -ident !diff !merge !working-tree-encoding\n";
 const GIT = `set -euo pipefail
 export GIT_DIR=${STORE} GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 HOME=${PRIVATE_DIR} XDG_CONFIG_HOME=${PRIVATE_DIR}
@@ -71,6 +73,30 @@ if [ ! -d ${STORE} ]; then
   printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
 fi
 cd /workspace
+# smudge STARTED: the entries of $GIT_INDEX_FILE whose file's ctime is in the second before
+# STARTED or later lose their stat data (hashed again by every later add). Fails when every file
+# is that recent (a small repo loads within a second): no stat data would be left to use.
+smudge() {
+  local recent=$(( $1 - 1 ))
+  [ -n "$(find . -path ./.git -prune -o \\( -type f -o -type l \\) ! -newerct "@$recent" -print -quit)" ] || return 1
+  find . -path ./.git -prune -o \\( -type f -o -type l \\) -newerct "@$recent" -print0 | sed -z 's|^\\./||' \
+    | xargs -0 -r "\${G[@]}" --literal-pathspecs ls-files -s -z -- | "\${G[@]}" update-index -z --index-info
+}
+# refresh TREE: once, two seconds or more after baseline TREE was taken, the entries it left
+# without stat data (all of them when the load took under a second) are hashed again, and those
+# still as in the baseline get stat data, under the same smudge rule. The index still holds
+# exactly the baseline's blobs: a file the agent changed is compared, not taken.
+refresh() {
+  local since tree now tmp=${PRIVATE_DIR}/refresh.index
+  read -r since tree < ${REFRESH} || return 0
+  printf -v now '%(%s)T' -1
+  [ "$tree" = "$1" ] && [ "$now" -ge $(( since + 2 )) ] || return 0
+  rm -f ${REFRESH} "$tmp" "$tmp.lock"
+  export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=$tmp
+  if [ -f ${INDEX} ] && [ -f ${INDEX_TREE} ] && [ "$(< ${INDEX_TREE})" = "$1" ]; then cp ${INDEX} "$tmp"; else "\${G[@]}" read-tree "$1"; fi
+  "\${G[@]}" update-index -q --ignore-missing --refresh > /dev/null || true
+  if smudge "$now"; then mv "$tmp" ${INDEX}; echo "$1" > ${INDEX_TREE}; else rm -f "$tmp"; fi
+}
 `;
 
 // As the agent (setpriv drops to uid 1000 with no capabilities): the symlinks the archive API
@@ -140,16 +166,16 @@ done | "\${G[@]}" update-index --add -z --stdin || true
 tree=$("\${G[@]}" write-tree)
 commit=$("\${G[@]}" commit-tree -m "patchbay: baseline" "$tree")
 "\${G[@]}" update-ref refs/patchbay/baseline-$tree "$commit"
-smudge() {
-  local recent=$(( started - 1 ))
-  # When every file is that recent (a small repo loads within a second), no stat data would be
-  # left to use: no stat cache, and none of the work below.
-  [ -n "$(find . -path ./.git -prune -o \\( -type f -o -type l \\) ! -newerct "@$recent" -print -quit)" ] || return 1
-  find . -path ./.git -prune -o \\( -type f -o -type l \\) -newerct "@$recent" -print0 | sed -z 's|^\\./||' \
-    | xargs -0 -r "\${G[@]}" --literal-pathspecs ls-files -s -z -- | "\${G[@]}" update-index -z --index-info
-}
-# Without a smudge that surely worked, no stat cache: the patch then hashes every file.
-if [ "\${PB_STAT_CACHE:-1}" = 1 ] && smudge; then echo "$tree" > ${INDEX_TREE}; else rm -f "$GIT_INDEX_FILE"; fi
+# Without a smudge that surely worked, no stat cache: the patch then hashes every file. What was
+# hashed within the window has no stat data yet: the first patch or checkpoint two seconds on
+# gives it some, once (refresh).
+rm -f ${REFRESH}
+if [ "\${PB_STAT_CACHE:-1}" = 1 ]; then
+  if smudge "$started"; then echo "$tree" > ${INDEX_TREE}; else rm -f "$GIT_INDEX_FILE"; fi
+  echo "$started $tree" > ${REFRESH}
+else
+  rm -f "$GIT_INDEX_FILE"
+fi
 ${SHARE}
 rm -f ${PRIVATE_DIR}/tracked ${PRIVATE_DIR}/have
 echo "$tree"`;
@@ -161,7 +187,8 @@ echo "$tree"`;
 // verify's byproducts never enter a later round's patch.
 // The final tree's index, from the kept baseline index where it is this baseline's (the stat
 // cache), else from the baseline tree; then everything on disk added.
-const stageIndex = (index: string) => `export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${index}
+const stageIndex = (index: string) => `if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${REFRESH} ]; then refresh "$1"; fi
+export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${index}
 [ -e "$GIT_INDEX_FILE.lock" ] && rm -f "$GIT_INDEX_FILE.lock" # left by a run killed at its timeout
 t=; [ -f ${INDEX_TREE} ] && t=$(< ${INDEX_TREE})
 if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$t" = "$1" ]; then cp ${INDEX} "$GIT_INDEX_FILE"; else "\${G[@]}" read-tree "$1"; fi
@@ -260,27 +287,40 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
 }
 
 // A checkpoint needs the patch alone, after every turn that may have changed files: the final
-// tree staged as above, then only the binary diff, straight out (the exec's bound cuts it). Few
-// processes: on these machines each one costs more than git's hashing of a 1,000-file tree.
+// tree staged as above, its id, then only the binary diff, straight out (the exec's bound cuts
+// it); no diff at all when the tree is the last checkpoint's ($2). Few processes: on these
+// machines each one costs more than git's hashing of a 1,000-file tree.
 const CHECKPOINT_SCRIPT = `${GIT}${stageIndex(`${PRIVATE_DIR}/checkpoint.index`)}tree=$("\${G[@]}" write-tree)
+echo "$tree"
+[ "$tree" != "\${2:-}" ] || exit 0
 unset GIT_WORK_TREE GIT_INDEX_FILE
 cd ${PRIVATE_DIR}
 printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
 exec ${DIFF_SH} --binary "$1" "$tree"`;
 
 /**
- * The patch alone, for a checkpoint: what computePatch's `patch` would be, in fewer processes.
- * With `afterVerify`, or a patch that is not UTF-8, it is computePatch's.
+ * The patch alone, for a checkpoint: what computePatch's `patch` would be, in fewer processes,
+ * with the tree it leads to. With `last` (the previous checkpoint's), an unchanged tree costs no
+ * diff. With `afterVerify`, or a patch that is not UTF-8, it is computePatch's.
  */
-export async function checkpointPatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<string> {
+export async function checkpointDiff(sb: Sandbox, baseline: string, opts: PatchOptions & { last?: { tree: string; patch: string } } = {}): Promise<{ patch: string; tree: string }> {
   if (!TREE_ID.test(baseline)) throw new Error(`checkpointPatch: bad tree id "${baseline}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
-  if (opts.afterVerify || !loadConfig().fastPaths) return (await computePatch(sb, baseline, opts)).patch;
-  const r = await sb.exec(["bash", "-c", CHECKPOINT_SCRIPT, "patchbay", baseline], { env: statCacheEnv(opts.statCache), timeoutSec: 600, maxBytes, ...ROOT });
-  if (r.exitCode !== 0 && !r.truncated) throw new GitStepError(`checkpointPatch: staging and diffing failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
-  if (r.truncated) throw new PatchTooLargeError(maxBytes, "", []);
-  return isUtf8(r.stdout) ? r.stdout.toString("utf8") : (await computePatch(sb, baseline, opts)).patch;
+  const full = async () => computePatch(sb, baseline, opts).then((p) => ({ patch: p.patch, tree: p.tree }));
+  if (opts.afterVerify || !loadConfig().fastPaths) return full();
+  const last = opts.last && TREE_ID.test(opts.last.tree) ? opts.last : undefined;
+  const r = await sb.exec(["bash", "-c", CHECKPOINT_SCRIPT, "patchbay", baseline, ...(last ? [last.tree] : [])], { env: statCacheEnv(opts.statCache), timeoutSec: 600, maxBytes: maxBytes + 128, ...ROOT });
+  const nl = r.stdout.indexOf(10);
+  const tree = r.stdout.subarray(0, Math.max(0, nl)).toString("latin1");
+  if ((r.exitCode !== 0 && !r.truncated) || !TREE_ID.test(tree)) throw new GitStepError(`checkpointPatch: staging and diffing failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+  if (last && tree === last.tree) return last;
+  const patch = r.stdout.subarray(nl + 1);
+  if (r.truncated || patch.length > maxBytes) throw new PatchTooLargeError(maxBytes, "", []);
+  return isUtf8(patch) ? { patch: patch.toString("utf8"), tree } : full();
 }
+
+/** checkpointDiff's patch alone. */
+export const checkpointPatch = async (sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<string> => (await checkpointDiff(sb, baseline, opts)).patch;
 
 /** The old way, kept for the bench's same-run baseline: a staging exec, then three `git diff` execs. */
 async function computePatchFourExecs(sb: Sandbox, baseline: string, args: string[], maxBytes: number, statCache?: boolean): Promise<PatchResult> {
