@@ -6,7 +6,8 @@
 import { describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { Checkpoint, Checkpointer, parseCheckpoint, specHash, type CheckpointStore } from "../src/job/checkpoint.js";
-import type { Sandbox } from "../src/sandbox/sandbox.js";
+import { Sandbox } from "../src/sandbox/sandbox.js";
+import { loadRepo } from "../src/job/repo.js";
 import { runJob } from "../src/job/run.js";
 import { jobWatchdog } from "./support/sandbox.js";
 import { loadConfig } from "../src/config.js";
@@ -202,6 +203,41 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
     expect(saved).toHaveLength(1);
     expect(events).toMatchObject([{ type: "checkpoint", turn: 1, saved: false }, { type: "checkpoint", turn: 2, saved: false }]);
   });
+
+  it("after a turn whose commands only read, the checkpoint takes no patch (the workspace's fingerprint is unchanged); after any write it does", async () => {
+    const spec = specOf("fingerprints");
+    const { store, saved } = memoryStore("cp-fp", spec);
+    const sandbox = await Sandbox.create({ labels: { "patchbay.test": "resume-fingerprint" } });
+    try {
+      const { baseline } = await loadRepo(sandbox, { path: CLAMP });
+      let runs = 0; // commands run for the worker (the checkpoint's git is one)
+      const exec = sandbox.exec.bind(sandbox);
+      sandbox.exec = (argv, o) => (runs++, exec(argv, o));
+      const cp = new Checkpointer({ store, sandbox, baseline, jobId: "cp-fp", attempt: 1, specHash: specHash(spec), emit: () => {}, maxBytes: 1 << 20 });
+      const state = (turns: number) => ({ turns, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, stopReason: "tool_use", summary: "", messages: [{ role: "user" as const, content: "task" }, { role: "assistant" as const, content: `turn ${turns}` }] });
+      const turn = async (n: number, cmd: string) => {
+        cp.touched();
+        const r = await sandbox.shell.run(`cd /workspace && ${cmd}`);
+        expect(r.exitCode, r.output).toBe(0);
+        const before = runs;
+        await cp.take(state(n), 1);
+        return runs - before;
+      };
+      await cp.start(); // the baseline's fingerprint
+      expect(await turn(1, "ls >/dev/null")).toBe(0); // read only, from the start: no git at all
+      expect(saved.at(-1)).toMatchObject({ turns: 1, patch: "" });
+      expect(await turn(1, "echo '# one' >> clamp.py")).toBe(1);
+      expect(saved.at(-1)!.patch).toMatch(/^\+# one$/m);
+      expect(await turn(2, "ls -la && cat clamp.py >/dev/null && python3 -c 'print(1)'")).toBe(0); // read only: no git
+      expect(saved.at(-1)).toMatchObject({ turns: 2, patch: saved.at(-2)!.patch });
+      // A rewrite that puts back size and mtime: the fingerprint still differs (ctime), so git runs.
+      expect(await turn(3, "m=$(stat -c %.9Y clamp.py); sed -i 's/# one/# two/' clamp.py; touch -m -d \"@$m\" clamp.py")).toBe(1);
+      expect(saved.at(-1)!.patch).toMatch(/^\+# two$/m);
+      expect(saved.map((c) => c.turns)).toEqual([1, 1, 2, 3]);
+    } finally {
+      await sandbox.destroy();
+    }
+  }, 120_000);
 
   it("a dead worker's job is taken up again within 30 s by default (lock + stall check)", () => {
     const c = loadConfig({});

@@ -107,3 +107,47 @@ describe("sandbox.files: hostile paths and a full disk (real engine)", () => {
     expect((await box().shell.run("cat /workspace/target.txt; test -L /workspace/dangle && echo link")).output).toBe("madelink\n");
   });
 });
+
+describe("sandbox.files.digest: a tree's fingerprint (real engine)", () => {
+  const box = useSandbox();
+  const sh = async (cmd: string) => {
+    const r = await box().shell.run(cmd);
+    expect(r.exitCode, r.output).toBe(0);
+    return r.output.trim();
+  };
+  const digest = () => box().files.digest("/workspace");
+
+  it("is the same after commands that only read, and differs after any write, even one that puts back size and mtime", async () => {
+    await sh("mkdir -p /workspace/d/e && printf 'AAAA\\n' > /workspace/d/e/a.txt && printf 'b\\n' > /workspace/b.txt && mkdir -p /workspace/.git && echo ref > /workspace/.git/HEAD");
+    const d0 = await digest();
+    expect(d0).toMatch(/^[0-9a-f]{40}$/);
+    await sh("cd /workspace && ls -laR >/dev/null && cat d/e/a.txt >/dev/null && grep -r AAAA . >/dev/null");
+    expect(await digest()).toBe(d0);
+    await sh("echo other > /workspace/.git/HEAD && touch /workspace/.git/index.lock"); // the agent's git, never in a patch
+    expect(await digest()).toBe(d0);
+    const changes = [
+      "m=$(stat -c %.9Y d/e/a.txt); printf 'ZZZZ\\n' > d/e/a.txt; touch -m -d \"@$m\" d/e/a.txt", // only ctime tells
+      "chmod +x b.txt",
+      "touch d/new-empty",
+      "mkdir d/e/f",
+      "mv b.txt c.txt",
+      "rm d/new-empty",
+      "ln -s c.txt link",
+    ];
+    let last = d0;
+    for (const c of changes) {
+      await sh(`cd /workspace && ${c}`);
+      const d = await digest();
+      expect(d, c).not.toBe(last);
+      last = d!;
+    }
+  });
+
+  it("is undefined over its entry bound and where the agent cannot read", async () => {
+    await sh("mkdir -p /workspace/many && for i in 1 2 3 4 5; do touch /workspace/many/f$i; done");
+    expect(await box().files.digest("/workspace/many", 3)).toBeUndefined();
+    expect(await box().files.digest("/workspace/many", 5)).toMatch(/^[0-9a-f]{40}$/);
+    await sh("mkdir -p /workspace/many/closed && chmod 000 /workspace/many/closed");
+    expect(await box().files.digest("/workspace/many")).toBeUndefined();
+  });
+});

@@ -148,6 +148,8 @@ export class Checkpointer {
   private patch: string | undefined;
   /** The tree `patch` leads to, once one was taken here. */
   private tree: string | undefined;
+  /** The workspace's fingerprint (Files.digest) taken right before `patch`. */
+  private seen: string | undefined;
   private dirty: boolean;
   private tooBig = false;
   /** Time spent taking and storing checkpoints (for the bench and the logs). */
@@ -160,6 +162,18 @@ export class Checkpointer {
     this.dirty = false;
   }
 
+  /** Before any tool runs: the fingerprint of the workspace as it is now, at `patch` (the baseline's, or the restored one). */
+  async start(): Promise<void> {
+    this.seen = await this.fingerprint();
+  }
+
+  /** The workspace's fingerprint, or undefined when it cannot be had (no agent, too many files, the engine away). */
+  private fingerprint(): Promise<string | undefined> {
+    return Promise.resolve()
+      .then(() => this.o.sandbox.files.digest("/workspace"))
+      .catch(() => undefined);
+  }
+
   /** A tool that may change files ran (any but a view). */
   touched(): void {
     this.dirty = true;
@@ -169,12 +183,19 @@ export class Checkpointer {
     const t0 = performance.now();
     const maxBytes = this.o.maxBytes;
     try {
+      // Tools ran that may have changed files: unless the workspace's fingerprint is the one the
+      // last patch was taken at (a command that only read), the patch is taken again.
+      const seen = this.dirty && this.patch !== undefined && !afterVerify ? await this.fingerprint() : undefined;
+      if (seen && seen === this.seen) this.dirty = false;
       if (this.dirty || this.patch === undefined) {
         try {
+          // Taken before the patch: a change while git runs makes the next fingerprint differ.
+          const before = afterVerify ? undefined : (seen ?? (await this.fingerprint()));
           const last = this.patch !== undefined && this.tree && !afterVerify ? { tree: this.tree, patch: this.patch } : undefined;
           const d = await checkpointDiff(this.o.sandbox, this.o.baseline, { maxBytes, afterVerify, last });
           this.patch = d.patch;
           this.tree = afterVerify ? undefined : d.tree; // after a verify the tree is another kind: never reused
+          this.seen = before;
           this.tooBig = false;
           // Clean only once a patch was taken: after a failure (the engine away) the next turn's
           // checkpoint must not pair a newer conversation with this older workspace.

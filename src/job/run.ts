@@ -114,6 +114,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     const store = opts.checkpoints;
     const restored = store && (await restoreCheckpoint(store, sandbox, baseline, modelName, emit));
     const cp = store && new Checkpointer({ store, sandbox, baseline, jobId, attempt, specHash: specHash(spec), emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
+    await cp?.start();
     // Spend already counted by the earlier attempt: a batch's running total gets this attempt's part only.
     const before = restored ? costUsd(modelName, restored.usage) : 0;
     const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;

@@ -242,6 +242,18 @@ export class Files {
     return r.header.entries as string[];
   }
 
+  /**
+   * A fingerprint of the tree under `dir` (paths, inodes, modes, sizes, mtimes and ctimes; no
+   * content), as the agent's uid sees it: equal fingerprints mean nothing in it was written,
+   * made, removed or renamed in between. Undefined without the agent, over `maxEntries`, or when
+   * part of the tree cannot be read.
+   */
+  async digest(dir: string, maxEntries = 20_000): Promise<string | undefined> {
+    const r = await this.agent?.request({ op: "digest", path: checkAbsolute(dir), max: maxEntries });
+    const d = r?.header.digest;
+    return typeof d === "string" && /^[0-9a-f]{40}$/.test(d) ? d : undefined;
+  }
+
   async archiveMkdirp(dir: string): Promise<void> {
     let base = checkAbsolute(dir);
     const missing: string[] = [];
