@@ -157,12 +157,14 @@ rm -f ${INDEX_TREE}
 printf -v started '%(%s)T' -1
 "\${G[@]}" add -A
 # Tracked names not in the index yet that are files or symlinks now, without ".." or ".git" parts
-# (git would refuse the lot): git never ignores a tracked file.
-"\${G[@]}" ls-files -z | sort -z > ${PRIVATE_DIR}/have
-sort -z ${PRIVATE_DIR}/tracked | comm -z -13 ${PRIVATE_DIR}/have - | while IFS= read -r -d "" n; do
-  case "/$n/" in */../*|*/./*|*/.git/*|//*) continue;; esac
-  if [ -f "$n" ] || [ -L "$n" ]; then printf '%s\\0' "$n"; fi
-done | "\${G[@]}" update-index --add -z --stdin || true
+# (git would refuse the lot): git never ignores a tracked file. (None without a repo: no processes.)
+if [ -s ${PRIVATE_DIR}/tracked ]; then
+  "\${G[@]}" ls-files -z | sort -z > ${PRIVATE_DIR}/have
+  sort -z ${PRIVATE_DIR}/tracked | comm -z -13 ${PRIVATE_DIR}/have - | while IFS= read -r -d "" n; do
+    case "/$n/" in */../*|*/./*|*/.git/*|//*) continue;; esac
+    if [ -f "$n" ] || [ -L "$n" ]; then printf '%s\\0' "$n"; fi
+  done | "\${G[@]}" update-index --add -z --stdin || true
+fi
 tree=$("\${G[@]}" write-tree)
 commit=$("\${G[@]}" commit-tree -m "patchbay: baseline" "$tree")
 "\${G[@]}" update-ref refs/patchbay/baseline-$tree "$commit"
