@@ -412,15 +412,28 @@ describe("4. a local { git } source cannot read other host repos", () => {
 
 // ---- 5. the size bound holds before anything is checked out ---------------------------------
 
-/** Total bytes of regular files under dir now. */
+/** Total bytes of regular files under dir now (git creates and removes directories meanwhile). */
 function duBytes(dir: string): number {
   let n = 0;
-  for (const rel of fs.readdirSync(dir, { recursive: true }) as string[]) {
+  const dirs = [dir];
+  while (dirs.length) {
+    const d = dirs.pop()!;
+    let entries: fs.Dirent[];
     try {
-      const st = fs.lstatSync(path.join(dir, rel));
-      if (st.isFile()) n += st.size;
+      entries = fs.readdirSync(d, { withFileTypes: true });
     } catch {
-      // removed meanwhile
+      continue; // removed meanwhile
+    }
+    for (const e of entries) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) dirs.push(p);
+      else if (e.isFile()) {
+        try {
+          n += fs.lstatSync(p).size;
+        } catch {
+          // removed meanwhile
+        }
+      }
     }
   }
   return n;
