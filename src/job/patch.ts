@@ -146,8 +146,14 @@ if [ -n "\${PB_PACK:-}" ]; then
   head -c "$plen" > ${STORE}/objects/pack/pack-$pname.pack
   head -c "$ilen" > ${STORE}/objects/pack/pack-$pname.idx
 fi
-env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 PB_SHARE_REPO="\${PB_SHARE_REPO:-0}" \
-  setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$1" > ${PRIVATE_DIR}/tracked
+# The agent's part has nothing to do with no symlinks to make, no .git to read and none to make
+# here: three processes saved.
+if [ "\${PB_LINKS:-1}" = 1 ] || [ -e .git ] || [ -L .git ] || [ "\${PB_SHARE_REPO:-0}" != 1 ]; then
+  env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 PB_SHARE_REPO="\${PB_SHARE_REPO:-0}" \
+    setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$1" > ${PRIVATE_DIR}/tracked
+else
+  : > ${PRIVATE_DIR}/tracked
+fi
 export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${INDEX}
 rm -f ${INDEX_TREE}
 # A second baseline (after setup) starts from the first one's index: only what setup changed is hashed.
@@ -240,7 +246,8 @@ export function writeBaseline(sb: Sandbox, symlinks: { name: string; target: str
   const p = opts.pack && /^[0-9a-f]{40}$/.test(opts.pack.name) ? opts.pack : undefined;
   const stdin = p ? Buffer.concat([p.pack, p.idx, links]) : links;
   const packEnv = p ? [`PB_PACK=${p.name} ${p.pack.length} ${p.idx.length}`] : [];
-  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, [...statCacheEnv(opts.statCache), ...share, ...packEnv]);
+  const linksEnv = [`PB_LINKS=${symlinks.length ? 1 : 0}`];
+  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, [...statCacheEnv(opts.statCache), ...share, ...packEnv, ...linksEnv]);
 }
 
 /** The tree of /workspace as it is now (e.g. right after a verify), hashed into the private store. */
