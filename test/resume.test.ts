@@ -233,7 +233,15 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
       // A rewrite that puts back size and mtime: the fingerprint still differs (ctime), so git runs.
       expect(await turn(3, "m=$(stat -c %.9Y clamp.py); sed -i 's/# one/# two/' clamp.py; touch -m -d \"@$m\" clamp.py")).toBe(1);
       expect(saved.at(-1)!.patch).toMatch(/^\+# two$/m);
-      expect(saved.map((c) => c.turns)).toEqual([1, 1, 2, 3]);
+      // A directory the agent cannot read: no fingerprint, so git runs after every turn from now
+      // on, read only or not, and no more fingerprints are asked for.
+      let digests = 0;
+      const digest = sandbox.files.digest.bind(sandbox.files);
+      sandbox.files.digest = (...a) => (digests++, digest(...a));
+      expect(await turn(4, "mkdir -p closed && chmod 000 closed")).toBe(1);
+      expect(await turn(5, "ls >/dev/null")).toBe(1);
+      expect(digests).toBe(1);
+      expect(saved.map((c) => c.turns)).toEqual([1, 1, 2, 3, 4, 5]);
     } finally {
       await sandbox.destroy();
     }

@@ -150,6 +150,7 @@ export class Checkpointer {
   private tree: string | undefined;
   /** The workspace's fingerprint (Files.digest) taken right before `patch`. */
   private seen: string | undefined;
+  private noFingerprint = false;
   private dirty: boolean;
   private tooBig = false;
   /** Time spent taking and storing checkpoints (for the bench and the logs). */
@@ -167,12 +168,18 @@ export class Checkpointer {
     this.seen = await this.fingerprint();
   }
 
-  /** The workspace's fingerprint, or undefined when it cannot be had (no agent, too many files, the engine away). */
-  private fingerprint(): Promise<string | undefined> {
-    if (!loadConfig().fastPaths) return Promise.resolve(undefined); // the bench's same-run baseline: every patch taken
-    return Promise.resolve()
+  /**
+   * The workspace's fingerprint, or undefined when it cannot be had (no agent, too many files, a
+   * directory the agent cannot read, the engine away): then no more are asked for in this job, and
+   * every checkpoint takes its patch.
+   */
+  private async fingerprint(): Promise<string | undefined> {
+    if (this.noFingerprint || !loadConfig().fastPaths) return undefined; // fastPaths off: the bench's same-run baseline
+    const d = await Promise.resolve()
       .then(() => this.o.sandbox.files.digest("/workspace"))
       .catch(() => undefined);
+    if (d === undefined) this.noFingerprint = true;
+    return d;
   }
 
   /** A tool that may change files ran (any but a view). */
