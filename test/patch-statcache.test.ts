@@ -128,12 +128,13 @@ describe("the stat cache (real engine)", () => {
       expect(await exists(sb, "/patchbay/baseline.refresh")).toBe(true);
       // Before the refresh, as soon as the agent can: a same-size rewrite with the mtime put back.
       await agent(sb, FORGE("f1.txt", "FFFFFF\\n"));
-      const early = await computePatch(sb, baseline); // too early to refresh: every file hashed
+      // Usually too early to refresh (every file hashed); on a slow run it may refresh here already.
+      // Either way the forged rewrite came before the refresh, and is compared, never trusted.
+      const early = await computePatch(sb, baseline);
       expect(early.filesChanged).toEqual(["f1.txt"]);
-      expect(await exists(sb, "/patchbay/baseline.refresh")).toBe(true);
       const loaded = Number(await agent(sb, "stat -c %Z f2.txt"));
       await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
-      const p = await computePatch(sb, baseline); // refreshes, then stages from the refreshed index
+      const p = await computePatch(sb, baseline); // refreshes (unless done already), then stages from the refreshed index
       expect(p.filesChanged).toEqual(["f1.txt"]);
       expect(await exists(sb, "/patchbay/baseline.refresh")).toBe(false); // once
       expect(await indexEntry(sb, "f2.txt")).toEqual({ ctime: loaded, size: 7 }); // stat data now
