@@ -92,7 +92,7 @@ refresh() {
   printf -v now '%(%s)T' -1
   [ "$tree" = "$1" ] && [ "$now" -ge $(( since + 2 )) ] || return 0
   rm -f ${REFRESH} "$tmp" "$tmp.lock"
-  export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=$tmp
+  local -x GIT_WORK_TREE=/workspace GIT_INDEX_FILE=$tmp # this function's own index: the caller's is untouched
   if [ -f ${INDEX} ] && [ -f ${INDEX_TREE} ] && [ "$(< ${INDEX_TREE})" = "$1" ]; then cp ${INDEX} "$tmp"; else "\${G[@]}" read-tree "$1"; fi
   "\${G[@]}" update-index -q --ignore-missing --refresh > /dev/null || true
   if smudge "$now"; then mv "$tmp" ${INDEX}; echo "$1" > ${INDEX_TREE}; else rm -f "$tmp"; fi
