@@ -46,6 +46,36 @@ console.log("done", r.status);
     expect(r).toMatchObject({ code: 0, stdout: "done completed\n" });
   });
 
+  it("a job that fails while it is being polled always reports its reason (job read after its state)", async () => {
+    // The CI race this guards: the job was read before it failed and its state after, giving
+    // "unknown reason". Tight polling while a real worker fails jobs lands in that window often.
+    const w = new Worker<JobData, JobResult>(
+      "lib-race",
+      async (job) => {
+        await new Promise((r) => setTimeout(r, Math.random() * 20));
+        throw new Error(`boom ${job.id}`);
+      },
+      { connection: new Redis(redis.url, { maxRetriesPerRequest: null }), concurrency: 4 },
+    );
+    closers.push(() => w.close());
+    const c = new PatchbayClient({ redisUrl: redis.url, queueName: "lib-race" });
+    closers.push(() => c.close());
+    const ids = await c.enqueueBatch(Array.from({ length: 40 }, (_, i) => ({ task: `race ${i}`, repo: { path: CLAMP }, attempts: 1 })));
+    const reasons = await Promise.all(
+      ids.map(async (id) => {
+        for (;;) {
+          try {
+            if (await c.result(id)) return "completed?";
+          } catch (err) {
+            return (err as Error).message;
+          }
+        }
+      }),
+    );
+    expect(reasons).toEqual(ids.map((id) => `job ${id} failed: boom ${id}`));
+    expect((await c.status(ids[0]!)).failedReason).toBe(`boom ${ids[0]}`);
+  });
+
   it("waitForResult gives up after timeoutMs, and warns when no worker listens on the queue", async () => {
     const c = new PatchbayClient({ redisUrl: redis.url, queueName: "lib-timeout" });
     closers.push(() => c.close());

@@ -146,19 +146,24 @@ export class PatchbayClient {
 
   status(id: string): Promise<JobStatusInfo> {
     return this.hold(async () => {
-      const job = await this.job(id);
-      return info(job, (await job.getState()) as JobState);
+      const state = (await this.queue.getJobState(id)) as JobState; // before the job: see result()
+      return info(await this.job(id), state);
     });
   }
 
   /** The result of a completed job; undefined while it runs; throws if the job failed for good. */
   result(id: string): Promise<JobResult | undefined> {
     return this.hold(async () => {
+      // State first, then the job: BullMQ writes returnvalue/failedReason in the same step that moves
+      // the job, so a job read after its final state carries them (read before, it may not yet).
+      const state = await this.queue.getJobState(id);
+      if (state !== "completed" && state !== "failed") {
+        if (state === "unknown") await this.job(id); // throws JobNotFoundError
+        return undefined;
+      }
       const job = await this.job(id);
-      const state = await job.getState();
       if (state === "completed") return job.returnvalue;
-      if (state === "failed") throw new JobFailedError(id, job.failedReason ?? "unknown reason");
-      return undefined;
+      throw new JobFailedError(id, job.failedReason || "unknown reason");
     });
   }
 

@@ -153,9 +153,10 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
 
   const findJob = async (id: string) => (await Job.fromId<JobData, JobResult>(client.queue, id)) ?? undefined;
   app.get<{ Params: { id: string } }>("/api/jobs/:id", async (req, reply) => {
+    const state = await client.queue.getJobState(req.params.id); // before the job, so a finished one carries its result
     const job = await findJob(req.params.id);
     if (!job) return reply.code(404).send({ error: `no job ${req.params.id}` });
-    return jobDetail(job, await job.getState(), defaultModel);
+    return jobDetail(job, state, defaultModel);
   });
 
   app.post<{ Params: { id: string } }>("/api/jobs/:id/cancel", async (req, reply) => {
