@@ -281,6 +281,17 @@ describe("runJob: repo forms and what the patch carries", () => {
     }],
   ];
 
+  it("the agent's first tool finds its own git repo, made from the baseline while the first request was out", async () => {
+    const { result, fake } = await run([reply(toolUse("bash", { command: "git log --format=%s && git status --porcelain | wc -l && git rev-parse 'HEAD^{tree}'" })), reply(text("looked"))]);
+    expect(result.status).toBe("completed");
+    // The same tree git makes of the repo on the host: the agent's HEAD is the baseline, and clean.
+    const copy = tmp();
+    cpSync(CLAMP, copy, { recursive: true });
+    const tree = sh(copy, "git init -q && git add -A && git write-tree").trim();
+    expect(toolResultText(toolResults(fake.requests[1]!)[0])).toBe(`patchbay: baseline\n0\n${tree}`);
+    rmSync(copy, { recursive: true, force: true });
+  });
+
   it("a repo that cannot be loaded fails the job with a clear error, without a retry", async () => {
     const { result } = await run([reply(text("never asked"))], { repo: { path: "/nonexistent/repo" } });
     expect(result).toMatchObject({ status: "failed", error: "repo.path: /nonexistent/repo does not exist" });

@@ -98,7 +98,8 @@ describe("the stat cache (real engine)", () => {
     const files: Record<string, string> = {};
     for (let i = 0; i < 200; i++) files[`f${i}.txt`] = `file ${i}\n`;
     const dir = hostDir(files);
-    const hasIndex = async (sb: Sandbox) => (await sb.exec(["test", "-e", "/patchbay/baseline.index"], { user: "0:0" })).exitCode === 0;
+    // An index is used only where baseline.tree names it (its stat data trusted).
+    const hasIndex = async (sb: Sandbox) => (await sb.exec(["test", "-e", "/patchbay/baseline.index", "-a", "-e", "/patchbay/baseline.tree"], { user: "0:0" })).exitCode === 0;
     await withSandbox(async (sb) => {
       await loadRepo(sb, { path: dir });
       // Every file's ctime is within the baseline's last second: all would be smudged, so none is kept.

@@ -101,7 +101,7 @@ refresh() {
 
 // As the agent (setpriv drops to uid 1000 with no capabilities): the symlinks the archive API
 // refused (NUL-separated pairs on stdin), a repo if there is none (for the agent's convenience;
-// with fast paths it is made after the baseline, from it: see SHARE), then the names the repo
+// with fast paths it is made after the baseline, from it: see SHARE_SCRIPT), then the names the repo
 // tracks, as plain data: git never ignores a tracked file, so those enter the baseline even when
 // .gitignore matches them. Then, as root, the baseline tree in the store.
 const AGENT_GIT = `A=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)`;
@@ -118,9 +118,12 @@ fi
 // copied as they are, and the baseline's index with its stat data, so the agent's git status is
 // fast. Root only reads its own store and pipes it; everything under /workspace/.git is written
 // by the agent's uid. (A pack through index-pack measured slower than a second git add.)
-const SHARE = `
+const SHARE_SCRIPT = `${GIT}
+[ ! -e .git ] && [ ! -L .git ] || exit 0
+commit=$("\${G[@]}" commit-tree -m "patchbay: baseline" "$1")
+t=; [ -f ${INDEX_TREE} ] && t=$(< ${INDEX_TREE})
 as_agent() { env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$@"; }
-if [ "\${PB_SHARE_REPO:-0}" = 1 ] && [ ! -e .git ] && [ ! -L .git ]; then
+{
   # The index comes on fd 3 (root's file, opened by root); without one, the agent's git reads the tree.
   read -r -d '' make_repo <<'EOS' || true
 ${AGENT_GIT}
@@ -128,9 +131,9 @@ ${AGENT_GIT}
 if [ "$2" = index ]; then cat <&3 > .git/index; else "\${A[@]}" read-tree HEAD; fi
 EOS
   # A convenience: if it cannot be made, the job goes on without it, as with a repo git cannot read.
-  if [ -f "$GIT_INDEX_FILE" ]; then idx=$GIT_INDEX_FILE how=index; else idx=/dev/null how=tree; fi
+  if [ -f ${INDEX} ] && [ "$t" = "$1" ]; then idx=${INDEX} how=index; else idx=/dev/null how=tree; fi
   tar -C ${STORE} -c objects | as_agent "$make_repo" _ "$commit" "$how" 3< "$idx" >&2 || echo "patchbay: the agent's git repo could not be made" >&2
-fi`;
+}`;
 
 // The baseline's index is kept (root's, in the private store) with its stat data, so that the
 // patch re-hashes only the files whose stat data changed. The agent (uid 1000) can give a file
@@ -146,19 +149,19 @@ if [ -n "\${PB_PACK:-}" ]; then
   head -c "$plen" > ${STORE}/objects/pack/pack-$pname.pack
   head -c "$ilen" > ${STORE}/objects/pack/pack-$pname.idx
 fi
+# A second baseline (after setup) starts from the first one's index, where its stat data is
+# trusted (baseline.tree names it): only what setup changed is hashed. An index without
+# baseline.tree is never used. What an earlier run left goes in one process (each costs ~8 ms).
+keep=; [ "\${2:-}" = keep ] && [ -f ${INDEX} ] && [ -f ${INDEX_TREE} ] && keep=1
+old=(${INDEX_TREE} ${REFRESH} ${INDEX}.lock ${PRIVATE_DIR}/tracked ${PRIVATE_DIR}/have); [ -n "$keep" ] || old+=(${INDEX})
+rm -f "\${old[@]}"
 # The agent's part has nothing to do with no symlinks to make, no .git to read and none to make
 # here: three processes saved.
 if [ "\${PB_LINKS:-1}" = 1 ] || [ -e .git ] || [ -L .git ] || [ "\${PB_SHARE_REPO:-0}" != 1 ]; then
   env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 PB_SHARE_REPO="\${PB_SHARE_REPO:-0}" \
     setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$1" > ${PRIVATE_DIR}/tracked
-else
-  : > ${PRIVATE_DIR}/tracked
 fi
 export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${INDEX}
-rm -f ${INDEX_TREE}
-# A second baseline (after setup) starts from the first one's index: only what setup changed is hashed.
-[ "\${2:-}" = keep ] && [ -f "$GIT_INDEX_FILE" ] || rm -f "$GIT_INDEX_FILE"
-[ -e "$GIT_INDEX_FILE.lock" ] && rm -f "$GIT_INDEX_FILE.lock" # left by a run killed at its timeout
 # The smudge window starts before the add: a file written while git hashed it is smudged too.
 printf -v started '%(%s)T' -1
 "\${G[@]}" add -A
@@ -172,20 +175,16 @@ if [ -s ${PRIVATE_DIR}/tracked ]; then
   done | "\${G[@]}" update-index --add -z --stdin || true
 fi
 tree=$("\${G[@]}" write-tree)
-commit=$("\${G[@]}" commit-tree -m "patchbay: baseline" "$tree")
-"\${G[@]}" update-ref refs/patchbay/baseline-$tree "$commit"
-# Without a smudge that surely worked, no stat cache: the patch then hashes every file. What was
-# hashed within the window has no stat data yet: the first patch or checkpoint two seconds on
-# gives it some, once (refresh).
-rm -f ${REFRESH}
+# Without a smudge that surely worked, no stat cache (no baseline.tree): the patch then hashes
+# every file. What was hashed within the window has no stat data yet: the first patch or
+# checkpoint two seconds on gives it some, once (refresh). The store needs no ref: nothing in it
+# is ever pruned, and it goes with the sandbox.
 if [ "\${PB_STAT_CACHE:-1}" = 1 ]; then
-  if smudge "$started"; then echo "$tree" > ${INDEX_TREE}; else rm -f "$GIT_INDEX_FILE"; fi
+  if smudge "$started"; then echo "$tree" > ${INDEX_TREE}; fi
   echo "$started $tree" > ${REFRESH}
-else
-  rm -f "$GIT_INDEX_FILE"
 fi
-${SHARE}
-rm -f ${PRIVATE_DIR}/tracked ${PRIVATE_DIR}/have
+# No repo in the workspace: the caller makes the agent's from this baseline (SHARE_SCRIPT).
+if [ "\${PB_SHARE_REPO:-0}" = 1 ] && [ ! -e .git ] && [ ! -L .git ]; then echo agent-repo; fi
 echo "$tree"`;
 
 // Seeding the index with the baseline keeps files that were tracked though ignored; `add -A` then
@@ -212,8 +211,6 @@ if [ $# -ge 3 ]; then
   rm -f ${PRIVATE_DIR}/by-verify ${PRIVATE_DIR}/since ${PRIVATE_DIR}/restore
 fi
 tree=$("\${G[@]}" write-tree)
-"\${G[@]}" update-ref refs/patchbay/final-$tree "$("\${G[@]}" commit-tree -m "patchbay: final" "$tree")"
-rm -f "$GIT_INDEX_FILE"
 printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
 `;
 const STAGE_SCRIPT = `${STAGE}echo "$tree"`;
@@ -228,31 +225,54 @@ const LIST_MAX = 16 * 1024 * 1024;
 const TREE_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 const ROOT = { user: "0:0", cwd: PRIVATE_DIR } as const;
 
-/** Runs a script that prints a tree id last. */
-async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin: string | Buffer = "", env: string[] = []): Promise<string> {
+/** Runs a script that prints a tree id last; with the lines before it. */
+async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin: string | Buffer = "", env: string[] = []): Promise<{ tree: string; before: string[] }> {
   const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, env, timeoutSec: 600, ...ROOT });
-  const tree = r.stdout.toString("utf8").trim().split("\n").pop() ?? "";
+  const before = r.stdout.toString("utf8").trim().split("\n");
+  const tree = before.pop() ?? "";
   if (r.exitCode !== 0 || !TREE_ID.test(tree)) throw new GitStepError(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
-  return tree;
+  return { tree, before };
+}
+
+export interface Baseline {
+  tree: string;
+  /**
+   * Settles once the agent's own git repo is made, where the workspace had none (from the
+   * baseline: one commit). Never rejects: the repo is a convenience, and a job goes on without it.
+   */
+  agentRepo: Promise<void>;
 }
 
 /**
  * Makes /workspace a git repo if it is not one (one baseline commit) and returns the tree id of
  * the working tree as it is now. `symlinks` are made first, as the agent's uid.
  */
-export function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack } = {}): Promise<string> {
+export async function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack } = {}): Promise<string> {
+  const b = await takeBaseline(sb, symlinks, opts);
+  await b.agentRepo;
+  return b.tree;
+}
+
+/**
+ * writeBaseline, returning as soon as the baseline tree is known: the agent's repo is made after
+ * it (~90 ms here), e.g. while the first model request is out. Nothing else may touch the sandbox
+ * until `agentRepo` settles.
+ */
+export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack } = {}): Promise<Baseline> {
   const links = Buffer.from(symlinks.map((l) => `${l.name}\0${l.target}\0`).join(""));
   const share = fastDefaults().shareRepo === false ? [] : ["PB_SHARE_REPO=1"];
   const p = opts.pack && /^[0-9a-f]{40}$/.test(opts.pack.name) ? opts.pack : undefined;
   const stdin = p ? Buffer.concat([p.pack, p.idx, links]) : links;
   const packEnv = p ? [`PB_PACK=${p.name} ${p.pack.length} ${p.idx.length}`] : [];
   const linksEnv = [`PB_LINKS=${symlinks.length ? 1 : 0}`];
-  return treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, [...statCacheEnv(opts.statCache), ...share, ...packEnv, ...linksEnv]);
+  const { tree, before } = await treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, [...statCacheEnv(opts.statCache), ...share, ...packEnv, ...linksEnv]);
+  const agentRepo = before.includes("agent-repo") ? sb.exec(["bash", "-c", SHARE_SCRIPT, "patchbay", tree], { timeoutSec: 600, ...ROOT }).then(() => {}, () => {}) : Promise.resolve();
+  return { tree, agentRepo };
 }
 
 /** The tree of /workspace as it is now (e.g. right after a verify), hashed into the private store. */
 export function currentTree(sb: Sandbox, baseline: string): Promise<string> {
-  return treeScript(sb, "computePatch: hashing the tree", STAGE_SCRIPT, [baseline]);
+  return treeScript(sb, "computePatch: hashing the tree", STAGE_SCRIPT, [baseline]).then((r) => r.tree);
 }
 
 // One exec for the whole patch: stage the final tree, then the file list, the stat and the binary
@@ -270,8 +290,7 @@ part ${PRIVATE_DIR}/out.names ${LIST_MAX} --name-only -z
 part ${PRIVATE_DIR}/out.stat ${LIST_MAX} --stat=120
 part ${PRIVATE_DIR}/out.patch "$((PB_MAX + 1))" --binary
 printf '%s %s %s %s\\n' "$tree" $(stat -c %s ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch)
-cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch
-rm -f ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch`;
+cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch`;
 
 export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<PatchResult> {
   const v = opts.afterVerify;

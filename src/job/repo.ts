@@ -6,7 +6,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { loadConfig } from "../config.js";
-import { writeBaseline } from "./patch.js";
+import { takeBaseline, writeBaseline } from "./patch.js";
 import { tarArchive } from "./repo-archive.js";
 import { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, RepoError, type RepoArchive } from "./repo-common.js";
 import { dirArchive } from "./repo-dir.js";
@@ -29,6 +29,8 @@ export interface RepoArchiveOptions {
 export interface LoadedRepo {
   /** Tree id of the starting working tree: uncommitted changes included, ignored files excluded. */
   baseline: string;
+  /** With `deferAgentRepo`: settles once the agent's git repo is made (see takeBaseline); never rejects. */
+  agentRepo: Promise<void>;
   files: number;
   bytes: number;
   ms: number;
@@ -62,7 +64,7 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
  * Puts the repo into /workspace and records the baseline. `prepared` is an archive already being
  * made (e.g. cloned while the sandbox was starting); its cleanup is done here either way.
  */
-export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive>; via?: "stream" | "archive"; statCache?: boolean } = {}): Promise<LoadedRepo> {
+export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive>; via?: "stream" | "archive"; statCache?: boolean; deferAgentRepo?: boolean } = {}): Promise<LoadedRepo> {
   const t0 = Date.now();
   const archive = await (opts.prepared ?? repoArchive(repo, opts));
   // A repo found bad while it streams (an archive changed since its scan, a file grown past the
@@ -81,8 +83,9 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   }
   // The pack goes first on the baseline's stdin, split off with `head -c`: only where that is exact.
   const pack = archive.blobs && (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
-  const baseline = await writeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack });
-  return { baseline, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0 };
+  const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack });
+  if (!opts.deferAgentRepo) await agentRepo;
+  return { baseline, agentRepo, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0 };
 }
 
 /** A new baseline: the tree of /workspace as it is now (e.g. after setup commands, whose output is not the agent's change). */

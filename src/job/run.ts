@@ -93,13 +93,17 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     });
     opts.onSandbox?.(sandbox);
     const network = startSetupNetwork(sandbox, egress); // with network.setup: the bridge starts while the repo loads
-    let { baseline } = await loadRepo(sandbox, spec.repo, { prepared });
+    // The agent's own git repo (where the repo had none) is made while the first model request is
+    // out: everything that next touches the workspace (setup, a restore, a tool, a checkpoint, the
+    // patch) waits for it first.
+    let { baseline, agentRepo } = await loadRepo(sandbox, spec.repo, { prepared, deferAgentRepo: true });
     prepared = undefined;
     const sandboxMs = ms(tSandbox);
     setupDone?.();
     emit({ type: "sandbox_ready", container: sandbox.name, ms: sandboxMs });
 
     const setup = typeof spec.setup === "string" ? [spec.setup] : (spec.setup ?? []);
+    if (setup.length) await agentRepo;
     const stopped = await runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctl.signal, emit, egress, network, onBridge: opts.onEgressBridge });
     if (stopped) return ended(ctl.signal.reason === "timeout" ? "timeout" : "cancelled", stopped);
     // What setup produced (installed dependencies, build output) is not the agent's change. Setup
@@ -112,7 +116,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     // A new attempt goes on from the last checkpoint of an earlier one, where it fits this workspace.
     const modelName = spec.model ?? config.model;
     const store = opts.checkpoints;
-    const restored = store && (await restoreCheckpoint(store, sandbox, baseline, modelName, emit));
+    const restored = store && (await restoreCheckpoint(store, sandbox, baseline, modelName, emit, agentRepo));
     const cp = store && new Checkpointer({ store, sandbox, baseline, jobId, attempt, specHash: specHash(spec), emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
     await cp?.start();
     // Spend already counted by the earlier attempt: a batch's running total gets this attempt's part only.
@@ -132,6 +136,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       task: spec.task,
       tools: toolbox.definitions(),
       runTool: async (block: ToolUseBlock, signal?: AbortSignal) => {
+        await agentRepo;
         if (mayChangeFiles(block)) cp?.touched();
         const r = await toolbox.run(block, signal);
         // A sandbox that is gone (its engine failed) fails every later tool: this attempt ends here,
@@ -146,7 +151,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       signal: ctl.signal,
       emit,
       stopAfterTurn,
-      onTurn: cp && ((s: TurnState) => cp.take(s, round, afterVerify)),
+      onTurn: cp && (async (s: TurnState) => (await agentRepo, cp.take(s, round, afterVerify))),
     };
     let outcome = restored?.ended
       ? outcomeOf({ ...restored, ended: restored.ended }, modelName) // the agent had finished: on to its patch and verify
@@ -155,6 +160,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     let verify: JobResult["verify"];
     // Each round: the patch, then verify judging exactly that patch. A failed verify goes back to
     // the model (within the same budgets) while rounds are left and the agent had finished.
+    await agentRepo;
     for (; ; round++) {
       // Nothing the agent started may still run: it could change files under the patch, or print
       // into verify's output. The patch is the agent's work, taken before verify, whose byproducts
