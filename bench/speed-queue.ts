@@ -5,8 +5,6 @@
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { PatchbayClient } from "../src/queue/client.js";
-import { docker, LABEL } from "../src/sandbox/docker.js";
-import { POOL_LABEL } from "../src/sandbox/pool.js";
 import { startFakeAnthropic } from "../test/support/fake-anthropic.js";
 import { byTurn, tenToolScript } from "../test/support/scripts.js";
 import { log, median, round } from "./lib.js";
@@ -19,19 +17,26 @@ type Mode = keyof typeof MODES;
 async function run(mode: Mode, concurrency: number, jobs: number, repo: string, fakeUrl: string, oneAtATime = false) {
   const queueName = `bench-speed-${mode}-${concurrency}-${Date.now()}`;
   const env = { ...process.env, ...MODES[mode], PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fakeUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: String(concurrency) };
-  const proc = spawn(process.execPath, [CLI, "worker"], { env, stdio: ["ignore", "ignore", "pipe"] });
+  const proc = spawn(process.execPath, [CLI, "worker", "--metrics-port", "0"], { env, stdio: ["ignore", "ignore", "pipe"] });
   let buf = "";
   await new Promise<void>((resolve, reject) => {
     proc.stderr!.on("data", (d) => ((buf += d), /ready: queue/.test(buf) && resolve()));
     proc.once("exit", (c) => reject(new Error(`worker exited ${c}: ${buf}`)));
   });
+  const metricsUrl = /metrics: (http\S+)/.exec(buf)?.[1];
+  if (!metricsUrl) throw new Error(`the worker printed no metrics address: ${buf}`);
+  const pool = async () => {
+    const text = await (await fetch(metricsUrl)).text();
+    const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
+    return { idle: value(/^patchbay_pool_idle_sandboxes (\S+)$/m), missed: value(/^patchbay_pool_takes_total\{outcome="miss"\} (\S+)$/m) };
+  };
   const client = new PatchbayClient({ queueName });
   try {
-    // The pool fills before the first job (a worker that has been up a while has it warm).
+    // The pool fills before the first job (a worker that has been up a while has it warm): its
+    // sandboxes counted once ready to hand out (shell and file agent attached), not once created.
     const warm = async () => {
       for (let i = 0; i < 600 && mode === "fast_pool"; i++) {
-        const list = await docker().listContainers({ filters: { label: [`${LABEL.queue}=${queueName}`, POOL_LABEL] } });
-        if (list.length >= concurrency) return;
+        if ((await pool()).idle >= concurrency) return;
         await new Promise((r) => setTimeout(r, 100));
       }
     };
@@ -58,7 +63,8 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
       if (r?.status !== "completed") throw new Error(`bench job ${id} ended ${r?.status}: ${r?.error}`);
       for await (const e of client.watch(id, { follow: false })) if (e.type === "sandbox_ready") ready.push(Date.parse(e.ts) - job!.processedOn!);
     }
-    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready), 1) };
+    // Jobs that found no warm sandbox (and made their own) are in these figures too: say how many.
+    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready), 1), ...(mode === "fast_pool" ? { pool_misses: (await pool()).missed } : {}) };
   } finally {
     await client.queue.obliterate({ force: true }).catch(() => {});
     await client.close();
@@ -98,6 +104,7 @@ export async function benchReady() {
           log(`ready (${mode}): dequeue → ready, ${files} files, one job at a time`);
           const r = await run(mode, 1, 3, repo, fake.url, true); // the median of 3: the first job of a worker is cold
           out[`${files}_${mode}`] = r.dequeue_to_ready_ms;
+          if (r.pool_misses !== undefined) out[`${files}_${mode}_pool_misses`] = r.pool_misses;
         }
       } finally {
         rmSync(repo, { recursive: true, force: true });

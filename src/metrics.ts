@@ -14,6 +14,8 @@ export interface WorkerState {
   concurrency: number;
   redisConnected: boolean;
   draining: boolean;
+  /** The warm pool (src/sandbox/pool.ts): sandboxes waiting, made, and takes that found one or none. */
+  pool?: { idle: number; made: number; taken: number; missed: number };
 }
 
 const SECONDS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -54,6 +56,21 @@ export class WorkerMetrics {
     gauge("patchbay_worker_concurrency", "Jobs this worker runs at once", (s) => s.concurrency);
     gauge("patchbay_worker_redis_connected", "1 while the worker's Redis connection is up", (s) => (s.redisConnected ? 1 : 0));
     gauge("patchbay_worker_draining", "1 once the worker drains (takes no new job)", (s) => (s.draining ? 1 : 0));
+    gauge("patchbay_pool_idle_sandboxes", "Warm sandboxes waiting for a job", (s) => s.pool?.idle ?? 0);
+    // Counts kept by the pool itself, read at each scrape.
+    new Counter({ name: "patchbay_pool_sandboxes_made_total", help: "Warm sandboxes made by the pool", registers: this.r, collect() { this.reset(); this.inc(state().pool?.made ?? 0); } });
+    new Counter({
+      name: "patchbay_pool_takes_total",
+      help: "Jobs that asked the pool for a sandbox, by outcome: hit (a warm one) or miss (created its own)",
+      labelNames: ["outcome"] as const,
+      registers: this.r,
+      collect() {
+        const p = state().pool;
+        this.reset();
+        this.inc({ outcome: "hit" }, p?.taken ?? 0);
+        this.inc({ outcome: "miss" }, p?.missed ?? 0);
+      },
+    });
   }
 
   /** Updates the metrics from one transcript event. Never throws. */

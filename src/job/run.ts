@@ -118,7 +118,9 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     const store = opts.checkpoints;
     const restored = store && (await restoreCheckpoint(store, sandbox, baseline, modelName, emit, agentRepo));
     const cp = store && new Checkpointer({ store, sandbox, baseline, jobId, attempt, specHash: specHash(spec), emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
-    await cp?.start();
+    // The agent's repo, then the workspace's first fingerprint (the file agent serves one request at
+    // a time): both before the first tool, while the first model request is out.
+    const settled = agentRepo.then(() => cp?.start());
     // Spend already counted by the earlier attempt: a batch's running total gets this attempt's part only.
     const before = restored ? costUsd(modelName, restored.usage) : 0;
     const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
@@ -136,7 +138,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       task: spec.task,
       tools: toolbox.definitions(),
       runTool: async (block: ToolUseBlock, signal?: AbortSignal) => {
-        await agentRepo;
+        await settled;
         if (mayChangeFiles(block)) cp?.touched();
         const r = await toolbox.run(block, signal);
         // A sandbox that is gone (its engine failed) fails every later tool: this attempt ends here,
@@ -151,7 +153,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       signal: ctl.signal,
       emit,
       stopAfterTurn,
-      onTurn: cp && (async (s: TurnState) => (await agentRepo, cp.take(s, round, afterVerify))),
+      onTurn: cp && (async (s: TurnState) => (await settled, cp.take(s, round, afterVerify))),
     };
     let outcome = restored?.ended
       ? outcomeOf({ ...restored, ended: restored.ended }, modelName) // the agent had finished: on to its patch and verify
@@ -160,7 +162,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     let verify: JobResult["verify"];
     // Each round: the patch, then verify judging exactly that patch. A failed verify goes back to
     // the model (within the same budgets) while rounds are left and the agent had finished.
-    await agentRepo;
+    await settled;
     for (; ; round++) {
       // Nothing the agent started may still run: it could change files under the patch, or print
       // into verify's output. The patch is the agent's work, taken before verify, whose byproducts

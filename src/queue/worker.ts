@@ -84,7 +84,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     r.on("ready", () => down && ((down = false), log("redis: connected again")));
   }
 
-  const metrics = await workerMetrics(opts.metricsPort, () => ({ activeJobs: active.size, concurrency: opts.concurrency ?? config.concurrency, redisConnected: !down, draining: closing !== undefined }));
+  let pool: SandboxPool | undefined; // made below, once the reaper has run
+  const metrics = await workerMetrics(opts.metricsPort, () => ({ activeJobs: active.size, concurrency: opts.concurrency ?? config.concurrency, redisConnected: !down, draining: closing !== undefined, pool: pool && { idle: pool.size, ...pool.stats } }));
   if (metrics.url) log(`metrics: ${metrics.url}`);
 
   // Heartbeat: the reaper on any host treats containers of a worker without one as orphans.
@@ -132,7 +133,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     }
   };
   const reaper = setInterval(runReaper, config.reapEveryMs);
-  const pool = new SandboxPool({ size: opts.pool ?? config.poolSize ?? opts.concurrency ?? config.concurrency, owner: id, labels: { [LABEL.queue]: queueName, [LABEL.redis]: deployment }, log: (m) => log(m, { level: "warn" }) });
+  pool = new SandboxPool({ size: opts.pool ?? config.poolSize ?? opts.concurrency ?? config.concurrency, owner: id, labels: { [LABEL.queue]: queueName, [LABEL.redis]: deployment }, log: (m) => log(m, { level: "warn" }) });
 
   // Cancellation from any host: `patchbay cancel` publishes the job id here.
   if (config.cancelPubSub) {
