@@ -4,6 +4,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
+import { prepareStore } from "../src/job/patch.js";
 import { runJob } from "../src/job/run.js";
 import { startWorker } from "../src/queue/worker.js";
 import { docker, LABEL } from "../src/sandbox/docker.js";
@@ -11,6 +12,7 @@ import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis, startWorkerProc } from "./support/cluster.js";
 import { exists } from "./support/sandbox.js";
+import type { Sandbox } from "../src/sandbox/sandbox.js";
 import { byTurn, clampScript } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -74,6 +76,27 @@ describe("warm pool (real engine)", () => {
     }
     expect(await containers(`patchbay.test=${tag}-take`)).toEqual([]);
   }, 300_000);
+
+  it("a warm sandbox is prepared while it waits (the private git store made); a prepare that fails still leaves it usable", async () => {
+    const store = (sb: Sandbox) => sb.exec(["test", "-f", "/patchbay/git/HEAD"], { user: "0:0" }).then((r) => r.exitCode);
+    const ok = new SandboxPool({ size: 1, labels: { "patchbay.test": `${tag}-prep` }, prepare: prepareStore });
+    const failing = new SandboxPool({ size: 1, labels: { "patchbay.test": `${tag}-prep` }, prepare: () => Promise.reject(new Error("boom")) });
+    try {
+      await until(() => ok.size === 1 && failing.size === 1);
+      const a = ok.take({}, 60)!;
+      const b = failing.take({}, 60)!;
+      try {
+        expect(await store(a)).toBe(0);
+        expect(await store(b)).toBe(1); // not made: the job's own baseline makes it
+        expect((await b.exec(["true"])).exitCode).toBe(0);
+      } finally {
+        await Promise.all([a.destroy(), b.destroy()]);
+      }
+    } finally {
+      await Promise.all([ok.close(), failing.close()]);
+    }
+    expect(await containers(`patchbay.test=${tag}-prep`)).toEqual([]);
+  }, 180_000);
 
   describe("with a worker", () => {
     let redis: Awaited<ReturnType<typeof startRedis>>;

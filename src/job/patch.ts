@@ -270,6 +270,12 @@ export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target
   return { tree, agentRepo };
 }
 
+/** Makes the private store ahead of a job (a warm sandbox): the baseline then finds it made. */
+export async function prepareStore(sb: Sandbox): Promise<void> {
+  const r = await sb.exec(["bash", "-c", `${GIT}:`], { timeoutSec: 60, ...ROOT });
+  if (r.exitCode !== 0) throw new GitStepError(`making the private git store failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-300)}`);
+}
+
 /** The tree of /workspace as it is now (e.g. right after a verify), hashed into the private store. */
 export function currentTree(sb: Sandbox, baseline: string): Promise<string> {
   return treeScript(sb, "computePatch: hashing the tree", STAGE_SCRIPT, [baseline]).then((r) => r.tree);

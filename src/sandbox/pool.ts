@@ -19,6 +19,8 @@ export interface PoolOptions {
   log?: (msg: string) => void;
   /** Kinds kept warm at once (the default one and the latest others asked for). */
   maxKinds?: number;
+  /** What every job does first in a new sandbox, done ahead while it waits (e.g. the private git store); a failure is ignored. */
+  prepare?: (sb: Sandbox) => Promise<void>;
 }
 
 type Kind = Pick<SandboxOptions, "image" | "limits" | "runtime">;
@@ -135,6 +137,7 @@ export class SandboxPool {
           labels: { ...this.opts.labels, [POOL_LABEL]: "1" },
           deadlineSec: defaults.sandbox.deadlineSec,
         });
+        await this.opts.prepare?.(sb).catch(() => {});
         this.failures = 0;
         this.stats.made++;
         // Closed meanwhile, or the kind no longer wanted: not kept.
