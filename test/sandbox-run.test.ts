@@ -31,6 +31,33 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
     expect(agent.stderr).toMatch(/Permission denied/);
   });
 
+  it("put: files written first from the body, as root, 0600 under 0700 parents, only under /patchbay; the same by docker exec", async () => {
+    const data = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7) % 256)); // binary, NULs included
+    const show = 'stat -c "%U %a %s" /patchbay/p/q/one.bin /patchbay/two.bin && stat -c "%U %a" /patchbay/p/q && sha256sum < /patchbay/p/q/one.bin && cat /patchbay/two.bin && cat';
+    const expected = (await import("node:crypto")).createHash("sha256").update(data).digest("hex");
+    for (const fast of ["1", "0"]) {
+      const was = process.env.PATCHBAY_FAST_PATHS;
+      process.env.PATCHBAY_FAST_PATHS = fast; // "0": docker exec, the file split off stdin by head
+      try {
+        await sb().exec(["rm", "-rf", "/patchbay/p", "/patchbay/two.bin"], ROOT);
+        const r = await sb().exec(["bash", "-c", show], { ...ROOT, stdin: "rest", put: [{ path: "/patchbay/p/q/one.bin", data }, { path: "/patchbay/two.bin", data: Buffer.from("two\n") }] });
+        expect(r.exitCode, r.stderr).toBe(0);
+        expect(r.stdout.toString()).toBe(`root 600 70000\nroot 600 4\nroot 700\n${expected}  -\ntwo\nrest`);
+      } finally {
+        if (was === undefined) delete process.env.PATCHBAY_FAST_PATHS;
+        else process.env.PATCHBAY_FAST_PATHS = was;
+      }
+    }
+    for (const path of ["/workspace/x", "/patchbay/../workspace/x", "/patchbayx/y", "/patchbay/a\"b"]) {
+      await expect(sb().exec(["true"], { ...ROOT, put: [{ path, data }] })).rejects.toThrow(/put path not allowed/);
+    }
+    // The agent holds to it too, whoever asks: refused, nothing written, and still in step.
+    const agent = (sb() as unknown as { agent: FileAgent }).agent;
+    await expect(agent.run(["true"], { uid: 0, gid: 0, timeoutSec: 10, maxBytes: 100, put: [{ path: "/workspace/evil", data }] })).rejects.toThrow(/put outside \/patchbay/);
+    expect((await sb().exec(["test", "-e", "/workspace/evil"], ROOT)).exitCode).toBe(1);
+    expect((await sb().exec(["echo", "ok"], ROOT)).stdout.toString()).toBe("ok\n");
+  });
+
   it("keeps stdout to maxBytes, keeps stderr's head and tail, and gives the exit code", async () => {
     const r = await sb().exec(["bash", "-c", "head -c 100000 /dev/zero; echo first >&2; head -c 50000 /dev/zero | tr '\\0' x >&2; echo last >&2; exit 3"], { maxBytes: 1000 });
     expect(r.exitCode).toBe(3);

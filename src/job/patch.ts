@@ -5,7 +5,7 @@
 import { isUtf8 } from "node:buffer";
 import { loadConfig } from "../config.js";
 import { PRIVATE_DIR } from "../sandbox/docker.js";
-import type { Sandbox } from "../sandbox/sandbox.js";
+import type { PutFile, Sandbox } from "../sandbox/sandbox.js";
 import type { BuiltPack } from "./blob-pack.js";
 
 export interface PatchResult {
@@ -68,7 +68,7 @@ G=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false
 -c core.trustctime=true -c core.checkStat=default -c core.untrackedCache=false -c core.splitIndex=false -c index.skipHash=false \
 -c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)
 umask 077
-if [ ! -d ${STORE} ]; then
+if [ ! -f ${STORE}/HEAD ]; then # (the worker's pack may be in place already: see writeBaseline)
   "\${G[@]}" init -q --bare ${STORE}
   printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
 fi
@@ -143,12 +143,6 @@ EOS
 // and look unchanged, so such entries lose their stat data ("smudged": index-info records none)
 // and are always hashed again.
 const BASELINE_SCRIPT = `${GIT}
-# The worker's pack of the repo's files first (see blob-pack.ts): git add then finds them stored.
-if [ -n "\${PB_PACK:-}" ]; then
-  read -r pname plen ilen <<< "$PB_PACK"
-  head -c "$plen" > ${STORE}/objects/pack/pack-$pname.pack
-  head -c "$ilen" > ${STORE}/objects/pack/pack-$pname.idx
-fi
 # A second baseline (after setup) starts from the first one's index, where its stat data is
 # trusted (baseline.tree names it): only what setup changed is hashed. An index without
 # baseline.tree is never used. What an earlier run left goes in one process (each costs ~8 ms).
@@ -226,8 +220,8 @@ const TREE_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 const ROOT = { user: "0:0", cwd: PRIVATE_DIR } as const;
 
 /** Runs a script that prints a tree id last; with the lines before it. */
-async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin: string | Buffer = "", env: string[] = []): Promise<{ tree: string; before: string[] }> {
-  const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, env, timeoutSec: 600, ...ROOT });
+async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin: string | Buffer = "", env: string[] = [], put: PutFile[] = []): Promise<{ tree: string; before: string[] }> {
+  const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, env, timeoutSec: 600, put, ...ROOT });
   const before = r.stdout.toString("utf8").trim().split("\n");
   const tree = before.pop() ?? "";
   if (r.exitCode !== 0 || !TREE_ID.test(tree)) throw new GitStepError(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
@@ -261,11 +255,12 @@ export async function writeBaseline(sb: Sandbox, symlinks: { name: string; targe
 export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack } = {}): Promise<Baseline> {
   const links = Buffer.from(symlinks.map((l) => `${l.name}\0${l.target}\0`).join(""));
   const share = fastDefaults().shareRepo === false ? [] : ["PB_SHARE_REPO=1"];
+  // The worker's pack of the repo's files (see blob-pack.ts) goes into the store before the script
+  // runs: git add then finds every blob stored.
   const p = opts.pack && /^[0-9a-f]{40}$/.test(opts.pack.name) ? opts.pack : undefined;
-  const stdin = p ? Buffer.concat([p.pack, p.idx, links]) : links;
-  const packEnv = p ? [`PB_PACK=${p.name} ${p.pack.length} ${p.idx.length}`] : [];
+  const put = p ? [{ path: `${STORE}/objects/pack/pack-${p.name}.pack`, data: p.pack }, { path: `${STORE}/objects/pack/pack-${p.name}.idx`, data: p.idx }] : [];
   const linksEnv = [`PB_LINKS=${symlinks.length ? 1 : 0}`];
-  const { tree, before } = await treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], stdin, [...statCacheEnv(opts.statCache), ...share, ...packEnv, ...linksEnv]);
+  const { tree, before } = await treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], links, [...statCacheEnv(opts.statCache), ...share, ...linksEnv], put);
   const agentRepo = before.includes("agent-repo") ? sb.exec(["bash", "-c", SHARE_SCRIPT, "patchbay", tree], { timeoutSec: 600, ...ROOT }).then(() => {}, () => {}) : Promise.resolve();
   return { tree, agentRepo };
 }

@@ -81,7 +81,8 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   } finally {
     await archive.cleanup();
   }
-  // The pack goes first on the baseline's stdin, split off with `head -c`: only where that is exact.
+  // The pack goes into the store ahead of the baseline: by the file agent, or where it cannot, split
+  // off stdin with `head -c` (only where that is exact).
   const pack = archive.blobs && (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
   const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack });
   if (!opts.deferAgentRepo) await agentRepo;

@@ -128,10 +128,26 @@ def drain(fd, sink):
         b = os.read(fd, 1 << 16)
         if not b: return
         sink.add(b)
+# Files the command needs, written first from the head of the body (as root: 0600, parents 0700),
+# only under /patchbay: the worker's pack for the private store, with no process to split it off.
+def put_files(put, body):
+    off = 0
+    libc.setfsuid(0); libc.setfsgid(0)
+    try:
+        for path, n in put:
+            if not path.startswith("/patchbay/") or "/../" in path + "/" or "/./" in path + "/": raise OSError(22, "put outside /patchbay")
+            os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try: write_all(lambda b: os.write(fd, b), memoryview(body)[off:off + int(n)])
+            finally: os.close(fd)
+            off += int(n)
+    finally: libc.setfsuid(1000); libc.setfsgid(1000)
+    return body[off:]
 def op_run(r, body):
     gen = frames() if r.get("stream") else None
     try:
         if not IS_ROOT: raise PermissionError(1, "the file agent is not root here")
+        if r.get("put"): body = put_files(r["put"], body)
         env = dict(BASE_ENV)
         for kv in r.get("env", []):
             k, _, v = kv.partition("="); env[k] = v
@@ -277,6 +293,8 @@ export interface RunOptions {
   stdin?: Buffer;
   /** stdin as a stream, sent in frames as it is read (e.g. a repo's tar). */
   stream?: AsyncIterable<Buffer>;
+  /** Files written before the command runs (see Sandbox.exec); not with `stream`. */
+  put?: { path: string; data: Buffer }[];
   timeoutSec: number;
   maxBytes: number;
 }
@@ -372,7 +390,10 @@ export class FileAgent {
    */
   async run(argv: string[], o: RunOptions): Promise<AgentRun | undefined> {
     if (!this.canRun || !(await this.start())) return undefined;
-    const header = { op: "run", argv, uid: o.uid, gid: o.gid, cwd: o.cwd, env: o.env ?? [], timeout: o.timeoutSec, max: o.maxBytes, stream: !!o.stream };
+    const put = o.put?.length ? o.put : undefined;
+    if (put && o.stream) throw new Error("FileAgent.run: put needs the stdin in hand, not a stream");
+    const header = { op: "run", argv, uid: o.uid, gid: o.gid, cwd: o.cwd, env: o.env ?? [], timeout: o.timeoutSec, max: o.maxBytes, stream: !!o.stream, ...(put ? { put: put.map((f) => [f.path, f.data.length]) } : {}) };
+    const body = put ? Buffer.concat([...put.map((f) => f.data), o.stdin ?? Buffer.alloc(0)]) : o.stdin;
     let sourceErr: unknown;
     const frames = o.stream && (async function* () {
       try {
@@ -382,7 +403,7 @@ export class FileAgent {
       }
     })();
     const sent = { value: false };
-    const r = await this.request(header, o.stdin, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames, sent });
+    const r = await this.request(header, body, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames, sent });
     if (sourceErr !== undefined) throw new StreamSourceError(sourceErr);
     // Sent, then no answer (the agent died, or did not answer in time): the command may have run,
     // so it is not run again through docker exec.

@@ -5,7 +5,7 @@ import type { Readable } from "node:stream";
 import { defaults, loadConfig } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { attachExec } from "./attach.js";
-import { createContainer, defaultLimits, LABEL, processLabel, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
+import { createContainer, defaultLimits, LABEL, PRIVATE_DIR, processLabel, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
 import { Shell } from "./shell.js";
@@ -33,6 +33,19 @@ export interface ExecResult {
 }
 
 // tar present (exit 4: but head is not GNU's; 3: no tar).
+/** A file written before a command runs (Sandbox.exec `put`): as root, mode 0600, only under the private dir. */
+export interface PutFile {
+  path: string;
+  data: Buffer;
+}
+
+function checkPut(put: PutFile[]): PutFile[] {
+  for (const f of put) {
+    if (!f.path.startsWith(`${PRIVATE_DIR}/`) || /(^|\/)\.\.?(\/|$)/.test(f.path) || /["$`\\\n]/.test(f.path)) throw new Error(`Sandbox.exec: put path not allowed: ${JSON.stringify(f.path)}`);
+  }
+  return put;
+}
+
 const TOOLS_PROBE = "command -v tar >/dev/null || exit 3; head --version 2>/dev/null | grep -q 'GNU coreutils' || exit 4";
 
 export class Sandbox {
@@ -89,15 +102,22 @@ export class Sandbox {
    * Runs argv in a fresh exec (not the agent's shell), e.g. git for the patch. stdin is
    * closed after `stdin` is written; stdout is bounded by `maxBytes` (the rest is cut and flagged).
    */
-  async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string; env?: string[]; cwd?: string } = {}): Promise<ExecResult> {
+  async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string; env?: string[]; cwd?: string; put?: PutFile[] } = {}): Promise<ExecResult> {
     const max = opts.maxBytes ?? 64 * 1024 * 1024;
+    const put = checkPut(opts.put ?? []);
     // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise,
     // and with PATCHBAY_FAST_PATHS=0 (the bench's same-run baseline).
     const ids = /^(\d+):(\d+)$/.exec(opts.user ?? "1000:1000");
     if (ids && loadConfig().fastPaths) {
       const stdin = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);
-      const r = await this.agent.run(argv, { uid: Number(ids[1]), gid: Number(ids[2]), cwd: opts.cwd ?? "/workspace", env: ["HOME=/home/agent", ...(opts.env ?? [])], stdin, timeoutSec: opts.timeoutSec ?? 300, maxBytes: max });
+      const r = await this.agent.run(argv, { uid: Number(ids[1]), gid: Number(ids[2]), cwd: opts.cwd ?? "/workspace", env: ["HOME=/home/agent", ...(opts.env ?? [])], stdin, timeoutSec: opts.timeoutSec ?? 300, maxBytes: max, put });
       if (r) return r;
+    }
+    if (put.length) {
+      // Without the agent: split off stdin by GNU head in the container (exact byte counts).
+      const lines = put.map((f, i) => `mkdir -p -- "$(dirname -- "\${${i + 1}}")" && head -c ${f.data.length} > "\${${i + 1}}"`);
+      argv = ["bash", "-c", `set -e; umask 077\n${lines.join("\n")}\nshift ${put.length}; exec "$@"`, "put", ...put.map((f) => f.path), ...argv];
+      opts = { ...opts, stdin: Buffer.concat([...put.map((f) => f.data), Buffer.from(opts.stdin ?? "")]) };
     }
     const out: Buffer[] = [];
     let outLen = 0;
