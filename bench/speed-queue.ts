@@ -102,7 +102,7 @@ export async function benchReady() {
       try {
         for (const mode of ["legacy", "fast", "fast_pool"] as const) {
           log(`ready (${mode}): dequeue → ready, ${files} files, one job at a time`);
-          const r = await run(mode, 1, 3, repo, fake.url, true); // the median of 3: the first job of a worker is cold
+          const r = await run(mode, 1, 5, repo, fake.url, true); // the median of 5: the first job of a worker is cold
           out[`${files}_${mode}`] = r.dequeue_to_ready_ms;
           if (r.pool_misses !== undefined) out[`${files}_${mode}_pool_misses`] = r.pool_misses;
         }
