@@ -3,7 +3,7 @@
 // head and tail, the exit code, a timeout, and a left-behind process that cannot hold the reply
 // up. A tar stream goes in frames; a source that fails mid-stream fails the load with its own
 // error and leaves the agent in step. An agent that cannot run commands (not root, as on gVisor)
-// sends the worker back to docker exec.
+// sends the worker back to docker exec; one without setpriv takes the uid through Popen itself.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RepoError } from "../src/job/repo.js";
 import { AGENT_SCRIPT, FileAgent } from "../src/sandbox/file-agent.js";
@@ -133,6 +133,23 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
       await s.destroy();
     }
   }, 60_000);
+});
+
+describe("an image without setpriv", () => {
+  it("the agent takes the uid itself (Popen's user and group): the same ids, groups and output", async () => {
+    // setpriv hidden from the agent's lookup: it falls back to Popen(user=, group=, extra_groups=).
+    const hide = `import os.path\n_exists = os.path.exists\nos.path.exists = lambda p: False if str(p).endswith("/setpriv") else _exists(p)\n`;
+    const noSetpriv = new FileAgent(sb().container, { argv: ["python3", "-I", "-S", "-u", "-c", `${hide}${AGENT_SCRIPT}`] });
+    try {
+      const r = await noSetpriv.run(["bash", "-c", 'echo "$(id -u):$(id -g) $(id -G) $(cat)"; grep -E "^(CapEff|NoNewPrivs)" /proc/self/status | tr -s "\t " " "'], { uid: 1000, gid: 1000, cwd: "/workspace", stdin: Buffer.from("in"), timeoutSec: 10, maxBytes: 1000 });
+      expect(r?.exitCode, r?.stderr).toBe(0);
+      expect(r!.stdout.toString()).toMatch(/^1000:1000 1000 in\nCapEff: 0+\n/);
+      const root = await noSetpriv.run(["id", "-u"], { uid: 0, gid: 0, timeoutSec: 10, maxBytes: 100 });
+      expect(root!.stdout.toString()).toBe("0\n");
+    } finally {
+      noSetpriv.close();
+    }
+  });
 });
 
 describe("an agent that cannot run commands", () => {
