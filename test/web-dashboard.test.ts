@@ -139,8 +139,11 @@ describe("dashboard in headless Chromium", () => {
     await login.close();
 
     const { page, rec } = await open(`/jobs/${id}`);
-    // the sleep is running: its tool call is shown, its result pending
+    // the sleep is running: its tool call is shown, its result pending. (The page shows a call as
+    // soon as the model asks for it; the job's own tool_call event says the command started.)
+    const started = async (runs: number) => waitUntil(async () => (await eventsOf(id)).filter((e) => e.type === "tool_call").length >= runs);
     await page.locator(".tool .call .input", { hasText: "$ echo started-sleeping; sleep 300" }).waitFor({ timeout: 60_000 });
+    await started(1);
     await page.locator(".tool .result .pending").waitFor();
     await page.locator("#head[data-state=active]").waitFor();
     await page.locator("#cancel:not([disabled])").click();
@@ -153,6 +156,7 @@ describe("dashboard in headless Chromium", () => {
     await page.locator("#retry:not([disabled])").click();
     await page.locator(".ev.attempt", { hasText: /^Run 2/ }).waitFor({ timeout: 60_000 });
     await page.locator("#head[data-state=active]").waitFor({ timeout: 60_000 });
+    await started(2);
     await page.locator(".tool .result .pending").waitFor({ timeout: 60_000 });
     await page.locator("#cancel:not([disabled])").click();
     await page.locator(".ev.finished[data-status=cancelled]").nth(1).waitFor({ timeout: 60_000 });
@@ -243,6 +247,38 @@ describe("dashboard in headless Chromium", () => {
     expect(rec.pageErrors).toEqual([]);
     await page.close();
   }, 180_000);
+
+  it("calls the model asked for that never ran (the job ended first) show as not run; ids from the model collide with nothing", async () => {
+    const base = { jobId: "notrun-1", attempt: 1 };
+    const ts = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
+    const usage = { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 };
+    const use = (id: string, command: string) => ({ type: "tool_use", id, name: "bash", input: { command } });
+    const events = [
+      { ...base, ts: ts(0), type: "job_started", spec: { task: "t", repo: { path: "/r" } } },
+      { ...base, ts: ts(1), type: "model_response", turn: 1, content: [use("ran-1", "echo ran"), use("__proto__", "echo never-1"), use("toString", "echo never-2")], stopReason: "tool_use", usage, ms: 1, model: "m" },
+      { ...base, ts: ts(2), type: "tool_call", turn: 1, toolUseId: "ran-1", name: "bash", input: { command: "echo ran" } },
+      { ...base, ts: ts(3), type: "tool_result", turn: 1, toolUseId: "ran-1", name: "bash", output: "ran", isError: false, ms: 1 },
+      { ...base, ts: ts(4), type: "job_finished", status: "cancelled", costUsd: 0, turns: 1, error: "the job was cancelled" },
+    ];
+    const dir = mkdtempSync(join(tmpdir(), "pb-web-notrun-"));
+    writeFileSync(join(dir, "t.jsonl"), events.map((e) => JSON.stringify(e)).join("\n") + "\n");
+    const viewed = await cli(["view", join(dir, "t.jsonl"), "-o", join(dir, "t.html")], env);
+    expect(viewed.code, viewed.stderr).toBe(0);
+    const view = await ctx.newPage();
+    const rec = recordPage(view);
+    try {
+      await view.goto(pathToFileURL(join(dir, "t.html")).href);
+      await view.locator("body[data-rendered]").waitFor();
+      expect(await view.locator(".tool").count()).toBe(3);
+      expect(await view.locator(".tool .result .pending").count()).toBe(0);
+      expect(await view.locator(".tool .result .notrun").allTextContents()).toEqual(["not run: the job ended first", "not run: the job ended first"]);
+      expect(await view.locator('.tool[data-tool-use-id="ran-1"] .result pre').textContent()).toBe("ran");
+      expect(rec.pageErrors).toEqual([]);
+    } finally {
+      await view.close();
+      removeDir(dir);
+    }
+  });
 
   it("the static view of a transcript shows the same turns as the job page, with no network request", async () => {
     const id = await client.enqueue({ task: "Fix the failing test (static view).", repo: { path: CLAMP }, jobId: "static-1" });

@@ -61,8 +61,8 @@ export const RENDER_JS = String.raw`(function () {
     this.opts = opts || {};
     this.totalsEl = this.opts.totals || null;
     this.attempt = null;
-    this.turns = {};
-    this.tools = {};
+    this.turns = Object.create(null); // keyed by ids from the model: no prototype to collide with
+    this.tools = Object.create(null);
     this.count = 0;
     this.t = { turns: 0, input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, toolCalls: 0, toolErrors: 0 };
     this.finished = null;
@@ -152,8 +152,8 @@ export const RENDER_JS = String.raw`(function () {
     if ((e.attempt != null && e.attempt !== this.attempt) || (e.type === "job_started" && this.runs > 0)) {
       if (this.runs > 0 || e.attempt > 1) this.card("attempt", (this.runs > 0 ? "Run " + (this.runs + 1) + " · " : "") + "attempt " + e.attempt);
       this.attempt = e.attempt;
-      this.turns = {};
-      this.tools = {};
+      this.turns = Object.create(null);
+      this.tools = Object.create(null);
     }
     if (e.type === "job_started") this.runs++;
     var d;
@@ -210,6 +210,7 @@ export const RENDER_JS = String.raw`(function () {
       case "tool_result": {
         var r = this.tool(e.turn, String(e.toolUseId), e.name);
         r.result.textContent = "";
+        r.done = true;
         this.t.toolCalls++;
         if (e.isError) { this.t.toolErrors++; r.el.className = "tool error"; add(r.result, el("span", "mark-error", "✗ error ")); }
         add(r.result, el("span", "meta", dur(e.ms)));
@@ -243,6 +244,14 @@ export const RENDER_JS = String.raw`(function () {
         break;
       case "job_finished":
         this.finished = e;
+        // Calls the model asked for that never ran (the job ended first) are not left "running…".
+        for (var id in this.tools) {
+          var p = this.tools[id];
+          if (p.done) continue;
+          p.done = true;
+          p.result.textContent = "";
+          add(p.result, el("span", "meta notrun", "not run: the job ended first"));
+        }
         d = this.card(e.status === "completed" ? "ok finished" : "error finished", "Job finished: " + e.status, e.turns + " turns · " + usd(e.costUsd));
         d.setAttribute("data-status", clean(e.status));
         if (e.error) { add(d, el("span", "mark-error", "✗ ")); add(d, block(e.error, "out")); }
