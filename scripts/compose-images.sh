@@ -29,7 +29,7 @@ hash_of() { # files and directories -> 16 hex digits of their names and contents
 }
 label_of() { docker image inspect -f '{{index .Config.Labels "patchbay.recipe"}}' "$1" 2>/dev/null || true; }
 
-base_hash="$(hash_of images/worker/base-offline.sh images/worker/packages.txt images/redis/packages.txt)"
+base_hash="$(hash_of images/worker/base-offline.sh images/sandbox/rootfs.sh images/worker/packages.txt images/redis/packages.txt)"
 worker_hash="$( { echo "$base_hash"; hash_of images/worker/Dockerfile.offline package.json package-lock.json bin dist images/sandbox; \
   "$NODE_BIN" --version; stat -c '%s %Y' "$NODE_BIN"; } | sha256sum | cut -c1-16)"
 redis_hash="$( { echo "$base_hash"; hash_of images/redis/Dockerfile.offline; } | sha256sum | cut -c1-16)"

@@ -9,7 +9,7 @@ import * as tar from "tar-stream";
 import { docker } from "./docker.js";
 
 const DIR = fileURLToPath(new URL("../../images/sandbox/", import.meta.url));
-const RECIPE_FILES = ["Dockerfile", "packages.txt", "build-offline.sh"];
+const RECIPE_FILES = ["Dockerfile", "packages.txt", "build-offline.sh", "rootfs.sh"];
 const BASE = "debian:bookworm-slim";
 
 export function recipeHash(): string {
