@@ -6,7 +6,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { checkpointDiff, computePatch } from "../src/job/patch.js";
+import { checkpointDiff, computePatch, GIT_PRELUDE } from "../src/job/patch.js";
 import { loadRepo, snapshotBaseline } from "../src/job/repo.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
@@ -93,6 +93,35 @@ describe("the stat cache (real engine)", () => {
       expect(p.patch).toMatch(/^\+XXXX$/m);
     });
   }, 300_000);
+
+  it("smudge, with gawk and without: exactly the recent entries lose their stat data, whatever their names", async () => {
+    // Names that would break a split on tabs, lines or quotes; "pa" is old, "pa\tth" recent.
+    const recent = ["pa\tth", "new\nline.txt", "tab\there.txt", "back\\slash.txt", "-dash.txt", " lead.txt", 'quote"d.txt', "star*.txt", "trail\t"];
+    const dir = hostDir({ pa: "old\n", "old.txt": "old\n" });
+    await withSandbox(async (sb) => {
+      await loadRepo(sb, { path: dir });
+      const loaded = Number(await agent(sb, "stat -c %Z old.txt"));
+      await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
+      const made = await sb.exec(["bash", "-c", 'for n in "$@"; do printf "x%s\\n" "$n" > "./$n"; done', "_", ...recent], { cwd: "/workspace" });
+      expect(made.exitCode, made.stderr).toBe(0);
+      // The prelude's own smudge on a fresh index of everything, then each entry's size (0: smudged).
+      const smudged = async (hideGawk: boolean) => {
+        const hide = hideGawk ? 'command() { if [ "$1 $2" = "-v gawk" ]; then return 1; fi; builtin command "$@"; }\n' : "";
+        const script = `${GIT_PRELUDE}${hide}export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=/patchbay/t.index
+rm -f "$GIT_INDEX_FILE"; "\${G[@]}" add -A
+printf -v now '%(%s)T' -1
+smudge "$now"
+for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep -o "size: [0-9]*" | tr -d "\\n"; echo; done`;
+        const r = await sb.exec(["bash", "-c", script, "_", "pa", "old.txt", ...recent], { user: "0:0" });
+        expect(r.exitCode, r.stderr).toBe(0);
+        return r.stdout.toString().trimEnd().split("\n");
+      };
+      // Old entries keep their stat data (size 4); every recent one is smudged (size 0).
+      const want = ["size: 4", "size: 4", ...recent.map(() => "size: 0")];
+      expect(await smudged(false)).toEqual(want);
+      expect(await smudged(true)).toEqual(want);
+    });
+  }, 180_000);
 
   it("a repo loaded within the second keeps no index; the baseline after setup does, and its patch matches one made without it", async () => {
     const files: Record<string, string> = {};
