@@ -66,7 +66,11 @@ describe("the Docker engine restarted mid-job", { timeout: 600_000 }, () => {
       console.log(all.map((e) => JSON.stringify(e).slice(0, 300)).join("\n"));
     }
     expect(result.status).toBe("completed");
-    expect(policy.count(task)).toBe(base); // turn 5's answer was kept before its command ran (the issue allows 2 more)
+    // Turn 5's answer was kept before its command ran: usually no request is paid twice. The issue
+    // allows 2 more: when the shell's stream breaks a moment before dockerd dies, the container
+    // still looks running, the model is asked for turn 6, and the resumed attempt asks again.
+    expect(policy.count(task)).toBeGreaterThanOrEqual(base);
+    expect(policy.count(task)).toBeLessThanOrEqual(base + 2);
     expect(result.patch).toBe(plain.patch);
     const events: TranscriptEvent[] = [];
     for await (const e of client.watch(id)) events.push(e);

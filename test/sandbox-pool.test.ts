@@ -137,7 +137,9 @@ describe("warm pool (real engine)", () => {
       try {
         await until(async () => (await containers(`${LABEL.queue}=${queueName}`)).length === 0);
         await until(async () => !(await Promise.all(names.map((n) => exists("volume", `${n}-ws`)))).some(Boolean));
-        expect(logs.join("\n")).toMatch(/reaped ([2-9]|\d{2,}) containers/);
+        // Both, by this reaper: in one pass, or over two (a container still being made at the kill).
+        const reaped = [...logs.join("\n").matchAll(/reaped (\d+) containers/g)].reduce((n, m) => n + Number(m[1]), 0);
+        expect(reaped).toBeGreaterThanOrEqual(2);
       } finally {
         await survivor.shutdown(5000);
       }
