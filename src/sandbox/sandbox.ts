@@ -32,7 +32,6 @@ export interface ExecResult {
   truncated: boolean;
 }
 
-// tar present (exit 4: but head is not GNU's; 3: no tar).
 /** A file written before a command runs (Sandbox.exec `put`): as root, mode 0600, only under the private dir. */
 export interface PutFile {
   path: string;
@@ -46,6 +45,7 @@ function checkPut(put: PutFile[]): PutFile[] {
   return put;
 }
 
+// tar present (exit 4: but head is not GNU's; 3: no tar).
 const TOOLS_PROBE = "command -v tar >/dev/null || exit 3; head --version 2>/dev/null | grep -q 'GNU coreutils' || exit 4";
 
 export class Sandbox {
