@@ -127,19 +127,21 @@ describe("warm pool (real engine)", () => {
       const w = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queueName, PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "2", PATCHBAY_REAP_MS: "1000" });
       await w.waitFor(new RegExp(`ready: queue ${queueName}`), 120_000);
       await until(async () => (await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL)).length === 2);
-      const names = (await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL)).map((c) => c.name);
+      const pooled = await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL);
+      const names = pooled.map((c) => c.name);
       w.proc.kill("SIGKILL");
       await w.exited;
       expect(await Promise.all(names.map((n) => exists("container", n)))).toEqual([true, true]);
       // A live worker of the queue on this host judges the dead one by its pid and reaps its pool.
-      const logs: string[] = [];
-      const survivor = await startWorker({ redisUrl: redis.url, queueName, concurrency: 1, pool: 0, log: (l) => logs.push(l) });
+      const survivor = await startWorker({ redisUrl: redis.url, queueName, concurrency: 1, pool: 0 });
       try {
         await until(async () => (await containers(`${LABEL.queue}=${queueName}`)).length === 0);
         await until(async () => !(await Promise.all(names.map((n) => exists("volume", `${n}-ws`)))).some(Boolean));
-        // Both, by this reaper: in one pass, or over two (a container still being made at the kill).
-        const reaped = [...logs.join("\n").matchAll(/reaped (\d+) containers/g)].reduce((n, m) => n + Number(m[1]), 0);
-        expect(reaped).toBeGreaterThanOrEqual(2);
+        // Gone long before their deadline, so reaped as a dead owner's. Not necessarily by this
+        // reaper: any worker on this host judges a local owner by its pid, and in a parallel run
+        // other test files' workers share the engine (CI once saw this one reap 1 of the 2).
+        const deadlines = pooled.map((c) => Number(c.labels[LABEL.deadline]));
+        expect(deadlines.every((d) => d * 1000 > Date.now() + 60_000)).toBe(true);
       } finally {
         await survivor.shutdown(5000);
       }
