@@ -6,7 +6,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { checkpointDiff, computePatch, GIT_PRELUDE } from "../src/job/patch.js";
+import { checkpointDiff, computePatch, GIT_PRELUDE, takeBaseline } from "../src/job/patch.js";
 import { loadRepo, snapshotBaseline } from "../src/job/repo.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
@@ -144,6 +144,24 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
       expect(cached.patch).toBe(uncached.patch);
       expect(cached.diffstat).toBe(uncached.diffstat);
       expect(cached.tree).toBe(uncached.tree);
+    });
+  }, 180_000);
+
+  it("the baseline skips the smudge's scan only where the load began within its window (PB_LOADED_SINCE)", async () => {
+    const dir = hostDir({ "a.txt": "AAAA\n", "b.txt": "bbbb\n" });
+    const hasTree = async (sb: Sandbox) => (await sb.exec(["test", "-e", "/patchbay/baseline.tree"], { user: "0:0" })).exitCode === 0;
+    await withSandbox(async (sb) => {
+      await loadRepo(sb, { path: dir });
+      expect(await hasTree(sb)).toBe(false); // loaded within the second: every file would be smudged
+      const loaded = Number(await agent(sb, "stat -c %Z a.txt"));
+      await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
+      // The files are older than the window now: a baseline told the load began then scans and keeps the cache...
+      await takeBaseline(sb, [], { loadedSince: loaded });
+      expect(await hasTree(sb)).toBe(true);
+      expect((await indexEntry(sb, "a.txt")).ctime).toBe(loaded);
+      // ...and one told the load began within the window skips the scan: no cache, as after a failed smudge.
+      await takeBaseline(sb, [], { loadedSince: Math.floor(Date.now() / 1000) });
+      expect(await hasTree(sb)).toBe(false);
     });
   }, 180_000);
 

@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { prepareStore } from "../src/job/patch.js";
+import { prepareSandbox } from "../src/job/repo.js";
 import { runJob } from "../src/job/run.js";
 import { startWorker } from "../src/queue/worker.js";
 import { docker, LABEL } from "../src/sandbox/docker.js";
@@ -77,9 +77,9 @@ describe("warm pool (real engine)", () => {
     expect(await containers(`patchbay.test=${tag}-take`)).toEqual([]);
   }, 300_000);
 
-  it("a warm sandbox is prepared while it waits (the private git store made); a prepare that fails still leaves it usable", async () => {
+  it("a warm sandbox is prepared while it waits (tools probed, the private git store made); a prepare that fails still leaves it usable", async () => {
     const store = (sb: Sandbox) => sb.exec(["test", "-f", "/patchbay/git/HEAD"], { user: "0:0" }).then((r) => r.exitCode);
-    const ok = new SandboxPool({ size: 1, labels: { "patchbay.test": `${tag}-prep` }, prepare: prepareStore });
+    const ok = new SandboxPool({ size: 1, labels: { "patchbay.test": `${tag}-prep` }, prepare: prepareSandbox });
     const failing = new SandboxPool({ size: 1, labels: { "patchbay.test": `${tag}-prep` }, prepare: () => Promise.reject(new Error("boom")) });
     try {
       await until(() => ok.size === 1 && failing.size === 1);
@@ -87,7 +87,9 @@ describe("warm pool (real engine)", () => {
       const b = failing.take({}, 60)!;
       try {
         expect(await store(a)).toBe(0);
+        expect(await a.splitsStdin()).toBe(true); // the image's tools known before any repo load
         expect(await store(b)).toBe(1); // not made: the job's own baseline makes it
+        expect(await b.splitsStdin()).toBe(false); // not probed: the job's own load asks
         expect((await b.exec(["true"])).exitCode).toBe(0);
       } finally {
         await Promise.all([a.destroy(), b.destroy()]);

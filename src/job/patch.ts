@@ -158,10 +158,11 @@ EOS
 const BASELINE_SCRIPT = `${GIT}
 # A second baseline (after setup) starts from the first one's index, where its stat data is
 # trusted (baseline.tree names it): only what setup changed is hashed. An index without
-# baseline.tree is never used. What an earlier run left goes in one process (each costs ~8 ms).
+# baseline.tree is never used. What an earlier run left goes in one process (each costs ~8 ms),
+# and none where nothing is left (a first baseline).
 keep=; [ "\${2:-}" = keep ] && [ -f ${INDEX} ] && [ -f ${INDEX_TREE} ] && keep=1
 old=(${INDEX_TREE} ${REFRESH} ${INDEX}.lock ${PRIVATE_DIR}/tracked ${PRIVATE_DIR}/have); [ -n "$keep" ] || old+=(${INDEX})
-rm -f "\${old[@]}"
+for f in "\${old[@]}"; do if [ -e "$f" ] || [ -L "$f" ]; then rm -f "\${old[@]}"; break; fi; done
 # The agent's part has nothing to do with no symlinks to make, no .git to read and none to make
 # here: three processes saved.
 if [ "\${PB_LINKS:-1}" = 1 ] || [ -e .git ] || [ -L .git ] || [ "\${PB_SHARE_REPO:-0}" != 1 ]; then
@@ -186,8 +187,11 @@ tree=$("\${G[@]}" write-tree)
 # every file. What was hashed within the window has no stat data yet: the first patch or
 # checkpoint two seconds on gives it some, once (refresh). The store needs no ref: nothing in it
 # is ever pruned, and it goes with the sandbox.
+# PB_LOADED_SINCE: the second the load began writing a fresh workspace. Where that is within the
+# window, every file is in it and smudge would fail: its scan is skipped. (A clock off by a second
+# can only skip a smudge that would have worked: no stat cache until the refresh, as on failure.)
 if [ "\${PB_STAT_CACHE:-1}" = 1 ]; then
-  if smudge "$started"; then echo "$tree" > ${INDEX_TREE}; fi
+  if [ "\${PB_LOADED_SINCE:-0}" -lt $(( started - 1 )) ] && smudge "$started"; then echo "$tree" > ${INDEX_TREE}; fi
   echo "$started $tree" > ${REFRESH}
 fi
 # No repo in the workspace: the caller makes the agent's from this baseline (SHARE_SCRIPT).
@@ -265,14 +269,14 @@ export async function writeBaseline(sb: Sandbox, symlinks: { name: string; targe
  * it (~90 ms here), e.g. while the first model request is out. Nothing else may touch the sandbox
  * until `agentRepo` settles.
  */
-export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack } = {}): Promise<Baseline> {
+export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack; loadedSince?: number } = {}): Promise<Baseline> {
   const links = Buffer.from(symlinks.map((l) => `${l.name}\0${l.target}\0`).join(""));
   const share = fastDefaults().shareRepo === false ? [] : ["PB_SHARE_REPO=1"];
   // The worker's pack of the repo's files (see blob-pack.ts) goes into the store before the script
   // runs: git add then finds every blob stored.
   const p = opts.pack && /^[0-9a-f]{40}$/.test(opts.pack.name) ? opts.pack : undefined;
   const put = p ? [{ path: `${STORE}/objects/pack/pack-${p.name}.pack`, data: p.pack }, { path: `${STORE}/objects/pack/pack-${p.name}.idx`, data: p.idx }] : [];
-  const linksEnv = [`PB_LINKS=${symlinks.length ? 1 : 0}`];
+  const linksEnv = [`PB_LINKS=${symlinks.length ? 1 : 0}`, ...(opts.loadedSince !== undefined && Number.isInteger(opts.loadedSince) ? [`PB_LOADED_SINCE=${opts.loadedSince}`] : [])];
   const { tree, before } = await treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], links, [...statCacheEnv(opts.statCache), ...share, ...linksEnv], put);
   const agentRepo = before.includes("agent-repo") ? sb.exec(["bash", "-c", SHARE_SCRIPT, "patchbay", tree], { timeoutSec: 600, ...ROOT }).then(() => {}, () => {}) : Promise.resolve();
   return { tree, agentRepo };

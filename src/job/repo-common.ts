@@ -161,14 +161,18 @@ export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { file
   const pack = tar.pack();
   (async () => {
     for await (const { header, read } of items) {
-      if (header.type === "symlink" && escapes(header.name, header.linkname ?? "")) symlinks.push({ name: header.name, target: header.linkname! });
-      else {
-        const body = read?.();
-        // Files read whole (all but the largest) go into the pack as well; streamed ones git writes
-        // itself. The repo's own .git is not part of the baseline.
-        if (blobs && header.type === "file" && Buffer.isBuffer(body) && !header.name.startsWith(".git/")) blobs.add(body);
-        await writeEntry(pack, header, body);
+      // A symlink out of the repo is not in the tar: the archive API refuses it (made in the container instead).
+      const outside = header.type === "symlink" && escapes(header.name, header.linkname ?? "");
+      if (outside) symlinks.push({ name: header.name, target: header.linkname! });
+      const body = outside ? undefined : read?.();
+      // Files read whole (all but the largest) go into the pack as well, and the trees above them;
+      // streamed ones git writes itself. The repo's own .git is not part of the baseline.
+      if (blobs && !header.name.startsWith(".git/")) {
+        if (header.type === "file") blobs.entry(header.name, (header.mode ?? 0) & 0o100 ? "exec" : "file", Buffer.isBuffer(body) ? blobs.add(body) : undefined);
+        else if (header.type === "symlink") blobs.entry(header.name, "symlink", blobs.add(Buffer.from(header.linkname ?? "")));
+        else if (header.type === "directory") blobs.entry(header.name, "dir");
       }
+      if (!outside) await writeEntry(pack, header, body);
       await breathe();
     }
     pack.finalize();

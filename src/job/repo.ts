@@ -6,7 +6,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { loadConfig } from "../config.js";
-import { takeBaseline, writeBaseline } from "./patch.js";
+import { prepareStore, takeBaseline, writeBaseline } from "./patch.js";
 import { tarArchive } from "./repo-archive.js";
 import { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, RepoError, type RepoArchive } from "./repo-common.js";
 import { dirArchive } from "./repo-dir.js";
@@ -71,6 +71,8 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   // bound) breaks the upload; the engine's error would hide that it is the repo's fault.
   let broken: unknown;
   archive.stream.once("error", (err) => (broken = err));
+  // Into a fresh workspace, every file is written from here on (the baseline's smudge uses it).
+  const loadedSince = Math.floor(Date.now() / 1000);
   try {
     // Through tar in the sandbox (one exec); the archive API where the image has no tar.
     const via = opts.via ?? (loadConfig().fastPaths ? "stream" : "archive");
@@ -84,7 +86,7 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   // The pack goes into the store ahead of the baseline: by the file agent, or where it cannot, split
   // off stdin with `head -c` (only where that is exact).
   const pack = archive.blobs && (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
-  const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack });
+  const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack, loadedSince });
   if (!opts.deferAgentRepo) await agentRepo;
   return { baseline, agentRepo, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0 };
 }
@@ -93,4 +95,13 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
 export function snapshotBaseline(sb: Sandbox): Promise<string> {
   // From the load's index: only what setup changed is hashed again.
   return writeBaseline(sb, [], { keepIndex: true });
+}
+
+/**
+ * What loading a repo asks of a new sandbox first, done ahead while a warm one waits (the worker's
+ * pool `prepare`): the image's tools probed, the private git store made.
+ */
+export async function prepareSandbox(sb: Sandbox): Promise<void> {
+  if (loadConfig().fastPaths) await sb.probeTools();
+  await prepareStore(sb);
 }

@@ -11,7 +11,7 @@ import { batchHooks } from "./batch-index.js";
 import { checkEngine, countInfraFailure, handBack, HealthGate, throttleMs } from "./health.js";
 import { runJob } from "../job/run.js";
 import { redisCheckpoints, specHash } from "../job/checkpoint.js";
-import { prepareStore } from "../job/patch.js";
+import { prepareSandbox } from "../job/repo.js";
 import { keys, redisOptions } from "./keys.js";
 import { appendEvent, recordedResult, recordResult } from "./result-record.js";
 import { workerLogger, type Log, type LogFormat } from "../log.js";
@@ -134,7 +134,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     }
   };
   const reaper = setInterval(runReaper, config.reapEveryMs);
-  pool = new SandboxPool({ size: opts.pool ?? config.poolSize ?? opts.concurrency ?? config.concurrency, owner: id, labels: { [LABEL.queue]: queueName, [LABEL.redis]: deployment }, log: (m) => log(m, { level: "warn" }), prepare: prepareStore });
+  pool = new SandboxPool({ size: opts.pool ?? config.poolSize ?? opts.concurrency ?? config.concurrency, owner: id, labels: { [LABEL.queue]: queueName, [LABEL.redis]: deployment }, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox });
 
   // Cancellation from any host: `patchbay cancel` publishes the job id here.
   if (config.cancelPubSub) {

@@ -169,18 +169,24 @@ export class Sandbox {
   }
 
   /**
+   * Asks the image, once, what the fast paths need: tar, and GNU head (see splitsStdin). Three
+   * processes: a warm sandbox does it while it waits (the worker's pool `prepare`).
+   */
+  probeTools(): Promise<{ tar: boolean; gnuHead: boolean }> {
+    return (this.agentTools ??= this.agent.run(["bash", "-c", TOOLS_PROBE], { uid: 1000, gid: 1000, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then(
+      (r) => ({ tar: r?.exitCode === 0 || r?.exitCode === 4, gnuHead: r?.exitCode === 0 }),
+      () => ({ tar: false, gnuHead: false }),
+    ));
+  }
+
+  /**
    * Extracts a tar stream into `dir` through tar in an exec, as the agent's uid. Resolves false,
    * with the stream untouched, when the image has no tar (use files.putArchive then).
    */
   async putTarStream(dir: string, archive: Readable): Promise<boolean> {
     // Through the file agent when it can run commands and the image has tar (asked first: the
     // archive must stay untouched for the fallbacks).
-    if (loadConfig().fastPaths) {
-      this.agentTools ??= this.agent.run(["bash", "-c", TOOLS_PROBE], { uid: 1000, gid: 1000, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then(
-        (r) => ({ tar: r?.exitCode === 0 || r?.exitCode === 4, gnuHead: r?.exitCode === 0 }),
-        () => ({ tar: false, gnuHead: false }),
-      );
-    }
+    if (loadConfig().fastPaths) this.probeTools();
     if (this.agentTools && (await this.agentTools).tar) {
       const tar = [...TAR_EXTRACT, dir];
       let r: Awaited<ReturnType<FileAgent["run"]>>;
