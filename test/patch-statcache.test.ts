@@ -165,6 +165,32 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
     });
   }, 180_000);
 
+  it("a deferred smudge (off the ready path): no trusted index until it ran, then the same index as an inline one", async () => {
+    const dir = hostDir({ "a.txt": "AAAA\n", "b.txt": "bbbb\n" });
+    const hasTree = async (sb: Sandbox) => (await sb.exec(["test", "-e", "/patchbay/baseline.tree"], { user: "0:0" })).exitCode === 0;
+    const debug = async (sb: Sandbox) => (await sb.exec(["bash", "-c", "GIT_DIR=/patchbay/git GIT_INDEX_FILE=/patchbay/baseline.index git ls-files --debug"], { user: "0:0" })).stdout.toString();
+    await withSandbox(async (sb) => {
+      await loadRepo(sb, { path: dir });
+      const loaded = Number(await agent(sb, "stat -c %Z a.txt"));
+      await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
+      await takeBaseline(sb, [], { loadedSince: loaded });
+      const inline = await debug(sb);
+      // The deferred exec is held back until the test lets it go (the file agent would otherwise
+      // run it before any check of ours, which waits behind it).
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      const exec = sb.exec.bind(sb);
+      sb.exec = async (argv, o) => (o?.env?.some((e) => e.startsWith("PB_SMUDGE=")) ? (await held, exec(argv, o)) : exec(argv, o));
+      const b = await takeBaseline(sb, [], { loadedSince: loaded, deferSmudge: true });
+      expect(await hasTree(sb)).toBe(false); // the baseline is known, its index not yet trusted
+      release();
+      await b.agentRepo;
+      expect(await hasTree(sb)).toBe(true);
+      expect(await debug(sb)).toBe(inline);
+      expect((await indexEntry(sb, "a.txt")).ctime).toBe(loaded);
+    });
+  }, 180_000);
+
   it("a repo loaded within the second gets its stat data at the first patch two seconds on; forged rewrites before and after that still reach the patch", async () => {
     const files: Record<string, string> = {};
     for (let i = 0; i < 200; i++) files[`f${i}.txt`] = `file ${i}\n`;

@@ -114,7 +114,7 @@ export const GIT_PRELUDE = GIT;
 
 // As the agent (setpriv drops to uid 1000 with no capabilities): the symlinks the archive API
 // refused (NUL-separated pairs on stdin), a repo if there is none (for the agent's convenience;
-// with fast paths it is made after the baseline, from it: see SHARE_SCRIPT), then the names the repo
+// with fast paths it is made after the baseline, from it: see DEFERRED_SCRIPT), then the names the repo
 // tracks, as plain data: git never ignores a tracked file, so those enter the baseline even when
 // .gitignore matches them. Then, as root, the baseline tree in the store.
 const AGENT_GIT = `A=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)`;
@@ -126,13 +126,18 @@ if [ ! -e .git ] && [ ! -L .git ] && [ "\${PB_SHARE_REPO:-0}" != 1 ]; then
 fi
 "\${A[@]}" ls-files -z 2>/dev/null || true`;
 
+// What follows a baseline, in one exec, while the first model request is out: the smudge where
+// it was deferred (PB_SMUDGE: see BASELINE_SCRIPT), then (PB_SHARE) the agent's repo.
 // The agent's repo when the workspace had none, from the baseline just made instead of hashing
 // every file a second time (git's object writes are what a load costs here): the store's objects
 // copied as they are, and the baseline's index with its stat data, so the agent's git status is
 // fast. Root only reads its own store and pipes it; everything under /workspace/.git is written
 // by the agent's uid. (A pack through index-pack measured slower than a second git add.)
-const SHARE_SCRIPT = `${GIT}
-[ ! -e .git ] && [ ! -L .git ] || exit 0
+const DEFERRED_SCRIPT = `${GIT}
+if [ -n "\${PB_SMUDGE:-}" ] && [ ! -f ${INDEX_TREE} ] && [ -f ${INDEX} ]; then
+  if (export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${INDEX}; smudge "$PB_SMUDGE"); then echo "$1" > ${INDEX_TREE}; fi
+fi
+[ "\${PB_SHARE:-0}" = 1 ] && [ ! -e .git ] && [ ! -L .git ] || exit 0
 commit=$("\${G[@]}" commit-tree -m "patchbay: baseline" "$1")
 t=; [ -f ${INDEX_TREE} ] && t=$(< ${INDEX_TREE})
 as_agent() { env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$@"; }
@@ -190,11 +195,15 @@ tree=$("\${G[@]}" write-tree)
 # PB_LOADED_SINCE: the second the load began writing a fresh workspace. Where that is within the
 # window, every file is in it and smudge would fail: its scan is skipped. (A clock off by a second
 # can only skip a smudge that would have worked: no stat cache until the refresh, as on failure.)
+# PB_DEFER_SMUDGE: the smudge is left to the script run after the baseline (DEFERRED_SCRIPT), off
+# the path to the first model request; until it ran, no baseline.tree: the index is not trusted.
 if [ "\${PB_STAT_CACHE:-1}" = 1 ]; then
-  if [ "\${PB_LOADED_SINCE:-0}" -lt $(( started - 1 )) ] && smudge "$started"; then echo "$tree" > ${INDEX_TREE}; fi
+  if [ "\${PB_LOADED_SINCE:-0}" -lt $(( started - 1 )) ]; then
+    if [ "\${PB_DEFER_SMUDGE:-0}" = 1 ]; then echo "smudge $started"; elif smudge "$started"; then echo "$tree" > ${INDEX_TREE}; fi
+  fi
   echo "$started $tree" > ${REFRESH}
 fi
-# No repo in the workspace: the caller makes the agent's from this baseline (SHARE_SCRIPT).
+# No repo in the workspace: the caller makes the agent's from this baseline (DEFERRED_SCRIPT).
 if [ "\${PB_SHARE_REPO:-0}" = 1 ] && [ ! -e .git ] && [ ! -L .git ]; then echo agent-repo; fi
 echo "$tree"`;
 
@@ -248,8 +257,10 @@ async function treeScript(sb: Sandbox, what: string, script: string, args: strin
 export interface Baseline {
   tree: string;
   /**
-   * Settles once the agent's own git repo is made, where the workspace had none (from the
-   * baseline: one commit). Never rejects: the repo is a convenience, and a job goes on without it.
+   * Settles once what follows the baseline is done: the smudge where it was deferred (the index
+   * is trusted only after it), and the agent's own git repo where the workspace had none (from the
+   * baseline: one commit). Never rejects: the repo is a convenience, and a job goes on without it;
+   * without the smudge there is no stat cache, as when a smudge fails.
    */
   agentRepo: Promise<void>;
 }
@@ -269,7 +280,7 @@ export async function writeBaseline(sb: Sandbox, symlinks: { name: string; targe
  * it (~90 ms here), e.g. while the first model request is out. Nothing else may touch the sandbox
  * until `agentRepo` settles.
  */
-export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack; loadedSince?: number } = {}): Promise<Baseline> {
+export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack; loadedSince?: number; deferSmudge?: boolean } = {}): Promise<Baseline> {
   const links = Buffer.from(symlinks.map((l) => `${l.name}\0${l.target}\0`).join(""));
   const share = fastDefaults().shareRepo === false ? [] : ["PB_SHARE_REPO=1"];
   // The worker's pack of the repo's files (see blob-pack.ts) goes into the store before the script
@@ -277,8 +288,12 @@ export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target
   const p = opts.pack && /^[0-9a-f]{40}$/.test(opts.pack.name) ? opts.pack : undefined;
   const put = p ? [{ path: `${STORE}/objects/pack/pack-${p.name}.pack`, data: p.pack }, { path: `${STORE}/objects/pack/pack-${p.name}.idx`, data: p.idx }] : [];
   const linksEnv = [`PB_LINKS=${symlinks.length ? 1 : 0}`, ...(opts.loadedSince !== undefined && Number.isInteger(opts.loadedSince) ? [`PB_LOADED_SINCE=${opts.loadedSince}`] : [])];
-  const { tree, before } = await treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], links, [...statCacheEnv(opts.statCache), ...share, ...linksEnv], put);
-  const agentRepo = before.includes("agent-repo") ? sb.exec(["bash", "-c", SHARE_SCRIPT, "patchbay", tree], { timeoutSec: 600, ...ROOT }).then(() => {}, () => {}) : Promise.resolve();
+  const defer = opts.deferSmudge ? ["PB_DEFER_SMUDGE=1"] : [];
+  const { tree, before } = await treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], links, [...statCacheEnv(opts.statCache), ...share, ...linksEnv, ...defer], put);
+  // What is left (the smudge, the agent's repo) runs in one exec after the baseline is known.
+  const smudge = before.map((l) => /^smudge (\d+)$/.exec(l)?.[1]).find(Boolean);
+  const env = [...(smudge ? [`PB_SMUDGE=${smudge}`] : []), ...(before.includes("agent-repo") ? ["PB_SHARE=1"] : [])];
+  const agentRepo = env.length ? sb.exec(["bash", "-c", DEFERRED_SCRIPT, "patchbay", tree], { timeoutSec: 600, env, ...ROOT }).then(() => {}, () => {}) : Promise.resolve();
   return { tree, agentRepo };
 }
 

@@ -29,7 +29,7 @@ export interface RepoArchiveOptions {
 export interface LoadedRepo {
   /** Tree id of the starting working tree: uncommitted changes included, ignored files excluded. */
   baseline: string;
-  /** With `deferAgentRepo`: settles once the agent's git repo is made (see takeBaseline); never rejects. */
+  /** With `deferAgentRepo`: settles once the agent's git repo is made and the baseline's smudge done (see takeBaseline); never rejects. */
   agentRepo: Promise<void>;
   files: number;
   bytes: number;
@@ -86,7 +86,7 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   // The pack goes into the store ahead of the baseline: by the file agent, or where it cannot, split
   // off stdin with `head -c` (only where that is exact).
   const pack = archive.blobs && (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
-  const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack, loadedSince });
+  const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack, loadedSince, deferSmudge: opts.deferAgentRepo });
   if (!opts.deferAgentRepo) await agentRepo;
   return { baseline, agentRepo, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0 };
 }
