@@ -102,15 +102,18 @@ describe("the stat cache (real engine)", () => {
       await loadRepo(sb, { path: dir });
       const loaded = Number(await agent(sb, "stat -c %Z old.txt"));
       await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
-      const made = await sb.exec(["bash", "-c", 'for n in "$@"; do printf "x%s\\n" "$n" > "./$n"; done', "_", ...recent], { cwd: "/workspace" });
+      // The second the recent files were written in: each smudge below is taken as of it (taken as of
+      // its own run, the second one, seconds later under load, once found nothing recent).
+      const made = await sb.exec(["bash", "-c", 'printf "%(%s)T" -1; for n in "$@"; do printf "x%s\\n" "$n" > "./$n"; done', "_", ...recent], { cwd: "/workspace" });
       expect(made.exitCode, made.stderr).toBe(0);
+      const writtenAt = Number(made.stdout.toString());
+      expect(writtenAt).toBeGreaterThan(loaded + 2);
       // The prelude's own smudge on a fresh index of everything, then each entry's size (0: smudged).
       const smudged = async (hideGawk: boolean) => {
         const hide = hideGawk ? 'command() { if [ "$1 $2" = "-v gawk" ]; then return 1; fi; builtin command "$@"; }\n' : "";
         const script = `${GIT_PRELUDE}${hide}export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=/patchbay/t.index
 rm -f "$GIT_INDEX_FILE"; "\${G[@]}" add -A
-printf -v now '%(%s)T' -1
-smudge "$now"
+smudge ${writtenAt}
 for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep -o "size: [0-9]*" | tr -d "\\n"; echo; done`;
         const r = await sb.exec(["bash", "-c", script, "_", "pa", "old.txt", ...recent], { user: "0:0" });
         expect(r.exitCode, r.stderr).toBe(0);
