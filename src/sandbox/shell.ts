@@ -89,12 +89,36 @@ class LineWaiter {
 async function startBash(container: Docker.Container, init: string, onData: (b: Buffer) => void, user?: string) {
   init += `builtin printf 'PBREADY:%s\\n' "$$"\n`;
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
-  const proc = await attachExec(container, BASH, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: ENV, user });
-  proc.write(init);
-  const pid = await Promise.race([waiter.done, proc.ended.then(() => undefined)]);
-  waiter = undefined;
-  if (pid === undefined) throw new Error("the sandbox shell exited while starting (is the container running?)");
-  return { proc, pid: Number(pid) };
+  // A container that dies under a starting exec does not always end the exec's stream, or even
+  // its attach (gVisor's, when its sandbox process hits the pids limit): its state is checked
+  // while the start waits.
+  let started = false;
+  const stopped = (async () => {
+    while (!started) {
+      await sleep(1000);
+      const state = await container.inspect().then((i) => i.State, () => undefined);
+      if (!started && !state?.Running) return `the sandbox's container stopped while its shell started (exit code ${state?.ExitCode ?? "unknown"})`;
+    }
+    return undefined;
+  })();
+  const fail = (why: string | undefined) => Promise.reject(new Error(why ?? "the sandbox shell exited while starting (is the container running?)"));
+  const attaching = attachExec(container, BASH, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: ENV, user });
+  try {
+    const proc = await Promise.race([attaching, stopped.then(fail)]);
+    proc.write(init);
+    const pid = await Promise.race([waiter.done, proc.ended.then(() => undefined), stopped]);
+    if (pid === undefined || !/^\d+$/.test(pid)) {
+      proc.destroy();
+      return await fail(pid);
+    }
+    return { proc, pid: Number(pid) };
+  } catch (err) {
+    void attaching.then((p) => p.destroy(), () => {}); // an attach that comes after we gave up
+    throw err;
+  } finally {
+    started = true;
+    waiter = undefined;
+  }
 }
 
 class Supervisor {
