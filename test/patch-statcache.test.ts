@@ -6,7 +6,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { checkpointDiff, computePatch, GIT_PRELUDE, takeBaseline } from "../src/job/patch.js";
+import { takeBaseline } from "../src/job/baseline.js";
+import { GIT_PRELUDE } from "../src/job/git-store.js";
+import { checkpointDiff, computePatch } from "../src/job/patch.js";
 import { loadRepo, snapshotBaseline } from "../src/job/repo.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 

@@ -6,7 +6,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { loadConfig } from "../config.js";
-import { prepareStore, takeBaseline, writeBaseline } from "./patch.js";
+import { prepareStore, takeBaseline, writeBaseline } from "./baseline.js";
 import { tarArchive } from "./repo-archive.js";
 import { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, RepoError, type RepoArchive } from "./repo-common.js";
 import { dirArchive } from "./repo-dir.js";
