@@ -1,8 +1,6 @@
 // The hardening, checked from inside a real container.
-import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
-import { docker } from "../src/sandbox/docker.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
@@ -138,28 +136,7 @@ describe("gVisor runtime (runsc, registered by scripts/services.sh)", () => {
 
 describe("gVisor runtime: the pids limit (runsc)", () => {
   // Under runsc the engine's pids limit counts the gVisor sandbox's own host threads (its Go
-  // kernel's), not the guest's processes: a low limit kills the whole sandbox at start (exit 2).
-  // That start used to hang forever (the exec's stream never ended); it must fail, at once and
-  // clearly, and leave nothing behind. (Where gVisor's threads fit the limit, it must work.)
-  it("a sandbox whose container dies while it starts fails at once, with the reason, and leaves nothing", async () => {
-    const label = `gvisor-pids-${process.pid}`;
-    const t0 = Date.now();
-    const outcome = await Promise.race([
-      Sandbox.create({ runtime: "runsc", limits: { pids: 64 }, labels: { "patchbay.test": label } }).then(
-        async (sb) => {
-          const r = await sb.shell.run("echo ok");
-          await sb.destroy();
-          return r.output;
-        },
-        (err: Error) => err.message,
-      ),
-      sleep(60_000).then(() => "hung"),
-    ]);
-    expect(outcome).toMatch(/^ok\n$|the sandbox's container stopped while its shell started \(exit code \d+\)/);
-    expect(Date.now() - t0).toBeLessThan(30_000);
-    expect(await docker().listContainers({ all: true, filters: { label: [`patchbay.test=${label}`] } })).toEqual([]);
-  }, 90_000);
-
+  // kernel's), not the guest's processes.
   // KNOWN HOLE: a fork bomb under runsc makes gVisor's kernel hit that limit for its own threads,
   // and the whole sandbox dies (exit 2): the job sees its sandbox lost and is retried from its last
   // checkpoint, where the same bomb is likely to kill it again. Under runc the same bomb is held
