@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { takeBaseline } from "../src/job/baseline.js";
-import { GIT_PRELUDE } from "../src/job/git-store.js";
+import { GIT } from "../src/job/git-store.js";
 import { checkpointDiff, computePatch } from "../src/job/patch.js";
 import { loadRepo, snapshotBaseline } from "../src/job/repo.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
@@ -113,7 +113,7 @@ describe("the stat cache (real engine)", () => {
       // The prelude's own smudge on a fresh index of everything, then each entry's size (0: smudged).
       const smudged = async (hideGawk: boolean) => {
         const hide = hideGawk ? 'command() { if [ "$1 $2" = "-v gawk" ]; then return 1; fi; builtin command "$@"; }\n' : "";
-        const script = `${GIT_PRELUDE}${hide}export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=/patchbay/t.index
+        const script = `${GIT}${hide}export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=/patchbay/t.index
 rm -f "$GIT_INDEX_FILE"; "\${G[@]}" add -A
 smudge ${writtenAt}
 for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep -o "size: [0-9]*" | tr -d "\\n"; echo; done`;

@@ -21,6 +21,7 @@ export const INDEX_TREE = `${PRIVATE_DIR}/baseline.tree`;
 /** "<second the baseline's add started> <baseline tree>" while the baseline's index awaits its refresh. */
 export const REFRESH = `${PRIVATE_DIR}/baseline.refresh`;
 export const ATTRIBUTES = "* -text !eol -filter -ident !diff !merge !working-tree-encoding\n";
+/** The prelude of every git script here: the store, our config, `smudge`, `refresh`. */
 export const GIT = `set -euo pipefail
 export GIT_DIR=${STORE} GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 HOME=${PRIVATE_DIR} XDG_CONFIG_HOME=${PRIVATE_DIR}
 G=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.safecrlf=false \
@@ -68,9 +69,6 @@ refresh() {
   if smudge "$now"; then mv "$tmp" ${INDEX}; echo "$1" > ${INDEX_TREE}; else rm -f "$tmp"; fi
 }
 `;
-
-/** The prelude of every git script here (store, config, `smudge`, `refresh`), for tests of its functions. */
-export const GIT_PRELUDE = GIT;
 
 export const TREE_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 export const ROOT = { user: "0:0", cwd: PRIVATE_DIR } as const;
