@@ -1,5 +1,5 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run.
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
@@ -10,6 +10,7 @@ import { benchWeb } from "./web.js";
 import { log } from "./lib.js";
 import { benchOverhead, benchPhases } from "./speed.js";
 import { benchJobs, benchReady } from "./speed-queue.js";
+import { benchFloor } from "./floor.js";
 
 const sections: Record<string, () => Promise<object>> = {
   shell: benchShell,
@@ -25,6 +26,8 @@ const sections: Record<string, () => Promise<object>> = {
   overhead: benchOverhead,
   jobs: benchJobs,
   ready: benchReady,
+  // what one scripted job costs with nothing of patchbay: the ceiling the jobs row is under
+  floor: benchFloor,
 };
 
 const onlyArg = process.argv.findIndex((a) => a === "--only" || a.startsWith("--only="));

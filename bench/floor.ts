@@ -1,0 +1,134 @@
+// The floor under issue 12 §1's throughput goal, measured in the same run: what one scripted job
+// costs this machine with nothing of patchbay in it. A hardened container like a sandbox (created,
+// started, removed), the job's own ten commands run in it through one exec, and its eleven model
+// requests through the SDK against the scripted server. No shell, supervisor, file agent, repo,
+// git, queue or transcript. Whatever runs each job in a fresh container and makes those commands
+// and requests cannot get under these core-ms per job, so it cannot go over the ceiling in jobs/min.
+// Also the floor under dequeue → ready at 50,000 files: the host's own tar piped into a `tar -x`
+// exec in such a container, nothing else (no bounds, no checks, no git).
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
+import { readFileSync } from "node:fs";
+import { cpus } from "node:os";
+import { AnthropicModel, type Message } from "../src/agent/model.js";
+import { defaults, loadConfig } from "../src/config.js";
+import { attachExec } from "../src/sandbox/attach.js";
+import { createContainer, defaultLimits, LABEL, removeQuietly } from "../src/sandbox/docker.js";
+import { startFakeAnthropic } from "../test/support/fake-anthropic.js";
+import { byTurn, tenToolScript } from "../test/support/scripts.js";
+import { log, median, round } from "./lib.js";
+import { BENCH_LABEL, makeRepo } from "./speed.js";
+
+/** Busy core-ms of the whole machine since boot (user, nice, system, irq, softirq, steal). */
+function machineMs(): number {
+  const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return (f[0]! + f[1]! + f[2]! + f[5]! + f[6]! + f[7]!) * 10;
+}
+
+/** The scripted job's tool calls as one shell script: nine `echo … && ls … | head -3`, one file written. */
+function commandsOf(script = tenToolScript()): string {
+  const lines: string[] = [];
+  for (const r of script) {
+    for (const b of ("content" in r ? r.content : []) as { type: string; name?: string; input?: { command?: string; path?: string; file_text?: string } }[]) {
+      if (b.type !== "tool_use") continue;
+      if (b.name === "bash") lines.push(b.input!.command!);
+      else lines.push(`printf '%s' '${b.input!.file_text}' > '${b.input!.path}'`);
+    }
+  }
+  return lines.join("\n");
+}
+
+export async function benchFloor() {
+  const fake = await startFakeAnthropic(byTurn(tenToolScript()));
+  const model = new AnthropicModel({ apiKey: "bench", baseURL: fake.url });
+  const commands = commandsOf();
+  const container = async () => {
+    const name = `patchbay-floor-${randomBytes(5).toString("hex")}`;
+    return { name, ...(await createContainer({ name, image: loadConfig().image, limits: defaultLimits(), runtime: defaults.sandbox.runtime, labels: { [LABEL.managed]: "1", [BENCH_LABEL]: "floor" } })) };
+  };
+  const exec = async (c: Awaited<ReturnType<typeof container>>) => {
+    const p = await attachExec(c.container, ["bash", "-c", commands], () => {});
+    await p.ended;
+  };
+  const requests = async () => {
+    const messages: Message[] = [{ role: "user", content: "bench task" }];
+    for (;;) {
+      const r = await model.complete({ model: loadConfig().model, system: [{ type: "text", text: "bench" }], messages, tools: [], maxTokens: 1024 });
+      messages.push({ role: "assistant", content: r.content });
+      const use = r.content.find((b) => b.type === "tool_use") as { id: string } | undefined;
+      if (!use) return;
+      messages.push({ role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "ok" }] });
+    }
+  };
+  const measure = async (fn: () => Promise<unknown>) => {
+    const m0 = machineMs();
+    const t0 = performance.now();
+    await fn();
+    return { core: machineMs() - m0, wall: performance.now() - t0 };
+  };
+  try {
+    log("floor: a hardened container's lifecycle, the scripted job's commands and model requests, nothing of patchbay");
+    const rows: Record<"lifecycle" | "commands" | "bare_job" | "model", { core: number; wall: number }[]> = { lifecycle: [], commands: [], bare_job: [], model: [] };
+    for (let i = 0; i < 9; i++) {
+      rows.lifecycle.push(await measure(async () => {
+        const c = await container();
+        await removeQuietly(c.name, c.volume);
+      }));
+      const c = await container();
+      try {
+        rows.commands.push(await measure(() => exec(c)));
+      } finally {
+        await removeQuietly(c.name, c.volume);
+      }
+      rows.bare_job.push(await measure(async () => {
+        const c = await container();
+        try {
+          await exec(c);
+        } finally {
+          await removeQuietly(c.name, c.volume);
+        }
+      }));
+      rows.model.push(await measure(requests));
+    }
+    for (const r of Object.values(rows)) r.shift(); // warm-up
+    const core = (k: keyof typeof rows) => median(rows[k].map((r) => r.core));
+    const wall = (k: keyof typeof rows) => round(median(rows[k].map((r) => r.wall)), 1);
+    const perJob = core("bare_job") + core("model");
+    log("floor: the host's tar of 50,000 files piped into `tar -x` in such a container");
+    const repo = makeRepo(50_000);
+    const stream: number[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const c = await container();
+        try {
+          stream.push((await measure(() => pipeTar(c.container, repo))).wall);
+        } finally {
+          await removeQuietly(c.name, c.volume);
+        }
+      }
+    } finally {
+      rmSync(repo, { recursive: true, force: true });
+    }
+    return {
+      core_ms: { lifecycle: core("lifecycle"), commands_in_one_exec: core("commands"), bare_job: core("bare_job"), model_requests: core("model"), per_job: perJob },
+      wall_ms: { lifecycle: wall("lifecycle"), commands_in_one_exec: wall("commands"), bare_job: wall("bare_job"), model_requests: wall("model") },
+      tar_stream_50k_files_wall_ms: round(median(stream), 1),
+      // Every core busy with nothing but such jobs.
+      ceiling_jobs_per_min: round((cpus().length * 60_000) / perJob, 1),
+    };
+  } finally {
+    await fake.close();
+  }
+}
+
+/** `tar -C dir -cf - .` on the host into `tar -x` in the container (the bench's own repo: nothing hostile). */
+async function pipeTar(container: Awaited<ReturnType<typeof createContainer>>["container"], dir: string): Promise<void> {
+  let err = "";
+  const p = await attachExec(container, ["tar", "-x", "-C", "/workspace"], (d, s) => void (s === 2 && (err += d)));
+  const tar = spawn("tar", ["-C", dir, "-cf", "-", "."], { stdio: ["ignore", "pipe", "inherit"] });
+  await p.pipeIn(tar.stdout);
+  await p.ended;
+  const { ExitCode } = await p.exec.inspect();
+  if (ExitCode !== 0) throw new Error(`tar -x in the container failed (${ExitCode}): ${err}`);
+}
