@@ -99,6 +99,13 @@ export const defaults = {
     tmpMb: 256,
     network: "none" as "none" | "bridge",
     runtime: "runc" as "runc" | "runsc",
+    /**
+     * The lowest pids limit a sandbox works with. Under runc its own processes (init, shell,
+     * supervisor, file agent, git's pipelines) need some. Under gVisor the engine's limit counts
+     * the runtime's own host threads, not the guest's processes: below this, git alone can make
+     * gVisor's kernel hit it, and the whole sandbox dies.
+     */
+    minPids: { runc: 32, runsc: 256 },
     /** A container whose deadline passed is reaped even if its worker still beats. */
     deadlineSec: 6 * 3600,
   },
@@ -148,3 +155,12 @@ export const defaults = {
     ttlSec: 7 * 24 * 3600,
   },
 } as const;
+
+/** Why a sandbox's pids limit cannot work under this runtime; undefined when it can. */
+export function pidsProblem(pids: number, runtime: "runc" | "runsc"): string | undefined {
+  const min = defaults.sandbox.minPids[runtime];
+  if (pids >= min) return undefined;
+  return runtime === "runsc"
+    ? `must be at least ${min} under runtime runsc (gVisor's own threads count against the limit; a lower one kills the sandbox)`
+    : `must be at least ${min} (the sandbox's own processes and git need some)`;
+}

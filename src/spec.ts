@@ -6,6 +6,7 @@
 // field. Outputs (JobResult, TranscriptEvent) are produced by patchbay itself; their schemas exist
 // so readers can validate what they load.
 import { z } from "zod";
+import { defaults, pidsProblem } from "./config.js";
 import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "./net/allow.js";
 import { REQUIRED, show, expected, genericMessage, nonEmpty, positiveNumber, positiveInt, intRange, nonNegInt, nonNegNumber } from "./spec-fields.js";
 
@@ -125,6 +126,10 @@ export const JobSpec = z.strictObject({
   /** BullMQ's range: 1 (highest) .. 2^21. */
   priority: intRange(1, 2_097_152).optional(),
   attempts: intRange(1, 20).optional(),
+}).check((ctx) => {
+  const pids = ctx.value.limits?.pids;
+  const why = pids === undefined ? undefined : pidsProblem(pids, ctx.value.runtime ?? defaults.sandbox.runtime);
+  if (why) ctx.issues.push({ code: "custom", message: why, input: pids, path: ["limits", "pids"] });
 });
 export type JobSpec = z.infer<typeof JobSpec>;
 

@@ -14,6 +14,7 @@ import {
   type Usage,
 } from "../src/spec.js";
 import { DEFAULT_PRICE, PRICES, costUsd, pricePrefix, priceFor } from "../src/agent/prices.js";
+import { Sandbox } from "../src/sandbox/sandbox.js";
 
 const minimal = { task: "fix the failing test", repo: { path: "/tmp/repo" } };
 
@@ -150,6 +151,16 @@ describe("JobSpec: bad input gives one message naming the field", () => {
     expect(errorOf({ ...minimal, limits: { pids: -5 } })).toContain("limits.pids: must be a positive integer (got -5)");
     expect(errorOf({ ...minimal, runtime: "kata" })).toContain('runtime: must be one of runc, runsc (got "kata")');
     expect(errorOf({ ...minimal, timeoutSec: Number.POSITIVE_INFINITY })).toContain("timeoutSec: must be a positive number");
+  });
+
+  it("refuses a pids limit the sandbox cannot work with, per runtime, and Sandbox.create refuses it before making anything", async () => {
+    expect(errorOf({ ...minimal, limits: { pids: 16 } })).toContain("limits.pids: must be at least 32 (the sandbox's own processes and git need some)");
+    expect(parseJobSpec({ ...minimal, limits: { pids: 32 } }).ok).toBe(true);
+    // Under gVisor the engine's limit counts the runtime's own threads: 128 kills the sandbox.
+    expect(errorOf({ ...minimal, runtime: "runsc", limits: { pids: 128 } })).toContain("limits.pids: must be at least 256 under runtime runsc (gVisor's own threads count against the limit");
+    expect(parseJobSpec({ ...minimal, runtime: "runsc", limits: { pids: 256 } }).ok).toBe(true);
+    expect(parseJobSpec({ ...minimal, runtime: "runsc" }).ok).toBe(true); // the default, 256
+    await expect(Sandbox.create({ runtime: "runsc", limits: { pids: 96 } })).rejects.toThrow("Sandbox.create: limits.pids 96 must be at least 256 under runtime runsc");
   });
 
   it("setup must be a command or a list of commands", () => {

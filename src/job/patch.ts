@@ -102,7 +102,8 @@ BASE=$1
 part ${PRIVATE_DIR}/out.names ${LIST_MAX} --name-only -z
 part ${PRIVATE_DIR}/out.stat ${LIST_MAX} --stat=120
 part ${PRIVATE_DIR}/out.patch "$((PB_MAX + 1))" --binary
-printf '%s %s %s %s\\n' "$tree" $(stat -c %s ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch)
+# (find, not stat: coreutils' stat calls statx with AT_NO_AUTOMOUNT, which gVisor 20221219 refuses)
+printf '%s %s %s %s\\n' "$tree" $(find ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch -printf '%s ')
 cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch`;
 
 export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<PatchResult> {

@@ -10,6 +10,7 @@ import type Docker from "dockerode";
 import { defaults } from "../config.js";
 import { attachExec, gather, type Attached } from "./attach.js";
 import { AGENT_SCRIPT } from "./file-agent-script.js";
+import type { Liveness } from "./liveness.js";
 
 export { AGENT_SCRIPT };
 
@@ -54,6 +55,8 @@ export interface FileAgentOptions {
   maxReplyBytes?: number;
   /** The program, for tests of a misbehaving agent. */
   argv?: string[];
+  /** The sandbox's: a request to a container seen stopped fails at once (SandboxGoneError). */
+  liveness?: Liveness;
 }
 
 interface CallOptions {
@@ -77,6 +80,7 @@ export class FileAgent {
   private readonly maxReplyBytes: number;
   private limit: number;
   private readonly argv: string[];
+  private readonly liveness?: Liveness;
   /** False once the agent said it cannot run commands (not root: gVisor). */
   private canRun = true;
 
@@ -87,6 +91,7 @@ export class FileAgent {
     this.timeoutMs = opts.timeoutMs ?? 60_000;
     this.maxReplyBytes = this.limit = opts.maxReplyBytes ?? defaults.files.maxReadBytes + 1024 * 1024;
     this.argv = opts.argv ?? ["python3", "-I", "-S", "-u", "-c", AGENT_SCRIPT];
+    this.liveness = opts.liveness;
   }
 
   /** Not failed: running, or never started (an image without python3 stays on the archive API). */
@@ -115,6 +120,16 @@ export class FileAgent {
 
   /** One request; undefined when the agent is gone or misbehaved (the caller falls back to the archive API). */
   async request(header: Record<string, unknown>, body?: Buffer, o: CallOptions = {}): Promise<AgentReply | undefined> {
+    if (!this.liveness) return this.requestNow(header, body, o);
+    try {
+      return await this.liveness.guard(this.requestNow(header, body, o));
+    } catch (err) {
+      this.fail(); // its stream may never end (gVisor): the agent is given up with the container
+      throw err;
+    }
+  }
+
+  private async requestNow(header: Record<string, unknown>, body?: Buffer, o: CallOptions = {}): Promise<AgentReply | undefined> {
     if (!(await this.start())) return undefined;
     if (!this.proc?.alive) {
       // Gone after a protocol violation or a timeout: start a new one.

@@ -2,12 +2,13 @@
 import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
 import type { Readable } from "node:stream";
-import { defaults, loadConfig } from "../config.js";
+import { defaults, loadConfig, pidsProblem } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { attachExec } from "./attach.js";
 import { createContainer, defaultLimits, LABEL, PRIVATE_DIR, processLabel, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
+import { Liveness } from "./liveness.js";
 import { Shell } from "./shell.js";
 import { extractTarStream, StreamUnavailable, TAR_EXTRACT } from "./stream.js";
 
@@ -23,6 +24,16 @@ export interface SandboxOptions {
   deadlineSec?: number;
   /** Extra mounts (only the setup phase's egress directory: see egress.ts). */
   mounts?: Docker.MountSettings[];
+}
+
+export interface ExecOptions {
+  stdin?: Buffer | string;
+  timeoutSec?: number;
+  maxBytes?: number;
+  user?: string;
+  env?: string[];
+  cwd?: string;
+  put?: PutFile[];
 }
 
 export interface ExecResult {
@@ -62,6 +73,8 @@ export class Sandbox {
     readonly shell: Shell,
     readonly files: Files,
     private readonly agent: FileAgent,
+    /** Fails every wait on the container once it is seen stopped (see liveness.ts). */
+    readonly liveness: Liveness,
   ) {}
 
   static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
@@ -76,17 +89,22 @@ export class Sandbox {
       [LABEL.worker]: opts.owner ?? processOwnerId,
       [LABEL.deadline]: String(deadline),
     };
+    const limits = defaultLimits(opts.limits);
+    const runtime = opts.runtime ?? defaults.sandbox.runtime;
+    const tooFew = pidsProblem(limits.pids, runtime);
+    if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
     const { container, volume } = await createContainer({
       name,
       image: opts.image ?? loadConfig().image,
-      limits: defaultLimits(opts.limits),
-      runtime: opts.runtime ?? defaults.sandbox.runtime,
+      limits,
+      runtime,
       labels,
       mounts: opts.mounts,
     });
-    const shell = new Shell(container);
-    const agent = new FileAgent(container);
-    const sandbox = new Sandbox(name, container, volume, shell, new Files(container, agent), agent);
+    const liveness = new Liveness(container);
+    const shell = new Shell(container, liveness);
+    const agent = new FileAgent(container, { liveness });
+    const sandbox = new Sandbox(name, container, volume, shell, new Files(container, agent), agent, liveness);
     sandbox.deadline = deadline;
     try {
       // The file agent may be unable to run (an image without python3): files then use the archive API.
@@ -102,7 +120,11 @@ export class Sandbox {
    * Runs argv in a fresh exec (not the agent's shell), e.g. git for the patch. stdin is
    * closed after `stdin` is written; stdout is bounded by `maxBytes` (the rest is cut and flagged).
    */
-  async exec(argv: string[], opts: { stdin?: Buffer | string; timeoutSec?: number; maxBytes?: number; user?: string; env?: string[]; cwd?: string; put?: PutFile[] } = {}): Promise<ExecResult> {
+  exec(argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    return this.liveness.guard(this.execNow(argv, opts));
+  }
+
+  private async execNow(argv: string[], opts: ExecOptions): Promise<ExecResult> {
     const max = opts.maxBytes ?? 64 * 1024 * 1024;
     const put = checkPut(opts.put ?? []);
     // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise,
@@ -159,7 +181,7 @@ export class Sandbox {
     if (opts.signal?.aborted) onAbort();
     else opts.signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      await proc.ended;
+      await this.liveness.guard(proc.ended);
     } finally {
       opts.signal?.removeEventListener("abort", onAbort);
     }
@@ -191,7 +213,7 @@ export class Sandbox {
       const tar = [...TAR_EXTRACT, dir];
       let r: Awaited<ReturnType<FileAgent["run"]>>;
       try {
-        r = await this.agent.run(tar, { uid: 1000, gid: 1000, cwd: "/", stream: archive, timeoutSec: 600, maxBytes: 64 * 1024 });
+        r = await this.liveness.guard(this.agent.run(tar, { uid: 1000, gid: 1000, cwd: "/", stream: archive, timeoutSec: 600, maxBytes: 64 * 1024 }));
       } catch (err) {
         throw err instanceof StreamSourceError ? err.source : err;
       }
@@ -200,7 +222,7 @@ export class Sandbox {
       return true;
     }
     try {
-      await extractTarStream(this.container, dir, archive);
+      await this.liveness.guard(extractTarStream(this.container, dir, archive));
       return true;
     } catch (err) {
       if (err instanceof StreamUnavailable) return false;

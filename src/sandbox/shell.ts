@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults } from "../config.js";
 import { HeadTail } from "../truncate.js";
+import type { Liveness } from "./liveness.js";
 import { attachExec, type Attached } from "./attach.js";
 
 export interface RunOptions {
@@ -125,7 +126,10 @@ class Supervisor {
   private proc?: Attached;
   private waiter?: LineWaiter;
   private queue: Promise<unknown> = Promise.resolve();
-  constructor(private container: Docker.Container) {}
+  constructor(
+    private container: Docker.Container,
+    private liveness?: Liveness,
+  ) {}
 
   async ensure(): Promise<void> {
     if (this.proc?.alive) return;
@@ -155,7 +159,9 @@ class Supervisor {
       const nonce = randomBytes(8).toString("hex");
       const waiter = (this.waiter = new LineWaiter(`PBKILLED${nonce}:`));
       this.proc!.write(line(nonce));
-      const n = await Promise.race([waiter.done, this.proc!.ended.then(() => "0"), sleep(10_000).then(() => "0")]);
+      const answer = Promise.race([waiter.done, this.proc!.ended.then(() => "0"), sleep(10_000).then(() => "0")]);
+      // A container that is gone has nothing left to kill.
+      const n = await (this.liveness ? this.liveness.guard(answer).catch(() => "0") : answer);
       return Number(n) || 0;
     });
     this.queue = next.catch(() => undefined);
@@ -165,6 +171,12 @@ class Supervisor {
   close(): void {
     this.proc?.destroy();
   }
+}
+
+/** A command whose sandbox's container stopped: what it printed, and why it ended. */
+function lostResult(why: string, started: number, out?: HeadTail): RunResult {
+  const text = out?.text() ?? "";
+  return { output: `${text}${text ? "\n" : ""}[patchbay: ${why}: the sandbox is lost]`, exitCode: 255, timedOut: false, truncated: out?.truncated ?? false, durationMs: Date.now() - started, shellExited: true };
 }
 
 interface Pending {
@@ -185,8 +197,11 @@ export class Shell {
   private queue: Promise<unknown> = Promise.resolve();
   private readonly supervisor: Supervisor;
 
-  constructor(private container: Docker.Container) {
-    this.supervisor = new Supervisor(container);
+  constructor(
+    private container: Docker.Container,
+    private liveness?: Liveness,
+  ) {
+    this.supervisor = new Supervisor(container, liveness);
   }
 
   /** Starts the shell and the supervisor (in parallel); called by Sandbox.create. */
@@ -256,6 +271,7 @@ export class Shell {
 
   private async runNow(command: string, opts: RunOptions): Promise<RunResult> {
     const started = Date.now();
+    if (this.liveness?.gone) return lostResult(this.liveness.gone, started);
     let restarted = false;
     if (!this.proc?.alive) {
       await this.restartNow();
@@ -296,8 +312,20 @@ export class Shell {
       if (opts.signal?.aborted) r();
       else opts.signal?.addEventListener("abort", onAbort, { once: true });
     });
-    await Promise.race([ended, timeout, abort]);
+    // The container dying under the command (the runtime lost it) ends the wait at once: under
+    // gVisor the shell's stream would not end.
+    let lost: string | undefined;
+    const gone = this.liveness ? this.liveness.guard(ended).catch((err: Error) => void (lost = err.message)) : new Promise<void>(() => {});
+    await Promise.race([ended, timeout, abort, gone]);
     clearTimeout(timer);
+    if (lost !== undefined && !this.pendingDone(nonce)) {
+      if (pending.phase === "output" && pending.buf.length) out.push(pending.buf);
+      this.pending = undefined;
+      this.proc?.destroy();
+      this.proc = undefined;
+      if (onAbort) opts.signal?.removeEventListener("abort", onAbort);
+      return lostResult(lost, started, out);
+    }
     if (onAbort) opts.signal?.removeEventListener("abort", onAbort);
     const aborted = !this.pendingDone(nonce) && Boolean(opts.signal?.aborted);
     if (!this.pendingDone(nonce)) {

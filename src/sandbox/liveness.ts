@@ -1,0 +1,85 @@
+// Whether a sandbox's container still runs, watched while something waits on it. A container that
+// dies does not always end the streams of its execs: under gVisor, when the sandbox's kernel dies
+// (its own threads hit the pids limit, say), an exec's attach and stream stay open and a call
+// through it would wait forever, past the job's timeout. So every wait on the container (a shell
+// command, an exec, a file-agent request) is raced against this: while any is pending, the
+// container is inspected every `everyMs`; once it is seen stopped, every pending and later call
+// fails at once with the reason. Nothing is polled while nothing waits (between model turns).
+import type Docker from "dockerode";
+
+/** The sandbox's container stopped (the engine or the runtime lost it): not the command's doing. */
+export class SandboxGoneError extends Error {}
+
+const INSPECT_WAIT_MS = 10_000;
+
+export class Liveness {
+  private pending = 0;
+  private timer?: NodeJS.Timeout;
+  private polling = false;
+  private reason?: string;
+  private readonly listeners = new Set<(why: string) => void>();
+
+  constructor(
+    private readonly container: Pick<Docker.Container, "inspect">,
+    private readonly everyMs = 2000,
+  ) {}
+
+  /** Set once the container was seen stopped. */
+  get gone(): string | undefined {
+    return this.reason;
+  }
+
+  /** Resolves like `work`, or rejects with SandboxGoneError once the container is seen stopped. */
+  async guard<T>(work: Promise<T>): Promise<T> {
+    if (this.reason) {
+      work.catch(() => {});
+      throw new SandboxGoneError(this.reason);
+    }
+    let onGone!: (why: string) => void;
+    const gone = new Promise<never>((_, reject) => (onGone = (why) => reject(new SandboxGoneError(why))));
+    this.listeners.add(onGone);
+    if (this.pending++ === 0) this.schedule();
+    try {
+      return await Promise.race([work, gone]);
+    } finally {
+      this.listeners.delete(onGone);
+      if (--this.pending === 0) clearTimeout(this.timer);
+      work.catch(() => {}); // a call given up on may still fail later
+    }
+  }
+
+  /** Marks the container gone (e.g. seen stopped elsewhere): pending calls fail with `why`. */
+  lost(why: string): void {
+    if (this.reason) return;
+    this.reason = why;
+    clearTimeout(this.timer);
+    for (const l of [...this.listeners]) l(why);
+  }
+
+  private schedule(): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.poll(), this.everyMs);
+    this.timer.unref?.();
+  }
+
+  private async poll(): Promise<void> {
+    if (this.polling || this.reason || this.pending === 0) return;
+    this.polling = true;
+    try {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), INSPECT_WAIT_MS)));
+      // A 404 is a container that is gone; an engine that does not answer decides nothing.
+      const state = await Promise.race([
+        this.container.inspect().then(
+          (i) => i.State,
+          (err: { statusCode?: number }) => (err?.statusCode === 404 ? { Running: false, ExitCode: undefined } : undefined),
+        ),
+        late,
+      ]).finally(() => clearTimeout(timer));
+      if (state && !state.Running) this.lost(`the sandbox's container stopped (exit code ${state.ExitCode ?? "unknown"})`);
+    } finally {
+      this.polling = false;
+      if (!this.reason && this.pending > 0) this.schedule();
+    }
+  }
+}

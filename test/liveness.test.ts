@@ -1,0 +1,69 @@
+// Liveness (src/sandbox/liveness.ts) against a scripted container: no Docker, fast.
+import { describe, expect, it } from "vitest";
+import { Liveness, SandboxGoneError } from "../src/sandbox/liveness.js";
+
+type State = { Running: boolean; ExitCode?: number };
+/** A container whose inspect answers from `next` (a state, an error, or never), counting calls. */
+function container(next: () => Promise<{ State: State }>) {
+  const c = { calls: 0, inspect: () => (c.calls++, next()) };
+  return c;
+}
+const running = () => Promise.resolve({ State: { Running: true } });
+const stopped = (code: number) => () => Promise.resolve({ State: { Running: false, ExitCode: code } });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("Liveness", () => {
+  it("passes results and errors through, and inspects nothing while nothing waits", async () => {
+    const c = container(running);
+    const l = new Liveness(c as never, 20);
+    expect(await l.guard(Promise.resolve(7))).toBe(7);
+    await expect(l.guard(Promise.reject(new Error("own")))).rejects.toThrow("own");
+    await sleep(100);
+    expect(c.calls).toBe(0);
+    expect(await l.guard(sleep(70).then(() => "slow"))).toBe("slow"); // polled meanwhile, still running
+    expect(c.calls).toBeGreaterThanOrEqual(2);
+    const after = c.calls;
+    await sleep(100);
+    expect(c.calls).toBe(after);
+  });
+
+  it("a container seen stopped fails what waits within a poll, and every later call at once", async () => {
+    let state = running;
+    const c = container(() => state());
+    const l = new Liveness(c as never, 20);
+    const never = new Promise<never>(() => {});
+    const waiting = l.guard(never);
+    await sleep(50);
+    state = stopped(2);
+    const t0 = Date.now();
+    await expect(waiting).rejects.toThrow(new SandboxGoneError("the sandbox's container stopped (exit code 2)"));
+    expect(Date.now() - t0).toBeLessThan(500);
+    expect(l.gone).toBe("the sandbox's container stopped (exit code 2)");
+    const calls = c.calls;
+    await expect(l.guard(Promise.resolve(1))).rejects.toBeInstanceOf(SandboxGoneError);
+    expect(c.calls).toBe(calls); // known already: not asked again
+  });
+
+  it("a container that is gone (404) counts as stopped; an engine that fails or does not answer decides nothing", async () => {
+    const gone = new Liveness(container(() => Promise.reject(Object.assign(new Error("no such container"), { statusCode: 404 }))) as never, 20);
+    await expect(gone.guard(new Promise(() => {}))).rejects.toThrow("exit code unknown");
+
+    let n = 0;
+    const flaky = container(() => (++n === 1 ? Promise.reject(Object.assign(new Error("engine restarting"), { statusCode: 500 })) : running()));
+    const l = new Liveness(flaky as never, 20);
+    expect(await l.guard(sleep(120).then(() => "done"))).toBe("done");
+    expect(l.gone).toBeUndefined();
+
+    // An inspect that never answers holds back no caller.
+    const stuck = new Liveness(container(() => new Promise(() => {})) as never, 20);
+    expect(await stuck.guard(sleep(100).then(() => "fine"))).toBe("fine");
+  });
+
+  it("lost() fails pending and later calls with its reason", async () => {
+    const l = new Liveness(container(running) as never, 10_000);
+    const waiting = l.guard(new Promise(() => {}));
+    l.lost("the engine said so");
+    await expect(waiting).rejects.toThrow("the engine said so");
+    await expect(l.guard(Promise.resolve(0))).rejects.toThrow("the engine said so");
+  });
+});
