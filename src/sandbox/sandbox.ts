@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import type { Readable } from "node:stream";
 import { defaults, loadConfig, pidsProblem } from "../config.js";
 import { HeadTail } from "../truncate.js";
-import { attachExec } from "./attach.js";
+import { attachExec, type Attached } from "./attach.js";
 import { createContainer, defaultLimits, LABEL, PRIVATE_DIR, processLabel, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
@@ -61,6 +61,8 @@ const TOOLS_PROBE = "command -v tar >/dev/null || exit 3; head --version 2>/dev/
 
 export class Sandbox {
   private destroyed?: Promise<void>;
+  /** Execs still attached: a call given up on (its container seen stopped) leaves its stream open, closed on destroy. */
+  private readonly attached = new Set<Attached>();
   /** Whether the file agent can run tar, and whether the image's head is GNU's (asked once). */
   private agentTools?: Promise<{ tar: boolean; gnuHead: boolean }>;
   /** When the reaper may remove it whatever its owner (epoch seconds). */
@@ -155,9 +157,11 @@ export class Sandbox {
       out.push(Buffer.from(chunk));
       outLen += chunk.length;
     }, { user: opts.user, cwd: opts.cwd, env: ["HOME=/home/agent", ...(opts.env ?? [])] });
+    this.attached.add(proc);
     if (opts.stdin !== undefined) proc.write(opts.stdin);
     proc.endInput();
     await proc.ended;
+    this.attached.delete(proc);
     const info = await proc.exec.inspect();
     return { stdout: Buffer.concat(out), stderr: err.text(), exitCode: info.ExitCode ?? -1, truncated };
   }
@@ -172,6 +176,7 @@ export class Sandbox {
     const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
     const cmd = ["timeout", "-s", "KILL", String(opts.timeoutSec ?? defaults.shell.timeoutSec), "bash", "--noprofile", "--norc", "-c", `exec 2>&1 </dev/null\n${command}`];
     const proc = await attachExec(this.container, cmd, (chunk) => out.push(chunk), { env: ["HOME=/home/agent"] });
+    this.attached.add(proc);
     proc.endInput();
     let aborted = false;
     const onAbort = () => {
@@ -184,6 +189,7 @@ export class Sandbox {
       await this.liveness.guard(proc.ended);
     } finally {
       opts.signal?.removeEventListener("abort", onAbort);
+      if (!proc.alive) this.attached.delete(proc);
     }
     const exitCode = (await proc.exec.inspect()).ExitCode ?? -1;
     // timeout(1) exits 124 when it had to kill the command.
@@ -253,6 +259,8 @@ export class Sandbox {
     this.destroyed ??= (async () => {
       this.shell.close();
       this.agent.close();
+      for (const proc of this.attached) proc.destroy();
+      this.attached.clear();
       await removeQuietly(this.name, this.volume);
     })();
     return this.destroyed;
