@@ -249,9 +249,9 @@ export class Sandbox {
     return this.shell.killAgent(opts);
   }
 
-  /** False once destroyed, or once its shell's or file agent's connection dropped (a warm sandbox not worth handing out). */
+  /** False once destroyed, seen stopped, or once its shell's or file agent's connection dropped (a warm sandbox not worth handing out). */
   get alive(): boolean {
-    return !this.destroyed && this.shell.alive && this.agent.alive;
+    return !this.destroyed && !this.liveness.gone && this.shell.alive && this.agent.alive;
   }
 
   /** Removes the container and its volume. Idempotent; safe to call concurrently. */
