@@ -1,7 +1,7 @@
 // `patchbay doctor`: what is there and what to do about what is not.
 import { Redis } from "ioredis";
 import { loadConfig } from "./config.js";
-import { docker } from "./sandbox/docker.js";
+import { docker, LABEL } from "./sandbox/docker.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
 
 export interface Check {
@@ -51,6 +51,7 @@ export async function doctor(opts: DoctorOptions = {}): Promise<Check[]> {
     );
     const runsc = Boolean(info.Runtimes?.runsc);
     checks.push({ name: "gvisor", ok: runsc, required: false, detail: runsc ? "runtime runsc registered" : "runtime runsc not registered (jobs with runtime: runsc will fail)", fix: "apt-get install runsc and register it in /etc/docker/daemon.json with runtimeArgs [\"--network=none\"]" });
+    if (runsc && recipe !== undefined) checks.push(await gvisorStatx(config.image));
   }
   const key = Boolean(config.anthropicApiKey);
   checks.push({
@@ -61,4 +62,33 @@ export async function doctor(opts: DoctorOptions = {}): Promise<Check[]> {
     fix: "export ANTHROPIC_API_KEY=... (workers need it; the client commands do not)",
   });
   return checks;
+}
+
+/**
+ * Whether coreutils' `stat` works under runsc. The gVisor Debian 12 ships (20221219) refuses statx
+ * with AT_NO_AUTOMOUNT, which coreutils 9 uses: the agent's `ls PATH`, `ls -l` and `stat` then fail
+ * with "Invalid argument" under runsc (patchbay's own steps avoid them). One throwaway container.
+ */
+async function gvisorStatx(image: string): Promise<Check> {
+  const name = "gvisor statx";
+  const fix = "install a newer gVisor (runsc); patchbay's own steps do not need it, the agent's `ls PATH` and `stat` do";
+  let container: Awaited<ReturnType<ReturnType<typeof docker>["createContainer"]>> | undefined;
+  try {
+    container = await docker().createContainer({
+      Image: image, Entrypoint: [], Cmd: ["stat", "-c", "%n", "/"], User: "1000:1000", NetworkDisabled: true, Labels: { [LABEL.managed]: "1", [LABEL.deadline]: String(Math.floor(Date.now() / 1000) + 300) },
+      HostConfig: { Runtime: "runsc", NetworkMode: "none", ReadonlyRootfs: true, CapDrop: ["ALL"], SecurityOpt: ["no-new-privileges"], PidsLimit: 256 },
+    });
+    await container.start();
+    let timer: NodeJS.Timeout | undefined;
+    const waited = await Promise.race([container.wait() as Promise<{ StatusCode: number }>, new Promise<undefined>((r) => void (timer = setTimeout(() => r(undefined), 30_000)))]).finally(() => clearTimeout(timer));
+    if (!waited) return { name, ok: false, required: false, detail: "a container under runsc did not finish `stat /` within 30 s", fix };
+    if (waited.StatusCode === 0) return { name, ok: true, required: false, detail: "coreutils' stat (statx) works under runsc" };
+    const out = (await container.logs({ stdout: true, stderr: true })).toString("latin1");
+    const refused = /Invalid argument/.test(out);
+    return { name, ok: false, required: false, detail: refused ? "under runsc, coreutils' `stat`, `ls PATH` and `ls -l` fail with \"Invalid argument\": this gVisor refuses statx with AT_NO_AUTOMOUNT" : `\`stat /\` under runsc exited ${waited.StatusCode}`, fix };
+  } catch (err) {
+    return { name, ok: false, required: false, detail: `a container under runsc could not run: ${(err as Error).message}`, fix };
+  } finally {
+    await container?.remove({ force: true }).catch(() => {});
+  }
 }

@@ -1,5 +1,6 @@
 // The hardening, checked from inside a real container.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { doctor } from "../src/doctor.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
@@ -132,6 +133,24 @@ describe("gVisor runtime (runsc, registered by scripts/services.sh)", () => {
     await sb().files.write("/workspace/g.txt", Buffer.from("gvisor\r\n"));
     expect((await sb().files.read("/workspace/g.txt")).toString()).toBe("gvisor\r\n");
   });
+});
+
+describe("gVisor runtime: coreutils' statx (runsc)", () => {
+  // The gVisor Debian 12 ships refuses statx with AT_NO_AUTOMOUNT (coreutils 9's `stat`, `ls PATH`).
+  it("doctor says whether coreutils' stat works under runsc, as a runsc sandbox finds it", async () => {
+    const sb = await Sandbox.create({ runtime: "runsc", labels: { "patchbay.test": `gvisor-statx-${process.pid}` } });
+    let works: boolean;
+    try {
+      const r = await sb.shell.run("stat -c %n / >/dev/null 2>/tmp/err; echo $?; cat /tmp/err");
+      works = r.output.startsWith("0\n");
+      if (!works) expect(r.output).toMatch(/Invalid argument/);
+    } finally {
+      await sb.destroy();
+    }
+    const check = (await doctor({ redisUrl: "redis://127.0.0.1:9" })).find((c) => c.name === "gvisor statx");
+    expect(check).toMatchObject({ ok: works, required: false });
+    if (!works) expect(check!.detail).toMatch(/fail with "Invalid argument": this gVisor refuses statx with AT_NO_AUTOMOUNT/);
+  }, 120_000);
 });
 
 describe("gVisor runtime: the pids limit (runsc)", () => {
