@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { runJob, SandboxLostError } from "../src/job/run.js";
+import { runJob } from "../src/job/run.js";
 import { docker } from "../src/sandbox/docker.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import type { TranscriptEvent } from "../src/spec.js";
@@ -103,21 +103,6 @@ describe("runJob under gVisor (runsc)", () => {
     expect(result.filesChanged).toEqual(["clamp.py"]);
     expect(result.patch).toMatch(/-        return lo\n\+        return hi/);
     expect(result.verified).toBe(true);
-  }, 120_000);
-
-  // A fork bomb kills the whole gVisor sandbox (see sandbox-security's KNOWN HOLE), and the
-  // streams of its execs never end: the job waited on its next call past its own timeout.
-  it("a job whose gVisor sandbox dies under it ends within seconds as a lost sandbox (to be retried), not at its timeout", async () => {
-    let bombAt = 0;
-    const err = await run([reply(toolUse("bash", { command: ":(){ :|:& };: ; while :; do sleep 1; done" })), reply(toolUse("bash", { command: "echo alive" })), reply(text("Done."))], { runtime: "runsc", commandTimeoutSec: 4, timeoutSec: 600 }, { onEvent: (e) => void (e.type === "tool_call" && (bombAt ||= Date.now())) }).then(
-      (r) => r.result,
-      (e: Error) => e,
-    );
-    expect(err).toBeInstanceOf(SandboxLostError);
-    expect((err as Error).message).toMatch(/the sandbox's container stopped \(exit code \d+\)/);
-    // The command's own 4 s, then one poll (2 s) finds the container stopped. (Before: 27 s, ending
-    // on the engine's 409s after the supervisor's and the shell's own waits.)
-    expect(Date.now() - bombAt).toBeLessThan(15_000);
   }, 120_000);
 });
 

@@ -59,6 +59,16 @@ describe("Liveness", () => {
     expect(await stuck.guard(sleep(100).then(() => "fine"))).toBe("fine");
   });
 
+  it("the engine's 409 (not running) for a call is checked at once: a stopped container makes it SandboxGoneError with the exit code", async () => {
+    const notRunning = () => Object.assign(new Error("(HTTP code 409) container stopped/paused - Container abc is not running"), { statusCode: 409 });
+    const l = new Liveness(container(stopped(2)) as never, 10_000);
+    await expect(l.guard(Promise.reject(notRunning()))).rejects.toThrow(new SandboxGoneError("the sandbox's container stopped (exit code 2)"));
+    // Running after all (a race with a restart, say): the engine's own error stands.
+    const up = new Liveness(container(running) as never, 10_000);
+    await expect(up.guard(Promise.reject(notRunning()))).rejects.toThrow(/HTTP code 409/);
+    expect(up.gone).toBeUndefined();
+  });
+
   it("lost() fails pending and later calls with its reason", async () => {
     const l = new Liveness(container(running) as never, 10_000);
     const waiting = l.guard(new Promise(() => {}));

@@ -1,6 +1,8 @@
 // The hardening, checked from inside a real container.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AnthropicModel } from "../src/agent/model.js";
 import { doctor } from "../src/doctor.js";
+import { runJob, SandboxLostError } from "../src/job/run.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
@@ -161,6 +163,28 @@ describe("gVisor runtime: the pids limit (runsc)", () => {
   // checkpoint, where the same bomb is likely to kill it again. Under runc the same bomb is held
   // (above). Passes while the bomb kills the sandbox; once it survives this goes red, and must
   // become a plain it().
+  // What a job does when that happens. The streams of a dead gVisor sandbox's execs never end:
+  // the job waited on its next call past its own timeout. (Here, in this file, it runs after the
+  // runc bomb above and never beside it.)
+  it("a job whose gVisor sandbox a fork bomb kills ends within seconds as a lost sandbox (to be retried), not at its timeout", async () => {
+    const fake = await startFakeAnthropic([reply(toolUse("bash", { command: ":(){ :|:& };: ; while :; do sleep 1; done" })), reply(toolUse("bash", { command: "echo alive" })), reply(text("Done."))]);
+    let bombAt = 0;
+    try {
+      const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
+      const err = await runJob(
+        { task: "t", repo: { path: CLAMP }, runtime: "runsc", commandTimeoutSec: 4, timeoutSec: 600 },
+        { model, labels: { "patchbay.test": `gvisor-bomb-job-${process.pid}` }, onEvent: (e) => void (e.type === "tool_call" && (bombAt ||= Date.now())) },
+      ).then((r) => r, (e: Error) => e);
+      expect(err).toBeInstanceOf(SandboxLostError);
+      expect((err as Error).message).toMatch(/the sandbox's container stopped \(exit code \d+\)/);
+      // The command's own 4 s, then a poll (2 s) or the engine's 409 finds the container stopped.
+      // (Before: 27 s, ending on a raw 409 after the supervisor's and the shell's own waits.)
+      expect(Date.now() - bombAt).toBeLessThan(15_000);
+    } finally {
+      await fake.close();
+    }
+  }, 120_000);
+
   it.fails("KNOWN HOLE: a fork bomb under runsc is held at the pids limit and the sandbox still answers", async () => {
     const sb = await Sandbox.create({ runtime: "runsc", labels: { "patchbay.test": `gvisor-bomb-${process.pid}` } });
     try {

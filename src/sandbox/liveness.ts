@@ -41,6 +41,12 @@ export class Liveness {
     if (this.pending++ === 0) this.schedule();
     try {
       return await Promise.race([work, gone]);
+    } catch (err) {
+      // The engine refusing a call because the container is not running (409) is the same news,
+      // sooner than a poll: asked once now, so that the reason carries the exit code.
+      if (!this.reason && !(err instanceof SandboxGoneError) && notRunning(err)) await this.poll(true);
+      if (this.reason && !(err instanceof SandboxGoneError)) throw new SandboxGoneError(this.reason);
+      throw err;
     } finally {
       this.listeners.delete(onGone);
       if (--this.pending === 0) clearTimeout(this.timer);
@@ -62,8 +68,8 @@ export class Liveness {
     this.timer.unref?.();
   }
 
-  private async poll(): Promise<void> {
-    if (this.polling || this.reason || this.pending === 0) return;
+  private async poll(now = false): Promise<void> {
+    if (this.polling || this.reason || (this.pending === 0 && !now)) return;
     this.polling = true;
     try {
       let timer: NodeJS.Timeout | undefined;
@@ -83,3 +89,6 @@ export class Liveness {
     }
   }
 }
+
+/** Docker's 409 for a call into a container that is not running ("container … is not running"). */
+const notRunning = (err: unknown) => (err as { statusCode?: number } | null)?.statusCode === 409 && /not running|stopped/i.test(String((err as Error).message));

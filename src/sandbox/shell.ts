@@ -191,8 +191,11 @@ export class Shell {
     // The container dying under the command (the runtime lost it) ends the wait at once: under
     // gVisor the shell's stream would not end.
     let lost: string | undefined;
-    const gone = this.liveness ? this.liveness.guard(ended).catch((err: Error) => void (lost = err.message)) : new Promise<void>(() => {});
+    let release!: () => void; // the wait on the container ends with this one (a timed-out command's `ended` never comes)
+    const released = new Promise<void>((r) => (release = r));
+    const gone = this.liveness ? this.liveness.guard(Promise.race([ended, released])).catch((err: Error) => void (lost = err.message)) : new Promise<void>(() => {});
     await Promise.race([ended, timeout, abort, gone]);
+    release();
     clearTimeout(timer);
     if (lost !== undefined && !this.pendingDone(nonce)) {
       if (pending.phase === "output" && pending.buf.length) out.push(pending.buf);
