@@ -89,7 +89,7 @@ export class Shell {
     // Docker closes an exec's stream only ~2 s after the process exits; an EXIT trap tells at once.
     this.session = randomBytes(8).toString("hex");
     const trap = `trap 'builtin printf "\\nPBEXIT${this.session}:%d\\n" $?' EXIT\n`;
-    const { proc, pid } = await startBash(this.container, SHELL_INIT + trap, (b) => this.onData(b), undefined, this.liveness);
+    const { proc, pid } = await startBash(this.container, SHELL_INIT + trap, (b) => this.onData(b));
     this.proc = proc;
     this.pid = pid;
     void proc.ended.then(() => {

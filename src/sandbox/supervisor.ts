@@ -5,7 +5,7 @@ import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { attachExec, type Attached } from "./attach.js";
-import { Liveness } from "./liveness.js";
+import type { Liveness } from "./liveness.js";
 
 // The supervisor is a root bash (CAP_KILL, nothing else of use) that the agent can neither signal
 // nor write to. Kill pass: SIGSTOP first so nothing can fork while we sweep (fork bombs), then
@@ -49,26 +49,36 @@ export class LineWaiter {
 /**
  * Starts a bash on an attached exec, runs `init` and waits for its pid. A container that dies under
  * a starting exec does not always end the exec's stream, or even its attach (gVisor's, when its
- * sandbox process hits the pids limit): the start is raced against the container's state
- * (`liveness`: the sandbox's, or one of its own).
+ * sandbox process hits the pids limit): its state is checked once a second while the start waits.
  */
-export async function startBash(container: Docker.Container, init: string, onData: (b: Buffer) => void, user?: string, liveness = new Liveness(container, 1000)) {
+export async function startBash(container: Docker.Container, init: string, onData: (b: Buffer) => void, user?: string) {
   init += `builtin printf 'PBREADY:%s\\n' "$$"\n`;
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
+  let started = false;
+  const stopped = (async () => {
+    while (!started) {
+      await sleep(1000);
+      const state = await container.inspect().then((i) => i.State, () => undefined);
+      if (!started && !state?.Running) return `the sandbox's container stopped while its shell started (exit code ${state?.ExitCode ?? "unknown"})`;
+    }
+    return undefined;
+  })();
+  const fail = (why: string | undefined) => Promise.reject(new Error(why ?? "the sandbox shell exited while starting (is the container running?)"));
   const attaching = attachExec(container, BASH, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: ENV, user });
   try {
-    const proc = await liveness.guard(attaching);
+    const proc = await Promise.race([attaching, stopped.then(fail)]);
     proc.write(init);
-    const pid = await liveness.guard(Promise.race([waiter.done, proc.ended.then(() => undefined)])).catch((err: Error) => (proc.destroy(), Promise.reject(err)));
+    const pid = await Promise.race([waiter.done, proc.ended.then(() => undefined), stopped]);
     if (pid === undefined || !/^\d+$/.test(pid)) {
       proc.destroy();
-      throw new Error("the sandbox shell exited while starting (is the container running?)");
+      return await fail(pid);
     }
     return { proc, pid: Number(pid) };
   } catch (err) {
     void attaching.then((p) => p.destroy(), () => {}); // an attach that comes after we gave up
     throw err;
   } finally {
+    started = true;
     waiter = undefined;
   }
 }
@@ -84,7 +94,7 @@ export class Supervisor {
 
   async ensure(): Promise<void> {
     if (this.proc?.alive) return;
-    ({ proc: this.proc } = await startBash(this.container, SUPERVISOR_INIT, (b) => this.waiter?.feed(b), "0:0", this.liveness));
+    ({ proc: this.proc } = await startBash(this.container, SUPERVISOR_INIT, (b) => this.waiter?.feed(b), "0:0"));
   }
 
   /**
