@@ -3,6 +3,7 @@ import { Redis } from "ioredis";
 import { loadConfig } from "./config.js";
 import { docker, LABEL } from "./sandbox/docker.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
+import { settleWithin } from "./timeout.js";
 
 export interface Check {
   name: string;
@@ -79,8 +80,7 @@ async function gvisorStatx(image: string): Promise<Check> {
       HostConfig: { Runtime: "runsc", NetworkMode: "none", ReadonlyRootfs: true, CapDrop: ["ALL"], SecurityOpt: ["no-new-privileges"], PidsLimit: 256 },
     });
     await container.start();
-    let timer: NodeJS.Timeout | undefined;
-    const waited = await Promise.race([container.wait() as Promise<{ StatusCode: number }>, new Promise<undefined>((r) => void (timer = setTimeout(() => r(undefined), 30_000)))]).finally(() => clearTimeout(timer));
+    const waited = await settleWithin(container.wait() as Promise<{ StatusCode: number }>, 30_000);
     if (!waited) return { name, ok: false, required: false, detail: "a container under runsc did not finish `stat /` within 30 s", fix };
     if (waited.StatusCode === 0) return { name, ok: true, required: false, detail: "coreutils' stat (statx) works under runsc" };
     const out = (await container.logs({ stdout: true, stderr: true })).toString("latin1");

@@ -14,6 +14,7 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
 import { nonNegInt, positiveInt } from "../spec-fields.js";
 import { checkpointDiff, PatchTooLargeError, type PatchOptions } from "./patch.js";
+import { withTimeout } from "../timeout.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
 const MessageSchema = z.object({
@@ -238,12 +239,7 @@ export class Checkpointer {
   }
 }
 
-function within<T>(p: Promise<T>, ms: number): Promise<T | void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`the checkpoint store did not answer within ${ms} ms`)), ms)));
-  p.catch(() => {});
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
-}
+const within = <T>(p: Promise<T>, ms: number) => withTimeout(p, ms, `the checkpoint store did not answer within ${ms} ms`);
 
 /** The loop state a checkpoint holds, as the loop takes it back. */
 export function turnStateOf(c: Checkpoint): TurnState {

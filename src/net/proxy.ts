@@ -12,6 +12,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, type AllowRule } from "./allow.js";
+import { withTimeout } from "../timeout.js";
 
 export interface EgressLimits {
   /** Open connections per job at once (client side). */
@@ -105,11 +106,6 @@ export class EgressProxy {
     const first = addresses[0];
     return { reason: first ? `resolves to a ${addressClass(first)} address (${first})` : "DNS lookup found no address" };
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() => clearTimeout(timer));
 }
 
 const HOP_BY_HOP = new Set(["connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"]);

@@ -7,14 +7,11 @@ import { defaults } from "../config.js";
 import type { ModelError } from "../agent/model.js";
 import type { Log } from "../log.js";
 import { docker, statusOf } from "../sandbox/docker.js";
+import { withTimeout } from "../timeout.js";
 
 export type Health = { ok: true } | { ok: false; reason: string };
 
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms)));
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
-}
+const within = <T>(p: Promise<T>, ms: number, what: string) => withTimeout(p, ms, `${what} did not answer within ${ms} ms`);
 
 /** Can this host run sandboxes: does its Docker engine answer, and does it have the sandbox image? */
 export async function checkEngine(image: string, timeoutMs: number): Promise<Health> {

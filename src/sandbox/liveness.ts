@@ -6,6 +6,7 @@
 // container is inspected every `everyMs`; once it is seen stopped, every pending and later call
 // fails at once with the reason. Nothing is polled while nothing waits (between model turns).
 import type Docker from "dockerode";
+import { settleWithin } from "../timeout.js";
 
 /** The sandbox's container stopped (the engine or the runtime lost it): not the command's doing. */
 export class SandboxGoneError extends Error {}
@@ -72,16 +73,14 @@ export class Liveness {
     if (this.polling || this.reason || (this.pending === 0 && !now)) return;
     this.polling = true;
     try {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), INSPECT_WAIT_MS)));
       // A 404 is a container that is gone; an engine that does not answer decides nothing.
-      const state = await Promise.race([
+      const state = await settleWithin(
         this.container.inspect().then(
           (i) => i.State,
           (err: { statusCode?: number }) => (err?.statusCode === 404 ? { Running: false, ExitCode: undefined } : undefined),
         ),
-        late,
-      ]).finally(() => clearTimeout(timer));
+        INSPECT_WAIT_MS,
+      );
       if (state && !state.Running) this.lost(`the sandbox's container stopped (exit code ${state.ExitCode ?? "unknown"})`);
     } finally {
       this.polling = false;

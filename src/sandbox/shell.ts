@@ -197,15 +197,14 @@ export class Shell {
     await Promise.race([ended, timeout, abort, gone]);
     release();
     clearTimeout(timer);
+    if (onAbort) opts.signal?.removeEventListener("abort", onAbort);
     if (lost !== undefined && !this.pendingDone(nonce)) {
       if (pending.phase === "output" && pending.buf.length) out.push(pending.buf);
       this.pending = undefined;
       this.proc?.destroy();
       this.proc = undefined;
-      if (onAbort) opts.signal?.removeEventListener("abort", onAbort);
       return lostResult(lost, started, out);
     }
-    if (onAbort) opts.signal?.removeEventListener("abort", onAbort);
     const aborted = !this.pendingDone(nonce) && Boolean(opts.signal?.aborted);
     if (!this.pendingDone(nonce)) {
       timedOut = true;
