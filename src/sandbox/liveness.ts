@@ -43,7 +43,7 @@ export class Liveness {
     try {
       return await Promise.race([work, gone]);
     } catch (err) {
-      // The engine refusing a call because the container is not running (409) is the same news,
+      // The engine refusing a call because the container is not running is the same news,
       // sooner than a poll: asked once now, so that the reason carries the exit code.
       if (!this.reason && !(err instanceof SandboxGoneError) && notRunning(err)) await this.poll(true);
       if (this.reason && !(err instanceof SandboxGoneError)) throw new SandboxGoneError(this.reason);
@@ -89,5 +89,5 @@ export class Liveness {
   }
 }
 
-/** Docker's 409 for a call into a container that is not running ("container … is not running"). */
-const notRunning = (err: unknown) => (err as { statusCode?: number } | null)?.statusCode === 409 && /not running|stopped/i.test(String((err as Error).message));
+/** The engine refusing a call into a container that is not running (409, or 500 from an exec: "… is not running"). */
+const notRunning = (err: unknown) => [409, 500].includes((err as { statusCode?: number } | null)?.statusCode ?? 0) && /not running/i.test(String((err as Error).message));
