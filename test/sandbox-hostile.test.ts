@@ -98,8 +98,9 @@ describe("the file agent is out of the agent's reach (real engine)", () => {
 
   it("runs as root with the agent's file identity: new files are uid 1000's", async () => {
     await sb().files.write("/workspace/owned.txt", Buffer.from("x"));
-    const r = await sb().shell.run("stat -c '%u:%g %a' /workspace/owned.txt; ps -o user=,args= -C python3 | grep -c '^root .*python3 -I -S'");
-    expect(r.output).toBe("1000:1000 644\n1\n");
+    // Two root pythons: the file agent and the supervisor; none of the agent's uid.
+    const r = await sb().shell.run("stat -c '%u:%g %a' /workspace/owned.txt; ps -o user=,args= -C python3 | grep -c '^root .*python3 -I -S'; ps -o user=,args= -C python3 | grep -vc '^root '");
+    expect(r.output).toBe("1000:1000 644\n2\n0\n");
   });
 
   it("cannot be written to or signalled by the agent; a forged header never reaches the worker", async () => {

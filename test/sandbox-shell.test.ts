@@ -109,7 +109,8 @@ describe("sandbox.shell (real engine)", () => {
 });
 
 // The end of a command is told by a marker with a fresh random nonce: `\nPBEND<32 hex>:<code>`
-// (and `PBSTART<32 hex>:` before it); `\nPBEXIT<16 hex>:<code>` says the shell itself exited. A
+// (and `PBSTART<32 hex>:` before it); `\nPBEXIT:<code>` says the shell itself exited (believed once the
+// supervisor sees the shell's pid dead). A
 // command that prints markers must neither end early nor change its exit code.
 describe("sandbox.shell: spoofed end markers (real engine)", () => {
   const sb = useSandbox();
@@ -156,11 +157,14 @@ describe("sandbox.shell: spoofed end markers (real engine)", () => {
   // KNOWN HOLES in src/sandbox/shell.ts. Each it.fails runs the attack and passes while the attack
   // works: once shell.ts is fixed it goes red, and must become a plain it(). They only let a
   // command fool the agent about its own output: verify and the patch do not use the shell.
-  // 2. The EXIT trap carries the session nonce in its text: `trap -p EXIT` shows it, so a command
-  //    can fake "the shell exited" with any exit code.
-  it.fails("KNOWN HOLE: the session nonce read from `trap -p` cannot fake the shell's exit", async () => {
+  // The EXIT trap once carried a session nonce that `trap -p EXIT` showed, so a command could fake
+  // "the shell exited". Now its line has no nonce at all and is believed only once the supervisor
+  // (root) sees the shell's pid dead: a command printing the very line the trap prints, from the
+  // shell itself and from a child, is output.
+  it("a command printing the EXIT trap's own line (from `trap -p`) cannot fake the shell's exit", async () => {
     await sb().shell.run("export SPOOF_KEEP=kept");
-    const r = await sb().shell.run(spoofing("$(trap -p EXIT | grep -oE '[0-9a-f]{16,}')"), { timeoutSec: 20 });
+    const r = await sb().shell.run(`eval "$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\\1/")"; sh -c 'printf "\\nPBEXIT:0\\n"'; ${spoofing("")}`, { timeoutSec: 20 });
+    expect(r.output.match(/PBEXIT:0/g)).toHaveLength(2);
     await expectNotSpoofed(r);
   });
 

@@ -15,6 +15,9 @@ export interface Attached {
   /** Resolves when the process's output stream ends (it exited or the socket closed). */
   readonly ended: Promise<void>;
   readonly alive: boolean;
+  /** Stops reading the process's output: once the socket's buffers fill, the writers in the container block. */
+  pause(): void;
+  resume(): void;
   destroy(): void;
 }
 
@@ -106,6 +109,8 @@ export async function attachExec(
     get alive() {
       return alive;
     },
+    pause: () => void socket.pause(),
+    resume: () => void socket.resume(),
     destroy: () => {
       alive = false;
       socket.destroy();

@@ -251,7 +251,9 @@ def supervise(p, r, gen):
     for t in readers: t.join(2)
     if any(t.is_alive() for t in readers): return lingered(p)
     return ran(p, code, killed, out, err)
-OPS = {"stat": op_stat, "read": op_read, "write": op_write, "mkdirp": op_mkdirp, "remove": op_remove, "list": op_list, "digest": op_digest, "run": op_run}
+def op_hello(r, body):
+    return {"pid": os.getpid(), "root": IS_ROOT}, b""
+OPS = {"hello": op_hello, "stat": op_stat, "read": op_read, "write": op_write, "mkdirp": op_mkdirp, "remove": op_remove, "list": op_list, "digest": op_digest, "run": op_run}
 while True:
     line = inp.readline()
     if not line: break

@@ -94,6 +94,12 @@ export class FileAgent {
     this.liveness = opts.liveness;
   }
 
+  private agentPid?: number;
+  /** Its pid in the container (a kill of the agent's uid must spare it under gVisor, where it is that uid). */
+  get pid(): number | undefined {
+    return this.proc?.alive ? this.agentPid : undefined;
+  }
+
   /** Not failed: running, or never started (an image without python3 stays on the archive API). */
   get alive(): boolean {
     return !this.proc || this.proc.alive;
@@ -109,7 +115,8 @@ export class FileAgent {
         void proc.ended.then(() => {
           if (this.proc === proc) this.fail();
         });
-        const probe = await this.call({ op: "stat", path: "/" });
+        const probe = await this.call({ op: "hello" });
+        this.agentPid = typeof probe?.header.pid === "number" ? probe.header.pid : undefined;
         return probe !== undefined && !probe.header.error;
       } catch {
         return false;

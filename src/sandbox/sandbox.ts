@@ -104,8 +104,8 @@ export class Sandbox {
       mounts: opts.mounts,
     });
     const liveness = new Liveness(container);
-    const shell = new Shell(container, liveness);
     const agent = new FileAgent(container, { liveness });
+    const shell = new Shell(container, { liveness, pidsLimit: limits.pids, keep: () => (agent.pid ? [agent.pid] : []) });
     const sandbox = new Sandbox(name, container, volume, shell, new Files(container, agent), agent, liveness);
     sandbox.deadline = deadline;
     try {

@@ -9,7 +9,7 @@ import { defaults } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import type { Liveness } from "./liveness.js";
 import type { Attached } from "./attach.js";
-import { startBash, Supervisor } from "./supervisor.js";
+import { startBash, Supervisor, type KillReport } from "./supervisor.js";
 
 export interface RunOptions {
   timeoutSec?: number;
@@ -34,20 +34,27 @@ export interface RunResult {
 }
 
 // stderr joins stdout for the whole session so output is interleaved as a terminal shows it.
-// The last-pid field of /proc/loadavg is the watermark: every process a command starts has a
-// higher pid (pids are per namespace and a sandbox never comes near wrapping them). gVisor shows
-// 0 there; a throwaway background `:` gives the same number for one fork.
+// The EXIT trap says the shell is ending (Docker closes an exec's stream only ~2 s after its
+// process exits, and later while a background process holds it): it carries no nonce, and the
+// worker believes it only once the supervisor sees the shell's pid dead.
 const SHELL_INIT = String.raw`
 exec 2>&1
 exec {__pb_fd}>&1
 unset HISTFILE
 __pb_mem() { local k v f; __pb_o=0; for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && __pb_o=$v; done < "$f"; return 0; fi; done; }
 __pb_mem; __pb_oom=$__pb_o
-__pb_pre() { trap 'return 124' USR1; local wm; read -r _ _ _ _ wm < /proc/loadavg; case "$wm" in ""|0) : & wm=$!; wait $!;; esac; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:%s\n' "$1" "$wm"; }
+__pb_pre() { trap 'return 124' USR1; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:\n' "$1"; }
 __pb_exec() { : __pb; eval "$__pb_cmd"; }
 trap 'return 124' USR1
 __pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom" ]; then __pb_oom=$__pb_o; builtin printf '\n[patchbay: the command was killed by the kernel: the sandbox ran out of memory]'; fi; fi; builtin printf '\nPBEND%s:%d\n' "$1" "$2"; }
+trap 'builtin printf "\nPBEXIT:%d\n" $?' EXIT
 `;
+
+/** Output that arrives while no command runs (a background `yes`) is dropped up to this much; then the stream is paused until the next command. */
+const IDLE_BYTES = 256 * 1024;
+/** Output held while the supervisor checks a claimed shell exit; past it the stream is paused. */
+const HOLD_BYTES = 1024 * 1024;
+const EXIT_MARKER = Buffer.from("\nPBEXIT:");
 
 /** A command whose sandbox's container stopped: what it printed, and why it ended. */
 function lostResult(why: string, started: number, out?: HeadTail): RunResult {
@@ -58,26 +65,59 @@ function lostResult(why: string, started: number, out?: HeadTail): RunResult {
 interface Pending {
   nonce: string;
   phase: "start" | "output";
+  /** Bytes held back: what could be the start of a marker split across chunks (a few bytes). */
   buf: Buffer;
-  watermark?: number;
   shellExited?: boolean;
+  /** A claimed shell exit the supervisor is checking: the output from the claim on, held. */
+  checking?: { code: number; held: Buffer[]; bytes: number };
   out: HeadTail;
   finish: (exitCode: number | null) => void;
 }
 
+/**
+ * The first marker in `buf` at or after `from`: complete with its exit status (1-3 digits and a
+ * newline), or `partial` when it may yet complete with the next chunk. Anything else after the
+ * marker text means it is not one: it stays output, and no more than a few bytes are ever held.
+ */
+export function findMarker(buf: Buffer, marker: Buffer, from = 0): { at: number; code?: number; end?: number } | undefined {
+  for (let i = buf.indexOf(marker, from); i >= 0; i = buf.indexOf(marker, i + 1)) {
+    const s = i + marker.length;
+    const after = buf.subarray(s, s + 4).toString("latin1");
+    const m = /^(\d{1,3})\n/.exec(after);
+    if (m) return { at: i, code: Number(m[1]), end: s + m[0].length };
+    if (/^\d{0,3}$/.test(after) && buf.length - s < 4) return { at: i };
+  }
+  return undefined;
+}
+
+export interface ShellOptions {
+  /** Fails every wait on the container once it is seen stopped. */
+  liveness?: Liveness;
+  /** The sandbox's pids limit (see Supervisor). */
+  pidsLimit?: number;
+  /** Pids no kill may touch although they run as the agent's uid: the file agent's under gVisor. */
+  keep?: () => number[];
+}
+
 export class Shell {
   private proc?: Attached;
-  private session = "";
   private pid = 0;
   private pending?: Pending;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly supervisor: Supervisor;
+  private readonly liveness?: Liveness;
+  private readonly keep: () => number[];
+  /** Output dropped since the last command ended; past IDLE_BYTES the stream is paused. */
+  private idleBytes = 0;
+  private paused = false;
 
   constructor(
     private container: Docker.Container,
-    private liveness?: Liveness,
+    opts: ShellOptions = {},
   ) {
-    this.supervisor = new Supervisor(container, liveness);
+    this.liveness = opts.liveness;
+    this.keep = opts.keep ?? (() => []);
+    this.supervisor = new Supervisor(container, opts.liveness, opts.pidsLimit);
   }
 
   /** Starts the shell and the supervisor (in parallel); called by Sandbox.create. */
@@ -86,14 +126,17 @@ export class Shell {
   }
 
   private async spawn(): Promise<void> {
-    // Docker closes an exec's stream only ~2 s after the process exits; an EXIT trap tells at once.
-    this.session = randomBytes(8).toString("hex");
-    const trap = `trap 'builtin printf "\\nPBEXIT${this.session}:%d\\n" $?' EXIT\n`;
-    const { proc, pid } = await startBash(this.container, SHELL_INIT + trap, (b) => this.onData(b));
+    const { proc, pid } = await startBash(this.container, SHELL_INIT, (b) => this.onData(b));
     this.proc = proc;
     this.pid = pid;
+    this.paused = false;
+    this.idleBytes = 0;
     void proc.ended.then(() => {
-      if (this.proc === proc) this.pending?.finish(null);
+      if (this.proc !== proc || !this.pending) return;
+      // The exec's stream ended (the engine's word, not the shell's): a claimed exit is true.
+      const p = this.pending;
+      if (p.checking) p.shellExited = true;
+      p.finish(p.checking?.code ?? null);
     });
   }
 
@@ -104,16 +147,12 @@ export class Shell {
 
   /** Runs one command in the persistent shell. Commands are serialised. */
   run(command: string, opts: RunOptions = {}): Promise<RunResult> {
-    const next = this.queue.then(() => this.runNow(command, opts));
-    this.queue = next.catch(() => undefined);
-    return next;
+    return this.serial(() => this.runNow(command, opts));
   }
 
   /** A fresh shell: every process of the agent is killed, cwd and env start over. */
   restart(): Promise<void> {
-    const next = this.queue.then(() => this.restartNow());
-    this.queue = next.catch(() => undefined);
-    return next;
+    return this.serial(() => this.restartNow());
   }
 
   close(): void {
@@ -122,18 +161,27 @@ export class Shell {
   }
 
   /**
-   * Kills every process of the agent (uid 1000), e.g. before the patch and verify, so nothing the
-   * agent left running can change files or print into them. With `keepShell` the idle shell and
-   * its state (cwd, env) survive; otherwise the next command gets a fresh shell. Resolves to how
-   * many processes were killed.
+   * Kills every process of the agent (uid 1000), atomically, and waits until they are dead: e.g.
+   * before the patch, so nothing the agent left running can change files under it. With
+   * `keepShell` the idle shell and its state (cwd, env) survive; otherwise the next command gets a
+   * fresh shell. Resolves to how many processes were killed; rejects if any survived.
    */
   killAgent(opts: { keepShell?: boolean } = {}): Promise<number> {
-    const next = this.queue.then(async () => {
-      if (opts.keepShell && this.proc?.alive) return this.supervisor.killAbove(1, 0, this.pid);
+    return this.serial(async () => {
+      if (opts.keepShell && this.proc?.alive) return this.killed(await this.supervisor.kill("others", this.pid, this.keep()));
       this.proc?.destroy();
       this.proc = undefined;
-      return this.supervisor.killAbove(1);
+      return this.killed(await this.supervisor.kill("all", 0, this.keep()));
     });
+  }
+
+  private killed(r: KillReport): number {
+    if (r.left > 0) throw new Error(`${r.left} of the agent's processes were still alive after SIGKILL`);
+    return r.killed;
+  }
+
+  private serial<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(work);
     this.queue = next.catch(() => undefined);
     return next;
   }
@@ -141,7 +189,7 @@ export class Shell {
   private async restartNow(): Promise<void> {
     this.proc?.destroy();
     this.proc = undefined;
-    await this.supervisor.killAbove(1); // the agent's uid only: root's init and our helpers survive
+    this.killed(await this.supervisor.kill("all", 0, this.keep())); // the agent's uid only: root's init and our helpers survive
     await this.spawn();
   }
 
@@ -154,8 +202,9 @@ export class Shell {
       restarted = this.proc !== undefined;
     }
     // Processes the agent left in the background (a fork bomb, say) may hold the pids limit, so
-    // that this command could not even fork: they are killed, and the output says so.
-    const reclaimed = await this.supervisor.reclaim(this.pid);
+    // that this command could not even fork: they are killed, and the output says so. Then the
+    // supervisor notes what runs before this command: a timeout kills only what came after.
+    const reclaimed = await this.supervisor.begin(this.pid, this.keep());
     const timeoutSec = opts.timeoutSec ?? defaults.shell.timeoutSec;
     const nonce = randomBytes(16).toString("hex");
     const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
@@ -174,43 +223,31 @@ export class Shell {
         },
       };
     });
+    this.idleBytes = 0;
+    if (this.paused) {
+      // What background processes wrote meanwhile comes first and is dropped before PBSTART.
+      this.paused = false;
+      this.proc!.resume();
+    }
     // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
     // that reads stdin gets EOF instead of eating the protocol.
     const text = command.replace(/\0/g, "");
     this.proc!.write(`__pb_pre ${nonce}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd; __pb_post ${nonce} $?\n`);
 
-    let timedOut = false;
-    let timer: NodeJS.Timeout | undefined;
-    let onAbort: (() => void) | undefined;
-    const timeout = new Promise<void>((r) => (timer = setTimeout(r, timeoutSec * 1000)));
-    const abort = new Promise<void>((r) => {
-      onAbort = () => r();
-      if (opts.signal?.aborted) r();
-      else opts.signal?.addEventListener("abort", onAbort, { once: true });
-    });
-    // The container dying under the command (the runtime lost it) ends the wait at once: under
-    // gVisor the shell's stream would not end.
-    let lost: string | undefined;
-    let release!: () => void; // the wait on the container ends with this one (a timed-out command's `ended` never comes)
-    const released = new Promise<void>((r) => (release = r));
-    const gone = this.liveness ? this.liveness.guard(Promise.race([ended, released])).catch((err: Error) => void (lost = err.message)) : new Promise<void>(() => {});
-    await Promise.race([ended, timeout, abort, gone]);
-    release();
-    clearTimeout(timer);
-    if (onAbort) opts.signal?.removeEventListener("abort", onAbort);
-    if (lost !== undefined && !this.pendingDone(nonce)) {
+    const stop = await this.waitFor(ended, timeoutSec, opts.signal);
+    if (stop.lost !== undefined && !this.pendingDone(nonce)) {
       if (pending.phase === "output" && pending.buf.length) out.push(pending.buf);
       this.pending = undefined;
       this.proc?.destroy();
       this.proc = undefined;
-      return lostResult(lost, started, out);
+      return lostResult(stop.lost, started, out);
     }
     const aborted = !this.pendingDone(nonce) && Boolean(opts.signal?.aborted);
+    let timedOut = false;
     if (!this.pendingDone(nonce)) {
       timedOut = true;
-      const wm = this.pending?.watermark;
-      if (wm !== undefined) {
-        await this.supervisor.killAbove(wm, this.pid);
+      if (pending.phase === "output") {
+        this.killed(await this.supervisor.kill("command", this.pid, this.keep()));
         await Promise.race([ended, sleep(3000)]);
       }
       if (!this.pendingDone(nonce)) {
@@ -221,7 +258,10 @@ export class Shell {
       }
     }
     // Output held back while looking for a marker that never came (the shell died or was replaced).
-    if (pending.phase === "output" && pending.buf.length && exitCode === null) out.push(pending.buf);
+    if (pending.phase === "output" && exitCode === null) {
+      if (pending.buf.length) out.push(pending.buf);
+      for (const b of pending.checking?.held ?? []) out.push(b);
+    }
     this.pending = undefined;
     let output = out.text();
     if (reclaimed) output = `[patchbay: ${reclaimed} background processes held the sandbox's process limit; they were killed before this command ran]\n${output}`;
@@ -231,51 +271,108 @@ export class Shell {
     return { output, exitCode: exitCode ?? (timedOut ? 124 : 255), timedOut: timedOut && !aborted, ...(aborted ? { aborted } : {}), truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}), ...(shellExited ? { shellExited } : {}) };
   }
 
+  /**
+   * Waits for the command to end, its timeout, the signal, or its container to stop (under gVisor
+   * the shell's stream would not end): `lost` says why the container is gone.
+   */
+  private async waitFor(ended: Promise<void>, timeoutSec: number, signal?: AbortSignal): Promise<{ lost?: string }> {
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const timeout = new Promise<void>((r) => (timer = setTimeout(r, timeoutSec * 1000)));
+    const abort = new Promise<void>((r) => {
+      onAbort = () => r();
+      if (signal?.aborted) r();
+      else signal?.addEventListener("abort", onAbort, { once: true });
+    });
+    let lost: string | undefined;
+    let release!: () => void; // the wait on the container ends with this one (a timed-out command's `ended` never comes)
+    const released = new Promise<void>((r) => (release = r));
+    const gone = this.liveness ? this.liveness.guard(Promise.race([ended, released])).catch((err: Error) => void (lost = err.message)) : new Promise<void>(() => {});
+    await Promise.race([ended, timeout, abort, gone]);
+    release();
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener("abort", onAbort);
+    return { lost };
+  }
+
   private pendingDone(nonce: string): boolean {
     return this.pending?.nonce !== nonce;
   }
 
+  /** Output while no command runs: dropped, and past IDLE_BYTES the stream is paused (the writers block). */
+  private idle(chunk: Buffer): void {
+    this.idleBytes += chunk.length;
+    if (this.idleBytes > IDLE_BYTES && !this.paused && this.proc) {
+      this.paused = true;
+      this.proc.pause();
+    }
+  }
+
   private onData(chunk: Buffer): void {
     const p = this.pending;
-    if (!p) return; // output of background jobs between commands
+    if (!p) return this.idle(chunk);
+    if (p.checking) {
+      // Held until the supervisor says whether the shell really exited; a flood meanwhile pauses the stream.
+      p.checking.held.push(Buffer.from(chunk));
+      if ((p.checking.bytes += chunk.length) > HOLD_BYTES && !this.paused) {
+        this.paused = true;
+        this.proc?.pause();
+      }
+      return;
+    }
     let buf = p.buf.length ? Buffer.concat([p.buf, chunk]) : chunk;
     if (p.phase === "start") {
-      const marker = `PBSTART${p.nonce}:`;
+      const marker = `PBSTART${p.nonce}:\n`;
       const i = buf.indexOf(marker);
-      const nl = i >= 0 ? buf.indexOf(10, i) : -1;
-      if (nl < 0) {
-        p.buf = Buffer.from(buf.subarray(Math.max(0, buf.length - 4096)));
+      if (i < 0) {
+        p.buf = Buffer.from(buf.subarray(Math.max(0, buf.length - marker.length)));
         return;
       }
-      p.watermark = Number(buf.subarray(i + marker.length, nl).toString("latin1"));
       p.phase = "output";
-      buf = buf.subarray(nl + 1);
+      buf = buf.subarray(i + marker.length);
     }
-    let marker = Buffer.from(`\nPBEND${p.nonce}:`);
-    let i = buf.indexOf(marker);
-    const exit = Buffer.from(`\nPBEXIT${this.session}:`);
-    const j = buf.indexOf(exit);
-    if (j >= 0 && (i < 0 || j < i)) {
-      // The command ended the shell (exit, exec, set -e): report its status, replace it next time.
-      [marker, i] = [exit, j];
-      p.shellExited = true;
-    }
-    if (i < 0) {
+    const end = findMarker(buf, Buffer.from(`\nPBEND${p.nonce}:`));
+    const exit = findMarker(buf, EXIT_MARKER);
+    const first = end && exit ? (exit.at < end.at ? exit : end) : (end ?? exit);
+    if (!first) {
       // Hold back what could be the start of a marker split across chunks.
-      const keep = Math.min(buf.length, marker.length + 16);
+      const keep = Math.min(buf.length, Math.max(EXIT_MARKER.length, p.nonce.length + 7) + 4);
       p.out.push(buf.subarray(0, buf.length - keep));
       p.buf = Buffer.from(buf.subarray(buf.length - keep));
       return;
     }
-    const nl = buf.indexOf(10, i + marker.length);
-    if (nl < 0) {
-      p.out.push(buf.subarray(0, i));
-      p.buf = Buffer.from(buf.subarray(i));
+    p.out.push(buf.subarray(0, first.at));
+    if (first.code === undefined) {
+      p.buf = Buffer.from(buf.subarray(first.at)); // a marker's first bytes: at most a few
       return;
     }
-    p.out.push(buf.subarray(0, i));
-    if (p.shellExited) this.proc?.destroy();
-    p.finish(Number(buf.subarray(i + marker.length, nl).toString("latin1")));
+    p.buf = Buffer.alloc(0);
+    if (first === end) return p.finish(first.code);
+    this.checkExit(p, first.code, buf.subarray(first.at));
+  }
+
+  /**
+   * The shell says it is exiting (its EXIT trap): believed only once the supervisor sees its pid
+   * dead. A command that prints the same line is shown as output and the command goes on.
+   */
+  private checkExit(p: Pending, code: number, rest: Buffer): void {
+    p.checking = { code, held: [Buffer.from(rest)], bytes: rest.length };
+    const pid = this.pid;
+    void this.supervisor.dead(pid).catch(() => false).then((dead) => {
+      if (this.pending !== p || !p.checking) return;
+      const held = Buffer.concat(p.checking.held);
+      p.checking = undefined;
+      if (this.paused) {
+        this.paused = false;
+        this.proc?.resume();
+      }
+      if (dead && pid === this.pid) {
+        p.shellExited = true;
+        this.proc?.destroy();
+        return p.finish(code);
+      }
+      p.out.push(held.subarray(0, EXIT_MARKER.length));
+      this.onData(held.subarray(EXIT_MARKER.length));
+    });
   }
 }
-

@@ -1,31 +1,12 @@
-// The supervisor: a second small bash per sandbox, as root, that stops and kills the agent's
-// processes (Docker cannot kill an exec), and the start of a bash on an attached exec that the
-// shell (shell.ts) and the supervisor share.
+// The supervisor: a small root process per sandbox (python3, supervisor-script.ts) that kills the
+// agent's processes (Docker cannot kill an exec), and the start of a helper on an attached exec that
+// the shell (shell.ts) and the supervisor share.
 import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { attachExec, type Attached } from "./attach.js";
 import type { Liveness } from "./liveness.js";
-
-// The supervisor is a root bash (CAP_KILL, nothing else of use) that the agent can neither signal
-// nor write to. Kill pass: SIGSTOP first so nothing can fork while we sweep (fork bombs), then
-// SIGKILL, every process whose real uid is the agent's, above a pid watermark, but one excepted pid;
-// again until a pass finds none (up to 8), since a bomb forks between the passes of one sweep.
-// Only builtins (it lives in /proc, so the glob lists pids): it must work when the pids limit
-// leaves no room for a new process. bash's read keeps what it read ahead in one buffer for every
-// file, and gives it back with an lseek that fails once the process is gone: lines of a process that
-// died mid-check then come first from the next file read. So a status counts only from its own Name
-// line to its Uid line, with its own Pid in between (else a uid-1000 line of a dead process once
-// stopped root's processes: the file agent, the supervisor itself); numbers read elsewhere are checked.
-const SUPERVISOR_INIT = String.raw`
-exec 2>&1
-cd /proc
-__pb_agent() { local k r z= me=; while read -r k r _; do case "$k" in Name:) z= me=;; State:) z=$r;; Pid:) [ "$r" = "$1" ] && me=1;; Uid:) [ -n "$me" ] && [ "$z" != Z ] && [ "$r" = 1000 ]; return;; esac; done 2>/dev/null < "$1/status"; return 1; }
-__pb_sweep() { local p pass n=0; for pass in 1 2 3; do for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -STOP "$p" 2>/dev/null; fi; done; done; for p in [0-9]*; do if [ "$p" -gt "$1" ] && [ "$p" != "$2" ] && __pb_agent "$p"; then kill -KILL "$p" 2>/dev/null && n=$((n+1)); fi; done; __pb_n=$n; }
-__pb_sweeps() { local r t=0; for r in 1 2 3 4 5 6 7 8; do __pb_sweep "$1" "$2"; t=$((t+__pb_n)); [ "$__pb_n" = 0 ] && break; done; __pb_n=$t; }
-__pb_kill() { [ "$3" -gt 0 ] && kill -USR1 "$3" 2>/dev/null; __pb_sweeps "$1" "$4"; builtin printf 'PBKILLED%s:%d\n' "$2" "$__pb_n"; }
-__pb_reclaim() { local d c=0 m=max; for d in /sys/fs/cgroup /sys/fs/cgroup/pids; do if [ -r $d/pids.current ]; then read -r c < $d/pids.current; read -r m < $d/pids.max; break; fi; done; __pb_n=0; case "$c$m" in *[!0-9a-z]*) c=0 m=max;; esac; if [ "$m" != max ] && [ $((c * 4)) -ge $((m * 3)) ]; then __pb_sweeps 1 "$2"; fi; builtin printf 'PBKILLED%s:%d\n' "$1" "$__pb_n"; }
-`;
+import { SUPERVISOR_SCRIPT } from "./supervisor-script.js";
 
 const BASH = ["bash", "--noprofile", "--norc"];
 const ENV = ["TERM=dumb", "PAGER=cat", "GIT_PAGER=cat", "PS1="];
@@ -51,23 +32,27 @@ export class LineWaiter {
  * a starting exec does not always end the exec's stream, or even its attach (gVisor's, when its
  * sandbox process hits the pids limit): its state is checked once a second while the start waits.
  */
-export async function startBash(container: Docker.Container, init: string, onData: (b: Buffer) => void, user?: string) {
-  init += `builtin printf 'PBREADY:%s\\n' "$$"\n`;
+export function startBash(container: Docker.Container, init: string, onData: (b: Buffer) => void, user?: string) {
+  return startHelper(container, BASH, onData, { user, env: ENV, init: `${init}builtin printf 'PBREADY:%s\\n' "$$"\n` });
+}
+
+/** Starts `argv` on an attached exec (writing `init` to it) and waits for its `PBREADY:<pid>` line. */
+export async function startHelper(container: Docker.Container, argv: string[], onData: (b: Buffer) => void, o: { user?: string; env?: string[]; cwd?: string; init?: string }) {
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
   let started = false;
   const stopped = (async () => {
     while (!started) {
       await sleep(1000);
       const state = await container.inspect().then((i) => i.State, () => undefined);
-      if (!started && !state?.Running) return `the sandbox's container stopped while its shell started (exit code ${state?.ExitCode ?? "unknown"})`;
+      if (!started && !state?.Running) return `the sandbox's container stopped while its ${argv[0]} started (exit code ${state?.ExitCode ?? "unknown"})`;
     }
     return undefined;
   })();
-  const fail = (why: string | undefined) => Promise.reject(new Error(why ?? "the sandbox shell exited while starting (is the container running?)"));
-  const attaching = attachExec(container, BASH, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: ENV, user });
+  const fail = (why: string | undefined) => Promise.reject(new Error(why ?? `the sandbox's ${argv[0]} exited while starting (is the container running, and is ${argv[0]} in its image?)`));
+  const attaching = attachExec(container, argv, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: o.env, user: o.user, cwd: o.cwd });
   try {
     const proc = await Promise.race([attaching, stopped.then(fail)]);
-    proc.write(init);
+    if (o.init) proc.write(o.init);
     const pid = await Promise.race([waiter.done, proc.ended.then(() => undefined), stopped]);
     if (pid === undefined || !/^\d+$/.test(pid)) {
       proc.destroy();
@@ -83,6 +68,15 @@ export async function startBash(container: Docker.Container, init: string, onDat
   }
 }
 
+/** Who a kill spares: `all` nothing but `keep`; `others` the shell too; `command` what ran before the command began. */
+export type KillMode = "all" | "others" | "command";
+
+export interface KillReport {
+  killed: number;
+  /** Targets still alive after the supervisor's wait (uninterruptible sleep, say): never expected. */
+  left: number;
+}
+
 export class Supervisor {
   private proc?: Attached;
   private waiter?: LineWaiter;
@@ -90,46 +84,73 @@ export class Supervisor {
   constructor(
     private container: Docker.Container,
     private liveness?: Liveness,
+    /** The sandbox's pids limit: where the container shows no pids cgroup (gVisor), tasks are counted against it. */
+    private pidsLimit = 0,
   ) {}
 
   async ensure(): Promise<void> {
     if (this.proc?.alive) return;
-    ({ proc: this.proc } = await startBash(this.container, SUPERVISOR_INIT, (b) => this.waiter?.feed(b), "0:0"));
+    const argv = ["python3", "-I", "-S", "-u", "-c", SUPERVISOR_SCRIPT, String(this.pidsLimit)];
+    ({ proc: this.proc } = await startHelper(this.container, argv, (b) => this.waiter?.feed(b), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] }));
   }
 
   /**
-   * Stops and kills every process of the agent's uid with a pid above `watermark`, except
-   * `except`; resolves to how many were killed. `abortShell` gets SIGUSR1 first: its trap returns
-   * from the running command, so the rest of a list (`sleep 1000; echo never`) does not run.
+   * Before a command: when the agent's processes hold three quarters of the pids limit or more (a
+   * fork bomb left running), kills all of them but `shell` and `keep`; then notes every process
+   * of the agent's as "before" this command (see kill's `command`). Resolves to how many were killed.
    */
-  killAbove(watermark: number, abortShell = 0, except = 0): Promise<number> {
-    return this.call((nonce) => `__pb_kill ${watermark} ${nonce} ${abortShell} ${except}\n`);
+  async begin(shell: number, keep: number[] = []): Promise<number> {
+    return (await this.call(`begin %N ${shell} ${pidList(keep)}`)).killed;
   }
 
   /**
-   * When the agent's processes hold three quarters of the pids limit or more, kills all of them but
-   * `keep` (a fork bomb rises and falls near the limit; a real workload stays far below it).
+   * Kills the agent's processes, atomically against fork (see supervisor-script.ts), and waits
+   * for them to be dead: `all` but `keep`; `others` but `shell` and `keep`; `command` the ones
+   * started since the last begin but `shell` and `keep`, after SIGUSR1 to `shell` (its trap
+   * returns from the running command, so the rest of a list, `sleep 1000; echo never`, does not run).
    */
-  reclaim(keep: number): Promise<number> {
-    return this.call((nonce) => `__pb_reclaim ${nonce} ${keep}\n`);
+  kill(mode: KillMode, shell = 0, keep: number[] = []): Promise<KillReport> {
+    return this.call(`kill %N ${mode} ${shell} ${pidList(keep)}`);
   }
 
-  private call(line: (nonce: string) => string): Promise<number> {
-    const next = this.queue.then(async () => {
-      await this.ensure();
-      const nonce = randomBytes(8).toString("hex");
-      const waiter = (this.waiter = new LineWaiter(`PBKILLED${nonce}:`));
-      this.proc!.write(line(nonce));
-      const answer = Promise.race([waiter.done, this.proc!.ended.then(() => "0"), sleep(10_000).then(() => "0")]);
-      // A container that is gone has nothing left to kill.
-      const n = await (this.liveness ? this.liveness.guard(answer).catch(() => "0") : answer);
-      return Number(n) || 0;
-    });
+  /** Whether `pid` is dead (or dies within a second). */
+  async dead(pid: number): Promise<boolean> {
+    return (await this.call(`dead %N ${pid}`)).killed === 1;
+  }
+
+  private call(line: string): Promise<KillReport> {
+    // Once more after a failure: the agent can kill the supervisor in the moment it has the agent's
+    // uid (see supervisor-script.ts); a new one then does the work.
+    const next = this.queue.then(() => this.callNow(line).catch(() => this.callNow(line)));
     this.queue = next.catch(() => undefined);
     return next;
+  }
+
+  private async callNow(line: string): Promise<KillReport> {
+    {
+      await this.ensure();
+      const nonce = randomBytes(8).toString("hex");
+      const waiter = (this.waiter = new LineWaiter(`PB${nonce} `));
+      this.proc!.write(`${line.replace("%N", nonce)}\n`);
+      const answer = Promise.race([waiter.done, this.proc!.ended.then(() => "-1 -1"), sleep(30_000).then(() => "-1 -1")]);
+      // A container that is gone has nothing left to kill.
+      const a = await (this.liveness ? this.liveness.guard(answer).catch(() => "0 0") : answer);
+      const [killed = -1, left = -1] = a.split(" ").map(Number);
+      if (killed < 0 || left < 0) {
+        // It died (or hung) under the request: the next request starts a new one.
+        this.proc?.destroy();
+        throw new SupervisorError(`the sandbox's supervisor did not answer "${line.split(" ")[0]}"`);
+      }
+      return { killed, left };
+    }
   }
 
   close(): void {
     this.proc?.destroy();
   }
 }
+
+/** The supervisor died or hung under a request (it was given up; the next request starts a new one). */
+export class SupervisorError extends Error {}
+
+const pidList = (pids: number[]) => (pids.filter((p) => Number.isInteger(p) && p > 0).join(",") || "-");
