@@ -1,13 +1,16 @@
-// Container files through the archive API, byte-exact, against a real container.
-import { describe, expect, it } from "vitest";
+// Container files, byte-exact, against a real container, and always with the agent's permissions.
+import { beforeAll, describe, expect, it } from "vitest";
+import type { FileAgent } from "../src/sandbox/file-agent.js";
 import { Files } from "../src/sandbox/files.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
+import { Toolbox } from "../src/tools/index.js";
 import { useSandbox } from "./support/sandbox.js";
 
-// Both lanes: the in-container file agent (the default) and the archive API (bulk and fallback).
+// Both lanes: the in-container file agent (the default) and a `docker exec` as uid 1000 (the
+// fallback where the agent cannot run: an image without python3, an agent that cannot restart).
 describe.each([
   ["file agent", (s: Sandbox) => s.files],
-  ["archive API", (s: Sandbox) => new Files(s.container)],
+  ["docker exec", (s: Sandbox) => new Files(s.container)],
 ])("sandbox.files via %s (real engine)", (_lane, filesOf) => {
   const box = useSandbox();
   const sb = () => ({ files: filesOf(box()), shell: box().shell });
@@ -73,6 +76,26 @@ describe.each([
     await expect(sb().files.read("relative.txt")).rejects.toThrow(/must be absolute/);
   });
 
+  it("acts as uid 1000: a root-only file, /root and the private store are refused; nothing is written where uid 1000 may not", async () => {
+    const root = (cmd: string) => box().exec(["bash", "-c", cmd], { user: "0:0" });
+    await root("umask 077; echo ROOT-CANARY > /tmp/root-only; echo kept > /tmp/root-owned; chmod 644 /tmp/root-owned; echo x > /root/r.txt; chmod 644 /root/r.txt");
+    for (const p of ["/tmp/root-only", "/root/r.txt", "/patchbay/git/config"]) await expect(sb().files.read(p), p).rejects.toThrow(/permission denied/);
+    await expect(sb().files.stat("/root/r.txt")).rejects.toThrow(/permission denied/);
+    await expect(sb().files.write("/tmp/root-owned", Buffer.from("overwritten"))).rejects.toThrow(/permission denied/);
+    await expect(sb().files.write("/patchbay/planted", Buffer.from("x"))).rejects.toThrow(/permission denied/);
+    await expect(sb().files.mkdirp("/patchbay/planted-dir")).rejects.toThrow(/permission denied/);
+    await expect(sb().files.remove("/tmp/root-owned")).rejects.toThrow(/permission denied|operation not permitted/i);
+    const after = await root("cat /tmp/root-owned; ls -A /patchbay");
+    expect(after.stdout.toString()).not.toMatch(/overwritten|planted/);
+    expect(after.stdout.toString()).toMatch(/^kept\n/);
+  });
+
+  it("refuses a FIFO and other non-regular files to read, without hanging", async () => {
+    await sb().shell.run("rm -f /workspace/fifo; mkfifo /workspace/fifo");
+    await expect(sb().files.read("/workspace/fifo")).rejects.toThrow(/not a regular file/);
+    await expect(sb().files.read("/dev/null")).rejects.toThrow(/not a regular file/);
+  });
+
   it("mkdirp creates missing parents owned by uid 1000", async () => {
     await sb().files.mkdirp("/workspace/a/b/c");
     await sb().files.write("/workspace/a/b/c/f.txt", Buffer.from("deep"));
@@ -81,13 +104,16 @@ describe.each([
   });
 });
 
-describe("sandbox.files: hostile paths and a full disk (real engine)", () => {
-  const box = useSandbox({ limits: { diskMb: 8 } });
+describe.each([
+  ["file agent", (s: Sandbox) => s.files],
+  ["docker exec", (s: Sandbox) => new Files(s.container)],
+])("sandbox.files via %s: hostile paths and a full disk (real engine)", (_lane, filesOf) => {
+  const sandbox = useSandbox({ limits: { diskMb: 8 } });
+  const box = () => ({ files: filesOf(sandbox()), shell: sandbox().shell, real: sandbox() });
 
   it("rejects a NUL byte in a path with a clear error and keeps working", async () => {
     await expect(box().files.read("/workspace/a\0b")).rejects.toThrow(/NUL byte/);
-    const { Toolbox } = await import("../src/tools/index.js");
-    const r = await new Toolbox(box()).run({ id: "x", name: "str_replace_based_edit_tool", input: { command: "view", path: "/workspace/\ud800" } });
+    const r = await new Toolbox(box().real).run({ id: "x", name: "str_replace_based_edit_tool", input: { command: "view", path: "/workspace/\ud800" } });
     expect(r.isError).toBe(true);
     await box().files.write("/workspace/ok.txt", Buffer.from("still fine"));
     expect((await box().files.read("/workspace/ok.txt")).toString()).toBe("still fine");
@@ -149,5 +175,36 @@ describe("sandbox.files.digest: a tree's fingerprint (real engine)", () => {
     expect(await box().files.digest("/workspace/many", 5)).toMatch(/^[0-9a-f]{40}$/);
     await sh("mkdir -p /workspace/many/closed && chmod 000 /workspace/many/closed");
     expect(await box().files.digest("/workspace/many")).toBeUndefined();
+  });
+});
+
+// The fallback as a job meets it: a sandbox whose file agent died and cannot be started again (a
+// fork bomb holding the pids limit at the restart; an image without python3 takes the same path).
+describe("a sandbox whose file agent is dead: the editor acts as uid 1000 (real engine)", () => {
+  const box = useSandbox();
+  const edit = (input: Record<string, unknown>) => new Toolbox(box()).run({ id: "t", name: "str_replace_based_edit_tool", input });
+  beforeAll(async () => {
+    const agent = (box() as unknown as { agent: FileAgent }).agent;
+    (agent as unknown as { argv: string[] }).argv = ["/nonexistent/python3"]; // every restart fails
+    agent.close();
+    expect(await agent.request({ op: "stat", path: "/" })).toBeUndefined();
+  });
+
+  it("view of a root-only file, of /root or the private store is refused, as through the file agent; the workspace works", async () => {
+    await box().exec(["bash", "-c", "umask 077; echo ROOT-CANARY > /tmp/secret; echo ROOT-CANARY > /root/secret"], { user: "0:0" });
+    for (const p of ["/tmp/secret", "/root/secret", "/root", "/patchbay", "/patchbay/git/config"]) {
+      const r = await edit({ command: "view", path: p });
+      expect(r.isError, `${p}: ${r.content}`).toBe(true);
+      expect(r.content, p).toMatch(/ermission denied/);
+      expect(r.content).not.toContain("ROOT-CANARY");
+    }
+    const made = await edit({ command: "create", path: "/patchbay/planted", file_text: "x\n" });
+    expect(made.isError).toBe(true);
+    expect((await box().exec(["ls", "-A", "/patchbay"], { user: "0:0" })).stdout.toString()).not.toMatch(/planted/);
+
+    expect((await edit({ command: "create", path: "/workspace/a.txt", file_text: "one\ntwo\n" })).isError).toBe(false);
+    expect((await edit({ command: "str_replace", path: "/workspace/a.txt", old_str: "two", new_str: "TWO" })).isError).toBe(false);
+    expect((await edit({ command: "view", path: "/workspace/a.txt" })).content).toMatch(/1\tone\n\s*2\tTWO/);
+    expect((await box().exec(["stat", "-c", "%u:%g %a", "/workspace/a.txt"])).stdout.toString()).toBe("1000:1000 644\n");
   });
 });

@@ -88,7 +88,7 @@ built from the same context (paths, sizes, modes, mtimes).
         const r = await buildImageFrom(String(values.from), String(values.tag), { force: Boolean(values.force) });
         const ms = Date.now() - t0;
         if (values.json) console.log(JSON.stringify({ tag: r.tag, recipe: r.context, how: r.how, ms, bases: r.bases, check: r.check }));
-        else process.stderr.write(`[image] ${r.tag} ${r.how === "cached" ? "is up to date" : `built in ${(ms / 1000).toFixed(1)} s`}; runs as uid ${r.check.uid}${r.check.python3 ? "" : " (no python3: file operations use the slower archive API)"}\n`);
+        else process.stderr.write(`[image] ${r.tag} ${r.how === "cached" ? "is up to date" : `built in ${(ms / 1000).toFixed(1)} s`}; runs as uid ${r.check.uid}${r.check.python3 ? "" : " (no python3: each file operation is a slower docker exec)"}\n`);
         return 0;
       } catch (err) {
         if (err instanceof ImageFromError) throw new CliError(err.message);

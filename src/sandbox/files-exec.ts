@@ -1,0 +1,205 @@
+// The file operations' fallback when the file agent cannot run (an image without python3, or an
+// agent that cannot be restarted): one `docker exec` per operation, as uid 1000, of bash and
+// coreutils (what every sandbox image has). The engine's archive API would act as root: a read of
+// /root, a write into /patchbay (the private git store) or over a root-owned file would pass.
+// Here the kernel checks every open as the agent's uid. A read opens the file once and takes its
+// type, size, mode and owner from that open file (/proc/self/fd/3), so no swap in between can pair
+// one file's bytes with another's check. The process is the agent's uid, so the agent can meddle
+// with it: what it says is bounded, parsed strictly, and only ever reaches the agent itself.
+import type Docker from "dockerode";
+import { HeadTail } from "../truncate.js";
+import { attachExec } from "./attach.js";
+
+// LC_ALL=C: the error texts below are matched in English. BASH_ENV/ENV empty: no startup file.
+const ENV = ["LC_ALL=C", "BASH_ENV=", "ENV=", "HOME=/home/agent"];
+
+// stat -L (coreutils) first; gVisor 20221219 refuses its statx (EINVAL), find -printf then.
+// Prints "TYPE|SIZE|MODE|MTIME" for the path followed to its end (TYPE: file, directory, other).
+const SCRIPT = String.raw`
+meta() {
+  local o t
+  o=$(stat -L -c '%F|%s|%a|%Y' -- "$1" 2>&1) || {
+    [[ $o == *"Invalid argument"* ]] && o=$(find -L "$1" -maxdepth 0 -printf '%y|%s|%m|%T@' 2>&1) || { printf '%s\n' "$o" >&2; return 1; }
+  }
+  case ${"$"}{o%%|*} in "regular file"|"regular empty file"|f) t=file;; directory|d) t=directory;; *) t=other;; esac
+  printf '%s|%s' "$t" "${"$"}{o#*|}"
+}
+# A command's path output exactly (a name may end in a newline).
+exact() { local r; r=$("$@" && echo .) || return 1; printf '%s' "${"$"}{r%$'\n.'}"; }
+op=$1 p=$2
+case $op in
+stat)
+  m=$(meta "$p") || exit 3
+  r=$(exact realpath -e -- "$p") || exit 3
+  [[ -L $p ]] && l=1 || l=0
+  printf '%s|%s\n%s' "$m" "$l" "$r" ;;
+read)
+  [[ -d $p ]] && exit 21
+  [[ -p $p ]] && exit 22  # a FIFO would hold the open (one swapped in later only until the timeout)
+  exec 3<"$p" || exit 3
+  m=$(meta /proc/self/fd/3) || exit 3
+  case $m in file\|*) ;; directory\|*) exit 21;; *) exit 22;; esac
+  s=${"$"}{m#*|}; s=${"$"}{s%%|*}
+  (( s > $3 )) && { printf '%s\n' "$s"; exit 27; }
+  o=$(stat -L -c '%u|%g' /proc/self/fd/3 2>/dev/null || find -L /proc/self/fd/3 -maxdepth 0 -printf '%U|%G') || exit 3
+  r=$(exact readlink /proc/self/fd/3) || exit 3
+  printf '%s|%s|%s\n%s\n' "$m" "$o" "${"$"}{#r}" "$r"
+  exec head -c $(( $3 + 1 )) <&3 ;;
+write)
+  n=$3 mode=$4
+  [[ -d $p ]] && exit 21
+  umask 022
+  # Opened without O_CREAT's truncation when it exists, so its mode and owner stay; a dangling
+  # symlink is written through; a new file is made exclusively.
+  if [[ -e $p || -L $p ]]; then
+    [[ ! -e $p || -f $p ]] || exit 22
+    exec 3<>"$p" || exit 3
+  else
+    set -C; exec 3>"$p" || exit 3; set +C
+  fi
+  [[ -f /proc/self/fd/3 ]] || exit 22
+  # Reserve the space first: on a full disk the write fails before the old content is gone.
+  if command -v fallocate >/dev/null; then
+    o=$(fallocate -l $(( n > 0 ? n : 1 )) /proc/self/fd/3 2>&1) || [[ $o != *"No space"* ]] || exit 28
+  fi
+  head -c "$n" >&3 || exit 3
+  pos=; while read -r k v; do [[ $k == pos: ]] && pos=$v; done < /proc/$BASHPID/fdinfo/3
+  [[ -n $pos && $pos != "$n" ]] && { echo "short write: $pos of $n bytes" >&2; exit 5; }
+  truncate -s "$n" /proc/self/fd/3 || exit 3
+  [[ -z $mode ]] || chmod "$mode" /proc/self/fd/3 || exit 3 ;;
+mkdirp)
+  [[ -e $p && ! -d $p ]] && exit 20
+  umask 022; mkdir -p -- "$p" || exit 3 ;;
+remove)
+  [[ -d $p && ! -L $p ]] && exit 21
+  rm -- "$p" || exit 3 ;;
+*) exit 99 ;;
+esac
+`;
+
+export type ExecCode = "ENOENT" | "ENOTDIR" | "EACCES" | "EISDIR" | "EROFS" | "ENOSPC" | "EFBIG" | "EINVAL" | "EIO";
+
+export class ExecFileError extends Error {
+  constructor(
+    message: string,
+    readonly code: ExecCode,
+    /** EFBIG: the file's size. */
+    readonly size?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** The script's own exit codes, and for 3 (a tool failed) the errno its words name. */
+function codeOf(exit: number, stderr: string): ExecCode {
+  const own: Record<number, ExecCode> = { 2: "ENOENT", 5: "EIO", 20: "ENOTDIR", 21: "EISDIR", 22: "EINVAL", 27: "EFBIG", 28: "ENOSPC" };
+  if (own[exit]) return own[exit]!;
+  if (exit !== 3) return "EIO";
+  const words: [RegExp, ExecCode][] = [
+    [/No such file or directory/, "ENOENT"],
+    [/Not a directory/, "ENOTDIR"],
+    [/Permission denied|Operation not permitted/, "EACCES"],
+    [/Is a directory/, "EISDIR"],
+    [/Read-only file system/, "EROFS"],
+    [/No space left on device|Disk quota exceeded/, "ENOSPC"],
+    [/Too many levels of symbolic links|File exists/, "EINVAL"],
+  ];
+  return words.find(([re]) => re.test(stderr))?.[1] ?? "EIO";
+}
+
+export interface ExecStat {
+  type: "file" | "directory" | "other";
+  size: number;
+  mode: number;
+  mtime: string;
+  real: string;
+  link: boolean;
+}
+
+export class ExecFiles {
+  constructor(
+    private container: Docker.Container,
+    private timeoutSec = 60,
+  ) {}
+
+  /** Runs one operation; stdout up to `maxOut` bytes (more is a protocol violation). */
+  private async run(args: string[], maxOut: number, stdin?: Buffer): Promise<{ out: Buffer; exit: number; stderr: string }> {
+    const out: Buffer[] = [];
+    let outLen = 0;
+    let over = false;
+    const err = new HeadTail(4096);
+    const cmd = ["timeout", "-s", "KILL", String(this.timeoutSec), "bash", "--noprofile", "--norc", "-c", SCRIPT, "pb-files", ...args];
+    const proc = await attachExec(
+      this.container,
+      cmd,
+      (chunk, stream) => {
+        if (stream === 2) return err.push(chunk);
+        if ((outLen += chunk.length) > maxOut) return void ((over = true), proc.destroy());
+        out.push(Buffer.from(chunk));
+      },
+      { user: "1000:1000", cwd: "/", env: ENV },
+    );
+    // The timeout in the container ends it; this one covers a stream that never ends (a dead gVisor sandbox).
+    const timer = setTimeout(() => proc.destroy(), (this.timeoutSec + 15) * 1000);
+    try {
+      if (stdin?.length) await proc.send(stdin);
+      proc.endInput();
+      await proc.ended;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (over) throw new ExecFileError(`the sandbox's file read answered more than ${maxOut} bytes`, "EIO");
+    const exit = (await proc.exec.inspect()).ExitCode ?? -1;
+    return { out: Buffer.concat(out, Math.min(outLen, maxOut)), exit, stderr: err.text() };
+  }
+
+  private fail(p: string, r: { exit: number; stderr: string }, size?: number): never {
+    const code = codeOf(r.exit, r.stderr);
+    const why = code === "EINVAL" ? "not a regular file" : code !== "EIO" ? code : r.exit === 137 ? "timed out" : r.stderr.trim().split("\n").pop()?.slice(0, 300) || `exit ${r.exit}`;
+    throw new ExecFileError(why, code, size);
+  }
+
+  async stat(p: string): Promise<ExecStat | undefined> {
+    const r = await this.run(["stat", p], 64 * 1024);
+    if (r.exit !== 0) {
+      if (codeOf(r.exit, r.stderr) === "ENOENT") return undefined;
+      this.fail(p, r);
+    }
+    const text = r.out.toString("utf8");
+    const nl = text.indexOf("\n");
+    const m = /^(file|directory|other)\|(\d+)\|([0-7]+)\|([\d.]+)\|([01])$/.exec(text.slice(0, nl));
+    if (nl < 0 || !m) throw new ExecFileError(`${p}: malformed stat from the sandbox`, "EIO");
+    return { type: m[1] as ExecStat["type"], size: Number(m[2]), mode: parseInt(m[3]!, 8) & 0o7777, mtime: m[4]!, link: m[5] === "1", real: text.slice(nl + 1) };
+  }
+
+  /** A regular file's bytes (at most `max`), mode, owner and real path, all from one open. */
+  async read(p: string, max: number): Promise<{ bytes: Buffer; mode: number; uid: number; gid: number; real: string }> {
+    const r = await this.run(["read", p, String(max)], max + 2 * 4096 + 256);
+    if (r.exit === 27) this.fail(p, r, Number(r.out.toString("latin1").trim()) || undefined);
+    if (r.exit !== 0) this.fail(p, r);
+    const nl = r.out.indexOf(10);
+    const m = /^file\|(\d+)\|([0-7]+)\|[\d.]+\|(\d+)\|(\d+)\|(\d+)$/.exec(r.out.toString("latin1", 0, Math.max(0, nl)));
+    if (nl < 0 || !m) throw new ExecFileError(`${p}: malformed read from the sandbox`, "EIO");
+    const pathLen = Number(m[5]);
+    const body = r.out.subarray(nl + 1 + pathLen + 1);
+    if (r.out[nl + 1 + pathLen] !== 10) throw new ExecFileError(`${p}: malformed read from the sandbox`, "EIO");
+    // It grew past the bound after its size was taken.
+    if (body.length > max) throw new ExecFileError("EFBIG", "EFBIG");
+    return { bytes: Buffer.from(body), mode: parseInt(m[2]!, 8) & 0o7777, uid: Number(m[3]), gid: Number(m[4]), real: r.out.toString("utf8", nl + 1, nl + 1 + pathLen) };
+  }
+
+  async write(p: string, bytes: Buffer, mode?: number): Promise<void> {
+    const r = await this.run(["write", p, String(bytes.length), mode === undefined ? "" : (mode & 0o7777).toString(8)], 4096, bytes);
+    if (r.exit !== 0) this.fail(p, r);
+  }
+
+  async mkdirp(p: string): Promise<void> {
+    const r = await this.run(["mkdirp", p], 4096);
+    if (r.exit !== 0) this.fail(p, r);
+  }
+
+  async remove(p: string): Promise<void> {
+    const r = await this.run(["remove", p], 4096);
+    if (r.exit !== 0) this.fail(p, r);
+  }
+}
