@@ -62,7 +62,7 @@ what to do about each miss. Exit status: 0 every required check passed; 1 one fa
 const imageBuild: Command = {
   summary: "build the sandbox image (online or offline), or a per-repo image with --from",
   usage: `patchbay image build [--tag IMAGE] [--force] [--json]
-patchbay image build --from DIR --tag IMAGE [--force] [--json]
+patchbay image build --from DIR --tag IMAGE [--network NAME] [--force] [--json]
 
 Builds the sandbox image from images/sandbox/Dockerfile where debian:bookworm-slim can be pulled,
 and otherwise offline (debootstrap + docker import, needs root). Skipped when an image with the
@@ -72,20 +72,29 @@ With --from, builds DIR/Dockerfile (DIR is the build context) into IMAGE, for a 
 a prebuilt environment for a repo. Each FROM image must be on the engine or pullable; offline, use
 FROM patchbay-sandbox:latest (built here first when missing). The result is checked by starting a
 sandbox from it with the usual hardening (it needs bash, coreutils and git). Skipped when IMAGE was
-built from the same context (paths, sizes, modes, mtimes).
+built from the same context (paths, sizes, modes, mtimes) and network.
+The build has no network: RUN steps see only lo, and an ADD of a URL (which the engine fetches from
+its own host, loopback services included) is refused; COPY files from DIR instead.
   --from DIR             build a per-repo image from DIR/Dockerfile
   --tag IMAGE            the image's tag (required with --from)
+  --network NAME         give the --from build this network (host, or a network of the engine's):
+                         RUN reaches it and ADD may fetch URLs. Only for Dockerfiles you trust
   --force                build even if an image with the same recipe exists
   --json                 print {"tag", "recipe", "how", "ms"} on stdout (how: cached|online|offline|built)`,
-  options: { tag: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, from: { type: "string" } },
+  options: { tag: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, from: { type: "string" }, network: { type: "string" } },
   async run({ values }) {
     const { loadConfig } = await import("../config.js");
     const t0 = Date.now();
+    if (values.network !== undefined && values.from === undefined) throw new UsageError("--network is for --from builds (the sandbox image's own build uses the engine's)");
     if (values.from !== undefined) {
       if (!values.tag) throw new UsageError("--from needs --tag IMAGE");
+      const { networkProblem } = await import("../sandbox/build-network.js");
+      const network = values.network === undefined ? undefined : String(values.network);
+      const bad = network === undefined ? undefined : networkProblem(network);
+      if (bad) throw new UsageError(`--network ${bad}`);
       const { buildImageFrom, ImageFromError } = await import("../sandbox/image-from.js");
       try {
-        const r = await buildImageFrom(String(values.from), String(values.tag), { force: Boolean(values.force) });
+        const r = await buildImageFrom(String(values.from), String(values.tag), { force: Boolean(values.force), ...(network ? { network } : {}) });
         const ms = Date.now() - t0;
         if (values.json) console.log(JSON.stringify({ tag: r.tag, recipe: r.context, how: r.how, ms, bases: r.bases, check: r.check }));
         else process.stderr.write(`[image] ${r.tag} ${r.how === "cached" ? "is up to date" : `built in ${(ms / 1000).toFixed(1)} s`}; runs as uid ${r.check.uid}${r.check.python3 ? "" : " (no python3: each file operation is a slower docker exec)"}\n`);

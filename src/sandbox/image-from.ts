@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { lstatSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join, relative } from "node:path";
 import { DEFAULT_IMAGE, loadConfig } from "../config.js";
+import { isRemoteAdd, remoteAdds } from "./build-network.js";
 import { docker } from "./docker.js";
 import { buildImage, imageRecipe } from "./image.js";
 import { Sandbox } from "./sandbox.js";
@@ -31,10 +32,11 @@ export function dockerfileBases(text: string): string[] {
 
 /**
  * A cheap fingerprint of the context (bounded walk): each file's path, size, mode and mtime, each
- * symlink's target, each directory's path (its mtime only repeats what its entries say).
+ * symlink's target, each directory's path (its mtime only repeats what its entries say); and the
+ * build's network (an image built with one is not taken for one built without).
  */
-function contextHash(dir: string): { hash: string; top: string[] } {
-  const h = createHash("sha256");
+function contextHash(dir: string, network: string): { hash: string; top: string[] } {
+  const h = createHash("sha256").update(`network\0${network}\n`);
   let n = 0;
   const walk = (d: string) => {
     for (const name of readdirSync(d).sort()) {
@@ -73,7 +75,12 @@ export interface FromResult {
   check: { uid: string; git: boolean; python3: boolean };
 }
 
-export async function buildImageFrom(dir: string, tag: string, opts: { force?: boolean; log?: (line: string) => void } = {}): Promise<FromResult> {
+/**
+ * `network`: the build's network (RUN steps, and with it ADD of a URL); "none" by default. Without
+ * one, an ADD that may fetch a URL (the engine would fetch it from its own host) is refused.
+ */
+export async function buildImageFrom(dir: string, tag: string, opts: { force?: boolean; network?: string; log?: (line: string) => void } = {}): Promise<FromResult> {
+  const network = opts.network ?? "none";
   const log = opts.log ?? ((l: string) => process.stderr.write(`[image] ${l}\n`));
   let dockerfile: string;
   try {
@@ -82,7 +89,7 @@ export async function buildImageFrom(dir: string, tag: string, opts: { force?: b
     throw new ImageFromError(`${dir}/Dockerfile: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   const bases = dockerfileBases(dockerfile);
-  const { hash, top } = contextHash(dir);
+  const { hash, top } = contextHash(dir, network);
   let how: FromResult["how"] = "cached";
   if (opts.force || (await imageRecipe(tag)) !== hash) {
     const sandboxImages = new Set([DEFAULT_IMAGE, loadConfig().image]);
@@ -97,8 +104,9 @@ export async function buildImageFrom(dir: string, tag: string, opts: { force?: b
       if (why !== undefined)
         throw new ImageFromError(`the base image ${base} is not on this engine and cannot be pulled (${why}); offline, start the Dockerfile FROM ${DEFAULT_IMAGE} (patchbay image build makes it without a registry) or docker load the base first`);
     }
-    log(`building ${tag} from ${dir}/Dockerfile`);
-    const stream = await docker().buildImage({ context: dir, src: top } as never, { t: tag, rm: true, forcerm: true, labels: JSON.stringify({ "patchbay.recipe": hash }) } as object);
+    if (network === "none") await refuseFetches(dockerfile, bases);
+    log(`building ${tag} from ${dir}/Dockerfile${network === "none" ? "" : ` (network: ${network})`}`);
+    const stream = await docker().buildImage({ context: dir, src: top } as never, { t: tag, rm: true, forcerm: true, networkmode: network, labels: JSON.stringify({ "patchbay.recipe": hash }) } as object);
     await new Promise<void>((resolve, reject) =>
       docker().modem.followProgress(stream, (err, out) => {
         const failed = (out as { error?: string }[] | undefined)?.find((o) => o.error);
@@ -109,6 +117,17 @@ export async function buildImageFrom(dir: string, tag: string, opts: { force?: b
     how = "built";
   }
   return { tag, context: hash, how, bases, check: await checkImage(tag) };
+}
+
+/** With no build network: an ADD of the Dockerfile's, or an ONBUILD trigger of a base's, that may fetch a URL. */
+async function refuseFetches(dockerfile: string, bases: string[]): Promise<void> {
+  const found = remoteAdds(dockerfile).map((a) => `line ${a.line}: ${JSON.stringify(a.text)}`);
+  for (const base of bases) {
+    const triggers = await docker().getImage(base).inspect().then((i) => (i.Config?.OnBuild ?? []) as string[], () => []);
+    for (const t of triggers) if (isRemoteAdd(t)) found.push(`ONBUILD of ${base}: ${JSON.stringify(t.slice(0, 200))}`);
+  }
+  if (found.length)
+    throw new ImageFromError(`the Dockerfile may fetch a URL with ADD, which the engine does from its own host whatever the build's network (${found.slice(0, 5).join("; ")}): put the file into the build context and COPY it, or pass --network NAME to allow the build a network`);
 }
 
 /** Starts a sandbox from the image with the usual hardening and checks what patchbay needs. */
