@@ -45,6 +45,13 @@ const Env = z.object({
   PATCHBAY_THROTTLE_MAX_MS: z.coerce.number().int().positive().default(60_000),
   /** Per-job directories of the setup egress proxy's sockets; must be the same path for the Docker engine. */
   PATCHBAY_EGRESS_DIR: z.string().min(1).optional(),
+  /** How long Redis keeps a finished job: its result, transcript and stored patch (seconds; default 7 days). */
+  PATCHBAY_RETENTION_SEC: z.coerce.number().int().min(60).default(7 * 24 * 3600),
+  /** The dashboard over HTTPS: PEM files of its certificate (chain) and key; both or neither. */
+  PATCHBAY_DASHBOARD_TLS_CERT: z.string().min(1).optional(),
+  PATCHBAY_DASHBOARD_TLS_KEY: z.string().min(1).optional(),
+  /** Live transcripts (server-sent events) a dashboard serves at once; more get 503. */
+  PATCHBAY_DASHBOARD_MAX_STREAMS: z.coerce.number().int().positive().default(64),
   ANTHROPIC_API_KEY: z.string().optional(),
   ANTHROPIC_BASE_URL: z.string().optional(),
 });
@@ -84,6 +91,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throttleMs: e.PATCHBAY_THROTTLE_MS,
     throttleMaxMs: e.PATCHBAY_THROTTLE_MAX_MS,
     egressDir: e.PATCHBAY_EGRESS_DIR,
+    retentionSec: e.PATCHBAY_RETENTION_SEC,
+    dashboardTls: e.PATCHBAY_DASHBOARD_TLS_CERT || e.PATCHBAY_DASHBOARD_TLS_KEY ? { cert: e.PATCHBAY_DASHBOARD_TLS_CERT, key: e.PATCHBAY_DASHBOARD_TLS_KEY } : undefined,
+    dashboardMaxStreams: e.PATCHBAY_DASHBOARD_MAX_STREAMS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
   };

@@ -3,8 +3,9 @@
 // `patchbay worker --metrics-port [HOST:]PORT` (127.0.0.1 unless a host is given); off by default.
 import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import { costUsd } from "./agent/prices.js";
-import type { TranscriptEvent } from "./spec.js";
+import { costUsd, pricePrefix } from "./agent/prices.js";
+import { EDITOR_TOOLS, JOB_STATUSES, type TranscriptEvent } from "./spec.js";
+import { toolName } from "./tools/editor-text.js";
 import { parseListen } from "./web/listen.js";
 
 export { parseListen };
@@ -27,11 +28,24 @@ const TOKEN_KINDS = [
   ["cacheWriteTokens", "cache_write"],
 ] as const;
 
+// Bounded labels: a label value the model or a spec chooses would make one series per value, for
+// ever (prom-client keeps them all). Tool names are the tools' own, anything else the model calls is
+// "other"; models are those of the price table, plus the first few others seen, then "other".
+/** Every name a tool of the worker answers to. */
+export const TOOL_LABELS: ReadonlySet<string> = new Set(["bash", "edit_file", ...EDITOR_TOOLS.filter((t) => t !== "edit_file").map((t) => toolName(t))]);
+export const OTHER = "other";
+export const toolLabel = (name: unknown): string => (typeof name === "string" && TOOL_LABELS.has(name) ? name : OTHER);
+const statusLabel = (s: unknown): string => (typeof s === "string" && (JOB_STATUSES as readonly string[]).includes(s) ? s : OTHER);
+/** Models not in the price table that get a series of their own before the rest are "other". */
+export const MAX_OTHER_MODELS = 16;
+const MODEL_LABEL = /^[A-Za-z0-9._:@/-]{1,100}$/;
+
 export class WorkerMetrics {
   readonly registry = new Registry();
   private readonly started = new Map<string, number>();
   private readonly sandboxes = new Set<string>();
   private readonly r = [this.registry];
+  private readonly otherModels = new Set<string>();
 
   readonly jobsStarted = new Counter({ name: "patchbay_jobs_started_total", help: "Job attempts started on this worker", registers: this.r });
   readonly jobsFinished = new Counter({ name: "patchbay_jobs_finished_total", help: "Job attempts finished on this worker, by result status", labelNames: ["status"] as const, registers: this.r });
@@ -73,6 +87,15 @@ export class WorkerMetrics {
     });
   }
 
+  /** A model id as a label: a known family's id, or one of the first MAX_OTHER_MODELS others, else "other". */
+  modelLabel(model: unknown): string {
+    if (typeof model !== "string" || !MODEL_LABEL.test(model)) return OTHER;
+    if (pricePrefix(model) !== null || this.otherModels.has(model)) return model;
+    if (this.otherModels.size >= MAX_OTHER_MODELS) return OTHER;
+    this.otherModels.add(model);
+    return model;
+  }
+
   /** Updates the metrics from one transcript event. Never throws. */
   observe(e: TranscriptEvent): void {
     try {
@@ -99,14 +122,15 @@ export class WorkerMetrics {
         break;
       }
       case "tool_result":
-        this.toolCall.observe({ tool: e.name }, e.ms / 1000);
-        if (e.isError) this.toolErrors.inc({ tool: e.name });
+        this.toolCall.observe({ tool: toolLabel(e.name) }, e.ms / 1000);
+        if (e.isError) this.toolErrors.inc({ tool: toolLabel(e.name) });
         break;
       case "model_response": {
-        this.modelRequest.observe({ model: e.model }, e.ms / 1000);
-        for (const [field, kind] of TOKEN_KINDS) if (e.usage[field] > 0) this.tokens.inc({ model: e.model, kind }, e.usage[field]);
+        const model = this.modelLabel(e.model);
+        this.modelRequest.observe({ model }, e.ms / 1000);
+        for (const [field, kind] of TOKEN_KINDS) if (e.usage[field] > 0) this.tokens.inc({ model, kind }, e.usage[field]);
         const usd = costUsd(e.model, e.usage);
-        if (usd > 0) this.cost.inc({ model: e.model }, usd);
+        if (usd > 0) this.cost.inc({ model }, usd);
         break;
       }
       case "model_retry":
@@ -120,8 +144,8 @@ export class WorkerMetrics {
         const t0 = this.started.get(key);
         if (t0 === undefined) break;
         this.started.delete(key);
-        this.jobsFinished.inc({ status: e.status });
-        this.jobDuration.observe({ status: e.status }, Math.max(0, at - t0) / 1000);
+        this.jobsFinished.inc({ status: statusLabel(e.status) });
+        this.jobDuration.observe({ status: statusLabel(e.status) }, Math.max(0, at - t0) / 1000);
         this.sandboxes.delete(key);
         this.activeSandboxes.set(this.sandboxes.size);
         break;

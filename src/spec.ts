@@ -275,10 +275,18 @@ const ExitCode = z.int();
 
 export const JobResult = z.object({
   status: JobStatus,
-  /** `git diff --binary` against the starting tree; "" when nothing changed. */
+  /** `git diff --binary` against the starting tree; "" when nothing changed (or, with `patchStored`, kept under its own key). */
   patch: z.string(),
   diffstat: z.string(),
   filesChanged: z.array(z.string()),
+  // Set only where the queue bounded the result (src/queue/result-bounds.ts): how many files changed
+  // in all and how many names were left out of `filesChanged`; diffstat lines left out (its summary
+  // line is kept); a patch over the inline bound, kept once under its own Redis key (`patch` is then
+  // "" in Redis; result(), waitForResult and the CLI put it back and drop this field).
+  filesChangedTotal: nonNegInt().optional(),
+  filesChangedCut: nonNegInt().optional(),
+  diffstatCut: nonNegInt().optional(),
+  patchStored: z.object({ bytes: nonNegInt(), sha256: z.string() }).optional(),
   /** The final verify: the one that judged `patch`. */
   verify: z.object({ exitCode: ExitCode, outputTail: z.string() }).optional(),
   /** Set when a verify ran: whether it passed (exit 0). */
@@ -304,6 +312,9 @@ export const JobResult = z.object({
   attempt: positiveInt().optional(),
 });
 export type JobResult = z.infer<typeof JobResult>;
+
+/** How many files a result or patch event changed, whether or not its list was cut. */
+export const filesChangedCount = (r: { filesChanged: string[]; filesChangedTotal?: number }): number => r.filesChangedTotal ?? r.filesChanged.length;
 
 /** The result of a job that ended before the agent did anything: no patch, no usage. */
 export function emptyResult(status: JobStatus, error: string, extra: Partial<JobResult> = {}): JobResult {
@@ -356,7 +367,8 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
   }),
   // `round` is 1 for the first verify; each failed one that is fed back to the model starts another.
   event("verify", { command: z.string(), exitCode: ExitCode, outputTail: z.string(), ms: Ms, round: positiveInt().optional() }),
-  event("patch", { filesChanged: z.array(z.string()), diffstat: z.string(), bytes: nonNegInt() }),
+  // As in JobResult: filesChanged and diffstat bounded where the event enters Redis, with counts of what was cut.
+  event("patch", { filesChanged: z.array(z.string()), diffstat: z.string(), bytes: nonNegInt(), filesChangedTotal: nonNegInt().optional(), filesChangedCut: nonNegInt().optional(), diffstatCut: nonNegInt().optional() }),
   event("job_finished", { status: JobStatus, error: z.string().optional(), costUsd: nonNegNumber(), turns: nonNegInt() }),
 
   // Additions beyond DESIGN.md's list, so a reader can see why a run was slow, shorter, or stopped:

@@ -3,7 +3,7 @@
 // transcripts and results).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { parseListen, WorkerMetrics } from "../src/metrics.js";
+import { MAX_OTHER_MODELS, OTHER, parseListen, toolLabel, WorkerMetrics } from "../src/metrics.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import type { JobResult, TranscriptEvent } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
@@ -183,6 +183,28 @@ describe("WorkerMetrics.observe", () => {
     expect(metricValue(f, "patchbay_dequeue_to_ready_seconds_sum")).toBe(2);
     expect(metricValue(f, "patchbay_sandbox_ready_seconds_sum")).toBe(1.5);
     expect(metricValue(f, "patchbay_active_sandboxes")).toBe(0);
+  });
+
+  it("labels stay bounded: tool names the model makes up count as `other`, unknown models past the first few too", async () => {
+    const m = new WorkerMetrics();
+    const ts = "2026-01-01T00:00:00.000Z";
+    for (let i = 0; i < 1000; i++) m.observe({ ...base, ts, type: "tool_result", turn: 1, toolUseId: `t${i}`, name: `made_up_tool_${i}`, output: "Unknown tool", isError: true, ms: 1 });
+    m.observe({ ...base, ts, type: "tool_result", turn: 1, toolUseId: "b", name: "bash", output: "", isError: false, ms: 1 });
+    const usage = { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 };
+    for (let i = 0; i < 100; i++) m.observe({ ...base, ts, type: "model_response", turn: 1, content: [], stopReason: "end_turn", usage, ms: 1, model: `custom-model-${i}` });
+    m.observe({ ...base, ts, type: "model_response", turn: 1, content: [], stopReason: "end_turn", usage, ms: 1, model: "claude-sonnet-5-5" });
+    const f = parsePrometheusText(await m.text());
+    const series = (name: string, label: string) => new Set(f.get(name)!.samples.map((s) => s.labels[label]));
+    expect([...series("patchbay_tool_errors_total", "tool")]).toEqual([OTHER]);
+    expect(metricValue(f, "patchbay_tool_errors_total", { tool: OTHER })).toBe(1000);
+    expect(series("patchbay_tool_call_seconds", "tool")).toEqual(new Set([OTHER, "bash"]));
+    expect(metricValue(f, "patchbay_tool_call_seconds_count", { tool: OTHER })).toBe(1000);
+    for (const name of ["str_replace_based_edit_tool", "str_replace_editor", "edit_file", "bash"]) expect(toolLabel(name)).toBe(name);
+    const models = series("patchbay_model_request_seconds", "model");
+    expect(models.size).toBe(MAX_OTHER_MODELS + 2); // the first 16 unknown ones, "other", and the known one
+    expect(models.has("claude-sonnet-5-5") && models.has(OTHER)).toBe(true);
+    expect(metricValue(f, "patchbay_model_request_seconds_count", { model: OTHER })).toBe(100 - MAX_OTHER_MODELS);
+    expect(metricValue(f, "patchbay_tokens_total", { kind: "input" })).toBe(101);
   });
 
   it("survives a malformed event", async () => {

@@ -8,6 +8,7 @@ import { resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "../config.js";
 import { keys, redisOptions } from "./keys.js";
+import { withStoredPatch } from "./result-record.js";
 import { JobSpecError, parseJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 
 export interface JobData {
@@ -77,6 +78,8 @@ export interface ClientOptions {
    * close(). The module-level functions (enqueue, waitForResult, ...) use a client with this on.
    */
   unrefWhenIdle?: boolean;
+  /** CLIENT SETNAME of its Redis connections (the dashboard names its own, to be counted). */
+  connectionName?: string;
 }
 
 export interface WaitOptions {
@@ -98,7 +101,7 @@ export class PatchbayClient {
   constructor(private readonly opts: ClientOptions = {}) {
     const config = loadConfig();
     this.queueName = opts.queueName ?? config.queueName;
-    this.redis = this.connection(new Redis(opts.redisUrl ?? config.redisUrl, redisOptions));
+    this.redis = this.connection(new Redis(opts.redisUrl ?? config.redisUrl, { ...redisOptions, ...(opts.connectionName ? { connectionName: opts.connectionName } : {}) }));
     this.queue = new Queue<JobData, JobResult>(this.queueName, { connection: this.redis });
     this.queue.on("error", () => {}); // the same outage, already surfaced as failed commands
     this.k = keys(this.queueName);
@@ -162,7 +165,8 @@ export class PatchbayClient {
         return undefined;
       }
       const job = await this.job(id);
-      if (state === "completed") return job.returnvalue;
+      // A long patch is kept under its own key (src/queue/result-bounds.ts): put back here, whole.
+      if (state === "completed") return job.returnvalue && withStoredPatch(this.redis, this.k, id, job.returnvalue);
       throw new JobFailedError(id, job.failedReason || "unknown reason");
     });
   }
@@ -327,8 +331,7 @@ export function jobOptions(spec: JobSpec) {
     ...(spec.priority ? { priority: spec.priority } : {}),
     attempts: spec.attempts ?? defaults.worker.attempts,
     backoff: { type: "exponential", delay: defaults.worker.backoffMs },
-    removeOnComplete: { age: defaults.transcript.ttlSec },
-    removeOnFail: { age: defaults.transcript.ttlSec },
+    // No removeOnComplete/removeOnFail: the workers apply the deployment's retention (PATCHBAY_RETENTION_SEC).
   };
 }
 

@@ -10,6 +10,8 @@ export const keys = (queue: string) => ({
    * next attempt returns it instead of running (and finishing) the job a second time.
    */
   result: (jobId: string) => `patchbay:${queue}:result:${jobId}`,
+  /** A finished job's patch when it is too long to keep in its result (src/queue/result-bounds.ts): written once, kept for the retention. */
+  patch: (jobId: string) => `patchbay:${queue}:patch:${jobId}`,
   cancelChannel: `patchbay:${queue}:cancel`,
   heartbeat: (workerId: string) => `patchbay:${queue}:worker:${workerId}`,
   /** A random id set once per Redis: which deployment a sandbox's owner belongs to (reaper). */

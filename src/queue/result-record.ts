@@ -3,20 +3,39 @@
 // worker killed in between would leave a job whose transcript says it finished but that runs
 // again. With the record, the next attempt returns the recorded result instead: one finished
 // attempt per job, whatever dies when.
+//
+// Everything here enters Redis bounded (src/queue/result-bounds.ts): events and results are cut
+// where they could grow with what the agent did, and a long patch is kept once, under its own key
+// (keys.patch), written in the same transaction as the result that names it. Every key lives for
+// the deployment's retention (PATCHBAY_RETENTION_SEC).
 import type { ChainableCommander, Redis } from "ioredis";
-import { defaults } from "../config.js";
 import { JobResult, type TranscriptEvent } from "../spec.js";
 import type { keys } from "./keys.js";
+import { attachPatch, boundEvent, boundResult } from "./result-bounds.js";
 
-/** Appends a transcript event to a transaction: the job's stream, bounded, with its TTL renewed. */
-export const appendEvent = (m: ChainableCommander, k: ReturnType<typeof keys>, e: TranscriptEvent): ChainableCommander =>
-  m.xadd(k.events(e.jobId), "MAXLEN", "~", defaults.transcript.maxLen, "*", "e", JSON.stringify(e)).expire(k.events(e.jobId), defaults.transcript.ttlSec);
+type Keys = ReturnType<typeof keys>;
 
-/** Writes the held job_finished event and the result together. */
-export async function recordResult(redis: Redis, k: ReturnType<typeof keys>, jobId: string, finished: TranscriptEvent | undefined, result: JobResult): Promise<void> {
+/** Appends a transcript event (bounded) to a transaction: the job's stream, capped in length, with its TTL renewed. */
+export const appendEvent = (m: ChainableCommander, k: Keys, e: TranscriptEvent, retentionSec: number, maxLen: number): ChainableCommander =>
+  m.xadd(k.events(e.jobId), "MAXLEN", "~", maxLen, "*", "e", JSON.stringify(boundEvent(e))).expire(k.events(e.jobId), retentionSec);
+
+/**
+ * Writes the held job_finished event, the bounded result and (when it is long) the patch together.
+ * Returns the result as stored: what the worker hands BullMQ as the job's return value.
+ */
+export function recordResult(redis: Redis, k: Keys, jobId: string, finished: TranscriptEvent | undefined, result: JobResult, o: { retentionSec: number; maxLen: number }): { stored: JobResult; written: Promise<unknown> } {
+  const b = boundResult(result);
   const m = redis.multi();
-  if (finished) appendEvent(m, k, finished);
-  await m.set(k.result(jobId), JSON.stringify(result), "EX", defaults.transcript.ttlSec).exec();
+  if (b.patch !== undefined) m.set(k.patch(jobId), b.patch, "EX", o.retentionSec);
+  if (finished) appendEvent(m, k, finished, o.retentionSec, o.maxLen);
+  m.set(k.result(jobId), JSON.stringify(b.result), "EX", o.retentionSec);
+  return { stored: b.result, written: m.exec().then(failed) };
+}
+
+/** A MULTI's replies: the first error among them is thrown (EXEC itself does not reject on one). */
+function failed(replies: [Error | null, unknown][] | null): void {
+  const err = replies?.find(([e]) => e)?.[0];
+  if (err) throw new Error(`Redis refused to store the job's result: ${err.message}`);
 }
 
 /** The recorded result of an earlier attempt, if any (checked against the schema: Redis content is not trusted blindly). */
@@ -29,4 +48,10 @@ export async function recordedResult(redis: Redis, key: string): Promise<JobResu
   } catch {
     return undefined;
   }
+}
+
+/** A stored result made whole: its patch read back from its key when it was kept there (throws PatchGoneError when it is gone). */
+export async function withStoredPatch(redis: Redis, k: Keys, jobId: string, r: JobResult): Promise<JobResult> {
+  if (!r.patchStored) return r;
+  return attachPatch({ jobId, ...r }, await redis.get(k.patch(jobId)));
 }

@@ -153,7 +153,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const finishFailed = async (job: Job<JobData, JobResult>, attempt: number, error: string) => {
     const jobId = job.id!;
     const e: TranscriptEvent = { ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error };
-    await appendEvent(redis.multi(), k, e).exec().catch(() => {});
+    await appendEvent(redis.multi(), k, e, config.retentionSec, defaults.transcript.maxLen).exec().catch(() => {});
     await redis.del(k.checkpoint(jobId)).catch(() => {});
     await batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
   };
@@ -214,7 +214,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         return;
       }
       // In order on one connection; ioredis queues them while Redis is away.
-      entry.lastWrite = appendEvent(redis.multi(), k, e).exec().catch(() => {});
+      entry.lastWrite = appendEvent(redis.multi(), k, e, config.retentionSec, defaults.transcript.maxLen).exec().catch(() => {});
       if (e.type === "tool_call" || e.type === "model_response" || e.type === "job_finished") void job.updateProgress({ type: e.type, turn: "turn" in e ? e.turn : undefined }).catch(() => {});
     };
     // BullMQ has no job timeout: runJob aborts itself at timeoutSec. If it is still not done a grace
@@ -253,11 +253,15 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       const result = await Promise.race([run, hardDeadline]);
       if (entry.ctl.signal.reason === "abandoned") throw await abandon(job, token);
       await Promise.race([entry.lastWrite, sleep(5000)]);
-      await Promise.race([recordResult(redis, k, jobId, entry.finished, result), sleep(5000)]);
+      // BullMQ keeps the bounded result (src/queue/result-bounds.ts), never the agent's lists or a
+      // long patch: that is written once, with the record, and the result names it. Such a result is
+      // only true once that write landed, so it is awaited; a plain record is a safety net (5 s).
+      const rec = recordResult(redis, k, jobId, entry.finished, result, { retentionSec: config.retentionSec, maxLen: defaults.transcript.maxLen });
+      await (rec.stored.patchStored ? rec.written : Promise.race([rec.written, sleep(5000)]));
       await checkpoints?.remove().catch(() => {});
       await batch.finish(job.data, jobId, attempt, result, spentBefore).catch((err: Error) => log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
       log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`, { job: jobId, attempt, status: result.status });
-      return result;
+      return rec.stored;
     } catch (err) {
       if (entry.ctl.signal.reason === "abandoned") throw await abandon(job, token);
       // The API rate limited or overloaded once the SDK's retries are spent: the queue's account, not
@@ -310,6 +314,9 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     // throttle a 429/529 sets with worker.rateLimit (BullMQ ignores that key without one).
     limiter: { max: 1_000_000_000, duration: 1000 },
     maximumRateLimitDelay: config.throttleMaxMs,
+    // The deployment's retention, not the enqueuer's: finished jobs (and so their results) go after it.
+    removeOnComplete: { age: config.retentionSec },
+    removeOnFail: { age: config.retentionSec },
   });
   worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
   // BullMQ has the job completed: its result record has done its work.
