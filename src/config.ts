@@ -52,9 +52,27 @@ const Env = z.object({
   PATCHBAY_DASHBOARD_TLS_KEY: z.string().min(1).optional(),
   /** Live transcripts (server-sent events) a dashboard serves at once; more get 503. */
   PATCHBAY_DASHBOARD_MAX_STREAMS: z.coerce.number().int().positive().default(64),
+  // The worker's policy (src/policy.ts): what a JobSpec may ask of a sandbox. Bridge network only
+  // where allowed; bounds on limits and timeouts (never below what a spec gets by default); images.
+  PATCHBAY_ALLOW_BRIDGE: z.enum(["0", "1"]).default("0"),
+  PATCHBAY_MAX_MEMORY_MB: atLeastDefault(() => defaults.sandbox.memoryMb).default(8192),
+  PATCHBAY_MAX_CPUS: atLeastDefault(() => defaults.sandbox.cpus, false).default(4),
+  PATCHBAY_MAX_PIDS: atLeastDefault(() => Math.max(defaults.sandbox.pids, defaults.sandbox.minPids.runsc)).default(1024),
+  PATCHBAY_MAX_DISK_MB: atLeastDefault(() => defaults.sandbox.diskMb).default(10_240),
+  PATCHBAY_MAX_TIMEOUT_SEC: atLeastDefault(() => defaults.job.timeoutSec, false).default(4 * 3600),
+  PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: atLeastDefault(() => defaults.job.commandTimeoutSec, false).default(3600),
+  /** Comma-separated images a spec may name besides PATCHBAY_IMAGE (`@from`: those `image build --from` made); unset: `@from`. */
+  PATCHBAY_IMAGES: z.string().optional(),
+  /** A git-credentials store (`https://user:token@host` lines, mode 0600) for host-side clones. */
+  PATCHBAY_GIT_CREDENTIALS: z.string().min(1).optional(),
   ANTHROPIC_API_KEY: z.string().optional(),
   ANTHROPIC_BASE_URL: z.string().optional(),
 });
+
+/** A bound on a spec's field: a spec that sets nothing gets the default, so the bound is never below it. */
+function atLeastDefault(dflt: () => number, int = true) {
+  return (int ? z.coerce.number().int() : z.coerce.number()).refine((n) => Number.isFinite(n) && n >= dflt(), { error: () => `must be a number of at least ${dflt()} (the default a spec gets)` });
+}
 
 export type Config = ReturnType<typeof loadConfig>;
 
@@ -94,6 +112,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     retentionSec: e.PATCHBAY_RETENTION_SEC,
     dashboardTls: e.PATCHBAY_DASHBOARD_TLS_CERT || e.PATCHBAY_DASHBOARD_TLS_KEY ? { cert: e.PATCHBAY_DASHBOARD_TLS_CERT, key: e.PATCHBAY_DASHBOARD_TLS_KEY } : undefined,
     dashboardMaxStreams: e.PATCHBAY_DASHBOARD_MAX_STREAMS,
+    policy: {
+      allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
+      maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
+      maxCpus: e.PATCHBAY_MAX_CPUS,
+      maxPids: e.PATCHBAY_MAX_PIDS,
+      maxDiskMb: e.PATCHBAY_MAX_DISK_MB,
+      maxTimeoutSec: e.PATCHBAY_MAX_TIMEOUT_SEC,
+      maxCommandTimeoutSec: e.PATCHBAY_MAX_COMMAND_TIMEOUT_SEC,
+      images: e.PATCHBAY_IMAGES === undefined ? undefined : e.PATCHBAY_IMAGES.split(",").map((s) => s.trim()).filter(Boolean),
+    },
+    gitCredentials: e.PATCHBAY_GIT_CREDENTIALS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
   };

@@ -29,6 +29,8 @@ describe("loadConfig", () => {
       healthTimeoutMs: 10_000,
       throttleMs: 10_000,
       throttleMaxMs: 60_000,
+      policy: { allowBridge: false, maxMemoryMb: 8192, maxCpus: 4, maxPids: 1024, maxDiskMb: 10_240, maxTimeoutSec: 14_400, maxCommandTimeoutSec: 3600, images: undefined },
+      gitCredentials: undefined,
       anthropicApiKey: undefined,
       anthropicBaseUrl: undefined,
     });
@@ -44,12 +46,16 @@ describe("loadConfig", () => {
       PATCHBAY_HEALTH_MIN_MS: "9", PATCHBAY_HEALTH_MAX_MS: "10", PATCHBAY_HEALTH_TIMEOUT_MS: "11", PATCHBAY_THROTTLE_MS: "12", PATCHBAY_THROTTLE_MAX_MS: "13",
       PATCHBAY_LOCK_RENEW_MS: "14", PATCHBAY_CHECKPOINTS: "0", PATCHBAY_CHECKPOINT_MAX_BYTES: "15",
       ANTHROPIC_API_KEY: "k", ANTHROPIC_BASE_URL: "http://x",
+      PATCHBAY_ALLOW_BRIDGE: "1", PATCHBAY_MAX_MEMORY_MB: "4096", PATCHBAY_MAX_CPUS: "1.5", PATCHBAY_MAX_PIDS: "300", PATCHBAY_MAX_DISK_MB: "2048",
+      PATCHBAY_MAX_TIMEOUT_SEC: "3600", PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: "600", PATCHBAY_IMAGES: " py:3.12, @from ,", PATCHBAY_GIT_CREDENTIALS: "/etc/patchbay/git-credentials",
     });
     expect(c).toEqual({
       redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", concurrency: 7, workerId: "h:1:x", poolSize: 0, fastPaths: false,
       lockDurationMs: 1, lockRenewMs: 1, checkpoints: false, checkpointMaxBytes: 15, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
       cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8,
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicBaseUrl: "http://x",
+      policy: { allowBridge: true, maxMemoryMb: 4096, maxCpus: 1.5, maxPids: 300, maxDiskMb: 2048, maxTimeoutSec: 3600, maxCommandTimeoutSec: 600, images: ["py:3.12", "@from"] },
+      gitCredentials: "/etc/patchbay/git-credentials",
     });
     expect(loadConfig({ PATCHBAY_CANCEL_PUBSUB: "1" }).cancelPubSub).toBe(true);
     // The lock is renewed within its duration: a quarter of it unless set.
@@ -84,6 +90,15 @@ describe("loadConfig", () => {
     [{ PATCHBAY_POOL: "-1" }, /PATCHBAY_POOL/],
     [{ PATCHBAY_POOL: "1.5" }, /PATCHBAY_POOL/],
     [{ PATCHBAY_FAST_PATHS: "yes" }, /PATCHBAY_FAST_PATHS/],
+    [{ PATCHBAY_ALLOW_BRIDGE: "yes" }, /PATCHBAY_ALLOW_BRIDGE/],
+    // A bound below what a spec gets by default would refuse every spec.
+    [{ PATCHBAY_MAX_MEMORY_MB: "1024" }, /^bad environment: PATCHBAY_MAX_MEMORY_MB: must be a number of at least 2048 \(the default a spec gets\)$/],
+    [{ PATCHBAY_MAX_PIDS: "128" }, /PATCHBAY_MAX_PIDS: must be a number of at least 256 /],
+    [{ PATCHBAY_MAX_CPUS: "0.5" }, /PATCHBAY_MAX_CPUS/],
+    [{ PATCHBAY_MAX_TIMEOUT_SEC: "60" }, /PATCHBAY_MAX_TIMEOUT_SEC/],
+    [{ PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: "lots" }, /PATCHBAY_MAX_COMMAND_TIMEOUT_SEC/],
+    [{ PATCHBAY_MAX_DISK_MB: "2048.5" }, /PATCHBAY_MAX_DISK_MB/],
+    [{ PATCHBAY_GIT_CREDENTIALS: "" }, /PATCHBAY_GIT_CREDENTIALS/],
   ])("refuses %o with one message naming the variable", (env, re) => {
     expect(() => loadConfig(env)).toThrow(re);
   });

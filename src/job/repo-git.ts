@@ -9,45 +9,103 @@
 // entry in it; in both the git dir has no `commondir`, its `objects` is a real directory with no
 // symlink anywhere below it and no info/alternates or info/http-alternates. The checked path is
 // what git is given. (Someone who can rewrite the source while it is cloned can still race this.)
+//
+// Credentials (git-auth.ts): git is given the URL without its userinfo, and the credentials through
+// a helper fed from its environment: the URL's own (runJob), else the worker's store's for the host.
+// So git records no token (.git/config, reflogs, FETCH_HEAD); every metadata file of the clone is
+// still scrubbed of URL userinfo and the secrets before the repo is loaded, and every message shown
+// (errors, git's stderr) has them hidden.
 import { spawn } from "node:child_process";
 import fss from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { loadConfig } from "../config.js";
+import { credentialHelper, matchCredential, readCredentialStore, redact, scrub, splitUrl, type SplitUrl } from "./git-auth.js";
 import { breathe, Budget, quote, RepoError, tooLarge } from "./repo-common.js";
 
-export type CloneOptions = { timeoutSec: number; max: number; maxEntries: number };
+export { redact } from "./git-auth.js";
 
-/** Hides credentials in URLs before they reach an error message. */
-export const redact = (url: string) => url.replace(/\/\/[^/@\s]*@/g, "//***@");
+export type CloneOptions = {
+  timeoutSec: number;
+  max: number;
+  maxEntries: number;
+  /** The worker's git-credentials store; default PATCHBAY_GIT_CREDENTIALS, null for none. */
+  credentials?: string | null;
+};
+
+type Auth = { args: string[]; env: Record<string, string>; secrets: string[] };
 
 export async function cloneRepo(url: string, ref: string | undefined, opts: CloneOptions): Promise<string> {
   const label = `repo.git ${redact(url)}`;
+  const split = splitUrl(url);
   if (url.startsWith("-")) throw new RepoError(`${label}: not a repository URL`);
   if (ref !== undefined && (ref === "" || ref.startsWith("-"))) throw new RepoError(`${label}: bad ref ${quote(ref)}`);
   const isFileUrl = /^file:/i.test(url);
   const local = isFileUrl || fss.existsSync(url);
-  const source = local ? await checkLocalSource(label, isFileUrl ? fileUrlPath(label, url) : url, opts) : url;
+  const source = local ? await checkLocalSource(label, isFileUrl ? fileUrlPath(label, url) : url, opts) : split.url;
+  const auth = local ? undefined : await cloneAuth(split, opts.credentials === undefined ? loadConfig().gitCredentials : opts.credentials);
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "patchbay-clone-")); // a failure here is the host's
   try {
-    const clone = await git(["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir], { ...opts, watch: dir, local, trusted: false });
+    const clone = await git(["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir], { ...opts, watch: dir, local, trusted: false, auth });
     if (clone.code !== 0) throw failure(label, `git clone failed: ${clone.stderr}`, clone);
     if (local && fss.existsSync(path.join(dir, ".git/objects/info/alternates"))) throw new RepoError(`${label}: the local repo borrows objects from another repo (objects/info/alternates)`);
     const commit = await resolve(dir, ref, opts);
     if (commit === undefined && ref !== undefined) throw new RepoError(`${label}: ref ${quote(ref)} not found (no such branch, tag or commit)`);
-    if (commit === undefined) return dir; // an empty repo (or a remote HEAD to nowhere): nothing to check out
+    if (commit === undefined) return (await scrubGitDir(dir, split.secrets, opts), dir); // an empty repo (or a remote HEAD to nowhere): nothing to check out
     const gitBytes = await duBytes(dir);
     const treeBytes = await treeSize(label, dir, commit, opts.max - gitBytes, opts);
     if (gitBytes + treeBytes > opts.max) throw tooLarge(label, gitBytes + treeBytes, opts.max, `${treeBytes} to check out at ${quote(ref ?? "HEAD")}, ${gitBytes} in .git`);
     const co = await git(["-C", dir, "checkout", "--quiet", ref ?? "HEAD", "--"], { ...opts, watch: dir, local: true, trusted: true });
     if (co.code !== 0) throw failure(label, `git checkout of ${quote(ref ?? "HEAD")} failed: ${co.stderr}`, co);
     if ((await revParse(dir, "HEAD", opts)) !== commit) throw new RepoError(`${label}: ref ${quote(ref ?? "HEAD")} is ambiguous`);
+    await scrubGitDir(dir, auth?.secrets ?? split.secrets, opts);
     return dir;
   } catch (err) {
     await fs.rm(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+/**
+ * The credentials of a remote clone: the URL's own, else the first line of the worker's store for
+ * its protocol and host (and path). None: git runs as it did, with the operator's own helpers.
+ */
+async function cloneAuth(split: SplitUrl, store: string | null | undefined): Promise<Auth | undefined> {
+  if (!split.protocol || !split.host) return undefined;
+  const stored = split.credential ? undefined : store ? matchCredential(await readCredentialStore(store), split.url) : undefined;
+  const credential = split.credential ?? stored?.credential;
+  if (!credential) return undefined;
+  const secrets = [...split.secrets, ...(stored ? [credential.password || credential.username] : [])].filter(Boolean);
+  return { ...credentialHelper(split.protocol, split.host, credential), secrets };
+}
+
+/**
+ * Every metadata file of the clone (all of .git but its objects and binary index) without URL
+ * userinfo or the secrets, before the repo is loaded into the sandbox. Git itself writes the
+ * clean URL it was given; this holds whatever a git version or the operator's config (insteadOf
+ * with a token) makes it write.
+ */
+async function scrubGitDir(dir: string, secrets: readonly string[], opts: CloneOptions): Promise<void> {
+  const root = path.join(dir, ".git");
+  const budget = new Budget("repo.git", opts.maxEntries);
+  const visit = async (rel: string): Promise<void> => {
+    for (const e of await fs.readdir(path.join(root, rel), { withFileTypes: true })) {
+      const name = rel ? `${rel}/${e.name}` : e.name;
+      budget.add(name, name.length);
+      if (name === "objects" || name === "index") continue;
+      if (e.isDirectory()) await visit(name);
+      else if (e.isFile()) {
+        const file = path.join(root, name);
+        const text = await fs.readFile(file, "latin1"); // byte for byte, whatever the encoding
+        const clean = scrub(text, secrets.map((s) => Buffer.from(s).toString("latin1")));
+        if (clean !== text) await fs.writeFile(file, clean, "latin1");
+      }
+      await breathe();
+    }
+  };
+  await visit("");
 }
 
 function fileUrlPath(label: string, url: string): string {
@@ -162,11 +220,13 @@ const REPO_VARS = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIR
 function gitEnv(trusted: boolean): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, GIT_TERMINAL_PROMPT: "0", GIT_SSH_COMMAND: process.env.GIT_SSH_COMMAND ?? "ssh -o BatchMode=yes" };
   for (const v of REPO_VARS) delete env[v];
+  // Traces would print what git runs and sends (a credential helper's answer among it) to stderr.
+  for (const v of Object.keys(env)) if (v.startsWith("GIT_TRACE") || v === "GIT_CURL_VERBOSE") delete env[v];
   return trusted ? { ...env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } : env;
 }
 
 type GitResult = { code: number; stderr: string; stdout: string; tooLarge?: number; max: number };
-type GitRun = CloneOptions & { local: boolean; trusted: boolean; watch?: string; stdout?: boolean };
+type GitRun = CloneOptions & { local: boolean; trusted: boolean; watch?: string; stdout?: boolean; auth?: Auth };
 
 /**
  * Host git with no prompt and a hard timeout. With `watch`, the directory's size is polled every
@@ -177,8 +237,8 @@ type GitRun = CloneOptions & { local: boolean; trusted: boolean; watch?: string;
 function git(args: string[], run: GitRun): Promise<GitResult> {
   const protocols = run.local ? ["-c", "protocol.file.allow=always"] : PROTOCOLS;
   return new Promise((resolvePromise, reject) => {
-    const child = spawn("git", [...HARDEN, ...protocols, "-c", "protocol.ext.allow=never", ...args], {
-      env: gitEnv(run.trusted),
+    const child = spawn("git", [...HARDEN, ...protocols, "-c", "protocol.ext.allow=never", ...(run.auth?.args ?? []), ...args], {
+      env: { ...gitEnv(run.trusted), ...run.auth?.env },
       stdio: ["ignore", run.stdout ? "pipe" : "ignore", "pipe"],
       detached: true,
     });
@@ -189,16 +249,21 @@ function git(args: string[], run: GitRun): Promise<GitResult> {
         // already gone
       }
     };
-    let [stderr, stdout, tooBig, timedOut] = ["", "", undefined as number | undefined, false];
+    let [stderr, stdout, tooBig, timedOut, cut] = ["", "", undefined as number | undefined, false, false];
     const timer = setTimeout(() => ((timedOut = true), kill()), run.timeoutSec * 1000);
     child.stdout?.setEncoding("utf8").on("data", (c: string) => (stdout = (stdout + c).slice(-4096)));
-    child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr = (stderr + c).slice(-2000)));
+    child.stderr!.setEncoding("utf8").on("data", (c: string) => {
+      stderr += c;
+      if (stderr.length > 4000) [stderr, cut] = [stderr.slice(-2000), true];
+    });
     const stopWatch = run.watch ? watchSize(run.watch, run.max, (n) => ((tooBig = n), kill())) : () => {};
     const done = () => (clearTimeout(timer), stopWatch());
     child.on("error", (err) => (done(), reject(err)));
     child.on("close", (code) => {
       done();
-      const tail = redact(printable(stderr.trim().split("\n").slice(-5).join("\n").slice(-600))) || "(no output)";
+      // Secrets are hidden in whole lines, before anything is cut (a cut could leave half a token).
+      const lines = stderr.split("\n").slice(cut ? 1 : 0);
+      const tail = printable(scrub(lines.join("\n").trim(), run.auth?.secrets).split("\n").slice(-5).join("\n")).slice(-600) || "(no output)";
       resolvePromise({ code: code ?? -1, stderr: timedOut ? `killed after ${run.timeoutSec}s: ${tail}` : tail, stdout, tooLarge: tooBig, max: run.max });
     });
   });

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Job } from "bullmq";
 import { keys } from "./keys.js";
-import { defaultClient, JobFailedError, jobOptions, prepareSpecs, type JobData, type PatchbayClient } from "./client.js";
+import { credentialsProblem, defaultClient, JobFailedError, jobOptions, prepareSpecs, type JobData, type PatchbayClient } from "./client.js";
 import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent } from "../spec.js";
 import { batchHash, type BatchLine } from "./batch-file.js";
 import { batchKeys, PARTS, recordFinished, scripted, TTL_SEC, type JobSummary } from "./batch-index.js";
@@ -69,6 +69,9 @@ export class BatchClient {
     try {
       if (opts.budgetUsd !== undefined && !(Number.isFinite(opts.budgetUsd) && opts.budgetUsd > 0)) throw new JobSpecError(`budgetUsd must be a positive number (got ${opts.budgetUsd})`);
       lines = isBatchLines(inputs) ? inputs : prepareSpecs(inputs).map((spec, i) => ({ line: opts.lines?.[i] ?? i + 1, spec }));
+      // Lines made elsewhere than prepareSpecs too: a token in a git URL never reaches Redis.
+      const withToken = lines.find(({ spec }) => credentialsProblem(spec));
+      if (withToken) throw new JobSpecError(`line ${withToken.line}: ${credentialsProblem(withToken.spec)}`);
       if (!lines.length) throw new JobSpecError("a batch needs at least one job");
       if (new Set(lines.map((l) => l.line)).size !== lines.length) throw new JobSpecError("two specs of a batch have the same line");
       // The job id comes from the batch: a spec's own jobId is not used.

@@ -8,6 +8,7 @@ import { resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "../config.js";
 import { keys, redisOptions } from "./keys.js";
+import { hasCredentials, redact } from "../job/git-auth.js";
 import { withStoredPatch } from "./result-record.js";
 import { JobSpecError, parseJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 
@@ -359,10 +360,21 @@ export function prepareSpecs(inputs: unknown[]): JobSpec[] {
     const where = inputs.length > 1 ? `spec #${i + 1}: ` : "";
     if (!r.ok) throw new JobSpecError(`${where}${r.error}`);
     const spec = normalize(r.spec);
-    const missing = missingLocalPath(spec);
+    const missing = missingLocalPath(spec) ?? credentialsProblem(spec);
     if (missing) throw new JobSpecError(`${where}${missing}`);
     return spec;
   });
+}
+
+/**
+ * A `{ git }` URL with credentials is refused before anything reaches Redis: the job's data (and
+ * every copy of the spec: events, the dashboard) would keep the token for days. The worker has its
+ * own store for them (src/job/git-auth.ts); runJob, with no queue, takes them in the URL.
+ */
+export function credentialsProblem(spec: JobSpec): string | undefined {
+  const git: unknown = (spec.repo as { git?: unknown } | undefined)?.git; // BatchLines reach batch.submit unchecked
+  if (typeof git !== "string" || !hasCredentials(git)) return undefined;
+  return `invalid JobSpec: repo.git: ${redact(git).slice(0, 200)} carries credentials, which would be kept in Redis with the job; remove them from the URL and give them to the workers instead: PATCHBAY_GIT_CREDENTIALS=/path/to/git-credentials on each worker, a file of mode 0600 with lines like https://user:token@host`;
 }
 
 /** Local paths become absolute at enqueue time: the worker runs elsewhere. */
