@@ -53,11 +53,18 @@ export const Budget = z.strictObject({
 });
 export type Budget = z.infer<typeof Budget>;
 
+// Absolute sanity caps, whatever the worker: what Docker, the kernel and Node's timers take at all
+// (a worker's own bounds, src/policy.ts, are far lower). Memory and disk are whole MiB: Docker's
+// byte counts and tmpfs sizes are integers.
+const atLeast = (lo: number, why: string) => ({ error: (iss: { input?: unknown }) => `must be at least ${lo}, ${why} (got ${show(iss.input)})` });
+const atMost = (hi: number) => ({ error: (iss: { input?: unknown }) => `must be at most ${hi} (got ${show(iss.input)})` });
+const MAX_SEC = 7 * 24 * 3600;
+
 export const Limits = z.strictObject({
-  memoryMb: positiveNumber().optional(),
-  cpus: positiveNumber().optional(),
-  pids: positiveInt().optional(),
-  diskMb: positiveNumber().optional(),
+  memoryMb: positiveInt().min(6, atLeast(6, "Docker's minimum")).max(1_048_576, atMost(1_048_576)).optional(),
+  cpus: positiveNumber().min(0.01, atLeast(0.01, "Docker's minimum")).max(1024, atMost(1024)).optional(),
+  pids: positiveInt().max(4_194_304, atMost(4_194_304)).optional(),
+  diskMb: positiveInt().max(16_777_216, atMost(16_777_216)).optional(),
   network: z.enum(["none", "bridge"]).optional(),
 });
 export type Limits = z.infer<typeof Limits>;
@@ -109,14 +116,14 @@ export const JobSpec = z.strictObject({
   /** How many more times a failed verify is fed back to the model (default 2; 0 = verify once and report). */
   verifyRounds: intRange(0, 10).optional(),
   model: nonEmpty("a non-empty model id").optional(),
-  maxTurns: positiveInt().optional(),
+  maxTurns: positiveInt().max(10_000, atMost(10_000)).optional(),
   /** Output tokens per model response. */
-  maxTokens: positiveInt().optional(),
+  maxTokens: positiveInt().max(1_000_000, atMost(1_000_000)).optional(),
   budget: Budget.optional(),
   /** Wall clock for the whole job. */
-  timeoutSec: positiveNumber().optional(),
+  timeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC)).optional(),
   /** Per bash command. */
-  commandTimeoutSec: positiveNumber().optional(),
+  commandTimeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC)).optional(),
   tools: EditorTool.optional(),
   limits: Limits.optional(),
   network: Network.optional(),

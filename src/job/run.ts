@@ -14,6 +14,7 @@ import { mountsFor, prepareEgress, runSetup, SetupError, startSetupNetwork } fro
 import type { SandboxPool } from "../sandbox/pool.js";
 import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 import { Toolbox, type ToolUseBlock } from "../tools/index.js";
+import { admitJob, hideSecrets } from "./admit.js";
 
 export interface RunJobOptions {
   jobId?: string;
@@ -45,6 +46,8 @@ const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
 
 export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {}): Promise<JobResult> {
   const spec = assertJobSpec(input);
+  await admitJob(spec); // the worker's policy (src/policy.ts): a spec may narrow its sandbox, never widen it
+  opts = hideSecrets(spec, opts); // a { git } URL's credentials show in no event (src/job/admit.ts)
   const config = loadConfig();
   const jobId = opts.jobId ?? spec.jobId ?? `local-${Date.now().toString(36)}`;
   const attempt = opts.attempt ?? 1;

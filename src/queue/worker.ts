@@ -10,6 +10,7 @@ import { isThrottle, ModelError, type Model } from "../agent/model.js";
 import { batchHooks } from "./batch-index.js";
 import { checkEngine, countInfraFailure, handBack, HealthGate, throttleMs } from "./health.js";
 import { runJob } from "../job/run.js";
+import { policyProblem } from "../job/admit.js";
 import { redisCheckpoints, specHash } from "../job/checkpoint.js";
 import { prepareSandbox } from "../job/repo.js";
 import { keys, redisOptions } from "./keys.js";
@@ -169,6 +170,13 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       throw await handBack(job, token);
     }
     const attempt = job.attemptsStarted || job.attemptsMade + 1; // counts stalled re-runs too
+    // A spec past this worker's policy (src/policy.ts) never gets better: it fails once, saying why.
+    const refused = await policyProblem(spec, config);
+    if (refused) {
+      log(`job ${jobId} attempt ${attempt}: ${refused}`, { job: jobId, attempt, level: "warn" });
+      await finishFailed(job, attempt, refused);
+      throw new UnrecoverableError(refused);
+    }
     // A stall (the worker running the job died, or lost its lock) counts as an attempt, with the
     // job's backoff; BullMQ's own stall limit is set out of reach so that this one decides.
     const stalls = job.stalledCounter ?? 0;

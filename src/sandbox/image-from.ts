@@ -14,6 +14,24 @@ import { Sandbox } from "./sandbox.js";
 
 export class ImageFromError extends Error {}
 
+/**
+ * Set on every image this builds (its value: the context's hash). A worker's default image
+ * allow-list (src/policy.ts) takes the images that carry it. Labels are inherited: an image the
+ * operator builds FROM one of these carries it too.
+ */
+export const FROM_LABEL = "patchbay.built-from";
+
+/** Whether the image carries FROM_LABEL; undefined when the engine has no such image. */
+export async function builtFrom(image: string): Promise<boolean | undefined> {
+  try {
+    const info = await docker().getImage(image).inspect();
+    return Boolean(info.Config?.Labels?.[FROM_LABEL]);
+  } catch (err) {
+    if ((err as { statusCode?: number }).statusCode === 404) return undefined;
+    throw err;
+  }
+}
+
 const MAX_FILES = 50_000;
 
 /** The base images of a Dockerfile's stages (`FROM` lines), without earlier stages' names or `scratch`. */
@@ -91,7 +109,8 @@ export async function buildImageFrom(dir: string, tag: string, opts: { force?: b
   const bases = dockerfileBases(dockerfile);
   const { hash, top } = contextHash(dir, network);
   let how: FromResult["how"] = "cached";
-  if (opts.force || (await imageRecipe(tag)) !== hash) {
+  // An image of this recipe made before FROM_LABEL existed is made again, with it.
+  if (opts.force || (await imageRecipe(tag)) !== hash || !(await builtFrom(tag))) {
     const sandboxImages = new Set([DEFAULT_IMAGE, loadConfig().image]);
     for (const base of bases) {
       if (await present(base)) continue;
@@ -106,7 +125,7 @@ export async function buildImageFrom(dir: string, tag: string, opts: { force?: b
     }
     if (network === "none") await refuseFetches(dockerfile, bases);
     log(`building ${tag} from ${dir}/Dockerfile${network === "none" ? "" : ` (network: ${network})`}`);
-    const stream = await docker().buildImage({ context: dir, src: top } as never, { t: tag, rm: true, forcerm: true, networkmode: network, labels: JSON.stringify({ "patchbay.recipe": hash }) } as object);
+    const stream = await docker().buildImage({ context: dir, src: top } as never, { t: tag, rm: true, forcerm: true, networkmode: network, labels: JSON.stringify({ "patchbay.recipe": hash, [FROM_LABEL]: hash }) } as object);
     await new Promise<void>((resolve, reject) =>
       docker().modem.followProgress(stream, (err, out) => {
         const failed = (out as { error?: string }[] | undefined)?.find((o) => o.error);

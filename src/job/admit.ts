@@ -1,0 +1,59 @@
+// What runJob (and the worker, before it) checks and wraps before a job starts: the worker's policy
+// on what a spec may ask of its sandbox (src/policy.ts), and the secrets a spec's git URL carries,
+// which no event may show.
+import { loadConfig, type Config } from "../config.js";
+import { policyRefusal, imageVerdict, policyViolations } from "../policy.js";
+import { builtFrom } from "../sandbox/image-from.js";
+import { JobSpecError, type JobSpec, type TranscriptEvent } from "../spec.js";
+import { redact, splitUrl } from "./git-auth.js";
+
+/**
+ * Why this worker refuses the spec (one line naming each bound it goes past and the knob that
+ * raises it), or undefined. The engine is asked about the image only where the policy needs to
+ * know whether `image build --from` made it; an engine that cannot answer throws (not the spec's fault).
+ */
+export async function policyProblem(spec: JobSpec, config: Pick<Config, "policy" | "image"> = loadConfig()): Promise<string | undefined> {
+  const lookup = spec.image !== undefined && imageVerdict(spec.image, config.image, config.policy) === "lookup";
+  const facts = lookup ? { builtFrom: await builtFrom(spec.image!) } : {};
+  const violations = policyViolations(spec, config.policy, config.image, facts);
+  return violations.length ? policyRefusal(violations) : undefined;
+}
+
+/** Throws a JobSpecError (not retried) for a spec past the worker's policy. */
+export async function admitJob(spec: JobSpec, config?: Pick<Config, "policy" | "image">): Promise<void> {
+  const why = await policyProblem(spec, config);
+  if (why) throw new JobSpecError(why);
+}
+
+// Secrets shorter than this are not searched for in every event's strings (they would match
+// ordinary text); they can reach no event but job_started's spec, which is redacted whole.
+const MIN_SCRUBBED = 8;
+
+/**
+ * The options with an onEvent that shows the spec's git URL without its credentials: redacted in
+ * job_started's spec, and every string of every event scrubbed of the secrets (none should carry
+ * them: the sandbox never has them and repo-git's errors hide them; this holds if one ever did).
+ * A spec without credentials gets its options back as they were.
+ */
+export function hideSecrets<O extends { onEvent?: (e: TranscriptEvent) => void }>(spec: JobSpec, opts: O): O {
+  const git = "git" in spec.repo ? spec.repo.git : undefined;
+  const onEvent = opts.onEvent;
+  if (git === undefined || !onEvent) return opts;
+  const split = splitUrl(git);
+  if (split.url === git) return opts;
+  const secrets = split.secrets.filter((s) => s.length >= MIN_SCRUBBED);
+  const shown = redact(git);
+  const clean = (v: unknown): unknown => {
+    if (typeof v === "string") return secrets.reduce((s, x) => s.split(x).join("***"), v);
+    if (Array.isArray(v)) return v.map(clean);
+    if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, clean(x)]));
+    return v;
+  };
+  return {
+    ...opts,
+    onEvent: (e: TranscriptEvent) => {
+      const shownEvent = e.type === "job_started" ? { ...e, spec: { ...e.spec, repo: { ...e.spec.repo, git: shown } } } : e;
+      onEvent((secrets.length ? clean(shownEvent) : shownEvent) as TranscriptEvent);
+    },
+  };
+}

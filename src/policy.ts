@@ -1,0 +1,84 @@
+// The worker's policy: what a JobSpec may ask of the sandbox it runs in. The spec comes from whoever
+// can enqueue; the bounds come from the worker's own configuration (src/config.ts), so a spec can
+// narrow its sandbox but never widen it: no bridge network unless the worker allows it, no limit or
+// timeout above the worker's bound, no image off the worker's list. Pure: the one fact it cannot know
+// (whether an image was built by `patchbay image build --from`) is the caller's to look up.
+import type { JobSpec } from "./spec.js";
+
+export interface SandboxPolicy {
+  allowBridge: boolean;
+  maxMemoryMb: number;
+  maxCpus: number;
+  maxPids: number;
+  maxDiskMb: number;
+  maxTimeoutSec: number;
+  maxCommandTimeoutSec: number;
+  /** Images a spec may name besides the sandbox image (FROM_BUILDS: those `image build --from` made); undefined: [FROM_BUILDS]. */
+  images?: readonly string[];
+}
+
+/** The allow-list entry for every image `patchbay image build --from` made (its label says so). */
+export const FROM_BUILDS = "@from";
+
+/**
+ * An image reference as the engine resolves it: `docker.io/library/` and `docker.io/` dropped,
+ * `:latest` added where there is no tag or digest. Entries ending in `*` match by prefix.
+ */
+export function normalizeImage(ref: string): string {
+  let r = ref.trim().replace(/^docker\.io\/(library\/)?/, "");
+  const lastPart = r.slice(r.lastIndexOf("/") + 1);
+  if (!r.endsWith("*") && !lastPart.includes(":") && !r.includes("@")) r += ":latest";
+  return r;
+}
+
+const matches = (entry: string, image: string) => {
+  const e = normalizeImage(entry);
+  return e.endsWith("*") ? image.startsWith(e.slice(0, -1)) : e === image;
+};
+
+/**
+ * Whether the spec's image is allowed as named ("allowed", "refused"), or only if it was built by
+ * `image build --from` ("lookup": the caller inspects it and passes what it found to policyViolations).
+ */
+export function imageVerdict(image: string, sandboxImage: string, policy: SandboxPolicy): "allowed" | "refused" | "lookup" {
+  const img = normalizeImage(image);
+  if (img === normalizeImage(sandboxImage)) return "allowed";
+  const list = policy.images ?? [FROM_BUILDS];
+  if (list.some((e) => e !== FROM_BUILDS && matches(e, img))) return "allowed";
+  return list.includes(FROM_BUILDS) ? "lookup" : "refused";
+}
+
+export interface ImageFacts {
+  /** For a "lookup" image: whether it carries the `image build --from` label; undefined: not on the engine. */
+  builtFrom?: boolean;
+}
+
+/** One line per way the spec goes past the policy, each naming the bound and the knob that raises it; [] when it is within. */
+export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxImage: string, facts: ImageFacts = {}): string[] {
+  const out: string[] = [];
+  const l = spec.limits ?? {};
+  if (l.network === "bridge" && !policy.allowBridge)
+    out.push('limits.network: "bridge" (the full network in every phase) is not allowed by this worker; its sandboxes have none (PATCHBAY_ALLOW_BRIDGE=1 on the worker allows it; for setup, network.setup.allow names hosts instead)');
+  const over = (field: string, value: number | undefined, max: number, knob: string) => {
+    if (value !== undefined && value > max) out.push(`${field}: ${value} is over this worker's bound of ${max} (${knob} on the worker raises it)`);
+  };
+  over("limits.memoryMb", l.memoryMb, policy.maxMemoryMb, "PATCHBAY_MAX_MEMORY_MB");
+  over("limits.cpus", l.cpus, policy.maxCpus, "PATCHBAY_MAX_CPUS");
+  over("limits.pids", l.pids, policy.maxPids, "PATCHBAY_MAX_PIDS");
+  over("limits.diskMb", l.diskMb, policy.maxDiskMb, "PATCHBAY_MAX_DISK_MB");
+  over("timeoutSec", spec.timeoutSec, policy.maxTimeoutSec, "PATCHBAY_MAX_TIMEOUT_SEC");
+  over("commandTimeoutSec", spec.commandTimeoutSec, policy.maxCommandTimeoutSec, "PATCHBAY_MAX_COMMAND_TIMEOUT_SEC");
+  if (spec.image !== undefined) {
+    const verdict = imageVerdict(spec.image, sandboxImage, policy);
+    if (verdict === "refused" || (verdict === "lookup" && facts.builtFrom !== true)) {
+      const list = policy.images ?? [FROM_BUILDS];
+      const allowed = [`the sandbox image ${sandboxImage}`, ...list.map((e) => (e === FROM_BUILDS ? "images built by patchbay image build --from" : e))].join(", ");
+      const why = verdict === "lookup" && facts.builtFrom === undefined ? " (and no such image is on this worker's engine)" : "";
+      out.push(`image: ${JSON.stringify(spec.image.slice(0, 200))} is not in this worker's image allow-list${why}; allowed: ${allowed} (PATCHBAY_IMAGES on the worker sets the list)`);
+    }
+  }
+  return out;
+}
+
+/** The message a refused spec fails with: one line, every violation in it. */
+export const policyRefusal = (violations: readonly string[]) => `JobSpec refused by this worker's policy: ${violations.join("; ")}`;
