@@ -1,9 +1,10 @@
-// What the dashboard's JSON API returns: rows of jobs, one job in full, batches. Every string that
-// can come from a job (task, error, summary, patch) is made inert (safeText) here.
+// What the dashboard's JSON API returns: rows of jobs (from lean fields: src/web/jobs-list.ts), one
+// job in full, batches. Every string that can come from a job (task, error, summary, patch) is made
+// inert (safeText) here.
 import type { Job } from "bullmq";
 import type { BatchStatus } from "../queue/batch.js";
-import { LIST_STATES, type JobData, type ListState } from "../queue/client.js";
-import type { JobResult } from "../spec.js";
+import type { JobData } from "../queue/client.js";
+import { filesChangedCount, type JobResult } from "../spec.js";
 import { safeText } from "../term.js";
 import { sanitizeDeep } from "./escape.js";
 
@@ -27,7 +28,10 @@ export interface JobRow {
 
 export interface JobDetail extends JobRow {
   patch?: string;
+  /** Set when the patch is too long to show on the page: its size; GET /api/jobs/:id/patch has it. */
+  patchBytes?: number;
   filesChanged?: string[];
+  filesChangedTotal?: number;
   diffstat?: string;
   error?: string;
   summary?: string;
@@ -36,93 +40,93 @@ export interface JobDetail extends JobRow {
 
 type AnyJob = Job<JobData, JobResult>;
 
+/** What a row is made of: the job hash's small fields, its spec and its bounded result (each read only under a size bound: src/web/jobs-list.ts). */
+export interface JobFields {
+  id: string;
+  timestamp?: number;
+  processedOn?: number;
+  finishedOn?: number;
+  attemptsMade: number;
+  progress?: unknown;
+  failedReason?: string;
+  data?: JobData;
+  /** The spec was too big to read for the list: its size. */
+  dataBytes?: number;
+  result?: JobResult;
+}
+
+export const fieldsOfJob = (job: AnyJob): JobFields => ({
+  id: job.id!,
+  timestamp: job.timestamp,
+  processedOn: job.processedOn ?? undefined,
+  finishedOn: job.finishedOn ?? undefined,
+  attemptsMade: job.attemptsMade,
+  progress: job.progress,
+  ...(job.failedReason ? { failedReason: job.failedReason } : {}),
+  data: job.data,
+  result: job.returnvalue ?? undefined,
+});
+
 /**
  * The batch a job belongs to: src/queue/batch.ts sets `batch: { id, line }` in a job's data (a plain
  * `batchId` is understood too).
  */
-export function batchOf(job: AnyJob): string | undefined {
-  const d = job.data as unknown as { batchId?: unknown; batch?: { id?: unknown } } | undefined;
+export function batchOf(data: unknown): string | undefined {
+  const d = data as { batchId?: unknown; batch?: { id?: unknown } } | undefined;
   const id = d?.batchId ?? d?.batch?.id;
-  return typeof id === "string" && id ? safeText(id, { oneLine: true }) : undefined;
+  return typeof id === "string" && id ? safeText(id.slice(0, 256), { oneLine: true }) : undefined;
 }
 
-export function jobRow(job: AnyJob, state: string, defaultModel: string, now = Date.now()): JobRow {
-  const r = job.returnvalue as JobResult | null | undefined;
-  const progress = job.progress as { turn?: unknown } | number | undefined;
+const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+export function jobRow(f: JobFields, state: string, defaultModel: string, now = Date.now()): JobRow {
+  const r = f.result && typeof f.result === "object" ? f.result : undefined;
+  const progress = f.progress as { turn?: unknown } | number | undefined;
   const progressTurn = typeof progress === "object" && progress && typeof progress.turn === "number" ? progress.turn : undefined;
-  const spec = job.data?.spec;
-  const started = job.processedOn ?? undefined;
-  const durationMs = r?.timings?.totalMs ?? (started ? (job.finishedOn ?? now) - started : undefined);
-  const task = typeof spec?.task === "string" ? safeText(spec.task.length > 300 ? `${spec.task.slice(0, 300)}…` : spec.task, { oneLine: true }) : undefined;
-  const batchId = batchOf(job);
+  const spec = f.data?.spec;
+  const started = f.processedOn;
+  const totalMs = num(r?.timings?.totalMs);
+  const durationMs = totalMs ?? (started ? (f.finishedOn ?? now) - started : undefined);
+  const rawTask = typeof spec?.task === "string" ? spec.task : f.dataBytes !== undefined ? `(a spec of ${f.dataBytes} bytes: too big for the list; open the job)` : undefined;
+  const task = rawTask !== undefined ? safeText(rawTask.length > 300 ? `${rawTask.slice(0, 300)}…` : rawTask, { oneLine: true }) : undefined;
+  const batchId = batchOf(f.data);
+  const status = typeof r?.status === "string" ? safeText(r.status.slice(0, 64), { oneLine: true }) : undefined;
   return {
-    id: job.id!,
+    id: f.id,
     state,
-    ...(r?.status ? { status: r.status } : state === "failed" ? { status: "failed" } : {}),
-    model: safeText(String(spec?.model ?? defaultModel), { oneLine: true }),
-    ...(r ? { turns: r.turns, costUsd: r.costUsd } : progressTurn !== undefined ? { turns: progressTurn } : {}),
+    ...(status ? { status } : state === "failed" ? { status: "failed" } : {}),
+    model: safeText(String(spec?.model ?? defaultModel).slice(0, 200), { oneLine: true }),
+    ...(r ? { ...(num(r.turns) !== undefined ? { turns: r.turns } : {}), ...(num(r.costUsd) !== undefined ? { costUsd: r.costUsd } : {}) } : progressTurn !== undefined ? { turns: progressTurn } : {}),
     ...(durationMs !== undefined ? { durationMs } : {}),
-    createdAt: job.data?.enqueuedAt ?? job.timestamp,
+    createdAt: f.data?.enqueuedAt ?? f.timestamp,
     ...(started ? { startedAt: started } : {}),
-    ...(job.finishedOn ? { finishedAt: job.finishedOn } : {}),
+    ...(f.finishedOn ? { finishedAt: f.finishedOn } : {}),
     ...(task !== undefined ? { task } : {}),
     ...(batchId ? { batchId } : {}),
-    attemptsMade: job.attemptsMade,
-    ...(job.failedReason ? { failedReason: safeText(job.failedReason) } : {}),
+    attemptsMade: f.attemptsMade,
+    ...(f.failedReason ? { failedReason: safeText(f.failedReason) } : {}),
   };
 }
 
-export function jobDetail(job: AnyJob, state: string, defaultModel: string): JobDetail {
-  const row = jobRow(job, state, defaultModel);
+/** The job page's data. `patch`: the stored patch when the result keeps it under its own key (undefined: too long to show, or gone). */
+export function jobDetail(job: AnyJob, state: string, defaultModel: string, stored?: { patch?: string }): JobDetail {
+  const row = jobRow(fieldsOfJob(job), state, defaultModel);
   const r = job.returnvalue as JobResult | null | undefined;
   const task = typeof job.data?.spec?.task === "string" ? safeText(job.data.spec.task) : undefined;
   if (!r) return { ...row, ...(task !== undefined ? { task } : {}) };
+  const patch = r.patchStored ? stored?.patch : r.patch;
   return sanitizeDeep({
     ...row,
     ...(task !== undefined ? { task } : {}),
-    patch: r.patch,
+    ...(patch !== undefined ? { patch } : {}),
+    ...(r.patchStored ? { patchBytes: r.patchStored.bytes } : {}),
     filesChanged: r.filesChanged,
+    filesChangedTotal: filesChangedCount(r),
     diffstat: r.diffstat,
     ...(r.error ? { error: r.error } : {}),
     ...(r.summary ? { summary: r.summary } : {}),
     ...(r.verify ? { verify: r.verify } : {}),
   }) as JobDetail;
-}
-
-export interface JobFilter {
-  states?: ListState[];
-  status?: string;
-  batch?: string;
-  limit?: number;
-}
-
-export function parseFilter(q: Record<string, unknown>): JobFilter {
-  const str = (k: string) => (typeof q[k] === "string" && (q[k] as string).trim() ? (q[k] as string).trim() : undefined);
-  const state = str("state");
-  const limit = Number(str("limit") ?? 200);
-  return {
-    ...(state && (LIST_STATES as readonly string[]).includes(state) ? { states: [state as ListState] } : {}),
-    ...(str("status") ? { status: str("status") } : {}),
-    ...(str("batch") ? { batch: str("batch") } : {}),
-    limit: Number.isInteger(limit) && limit > 0 ? Math.min(limit, 2000) : 200,
-  };
-}
-
-/** Jobs newest first, filtered by state (BullMQ's), status (the result's) and batch. */
-export async function listJobs(
-  getJobs: (states: ListState[], start: number, end: number) => Promise<AnyJob[]>,
-  f: JobFilter,
-  defaultModel: string,
-): Promise<JobRow[]> {
-  const limit = f.limit ?? 200;
-  // A status or batch filter looks further back than the page it returns.
-  const scan = f.status || f.batch ? Math.max(limit, 2000) : limit;
-  const perState = await Promise.all((f.states ?? [...LIST_STATES]).map(async (s) => (await getJobs([s], 0, scan - 1)).filter(Boolean).map((j) => jobRow(j, s, defaultModel))));
-  return perState
-    .flat()
-    .filter((r) => (!f.status || r.status === f.status) && (!f.batch || r.batchId === f.batch))
-    .sort((a, b) => (b.createdAt ?? 0) - (a.createdAt ?? 0))
-    .slice(0, limit);
 }
 
 export interface BatchRow {

@@ -64,7 +64,8 @@ export function jobsPage(): string {
 <table class="list" id="jobs">
 <thead><tr><th>job</th><th>state</th><th>status</th><th>model</th><th>turns</th><th>cost</th><th>duration</th><th>batch</th><th>enqueued</th><th>task</th></tr></thead>
 <tbody id="rows"></tbody>
-</table>`,
+</table>
+<p class="pager" id="pager"></p>`,
   );
 }
 

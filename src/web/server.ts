@@ -5,24 +5,34 @@
 // Security: it binds 127.0.0.1 unless told otherwise. Every action (cancel, retry, bull-board's
 // mutations: any method but GET/HEAD) needs the token; on any other bind every request does.
 // The token comes from PATCHBAY_DASHBOARD_TOKEN (or is made up at start on loopback and printed in
-// the URL) and is given once as ?token=…, which sets an HttpOnly SameSite=Strict cookie, or on
-// each request as `Authorization: Bearer …` (scrapers, scripts). On loopback the Host header must
-// name loopback (no DNS rebinding), and a mutation's Origin, when sent, must be this origin.
+// the URL) and is given once as ?token=…, which sets an HttpOnly SameSite=Strict cookie (Secure
+// when the request came over TLS: served with PATCHBAY_DASHBOARD_TLS_*, or through a proxy that
+// says `X-Forwarded-Proto: https`), or on each request as `Authorization: Bearer …` (scrapers,
+// scripts). On loopback the Host header must name loopback (no DNS rebinding), and a mutation's
+// Origin, when sent, must be this origin.
+//
+// Bounded: /api/jobs pages lean rows (src/web/jobs-list.ts); the live transcripts of every open
+// page share one Redis connection (src/web/transcript-hub.ts), at most PATCHBAY_DASHBOARD_MAX_STREAMS
+// at once; a long patch is only sent as a download (/api/jobs/:id/patch).
 import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { FastifyAdapter } from "@bull-board/fastify";
 import { Job } from "bullmq";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
+import type { TLSSocket } from "node:tls";
 import { BatchClient } from "../queue/batch.js";
 import { loadConfig } from "../config.js";
 import { keys } from "../queue/keys.js";
-import { PatchbayClient, type JobData, type ListState } from "../queue/client.js";
-import type { JobResult, TranscriptEvent } from "../spec.js";
-import { batchRow, jobDetail, listJobs, parseFilter } from "./data.js";
-import { prepareEvent } from "./escape.js";
+import { PatchbayClient, type JobData } from "../queue/client.js";
+import type { JobResult } from "../spec.js";
+import { batchRow, jobDetail } from "./data.js";
 import { batchesPage, jobPage, jobsPage, PAGE_CSP, STATIC_ASSETS } from "./html.js";
+import { BadQuery, listJobsPage, parseJobsQuery } from "./jobs-list.js";
+import { streamTranscript } from "./sse.js";
+import { TranscriptHub } from "./transcript-hub.js";
 
 export interface DashboardOptions {
   host?: string;
@@ -31,6 +41,10 @@ export interface DashboardOptions {
   queueName?: string;
   /** Default: PATCHBAY_DASHBOARD_TOKEN; on loopback a random one when that is unset. */
   token?: string;
+  /** Serve HTTPS with this certificate and key (PEM); default: the files PATCHBAY_DASHBOARD_TLS_CERT/_KEY name. */
+  tls?: { cert: string | Buffer; key: string | Buffer };
+  /** Live transcripts served at once; default PATCHBAY_DASHBOARD_MAX_STREAMS (64). */
+  maxStreams?: number;
 }
 
 export interface Dashboard {
@@ -39,6 +53,8 @@ export interface Dashboard {
   token: string;
   /** Whether the token was made up here (then the caller should show it). */
   generatedToken: boolean;
+  /** The CLIENT SETNAME of its Redis connections: this, and this + "-sse" for the one the live transcripts share. */
+  connectionName: string;
   close(): Promise<void>;
 }
 
@@ -50,7 +66,8 @@ const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
 export const isLoopback = (host: string) => LOOPBACK.has(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
 const COOKIE = "patchbay_dashboard";
 const SAFE_METHODS = new Set(["GET", "HEAD"]);
-const STREAM_ID = /^\d+-\d+$/;
+/** A patch up to this size comes with the job page's data; a longer one is a download. */
+export const DETAIL_PATCH_MAX = 1024 * 1024;
 
 /** Whether a request needs the token: every mutation, and on a bind that is not loopback every request. */
 export const needsToken = (method: string, loopbackBind: boolean) => !loopbackBind || !SAFE_METHODS.has(method.toUpperCase());
@@ -72,6 +89,33 @@ function cookieValue(header: string | undefined, name: string): string | undefin
   return undefined;
 }
 
+/**
+ * Whether a request reached us over TLS: our own HTTPS, or a proxy in front that says so. The header
+ * is trusted for one thing only, adding `Secure` to the cookie: a client that forges it only keeps
+ * its own cookie off plain HTTP.
+ */
+export function overTls(encrypted: boolean, headers: Record<string, string | string[] | undefined>): boolean {
+  if (encrypted) return true;
+  const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v)?.split(",")[0]?.trim().toLowerCase();
+  if (first(headers["x-forwarded-proto"]) === "https") return true;
+  return /(^|;)\s*proto="?https"?\s*(;|$)/i.test(first(headers.forwarded) ?? "");
+}
+
+/** The cookie the token sets: Secure over TLS (see overTls). */
+export const tokenCookie = (token: string, secure: boolean) => `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure ? "; Secure" : ""}`;
+
+function tlsOptions(opts: DashboardOptions, config: ReturnType<typeof loadConfig>): { cert: string | Buffer; key: string | Buffer } | undefined {
+  if (opts.tls) return opts.tls;
+  const t = config.dashboardTls;
+  if (!t) return undefined;
+  if (!t.cert || !t.key) throw new DashboardConfigError("HTTPS needs both PATCHBAY_DASHBOARD_TLS_CERT and PATCHBAY_DASHBOARD_TLS_KEY (PEM files); one of them is unset");
+  try {
+    return { cert: readFileSync(t.cert), key: readFileSync(t.key) };
+  } catch (err) {
+    throw new DashboardConfigError(`cannot read the dashboard's TLS files: ${(err as Error).message}`);
+  }
+}
+
 export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashboard> {
   const config = loadConfig();
   const host = opts.host ?? "127.0.0.1";
@@ -81,11 +125,16 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   if (!loopback && !envToken) throw new DashboardConfigError(`binding ${host} (not loopback) needs a token: set PATCHBAY_DASHBOARD_TOKEN`);
   if (envToken !== undefined && envToken.length < 16) throw new DashboardConfigError("PATCHBAY_DASHBOARD_TOKEN must be at least 16 characters");
   const token = envToken ?? randomBytes(24).toString("base64url");
-  const client = new PatchbayClient({ ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : {}), ...(opts.queueName ? { queueName: opts.queueName } : {}) });
+  const tls = tlsOptions(opts, config);
+  const maxStreams = opts.maxStreams ?? config.dashboardMaxStreams;
+  const connectionName = `patchbay-dashboard-${randomBytes(4).toString("hex")}`;
+  const redisUrl = opts.redisUrl ?? config.redisUrl;
+  const client = new PatchbayClient({ redisUrl, connectionName, ...(opts.queueName ? { queueName: opts.queueName } : {}) });
   const k = keys(client.queueName);
   const defaultModel = config.model;
+  const hub = new TranscriptHub(client.redis, redisUrl, `${connectionName}-sse`);
 
-  const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, forceCloseConnections: true });
+  const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, forceCloseConnections: true, ...(tls ? { https: tls } : {}) });
   const authorized = (req: FastifyRequest) => {
     const h = req.headers.authorization;
     if (typeof h === "string" && h.startsWith("Bearer ") && sameSecret(h.slice(7).trim(), token)) return true;
@@ -108,7 +157,7 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
     if (given !== null && SAFE_METHODS.has(req.method)) {
       if (!sameSecret(given, token)) return reply.code(401).type("text/plain").send("wrong token\n");
       url.searchParams.delete("token");
-      reply.header("Set-Cookie", `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`);
+      reply.header("Set-Cookie", tokenCookie(token, overTls((req.raw.socket as TLSSocket).encrypted === true, req.headers)));
       return reply.redirect(`${url.pathname.replace(/^[/\\]+/, "/")}${url.search}`, 303); // always this origin
     }
     const mutation = !SAFE_METHODS.has(req.method);
@@ -141,8 +190,14 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
     return reply.header("Cache-Control", "no-cache").type(a.type).send(a.body);
   });
 
-  const getJobs = (states: ListState[], start: number, end: number) => client.queue.getJobs(states, start, end);
-  app.get("/api/jobs", async (req) => ({ jobs: await listJobs(getJobs, parseFilter(req.query as Record<string, unknown>), defaultModel) }));
+  app.get("/api/jobs", async (req, reply) => {
+    try {
+      return await listJobsPage(client.redis, client.queue, client.queueName, parseJobsQuery(req.query as Record<string, unknown>), defaultModel);
+    } catch (err) {
+      if (err instanceof BadQuery) return reply.code(400).send({ error: err.message });
+      throw err;
+    }
+  });
   // Batches from the batch index (src/queue/batch.ts): progress, counts by status, spend.
   const batches = new BatchClient(client);
   app.get("/api/batches", async () => {
@@ -156,7 +211,20 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
     const state = await client.queue.getJobState(req.params.id); // before the job, so a finished one carries its result
     const job = await findJob(req.params.id);
     if (!job) return reply.code(404).send({ error: `no job ${req.params.id}` });
-    return jobDetail(job, state, defaultModel);
+    const stored = job.returnvalue?.patchStored;
+    const patch = stored && stored.bytes <= DETAIL_PATCH_MAX ? ((await client.redis.get(k.patch(job.id!))) ?? undefined) : undefined;
+    return jobDetail(job, state, defaultModel, { patch });
+  });
+
+  // The whole patch, as a file (a long one is not part of the job page's data).
+  app.get<{ Params: { id: string } }>("/api/jobs/:id/patch", async (req, reply) => {
+    const job = await findJob(req.params.id);
+    const r = job?.returnvalue;
+    if (!job || !r) return reply.code(404).send({ error: `no finished job ${req.params.id}` });
+    const patch = r.patchStored ? await client.redis.getBuffer(k.patch(job.id!)) : Buffer.from(r.patch);
+    if (!patch) return reply.code(410).send({ error: `the patch of job ${job.id} is no longer kept (PATCHBAY_RETENTION_SEC)` });
+    const name = `${job.id!.replace(/[^A-Za-z0-9_.-]/g, "_")}.patch`;
+    return reply.header("Content-Security-Policy", "default-src 'none'; sandbox").header("Content-Disposition", `attachment; filename="${name}"`).header("Cache-Control", "no-store").type("text/plain; charset=utf-8").send(patch);
   });
 
   app.post<{ Params: { id: string } }>("/api/jobs/:id/cancel", async (req, reply) => {
@@ -179,70 +247,18 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
     return { result: "queued again" };
   });
 
-  // The transcript, live: each message is a JSON array of events (inert strings, a cost on each
-  // model response), its id the Redis stream id of the last one, so a reconnect goes on from there.
-  // An `end` event says the job is over and everything was sent.
+  // The transcript, live (src/web/sse.ts): every open page on the hub's one Redis connection.
+  let streams = 0;
   app.get<{ Params: { id: string }; Querystring: { after?: string } }>("/api/jobs/:id/events", async (req, reply) => {
     const id = req.params.id;
-    if (!(await findJob(id))) return reply.code(404).send({ error: `no job ${id}` });
-    const from = String(req.headers["last-event-id"] ?? req.query.after ?? "0");
-    let last = STREAM_ID.test(from) ? from : "0";
+    if (streams >= maxStreams) return reply.code(503).header("Retry-After", "5").send({ error: `this dashboard serves at most ${maxStreams} live transcripts at once (PATCHBAY_DASHBOARD_MAX_STREAMS); try again shortly` });
+    if ((await client.queue.getJobState(id)) === "unknown") return reply.code(404).send({ error: `no job ${id}` });
+    streams++;
     reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      "Content-Type": "text/event-stream; charset=utf-8",
-      "Cache-Control": "no-store",
-      Connection: "keep-alive",
-      "X-Content-Type-Options": "nosniff",
-      "X-Accel-Buffering": "no",
-    });
-    res.write("retry: 2000\n\n");
-    const reader = client.redis.duplicate();
-    reader.on("error", () => {});
-    let closed = false;
-    req.raw.on("close", () => {
-      closed = true;
-      reader.disconnect();
-    });
-    const streamKey = k.events(id);
-    let idle = 0;
-    let sent = 0;
     try {
-      while (!closed) {
-        // a small first message, so the page paints the start of a long transcript at once
-        const r = (await reader.xread("COUNT", sent === 0 ? 100 : 1000, "BLOCK", 1000, "STREAMS", streamKey, last)) as [string, [string, string[]][]][] | null;
-        const entries = r?.[0]?.[1] ?? [];
-        if (entries.length) {
-          idle = 0;
-          const events = entries.map(([entryId, fields]) => {
-            last = entryId;
-            try {
-              return prepareEvent(JSON.parse(fields[1] ?? "null") as TranscriptEvent);
-            } catch {
-              return { type: "unparsed" };
-            }
-          });
-          res.write(`id: ${last}\ndata: ${JSON.stringify(events)}\n\n`);
-          sent += events.length;
-          continue;
-        }
-        const job = await findJob(id);
-        const state = job ? await job.getState() : "unknown";
-        if (!job || state === "completed" || state === "failed") {
-          // the job is over: whatever was written just before the end, then `end`
-          const tail = (await reader.xread("COUNT", 2000, "STREAMS", streamKey, last)) as [string, [string, string[]][]][] | null;
-          const rest = (tail?.[0]?.[1] ?? []).map(([entryId, fields]) => ((last = entryId), prepareEvent(JSON.parse(fields[1] ?? "null") as TranscriptEvent)));
-          if (rest.length) res.write(`id: ${last}\ndata: ${JSON.stringify(rest)}\n\n`);
-          res.write(`event: end\ndata: ${JSON.stringify({ state })}\n\n`);
-          break;
-        }
-        if (++idle % 15 === 0) res.write(": keep-alive\n\n");
-      }
-    } catch {
-      // the client went away (the reader was disconnected) or Redis did: the browser reconnects
+      await streamTranscript({ redis: client.redis, hub, streamKey: k.events(id), state: () => client.queue.getJobState(id) }, req.raw, reply.raw, String(req.headers["last-event-id"] ?? req.query.after ?? "0"));
     } finally {
-      reader.disconnect();
-      res.end();
+      streams--;
     }
   });
 
@@ -255,6 +271,7 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   try {
     await app.listen({ host, port });
   } catch (err) {
+    await hub.close();
     await client.close();
     throw err;
   }
@@ -262,11 +279,13 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   const boundPort = typeof addr === "object" && addr ? addr.port : port;
   const urlHost = isIP(host) === 6 ? `[${host}]` : host;
   return {
-    url: `http://${urlHost}:${boundPort}`,
+    url: `${tls ? "https" : "http"}://${urlHost}:${boundPort}`,
     token,
     generatedToken: envToken === undefined,
+    connectionName,
     async close() {
       await app.close();
+      await hub.close();
       await client.close();
     },
   };

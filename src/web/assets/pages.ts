@@ -12,6 +12,7 @@ export const JOBS_JS = String.raw`(function () {
   form.addEventListener("change", function () { form.submit(); });
   var tbody = document.getElementById("rows");
   var note = document.getElementById("note");
+  var pager = document.getElementById("pager");
   function badge(s) { return el("span", "badge s-" + String(s).replace(/[^a-z_]/g, ""), s); }
   function row(j) {
     var tr = el("tr");
@@ -41,7 +42,11 @@ export const JOBS_JS = String.raw`(function () {
       data.jobs.forEach(function (j) { frag.appendChild(row(j)); });
       tbody.textContent = "";
       tbody.appendChild(frag);
-      note.textContent = data.jobs.length ? data.jobs.length + " jobs" : "no jobs match";
+      note.textContent = data.jobs.length ? data.jobs.length + " jobs" + (q.get("cursor") || data.next ? " on this page" : "") : data.next ? "none on this page" : "no jobs match";
+      // pages: the API gives a cursor for the next one; the filters are kept
+      pager.textContent = "";
+      if (q.get("cursor")) { var first = new URLSearchParams(q); first.delete("cursor"); var a1 = el("a", null, "First page"); a1.href = "/jobs?" + first.toString(); pager.appendChild(a1); }
+      if (data.next) { var nq = new URLSearchParams(q); nq.set("cursor", data.next); var a2 = el("a", null, "Next page"); a2.href = "/jobs?" + nq.toString(); a2.id = "next"; pager.appendChild(a2); }
     }).catch(function (err) { note.textContent = "could not load jobs: " + err.message; })
       .then(function () { setTimeout(load, 2000); });
   }
@@ -145,11 +150,21 @@ export const JOB_JS = String.raw`(function () {
     retryBtn.disabled = running;
     head.setAttribute("data-state", j.state);
     head.setAttribute("data-status", j.status || "");
+    var files = j.filesChangedTotal != null ? j.filesChangedTotal : j.filesChanged ? j.filesChanged.length : null;
     if (typeof j.patch === "string" && j.patch !== shownPatch) {
       shownPatch = j.patch;
       diffBox.textContent = "";
-      diffBox.appendChild(el("h2", null, "Patch" + (j.filesChanged ? " (" + j.filesChanged.length + " files)" : "")));
+      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + " files)" : "")));
       diffBox.appendChild(j.patch ? PB.renderDiff(j.patch) : el("div", "empty", "no changes"));
+    } else if (typeof j.patch !== "string" && j.patchBytes != null && shownPatch !== "#" + j.patchBytes) {
+      // too long to show here: a link to the whole patch, as a file
+      shownPatch = "#" + j.patchBytes;
+      diffBox.textContent = "";
+      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + " files)" : "")));
+      var p = el("p", "meta", PB.num(j.patchBytes) + " bytes: too long to show here. ");
+      var dl = el("a", null, "Download the patch"); dl.href = api + "/patch"; dl.id = "patch-link";
+      p.appendChild(dl);
+      diffBox.appendChild(p);
     }
   }
   function refresh() {

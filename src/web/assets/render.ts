@@ -239,7 +239,7 @@ export const RENDER_JS = String.raw`(function () {
         if (e.outputTail) add(d, block(e.outputTail, "out"));
         break;
       case "patch":
-        d = this.card("", "Patch", (e.filesChanged || []).length + " files changed · " + num(e.bytes) + " bytes");
+        d = this.card("", "Patch", num(e.filesChangedTotal != null ? e.filesChangedTotal : (e.filesChanged || []).length) + " files changed · " + num(e.bytes) + " bytes" + (e.filesChangedCut ? " · the list is cut (" + num(e.filesChangedCut) + " names left out)" : ""));
         if (e.diffstat) add(d, block(e.diffstat, "out"));
         break;
       case "job_finished":

@@ -17,6 +17,7 @@ table.list td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.list td.task { max-width: 420px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; color: var(--muted); }
 form.filters { display: flex; gap: 12px; align-items: end; margin-bottom: 12px; flex-wrap: wrap; }
 form.filters label { display: flex; flex-direction: column; font-size: 12px; color: var(--muted); }
+p.pager { display: flex; gap: 16px; margin-top: 12px; }
 select, input, button { font: inherit; padding: 4px 8px; border: 1px solid #c4cad4; border-radius: 4px; background: #fff; }
 button { cursor: pointer; } button:disabled { cursor: default; opacity: .5; }
 button.danger { border-color: var(--bad); color: var(--bad); }

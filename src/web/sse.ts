@@ -1,0 +1,81 @@
+// One page's live transcript over server-sent events: each message is a JSON array of events
+// (inert strings, a cost on each model response), its id the Redis stream id of the last one, so a
+// reconnect goes on from there. An `end` event says the job is over and everything was sent.
+// Reads are plain XREADs on the dashboard's command connection; between them the page waits on the
+// shared hub (src/web/transcript-hub.ts), never on a Redis connection of its own. A page that reads
+// slowly is waited for (the socket's drain), so the dashboard never buffers more than one message.
+import type { Redis } from "ioredis";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { TranscriptEvent } from "../spec.js";
+import { prepareEvent } from "./escape.js";
+import type { TranscriptHub } from "./transcript-hub.js";
+
+const STREAM_ID = /^\d+-\d+$/;
+/** How long a caught-up page waits before it looks at the job's state again. */
+const POLL_MS = 1000;
+
+export interface TranscriptSource {
+  /** The dashboard's command connection (never blocked). */
+  redis: Redis;
+  hub: TranscriptHub;
+  streamKey: string;
+  state: () => Promise<string>;
+}
+
+type Entries = [string, [string, string[]][]][] | null;
+
+function parse(fields: string[]): unknown {
+  try {
+    return prepareEvent(JSON.parse(fields[1] ?? "null") as TranscriptEvent);
+  } catch {
+    return { type: "unparsed" };
+  }
+}
+
+export async function streamTranscript(src: TranscriptSource, req: IncomingMessage, res: ServerResponse, from: string): Promise<void> {
+  let last = STREAM_ID.test(from) ? from : "0";
+  res.writeHead(200, {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-store",
+    Connection: "keep-alive",
+    "X-Content-Type-Options": "nosniff",
+    "X-Accel-Buffering": "no",
+  });
+  let closed = false;
+  const gone = new Promise<void>((resolve) => req.on("close", () => ((closed = true), resolve())));
+  const write = async (text: string) => {
+    if (!res.write(text) && !closed) await Promise.race([new Promise((r) => res.once("drain", r)), gone]);
+  };
+  const read = async (count: number) => {
+    const r = (await src.redis.xread("COUNT", count, "STREAMS", src.streamKey, last)) as Entries;
+    return (r?.[0]?.[1] ?? []).map(([id, fields]) => ((last = id), parse(fields)));
+  };
+  await write("retry: 2000\n\n");
+  let sent = 0;
+  let idle = 0;
+  try {
+    while (!closed) {
+      // a small first message, so the page paints the start of a long transcript at once
+      const events = await read(sent === 0 ? 100 : 1000);
+      if (events.length) {
+        idle = 0;
+        await write(`id: ${last}\ndata: ${JSON.stringify(events)}\n\n`);
+        sent += events.length;
+        continue;
+      }
+      const state = await src.state();
+      if (state === "completed" || state === "failed" || state === "unknown") {
+        // the job is over: whatever was written just before the end, then `end`
+        for (let rest = await read(1000); rest.length; rest = await read(1000)) await write(`id: ${last}\ndata: ${JSON.stringify(rest)}\n\n`);
+        await write(`event: end\ndata: ${JSON.stringify({ state })}\n\n`);
+        break;
+      }
+      await src.hub.wait(src.streamKey, last, POLL_MS);
+      if (++idle % 15 === 0) await write(": keep-alive\n\n");
+    }
+  } catch {
+    // Redis went away: the browser reconnects (from the last id it got)
+  } finally {
+    res.end();
+  }
+}
