@@ -58,6 +58,16 @@ function durationMs(s: string): number {
 }
 
 describe("docker-compose.yml (validated by docker-compose config)", () => {
+  it("redis: bounded by maxmemory (1gb, PATCHBAY_REDIS_MAXMEMORY overrides it) with noeviction: full, it refuses writes and drops nothing", () => {
+    expect(service("redis")).toMatch(/- --maxmemory\n\s*- 1gb\n\s*- --maxmemory-policy\n\s*- noeviction\n?/);
+    const other = execFileSync("docker-compose", ["-f", COMPOSE, "config"], { cwd: ROOT, env: { ...cleanEnv(), PATCHBAY_REDIS_MAXMEMORY: "256mb" }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    expect(block(block(other, "services", 0), "redis", 2)).toMatch(/- --maxmemory\n\s*- 256mb\n/);
+    expect(block(service("worker"), "environment", 4)).toMatch(/PATCHBAY_RETENTION_SEC: '604800'$/m);
+    expect(loadConfig({}).retentionSec).toBe(604800);
+    // the image's own command (a plain `docker run`) has the same bound
+    expect(readFileSync(`${ROOT}images/redis/Dockerfile`, "utf8")).toMatch(/^CMD \[.*"--maxmemory", "1gb", "--maxmemory-policy", "noeviction"\]$/m);
+  });
+
   it("redis: AOF on, noeviction (BullMQ), protected mode off (Debian's default refuses the workers), a ping healthcheck, a volume for /data, no published port", () => {
     const redis = service("redis");
     expect(redis).toMatch(/^\s{4}image: patchbay-redis:latest$/m);
