@@ -21,18 +21,21 @@ describe("allow-list entries", () => {
     expect(parseAllowEntry("a.org:0")).toMatch(/bad port/);
     expect(parseAllowEntry("a.org:70000")).toMatch(/bad port/);
   });
-  it("matches exact names, wildcards only below their domain, and default ports 80/443 only", () => {
+  it("matches exact names, wildcards only below their domain; without a port, 443 for CONNECT and 80 for plain HTTP only", () => {
     const r = rules("registry.npmjs.org", "*.example.org", "odd.example.net:8443");
-    expect(isAllowed(r, "registry.npmjs.org", 443)).toBe(true);
-    expect(isAllowed(r, "registry.npmjs.org", 80)).toBe(true);
-    expect(isAllowed(r, "registry.npmjs.org", 22)).toBe(false);
-    expect(isAllowed(r, "evil-registry.npmjs.org", 443)).toBe(false);
-    expect(isAllowed(r, "registry.npmjs.org.evil.com", 443)).toBe(false);
-    expect(isAllowed(r, "a.b.example.org", 443)).toBe(true);
-    expect(isAllowed(r, "example.org", 443)).toBe(false);
-    expect(isAllowed(r, "badexample.org", 443)).toBe(false);
-    expect(isAllowed(r, "odd.example.net", 8443)).toBe(true);
-    expect(isAllowed(r, "odd.example.net", 443)).toBe(false);
+    expect(isAllowed(r, "registry.npmjs.org", 443, "connect")).toBe(true);
+    expect(isAllowed(r, "registry.npmjs.org", 80, "http")).toBe(true);
+    expect(isAllowed(r, "registry.npmjs.org", 80, "connect")).toBe(false);
+    expect(isAllowed(r, "registry.npmjs.org", 443, "http")).toBe(false);
+    expect(isAllowed(r, "registry.npmjs.org", 22, "connect")).toBe(false);
+    expect(isAllowed(r, "evil-registry.npmjs.org", 443, "connect")).toBe(false);
+    expect(isAllowed(r, "registry.npmjs.org.evil.com", 443, "connect")).toBe(false);
+    expect(isAllowed(r, "a.b.example.org", 443, "connect")).toBe(true);
+    expect(isAllowed(r, "example.org", 443, "connect")).toBe(false);
+    expect(isAllowed(r, "badexample.org", 443, "connect")).toBe(false);
+    expect(isAllowed(r, "odd.example.net", 8443, "connect")).toBe(true);
+    expect(isAllowed(r, "odd.example.net", 8443, "http")).toBe(true);
+    expect(isAllowed(r, "odd.example.net", 443, "connect")).toBe(false);
   });
   it("normalizes host names and rejects what is not one", () => {
     expect(normalizeHost("A.B.")).toBe("a.b");

@@ -1,6 +1,8 @@
 // The setup phase's egress proxy on its own (no Docker): a client on this host speaks to a job's
-// Unix socket the way the in-container bridge does. Upstreams are a test host in a network
-// namespace (private address, exempted by the proxy's test-only option) and loopback.
+// Unix socket the way the in-container bridge does. Upstreams are a plain-HTTP test host in a
+// network namespace (private address, exempted by the proxy's test-only option), an HTTPS test
+// host on a loopback address of this file's own (exempted the same way) and loopback.
+// CONNECT's TLS name checks are in egress-tls.test.ts.
 import { spawn } from "node:child_process";
 import http from "node:http";
 import net from "node:net";
@@ -8,14 +10,21 @@ import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllowEntry, type AllowRule } from "../src/net/allow.js";
 import { EgressProxy, type EgressLimits, type EgressRecord, type EgressSession } from "../src/net/proxy.js";
+import { connect, get, tlsRequest, until } from "./support/egress-client.js";
 import { withLag } from "./support/lag.js";
 import { startNetHost, type NetHost } from "./support/netns.js";
+import { startTlsHost, type TlsHost } from "./support/tls-host.js";
 
 let host: NetHost;
+let tlsHost: TlsHost;
 beforeAll(async () => {
   host = await startNetHost(0);
+  tlsHost = await startTlsHost(0, ["secure.test"]);
 });
-afterAll(() => host?.close());
+afterAll(async () => {
+  host?.close();
+  await tlsHost?.close();
+});
 
 const names = (): Record<string, string[]> => ({
   "allowed.test": [host.ip],
@@ -25,14 +34,15 @@ const names = (): Record<string, string[]> => ({
   "lan.test": ["192.168.7.7"],
   "mixed.test": ["127.0.0.1", host.ip],
   localhost: ["127.0.0.1", "::1"],
+  "secure.test": [tlsHost.ip],
 });
 const rules = (...e: string[]) => e.map((x) => parseAllowEntry(x) as AllowRule);
-const ALLOW = rules("allowed.test:8080", "mixed.test:8080", "loop.test:6379", "meta.test", "lan.test", "localhost:6379", "nx.test");
+const ALLOW = rules("allowed.test:8080", "mixed.test:8080", "loop.test:6379", "meta.test", "lan.test", "localhost:6379", "nx.test", "secure.test");
 
 function proxy(limits: Partial<EgressLimits> = {}) {
   return new EgressProxy({
     limits,
-    allowPrivate: ["10.213.0.0/16"],
+    allowPrivate: ["10.213.0.0/16", `${tlsHost.ip}/32`],
     resolve: async (h) => {
       const a = names()[h];
       if (!a) throw Object.assign(new Error("no such host"), { code: "ENOTFOUND" });
@@ -48,67 +58,44 @@ async function open(p: EgressProxy, allow = ALLOW): Promise<{ s: EgressSession; 
   return { s, recs };
 }
 
-/** A plain-HTTP absolute-form request through the socket. */
-function get(s: EgressSession, url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; location?: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: s.socketPath, path: url, headers: { host: new URL(url).host, ...headers } }, (res) => {
-      let body = "";
-      res.on("data", (c) => (body += c));
-      res.on("end", () => resolve({ status: res.statusCode!, body, location: res.headers.location }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
-
-/** CONNECT host:port; resolves with the tunnel socket or the refusal's status line and body. */
-function connect(s: EgressSession, target: string): Promise<{ ok: true; socket: net.Socket } | { ok: false; status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: s.socketPath, method: "CONNECT", path: target });
-    req.on("connect", (res, socket, head) => {
-      if (res.statusCode === 200) return resolve({ ok: true, socket });
-      let body = head.toString();
-      socket.on("data", (c) => (body += c));
-      socket.on("close", () => resolve({ ok: false, status: res.statusCode!, body }));
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
-
-/** One HTTP/1.0 GET through an open tunnel; resolves with everything the upstream sent. */
-function tunnelGet(socket: net.Socket, path: string): Promise<string> {
-  return new Promise((resolve) => {
-    let out = "";
-    socket.on("data", (c) => (out += c));
-    socket.on("close", () => resolve(out));
-    socket.on("error", () => resolve(out));
-    socket.write(`GET ${path} HTTP/1.0\r\nHost: allowed.test\r\n\r\n`);
-  });
-}
-
 describe("egress proxy: what it allows", () => {
-  it("tunnels CONNECT to an allowed name and forwards absolute-form HTTP, recording host, port, address and bytes", async () => {
+  it("tunnels CONNECT (TLS naming the host) to an allowed name and forwards absolute-form HTTP, recording host, port, address and bytes", async () => {
     const { s, recs } = await open(proxy());
     try {
-      const t = await connect(s, "allowed.test:8080");
-      expect(t.ok).toBe(true);
-      const raw = await tunnelGet((t as { socket: net.Socket }).socket, "/ok");
-      expect(raw).toMatch(/^HTTP\/1\.\d 200/);
-      expect(raw).toContain("hello from netns");
+      const t = await tlsRequest(s, "secure.test:443", "secure.test", { ca: tlsHost.ca });
+      expect(t.response).toMatch(/^HTTP\/1\.1 200 [^]*tls 443 sni=secure\.test host=secure\.test$/);
       const r = await get(s, "http://allowed.test:8080/ok");
       expect(r).toMatchObject({ status: 200, body: "hello from netns, host header allowed.test:8080" });
       // mixed.test resolves to loopback first: the checked public(-exempt) address is the one used
       expect((await get(s, "http://mixed.test:8080/ok")).status).toBe(200);
       await until(() => recs.length === 3);
-      expect(recs[0]).toMatchObject({ host: "allowed.test", port: 8080, method: "CONNECT", allowed: true, address: host.ip });
+      expect(recs[0]).toMatchObject({ host: "secure.test", port: 443, method: "CONNECT", allowed: true, address: tlsHost.ip });
       expect(recs[0]!.bytesUp).toBeGreaterThan(20);
       expect(recs[0]!.bytesDown).toBeGreaterThan(100);
       expect(recs[1]).toMatchObject({ host: "allowed.test", method: "GET", allowed: true, status: 200, bytesDown: 47 });
       expect(recs[2]).toMatchObject({ host: "mixed.test", allowed: true, address: host.ip });
       expect(s.stats).toMatchObject({ allowed: 3, refused: 0 });
       expect(s.stats.bytesDown).toBe(recs.reduce((n, r) => n + r.bytesDown, 0));
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("egress proxy: plain HTTP reaches the URL's host", () => {
+  it("with the URL's Host, whatever Host or host-override headers the client sent", async () => {
+    const { s, recs } = await open(proxy());
+    try {
+      const r = await get(s, "http://allowed.test:8080/ok", { host: "other.test" });
+      expect(r).toMatchObject({ status: 200, body: "hello from netns, host header allowed.test:8080" });
+      const overrides = { host: "other.test", "x-forwarded-host": "other.test", forwarded: "host=other.test", "x-host": "other.test", "x-original-url": "http://other.test/", "x-rewrite-url": "/x", "x-original-host": "other.test", "x-forwarded-server": "other.test", "x-http-host-override": "other.test", "x-kept": "yes" };
+      const h = await get(s, "http://allowed.test:8080/headers", overrides);
+      const seen = JSON.parse(h.body) as Record<string, string>;
+      expect(seen).toMatchObject({ host: "allowed.test:8080", "x-kept": "yes" });
+      expect(Object.keys(seen).filter((k) => k in overrides && k !== "x-kept")).toEqual(["host"]);
+      expect(JSON.stringify(seen)).not.toContain("other.test");
+      await until(() => recs.length === 2);
+      expect(recs.map((x) => [x.host, x.port, x.allowed])).toEqual([["allowed.test", 8080, true], ["allowed.test", 8080, true]]);
     } finally {
       await s.close();
     }
@@ -129,7 +116,8 @@ describe("egress proxy: what it refuses, each recorded with its reason", () => {
         ["meta.test:443", /link-local/],
         ["lan.test:443", /private/],
         ["nx.test:443", /DNS lookup failed: ENOTFOUND/],
-        ["allowed.test:22", /not on the allow-list/],
+        ["allowed.test:22", /port 22: CONNECT only to port 443 or a port an allow-list entry names \(host:port\); allowed\.test allows 8080/],
+        ["secure.test:80", /port 80: CONNECT only to port 443/],
       ];
       for (const [target, reason] of refusals) {
         const r = await connect(s, target);
@@ -139,10 +127,11 @@ describe("egress proxy: what it refuses, each recorded with its reason", () => {
       expect((await get(s, "http://127.0.0.1:6379/")).status).toBe(403);
       expect((await get(s, "http://localhost:6379/")).body).toMatch(/loopback/);
       expect((await get(s, "http://other.test:8080/ok")).body).toMatch(/not on the allow-list/);
-      expect(recs.map((r) => r.allowed)).toEqual(Array(13).fill(false));
+      expect((await get(s, "http://secure.test:443/")).body).toMatch(/secure\.test:443 refused: port 443: plain HTTP only to port 80 or a port an allow-list entry names/);
+      expect(recs.map((r) => r.allowed)).toEqual(Array(15).fill(false));
       expect(recs.map((r) => `${r.host}:${r.port}`)).toContain("other.test:8080");
       expect(recs.every((r) => r.reason)).toBe(true);
-      expect(s.stats).toMatchObject({ allowed: 0, refused: 13, bytesUp: 0, bytesDown: 0 });
+      expect(s.stats).toMatchObject({ allowed: 0, refused: 15, bytesUp: 0, bytesDown: 0 });
       expect([...s.refusals].join("\n")).toMatch(/localhost:6379 \(resolves to a loopback address/);
     } finally {
       await s.close();
@@ -187,23 +176,22 @@ describe("egress proxy: bounds", () => {
   it("a hung upstream times out (idle), in a tunnel and in plain HTTP; connections past the limit are refused", async () => {
     const { s, recs } = await open(proxy({ idleMs: 1500, maxConnections: 3 }));
     try {
-      const t = await connect(s, "allowed.test:8080");
-      const hung = tunnelGet((t as { socket: net.Socket }).socket, "/hang");
+      const hung = tlsRequest(s, "secure.test:443", "secure.test", { ca: tlsHost.ca, path: "/hang" });
       const plain = get(s, "http://allowed.test:8080/hang").catch((e: Error) => ({ status: 0, body: e.message }));
-      expect(await hung).toBe("");
+      expect(await hung).toEqual({ response: "" });
       expect((await plain).status).not.toBe(200);
       await until(() => recs.length >= 2);
       expect(recs.map((r) => r.reason).sort()).toEqual(["idle timeout", "upstream error: upstream timed out"]);
 
       // three held open, the fourth refused at once
       await until(() => s.openSockets === 0);
-      const held = await Promise.all([0, 1, 2].map(() => connect(s, "allowed.test:8080")));
+      const held = await Promise.all([0, 1, 2].map(() => connect(s, "secure.test:443")));
       expect(held.every((h) => h.ok)).toBe(true);
       const fourth = await new Promise<string>((resolve) => {
         const c = net.connect(s.socketPath);
         c.on("close", () => resolve("closed"));
         c.on("error", () => resolve("closed"));
-        c.write("CONNECT allowed.test:8080 HTTP/1.1\r\n\r\n");
+        c.write("CONNECT secure.test:443 HTTP/1.1\r\n\r\n");
       });
       expect(fourth).toBe("closed");
       expect(recs.some((r) => r.reason === "more than 3 connections at once")).toBe(true);
@@ -228,14 +216,15 @@ describe("egress proxy: bounds", () => {
 
   it("close() ends every open tunnel and removes the socket and its directory", async () => {
     const { s, recs } = await open(proxy());
-    const t = await connect(s, "allowed.test:8080");
-    const ended = new Promise((r) => (t as { socket: net.Socket }).socket.on("close", r));
+    const before = tlsHost.names.length;
+    const open1 = tlsRequest(s, "secure.test:443", "secure.test", { ca: tlsHost.ca, path: "/hang" });
+    await until(() => tlsHost.names.length > before);
     await s.close();
-    await ended;
+    expect(await open1).toEqual({ response: "" });
     expect(existsSync(s.socketPath)).toBe(false);
     expect(existsSync(s.dir)).toBe(false);
     await expect(new Promise((resolve, reject) => net.connect(s.socketPath).on("connect", resolve).on("error", reject))).rejects.toThrow(/ENOENT/);
-    expect(recs[0]).toMatchObject({ allowed: true, host: "allowed.test" });
+    expect(recs[0]).toMatchObject({ allowed: true, host: "secure.test" });
   });
 
   it("holds 300 concurrent slow connections over three jobs without blocking the event loop", async () => {
@@ -281,8 +270,4 @@ function clients(socks: string[], n: number, url: string): Promise<string[]> {
     child.stdout.on("data", (c) => (out += c));
     child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`clients exited ${code}`))));
   });
-}
-
-async function until(cond: () => boolean): Promise<void> {
-  while (!cond()) await new Promise((r) => setTimeout(r, 20));
 }

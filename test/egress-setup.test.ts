@@ -16,15 +16,19 @@ import type { EventOf, TranscriptEvent } from "../src/spec.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { withLag } from "./support/lag.js";
 import { startNetHost, type NetHost } from "./support/netns.js";
+import { startTlsHost, type TlsHost } from "./support/tls-host.js";
 
 let host: NetHost;
+let tlsHost: TlsHost;
 let fake: FakeAnthropic | undefined;
 const dirs: string[] = [];
 beforeAll(async () => {
   host = await startNetHost(1);
+  tlsHost = await startTlsHost(2, ["secure.test", "shared.test"]);
 });
-afterAll(() => {
+afterAll(async () => {
   host?.close();
+  await tlsHost?.close();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 afterEach(async () => {
@@ -34,8 +38,9 @@ afterEach(async () => {
 
 const proxy = () =>
   new EgressProxy({
-    allowPrivate: ["10.213.0.0/16"],
-    resolve: async (h) => (h === "allowed.test" || h === "other.test" ? [host.ip] : (await lookup(h, { all: true })).map((a) => a.address)),
+    allowPrivate: ["10.213.0.0/16", `${tlsHost.ip}/32`],
+    resolve: async (h) =>
+      h === "allowed.test" || h === "other.test" ? [host.ip] : h === "secure.test" || h === "shared.test" ? [tlsHost.ip] : (await lookup(h, { all: true })).map((a) => a.address),
   });
 
 // Each probe prints one line: the URL and what came back (status and body, or the error).
@@ -49,6 +54,34 @@ for u in sys.argv[1:]:
         print(u, "->", e.code, e.read().decode()[:160].strip())
     except Exception as e:
         print(u, "-> error", e)
+`;
+
+// From inside the sandbox: HTTPS to the allowed name, then raw tunnels through the setup proxy
+// variable whose TLS names another site on the same address, or none, and a CONNECT to port 80.
+const SNI_PROBE = String.raw`
+import os, socket, ssl, urllib.request
+host, port = os.environ["HTTPS_PROXY"].rsplit("/", 1)[-1].split(":")
+ca = "/workspace/ca.pem"
+print("named:", urllib.request.urlopen("https://secure.test/", context=ssl.create_default_context(cafile=ca), timeout=30).read().decode())
+def tunnel(target, name):
+    s = socket.create_connection((host, int(port)), timeout=30)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        c = s.recv(4096)
+        if not c: break
+        head += c
+    if b" 200 " not in head.split(b"\r\n")[0]: return head.decode().split("\r\n")[0] + " | " + head.decode().split("\r\n\r\n", 1)[-1].strip()
+    ctx = ssl.create_default_context(cafile=ca); ctx.check_hostname = False
+    try:
+        t = ctx.wrap_socket(s, server_hostname=name)
+        t.sendall(b"GET / HTTP/1.1\r\nHost: shared.test\r\nConnection: close\r\n\r\n")
+        return "reached: " + t.recv(4096).decode().split("\r\n\r\n")[-1]
+    except Exception as e:
+        return "cut (%s)" % type(e).__name__
+print("other name:", tunnel("secure.test:443", "shared.test"))
+print("no name:", tunnel("secure.test:443", None))
+print("port 80:", tunnel("secure.test:80", "secure.test"))
 `;
 
 function repo(): string {
@@ -136,6 +169,30 @@ describe("setup network through the egress proxy", () => {
     expect(rootChecks[0]).toMatch(/^ls=0\n/); // the directory is empty
     expect(rootChecks[0]).toMatch(/FileNotFoundError|No such file/);
     expect(egressEvents(events)).toHaveLength(7); // nothing more was proxied
+  });
+
+  it("from a sandbox: HTTPS to the allowed name passes; TLS naming another site on its address, or none, is cut; CONNECT to port 80 is refused", async () => {
+    const d = repo();
+    writeFileSync(join(d, "ca.pem"), tlsHost.ca);
+    writeFileSync(join(d, "sni.py"), SNI_PROBE);
+    const model = new AnthropicModel({ apiKey: "test-key", baseURL: "http://127.0.0.1:9", maxRetries: 0 });
+    const events: TranscriptEvent[] = [];
+    const before = tlsHost.connections[443]!;
+    // exit 3 on purpose: the output is in the error, and no model is needed
+    const r = await runJob({ task: "t", repo: { path: d }, setup: "python3 sni.py; exit 3", network: { setup: { allow: ["secure.test"] } } }, { model, egress: proxy(), onEvent: (e) => events.push(e) });
+    const out = r.error!.split("\n");
+    expect(out).toContain("named: tls 443 sni=secure.test host=secure.test");
+    expect(out.find((l) => l.startsWith("other name:"))).toMatch(/^other name: cut \((SSLEOFError|ConnectionResetError|SSLZeroReturnError|SSLError)\)$/);
+    expect(out.find((l) => l.startsWith("no name:"))).toMatch(/^no name: cut \(/);
+    expect(out.find((l) => l.startsWith("port 80:"))).toBe("port 80: HTTP/1.1 403 Forbidden | patchbay egress: secure.test:80 refused: port 80: CONNECT only to port 443 or a port an allow-list entry names (host:port); secure.test allows 443");
+    expect(egressEvents(events).map((e) => [e.method, e.host, e.port, e.allowed, e.reason ?? null])).toEqual([
+      ["CONNECT", "secure.test", 443, true, null],
+      ["CONNECT", "secure.test", 443, false, "the ClientHello's server name shared.test is not the CONNECT host secure.test"],
+      ["CONNECT", "secure.test", 443, false, "the ClientHello names no server (no SNI); it must name secure.test"],
+      ["CONNECT", "secure.test", 80, false, expect.stringMatching(/^port 80: CONNECT only to port 443/)],
+    ]);
+    expect(tlsHost.connections[443]! - before).toBe(1); // only the named one reached the server
+    expect(tlsHost.names).not.toContain("shared.test");
   });
 
   it("a setup that needs a refused host fails with a message naming it; without network at all the message says how to allow hosts", async () => {

@@ -7,8 +7,12 @@ export const PRESET_NAMES = ["npm", "pypi", "debian", "go"] as const;
 export type PresetName = (typeof PRESET_NAMES)[number];
 export const isPresetName = (s: string): s is PresetName => (PRESET_NAMES as readonly string[]).includes(s);
 
-/** Ports an entry without one allows. */
-export const DEFAULT_PORTS: readonly number[] = [80, 443];
+/**
+ * How a host is reached: a CONNECT tunnel (which carries TLS only) or a plain-HTTP request. An
+ * entry without a port allows the one port of each: 443 for tunnels, 80 for plain HTTP.
+ */
+export type Via = "connect" | "http";
+export const DEFAULT_PORT: Readonly<Record<Via, number>> = { connect: 443, http: 80 };
 export const MAX_ALLOW_ENTRIES = 64;
 
 export interface AllowRule {
@@ -16,7 +20,7 @@ export interface AllowRule {
   host: string;
   /** `*.example.org`: any name below example.org (not example.org itself). */
   wildcard: boolean;
-  /** Only this port; undefined means DEFAULT_PORTS. */
+  /** Only this port (both ways); undefined means DEFAULT_PORT's. */
   port?: number;
 }
 
@@ -58,12 +62,19 @@ export function parseAllowEntry(entry: string): AllowRule | string {
   return { host, wildcard, ...(port !== undefined ? { port } : {}) };
 }
 
-/** Whether host:port is allowed by the rules. `host` must already be normalized. */
-export function isAllowed(rules: readonly AllowRule[], host: string, port: number): boolean {
-  return rules.some((r) => {
-    const nameOk = r.wildcard ? host.endsWith(`.${r.host}`) : host === r.host;
-    return nameOk && (r.port === undefined ? DEFAULT_PORTS.includes(port) : r.port === port);
-  });
+/** Why host:port may not be reached this way (`host` already normalized), or undefined when a rule allows it. */
+export function refusal(rules: readonly AllowRule[], host: string, port: number, via: Via): string | undefined {
+  const named = rules.filter((r) => (r.wildcard ? host.endsWith(`.${r.host}`) : host === r.host));
+  if (!named.length) return "not on the allow-list";
+  if (named.some((r) => (r.port ?? DEFAULT_PORT[via]) === port)) return undefined;
+  const ports = [...new Set(named.map((r) => r.port ?? DEFAULT_PORT[via]))].sort((a, b) => a - b).join(", ");
+  const what = via === "connect" ? "CONNECT" : "plain HTTP";
+  return `port ${port}: ${what} only to port ${DEFAULT_PORT[via]} or a port an allow-list entry names (host:port); ${host} allows ${ports}`;
+}
+
+/** Whether host:port is allowed by the rules this way. `host` must already be normalized. */
+export function isAllowed(rules: readonly AllowRule[], host: string, port: number, via: Via): boolean {
+  return refusal(rules, host, port, via) === undefined;
 }
 
 // Address classes that are never a public service: the host's own, its private networks, link-local

@@ -1,9 +1,11 @@
 // The worker's egress proxy for the setup phase. One session per job listens on a Unix socket in
-// a per-job host directory (bind-mounted into the sandbox) and forwards HTTP(S) to the hosts on the
-// job's allow-list: CONNECT by host name, and plain-HTTP absolute-form requests (whose redirects
-// are checked too). Names are resolved here; an address that is not public is refused, and the
+// a per-job host directory (bind-mounted into the sandbox) and forwards to the hosts on the job's
+// allow-list: CONNECT tunnels (TLS only, whose ClientHello must name the CONNECT host: see
+// tunnel.ts) and plain-HTTP absolute-form requests (sent with the URL's Host; their redirects are
+// checked too). Names are resolved here; an address that is not public is refused, and the
 // connection goes to exactly the address that was checked (no second lookup: DNS rebinding gains
-// nothing). Everything is bounded: connections, bytes, header size, idle and total time.
+// nothing). Everything is bounded: connections, bytes, header size, idle and total time, and every
+// field of the records.
 import { lookup } from "node:dns/promises";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { chmod } from "node:fs/promises";
@@ -11,47 +13,12 @@ import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, type AllowRule } from "./allow.js";
+import { addressClass, cidrMatcher, isIpLiteral, normalizeHost, refusal, type AllowRule, type Via } from "./allow.js";
+import { bounded, boundRecord, DEFAULT_EGRESS_LIMITS, RECORD_BOUNDS, type EgressLimits, type EgressRecord } from "./record.js";
+import { runTunnel } from "./tunnel.js";
 import { withTimeout } from "../timeout.js";
 
-export interface EgressLimits {
-  /** Open connections per job at once (client side). */
-  maxConnections: number;
-  /** Bytes up + down per job. */
-  maxBytes: number;
-  /** A connection with no traffic either way for this long is closed. */
-  idleMs: number;
-  /** A connection open this long is closed whatever it does. */
-  totalMs: number;
-  connectMs: number;
-  dnsMs: number;
-  /** Request and response heads. */
-  headerBytes: number;
-}
-
-export const DEFAULT_EGRESS_LIMITS: EgressLimits = {
-  maxConnections: 64,
-  maxBytes: 2 * 1024 ** 3,
-  idleMs: 60_000,
-  totalMs: 15 * 60_000,
-  connectMs: 15_000,
-  dnsMs: 10_000,
-  headerBytes: 16 * 1024,
-};
-
-export interface EgressRecord {
-  host: string;
-  port: number;
-  method: string;
-  allowed: boolean;
-  reason?: string;
-  /** The address connected to. */
-  address?: string;
-  status?: number;
-  bytesUp: number;
-  bytesDown: number;
-  ms: number;
-}
+export { DEFAULT_EGRESS_LIMITS, type EgressLimits, type EgressRecord } from "./record.js";
 
 export interface EgressStats {
   allowed: number;
@@ -72,7 +39,7 @@ export interface EgressProxyOptions {
   allowPrivate?: string[];
 }
 
-type Verdict = { address: string } | { reason: string };
+type Verdict = { address: string; host: string } | { reason: string };
 
 export class EgressProxy {
   readonly limits: EgressLimits;
@@ -88,13 +55,14 @@ export class EgressProxy {
     return new EgressSession(this, rules, onRecord, this.opts.baseDir ?? join(tmpdir(), "patchbay-egress"));
   }
 
-  /** The allow-list, then DNS, then the address class. */
-  async check(rules: readonly AllowRule[], rawHost: string, port: number): Promise<Verdict> {
+  /** The allow-list (name and port, for this way of reaching it), then DNS, then the address class. */
+  async check(rules: readonly AllowRule[], rawHost: string, port: number, via: Via): Promise<Verdict> {
     if (isIpLiteral(rawHost)) return { reason: "IP literals are not allowed" };
     const host = normalizeHost(rawHost);
     if (!host) return { reason: "not a valid host name" };
-    if (!Number.isInteger(port) || port < 1 || port > 65535) return { reason: "bad port" };
-    if (!isAllowed(rules, host, port)) return { reason: "not on the allow-list" };
+    if (!Number.isInteger(port) || port < 1 || port > 65535) return { reason: `bad port ${port}` };
+    const refused = refusal(rules, host, port, via);
+    if (refused) return { reason: refused };
     let addresses: string[];
     try {
       addresses = await withTimeout(this.opts.resolve ? this.opts.resolve(host) : lookup(host, { all: true }).then((a) => a.map((x) => x.address)), this.limits.dnsMs, "DNS lookup timed out");
@@ -102,16 +70,22 @@ export class EgressProxy {
       return { reason: `DNS lookup failed: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
     }
     const ok = addresses.find((a) => addressClass(a) === undefined || this.exempt(a));
-    if (ok) return { address: ok };
+    if (ok) return { address: ok, host };
     const first = addresses[0];
     return { reason: first ? `resolves to a ${addressClass(first)} address (${first})` : "DNS lookup found no address" };
   }
 }
 
 const HOP_BY_HOP = new Set(["connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"]);
-function endToEnd(headers: http.IncomingHttpHeaders | http.OutgoingHttpHeaders): http.OutgoingHttpHeaders {
+// Request headers that some servers and CDNs read as the host in place of Host: a request must
+// reach the URL's host and no other, so they are not sent.
+const HOST_OVERRIDES = new Set(["forwarded", "x-forwarded-host", "x-forwarded-server", "x-host", "x-original-host", "x-original-url", "x-rewrite-url", "x-http-host-override"]);
+function endToEnd(headers: http.IncomingHttpHeaders | http.OutgoingHttpHeaders, drop?: Set<string>): http.OutgoingHttpHeaders {
   const out: http.OutgoingHttpHeaders = {};
-  for (const [k, v] of Object.entries(headers)) if (v !== undefined && !HOP_BY_HOP.has(k.toLowerCase())) out[k] = v;
+  for (const [k, v] of Object.entries(headers)) {
+    const name = k.toLowerCase();
+    if (v !== undefined && !HOP_BY_HOP.has(name) && !drop?.has(name)) out[k] = v;
+  }
   return out;
 }
 
@@ -190,12 +164,14 @@ export class EgressSession {
     s.once("close", () => this.clients--);
   }
 
-  private hold(s: net.Socket): void {
+  hold(s: net.Socket): void {
     this.sockets.add(s);
     s.once("close", () => this.sockets.delete(s));
   }
 
-  private record(r: EgressRecord): void {
+  /** Records one connection or request, every field bounded here (the one place records are emitted). */
+  record(raw: EgressRecord): void {
+    const r = boundRecord(raw);
     if (r.allowed) this.stats.allowed++;
     else {
       this.stats.refused++;
@@ -207,15 +183,15 @@ export class EgressSession {
   }
 
   /** Counts bytes against the job's budget as they flow; false once it is spent. */
-  private charge(n: number): boolean {
+  charge(n: number): boolean {
     if (this.used + n > this.limits.maxBytes) return false;
     this.used += n;
     return true;
   }
 
-  private refuseRaw(s: net.Socket, method: string, target: string, reason: string, host = target, port = 0): void {
+  private refuseRaw(s: net.Socket, method: string, host: string, reason: string, port = 0): void {
     this.record({ host, port, method, allowed: false, reason, bytesUp: 0, bytesDown: 0, ms: 0 });
-    s.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\npatchbay egress: ${host}${port ? `:${port}` : ""} refused: ${reason}\n`);
+    s.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\npatchbay egress: ${refusalText(host, port, reason)}\n`);
   }
 
   private async tunnel(req: http.IncomingMessage, client: net.Socket, head: Buffer): Promise<void> {
@@ -223,56 +199,17 @@ export class EgressSession {
     const m = /^\[?([^\]]*?)\]?:(\d{1,5})$/.exec(req.url ?? "");
     if (!m) return this.refuseRaw(client, "CONNECT", req.url ?? "", "CONNECT needs host:port");
     const [host, port] = [m[1]!, Number(m[2])];
-    const verdict = await this.proxy.check(this.rules, host, port);
-    if ("reason" in verdict) return this.refuseRaw(client, "CONNECT", host, verdict.reason, host, port);
+    const verdict = await this.proxy.check(this.rules, host, port, "connect");
+    if ("reason" in verdict) return this.refuseRaw(client, "CONNECT", host, verdict.reason, port);
     if (this.closed) return void client.destroy();
-    const upstream = net.connect({ host: verdict.address, port });
-    this.hold(upstream);
-    const rec: EgressRecord = { host, port, method: "CONNECT", allowed: true, address: verdict.address, bytesUp: 0, bytesDown: 0, ms: 0 };
-    const end = this.pipeBoth(client, upstream, rec, t0);
-    const connectTimer = setTimeout(() => end("connect timed out"), this.limits.connectMs);
-    upstream.once("connect", () => {
-      clearTimeout(connectTimer);
-      client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-      if (head.length) upstream.write(head);
-    });
-  }
-
-  /** Pipes both ways with counting, idle and total timeouts; returns a function that ends it with a reason. */
-  private pipeBoth(client: net.Socket, upstream: net.Socket, rec: EgressRecord, t0: number): (reason?: string) => void {
-    let done = false;
-    const total = setTimeout(() => end("total time limit"), this.limits.totalMs);
-    const end = (reason?: string) => {
-      if (done) return;
-      done = true;
-      clearTimeout(total);
-      client.destroy();
-      upstream.destroy();
-      if (reason) rec.reason = reason;
-      rec.ms = Math.round(performance.now() - t0);
-      this.record(rec);
-    };
-    const count = (dir: "bytesUp" | "bytesDown") => (chunk: Buffer) => {
-      if (!this.charge(chunk.length)) return end("byte limit for the job");
-      rec[dir] += chunk.length;
-    };
-    client.on("data", count("bytesUp"));
-    upstream.on("data", count("bytesDown"));
-    client.pipe(upstream);
-    upstream.pipe(client);
-    for (const s of [client, upstream]) {
-      s.setTimeout(this.limits.idleMs, () => end("idle timeout"));
-      s.on("error", (e: NodeJS.ErrnoException) => end(s === upstream ? `upstream error: ${e.code ?? e.message}` : undefined));
-      s.on("close", () => end());
-    }
-    return end;
+    runTunnel(this, client, head, verdict.host, port, verdict.address, t0);
   }
 
   private async forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const t0 = performance.now();
     const refuse = (host: string, port: number, reason: string, status = 403) => {
       this.record({ host, port, method: req.method ?? "?", allowed: false, reason, bytesUp: 0, bytesDown: 0, ms: Math.round(performance.now() - t0) });
-      res.writeHead(status, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: ${host}${port ? `:${port}` : ""} refused: ${reason}\n`);
+      res.writeHead(status, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: ${refusalText(host, port, reason)}\n`);
       req.resume();
     };
     let url: URL;
@@ -284,7 +221,7 @@ export class EgressSession {
     if (url.protocol !== "http:") return refuse(url.hostname, 0, `scheme ${url.protocol} is not proxied`, 400);
     const host = url.hostname;
     const port = Number(url.port || 80);
-    const verdict = await this.proxy.check(this.rules, host, port);
+    const verdict = await this.proxy.check(this.rules, host, port, "http");
     if ("reason" in verdict) return refuse(host, port, verdict.reason);
     const rec: EgressRecord = { host, port, method: req.method ?? "GET", allowed: true, address: verdict.address, bytesUp: 0, bytesDown: 0, ms: 0 };
     let done = false;
@@ -306,7 +243,8 @@ export class EgressSession {
       port,
       method: req.method,
       path: `${url.pathname}${url.search}`,
-      headers: { ...endToEnd(req.headers), host: url.host, connection: "close" },
+      // Host is the URL's, whatever the client's Host said: the request reaches the checked name.
+      headers: { ...endToEnd(req.headers, HOST_OVERRIDES), host: url.host, connection: "close" },
       setHost: false,
       agent: false,
       maxHeaderSize: this.limits.headerBytes,
@@ -337,13 +275,15 @@ export class EgressSession {
           /* refused below */
         }
         const tHost = target ? normalizeHost(target.hostname) : undefined;
-        const tPort = target ? Number(target.port || (target.protocol === "https:" ? 443 : 80)) : 0;
-        if (!target || !tHost || isIpLiteral(target.hostname) || !isAllowed(this.rules, tHost, tPort)) {
+        const tVia: Via = target?.protocol === "https:" ? "connect" : "http";
+        const tPort = target ? Number(target.port || (tVia === "connect" ? 443 : 80)) : 0;
+        if (!target || !tHost || isIpLiteral(target.hostname) || refusal(this.rules, tHost, tPort, tVia)) {
           up.destroy();
           rec.allowed = false;
           rec.status = up.statusCode;
           finish(`redirect to ${target ? target.host : JSON.stringify(location.slice(0, 100))}: not on the allow-list`);
-          res.writeHead(403, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: redirect from ${host} to ${target?.host ?? "an invalid location"} refused: not on the allow-list\n`);
+          const to = target ? bounded(target.host, RECORD_BOUNDS.host) : "an invalid location";
+          res.writeHead(403, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: redirect from ${host} to ${to} refused: not on the allow-list\n`);
           return;
         }
       }
@@ -368,4 +308,9 @@ export class EgressSession {
       }
     });
   }
+}
+
+/** The body of a refusal the client sees: bounded like the record. */
+function refusalText(host: string, port: number, reason: string): string {
+  return `${bounded(host, RECORD_BOUNDS.host)}${port ? `:${port}` : ""} refused: ${bounded(reason, RECORD_BOUNDS.reason, true)}`;
 }

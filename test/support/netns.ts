@@ -1,10 +1,10 @@
 // A test host in its own network namespace (ip netns + a veth pair), reachable from this machine
 // at a private address, running a small HTTP server: /ok, /slow, /hang (never answers),
-// /redirect?to=URL, /big?n=BYTES. Tests reach no other host than these and loopback.
+// /redirect?to=URL, /big?n=BYTES, /headers (the request's headers as JSON). Tests reach no other host than these and loopback.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 
 const SERVER = String.raw`
-import sys, time, threading
+import sys, time, threading, json
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlparse, parse_qs
 class H(BaseHTTPRequestHandler):
@@ -21,6 +21,7 @@ class H(BaseHTTPRequestHandler):
         elif u.path == "/hang": time.sleep(3600)
         elif u.path == "/redirect": self.send(302, b"", {"Location": q["to"][0]})
         elif u.path == "/big": self.send(200, b"x" * int(q["n"][0]))
+        elif u.path == "/headers": self.send(200, json.dumps({k.lower(): v for k, v in self.headers.items()}).encode())
         else: self.send(404, b"no")
 ThreadingHTTPServer.daemon_threads = True
 ThreadingHTTPServer.request_queue_size = 1024
