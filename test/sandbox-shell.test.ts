@@ -100,6 +100,23 @@ describe("sandbox.shell (real engine)", () => {
     expect(next.shellRestarted).toBe(true);
   });
 
+  // A background `yes` streamed into the worker between commands, costing dockerd, the shim and the
+  // worker CPU that no cgroup of the job's counted. Now what comes while no command runs is dropped,
+  // and past 256 KiB the stream is paused: the writer blocks on its full pipe.
+  it("output while no command runs is dropped, then its stream paused: a background `yes` blocks", async () => {
+    await sb().shell.run("yes & echo $! > /tmp/yes.pid; echo started");
+    // The CPU ticks yes has used, read by root through the file agent (not the shell's stream).
+    const ticks = async () => Number((await sb().exec(["bash", "-c", "read -r _ _ _ _ _ _ _ _ _ _ _ _ _ u s _ < /proc/$(cat /tmp/yes.pid)/stat; echo $((u + s))"], { user: "0:0" })).stdout.toString());
+    await new Promise((r) => setTimeout(r, 1000)); // a measuring window, not a synchronisation
+    const before = await ticks();
+    await new Promise((r) => setTimeout(r, 3000));
+    const used = (await ticks()) - before;
+    expect(used).toBeLessThan(20); // under 0.2 s of CPU in 3 s: blocked, not streaming
+    const next = await sb().shell.run("kill $(cat /tmp/yes.pid); echo next");
+    expect(next.output).toMatch(/next\n$/);
+    expect(next.output.length).toBeLessThan(40_000);
+  });
+
   it("restart() kills background jobs and resets state", async () => {
     await sb().shell.run("export X=1; cd /tmp; sleep 500 &");
     await sb().shell.restart();

@@ -13,7 +13,7 @@ import type { Message } from "../agent/model.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
 import { nonNegInt, positiveInt } from "../spec-fields.js";
-import { checkpointDiff, PatchTooLargeError, type PatchOptions } from "./patch.js";
+import { checkpointDiff, PatchTooLargeError } from "./patch.js";
 import { withTimeout } from "../timeout.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
@@ -188,22 +188,22 @@ export class Checkpointer {
     this.dirty = true;
   }
 
-  async take(s: TurnState, round: number, afterVerify?: PatchOptions["afterVerify"]): Promise<void> {
+  async take(s: TurnState, round: number): Promise<void> {
     const t0 = performance.now();
     const maxBytes = this.o.maxBytes;
     try {
       // Tools ran that may have changed files: unless the workspace's fingerprint is the one the
       // last patch was taken at (a command that only read), the patch is taken again.
-      const seen = this.dirty && this.patch !== undefined && !afterVerify ? await this.fingerprint() : undefined;
+      const seen = this.dirty && this.patch !== undefined ? await this.fingerprint() : undefined;
       if (seen && seen === this.seen) this.dirty = false;
       if (this.dirty || this.patch === undefined) {
         try {
           // Taken before the patch: a change while git runs makes the next fingerprint differ.
-          const before = afterVerify ? undefined : (seen ?? (await this.fingerprint()));
-          const last = this.patch !== undefined && this.tree && !afterVerify ? { tree: this.tree, patch: this.patch } : undefined;
-          const d = await checkpointDiff(this.o.sandbox, this.o.baseline, { maxBytes, afterVerify, last });
+          const before = seen ?? (await this.fingerprint());
+          const last = this.patch !== undefined && this.tree ? { tree: this.tree, patch: this.patch } : undefined;
+          const d = await checkpointDiff(this.o.sandbox, this.o.baseline, { maxBytes, last });
           this.patch = d.patch;
-          this.tree = afterVerify ? undefined : d.tree; // after a verify the tree is another kind: never reused
+          this.tree = d.tree;
           this.seen = before;
           this.tooBig = false;
           // Clean only once a patch was taken: after a failure (the engine away) the next turn's

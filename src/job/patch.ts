@@ -21,12 +21,12 @@ export interface PatchResult {
   truncated: boolean;
   /** The tree the patch leads to (in the private store). */
   tree: string;
+  /** The paths the patch creates, as git gave them (NUL-separated bytes): verify clears them first (see verify.ts). */
+  added: Buffer;
 }
 
 export interface PatchOptions {
   maxBytes?: number;
-  /** The previous round's patch tree and the tree right after its verify: what that verify changed is left out. */
-  afterVerify?: { patchTree: string; verifyTree: string };
   /** false: no stat cache (every file hashed again), for the bench's same-run baseline. */
   statCache?: boolean;
   /** 4: the old staging exec plus three `git diff` execs, for the bench's same-run baseline. */
@@ -49,9 +49,6 @@ export class PatchTooLargeError extends Error {
 
 // Seeding the index with the baseline keeps files that were tracked though ignored; `add -A` then
 // records edits, new (non-ignored) files and deletions exactly as they are on disk.
-// With "$2 $3" (the previous patch's tree and the tree right after its verify): paths that verify
-// changed and that are still as verify left them go back to the previous patch's version, so a
-// verify's byproducts never enter a later round's patch.
 // The final tree's index, from the kept baseline index where it is this baseline's (the stat
 // cache), else from the baseline tree; then everything on disk added.
 const stageIndex = (index: string) => `if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${REFRESH} ]; then refresh "$1"; fi
@@ -62,14 +59,6 @@ if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$t" = "$1" ]; then cp
 "\${G[@]}" add -A
 `;
 const STAGE = `${GIT}${stageIndex(`${PRIVATE_DIR}/final.index`)}
-if [ $# -ge 3 ]; then
-  "\${G[@]}" diff-tree -r -z --no-renames --name-only "$2" "$3" | sort -z > ${PRIVATE_DIR}/by-verify
-  "\${G[@]}" diff-index --cached -z --no-renames --name-only "$3" | sort -z > ${PRIVATE_DIR}/since
-  comm -z -23 ${PRIVATE_DIR}/by-verify ${PRIVATE_DIR}/since > ${PRIVATE_DIR}/restore
-  "\${G[@]}" update-index -z --force-remove --stdin < ${PRIVATE_DIR}/restore
-  xargs -0 -r "\${G[@]}" --literal-pathspecs ls-tree -r -z --full-tree "$2" -- < ${PRIVATE_DIR}/restore | "\${G[@]}" update-index -z --index-info
-  rm -f ${PRIVATE_DIR}/by-verify ${PRIVATE_DIR}/since ${PRIVATE_DIR}/restore
-fi
 tree=$("\${G[@]}" write-tree)
 printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
 `;
@@ -82,11 +71,6 @@ const DIFF = ["git", "-c", "safe.directory=*", "diff", "--no-color", "--no-ext-d
 const DIFF_SH = DIFF.map((a) => `'${a}'`).join(" ");
 /** Bound on the file list and on the diffstat of one patch. */
 const LIST_MAX = 16 * 1024 * 1024;
-
-/** The tree of /workspace as it is now (e.g. right after a verify), hashed into the private store. */
-export function currentTree(sb: Sandbox, baseline: string): Promise<string> {
-  return treeScript(sb, "computePatch: hashing the tree", STAGE_SCRIPT, [baseline]).then((r) => r.tree);
-}
 
 // One exec for the whole patch: stage the final tree, then the file list, the stat and the binary
 // diff, each into the private store (the diff cut at maxBytes + 1, so an oversized patch is known
@@ -102,30 +86,30 @@ BASE=$1
 part ${PRIVATE_DIR}/out.names ${LIST_MAX} --name-only -z
 part ${PRIVATE_DIR}/out.stat ${LIST_MAX} --stat=120
 part ${PRIVATE_DIR}/out.patch "$((PB_MAX + 1))" --binary
+part ${PRIVATE_DIR}/out.added ${LIST_MAX} --name-only -z --diff-filter=A
 # (find, not stat: coreutils' stat calls statx with AT_NO_AUTOMOUNT, which gVisor 20221219 refuses)
-printf '%s %s %s %s\\n' "$tree" $(find ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch -printf '%s ')
-cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch`;
+printf '%s %s %s %s %s\\n' "$tree" $(find ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch ${PRIVATE_DIR}/out.added -printf '%s ')
+cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch ${PRIVATE_DIR}/out.added`;
 
 export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<PatchResult> {
-  const v = opts.afterVerify;
-  for (const id of [baseline, ...(v ? [v.patchTree, v.verifyTree] : [])]) if (!TREE_ID.test(id)) throw new Error(`computePatch: bad tree id "${id}"`);
+  if (!TREE_ID.test(baseline)) throw new Error(`computePatch: bad tree id "${baseline}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
-  const args = [baseline, ...(v ? [v.patchTree, v.verifyTree] : [])];
   opts = { ...fastDefaults(), ...opts };
-  if (opts.execs === 4) return computePatchFourExecs(sb, baseline, args, maxBytes, opts.statCache);
+  if (opts.execs === 4) return computePatchFourExecs(sb, baseline, maxBytes, opts.statCache);
   const env = [`PB_MAX=${maxBytes}`, ...statCacheEnv(opts.statCache)];
-  const r = await sb.exec(["bash", "-c", PATCH_SCRIPT, "patchbay", ...args], { env, timeoutSec: 600, maxBytes: maxBytes + 2 * LIST_MAX + 4096, ...ROOT });
+  const r = await sb.exec(["bash", "-c", PATCH_SCRIPT, "patchbay", baseline], { env, timeoutSec: 600, maxBytes: maxBytes + 3 * LIST_MAX + 4096, ...ROOT });
   const nl = r.stdout.indexOf(10);
   const [final = "", ...sizes] = r.stdout.subarray(0, Math.max(0, nl)).toString("latin1").split(" ");
-  const [nNames, nStat, nPatch] = sizes.map(Number);
-  if (r.exitCode !== 0 || !TREE_ID.test(final) || sizes.length !== 3 || !(nNames! + nStat! + nPatch! === r.stdout.length - nl - 1)) {
+  const [nNames = NaN, nStat = NaN, nPatch = NaN, nAdded = NaN] = sizes.map(Number);
+  if (r.exitCode !== 0 || !TREE_ID.test(final) || sizes.length !== 4 || !(nNames + nStat + nPatch + nAdded === r.stdout.length - nl - 1)) {
     throw new GitStepError(`computePatch: staging and diffing the final tree failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   }
   const body = r.stdout.subarray(nl + 1);
   const filesChanged = body.subarray(0, nNames).toString("utf8").split("\0").filter(Boolean);
-  const diffstat = body.subarray(nNames, nNames! + nStat!).toString("utf8");
-  if (nPatch! > maxBytes) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
-  return finish(sb, body.subarray(nNames! + nStat!), { baseline, final, diffstat, filesChanged, maxBytes });
+  const diffstat = body.subarray(nNames, nNames + nStat).toString("utf8");
+  if (nPatch > maxBytes) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
+  const added = Buffer.from(body.subarray(nNames + nStat + nPatch));
+  return finish(sb, body.subarray(nNames + nStat, nNames + nStat + nPatch), { baseline, final, diffstat, filesChanged, maxBytes, added });
 }
 
 // A checkpoint needs the patch alone, after every turn that may have changed files: the final
@@ -143,13 +127,13 @@ exec ${DIFF_SH} --binary "$1" "$tree"`;
 /**
  * The patch alone, for a checkpoint: what computePatch's `patch` would be, in fewer processes,
  * with the tree it leads to. With `last` (the previous checkpoint's), an unchanged tree costs no
- * diff. With `afterVerify`, or a patch that is not UTF-8, it is computePatch's.
+ * diff. With a patch that is not UTF-8, it is computePatch's.
  */
 export async function checkpointDiff(sb: Sandbox, baseline: string, opts: PatchOptions & { last?: { tree: string; patch: string } } = {}): Promise<{ patch: string; tree: string }> {
   if (!TREE_ID.test(baseline)) throw new Error(`checkpointPatch: bad tree id "${baseline}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
   const full = async () => computePatch(sb, baseline, opts).then((p) => ({ patch: p.patch, tree: p.tree }));
-  if (opts.afterVerify || !loadConfig().fastPaths) return full();
+  if (!loadConfig().fastPaths) return full();
   const last = opts.last && TREE_ID.test(opts.last.tree) ? opts.last : undefined;
   const r = await sb.exec(["bash", "-c", CHECKPOINT_SCRIPT, "patchbay", baseline, ...(last ? [last.tree] : [])], { env: statCacheEnv(opts.statCache), timeoutSec: 600, maxBytes: maxBytes + 128, ...ROOT });
   const nl = r.stdout.indexOf(10);
@@ -165,19 +149,19 @@ export async function checkpointDiff(sb: Sandbox, baseline: string, opts: PatchO
 export const checkpointPatch = async (sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<string> => (await checkpointDiff(sb, baseline, opts)).patch;
 
 /** The old way, kept for the bench's same-run baseline: a staging exec, then three `git diff` execs. */
-async function computePatchFourExecs(sb: Sandbox, baseline: string, args: string[], maxBytes: number, statCache?: boolean): Promise<PatchResult> {
-  const r = await sb.exec(["bash", "-c", STAGE_SCRIPT, "patchbay", ...args], { timeoutSec: 600, env: statCacheEnv(statCache), ...ROOT });
+async function computePatchFourExecs(sb: Sandbox, baseline: string, maxBytes: number, statCache?: boolean): Promise<PatchResult> {
+  const r = await sb.exec(["bash", "-c", STAGE_SCRIPT, "patchbay", baseline], { timeoutSec: 600, env: statCacheEnv(statCache), ...ROOT });
   const final = r.stdout.toString("utf8").trim().split("\n").pop() ?? "";
   if (r.exitCode !== 0 || !TREE_ID.test(final)) throw new GitStepError(`computePatch: staging the final tree failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   const diff = (a: string[], max?: number) => git(sb, [...DIFF, ...a, baseline, final], max);
-  const [patchOut, stat, names] = await Promise.all([diff(["--binary"], maxBytes), diff(["--stat=120"]), diff(["--name-only", "-z"])]);
+  const [patchOut, stat, names, added] = await Promise.all([diff(["--binary"], maxBytes), diff(["--stat=120"]), diff(["--name-only", "-z"]), diff(["--name-only", "-z", "--diff-filter=A"])]);
   const filesChanged = names.stdout.toString("utf8").split("\0").filter(Boolean);
   const diffstat = stat.stdout.toString("utf8");
   if (patchOut.truncated) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
-  return finish(sb, patchOut.stdout, { baseline, final, diffstat, filesChanged, maxBytes });
+  return finish(sb, patchOut.stdout, { baseline, final, diffstat, filesChanged, maxBytes, added: added.stdout });
 }
 
-async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: string; diffstat: string; filesChanged: string[]; maxBytes: number }): Promise<PatchResult> {
+async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: string; diffstat: string; filesChanged: string[]; maxBytes: number; added: Buffer }): Promise<PatchResult> {
   if (!isUtf8(patch)) {
     // Rare (a non-UTF-8 text file changed): those files are diffed again as binary.
     await markBinary(sb, patch, p.filesChanged);
@@ -186,7 +170,7 @@ async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: 
     if (!isUtf8(again.stdout)) throw new Error("computePatch: the patch is not valid UTF-8 even with the non-UTF-8 files diffed as binary");
     patch = again.stdout;
   }
-  return { patch: patch.toString("utf8"), diffstat: p.diffstat, filesChanged: p.filesChanged, bytes: patch.length, truncated: false, tree: p.final };
+  return { patch: patch.toString("utf8"), diffstat: p.diffstat, filesChanged: p.filesChanged, bytes: patch.length, truncated: false, tree: p.final, added: p.added };
 }
 
 async function git(sb: Sandbox, argv: string[], maxBytes?: number) {

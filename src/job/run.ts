@@ -6,10 +6,12 @@ import { costUsd } from "../agent/prices.js";
 import { AnthropicModel, type Model } from "../agent/model.js";
 import { systemPrompt } from "../agent/prompt.js";
 import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, RESUME_NOTE_PENDING, restoreCheckpoint, specHash, turnStateOf, type CheckpointStore } from "./checkpoint.js";
-import { computePatch, currentTree, GitStepError, PatchTooLargeError, type PatchOptions, type PatchResult } from "./patch.js";
+import { computePatch, GitStepError, PatchTooLargeError, type PatchResult } from "./patch.js";
+import { snapshotMaxBytes, takeSnapshot, verifyInFreshSandbox, VerifyError, type Snapshot } from "./verify.js";
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import type { EgressProxy, EgressSession } from "../net/proxy.js";
-import { Sandbox } from "../sandbox/sandbox.js";
+import { Sandbox, TarTooLargeError } from "../sandbox/sandbox.js";
+import { defaultLimits } from "../sandbox/docker.js";
 import { mountsFor, prepareEgress, runSetup, SetupError, startSetupNetwork } from "./setup.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
@@ -76,6 +78,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   }
   let sandbox: Sandbox | undefined;
   let prepared: Promise<RepoArchive> | undefined;
+  let snapshot: Promise<Snapshot> | undefined;
   // The pool makes no warm sandbox while this one is set up: it would compete for the CPU.
   const setupDone = opts.pool?.setupStarted?.();
   try {
@@ -116,21 +119,26 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       baseline = await snapshotBaseline(sandbox);
     }
 
+    // Verify judges the workspace as setup left it plus the patch (verify.ts): that state is kept
+    // before anything of the agent's runs (a restored checkpoint, the first tool).
+    const sb = sandbox;
+    snapshot = spec.verify ? agentRepo.then(() => snapshotOf(sb, defaultLimits(spec.limits).diskMb)) : undefined;
+    snapshot?.catch(() => {}); // awaited below
+    const loaded = snapshot ? snapshot.then(() => {}) : agentRepo;
+
     // A new attempt goes on from the last checkpoint of an earlier one, where it fits this workspace.
     const modelName = spec.model ?? config.model;
     const store = opts.checkpoints;
-    const restored = store && (await restoreCheckpoint(store, sandbox, baseline, modelName, emit, agentRepo));
+    const restored = store && (await restoreCheckpoint(store, sandbox, baseline, modelName, emit, loaded));
     const cp = store && new Checkpointer({ store, sandbox, baseline, jobId, attempt, specHash: specHash(spec), emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
     // The agent's repo, then the workspace's first fingerprint (the file agent serves one request at
     // a time): both before the first tool, while the first model request is out.
-    const settled = agentRepo.then(() => cp?.start());
+    const settled = loaded.then(() => cp?.start());
     // Spend already counted by the earlier attempt: a batch's running total gets this attempt's part only.
     const before = restored ? costUsd(modelName, restored.usage) : 0;
     const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
     let round = restored?.round ?? 1;
-    let afterVerify: PatchOptions["afterVerify"];
 
-    const sb = sandbox;
     const tools = spec.tools ?? "text_editor_20250728";
     const toolbox = new Toolbox(sandbox, { tools, commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
     const tAgent = performance.now();
@@ -156,35 +164,39 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       signal: ctl.signal,
       emit,
       stopAfterTurn,
-      onTurn: cp && (async (s: TurnState) => (await settled, cp.take(s, round, afterVerify))),
+      onTurn: cp && (async (s: TurnState) => (await settled, cp.take(s, round))),
     };
     let outcome = restored?.ended
       ? outcomeOf({ ...restored, ended: restored.ended }, modelName) // the agent had finished: on to its patch and verify
       : await runAgentLoop(restored ? { ...loop, resume: { from: turnStateOf(restored), message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE, sendAll: true } } : loop);
     let patch!: PatchResult; // set by the first round, which throws rather than break without one
     let verify: JobResult["verify"];
-    // Each round: the patch, then verify judging exactly that patch. A failed verify goes back to
-    // the model (within the same budgets) while rounds are left and the agent had finished.
+    // Each round: the patch, then verify judging exactly that patch, in a sandbox of its own made
+    // from the snapshot (verify.ts). A failed verify goes back to the model (within the same
+    // budgets) while rounds are left and the agent had finished.
     await settled;
     for (; ; round++) {
-      // Nothing the agent started may still run: it could change files under the patch, or print
-      // into verify's output. The patch is the agent's work, taken before verify, whose byproducts
-      // are not part of it.
+      // Nothing the agent started may still run: it could change files under the patch.
       await sandbox.killAgentProcesses();
       try {
-        patch = await takePatch(sandbox, baseline, afterVerify);
+        patch = await takePatch(sandbox, baseline);
       } catch (err) {
         // A later round's patch that cannot be taken: the result keeps the one the last verify judged.
-        if (!(err instanceof PatchError && afterVerify)) throw err;
+        if (!(err instanceof PatchError && patch)) throw err;
         outcome = { ...outcome, status: "failed", error: err.message };
         break;
       }
       emit({ type: "patch", filesChanged: patch.filesChanged, diffstat: patch.diffstat, bytes: patch.bytes });
-      if (!spec.verify || ctl.signal.aborted) break;
+      if (!spec.verify || !snapshot || ctl.signal.aborted) break;
       const t = performance.now();
-      // A fresh process, not the agent's shell: no function, alias, trap or background process of
-      // the agent's can answer for the verify command.
-      const r = await sandbox.runFresh(`cd /workspace && { ${spec.verify}\n}`, { timeoutSec: defaults.job.verifyTimeoutSec, signal: ctl.signal });
+      const r = await verifyInFreshSandbox({
+        sandbox: async () => opts.pool?.take(kind, timeoutSec + 600) ?? Sandbox.create({ ...kind, jobId, owner: opts.owner, labels: opts.labels, deadlineSec: timeoutSec + 600 }),
+        snapshot: await snapshot,
+        patch,
+        command: spec.verify,
+        timeoutSec: defaults.job.verifyTimeoutSec,
+        signal: ctl.signal,
+      });
       verify = { exitCode: r.exitCode, outputTail: tail(r.output) };
       emit({ type: "verify", command: spec.verify, ...verify, ms: ms(t), round });
       if (verify.exitCode === 0 || outcome.status !== "completed" || ctl.signal.aborted) break;
@@ -192,8 +204,6 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
         outcome = { ...outcome, status: "verify_failed", error: `verify failed (exit ${verify.exitCode}) after ${round} round${round === 1 ? "" : "s"}` };
         break;
       }
-      // What this verify changed is not the agent's work: the next round's patch leaves it out.
-      afterVerify = { patchTree: patch.tree, verifyTree: await currentTree(sandbox, baseline).catch((e: Error) => Promise.reject(new PatchError(e.message))) };
       outcome = await runAgentLoop({ ...loop, resume: { from: outcome, message: verifyFeedback(spec.verify, verify, round, spec.verifyRounds ?? defaults.job.verifyRounds) } });
     }
     const agentMs = ms(tAgent);
@@ -222,7 +232,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     // so that the queue retries it; the caller (the worker) records how this attempt ended.
     // Git failing on what the repo or the agent left (a broken baseline) is too, while the sandbox runs.
     if (err instanceof GitStepError && sandbox && (await isRunning(sandbox))) return ended("failed", err.message);
-    if (!(err instanceof SetupError || err instanceof RepoError || err instanceof PatchError)) throw err;
+    if (!(err instanceof SetupError || err instanceof RepoError || err instanceof PatchError || err instanceof VerifyError)) throw err;
     return ended("failed", err.message);
   } finally {
     setupDone?.();
@@ -232,6 +242,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     await prepared?.then((a) => a.cleanup(), () => {});
     await egress?.close();
     await sandbox?.destroy();
+    await snapshot?.then((s) => s.remove(), () => {});
   }
 }
 
@@ -255,11 +266,21 @@ function verifyFeedback(command: string, v: NonNullable<JobResult["verify"]>, ro
 /** The patch could not be taken from a sandbox that still runs: the workspace's fault, not the host's. */
 export class PatchError extends Error {}
 
+/** The post-setup snapshot; one too large to keep is the workspace's fault (setup's), not the host's. */
+async function snapshotOf(sb: Sandbox, diskMb: number): Promise<Snapshot> {
+  try {
+    return await takeSnapshot(sb, snapshotMaxBytes(diskMb));
+  } catch (err) {
+    if (err instanceof TarTooLargeError) throw new VerifyError(`the workspace after setup is too large to keep for verify: ${err.message}`);
+    throw err;
+  }
+}
+
 const isRunning = (sandbox: Sandbox) => sandbox.container.inspect().then((i) => i.State.Running, () => false);
 
-async function takePatch(sandbox: Sandbox, baseline: string, afterVerify?: PatchOptions["afterVerify"]): Promise<PatchResult> {
+async function takePatch(sandbox: Sandbox, baseline: string): Promise<PatchResult> {
   try {
-    return await computePatch(sandbox, baseline, { afterVerify });
+    return await computePatch(sandbox, baseline);
   } catch (err) {
     // A sandbox that is gone (the engine failed) is retried elsewhere; anything else would fail the same way again.
     if (err instanceof PatchTooLargeError || (await isRunning(sandbox))) throw new PatchError(`the patch could not be taken: ${(err as Error).message}`);

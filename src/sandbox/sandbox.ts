@@ -1,7 +1,7 @@
 // The public Sandbox: a hardened, disposable container with a persistent shell and file access.
 import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
-import type { Readable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 import { defaults, loadConfig, pidsProblem } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { attachExec, type Attached } from "./attach.js";
@@ -48,6 +48,9 @@ export interface PutFile {
   path: string;
   data: Buffer;
 }
+
+/** Sandbox.exportTar's output passed its bound. */
+export class TarTooLargeError extends Error {}
 
 function checkPut(put: PutFile[]): PutFile[] {
   for (const f of put) {
@@ -194,6 +197,44 @@ export class Sandbox {
     const exitCode = (await proc.exec.inspect()).ExitCode ?? -1;
     // timeout(1) exits 124 when it had to kill the command.
     return { output: out.text(), exitCode, timedOut: exitCode === 124 && !aborted, aborted, truncated: out.truncated };
+  }
+
+  /**
+   * Streams a tar of `dir` (everything in it: read as root, sparse files kept sparse) into `dest`
+   * on the host, with backpressure; resolves to its size. Over `maxBytes` it is stopped and fails.
+   */
+  async exportTar(dir: string, dest: Writable, maxBytes: number): Promise<number> {
+    let bytes = 0;
+    let over = false;
+    const err = new HeadTail(4096);
+    const written = new Promise<void>((resolve, reject) => (dest.once("finish", resolve), dest.once("error", reject)));
+    written.catch(() => {});
+    const cmd = ["timeout", "-s", "KILL", "600", "tar", "-C", dir, "-c", "-S", "-f", "-", "."];
+    const proc: Attached = await attachExec(this.container, cmd, (chunk, stream) => {
+      if (stream === 2) return err.push(chunk);
+      if (over) return;
+      if ((bytes += chunk.length) > maxBytes) {
+        over = true;
+        return proc.destroy();
+      }
+      if (!dest.write(chunk)) {
+        proc.pause();
+        dest.once("drain", () => proc.resume());
+      }
+    }, { user: "0:0", cwd: "/" });
+    this.attached.add(proc);
+    proc.endInput();
+    try {
+      await this.liveness.guard(proc.ended);
+    } finally {
+      this.attached.delete(proc);
+      dest.end();
+    }
+    await written;
+    if (over) throw new TarTooLargeError(`${dir} is over ${maxBytes} bytes as a tar`);
+    const exitCode = (await proc.exec.inspect()).ExitCode ?? -1;
+    if (exitCode !== 0) throw new Error(`tar of ${dir} failed (exit ${exitCode}): ${err.text().trim().slice(-400)}`);
+    return bytes;
   }
 
   /**
