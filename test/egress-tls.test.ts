@@ -4,8 +4,12 @@
 // secure.test is on the allow-list; shared.test resolves to the same address and is not. A
 // CONNECT to secure.test whose TLS names shared.test, or no name, must not reach the server; a
 // CONNECT to port 80 is refused; a second ClientHello after a HelloRetryRequest is checked too.
-// Also: every field of the egress records is bounded.
+// Also: every field of the egress records is bounded, and the egress base directory must be the
+// worker's own.
+import { chownSync, chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllowEntry, type AllowRule } from "../src/net/allow.js";
 import { EgressProxy, type EgressLimits, type EgressRecord, type EgressSession } from "../src/net/proxy.js";
@@ -13,11 +17,13 @@ import { captureHello, connect, fragmenting, readAll, tlsRequest, until } from "
 import { startTlsHost, TLS_PORTS, type TlsHost } from "./support/tls-host.js";
 
 let host: TlsHost;
+const dirs: string[] = [];
 beforeAll(async () => {
   host = await startTlsHost(1, ["secure.test", "shared.test", "alt.test", "retry.test"]);
 });
 afterAll(async () => {
   await host?.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 const ALLOW = ["secure.test", "alt.test:8443", "retry.test:9443"].map((e) => parseAllowEntry(e) as AllowRule);
@@ -265,6 +271,73 @@ describe("egress records are bounded at the source", () => {
       expect(recs[2]!.host).toBe(`${"h".repeat(250)}...`);
     } finally {
       await s.close();
+    }
+  });
+});
+
+describe("the egress base directory (PATCHBAY_EGRESS_DIR, default $TMPDIR/patchbay-egress)", () => {
+  const parent = () => {
+    const d = mkdtempSync(join(tmpdir(), "pb-egress-base-"));
+    dirs.push(d);
+    return d;
+  };
+  const session = (baseDir?: string) => new EgressProxy(baseDir ? { baseDir } : {}).session([]);
+  const mode = (p: string) => statSync(p).mode & 0o7777;
+
+  it("is made with mode 0700; the worker's own directory readable by others (0755, 0711) is tightened to 0700", async () => {
+    const p = parent();
+    const made = join(p, "a", "egress");
+    const s = session(made);
+    expect(mode(made)).toBe(0o700);
+    expect(statSync(made).uid).toBe(process.getuid!());
+    await s.close();
+    for (const m of [0o755, 0o711]) {
+      const d = join(p, `m${m.toString(8)}`);
+      mkdirSync(d);
+      chmodSync(d, m);
+      await session(d).close();
+      expect(mode(d)).toBe(0o700);
+    }
+  });
+
+  it("is refused, naming the fix, when another user's, writable by group or others, a symlink or a file", () => {
+    const p = parent();
+    const other = join(p, "other");
+    mkdirSync(other, { mode: 0o700 });
+    chownSync(other, 65534, 65534);
+    expect(() => session(other)).toThrow(`the egress directory ${other} is owned by uid 65534, not the worker's (0); remove it (rm -r ${other}) or set PATCHBAY_EGRESS_DIR to a directory of the worker's own with mode 0700`);
+    for (const m of [0o777, 0o1777, 0o720, 0o702]) {
+      const d = join(p, `w${m.toString(8)}`);
+      mkdirSync(d);
+      chmodSync(d, m);
+      expect(() => session(d)).toThrow(`the egress directory ${d} has mode 0${m.toString(8)} (writable by group or others)`);
+      expect(mode(d)).toBe(m); // left as it was
+    }
+    const mine = join(p, "mine");
+    mkdirSync(mine, { mode: 0o700 });
+    const link = join(p, "link");
+    symlinkSync(mine, link);
+    expect(() => session(link)).toThrow(`the egress directory ${link} is a symlink`);
+    const dangling = join(p, "dangling");
+    symlinkSync(join(p, "nowhere"), dangling);
+    expect(() => session(dangling)).toThrow(`the egress directory ${dangling} is a symlink`);
+    const file = join(p, "file");
+    writeFileSync(file, "");
+    expect(() => session(file)).toThrow(`the egress directory ${file} is not a directory`);
+  });
+
+  it("the default, $TMPDIR/patchbay-egress, made by another user before the worker, is refused", () => {
+    const p = parent();
+    const planted = join(p, "patchbay-egress");
+    mkdirSync(planted, { mode: 0o700 });
+    chownSync(planted, 65534, 65534);
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = p;
+    try {
+      expect(() => new EgressProxy().session([])).toThrow(`the egress directory ${planted} is owned by uid 65534`);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
     }
   });
 });

@@ -7,13 +7,14 @@
 // nothing). Everything is bounded: connections, bytes, header size, idle and total time, and every
 // field of the records.
 import { lookup } from "node:dns/promises";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { chmod } from "node:fs/promises";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { addressClass, cidrMatcher, isIpLiteral, normalizeHost, refusal, type AllowRule, type Via } from "./allow.js";
+import { ensurePrivateDir } from "./private-dir.js";
 import { bounded, boundRecord, DEFAULT_EGRESS_LIMITS, RECORD_BOUNDS, type EgressLimits, type EgressRecord } from "./record.js";
 import { runTunnel } from "./tunnel.js";
 import { withTimeout } from "../timeout.js";
@@ -29,7 +30,10 @@ export interface EgressStats {
 
 export interface EgressProxyOptions {
   limits?: Partial<EgressLimits>;
-  /** Where per-job directories are made (must be visible to the Docker engine at the same path). */
+  /**
+   * Where per-job directories are made (must be visible to the Docker engine at the same path).
+   * It must be the worker's own (ensurePrivateDir): made with mode 0700, or checked.
+   */
   baseDir?: string;
   /**
    * Test-only: resolve names with this instead of DNS, and treat these private CIDR ranges as
@@ -108,8 +112,8 @@ export class EgressSession {
     private readonly onRecord: (r: EgressRecord) => void,
     baseDir: string,
   ) {
-    // The parent is 0711: the engine (root) can traverse it, nobody can list it.
-    mkdirSync(baseDir, { recursive: true, mode: 0o711 });
+    // The engine (root) needs no permission on the parent to mount the job's directory by path.
+    ensurePrivateDir(baseDir);
     this.dir = mkdtempSync(join(baseDir, "job-"));
     this.socketPath = join(this.dir, "proxy.sock");
   }
