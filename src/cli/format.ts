@@ -46,7 +46,7 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     case "verify":
       return `${t} verify: ${short(e.command, 60)} → exit ${e.exitCode}`;
     case "patch":
-      return `${t} patch: ${e.filesChanged.length} files, ${e.bytes} bytes`;
+      return `${t} patch: ${e.filesChangedTotal ?? e.filesChanged.length} files, ${e.bytes} bytes`;
     case "egress":
       return `${t} egress: ${e.method} ${short(e.host, 60)}:${e.port} ${e.allowed ? `allowed, ${e.bytesUp} B up / ${e.bytesDown} B down` : `refused: ${short(e.reason ?? "", 80)}`}`;
     case "context_trimmed":

@@ -17,7 +17,7 @@ import type { Redis } from "ioredis";
 import { defaults } from "../config.js";
 import { keys } from "./keys.js";
 import type { JobData } from "./client.js";
-import { emptyResult, type JobResult, type JobStatus, type Usage } from "../spec.js";
+import { emptyResult, filesChangedCount, type JobResult, type JobStatus, type Usage } from "../spec.js";
 
 export const TTL_SEC = defaults.transcript.ttlSec;
 export const PARTS = ["meta", "lines", "results", "spend", "started", "finished", "tasks"] as const;
@@ -153,7 +153,7 @@ export function summarize(r: JobResult, line: number): JobSummary {
     totalMs: r.timings.totalMs,
     ...(r.attempt !== undefined ? { attempt: r.attempt } : {}),
     ...(r.error ? { error: r.error.slice(0, 300) } : {}),
-    filesChanged: r.filesChanged.length,
+    filesChanged: filesChangedCount(r), // the whole count, also where the list was cut
     finishedAt: Date.now(),
   };
 }

@@ -252,10 +252,10 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   app.get<{ Params: { id: string }; Querystring: { after?: string } }>("/api/jobs/:id/events", async (req, reply) => {
     const id = req.params.id;
     if (streams >= maxStreams) return reply.code(503).header("Retry-After", "5").send({ error: `this dashboard serves at most ${maxStreams} live transcripts at once (PATCHBAY_DASHBOARD_MAX_STREAMS); try again shortly` });
-    if ((await client.queue.getJobState(id)) === "unknown") return reply.code(404).send({ error: `no job ${id}` });
-    streams++;
-    reply.hijack();
+    streams++; // counted before the first await, so concurrent requests cannot pass the cap together
     try {
+      if ((await client.queue.getJobState(id)) === "unknown") return reply.code(404).send({ error: `no job ${id}` });
+      reply.hijack();
       await streamTranscript({ redis: client.redis, hub, streamKey: k.events(id), state: () => client.queue.getJobState(id) }, req.raw, reply.raw, String(req.headers["last-event-id"] ?? req.query.after ?? "0"));
     } finally {
       streams--;
