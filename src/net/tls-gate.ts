@@ -62,7 +62,8 @@ export class TlsGate {
   state: GateState = "hello";
   /** The server name of the (last) ClientHello checked. */
   serverName?: string;
-  private collector = new Collector(HELLO_STREAM);
+  /** Reads the hello being awaited; dropped once it passed (its ~34 KiB are not kept for the tunnel's life). */
+  private collector: Collector | undefined = new Collector(HELLO_STREAM);
   private held: Uint8Array[] = [];
   private heldBytes = 0;
   private readonly peek = new Uint8Array(SERVER_PEEK);
@@ -74,7 +75,7 @@ export class TlsGate {
   /** Client bytes buffered here, not yet sent upstream (the proxy stops reading the client above a bound). */
   get pending(): number {
     if (this.state === "answer") return this.heldBytes;
-    if (this.state === "hello" || this.state === "retry") return this.collector.bytes;
+    if (this.state === "hello" || this.state === "retry") return this.collector?.bytes ?? 0;
     return 0;
   }
 
@@ -117,13 +118,15 @@ export class TlsGate {
   }
 
   private collect(chunks: Uint8Array[]): GateStep {
+    const collector = this.collector!;
     for (let i = 0; i < chunks.length; i++) {
-      const r = this.collector.push(chunks[i]!);
+      const r = collector.push(chunks[i]!);
       if (r.kind === "more") continue;
       if (r.kind === "bad") return this.refuse(this.state === "retry" ? `second ClientHello (after a HelloRetryRequest): ${r.reason}` : r.reason);
       const why = this.check(r.body);
       if (why) return this.refuse(this.state === "retry" ? `second ClientHello (after a HelloRetryRequest): ${why}` : why);
-      const [hello, rest] = this.collector.split(r.end);
+      const [hello, rest] = collector.split(r.end);
+      this.collector = undefined;
       const later = chunks.slice(i + 1);
       if (this.state === "retry") {
         this.state = "open";
