@@ -138,6 +138,7 @@ export async function readCredentialStore(file: string): Promise<StoredCredentia
 // The helper git runs for credentials: it answers `get` only, only for the clone's own protocol and
 // host (a redirect elsewhere gets nothing), from the environment; `store` and `erase` touch no file.
 // The operator's own helpers are reset for such a clone: a `store` helper would write the token down.
+// printf is a builtin of sh: the secret is in no process's argv on the way to git either.
 const HELPER = [
   "!f() { test \"$1\" = get || exit 0",
   'while IFS= read -r l && test -n "$l"; do case "$l" in protocol=*) p=${l#protocol=};; host=*) h=${l#host=};; esac; done',
