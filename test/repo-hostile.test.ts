@@ -520,3 +520,112 @@ function slowFileServer(root: string, rate: number): http.Server {
     res.end();
   });
 }
+
+// ---- 6. a { path } repo changed under the walk -----------------------------------------------
+
+describe("6. a { path } repo whose directory is swapped for a symlink while it loads", () => {
+  const CANARY = `HOST-CANARY-${randomBytes(6).toString("hex")}`;
+  /** A host directory the repo's owner may not read through the worker, and a repo shaped like it. */
+  const setup = () => {
+    const host = hostDir({ "secret.txt": `${CANARY}\n`, "sub/deep.txt": `${CANARY}\n`, [`${CANARY}.name`]: "x" });
+    const repo = hostDir({ "a/secret.txt": "decoy\n", "a/sub/deep.txt": "decoy\n", "b.txt": "b\n", "z/after.txt": "z\n" });
+    const stash = fresh("stash");
+    fs.mkdirSync(stash);
+    fs.symlinkSync(host, path.join(stash, "a"));
+    return { host, repo, stash };
+  };
+  /** Swaps repo/a (a directory) with stash/a (a symlink to the host directory), or back. */
+  const swap = (repo: string, stash: string, dir = "a") => {
+    fs.renameSync(path.join(repo, dir), path.join(stash, `${dir}.real`));
+    fs.renameSync(path.join(stash, dir), path.join(repo, dir));
+  };
+  /** Every name and body the archive gave before it ended or failed. */
+  async function collect(a: RepoArchive): Promise<{ seen: string; error?: unknown }> {
+    let seen = "";
+    try {
+      const extract = tar.extract();
+      a.stream.on("error", (e) => extract.destroy(e));
+      a.stream.pipe(extract);
+      for await (const entry of extract) {
+        seen += `${entry.header.name}\n`;
+        for await (const c of entry) seen += (c as Buffer).toString("latin1");
+      }
+      return { seen };
+    } catch (error) {
+      return { seen, error };
+    } finally {
+      await a.cleanup();
+    }
+  }
+
+  it("swapped after the walk, before its files are read: a RepoError naming it, and no host byte in the tar", async () => {
+    const { repo, stash } = setup();
+    const r = await withLag(async () => {
+      const archive = await repoArchive({ path: repo });
+      swap(repo, stash);
+      return collect(archive);
+    });
+    const { seen, error } = r.value!;
+    expect(seen).not.toContain(CANARY);
+    expect(error).toBeInstanceOf(RepoError);
+    expect(String(error)).toMatch(/repo\.path .*: "a" was replaced \(by a symlink or another directory\) while the repo was read/);
+    expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
+  });
+
+  it("swapped mid-walk, after its lstat and before it is entered (a nested one too): a RepoError, no host name listed", async () => {
+    const { walkHooks } = await import("../src/job/repo-dir.js");
+    for (const dir of ["a", "a/sub"]) {
+      const { host, repo, stash } = setup();
+      if (dir === "a/sub") {
+        fs.rmSync(path.join(stash, "a"));
+        fs.mkdirSync(path.join(stash, "a"));
+        fs.symlinkSync(path.join(host, "sub"), path.join(stash, "a/sub"));
+      }
+      walkHooks.beforeOpenDir = (rel) => rel === dir && swap(repo, stash, dir);
+      try {
+        const r = await load({ path: repo });
+        expect(r.error, dir).toBeInstanceOf(RepoError);
+        expect(String(r.error)).toContain(`${JSON.stringify(dir)} was replaced`);
+        expect(leaks(r.entries, CANARY)).toBe(false);
+      } finally {
+        walkHooks.beforeOpenDir = undefined;
+      }
+    }
+  });
+
+  it("swapped back and forth all the time by another process: the host's files never load, and the swap is caught", async () => {
+    const { repo, stash } = setup();
+    // renameat2(RENAME_EXCHANGE): repo/a and stash/a trade places atomically, over and over.
+    const swapper = spawn("python3", ["-c", `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
+print("ready", flush=True)
+while True:
+    if libc.renameat2(-100, a, -100, b, 2) != 0: sys.exit("renameat2: %d" % ctypes.get_errno())
+`, path.join(repo, "a"), path.join(stash, "a")], { stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        swapper.stdout.once("data", () => resolve());
+        swapper.once("exit", (code) => reject(new Error(`the swapper exited with ${code}`)));
+      });
+      let caught = 0;
+      let loaded = 0;
+      for (let i = 0; i < 2000 && (caught < 5 || loaded < 5); i++) {
+        const r = await withLag(async () => collect(await repoArchive({ path: repo })));
+        noteLag(r);
+        const out = r.value ?? { seen: "", error: r.error };
+        expect(out.seen).not.toContain(CANARY);
+        if (out.error) {
+          expect(out.error).toBeInstanceOf(RepoError);
+          expect(String(out.error)).toMatch(/"a(\/[^"]*)?" (was replaced|disappeared|was swapped for a symlink|is no longer a regular file)/);
+          caught++;
+        } else loaded++;
+        expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
+      }
+      expect(caught).toBeGreaterThan(0);
+    } finally {
+      swapper.kill("SIGKILL");
+    }
+  }, 300_000);
+});

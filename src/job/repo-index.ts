@@ -4,8 +4,8 @@
 // the ignore rules alone then decide what is loaded, which is safe (a tracked path can only add a
 // file of the repo itself) and what happens for a repo without an index.
 import fss from "node:fs";
-import fs from "node:fs/promises";
-import path from "node:path";
+import { promisify } from "node:util";
+import { openFileAt, readSmallAt } from "./repo-at.js";
 import { breathe, DEFAULT_REPO_MAX_ENTRIES, LIMITS, PathTree } from "./repo-common.js";
 
 class BadIndex extends Error {}
@@ -13,28 +13,38 @@ const bad = (why: string): never => {
   throw new BadIndex(why);
 };
 
-/** Tracked paths and all their parent directories, or an empty tree when there is no usable index. */
-export async function trackedPaths(root: string, maxEntries = DEFAULT_REPO_MAX_ENTRIES): Promise<PathTree> {
-  const file = path.join(root, ".git/index");
-  const st = fss.lstatSync(file, { throwIfNoEntry: false });
-  if (!st?.isFile() || st.size > LIMITS.indexBytes) return new PathTree();
-  const buf = await fs.readFile(file).catch(() => undefined);
+const read = promisify(fss.read);
+
+/** The first `size` bytes of an open file, read off the event loop (a file that shrank: fewer). */
+async function readFd(fd: number, size: number): Promise<Buffer> {
+  const buf = Buffer.allocUnsafe(size);
+  let n = 0;
+  for (let r = 1; n < size && r > 0; n += r) r = (await read(fd, buf, n, Math.min(size - n, 1 << 20), n)).bytesRead;
+  return buf.subarray(0, n);
+}
+
+/**
+ * Tracked paths and all their parent directories, or an empty tree when there is no usable index.
+ * `root` is the repo's directory, held open: `.git` and its files are opened below it without
+ * following a symlink (see repo-at.ts).
+ */
+export async function trackedPaths(root: number, maxEntries = DEFAULT_REPO_MAX_ENTRIES): Promise<PathTree> {
+  const f = openFileAt(root, ".git/index");
+  if (!f) return new PathTree();
+  let buf: Buffer | undefined;
+  try {
+    if (f.size <= LIMITS.indexBytes) buf = await readFd(f.fd, f.size).catch(() => undefined);
+  } finally {
+    fss.closeSync(f.fd);
+  }
   if (!buf) return new PathTree();
-  const sha256 = /objectformat\s*=\s*sha256/i.test(readSmall(path.join(root, ".git/config")));
+  const config = readSmallAt(root, ".git/config", 1024 * 1024);
+  const sha256 = Buffer.isBuffer(config) && /objectformat\s*=\s*sha256/i.test(config.toString("utf8"));
   try {
     return await parseIndex(buf, sha256 ? 32 : 20, maxEntries);
   } catch (err) {
     if (err instanceof BadIndex) return new PathTree();
     throw err;
-  }
-}
-
-function readSmall(p: string): string {
-  try {
-    const st = fss.lstatSync(p);
-    return st.isFile() && st.size <= 1024 * 1024 ? fss.readFileSync(p, "utf8") : "";
-  } catch {
-    return "";
   }
 }
 
