@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
-import { BOUNDS } from "../src/queue/result-bounds.js";
+import { BOUNDS, PatchGoneError } from "../src/queue/result-bounds.js";
 import type { EventOf, JobResult, TranscriptEvent } from "../src/spec.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { cli, removeDir, startRedis } from "./support/cluster.js";
@@ -128,5 +128,13 @@ describe("300,000 files make a bounded result", () => {
     } finally {
       removeDir(dir);
     }
+
+    // A stored patch replaced or gone (past its retention): an error that says so, never an empty
+    // patch, and waitForResult does not wait on it.
+    await r.set(k.patch(id), "another patch");
+    await expect(client.result(id)).rejects.toThrow(/the patch stored for job many-files-1 is not the one its result names/);
+    await r.del(k.patch(id));
+    await expect(client.waitForResult(id, { timeoutMs: 60_000 })).rejects.toThrow(PatchGoneError);
+    await expect(client.result(id)).rejects.toThrow(/is no longer in Redis: it was kept for PATCHBAY_RETENTION_SEC/);
   }, 1_200_000);
 });

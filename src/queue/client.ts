@@ -9,6 +9,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { defaults, loadConfig } from "../config.js";
 import { keys, redisOptions } from "./keys.js";
 import { hasCredentials, redact } from "../job/git-auth.js";
+import { PatchGoneError } from "./result-bounds.js";
 import { withStoredPatch } from "./result-record.js";
 import { JobSpecError, parseJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 
@@ -208,7 +209,7 @@ export class PatchbayClient {
             const r = await Promise.race([this.result(id), stopped]);
             if (r) return r;
           } catch (err) {
-            if (err instanceof JobFailedError || err instanceof JobNotFoundError || signal.aborted) throw err;
+            if (err instanceof JobFailedError || err instanceof JobNotFoundError || err instanceof PatchGoneError || signal.aborted) throw err;
             // Redis unreachable for a moment: keep waiting.
           }
           await Promise.race([sleep(delay, undefined, { signal }).catch(() => {}), stopped]);
