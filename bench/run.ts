@@ -1,5 +1,5 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run.
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
@@ -11,6 +11,7 @@ import { log } from "./lib.js";
 import { benchOverhead, benchPhases } from "./speed.js";
 import { benchJobs, benchReady } from "./speed-queue.js";
 import { benchFloor } from "./floor.js";
+import { benchVerify } from "./verify.js";
 
 const sections: Record<string, () => Promise<object>> = {
   shell: benchShell,
@@ -28,6 +29,8 @@ const sections: Record<string, () => Promise<object>> = {
   ready: benchReady,
   // what one scripted job costs with nothing of patchbay: the ceiling the jobs row is under
   floor: benchFloor,
+  // issue 23: verify judging exactly baseline + patch, in a sandbox of its own, against the in-place verify it replaced
+  verify: benchVerify,
 };
 
 const onlyArg = process.argv.findIndex((a) => a === "--only" || a.startsWith("--only="));

@@ -79,6 +79,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   let sandbox: Sandbox | undefined;
   let prepared: Promise<RepoArchive> | undefined;
   let snapshot: Promise<Snapshot> | undefined;
+  const removals: Promise<void>[] = []; // verify sandboxes being removed
   // The pool makes no warm sandbox while this one is set up: it would compete for the CPU.
   const setupDone = opts.pool?.setupStarted?.();
   try {
@@ -197,6 +198,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
         timeoutSec: defaults.job.verifyTimeoutSec,
         signal: ctl.signal,
       });
+      removals.push(r.removed);
       verify = { exitCode: r.exitCode, outputTail: tail(r.output) };
       emit({ type: "verify", command: spec.verify, ...verify, ms: ms(t), round });
       if (verify.exitCode === 0 || outcome.status !== "completed" || ctl.signal.aborted) break;
@@ -243,6 +245,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     await egress?.close();
     await sandbox?.destroy();
     await snapshot?.then((s) => s.remove(), () => {});
+    await Promise.all(removals);
   }
 }
 

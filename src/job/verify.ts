@@ -79,6 +79,8 @@ export interface VerifyRun {
   output: string;
   /** The verify sandbox's container. */
   container: string;
+  /** Settles once that sandbox is removed (its removal does not hold up the round). */
+  removed: Promise<void>;
 }
 
 export interface VerifyOptions {
@@ -94,14 +96,17 @@ export interface VerifyOptions {
 /** One verify round in a sandbox of its own: the snapshot, the patch, the command; the sandbox removed after. */
 export async function verifyInFreshSandbox(o: VerifyOptions): Promise<VerifyRun> {
   const sb = await o.sandbox();
+  let ok = false;
   try {
     if (!(await sb.putTarStream("/workspace", createReadStream(o.snapshot.file)))) throw new VerifyError("the verify sandbox's image has no tar: the snapshot could not be loaded");
     const stdin = Buffer.concat([Buffer.from(`${JSON.stringify({ added: o.patch.added.length })}\n`), o.patch.added, Buffer.from(o.patch.patch)]);
     const applied = await sb.exec(["python3", "-I", "-S", "-c", APPLY_PY], { stdin, timeoutSec: 600, cwd: "/workspace", maxBytes: 64 * 1024 });
     if (applied.exitCode !== 0) throw new VerifyError(`the patch does not apply to the workspace as setup left it (git apply exit ${applied.exitCode}): ${applied.stderr.trim().slice(-400)}`);
     const r = await sb.runFresh(`cd /workspace && { ${o.command}\n}`, { timeoutSec: o.timeoutSec, signal: o.signal });
-    return { exitCode: r.exitCode, output: r.output, container: sb.name };
+    ok = true;
+    const removed = sb.destroy().catch(() => {}); // a failed removal is retried by the reaper (src/sandbox/docker.ts)
+    return { exitCode: r.exitCode, output: r.output, container: sb.name, removed };
   } finally {
-    await sb.destroy();
+    if (!ok) await sb.destroy();
   }
 }
