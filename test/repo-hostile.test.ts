@@ -618,7 +618,7 @@ while True:
         expect(out.seen).not.toContain(CANARY);
         if (out.error) {
           expect(out.error).toBeInstanceOf(RepoError);
-          expect(String(out.error)).toMatch(/"a(\/[^"]*)?" (was replaced|disappeared|was swapped for a symlink|is no longer a regular file)/);
+          expect(String(out.error)).toMatch(/"a(\/[^"]*)?" (was replaced|was swapped for a symlink|is no longer a regular file)/);
           caught++;
         } else loaded++;
         expect(r.lagMs).toBeLessThan(MAX_LAG_MS);

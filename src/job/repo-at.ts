@@ -46,21 +46,21 @@ export function swapped(label: string, rel: string, how = "was replaced (by a sy
  * Opens the directory `name` in `parent` refusing a symlink (O_NOFOLLOW), and checks it is the
  * directory `expect` (dev, ino) the walk saw: anything else is a RepoError naming `rel`.
  */
-export function openDirAt(parent: number, name: string, expect: DirId, label: string, rel: string): number {
+export function openDirAt(parent: number, name: string, expect: DirId, label: string, rel: string | (() => string)): number {
+  const named = () => (typeof rel === "string" ? rel : rel());
   let fd: number;
   try {
     fd = fss.openSync(at(parent, name), fsc.O_RDONLY | fsc.O_DIRECTORY | fsc.O_NOFOLLOW);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ELOOP" || code === "ENOTDIR") throw swapped(label, rel);
-    if (code === "ENOENT") throw swapped(label, rel, "disappeared");
-    if (code === "EACCES" || code === "EPERM") throw new RepoError(`${label}: cannot read ${quote(rel)}: ${code}`);
-    throw err;
+    if (code === "ELOOP" || code === "ENOTDIR") throw swapped(label, named());
+    if (code === "EACCES" || code === "EPERM") throw new RepoError(`${label}: cannot read ${quote(named())}: ${code}`);
+    throw err; // gone (ENOENT): as for a file that went away, the load may be tried again
   }
   const st = fss.fstatSync(fd);
   if (st.dev !== expect.dev || st.ino !== expect.ino) {
     fss.closeSync(fd);
-    throw swapped(label, rel);
+    throw swapped(label, named());
   }
   return fd;
 }

@@ -84,7 +84,7 @@ class DirCursor {
     this.pop(this.dirs[d]!.depth + 1);
     for (let i = chain.length - 1; i >= 0; i--) {
       const id = chain[i]!;
-      this.stack.push({ dir: id, fd: openDirAt(this.stack.at(-1)!.fd, this.dirs[id]!.name, this.dirs[id]!, this.label, this.rel(id)) });
+      this.stack.push({ dir: id, fd: openDirAt(this.stack.at(-1)!.fd, this.dirs[id]!.name, this.dirs[id]!, this.label, () => this.rel(id)) });
     }
     return this.stack.at(-1)!.fd;
   }
