@@ -99,7 +99,15 @@ describe("a default worker (no policy knobs)", () => {
       "limits.diskMb: 20480 is over this worker's bound of 10240 (PATCHBAY_MAX_DISK_MB on the worker raises it)",
       "timeoutSec: 86400 is over this worker's bound of 14400 (PATCHBAY_MAX_TIMEOUT_SEC on the worker raises it)",
       "commandTimeoutSec: 7200 is over this worker's bound of 3600 (PATCHBAY_MAX_COMMAND_TIMEOUT_SEC on the worker raises it)",
+      `limits.cpus: 8 is more than the ${(await docker().info()).NCPU} CPUs of this worker's Docker engine`,
     ]);
+  });
+
+  // Within the bound but more than the engine has: the engine would refuse the create, which looked
+  // like the host's fault and was retried three times.
+  it("refuses more CPUs than its engine has, once, naming the engine's count", async () => {
+    const ncpu = (await docker().info()).NCPU as number;
+    expect(await refused(c, { limits: { cpus: ncpu + 1 } })).toBe(`JobSpec refused by this worker's policy: limits.cpus: ${ncpu + 1} is more than the ${ncpu} CPUs of this worker's Docker engine`);
   });
 
   it("refuses an image off its list (a local image image build --from did not make), and one the engine lacks", async () => {

@@ -3,6 +3,7 @@
 // which no event may show.
 import { loadConfig, type Config } from "../config.js";
 import { policyRefusal, imageVerdict, policyViolations } from "../policy.js";
+import { docker } from "../sandbox/docker.js";
 import { builtFrom } from "../sandbox/image-from.js";
 import { JobSpecError, type JobSpec, type TranscriptEvent } from "../spec.js";
 import { redact, splitUrl } from "./git-auth.js";
@@ -16,8 +17,16 @@ export async function policyProblem(spec: JobSpec, config: Pick<Config, "policy"
   const lookup = spec.image !== undefined && imageVerdict(spec.image, config.image, config.policy) === "lookup";
   const facts = lookup ? { builtFrom: await builtFrom(spec.image!) } : {};
   const violations = policyViolations(spec, config.policy, config.image, facts);
+  // The engine refuses more CPUs than its host has (at create, where it would look like the host's fault and be retried).
+  const cpus = spec.limits?.cpus;
+  const have = cpus === undefined ? undefined : await engineCpus();
+  if (cpus !== undefined && have !== undefined && cpus > have) violations.push(`limits.cpus: ${cpus} is more than the ${have} CPUs of this worker's Docker engine`);
   return violations.length ? policyRefusal(violations) : undefined;
 }
+
+let cpusOfEngine: Promise<number | undefined> | undefined;
+/** The engine's CPU count, asked once (undefined when it cannot say: the create then decides). */
+const engineCpus = () => (cpusOfEngine ??= docker().info().then((i: { NCPU?: number }) => i.NCPU, () => (cpusOfEngine = undefined)));
 
 /** Throws a JobSpecError (not retried) for a spec past the worker's policy. */
 export async function admitJob(spec: JobSpec, config?: Pick<Config, "policy" | "image">): Promise<void> {
