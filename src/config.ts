@@ -191,7 +191,6 @@ export const defaults = {
   },
   transcript: {
     maxLen: 10_000,
-    ttlSec: 7 * 24 * 3600,
   },
 } as const;
 

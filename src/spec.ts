@@ -44,7 +44,13 @@ export type EditorTool = z.infer<typeof EditorTool>;
 /** Applied by the consumer, not by the schema: a parsed spec keeps only what the user wrote. */
 export const DEFAULT_EDITOR_TOOL: EditorTool = "text_editor_20250728";
 
-const Command = nonEmpty("a non-empty command");
+// Sanity caps on the free texts (a spec goes to Redis and into job_started events whole).
+export const MAX_TASK_CHARS = 256 * 1024;
+export const MAX_COMMAND_CHARS = 64 * 1024;
+const MAX_SETUP_COMMANDS = 64;
+const capped = (what: string, max: number) =>
+  z.string({ error: expected(what) }).max(max, { error: (iss) => `must be at most ${max} characters (got ${String(iss.input).length})` }).refine((s) => s.trim() !== "", { error: expected(what) });
+const Command = capped("a non-empty command", MAX_COMMAND_CHARS);
 
 export const Budget = z.strictObject({
   usd: positiveNumber().optional(),
@@ -95,17 +101,22 @@ const JobId = z
   .refine((s) => s !== "." && s !== "..", { error: (iss) => `must not be "." or ".." (got ${show(iss.input)})` });
 
 export const JobSpec = z.strictObject({
-  task: nonEmpty("a non-empty string"),
+  task: capped("a non-empty string", MAX_TASK_CHARS),
   repo: RepoSpec,
   image: nonEmpty("a non-empty image name").optional(),
   /** Commands run in the sandbox before the agent, e.g. `npm ci`. */
   setup: z
-    .union([Command, z.array(Command)], {
+    .union([Command, z.array(Command).max(MAX_SETUP_COMMANDS)], {
       error: (iss) => {
         if (iss.input === undefined) return REQUIRED;
         if (Array.isArray(iss.input)) {
           const i = iss.input.findIndex((c) => typeof c !== "string" || c.trim() === "");
           if (i >= 0) return `must be a command or an array of commands (item ${i} is ${show(iss.input[i])})`;
+          const long = iss.input.findIndex((c) => c.length > MAX_COMMAND_CHARS);
+          if (long >= 0) return `item ${long} must be at most ${MAX_COMMAND_CHARS} characters (got ${iss.input[long].length})`;
+          if (iss.input.length > MAX_SETUP_COMMANDS) return `must be at most ${MAX_SETUP_COMMANDS} commands (got ${iss.input.length})`;
+        } else if (typeof iss.input === "string" && iss.input.length > MAX_COMMAND_CHARS) {
+          return `must be at most ${MAX_COMMAND_CHARS} characters (got ${iss.input.length})`;
         }
         return `must be a command or an array of commands (got ${show(iss.input)})`;
       },

@@ -123,9 +123,10 @@ describe("worker /metrics", () => {
     expect(metricValue(after, "patchbay_cost_usd_total", { model: models[0]! })).toBeCloseTo(all.reduce((s, r) => s + r.costUsd, 0), 9);
     expect(metricValue(after, "patchbay_active_sandboxes")).toBe(0);
     expect(metricValue(after, "patchbay_worker_active_jobs")).toBe(0);
-    // The warm pool (2, the concurrency): every job asked it once, and found a sandbox or made its own.
+    // The warm pool (2, the concurrency): every job asked it once, and each verify round once more
+    // (verify runs in a sandbox of its own), and found a sandbox or made its own.
     const hits = metricValue(after, "patchbay_pool_takes_total", { outcome: "hit" });
-    expect(hits + metricValue(after, "patchbay_pool_takes_total", { outcome: "miss" })).toBe(4);
+    expect(hits + metricValue(after, "patchbay_pool_takes_total", { outcome: "miss" })).toBe(4 + 3);
     expect(metricValue(after, "patchbay_pool_sandboxes_made_total")).toBeGreaterThanOrEqual(hits);
     expect(metricValue(after, "patchbay_pool_idle_sandboxes")).toBeLessThanOrEqual(2);
     expect(metricValue(after, "patchbay_pool_sandboxes_made_total") - hits).toBeGreaterThanOrEqual(metricValue(after, "patchbay_pool_idle_sandboxes"));

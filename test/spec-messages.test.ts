@@ -2,7 +2,7 @@
 // "did you mean" (normalised, edit distance with transpositions, short keys stricter), paths with
 // indexes, the repo union, setup items, job ids; and emptyResult. Pure.
 import { describe, expect, it } from "vitest";
-import { emptyResult, emptyUsage, JobSpecError, parseJobSpec } from "../src/spec.js";
+import { emptyResult, emptyUsage, JobSpecError, MAX_COMMAND_CHARS, MAX_TASK_CHARS, parseJobSpec } from "../src/spec.js";
 
 const R = { path: "/r" };
 const err = (input: unknown) => {
@@ -53,6 +53,18 @@ describe("parseJobSpec messages", () => {
     expect(err({ task: "t", repo: R, jobId: "." })).toBe('jobId: must not be "." or ".." (got ".")');
     expect(err({ task: "t", repo: R, jobId: ".." })).toBe('jobId: must not be "." or ".." (got "..")');
     expect(err({ task: "t", repo: R, jobId: "a..b" })).toBe("ok");
+  });
+
+  // A spec goes to Redis and into job_started whole: its free texts are capped.
+  it("caps the task, each command and the number of setup commands, naming the cap and the size", () => {
+    expect(err({ task: "x".repeat(MAX_TASK_CHARS + 1), repo: R })).toBe(`task: must be at most ${MAX_TASK_CHARS} characters (got ${MAX_TASK_CHARS + 1})`);
+    expect(err({ task: "x".repeat(MAX_TASK_CHARS), repo: R })).toBe("ok");
+    const long = "y".repeat(MAX_COMMAND_CHARS + 1);
+    expect(err({ task: "t", repo: R, verify: long })).toBe(`verify: must be at most ${MAX_COMMAND_CHARS} characters (got ${MAX_COMMAND_CHARS + 1})`);
+    expect(err({ task: "t", repo: R, setup: long })).toBe(`setup: must be at most ${MAX_COMMAND_CHARS} characters (got ${MAX_COMMAND_CHARS + 1})`);
+    expect(err({ task: "t", repo: R, setup: ["a", long] })).toBe(`setup[1]: must be at most ${MAX_COMMAND_CHARS} characters (got ${MAX_COMMAND_CHARS + 1})`);
+    expect(err({ task: "t", repo: R, setup: Array(65).fill("a") })).toBe("setup: must be at most 64 commands (got 65)");
+    expect(err({ task: "t", repo: R, setup: Array(64).fill("a") })).toBe("ok");
   });
 
   it("JobSpecError is named", () => {

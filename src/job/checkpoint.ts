@@ -89,7 +89,7 @@ export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash:
       return raw ? parseCheckpoint(raw, jobId, hash) : undefined;
     },
     async save(c) {
-      await redis.eval(SAVE, 1, key, String(c.attempt), JSON.stringify(c), String(defaults.transcript.ttlSec));
+      await redis.eval(SAVE, 1, key, String(c.attempt), JSON.stringify(c), String(loadConfig().retentionSec));
     },
     async remove() {
       await redis.del(key);

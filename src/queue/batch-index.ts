@@ -14,12 +14,13 @@
 // plus keys.batches, a zset of batch ids by creation time. Every change of the counters happens in
 // a Lua script, so `status` is one HGETALL and a finished job costs the worker one round trip.
 import type { Redis } from "ioredis";
-import { defaults } from "../config.js";
+import { loadConfig } from "../config.js";
 import { keys } from "./keys.js";
 import type { JobData } from "./client.js";
 import { emptyResult, filesChangedCount, type JobResult, type JobStatus, type Usage } from "../spec.js";
 
-export const TTL_SEC = defaults.transcript.ttlSec;
+/** How long a batch's index lives: the deployment's retention (PATCHBAY_RETENTION_SEC), as results and transcripts. */
+export const ttlSec = () => loadConfig().retentionSec;
 export const PARTS = ["meta", "lines", "results", "spend", "started", "finished", "tasks"] as const;
 type Part = (typeof PARTS)[number];
 
@@ -169,7 +170,7 @@ export async function recordFinished(redis: Redis, queueName: string, batch: { i
     String(Math.max(0, r.costUsd - spentBefore)),
     JSON.stringify(summarize(r, batch.line)),
     onlyIfAbsent ? "1" : "0",
-    TTL_SEC,
+    ttlSec(),
     Date.now(),
   );
   return n === 1;

@@ -10,7 +10,7 @@ import { keys } from "./keys.js";
 import { credentialsProblem, defaultClient, JobFailedError, jobOptions, prepareSpecs, type JobData, type PatchbayClient } from "./client.js";
 import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent } from "../spec.js";
 import { batchHash, type BatchLine } from "./batch-file.js";
-import { batchKeys, PARTS, recordFinished, scripted, TTL_SEC, type JobSummary } from "./batch-index.js";
+import { batchKeys, PARTS, recordFinished, scripted, ttlSec, type JobSummary } from "./batch-index.js";
 import { summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
 
 export { BatchFileError, batchHash, parseBatchFile, readBatchFile, type BatchLine } from "./batch-file.js";
@@ -94,7 +94,7 @@ export class BatchClient {
       if (opts.budgetUsd !== undefined) m.hset(bk.meta, "budgetUsd", String(opts.budgetUsd));
       m.zadd(keys(this.c.queueName).batches, "NX", now, batchId);
       for (const { line, spec } of lines) m.hsetnx(bk.lines, String(line), batchJobId(batchId, line)).hsetnx(bk.tasks, String(line), spec.task.slice(0, 200));
-      for (const p of PARTS) m.expire(bk[p], TTL_SEC);
+      for (const p of PARTS) m.expire(bk[p], ttlSec());
       m.hget(bk.meta, "hash");
       const res = (await m.exec()) ?? [];
       if (res.at(-1)?.[1] !== hash) throw new BatchConflictError(batchId, this.c.queueName); // a racing submit of other specs
@@ -177,7 +177,7 @@ export class BatchClient {
       const k = keys(this.c.queueName);
       const running = st.jobs!.filter((j) => j.state === "running").map((j) => j.jobId);
       const m = this.c.redis.multi().hset(this.bk(batchId).meta, "cancelled", "1");
-      for (const id of running) m.set(k.cancel(id), "1", "EX", TTL_SEC).publish(k.cancelChannel, id);
+      for (const id of running) m.set(k.cancel(id), "1", "EX", ttlSec()).publish(k.cancelChannel, id);
       await m.exec();
       return { signalled: running.length, waiting: st.jobs!.filter((j) => j.state === "waiting").length };
     });

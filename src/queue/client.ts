@@ -236,7 +236,7 @@ export class PatchbayClient {
     return this.hold(async () => {
       const state = await (await this.job(id)).getState();
       if (state === "completed" || state === "failed") return "finished";
-      await this.redis.set(this.k.cancel(id), "1", "EX", defaults.transcript.ttlSec);
+      await this.redis.set(this.k.cancel(id), "1", "EX", loadConfig().retentionSec);
       await this.redis.publish(this.k.cancelChannel, id);
       return state === "active" ? "signalled" : "cancelled";
     });
