@@ -103,7 +103,7 @@ describe("sandbox.shell (real engine)", () => {
   // A background `yes` streamed into the worker between commands, costing dockerd, the shim and the
   // worker CPU that no cgroup of the job's counted. Now what comes while no command runs is dropped,
   // and past 256 KiB the stream is paused: the writer blocks on its full pipe.
-  it("output while no command runs is dropped, then its stream paused: a background `yes` blocks", async () => {
+  it("output while no command runs is dropped, then its stream paused: a background `yes` blocks, and during a command is read at a bounded rate", async () => {
     await sb().shell.run("yes & echo $! > /tmp/yes.pid; echo started");
     // The bytes yes has written (its /proc/PID/io, read as the agent through the file agent: not the shell's stream).
     const written = async () => Number(/wchar: (\d+)/.exec((await sb().exec(["bash", "-c", "cat /proc/$(cat /tmp/yes.pid)/io"])).stdout.toString())![1]);
@@ -112,9 +112,29 @@ describe("sandbox.shell (real engine)", () => {
     await new Promise((r) => setTimeout(r, 3000));
     const more = (await written()) - before;
     expect(more).toBeLessThan(1024 * 1024); // blocked on its full pipe, not streaming (it wrote hundreds of MB)
-    const next = await sb().shell.run("kill $(cat /tmp/yes.pid); echo next");
+    // During a command its output is read at 16 MiB/s past the first 16 MiB: a `sleep 3` beside it
+    // no longer carries hundreds of MB through dockerd, the shim and the worker.
+    const atStart = await written();
+    const during = await sb().shell.run("sleep 3; echo slept", { timeoutSec: 30 });
+    expect(during).toMatchObject({ exitCode: 0, timedOut: false, truncated: true });
+    expect((await written()) - atStart).toBeLessThan(100 * 1024 * 1024);
+    // (wait: yes may still be blocked in a write when kill returns, and finish it after an echo)
+    const next = await sb().shell.run("kill $(cat /tmp/yes.pid); wait $(cat /tmp/yes.pid); echo next");
     expect(next.output).toMatch(/next\n$/);
     expect(next.output.length).toBeLessThan(40_000);
+  });
+
+  // A daemon left by an earlier command keeps forking short-lived children; a later command times
+  // out. Its kill freezes everything, kills the command's processes, lets the daemon go on, and
+  // waits only for what it killed: the daemon's new children are not "survivors" (they were said
+  // to be, and the command failed with an error instead of a timeout).
+  it("a timeout beside a daemon that keeps forking kills the command and leaves the daemon", async () => {
+    await sb().shell.run("python3 -c 'import os, signal, time\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\nwhile True:\n  if os.fork() == 0: time.sleep(0.05); os._exit(0)\n  time.sleep(0.005)' >/dev/null 2>&1 & echo $! > /tmp/forker.pid; echo started");
+    const r = await sb().shell.run("sleep 1000; echo never", { timeoutSec: 2 });
+    expect(r).toMatchObject({ timedOut: true, exitCode: 124 });
+    const after = await sb().shell.run("kill -0 $(cat /tmp/forker.pid) && echo daemon-alive; pgrep -u 1000 -x sleep || echo no-sleep");
+    expect(withoutJobNotices(after.output)).toBe("daemon-alive\nno-sleep\n");
+    await sb().shell.run("kill $(cat /tmp/forker.pid)");
   });
 
   it("restart() kills background jobs and resets state", async () => {

@@ -18,7 +18,7 @@ export async function policyProblem(spec: JobSpec, config: Pick<Config, "policy"
   const facts = lookup ? { builtFrom: await builtFrom(spec.image!) } : {};
   const violations = policyViolations(spec, config.policy, config.image, facts);
   // The engine refuses more CPUs than its host has (at create, where it would look like the host's fault and be retried).
-  const cpus = spec.limits?.cpus;
+  const cpus = violations.some((v) => v.startsWith("limits.cpus")) ? undefined : spec.limits?.cpus;
   const have = cpus === undefined ? undefined : await engineCpus();
   if (cpus !== undefined && have !== undefined && cpus > have) violations.push(`limits.cpus: ${cpus} is more than the ${have} CPUs of this worker's Docker engine`);
   return violations.length ? policyRefusal(violations) : undefined;

@@ -21,8 +21,6 @@ export interface PatchResult {
   truncated: boolean;
   /** The tree the patch leads to (in the private store). */
   tree: string;
-  /** The paths the patch creates, as git gave them (NUL-separated bytes): verify clears them first (see verify.ts). */
-  added: Buffer;
 }
 
 export interface PatchOptions {
@@ -86,10 +84,9 @@ BASE=$1
 part ${PRIVATE_DIR}/out.names ${LIST_MAX} --name-only -z
 part ${PRIVATE_DIR}/out.stat ${LIST_MAX} --stat=120
 part ${PRIVATE_DIR}/out.patch "$((PB_MAX + 1))" --binary
-part ${PRIVATE_DIR}/out.added ${LIST_MAX} --name-only -z --diff-filter=A
 # (find, not stat: coreutils' stat calls statx with AT_NO_AUTOMOUNT, which gVisor 20221219 refuses)
-printf '%s %s %s %s %s\\n' "$tree" $(find ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch ${PRIVATE_DIR}/out.added -printf '%s ')
-cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch ${PRIVATE_DIR}/out.added`;
+printf '%s %s %s %s\\n' "$tree" $(find ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch -printf '%s ')
+cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch`;
 
 export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<PatchResult> {
   if (!TREE_ID.test(baseline)) throw new Error(`computePatch: bad tree id "${baseline}"`);
@@ -97,19 +94,18 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
   opts = { ...fastDefaults(), ...opts };
   if (opts.execs === 4) return computePatchFourExecs(sb, baseline, maxBytes, opts.statCache);
   const env = [`PB_MAX=${maxBytes}`, ...statCacheEnv(opts.statCache)];
-  const r = await sb.exec(["bash", "-c", PATCH_SCRIPT, "patchbay", baseline], { env, timeoutSec: 600, maxBytes: maxBytes + 3 * LIST_MAX + 4096, ...ROOT });
+  const r = await sb.exec(["bash", "-c", PATCH_SCRIPT, "patchbay", baseline], { env, timeoutSec: 600, maxBytes: maxBytes + 2 * LIST_MAX + 4096, ...ROOT });
   const nl = r.stdout.indexOf(10);
   const [final = "", ...sizes] = r.stdout.subarray(0, Math.max(0, nl)).toString("latin1").split(" ");
-  const [nNames = NaN, nStat = NaN, nPatch = NaN, nAdded = NaN] = sizes.map(Number);
-  if (r.exitCode !== 0 || !TREE_ID.test(final) || sizes.length !== 4 || !(nNames + nStat + nPatch + nAdded === r.stdout.length - nl - 1)) {
+  const [nNames = NaN, nStat = NaN, nPatch = NaN] = sizes.map(Number);
+  if (r.exitCode !== 0 || !TREE_ID.test(final) || sizes.length !== 3 || !(nNames + nStat + nPatch === r.stdout.length - nl - 1)) {
     throw new GitStepError(`computePatch: staging and diffing the final tree failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   }
   const body = r.stdout.subarray(nl + 1);
   const filesChanged = body.subarray(0, nNames).toString("utf8").split("\0").filter(Boolean);
   const diffstat = body.subarray(nNames, nNames + nStat).toString("utf8");
   if (nPatch > maxBytes) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
-  const added = Buffer.from(body.subarray(nNames + nStat + nPatch));
-  return finish(sb, body.subarray(nNames + nStat, nNames + nStat + nPatch), { baseline, final, diffstat, filesChanged, maxBytes, added });
+  return finish(sb, body.subarray(nNames + nStat, nNames + nStat + nPatch), { baseline, final, diffstat, filesChanged, maxBytes });
 }
 
 // A checkpoint needs the patch alone, after every turn that may have changed files: the final
@@ -154,14 +150,14 @@ async function computePatchFourExecs(sb: Sandbox, baseline: string, maxBytes: nu
   const final = r.stdout.toString("utf8").trim().split("\n").pop() ?? "";
   if (r.exitCode !== 0 || !TREE_ID.test(final)) throw new GitStepError(`computePatch: staging the final tree failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   const diff = (a: string[], max?: number) => git(sb, [...DIFF, ...a, baseline, final], max);
-  const [patchOut, stat, names, added] = await Promise.all([diff(["--binary"], maxBytes), diff(["--stat=120"]), diff(["--name-only", "-z"]), diff(["--name-only", "-z", "--diff-filter=A"])]);
+  const [patchOut, stat, names] = await Promise.all([diff(["--binary"], maxBytes), diff(["--stat=120"]), diff(["--name-only", "-z"])]);
   const filesChanged = names.stdout.toString("utf8").split("\0").filter(Boolean);
   const diffstat = stat.stdout.toString("utf8");
   if (patchOut.truncated) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
-  return finish(sb, patchOut.stdout, { baseline, final, diffstat, filesChanged, maxBytes, added: added.stdout });
+  return finish(sb, patchOut.stdout, { baseline, final, diffstat, filesChanged, maxBytes });
 }
 
-async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: string; diffstat: string; filesChanged: string[]; maxBytes: number; added: Buffer }): Promise<PatchResult> {
+async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: string; diffstat: string; filesChanged: string[]; maxBytes: number }): Promise<PatchResult> {
   if (!isUtf8(patch)) {
     // Rare (a non-UTF-8 text file changed): those files are diffed again as binary.
     await markBinary(sb, patch, p.filesChanged);
@@ -170,7 +166,7 @@ async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: 
     if (!isUtf8(again.stdout)) throw new Error("computePatch: the patch is not valid UTF-8 even with the non-UTF-8 files diffed as binary");
     patch = again.stdout;
   }
-  return { patch: patch.toString("utf8"), diffstat: p.diffstat, filesChanged: p.filesChanged, bytes: patch.length, truncated: false, tree: p.final, added: p.added };
+  return { patch: patch.toString("utf8"), diffstat: p.diffstat, filesChanged: p.filesChanged, bytes: patch.length, truncated: false, tree: p.final };
 }
 
 async function git(sb: Sandbox, argv: string[], maxBytes?: number) {

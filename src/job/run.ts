@@ -11,6 +11,8 @@ import { snapshotMaxBytes, takeSnapshot, verifyInFreshSandbox, VerifyError, type
 import { loadRepo, repoArchive, RepoError, snapshotBaseline, type RepoArchive } from "./repo.js";
 import type { EgressProxy, EgressSession } from "../net/proxy.js";
 import { Sandbox, TarTooLargeError } from "../sandbox/sandbox.js";
+import { SurvivorsError } from "../sandbox/shell.js";
+import { SupervisorError } from "../sandbox/supervisor.js";
 import { defaultLimits } from "../sandbox/docker.js";
 import { mountsFor, prepareEgress, runSetup, SetupError, startSetupNetwork } from "./setup.js";
 import type { SandboxPool } from "../sandbox/pool.js";
@@ -190,14 +192,22 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       emit({ type: "patch", filesChanged: patch.filesChanged, diffstat: patch.diffstat, bytes: patch.bytes });
       if (!spec.verify || !snapshot || ctl.signal.aborted) break;
       const t = performance.now();
-      const r = await verifyInFreshSandbox({
-        sandbox: async () => opts.pool?.take(kind, timeoutSec + 600) ?? Sandbox.create({ ...kind, jobId, owner: opts.owner, labels: opts.labels, deadlineSec: timeoutSec + 600 }),
-        snapshot: await snapshot,
-        patch,
-        command: spec.verify,
-        timeoutSec: defaults.job.verifyTimeoutSec,
-        signal: ctl.signal,
-      });
+      let r: Awaited<ReturnType<typeof verifyInFreshSandbox>>;
+      try {
+        r = await verifyInFreshSandbox({
+          sandbox: async () => opts.pool?.take(kind, timeoutSec + 600) ?? Sandbox.create({ ...kind, jobId, owner: opts.owner, labels: opts.labels, deadlineSec: timeoutSec + 600 }),
+          snapshot: await snapshot,
+          patch,
+          command: spec.verify,
+          timeoutSec: defaults.job.verifyTimeoutSec,
+          signal: ctl.signal,
+        });
+      } catch (err) {
+        // The verify tree could not be made (the patch does not apply to it): failed, with the patch.
+        if (!(err instanceof VerifyError)) throw err;
+        outcome = { ...outcome, status: "failed", error: err.message };
+        break;
+      }
       removals.push(r.removed);
       verify = { exitCode: r.exitCode, outputTail: tail(r.output) };
       emit({ type: "verify", command: spec.verify, ...verify, ms: ms(t), round });
@@ -233,7 +243,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     // A failed setup or a repo that cannot be loaded is the job's outcome; anything else (Docker, a retryable API error) is thrown
     // so that the queue retries it; the caller (the worker) records how this attempt ended.
     // Git failing on what the repo or the agent left (a broken baseline) is too, while the sandbox runs.
-    if (err instanceof GitStepError && sandbox && (await isRunning(sandbox))) return ended("failed", err.message);
+    if ((err instanceof GitStepError || err instanceof SurvivorsError || err instanceof SupervisorError) && sandbox && (await isRunning(sandbox))) return ended("failed", err.message);
     if (!(err instanceof SetupError || err instanceof RepoError || err instanceof PatchError || err instanceof VerifyError)) throw err;
     return ended("failed", err.message);
   } finally {
@@ -269,17 +279,21 @@ function verifyFeedback(command: string, v: NonNullable<JobResult["verify"]>, ro
 /** The patch could not be taken from a sandbox that still runs: the workspace's fault, not the host's. */
 export class PatchError extends Error {}
 
-/** The post-setup snapshot; one too large to keep is the workspace's fault (setup's), not the host's. */
+/**
+ * The post-setup snapshot. One that cannot be taken from a sandbox that still runs (too large, a
+ * tree tar cannot read whole: setup's doing) is the workspace's fault, not the host's: not retried.
+ */
 async function snapshotOf(sb: Sandbox, diskMb: number): Promise<Snapshot> {
   try {
     return await takeSnapshot(sb, snapshotMaxBytes(diskMb));
   } catch (err) {
     if (err instanceof TarTooLargeError) throw new VerifyError(`the workspace after setup is too large to keep for verify: ${err.message}`);
+    if (await isRunning(sb)) throw new VerifyError(`the workspace after setup could not be kept for verify: ${(err as Error).message}`);
     throw err;
   }
 }
 
-const isRunning = (sandbox: Sandbox) => sandbox.container.inspect().then((i) => i.State.Running, () => false);
+const isRunning = (sandbox: Sandbox) => sandbox.running();
 
 async function takePatch(sandbox: Sandbox, baseline: string): Promise<PatchResult> {
   try {

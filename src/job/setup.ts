@@ -86,7 +86,11 @@ export async function runSetup(sandbox: Sandbox, commands: string[], o: SetupOpt
     }
     for (const command of commands) {
       const t = performance.now();
-      const r = await sandbox.shell.run(command, { timeoutSec: o.timeoutSec, signal: o.signal });
+      // The shell throws only where the sandbox itself misbehaves (a kill whose targets outlived it,
+      // a supervisor that died under it): while its container runs, that is the setup's doing.
+      const r = await sandbox.shell.run(command, { timeoutSec: o.timeoutSec, signal: o.signal }).catch(async (err: Error) => {
+        throw (await sandbox.running()) ? new SetupError(`setup command ${command}: ${err.message}`) : err;
+      });
       o.emit({ type: "setup", command, exitCode: r.exitCode, outputTail: tail(r.output), ms: Math.round(performance.now() - t) });
       if (o.signal.aborted) return `the job was stopped during setup: ${command}`;
       if (r.exitCode !== 0) throw new SetupError(`setup command failed (exit ${r.exitCode}): ${command}${refusalNote(o.egress)}\n${tail(r.output, 600)}`);

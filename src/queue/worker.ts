@@ -10,6 +10,7 @@ import { isThrottle, ModelError, type Model } from "../agent/model.js";
 import { batchHooks } from "./batch-index.js";
 import { checkEngine, countInfraFailure, handBack, HealthGate, throttleMs } from "./health.js";
 import { runJob } from "../job/run.js";
+import { sweepSnapshots } from "../job/verify.js";
 import { policyProblem } from "../job/admit.js";
 import { redisCheckpoints, specHash } from "../job/checkpoint.js";
 import { prepareSandbox } from "../job/repo.js";
@@ -129,6 +130,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       if (again) log(`removed ${again} sandboxes whose removal had failed`);
       const r = await reap(ownerAlive);
       if (r.containers.length || r.volumes.length) log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
+      const snapshots = await sweepSnapshots();
+      if (snapshots) log(`removed ${snapshots} verify snapshots of workers that are gone`);
     } catch (err) {
       log(`reaper: ${(err as Error).message}`, { level: "warn" });
       void health.check(); // the engine gone while idle: pause now rather than at the next job

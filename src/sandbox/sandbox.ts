@@ -206,6 +206,7 @@ export class Sandbox {
   async exportTar(dir: string, dest: Writable, maxBytes: number): Promise<number> {
     let bytes = 0;
     let over = false;
+    let waiting = false; // for the destination's drain
     const err = new HeadTail(4096);
     const written = new Promise<void>((resolve, reject) => (dest.once("finish", resolve), dest.once("error", reject)));
     written.catch(() => {});
@@ -217,9 +218,10 @@ export class Sandbox {
         over = true;
         return proc.destroy();
       }
-      if (!dest.write(chunk)) {
+      if (!dest.write(chunk) && !waiting) {
+        waiting = true;
         proc.pause();
-        dest.once("drain", () => proc.resume());
+        dest.once("drain", () => ((waiting = false), proc.resume()));
       }
     }, { user: "0:0", cwd: "/" });
     this.attached.add(proc);
@@ -288,6 +290,11 @@ export class Sandbox {
   /** Kills every process of the agent's uid (see Shell.killAgent); resolves to how many. */
   killAgentProcesses(opts: { keepShell?: boolean } = {}): Promise<number> {
     return this.shell.killAgent(opts);
+  }
+
+  /** Whether its container runs now (asked of the engine; false when the engine cannot say). */
+  running(): Promise<boolean> {
+    return this.container.inspect().then((i) => Boolean(i.State.Running), () => false);
   }
 
   /** False once destroyed, seen stopped, or once its shell's or file agent's connection dropped (a warm sandbox not worth handing out). */

@@ -54,6 +54,14 @@ trap 'builtin printf "\nPBEXIT:%d\n" $?' EXIT
 const IDLE_BYTES = 256 * 1024;
 /** Output held while the supervisor checks a claimed shell exit; past it the stream is paused. */
 const HOLD_BYTES = 1024 * 1024;
+/**
+ * A command's output past FREE_BYTES is read at most RATE bytes a second (the stream is paused, so
+ * the writers block): all of it is counted and cut to head and tail anyway, and reading it costs
+ * dockerd, the shim and the worker CPU that no cgroup of the job's counts (a background `yes` ran
+ * them at more than a core for the whole of every command).
+ */
+const FREE_BYTES = 16 * 1024 * 1024;
+const RATE = 16 * 1024 * 1024;
 const EXIT_MARKER = Buffer.from("\nPBEXIT:");
 
 /** A command whose sandbox's container stopped: what it printed, and why it ended. */
@@ -64,6 +72,9 @@ function lostResult(why: string, started: number, out?: HeadTail): RunResult {
 
 interface Pending {
   nonce: string;
+  /** When the command was sent, and the bytes its stream brought since (see RATE). */
+  started: number;
+  bytes: number;
   phase: "start" | "output";
   /** Bytes held back: what could be the start of a marker split across chunks (a few bytes). */
   buf: Buffer;
@@ -90,6 +101,9 @@ export function findMarker(buf: Buffer, marker: Buffer, from = 0): { at: number;
   return undefined;
 }
 
+/** A kill's targets outlived it: the sandbox's own state (the agent's doing), never retried elsewhere. */
+export class SurvivorsError extends Error {}
+
 export interface ShellOptions {
   /** Fails every wait on the container once it is seen stopped. */
   liveness?: Liveness;
@@ -109,7 +123,8 @@ export class Shell {
   private readonly keep: () => number[];
   /** Output dropped since the last command ended; past IDLE_BYTES the stream is paused. */
   private idleBytes = 0;
-  private paused = false;
+  /** Why the shell's stream is not read now: idle output, output held for an exit check, a command's rate. */
+  private readonly holds = new Set<"idle" | "check" | "rate">();
 
   constructor(
     private container: Docker.Container,
@@ -129,7 +144,7 @@ export class Shell {
     const { proc, pid } = await startBash(this.container, SHELL_INIT, (b) => this.onData(b));
     this.proc = proc;
     this.pid = pid;
-    this.paused = false;
+    this.holds.clear();
     this.idleBytes = 0;
     void proc.ended.then(() => {
       if (this.proc !== proc || !this.pending) return;
@@ -176,7 +191,7 @@ export class Shell {
   }
 
   private killed(r: KillReport): number {
-    if (r.left > 0) throw new Error(`${r.left} of the agent's processes were still alive after SIGKILL`);
+    if (r.left > 0) throw new SurvivorsError(`${r.left} of the agent's processes were still alive 5 s after SIGKILL (uninterruptible sleep?)`);
     return r.killed;
   }
 
@@ -213,6 +228,8 @@ export class Shell {
     const ended = new Promise<void>((resolve) => {
       this.pending = pending = {
         nonce,
+        started: Date.now(),
+        bytes: 0,
         phase: "start",
         buf: Buffer.alloc(0),
         out,
@@ -223,12 +240,9 @@ export class Shell {
         },
       };
     });
+    // What background processes wrote meanwhile comes first and is dropped before PBSTART.
     this.idleBytes = 0;
-    if (this.paused) {
-      // What background processes wrote meanwhile comes first and is dropped before PBSTART.
-      this.paused = false;
-      this.proc!.resume();
-    }
+    this.release("idle");
     // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
     // that reads stdin gets EOF instead of eating the protocol.
     const text = command.replace(/\0/g, "");
@@ -299,25 +313,39 @@ export class Shell {
     return this.pending?.nonce !== nonce;
   }
 
+  private hold(why: "idle" | "check" | "rate"): void {
+    if (!this.holds.size) this.proc?.pause();
+    this.holds.add(why);
+  }
+
+  private release(why: "idle" | "check" | "rate"): void {
+    if (this.holds.delete(why) && !this.holds.size) this.proc?.resume();
+  }
+
   /** Output while no command runs: dropped, and past IDLE_BYTES the stream is paused (the writers block). */
   private idle(chunk: Buffer): void {
     this.idleBytes += chunk.length;
-    if (this.idleBytes > IDLE_BYTES && !this.paused && this.proc) {
-      this.paused = true;
-      this.proc.pause();
-    }
+    if (this.idleBytes > IDLE_BYTES) this.hold("idle");
+  }
+
+  /** A command's output past FREE_BYTES: read at RATE at most. */
+  private rate(p: Pending, n: number): void {
+    p.bytes += n;
+    if (p.bytes <= FREE_BYTES || this.holds.has("rate")) return;
+    const over = p.bytes - (FREE_BYTES + (RATE * (Date.now() - p.started)) / 1000);
+    if (over <= 0) return;
+    this.hold("rate");
+    setTimeout(() => this.release("rate"), Math.ceil((over / RATE) * 1000)).unref();
   }
 
   private onData(chunk: Buffer): void {
     const p = this.pending;
     if (!p) return this.idle(chunk);
+    this.rate(p, chunk.length);
     if (p.checking) {
       // Held until the supervisor says whether the shell really exited; a flood meanwhile pauses the stream.
       p.checking.held.push(Buffer.from(chunk));
-      if ((p.checking.bytes += chunk.length) > HOLD_BYTES && !this.paused) {
-        this.paused = true;
-        this.proc?.pause();
-      }
+      if ((p.checking.bytes += chunk.length) > HOLD_BYTES) this.hold("check");
       return;
     }
     let buf = p.buf.length ? Buffer.concat([p.buf, chunk]) : chunk;
@@ -362,10 +390,7 @@ export class Shell {
       if (this.pending !== p || !p.checking) return;
       const held = Buffer.concat(p.checking.held);
       p.checking = undefined;
-      if (this.paused) {
-        this.paused = false;
-        this.proc?.resume();
-      }
+      this.release("check");
       if (dead && pid === this.pid) {
         p.shellExited = true;
         this.proc?.destroy();

@@ -83,18 +83,25 @@ def kill(mode, shell, keep):
     if not any(p in spare for p in procs):
         killed = len(procs)
         as_agent(signal.SIGKILL)
+        # Nothing of the uid is left to fork: whatever is alive of it now is a target.
+        def left(): return [p for p, i in agents().items() if p not in spare and alive(i)]
     else:
         held = {p for p, i in procs.items() if i[1] in (b"T", b"t")}  # stopped already: left stopped
         as_agent(signal.SIGSTOP)
         frozen = agents()
-        for p, i in frozen.items():
-            if target(p, i) and alive(i) and signal_pid(p, signal.SIGKILL): killed += 1
-        for p, i in frozen.items():
-            if not target(p, i) and p not in held: signal_pid(p, signal.SIGCONT)
+        targets = {p: i[3] for p, i in frozen.items() if target(p, i)}
+        for p in targets:
+            if alive(frozen[p]) and signal_pid(p, signal.SIGKILL): killed += 1
+        for p in frozen:
+            if p not in targets and p not in held: signal_pid(p, signal.SIGCONT)
+        # The frozen targets only: what the processes left running start from now on is theirs.
+        def left():
+            now = ((p, info(p)) for p in targets)
+            return [p for p, i in now if alive(i) and i[3] == targets[p]]
     # Until every target is dead: a zombie leader's threads, a process in uninterruptible sleep.
     deadline = time.monotonic() + 5
     while True:
-        live = [p for p, i in agents().items() if target(p, i) and alive(i)]
+        live = left()
         if not live or time.monotonic() > deadline: return killed, len(live)
         for p in live: signal_pid(p, signal.SIGKILL)
         time.sleep(0.01)
@@ -120,6 +127,10 @@ def settle():
         time.sleep(0.01)
 def begin(shell, keep):
     global before
+    # The memory cgroup's OOM killer takes the shell and all it starts first. (The agent can lower it
+    # back, and memory held where no process's size shows it, a memfd or tmpfs files, can still make
+    # the killer take a root helper: the job then fails once, see Supervisor.ensure.)
+    oom_adj(shell, 1000)
     n = 0
     if pids_full():
         n = kill("others", shell, keep)[0]
@@ -132,6 +143,12 @@ def dead(pid):
         time.sleep(0.01)
     return 0, 0
 def pids(s): return [int(p) for p in s.split(",") if p.isdigit()] if s != "-" else []
+def oom_adj(pid, value):
+    try:
+        fd = os.open("/proc/%s/oom_score_adj" % pid, os.O_WRONLY)
+        try: os.write(fd, b"%d" % value)
+        finally: os.close(fd)
+    except OSError: pass
 out.write(b"PBREADY:%d\n" % os.getpid())
 for line in sys.stdin.buffer:
     w = line.decode("ascii", "replace").split()

@@ -91,7 +91,15 @@ export class Supervisor {
   async ensure(): Promise<void> {
     if (this.proc?.alive) return;
     const argv = ["python3", "-I", "-S", "-u", "-c", SUPERVISOR_SCRIPT, String(this.pidsLimit)];
-    ({ proc: this.proc } = await startHelper(this.container, argv, (b) => this.waiter?.feed(b), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] }));
+    try {
+      ({ proc: this.proc } = await startHelper(this.container, argv, (b) => this.waiter?.feed(b), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] }));
+    } catch (err) {
+      // With the container running, the sandbox itself cannot start it: its memory or pids limit
+      // is held (the agent's doing: memory in a memfd or tmpfs makes the OOM killer take a root
+      // helper), or the image lacks python3. Nothing to retry elsewhere.
+      if (await this.container.inspect().then((i) => i.State.Running, () => false)) throw new SupervisorError(`the sandbox's supervisor could not start (is its memory or process limit exhausted? does the image have python3?): ${(err as Error).message}`);
+      throw err;
+    }
   }
 
   /**
