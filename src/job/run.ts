@@ -1,7 +1,7 @@
 // runJob: sandbox → repo → setup → agent → verify → patch → result. The sandbox is destroyed in
 // every case; a timeout or cancellation still yields the patch of what was done.
 import { defaults, loadConfig } from "../config.js";
-import { runAgentLoop, type TurnState } from "../agent/loop.js";
+import { runAgentLoop, type LoopOutcome, type TurnState } from "../agent/loop.js";
 import { costUsd } from "../agent/prices.js";
 import { AnthropicModel, type Model } from "../agent/model.js";
 import { systemPrompt } from "../agent/prompt.js";
@@ -140,7 +140,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     // Spend already counted by the earlier attempt: a batch's running total gets this attempt's part only.
     const before = restored ? costUsd(modelName, restored.usage) : 0;
     const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
-    let round = restored?.round ?? 1;
+    const at = { round: restored?.round ?? 1 }; // the verify round the conversation is in
 
     const tools = spec.tools ?? "text_editor_20250728";
     const toolbox = new Toolbox(sandbox, { tools, commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
@@ -167,57 +167,19 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       signal: ctl.signal,
       emit,
       stopAfterTurn,
-      onTurn: cp && (async (s: TurnState) => (await settled, cp.take(s, round))),
+      onTurn: cp && (async (s: TurnState) => (await settled, cp.take(s, at.round))),
     };
     let outcome = restored?.ended
       ? outcomeOf({ ...restored, ended: restored.ended }, modelName) // the agent had finished: on to its patch and verify
       : await runAgentLoop(restored ? { ...loop, resume: { from: turnStateOf(restored), message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE, sendAll: true } } : loop);
-    let patch!: PatchResult; // set by the first round, which throws rather than break without one
-    let verify: JobResult["verify"];
-    // Each round: the patch, then verify judging exactly that patch, in a sandbox of its own made
-    // from the snapshot (verify.ts). A failed verify goes back to the model (within the same
-    // budgets) while rounds are left and the agent had finished.
     await settled;
-    for (; ; round++) {
-      // Nothing the agent started may still run: it could change files under the patch.
-      await sandbox.killAgentProcesses();
-      try {
-        patch = await takePatch(sandbox, baseline);
-      } catch (err) {
-        // A later round's patch that cannot be taken: the result keeps the one the last verify judged.
-        if (!(err instanceof PatchError && patch)) throw err;
-        outcome = { ...outcome, status: "failed", error: err.message };
-        break;
-      }
-      emit({ type: "patch", filesChanged: patch.filesChanged, diffstat: patch.diffstat, bytes: patch.bytes });
-      if (!spec.verify || !snapshot || ctl.signal.aborted) break;
-      const t = performance.now();
-      let r: Awaited<ReturnType<typeof verifyInFreshSandbox>>;
-      try {
-        r = await verifyInFreshSandbox({
-          sandbox: async () => opts.pool?.take(kind, timeoutSec + 600) ?? Sandbox.create({ ...kind, jobId, owner: opts.owner, labels: opts.labels, deadlineSec: timeoutSec + 600 }),
-          snapshot: await snapshot,
-          patch,
-          command: spec.verify,
-          timeoutSec: defaults.job.verifyTimeoutSec,
-          signal: ctl.signal,
-        });
-      } catch (err) {
-        // The verify tree could not be made (the patch does not apply to it): failed, with the patch.
-        if (!(err instanceof VerifyError)) throw err;
-        outcome = { ...outcome, status: "failed", error: err.message };
-        break;
-      }
-      removals.push(r.removed);
-      verify = { exitCode: r.exitCode, outputTail: tail(r.output) };
-      emit({ type: "verify", command: spec.verify, ...verify, ms: ms(t), round });
-      if (verify.exitCode === 0 || outcome.status !== "completed" || ctl.signal.aborted) break;
-      if (round > (spec.verifyRounds ?? defaults.job.verifyRounds)) {
-        outcome = { ...outcome, status: "verify_failed", error: `verify failed (exit ${verify.exitCode}) after ${round} round${round === 1 ? "" : "s"}` };
-        break;
-      }
-      outcome = await runAgentLoop({ ...loop, resume: { from: outcome, message: verifyFeedback(spec.verify, verify, round, spec.verifyRounds ?? defaults.job.verifyRounds) } });
-    }
+    const rounds = await patchAndVerify({
+      sandbox, baseline, spec, snapshot, outcome, at, emit, signal: ctl.signal, removals,
+      resume: (from, message) => runAgentLoop({ ...loop, resume: { from, message } }),
+      verifySandbox: async () => opts.pool?.take(kind, timeoutSec + 600) ?? Sandbox.create({ ...kind, jobId, owner: opts.owner, labels: opts.labels, deadlineSec: timeoutSec + 600 }),
+    });
+    const { patch, verify } = rounds;
+    outcome = rounds.outcome;
     const agentMs = ms(tAgent);
 
     const result: JobResult = {
@@ -256,6 +218,65 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     await sandbox?.destroy();
     await snapshot?.then((s) => s.remove(), () => {});
     await Promise.all(removals);
+  }
+}
+
+interface RoundsInput {
+  sandbox: Sandbox;
+  baseline: string;
+  spec: JobSpec;
+  snapshot?: Promise<Snapshot>;
+  outcome: LoopOutcome;
+  /** The verify round, shared with the checkpoints. */
+  at: { round: number };
+  emit: (e: EventInput) => void;
+  signal: AbortSignal;
+  /** Where each round's verify sandbox goes to be removed (awaited at the job's end). */
+  removals: Promise<void>[];
+  /** The agent again, after a failed verify. */
+  resume: (from: LoopOutcome, message: string) => Promise<LoopOutcome>;
+  verifySandbox: () => Promise<Sandbox>;
+}
+
+/**
+ * Each round: every process of the agent's killed, the patch, then verify judging exactly that
+ * patch in a sandbox of its own made from the snapshot (verify.ts). A failed verify goes back to
+ * the model (within the same budgets) while rounds are left and the agent had finished.
+ */
+async function patchAndVerify(o: RoundsInput): Promise<{ patch: PatchResult; verify?: JobResult["verify"]; outcome: LoopOutcome }> {
+  let outcome = o.outcome;
+  let patch: PatchResult | undefined;
+  let verify: JobResult["verify"];
+  const rounds = o.spec.verifyRounds ?? defaults.job.verifyRounds;
+  for (; ; o.at.round++) {
+    // Nothing the agent started may still run: it could change files under the patch.
+    await o.sandbox.killAgentProcesses();
+    try {
+      patch = await takePatch(o.sandbox, o.baseline);
+    } catch (err) {
+      // A later round's patch that cannot be taken: the result keeps the one the last verify judged.
+      if (!(err instanceof PatchError && patch)) throw err;
+      return { patch, verify, outcome: { ...outcome, status: "failed", error: err.message } };
+    }
+    o.emit({ type: "patch", filesChanged: patch.filesChanged, diffstat: patch.diffstat, bytes: patch.bytes });
+    if (!o.spec.verify || !o.snapshot || o.signal.aborted) return { patch, verify, outcome };
+    const t = performance.now();
+    let r: Awaited<ReturnType<typeof verifyInFreshSandbox>>;
+    try {
+      r = await verifyInFreshSandbox({ sandbox: o.verifySandbox, snapshot: await o.snapshot, patch, command: o.spec.verify, timeoutSec: defaults.job.verifyTimeoutSec, signal: o.signal });
+    } catch (err) {
+      // The verify tree could not be made (the patch does not apply to it): failed, with the patch.
+      if (!(err instanceof VerifyError)) throw err;
+      return { patch, verify, outcome: { ...outcome, status: "failed", error: err.message } };
+    }
+    o.removals.push(r.removed);
+    verify = { exitCode: r.exitCode, outputTail: tail(r.output) };
+    o.emit({ type: "verify", command: o.spec.verify, ...verify, ms: Math.round(performance.now() - t), round: o.at.round });
+    if (verify.exitCode === 0 || outcome.status !== "completed" || o.signal.aborted) return { patch, verify, outcome };
+    if (o.at.round > rounds) {
+      return { patch, verify, outcome: { ...outcome, status: "verify_failed", error: `verify failed (exit ${verify.exitCode}) after ${o.at.round} round${o.at.round === 1 ? "" : "s"}` } };
+    }
+    outcome = await o.resume(outcome, verifyFeedback(o.spec.verify, verify, o.at.round, rounds));
   }
 }
 

@@ -1,7 +1,7 @@
 // One persistent bash per sandbox over one attached exec. Each command is framed by markers
-// carrying an unguessable per-command nonce; its exit code follows the end marker. Docker cannot
-// kill an exec, so timeouts are enforced from inside the container by a second small bash (the
-// supervisor) that stops and kills every process started since the command began.
+// carrying an unguessable per-command nonce (shell-protocol.ts); its exit code follows the end
+// marker. Docker cannot kill an exec, so timeouts are enforced from inside the container by the
+// supervisor (supervisor.ts), which kills every process started since the command began.
 import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -9,6 +9,7 @@ import { defaults } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import type { Liveness } from "./liveness.js";
 import type { Attached } from "./attach.js";
+import { EXIT_MARKER, findMarker, SHELL_INIT } from "./shell-protocol.js";
 import { startBash, Supervisor, type KillReport } from "./supervisor.js";
 
 export interface RunOptions {
@@ -33,23 +34,6 @@ export interface RunResult {
   shellExited?: boolean;
 }
 
-// stderr joins stdout for the whole session so output is interleaved as a terminal shows it.
-// The EXIT trap says the shell is ending (Docker closes an exec's stream only ~2 s after its
-// process exits, and later while a background process holds it): it carries no nonce, and the
-// worker believes it only once the supervisor sees the shell's pid dead.
-const SHELL_INIT = String.raw`
-exec 2>&1
-exec {__pb_fd}>&1
-unset HISTFILE
-__pb_mem() { local k v f; __pb_o=0; for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && __pb_o=$v; done < "$f"; return 0; fi; done; }
-__pb_mem; __pb_oom=$__pb_o
-__pb_pre() { trap 'return 124' USR1; IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:\n' "$1"; }
-__pb_exec() { : __pb; eval "$__pb_cmd"; }
-trap 'return 124' USR1
-__pb_post() { if [ "$2" -ge 128 ]; then __pb_mem; if [ "$__pb_o" -gt "$__pb_oom" ]; then __pb_oom=$__pb_o; builtin printf '\n[patchbay: the command was killed by the kernel: the sandbox ran out of memory]'; fi; fi; builtin printf '\nPBEND%s:%d\n' "$1" "$2"; }
-trap 'builtin printf "\nPBEXIT:%d\n" $?' EXIT
-`;
-
 /** Output that arrives while no command runs (a background `yes`) is dropped up to this much; then the stream is paused until the next command. */
 const IDLE_BYTES = 256 * 1024;
 /** Output held while the supervisor checks a claimed shell exit; past it the stream is paused. */
@@ -62,7 +46,6 @@ const HOLD_BYTES = 1024 * 1024;
  */
 const FREE_BYTES = 16 * 1024 * 1024;
 const RATE = 16 * 1024 * 1024;
-const EXIT_MARKER = Buffer.from("\nPBEXIT:");
 
 /** A command whose sandbox's container stopped: what it printed, and why it ended. */
 function lostResult(why: string, started: number, out?: HeadTail): RunResult {
@@ -83,22 +66,6 @@ interface Pending {
   checking?: { code: number; held: Buffer[]; bytes: number };
   out: HeadTail;
   finish: (exitCode: number | null) => void;
-}
-
-/**
- * The first marker in `buf` at or after `from`: complete with its exit status (1-3 digits and a
- * newline), or `partial` when it may yet complete with the next chunk. Anything else after the
- * marker text means it is not one: it stays output, and no more than a few bytes are ever held.
- */
-export function findMarker(buf: Buffer, marker: Buffer, from = 0): { at: number; code?: number; end?: number } | undefined {
-  for (let i = buf.indexOf(marker, from); i >= 0; i = buf.indexOf(marker, i + 1)) {
-    const s = i + marker.length;
-    const after = buf.subarray(s, s + 4).toString("latin1");
-    const m = /^(\d{1,3})\n/.exec(after);
-    if (m) return { at: i, code: Number(m[1]), end: s + m[0].length };
-    if (/^\d{0,3}$/.test(after) && buf.length - s < 4) return { at: i };
-  }
-  return undefined;
 }
 
 /** A kill's targets outlived it: the sandbox's own state (the agent's doing), never retried elsewhere. */
