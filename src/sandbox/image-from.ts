@@ -158,10 +158,12 @@ export async function checkImage(image: string): Promise<FromResult["check"]> {
     throw new ImageFromError(`${image} does not start as a patchbay sandbox (it needs bash and coreutils): ${(err as Error).message.split("\n")[0]}`);
   }
   try {
-    const r = await sb.shell.run("id -u; command -v git >/dev/null && echo git; command -v python3 >/dev/null && echo python3", { timeoutSec: 60 });
-    const lines = r.output.trim().split("\n");
+    // An exec, not the shell: the shell's first command needs the supervisor, which needs python3.
+    const r = await sb.exec(["bash", "-c", "id -u; command -v git >/dev/null && echo git; command -v python3 >/dev/null && echo python3"], { timeoutSec: 60 });
+    const lines = r.stdout.toString().trim().split("\n");
     const check = { uid: lines[0] ?? "", git: lines.includes("git"), python3: lines.includes("python3") };
     if (!check.git) throw new ImageFromError(`${image} has no git: patchbay takes the baseline and the patch with git in the sandbox`);
+    if (!check.python3) throw new ImageFromError(`${image} has no python3: patchbay's supervisor (which kills the agent's processes) runs on it in the sandbox`);
     return check;
   } finally {
     await sb.destroy();

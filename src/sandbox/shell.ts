@@ -102,9 +102,13 @@ export class Shell {
     this.supervisor = new Supervisor(container, opts.liveness, opts.pidsLimit);
   }
 
-  /** Starts the shell and the supervisor (in parallel); called by Sandbox.create. */
+  /**
+   * Starts the shell; called by Sandbox.create. The supervisor starts beside it, off the sandbox's
+   * path to ready: the first command waits for it (and fails if it cannot start).
+   */
   async start(): Promise<void> {
-    await Promise.all([this.spawn(), this.supervisor.ensure()]);
+    void this.supervisor.ensure().catch(() => {});
+    await this.spawn();
   }
 
   private async spawn(): Promise<void> {

@@ -79,6 +79,7 @@ export interface KillReport {
 
 export class Supervisor {
   private proc?: Attached;
+  private starting?: Promise<void>;
   private waiter?: LineWaiter;
   private queue: Promise<unknown> = Promise.resolve();
   constructor(
@@ -88,8 +89,14 @@ export class Supervisor {
     private pidsLimit = 0,
   ) {}
 
-  async ensure(): Promise<void> {
-    if (this.proc?.alive) return;
+  /** Starts it unless it runs; one start at a time (the first request waits for one begun at the sandbox's start). */
+  ensure(): Promise<void> {
+    if (this.proc?.alive) return Promise.resolve();
+    this.starting ??= this.startNow().finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  private async startNow(): Promise<void> {
     const argv = ["python3", "-I", "-S", "-u", "-c", SUPERVISOR_SCRIPT, String(this.pidsLimit)];
     try {
       ({ proc: this.proc } = await startHelper(this.container, argv, (b) => this.waiter?.feed(b), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] }));
