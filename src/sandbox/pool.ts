@@ -137,7 +137,8 @@ export class SandboxPool {
           labels: { ...this.opts.labels, [POOL_LABEL]: "1" },
           deadlineSec: defaults.sandbox.deadlineSec,
         });
-        await this.opts.prepare?.(sb).catch(() => {});
+        // Its supervisor too (it starts off a new sandbox's path to ready): a warm one is whole.
+        await Promise.all([this.opts.prepare?.(sb).catch(() => {}), sb.shell.supervised().catch(() => {})]);
         this.failures = 0;
         this.stats.made++;
         // Closed meanwhile, or the kind no longer wanted: not kept.

@@ -111,6 +111,11 @@ export class Shell {
     await this.spawn();
   }
 
+  /** Resolves once the supervisor runs (it starts beside the shell, see start). */
+  supervised(): Promise<void> {
+    return this.supervisor.ensure();
+  }
+
   private async spawn(): Promise<void> {
     const { proc, pid } = await startBash(this.container, SHELL_INIT, (b) => this.onData(b));
     this.proc = proc;
