@@ -53,33 +53,35 @@ const SCRIPTS: Record<string, Reply[]> = {
   ],
 };
 
-describe("verified means verified (real worker, Docker, git)", () => {
-  let redis: Awaited<ReturnType<typeof startRedis>>;
-  let fake: FakeAnthropic;
-  let worker: WorkerProc;
-  let client: PatchbayClient;
-  const queue = `verified-${process.pid}`;
-
+/** A private Redis, the scripted model and one real worker process (dist/) on a queue of its own. */
+function useWorker(name: string, policy: Parameters<typeof byTurn>[0], env: Record<string, string> = {}) {
+  const ctx = {} as { redis: Awaited<ReturnType<typeof startRedis>>; fake: FakeAnthropic; worker: WorkerProc; client: PatchbayClient };
+  const queue = `${name}-${process.pid}`;
   beforeAll(async () => {
-    redis = await startRedis();
-    fake = await startFakeAnthropic(byTurn((body) => SCRIPTS[/attack=(\w+)/.exec(taskOf(body))?.[1] ?? ""] ?? []));
-    worker = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2" });
-    await worker.waitFor(/ready/);
-    client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
+    ctx.redis = await startRedis();
+    ctx.fake = await startFakeAnthropic(byTurn(policy));
+    ctx.worker = startWorkerProc({ REDIS_URL: ctx.redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: ctx.fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", ...env });
+    await ctx.worker.waitFor(/ready/);
+    ctx.client = new PatchbayClient({ redisUrl: ctx.redis.url, queueName: queue });
   });
   afterAll(async () => {
-    await client?.close();
-    await worker?.stop();
-    await fake?.close();
-    await redis?.stop();
+    await ctx.client?.close();
+    await ctx.worker?.stop();
+    await ctx.fake?.close();
+    await ctx.redis?.stop();
     await removeQueueSandboxes(queue);
   });
+  return ctx;
+}
+
+describe("verified means verified (real worker, Docker, git)", () => {
+  const w = useWorker("verified", (body) => SCRIPTS[/attack=(\w+)/.exec(taskOf(body))?.[1] ?? ""] ?? []);
 
   async function run(attack: string, spec: Record<string, unknown> = {}): Promise<{ result: JobResult; events: TranscriptEvent[] }> {
-    const id = await client.enqueue({ task: `attack=${attack}`, repo: { path: CLAMP }, verify: VERIFY, verifyRounds: 0, ...spec });
-    const result = await client.waitForResult(id, { timeoutMs: 180_000 });
+    const id = await w.client.enqueue({ task: `attack=${attack}`, repo: { path: CLAMP }, verify: VERIFY, verifyRounds: 0, ...spec });
+    const result = await w.client.waitForResult(id, { timeoutMs: 180_000 });
     const events: TranscriptEvent[] = [];
-    for await (const e of client.watch(id)) events.push(e);
+    for await (const e of w.client.watch(id)) events.push(e);
     return { result, events };
   }
   const toolOutputs = (events: TranscriptEvent[]) => events.flatMap((e) => (e.type === "tool_result" ? [e.output] : []));
@@ -121,12 +123,7 @@ describe("verified means verified (real worker, Docker, git)", () => {
 });
 
 describe("a background fork bomb, then 20 commands (real worker, under load)", () => {
-  let redis: Awaited<ReturnType<typeof startRedis>>;
-  let fake: FakeAnthropic;
-  let worker: WorkerProc;
-  let client: PatchbayClient;
   const load: ChildProcess[] = [];
-  const queue = `verified-bomb-${process.pid}`;
   const squares = Array.from({ length: 20 }, (_, i) => i + 3);
   // The issue's bomb; and one a sweep that skips zombies never stops: a zombie leader's live thread
   // forking children that hold the pids limit.
@@ -147,31 +144,22 @@ python3 /tmp/zb.py & sleep 2; echo launched`,
   };
   const script = (kind: string) => [bash(BOMBS[kind]!), ...squares.map((n) => bash(`python3 -c 'print(${n}*${n})'`)), reply(text("Done."))];
 
-  beforeAll(async () => {
-    redis = await startRedis();
-    fake = await startFakeAnthropic(byTurn((body) => script(/bomb=(\w+)/.exec(taskOf(body))?.[1] ?? "")));
-    worker = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2" });
-    await worker.waitFor(/ready/);
-    client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
-    // A parallel load on the host's two cores, besides the two bomb jobs at a time.
+  const w = useWorker("verified-bomb", (body) => script(/bomb=(\w+)/.exec(taskOf(body))?.[1] ?? ""));
+  // A parallel load on the host's two cores, besides the two bomb jobs at a time.
+  beforeAll(() => {
     for (let i = 0; i < 2; i++) load.push(spawn(process.execPath, ["-e", "for(;;){}"], { stdio: "ignore" }));
   });
-  afterAll(async () => {
+  afterAll(() => {
     for (const p of load) p.kill("SIGKILL");
-    await client?.close();
-    await worker?.stop();
-    await fake?.close();
-    await redis?.stop();
-    await removeQueueSandboxes(queue);
   });
 
   it.each(["classic", "zombie"])("%s bomb, ten times: every one of the 20 commands after it runs and prints its answer", async (kind) => {
-    const ids = await Promise.all(Array.from({ length: 10 }, (_, i) => client.enqueue({ task: `bomb=${kind} ${i}`, repo: { path: CLAMP }, commandTimeoutSec: 10, limits: { pids: 128 } })));
+    const ids = await Promise.all(Array.from({ length: 10 }, (_, i) => w.client.enqueue({ task: `bomb=${kind} ${i}`, repo: { path: CLAMP }, commandTimeoutSec: 10, limits: { pids: 128 } })));
     for (const id of ids) {
-      const result = await client.waitForResult(id, { timeoutMs: 600_000 });
+      const result = await w.client.waitForResult(id, { timeoutMs: 600_000 });
       expect(result.status, id).toBe("completed");
       const outputs: string[] = [];
-      for await (const e of client.watch(id)) if (e.type === "tool_result") outputs.push(e.output);
+      for await (const e of w.client.watch(id)) if (e.type === "tool_result") outputs.push(e.output);
       expect(outputs, id).toHaveLength(21);
       squares.forEach((n, i) => expect(outputs[i + 1], `${id}: command ${i + 1} of 20`).toMatch(new RegExp(`(^|\\n)${n * n}\\n?$`)));
     }
@@ -179,38 +167,20 @@ python3 /tmp/zb.py & sleep 2; echo launched`,
 });
 
 describe("a forged end marker followed by endless bytes (real worker)", () => {
-  let redis: Awaited<ReturnType<typeof startRedis>>;
-  let fake: FakeAnthropic;
-  let worker: WorkerProc;
-  let client: PatchbayClient;
-  const queue = `verified-flood-${process.pid}`;
   // A DEBUG trap sees the shell's own next line, `__pb_post <nonce> $?`: at the command's real end it
   // prints that nonce's end marker, then bytes without a newline until it is killed.
   const flood = `trap 'case "$BASH_COMMAND" in __pb_post*) set -- $BASH_COMMAND; trap - DEBUG; printf "\\nPBEND%s:" "$2"; yes | tr -d "\\n";; esac' DEBUG; echo armed`;
   const script = [bash(flood), bash("echo after"), reply(text("Done."))];
 
-  beforeAll(async () => {
-    redis = await startRedis();
-    fake = await startFakeAnthropic(byTurn(script));
-    worker = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "0" });
-    await worker.waitFor(/ready/);
-    client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
-  });
-  afterAll(async () => {
-    await client?.close();
-    await worker?.stop();
-    await fake?.close();
-    await redis?.stop();
-    await removeQueueSandboxes(queue);
-  });
+  const w = useWorker("verified-flood", script, { PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "0" });
 
   it("keeps the worker's peak RSS under 300 MB for the whole command timeout, and the next command runs", async () => {
     // The default command timeout: the buffer of old grew for all of it (367 MB at its end here).
-    const id = await client.enqueue({ task: "flood", repo: { path: CLAMP } });
-    const result = await client.waitForResult(id, { timeoutMs: 300_000 });
-    const peak = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${worker.pid}/status`, "utf8"))![1]) * 1024;
+    const id = await w.client.enqueue({ task: "flood", repo: { path: CLAMP } });
+    const result = await w.client.waitForResult(id, { timeoutMs: 300_000 });
+    const peak = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${w.worker.pid}/status`, "utf8"))![1]) * 1024;
     const outputs: string[] = [];
-    for await (const e of client.watch(id)) if (e.type === "tool_result") outputs.push(e.output);
+    for await (const e of w.client.watch(id)) if (e.type === "tool_result") outputs.push(e.output);
     expect(peak).toBeLessThan(300 * 1024 * 1024);
     expect(outputs[0]).toMatch(/armed[\s\S]*yyyy/); // the flood reached the worker, as output
     expect(outputs[0]!.length).toBeLessThan(40_000);

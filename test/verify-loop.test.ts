@@ -1,25 +1,13 @@
 // Verify is part of the job: a failed verify goes back to the model, the result's patch is the
 // one the final verify judged, and `verify_failed` says when it never passed.
 import { afterEach, describe, expect, it } from "vitest";
-import { AnthropicModel } from "../src/agent/model.js";
-import { runJob } from "../src/job/run.js";
-import type { TranscriptEvent } from "../src/spec.js";
-import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
+import { reply, text, toolUse, type Reply } from "./support/fake-anthropic.js";
+import { closeScripted, runScripted } from "./support/scripted-job.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
-let fake: FakeAnthropic | undefined;
-afterEach(async () => {
-  await fake?.close();
-  fake = undefined;
-});
+afterEach(closeScripted);
 
-async function run(script: Reply[], spec: Record<string, unknown>) {
-  fake = await startFakeAnthropic(script);
-  const events: TranscriptEvent[] = [];
-  const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
-  const result = await runJob({ task: "t", repo: { path: CLAMP }, ...spec }, { model, onEvent: (e) => events.push(e), labels: { "patchbay.test": "verify-loop" } });
-  return { result, events, fake };
-}
+const run = (script: Reply[], spec: Record<string, unknown>) => runScripted(script, { repo: { path: CLAMP }, ...spec }, "verify-loop");
 
 const bash = (command: string) => reply(toolUse("bash", { command }));
 // Verify passes once fixed.txt says "good"; it leaves a byproduct that must never be in a patch.

@@ -7,13 +7,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { AnthropicModel } from "../src/agent/model.js";
-import { runJob } from "../src/job/run.js";
-import type { TranscriptEvent } from "../src/spec.js";
-import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
+import { reply, text, toolUse, type Reply } from "./support/fake-anthropic.js";
+import { closeScripted, runScripted } from "./support/scripted-job.js";
 
 const bash = (command: string) => reply(toolUse("bash", { command }));
-let fake: FakeAnthropic | undefined;
 let repo: string;
 
 beforeAll(() => {
@@ -33,18 +30,9 @@ beforeAll(() => {
   git("commit", "-q", "-m", "base");
 });
 afterAll(() => rmSync(repo, { recursive: true, force: true }));
-afterEach(async () => {
-  await fake?.close();
-  fake = undefined;
-});
+afterEach(closeScripted);
 
-async function run(script: Reply[], spec: Record<string, unknown>) {
-  fake = await startFakeAnthropic(script);
-  const events: TranscriptEvent[] = [];
-  const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
-  const result = await runJob({ task: "t", repo: { path: repo }, verifyRounds: 0, ...spec }, { model, onEvent: (e) => events.push(e), labels: { "patchbay.test": "verify-tree" } });
-  return { result, events };
-}
+const run = (script: Reply[], spec: Record<string, unknown>) => runScripted(script, { repo: { path: repo }, verifyRounds: 0, ...spec }, "verify-tree");
 
 describe("the verify tree: post-setup workspace + patch (real engine)", () => {
   it.each([

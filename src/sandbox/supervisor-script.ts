@@ -14,11 +14,11 @@
 //
 // Requests (words; the reply is `PB<nonce> <a> <b>`):
 //   begin NONCE SHELL KEEP     before a command: kills all but SHELL and KEEP when the pids limit is
-//                              three quarters full (a fork bomb left running), then notes the agent's
-//                              processes (pid and start time) as this command's "before". a: killed.
+//                              three quarters full (a fork bomb left running), then notes the time the
+//                              command begins (clock ticks since boot). a: killed.
 //   kill NONCE MODE SHELL KEEP MODE all: every process of the agent's uid but KEEP; others: but SHELL
-//                              and KEEP; command: SIGUSR1 to SHELL, then the processes not in the
-//                              last "before" but SHELL and KEEP. a: killed, b: left alive.
+//                              and KEEP; command: SIGUSR1 to SHELL, then the processes started since
+//                              the last begin but SHELL and KEEP. a: killed, b: left alive.
 //   dead NONCE PID             a: 1 once PID is dead (waits up to a second), else 0.
 // KEEP is a comma-separated pid list or "-" (the file agent under gVisor, where it is uid 1000).
 export const SUPERVISOR_SCRIPT = String.raw`
@@ -73,10 +73,21 @@ def sweep(sig):
 def signal_pid(p, sig):
     try: os.kill(p, sig); return True
     except OSError: return False
-before = set()
+# When the running command began, in clock ticks since boot (the unit of a process's start time):
+# a command's processes are those started since, whatever their pids (which wrap). In the tick it
+# began, the last pid then given out tells them apart (no pid wraps within a tick); gVisor shows none
+# there, so the processes of that tick are listed instead.
+TICKS = os.sysconf("SC_CLK_TCK")
+began, last_pid, edge = 0, 0, set()
+def ticks_now(): return int(time.clock_gettime(time.CLOCK_BOOTTIME) * TICKS)
+def started_since(p, i):
+    if not i[3].isdigit(): return True
+    t = int(i[3])
+    if t != began: return t > began
+    return p > last_pid if last_pid else p not in edge
 def kill(mode, shell, keep):
     spare = set(keep) | (set() if mode == "all" else {shell})
-    def target(p, i): return p not in spare and (mode != "command" or (p, i[3]) not in before)
+    def target(p, i): return p not in spare and (mode != "command" or started_since(p, i))
     if mode == "command" and shell: signal_pid(shell, signal.SIGUSR1)
     procs = agents()
     killed = 0
@@ -126,7 +137,7 @@ def settle():
         if not pids_full(): return
         time.sleep(0.01)
 def begin(shell, keep):
-    global before
+    global began, last_pid, edge
     # The memory cgroup's OOM killer takes the shell and all it starts first. (The agent can lower it
     # back, and memory held where no process's size shows it, a memfd or tmpfs files, can still make
     # the killer take a root helper: the job then fails once, see Supervisor.ensure.)
@@ -135,7 +146,10 @@ def begin(shell, keep):
     if pids_full():
         n = kill("others", shell, keep)[0]
         settle()
-    before = {(p, i[3]) for p, i in agents().items()}
+    began = ticks_now()
+    try: last_pid = int((read("/proc/loadavg") or b"").split()[4])
+    except (IndexError, ValueError): last_pid = 0
+    edge = set() if last_pid else {p for p, i in agents().items() if i[3] == str(began).encode()}
     return n, 0
 def dead(pid):
     for _ in range(100):

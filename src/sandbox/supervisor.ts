@@ -68,7 +68,7 @@ export async function startHelper(container: Docker.Container, argv: string[], o
   }
 }
 
-/** Who a kill spares: `all` nothing but `keep`; `others` the shell too; `command` what ran before the command began. */
+/** Who a kill spares: `all` nothing but `keep`; `others` the shell too; `command` what started before the command began. */
 export type KillMode = "all" | "others" | "command";
 
 export interface KillReport {
@@ -111,8 +111,8 @@ export class Supervisor {
 
   /**
    * Before a command: when the agent's processes hold three quarters of the pids limit or more (a
-   * fork bomb left running), kills all of them but `shell` and `keep`; then notes every process
-   * of the agent's as "before" this command (see kill's `command`). Resolves to how many were killed.
+   * fork bomb left running), kills all of them but `shell` and `keep`; then notes when this command
+   * began (see kill's `command`). Resolves to how many were killed.
    */
   async begin(shell: number, keep: number[] = []): Promise<number> {
     return (await this.call(`begin %N ${shell} ${pidList(keep)}`)).killed;
