@@ -110,6 +110,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     const sandboxMs = ms(tSandbox);
     setupDone?.();
     emit({ type: "sandbox_ready", container: sandbox.name, ms: sandboxMs });
+    void sandbox.shell.supervised().catch(() => {}); // while the first model request (or setup) starts; the first command waits for it
 
     const setup = typeof spec.setup === "string" ? [spec.setup] : (spec.setup ?? []);
     if (setup.length) await agentRepo;

@@ -103,15 +103,15 @@ export class Shell {
   }
 
   /**
-   * Starts the shell; called by Sandbox.create. The supervisor starts beside it, off the sandbox's
-   * path to ready: the first command waits for it (and fails if it cannot start).
+   * Starts the shell; called by Sandbox.create. The supervisor starts with the first command, or
+   * earlier through supervised() (a job calls it once its repo is in, a warm pool while it waits):
+   * off the sandbox's path to ready either way.
    */
   async start(): Promise<void> {
-    void this.supervisor.ensure().catch(() => {});
     await this.spawn();
   }
 
-  /** Resolves once the supervisor runs (it starts beside the shell, see start). */
+  /** Starts the supervisor unless it runs; resolves once it does (see start). */
   supervised(): Promise<void> {
     return this.supervisor.ensure();
   }
