@@ -1,4 +1,4 @@
-// The public contract (DESIGN.md, "The contracts"): JobSpec in, JobResult out, Transcript events
+// The public contract (docs/jobspec.md): JobSpec in, JobResult out, Transcript events
 // along the way. Pure: schemas, types and small helpers, no I/O.
 //
 // Input (JobSpec) is untrusted and hand-written, so it is strict (a typo such as `verfiy` is an
@@ -9,6 +9,7 @@ import { z } from "zod";
 import { defaults, pidsProblem } from "./config.js";
 import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "./net/allow.js";
 import { REQUIRED, show, expected, genericMessage, nonEmpty, positiveNumber, positiveInt, intRange, nonNegInt, nonNegNumber } from "./spec-fields.js";
+import { EDITOR_TOOLS, JOB_STATUSES } from "./spec-names.js";
 
 // ---------------------------------------------------------------------------------------------
 // JobSpec
@@ -37,12 +38,10 @@ export const RepoSpec = z.union(
 );
 export type RepoSpec = z.infer<typeof RepoSpec>;
 
-export const EDITOR_TOOLS = ["text_editor_20250728", "text_editor_20250124", "edit_file"] as const;
+export { DEFAULT_EDITOR_TOOL, EDITOR_TOOLS, JOB_STATUSES } from "./spec-names.js";
 /** `text_editor_20250124` adds `undo_edit`; `edit_file` is a plain JSON-schema tool for models without built-in tools. */
 export const EditorTool = z.enum(EDITOR_TOOLS);
 export type EditorTool = z.infer<typeof EditorTool>;
-/** Applied by the consumer, not by the schema: a parsed spec keeps only what the user wrote. */
-export const DEFAULT_EDITOR_TOOL: EditorTool = "text_editor_20250728";
 
 // Sanity caps on the free texts (a spec goes to Redis and into job_started events whole).
 export const MAX_TASK_CHARS = 256 * 1024;
@@ -263,7 +262,6 @@ export function assertJobSpec(input: unknown): JobSpec {
 // Usage and JobResult
 // ---------------------------------------------------------------------------------------------
 
-export const JOB_STATUSES = ["completed", "verify_failed", "failed", "timeout", "budget_exceeded", "cancelled", "max_turns"] as const;
 export const JobStatus = z.enum(JOB_STATUSES);
 export type JobStatus = z.infer<typeof JobStatus>;
 
@@ -389,7 +387,7 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
   event("patch", { filesChanged: z.array(z.string()), diffstat: z.string(), bytes: nonNegInt(), filesChangedTotal: nonNegInt().optional(), filesChangedCut: nonNegInt().optional(), diffstatCut: nonNegInt().optional() }),
   event("job_finished", { status: JobStatus, error: z.string().optional(), costUsd: nonNegNumber(), turns: nonNegInt() }),
 
-  // Additions beyond DESIGN.md's list, so a reader can see why a run was slow, shorter, or stopped:
+  // Beyond the steps of a job, so a reader can see why a run was slow, shorter, or stopped:
   // a retried model call (429/5xx/overloaded). `retry` is the retry number (1 = first retry); it is
   // not called `attempt` because that name is the job attempt on every event. `status` is the HTTP status.
   event("model_retry", { retry: positiveInt(), error: z.string(), status: z.int().optional(), delayMs: Ms.optional() }),

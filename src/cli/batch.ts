@@ -1,13 +1,13 @@
 // `patchbay batch submit | wait | run | status | list | cancel | retry`: many jobs under one id.
-// The library side is src/batch.ts, loaded when a command runs (not for --help).
+// The library side is src/queue/batch.ts, loaded when a command runs (not for --help).
 import { join, resolve } from "node:path";
 import { CliError, CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type Command, type Values } from "./command.js";
-import { STATUS_EXIT_USAGE, worstExitCode } from "./exit.js";
+import { worstExitCode } from "./exit.js";
 import { safeText } from "../term.js";
+import { JOB_STATUSES as STATUSES, type JobStatusName } from "../spec-names.js";
 import type { BatchClient, BatchProgress, BatchStatus, JobSummary } from "../queue/batch.js";
 import type { PatchbayClient } from "../queue/client.js";
 
-const STATUSES = ["completed", "verify_failed", "failed", "timeout", "budget_exceeded", "cancelled", "max_turns"] as const;
 const safe = (s: string) => safeText(s, { oneLine: true });
 const lib = () => import("../queue/batch.js");
 
@@ -104,7 +104,7 @@ function jobLine(st: BatchStatus, jobId: string, r: JobSummary, n: number): stri
   return safe(`[${n}/${st.total}] line ${r.line} ${jobId} ${r.status}${v} $${r.costUsd.toFixed(4)} ${duration(r.totalMs)}${r.error && r.status !== "completed" ? `: ${r.error.slice(0, 160)}` : ""}`);
 }
 
-export class ProgressView {
+class ProgressView {
   private drawn = 0;
   private finishedSeen = 0;
   private readonly t0 = Date.now();
@@ -318,10 +318,10 @@ ${CONNECTION_USAGE}`,
   positionals: { min: 1, max: 1, name: "batch" },
   run: async ({ values, positionals }) => {
     const statuses = listFlag(values, "status");
-    const bad = statuses?.filter((s) => !STATUSES.includes(s as (typeof STATUSES)[number]));
+    const bad = statuses?.filter((s) => !STATUSES.includes(s as JobStatusName));
     if (bad?.length) throw new UsageError(`--status takes ${STATUSES.join(", ")}, not '${safe(bad.join(", "))}'`);
     return withBatches(values, async (b) => {
-      const r = await b.retry(positionals[0]!, statuses ? { statuses: statuses as (typeof STATUSES)[number][] } : {});
+      const r = await b.retry(positionals[0]!, statuses ? { statuses: statuses as JobStatusName[] } : {});
       if (r.missing.length) process.stderr.write(`patchbay: lines ${r.missing.join(", ")} are no longer in the queue and cannot be retried\n`);
       if (values.json) console.log(JSON.stringify({ batch: positionals[0], ids: r.ids }));
       else if (!r.ids.length) process.stderr.write(`patchbay: no job of batch ${positionals[0]} ended ${statuses ? statuses.join(" or ") : "other than completed"}\n`);

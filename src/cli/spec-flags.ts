@@ -2,6 +2,7 @@
 // the user typed (--timeout, not timeoutSec) and exits 2 before anything connects to Redis.
 import { readFileSync } from "node:fs";
 import { choiceFlag, numberFlag, UsageError, type Values } from "./command.js";
+import { EDITOR_TOOLS } from "../spec-names.js";
 
 export const specFlags = {
   repo: { type: "string" },
@@ -27,12 +28,10 @@ export const SPEC_USAGE = `  --repo DIR | --git URL [--ref REF] | --archive FILE
   --setup CMD            a command run before the agent (repeatable)
   --model M              model id (default $PATCHBAY_MODEL or claude-sonnet-5-5)
   --timeout SEC          wall clock for the whole job       --command-timeout SEC  per bash command
-  --max-turns N          --tools text_editor_20250728|text_editor_20250124|edit_file
+  --max-turns N          --tools ${EDITOR_TOOLS.join("|")}
   --spec FILE            a whole JobSpec as JSON; flags override it
   --job-id ID            idempotency key: the same id with the same spec runs once (the id is
                          printed again); the same id with another spec is an error`;
-
-const TOOLS = ["text_editor_20250728", "text_editor_20250124", "edit_file"] as const;
 
 /** JobSpec field → the flag that sets it, to name flags in validation errors. */
 const FLAG_OF: Record<string, string> = {
@@ -69,7 +68,7 @@ export function specFrom(v: Values): Record<string, unknown> {
   for (const [flag, key] of [["task", "task"], ["verify", "verify"], ["setup", "setup"], ["model", "model"], ["job-id", "jobId"]] as const) {
     if (v[flag] !== undefined) spec[key] = v[flag];
   }
-  const tools = choiceFlag(v, "tools", TOOLS);
+  const tools = choiceFlag(v, "tools", EDITOR_TOOLS);
   if (tools) spec.tools = tools;
   const timeout = numberFlag(v, "timeout", { what: "seconds" });
   if (timeout !== undefined) spec.timeoutSec = timeout;

@@ -15,6 +15,7 @@ import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
 import { nonNegInt, positiveInt } from "../spec-fields.js";
 import { checkpointDiff, PatchTooLargeError } from "./patch.js";
 import { withTimeout } from "../timeout.js";
+import { readOnly } from "../tools/editor-text.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
 const MessageSchema = z.object({
@@ -272,5 +273,5 @@ export async function restoreCheckpoint(store: CheckpointStore, sb: Sandbox, bas
 /** A checkpoint of an agent that had ended, as the loop's outcome: the job goes on to its patch and verify. */
 export const outcomeOf = (c: Checkpoint & { ended: JobStatus }, modelName: string): LoopOutcome => ({ ...turnStateOf(c), status: c.ended, costUsd: costUsd(modelName, c.usage) });
 
-/** Every tool call but a view may change files. */
-export const mayChangeFiles = (block: { name: string; input?: unknown }) => (block.input as { command?: unknown } | undefined)?.command !== "view" || block.name === "bash";
+/** Every tool call but a read-only one (the tools say which) may change files. */
+export const mayChangeFiles = (block: { name: string; input?: unknown }) => !readOnly(block);

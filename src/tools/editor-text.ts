@@ -3,7 +3,10 @@
 // Matching and editing work on the file's bytes (tabs, CRLF, a missing final newline and non-UTF-8
 // bytes survive); strings are only used for what the model is shown.
 
-export type EditorFlavor = "text_editor_20250728" | "text_editor_20250124";
+import { EDITOR_TOOLS, type EditorToolName } from "../spec-names.js";
+
+/** The built-in editor tools (edit_file is the plain JSON-schema one). */
+export type EditorFlavor = Exclude<EditorToolName, "edit_file">;
 
 export const SNIPPET_LINES = 4;
 export const DEFAULT_MAX_CHARACTERS = 16_000;
@@ -22,6 +25,14 @@ const encoder = new TextEncoder();
 
 export function toolName(flavor: EditorFlavor): string {
   return flavor === "text_editor_20250124" ? "str_replace_editor" : "str_replace_based_edit_tool";
+}
+
+/** The names the model calls the built-in editors by. */
+export const EDITOR_TOOL_NAMES: readonly string[] = EDITOR_TOOLS.filter((t) => t !== "edit_file").map((t) => toolName(t));
+
+/** Whether a tool call can only read files: an editor's `view`. Bash and every other command may write. */
+export function readOnly(block: { name: string; input?: unknown }): boolean {
+  return EDITOR_TOOL_NAMES.includes(block.name) && (block.input as { command?: unknown } | null | undefined)?.command === "view";
 }
 
 export function allowedCommands(flavor: EditorFlavor): string[] {
@@ -49,7 +60,7 @@ export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
   return a.byteLength === b.byteLength && buf(a).equals(buf(b));
 }
 
-export function concatBytes(...parts: Uint8Array[]): Uint8Array {
+function concatBytes(...parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
   let at = 0;
   for (const p of parts) {
@@ -184,7 +195,7 @@ export function catN(content: string, descriptor: string, initLine = 1, maxChara
 }
 
 /** Python's repr of a list of ints: `[1, 3]`. */
-export function pyList(nums: readonly number[]): string {
+function pyList(nums: readonly number[]): string {
   return `[${nums.join(", ")}]`;
 }
 

@@ -3,12 +3,12 @@
 import { createHash } from "node:crypto";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { EditorFlavor, EditorFs, EditorStat } from "./editor.js";
+import { toolName } from "./editor-text.js";
 
 /** Built-in editor tools are sent schema-less; the model knows their input. */
 export function editorDefinition(flavor: EditorFlavor, maxCharacters: number): Record<string, unknown> {
-  return flavor === "text_editor_20250728"
-    ? { type: "text_editor_20250728", name: "str_replace_based_edit_tool", max_characters: maxCharacters }
-    : { type: "text_editor_20250124", name: "str_replace_editor" };
+  // Only the newer flavour takes max_characters.
+  return flavor === "text_editor_20250124" ? { type: flavor, name: toolName(flavor) } : { type: flavor, name: toolName(flavor), max_characters: maxCharacters };
 }
 
 export class SandboxFs implements EditorFs {

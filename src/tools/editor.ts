@@ -2,6 +2,7 @@
 // so the same semantics run against an in-memory fs in tests and a Docker sandbox in production.
 // Pure logic: no fs, no docker. Byte and message helpers live in editor-text.ts.
 import { z } from "zod";
+import { DEFAULT_EDITOR_TOOL } from "../spec-names.js";
 import {
   allowedCommands,
   bytesEqual,
@@ -109,7 +110,7 @@ export class TextEditor {
     private readonly fs: EditorFs,
     opts: TextEditorOptions = {},
   ) {
-    this.flavor = opts.flavor ?? "text_editor_20250728";
+    this.flavor = opts.flavor ?? DEFAULT_EDITOR_TOOL;
     this.maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
     this.maxCharacters = opts.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
     this.workspace = opts.workspace ?? DEFAULT_WORKSPACE;

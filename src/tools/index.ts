@@ -1,6 +1,7 @@
 // One entry point for the agent loop: the tool definitions for a flavor, and runTool for a
 // tool_use block. A malformed call becomes an is_error result naming the bad field, never a throw.
 import { defaults } from "../config.js";
+import { DEFAULT_EDITOR_TOOL } from "../spec-names.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { BashTool } from "./bash-tool.js";
 import { EditFileTool, editFileDefinition } from "./edit-file.js";
@@ -31,7 +32,7 @@ export class Toolbox {
   private handlers: Record<string, { run(input: unknown, signal?: AbortSignal): Promise<ToolOutput> }>;
 
   constructor(sandbox: Sandbox, opts: ToolboxOptions = {}) {
-    this.tools = opts.tools ?? "text_editor_20250728";
+    this.tools = opts.tools ?? DEFAULT_EDITOR_TOOL;
     const fs = new SandboxFs(sandbox);
     const bash = new BashTool(sandbox.shell, { timeoutSec: opts.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
     const editor =
@@ -75,7 +76,7 @@ const boxes = new WeakMap<Sandbox, Map<ToolSet, Toolbox>>();
 
 /** Runs one tool_use block on a sandbox (one Toolbox per sandbox and tool set, so undo works). */
 export function runTool(sandbox: Sandbox, block: ToolUseBlock, opts: ToolboxOptions & { signal?: AbortSignal } = {}): Promise<ToolRun> {
-  const tools = opts.tools ?? "text_editor_20250728";
+  const tools = opts.tools ?? DEFAULT_EDITOR_TOOL;
   let perSandbox = boxes.get(sandbox);
   if (!perSandbox) boxes.set(sandbox, (perSandbox = new Map()));
   let box = perSandbox.get(tools);
