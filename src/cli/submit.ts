@@ -7,7 +7,7 @@ import { STATUS_EXIT_USAGE } from "./exit.js";
 
 /** Validates specs (schema, local paths) before any connection: a mistake is a usage error. */
 async function prepare(specs: unknown[], values: Values): Promise<void> {
-  const { prepareSpecs } = await import("../queue/client.js");
+  const { prepareSpecs } = await import("../queue/prepare.js");
   try {
     prepareSpecs(specs);
   } catch (err) {

@@ -3,7 +3,6 @@
 // goes on from there instead of paying for every model call again. Redis holds one key per job;
 // what comes back from it is validated, bounded, and applied as the agent's uid with no config
 // but ours: at worst it does what the agent itself could have done in /workspace.
-import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
 import { z } from "zod";
 import { defaults, loadConfig } from "../config.js";
@@ -15,6 +14,7 @@ import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
 import { nonNegInt, positiveInt } from "../spec-fields.js";
 import { checkpointDiff, PatchTooLargeError } from "./patch.js";
 import { withTimeout } from "../timeout.js";
+import { specHash as canonicalSpecHash } from "../spec-hash.js";
 import { readOnly } from "../tools/editor-text.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
@@ -52,7 +52,8 @@ export interface CheckpointStore {
   save(c: Checkpoint): Promise<void>;
 }
 
-export const specHash = (spec: JobSpec) => createHash("sha256").update(JSON.stringify(spec)).digest("hex").slice(0, 32);
+/** The spec's identity, as the queue computes it (keys in any order hash the same). */
+export const specHash = (spec: JobSpec) => canonicalSpecHash(spec);
 
 /** Parses what a store returned: JSON, the schema, and that it is this job's and this spec's. */
 export function parseCheckpoint(raw: string, jobId: string, hash: string): { ok: true; checkpoint: Checkpoint } | { ok: false; reason: string } {

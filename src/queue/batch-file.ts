@@ -2,8 +2,9 @@
 // submitting the same file twice idempotent.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { prepareSpecs } from "./client.js";
+import { prepareSpecs } from "./prepare.js";
 import type { JobSpec } from "../spec.js";
+import { canonicalJson } from "../spec-hash.js";
 
 export interface BatchLine {
   line: number;
@@ -48,14 +49,9 @@ export function readBatchFile(file: string): BatchLine[] {
   return parseBatchFile(text, file);
 }
 
-/** JSON with sorted keys, so two specs compare by content. */
-function canonical(v: unknown): string {
-  return JSON.stringify(v, (_k, x) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : 1))) : x));
-}
-
 /** The batch's content hash: its specs (local paths absolute) with their lines. */
 export function batchHash(lines: BatchLine[]): string {
   const h = createHash("sha256");
-  for (const { line, spec } of lines) h.update(`${line}\n${canonical(spec)}\n`);
+  for (const { line, spec } of lines) h.update(`${line}\n${canonicalJson(spec)}\n`);
   return h.digest("hex");
 }

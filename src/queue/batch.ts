@@ -7,18 +7,19 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Job } from "bullmq";
 import { keys } from "./keys.js";
-import { credentialsProblem, defaultClient, JobFailedError, jobOptions, prepareSpecs, type JobData, type PatchbayClient } from "./client.js";
+import { defaultClient, JobFailedError, type JobData, type PatchbayClient } from "./client.js";
+import { credentialsProblem, jobOptions, prepareSpecs } from "./prepare.js";
 import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent } from "../spec.js";
 import { batchHash, type BatchLine } from "./batch-file.js";
 import { batchKeys, PARTS, recordFinished, scripted, ttlSec, type JobSummary } from "./batch-index.js";
 import { summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
 
-export { BatchFileError, batchHash, parseBatchFile, readBatchFile, type BatchLine } from "./batch-file.js";
-export { batchHooks, summarize, type BatchHooks, type JobSummary } from "./batch-index.js";
+export { BatchFileError, parseBatchFile, readBatchFile, type BatchLine } from "./batch-file.js";
+export { batchHooks, type BatchHooks, type JobSummary } from "./batch-index.js";
 export { mdCell, summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
 
 export * from "./batch-types.js";
-import { batchJobId, BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchProgress, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
+import { batchJobId, BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
 
 const retryOf = (jobId: string) => Number(/-r(\d+)$/.exec(jobId)?.[1] ?? 0);
 

@@ -1,22 +1,21 @@
-// The client side of the queue: enqueue, wait, cancel, status, result, watch, list. Specs are
-// validated (and local paths checked) before anything reaches Redis; a spec's jobId makes
-// enqueueing idempotent, and reusing it for a different spec is an error.
+// The client side of the queue: enqueue, wait, cancel, retry, status, result, watch, list. Specs are
+// validated (and local paths checked, src/queue/prepare.ts) before anything reaches Redis; a spec's
+// jobId makes enqueueing idempotent, and reusing it for a different spec is an error.
 import { Job, Queue } from "bullmq";
 import { Redis } from "ioredis";
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { defaults, loadConfig } from "../config.js";
+import { loadConfig } from "../config.js";
 import { keys, redisOptions } from "./keys.js";
-import { hasCredentials, redact } from "../job/git-auth.js";
+import { jobOptions, prepareSpecs } from "./prepare.js";
 import { PatchGoneError } from "./result-bounds.js";
 import { withStoredPatch } from "./result-record.js";
-import { JobSpecError, parseJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
+import type { JobResult, JobSpec, TranscriptEvent } from "../spec.js";
+import { specHash } from "../spec-hash.js";
 
 export interface JobData {
   spec: JobSpec;
   enqueuedAt: number;
-  /** Set on the jobs of a batch (src/batch.ts): the batch and the line of its file. */
+  /** Set on the jobs of a batch (src/queue/batch.ts): the batch and the line of its file. */
   batch?: { id: string; line: number };
   /** Set by the workers: the stalls already counted as attempts (src/queue/worker.ts). */
   stallsSeen?: number;
@@ -135,11 +134,11 @@ export class PatchbayClient {
     const seen = new Map<string, string>();
     for (const spec of specs) {
       if (!spec.jobId) continue;
-      const mine = canonical(spec);
+      const mine = specHash(spec);
       if (seen.has(spec.jobId) && seen.get(spec.jobId) !== mine) throw new JobConflictError(spec.jobId, this.queueName);
       seen.set(spec.jobId, mine);
       const existing = await Job.fromId<JobData, JobResult>(this.queue, spec.jobId);
-      if (existing?.data?.spec && canonical(existing.data.spec) !== mine) throw new JobConflictError(spec.jobId, this.queueName);
+      if (existing?.data?.spec && specHash(existing.data.spec) !== mine) throw new JobConflictError(spec.jobId, this.queueName);
     }
   }
 
@@ -243,6 +242,23 @@ export class PatchbayClient {
   }
 
   /**
+   * Runs a finished job (completed or failed) again under its id; a job that has not finished is left
+   * as it is and its state returned. Its cancel mark and recorded result go first: else the new run
+   * would be cancelled at once, or (a result record left by a worker that died just after finishing)
+   * return the old result. Throws JobNotFoundError for an id that is not in the queue.
+   */
+  retry(id: string): Promise<{ retried: true } | { retried: false; state: JobState }> {
+    return this.hold(async () => {
+      const job = await this.job(id);
+      const state = (await job.getState()) as JobState;
+      if (state !== "completed" && state !== "failed") return { retried: false, state };
+      await this.redis.del(this.k.cancel(id), this.k.result(id));
+      await job.retry(state);
+      return { retried: true };
+    });
+  }
+
+  /**
    * The transcript events of a job, live: yields what is there, then follows until the job ends.
    * Throws JobNotFoundError for an id that is not in the queue.
    */
@@ -301,7 +317,7 @@ export class PatchbayClient {
     return r;
   }
 
-  /** Runs one call with the client's sockets keeping the process alive (see unrefWhenIdle); for helpers such as src/batch.ts. */
+  /** Runs one call with the client's sockets keeping the process alive (see unrefWhenIdle); for helpers such as src/queue/batch.ts. */
   async hold<T>(fn: () => Promise<T>): Promise<T> {
     this.acquire();
     try {
@@ -327,16 +343,6 @@ export class PatchbayClient {
   }
 }
 
-export function jobOptions(spec: JobSpec) {
-  return {
-    ...(spec.jobId ? { jobId: spec.jobId } : {}),
-    ...(spec.priority ? { priority: spec.priority } : {}),
-    attempts: spec.attempts ?? defaults.worker.attempts,
-    backoff: { type: "exponential", delay: defaults.worker.backoffMs },
-    // No removeOnComplete/removeOnFail: the workers apply the deployment's retention (PATCHBAY_RETENTION_SEC).
-  };
-}
-
 function info(job: Job<JobData, JobResult>, state: JobState): JobStatusInfo {
   return {
     id: job.id!,
@@ -351,60 +357,11 @@ function info(job: Job<JobData, JobResult>, state: JobState): JobStatusInfo {
   };
 }
 
-/**
- * What enqueue does before it touches Redis: validates each spec, makes local paths absolute and
- * checks they exist. Throws JobSpecError (naming the spec's index when there are several).
- */
-export function prepareSpecs(inputs: unknown[]): JobSpec[] {
-  return inputs.map((input, i) => {
-    const r = parseJobSpec(input);
-    const where = inputs.length > 1 ? `spec #${i + 1}: ` : "";
-    if (!r.ok) throw new JobSpecError(`${where}${r.error}`);
-    const spec = normalize(r.spec);
-    const missing = missingLocalPath(spec) ?? credentialsProblem(spec);
-    if (missing) throw new JobSpecError(`${where}${missing}`);
-    return spec;
-  });
-}
-
-/**
- * A `{ git }` URL with credentials is refused before anything reaches Redis: the job's data (and
- * every copy of the spec: events, the dashboard) would keep the token for days. The worker has its
- * own store for them (src/job/git-auth.ts); runJob, with no queue, takes them in the URL.
- */
-export function credentialsProblem(spec: JobSpec): string | undefined {
-  const git: unknown = (spec.repo as { git?: unknown } | undefined)?.git; // BatchLines reach batch.submit unchecked
-  if (typeof git !== "string" || !hasCredentials(git)) return undefined;
-  return `invalid JobSpec: repo.git: ${redact(git).slice(0, 200)} carries credentials, which would be kept in Redis with the job; remove them from the URL and give them to the workers instead: PATCHBAY_GIT_CREDENTIALS=/path/to/git-credentials on each worker, a file of mode 0600 with lines like https://user:token@host`;
-}
-
-/** Local paths become absolute at enqueue time: the worker runs elsewhere. */
-function normalize(spec: JobSpec): JobSpec {
-  const repo = spec.repo;
-  if ("path" in repo) return { ...spec, repo: { path: resolve(repo.path) } };
-  if ("archive" in repo) return { ...spec, repo: { archive: resolve(repo.archive) } };
-  if ("git" in repo && /^(\.|\/|~)/.test(repo.git)) return { ...spec, repo: { ...repo, git: resolve(repo.git) } };
-  return spec;
-}
-
-/** A local repository that is not there is refused here, before anything reaches Redis. */
-function missingLocalPath(spec: JobSpec): string | undefined {
-  const repo = spec.repo;
-  if ("path" in repo && !existsSync(repo.path)) return `invalid JobSpec: repo.path: ${repo.path} does not exist`;
-  if ("archive" in repo && !existsSync(repo.archive)) return `invalid JobSpec: repo.archive: ${repo.archive} does not exist`;
-  return undefined;
-}
-
-/** JSON with sorted keys, so two specs compare by content. */
-function canonical(v: unknown): string {
-  return JSON.stringify(v, (_k, x) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : 1))) : x));
-}
-
 // The library API as plain functions over one default client (REDIS_URL, PATCHBAY_QUEUE). Its
 // sockets do not keep the process alive between calls: a script exits by itself when done.
 let client: PatchbayClient | undefined;
 const c = () => (client ??= new PatchbayClient({ unrefWhenIdle: true }));
-/** The client behind the module-level functions (src/batch.ts uses it too). */
+/** The client behind the module-level functions (src/queue/batch.ts uses it too). */
 export const defaultClient = (): PatchbayClient => c();
 export const enqueue = (spec: unknown) => c().enqueue(spec);
 export const enqueueBatch = (specs: unknown[]) => c().enqueueBatch(specs);

@@ -26,7 +26,7 @@ import type { TLSSocket } from "node:tls";
 import { BatchClient } from "../queue/batch.js";
 import { loadConfig } from "../config.js";
 import { keys } from "../queue/keys.js";
-import { PatchbayClient, type JobData } from "../queue/client.js";
+import { JobNotFoundError, PatchbayClient, type JobData } from "../queue/client.js";
 import type { JobResult } from "../spec.js";
 import { batchRow, jobDetail } from "./data.js";
 import { batchesPage, jobPage, jobsPage, PAGE_CSP, STATIC_ASSETS } from "./html.js";
@@ -63,11 +63,11 @@ export class DashboardConfigError extends Error {
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
-export const isLoopback = (host: string) => LOOPBACK.has(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
+const isLoopback = (host: string) => LOOPBACK.has(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
 const COOKIE = "patchbay_dashboard";
 const SAFE_METHODS = new Set(["GET", "HEAD"]);
 /** A patch up to this size comes with the job page's data; a longer one is a download. */
-export const DETAIL_PATCH_MAX = 1024 * 1024;
+const DETAIL_PATCH_MAX = 1024 * 1024;
 
 /** Whether a request needs the token: every mutation, and on a bind that is not loopback every request. */
 export const needsToken = (method: string, loopbackBind: boolean) => !loopbackBind || !SAFE_METHODS.has(method.toUpperCase());
@@ -94,7 +94,7 @@ function cookieValue(header: string | undefined, name: string): string | undefin
  * is trusted for one thing only, adding `Secure` to the cookie: a client that forges it only keeps
  * its own cookie off plain HTTP.
  */
-export function overTls(encrypted: boolean, headers: Record<string, string | string[] | undefined>): boolean {
+function overTls(encrypted: boolean, headers: Record<string, string | string[] | undefined>): boolean {
   if (encrypted) return true;
   const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v)?.split(",")[0]?.trim().toLowerCase();
   if (first(headers["x-forwarded-proto"]) === "https") return true;
@@ -102,7 +102,7 @@ export function overTls(encrypted: boolean, headers: Record<string, string | str
 }
 
 /** The cookie the token sets: Secure over TLS (see overTls). */
-export const tokenCookie = (token: string, secure: boolean) => `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure ? "; Secure" : ""}`;
+const tokenCookie = (token: string, secure: boolean) => `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure ? "; Secure" : ""}`;
 
 function tlsOptions(opts: DashboardOptions, config: ReturnType<typeof loadConfig>): { cert: string | Buffer; key: string | Buffer } | undefined {
   if (opts.tls) return opts.tls;
@@ -236,15 +236,15 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   });
 
   app.post<{ Params: { id: string } }>("/api/jobs/:id/retry", async (req, reply) => {
-    const job = await findJob(req.params.id);
-    if (!job) return reply.code(404).send({ error: `no job ${req.params.id}` });
-    const state = await job.getState();
-    if (state !== "completed" && state !== "failed") return reply.code(409).send({ error: `job ${job.id} is ${state}: only a finished job can be retried` });
-    // Else the retried job would be cancelled at once, or (a result record left by a worker that
-    // died just after finishing) return its old result.
-    await client.redis.del(k.cancel(job.id!), k.result(job.id!));
-    await job.retry(state);
-    return { result: "queued again" };
+    const id = req.params.id;
+    try {
+      const r = await client.retry(id);
+      if (!r.retried) return reply.code(409).send({ error: `job ${id} is ${r.state}: only a finished job can be retried` });
+      return { result: "queued again" };
+    } catch (err) {
+      if (err instanceof JobNotFoundError) return reply.code(404).send({ error: `no job ${id}` });
+      throw err;
+    }
   });
 
   // The transcript, live (src/web/sse.ts): every open page on the hub's one Redis connection.

@@ -1,0 +1,63 @@
+// What enqueue does to a spec before anything reaches Redis (validate it, make local paths absolute
+// and check they exist, refuse credentials in a git URL), and the BullMQ options a spec asks for.
+// Shared by the client, batches and batch files.
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { defaults } from "../config.js";
+import { hasCredentials, redact } from "../job/git-auth.js";
+import { JobSpecError, parseJobSpec, type JobSpec } from "../spec.js";
+
+/** BullMQ's options for a spec's job: its id and priority, attempts, backoff. */
+export function jobOptions(spec: JobSpec) {
+  return {
+    ...(spec.jobId ? { jobId: spec.jobId } : {}),
+    ...(spec.priority ? { priority: spec.priority } : {}),
+    attempts: spec.attempts ?? defaults.worker.attempts,
+    backoff: { type: "exponential", delay: defaults.worker.backoffMs },
+    // No removeOnComplete/removeOnFail: the workers apply the deployment's retention (PATCHBAY_RETENTION_SEC).
+  };
+}
+
+/**
+ * What enqueue does before it touches Redis: validates each spec, makes local paths absolute and
+ * checks they exist. Throws JobSpecError (naming the spec's index when there are several).
+ */
+export function prepareSpecs(inputs: unknown[]): JobSpec[] {
+  return inputs.map((input, i) => {
+    const r = parseJobSpec(input);
+    const where = inputs.length > 1 ? `spec #${i + 1}: ` : "";
+    if (!r.ok) throw new JobSpecError(`${where}${r.error}`);
+    const spec = normalize(r.spec);
+    const missing = missingLocalPath(spec) ?? credentialsProblem(spec);
+    if (missing) throw new JobSpecError(`${where}${missing}`);
+    return spec;
+  });
+}
+
+/**
+ * A `{ git }` URL with credentials is refused before anything reaches Redis: the job's data (and
+ * every copy of the spec: events, the dashboard) would keep the token for days. The worker has its
+ * own store for them (src/job/git-auth.ts); runJob, with no queue, takes them in the URL.
+ */
+export function credentialsProblem(spec: JobSpec): string | undefined {
+  const git: unknown = (spec.repo as { git?: unknown } | undefined)?.git; // BatchLines reach batch.submit unchecked
+  if (typeof git !== "string" || !hasCredentials(git)) return undefined;
+  return `invalid JobSpec: repo.git: ${redact(git).slice(0, 200)} carries credentials, which would be kept in Redis with the job; remove them from the URL and give them to the workers instead: PATCHBAY_GIT_CREDENTIALS=/path/to/git-credentials on each worker, a file of mode 0600 with lines like https://user:token@host`;
+}
+
+/** Local paths become absolute at enqueue time: the worker runs elsewhere. */
+function normalize(spec: JobSpec): JobSpec {
+  const repo = spec.repo;
+  if ("path" in repo) return { ...spec, repo: { path: resolve(repo.path) } };
+  if ("archive" in repo) return { ...spec, repo: { archive: resolve(repo.archive) } };
+  if ("git" in repo && /^(\.|\/|~)/.test(repo.git)) return { ...spec, repo: { ...repo, git: resolve(repo.git) } };
+  return spec;
+}
+
+/** A local repository that is not there is refused here, before anything reaches Redis. */
+function missingLocalPath(spec: JobSpec): string | undefined {
+  const repo = spec.repo;
+  if ("path" in repo && !existsSync(repo.path)) return `invalid JobSpec: repo.path: ${repo.path} does not exist`;
+  if ("archive" in repo && !existsSync(repo.archive)) return `invalid JobSpec: repo.archive: ${repo.archive} does not exist`;
+  return undefined;
+}
