@@ -4,11 +4,10 @@
 import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { costUsd, pricePrefix } from "./agent/prices.js";
-import { EDITOR_TOOLS, JOB_STATUSES, type TranscriptEvent } from "./spec.js";
-import { toolName } from "./tools/editor-text.js";
-import { parseListen } from "./web/listen.js";
-
-export { parseListen };
+import { parseListen } from "./listen.js";
+import type { TranscriptEvent } from "./spec.js";
+import { JOB_STATUSES } from "./spec-names.js";
+import { EDITOR_TOOL_NAMES } from "./tools/editor-text.js";
 
 export interface WorkerState {
   activeJobs: number;
@@ -32,7 +31,7 @@ const TOKEN_KINDS = [
 // ever (prom-client keeps them all). Tool names are the tools' own, anything else the model calls is
 // "other"; models are those of the price table, plus the first few others seen, then "other".
 /** Every name a tool of the worker answers to. */
-export const TOOL_LABELS: ReadonlySet<string> = new Set(["bash", "edit_file", ...EDITOR_TOOLS.filter((t) => t !== "edit_file").map((t) => toolName(t))]);
+const TOOL_LABELS: ReadonlySet<string> = new Set(["bash", "edit_file", ...EDITOR_TOOL_NAMES]);
 export const OTHER = "other";
 export const toolLabel = (name: unknown): string => (typeof name === "string" && TOOL_LABELS.has(name) ? name : OTHER);
 const statusLabel = (s: unknown): string => (typeof s === "string" && (JOB_STATUSES as readonly string[]).includes(s) ? s : OTHER);
@@ -160,13 +159,13 @@ export class WorkerMetrics {
   }
 }
 
-export interface MetricsServer {
+interface MetricsServer {
   url: string;
   close(): Promise<void>;
 }
 
 /** Serves the registry at GET /metrics in the Prometheus text format. */
-export async function serveMetrics(registry: Registry, listen: { host?: string; port: number }): Promise<MetricsServer> {
+async function serveMetrics(registry: Registry, listen: { host?: string; port: number }): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     if (req.method !== "GET" && req.method !== "HEAD") return void res.writeHead(405, { Allow: "GET, HEAD" }).end();

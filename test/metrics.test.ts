@@ -3,7 +3,8 @@
 // transcripts and results).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { MAX_OTHER_MODELS, OTHER, parseListen, toolLabel, WorkerMetrics } from "../src/metrics.js";
+import { MAX_OTHER_MODELS, OTHER, toolLabel, WorkerMetrics } from "../src/metrics.js";
+import { parseListen } from "../src/listen.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import type { JobResult, TranscriptEvent } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";

@@ -2,7 +2,7 @@
 // shared helpers at the top: the server and renderer load when the command runs.
 import { CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type Command, type Values } from "./command.js";
 
-export const DASHBOARD_USAGE = `patchbay dashboard [--host 127.0.0.1] [--port 7474]
+const DASHBOARD_USAGE = `patchbay dashboard [--host 127.0.0.1] [--port 7474]
 
 Serves the web dashboard: jobs (filters by state, status and batch), batches, each job's
 transcript live with its patch, cancel and retry buttons, bull-board at /queues and the queue's
@@ -16,7 +16,7 @@ host every request does, and the variable must be set. Open the printed URL with
 ${CONNECTION_USAGE}
 Exit status: 0 after SIGINT/SIGTERM; 1 Redis unreachable or the port taken; 2 usage.`;
 
-export const VIEW_USAGE = `patchbay view TRANSCRIPT.jsonl [-o FILE.html] [--patch FILE]
+const VIEW_USAGE = `patchbay view TRANSCRIPT.jsonl [-o FILE.html] [--patch FILE]
 
 Writes one self-contained HTML page of a transcript (the events of watch --json, or run --out's
 transcript.jsonl), rendered like the dashboard's job page: no network request, nothing from the
@@ -30,7 +30,7 @@ Exit status: 0 written; 1 the file cannot be read or written; 2 usage.`;
 export async function metricsPortFlag(values: Values): Promise<string | undefined> {
   const raw = values["metrics-port"];
   if (raw === undefined) return undefined;
-  const { parseListen } = await import("../web/listen.js");
+  const { parseListen } = await import("../listen.js");
   try {
     parseListen(String(raw));
   } catch {
@@ -42,7 +42,7 @@ export async function metricsPortFlag(values: Values): Promise<string | undefine
 export const METRICS_PORT_USAGE = "  --metrics-port [HOST:]PORT  serve Prometheus metrics at /metrics (HOST default 127.0.0.1; off by default)";
 
 /** Runs the dashboard until SIGINT or SIGTERM. */
-export async function runDashboard(values: Values): Promise<number> {
+async function runDashboard(values: Values): Promise<number> {
   const port = values.port === undefined ? 7474 : values.port === "0" ? 0 : numberFlag(values, "port", { integer: true, what: "a TCP port" })!;
   if (port > 65535) throw new UsageError(`--port takes a TCP port, not '${values.port}'`);
   const host = values.host === undefined ? "127.0.0.1" : String(values.host).trim();
@@ -69,7 +69,7 @@ export async function runDashboard(values: Values): Promise<number> {
 }
 
 /** Writes the static HTML view of a transcript file; returns the path written ("-": stdout). */
-export async function runView(file: string, opts: { out?: string; patch?: string } = {}): Promise<string> {
+async function runView(file: string, opts: { out?: string; patch?: string } = {}): Promise<string> {
   const { existsSync, readFileSync, writeFileSync } = await import("node:fs");
   const { basename, dirname, join } = await import("node:path");
   const { parseTranscriptJsonl } = await import("../web/escape.js");
