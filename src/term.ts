@@ -18,7 +18,7 @@ const ONE_LINE_SPACE = /\r\n|[\t\n\v\f\r\u2028\u2029]/g;
 // Bidi embeddings, overrides and isolates (LRE RLE PDF LRO RLO, LRI RLI FSI PDI) can make a line read
 // differently from what it is: shown as a visible U+FFFD instead.
 const BIDI = /[\u202a-\u202e\u2066-\u2069]/g;
-export const BIDI_PLACEHOLDER = "\uFFFD";
+const BIDI_PLACEHOLDER = "\uFFFD";
 
 export interface SafeTextOptions {
   /** One-line output: every line break and tab becomes a space. Otherwise `\n` and `\t` are kept (CR and CRLF become `\n`). */

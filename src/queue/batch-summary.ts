@@ -2,7 +2,7 @@
 // Markdown form (every cell from a job or a task is escaped: they are hostile text).
 import { JOB_STATUSES, type JobStatus, type Usage } from "../spec.js";
 import { safeText } from "../term.js";
-import type { BatchJob, BatchStatus } from "./batch.js";
+import type { BatchJob, BatchStatus } from "./batch-types.js";
 
 export interface BatchSummary {
   batchId: string;

@@ -80,9 +80,6 @@ export class BatchConflictError extends Error {
   }
 }
 
-/** The order of "worst" statuses, for one exit code for a batch: failed > verify_failed > limits > cancelled > completed. */
-export const STATUS_SEVERITY: Record<JobStatus, number> = { failed: 4, verify_failed: 3, timeout: 2, budget_exceeded: 2, max_turns: 2, cancelled: 1, completed: 0 };
-
 const BATCH_ID_RE = /^[A-Za-z0-9_.-]{1,96}$/;
 
 export function checkBatchName(name: string): string {

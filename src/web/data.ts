@@ -2,7 +2,7 @@
 // job in full, batches. Every string that can come from a job (task, error, summary, patch) is made
 // inert (safeText) here.
 import type { Job } from "bullmq";
-import type { BatchStatus } from "../queue/batch.js";
+import type { BatchStatus } from "../queue/batch-types.js";
 import type { JobData } from "../queue/client.js";
 import { filesChangedCount, type JobResult } from "../spec.js";
 import { safeText } from "../term.js";
@@ -55,7 +55,7 @@ export interface JobFields {
   result?: JobResult;
 }
 
-export const fieldsOfJob = (job: AnyJob): JobFields => ({
+const fieldsOfJob = (job: AnyJob): JobFields => ({
   id: job.id!,
   timestamp: job.timestamp,
   processedOn: job.processedOn ?? undefined,
@@ -71,7 +71,7 @@ export const fieldsOfJob = (job: AnyJob): JobFields => ({
  * The batch a job belongs to: src/queue/batch.ts sets `batch: { id, line }` in a job's data (a plain
  * `batchId` is understood too).
  */
-export function batchOf(data: unknown): string | undefined {
+function batchOf(data: unknown): string | undefined {
   const d = data as { batchId?: unknown; batch?: { id?: unknown } } | undefined;
   const id = d?.batchId ?? d?.batch?.id;
   return typeof id === "string" && id ? safeText(id.slice(0, 256), { oneLine: true }) : undefined;
