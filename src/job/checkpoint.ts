@@ -14,6 +14,7 @@ import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
 import { nonNegInt, positiveInt } from "../spec-fields.js";
 import { checkpointDiff, PatchTooLargeError } from "./patch.js";
 import { withTimeout } from "../timeout.js";
+import { luaCommand } from "../lua.js";
 import { specHash as canonicalSpecHash } from "../spec-hash.js";
 import { readOnly } from "../tools/editor-text.js";
 
@@ -71,13 +72,8 @@ export function parseCheckpoint(raw: string, jobId: string, hash: string): { ok:
 }
 
 // One hash per job: `attempt` and `data`. An older attempt (a worker that lost its lock and did not
-// notice yet) never overwrites a newer attempt's checkpoint.
-const SAVE = `
-local a = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '0')
-if a > tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'attempt', ARGV[1], 'data', ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return 1`;
+// notice yet) never overwrites a newer attempt's checkpoint (src/job/lua/save-checkpoint-1.lua).
+const SAVE = luaCommand<number>("job/lua/save-checkpoint-1.lua");
 
 /** The worker's store: one Redis key per job (removed when the job ends, else after the transcript's TTL). */
 export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash: string, maxBytes: number): CheckpointStore & { remove(): Promise<void> } {
@@ -91,7 +87,7 @@ export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash:
       return raw ? parseCheckpoint(raw, jobId, hash) : undefined;
     },
     async save(c) {
-      await redis.eval(SAVE, 1, key, String(c.attempt), JSON.stringify(c), String(loadConfig().retentionSec));
+      await SAVE(redis, key, String(c.attempt), JSON.stringify(c), String(loadConfig().retentionSec));
     },
     async remove() {
       await redis.del(key);

@@ -12,9 +12,11 @@
 //   finished  list   job ids in the order they ended (what `wait` follows)
 //   tasks     hash   line → the task's first 200 characters (for the summary)
 // plus keys.batches, a zset of batch ids by creation time. Every change of the counters happens in
-// a Lua script, so `status` is one HGETALL and a finished job costs the worker one round trip.
+// a Lua script (src/queue/lua/), so `status` is one HGETALL and a finished job costs the worker one
+// round trip.
 import type { Redis } from "ioredis";
 import { loadConfig } from "../config.js";
+import { luaCommand } from "../lua.js";
 import { keys } from "./keys.js";
 import type { JobData } from "./client.js";
 import { emptyResult, filesChangedCount, type JobResult, type JobStatus, type Usage } from "../spec.js";
@@ -40,101 +42,29 @@ export interface JobSummary {
   finishedAt: number;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Lua: every change of the counters, atomic
-// ---------------------------------------------------------------------------------------------
+// The index's scripts: every change of the counters, atomic (src/queue/lua/*.lua; their headers say
+// their KEYS, ARGV and replies).
+const FINISH = luaCommand<number>("queue/lua/finish-job-7.lua");
+const SPEND = luaCommand<[string, string]>("queue/lua/add-spend-2.lua");
+const START = luaCommand<(string | null)[]>("queue/lua/start-job-2.lua");
+const SWITCH = luaCommand<number>("queue/lua/switch-line-3.lua");
 
-// Shared: un-count / count a summary of a line's latest job in meta.
-const LUA_COUNT = `
-local function count(meta, summary, by)
-  local s = cjson.decode(summary)
-  redis.call('HINCRBY', meta, 'n:' .. s.status, by)
-  redis.call('HINCRBY', meta, 'done', by)
-  if s.verified == true then redis.call('HINCRBY', meta, 'verified', by) elseif s.verified == false then redis.call('HINCRBY', meta, 'unverified', by) end
-end
-local function touch(ttl)
-  for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
-end
-`;
+type Args = (string | number)[];
+export interface Scripted {
+  pbBatchFinish(...args: Args): Promise<number>;
+  pbBatchSpend(...args: Args): Promise<[string, string]>;
+  pbBatchStart(...args: Args): Promise<(string | null)[]>;
+  pbBatchSwitch(...args: Args): Promise<number>;
+}
 
-// KEYS: meta lines results spend started finished tasks
-// ARGV: jobId line spendField cost summary onlyIfAbsent ttl now
-const LUA_FINISH = `${LUA_COUNT}
-local prev = redis.call('HGET', KEYS[3], ARGV[1])
-if prev and ARGV[6] == '1' then return 0 end
-local old = tonumber(redis.call('HGET', KEYS[4], ARGV[3]) or '0')
-local cost = tonumber(ARGV[4])
-if cost > old then
-  redis.call('HSET', KEYS[4], ARGV[3], ARGV[4])
-  redis.call('HINCRBYFLOAT', KEYS[1], 'spent', cost - old)
-end
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
-redis.call('HDEL', KEYS[5], ARGV[1])
-redis.call('RPUSH', KEYS[6], ARGV[1])
-if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then
-  if prev then count(KEYS[1], prev, -1) end
-  count(KEYS[1], ARGV[5], 1)
-  if tonumber(redis.call('HGET', KEYS[1], 'done') or '0') >= tonumber(redis.call('HGET', KEYS[1], 'total') or '0') then
-    redis.call('HSET', KEYS[1], 'finishedAt', ARGV[8])
-  end
-end
-touch(ARGV[7])
-return 1
-`;
-
-// A running job's spend after a model response: returns { spent, budget or "" }.
-// KEYS: meta spend   ARGV: spendField cost
-const LUA_SPEND = `
-local old = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-local cost = tonumber(ARGV[2])
-local spent
-if cost > old then
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-  spent = redis.call('HINCRBYFLOAT', KEYS[1], 'spent', cost - old)
-else
-  spent = redis.call('HGET', KEYS[1], 'spent') or '0'
-end
-return { spent, redis.call('HGET', KEYS[1], 'budgetUsd') or '' }
-`;
-
-// A job about to start: marks it started; returns { spent, budget, cancelled }.
-// KEYS: meta started   ARGV: jobId now
-const LUA_START = `
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-return redis.call('HMGET', KEYS[1], 'spent', 'budgetUsd', 'cancelled')
-`;
-
-// A retried line: its latest job becomes the new one; the old one's summary is un-counted and the
-// new one's counted if it already ended (the job is enqueued before this runs).
-// KEYS: meta lines results   ARGV: line oldId newId
-const LUA_SWITCH = `${LUA_COUNT}
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
-local prev = redis.call('HGET', KEYS[3], ARGV[2])
-if prev then count(KEYS[1], prev, -1) end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-local now = redis.call('HGET', KEYS[3], ARGV[3])
-if now then count(KEYS[1], now, 1) end
-redis.call('HDEL', KEYS[1], 'finishedAt', 'cancelled')
-return 1
-`;
-
-type Scripted = Redis & {
-  pbBatchFinish(...args: (string | number)[]): Promise<number>;
-  pbBatchSpend(...args: (string | number)[]): Promise<[string, string]>;
-  pbBatchStart(...args: (string | number)[]): Promise<(string | null)[]>;
-  pbBatchSwitch(...args: (string | number)[]): Promise<number>;
-};
-
-const defined = new WeakSet<Redis>();
+/** The index's scripts on this connection. */
 export function scripted(redis: Redis): Scripted {
-  if (!defined.has(redis)) {
-    redis.defineCommand("pbBatchFinish", { numberOfKeys: 7, lua: LUA_FINISH });
-    redis.defineCommand("pbBatchSpend", { numberOfKeys: 2, lua: LUA_SPEND });
-    redis.defineCommand("pbBatchStart", { numberOfKeys: 2, lua: LUA_START });
-    redis.defineCommand("pbBatchSwitch", { numberOfKeys: 3, lua: LUA_SWITCH });
-    defined.add(redis);
-  }
-  return redis as Scripted;
+  return {
+    pbBatchFinish: (...a) => FINISH(redis, ...a),
+    pbBatchSpend: (...a) => SPEND(redis, ...a),
+    pbBatchStart: (...a) => START(redis, ...a),
+    pbBatchSwitch: (...a) => SWITCH(redis, ...a),
+  };
 }
 
 export function batchKeys(queueName: string, batchId: string): Record<Part, string> {

@@ -14,6 +14,7 @@ import type { Redis } from "ioredis";
 import type { Queue } from "bullmq";
 import { LIST_STATES, type JobData, type ListState } from "../queue/client.js";
 import { keys } from "../queue/keys.js";
+import { luaCommand } from "../lua.js";
 import type { JobResult } from "../spec.js";
 import { jobRow, type JobFields, type JobRow } from "./data.js";
 
@@ -82,40 +83,9 @@ export function parseJobsQuery(q: Record<string, unknown>): JobsQuery {
   };
 }
 
-// KEYS: job hashes. ARGV: mode ("row" | "status"), max bytes of data/returnvalue, max bytes of failedReason.
-// Per job: false when it is gone, else { timestamp, processedOn, finishedOn, attemptsMade, progress,
-// failedReason (cut), data, returnvalue }, where a field over the max is its length (a number) instead.
-const LUA_ROWS = `
-local mode, max, rmax = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local out = {}
-local function small(key, f, cut)
-  local n = redis.call('HSTRLEN', key, f)
-  if n == 0 then return false end
-  if n > max then return n end
-  local v = redis.call('HGET', key, f)
-  if cut then return string.sub(v, 1, cut) end
-  return v
-end
-for i, key in ipairs(KEYS) do
-  local v = redis.call('HMGET', key, 'timestamp', 'processedOn', 'finishedOn', 'atm', 'attemptsMade')
-  if not v[1] then
-    out[i] = false
-  elseif mode == 'status' then
-    out[i] = { v[1], v[2] or false, v[3] or false, small(key, 'returnvalue', 200), redis.call('HEXISTS', key, 'failedReason') }
-  else
-    local reason = small(key, 'failedReason', rmax)
-    out[i] = { v[1], v[2] or false, v[3] or false, v[4] or v[5] or '0', small(key, 'progress'), reason, small(key, 'data'), small(key, 'returnvalue') }
-  end
-end
-return out
-`;
-
-type Scripted = Redis & { pbJobRows(n: number, ...args: (string | number)[]): Promise<unknown[]> };
-function scripted(redis: Redis): Scripted {
-  const r = redis as Scripted;
-  if (typeof r.pbJobRows !== "function") r.defineCommand("pbJobRows", { lua: LUA_ROWS });
-  return r;
-}
+// The list's fields of some jobs, never reading one over the max (src/web/lua/job-rows-n.lua: its
+// header says what comes back).
+const ROWS = luaCommand<unknown[]>("web/lua/job-rows-n.lua");
 
 const num = (v: unknown) => (typeof v === "string" && v !== "" && Number.isFinite(Number(v)) ? Number(v) : undefined);
 function json<T>(v: unknown): T | undefined {
@@ -130,7 +100,7 @@ function json<T>(v: unknown): T | undefined {
 /** The list's fields of some jobs (undefined for a job that is gone), in one round trip. */
 export async function leanJobs(redis: Redis, queue: Queue, ids: string[]): Promise<(JobFields | undefined)[]> {
   if (!ids.length) return [];
-  const raw = (await scripted(redis).pbJobRows(ids.length, ...ids.map((id) => queue.toKey(id)), "row", LEAN_FIELD_MAX, REASON_MAX)) as (unknown[] | null)[];
+  const raw = (await ROWS(redis, ids.length, ...ids.map((id) => queue.toKey(id)), "row", LEAN_FIELD_MAX, REASON_MAX)) as (unknown[] | null)[];
   return raw.map((v, i) => {
     if (!v) return undefined;
     const [timestamp, processedOn, finishedOn, atm, progress, reason, data, rv] = v;
@@ -152,7 +122,7 @@ export async function leanJobs(redis: Redis, queue: Queue, ids: string[]): Promi
 /** The status of finished jobs, from the start of their results (undefined: unknown or not finished). */
 async function statuses(redis: Redis, queue: Queue, ids: string[]): Promise<(string | undefined)[]> {
   if (!ids.length) return [];
-  const raw = (await scripted(redis).pbJobRows(ids.length, ...ids.map((id) => queue.toKey(id)), "status", LEAN_FIELD_MAX, REASON_MAX)) as (unknown[] | null)[];
+  const raw = (await ROWS(redis, ids.length, ...ids.map((id) => queue.toKey(id)), "status", LEAN_FIELD_MAX, REASON_MAX)) as (unknown[] | null)[];
   return raw.map((v) => {
     if (!v) return undefined;
     const m = typeof v[3] === "string" ? /^\{"status":"([a-z_]+)"/.exec(v[3]) : null;
