@@ -7,14 +7,17 @@ import { cspHash, escapeHtml, jsonForScript, prepareEvent } from "./escape.js";
 import type { TranscriptEvent } from "../spec.js";
 import { safeText } from "../term.js";
 
-/** Served under /static/: the only scripts and styles the dashboard's own pages load. */
-export const STATIC_ASSETS: Record<string, { type: string; body: string }> = {
+/**
+ * Served under /static/: the only scripts and styles the dashboard's own pages load (files in
+ * ./assets/). No prototype: a name such as "constructor" is no asset (it was a 500).
+ */
+export const STATIC_ASSETS: Record<string, { type: string; body: string }> = Object.assign(Object.create(null) as Record<string, { type: string; body: string }>, {
   "style.css": { type: "text/css; charset=utf-8", body: STYLE_CSS },
-  "render.js": { type: "text/javascript; charset=utf-8", body: RENDER_JS },
+  "transcript.js": { type: "text/javascript; charset=utf-8", body: RENDER_JS },
   "jobs.js": { type: "text/javascript; charset=utf-8", body: JOBS_JS },
   "job.js": { type: "text/javascript; charset=utf-8", body: JOB_JS },
   "batches.js": { type: "text/javascript; charset=utf-8", body: BATCHES_JS },
-};
+});
 
 /** The dashboard's own pages: scripts from this origin only, no inline script or style, no framing. */
 export const PAGE_CSP =
@@ -33,7 +36,7 @@ function shell(title: string, here: string, script: string, body: string): strin
 <meta name="referrer" content="no-referrer">
 <title>${escapeHtml(title)}</title>
 <link rel="stylesheet" href="/static/style.css">
-<script src="/static/render.js" defer></script>
+<script src="/static/transcript.js" defer></script>
 <script src="/static/${script}" defer></script>
 </head>
 <body>

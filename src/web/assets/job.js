@@ -1,0 +1,115 @@
+// job.js: the /jobs/:id page (jobPage in src/web/html.ts): the job's head, its transcript live over
+// server-sent events, its patch, cancel and retry. Needs window.PB (transcript.js, loaded first);
+// takes the job id from the page's path; reads /api/jobs/:id and /api/jobs/:id/events, posts
+// /api/jobs/:id/cancel and /retry. Data from the API reaches the DOM through textContent only.
+(function () {
+  "use strict";
+  var el = PB.el;
+  var id = decodeURIComponent(location.pathname.replace(/^\/jobs\//, ""));
+  var api = "/api/jobs/" + encodeURIComponent(id);
+  var head = document.getElementById("head");
+  var msg = document.getElementById("msg");
+  var cancelBtn = document.getElementById("cancel");
+  var retryBtn = document.getElementById("retry");
+  var diffBox = document.getElementById("diff");
+  var live = document.getElementById("live");
+  var t = new PB.Transcript(document.getElementById("transcript"), {
+    totals: document.getElementById("totals"),
+    onRendered: function (count, pending) { if (!pending) live.setAttribute("data-count", String(count)); },
+  });
+  document.title = "patchbay · " + PB.clean(id);
+  var lastId = null, es = null, info = null, shownPatch = null;
+
+  function field(dl, name, value, cls) {
+    var box = el("div");
+    box.appendChild(el("dt", null, name));
+    var dd = el("dd", cls || null);
+    if (value instanceof Node) dd.appendChild(value); else dd.textContent = PB.clean(value == null ? "" : value);
+    box.appendChild(dd);
+    dl.appendChild(box);
+  }
+  function showInfo(j) {
+    info = j;
+    head.textContent = "";
+    var h = el("h1", null, "Job " + j.id); head.appendChild(h);
+    if (j.task) head.appendChild(PB.block(j.task, "task"));
+    var dl = el("dl");
+    field(dl, "state", el("span", "badge s-" + j.state, j.state));
+    field(dl, "status", j.status ? el("span", "badge s-" + j.status, j.status) : "");
+    field(dl, "model", j.model);
+    field(dl, "turns", j.turns);
+    field(dl, "cost", j.costUsd == null ? "" : PB.usd(j.costUsd));
+    field(dl, "duration", j.durationMs == null ? "" : PB.dur(j.durationMs));
+    field(dl, "attempts", j.attemptsMade);
+    if (j.batchId) { var a = el("a", null, j.batchId); a.href = "/jobs?batch=" + encodeURIComponent(j.batchId); field(dl, "batch", a); }
+    head.appendChild(dl);
+    if (j.failedReason) { head.appendChild(el("span", "mark-error", "✗ failed: ")); head.appendChild(PB.block(j.failedReason, "out")); }
+    if (j.error) { head.appendChild(el("span", "mark-error", "✗ ")); head.appendChild(PB.block(j.error, "out")); }
+    var running = j.state === "active" || j.state === "waiting" || j.state === "delayed" || j.state === "prioritized";
+    cancelBtn.disabled = !running;
+    retryBtn.disabled = running;
+    head.setAttribute("data-state", j.state);
+    head.setAttribute("data-status", j.status || "");
+    var files = j.filesChangedTotal != null ? j.filesChangedTotal : j.filesChanged ? j.filesChanged.length : null;
+    if (typeof j.patch === "string" && j.patch !== shownPatch) {
+      shownPatch = j.patch;
+      diffBox.textContent = "";
+      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + " files)" : "")));
+      diffBox.appendChild(j.patch ? PB.renderDiff(j.patch) : el("div", "empty", "no changes"));
+    } else if (typeof j.patch !== "string" && j.patchBytes != null && shownPatch !== "#" + j.patchBytes) {
+      // too long to show here: a link to the whole patch, as a file
+      shownPatch = "#" + j.patchBytes;
+      diffBox.textContent = "";
+      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + " files)" : "")));
+      var p = el("p", "meta", PB.num(j.patchBytes) + " bytes: too long to show here. ");
+      var dl = el("a", null, "Download the patch"); dl.href = api + "/patch"; dl.id = "patch-link";
+      p.appendChild(dl);
+      diffBox.appendChild(p);
+    }
+  }
+  function refresh() {
+    return fetch(api, { credentials: "same-origin" }).then(function (r) {
+      if (r.status === 404) { head.textContent = ""; head.appendChild(el("h1", null, "No job " + id)); throw new Error("not found"); }
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      return r.json();
+    }).then(showInfo);
+  }
+  function connect() {
+    if (es) es.close();
+    es = new EventSource(api + "/events" + (lastId ? "?after=" + encodeURIComponent(lastId) : ""));
+    live.textContent = "live";
+    es.onmessage = function (m) {
+      if (m.lastEventId) lastId = m.lastEventId;
+      var events;
+      try { events = JSON.parse(m.data); } catch (err) { return; }
+      t.addAll(events);
+    };
+    es.addEventListener("end", function () {
+      es.close(); es = null;
+      live.textContent = "finished";
+      refresh().catch(function () {});
+    });
+    es.onerror = function () { live.textContent = "reconnecting…"; };
+  }
+  function action(name, btn) {
+    btn.disabled = true;
+    msg.textContent = name + "…";
+    fetch(api + "/" + name, { method: "POST", credentials: "same-origin", headers: { "x-patchbay-action": "1" } }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (body) {
+        if (r.status === 401) throw new Error("needs the dashboard token: open this page once as ?token=…");
+        if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
+        return body;
+      });
+    }).then(function (body) {
+      msg.textContent = name + ": " + (body.result || "ok");
+      if (name === "retry" && !es) connect();
+      return refresh();
+    }).catch(function (err) { msg.textContent = name + " failed: " + err.message; btn.disabled = false; });
+  }
+  cancelBtn.addEventListener("click", function () { action("cancel", cancelBtn); });
+  retryBtn.addEventListener("click", function () { action("retry", retryBtn); });
+  t.onEvent(function (e) { if (e.type === "job_finished" || e.type === "sandbox_ready") refresh().catch(function () {}); });
+  connect(); // the transcript and the head load side by side
+  refresh().catch(function () { if (es) { es.close(); es = null; live.textContent = "no such job"; } });
+  setInterval(function () { if (info && info.state !== "completed" && info.state !== "failed") refresh().catch(function () {}); }, 3000);
+})();
