@@ -1,15 +1,24 @@
 // The npm package as a user gets it: `npm pack`, installed into an empty project, imported from
-// plain Node, type-checked by a strict TypeScript consumer, and the CLI's --help loading nothing heavy.
-import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+// plain Node, type-checked by a strict TypeScript consumer, the CLI's --help loading nothing heavy,
+// and its non-TypeScript assets (Lua, the browser's JS and CSS, ...) shipped and loaded from it.
+import { execFile, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
+import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DIST_CLI, ensureBuilt, patchbay, ROOT } from "./cli-helpers.js";
+import { startRedis } from "./support/cluster.js";
 
 const run = promisify(execFile);
 const DENY_HEAVY = join(ROOT, "test/fixtures/deny-heavy-imports.mjs");
+const SRC = join(ROOT, "src");
+/** Every asset under src/ (what src/assets.ts loads), by its path there. */
+const ASSETS = readdirSync(SRC, { recursive: true, withFileTypes: true })
+  .filter((e) => e.isFile() && /\.(lua|py|sh|js|css)$/.test(e.name))
+  .map((e) => relative(SRC, join(e.parentPath, e.name)));
+const srcText = (p: string) => readFileSync(join(SRC, p), "utf8");
 
 describe("the npm package", () => {
   const dir = mkdtempSync(join(tmpdir(), "pb-package-"));
@@ -33,6 +42,78 @@ describe("the npm package", () => {
     const foreign = files.filter((f) => /^(test|bench|scripts|\.ci|src|examples|node_modules)\//.test(f) || /\.ts$/.test(f.replace(/\.d\.ts$/, "")) || f.endsWith(".map"));
     expect(foreign).toEqual([]);
   });
+
+  it("holds every asset (Lua, the browser's JS and CSS, ...) beside the modules that load them", () => {
+    expect(ASSETS).toEqual(expect.arrayContaining(["queue/lua/finish-job-7.lua", "web/lua/job-rows-n.lua", "web/assets/transcript.js", "web/assets/style.css"]));
+    const missing = ASSETS.map((p) => `dist/${p}`).filter((p) => !files.includes(p));
+    expect(missing).toEqual([]);
+  });
+
+  it("loads its assets once installed: a batch's Lua script, the dashboard's scripts, styles and jobs list, `patchbay view`", async () => {
+    const installed = join(consumer, "node_modules/patchbay");
+    const redis = await startRedis();
+    try {
+      // A Lua script of the installed package (the batch index's finish, with its include), run by
+      // the installed module; a job enqueued through the public API for the jobs list below.
+      const script = join(consumer, "assets.mjs");
+      writeFileSync(
+        script,
+        `import { Redis } from "ioredis";
+import { PatchbayClient } from "patchbay";
+import { batchKeys, recordFinished } from ${JSON.stringify(pathToFileURL(join(installed, "dist/queue/batch-index.js")).href)};
+const url = process.argv[2];
+const redis = new Redis(url);
+const bk = batchKeys("pkg", "b1");
+await redis.hset(bk.lines, "1", "b1-L1");
+await redis.hset(bk.meta, "total", "1");
+const result = { status: "completed", jobId: "b1-L1", costUsd: 0.25, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 }, turns: 1, timings: { totalMs: 5 }, filesChanged: [] };
+const recorded = await recordFinished(redis, "pkg", { id: "b1", line: 1 }, "b1-L1", 1, result);
+const meta = await redis.hgetall(bk.meta);
+const c = new PatchbayClient({ redisUrl: url, queueName: "pkg" });
+const id = await c.enqueue({ task: "the package's own job", repo: { git: "https://example.com/r.git" } });
+await c.close();
+redis.disconnect();
+console.log(JSON.stringify({ recorded, meta, id }));`,
+      );
+      const { stdout } = await run(process.execPath, [script, redis.url], { cwd: consumer });
+      const out = JSON.parse(stdout) as { recorded: boolean; meta: Record<string, string>; id: string };
+      expect(out.recorded).toBe(true);
+      expect(out.meta).toMatchObject({ total: "1", done: "1", "n:completed": "1", spent: "0.25" });
+      expect(Number(out.meta.finishedAt)).toBeGreaterThan(0);
+
+      // The installed dashboard serves the files as they are in src/, and lists the job (its Lua).
+      const bin = join(consumer, "node_modules/.bin/patchbay");
+      const p = spawn(process.execPath, [bin, "dashboard", "--port", "0"], { cwd: consumer, env: { ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: "pkg" }, stdio: ["ignore", "ignore", "pipe"] });
+      let err = "";
+      p.stderr.on("data", (d) => (err += d));
+      const exited = new Promise<number | null>((r) => p.once("exit", (code) => r(code)));
+      try {
+        while (!/\[dashboard\] \S+/.test(err) && p.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+        const url = /\[dashboard\] (http:\/\/127\.0\.0\.1:\d+)\//.exec(err)?.[1];
+        expect(url, err).toBeDefined();
+        for (const name of ["transcript.js", "jobs.js", "job.js", "batches.js", "style.css"]) {
+          const r = await fetch(`${url}/static/${name}`);
+          expect(r.status, name).toBe(200);
+          expect(await r.text(), name).toBe(srcText(`web/assets/${name}`));
+        }
+        const list = (await (await fetch(`${url}/api/jobs`)).json()) as { jobs: { id: string; task: string }[] };
+        expect(list.jobs.map((j) => [j.id, j.task])).toEqual([[out.id, "the package's own job"]]);
+      } finally {
+        p.kill("SIGTERM");
+        expect(await exited).toBe(0);
+      }
+    } finally {
+      await redis.stop();
+    }
+    // `patchbay view`: the renderer, the viewer's boot script and the stylesheet inlined.
+    const transcript = join(consumer, "t.jsonl");
+    writeFileSync(transcript, JSON.stringify({ type: "job_started", jobId: "pkg-view-1", ts: "2025-01-01T00:00:00.000Z", spec: { task: "t" } }) + "\n");
+    const view = await patchbay(["view", transcript, "-o", "-"], {}, { script: join(consumer, "node_modules/.bin/patchbay") });
+    expect(view.code, view.stderr).toBe(0);
+    expect(view.stdout).toContain(`<script>${srcText("web/assets/transcript.js")}\n${srcText("web/assets/view.js")}</script>`);
+    expect(view.stdout).toContain(`<style>${srcText("web/assets/style.css")}</style>`);
+    expect(view.stdout).toContain("pkg-view-1");
+  }, 120_000);
 
   it("runtime dependencies: no TypeScript runner; the types of the public API come from dependencies", () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
