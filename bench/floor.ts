@@ -13,8 +13,10 @@ import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { AnthropicModel, type Message } from "../src/agent/model.js";
 import { defaults, loadConfig } from "../src/config.js";
-import { attachExec } from "../src/sandbox/attach.js";
-import { createContainer, defaultLimits, LABEL, removeQuietly } from "../src/sandbox/docker.js";
+import { DockerRuntime } from "../src/runtime/docker.js";
+import { LABEL } from "../src/runtime/owner.js";
+import type { Box } from "../src/runtime/types.js";
+import { defaultLimits } from "../src/sandbox/sandbox.js";
 import { startFakeAnthropic } from "../test/support/fake-anthropic.js";
 import { byTurn, tenToolScript } from "../test/support/scripts.js";
 import { log, median, round } from "./lib.js";
@@ -43,12 +45,12 @@ export async function benchFloor() {
   const fake = await startFakeAnthropic(byTurn(tenToolScript()));
   const model = new AnthropicModel({ apiKey: "bench", baseURL: fake.url });
   const commands = commandsOf();
-  const container = async () => {
-    const name = `patchbay-floor-${randomBytes(5).toString("hex")}`;
-    return { name, ...(await createContainer({ name, image: loadConfig().image, limits: defaultLimits(), runtime: defaults.sandbox.runtime, labels: { [LABEL.managed]: "1", [BENCH_LABEL]: "floor" } })) };
-  };
-  const exec = async (c: Awaited<ReturnType<typeof container>>) => {
-    const p = await attachExec(c.container, ["bash", "-c", commands], () => {});
+  // The Docker backend alone: a hardened box, no shell, supervisor or file agent.
+  const docker = new DockerRuntime();
+  const container = () => docker.create({ name: `patchbay-floor-${randomBytes(5).toString("hex")}`, image: loadConfig().image, limits: defaultLimits(), runtime: defaults.sandbox.runtime, labels: { [LABEL.managed]: "1", [BENCH_LABEL]: "floor" } });
+  const removeQuietly = (name: string) => docker.remove(name);
+  const exec = async (c: Box) => {
+    const p = await c.attach(["bash", "-c", commands], () => {});
     await p.ended;
   };
   const requests = async () => {
@@ -73,20 +75,20 @@ export async function benchFloor() {
     for (let i = 0; i < 9; i++) {
       rows.lifecycle.push(await measure(async () => {
         const c = await container();
-        await removeQuietly(c.name, c.volume);
+        await removeQuietly(c.name);
       }));
       const c = await container();
       try {
         rows.commands.push(await measure(() => exec(c)));
       } finally {
-        await removeQuietly(c.name, c.volume);
+        await removeQuietly(c.name);
       }
       rows.bare_job.push(await measure(async () => {
         const c = await container();
         try {
           await exec(c);
         } finally {
-          await removeQuietly(c.name, c.volume);
+          await removeQuietly(c.name);
         }
       }));
       rows.model.push(await measure(requests));
@@ -102,9 +104,9 @@ export async function benchFloor() {
       for (let i = 0; i < 3; i++) {
         const c = await container();
         try {
-          stream.push((await measure(() => pipeTar(c.container, repo))).wall);
+          stream.push((await measure(() => pipeTar(c, repo))).wall);
         } finally {
-          await removeQuietly(c.name, c.volume);
+          await removeQuietly(c.name);
         }
       }
     } finally {
@@ -123,12 +125,12 @@ export async function benchFloor() {
 }
 
 /** `tar -C dir -cf - .` on the host into `tar -x` in the container (the bench's own repo: nothing hostile). */
-async function pipeTar(container: Awaited<ReturnType<typeof createContainer>>["container"], dir: string): Promise<void> {
+async function pipeTar(box: Box, dir: string): Promise<void> {
   let err = "";
-  const p = await attachExec(container, ["tar", "-x", "-C", "/workspace"], (d, s) => void (s === 2 && (err += d)));
+  const p = await box.attach(["tar", "-x", "-C", "/workspace"], (d, s) => void (s === 2 && (err += d)));
   const tar = spawn("tar", ["-C", dir, "-cf", "-", "."], { stdio: ["ignore", "pipe", "inherit"] });
   await p.pipeIn(tar.stdout);
   await p.ended;
-  const { ExitCode } = await p.exec.inspect();
+  const ExitCode = await p.exitCode();
   if (ExitCode !== 0) throw new Error(`tar -x in the container failed (${ExitCode}): ${err}`);
 }

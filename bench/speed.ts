@@ -12,7 +12,7 @@ import { AnthropicModel } from "../src/agent/model.js";
 import { computePatch } from "../src/job/patch.js";
 import { loadRepo } from "../src/job/repo.js";
 import { runJob } from "../src/job/run.js";
-import { docker } from "../src/sandbox/docker.js";
+import { docker } from "../src/runtime/docker.js";
 import { SandboxPool } from "../src/sandbox/pool.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { Toolbox } from "../src/tools/index.js";

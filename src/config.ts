@@ -43,6 +43,10 @@ const Env = z.object({
   /** An API 429/529 after the SDK's retries throttles the queue: for its retry-after, else THROTTLE_MS; at most THROTTLE_MAX_MS. */
   PATCHBAY_THROTTLE_MS: z.coerce.number().int().positive().default(10_000),
   PATCHBAY_THROTTLE_MAX_MS: z.coerce.number().int().positive().default(60_000),
+  /** What runs sandboxes: docker, or local (no isolation: tests and simulations, see src/runtime/). */
+  PATCHBAY_BACKEND: z.enum(["docker", "local"]).default("docker"),
+  /** "1" lets a worker run on the local backend (tests only). */
+  PATCHBAY_TEST_BACKENDS: z.enum(["0", "1"]).default("0"),
   /** Per-job directories of the setup egress proxy's sockets; must be the same path for the Docker engine. */
   PATCHBAY_EGRESS_DIR: z.string().min(1).optional(),
   /** How long Redis keeps a finished job: its result, transcript and stored patch (seconds; default 7 days). */
@@ -109,6 +113,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throttleMs: e.PATCHBAY_THROTTLE_MS,
     throttleMaxMs: e.PATCHBAY_THROTTLE_MAX_MS,
     egressDir: e.PATCHBAY_EGRESS_DIR,
+    backend: e.PATCHBAY_BACKEND,
+    testBackends: e.PATCHBAY_TEST_BACKENDS === "1",
     retentionSec: e.PATCHBAY_RETENTION_SEC,
     dashboardTls: e.PATCHBAY_DASHBOARD_TLS_CERT || e.PATCHBAY_DASHBOARD_TLS_KEY ? { cert: e.PATCHBAY_DASHBOARD_TLS_CERT, key: e.PATCHBAY_DASHBOARD_TLS_KEY } : undefined,
     dashboardMaxStreams: e.PATCHBAY_DASHBOARD_MAX_STREAMS,

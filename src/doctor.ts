@@ -1,7 +1,8 @@
 // `patchbay doctor`: what is there and what to do about what is not.
 import { Redis } from "ioredis";
 import { loadConfig } from "./config.js";
-import { docker, LABEL } from "./sandbox/docker.js";
+import { docker } from "./runtime/docker.js";
+import { LABEL } from "./runtime/owner.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
 import { settleWithin } from "./timeout.js";
 

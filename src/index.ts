@@ -4,7 +4,8 @@ export { Sandbox, type SandboxOptions, type ExecResult } from "./sandbox/sandbox
 export type { RunOptions, RunResult } from "./sandbox/shell.js";
 export type { FileStat, FileEntry } from "./sandbox/files.js";
 export { FileError } from "./sandbox/files.js";
-export { reap, type ReapReport, type SandboxLimits } from "./sandbox/docker.js";
+export { reap } from "./sandbox/reaper.js";
+export type { ReapReport, SandboxLimits, SandboxRuntime, Box, BoxSpec, BoxState, Attached, ProcessOptions } from "./runtime/types.js";
 export { buildImage } from "./sandbox/image.js";
 export { TextEditor, type EditorFs, type EditorFlavor, type ToolOutput } from "./tools/editor.js";
 export { BashTool } from "./tools/bash-tool.js";

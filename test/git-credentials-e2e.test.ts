@@ -16,7 +16,7 @@ import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { BatchClient } from "../src/queue/batch.js";
-import { docker } from "../src/sandbox/docker.js";
+import { docker } from "../src/runtime/docker.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Policy } from "./support/fake-anthropic.js";
 import { startGitHttp, type GitHttpServer } from "./support/git-http.js";

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
-import { docker } from "../src/sandbox/docker.js";
+import { docker } from "../src/runtime/docker.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { apiError, reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
@@ -28,7 +28,7 @@ async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], s
   const disarm = jobWatchdog("runJob", events as { type: string }[], 45_000); // before the test's 60 s
   const result = await runJob(
     { task: "Make the failing tests pass.", repo: { path: CLAMP }, ...spec },
-    { model, onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => (sandboxes.push({ name: sb.name, volume: sb.volume }), opts.onSandbox?.(sb)) },
+    { model, onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => (sandboxes.push({ name: sb.name, volume: `${sb.name}-ws` }), opts.onSandbox?.(sb)) },
   ).finally(disarm);
   return { result, events, fake, sandboxes };
 }
@@ -221,7 +221,7 @@ describe("runJob: stop reasons and budgets", () => {
     const ctl = new AbortController();
     // Aborted once the command is running: after its tool_call, once its first step shows in the sandbox.
     let sandbox: Sandbox | undefined;
-    const onEvent = (e: TranscriptEvent) => e.type === "tool_call" && void untilInContainer(sandbox!.container, "grep -qx x /workspace/clamp.py").then(() => ctl.abort("cancelled"));
+    const onEvent = (e: TranscriptEvent) => e.type === "tool_call" && void untilInContainer(docker().getContainer(sandbox!.name), "grep -qx x /workspace/clamp.py").then(() => ctl.abort("cancelled"));
     const { result, events, fake, sandboxes } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300; echo never" })), reply(text("never asked"))], {}, { signal: ctl.signal, onEvent, onSandbox: (sb) => (sandbox = sb) });
     expect(result).toMatchObject({ status: "cancelled", turns: 1, error: "the job was cancelled" });
     expect(result.filesChanged).toEqual(["clamp.py"]);

@@ -1,5 +1,6 @@
-// Liveness (src/sandbox/liveness.ts) against a scripted container: no Docker, fast.
+// Liveness (src/sandbox/liveness.ts) against a scripted container (through the Docker backend's box): no engine, fast.
 import { describe, expect, it } from "vitest";
+import { DockerBox } from "../src/runtime/docker.js";
 import { Liveness, SandboxGoneError } from "../src/sandbox/liveness.js";
 
 type State = { Running: boolean; ExitCode?: number };
@@ -15,7 +16,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe("Liveness", () => {
   it("passes results and errors through, and inspects nothing while nothing waits", async () => {
     const c = container(running);
-    const l = new Liveness(c as never, 20);
+    const l = new Liveness(new DockerBox("t", c as never), 20);
     expect(await l.guard(Promise.resolve(7))).toBe(7);
     await expect(l.guard(Promise.reject(new Error("own")))).rejects.toThrow("own");
     await sleep(100);
@@ -30,7 +31,7 @@ describe("Liveness", () => {
   it("a container seen stopped fails what waits within a poll, and every later call at once", async () => {
     let state = running;
     const c = container(() => state());
-    const l = new Liveness(c as never, 20);
+    const l = new Liveness(new DockerBox("t", c as never), 20);
     const never = new Promise<never>(() => {});
     const waiting = l.guard(never);
     await sleep(50);
@@ -45,32 +46,32 @@ describe("Liveness", () => {
   });
 
   it("a container that is gone (404) counts as stopped; an engine that fails or does not answer decides nothing", async () => {
-    const gone = new Liveness(container(() => Promise.reject(Object.assign(new Error("no such container"), { statusCode: 404 }))) as never, 20);
+    const gone = new Liveness(new DockerBox("t", container(() => Promise.reject(Object.assign(new Error("no such container"), { statusCode: 404 }))) as never), 20);
     await expect(gone.guard(new Promise(() => {}))).rejects.toThrow("exit code unknown");
 
     let n = 0;
     const flaky = container(() => (++n === 1 ? Promise.reject(Object.assign(new Error("engine restarting"), { statusCode: 500 })) : running()));
-    const l = new Liveness(flaky as never, 20);
+    const l = new Liveness(new DockerBox("t", flaky as never), 20);
     expect(await l.guard(sleep(120).then(() => "done"))).toBe("done");
     expect(l.gone).toBeUndefined();
 
     // An inspect that never answers holds back no caller.
-    const stuck = new Liveness(container(() => new Promise(() => {})) as never, 20);
+    const stuck = new Liveness(new DockerBox("t", container(() => new Promise(() => {})) as never), 20);
     expect(await stuck.guard(sleep(100).then(() => "fine"))).toBe("fine");
   });
 
   it("the engine's 409 (not running) for a call is checked at once: a stopped container makes it SandboxGoneError with the exit code", async () => {
     const notRunning = () => Object.assign(new Error("(HTTP code 409) container stopped/paused - Container abc is not running"), { statusCode: 409 });
-    const l = new Liveness(container(stopped(2)) as never, 10_000);
+    const l = new Liveness(new DockerBox("t", container(stopped(2)) as never), 10_000);
     await expect(l.guard(Promise.reject(notRunning()))).rejects.toThrow(new SandboxGoneError("the sandbox's container stopped (exit code 2)"));
     // Running after all (a race with a restart, say): the engine's own error stands.
-    const up = new Liveness(container(running) as never, 10_000);
+    const up = new Liveness(new DockerBox("t", container(running) as never), 10_000);
     await expect(up.guard(Promise.reject(notRunning()))).rejects.toThrow(/HTTP code 409/);
     expect(up.gone).toBeUndefined();
   });
 
   it("lost() fails pending and later calls with its reason", async () => {
-    const l = new Liveness(container(running) as never, 10_000);
+    const l = new Liveness(new DockerBox("t", container(running) as never), 10_000);
     const waiting = l.guard(new Promise(() => {}));
     l.lost("the engine said so");
     await expect(waiting).rejects.toThrow("the engine said so");

@@ -8,7 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobFailedError, PatchbayClient } from "../src/queue/client.js";
-import { docker } from "../src/sandbox/docker.js";
+import { docker } from "../src/runtime/docker.js";
 import { buildImageFrom } from "../src/sandbox/image-from.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";

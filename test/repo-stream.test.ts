@@ -8,7 +8,7 @@ import path from "node:path";
 import * as tar from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadRepo, type RepoSource } from "../src/job/repo.js";
-import { docker } from "../src/sandbox/docker.js";
+import { docker } from "../src/runtime/docker.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { loadConfig } from "../src/config.js";
 

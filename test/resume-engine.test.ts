@@ -2,7 +2,7 @@
 // the main engine is never touched): the job completes from its checkpoint with no model request
 // paid twice (the issue allows 2 more) and the same patch, and nothing is left on the engine.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LABEL } from "../src/sandbox/docker.js";
+import { LABEL } from "../src/runtime/owner.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { startEngine, type Engine } from "./support/engine.js";

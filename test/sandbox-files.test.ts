@@ -10,7 +10,7 @@ import { useSandbox } from "./support/sandbox.js";
 // fallback where the agent cannot run: an image without python3, an agent that cannot restart).
 describe.each([
   ["file agent", (s: Sandbox) => s.files],
-  ["docker exec", (s: Sandbox) => new Files(s.container)],
+  ["docker exec", (s: Sandbox) => new Files(s.box)],
 ])("sandbox.files via %s (real engine)", (_lane, filesOf) => {
   const box = useSandbox();
   const sb = () => ({ files: filesOf(box()), shell: box().shell });
@@ -106,7 +106,7 @@ describe.each([
 
 describe.each([
   ["file agent", (s: Sandbox) => s.files],
-  ["docker exec", (s: Sandbox) => new Files(s.container)],
+  ["docker exec", (s: Sandbox) => new Files(s.box)],
 ])("sandbox.files via %s: hostile paths and a full disk (real engine)", (_lane, filesOf) => {
   const sandbox = useSandbox({ limits: { diskMb: 8 } });
   const box = () => ({ files: filesOf(sandbox()), shell: sandbox().shell, real: sandbox() });

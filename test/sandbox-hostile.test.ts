@@ -119,10 +119,10 @@ describe("the file agent is out of the agent's reach (real engine)", () => {
   });
 
   it("a reply with a forged length or no reply at all ends the request (the caller falls back)", async () => {
-    const forged = new FileAgent(sb().container, { argv: ["bash", "-c", `read -r l; echo '{"len": 100000000000}'; sleep 1000`] });
+    const forged = new FileAgent(sb().box, { argv: ["bash", "-c", `read -r l; echo '{"len": 100000000000}'; sleep 1000`] });
     expect(await forged.request({ op: "stat", path: "/" })).toBeUndefined();
     forged.close();
-    const silent = new FileAgent(sb().container, { argv: ["bash", "-c", "sleep 1000"], timeoutMs: 300 });
+    const silent = new FileAgent(sb().box, { argv: ["bash", "-c", "sleep 1000"], timeoutMs: 300 });
     expect(await silent.request({ op: "stat", path: "/" })).toBeUndefined();
     silent.close();
   });

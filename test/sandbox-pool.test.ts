@@ -7,7 +7,8 @@ import { AnthropicModel } from "../src/agent/model.js";
 import { prepareSandbox } from "../src/job/repo.js";
 import { runJob } from "../src/job/run.js";
 import { startWorker } from "../src/queue/worker.js";
-import { docker, LABEL } from "../src/sandbox/docker.js";
+import { docker } from "../src/runtime/docker.js";
+import { LABEL } from "../src/runtime/owner.js";
 import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis, startWorkerProc } from "./support/cluster.js";
@@ -64,7 +65,7 @@ describe("warm pool (real engine)", () => {
       await until(() => pool.size === 2);
       const other = pool.take({ limits: { pids: 200 } }, 60)!;
       try {
-        expect((await other.container.inspect()).HostConfig.PidsLimit).toBe(200);
+        expect((await docker().getContainer(other.name).inspect()).HostConfig.PidsLimit).toBe(200);
         // One whose deadline is too near for the job is not handed out.
         await until(() => pool.size === 2);
         expect(pool.take({ limits: { pids: 200 } }, 7 * 24 * 3600)).toBeUndefined();

@@ -1,6 +1,8 @@
 // The reaper removes labelled containers and volumes whose owner is gone or whose deadline passed.
 import { describe, expect, it } from "vitest";
-import { docker, localOwnerAlive, reap } from "../src/sandbox/docker.js";
+import { docker } from "../src/runtime/docker.js";
+import { localOwnerAlive } from "../src/runtime/owner.js";
+import { reap } from "../src/sandbox/reaper.js";
 import { exists } from "./support/sandbox.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
@@ -16,13 +18,13 @@ describe("reaper (real engine)", () => {
     const expired = await Sandbox.create({ deadlineSec: 60, labels: { "patchbay.test": "1" } });
     const live = await Sandbox.create({ labels: { "patchbay.test": "1" } });
     try {
-      const report = await reap((owner, labels) => (owner === ORPHAN ? Promise.resolve(false) : localOwnerAlive(owner, labels)), Date.now() + 120_000);
+      const report = await reap((owner, labels) => (owner === ORPHAN ? Promise.resolve(false) : localOwnerAlive(owner, labels)), undefined, Date.now() + 120_000);
       expect(report.containers).toEqual(expect.arrayContaining([orphan.name, expired.name]));
       expect(report.containers).not.toContain(live.name);
-      expect(report.volumes).toEqual(expect.arrayContaining([orphan.volume, expired.volume]));
+      expect(report.volumes).toEqual(expect.arrayContaining([`${orphan.name}-ws`, `${expired.name}-ws`]));
       for (const s of [orphan, expired]) {
         expect(await exists("container", s.name)).toBe(false);
-        expect(await exists("volume", s.volume)).toBe(false);
+        expect(await exists("volume", `${s.name}-ws`)).toBe(false);
       }
       expect(await exists("container", live.name)).toBe(true);
       expect((await live.shell.run("echo ok")).output).toBe("ok\n");
@@ -30,27 +32,27 @@ describe("reaper (real engine)", () => {
       await Promise.all([orphan.destroy(), expired.destroy(), live.destroy()]);
     }
     expect(await exists("container", live.name)).toBe(false);
-    expect(await exists("volume", live.volume)).toBe(false);
+    expect(await exists("volume", `${live.name}-ws`)).toBe(false);
   });
 
   it("destroy is idempotent and concurrent-safe", async () => {
     const sb = await Sandbox.create({ labels: { "patchbay.test": "1" } });
-    expect(await exists("volume", sb.volume)).toBe(true);
+    expect(await exists("volume", `${sb.name}-ws`)).toBe(true);
     await Promise.all([sb.destroy(), sb.destroy()]);
     expect(await exists("container", sb.name)).toBe(false);
-    expect(await exists("volume", sb.volume)).toBe(false);
+    expect(await exists("volume", `${sb.name}-ws`)).toBe(false);
     await sb.destroy(); // once more, after the fact: still fine
-    expect(await exists("volume", sb.volume)).toBe(false);
+    expect(await exists("volume", `${sb.name}-ws`)).toBe(false);
   });
 
   it("applies the limits it is given", async () => {
     const sb = await Sandbox.create({ limits: { memoryMb: 300, cpus: 0.5, pids: 64 }, labels: { "patchbay.test": "1" } });
     try {
-      const info = await sb.container.inspect();
+      const info = await docker().getContainer(sb.name).inspect();
       expect(info.HostConfig).toMatchObject({ Memory: 300 * 1024 * 1024, MemorySwap: 300 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64, ReadonlyRootfs: true, NetworkMode: "none", CapDrop: ["ALL"], Init: true });
       expect(info.HostConfig.SecurityOpt).toContain("no-new-privileges");
       // No host path is mounted: the only mount is the job's own volume.
-      expect(info.Mounts.map((m) => [m.Type, m.Destination, m.Name])).toEqual([["volume", "/workspace", sb.volume]]);
+      expect(info.Mounts.map((m) => [m.Type, m.Destination, m.Name])).toEqual([["volume", "/workspace", `${sb.name}-ws`]]);
       expect(info.HostConfig.Binds ?? []).toEqual([]);
       expect(info.HostConfig.Privileged).toBe(false);
       expect(info.Config.Labels).toMatchObject({ "patchbay": "1", "patchbay.worker": expect.any(String), "patchbay.deadline": expect.stringMatching(/^\d+$/) });

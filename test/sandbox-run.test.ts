@@ -6,6 +6,7 @@
 // sends the worker back to docker exec; one without setpriv takes the uid through Popen itself.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RepoError } from "../src/job/repo.js";
+import { docker } from "../src/runtime/docker.js";
 import { AGENT_SCRIPT, FileAgent } from "../src/sandbox/file-agent.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
@@ -124,7 +125,7 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
       expect(runs).toBeGreaterThan(50);
       expect(sweeps).toBeGreaterThan(50);
       expect(slowest).toBeLessThan(5000); // a stopped supervisor answers only at its 10 s timeout
-      const top = await s.container.top({ ps_args: "-eo pid,user,stat,args" });
+      const top = await docker().getContainer(s.name).top({ ps_args: "-eo pid,user,stat,args" });
       const stopped = (top.Processes ?? []).filter((p: string[]) => /^T/.test(p[2]!));
       expect(stopped, JSON.stringify(top.Processes)).toEqual([]);
       expect((await s.exec(["echo", "ok"])).stdout.toString()).toBe("ok\n");
@@ -139,7 +140,7 @@ describe("an image without setpriv", () => {
   it("the agent takes the uid itself (Popen's user and group): the same ids, groups and output", async () => {
     // setpriv hidden from the agent's lookup: it falls back to Popen(user=, group=, extra_groups=).
     const hide = `import os.path\n_exists = os.path.exists\nos.path.exists = lambda p: False if str(p).endswith("/setpriv") else _exists(p)\n`;
-    const noSetpriv = new FileAgent(sb().container, { argv: ["python3", "-I", "-S", "-u", "-c", `${hide}${AGENT_SCRIPT}`] });
+    const noSetpriv = new FileAgent(sb().box, { argv: ["python3", "-I", "-S", "-u", "-c", `${hide}${AGENT_SCRIPT}`] });
     try {
       const r = await noSetpriv.run(["bash", "-c", 'echo "$(id -u):$(id -g) $(id -G) $(cat)"; grep -E "^(CapEff|NoNewPrivs)" /proc/self/status | tr -s "\t " " "'], { uid: 1000, gid: 1000, cwd: "/workspace", stdin: Buffer.from("in"), timeoutSec: 10, maxBytes: 1000 });
       expect(r?.exitCode, r?.stderr).toBe(0);
@@ -154,7 +155,7 @@ describe("an image without setpriv", () => {
 
 describe("an agent that cannot run commands", () => {
   it("answers run with nothing (the caller uses docker exec) and keeps serving files", async () => {
-    const notRoot = new FileAgent(sb().container, { argv: ["python3", "-I", "-S", "-u", "-c", `import os\nos.getuid = lambda: 1000\n${AGENT_SCRIPT}`] });
+    const notRoot = new FileAgent(sb().box, { argv: ["python3", "-I", "-S", "-u", "-c", `import os\nos.getuid = lambda: 1000\n${AGENT_SCRIPT}`] });
     try {
       expect(await notRoot.run(["id", "-u"], { uid: 0, gid: 0, timeoutSec: 10, maxBytes: 100 })).toBeUndefined();
       expect(await notRoot.run(["id", "-u"], { uid: 0, gid: 0, timeoutSec: 10, maxBytes: 100, stream: (async function* () { yield Buffer.from("x"); })() })).toBeUndefined();

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Model } from "../src/agent/model.js";
 import { keys } from "../src/queue/keys.js";
 import { PatchbayClient } from "../src/queue/client.js";
-import { docker, LABEL } from "../src/sandbox/docker.js";
+import { docker } from "../src/runtime/docker.js";
+import { LABEL } from "../src/runtime/owner.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { exists } from "./support/sandbox.js";
@@ -136,7 +137,7 @@ describe("worker reaper: owners on other hosts", () => {
     try {
       while (await exists("container", reaped.name)) await new Promise((ok) => setTimeout(ok, 200));
       expect(await exists("container", kept.name)).toBe(true);
-      expect(await exists("volume", kept.volume)).toBe(true);
+      expect(await exists("volume", `${kept.name}-ws`)).toBe(true);
       expect((await kept.shell.run("echo ok")).output).toBe("ok\n");
       expect(await exists("container", foreign.name)).toBe(true);
       expect(log.join("\n")).toMatch(/reaped 1 containers/);

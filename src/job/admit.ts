@@ -3,7 +3,7 @@
 // which no event may show.
 import { loadConfig, type Config } from "../config.js";
 import { policyRefusal, imageVerdict, policyViolations } from "../policy.js";
-import { docker } from "../sandbox/docker.js";
+import { docker } from "../runtime/docker.js";
 import { builtFrom } from "../sandbox/image-from.js";
 import { JobSpecError, type JobSpec, type TranscriptEvent } from "../spec.js";
 import { redact, splitUrl } from "./git-auth.js";

@@ -1,7 +1,7 @@
 // The baseline: the tree of /workspace once the repo is in (and again after setup), hashed into
 // the private store by root git (git-store.ts), with the agent's own repo made where the
 // workspace had none. The patch (patch.ts) is diffed against it.
-import { PRIVATE_DIR } from "../sandbox/docker.js";
+import { PRIVATE_DIR } from "../runtime/types.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { BuiltPack } from "./blob-pack.js";
 import { fastDefaults, GIT, GitStepError, INDEX, INDEX_TREE, REFRESH, ROOT, statCacheEnv, STORE, treeScript } from "./git-store.js";

@@ -2,7 +2,7 @@
 // prelude, and the runner of a script that prints a tree id: shared by the baseline
 // (baseline.ts) and the patch and checkpoints (patch.ts).
 import { loadConfig } from "../config.js";
-import { PRIVATE_DIR } from "../sandbox/docker.js";
+import { PRIVATE_DIR } from "../runtime/types.js";
 import type { PutFile, Sandbox } from "../sandbox/sandbox.js";
 
 /** Git ran in the sandbox and failed: the workspace's doing while the sandbox still runs, not the host's. */

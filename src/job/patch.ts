@@ -4,7 +4,7 @@
 // config (filters, diff.noprefix, external diff, textconv, color…) applies.
 import { isUtf8 } from "node:buffer";
 import { loadConfig } from "../config.js";
-import { PRIVATE_DIR } from "../sandbox/docker.js";
+import { PRIVATE_DIR } from "../runtime/types.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { ATTRIBUTES, fastDefaults, GIT, GitStepError, INDEX, INDEX_TREE, REFRESH, ROOT, statCacheEnv, STORE, TREE_ID, treeScript } from "./git-store.js";
 

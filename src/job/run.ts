@@ -13,7 +13,7 @@ import type { EgressProxy, EgressSession } from "../net/proxy.js";
 import { Sandbox, TarTooLargeError } from "../sandbox/sandbox.js";
 import { SurvivorsError } from "../sandbox/shell.js";
 import { SupervisorError } from "../sandbox/supervisor.js";
-import { defaultLimits } from "../sandbox/docker.js";
+import { defaultLimits } from "../sandbox/sandbox.js";
 import { mountsFor, prepareEgress, runSetup, SetupError, startSetupNetwork } from "./setup.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";

@@ -64,7 +64,7 @@ export function startSetupNetwork(sandbox: Sandbox, egress: EgressSession | unde
   const started = (async () => {
     await egress.listen();
     try {
-      return await startEgressBridge(sandbox.container, egress.limits.maxConnections);
+      return await sandbox.bridgeEgress(egress.limits.maxConnections);
     } catch (err) {
       if (err instanceof EgressBridgeError) throw new SetupError(`${err.message} (under gVisor the runtime needs --host-uds=open)`);
       throw err;

@@ -6,28 +6,17 @@ import { DelayedError, type Job } from "bullmq";
 import { defaults } from "../config.js";
 import type { ModelError } from "../agent/model.js";
 import type { Log } from "../log.js";
-import { docker, statusOf } from "../sandbox/docker.js";
+import type { SandboxRuntime } from "../runtime/types.js";
 import { withTimeout } from "../timeout.js";
 
 export type Health = { ok: true } | { ok: false; reason: string };
 
 const within = <T>(p: Promise<T>, ms: number, what: string) => withTimeout(p, ms, `${what} did not answer within ${ms} ms`);
 
-/** Can this host run sandboxes: does its Docker engine answer, and does it have the sandbox image? */
-export async function checkEngine(image: string, timeoutMs: number): Promise<Health> {
-  const d = docker();
-  try {
-    await within(d.ping(), timeoutMs, "the Docker engine");
-  } catch (err) {
-    return { ok: false, reason: `the Docker engine is unreachable (${(err as Error).message})` };
-  }
-  try {
-    await within(d.getImage(image).inspect(), timeoutMs, "the Docker engine");
-  } catch (err) {
-    if (statusOf(err) === 404) return { ok: false, reason: `the sandbox image ${image} is missing (npx patchbay image build)` };
-    return { ok: false, reason: `the sandbox image ${image} cannot be inspected (${(err as Error).message})` };
-  }
-  return { ok: true };
+/** Can this host run sandboxes: does its backend answer (the Docker engine), and does it have the sandbox image? */
+export async function checkEngine(runtime: SandboxRuntime, image: string, timeoutMs: number): Promise<Health> {
+  const reason = await within(runtime.health(image, timeoutMs), 2 * timeoutMs + 1000, "the sandbox backend").catch((err: Error) => err.message);
+  return reason === undefined ? { ok: true } : { ok: false, reason };
 }
 
 export interface HealthGateOptions {

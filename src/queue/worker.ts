@@ -19,7 +19,9 @@ import { appendEvent, recordedResult, recordResult } from "./result-record.js";
 import { workerLogger, type Log, type LogFormat } from "../log.js";
 import { workerMetrics } from "../metrics.js";
 import type { JobData } from "./client.js";
-import { LABEL, localOwnerAlive, ownerIsLocal, processOwnerId, reap, retryRemovals } from "../sandbox/docker.js";
+import { LABEL, localOwnerAlive, ownerIsLocal, processOwnerId } from "../runtime/owner.js";
+import { reap } from "../sandbox/reaper.js";
+import { defaultRuntime } from "../runtime/index.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { SandboxPool } from "../sandbox/pool.js";
 import { emptyResult, parseJobSpec, type JobResult, type TranscriptEvent } from "../spec.js";
@@ -71,6 +73,9 @@ const abandon = (job: Job, token: string | undefined) => handBack(job, token);
 
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
   const config = loadConfig();
+  // The local backend isolates nothing: a worker runs on it only where tests say so.
+  if (config.backend !== "docker" && !config.testBackends) throw new Error(`PATCHBAY_BACKEND=${config.backend} runs repos with no isolation: a worker refuses it (PATCHBAY_TEST_BACKENDS=1 is for tests and simulations only)`);
+  const runtime = defaultRuntime();
   const queueName = opts.queueName ?? config.queueName;
   const k = keys(queueName);
   const id = config.workerId ?? processOwnerId;
@@ -117,7 +122,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
   const health = new HealthGate({
-    check: () => checkEngine(config.image, config.healthTimeoutMs),
+    check: () => checkEngine(runtime, config.image, config.healthTimeoutMs),
     minMs: config.healthMinMs,
     maxMs: config.healthMaxMs,
     log,
@@ -126,9 +131,9 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const runReaper = async () => {
     if (health.ok === false) return; // the gate checks the engine meanwhile
     try {
-      const again = await retryRemovals();
+      const again = await runtime.retryRemovals();
       if (again) log(`removed ${again} sandboxes whose removal had failed`);
-      const r = await reap(ownerAlive);
+      const r = await reap(ownerAlive, runtime);
       if (r.containers.length || r.volumes.length) log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
       const snapshots = await sweepSnapshots();
       if (snapshots) log(`removed ${snapshots} verify snapshots of workers that are gone`);

@@ -3,15 +3,14 @@
 // cannot be added later), and a small root process in the container bridges a loopback port to
 // it for as long as setup runs. Closing the bridge's stdin ends it; the agent (uid 1000) can
 // neither signal it nor connect to the socket itself (mode 0600, root's).
-import type Docker from "dockerode";
-import { attachExec, type Attached } from "./attach.js";
+import type { Attached, Box, BoxSpec } from "../runtime/types.js";
 
 /** Where the per-job directory appears in the container. */
 export const EGRESS_MOUNT = "/patchbay-egress";
 export const EGRESS_SOCKET = `${EGRESS_MOUNT}/proxy.sock`;
 
-export function egressMount(hostDir: string): Docker.MountSettings {
-  return { Type: "bind", Source: hostDir, Target: EGRESS_MOUNT, ReadOnly: true };
+export function egressMount(hostDir: string): NonNullable<BoxSpec["mounts"]>[number] {
+  return { source: hostDir, target: EGRESS_MOUNT };
 }
 
 // One thread, non-blocking, with backpressure (a side is not read while its peer's buffer is
@@ -92,11 +91,11 @@ export interface EgressBridge {
   stop(): Promise<void>;
 }
 
-export async function startEgressBridge(container: Docker.Container, maxConnections: number): Promise<EgressBridge> {
+export async function startEgressBridge(box: Box, maxConnections: number): Promise<EgressBridge> {
   let out = "";
   let proc: Attached | undefined;
   const first = new Promise<string>((resolve) => {
-    void attachExec(container, ["python3", "-I", "-S", "-c", BRIDGE, EGRESS_SOCKET, String(maxConnections)], (chunk) => {
+    void box.attach(["python3", "-I", "-S", "-c", BRIDGE, EGRESS_SOCKET, String(maxConnections)], (chunk) => {
       out += chunk.toString("utf8");
       if (out.includes("\n") || out.length > 4096) resolve(out);
     }, { user: "0:0", cwd: "/" }).then((p) => {

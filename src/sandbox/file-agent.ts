@@ -6,9 +6,9 @@
 // API re-executes dockerd for every call (~38 ms each), which would make one str_replace cost
 // >100 ms; through this channel it costs a few ms. The archive API stays the path for bulk
 // transfers (loading a repo) and the fallback when the image has no python3.
-import type Docker from "dockerode";
 import { defaults } from "../config.js";
-import { attachExec, gather, type Attached } from "./attach.js";
+import { gather } from "../runtime/gather.js";
+import type { Attached, Box } from "../runtime/types.js";
 import { AGENT_SCRIPT } from "./file-agent-script.js";
 import type { Liveness } from "./liveness.js";
 
@@ -85,7 +85,7 @@ export class FileAgent {
   private canRun = true;
 
   constructor(
-    private container: Docker.Container,
+    private box: Box,
     opts: FileAgentOptions = {},
   ) {
     this.timeoutMs = opts.timeoutMs ?? 60_000;
@@ -110,7 +110,7 @@ export class FileAgent {
     this.starting ??= (async () => {
       try {
         this.reset();
-        const proc = await attachExec(this.container, this.argv, (b, stream) => this.onData(b, stream), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] });
+        const proc = await this.box.attach(this.argv, (b, stream) => this.onData(b, stream), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] });
         this.proc = proc;
         void proc.ended.then(() => {
           if (this.proc === proc) this.fail();

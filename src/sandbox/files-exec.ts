@@ -6,9 +6,8 @@
 // type, size, mode and owner from that open file (/proc/self/fd/3), so no swap in between can pair
 // one file's bytes with another's check. The process is the agent's uid, so the agent can meddle
 // with it: what it says is bounded, parsed strictly, and only ever reaches the agent itself.
-import type Docker from "dockerode";
 import { HeadTail } from "../truncate.js";
-import { attachExec } from "./attach.js";
+import type { Box } from "../runtime/types.js";
 
 // LC_ALL=C: the error texts below are matched in English. BASH_ENV/ENV empty: no startup file.
 const ENV = ["LC_ALL=C", "BASH_ENV=", "ENV=", "HOME=/home/agent"];
@@ -118,7 +117,7 @@ export interface ExecStat {
 
 export class ExecFiles {
   constructor(
-    private container: Docker.Container,
+    private box: Box,
     private timeoutSec = 60,
   ) {}
 
@@ -129,8 +128,7 @@ export class ExecFiles {
     let over = false;
     const err = new HeadTail(4096);
     const cmd = ["timeout", "-s", "KILL", String(this.timeoutSec), "bash", "--noprofile", "--norc", "-c", SCRIPT, "pb-files", ...args];
-    const proc = await attachExec(
-      this.container,
+    const proc = await this.box.attach(
       cmd,
       (chunk, stream) => {
         if (stream === 2) return err.push(chunk);
@@ -149,7 +147,7 @@ export class ExecFiles {
       clearTimeout(timer);
     }
     if (over) throw new ExecFileError(`the sandbox's file read answered more than ${maxOut} bytes`, "EIO");
-    const exit = (await proc.exec.inspect()).ExitCode ?? -1;
+    const exit = await proc.exitCode();
     return { out: Buffer.concat(out, Math.min(outLen, maxOut)), exit, stderr: err.text() };
   }
 

@@ -3,11 +3,10 @@
 // file agent, or where it cannot run through a `docker exec` as uid 1000 (files-exec.ts), never
 // through the engine's archive API, which acts as root. The archive API only takes the worker's
 // own bulk loads (putArchive: the repo's checked tar, in an image without tar).
-import type Docker from "dockerode";
 import path from "node:path/posix";
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import { defaults } from "../config.js";
-import { statusOf } from "./docker.js";
+import type { Box } from "../runtime/types.js";
 import type { FileAgent } from "./file-agent.js";
 import { ExecFileError, ExecFiles } from "./files-exec.js";
 
@@ -54,10 +53,10 @@ export class Files {
    * or when it cannot run, each operation is a `docker exec` as uid 1000.
    */
   constructor(
-    private container: Docker.Container,
+    private box: Box,
     private agent?: FileAgent,
   ) {
-    this.slow = new ExecFiles(container);
+    this.slow = new ExecFiles(box);
   }
 
   /** Stat; symlinks are followed within the container. */
@@ -176,13 +175,14 @@ export class Files {
     return typeof d === "string" && /^[0-9a-f]{40}$/.test(d) ? d : undefined;
   }
 
-  /** Extracts a tar archive (a Buffer or a stream) into `dir`. */
+  /** Extracts a tar archive (a Buffer or a stream) into `dir` through the backend, where it can (Docker's archive API). */
   async putArchive(dir: string, archive: Buffer | Readable): Promise<void> {
+    if (!this.box.putArchive) throw new FileError("this sandbox backend cannot extract an archive without tar", "EIO");
     try {
-      await this.container.putArchive(archive as never, { path: dir });
+      await this.box.putArchive(Buffer.isBuffer(archive) ? Readable.from([archive]) : archive, dir);
     } catch (err) {
       const msg = String((err as { json?: { message?: string } }).json?.message ?? (err as Error).message);
-      if (statusOf(err) === 404) throw new FileError(`directory does not exist in the sandbox: ${dir}`, "ENOENT");
+      if ((err as { statusCode?: number } | null)?.statusCode === 404) throw new FileError(`directory does not exist in the sandbox: ${dir}`, "ENOENT");
       if (/read-only/i.test(msg)) throw new FileError(`read-only location: ${dir} (only /workspace is writable through the file API)`, "EROFS");
       throw new FileError(`writing into ${dir} failed: ${msg}`, "EIO");
     }

@@ -8,7 +8,7 @@ import { lstatSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join, relative } from "node:path";
 import { DEFAULT_IMAGE, loadConfig } from "../config.js";
 import { isRemoteAdd, remoteAdds } from "./build-network.js";
-import { docker } from "./docker.js";
+import { docker } from "../runtime/docker.js";
 import { buildImage, imageRecipe } from "./image.js";
 import { Sandbox } from "./sandbox.js";
 

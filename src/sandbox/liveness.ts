@@ -5,7 +5,7 @@
 // command, an exec, a file-agent request) is raced against this: while any is pending, the
 // container is inspected every `everyMs`; once it is seen stopped, every pending and later call
 // fails at once with the reason. Nothing is polled while nothing waits (between model turns).
-import type Docker from "dockerode";
+import type { Box } from "../runtime/types.js";
 import { settleWithin } from "../timeout.js";
 
 /** The sandbox's container stopped (the engine or the runtime lost it): not the command's doing. */
@@ -21,7 +21,7 @@ export class Liveness {
   private readonly listeners = new Set<(why: string) => void>();
 
   constructor(
-    private readonly container: Pick<Docker.Container, "inspect">,
+    private readonly box: Pick<Box, "state">,
     private readonly everyMs = 2000,
   ) {}
 
@@ -73,15 +73,9 @@ export class Liveness {
     if (this.polling || this.reason || (this.pending === 0 && !now)) return;
     this.polling = true;
     try {
-      // A 404 is a container that is gone; an engine that does not answer decides nothing.
-      const state = await settleWithin(
-        this.container.inspect().then(
-          (i) => i.State,
-          (err: { statusCode?: number }) => (err?.statusCode === 404 ? { Running: false, ExitCode: undefined } : undefined),
-        ),
-        INSPECT_WAIT_MS,
-      );
-      if (state && !state.Running) this.lost(`the sandbox's container stopped (exit code ${state.ExitCode ?? "unknown"})`);
+      // A box that is gone says so; a backend that cannot say (the engine away) decides nothing.
+      const state = await settleWithin(this.box.state().catch(() => undefined), INSPECT_WAIT_MS);
+      if (state && !state.running) this.lost(`the sandbox's container stopped (exit code ${state.exitCode ?? "unknown"})`);
     } finally {
       this.polling = false;
       if (!this.reason && this.pending > 0) this.schedule();

@@ -6,7 +6,7 @@
 // it from the pool for good. Pool sandboxes carry the worker's owner and queue labels, so the
 // reaper removes a dead worker's pool like its jobs' sandboxes; close() removes them on drain.
 import { defaults, loadConfig } from "../config.js";
-import { defaultLimits } from "./docker.js";
+import { defaultLimits } from "./sandbox.js";
 import { Sandbox, type SandboxOptions } from "./sandbox.js";
 
 export const POOL_LABEL = "patchbay.pool";

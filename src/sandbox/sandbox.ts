@@ -1,11 +1,14 @@
-// The public Sandbox: a hardened, disposable container with a persistent shell and file access.
-import type Docker from "dockerode";
+// The public Sandbox: a disposable box (a hardened container, from the runtime: src/runtime/) with
+// a persistent shell, its supervisor, file access and the worker's own commands. The same for
+// every backend: it asks of the box only to start processes, say whether it runs, and go.
 import { randomBytes } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
 import { defaults, loadConfig, pidsProblem } from "../config.js";
 import { HeadTail } from "../truncate.js";
-import { attachExec, type Attached } from "./attach.js";
-import { createContainer, defaultLimits, LABEL, PRIVATE_DIR, processLabel, processOwnerId, removeQuietly, type SandboxLimits } from "./docker.js";
+import { defaultRuntime } from "../runtime/index.js";
+import { LABEL, processLabel, processOwnerId } from "../runtime/owner.js";
+import { PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type SandboxRuntime } from "../runtime/types.js";
+import { startEgressBridge, type EgressBridge } from "./egress.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
 import { Liveness } from "./liveness.js";
@@ -23,7 +26,14 @@ export interface SandboxOptions {
   /** Seconds after which the reaper may remove the sandbox whatever its owner. */
   deadlineSec?: number;
   /** Extra mounts (only the setup phase's egress directory: see egress.ts). */
-  mounts?: Docker.MountSettings[];
+  mounts?: { source: string; target: string }[];
+  /** The backend that makes the box (default: the configured one, see src/runtime/index.ts). */
+  backend?: SandboxRuntime;
+}
+
+export function defaultLimits(over: Partial<SandboxLimits> = {}): SandboxLimits {
+  const s = defaults.sandbox;
+  return { memoryMb: s.memoryMb, cpus: s.cpus, pids: s.pids, diskMb: s.diskMb, tmpMb: s.tmpMb, network: s.network, ...over };
 }
 
 export interface ExecOptions {
@@ -73,8 +83,9 @@ export class Sandbox {
 
   private constructor(
     readonly name: string,
-    readonly container: Docker.Container,
-    readonly volume: string,
+    /** What runs it; job code never needs it (everything goes through the methods below). */
+    readonly box: Box,
+    private readonly backend: SandboxRuntime,
     readonly shell: Shell,
     readonly files: Files,
     private readonly agent: FileAgent,
@@ -98,18 +109,12 @@ export class Sandbox {
     const runtime = opts.runtime ?? defaults.sandbox.runtime;
     const tooFew = pidsProblem(limits.pids, runtime);
     if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
-    const { container, volume } = await createContainer({
-      name,
-      image: opts.image ?? loadConfig().image,
-      limits,
-      runtime,
-      labels,
-      mounts: opts.mounts,
-    });
-    const liveness = new Liveness(container);
-    const agent = new FileAgent(container, { liveness });
-    const shell = new Shell(container, { liveness, pidsLimit: limits.pids, keep: () => (agent.pid ? [agent.pid] : []) });
-    const sandbox = new Sandbox(name, container, volume, shell, new Files(container, agent), agent, liveness);
+    const backend = opts.backend ?? defaultRuntime();
+    const box = await backend.create({ name, image: opts.image ?? loadConfig().image, limits, runtime, labels, mounts: opts.mounts });
+    const liveness = new Liveness(box);
+    const agent = new FileAgent(box, { liveness });
+    const shell = new Shell(box, { liveness, pidsLimit: limits.pids, keep: () => (agent.pid ? [agent.pid] : []) });
+    const sandbox = new Sandbox(name, box, backend, shell, new Files(box, agent), agent, liveness);
     sandbox.deadline = deadline;
     try {
       // The file agent may be unable to run (an image without python3): files then use the archive API.
@@ -151,7 +156,7 @@ export class Sandbox {
     let truncated = false;
     const err = new HeadTail(8192);
     const cmd = ["timeout", "-s", "KILL", String(opts.timeoutSec ?? 300), ...argv];
-    const proc = await attachExec(this.container, cmd, (chunk, stream) => {
+    const proc = await this.box.attach(cmd, (chunk, stream) => {
       if (stream === 2) return err.push(chunk);
       if (outLen + chunk.length > max) {
         truncated = true;
@@ -165,8 +170,7 @@ export class Sandbox {
     proc.endInput();
     await proc.ended;
     this.attached.delete(proc);
-    const info = await proc.exec.inspect();
-    return { stdout: Buffer.concat(out), stderr: err.text(), exitCode: info.ExitCode ?? -1, truncated };
+    return { stdout: Buffer.concat(out), stderr: err.text(), exitCode: await proc.exitCode(), truncated };
   }
 
   /**
@@ -178,7 +182,7 @@ export class Sandbox {
   async runFresh(command: string, opts: { timeoutSec?: number; maxOutputBytes?: number; signal?: AbortSignal } = {}): Promise<{ output: string; exitCode: number; timedOut: boolean; aborted: boolean; truncated: boolean }> {
     const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
     const cmd = ["timeout", "-s", "KILL", String(opts.timeoutSec ?? defaults.shell.timeoutSec), "bash", "--noprofile", "--norc", "-c", `exec 2>&1 </dev/null\n${command}`];
-    const proc = await attachExec(this.container, cmd, (chunk) => out.push(chunk), { env: ["HOME=/home/agent"] });
+    const proc = await this.box.attach(cmd, (chunk) => out.push(chunk), { env: ["HOME=/home/agent"] });
     this.attached.add(proc);
     proc.endInput();
     let aborted = false;
@@ -194,7 +198,7 @@ export class Sandbox {
       opts.signal?.removeEventListener("abort", onAbort);
       if (!proc.alive) this.attached.delete(proc);
     }
-    const exitCode = (await proc.exec.inspect()).ExitCode ?? -1;
+    const exitCode = await proc.exitCode();
     // timeout(1) exits 124 when it had to kill the command.
     return { output: out.text(), exitCode, timedOut: exitCode === 124 && !aborted, aborted, truncated: out.truncated };
   }
@@ -211,7 +215,7 @@ export class Sandbox {
     const written = new Promise<void>((resolve, reject) => (dest.once("finish", resolve), dest.once("error", reject)));
     written.catch(() => {});
     const cmd = ["timeout", "-s", "KILL", "600", "tar", "-C", dir, "-c", "-S", "-f", "-", "."];
-    const proc: Attached = await attachExec(this.container, cmd, (chunk, stream) => {
+    const proc: Attached = await this.box.attach(cmd, (chunk, stream) => {
       if (stream === 2) return err.push(chunk);
       if (over) return;
       if ((bytes += chunk.length) > maxBytes) {
@@ -234,7 +238,7 @@ export class Sandbox {
     }
     await written;
     if (over) throw new TarTooLargeError(`${dir} is over ${maxBytes} bytes as a tar`);
-    const exitCode = (await proc.exec.inspect()).ExitCode ?? -1;
+    const exitCode = await proc.exitCode();
     if (exitCode !== 0) throw new Error(`tar of ${dir} failed (exit ${exitCode}): ${err.text().trim().slice(-400)}`);
     return bytes;
   }
@@ -271,7 +275,7 @@ export class Sandbox {
       return true;
     }
     try {
-      await this.liveness.guard(extractTarStream(this.container, dir, archive));
+      await this.liveness.guard(extractTarStream(this.box, dir, archive));
       return true;
     } catch (err) {
       if (err instanceof StreamUnavailable) return false;
@@ -294,7 +298,12 @@ export class Sandbox {
 
   /** Whether its container runs now (asked of the engine; false when the engine cannot say). */
   running(): Promise<boolean> {
-    return this.container.inspect().then((i) => Boolean(i.State.Running), () => false);
+    return this.box.state().then((s) => Boolean(s?.running), () => false);
+  }
+
+  /** The setup phase's path out (see egress.ts): a bridge from a loopback port to the mounted socket. */
+  bridgeEgress(maxConnections: number): Promise<EgressBridge> {
+    return startEgressBridge(this.box, maxConnections);
   }
 
   /** False once destroyed, seen stopped, or once its shell's or file agent's connection dropped (a warm sandbox not worth handing out). */
@@ -309,7 +318,7 @@ export class Sandbox {
       this.agent.close();
       for (const proc of this.attached) proc.destroy();
       this.attached.clear();
-      await removeQuietly(this.name, this.volume);
+      await this.backend.remove(this.name);
     })();
     return this.destroyed;
   }

@@ -2,13 +2,12 @@
 // carrying an unguessable per-command nonce (shell-protocol.ts); its exit code follows the end
 // marker. Docker cannot kill an exec, so timeouts are enforced from inside the container by the
 // supervisor (supervisor.ts), which kills every process started since the command began.
-import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import type { Liveness } from "./liveness.js";
-import type { Attached } from "./attach.js";
+import type { Attached, Box } from "../runtime/types.js";
 import { EXIT_MARKER, findMarker, SHELL_INIT } from "./shell-protocol.js";
 import { startBash, Supervisor, type KillReport } from "./supervisor.js";
 
@@ -94,12 +93,12 @@ export class Shell {
   private readonly holds = new Set<"idle" | "check" | "rate">();
 
   constructor(
-    private container: Docker.Container,
+    private box: Box,
     opts: ShellOptions = {},
   ) {
     this.liveness = opts.liveness;
     this.keep = opts.keep ?? (() => []);
-    this.supervisor = new Supervisor(container, opts.liveness, opts.pidsLimit);
+    this.supervisor = new Supervisor(box, opts.liveness, opts.pidsLimit);
   }
 
   /**
@@ -117,7 +116,7 @@ export class Shell {
   }
 
   private async spawn(): Promise<void> {
-    const { proc, pid } = await startBash(this.container, SHELL_INIT, (b) => this.onData(b));
+    const { proc, pid } = await startBash(this.box, SHELL_INIT, (b) => this.onData(b));
     this.proc = proc;
     this.pid = pid;
     this.holds.clear();

@@ -2,10 +2,9 @@
 // uid (it can write nothing the agent could not). Docker 20.10's archive API re-executes dockerd
 // for every call and costs ~50 µs per file on top; this costs one exec. The archive API stays the
 // fallback for an image without GNU tar (the stream is untouched until tar says it is ready).
-import type Docker from "dockerode";
 import type { Readable } from "node:stream";
 import { HeadTail } from "../truncate.js";
-import { attachExec } from "./attach.js";
+import type { Box } from "../runtime/types.js";
 
 const READY = "PBTAR\n";
 // -p keeps modes exactly, as the archive API does; directories' modes are set at the end so a
@@ -19,12 +18,12 @@ export class StreamUnavailable extends Error {}
  * Extracts `archive` into `dir` (which must exist). Throws StreamUnavailable, with the archive
  * not read at all, when the image cannot run tar; any other failure is an Error with tar's words.
  */
-export async function extractTarStream(container: Docker.Container, dir: string, archive: Readable, timeoutSec = 600): Promise<void> {
+export async function extractTarStream(box: Box, dir: string, archive: Readable, timeoutSec = 600): Promise<void> {
   const err = new HeadTail(4096);
   let ready!: () => void;
   const readySeen = new Promise<void>((r) => (ready = r));
   let head = "";
-  const proc = await attachExec(container, ["timeout", "-s", "KILL", String(timeoutSec), "bash", "--noprofile", "--norc", "-c", SCRIPT, "tar", dir], (chunk, stream) => {
+  const proc = await box.attach(["timeout", "-s", "KILL", String(timeoutSec), "bash", "--noprofile", "--norc", "-c", SCRIPT, "tar", dir], (chunk, stream) => {
     if (stream === 2) return err.push(chunk);
     if (head.length < READY.length) {
       head += chunk.toString("latin1");
@@ -38,6 +37,6 @@ export async function extractTarStream(container: Docker.Container, dir: string,
   await proc.pipeIn(archive).catch((e: unknown) => ((piped = e), proc.destroy()));
   await proc.ended;
   if (piped) throw piped;
-  const code = (await proc.exec.inspect()).ExitCode;
+  const code = await proc.exitCode();
   if (code !== 0) throw new Error(`extracting the repo into ${dir} failed (tar exit ${code}): ${err.text().trim().slice(-600)}`);
 }

@@ -1,10 +1,9 @@
 // The supervisor: a small root process per sandbox (python3, supervisor-script.ts) that kills the
 // agent's processes (Docker cannot kill an exec), and the start of a helper on an attached exec that
 // the shell (shell.ts) and the supervisor share.
-import type Docker from "dockerode";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { attachExec, type Attached } from "./attach.js";
+import type { Attached, Box } from "../runtime/types.js";
 import type { Liveness } from "./liveness.js";
 import { SUPERVISOR_SCRIPT } from "./supervisor-script.js";
 
@@ -32,24 +31,24 @@ export class LineWaiter {
  * a starting exec does not always end the exec's stream, or even its attach (gVisor's, when its
  * sandbox process hits the pids limit): its state is checked once a second while the start waits.
  */
-export function startBash(container: Docker.Container, init: string, onData: (b: Buffer) => void, user?: string) {
-  return startHelper(container, BASH, onData, { user, env: ENV, init: `${init}builtin printf 'PBREADY:%s\\n' "$$"\n` });
+export function startBash(box: Box, init: string, onData: (b: Buffer) => void, user?: string) {
+  return startHelper(box, BASH, onData, { user, env: ENV, init: `${init}builtin printf 'PBREADY:%s\\n' "$$"\n` });
 }
 
 /** Starts `argv` on an attached exec (writing `init` to it) and waits for its `PBREADY:<pid>` line. */
-export async function startHelper(container: Docker.Container, argv: string[], onData: (b: Buffer) => void, o: { user?: string; env?: string[]; cwd?: string; init?: string }) {
+export async function startHelper(box: Box, argv: string[], onData: (b: Buffer) => void, o: { user?: string; env?: string[]; cwd?: string; init?: string }) {
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
   let started = false;
   const stopped = (async () => {
     while (!started) {
       await sleep(1000);
-      const state = await container.inspect().then((i) => i.State, () => undefined);
-      if (!started && !state?.Running) return `the sandbox's container stopped while its ${argv[0]} started (exit code ${state?.ExitCode ?? "unknown"})`;
+      const state = await box.state().catch(() => undefined);
+      if (!started && state && !state.running) return `the sandbox's container stopped while its ${argv[0]} started (exit code ${state.exitCode ?? "unknown"})`;
     }
     return undefined;
   })();
   const fail = (why: string | undefined) => Promise.reject(new Error(why ?? `the sandbox's ${argv[0]} exited while starting (is the container running, and is ${argv[0]} in its image?)`));
-  const attaching = attachExec(container, argv, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: o.env, user: o.user, cwd: o.cwd });
+  const attaching = box.attach(argv, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: o.env, user: o.user, cwd: o.cwd });
   try {
     const proc = await Promise.race([attaching, stopped.then(fail)]);
     if (o.init) proc.write(o.init);
@@ -83,7 +82,7 @@ export class Supervisor {
   private waiter?: LineWaiter;
   private queue: Promise<unknown> = Promise.resolve();
   constructor(
-    private container: Docker.Container,
+    private box: Box,
     private liveness?: Liveness,
     /** The sandbox's pids limit: where the container shows no pids cgroup (gVisor), tasks are counted against it. */
     private pidsLimit = 0,
@@ -99,12 +98,12 @@ export class Supervisor {
   private async startNow(): Promise<void> {
     const argv = ["python3", "-I", "-S", "-u", "-c", SUPERVISOR_SCRIPT, String(this.pidsLimit)];
     try {
-      ({ proc: this.proc } = await startHelper(this.container, argv, (b) => this.waiter?.feed(b), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] }));
+      ({ proc: this.proc } = await startHelper(this.box, argv, (b) => this.waiter?.feed(b), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] }));
     } catch (err) {
       // With the container running, the sandbox itself cannot start it: its memory or pids limit
       // is held (the agent's doing: memory in a memfd or tmpfs makes the OOM killer take a root
       // helper), or the image lacks python3. Nothing to retry elsewhere.
-      if (await this.container.inspect().then((i) => i.State.Running, () => false)) throw new SupervisorError(`the sandbox's supervisor could not start (is its memory or process limit exhausted? does the image have python3?): ${(err as Error).message}`);
+      if ((await this.box.state().catch(() => undefined))?.running) throw new SupervisorError(`the sandbox's supervisor could not start (is its memory or process limit exhausted? does the image have python3?): ${(err as Error).message}`);
       throw err;
     }
   }

@@ -121,7 +121,8 @@ export function cli(args: string[], env: Record<string, string>, opts: { timeout
  * SIGKILL leave their warm pool behind, and an owner id "elsewhere" keeps other reapers off it.
  */
 export async function removeQueueSandboxes(queue: string): Promise<void> {
-  const { docker, LABEL } = await import("../../src/sandbox/docker.js");
+  const { docker } = await import("../../src/runtime/docker.js");
+  const { LABEL } = await import("../../src/runtime/owner.js");
   const filters = { label: [`${LABEL.queue}=${queue}`] };
   for (const c of await docker().listContainers({ all: true, filters })) await docker().getContainer(c.Id).remove({ force: true }).catch(() => {});
   const { Volumes } = await docker().listVolumes({ filters });

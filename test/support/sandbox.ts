@@ -2,7 +2,8 @@
 import type Docker from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll } from "vitest";
-import { docker, LABEL } from "../../src/sandbox/docker.js";
+import { docker } from "../../src/runtime/docker.js";
+import { LABEL } from "../../src/runtime/owner.js";
 import { Sandbox, type SandboxOptions } from "../../src/sandbox/sandbox.js";
 
 /** One sandbox for a test file, destroyed afterwards. */

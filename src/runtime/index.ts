@@ -1,0 +1,26 @@
+// Which backend runs sandboxes: Docker unless configured otherwise (PATCHBAY_BACKEND). The local
+// backend isolates nothing and is for tests and simulations: a worker refuses it unless
+// PATCHBAY_TEST_BACKENDS=1 (see src/queue/worker.ts).
+import { loadConfig } from "../config.js";
+import { DockerRuntime } from "./docker.js";
+import type { SandboxRuntime } from "./types.js";
+
+export type BackendKind = "docker" | "local";
+
+const made = new Map<BackendKind, SandboxRuntime>();
+
+/** The process's one runtime of this kind. */
+export function runtimeOf(kind: BackendKind): SandboxRuntime {
+  let r = made.get(kind);
+  if (!r) {
+    if (kind === "docker") r = new DockerRuntime();
+    else throw new Error(`the ${kind} backend is not available in this build`);
+    made.set(kind, r);
+  }
+  return r;
+}
+
+/** The configured backend (PATCHBAY_BACKEND, default docker). */
+export function defaultRuntime(): SandboxRuntime {
+  return runtimeOf(loadConfig().backend);
+}
