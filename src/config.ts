@@ -182,8 +182,6 @@ export const defaults = {
   worker: {
     /** Out of reach: the worker counts stalls against the job's attempts itself (src/queue/worker.ts). */
     maxStalledCount: 1_000,
-    heartbeatTtlSec: 30,
-    heartbeatEveryMs: 10_000,
     attempts: 3,
     backoffMs: 2_000,
     /** A job handed back without counting an attempt (its worker turned unhealthy) waits this long before another worker takes it. */

@@ -7,7 +7,7 @@
 // so readers can validate what they load.
 import { z } from "zod";
 import { defaults, pidsProblem } from "./config.js";
-import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "./net/allow.js";
+import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "./allow.js";
 import { REQUIRED, show, expected, genericMessage, nonEmpty, positiveNumber, positiveInt, intRange, nonNegInt, nonNegNumber } from "./spec-fields.js";
 import { EDITOR_TOOLS, JOB_STATUSES } from "./spec-names.js";
 

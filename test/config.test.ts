@@ -33,6 +33,8 @@ describe("loadConfig", () => {
       gitCredentials: undefined,
       retentionSec: 7 * 24 * 3600,
       dashboardMaxStreams: 64,
+      backend: "docker",
+      testBackends: false,
       anthropicApiKey: undefined,
       anthropicBaseUrl: undefined,
     });
@@ -51,6 +53,7 @@ describe("loadConfig", () => {
       PATCHBAY_ALLOW_BRIDGE: "1", PATCHBAY_MAX_MEMORY_MB: "4096", PATCHBAY_MAX_CPUS: "1.5", PATCHBAY_MAX_PIDS: "300", PATCHBAY_MAX_DISK_MB: "2048",
       PATCHBAY_MAX_TIMEOUT_SEC: "3600", PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: "600", PATCHBAY_IMAGES: " py:3.12, @from ,", PATCHBAY_GIT_CREDENTIALS: "/etc/patchbay/git-credentials",
       PATCHBAY_RETENTION_SEC: "120", PATCHBAY_DASHBOARD_MAX_STREAMS: "5", PATCHBAY_DASHBOARD_TLS_CERT: "/c.pem", PATCHBAY_DASHBOARD_TLS_KEY: "/k.pem", PATCHBAY_EGRESS_DIR: "/var/e",
+      PATCHBAY_BACKEND: "local", PATCHBAY_TEST_BACKENDS: "1",
     });
     expect(c).toEqual({
       redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", concurrency: 7, workerId: "h:1:x", poolSize: 0, fastPaths: false,
@@ -59,7 +62,7 @@ describe("loadConfig", () => {
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicBaseUrl: "http://x",
       policy: { allowBridge: true, maxMemoryMb: 4096, maxCpus: 1.5, maxPids: 300, maxDiskMb: 2048, maxTimeoutSec: 3600, maxCommandTimeoutSec: 600, images: ["py:3.12", "@from"] },
       gitCredentials: "/etc/patchbay/git-credentials",
-      retentionSec: 120, dashboardMaxStreams: 5, dashboardTls: { cert: "/c.pem", key: "/k.pem" }, egressDir: "/var/e",
+      retentionSec: 120, dashboardMaxStreams: 5, dashboardTls: { cert: "/c.pem", key: "/k.pem" }, egressDir: "/var/e", backend: "local", testBackends: true,
     });
     expect(loadConfig({ PATCHBAY_CANCEL_PUBSUB: "1" }).cancelPubSub).toBe(true);
     // The lock is renewed within its duration: a quarter of it unless set.

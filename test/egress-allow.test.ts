@@ -2,7 +2,7 @@
 // resolver accepts, address classes (after resolution), the presets' config parsers, and the
 // JobSpec `network` field.
 import { describe, expect, it } from "vitest";
-import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, parseAllowEntry, type AllowRule } from "../src/net/allow.js";
+import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, parseAllowEntry, type AllowRule } from "../src/allow.js";
 import { aptSourceHosts, goEnvHosts, pipConfHosts, urlHost } from "../src/net/presets.js";
 import { parseJobSpec } from "../src/spec.js";
 

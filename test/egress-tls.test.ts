@@ -11,10 +11,10 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseAllowEntry, type AllowRule } from "../src/net/allow.js";
+import { parseAllowEntry, type AllowRule } from "../src/allow.js";
 import { EgressProxy, type EgressLimits, type EgressRecord, type EgressSession } from "../src/net/proxy.js";
 import { captureHello, connect, fragmenting, readAll, tlsRequest, until } from "./support/egress-client.js";
-import { startTlsHost, TLS_PORTS, type TlsHost } from "./support/tls-host.js";
+import { startTlsHost, type TlsHost } from "./support/tls-host.js";
 
 let host: TlsHost;
 const dirs: string[] = [];

@@ -6,7 +6,7 @@ import { isUtf8 } from "node:buffer";
 import { loadConfig } from "../config.js";
 import { PRIVATE_DIR } from "../runtime/types.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { ATTRIBUTES, fastDefaults, GIT, GitStepError, INDEX, INDEX_TREE, REFRESH, ROOT, statCacheEnv, STORE, TREE_ID, treeScript } from "./git-store.js";
+import { ATTRIBUTES, fastDefaults, GIT, GitStepError, INDEX, INDEX_TREE, REFRESH, ROOT, statCacheEnv, STORE, TREE_ID } from "./git-store.js";
 
 export { GitStepError } from "./git-store.js";
 

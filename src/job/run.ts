@@ -16,7 +16,7 @@ import { SupervisorError } from "../sandbox/supervisor.js";
 import { defaultLimits } from "../sandbox/sandbox.js";
 import { mountsFor, prepareEgress, runSetup, SetupError, startSetupNetwork } from "./setup.js";
 import type { SandboxPool } from "../sandbox/pool.js";
-import { assertJobSpec, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
+import { assertJobSpec, DEFAULT_EDITOR_TOOL, emptyResult, type EventInput, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 import { Toolbox, type ToolUseBlock } from "../tools/index.js";
 import { admitJob, hideSecrets } from "./admit.js";
 
@@ -143,7 +143,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
     const at = { round: restored?.round ?? 1 }; // the verify round the conversation is in
 
-    const tools = spec.tools ?? "text_editor_20250728";
+    const tools = spec.tools ?? DEFAULT_EDITOR_TOOL;
     const toolbox = new Toolbox(sandbox, { tools, commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
     const tAgent = performance.now();
     const loop = {

@@ -3,10 +3,10 @@
 // ends, the path out is gone: the bridge in the container is stopped, the job's listener closed
 // with every connection it had, and the socket and its directory removed.
 import { loadConfig } from "../config.js";
-import { parseAllowEntry, type AllowRule } from "../net/allow.js";
+import { parseAllowEntry, type AllowRule } from "../allow.js";
 import { expandPresets, PresetError } from "../net/presets.js";
 import { EgressProxy, type EgressSession } from "../net/proxy.js";
-import { egressMount, startEgressBridge, EgressBridgeError, type EgressBridge } from "../sandbox/egress.js";
+import { egressMount, EgressBridgeError, type EgressBridge } from "../sandbox/egress.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { EventInput, JobSpec } from "../spec.js";
 

@@ -5,7 +5,7 @@ import { execFile } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { isPresetName, normalizeHost, type PresetName } from "./allow.js";
+import { isPresetName, normalizeHost, type PresetName } from "../allow.js";
 
 /** The host of an http(s) URL, normalized, or undefined. */
 export function urlHost(raw: string): string | undefined {

@@ -1,7 +1,7 @@
 // The daemon: a BullMQ Worker running runJob with `concurrency` sandboxes, plus what BullMQ does
 // not have: a per-job hard deadline, cancellation across hosts (a Redis channel), a heartbeat so
 // the reaper can tell orphaned containers, transcripts into Redis streams, and a bounded drain.
-import { UnrecoverableError, Worker, type Job } from "bullmq";
+import { Backoffs, UnrecoverableError, Worker, type Job } from "bullmq";
 import { Redis } from "ioredis";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -61,11 +61,10 @@ interface Active {
   failing?: boolean;
 }
 
-/** BullMQ's backoff for the given number of attempts used: exponential doubles from the delay. */
-function backoffMs(job: Job, used: number): number {
-  const b = job.opts.backoff;
-  const delay = typeof b === "number" ? b : (b?.delay ?? 0);
-  return typeof b === "object" && b?.type === "exponential" ? Math.round(2 ** Math.max(0, used - 1) * delay) : delay;
+/** The job's own backoff after `used` attempts, by BullMQ's strategies. */
+async function backoffMs(job: Job, used: number): Promise<number> {
+  const backoff = Backoffs.normalize(job.opts.backoff ?? 0);
+  return (backoff && (await Backoffs.calculate(backoff, used, new Error("stalled"), job))) || 0;
 }
 
 /** A job abandoned at the drain deadline goes back to the queue at once, uncounted; its checkpoint stays. */
@@ -118,7 +117,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     if (labels[LABEL.redis] && labels[LABEL.redis] !== deployment) return true;
     return (await redis.exists(k.heartbeat(owner))) === 1;
   };
-  // Health (src/health.ts): the engine and the sandbox image, at start and before each job. While
+  // Health (src/queue/health.ts): the engine and the sandbox image, at start and before each job. While
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
   const health = new HealthGate({
@@ -198,7 +197,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
         await finishFailed(job, attempt, error);
         throw new UnrecoverableError(error);
       }
-      const ms = backoffMs(job, used);
+      const ms = await backoffMs(job, used);
       log(`job ${jobId}: its worker stopped under it (stall ${stalls}; ${used} of ${attempts} attempts used): runs again in ${ms} ms`, { job: jobId, attempt, level: "warn" });
       throw await handBack(job, token, ms);
     }

@@ -151,7 +151,7 @@ export class ExecFiles {
     return { out: Buffer.concat(out, Math.min(outLen, maxOut)), exit, stderr: err.text() };
   }
 
-  private fail(p: string, r: { exit: number; stderr: string }, size?: number): never {
+  private fail(r: { exit: number; stderr: string }, size?: number): never {
     const code = codeOf(r.exit, r.stderr);
     const why = code === "EINVAL" ? "not a regular file" : code !== "EIO" ? code : r.exit === 137 ? "timed out" : r.stderr.trim().split("\n").pop()?.slice(0, 300) || `exit ${r.exit}`;
     throw new ExecFileError(why, code, size);
@@ -161,7 +161,7 @@ export class ExecFiles {
     const r = await this.run(["stat", p], 64 * 1024);
     if (r.exit !== 0) {
       if (codeOf(r.exit, r.stderr) === "ENOENT") return undefined;
-      this.fail(p, r);
+      this.fail(r);
     }
     const text = r.out.toString("utf8");
     const nl = text.indexOf("\n");
@@ -173,8 +173,8 @@ export class ExecFiles {
   /** A regular file's bytes (at most `max`), mode, owner and real path, all from one open. */
   async read(p: string, max: number): Promise<{ bytes: Buffer; mode: number; uid: number; gid: number; real: string }> {
     const r = await this.run(["read", p, String(max)], max + 2 * 4096 + 256);
-    if (r.exit === 27) this.fail(p, r, Number(r.out.toString("latin1").trim()) || undefined);
-    if (r.exit !== 0) this.fail(p, r);
+    if (r.exit === 27) this.fail(r, Number(r.out.toString("latin1").trim()) || undefined);
+    if (r.exit !== 0) this.fail(r);
     const nl = r.out.indexOf(10);
     const m = /^file\|(\d+)\|([0-7]+)\|[\d.]+\|(\d+)\|(\d+)\|(\d+)$/.exec(r.out.toString("latin1", 0, Math.max(0, nl)));
     if (nl < 0 || !m) throw new ExecFileError(`${p}: malformed read from the sandbox`, "EIO");
@@ -188,16 +188,16 @@ export class ExecFiles {
 
   async write(p: string, bytes: Buffer, mode?: number): Promise<void> {
     const r = await this.run(["write", p, String(bytes.length), mode === undefined ? "" : (mode & 0o7777).toString(8)], 4096, bytes);
-    if (r.exit !== 0) this.fail(p, r);
+    if (r.exit !== 0) this.fail(r);
   }
 
   async mkdirp(p: string): Promise<void> {
     const r = await this.run(["mkdirp", p], 4096);
-    if (r.exit !== 0) this.fail(p, r);
+    if (r.exit !== 0) this.fail(r);
   }
 
   async remove(p: string): Promise<void> {
     const r = await this.run(["remove", p], 4096);
-    if (r.exit !== 0) this.fail(p, r);
+    if (r.exit !== 0) this.fail(r);
   }
 }
