@@ -15,7 +15,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function newestSource(): number {
   let newest = 0;
   for (const e of readdirSync(join(ROOT, "src"), { withFileTypes: true, recursive: true })) {
-    if (e.isFile() && e.name.endsWith(".ts")) newest = Math.max(newest, statSync(join(e.parentPath, e.name)).mtimeMs);
+    if (e.isFile() && /\.(ts|lua|py|sh|js|css)$/.test(e.name)) newest = Math.max(newest, statSync(join(e.parentPath, e.name)).mtimeMs);
   }
   return newest;
 }

@@ -276,11 +276,21 @@ async function attachExec(container: Docker.Container, cmd: string[], onData: (c
   });
   const send = async (data: Buffer) => {
     if (!alive || socket.write(data)) return;
-    // Both listeners go once either fires: a long stream must not pile up "close" listeners.
+    // Both listeners go once either fires: a long stream must not pile up "close" listeners. A
+    // process that exited without reading all its stdin (a write that hit a full disk) never drains
+    // it, and the engine may then hold the stream open for good: its state is asked meanwhile, and
+    // once it ended the stream is closed from here.
     await new Promise<void>((r) => {
-      const go = () => (socket.off("drain", go), socket.off("close", go), r());
+      let timer: NodeJS.Timeout | undefined;
+      const go = () => (clearTimeout(timer), socket.off("drain", go), socket.off("close", go), r());
+      const check = () => {
+        // (what it printed may still be on its way: a moment more for the engine to send it)
+        timer = setTimeout(() => void exec.inspect().then((i) => (i.Running ? check() : (timer = setTimeout(() => (socket.destroy(), go()), 300))), () => check()), 500);
+        timer.unref?.();
+      };
       socket.once("drain", go);
       socket.once("close", go);
+      check();
     });
   };
   return {
