@@ -13,6 +13,7 @@ import type { EgressProxy, EgressSession } from "../net/proxy.js";
 import { Sandbox, TarTooLargeError } from "../sandbox/sandbox.js";
 import { SurvivorsError } from "../sandbox/shell.js";
 import { SupervisorError } from "../sandbox/supervisor.js";
+import type { SandboxRuntime } from "../runtime/types.js";
 import { defaultLimits } from "../sandbox/sandbox.js";
 import { mountsFor, prepareEgress, runSetup, SetupError, startSetupNetwork } from "./setup.js";
 import type { SandboxPool } from "../sandbox/pool.js";
@@ -44,6 +45,8 @@ export interface RunJobOptions {
   onEgressBridge?: (port: number) => void;
   /** Where this job's checkpoints live: a new attempt goes on from the last one (src/job/checkpoint.ts). */
   checkpoints?: CheckpointStore;
+  /** What runs its sandboxes (default: the configured backend, see src/runtime/index.ts). */
+  backend?: SandboxRuntime;
 }
 
 const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
@@ -99,6 +102,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
       labels: opts.labels,
       deadlineSec: timeoutSec + 600,
       mounts: mountsFor(egress),
+      backend: opts.backend,
     });
     opts.onSandbox?.(sandbox);
     const network = startSetupNetwork(sandbox, egress); // with network.setup: the bridge starts while the repo loads
@@ -177,7 +181,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     const rounds = await patchAndVerify({
       sandbox, baseline, spec, snapshot, outcome, at, emit, signal: ctl.signal, removals,
       resume: (from, message) => runAgentLoop({ ...loop, resume: { from, message } }),
-      verifySandbox: async () => opts.pool?.take(kind, timeoutSec + 600) ?? Sandbox.create({ ...kind, jobId, owner: opts.owner, labels: opts.labels, deadlineSec: timeoutSec + 600 }),
+      verifySandbox: async () => opts.pool?.take(kind, timeoutSec + 600) ?? Sandbox.create({ ...kind, jobId, owner: opts.owner, labels: opts.labels, deadlineSec: timeoutSec + 600, backend: opts.backend }),
     });
     const { patch, verify } = rounds;
     outcome = rounds.outcome;

@@ -142,7 +142,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     }
   };
   const reaper = setInterval(runReaper, config.reapEveryMs);
-  pool = new SandboxPool({ size: opts.pool ?? config.poolSize ?? opts.concurrency ?? config.concurrency, owner: id, labels: { [LABEL.queue]: queueName, [LABEL.redis]: deployment }, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox });
+  pool = new SandboxPool({ backend: runtime, size: opts.pool ?? config.poolSize ?? opts.concurrency ?? config.concurrency, owner: id, labels: { [LABEL.queue]: queueName, [LABEL.redis]: deployment }, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox });
 
   // Cancellation from any host: `patchbay cancel` publishes the job id here.
   if (config.cancelPubSub) {
@@ -251,6 +251,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     const run = early ? Promise.resolve(early) : runJob(spec, {
       jobId,
       attempt,
+      backend: runtime,
       signal: entry.ctl.signal,
       onEvent,
       owner: id,

@@ -3,6 +3,7 @@
 // PATCHBAY_TEST_BACKENDS=1 (see src/queue/worker.ts).
 import { loadConfig } from "../config.js";
 import { DockerRuntime } from "./docker.js";
+import { LocalRuntime } from "./local.js";
 import type { SandboxRuntime } from "./types.js";
 
 export type BackendKind = "docker" | "local";
@@ -13,8 +14,7 @@ const made = new Map<BackendKind, SandboxRuntime>();
 export function runtimeOf(kind: BackendKind): SandboxRuntime {
   let r = made.get(kind);
   if (!r) {
-    if (kind === "docker") r = new DockerRuntime();
-    else throw new Error(`the ${kind} backend is not available in this build`);
+    r = kind === "docker" ? new DockerRuntime() : new LocalRuntime();
     made.set(kind, r);
   }
   return r;

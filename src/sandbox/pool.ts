@@ -8,6 +8,7 @@
 import { defaults, loadConfig } from "../config.js";
 import { defaultLimits } from "./sandbox.js";
 import { Sandbox, type SandboxOptions } from "./sandbox.js";
+import type { SandboxRuntime } from "../runtime/types.js";
 
 export const POOL_LABEL = "patchbay.pool";
 
@@ -19,6 +20,8 @@ export interface PoolOptions {
   log?: (msg: string) => void;
   /** Kinds kept warm at once (the default one and the latest others asked for). */
   maxKinds?: number;
+  /** What runs its sandboxes (default: the configured backend). */
+  backend?: SandboxRuntime;
   /** What every job does first in a new sandbox, done ahead while it waits (e.g. the private git store); a failure is ignored. */
   prepare?: (sb: Sandbox) => Promise<void>;
 }
@@ -136,6 +139,7 @@ export class SandboxPool {
           owner: this.opts.owner,
           labels: { ...this.opts.labels, [POOL_LABEL]: "1" },
           deadlineSec: defaults.sandbox.deadlineSec,
+          backend: this.opts.backend,
         });
         // Its supervisor too (it starts off a new sandbox's path to ready): a warm one is whole.
         await Promise.all([this.opts.prepare?.(sb).catch(() => {}), sb.shell.supervised().catch(() => {})]);
