@@ -56,6 +56,8 @@ const Env = z.object({
   PATCHBAY_DASHBOARD_TLS_KEY: z.string().min(1).optional(),
   /** Live transcripts (server-sent events) a dashboard serves at once; more get 503. */
   PATCHBAY_DASHBOARD_MAX_STREAMS: z.coerce.number().int().positive().default(64),
+  /** The dashboard's token; empty is unset. Its length (16 or more) is checked by the dashboard alone, so no other command fails on it. */
+  PATCHBAY_DASHBOARD_TOKEN: z.string().optional(),
   // The worker's policy (src/policy.ts): what a JobSpec may ask of a sandbox. Bridge network only
   // where allowed; bounds on limits and timeouts (never below what a spec gets by default); images.
   PATCHBAY_ALLOW_BRIDGE: z.enum(["0", "1"]).default("0"),
@@ -118,6 +120,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     retentionSec: e.PATCHBAY_RETENTION_SEC,
     dashboardTls: e.PATCHBAY_DASHBOARD_TLS_CERT || e.PATCHBAY_DASHBOARD_TLS_KEY ? { cert: e.PATCHBAY_DASHBOARD_TLS_CERT, key: e.PATCHBAY_DASHBOARD_TLS_KEY } : undefined,
     dashboardMaxStreams: e.PATCHBAY_DASHBOARD_MAX_STREAMS,
+    dashboardToken: e.PATCHBAY_DASHBOARD_TOKEN || undefined,
     policy: {
       allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
       maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
