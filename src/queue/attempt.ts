@@ -1,0 +1,204 @@
+// One job attempt: BullMQ's processor. Admitted (src/queue/attempt-admit.ts: spec, health, policy,
+// stalls, a recorded result), it runs runJob with the worker's backend, pool, labels, model, batch
+// budget and checkpoints, under a hard deadline; streams the transcript into Redis; records the
+// result with its job_finished event; and on a failure does what src/queue/attempt-outcome.ts decides.
+import { UnrecoverableError, Worker } from "bullmq";
+import { setTimeout as sleep } from "node:timers/promises";
+import { defaults } from "../config.js";
+import type { Model, ModelError } from "../agent/model.js";
+import { redisCheckpoints, specHash } from "../job/checkpoint.js";
+import { runJob } from "../job/run.js";
+import type { SandboxRuntime } from "../runtime/types.js";
+import type { SandboxPool } from "../sandbox/pool.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import { emptyResult, type JobResult, type TranscriptEvent } from "../spec.js";
+import { admitAttempt, type AdmitContext, type Admitted, type QueueJob } from "./attempt-admit.js";
+import { classifyFailure } from "./attempt-outcome.js";
+import { countInfraFailure, handBack, throttleMs } from "./health.js";
+import { appendEvent, recordResult } from "./result-record.js";
+
+/** A job running on this worker, as the cancel listener and the drain see it. */
+export interface Active {
+  ctl: AbortController;
+  sandbox?: Sandbox;
+  /** Settles when runJob is over (its sandbox destroyed). */
+  done: Promise<void>;
+  /** The newest transcript write: awaited before the result, so `watch` never misses the end. */
+  lastWrite: Promise<unknown>;
+  /** The job_finished event of a returned result, held to be written with the result record. */
+  finished?: TranscriptEvent;
+  /** Set on the failure path: its job_finished is written at once. */
+  failing?: boolean;
+}
+
+export interface AttemptContext extends AdmitContext {
+  runtime: SandboxRuntime;
+  pool: SandboxPool;
+  metrics: { observe(e: TranscriptEvent): void };
+  /** The worker's id: the owner of its sandboxes. */
+  owner: string;
+  /** Labels of its sandboxes (queue, deployment): the reaper judges owners by them. */
+  labels: Record<string, string>;
+  model?: () => Model;
+  /** The jobs running here: an attempt adds itself and removes itself when it ends. */
+  active: Map<string, Active>;
+  /** Throttles the whole queue (BullMQ's worker.rateLimit). */
+  rateLimit(ms: number): Promise<void>;
+}
+
+/** What an attempt carries from its start to its end. */
+interface Running extends Admitted {
+  jobId: string;
+  entry: Active;
+  checkpoints?: ReturnType<typeof redisCheckpoints>;
+  onEvent(e: TranscriptEvent): void;
+  /** What a resumed attempt took over from the earlier one. */
+  spentBefore(): number;
+}
+
+/** A job abandoned at the drain deadline goes back to the queue at once, uncounted; its checkpoint stays. */
+const abandon = (job: QueueJob, token: string | undefined) => handBack(job, token);
+
+export function attemptProcessor(ctx: AttemptContext): (job: QueueJob, token?: string) => Promise<JobResult> {
+  return async (job, token) => {
+    const admitted = await admitAttempt(ctx, job, token);
+    return "recorded" in admitted ? admitted.recorded : runAttempt(ctx, job, token, admitted);
+  };
+}
+
+async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | undefined, a: Admitted): Promise<JobResult> {
+  const { spec, attempt } = a;
+  const jobId = job.id!;
+  const entry: Active = { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve() };
+  ctx.active.set(jobId, entry);
+  if (await ctx.redis.exists(ctx.k.cancel(jobId))) entry.ctl.abort("cancelled");
+  // A batch whose budget is spent (or that was cancelled): the job ends at once, without a sandbox.
+  const early = await ctx.batch.start(job.data, jobId, attempt).catch((err: unknown) => (ctx.active.delete(jobId), Promise.reject(err)));
+  // No warm sandbox is made while this job is being set up (it would compete for the CPU).
+  const setupDone = ctx.pool.setupStarted();
+  const checkpoints = ctx.config.checkpoints ? redisCheckpoints(ctx.redis, ctx.k.checkpoint(jobId), jobId, specHash(spec), ctx.config.checkpointMaxBytes) : undefined;
+  const r: Running = { ...a, jobId, entry, checkpoints, ...transcript(ctx, job, entry, setupDone) };
+  const deadline = hardDeadline(ctx, r, (spec.timeoutSec ?? defaults.job.timeoutSec) * 1000);
+  ctx.log(`job ${jobId} attempt ${attempt}: started`, { job: jobId, attempt });
+  if (early) r.onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: early.status, costUsd: 0, turns: 0, error: early.error });
+  const run = early ? Promise.resolve(early) : runJob(spec, {
+    jobId,
+    attempt,
+    backend: ctx.runtime,
+    signal: entry.ctl.signal,
+    onEvent: r.onEvent,
+    owner: ctx.owner,
+    labels: ctx.labels,
+    model: ctx.model?.(),
+    queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
+    onSandbox: (sb) => (entry.sandbox = sb),
+    pool: ctx.pool,
+    stopAfterTurn: ctx.batch.stopAfterTurn(job.data, jobId, attempt),
+    checkpoints,
+  });
+  entry.done = run.then(() => {}, () => {});
+  void entry.done.then(setupDone);
+  try {
+    const result = await Promise.race([run, deadline.expired]);
+    if (entry.ctl.signal.reason === "abandoned") throw await abandon(job, token);
+    return await recordAttempt(ctx, job, r, result);
+  } catch (err) {
+    throw await failedAttempt(ctx, job, token, r, err);
+  } finally {
+    deadline.clear();
+    ctx.active.delete(jobId);
+  }
+}
+
+/** The attempt's transcript: its events into the job's Redis stream (job_finished held for the result record), metrics and progress. */
+function transcript(ctx: AttemptContext, job: QueueJob, entry: Active, setupDone: () => void): Pick<Running, "onEvent" | "spentBefore"> {
+  let spentBefore = 0;
+  const onEvent = (e: TranscriptEvent) => {
+    if (e.type === "sandbox_ready") setupDone();
+    ctx.metrics.observe(e);
+    if (e.type === "resume" && e.restored) spentBefore = e.costUsd;
+    if (e.type === "job_finished" && !entry.failing) {
+      entry.finished = e; // written with the result record
+      void job.updateProgress({ type: e.type }).catch(() => {});
+      return;
+    }
+    // In order on one connection; ioredis queues them while Redis is away.
+    entry.lastWrite = appendEvent(ctx.redis.multi(), ctx.k, e, ctx.config.retentionSec, defaults.transcript.maxLen).exec().catch(() => {});
+    if (e.type === "tool_call" || e.type === "model_response" || e.type === "job_finished") void job.updateProgress({ type: e.type, turn: "turn" in e ? e.turn : undefined }).catch(() => {});
+  };
+  return { onEvent, spentBefore: () => spentBefore };
+}
+
+/**
+ * BullMQ has no job timeout: runJob aborts itself at timeoutSec. If it is still not done a grace
+ * period later (Docker hung, say), its sandbox is killed and the job ends as a timeout here.
+ */
+function hardDeadline(ctx: AttemptContext, r: Running, timeoutMs: number): { expired: Promise<JobResult>; clear(): void } {
+  const { jobId, attempt, entry } = r;
+  let hard: NodeJS.Timeout | undefined;
+  const expired = new Promise<JobResult>((resolve) => {
+    hard = setTimeout(() => {
+      const error = `the job did not stop at its ${timeoutMs / 1000} s timeout; its sandbox was killed`;
+      ctx.log(`job ${jobId}: ${error}`, { job: jobId, attempt, level: "warn" });
+      entry.ctl.abort("timeout");
+      void entry.sandbox?.destroy().catch(() => {});
+      r.onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "timeout", costUsd: 0, turns: 0, error });
+      resolve(emptyResult("timeout", error, { jobId, attempt }));
+    }, timeoutMs + ctx.config.hardDeadlineGraceMs);
+  });
+  return { expired, clear: () => clearTimeout(hard) };
+}
+
+/** A finished attempt: its result recorded with its job_finished event, its checkpoint gone, its batch told. */
+async function recordAttempt(ctx: AttemptContext, job: QueueJob, r: Running, result: JobResult): Promise<JobResult> {
+  const { jobId, attempt, entry } = r;
+  await Promise.race([entry.lastWrite, sleep(5000)]);
+  // BullMQ keeps the bounded result (src/queue/result-bounds.ts), never the agent's lists or a
+  // long patch: that is written once, with the record, and the result names it. Such a result is
+  // only true once that write landed, so it is awaited; a plain record is a safety net (5 s).
+  const rec = recordResult(ctx.redis, ctx.k, jobId, entry.finished, result, { retentionSec: ctx.config.retentionSec, maxLen: defaults.transcript.maxLen });
+  await (rec.stored.patchStored ? rec.written : Promise.race([rec.written, sleep(5000)]));
+  await r.checkpoints?.remove().catch(() => {});
+  await ctx.batch.finish(job.data, jobId, attempt, result, r.spentBefore()).catch((err: Error) => ctx.log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
+  ctx.log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`, { job: jobId, attempt, status: result.status });
+  return rec.stored;
+}
+
+/** A failed attempt, classified (src/queue/attempt-outcome.ts) and acted on; returns what the processor throws. */
+async function failedAttempt(ctx: AttemptContext, job: QueueJob, token: string | undefined, r: Running, err: unknown): Promise<unknown> {
+  const { jobId, attempt, entry, used, attempts } = r;
+  const { log, health } = ctx;
+  const outcome = await classifyFailure({
+    err,
+    abandoned: entry.ctl.signal.reason === "abandoned",
+    used,
+    attempts,
+    engineHealthy: () => health.check(),
+    countInfraFailure: () => countInfraFailure(job).catch(() => 0),
+  });
+  switch (outcome.action) {
+    case "abandon":
+      return abandon(job, token);
+    case "throttle": {
+      const ms = throttleMs(err as ModelError, ctx.config);
+      log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; throttling the queue for ${ms} ms, the job goes back to the queue (no attempt counted)`, { job: jobId, attempt, level: "warn" });
+      await ctx.rateLimit(ms);
+      return Worker.RateLimitError();
+    }
+    case "hand-back":
+      log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; the engine failed (${health.reason}): back to the queue, no attempt counted`, { job: jobId, attempt, level: "warn" });
+      return handBack(job, token);
+  }
+  // attemptsMade and stalls, not attempt: a throttle or a hand-back starts a job again without counting.
+  const retry = outcome.action === "retry";
+  const error = `${(err as Error).message}${outcome.engineFailed ? ` (the engine failed: ${health.reason})` : ""}${retry ? ` (attempt ${used + 1} of ${attempts}; the queue runs it again after a backoff)` : ""}`;
+  entry.failing = true;
+  r.onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error });
+  await Promise.race([entry.lastWrite, sleep(5000)]);
+  if (!retry) await r.checkpoints?.remove().catch(() => {});
+  if (!retry) await ctx.batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
+  log(`job ${jobId} attempt ${attempt}: error: ${error}`, { job: jobId, attempt, level: "error" });
+  // Out of attempts once stalls are counted, though BullMQ (which counts failures only) would retry.
+  if (!retry && !(err instanceof UnrecoverableError)) return new UnrecoverableError((err as Error).message);
+  return err;
+}

@@ -1,0 +1,46 @@
+// The worker's reaper loop: every `everyMs`, and each time the health gate turns healthy, it asks the
+// runtime to retry removals that failed, reaps the boxes whose owner is gone (src/sandbox/reaper.ts,
+// judged by src/queue/heartbeat.ts's ownerAliveFor) and sweeps verify snapshots of dead workers.
+// While the worker is unhealthy it does nothing: the health gate checks the engine meanwhile.
+import { sweepSnapshots } from "../job/verify.js";
+import type { Log } from "../log.js";
+import type { OwnerAlive } from "../runtime/owner.js";
+import type { SandboxRuntime } from "../runtime/types.js";
+import { reap } from "../sandbox/reaper.js";
+
+export interface ReaperLoopOptions {
+  runtime: SandboxRuntime;
+  ownerAlive: OwnerAlive;
+  /** The worker's health gate (src/queue/health.ts): read before a round, asked again when one fails. */
+  health: { readonly ok: boolean | undefined; check(): Promise<boolean> };
+  log: Log;
+  everyMs: number;
+  /** Verify snapshots of workers that are gone (default: src/job/verify.ts's, in the host's tmpdir). */
+  sweep?: () => Promise<number>;
+}
+
+export interface ReaperLoop {
+  /** One round now (never rejects: a failure is logged). */
+  run(): Promise<void>;
+  stop(): void;
+}
+
+export function startReaperLoop(o: ReaperLoopOptions): ReaperLoop {
+  const sweep = o.sweep ?? (() => sweepSnapshots());
+  const run = async () => {
+    if (o.health.ok === false) return; // the gate checks the engine meanwhile
+    try {
+      const again = await o.runtime.retryRemovals();
+      if (again) o.log(`removed ${again} sandboxes whose removal had failed`);
+      const r = await reap(o.ownerAlive, o.runtime);
+      if (r.containers.length || r.volumes.length) o.log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
+      const snapshots = await sweep();
+      if (snapshots) o.log(`removed ${snapshots} verify snapshots of workers that are gone`);
+    } catch (err) {
+      o.log(`reaper: ${(err as Error).message}`, { level: "warn" });
+      void o.health.check(); // the engine gone while idle: pause now rather than at the next job
+    }
+  };
+  const timer = setInterval(run, o.everyMs);
+  return { run, stop: () => clearInterval(timer) };
+}
