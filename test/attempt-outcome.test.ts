@@ -1,0 +1,79 @@
+// How the worker classifies a failed attempt (src/queue/attempt-outcome.ts), pure: the table's rows
+// in order, and which of the two costly questions (a fresh health check; counting an infrastructure
+// failure on the job) each kind of error asks. The worker tests (worker-health, resume-e2e,
+// e2e-reliability) show the same outcomes through real workers.
+import { UnrecoverableError } from "bullmq";
+import { describe, expect, it } from "vitest";
+import { ModelError } from "../src/agent/model.js";
+import { classifyFailure, type FailureFacts } from "../src/queue/attempt-outcome.js";
+
+/** Facts with a recorder of the questions asked. */
+function facts(err: unknown, o: { abandoned?: boolean; used?: number; attempts?: number; healthy?: boolean; infraBefore?: number } = {}) {
+  const asked: string[] = [];
+  const f: FailureFacts = {
+    err,
+    abandoned: o.abandoned ?? false,
+    used: o.used ?? 0,
+    attempts: o.attempts ?? 3,
+    engineHealthy: async () => (asked.push("health"), o.healthy ?? true),
+    countInfraFailure: async () => (asked.push("count"), o.infraBefore ?? 0),
+  };
+  return { f, asked };
+}
+
+describe("classifyFailure", () => {
+  it("an abandoned job goes back, whatever the error, asking nothing", async () => {
+    for (const err of [new Error("x"), new ModelError("rate limited", 429, true), new UnrecoverableError("never")]) {
+      const { f, asked } = facts(err, { abandoned: true, healthy: false, infraBefore: 5 });
+      expect(await classifyFailure(f)).toEqual({ action: "abandon", engineFailed: false });
+      expect(asked).toEqual([]);
+    }
+  });
+
+  it("a 429 or 529 throttles the queue, even on the last attempt, asking nothing", async () => {
+    for (const status of [429, 529]) {
+      const { f, asked } = facts(new ModelError("busy", status, true), { used: 2, attempts: 3, healthy: false });
+      expect(await classifyFailure(f)).toEqual({ action: "throttle", engineFailed: false });
+      expect(asked).toEqual([]);
+    }
+  });
+
+  it("another model error retries while attempts are left, then fails, and never asks the engine", async () => {
+    const retry = facts(new ModelError("bad gateway", 502, true), { used: 1, attempts: 3, healthy: false });
+    expect(await classifyFailure(retry.f)).toEqual({ action: "retry", engineFailed: false });
+    const last = facts(new ModelError("bad gateway", 502, true), { used: 2, attempts: 3, healthy: false });
+    expect(await classifyFailure(last.f)).toEqual({ action: "fail", engineFailed: false });
+    expect([...retry.asked, ...last.asked]).toEqual([]);
+  });
+
+  it("an UnrecoverableError fails at once with attempts left, and never asks the engine", async () => {
+    const { f, asked } = facts(new UnrecoverableError("a bad spec"), { used: 0, attempts: 5, healthy: false });
+    expect(await classifyFailure(f)).toEqual({ action: "fail", engineFailed: false });
+    expect(asked).toEqual([]);
+  });
+
+  it("another error on a healthy engine retries while attempts are left (stalls count), then fails; no infra failure is counted", async () => {
+    const retry = facts(new Error("tar failed"), { used: 1, attempts: 3 });
+    expect(await classifyFailure(retry.f)).toEqual({ action: "retry", engineFailed: false });
+    expect(retry.asked).toEqual(["health"]);
+    const last = facts(new Error("tar failed"), { used: 2, attempts: 3 });
+    expect(await classifyFailure(last.f)).toEqual({ action: "fail", engineFailed: false });
+    expect(last.asked).toEqual(["health"]);
+  });
+
+  it("the engine failing under a job counts the first time (retry or fail, saying so) and hands back after", async () => {
+    const first = facts(new Error("socket hang up"), { used: 0, attempts: 3, healthy: false, infraBefore: 0 });
+    expect(await classifyFailure(first.f)).toEqual({ action: "retry", engineFailed: true });
+    expect(first.asked).toEqual(["health", "count"]);
+    const firstLast = facts(new Error("socket hang up"), { used: 0, attempts: 1, healthy: false, infraBefore: 0 });
+    expect(await classifyFailure(firstLast.f)).toEqual({ action: "fail", engineFailed: true });
+    const again = facts(new Error("socket hang up"), { used: 2, attempts: 3, healthy: false, infraBefore: 1 });
+    expect(await classifyFailure(again.f)).toEqual({ action: "hand-back", engineFailed: false });
+    expect(again.asked).toEqual(["health", "count"]);
+  });
+
+  it("a thrown non-Error is judged like an error of the engine's side", async () => {
+    const { f } = facts("a string", { used: 0, attempts: 2, healthy: true });
+    expect(await classifyFailure(f)).toEqual({ action: "retry", engineFailed: false });
+  });
+});
