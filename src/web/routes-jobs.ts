@@ -1,0 +1,93 @@
+// Jobs: the /jobs and /jobs/:id pages, and their JSON API: the list (paged, lean rows:
+// src/web/jobs-list.ts), one job with its patch when short, the whole patch as a download, cancel
+// and retry (through the client: the dashboard touches no queue key itself). The live transcript is
+// src/web/routes-events.ts.
+import { Job } from "bullmq";
+import type { FastifyInstance, FastifyPluginAsync } from "fastify";
+import { JobNotFoundError, type JobData, type PatchbayClient } from "../queue/client.js";
+import { keys } from "../queue/keys.js";
+import type { JobResult } from "../spec.js";
+import { jobDetail } from "./data.js";
+import { jobPage, jobsPage } from "./html.js";
+import { BadQuery, listJobsPage, parseJobsQuery } from "./jobs-list.js";
+import { htmlPage } from "./routes-static.js";
+
+export interface JobsRoutesOptions {
+  client: PatchbayClient;
+  /** A spec's model when it names none, for the rows. */
+  defaultModel: string;
+}
+
+/** A patch up to this size comes with the job page's data; a longer one is a download. */
+export const DETAIL_PATCH_MAX = 1024 * 1024;
+
+type ById = { Params: { id: string } };
+
+function pages(app: FastifyInstance): void {
+  app.get("/", (_req, reply) => reply.redirect("/jobs", 302));
+  app.get("/jobs", htmlPage(jobsPage()));
+  app.get("/jobs/:id", htmlPage(jobPage()));
+}
+
+function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions): void {
+  const k = keys(client.queueName);
+  const findJob = async (id: string) => (await Job.fromId<JobData, JobResult>(client.queue, id)) ?? undefined;
+
+  app.get("/api/jobs", async (req, reply) => {
+    try {
+      return await listJobsPage(client.redis, client.queue, client.queueName, parseJobsQuery(req.query as Record<string, unknown>), defaultModel);
+    } catch (err) {
+      if (err instanceof BadQuery) return reply.code(400).send({ error: err.message });
+      throw err;
+    }
+  });
+
+  app.get<ById>("/api/jobs/:id", async (req, reply) => {
+    const state = await client.queue.getJobState(req.params.id); // before the job, so a finished one carries its result
+    const job = await findJob(req.params.id);
+    if (!job) return reply.code(404).send({ error: `no job ${req.params.id}` });
+    const stored = job.returnvalue?.patchStored;
+    const patch = stored && stored.bytes <= DETAIL_PATCH_MAX ? ((await client.redis.get(k.patch(job.id!))) ?? undefined) : undefined;
+    return jobDetail(job, state, defaultModel, { patch });
+  });
+
+  // The whole patch, as a file (a long one is not part of the job page's data).
+  app.get<ById>("/api/jobs/:id/patch", async (req, reply) => {
+    const job = await findJob(req.params.id);
+    const r = job?.returnvalue;
+    if (!job || !r) return reply.code(404).send({ error: `no finished job ${req.params.id}` });
+    const patch = r.patchStored ? await client.redis.getBuffer(k.patch(job.id!)) : Buffer.from(r.patch);
+    if (!patch) return reply.code(410).send({ error: `the patch of job ${job.id} is no longer kept (PATCHBAY_RETENTION_SEC)` });
+    const name = `${job.id!.replace(/[^A-Za-z0-9_.-]/g, "_")}.patch`;
+    return reply.header("Content-Security-Policy", "default-src 'none'; sandbox").header("Content-Disposition", `attachment; filename="${name}"`).header("Cache-Control", "no-store").type("text/plain; charset=utf-8").send(patch);
+  });
+}
+
+/** Cancel and retry: mutations, so the auth plugin wants the token and this origin. */
+function actions(app: FastifyInstance, client: PatchbayClient): void {
+  app.post<ById>("/api/jobs/:id/cancel", async (req, reply) => {
+    try {
+      return { result: await client.cancel(req.params.id) };
+    } catch (err) {
+      return reply.code(404).send({ error: (err as Error).message });
+    }
+  });
+
+  app.post<ById>("/api/jobs/:id/retry", async (req, reply) => {
+    const id = req.params.id;
+    try {
+      const r = await client.retry(id);
+      if (!r.retried) return reply.code(409).send({ error: `job ${id} is ${r.state}: only a finished job can be retried` });
+      return { result: "queued again" };
+    } catch (err) {
+      if (err instanceof JobNotFoundError) return reply.code(404).send({ error: `no job ${id}` });
+      throw err;
+    }
+  });
+}
+
+export const jobsRoutes: FastifyPluginAsync<JobsRoutesOptions> = async (app, opts) => {
+  pages(app);
+  reads(app, opts);
+  actions(app, opts.client);
+};
