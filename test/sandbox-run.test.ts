@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RepoError } from "../src/job/repo.js";
 import { docker } from "../src/runtime/docker.js";
-import { AGENT_SCRIPT, FileAgent } from "../src/sandbox/file-agent.js";
+import { AGENT_SCRIPT, agentArgv, FileAgent } from "../src/sandbox/file-agent.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
 let box: Sandbox | undefined;
@@ -140,7 +140,7 @@ describe("an image without setpriv", () => {
   it("the agent takes the uid itself (Popen's user and group): the same ids, groups and output", async () => {
     // setpriv hidden from the agent's lookup: it falls back to Popen(user=, group=, extra_groups=).
     const hide = `import os.path\n_exists = os.path.exists\nos.path.exists = lambda p: False if str(p).endswith("/setpriv") else _exists(p)\n`;
-    const noSetpriv = new FileAgent(sb().box, { argv: ["python3", "-I", "-S", "-u", "-c", `${hide}${AGENT_SCRIPT}`] });
+    const noSetpriv = new FileAgent(sb().box, { argv: agentArgv(`${hide}${AGENT_SCRIPT}`) });
     try {
       const r = await noSetpriv.run(["bash", "-c", 'echo "$(id -u):$(id -g) $(id -G) $(cat)"; grep -E "^(CapEff|NoNewPrivs)" /proc/self/status | tr -s "\t " " "'], { uid: 1000, gid: 1000, cwd: "/workspace", stdin: Buffer.from("in"), timeoutSec: 10, maxBytes: 1000 });
       expect(r?.exitCode, r?.stderr).toBe(0);
@@ -155,12 +155,12 @@ describe("an image without setpriv", () => {
 
 describe("an agent that cannot run commands", () => {
   it("answers run with nothing (the caller uses docker exec) and keeps serving files", async () => {
-    const notRoot = new FileAgent(sb().box, { argv: ["python3", "-I", "-S", "-u", "-c", `import os\nos.getuid = lambda: 1000\n${AGENT_SCRIPT}`] });
+    const notRoot = new FileAgent(sb().box, { argv: agentArgv(`import os\nos.getuid = lambda: 1000\n${AGENT_SCRIPT}`) });
     try {
       expect(await notRoot.run(["id", "-u"], { uid: 0, gid: 0, timeoutSec: 10, maxBytes: 100 })).toBeUndefined();
       expect(await notRoot.run(["id", "-u"], { uid: 0, gid: 0, timeoutSec: 10, maxBytes: 100, stream: (async function* () { yield Buffer.from("x"); })() })).toBeUndefined();
       const st = await notRoot.request({ op: "stat", path: "/workspace" });
-      expect(st?.header.type).toBe("directory");
+      expect(st?.reply && "type" in st.reply && st.reply.type).toBe("directory");
     } finally {
       notRoot.close();
     }

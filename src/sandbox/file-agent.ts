@@ -10,14 +10,23 @@ import { defaults } from "../config.js";
 import { gather } from "../runtime/gather.js";
 import type { Attached, Box } from "../runtime/types.js";
 import { AGENT_SCRIPT } from "./file-agent-script.js";
+import { agentArgs, parseReply, PROTOCOL_VERSION, type AgentOp, type AgentReplyOf, type AgentRequest, type ErrorReply } from "./agent-protocol.js";
+import { AGENT_GID, AGENT_UID } from "./agent-user.js";
 import type { Liveness } from "./liveness.js";
 
 export { AGENT_SCRIPT };
 
-export interface AgentReply {
-  header: Record<string, unknown> & { error?: string; message?: string };
+/** The agent's program and its arguments (tests run variants of the script). */
+export const agentArgv = (script = AGENT_SCRIPT) => ["python3", "-I", "-S", "-u", "-c", script, agentArgs(AGENT_UID, AGENT_GID)];
+
+/** A reply as framed: its header line (not yet checked against the request) and body. */
+interface RawReply {
+  header: Record<string, unknown>;
   body: Buffer;
 }
+
+/** A reply checked against its request's op: the reply, or the error the agent reported; the body either way. */
+export type Answer<Op extends AgentOp> = { reply: AgentReplyOf<Op>; error?: undefined; body: Buffer } | { reply?: undefined; error: ErrorReply; body: Buffer };
 
 /** What a command run through the agent gave: as Sandbox.exec's result. */
 export interface AgentRun {
@@ -73,8 +82,8 @@ export class FileAgent {
   private starting?: Promise<boolean>;
   private chunks: Buffer[] = [];
   private buffered = 0;
-  private header?: AgentReply["header"];
-  private waiter?: (r: AgentReply | undefined) => void;
+  private header?: RawReply["header"];
+  private waiter?: (r: RawReply | undefined) => void;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly timeoutMs: number;
   private readonly maxReplyBytes: number;
@@ -90,7 +99,7 @@ export class FileAgent {
   ) {
     this.timeoutMs = opts.timeoutMs ?? 60_000;
     this.maxReplyBytes = this.limit = opts.maxReplyBytes ?? defaults.files.maxReadBytes + 1024 * 1024;
-    this.argv = opts.argv ?? ["python3", "-I", "-S", "-u", "-c", AGENT_SCRIPT];
+    this.argv = opts.argv ?? agentArgv();
     this.liveness = opts.liveness;
   }
 
@@ -115,9 +124,15 @@ export class FileAgent {
         void proc.ended.then(() => {
           if (this.proc === proc) this.fail();
         });
-        const probe = await this.call({ op: "hello" });
-        this.agentPid = typeof probe?.header.pid === "number" ? probe.header.pid : undefined;
-        return probe !== undefined && !probe.header.error;
+        // The handshake: the agent's pid (a kill must spare it under gVisor) and the protocol it speaks.
+        const raw = await this.call({ op: "hello" });
+        const hello = raw && parseReply("hello", raw.header);
+        if (!hello?.ok || hello.reply.version !== PROTOCOL_VERSION) {
+          if (raw) this.fail(); // another program, or another version of it: not ours to talk to
+          return false;
+        }
+        this.agentPid = hello.reply.pid;
+        return true;
       } catch {
         return false;
       }
@@ -125,8 +140,20 @@ export class FileAgent {
     return this.starting;
   }
 
-  /** One request; undefined when the agent is gone or misbehaved (the caller falls back to the archive API). */
-  async request(header: Record<string, unknown>, body?: Buffer, o: CallOptions = {}): Promise<AgentReply | undefined> {
+  /**
+   * One request; undefined when the agent is gone or misbehaved (the caller falls back to an exec).
+   * A reply that fits neither the op's reply nor an error is a protocol violation: the agent is
+   * restarted.
+   */
+  async request<Op extends AgentOp>(req: Extract<AgentRequest, { op: Op }>, body?: Buffer, o: CallOptions = {}): Promise<Answer<Op> | undefined> {
+    const raw = await this.requestRaw(req, body, o);
+    if (!raw) return undefined;
+    const r = parseReply(req.op as Op, raw.header);
+    if (!r) return void this.fail();
+    return r.ok ? { reply: r.reply, body: raw.body } : { error: r.error, body: raw.body };
+  }
+
+  private async requestRaw(header: AgentRequest, body?: Buffer, o: CallOptions = {}): Promise<RawReply | undefined> {
     if (!this.liveness) return this.requestNow(header, body, o);
     try {
       return await this.liveness.guard(this.requestNow(header, body, o));
@@ -136,7 +163,7 @@ export class FileAgent {
     }
   }
 
-  private async requestNow(header: Record<string, unknown>, body?: Buffer, o: CallOptions = {}): Promise<AgentReply | undefined> {
+  private async requestNow(header: AgentRequest, body?: Buffer, o: CallOptions = {}): Promise<RawReply | undefined> {
     if (!(await this.start())) return undefined;
     if (!this.proc?.alive) {
       // Gone after a protocol violation or a timeout: start a new one.
@@ -155,7 +182,7 @@ export class FileAgent {
     if (!this.canRun || !(await this.start())) return undefined;
     const put = o.put?.length ? o.put : undefined;
     if (put && o.stream) throw new Error("FileAgent.run: put needs the stdin in hand, not a stream");
-    const header = { op: "run", argv, uid: o.uid, gid: o.gid, cwd: o.cwd, env: o.env ?? [], timeout: o.timeoutSec, max: o.maxBytes, stream: !!o.stream, ...(put ? { put: put.map((f) => [f.path, f.data.length]) } : {}) };
+    const header: AgentRequest = { op: "run", argv, uid: o.uid, gid: o.gid, cwd: o.cwd, env: o.env ?? [], timeout: o.timeoutSec, max: o.maxBytes, stream: !!o.stream, ...(put ? { put: put.map((f): [string, number] => [f.path, f.data.length]) } : {}) };
     const body = put ? Buffer.concat([...put.map((f) => f.data), o.stdin ?? Buffer.alloc(0)]) : o.stdin;
     let sourceErr: unknown;
     const frames = o.stream && (async function* () {
@@ -166,24 +193,23 @@ export class FileAgent {
       }
     })();
     const sent = { value: false };
-    const r = await this.request(header, body, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames, sent });
+    const r = await this.request<"run">(header as Extract<AgentRequest, { op: "run" }>, body, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames, sent });
     if (sourceErr !== undefined) throw new StreamSourceError(sourceErr);
     // Sent, then no answer (the agent died, or did not answer in time): the command may have run,
     // so it is not run again through docker exec.
     if (!r && sent.value) throw new Error(`the sandbox's file agent stopped while running ${argv[0]}`);
     if (!r) return undefined;
-    const h = r.header as { error?: string; message?: string; exit?: unknown; out?: unknown; err?: unknown; truncated?: unknown };
-    if (h.error === "EPERM") return void (this.canRun = false);
-    if (h.error) throw new Error(`running ${argv[0]} in the sandbox failed: ${h.message ?? h.error}`);
-    const [out, err] = [Number(h.out), Number(h.err)];
-    if (!Number.isSafeInteger(h.exit) || out + err !== r.body.length) throw new Error("the file agent's reply to a run is malformed");
-    return { stdout: r.body.subarray(0, out), stderr: r.body.subarray(out).toString("utf8"), exitCode: h.exit as number, truncated: h.truncated === true };
+    if (r.error?.error === "EPERM") return void (this.canRun = false);
+    if (r.error) throw new Error(`running ${argv[0]} in the sandbox failed: ${r.error.message ?? r.error.error}`);
+    const h = r.reply;
+    if (h.out + h.err !== r.body.length) throw new Error("the file agent's reply to a run is malformed");
+    return { stdout: r.body.subarray(0, h.out), stderr: r.body.subarray(h.out).toString("utf8"), exitCode: h.exit, truncated: h.truncated };
   }
 
-  private call(header: Record<string, unknown>, body?: Buffer, o: CallOptions = {}): Promise<AgentReply | undefined> {
+  private call(header: AgentRequest, body?: Buffer, o: CallOptions = {}): Promise<RawReply | undefined> {
     const next = this.queue.then(
       () =>
-        new Promise<AgentReply | undefined>((resolve) => {
+        new Promise<RawReply | undefined>((resolve) => {
           const proc = this.proc;
           if (!proc?.alive) return resolve(undefined);
           const timer = setTimeout(() => this.fail(), o.timeoutMs ?? this.timeoutMs);
@@ -236,7 +262,7 @@ export class FileAgent {
         const buf = this.take();
         const nl = buf.indexOf(10);
         if (nl < 0) return void (buf.length > 64 * 1024 && this.fail());
-        let header: AgentReply["header"] | undefined;
+        let header: RawReply["header"] | undefined;
         try {
           header = JSON.parse(buf.subarray(0, nl).toString("utf8"));
         } catch {

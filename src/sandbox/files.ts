@@ -64,9 +64,9 @@ export class Files {
     const abs = checkAbsolute(p);
     const r = await this.agent?.request({ op: "stat", path: abs });
     if (!r) return this.execStat(abs);
-    const h = r.header as { missing?: boolean; type: FileStat["type"]; size: number; mode: number; mtime: number; real: string; link: boolean };
-    if (r.header.error) throw fileError(String(r.header.error), r.header.message, abs);
-    if (h.missing) return undefined;
+    if (r.error) throw fileError(r.error.error, r.error.message, abs);
+    const h = r.reply;
+    if ("missing" in h) return undefined;
     return { type: h.type, size: h.size, mode: h.mode, mtime: String(h.mtime), path: h.real, ...(h.link ? { symlinkTarget: h.real } : {}) };
   }
 
@@ -89,8 +89,8 @@ export class Files {
     const abs = checkAbsolute(p);
     const r = await this.agent?.request({ op: "read", path: abs, max });
     if (!r) return this.execReadEntry(abs, max);
-    if (r.header.error) throw readError(String(r.header.error), r.header.message, p, max, r.header.size);
-    const h = r.header as { mode: number; uid: number; gid: number; real: string };
+    if (r.error) throw readError(r.error.error, r.error.message, p, max, r.error.size);
+    const h = r.reply;
     return { bytes: r.body, mode: h.mode, uid: h.uid, gid: h.gid, path: h.real };
   }
 
@@ -114,7 +114,7 @@ export class Files {
     const abs = checkAbsolute(p);
     const r = await this.agent?.request({ op: "write", path: abs, ...(opts.mode !== undefined ? { mode: opts.mode } : {}) }, Buffer.from(bytes));
     if (!r) return this.execWrite(abs, bytes, opts);
-    if (r.header.error) throw writeError(String(r.header.error), r.header.message, abs);
+    if (r.error) throw writeError(r.error.error, r.error.message, abs);
   }
 
   /** Writes through a `docker exec` as uid 1000, with the same rules as the agent's write. */
@@ -134,8 +134,8 @@ export class Files {
     const abs = checkAbsolute(p);
     const r = await this.agent?.request({ op: "write", path: abs, expect: expectSha256 }, Buffer.from(bytes));
     if (!r) return undefined;
-    if (r.header.error === "ECHANGED") return false;
-    if (r.header.error) throw fileError(String(r.header.error), r.header.message, abs);
+    if (r.error?.error === "ECHANGED") return false;
+    if (r.error) throw fileError(r.error.error, r.error.message, abs);
     return true;
   }
 
@@ -144,7 +144,7 @@ export class Files {
     const abs = checkAbsolute(dir);
     const r = await this.agent?.request({ op: "mkdirp", path: abs });
     if (!r) return this.slow.mkdirp(abs).catch(execError(abs, true));
-    if (r.header.error) throw fileError(String(r.header.error), r.header.message, abs);
+    if (r.error) throw fileError(r.error.error, r.error.message, abs);
   }
 
   /** Removes a file (not a directory). */
@@ -152,15 +152,15 @@ export class Files {
     const abs = checkAbsolute(p);
     const r = await this.agent?.request({ op: "remove", path: abs });
     if (!r) return this.slow.remove(abs).catch(execError(abs));
-    if (r.header.error) throw fileError(String(r.header.error), r.header.message, abs);
+    if (r.error) throw fileError(r.error.error, r.error.message, abs);
   }
 
   /** Entries up to two levels below `dir`, hidden names (and what is under them) left out. */
   async list(dir: string): Promise<string[] | undefined> {
     const r = await this.agent?.request({ op: "list", path: checkAbsolute(dir) });
     if (!r) return undefined;
-    if (r.header.error) throw fileError(String(r.header.error), r.header.message, dir);
-    return r.header.entries as string[];
+    if (r.error) throw fileError(r.error.error, r.error.message, dir);
+    return r.reply.entries;
   }
 
   /**
@@ -171,8 +171,7 @@ export class Files {
    */
   async digest(dir: string, maxEntries = 20_000): Promise<string | undefined> {
     const r = await this.agent?.request({ op: "digest", path: checkAbsolute(dir), max: maxEntries });
-    const d = r?.header.digest;
-    return typeof d === "string" && /^[0-9a-f]{40}$/.test(d) ? d : undefined;
+    return r?.reply && "digest" in r.reply ? r.reply.digest : undefined;
   }
 
   /** Extracts a tar archive (a Buffer or a stream) into `dir` through the backend, where it can (Docker's archive API). */

@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Attached, Box } from "../runtime/types.js";
 import type { Liveness } from "./liveness.js";
+import { AGENT_UID } from "./agent-user.js";
 import { SUPERVISOR_SCRIPT } from "./supervisor-script.js";
 
 const BASH = ["bash", "--noprofile", "--norc"];
@@ -96,7 +97,7 @@ export class Supervisor {
   }
 
   private async startNow(): Promise<void> {
-    const argv = ["python3", "-I", "-S", "-u", "-c", SUPERVISOR_SCRIPT, String(this.pidsLimit)];
+    const argv = ["python3", "-I", "-S", "-u", "-c", SUPERVISOR_SCRIPT, String(this.pidsLimit), String(AGENT_UID)];
     try {
       ({ proc: this.proc } = await startHelper(this.box, argv, (b) => this.waiter?.feed(b), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] }));
     } catch (err) {

@@ -1,0 +1,58 @@
+// The file agent's protocol (src/sandbox/py/file_agent.py), typed: every request the worker sends,
+// the reply each gets (checked with zod: a reply that does not fit is a protocol violation and the
+// agent is restarted), the version both sides speak, and the one errno table. The framing (a JSON
+// line and a body) is the FileAgent's (file-agent.ts); this is only what the lines say.
+import { z } from "zod";
+
+/** Bumped with any change to a request or a reply; the agent says its own in `hello`. */
+export const PROTOCOL_VERSION = 1;
+
+/** The errno codes the agent reports by name (any other OSError is EIO): given to it at start. */
+export const ERRNO = { 1: "EPERM", 2: "ENOENT", 13: "EACCES", 20: "ENOTDIR", 21: "EISDIR", 27: "EFBIG", 28: "ENOSPC", 30: "EROFS" } as const;
+/** What an error reply's `error` may say: an errno code, or one of the agent's own. */
+export type AgentErrorCode = (typeof ERRNO)[keyof typeof ERRNO] | "EIO" | "EINVAL" | "ECHANGED";
+
+export type AgentRequest =
+  | { op: "hello" }
+  | { op: "stat"; path: string }
+  | { op: "read"; path: string; max: number }
+  | { op: "write"; path: string; mode?: number; expect?: string }
+  | { op: "mkdirp"; path: string }
+  | { op: "remove"; path: string }
+  | { op: "list"; path: string }
+  | { op: "digest"; path: string; max: number }
+  | { op: "run"; argv: string[]; uid: number; gid: number; cwd?: string; env: string[]; timeout: number; max: number; stream: boolean; put?: [string, number][] };
+export type AgentOp = AgentRequest["op"];
+
+const int = z.number().int();
+const FileType = z.enum(["file", "directory", "other"]);
+
+/** Each op's reply header (besides `len`) when it did not fail. */
+export const REPLIES = {
+  hello: z.object({ pid: int, root: z.boolean(), version: int }),
+  stat: z.union([z.object({ missing: z.literal(true) }), z.object({ type: FileType, size: int, mode: int, mtime: z.number(), real: z.string(), link: z.boolean() })]),
+  read: z.object({ mode: int, uid: int, gid: int, real: z.string() }),
+  write: z.object({}),
+  mkdirp: z.object({}),
+  remove: z.object({}),
+  list: z.object({ entries: z.array(z.string()) }),
+  digest: z.union([z.object({ digest: z.string().regex(/^[0-9a-f]{40}$/) }), z.object({ over: z.literal(true) })]),
+  run: z.object({ exit: int, out: int.nonnegative(), err: int.nonnegative(), truncated: z.boolean(), timedOut: z.boolean() }),
+} satisfies Record<AgentOp, z.ZodType>;
+
+/** An error reply: the code, the OS's words, and for reads over the bound the file's size. */
+export const ErrorReply = z.object({ error: z.string().max(64), message: z.string().max(4096).optional(), size: int.optional() });
+export type ErrorReply = z.infer<typeof ErrorReply>;
+
+export type AgentReplyOf<Op extends AgentOp> = z.infer<(typeof REPLIES)[Op]>;
+
+/** A reply header checked against the request's op: the typed reply, the error, or undefined when it fits neither. */
+export function parseReply<Op extends AgentOp>(op: Op, header: unknown): { ok: true; reply: AgentReplyOf<Op> } | { ok: false; error: ErrorReply } | undefined {
+  const err = ErrorReply.safeParse(header);
+  if (err.success) return { ok: false, error: err.data };
+  const r = (REPLIES[op] as unknown as z.ZodType<AgentReplyOf<Op>>).safeParse(header);
+  return r.success ? { ok: true, reply: r.data } : undefined;
+}
+
+/** The agent program's argv[1]: the agent's ids and the errno table. */
+export const agentArgs = (uid: number, gid: number) => JSON.stringify({ uid, gid, errno: ERRNO });
