@@ -1,0 +1,53 @@
+// Phase 1 of a job (run.ts): the sandbox. The setup network's session when the spec asks for one,
+// the repo read (or cloned) on the host while the sandbox starts, and the sandbox itself: a warm
+// one of the job's kind from the pool, else made. What it holds is released by release().
+import type { EgressSession } from "../net/proxy.js";
+import { Sandbox } from "../sandbox/sandbox.js";
+import type { JobContext } from "./context.js";
+import { repoArchive, type RepoArchive } from "./repo.js";
+import { mountsFor, prepareEgress } from "./setup.js";
+import type { Snapshot } from "./verify.js";
+
+/** What an attempt holds until it ends: each part released once, in release(). */
+export interface Held {
+  egress?: EgressSession;
+  /** The repo's archive until it is loaded (a clone to remove). */
+  prepared?: Promise<RepoArchive>;
+  sandbox?: Sandbox;
+  snapshot?: Promise<Snapshot>;
+  /** Verify sandboxes being removed. */
+  removals: Promise<void>[];
+  /** Tells the pool this job's setup is over (it refills again). */
+  setupDone?: () => void;
+}
+
+export const kindOf = (ctx: JobContext) => ({ image: ctx.spec.image ?? ctx.config.image, limits: ctx.spec.limits, runtime: ctx.spec.runtime });
+
+/** A fresh sandbox of the job's kind (for verify too): from the pool when it has one, else made. */
+export function freshSandbox(ctx: JobContext, mounts?: ReturnType<typeof mountsFor>): Promise<Sandbox> {
+  const o = ctx.opts;
+  const deadlineSec = ctx.timeoutSec + 600;
+  const warm = mounts ? undefined : o.pool?.take(kindOf(ctx), deadlineSec); // a warm sandbox has no extra mounts
+  return warm ? Promise.resolve(warm) : Sandbox.create({ ...kindOf(ctx), jobId: ctx.jobId, owner: o.owner, labels: o.labels, deadlineSec, mounts, backend: o.backend });
+}
+
+export async function acquire(ctx: JobContext, held: Held): Promise<Sandbox> {
+  // The pool makes no warm sandbox while this one is set up: it would compete for the CPU.
+  held.setupDone = ctx.opts.pool?.setupStarted?.();
+  held.egress = await prepareEgress(ctx.spec, ctx.opts.egress, ctx.emit);
+  held.prepared = repoArchive(ctx.spec.repo);
+  held.prepared.catch(() => {}); // awaited by the load; a failure there is the job's
+  held.sandbox = await freshSandbox(ctx, mountsFor(held.egress));
+  ctx.opts.onSandbox?.(held.sandbox);
+  return held.sandbox;
+}
+
+/** Releases what the attempt held: the pool's turn, the clone, the network, the sandboxes, the snapshot. */
+export async function release(held: Held): Promise<void> {
+  held.setupDone?.();
+  await held.prepared?.then((a) => a.cleanup(), () => {});
+  await held.egress?.close();
+  await held.sandbox?.destroy();
+  await held.snapshot?.then((s) => s.remove(), () => {});
+  await Promise.all(held.removals);
+}

@@ -1,0 +1,73 @@
+// Phase 3 of a job (run.ts): the agent. A new attempt first goes on from the last checkpoint of an
+// earlier one, where it fits this workspace (checkpoint.ts); then the tool-use loop with the job's
+// tools, model, budgets and checkpoints, from the start, from the checkpoint, or not at all when
+// the agent had already finished (on to its patch and verify).
+import { runAgentLoop, type LoopOptions, type LoopOutcome, type TurnState } from "../agent/loop.js";
+import { AnthropicModel } from "../agent/model.js";
+import { costUsd } from "../agent/prices.js";
+import { systemPrompt } from "../agent/prompt.js";
+import { defaults } from "../config.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import { DEFAULT_EDITOR_TOOL } from "../spec.js";
+import { Toolbox, type ToolUseBlock } from "../tools/index.js";
+import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, RESUME_NOTE_PENDING, restoreCheckpoint, specHash, turnStateOf } from "./checkpoint.js";
+import type { JobContext } from "./context.js";
+import type { Prepared } from "./prepare.js";
+
+/** The sandbox stopped while the agent worked (the engine failed): the job is retried, from its last checkpoint. */
+export class SandboxLostError extends Error {}
+
+export interface AgentRun {
+  outcome: LoopOutcome;
+  /** The agent again, after a failed verify, with the same tools, budgets and checkpoints. */
+  resume(from: LoopOutcome, message: string): Promise<LoopOutcome>;
+  /** The verify round the conversation is in (the checkpoints record it). */
+  at: { round: number };
+  /** Settles once the workspace is the agent's (its repo, the snapshot, the first fingerprint). */
+  settled: Promise<void>;
+}
+
+export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared): Promise<AgentRun> {
+  const { spec, config, opts } = ctx;
+  const modelName = spec.model ?? config.model;
+  const store = opts.checkpoints;
+  const restored = store && (await restoreCheckpoint(store, sandbox, prep.baseline, modelName, ctx.emit, prep.loaded));
+  const cp = store && new Checkpointer({ store, sandbox, baseline: prep.baseline, jobId: ctx.jobId, attempt: ctx.attempt, specHash: specHash(spec), emit: ctx.emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
+  // The workspace's first fingerprint after the agent's repo (the file agent serves one request at
+  // a time): both before the first tool, while the first model request is out.
+  const settled = prep.loaded.then(() => cp?.start());
+  // Spend already counted by the earlier attempt: a batch's running total gets this attempt's part only.
+  const before = restored ? costUsd(modelName, restored.usage) : 0;
+  const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
+  const at = { round: restored?.round ?? 1 };
+  const tools = spec.tools ?? DEFAULT_EDITOR_TOOL;
+  const toolbox = new Toolbox(sandbox, { tools, commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
+  const loop: LoopOptions = {
+    model: opts.model ?? new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl }),
+    modelName,
+    system: systemPrompt({ tools, verify: spec.verify }),
+    task: spec.task,
+    tools: toolbox.definitions(),
+    runTool: async (block: ToolUseBlock, signal?: AbortSignal) => {
+      await settled;
+      if (mayChangeFiles(block)) cp?.touched();
+      const r = await toolbox.run(block, signal);
+      // A sandbox that is gone (its engine failed) fails every later tool: this attempt ends here,
+      // and the next one goes on from the last checkpoint instead of the model talking to a corpse.
+      // A shell that exited is not an error to the model (it may have run `exit`), but may mean the same.
+      if ((r.isError || r.processLost) && !signal?.aborted && !(await sandbox.running())) throw new SandboxLostError(`the sandbox stopped under the job: ${r.content.slice(0, 300)}`);
+      return r;
+    },
+    maxTurns: spec.maxTurns,
+    maxTokens: spec.maxTokens,
+    budget: spec.budget,
+    signal: ctx.signal,
+    emit: ctx.emit,
+    stopAfterTurn,
+    onTurn: cp && (async (s: TurnState) => (await settled, cp.take(s, at.round))),
+  };
+  const outcome = restored?.ended
+    ? outcomeOf({ ...restored, ended: restored.ended }, modelName)
+    : await runAgentLoop(restored ? { ...loop, resume: { from: turnStateOf(restored), message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE, sendAll: true } } : loop);
+  return { outcome, at, settled, resume: (from, message) => runAgentLoop({ ...loop, resume: { from, message } }) };
+}

@@ -1,0 +1,43 @@
+// Phase 5 of a job (run.ts): the result, and its job_finished event. Also what ends an attempt
+// early (cancelled while queued, stopped in setup, a failure that is the job's own) and which
+// failures those are: the rest are thrown for the queue to retry.
+import type { LoopOutcome } from "../agent/loop.js";
+import type { EgressSession } from "../net/proxy.js";
+import { emptyResult, type JobResult, type JobStatus } from "../spec.js";
+import type { JobContext } from "./context.js";
+import type { PatchResult } from "./patch.js";
+
+export interface Timings {
+  sandboxMs: number;
+  agentMs: number;
+}
+
+/** The result of an attempt whose agent ran: its outcome, the patch verify judged, the timings. */
+export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchResult; verify?: JobResult["verify"]; timings: Timings; egress?: EgressSession }): JobResult {
+  const { outcome, patch, verify } = o;
+  const result: JobResult = {
+    status: outcome.status,
+    patch: patch.patch,
+    diffstat: patch.diffstat,
+    filesChanged: patch.filesChanged,
+    ...(verify ? { verify, verified: verify.exitCode === 0 } : {}),
+    stopReason: outcome.stopReason,
+    turns: outcome.turns,
+    usage: outcome.usage,
+    costUsd: outcome.costUsd,
+    timings: { queuedMs: ctx.opts.queuedMs ?? 0, ...o.timings, totalMs: ctx.elapsed() },
+    ...(outcome.error ? { error: outcome.error } : {}),
+    ...(outcome.summary ? { summary: outcome.summary } : {}),
+    ...(o.egress ? { egress: { ...o.egress.stats } } : {}),
+    jobId: ctx.jobId,
+    attempt: ctx.attempt,
+  };
+  ctx.emit({ type: "job_finished", status: result.status, costUsd: result.costUsd, turns: result.turns, ...(result.error ? { error: result.error } : {}) });
+  return result;
+}
+
+/** An attempt that ended before its agent ran: no patch, no usage, and why. */
+export function endedEarly(ctx: JobContext, status: JobStatus, error: string, egress?: EgressSession): JobResult {
+  ctx.emit({ type: "job_finished", status, costUsd: 0, turns: 0, error });
+  return emptyResult(status, error, { timings: { queuedMs: ctx.opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ctx.elapsed() }, jobId: ctx.jobId, attempt: ctx.attempt, ...(egress ? { egress: { ...egress.stats } } : {}) });
+}

@@ -1,0 +1,63 @@
+// Phase 2 of a job (run.ts): the workspace as the agent finds it. The repo loaded and its baseline
+// taken; setup run (with its network, if any), whatever it left running killed and the baseline
+// taken again; and for a job with verify, the post-setup snapshot (verify.ts), before anything of
+// the agent's runs. The agent's own git repo (where the repo had none) is made while the first
+// model request is out: `loaded` settles once it and the snapshot are done.
+import { defaults } from "../config.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import { defaultLimits, TarTooLargeError } from "../sandbox/sandbox.js";
+import type { Held } from "./acquire.js";
+import { stoppedStatus, type JobContext } from "./context.js";
+import { loadRepo, snapshotBaseline } from "./repo.js";
+import { runSetup, startSetupNetwork } from "./setup.js";
+import { snapshotMaxBytes, takeSnapshot, VerifyError, type Snapshot } from "./verify.js";
+
+export interface Prepared {
+  /** The tree the patch is taken against. */
+  baseline: string;
+  /** Settles once the workspace is the agent's to use (its repo made, the snapshot taken). */
+  loaded: Promise<void>;
+  /** ms from the start of the load to ready. */
+  sandboxMs: number;
+}
+
+/** The workspace ready for the agent, or why the job stopped meanwhile (cancel, timeout). */
+export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, since: number): Promise<Prepared | { stopped: { status: "timeout" | "cancelled"; error: string } }> {
+  const network = startSetupNetwork(sandbox, held.egress); // with network.setup: the bridge starts while the repo loads
+  let { baseline, agentRepo } = await loadRepo(sandbox, ctx.spec.repo, { prepared: held.prepared, deferAgentRepo: true });
+  held.prepared = undefined;
+  const sandboxMs = ctx.elapsed(since);
+  held.setupDone?.();
+  ctx.emit({ type: "sandbox_ready", container: sandbox.name, ms: sandboxMs });
+  void sandbox.shell.supervised().catch(() => {}); // while the first model request (or setup) starts; the first command waits for it
+
+  const setup = typeof ctx.spec.setup === "string" ? [ctx.spec.setup] : (ctx.spec.setup ?? []);
+  if (setup.length) await agentRepo;
+  const stopped = await runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctx.signal, emit: ctx.emit, egress: held.egress, network, onBridge: ctx.opts.onEgressBridge });
+  if (stopped) return { stopped: { status: stoppedStatus(ctx.signal), error: stopped } };
+  // What setup produced (installed dependencies, build output) is not the agent's change. Setup
+  // runs the repo's own commands: whatever they left running is stopped before the snapshot.
+  if (setup.length) {
+    await sandbox.killAgentProcesses({ keepShell: true });
+    baseline = await snapshotBaseline(sandbox);
+  }
+  // Verify judges the workspace as setup left it plus the patch: that state is kept before
+  // anything of the agent's runs (a restored checkpoint, the first tool).
+  held.snapshot = ctx.spec.verify ? agentRepo.then(() => snapshotOf(sandbox, defaultLimits(ctx.spec.limits).diskMb)) : undefined;
+  held.snapshot?.catch(() => {}); // awaited by the restore or the first tool
+  return { baseline, loaded: held.snapshot ? held.snapshot.then(() => {}) : agentRepo, sandboxMs };
+}
+
+/**
+ * The post-setup snapshot. One that cannot be taken from a sandbox that still runs (too large, a
+ * tree tar cannot read whole: setup's doing) is the workspace's fault, not the host's: not retried.
+ */
+async function snapshotOf(sb: Sandbox, diskMb: number): Promise<Snapshot> {
+  try {
+    return await takeSnapshot(sb, snapshotMaxBytes(diskMb));
+  } catch (err) {
+    if (err instanceof TarTooLargeError) throw new VerifyError(`the workspace after setup is too large to keep for verify: ${err.message}`);
+    if (await sb.running()) throw new VerifyError(`the workspace after setup could not be kept for verify: ${(err as Error).message}`);
+    throw err;
+  }
+}
