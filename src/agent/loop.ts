@@ -4,7 +4,7 @@ import { defaults } from "../config.js";
 import { addUsage, emptyUsage, type EventInput, type JobStatus, type Usage } from "../spec.js";
 import type { ToolRun, ToolUseBlock } from "../tools/index.js";
 import { cacheBreakpoints, shortenOldToolResults } from "./context.js";
-import { ModelError, type ContentBlock, type Message, type Model } from "./model.js";
+import { ModelError, type ContentBlock, type Message, type Model, type ModelResponse } from "./model.js";
 import { costUsd } from "./prices.js";
 import { taskMessage } from "./prompt.js";
 
@@ -65,110 +65,159 @@ export interface LoopOutcome {
 }
 
 export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
-  const emit = o.emit ?? (() => {});
-  const maxTurns = o.maxTurns ?? defaults.job.maxTurns;
-  const system: ContentBlock[] = [{ type: "text", text: o.system }];
-  const from = o.resume?.from;
-  // A conversation that stopped between the model's answer and its tool results (a crash while
-  // the tools ran): those tool calls run now, and the note goes with their results.
-  const pending = from ? pendingToolUses(from.messages) : [];
-  const messages: Message[] = !from ? [{ role: "user", content: taskMessage(o.task) }] : pending.length ? [...from.messages] : withUserText(from.messages, o.resume!.message);
-  let usage = from?.usage ?? emptyUsage();
-  let turns = from?.turns ?? 0;
-  let sentUpTo = o.resume?.sendAll ? 0 : (from?.messages.length ?? 0);
-  let maxTokensHits = 0;
-  let trimmedChars = 0;
-  let stopReason: string | null = from?.stopReason ?? null;
-  let summary = from?.summary ?? "";
-  const done = (status: JobStatus, error?: string): LoopOutcome => ({
-    status, stopReason, turns, usage, costUsd: costUsd(o.modelName, usage), messages, summary, ...(error ? { error } : {}),
-  });
-  const aborted = () => (o.signal?.reason === "timeout" ? done("timeout", "the job's wall-clock timeout was reached") : done("cancelled", "the job was cancelled"));
-  const runTools = async (toolUses: ToolUseBlock[]): Promise<ContentBlock[]> => {
+  const run = new LoopRun(o);
+  const first = await run.runPending();
+  if (first) return first;
+  for (;;) {
+    if (o.signal?.aborted) return run.aborted();
+    if (run.turns >= run.maxTurns) return run.done("max_turns", `stopped after ${run.maxTurns} turns`);
+    const res = await run.ask();
+    if (!("content" in res)) return res;
+    const next = await run.judge(res);
+    if (next === "again") continue;
+    if (!Array.isArray(next)) return next;
+    // The answer is paid for: kept before its tools run, so a crash while they run does not ask again.
+    await run.checkpoint();
+    const results = await run.runTools(next);
+    if (o.signal?.aborted) return run.aborted();
+    run.messages.push({ role: "user", content: results });
+    await run.checkpoint();
+  }
+}
+
+/** One run of the loop: the conversation, its counters, and the steps of a turn. */
+class LoopRun {
+  readonly emit: (e: EventInput) => void;
+  readonly maxTurns: number;
+  readonly messages: Message[];
+  private readonly system: ContentBlock[];
+  private readonly pending: ToolUseBlock[];
+  usage: Usage;
+  turns: number;
+  private sentUpTo: number;
+  private maxTokensHits = 0;
+  private trimmedChars = 0;
+  private stopReason: string | null;
+  private summary: string;
+
+  constructor(private readonly o: LoopOptions) {
+    this.emit = o.emit ?? (() => {});
+    this.maxTurns = o.maxTurns ?? defaults.job.maxTurns;
+    this.system = [{ type: "text", text: o.system }];
+    const from = o.resume?.from;
+    // A conversation that stopped between the model's answer and its tool results (a crash while
+    // the tools ran): those tool calls run now, and the note goes with their results.
+    this.pending = from ? pendingToolUses(from.messages) : [];
+    this.messages = !from ? [{ role: "user", content: taskMessage(o.task) }] : this.pending.length ? [...from.messages] : withUserText(from.messages, o.resume!.message);
+    this.usage = from?.usage ?? emptyUsage();
+    this.turns = from?.turns ?? 0;
+    this.sentUpTo = o.resume?.sendAll ? 0 : (from?.messages.length ?? 0);
+    this.stopReason = from?.stopReason ?? null;
+    this.summary = from?.summary ?? "";
+  }
+
+  done(status: JobStatus, error?: string): LoopOutcome {
+    const { stopReason, turns, usage, messages, summary } = this;
+    return { status, stopReason, turns, usage, costUsd: costUsd(this.o.modelName, usage), messages, summary, ...(error ? { error } : {}) };
+  }
+
+  aborted(): LoopOutcome {
+    return this.o.signal?.reason === "timeout" ? this.done("timeout", "the job's wall-clock timeout was reached") : this.done("cancelled", "the job was cancelled");
+  }
+
+  checkpoint(ended?: JobStatus): Promise<void> | undefined {
+    const { turns, usage, stopReason, summary, messages } = this;
+    return this.o.onTurn?.({ turns, usage, stopReason, summary, messages, ...(ended ? { ended } : {}) });
+  }
+
+  /** The tool calls left by a crash, run before the first request; an outcome if aborted meanwhile. */
+  async runPending(): Promise<LoopOutcome | undefined> {
+    if (!this.pending.length) return undefined;
+    const results = await this.runTools(this.pending);
+    if (this.o.signal?.aborted) return this.aborted();
+    this.messages.push({ role: "user", content: [...results, { type: "text", text: this.o.resume!.message }] });
+    await this.checkpoint();
+    return undefined;
+  }
+
+  async runTools(toolUses: ToolUseBlock[]): Promise<ContentBlock[]> {
     const results: ContentBlock[] = [];
     for (const block of toolUses) {
-      if (o.signal?.aborted) break;
-      emit({ type: "tool_call", turn: turns, toolUseId: block.id, name: block.name, input: block.input });
-      const r = await o.runTool(block, o.signal);
-      emit({ type: "tool_result", turn: turns, toolUseId: block.id, name: block.name, output: r.content, isError: r.isError, ms: r.durationMs });
+      if (this.o.signal?.aborted) break;
+      this.emit({ type: "tool_call", turn: this.turns, toolUseId: block.id, name: block.name, input: block.input });
+      const r = await this.o.runTool(block, this.o.signal);
+      this.emit({ type: "tool_result", turn: this.turns, toolUseId: block.id, name: block.name, output: r.content, isError: r.isError, ms: r.durationMs });
       results.push({ type: "tool_result", tool_use_id: block.id, content: r.content, ...(r.isError ? { is_error: true } : {}) });
     }
     return results;
-  };
-
-  if (pending.length) {
-    const results = await runTools(pending);
-    if (o.signal?.aborted) return aborted();
-    messages.push({ role: "user", content: [...results, { type: "text", text: o.resume!.message }] });
-    await o.onTurn?.({ turns, usage, stopReason, summary, messages });
   }
 
-  for (;;) {
-    if (o.signal?.aborted) return aborted();
-    if (turns >= maxTurns) return done("max_turns", `stopped after ${maxTurns} turns`);
-    turns++;
-    const trimmed = shortenOldToolResults(messages, o.contextChars ?? defaults.job.contextCharsBeforeShortening);
-    if (trimmed.removedChars > trimmedChars) emit({ type: "context_trimmed", removedChars: trimmed.removedChars, keptTurns: trimmed.keptTurns });
-    emit({ type: "model_request", turn: turns, messagesCount: messages.length, newMessages: messages.slice(sentUpTo), ...(turns === 1 ? { system: o.system } : {}) });
-    trimmedChars = trimmed.removedChars;
-    sentUpTo = messages.length;
+  /** One model request: the model's answer (kept in the conversation), or how the loop ends. */
+  async ask(): Promise<ModelResponse | LoopOutcome> {
+    const o = this.o;
+    this.turns++;
+    const trimmed = shortenOldToolResults(this.messages, o.contextChars ?? defaults.job.contextCharsBeforeShortening);
+    if (trimmed.removedChars > this.trimmedChars) this.emit({ type: "context_trimmed", removedChars: trimmed.removedChars, keptTurns: trimmed.keptTurns });
+    this.emit({ type: "model_request", turn: this.turns, messagesCount: this.messages.length, newMessages: this.messages.slice(this.sentUpTo), ...(this.turns === 1 ? { system: o.system } : {}) });
+    this.trimmedChars = trimmed.removedChars;
+    this.sentUpTo = this.messages.length;
     const t0 = performance.now();
-    let res;
+    let res: ModelResponse;
     try {
       res = await o.model.complete(
-        { model: o.modelName, system: cacheBreakpoints.system(system), messages: cacheBreakpoints.messages(trimmed.messages), tools: o.tools, maxTokens: o.maxTokens ?? defaults.job.maxTokens, signal: o.signal },
-        { onRetry: (r) => emit({ type: "model_retry", retry: r.retry, error: r.error, ...(r.status ? { status: r.status } : {}) }) },
+        { model: o.modelName, system: cacheBreakpoints.system(this.system), messages: cacheBreakpoints.messages(trimmed.messages), tools: o.tools, maxTokens: o.maxTokens ?? defaults.job.maxTokens, signal: o.signal },
+        { onRetry: (r) => this.emit({ type: "model_retry", retry: r.retry, error: r.error, ...(r.status ? { status: r.status } : {}) }) },
       );
     } catch (err) {
-      if (o.signal?.aborted) return aborted();
+      if (o.signal?.aborted) return this.aborted();
       if (err instanceof ModelError && err.retryable) throw err; // the worker retries the job with backoff
-      return done("failed", err instanceof Error ? err.message : String(err));
+      return this.done("failed", err instanceof Error ? err.message : String(err));
     }
-    usage = addUsage(usage, res.usage);
-    stopReason = res.stopReason;
-    messages.push({ role: "assistant", content: res.content });
-    sentUpTo = messages.length;
-    emit({ type: "model_response", turn: turns, content: res.content, stopReason: res.stopReason, usage: res.usage, ms: Math.round(performance.now() - t0), model: res.model });
+    this.usage = addUsage(this.usage, res.usage);
+    this.stopReason = res.stopReason;
+    this.messages.push({ role: "assistant", content: res.content });
+    this.sentUpTo = this.messages.length;
+    this.emit({ type: "model_response", turn: this.turns, content: res.content, stopReason: res.stopReason, usage: res.usage, ms: Math.round(performance.now() - t0), model: res.model });
     const text = res.content.filter((b) => b.type === "text").map((b) => String(b.text)).join("\n").trim();
-    if (text) summary = text;
+    if (text) this.summary = text;
+    return res;
+  }
 
-    const over = overBudget(o.budget, usage, costUsd(o.modelName, usage));
+  /** What an answer means: the tool calls to run, "again" for another request, or how the loop ends. */
+  async judge(res: ModelResponse): Promise<ToolUseBlock[] | "again" | LoopOutcome> {
+    const cost = costUsd(this.o.modelName, this.usage);
+    const over = overBudget(this.o.budget, this.usage, cost);
     if (over) {
-      emit({ type: "budget", ...over });
-      return done("budget_exceeded", `budget ${over.limit} exceeded: ${over.used} > ${over.max}`);
+      this.emit({ type: "budget", ...over });
+      return this.done("budget_exceeded", `budget ${over.limit} exceeded: ${over.used} > ${over.max}`);
     }
-    const stop = await o.stopAfterTurn?.(costUsd(o.modelName, usage));
-    if (stop) return done("budget_exceeded", stop);
+    const stop = await this.o.stopAfterTurn?.(cost);
+    if (stop) return this.done("budget_exceeded", stop);
 
     const toolUses = res.content.filter((b) => b.type === "tool_use") as unknown as ToolUseBlock[];
     switch (res.stopReason) {
       case "end_turn":
       case "stop_sequence":
-        await o.onTurn?.({ turns, usage, stopReason, summary, messages, ended: "completed" });
-        return done("completed");
+        await this.checkpoint("completed");
+        return this.done("completed");
       case "refusal":
-        return done("failed", "the model refused to continue (stop_reason refusal)");
+        return this.done("failed", "the model refused to continue (stop_reason refusal)");
       case "pause_turn":
-        continue; // a long server-side turn: send the conversation back as it is and let it go on
+        return "again"; // a long server-side turn: send the conversation back as it is and let it go on
       case "max_tokens":
-        if (++maxTokensHits > 1) return done("failed", "the model's response was cut off at max_tokens twice in a row");
-        messages.push({ role: "user", content: [...cutOffResults(toolUses), { type: "text", text: "Your response was cut off at the output token limit. Continue where you stopped, in smaller steps." }] });
-        continue;
+        if (++this.maxTokensHits > 1) return this.done("failed", "the model's response was cut off at max_tokens twice in a row");
+        this.messages.push({ role: "user", content: [...cutOffResults(toolUses), { type: "text", text: "Your response was cut off at the output token limit. Continue where you stopped, in smaller steps." }] });
+        return "again";
       case "tool_use":
         break;
       default:
         if (!toolUses.length) {
-          await o.onTurn?.({ turns, usage, stopReason, summary, messages, ended: "completed" });
-          return done("completed");
+          await this.checkpoint("completed");
+          return this.done("completed");
         }
     }
-    maxTokensHits = 0;
-    // The answer is paid for: kept before its tools run, so a crash while they run does not ask again.
-    await o.onTurn?.({ turns, usage, stopReason, summary, messages });
-    const results = await runTools(toolUses);
-    if (o.signal?.aborted) return aborted();
-    messages.push({ role: "user", content: results });
-    await o.onTurn?.({ turns, usage, stopReason, summary, messages });
+    this.maxTokensHits = 0;
+    return toolUses;
   }
 }
 
