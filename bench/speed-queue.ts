@@ -1,7 +1,9 @@
 // Queue rows of issue 12 §1, through real worker processes (the compiled CLI, so build first):
 // - jobs: jobs/min of scripted 10-tool-call jobs on a 1,000-file repo, 1 worker × 2 and × 4 slots;
 // - ready: dequeue → sandbox ready (repo loaded), one job at a time, at 1k, 10k and 50k files.
-// Each against "legacy" (PATCHBAY_FAST_PATHS=0, PATCHBAY_POOL=0) in the same run.
+// Each without the warm pool (PATCHBAY_POOL=0) and with it, in the same run. The old paths' column
+// ("legacy", PATCHBAY_FAST_PATHS=0) is dropped: production code has one path now (issue 24). The
+// floor section (floor.ts) gives the ceiling these rows are under.
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { PatchbayClient } from "../src/queue/client.js";
@@ -11,7 +13,7 @@ import { log, median, round } from "./lib.js";
 import { makeRepo } from "./speed.js";
 
 const CLI = new URL("../dist/cli.js", import.meta.url).pathname;
-const MODES = { legacy: { PATCHBAY_FAST_PATHS: "0", PATCHBAY_POOL: "0" }, fast: { PATCHBAY_FAST_PATHS: "1", PATCHBAY_POOL: "0" }, fast_pool: { PATCHBAY_FAST_PATHS: "1" } } as const;
+const MODES = { no_pool: { PATCHBAY_POOL: "0" }, pool: {} } as const;
 type Mode = keyof typeof MODES;
 
 async function run(mode: Mode, concurrency: number, jobs: number, repo: string, fakeUrl: string, oneAtATime = false) {
@@ -35,7 +37,7 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
     // The pool fills before the first job (a worker that has been up a while has it warm): its
     // sandboxes counted once ready to hand out (shell and file agent attached), not once created.
     const warm = async () => {
-      for (let i = 0; i < 600 && mode === "fast_pool"; i++) {
+      for (let i = 0; i < 600 && mode === "pool"; i++) {
         if ((await pool()).idle >= concurrency) return;
         await new Promise((r) => setTimeout(r, 100));
       }
@@ -64,7 +66,7 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
       for await (const e of client.watch(id, { follow: false })) if (e.type === "sandbox_ready") ready.push(Date.parse(e.ts) - job!.processedOn!);
     }
     // Jobs that found no warm sandbox (and made their own) are in these figures too: say how many.
-    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready), 1), ...(mode === "fast_pool" ? { pool_misses: (await pool()).missed } : {}) };
+    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready), 1), ...(mode === "pool" ? { pool_misses: (await pool()).missed } : {}) };
   } finally {
     await client.queue.obliterate({ force: true }).catch(() => {});
     await client.close();
@@ -79,7 +81,7 @@ export async function benchJobs() {
   try {
     const out: Record<string, unknown> = {};
     for (const c of [2, 4]) {
-      for (const mode of ["legacy", "fast_pool"] as const) {
+      for (const mode of ["no_pool", "pool"] as const) {
         log(`jobs (${mode}): 8 scripted 10-tool-call jobs, 1,000 files, 1 worker × ${c}`);
         out[`1x${c}_${mode}`] = await run(mode, c, 8, repo, fake.url);
       }
@@ -100,7 +102,7 @@ export async function benchReady() {
     for (const files of arg ? arg.slice(8).split(",").map(Number) : [1000, 10_000, 50_000]) {
       const repo = makeRepo(files);
       try {
-        for (const mode of ["legacy", "fast", "fast_pool"] as const) {
+        for (const mode of ["no_pool", "pool"] as const) {
           log(`ready (${mode}): dequeue → ready, ${files} files, one job at a time`);
           const r = await run(mode, 1, 5, repo, fake.url, true); // the median of 5: the first job of a worker is cold
           out[`${files}_${mode}`] = r.dequeue_to_ready_ms;

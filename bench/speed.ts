@@ -1,9 +1,12 @@
-// The cheaper-jobs rows (issue 12 §1), each against the old paths measured in the same run:
+// The cheaper-jobs rows (issue 12 §1), each with and without the warm pool in the same run:
 // - phases: one job's phases without a model (create, load, 10 tool calls, patch, destroy), the
 //   execs it starts (Docker's exec_create events) and the processes made in its container;
 // - overhead: runJob wall time minus model time, scripted 10-tool-call job, 1,000-file repo;
 // - cpu: core-ms per job (container, shims, dockerd, containerd, this process).
-// "legacy" is PATCHBAY_FAST_PATHS=0 (archive API load, no stat cache, the 4-exec patch) and no pool.
+// The old paths these were measured against (PATCHBAY_FAST_PATHS=0: the archive API load, no stat
+// cache, the 4-exec patch, docker exec per command) are gone from src/ (issue 24: production code
+// has one path), and too much of it to keep here: their column is dropped. What to compare with is
+// the floor (floor.ts: one job with nothing of patchbay), run beside these (--only=floor,phases,...).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,18 +37,6 @@ export function makeRepo(n: number): string {
   return dir;
 }
 
-/** Runs fn with PATCHBAY_FAST_PATHS set as given (read per job by the loaders and the patch). */
-export async function withFastPaths<T>(on: boolean, fn: () => Promise<T>): Promise<T> {
-  const saved = process.env.PATCHBAY_FAST_PATHS;
-  process.env.PATCHBAY_FAST_PATHS = on ? "1" : "0";
-  try {
-    return await fn();
-  } finally {
-    if (saved === undefined) delete process.env.PATCHBAY_FAST_PATHS;
-    else process.env.PATCHBAY_FAST_PATHS = saved;
-  }
-}
-
 const until = async (cond: () => boolean) => {
   while (!cond()) await new Promise((r) => setTimeout(r, 20));
 };
@@ -68,7 +59,7 @@ async function execCounter(label: string) {
 
 const TOOL_CALLS = tenToolScript().flatMap((r) => ("content" in r ? (r.content as { type: string; name?: string; input?: unknown }[]) : [])).filter((b) => b.type === "tool_use");
 
-async function phasesOnce(repo: string, fast: boolean, pool?: SandboxPool) {
+async function phasesOnce(repo: string, pool?: SandboxPool) {
   const t: Record<string, number> = {};
   const mark = async <T>(k: string, fn: () => Promise<T>) => {
     const t0 = performance.now();
@@ -76,24 +67,22 @@ async function phasesOnce(repo: string, fast: boolean, pool?: SandboxPool) {
     t[k] = performance.now() - t0;
     return v;
   };
-  return withFastPaths(fast, async () => {
-    const setupDone = pool?.setupStarted(); // as runJob does: no refill while the job is set up
-    const sb = await mark("create", async () => pool?.take({}, 3600) ?? Sandbox.create({ labels: { [BENCH_LABEL]: "speed" } }));
-    try {
-      const { baseline } = await mark("load_and_baseline", () => loadRepo(sb, { path: repo }));
-      setupDone?.();
-      const box = new Toolbox(sb);
-      await mark("tools", async () => {
-        for (const [i, b] of TOOL_CALLS.entries()) await box.run({ id: `t${i}`, name: b.name!, input: b.input });
-      });
-      await mark("patch", async () => (await sb.killAgentProcesses(), computePatch(sb, baseline)));
-      const lastPid = Number((await sb.files.read("/proc/loadavg")).toString().trim().split(" ").pop());
-      await mark("destroy", () => sb.destroy());
-      return { t, name: sb.name, lastPid };
-    } finally {
-      await sb.destroy();
-    }
-  });
+  const setupDone = pool?.setupStarted(); // as runJob does: no refill while the job is set up
+  const sb = await mark("create", async () => pool?.take({}, 3600) ?? Sandbox.create({ labels: { [BENCH_LABEL]: "speed" } }));
+  try {
+    const { baseline } = await mark("load_and_baseline", () => loadRepo(sb, { path: repo }));
+    setupDone?.();
+    const box = new Toolbox(sb);
+    await mark("tools", async () => {
+      for (const [i, b] of TOOL_CALLS.entries()) await box.run({ id: `t${i}`, name: b.name!, input: b.input });
+    });
+    await mark("patch", async () => (await sb.killAgentProcesses(), computePatch(sb, baseline)));
+    const lastPid = Number((await sb.files.read("/proc/loadavg")).toString().trim().split(" ").pop());
+    await mark("destroy", () => sb.destroy());
+    return { t, name: sb.name, lastPid };
+  } finally {
+    await sb.destroy();
+  }
 }
 
 export async function benchPhases() {
@@ -102,12 +91,12 @@ export async function benchPhases() {
   const pool = new SandboxPool({ size: 1, labels: { [BENCH_LABEL]: "speed" } });
   try {
     const out: Record<string, unknown> = {};
-    for (const [name, fast, p] of [["legacy", false, undefined], ["fast", true, undefined], ["fast_pool", true, pool]] as const) {
+    for (const [name, p] of [["no_pool", undefined], ["pool", pool]] as const) {
       log(`phases (${name}): one job at a time, 1,000 files, 10 tool calls, no model`);
       const runs: Awaited<ReturnType<typeof phasesOnce>>[] = [];
       for (let i = 0; i < 6; i++) {
         if (p) await until(() => p.size === 1);
-        runs.push(await phasesOnce(repo, fast, p));
+        runs.push(await phasesOnce(repo, p));
       }
       runs.shift(); // warm-up
       await new Promise((r) => setTimeout(r, 500)); // the last exec events arrive
@@ -126,7 +115,7 @@ export async function benchPhases() {
   }
 }
 
-/** Job overhead (runJob wall minus model time) and CPU per job, legacy / fast / fast + pool. */
+/** Job overhead (runJob wall minus model time) and CPU per job, without and with the warm pool. */
 export async function benchOverhead(opts: { cpu?: boolean } = {}) {
   const fake = await startFakeAnthropic(byTurn(tenToolScript()));
   const repo = makeRepo(1000);
@@ -134,25 +123,23 @@ export async function benchOverhead(opts: { cpu?: boolean } = {}) {
   try {
     const model = new AnthropicModel({ apiKey: "bench", baseURL: fake.url });
     const out: Record<string, unknown> = {};
-    for (const name of ["legacy", "fast", "fast_pool"] as const) {
-      const pool = name === "fast_pool" ? new SandboxPool({ size: 1, labels: label }) : undefined;
+    for (const name of ["no_pool", "pool"] as const) {
+      const pool = name === "pool" ? new SandboxPool({ size: 1, labels: label }) : undefined;
       log(`overhead (${name}): runJob, scripted 10-tool-call job, 1,000 files, one at a time`);
       const overheads: number[] = [];
       let meter: Awaited<ReturnType<typeof cpuMeter>> | undefined;
       const n = 4;
       try {
-        await withFastPaths(name !== "legacy", async () => {
-          for (let i = 0; i < n; i++) {
-            if (pool) await until(() => pool.size === 1);
-            if (i === 1 && opts.cpu !== false) meter = await cpuMeter(`${BENCH_LABEL}=speed-overhead`);
-            let modelMs = 0;
-            const t0 = performance.now();
-            const r = await runJob({ task: `bench ${i}`, repo: { path: repo } }, { model, pool, labels: label, onEvent: (e) => e.type === "model_response" && (modelMs += e.ms) });
-            if (r.status !== "completed") throw new Error(`bench job ended ${r.status}: ${r.error}`);
-            if (i > 0) overheads.push(performance.now() - t0 - modelMs); // the first run warms up
-          }
-          if (pool) await until(() => pool.size === 1); // the refill's CPU belongs to the jobs
-        });
+        for (let i = 0; i < n; i++) {
+          if (pool) await until(() => pool.size === 1);
+          if (i === 1 && opts.cpu !== false) meter = await cpuMeter(`${BENCH_LABEL}=speed-overhead`);
+          let modelMs = 0;
+          const t0 = performance.now();
+          const r = await runJob({ task: `bench ${i}`, repo: { path: repo } }, { model, pool, labels: label, onEvent: (e) => e.type === "model_response" && (modelMs += e.ms) });
+          if (r.status !== "completed") throw new Error(`bench job ended ${r.status}: ${r.error}`);
+          if (i > 0) overheads.push(performance.now() - t0 - modelMs); // the first run warms up
+        }
+        if (pool) await until(() => pool.size === 1); // the refill's CPU belongs to the jobs
       } finally {
         await pool?.close();
       }

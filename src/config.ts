@@ -14,8 +14,6 @@ const Env = z.object({
   PATCHBAY_WORKER_ID: z.string().optional(),
   /** Warm sandboxes a worker keeps ready per kind (default: its concurrency); 0 turns the pool off. */
   PATCHBAY_POOL: z.coerce.number().int().min(0).optional(),
-  /** "0": the slower paths this release replaced (archive API load, no stat cache, 4-exec patch), for the bench's same-run baselines. */
-  PATCHBAY_FAST_PATHS: z.enum(["0", "1"]).default("1"),
   // Reliability timings; the defaults suit minute-long jobs, tests shorten them.
   // A dead worker's job is taken up again within LOCK_MS + STALLED_MS (25 s); the lock is renewed
   // every LOCK_RENEW_MS (default LOCK_MS / 4), so a worker must be stuck for 15 s to lose one.
@@ -97,7 +95,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     concurrency: e.PATCHBAY_CONCURRENCY,
     workerId: e.PATCHBAY_WORKER_ID,
     poolSize: e.PATCHBAY_POOL,
-    fastPaths: e.PATCHBAY_FAST_PATHS === "1",
     lockDurationMs: e.PATCHBAY_LOCK_MS,
     lockRenewMs: Math.min(e.PATCHBAY_LOCK_RENEW_MS ?? Math.floor(e.PATCHBAY_LOCK_MS / 4), e.PATCHBAY_LOCK_MS),
     checkpoints: e.PATCHBAY_CHECKPOINTS === "1",

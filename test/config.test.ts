@@ -12,7 +12,6 @@ describe("loadConfig", () => {
       concurrency: 2,
       workerId: undefined,
       poolSize: undefined,
-      fastPaths: true,
       lockDurationMs: 20_000,
       lockRenewMs: 5_000,
       checkpoints: true,
@@ -45,7 +44,7 @@ describe("loadConfig", () => {
   it("reads every knob, coercing numbers", () => {
     const c = loadConfig({
       REDIS_URL: "redis://r:1", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONCURRENCY: "7",
-      PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_POOL: "0", PATCHBAY_FAST_PATHS: "0", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
+      PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_POOL: "0", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
       PATCHBAY_HARD_GRACE_MS: "5", PATCHBAY_CANCEL_POLL_MS: "6", PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_HEARTBEAT_MS: "8",
       PATCHBAY_HEALTH_MIN_MS: "9", PATCHBAY_HEALTH_MAX_MS: "10", PATCHBAY_HEALTH_TIMEOUT_MS: "11", PATCHBAY_THROTTLE_MS: "12", PATCHBAY_THROTTLE_MAX_MS: "13",
       PATCHBAY_LOCK_RENEW_MS: "14", PATCHBAY_CHECKPOINTS: "0", PATCHBAY_CHECKPOINT_MAX_BYTES: "15",
@@ -56,7 +55,7 @@ describe("loadConfig", () => {
       PATCHBAY_BACKEND: "local", PATCHBAY_TEST_BACKENDS: "1",
     });
     expect(c).toEqual({
-      redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", concurrency: 7, workerId: "h:1:x", poolSize: 0, fastPaths: false,
+      redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", concurrency: 7, workerId: "h:1:x", poolSize: 0,
       lockDurationMs: 1, lockRenewMs: 1, checkpoints: false, checkpointMaxBytes: 15, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
       cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8,
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicBaseUrl: "http://x",
@@ -96,7 +95,6 @@ describe("loadConfig", () => {
     [{ PATCHBAY_THROTTLE_MAX_MS: "0" }, /PATCHBAY_THROTTLE_MAX_MS/],
     [{ PATCHBAY_POOL: "-1" }, /PATCHBAY_POOL/],
     [{ PATCHBAY_POOL: "1.5" }, /PATCHBAY_POOL/],
-    [{ PATCHBAY_FAST_PATHS: "yes" }, /PATCHBAY_FAST_PATHS/],
     [{ PATCHBAY_ALLOW_BRIDGE: "yes" }, /PATCHBAY_ALLOW_BRIDGE/],
     // A bound below what a spec gets by default would refuse every spec.
     [{ PATCHBAY_MAX_MEMORY_MB: "1024" }, /^bad environment: PATCHBAY_MAX_MEMORY_MB: must be a number of at least 2048 \(the default a spec gets\)$/],

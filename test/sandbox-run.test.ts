@@ -36,17 +36,19 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
     const data = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7) % 256)); // binary, NULs included
     const show = 'stat -c "%U %a %s" /patchbay/p/q/one.bin /patchbay/two.bin && stat -c "%U %a" /patchbay/p/q && sha256sum < /patchbay/p/q/one.bin && cat /patchbay/two.bin && cat';
     const expected = (await import("node:crypto")).createHash("sha256").update(data).digest("hex");
-    for (const fast of ["1", "0"]) {
-      const was = process.env.PATCHBAY_FAST_PATHS;
-      process.env.PATCHBAY_FAST_PATHS = fast; // "0": docker exec, the file split off stdin by head
+    // The second time as where the agent cannot run commands: docker exec, the files split off stdin by head.
+    const lane = (sb() as unknown as { agent: { canRun: boolean } }).agent;
+    for (const canRun of [true, false]) {
+      lane.canRun = canRun;
       try {
+        const parent = await sb().exec(["bash", "-c", "cat /proc/$PPID/comm"], ROOT);
+        expect(parent.stdout.toString()).toBe(canRun ? "python3\n" : "timeout\n");
         await sb().exec(["rm", "-rf", "/patchbay/p", "/patchbay/two.bin"], ROOT);
         const r = await sb().exec(["bash", "-c", show], { ...ROOT, stdin: "rest", put: [{ path: "/patchbay/p/q/one.bin", data }, { path: "/patchbay/two.bin", data: Buffer.from("two\n") }] });
         expect(r.exitCode, r.stderr).toBe(0);
         expect(r.stdout.toString()).toBe(`root 600 70000\nroot 600 4\nroot 700\n${expected}  -\ntwo\nrest`);
       } finally {
-        if (was === undefined) delete process.env.PATCHBAY_FAST_PATHS;
-        else process.env.PATCHBAY_FAST_PATHS = was;
+        lane.canRun = true;
       }
     }
     for (const path of ["/workspace/x", "/patchbay/../workspace/x", "/patchbayx/y", "/patchbay/a\"b"]) {

@@ -4,20 +4,17 @@
 import { PRIVATE_DIR } from "../runtime/types.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { BuiltPack } from "./blob-pack.js";
-import { fastDefaults, GIT, GitStepError, INDEX, INDEX_TREE, REFRESH, ROOT, statCacheEnv, STORE, treeScript } from "./git-store.js";
+import { GIT, GitStepError, INDEX, INDEX_TREE, REFRESH, ROOT, STORE, treeScript } from "./git-store.js";
 
 // As the agent (setpriv drops to uid 1000 with no capabilities): the symlinks the archive API
-// refused (NUL-separated pairs on stdin), a repo if there is none (for the agent's convenience;
-// with fast paths it is made after the baseline, from it: see DEFERRED_SCRIPT), then the names the repo
-// tracks, as plain data: git never ignores a tracked file, so those enter the baseline even when
-// .gitignore matches them. Then, as root, the baseline tree in the store.
+// refused (NUL-separated pairs on stdin), then the names the repo tracks, as plain data: git never
+// ignores a tracked file, so those enter the baseline even when .gitignore matches them. Then, as
+// root, the baseline tree in the store. (Where there is no repo, the agent's is made after the
+// baseline, from it: see DEFERRED_SCRIPT.)
 const AGENT_GIT = `A=(git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c commit.gpgSign=false -c user.name=patchbay -c user.email=patchbay@localhost)`;
 const AGENT_PART = `
 while IFS= read -r -d "" n && IFS= read -r -d "" t; do ln -s -- "$t" "$n"; done
 ${AGENT_GIT}
-if [ ! -e .git ] && [ ! -L .git ] && [ "\${PB_SHARE_REPO:-0}" != 1 ]; then
-  "\${A[@]}" init -q -b main && "\${A[@]}" add -A && "\${A[@]}" commit -q --no-verify --allow-empty -m "patchbay: baseline"
-fi
 "\${A[@]}" ls-files -z 2>/dev/null || true`;
 
 // What follows a baseline, in one exec, while the first model request is out: the smudge where
@@ -62,10 +59,10 @@ const BASELINE_SCRIPT = `${GIT}
 keep=; [ "\${2:-}" = keep ] && [ -f ${INDEX} ] && [ -f ${INDEX_TREE} ] && keep=1
 old=(${INDEX_TREE} ${REFRESH} ${INDEX}.lock ${PRIVATE_DIR}/tracked ${PRIVATE_DIR}/have); [ -n "$keep" ] || old+=(${INDEX})
 for f in "\${old[@]}"; do if [ -e "$f" ] || [ -L "$f" ]; then rm -f "\${old[@]}"; break; fi; done
-# The agent's part has nothing to do with no symlinks to make, no .git to read and none to make
-# here: three processes saved.
-if [ "\${PB_LINKS:-1}" = 1 ] || [ -e .git ] || [ -L .git ] || [ "\${PB_SHARE_REPO:-0}" != 1 ]; then
-  env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 PB_SHARE_REPO="\${PB_SHARE_REPO:-0}" \
+# The agent's part has nothing to do with no symlinks to make and no .git to read: three
+# processes saved.
+if [ "\${PB_LINKS:-1}" = 1 ] || [ -e .git ] || [ -L .git ]; then
+  env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 \
     setpriv --reuid=1000 --regid=1000 --groups=1000 --inh-caps=-all bash --noprofile --norc -c "$1" > ${PRIVATE_DIR}/tracked
 fi
 export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${INDEX}
@@ -91,14 +88,12 @@ tree=$("\${G[@]}" write-tree)
 # can only skip a smudge that would have worked: no stat cache until the refresh, as on failure.)
 # PB_DEFER_SMUDGE: the smudge is left to the script run after the baseline (DEFERRED_SCRIPT), off
 # the path to the first model request; until it ran, no baseline.tree: the index is not trusted.
-if [ "\${PB_STAT_CACHE:-1}" = 1 ]; then
-  if [ "\${PB_LOADED_SINCE:-0}" -lt $(( started - 1 )) ]; then
-    if [ "\${PB_DEFER_SMUDGE:-0}" = 1 ]; then echo "smudge $started"; elif smudge "$started"; then echo "$tree" > ${INDEX_TREE}; fi
-  fi
-  echo "$started $tree" > ${REFRESH}
+if [ "\${PB_LOADED_SINCE:-0}" -lt $(( started - 1 )) ]; then
+  if [ "\${PB_DEFER_SMUDGE:-0}" = 1 ]; then echo "smudge $started"; elif smudge "$started"; then echo "$tree" > ${INDEX_TREE}; fi
 fi
+echo "$started $tree" > ${REFRESH}
 # No repo in the workspace: the caller makes the agent's from this baseline (DEFERRED_SCRIPT).
-if [ "\${PB_SHARE_REPO:-0}" = 1 ] && [ ! -e .git ] && [ ! -L .git ]; then echo agent-repo; fi
+if [ ! -e .git ] && [ ! -L .git ]; then echo agent-repo; fi
 echo "$tree"`;
 
 export interface Baseline {
@@ -116,7 +111,7 @@ export interface Baseline {
  * Makes /workspace a git repo if it is not one (one baseline commit) and returns the tree id of
  * the working tree as it is now. `symlinks` are made first, as the agent's uid.
  */
-export async function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack } = {}): Promise<string> {
+export async function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; pack?: BuiltPack } = {}): Promise<string> {
   const b = await takeBaseline(sb, symlinks, opts);
   await b.agentRepo;
   return b.tree;
@@ -127,16 +122,15 @@ export async function writeBaseline(sb: Sandbox, symlinks: { name: string; targe
  * it (~90 ms here), e.g. while the first model request is out. Nothing else may touch the sandbox
  * until `agentRepo` settles.
  */
-export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; statCache?: boolean; pack?: BuiltPack; loadedSince?: number; deferSmudge?: boolean } = {}): Promise<Baseline> {
+export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; pack?: BuiltPack; loadedSince?: number; deferSmudge?: boolean } = {}): Promise<Baseline> {
   const links = Buffer.from(symlinks.map((l) => `${l.name}\0${l.target}\0`).join(""));
-  const share = fastDefaults().shareRepo === false ? [] : ["PB_SHARE_REPO=1"];
   // The worker's pack of the repo's files (see blob-pack.ts) goes into the store before the script
   // runs: git add then finds every blob stored.
   const p = opts.pack && /^[0-9a-f]{40}$/.test(opts.pack.name) ? opts.pack : undefined;
   const put = p ? [{ path: `${STORE}/objects/pack/pack-${p.name}.pack`, data: p.pack }, { path: `${STORE}/objects/pack/pack-${p.name}.idx`, data: p.idx }] : [];
   const linksEnv = [`PB_LINKS=${symlinks.length ? 1 : 0}`, ...(opts.loadedSince !== undefined && Number.isInteger(opts.loadedSince) ? [`PB_LOADED_SINCE=${opts.loadedSince}`] : [])];
   const defer = opts.deferSmudge ? ["PB_DEFER_SMUDGE=1"] : [];
-  const { tree, before } = await treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], links, [...statCacheEnv(opts.statCache), ...share, ...linksEnv, ...defer], put);
+  const { tree, before } = await treeScript(sb, "loadRepo: making the baseline with git", BASELINE_SCRIPT, [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])], links, [...linksEnv, ...defer], put);
   // What is left (the smudge, the agent's repo) runs in one exec after the baseline is known.
   const smudge = before.map((l) => /^smudge (\d+)$/.exec(l)?.[1]).find(Boolean);
   const env = [...(smudge ? [`PB_SMUDGE=${smudge}`] : []), ...(before.includes("agent-repo") ? ["PB_SHARE=1"] : [])];

@@ -173,7 +173,7 @@ export class Checkpointer {
    * every checkpoint takes its patch.
    */
   private async fingerprint(): Promise<string | undefined> {
-    if (this.noFingerprint || !loadConfig().fastPaths) return undefined; // fastPaths off: the bench's same-run baseline
+    if (this.noFingerprint) return undefined;
     const d = await Promise.resolve()
       .then(() => this.o.sandbox.files.digest("/workspace"))
       .catch(() => undefined);

@@ -1,7 +1,6 @@
 // The private git store every git step here works in (see the comment on STORE), its shell
 // prelude, and the runner of a script that prints a tree id: shared by the baseline
 // (baseline.ts) and the patch and checkpoints (patch.ts).
-import { loadConfig } from "../config.js";
 import { PRIVATE_DIR } from "../runtime/types.js";
 import type { PutFile, Sandbox } from "../sandbox/sandbox.js";
 
@@ -81,8 +80,3 @@ export async function treeScript(sb: Sandbox, what: string, script: string, args
   if (r.exitCode !== 0 || !TREE_ID.test(tree)) throw new GitStepError(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   return { tree, before };
 }
-
-export const statCacheEnv = (on = fastDefaults().statCache) => (on === false ? ["PB_STAT_CACHE=0"] : []);
-
-/** PATCHBAY_FAST_PATHS=0: no stat cache, the agent's repo hashed on its own, and the 4-exec patch (the bench's baseline). */
-export const fastDefaults = (): { statCache?: boolean; execs?: 1 | 4; shareRepo?: boolean } => (loadConfig().fastPaths ? {} : { statCache: false, execs: 4, shareRepo: false });

@@ -3,10 +3,9 @@
 // the agent's own index, commits, branches and stashes don't matter, and nothing in the repo's own
 // config (filters, diff.noprefix, external diff, textconv, color…) applies.
 import { isUtf8 } from "node:buffer";
-import { loadConfig } from "../config.js";
 import { PRIVATE_DIR } from "../runtime/types.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { ATTRIBUTES, fastDefaults, GIT, GitStepError, INDEX, INDEX_TREE, REFRESH, ROOT, statCacheEnv, STORE, TREE_ID } from "./git-store.js";
+import { ATTRIBUTES, GIT, GitStepError, INDEX, INDEX_TREE, REFRESH, ROOT, STORE, TREE_ID } from "./git-store.js";
 
 export { GitStepError } from "./git-store.js";
 
@@ -25,10 +24,6 @@ export interface PatchResult {
 
 export interface PatchOptions {
   maxBytes?: number;
-  /** false: no stat cache (every file hashed again), for the bench's same-run baseline. */
-  statCache?: boolean;
-  /** 4: the old staging exec plus three `git diff` execs, for the bench's same-run baseline. */
-  execs?: 1 | 4;
 }
 
 export const DEFAULT_PATCH_MAX_BYTES = 50 * 1024 * 1024;
@@ -49,18 +44,17 @@ export class PatchTooLargeError extends Error {
 // records edits, new (non-ignored) files and deletions exactly as they are on disk.
 // The final tree's index, from the kept baseline index where it is this baseline's (the stat
 // cache), else from the baseline tree; then everything on disk added.
-const stageIndex = (index: string) => `if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${REFRESH} ]; then refresh "$1"; fi
+const stageIndex = (index: string) => `if [ -f ${REFRESH} ]; then refresh "$1"; fi
 export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${index}
 [ -e "$GIT_INDEX_FILE.lock" ] && rm -f "$GIT_INDEX_FILE.lock" # left by a run killed at its timeout
 t=; [ -f ${INDEX_TREE} ] && t=$(< ${INDEX_TREE})
-if [ "\${PB_STAT_CACHE:-1}" = 1 ] && [ -f ${INDEX} ] && [ "$t" = "$1" ]; then cp ${INDEX} "$GIT_INDEX_FILE"; else "\${G[@]}" read-tree "$1"; fi
+if [ -f ${INDEX} ] && [ "$t" = "$1" ]; then cp ${INDEX} "$GIT_INDEX_FILE"; else "\${G[@]}" read-tree "$1"; fi
 "\${G[@]}" add -A
 `;
 const STAGE = `${GIT}${stageIndex(`${PRIVATE_DIR}/final.index`)}
 tree=$("\${G[@]}" write-tree)
 printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
 `;
-const STAGE_SCRIPT = `${STAGE}echo "$tree"`;
 
 // The diff runs in the bare store with no work tree, so only our info/attributes apply.
 const DIFF_ENV = [`GIT_DIR=${STORE}`, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1", `HOME=${PRIVATE_DIR}`, `XDG_CONFIG_HOME=${PRIVATE_DIR}`];
@@ -91,9 +85,7 @@ cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch`;
 export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<PatchResult> {
   if (!TREE_ID.test(baseline)) throw new Error(`computePatch: bad tree id "${baseline}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
-  opts = { ...fastDefaults(), ...opts };
-  if (opts.execs === 4) return computePatchFourExecs(sb, baseline, maxBytes, opts.statCache);
-  const env = [`PB_MAX=${maxBytes}`, ...statCacheEnv(opts.statCache)];
+  const env = [`PB_MAX=${maxBytes}`];
   const r = await sb.exec(["bash", "-c", PATCH_SCRIPT, "patchbay", baseline], { env, timeoutSec: 600, maxBytes: maxBytes + 2 * LIST_MAX + 4096, ...ROOT });
   const nl = r.stdout.indexOf(10);
   const [final = "", ...sizes] = r.stdout.subarray(0, Math.max(0, nl)).toString("latin1").split(" ");
@@ -129,9 +121,8 @@ export async function checkpointDiff(sb: Sandbox, baseline: string, opts: PatchO
   if (!TREE_ID.test(baseline)) throw new Error(`checkpointPatch: bad tree id "${baseline}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
   const full = async () => computePatch(sb, baseline, opts).then((p) => ({ patch: p.patch, tree: p.tree }));
-  if (!loadConfig().fastPaths) return full();
   const last = opts.last && TREE_ID.test(opts.last.tree) ? opts.last : undefined;
-  const r = await sb.exec(["bash", "-c", CHECKPOINT_SCRIPT, "patchbay", baseline, ...(last ? [last.tree] : [])], { env: statCacheEnv(opts.statCache), timeoutSec: 600, maxBytes: maxBytes + 128, ...ROOT });
+  const r = await sb.exec(["bash", "-c", CHECKPOINT_SCRIPT, "patchbay", baseline, ...(last ? [last.tree] : [])], { timeoutSec: 600, maxBytes: maxBytes + 128, ...ROOT });
   const nl = r.stdout.indexOf(10);
   const tree = r.stdout.subarray(0, Math.max(0, nl)).toString("latin1");
   if ((r.exitCode !== 0 && !r.truncated) || !TREE_ID.test(tree)) throw new GitStepError(`checkpointPatch: staging and diffing failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
@@ -143,19 +134,6 @@ export async function checkpointDiff(sb: Sandbox, baseline: string, opts: PatchO
 
 /** checkpointDiff's patch alone. */
 export const checkpointPatch = async (sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<string> => (await checkpointDiff(sb, baseline, opts)).patch;
-
-/** The old way, kept for the bench's same-run baseline: a staging exec, then three `git diff` execs. */
-async function computePatchFourExecs(sb: Sandbox, baseline: string, maxBytes: number, statCache?: boolean): Promise<PatchResult> {
-  const r = await sb.exec(["bash", "-c", STAGE_SCRIPT, "patchbay", baseline], { timeoutSec: 600, env: statCacheEnv(statCache), ...ROOT });
-  const final = r.stdout.toString("utf8").trim().split("\n").pop() ?? "";
-  if (r.exitCode !== 0 || !TREE_ID.test(final)) throw new GitStepError(`computePatch: staging the final tree failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
-  const diff = (a: string[], max?: number) => git(sb, [...DIFF, ...a, baseline, final], max);
-  const [patchOut, stat, names] = await Promise.all([diff(["--binary"], maxBytes), diff(["--stat=120"]), diff(["--name-only", "-z"])]);
-  const filesChanged = names.stdout.toString("utf8").split("\0").filter(Boolean);
-  const diffstat = stat.stdout.toString("utf8");
-  if (patchOut.truncated) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
-  return finish(sb, patchOut.stdout, { baseline, final, diffstat, filesChanged, maxBytes });
-}
 
 async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: string; diffstat: string; filesChanged: string[]; maxBytes: number }): Promise<PatchResult> {
   if (!isUtf8(patch)) {

@@ -3,7 +3,6 @@
 import { Readable } from "node:stream";
 import path from "node:path";
 import * as tar from "tar-stream";
-import { loadConfig } from "../config.js";
 import { BlobPack } from "./blob-pack.js";
 
 /** A repo that cannot be loaded as given (missing path, bad ref, unsafe archive): retrying will not help. */
@@ -46,8 +45,8 @@ export interface RepoArchive {
    * in the tar and loadRepo makes them in the container. Complete once the stream has ended.
    */
   symlinks: { name: string; target: string }[];
-  /** The files' contents as a git pack for the baseline's store (fast paths only). Complete once the stream has ended. */
-  blobs?: BlobPack;
+  /** The files' contents as a git pack for the baseline's store. Complete once the stream has ended. */
+  blobs: BlobPack;
   /** Stops the stream and removes a host-side clone. */
   cleanup(): Promise<void>;
 }
@@ -157,7 +156,7 @@ function escapes(name: string, target: string): boolean {
 /** Packs entries in order, with backpressure: a slow consumer stops the reading of files. */
 export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { files: number; bytes: number }, rm = async () => {}): RepoArchive {
   const symlinks: RepoArchive["symlinks"] = [];
-  const blobs = loadConfig().fastPaths ? new BlobPack() : undefined;
+  const blobs = new BlobPack();
   const pack = tar.pack();
   (async () => {
     for await (const { header, read } of items) {
@@ -167,7 +166,7 @@ export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { file
       const body = outside ? undefined : read?.();
       // Files read whole (all but the largest) go into the pack as well, and the trees above them;
       // streamed ones git writes itself. The repo's own .git is not part of the baseline.
-      if (blobs && !header.name.startsWith(".git/")) {
+      if (!header.name.startsWith(".git/")) {
         if (header.type === "file") blobs.entry(header.name, (header.mode ?? 0) & 0o100 ? "exec" : "file", Buffer.isBuffer(body) ? blobs.add(body) : undefined);
         else if (header.type === "symlink") blobs.entry(header.name, "symlink", blobs.add(Buffer.from(header.linkname ?? "")));
         else if (header.type === "directory") blobs.entry(header.name, "dir");

@@ -5,7 +5,6 @@
 // repo that cannot be loaded fails as a RepoError, which is not retried.
 import fs from "node:fs/promises";
 import path from "node:path";
-import { loadConfig } from "../config.js";
 import { prepareStore, takeBaseline, writeBaseline } from "./baseline.js";
 import { tarArchive } from "./repo-archive.js";
 import { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, RepoError, type RepoArchive } from "./repo-common.js";
@@ -64,7 +63,7 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
  * Puts the repo into /workspace and records the baseline. `prepared` is an archive already being
  * made (e.g. cloned while the sandbox was starting); its cleanup is done here either way.
  */
-export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive>; via?: "stream" | "archive"; statCache?: boolean; deferAgentRepo?: boolean } = {}): Promise<LoadedRepo> {
+export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive>; via?: "stream" | "archive"; deferAgentRepo?: boolean } = {}): Promise<LoadedRepo> {
   const t0 = Date.now();
   const archive = await (opts.prepared ?? repoArchive(repo, opts));
   // A repo found bad while it streams (an archive changed since its scan, a file grown past the
@@ -74,9 +73,9 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   // Into a fresh workspace, every file is written from here on (the baseline's smudge uses it).
   const loadedSince = Math.floor(Date.now() / 1000);
   try {
-    // Through tar in the sandbox (one exec); the archive API where the image has no tar.
-    const via = opts.via ?? (loadConfig().fastPaths ? "stream" : "archive");
-    if (via === "archive" || !(await sb.putTarStream("/workspace", archive.stream))) await sb.files.putArchive("/workspace", archive.stream);
+    // Through tar in the sandbox (one exec); the archive API where the image has no tar (`via`
+    // "archive" takes it anyway: the tests hold the two to the same tree).
+    if (opts.via === "archive" || !(await sb.putTarStream("/workspace", archive.stream))) await sb.files.putArchive("/workspace", archive.stream);
     if (broken) throw broken; // a stream cut short is never a loaded repo
   } catch (err) {
     throw broken instanceof RepoError ? broken : err;
@@ -85,8 +84,8 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   }
   // The pack goes into the store ahead of the baseline: by the file agent, or where it cannot, split
   // off stdin with `head -c` (only where that is exact).
-  const pack = archive.blobs && (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
-  const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { statCache: opts.statCache, pack, loadedSince, deferSmudge: opts.deferAgentRepo });
+  const pack = (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
+  const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { pack, loadedSince, deferSmudge: opts.deferAgentRepo });
   if (!opts.deferAgentRepo) await agentRepo;
   return { baseline, agentRepo, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0 };
 }
@@ -102,6 +101,6 @@ export function snapshotBaseline(sb: Sandbox): Promise<string> {
  * pool `prepare`): the image's tools probed, the private git store made.
  */
 export async function prepareSandbox(sb: Sandbox): Promise<void> {
-  if (loadConfig().fastPaths) await sb.probeTools();
+  await sb.probeTools();
   await prepareStore(sb);
 }

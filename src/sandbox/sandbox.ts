@@ -137,10 +137,9 @@ export class Sandbox {
   private async execNow(argv: string[], opts: ExecOptions): Promise<ExecResult> {
     const max = opts.maxBytes ?? 64 * 1024 * 1024;
     const put = checkPut(opts.put ?? []);
-    // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise,
-    // and with PATCHBAY_FAST_PATHS=0 (the bench's same-run baseline).
+    // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise.
     const ids = /^(\d+):(\d+)$/.exec(opts.user ?? "1000:1000");
-    if (ids && loadConfig().fastPaths) {
+    if (ids) {
       const stdin = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);
       const r = await this.agent.run(argv, { uid: Number(ids[1]), gid: Number(ids[2]), cwd: opts.cwd ?? "/workspace", env: ["HOME=/home/agent", ...(opts.env ?? [])], stdin, timeoutSec: opts.timeoutSec ?? 300, maxBytes: max, put });
       if (r) return r;
@@ -244,7 +243,7 @@ export class Sandbox {
   }
 
   /**
-   * Asks the image, once, what the fast paths need: tar, and GNU head (see splitsStdin). Three
+   * Asks the image, once, what the load through the file agent needs: tar, and GNU head (see splitsStdin). Three
    * processes: a warm sandbox does it while it waits (the worker's pool `prepare`).
    */
   probeTools(): Promise<{ tar: boolean; gnuHead: boolean }> {
@@ -261,7 +260,7 @@ export class Sandbox {
   async putTarStream(dir: string, archive: Readable): Promise<boolean> {
     // Through the file agent when it can run commands and the image has tar (asked first: the
     // archive must stay untouched for the fallbacks).
-    if (loadConfig().fastPaths) this.probeTools();
+    this.probeTools();
     if (this.agentTools && (await this.agentTools).tar) {
       const tar = [...TAR_EXTRACT, dir];
       let r: Awaited<ReturnType<FileAgent["run"]>>;
