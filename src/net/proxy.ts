@@ -209,13 +209,57 @@ export class EgressSession {
     runTunnel(this, client, head, verdict.host, port, verdict.address, t0);
   }
 
+  private refuseHttp(req: http.IncomingMessage, res: http.ServerResponse, t0: number, r: { host: string; port: number; reason: string; status: number }): void {
+    this.record({ host: r.host, port: r.port, method: req.method ?? "?", allowed: false, reason: r.reason, bytesUp: 0, bytesDown: 0, ms: Math.round(performance.now() - t0) });
+    res.writeHead(r.status, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: ${refusalText(r.host, r.port, r.reason)}\n`);
+    req.resume();
+  }
+
+  /** The upstream's answer to the client: a redirect off the allow-list refused, bytes charged to the job. */
+  private relay(up: http.IncomingMessage, res: http.ServerResponse, url: URL, rec: EgressRecord, finish: (reason?: string) => void): void {
+    const location = up.statusCode && up.statusCode >= 300 && up.statusCode < 400 ? up.headers.location : undefined;
+    const offList = location === undefined ? undefined : this.redirectOffList(location, url);
+    if (offList) {
+      up.destroy();
+      rec.allowed = false;
+      rec.status = up.statusCode;
+      finish(`redirect to ${offList.record}: not on the allow-list`);
+      res.writeHead(403, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: redirect from ${url.hostname} to ${offList.shown} refused: not on the allow-list\n`);
+      return;
+    }
+    rec.status = up.statusCode;
+    res.writeHead(up.statusCode ?? 502, { ...endToEnd(up.headers), connection: "close" });
+    up.on("data", (c: Buffer) => {
+      if (!this.charge(c.length)) {
+        finish("byte limit for the job");
+        up.destroy();
+        return res.destroy();
+      }
+      rec.bytesDown += c.length;
+    });
+    up.pipe(res);
+    up.on("end", () => finish());
+    up.on("error", (e: NodeJS.ErrnoException) => finish(`upstream error: ${e.code ?? e.message}`));
+  }
+
+  /** A redirect's target when the allow-list does not name it (or it is no URL, or an IP literal): how to record and show it. */
+  private redirectOffList(location: string, base: URL): { record: string; shown: string } | undefined {
+    let target: URL | undefined;
+    try {
+      target = new URL(location, base);
+    } catch {
+      /* refused below */
+    }
+    const tHost = target ? normalizeHost(target.hostname) : undefined;
+    const tVia: Via = target?.protocol === "https:" ? "connect" : "http";
+    const tPort = target ? Number(target.port || (tVia === "connect" ? 443 : 80)) : 0;
+    if (target && tHost && !isIpLiteral(target.hostname) && !refusal(this.rules, tHost, tPort, tVia)) return undefined;
+    return target ? { record: target.host, shown: bounded(target.host, RECORD_BOUNDS.host) } : { record: JSON.stringify(location.slice(0, 100)), shown: "an invalid location" };
+  }
+
   private async forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const t0 = performance.now();
-    const refuse = (host: string, port: number, reason: string, status = 403) => {
-      this.record({ host, port, method: req.method ?? "?", allowed: false, reason, bytesUp: 0, bytesDown: 0, ms: Math.round(performance.now() - t0) });
-      res.writeHead(status, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: ${refusalText(host, port, reason)}\n`);
-      req.resume();
-    };
+    const refuse = (host: string, port: number, reason: string, status = 403) => this.refuseHttp(req, res, t0, { host, port, reason, status });
     let url: URL;
     try {
       url = new URL(req.url ?? "");
@@ -269,42 +313,7 @@ export class EgressSession {
       rec.bytesUp += c.length;
     });
     req.pipe(upReq);
-    upReq.on("response", (up) => {
-      const location = up.statusCode && up.statusCode >= 300 && up.statusCode < 400 ? up.headers.location : undefined;
-      if (location) {
-        let target: URL | undefined;
-        try {
-          target = new URL(location, url);
-        } catch {
-          /* refused below */
-        }
-        const tHost = target ? normalizeHost(target.hostname) : undefined;
-        const tVia: Via = target?.protocol === "https:" ? "connect" : "http";
-        const tPort = target ? Number(target.port || (tVia === "connect" ? 443 : 80)) : 0;
-        if (!target || !tHost || isIpLiteral(target.hostname) || refusal(this.rules, tHost, tPort, tVia)) {
-          up.destroy();
-          rec.allowed = false;
-          rec.status = up.statusCode;
-          finish(`redirect to ${target ? target.host : JSON.stringify(location.slice(0, 100))}: not on the allow-list`);
-          const to = target ? bounded(target.host, RECORD_BOUNDS.host) : "an invalid location";
-          res.writeHead(403, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: redirect from ${host} to ${to} refused: not on the allow-list\n`);
-          return;
-        }
-      }
-      rec.status = up.statusCode;
-      res.writeHead(up.statusCode ?? 502, { ...endToEnd(up.headers), connection: "close" });
-      up.on("data", (c: Buffer) => {
-        if (!this.charge(c.length)) {
-          finish("byte limit for the job");
-          up.destroy();
-          return res.destroy();
-        }
-        rec.bytesDown += c.length;
-      });
-      up.pipe(res);
-      up.on("end", () => finish());
-      up.on("error", (e: NodeJS.ErrnoException) => finish(`upstream error: ${e.code ?? e.message}`));
-    });
+    upReq.on("response", (up) => this.relay(up, res, url, rec, finish));
     res.on("close", () => {
       if (!done) {
         upReq.destroy();
