@@ -43,7 +43,7 @@ export interface WorkerOptions {
 export interface WorkerHandle {
   id: string;
   worker: Worker<JobData, JobResult>;
-  /** Stops taking jobs, lets active ones finish until the deadline, then abandons them (they run again elsewhere after the lock lapses). */
+  /** Stops taking jobs, lets active ones finish until the deadline, then abandons them: each goes back to the queue uncounted, to run again elsewhere (src/queue/drain.ts). */
   shutdown(deadlineMs?: number): Promise<void>;
 }
 
