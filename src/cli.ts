@@ -4,6 +4,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { adminCommands } from "./cli/admin.js";
+import { debugWanted, loadConfig, type Config } from "./config.js";
 import { EXIT, UsageError, type Command, type Values } from "./cli/command.js";
 import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
@@ -96,7 +97,8 @@ export async function main(argv: string[]): Promise<number> {
       console.log(cmd.usage);
       return EXIT.ok;
     }
-    return await cmd.run(parsed);
+    let config: Config | undefined;
+    return await cmd.run({ ...parsed, config: () => (config ??= loadConfig()) });
   } catch (err) {
     if (err instanceof UsageError) {
       console.error(`patchbay ${name}: ${err.message}\n(patchbay ${name} --help for usage)`);
@@ -111,6 +113,6 @@ const exit = (code: number) => process.stdout.write("", () => process.exit(code)
 main(process.argv.slice(2)).then(exit, (err: unknown) => {
   // Expected failures (CliError, job errors) are one line; only a bug shows a stack (PATCHBAY_DEBUG=1).
   const e = err instanceof Error ? err : new Error(String(err));
-  console.error(`patchbay: ${process.env.PATCHBAY_DEBUG ? e.stack : e.message}`);
+  console.error(`patchbay: ${debugWanted() ? e.stack : e.message}`);
   exit(EXIT.failure);
 });

@@ -1,4 +1,6 @@
-// Every knob and default of patchbay, parsed once from the environment.
+// Every knob and default of patchbay, parsed once from the environment: the only module that reads
+// process.env. The CLI, a worker's start, the dashboard's start and the library client call
+// loadConfig() once and pass the Config in.
 import { z } from "zod";
 
 export const DEFAULT_IMAGE = "patchbay-sandbox:latest";
@@ -71,7 +73,40 @@ const Env = z.object({
   PATCHBAY_GIT_CREDENTIALS: z.string().min(1).optional(),
   ANTHROPIC_API_KEY: z.string().optional(),
   ANTHROPIC_BASE_URL: z.string().optional(),
+  /** Set: the CLI prints an error's stack. */
+  PATCHBAY_DEBUG: z.string().optional(),
+  // The Docker engine, as the docker CLI reads it (src/runtime/docker.ts).
+  DOCKER_HOST: z.string().optional(),
+  DOCKER_TLS_VERIFY: z.string().optional(),
+  DOCKER_TLS: z.string().optional(),
+  DOCKER_CERT_PATH: z.string().optional(),
+  // The host's own tools, read for the `pypi` preset and host-side clones.
+  PIP_INDEX_URL: z.string().optional(),
+  PIP_EXTRA_INDEX_URL: z.string().optional(),
+  PIP_CONFIG_FILE: z.string().optional(),
+  GIT_SSH_COMMAND: z.string().optional(),
 });
+
+/** How the Docker client reaches its engine (DOCKER_HOST; TLS from DOCKER_TLS_VERIFY or DOCKER_TLS, certificates in DOCKER_CERT_PATH). */
+export interface EngineEnv {
+  host?: string;
+  tls: boolean;
+  certPath?: string;
+}
+
+/**
+ * The engine's settings alone. The Docker client is one per process (src/runtime/docker.ts), like
+ * the docker CLI's: it is made from these on first use, read here, from the process's environment.
+ */
+export function engineEnv(env: NodeJS.ProcessEnv = process.env): EngineEnv {
+  return { host: env.DOCKER_HOST || undefined, tls: Boolean(env.DOCKER_TLS_VERIFY || env.DOCKER_TLS), certPath: env.DOCKER_CERT_PATH || undefined };
+}
+
+/** Whether the CLI prints stacks; read apart from loadConfig, which may be what failed. */
+export const debugWanted = (env: NodeJS.ProcessEnv = process.env): boolean => Boolean(env.PATCHBAY_DEBUG);
+
+/** What host-side child processes (git, npm, go, pip) run with: the environment loadConfig was given, as it was then. */
+export type HostEnv = Readonly<Record<string, string | undefined>>;
 
 /** A bound on a spec's field: a spec that sets nothing gets the default, so the bound is never below it. */
 function atLeastDefault(dflt: () => number, int = true) {
@@ -131,6 +166,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     gitCredentials: e.PATCHBAY_GIT_CREDENTIALS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
+    debug: debugWanted(env),
+    engine: engineEnv(env),
+    pip: { indexUrl: e.PIP_INDEX_URL, extraIndexUrls: (e.PIP_EXTRA_INDEX_URL ?? "").split(/\s+/).filter(Boolean), configFile: e.PIP_CONFIG_FILE },
+    hostEnv: Object.freeze({ ...env }) as HostEnv,
   };
 }
 

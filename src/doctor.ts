@@ -1,6 +1,6 @@
 // `patchbay doctor`: what is there and what to do about what is not.
 import { Redis } from "ioredis";
-import { loadConfig } from "./config.js";
+import type { Config } from "./config.js";
 import { docker } from "./runtime/docker.js";
 import { LABEL } from "./runtime/owner.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
@@ -19,14 +19,13 @@ export interface DoctorOptions {
   redisUrl?: string;
 }
 
-export async function doctor(opts: DoctorOptions = {}): Promise<Check[]> {
-  const config = loadConfig();
+export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<Check[]> {
   const redisUrl = opts.redisUrl ?? config.redisUrl;
   const checks: Check[] = [];
   let info: { ServerVersion?: string; Runtimes?: Record<string, unknown> } | undefined;
   try {
     info = await docker().info();
-    checks.push({ name: "docker", ok: true, required: true, detail: `engine ${info?.ServerVersion} at ${process.env.DOCKER_HOST ?? "the default socket"}` });
+    checks.push({ name: "docker", ok: true, required: true, detail: `engine ${info?.ServerVersion} at ${config.engine.host ?? "the default socket"}` });
   } catch (err) {
     checks.push({ name: "docker", ok: false, required: true, detail: (err as Error).message, fix: "run `npm run services` (Debian, root) or start Docker / set DOCKER_HOST" });
   }

@@ -34,7 +34,7 @@ describe("batch index", () => {
   const run = async (queueName: string, jobId: string, result: Partial<JobResult> & { status: JobStatus }, attempt = 1) => {
     const c = clients.find((x) => x.queueName === queueName)!;
     const job = await c.queue.getJob(jobId);
-    const hooks = batchHooks(raw, queueName);
+    const hooks = batchHooks(raw, queueName, 3600);
     const early = await hooks.start(job!.data as JobData, jobId, attempt);
     const r = early ?? { ...emptyResult(result.status, result.error ?? ""), ...result, jobId, attempt };
     if (!result.error && !early) delete r.error;
@@ -139,7 +139,7 @@ describe("batch index", () => {
     const b = batches(q);
     const { batchId, ids } = await b.submit(["a", "b", "c"].map(spec), { name: "budget", budgetUsd: 1 });
     const job = await b.c.queue.getJob(ids[0]!);
-    const hooks = batchHooks(raw, q);
+    const hooks = batchHooks(raw, q, 3600);
     expect(await hooks.start(job!.data, ids[0]!, 1)).toBeUndefined();
     expect((await b.status(batchId)).running).toBe(1);
     const turn = hooks.stopAfterTurn(job!.data, ids[0]!, 1)!;

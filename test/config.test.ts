@@ -36,13 +36,17 @@ describe("loadConfig", () => {
       testBackends: false,
       anthropicApiKey: undefined,
       anthropicBaseUrl: undefined,
+      debug: false,
+      engine: { host: undefined, tls: false, certPath: undefined },
+      pip: { indexUrl: undefined, extraIndexUrls: [], configFile: undefined },
+      hostEnv: {},
     });
     expect(DEFAULT_IMAGE).toBe("patchbay-sandbox:latest");
     expect(DEFAULT_MODEL).toBe("claude-sonnet-5-5");
   });
 
   it("reads every knob, coercing numbers", () => {
-    const c = loadConfig({
+    const env = {
       REDIS_URL: "redis://r:1", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONCURRENCY: "7",
       PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_POOL: "0", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
       PATCHBAY_HARD_GRACE_MS: "5", PATCHBAY_CANCEL_POLL_MS: "6", PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_HEARTBEAT_MS: "8",
@@ -53,7 +57,10 @@ describe("loadConfig", () => {
       PATCHBAY_MAX_TIMEOUT_SEC: "3600", PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: "600", PATCHBAY_IMAGES: " py:3.12, @from ,", PATCHBAY_GIT_CREDENTIALS: "/etc/patchbay/git-credentials",
       PATCHBAY_RETENTION_SEC: "120", PATCHBAY_DASHBOARD_MAX_STREAMS: "5", PATCHBAY_DASHBOARD_TLS_CERT: "/c.pem", PATCHBAY_DASHBOARD_TLS_KEY: "/k.pem", PATCHBAY_EGRESS_DIR: "/var/e",
       PATCHBAY_BACKEND: "local", PATCHBAY_TEST_BACKENDS: "1",
-    });
+      PATCHBAY_DEBUG: "1", DOCKER_HOST: "tcp://e:2376", DOCKER_TLS: "yes", DOCKER_CERT_PATH: "/certs",
+      PIP_INDEX_URL: "https://pi/simple", PIP_EXTRA_INDEX_URL: " https://a/s  https://b/s ", PIP_CONFIG_FILE: "/pip.conf", GIT_SSH_COMMAND: "ssh -i k", PATH: "/bin",
+    };
+    const c = loadConfig(env);
     expect(c).toEqual({
       redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", concurrency: 7, workerId: "h:1:x", poolSize: 0,
       lockDurationMs: 1, lockRenewMs: 1, checkpoints: false, checkpointMaxBytes: 15, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
@@ -62,7 +69,14 @@ describe("loadConfig", () => {
       policy: { allowBridge: true, maxMemoryMb: 4096, maxCpus: 1.5, maxPids: 300, maxDiskMb: 2048, maxTimeoutSec: 3600, maxCommandTimeoutSec: 600, images: ["py:3.12", "@from"] },
       gitCredentials: "/etc/patchbay/git-credentials",
       retentionSec: 120, dashboardMaxStreams: 5, dashboardTls: { cert: "/c.pem", key: "/k.pem" }, egressDir: "/var/e", backend: "local", testBackends: true,
+      debug: true, engine: { host: "tcp://e:2376", tls: true, certPath: "/certs" },
+      pip: { indexUrl: "https://pi/simple", extraIndexUrls: ["https://a/s", "https://b/s"], configFile: "/pip.conf" },
+      // What host-side child processes get: the whole environment as given, fixed then.
+      hostEnv: env,
     });
+    expect(Object.isFrozen(c.hostEnv)).toBe(true);
+    env.PATH = "/changed";
+    expect(c.hostEnv.PATH).toBe("/bin");
     expect(loadConfig({ PATCHBAY_CANCEL_PUBSUB: "1" }).cancelPubSub).toBe(true);
     // The lock is renewed within its duration: a quarter of it unless set.
     expect(loadConfig({ PATCHBAY_LOCK_MS: "8000" }).lockRenewMs).toBe(2000);

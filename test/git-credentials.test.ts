@@ -16,7 +16,7 @@ const USER = "alice";
 const TOKEN = `tok-${process.pid}-Zq8vN3kLp0wR`;
 const BASIC = Buffer.from(`${USER}:${TOKEN}`).toString("base64");
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "pb-gitcred-"));
-const opts = { timeoutSec: 60, max: 64 * 1024 * 1024, maxEntries: 10_000, credentials: null };
+const opts = { timeoutSec: 60, max: 64 * 1024 * 1024, maxEntries: 10_000, credentials: null, env: process.env };
 const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "commit.gpgSign=false"];
 const git = (cwd: string, ...args: string[]) => execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "latin1", maxBuffer: 64 * 1024 * 1024 });
 

@@ -67,7 +67,7 @@ const bk = batchKeys("pkg", "b1");
 await redis.hset(bk.lines, "1", "b1-L1");
 await redis.hset(bk.meta, "total", "1");
 const result = { status: "completed", jobId: "b1-L1", costUsd: 0.25, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 }, turns: 1, timings: { totalMs: 5 }, filesChanged: [] };
-const recorded = await recordFinished(redis, "pkg", { id: "b1", line: 1 }, "b1-L1", 1, result);
+const recorded = await recordFinished(redis, "pkg", { id: "b1", line: 1 }, "b1-L1", 1, result, { ttlSec: 3600 });
 const meta = await redis.hgetall(bk.meta);
 const c = new PatchbayClient({ redisUrl: url, queueName: "pkg" });
 const id = await c.enqueue({ task: "the package's own job", repo: { git: "https://example.com/r.git" } });

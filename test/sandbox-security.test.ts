@@ -1,6 +1,7 @@
 // The hardening, checked from inside a real container.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
+import { loadConfig } from "../src/config.js";
 import { doctor } from "../src/doctor.js";
 import { runJob, SandboxLostError } from "../src/job/run.js";
 import { PatchbayClient } from "../src/queue/client.js";
@@ -149,7 +150,7 @@ describe("gVisor runtime: coreutils' statx (runsc)", () => {
     } finally {
       await sb.destroy();
     }
-    const check = (await doctor({ redisUrl: "redis://127.0.0.1:9" })).find((c) => c.name === "gvisor statx");
+    const check = (await doctor(loadConfig(), { redisUrl: "redis://127.0.0.1:9" })).find((c) => c.name === "gvisor statx");
     expect(check).toMatchObject({ ok: works, required: false });
     if (!works) expect(check!.detail).toMatch(/fail with "Invalid argument": this gVisor refuses statx with AT_NO_AUTOMOUNT/);
   }, 120_000);

@@ -9,6 +9,7 @@ import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
+import { engineEnv } from "../src/config.js";
 import { engineOptions, docker as mainDocker } from "../src/runtime/docker.js";
 import { LABEL } from "../src/runtime/owner.js";
 import { cli, freePort, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
@@ -234,15 +235,15 @@ describe("remote engines", () => {
 
   it("reads the TLS variables as the docker CLI does, and refuses ssh:// (no host key check in dockerode)", () => {
     const certPath = b.tls!.certPath;
-    expect(engineOptions({ DOCKER_HOST: "tcp://127.0.0.1:2375" })).toEqual({});
-    expect(engineOptions({ DOCKER_HOST: "unix:///x.sock", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: certPath })).toEqual({});
+    expect(engineOptions(engineEnv({ DOCKER_HOST: "tcp://127.0.0.1:2375" }))).toEqual({});
+    expect(engineOptions(engineEnv({ DOCKER_HOST: "unix:///x.sock", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: certPath }))).toEqual({});
     for (const v of ["1", "true", "yes"]) {
-      const o = engineOptions({ DOCKER_HOST: "tcp://10.0.0.2:2375", DOCKER_TLS_VERIFY: v, DOCKER_CERT_PATH: certPath });
+      const o = engineOptions(engineEnv({ DOCKER_HOST: "tcp://10.0.0.2:2375", DOCKER_TLS_VERIFY: v, DOCKER_CERT_PATH: certPath }));
       expect(o.protocol).toBe("https");
       expect(String(o.ca)).toBe(readFileSync(`${certPath}/ca.pem`, "utf8"));
       expect(String(o.cert)).toBe(readFileSync(`${certPath}/cert.pem`, "utf8"));
     }
-    expect(() => engineOptions({ DOCKER_HOST: "tcp://10.0.0.2:2376", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: "/nonexistent" })).toThrow(/ca\.pem/);
-    expect(() => engineOptions({ DOCKER_HOST: "ssh://me@engine-host" })).toThrow(/ssh:\/\/ is not supported .*host key.*DOCKER_HOST=unix:/);
+    expect(() => engineOptions(engineEnv({ DOCKER_HOST: "tcp://10.0.0.2:2376", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: "/nonexistent" }))).toThrow(/ca\.pem/);
+    expect(() => engineOptions(engineEnv({ DOCKER_HOST: "ssh://me@engine-host" }))).toThrow(/ssh:\/\/ is not supported .*host key.*DOCKER_HOST=unix:/);
   });
 });

@@ -18,16 +18,16 @@ ${METRICS_PORT_USAGE}
 ${CONNECTION_USAGE}
 Exit status: 0 after a drain; 1 Redis unreachable at start; 2 usage.`,
   options: { ...connectionFlags, concurrency: { type: "string" }, "log-format": { type: "string" }, "metrics-port": { type: "string" } },
-  async run({ values }) {
+  async run({ values, config }) {
     const concurrency = numberFlag(values, "concurrency", { integer: true });
     const logFormat = choiceFlag(values, "log-format", LOG_FORMATS) ?? "text";
     const metricsPort = await metricsPortFlag(values);
     const { clientOptions, probeRedis } = await import("./client.js");
-    const conn = clientOptions(values);
+    const conn = clientOptions({ values, config });
     await probeRedis(conn.redisUrl);
     const { startWorker } = await import("../queue/worker.js");
     const { workerLogger } = await import("../log.js");
-    const h = await startWorker({ ...conn, logFormat, ...(concurrency ? { concurrency } : {}), ...(metricsPort ? { metricsPort } : {}) });
+    const h = await startWorker({ ...conn, config: config(), logFormat, ...(concurrency ? { concurrency } : {}), ...(metricsPort ? { metricsPort } : {}) });
     const log = workerLogger(h.id, { format: logFormat });
     await new Promise<void>((done) => {
       const stop = (sig: string) => {
@@ -50,9 +50,9 @@ what to do about each miss. Exit status: 0 every required check passed; 1 one fa
   --json                 the checks as an array of {name, ok, required, detail, fix}
   --redis-url URL        Redis (default $REDIS_URL or redis://127.0.0.1:6379)`,
   options: { json: { type: "boolean" }, "redis-url": { type: "string" } },
-  async run({ values }) {
+  async run({ values, config }) {
     const { doctor: check } = await import("../doctor.js");
-    const checks = await check({ ...(values["redis-url"] !== undefined ? { redisUrl: String(values["redis-url"]) } : {}) });
+    const checks = await check(config(), { ...(values["redis-url"] !== undefined ? { redisUrl: String(values["redis-url"]) } : {}) });
     if (values.json) console.log(JSON.stringify(checks));
     else for (const c of checks) console.log(`${c.ok ? "ok  " : c.required ? "FAIL" : "warn"}  ${c.name}: ${c.detail}${c.fix && !c.ok ? `\n      → ${c.fix}` : ""}`);
     return checks.every((c) => c.ok || !c.required) ? 0 : 1;
@@ -82,8 +82,7 @@ its own host, loopback services included) is refused; COPY files from DIR instea
   --force                build even if an image with the same recipe exists
   --json                 print {"tag", "recipe", "how", "ms"} on stdout (how: cached|online|offline|built)`,
   options: { tag: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, from: { type: "string" }, network: { type: "string" } },
-  async run({ values }) {
-    const { loadConfig } = await import("../config.js");
+  async run({ values, config }) {
     const t0 = Date.now();
     if (values.network !== undefined && values.from === undefined) throw new UsageError("--network is for --from builds (the sandbox image's own build uses the engine's)");
     if (values.from !== undefined) {
@@ -94,7 +93,7 @@ its own host, loopback services included) is refused; COPY files from DIR instea
       if (bad) throw new UsageError(`--network ${bad}`);
       const { buildImageFrom, ImageFromError } = await import("../sandbox/image-from.js");
       try {
-        const r = await buildImageFrom(String(values.from), String(values.tag), { force: Boolean(values.force), ...(network ? { network } : {}) });
+        const r = await buildImageFrom(String(values.from), String(values.tag), { force: Boolean(values.force), sandboxImage: config().image, ...(network ? { network } : {}) });
         const ms = Date.now() - t0;
         if (values.json) console.log(JSON.stringify({ tag: r.tag, recipe: r.context, how: r.how, ms, bases: r.bases, check: r.check }));
         else process.stderr.write(`[image] ${r.tag} ${r.how === "cached" ? "is up to date" : `built in ${(ms / 1000).toFixed(1)} s`}; runs as uid ${r.check.uid}${r.check.python3 ? "" : " (no python3: each file operation is a slower docker exec)"}\n`);
@@ -105,7 +104,7 @@ its own host, loopback services included) is refused; COPY files from DIR instea
       }
     }
     const { buildImage } = await import("../sandbox/image.js");
-    const tag = (values.tag as string | undefined) ?? loadConfig().image;
+    const tag = (values.tag as string | undefined) ?? config().image;
     const r = await buildImage(tag, { force: Boolean(values.force) });
     const ms = Date.now() - t0;
     if (values.json) console.log(JSON.stringify({ tag: r.tag, recipe: r.recipe, how: r.how, ms }));

@@ -1,7 +1,7 @@
 // `patchbay batch submit | wait | run | status | list | cancel | retry`: many jobs under one id.
 // The library side is src/queue/batch.ts, loaded when a command runs (not for --help).
 import { join, resolve } from "node:path";
-import { CliError, CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type Command, type Values } from "./command.js";
+import { CliError, CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type ClientArgs, type Command, type Values } from "./command.js";
 import { worstExitCode } from "./exit.js";
 import { safeText } from "../term.js";
 import { JOB_STATUSES as STATUSES, type JobStatusName } from "../spec-names.js";
@@ -12,10 +12,10 @@ const safe = (s: string) => safeText(s, { oneLine: true });
 const lib = () => import("../queue/batch.js");
 
 /** Runs fn with a BatchClient; an unknown batch is a one-line failure, a bad file or spec a usage error. */
-async function withBatches<T>(values: Values, fn: (b: BatchClient, c: PatchbayClient) => Promise<T>): Promise<T> {
+async function withBatches<T>(args: ClientArgs, fn: (b: BatchClient, c: PatchbayClient) => Promise<T>): Promise<T> {
   const { withClient } = await import("./client.js");
   const { BatchClient, BatchNotFoundError, BatchConflictError, BatchFileError } = await lib();
-  return withClient(values, async (c) => {
+  return withClient(args, async (c) => {
     try {
       return await fn(new BatchClient(c), c);
     } catch (err) {
@@ -74,10 +74,10 @@ ${SUBMIT_FLAGS}
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, name: { type: "string" }, "budget-usd": { type: "string" }, json: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "tasks.jsonl" },
-  async run({ values, positionals }) {
+  async run({ values, positionals, config }) {
     submitOpts(values);
     await readFile(positionals[0]!); // a bad file is a usage error before any connection
-    return withBatches(values, async (b) => {
+    return withBatches({ values, config }, async (b) => {
       const r = await submitFile(b, positionals[0]!, values);
       console.log(values.json ? JSON.stringify({ batch: r.batchId, ids: r.ids, added: r.added }) : r.batchId);
       return 0;
@@ -199,7 +199,7 @@ ${WAIT_EXIT}
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, out: { type: "string" }, json: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "batch" },
-  run: async ({ values, positionals }) => withBatches(values, (b, c) => waitAndReport(b, c, positionals[0]!, values, values.out === undefined ? undefined : resolve(String(values.out)))),
+  run: async ({ values, positionals, config }) => withBatches({ values, config }, (b, c) => waitAndReport(b, c, positionals[0]!, values, values.out === undefined ? undefined : resolve(String(values.out)))),
 };
 
 const run: Command = {
@@ -216,10 +216,10 @@ ${SUBMIT_FLAGS}
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, name: { type: "string" }, "budget-usd": { type: "string" }, out: { type: "string" }, json: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "tasks.jsonl" },
-  async run({ values, positionals }) {
+  async run({ values, positionals, config }) {
     submitOpts(values);
     await readFile(positionals[0]!);
-    return withBatches(values, async (b, c) => {
+    return withBatches({ values, config }, async (b, c) => {
       const r = await submitFile(b, positionals[0]!, values);
       return waitAndReport(b, c, r.batchId, values, resolve(String(values.out ?? join("patchbay-out", r.batchId))));
     });
@@ -238,8 +238,8 @@ Exit status: 0; 1 an unknown batch or Redis unreachable; 2 usage.
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" }, jobs: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "batch" },
-  run: async ({ values, positionals }) =>
-    withBatches(values, async (b) => {
+  run: async ({ values, positionals, config }) =>
+    withBatches({ values, config }, async (b) => {
       const st = await b.status(positionals[0]!, { jobs: Boolean(values.jobs) });
       if (values.json) {
         console.log(JSON.stringify(st));
@@ -265,9 +265,9 @@ Exit status: 0; 1 Redis unreachable; 2 usage.
   --json                 an array of objects
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, limit: { type: "string" }, json: { type: "boolean" } },
-  run: async ({ values }) => {
+  run: async ({ values, config }) => {
     const limit = numberFlag(values, "limit", { integer: true }) ?? 50;
-    return withBatches(values, async (b) => {
+    return withBatches({ values, config }, async (b) => {
       const all = await b.list({ limit });
       if (values.json) console.log(JSON.stringify(all));
       else if (!all.length) process.stderr.write(`patchbay: no batches in queue ${b.c.queueName}\n`);
@@ -295,8 +295,8 @@ Exit status: 0; 1 an unknown batch or Redis unreachable; 2 usage.
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "batch" },
-  run: async ({ values, positionals }) =>
-    withBatches(values, async (b) => {
+  run: async ({ values, positionals, config }) =>
+    withBatches({ values, config }, async (b) => {
       const r = await b.cancel(positionals[0]!);
       console.log(values.json ? JSON.stringify({ batch: positionals[0], ...r }) : `batch ${positionals[0]} cancelled: ${r.signalled} running jobs signalled, ${r.waiting} waiting jobs will not run`);
       return 0;
@@ -316,11 +316,11 @@ Exit status: 0 (also when nothing matched); 1 an unknown batch or Redis unreacha
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, status: { type: "string", multiple: true }, json: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "batch" },
-  run: async ({ values, positionals }) => {
+  run: async ({ values, positionals, config }) => {
     const statuses = listFlag(values, "status");
     const bad = statuses?.filter((s) => !STATUSES.includes(s as JobStatusName));
     if (bad?.length) throw new UsageError(`--status takes ${STATUSES.join(", ")}, not '${safe(bad.join(", "))}'`);
-    return withBatches(values, async (b) => {
+    return withBatches({ values, config }, async (b) => {
       const r = await b.retry(positionals[0]!, statuses ? { statuses: statuses as JobStatusName[] } : {});
       if (r.missing.length) process.stderr.write(`patchbay: lines ${r.missing.join(", ")} are no longer in the queue and cannot be retried\n`);
       if (values.json) console.log(JSON.stringify({ batch: positionals[0], ids: r.ids }));

@@ -3,10 +3,9 @@
 import { Redis } from "ioredis";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { loadConfig } from "../config.js";
 import { JobFailedError, JobNotFoundError, PatchbayClient, type ClientOptions } from "../queue/client.js";
 import { JobSpecError, type JobResult } from "../spec.js";
-import { CliError, connection, UsageError, type Values } from "./command.js";
+import { CliError, connection, UsageError, type ClientArgs } from "./command.js";
 import { flagError } from "./spec-flags.js";
 
 export { JobFailedError, JobNotFoundError, PatchbayClient };
@@ -28,17 +27,17 @@ export async function probeRedis(url: string, timeoutMs = 3000): Promise<void> {
 }
 
 /** Resolves --queue / --redis-url against the environment. */
-export function clientOptions(values: Values): Required<Pick<ClientOptions, "queueName" | "redisUrl">> {
-  const config = loadConfig();
+export function clientOptions({ values, config }: ClientArgs): Required<Pick<ClientOptions, "queueName" | "redisUrl">> {
   const flags = connection(values);
-  return { queueName: flags.queueName ?? config.queueName, redisUrl: flags.redisUrl ?? config.redisUrl };
+  return { queueName: flags.queueName ?? config().queueName, redisUrl: flags.redisUrl ?? config().redisUrl };
 }
 
 /** Runs fn with a client on a reachable Redis; job errors become one-line failures. */
-export async function withClient<T>(values: Values, fn: (c: PatchbayClient) => Promise<T>): Promise<T> {
-  const opts = clientOptions(values);
+export async function withClient<T>(args: ClientArgs, fn: (c: PatchbayClient) => Promise<T>): Promise<T> {
+  const { values } = args;
+  const opts = clientOptions(args);
   await probeRedis(opts.redisUrl);
-  const c = new PatchbayClient(opts);
+  const c = new PatchbayClient({ ...opts, config: args.config() });
   try {
     return await fn(c);
   } catch (err) {

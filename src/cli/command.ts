@@ -1,6 +1,7 @@
 // What every CLI command shares: its shape, usage errors (exit 2), failures (exit 1), and the small
 // flag parsers. Only node: built-ins here: `patchbay --help` loads this and nothing heavy.
 import type { ParseArgsConfig } from "node:util";
+import type { Config } from "../config.js";
 
 export type Values = Record<string, unknown>;
 
@@ -11,8 +12,18 @@ export interface Command {
   options?: ParseArgsConfig["options"];
   /** Positional arguments the command takes; none when absent. */
   positionals?: { min: number; max?: number; name: string };
-  run(args: { values: Values; positionals: string[] }): Promise<number>;
+  run(args: RunArgs): Promise<number>;
 }
+
+/** What a command runs with: its flags, its arguments, and the environment's Config (parsed once, when first asked for). */
+export interface RunArgs {
+  values: Values;
+  positionals: string[];
+  config: () => Config;
+}
+
+/** What a command that talks to Redis passes on: its flags and the Config. */
+export type ClientArgs = Pick<RunArgs, "values" | "config">;
 
 /** A mistake in how the command was called: exit 2, with the command's usage. */
 export class UsageError extends Error {

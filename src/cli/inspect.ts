@@ -22,8 +22,8 @@ Exit status: 0 all ids found; 1 an id is not in the queue (the others are still 
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" } },
   positionals: { min: 1, name: "jobId" },
-  run: async ({ values, positionals }) =>
-    (await client()).withClient(values, async (c) => {
+  run: async ({ values, positionals, config }) =>
+    (await client()).withClient({ values, config }, async (c) => {
       const { JobNotFoundError } = await client();
       const found: JobStatusInfo[] = [];
       let code = 0;
@@ -54,8 +54,8 @@ Exit status: 0 completed; 1 it ended otherwise, has not finished yet, or is not 
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, out: { type: "string" }, json: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "jobId" },
-  run: async ({ values, positionals }) =>
-    (await client()).withClient(values, async (c) => {
+  run: async ({ values, positionals, config }) =>
+    (await client()).withClient({ values, config }, async (c) => {
       const { finalResult, writeOut } = await client();
       const id = positionals[0]!;
       const r = await finalResult(c, id);
@@ -82,8 +82,8 @@ Exit status, by the job's final status: ${STATUS_EXIT_USAGE} (also: not in the q
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "jobId" },
-  run: async ({ values, positionals }) =>
-    (await client()).withClient(values, async (c) => {
+  run: async ({ values, positionals, config }) =>
+    (await client()).withClient({ values, config }, async (c) => {
       const { finalResult } = await client();
       const { formatEvent } = await import("./format.js");
       const id = positionals[0]!;
@@ -113,8 +113,8 @@ Exit status: 0 all ids found; 1 an id is not in the queue; 2 usage.
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" } },
   positionals: { min: 1, name: "jobId" },
-  run: async ({ values, positionals }) =>
-    (await client()).withClient(values, async (c) => {
+  run: async ({ values, positionals, config }) =>
+    (await client()).withClient({ values, config }, async (c) => {
       const { JobNotFoundError } = await client();
       const done: { id: string; outcome: string }[] = [];
       let code = 0;
@@ -148,12 +148,12 @@ Exit status: 0 (an empty queue too); 1 Redis unreachable; 2 usage.
   --json                 an array of objects (createdAt, startedAt, finishedAt in epoch ms)
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" }, state: { type: "string", multiple: true }, limit: { type: "string" } },
-  run: async ({ values }) => {
+  run: async ({ values, config }) => {
     const states = listFlag(values, "state");
     const bad = states?.filter((s) => !STATES.includes(s as (typeof STATES)[number]));
     if (bad?.length) throw new UsageError(`--state takes ${STATES.join(", ")}, not '${bad.join(", ")}'`);
     const limit = numberFlag(values, "limit", { integer: true }) ?? 50;
-    return (await client()).withClient(values, async (c) => {
+    return (await client()).withClient({ values, config }, async (c) => {
       const jobs = await c.list({ limit, ...(states ? { states: states as (typeof STATES)[number][] } : {}) });
       if (values.json) console.log(JSON.stringify(jobs));
       else if (!jobs.length) process.stderr.write(`patchbay: no ${states ? `${states.join(" or ")} ` : ""}jobs in queue ${c.queueName}\n`);

@@ -31,12 +31,12 @@ ${SPEC_USAGE}
   --cancel-on-exit       on Ctrl-C (or SIGTERM), cancel the job too
 ${CONNECTION_USAGE}`,
   options: { ...specFlags, ...connectionFlags, out: { type: "string" }, json: { type: "boolean" }, "cancel-on-exit": { type: "boolean" } },
-  async run({ values }) {
+  async run({ values, config }) {
     if (!hasSpecFlags(values)) throw new UsageError("run needs a job: --repo DIR (or --git URL, --archive FILE) and --task TEXT");
     const spec = specFrom(values);
     await prepare([spec], values);
     const { withClient } = await import("./client.js");
-    return withClient(values, async (c) => {
+    return withClient({ values, config }, async (c) => {
       const id = await c.enqueue(spec);
       process.stderr.write(`patchbay: job ${id} enqueued on queue ${c.queueName}\n`);
       const { follow } = await import("./follow.js");
@@ -60,7 +60,7 @@ ${SPEC_USAGE}
   --json                 print the ids as JSON
 ${CONNECTION_USAGE}`,
   options: { ...specFlags, ...connectionFlags, batch: { type: "string" }, json: { type: "boolean" } },
-  async run({ values }) {
+  async run({ values, config }) {
     let specs: unknown[];
     if (values.batch !== undefined) {
       if (hasSpecFlags(values)) throw new UsageError("--batch takes no other spec flags (put them in the file's lines)");
@@ -71,7 +71,7 @@ ${CONNECTION_USAGE}`,
       await prepare(specs, values);
     }
     const { withClient } = await import("./client.js");
-    return withClient(values, async (c) => {
+    return withClient({ values, config }, async (c) => {
       const ids = await c.enqueueBatch(specs);
       if (values.json) console.log(JSON.stringify({ queue: c.queueName, ids }));
       else for (const id of ids) console.log(id);

@@ -1,6 +1,6 @@
 // `patchbay dashboard` and `patchbay view`: the window onto jobs. Only node: built-ins and the CLI's
 // shared helpers at the top: the server and renderer load when the command runs.
-import { CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type Command, type Values } from "./command.js";
+import { CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type ClientArgs, type Command, type Values } from "./command.js";
 
 const DASHBOARD_USAGE = `patchbay dashboard [--host 127.0.0.1] [--port 7474]
 
@@ -42,18 +42,18 @@ export async function metricsPortFlag(values: Values): Promise<string | undefine
 export const METRICS_PORT_USAGE = "  --metrics-port [HOST:]PORT  serve Prometheus metrics at /metrics (HOST default 127.0.0.1; off by default)";
 
 /** Runs the dashboard until SIGINT or SIGTERM. */
-async function runDashboard(values: Values): Promise<number> {
+async function runDashboard({ values, config }: ClientArgs): Promise<number> {
   const port = values.port === undefined ? 7474 : values.port === "0" ? 0 : numberFlag(values, "port", { integer: true, what: "a TCP port" })!;
   if (port > 65535) throw new UsageError(`--port takes a TCP port, not '${values.port}'`);
   const host = values.host === undefined ? "127.0.0.1" : String(values.host).trim();
   if (!host) throw new UsageError("--host must not be empty");
   const { clientOptions, probeRedis } = await import("./client.js");
-  const conn = clientOptions(values);
+  const conn = clientOptions({ values, config });
   await probeRedis(conn.redisUrl);
   const { startDashboard, DashboardConfigError } = await import("../web/server.js");
   let d;
   try {
-    d = await startDashboard({ host, port, ...conn });
+    d = await startDashboard({ host, port, ...conn, config: config() });
   } catch (err) {
     if (err instanceof DashboardConfigError) throw new UsageError(err.message);
     throw new CliError(`dashboard: ${(err as Error).message}`);
@@ -108,7 +108,7 @@ const dashboard: Command = {
   summary: "serve the web dashboard (jobs, live transcripts, bull-board, metrics)",
   usage: DASHBOARD_USAGE,
   options: { ...connectionFlags, host: { type: "string" }, port: { type: "string" } },
-  run: ({ values }) => runDashboard(values),
+  run: ({ values, config }) => runDashboard({ values, config }),
 };
 
 const view: Command = {

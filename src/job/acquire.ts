@@ -28,14 +28,14 @@ export function freshSandbox(ctx: JobContext, mounts?: ReturnType<typeof mountsF
   const o = ctx.opts;
   const deadlineSec = ctx.timeoutSec + 600;
   const warm = mounts ? undefined : o.pool?.take(kindOf(ctx), deadlineSec); // a warm sandbox has no extra mounts
-  return warm ? Promise.resolve(warm) : Sandbox.create({ ...kindOf(ctx), jobId: ctx.jobId, owner: o.owner, labels: o.labels, deadlineSec, mounts, backend: o.backend });
+  return warm ? Promise.resolve(warm) : Sandbox.create({ ...kindOf(ctx), jobId: ctx.jobId, owner: o.owner, labels: o.labels, deadlineSec, mounts, backend: ctx.backend });
 }
 
 export async function acquire(ctx: JobContext, held: Held): Promise<Sandbox> {
   // The pool makes no warm sandbox while this one is set up: it would compete for the CPU.
   held.setupDone = ctx.opts.pool?.setupStarted?.();
-  held.egress = await prepareEgress(ctx.spec, ctx.opts.egress, ctx.emit);
-  held.prepared = repoArchive(ctx.spec.repo);
+  held.egress = await prepareEgress(ctx.spec, ctx.opts.egress, ctx.emit, ctx.config);
+  held.prepared = repoArchive(ctx.spec.repo, { git: { env: ctx.config.hostEnv, credentials: ctx.config.gitCredentials } });
   held.prepared.catch(() => {}); // awaited by the load; a failure there is the job's
   held.sandbox = await freshSandbox(ctx, mountsFor(held.egress));
   ctx.opts.onSandbox?.(held.sandbox);

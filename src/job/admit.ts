@@ -1,7 +1,7 @@
 // What runJob (and the worker, before it) checks and wraps before a job starts: the worker's policy
 // on what a spec may ask of its sandbox (src/policy.ts), and the secrets a spec's git URL carries,
 // which no event may show.
-import { loadConfig, type Config } from "../config.js";
+import type { Config } from "../config.js";
 import { policyRefusal, imageVerdict, policyViolations } from "../policy.js";
 import { docker } from "../runtime/docker.js";
 import { builtFrom } from "../sandbox/image-from.js";
@@ -13,7 +13,7 @@ import { redact, splitUrl } from "./git-auth.js";
  * raises it), or undefined. The engine is asked about the image only where the policy needs to
  * know whether `image build --from` made it; an engine that cannot answer throws (not the spec's fault).
  */
-export async function policyProblem(spec: JobSpec, config: Pick<Config, "policy" | "image"> = loadConfig()): Promise<string | undefined> {
+export async function policyProblem(spec: JobSpec, config: Pick<Config, "policy" | "image">): Promise<string | undefined> {
   const lookup = spec.image !== undefined && imageVerdict(spec.image, config.image, config.policy) === "lookup";
   const facts = lookup ? { builtFrom: await builtFrom(spec.image!) } : {};
   const violations = policyViolations(spec, config.policy, config.image, facts);
@@ -29,7 +29,7 @@ let cpusOfEngine: Promise<number | undefined> | undefined;
 const engineCpus = () => (cpusOfEngine ??= docker().info().then((i: { NCPU?: number }) => i.NCPU, () => (cpusOfEngine = undefined)));
 
 /** Throws a JobSpecError (not retried) for a spec past the worker's policy. */
-export async function admitJob(spec: JobSpec, config?: Pick<Config, "policy" | "image">): Promise<void> {
+export async function admitJob(spec: JobSpec, config: Pick<Config, "policy" | "image">): Promise<void> {
   const why = await policyProblem(spec, config);
   if (why) throw new JobSpecError(why);
 }

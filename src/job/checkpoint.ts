@@ -5,7 +5,7 @@
 // but ours: at worst it does what the agent itself could have done in /workspace.
 import type { Redis } from "ioredis";
 import { z } from "zod";
-import { defaults, loadConfig } from "../config.js";
+import { defaults } from "../config.js";
 import type { LoopOutcome, TurnState } from "../agent/loop.js";
 import { costUsd } from "../agent/prices.js";
 import type { Message } from "../agent/model.js";
@@ -76,7 +76,8 @@ export function parseCheckpoint(raw: string, jobId: string, hash: string): { ok:
 const SAVE = luaCommand<number>("job/lua/save-checkpoint-1.lua");
 
 /** The worker's store: one Redis key per job (removed when the job ends, else after the transcript's TTL). */
-export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash: string, maxBytes: number): CheckpointStore & { remove(): Promise<void> } {
+/** `retentionSec`: how long a checkpoint outlives its last save (config.retentionSec). */
+export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash: string, maxBytes: number, retentionSec: number): CheckpointStore & { remove(): Promise<void> } {
   return {
     async load() {
       // Bounded before it is read: Redis content is not trusted blindly.
@@ -87,7 +88,7 @@ export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash:
       return raw ? parseCheckpoint(raw, jobId, hash) : undefined;
     },
     async save(c) {
-      await SAVE(redis, key, String(c.attempt), JSON.stringify(c), String(loadConfig().retentionSec));
+      await SAVE(redis, key, String(c.attempt), JSON.stringify(c), String(retentionSec));
     },
     async remove() {
       await redis.del(key);

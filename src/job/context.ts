@@ -2,6 +2,8 @@
 // the ids, the event emitter, the one signal for cancel and the wall clock, and the timings.
 import type { Config } from "../config.js";
 import { defaults } from "../config.js";
+import { runtimeOf } from "../runtime/index.js";
+import type { SandboxRuntime } from "../runtime/types.js";
 import type { EventInput, JobSpec, TranscriptEvent } from "../spec.js";
 import type { RunJobOptions } from "./run.js";
 
@@ -9,6 +11,8 @@ export interface JobContext {
   readonly spec: JobSpec;
   readonly config: Config;
   readonly opts: RunJobOptions;
+  /** What runs the job's sandboxes: opts.backend, else config.backend's. */
+  readonly backend: SandboxRuntime;
   readonly jobId: string;
   readonly attempt: number;
   readonly timeoutSec: number;
@@ -33,6 +37,7 @@ export function jobContext(spec: JobSpec, config: Config, opts: RunJobOptions): 
   const t0 = performance.now();
   const ctx: JobContext = {
     spec, config, opts, jobId, attempt, timeoutSec, t0,
+    backend: opts.backend ?? runtimeOf(config.backend),
     signal: ctl.signal,
     emit: (e) => opts.onEvent?.({ ts: new Date().toISOString(), jobId, attempt, ...e } as TranscriptEvent),
     elapsed: (since = t0) => Math.round(performance.now() - since),

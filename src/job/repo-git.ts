@@ -21,7 +21,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadConfig } from "../config.js";
+import type { HostEnv } from "../config.js";
 import { credentialHelper, matchCredential, readCredentialStore, redact, scrub, splitUrl, type SplitUrl } from "./git-auth.js";
 import { breathe, Budget, quote, RepoError, tooLarge } from "./repo-common.js";
 
@@ -31,8 +31,10 @@ export type CloneOptions = {
   timeoutSec: number;
   max: number;
   maxEntries: number;
-  /** The worker's git-credentials store; default PATCHBAY_GIT_CREDENTIALS, null for none. */
+  /** The worker's git-credentials store (config.gitCredentials); none when unset or null. */
   credentials?: string | null;
+  /** The host's environment git runs with (config.hostEnv): PATH, HOME, proxies, GIT_SSH_COMMAND. */
+  env: HostEnv;
 };
 
 type Auth = { args: string[]; env: Record<string, string>; secrets: string[] };
@@ -45,7 +47,7 @@ export async function cloneRepo(url: string, ref: string | undefined, opts: Clon
   const isFileUrl = /^file:/i.test(url);
   const local = isFileUrl || fss.existsSync(url);
   const source = local ? await checkLocalSource(label, isFileUrl ? fileUrlPath(label, url) : url, opts) : split.url;
-  const auth = local ? undefined : await cloneAuth(split, opts.credentials === undefined ? loadConfig().gitCredentials : opts.credentials);
+  const auth = local ? undefined : await cloneAuth(split, opts.credentials ?? null);
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "patchbay-clone-")); // a failure here is the host's
   try {
     const clone = await git(["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir], { ...opts, watch: dir, local, trusted: false, auth });
@@ -172,7 +174,7 @@ async function revParse(dir: string, rev: string, opts: CloneOptions): Promise<s
  */
 function treeSize(label: string, dir: string, commit: string, budget: number, opts: CloneOptions): Promise<number> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn("git", [...HARDEN, "-C", dir, "ls-tree", "-r", "-l", "-z", "--full-tree", commit], { env: gitEnv(true), stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("git", [...HARDEN, "-C", dir, "ls-tree", "-r", "-l", "-z", "--full-tree", commit], { env: gitEnv(opts.env, true), stdio: ["ignore", "pipe", "pipe"] });
     let [bytes, entries, rest, over, stderr] = [0, 0, "", false, ""];
     const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutSec * 1000);
     child.stdout.setEncoding("latin1").on("data", (chunk: string) => {
@@ -217,8 +219,8 @@ const REPO_VARS = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIR
  * own clone afterwards (rev-parse, ls-tree, checkout) has no system or global config at all, so
  * no filter, autocrlf or hook of the host's applies to the repo's files.
  */
-function gitEnv(trusted: boolean): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, GIT_TERMINAL_PROMPT: "0", GIT_SSH_COMMAND: process.env.GIT_SSH_COMMAND ?? "ssh -o BatchMode=yes" };
+function gitEnv(host: HostEnv, trusted: boolean): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...host, GIT_TERMINAL_PROMPT: "0", GIT_SSH_COMMAND: host.GIT_SSH_COMMAND ?? "ssh -o BatchMode=yes" };
   for (const v of REPO_VARS) delete env[v];
   // Traces would print what git runs and sends (a credential helper's answer among it) to stderr.
   for (const v of Object.keys(env)) if (v.startsWith("GIT_TRACE") || v === "GIT_CURL_VERBOSE") delete env[v];
@@ -238,7 +240,7 @@ function git(args: string[], run: GitRun): Promise<GitResult> {
   const protocols = run.local ? ["-c", "protocol.file.allow=always"] : PROTOCOLS;
   return new Promise((resolvePromise, reject) => {
     const child = spawn("git", [...HARDEN, ...protocols, "-c", "protocol.ext.allow=never", ...(run.auth?.args ?? []), ...args], {
-      env: { ...gitEnv(run.trusted), ...run.auth?.env },
+      env: { ...gitEnv(run.env, run.trusted), ...run.auth?.env },
       stdio: ["ignore", run.stdout ? "pipe" : "ignore", "pipe"],
       detached: true,
     });

@@ -10,6 +10,7 @@ import { tarArchive } from "./repo-archive.js";
 import { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, RepoError, type RepoArchive } from "./repo-common.js";
 import { dirArchive } from "./repo-dir.js";
 import { cloneRepo, redact } from "./repo-git.js";
+import type { HostEnv } from "../config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 
 export { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, LIMITS as REPO_LIMITS, RepoError, type RepoArchive } from "./repo-common.js";
@@ -23,6 +24,8 @@ export interface RepoArchiveOptions {
   maxEntries?: number;
   /** Bound on the host-side `git clone` and `git checkout` (default 600 s each). */
   gitTimeoutSec?: number;
+  /** What a host-side clone of a `{ git }` repo runs with: the host's environment and the worker's credentials store (from the Config). */
+  git?: { env: HostEnv; credentials?: string };
 }
 
 export interface LoadedRepo {
@@ -45,7 +48,8 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
     return dirArchive(path.resolve(repo.path), true, max, maxEntries, `repo.path ${repo.path}`);
   }
   if ("git" in repo) {
-    const dir = await cloneRepo(repo.git, repo.ref, { timeoutSec: opts.gitTimeoutSec ?? 600, max, maxEntries });
+    if (!opts.git) throw new Error("repoArchive: a { git } repo needs opts.git (the host's environment and credentials, from the Config)");
+    const dir = await cloneRepo(repo.git, repo.ref, { timeoutSec: opts.gitTimeoutSec ?? 600, max, maxEntries, env: opts.git.env, credentials: opts.git.credentials });
     const rm = () => fs.rm(dir, { recursive: true, force: true });
     try {
       // A fresh clone has nothing ignored worth filtering: it is tarred whole.

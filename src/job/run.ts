@@ -57,9 +57,10 @@ export interface RunJobOptions {
 
 export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {}): Promise<JobResult> {
   const spec = assertJobSpec(input);
-  await admitJob(spec); // the worker's policy (src/policy.ts): a spec may narrow its sandbox, never widen it
+  const config = opts.config ?? loadConfig(); // runJob is an edge too: the library's one-job entry
+  await admitJob(spec, config); // the worker's policy (src/policy.ts): a spec may narrow its sandbox, never widen it
   opts = hideSecrets(spec, opts); // a { git } URL's credentials show in no event (src/job/admit.ts)
-  const { ctx, dispose } = jobContext(spec, opts.config ?? loadConfig(), opts);
+  const { ctx, dispose } = jobContext(spec, config, opts);
   ctx.emit({ type: "job_started", spec });
   // Cancelled while it waited in the queue: no sandbox at all.
   if (ctx.signal.aborted) {

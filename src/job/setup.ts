@@ -2,7 +2,7 @@
 // only when the JobSpec allows hosts for it, and only through the worker's egress proxy. When setup
 // ends, the path out is gone: the bridge in the container is stopped, the job's listener closed
 // with every connection it had, and the socket and its directory removed.
-import { loadConfig } from "../config.js";
+import type { Config } from "../config.js";
 import { parseAllowEntry, type AllowRule } from "../allow.js";
 import { expandPresets, PresetError } from "../net/presets.js";
 import { EgressProxy, type EgressSession } from "../net/proxy.js";
@@ -14,9 +14,9 @@ import type { EventInput, JobSpec } from "../spec.js";
 export class SetupError extends Error {}
 
 let shared: EgressProxy | undefined;
-/** The worker's proxy (one per process; sessions are per job). */
-export function defaultEgressProxy(): EgressProxy {
-  shared ??= new EgressProxy({ baseDir: loadConfig().egressDir });
+/** The worker's proxy (one per process, in config.egressDir as the first job found it; sessions are per job). */
+export function defaultEgressProxy(baseDir: string | undefined): EgressProxy {
+  shared ??= new EgressProxy({ baseDir });
   return shared;
 }
 
@@ -24,18 +24,18 @@ export function defaultEgressProxy(): EgressProxy {
  * The job's egress session when its spec allows setup network, made before the sandbox (whose
  * mounts are fixed at create time). Presets are read from the worker's tool configuration.
  */
-export async function prepareEgress(spec: JobSpec, proxy: EgressProxy | undefined, emit: (e: EventInput) => void): Promise<EgressSession | undefined> {
+export async function prepareEgress(spec: JobSpec, proxy: EgressProxy | undefined, emit: (e: EventInput) => void, config: Pick<Config, "egressDir" | "hostEnv" | "pip">): Promise<EgressSession | undefined> {
   const allow = spec.network?.setup?.allow;
   if (!allow) return undefined;
   let hosts: string[];
   try {
-    hosts = await expandPresets(allow);
+    hosts = await expandPresets(allow, config);
   } catch (err) {
     if (err instanceof PresetError) throw new SetupError(err.message);
     throw err;
   }
   const rules = hosts.map((h) => parseAllowEntry(h)).filter((r): r is AllowRule => typeof r !== "string");
-  return (proxy ?? defaultEgressProxy()).session(rules, (r) => emit({ type: "egress", ...r }));
+  return (proxy ?? defaultEgressProxy(config.egressDir)).session(rules, (r) => emit({ type: "egress", ...r }));
 }
 
 export const mountsFor = (session: EgressSession | undefined) => (session ? [egressMount(session.dir)] : undefined);

@@ -6,6 +6,10 @@ import { readdir, readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { isPresetName, normalizeHost, type PresetName } from "../allow.js";
+import type { Config } from "../config.js";
+
+/** What the presets read of the worker's host: its environment (for npm, go, python) and pip's settings. */
+export type PresetEnv = Pick<Config, "hostEnv" | "pip">;
 
 /** The host of an http(s) URL, normalized, or undefined. */
 export function urlHost(raw: string): string | undefined {
@@ -62,15 +66,15 @@ export function goEnvHosts(goproxy: string, gosumdb: string): string[] {
 
 export class PresetError extends Error {}
 
-function run(cmd: string, args: string[]): Promise<string> {
+function run(host: PresetEnv, cmd: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) =>
-    execFile(cmd, args, { timeout: 15_000, maxBuffer: 1 << 20, env: process.env }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
+    execFile(cmd, args, { timeout: 15_000, maxBuffer: 1 << 20, env: { ...host.hostEnv } }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
   );
 }
 const readSmall = (p: string) => readFile(p, "utf8").then((t) => t.slice(0, 1 << 20), () => "");
 
-async function npmHosts(): Promise<string[]> {
-  const registry = await run("npm", ["config", "get", "registry"]).catch((e: Error) => {
+async function npmHosts(env: PresetEnv): Promise<string[]> {
+  const registry = await run(env, "npm", ["config", "get", "registry"]).catch((e: Error) => {
     throw new PresetError(`preset npm: \`npm config get registry\` failed on the worker: ${e.message.split("\n")[0]}`);
   });
   const host = urlHost(registry);
@@ -81,13 +85,13 @@ async function npmHosts(): Promise<string[]> {
 // pip's own default index when nothing is configured: asked of pip itself, not written here.
 const PIP_DEFAULT = "from pip._internal.models.index import PyPI\nprint(PyPI.url)\nprint('https://' + PyPI.file_storage_domain + '/')";
 
-async function pypiHosts(): Promise<string[]> {
-  const env = [process.env.PIP_INDEX_URL, ...(process.env.PIP_EXTRA_INDEX_URL ?? "").split(/\s+/)].map((u) => (u ? urlHost(u) : undefined));
-  const files = [process.env.PIP_CONFIG_FILE, "/etc/pip.conf", "/etc/xdg/pip/pip.conf", join(homedir(), ".pip/pip.conf"), join(homedir(), ".config/pip/pip.conf")];
+async function pypiHosts(host: PresetEnv): Promise<string[]> {
+  const env = [host.pip.indexUrl, ...host.pip.extraIndexUrls].map((u) => (u ? urlHost(u) : undefined));
+  const files = [host.pip.configFile, "/etc/pip.conf", "/etc/xdg/pip/pip.conf", join(homedir(), ".pip/pip.conf"), join(homedir(), ".config/pip/pip.conf")];
   const conf = (await Promise.all(files.map((f) => (f ? readSmall(f) : "")))).flatMap(pipConfHosts);
   const configured = uniq([...env, ...conf]);
   if (configured.length) return configured;
-  const out = await run("python3", ["-c", PIP_DEFAULT]).catch((e: Error) => {
+  const out = await run(host, "python3", ["-c", PIP_DEFAULT]).catch((e: Error) => {
     throw new PresetError(`preset pypi: no index configured for pip and pip's default could not be read: ${e.message.split("\n")[0]}`);
   });
   return uniq(out.split("\n").map(urlHost));
@@ -102,30 +106,30 @@ async function debianHosts(): Promise<string[]> {
   return hosts;
 }
 
-async function goHosts(): Promise<string[]> {
-  const out = await run("go", ["env", "GOPROXY", "GOSUMDB"]).catch((e: Error) => {
+async function goHosts(host: PresetEnv): Promise<string[]> {
+  const out = await run(host, "go", ["env", "GOPROXY", "GOSUMDB"]).catch((e: Error) => {
     throw new PresetError(`preset go: \`go env\` failed on the worker: ${e.message.split("\n")[0]}`);
   });
   const [goproxy = "", gosumdb = ""] = out.split("\n");
   return goEnvHosts(goproxy, gosumdb);
 }
 
-const READERS: Record<PresetName, () => Promise<string[]>> = { npm: npmHosts, pypi: pypiHosts, debian: debianHosts, go: goHosts };
+const READERS: Record<PresetName, (host: PresetEnv) => Promise<string[]>> = { npm: npmHosts, pypi: pypiHosts, debian: debianHosts, go: goHosts };
 const cache = new Map<PresetName, { at: number; hosts: Promise<string[]> }>();
 const CACHE_MS = 5 * 60_000;
 
 /** The hosts of a preset, read from the worker's configuration (cached for a few minutes). */
-export function presetHosts(name: PresetName, now = Date.now()): Promise<string[]> {
+export function presetHosts(name: PresetName, host: PresetEnv, now = Date.now()): Promise<string[]> {
   const hit = cache.get(name);
   if (hit && now - hit.at < CACHE_MS) return hit.hosts;
-  const hosts = READERS[name]();
+  const hosts = READERS[name](host);
   cache.set(name, { at: now, hosts });
   hosts.catch(() => cache.delete(name));
   return hosts;
 }
 
 /** Expands presets in an allow-list; other entries are kept as they are. */
-export async function expandPresets(entries: readonly string[]): Promise<string[]> {
-  const out = await Promise.all(entries.map((e) => (isPresetName(e) ? presetHosts(e) : Promise.resolve([e]))));
+export async function expandPresets(entries: readonly string[], host: PresetEnv): Promise<string[]> {
+  const out = await Promise.all(entries.map((e) => (isPresetName(e) ? presetHosts(e, host) : Promise.resolve([e]))));
   return [...new Set(out.flat())];
 }

@@ -76,7 +76,7 @@ async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | un
   const early = await ctx.batch.start(job.data, jobId, attempt).catch((err: unknown) => (ctx.active.delete(jobId), Promise.reject(err)));
   // No warm sandbox is made while this job is being set up (it would compete for the CPU).
   const setupDone = ctx.pool.setupStarted();
-  const checkpoints = ctx.config.checkpoints ? redisCheckpoints(ctx.redis, ctx.k.checkpoint(jobId), jobId, specHash(spec), ctx.config.checkpointMaxBytes) : undefined;
+  const checkpoints = ctx.config.checkpoints ? redisCheckpoints(ctx.redis, ctx.k.checkpoint(jobId), jobId, specHash(spec), ctx.config.checkpointMaxBytes, ctx.config.retentionSec) : undefined;
   const r: Running = { ...a, jobId, entry, checkpoints, ...transcript(ctx, job, entry, setupDone) };
   const deadline = hardDeadline(ctx, r, (spec.timeoutSec ?? defaults.job.timeoutSec) * 1000);
   ctx.log(`job ${jobId} attempt ${attempt}: started`, { job: jobId, attempt });

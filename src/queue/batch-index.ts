@@ -15,14 +15,11 @@
 // a Lua script (src/queue/lua/), so `status` is one HGETALL and a finished job costs the worker one
 // round trip.
 import type { Redis } from "ioredis";
-import { loadConfig } from "../config.js";
 import { luaCommand } from "../lua.js";
 import { keys } from "./keys.js";
 import type { JobData } from "./client.js";
 import { emptyResult, filesChangedCount, type JobResult, type JobStatus, type Usage } from "../spec.js";
 
-/** How long a batch's index lives: the deployment's retention (PATCHBAY_RETENTION_SEC), as results and transcripts. */
-export const ttlSec = () => loadConfig().retentionSec;
 export const PARTS = ["meta", "lines", "results", "spend", "started", "finished", "tasks"] as const;
 type Part = (typeof PARTS)[number];
 
@@ -90,7 +87,13 @@ export function summarize(r: JobResult, line: number): JobSummary {
 }
 
 /** Records a finished job in its batch's index (one round trip). */
-export async function recordFinished(redis: Redis, queueName: string, batch: { id: string; line: number }, jobId: string, attempt: number, r: JobResult, onlyIfAbsent = false, spentBefore = 0): Promise<boolean> {
+/**
+ * `ttlSec`: how long a batch's index lives, the deployment's retention (config.retentionSec) as for
+ * results and transcripts. `onlyIfAbsent`: a result already there stays. `spentBefore`: what earlier
+ * attempts of the job already added to the batch's spend.
+ */
+export async function recordFinished(redis: Redis, queueName: string, batch: { id: string; line: number }, jobId: string, attempt: number, r: JobResult, o: { ttlSec: number; onlyIfAbsent?: boolean; spentBefore?: number }): Promise<boolean> {
+  const { onlyIfAbsent = false, spentBefore = 0 } = o;
   const bk = batchKeys(queueName, batch.id);
   const n = await scripted(redis).pbBatchFinish(
     ...PARTS.map((p) => bk[p]),
@@ -100,7 +103,7 @@ export async function recordFinished(redis: Redis, queueName: string, batch: { i
     String(Math.max(0, r.costUsd - spentBefore)),
     JSON.stringify(summarize(r, batch.line)),
     onlyIfAbsent ? "1" : "0",
-    ttlSec(),
+    o.ttlSec,
     Date.now(),
   );
   return n === 1;
@@ -124,7 +127,8 @@ export interface BatchHooks {
 }
 
 /** What a worker calls for the jobs of batches; every hook does nothing for a job of no batch. */
-export function batchHooks(redis: Redis, queueName: string): BatchHooks {
+/** The worker's side of a batch; `ttlSec` is the deployment's retention (config.retentionSec). */
+export function batchHooks(redis: Redis, queueName: string, ttlSec: number): BatchHooks {
   const budgetNote = (spent: number, budget: number) => `the batch's budget of $${budget.toFixed(2)} is spent ($${spent.toFixed(4)})`;
   return {
     async start(data, jobId, attempt) {
@@ -145,7 +149,7 @@ export function batchHooks(redis: Redis, queueName: string): BatchHooks {
     },
     async finish(data, jobId, attempt, result, spentBefore = 0) {
       if (!data?.batch) return;
-      await recordFinished(redis, queueName, data.batch, jobId, attempt, result, false, spentBefore);
+      await recordFinished(redis, queueName, data.batch, jobId, attempt, result, { ttlSec, spentBefore });
     },
   };
 }

@@ -11,7 +11,7 @@ import { defaultClient, JobFailedError, type JobData, type PatchbayClient } from
 import { credentialsProblem, jobOptions, prepareSpecs } from "./prepare.js";
 import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent } from "../spec.js";
 import { batchHash, type BatchLine } from "./batch-file.js";
-import { batchKeys, PARTS, recordFinished, scripted, ttlSec, type JobSummary } from "./batch-index.js";
+import { batchKeys, PARTS, recordFinished, scripted, type JobSummary } from "./batch-index.js";
 import { summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
 
 export { BatchFileError, parseBatchFile, readBatchFile, type BatchLine } from "./batch-file.js";
@@ -95,7 +95,7 @@ export class BatchClient {
       if (opts.budgetUsd !== undefined) m.hset(bk.meta, "budgetUsd", String(opts.budgetUsd));
       m.zadd(keys(this.c.queueName).batches, "NX", now, batchId);
       for (const { line, spec } of lines) m.hsetnx(bk.lines, String(line), batchJobId(batchId, line)).hsetnx(bk.tasks, String(line), spec.task.slice(0, 200));
-      for (const p of PARTS) m.expire(bk[p], ttlSec());
+      for (const p of PARTS) m.expire(bk[p], this.c.retentionSec);
       m.hget(bk.meta, "hash");
       const res = (await m.exec()) ?? [];
       if (res.at(-1)?.[1] !== hash) throw new BatchConflictError(batchId, this.c.queueName); // a racing submit of other specs
@@ -178,7 +178,7 @@ export class BatchClient {
       const k = keys(this.c.queueName);
       const running = st.jobs!.filter((j) => j.state === "running").map((j) => j.jobId);
       const m = this.c.redis.multi().hset(this.bk(batchId).meta, "cancelled", "1");
-      for (const id of running) m.set(k.cancel(id), "1", "EX", ttlSec()).publish(k.cancelChannel, id);
+      for (const id of running) m.set(k.cancel(id), "1", "EX", this.c.retentionSec).publish(k.cancelChannel, id);
       await m.exec();
       return { signalled: running.length, waiting: st.jobs!.filter((j) => j.state === "waiting").length };
     });
@@ -294,7 +294,7 @@ export class BatchClient {
           } else if (state === "completed" || state === "unknown") {
             suspects.set(j.jobId, (suspects.get(j.jobId) ?? 0) + 1);
           }
-          if (result && (await recordFinished(this.c.redis, this.c.queueName, { id: batchId, line: j.line }, j.jobId, result.attempt ?? 1, result, true))) fixed++;
+          if (result && (await recordFinished(this.c.redis, this.c.queueName, { id: batchId, line: j.line }, j.jobId, result.attempt ?? 1, result, { ttlSec: this.c.retentionSec, onlyIfAbsent: true }))) fixed++;
         }),
       );
       return fixed;

@@ -4,7 +4,7 @@
 import { Job, Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { setTimeout as sleep } from "node:timers/promises";
-import { loadConfig } from "../config.js";
+import { loadConfig, type Config } from "../config.js";
 import { keys, redisOptions } from "./keys.js";
 import { jobOptions, prepareSpecs } from "./prepare.js";
 import { PatchGoneError } from "./result-bounds.js";
@@ -81,6 +81,8 @@ export interface ClientOptions {
   unrefWhenIdle?: boolean;
   /** CLIENT SETNAME of its Redis connections (the dashboard names its own, to be counted). */
   connectionName?: string;
+  /** The environment's settings (default: loadConfig() when the client is made); the options above win. */
+  config?: Config;
 }
 
 export interface WaitOptions {
@@ -95,13 +97,16 @@ export class PatchbayClient {
   readonly queue: Queue<JobData, JobResult>;
   readonly redis: Redis;
   readonly queueName: string;
+  /** How long Redis keeps what the client writes for a job or batch (PATCHBAY_RETENTION_SEC). */
+  readonly retentionSec: number;
   private readonly k: ReturnType<typeof keys>;
   private readonly conns = new Set<Redis>();
   private busy = 0;
 
   constructor(private readonly opts: ClientOptions = {}) {
-    const config = loadConfig();
+    const config = opts.config ?? loadConfig();
     this.queueName = opts.queueName ?? config.queueName;
+    this.retentionSec = config.retentionSec;
     this.redis = this.connection(new Redis(opts.redisUrl ?? config.redisUrl, { ...redisOptions, ...(opts.connectionName ? { connectionName: opts.connectionName } : {}) }));
     this.queue = new Queue<JobData, JobResult>(this.queueName, { connection: this.redis });
     this.queue.on("error", () => {}); // the same outage, already surfaced as failed commands
@@ -235,7 +240,7 @@ export class PatchbayClient {
     return this.hold(async () => {
       const state = await (await this.job(id)).getState();
       if (state === "completed" || state === "failed") return "finished";
-      await this.redis.set(this.k.cancel(id), "1", "EX", loadConfig().retentionSec);
+      await this.redis.set(this.k.cancel(id), "1", "EX", this.retentionSec);
       await this.redis.publish(this.k.cancelChannel, id);
       return state === "active" ? "signalled" : "cancelled";
     });

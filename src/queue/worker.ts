@@ -16,7 +16,7 @@ import { workerLogger, type Log, type LogFormat } from "../log.js";
 import { workerMetrics } from "../metrics.js";
 import type { JobData } from "./client.js";
 import { LABEL, processOwnerId } from "../runtime/owner.js";
-import { defaultRuntime } from "../runtime/index.js";
+import { runtimeOf } from "../runtime/index.js";
 import { SandboxPool } from "../sandbox/pool.js";
 import type { JobResult } from "../spec.js";
 import { attemptProcessor, type Active } from "./attempt.js";
@@ -38,6 +38,8 @@ export interface WorkerOptions {
   pool?: number;
   /** Serve Prometheus metrics at http://HOST:PORT/metrics ("PORT" alone binds 127.0.0.1); off when unset. */
   metricsPort?: number | string;
+  /** The environment's settings (default: loadConfig() as the worker starts); the options above win. */
+  config?: Config;
 }
 
 export interface WorkerHandle {
@@ -48,10 +50,10 @@ export interface WorkerHandle {
 }
 
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
-  const config = loadConfig();
+  const config = opts.config ?? loadConfig();
   // The local backend isolates nothing: a worker runs on it only where tests say so.
   if (config.backend !== "docker" && !config.testBackends) throw new Error(`PATCHBAY_BACKEND=${config.backend} runs repos with no isolation: a worker refuses it (PATCHBAY_TEST_BACKENDS=1 is for tests and simulations only)`);
-  const runtime = defaultRuntime();
+  const runtime = runtimeOf(config.backend);
   const queueName = opts.queueName ?? config.queueName;
   const k = keys(queueName);
   const id = config.workerId ?? processOwnerId;
@@ -82,7 +84,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   pool = new SandboxPool({ backend: runtime, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox });
   const cancels = await listenForCancels({ sub, redis, k, pubSub: config.cancelPubSub, pollMs: config.cancelPollMs, active });
 
-  const batch = batchHooks(redis, queueName); // no-ops for jobs of no batch
+  const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch
   const processor = attemptProcessor({ config, redis, k, log, health, batch, runtime, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms) });
   const workerConnection = new Redis(redisUrl, redisOptions);
   workerConnection.on("error", () => {}); // reported through `redis` (connect)

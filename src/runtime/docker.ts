@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Duplex, Readable } from "node:stream";
+import { engineEnv, type EngineEnv } from "../config.js";
 import { withTimeout } from "../timeout.js";
 import { gather } from "./gather.js";
 import { LABEL } from "./owner.js";
@@ -22,18 +23,18 @@ let client: Docker | undefined;
  * DOCKER_CERT_PATH (default ~/.docker). dockerode alone takes TLS only for "1" or port 2376.
  */
 export function docker(): Docker {
-  client ??= new Docker(engineOptions(process.env));
+  client ??= new Docker(engineOptions(engineEnv()));
   return client;
 }
 
-export function engineOptions(env: NodeJS.ProcessEnv): Docker.DockerOptions {
-  const host = env.DOCKER_HOST ?? "";
+export function engineOptions(env: EngineEnv): Docker.DockerOptions {
+  const host = env.host ?? "";
   // dockerode's ssh transport (ssh2) is given no host key check: anyone on the path could be the engine.
   if (/^ssh:/i.test(host)) {
     throw new Error(`DOCKER_HOST=${host}: ssh:// is not supported (dockerode does not check the host key). Forward the engine's socket with OpenSSH instead, e.g. ssh -nNT -L /run/patchbay-engine.sock:/var/run/docker.sock USER@HOST and DOCKER_HOST=unix:///run/patchbay-engine.sock; or use TCP with TLS`);
   }
-  if (!/^(tcp|https?):\/\//.test(host) || !(env.DOCKER_TLS_VERIFY || env.DOCKER_TLS)) return {};
-  const dir = env.DOCKER_CERT_PATH || join(homedir(), ".docker");
+  if (!/^(tcp|https?):\/\//.test(host) || !env.tls) return {};
+  const dir = env.certPath ?? join(homedir(), ".docker");
   const read = (f: string) => readFileSync(join(dir, f));
   return { protocol: "https", ca: read("ca.pem"), cert: read("cert.pem"), key: read("key.pem") };
 }

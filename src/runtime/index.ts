@@ -1,7 +1,6 @@
 // Which backend runs sandboxes: Docker unless configured otherwise (PATCHBAY_BACKEND). The local
 // backend isolates nothing and is for tests and simulations: a worker refuses it unless
 // PATCHBAY_TEST_BACKENDS=1 (see src/queue/worker.ts).
-import { loadConfig } from "../config.js";
 import { DockerRuntime } from "./docker.js";
 import { LocalRuntime } from "./local.js";
 import type { SandboxRuntime } from "./types.js";
@@ -18,9 +17,4 @@ export function runtimeOf(kind: BackendKind): SandboxRuntime {
     made.set(kind, r);
   }
   return r;
-}
-
-/** The configured backend (PATCHBAY_BACKEND, default docker). */
-export function defaultRuntime(): SandboxRuntime {
-  return runtimeOf(loadConfig().backend);
 }

@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import { lstatSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join, relative } from "node:path";
-import { DEFAULT_IMAGE, loadConfig } from "../config.js";
+import { DEFAULT_IMAGE } from "../config.js";
 import { isRemoteAdd, remoteAdds } from "./build-network.js";
 import { docker } from "../runtime/docker.js";
 import { buildImage, imageRecipe } from "./image.js";
@@ -97,7 +97,8 @@ export interface FromResult {
  * `network`: the build's network (RUN steps, and with it ADD of a URL); "none" by default. Without
  * one, an ADD that may fetch a URL (the engine would fetch it from its own host) is refused.
  */
-export async function buildImageFrom(dir: string, tag: string, opts: { force?: boolean; network?: string; log?: (line: string) => void } = {}): Promise<FromResult> {
+/** `sandboxImage`: the worker's sandbox image (config.image), built when a FROM names it and it is missing, as DEFAULT_IMAGE is. */
+export async function buildImageFrom(dir: string, tag: string, opts: { force?: boolean; network?: string; log?: (line: string) => void; sandboxImage?: string } = {}): Promise<FromResult> {
   const network = opts.network ?? "none";
   const log = opts.log ?? ((l: string) => process.stderr.write(`[image] ${l}\n`));
   let dockerfile: string;
@@ -111,7 +112,7 @@ export async function buildImageFrom(dir: string, tag: string, opts: { force?: b
   let how: FromResult["how"] = "cached";
   // An image of this recipe made before FROM_LABEL existed is made again, with it.
   if (opts.force || (await imageRecipe(tag)) !== hash || !(await builtFrom(tag))) {
-    const sandboxImages = new Set([DEFAULT_IMAGE, loadConfig().image]);
+    const sandboxImages = new Set([DEFAULT_IMAGE, opts.sandboxImage ?? DEFAULT_IMAGE]);
     for (const base of bases) {
       if (await present(base)) continue;
       if (sandboxImages.has(base)) {

@@ -5,7 +5,7 @@
 // never competes with a job for the CPU). A pool sandbox serves one job at most: taking it removes
 // it from the pool for good. Pool sandboxes carry the worker's owner and queue labels, so the
 // reaper removes a dead worker's pool like its jobs' sandboxes; close() removes them on drain.
-import { defaults, loadConfig } from "../config.js";
+import { DEFAULT_IMAGE, defaults } from "../config.js";
 import { defaultLimits } from "./sandbox.js";
 import { Sandbox, type SandboxOptions } from "./sandbox.js";
 import type { SandboxRuntime } from "../runtime/types.js";
@@ -160,7 +160,7 @@ export class SandboxPool {
 
 /** The key of a sandbox kind: image, full limits, runtime. */
 function normalise(o: Kind): { key: string; kind: Kind } {
-  const kind = { image: o.image ?? loadConfig().image, limits: defaultLimits(o.limits), runtime: o.runtime ?? defaults.sandbox.runtime };
+  const kind = { image: o.image ?? DEFAULT_IMAGE, limits: defaultLimits(o.limits), runtime: o.runtime ?? defaults.sandbox.runtime };
   const l = kind.limits;
   return { key: JSON.stringify([kind.image, kind.runtime, l.memoryMb, l.cpus, l.pids, l.diskMb, l.tmpMb, l.network]), kind };
 }

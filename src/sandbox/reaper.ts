@@ -3,9 +3,9 @@
 // by default a process on this host is judged by its pid and start time: runtime/owner.ts).
 import { LABEL, localOwnerAlive, type OwnerAlive } from "../runtime/owner.js";
 import type { ReapReport, SandboxRuntime } from "../runtime/types.js";
-import { defaultRuntime } from "../runtime/index.js";
+import { runtimeOf } from "../runtime/index.js";
 
-export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, runtime: SandboxRuntime = defaultRuntime(), now = Date.now()): Promise<ReapReport> {
+export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, runtime: SandboxRuntime = runtimeOf("docker"), now = Date.now()): Promise<ReapReport> {
   const verdicts = new Map<string, Promise<boolean>>();
   return runtime.reap((labels) => {
     const deadline = Number(labels[LABEL.deadline] ?? 0);

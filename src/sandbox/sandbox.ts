@@ -3,9 +3,9 @@
 // every backend: it asks of the box only to start processes, say whether it runs, and go.
 import { randomBytes } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
-import { defaults, loadConfig, pidsProblem } from "../config.js";
+import { DEFAULT_IMAGE, defaults, pidsProblem } from "../config.js";
 import { HeadTail } from "../truncate.js";
-import { defaultRuntime } from "../runtime/index.js";
+import { runtimeOf } from "../runtime/index.js";
 import { LABEL, processLabel, processOwnerId } from "../runtime/owner.js";
 import { PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type SandboxRuntime } from "../runtime/types.js";
 import { startEgressBridge, type EgressBridge } from "./egress.js";
@@ -109,8 +109,8 @@ export class Sandbox {
     const runtime = opts.runtime ?? defaults.sandbox.runtime;
     const tooFew = pidsProblem(limits.pids, runtime);
     if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
-    const backend = opts.backend ?? defaultRuntime();
-    const box = await backend.create({ name, image: opts.image ?? loadConfig().image, limits, runtime, labels, mounts: opts.mounts });
+    const backend = opts.backend ?? runtimeOf("docker");
+    const box = await backend.create({ name, image: opts.image ?? DEFAULT_IMAGE, limits, runtime, labels, mounts: opts.mounts });
     const liveness = new Liveness(box);
     const agent = new FileAgent(box, { liveness });
     const shell = new Shell(box, { liveness, pidsLimit: limits.pids, keep: () => (agent.pid ? [agent.pid] : []) });

@@ -57,9 +57,10 @@ async function registerAll(app: FastifyInstance, s: DashboardSettings, client: P
 }
 
 export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashboard> {
-  const s = dashboardSettings(opts, opts.config ?? loadConfig());
+  const config = opts.config ?? loadConfig();
+  const s = dashboardSettings(opts, config);
   const connectionName = `patchbay-dashboard-${randomBytes(4).toString("hex")}`;
-  const client = new PatchbayClient({ redisUrl: s.redisUrl, queueName: s.queueName, connectionName });
+  const client = new PatchbayClient({ redisUrl: s.redisUrl, queueName: s.queueName, connectionName, config });
   const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, forceCloseConnections: true, ...(s.tls ? { https: s.tls } : {}) });
   try {
     await registerAll(app, s, client, connectionName);
