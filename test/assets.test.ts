@@ -1,7 +1,8 @@
 // The code patchbay keeps in other languages as real files (src/assets.ts): every asset under src/
 // loads through asset() and is in dist/ after a build; each Lua script's name says how many KEYS
 // it takes and its header says what it does, takes and returns; the browser's scripts are plain
-// JavaScript with a header; and no TypeScript file under src/ holds Lua or browser code in a string.
+// JavaScript with a header; and no TypeScript file under src/ holds Lua, browser code or a bash
+// program in a string (the bash files' own checks: shell-scripts.test.ts).
 import { readFileSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { Script } from "node:vm";
@@ -21,6 +22,7 @@ const files = (re: RegExp) =>
 const ASSETS = files(/\.(lua|py|sh|js|css)$/);
 const LUA = ASSETS.filter((p) => p.endsWith(".lua"));
 const WEB = ASSETS.filter((p) => p.startsWith("web/assets/"));
+const SH = ASSETS.filter((p) => p.endsWith(".sh"));
 const TS = files(/\.ts$/).map((p) => ({ path: p, text: readFileSync(join(SRC, p), "utf8") }));
 
 /** A Lua file's leading comment lines and the code after them (comments dropped). */
@@ -29,6 +31,12 @@ function luaParts(text: string): { header: string; code: string } {
   const n = lines.findIndex((l) => !l.startsWith("--"));
   return { header: lines.slice(0, n).join("\n"), code: lines.slice(n).map((l) => l.replace(/--.*$/, "")).join("\n") };
 }
+const BASH = /(?<!\\)\\\$\{|\$\{"\$"\}|\bset -[euo]|;[ \t]*(then|do)\b|\besac\b|\|\|\s*exit\s+\d|"\$\{\w+\[@\]\}"/;
+/** Shell still in a string, run on the host, not in a sandbox (their files are not this move's): why each is there. */
+const BASH_LEFT: Record<string, string> = {
+  "job/git-auth.ts": "git's credential helper for a host-side clone, a `!` config value git hands to sh",
+  "runtime/local.ts": "the local backend's pid 1, its bind mounts (tests only)",
+};
 const indices = (text: string, name: "KEYS" | "ARGV") => [...text.matchAll(new RegExp(`\\b${name}\\[(\\d+)\\]`, "g"))].map((m) => Number(m[1]));
 const upTo = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
@@ -41,7 +49,7 @@ describe("assets", () => {
     for (const p of used) expect(ASSETS, `${p} is loaded but is not a file under src/`).toContain(p);
     // Nothing of ours lies unused: each Lua script and browser file is loaded (or included) somewhere.
     const included = LUA.flatMap((p) => [...readFileSync(join(SRC, p), "utf8").matchAll(/^--- @include "([^"]+)"$/gm)].map((m) => join(p, "..", `${m[1]}.lua`)));
-    for (const p of [...LUA, ...WEB]) expect([...used, ...included], `${p} is never loaded`).toContain(p);
+    for (const p of [...LUA, ...WEB, ...SH]) expect([...used, ...included], `${p} is never loaded`).toContain(p);
     for (const p of ASSETS) expect(asset(p)).toBe(readFileSync(join(SRC, p), "utf8"));
   });
 
@@ -139,7 +147,7 @@ describe("assets", () => {
     expect(view).toContain(escapeHtml(`script-src ${cspHash(script)}; style-src ${cspHash(asset("web/assets/style.css"))};`));
   });
 
-  it("no TypeScript file under src/ holds Lua or browser code in a string", () => {
+  it("no TypeScript file under src/ holds Lua, browser code or a bash program in a string", () => {
     const code = (text: string) => text.split("\n").filter((l) => !/^\s*(\/\/|\*|\/\*)/.test(l)).join("\n");
     const bad: string[] = [];
     for (const { path, text } of TS) {
@@ -150,6 +158,8 @@ describe("assets", () => {
       hit("an inline <script>", /<script\b[^>]*>(?!<\/script>|\$\{)/i);
       hit("browser JavaScript", /"use strict"|\bdocument\.(getElementById|createElement|body)|\bwindow\.PB|\(function \(\) \{/);
       hit("CSS", /(?:^|[\s{;])(?:box-sizing|border-radius|font-family|font-size|white-space|text-align|background-color|grid-template-columns|align-items)\s*:|:root\s*\{|@media\b/m);
+      // bash: an escaped ${...} in a template, String.raw's ${"$"}, set -e, if/case/for, || exit N, "${a[@]}"
+      if (BASH.test(c) !== path in BASH_LEFT) bad.push(`${path}: ${path in BASH_LEFT ? "no bash left: drop it from BASH_LEFT" : "bash"}`);
     }
     expect(bad).toEqual([]);
   });

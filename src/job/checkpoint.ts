@@ -17,6 +17,9 @@ import { withTimeout } from "../timeout.js";
 import { luaCommand } from "../lua.js";
 import { specHash as canonicalSpecHash } from "../spec-hash.js";
 import { readOnly } from "../tools/editor-text.js";
+import { asset } from "../assets.js";
+import { AS_AGENT } from "../sandbox/agent-user.js";
+import { GIT_VARS } from "./git-store.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
 const MessageSchema = z.object({
@@ -103,20 +106,9 @@ export const RESUME_NOTE =
 export const RESUME_NOTE_PENDING =
   "Note: this job was interrupted (its worker or sandbox stopped) while your last tool calls ran. It now continues in a new sandbox: /workspace was restored to what it was before those calls, and they were run again there (the results above are from that run). Running processes, your shell's earlier state (working directory, environment variables, functions) and any files outside /workspace were lost. Redo whatever of that you still need, then continue the task.";
 
-const AS_AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--groups=1000", "--inh-caps=-all"];
-// git apply as the agent's uid, in a git dir of ours (fresh, in a directory only we know), under no
-// system, global or repo config and with every content-rewriting attribute switched off: the
-// workspace's own .git and .gitattributes play no part. git apply checks every hunk before it
-// writes anything, and refuses paths with ".." or beyond a symlink.
-const APPLY = `set -euo pipefail
-d=$(mktemp -d /tmp/.patchbay-apply.XXXXXXXX)
-trap 'rm -rf "$d"' EXIT
-export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 HOME="$d" XDG_CONFIG_HOME="$d"
-git init -q --bare "$d/g"
-printf '%s\\n' '* -text !eol -filter -ident !diff !merge !working-tree-encoding' > "$d/g/info/attributes"
-cd /workspace
-GIT_DIR="$d/g" GIT_WORK_TREE=/workspace git -c core.bare=false -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.symlinks=true -c core.filemode=true \\
-  apply --binary --whitespace=nowarn -`;
+// git apply as the agent's uid, in a git dir of its own, under no config of the repo's and with
+// every content-rewriting attribute off (src/job/sh/apply-checkpoint.sh, after the shared values).
+const APPLY = GIT_VARS + asset("job/sh/apply-checkpoint.sh");
 
 /** Applies a checkpoint's patch to a fresh workspace at the same baseline; the reason when it cannot. */
 export async function applyCheckpoint(sb: Sandbox, baseline: string, c: Checkpoint): Promise<string | undefined> {

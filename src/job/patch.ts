@@ -3,9 +3,9 @@
 // the agent's own index, commits, branches and stashes don't matter, and nothing in the repo's own
 // config (filters, diff.noprefix, external diff, textconv, color…) applies.
 import { isUtf8 } from "node:buffer";
-import { PRIVATE_DIR } from "../runtime/types.js";
+import { asset } from "../assets.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { ATTRIBUTES, GIT, GitStepError, INDEX, INDEX_TREE, REFRESH, ROOT, STORE, TREE_ID } from "./git-store.js";
+import { ATTRIBUTES, GIT, GitStepError, ROOT, TREE_ID } from "./git-store.js";
 
 export { GitStepError } from "./git-store.js";
 
@@ -40,47 +40,16 @@ export class PatchTooLargeError extends Error {
   }
 }
 
-// Seeding the index with the baseline keeps files that were tracked though ignored; `add -A` then
-// records edits, new (non-ignored) files and deletions exactly as they are on disk.
-// The final tree's index, from the kept baseline index where it is this baseline's (the stat
-// cache), else from the baseline tree; then everything on disk added.
-const stageIndex = (index: string) => `if [ -f ${REFRESH} ]; then refresh "$1"; fi
-export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=${index}
-[ -e "$GIT_INDEX_FILE.lock" ] && rm -f "$GIT_INDEX_FILE.lock" # left by a run killed at its timeout
-t=; [ -f ${INDEX_TREE} ] && t=$(< ${INDEX_TREE})
-if [ -f ${INDEX} ] && [ "$t" = "$1" ]; then cp ${INDEX} "$GIT_INDEX_FILE"; else "\${G[@]}" read-tree "$1"; fi
-"\${G[@]}" add -A
-`;
-const STAGE = `${GIT}${stageIndex(`${PRIVATE_DIR}/final.index`)}
-tree=$("\${G[@]}" write-tree)
-printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
-`;
-
-// The diff runs in the bare store with no work tree, so only our info/attributes apply.
-const DIFF_ENV = [`GIT_DIR=${STORE}`, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1", `HOME=${PRIVATE_DIR}`, `XDG_CONFIG_HOME=${PRIVATE_DIR}`];
-const DIFF = ["git", "-c", "safe.directory=*", "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--src-prefix=a/", "--dst-prefix=b/"];
-/** DIFF as words of a bash script. */
-const DIFF_SH = DIFF.map((a) => `'${a}'`).join(" ");
-/** Bound on the file list and on the diffstat of one patch. */
-const LIST_MAX = 16 * 1024 * 1024;
-
-// One exec for the whole patch: stage the final tree, then the file list, the stat and the binary
-// diff, each into the private store (the diff cut at maxBytes + 1, so an oversized patch is known
-// without sending it), then a header with their sizes and the three files. The diff runs in the
-// bare store with no work tree, so only our info/attributes apply.
-const PATCH_SCRIPT = `${STAGE}
-unset GIT_WORK_TREE GIT_INDEX_FILE
-cd ${PRIVATE_DIR}
-D=(${DIFF_SH})
-set +o pipefail
-part() { local out=$1 max=$2; shift 2; "\${D[@]}" "$@" "$BASE" "$tree" | head -c "$max" > "$out"; local s=\${PIPESTATUS[0]}; [ "$s" = 0 ] || [ "$s" = 141 ]; }
-BASE=$1
-part ${PRIVATE_DIR}/out.names ${LIST_MAX} --name-only -z
-part ${PRIVATE_DIR}/out.stat ${LIST_MAX} --stat=120
-part ${PRIVATE_DIR}/out.patch "$((PB_MAX + 1))" --binary
-# (find, not stat: coreutils' stat calls statx with AT_NO_AUTOMOUNT, which gVisor 20221219 refuses)
-printf '%s %s %s %s\\n' "$tree" $(find ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch -printf '%s ')
-cat ${PRIVATE_DIR}/out.names ${PRIVATE_DIR}/out.stat ${PRIVATE_DIR}/out.patch`;
+// The scripts (src/job/sh/, after the prelude GIT; each with a header saying what it takes and
+// prints): the whole patch in one exec (patch.sh: the final tree staged, then the file list, the
+// stat and the binary diff with their sizes, the diff cut at maxBytes + 1 so an oversized patch is
+// known without sending it), a checkpoint's patch alone (checkpoint.sh), and the binary diff again
+// under new attributes for a patch that was not UTF-8 (rediff.sh).
+const PATCH_SCRIPT = GIT + asset("job/sh/patch.sh");
+const CHECKPOINT_SCRIPT = GIT + asset("job/sh/checkpoint.sh");
+const REDIFF_SCRIPT = GIT + asset("job/sh/rediff.sh");
+/** Bound on the file list and on the diffstat of one patch (LIST_MAX in vars.sh). */
+export const LIST_MAX = 16 * 1024 * 1024;
 
 export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<PatchResult> {
   if (!TREE_ID.test(baseline)) throw new Error(`computePatch: bad tree id "${baseline}"`);
@@ -99,18 +68,6 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
   if (nPatch > maxBytes) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
   return finish(sb, body.subarray(nNames + nStat, nNames + nStat + nPatch), { baseline, final, diffstat, filesChanged, maxBytes });
 }
-
-// A checkpoint needs the patch alone, after every turn that may have changed files: the final
-// tree staged as above, its id, then only the binary diff, straight out (the exec's bound cuts
-// it); no diff at all when the tree is the last checkpoint's ($2). Few processes: on these
-// machines each one costs more than git's hashing of a 1,000-file tree.
-const CHECKPOINT_SCRIPT = `${GIT}${stageIndex(`${PRIVATE_DIR}/checkpoint.index`)}tree=$("\${G[@]}" write-tree)
-echo "$tree"
-[ "$tree" != "\${2:-}" ] || exit 0
-unset GIT_WORK_TREE GIT_INDEX_FILE
-cd ${PRIVATE_DIR}
-printf '%s' '${ATTRIBUTES}' > ${STORE}/info/attributes
-exec ${DIFF_SH} --binary "$1" "$tree"`;
 
 /**
  * The patch alone, for a checkpoint: what computePatch's `patch` would be, in fewer processes,
@@ -138,8 +95,8 @@ export const checkpointPatch = async (sb: Sandbox, baseline: string, opts: Patch
 async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: string; diffstat: string; filesChanged: string[]; maxBytes: number }): Promise<PatchResult> {
   if (!isUtf8(patch)) {
     // Rare (a non-UTF-8 text file changed): those files are diffed again as binary.
-    await markBinary(sb, patch, p.filesChanged);
-    const again = await git(sb, [...DIFF, "--binary", p.baseline, p.final], p.maxBytes);
+    const again = await sb.exec(["bash", "-c", REDIFF_SCRIPT, "patchbay", p.baseline, p.final], { stdin: binaryAttributes(patch, p.filesChanged), timeoutSec: 600, maxBytes: p.maxBytes, ...ROOT });
+    if (again.exitCode !== 0 && !again.truncated) throw new GitStepError(`computePatch: diffing again with the non-UTF-8 files as binary failed (exit ${again.exitCode}): ${again.stderr.trim().slice(-600)}`);
     if (again.truncated) throw new PatchTooLargeError(p.maxBytes, p.diffstat, p.filesChanged);
     if (!isUtf8(again.stdout)) throw new Error("computePatch: the patch is not valid UTF-8 even with the non-UTF-8 files diffed as binary");
     patch = again.stdout;
@@ -147,24 +104,16 @@ async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: 
   return { patch: patch.toString("utf8"), diffstat: p.diffstat, filesChanged: p.filesChanged, bytes: patch.length, truncated: false, tree: p.final };
 }
 
-async function git(sb: Sandbox, argv: string[], maxBytes?: number) {
-  const r = await sb.exec(argv, { env: DIFF_ENV, timeoutSec: 600, ...ROOT, ...(maxBytes !== undefined ? { maxBytes } : {}) });
-  if (r.exitCode !== 0) throw new GitStepError(`computePatch: ${argv.slice(0, 2).join(" ")} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
-  return r;
-}
-
 /**
  * A text file that is not UTF-8 (Latin-1, say) would not survive the patch being a JS string:
- * such files are marked to be diffed as binary (`-diff` in the diff repo's info/attributes).
+ * the store's info/attributes that mark such files to be diffed as binary (`-diff`).
  */
-async function markBinary(sb: Sandbox, patch: Buffer, files: string[]): Promise<void> {
+function binaryAttributes(patch: Buffer, files: string[]): string {
   const sections = splitSections(patch);
   // One `diff --git` section per file, in --name-only order (renames are off); otherwise all binary.
   const bad = sections.length === files.length ? files.filter((_, i) => !isUtf8(sections[i]!)) : undefined;
   // After our base line: later lines of the same file win.
-  const attributes = ATTRIBUTES + (bad ? bad.map((f) => `${quotePattern(f)} -diff\n`).join("") : "* -diff\n");
-  const w = await sb.exec(["bash", "-c", `cat > ${STORE}/info/attributes`], { stdin: attributes, ...ROOT });
-  if (w.exitCode !== 0) throw new GitStepError(`computePatch: writing attributes failed: ${w.stderr.trim()}`);
+  return ATTRIBUTES + (bad ? bad.map((f) => `${quotePattern(f)} -diff\n`).join("") : "* -diff\n");
 }
 
 /** Splits a diff at each line starting with "diff --git " (hunk lines never do; base85 lines have no spaces). */

@@ -3,6 +3,7 @@
 // every backend: it asks of the box only to start processes, say whether it runs, and go.
 import { randomBytes } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
+import { asset } from "../assets.js";
 import { DEFAULT_IMAGE, defaults, pidsProblem } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { runtimeOf } from "../runtime/index.js";
@@ -70,7 +71,9 @@ function checkPut(put: PutFile[]): PutFile[] {
 }
 
 // tar present (exit 4: but head is not GNU's; 3: no tar).
-const TOOLS_PROBE = "command -v tar >/dev/null || exit 3; head --version 2>/dev/null | grep -q 'GNU coreutils' || exit 4";
+const TOOLS_PROBE = asset("sandbox/sh/tools-probe.sh");
+// The files of `put` split off a docker exec's stdin (where the file agent cannot run them).
+const PUT_FILES = asset("sandbox/sh/put-files.sh");
 
 export class Sandbox {
   private destroyed?: Promise<void>;
@@ -146,8 +149,7 @@ export class Sandbox {
     }
     if (put.length) {
       // Without the agent: split off stdin by GNU head in the container (exact byte counts).
-      const lines = put.map((f, i) => `mkdir -p -- "$(dirname -- "\${${i + 1}}")" && head -c ${f.data.length} > "\${${i + 1}}"`);
-      argv = ["bash", "-c", `set -e; umask 077\n${lines.join("\n")}\nshift ${put.length}; exec "$@"`, "put", ...put.map((f) => f.path), ...argv];
+      argv = ["bash", "-c", PUT_FILES, "put", String(put.length), ...put.flatMap((f) => [String(f.data.length), f.path]), ...argv];
       opts = { ...opts, stdin: Buffer.concat([...put.map((f) => f.data), Buffer.from(opts.stdin ?? "")]) };
     }
     const out: Buffer[] = [];

@@ -3,14 +3,18 @@
 // for every call and costs ~50 µs per file on top; this costs one exec. The archive API stays the
 // fallback for an image without GNU tar (the stream is untouched until tar says it is ready).
 import type { Readable } from "node:stream";
+import { asset } from "../assets.js";
 import { HeadTail } from "../truncate.js";
 import type { Box } from "../runtime/types.js";
 
-const READY = "PBTAR\n";
+/** What the script prints once tar can run. */
+export const READY = "PBTAR\n";
 // -p keeps modes exactly, as the archive API does; directories' modes are set at the end so a
 // read-only directory does not stop its own files; names are the worker's own (checked) ones.
+// (The file agent runs these words; tar-extract.sh runs the same, held to them by test/assets.test.ts.)
 export const TAR_EXTRACT = ["tar", "-x", "-p", "-f", "-", "--delay-directory-restore", "--no-same-owner", "-C"];
-const SCRIPT = `command -v tar >/dev/null || exit 127; printf '${READY.replace("\n", "\\n")}'; exec ${TAR_EXTRACT.join(" ")} "$1"`;
+/** The program (src/sandbox/sh/tar-extract.sh): READY once tar can run, then tar reads stdin into $1. */
+export const TAR_SCRIPT = asset("sandbox/sh/tar-extract.sh");
 
 export class StreamUnavailable extends Error {}
 
@@ -23,7 +27,7 @@ export async function extractTarStream(box: Box, dir: string, archive: Readable,
   let ready!: () => void;
   const readySeen = new Promise<void>((r) => (ready = r));
   let head = "";
-  const proc = await box.attach(["timeout", "-s", "KILL", String(timeoutSec), "bash", "--noprofile", "--norc", "-c", SCRIPT, "tar", dir], (chunk, stream) => {
+  const proc = await box.attach(["timeout", "-s", "KILL", String(timeoutSec), "bash", "--noprofile", "--norc", "-c", TAR_SCRIPT, "tar", dir], (chunk, stream) => {
     if (stream === 2) return err.push(chunk);
     if (head.length < READY.length) {
       head += chunk.toString("latin1");
