@@ -61,9 +61,12 @@ async function sandboxManifest(sb: Sandbox): Promise<string> {
   return r.stdout.toString("utf8");
 }
 
+/** What a host-side clone runs with (the worker's: the Config's host environment; no credentials). */
+const HOST = { git: { env: process.env } };
+
 /** The entries of repoArchive's tar, read on the host. */
 async function archiveEntries(repo: RepoSource): Promise<Map<string, { header: tar.Header; body: Buffer }>> {
-  const a = await repoArchive(repo);
+  const a = await repoArchive(repo, HOST);
   const out = new Map<string, { header: tar.Header; body: Buffer }>();
   try {
     const extract = tar.extract();
@@ -160,11 +163,11 @@ describe("loadRepo (real engine)", () => {
     fs.writeFileSync(path.join(origin, "v.txt"), "two\n");
     git(origin, "commit", "-qam", "two");
     await withSandbox(async (sb) => {
-      await loadRepo(sb, { git: origin, ref: "v1" });
+      await loadRepo(sb, { git: origin, ref: "v1" }, HOST);
       expect(await run(sb, "cd /workspace && cat v.txt && git rev-parse HEAD && git status --porcelain")).toBe(`one\n${first}\n`);
     });
     await withSandbox(async (sb) => {
-      await loadRepo(sb, { git: origin, ref: first });
+      await loadRepo(sb, { git: origin, ref: first }, HOST);
       expect(await run(sb, "cat /workspace/v.txt")).toBe("one\n");
     });
     expect((await archiveEntries({ git: origin, ref: "feature" })).get("v.txt")?.body.toString()).toBe("feature\n");
@@ -185,9 +188,9 @@ describe("loadRepo (real engine)", () => {
     const savedTmp = process.env.TMPDIR;
     process.env.TMPDIR = clones;
     try {
-      await expect(repoArchive({ git: origin, ref: "no-such-ref" })).rejects.toThrow(new RegExp(`repo.git ${origin}: ref "no-such-ref" not found`));
-      await expect(repoArchive({ git: path.join(tmpRoot, "nope") })).rejects.toThrow(/git clone failed: .*(does not exist|not appear to be a git repository)/s);
-      const ok = await repoArchive({ git: origin });
+      await expect(repoArchive({ git: origin, ref: "no-such-ref" }, HOST)).rejects.toThrow(new RegExp(`repo.git ${origin}: ref "no-such-ref" not found`));
+      await expect(repoArchive({ git: path.join(tmpRoot, "nope") }, HOST)).rejects.toThrow(/git clone failed: .*(does not exist|not appear to be a git repository)/s);
+      const ok = await repoArchive({ git: origin }, HOST);
       expect(fs.readdirSync(clones)).toHaveLength(1);
       await ok.cleanup();
       expect(fs.readdirSync(clones)).toEqual([]);
