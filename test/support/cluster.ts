@@ -117,8 +117,9 @@ export function cli(args: string[], env: Record<string, string>, opts: { timeout
 }
 
 /**
- * Removes the sandboxes (containers and volumes) of a test's own queue. Workers killed with
- * SIGKILL leave their warm pool behind, and an owner id "elsewhere" keeps other reapers off it.
+ * Removes the sandboxes of a test's own queue, on Docker (containers and volumes) and on the local
+ * backend (its boxes). Workers killed with SIGKILL leave their warm pool behind, and an owner id
+ * "elsewhere" keeps other reapers off it.
  */
 export async function removeQueueSandboxes(queue: string): Promise<void> {
   const { docker } = await import("../../src/runtime/docker.js");
@@ -127,4 +128,6 @@ export async function removeQueueSandboxes(queue: string): Promise<void> {
   for (const c of await docker().listContainers({ all: true, filters })) await docker().getContainer(c.Id).remove({ force: true }).catch(() => {});
   const { Volumes } = await docker().listVolumes({ filters });
   for (const v of Volumes ?? []) await docker().getVolume(v.Name).remove().catch(() => {});
+  const { removeLocalQueueBoxes } = await import("./backend.js");
+  await removeLocalQueueBoxes(queue);
 }

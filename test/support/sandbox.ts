@@ -3,8 +3,10 @@ import type Docker from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll } from "vitest";
 import { docker } from "../../src/runtime/docker.js";
+import type { BackendKind } from "../../src/runtime/index.js";
 import { LABEL } from "../../src/runtime/owner.js";
 import { Sandbox, type SandboxOptions } from "../../src/sandbox/sandbox.js";
+import { execIn } from "./backend.js";
 
 /** One sandbox for a test file, destroyed afterwards. */
 export function useSandbox(opts: SandboxOptions = {}): () => Sandbox {
@@ -19,29 +21,6 @@ export function useSandbox(opts: SandboxOptions = {}): () => Sandbox {
     if (!sb) throw new Error("sandbox not created (is the Docker engine up? run npm run services)");
     return sb;
   };
-}
-
-/**
- * Resolves once `sh -c cmd` succeeds in the container (polled, as the agent's uid): e.g. once a
- * command of the agent's has really started. A tool_call event is emitted before its command runs,
- * so on a loaded machine a cancel sent on that event alone may land before the command begins.
- */
-export async function untilInContainer(container: Docker.Container, cmd: string): Promise<void> {
-  for (;;) {
-    const ok = await (async () => {
-      const exec = await container.exec({ Cmd: ["sh", "-c", cmd], User: "1000:1000", AttachStdout: true, AttachStderr: true });
-      const stream = (await exec.start({})) as NodeJS.ReadableStream;
-      await new Promise<void>((done) => {
-        stream.on("end", done);
-        stream.on("close", done);
-        stream.on("error", done);
-        stream.resume();
-      });
-      return (await exec.inspect()).ExitCode === 0;
-    })().catch(() => false);
-    if (ok) return;
-    await sleep(100);
-  }
 }
 
 /**
@@ -74,10 +53,11 @@ export async function exists(kind: "container" | "volume", name: string): Promis
  * Prints where a job that runs past `ms` stands (its last events and its sandbox's processes) so a
  * hang seen once under load can be found from the log. Returns the function that disarms it.
  */
-export function jobWatchdog(label: string, events: { type: string; container?: string }[], ms: number): () => void {
+export function jobWatchdog(label: string, events: { type: string; container?: string }[], ms: number, kind: BackendKind = "docker"): () => void {
   const t = setTimeout(() => void (async () => {
     const ready = events.find((e) => e.type === "sandbox_ready")?.container;
-    const top = ready ? await docker().getContainer(ready).top({ ps_args: "-eo pid,ppid,user,stat,wchan:24,etime,args" }).catch((e: Error) => e.message) : "no sandbox yet";
+    const ps = "-eo pid,ppid,user,stat,wchan:24,etime,args";
+    const top = !ready ? "no sandbox yet" : kind === "docker" ? await docker().getContainer(ready).top({ ps_args: ps }).catch((e: Error) => e.message) : await execIn(kind, ready, `ps ${ps}`).then((r) => r.output, (e: Error) => e.message);
     console.error(`${label} still running after ${ms / 1000} s; last events:\n${events.slice(-6).map((e) => JSON.stringify(e).slice(0, 400)).join("\n")}\nprocesses: ${JSON.stringify(top).slice(0, 4000)}`);
   })(), ms);
   return () => clearTimeout(t);

@@ -1,18 +1,19 @@
 // runJob (no queue) against the scripted model: a fresh fake server per job, closed by closeScripted.
 import { AnthropicModel } from "../../src/agent/model.js";
 import { runJob } from "../../src/job/run.js";
+import type { SandboxRuntime } from "../../src/runtime/types.js";
 import type { TranscriptEvent } from "../../src/spec.js";
 import { startFakeAnthropic, type FakeAnthropic, type Reply } from "./fake-anthropic.js";
 
 let fake: FakeAnthropic | undefined;
 
-/** Runs `spec` (task "t" unless given) with the script; `label` scopes the sandboxes (patchbay.test). */
-export async function runScripted(script: Reply[], spec: Record<string, unknown>, label: string) {
+/** Runs `spec` (task "t" unless given) with the script on `backend` (default: the configured one, Docker in tests); `label` scopes the sandboxes (patchbay.test). */
+export async function runScripted(script: Reply[], spec: Record<string, unknown>, label: string, backend?: SandboxRuntime) {
   await closeScripted();
   fake = await startFakeAnthropic(script);
   const events: TranscriptEvent[] = [];
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
-  const result = await runJob({ task: "t", ...spec }, { model, onEvent: (e) => events.push(e), labels: { "patchbay.test": label } });
+  const result = await runJob({ task: "t", ...spec }, { model, onEvent: (e) => events.push(e), labels: { "patchbay.test": label }, backend });
   return { result, events, fake };
 }
 
