@@ -1,4 +1,7 @@
-// runJob end to end: real Docker, real git, the real SDK against the scripted server.
+// runJob end to end: real git, the real SDK against the scripted server. Its logic (stop reasons,
+// budgets, caching, editor flavours, API errors, repo forms) on the local backend
+// (test/support/backend.ts); what only Docker shows on Docker: gVisor, and a cancelled job's
+// container and volume removed.
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -6,11 +9,12 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
-import { docker } from "../src/runtime/docker.js";
+import { runtimeOf, type BackendKind } from "../src/runtime/index.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { apiError, reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
-import { exists, jobWatchdog, untilInContainer } from "./support/sandbox.js";
+import { sandboxLeft, untilInSandbox } from "./support/backend.js";
+import { exists, jobWatchdog } from "./support/sandbox.js";
 import { clampScript, tenToolScript } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -20,15 +24,17 @@ afterEach(async () => {
   fake = undefined;
 });
 
-async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], spec: Record<string, unknown> = {}, opts: { signal?: AbortSignal; onEvent?: (e: TranscriptEvent) => void; onSandbox?: (sb: Sandbox) => void } = {}) {
+/** runJob on `opts.backend` (default: the local backend). */
+async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], spec: Record<string, unknown> = {}, opts: { signal?: AbortSignal; onEvent?: (e: TranscriptEvent) => void; onSandbox?: (sb: Sandbox) => void; backend?: BackendKind } = {}) {
   fake = await startFakeAnthropic(script);
   const events: TranscriptEvent[] = [];
   const sandboxes: { name: string; volume: string }[] = [];
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 2 });
-  const disarm = jobWatchdog("runJob", events as { type: string }[], 45_000); // before the test's 60 s
+  const kind = opts.backend ?? "local";
+  const disarm = jobWatchdog("runJob", events as { type: string }[], 45_000, kind); // before the test's 60 s
   const result = await runJob(
     { task: "Make the failing tests pass.", repo: { path: CLAMP }, ...spec },
-    { model, onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => (sandboxes.push({ name: sb.name, volume: `${sb.name}-ws` }), opts.onSandbox?.(sb)) },
+    { model, backend: runtimeOf(kind), onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => (sandboxes.push({ name: sb.name, volume: `${sb.name}-ws` }), opts.onSandbox?.(sb)) },
   ).finally(disarm);
   return { result, events, fake, sandboxes };
 }
@@ -93,17 +99,39 @@ describe("runJob: the Clamp fix", () => {
   });
 });
 
-describe("runJob under gVisor (runsc)", () => {
+describe("runJob on Docker: what only Docker shows", () => {
   // The patch once read its part sizes with coreutils' stat, whose statx (AT_NO_AUTOMOUNT) the
   // gVisor here refuses with EINVAL: every runsc job failed at its patch.
-  it("a whole job completes with its patch, and verify passes", async () => {
-    const { result } = await run(clampScript(), { runtime: "runsc", verify: "python3 -m unittest -q" });
+  it("under gVisor (runsc) a whole job completes with its patch, and verify passes", async () => {
+    const { result } = await run(clampScript(), { runtime: "runsc", verify: "python3 -m unittest -q" }, { backend: "docker" });
     expect(result.error).toBeUndefined();
     expect(result.status).toBe("completed");
     expect(result.filesChanged).toEqual(["clamp.py"]);
     expect(result.patch).toMatch(/-        return lo\n\+        return hi/);
     expect(result.verified).toBe(true);
   }, 120_000);
+
+  it("cancellation during a command stops it, keeps the patch of what was done, and removes the container and its volume", async () => {
+    const ctl = new AbortController();
+    // Aborted once the command is running: after its tool_call, once its first step shows in the sandbox.
+    let sandbox: Sandbox | undefined;
+    const onEvent = (e: TranscriptEvent) => e.type === "tool_call" && void untilInSandbox("docker", sandbox!.name, "grep -qx x /workspace/clamp.py").then(() => ctl.abort("cancelled"));
+    const { result, events, fake, sandboxes } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300; echo never" })), reply(text("never asked"))], {}, { signal: ctl.signal, onEvent, onSandbox: (sb) => (sandbox = sb), backend: "docker" });
+    expect(result).toMatchObject({ status: "cancelled", turns: 1, error: "the job was cancelled" });
+    expect(result.filesChanged).toEqual(["clamp.py"]);
+    expect(result.patch).toMatch(/\+x\n/);
+    // The command was stopped by the cancellation, not finished, and the model was not asked again.
+    const types = events.map((e) => e.type);
+    expect(types.slice(types.indexOf("tool_call"))).toEqual(["tool_call", "tool_result", "patch", "job_finished"]);
+    const tr = events.find((e) => e.type === "tool_result");
+    expect(tr).toMatchObject({ isError: true, output: expect.stringMatching(/the command was stopped: the job is ending/) });
+    expect(JSON.stringify(tr)).not.toMatch(/never/);
+    expect(fake.requests).toHaveLength(1);
+    expect(events.at(-1)).toMatchObject({ type: "job_finished", status: "cancelled" });
+    expect(sandboxes).toHaveLength(1);
+    expect(await exists("container", sandboxes[0]!.name)).toBe(false);
+    expect(await exists("volume", sandboxes[0]!.volume)).toBe(false);
+  });
 });
 
 describe("runJob: prompt caching", () => {
@@ -214,29 +242,7 @@ describe("runJob: stop reasons and budgets", () => {
     expect(result.status).toBe("timeout");
     expect(result.filesChanged).toEqual(["clamp.py"]);
     expect(events.find((e) => e.type === "tool_result")).toMatchObject({ isError: true, output: expect.stringMatching(/the command was stopped/) });
-    expect(await exists("container", sandboxes[0]!.name)).toBe(false);
-  });
-
-  it("cancellation during a command stops it, keeps the patch of what was done, and removes the sandbox", async () => {
-    const ctl = new AbortController();
-    // Aborted once the command is running: after its tool_call, once its first step shows in the sandbox.
-    let sandbox: Sandbox | undefined;
-    const onEvent = (e: TranscriptEvent) => e.type === "tool_call" && void untilInContainer(docker().getContainer(sandbox!.name), "grep -qx x /workspace/clamp.py").then(() => ctl.abort("cancelled"));
-    const { result, events, fake, sandboxes } = await run([reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300; echo never" })), reply(text("never asked"))], {}, { signal: ctl.signal, onEvent, onSandbox: (sb) => (sandbox = sb) });
-    expect(result).toMatchObject({ status: "cancelled", turns: 1, error: "the job was cancelled" });
-    expect(result.filesChanged).toEqual(["clamp.py"]);
-    expect(result.patch).toMatch(/\+x\n/);
-    // The command was stopped by the cancellation, not finished, and the model was not asked again.
-    const types = events.map((e) => e.type);
-    expect(types.slice(types.indexOf("tool_call"))).toEqual(["tool_call", "tool_result", "patch", "job_finished"]);
-    const tr = events.find((e) => e.type === "tool_result");
-    expect(tr).toMatchObject({ isError: true, output: expect.stringMatching(/the command was stopped: the job is ending/) });
-    expect(JSON.stringify(tr)).not.toMatch(/never/);
-    expect(fake.requests).toHaveLength(1);
-    expect(events.at(-1)).toMatchObject({ type: "job_finished", status: "cancelled" });
-    expect(sandboxes).toHaveLength(1);
-    expect(await exists("container", sandboxes[0]!.name)).toBe(false);
-    expect(await exists("volume", sandboxes[0]!.volume)).toBe(false);
+    expect(await sandboxLeft("local", sandboxes[0]!.name)).toBe(false);
   });
 
   it("a job cancelled before it starts makes no sandbox and asks no model", async () => {
@@ -258,7 +264,7 @@ describe("runJob: stop reasons and budgets", () => {
     expect(result.error).toMatch(/during setup: sleep 30/);
     expect(fake.requests).toHaveLength(0);
     expect(events.find((e) => e.type === "setup")).toMatchObject({ command: "sleep 30" });
-    expect(await exists("container", sandboxes[0]!.name)).toBe(false);
+    expect(await sandboxLeft("local", sandboxes[0]!.name)).toBe(false);
   });
 
   it("a 529 then success: the job succeeds and the transcript shows the retry", async () => {

@@ -1,5 +1,5 @@
-// Resume, not restart (runJob with a checkpoint store in memory): real Docker, git and the SDK
-// against the scripted server. A second attempt given the checkpoint after turn 4 of a 10-turn job
+// Resume, not restart (runJob with a checkpoint store in memory): the local backend
+// (test/support/backend.ts: resume is runJob's logic), real git and the SDK against the scripted server. A second attempt given the checkpoint after turn 4 of a 10-turn job
 // asks the model only for the turns left and ends with the same patch as an uninterrupted run; a
 // checkpoint that is invalid, of another spec, of another baseline, or whose patch does not apply
 // means a fresh start with an event saying why; an agent that had finished goes straight to verify.
@@ -10,6 +10,7 @@ import { Sandbox } from "../src/sandbox/sandbox.js";
 import { loadRepo } from "../src/job/repo.js";
 import { runJob } from "../src/job/run.js";
 import { jobWatchdog } from "./support/sandbox.js";
+import { localBackend } from "./support/backend.js";
 import { loadConfig } from "../src/config.js";
 import { JobSpec, type TranscriptEvent } from "../src/spec.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
@@ -39,8 +40,8 @@ async function attempt(fake: FakeAnthropic, spec: JobSpec, jobId: string, attemp
   const before = fake.requests.length;
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
   // A job that hangs says where (a hang was seen once under load).
-  const disarm = jobWatchdog(`job ${jobId}`, events as { type: string }[], 240_000);
-  const result = await runJob(spec, { jobId, attempt: attemptNo, model, checkpoints: store, onEvent: (e) => events.push(e) }).finally(disarm);
+  const disarm = jobWatchdog(`job ${jobId}`, events as { type: string }[], 240_000, "local");
+  const result = await runJob(spec, { jobId, attempt: attemptNo, model, checkpoints: store, onEvent: (e) => events.push(e), backend: localBackend() }).finally(disarm);
   return { result, events, saved, requests: fake.requests.length - before };
 }
 
@@ -207,7 +208,7 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
   it("after a turn whose commands only read, the checkpoint takes no patch (the workspace's fingerprint is unchanged); after any write it does", async () => {
     const spec = specOf("fingerprints");
     const { store, saved } = memoryStore("cp-fp", spec);
-    const sandbox = await Sandbox.create({ labels: { "patchbay.test": "resume-fingerprint" } });
+    const sandbox = await Sandbox.create({ backend: localBackend(), labels: { "patchbay.test": "resume-fingerprint" } });
     try {
       const { baseline } = await loadRepo(sandbox, { path: CLAMP });
       let runs = 0; // commands run for the worker (the checkpoint's git is one)

@@ -1,19 +1,21 @@
 // Verify is part of the job: a failed verify goes back to the model, the result's patch is the
-// one the final verify judged, and `verify_failed` says when it never passed.
+// one the final verify judged, and `verify_failed` says when it never passed. On the local backend
+// (test/support/backend.ts): the loop is runJob's logic, not Docker's.
 import { afterEach, describe, expect, it } from "vitest";
 import { reply, text, toolUse, type Reply } from "./support/fake-anthropic.js";
+import { localBackend } from "./support/backend.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 afterEach(closeScripted);
 
-const run = (script: Reply[], spec: Record<string, unknown>) => runScripted(script, { repo: { path: CLAMP }, ...spec }, "verify-loop");
+const run = (script: Reply[], spec: Record<string, unknown>) => runScripted(script, { repo: { path: CLAMP }, ...spec }, "verify-loop", localBackend());
 
 const bash = (command: string) => reply(toolUse("bash", { command }));
 // Verify passes once fixed.txt says "good"; it leaves a byproduct that must never be in a patch.
 const VERIFY = 'touch verify-byproduct.txt; echo checking; [ "$(cat fixed.txt 2>/dev/null)" = good ]';
 
-describe("the verify loop (real engine, real SDK)", () => {
+describe("the verify loop (local backend, real SDK)", () => {
   it("feeds a failed verify back; the next attempt passes; the patch is the one verify passed", async () => {
     const { result, events, fake } = await run(
       [bash("echo bad > /workspace/fixed.txt"), reply(text("Done.")), bash("echo good > /workspace/fixed.txt"), reply(text("Fixed for real."))],

@@ -1,13 +1,15 @@
 // The verify tree (src/job/verify.ts): the workspace as setup left it plus the patch, exactly, for
 // the shapes a patch and a setup can take. Each case found by attacking the first version of it:
 // paths changing type, setup's ignored leftovers where the patch creates a path, directory modes
-// setup took away, a post-setup tree tar cannot keep. runJob with the scripted model, real Docker.
+// setup took away, a post-setup tree tar cannot keep. runJob with the scripted model, on the local
+// backend (test/support/backend.ts): the tree is made by the same git and tar steps on any backend.
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { reply, text, toolUse, type Reply } from "./support/fake-anthropic.js";
+import { localBackend } from "./support/backend.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
 
 const bash = (command: string) => reply(toolUse("bash", { command }));
@@ -32,9 +34,9 @@ beforeAll(() => {
 afterAll(() => rmSync(repo, { recursive: true, force: true }));
 afterEach(closeScripted);
 
-const run = (script: Reply[], spec: Record<string, unknown>) => runScripted(script, { repo: { path: repo }, verifyRounds: 0, ...spec }, "verify-tree");
+const run = (script: Reply[], spec: Record<string, unknown>) => runScripted(script, { repo: { path: repo }, verifyRounds: 0, ...spec }, "verify-tree", localBackend());
 
-describe("the verify tree: post-setup workspace + patch (real engine)", () => {
+describe("the verify tree: post-setup workspace + patch (local backend)", () => {
   it.each([
     ["a file becomes a directory", "rm x && mkdir x && echo hi > x/a", "test -f x/a && test \"$(cat x/a)\" = hi"],
     ["a directory becomes a file", "rm -r d && echo file > d", "test -f d && test \"$(cat d)\" = file"],
