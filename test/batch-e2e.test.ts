@@ -1,5 +1,6 @@
-// Batches end to end: a private Redis, worker processes, the real SDK against the scripted server,
-// real Docker, and `patchbay batch ...` run as a user runs it (a TTY one under tmux).
+// Batches end to end: a private Redis, worker processes on the local backend
+// (test/support/backend.ts: batches are the queue's logic, not Docker's), the real SDK against the
+// scripted server, and `patchbay batch ...` run as a user runs it (a TTY one under tmux).
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,6 +13,7 @@ import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Repl
 import { cli, removeDir, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { ensureBuilt, ROOT } from "./cli-helpers.js";
 import { byTurn, taskOf } from "./support/scripts.js";
+import { LOCAL_WORKER_ENV } from "./support/backend.js";
 
 /** The task as written in the spec (the first user message wraps it in <task> tags). */
 const taskText = (body: unknown) => taskOf(body).replace(/^<task>\n/, "").replace(/\n<\/task>$/, "");
@@ -59,7 +61,7 @@ describe("patchbay batch end to end", () => {
         return [DONE];
       }),
     );
-    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "5000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REAP_MS: "3000", PATCHBAY_CONCURRENCY: "2" };
+    env = { ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "5000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REAP_MS: "3000", PATCHBAY_CONCURRENCY: "2" };
     workers = [startWorkerProc(env), startWorkerProc(env)];
     await Promise.all(workers.map((w) => w.waitFor(new RegExp(`ready: queue ${QUEUE}`), 180_000)));
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });

@@ -1,5 +1,6 @@
-// Cancellation through a worker (in-process, real Redis, Docker and SDK): each of the two paths
-// alone (the Redis channel, and the poll of the cancel mark), and a job cancelled while it waits.
+// Cancellation through a worker (in-process, real Redis and SDK, on the local backend: see
+// test/support/backend.ts): each of the two paths alone (the Redis channel, and the poll of the
+// cancel mark), and a job cancelled while it waits.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { PatchbayClient } from "../src/queue/client.js";
@@ -7,7 +8,7 @@ import type { TranscriptEvent } from "../src/spec.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis } from "./support/cluster.js";
-import { jobContainer, untilInContainer } from "./support/sandbox.js";
+import { jobSandbox, localWorkerConfig, untilInSandbox } from "./support/backend.js";
 import { byTurn, taskOf } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -33,20 +34,16 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-/** A worker of its own queue, configured by `env` (read once, when it starts). */
+/** A worker of its own queue on the local backend, configured by `env` over this environment. */
 async function start(queueName: string, env: Record<string, string>) {
-  Object.assign(process.env, env);
-  try {
-    worker = await startWorker({
-      redisUrl: redis.url,
-      queueName,
-      concurrency: 1,
-      model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 }),
-      log: (l) => logs.push(`${queueName}: ${l}`),
-    });
-  } finally {
-    for (const k of Object.keys(env)) delete process.env[k];
-  }
+  worker = await startWorker({
+    redisUrl: redis.url,
+    queueName,
+    concurrency: 1,
+    model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 }),
+    log: (l) => logs.push(`${queueName}: ${l}`),
+    config: localWorkerConfig(env),
+  });
   client = new PatchbayClient({ redisUrl: redis.url, queueName });
   return client;
 }
@@ -59,7 +56,7 @@ async function waitForEvent(c: PatchbayClient, id: string, type: TranscriptEvent
 /** Resolves once the job's long command runs (its first step shows in the sandbox). */
 async function running(c: PatchbayClient, id: string) {
   await waitForEvent(c, id, "tool_call");
-  await untilInContainer(await jobContainer(id, c), "grep -qx x /workspace/clamp.py");
+  await untilInSandbox("local", await jobSandbox(id, c), "grep -qx x /workspace/clamp.py");
 }
 
 async function transcript(c: PatchbayClient, id: string) {

@@ -1,5 +1,6 @@
-// End to end through the CLI: a real Redis of this test's own, worker processes, the real SDK
-// against the scripted server, real Docker.
+// End to end through the CLI: a real Redis of this test's own, worker processes on the local
+// backend (test/support/backend.ts: the CLI and the queue are the subject, not Docker), the real
+// SDK against the scripted server.
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -8,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
 import { apiError, startFakeAnthropic, reply, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { cli, removeDir, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
-import { jobContainer, untilInContainer } from "./support/sandbox.js";
+import { jobSandbox, LOCAL_WORKER_ENV, untilInSandbox } from "./support/backend.js";
 import { byTurn, clampScript, taskOf } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -30,7 +31,7 @@ describe("patchbay CLI end to end", () => {
           ? apiError(500, "Internal server error")
           : byTurn((body) => (/long-running/.test(taskOf(body)) ? [reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" }))] : clampScript()))(req),
     );
-    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: "e2e-cli", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "5000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REAP_MS: "2000" };
+    env = { ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: "e2e-cli", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "5000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REAP_MS: "2000" };
     workers = [startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "2" }), startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "2" })];
     await Promise.all(workers.map((w) => w.waitFor(/ready: queue e2e-cli/)));
     client = new PatchbayClient({ redisUrl: redis.url, queueName: "e2e-cli" });
@@ -121,7 +122,7 @@ describe("patchbay CLI end to end", () => {
     // The job's own timeout is far off and its command sleeps 300 s: only the cancel ends it.
     const id = await client.enqueue({ task: "long-running job to cancel", repo: { path: CLAMP } });
     await waitForEvent(client, id, "tool_call");
-    await untilInContainer(await jobContainer(id, client), "grep -qx x /workspace/clamp.py"); // its command runs
+    await untilInSandbox("local", await jobSandbox(id, client), "grep -qx x /workspace/clamp.py"); // its command runs
     const r = await cli(["cancel", id], env);
     expect(r.stdout).toMatch(new RegExp(`${id} signalled`));
     const result = await client.waitForResult(id, { timeoutMs: 120_000 });

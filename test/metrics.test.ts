@@ -1,6 +1,7 @@
 // Metrics: a worker's /metrics and the dashboard's, parsed by a strict Prometheus text parser;
 // the counters move by exactly what a scripted batch of real jobs did (read back from their
-// transcripts and results).
+// transcripts and results). The workers run on the local backend (test/support/backend.ts): what
+// is counted is the worker's, whatever runs its sandboxes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { MAX_OTHER_MODELS, OTHER, toolLabel, WorkerMetrics } from "../src/metrics.js";
@@ -13,6 +14,7 @@ import { freePort, startRedis, startWorkerProc } from "./support/cluster.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { metricValue, parsePrometheusText } from "./support/prom-text.js";
 import { byTurn, clampScript, taskOf } from "./support/scripts.js";
+import { LOCAL_WORKER_ENV, localWorkerConfig } from "./support/backend.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 const QUEUE = "metrics-test";
@@ -50,6 +52,7 @@ describe("worker /metrics", () => {
       metricsPort: 0,
       model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url }),
       log: (l) => logs.push(l),
+      config: localWorkerConfig(),
     });
     metricsUrl = /metrics: (\S+)/.exec(logs.join("\n"))![1]!;
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
@@ -145,7 +148,7 @@ describe("patchbay worker --metrics-port", () => {
     const redis = await startRedis();
     const fake = await startFakeAnthropic(byTurn(clampScript()));
     const port = await freePort();
-    const w = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: "metrics-cli", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" }, ["--metrics-port", String(port)]);
+    const w = startWorkerProc({ ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: "metrics-cli", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" }, ["--metrics-port", String(port)]);
     const client = new PatchbayClient({ redisUrl: redis.url, queueName: "metrics-cli" });
     try {
       await w.waitFor(/ready: queue metrics-cli/);

@@ -1,4 +1,6 @@
-// Resume and stalls end to end: worker processes, a private Redis, the scripted server, real Docker.
+// Resume and stalls end to end: worker processes, a private Redis, the scripted server; the local
+// backend (test/support/backend.ts) where the subject is the worker's and the checkpoint's logic,
+// Docker for the full load (its engine and its streams are what loads the worker there).
 // - kill -9 of the worker at turn 5 of a 10-turn job: the job completes on the other worker with at
 //   most 2 more model requests than an uninterrupted run, and the same patch;
 // - a poison job that kills every worker that takes it ends failed after its attempts, with a
@@ -11,6 +13,7 @@ import { emptyResult, type TranscriptEvent } from "../src/spec.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { resumePolicy } from "./support/resume-scripts.js";
+import { LOCAL_WORKER_ENV } from "./support/backend.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 // An owner "elsewhere": other files' reapers leave these sandboxes to this file's workers.
@@ -54,10 +57,11 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
     await redis?.stop();
   });
 
-  const cluster = (count: number, extra: Record<string, string> = {}) => {
+  /** `count` worker processes of a queue of their own, on the local backend unless `docker`. */
+  const cluster = (count: number, extra: Record<string, string> = {}, backend: "local" | "docker" = "local") => {
     const queue = `resume-${process.pid}-${++n}`;
     queues.push(queue);
-    const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REAP_MS: "2000", PATCHBAY_HEARTBEAT_MS: "1000", PATCHBAY_CONCURRENCY: "1", ...extra };
+    const env = { ...(backend === "local" ? LOCAL_WORKER_ENV : {}), REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REAP_MS: "2000", PATCHBAY_HEARTBEAT_MS: "1000", PATCHBAY_CONCURRENCY: "1", ...extra };
     let i = 0;
     const spawn = () => {
       const w = startWorkerProc({ ...env, PATCHBAY_WORKER_ID: workerId(queue, i++) });
@@ -162,7 +166,7 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
   });
 
   it("1 worker x concurrency 8 on 2 cores, default lock timings: no job stalls", async () => {
-    const { queue, client } = cluster(1, { PATCHBAY_CONCURRENCY: "8" });
+    const { queue, client } = cluster(1, { PATCHBAY_CONCURRENCY: "8" }, "docker");
     await ready(workers, queue);
     const ids = await client.enqueueBatch(Array.from({ length: 8 }, (_, i) => ({ task: `full load ${i}`, repo: { path: CLAMP } })));
     const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 600_000 })));

@@ -12,6 +12,7 @@ import { apiError, reply, startFakeAnthropic, text, toolUse, type FakeAnthropic,
 import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { startDockerProxy } from "./support/docker-proxy.js";
 import { byTurn, taskOf } from "./support/scripts.js";
+import { LOCAL_WORKER_ENV } from "./support/backend.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 const IMAGE = "patchbay-sandbox:latest";
@@ -91,7 +92,7 @@ describe("worker health", () => {
     const STORM = 16; // the SDK makes 5 requests per job attempt (maxRetries 4): several throttles
     policy = (req) => (req.index < STORM ? apiError(req.index % 3 === 2 ? 529 : 429, "slow down") : done(req));
     const { client, start } = setup();
-    const w = start({ PATCHBAY_CONCURRENCY: "2" });
+    const w = start({ ...LOCAL_WORKER_ENV, PATCHBAY_CONCURRENCY: "2" }); // the throttle is the worker's logic: the local backend
     await w.waitFor(/ready: queue/);
     const ids = await Promise.all([1, 2, 3].map((i) => client.enqueue({ task: `job ${i} in a storm`, repo: { path: CLAMP } })));
     for (const id of ids) {
