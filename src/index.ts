@@ -22,4 +22,5 @@ export { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, su
 export { startWorker, type WorkerOptions, type WorkerHandle } from "./queue/worker.js";
 export { workerLogger, type Log, type LogFields, type LogFormat } from "./log.js";
 export { JobSpec, JobResult, TranscriptEvent, parseJobSpec, assertJobSpec, JobSpecError } from "./spec.js";
-export { loadConfig, defaults } from "./config.js";
+export { loadConfig, defaults, type Config } from "./config.js";
+export { PatchbayError, SandboxLostError, kindOf, ERROR_KINDS, type ErrorKind } from "./errors.js";

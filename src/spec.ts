@@ -10,6 +10,7 @@ import { defaults, pidsProblem } from "./config.js";
 import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "./allow.js";
 import { REQUIRED, show, expected, genericMessage, nonEmpty, positiveNumber, positiveInt, intRange, nonNegInt, nonNegNumber } from "./spec-fields.js";
 import { EDITOR_TOOLS, JOB_STATUSES } from "./spec-names.js";
+import { kinded } from "./errors.js";
 
 // ---------------------------------------------------------------------------------------------
 // JobSpec
@@ -248,9 +249,7 @@ export function parseJobSpec(input: unknown): ParseJobSpecResult {
 }
 
 /** A bad JobSpec: the job fails without retry. The message is the one from parseJobSpec. */
-export class JobSpecError extends Error {
-  override name = "JobSpecError";
-}
+export class JobSpecError extends kinded("spec") {}
 
 export function assertJobSpec(input: unknown): JobSpec {
   const r = parseJobSpec(input);

@@ -5,7 +5,16 @@
 import { UnrecoverableError } from "bullmq";
 import { describe, expect, it } from "vitest";
 import { ModelError } from "../src/agent/model.js";
-import { classifyFailure, type FailureFacts } from "../src/queue/attempt-outcome.js";
+import { ERROR_KINDS, JOB_KINDS, SandboxLostError } from "../src/errors.js";
+import { GitStepError } from "../src/job/git-store.js";
+import { RepoError } from "../src/job/repo-common.js";
+import { PatchError } from "../src/job/rounds.js";
+import { SetupError } from "../src/job/setup.js";
+import { VerifyError } from "../src/job/verify.js";
+import { EgressDirError } from "../src/net/private-dir.js";
+import { classifyFailure, ON_FAILURE, type FailureFacts } from "../src/queue/attempt-outcome.js";
+import { BatchFileError } from "../src/queue/batch-file.js";
+import { JobSpecError } from "../src/spec.js";
 
 /** Facts with a recorder of the questions asked. */
 function facts(err: unknown, o: { abandoned?: boolean; used?: number; attempts?: number; healthy?: boolean; infraBefore?: number } = {}) {
@@ -75,5 +84,30 @@ describe("classifyFailure", () => {
   it("a thrown non-Error is judged like an error of the engine's side", async () => {
     const { f } = facts("a string", { used: 0, attempts: 2, healthy: true });
     expect(await classifyFailure(f)).toEqual({ action: "retry", engineFailed: false });
+  });
+});
+
+describe("the kinds' table (ON_FAILURE)", () => {
+  it("a job's own kinds, a bad spec and the like fail at once with attempts left, asking nothing", async () => {
+    for (const err of [new RepoError("too large"), new SetupError("npm ci failed"), new PatchError("no patch"), new VerifyError("no tree"), new JobSpecError("bad"), new BatchFileError(["l:1: bad"])]) {
+      const { f, asked } = facts(err, { used: 0, attempts: 5, healthy: false });
+      expect(await classifyFailure(f)).toEqual({ action: "fail", engineFailed: false });
+      expect(asked).toEqual([]);
+    }
+  });
+
+  it("a lost sandbox, a step in a dead sandbox and the worker's own settings retry, and may hand back on an unhealthy engine", async () => {
+    for (const err of [new SandboxLostError("the container stopped"), new GitStepError("git failed"), new EgressDirError("bad dir")]) {
+      expect(await classifyFailure(facts(err, { used: 0, attempts: 3 }).f)).toEqual({ action: "retry", engineFailed: false });
+      expect(await classifyFailure(facts(err, { used: 0, attempts: 3, healthy: false, infraBefore: 1 }).f)).toEqual({ action: "hand-back", engineFailed: false });
+    }
+  });
+
+  it("gives every kind an action, the job's own kinds all fail, and the model's never ask the engine", () => {
+    expect(Object.keys(ON_FAILURE).sort()).toEqual(Object.keys(ERROR_KINDS).sort());
+    for (const k of JOB_KINDS) expect(ON_FAILURE[k]).toBe("fail");
+    expect(ON_FAILURE.throttle).toBe("throttle");
+    expect(ON_FAILURE.model).toBe("retry");
+    expect(ON_FAILURE.internal).toBe("engine"); // an error nobody classified is treated as the host's, as before the taxonomy
   });
 });

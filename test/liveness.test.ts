@@ -1,7 +1,8 @@
 // Liveness (src/sandbox/liveness.ts) against a scripted container (through the Docker backend's box): no engine, fast.
 import { describe, expect, it } from "vitest";
 import { DockerBox } from "../src/runtime/docker.js";
-import { Liveness, SandboxGoneError } from "../src/sandbox/liveness.js";
+import { SandboxLostError } from "../src/errors.js";
+import { Liveness } from "../src/sandbox/liveness.js";
 
 type State = { Running: boolean; ExitCode?: number };
 /** A container whose inspect answers from `next` (a state, an error, or never), counting calls. */
@@ -37,11 +38,11 @@ describe("Liveness", () => {
     await sleep(50);
     state = stopped(2);
     const t0 = Date.now();
-    await expect(waiting).rejects.toThrow(new SandboxGoneError("the sandbox's container stopped (exit code 2)"));
+    await expect(waiting).rejects.toThrow(new SandboxLostError("the sandbox's container stopped (exit code 2)"));
     expect(Date.now() - t0).toBeLessThan(500);
     expect(l.gone).toBe("the sandbox's container stopped (exit code 2)");
     const calls = c.calls;
-    await expect(l.guard(Promise.resolve(1))).rejects.toBeInstanceOf(SandboxGoneError);
+    await expect(l.guard(Promise.resolve(1))).rejects.toBeInstanceOf(SandboxLostError);
     expect(c.calls).toBe(calls); // known already: not asked again
   });
 
@@ -60,10 +61,10 @@ describe("Liveness", () => {
     expect(await stuck.guard(sleep(100).then(() => "fine"))).toBe("fine");
   });
 
-  it("the engine's 409 (not running) for a call is checked at once: a stopped container makes it SandboxGoneError with the exit code", async () => {
+  it("the engine's 409 (not running) for a call is checked at once: a stopped container makes it SandboxLostError with the exit code", async () => {
     const notRunning = () => Object.assign(new Error("(HTTP code 409) container stopped/paused - Container abc is not running"), { statusCode: 409 });
     const l = new Liveness(new DockerBox("t", container(stopped(2)) as never), 10_000);
-    await expect(l.guard(Promise.reject(notRunning()))).rejects.toThrow(new SandboxGoneError("the sandbox's container stopped (exit code 2)"));
+    await expect(l.guard(Promise.reject(notRunning()))).rejects.toThrow(new SandboxLostError("the sandbox's container stopped (exit code 2)"));
     // Running after all (a race with a restart, say): the engine's own error stands.
     const up = new Liveness(new DockerBox("t", container(running) as never), 10_000);
     await expect(up.guard(Promise.reject(notRunning()))).rejects.toThrow(/HTTP code 409/);

@@ -78,7 +78,7 @@ afterAll(() => {
 
 /** repoArchive and the draining of its stream, under a lag monitor. */
 async function load(repo: RepoSource, opts: RepoArchiveOptions = {}) {
-  const r = await withLag(async () => drain(await repoArchive(repo, opts)));
+  const r = await withLag(async () => drain(await repoArchive(repo, { git: { env: process.env }, ...opts })));
   noteLag(r);
   return { entries: r.value, error: r.error, lagMs: r.lagMs };
 }
@@ -99,7 +99,7 @@ async function inChild(repo: RepoSource, opts: RepoArchiveOptions, limits: { hea
     `import { repoArchive, RepoError } from ${JSON.stringify(path.join(ROOT, "src/job/repo.ts"))};
 import { withLag } from ${JSON.stringify(path.join(ROOT, "test/support/lag.ts"))};
 const r = await withLag(async () => {
-  const a = await repoArchive(${JSON.stringify(repo)}, ${JSON.stringify(opts)});
+  const a = await repoArchive(${JSON.stringify(repo)}, { git: { env: process.env }, ...${JSON.stringify(opts)} });
   let bytes = 0;
   try { for await (const c of a.stream) bytes += c.length; } finally { await a.cleanup(); }
   return bytes;

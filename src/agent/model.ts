@@ -2,6 +2,7 @@
 // sees only `Model`, so a scripted or other provider's model drops in.
 import Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../spec.js";
+import { PatchbayError } from "../errors.js";
 
 export type Message = { role: "user" | "assistant"; content: string | ContentBlock[] };
 export type ContentBlock = { type: string; [k: string]: unknown };
@@ -37,7 +38,7 @@ export interface Model {
  * the job fails with it. Retryable: the worker retries the job, and a 429 or 529 (rate limited,
  * overloaded) throttles the worker instead (see isThrottle), for retryAfterMs when the API said.
  */
-export class ModelError extends Error {
+export class ModelError extends PatchbayError {
   constructor(
     message: string,
     readonly status?: number,
@@ -45,12 +46,13 @@ export class ModelError extends Error {
     /** The last answer's retry-after-ms / retry-after, in ms. */
     readonly retryAfterMs?: number,
   ) {
-    super(message);
+    // Rate limited (429) or overloaded (529): the account's or the service's state, not the job's.
+    super(status === 429 || status === 529 ? "throttle" : "model", message);
   }
 }
 
-/** The API is rate limited (429) or overloaded (529): the account's or the service's state, not the job's. */
-export const isThrottle = (err: unknown): err is ModelError => err instanceof ModelError && (err.status === 429 || err.status === 529);
+/** The API is rate limited (429) or overloaded (529): a ModelError of kind "throttle". */
+export const isThrottle = (err: unknown): err is ModelError => err instanceof ModelError && err.kind === "throttle";
 
 /** retry-after-ms, else retry-after (seconds or an HTTP date), as the SDK reads them; undefined when absent or unusable. */
 export function retryAfterMs(headers: { get(name: string): string | null } | undefined, now = Date.now()): number | undefined {

@@ -2,6 +2,7 @@
 // flag parsers. Only node: built-ins here: `patchbay --help` loads this and nothing heavy.
 import type { ParseArgsConfig } from "node:util";
 import type { Config } from "../config.js";
+import { kinded, PatchbayError, type ErrorKind } from "../errors.js";
 
 export type Values = Record<string, unknown>;
 
@@ -26,13 +27,13 @@ export interface RunArgs {
 export type ClientArgs = Pick<RunArgs, "values" | "config">;
 
 /** A mistake in how the command was called: exit 2, with the command's usage. */
-export class UsageError extends Error {
-  override name = "UsageError";
-}
+export class UsageError extends kinded("usage") {}
 
 /** A failure to report in one line, no stack: exit 1. */
-export class CliError extends Error {
-  override name = "CliError";
+export class CliError extends PatchbayError {
+  constructor(message: string, kind: ErrorKind = "failed") {
+    super(kind, message);
+  }
 }
 
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;

@@ -13,9 +13,9 @@ import { Toolbox, type ToolUseBlock } from "../tools/index.js";
 import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, RESUME_NOTE_PENDING, restoreCheckpoint, specHash, turnStateOf } from "./checkpoint.js";
 import type { JobContext } from "./context.js";
 import type { Prepared } from "./prepare.js";
+import { SandboxLostError } from "../errors.js";
 
-/** The sandbox stopped while the agent worked (the engine failed): the job is retried, from its last checkpoint. */
-export class SandboxLostError extends Error {}
+export { SandboxLostError };
 
 export interface AgentRun {
   outcome: LoopOutcome;

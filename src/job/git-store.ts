@@ -4,9 +4,10 @@
 import { asset } from "../assets.js";
 import { PRIVATE_DIR } from "../runtime/types.js";
 import type { PutFile, Sandbox } from "../sandbox/sandbox.js";
+import { kinded } from "../errors.js";
 
 /** Git ran in the sandbox and failed: the workspace's doing while the sandbox still runs, not the host's. */
-export class GitStepError extends Error {}
+export class GitStepError extends kinded("sandbox-step") {}
 
 // Both the baseline and the final tree are hashed from the files as they are on disk into a
 // private store at /patchbay (root's tmpfs, mode 0700: the agent can neither read nor plant

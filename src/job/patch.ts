@@ -6,6 +6,7 @@ import { isUtf8 } from "node:buffer";
 import { asset } from "../assets.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { ATTRIBUTES, GIT, GitStepError, ROOT, TREE_ID } from "./git-store.js";
+import { PatchbayError } from "../errors.js";
 
 export { GitStepError } from "./git-store.js";
 
@@ -29,14 +30,14 @@ export interface PatchOptions {
 export const DEFAULT_PATCH_MAX_BYTES = 50 * 1024 * 1024;
 
 /** A patch over the bound is never cut (a cut patch does not apply); the stat and file list still come along. */
-export class PatchTooLargeError extends Error {
+export class PatchTooLargeError extends PatchbayError {
   readonly truncated = true;
   constructor(
     readonly maxBytes: number,
     readonly diffstat: string,
     readonly filesChanged: string[],
   ) {
-    super(`the patch is larger than ${maxBytes} bytes (${filesChanged.length} files changed); it was not returned because a truncated patch would not apply`);
+    super("patch", `the patch is larger than ${maxBytes} bytes (${filesChanged.length} files changed); it was not returned because a truncated patch would not apply`);
   }
 }
 

@@ -4,9 +4,10 @@ import { Readable } from "node:stream";
 import path from "node:path";
 import * as tar from "tar-stream";
 import { BlobPack } from "./blob-pack.js";
+import { kinded } from "../errors.js";
 
 /** A repo that cannot be loaded as given (missing path, bad ref, unsafe archive): retrying will not help. */
-export class RepoError extends Error {}
+export class RepoError extends kinded("repo") {}
 
 /**
  * Bounds on names, so that no repo can make the host's work or memory grow faster than its size.

@@ -7,8 +7,9 @@ import fss from "node:fs";
 import { promisify } from "node:util";
 import { openFileAt, readSmallAt } from "./repo-at.js";
 import { breathe, DEFAULT_REPO_MAX_ENTRIES, LIMITS, PathTree } from "./repo-common.js";
+import { kinded } from "../errors.js";
 
-class BadIndex extends Error {}
+class BadIndex extends kinded("repo") {}
 const bad = (why: string): never => {
   throw new BadIndex(why);
 };

@@ -12,6 +12,7 @@ import { dirArchive } from "./repo-dir.js";
 import { cloneRepo, redact } from "./repo-git.js";
 import type { HostEnv } from "../config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
+import { PatchbayError } from "../errors.js";
 
 export { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, LIMITS as REPO_LIMITS, RepoError, type RepoArchive } from "./repo-common.js";
 
@@ -48,7 +49,7 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
     return dirArchive(path.resolve(repo.path), true, max, maxEntries, `repo.path ${repo.path}`);
   }
   if ("git" in repo) {
-    if (!opts.git) throw new Error("repoArchive: a { git } repo needs opts.git (the host's environment and credentials, from the Config)");
+    if (!opts.git) throw new PatchbayError("usage", "repoArchive: a { git } repo needs opts.git (the host's environment and credentials, from the Config)");
     const dir = await cloneRepo(repo.git, repo.ref, { timeoutSec: opts.gitTimeoutSec ?? 600, max, maxEntries, env: opts.git.env, credentials: opts.git.credentials });
     const rm = () => fs.rm(dir, { recursive: true, force: true });
     try {

@@ -8,6 +8,7 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import type { EventInput, JobResult, JobSpec } from "../spec.js";
 import { computePatch, PatchTooLargeError, type PatchResult } from "./patch.js";
 import { verifyInFreshSandbox, VerifyError, type Snapshot } from "./verify.js";
+import { kinded } from "../errors.js";
 
 const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
 
@@ -84,7 +85,7 @@ function verifyFeedback(command: string, v: NonNullable<JobResult["verify"]>, ro
 }
 
 /** The patch could not be taken from a sandbox that still runs: the workspace's fault, not the host's. */
-export class PatchError extends Error {}
+export class PatchError extends kinded("patch") {}
 
 async function takePatch(sandbox: Sandbox, baseline: string): Promise<PatchResult> {
   try {

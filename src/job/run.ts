@@ -4,12 +4,11 @@
 // (finalize.ts). Whatever it holds is released in every case (acquire.ts release); a timeout or a
 // cancellation still yields the patch of what was done.
 import { loadConfig, type Config } from "../config.js";
+import { JOB_KINDS, kindOf } from "../errors.js";
 import type { Model } from "../agent/model.js";
 import type { CheckpointStore } from "./checkpoint.js";
 import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { SurvivorsError } from "../sandbox/shell.js";
-import { SupervisorError } from "../sandbox/supervisor.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import type { SandboxRuntime } from "../runtime/types.js";
 import { assertJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
@@ -18,12 +17,9 @@ import { admitJob, hideSecrets } from "./admit.js";
 import { runAgent } from "./agent-phase.js";
 import { jobContext, stoppedStatus, type JobContext } from "./context.js";
 import { endedEarly, finish } from "./finalize.js";
-import { GitStepError } from "./patch.js";
 import { prepare } from "./prepare.js";
-import { RepoError } from "./repo.js";
-import { patchAndVerify, PatchError } from "./rounds.js";
+import { patchAndVerify } from "./rounds.js";
 import { SetupError } from "./setup.js";
-import { VerifyError } from "./verify.js";
 
 export interface RunJobOptions {
   jobId?: string;
@@ -96,14 +92,16 @@ async function attempt(ctx: JobContext, held: Held): Promise<JobResult> {
 }
 
 /**
- * A failure that is the job's outcome (failed once, not retried): a failed setup, a repo that
- * cannot be loaded, a patch or a verify tree that cannot be made; git failing on what the repo or
- * the agent left, or the agent's processes outliving a kill, or its supervisor unable to run, while
- * the sandbox still runs.
+ * A failure that is the job's outcome (failed once, not retried): one of JOB_KINDS (src/errors.ts:
+ * a failed setup, a repo that cannot be loaded, a patch or a verify tree that cannot be made); or a
+ * step in the sandbox that failed on what the repo or the agent left (git, processes outliving a
+ * kill, a supervisor unable to run) while the sandbox still runs. Anything else is thrown on: the
+ * worker's table (src/queue/attempt-outcome.ts) decides by its kind.
  */
 async function isTheJobs(err: unknown, sandbox: Sandbox | undefined): Promise<boolean> {
-  if (err instanceof SetupError || err instanceof RepoError || err instanceof PatchError || err instanceof VerifyError) return true;
-  return (err instanceof GitStepError || err instanceof SurvivorsError || err instanceof SupervisorError) && !!sandbox && (await sandbox.running());
+  const kind = kindOf(err);
+  if (JOB_KINDS.has(kind)) return true;
+  return kind === "sandbox-step" && !!sandbox && (await sandbox.running());
 }
 
 export { SetupError };

@@ -9,9 +9,10 @@ import { EgressProxy, type EgressSession } from "../net/proxy.js";
 import { egressMount, EgressBridgeError, type EgressBridge } from "../sandbox/egress.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { EventInput, JobSpec } from "../spec.js";
+import { kinded } from "../errors.js";
 
 /** A setup command failed (or its network could not be provided): the job fails without a retry. */
-export class SetupError extends Error {}
+export class SetupError extends kinded("setup") {}
 
 let shared: EgressProxy | undefined;
 /** The worker's proxy (one per process, in config.egressDir as the first job found it; sessions are per job). */

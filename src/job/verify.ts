@@ -10,9 +10,10 @@ import { join } from "node:path";
 import { asset } from "../assets.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { PatchResult } from "./patch.js";
+import { kinded } from "../errors.js";
 
 /** The verify tree could not be made (the snapshot is too large, the patch does not apply to it): the job fails once. */
-export class VerifyError extends Error {}
+export class VerifyError extends kinded("verify") {}
 
 export interface Snapshot {
   /** A tar of /workspace after setup, on the worker's host. */

@@ -5,6 +5,7 @@
 // and against a cap before anything waits for more, so a hostile client can make it hold at most
 // `maxStream` bytes. No npm library does just this (they parse whole handshakes or need a TLS
 // stack), and the part needed is small.
+import { kinded } from "../errors.js";
 
 /** RFC 8446 §5.1: a plaintext record's fragment is at most 2^14 bytes. */
 export const MAX_RECORD = 16_384;
@@ -130,7 +131,7 @@ class Cursor {
     return new Cursor(this.b, start, start + n);
   }
 }
-class HelloError extends Error {}
+class HelloError extends kinded("setup") {}
 
 /** The fields of a ClientHello body (after its 4-byte handshake header); a string says what is wrong. */
 export function parseClientHello(body: Uint8Array): ClientHello | string {

@@ -7,6 +7,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { isPresetName, normalizeHost, type PresetName } from "../allow.js";
 import type { Config } from "../config.js";
+import { kinded } from "../errors.js";
 
 /** What the presets read of the worker's host: its environment (for npm, go, python) and pip's settings. */
 export type PresetEnv = Pick<Config, "hostEnv" | "pip">;
@@ -64,7 +65,7 @@ export function goEnvHosts(goproxy: string, gosumdb: string): string[] {
   return uniq([...proxies, sum]);
 }
 
-export class PresetError extends Error {}
+export class PresetError extends kinded("setup") {}
 
 function run(host: PresetEnv, cmd: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) =>

@@ -5,8 +5,9 @@
 // the worker's uid, with no group or other permission.
 import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
+import { kinded } from "../errors.js";
 
-export class EgressDirError extends Error {}
+export class EgressDirError extends kinded("config") {}
 
 /** Makes `dir` (mode 0700) or checks the one there; throws EgressDirError saying what is wrong and how to fix it. */
 export function ensurePrivateDir(dir: string, uid = process.getuid?.() ?? 0): void {

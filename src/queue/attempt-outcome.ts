@@ -10,12 +10,11 @@
 //   retry      attempts are left (failures and stalls both count) and the error may pass
 //   fail       for good: out of attempts, or an UnrecoverableError (it never gets better)
 //
-// This is startWorker's classification as it was, moved here unchanged so that it lives in one place.
-// Issue 24's error taxonomy (a root PatchbayError with a kind) replaces the tests of the rows with a
-// table from kinds to these actions; the actions, and what an attempt does for each
-// (src/queue/attempt.ts: failedAttempt), stay as they are.
+// Which of these an error may come to is its kind's (src/errors.ts), in ON_FAILURE below: one
+// table from kinds to what a failure of that kind may do. What an attempt does for each action is
+// src/queue/attempt.ts's (failedAttempt).
 import { UnrecoverableError } from "bullmq";
-import { isThrottle, ModelError } from "../agent/model.js";
+import { kindOf, type ErrorKind } from "../errors.js";
 
 export type FailureAction = "abandon" | "throttle" | "hand-back" | "retry" | "fail";
 
@@ -56,11 +55,43 @@ interface Row {
   when: (f: Judged) => boolean | Promise<boolean>;
 }
 
-const neverBetter = (err: unknown) => err instanceof UnrecoverableError;
+/**
+ * What a failure of each kind may do, past the drain's abandon:
+ *   throttle   the queue is throttled and the job goes back uncounted
+ *   retry      retried while attempts are left (not the engine's: it is not asked)
+ *   engine     retried while attempts are left, or handed back when the engine failed under it again
+ *   fail       fails once: it never gets better
+ * A kind that never reaches the worker (a job's own failure is its result) still has its row.
+ */
+export const ON_FAILURE: Readonly<Record<ErrorKind, "throttle" | "retry" | "engine" | "fail">> = {
+  throttle: "throttle",
+  model: "retry",
+  "sandbox-lost": "engine",
+  "sandbox-step": "engine",
+  infra: "engine",
+  config: "engine", // the worker's settings, not the job's: another worker may run it
+  internal: "engine",
+  cancelled: "engine", // an abort that is not the job's cancel or timeout (those end as results)
+  timeout: "engine",
+  repo: "fail",
+  setup: "fail",
+  patch: "fail",
+  verify: "fail",
+  spec: "fail",
+  usage: "fail",
+  "not-found": "fail",
+  conflict: "fail",
+  tool: "fail",
+  image: "fail",
+  failed: "fail",
+};
+
+const onFailure = (err: unknown) => (err instanceof UnrecoverableError ? "fail" : ON_FAILURE[kindOf(err)]);
+const neverBetter = (err: unknown) => onFailure(err) === "fail";
 
 const TABLE: readonly Row[] = [
   { action: "abandon", when: (f) => f.abandoned },
-  { action: "throttle", when: (f) => isThrottle(f.err) },
+  { action: "throttle", when: (f) => onFailure(f.err) === "throttle" },
   { action: "hand-back", when: async (f) => (await f.engineFailed()) && (await f.infraFailuresBefore()) > 0 },
   { action: "retry", when: (f) => f.used + 1 < f.attempts && !neverBetter(f.err) },
   { action: "fail", when: () => true },
@@ -76,7 +107,7 @@ export async function classifyFailure(facts: FailureFacts): Promise<FailureOutco
   const engineHealthy = once(() => facts.engineHealthy());
   const f: Judged = {
     ...facts,
-    engineFailed: once(async () => !(err instanceof ModelError) && !neverBetter(err) && !(await engineHealthy())),
+    engineFailed: once(async () => onFailure(err) === "engine" && !(await engineHealthy())),
     infraFailuresBefore: once(() => facts.countInfraFailure()),
   };
   for (const row of TABLE) {

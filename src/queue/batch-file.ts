@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { prepareSpecs } from "./prepare.js";
 import type { JobSpec } from "../spec.js";
 import { canonicalJson } from "../spec-hash.js";
+import { PatchbayError } from "../errors.js";
 
 export interface BatchLine {
   line: number;
@@ -12,9 +13,9 @@ export interface BatchLine {
 }
 
 /** A batch file with bad lines: `errors` are `file:line: message`, one per bad line. */
-export class BatchFileError extends Error {
+export class BatchFileError extends PatchbayError {
   constructor(readonly errors: string[]) {
-    super(`nothing enqueued:\n${errors.join("\n")}`);
+    super("spec", `nothing enqueued:\n${errors.join("\n")}`);
   }
 }
 

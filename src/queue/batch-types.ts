@@ -1,6 +1,7 @@
 // The batch API's types, errors and ids: shared by the client (batch.ts), the CLI and the dashboard.
 import { JobSpecError, type JobStatus } from "../spec.js";
 import type { JobSummary } from "./batch-index.js";
+import { PatchbayError } from "../errors.js";
 
 export interface BatchJob {
   line: number;
@@ -67,16 +68,16 @@ export interface WaitForBatchOptions {
   reconcileMs?: number;
 }
 
-export class BatchNotFoundError extends Error {
+export class BatchNotFoundError extends PatchbayError {
   constructor(readonly batchId: string, readonly queueName: string) {
-    super(`no batch ${batchId} in queue ${queueName}`);
+    super("not-found", `no batch ${batchId} in queue ${queueName}`);
   }
 }
 
 /** A batch name reused for other specs. */
-export class BatchConflictError extends Error {
+export class BatchConflictError extends PatchbayError {
   constructor(readonly batchId: string, readonly queueName: string) {
-    super(`batch ${batchId} already exists in queue ${queueName} with other jobs; use another --name`);
+    super("conflict", `batch ${batchId} already exists in queue ${queueName} with other jobs; use another --name`);
   }
 }
 

@@ -11,6 +11,7 @@ import { PatchGoneError } from "./result-bounds.js";
 import { withStoredPatch } from "./result-record.js";
 import type { JobResult, JobSpec, TranscriptEvent } from "../spec.js";
 import { specHash } from "../spec-hash.js";
+import { PatchbayError } from "../errors.js";
 
 export interface JobData {
   spec: JobSpec;
@@ -39,35 +40,35 @@ export interface JobStatusInfo {
   finishedAt?: number;
 }
 
-export class JobFailedError extends Error {
+export class JobFailedError extends PatchbayError {
   constructor(
     readonly jobId: string,
     readonly reason: string,
   ) {
-    super(`job ${jobId} failed: ${reason}`);
+    super("failed", `job ${jobId} failed: ${reason}`);
   }
 }
 
 /** The id is not (or no longer: finished jobs are kept 7 days) in the queue. */
-export class JobNotFoundError extends Error {
+export class JobNotFoundError extends PatchbayError {
   constructor(
     readonly jobId: string,
     readonly queueName: string,
   ) {
-    super(`no job ${jobId} in queue ${queueName}`);
+    super("not-found", `no job ${jobId} in queue ${queueName}`);
   }
 }
 
 /** A jobId reused for a different spec. */
-export class JobConflictError extends Error {
+export class JobConflictError extends PatchbayError {
   constructor(readonly jobId: string, readonly queueName: string) {
-    super(`job ${jobId} already exists in queue ${queueName} with a different spec (patchbay status ${jobId}); use another --job-id`);
+    super("conflict", `job ${jobId} already exists in queue ${queueName} with a different spec (patchbay status ${jobId}); use another --job-id`);
   }
 }
 
-export class WaitTimeoutError extends Error {
+export class WaitTimeoutError extends PatchbayError {
   constructor(readonly jobId: string, readonly timeoutMs: number) {
-    super(`timed out after ${timeoutMs} ms waiting for job ${jobId}`);
+    super("timeout", `timed out after ${timeoutMs} ms waiting for job ${jobId}`);
   }
 }
 

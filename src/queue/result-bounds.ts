@@ -13,6 +13,7 @@
 // Sizes are bytes of JSON string content, so escapes (a control byte is 6) count as what they cost.
 import { createHash } from "node:crypto";
 import type { EventOf, JobResult, TranscriptEvent } from "../spec.js";
+import { kinded } from "../errors.js";
 
 export const BOUNDS = {
   /** A patch longer than this (as JSON) is stored once under its own key instead of in the result. */
@@ -190,9 +191,7 @@ export function boundResult(r: JobResult): BoundedResult {
 }
 
 /** Thrown by attachPatch: the stored patch is gone (past its retention) or is not this result's. */
-export class PatchGoneError extends Error {
-  override name = "PatchGoneError";
-}
+export class PatchGoneError extends kinded("not-found") {}
 
 /** A stored result made whole again with its patch (from its key); a result with its patch inline is returned as it is. */
 export function attachPatch(r: JobResult, patch: string | null | undefined, where = "Redis"): JobResult {

@@ -5,6 +5,7 @@
 // neither signal it nor connect to the socket itself (mode 0600, root's).
 import { asset } from "../assets.js";
 import type { Attached, Box, BoxSpec } from "../runtime/types.js";
+import { kinded } from "../errors.js";
 
 /** Where the per-job directory appears in the container. */
 export const EGRESS_MOUNT = "/patchbay-egress";
@@ -16,7 +17,7 @@ export function egressMount(hostDir: string): NonNullable<BoxSpec["mounts"]>[num
 
 const BRIDGE = asset("sandbox/py/egress_bridge.py");
 
-export class EgressBridgeError extends Error {}
+export class EgressBridgeError extends kinded("setup") {}
 
 /** The running bridge: `port` is its loopback port in the container. */
 export interface EgressBridge {

@@ -13,6 +13,7 @@ import { AGENT_SCRIPT } from "./file-agent-script.js";
 import { agentArgs, parseReply, PROTOCOL_VERSION, type AgentOp, type AgentReplyOf, type AgentRequest, type ErrorReply } from "./agent-protocol.js";
 import { AGENT_GID, AGENT_UID } from "./agent-user.js";
 import type { Liveness } from "./liveness.js";
+import { PatchbayError } from "../errors.js";
 
 export { AGENT_SCRIPT };
 
@@ -51,9 +52,10 @@ export interface RunOptions {
 }
 
 /** The stream given to FileAgent.run failed: the command saw its input end there. */
-export class StreamSourceError extends Error {
+/** The stream given to write from failed (the repo's tar, say): of its own kind when it has one (a RepoError's is "repo"), else the host's. */
+export class StreamSourceError extends PatchbayError {
   constructor(readonly source: unknown) {
-    super(`the input stream failed: ${(source as Error)?.message ?? String(source)}`);
+    super(source instanceof PatchbayError ? source.kind : "infra", `the input stream failed: ${(source as Error)?.message ?? String(source)}`);
   }
 }
 
@@ -64,7 +66,7 @@ export interface FileAgentOptions {
   maxReplyBytes?: number;
   /** The program, for tests of a misbehaving agent. */
   argv?: string[];
-  /** The sandbox's: a request to a container seen stopped fails at once (SandboxGoneError). */
+  /** The sandbox's: a request to a container seen stopped fails at once (SandboxLostError). */
   liveness?: Liveness;
 }
 

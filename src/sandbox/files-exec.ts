@@ -9,6 +9,7 @@
 import { asset } from "../assets.js";
 import { HeadTail } from "../truncate.js";
 import type { Box } from "../runtime/types.js";
+import { PatchbayError } from "../errors.js";
 
 // LC_ALL=C: the error texts below are matched in English. BASH_ENV/ENV empty: no startup file.
 const ENV = ["LC_ALL=C", "BASH_ENV=", "ENV=", "HOME=/home/agent"];
@@ -19,14 +20,14 @@ const SCRIPT = asset("sandbox/sh/files-exec.sh");
 
 export type ExecCode = "ENOENT" | "ENOTDIR" | "EACCES" | "EISDIR" | "EROFS" | "ENOSPC" | "EFBIG" | "EINVAL" | "EIO";
 
-export class ExecFileError extends Error {
+export class ExecFileError extends PatchbayError {
   constructor(
     message: string,
     readonly code: ExecCode,
     /** EFBIG: the file's size. */
     readonly size?: number,
   ) {
-    super(message);
+    super("tool", message);
   }
 }
 

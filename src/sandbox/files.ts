@@ -9,6 +9,7 @@ import { defaults } from "../config.js";
 import type { Box } from "../runtime/types.js";
 import type { FileAgent } from "./file-agent.js";
 import { ExecFileError, ExecFiles } from "./files-exec.js";
+import { PatchbayError } from "../errors.js";
 
 export interface FileStat {
   /** What the path (after following symlinks) is. */
@@ -30,12 +31,12 @@ export interface FileEntry {
   path: string;
 }
 
-export class FileError extends Error {
+export class FileError extends PatchbayError {
   constructor(
     message: string,
     readonly code: "ENOENT" | "EISDIR" | "EFBIG" | "EINVAL" | "EROFS" | "EIO" | "ENOSPC" | "EACCES" | "ECHANGED",
   ) {
-    super(message);
+    super("tool", message);
   }
 }
 

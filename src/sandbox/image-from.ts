@@ -11,8 +11,9 @@ import { isRemoteAdd, remoteAdds } from "./build-network.js";
 import { docker } from "../runtime/docker.js";
 import { buildImage, imageRecipe } from "./image.js";
 import { Sandbox } from "./sandbox.js";
+import { kinded } from "../errors.js";
 
-export class ImageFromError extends Error {}
+export class ImageFromError extends kinded("image") {}
 
 /**
  * Set on every image this builds (its value: the context's hash). A worker's default image

@@ -7,9 +7,8 @@
 // fails at once with the reason. Nothing is polled while nothing waits (between model turns).
 import type { Box } from "../runtime/types.js";
 import { settleWithin } from "../timeout.js";
+import { SandboxLostError } from "../errors.js";
 
-/** The sandbox's container stopped (the engine or the runtime lost it): not the command's doing. */
-export class SandboxGoneError extends Error {}
 
 const INSPECT_WAIT_MS = 10_000;
 
@@ -30,14 +29,14 @@ export class Liveness {
     return this.reason;
   }
 
-  /** Resolves like `work`, or rejects with SandboxGoneError once the container is seen stopped. */
+  /** Resolves like `work`, or rejects with SandboxLostError once the container is seen stopped. */
   async guard<T>(work: Promise<T>): Promise<T> {
     if (this.reason) {
       work.catch(() => {});
-      throw new SandboxGoneError(this.reason);
+      throw new SandboxLostError(this.reason);
     }
     let onGone!: (why: string) => void;
-    const gone = new Promise<never>((_, reject) => (onGone = (why) => reject(new SandboxGoneError(why))));
+    const gone = new Promise<never>((_, reject) => (onGone = (why) => reject(new SandboxLostError(why))));
     this.listeners.add(onGone);
     if (this.pending++ === 0) this.schedule();
     try {
@@ -45,8 +44,8 @@ export class Liveness {
     } catch (err) {
       // The engine refusing a call because the container is not running is the same news,
       // sooner than a poll: asked once now, so that the reason carries the exit code.
-      if (!this.reason && !(err instanceof SandboxGoneError) && notRunning(err)) await this.poll(true);
-      if (this.reason && !(err instanceof SandboxGoneError)) throw new SandboxGoneError(this.reason);
+      if (!this.reason && !(err instanceof SandboxLostError) && notRunning(err)) await this.poll(true);
+      if (this.reason && !(err instanceof SandboxLostError)) throw new SandboxLostError(this.reason);
       throw err;
     } finally {
       this.listeners.delete(onGone);

@@ -15,6 +15,7 @@ import { Files } from "./files.js";
 import { Liveness } from "./liveness.js";
 import { Shell } from "./shell.js";
 import { extractTarStream, StreamUnavailable, TAR_EXTRACT } from "./stream.js";
+import { kinded } from "../errors.js";
 
 export interface SandboxOptions {
   image?: string;
@@ -60,8 +61,8 @@ export interface PutFile {
   data: Buffer;
 }
 
-/** Sandbox.exportTar's output passed its bound. */
-export class TarTooLargeError extends Error {}
+/** Sandbox.exportTar's output passed its bound: what the repo (and its setup) put there is too large. */
+export class TarTooLargeError extends kinded("repo") {}
 
 function checkPut(put: PutFile[]): PutFile[] {
   for (const f of put) {

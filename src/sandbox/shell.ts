@@ -10,6 +10,7 @@ import type { Liveness } from "./liveness.js";
 import type { Attached, Box } from "../runtime/types.js";
 import { EXIT_MARKER, findMarker, SHELL_INIT } from "./shell-protocol.js";
 import { startBash, Supervisor, type KillReport } from "./supervisor.js";
+import { kinded } from "../errors.js";
 
 export interface RunOptions {
   timeoutSec?: number;
@@ -68,7 +69,7 @@ interface Pending {
 }
 
 /** A kill's targets outlived it: the sandbox's own state (the agent's doing), never retried elsewhere. */
-export class SurvivorsError extends Error {}
+export class SurvivorsError extends kinded("sandbox-step") {}
 
 export interface ShellOptions {
   /** Fails every wait on the container once it is seen stopped. */

@@ -6,6 +6,7 @@ import type { Readable } from "node:stream";
 import { asset } from "../assets.js";
 import { HeadTail } from "../truncate.js";
 import type { Box } from "../runtime/types.js";
+import { kinded } from "../errors.js";
 
 /** What the script prints once tar can run. */
 export const READY = "PBTAR\n";
@@ -16,7 +17,7 @@ export const TAR_EXTRACT = ["tar", "-x", "-p", "-f", "-", "--delay-directory-res
 /** The program (src/sandbox/sh/tar-extract.sh): READY once tar can run, then tar reads stdin into $1. */
 export const TAR_SCRIPT = asset("sandbox/sh/tar-extract.sh");
 
-export class StreamUnavailable extends Error {}
+export class StreamUnavailable extends kinded("image") {}
 
 /**
  * Extracts `archive` into `dir` (which must exist). Throws StreamUnavailable, with the archive

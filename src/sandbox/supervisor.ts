@@ -7,6 +7,7 @@ import type { Attached, Box } from "../runtime/types.js";
 import type { Liveness } from "./liveness.js";
 import { AGENT_UID } from "./agent-user.js";
 import { SUPERVISOR_SCRIPT } from "./supervisor-script.js";
+import { kinded } from "../errors.js";
 
 const BASH = ["bash", "--noprofile", "--norc"];
 const ENV = ["TERM=dumb", "PAGER=cat", "GIT_PAGER=cat", "PS1="];
@@ -166,6 +167,6 @@ export class Supervisor {
 }
 
 /** The supervisor died or hung under a request (it was given up; the next request starts a new one). */
-export class SupervisorError extends Error {}
+export class SupervisorError extends kinded("sandbox-step") {}
 
 const pidList = (pids: number[]) => (pids.filter((p) => Number.isInteger(p) && p > 0).join(",") || "-");

@@ -30,6 +30,7 @@ import {
   withNote,
   type EditorFlavor,
 } from "./editor-text.js";
+import { kinded } from "../errors.js";
 
 export * from "./editor-text.js";
 
@@ -70,7 +71,7 @@ export interface TextEditorOptions {
 }
 
 /** An expected failure: its message goes to the model as an is_error result. */
-class ToolError extends Error {}
+class ToolError extends kinded("tool") {}
 
 interface HistoryEntry {
   /** null: the edit created the file, so undoing it removes the file. */

@@ -17,6 +17,7 @@ import { keys } from "../queue/keys.js";
 import { luaCommand } from "../lua.js";
 import type { JobResult } from "../spec.js";
 import { jobRow, type JobFields, type JobRow } from "./data.js";
+import { kinded } from "../errors.js";
 
 export const PAGE_DEFAULT = 50;
 export const PAGE_MAX = 200;
@@ -43,7 +44,7 @@ export interface JobsPage {
   next?: string;
 }
 
-export class BadQuery extends Error {}
+export class BadQuery extends kinded("usage") {}
 
 const encode = (c: Cursor) => Buffer.from(JSON.stringify(c)).toString("base64url");
 const offset = (v: unknown) => (Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : undefined);

@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Config } from "../config.js";
 import { isLoopback } from "./auth.js";
+import { kinded } from "../errors.js";
 
 export interface DashboardOptions {
   host?: string;
@@ -20,9 +21,7 @@ export interface DashboardOptions {
   config?: Config;
 }
 
-export class DashboardConfigError extends Error {
-  override name = "DashboardConfigError";
-}
+export class DashboardConfigError extends kinded("config") {}
 
 export interface DashboardSettings {
   host: string;
