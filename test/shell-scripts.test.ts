@@ -14,7 +14,7 @@ import { asset } from "../src/assets.js";
 import { ATTRIBUTES, GIT, GIT_VARS, INDEX, INDEX_TREE, REFRESH, STORE } from "../src/job/git-store.js";
 import { LIST_MAX } from "../src/job/patch.js";
 import { PRIVATE_DIR } from "../src/runtime/types.js";
-import { AGENT_GID, AGENT_UID, AS_AGENT_SH } from "../src/sandbox/agent-user.js";
+import { AGENT_GID, AGENT_UID, AS_AGENT_SH } from "../src/runtime/agent-user.js";
 import { READY, TAR_EXTRACT, TAR_SCRIPT } from "../src/sandbox/stream.js";
 import { ROOT } from "./cli-helpers.js";
 

@@ -18,7 +18,7 @@ import { luaCommand } from "../lua.js";
 import { specHash as canonicalSpecHash } from "../spec-hash.js";
 import { readOnly } from "../tools/editor-text.js";
 import { asset } from "../assets.js";
-import { AS_AGENT } from "../sandbox/agent-user.js";
+import { AS_AGENT } from "../runtime/agent-user.js";
 import { GIT_VARS } from "./git-store.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import type { Duplex, Readable } from "node:stream";
 import { engineEnv, type EngineEnv } from "../config.js";
 import { withTimeout } from "../timeout.js";
+import { AGENT_GID, AGENT_UID, AGENT_USER } from "./agent-user.js";
 import { gather } from "./gather.js";
 import { LABEL } from "./owner.js";
 import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
@@ -57,7 +58,7 @@ export class DockerRuntime implements SandboxRuntime {
     await d.createVolume({
       Name: volume,
       Driver: "local",
-      DriverOpts: { type: "tmpfs", device: "tmpfs", o: `size=${o.limits.diskMb}m,uid=1000,gid=1000,mode=0755` },
+      DriverOpts: { type: "tmpfs", device: "tmpfs", o: `size=${o.limits.diskMb}m,uid=${AGENT_UID},gid=${AGENT_GID},mode=0755` },
       Labels: o.labels,
     });
     try {
@@ -247,7 +248,7 @@ async function attachExec(container: Docker.Container, cmd: string[], onData: (c
     AttachStdout: true,
     AttachStderr: true,
     Tty: false,
-    User: opts.user ?? "1000:1000",
+    User: opts.user ?? AGENT_USER,
     WorkingDir: opts.cwd ?? "/workspace",
     Env: opts.env ?? [],
   });

@@ -11,6 +11,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gather } from "./gather.js";
+import { AGENT_USER } from "./agent-user.js";
 import { LABEL } from "./owner.js";
 import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
 
@@ -155,7 +156,7 @@ class LocalBox implements Box {
 
   async attach(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: ProcessOptions = {}): Promise<Attached> {
     if (this.exitCode !== undefined) throw Object.assign(new Error(`the local box ${this.name} is not running`), { statusCode: 409 });
-    const [uid = "1000", gid = uid] = (opts.user ?? "1000:1000").split(":");
+    const [uid = "1000", gid = uid] = (opts.user ?? AGENT_USER).split(":");
     const as = uid === "0" ? [] : ["setpriv", `--reuid=${uid}`, `--regid=${gid}`, `--groups=${gid}`, "--inh-caps=-all", "--"];
     const env = [...BASE_ENV, ...(opts.env ?? [])];
     const ns = [`--mount=/proc/${this.pid}/ns/mnt`, `--pid=/proc/${this.pid}/ns/pid_for_children`, `--net=/proc/${this.pid}/ns/net`];

@@ -32,7 +32,7 @@ export interface BoxSpec {
 }
 
 export interface ProcessOptions {
-  /** "uid:gid"; default "1000:1000" (the agent). */
+  /** "uid:gid"; default the agent's (AGENT_USER, runtime/agent-user.ts). */
   user?: string;
   /** KEY=VALUE pairs over the box's own environment. */
   env?: string[];

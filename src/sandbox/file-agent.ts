@@ -11,7 +11,7 @@ import { gather } from "../runtime/gather.js";
 import type { Attached, Box } from "../runtime/types.js";
 import { AGENT_SCRIPT } from "./file-agent-script.js";
 import { agentArgs, parseReply, PROTOCOL_VERSION, type AgentOp, type AgentReplyOf, type AgentRequest, type ErrorReply } from "./agent-protocol.js";
-import { AGENT_GID, AGENT_UID } from "./agent-user.js";
+import { AGENT_GID, AGENT_UID } from "../runtime/agent-user.js";
 import type { Liveness } from "./liveness.js";
 import { PatchbayError } from "../errors.js";
 

@@ -10,6 +10,7 @@ import { asset } from "../assets.js";
 import { HeadTail } from "../truncate.js";
 import type { Box } from "../runtime/types.js";
 import { PatchbayError } from "../errors.js";
+import { AGENT_USER } from "../runtime/agent-user.js";
 
 // LC_ALL=C: the error texts below are matched in English. BASH_ENV/ENV empty: no startup file.
 const ENV = ["LC_ALL=C", "BASH_ENV=", "ENV=", "HOME=/home/agent"];
@@ -77,7 +78,7 @@ export class ExecFiles {
         if ((outLen += chunk.length) > maxOut) return void ((over = true), proc.destroy());
         out.push(Buffer.from(chunk));
       },
-      { user: "1000:1000", cwd: "/", env: ENV },
+      { user: AGENT_USER, cwd: "/", env: ENV },
     );
     // The timeout in the container ends it; this one covers a stream that never ends (a dead gVisor sandbox).
     const timer = setTimeout(() => proc.destroy(), (this.timeoutSec + 15) * 1000);

@@ -16,6 +16,7 @@ import { Liveness } from "./liveness.js";
 import { Shell } from "./shell.js";
 import { extractTarStream, StreamUnavailable, TAR_EXTRACT } from "./stream.js";
 import { kinded } from "../errors.js";
+import { AGENT_GID, AGENT_UID, AGENT_USER } from "../runtime/agent-user.js";
 
 export interface SandboxOptions {
   image?: string;
@@ -142,7 +143,7 @@ export class Sandbox {
     const max = opts.maxBytes ?? 64 * 1024 * 1024;
     const put = checkPut(opts.put ?? []);
     // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise.
-    const ids = /^(\d+):(\d+)$/.exec(opts.user ?? "1000:1000");
+    const ids = /^(\d+):(\d+)$/.exec(opts.user ?? AGENT_USER);
     if (ids) {
       const stdin = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);
       const r = await this.agent.run(argv, { uid: Number(ids[1]), gid: Number(ids[2]), cwd: opts.cwd ?? "/workspace", env: ["HOME=/home/agent", ...(opts.env ?? [])], stdin, timeoutSec: opts.timeoutSec ?? 300, maxBytes: max, put });
@@ -250,7 +251,7 @@ export class Sandbox {
    * processes: a warm sandbox does it while it waits (the worker's pool `prepare`).
    */
   probeTools(): Promise<{ tar: boolean; gnuHead: boolean }> {
-    return (this.agentTools ??= this.agent.run(["bash", "-c", TOOLS_PROBE], { uid: 1000, gid: 1000, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then(
+    return (this.agentTools ??= this.agent.run(["bash", "-c", TOOLS_PROBE], { uid: AGENT_UID, gid: AGENT_GID, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then(
       (r) => ({ tar: r?.exitCode === 0 || r?.exitCode === 4, gnuHead: r?.exitCode === 0 }),
       () => ({ tar: false, gnuHead: false }),
     ));
@@ -268,7 +269,7 @@ export class Sandbox {
       const tar = [...TAR_EXTRACT, dir];
       let r: Awaited<ReturnType<FileAgent["run"]>>;
       try {
-        r = await this.liveness.guard(this.agent.run(tar, { uid: 1000, gid: 1000, cwd: "/", stream: archive, timeoutSec: 600, maxBytes: 64 * 1024 }));
+        r = await this.liveness.guard(this.agent.run(tar, { uid: AGENT_UID, gid: AGENT_GID, cwd: "/", stream: archive, timeoutSec: 600, maxBytes: 64 * 1024 }));
       } catch (err) {
         throw err instanceof StreamSourceError ? err.source : err;
       }

@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Attached, Box } from "../runtime/types.js";
 import type { Liveness } from "./liveness.js";
-import { AGENT_UID } from "./agent-user.js";
+import { AGENT_UID } from "../runtime/agent-user.js";
 import { SUPERVISOR_SCRIPT } from "./supervisor-script.js";
 import { kinded } from "../errors.js";
 

@@ -1,4 +1,4 @@
-// Who the agent is inside a sandbox: uid and gid 1000, the image's `agent` user (images/sandbox/Dockerfile
+// Who the agent is inside a box: uid and gid 1000, the image's `agent` user (images/sandbox/Dockerfile
 // creates it with this uid), and how root in the sandbox runs a command as it. One place for both,
 // so no part of the worker names the agent by a bare number. Pure.
 
