@@ -1,9 +1,8 @@
 // Checkpoints: after every turn a job's conversation, usage and the workspace's change against the
 // baseline (a binary patch) are stored, so a new attempt (its worker was killed, its engine failed)
-// goes on from there instead of paying for every model call again. Redis holds one key per job;
-// what comes back from it is validated, bounded, and applied as the agent's uid with no config
+// goes on from there instead of paying for every model call again. The worker's store keeps them in
+// Redis (src/queue/checkpoints.ts); what comes back from it is validated, bounded, and applied as the agent's uid with no config
 // but ours: at worst it does what the agent itself could have done in /workspace.
-import type { Redis } from "ioredis";
 import { z } from "zod";
 import { defaults } from "../config.js";
 import type { LoopOutcome, TurnState } from "../agent/loop.js";
@@ -14,7 +13,6 @@ import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
 import { nonNegInt, positiveInt } from "../spec-fields.js";
 import { checkpointDiff, PatchTooLargeError } from "./patch.js";
 import { withTimeout } from "../timeout.js";
-import { luaCommand } from "../lua.js";
 import { specHash as canonicalSpecHash } from "../spec-hash.js";
 import { readOnly } from "../tools/editor-text.js";
 import { asset } from "../assets.js";
@@ -72,31 +70,6 @@ export function parseCheckpoint(raw: string, jobId: string, hash: string): { ok:
   if (p.data.jobId !== jobId) return { ok: false, reason: `the checkpoint belongs to job ${p.data.jobId}` };
   if (p.data.specHash !== hash) return { ok: false, reason: "the checkpoint belongs to another spec under this job id" };
   return { ok: true, checkpoint: p.data };
-}
-
-// One hash per job: `attempt` and `data`. An older attempt (a worker that lost its lock and did not
-// notice yet) never overwrites a newer attempt's checkpoint (src/job/lua/save-checkpoint-1.lua).
-const SAVE = luaCommand<number>("job/lua/save-checkpoint-1.lua");
-
-/** The worker's store: one Redis key per job (removed when the job ends, else after the transcript's TTL). */
-/** `retentionSec`: how long a checkpoint outlives its last save (config.retentionSec). */
-export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash: string, maxBytes: number, retentionSec: number): CheckpointStore & { remove(): Promise<void> } {
-  return {
-    async load() {
-      // Bounded before it is read: Redis content is not trusted blindly.
-      const len = await redis.hstrlen(key, "data");
-      if (!len) return undefined;
-      if (len > maxBytes) return { ok: false, reason: `the checkpoint is ${len} bytes, over the ${maxBytes}-byte bound` };
-      const raw = await redis.hget(key, "data");
-      return raw ? parseCheckpoint(raw, jobId, hash) : undefined;
-    },
-    async save(c) {
-      await SAVE(redis, key, String(c.attempt), JSON.stringify(c), String(retentionSec));
-    },
-    async remove() {
-      await redis.del(key);
-    },
-  };
 }
 
 /** What the model is told when its conversation goes on in a new sandbox. */

@@ -1,4 +1,4 @@
--- save-checkpoint-1: stores a job's checkpoint (redisCheckpoints in src/job/checkpoint.ts) unless
+-- save-checkpoint-1: stores a job's checkpoint (redisCheckpoints in src/queue/checkpoints.ts) unless
 -- a newer attempt stored one: an older attempt (a worker that lost its lock and did not notice
 -- yet) never overwrites it.
 -- KEYS[1] the job's checkpoint hash: attempt, data
