@@ -415,3 +415,11 @@ export type EventOf<T extends EventType> = Extract<TranscriptEvent, { type: T }>
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 /** What an emitter supplies; the transcript writer adds ts, jobId and attempt. */
 export type EventInput = DistributiveOmit<TranscriptEvent, "ts" | "jobId" | "attempt">;
+
+/** An event with its time, job and attempt: what goes into the transcript. */
+export const stamped = (e: EventInput, jobId: string, attempt: number): TranscriptEvent => ({ ts: new Date().toISOString(), jobId, attempt, ...e }) as TranscriptEvent;
+
+/** The job_finished event that ends a transcript: the result's status, cost, turns and error (the one place it is built). */
+export function finishedEvent(r: Pick<JobResult, "status" | "costUsd" | "turns" | "error">): EventInput {
+  return { type: "job_finished", status: r.status, costUsd: r.costUsd, turns: r.turns, ...(r.error ? { error: r.error } : {}) };
+}

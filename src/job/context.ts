@@ -4,7 +4,7 @@ import type { Config } from "../config.js";
 import { defaults } from "../config.js";
 import { runtimeOf } from "../runtime/index.js";
 import type { SandboxRuntime } from "../runtime/types.js";
-import type { EventInput, JobSpec, TranscriptEvent } from "../spec.js";
+import { stamped, type EventInput, type JobSpec } from "../spec.js";
 import type { RunJobOptions } from "./run.js";
 
 export interface JobContext {
@@ -39,7 +39,7 @@ export function jobContext(spec: JobSpec, config: Config, opts: RunJobOptions): 
     spec, config, opts, jobId, attempt, timeoutSec, t0,
     backend: opts.backend ?? runtimeOf(config.backend),
     signal: ctl.signal,
-    emit: (e) => opts.onEvent?.({ ts: new Date().toISOString(), jobId, attempt, ...e } as TranscriptEvent),
+    emit: (e) => opts.onEvent?.(stamped(e, jobId, attempt)),
     elapsed: (since = t0) => Math.round(performance.now() - since),
   };
   const dispose = () => {

@@ -3,7 +3,7 @@
 // failures those are: the rest are thrown for the queue to retry.
 import type { LoopOutcome } from "../agent/loop.js";
 import type { EgressSession } from "../net/proxy.js";
-import { emptyResult, type JobResult, type JobStatus } from "../spec.js";
+import { emptyResult, finishedEvent, type JobResult, type JobStatus } from "../spec.js";
 import type { JobContext } from "./context.js";
 import type { PatchResult } from "./patch.js";
 
@@ -32,12 +32,13 @@ export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchR
     jobId: ctx.jobId,
     attempt: ctx.attempt,
   };
-  ctx.emit({ type: "job_finished", status: result.status, costUsd: result.costUsd, turns: result.turns, ...(result.error ? { error: result.error } : {}) });
+  ctx.emit(finishedEvent(result));
   return result;
 }
 
 /** An attempt that ended before its agent ran: no patch, no usage, and why. */
 export function endedEarly(ctx: JobContext, status: JobStatus, error: string, egress?: EgressSession): JobResult {
-  ctx.emit({ type: "job_finished", status, costUsd: 0, turns: 0, error });
-  return emptyResult(status, error, { timings: { queuedMs: ctx.opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ctx.elapsed() }, jobId: ctx.jobId, attempt: ctx.attempt, ...(egress ? { egress: { ...egress.stats } } : {}) });
+  const result = emptyResult(status, error, { timings: { queuedMs: ctx.opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ctx.elapsed() }, jobId: ctx.jobId, attempt: ctx.attempt, ...(egress ? { egress: { ...egress.stats } } : {}) });
+  ctx.emit(finishedEvent(result));
+  return result;
 }

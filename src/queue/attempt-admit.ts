@@ -8,7 +8,7 @@ import type { Redis } from "ioredis";
 import { defaults, type Config } from "../config.js";
 import { policyProblem } from "../job/admit.js";
 import type { Log } from "../log.js";
-import { emptyResult, parseJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
+import { emptyResult, finishedEvent, parseJobSpec, stamped, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 import type { BatchHooks } from "./batch-index.js";
 import type { JobData } from "./client.js";
 import { handBack, type HealthGate } from "./health.js";
@@ -100,8 +100,8 @@ async function backoffMs(job: Job, used: number): Promise<number> {
 async function finishFailed(ctx: AdmitContext, job: QueueJob, attempt: number, error: string): Promise<void> {
   const { redis, k } = ctx;
   const jobId = job.id!;
-  const e: TranscriptEvent = { ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error };
-  await appendEvent(redis.multi(), k, e, ctx.config.retentionSec, defaults.transcript.maxLen).exec().catch(() => {});
+  const result = emptyResult("failed", error, { jobId, attempt });
+  await appendEvent(redis.multi(), k, stamped(finishedEvent(result), jobId, attempt), ctx.config.retentionSec, defaults.transcript.maxLen).exec().catch(() => {});
   await redis.del(k.checkpoint(jobId)).catch(() => {});
-  await ctx.batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
+  await ctx.batch.finish(job.data, jobId, attempt, result).catch(() => {});
 }

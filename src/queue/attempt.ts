@@ -12,7 +12,7 @@ import { runJob } from "../job/run.js";
 import type { SandboxRuntime } from "../runtime/types.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { emptyResult, type JobResult, type TranscriptEvent } from "../spec.js";
+import { emptyResult, finishedEvent, stamped, type JobResult, type TranscriptEvent } from "../spec.js";
 import { admitAttempt, type AdmitContext, type Admitted, type QueueJob } from "./attempt-admit.js";
 import { classifyFailure } from "./attempt-outcome.js";
 import { countInfraFailure, handBack, throttleMs } from "./health.js";
@@ -81,7 +81,7 @@ async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | un
   const r: Running = { ...a, jobId, entry, checkpoints, ...transcript(ctx, job, entry, setupDone) };
   const deadline = hardDeadline(ctx, r, (spec.timeoutSec ?? defaults.job.timeoutSec) * 1000);
   ctx.log(`job ${jobId} attempt ${attempt}: started`, { job: jobId, attempt });
-  if (early) r.onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: early.status, costUsd: 0, turns: 0, error: early.error });
+  if (early) r.onEvent(stamped(finishedEvent(early), jobId, attempt));
   const run = early ? Promise.resolve(early) : runJob(spec, {
     jobId,
     attempt,
@@ -143,8 +143,9 @@ function hardDeadline(ctx: AttemptContext, r: Running, timeoutMs: number): { exp
       ctx.log(`job ${jobId}: ${error}`, { job: jobId, attempt, level: "warn" });
       entry.ctl.abort("timeout");
       void entry.sandbox?.destroy().catch(() => {});
-      r.onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "timeout", costUsd: 0, turns: 0, error });
-      resolve(emptyResult("timeout", error, { jobId, attempt }));
+      const result = emptyResult("timeout", error, { jobId, attempt });
+      r.onEvent(stamped(finishedEvent(result), jobId, attempt));
+      resolve(result);
     }, timeoutMs + ctx.config.hardDeadlineGraceMs);
   });
   return { expired, clear: () => clearTimeout(hard) };
@@ -194,7 +195,7 @@ async function failedAttempt(ctx: AttemptContext, job: QueueJob, token: string |
   const retry = outcome.action === "retry";
   const error = `${(err as Error).message}${outcome.engineFailed ? ` (the engine failed: ${health.reason})` : ""}${retry ? ` (attempt ${used + 1} of ${attempts}; the queue runs it again after a backoff)` : ""}`;
   entry.failing = true;
-  r.onEvent({ ts: new Date().toISOString(), jobId, attempt, type: "job_finished", status: "failed", costUsd: 0, turns: 0, error });
+  r.onEvent(stamped(finishedEvent(emptyResult("failed", error)), jobId, attempt));
   await Promise.race([entry.lastWrite, sleep(5000)]);
   if (!retry) await r.checkpoints?.remove().catch(() => {});
   if (!retry) await ctx.batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
