@@ -2,6 +2,7 @@
 // repeated by each verify round's `patch` event. A real job (the worker on a private Redis, a real
 // sandbox, the scripted model) whose agent creates 300,000 empty files, through two verify rounds:
 // what it leaves in Redis is bounded, the cut is counted, and the whole patch is still there, once.
+// The sandbox is the local backend's (test/support/backend.ts): the bounds are the queue's.
 import { Redis } from "ioredis";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,6 +17,7 @@ import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { cli, removeDir, startRedis } from "./support/cluster.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { byTurn } from "./support/scripts.js";
+import { localWorkerConfig } from "./support/backend.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 const QUEUE = "bounded-results";
@@ -43,9 +45,8 @@ describe("300,000 files make a bounded result", () => {
     redis = await startRedis();
     fake = await startFakeAnthropic(byTurn(SCRIPT));
     // A checkpoint of this job is over its bound and not stored anyway: off, for time.
-    process.env.PATCHBAY_CHECKPOINTS = "0";
-    worker = await startWorker({ redisUrl: redis.url, queueName: QUEUE, concurrency: 1, pool: 0, model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url }), log: () => {} });
-    delete process.env.PATCHBAY_CHECKPOINTS;
+    const config = localWorkerConfig({ PATCHBAY_CHECKPOINTS: "0" });
+    worker = await startWorker({ redisUrl: redis.url, queueName: QUEUE, concurrency: 1, pool: 0, model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url }), log: () => {}, config });
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
     r = new Redis(redis.url);
   });
