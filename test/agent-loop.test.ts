@@ -306,3 +306,83 @@ describe("agent loop: context and resume", () => {
     expect(outcome).toMatchObject({ status: "budget_exceeded", turns: 2, usage: usage(2000, 0), summary: "first try", stopReason: "end_turn" });
   });
 });
+
+// The edges the mutation run (npm run mutation) found no test holding.
+describe("agent loop: edges", () => {
+  it("resume after the tools' results: the note joins the user message that ends the conversation", async () => {
+    const cut = await loop([say(tool("a")), say(text("never"))], { maxTurns: 1 });
+    expect(cut.outcome.messages.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
+    const { requests, calls } = await loop([say(text("done"))], { resume: { from: cut.outcome, message: "NOTE" } });
+    expect(calls).toHaveLength(0);
+    expect(requests[0]!.messages.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
+    const last = requests[0]!.messages.at(-1)!.content as ContentBlock[];
+    expect(last.map((b) => b.type)).toEqual(["tool_result", "text"]);
+    expect(last[1]).toMatchObject({ type: "text", text: "NOTE" });
+  });
+
+  it("resume from a task alone (a string): one user message with both texts", async () => {
+    const from = { ...(await loop([say(text("x"))])).outcome, messages: [{ role: "user" as const, content: "TASK ALONE" }] };
+    const { requests } = await loop([say(text("done"))], { resume: { from, message: "NOTE", sendAll: true } });
+    expect(requests[0]!.messages).toHaveLength(1);
+    expect((requests[0]!.messages[0]!.content as ContentBlock[]).map((b) => ({ type: b.type, text: (b as { text?: string }).text }))).toEqual([
+      { type: "text", text: "TASK ALONE" },
+      { type: "text", text: "NOTE" },
+    ]);
+  });
+
+  it("resume from an answer given as a string: no tool calls to run, the note is a message of its own", async () => {
+    const base = (await loop([say(text("x"))])).outcome;
+    const from = { ...base, messages: [{ role: "user" as const, content: "T" }, { role: "assistant" as const, content: "a plain answer" }, { role: "user" as const, content: "more" }, { role: "assistant" as const, content: "again plain" }] };
+    const { requests, calls } = await loop([say(text("done"))], { resume: { from, message: "NOTE" } });
+    expect(calls).toHaveLength(0);
+    expect(requests[0]!.messages.map((m) => m.role)).toEqual(["user", "assistant", "user", "assistant", "user"]);
+    const [answer, note] = requests[0]!.messages.slice(-2);
+    expect(JSON.stringify(answer!.content)).toContain("again plain");
+    expect(JSON.stringify(note!.content)).toContain('"NOTE"');
+    expect(JSON.stringify(note!.content)).not.toContain("again plain");
+  });
+
+  it("aborted before a resumed job asks: the outcome keeps the stop reason, summary and turns it resumed from", async () => {
+    const first = await loop([say(text("the summary"))]);
+    const ctl = new AbortController();
+    ctl.abort("cancelled");
+    const { outcome } = await loop([], { resume: { from: first.outcome, message: "NOTE" }, signal: ctl.signal });
+    expect(outcome).toMatchObject({ status: "cancelled", stopReason: "end_turn", summary: "the summary", turns: 1 });
+    const fresh = await loop([], { signal: ctl.signal });
+    expect(fresh.outcome).toMatchObject({ stopReason: null, summary: "" });
+  });
+
+  it("aborted while a resumed job's pending tool runs: the model is not asked", async () => {
+    const cut = await loop([say(tool("p1"), tool("p2"))], { maxTurns: 1 });
+    const ctl = new AbortController();
+    const runTool: LoopOptions["runTool"] = async () => (ctl.abort("timeout"), { content: "x", isError: false, durationMs: 1 });
+    const { outcome, requests } = await loop([say(text("never"))], { resume: { from: { ...cut.outcome, messages: cut.outcome.messages.slice(0, 2) }, message: "NOTE" }, signal: ctl.signal, runTool });
+    expect(requests).toHaveLength(0);
+    expect(outcome.status).toBe("timeout");
+  });
+
+  it("the last checkpoint says the job completed; a tool_use stop with no tool calls asks again", async () => {
+    const ended: (string | undefined)[] = [];
+    const onTurn: LoopOptions["onTurn"] = async (s) => void ended.push((s as { ended?: string }).ended);
+    await loop([say(tool("a")), say(text("done"))], { onTurn });
+    expect(ended.at(-1)).toBe("completed");
+    expect(ended.slice(0, -1).every((e) => e === undefined)).toBe(true);
+    const odd = await loop([{ content: [text("hm")], stopReason: "tool_use" }, say(text("done"))]);
+    expect(odd.requests).toHaveLength(2);
+    expect(odd.outcome).toMatchObject({ status: "completed", turns: 2 });
+  });
+
+  it("a model_response's ms is the request's own time, and the max_tokens note is a user message", async () => {
+    const { events, requests } = await loop([{ content: [text("I was")], stopReason: "max_tokens" }, say(text("done"))]);
+    const ms = events.filter((e) => e.type === "model_response").map((e) => (e as { ms: number }).ms);
+    for (const m of ms) expect(m >= 0 && m <= Math.ceil(performance.now())).toBe(true);
+    expect(requests[1]!.messages.at(-1)!.role).toBe("user");
+  });
+
+  it("a budget of one kind never stops the job for another kind", async () => {
+    for (const budget of [{ usd: 1000 }, { inputTokens: 1e9 }, { outputTokens: 1e9 }]) {
+      const { outcome } = await loop([{ ...say(tool("a")), usage: usage(5000, 5000) }, { ...say(text("done")), usage: usage(5000, 5000) }], { budget });
+      expect(outcome.status).toBe("completed");
+    }
+  });
+});

@@ -2,7 +2,7 @@
 // resolver accepts, address classes (after resolution), the presets' config parsers, and the
 // JobSpec `network` field.
 import { describe, expect, it } from "vitest";
-import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, parseAllowEntry, type AllowRule } from "../src/allow.js";
+import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, parseAllowEntry, PRESET_NAMES, refusal, type AllowRule } from "../src/allow.js";
 import { aptSourceHosts, goEnvHosts, pipConfHosts, urlHost } from "../src/net/presets.js";
 import { parseJobSpec } from "../src/spec.js";
 
@@ -112,5 +112,79 @@ describe("JobSpec network", () => {
       expect(parseJobSpec({ ...base, network: { setup: { allow: [], [k]: ["10.0.0.0/8"] } } }).ok).toBe(false);
       expect(parseJobSpec({ ...base, network: { [k]: ["10.0.0.0/8"] } }).ok).toBe(false);
     }
+  });
+});
+
+// The exact words and the edges: what the mutation run (npm run mutation) showed no test held.
+describe("allow-list edges, exactly", () => {
+  it("a name is at most 253 characters; labels are checked after a trailing dot goes", () => {
+    const label = (c: string, n: number) => c.repeat(n);
+    const n253 = [label("a", 63), label("b", 63), label("c", 63), label("d", 61)].join(".");
+    expect(n253).toHaveLength(253);
+    expect(normalizeHost(n253)).toBe(n253);
+    expect(normalizeHost(n253 + "d")).toBeUndefined();
+    expect(normalizeHost(".")).toBeUndefined();
+    expect(normalizeHost("")).toBeUndefined();
+  });
+
+  it("IP literals: brackets, a trailing dot, anything with a colon", () => {
+    expect(isIpLiteral("[1.2.3.4]")).toBe(true);
+    expect(isIpLiteral("127.0.0.1.")).toBe(true);
+    expect(isIpLiteral("1:2")).toBe(true);
+    expect(isIpLiteral("a.b.c")).toBe(false);
+    expect(isIpLiteral("x[1.2.3.4]y.org")).toBe(false);
+  });
+
+  it("entries: ports at both ends of the range, no port key without a port, the messages word for word", () => {
+    expect(parseAllowEntry("a.org:1")).toStrictEqual({ host: "a.org", wildcard: false, port: 1 });
+    expect(parseAllowEntry("*.A.org:65535")).toStrictEqual({ host: "a.org", wildcard: true, port: 65535 });
+    expect(parseAllowEntry(" a.org ")).toStrictEqual({ host: "a.org", wildcard: false });
+    expect(parseAllowEntry("a.org:65536")).toBe('bad port in "a.org:65536"');
+    expect(parseAllowEntry("a.org:0")).toBe('bad port in "a.org:0"');
+    expect(parseAllowEntry("HTTPS://a.org")).toBe('a host name, not a URL (got "HTTPS://a.org")');
+    expect(parseAllowEntry("a..b")).toBe(`not a host name or preset (got "a..b"; presets: ${PRESET_NAMES.join(", ")})`);
+    expect(PRESET_NAMES.join(", ")).toBe("npm, pypi, debian, go");
+    expect(parseAllowEntry("*.com")).toBe('a wildcard needs at least two labels after "*." (got "*.com")');
+    expect(parseAllowEntry("10.0.0.1")).toBe('IP addresses are not allowed, only host names (got "10.0.0.1")');
+  });
+
+  it("refusal: not named, or named on other ports (listed once each, in numeric order, per way)", () => {
+    const rules = ["a.org:9000", "a.org:8443", "a.org:10000", "a.org:9000", "*.b.org"].map((e) => parseAllowEntry(e) as AllowRule);
+    expect(refusal(rules, "c.org", 443, "connect")).toBe("not on the allow-list");
+    expect(refusal([], "a.org", 443, "connect")).toBe("not on the allow-list");
+    expect(refusal(rules, "a.org", 22, "connect")).toBe("port 22: CONNECT only to port 443 or a port an allow-list entry names (host:port); a.org allows 8443, 9000, 10000");
+    expect(refusal(rules, "x.b.org", 8080, "http")).toBe("port 8080: plain HTTP only to port 80 or a port an allow-list entry names (host:port); x.b.org allows 80");
+    expect(refusal(rules, "a.org", 10000, "connect")).toBeUndefined();
+    expect(refusal(rules, "x.b.org", 80, "http")).toBeUndefined();
+    expect(refusal(rules, "x.b.org", 443, "connect")).toBeUndefined();
+    expect(refusal(rules, "b.org", 443, "connect")).toBe("not on the allow-list"); // *.b.org is not b.org
+    expect(refusal(rules, "xb.org", 443, "connect")).toBe("not on the allow-list");
+  });
+
+  it("IPv6 forms that carry an IPv4 address are judged by it; others that look alike are not", () => {
+    expect(addressClass("::ffff:127.0.0.1")).toBe("loopback");
+    expect(addressClass("::FFFF:10.0.0.1")).toBe("private");
+    expect(addressClass("64:ff9b::10.1.2.3")).toBe("private");
+    expect(addressClass("64:FF9B::7f00:1")).toBe("loopback");
+    expect(addressClass("::ffff:7f00:1")).toBe("loopback");
+    expect(addressClass("2002:a00:1::")).toBe("private");
+    expect(addressClass("2002:808:808::")).toBeUndefined();
+    expect(addressClass("::ffff:808:808")).toBeUndefined();
+    expect(addressClass("1::ffff:7f00:1")).toBeUndefined(); // not mapped: a word before the ffff
+    expect(addressClass("64:ff9b:1::7f00:1")).toBeUndefined(); // not NAT64's /96
+    expect(addressClass("65:ff9b::7f00:1")).toBeUndefined();
+    expect(addressClass("64:ff9a::7f00:1")).toBeUndefined();
+    expect(addressClass("::1.2.3.4")).toBe("reserved"); // IPv4-compatible, deprecated
+    expect(addressClass("fe80:0:0:0:0:0:0:1")).toBe("link-local"); // no "::"
+    expect(addressClass("2606:4700:0:0:0:0:0:1")).toBeUndefined();
+    expect(addressClass("255.255.255.255")).toBe("broadcast");
+    expect(addressClass("8.8.8.8")).toBeUndefined();
+  });
+
+  it("cidrMatcher: both families, and a clear error for what is not a range", () => {
+    const m = cidrMatcher(["10.0.0.0/8", "fd00::/8"]);
+    expect([m("10.1.2.3"), m("11.0.0.1"), m("fd00::1"), m("fe00::1"), m("not-an-ip")]).toEqual([true, false, true, false, false]);
+    expect(() => cidrMatcher(["10.0.0.0"])).toThrow("not a CIDR range: 10.0.0.0");
+    expect(() => cidrMatcher(["x/8"])).toThrow("not a CIDR range: x/8");
   });
 });

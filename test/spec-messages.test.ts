@@ -2,7 +2,7 @@
 // "did you mean" (normalised, edit distance with transpositions, short keys stricter), paths with
 // indexes, the repo union, setup items, job ids; and emptyResult. Pure.
 import { describe, expect, it } from "vitest";
-import { emptyResult, emptyUsage, JobSpecError, MAX_COMMAND_CHARS, MAX_TASK_CHARS, parseJobSpec } from "../src/spec.js";
+import { emptyResult, emptyUsage, filesChangedCount, finishedEvent, JobSpecError, MAX_COMMAND_CHARS, MAX_TASK_CHARS, parseJobSpec, stamped } from "../src/spec.js";
 
 const R = { path: "/r" };
 const err = (input: unknown) => {
@@ -79,5 +79,36 @@ describe("emptyResult", () => {
       timings: { queuedMs: 0, sandboxMs: 0, agentMs: 0, totalMs: 0 }, error: "why",
     });
     expect(emptyResult("timeout", "t", { jobId: "j", attempt: 2 })).toMatchObject({ status: "timeout", error: "t", jobId: "j", attempt: 2 });
+  });
+});
+
+describe("limits' bounds, word for word", () => {
+  it("names Docker's minimum and the sanity caps with what was given", () => {
+    expect(err({ task: "t", repo: R, limits: { memoryMb: 5 } })).toBe("limits.memoryMb: must be at least 6, Docker's minimum (got 5)");
+    expect(err({ task: "t", repo: R, limits: { memoryMb: 6 } })).toBe("ok");
+    expect(err({ task: "t", repo: R, limits: { memoryMb: 1_048_577 } })).toBe("limits.memoryMb: must be at most 1048576 (got 1048577)");
+    expect(err({ task: "t", repo: R, limits: { cpus: 0.001 } })).toBe("limits.cpus: must be at least 0.01, Docker's minimum (got 0.001)");
+    expect(err({ task: "t", repo: R, limits: { diskMb: 16_777_217 } })).toBe("limits.diskMb: must be at most 16777216 (got 16777217)");
+  });
+});
+
+describe("the events a result ends with", () => {
+  it("finishedEvent: the result's status, cost and turns; its error only when it has one", () => {
+    const r = { ...emptyResult("failed", "it broke"), costUsd: 0.25, turns: 3 };
+    expect(finishedEvent(r)).toStrictEqual({ type: "job_finished", status: "failed", costUsd: 0.25, turns: 3, error: "it broke" });
+    expect(finishedEvent({ status: "completed", costUsd: 0, turns: 1 })).toStrictEqual({ type: "job_finished", status: "completed", costUsd: 0, turns: 1 });
+    expect(finishedEvent({ status: "completed", costUsd: 0, turns: 1, error: "" })).not.toHaveProperty("error");
+  });
+
+  it("stamped: time, job and attempt before the event's own fields", () => {
+    const e = stamped({ type: "job_finished", status: "completed", costUsd: 0, turns: 1 }, "j1", 2);
+    expect(e).toMatchObject({ type: "job_finished", jobId: "j1", attempt: 2 });
+    expect(Number.isNaN(Date.parse(e.ts))).toBe(false);
+  });
+
+  it("filesChangedCount: the total when the list was cut, else the list's length", () => {
+    expect(filesChangedCount({ filesChanged: ["a", "b"] })).toBe(2);
+    expect(filesChangedCount({ filesChanged: ["a"], filesChangedTotal: 9 })).toBe(9);
+    expect(filesChangedCount({ filesChanged: ["a"], filesChangedTotal: 0 })).toBe(0);
   });
 });
