@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { adminCommands } from "./cli/admin.js";
-import { debugWanted, loadConfig, type Config } from "./config.js";
+import { debugWanted, loadConfig, telemetryConfig, type Config } from "./config.js";
 import { EXIT, UsageError, type Command, type Values } from "./cli/command.js";
 import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
@@ -69,6 +69,12 @@ function parse(cmd: Command, name: string, args: string[]): { values: Values; po
   return parsed;
 }
 
+/** Traces when OTEL_* asks for them (src/telemetry.ts, loaded only then): the spans of what the command does. */
+async function cliTelemetry() {
+  const t = telemetryConfig();
+  return t.enabled ? (await import("./telemetry.js")).startTelemetry(t) : undefined;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [first, second] = argv;
   if (first === "--version" || first === "-V" || first === "version") {
@@ -98,7 +104,12 @@ export async function main(argv: string[]): Promise<number> {
       return EXIT.ok;
     }
     let config: Config | undefined;
-    return await cmd.run({ ...parsed, config: () => (config ??= loadConfig()) });
+    const telemetry = await cliTelemetry();
+    try {
+      return await cmd.run({ ...parsed, config: () => (config ??= loadConfig()) });
+    } finally {
+      await telemetry?.release(); // its spans exported before the process exits
+    }
   } catch (err) {
     if (err instanceof UsageError) {
       console.error(`patchbay ${name}: ${err.message}\n(patchbay ${name} --help for usage)`);

@@ -2,10 +2,27 @@
 // process.env. The CLI, a worker's start, the dashboard's start and the library client call
 // loadConfig() once and pass the Config in.
 import { z } from "zod";
+import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./config-otel.js";
 
 export const DEFAULT_IMAGE = "patchbay-sandbox:latest";
 // claude-sonnet-4-5 reaches end of life on 2026-11-30 (the SDK warns); Sonnet 5.5 is the current Sonnet.
 export const DEFAULT_MODEL = "claude-sonnet-5-5";
+
+// OpenTelemetry's standard variables (src/config-otel.ts, src/telemetry.ts): traces go out over
+// OTLP/HTTP (protobuf) only when an endpoint is set. The headers may hold secrets.
+const OTEL_ENV = {
+  OTEL_SDK_DISABLED: z.string().optional(),
+  OTEL_TRACES_EXPORTER: z.string().optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: httpUrl().optional(),
+  OTEL_EXPORTER_OTLP_HEADERS: keyValues(true),
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: keyValues(true),
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.literal("http/protobuf", { error: "only http/protobuf is supported" }).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.literal("http/protobuf", { error: "only http/protobuf is supported" }).optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).max(255).optional(),
+  OTEL_RESOURCE_ATTRIBUTES: keyValues(false),
+  OTEL_BSP_SCHEDULE_DELAY: z.coerce.number().int().min(0).max(3_600_000).default(5000),
+};
 
 const Env = z.object({
   REDIS_URL: z.string().default("redis://127.0.0.1:6379"),
@@ -85,6 +102,7 @@ const Env = z.object({
   PIP_EXTRA_INDEX_URL: z.string().optional(),
   PIP_CONFIG_FILE: z.string().optional(),
   GIT_SSH_COMMAND: z.string().optional(),
+  ...OTEL_ENV,
 });
 
 /** How the Docker client reaches its engine (DOCKER_HOST; TLS from DOCKER_TLS_VERIFY or DOCKER_TLS, certificates in DOCKER_CERT_PATH). */
@@ -170,6 +188,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     engine: engineEnv(env),
     pip: { indexUrl: e.PIP_INDEX_URL, extraIndexUrls: (e.PIP_EXTRA_INDEX_URL ?? "").split(/\s+/).filter(Boolean), configFile: e.PIP_CONFIG_FILE },
     hostEnv: Object.freeze({ ...env }) as HostEnv,
+    telemetry: telemetryOf(e),
   };
 }
 
@@ -244,4 +263,13 @@ export function pidsProblem(pids: number, runtime: "runc" | "runsc"): string | u
   return runtime === "runsc"
     ? `must be at least ${min} under runtime runsc (gVisor's own threads count against the limit; a lower one kills the sandbox)`
     : `must be at least ${min} (the sandbox's own processes and git need some)`;
+}
+
+export type { TelemetryConfig };
+
+/** The OTEL_* variables alone, for a command that wants traces before (or without) the rest of loadConfig. */
+export function telemetryConfig(env: NodeJS.ProcessEnv = process.env): TelemetryConfig {
+  const parsed = z.object(OTEL_ENV).safeParse(env);
+  if (!parsed.success) throw new Error(`bad environment: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  return telemetryOf(parsed.data);
 }

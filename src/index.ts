@@ -20,6 +20,7 @@ export { PatchGoneError } from "./queue/result-bounds.js";
 export { PatchbayClient, JobFailedError, JobNotFoundError, JobConflictError, WaitTimeoutError, enqueue, enqueueBatch, waitForResult, cancel, status, result, watch, list, closeDefaultClient, type ClientOptions, type WaitOptions, type JobStatusInfo, type JobState, type ListState } from "./queue/client.js";
 export { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, submitBatch, batchStatus, waitForBatch, retryBatch, cancelBatch, listBatches, batchSummary, parseBatchFile, readBatchFile, summaryMarkdown, type BatchStatus, type BatchJob, type BatchSummary, type BatchProgress, type BatchListEntry, type JobSummary, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./queue/batch.js";
 export { startWorker, type WorkerOptions, type WorkerHandle } from "./queue/worker.js";
+export { startTracing, type Telemetry } from "./telemetry.js";
 export { workerLogger, type Log, type LogFields, type LogFormat } from "./log.js";
 export { JobSpec, JobResult, TranscriptEvent, parseJobSpec, assertJobSpec, JobSpecError } from "./spec.js";
 export { loadConfig, defaults, type Config } from "./config.js";

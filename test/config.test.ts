@@ -39,6 +39,7 @@ describe("loadConfig", () => {
       debug: false,
       engine: { host: undefined, tls: false, certPath: undefined },
       pip: { indexUrl: undefined, extraIndexUrls: [], configFile: undefined },
+      telemetry: { enabled: false, headers: {}, serviceName: "patchbay", resourceAttributes: {}, scheduleDelayMs: 5000 },
       hostEnv: {},
     });
     expect(DEFAULT_IMAGE).toBe("patchbay-sandbox:latest");
@@ -71,6 +72,7 @@ describe("loadConfig", () => {
       retentionSec: 120, dashboardMaxStreams: 5, dashboardTls: { cert: "/c.pem", key: "/k.pem" }, egressDir: "/var/e", backend: "local", testBackends: true,
       debug: true, engine: { host: "tcp://e:2376", tls: true, certPath: "/certs" },
       pip: { indexUrl: "https://pi/simple", extraIndexUrls: ["https://a/s", "https://b/s"], configFile: "/pip.conf" },
+      telemetry: { enabled: false, headers: {}, serviceName: "patchbay", resourceAttributes: {}, scheduleDelayMs: 5000 },
       // What host-side child processes get: the whole environment as given, fixed then.
       hostEnv: env,
     });

@@ -7,6 +7,7 @@ import { cacheBreakpoints, shortenOldToolResults } from "./context.js";
 import { ModelError, type ContentBlock, type Message, type Model, type ModelResponse } from "./model.js";
 import { costUsd } from "./prices.js";
 import { taskMessage } from "./prompt.js";
+import { inSpan, modelRequestAttrs, modelResponseAttrs, SpanKind, toolAttrs, toolResultAttrs } from "../trace.js";
 
 export interface LoopOptions {
   model: Model;
@@ -92,6 +93,8 @@ class LoopRun {
   readonly messages: Message[];
   private readonly system: ContentBlock[];
   private readonly pending: ToolUseBlock[];
+  /** The names of the tools the model was offered: a span names no other (src/trace.ts). */
+  private readonly toolNames: ReadonlySet<string>;
   usage: Usage;
   turns: number;
   private sentUpTo: number;
@@ -108,6 +111,7 @@ class LoopRun {
     // A conversation that stopped between the model's answer and its tool results (a crash while
     // the tools ran): those tool calls run now, and the note goes with their results.
     this.pending = from ? pendingToolUses(from.messages) : [];
+    this.toolNames = new Set(o.tools.flatMap((t) => (t && typeof (t as { name?: unknown }).name === "string" ? [(t as { name: string }).name] : [])));
     this.messages = !from ? [{ role: "user", content: taskMessage(o.task) }] : this.pending.length ? [...from.messages] : withUserText(from.messages, o.resume!.message);
     this.usage = from?.usage ?? emptyUsage();
     this.turns = from?.turns ?? 0;
@@ -145,7 +149,11 @@ class LoopRun {
     for (const block of toolUses) {
       if (this.o.signal?.aborted) break;
       this.emit({ type: "tool_call", turn: this.turns, toolUseId: block.id, name: block.name, input: block.input });
-      const r = await this.o.runTool(block, this.o.signal);
+      const r = await inSpan("patchbay.tool", toolAttrs(block.name, this.toolNames, this.turns), async (span) => {
+        const run = await this.o.runTool(block, this.o.signal);
+        span.setAttributes(toolResultAttrs(run));
+        return run;
+      });
       this.emit({ type: "tool_result", turn: this.turns, toolUseId: block.id, name: block.name, output: r.content, isError: r.isError, ms: r.durationMs });
       results.push({ type: "tool_result", tool_use_id: block.id, content: r.content, ...(r.isError ? { is_error: true } : {}) });
     }
@@ -164,10 +172,17 @@ class LoopRun {
     const t0 = performance.now();
     let res: ModelResponse;
     try {
-      res = await o.model.complete(
-        { model: o.modelName, system: cacheBreakpoints.system(this.system), messages: cacheBreakpoints.messages(trimmed.messages), tools: o.tools, maxTokens: o.maxTokens ?? defaults.job.maxTokens, signal: o.signal },
-        { onRetry: (r) => this.emit({ type: "model_retry", retry: r.retry, error: r.error, ...(r.status ? { status: r.status } : {}) }) },
-      );
+      const req = { model: o.modelName, system: cacheBreakpoints.system(this.system), messages: cacheBreakpoints.messages(trimmed.messages), tools: o.tools, maxTokens: o.maxTokens ?? defaults.job.maxTokens, signal: o.signal };
+      res = await inSpan("patchbay.model.request", modelRequestAttrs(o.modelName, this.turns), async (span) => {
+        const answer = await o.model.complete(req, {
+          onRetry: (r) => {
+            span.setAttribute("patchbay.model.retries", r.retry);
+            this.emit({ type: "model_retry", retry: r.retry, error: r.error, ...(r.status ? { status: r.status } : {}) });
+          },
+        });
+        span.setAttributes(modelResponseAttrs(answer, costUsd(o.modelName, answer.usage)));
+        return answer;
+      }, { kind: SpanKind.CLIENT });
     } catch (err) {
       if (o.signal?.aborted) return this.aborted();
       if (err instanceof ModelError && err.retryable) throw err; // the worker retries the job with backoff

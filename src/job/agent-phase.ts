@@ -14,6 +14,7 @@ import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, RESUME_NOTE_PENDI
 import type { JobContext } from "./context.js";
 import type { Prepared } from "./prepare.js";
 import { SandboxLostError } from "../errors.js";
+import { activeSpanAttrs, inSpan, modelId } from "../trace.js";
 
 export { SandboxLostError };
 
@@ -32,6 +33,7 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const modelName = spec.model ?? config.model;
   const store = opts.checkpoints;
   const restored = store && (await restoreCheckpoint(store, sandbox, prep.baseline, modelName, ctx.emit, prep.loaded));
+  activeSpanAttrs({ "gen_ai.request.model": modelId(modelName), "patchbay.checkpoint.restored": Boolean(restored) });
   const cp = store && new Checkpointer({ store, sandbox, baseline: prep.baseline, jobId: ctx.jobId, attempt: ctx.attempt, specHash: specHash(spec), emit: ctx.emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
   // The workspace's first fingerprint after the agent's repo (the file agent serves one request at
   // a time): both before the first tool, while the first model request is out.
@@ -69,5 +71,6 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const outcome = restored?.ended
     ? outcomeOf({ ...restored, ended: restored.ended }, modelName)
     : await runAgentLoop(restored ? { ...loop, resume: { from: turnStateOf(restored), message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE, sendAll: true } } : loop);
-  return { outcome, at, settled, resume: (from, message) => runAgentLoop({ ...loop, resume: { from, message } }) };
+  const resume = (from: LoopOutcome, message: string) => inSpan("patchbay.agent", { "patchbay.round": at.round }, () => runAgentLoop({ ...loop, resume: { from, message } }));
+  return { outcome, at, settled, resume };
 }

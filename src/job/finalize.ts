@@ -6,6 +6,7 @@ import type { EgressSession } from "../net/proxy.js";
 import { emptyResult, finishedEvent, type JobResult, type JobStatus } from "../spec.js";
 import type { JobContext } from "./context.js";
 import type { PatchResult } from "./patch.js";
+import { pointSpan, resultAttrs } from "../trace.js";
 
 export interface Timings {
   sandboxMs: number;
@@ -33,6 +34,7 @@ export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchR
     attempt: ctx.attempt,
   };
   ctx.emit(finishedEvent(result));
+  pointSpan("patchbay.result", resultAttrs(result));
   return result;
 }
 
@@ -40,5 +42,6 @@ export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchR
 export function endedEarly(ctx: JobContext, status: JobStatus, error: string, egress?: EgressSession): JobResult {
   const result = emptyResult(status, error, { timings: { queuedMs: ctx.opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ctx.elapsed() }, jobId: ctx.jobId, attempt: ctx.attempt, ...(egress ? { egress: { ...egress.stats } } : {}) });
   ctx.emit(finishedEvent(result));
+  pointSpan("patchbay.result", resultAttrs(result));
   return result;
 }

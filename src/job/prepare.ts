@@ -11,6 +11,7 @@ import { stoppedStatus, type JobContext } from "./context.js";
 import { loadRepo, snapshotBaseline } from "./repo.js";
 import { runSetup, startSetupNetwork } from "./setup.js";
 import { snapshotMaxBytes, takeSnapshot, VerifyError, type Snapshot } from "./verify.js";
+import { inSpan, spanEvent } from "../trace.js";
 
 export interface Prepared {
   /** The tree the patch is taken against. */
@@ -29,11 +30,13 @@ export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, sin
   const sandboxMs = ctx.elapsed(since);
   held.setupDone?.();
   ctx.emit({ type: "sandbox_ready", container: sandbox.name, ms: sandboxMs });
+  spanEvent("sandbox_ready", { "patchbay.sandbox.ready_ms": sandboxMs });
   void sandbox.shell.supervised().catch(() => {}); // while the first model request (or setup) starts; the first command waits for it
 
   const setup = typeof ctx.spec.setup === "string" ? [ctx.spec.setup] : (ctx.spec.setup ?? []);
   if (setup.length) await agentRepo;
-  const stopped = await runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctx.signal, emit: ctx.emit, egress: held.egress, network, onBridge: ctx.opts.onEgressBridge });
+  const stopped = await inSpan("patchbay.setup", { "patchbay.setup.commands": setup.length, "patchbay.setup.network": Boolean(held.egress) }, () =>
+    runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctx.signal, emit: ctx.emit, egress: held.egress, network, onBridge: ctx.opts.onEgressBridge }));
   if (stopped) return { stopped: { status: stoppedStatus(ctx.signal), error: stopped } };
   // What setup produced (installed dependencies, build output) is not the agent's change. Setup
   // runs the repo's own commands: whatever they left running is stopped before the snapshot.

@@ -9,6 +9,7 @@ import type { EventInput, JobResult, JobSpec } from "../spec.js";
 import { computePatch, PatchTooLargeError, type PatchResult } from "./patch.js";
 import { verifyInFreshSandbox, VerifyError, type Snapshot } from "./verify.js";
 import { kinded } from "../errors.js";
+import { inSpan } from "../trace.js";
 
 const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
 
@@ -43,7 +44,11 @@ export async function patchAndVerify(o: RoundsInput): Promise<{ patch: PatchResu
     // Nothing the agent started may still run: it could change files under the patch.
     await o.sandbox.killAgentProcesses();
     try {
-      patch = await takePatch(o.sandbox, o.baseline);
+      patch = await inSpan("patchbay.patch", { "patchbay.round": o.at.round }, async (span) => {
+        const p = await takePatch(o.sandbox, o.baseline);
+        span.setAttributes({ "patchbay.files_changed": p.filesChanged.length, "patchbay.patch.bytes": p.bytes });
+        return p;
+      });
     } catch (err) {
       // A later round's patch that cannot be taken: the result keeps the one the last verify judged.
       if (!(err instanceof PatchError && patch)) throw err;
@@ -54,7 +59,12 @@ export async function patchAndVerify(o: RoundsInput): Promise<{ patch: PatchResu
     const t = performance.now();
     let r: Awaited<ReturnType<typeof verifyInFreshSandbox>>;
     try {
-      r = await verifyInFreshSandbox({ sandbox: o.verifySandbox, snapshot: await o.snapshot, patch, command: o.spec.verify, timeoutSec: defaults.job.verifyTimeoutSec, signal: o.signal });
+      const input = { sandbox: o.verifySandbox, snapshot: await o.snapshot, patch, command: o.spec.verify, timeoutSec: defaults.job.verifyTimeoutSec, signal: o.signal };
+      r = await inSpan("patchbay.verify", { "patchbay.round": o.at.round }, async (span) => {
+        const v = await verifyInFreshSandbox(input);
+        span.setAttribute("patchbay.verify.exit_code", v.exitCode);
+        return v;
+      });
     } catch (err) {
       // The verify tree could not be made (the patch does not apply to it): failed, with the patch.
       if (!(err instanceof VerifyError)) throw err;

@@ -15,6 +15,7 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import { emptyResult, finishedEvent, stamped, type JobResult, type TranscriptEvent } from "../spec.js";
 import { admitAttempt, type AdmitContext, type Admitted, type QueueJob } from "./attempt-admit.js";
 import { classifyFailure } from "./attempt-outcome.js";
+import { tracedAttempt } from "./attempt-trace.js";
 import { countInfraFailure, handBack, throttleMs } from "./health.js";
 import { appendEvent, recordResult } from "./result-record.js";
 
@@ -63,7 +64,7 @@ const abandon = (job: QueueJob, token: string | undefined) => handBack(job, toke
 export function attemptProcessor(ctx: AttemptContext): (job: QueueJob, token?: string) => Promise<JobResult> {
   return async (job, token) => {
     const admitted = await admitAttempt(ctx, job, token);
-    return "recorded" in admitted ? admitted.recorded : runAttempt(ctx, job, token, admitted);
+    return "recorded" in admitted ? admitted.recorded : tracedAttempt(job, admitted.attempt, ctx.owner, () => runAttempt(ctx, job, token, admitted));
   };
 }
 

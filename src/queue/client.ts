@@ -11,6 +11,7 @@ import { PatchGoneError } from "./result-bounds.js";
 import { withStoredPatch } from "./result-record.js";
 import type { JobResult, JobSpec, TranscriptEvent } from "../spec.js";
 import { specHash } from "../spec-hash.js";
+import { enqueueSpans, type TraceCarrier } from "../trace.js";
 import { PatchbayError } from "../errors.js";
 
 export interface JobData {
@@ -20,6 +21,8 @@ export interface JobData {
   batch?: { id: string; line: number };
   /** Set by the workers: the stalls already counted as attempts (src/queue/worker.ts). */
   stallsSeen?: number;
+  /** The trace context of its enqueue span, and of its newest attempt's (src/trace.ts); set only when traced. */
+  trace?: TraceCarrier;
 }
 
 export type JobState = "waiting" | "active" | "delayed" | "completed" | "failed" | "prioritized" | "waiting-children" | "unknown";
@@ -129,9 +132,12 @@ export class PatchbayClient {
     }
     return this.hold(async () => {
       await this.checkJobIds(specs);
-      const jobs = await this.queue.addBulk(specs.map((spec) => ({ name: "fix", data: { spec, enqueuedAt: Date.now() }, opts: jobOptions(spec) })));
+      // Each job carries its enqueue span's context (src/trace.ts): the worker's spans join it.
+      const add = async (traces: (TraceCarrier | undefined)[]) =>
+        (await this.queue.addBulk(specs.map((spec, i) => ({ name: "fix", data: { spec, enqueuedAt: Date.now(), ...(traces[i] ? { trace: traces[i] } : {}) }, opts: jobOptions(spec) })))).map((j) => j.id!);
+      const ids = await enqueueSpans(this.queueName, specs.length, add);
       await this.checkJobIds(specs); // a racing enqueue of the same id with another spec
-      return jobs.map((j) => j.id!);
+      return ids;
     });
   }
 

@@ -24,6 +24,7 @@ import { listenForCancels } from "./cancel-listener.js";
 import { drain } from "./drain.js";
 import { deploymentId, ownerAliveFor, startHeartbeat } from "./heartbeat.js";
 import { startReaperLoop } from "./reaper-loop.js";
+import { startTelemetry } from "../telemetry.js";
 
 export interface WorkerOptions {
   concurrency?: number;
@@ -64,6 +65,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const concurrency = opts.concurrency ?? config.concurrency;
   let pool: SandboxPool | undefined; // made below, once the reaper is there
   let closing: Promise<void> | undefined;
+  const telemetry = await startTelemetry(config.telemetry); // traces, when OTEL_* asks (src/telemetry.ts)
   const metrics = await workerMetrics(opts.metricsPort, () => ({ activeJobs: active.size, concurrency, redisConnected: connected(), draining: closing !== undefined, pool: pool && { idle: pool.size, ...pool.stats } }));
   if (metrics.url) log(`metrics: ${metrics.url}`);
 
@@ -97,7 +99,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}`);
 
   const parts = { log, active, worker, health, pool, heartbeat, reaper, cancels, metrics, redis, sub, workerConnection };
-  const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs));
+  const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(() => telemetry?.release()));
   return { id, worker, shutdown };
 }
 
