@@ -75,6 +75,18 @@ const Env = z.object({
   PATCHBAY_DASHBOARD_MAX_STREAMS: z.coerce.number().int().positive().default(64),
   /** The dashboard's token; empty is unset. Its length (16 or more) is checked by the dashboard alone, so no other command fails on it. */
   PATCHBAY_DASHBOARD_TOKEN: z.string().optional(),
+  /** The HTTP API's tokens besides the dashboard's (docs/api.md): comma-separated `name:scope:token`, scope `read` or `write`. */
+  PATCHBAY_API_TOKENS: z.string().optional().transform((s, ctx) => {
+    const r = parseApiTokens(s ?? "");
+    if (typeof r === "string") ctx.issues.push({ code: "custom", message: r, input: "(not shown: it holds secrets)" });
+    return typeof r === "string" ? [] : r;
+  }),
+  /** Origins (scheme://host[:port], comma-separated) whose pages may call the HTTP API (CORS); unset: none. */
+  PATCHBAY_API_CORS_ORIGINS: z.string().optional().transform((s, ctx) => {
+    const r = parseOrigins(s ?? "");
+    if (typeof r === "string") ctx.issues.push({ code: "custom", message: r, input: s });
+    return typeof r === "string" ? [] : r;
+  }),
   // The worker's policy (src/policy.ts): what a JobSpec may ask of a sandbox. Bridge network only
   // where allowed; bounds on limits and timeouts (never below what a spec gets by default); images.
   PATCHBAY_ALLOW_BRIDGE: z.enum(["0", "1"]).default("0"),
@@ -104,6 +116,51 @@ const Env = z.object({
   GIT_SSH_COMMAND: z.string().optional(),
   ...OTEL_ENV,
 });
+
+/** One of the HTTP API's tokens (PATCHBAY_API_TOKENS): `read` may GET, `write` may also enqueue and cancel. */
+export interface ApiToken {
+  name: string;
+  scope: "read" | "write";
+  token: string;
+}
+
+/**
+ * `name:scope:token,…` (whitespace around entries ignored). A name is 1-64 of A-Z a-z 0-9 _ . -,
+ * unique; a token at least 16 characters, without commas, unique. The message of a bad list
+ * names the entry by its position and name, never a token.
+ */
+export function parseApiTokens(text: string): ApiToken[] | string {
+  const out: ApiToken[] = [];
+  const entries = text.split(",").map((x) => x.trim()).filter(Boolean);
+  for (const [i, entry] of entries.entries()) {
+    const [name = "", scope = "", ...rest] = entry.split(":");
+    const token = rest.join(":"); // a token may hold colons
+    const where = `entry ${i + 1}${/^[A-Za-z0-9_.-]{1,64}$/.test(name) ? ` (${name})` : ""}`;
+    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) return `${where}: must be name:scope:token, the name 1-64 characters from A-Z a-z 0-9 _ . -`;
+    if (scope !== "read" && scope !== "write") return `${where}: the scope must be read or write`;
+    if (token.length < 16) return `${where}: the token must be at least 16 characters`;
+    if (out.some((t) => t.name === name)) return `${where}: the name is used twice`;
+    if (out.some((t) => t.token === token)) return `${where}: the token is used twice`;
+    out.push({ name, scope, token });
+  }
+  return out;
+}
+
+/** `https://app.example.org,http://localhost:3000`: each an origin exactly (no path, no `*`). */
+export function parseOrigins(text: string): string[] | string {
+  const out: string[] = [];
+  for (const o of text.split(",").map((x) => x.trim()).filter(Boolean)) {
+    let url: URL | undefined;
+    try {
+      url = new URL(o);
+    } catch {
+      url = undefined;
+    }
+    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== o) return `${JSON.stringify(o.slice(0, 100))} is not an origin (scheme://host[:port], nothing after it)`;
+    out.push(o);
+  }
+  return out;
+}
 
 /** How the Docker client reaches its engine (DOCKER_HOST; TLS from DOCKER_TLS_VERIFY or DOCKER_TLS, certificates in DOCKER_CERT_PATH). */
 export interface EngineEnv {
@@ -171,6 +228,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     dashboardTls: e.PATCHBAY_DASHBOARD_TLS_CERT || e.PATCHBAY_DASHBOARD_TLS_KEY ? { cert: e.PATCHBAY_DASHBOARD_TLS_CERT, key: e.PATCHBAY_DASHBOARD_TLS_KEY } : undefined,
     dashboardMaxStreams: e.PATCHBAY_DASHBOARD_MAX_STREAMS,
     dashboardToken: e.PATCHBAY_DASHBOARD_TOKEN || undefined,
+    apiTokens: e.PATCHBAY_API_TOKENS,
+    apiCorsOrigins: e.PATCHBAY_API_CORS_ORIGINS,
     policy: {
       allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
       maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,

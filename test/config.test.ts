@@ -32,6 +32,8 @@ describe("loadConfig", () => {
       gitCredentials: undefined,
       retentionSec: 7 * 24 * 3600,
       dashboardMaxStreams: 64,
+      apiTokens: [],
+      apiCorsOrigins: [],
       backend: "docker",
       testBackends: false,
       anthropicApiKey: undefined,
@@ -58,6 +60,7 @@ describe("loadConfig", () => {
       PATCHBAY_MAX_TIMEOUT_SEC: "3600", PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: "600", PATCHBAY_IMAGES: " py:3.12, @from ,", PATCHBAY_GIT_CREDENTIALS: "/etc/patchbay/git-credentials",
       PATCHBAY_RETENTION_SEC: "120", PATCHBAY_DASHBOARD_MAX_STREAMS: "5", PATCHBAY_DASHBOARD_TLS_CERT: "/c.pem", PATCHBAY_DASHBOARD_TLS_KEY: "/k.pem", PATCHBAY_EGRESS_DIR: "/var/e",
       PATCHBAY_BACKEND: "local", PATCHBAY_TEST_BACKENDS: "1",
+      PATCHBAY_API_TOKENS: " ci:write:0123456789abcdef, grafana:read:fedcba98:76543210 ", PATCHBAY_API_CORS_ORIGINS: "https://app.example.org, http://localhost:3000",
       PATCHBAY_DEBUG: "1", DOCKER_HOST: "tcp://e:2376", DOCKER_TLS: "yes", DOCKER_CERT_PATH: "/certs",
       PIP_INDEX_URL: "https://pi/simple", PIP_EXTRA_INDEX_URL: " https://a/s  https://b/s ", PIP_CONFIG_FILE: "/pip.conf", GIT_SSH_COMMAND: "ssh -i k", PATH: "/bin",
     };
@@ -70,6 +73,8 @@ describe("loadConfig", () => {
       policy: { allowBridge: true, maxMemoryMb: 4096, maxCpus: 1.5, maxPids: 300, maxDiskMb: 2048, maxTimeoutSec: 3600, maxCommandTimeoutSec: 600, images: ["py:3.12", "@from"] },
       gitCredentials: "/etc/patchbay/git-credentials",
       retentionSec: 120, dashboardMaxStreams: 5, dashboardTls: { cert: "/c.pem", key: "/k.pem" }, egressDir: "/var/e", backend: "local", testBackends: true,
+      apiTokens: [{ name: "ci", scope: "write", token: "0123456789abcdef" }, { name: "grafana", scope: "read", token: "fedcba98:76543210" }],
+      apiCorsOrigins: ["https://app.example.org", "http://localhost:3000"],
       debug: true, engine: { host: "tcp://e:2376", tls: true, certPath: "/certs" },
       pip: { indexUrl: "https://pi/simple", extraIndexUrls: ["https://a/s", "https://b/s"], configFile: "/pip.conf" },
       telemetry: { enabled: false, headers: {}, serviceName: "patchbay", resourceAttributes: {}, scheduleDelayMs: 5000 },
@@ -122,6 +127,27 @@ describe("loadConfig", () => {
     [{ PATCHBAY_GIT_CREDENTIALS: "" }, /PATCHBAY_GIT_CREDENTIALS/],
   ])("refuses %o with one message naming the variable", (env, re) => {
     expect(() => loadConfig(env)).toThrow(re);
+  });
+
+  it.each([
+    ["ci:admin:0123456789abcdef", "entry 1 (ci): the scope must be read or write"],
+    ["ci:write:short", "entry 1 (ci): the token must be at least 16 characters"],
+    ["a:read:0123456789abcdef,b c:read:fedcba9876543210", "entry 2: must be name:scope:token, the name 1-64 characters from A-Z a-z 0-9 _ . -"],
+    ["a:read:0123456789abcdef,a:write:fedcba9876543210", "entry 2 (a): the name is used twice"],
+    ["a:read:0123456789abcdef,b:write:0123456789abcdef", "entry 2 (b): the token is used twice"],
+  ])("refuses PATCHBAY_API_TOKENS=%s, naming the entry and never a token", (tokens, message) => {
+    expect(() => loadConfig({ PATCHBAY_API_TOKENS: tokens })).toThrow(`bad environment: PATCHBAY_API_TOKENS: ${message}`);
+    let thrown = "";
+    try {
+      loadConfig({ PATCHBAY_API_TOKENS: tokens });
+    } catch (err) {
+      thrown = (err as Error).message;
+    }
+    expect(thrown).not.toMatch(/0123456789abcdef|fedcba9876543210|short/);
+  });
+
+  it.each(["*", "https://app.example.org/", "app.example.org", "ftp://x.example"])("refuses PATCHBAY_API_CORS_ORIGINS=%s: not an origin", (origins) => {
+    expect(() => loadConfig({ PATCHBAY_API_CORS_ORIGINS: origins })).toThrow(/^bad environment: PATCHBAY_API_CORS_ORIGINS: .* is not an origin/);
   });
 
   it("names every bad variable, separated by semicolons", () => {

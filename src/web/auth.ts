@@ -3,7 +3,8 @@
 // token is given once as ?token=…, which sets an HttpOnly SameSite=Strict cookie (Secure when the
 // request came over TLS) and redirects to the same path without it, or on each request as
 // `Authorization: Bearer …` (scrapers, scripts). On loopback the Host header must name loopback (no
-// DNS rebinding), and a mutation's Origin, when sent, must be this origin.
+// DNS rebinding), and a mutation's Origin, when sent, must be this origin. The HTTP API's paths
+// (/api/v1, /api/openapi.json: docs/api.md) keep the Host check and add scopes: apiGuard below.
 //
 // The plugin is not encapsulated (fastify's documented `skip-override`, what fastify-plugin sets):
 // its onRequest hook lands on the root context, so it guards every route registered after it,
@@ -11,12 +12,16 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { TLSSocket } from "node:tls";
+import type { ApiToken } from "../config.js";
+import { problem, sendProblem } from "./api/problem.js";
 
 export interface AuthOptions {
   /** The secret (at least 16 characters; checked by src/web/settings.ts). */
   token: string;
   /** Whether the dashboard binds a loopback address. */
   loopback: boolean;
+  /** The HTTP API's tokens (PATCHBAY_API_TOKENS) and the origins allowed to call it (PATCHBAY_API_CORS_ORIGINS). */
+  api?: { tokens: readonly ApiToken[]; corsOrigins: readonly string[] };
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -88,12 +93,55 @@ function crossOrigin(req: FastifyRequest): boolean {
   return origin !== undefined && origin !== `http://${host}` && origin !== `https://${host}`;
 }
 
-const auth: FastifyPluginAsync<AuthOptions> = async (app, { token, loopback }) => {
+/** The HTTP API's paths (src/web/api/): their own rules, below. */
+export const isApiPath = (path: string) => path === "/api/openapi.json" || path === "/api/v1" || path.startsWith("/api/v1/");
+
+/** Who a request is to the API: a scope and how it said so; "bad" for a Bearer token that is no one's. */
+function apiPrincipal(req: FastifyRequest, token: string, tokens: readonly ApiToken[]): { scope: "read" | "write"; name: string; bearer: boolean } | "bad" | undefined {
+  const h = req.headers.authorization;
+  if (typeof h === "string") {
+    const given = h.startsWith("Bearer ") ? h.slice(7).trim() : "";
+    if (given && sameSecret(given, token)) return { scope: "write", name: "the dashboard's token", bearer: true };
+    const t = given ? tokens.find((x) => sameSecret(given, x.token)) : undefined;
+    return t ? { scope: t.scope, name: `API token "${t.name}"`, bearer: true } : "bad";
+  }
+  const c = cookieValue(req.headers.cookie, COOKIE);
+  return c !== undefined && sameSecret(c, token) ? { scope: "write", name: "the dashboard's cookie", bearer: false } : undefined;
+}
+
+const NEEDS_TOKEN = "this needs a token: send Authorization: Bearer <the dashboard's token (PATCHBAY_DASHBOARD_TOKEN) or an API token (PATCHBAY_API_TOKENS)>";
+
+/**
+ * The API's guard (after the Host check): reads need a token of any scope (on loopback none at
+ * all), writes a token of scope write, loopback or not. A wrong Bearer token is refused even
+ * where none is needed. CORS only for the configured origins; a cross-origin write only with a
+ * Bearer token from one of them (the cookie is the dashboard's, never a cross-site credential).
+ */
+function apiGuard(req: FastifyRequest, reply: FastifyReply, { token, loopback, api }: AuthOptions) {
+  const origin = req.headers.origin;
+  const corsOk = origin !== undefined && (api?.corsOrigins ?? []).includes(origin);
+  if (corsOk && origin) reply.header("Access-Control-Allow-Origin", origin).header("Vary", "Origin").header("Access-Control-Expose-Headers", "Location");
+  if (req.method === "OPTIONS") {
+    if (!corsOk) return sendProblem(reply, problem(403, "cross-origin request refused: its Origin is not in PATCHBAY_API_CORS_ORIGINS"));
+    return reply.code(204).headers({ "Access-Control-Allow-Methods": "GET, POST", "Access-Control-Allow-Headers": "Authorization, Content-Type, Last-Event-ID", "Access-Control-Max-Age": "600" }).send();
+  }
+  const who = apiPrincipal(req, token, api?.tokens ?? []);
+  const write = !SAFE_METHODS.has(req.method);
+  if (who === "bad") return sendProblem(reply, problem(401, `wrong token; ${NEEDS_TOKEN}`), { "WWW-Authenticate": 'Bearer error="invalid_token"' });
+  if (!who) return write || !loopback ? sendProblem(reply, problem(401, NEEDS_TOKEN), { "WWW-Authenticate": "Bearer" }) : undefined;
+  if (write && who.scope !== "write") return sendProblem(reply, problem(403, `${who.name} has scope read: this needs a token of scope write`), { "WWW-Authenticate": 'Bearer error="insufficient_scope", scope="write"' });
+  if (write && crossOrigin(req) && !(corsOk && who.bearer)) return sendProblem(reply, problem(403, "cross-origin request refused"));
+  return undefined;
+}
+
+const auth: FastifyPluginAsync<AuthOptions> = async (app, opts) => {
+  const { token, loopback } = opts;
   app.addHook("onRequest", async (req, reply) => {
     reply.header("X-Content-Type-Options", "nosniff");
     reply.header("Referrer-Policy", "no-referrer");
     reply.header("X-Frame-Options", "DENY");
     if (loopback && !loopbackHost(req.headers.host ?? "")) return reply.code(403).type("text/plain").send("forbidden host\n");
+    if (isApiPath(req.url.split("?")[0]!)) return apiGuard(req, reply, opts);
     const url = new URL(req.url, "http://x");
     const given = url.searchParams.get("token");
     if (given !== null && SAFE_METHODS.has(req.method)) return exchangeToken(req, reply, url, given, token);

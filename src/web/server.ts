@@ -9,6 +9,7 @@
 //   routes-batches.ts    /batches, /api/batches
 //   routes-events.ts     /api/jobs/:id/events, the live transcript (sse.ts, transcript-hub.ts)
 //   routes-metrics.ts    /metrics
+//   api/                 the HTTP API: /api/v1 and its OpenAPI document at /api/openapi.json (api/index.ts)
 //
 // Security: it binds 127.0.0.1 unless told otherwise; see auth.ts for the rules. The token comes
 // from PATCHBAY_DASHBOARD_TOKEN (through the Config) or is made up at start on loopback and printed
@@ -20,12 +21,13 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
-import { loadConfig } from "../config.js";
+import { loadConfig, type Config } from "../config.js";
 import { PatchbayClient } from "../queue/client.js";
 import { authPlugin } from "./auth.js";
 import { batchesRoutes } from "./routes-batches.js";
 import { bullBoardRoutes } from "./routes-bull-board.js";
-import { eventsRoute } from "./routes-events.js";
+import { apiRoutes } from "./api/index.js";
+import { EventStreams, eventsRoute } from "./routes-events.js";
 import { jobsRoutes } from "./routes-jobs.js";
 import { metricsRoute } from "./routes-metrics.js";
 import { staticRoutes } from "./routes-static.js";
@@ -46,13 +48,17 @@ export interface Dashboard {
 }
 
 /** The guard first: its hook covers only the routes registered after it. */
-async function registerAll(app: FastifyInstance, s: DashboardSettings, client: PatchbayClient, connectionName: string): Promise<void> {
-  await app.register(authPlugin, { token: s.token, loopback: s.loopback });
+async function registerAll(app: FastifyInstance, s: DashboardSettings, config: Config, client: PatchbayClient, connectionName: string): Promise<void> {
+  await app.register(authPlugin, { token: s.token, loopback: s.loopback, api: { tokens: config.apiTokens, corsOrigins: config.apiCorsOrigins } });
+  // the live transcripts of the pages and of the API share one hub and one cap
+  const streams = new EventStreams({ client, redisUrl: s.redisUrl, connectionName: `${connectionName}-sse`, maxStreams: s.maxStreams });
+  app.addHook("onClose", () => streams.close());
   await app.register(bullBoardRoutes, { queue: client.queue });
   await app.register(staticRoutes);
   await app.register(jobsRoutes, { client, defaultModel: s.defaultModel });
   await app.register(batchesRoutes, { client });
-  await app.register(eventsRoute, { client, redisUrl: s.redisUrl, connectionName: `${connectionName}-sse`, maxStreams: s.maxStreams });
+  await app.register(eventsRoute, { streams });
+  await app.register(apiRoutes, { client, streams, defaultModel: s.defaultModel });
   await app.register(metricsRoute, { queue: client.queue });
 }
 
@@ -61,9 +67,9 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   const s = dashboardSettings(opts, config);
   const connectionName = `patchbay-dashboard-${randomBytes(4).toString("hex")}`;
   const client = new PatchbayClient({ redisUrl: s.redisUrl, queueName: s.queueName, connectionName, config });
-  const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, forceCloseConnections: true, ...(s.tls ? { https: s.tls } : {}) });
+  const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, forceCloseConnections: true, routerOptions: { maxParamLength: 256 }, ...(s.tls ? { https: s.tls } : {}) }); // a job id is up to 128 characters
   try {
-    await registerAll(app, s, client, connectionName);
+    await registerAll(app, s, config, client, connectionName);
     await app.listen({ host: s.host, port: s.port });
   } catch (err) {
     await app.close().catch(() => {}); // the hub's connection too (its onClose hook)

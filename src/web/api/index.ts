@@ -1,0 +1,48 @@
+// The HTTP API (docs/api.md), one plugin on the dashboard's server: the same process, client, token
+// and guard (src/web/auth.ts: scopes, the API's CORS). This file puts it together:
+//   problem.ts  errors as application/problem+json, by the errors' kinds
+//   schemas.ts  the routes' zod schemas: the contract's own (src/spec.ts) and the wrappers
+//   openapi.ts  the OpenAPI 3.1 document from those schemas, at /api/openapi.json
+//   jobs.ts     /api/v1/jobs: enqueue, list, status and result, patch, transcript, cancel
+//   events.ts   /api/v1/jobs/{id}/events: the dashboard's live transcript (SSE)
+//   batches.ts  /api/v1/batches: submit, list, status, summary, cancel, retry
+//
+// The schemas document the routes; the requests are checked by patchbay's own parsers (the
+// client's JobSpec check, the batch file's, the list's query), so a bad request gets the CLI's
+// words, and the responses are plain JSON (the tests hold each against the document).
+import type { FastifyPluginAsync } from "fastify";
+import type { PatchbayClient } from "../../queue/client.js";
+import type { EventStreams } from "../routes-events.js";
+import { batchesApi } from "./batches.js";
+import { eventsApi } from "./events.js";
+import { jobsApi } from "./jobs.js";
+import { openApiRoute, registerOpenApi } from "./openapi.js";
+import { problem, problemOf, sendProblem } from "./problem.js";
+
+export interface ApiOptions {
+  client: PatchbayClient;
+  streams: EventStreams;
+  /** A spec's model when it names none, for the list's rows. */
+  defaultModel: string;
+}
+
+const v1: FastifyPluginAsync<ApiOptions> = async (app, { client, streams, defaultModel }) => {
+  app.setNotFoundHandler((req, reply) => sendProblem(reply, problem(404, `no route ${req.method} ${req.url.split("?")[0]!.slice(0, 200)}: see /api/openapi.json`)));
+  // each without `prefix` in its options: it would be added again
+  await app.register(jobsApi, { client, defaultModel });
+  await app.register(eventsApi, { streams });
+  await app.register(batchesApi, { client });
+};
+
+export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app, opts) => {
+  // Pass-through: the handlers check what they take with patchbay's parsers (see the header).
+  app.setValidatorCompiler(() => (data: unknown) => ({ value: data }));
+  app.setSerializerCompiler(() => (data: unknown) => JSON.stringify(data));
+  app.setErrorHandler((err, req, reply) => {
+    const p = problemOf(err, req.routeOptions.bodyLimit);
+    return sendProblem(reply, p);
+  });
+  await registerOpenApi(app);
+  await app.register(v1, { ...opts, prefix: "/api/v1" });
+  openApiRoute(app);
+};
