@@ -3,6 +3,7 @@
 // loadConfig() once and pass the Config in.
 import { z } from "zod";
 import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./config-otel.js";
+import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
 
 export const DEFAULT_IMAGE = "patchbay-sandbox:latest";
 // claude-sonnet-4-5 reaches end of life on 2026-11-30 (the SDK warns); Sonnet 5.5 is the current Sonnet.
@@ -36,30 +37,30 @@ const Env = z.object({
   // Reliability timings; the defaults suit minute-long jobs, tests shorten them.
   // A dead worker's job is taken up again within LOCK_MS + STALLED_MS (25 s); the lock is renewed
   // every LOCK_RENEW_MS (default LOCK_MS / 4), so a worker must be stuck for 15 s to lose one.
-  PATCHBAY_LOCK_MS: z.coerce.number().int().positive().default(20_000),
-  PATCHBAY_LOCK_RENEW_MS: z.coerce.number().int().positive().optional(),
-  PATCHBAY_STALLED_MS: z.coerce.number().int().positive().default(5_000),
+  PATCHBAY_LOCK_MS: durationMs().default(20_000),
+  PATCHBAY_LOCK_RENEW_MS: durationMs().optional(),
+  PATCHBAY_STALLED_MS: durationMs().default(5_000),
   /** Checkpoints after each turn (resume instead of restart); "0" turns them off. */
   PATCHBAY_CHECKPOINTS: z.enum(["0", "1"]).default("1"),
   /** A checkpoint (conversation and patch, as JSON) over this many bytes is not stored; the last one that fit stays. */
   PATCHBAY_CHECKPOINT_MAX_BYTES: z.coerce.number().int().positive().default(8 * 1024 * 1024),
-  PATCHBAY_REAP_MS: z.coerce.number().int().positive().default(60_000),
-  PATCHBAY_DRAIN_MS: z.coerce.number().int().positive().default(30_000),
+  PATCHBAY_REAP_MS: durationMs().default(60_000),
+  PATCHBAY_DRAIN_MS: durationMs().default(30_000),
   /** A job still running this long past its own timeout has its sandbox killed. */
-  PATCHBAY_HARD_GRACE_MS: z.coerce.number().int().positive().default(120_000),
+  PATCHBAY_HARD_GRACE_MS: durationMs().default(120_000),
   /** How often a worker polls the cancel marks of its running jobs (the fallback for a lost pub/sub message). */
-  PATCHBAY_CANCEL_POLL_MS: z.coerce.number().int().positive().default(2000),
+  PATCHBAY_CANCEL_POLL_MS: durationMs().default(2000),
   /** "0" turns the cancel channel off, leaving the poll alone (tests of each path). */
   PATCHBAY_CANCEL_PUBSUB: z.enum(["0", "1"]).default("1"),
   /** Heartbeat interval; the heartbeat lives three intervals. */
-  PATCHBAY_HEARTBEAT_MS: z.coerce.number().int().positive().default(10_000),
+  PATCHBAY_HEARTBEAT_MS: durationMs().default(10_000),
   /** Health of a worker's engine and sandbox image: re-checked while unhealthy, from MIN to MAX ms (doubling); one check's time limit. */
-  PATCHBAY_HEALTH_MIN_MS: z.coerce.number().int().positive().default(1000),
-  PATCHBAY_HEALTH_MAX_MS: z.coerce.number().int().positive().default(30_000),
-  PATCHBAY_HEALTH_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+  PATCHBAY_HEALTH_MIN_MS: durationMs().default(1000),
+  PATCHBAY_HEALTH_MAX_MS: durationMs().default(30_000),
+  PATCHBAY_HEALTH_TIMEOUT_MS: durationMs().default(10_000),
   /** An API 429/529 after the SDK's retries throttles the queue: for its retry-after, else THROTTLE_MS; at most THROTTLE_MAX_MS. */
-  PATCHBAY_THROTTLE_MS: z.coerce.number().int().positive().default(10_000),
-  PATCHBAY_THROTTLE_MAX_MS: z.coerce.number().int().positive().default(60_000),
+  PATCHBAY_THROTTLE_MS: durationMs().default(10_000),
+  PATCHBAY_THROTTLE_MAX_MS: durationMs().default(60_000),
   /** What runs sandboxes: docker, or local (no isolation: tests and simulations, see src/runtime/). */
   PATCHBAY_BACKEND: z.enum(["docker", "local"]).default("docker"),
   /** "1" lets a worker run on the local backend (tests only). */
@@ -94,8 +95,8 @@ const Env = z.object({
   PATCHBAY_MAX_CPUS: atLeastDefault(() => defaults.sandbox.cpus, false).default(4),
   PATCHBAY_MAX_PIDS: atLeastDefault(() => Math.max(defaults.sandbox.pids, defaults.sandbox.minPids.runsc)).default(1024),
   PATCHBAY_MAX_DISK_MB: atLeastDefault(() => defaults.sandbox.diskMb).default(10_240),
-  PATCHBAY_MAX_TIMEOUT_SEC: atLeastDefault(() => defaults.job.timeoutSec, false).default(4 * 3600),
-  PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: atLeastDefault(() => defaults.job.commandTimeoutSec, false).default(3600),
+  PATCHBAY_MAX_TIMEOUT_SEC: atLeastDefault(() => defaults.job.timeoutSec, false, MAX_DURATION_SEC).default(4 * 3600),
+  PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: atLeastDefault(() => defaults.job.commandTimeoutSec, false, MAX_DURATION_SEC).default(3600),
   /** Comma-separated images a spec may name besides PATCHBAY_IMAGE (`@from`: those `image build --from` made); unset: `@from`. */
   PATCHBAY_IMAGES: z.string().optional(),
   /** A git-credentials store (`https://user:token@host` lines, mode 0600) for host-side clones. */
@@ -183,9 +184,23 @@ export const debugWanted = (env: NodeJS.ProcessEnv = process.env): boolean => Bo
 /** What host-side child processes (git, npm, go, pip) run with: the environment loadConfig was given, as it was then. */
 export type HostEnv = Readonly<Record<string, string | undefined>>;
 
-/** A bound on a spec's field: a spec that sets nothing gets the default, so the bound is never below it. */
-function atLeastDefault(dflt: () => number, int = true) {
-  return (int ? z.coerce.number().int() : z.coerce.number()).refine((n) => Number.isFinite(n) && n >= dflt(), { error: () => `must be a number of at least ${dflt()} (the default a spec gets)` });
+/** A bound on a spec's field: a spec that sets nothing gets the default, so the bound is never below it (and, for a duration, never above 7 days). */
+function atLeastDefault(dflt: () => number, int = true, max = Infinity) {
+  return (int ? z.coerce.number().int() : z.coerce.number())
+    .refine((n) => Number.isFinite(n) && n >= dflt(), { error: () => `must be a number of at least ${dflt()} (the default a spec gets)` })
+    .refine((n) => n <= max, { error: (iss) => `must be at most ${max} (${MAX_DURATION_WORDS}; got ${String(iss.input)})` });
+}
+
+/**
+ * A duration knob in ms: a positive integer of at most 7 days. Node's timers overflow past ~24.8
+ * days and fire at once, so a bigger value would make the wait it sets no wait at all.
+ */
+function durationMs() {
+  return z.coerce
+    .number()
+    .int({ error: (iss) => `must be a whole number of ms (got ${String(iss.input)})` })
+    .positive({ error: (iss) => `must be a positive number of ms (got ${String(iss.input)})` })
+    .max(MAX_DURATION_MS, { error: (iss) => `must be at most ${MAX_DURATION_MS} ms (${MAX_DURATION_WORDS}; got ${String(iss.input)})` });
 }
 
 export type Config = ReturnType<typeof loadConfig>;

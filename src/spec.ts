@@ -11,6 +11,7 @@ import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "./allow.js";
 import { REQUIRED, show, expected, genericMessage, nonEmpty, positiveNumber, positiveInt, intRange, nonNegInt, nonNegNumber } from "./spec-fields.js";
 import { EDITOR_TOOLS, JOB_STATUSES } from "./spec-names.js";
 import { kinded } from "./errors.js";
+import { MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
 
 // ---------------------------------------------------------------------------------------------
 // JobSpec
@@ -63,8 +64,9 @@ export type Budget = z.infer<typeof Budget>;
 // (a worker's own bounds, src/policy.ts, are far lower). Memory and disk are whole MiB: Docker's
 // byte counts and tmpfs sizes are integers.
 const atLeast = (lo: number, why: string) => ({ error: (iss: { input?: unknown }) => `must be at least ${lo}, ${why} (got ${show(iss.input)})` });
-const atMost = (hi: number) => ({ error: (iss: { input?: unknown }) => `must be at most ${hi} (got ${show(iss.input)})` });
-const MAX_SEC = 7 * 24 * 3600;
+const atMost = (hi: number, words?: string) => ({ error: (iss: { input?: unknown }) => `must be at most ${hi}${words ? ` (${words})` : ""} (got ${show(iss.input)})` });
+// Every duration is at most 7 days (src/timeout.ts): Node's timers overflow past ~24.8 days and fire at once.
+const MAX_SEC = MAX_DURATION_SEC;
 
 export const Limits = z.strictObject({
   memoryMb: positiveInt().min(6, atLeast(6, "Docker's minimum")).max(1_048_576, atMost(1_048_576)).optional(),
@@ -132,9 +134,9 @@ export const JobSpec = z.strictObject({
   maxTokens: positiveInt().max(1_000_000, atMost(1_000_000)).optional(),
   budget: Budget.optional(),
   /** Wall clock for the whole job. */
-  timeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC)).optional(),
+  timeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC, `seconds, ${MAX_DURATION_WORDS}`)).optional(),
   /** Per bash command. */
-  commandTimeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC)).optional(),
+  commandTimeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC, `seconds, ${MAX_DURATION_WORDS}`)).optional(),
   tools: EditorTool.optional(),
   limits: Limits.optional(),
   network: Network.optional(),

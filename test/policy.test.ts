@@ -114,8 +114,8 @@ describe("the JobSpec's absolute caps (whatever the worker)", () => {
     [{ limits: { diskMb: 1e9 } }, "limits.diskMb: must be at most 16777216 (got 1000000000)"],
     [{ limits: { diskMb: 0.5 } }, "limits.diskMb: must be a positive integer (got 0.5)"],
     // Past 2^31 ms Node's timers fire at once: a huge timeout would end the job at its start.
-    [{ timeoutSec: 3e6 }, "timeoutSec: must be at most 604800 (got 3000000)"],
-    [{ commandTimeoutSec: 3e6 }, "commandTimeoutSec: must be at most 604800 (got 3000000)"],
+    [{ timeoutSec: 3e6 }, "timeoutSec: must be at most 604800 (seconds, 7 days) (got 3000000)"],
+    [{ commandTimeoutSec: 3e6 }, "commandTimeoutSec: must be at most 604800 (seconds, 7 days) (got 3000000)"],
     [{ maxTurns: 1e6 }, "maxTurns: must be at most 10000 (got 1000000)"],
     [{ maxTokens: 1e7 }, "maxTokens: must be at most 1000000 (got 10000000)"],
   ])("%o is refused: %s", (extra, message) => {
