@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PatchbayClient } from "../src/queue/client.js";
+import { ClientOptionsError, PatchbayClient } from "../src/queue/client.js";
 import { settleWithin, withTimeout } from "../src/timeout.js";
 import { formatEvent } from "../src/cli/format.js";
 import { BIN, ensureBuilt, patchbay, REFUSED_REDIS, ROOT, spawnPatchbay } from "./cli-helpers.js";
@@ -75,6 +75,39 @@ describe("the rough edges, through the CLI and the library", () => {
       expect(order).toEqual(["20ms"]);
       void long;
       void settle;
+    });
+
+    it("waitForResult refuses a timeoutMs past 7 days", async () => {
+      await expect(client("q-dur").waitForResult("x", { timeoutMs: 3e9 })).rejects.toThrow(/timeoutMs must be a number of ms from 0 to 604800000 \(7 days\) \(got 3000000000\)/);
+    });
+  });
+
+  describe("PatchbayClient's options and runJob's handles", () => {
+    it("an unknown option is refused at run time, naming what it probably meant", () => {
+      // @ts-expect-error: `queue` is not an option (queueName is): TypeScript refuses it too
+      expect(() => new PatchbayClient({ queue: "x", redisUrl: redis.url })).toThrow(ClientOptionsError);
+      expect(() => new PatchbayClient({ queue: "x" } as never)).toThrow(/unknown option "queue" \(did you mean "queueName"\?\); the options are redisUrl, queueName, unrefWhenIdle, connectionName, config/);
+      expect(() => new PatchbayClient({ queueName: 5 } as never)).toThrow(/queueName: /);
+    });
+
+    it("a script that runs one job with runJob holds nothing of ours once runJob returns, and exits by itself", async () => {
+      const d = dir();
+      const script = join(d, "one-job.mjs");
+      writeFileSync(
+        script,
+        `import { runJob } from ${JSON.stringify(join(ROOT, "dist/index.js"))};
+const r = await runJob({ task: "Fix the failing tests.", repo: { path: ${JSON.stringify(CLAMP)} } });
+// Right after runJob: what still keeps the event loop alive (stdio pipes are the test's, not ours).
+console.log(JSON.stringify({ status: r.status, resources: process.getActiveResourcesInfo() }));
+`,
+      );
+      const r = await patchbay([], { ...LOCAL_WORKER_ENV, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" }, { script, timeoutMs: 120_000 });
+      expect(r.code, r.stderr).toBe(0);
+      const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { status: string; resources: string[] };
+      expect(out.status).toBe("completed");
+      // No timer and no socket. (The stdio pipes are the test's; a ProcessWrap is the local backend's box
+      // process, killed with the box and being reaped: it ends by itself, as the exit shows.)
+      expect(out.resources.filter((x) => !/^(PipeWrap|TTYWrap|ProcessWrap)$/.test(x))).toEqual([]);
     });
   });
 

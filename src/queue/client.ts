@@ -4,7 +4,8 @@
 import { Job, Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { setTimeout as sleep } from "node:timers/promises";
-import { loadConfig, type Config } from "../config.js";
+import { z } from "zod";
+import { defaults, loadConfig, type Config } from "../config.js";
 import { keys, redisOptions } from "./keys.js";
 import { jobOptions, prepareSpecs } from "./prepare.js";
 import { PatchGoneError } from "./result-bounds.js";
@@ -12,7 +13,8 @@ import { withStoredPatch } from "./result-record.js";
 import type { JobResult, JobSpec, TranscriptEvent } from "../spec.js";
 import { specHash } from "../spec-hash.js";
 import { enqueueSpans, type TraceCarrier } from "../trace.js";
-import { PatchbayError } from "../errors.js";
+import { kinded, PatchbayError } from "../errors.js";
+import { MAX_DURATION_MS, MAX_DURATION_WORDS } from "../timeout.js";
 
 export interface JobData {
   spec: JobSpec;
@@ -75,6 +77,9 @@ export class WaitTimeoutError extends PatchbayError {
   }
 }
 
+/** Options a caller got wrong (an unknown key, a bad value, a wait past 7 days): thrown at once, never ignored. */
+export class ClientOptionsError extends kinded("usage") {}
+
 export interface ClientOptions {
   redisUrl?: string;
   queueName?: string;
@@ -87,6 +92,38 @@ export interface ClientOptions {
   connectionName?: string;
   /** The environment's settings (default: loadConfig() when the client is made); the options above win. */
   config?: Config;
+}
+
+// The options checked at run time too: a script in plain JavaScript gets no excess property check,
+// and `{ queue: "x" }` silently meant the default queue.
+const ClientOptionsSchema = z.strictObject({
+  redisUrl: z.string().min(1).optional(),
+  queueName: z.string().min(1).optional(),
+  unrefWhenIdle: z.boolean().optional(),
+  connectionName: z.string().optional(),
+  config: z.custom<Config>((v) => typeof v === "object" && v !== null).optional(),
+});
+const OPTION_NAMES = Object.keys(ClientOptionsSchema.shape);
+const OPTION_ALIASES: Record<string, string> = { queue: "queueName", url: "redisUrl", redis: "redisUrl", name: "connectionName" };
+
+/** Throws ClientOptionsError naming each bad option (and what an unknown one probably meant). */
+function checkClientOptions(opts: unknown): void {
+  const r = ClientOptionsSchema.safeParse(opts ?? {});
+  if (r.success) return;
+  const problems = r.error.issues.flatMap((iss) => {
+    if (iss.code !== "unrecognized_keys") return [`${iss.path.join(".") || "options"}: ${iss.message}`];
+    return iss.keys.map((key) => {
+      const hint = OPTION_ALIASES[key] ?? OPTION_NAMES.find((n) => n.toLowerCase() === key.toLowerCase());
+      return `unknown option "${key}"${hint ? ` (did you mean "${hint}"?)` : ""}`;
+    });
+  });
+  throw new ClientOptionsError(`PatchbayClient: ${problems.join("; ")}; the options are ${OPTION_NAMES.join(", ")}`);
+}
+
+/** A wait's timeoutMs: a number of ms from 0 to 7 days (a Node timer past ~24.8 days fires at once). */
+function checkTimeoutMs(ms: number | undefined): void {
+  if (ms === undefined || (typeof ms === "number" && ms >= 0 && ms <= MAX_DURATION_MS)) return;
+  throw new ClientOptionsError(`waitForResult: timeoutMs must be a number of ms from 0 to ${MAX_DURATION_MS} (${MAX_DURATION_WORDS}) (got ${String(ms)})`);
 }
 
 export interface WaitOptions {
@@ -108,6 +145,7 @@ export class PatchbayClient {
   private busy = 0;
 
   constructor(private readonly opts: ClientOptions = {}) {
+    checkClientOptions(opts);
     const config = opts.config ?? loadConfig();
     this.queueName = opts.queueName ?? config.queueName;
     this.retentionSec = config.retentionSec;
@@ -202,6 +240,11 @@ export class PatchbayClient {
    * JobNotFoundError, WaitTimeoutError after opts.timeoutMs, or the signal's reason.
    */
   waitForResult(id: string, opts: WaitOptions = {}): Promise<JobResult> {
+    try {
+      checkTimeoutMs(opts.timeoutMs);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return this.hold(async () => {
       const stop = new AbortController();
       const signals = [stop.signal, ...(opts.signal ? [opts.signal] : [])];

@@ -238,7 +238,8 @@ export class Shell {
       timedOut = true;
       if (pending.phase === "output") {
         this.killed(await this.supervisor.kill("command", this.pid, this.keep()));
-        await Promise.race([ended, sleep(3000)]);
+        const wait = new AbortController(); // no timer left behind once the command ended
+        await Promise.race([ended, sleep(3000, undefined, { signal: wait.signal }).catch(() => {})]).finally(() => wait.abort());
       }
       if (!this.pendingDone(nonce)) {
         // The shell itself is stuck (a builtin loop, or it lost its stdout): replace it.

@@ -41,9 +41,10 @@ export function startBash(box: Box, init: string, onData: (b: Buffer) => void, u
 export async function startHelper(box: Box, argv: string[], onData: (b: Buffer) => void, o: { user?: string; env?: string[]; cwd?: string; init?: string }) {
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
   let started = false;
+  const done = new AbortController(); // ends the check's wait with the start: no timer outlives it
   const stopped = (async () => {
     while (!started) {
-      await sleep(1000);
+      if (!(await sleep(1000, true, { signal: done.signal }).catch(() => false))) return undefined;
       const state = await box.state().catch(() => undefined);
       if (!started && state && !state.running) return `the sandbox's container stopped while its ${argv[0]} started (exit code ${state.exitCode ?? "unknown"})`;
     }
@@ -65,6 +66,7 @@ export async function startHelper(box: Box, argv: string[], onData: (b: Buffer) 
     throw err;
   } finally {
     started = true;
+    done.abort();
     waiter = undefined;
   }
 }
@@ -148,9 +150,11 @@ export class Supervisor {
       const nonce = randomBytes(8).toString("hex");
       const waiter = (this.waiter = new LineWaiter(`PB${nonce} `));
       this.proc!.write(`${line.replace("%N", nonce)}\n`);
-      const answer = Promise.race([waiter.done, this.proc!.ended.then(() => "-1 -1"), sleep(30_000).then(() => "-1 -1")]);
+      // The 30 s limit's timer ends with the answer: a pending one would keep the process alive after the job (runJob in a script).
+      const limit = new AbortController();
+      const answer = Promise.race([waiter.done, this.proc!.ended.then(() => "-1 -1"), sleep(30_000, "-1 -1", { signal: limit.signal }).catch(() => "-1 -1")]);
       // A container that is gone has nothing left to kill.
-      const a = await (this.liveness ? this.liveness.guard(answer).catch(() => "0 0") : answer);
+      const a = await (this.liveness ? this.liveness.guard(answer).catch(() => "0 0") : answer).finally(() => limit.abort());
       const [killed = -1, left = -1] = a.split(" ").map(Number);
       if (killed < 0 || left < 0) {
         // It died (or hung) under the request: the next request starts a new one.
