@@ -89,7 +89,7 @@ describe("cancelling a running job", () => {
 });
 
 describe("cancelling a job that waits in the queue", () => {
-  it("ends it as cancelled when a worker takes it: no sandbox, no model request", async () => {
+  it("ends it as cancelled at once, with the transcript a worker gives it: no sandbox, no model request", async () => {
     const c = await start("cancel-waiting", {});
     const runningId = await c.enqueue({ task: "long job (holds the only slot)", repo: { path: CLAMP } });
     await running(c, runningId);

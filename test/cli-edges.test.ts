@@ -82,6 +82,28 @@ describe("the rough edges, through the CLI and the library", () => {
     });
   });
 
+  it("a waiting job cancelled with no worker is cancelled at once for status, list, result and watch", async () => {
+    const q = "q-cancel-waiting";
+    const e = await pb(q, ["enqueue", "--repo", CLAMP, "--task", "never taken"]);
+    expect(e.code, e.stderr).toBe(0);
+    const id = e.stdout.trim();
+    const c = await pb(q, ["cancel", id]);
+    expect(c.code, c.stderr).toBe(0);
+    const st = await pb(q, ["status", id, "--json"]);
+    expect(JSON.parse(st.stdout)[0]).toMatchObject({ id, state: "completed", resultStatus: "cancelled" });
+    const list = await pb(q, ["list", "--json"]);
+    expect(JSON.parse(list.stdout).find((j: { id: string }) => j.id === id)).toMatchObject({ state: "completed", resultStatus: "cancelled" });
+    const res = await pb(q, ["result", id, "--json"]);
+    expect(res.code).toBe(1); // it did not complete
+    expect(JSON.parse(res.stdout)).toMatchObject({ status: "cancelled", jobId: id });
+    expect(res.stderr).toMatch(new RegExp(`job ${id} cancelled`));
+    const w = await pb(q, ["watch", id]);
+    expect(w.code).toBe(5); // cancelled
+    expect(w.stderr).toMatch(new RegExp(`job ${id} cancelled`));
+    // The wait list no longer holds it: a worker that starts now has nothing to take.
+    expect(await client(q).queue.getWaitingCount()).toBe(0);
+  });
+
   describe("PatchbayClient's options and runJob's handles", () => {
     it("an unknown option is refused at run time, naming what it probably meant", () => {
       // @ts-expect-error: `queue` is not an option (queueName is): TypeScript refuses it too

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workerLogger } from "../src/log.js";
+import { BatchClient } from "../src/queue/batch.js";
 import { PatchbayClient, WaitTimeoutError, type JobData } from "../src/queue/client.js";
 import { emptyResult, type JobResult } from "../src/spec.js";
 import { ensureBuilt, patchbay, REFUSED_REDIS, ROOT, spawnPatchbay } from "./cli-helpers.js";
@@ -117,10 +118,12 @@ console.log("done", r.status);
   it("`patchbay worker --log-format json`: one JSON object per line, job lines carry the job id", async () => {
     const c = new PatchbayClient({ redisUrl: redis.url, queueName: "lib-logs" });
     closers.push(() => c.close());
-    // Cancelled before it starts: the worker ends it at once, with no sandbox and no model.
-    const id = await c.enqueue({ task: "cancelled before it starts", repo: { path: CLAMP } });
-    await c.cancel(id);
-    const w = spawnPatchbay(["worker", "--log-format", "json", "--queue", "lib-logs"], { REDIS_URL: redis.url, PATCHBAY_REAP_MS: "600000" });
+    // Its batch cancelled before it starts: the worker ends it at once, with no sandbox and no model
+    // (a job cancelled on its own while it waits never reaches a worker: it is cancelled at once).
+    const batch = await new BatchClient(c).submit([{ task: "cancelled before it starts", repo: { path: CLAMP } }]);
+    const id = batch.ids[0]!;
+    await new BatchClient(c).cancel(batch.batchId);
+    const w = spawnPatchbay(["worker", "--log-format", "json", "--queue", "lib-logs"], { REDIS_URL: redis.url, PATCHBAY_REAP_MS: "600000", ANTHROPIC_API_KEY: "test-key" });
     closers.push(async () => (w.proc.exitCode === null ? (w.proc.kill("SIGTERM"), w.exited) : undefined));
     await w.waitFor(/"msg":"job \S+ attempt 1: cancelled/, 60_000);
     w.proc.kill("SIGTERM");

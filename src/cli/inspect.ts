@@ -106,7 +106,8 @@ const cancel: Command = {
   usage: `patchbay cancel <jobId>... [--json]
 
 Cancels jobs from any host: a running job stops within seconds with status cancelled (its patch
-so far is kept); a waiting one will not run. Prints "<id> cancelled|signalled|finished" per id
+so far is kept); a waiting one is cancelled at once (it never runs, and every command shows it
+cancelled). Prints "<id> cancelled|signalled|finished" per id
 (--json: [{"id":..., "outcome":...}]).
 Exit status: 0 all ids found; 1 an id is not in the queue; 2 usage.
 

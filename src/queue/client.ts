@@ -6,11 +6,12 @@ import { Redis } from "ioredis";
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { defaults, loadConfig, type Config } from "../config.js";
+import { recordFinished } from "./batch-index.js";
 import { keys, redisOptions } from "./keys.js";
 import { jobOptions, prepareSpecs } from "./prepare.js";
 import { PatchGoneError } from "./result-bounds.js";
-import { withStoredPatch } from "./result-record.js";
-import type { JobResult, JobSpec, TranscriptEvent } from "../spec.js";
+import { recordCancelled, withStoredPatch, type BullKeys } from "./result-record.js";
+import { JobSpecError, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 import { specHash } from "../spec-hash.js";
 import { enqueueSpans, type TraceCarrier } from "../trace.js";
 import { kinded, PatchbayError } from "../errors.js";
@@ -282,17 +283,28 @@ export class PatchbayClient {
   }
 
   /**
-   * Cancels a job wherever it is. A waiting or delayed job is marked: the worker that takes it
-   * ends it at once as cancelled, with no sandbox. An active one is told through a Redis channel
-   * every worker listens on (and the mark, polled), so it stops within a second or two.
+   * Cancels a job wherever it is. A waiting or delayed job is cancelled at once, in one step: out
+   * of the wait list, completed with a cancelled result and its transcript ended, so status, list,
+   * result and watch all see it finished. An active one (or one a worker took meanwhile) is told
+   * through a Redis channel every worker listens on (and the mark, polled): it stops within a
+   * second or two.
    */
   cancel(id: string): Promise<"cancelled" | "signalled" | "finished"> {
     return this.hold(async () => {
-      const state = await (await this.job(id)).getState();
+      const job = await this.job(id);
+      const state = await job.getState();
       if (state === "completed" || state === "failed") return "finished";
+      if (state !== "active") {
+        const o = { retentionSec: this.retentionSec, maxLen: defaults.transcript.maxLen };
+        const r = await recordCancelled(this.redis, this.queue.keys as BullKeys, this.queue.toKey(id), this.k, { id, spec: job.data.spec, enqueuedAt: job.data.enqueuedAt }, o);
+        if (r) {
+          if (job.data?.batch) await recordFinished(this.redis, this.queueName, job.data.batch, id, 1, r, { ttlSec: this.retentionSec, onlyIfAbsent: true });
+          return "cancelled";
+        }
+      }
       await this.redis.set(this.k.cancel(id), "1", "EX", this.retentionSec);
       await this.redis.publish(this.k.cancelChannel, id);
-      return state === "active" ? "signalled" : "cancelled";
+      return "signalled";
     });
   }
 

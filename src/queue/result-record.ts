@@ -9,9 +9,12 @@
 // (keys.patch), written in the same transaction as the result that names it. Every key lives for
 // the deployment's retention (PATCHBAY_RETENTION_SEC).
 import type { ChainableCommander, Redis } from "ioredis";
-import { JobResult, type TranscriptEvent } from "../spec.js";
+import { luaCommand } from "../lua.js";
+import { emptyResult, finishedEvent, JobResult, stamped, type JobSpec, type TranscriptEvent } from "../spec.js";
 import type { keys } from "./keys.js";
 import { attachPatch, boundEvent, boundResult } from "./result-bounds.js";
+
+const CANCEL_WAITING = luaCommand<number>("queue/lua/cancel-waiting-10.lua");
 
 type Keys = ReturnType<typeof keys>;
 
@@ -54,4 +57,29 @@ export async function recordedResult(redis: Redis, key: string): Promise<JobResu
 export async function withStoredPatch(redis: Redis, k: Keys, jobId: string, r: JobResult): Promise<JobResult> {
   if (!r.patchStored) return r;
   return attachPatch({ jobId, ...r }, await redis.get(k.patch(jobId)));
+}
+
+/** BullMQ's keys of a queue that a cancel of a waiting job moves it between (Queue.keys). */
+export type BullKeys = Record<"wait" | "paused" | "prioritized" | "delayed" | "completed" | "events", string>;
+
+/**
+ * Cancels a job no worker has taken, in one step (queue/lua/cancel-waiting-10.lua): its cancel mark
+ * is set either way; a job still waiting leaves the wait list for the completed set with a cancelled
+ * result, recorded as a worker's would be, and its transcript ends with job_finished. Returns that
+ * result, or undefined when the job was not waiting (a worker has it, or it finished).
+ */
+export async function recordCancelled(redis: Redis, bull: BullKeys, jobKey: string, k: Keys, job: { id: string; spec: JobSpec; enqueuedAt?: number }, o: { retentionSec: number; maxLen: number }): Promise<JobResult | undefined> {
+  const jobId = job.id;
+  const now = Date.now();
+  const queuedMs = Math.max(0, now - (job.enqueuedAt ?? now));
+  // The words and the transcript a worker gives a job cancelled before it started (runJob's).
+  const result = boundResult(emptyResult("cancelled", "the job was cancelled before it started", { jobId, attempt: 1, timings: { queuedMs, sandboxMs: 0, agentMs: 0, totalMs: 0 } })).result;
+  const started = boundEvent(stamped({ type: "job_started", spec: job.spec }, jobId, 1));
+  const finished = boundEvent(stamped(finishedEvent(result), jobId, 1));
+  const done = await CANCEL_WAITING(
+    redis,
+    bull.wait, bull.paused, bull.prioritized, bull.delayed, bull.completed, jobKey, k.result(jobId), k.events(jobId), bull.events, k.cancel(jobId),
+    jobId, JSON.stringify(result), JSON.stringify(started), JSON.stringify(finished), o.retentionSec, o.maxLen, now,
+  );
+  return done === 1 ? result : undefined;
 }
