@@ -133,4 +133,25 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     });
   });
 
+  describe("a local repo of the wrong kind is refused at the client", () => {
+    it("--repo FILE, --archive DIR and a batch line with a file as its path", async () => {
+      const d = dir();
+      const file = join(d, "not-a-dir.txt");
+      writeFileSync(file, "x\n");
+      const r = await patchbay(["run", "--repo", file, "--task", "x", "--redis-url", REFUSED_REDIS]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/--repo: \S+not-a-dir\.txt is a file; it must be the repository's directory \(a tar or tar\.gz goes in \{ archive \}: --archive FILE\)/);
+      const a = await patchbay(["enqueue", "--archive", d, "--task", "x", "--redis-url", REFUSED_REDIS]);
+      expect(a.code).toBe(2);
+      expect(a.stderr).toMatch(/--archive: \S+ is a directory; it must be a tar or tar\.gz file/);
+      const tasks = join(d, "tasks.jsonl");
+      writeFileSync(tasks, [JSON.stringify({ task: "ok", repo: { path: CLAMP } }), JSON.stringify({ task: "bad", repo: { path: file } })].join("\n") + "\n");
+      for (const args of [["enqueue", "--batch", tasks], ["batch", "submit", tasks]]) {
+        const b = await patchbay([...args, "--redis-url", REFUSED_REDIS]);
+        expect(b.code, args.join(" ")).toBe(2);
+        expect(b.stderr, args.join(" ")).toMatch(/tasks\.jsonl:2: invalid JobSpec: repo\.path: \S+not-a-dir\.txt is a file/);
+      }
+    });
+  });
+
 });

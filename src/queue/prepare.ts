@@ -1,7 +1,7 @@
 // What enqueue does to a spec before anything reaches Redis (validate it, make local paths absolute
 // and check they exist, refuse credentials in a git URL), and the BullMQ options a spec asks for.
 // Shared by the client, batches and batch files.
-import { existsSync } from "node:fs";
+import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import { defaults } from "../config.js";
 import { hasCredentials, redact } from "../job/git-auth.js";
@@ -54,10 +54,30 @@ function normalize(spec: JobSpec): JobSpec {
   return spec;
 }
 
-/** A local repository that is not there is refused here, before anything reaches Redis. */
+/**
+ * A local repository that is not there, or not of its kind (a file given as `{ path }`, a directory
+ * as `{ archive }`), is refused here, before anything reaches Redis: the worker would only fail it.
+ */
 function missingLocalPath(spec: JobSpec): string | undefined {
   const repo = spec.repo;
-  if ("path" in repo && !existsSync(repo.path)) return `invalid JobSpec: repo.path: ${repo.path} does not exist`;
-  if ("archive" in repo && !existsSync(repo.archive)) return `invalid JobSpec: repo.archive: ${repo.archive} does not exist`;
+  const kind = (p: string) => {
+    let st;
+    try {
+      st = statSync(p, { throwIfNoEntry: false });
+    } catch {
+      return "other"; // unreadable (EACCES, ELOOP): the worker could not read it either
+    }
+    return st === undefined ? "missing" : st.isDirectory() ? "dir" : st.isFile() ? "file" : "other";
+  };
+  if ("path" in repo) {
+    const k = kind(repo.path);
+    if (k === "missing") return `invalid JobSpec: repo.path: ${repo.path} does not exist`;
+    if (k !== "dir") return `invalid JobSpec: repo.path: ${repo.path} is ${k === "file" ? "a file" : "not a directory"}; it must be the repository's directory${k === "file" ? " (a tar or tar.gz goes in { archive }: --archive FILE)" : ""}`;
+  }
+  if ("archive" in repo) {
+    const k = kind(repo.archive);
+    if (k === "missing") return `invalid JobSpec: repo.archive: ${repo.archive} does not exist`;
+    if (k !== "file") return `invalid JobSpec: repo.archive: ${repo.archive} is ${k === "dir" ? "a directory" : "not a regular file"}; it must be a tar or tar.gz file${k === "dir" ? " (a directory goes in { path }: --repo DIR)" : ""}`;
+  }
   return undefined;
 }
