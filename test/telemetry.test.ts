@@ -6,6 +6,7 @@
 //   sandbox, prepare (sandbox_ready; setup), agent (each model request: tokens, cost, a retry; each
 //   tool call: name, time, error flag), patch, verify, result; no task or file text in any attribute;
 // - a worker killed mid-job: the attempt that resumes from the checkpoint links to the dead one's span;
+// - a batch submitted by the CLI: each line's job is a trace of its own;
 // - OTEL off (OTEL_SDK_DISABLED=true beside an endpoint): nothing is exported, nothing carried.
 import { Job } from "bullmq";
 import { randomUUID } from "node:crypto";
@@ -204,6 +205,29 @@ describe("traces of a job, end to end", { timeout: 300_000 }, () => {
     const job = await Job.fromId<JobData>(client.queue, id);
     expect(job!.data.trace).toEqual({ traceparent: `00-${enq.traceId}-${enq.spanId}-01`, attempt: `00-${enq.traceId}-${attempt.spanId}-01` });
     expect(receiver.spans.flatMap((s) => strings(s).filter((x) => x.includes("pb-canary")))).toEqual([]);
+  });
+
+  it("`patchbay batch submit` with traces: each line's job carries the context of an enqueue span of its own, one trace per job", async () => {
+    const queue = `otel-batch-${process.pid}`;
+    const client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
+    clients.push(client);
+    const file = join(repo, "..", `pb-otel-tasks-${process.pid}.jsonl`);
+    writeFileSync(file, [1, 2].map((n) => JSON.stringify({ task: `Batch line ${n}. ${TASK_CANARY}`, repo: { path: repo } })).join("\n") + "\n");
+    const r = await cli(["batch", "submit", file, "--name", "traced", "--queue", queue, "--redis-url", redis.url], otel("pb-client"));
+    removeDir(file);
+    expect(r.code, r.stderr).toBe(0);
+    const jobs = await client.queue.getJobs(["waiting"]);
+    expect(jobs).toHaveLength(2);
+    const spans = await receiver.until((all) => {
+      const mine = named(all, "patchbay.enqueue").filter((s) => s.attributes["messaging.destination.name"] === queue);
+      return mine.length === 2 && mine;
+    });
+    for (const job of jobs) {
+      const span = spans.find((s) => s.attributes["patchbay.job.id"] === job.id)!;
+      expect(span).toMatchObject({ parentSpanId: "", kind: KIND.producer, resource: { "service.name": "pb-client" } });
+      expect(job.data.trace).toEqual({ traceparent: `00-${span.traceId}-${span.spanId}-01` });
+    }
+    expect(new Set(spans.map((s) => s.traceId)).size).toBe(2);
   });
 
   it("OTEL_SDK_DISABLED=true beside an endpoint: the client and the worker export nothing, and the job carries no trace context", async () => {

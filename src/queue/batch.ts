@@ -20,6 +20,7 @@ export { mdCell, summarizeBatch, summaryMarkdown, type BatchSummary } from "./ba
 
 export * from "./batch-types.js";
 import { batchJobId, BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
+import { enqueueSpans } from "../trace.js";
 
 const retryOf = (jobId: string) => Number(/-r(\d+)$/.exec(jobId)?.[1] ?? 0);
 
@@ -105,12 +106,15 @@ export class BatchClient {
       const exists = await Promise.all(first.map(({ line }) => r.exists(this.c.queue.toKey(batchJobId(batchId, line)))));
       const todo = first.filter((_, i) => !exists[i]);
       if (todo.length) {
-        await this.c.queue.addBulk(
-          todo.map(({ line, spec }) => ({
-            name: "fix",
-            data: { spec, enqueuedAt: now, batch: { id: batchId, line } } satisfies JobData,
-            opts: { ...jobOptions(spec), jobId: batchJobId(batchId, line) },
-          })),
+        // Each line's job carries its own enqueue span's context (src/trace.ts), as enqueue's do.
+        await enqueueSpans(this.c.queueName, todo.length, async (traces) =>
+          (await this.c.queue.addBulk(
+            todo.map(({ line, spec }, i) => ({
+              name: "fix",
+              data: { spec, enqueuedAt: now, batch: { id: batchId, line }, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData,
+              opts: { ...jobOptions(spec), jobId: batchJobId(batchId, line) },
+            })),
+          )).map((j) => j.id!),
         );
       }
       await r.hset(bk.meta, "submitted", "1");
@@ -207,12 +211,14 @@ export class BatchClient {
         add.push({ line: j.line, oldId: j.jobId, newId: batchJobId(batchId, j.line, retryOf(j.jobId) + 1), spec: old.data.spec });
       }
       if (add.length) {
-        await this.c.queue.addBulk(
-          add.map(({ line, newId, spec }) => ({
-            name: "fix",
-            data: { spec, enqueuedAt: now, batch: { id: batchId, line } } satisfies JobData,
-            opts: { ...jobOptions(spec), jobId: newId },
-          })),
+        await enqueueSpans(this.c.queueName, add.length, async (traces) =>
+          (await this.c.queue.addBulk(
+            add.map(({ line, newId, spec }, i) => ({
+              name: "fix",
+              data: { spec, enqueuedAt: now, batch: { id: batchId, line }, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData,
+              opts: { ...jobOptions(spec), jobId: newId },
+            })),
+          )).map((j) => j.id!),
         );
         const s = scripted(this.c.redis);
         await this.c.redis.hdel(bk.meta, "cancelled");
