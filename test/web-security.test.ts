@@ -121,9 +121,10 @@ describe("dashboard guards", () => {
   });
 
   it("pages carry a CSP without inline scripts and load only their own static scripts", async () => {
-    for (const path of ["/jobs", "/batches", "/jobs/some-job"]) {
+    // the last two: 404 pages (no such job, no such batch), under the same CSP
+    for (const [path, status] of [["/jobs", 200], ["/batches", 200], ["/jobs/some-job", 404], ["/batches/some-batch", 404]] as const) {
       const r = await raw(dash.url + path);
-      expect(r.status).toBe(200);
+      expect(r.status, path).toBe(status);
       const csp = String(r.headers["content-security-policy"]);
       expect(csp).toContain("script-src 'self'");
       expect(csp).toContain("default-src 'none'");

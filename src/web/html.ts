@@ -1,5 +1,6 @@
 // The dashboard's HTML shells (no untrusted data in them: pages fetch it as JSON and render it with
-// textContent) and the self-contained static transcript viewer.
+// textContent; only a 404 page names the id asked for, escaped) and the self-contained static
+// transcript viewer.
 import { RENDER_JS } from "./assets/render.js";
 import { BATCHES_JS, JOB_JS, JOBS_JS, VIEW_BOOT_JS } from "./assets/pages.js";
 import { STYLE_CSS } from "./assets/style.js";
@@ -26,7 +27,7 @@ export const PAGE_CSP =
 const STATUSES = ["completed", "verify_failed", "failed", "timeout", "budget_exceeded", "cancelled", "max_turns"];
 const STATES = ["active", "waiting", "prioritized", "delayed", "completed", "failed"];
 
-function shell(title: string, here: string, script: string, body: string): string {
+function shell(title: string, here: string, script: string | undefined, body: string): string {
   const link = (href: string, label: string) => `<a href="${href}"${href === here ? ' class="here"' : ""}>${label}</a>`;
   return `<!doctype html>
 <html lang="en">
@@ -36,9 +37,7 @@ function shell(title: string, here: string, script: string, body: string): strin
 <meta name="referrer" content="no-referrer">
 <title>${escapeHtml(title)}</title>
 <link rel="stylesheet" href="/static/style.css">
-<script src="/static/transcript.js" defer></script>
-<script src="/static/${script}" defer></script>
-</head>
+${script ? `<script src="/static/transcript.js" defer></script>\n<script src="/static/${script}" defer></script>\n` : ""}</head>
 <body>
 <nav class="top"><span class="brand">patchbay</span>${link("/jobs", "Jobs")}${link("/batches", "Batches")}${link("/queues", "Queues")}${link("/metrics", "Metrics")}</nav>
 <main>
@@ -48,6 +47,9 @@ ${body}
 </html>
 `;
 }
+
+/** The jobs table's columns: each cell's class is c-<name> (its width and, on a narrow screen, its label: jobs.js). */
+const JOB_COLUMNS = ["job", "state", "status", "model", "turns", "cost", "duration", "batch", "enqueued", "task"];
 
 const options = (values: string[]) => ['<option value="">any</option>', ...values.map((v) => `<option value="${v}">${v}</option>`)].join("");
 
@@ -64,8 +66,8 @@ export function jobsPage(): string {
 <button type="submit">Filter</button>
 <span class="meta" id="note">loading…</span>
 </form>
-<table class="list" id="jobs">
-<thead><tr><th>job</th><th>state</th><th>status</th><th>model</th><th>turns</th><th>cost</th><th>duration</th><th>batch</th><th>enqueued</th><th>task</th></tr></thead>
+<table class="list cards jobs" id="jobs">
+<thead><tr>${JOB_COLUMNS.map((c) => `<th class="c-${c}">${c}</th>`).join("")}</tr></thead>
 <tbody id="rows"></tbody>
 </table>
 <p class="pager" id="pager"></p>`,
@@ -79,8 +81,8 @@ export function batchesPage(): string {
     "batches.js",
     `<h1>Batches</h1>
 <p class="meta" id="note">loading…</p>
-<table class="list" id="batches">
-<thead><tr><th>batch</th><th>progress</th><th>by status</th><th>verified</th><th>spend</th><th>submitted</th></tr></thead>
+<table class="list cards batches" id="batches">
+<thead><tr><th class="c-batch">batch</th><th class="c-progress">progress</th><th class="c-counts">by status</th><th class="c-verified">verified</th><th class="c-spend">spend</th><th class="c-submitted">submitted</th></tr></thead>
 <tbody id="rows"></tbody>
 </table>`,
   );
@@ -93,11 +95,30 @@ export function jobPage(): string {
     "job.js",
     `<section class="jobhead">
 <div id="head"><h1>Job</h1></div>
-<div class="actions"><button id="cancel" class="danger" disabled>Cancel</button><button id="retry" disabled>Retry</button><span class="msg" id="msg"></span><span class="badge" id="live">connecting…</span></div>
+<div class="actions"><button id="cancel" class="danger" disabled aria-disabled="true">Cancel</button><button id="retry" disabled aria-disabled="true">Retry</button><span class="msg" id="msg"></span><span class="badge" id="live">connecting…</span></div>
 </section>
 <div class="totals" id="totals"></div>
 <section id="transcript"></section>
 <section id="diff"></section>`,
+  );
+}
+
+/**
+ * The 404 page of a job or batch id that names nothing (sent with status 404). The id comes from
+ * the URL, so it is bounded, stripped of controls and escaped.
+ */
+export function notFoundPage(what: "job" | "batch", id: string, queueName: string): string {
+  const shown = escapeHtml(safeText(id.slice(0, 200), { oneLine: true }));
+  const list = what === "job" ? "/jobs" : "/batches";
+  return shell(
+    `patchbay · no ${what}`,
+    "",
+    undefined,
+    `<section class="jobhead notfound" data-not-found="${what}">
+<h1>No ${what} <code class="id">${shown}</code></h1>
+<p>There is no ${what} with this id in queue <code>${escapeHtml(queueName)}</code>: it may never have existed, or it was removed after the retention (PATCHBAY_RETENTION_SEC).</p>
+<p><a href="${list}">All ${what === "job" ? "jobs" : "batches"}</a></p>
+</section>`,
   );
 }
 

@@ -8,9 +8,9 @@ import { JobNotFoundError, type JobData, type PatchbayClient } from "../queue/cl
 import { keys } from "../queue/keys.js";
 import type { JobResult } from "../spec.js";
 import { jobDetail } from "./data.js";
-import { jobPage, jobsPage } from "./html.js";
+import { jobPage, jobsPage, notFoundPage } from "./html.js";
 import { BadQuery, listJobsPage, parseJobsQuery } from "./jobs-list.js";
-import { htmlPage } from "./routes-static.js";
+import { htmlPage, sendPage } from "./routes-static.js";
 
 export interface JobsRoutesOptions {
   client: PatchbayClient;
@@ -23,10 +23,26 @@ export const DETAIL_PATCH_MAX = 1024 * 1024;
 
 type ById = { Params: { id: string } };
 
-function pages(app: FastifyInstance): void {
+function pages(app: FastifyInstance, client: PatchbayClient): void {
   app.get("/", (_req, reply) => reply.redirect("/jobs", 302));
   app.get("/jobs", htmlPage(jobsPage()));
-  app.get("/jobs/:id", htmlPage(jobPage()));
+  const page = jobPage();
+  // The page is a shell that fetches the job; an id that names no job is a 404 page saying so.
+  app.get<ById>("/jobs/:id", async (req, reply) =>
+    (await jobExists(client, req.params.id)) ? sendPage(reply, page) : sendPage(reply, notFoundPage("job", req.params.id, client.queueName), 404));
+}
+
+/**
+ * Whether a job's hash exists, whatever its state (by its `timestamp`, which BullMQ writes on add):
+ * the queue's own keys under the same prefix (`meta`, `id`, `events`) are no job.
+ */
+async function jobExists(client: PatchbayClient, id: string): Promise<boolean> {
+  try {
+    return (await client.redis.hexists(client.queue.toKey(id), "timestamp")) === 1;
+  } catch (err) {
+    if (/WRONGTYPE/.test((err as Error).message)) return false; // `id` (a counter), `events` (a stream)
+    throw err;
+  }
 }
 
 function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions): void {
@@ -87,7 +103,7 @@ function actions(app: FastifyInstance, client: PatchbayClient): void {
 }
 
 export const jobsRoutes: FastifyPluginAsync<JobsRoutesOptions> = async (app, opts) => {
-  pages(app);
+  pages(app, opts.client);
   reads(app, opts);
   actions(app, opts.client);
 };

@@ -3,9 +3,12 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { PAGE_CSP, STATIC_ASSETS } from "./html.js";
 
-/** A handler that sends one of the pages (src/web/html.ts) with its CSP, never cached. */
-export const htmlPage = (html: string) => (_req: FastifyRequest, reply: FastifyReply) =>
-  reply.header("Content-Security-Policy", PAGE_CSP).header("Cache-Control", "no-store").type("text/html; charset=utf-8").send(html);
+/** Sends one of the pages (src/web/html.ts) with its CSP, never cached; a 404 page with `code` 404. */
+export const sendPage = (reply: FastifyReply, html: string, code = 200) =>
+  reply.code(code).header("Content-Security-Policy", PAGE_CSP).header("Cache-Control", "no-store").type("text/html; charset=utf-8").send(html);
+
+/** A handler that sends one of the pages. */
+export const htmlPage = (html: string) => (_req: FastifyRequest, reply: FastifyReply) => sendPage(reply, html);
 
 export const staticRoutes: FastifyPluginAsync = async (app) => {
   app.get<{ Params: { name: string } }>("/static/:name", (req, reply) => {

@@ -6,6 +6,14 @@
   var el = PB.el;
   var tbody = document.getElementById("rows");
   var note = document.getElementById("note");
+  // A cell of column `name`: class c-<name> (its width; its label on a narrow screen, data-label).
+  function cell(tr, name, cls, text, title) {
+    var td = el("td", "c-" + name + (cls ? " " + cls : ""), text);
+    td.setAttribute("data-label", name);
+    if (title) td.title = PB.clean(title);
+    tr.appendChild(td);
+    return td;
+  }
   function load() {
     fetch("/api/batches", { credentials: "same-origin" }).then(function (r) {
       if (!r.ok) throw new Error("HTTP " + r.status);
@@ -16,25 +24,23 @@
         var tr = el("tr");
         tr.setAttribute("data-batch-id", b.id);
         var a = el("a", null, b.id); a.href = "/jobs?batch=" + encodeURIComponent(b.id);
-        var td = el("td"); td.appendChild(a);
+        var td = cell(tr, "batch", null, null, b.id); td.appendChild(a);
         if (b.cancelled) { td.appendChild(el("span", null, " ")); td.appendChild(el("span", "badge s-cancelled", "cancelled")); }
-        tr.appendChild(td);
-        td = el("td", "progress");
+        td = cell(tr, "progress", "progress");
         var bar = el("div", "bar"); var fill = el("span");
         fill.style.width = (b.total ? Math.round(100 * b.done / b.total) : 0) + "%";
         bar.appendChild(fill); td.appendChild(bar);
         td.appendChild(el("span", "meta", b.done + " / " + b.total + " done · " + b.running + " running · " + b.waiting + " waiting"));
-        tr.appendChild(td);
-        td = el("td", "counts");
+        td = cell(tr, "counts", "counts");
+        td.setAttribute("data-label", "by status");
         Object.keys(b.byStatus).sort().forEach(function (k) {
           var s = el("a", "badge s-" + k, k + " " + b.byStatus[k]);
           s.href = "/jobs?batch=" + encodeURIComponent(b.id) + "&status=" + encodeURIComponent(k);
           td.appendChild(s); td.appendChild(document.createTextNode(" "));
         });
-        tr.appendChild(td);
-        tr.appendChild(el("td", "num", b.verified + " / " + (b.verified + b.unverified)));
-        tr.appendChild(el("td", "num spend", PB.usd(b.spentUsd) + (b.budgetUsd != null ? " of " + PB.usd(b.budgetUsd) : "")));
-        tr.appendChild(el("td", "num", new Date(b.createdAt).toLocaleString()));
+        cell(tr, "verified", "num", b.verified + " / " + (b.verified + b.unverified));
+        cell(tr, "spend", "num spend", PB.usd(b.spentUsd) + (b.budgetUsd != null ? " of " + PB.usd(b.budgetUsd) : ""));
+        cell(tr, "submitted", "num", new Date(b.createdAt).toLocaleString());
         frag.appendChild(tr);
       });
       tbody.textContent = "";

@@ -20,6 +20,12 @@
   document.title = "patchbay · " + PB.clean(id);
   var lastId = null, es = null, info = null, shownPatch = null;
 
+  // disabled, and said so to assistive technology and in the button's tooltip
+  function able(btn, on, why) {
+    btn.disabled = !on;
+    btn.setAttribute("aria-disabled", on ? "false" : "true");
+    if (on) btn.removeAttribute("title"); else btn.title = why;
+  }
   function field(dl, name, value, cls) {
     var box = el("div");
     box.appendChild(el("dt", null, name));
@@ -46,8 +52,8 @@
     if (j.failedReason) { head.appendChild(el("span", "mark-error", "✗ failed: ")); head.appendChild(PB.block(j.failedReason, "out")); }
     if (j.error) { head.appendChild(el("span", "mark-error", "✗ ")); head.appendChild(PB.block(j.error, "out")); }
     var running = j.state === "active" || j.state === "waiting" || j.state === "delayed" || j.state === "prioritized";
-    cancelBtn.disabled = !running;
-    retryBtn.disabled = running;
+    able(cancelBtn, running, "the job has finished: nothing to cancel");
+    able(retryBtn, !running, "the job is still queued or running");
     head.setAttribute("data-state", j.state);
     head.setAttribute("data-status", j.status || "");
     var files = j.filesChangedTotal != null ? j.filesChangedTotal : j.filesChanged ? j.filesChanged.length : null;
@@ -92,7 +98,7 @@
     es.onerror = function () { live.textContent = "reconnecting…"; };
   }
   function action(name, btn) {
-    btn.disabled = true;
+    able(btn, false, name + " in progress");
     msg.textContent = name + "…";
     fetch(api + "/" + name, { method: "POST", credentials: "same-origin", headers: { "x-patchbay-action": "1" } }).then(function (r) {
       return r.json().catch(function () { return {}; }).then(function (body) {
@@ -104,7 +110,7 @@
       msg.textContent = name + ": " + (body.result || "ok");
       if (name === "retry" && !es) connect();
       return refresh();
-    }).catch(function (err) { msg.textContent = name + " failed: " + err.message; btn.disabled = false; });
+    }).catch(function (err) { msg.textContent = name + " failed: " + err.message; able(btn, true); });
   }
   cancelBtn.addEventListener("click", function () { action("cancel", cancelBtn); });
   retryBtn.addEventListener("click", function () { action("retry", retryBtn); });

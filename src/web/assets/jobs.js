@@ -13,23 +13,32 @@
   var note = document.getElementById("note");
   var pager = document.getElementById("pager");
   function badge(s) { return el("span", "badge s-" + String(s).replace(/[^a-z_]/g, ""), s); }
+  // A cell of column `name`: class c-<name> (its width; its label on a narrow screen, data-label).
+  // A long value is cut with an ellipsis: `title` keeps the whole of it.
+  function cell(tr, name, cls, text, title) {
+    var td = el("td", "c-" + name + (cls ? " " + cls : ""), text);
+    td.setAttribute("data-label", name);
+    if (title) td.title = PB.clean(title);
+    tr.appendChild(td);
+    return td;
+  }
+  function link(text, href) { var a = el("a", null, text); a.href = href; return a; }
+  var SHORT = { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
   function row(j) {
     var tr = el("tr");
     tr.setAttribute("data-job-id", j.id);
-    var a = el("a", null, j.id);
-    a.href = "/jobs/" + encodeURIComponent(j.id);
-    var td = el("td"); td.appendChild(a); tr.appendChild(td);
-    td = el("td"); td.appendChild(badge(j.state)); tr.appendChild(td);
-    td = el("td"); if (j.status) td.appendChild(badge(j.status)); tr.appendChild(td);
-    tr.appendChild(el("td", null, j.model || ""));
-    tr.appendChild(el("td", "num", j.turns == null ? "" : j.turns));
-    tr.appendChild(el("td", "num", j.costUsd == null ? "" : PB.usd(j.costUsd)));
-    tr.appendChild(el("td", "num", j.durationMs == null ? "" : PB.dur(j.durationMs)));
-    td = el("td");
-    if (j.batchId) { var b = el("a", null, j.batchId); b.href = "/jobs?batch=" + encodeURIComponent(j.batchId); td.appendChild(b); }
-    tr.appendChild(td);
-    tr.appendChild(el("td", "num", j.createdAt ? new Date(j.createdAt).toLocaleString() : ""));
-    var task = el("td", "task", j.task || ""); task.title = PB.clean(j.task || ""); tr.appendChild(task);
+    cell(tr, "job", null, null, j.id).appendChild(link(j.id, "/jobs/" + encodeURIComponent(j.id)));
+    cell(tr, "state").appendChild(badge(j.state));
+    var td = cell(tr, "status"); if (j.status) td.appendChild(badge(j.status));
+    cell(tr, "model", null, j.model || "", j.model);
+    cell(tr, "turns", "num", j.turns == null ? "" : j.turns);
+    cell(tr, "cost", "num", j.costUsd == null ? "" : PB.usd(j.costUsd));
+    cell(tr, "duration", "num", j.durationMs == null ? "" : PB.dur(j.durationMs));
+    td = cell(tr, "batch", null, null, j.batchId);
+    if (j.batchId) td.appendChild(link(j.batchId, "/jobs?batch=" + encodeURIComponent(j.batchId)));
+    var at = j.createdAt ? new Date(j.createdAt) : null;
+    cell(tr, "enqueued", "num", at ? at.toLocaleString(undefined, SHORT) : "", at ? at.toLocaleString() : null);
+    cell(tr, "task", "task", j.task || "", j.task || "");
     return tr;
   }
   function load() {
