@@ -1,6 +1,9 @@
-// Makes docs/dashboard-jobs.png and docs/dashboard-job.png: real jobs (a worker process, real
-// sandboxes, the scripted model of the tests) shown by the dashboard in headless Chromium.
+// Makes the dashboard's screenshots in docs/: the jobs list and a job page 1280 px wide
+// (dashboard-jobs.png, dashboard-job.png) and 390 px wide, a phone's (dashboard-jobs-390.png,
+// dashboard-job-390.png): real jobs (a worker process, real sandboxes, the scripted model of the
+// tests) shown by the dashboard in headless Chromium. Run by hand, not by the tests.
 // Usage: npx tsx docs/screenshots.ts   (Docker, redis-server, chromium and dist/ needed)
+import { BatchClient } from "../src/queue/batch.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { startDashboard } from "../src/web/server.js";
 import { launchBrowser } from "../test/support/browser.js";
@@ -27,6 +30,11 @@ try {
   const done = [];
   for (const [i, task] of tasks.entries()) done.push(await client.enqueue({ task, repo: { path: CLAMP }, verify: "python3 -m unittest -q", jobId: `clamp-${i + 1}` }));
   await Promise.all(done.map((id) => client.waitForResult(id, { timeoutMs: 180_000 })));
+  // a batch with a long name and a dated model id: the list cuts both with an ellipsis
+  const batches = new BatchClient(client);
+  const sweep = [1, 2].map((i) => ({ task: `Fix clamp() (sweep line ${i}).`, repo: { path: CLAMP }, verify: "python3 -m unittest -q", model: "claude-sonnet-4-5-20250929" }));
+  const { batchId } = await batches.submit(sweep, { name: "nightly-regression-sweep-2026-12-01.clamp" });
+  await batches.wait(batchId);
   const cancelled = await client.enqueue({ task: "A long-running job that was cancelled.", repo: { path: CLAMP }, jobId: "long-running-1" });
   while ((await client.status(cancelled)).state !== "active") await new Promise((r) => setTimeout(r, 200));
   await client.cancel(cancelled);
@@ -48,7 +56,17 @@ try {
   await page.waitForTimeout(300);
   await page.setViewportSize({ width: 1280, height: await page.evaluate(() => document.documentElement.scrollHeight) });
   await page.screenshot({ path: `${OUT}dashboard-job.png`, fullPage: true });
-  console.log(`wrote ${OUT}dashboard-jobs.png and ${OUT}dashboard-job.png`);
+
+  // a phone: the list as cards, a job page's first screen
+  const phone = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1 });
+  await phone.goto(`${dash.url}/jobs`);
+  await phone.locator('tr[data-job-id="clamp-1"]').waitFor();
+  await phone.screenshot({ path: `${OUT}dashboard-jobs-390.png` });
+  await phone.goto(`${dash.url}/jobs/clamp-1`);
+  await phone.locator("#diff pre.diff").waitFor();
+  await phone.locator("#live", { hasText: "finished" }).waitFor();
+  await phone.screenshot({ path: `${OUT}dashboard-job-390.png` });
+  console.log(`wrote ${["dashboard-jobs.png", "dashboard-job.png", "dashboard-jobs-390.png", "dashboard-job-390.png"].map((f) => OUT + f).join(", ")}`);
 } finally {
   await browser.close();
   await dash.close();
