@@ -8,6 +8,8 @@ import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout
 export const DEFAULT_IMAGE = "patchbay-sandbox:latest";
 // claude-sonnet-4-5 reaches end of life on 2026-11-30 (the SDK warns); Sonnet 5.5 is the current Sonnet.
 export const DEFAULT_MODEL = "claude-sonnet-5-5";
+export const DEFAULT_QUEUE = "patchbay";
+export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 
 // OpenTelemetry's standard variables (src/config-otel.ts, src/telemetry.ts): traces go out over
 // OTLP/HTTP (protobuf) only when an endpoint is set. The headers may hold secrets.

@@ -154,4 +154,33 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     });
   });
 
+  describe("hints carry the queue and the Redis", () => {
+    it("run --queue Q: the no-worker hint and the Ctrl-C hints name --queue and --redis-url", async () => {
+      const out = join(dir(), "out");
+      const p = spawnPatchbay(["run", "--repo", CLAMP, "--task", "waits", "--queue", "q-hint", "--redis-url", redis.url, "--out", out]);
+      await p.waitFor(/start one with: /);
+      expect(p.out().stderr).toContain(`start one with: npx patchbay worker --queue q-hint --redis-url ${redis.url}`);
+      p.proc.kill("SIGINT");
+      expect(await p.exited).toBe(130);
+      const id = /job (\S+) enqueued/.exec(p.out().stderr)![1];
+      expect(p.out().stderr).toContain(`follow it: patchbay watch ${id} --queue q-hint --redis-url ${redis.url}`);
+      expect(p.out().stderr).toContain(`stop it: patchbay cancel ${id} --queue q-hint --redis-url ${redis.url}`);
+    });
+
+    it("the library's no-worker warning names the queue's flags", async () => {
+      const c = client("q-hint-lib");
+      const id = await c.enqueue({ task: "waits", repo: { path: CLAMP } });
+      const warned = new Promise<Error>((resolve) => {
+        const on = (w: Error & { code?: string }) => w.code === "PATCHBAY_NO_WORKER" && (process.off("warning", on), resolve(w));
+        process.on("warning", on);
+      });
+      const ctl = new AbortController();
+      const waiting = c.waitForResult(id, { signal: ctl.signal }).catch(() => {});
+      const w = await warned;
+      ctl.abort();
+      await waiting;
+      expect(w.message).toContain(`(npx patchbay worker --queue q-hint-lib --redis-url ${redis.url})`);
+    });
+  });
+
 });

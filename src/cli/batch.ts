@@ -155,7 +155,7 @@ function interrupted(): { signal: AbortSignal; remove(): void } {
 /** Waits with progress on stderr, writes DIR when asked, returns the exit code. */
 async function waitAndReport(b: BatchClient, c: PatchbayClient, batchId: string, values: Values, out?: string): Promise<number> {
   await b.status(batchId); // unknown batch: fail at once
-  if (!(await c.hasWorker())) process.stderr.write(`patchbay: no worker is running on queue '${c.queueName}' yet; start one with: npx patchbay worker\n`);
+  if (!(await c.hasWorker())) process.stderr.write(`patchbay: no worker is running on queue '${c.queueName}' yet; start one with: npx patchbay worker${c.hintFlags()}\n`);
   const view = new ProgressView(process.stderr);
   const intr = interrupted();
   let st: BatchStatus;
@@ -163,7 +163,7 @@ async function waitAndReport(b: BatchClient, c: PatchbayClient, batchId: string,
     st = await b.wait(batchId, { signal: intr.signal, onProgress: (p) => view.update(p) });
   } catch (err) {
     if (!intr.signal.aborted) throw err;
-    process.stderr.write(`\npatchbay: ${String(intr.signal.reason)}: stopped waiting; batch ${batchId} keeps running (patchbay batch status ${batchId}; patchbay batch cancel ${batchId})\n`);
+    process.stderr.write(`\npatchbay: ${String(intr.signal.reason)}: stopped waiting; batch ${batchId} keeps running (patchbay batch status ${batchId}${c.hintFlags()}; patchbay batch cancel ${batchId}${c.hintFlags()})\n`);
     return 130;
   } finally {
     intr.remove();

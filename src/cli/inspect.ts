@@ -60,7 +60,7 @@ ${CONNECTION_USAGE}`,
       const id = positionals[0]!;
       const r = await finalResult(c, id);
       if (!r) {
-        process.stderr.write(`patchbay: job ${id} has not finished yet (patchbay watch ${id})\n`);
+        process.stderr.write(`patchbay: job ${id} has not finished yet (patchbay watch ${id}${c.hintFlags()})\n`);
         return 1;
       }
       if (values.out !== undefined) process.stderr.write(`patchbay: wrote ${await writeOut(c, id, r, resolve(String(values.out)))}\n`);

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { defaults, loadConfig, type Config } from "../config.js";
 import { recordFinished } from "./batch-index.js";
+import { hintFlags } from "./hints.js";
 import { keys, redisOptions } from "./keys.js";
 import { jobOptions, prepareSpecs } from "./prepare.js";
 import { PatchGoneError } from "./result-bounds.js";
@@ -139,6 +140,8 @@ export class PatchbayClient {
   readonly queue: Queue<JobData, JobResult>;
   readonly redis: Redis;
   readonly queueName: string;
+  /** The Redis it talks to (for hints that name it). */
+  readonly redisUrl: string;
   /** How long Redis keeps what the client writes for a job or batch (PATCHBAY_RETENTION_SEC). */
   readonly retentionSec: number;
   private readonly k: ReturnType<typeof keys>;
@@ -149,8 +152,9 @@ export class PatchbayClient {
     checkClientOptions(opts);
     const config = opts.config ?? loadConfig();
     this.queueName = opts.queueName ?? config.queueName;
+    this.redisUrl = opts.redisUrl ?? config.redisUrl;
     this.retentionSec = config.retentionSec;
-    this.redis = this.connection(new Redis(opts.redisUrl ?? config.redisUrl, { ...redisOptions, ...(opts.connectionName ? { connectionName: opts.connectionName } : {}) }));
+    this.redis = this.connection(new Redis(this.redisUrl, { ...redisOptions, ...(opts.connectionName ? { connectionName: opts.connectionName } : {}) }));
     this.queue = new Queue<JobData, JobResult>(this.queueName, { connection: this.redis });
     this.queue.on("error", () => {}); // the same outage, already surfaced as failed commands
     this.k = keys(this.queueName);
@@ -278,8 +282,13 @@ export class PatchbayClient {
   private async warnIfNoWorker(id: string, signal: AbortSignal): Promise<void> {
     const alive = await Promise.race([this.hasWorker().catch(() => true), sleep(5000, true, { signal }).catch(() => true)]);
     if (!alive && !signal.aborted) {
-      process.emitWarning(`no worker is listening on queue '${this.queueName}': job ${id} waits until one starts (npx patchbay worker)`, { code: "PATCHBAY_NO_WORKER" });
+      process.emitWarning(`no worker is listening on queue '${this.queueName}': job ${id} waits until one starts (npx patchbay worker${this.hintFlags()})`, { code: "PATCHBAY_NO_WORKER" });
     }
+  }
+
+  /** ` --queue Q` and ` --redis-url U` where they are not the defaults: what a printed command needs to reach this queue. */
+  hintFlags(): string {
+    return hintFlags(this.queueName, this.redisUrl);
   }
 
   /**
