@@ -104,6 +104,8 @@ const Env = z.object({
   /** A git-credentials store (`https://user:token@host` lines, mode 0600) for host-side clones. */
   PATCHBAY_GIT_CREDENTIALS: z.string().min(1).optional(),
   ANTHROPIC_API_KEY: z.string().optional(),
+  /** The SDK's other credential (a bearer token): a worker with neither it nor a key (nor an SDK profile) takes no jobs. */
+  ANTHROPIC_AUTH_TOKEN: z.string().optional(),
   ANTHROPIC_BASE_URL: z.string().optional(),
   /** Set: the CLI prints an error's stack. */
   PATCHBAY_DEBUG: z.string().optional(),
@@ -259,6 +261,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     gitCredentials: e.PATCHBAY_GIT_CREDENTIALS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
+    anthropicAuthToken: e.ANTHROPIC_AUTH_TOKEN || undefined,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
     debug: debugWanted(env),
     engine: engineEnv(env),

@@ -154,6 +154,21 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     });
   });
 
+  it("a worker without Anthropic credentials warns at start and takes no job until it has some", async () => {
+    const q = "q-no-credentials";
+    const e = await pb(q, ["enqueue", "--repo", CLAMP, "--task", "needs a model"]);
+    const id = e.stdout.trim();
+    const sdkDir = dir(); // no SDK profile either
+    const w = startWorkerProc({ ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: q, ANTHROPIC_API_KEY: "", ANTHROPIC_AUTH_TOKEN: "", ANTHROPIC_PROFILE: "", ANTHROPIC_CONFIG_DIR: sdkDir, ANTHROPIC_BASE_URL: fake.url });
+    try {
+      await w.waitFor(new RegExp(`ready: queue ${q}, concurrency \\d+ \\(paused until healthy\\)`));
+      expect(w.log()).toMatch(/WARN unhealthy: no Anthropic credentials: set ANTHROPIC_API_KEY \(or ANTHROPIC_AUTH_TOKEN, or an SDK profile\) where the worker runs; paused, taking no jobs/);
+      expect((await client(q).status(id)).state).toBe("waiting");
+    } finally {
+      await w.stop("SIGTERM");
+    }
+  });
+
   describe("hints carry the queue and the Redis", () => {
     it("run --queue Q: the no-worker hint and the Ctrl-C hints name --queue and --redis-url", async () => {
       const out = join(dir(), "out");

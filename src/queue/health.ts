@@ -1,9 +1,10 @@
-// A worker only takes jobs it can run. Its engine (docker ping) and the sandbox image (inspect)
-// are checked at start and before each job; while either fails the worker is paused (it takes no
+// A worker only takes jobs it can run. Its engine (docker ping), the sandbox image (inspect) and the
+// model's credentials (an API key, an auth token or an SDK profile) are checked at start and before each job; while either fails the worker is paused (it takes no
 // jobs), checks again with backoff, and resumes by itself. A job it already holds goes back to the
 // queue without counting an attempt. The API's 429/529 throttle the queue instead of failing jobs.
+import { loadConfig as sdkProfile } from "@anthropic-ai/sdk/lib/credentials";
 import { DelayedError, type Job } from "bullmq";
-import { defaults } from "../config.js";
+import { defaults, type Config } from "../config.js";
 import type { ModelError } from "../agent/model.js";
 import type { Log } from "../log.js";
 import type { SandboxRuntime } from "../runtime/types.js";
@@ -17,6 +18,26 @@ const within = <T>(p: Promise<T>, ms: number, what: string) => withTimeout(p, ms
 export async function checkEngine(runtime: SandboxRuntime, image: string, timeoutMs: number): Promise<Health> {
   const reason = await within(runtime.health(image, timeoutMs), 2 * timeoutMs + 1000, "the sandbox backend").catch((err: Error) => err.message);
   return reason === undefined ? { ok: true } : { ok: false, reason };
+}
+
+/**
+ * Whether the worker has credentials for the model: ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, or a
+ * profile the SDK finds (ANTHROPIC_PROFILE, federation variables, the active profile on disk). A
+ * worker without any would take each job only to fail it with the SDK's error; it waits instead,
+ * and a profile written meanwhile is found at the next check.
+ */
+export async function checkCredentials(config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken">): Promise<Health> {
+  if (config.anthropicApiKey || config.anthropicAuthToken) return { ok: true };
+  const profile = await sdkProfile().catch((err: Error) => err);
+  if (profile instanceof Error) return { ok: false, reason: `the Anthropic SDK's profile cannot be read (${profile.message})` };
+  if (profile) return { ok: true };
+  return { ok: false, reason: "no Anthropic credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN, or an SDK profile) where the worker runs" };
+}
+
+/** A worker's whole check: credentials (unless it was given its own model), then the engine and the image. */
+export async function checkWorker(runtime: SandboxRuntime, config: Config, ownModel: boolean): Promise<Health> {
+  const creds = ownModel ? ({ ok: true } as const) : await checkCredentials(config);
+  return creds.ok ? checkEngine(runtime, config.image, config.healthTimeoutMs) : creds;
 }
 
 export interface HealthGateOptions {

@@ -9,7 +9,7 @@ import { Redis } from "ioredis";
 import { defaults, loadConfig, type Config } from "../config.js";
 import type { Model } from "../agent/model.js";
 import { batchHooks } from "./batch-index.js";
-import { checkEngine, HealthGate } from "./health.js";
+import { checkWorker, HealthGate } from "./health.js";
 import { prepareSandbox } from "../job/repo.js";
 import { keys, redisOptions } from "./keys.js";
 import { workerLogger, type Log, type LogFormat } from "../log.js";
@@ -72,11 +72,11 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const heartbeat = await startHeartbeat(redis, k.heartbeat(id), config.heartbeatEveryMs);
   const deployment = await deploymentId(redis, k);
   const labels = { [LABEL.queue]: queueName, [LABEL.redis]: deployment };
-  // Health (src/queue/health.ts): the engine and the sandbox image, at start and before each job. While
+  // Health (src/queue/health.ts): the credentials, the engine and the sandbox image, at start and before each job. While
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
   const health = new HealthGate({
-    check: () => checkEngine(runtime, config.image, config.healthTimeoutMs),
+    check: () => checkWorker(runtime, config, opts.model !== undefined),
     minMs: config.healthMinMs,
     maxMs: config.healthMaxMs,
     log,
