@@ -75,6 +75,9 @@ async function cliTelemetry() {
   return t.enabled ? (await import("./telemetry.js")).startTelemetry(t) : undefined;
 }
 
+// Warnings (an unknown model id, PATCHBAY_UNKNOWN_MODEL) as the CLI's own lines, not Node's "(node:123) Warning:".
+process.removeAllListeners("warning");
+process.on("warning", (w) => process.stderr.write(`patchbay: warning: ${w.message}\n`));
 export async function main(argv: string[]): Promise<number> {
   const [first, second] = argv;
   if (first === "--version" || first === "-V" || first === "version") {

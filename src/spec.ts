@@ -312,7 +312,12 @@ export const JobResult = z.object({
   stopReason: z.string().nullable(),
   turns: nonNegInt(),
   usage: Usage,
+  /** USD, by the model's price; 0 for a model whose price is unknown (`priceUnknown`). */
   costUsd: nonNegNumber(),
+  /** The model id the job ran with (its spec's, else the worker's default). */
+  model: z.string().optional(),
+  /** Set when the model's price is unknown: `costUsd` counts nothing (not a guess). */
+  priceUnknown: z.literal(true).optional(),
   timings: z.object({
     queuedMs: nonNegNumber(),
     sandboxMs: nonNegNumber(),

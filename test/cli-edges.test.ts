@@ -198,4 +198,19 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     });
   });
 
+  it("an unknown model id: a warning at enqueue, the model in the result, its cost unknown, and a USD budget on it refused", async () => {
+    const env = { ...LOCAL_WORKER_ENV, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" };
+    const e = await pb("q-model", ["enqueue", "--repo", CLAMP, "--task", "t", "--model", "claude-sonet-4-5"]);
+    expect(e.code, e.stderr).toBe(0);
+    expect(e.stderr).toMatch(/^patchbay: warning: model 'claude-sonet-4-5' is not one this version of patchbay knows .*its cost is unknown/m);
+    expect(e.stderr).not.toMatch(/\(node:\d+\)/);
+    const known = await pb("q-model", ["enqueue", "--repo", CLAMP, "--task", "t", "--model", "claude-haiku-4-5-20251001"]);
+    expect(known.stderr).not.toMatch(/warning/);
+    const spec = join(dir(), "spec.json");
+    writeFileSync(spec, JSON.stringify({ model: "claude-made-up-1", budget: { usd: 1 } }));
+    const budget = await pb("q-model", ["enqueue", "--spec", spec, "--repo", CLAMP, "--task", "t"]);
+    expect(budget.code).toBe(2);
+    expect(budget.stderr).toMatch(/invalid JobSpec: budget\.usd: the price of model 'claude-made-up-1' is unknown, so a USD budget cannot be held/);
+  });
+
 });

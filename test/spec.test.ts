@@ -13,7 +13,7 @@ import {
   type JobSpec,
   type Usage,
 } from "../src/spec.js";
-import { DEFAULT_PRICE, PRICES, costUsd, pricePrefix, priceFor } from "../src/agent/prices.js";
+import { PRICES, SDK_MODELS, costUsd, pricePrefix, priceFor, priceKnown, unknownModelWarning } from "../src/agent/prices.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
 const minimal = { task: "fix the failing test", repo: { path: "/tmp/repo" } };
@@ -342,12 +342,16 @@ describe("prices", () => {
     expect(priceFor("us.anthropic.claude-haiku-4-5-20251001-v1:0")).toMatchObject({ input: 1, output: 5 });
   });
 
-  it("unknown models get the most expensive known price", () => {
+  it("a model with no price is priced as unknown, not guessed; unknown ids are told apart from the SDK's", () => {
     expect(pricePrefix("gpt-4o")).toBeNull();
-    expect(priceFor("gpt-4o")).toEqual(DEFAULT_PRICE);
-    expect(priceFor("claude-future-9")).toEqual(DEFAULT_PRICE);
-    expect(DEFAULT_PRICE).toMatchObject({ input: 15, output: 75, cacheWrite: 18.75, cacheRead: 1.5 });
-    for (const p of Object.values(PRICES)) expect(p.output).toBeLessThanOrEqual(DEFAULT_PRICE.output);
-    expect(costUsd("mystery-model", u(1_000_000, 1_000_000, 0, 0))).toBe(90);
+    expect(priceFor("gpt-4o")).toBeNull();
+    expect(priceFor("claude-future-9")).toBeNull();
+    expect(priceKnown("claude-future-9")).toBe(false);
+    expect(costUsd("mystery-model", u(1_000_000, 1_000_000, 0, 0))).toBe(0);
+    // Every id the SDK names is known (no warning), priced or not; a made-up one is not.
+    for (const m of SDK_MODELS) expect(unknownModelWarning(m), m).toBeUndefined();
+    expect(unknownModelWarning("claude-sonnet-4-5-20250929")).toBeUndefined();
+    expect(unknownModelWarning("us.anthropic.claude-haiku-4-5-20251001-v1:0")).toBeUndefined();
+    expect(unknownModelWarning("claude-sonet-4-5")).toMatch(/^model 'claude-sonet-4-5' is not one this version of patchbay knows .*its cost is unknown/);
   });
 });

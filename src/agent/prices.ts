@@ -1,9 +1,25 @@
 // Model prices, USD per million tokens. Cache writes are 5-minute writes (1.25× input), cache reads
 // are 0.1× input. Model ids are matched by prefix, longest prefix first, so dated ids and aliases
-// (claude-sonnet-4-5-20250929, claude-3-5-haiku-latest) find their family. An unknown model is
-// priced as the most expensive known one: a budget should stop a job early, never late.
+// (claude-sonnet-4-5-20250929, claude-3-5-haiku-latest) find their family. A model with no price
+// here is priced as unknown, not guessed: its cost counts 0 and the result says `priceUnknown`; a
+// USD budget cannot hold it, so such a spec is refused at enqueue (src/queue/client.ts).
 // (Long-context surcharges above 200K input tokens are not modelled.)
+import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../spec.js";
+
+/** The ids the SDK names (its Model type), every one: a newer SDK with a new id fails to compile until it is added here. */
+export const SDK_MODELS = [
+  "claude-fable-5-2", "claude-mythos-5-2", "claude-haiku-5-5", "claude-sonnet-5-5", "claude-fable-5-1", "claude-opus-5-5", "claude-mythos-5-1",
+  "claude-sonnet-5", "claude-fable-5", "claude-mythos-5", "claude-opus-5", "claude-opus-4-8", "claude-opus-4-7", "claude-mythos-preview",
+  "claude-opus-4-6", "claude-sonnet-4-6", "claude-haiku-4-5", "claude-haiku-4-5-20251001", "claude-opus-4-5", "claude-opus-4-5-20251101",
+  "claude-sonnet-4-5", "claude-sonnet-4-5-20250929",
+] as const satisfies readonly SdkModel[];
+type SdkModel = Anthropic.Model;
+type Literal<T> = T extends string ? (string extends T ? never : T) : never;
+type Unlisted = Exclude<Literal<SdkModel>, (typeof SDK_MODELS)[number]>;
+// A compile-time check: `true` fits only while every id of the SDK's type is in SDK_MODELS.
+const sdkModelsComplete: [Unlisted] extends [never] ? true : Unlisted = true;
+void sdkModelsComplete;
 
 export interface ModelPrice {
   input: number;
@@ -37,9 +53,6 @@ export const PRICES: Readonly<Record<string, ModelPrice>> = Object.freeze({
   "claude-3-haiku": price(0.25, 1.25, 0.3, 0.03), // the one exception: Anthropic lists $0.30 writes
 });
 
-/** The most expensive known price, for models not in the table. */
-export const DEFAULT_PRICE: ModelPrice = Object.values(PRICES).reduce((a, b) => (b.output > a.output ? b : a));
-
 // Longest first, so "claude-opus-4-5" wins over "claude-opus-4".
 const PREFIXES = Object.keys(PRICES).sort((a, b) => b.length - a.length);
 
@@ -49,18 +62,41 @@ export function pricePrefix(model: string): string | null {
   return PREFIXES.find((p) => id.startsWith(p)) ?? null;
 }
 
-export function priceFor(model: string): ModelPrice {
+/** The model's price, or null when it has none here (its cost is unknown). */
+export function priceFor(model: string): ModelPrice | null {
   const p = pricePrefix(model);
-  return p === null ? DEFAULT_PRICE : PRICES[p]!;
+  return p === null ? null : PRICES[p]!;
+}
+
+/** Whether the model's cost can be counted (a price here), so a USD budget can hold it. */
+export const priceKnown = (model: string): boolean => pricePrefix(model) !== null;
+
+/** Whether patchbay knows the id: the SDK names it (or a dated or Bedrock-style form of one), or it has a price here. */
+export function knownModel(model: string): boolean {
+  const id = model.trim().toLowerCase().replace(/^(?:[a-z]+\.)?anthropic\./, "");
+  return priceKnown(id) || SDK_MODELS.some((m) => id === m || id.startsWith(`${m}-`) || id.startsWith(`${m}@`));
+}
+
+/** Why a model id is worth a warning (unknown to this version), or undefined. */
+export function unknownModelWarning(model: string): string | undefined {
+  if (knownModel(model)) return undefined;
+  return `model '${model.slice(0, 100)}' is not one this version of patchbay knows (the SDK's ids and the priced families, e.g. ${SDK_MODELS.slice(0, 3).join(", ")}): it is sent as it is, and its cost is unknown (costUsd 0, priceUnknown in the result)`;
+}
+
+/** Why a USD budget cannot hold this model (its price is unknown), or undefined. */
+export function usdBudgetProblem(model: string, usd: number | undefined): string | undefined {
+  if (usd === undefined || priceKnown(model)) return undefined;
+  return `budget.usd: the price of model '${model.slice(0, 100)}' is unknown, so a USD budget cannot be held; set budget.inputTokens or budget.outputTokens instead, or a model with a known price`;
 }
 
 /**
- * Cost of `usage` in USD. Every price is a whole number of cents per million tokens, so the sum is
- * computed exactly in integers and divided once: the result is the correctly rounded double, and
- * totals do not drift with float error.
+ * Cost of `usage` in USD; 0 for a model whose price is unknown (priceKnown). Every price is a whole
+ * number of cents per million tokens, so the sum is computed exactly in integers and divided once:
+ * the result is the correctly rounded double, and totals do not drift with float error.
  */
 export function costUsd(model: string, usage: Usage): number {
   const p = priceFor(model);
+  if (p === null) return 0;
   const cents = (usd: number) => Math.round(usd * 100);
   const centTokens =
     usage.inputTokens * cents(p.input) +

@@ -2,11 +2,18 @@
 // early (cancelled while queued, stopped in setup, a failure that is the job's own) and which
 // failures those are: the rest are thrown for the queue to retry.
 import type { LoopOutcome } from "../agent/loop.js";
+import { priceKnown } from "../agent/prices.js";
 import type { EgressSession } from "../net/proxy.js";
 import { emptyResult, finishedEvent, type JobResult, type JobStatus } from "../spec.js";
 import type { JobContext } from "./context.js";
 import type { PatchResult } from "./patch.js";
 import { pointSpan, resultAttrs } from "../trace.js";
+
+/** Which model the job ran with, and whether its cost could be counted. */
+function modelOf(ctx: JobContext): Pick<JobResult, "model" | "priceUnknown"> {
+  const model = ctx.spec.model ?? ctx.config.model;
+  return { model, ...(priceKnown(model) ? {} : { priceUnknown: true as const }) };
+}
 
 export interface Timings {
   sandboxMs: number;
@@ -26,6 +33,7 @@ export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchR
     turns: outcome.turns,
     usage: outcome.usage,
     costUsd: outcome.costUsd,
+    ...modelOf(ctx),
     timings: { queuedMs: ctx.opts.queuedMs ?? 0, ...o.timings, totalMs: ctx.elapsed() },
     ...(outcome.error ? { error: outcome.error } : {}),
     ...(outcome.summary ? { summary: outcome.summary } : {}),
@@ -40,7 +48,7 @@ export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchR
 
 /** An attempt that ended before its agent ran: no patch, no usage, and why. */
 export function endedEarly(ctx: JobContext, status: JobStatus, error: string, egress?: EgressSession): JobResult {
-  const result = emptyResult(status, error, { timings: { queuedMs: ctx.opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ctx.elapsed() }, jobId: ctx.jobId, attempt: ctx.attempt, ...(egress ? { egress: { ...egress.stats } } : {}) });
+  const result = emptyResult(status, error, { ...modelOf(ctx), timings: { queuedMs: ctx.opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ctx.elapsed() }, jobId: ctx.jobId, attempt: ctx.attempt, ...(egress ? { egress: { ...egress.stats } } : {}) });
   ctx.emit(finishedEvent(result));
   pointSpan("patchbay.result", resultAttrs(result));
   return result;

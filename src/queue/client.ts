@@ -13,6 +13,7 @@ import { jobOptions, prepareSpecs } from "./prepare.js";
 import { PatchGoneError } from "./result-bounds.js";
 import { recordCancelled, withStoredPatch, type BullKeys } from "./result-record.js";
 import { JobSpecError, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
+import { unknownModelWarning, usdBudgetProblem } from "../agent/prices.js";
 import { specHash } from "../spec-hash.js";
 import { enqueueSpans, type TraceCarrier } from "../trace.js";
 import { kinded, PatchbayError } from "../errors.js";
@@ -145,6 +146,8 @@ export class PatchbayClient {
   /** How long Redis keeps what the client writes for a job or batch (PATCHBAY_RETENTION_SEC). */
   readonly retentionSec: number;
   private readonly k: ReturnType<typeof keys>;
+  /** The model a spec without one is taken to run with (the workers' default is the same setting, PATCHBAY_MODEL). */
+  private readonly defaultModel: string;
   private readonly conns = new Set<Redis>();
   private busy = 0;
 
@@ -154,6 +157,7 @@ export class PatchbayClient {
     this.queueName = opts.queueName ?? config.queueName;
     this.redisUrl = opts.redisUrl ?? config.redisUrl;
     this.retentionSec = config.retentionSec;
+    this.defaultModel = config.model;
     this.redis = this.connection(new Redis(this.redisUrl, { ...redisOptions, ...(opts.connectionName ? { connectionName: opts.connectionName } : {}) }));
     this.queue = new Queue<JobData, JobResult>(this.queueName, { connection: this.redis });
     this.queue.on("error", () => {}); // the same outage, already surfaced as failed commands
@@ -170,6 +174,7 @@ export class PatchbayClient {
     let specs: JobSpec[];
     try {
       specs = prepareSpecs(inputs);
+      this.checkModels(specs);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -181,6 +186,21 @@ export class PatchbayClient {
       const ids = await enqueueSpans(this.queueName, specs.length, add);
       await this.checkJobIds(specs); // a racing enqueue of the same id with another spec
       return ids;
+    });
+  }
+
+  /**
+   * A model id this version does not know is sent as it is, with a warning (PATCHBAY_UNKNOWN_MODEL);
+   * a USD budget on a model whose price is unknown cannot be held, so that spec is refused.
+   */
+  private checkModels(specs: JobSpec[]): void {
+    const warned = new Set<string>();
+    specs.forEach((spec, i) => {
+      const problem = usdBudgetProblem(spec.model ?? this.defaultModel, spec.budget?.usd);
+      if (problem) throw new JobSpecError(`${specs.length > 1 ? `spec #${i + 1}: ` : ""}invalid JobSpec: ${problem}`);
+      const warning = spec.model === undefined || warned.has(spec.model) ? undefined : unknownModelWarning(spec.model);
+      if (warning) process.emitWarning(warning, { code: "PATCHBAY_UNKNOWN_MODEL" });
+      if (spec.model !== undefined) warned.add(spec.model);
     });
   }
 
