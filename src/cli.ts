@@ -6,6 +6,7 @@ import { parseArgs } from "node:util";
 import { adminCommands } from "./cli/admin.js";
 import { debugWanted, loadConfig, telemetryConfig, type Config } from "./config.js";
 import { EXIT, UsageError, type Command, type Values } from "./cli/command.js";
+import { suggest } from "./suggest.js";
 import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
 import { batchCommands } from "./cli/batch.js";
@@ -37,7 +38,7 @@ Usage: patchbay <command> [options]      (patchbay <command> --help for details)
 Commands:
 ${commandLines()}
 
-Options: --help, -h (also after a command), --version, -V. Commands that use Redis take
+Options: --help, -h (also after a command), --version, -V, -v. Commands that use Redis take
 --queue NAME and --redis-url URL.
 Exit status: 0 ok; 1 failure (a job failed, an unknown job id, Redis unreachable); 2 usage
 error. run, watch and batch wait: 3 verify_failed, 4 budget_exceeded / max_turns / timeout,
@@ -58,13 +59,14 @@ function parse(cmd: Command, name: string, args: string[]): { values: Values; po
   try {
     parsed = parseArgs({ args, options: { ...cmd.options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new UsageError((err as Error).message.replace(/\. To specify a positional argument.*$/s, ""));
+    throw new UsageError(didYouMean((err as Error).message.replace(/\. To specify a positional argument.*$/s, ""), Object.keys(cmd.options ?? {})));
   }
   if (parsed.values.help) return parsed;
   const p = cmd.positionals;
   const n = parsed.positionals.length;
   if (!p && n) throw new UsageError(`unexpected argument '${parsed.positionals[0]}'`);
-  if (p && n < p.min) throw new UsageError(`missing <${p.name}>${name === "list" ? "" : " (patchbay list shows job ids)"}`);
+  const where = { jobId: " (patchbay list shows job ids)", batch: " (patchbay batch list shows batch ids)" }[p?.name ?? ""] ?? "";
+  if (p && n < p.min) throw new UsageError(`missing <${p.name}>${where}`);
   if (p?.max !== undefined && n > p.max) throw new UsageError(`takes ${p.max === 1 ? "one" : p.max} <${p.name}>, got ${n}`);
   return parsed;
 }
@@ -75,12 +77,20 @@ async function cliTelemetry() {
   return t.enabled ? (await import("./telemetry.js")).startTelemetry(t) : undefined;
 }
 
+/** parseArgs' "Unknown option '--verfiy'" with the flag it probably meant. */
+function didYouMean(message: string, flags: string[]): string {
+  const m = /^Unknown option '--([^']+)'/.exec(message);
+  const hint = m ? suggest(m[1]!, [...flags, "help"]) : undefined;
+  return hint ? `${message} (did you mean --${hint}?)` : message;
+}
+
 // Warnings (an unknown model id, PATCHBAY_UNKNOWN_MODEL) as the CLI's own lines, not Node's "(node:123) Warning:".
 process.removeAllListeners("warning");
 process.on("warning", (w) => process.stderr.write(`patchbay: warning: ${w.message}\n`));
+
 export async function main(argv: string[]): Promise<number> {
   const [first, second] = argv;
-  if (first === "--version" || first === "-V" || first === "version") {
+  if (first === "--version" || first === "-V" || first === "-v" || first === "version") {
     console.log(version());
     return EXIT.ok;
   }

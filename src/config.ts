@@ -28,8 +28,9 @@ const OTEL_ENV = {
 };
 
 const Env = z.object({
-  REDIS_URL: z.string().default("redis://127.0.0.1:6379"),
-  PATCHBAY_QUEUE: z.string().min(1).default("patchbay"),
+  // ioredis reads anything but redis:// and rediss:// as a socket path (http://… fails with ENOENT).
+  REDIS_URL: z.string().regex(/^rediss?:\/\/\S*$/i, { error: (iss) => `must be a redis:// or rediss:// URL (redis://HOST:PORT), not '${String(iss.input).slice(0, 80)}'` }).default(DEFAULT_REDIS_URL),
+  PATCHBAY_QUEUE: z.string().min(1).default(DEFAULT_QUEUE),
   PATCHBAY_IMAGE: z.string().min(1).default(DEFAULT_IMAGE),
   PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),
   PATCHBAY_CONCURRENCY: z.coerce.number().int().positive().default(2),

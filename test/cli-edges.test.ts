@@ -87,12 +87,15 @@ describe("the rough edges, through the CLI and the library", () => {
     const e = await pb(q, ["enqueue", "--repo", CLAMP, "--task", "never taken"]);
     expect(e.code, e.stderr).toBe(0);
     const id = e.stdout.trim();
+    expect(e.stderr).toContain(`patchbay: next: patchbay watch ${id} --queue ${q} --redis-url ${redis.url}`);
     const c = await pb(q, ["cancel", id]);
     expect(c.code, c.stderr).toBe(0);
     const st = await pb(q, ["status", id, "--json"]);
-    expect(JSON.parse(st.stdout)[0]).toMatchObject({ id, state: "completed", resultStatus: "cancelled" });
+    expect(JSON.parse(st.stdout)[0]).toMatchObject({ id, outcome: "cancelled", resultStatus: "cancelled", error: "the job was cancelled before it started" });
+    expect((await pb(q, ["status", id])).stdout).toBe(`${id}\tcancelled\tthe job was cancelled before it started\n`);
     const list = await pb(q, ["list", "--json"]);
-    expect(JSON.parse(list.stdout).find((j: { id: string }) => j.id === id)).toMatchObject({ state: "completed", resultStatus: "cancelled" });
+    expect(JSON.parse(list.stdout).find((j: { id: string }) => j.id === id)).toMatchObject({ outcome: "cancelled" });
+    expect((await pb(q, ["list"])).stdout).toMatch(new RegExp(`^${id}\\s+cancelled\\s`, "m"));
     const res = await pb(q, ["result", id, "--json"]);
     expect(res.code).toBe(1); // it did not complete
     expect(JSON.parse(res.stdout)).toMatchObject({ status: "cancelled", jobId: id });
@@ -198,6 +201,52 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     });
   });
 
+  it("run --local runs the job here as a worker would: the same result, transcript, files and exit code as run through a worker", async () => {
+    const q = "q-local-vs-worker";
+    const env = { ...LOCAL_WORKER_ENV, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" };
+    const w = startWorkerProc({ ...env, REDIS_URL: redis.url, PATCHBAY_QUEUE: q });
+    const job = ["--repo", CLAMP, "--task", "Make the failing tests pass.", "--verify", "python3 -m unittest -q"];
+    const [queuedOut, localOut] = [join(dir(), "queued"), join(dir(), "local")];
+    try {
+      await w.waitFor(new RegExp(`ready: queue ${q}`));
+      const queued = await patchbay(["run", ...job, "--out", queuedOut, "--queue", q, "--redis-url", redis.url], env, { timeoutMs: 120_000 });
+      const local = await patchbay(["run", ...job, "--out", localOut, "--local"], env, { timeoutMs: 120_000 });
+      for (const r of [queued, local]) {
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stderr).toMatch(/turn 1: 1 tool call/);
+        expect(r.stderr).toMatch(/patchbay: job \S+ completed; 1 file changed; patch: \S+patch\.diff/);
+      }
+      const read = (d: string) => ({
+        result: JSON.parse(readFileSync(join(d, "result.json"), "utf8")) as Record<string, unknown>,
+        types: readFileSync(join(d, "transcript.jsonl"), "utf8").trim().split("\n").map((l) => (JSON.parse(l) as { type: string }).type),
+        patch: readFileSync(join(d, "patch.diff"), "utf8"),
+        html: readFileSync(join(d, "transcript.html"), "utf8"),
+      });
+      const [a, b] = [read(queuedOut), read(localOut)];
+      expect(b.result).toMatchObject({ status: a.result.status, verified: true, filesChanged: a.result.filesChanged, turns: a.result.turns });
+      // The same tokens (the scripted server's cache splits them between reads and writes by what it saw before).
+      const tokens = (r: Record<string, unknown>) => {
+        const u = r.usage as Record<string, number>;
+        return { in: u.inputTokens! + u.cacheReadTokens! + u.cacheWriteTokens!, out: u.outputTokens };
+      };
+      expect(tokens(b.result)).toEqual(tokens(a.result));
+      expect(b.patch).toBe(a.patch);
+      expect(b.types).toEqual(a.types);
+      expect(b.html).toMatch(/^<!doctype html>/i);
+      // --out that holds files is refused without --force (before anything runs), and taken with it.
+      const again = await patchbay(["run", ...job, "--out", localOut, "--local"], env);
+      expect(again.code).toBe(2);
+      expect(again.stderr).toMatch(/--out \S+ is not empty \(4 entries\): pass --force/);
+      expect(typeof a.result.model).toBe("string");
+      expect(b.result.model).toBe(a.result.model);
+      const noQueue = await patchbay(["run", ...job, "--local", "--queue", q]);
+      expect(noQueue.code).toBe(2);
+      expect(noQueue.stderr).toMatch(/--local runs the job in this process, with no queue: --queue does not apply/);
+    } finally {
+      await w.stop("SIGTERM");
+    }
+  });
+
   it("an unknown model id: a warning at enqueue, the model in the result, its cost unknown, and a USD budget on it refused", async () => {
     const env = { ...LOCAL_WORKER_ENV, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" };
     const e = await pb("q-model", ["enqueue", "--repo", CLAMP, "--task", "t", "--model", "claude-sonet-4-5"]);
@@ -211,6 +260,74 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     const budget = await pb("q-model", ["enqueue", "--spec", spec, "--repo", CLAMP, "--task", "t"]);
     expect(budget.code).toBe(2);
     expect(budget.stderr).toMatch(/invalid JobSpec: budget\.usd: the price of model 'claude-made-up-1' is unknown, so a USD budget cannot be held/);
+    const out = join(dir(), "out");
+    const r = await patchbay(["run", "--local", "--repo", CLAMP, "--task", "Make the failing tests pass.", "--model", "claude-made-up-1", "--out", out], env, { timeoutMs: 120_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/patchbay: warning: model 'claude-made-up-1' is not one/);
+    const result = JSON.parse(readFileSync(join(out, "result.json"), "utf8"));
+    expect(result).toMatchObject({ status: "completed", model: "claude-made-up-1", priceUnknown: true, costUsd: 0 });
+    expect(result.usage.outputTokens).toBeGreaterThan(0);
   });
 
+  describe("small ones", () => {
+    const inDir = (cwd: string, args: string[], env: Record<string, string> = {}) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const p = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+        let stdout = "";
+        let stderr = "";
+        p.stdout.on("data", (d) => (stdout += d));
+        p.stderr.on("data", (d) => (stderr += d));
+        p.on("exit", (code) => resolve({ code, stdout, stderr }));
+      });
+
+    it("-v is --version; a misspelt flag gets a did-you-mean; batch commands point to batch list", async () => {
+      const v = await patchbay(["-v"]);
+      expect(v.code).toBe(0);
+      expect(v.stdout.trim()).toBe((await patchbay(["--version"])).stdout.trim());
+      const typo = await patchbay(["run", "--repo", CLAMP, "--task", "t", "--verfiy", "x"]);
+      expect(typo.code).toBe(2);
+      expect(typo.stderr).toMatch(/Unknown option '--verfiy' \(did you mean --verify\?\)/);
+      const b = await patchbay(["batch", "status"]);
+      expect(b.code).toBe(2);
+      expect(b.stderr).toMatch(/missing <batch> \(patchbay batch list shows batch ids\)/);
+      const w = await patchbay(["watch", "--help"]);
+      expect(w.stdout).toMatch(/1 failed, or an error \(Redis unreachable, unknown id\); 2 usage error\.$/m);
+    });
+
+    it("a Redis URL that is not redis:// is refused clearly; the hint to start Redis fits where the command runs", async () => {
+      const flag = await patchbay(["status", "x", "--redis-url", "http://127.0.0.1:6379"]);
+      expect(flag.code).toBe(2);
+      expect(flag.stderr).toMatch(/--redis-url takes a redis:\/\/ or rediss:\/\/ URL \(redis:\/\/HOST:PORT\), not 'http:\/\/127\.0\.0\.1:6379'/);
+      const env = await patchbay(["status", "x"], { REDIS_URL: "http://127.0.0.1:6379" });
+      expect(env.code).toBe(1);
+      expect(env.stderr).toMatch(/REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/);
+      const inRepo = await inDir(ROOT, ["status", "x", "--redis-url", REFUSED_REDIS]);
+      expect(inRepo.stderr).toMatch(/start it \(npm run services\)/);
+      const elsewhere = await inDir(dir(), ["status", "x", "--redis-url", REFUSED_REDIS]);
+      expect(elsewhere.code).toBe(1);
+      expect(elsewhere.stderr).not.toMatch(/npm run services/);
+      expect(elsewhere.stderr).toMatch(/start it \(e\.g\. redis-server --maxmemory-policy noeviction\)/);
+    });
+
+    it("batch submit prints its next step; view refuses a file that is not a transcript", async () => {
+      const d = dir();
+      const tasks = join(d, "tasks.jsonl");
+      writeFileSync(tasks, JSON.stringify({ task: "one", repo: { path: CLAMP } }) + "\n");
+      const s = await pb("q-next", ["batch", "submit", tasks, "--name", "nx"]);
+      expect(s.code, s.stderr).toBe(0);
+      expect(s.stdout.trim()).toBe("nx");
+      expect(s.stderr).toContain(`patchbay: next: patchbay batch wait nx --queue q-next --redis-url ${redis.url} --out DIR`);
+      const v = await patchbay(["view", tasks]);
+      expect(v.code).toBe(1);
+      expect(v.stderr).toMatch(/tasks\.jsonl is not a transcript: none of its 1 line is a transcript event/);
+      expect(existsSync(join(d, "tasks.html"))).toBe(false);
+    });
+
+    it("progress lines: a stopped setup says so (not exit 124); one turn, one file", () => {
+      const base = { ts: "2026-01-01T00:00:00.000Z", jobId: "j", attempt: 1 };
+      expect(formatEvent({ ...base, type: "setup", command: "npm ci", exitCode: 124, outputTail: "", ms: 5 })).toBe("00:00:00 setup: npm ci → stopped (timed out or cancelled) (5 ms)");
+      expect(formatEvent({ ...base, type: "job_finished", status: "completed", costUsd: 0, turns: 1 })).toBe("00:00:00 finished: completed, 1 turn, $0.0000");
+      expect(formatEvent({ ...base, type: "patch", filesChanged: ["a"], diffstat: "", bytes: 3 })).toBe("00:00:00 patch: 1 file, 3 bytes");
+    });
+  });
 });

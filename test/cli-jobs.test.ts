@@ -100,7 +100,7 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     const r = await pb("q-status", ["status", a!, "nope", b!]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("no job nope in queue q-status");
-    expect(r.stdout.trim().split("\n")).toEqual([`${a}\tcompleted\tcompleted`, `${b}\tfailed\t\tboom: the repo is broken`]);
+    expect(r.stdout.trim().split("\n")).toEqual([`${a}\tcompleted`, `${b}\tfailed\tboom: the repo is broken`]);
     const json = await pb("q-status", ["status", a!, b!, "--json"]);
     expect(json.code).toBe(0);
     expect(JSON.parse(json.stdout).map((s: { id: string; state: string }) => [s.id, s.state])).toEqual([[a, "completed"], [b, "failed"]]);
@@ -116,10 +116,10 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     const all = await pb("q-list", ["list"]);
     expect(all.code).toBe(0);
     const lines = all.stdout.trim().split("\n");
-    expect(lines[0]).toMatch(/^ID\s+STATE\s+RESULT\s+AGE\s+DURATION\s+TASK$/);
+    expect(lines[0]).toMatch(/^ID\s+OUTCOME\s+AGE\s+DURATION\s+TASK$/);
     expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual([third, second, first]);
-    expect(lines[3]).toMatch(new RegExp(`^${first}\\s+completed\\s+completed\\s+\\d+(ms|s)\\s+\\d+(ms|s)\\s+complete the first$`));
-    expect(lines[1]).toMatch(/waiting\s+-\s+\d+(ms|s)\s+-\s+the third$/);
+    expect(lines[3]).toMatch(new RegExp(`^${first}\\s+completed\\s+\\d+(ms|s)\\s+\\d+(ms|s)\\s+complete the first$`));
+    expect(lines[1]).toMatch(/waiting\s+\d+(ms|s)\s+-\s+the third$/);
     const done = await pb("q-list", ["list", "--state", "completed"]);
     expect(done.stdout.trim().split("\n").slice(1).map((l) => l.split(/\s+/)[0])).toEqual([first]);
     const one = await pb("q-list", ["list", "--limit", "1", "--json"]);

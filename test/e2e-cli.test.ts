@@ -51,7 +51,7 @@ describe("patchbay CLI end to end", () => {
     expect(r.stderr).toMatch(/turn 1: 1 tool call/);
     expect(r.stderr).toMatch(/str_replace_based_edit_tool: str_replace \/workspace\/clamp.py/);
     expect(r.stderr).toMatch(/✗ No replacement was performed. Multiple occurrences/);
-    expect(r.stderr).toMatch(/completed; 1 files changed; patch: .*patch.diff/);
+    expect(r.stderr).toMatch(/job \S+ completed; 1 file changed; patch: .*patch.diff/);
     expect(r.code).toBe(0);
     const result = JSON.parse(readFileSync(join(out, "result.json"), "utf8"));
     expect(result).toMatchObject({ status: "completed", verify: { exitCode: 0 }, filesChanged: ["clamp.py"] });

@@ -65,8 +65,8 @@ const submit: Command = {
   summary: "enqueue a file of jobs as one batch; print its id",
   usage: `patchbay batch submit tasks.jsonl [--name NAME] [--budget-usd X] [--json]
 
-Enqueues every job of the file under one batch id and prints it (--json: {"batch", "ids",
-"added"}). ${BATCH_FILE}
+Enqueues every job of the file under one batch id and prints it (--json: {"batchId", "ids",
+"added"}, and "batch", the same id, as before). ${BATCH_FILE}
 Exit status: 0 enqueued; 1 Redis unreachable, or the name is taken by other jobs; 2 usage (a bad line).
 
 ${SUBMIT_FLAGS}
@@ -79,7 +79,9 @@ ${CONNECTION_USAGE}`,
     await readFile(positionals[0]!); // a bad file is a usage error before any connection
     return withBatches({ values, config }, async (b) => {
       const r = await submitFile(b, positionals[0]!, values);
-      console.log(values.json ? JSON.stringify({ batch: r.batchId, ids: r.ids, added: r.added }) : r.batchId);
+      // batchId as everywhere else (batch status, the library); batch kept for scripts written before.
+      console.log(values.json ? JSON.stringify({ batchId: r.batchId, batch: r.batchId, ids: r.ids, added: r.added }) : r.batchId);
+      process.stderr.write(`patchbay: next: patchbay batch wait ${r.batchId}${b.c.hintFlags()} --out DIR  (or: patchbay batch status ${r.batchId}${b.c.hintFlags()})\n`);
       return 0;
     });
   },

@@ -1,10 +1,11 @@
 // The queue client for CLI commands, loaded only by commands that talk to Redis. Redis is probed
 // first with a connection that does not retry, so a refused connection is reported at once.
 import { Redis } from "ioredis";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { JobFailedError, JobNotFoundError, PatchbayClient, type ClientOptions } from "../queue/client.js";
-import { JobSpecError, type JobResult } from "../spec.js";
+import { JobSpecError, type JobResult, type TranscriptEvent } from "../spec.js";
+import { writeJobFiles } from "./out.js";
 import { CliError, connection, UsageError, type ClientArgs } from "./command.js";
 import { flagError } from "./spec-flags.js";
 
@@ -20,9 +21,19 @@ export async function probeRedis(url: string, timeoutMs = 3000): Promise<void> {
     await r.ping();
   } catch (err) {
     const why = (cause ?? (err as Error)).message || "connection failed";
-    throw new CliError(`cannot reach Redis at ${url} (${why}): start it (npm run services) or pass --redis-url / set REDIS_URL`);
+    throw new CliError(`cannot reach Redis at ${url} (${why}): start it (${inPatchbayRepo() ? "npm run services" : "e.g. redis-server --maxmemory-policy noeviction"}) or pass --redis-url / set REDIS_URL`);
   } finally {
     r.disconnect();
+  }
+}
+
+/** Whether the command runs in patchbay's own clone, where `npm run services` starts Redis (not after `npm i patchbay`). */
+function inPatchbayRepo(): boolean {
+  try {
+    const pkg = JSON.parse(readFileSync(join(process.cwd(), "package.json"), "utf8")) as { name?: string; scripts?: Record<string, string> };
+    return pkg.name === "patchbay" && pkg.scripts?.services !== undefined;
+  } catch {
+    return false;
   }
 }
 
@@ -49,15 +60,11 @@ export async function withClient<T>(args: ClientArgs, fn: (c: PatchbayClient) =>
   }
 }
 
-/** Writes DIR/patch.diff, DIR/result.json and DIR/transcript.jsonl; returns the patch's path. */
+/** Writes DIR/patch.diff, DIR/result.json, DIR/transcript.jsonl and DIR/transcript.html; returns the patch's path. */
 export async function writeOut(c: PatchbayClient, id: string, result: JobResult, dir: string): Promise<string> {
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "patch.diff"), result.patch);
-  writeFileSync(join(dir, "result.json"), JSON.stringify(result, null, 2) + "\n");
-  const lines: string[] = [];
-  for await (const e of c.watch(id, { follow: false })) lines.push(JSON.stringify(e) + "\n");
-  writeFileSync(join(dir, "transcript.jsonl"), lines.join(""));
-  return join(dir, "patch.diff");
+  const events: TranscriptEvent[] = [];
+  for await (const e of c.watch(id, { follow: false })) events.push(e);
+  return writeJobFiles(dir, result, events);
 }
 
 /** The final result of a job, failed ones included (a JobFailedError becomes a failed result). */

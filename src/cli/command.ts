@@ -48,11 +48,16 @@ export const CONNECTION_USAGE = `  --queue NAME           the queue (default $PA
   --redis-url URL        Redis (default $REDIS_URL or redis://127.0.0.1:6379)`;
 
 export function connection(values: Values): { queueName?: string; redisUrl?: string } {
+  const url = values["redis-url"] !== undefined ? nonEmpty(values, "redis-url") : undefined;
+  if (url !== undefined && !REDIS_URL.test(url)) throw new UsageError(`--redis-url takes a redis:// or rediss:// URL (redis://HOST:PORT), not '${url.slice(0, 80)}'`);
   return {
     ...(values.queue !== undefined ? { queueName: nonEmpty(values, "queue") } : {}),
-    ...(values["redis-url"] !== undefined ? { redisUrl: nonEmpty(values, "redis-url") } : {}),
+    ...(url !== undefined ? { redisUrl: url } : {}),
   };
 }
+
+/** What ioredis takes as a URL: anything else (http://…) it reads as a socket path and fails with ENOENT. */
+export const REDIS_URL = /^rediss?:\/\/\S*$/i;
 
 function nonEmpty(values: Values, flag: string): string {
   const v = String(values[flag]);

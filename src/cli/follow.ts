@@ -1,7 +1,7 @@
 // `patchbay run` after the enqueue: progress on stderr, the wait, Ctrl-C, and the output files.
 import { join } from "node:path";
-import { formatEvent } from "./format.js";
-import { emptyResult, filesChangedCount, type JobResult } from "../spec.js";
+import { finalLine, formatEvent } from "./format.js";
+import { emptyResult, type JobResult } from "../spec.js";
 import { JobFailedError, type PatchbayClient } from "../queue/client.js";
 import { writeOut } from "./client.js";
 import { exitCodeFor } from "./exit.js";
@@ -64,6 +64,6 @@ export async function follow(c: PatchbayClient, id: string, opts: FollowOptions)
   await progress;
   const patchPath = await writeOut(c, id, result, opts.out);
   if (opts.json) console.log(JSON.stringify(result));
-  process.stderr.write(`patchbay: ${result.status}${result.error ? ` (${result.error})` : ""}; ${filesChangedCount(result)} files changed; patch: ${patchPath}\n`);
+  process.stderr.write(finalLine(id, result, patchPath) + "\n");
   return exitCodeFor(result.status);
 }

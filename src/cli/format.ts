@@ -1,7 +1,8 @@
-// One line of progress per transcript event, for `patchbay run` and `patchbay watch`.
+// The one rendering of a job for `patchbay run` (queued or --local) and `patchbay watch`: a line of
+// progress per transcript event, and the final line.
 // Every string in an event may come from a hostile repo or model (task, commands, tool output and input,
 // file names, errors): nothing in it may reach the terminal as a control sequence (see term.ts).
-import type { TranscriptEvent } from "../spec.js";
+import { filesChangedCount, type JobResult, type TranscriptEvent } from "../spec.js";
 import { safeText } from "../term.js";
 
 /** Sanitized first, so an escape sequence neither uses up the length nor gets cut in two. */
@@ -12,6 +13,13 @@ const short = (s: string, n = 110) => {
   return `${one.slice(0, cut)}…`;
 };
 const k = (n: number) => (n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
+
+/** The last line: the job's status, why it did not complete, what it changed (and where its patch is, when written). */
+export function finalLine(id: string, r: JobResult, patchPath?: string): string {
+  const n = filesChangedCount(r);
+  const line = `patchbay: job ${id} ${r.status}${r.error ? `: ${short(r.error, 300)}` : ""}; ${n} file${n === 1 ? "" : "s"} changed${patchPath ? `; patch: ${patchPath}` : ""}`;
+  return safeText(line, { oneLine: true });
+}
 
 export function formatEvent(e: TranscriptEvent, opts: { verbose?: boolean } = {}): string | undefined {
   const line = format(e, opts);
@@ -27,7 +35,8 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     case "sandbox_ready":
       return `${t} sandbox ${e.container} ready in ${e.ms} ms`;
     case "setup":
-      return `${t} setup: ${short(e.command, 60)} → exit ${e.exitCode} (${e.ms} ms)`;
+      // 124 is what a command killed by its time limit, or by the job's cancel or timeout, reports.
+      return `${t} setup: ${short(e.command, 60)} → ${e.exitCode === 124 ? "stopped (timed out or cancelled)" : `exit ${e.exitCode}`} (${e.ms} ms)`;
     case "model_response": {
       const u = e.usage;
       const tools = e.content.filter((b) => (b as { type?: string }).type === "tool_use").length;
@@ -46,7 +55,8 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     case "verify":
       return `${t} verify: ${short(e.command, 60)} → exit ${e.exitCode}`;
     case "patch":
-      return `${t} patch: ${e.filesChangedTotal ?? e.filesChanged.length} files, ${e.bytes} bytes`;
+      const n = e.filesChangedTotal ?? e.filesChanged.length;
+      return `${t} patch: ${n} file${n === 1 ? "" : "s"}, ${e.bytes} bytes`;
     case "egress":
       return `${t} egress: ${e.method} ${short(e.host, 60)}:${e.port} ${e.allowed ? `allowed, ${e.bytesUp} B up / ${e.bytesDown} B down` : `refused: ${short(e.reason ?? "", 80)}`}`;
     case "context_trimmed":
@@ -58,7 +68,7 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     case "checkpoint":
       return `${t} checkpoint not stored: ${short(e.reason ?? "", 100)}`;
     case "job_finished":
-      return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${e.turns} turns, $${e.costUsd.toFixed(4)}`;
+      return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${e.turns} turn${e.turns === 1 ? "" : "s"}, $${e.costUsd.toFixed(4)}`;
     default:
       return opts.verbose ? `${t} ${e.type}` : undefined;
   }

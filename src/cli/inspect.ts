@@ -15,8 +15,9 @@ const status: Command = {
   summary: "the queue state and result status of one or more jobs",
   usage: `patchbay status <jobId>... [--json]
 
-Each job's queue state (waiting, active, completed, failed, ...), its result's status and, for a
-failed job, the reason: one line per id, tab-separated (--json: an array of objects).
+Each job's outcome (waiting, active or delayed while it has not finished, and after that its result's
+status: completed, failed, cancelled, ...) and, for a job that did not complete, why: one line
+per id, tab-separated (--json: an array of objects, with BullMQ's state too).
 Exit status: 0 all ids found; 1 an id is not in the queue (the others are still shown); 2 usage.
 
 ${CONNECTION_USAGE}`,
@@ -37,7 +38,7 @@ ${CONNECTION_USAGE}`,
         }
       }
       if (values.json) console.log(JSON.stringify(found));
-      else for (const s of found) console.log([s.id, s.state, s.resultStatus ?? "", safe(s.failedReason ?? "")].join("\t").trimEnd());
+      else for (const s of found) console.log([s.id, s.outcome, safe(s.error ?? "")].join("\t").trimEnd());
       return code;
     }),
 };
@@ -77,7 +78,7 @@ const watch: Command = {
 
 Shows a job's transcript live, from any host, until the job ends, then its final status on
 stderr (--json: raw events on stdout, one per line).
-Exit status, by the job's final status: ${STATUS_EXIT_USAGE} (also: not in the queue).
+Exit status, by the job's final status: ${STATUS_EXIT_USAGE}.
 
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" } },
@@ -85,10 +86,10 @@ ${CONNECTION_USAGE}`,
   run: async ({ values, positionals, config }) =>
     (await client()).withClient({ values, config }, async (c) => {
       const { finalResult } = await client();
-      const { formatEvent } = await import("./format.js");
+      const { finalLine, formatEvent } = await import("./format.js");
       const id = positionals[0]!;
       for await (const e of c.watch(id)) {
-        const line = values.json ? JSON.stringify(e) : formatEvent(e, { verbose: true });
+        const line = values.json ? JSON.stringify(e) : formatEvent(e);
         if (line) console.log(line);
       }
       const r = await finalResult(c, id);
@@ -96,7 +97,7 @@ ${CONNECTION_USAGE}`,
         process.stderr.write(`patchbay: job ${id} is still running, but its transcript ended\n`);
         return 1;
       }
-      process.stderr.write(`patchbay: job ${id} ${r.status}${r.error ? `: ${safe(r.error)}` : ""}\n`);
+      process.stderr.write(finalLine(id, r) + "\n");
       return exitCodeFor(r.status);
     }),
 };
@@ -140,8 +141,8 @@ const list: Command = {
   summary: "recent jobs, newest first",
   usage: `patchbay list [--state STATE]... [--limit N] [--json]
 
-Recent jobs, newest first: id, state, result status, age (since enqueued), duration (running
-time so far, or until it finished) and task. An empty queue says so on stderr.
+Recent jobs, newest first: id, outcome (the queue state until it finished, then its result's
+status), age (since enqueued), duration (running time so far, or until it finished) and task. An empty queue says so on stderr.
 Exit status: 0 (an empty queue too); 1 Redis unreachable; 2 usage.
   --state STATE          only jobs in these states (repeatable or comma-separated):
                          ${STATES.join(", ")}
@@ -168,13 +169,12 @@ function table(jobs: JobStatusInfo[]): string {
   const now = Date.now();
   const rows = jobs.map((j) => [
     j.id,
-    j.state,
-    j.resultStatus ?? (j.state === "failed" ? "failed" : "-"),
+    j.outcome,
     j.createdAt ? duration(now - j.createdAt) : "-",
     j.startedAt ? duration((j.finishedAt ?? now) - j.startedAt) : "-",
     safe(j.task ?? "").replace(/\s+/g, " ").slice(0, 60),
   ]);
-  const all = [["ID", "STATE", "RESULT", "AGE", "DURATION", "TASK"], ...rows];
+  const all = [["ID", "OUTCOME", "AGE", "DURATION", "TASK"], ...rows];
   const widths = all[0]!.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
   return all.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n");
 }

@@ -1,7 +1,7 @@
 // `patchbay run` and `patchbay enqueue`. The heavy modules (BullMQ, the client) load when a
 // command runs, not when the CLI starts.
-import { join, resolve } from "node:path";
 import { CONNECTION_USAGE, connectionFlags, UsageError, type Command, type Values } from "./command.js";
+import { checkOut, outDir } from "./out.js";
 import { flagError, hasSpecFlags, SPEC_USAGE, specFlags, specFrom } from "./spec-flags.js";
 import { STATUS_EXIT_USAGE } from "./exit.js";
 
@@ -20,27 +20,38 @@ const run: Command = {
   usage: `patchbay run (--repo DIR | --git URL | --archive FILE) --task TEXT [options]
 
 Enqueues one job, shows its progress on stderr (turns, tool calls, tokens, cost), waits, and writes
-DIR/patch.diff, DIR/transcript.jsonl and DIR/result.json (default DIR: ./patchbay-out/<job id>).
-Ctrl-C stops waiting; the job keeps running on its worker unless --cancel-on-exit is given.
+DIR/patch.diff, DIR/transcript.jsonl, DIR/transcript.html and DIR/result.json (default DIR:
+./patchbay-out/<queue>/<job id>). Ctrl-C stops waiting; the job keeps running on its worker unless
+--cancel-on-exit is given. With --local the job runs in this process instead, as a worker runs it
+(no Redis, no worker; Docker, or PATCHBAY_BACKEND): Ctrl-C cancels it.
 
 Exit status, by the job's final status: ${STATUS_EXIT_USAGE}; 130 interrupted (Ctrl-C).
 
 ${SPEC_USAGE}
-  --out DIR              where to write the results
+  --out DIR              where to write the results (refused when it holds files, unless --force)
+  --force                write into a non-empty --out
   --json                 print the result as JSON on stdout
   --cancel-on-exit       on Ctrl-C (or SIGTERM), cancel the job too
+  --local                run the job here, in this process (default DIR: ./patchbay-out/local/<id>)
 ${CONNECTION_USAGE}`,
-  options: { ...specFlags, ...connectionFlags, out: { type: "string" }, json: { type: "boolean" }, "cancel-on-exit": { type: "boolean" } },
+  options: { ...specFlags, ...connectionFlags, out: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, "cancel-on-exit": { type: "boolean" }, local: { type: "boolean" } },
   async run({ values, config }) {
     if (!hasSpecFlags(values)) throw new UsageError("run needs a job: --repo DIR (or --git URL, --archive FILE) and --task TEXT");
     const spec = specFrom(values);
     await prepare([spec], values);
+    checkOut(values);
+    if (values.local) {
+      const used = ["queue", "redis-url", "cancel-on-exit"].filter((f) => values[f] !== undefined);
+      if (used.length) throw new UsageError(`--local runs the job in this process, with no queue: ${used.map((f) => `--${f}`).join(", ")} ${used.length === 1 ? "does" : "do"} not apply`);
+      const { runLocal } = await import("./local.js");
+      return runLocal(spec, { values, config: config() });
+    }
     const { withClient } = await import("./client.js");
     return withClient({ values, config }, async (c) => {
       const id = await c.enqueue(spec);
       process.stderr.write(`patchbay: job ${id} enqueued on queue ${c.queueName}\n`);
       const { follow } = await import("./follow.js");
-      return follow(c, id, { out: resolve(String(values.out ?? join("patchbay-out", id))), json: Boolean(values.json), cancelOnExit: Boolean(values["cancel-on-exit"]) });
+      return follow(c, id, { out: outDir(values, c.queueName, id), json: Boolean(values.json), cancelOnExit: Boolean(values["cancel-on-exit"]) });
     });
   },
 };
@@ -75,6 +86,9 @@ ${CONNECTION_USAGE}`,
       const ids = await c.enqueueBatch(specs);
       if (values.json) console.log(JSON.stringify({ queue: c.queueName, ids }));
       else for (const id of ids) console.log(id);
+      // The next step on stderr: stdout stays the ids alone, for scripts.
+      const flags = c.hintFlags();
+      process.stderr.write(ids.length === 1 ? `patchbay: next: patchbay watch ${ids[0]}${flags}  (or: patchbay result ${ids[0]}${flags} once it has finished)\n` : `patchbay: next: patchbay status ${ids.slice(0, 3).join(" ")}${ids.length > 3 ? " …" : ""}${flags}  (or: patchbay list${flags})\n`);
       return 0;
     });
   },

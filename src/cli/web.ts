@@ -90,7 +90,12 @@ async function runView(file: string, opts: { out?: string; patch?: string } = {}
       throw new CliError(`cannot read ${patchFile}: ${(err as Error).message}`);
     }
   }
-  const html = renderTranscriptHtml(parseTranscriptJsonl(text), patch !== undefined ? { patch } : {});
+  const events = parseTranscriptJsonl(text);
+  const { TranscriptEvent } = await import("../spec.js");
+  if (events.length > 0 && !events.some((e) => TranscriptEvent.safeParse(e).success)) {
+    throw new CliError(`${file} is not a transcript: none of its ${events.length} line${events.length === 1 ? " is" : "s is"} a transcript event (a transcript is what \`patchbay watch ID --json\` prints, or run --out's transcript.jsonl)`);
+  }
+  const html = renderTranscriptHtml(events, patch !== undefined ? { patch } : {});
   const out = opts.out ?? file.replace(/\.jsonl?$/i, "") + ".html";
   if (out === "-") {
     process.stdout.write(html);

@@ -36,6 +36,14 @@ export type ListState = (typeof LIST_STATES)[number];
 
 export interface JobStatusInfo {
   id: string;
+  /**
+   * What a user reads: the result's status once the job finished (completed, failed, cancelled, …),
+   * `failed` for a job BullMQ failed for good, else the queue state (waiting, active, delayed, …).
+   */
+  outcome: JobResult["status"] | JobState;
+  /** Why it did not complete: the result's error, or BullMQ's failed reason. */
+  error?: string;
+  /** BullMQ's state: `completed` means the worker returned a result, whatever its status. */
   state: JobState;
   attemptsMade: number;
   /** The result's status once the job completed. */
@@ -440,8 +448,11 @@ export class PatchbayClient {
 }
 
 function info(job: Job<JobData, JobResult>, state: JobState): JobStatusInfo {
+  const error = job.failedReason || job.returnvalue?.error;
   return {
     id: job.id!,
+    outcome: job.returnvalue?.status ?? state,
+    ...(error ? { error } : {}),
     state,
     attemptsMade: job.attemptsMade,
     ...(job.returnvalue ? { resultStatus: job.returnvalue.status } : {}),

@@ -1,0 +1,35 @@
+// A job's files on disk, for `run` (queued or --local) and `result --out`: patch.diff, result.json,
+// transcript.jsonl and transcript.html (the page `patchbay view` writes, as `batch wait` does).
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { JobResult, TranscriptEvent } from "../spec.js";
+import { UsageError, type Values } from "./command.js";
+
+/** Where `run` writes: --out, else ./patchbay-out/<queue>/<job id> (so two queues' job 7 do not meet). */
+export function outDir(values: Values, queueName: string, id: string): string {
+  return resolve(String(values.out ?? join("patchbay-out", queueName, id)));
+}
+
+/** An --out that holds files already is refused unless --force: a run must not silently overwrite another's results. */
+export function checkOut(values: Values): void {
+  if (values.out === undefined || values.force) return;
+  const dir = resolve(String(values.out));
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return; // not there yet (or not a directory: writing will say so)
+  }
+  if (entries.length > 0) throw new UsageError(`--out ${dir} is not empty (${entries.length} entr${entries.length === 1 ? "y" : "ies"}): pass --force to write over it, or name another directory`);
+}
+
+/** Writes the four files; returns the patch's path. */
+export async function writeJobFiles(dir: string, result: JobResult, events: readonly TranscriptEvent[]): Promise<string> {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "patch.diff"), result.patch);
+  writeFileSync(join(dir, "result.json"), JSON.stringify(result, null, 2) + "\n");
+  writeFileSync(join(dir, "transcript.jsonl"), events.map((e) => JSON.stringify(e) + "\n").join(""));
+  const { renderTranscriptHtml } = await import("../web/html.js");
+  writeFileSync(join(dir, "transcript.html"), renderTranscriptHtml(events, { patch: result.patch }));
+  return join(dir, "patch.diff");
+}
