@@ -2,7 +2,7 @@
 // and /tmp through namespaces of its own. The same Sandbox runs on it: shell, supervisor, files,
 // the worker's commands. No Docker; root and util-linux's unshare/nsenter.
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { LocalRuntime } from "../src/runtime/local.js";
@@ -59,6 +59,28 @@ describe("the local backend", () => {
     expect(existsSync(`/tmp/patchbay-local/${other.name}`)).toBe(false);
     expect(await sb.running()).toBe(true); // this process's own stays
     await other.destroy();
+  });
+
+  // The box's /tmp hides the caller's directory when that is under /tmp (a checkout there): the
+  // box died at once (pyenv's python3 shim could not find its working directory).
+  it("works whatever the caller's working directory, one under /tmp included", async () => {
+    const here = process.cwd();
+    const dir = mkdtempSync("/tmp/pb-cwd-");
+    process.chdir(dir);
+    try {
+      const box = await Sandbox.create({ backend, labels: { "patchbay.test": "runtime-local" } });
+      try {
+        expect((await box.shell.run("echo one")).output).toBe("one\n");
+        await box.files.write("/workspace/f", Buffer.from("x"));
+        expect((await box.exec(["cat", "/workspace/f"])).stdout.toString()).toBe("x");
+        expect(await box.running()).toBe(true);
+      } finally {
+        await box.destroy();
+      }
+    } finally {
+      process.chdir(here);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -18,6 +18,10 @@ import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type
 /** What a Docker image's ENV gives every process of the sandbox image; the same here. */
 const BASE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/agent", "LANG=C.UTF-8", "GIT_CONFIG_NOSYSTEM=1", "PYTHONDONTWRITEBYTECODE=1"];
 const NAME = /^[a-z0-9][a-z0-9_.-]{0,127}$/;
+// Where the box's pid 1 and nsenter start: the box's own /tmp hides the caller's directory when it
+// is under /tmp (a checkout there made pyenv's python3 shim fail and the box die at once), and the
+// box's PATH, not the worker's, finds its python3.
+const OUTSIDE = { cwd: "/", env: { PATH: BASE_ENV[0]!.slice("PATH=".length), LANG: "C.UTF-8" } };
 const REAPER = ["import os, time", "while True:", "  try: os.wait()", "  except ChildProcessError: time.sleep(1)"].join("\n");
 
 export class LocalRuntime implements SandboxRuntime {
@@ -48,7 +52,7 @@ export class LocalRuntime implements SandboxRuntime {
     // pid 1 of the box: the mounts, then a line to say so, then reaping what is left to it (as
     // Docker's tini does). --kill-child: when unshare dies (remove() kills it), so does the box's
     // pid 1, and with it every process in it.
-    const init = spawn("unshare", ["--mount", "--pid", "--net", "--fork", "--mount-proc", "--propagation", "private", "--kill-child", "--", "bash", "-c", `set -e; ${binds.join("; ")}; echo ready; exec python3 -I -S -c "${REAPER}"`, "init", root, ...(spec.mounts ?? []).map((m) => m.source)], { stdio: ["ignore", "pipe", "pipe"], detached: true });
+    const init = spawn("unshare", ["--mount", "--pid", "--net", "--fork", "--mount-proc", "--propagation", "private", "--kill-child", "--", "bash", "-c", `set -e; ${binds.join("; ")}; echo ready; exec python3 -I -S -c "${REAPER}"`, "init", root, ...(spec.mounts ?? []).map((m) => m.source)], { stdio: ["ignore", "pipe", "pipe"], detached: true, ...OUTSIDE });
     let said = "";
     const ready = await new Promise<boolean>((resolve) => {
       init.stdout!.on("data", (d: Buffer) => ((said += d.toString()), /ready\n/.test(said) && resolve(true)));
@@ -160,7 +164,7 @@ class LocalBox implements Box {
     const as = uid === "0" ? [] : ["setpriv", `--reuid=${uid}`, `--regid=${gid}`, `--groups=${gid}`, "--inh-caps=-all", "--"];
     const env = [...BASE_ENV, ...(opts.env ?? [])];
     const ns = [`--mount=/proc/${this.pid}/ns/mnt`, `--pid=/proc/${this.pid}/ns/pid_for_children`, `--net=/proc/${this.pid}/ns/net`];
-    const child = spawn("nsenter", [...ns, "--", "env", "-i", "-C", opts.cwd ?? "/workspace", ...env, ...as, ...argv], { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn("nsenter", [...ns, "--", "env", "-i", "-C", opts.cwd ?? "/workspace", ...env, ...as, ...argv], { stdio: ["pipe", "pipe", "pipe"], ...OUTSIDE });
     return attached(child, onData);
   }
 }
