@@ -99,8 +99,10 @@ describe("dashboard guards", () => {
     expect(ok.status).toBe(200);
     expect(JSON.parse(ok.body)).toEqual({ result: "cancelled" });
     expect(await client.redis.exists(`patchbay:${QUEUE}:cancel:${id}`)).toBe(1);
-    // a job that has not finished cannot be retried
-    expect((await raw(`${dash.url}/api/jobs/${id}/retry`, { method: "POST", headers: { cookie } })).status).toBe(409);
+    // a waiting job cancelled is finished at once (issue 25), so it may be retried; one still waiting may not
+    const waiting = await client.enqueue({ task: "t", repo: { path: new URL("../examples/clamp", import.meta.url).pathname }, jobId: "guarded-2" });
+    expect((await raw(`${dash.url}/api/jobs/${waiting}/retry`, { method: "POST", headers: { cookie } })).status).toBe(409);
+    expect((await raw(`${dash.url}/api/jobs/${id}/retry`, { method: "POST", headers: { cookie } })).status).toBe(200);
   });
 
   it("?token= sets an HttpOnly SameSite=Strict cookie and drops the token from the URL; a wrong one is refused", async () => {
