@@ -155,6 +155,17 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     expect((await client("q-idem").list()).map((j) => j.task)).toEqual(["task A"]);
   });
 
+  it("--max-turns, --verify-rounds and --budget-usd reach the spec; out of range is named by its flag", async () => {
+    const r = await pb("q-knobs", ["enqueue", "--repo", CLAMP, "--task", "t", "--max-turns", "7", "--verify-rounds", "0", "--budget-usd", "0.25"]);
+    expect(r.code, r.stderr).toBe(0);
+    const job = await client("q-knobs").queue.getJob(r.stdout.trim());
+    expect(job!.data.spec).toMatchObject({ maxTurns: 7, verifyRounds: 0, budget: { usd: 0.25 } });
+    const bad = await pb("q-knobs", ["enqueue", "--repo", CLAMP, "--task", "t", "--verify-rounds", "11"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--verify-rounds: must be an integer from 0 to 10 \(got 11\)/);
+    expect((await pb("q-knobs", ["enqueue", "--repo", CLAMP, "--task", "t", "--budget-usd", "free"])).stderr).toMatch(/--budget-usd takes a positive number \(dollars\), not 'free'/);
+  });
+
   it("a missing local --repo never reaches Redis", async () => {
     const r = await patchbay(["enqueue", "--repo", "/nonexistent/repo", "--task", "t"], { ...env, PATCHBAY_QUEUE: "q-missing" });
     expect(r.code).toBe(2);

@@ -66,12 +66,13 @@ function nonEmpty(values: Values, flag: string): string {
 }
 
 /** A positive number flag, or undefined when absent; `what` says what the number counts. */
-export function numberFlag(values: Values, flag: string, opts: { integer?: boolean; what?: string } = {}): number | undefined {
+export function numberFlag(values: Values, flag: string, opts: { integer?: boolean; what?: string; min?: 0 } = {}): number | undefined {
   const raw = values[flag];
   if (raw === undefined) return undefined;
   const n = Number(raw);
-  const ok = String(raw).trim() !== "" && Number.isFinite(n) && n > 0 && (!opts.integer || Number.isInteger(n));
-  if (!ok) throw new UsageError(`--${flag} takes a positive ${opts.integer ? "integer" : "number"}${opts.what ? ` (${opts.what})` : ""}, not '${raw}'`);
+  const ok = String(raw).trim() !== "" && Number.isFinite(n) && (opts.min === 0 ? n >= 0 : n > 0) && (!opts.integer || Number.isInteger(n));
+  const kind = `${opts.min === 0 ? "non-negative" : "positive"} ${opts.integer ? "integer" : "number"}`;
+  if (!ok) throw new UsageError(`--${flag} takes a ${kind}${opts.what ? ` (${opts.what})` : ""}, not '${raw}'`);
   return n;
 }
 

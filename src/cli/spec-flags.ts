@@ -16,6 +16,8 @@ export const specFlags = {
   timeout: { type: "string" },
   "command-timeout": { type: "string" },
   "max-turns": { type: "string" },
+  "verify-rounds": { type: "string" },
+  "budget-usd": { type: "string" },
   tools: { type: "string" },
   spec: { type: "string" },
   "job-id": { type: "string" },
@@ -29,6 +31,7 @@ export const SPEC_USAGE = `  --repo DIR | --git URL [--ref REF] | --archive FILE
   --model M              model id (default $PATCHBAY_MODEL or claude-sonnet-5-5)
   --timeout SEC          wall clock for the whole job       --command-timeout SEC  per bash command
   --max-turns N          --tools ${EDITOR_TOOLS.join("|")}
+  --verify-rounds N      failed verifies sent back to the agent (0-10)   --budget-usd X  stop past $X
   --spec FILE            a whole JobSpec as JSON; flags override it
   --job-id ID            idempotency key: the same id with the same spec runs once (the id is
                          printed again); the same id with another spec is an error`;
@@ -49,6 +52,8 @@ const FLAG_OF: Record<string, string> = {
   timeoutSec: "--timeout",
   commandTimeoutSec: "--command-timeout",
   maxTurns: "--max-turns",
+  verifyRounds: "--verify-rounds",
+  "budget.usd": "--budget-usd",
 };
 
 /** Whether any flag that makes up a spec was given. */
@@ -76,6 +81,10 @@ export function specFrom(v: Values): Record<string, unknown> {
   if (commandTimeout !== undefined) spec.commandTimeoutSec = commandTimeout;
   const maxTurns = numberFlag(v, "max-turns", { integer: true });
   if (maxTurns !== undefined) spec.maxTurns = maxTurns;
+  const rounds = numberFlag(v, "verify-rounds", { integer: true, min: 0 });
+  if (rounds !== undefined) spec.verifyRounds = rounds;
+  const usd = numberFlag(v, "budget-usd", { what: "dollars" });
+  if (usd !== undefined) spec.budget = { ...(spec.budget as object | undefined), usd };
   const missing = [...(spec.task === undefined ? ["--task"] : []), ...(spec.repo === undefined ? ["--repo (or --git, --archive)"] : [])];
   if (missing.length) throw new UsageError(`missing ${missing.join(" and ")}`);
   return spec;
