@@ -105,6 +105,11 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
       await page.waitForURL(`${dash.url}/jobs/${ids[0]}`);
       await page.locator("#head[data-status]").waitFor();
       await page.locator("#diff pre.diff").waitFor();
+      // one file: "1 file", never "1 files" (the job's patch and the transcript's patch card)
+      expect(await page.locator("#diff h2").textContent()).toBe("Patch (1 file)");
+      await page.locator("#transcript").getByText(/Job finished/).first().waitFor({ state: "attached" });
+      expect(await page.locator("#transcript").textContent()).toMatch(/1 file changed · [\d,]+ bytes/);
+      expect(await page.locator("body").textContent()).not.toMatch(/\b1 files\b|\b1 turns\b/);
       const j = await widths(page);
       expect(j.scroll, `the job page at ${width} px`).toBeLessThanOrEqual(j.client);
 

@@ -60,13 +60,13 @@
     if (typeof j.patch === "string" && j.patch !== shownPatch) {
       shownPatch = j.patch;
       diffBox.textContent = "";
-      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + " files)" : "")));
+      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + (files === 1 ? " file)" : " files)") : "")));
       diffBox.appendChild(j.patch ? PB.renderDiff(j.patch) : el("div", "empty", "no changes"));
     } else if (typeof j.patch !== "string" && j.patchBytes != null && shownPatch !== "#" + j.patchBytes) {
       // too long to show here: a link to the whole patch, as a file
       shownPatch = "#" + j.patchBytes;
       diffBox.textContent = "";
-      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + " files)" : "")));
+      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + (files === 1 ? " file)" : " files)") : "")));
       var p = el("p", "meta", PB.num(j.patchBytes) + " bytes: too long to show here. ");
       var dl = el("a", null, "Download the patch"); dl.href = api + "/patch"; dl.id = "patch-link";
       p.appendChild(dl);

@@ -19,6 +19,8 @@
   function add(parent, child) { parent.appendChild(child); return child; }
   var NUM = new Intl.NumberFormat("en-US"); // one formatter: toLocaleString builds one per call
   function num(n) { return NUM.format(Number(n || 0)); }
+  // "1 file", "2 files": a count and its noun.
+  function count(n, one, many) { return num(n) + " " + (Number(n) === 1 ? one : many); }
   function usd(x) { x = Number(x || 0); return "$" + x.toFixed(x >= 1 ? 2 : 4); }
   function dur(ms) {
     ms = Number(ms || 0);
@@ -223,13 +225,13 @@
         this.card("warn", "Model call retried (" + e.retry + ")", [e.status ? "HTTP " + e.status : "", e.delayMs != null ? "after " + dur(e.delayMs) : "", clean(e.error)].filter(Boolean).join(" · "));
         break;
       case "context_trimmed":
-        this.card("warn", "Context trimmed", num(e.removedChars) + " characters of older tool output elided, " + e.keptTurns + " turns kept");
+        this.card("warn", "Context trimmed", num(e.removedChars) + " characters of older tool output elided, " + count(e.keptTurns, "turn", "turns") + " kept");
         break;
       case "budget":
         this.card("error", "Budget exceeded", e.limit + ": " + e.used + " > " + e.max);
         break;
       case "resume":
-        if (e.restored) this.card("warn", "Resumed from attempt " + e.fromAttempt, "workspace and conversation after turn " + e.turns + " restored · " + num(e.patchBytes) + " bytes of patch · " + usd(e.costUsd) + " spent before");
+        if (e.restored) this.card("warn", "Resumed from attempt " + e.fromAttempt, "workspace and conversation after turn " + num(e.turns) + " restored · " + num(e.patchBytes) + " bytes of patch · " + usd(e.costUsd) + " spent before");
         else this.card("warn", "Started afresh", clean(e.reason || ""));
         break;
       case "checkpoint":
@@ -241,7 +243,7 @@
         if (e.outputTail) add(d, block(e.outputTail, "out"));
         break;
       case "patch":
-        d = this.card("", "Patch", num(e.filesChangedTotal != null ? e.filesChangedTotal : (e.filesChanged || []).length) + " files changed · " + num(e.bytes) + " bytes" + (e.filesChangedCut ? " · the list is cut (" + num(e.filesChangedCut) + " names left out)" : ""));
+        d = this.card("", "Patch", count(e.filesChangedTotal != null ? e.filesChangedTotal : (e.filesChanged || []).length, "file", "files") + " changed · " + count(e.bytes, "byte", "bytes") + (e.filesChangedCut ? " · the list is cut (" + num(e.filesChangedCut) + " names left out)" : ""));
         if (e.diffstat) add(d, block(e.diffstat, "out"));
         break;
       case "job_finished":
@@ -254,7 +256,7 @@
           p.result.textContent = "";
           add(p.result, el("span", "meta notrun", "not run: the job ended first"));
         }
-        d = this.card(e.status === "completed" ? "ok finished" : "error finished", "Job finished: " + e.status, e.turns + " turns · " + usd(e.costUsd));
+        d = this.card(e.status === "completed" ? "ok finished" : "error finished", "Job finished: " + e.status, count(e.turns, "turn", "turns") + " · " + usd(e.costUsd));
         d.setAttribute("data-status", clean(e.status));
         if (e.error) { add(d, el("span", "mark-error", "✗ ")); add(d, block(e.error, "out")); }
         break;
