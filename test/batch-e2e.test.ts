@@ -191,18 +191,18 @@ describe("patchbay batch end to end", () => {
     const b = await cli(["batch", "submit", file, "--json"], env);
     expect(a.code, a.stderr).toBe(0);
     const [ja, jb] = [JSON.parse(a.stdout), JSON.parse(b.stdout)];
-    expect(jb.batch).toBe(ja.batch);
-    expect(ja.batch).toMatch(/^b-[0-9a-f]{16}$/);
+    expect(jb.batchId).toBe(ja.batchId);
+    expect(ja.batchId).toMatch(/^b-[0-9a-f]{16}$/);
     expect([ja.added, jb.added]).toEqual([3, 0]);
     expect(b.stderr).toMatch(/0 jobs enqueued .*\(3 were already there\)/);
-    const w = await cli(["batch", "wait", ja.batch], env, { timeoutMs: 280_000 });
+    const w = await cli(["batch", "wait", ja.batchId], env, { timeoutMs: 280_000 });
     expect(w.code, w.stderr).toBe(0);
     const perTask = fake.requests.map((r) => taskText(r.body)).filter((t) => t.startsWith("twice"));
     expect(perTask.sort()).toEqual(["twice 0", "twice 1", "twice 2"]);
-    const st = await cli(["batch", "status", ja.batch, "--json"], env);
+    const st = await cli(["batch", "status", ja.batchId, "--json"], env);
     expect(JSON.parse(st.stdout)).toMatchObject({ total: 3, done: 3, counts: { completed: 3 } });
     const list = await cli(["batch", "list"], env);
-    expect(list.stdout).toMatch(new RegExp(`${ja.batch}\\s+-\\s+3/3 .* done`));
+    expect(list.stdout).toMatch(new RegExp(`${ja.batchId}\\s+-\\s+3/3 .* done`));
   }, 300_000);
 
   it("--budget-usd: once spent, jobs not started end budget_exceeded without a sandbox, running ones after their turn", async () => {

@@ -91,7 +91,7 @@ describe("the rough edges, through the CLI and the library", () => {
     const c = await pb(q, ["cancel", id]);
     expect(c.code, c.stderr).toBe(0);
     const st = await pb(q, ["status", id, "--json"]);
-    expect(JSON.parse(st.stdout)[0]).toMatchObject({ id, outcome: "cancelled", resultStatus: "cancelled", error: "the job was cancelled before it started" });
+    expect(JSON.parse(st.stdout)[0]).toMatchObject({ id, outcome: "cancelled", state: "completed", error: "the job was cancelled before it started" });
     expect((await pb(q, ["status", id])).stdout).toBe(`${id}\tcancelled\tthe job was cancelled before it started\n`);
     const list = await pb(q, ["list", "--json"]);
     expect(JSON.parse(list.stdout).find((j: { id: string }) => j.id === id)).toMatchObject({ outcome: "cancelled" });

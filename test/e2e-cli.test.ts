@@ -129,7 +129,7 @@ describe("patchbay CLI end to end", () => {
     expect(result.status).toBe("cancelled");
     expect(result.filesChanged).toEqual(["clamp.py"]); // the patch of what was done is kept
     const st = await cli(["status", id, "--json"], env);
-    expect(JSON.parse(st.stdout)).toMatchObject([{ id, state: "completed", resultStatus: "cancelled" }]);
+    expect(JSON.parse(st.stdout)).toMatchObject([{ id, state: "completed", outcome: "cancelled" }]);
   });
 
   it("`patchbay run` on a job that fails for good exits 1 and still writes the transcript and result", async () => {

@@ -74,7 +74,7 @@ console.log("done", r.status);
       }),
     );
     expect(reasons).toEqual(ids.map((id) => `job ${id} failed: boom ${id}`));
-    expect((await c.status(ids[0]!)).failedReason).toBe(`boom ${ids[0]}`);
+    expect((await c.status(ids[0]!)).error).toBe(`boom ${ids[0]}`);
   });
 
   it("waitForResult gives up after timeoutMs, and warns when no worker listens on the queue", async () => {

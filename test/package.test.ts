@@ -107,7 +107,7 @@ console.log(JSON.stringify({ recorded, meta, id }));`,
     }
     // `patchbay view`: the renderer, the viewer's boot script and the stylesheet inlined.
     const transcript = join(consumer, "t.jsonl");
-    writeFileSync(transcript, JSON.stringify({ type: "job_started", jobId: "pkg-view-1", ts: "2025-01-01T00:00:00.000Z", spec: { task: "t" } }) + "\n");
+    writeFileSync(transcript, JSON.stringify({ type: "job_started", jobId: "pkg-view-1", attempt: 1, ts: "2025-01-01T00:00:00.000Z", spec: { task: "t", repo: { path: "/r" } } }) + "\n");
     const view = await patchbay(["view", transcript, "-o", "-"], {}, { script: join(consumer, "node_modules/.bin/patchbay") });
     expect(view.code, view.stderr).toBe(0);
     expect(view.stdout).toContain(`<script>${srcText("web/assets/transcript.js")}\n${srcText("web/assets/view.js")}</script>`);

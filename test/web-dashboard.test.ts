@@ -149,7 +149,7 @@ describe("dashboard in headless Chromium", () => {
     await page.locator("#cancel:not([disabled])").click();
     await page.locator(".ev.finished[data-status=cancelled]").waitFor({ timeout: 60_000 });
     await page.locator("#head[data-status=cancelled]").waitFor({ timeout: 30_000 });
-    expect((await client.status(id)).resultStatus).toBe("cancelled");
+    expect((await client.status(id)).outcome).toBe("cancelled");
     expect(await page.locator("#msg").textContent()).toBe("cancel: signalled");
 
     // Retry runs it again on the same page (a second run below the first), and cancel stops it again.
@@ -163,7 +163,7 @@ describe("dashboard in headless Chromium", () => {
     expect(await page.locator("article.turn").count()).toBe(2); // one per run, not merged
     expect(await page.locator(".ev.finished").count()).toBe(2);
     await waitUntil(async () => (await client.status(id)).state === "completed");
-    expect((await client.status(id)).resultStatus).toBe("cancelled");
+    expect((await client.status(id)).outcome).toBe("cancelled");
     expect(rec.dialogs).toEqual([]);
     expect(rec.pageErrors).toEqual([]);
     await page.close();

@@ -66,7 +66,7 @@ const submit: Command = {
   usage: `patchbay batch submit tasks.jsonl [--name NAME] [--budget-usd X] [--json]
 
 Enqueues every job of the file under one batch id and prints it (--json: {"batchId", "ids",
-"added"}, and "batch", the same id, as before). ${BATCH_FILE}
+"added"}). ${BATCH_FILE}
 Exit status: 0 enqueued; 1 Redis unreachable, or the name is taken by other jobs; 2 usage (a bad line).
 
 ${SUBMIT_FLAGS}
@@ -80,7 +80,7 @@ ${CONNECTION_USAGE}`,
     return withBatches({ values, config }, async (b) => {
       const r = await submitFile(b, positionals[0]!, values);
       // batchId as everywhere else (batch status, the library); batch kept for scripts written before.
-      console.log(values.json ? JSON.stringify({ batchId: r.batchId, batch: r.batchId, ids: r.ids, added: r.added }) : r.batchId);
+      console.log(values.json ? JSON.stringify({ batchId: r.batchId, ids: r.ids, added: r.added }) : r.batchId);
       process.stderr.write(`patchbay: next: patchbay batch wait ${r.batchId}${b.c.hintFlags()} --out DIR  (or: patchbay batch status ${r.batchId}${b.c.hintFlags()})\n`);
       return 0;
     });
@@ -300,7 +300,7 @@ ${CONNECTION_USAGE}`,
   run: async ({ values, positionals, config }) =>
     withBatches({ values, config }, async (b) => {
       const r = await b.cancel(positionals[0]!);
-      console.log(values.json ? JSON.stringify({ batch: positionals[0], ...r }) : `batch ${positionals[0]} cancelled: ${r.signalled} running jobs signalled, ${r.waiting} waiting jobs will not run`);
+      console.log(values.json ? JSON.stringify({ batchId: positionals[0], ...r }) : `batch ${positionals[0]} cancelled: ${r.signalled} running jobs signalled, ${r.waiting} waiting jobs will not run`);
       return 0;
     }),
 };
@@ -311,7 +311,7 @@ const retry: Command = {
 
 Runs again, as new jobs of the same batch (<batch>-L<line>-r<n>), the lines whose latest job ended
 with one of the statuses (default: all but completed); status, wait and the summary then show the
-latest attempt of each line. Prints the new job ids (--json: {"batch", "ids"}).
+latest attempt of each line. Prints the new job ids (--json: {"batchId", "ids"}).
 Exit status: 0 (also when nothing matched); 1 an unknown batch or Redis unreachable; 2 usage.
   --status STATUS        repeatable or comma-separated: ${STATUSES.join(", ")}
   --json                 print the new ids as JSON
@@ -325,7 +325,7 @@ ${CONNECTION_USAGE}`,
     return withBatches({ values, config }, async (b) => {
       const r = await b.retry(positionals[0]!, statuses ? { statuses: statuses as JobStatusName[] } : {});
       if (r.missing.length) process.stderr.write(`patchbay: lines ${r.missing.join(", ")} are no longer in the queue and cannot be retried\n`);
-      if (values.json) console.log(JSON.stringify({ batch: positionals[0], ids: r.ids }));
+      if (values.json) console.log(JSON.stringify({ batchId: positionals[0], ids: r.ids }));
       else if (!r.ids.length) process.stderr.write(`patchbay: no job of batch ${positionals[0]} ended ${statuses ? statuses.join(" or ") : "other than completed"}\n`);
       else for (const id of r.ids) console.log(id);
       return 0;

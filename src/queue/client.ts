@@ -46,9 +46,6 @@ export interface JobStatusInfo {
   /** BullMQ's state: `completed` means the worker returned a result, whatever its status. */
   state: JobState;
   attemptsMade: number;
-  /** The result's status once the job completed. */
-  resultStatus?: JobResult["status"];
-  failedReason?: string;
   task?: string;
   /** Epoch ms: enqueued, first taken by a worker, finished. */
   createdAt?: number;
@@ -455,8 +452,6 @@ function info(job: Job<JobData, JobResult>, state: JobState): JobStatusInfo {
     ...(error ? { error } : {}),
     state,
     attemptsMade: job.attemptsMade,
-    ...(job.returnvalue ? { resultStatus: job.returnvalue.status } : {}),
-    ...(job.failedReason ? { failedReason: job.failedReason } : {}),
     task: job.data?.spec?.task,
     createdAt: job.data?.enqueuedAt ?? job.timestamp,
     ...(job.processedOn ? { startedAt: job.processedOn } : {}),
