@@ -157,6 +157,14 @@ describe("batch index", () => {
     expect(hooks.stopAfterTurn({ spec: spec("x"), enqueuedAt: 0 }, "plain", 1)).toBeUndefined();
   });
 
+  it("a USD budget over a model whose price is unknown is refused, naming the line; enqueues nothing", async () => {
+    const b = batches("q-unpriced");
+    const specs = [spec("a"), { ...spec("b"), model: "my-own-model" }];
+    await expect(b.submit(specs, { name: "unpriced", budgetUsd: 1 })).rejects.toThrow(/^line 2: the batch's USD budget: the price of model 'my-own-model' is unknown/);
+    expect(await b.c.queue.getJobCounts()).toMatchObject({ waiting: 0 });
+    expect((await b.submit(specs, { name: "unpriced" })).ids).toHaveLength(2); // no USD budget: fine
+  });
+
   it("cancel: jobs not started end cancelled without running; retry lifts it", async () => {
     const q = "q-cancel";
     const b = batches(q);

@@ -21,6 +21,7 @@ export { mdCell, summarizeBatch, summaryMarkdown, type BatchSummary } from "./ba
 export * from "./batch-types.js";
 import { batchJobId, BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
 import { enqueueSpans } from "../trace.js";
+import { usdBudgetProblem } from "../agent/prices.js";
 
 const retryOf = (jobId: string) => Number(/-r(\d+)$/.exec(jobId)?.[1] ?? 0);
 
@@ -75,6 +76,9 @@ export class BatchClient {
       const withToken = lines.find(({ spec }) => credentialsProblem(spec));
       if (withToken) throw new JobSpecError(`line ${withToken.line}: ${credentialsProblem(withToken.spec)}`);
       if (!lines.length) throw new JobSpecError("a batch needs at least one job");
+      // A USD budget is held by the jobs' costs: a model whose price is unknown would spend nothing.
+      const unpriced = opts.budgetUsd === undefined ? undefined : lines.find(({ spec }) => usdBudgetProblem(spec.model ?? this.c.defaultModel, opts.budgetUsd));
+      if (unpriced) throw new JobSpecError(`line ${unpriced.line}: the batch's ${usdBudgetProblem(unpriced.spec.model ?? this.c.defaultModel, opts.budgetUsd)!.replace(/^budget\.usd: /, "USD budget: ")}`);
       if (new Set(lines.map((l) => l.line)).size !== lines.length) throw new JobSpecError("two specs of a batch have the same line");
       // The job id comes from the batch: a spec's own jobId is not used.
       lines = lines.map(({ line, spec }) => ({ line, spec: spec.jobId ? (({ jobId: _, ...rest }) => rest)(spec) : spec }));

@@ -152,7 +152,7 @@ export class PatchbayClient {
   readonly retentionSec: number;
   private readonly k: ReturnType<typeof keys>;
   /** The model a spec without one is taken to run with (the workers' default is the same setting, PATCHBAY_MODEL). */
-  private readonly defaultModel: string;
+  readonly defaultModel: string;
   private readonly conns = new Set<Redis>();
   private busy = 0;
 
