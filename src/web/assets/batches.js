@@ -6,14 +6,7 @@
   var el = PB.el;
   var tbody = document.getElementById("rows");
   var note = document.getElementById("note");
-  // A cell of column `name`: class c-<name> (its width; its label on a narrow screen, data-label).
-  function cell(tr, name, cls, text, title) {
-    var td = el("td", "c-" + name + (cls ? " " + cls : ""), text);
-    td.setAttribute("data-label", name);
-    if (title) td.title = PB.clean(title);
-    tr.appendChild(td);
-    return td;
-  }
+  var cell = PB.cell;
   function load() {
     fetch("/api/batches", { credentials: "same-origin" }).then(function (r) {
       if (!r.ok) throw new Error("HTTP " + r.status);

@@ -13,15 +13,7 @@
   var note = document.getElementById("note");
   var pager = document.getElementById("pager");
   function badge(s) { return el("span", "badge s-" + String(s).replace(/[^a-z_]/g, ""), s); }
-  // A cell of column `name`: class c-<name> (its width; its label on a narrow screen, data-label).
-  // A long value is cut with an ellipsis: `title` keeps the whole of it.
-  function cell(tr, name, cls, text, title) {
-    var td = el("td", "c-" + name + (cls ? " " + cls : ""), text);
-    td.setAttribute("data-label", name);
-    if (title) td.title = PB.clean(title);
-    tr.appendChild(td);
-    return td;
-  }
+  var cell = PB.cell;
   function link(text, href) { var a = el("a", null, text); a.href = href; return a; }
   var SHORT = { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
   function row(j) {

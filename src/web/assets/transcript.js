@@ -275,5 +275,14 @@
       " / cache read " + num(t.cacheRead) + " / cache write " + num(t.cacheWrite) + " · " + usd(t.cost);
   };
 
-  window.PB = { Transcript: Transcript, renderDiff: renderDiff, el: el, block: block, num: num, usd: usd, dur: dur, clean: clean };
+  // A table cell of column `name` (the jobs and batches lists): class c-<name> (its width; its label
+  // on a narrow screen, data-label). A long value is cut with an ellipsis: `title` keeps the whole.
+  function cell(tr, name, cls, text, title) {
+    var td = el("td", "c-" + name + (cls ? " " + cls : ""), text);
+    td.setAttribute("data-label", name);
+    if (title) td.title = clean(title);
+    tr.appendChild(td);
+    return td;
+  }
+  window.PB = { Transcript: Transcript, renderDiff: renderDiff, el: el, block: block, num: num, usd: usd, dur: dur, clean: clean, cell: cell };
 })();
