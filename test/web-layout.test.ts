@@ -188,6 +188,7 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
 
     expect(await client.cancel(id)).toBe("signalled");
     await page.locator("#head[data-status=cancelled]").waitFor({ timeout: 60_000 });
+    await page.locator("#cancel[disabled]").waitFor();
     const disabled = await style();
     // before, a disabled Cancel kept its red text and border, only faded: it read as one to press
     expect(disabled.color).not.toBe(enabled.color);

@@ -51,9 +51,10 @@
     head.appendChild(dl);
     if (j.failedReason) { head.appendChild(el("span", "mark-error", "✗ failed: ")); head.appendChild(PB.block(j.failedReason, "out")); }
     if (j.error) { head.appendChild(el("span", "mark-error", "✗ ")); head.appendChild(PB.block(j.error, "out")); }
-    var running = j.state === "active" || j.state === "waiting" || j.state === "delayed" || j.state === "prioritized";
-    able(cancelBtn, running, "the job has finished: nothing to cancel");
-    able(retryBtn, !running, "the job is still queued or running");
+    var queued = j.state === "active" || j.state === "waiting" || j.state === "delayed" || j.state === "prioritized";
+    // a status means the job ended, even while BullMQ still calls it active (its result is being stored)
+    able(cancelBtn, queued && !j.status, "the job has finished: nothing to cancel");
+    able(retryBtn, !queued, "the job is still queued or running");
     head.setAttribute("data-state", j.state);
     head.setAttribute("data-status", j.status || "");
     var files = j.filesChangedTotal != null ? j.filesChangedTotal : j.filesChanged ? j.filesChanged.length : null;
