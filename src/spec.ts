@@ -95,13 +95,20 @@ export type Network = z.infer<typeof Network>;
 // BullMQ rejects custom ids containing ':' and ids that are plain integers (its own auto ids).
 // '.' and '..' are refused too, because a job id may end up as a directory name.
 const JOB_ID_RE = /^[A-Za-z0-9_.-]{1,128}$/;
+/**
+ * BullMQ keeps a job's hash at <prefix>:<queue>:<id>, beside its own keys of the queue: an id that
+ * names one of them would write a hash over its wait list (every later add then fails WRONGTYPE)
+ * or read its meta as a job. test/api-attacks.test.ts holds this against BullMQ's own list.
+ */
+const BULLMQ_KEY_NAMES: readonly string[] = ["active", "wait", "waiting-children", "paused", "id", "delayed", "prioritized", "stalled-check", "completed", "failed", "stalled", "repeat", "limiter", "meta", "events", "pc", "marker", "de", "metrics"];
 const JobId = z
   .string({ error: expected("a string") })
   .regex(JOB_ID_RE, { error: expected('1-128 characters from A-Z a-z 0-9 _ . - (no ":")') })
   .refine((s) => `${parseInt(s, 10)}` !== s, {
     error: (iss) => `must not be a plain integer, BullMQ reserves those for its own ids (got ${show(iss.input)})`,
   })
-  .refine((s) => s !== "." && s !== "..", { error: (iss) => `must not be "." or ".." (got ${show(iss.input)})` });
+  .refine((s) => s !== "." && s !== "..", { error: (iss) => `must not be "." or ".." (got ${show(iss.input)})` })
+  .refine((s) => !BULLMQ_KEY_NAMES.includes(s), { error: (iss) => `must not be the name of one of BullMQ's own keys of the queue (got ${show(iss.input)})` });
 
 export const JobSpec = z.strictObject({
   task: capped("a non-empty string", MAX_TASK_CHARS),

@@ -1,0 +1,53 @@
+// Attacks on what issue 25 added, each through the real parts: a dashboard with the HTTP API on a
+// real Redis (no worker: the jobs stay waiting, which is what these attacks need), the client, and
+// raw HTTP requests with the headers exactly as an attacker sends them (test/support/api.ts).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../src/config.js";
+import { PatchbayClient } from "../src/queue/client.js";
+import { keys } from "../src/queue/keys.js";
+import { parseJobSpec } from "../src/spec.js";
+import { startDashboard, type Dashboard } from "../src/web/server.js";
+import { http, jsonBody } from "./support/api.js";
+import { startRedis } from "./support/cluster.js";
+
+const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
+const QUEUE = "api-attacks";
+const TOKEN = "api-attacks-dashboard-token-01";
+const WRITE = "api-attacks-write-token-01234";
+const READ = "api-attacks-read-token-0123456";
+
+describe("attacks on the HTTP API and the client", () => {
+  let redis: Awaited<ReturnType<typeof startRedis>>;
+  let dash: Dashboard;
+  let client: PatchbayClient;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, PATCHBAY_API_TOKENS: `ci:write:${WRITE}, viewer:read:${READ}` });
+    dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN, config });
+    client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE, config });
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    await dash?.close();
+    await redis?.stop();
+  });
+
+  it("a jobId naming one of BullMQ's own keys is refused: it would write a hash over the queue's wait list and break every later enqueue", async () => {
+    for (const name of Object.keys(client.queue.keys)) {
+      if (!name) continue; // BullMQ's "" is the prefix itself
+      const r = parseJobSpec({ task: "x", repo: { path: CLAMP }, jobId: name });
+      expect(r.ok, `jobId ${name}`).toBe(false);
+    }
+    // on an empty queue, through the API with a write token
+    const res = await http(dash.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "poison", repo: { path: CLAMP }, jobId: "wait" }), token: WRITE });
+    expect(res.status).toBe(400);
+    expect(res.json.errors).toEqual([`jobId: must not be the name of one of BullMQ's own keys of the queue (got "wait")`]);
+    expect(await client.redis.type(client.queue.toKey("wait"))).toBe("none");
+    // the queue still takes jobs
+    const ok = await http(dash.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "after", repo: { path: CLAMP } }), token: WRITE });
+    expect(ok.status).toBe(201);
+    expect(await client.queue.getJobState(ok.json.id)).toBe("waiting");
+  });
+});
