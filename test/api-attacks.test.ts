@@ -50,4 +50,21 @@ describe("attacks on the HTTP API and the client", () => {
     expect(ok.status).toBe(201);
     expect(await client.queue.getJobState(ok.json.id)).toBe("waiting");
   });
+
+  it("the queue's own keys (meta, a hash; id, a counter; events, a stream) are no job: 404 on every route, and no cancel mark written", async () => {
+    await client.enqueue({ task: "makes the keys", repo: { path: CLAMP } }); // BullMQ's id, meta and events exist now
+    for (const id of ["meta", "id", "events"]) {
+      for (const path of [`/api/v1/jobs/${id}`, `/api/v1/jobs/${id}/transcript`, `/api/v1/jobs/${id}/patch`, `/api/jobs/${id}`, `/api/jobs/${id}/patch`]) {
+        const r = await http(dash.url, "GET", path);
+        expect(r.status, `GET ${path}: ${r.text}`).toBe(404);
+      }
+      const api = await http(dash.url, "POST", `/api/v1/jobs/${id}/cancel`, { token: WRITE });
+      expect(api.status, api.text).toBe(404);
+      expect(api.json.detail).toBe(`no job ${id} in queue ${QUEUE}`);
+      const own = await http(dash.url, "POST", `/api/jobs/${id}/cancel`, { token: TOKEN });
+      expect(own.status, own.text).toBe(404);
+      await expect(client.status(id)).rejects.toThrow(`no job ${id} in queue ${QUEUE}`);
+      expect(await client.redis.exists(keys(QUEUE).cancel(id))).toBe(0);
+    }
+  });
 });

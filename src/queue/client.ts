@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { defaults, loadConfig, type Config } from "../config.js";
 import { recordFinished } from "./batch-index.js";
+import { findJob } from "./find-job.js";
 import { hintFlags } from "./hints.js";
 import { keys, redisOptions } from "./keys.js";
 import { jobOptions, prepareSpecs } from "./prepare.js";
@@ -217,13 +218,13 @@ export class PatchbayClient {
       const mine = specHash(spec);
       if (seen.has(spec.jobId) && seen.get(spec.jobId) !== mine) throw new JobConflictError(spec.jobId, this.queueName);
       seen.set(spec.jobId, mine);
-      const existing = await Job.fromId<JobData, JobResult>(this.queue, spec.jobId);
+      const existing = await findJob<JobData, JobResult>(this.queue, spec.jobId);
       if (existing?.data?.spec && specHash(existing.data.spec) !== mine) throw new JobConflictError(spec.jobId, this.queueName);
     }
   }
 
   private async job(id: string): Promise<Job<JobData, JobResult>> {
-    const job = await Job.fromId<JobData, JobResult>(this.queue, id);
+    const job = await findJob<JobData, JobResult>(this.queue, id);
     if (!job) throw new JobNotFoundError(id, this.queueName);
     return job;
   }

@@ -2,7 +2,7 @@
 // src/web/jobs-list.ts), one job with its patch when short, the whole patch as a download, cancel
 // and retry (through the client: the dashboard touches no queue key itself). The live transcript is
 // src/web/routes-events.ts.
-import { Job } from "bullmq";
+import { findJob } from "../queue/find-job.js";
 import type { FastifyInstance, FastifyPluginAsync } from "fastify";
 import { JobNotFoundError, type JobData, type PatchbayClient } from "../queue/client.js";
 import { keys } from "../queue/keys.js";
@@ -47,7 +47,7 @@ async function jobExists(client: PatchbayClient, id: string): Promise<boolean> {
 
 function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions): void {
   const k = keys(client.queueName);
-  const findJob = async (id: string) => (await Job.fromId<JobData, JobResult>(client.queue, id)) ?? undefined;
+  const jobOf = (id: string) => findJob<JobData, JobResult>(client.queue, id);
 
   app.get("/api/jobs", async (req, reply) => {
     try {
@@ -60,7 +60,7 @@ function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions
 
   app.get<ById>("/api/jobs/:id", async (req, reply) => {
     const state = await client.queue.getJobState(req.params.id); // before the job, so a finished one carries its result
-    const job = await findJob(req.params.id);
+    const job = await jobOf(req.params.id);
     if (!job) return reply.code(404).send({ error: `no job ${req.params.id}` });
     const stored = job.returnvalue?.patchStored;
     const patch = stored && stored.bytes <= DETAIL_PATCH_MAX ? ((await client.redis.get(k.patch(job.id!))) ?? undefined) : undefined;
@@ -69,7 +69,7 @@ function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions
 
   // The whole patch, as a file (a long one is not part of the job page's data).
   app.get<ById>("/api/jobs/:id/patch", async (req, reply) => {
-    const job = await findJob(req.params.id);
+    const job = await jobOf(req.params.id);
     const r = job?.returnvalue;
     if (!job || !r) return reply.code(404).send({ error: `no finished job ${req.params.id}` });
     const patch = r.patchStored ? await client.redis.getBuffer(k.patch(job.id!)) : Buffer.from(r.patch);

@@ -2,11 +2,11 @@
 // its jobId), the list (the dashboard's lean pages, src/web/jobs-list.ts), one job's status and
 // result, its patch (text/x-diff), its transcript (a JSON array or NDJSON) and cancel. Every write
 // goes through PatchbayClient; the reads are the dashboard's.
-import { Job } from "bullmq";
 import type { FastifyInstance, FastifyPluginAsync } from "fastify";
 import { Readable } from "node:stream";
 import { z } from "zod";
 import { JobNotFoundError, type JobData, type PatchbayClient } from "../../queue/client.js";
+import { findJob } from "../../queue/find-job.js";
 import { keys } from "../../queue/keys.js";
 import { JobResult, JobSpec, TranscriptEvent } from "../../spec.js";
 import { listJobsPage, parseJobsQuery } from "../jobs-list.js";
@@ -50,7 +50,7 @@ function enqueueRoute(app: FastifyInstance, client: PatchbayClient): void {
 function readRoutes(app: FastifyInstance, { client, defaultModel }: JobsApiOptions): void {
   const found = async (id: string) => {
     const state = await client.queue.getJobState(id); // before the job, so a finished one carries its result
-    const job = await Job.fromId<JobData, JobResult>(client.queue, id);
+    const job = await findJob<JobData, JobResult>(client.queue, id);
     if (!job) throw new JobNotFoundError(id, client.queueName);
     return { job, state };
   };
