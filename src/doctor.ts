@@ -5,6 +5,7 @@ import { docker } from "./runtime/docker.js";
 import { LABEL } from "./runtime/owner.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
 import { settleWithin } from "./timeout.js";
+import { shownRedisUrl } from "./queue/hints.js";
 
 export interface Check {
   name: string;
@@ -36,10 +37,10 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
     await redis.connect();
     const pong = await redis.ping();
     const policy = ((await redis.config("GET", "maxmemory-policy")) as string[])[1];
-    checks.push({ name: "redis", ok: pong === "PONG", required: true, detail: `${redisUrl} (maxmemory-policy ${policy})` });
+    checks.push({ name: "redis", ok: pong === "PONG", required: true, detail: `${shownRedisUrl(redisUrl)} (maxmemory-policy ${policy})` });
     if (policy !== "noeviction") checks.push({ name: "redis eviction", ok: false, required: false, detail: `maxmemory-policy is ${policy}`, fix: "BullMQ needs `maxmemory-policy noeviction` or jobs can vanish" });
   } catch (err) {
-    checks.push({ name: "redis", ok: false, required: true, detail: `${redisUrl}: ${connectError?.message ?? (err as Error).message}`, fix: "run `npm run services` or set REDIS_URL" });
+    checks.push({ name: "redis", ok: false, required: true, detail: `${shownRedisUrl(redisUrl)}: ${connectError?.message ?? (err as Error).message}`, fix: "run `npm run services` or set REDIS_URL" });
   } finally {
     redis.disconnect();
   }

@@ -8,7 +8,7 @@ import { keys } from "../src/queue/keys.js";
 import { parseJobSpec } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { http, jsonBody } from "./support/api.js";
-import { startRedis } from "./support/cluster.js";
+import { cli, freePort, startRedis } from "./support/cluster.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 const QUEUE = "api-attacks";
@@ -65,6 +65,17 @@ describe("attacks on the HTTP API and the client", () => {
       expect(own.status, own.text).toBe(404);
       await expect(client.status(id)).rejects.toThrow(`no job ${id} in queue ${QUEUE}`);
       expect(await client.redis.exists(keys(QUEUE).cancel(id))).toBe(0);
+    }
+  });
+
+  it("a Redis URL's password is never in a message: the CLI's `cannot reach Redis` shows *** in its place (in the user part and in ?password=)", async () => {
+    const port = await freePort(); // nothing listens there
+    for (const url of [`redis://:hunter2-pw-0123@127.0.0.1:${port}`, `redis://app:hunter2-pw-0123@127.0.0.1:${port}/0`, `redis://127.0.0.1:${port}?password=hunter2-pw-0123`]) {
+      const r = await cli(["status", "some-job", "--redis-url", url], {});
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain("cannot reach Redis at redis://");
+      expect(r.stderr).toContain(`127.0.0.1:${port}`);
+      expect(r.stderr + r.stdout).not.toContain("hunter2");
     }
   });
 });

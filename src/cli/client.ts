@@ -4,6 +4,7 @@ import { Redis } from "ioredis";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { JobFailedError, JobNotFoundError, PatchbayClient, type ClientOptions } from "../queue/client.js";
+import { shownRedisUrl } from "../queue/hints.js";
 import { JobSpecError, type JobResult, type TranscriptEvent } from "../spec.js";
 import { writeJobFiles } from "./out.js";
 import { CliError, connection, UsageError, type ClientArgs } from "./command.js";
@@ -21,7 +22,7 @@ export async function probeRedis(url: string, timeoutMs = 3000): Promise<void> {
     await r.ping();
   } catch (err) {
     const why = (cause ?? (err as Error)).message || "connection failed";
-    throw new CliError(`cannot reach Redis at ${url} (${why}): start it (${inPatchbayRepo() ? "npm run services" : "e.g. redis-server --maxmemory-policy noeviction"}) or pass --redis-url / set REDIS_URL`);
+    throw new CliError(`cannot reach Redis at ${shownRedisUrl(url)} (${why}): start it (${inPatchbayRepo() ? "npm run services" : "e.g. redis-server --maxmemory-policy noeviction"}) or pass --redis-url / set REDIS_URL`);
   } finally {
     r.disconnect();
   }
