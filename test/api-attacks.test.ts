@@ -1,8 +1,12 @@
 // Attacks on what issue 25 added, each through the real parts: a dashboard with the HTTP API on a
 // real Redis (no worker: the jobs stay waiting, which is what these attacks need), the client, and
 // raw HTTP requests with the headers exactly as an attacker sends them (test/support/api.ts).
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
+import { runJob } from "../src/job/run.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
 import { parseJobSpec } from "../src/spec.js";
@@ -76,6 +80,25 @@ describe("attacks on the HTTP API and the client", () => {
       expect(r.stderr).toContain("cannot reach Redis at redis://");
       expect(r.stderr).toContain(`127.0.0.1:${port}`);
       expect(r.stderr + r.stdout).not.toContain("hunter2");
+    }
+  });
+
+  it("run --local refuses PATCHBAY_BACKEND=local without PATCHBAY_TEST_BACKENDS=1, as a worker does: the repo would run with no isolation", async () => {
+    const out = mkdtempSync(join(tmpdir(), "pb-attacks-out-"));
+    try {
+      const env = { PATCHBAY_BACKEND: "local", PATCHBAY_TEST_BACKENDS: "0", ANTHROPIC_API_KEY: "test-key", ANTHROPIC_BASE_URL: "http://127.0.0.1:9" };
+      const r = await cli(["run", "--local", "--repo", CLAMP, "--task", "x", "--out", out, "--force"], env);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain("PATCHBAY_BACKEND=local runs repos with no isolation");
+      expect(r.stderr).not.toContain("running here");
+      expect(readdirSync(out)).toEqual([]); // no job ran
+      // the library's runJob on the same configuration: refused before any event
+      const events: unknown[] = [];
+      const config = loadConfig({ ...process.env, ...env });
+      await expect(runJob({ task: "x", repo: { path: CLAMP } }, { config, onEvent: (e) => events.push(e) })).rejects.toThrow("PATCHBAY_BACKEND=local runs repos with no isolation: a job run outside a worker refuses it");
+      expect(events).toEqual([]);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
     }
   });
 });

@@ -2,7 +2,7 @@
 // the ids, the event emitter, the one signal for cancel and the wall clock, and the timings.
 import type { Config } from "../config.js";
 import { defaults } from "../config.js";
-import { runtimeOf } from "../runtime/index.js";
+import { configuredRuntime } from "../runtime/index.js";
 import type { SandboxRuntime } from "../runtime/types.js";
 import { stamped, type EventInput, type JobSpec } from "../spec.js";
 import type { RunJobOptions } from "./run.js";
@@ -28,6 +28,7 @@ export interface JobContext {
 export function jobContext(spec: JobSpec, config: Config, opts: RunJobOptions): { ctx: JobContext; dispose: () => void } {
   const jobId = opts.jobId ?? spec.jobId ?? `local-${Date.now().toString(36)}`;
   const attempt = opts.attempt ?? 1;
+  const backend = opts.backend ?? configuredRuntime(config, "a job run outside a worker"); // first: a throw leaves no timer
   const timeoutSec = spec.timeoutSec ?? defaults.job.timeoutSec;
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort("timeout"), timeoutSec * 1000);
@@ -37,7 +38,7 @@ export function jobContext(spec: JobSpec, config: Config, opts: RunJobOptions): 
   const t0 = performance.now();
   const ctx: JobContext = {
     spec, config, opts, jobId, attempt, timeoutSec, t0,
-    backend: opts.backend ?? runtimeOf(config.backend),
+    backend,
     signal: ctl.signal,
     emit: (e) => opts.onEvent?.(stamped(e, jobId, attempt)),
     elapsed: (since = t0) => Math.round(performance.now() - since),

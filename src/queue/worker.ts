@@ -16,7 +16,7 @@ import { workerLogger, type Log, type LogFormat } from "../log.js";
 import { workerMetrics } from "../metrics.js";
 import type { JobData } from "./client.js";
 import { LABEL, processOwnerId } from "../runtime/owner.js";
-import { runtimeOf } from "../runtime/index.js";
+import { configuredRuntime } from "../runtime/index.js";
 import { SandboxPool } from "../sandbox/pool.js";
 import type { JobResult } from "../spec.js";
 import { attemptProcessor, type Active } from "./attempt.js";
@@ -52,9 +52,7 @@ export interface WorkerHandle {
 
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
   const config = opts.config ?? loadConfig();
-  // The local backend isolates nothing: a worker runs on it only where tests say so.
-  if (config.backend !== "docker" && !config.testBackends) throw new Error(`PATCHBAY_BACKEND=${config.backend} runs repos with no isolation: a worker refuses it (PATCHBAY_TEST_BACKENDS=1 is for tests and simulations only)`);
-  const runtime = runtimeOf(config.backend);
+  const runtime = configuredRuntime(config, "a worker"); // the local backend only where tests say so
   const queueName = opts.queueName ?? config.queueName;
   const k = keys(queueName);
   const id = config.workerId ?? processOwnerId;

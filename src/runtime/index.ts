@@ -4,6 +4,8 @@
 import { DockerRuntime } from "./docker.js";
 import { LocalRuntime } from "./local.js";
 import type { SandboxRuntime } from "./types.js";
+import type { Config } from "../config.js";
+import { kinded } from "../errors.js";
 
 export type BackendKind = "docker" | "local";
 
@@ -17,4 +19,18 @@ export function runtimeOf(kind: BackendKind): SandboxRuntime {
     made.set(kind, r);
   }
   return r;
+}
+
+/** The local backend asked for by the configuration where no test said so. */
+export class BackendRefusedError extends kinded("config") {}
+
+/**
+ * The configured backend's runtime, for whatever runs a job (a worker, runJob, `run --local`): the
+ * local one isolates nothing, so it only where PATCHBAY_TEST_BACKENDS=1 says tests run.
+ */
+export function configuredRuntime(config: Pick<Config, "backend" | "testBackends">, who: string): SandboxRuntime {
+  if (config.backend !== "docker" && !config.testBackends) {
+    throw new BackendRefusedError(`PATCHBAY_BACKEND=${config.backend} runs repos with no isolation: ${who} refuses it (PATCHBAY_TEST_BACKENDS=1 is for tests and simulations only)`);
+  }
+  return runtimeOf(config.backend);
 }
