@@ -2,6 +2,8 @@
 // real Redis (no worker: the jobs stay waiting, which is what these attacks need), the client, and
 // raw HTTP requests with the headers exactly as an attacker sends them (test/support/api.ts).
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import { connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +13,8 @@ import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
 import { parseJobSpec } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
+import { streamTranscript } from "../src/web/sse.js";
+import { TranscriptHub } from "../src/web/transcript-hub.js";
 import { http, jsonBody } from "./support/api.js";
 import { cli, freePort, startRedis } from "./support/cluster.js";
 
@@ -99,6 +103,32 @@ describe("attacks on the HTTP API and the client", () => {
       expect(events).toEqual([]);
     } finally {
       rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  it("a live transcript's client that never reads is let go once its socket stalls: its slot of the cap is not held for ever", async () => {
+    const key = `${keys(QUEUE).events("stall")}`;
+    const big = "x".repeat(64 * 1024);
+    for (let i = 0; i < 400; i++) await client.redis.xadd(key, "*", "e", JSON.stringify({ type: "model_text", text: big, ts: "t", jobId: "stall", attempt: 1 })); // 25 MiB: more than the sockets' buffers
+    const hub = new TranscriptHub(client.redis, redis.url, "api-attacks-hub");
+    let served: Promise<void> | undefined;
+    const server = createServer((req, res) => {
+      served = streamTranscript({ redis: client.redis, hub, streamKey: key, state: async () => "active", stallMs: 200 }, req, res, "0");
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const sock = connect((server.address() as AddressInfo).port, "127.0.0.1");
+    try {
+      sock.pause(); // never reads: the kernel's buffers fill, then the server's write waits for a drain that never comes
+      sock.write("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+      const closed = new Promise((r) => sock.once("close", r));
+      while (!served) await new Promise((r) => setImmediate(r));
+      await served; // before: it never returned (the route's slot held for ever)
+      sock.resume(); // now read what was sent: the server ended the connection
+      await closed;
+    } finally {
+      sock.destroy();
+      server.close();
+      await hub.close();
     }
   });
 });

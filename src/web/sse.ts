@@ -13,6 +13,8 @@ import type { TranscriptHub } from "./transcript-hub.js";
 const STREAM_ID = /^\d+-\d+$/;
 /** How long a caught-up page waits before it looks at the job's state again. */
 const POLL_MS = 1000;
+/** A page whose socket takes nothing for this long is let go: one that never reads would hold its slot of the cap for ever. */
+const STALL_MS = 60_000;
 
 export interface TranscriptSource {
   /** The dashboard's command connection (never blocked). */
@@ -20,6 +22,8 @@ export interface TranscriptSource {
   hub: TranscriptHub;
   streamKey: string;
   state: () => Promise<string>;
+  /** Default STALL_MS. */
+  stallMs?: number;
 }
 
 type Entries = [string, [string, string[]][]][] | null;
@@ -44,7 +48,11 @@ export async function streamTranscript(src: TranscriptSource, req: IncomingMessa
   let closed = false;
   const gone = new Promise<void>((resolve) => req.on("close", () => ((closed = true), resolve())));
   const write = async (text: string) => {
-    if (!res.write(text) && !closed) await Promise.race([new Promise((r) => res.once("drain", r)), gone]);
+    if (res.write(text) || closed) return;
+    let timer: NodeJS.Timeout | undefined;
+    const stalled = new Promise<void>((r) => (timer = setTimeout(() => ((closed = true), res.destroy(), r()), src.stallMs ?? STALL_MS)));
+    await Promise.race([new Promise((r) => res.once("drain", r)), gone, stalled]);
+    clearTimeout(timer);
   };
   const read = async (count: number) => {
     const r = (await src.redis.xread("COUNT", count, "STREAMS", src.streamKey, last)) as Entries;
@@ -76,6 +84,6 @@ export async function streamTranscript(src: TranscriptSource, req: IncomingMessa
   } catch {
     // Redis went away: the browser reconnects (from the last id it got)
   } finally {
-    res.end();
+    if (!res.destroyed) res.end();
   }
 }
