@@ -131,4 +131,15 @@ describe("attacks on the HTTP API and the client", () => {
       await hub.close();
     }
   });
+
+  it("fastify's own refusals of a URL (a parameter over its length, a bad %-escape) echo no URL and are problem+json on the API's paths", async () => {
+    const long = `${"<b>".repeat(200)}`;
+    for (const [path, status] of [[`/api/v1/jobs/${long}`, 414], [`/api/v1/jobs/%ZZ${long}`, 400], [`/api/jobs/${long}`, 414], [`/jobs/%ZZ${long}`, 400]] as const) {
+      const r = await http(dash.url, "GET", path);
+      expect(r.status, path).toBe(status);
+      expect(r.text).not.toContain("<b>");
+      expect(r.headers["x-content-type-options"]).toBe("nosniff");
+      if (path.startsWith("/api/v1/")) expect(r.headers["content-type"]).toMatch(/^application\/problem\+json/);
+    }
+  });
 });

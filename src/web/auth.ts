@@ -9,7 +9,7 @@
 // The plugin is not encapsulated (fastify's documented `skip-override`, what fastify-plugin sets):
 // its onRequest hook lands on the root context, so it guards every route registered after it,
 // bull-board's and the 404 included.
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { TLSSocket } from "node:tls";
 import type { ApiToken } from "../config.js";
@@ -154,3 +154,18 @@ const auth: FastifyPluginAsync<AuthOptions> = async (app, opts) => {
 
 /** Register before the routes it guards: `await app.register(authPlugin, { token, loopback })`. */
 export const authPlugin: FastifyPluginAsync<AuthOptions> = Object.assign(auth, { [Symbol.for("skip-override")]: true });
+
+/**
+ * fastify's own refusals of a URL, made before any hook or route (Fastify's `frameworkErrors`): a
+ * path parameter over maxParamLength, a bad %-escape. Its default echoes the whole URL; here the
+ * words are fixed, with the guard's nosniff, and problem+json on the API's paths.
+ */
+export function frameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply) {
+  const [status, detail] =
+    err.code === "FST_ERR_MAX_PARAM_LENGTH" ? [414, "a path parameter is too long (a job id is at most 128 characters)"]
+    : err.code === "FST_ERR_BAD_URL" ? [400, "the URL is malformed (a bad %-escape)"]
+    : [500, "internal error"];
+  reply.header("X-Content-Type-Options", "nosniff");
+  if (isApiPath((req.raw.url ?? "").split("?")[0]!)) return sendProblem(reply, problem(status, detail, { kind: status === 500 ? "internal" : "usage" }));
+  return reply.code(status).type("application/json").send({ error: detail });
+}

@@ -23,7 +23,7 @@ import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
 import { loadConfig, type Config } from "../config.js";
 import { PatchbayClient } from "../queue/client.js";
-import { authPlugin } from "./auth.js";
+import { authPlugin, frameworkError } from "./auth.js";
 import { batchesRoutes } from "./routes-batches.js";
 import { bullBoardRoutes } from "./routes-bull-board.js";
 import { apiRoutes } from "./api/index.js";
@@ -67,7 +67,7 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   const s = dashboardSettings(opts, config);
   const connectionName = `patchbay-dashboard-${randomBytes(4).toString("hex")}`;
   const client = new PatchbayClient({ redisUrl: s.redisUrl, queueName: s.queueName, connectionName, config });
-  const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, forceCloseConnections: true, routerOptions: { maxParamLength: 256 }, ...(s.tls ? { https: s.tls } : {}) }); // a job id is up to 128 characters
+  const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, frameworkErrors: frameworkError, forceCloseConnections: true, routerOptions: { maxParamLength: 256 }, ...(s.tls ? { https: s.tls } : {}) }); // a job id is up to 128 characters
   try {
     await registerAll(app, s, config, client, connectionName);
     await app.listen({ host: s.host, port: s.port });

@@ -27,6 +27,7 @@ const TITLES: Record<number, string> = {
   404: "Not Found",
   409: "Conflict",
   410: "Gone",
+  414: "URI Too Long",
   413: "Content Too Large",
   415: "Unsupported Media Type",
   500: "Internal Server Error",
