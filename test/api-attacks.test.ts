@@ -7,11 +7,17 @@ import { connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { context, propagation, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import { Job } from "bullmq";
 import { loadConfig } from "../src/config.js";
+import { tracedAttempt } from "../src/queue/attempt-trace.js";
 import { runJob } from "../src/job/run.js";
-import { PatchbayClient } from "../src/queue/client.js";
+import { PatchbayClient, type JobData } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
-import { parseJobSpec } from "../src/spec.js";
+import { emptyResult, parseJobSpec, type JobResult } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { streamTranscript } from "../src/web/sse.js";
 import { TranscriptHub } from "../src/web/transcript-hub.js";
@@ -140,6 +146,77 @@ describe("attacks on the HTTP API and the client", () => {
       expect(r.text).not.toContain("<b>");
       expect(r.headers["x-content-type-options"]).toBe("nosniff");
       if (path.startsWith("/api/v1/")) expect(r.headers["content-type"]).toMatch(/^application\/problem\+json/);
+    }
+  });
+
+  it("no write without a write token, whatever the path's spelling, the method or the token; API tokens open none of the dashboard's own routes; no origin but a listed one reads", async () => {
+    const spec = jsonBody({ task: "spelled", repo: { path: CLAMP } });
+    const before = await client.queue.getJobCounts();
+    const tries: [string, string, Parameters<typeof http>[3]][] = [];
+    for (const path of ["/api/v1/jobs", "/api/v1/jobs/", "//api/v1/jobs", "/api/v1//jobs", "/API/V1/jobs", "/api%2Fv1/jobs", "/api/%761/jobs", "/%61pi/v1/jobs", "/api/v1/%6aobs", "/api/v1/jobs;x", "/api/v1/./jobs", "/api/v1/x/../jobs"]) {
+      tries.push(["POST", path, spec], ["POST", path, { ...spec, token: READ }], ["POST", path, { ...spec, headers: { ...spec.headers, "x-http-method-override": "GET" } }]);
+    }
+    tries.push(["POST", "/api/v1/batches", { body: "{}\n", headers: { "content-type": "text/plain" }, token: READ }]);
+    for (const t of [WRITE, READ]) {
+      tries.push(["POST", "/api/jobs/1/cancel", { token: t }], ["POST", "/api/jobs/1/retry", { token: t }], ["PUT", `/queues/api/queues/${QUEUE}/pause`, { token: t }], ["PUT", "/queues/api/queues/pause", { token: t }], ["POST", `/queues/api/queues/${QUEUE}/clean/waiting`, { token: t }]);
+    }
+    for (const [method, path, opts] of tries) {
+      const r = await http(dash.url, method, path, opts);
+      expect([401, 403, 404], `${method} ${path} ${JSON.stringify(opts?.token ?? "")}: ${r.status} ${r.text.slice(0, 200)}`).toContain(r.status);
+    }
+    expect(await client.queue.getJobCounts()).toEqual(before);
+    expect(await client.queue.isPaused()).toBe(false);
+    // CORS: nothing listed here, so no origin (null included) gets Access-Control-Allow-Origin; a preflight is refused
+    for (const origin of ["null", "https://evil.example", `http://127.0.0.1:${new URL(dash.url).port}`]) {
+      const r = await http(dash.url, "GET", "/api/v1/jobs", { headers: { origin } });
+      expect(r.headers["access-control-allow-origin"]).toBeUndefined();
+      expect(r.headers["access-control-allow-credentials"]).toBeUndefined();
+      expect((await http(dash.url, "OPTIONS", "/api/v1/jobs", { headers: { origin, "access-control-request-method": "POST" } })).status).toBe(403);
+    }
+    // DNS rebinding: another name for loopback is refused before any route, the API's too
+    for (const host of ["evil.example", "127.0.0.1.evil.example", "localhost.", "evil.example:80"]) {
+      expect((await http(dash.url, "GET", "/api/v1/jobs", { headers: { host } })).status).toBe(403);
+      expect((await http(dash.url, "POST", "/api/v1/jobs", { ...spec, token: WRITE, headers: { ...spec.headers, host } })).status).toBe(403);
+    }
+  });
+
+  it("a hostile trace context in a job's data (huge, malformed, of the wrong types) is no parent and no link, and the attempt runs", async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    trace.setGlobalTracerProvider(provider);
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    const valid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const hostile: unknown[] = [
+      "00-not-a-traceparent",
+      [valid],
+      { traceparent: `${valid}${"0".repeat(100_000)}`, tracestate: "k=v", attempt: { traceparent: valid } },
+      { traceparent: "00-00000000000000000000000000000000-0000000000000000-01", attempt: 42 },
+      { traceparent: 7, tracestate: ["x"], attempt: `${valid} ${"x".repeat(1 << 20)}` },
+      null,
+    ];
+    try {
+      for (const [i, t] of hostile.entries()) {
+        const id = await client.enqueue({ task: `traced ${i}`, repo: { path: CLAMP } });
+        const job = (await Job.fromId<JobData, JobResult>(client.queue, id))!;
+        await job.updateData({ ...job.data, trace: t as JobData["trace"] });
+        exporter.reset();
+        const r = await tracedAttempt(job, 1, "w-attacks", async () => emptyResult("completed", ""));
+        expect(r.status).toBe("completed");
+        const [span] = exporter.getFinishedSpans();
+        expect(span!.name).toBe("patchbay.attempt");
+        expect(span!.parentSpanContext, `trace ${i}`).toBeUndefined(); // a trace of its own
+        expect(span!.spanContext().traceId).not.toBe(valid.split("-")[1]);
+        expect(span!.links).toEqual([]);
+        expect(Object.keys(span!.attributes).sort()).toEqual(["messaging.destination.name", "messaging.operation.type", "messaging.system", "patchbay.attempt", "patchbay.job.id", "patchbay.status", "patchbay.total_ms", "patchbay.turns", "patchbay.cost_usd", "patchbay.files_changed", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "patchbay.worker.id"].sort());
+        const after = (await Job.fromId<JobData, JobResult>(client.queue, id))!.data.trace as { attempt?: string };
+        expect(after.attempt).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/); // the next attempt links to this one
+      }
+    } finally {
+      await provider.shutdown();
+      trace.disable();
+      context.disable();
+      propagation.disable();
     }
   });
 });
