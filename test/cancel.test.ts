@@ -1,6 +1,6 @@
 // Cancellation through a worker (in-process, real Redis and SDK, on the local backend: see
 // test/support/backend.ts): each of the two paths alone (the Redis channel, and the poll of the
-// cancel mark), and a job cancelled while it waits.
+// cancel mark), a job cancelled while it waits, and jobs cancelled while workers take them.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { PatchbayClient } from "../src/queue/client.js";
@@ -102,5 +102,44 @@ describe("cancelling a job that waits in the queue", () => {
     expect(result).toMatchObject({ status: "cancelled", turns: 0, error: "the job was cancelled before it started", patch: "" });
     expect((await transcript(c, waiting)).map((e) => e.type)).toEqual(["job_started", "job_finished"]);
     expect(fake.requests.filter((r) => /waiting job/.test(taskOf(r.body)))).toEqual([]);
+  });
+});
+
+describe("cancelling jobs while workers take them", () => {
+  it("each job either runs and is stopped by the mark, or is cancelled without running: never both, never lost (plain and prioritized)", async () => {
+    const queueName = "cancel-race";
+    worker = await startWorker({
+      redisUrl: redis.url,
+      queueName,
+      concurrency: 3,
+      model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 }),
+      log: (l) => logs.push(`${queueName}: ${l}`),
+      config: localWorkerConfig({}),
+    });
+    const c = (client = new PatchbayClient({ redisUrl: redis.url, queueName }));
+    const task = (i: number) => `race job <${i}>`;
+    // enqueue and cancel at once, while idle workers wait for exactly these jobs
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, async (_, i) => {
+        const id = await c.enqueue({ task: task(i), repo: { path: CLAMP }, ...(i % 2 ? { priority: 1 + i } : {}) });
+        return { i, id, cancel: await c.cancel(id) };
+      }),
+    );
+    for (const { i, id, cancel } of outcomes) {
+      const result = await c.waitForResult(id); // never lost: every one ends
+      const types = (await transcript(c, id)).map((e) => e.type);
+      expect(types.filter((t) => t === "job_finished"), `job ${i}`).toHaveLength(1);
+      expect(types.filter((t) => t === "job_started"), `job ${i}`).toHaveLength(1);
+      const asked = fake.requests.filter((r) => taskOf(r.body) === task(i)).length;
+      if (cancel === "cancelled") {
+        expect(result.error, `job ${i}`).toBe("the job was cancelled before it started");
+        expect(types).toEqual(["job_started", "job_finished"]);
+        expect(asked, `job ${i} ran after it was cancelled`).toBe(0);
+        expect((await c.status(id)).attemptsMade).toBe(0);
+      } else {
+        expect(cancel, `job ${i}`).toBe("signalled"); // its command sleeps 300 s: it cannot have finished
+        expect(result.status, `job ${i}`).toBe("cancelled");
+      }
+    }
   });
 });
