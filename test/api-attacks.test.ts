@@ -21,7 +21,7 @@ import { emptyResult, parseJobSpec, type JobResult } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { streamTranscript } from "../src/web/sse.js";
 import { TranscriptHub } from "../src/web/transcript-hub.js";
-import { http, jsonBody } from "./support/api.js";
+import { http, jsonBody, sse } from "./support/api.js";
 import { cli, freePort, startRedis } from "./support/cluster.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
@@ -218,5 +218,19 @@ describe("attacks on the HTTP API and the client", () => {
       context.disable();
       propagation.disable();
     }
+  });
+
+  it("a forged Last-Event-ID or ?after= that Redis cannot read (past 64 bits) starts from the beginning, as any other bad id does, and ends", async () => {
+    const id = await client.enqueue({ task: "to cancel, for its events", repo: { path: CLAMP } });
+    expect(await client.cancel(id)).toBe("cancelled"); // finished at once, with job_started and job_finished
+    for (const headers of [{ "last-event-id": `${"9".repeat(30)}-0` }, { "last-event-id": "18446744073709551616-0" }, {}] as Record<string, string>[]) {
+      const r = await sse(dash.url, `/api/v1/jobs/${id}/events`, headers);
+      expect(r.status).toBe(200);
+      const events = r.messages.filter((m) => !m.event).flatMap((m) => JSON.parse(m.data) as { type: string }[]);
+      expect(events.map((e) => e.type), JSON.stringify(headers)).toEqual(["job_started", "job_finished"]);
+      expect(r.messages.at(-1)?.event).toBe("end");
+    }
+    const after = await sse(dash.url, `/api/v1/jobs/${id}/events?after=${"1".repeat(25)}-1`);
+    expect(after.messages.at(-1)?.event).toBe("end");
   });
 });

@@ -10,7 +10,10 @@ import type { TranscriptEvent } from "../spec.js";
 import { prepareEvent } from "./escape.js";
 import type { TranscriptHub } from "./transcript-hub.js";
 
-const STREAM_ID = /^\d+-\d+$/;
+const STREAM_ID = /^\d{1,20}-\d{1,20}$/;
+const U64_MAX = 2n ** 64n - 1n;
+/** A stream id Redis can read (each part 64 bits): a forged one would fail every read, and the browser reconnect with it for ever. */
+const streamId = (s: string) => STREAM_ID.test(s) && s.split("-").every((p) => BigInt(p) <= U64_MAX);
 /** How long a caught-up page waits before it looks at the job's state again. */
 const POLL_MS = 1000;
 /** A page whose socket takes nothing for this long is let go: one that never reads would hold its slot of the cap for ever. */
@@ -37,7 +40,7 @@ function parse(fields: string[]): unknown {
 }
 
 export async function streamTranscript(src: TranscriptSource, req: IncomingMessage, res: ServerResponse, from: string): Promise<void> {
-  let last = STREAM_ID.test(from) ? from : "0";
+  let last = streamId(from) ? from : "0";
   res.writeHead(200, {
     "Content-Type": "text/event-stream; charset=utf-8",
     "Cache-Control": "no-store",
