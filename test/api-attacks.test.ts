@@ -233,4 +233,21 @@ describe("attacks on the HTTP API and the client", () => {
     const after = await sse(dash.url, `/api/v1/jobs/${id}/events?after=${"1".repeat(25)}-1`);
     expect(after.messages.at(-1)?.event).toBe("end");
   });
+
+  it("cancel of a waiting job is idempotent, and a batch's job cancelled alone counts in its batch at once", async () => {
+    const line = JSON.stringify({ task: "batch line", repo: { path: CLAMP } });
+    const sub = await http(dash.url, "POST", "/api/v1/batches?name=attacks-cancel", { body: `${line}\n${line.replace("line", "line 2")}\n`, headers: { "content-type": "application/x-ndjson" }, token: WRITE });
+    expect(sub.status).toBe(201);
+    const [first] = sub.json.ids as string[];
+    const once = await http(dash.url, "POST", `/api/v1/jobs/${first}/cancel`, { token: WRITE });
+    expect(once.json).toEqual({ id: first, result: "cancelled" });
+    const twice = await http(dash.url, "POST", `/api/v1/jobs/${first}/cancel`, { token: WRITE });
+    expect(twice.json).toEqual({ id: first, result: "finished" });
+    const job = await http(dash.url, "GET", `/api/v1/jobs/${first}`);
+    expect(job.json).toMatchObject({ state: "completed", status: "cancelled", attemptsMade: 0 });
+    const batch = await http(dash.url, "GET", "/api/v1/batches/attacks-cancel");
+    expect(batch.json).toMatchObject({ total: 2, done: 1, waiting: 1, counts: { cancelled: 1 } });
+    const transcript = await http(dash.url, "GET", `/api/v1/jobs/${first}/transcript`);
+    expect((transcript.json as { type: string }[]).map((e) => e.type)).toEqual(["job_started", "job_finished"]);
+  });
 });
