@@ -3,6 +3,7 @@
 // loadConfig() once and pass the Config in.
 import { z } from "zod";
 import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./config-otel.js";
+import { shownRedisUrl } from "./redis-url.js";
 import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
 
 export const DEFAULT_IMAGE = "patchbay-sandbox:latest";
@@ -29,7 +30,7 @@ const OTEL_ENV = {
 
 const Env = z.object({
   // ioredis reads anything but redis:// and rediss:// as a socket path (http://… fails with ENOENT).
-  REDIS_URL: z.string().regex(/^rediss?:\/\/\S*$/i, { error: (iss) => `must be a redis:// or rediss:// URL (redis://HOST:PORT), not '${String(iss.input).slice(0, 80)}'` }).default(DEFAULT_REDIS_URL),
+  REDIS_URL: z.string().regex(/^rediss?:\/\/\S*$/i, { error: (iss) => `must be a redis:// or rediss:// URL (redis://HOST:PORT), not '${shownRedisUrl(String(iss.input)).slice(0, 80)}'` }).default(DEFAULT_REDIS_URL),
   PATCHBAY_QUEUE: z.string().min(1).default(DEFAULT_QUEUE),
   PATCHBAY_IMAGE: z.string().min(1).default(DEFAULT_IMAGE),
   PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),

@@ -5,7 +5,7 @@ import { docker } from "./runtime/docker.js";
 import { LABEL } from "./runtime/owner.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
 import { settleWithin } from "./timeout.js";
-import { shownRedisUrl } from "./queue/hints.js";
+import { shownRedisUrl } from "./redis-url.js";
 
 export interface Check {
   name: string;

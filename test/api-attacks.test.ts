@@ -82,7 +82,7 @@ describe("attacks on the HTTP API and the client", () => {
     }
   });
 
-  it("a Redis URL's password is never in a message: the CLI's `cannot reach Redis` shows *** in its place (in the user part and in ?password=)", async () => {
+  it("a Redis URL's password is never in a message: the CLI's `cannot reach Redis` and the configuration's errors show *** in its place (in the user part and in ?password=)", async () => {
     const port = await freePort(); // nothing listens there
     for (const url of [`redis://:hunter2-pw-0123@127.0.0.1:${port}`, `redis://app:hunter2-pw-0123@127.0.0.1:${port}/0`, `redis://127.0.0.1:${port}?password=hunter2-pw-0123`]) {
       const r = await cli(["status", "some-job", "--redis-url", url], {});
@@ -91,6 +91,11 @@ describe("attacks on the HTTP API and the client", () => {
       expect(r.stderr).toContain(`127.0.0.1:${port}`);
       expect(r.stderr + r.stdout).not.toContain("hunter2");
     }
+    // a REDIS_URL of the wrong scheme is refused by the configuration, its password not shown either
+    const bad = await cli(["status", "some-job"], { REDIS_URL: `http://:hunter2-pw-0123@127.0.0.1:${port}` });
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("must be a redis:// or rediss:// URL");
+    expect(bad.stderr).not.toContain("hunter2");
   });
 
   it("run --local refuses PATCHBAY_BACKEND=local without PATCHBAY_TEST_BACKENDS=1, as a worker does: the repo would run with no isolation", async () => {

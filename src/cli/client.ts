@@ -4,7 +4,7 @@ import { Redis } from "ioredis";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { JobFailedError, JobNotFoundError, PatchbayClient, type ClientOptions } from "../queue/client.js";
-import { shownRedisUrl } from "../queue/hints.js";
+import { shownRedisUrl } from "../redis-url.js";
 import { JobSpecError, type JobResult, type TranscriptEvent } from "../spec.js";
 import { writeJobFiles } from "./out.js";
 import { CliError, connection, UsageError, type ClientArgs } from "./command.js";

@@ -1,6 +1,7 @@
 // What a printed command (a hint: "start a worker", "watch it") needs to reach the same queue: the
 // flags that differ from the defaults. A Redis URL with a password is not printed: $REDIS_URL stands in.
 import { DEFAULT_QUEUE, DEFAULT_REDIS_URL } from "../config.js";
+import { shownRedisUrl } from "../redis-url.js";
 
 /** ` --queue Q` and ` --redis-url U` where they are not the defaults ("" when both are). */
 export function hintFlags(queueName: string, redisUrl: string): string {
@@ -8,24 +9,6 @@ export function hintFlags(queueName: string, redisUrl: string): string {
   let url = "";
   if (redisUrl !== DEFAULT_REDIS_URL) url = shownRedisUrl(redisUrl) !== redisUrl ? ' --redis-url "$REDIS_URL"' : ` --redis-url ${quoteArg(redisUrl)}`;
   return q + url;
-}
-
-/**
- * A Redis URL as a message may show it: a password (in the user part, or ioredis's ?password=) as
- * ***. One that may hold a secret but does not parse is not shown at all.
- */
-export function shownRedisUrl(redisUrl: string): string {
-  if (!redisUrl.includes("@") && !/password=/i.test(redisUrl)) return redisUrl; // nothing secret in it
-  let u: URL;
-  try {
-    u = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(redisUrl) ? redisUrl : `redis://${redisUrl}`);
-  } catch {
-    return "(a Redis URL that does not parse, not shown)";
-  }
-  if (!u.password && !u.searchParams.has("password")) return redisUrl;
-  if (u.password) u.password = "***";
-  if (u.searchParams.has("password")) u.searchParams.set("password", "***");
-  return u.toString();
 }
 
 /** A shell word: as it is when plain, else single-quoted (and any control character dropped). */
