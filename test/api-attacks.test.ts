@@ -1,7 +1,8 @@
 // Attacks on what issue 25 added, each through the real parts: a dashboard with the HTTP API on a
 // real Redis (no worker: the jobs stay waiting, which is what these attacks need), the client, and
 // raw HTTP requests with the headers exactly as an attacker sends them (test/support/api.ts).
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -25,6 +26,7 @@ import { http, jsonBody, sse } from "./support/api.js";
 import { cli, freePort, startRedis } from "./support/cluster.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
+const BIN = new URL("../bin/patchbay.js", import.meta.url).pathname;
 const QUEUE = "api-attacks";
 const TOKEN = "api-attacks-dashboard-token-01";
 const WRITE = "api-attacks-write-token-01234";
@@ -255,4 +257,44 @@ describe("attacks on the HTTP API and the client", () => {
     const transcript = await http(dash.url, "GET", `/api/v1/jobs/${first}/transcript`);
     expect((transcript.json as { type: string }[]).map((e) => e.type)).toEqual(["job_started", "job_finished"]);
   });
+
+  it("run's default output directory (./patchbay-out, in the repo being fixed) is not written through a symbolic link the repo planted", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), "pb-attacks-cwd-"));
+    try {
+      const victim = join(cwd, "victim.txt");
+      const outside = join(cwd, "outside");
+      mkdirSync(outside);
+      writeFileSync(victim, "precious\n");
+      mkdirSync(join(cwd, "patchbay-out", QUEUE, "pinned-x"), { recursive: true });
+      symlinkSync(victim, join(cwd, "patchbay-out", QUEUE, "pinned-x", "patch.diff"));
+      symlinkSync(victim, join(cwd, "patchbay-out", QUEUE, "pinned-x", "transcript.html"));
+      symlinkSync(outside, join(cwd, "patchbay-out", QUEUE, "pinned-y"));
+      const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE };
+      for (const id of ["pinned-x", "pinned-y"]) {
+        const flags = ["--task", "T", "--repo", CLAMP, "--job-id", id];
+        expect((await cliIn(cwd, ["enqueue", ...flags], env)).code).toBe(0);
+        expect((await cliIn(cwd, ["cancel", id], env)).code).toBe(0); // finished at once: run finds its result
+        const r = await cliIn(cwd, ["run", ...flags], env);
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stderr).toContain("symbolic link");
+      }
+      expect(readFileSync(victim, "utf8")).toBe("precious\n");
+      expect(readdirSync(outside)).toEqual([]);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
 });
+
+/** The CLI in a working directory of the test's choosing. */
+function cliIn(cwd: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    p.stdout.on("data", (d) => (stdout += d));
+    p.stderr.on("data", (d) => (stderr += d));
+    p.on("error", reject);
+    p.on("exit", (code) => resolve({ code, stdout, stderr }));
+  });
+}
