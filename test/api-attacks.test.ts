@@ -13,12 +13,14 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { Job } from "bullmq";
+import Fastify from "fastify";
 import { loadConfig } from "../src/config.js";
 import { tracedAttempt } from "../src/queue/attempt-trace.js";
 import { runJob } from "../src/job/run.js";
 import { PatchbayClient, type JobData } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
 import { emptyResult, parseJobSpec, type JobResult } from "../src/spec.js";
+import { authPlugin } from "../src/web/auth.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { streamTranscript } from "../src/web/sse.js";
 import { TranscriptHub } from "../src/web/transcript-hub.js";
@@ -284,7 +286,26 @@ describe("attacks on the HTTP API and the client", () => {
       rmSync(cwd, { recursive: true, force: true });
     }
   });
+
+  it("off loopback, an API token (read or write) opens only /api/v1: not the pages, bull-board, /metrics or the dashboard's own /api", async () => {
+    const app = Fastify({ logger: false });
+    await app.register(authPlugin, { token: TOKEN, loopback: false, api: { tokens: [{ name: "ci", scope: "write", token: WRITE }, { name: "viewer", scope: "read", token: READ }], corsOrigins: [] } });
+    await app.register(async (child) => {
+      for (const path of ["/jobs", "/queues", "/queues/api/queues", "/metrics", "/api/jobs", "/api/v1/jobs", "/api/openapi.json"]) child.get(path, async () => ({ ok: true }));
+    });
+    try {
+      for (const t of [WRITE, READ]) {
+        const get = (url: string) => app.inject({ method: "GET", url, headers: { host: "dash.example", authorization: `Bearer ${t}` } });
+        for (const path of ["/jobs", "/queues", "/queues/api/queues", "/metrics", "/api/jobs"]) expect((await get(path)).statusCode, `${path} with ${t}`).toBe(401);
+        for (const path of ["/api/v1/jobs", "/api/openapi.json"]) expect((await get(path)).statusCode, `${path} with ${t}`).toBe(200);
+      }
+      expect((await app.inject({ method: "GET", url: "/api/v1/jobs", headers: { host: "dash.example" } })).statusCode).toBe(401); // no token off loopback
+    } finally {
+      await app.close();
+    }
+  });
 });
+
 
 /** The CLI in a working directory of the test's choosing. */
 function cliIn(cwd: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
