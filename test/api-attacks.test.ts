@@ -260,7 +260,7 @@ describe("attacks on the HTTP API and the client", () => {
     expect((transcript.json as { type: string }[]).map((e) => e.type)).toEqual(["job_started", "job_finished"]);
   });
 
-  it("run's default output directory (./patchbay-out, in the repo being fixed) is not written through a symbolic link the repo planted", async () => {
+  it("run's and batch run's default output directories (./patchbay-out, in the repo being fixed) are not written through a symbolic link the repo planted", async () => {
     const cwd = mkdtempSync(join(tmpdir(), "pb-attacks-cwd-"));
     try {
       const victim = join(cwd, "victim.txt");
@@ -280,6 +280,16 @@ describe("attacks on the HTTP API and the client", () => {
         expect(r.code, r.stderr).toBe(1);
         expect(r.stderr).toContain("symbolic link");
       }
+      // batch run's default ./patchbay-out/<batch>/ (its id a hash of the file's jobs: a repo shipping tasks.jsonl knows it)
+      writeFileSync(join(cwd, "tasks.jsonl"), `${JSON.stringify({ task: "batch in a hostile repo", repo: { path: CLAMP } })}\n`);
+      const sub = await cliIn(cwd, ["batch", "submit", "tasks.jsonl", "--json"], env);
+      const batchId = JSON.parse(sub.stdout).batchId as string;
+      expect(await client.cancel(`${batchId}-L1`)).toBe("cancelled"); // finished at once: batch run writes at once
+      mkdirSync(join(cwd, "patchbay-out", batchId, `${batchId}-L1`), { recursive: true });
+      symlinkSync(victim, join(cwd, "patchbay-out", batchId, `${batchId}-L1`, "patch.diff"));
+      const run = await cliIn(cwd, ["batch", "run", "tasks.jsonl"], env);
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.stderr).toContain("symbolic link");
       expect(readFileSync(victim, "utf8")).toBe("precious\n");
       expect(readdirSync(outside)).toEqual([]);
     } finally {

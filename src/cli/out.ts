@@ -1,9 +1,10 @@
 // A job's files on disk, for `run` (queued or --local) and `result --out`: patch.diff, result.json,
 // transcript.jsonl and transcript.html (the page `patchbay view` writes, as `batch wait` does).
-import { closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, writeFileSync } from "node:fs";
-import { join, relative, resolve, sep } from "node:path";
+import { mkdirSync, readdirSync } from "node:fs";
+import { join, resolve } from "node:path";
 import type { JobResult, TranscriptEvent } from "../spec.js";
-import { CliError, UsageError, type Values } from "./command.js";
+import { checkNoLinkBelowCwd, writeOwn } from "../out-files.js";
+import { UsageError, type Values } from "./command.js";
 
 /** Where `run` writes: --out, else ./patchbay-out/<queue>/<job id> (so two queues' job 7 do not meet). */
 export function outDir(values: Values, queueName: string, id: string): string {
@@ -21,45 +22,6 @@ export function checkOut(values: Values): void {
     return; // not there yet (or not a directory: writing will say so)
   }
   if (entries.length > 0) throw new UsageError(`--out ${dir} is not empty (${entries.length} entr${entries.length === 1 ? "y" : "ies"}): pass --force to write over it, or name another directory`);
-}
-
-const throughLink = (path: string) => new CliError(`${path} is a symbolic link: patchbay does not write through one here (the repo being fixed may have planted it); remove it or pass --out DIR`);
-
-/**
- * The directories between the working directory and `dir` that are symbolic links: the working
- * directory is often the repo being fixed, and ./patchbay-out/… could be its own, pointing anywhere.
- */
-function checkNoLinkBelowCwd(dir: string): void {
-  const cwd = process.cwd();
-  const rel = relative(cwd, dir);
-  if (!rel || rel.startsWith("..") || rel.startsWith(sep)) return; // not below it: the caller's own choice
-  let at = cwd;
-  for (const part of rel.split(sep)) {
-    at = join(at, part);
-    let link = false;
-    try {
-      link = lstatSync(at).isSymbolicLink();
-    } catch {
-      return; // not there yet: made below, as a directory
-    }
-    if (link) throw throughLink(at);
-  }
-}
-
-/** A file written whole, never through a symbolic link in its place. */
-function writeOwn(path: string, data: string): void {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ELOOP") throw throughLink(path);
-    throw err;
-  }
-  try {
-    writeFileSync(fd, data);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** Writes the four files; returns the patch's path. */

@@ -2,7 +2,8 @@
 // USD budget, retry of some lines, cancel, and a summary. The index and the workers' hooks are in
 // batch-index.ts, batch files in batch-file.ts, the summary in batch-summary.ts, the types, errors and ids
 // in batch-types.ts.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
+import { checkNoLinkBelowCwd, OutputLinkError, writeOwn } from "../out-files.js";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Job } from "bullmq";
@@ -327,27 +328,29 @@ export class BatchClient {
    */
   async writeOut(batchId: string, dir: string, opts: { concurrency?: number } = {}): Promise<BatchSummary> {
     const summary = await this.summary(batchId);
+    checkNoLinkBelowCwd(dir); // ./patchbay-out/<batch> may be the repo's own (src/out-files.ts)
     mkdirSync(dir, { recursive: true });
     const html = await transcriptRenderer();
     const queue = [...summary.jobs];
     const one = async (j: BatchJob) => {
       const jobDir = join(dir, j.jobId);
+      checkNoLinkBelowCwd(jobDir);
       mkdirSync(jobDir, { recursive: true });
       const result = await this.finalResult(j);
       const events: TranscriptEvent[] = [];
       for await (const e of this.c.watch(j.jobId, { follow: false })) events.push(e);
-      writeFileSync(join(jobDir, "patch.diff"), result.patch);
-      writeFileSync(join(jobDir, "result.json"), JSON.stringify(result, null, 2) + "\n");
-      writeFileSync(join(jobDir, "transcript.jsonl"), events.map((e) => JSON.stringify(e) + "\n").join(""));
-      if (html) writeFileSync(join(jobDir, "transcript.html"), html(events, { patch: result.patch }));
+      writeOwn(join(jobDir, "patch.diff"), result.patch);
+      writeOwn(join(jobDir, "result.json"), JSON.stringify(result, null, 2) + "\n");
+      writeOwn(join(jobDir, "transcript.jsonl"), events.map((e) => JSON.stringify(e) + "\n").join(""));
+      if (html) writeOwn(join(jobDir, "transcript.html"), html(events, { patch: result.patch }));
     };
     await Promise.all(
       Array.from({ length: opts.concurrency ?? 8 }, async () => {
-        for (let j = queue.shift(); j; j = queue.shift()) await one(j).catch((err: Error) => writeFileSync(join(dir, j!.jobId, "error.txt"), `${err.message}\n`));
+        for (let j = queue.shift(); j; j = queue.shift()) await one(j).catch((err: Error) => (err instanceof OutputLinkError ? Promise.reject(err) : writeOwn(join(dir, j!.jobId, "error.txt"), `${err.message}\n`)));
       }),
     );
-    writeFileSync(join(dir, "summary.json"), JSON.stringify(summary, null, 2) + "\n");
-    writeFileSync(join(dir, "summary.md"), summaryMarkdown(summary));
+    writeOwn(join(dir, "summary.json"), JSON.stringify(summary, null, 2) + "\n");
+    writeOwn(join(dir, "summary.md"), summaryMarkdown(summary));
     return summary;
   }
 
