@@ -260,7 +260,7 @@ describe("attacks on the HTTP API and the client", () => {
     expect((transcript.json as { type: string }[]).map((e) => e.type)).toEqual(["job_started", "job_finished"]);
   });
 
-  it("run's and batch run's default output directories (./patchbay-out, in the repo being fixed) are not written through a symbolic link the repo planted", async () => {
+  it("run's and batch run's default output directories (./patchbay-out, in the repo being fixed) and view's page are not written through a symbolic link the repo planted", async () => {
     const cwd = mkdtempSync(join(tmpdir(), "pb-attacks-cwd-"));
     try {
       const victim = join(cwd, "victim.txt");
@@ -292,6 +292,15 @@ describe("attacks on the HTTP API and the client", () => {
       expect(run.stderr).toContain("symbolic link");
       expect(readFileSync(victim, "utf8")).toBe("precious\n");
       expect(readdirSync(outside)).toEqual([]);
+      // view writes transcript.html beside the transcript: a link planted there is not written through
+      const dir = join(cwd, "patchbay-out", QUEUE, "pinned-z");
+      mkdirSync(dir);
+      writeFileSync(join(dir, "transcript.jsonl"), `${JSON.stringify({ type: "job_started", ts: "2026-01-01T00:00:00.000Z", jobId: "pinned-z", attempt: 1, spec: { task: "t", repo: { path: CLAMP } } })}\n`);
+      symlinkSync(victim, join(dir, "transcript.html"));
+      const view = await cliIn(cwd, ["view", join(dir, "transcript.jsonl")], env);
+      expect(view.code, view.stderr).toBe(1);
+      expect(view.stderr).toContain("symbolic link");
+      expect(readFileSync(victim, "utf8")).toBe("precious\n");
     } finally {
       rmSync(cwd, { recursive: true, force: true });
     }

@@ -70,7 +70,8 @@ async function runDashboard({ values, config }: ClientArgs): Promise<number> {
 
 /** Writes the static HTML view of a transcript file; returns the path written ("-": stdout). */
 async function runView(file: string, opts: { out?: string; patch?: string } = {}): Promise<string> {
-  const { existsSync, readFileSync, writeFileSync } = await import("node:fs");
+  const { existsSync, readFileSync } = await import("node:fs");
+  const { OutputLinkError, writeOwn } = await import("../out-files.js");
   const { basename, dirname, join } = await import("node:path");
   const { parseTranscriptJsonl } = await import("../web/escape.js");
   const { renderTranscriptHtml } = await import("../web/html.js");
@@ -102,8 +103,9 @@ async function runView(file: string, opts: { out?: string; patch?: string } = {}
     return out;
   }
   try {
-    writeFileSync(out, html);
+    writeOwn(out, html); // never through a link planted beside the transcript
   } catch (err) {
+    if (err instanceof OutputLinkError) throw err;
     throw new CliError(`cannot write ${out}: ${(err as Error).message}`);
   }
   return out;
