@@ -2,6 +2,7 @@
 // process.env. The CLI, a worker's start, the dashboard's start and the library client call
 // loadConfig() once and pass the Config in.
 import { z } from "zod";
+import { isAbsolute, resolve } from "node:path";
 import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./config-otel.js";
 import { shownRedisUrl } from "./redis-url.js";
 import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
@@ -91,6 +92,13 @@ const Env = z.object({
     const r = parseOrigins(s ?? "");
     if (typeof r === "string") ctx.issues.push({ code: "custom", message: r, input: s });
     return typeof r === "string" ? [] : r;
+  }),
+  /** Directories (absolute, comma-separated) under which the HTTP API takes a { path } or { archive } repo; unset: any path, as the CLI. */
+  PATCHBAY_API_REPO_ROOTS: z.string().optional().transform((s, ctx) => {
+    const roots = (s ?? "").split(",").map((x) => x.trim()).filter(Boolean);
+    const bad = roots.find((r) => !isAbsolute(r));
+    if (bad !== undefined) ctx.issues.push({ code: "custom", message: `each must be an absolute directory (got ${JSON.stringify(bad.slice(0, 100))})`, input: s });
+    return roots.map((r) => resolve(r));
   }),
   // The worker's policy (src/policy.ts): what a JobSpec may ask of a sandbox. Bridge network only
   // where allowed; bounds on limits and timeouts (never below what a spec gets by default); images.
@@ -251,6 +259,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     dashboardToken: e.PATCHBAY_DASHBOARD_TOKEN || undefined,
     apiTokens: e.PATCHBAY_API_TOKENS,
     apiCorsOrigins: e.PATCHBAY_API_CORS_ORIGINS,
+    apiRepoRoots: e.PATCHBAY_API_REPO_ROOTS,
     policy: {
       allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
       maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,

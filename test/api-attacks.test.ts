@@ -2,7 +2,7 @@
 // real Redis (no worker: the jobs stay waiting, which is what these attacks need), the client, and
 // raw HTTP requests with the headers exactly as an attacker sends them (test/support/api.ts).
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -321,6 +321,37 @@ describe("attacks on the HTTP API and the client", () => {
       expect((await app.inject({ method: "GET", url: "/api/v1/jobs", headers: { host: "dash.example" } })).statusCode).toBe(401); // no token off loopback
     } finally {
       await app.close();
+    }
+  });
+
+  it("with PATCHBAY_API_REPO_ROOTS, the API takes a local repo only under them: not /proc/self, /root or a link out, and it does not tell which paths exist", async () => {
+    expect(() => loadConfig({ PATCHBAY_API_REPO_ROOTS: "relative/dir" })).toThrow(/PATCHBAY_API_REPO_ROOTS: each must be an absolute directory/);
+    const root = mkdtempSync(join(tmpdir(), "pb-attacks-roots-"));
+    const queueName = "api-attacks-roots";
+    const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_API_TOKENS: `ci:write:${WRITE}`, PATCHBAY_API_REPO_ROOTS: ` ${root} ` });
+    const d = await startDashboard({ port: 0, redisUrl: redis.url, queueName, token: TOKEN, config });
+    const c = new PatchbayClient({ redisUrl: redis.url, queueName, config });
+    try {
+      cpSync(CLAMP, join(root, "clamp"), { recursive: true });
+      symlinkSync("/etc", join(root, "escape"));
+      const refusal = `repo.path: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS (${root}); send { "git": URL } for another`;
+      for (const repo of [{ path: "/proc/self" }, { path: "/root" }, { path: "/no/such/dir" }, { path: join(root, "escape") }, { path: `${root}/../${root.split("/").at(-1)}-x` }]) {
+        const r = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "outside", repo }), token: WRITE });
+        expect(r.status, JSON.stringify(repo)).toBe(400);
+        expect(r.json.errors).toEqual([refusal]); // the same words whether the path exists or not
+      }
+      const archive = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "outside", repo: { archive: "/proc/self/environ" } }), token: WRITE });
+      expect(archive.json.errors).toEqual([refusal.replace("repo.path", "repo.archive")]);
+      const batch = await http(d.url, "POST", "/api/v1/batches", { body: `${JSON.stringify({ task: "in", repo: { path: join(root, "clamp") } })}\n${JSON.stringify({ task: "out", repo: { path: "/etc" } })}\n`, headers: { "content-type": "application/x-ndjson" }, token: WRITE });
+      expect(batch.status).toBe(400);
+      expect(batch.json.errors).toEqual([`body:2: invalid JobSpec: ${refusal}`]);
+      expect(Object.values(await c.queue.getJobCounts()).reduce((a, b) => a + b, 0)).toBe(0); // nothing enqueued
+      const inside = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "inside", repo: { path: join(root, "clamp") } }), token: WRITE });
+      expect(inside.status, inside.text).toBe(201);
+    } finally {
+      await c.close();
+      await d.close();
+      rmSync(root, { recursive: true, force: true });
     }
   });
 });

@@ -58,7 +58,7 @@ async function registerAll(app: FastifyInstance, s: DashboardSettings, config: C
   await app.register(jobsRoutes, { client, defaultModel: s.defaultModel });
   await app.register(batchesRoutes, { client });
   await app.register(eventsRoute, { streams });
-  await app.register(apiRoutes, { client, streams, defaultModel: s.defaultModel });
+  await app.register(apiRoutes, { client, streams, defaultModel: s.defaultModel, repoRoots: config.apiRepoRoots });
   await app.register(metricsRoute, { queue: client.queue });
 }
 

@@ -7,6 +7,8 @@ import type { PatchbayClient } from "../../queue/client.js";
 import { JOB_STATUSES, JobSpecError, type JobStatus } from "../../spec.js";
 import { BatchCancelBody, BatchCreated, BatchId, BatchList, BatchRetryBody, BatchRetryRequest, BatchStatusBody, BatchSubmitQuery, BatchSummaryBody, json, problems } from "./schemas.js";
 import { BadRequest } from "./problem.js";
+import { repoRootProblem } from "./repo-roots.js";
+import { BatchFileError } from "../../queue/batch-file.js";
 import { apiRegistry } from "./registry.js";
 
 /** A batch's body may be bigger than a job's: many lines of up to a few KiB each. */
@@ -23,7 +25,24 @@ function submitOptions(q: Record<string, unknown>): { name?: string; budgetUsd?:
   return { ...(name !== undefined ? { name } : {}), ...(budgetUsd !== undefined ? { budgetUsd } : {}) };
 }
 
-function submitRoute(app: FastifyInstance, batches: BatchClient): void {
+/** Each line's local repo against the roots, before parseBatchFile looks at the paths. */
+function checkLines(text: string, roots: readonly string[]): void {
+  if (!roots.length) return;
+  const errors: string[] = [];
+  text.split("\n").forEach((raw, i) => {
+    let spec: unknown;
+    try {
+      spec = JSON.parse(raw);
+    } catch {
+      return; // parseBatchFile names it
+    }
+    const refused = repoRootProblem(spec, roots);
+    if (refused) errors.push(`body:${i + 1}: invalid JobSpec: ${refused}`);
+  });
+  if (errors.length) throw new BatchFileError(errors);
+}
+
+function submitRoute(app: FastifyInstance, batches: BatchClient, roots: readonly string[]): void {
   const schema = {
     operationId: "submitBatch",
     tags: ["batches"],
@@ -37,6 +56,7 @@ function submitRoute(app: FastifyInstance, batches: BatchClient): void {
   app.post("/batches", { schema, bodyLimit: BATCH_BODY_LIMIT }, async (req, reply) => {
     const opts = submitOptions(req.query as Record<string, unknown>);
     if (typeof req.body !== "string") throw new BadRequest(`send the lines as ${NDJSON.join(", ")}`);
+    checkLines(req.body, roots);
     const r = await batches.submit(parseBatchFile(req.body, "body"), opts);
     return reply.code(r.added ? 201 : 200).header("Location", `/api/v1/batches/${encodeURIComponent(r.batchId)}`).send(r);
   });
@@ -86,10 +106,10 @@ function retryStatuses(body: unknown): JobStatus[] | undefined {
   return s as JobStatus[];
 }
 
-export const batchesApi: FastifyPluginAsync<{ client: PatchbayClient }> = async (app, { client }) => {
+export const batchesApi: FastifyPluginAsync<{ client: PatchbayClient; repoRoots: readonly string[] }> = async (app, { client, repoRoots }) => {
   app.addContentTypeParser(NDJSON, { parseAs: "string" }, (_req, body, done) => done(null, body));
   const batches = new BatchClient(client);
-  submitRoute(app, batches);
+  submitRoute(app, batches, repoRoots);
   readRoutes(app, batches);
   actionRoutes(app, batches);
 };

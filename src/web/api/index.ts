@@ -24,14 +24,16 @@ export interface ApiOptions {
   streams: EventStreams;
   /** A spec's model when it names none, for the list's rows. */
   defaultModel: string;
+  /** PATCHBAY_API_REPO_ROOTS (repo-roots.ts); empty: any path. */
+  repoRoots: readonly string[];
 }
 
-const v1: FastifyPluginAsync<ApiOptions> = async (app, { client, streams, defaultModel }) => {
+const v1: FastifyPluginAsync<ApiOptions> = async (app, { client, streams, defaultModel, repoRoots }) => {
   app.setNotFoundHandler((req, reply) => sendProblem(reply, problem(404, `no route ${req.method} ${req.url.split("?")[0]!.slice(0, 200)}: see /api/openapi.json`)));
   // each without `prefix` in its options: it would be added again
-  await app.register(jobsApi, { client, defaultModel });
+  await app.register(jobsApi, { client, defaultModel, repoRoots });
   await app.register(eventsApi, { streams });
-  await app.register(batchesApi, { client });
+  await app.register(batchesApi, { client, repoRoots });
 };
 
 export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app, opts) => {
