@@ -93,7 +93,7 @@ const Env = z.object({
     if (typeof r === "string") ctx.issues.push({ code: "custom", message: r, input: s });
     return typeof r === "string" ? [] : r;
   }),
-  /** Directories (absolute, comma-separated) under which the HTTP API takes a { path } or { archive } repo; unset: any path, as the CLI. */
+  /** Directories (absolute, comma-separated) under which the HTTP API takes a { path } or { archive } repo; unset: none (git URLs only). */
   PATCHBAY_API_REPO_ROOTS: z.string().optional().transform((s, ctx) => {
     const roots = (s ?? "").split(",").map((x) => x.trim()).filter(Boolean);
     const bad = roots.find((r) => !isAbsolute(r));

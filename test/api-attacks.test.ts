@@ -6,7 +6,7 @@ import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, syml
 import { createServer } from "node:http";
 import { connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
@@ -41,7 +41,7 @@ describe("attacks on the HTTP API and the client", () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, PATCHBAY_API_TOKENS: `ci:write:${WRITE}, viewer:read:${READ}` });
+    const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, PATCHBAY_API_TOKENS: `ci:write:${WRITE}, viewer:read:${READ}`, PATCHBAY_API_REPO_ROOTS: dirname(CLAMP) });
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN, config });
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE, config });
   });
@@ -352,6 +352,24 @@ describe("attacks on the HTTP API and the client", () => {
       await c.close();
       await d.close();
       rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it("without PATCHBAY_API_REPO_ROOTS, the API takes no local repo at all (a git URL still), in one message", async () => {
+    const queueName = "api-attacks-no-roots";
+    const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_API_TOKENS: `ci:write:${WRITE}` });
+    const d = await startDashboard({ port: 0, redisUrl: redis.url, queueName, token: TOKEN, config });
+    try {
+      const refusal = `the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS, which this dashboard does not set; send { "git": URL }, or set it to the directories scripts may name`;
+      for (const repo of [{ path: CLAMP }, { path: "/root" }, { path: "/no/such/dir" }]) {
+        const r = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "local", repo }), token: TOKEN }); // even the dashboard's own token
+        expect(r.status, JSON.stringify(repo)).toBe(400);
+        expect(r.json.errors).toEqual([`repo.path: ${refusal}`]);
+      }
+      const git = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "remote", repo: { git: "https://example.org/r.git" } }), token: WRITE });
+      expect(git.status, git.text).toBe(201);
+    } finally {
+      await d.close();
     }
   });
 });

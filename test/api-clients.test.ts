@@ -5,7 +5,7 @@
 import { execFile, execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
@@ -48,7 +48,7 @@ describe("the HTTP API's examples", () => {
     fake = await startFakeAnthropic(byTurn(clampScript()));
     worker = startWorkerProc({ ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" });
     await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`));
-    const config = loadConfig({ ...process.env, PATCHBAY_API_TOKENS: `examples:write:${WRITE}` });
+    const config = loadConfig({ ...process.env, PATCHBAY_API_TOKENS: `examples:write:${WRITE}`, PATCHBAY_API_REPO_ROOTS: `${dirname(CLAMP)},${tmpdir()}` });
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: "api-clients-dashboard-token-01", config });
     env = { PATCHBAY_URL: dash.url, PATCHBAY_TOKEN: WRITE };
   });
@@ -71,10 +71,10 @@ describe("the HTTP API's examples", () => {
   });
 
   it("fix.py says what is wrong with a bad spec, by field, and exits 2", async () => {
-    const r = await run("python3", [join(EXAMPLES, "fix.py"), "--repo", "/nonexistent/repo", "--task", "x"], env);
+    const r = await run("python3", [join(EXAMPLES, "fix.py"), "--repo", join(tmpdir(), "pb-api-no-such-repo"), "--task", "x"], env);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/POST \/api\/v1\/jobs: 400 invalid JobSpec: repo\.path/);
-    expect(r.stderr).toMatch(/ {2}repo\.path: \/nonexistent\/repo does not exist/);
+    expect(r.stderr).toContain(`  repo.path: ${join(tmpdir(), "pb-api-no-such-repo")} does not exist`);
   });
 
   it("fix.sh (curl) enqueues a spec file, follows the events and prints a patch that applies", async () => {

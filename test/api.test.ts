@@ -6,7 +6,7 @@
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { PatchbayClient } from "../src/queue/client.js";
@@ -19,6 +19,9 @@ import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic
 import { byTurn, clampScript } from "./support/scripts.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
+/** Where the API may take local repos from: the examples and the test's own copies. */
+const ROOTS = `${dirname(CLAMP)},${tmpdir()}`;
+const MISSING = join(tmpdir(), "pb-api-no-such-repo");
 const QUEUE = "api-test";
 const TOKEN = "api-test-dashboard-token-0123";
 const WRITE = "api-test-write-token-0123456";
@@ -50,7 +53,7 @@ describe("the HTTP API", () => {
     env = { ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" };
     worker = startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "2" });
     await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`));
-    const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, PATCHBAY_API_TOKENS: `ci:write:${WRITE}, viewer:read:${READ}`, PATCHBAY_API_CORS_ORIGINS: ORIGIN });
+    const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, PATCHBAY_API_TOKENS: `ci:write:${WRITE}, viewer:read:${READ}`, PATCHBAY_API_CORS_ORIGINS: ORIGIN, PATCHBAY_API_REPO_ROOTS: ROOTS });
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN, config });
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
     doc = await fetchDocument(dash.url);
@@ -130,8 +133,8 @@ describe("the HTTP API", () => {
     expect(c.stderr).toContain(`tasks.jsonl:1: ${r.json.detail}`); // the same message, word for word
     removeDir(dir);
 
-    const missing = await api("POST", "/api/v1/jobs", { ...jsonBody({ task: "t", repo: { path: "/nonexistent/repo" } }), token: WRITE });
-    expect(missing.json.errors).toEqual(["repo.path: /nonexistent/repo does not exist"]);
+    const missing = await api("POST", "/api/v1/jobs", { ...jsonBody({ task: "t", repo: { path: MISSING } }), token: WRITE });
+    expect(missing.json.errors).toEqual([`repo.path: ${MISSING} does not exist`]);
     const notJson = await api("POST", "/api/v1/jobs", { body: "{not json", headers: { "content-type": "application/json" }, token: WRITE });
     expect(notJson.status).toBe(400);
     expect(notJson.headers["content-type"]).toMatch(PROBLEM);

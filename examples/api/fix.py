@@ -8,8 +8,8 @@ Standard library only (urllib, json). The patch goes to stdout, the progress to 
         --task "Fix clamp so that python3 -m unittest -q passes." \\
         --verify "python3 -m unittest -q" > fix.diff
 
---repo is a path on the dashboard's host (the workers read it there); --git URL [--ref REF] for a
-repository to clone. Exit status: 0 the job completed, 1 it ended otherwise, 2 a request failed.
+--repo is a path on the dashboard's host, under its PATCHBAY_API_REPO_ROOTS (the workers read it
+there); --git URL [--ref REF] for a repository to clone. Exit status: 0 the job completed, 1 it ended otherwise, 2 a request failed.
 If the event stream breaks, it reconnects with Last-Event-ID and goes on where it stopped.
 """
 import argparse

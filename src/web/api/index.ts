@@ -24,7 +24,7 @@ export interface ApiOptions {
   streams: EventStreams;
   /** A spec's model when it names none, for the list's rows. */
   defaultModel: string;
-  /** PATCHBAY_API_REPO_ROOTS (repo-roots.ts); empty: any path. */
+  /** PATCHBAY_API_REPO_ROOTS (repo-roots.ts); empty: no local repo. */
   repoRoots: readonly string[];
 }
 

@@ -20,7 +20,7 @@ export interface JobsApiOptions {
   client: PatchbayClient;
   /** A spec's model when it names none, for the list's rows. */
   defaultModel: string;
-  /** PATCHBAY_API_REPO_ROOTS; empty: any path. */
+  /** PATCHBAY_API_REPO_ROOTS; empty: no local repo. */
   repoRoots: readonly string[];
 }
 

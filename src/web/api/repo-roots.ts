@@ -17,14 +17,15 @@ function real(p: string): string {
   }
 }
 
-/** Why a spec's local repo is refused by the roots ("repo.path: …"), or undefined; no roots: any path. */
+/** Why a spec's local repo is refused by the roots ("repo.path: …"), or undefined; no roots: every local repo is. */
 export function repoRootProblem(spec: unknown, roots: readonly string[]): string | undefined {
-  if (!roots.length || typeof spec !== "object" || spec === null) return undefined;
+  if (typeof spec !== "object" || spec === null) return undefined;
   const repo = (spec as { repo?: unknown }).repo;
   if (typeof repo !== "object" || repo === null) return undefined;
   for (const field of ["path", "archive"] as const) {
     const given = (repo as Record<string, unknown>)[field];
     if (typeof given !== "string") continue;
+    if (!roots.length) return `repo.${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS, which this dashboard does not set; send { "git": URL }, or set it to the directories scripts may name`;
     const p = resolve(given);
     const ok = roots.some((r) => under(p, r)) && roots.some((r) => under(real(p), real(r)));
     if (!ok) return `repo.${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS (${roots.join(", ")}); send { "git": URL } for another`;
