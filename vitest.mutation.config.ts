@@ -19,6 +19,7 @@ export default defineConfig({
       "test/errors.test.ts",
       "test/attempt-outcome.test.ts",
       "test/editor-text.test.ts",
+      "test/prices.test.ts",
     ],
     testTimeout: 20_000,
   },

@@ -166,3 +166,40 @@ describe("loadConfig", () => {
     }
   });
 });
+
+// The exact words of the knobs issue 25 added (the mutation run found them unheld by a pure test).
+describe("config: issue 25's knobs, word for word", () => {
+  const err = (env: Record<string, string>) => {
+    try {
+      loadConfig(env);
+      return "ok";
+    } catch (e) {
+      return (e as Error).message;
+    }
+  };
+  it("REDIS_URL must be redis:// or rediss://, its password never shown", () => {
+    expect(err({ REDIS_URL: "http://u:secret@127.0.0.1:6379" })).toContain("REDIS_URL: must be a redis:// or rediss:// URL (redis://HOST:PORT), not 'http://u:***@127.0.0.1:6379/'");
+    expect(err({ REDIS_URL: "REDISS://h:1" })).toBe("ok");
+  });
+  it("API tokens, origins and repo roots: each bad entry named, no token shown", () => {
+    expect(err({ PATCHBAY_API_TOKENS: "ci:write:short" })).toContain("entry 1 (ci): the token must be at least 16 characters");
+    expect(err({ PATCHBAY_API_TOKENS: "ci:admin:0123456789abcdef" })).toContain("entry 1 (ci): the scope must be read or write");
+    expect(err({ PATCHBAY_API_TOKENS: "b@d:read:0123456789abcdef" })).toContain("entry 1: must be name:scope:token");
+    const two = err({ PATCHBAY_API_TOKENS: "a:read:0123456789abcdef, a:write:fedcba9876543210" });
+    expect(two).toContain("entry 2 (a): the name is used twice");
+    expect(two).not.toContain("0123456789abcdef");
+    expect(loadConfig({ PATCHBAY_API_TOKENS: "a:read:0123456789abcdef:with:colons" }).apiTokens).toEqual([{ name: "a", scope: "read", token: "0123456789abcdef:with:colons" }]);
+    expect(err({ PATCHBAY_API_CORS_ORIGINS: "https://app.example.org/path" })).toContain('"https://app.example.org/path" is not an origin (scheme://host[:port], nothing after it)');
+    expect(err({ PATCHBAY_API_CORS_ORIGINS: "ftp://x.org" })).toContain("is not an origin");
+    expect(loadConfig({ PATCHBAY_API_CORS_ORIGINS: " https://a.org , http://localhost:3000" }).apiCorsOrigins).toEqual(["https://a.org", "http://localhost:3000"]);
+    expect(err({ PATCHBAY_API_REPO_ROOTS: "/srv/repos,rel" })).toContain('PATCHBAY_API_REPO_ROOTS: each must be an absolute directory (got "rel")');
+    expect(loadConfig({ PATCHBAY_API_REPO_ROOTS: " /srv/repos/ ,/x" }).apiRepoRoots).toEqual(["/srv/repos", "/x"]);
+    expect(loadConfig({}).apiRepoRoots).toEqual([]);
+  });
+  it("a duration in ms: whole, positive, at most 7 days", () => {
+    expect(err({ PATCHBAY_LOCK_MS: "1.5" })).toContain("PATCHBAY_LOCK_MS: must be a whole number of ms (got 1.5)");
+    expect(err({ PATCHBAY_LOCK_MS: "0" })).toContain("PATCHBAY_LOCK_MS: must be a positive number of ms (got 0)");
+    expect(err({ PATCHBAY_LOCK_MS: "604800001" })).toContain("PATCHBAY_LOCK_MS: must be at most 604800000 ms");
+    expect(err({ PATCHBAY_LOCK_MS: "604800000" })).toBe("ok");
+  });
+});
