@@ -10,7 +10,7 @@ import type { Duplex, Readable } from "node:stream";
 import { engineEnv, type EngineEnv } from "../config.js";
 import { withTimeout } from "../timeout.js";
 import { AGENT_GID, AGENT_UID, AGENT_USER } from "./agent-user.js";
-import { gather } from "./gather.js";
+import { pipeGathered } from "./gather.js";
 import { LABEL } from "./owner.js";
 import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
 
@@ -301,13 +301,7 @@ async function attachExec(container: Docker.Container, cmd: string[], onData: (c
     },
     send,
     endInput: () => socket.end(),
-    pipeIn: async (source) => {
-      for await (const chunk of gather(source)) {
-        if (!alive) break;
-        await send(chunk);
-      }
-      if (alive) socket.end();
-    },
+    pipeIn: (source) => pipeGathered(source, send, () => alive, () => socket.end()),
     ended,
     get alive() {
       return alive;

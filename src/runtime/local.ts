@@ -10,7 +10,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { gather } from "./gather.js";
+import { pipeGathered } from "./gather.js";
 import { AGENT_USER } from "./agent-user.js";
 import { LABEL } from "./owner.js";
 import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
@@ -193,13 +193,7 @@ function attached(child: ChildProcess, onData: (chunk: Buffer, stream: 1 | 2) =>
     write: (data) => void (alive && !stdin.destroyed && stdin.write(data)),
     send,
     endInput: () => stdin.end(),
-    pipeIn: async (source) => {
-      for await (const chunk of gather(source)) {
-        if (!alive) break;
-        await send(chunk);
-      }
-      if (alive) stdin.end();
-    },
+    pipeIn: (source) => pipeGathered(source, send, () => alive, () => stdin.end()),
     ended,
     get alive() {
       return alive;
