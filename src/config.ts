@@ -3,6 +3,7 @@
 // loadConfig() once and pass the Config in.
 import { z } from "zod";
 import { isAbsolute, resolve } from "node:path";
+import { forgeSettings, parseForges, type ForgeHost } from "./config-forges.js";
 import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./config-otel.js";
 import { shownRedisUrl } from "./redis-url.js";
 import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
@@ -33,6 +34,12 @@ const Env = z.object({
   // ioredis reads anything but redis:// and rediss:// as a socket path (http://… fails with ENOENT).
   REDIS_URL: z.string().regex(/^rediss?:\/\/\S*$/i, { error: (iss) => `must be a redis:// or rediss:// URL (redis://HOST:PORT), not '${shownRedisUrl(String(iss.input)).slice(0, 80)}'` }).default(DEFAULT_REDIS_URL),
   PATCHBAY_QUEUE: z.string().min(1).default(DEFAULT_QUEUE),
+  /** Forges beyond github.com and gitlab.com (src/config-forges.ts): HOST=github@API_URL,... */
+  PATCHBAY_FORGES: z.string().optional().transform((s, ctx): ForgeHost[] => {
+    const r = parseForges(s);
+    if (typeof r === "string") ctx.addIssue({ code: "custom", message: r });
+    return typeof r === "string" ? [] : r;
+  }),
   PATCHBAY_IMAGE: z.string().min(1).default(DEFAULT_IMAGE),
   PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),
   PATCHBAY_CONCURRENCY: z.coerce.number().int().positive().default(2),
@@ -279,6 +286,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     pip: { indexUrl: e.PIP_INDEX_URL, extraIndexUrls: (e.PIP_EXTRA_INDEX_URL ?? "").split(/\s+/).filter(Boolean), configFile: e.PIP_CONFIG_FILE },
     hostEnv: Object.freeze({ ...env }) as HostEnv,
     telemetry: telemetryOf(e),
+    forges: forgeSettings(e.PATCHBAY_FORGES, env),
   };
 }
 
