@@ -310,6 +310,8 @@ export const JobResult = z.object({
   /** Setup-phase egress through the proxy: connections allowed and refused, bytes each way. */
   egress: z.object({ allowed: nonNegInt(), refused: nonNegInt(), bytesUp: nonNegInt(), bytesDown: nonNegInt() }).optional(),
   jobId: z.string().optional(),
+  /** A `{ git }` repo's commit the job started from: what `patch` applies to (a campaign publishes onto it). */
+  baseCommit: z.string().regex(/^[0-9a-f]{40,64}$/).optional(),
   /** 1-based attempt that produced this result. */
   attempt: positiveInt().optional(),
 });

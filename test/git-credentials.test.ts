@@ -66,7 +66,7 @@ function expectNoToken(dir: string): void {
 }
 
 async function clone(url: string, o: Partial<typeof opts> | { credentials: string } = {}): Promise<string> {
-  const dir = await cloneRepo(url, undefined, { ...opts, ...o });
+  const { dir } = await cloneRepo(url, undefined, { ...opts, ...o });
   clones.push(dir);
   return dir;
 }

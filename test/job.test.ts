@@ -285,13 +285,13 @@ describe("runJob: repo forms and what the patch carries", () => {
     reply(toolUse("bash", { command: "printf 'new\\n' > /workspace/added.txt && printf '\\x00\\x01\\x02\\xff' > /workspace/blob.bin && sed -i '9s/return lo/return hi/' /workspace/clamp.py" })),
     reply(text("done")),
   ];
-  const forms: [string, () => { spec: Record<string, unknown>; cleanup(): void }][] = [
+  const forms: [string, () => { spec: Record<string, unknown>; commit?: string; cleanup(): void }][] = [
     ["path", () => ({ spec: { repo: { path: CLAMP } }, cleanup() {} })],
     ["git", () => {
       const dir = tmp();
       cpSync(CLAMP, dir, { recursive: true });
       sh(dir, "git init -q -b main && git add -A && git -c user.name=t -c user.email=t@t commit -qm init && git tag v1");
-      return { spec: { repo: { git: dir, ref: "v1" } }, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+      return { spec: { repo: { git: dir, ref: "v1" } }, commit: sh(dir, "git rev-parse v1").trim(), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
     }],
     ["archive", () => {
       const dir = tmp();
@@ -318,10 +318,12 @@ describe("runJob: repo forms and what the patch carries", () => {
   });
 
   it.each(forms)("repo as %s: new file, binary file and edit in a patch that git apply reproduces", async (_form, make) => {
-    const { spec, cleanup } = make();
+    const { spec, commit, cleanup } = make();
     try {
       const { result } = await run(makeFiles(), spec);
       expect(result.status).toBe("completed");
+      // A { git } repo's result names the commit its patch applies to (what a campaign publishes onto).
+      expect(result.baseCommit).toBe(commit);
       expect(result.filesChanged.sort()).toEqual(["added.txt", "blob.bin", "clamp.py"]);
       expect(result.patch).toMatch(/GIT binary patch/);
       const copy = tmp();

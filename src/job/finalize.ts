@@ -21,7 +21,7 @@ export interface Timings {
 }
 
 /** The result of an attempt whose agent ran: its outcome, the patch verify judged, the timings. */
-export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchResult; verify?: JobResult["verify"]; timings: Timings; egress?: EgressSession }): JobResult {
+export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchResult; verify?: JobResult["verify"]; timings: Timings; egress?: EgressSession; baseCommit?: string }): JobResult {
   const { outcome, patch, verify } = o;
   const result: JobResult = {
     status: outcome.status,
@@ -40,6 +40,7 @@ export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchR
     ...(o.egress ? { egress: { ...o.egress.stats } } : {}),
     jobId: ctx.jobId,
     attempt: ctx.attempt,
+    ...(o.baseCommit ? { baseCommit: o.baseCommit } : {}),
   };
   ctx.emit(finishedEvent(result));
   pointSpan("patchbay.result", resultAttrs(result));

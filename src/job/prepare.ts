@@ -20,12 +20,14 @@ export interface Prepared {
   loaded: Promise<void>;
   /** ms from the start of the load to ready. */
   sandboxMs: number;
+  /** A `{ git }` repo's commit the job started from. */
+  baseCommit?: string;
 }
 
 /** The workspace ready for the agent, or why the job stopped meanwhile (cancel, timeout). */
 export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, since: number): Promise<Prepared | { stopped: { status: "timeout" | "cancelled"; error: string } }> {
   const network = startSetupNetwork(sandbox, held.egress); // with network.setup: the bridge starts while the repo loads
-  let { baseline, agentRepo } = await loadRepo(sandbox, ctx.spec.repo, { prepared: held.prepared, deferAgentRepo: true });
+  let { baseline, agentRepo, commit } = await loadRepo(sandbox, ctx.spec.repo, { prepared: held.prepared, deferAgentRepo: true });
   held.prepared = undefined;
   const sandboxMs = ctx.elapsed(since);
   held.setupDone?.();
@@ -48,7 +50,7 @@ export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, sin
   // anything of the agent's runs (a restored checkpoint, the first tool).
   held.snapshot = ctx.spec.verify ? agentRepo.then(() => snapshotOf(sandbox, defaultLimits(ctx.spec.limits).diskMb)) : undefined;
   held.snapshot?.catch(() => {}); // awaited by the restore or the first tool
-  return { baseline, loaded: held.snapshot ? held.snapshot.then(() => {}) : agentRepo, sandboxMs };
+  return { baseline, loaded: held.snapshot ? held.snapshot.then(() => {}) : agentRepo, sandboxMs, ...(commit ? { baseCommit: commit } : {}) };
 }
 
 /**

@@ -50,6 +50,8 @@ export interface RepoArchive {
   blobs: BlobPack;
   /** Stops the stream and removes a host-side clone. */
   cleanup(): Promise<void>;
+  /** A `{ git }` repo's commit, as cloned. */
+  commit?: string;
 }
 
 /** A hostile name for an error message: escaped (no control characters reach a log) and cut. */

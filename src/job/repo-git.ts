@@ -39,7 +39,13 @@ export type CloneOptions = {
 
 type Auth = { args: string[]; env: Record<string, string>; secrets: string[] };
 
-export async function cloneRepo(url: string, ref: string | undefined, opts: CloneOptions): Promise<string> {
+/** The clone's directory and the commit checked out (none for an empty repo). */
+export interface Clone {
+  dir: string;
+  commit?: string;
+}
+
+export async function cloneRepo(url: string, ref: string | undefined, opts: CloneOptions): Promise<Clone> {
   const label = `repo.git ${redact(url)}`;
   const split = splitUrl(url);
   if (url.startsWith("-")) throw new RepoError(`${label}: not a repository URL`);
@@ -55,7 +61,7 @@ export async function cloneRepo(url: string, ref: string | undefined, opts: Clon
     if (local && fss.existsSync(path.join(dir, ".git/objects/info/alternates"))) throw new RepoError(`${label}: the local repo borrows objects from another repo (objects/info/alternates)`);
     const commit = await resolve(dir, ref, opts);
     if (commit === undefined && ref !== undefined) throw new RepoError(`${label}: ref ${quote(ref)} not found (no such branch, tag or commit)`);
-    if (commit === undefined) return (await scrubGitDir(dir, split.secrets, opts), dir); // an empty repo (or a remote HEAD to nowhere): nothing to check out
+    if (commit === undefined) return (await scrubGitDir(dir, split.secrets, opts), { dir }); // an empty repo (or a remote HEAD to nowhere): nothing to check out
     const gitBytes = await duBytes(dir);
     const treeBytes = await treeSize(label, dir, commit, opts.max - gitBytes, opts);
     if (gitBytes + treeBytes > opts.max) throw tooLarge(label, gitBytes + treeBytes, opts.max, `${treeBytes} to check out at ${quote(ref ?? "HEAD")}, ${gitBytes} in .git`);
@@ -63,7 +69,7 @@ export async function cloneRepo(url: string, ref: string | undefined, opts: Clon
     if (co.code !== 0) throw failure(label, `git checkout of ${quote(ref ?? "HEAD")} failed: ${co.stderr}`, co);
     if ((await revParse(dir, "HEAD", opts)) !== commit) throw new RepoError(`${label}: ref ${quote(ref ?? "HEAD")} is ambiguous`);
     await scrubGitDir(dir, auth?.secrets ?? split.secrets, opts);
-    return dir;
+    return { dir, commit };
   } catch (err) {
     await fs.rm(dir, { recursive: true, force: true });
     throw err;

@@ -32,6 +32,8 @@ export interface RepoArchiveOptions {
 export interface LoadedRepo {
   /** Tree id of the starting working tree: uncommitted changes included, ignored files excluded. */
   baseline: string;
+  /** A `{ git }` repo's commit the job started from (what a campaign publishes the patch onto). */
+  commit?: string;
   /** With `deferAgentRepo`: settles once the agent's git repo is made and the baseline's smudge done (see takeBaseline); never rejects. */
   agentRepo: Promise<void>;
   files: number;
@@ -50,11 +52,12 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
   }
   if ("git" in repo) {
     if (!opts.git) throw new PatchbayError("usage", "repoArchive: a { git } repo needs opts.git (the host's environment and credentials, from the Config)");
-    const dir = await cloneRepo(repo.git, repo.ref, { timeoutSec: opts.gitTimeoutSec ?? 600, max, maxEntries, env: opts.git.env, credentials: opts.git.credentials });
+    const { dir, commit } = await cloneRepo(repo.git, repo.ref, { timeoutSec: opts.gitTimeoutSec ?? 600, max, maxEntries, env: opts.git.env, credentials: opts.git.credentials });
     const rm = () => fs.rm(dir, { recursive: true, force: true });
     try {
       // A fresh clone has nothing ignored worth filtering: it is tarred whole.
-      return await dirArchive(dir, false, max, maxEntries, `repo.git ${redact(repo.git)}`, rm);
+      const archive = await dirArchive(dir, false, max, maxEntries, `repo.git ${redact(repo.git)}`, rm);
+      return commit ? Object.assign(archive, { commit }) : archive;
     } catch (err) {
       await rm();
       throw err;
@@ -92,7 +95,7 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   const pack = (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
   const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { pack, loadedSince, deferSmudge: opts.deferAgentRepo });
   if (!opts.deferAgentRepo) await agentRepo;
-  return { baseline, agentRepo, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0 };
+  return { baseline, agentRepo, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0, ...(archive.commit ? { commit: archive.commit } : {}) };
 }
 
 /** A new baseline: the tree of /workspace as it is now (e.g. after setup commands, whose output is not the agent's change). */

@@ -90,7 +90,7 @@ async function attempt(ctx: JobContext, held: Held): Promise<JobResult> {
     resume: agent.resume,
     verifySandbox: () => freshSandbox(ctx),
   });
-  return finish(ctx, { ...rounds, timings: { sandboxMs: prep.sandboxMs, agentMs: ctx.elapsed(tAgent) }, egress: held.egress });
+  return finish(ctx, { ...rounds, timings: { sandboxMs: prep.sandboxMs, agentMs: ctx.elapsed(tAgent) }, egress: held.egress, baseCommit: prep.baseCommit });
 }
 
 /**
