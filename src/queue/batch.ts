@@ -198,11 +198,12 @@ export class BatchClient {
    * completed), as new jobs (`<batch>-L<line>-r<n>`) of the same batch; their results replace the
    * old ones in the status and summary. Clears a cancel. Returns the new job ids.
    */
-  retry(batchId: string, opts: { statuses?: readonly JobStatus[] } = {}): Promise<{ ids: string[]; missing: number[] }> {
+  retry(batchId: string, opts: { statuses?: readonly JobStatus[]; lines?: readonly number[] } = {}): Promise<{ ids: string[]; missing: number[] }> {
     const statuses = new Set(opts.statuses ?? JOB_STATUSES.filter((s) => s !== "completed"));
     return this.c.hold(async () => {
       const st = await this.status(batchId, { jobs: true });
-      const chosen = st.jobs!.filter((j) => j.result && statuses.has(j.result.status));
+      // `lines`: those lines, whatever their status (a campaign's changesets in conflict ran fine).
+      const chosen = st.jobs!.filter((j) => j.result && (opts.lines ? opts.lines.includes(j.line) : statuses.has(j.result.status)));
       const bk = this.bk(batchId);
       const now = Date.now();
       const add: { line: number; oldId: string; newId: string; spec: JobSpec }[] = [];

@@ -1,0 +1,70 @@
+// A campaign's `publish:` section: the branch, the pull request's title, body and draft flag, the
+// commit's author and message, where the transcript is linked from. Pure.
+import { z } from "zod";
+
+/** What a task template (and a branch name) may use: the repository's own values and the vars. */
+export const REPO_NAMES = ["repo", "ref", "name", "campaign"] as const;
+/** What the title, body and commit message may use besides: the job's outcome. */
+export const PUBLISH_NAMES = [...REPO_NAMES, "task", "summary", "summaryLine", "verify", "verifyResult", "diffstat", "costUsd", "jobId", "transcript", "verified"] as const;
+
+export const DEFAULT_TITLE = "{{campaign}}: {{summaryLine}}";
+export const DEFAULT_BODY = [
+  "{{summary}}",
+  "",
+  "| | |",
+  "|---|---|",
+  "| Task | {{task}} |",
+  "| Verify | `{{verify}}`: {{verifyResult}} |",
+  "| Cost | ${{costUsd}} |",
+  "| Transcript | {{transcript}} |",
+  "",
+  "```",
+  "{{diffstat}}",
+  "```",
+  "",
+  "Made by [patchbay](https://github.com/patchbay/patchbay) for campaign `{{campaign}}` (job `{{jobId}}`).",
+].join("\n");
+export const DEFAULT_MESSAGE = "{{campaign}}: {{summaryLine}}\n\n{{summary}}";
+
+const Author = z.string().regex(/^[^<>\n]{1,200} <[^<>\s@]{1,200}@[^<>\s]{1,200}>$/, { error: 'commit.author must be "Name <email@host>"' });
+
+const Publish = z.strictObject({
+  branch: z.string().min(1).max(200).optional(),
+  /** The branch the change is for and the pull request targets (default: the repo's ref, else its HEAD branch). */
+  base: z.string().min(1).max(200).optional(),
+  draft: z.boolean().optional(),
+  title: z.string().min(1).max(1000).optional(),
+  body: z.string().max(60_000).optional(),
+  commit: z.strictObject({ author: Author.optional(), message: z.string().min(1).max(60_000).optional() }).optional(),
+  /** A URL template for `{{transcript}}`, e.g. https://patchbay.example.com/jobs/{{jobId}} (default: the `patchbay view` command). */
+  transcriptUrl: z.string().min(1).max(1000).optional(),
+});
+
+export interface PublishSettings {
+  branch: string;
+  base?: string;
+  draft: boolean;
+  title: string;
+  body: string;
+  author: { name: string; email: string };
+  message: string;
+  transcriptUrl?: string;
+}
+
+/** The settings with their defaults, or what is wrong with them. */
+export function publishSettings(input: unknown, campaign: string): PublishSettings | string {
+  const r = Publish.safeParse(input ?? {});
+  if (!r.success) return r.error.issues.map((i) => `${i.path.join(".") || "publish"}: ${i.message}`).join("; ");
+  const p = r.data;
+  const author = /^(.*) <(.*)>$/.exec(p.commit?.author ?? "patchbay <patchbay@localhost>")!;
+  const branch = p.branch ?? `patchbay/${campaign}`;
+  return {
+    branch, ...(p.base ? { base: p.base } : {}), draft: p.draft ?? true, title: p.title ?? DEFAULT_TITLE, body: p.body ?? DEFAULT_BODY,
+    author: { name: author[1]!, email: author[2]! }, message: p.commit?.message ?? DEFAULT_MESSAGE, ...(p.transcriptUrl ? { transcriptUrl: p.transcriptUrl } : {}),
+  };
+}
+
+/** Each template of the settings with its key, to check the names it uses (the branch may use only the repository's). */
+export function publishTemplates(p: PublishSettings): [key: string, template: string, names: "repo" | "publish"][] {
+  return [["branch", p.branch, "repo"], ["title", p.title, "publish"], ["body", p.body, "publish"], ["commit.message", p.message, "publish"], ...(p.transcriptUrl ? ([["transcriptUrl", p.transcriptUrl, "publish"]] as const) : [])].map(([k, t, n]) => [k, t, n] as [string, string, "repo" | "publish"]);
+}
