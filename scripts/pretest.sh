@@ -24,6 +24,7 @@ tool docker-compose docker-compose "the compose test validates docker-compose.ym
 tool tmux tmux "batch wait's progress bar is checked in a real terminal"
 tool chromium chromium "the browser tests drive it headless"
 tool openssl openssl "the second-host test makes TLS certificates for its second engine"
+tool /usr/sbin/sshd openssh-server "the campaign tests push over SSH"
 node bin/patchbay.js image build
 # The compose test's images (worker, Redis): offline here, about 2 minutes the first time, then cached.
 bash scripts/compose-images.sh
