@@ -7,6 +7,7 @@
 // host; the token is in no file of the cache and no message.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -252,6 +253,23 @@ describe("prepareChange and pushBranch over smart HTTP", () => {
     expect(await del(sha)).toEqual({ kind: "deleted" });
     expect(git(path.join(repos, "r.git"), "for-each-ref", "refs/heads/patchbay/gone")).toBe("");
     expect(await del(sha)).toEqual({ kind: "absent" });
+  });
+});
+
+describe("a server that never answers", () => {
+  it("is a PublishError of kind timeout once the run's timeout passes", async () => {
+    const held: net.Socket[] = [];
+    const mute = net.createServer((s) => held.push(s));
+    await new Promise<void>((resolve) => mute.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(mute.address() as net.AddressInfo).port}/r.git`;
+    try {
+      const err = await refusal(remoteBranch({ url, branch: "main", env: process.env, credential: WRITER, timeoutMs: 300 }));
+      expect([err.reason, err.kind]).toEqual(["timeout", "timeout"]);
+      expect(err.message).toMatch(/^git cannot read http:\/\/127\.0\.0\.1:\d+\/r\.git: killed after 300 ms/);
+    } finally {
+      for (const s of held) s.destroy();
+      await new Promise((resolve) => mute.close(resolve));
+    }
   });
 });
 

@@ -88,7 +88,9 @@ export interface GitOut {
 }
 
 function gitEnv(run: GitRun): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...run.env, GIT_TERMINAL_PROMPT: "0", GIT_SSH_COMMAND: run.env.GIT_SSH_COMMAND ?? "ssh -o BatchMode=yes" };
+  // No prompt: git's own off; ssh's askpass never, and git runs in a session of its own (detached)
+  // with no terminal for ssh to ask on. GIT_SSH_COMMAND is not set for it: the user's core.sshCommand stands.
+  const env: NodeJS.ProcessEnv = { ...run.env, GIT_TERMINAL_PROMPT: "0", SSH_ASKPASS_REQUIRE: "never" };
   for (const v of REPO_VARS) delete env[v];
   // Traces would print what git sends (a helper's answer among it) to stderr.
   for (const v of Object.keys(env)) if (v.startsWith("GIT_TRACE") || v === "GIT_CURL_VERBOSE") delete env[v];
