@@ -100,6 +100,7 @@ export interface PushOptions extends Net {
 /**
  * The branch set to `sha`, leased: at `sha` already, nothing is pushed; at a commit other than
  * `expect`, nothing is pushed unless `force`. A lease lost to a push in between is `foreign` too.
+ * A branch gone since the last publish (deleted on the forge) is made again: nothing is lost.
  */
 export async function pushBranch(o: PushOptions): Promise<PushResult> {
   const remote = remoteOf(o.url, o.credential);
@@ -116,7 +117,8 @@ export async function pushBranch(o: PushOptions): Promise<PushResult> {
   if (r === "ok") return { kind: "pushed" };
   const now = await remoteBranch({ ...o, branch: o.branch });
   if (now === sha) return { kind: "unchanged" };
-  return { kind: "foreign", remoteSha: now ?? "" };
+  if (now === undefined) throw new PublishError("git", `branch ${o.branch} of ${remote.shown} changed while it was pushed, and is gone now: publish again`);
+  return { kind: "foreign", remoteSha: now };
 }
 
 export type DeleteResult = { kind: "deleted" } | { kind: "absent" } | { kind: "foreign"; remoteSha: string };
