@@ -10,11 +10,12 @@ import { suggest } from "./suggest.js";
 import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
 import { batchCommands } from "./cli/batch.js";
+import { campaignCommands } from "./cli/campaign.js";
 import { webCommands } from "./cli/web.js";
 
 export type { Command } from "./cli/command.js";
 
-const commands: Record<string, Command> = { ...submitCommands, ...inspectCommands, ...adminCommands, ...batchCommands, ...webCommands };
+const commands: Record<string, Command> = { ...submitCommands, ...inspectCommands, ...adminCommands, ...batchCommands, ...campaignCommands, ...webCommands };
 
 /** `patchbay image` and friends: a group whose subcommands are `<group> <sub>` entries. */
 const groups = [...new Set(Object.keys(commands).filter((n) => n.includes(" ")).map((n) => n.split(" ")[0]!))];

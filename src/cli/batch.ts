@@ -155,7 +155,7 @@ function interrupted(): { signal: AbortSignal; remove(): void } {
 }
 
 /** Waits with progress on stderr, writes DIR when asked, returns the exit code. */
-async function waitAndReport(b: BatchClient, c: PatchbayClient, batchId: string, values: Values, out?: string): Promise<number> {
+export async function waitAndReport(b: BatchClient, c: PatchbayClient, batchId: string, values: Values, out?: string): Promise<number> {
   await b.status(batchId); // unknown batch: fail at once
   if (!(await c.hasWorker())) process.stderr.write(`patchbay: no worker is running on queue '${c.queueName}' yet; start one with: npx patchbay worker${c.hintFlags()}\n`);
   const view = new ProgressView(process.stderr);
