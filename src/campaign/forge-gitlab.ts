@@ -142,11 +142,22 @@ export class GitLabForge implements Forge {
 
   private failure(call: ForgeCall, err: unknown): ForgeError {
     const e = err as { name?: unknown; message?: unknown; cause?: { response?: { status?: unknown } } };
-    const message = typeof e.message === "string" ? e.message : "";
+    let message = typeof e.message === "string" ? e.message : "";
+    // GitLab's validation messages come as a list, which gitbeaker hands on as JSON.
+    if (message.startsWith("[")) message = listed(message);
     let status = typeof e.cause?.response?.status === "number" ? e.cause.response.status : undefined;
     if (e.name === "GitbeakerRetryError") status = Number(/last status code: (\d{3})/.exec(message)?.[1]) || undefined;
     if (e.name === "GitbeakerTimeoutError") return forgeError(call, undefined, "no answer within 60 s", this.token);
     return forgeError(call, status, message, this.token);
+  }
+}
+
+function listed(text: string): string {
+  try {
+    const v: unknown = JSON.parse(text);
+    return Array.isArray(v) ? v.map(String).join("; ") : text;
+  } catch {
+    return text;
   }
 }
 

@@ -7,6 +7,8 @@ export interface FakeRepo {
   defaultBranch: string;
   /** Branch name → the commit it is at. */
   branches: Map<string, string>;
+  /** A bare repository whose branches these are instead. */
+  gitDir?: string;
 }
 
 export interface FakePull {

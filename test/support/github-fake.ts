@@ -6,7 +6,8 @@
 // against the description's schema for its status, mismatches recorded in `responseViolations`.
 //
 // The model, in memory:
-// - repos: owner/name, a default branch, branches (name → sha); all private.
+// - repos: owner/name, a default branch, branches (name → sha, or read from a bare repository that
+//   tests push to: `branchesFrom`); all private.
 // - tokens: each may read and/or write some repos. No token or an unknown one: 401 ("Requires
 //   authentication" / "Bad credentials"); a repo the token cannot read: 404, as GitHub hides
 //   private repos; a write to a repo it can only read: 403 "Resource not accessible by personal
@@ -17,6 +18,7 @@
 // Operations served: pulls list/create/get/update/list-reviews, checks list-for-ref, repos
 // get-combined-status-for-ref. A path the description has but this does not serve: 404, recorded
 // in `unserved`; a path the description lacks: a violation.
+import { execFileSync } from "node:child_process";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { gitHubDescription, OpenApiCheck, type Route } from "./openapi-check.js";
@@ -80,6 +82,10 @@ export class GitHubFake {
   setBranch(full: string, ref: string, sha: string): void {
     this.repo(full).branches.set(ref, sha);
   }
+  /** The repo's branches are those of a bare git repository, read at each request (tests push to it). */
+  branchesFrom(full: string, gitDir: string): void {
+    this.repo(full).gitDir = gitDir;
+  }
   grant(token: string, full: string, access: "read" | "write"): void {
     const t = this.tokens.get(token) ?? { read: new Set<string>(), write: new Set<string>() };
     t.read.add(full.toLowerCase());
@@ -132,6 +138,21 @@ export class GitHubFake {
     const r = this.repos.get(full.toLowerCase());
     if (!r) throw new Error(`no repo ${full}`);
     return r;
+  }
+
+  private branch(repo: shape.FakeRepo, ref: string): string | undefined {
+    if (!repo.gitDir) return repo.branches.get(ref);
+    try {
+      return execFileSync("git", ["--git-dir", repo.gitDir, "rev-parse", "--verify", "-q", `refs/heads/${ref}^{commit}`], { encoding: "utf8" }).trim() || undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** An open pull's head is where its branch is now (a push moves it). */
+  private live(repo: shape.FakeRepo, p: shape.FakePull): shape.FakePull {
+    const sha = p.state === "open" ? this.branch(repo, p.head.ref) : undefined;
+    return sha ? { ...p, head: { ...p.head, sha } } : p;
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -199,11 +220,11 @@ export class GitHubFake {
         const state = q.get("state") ?? "open";
         const head = q.get("head");
         const list = pulls.filter((p) => (state === "all" || p.state === state) && (!head || `${repo.owner}:${p.head.ref}`.toLowerCase() === head.toLowerCase()) && (!q.get("base") || p.base.ref === q.get("base")));
-        return { status: 200, json: list.map((p) => shape.pull(this.url, repo, p, true)) };
+        return { status: 200, json: list.map((p) => shape.pull(this.url, repo, this.live(repo, p), true)) };
       }
       case "POST /repos/{owner}/{repo}/pulls": {
         const head = String(body.head).replace(new RegExp(`^${repo.owner}:`, "i"), "");
-        const headSha = repo.branches.get(head), baseSha = repo.branches.get(body.base);
+        const headSha = this.branch(repo, head), baseSha = this.branch(repo, body.base);
         if (!headSha) return invalid(`head: no branch ${head}`);
         if (!baseSha) return invalid(`base: no branch ${body.base}`);
         if (typeof body.title !== "string" || !body.title) return invalid("title is required");
@@ -214,7 +235,7 @@ export class GitHubFake {
         return { status: 201, json: shape.pull(this.url, repo, p, false), headers: { location: `${this.url}/repos/${repo.owner}/${repo.name}/pulls/${p.number}` } };
       }
       case "GET /repos/{owner}/{repo}/pulls/{pull_number}":
-        return found ? { status: 200, json: shape.pull(this.url, repo, { ...found, head: { ...found.head, sha: repo.branches.get(found.head.ref) ?? found.head.sha } }, false) } : notFound;
+        return found ? { status: 200, json: shape.pull(this.url, repo, this.live(repo, found), false) } : notFound;
       case "PATCH /repos/{owner}/{repo}/pulls/{pull_number}": {
         if (!found) return notFound;
         if (body.state === "open" && found.mergedAt) return invalid("state cannot be changed. The pull request has been merged.");
