@@ -74,7 +74,7 @@ export class GitLabForge implements Forge {
       ...(token ? { token } : { token: "" }),
       queryTimeout: 60_000,
       rateLimitDuration: 60,
-      rateLimits: { "**": 600, "projects/*/merge_requests": { method: "post" as const, limit: 60 } },
+      rateLimits: { "**": 600 },
     };
     this.mrs = new MergeRequests(common);
     this.approvals = new MergeRequestApprovals(common);
