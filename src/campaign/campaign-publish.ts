@@ -96,6 +96,8 @@ export async function publishCampaign(ctx: PublishContext, id: string, opts: Pub
 }
 
 async function publishOne(ctx: PublishContext, def: CampaignDef, repo: CampaignDef["repos"][number], job: BatchJob | undefined, prev: Changeset | undefined, opts: PublishOptions, report: PublishReport): Promise<Changeset | undefined> {
+  // Merged and closed are final here: a closed pull request is not opened again behind its closer's back.
+  if (prev && (prev.state === "merged" || prev.state === "closed")) return opts.dryRun ? undefined : prev;
   const base: Changeset = { line: repo.line, repo: redact(repo.git), jobId: job?.jobId ?? "", state: "unpublished", updatedAt: Date.now() };
   const why = notPublishable(job, Boolean(opts.includeUnverified));
   // A changeset already on a forge keeps its state when its job is retried and not finished yet.
