@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { RENDER_JS } from "../src/web/assets/render.js";
-import { BATCHES_JS, JOB_JS, JOBS_JS, VIEW_BOOT_JS } from "../src/web/assets/pages.js";
+import { BATCHES_JS, CAMPAIGN_JS, CAMPAIGNS_JS, JOB_JS, JOBS_JS, VIEW_BOOT_JS } from "../src/web/assets/pages.js";
 import { STYLE_CSS } from "../src/web/assets/style.js";
 import { cspHash, escapeHtml, jsonForScript, parseTranscriptJsonl, prepareEvent } from "../src/web/escape.js";
 import { renderTranscriptHtml } from "../src/web/html.js";
@@ -123,8 +123,8 @@ describe("dashboard guards", () => {
   });
 
   it("pages carry a CSP without inline scripts and load only their own static scripts", async () => {
-    // the last two: 404 pages (no such job, no such batch), under the same CSP
-    for (const [path, status] of [["/jobs", 200], ["/batches", 200], ["/jobs/some-job", 404], ["/batches/some-batch", 404]] as const) {
+    // the last three: 404 pages (no such job, batch or campaign), under the same CSP
+    for (const [path, status] of [["/jobs", 200], ["/batches", 200], ["/campaigns", 200], ["/jobs/some-job", 404], ["/batches/some-batch", 404], ["/campaigns/some-campaign", 404]] as const) {
       const r = await raw(dash.url + path);
       expect(r.status, path).toBe(status);
       const csp = String(r.headers["content-security-policy"]);
@@ -141,7 +141,7 @@ describe("dashboard guards", () => {
   });
 
   it("the scripts never hand untrusted text to innerHTML, outerHTML, insertAdjacentHTML or document.write", () => {
-    for (const src of [RENDER_JS, JOBS_JS, JOB_JS, BATCHES_JS, VIEW_BOOT_JS]) {
+    for (const src of [RENDER_JS, JOBS_JS, JOB_JS, BATCHES_JS, CAMPAIGNS_JS, CAMPAIGN_JS, VIEW_BOOT_JS]) {
       expect(src).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function/);
       expect(src).not.toContain("</script");
     }

@@ -1,7 +1,9 @@
 // What the dashboard's JSON API returns: rows of jobs (from lean fields: src/web/jobs-list.ts), one
-// job in full, batches. Every string that can come from a job (task, error, summary, patch) is made
-// inert (safeText) here.
+// job in full, batches, campaigns and their changesets. Every string that can come from a job (task,
+// error, summary, patch) or a changeset (repo, url, branch, reason) is made inert (safeText) here.
 import type { Job } from "bullmq";
+import type { CampaignStatus } from "../campaign/campaign-track.js";
+import { CHANGESET_STATES, type Changeset, type ChangesetState, type ChecksState, type ReviewState } from "../campaign/changeset.js";
 import type { BatchStatus } from "../queue/batch-types.js";
 import type { JobData } from "../queue/client.js";
 import { filesChangedCount, type JobResult } from "../spec.js";
@@ -164,5 +166,89 @@ export function batchRow(st: BatchStatus): BatchRow {
     cancelled: st.cancelled,
     createdAt: st.createdAt,
     ...(st.finishedAt ? { finishedAt: st.finishedAt } : {}),
+  };
+}
+
+/** A campaign in the campaigns list: its changesets by state (the burndown), its jobs and spend. */
+export interface CampaignRow {
+  id: string;
+  createdAt: number;
+  /** Repositories (one changeset each). */
+  total: number;
+  counts: Record<ChangesetState, number>;
+  jobs: { done: number; total: number };
+  spentUsd: number;
+  budgetUsd?: number;
+}
+
+/** Counts by state of the repositories' changesets: a line with no record is unpublished. */
+export function countByState(lines: readonly number[], recorded: ReadonlyMap<number, Pick<Changeset, "state">>): Record<ChangesetState, number> {
+  const counts = Object.fromEntries(CHANGESET_STATES.map((s) => [s, 0])) as Record<ChangesetState, number>;
+  for (const line of lines) counts[recorded.get(line)?.state ?? "unpublished"]++;
+  return counts;
+}
+
+export function campaignRow(id: string, createdAt: number, counts: Record<ChangesetState, number>, batch: BatchStatus | undefined, total: number): CampaignRow {
+  return {
+    id: safeText(id, { oneLine: true }),
+    createdAt,
+    total,
+    counts,
+    jobs: { done: batch?.done ?? 0, total: batch?.total ?? total },
+    spentUsd: batch?.spentUsd ?? 0,
+    ...(batch?.budgetUsd !== undefined ? { budgetUsd: batch.budgetUsd } : {}),
+  };
+}
+
+/** One repository's changeset as the campaign page shows it (every string from a repo, a forge or git made inert and bounded). */
+export interface ChangesetRow {
+  line: number;
+  repo: string;
+  state: ChangesetState;
+  /** Where it was published: a GitHub pull request (#n), a GitLab merge request (!n), a branch alone. */
+  forge?: "github" | "gitlab" | "git";
+  checks?: ChecksState;
+  review?: ReviewState;
+  url?: string;
+  number?: number;
+  branch?: string;
+  verified?: boolean;
+  reason?: string;
+  jobId: string;
+}
+
+/** The campaign page's data: the burndown (counts, checks of the open ones), jobs and spend, a row per repository. */
+export interface CampaignView extends CampaignRow {
+  checks: CampaignStatus["checks"];
+  jobs: { done: number; total: number; running: number; waiting: number };
+  changesets: ChangesetRow[];
+}
+
+const inert = (s: string, max: number) => safeText(s.length > max ? `${s.slice(0, max)}…` : s, { oneLine: true });
+
+export function changesetRow(c: Changeset): ChangesetRow {
+  return {
+    line: c.line,
+    repo: inert(c.repo, 1000),
+    state: c.state,
+    ...(c.forge ? { forge: c.forge } : {}),
+    ...(c.checks ? { checks: c.checks } : {}),
+    ...(c.review ? { review: c.review } : {}),
+    ...(c.url ? { url: inert(c.url, 2000) } : {}),
+    ...(c.number !== undefined ? { number: c.number } : {}),
+    ...(c.branch ? { branch: inert(c.branch, 300) } : {}),
+    ...(c.verified !== undefined ? { verified: c.verified } : {}),
+    ...(c.reason ? { reason: inert(c.reason, 1000) } : {}),
+    jobId: inert(c.jobId, 200),
+  };
+}
+
+export function campaignView(st: CampaignStatus): CampaignView {
+  const b = st.batch;
+  return {
+    ...campaignRow(st.campaignId, st.createdAt, st.counts, b, st.changesets.length),
+    checks: st.checks,
+    jobs: { done: b.done, total: b.total, running: b.running, waiting: b.waiting },
+    changesets: st.changesets.map(changesetRow),
   };
 }

@@ -2,7 +2,7 @@
 // textContent; only a 404 page names the id asked for, escaped) and the self-contained static
 // transcript viewer.
 import { RENDER_JS } from "./assets/render.js";
-import { BATCHES_JS, JOB_JS, JOBS_JS, VIEW_BOOT_JS } from "./assets/pages.js";
+import { BATCHES_JS, CAMPAIGN_JS, CAMPAIGNS_JS, JOB_JS, JOBS_JS, VIEW_BOOT_JS } from "./assets/pages.js";
 import { STYLE_CSS } from "./assets/style.js";
 import { cspHash, escapeHtml, jsonForScript, prepareEvent } from "./escape.js";
 import type { TranscriptEvent } from "../spec.js";
@@ -18,6 +18,8 @@ export const STATIC_ASSETS: Record<string, { type: string; body: string }> = Obj
   "jobs.js": { type: "text/javascript; charset=utf-8", body: JOBS_JS },
   "job.js": { type: "text/javascript; charset=utf-8", body: JOB_JS },
   "batches.js": { type: "text/javascript; charset=utf-8", body: BATCHES_JS },
+  "campaigns.js": { type: "text/javascript; charset=utf-8", body: CAMPAIGNS_JS },
+  "campaign.js": { type: "text/javascript; charset=utf-8", body: CAMPAIGN_JS },
 });
 
 /** The dashboard's own pages: scripts from this origin only, no inline script or style, no framing. */
@@ -39,7 +41,7 @@ function shell(title: string, here: string, script: string | undefined, body: st
 <link rel="stylesheet" href="/static/style.css">
 ${script ? `<script src="/static/transcript.js" defer></script>\n<script src="/static/${script}" defer></script>\n` : ""}</head>
 <body>
-<nav class="top"><span class="brand">patchbay</span>${link("/jobs", "Jobs")}${link("/batches", "Batches")}${link("/queues", "Queues")}${link("/metrics", "Metrics")}</nav>
+<nav class="top"><span class="brand">patchbay</span>${link("/jobs", "Jobs")}${link("/batches", "Batches")}${link("/campaigns", "Campaigns")}${link("/queues", "Queues")}${link("/metrics", "Metrics")}</nav>
 <main>
 ${body}
 </main>
@@ -88,6 +90,43 @@ export function batchesPage(): string {
   );
 }
 
+export function campaignsPage(): string {
+  return shell(
+    "patchbay · campaigns",
+    "/campaigns",
+    "campaigns.js",
+    `<h1>Campaigns</h1>
+<p class="meta" id="note">loading…</p>
+<table class="list cards campaigns" id="campaigns">
+<thead><tr><th class="c-campaign">campaign</th><th class="c-merged">merged</th><th class="c-counts">by state</th><th class="c-jobs">jobs</th><th class="c-spend">spend</th><th class="c-submitted">submitted</th></tr></thead>
+<tbody id="rows"></tbody>
+</table>`,
+  );
+}
+
+/** A changeset table's columns: each cell's class is c-<name> (its width and, on a narrow screen, its label: campaign.js). */
+const CHANGESET_COLUMNS = ["line", "repo", "state", "checks", "review", "pr", "job", "reason"];
+
+export function campaignPage(): string {
+  return shell(
+    "patchbay · campaign",
+    "/campaigns",
+    "campaign.js",
+    `<section class="jobhead burndown" id="burndown">
+<h1 id="title">Campaign</h1>
+<div class="merged"><div class="bar"><span id="mergedbar"></span></div><span class="meta" id="merged">loading…</span></div>
+<p class="states" id="states"></p>
+<p class="meta" id="checks"></p>
+<p class="meta" id="jobs"></p>
+</section>
+<p class="meta" id="note"></p>
+<table class="list cards changesets" id="changesets">
+<thead><tr>${CHANGESET_COLUMNS.map((c) => `<th class="c-${c}">${c === "pr" ? "pull request" : c}</th>`).join("")}</tr></thead>
+<tbody id="rows"></tbody>
+</table>`,
+  );
+}
+
 export function jobPage(): string {
   return shell(
     "patchbay · job",
@@ -103,13 +142,15 @@ export function jobPage(): string {
   );
 }
 
+const LISTS = { job: ["/jobs", "jobs"], batch: ["/batches", "batches"], campaign: ["/campaigns", "campaigns"] } as const;
+
 /**
- * The 404 page of a job or batch id that names nothing (sent with status 404). The id comes from
- * the URL, so it is bounded, stripped of controls and escaped.
+ * The 404 page of a job, batch or campaign id that names nothing (sent with status 404). The id
+ * comes from the URL, so it is bounded, stripped of controls and escaped.
  */
-export function notFoundPage(what: "job" | "batch", id: string, queueName: string): string {
+export function notFoundPage(what: keyof typeof LISTS, id: string, queueName: string): string {
   const shown = escapeHtml(safeText(id.slice(0, 200), { oneLine: true }));
-  const list = what === "job" ? "/jobs" : "/batches";
+  const [list, plural] = LISTS[what];
   return shell(
     `patchbay · no ${what}`,
     "",
@@ -117,7 +158,7 @@ export function notFoundPage(what: "job" | "batch", id: string, queueName: strin
     `<section class="jobhead notfound" data-not-found="${what}">
 <h1>No ${what} <code class="id">${shown}</code></h1>
 <p>There is no ${what} with this id in queue <code>${escapeHtml(queueName)}</code>: it may never have existed, or it was removed after the retention (PATCHBAY_RETENTION_SEC).</p>
-<p><a href="${list}">All ${what === "job" ? "jobs" : "batches"}</a></p>
+<p><a href="${list}">All ${plural}</a></p>
 </section>`,
   );
 }

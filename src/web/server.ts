@@ -1,12 +1,14 @@
 // `patchbay dashboard`: a fastify server with bull-board at /queues, patchbay's own pages (jobs,
-// batches, a job's live transcript over server-sent events), cancel and retry, and the queue's
-// Prometheus metrics (BullMQ's exportPrometheusMetrics) at /metrics. This file puts it together:
+// batches, campaigns, a job's live transcript over server-sent events), cancel and retry, and the
+// queue's Prometheus metrics (BullMQ's exportPrometheusMetrics) at /metrics. This file puts it
+// together:
 //   settings.ts          options and Config resolved and checked (token, TLS files, the stream cap)
 //   auth.ts              the guard, a plugin on every route: token, cookie, Bearer, Host, Origin
 //   routes-bull-board.ts bull-board under /queues
 //   routes-static.ts     the browser's files under /static/
 //   routes-jobs.ts       /jobs pages, /api/jobs (list, one job, patch, cancel, retry)
 //   routes-batches.ts    /batches, /api/batches
+//   routes-campaigns.ts  /campaigns, /api/campaigns (from Redis: the dashboard never calls a forge)
 //   routes-events.ts     /api/jobs/:id/events, the live transcript (sse.ts, transcript-hub.ts)
 //   routes-metrics.ts    /metrics
 //   api/                 the HTTP API: /api/v1 and its OpenAPI document at /api/openapi.json (api/index.ts)
@@ -25,6 +27,7 @@ import { loadConfig, type Config } from "../config.js";
 import { PatchbayClient } from "../queue/client.js";
 import { authPlugin, frameworkError } from "./auth.js";
 import { batchesRoutes } from "./routes-batches.js";
+import { campaignsRoutes } from "./routes-campaigns.js";
 import { bullBoardRoutes } from "./routes-bull-board.js";
 import { apiRoutes } from "./api/index.js";
 import { EventStreams, eventsRoute } from "./routes-events.js";
@@ -57,6 +60,7 @@ async function registerAll(app: FastifyInstance, s: DashboardSettings, config: C
   await app.register(staticRoutes);
   await app.register(jobsRoutes, { client, defaultModel: s.defaultModel });
   await app.register(batchesRoutes, { client });
+  await app.register(campaignsRoutes, { client });
   await app.register(eventsRoute, { streams });
   await app.register(apiRoutes, { client, streams, defaultModel: s.defaultModel, repoRoots: config.apiRepoRoots });
   await app.register(metricsRoute, { queue: client.queue });

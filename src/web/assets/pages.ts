@@ -6,6 +6,10 @@ import { asset } from "../../assets.js";
 export const JOBS_JS = asset("web/assets/jobs.js");
 /** /batches: progress, counts by status, spend. */
 export const BATCHES_JS = asset("web/assets/batches.js");
+/** /campaigns: each campaign's changesets by state, merged of total, its jobs and spend. */
+export const CAMPAIGNS_JS = asset("web/assets/campaigns.js");
+/** /campaigns/:id: the burndown and a row per repository (state, checks, review, pull request). */
+export const CAMPAIGN_JS = asset("web/assets/campaign.js");
 /** /jobs/:id: the job's head, its live transcript, its patch, cancel and retry. */
 export const JOB_JS = asset("web/assets/job.js");
 /** The static viewer: renders the embedded transcript (and patch) once. */
