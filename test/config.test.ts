@@ -1,4 +1,5 @@
 // Environment parsing: every knob's default, overrides, coercion, and one clear error. Pure.
+import { parseForges, tokenVariable } from "../src/config-forges.js";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_IMAGE, DEFAULT_MODEL, loadConfig } from "../src/config.js";
 
@@ -45,6 +46,7 @@ describe("loadConfig", () => {
       pip: { indexUrl: undefined, extraIndexUrls: [], configFile: undefined },
       telemetry: { enabled: false, headers: {}, serviceName: "patchbay", resourceAttributes: {}, scheduleDelayMs: 5000 },
       hostEnv: {},
+      forges: { hosts: [{ host: "github.com", kind: "github", apiUrl: "https://api.github.com" }, { host: "gitlab.com", kind: "gitlab", apiUrl: "https://gitlab.com" }], token: expect.any(Function) },
     });
     expect(DEFAULT_IMAGE).toBe("patchbay-sandbox:latest");
     expect(DEFAULT_MODEL).toBe("claude-sonnet-5-5");
@@ -83,6 +85,7 @@ describe("loadConfig", () => {
       telemetry: { enabled: false, headers: {}, serviceName: "patchbay", resourceAttributes: {}, scheduleDelayMs: 5000 },
       // What host-side child processes get: the whole environment as given, fixed then.
       hostEnv: env,
+      forges: { hosts: expect.any(Array), token: expect.any(Function) },
     });
     expect(Object.isFrozen(c.hostEnv)).toBe(true);
     env.PATH = "/changed";
@@ -201,5 +204,36 @@ describe("config: issue 25's knobs, word for word", () => {
     expect(err({ PATCHBAY_LOCK_MS: "0" })).toContain("PATCHBAY_LOCK_MS: must be a positive number of ms (got 0)");
     expect(err({ PATCHBAY_LOCK_MS: "604800001" })).toContain("PATCHBAY_LOCK_MS: must be at most 604800000 ms");
     expect(err({ PATCHBAY_LOCK_MS: "604800000" })).toBe("ok");
+  });
+});
+
+describe("forges (PATCHBAY_FORGES and the tokens)", () => {
+  it("adds hosts, replaces a default's API, and gives each host only its own token", () => {
+    const c = loadConfig({
+      PATCHBAY_FORGES: " ghe.acme.example=github@https://ghe.acme.example/api/v3/ , git.corp:8443=gitlab@http://git.corp:8443,github.com=github@https://gh-proxy.example",
+      GITHUB_TOKEN: "gh-public-token-0000", GITLAB_TOKEN: "gl-public-token-0000",
+      PATCHBAY_FORGE_TOKEN_GHE_ACME_EXAMPLE: "ghe-token-00000000", PATCHBAY_FORGE_TOKEN_GIT_CORP_8443: "corp-token-0000000",
+    });
+    expect(c.forges.hosts).toEqual([
+      { host: "github.com", kind: "github", apiUrl: "https://gh-proxy.example" },
+      { host: "gitlab.com", kind: "gitlab", apiUrl: "https://gitlab.com" },
+      { host: "ghe.acme.example", kind: "github", apiUrl: "https://ghe.acme.example/api/v3" },
+      { host: "git.corp:8443", kind: "gitlab", apiUrl: "http://git.corp:8443" },
+    ]);
+    expect(["github.com", "gitlab.com", "ghe.acme.example", "GIT.CORP:8443", "elsewhere.example"].map((h) => c.forges.token(h))).toEqual(["gh-public-token-0000", "gl-public-token-0000", "ghe-token-00000000", "corp-token-0000000", undefined]);
+    // GITHUB_TOKEN is github.com's alone, not an Enterprise host's.
+    expect(loadConfig({ PATCHBAY_FORGES: "ghe.x=github@https://ghe.x/api/v3", GITHUB_TOKEN: "gh-public-token-0000" }).forges.token("ghe.x")).toBeUndefined();
+    // A Config printed or serialised carries no token.
+    expect(JSON.stringify(c.forges)).not.toMatch(/token-0000/);
+    expect(tokenVariable("127.0.0.1:8080")).toBe("PATCHBAY_FORGE_TOKEN_127_0_0_1_8080");
+  });
+
+  it("a bad list is refused naming the entry", () => {
+    expect(() => loadConfig({ PATCHBAY_FORGES: "ghe.x=bitbucket@https://x" })).toThrow(/PATCHBAY_FORGES: entry 1 must be HOST=github@API_URL or HOST=gitlab@API_URL/);
+    expect(() => loadConfig({ PATCHBAY_FORGES: "a.x=github@https://a.x,a.x=gitlab@https://a.x" })).toThrow(/entry 2 \(a\.x\): the host is named twice/);
+    expect(() => loadConfig({ PATCHBAY_FORGES: "a.x=github@ftp://a.x" })).toThrow(/entry 1 \(a\.x\): the API URL must be http\(s\) without credentials/);
+    expect(() => loadConfig({ PATCHBAY_FORGES: "a.x=github@https://u:p@a.x" })).toThrow(/without credentials/);
+    expect(() => loadConfig({ PATCHBAY_FORGES: "a.x=github@nota url" })).toThrow(/entry 1 must be/);
+    expect(parseForges("a.x=github@http://[bad")).toMatch(/is not a URL/);
   });
 });
