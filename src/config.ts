@@ -81,6 +81,8 @@ const Env = z.object({
   PATCHBAY_EGRESS_DIR: z.string().min(1).optional(),
   /** How long Redis keeps a finished job: its result, transcript and stored patch (seconds; default 7 days). */
   PATCHBAY_RETENTION_SEC: z.coerce.number().int().min(60).default(7 * 24 * 3600),
+  /** How often a published campaign with open changesets is tracked on the queue (campaign tracker). */
+  PATCHBAY_TRACK_EVERY_MS: durationMs().default(10 * 60_000),
   /** The dashboard over HTTPS: PEM files of its certificate (chain) and key; both or neither. */
   PATCHBAY_DASHBOARD_TLS_CERT: z.string().min(1).optional(),
   PATCHBAY_DASHBOARD_TLS_KEY: z.string().min(1).optional(),
@@ -261,6 +263,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     backend: e.PATCHBAY_BACKEND,
     testBackends: e.PATCHBAY_TEST_BACKENDS === "1",
     retentionSec: e.PATCHBAY_RETENTION_SEC,
+    trackEveryMs: e.PATCHBAY_TRACK_EVERY_MS,
     dashboardTls: e.PATCHBAY_DASHBOARD_TLS_CERT || e.PATCHBAY_DASHBOARD_TLS_KEY ? { cert: e.PATCHBAY_DASHBOARD_TLS_CERT, key: e.PATCHBAY_DASHBOARD_TLS_KEY } : undefined,
     dashboardMaxStreams: e.PATCHBAY_DASHBOARD_MAX_STREAMS,
     dashboardToken: e.PATCHBAY_DASHBOARD_TOKEN || undefined,

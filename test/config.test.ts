@@ -46,6 +46,7 @@ describe("loadConfig", () => {
       pip: { indexUrl: undefined, extraIndexUrls: [], configFile: undefined },
       telemetry: { enabled: false, headers: {}, serviceName: "patchbay", resourceAttributes: {}, scheduleDelayMs: 5000 },
       hostEnv: {},
+      trackEveryMs: 600_000,
       forges: { hosts: [{ host: "github.com", kind: "github", apiUrl: "https://api.github.com" }, { host: "gitlab.com", kind: "gitlab", apiUrl: "https://gitlab.com" }], token: expect.any(Function) },
     });
     expect(DEFAULT_IMAGE).toBe("patchbay-sandbox:latest");
@@ -64,7 +65,7 @@ describe("loadConfig", () => {
       PATCHBAY_MAX_TIMEOUT_SEC: "3600", PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: "600", PATCHBAY_IMAGES: " py:3.12, @from ,", PATCHBAY_GIT_CREDENTIALS: "/etc/patchbay/git-credentials",
       PATCHBAY_RETENTION_SEC: "120", PATCHBAY_DASHBOARD_MAX_STREAMS: "5", PATCHBAY_DASHBOARD_TLS_CERT: "/c.pem", PATCHBAY_DASHBOARD_TLS_KEY: "/k.pem", PATCHBAY_EGRESS_DIR: "/var/e",
       PATCHBAY_BACKEND: "local", PATCHBAY_TEST_BACKENDS: "1",
-      PATCHBAY_API_TOKENS: " ci:write:0123456789abcdef, grafana:read:fedcba98:76543210 ", PATCHBAY_API_CORS_ORIGINS: "https://app.example.org, http://localhost:3000", PATCHBAY_API_REPO_ROOTS: "/srv/repos, /home/ci/work/",
+      PATCHBAY_API_TOKENS: " ci:write:0123456789abcdef, grafana:read:fedcba98:76543210 ", PATCHBAY_API_CORS_ORIGINS: "https://app.example.org, http://localhost:3000", PATCHBAY_API_REPO_ROOTS: "/srv/repos, /home/ci/work/", PATCHBAY_TRACK_EVERY_MS: "90000",
       PATCHBAY_DEBUG: "1", DOCKER_HOST: "tcp://e:2376", DOCKER_TLS: "yes", DOCKER_CERT_PATH: "/certs",
       PIP_INDEX_URL: "https://pi/simple", PIP_EXTRA_INDEX_URL: " https://a/s  https://b/s ", PIP_CONFIG_FILE: "/pip.conf", GIT_SSH_COMMAND: "ssh -i k", PATH: "/bin",
     };
@@ -76,7 +77,7 @@ describe("loadConfig", () => {
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicAuthToken: "t", anthropicBaseUrl: "http://x",
       policy: { allowBridge: true, maxMemoryMb: 4096, maxCpus: 1.5, maxPids: 300, maxDiskMb: 2048, maxTimeoutSec: 3600, maxCommandTimeoutSec: 600, images: ["py:3.12", "@from"] },
       gitCredentials: "/etc/patchbay/git-credentials",
-      retentionSec: 120, dashboardMaxStreams: 5, dashboardTls: { cert: "/c.pem", key: "/k.pem" }, egressDir: "/var/e", backend: "local", testBackends: true,
+      retentionSec: 120, trackEveryMs: 90_000, dashboardMaxStreams: 5, dashboardTls: { cert: "/c.pem", key: "/k.pem" }, egressDir: "/var/e", backend: "local", testBackends: true,
       apiTokens: [{ name: "ci", scope: "write", token: "0123456789abcdef" }, { name: "grafana", scope: "read", token: "fedcba98:76543210" }],
       apiCorsOrigins: ["https://app.example.org", "http://localhost:3000"],
       apiRepoRoots: ["/srv/repos", "/home/ci/work"],

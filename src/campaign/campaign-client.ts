@@ -19,7 +19,7 @@ export interface CampaignClientOptions {
   cacheDir?: string;
   /** Told of each wait on a forge's rate limit. */
   onWait?: (w: ForgeWait) => void;
-  /** How often open changesets are tracked on the queue after a publish (default 10 min; 0: not scheduled). */
+  /** How often open changesets are tracked on the queue after a publish (default the Config's PATCHBAY_TRACK_EVERY_MS, 10 min; 0: not scheduled). */
   trackEveryMs?: number;
 }
 
@@ -49,7 +49,7 @@ export class CampaignClient {
   /** Publishes, then (unless a dry run or trackEveryMs is 0) schedules tracking while changesets are open. */
   async publish(id: string, opts: PublishOptions = {}): Promise<PublishReport> {
     const r = await this.c.hold(() => publishCampaign(this.ctx, id, opts));
-    const every = this.opts.trackEveryMs ?? undefined;
+    const every = this.opts.trackEveryMs ?? this.config.trackEveryMs;
     if (!opts.dryRun && every !== 0 && r.changesets.some((c) => c.state === "draft" || c.state === "open")) await scheduleTracking(this.connection, this.c.queueName, id, every);
     return r;
   }
