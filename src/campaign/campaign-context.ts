@@ -5,7 +5,8 @@ import { Job } from "bullmq";
 import type { Config } from "../config.js";
 import type { JobResult } from "../spec.js";
 import type { GitCredential } from "../job/git-auth.js";
-import { scrub } from "../job/git-auth.js";
+import { scrub, splitUrl } from "../job/git-auth.js";
+import type { ForgeHost } from "../config-forges.js";
 import { BatchClient } from "../queue/batch.js";
 import type { JobData, PatchbayClient } from "../queue/client.js";
 import { PatchbayError } from "../errors.js";
@@ -64,9 +65,22 @@ export function forgeOf(ctx: PublishContext, gitUrl: string): RepoForge {
   if (!token) return { kind: found.host.kind };
   const forge = ctx.forges.get(found.host.host) ?? makeForge(found.host, token, ctx.onWait ? { onWait: ctx.onWait } : {});
   ctx.forges.set(found.host.host, forge);
-  const https = /^https?:\/\//i.test(gitUrl);
-  const credential = https ? { username: found.host.kind === "github" ? "x-access-token" : "oauth2", password: token } : undefined;
+  const credential = pushesToForge(gitUrl, found.host) ? { username: found.host.kind === "github" ? "x-access-token" : "oauth2", password: token } : undefined;
   return { kind: found.host.kind, api: { forge, repo: found.repo }, ...(credential ? { credential } : {}) };
+}
+
+/**
+ * Whether git may be given the forge's token for this URL: git must read the same host from it as
+ * forgeRepoOf did (its credential helper answers for the host as git reads it: a URL the two parsers
+ * read differently, `https://gitlab.com\\.evil.example/...`, `https://github%2Ecom/...`, gets none),
+ * over https, or over http only where the forge's own API is http (else `http://github.com/...` would
+ * send the token in the clear).
+ */
+function pushesToForge(gitUrl: string, host: ForgeHost): boolean {
+  const s = splitUrl(gitUrl.trim());
+  if (s.protocol !== "https" && !(s.protocol === "http" && host.apiUrl.startsWith("http:"))) return false;
+  const written = (s.host ?? "").toLowerCase().replace(s.protocol === "https" ? /:443$/ : /:80$/, "");
+  return written === host.host.toLowerCase();
 }
 
 // git check-ref-format's rules for a branch name, without running git for each repository.

@@ -71,7 +71,9 @@ export class GitLabForge implements Forge {
   ) {
     const common = {
       host: host.apiUrl,
-      ...(token ? { token } : { token: "" }),
+      // As a bearer token (GitLab takes an access token so too): fetch drops Authorization on a
+      // redirect to another origin, where gitbeaker's PRIVATE-TOKEN header would follow it there.
+      ...(token ? { oauthToken: token } : { token: "" }),
       queryTimeout: 60_000,
       rateLimitDuration: 60,
       rateLimits: { "**": 600 },
