@@ -91,20 +91,22 @@ describe("campaign pages in headless Chromium", () => {
         trs.map((tr) => {
           const c = (n: string) => tr.querySelector(`td.c-${n}`)!;
           const link = (n: string) => c(n).querySelector("a")?.getAttribute("href") ?? null;
-          return { line: c("line").textContent, repo: c("repo").textContent, state: c("state").textContent, checks: c("checks").textContent, review: c("review").textContent, pr: c("pr").querySelector(".pr")?.textContent ?? "", prHref: link("pr"), branch: c("pr").querySelector(".branch")?.textContent ?? "", job: link("job"), reason: c("reason").textContent };
+          return { line: c("line").textContent, repo: [c("repo").textContent, c("repo").getAttribute("title")], state: c("state").textContent, checks: c("checks").textContent, review: c("review").textContent, pr: c("pr").querySelector(".pr")?.textContent ?? "", prHref: link("pr"), branch: c("pr").querySelector(".branch")?.textContent ?? "", job: link("job"), reason: c("reason").textContent };
         }),
       );
       const job = (l: number) => `/jobs/${ids[l - 1]}`;
+      // shown without scheme and .git, whole in the title
+      const shown = (l: number) => [`github.com/acme/svc-${l}`, repo(l)];
       const pr = (l: number, n: number) => ({ pr: `#${n}`, prHref: `https://github.com/acme/svc-${l}/pull/${n}`, branch: publish.branch });
       expect(rows).toEqual([
-        { line: "1", repo: repo(1), state: "merged", checks: "passing", review: "approved", ...pr(1, 11), job: job(1), reason: "" },
-        { line: "2", repo: repo(2), state: "merged", checks: "passing", review: "approved", ...pr(2, 12), job: job(2), reason: "" },
-        { line: "3", repo: repo(3), state: "open", checks: "failing", review: "changes requested", ...pr(3, 13), job: job(3), reason: "" },
-        { line: "4", repo: repo(4), state: "draft unverified", checks: "pending", review: "review required", ...pr(4, 14), job: job(4), reason: "" },
-        { line: "5", repo: repo(5), state: "closed", checks: "", review: "", ...pr(5, 15), job: job(5), reason: "closed by campaign close" },
-        { line: "6", repo: repo(6), state: "conflict", checks: "", review: "", pr: JS_URL, prHref: null, branch: HOSTILE_BRANCH, job: job(6), reason: "rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/log.ts" },
-        { line: "7", repo: HOSTILE_REPO, state: "unpublished", checks: "", review: "", pr: "", prHref: null, branch: "", job: job(7), reason: "its job is waiting" },
-        { line: "8", repo: repo(8), state: "open", checks: "passing", review: "", pr: "!5", prHref: null, branch: publish.branch, job: job(8), reason: "" },
+        { line: "1", repo: shown(1), state: "merged", checks: "passing", review: "approved", ...pr(1, 11), job: job(1), reason: "" },
+        { line: "2", repo: shown(2), state: "merged", checks: "passing", review: "approved", ...pr(2, 12), job: job(2), reason: "" },
+        { line: "3", repo: shown(3), state: "open", checks: "failing", review: "changes requested", ...pr(3, 13), job: job(3), reason: "" },
+        { line: "4", repo: shown(4), state: "draft unverified", checks: "pending", review: "review required", ...pr(4, 14), job: job(4), reason: "" },
+        { line: "5", repo: shown(5), state: "closed", checks: "", review: "", ...pr(5, 15), job: job(5), reason: "closed by campaign close" },
+        { line: "6", repo: shown(6), state: "conflict", checks: "", review: "", pr: JS_URL, prHref: null, branch: HOSTILE_BRANCH, job: job(6), reason: "rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/log.ts" },
+        { line: "7", repo: [HOSTILE_REPO.slice("https://".length, -".git".length), HOSTILE_REPO], state: "unpublished", checks: "", review: "", pr: "", prHref: null, branch: "", job: job(7), reason: "its job is waiting" },
+        { line: "8", repo: shown(8), state: "open", checks: "passing", review: "", pr: "!5", prHref: null, branch: publish.branch, job: job(8), reason: "" },
       ]);
       // the hostile text stayed text: no element made of it, nothing ran, no request left for x
       expect(await page.locator("main img, main script").count()).toBe(0);
@@ -140,8 +142,15 @@ describe("campaign pages in headless Chromium", () => {
     try {
       await page.locator("#rows tr").nth(7).waitFor();
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
-      const card = await page.locator("#rows tr").nth(0).evaluate((tr) => ({ display: getComputedStyle(tr).display, first: [...tr.children].filter((td) => getComputedStyle(td).display !== "none").sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)[0]!.className }));
-      expect(card).toEqual({ display: "grid", first: "c-repo" });
+      const card = await page.locator("#rows tr").nth(0).evaluate((tr) => {
+        const shown = [...tr.children].filter((td) => getComputedStyle(td).display !== "none");
+        const width = (n: string) => Math.round(tr.querySelector(`td.c-${n}`)!.getBoundingClientRect().width);
+        return { display: getComputedStyle(tr).display, first: shown.sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)[0]!.className, row: Math.round(tr.getBoundingClientRect().width), repo: width("repo"), state: width("state"), pr: width("pr") };
+      });
+      expect(card).toMatchObject({ display: "grid", first: "c-repo" });
+      // the repository across the card, the other fields each half of it (not the table's column widths)
+      expect(card.repo).toBeGreaterThan(card.row * 0.8);
+      for (const half of [card.state, card.pr]) expect(half).toBeGreaterThan(card.row * 0.35);
     } finally {
       await page.close();
     }

@@ -20,6 +20,8 @@
   function httpUrl(s) {
     try { var u = new URL(String(s)); return u.protocol === "http:" || u.protocol === "https:" ? u.href : null; } catch (e) { return null; }
   }
+  // github.com/acme/billing for https://github.com/acme/billing.git (the whole URL in the title).
+  function shortRepo(s) { return String(s).replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").replace(/\.git$/, ""); }
   function badge(cls, text) { return el("span", "badge " + cls, text); }
   function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
 
@@ -54,10 +56,10 @@
     var tr = el("tr");
     tr.setAttribute("data-line", String(c.line));
     cell(tr, "line", "num", c.line);
-    cell(tr, "repo", null, c.repo, c.repo);
+    cell(tr, "repo", null, shortRepo(c.repo), c.repo);
     var td = cell(tr, "state");
     td.appendChild(badge("cs-" + String(c.state).replace(/[^a-z]/g, ""), c.state));
-    if (c.verified === false) { td.appendChild(document.createTextNode(" ")); td.appendChild(badge("unverified", "unverified")); }
+    if (c.verified === false && c.state !== "unpublished") { td.appendChild(document.createTextNode(" ")); td.appendChild(badge("unverified", "unverified")); }
     td = cell(tr, "checks");
     if (c.checks && c.checks !== "none") td.appendChild(badge("ck-" + String(c.checks).replace(/[^a-z]/g, ""), c.checks));
     cell(tr, "review", null, c.review && c.review !== "none" ? String(c.review).replace(/_/g, " ") : "");
