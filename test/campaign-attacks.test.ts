@@ -9,6 +9,10 @@ import { loadConfig } from "../src/config.js";
 import { forgeOf, type PublishContext } from "../src/campaign/campaign-context.js";
 import { GitHubForge } from "../src/campaign/forge-github.js";
 import { GitLabForge } from "../src/campaign/forge-gitlab.js";
+import { outcomeValues } from "../src/campaign/campaign-publish.js";
+import { publishSettings, type PublishSettings } from "../src/campaign/campaign-publish-settings.js";
+import { render } from "../src/campaign/template.js";
+import type { JobResult } from "../src/spec.js";
 
 const GH = "ghp_attackTOKEN0123456789abcdefABCDEF";
 const GL = "glpat-attackTOKEN0123456789abc";
@@ -54,5 +58,39 @@ describe("a forge's API that redirects elsewhere gets no token there", () => {
     caught.length = 0;
     await make().findOpen({ host: "x", path: "acme/api" }, "patchbay/c", "main").catch(() => undefined);
     expect(JSON.stringify(caught)).not.toContain(token);
+  });
+});
+
+describe("the model's text in a pull request, a commit and a title is inert", () => {
+  const def = { name: "camp", createdAt: 0, publish: publishSettings({}, "camp") as PublishSettings, repos: [] };
+  const repo = { line: 1, git: "https://github.com/acme/api.git", vars: {} };
+  const values = (summary: string, diffstat = " a.txt | 1 +") =>
+    outcomeValues(def, repo, "camp-L1", { summary, diffstat, costUsd: 0.1, verified: true, verify: { exitCode: 0 } } as unknown as JobResult, { task: "Fix it.", verify: "npm test" });
+
+  it("drops control characters (a NUL failed the commit; escapes reached `git log` on a terminal), keeping lines and tabs", () => {
+    const v = values("Done\0 \x1b]8;;http://evil\x07link\x1b]8;;\x07\r\n\tindented\x9b31m", " a\x1b[2J.txt | 1 +");
+    for (const k of ["summary", "summaryLine", "diffstat"] as const) expect(v[k]).not.toMatch(/[\0-\x08\x0b-\x1f\x7f-\x9f]/);
+    expect(v.summary).toContain("\n\tindented");
+  });
+
+  it("no closing keyword in any of GitHub's or GitLab's forms acts on an issue", () => {
+    const forms = ["closes #1", "Closes JIRA-12", "resolves ../issues/9", "Fixes: #2", "resolved acme/api#3", "fix https://github.com/acme/api/issues/4", "Closing #5", "implements #6", "fixes issue #7", "FIXED  #8"];
+    const v = values(forms.join("\n"));
+    // GitHub's and GitLab's patterns: the keyword, an optional colon, whitespace, then the reference.
+    for (const line of v.summary.split("\n")) expect(line, line).not.toMatch(/\b(?:clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?):?\s+(?:issues?\s+)?(?:[\w./-]*#\d|https?:|[A-Z]+-\d|\.\.\/)/i);
+    expect(values("Fixed the bug: it says fixed.").summary).toBe("Fixed the bug: it says fixed."); // words stay as they are
+  });
+
+  it("no HTML (hidden comments, images that load from the model's host, tags) and no @mention survives", () => {
+    const v = values('LGTM <!-- hidden from the reviewer --> <img src="https://evil.example/p.png"> <details><summary>x</summary></details> ![t](https://evil.example/t.png) cc @octocat @acme/team');
+    expect(v.summary).not.toMatch(/<[A-Za-z!/?]/);
+    expect(v.summary).not.toMatch(/!\[/);
+    expect(v.summary).not.toMatch(/@[A-Za-z0-9]/);
+  });
+
+  it("no trailer of the model's makes a co-author or a sign-off (the message's last paragraph is the summary)", () => {
+    const v = values("Fixed it.\n\nCo-authored-by: Someone Else <someone@example.com>\nSigned-off-by: Boss <boss@example.com>");
+    const message = render(def.publish.message, v);
+    expect(message.split("\n\n").at(-1)).not.toMatch(/^[A-Za-z0-9-]+\s*:\s/m);
   });
 });

@@ -13,6 +13,7 @@ import type { Changeset } from "./changeset.js";
 import type { CampaignDef } from "./campaign-store.js";
 import { repoValues } from "./campaign-file.js";
 import { render } from "./template.js";
+import { inert, plainText } from "./inert-text.js";
 import { prepareChange, pushBranch } from "./publish-git.js";
 import { branchName, forgeOf, type PublishContext, type RepoForge } from "./campaign-context.js";
 import type { PullRequestRef } from "./forge.js";
@@ -57,21 +58,17 @@ function notPublishable(job: BatchJob | undefined, includeUnverified: boolean): 
 
 /** The values a title, body or commit message template may use. */
 export function outcomeValues(def: CampaignDef, repo: CampaignDef["repos"][number], jobId: string, r: JobResult, spec: { task: string; verify?: string }): Record<string, string> {
-  const summary = neutralize(r.summary?.trim() || "(the model left no summary)");
+  const summary = inert(r.summary?.trim() || "(the model left no summary)");
   const transcript = def.publish.transcriptUrl ? render(def.publish.transcriptUrl, { ...repo.vars, ...repoValues(repo, def.name), jobId }) : `\`patchbay view ${jobId}\``;
   const verify = r.verify ? `exit ${r.verify.exitCode} (${r.verified ? "passed" : "failed"})` : "no verify ran";
   return {
     ...repo.vars, ...repoValues(repo, def.name),
-    task: neutralize(spec.task.trim()).slice(0, 2000), summary: summary.slice(0, 20_000), summaryLine: summary.split("\n")[0]!.slice(0, 120),
+    task: inert(spec.task.trim()).slice(0, 2000), summary: summary.slice(0, 20_000), summaryLine: summary.split("\n")[0]!.slice(0, 120),
     verify: spec.verify ?? "(none)", verifyResult: r.verified === undefined ? verify : r.verified ? verify : `${verify} — published unverified`,
-    diffstat: r.diffstat.slice(0, 20_000), costUsd: r.costUsd.toFixed(4), jobId, transcript, verified: String(r.verified === true),
+    diffstat: plainText(r.diffstat).slice(0, 20_000), costUsd: r.costUsd.toFixed(4), jobId, transcript, verified: String(r.verified === true),
   };
 }
 
-/** The model's text in a pull request: no @mention pings, no closing keywords acting on issues. */
-function neutralize(text: string): string {
-  return text.replace(/@(?=[A-Za-z0-9])/g, "@\u200b").replace(/\b(close[sd]?|fix(e[sd])?|resolve[sd]?)(\s+#\d)/gi, "$1\u200b$2");
-}
 
 export async function publishCampaign(ctx: PublishContext, id: string, opts: PublishOptions = {}): Promise<PublishReport> {
   const def = await ctx.store.def(id);

@@ -1,0 +1,29 @@
+// The model's text (and the task) in a pull request, a merge request and a commit message: shown as
+// text, acting on nothing. Forges read markdown and HTML, mentions, closing keywords; git and GitHub
+// read trailers; terminals read escapes (`git log`). Each is broken by a zero-width space where it
+// would act, so a reader sees the same words. Pure.
+
+/** Zero-width space: invisible, and not whitespace to the forges' patterns. */
+const ZW = "\u200b";
+
+// C0 and C1 controls but tab and newline; bidi embeddings, overrides and isolates (text that reads
+// other than it is). A NUL also made git refuse the commit message.
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/** Lines and tabs kept, every other control character dropped. */
+export const plainText = (text: string): string => text.replace(/\r\n?/g, "\n").replace(CONTROL, "");
+
+// GitHub's closing keywords and GitLab's default pattern (close, closing, fix, fixing, resolve,
+// resolving, implement(s|ed|ing)), an optional colon, whitespace, then a reference (#1,
+// group/proj#1, a URL, a path, JIRA-1, "issue #1", the first of a list): the keyword is broken.
+const CLOSING = /\b(clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?)(?=:?\s+(?:issues?\s+)?(?:[\w./-]*#\d|[A-Z][A-Z0-9_]+-\d|[a-z][a-z0-9+.-]*:\/\/|\.{0,2}\/))/gi;
+
+/** Text the forge shows and does not act on: no mention, no closing keyword, no HTML, no image, no trailer. */
+export function inert(text: string): string {
+  return plainText(text)
+    .replace(/@(?=[A-Za-z0-9])/g, `@${ZW}`)
+    .replace(CLOSING, `$1${ZW}`)
+    .replace(/<(?=[A-Za-z!/?])/g, `<${ZW}`) // a tag, a comment (hidden from the reviewer), a declaration
+    .replace(/!\[/g, `!${ZW}[`) // an image would load from the model's host when the page is opened
+    .replace(/^([ \t]*[A-Za-z0-9][A-Za-z0-9-]*)([ \t]*:)(?!\/\/)/gm, `$1${ZW}$2`); // Co-authored-by:, Signed-off-by:
+}
