@@ -12,6 +12,7 @@ import { GitLabForge } from "../src/campaign/forge-gitlab.js";
 import { outcomeValues } from "../src/campaign/campaign-publish.js";
 import { publishSettings, type PublishSettings } from "../src/campaign/campaign-publish-settings.js";
 import { render } from "../src/campaign/template.js";
+import { CampaignFileError, parseCampaign } from "../src/campaign/campaign-file.js";
 import type { JobResult } from "../src/spec.js";
 
 const GH = "ghp_attackTOKEN0123456789abcdefABCDEF";
@@ -92,5 +93,26 @@ describe("the model's text in a pull request, a commit and a title is inert", ()
     const v = values("Fixed it.\n\nCo-authored-by: Someone Else <someone@example.com>\nSigned-off-by: Boss <boss@example.com>");
     const message = render(def.publish.message, v);
     expect(message.split("\n\n").at(-1)).not.toMatch(/^[A-Za-z0-9-]+\s*:\s/m);
+  });
+});
+
+describe("a campaign's branch is a new branch of its own, checked for every repository when the file is read", () => {
+  const file = (branch: string, extra = "") => `name: camp\ntask: Fix it.\nrepos:\n  - git: https://git.example.com/acme/api.git\n    ref: main\n  - git: https://git.example.com/acme/x..y.git\n    ref: dev\npublish:\n  branch: "${branch}"\n${extra}`;
+  const problems = (text: string) => {
+    try {
+      parseCampaign(text, "c.yaml");
+      return [];
+    } catch (err) {
+      return (err as CampaignFileError).errors;
+    }
+  };
+
+  it.each([["-f"], ["--force"], ["HEAD"], ["refs/heads/main"], ["{{ref}}"], ["main"], ["x/{{name}}"], ["a\\u0000b"]])("refuses %j before anything is enqueued", (branch) => {
+    expect(problems(file(branch)).join("\n")).toMatch(/^c\.yaml:\d+: publish\.branch: /m);
+  });
+
+  it("refuses the branch the change is for (publish.base) as the branch to push", () => {
+    expect(problems(file("release", "  base: release\n")).join("\n")).toMatch(/publish\.branch: .*"release" is the branch the change is for/);
+    expect(problems(file("patchbay/camp-{{ref}}"))).toEqual([]);
   });
 });

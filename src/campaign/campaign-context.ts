@@ -15,6 +15,7 @@ import { repoValues } from "./campaign-file.js";
 import { render } from "./template.js";
 import type { Forge, ForgeRepo } from "./forge.js";
 import { forgeRepoOf, makeForge } from "./forges.js";
+import { branchProblem } from "./campaign-publish-settings.js";
 import type { ForgeWait } from "./forge-github.js";
 
 export interface RepoForge {
@@ -83,12 +84,10 @@ function pushesToForge(gitUrl: string, host: ForgeHost): boolean {
   return written === host.host.toLowerCase();
 }
 
-// git check-ref-format's rules for a branch name, without running git for each repository.
-const BAD_REF = /(^[./]|\/\.|\.\.|[\x00-\x20\x7f~^:?*[\\]|@\{|\/\/|[./]$|\.lock$|\.lock\/)/;
-
-/** The repository's branch: the campaign's template with its values; a name git would refuse is an error. */
-export function branchName(def: CampaignDef, repo: CampaignDef["repos"][number]): string {
+/** The repository's branch: the campaign's template with its values; a name git would refuse, or the target's, is an error. */
+export function branchName(def: CampaignDef, repo: CampaignDef["repos"][number], target = def.publish.base ?? repo.ref): string {
   const name = render(def.publish.branch, { ...repo.vars, ...repoValues(repo, def.name) });
-  if (!name || name === "@" || name.length > 200 || BAD_REF.test(name)) throw new PatchbayError("usage", `publish.branch: ${JSON.stringify(name.slice(0, 200))} is not a valid git branch name (for ${repo.git.slice(0, 200)})`);
+  const bad = branchProblem(name, target);
+  if (bad) throw new PatchbayError("usage", `publish.branch: ${bad} (for ${repo.git.slice(0, 200)})`);
   return name;
 }

@@ -10,7 +10,7 @@ import type { BatchLine } from "../queue/batch-file.js";
 import { prepareSpecs } from "../queue/prepare.js";
 import { redact } from "../job/git-auth.js";
 import { PatchbayError } from "../errors.js";
-import { PUBLISH_NAMES, REPO_NAMES, publishSettings, publishTemplates, type PublishSettings } from "./campaign-publish-settings.js";
+import { PUBLISH_NAMES, REPO_NAMES, branchProblem, publishSettings, publishTemplates, type PublishSettings } from "./campaign-publish-settings.js";
 import { render, unknownName } from "./template.js";
 
 export const MAX_CAMPAIGN_BYTES = 4 * 1024 * 1024;
@@ -138,8 +138,19 @@ export function parseCampaign(text: string, file: string, reposText?: string): C
     const bad = unknownName(t, [...(names === "repo" ? REPO_NAMES : PUBLISH_NAMES), ...Object.keys(h.vars ?? {})]);
     if (bad) errors.push(`${file}:${lineOf(at, ["publish", ...k.split(".")])}: publish.${k}: ${bad}`);
   }
+  if (typeof publish !== "string" && !unknownName(publish.branch, [...REPO_NAMES, ...Object.keys(h.vars ?? {})])) errors.push(...branchProblems(at, publish, repos, h.name));
   if (errors.length) throw new CampaignFileError(errors.slice(0, 50));
   return { name: h.name, ...(h.budgetUsd !== undefined ? { budgetUsd: h.budgetUsd } : {}), publish: publish as PublishSettings, repos: repos.map(({ overrides: _, ...r }) => r), lines };
+}
+
+/** Each repository's branch checked (a bad one would stop the publish of every other). */
+function branchProblems(at: Located, publish: PublishSettings, repos: RepoRead[], campaign: string): string[] {
+  const out: string[] = [];
+  for (const r of repos) {
+    const bad = branchProblem(render(publish.branch, { ...r.vars, ...repoValues(r, campaign) }), publish.base ?? r.ref);
+    if (bad) out.push(`${at.file}:${lineOf(at, ["publish", "branch"])}: publish.branch: ${bad} (repos[${r.line - 1}], ${shown(r.git)})`);
+  }
+  return out;
 }
 
 /** A URL as shown in a message: no credentials, bounded. */

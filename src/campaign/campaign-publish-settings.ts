@@ -68,3 +68,19 @@ export function publishSettings(input: unknown, campaign: string): PublishSettin
 export function publishTemplates(p: PublishSettings): [key: string, template: string, names: "repo" | "publish"][] {
   return [["branch", p.branch, "repo"], ["title", p.title, "publish"], ["body", p.body, "publish"], ["commit.message", p.message, "publish"], ...(p.transcriptUrl ? ([["transcriptUrl", p.transcriptUrl, "publish"]] as const) : [])].map(([k, t, n]) => [k, t, n] as [string, string, "repo" | "publish"]);
 }
+
+// git check-ref-format's rules for a branch name, without running git for each repository.
+const BAD_REF = /(^[./]|\/\.|\.\.|[\x00-\x20\x7f~^:?*[\\]|@\{|\/\/|[./]$|\.lock$|\.lock\/)/;
+
+/**
+ * What is wrong with a branch name for a campaign's pushes, or undefined: git's rules, and no
+ * option (`-f`), no `HEAD`, no `refs/...` (a push would make refs/heads/refs/heads/main), and not
+ * the branch the change is for (the push would land on it, no pull request between).
+ */
+export function branchProblem(name: string, target?: string): string | undefined {
+  const shown = JSON.stringify(name.slice(0, 200));
+  if (!name || name === "@" || name.length > 200 || BAD_REF.test(name) || name.startsWith("-")) return `${shown} is not a valid git branch name`;
+  if (name === "HEAD" || name.startsWith("refs/")) return `${shown} is not a branch name of its own (no HEAD, no refs/...)`;
+  if (target !== undefined && name === target) return `${shown} is the branch the change is for: publish to a branch of the campaign's own`;
+  return undefined;
+}

@@ -14,7 +14,7 @@ import type { CampaignDef } from "./campaign-store.js";
 import { repoValues } from "./campaign-file.js";
 import { render } from "./template.js";
 import { inert, plainText } from "./inert-text.js";
-import { prepareChange, pushBranch } from "./publish-git.js";
+import { prepareChange, PublishError, pushBranch } from "./publish-git.js";
 import { branchName, forgeOf, type PublishContext, type RepoForge } from "./campaign-context.js";
 import type { PullRequestRef } from "./forge.js";
 
@@ -103,7 +103,13 @@ async function publishOne(ctx: PublishContext, def: CampaignDef, repo: CampaignD
   const spec = (await ctx.specOf(job!.jobId)) ?? { task: "" };
   if (!r?.baseCommit) return opts.dryRun ? undefined : save(ctx, id(def), { ...base, reason: "its result names no base commit (a job of a version before campaigns?): campaign retry runs it again" });
   const values = outcomeValues(def, repo, job!.jobId, r, spec);
-  const branch = branchName(def, repo);
+  let branch: string;
+  try {
+    branch = branchName(def, repo); // checked when the file was read; a definition from before is this repository's error alone
+  } catch (err) {
+    report.errors++;
+    return opts.dryRun ? undefined : save(ctx, id(def), { ...(prev ?? base), reason: `publish failed: ${(err as Error).message.slice(0, 500)}`, updatedAt: Date.now() });
+  }
   const title = render(def.publish.title, values);
   if (opts.dryRun) {
     report.planned.push({ line: repo.line, repo: base.repo, branch, title, diffstat: r.diffstat, verified: r.verified === true });
@@ -144,6 +150,8 @@ async function pushAndOpen(ctx: PublishContext, o: OneChange): Promise<Changeset
   const { def, repo, forge } = o;
   const net = { url: repo.git, env: ctx.config.hostEnv, ...(forge.credential ? { credential: forge.credential } : {}) };
   const change = await prepareChange({ ...net, ...(def.publish.base ?? repo.ref ? { target: def.publish.base ?? repo.ref } : {}), baseCommit: o.r.baseCommit!, patch: o.r.patch, author: def.publish.author, message: render(def.publish.message, o.values), date: new Date(o.finishedAt), cacheDir: ctx.cacheDir });
+  // The target known only now (the remote's HEAD branch): a push to it would skip the pull request.
+  if (change.kind !== "empty" && change.target === o.branch) throw new PublishError("usage", `publish.branch ${JSON.stringify(o.branch)} is the branch the change is for (the repository's HEAD branch): publish to a branch of the campaign's own`);
   const common = { ...o.base, verified: o.r.verified === true, branch: o.branch, forge: forge.kind, updatedAt: Date.now() };
   if (change.kind === "empty") return { ...common, reason: "the change is already on the target branch (nothing to push)" };
   if (change.kind === "conflict") return { ...(o.prev ?? {}), ...common, state: "conflict", base: change.target, onto: change.onto, reason: `the target ${change.target} moved since the job ran and the patch conflicts in ${change.files.slice(0, 10).join(", ") || "some files"}: campaign retry --status conflict runs it again on the new base` };
