@@ -20,11 +20,17 @@ import { byTurn, taskOf } from "./support/scripts.js";
 import { LOCAL_WORKER_ENV } from "./support/backend.js";
 import { startGitHttp, type GitHttpServer } from "./support/git-http.js";
 import { startGitHubFake, type GitHubFake } from "./support/github-fake.js";
+import { GitLabFake } from "./support/gitlab-fake.js";
+import { startGitSsh, type GitSsh } from "./support/git-ssh.js";
+import { BIN } from "./cli-helpers.js";
+import { spawn } from "node:child_process";
 
 const QUEUE = "campaign-e2e";
 const TOKEN = "ghp_campaignE2Etoken0123456789abcdef";
 const READ_TOKEN = "ghp_readonlyE2Etoken0123456789abcdef";
 const READER = { username: "reader", password: "reader-secret-0123456789" };
+const GL_TOKEN = "glpat-campaignE2Etoken0123456789";
+const PUSHER = { username: "pusher", password: "pusher-secret-0123456789" };
 const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, encoding: "utf8" }).trim();
 const names = Array.from({ length: 12 }, (_, i) => `r${String(i + 1).padStart(2, "0")}`);
 const DONE = reply(text("Fixed the bug: app.txt now says fixed.\n\ncc @octocat, closes #1"));
@@ -35,6 +41,10 @@ describe("patchbay campaign end to end", () => {
   let github: GitHubFake;
   let server: GitHttpServer;
   let readOnly: GitHttpServer;
+  let gitlab: GitLabFake;
+  let glServer: GitHttpServer;
+  let glPlain: GitHttpServer;
+  let ssh: GitSsh;
   let workers: WorkerProc[] = [];
   let dir: string;
   let root: string;
@@ -66,10 +76,22 @@ describe("patchbay campaign end to end", () => {
     dir = mkdtempSync(join(tmpdir(), "pb-campaign-e2e-"));
     root = join(dir, "git");
     mkdirSync(join(root, "acme"), { recursive: true });
-    for (const n of [...names, "bad1", "bad2", "ro"]) makeRepo(n);
+    for (const n of [...names, "bad1", "bad2", "ro", "s1", "g1", "g2"]) makeRepo(n);
     server = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { username: "x-access-token", password: TOKEN, rights: "write" }] });
     readOnly = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { username: "x-access-token", password: READ_TOKEN, rights: "read" }] });
     github = await startGitHubFake();
+    // GitLab: one host with an API token (g1), one without (g2: git push -o merge_request.create,
+    // with the user's own credential helper); and SSH (s1: a plain remote).
+    glServer = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { username: "oauth2", password: GL_TOKEN, rights: "write" }] });
+    glPlain = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { ...PUSHER, rights: "write" }] });
+    gitlab = await new GitLabFake().start();
+    gitlab.addProject("acme/g1", {});
+    gitlab.branchesFrom("acme/g1", bare("g1"));
+    gitlab.grant(GL_TOKEN, "acme/g1", "write");
+    git(bare("g2"), "config", "receive.advertisePushOptions", "true");
+    const hook = join(bare("g2"), "hooks", "pre-receive");
+    writeFileSync(hook, `#!/bin/sh\ni=0\nwhile [ $i -lt "\${GIT_PUSH_OPTION_COUNT:-0}" ]; do eval "echo \\$GIT_PUSH_OPTION_$i" >> "${join(dir, "push-options.txt")}"; i=$((i+1)); done\n`, { mode: 0o755 });
+    ssh = await startGitSsh();
     for (const n of [...names, "bad1", "bad2", "ro"]) {
       github.addRepo(`acme/${n}`);
       github.branchesFrom(`acme/${n}`, bare(n));
@@ -85,16 +107,20 @@ describe("patchbay campaign end to end", () => {
       }),
     );
     const store = join(dir, "git-credentials");
-    writeFileSync(store, `${server.url.replace("://", `://${READER.username}:${READER.password}@`)}\n${readOnly.url.replace("://", `://${READER.username}:${READER.password}@`)}\n`, { mode: 0o600 });
-    env = { ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_GIT_CREDENTIALS: store };
+    writeFileSync(store, [server, readOnly, glServer, glPlain].map((x) => `${x.url.replace("://", `://${READER.username}:${READER.password}@`)}\n`).join(""), { mode: 0o600 });
+    env = { ...LOCAL_WORKER_ENV, ...ssh.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_GIT_CREDENTIALS: store };
     // The publishing host: the forge's token, its API for the git server's host, a HOME of its own.
     cliEnv = {
       REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, HOME: join(dir, "home"), XDG_CACHE_HOME: join(dir, "cache"),
-      PATCHBAY_FORGES: `${server.host}=github@${github.url},${readOnly.host}=github@${github.url}`,
-      [tokenVariable(server.host)]: TOKEN, [tokenVariable(readOnly.host)]: READ_TOKEN,
+      PATCHBAY_FORGES: `${server.host}=github@${github.url},${readOnly.host}=github@${github.url},${glServer.host}=gitlab@${gitlab.url},${glPlain.host}=gitlab@${gitlab.url}`,
+      [tokenVariable(server.host)]: TOKEN, [tokenVariable(readOnly.host)]: READ_TOKEN, [tokenVariable(glServer.host)]: GL_TOKEN,
+      ...ssh.env,
       GIT_TERMINAL_PROMPT: "0", GIT_CONFIG_NOSYSTEM: "1",
     };
     mkdirSync(cliEnv.HOME!, { recursive: true });
+    // The user's own git credentials for the host without a token (git's store helper, as a user has it).
+    writeFileSync(join(cliEnv.HOME!, ".git-credentials"), `${glPlain.url.replace("://", `://${PUSHER.username}:${PUSHER.password}@`)}\n`, { mode: 0o600 });
+    writeFileSync(join(cliEnv.HOME!, ".gitconfig"), "[credential]\n\thelper = store\n");
     workers = [startWorkerProc(env), startWorkerProc(env)];
     await Promise.all(workers.map((w) => w.waitFor(new RegExp(`ready: queue ${QUEUE}`), 180_000)));
   }, 600_000);
@@ -105,6 +131,10 @@ describe("patchbay campaign end to end", () => {
     await github?.stop();
     await server?.close();
     await readOnly?.close();
+    await glServer?.close();
+    await glPlain?.close();
+    await gitlab?.stop();
+    await ssh?.close();
     await redis?.stop();
     if (dir) removeDir(dir);
   });
@@ -261,8 +291,47 @@ describe("patchbay campaign end to end", () => {
     expect(github.violations).toEqual([]);
   }, 1_200_000);
 
+  it("SSH and GitLab: a plain remote over SSH gets the branch only, GitLab a draft MR (API) or one made by the push (no token); the tracker on the queue follows them to the end", async () => {
+    const file = campaignFile("wide", [`${ssh.login}:${bare("s1")}`, url("g1", glServer), url("g2", glPlain)]);
+    const ran = await run(["campaign", "run", file, "--out", join(dir, "out-wide")], 600_000);
+    expect(ran.code, ran.stderr).toBe(0);
+    const fast = { ...cliEnv, PATCHBAY_TRACK_EVERY_MS: "300" };
+    const pub = await cli(["campaign", "publish", "wide"], fast, { timeoutMs: 300_000 });
+    outputs.push(pub.stdout, pub.stderr);
+    expect(pub.code, pub.stderr).toBe(0);
+    const st = await status("wide");
+    expect(st.changesets.map((c) => [c.state, c.forge, c.number ?? null])).toEqual([["open", "git", null], ["draft", "gitlab", 1], ["open", "gitlab", null]]);
+    for (const n of ["s1", "g1", "g2"]) expect(git(bare(n), "diff", "main", "patchbay/wide")).toMatch(/-value = bug\n\+value = fixed/);
+    expect(gitlab.allMrs("acme/g1")).toHaveLength(1);
+    expect(gitlab.allMrs("acme/g1")[0]).toMatchObject({ title: "Draft: Fix the bug in g1", source: "patchbay/wide", target: "main" });
+    expect(readFileSync(join(dir, "push-options.txt"), "utf8").split("\n")).toEqual(["merge_request.create", "merge_request.target=main", "merge_request.title=Draft: Fix the bug in g2", ""]);
+    expect(gitlab.violations).toEqual([]);
+
+    // The tracker (on the publishing host) takes the scheduled track jobs: the MR merged, the plain
+    // remotes' branches deleted, and once nothing is open the schedule goes.
+    const tracker = spawn(process.execPath, [BIN, "campaign", "tracker"], { env: { ...process.env, ...fast }, stdio: ["ignore", "pipe", "pipe"] });
+    let tlog = "";
+    tracker.stdout!.on("data", (d) => (tlog += d));
+    tracker.stderr!.on("data", (d) => (tlog += d));
+    const exited = new Promise<number | null>((r) => tracker.once("exit", (code) => r(code)));
+    gitlab.merge("acme/g1", 1);
+    git(bare("s1"), "update-ref", "-d", "refs/heads/patchbay/wide");
+    git(bare("g2"), "update-ref", "-d", "refs/heads/patchbay/wide");
+    const tq = new Queue(`${QUEUE}-campaigns`, { connection: { url: redis.url } as never });
+    while ((await tq.getJobSchedulers()).some((s) => s.key === "track:wide")) {
+      if (tracker.exitCode !== null) throw new Error(`the tracker exited: ${tlog}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await tq.close();
+    tracker.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    outputs.push(tlog);
+    expect(tlog).toMatch(/campaign wide: 3 refreshed, 0 open/);
+    expect((await status("wide")).changesets.map((c) => c.state)).toEqual(["closed", "merged", "closed"]);
+  }, 900_000);
+
   it("the tokens are in no file, Redis key, event, log line or output", async () => {
-    const leaks = (s: string) => [TOKEN, READ_TOKEN].filter((t) => s.includes(t));
+    const leaks = (s: string) => [TOKEN, READ_TOKEN, GL_TOKEN, PUSHER.password].filter((t) => s.includes(t));
     const probe = new Redis(redis.url);
     const dump: string[] = [];
     for (const key of await probe.keys("*")) {
@@ -287,8 +356,14 @@ describe("patchbay campaign end to end", () => {
         else if (s?.isFile()) files.push(p);
       }
     };
-    for (const d of [join(dir, "cache"), join(dir, "home"), join(dir, "out"), join(dir, "out-edge")]) walk(d);
+    for (const d of [join(dir, "cache"), join(dir, "out"), join(dir, "out-edge"), join(dir, "out-wide")]) walk(d);
     expect(files.length).toBeGreaterThan(20);
     expect(files.filter((f) => leaks(readFileSync(f, "latin1")).length)).toEqual([]);
+    // HOME holds the user's own git credentials (the store helper's file, theirs), and no token of ours.
+    const home: string[] = [];
+    files.length = 0;
+    walk(join(dir, "home"));
+    home.push(...files);
+    expect(home.filter((f) => [TOKEN, READ_TOKEN, GL_TOKEN].some((t) => readFileSync(f, "latin1").includes(t)))).toEqual([]);
   });
 });

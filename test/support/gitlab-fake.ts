@@ -10,11 +10,12 @@
 // would hide a misspelt one). What is not: anything the docs do not say, and the answers' shape
 // beyond the fields the docs list (checked against this file's own schema, in `responseViolations`).
 //
-// The model, in memory: projects (path, branches); tokens that may read and/or write some projects
+// The model, in memory: projects (path, branches, or those of a bare repository: branchesFrom); tokens that may read and/or write some projects
 // (no token or an unknown one: 401; a project it cannot read: 404 "Project Not Found"; a write to
 // one it only reads: 403); merge requests (iid, state, draft from the title's prefix as GitLab
 // does, source and target branch and sha, title, description, head pipeline status, reviewers,
 // approvals required and given). A switch answers the next N requests with a 429 (Retry-After: 1).
+import { execFileSync } from "node:child_process";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
@@ -125,6 +126,26 @@ export class GitLabFake {
   // ------------------------------------------------------------- the model, for tests
   addProject(path: string, branches: Record<string, string>): void {
     this.projects.set(path.toLowerCase(), { id: this.ids++, path, branches: new Map(Object.entries(branches)), mrs: [] });
+  }
+  /** The project's branches read from a bare repository at each request: what a real git server was pushed is what the forge sees. */
+  branchesFrom(path: string, gitDir: string): void {
+    const read = (ref: string): string | undefined => {
+      try {
+        return execFileSync("git", ["--git-dir", gitDir, "rev-parse", "--verify", "-q", `refs/heads/${ref}^{commit}`], { encoding: "utf8" }).trim() || undefined;
+      } catch {
+        return undefined;
+      }
+    };
+    const p = this.projects.get(path.toLowerCase());
+    if (!p) throw new Error(`no project ${path}`);
+    p.branches = new (class extends Map<string, string> {
+      override get(ref: string) {
+        return read(ref);
+      }
+      override has(ref: string) {
+        return read(ref) !== undefined;
+      }
+    })();
   }
   grant(token: string, path: string, access: "read" | "write"): void {
     const t = this.tokens.get(token) ?? { read: new Set<string>(), write: new Set<string>() };
