@@ -116,3 +116,16 @@ describe("a campaign's branch is a new branch of its own, checked for every repo
     expect(problems(file("patchbay/camp-{{ref}}"))).toEqual([]);
   });
 });
+
+describe("a repository listed twice in another spelling is still listed twice", () => {
+  it("refuses the same repository through case in the host, a trailing slash or .git (two jobs, one branch: paid twice, pushed once)", () => {
+    const text = `name: camp\ntask: Fix it.\nrepos:\n  - https://GitHub.com/acme/api\n  - https://github.com/acme/api.git/\n  - git@github.com:acme/web.git\n  - git@github.com:acme/web\n  - https://github.com/acme/Other\n  - https://github.com/acme/other\n`;
+    let errors: string[] = [];
+    try {
+      parseCampaign(text, "c.yaml");
+    } catch (err) {
+      errors = (err as CampaignFileError).errors;
+    }
+    expect(errors.filter((e) => e.includes("listed twice")).map((e) => /repos\[(\d)\]/.exec(e)![1])).toEqual(["1", "3"]);
+  });
+});

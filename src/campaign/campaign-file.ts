@@ -153,6 +153,13 @@ function branchProblems(at: Located, publish: PublishSettings, repos: RepoRead[]
   return out;
 }
 
+/** A repository's URL as one spelling: scheme and host in lower case, no trailing slash or .git (the path's case is the host's business). */
+function sameRepo(git: string): string {
+  const m = /^(?:([a-z][a-z0-9+.-]*:\/\/)([^/]*)|([^@/:]+@)?([^/:]+):)(.*)$/i.exec(git.trim());
+  const path = (m ? m[5]! : git).replace(/\/+$/, "").replace(/\.git$/, "").replace(/\/+$/, "");
+  return m ? `${(m[1] ?? m[3] ?? "").toLowerCase()}${(m[2] ?? m[4] ?? "").toLowerCase()}${m[1] ? "" : ":"}${path}` : path;
+}
+
 /** A URL as shown in a message: no credentials, bounded. */
 const shown = (git: string) => redact(git).slice(0, 200);
 
@@ -181,7 +188,7 @@ function readRepos(at: Located, list: unknown[], reposText: string | undefined, 
   if (out.length > MAX_CAMPAIGN_REPOS) errors.push(`${at.file}: ${out.length} repositories; at most ${MAX_CAMPAIGN_REPOS}`);
   const seen = new Map<string, number>();
   for (const r of out) {
-    const key = `${r.git} ${r.ref ?? ""}`;
+    const key = `${sameRepo(r.git)} ${r.ref ?? ""}`;
     if (seen.has(key)) errors.push(`${at.file}:${r.from === "list" ? lineOf(at, ["repos", r.line - 1]) : 1}: repos[${r.line - 1}]: ${shown(r.git)} is listed twice (also repos[${seen.get(key)! - 1}])`);
     seen.set(key, r.line);
   }
