@@ -18,11 +18,11 @@
 // Operations served: pulls list/create/get/update/list-reviews, checks list-for-ref, repos
 // get-combined-status-for-ref. A path the description has but this does not serve: 404, recorded
 // in `unserved`; a path the description lacks: a violation.
-import { execFileSync } from "node:child_process";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { gitHubDescription, OpenApiCheck, type Route } from "./openapi-check.js";
 import * as shape from "./github-fake-shapes.js";
+import { bareBranch } from "./bare-branch.js";
 
 type Served = Extract<Route, { kind: "served" }>;
 const SERVED = [
@@ -142,11 +142,7 @@ export class GitHubFake {
 
   private branch(repo: shape.FakeRepo, ref: string): string | undefined {
     if (!repo.gitDir) return repo.branches.get(ref);
-    try {
-      return execFileSync("git", ["--git-dir", repo.gitDir, "rev-parse", "--verify", "-q", `refs/heads/${ref}^{commit}`], { encoding: "utf8" }).trim() || undefined;
-    } catch {
-      return undefined;
-    }
+    return bareBranch(repo.gitDir, ref);
   }
 
   /** An open pull's head is where its branch is now (a push moves it). */

@@ -15,10 +15,10 @@
 // one it only reads: 403); merge requests (iid, state, draft from the title's prefix as GitLab
 // does, source and target branch and sha, title, description, head pipeline status, reviewers,
 // approvals required and given). A switch answers the next N requests with a 429 (Retry-After: 1).
-import { execFileSync } from "node:child_process";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
+import { bareBranch } from "./bare-branch.js";
 
 const Id = z.string().regex(/^(\d+|[A-Za-z0-9_.-]+(%2F[A-Za-z0-9_.-]+)+)$/, "an id or a URL-encoded path");
 const Int = z.string().regex(/^\d+$/, "an integer");
@@ -129,13 +129,7 @@ export class GitLabFake {
   }
   /** The project's branches read from a bare repository at each request: what a real git server was pushed is what the forge sees. */
   branchesFrom(path: string, gitDir: string): void {
-    const read = (ref: string): string | undefined => {
-      try {
-        return execFileSync("git", ["--git-dir", gitDir, "rev-parse", "--verify", "-q", `refs/heads/${ref}^{commit}`], { encoding: "utf8" }).trim() || undefined;
-      } catch {
-        return undefined;
-      }
-    };
+    const read = (ref: string) => bareBranch(gitDir, ref);
     const p = this.projects.get(path.toLowerCase());
     if (!p) throw new Error(`no project ${path}`);
     p.branches = new (class extends Map<string, string> {
