@@ -48,18 +48,18 @@ export class CampaignClient {
 
   /** Publishes, then (unless a dry run or trackEveryMs is 0) schedules tracking while changesets are open. */
   async publish(id: string, opts: PublishOptions = {}): Promise<PublishReport> {
-    const r = await this.c.hold(() => publishCampaign(this.ctx, id, opts));
+    const r = await this.c.hold(() => (opts.dryRun ? publishCampaign(this.ctx, id, opts) : this.ctx.store.withLock(id, "campaign publish", () => publishCampaign(this.ctx, id, opts))));
     const every = this.opts.trackEveryMs ?? this.config.trackEveryMs;
     if (!opts.dryRun && every !== 0 && r.changesets.some((c) => c.state === "draft" || c.state === "open")) await scheduleTracking(this.connection, this.c.queueName, id, every);
     return r;
   }
 
   track(id: string): Promise<TrackReport> {
-    return this.c.hold(() => trackCampaign(this.ctx, id));
+    return this.c.hold(() => this.ctx.store.withLock(id, "campaign track", () => trackCampaign(this.ctx, id)));
   }
 
   async close(id: string): Promise<CloseReport> {
-    const r = await this.c.hold(() => closeCampaign(this.ctx, id));
+    const r = await this.c.hold(() => this.ctx.store.withLock(id, "campaign close", () => closeCampaign(this.ctx, id)));
     await unscheduleTracking(this.connection, this.c.queueName, id);
     return r;
   }

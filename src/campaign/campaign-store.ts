@@ -2,7 +2,9 @@
 // settings and the repositories, never a credential) and one changeset record per repository.
 // Kept as long as the queue keeps things (PATCHBAY_RETENTION_SEC), renewed by every write, so a
 // campaign tracked to merge over weeks stays while it is tracked.
+import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
+import { luaCommand } from "../lua.js";
 import { z } from "zod";
 import { keys } from "../queue/keys.js";
 import { PatchbayError } from "../errors.js";
@@ -35,6 +37,17 @@ export class CampaignNotFoundError extends PatchbayError {
   }
 }
 
+/** Another process publishes, tracks or closes the campaign now. */
+export class CampaignBusyError extends PatchbayError {
+  constructor(readonly campaignId: string, readonly holder: string) {
+    super("conflict", `campaign ${campaignId} is busy: ${holder.slice(0, 200)} holds it; try again when that ends (the lock expires by itself if its process died)`);
+  }
+}
+
+const RELEASE = luaCommand<number>("campaign/lua/release-lock-1.lua");
+const RENEW = luaCommand<number>("campaign/lua/renew-lock-1.lua");
+const LOCK_MS = 60_000;
+
 export class CampaignStore {
   constructor(
     private readonly redis: Redis,
@@ -42,7 +55,25 @@ export class CampaignStore {
     private readonly ttlSec: number,
   ) {}
 
-  private k(id: string, part: "def" | "changesets") {
+  /**
+   * Runs fn holding the campaign's lock: one publish, track or close at a time (two at once would
+   * both open a pull request, and each overwrite the other's records). Renewed while fn runs; a
+   * process that dies leaves it to expire within a minute.
+   */
+  async withLock<T>(id: string, what: string, fn: () => Promise<T>): Promise<T> {
+    const key = this.k(id, "lock");
+    const token = `${what} (pid ${process.pid}) ${randomUUID()}`;
+    if ((await this.redis.set(key, token, "PX", LOCK_MS, "NX")) !== "OK") throw new CampaignBusyError(id, ((await this.redis.get(key)) ?? "another process").replace(/ [0-9a-f-]{36}$/, ""));
+    const renew = setInterval(() => void RENEW(this.redis, key, token, LOCK_MS).catch(() => {}), LOCK_MS / 3);
+    try {
+      return await fn();
+    } finally {
+      clearInterval(renew);
+      await RELEASE(this.redis, key, token).catch(() => {});
+    }
+  }
+
+  private k(id: string, part: "def" | "changesets" | "lock") {
     return keys(this.queueName).campaign(id, part);
   }
 

@@ -5,6 +5,7 @@
 import { Queue, Worker, type ConnectionOptions } from "bullmq";
 import type { PublishContext } from "./campaign-context.js";
 import { trackCampaign, type TrackReport } from "./campaign-track.js";
+import { CampaignBusyError } from "./campaign-store.js";
 
 export const DEFAULT_TRACK_EVERY_MS = 10 * 60_000;
 export const trackQueueName = (queueName: string) => `${queueName}-campaigns`;
@@ -35,7 +36,12 @@ export function startTracker(ctx: PublishContext, connection: ConnectionOptions,
     trackQueueName(ctx.client.queueName),
     async (job) => {
       const id = job.data.campaignId;
-      const r = await trackCampaign(ctx, id);
+      // A publish, track or close holds the campaign: this round is skipped, the next one tracks.
+      const r = await ctx.store.withLock(id, "campaign tracker", () => trackCampaign(ctx, id)).catch((err: unknown) => {
+        if (err instanceof CampaignBusyError) return undefined;
+        throw err;
+      });
+      if (!r) return { skipped: "busy" };
       o.onTracked?.(id, r);
       if (r.open === 0) await unscheduleTracking(connection, ctx.client.queueName, id);
       return r;

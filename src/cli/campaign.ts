@@ -33,14 +33,14 @@ async function campaignId(arg: string): Promise<string> {
 async function withCampaigns<T>(args: ClientArgs, fn: (cc: CampaignClient, c: PatchbayClient) => Promise<T>): Promise<T> {
   const { withClient } = await import("./client.js");
   const { CampaignClient } = await import("../campaign/campaign-client.js");
-  const { CampaignNotFoundError } = await import("../campaign/campaign-store.js");
+  const { CampaignNotFoundError, CampaignBusyError } = await import("../campaign/campaign-store.js");
   const { BatchNotFoundError, BatchConflictError } = await import("../queue/batch.js");
   return withClient(args, async (c) => {
     const onWait = (w: { host: string; reason: string; seconds: number }) => process.stderr.write(`patchbay: ${safe(w.host)}: ${w.reason}; waiting ${w.seconds} s\n`);
     try {
       return await fn(new CampaignClient(c, args.config(), { onWait }), c);
     } catch (err) {
-      if (err instanceof CampaignNotFoundError || err instanceof BatchNotFoundError || err instanceof BatchConflictError) throw new CliError(err.message);
+      if (err instanceof CampaignNotFoundError || err instanceof CampaignBusyError || err instanceof BatchNotFoundError || err instanceof BatchConflictError) throw new CliError(err.message);
       throw err;
     }
   });
@@ -290,7 +290,7 @@ ${CONNECTION_USAGE}`,
       const r = await cc.retry(id, { states: statuses.includes("conflict") ? ["conflict"] : [], statuses: statuses.filter((s) => s !== "conflict") as JobStatusName[] });
       if (values.json) console.log(JSON.stringify({ ids: r.ids }));
       else if (!r.ids.length) process.stderr.write(`patchbay: nothing of campaign ${id} is ${statuses.join(" or ")}\n`);
-      else for (const jobId of r.ids) console.log(jobId);
+      else for (const jobId of r.ids) console.log(safe(jobId));
       return 0;
     });
   },
@@ -311,7 +311,7 @@ ${CONNECTION_USAGE}`,
       const ids = await cc.list(limit);
       if (values.json) console.log(JSON.stringify(ids));
       else if (!ids.length) process.stderr.write(`patchbay: no campaigns in queue ${cc.c.queueName}\n`);
-      else for (const id of ids) console.log(id);
+      else for (const id of ids) console.log(safe(id));
       return 0;
     });
   },
