@@ -74,7 +74,7 @@ ${CONNECTION_USAGE}`,
     return withCampaigns({ values, config }, async (cc) => {
       const r = await submitCampaign(cc, positionals[0]!);
       console.log(values.json ? JSON.stringify(r) : r.batchId);
-      process.stderr.write(`patchbay: next: patchbay batch wait ${r.batchId}${cc.c.hintFlags()}; then patchbay campaign publish ${r.batchId}${cc.c.hintFlags()} --dry-run\n`);
+      process.stderr.write(`patchbay: next: patchbay batch wait ${r.batchId}${cc.c.hintFlags()}, then patchbay campaign publish ${r.batchId}${cc.c.hintFlags()} --dry-run\n`);
       return 0;
     });
   },
