@@ -160,9 +160,7 @@ export class Shell {
   killAgent(opts: { keepShell?: boolean } = {}): Promise<number> {
     return this.serial(async () => {
       if (opts.keepShell && this.proc?.alive) return this.killed(await this.supervisor.kill("others", this.pid, this.keep()));
-      this.proc?.destroy();
-      this.proc = undefined;
-      return this.killed(await this.supervisor.kill("all", 0, this.keep()));
+      return this.killed(await this.killAllThenDrop());
     });
   }
 
@@ -177,10 +175,22 @@ export class Shell {
     return next;
   }
 
+  /**
+   * The agent's uid killed in one pass (root's init and our helpers survive), then the shell's
+   * stream closed. Not the other way round: a shell that read EOF would exit ahead of the kill, and
+   * a process watching for its parent to go (a zombie leader's live thread) would write in between.
+   */
+  private async killAllThenDrop(): Promise<KillReport> {
+    try {
+      return await this.supervisor.kill("all", 0, this.keep());
+    } finally {
+      this.proc?.destroy();
+      this.proc = undefined;
+    }
+  }
+
   private async restartNow(): Promise<void> {
-    this.proc?.destroy();
-    this.proc = undefined;
-    this.killed(await this.supervisor.kill("all", 0, this.keep())); // the agent's uid only: root's init and our helpers survive
+    this.killed(await this.killAllThenDrop());
     await this.spawn();
   }
 
