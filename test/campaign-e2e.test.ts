@@ -189,6 +189,10 @@ describe("patchbay campaign end to end", () => {
       expect(p.body).toContain("Fixed the bug: app.txt now says fixed.");
       expect(p.body).toContain("grep -q 'value = fixed' app.txt");
       expect(p.body).toMatch(/app\.txt \| 2 \+-/);
+      expect(p.body).toContain(`Fix the bug in ${n}: app.txt must say fixed.`); // the task
+      expect(p.body).toMatch(/exit 0 \(passed\)/); // the verify's result
+      expect(p.body).toMatch(/\| Cost \| \$\d+\.\d{4} \|/);
+      expect(p.body).toContain(`\`patchbay result fix-all-L${Number(n.slice(1))} --out DIR\` (DIR/transcript.html)`);
       expect(p.body).toContain("@\u200bocto"); // the model's @mention does not ping
       expect(p.head.sha).toBe(branchOf(n));
       expect(git(bare(n), "diff", "main", "patchbay/fix-all")).toMatch(/-value = bug\n\+value = fixed/);

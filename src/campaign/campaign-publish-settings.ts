@@ -36,7 +36,7 @@ const Publish = z.strictObject({
   title: z.string().min(1).max(1000).optional(),
   body: z.string().max(60_000).optional(),
   commit: z.strictObject({ author: Author.optional(), message: z.string().min(1).max(60_000).optional() }).optional(),
-  /** A URL template for `{{transcript}}`, e.g. https://patchbay.example.com/jobs/{{jobId}} (default: the `patchbay view` command). */
+  /** A URL template for `{{transcript}}`, e.g. https://patchbay.example.com/jobs/{{jobId}} (default: the `patchbay result <job> --out DIR` command, which writes DIR/transcript.html). */
   transcriptUrl: z.string().min(1).max(1000).optional(),
 });
 

@@ -59,7 +59,7 @@ function notPublishable(job: BatchJob | undefined, includeUnverified: boolean): 
 /** The values a title, body or commit message template may use. */
 export function outcomeValues(def: CampaignDef, repo: CampaignDef["repos"][number], jobId: string, r: JobResult, spec: { task: string; verify?: string }): Record<string, string> {
   const summary = inert(r.summary?.trim() || "(the model left no summary)");
-  const transcript = def.publish.transcriptUrl ? render(def.publish.transcriptUrl, { ...repo.vars, ...repoValues(repo, def.name), jobId }) : `\`patchbay view ${jobId}\``;
+  const transcript = def.publish.transcriptUrl ? render(def.publish.transcriptUrl, { ...repo.vars, ...repoValues(repo, def.name), jobId }) : `\`patchbay result ${jobId} --out DIR\` (DIR/transcript.html)`;
   const verify = r.verify ? `exit ${r.verify.exitCode} (${r.verified ? "passed" : "failed"})` : "no verify ran";
   return {
     ...repo.vars, ...repoValues(repo, def.name),
