@@ -42,6 +42,10 @@ const Env = z.object({
   }),
   PATCHBAY_IMAGE: z.string().min(1).default(DEFAULT_IMAGE),
   PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),
+  /** The context window in tokens for every model (unset: by the model's id, src/agent/window.ts). */
+  PATCHBAY_CONTEXT_WINDOW: z.coerce.number().int().min(1000).max(100_000_000).optional(),
+  /** Past this fraction of the window the conversation is compacted (0.1 to 0.95). */
+  PATCHBAY_COMPACT_AT: z.coerce.number().min(0.1).max(0.95).optional(),
   PATCHBAY_CONCURRENCY: z.coerce.number().int().positive().default(2),
   PATCHBAY_WORKER_ID: z.string().optional(),
   /** Warm sandboxes a worker keeps ready per kind (default: its concurrency); 0 turns the pool off. */
@@ -240,6 +244,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     queueName: e.PATCHBAY_QUEUE,
     image: e.PATCHBAY_IMAGE,
     model: e.PATCHBAY_MODEL,
+    contextWindow: e.PATCHBAY_CONTEXT_WINDOW,
+    compactAt: e.PATCHBAY_COMPACT_AT ?? defaults.job.compactAt,
     concurrency: e.PATCHBAY_CONCURRENCY,
     workerId: e.PATCHBAY_WORKER_ID,
     poolSize: e.PATCHBAY_POOL,
@@ -337,6 +343,8 @@ export const defaults = {
     verifyRounds: 2,
     /** Tool results older than the newest few are shortened past this many characters of context. */
     contextCharsBeforeShortening: 400_000,
+    /** Past this fraction of the model's context window, older turns are compacted into a summary (PATCHBAY_COMPACT_AT). */
+    compactAt: 0.8,
   },
   worker: {
     /** Out of reach: the worker counts stalls against the job's attempts itself (src/queue/worker.ts). */

@@ -381,6 +381,12 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
   event("model_retry", { retry: positiveInt(), error: z.string(), status: z.int().optional(), delayMs: Ms.optional() }),
   // older tool output elided to keep the conversation within the context window
   event("context_trimmed", { removedChars: nonNegInt(), keptTurns: nonNegInt() }),
+  // Older turns replaced by a summary the model wrote (its request's usage counts in the job's), at
+  // the compaction threshold or after the API refused a prompt as too long; tokens estimated (src/agent/window.ts).
+  event("context_compacted", {
+    turn: nonNegInt(), reason: z.enum(["threshold", "prompt_too_long"]), turnsDropped: nonNegInt(), messagesKept: nonNegInt(),
+    tokensBefore: nonNegInt(), tokensAfter: nonNegInt(), summary: z.string(), usage: Usage,
+  }),
   // one connection or request through the setup phase's egress proxy (allowed, or refused and why)
   event("egress", {
     host: z.string(), port: nonNegInt(), method: z.string(), allowed: z.boolean(), reason: z.string().optional(),

@@ -10,6 +10,8 @@ describe("loadConfig", () => {
       queueName: "patchbay",
       image: DEFAULT_IMAGE,
       model: DEFAULT_MODEL,
+      contextWindow: undefined,
+      compactAt: 0.8,
       concurrency: 2,
       workerId: undefined,
       poolSize: undefined,
@@ -55,7 +57,7 @@ describe("loadConfig", () => {
 
   it("reads every knob, coercing numbers", () => {
     const env = {
-      REDIS_URL: "redis://r:1", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONCURRENCY: "7",
+      REDIS_URL: "redis://r:1", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONTEXT_WINDOW: "50000", PATCHBAY_COMPACT_AT: "0.5", PATCHBAY_CONCURRENCY: "7",
       PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_POOL: "0", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
       PATCHBAY_HARD_GRACE_MS: "5", PATCHBAY_CANCEL_POLL_MS: "6", PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_HEARTBEAT_MS: "8",
       PATCHBAY_HEALTH_MIN_MS: "9", PATCHBAY_HEALTH_MAX_MS: "10", PATCHBAY_HEALTH_TIMEOUT_MS: "11", PATCHBAY_THROTTLE_MS: "12", PATCHBAY_THROTTLE_MAX_MS: "13",
@@ -71,7 +73,7 @@ describe("loadConfig", () => {
     };
     const c = loadConfig(env);
     expect(c).toEqual({
-      redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", concurrency: 7, workerId: "h:1:x", poolSize: 0,
+      redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", contextWindow: 50_000, compactAt: 0.5, concurrency: 7, workerId: "h:1:x", poolSize: 0,
       lockDurationMs: 1, lockRenewMs: 1, checkpoints: false, checkpointMaxBytes: 15, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
       cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8,
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicAuthToken: "t", anthropicBaseUrl: "http://x",

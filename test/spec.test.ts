@@ -268,6 +268,7 @@ describe("TranscriptEvent", () => {
     { type: "job_finished", status: "failed", error: "boom", costUsd: 0, turns: 0 },
     { type: "model_retry", retry: 1, error: "overloaded", status: 529, delayMs: 1000 },
     { type: "context_trimmed", removedChars: 50_000, keptTurns: 4 },
+    { type: "context_compacted", turn: 40, reason: "threshold", turnsDropped: 30, messagesKept: 9, tokensBefore: 161_000, tokensAfter: 52_000, summary: "read src/a.ts", usage: { inputTokens: 90_000, outputTokens: 800, cacheReadTokens: 0, cacheWriteTokens: 0 } },
     { type: "egress", host: "registry.npmjs.org", port: 443, method: "CONNECT", allowed: false, reason: "not on the allow-list", bytesUp: 0, bytesDown: 0, ms: 1 },
     { type: "budget", limit: "usd", max: 0.5, used: 0.51 },
     { type: "resume", restored: true, fromAttempt: 1, turns: 4, patchBytes: 1575, costUsd: 0.0031 },

@@ -3,10 +3,12 @@
 import { defaults } from "../config.js";
 import { addUsage, emptyUsage, type EventInput, type JobStatus, type Usage } from "../spec.js";
 import type { ToolRun, ToolUseBlock } from "../tools/index.js";
+import { compact } from "./compact.js";
 import { cacheBreakpoints, shortenOldToolResults } from "./context.js";
 import { ModelError, type ContentBlock, type Message, type Model, type ModelResponse } from "./model.js";
 import { costUsd } from "./prices.js";
 import { taskMessage } from "./prompt.js";
+import { contextWindow, estimateTokens, isPromptTooLong } from "./window.js";
 import { inSpan, modelRequestAttrs, modelResponseAttrs, SpanKind, toolAttrs, toolResultAttrs } from "../trace.js";
 
 export interface LoopOptions {
@@ -23,6 +25,10 @@ export interface LoopOptions {
   signal?: AbortSignal;
   emit?: (e: EventInput) => void;
   contextChars?: number;
+  /** The model's context window in tokens (default: by its id, src/agent/window.ts). */
+  contextWindow?: number;
+  /** Past this fraction of the window, older turns are compacted into a summary (default 0.8). */
+  compactAt?: number;
   /**
    * Goes on from an earlier outcome (same budgets, turns and usage counted on) with one more user
    * message, e.g. a failed verify fed back to the model.
@@ -102,6 +108,9 @@ class LoopRun {
   private trimmedChars = 0;
   private stopReason: string | null;
   private summary: string;
+  /** The model's context window, and the tokens the API counted for the first `at` messages (its last request and answer). */
+  private readonly window: number;
+  private counted?: { tokens: number; at: number };
 
   constructor(private readonly o: LoopOptions) {
     this.emit = o.emit ?? (() => {});
@@ -118,6 +127,7 @@ class LoopRun {
     this.sentUpTo = o.resume?.sendAll ? 0 : (from?.messages.length ?? 0);
     this.stopReason = from?.stopReason ?? null;
     this.summary = from?.summary ?? "";
+    this.window = o.contextWindow ?? contextWindow(o.modelName);
   }
 
   done(status: JobStatus, error?: string): LoopOutcome {
@@ -160,10 +170,63 @@ class LoopRun {
     return results;
   }
 
-  /** One model request: the model's answer (kept in the conversation), or how the loop ends. */
+  /**
+   * One model request: the model's answer (kept in the conversation), or how the loop ends. Near
+   * the window the conversation is compacted first; a request the API still refuses as too long is
+   * compacted and sent once more, and a second refusal (or nothing left to compact) fails the job.
+   */
   async ask(): Promise<ModelResponse | LoopOutcome> {
-    const o = this.o;
     this.turns++;
+    const threshold = Math.floor(this.window * (this.o.compactAt ?? defaults.job.compactAt));
+    const before = this.tokens();
+    if (before > threshold) {
+      const c = await this.compactNow(before, "threshold");
+      if (c !== "compacted" && c !== undefined) return c;
+    }
+    let res = await this.send();
+    if ("tooLong" in res) {
+      const c = await this.compactNow(this.tokens(), "prompt_too_long");
+      if (c !== "compacted") return c ?? this.done("failed", `${res.tooLong} (no older turns left to compact)`);
+      res = await this.send();
+      if ("tooLong" in res) return this.done("failed", `${res.tooLong} (even after compacting the conversation)`);
+    }
+    return res;
+  }
+
+  /** The conversation's tokens: the API's count of what it last saw, plus an estimate of what came since. */
+  tokens(): number {
+    const k = this.counted;
+    if (k && k.at <= this.messages.length) return k.tokens + estimateTokens(this.messages.slice(k.at));
+    return estimateTokens({ system: this.o.system, tools: this.o.tools, messages: this.messages });
+  }
+
+  /** Older turns replaced by the model's summary: "compacted", undefined (nothing to drop), or how the loop ends. */
+  async compactNow(tokensBefore: number, reason: "threshold" | "prompt_too_long"): Promise<"compacted" | LoopOutcome | undefined> {
+    const o = this.o;
+    const target = Math.floor(this.window * (o.compactAt ?? defaults.job.compactAt));
+    let c;
+    try {
+      c = await inSpan("patchbay.model.compact", modelRequestAttrs(o.modelName, this.turns), () =>
+        compact({ model: o.model, modelName: o.modelName, messages: this.messages, keepTokens: Math.floor(Math.min(target, tokensBefore) * (reason === "threshold" ? 0.4 : 0.25)), requestTokens: Math.floor(target * 0.75), maxTokens: Math.min(o.maxTokens ?? defaults.job.maxTokens, 4096), signal: o.signal }),
+      { kind: SpanKind.CLIENT });
+    } catch (err) {
+      if (o.signal?.aborted) return this.aborted();
+      if (err instanceof ModelError && err.retryable) throw err;
+      return this.done("failed", `compacting the conversation failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    if (!c) return undefined;
+    this.usage = addUsage(this.usage, c.usage);
+    this.messages.splice(0, this.messages.length, ...c.messages);
+    this.counted = undefined;
+    this.sentUpTo = this.messages.length;
+    const turnsDropped = Math.ceil(c.droppedMessages / 2);
+    this.emit({ type: "context_compacted", turn: this.turns, reason, turnsDropped, messagesKept: c.keptMessages, tokensBefore, tokensAfter: this.tokens(), summary: c.summary, usage: c.usage });
+    return "compacted";
+  }
+
+  /** The request itself: the answer, how the loop ends, or the API's refusal of a prompt too long. */
+  async send(): Promise<ModelResponse | LoopOutcome | { tooLong: string }> {
+    const o = this.o;
     const trimmed = shortenOldToolResults(this.messages, o.contextChars ?? defaults.job.contextCharsBeforeShortening);
     if (trimmed.removedChars > this.trimmedChars) this.emit({ type: "context_trimmed", removedChars: trimmed.removedChars, keptTurns: trimmed.keptTurns });
     this.emit({ type: "model_request", turn: this.turns, messagesCount: this.messages.length, newMessages: this.messages.slice(this.sentUpTo), ...(this.turns === 1 ? { system: o.system } : {}) });
@@ -186,12 +249,15 @@ class LoopRun {
     } catch (err) {
       if (o.signal?.aborted) return this.aborted();
       if (err instanceof ModelError && err.retryable) throw err; // the worker retries the job with backoff
+      if (err instanceof ModelError && isPromptTooLong(err.status, err.message)) return { tooLong: err.message };
       return this.done("failed", err instanceof Error ? err.message : String(err));
     }
     this.usage = addUsage(this.usage, res.usage);
     this.stopReason = res.stopReason;
     this.messages.push({ role: "assistant", content: res.content });
     this.sentUpTo = this.messages.length;
+    const u = res.usage;
+    this.counted = { tokens: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens + u.outputTokens, at: this.messages.length };
     this.emit({ type: "model_response", turn: this.turns, content: res.content, stopReason: res.stopReason, usage: res.usage, ms: Math.round(performance.now() - t0), model: res.model });
     const text = res.content.filter((b) => b.type === "text").map((b) => String(b.text)).join("\n").trim();
     if (text) this.summary = text;

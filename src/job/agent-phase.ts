@@ -61,6 +61,8 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
       return r;
     },
     maxTurns: spec.maxTurns,
+    ...(config.contextWindow ? { contextWindow: config.contextWindow } : {}),
+    compactAt: config.compactAt,
     maxTokens: spec.maxTokens,
     budget: spec.budget,
     signal: ctx.signal,

@@ -108,8 +108,20 @@ function makeCache() {
 }
 
 // ------------------------------------------------------------------ server
-/** opts.host: loopback unless a test serves other containers (the compose test binds its container's 0.0.0.0). */
-export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?: number; host?: string } = {}): Promise<FakeAnthropic> {
+/**
+ * A request's input tokens as the context-window check counts them: the UTF-8 bytes of
+ * JSON.stringify({ system, tools, messages }) / 3.5, rounded up (the loop's estimate,
+ * src/agent/window.ts, uses the same rule).
+ */
+export const countInput = (body: any): number =>
+  Math.ceil(Buffer.byteLength(JSON.stringify({ system: body?.system, tools: body?.tools, messages: body?.messages }), "utf8") / 3.5);
+
+/**
+ * opts.host: loopback unless a test serves other containers (the compose test binds its container's 0.0.0.0).
+ * opts.contextWindow: a request whose countInput is over it is refused as the real API does (400
+ * invalid_request_error "prompt is too long: N tokens > M maximum"), before the script sees it (it is still recorded).
+ */
+export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?: number; host?: string; contextWindow?: number } = {}): Promise<FakeAnthropic> {
   const requests: RecordedRequest[] = [];
   const timers = new Set<NodeJS.Timeout>();
   const cacheUsage = makeCache();
@@ -138,6 +150,10 @@ export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?
     const index = requests.push(rec) - 1;
     if (typeof body !== "object" || body === null) {
       return sendError(res, { kind: "error", status: 400, message: "fake-anthropic: request body is not JSON" });
+    }
+    const counted = countInput(body);
+    if (opts.contextWindow !== undefined && counted > opts.contextWindow) {
+      return sendError(res, { kind: "error", status: 400, message: `prompt is too long: ${counted} tokens > ${opts.contextWindow} maximum` });
     }
     let r: Reply;
     try { r = await nextReply(body, index); } catch (e) {
