@@ -61,6 +61,8 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
       return `${t} egress: ${e.method} ${short(e.host, 60)}:${e.port} ${e.allowed ? `allowed, ${e.bytesUp} B up / ${e.bytesDown} B down` : `refused: ${short(e.reason ?? "", 80)}`}`;
     case "context_trimmed":
       return `${t} context: ${e.removedChars} characters of old tool output shortened`;
+    case "context_compacted":
+      return `${t} context: ${e.turnsDropped} older turn${e.turnsDropped === 1 ? "" : "s"} compacted into a summary, ~${k(e.tokensBefore)} → ~${k(e.tokensAfter)} tokens${e.reason === "prompt_too_long" ? " (the API refused the request as too long)" : ""}`;
     case "budget":
       return `${t} budget ${e.limit} exceeded: ${e.used} > ${e.max}`;
     case "resume":

@@ -227,6 +227,19 @@
       case "context_trimmed":
         this.card("warn", "Context trimmed", num(e.removedChars) + " characters of older tool output elided, " + count(e.keptTurns, "turn", "turns") + " kept");
         break;
+      case "context_compacted": {
+        // The summary request's tokens count in the job's, as the result's usage does.
+        var cu = e.usage || {};
+        this.t.input += cu.inputTokens || 0; this.t.output += cu.outputTokens || 0;
+        this.t.cacheRead += cu.cacheReadTokens || 0; this.t.cacheWrite += cu.cacheWriteTokens || 0;
+        d = this.card("warn compacted", "Context compacted (turn " + num(e.turn) + ")",
+          count(e.turnsDropped, "older turn", "older turns") + " replaced by a summary · " + count(e.messagesKept, "message", "messages") + " kept · ~" +
+          num(e.tokensBefore) + " → ~" + num(e.tokensAfter) + " tokens" + (e.reason === "prompt_too_long" ? " · the API refused the request as too long" : ""));
+        var sf = add(d, el("details", "fold summary"));
+        add(sf, el("summary", null, "summary written by the model"));
+        add(sf, block(e.summary, "out"));
+        break;
+      }
       case "budget":
         this.card("error", "Budget exceeded", e.limit + ": " + e.used + " > " + e.max);
         break;
