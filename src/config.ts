@@ -116,6 +116,10 @@ const Env = z.object({
   // The worker's policy (src/policy.ts): what a JobSpec may ask of a sandbox. Bridge network only
   // where allowed; bounds on limits and timeouts (never below what a spec gets by default); images.
   PATCHBAY_ALLOW_BRIDGE: z.enum(["0", "1"]).default("0"),
+  // A spec's own tools (tools.custom): allowed by default, since they run in the job's sandbox as
+  // the agent, under its limits and network, as setup commands already do; 0 keeps the model to
+  // the built-in tools (a deployment that wants a fixed tool surface).
+  PATCHBAY_ALLOW_CUSTOM_TOOLS: z.enum(["0", "1"]).default("1"),
   PATCHBAY_MAX_MEMORY_MB: atLeastDefault(() => defaults.sandbox.memoryMb).default(8192),
   PATCHBAY_MAX_CPUS: atLeastDefault(() => defaults.sandbox.cpus, false).default(4),
   PATCHBAY_MAX_PIDS: atLeastDefault(() => Math.max(defaults.sandbox.pids, defaults.sandbox.minPids.runsc)).default(1024),
@@ -278,6 +282,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     apiRepoRoots: e.PATCHBAY_API_REPO_ROOTS,
     policy: {
       allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
+      allowCustomTools: e.PATCHBAY_ALLOW_CUSTOM_TOOLS === "1",
       maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
       maxCpus: e.PATCHBAY_MAX_CPUS,
       maxPids: e.PATCHBAY_MAX_PIDS,

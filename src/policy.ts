@@ -3,10 +3,12 @@
 // narrow its sandbox but never widen it: no bridge network unless the worker allows it, no limit or
 // timeout above the worker's bound, no image off the worker's list. Pure: the one fact it cannot know
 // (whether an image was built by `patchbay image build --from`) is the caller's to look up.
-import type { JobSpec } from "./spec.js";
+import { customToolsOf, type JobSpec } from "./spec.js";
 
 export interface SandboxPolicy {
   allowBridge: boolean;
+  /** Whether a spec may bring its own tools (tools.custom); undefined: yes. */
+  allowCustomTools?: boolean;
   maxMemoryMb: number;
   maxCpus: number;
   maxPids: number;
@@ -59,6 +61,8 @@ export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxIm
   const l = spec.limits ?? {};
   if (l.network === "bridge" && !policy.allowBridge)
     out.push('limits.network: "bridge" (the full network in every phase) is not allowed by this worker; its sandboxes have none (PATCHBAY_ALLOW_BRIDGE=1 on the worker allows it; for setup, network.setup.allow names hosts instead)');
+  if (customToolsOf(spec.tools).length && policy.allowCustomTools === false)
+    out.push("tools.custom: a spec's own tools are not allowed by this worker (PATCHBAY_ALLOW_CUSTOM_TOOLS=1 on the worker allows them)");
   const over = (field: string, value: number | undefined, max: number, knob: string) => {
     if (value !== undefined && value > max) out.push(`${field}: ${value} is over this worker's bound of ${max} (${knob} on the worker raises it)`);
   };

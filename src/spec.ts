@@ -13,6 +13,7 @@ import { EDITOR_TOOLS, JOB_STATUSES } from "./spec-names.js";
 import { kinded } from "./errors.js";
 import { suggest } from "./suggest.js";
 import { MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
+import { CustomTools, type CustomTool } from "./spec-tools.js";
 
 // ---------------------------------------------------------------------------------------------
 // JobSpec
@@ -45,6 +46,16 @@ export { DEFAULT_EDITOR_TOOL, EDITOR_TOOLS, JOB_STATUSES } from "./spec-names.js
 /** `text_editor_20250124` adds `undo_edit`; `edit_file` is a plain JSON-schema tool for models without built-in tools. */
 export const EditorTool = z.enum(EDITOR_TOOLS);
 export type EditorTool = z.infer<typeof EditorTool>;
+
+/** `tools`: the editor's name alone, or the editor and the spec's own tools (src/spec-tools.ts). */
+export const Tools = z.union([EditorTool, z.strictObject({ editor: EditorTool.optional(), custom: CustomTools.optional() })], {
+  error: (iss) => (iss.input === undefined ? REQUIRED : `must be one of ${EDITOR_TOOLS.join(", ")}${typeof iss.input === "string" ? "" : " or { editor?, custom? }"} (got ${show(iss.input)})`),
+});
+export type Tools = z.infer<typeof Tools>;
+/** The editor a spec asked for (undefined: the default). */
+export const editorToolOf = (tools: Tools | undefined): EditorTool | undefined => (typeof tools === "object" ? tools.editor : tools);
+/** The spec's own tools. */
+export const customToolsOf = (tools: Tools | undefined): CustomTool[] => (typeof tools === "object" ? (tools.custom ?? []) : []);
 
 // Sanity caps on the free texts (a spec goes to Redis and into job_started events whole).
 export const MAX_TASK_CHARS = 256 * 1024;
@@ -145,7 +156,7 @@ export const JobSpec = z.strictObject({
   timeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC, `seconds, ${MAX_DURATION_WORDS}`)).optional(),
   /** Per bash command. */
   commandTimeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC, `seconds, ${MAX_DURATION_WORDS}`)).optional(),
-  tools: EditorTool.optional(),
+  tools: Tools.optional(),
   limits: Limits.optional(),
   network: Network.optional(),
   runtime: z.enum(["runc", "runsc"]).optional(),
@@ -169,6 +180,7 @@ const KNOWN_KEYS: Record<string, readonly string[]> = {
   network: Object.keys(Network.shape),
   "network.setup": ["allow"],
   repo: ["path", "git", "ref", "archive"],
+  tools: ["editor", "custom"],
 };
 
 function pathString(path: readonly PropertyKey[]): string {
@@ -201,9 +213,12 @@ function describe(issues: readonly Issue[], prefix: readonly PropertyKey[] = [])
     if (iss.code === "invalid_union" && iss.errors.length > 0) {
       // If exactly one branch has everything it requires (e.g. repo `{ path: 5 }`), that is the
       // branch the user meant: report its precise problems instead of the generic union message.
+      // `tools` as an object means its object branch, whatever its problems (not the editor's name).
+      const ofType = pathString(path) !== "tools" ? [] : iss.errors.filter((branch) => !branch.some((b) => b.path.length === 0 && (b.code === "invalid_type" || b.code === "invalid_value")));
       const plausible = iss.errors.filter((branch) => !branch.some((b) => b.message === REQUIRED));
-      if (plausible.length === 1) {
-        out.push(...describe(plausible[0]!, path));
+      const meant = ofType.length === 1 ? ofType : plausible;
+      if (meant.length === 1) {
+        out.push(...describe(meant[0]!, path));
         continue;
       }
     }

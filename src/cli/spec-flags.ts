@@ -74,7 +74,8 @@ export function specFrom(v: Values): Record<string, unknown> {
     if (v[flag] !== undefined) spec[key] = v[flag];
   }
   const tools = choiceFlag(v, "tools", EDITOR_TOOLS);
-  if (tools) spec.tools = tools;
+  // Over a spec file's { editor, custom }: the editor only.
+  if (tools) spec.tools = spec.tools && typeof spec.tools === "object" && !Array.isArray(spec.tools) ? { ...spec.tools, editor: tools } : tools;
   const timeout = numberFlag(v, "timeout", { what: "seconds" });
   if (timeout !== undefined) spec.timeoutSec = timeout;
   const commandTimeout = numberFlag(v, "command-timeout", { what: "seconds" });

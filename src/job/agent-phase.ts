@@ -8,7 +8,7 @@ import { costUsd } from "../agent/prices.js";
 import { systemPrompt } from "../agent/prompt.js";
 import { defaults } from "../config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { DEFAULT_EDITOR_TOOL } from "../spec.js";
+import { customToolsOf, DEFAULT_EDITOR_TOOL, editorToolOf } from "../spec.js";
 import { Toolbox, type ToolUseBlock } from "../tools/index.js";
 import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, RESUME_NOTE_PENDING, restoreCheckpoint, specHash, turnStateOf } from "./checkpoint.js";
 import type { JobContext } from "./context.js";
@@ -42,8 +42,8 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const before = restored ? costUsd(modelName, restored.usage) : 0;
   const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
   const at = { round: restored?.round ?? 1 };
-  const tools = spec.tools ?? DEFAULT_EDITOR_TOOL;
-  const toolbox = new Toolbox(sandbox, { tools, commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
+  const tools = editorToolOf(spec.tools) ?? DEFAULT_EDITOR_TOOL;
+  const toolbox = new Toolbox(sandbox, { tools, custom: customToolsOf(spec.tools), commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
   const loop: LoopOptions = {
     model: opts.model ?? new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl }),
     modelName,

@@ -7,6 +7,8 @@ import { BashTool } from "./bash-tool.js";
 import { EditFileTool, editFileDefinition } from "./edit-file.js";
 import { TextEditor, toolName, type EditorFlavor, type ToolOutput } from "./editor.js";
 import { editorDefinition, SandboxFs } from "./editor-tool.js";
+import { CustomToolRunner } from "./custom-tool.js";
+import type { CustomTool } from "../spec-tools.js";
 
 export type ToolSet = EditorFlavor | "edit_file";
 
@@ -24,12 +26,15 @@ export interface ToolboxOptions {
   tools?: ToolSet;
   commandTimeoutSec?: number;
   maxCharacters?: number;
+  /** The spec's own tools (tools.custom), after the built-in ones. */
+  custom?: CustomTool[];
 }
 
 /** The tools of one job on one sandbox; holds the editor's undo history. */
 export class Toolbox {
   readonly tools: ToolSet;
   private handlers: Record<string, { run(input: unknown, signal?: AbortSignal): Promise<ToolOutput> }>;
+  private readonly custom: CustomToolRunner[];
 
   constructor(sandbox: Sandbox, opts: ToolboxOptions = {}) {
     this.tools = opts.tools ?? DEFAULT_EDITOR_TOOL;
@@ -39,7 +44,9 @@ export class Toolbox {
       this.tools === "edit_file"
         ? new EditFileTool(fs, { maxFileBytes: defaults.editor.maxFileBytes })
         : new TextEditor(fs, { flavor: this.tools, maxFileBytes: defaults.editor.maxFileBytes, maxCharacters: opts.maxCharacters ?? defaults.editor.maxCharacters });
-    this.handlers = { bash, [this.editorName]: editor };
+    const commandTimeoutSec = opts.commandTimeoutSec ?? defaults.job.commandTimeoutSec;
+    this.custom = (opts.custom ?? []).map((t) => new CustomToolRunner(sandbox, t, { timeoutSec: commandTimeoutSec }));
+    this.handlers = { bash, [this.editorName]: editor, ...Object.fromEntries(this.custom.map((c) => [c.tool.name, c])) };
   }
 
   get editorName(): string {
@@ -48,8 +55,9 @@ export class Toolbox {
 
   /** Tool definitions for the Messages API. Built-in tools are sent schema-less. */
   definitions(opts: { maxCharacters?: number } = {}): unknown[] {
-    if (this.tools === "edit_file") return [BashTool.jsonDefinition, editFileDefinition];
-    return [BashTool.definition, editorDefinition(this.tools, opts.maxCharacters ?? defaults.editor.maxCharacters)];
+    const own = this.custom.map((c) => c.definition);
+    if (this.tools === "edit_file") return [BashTool.jsonDefinition, editFileDefinition, ...own];
+    return [BashTool.definition, editorDefinition(this.tools, opts.maxCharacters ?? defaults.editor.maxCharacters), ...own];
   }
 
   async run(block: ToolUseBlock, signal?: AbortSignal): Promise<ToolRun> {
@@ -84,4 +92,4 @@ export function runTool(sandbox: Sandbox, block: ToolUseBlock, opts: ToolboxOpti
   return box.run(block, opts.signal);
 }
 
-export { BashTool, EditFileTool, TextEditor };
+export { BashTool, CustomToolRunner, EditFileTool, TextEditor };
