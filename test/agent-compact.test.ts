@@ -122,6 +122,25 @@ describe("compaction against a server that enforces a 50k-token window", { timeo
     }
   });
 
+  it("a compaction whose own tokens pass the budget ends the job there, before another request", async () => {
+    const policy = longJob(300);
+    const fake = await startFakeAnthropic((req) => (isSummaryRequest(req.body) ? { ...(policy(req) as object), usage: { output_tokens: 5000 } } as any : policy(req)), { contextWindow: 50_000 });
+    try {
+      const events: EventInput[] = [];
+      const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
+      const outcome = await runAgentLoop({
+        model, modelName: "claude-sonnet-5-5", system: "SYSTEM", task: TASK, tools: [], maxTurns: 400, contextWindow: 50_000, budget: { outputTokens: 4000 },
+        runTool: async () => ({ content: "x".repeat(4096), isError: false, durationMs: 1 }), emit: (e) => events.push(e),
+      });
+      expect(outcome).toMatchObject({ status: "budget_exceeded", error: expect.stringMatching(/^budget outputTokens exceeded: \d+ > 4000$/) });
+      expect(isSummaryRequest(fake.requests.at(-1)!.body)).toBe(true);
+      expect(events.slice(-2).map((e) => e.type)).toEqual(["context_compacted", "budget"]);
+      expect(outcome.usage.outputTokens).toBeGreaterThan(5000);
+    } finally {
+      await fake.close();
+    }
+  });
+
   it("a 400 prompt-too-long mid-job compacts and the job goes on", async () => {
     let refused = 0;
     const fake = await startFakeAnthropic(longJob(8, { refuse: (n) => n === 5 && refused++ === 0 }));

@@ -221,7 +221,7 @@ class LoopRun {
     this.sentUpTo = this.messages.length;
     const turnsDropped = Math.ceil(c.droppedMessages / 2);
     this.emit({ type: "context_compacted", turn: this.turns, reason, turnsDropped, messagesKept: c.keptMessages, tokensBefore, tokensAfter: this.tokens(), summary: c.summary, usage: c.usage });
-    return "compacted";
+    return this.overBudget() ?? "compacted";
   }
 
   /** The request itself: the answer, how the loop ends, or the API's refusal of a prompt too long. */
@@ -264,14 +264,19 @@ class LoopRun {
     return res;
   }
 
+  /** The job's end when its running usage is past a budget (checked after each answer and each compaction). */
+  overBudget(): LoopOutcome | undefined {
+    const over = overBudget(this.o.budget, this.usage, costUsd(this.o.modelName, this.usage));
+    if (!over) return undefined;
+    this.emit({ type: "budget", ...over });
+    return this.done("budget_exceeded", `budget ${over.limit} exceeded: ${over.used} > ${over.max}`);
+  }
+
   /** What an answer means: the tool calls to run, "again" for another request, or how the loop ends. */
   async judge(res: ModelResponse): Promise<ToolUseBlock[] | "again" | LoopOutcome> {
     const cost = costUsd(this.o.modelName, this.usage);
-    const over = overBudget(this.o.budget, this.usage, cost);
-    if (over) {
-      this.emit({ type: "budget", ...over });
-      return this.done("budget_exceeded", `budget ${over.limit} exceeded: ${over.used} > ${over.max}`);
-    }
+    const over = this.overBudget();
+    if (over) return over;
     const stop = await this.o.stopAfterTurn?.(cost);
     if (stop) return this.done("budget_exceeded", stop);
 
