@@ -141,6 +141,19 @@ describe("compaction against a server that enforces a 50k-token window", { timeo
     }
   });
 
+  it("a prompt-too-long with no older turn to drop fails the job with the API's reason, and no summary is asked for", async () => {
+    const fake = await startFakeAnthropic(longJob(5, { refuse: (n) => n === 1 }));
+    try {
+      const { events, out } = loopOn(fake);
+      const outcome = await out;
+      expect(outcome).toMatchObject({ status: "failed", error: expect.stringMatching(/prompt is too long: 210000 tokens > 200000 maximum \(no older turns left to compact\)$/) });
+      expect(fake.requests.map((r) => isSummaryRequest(r.body))).toEqual([false, false]);
+      expect(events.filter((e) => e.type === "context_compacted")).toEqual([]);
+    } finally {
+      await fake.close();
+    }
+  });
+
   it("a 400 prompt-too-long mid-job compacts and the job goes on", async () => {
     let refused = 0;
     const fake = await startFakeAnthropic(longJob(8, { refuse: (n) => n === 5 && refused++ === 0 }));
