@@ -4,6 +4,7 @@
 import { z } from "zod";
 import { isAbsolute, resolve } from "node:path";
 import { forgeSettings, parseForges, type ForgeHost } from "./config-forges.js";
+import { PROVIDERS, providerOf } from "./config-provider.js";
 import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./config-otel.js";
 import { shownRedisUrl } from "./redis-url.js";
 import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
@@ -28,6 +29,27 @@ const OTEL_ENV = {
   OTEL_SERVICE_NAME: z.string().min(1).max(255).optional(),
   OTEL_RESOURCE_ATTRIBUTES: keyValues(false),
   OTEL_BSP_SCHEDULE_DELAY: z.coerce.number().int().min(0).max(3_600_000).default(5000),
+};
+
+// Claude on Bedrock or Vertex (src/config-provider.ts): each platform's standard variables, as
+// Anthropic's Bedrock and Vertex SDKs and the AWS and Google SDKs name them.
+const PROVIDER_ENV = {
+  PATCHBAY_PROVIDER: z.enum(PROVIDERS).default("anthropic"),
+  AWS_REGION: z.string().optional(),
+  AWS_DEFAULT_REGION: z.string().optional(),
+  AWS_ACCESS_KEY_ID: z.string().optional(),
+  AWS_SECRET_ACCESS_KEY: z.string().optional(),
+  AWS_SESSION_TOKEN: z.string().optional(),
+  AWS_PROFILE: z.string().optional(),
+  AWS_SHARED_CREDENTIALS_FILE: z.string().optional(),
+  AWS_CONFIG_FILE: z.string().optional(),
+  AWS_BEARER_TOKEN_BEDROCK: z.string().optional(),
+  ANTHROPIC_BEDROCK_BASE_URL: httpUrl().optional(),
+  CLOUD_ML_REGION: z.string().regex(/^[a-z0-9-]{0,40}$/, { error: "must be a Google Cloud region (us-east5, europe-west1, global, …)" }).optional(),
+  ANTHROPIC_VERTEX_PROJECT_ID: z.string().optional(),
+  ANTHROPIC_VERTEX_BASE_URL: httpUrl().optional(),
+  GOOGLE_APPLICATION_CREDENTIALS: z.string().optional(),
+  CLOUDSDK_CONFIG: z.string().optional(),
 };
 
 const Env = z.object({
@@ -147,6 +169,7 @@ const Env = z.object({
   PIP_CONFIG_FILE: z.string().optional(),
   GIT_SSH_COMMAND: z.string().optional(),
   ...OTEL_ENV,
+  ...PROVIDER_ENV,
 });
 
 /** One of the HTTP API's tokens (PATCHBAY_API_TOKENS): `read` may GET, `write` may also enqueue and cancel. */
@@ -295,6 +318,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicAuthToken: e.ANTHROPIC_AUTH_TOKEN || undefined,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL,
+    provider: providerOf(e),
     debug: debugWanted(env),
     engine: engineEnv(env),
     pip: { indexUrl: e.PIP_INDEX_URL, extraIndexUrls: (e.PIP_EXTRA_INDEX_URL ?? "").split(/\s+/).filter(Boolean), configFile: e.PIP_CONFIG_FILE },

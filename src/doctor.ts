@@ -1,6 +1,7 @@
 // `patchbay doctor`: what is there and what to do about what is not.
 import { Redis } from "ioredis";
 import type { Config } from "./config.js";
+import { platformCredentials } from "./config-provider.js";
 import { docker } from "./runtime/docker.js";
 import { LABEL } from "./runtime/owner.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
@@ -55,15 +56,28 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
     checks.push({ name: "gvisor", ok: runsc, required: false, detail: runsc ? "runtime runsc registered" : "runtime runsc not registered (jobs with runtime: runsc will fail)", fix: "apt-get install runsc and register it in /etc/docker/daemon.json with runtimeArgs [\"--network=none\"]" });
     if (runsc && recipe !== undefined) checks.push(await gvisorStatx(config.image));
   }
-  const key = Boolean(config.anthropicApiKey);
-  checks.push({
-    name: "anthropic",
-    ok: key || Boolean(config.anthropicBaseUrl),
-    required: false,
-    detail: key ? "ANTHROPIC_API_KEY is set" : config.anthropicBaseUrl ? `no key; ANTHROPIC_BASE_URL=${config.anthropicBaseUrl}` : "ANTHROPIC_API_KEY is not set",
-    fix: "export ANTHROPIC_API_KEY=... (workers need it; the client commands do not)",
-  });
+  checks.push(modelCheck(config));
   return checks;
+}
+
+/** The model's provider and whether its credentials are found: where they come from, never their values. */
+export function modelCheck(config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "anthropicBaseUrl" | "provider">): Check {
+  const p = config.provider;
+  if (p.name !== "anthropic") {
+    const creds = platformCredentials(p);
+    const fix = p.name === "bedrock"
+      ? "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE with ~/.aws/credentials, or AWS_BEARER_TOKEN_BEDROCK where the worker runs (on EC2 an instance role also works, which this check cannot see)"
+      : "set CLOUD_ML_REGION and GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud auth application-default login` (on Google Cloud the metadata server also works, which this check cannot see)";
+    return { name: `provider ${p.name}`, ok: creds.found, required: false, detail: creds.detail, fix };
+  }
+  const key = Boolean(config.anthropicApiKey);
+  return {
+    name: "anthropic",
+    ok: key || Boolean(config.anthropicAuthToken) || Boolean(config.anthropicBaseUrl),
+    required: false,
+    detail: key ? "ANTHROPIC_API_KEY is set" : config.anthropicAuthToken ? "ANTHROPIC_AUTH_TOKEN is set" : config.anthropicBaseUrl ? `no key; ANTHROPIC_BASE_URL=${config.anthropicBaseUrl}` : "ANTHROPIC_API_KEY is not set",
+    fix: "export ANTHROPIC_API_KEY=... (workers need it; the client commands do not), or PATCHBAY_PROVIDER=bedrock|vertex",
+  };
 }
 
 /**

@@ -50,6 +50,7 @@ describe("loadConfig", () => {
       hostEnv: {},
       trackEveryMs: 600_000,
       forges: { hosts: [{ host: "github.com", kind: "github", apiUrl: "https://api.github.com" }, { host: "gitlab.com", kind: "gitlab", apiUrl: "https://gitlab.com" }], token: expect.any(Function) },
+      provider: { name: "anthropic", bedrock: expect.objectContaining({ region: "us-east-1", accessKeyId: undefined }), vertex: expect.objectContaining({ region: undefined, credentialsFile: undefined }) },
     });
     expect(DEFAULT_IMAGE).toBe("patchbay-sandbox:latest");
     expect(DEFAULT_MODEL).toBe("claude-sonnet-5-5");
@@ -70,6 +71,9 @@ describe("loadConfig", () => {
       PATCHBAY_API_TOKENS: " ci:write:0123456789abcdef, grafana:read:fedcba98:76543210 ", PATCHBAY_API_CORS_ORIGINS: "https://app.example.org, http://localhost:3000", PATCHBAY_API_REPO_ROOTS: "/srv/repos, /home/ci/work/", PATCHBAY_TRACK_EVERY_MS: "90000",
       PATCHBAY_DEBUG: "1", DOCKER_HOST: "tcp://e:2376", DOCKER_TLS: "yes", DOCKER_CERT_PATH: "/certs",
       PIP_INDEX_URL: "https://pi/simple", PIP_EXTRA_INDEX_URL: " https://a/s  https://b/s ", PIP_CONFIG_FILE: "/pip.conf", GIT_SSH_COMMAND: "ssh -i k", PATH: "/bin",
+      PATCHBAY_PROVIDER: "bedrock", AWS_REGION: "eu-west-3", AWS_DEFAULT_REGION: "eu-west-1", AWS_ACCESS_KEY_ID: "AKIA1", AWS_SECRET_ACCESS_KEY: "s", AWS_SESSION_TOKEN: "st",
+      AWS_PROFILE: "ops", AWS_SHARED_CREDENTIALS_FILE: "/aws/c", AWS_CONFIG_FILE: "/aws/k", AWS_BEARER_TOKEN_BEDROCK: "bt", ANTHROPIC_BEDROCK_BASE_URL: "http://b",
+      CLOUD_ML_REGION: "us-east5", ANTHROPIC_VERTEX_PROJECT_ID: "p", ANTHROPIC_VERTEX_BASE_URL: "http://v/v1", GOOGLE_APPLICATION_CREDENTIALS: "/g.json", CLOUDSDK_CONFIG: "/gc",
     };
     const c = loadConfig(env);
     expect(c).toEqual({
@@ -89,6 +93,11 @@ describe("loadConfig", () => {
       // What host-side child processes get: the whole environment as given, fixed then.
       hostEnv: env,
       forges: { hosts: expect.any(Array), token: expect.any(Function) },
+      provider: {
+        name: "bedrock",
+        bedrock: { region: "eu-west-3", baseUrl: "http://b", accessKeyId: "AKIA1", secretAccessKey: "s", sessionToken: "st", apiKey: "bt", profile: "ops", files: ["/aws/c", "/aws/k"] },
+        vertex: { region: "us-east5", projectId: "p", baseUrl: "http://v/v1", credentialsFile: "/g.json", adcFile: "/gc/application_default_credentials.json" },
+      },
     });
     expect(Object.isFrozen(c.hostEnv)).toBe(true);
     env.PATH = "/changed";

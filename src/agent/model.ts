@@ -3,6 +3,10 @@
 import Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../spec.js";
 import { PatchbayError } from "../errors.js";
+import type { Config } from "../config.js";
+import type { ProviderConfig } from "../config-provider.js";
+import { makeClient, type MessagesClient } from "./clients.js";
+import { providerModelId } from "./provider-models.js";
 
 export type Message = { role: "user" | "assistant"; content: string | ContentBlock[] };
 export type ContentBlock = { type: string; [k: string]: unknown };
@@ -74,19 +78,24 @@ export interface AnthropicModelOptions {
   /** The SDK's own retries for 429/5xx/overloaded (and connection errors). */
   maxRetries?: number;
   timeoutMs?: number;
+  /** Bedrock or Vertex (src/agent/clients.ts); default: the first-party API with apiKey and baseURL. */
+  provider?: ProviderConfig;
 }
+
+/** The worker's model from its Config: the provider's client, its credentials and base URL. */
+export const modelFromConfig = (config: Pick<Config, "anthropicApiKey" | "anthropicBaseUrl" | "provider">): AnthropicModel =>
+  new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl, provider: config.provider });
 
 export class AnthropicModel implements Model {
   private onRetry?: (r: RetryInfo) => void;
-  private readonly client: Anthropic;
+  private readonly client: MessagesClient;
   private readonly maxRetries: number;
+  private readonly provider: ProviderConfig["name"];
 
   constructor(opts: AnthropicModelOptions = {}) {
     this.maxRetries = opts.maxRetries ?? 4;
-    // ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL are read by the SDK itself when not given.
-    this.client = new Anthropic({
-      ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
-      ...(opts.baseURL ? { baseURL: opts.baseURL } : {}),
+    this.provider = opts.provider?.name ?? "anthropic";
+    this.client = makeClient(opts.provider, {
       maxRetries: this.maxRetries,
       timeout: opts.timeoutMs ?? 10 * 60_000,
       // Sees every attempt the SDK makes, so the transcript can show its retries.
@@ -100,7 +109,7 @@ export class AnthropicModel implements Model {
         }
         return res;
       },
-    });
+    }, { apiKey: opts.apiKey, baseURL: opts.baseURL });
   }
 
   async complete(req: ModelRequest, hooks: { onRetry?: (r: RetryInfo) => void } = {}): Promise<ModelResponse> {
@@ -109,7 +118,7 @@ export class AnthropicModel implements Model {
       // Streaming, so a long response never hits the non-streaming request time limit.
       const stream = this.client.messages.stream(
         {
-          model: req.model,
+          model: providerModelId(this.provider, req.model),
           max_tokens: req.maxTokens,
           system: req.system as never,
           messages: req.messages as never,

@@ -3,7 +3,7 @@
 // tools, model, budgets and checkpoints, from the start, from the checkpoint, or not at all when
 // the agent had already finished (on to its patch and verify).
 import { runAgentLoop, type LoopOptions, type LoopOutcome, type TurnState } from "../agent/loop.js";
-import { AnthropicModel } from "../agent/model.js";
+import { modelFromConfig } from "../agent/model.js";
 import { costUsd } from "../agent/prices.js";
 import { systemPrompt } from "../agent/prompt.js";
 import { defaults } from "../config.js";
@@ -45,7 +45,7 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const tools = editorToolOf(spec.tools) ?? DEFAULT_EDITOR_TOOL;
   const toolbox = new Toolbox(sandbox, { tools, custom: customToolsOf(spec.tools), commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
   const loop: LoopOptions = {
-    model: opts.model ?? new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl }),
+    model: opts.model ?? modelFromConfig(config),
     modelName,
     system: systemPrompt({ tools, verify: spec.verify }),
     task: spec.task,

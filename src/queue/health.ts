@@ -26,7 +26,11 @@ export async function checkEngine(runtime: SandboxRuntime, image: string, timeou
  * worker without any would take each job only to fail it with the SDK's error; it waits instead,
  * and a profile written meanwhile is found at the next check.
  */
-export async function checkCredentials(config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken">): Promise<Health> {
+export async function checkCredentials(config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "provider">): Promise<Health> {
+  // Bedrock and Vertex: the platforms' chains also reach instance metadata (EC2's IMDS, Google's
+  // metadata server), which no file shows, so only a setting the client cannot start without is fatal.
+  if (config.provider.name === "vertex" && !config.provider.vertex.region) return { ok: false, reason: "PATCHBAY_PROVIDER=vertex needs CLOUD_ML_REGION where the worker runs" };
+  if (config.provider.name !== "anthropic") return { ok: true };
   if (config.anthropicApiKey || config.anthropicAuthToken) return { ok: true };
   const profile = await sdkProfile().catch((err: Error) => err);
   if (profile instanceof Error) return { ok: false, reason: `the Anthropic SDK's profile cannot be read (${profile.message})` };

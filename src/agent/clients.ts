@@ -1,0 +1,37 @@
+// The one place that makes the Messages API client: Anthropic's own SDK for the first-party API,
+// its Bedrock SDK (SigV4 or a Bedrock API key) or its Vertex SDK (Google OAuth). All three speak
+// the same `messages.stream`, so the loop and AnthropicModel do not know which they hold.
+import Anthropic, { type ClientOptions } from "@anthropic-ai/sdk";
+import { AnthropicBedrock } from "@anthropic-ai/bedrock-sdk";
+import { AnthropicVertex } from "@anthropic-ai/vertex-sdk";
+import { GoogleAuth } from "google-auth-library";
+import type { ProviderConfig } from "../config-provider.js";
+
+/** What AnthropicModel uses of a client. */
+export interface MessagesClient {
+  messages: { stream: Anthropic["messages"]["stream"] };
+}
+
+/** The options every client takes (retries, timeout, the fetch that watches retries). */
+export type CommonOptions = Pick<ClientOptions, "maxRetries" | "timeout" | "fetch">;
+
+const CLOUD_SCOPE = "https://www.googleapis.com/auth/cloud-platform";
+
+export function makeClient(provider: ProviderConfig | undefined, common: CommonOptions, first: { apiKey?: string; baseURL?: string }): MessagesClient {
+  if (provider?.name === "bedrock") {
+    const b = provider.bedrock;
+    // Keys from the worker's Config when it has both; else the AWS SDK's default chain (profile, SSO, IMDS).
+    const base = { ...common, awsRegion: b.region, apiKey: b.apiKey ?? null, ...(b.baseUrl ? { baseURL: b.baseUrl } : {}) };
+    return b.accessKeyId && b.secretAccessKey
+      ? new AnthropicBedrock({ ...base, awsAccessKey: b.accessKeyId, awsSecretKey: b.secretAccessKey, awsSessionToken: b.sessionToken ?? null })
+      : new AnthropicBedrock(base);
+  }
+  if (provider?.name === "vertex") {
+    const v = provider.vertex;
+    // The SDK would read GOOGLE_APPLICATION_CREDENTIALS itself; the Config's value is passed so one worker's settings decide.
+    const googleAuth = new GoogleAuth({ scopes: CLOUD_SCOPE, ...(v.credentialsFile ? { keyFilename: v.credentialsFile } : {}), ...(v.projectId ? { projectId: v.projectId } : {}) });
+    return new AnthropicVertex({ ...common, region: v.region ?? null, projectId: v.projectId ?? null, googleAuth, ...(v.baseUrl ? { baseURL: v.baseUrl } : {}) });
+  }
+  // ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL are read by the SDK itself when not given.
+  return new Anthropic({ ...common, ...(first.apiKey ? { apiKey: first.apiKey } : {}), ...(first.baseURL ? { baseURL: first.baseURL } : {}) });
+}
