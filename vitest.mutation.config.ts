@@ -20,6 +20,7 @@ export default defineConfig({
       "test/attempt-outcome.test.ts",
       "test/editor-text.test.ts",
       "test/prices.test.ts",
+      "test/campaign-file.test.ts",
     ],
     testTimeout: 20_000,
   },
