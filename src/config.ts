@@ -142,6 +142,8 @@ const Env = z.object({
   // the agent, under its limits and network, as setup commands already do; 0 keeps the model to
   // the built-in tools (a deployment that wants a fixed tool surface).
   PATCHBAY_ALLOW_CUSTOM_TOOLS: z.enum(["0", "1"]).default("1"),
+  /** The same for a spec's MCP servers (mcp): started in the sandbox as the agent. */
+  PATCHBAY_ALLOW_MCP: z.enum(["0", "1"]).default("1"),
   PATCHBAY_MAX_MEMORY_MB: atLeastDefault(() => defaults.sandbox.memoryMb).default(8192),
   PATCHBAY_MAX_CPUS: atLeastDefault(() => defaults.sandbox.cpus, false).default(4),
   PATCHBAY_MAX_PIDS: atLeastDefault(() => Math.max(defaults.sandbox.pids, defaults.sandbox.minPids.runsc)).default(1024),
@@ -306,6 +308,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     policy: {
       allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
       allowCustomTools: e.PATCHBAY_ALLOW_CUSTOM_TOOLS === "1",
+      allowMcp: e.PATCHBAY_ALLOW_MCP === "1",
       maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
       maxCpus: e.PATCHBAY_MAX_CPUS,
       maxPids: e.PATCHBAY_MAX_PIDS,

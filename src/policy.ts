@@ -9,6 +9,8 @@ export interface SandboxPolicy {
   allowBridge: boolean;
   /** Whether a spec may bring its own tools (tools.custom); undefined: yes. */
   allowCustomTools?: boolean;
+  /** Whether a spec may run MCP servers (mcp); undefined: yes. */
+  allowMcp?: boolean;
   maxMemoryMb: number;
   maxCpus: number;
   maxPids: number;
@@ -63,6 +65,8 @@ export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxIm
     out.push('limits.network: "bridge" (the full network in every phase) is not allowed by this worker; its sandboxes have none (PATCHBAY_ALLOW_BRIDGE=1 on the worker allows it; for setup, network.setup.allow names hosts instead)');
   if (customToolsOf(spec.tools).length && policy.allowCustomTools === false)
     out.push("tools.custom: a spec's own tools are not allowed by this worker (PATCHBAY_ALLOW_CUSTOM_TOOLS=1 on the worker allows them)");
+  if (spec.mcp && Object.keys(spec.mcp.servers).length && policy.allowMcp === false)
+    out.push("mcp: MCP servers are not allowed by this worker (PATCHBAY_ALLOW_MCP=1 on the worker allows them)");
   const over = (field: string, value: number | undefined, max: number, knob: string) => {
     if (value !== undefined && value > max) out.push(`${field}: ${value} is over this worker's bound of ${max} (${knob} on the worker raises it)`);
   };

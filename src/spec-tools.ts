@@ -74,21 +74,30 @@ export const McpServer = z.strictObject({
   command: nonEmpty("a non-empty command (a program: run with its args, no shell)"),
   args: z.array(z.string({ error: expected("a string") }).max(4096), { error: expected("an array of strings") }).max(64).optional(),
   env: z
-    .record(z.string().regex(EnvName, { error: "each key must be an environment variable's name" }), z.string({ error: expected("a string") }).max(4096), { error: expected("an object of strings") })
+    .record(z.string(), z.string({ error: expected("a string") }).max(4096), { error: expected("an object of strings") })
+    .check((ctx) => {
+      for (const k of Object.keys(ctx.value)) if (!EnvName.test(k)) ctx.issues.push({ code: "custom", message: "must be an environment variable's name as the key", input: k, path: [k] });
+    })
     .optional(),
 });
 export type McpServer = z.infer<typeof McpServer>;
 
 export const Mcp = z.strictObject({
   servers: z
-    .record(
-      z.string().max(32, { error: "a server's name must be at most 32 characters" }).regex(MCP_SERVER_NAME_RE, { error: "a server's name must be letters, digits, - and single _ (no __: it separates mcp__NAME__TOOL)" }),
-      McpServer,
-      { error: expected("an object of servers by name") },
-    )
+    .record(z.string(), McpServer, { error: expected("an object of servers by name") })
     .check((ctx) => {
-      const n = Object.keys(ctx.value).length;
-      if (n > MAX_MCP_SERVERS) ctx.issues.push({ code: "custom", message: `must be at most ${MAX_MCP_SERVERS} servers (got ${n})`, input: n });
+      const names = Object.keys(ctx.value);
+      if (names.length > MAX_MCP_SERVERS) ctx.issues.push({ code: "custom", message: `must be at most ${MAX_MCP_SERVERS} servers (got ${names.length})`, input: names.length });
+      for (const n of names) {
+        if (n.length > 32 || !MCP_SERVER_NAME_RE.test(n))
+          ctx.issues.push({ code: "custom", message: "a server's name must be 1-32 letters, digits, - and single _ (no __: it separates mcp__NAME__TOOL)", input: n, path: [n] });
+      }
     }),
 });
 export type Mcp = z.infer<typeof Mcp>;
+
+/** The server an offered tool name belongs to, for its tool_call event ({} for any other tool). */
+export function mcpServerOf(toolName: string): { server?: string } {
+  const m = /^mcp__([a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*)__/.exec(toolName);
+  return m ? { server: m[1]! } : {};
+}

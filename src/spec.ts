@@ -13,7 +13,7 @@ import { EDITOR_TOOLS, JOB_STATUSES } from "./spec-names.js";
 import { kinded } from "./errors.js";
 import { suggest } from "./suggest.js";
 import { MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
-import { CustomTools, type CustomTool } from "./spec-tools.js";
+import { CustomTools, Mcp, type CustomTool } from "./spec-tools.js";
 
 // ---------------------------------------------------------------------------------------------
 // JobSpec
@@ -157,6 +157,8 @@ export const JobSpec = z.strictObject({
   /** Per bash command. */
   commandTimeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC, `seconds, ${MAX_DURATION_WORDS}`)).optional(),
   tools: Tools.optional(),
+  /** MCP servers run in the sandbox, their tools offered as mcp__NAME__TOOL. */
+  mcp: Mcp.optional(),
   limits: Limits.optional(),
   network: Network.optional(),
   runtime: z.enum(["runc", "runsc"]).optional(),
@@ -181,6 +183,7 @@ const KNOWN_KEYS: Record<string, readonly string[]> = {
   "network.setup": ["allow"],
   repo: ["path", "git", "ref", "archive"],
   tools: ["editor", "custom"],
+  mcp: ["servers"],
 };
 
 function pathString(path: readonly PropertyKey[]): string {
@@ -375,7 +378,8 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
     ms: Ms,
     model: z.string(),
   }),
-  event("tool_call", { turn: nonNegInt(), toolUseId: z.string(), name: z.string(), input: z.unknown() }),
+  // `server`: the MCP server of an mcp__SERVER__TOOL call.
+  event("tool_call", { turn: nonNegInt(), toolUseId: z.string(), name: z.string(), input: z.unknown(), server: z.string().optional() }),
   event("tool_result", {
     turn: nonNegInt(),
     toolUseId: z.string(),

@@ -11,6 +11,7 @@ import { parseJobSpec } from "../src/spec.js";
 import { localBackend, localWorkerConfig } from "./support/backend.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse } from "./support/fake-anthropic.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
+import { toolRuleProblems } from "./support/tool-rules.js";
 
 const repo = mkdtempSync(join(tmpdir(), "pb-custom-tools-"));
 writeFileSync(join(repo, "a.txt"), "a\n");
@@ -19,26 +20,6 @@ afterEach(closeScripted);
 
 const schema = { type: "object", properties: { path: { type: "string" } }, required: ["path"], additionalProperties: false };
 const tool = (name: string, command: string, extra: Record<string, unknown> = {}) => ({ name, description: `the ${name} tool`, input_schema: schema, command, ...extra });
-
-// The Messages API's rules for a request's tools: unique names of its pattern; a client tool has an
-// input_schema of type object (and nothing but name, description, input_schema, cache_control);
-// a built-in tool has its type and name only.
-function checkToolsForMessagesApi(tools: any[]): string[] {
-  const problems: string[] = [];
-  const names = tools.map((t) => t.name);
-  if (new Set(names).size !== names.length) problems.push(`names not unique: ${names}`);
-  for (const t of tools) {
-    if (typeof t.name !== "string" || !/^[a-zA-Z0-9_-]{1,64}$/.test(t.name)) problems.push(`bad name ${t.name}`);
-    if (t.type !== undefined && t.type !== "custom") {
-      if (Object.keys(t).some((k) => !["type", "name", "cache_control", "max_characters"].includes(k))) problems.push(`built-in ${t.name} has extra keys`);
-      continue;
-    }
-    if (Object.keys(t).some((k) => !["type", "name", "description", "input_schema", "cache_control"].includes(k))) problems.push(`${t.name} has extra keys`);
-    if (t.input_schema?.type !== "object") problems.push(`${t.name}: input_schema.type is not object`);
-    if (t.description !== undefined && typeof t.description !== "string") problems.push(`${t.name}: description not a string`);
-  }
-  return problems;
-}
 
 describe("custom tools in a job (local backend)", () => {
   it("offers them with their schemas, runs a valid call with its input on stdin, refuses an invalid one without running it", async () => {
@@ -53,7 +34,7 @@ describe("custom tools in a job (local backend)", () => {
     const offered = fake.requests[0]!.body.tools;
     expect(offered.map((t: any) => t.name)).toEqual(["bash", "str_replace_based_edit_tool", "show_input", "touch_it"]);
     expect(offered[2]).toEqual({ name: "show_input", description: "the show_input tool", input_schema: schema });
-    expect(checkToolsForMessagesApi(offered)).toEqual([]);
+    expect(toolRuleProblems(offered)).toEqual([]);
     const [ok] = toolResults(fake.requests[1]);
     expect(ok.is_error).toBeUndefined();
     expect(toolResultText(ok)).toBe('uid=1000 cwd=/workspace stdin={"path":"a.txt"}');
@@ -75,7 +56,7 @@ describe("custom tools in a job (local backend)", () => {
       localBackend(),
     );
     expect(result.status).toBe("completed");
-    expect(checkToolsForMessagesApi(fake.requests[0]!.body.tools)).toEqual([]);
+    expect(toolRuleProblems(fake.requests[0]!.body.tools)).toEqual([]);
     const [failed] = toolResults(fake.requests[1]);
     expect(failed.is_error).toBe(true);
     expect(toolResultText(failed)).toBe("partial\n[stderr]\nbroken\n[exit code 3]");

@@ -1,6 +1,7 @@
 // The tool-use loop: model → tool calls → results → model, until the model ends its turn or a
 // limit is hit. It knows a Model and a runTool function, nothing of Docker.
 import { defaults } from "../config.js";
+import { mcpServerOf } from "../spec-tools.js";
 import { addUsage, emptyUsage, type EventInput, type JobStatus, type Usage } from "../spec.js";
 import type { ToolRun, ToolUseBlock } from "../tools/index.js";
 import { compact } from "./compact.js";
@@ -158,14 +159,14 @@ class LoopRun {
     const results: ContentBlock[] = [];
     for (const block of toolUses) {
       if (this.o.signal?.aborted) break;
-      this.emit({ type: "tool_call", turn: this.turns, toolUseId: block.id, name: block.name, input: block.input });
+      this.emit({ type: "tool_call", turn: this.turns, toolUseId: block.id, name: block.name, input: block.input, ...mcpServerOf(block.name) });
       const r = await inSpan("patchbay.tool", toolAttrs(block.name, this.toolNames, this.turns), async (span) => {
         const run = await this.o.runTool(block, this.o.signal);
         span.setAttributes(toolResultAttrs(run));
         return run;
       });
       this.emit({ type: "tool_result", turn: this.turns, toolUseId: block.id, name: block.name, output: r.content, isError: r.isError, ms: r.durationMs });
-      results.push({ type: "tool_result", tool_use_id: block.id, content: r.content, ...(r.isError ? { is_error: true } : {}) });
+      results.push({ type: "tool_result", tool_use_id: block.id, content: r.blocks ?? r.content, ...(r.isError ? { is_error: true } : {}) });
     }
     return results;
   }

@@ -10,6 +10,7 @@ import { defaults } from "../config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { customToolsOf, DEFAULT_EDITOR_TOOL, editorToolOf } from "../spec.js";
 import { Toolbox, type ToolUseBlock } from "../tools/index.js";
+import { McpHub } from "../tools/mcp.js";
 import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, RESUME_NOTE_PENDING, restoreCheckpoint, specHash, turnStateOf } from "./checkpoint.js";
 import type { JobContext } from "./context.js";
 import type { Prepared } from "./prepare.js";
@@ -43,7 +44,10 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
   const at = { round: restored?.round ?? 1 };
   const tools = editorToolOf(spec.tools) ?? DEFAULT_EDITOR_TOOL;
-  const toolbox = new Toolbox(sandbox, { tools, custom: customToolsOf(spec.tools), commandTimeoutSec: spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec });
+  const commandTimeoutSec = spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec;
+  // The spec's MCP servers, in the workspace once it is the agent's; one that cannot start fails the job (McpStartError).
+  const mcp = spec.mcp && Object.keys(spec.mcp.servers).length ? await prep.loaded.then(() => McpHub.start(sandbox, spec.mcp!.servers, { timeoutSec: commandTimeoutSec })) : undefined;
+  const toolbox = new Toolbox(sandbox, { tools, custom: customToolsOf(spec.tools), mcp, commandTimeoutSec });
   const loop: LoopOptions = {
     model: opts.model ?? modelFromConfig(config),
     modelName,

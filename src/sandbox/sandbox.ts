@@ -177,6 +177,17 @@ export class Sandbox {
   }
 
   /**
+   * Starts a long-lived process as the agent's uid in /workspace with its stdio attached (an MCP
+   * server): its output goes to `onData`, and it goes with the sandbox.
+   */
+  async spawn(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: { env?: string[] } = {}): Promise<Attached> {
+    const proc = await this.box.attach(argv, onData, { env: ["HOME=/home/agent", ...(opts.env ?? [])] });
+    this.attached.add(proc);
+    void proc.ended.then(() => this.attached.delete(proc), () => this.attached.delete(proc));
+    return proc;
+  }
+
+  /**
    * Runs a command in a fresh `bash --noprofile --norc` as the agent's uid, in /workspace, with the
    * image's environment only: nothing of the agent's shell (functions, variables, traps) applies,
    * and the exit code is the engine's, not a marker the agent could print. Used for verify.

@@ -61,6 +61,8 @@ export interface ToolOutput {
   isError: boolean;
   /** The process behind the tool ended under it (the shell exited): its sandbox may be gone too. */
   processLost?: boolean;
+  /** The tool_result's content for the API where it is more than text (an MCP tool's images); `content` then says it in text. */
+  blocks?: { type: string; [k: string]: unknown }[];
 }
 
 export interface TextEditorOptions {

@@ -9,6 +9,7 @@ import { TextEditor, toolName, type EditorFlavor, type ToolOutput } from "./edit
 import { editorDefinition, SandboxFs } from "./editor-tool.js";
 import { CustomToolRunner } from "./custom-tool.js";
 import type { CustomTool } from "../spec-tools.js";
+import type { McpHub } from "./mcp.js";
 
 export type ToolSet = EditorFlavor | "edit_file";
 
@@ -28,6 +29,8 @@ export interface ToolboxOptions {
   maxCharacters?: number;
   /** The spec's own tools (tools.custom), after the built-in ones. */
   custom?: CustomTool[];
+  /** The job's MCP servers, started (their tools after the spec's own). */
+  mcp?: McpHub;
 }
 
 /** The tools of one job on one sandbox; holds the editor's undo history. */
@@ -35,6 +38,7 @@ export class Toolbox {
   readonly tools: ToolSet;
   private handlers: Record<string, { run(input: unknown, signal?: AbortSignal): Promise<ToolOutput> }>;
   private readonly custom: CustomToolRunner[];
+  private readonly mcp?: McpHub;
 
   constructor(sandbox: Sandbox, opts: ToolboxOptions = {}) {
     this.tools = opts.tools ?? DEFAULT_EDITOR_TOOL;
@@ -46,7 +50,8 @@ export class Toolbox {
         : new TextEditor(fs, { flavor: this.tools, maxFileBytes: defaults.editor.maxFileBytes, maxCharacters: opts.maxCharacters ?? defaults.editor.maxCharacters });
     const commandTimeoutSec = opts.commandTimeoutSec ?? defaults.job.commandTimeoutSec;
     this.custom = (opts.custom ?? []).map((t) => new CustomToolRunner(sandbox, t, { timeoutSec: commandTimeoutSec }));
-    this.handlers = { bash, [this.editorName]: editor, ...Object.fromEntries(this.custom.map((c) => [c.tool.name, c])) };
+    this.mcp = opts.mcp;
+    this.handlers = { bash, [this.editorName]: editor, ...Object.fromEntries(this.custom.map((c) => [c.tool.name, c])), ...opts.mcp?.handlers() };
   }
 
   get editorName(): string {
@@ -55,7 +60,7 @@ export class Toolbox {
 
   /** Tool definitions for the Messages API. Built-in tools are sent schema-less. */
   definitions(opts: { maxCharacters?: number } = {}): unknown[] {
-    const own = this.custom.map((c) => c.definition);
+    const own = [...this.custom.map((c) => c.definition), ...(this.mcp?.definitions() ?? [])];
     if (this.tools === "edit_file") return [BashTool.jsonDefinition, editFileDefinition, ...own];
     return [BashTool.definition, editorDefinition(this.tools, opts.maxCharacters ?? defaults.editor.maxCharacters), ...own];
   }
