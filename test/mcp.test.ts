@@ -72,6 +72,19 @@ describe("MCP servers in a job (local backend)", () => {
     expect(shotEvent.output).toBe("here\n[image image/png, 70 bytes]");
   });
 
+  it("a verify round's end stops the servers with the agent's processes; the next round has them again", async () => {
+    const { result, fake } = await runScripted(
+      [reply(text("first round")), reply(toolUse("mcp__fx__read_file", { path: "a.txt" })), reply(text("second round"))],
+      { repo: { path: repo }, mcp: { servers: { fx: servers.fx } }, verify: "false", verifyRounds: 1 },
+      "mcp",
+      localBackend(),
+    );
+    expect(result.status).toBe("verify_failed");
+    const [after] = toolResults(fake.requests[2]);
+    expect(after.is_error).toBeUndefined();
+    expect(toolResultText(after)).toBe("fx:1000:hello\n");
+  });
+
   it("a server that cannot start fails the job with its reason, before the model is asked", async () => {
     const { result, fake } = await runScripted(
       [reply(text("never"))],

@@ -77,6 +77,7 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const outcome = restored?.ended
     ? outcomeOf({ ...restored, ended: restored.ended }, modelName)
     : await runAgentLoop(restored ? { ...loop, resume: { from: turnStateOf(restored), message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE, sendAll: true } } : loop);
-  const resume = (from: LoopOutcome, message: string) => inSpan("patchbay.agent", { "patchbay.round": at.round }, () => runAgentLoop({ ...loop, resume: { from, message } }));
+  // The round's end killed the agent's processes, MCP servers too: they start again for the next round.
+  const resume = (from: LoopOutcome, message: string) => inSpan("patchbay.agent", { "patchbay.round": at.round }, async () => (await mcp?.revive(), runAgentLoop({ ...loop, resume: { from, message } })));
   return { outcome, at, settled, resume };
 }

@@ -81,30 +81,57 @@ interface Offered {
 class McpConnection {
   gone?: string;
   readonly tools = new Map<string, { tool: string; definition: Offered }>();
+  private client?: Client;
+  transport?: AttachedTransport;
 
-  private constructor(readonly name: string, readonly client: Client, readonly transport: AttachedTransport) {}
+  private constructor(private readonly sandbox: Sandbox, readonly name: string, private readonly spec: McpServer) {}
 
   static async start(sandbox: Sandbox, name: string, spec: McpServer): Promise<McpConnection> {
-    const env = Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`);
-    const transport = new AttachedTransport((onData) => sandbox.spawn([spec.command, ...(spec.args ?? [])], onData, { env }));
+    const conn = new McpConnection(sandbox, name, spec);
+    await conn.open(true);
+    return conn;
+  }
+
+  /** Starts the server and its client; the first time, lists its tools. Throws McpStartError. */
+  private async open(list: boolean): Promise<void> {
+    const env = Object.entries(this.spec.env ?? {}).map(([k, v]) => `${k}=${v}`);
+    const transport = new AttachedTransport((onData) => this.sandbox.spawn([this.spec.command, ...(this.spec.args ?? [])], onData, { env }));
     const client = new Client({ name: "patchbay", version: "1" });
-    const conn = new McpConnection(name, client, transport);
     const why = () => `${transport.stderr.text().trim().slice(-600) || "no stderr"}`;
     try {
       await client.connect(transport, { timeout: START_TIMEOUT_MS });
-      const listed = await client.listTools(undefined, { timeout: START_TIMEOUT_MS });
-      for (const t of listed.tools) {
-        const offered = mcpToolName(name, t.name);
-        const said = offered === `${MCP_PREFIX}${name}__${t.name}` ? "" : ` (its MCP name: ${JSON.stringify(t.name.slice(0, 200))})`;
-        const description = `${(t.description ?? "").slice(0, 4096)}${said}`.trim();
-        conn.tools.set(offered, { tool: t.name, definition: { name: offered, ...(description ? { description } : {}), input_schema: { ...t.inputSchema, type: "object" } } });
-      }
+      if (list) this.offer((await client.listTools(undefined, { timeout: START_TIMEOUT_MS })).tools);
     } catch (err) {
       await transport.close();
-      throw new McpStartError(`MCP server ${JSON.stringify(name)} did not start: ${(err as Error).message.slice(0, 300)} (stderr: ${why()})`);
+      throw new McpStartError(`MCP server ${JSON.stringify(this.name)} did not start: ${(err as Error).message.slice(0, 300)} (stderr: ${why()})`);
     }
-    transport.onclose = () => void (conn.gone ??= `it exited (stderr: ${why()})`);
-    return conn;
+    transport.onclose = () => void (this.gone ??= `it exited (stderr: ${why()})`);
+    this.client = client;
+    this.transport = transport;
+  }
+
+  private offer(tools: { name: string; description?: string; inputSchema: Record<string, unknown> }[]): void {
+    for (const t of tools) {
+      const offered = mcpToolName(this.name, t.name);
+      const said = offered === `${MCP_PREFIX}${this.name}__${t.name}` ? "" : ` (its MCP name: ${JSON.stringify(t.name.slice(0, 200))})`;
+      const description = `${(t.description ?? "").slice(0, 4096)}${said}`.trim();
+      this.tools.set(offered, { tool: t.name, definition: { name: offered, ...(description ? { description } : {}), input_schema: { ...t.inputSchema, type: "object" } } });
+    }
+  }
+
+  /** A server that stopped (the end of an agent round kills the agent's processes) started again, for the next round. */
+  async revive(): Promise<void> {
+    if (!this.gone) return;
+    try {
+      await this.open(false);
+      this.gone = undefined;
+    } catch (err) {
+      this.gone = `it stopped and could not be started again: ${(err as Error).message}`;
+    }
+  }
+
+  close(): Promise<void> {
+    return this.client?.close().catch(() => {}) ?? Promise.resolve();
   }
 
   async call(offered: string, input: unknown, opts: { timeoutSec: number; maxBytes: number; signal?: AbortSignal }): Promise<ToolOutput> {
@@ -112,7 +139,7 @@ class McpConnection {
     const label = `MCP server ${JSON.stringify(this.name)}`;
     if (this.gone) return { content: `The ${label} is not running: ${this.gone}.`, isError: true };
     try {
-      const r = await this.client.callTool({ name: tool, arguments: input as Record<string, unknown> }, undefined, { timeout: opts.timeoutSec * 1000, signal: opts.signal });
+      const r = await this.client!.callTool({ name: tool, arguments: input as Record<string, unknown> }, undefined, { timeout: opts.timeoutSec * 1000, signal: opts.signal });
       return resultOf(r as { content?: unknown[]; isError?: boolean }, opts.maxBytes);
     } catch (err) {
       const msg = (err as Error).message;
@@ -160,7 +187,7 @@ export class McpHub {
     const failed = started.find((s) => s.status === "rejected");
     const conns = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
     if (failed) {
-      await Promise.all(conns.map((c) => c.transport.close()));
+      await Promise.all(conns.map((c) => c.close()));
       throw failed.reason;
     }
     return new McpHub(conns, { timeoutSec: opts.timeoutSec ?? defaults.job.commandTimeoutSec, maxBytes: opts.maxBytes ?? defaults.shell.maxOutputBytes });
@@ -175,7 +202,12 @@ export class McpHub {
     return Object.fromEntries(this.conns.flatMap((c) => [...c.tools.keys()].map((name) => [name, { run: (input: unknown, signal?: AbortSignal) => c.call(name, input, { ...this.opts, signal }) }])));
   }
 
+  /** Starts again the servers that stopped (between verify rounds: see src/job/rounds.ts). */
+  async revive(): Promise<void> {
+    await Promise.all(this.conns.map((c) => c.revive()));
+  }
+
   async close(): Promise<void> {
-    await Promise.all(this.conns.map((c) => c.client.close().catch(() => {})));
+    await Promise.all(this.conns.map((c) => c.close()));
   }
 }
