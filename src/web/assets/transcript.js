@@ -208,6 +208,8 @@
       }
       case "tool_call": {
         var x = this.tool(e.turn, String(e.toolUseId), e.name);
+        // An MCP tool's call names its server (the tool may be shown already, from the model's answer).
+        if (e.server && !x.server) x.server = x.el.firstChild.insertBefore(el("span", "meta server", "MCP server " + e.server), x.input);
         this.fillInput(x, e.name, e.input);
         break;
       }
