@@ -1,0 +1,65 @@
+// MCP servers on Docker: a per-repo image with Node made by `patchbay image build --from` (the
+// host's node, and test/fixtures/mcp-server.mjs bundled with its SDK into one file), its server
+// run in a hardened sandbox (read-only root, no network, uid 1000) through a real job driven by
+// the scripted model.
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { build } from "esbuild";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { reply, text, toolResults, toolResultText, toolUse } from "./support/fake-anthropic.js";
+import { closeScripted, runScripted } from "./support/scripted-job.js";
+import { toolRuleProblems } from "./support/tool-rules.js";
+import { ensureBuilt, patchbay } from "./cli-helpers.js";
+
+const TAG = "patchbay-test-node:mcp";
+const DOCKERFILE = `FROM patchbay-sandbox:latest
+COPY node /usr/local/bin/node
+COPY mcp-server.mjs /opt/mcp/server.mjs
+`;
+
+let repo = "";
+beforeAll(async () => {
+  // A fixed context directory with fixed mtimes, so a second run finds the image up to date.
+  const ctx = "/var/tmp/patchbay-test-mcp-image";
+  mkdirSync(ctx, { recursive: true });
+  const fixed = new Date("2026-01-01T00:00:00Z");
+  copyFileSync(process.execPath, join(ctx, "node"));
+  await build({ entryPoints: ["test/fixtures/mcp-server.mjs"], bundle: true, platform: "node", format: "esm", outfile: join(ctx, "mcp-server.mjs"), logLevel: "error" });
+  writeFileSync(join(ctx, "Dockerfile"), DOCKERFILE);
+  for (const f of ["node", "mcp-server.mjs", "Dockerfile"]) utimesSync(join(ctx, f), fixed, fixed);
+  await ensureBuilt();
+  const built = await patchbay(["image", "build", "--from", ctx, "--tag", TAG, "--json"], {}, { timeoutMs: 600_000 });
+  expect(built.code, built.stderr).toBe(0);
+  repo = mkdtempSync(join(tmpdir(), "pb-mcp-docker-"));
+  writeFileSync(join(repo, "a.txt"), "hello\n");
+}, 900_000);
+afterAll(() => {
+  if (repo) rmSync(repo, { recursive: true, force: true });
+});
+afterEach(closeScripted);
+
+describe("an MCP server in a per-repo image with Node (Docker)", { timeout: 300_000 }, () => {
+  it("its tools offered and called: a file read as the agent, an image, a hanging call given up, a crash an error", async () => {
+    const fx = { command: "node", args: ["/opt/mcp/server.mjs"], env: { FIXTURE_NAME: "fx" } };
+    const { result, fake } = await runScripted(
+      [
+        reply(toolUse("mcp__fx__read_file", { path: "a.txt" }), toolUse("mcp__fx__screenshot", {})),
+        reply(toolUse("mcp__fx__hang", {})),
+        reply(toolUse("mcp__fx__crash", {}), toolUse("bash", { command: "echo fine" })),
+        reply(text("done")),
+      ],
+      { repo: { path: repo }, image: TAG, mcp: { servers: { fx } }, commandTimeoutSec: 2 },
+      "mcp-docker",
+    );
+    expect(result.status).toBe("completed");
+    expect(toolRuleProblems(fake.requests[0]!.body.tools)).toEqual([]);
+    const [read, shot] = toolResults(fake.requests[1]);
+    expect(toolResultText(read)).toBe("fx:1000:hello\n");
+    expect(shot.content[1]).toMatchObject({ type: "image", source: { type: "base64", media_type: "image/png" } });
+    expect(toolResults(fake.requests[2])[0]).toMatchObject({ is_error: true, content: expect.stringContaining("did not answer hang within 2 s") });
+    const [crashed, bash] = toolResults(fake.requests[3]);
+    expect(crashed).toMatchObject({ is_error: true, content: expect.stringContaining("fixture: crashing on purpose") });
+    expect(toolResultText(bash)).toBe("fine");
+  });
+});
