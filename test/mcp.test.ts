@@ -97,6 +97,12 @@ describe("MCP servers in a job (local backend)", () => {
     expect(fake.requests).toHaveLength(0);
   });
 
+  it("a server that lists more tools than a server may offer fails the job so", async () => {
+    const { result } = await runScripted([reply(text("never"))], { repo: { path: repo }, mcp: { servers: { many: { command: "node", args: [SERVER], env: { FIXTURE_MANY: "1" } } } } }, "mcp", localBackend());
+    expect(result.status).toBe("failed");
+    expect(result.error).toMatch(/^MCP server "many" did not start: it lists 135 tools, more than the 128 a server may offer/);
+  });
+
   it("a worker with PATCHBAY_ALLOW_MCP=0 refuses the spec", async () => {
     const fake = await startFakeAnthropic([reply(text("never asked"))]);
     try {

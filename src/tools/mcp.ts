@@ -25,6 +25,9 @@ const MAX_LINE_BYTES = 8 * 1024 * 1024;
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 const MAX_IMAGE_BASE64 = 5 * 1024 * 1024;
 const START_TIMEOUT_MS = 60_000;
+// A server's tools go to the model on every request: bounded in number and size.
+const MAX_TOOLS = 128;
+const MAX_SCHEMA_CHARS = 64 * 1024;
 
 /** Its stdin and stdout as the SDK's Transport: a JSON-RPC message per line. */
 class AttachedTransport implements Transport {
@@ -111,6 +114,9 @@ class McpConnection {
   }
 
   private offer(tools: { name: string; description?: string; inputSchema: Record<string, unknown> }[]): void {
+    if (tools.length > MAX_TOOLS) throw new Error(`it lists ${tools.length} tools, more than the ${MAX_TOOLS} a server may offer`);
+    const big = tools.find((t) => JSON.stringify(t.inputSchema).length > MAX_SCHEMA_CHARS);
+    if (big) throw new Error(`the input schema of its tool ${JSON.stringify(big.name.slice(0, 100))} is over ${MAX_SCHEMA_CHARS} characters`);
     for (const t of tools) {
       const offered = mcpToolName(this.name, t.name);
       const said = offered === `${MCP_PREFIX}${this.name}__${t.name}` ? "" : ` (its MCP name: ${JSON.stringify(t.name.slice(0, 200))})`;
