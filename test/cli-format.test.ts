@@ -49,6 +49,7 @@ function everyLine(s: string): string[] {
     e({ type: "model_retry", retry: 1, error: s }),
     e({ type: "tool_call", turn: 1, toolUseId: "t", name: "bash", input: { command: s } }),
     e({ type: "tool_call", turn: 1, toolUseId: "t", name: s, input: { command: s, path: s } }),
+    e({ type: "tool_call", turn: 1, toolUseId: "t", name: "mcp__x__y", input: { q: s }, server: s }),
     e({ type: "tool_result", turn: 1, toolUseId: "t", name: "bash", output: s, isError: true, ms: 5 }),
     e({ type: "verify", command: s, exitCode: 1, outputTail: s, ms: 5 }),
     e({ type: "patch", filesChanged: [s], diffstat: s, bytes: 3 }),
@@ -81,6 +82,12 @@ describe("formatEvent strips terminal control sequences", () => {
       expect(line).not.toMatch(CONTROL);
       expect(line).not.toContain("\x1b");
     }
+  });
+
+  it("a custom or MCP tool call shows its input as JSON, and the MCP server", () => {
+    const call = (x: object) => formatEvent({ ...base, type: "tool_call", turn: 1, toolUseId: "t", ...x } as TranscriptEvent);
+    expect(call({ name: "mcp__docs__search", input: { q: "retry" }, server: "docs" })).toMatch(/ mcp__docs__search \(MCP server docs\): \{"q":"retry"\}$/);
+    expect(call({ name: "run_tests", input: { filter: "a" } })).toMatch(/ run_tests: \{"filter":"a"\}$/);
   });
 
   it("keeps the exact visible text", () => {

@@ -2,6 +2,7 @@
 // progress per transcript event, and the final line.
 // Every string in an event may come from a hostile repo or model (task, commands, tool output and input,
 // file names, errors): nothing in it may reach the terminal as a control sequence (see term.ts).
+import { BUILTIN_TOOL_NAMES } from "../spec-tools.js";
 import { filesChangedCount, type JobResult, type TranscriptEvent } from "../spec.js";
 import { safeText } from "../term.js";
 
@@ -46,8 +47,9 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
       return `${t} model API: ${e.error}; retry ${e.retry}`;
     case "tool_call": {
       const input = e.input as Record<string, unknown>;
-      const what = e.name === "bash" ? String(input.command ?? (input.restart ? "(restart)" : "")) : `${input.command ?? ""} ${input.path ?? ""}`;
-      return `${t}   ${e.name}: ${short(what, 90)}`;
+      // A spec's own tool or an MCP server's: its input as JSON, and the server.
+      const what = e.name === "bash" ? String(input.command ?? (input.restart ? "(restart)" : "")) : BUILTIN_TOOL_NAMES.includes(e.name) ? `${input.command ?? ""} ${input.path ?? ""}` : JSON.stringify(e.input ?? null, (_k, v: unknown) => (typeof v === "string" ? safeText(v, { oneLine: true }) : v));
+      return `${t}   ${e.server ? `${e.name} (MCP server ${short(e.server, 40)})` : e.name}: ${short(what, 90)}`;
     }
     case "tool_result":
       if (!e.isError && !opts.verbose) return undefined;
