@@ -35,6 +35,13 @@ const OTEL_ENV = {
 // Anthropic's Bedrock and Vertex SDKs and the AWS and Google SDKs name them.
 const PROVIDER_ENV = {
   PATCHBAY_PROVIDER: z.enum(PROVIDERS).default("anthropic"),
+  /** The providers a JobSpec's `provider` may name, comma-separated (default: PATCHBAY_PROVIDER alone). */
+  PATCHBAY_PROVIDERS: z.string().optional().transform((s, ctx) => {
+    const list = (s ?? "").split(",").map((x) => x.trim()).filter(Boolean);
+    const bad = list.find((x) => !(PROVIDERS as readonly string[]).includes(x));
+    if (bad !== undefined) ctx.addIssue({ code: "custom", message: `each must be one of ${PROVIDERS.join(", ")} (got ${JSON.stringify(bad.slice(0, 40))})` });
+    return list.length ? (list as (typeof PROVIDERS)[number][]) : undefined;
+  }),
   AWS_REGION: z.string().optional(),
   AWS_DEFAULT_REGION: z.string().optional(),
   AWS_ACCESS_KEY_ID: z.string().optional(),
@@ -309,6 +316,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
       allowCustomTools: e.PATCHBAY_ALLOW_CUSTOM_TOOLS === "1",
       allowMcp: e.PATCHBAY_ALLOW_MCP === "1",
+      providers: [...new Set([e.PATCHBAY_PROVIDER, ...(e.PATCHBAY_PROVIDERS ?? [])])],
       maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
       maxCpus: e.PATCHBAY_MAX_CPUS,
       maxPids: e.PATCHBAY_MAX_PIDS,

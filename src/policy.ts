@@ -11,6 +11,8 @@ export interface SandboxPolicy {
   allowCustomTools?: boolean;
   /** Whether a spec may run MCP servers (mcp); undefined: yes. */
   allowMcp?: boolean;
+  /** The providers a spec's `provider` may name (the worker's own first); undefined: any. */
+  providers?: readonly string[];
   maxMemoryMb: number;
   maxCpus: number;
   maxPids: number;
@@ -65,6 +67,8 @@ export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxIm
     out.push('limits.network: "bridge" (the full network in every phase) is not allowed by this worker; its sandboxes have none (PATCHBAY_ALLOW_BRIDGE=1 on the worker allows it; for setup, network.setup.allow names hosts instead)');
   if (customToolsOf(spec.tools).length && policy.allowCustomTools === false)
     out.push("tools.custom: a spec's own tools are not allowed by this worker (PATCHBAY_ALLOW_CUSTOM_TOOLS=1 on the worker allows them)");
+  if (spec.provider && policy.providers && !policy.providers.includes(spec.provider))
+    out.push(`provider: "${spec.provider}" is not allowed by this worker, which reaches Claude through ${policy.providers.join(", ")} (PATCHBAY_PROVIDERS=${[...policy.providers, spec.provider].join(",")} on the worker allows it, with that platform's credentials there)`);
   if (spec.mcp && Object.keys(spec.mcp.servers).length && policy.allowMcp === false)
     out.push("mcp: MCP servers are not allowed by this worker (PATCHBAY_ALLOW_MCP=1 on the worker allows them)");
   const over = (field: string, value: number | undefined, max: number, knob: string) => {

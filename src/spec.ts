@@ -5,6 +5,7 @@
 // error, not a silently ignored key) and every failure becomes one readable line that names the
 // field. Outputs (JobResult, TranscriptEvent) are produced by patchbay itself; their schemas exist
 // so readers can validate what they load.
+import { PROVIDERS } from "./config-provider.js";
 import { z } from "zod";
 import { defaults, pidsProblem } from "./config.js";
 import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "./allow.js";
@@ -148,6 +149,8 @@ export const JobSpec = z.strictObject({
   /** How many more times a failed verify is fed back to the model (default 2; 0 = verify once and report). */
   verifyRounds: intRange(0, 10).optional(),
   model: nonEmpty("a non-empty model id").optional(),
+  /** Where this job's model is reached (anthropic, bedrock, vertex); default and allowed ones: the worker's (PATCHBAY_PROVIDER, PATCHBAY_PROVIDERS). */
+  provider: z.enum(PROVIDERS, { error: (iss) => `must be one of ${PROVIDERS.join(", ")} (got ${show(iss.input)})` }).optional(),
   maxTurns: positiveInt().max(10_000, atMost(10_000)).optional(),
   /** Output tokens per model response. */
   maxTokens: positiveInt().max(1_000_000, atMost(1_000_000)).optional(),

@@ -31,7 +31,7 @@ describe("loadConfig", () => {
       healthTimeoutMs: 10_000,
       throttleMs: 10_000,
       throttleMaxMs: 60_000,
-      policy: { allowBridge: false, maxMemoryMb: 8192, maxCpus: 4, maxPids: 1024, maxDiskMb: 10_240, maxTimeoutSec: 14_400, maxCommandTimeoutSec: 3600, images: undefined, allowCustomTools: true, allowMcp: true },
+      policy: { allowBridge: false, maxMemoryMb: 8192, maxCpus: 4, maxPids: 1024, maxDiskMb: 10_240, maxTimeoutSec: 14_400, maxCommandTimeoutSec: 3600, images: undefined, allowCustomTools: true, allowMcp: true, providers: ["anthropic"] },
       gitCredentials: undefined,
       retentionSec: 7 * 24 * 3600,
       dashboardMaxStreams: 64,
@@ -71,7 +71,7 @@ describe("loadConfig", () => {
       PATCHBAY_API_TOKENS: " ci:write:0123456789abcdef, grafana:read:fedcba98:76543210 ", PATCHBAY_API_CORS_ORIGINS: "https://app.example.org, http://localhost:3000", PATCHBAY_API_REPO_ROOTS: "/srv/repos, /home/ci/work/", PATCHBAY_TRACK_EVERY_MS: "90000", PATCHBAY_ALLOW_CUSTOM_TOOLS: "0", PATCHBAY_ALLOW_MCP: "0",
       PATCHBAY_DEBUG: "1", DOCKER_HOST: "tcp://e:2376", DOCKER_TLS: "yes", DOCKER_CERT_PATH: "/certs",
       PIP_INDEX_URL: "https://pi/simple", PIP_EXTRA_INDEX_URL: " https://a/s  https://b/s ", PIP_CONFIG_FILE: "/pip.conf", GIT_SSH_COMMAND: "ssh -i k", PATH: "/bin",
-      PATCHBAY_PROVIDER: "bedrock", AWS_REGION: "eu-west-3", AWS_DEFAULT_REGION: "eu-west-1", AWS_ACCESS_KEY_ID: "AKIA1", AWS_SECRET_ACCESS_KEY: "s", AWS_SESSION_TOKEN: "st",
+      PATCHBAY_PROVIDER: "bedrock", PATCHBAY_PROVIDERS: " vertex, bedrock ", AWS_REGION: "eu-west-3", AWS_DEFAULT_REGION: "eu-west-1", AWS_ACCESS_KEY_ID: "AKIA1", AWS_SECRET_ACCESS_KEY: "s", AWS_SESSION_TOKEN: "st",
       AWS_PROFILE: "ops", AWS_SHARED_CREDENTIALS_FILE: "/aws/c", AWS_CONFIG_FILE: "/aws/k", AWS_BEARER_TOKEN_BEDROCK: "bt", ANTHROPIC_BEDROCK_BASE_URL: "http://b",
       CLOUD_ML_REGION: "us-east5", ANTHROPIC_VERTEX_PROJECT_ID: "p", ANTHROPIC_VERTEX_BASE_URL: "http://v/v1", GOOGLE_APPLICATION_CREDENTIALS: "/g.json", CLOUDSDK_CONFIG: "/gc",
     };
@@ -81,7 +81,7 @@ describe("loadConfig", () => {
       lockDurationMs: 1, lockRenewMs: 1, checkpoints: false, checkpointMaxBytes: 15, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
       cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8,
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicAuthToken: "t", anthropicBaseUrl: "http://x",
-      policy: { allowBridge: true, maxMemoryMb: 4096, maxCpus: 1.5, maxPids: 300, maxDiskMb: 2048, maxTimeoutSec: 3600, maxCommandTimeoutSec: 600, images: ["py:3.12", "@from"], allowCustomTools: false, allowMcp: false },
+      policy: { allowBridge: true, maxMemoryMb: 4096, maxCpus: 1.5, maxPids: 300, maxDiskMb: 2048, maxTimeoutSec: 3600, maxCommandTimeoutSec: 600, images: ["py:3.12", "@from"], allowCustomTools: false, allowMcp: false, providers: ["bedrock", "vertex"] },
       gitCredentials: "/etc/patchbay/git-credentials",
       retentionSec: 120, trackEveryMs: 90_000, dashboardMaxStreams: 5, dashboardTls: { cert: "/c.pem", key: "/k.pem" }, egressDir: "/var/e", backend: "local", testBackends: true,
       apiTokens: [{ name: "ci", scope: "write", token: "0123456789abcdef" }, { name: "grafana", scope: "read", token: "fedcba98:76543210" }],
@@ -247,5 +247,13 @@ describe("forges (PATCHBAY_FORGES and the tokens)", () => {
     expect(() => loadConfig({ PATCHBAY_FORGES: "a.x=github@https://u:p@a.x" })).toThrow(/without credentials/);
     expect(() => loadConfig({ PATCHBAY_FORGES: "a.x=github@nota url" })).toThrow(/entry 1 must be/);
     expect(parseForges("a.x=github@http://[bad")).toMatch(/is not a URL/);
+  });
+});
+
+describe("PATCHBAY_PROVIDERS", () => {
+  it("the providers a spec may name: the worker's own first, then the list; a bad name refused", () => {
+    expect(loadConfig({}).policy.providers).toEqual(["anthropic"]);
+    expect(loadConfig({ PATCHBAY_PROVIDER: "vertex", PATCHBAY_PROVIDERS: "anthropic,vertex" }).policy.providers).toEqual(["vertex", "anthropic"]);
+    expect(() => loadConfig({ PATCHBAY_PROVIDERS: "anthropic,azure" })).toThrow(/PATCHBAY_PROVIDERS: each must be one of anthropic, bedrock, vertex \(got "azure"\)/);
   });
 });

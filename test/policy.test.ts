@@ -56,6 +56,18 @@ describe("the worker's policy: network and bounds", () => {
   });
 });
 
+describe("the worker's policy: the provider a spec names", () => {
+  it("its own provider is fine; another only where PATCHBAY_PROVIDERS lists it; a bad name is a spec error", () => {
+    expect(check({ provider: "anthropic" })).toEqual([]);
+    expect(check({ provider: "bedrock" })).toEqual([
+      'provider: "bedrock" is not allowed by this worker, which reaches Claude through anthropic (PATCHBAY_PROVIDERS=anthropic,bedrock on the worker allows it, with that platform\'s credentials there)',
+    ]);
+    expect(check({ provider: "bedrock" }, loadConfig({ PATCHBAY_PROVIDERS: "anthropic,bedrock" }).policy)).toEqual([]);
+    expect(check({ provider: "anthropic" }, loadConfig({ PATCHBAY_PROVIDER: "vertex" }).policy)).toEqual([expect.stringMatching(/^provider: "anthropic" is not allowed by this worker, which reaches Claude through vertex/)]);
+    expect(parseJobSpec({ task: "t", repo: { path: "/r" }, provider: "azure" })).toMatchObject({ ok: false, error: 'invalid JobSpec: provider: must be one of anthropic, bedrock, vertex (got "azure")' });
+  });
+});
+
 describe("the worker's policy: images", () => {
   it("names images as the engine does", () => {
     expect(normalizeImage("python")).toBe("python:latest");

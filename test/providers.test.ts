@@ -92,9 +92,9 @@ const script = () => [
   reply(text("Wrote note.txt.")),
 ];
 
-async function job(config: ReturnType<typeof loadConfig>) {
+async function job(config: ReturnType<typeof loadConfig>, extra: Record<string, unknown> = {}) {
   const events: TranscriptEvent[] = [];
-  const result = await runJob({ task: "Write note.txt.", repo: { path: CLAMP }, maxTurns: 4 }, { config, onEvent: (e) => events.push(e), backend: localBackend(), labels: { "patchbay.test": "providers" } });
+  const result = await runJob({ task: "Write note.txt.", repo: { path: CLAMP }, maxTurns: 4, ...extra }, { config, onEvent: (e) => events.push(e), backend: localBackend(), labels: { "patchbay.test": "providers" } });
   return { result, events };
 }
 
@@ -134,6 +134,16 @@ describe("a whole scripted job through each platform's SDK client", () => {
     expect(vertex.seen[0]!.body.anthropic_version).toMatch(/^\d{4}-\d{2}-\d{2}$/);
     const recorded = JSON.stringify({ result, events });
     for (const secret of [vertex.adc.client_secret!, vertex.adc.refresh_token!, "ya29.fake-1"]) expect(recorded).not.toContain(secret);
+  });
+
+  it("a JobSpec's provider: a worker on the first-party API whose PATCHBAY_PROVIDERS lists bedrock runs that job on Bedrock; one that does not refuses it", async () => {
+    const bedrock = await startBedrockFake(script(), { accessKeyId: AWS.AWS_ACCESS_KEY_ID, secretAccessKey: AWS.AWS_SECRET_ACCESS_KEY, region: "eu-west-3" });
+    fake = bedrock;
+    const env = { ...NO_PLATFORM_ENV, AWS_REGION: "eu-west-3", AWS_ACCESS_KEY_ID: AWS.AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: AWS.AWS_SECRET_ACCESS_KEY, ANTHROPIC_BEDROCK_BASE_URL: bedrock.url, ANTHROPIC_BASE_URL: "http://127.0.0.1:9", PATCHBAY_MODEL: "claude-sonnet-4-5" };
+    const { result } = await job(localWorkerConfig({ ...env, PATCHBAY_PROVIDERS: "anthropic,bedrock" }), { provider: "bedrock" });
+    expect(result.status, result.error).toBe("completed");
+    expect(bedrock.seen.map((s) => s.problems)).toEqual([[], []]);
+    await expect(job(localWorkerConfig(env), { provider: "bedrock" })).rejects.toThrow(/provider: "bedrock" is not allowed by this worker, which reaches Claude through anthropic/);
   });
 
   it("the Bedrock stand-in refuses what Bedrock refuses: a request signed for another region, or with another secret", async () => {

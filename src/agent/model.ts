@@ -83,8 +83,8 @@ export interface AnthropicModelOptions {
 }
 
 /** The worker's model from its Config: the provider's client, its credentials and base URL. */
-export const modelFromConfig = (config: Pick<Config, "anthropicApiKey" | "anthropicBaseUrl" | "provider">): AnthropicModel =>
-  new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl, provider: config.provider });
+export const modelFromConfig = (config: Pick<Config, "anthropicApiKey" | "anthropicBaseUrl" | "provider">, provider?: ProviderConfig["name"]): AnthropicModel =>
+  new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl, provider: provider ? { ...config.provider, name: provider } : config.provider });
 
 export class AnthropicModel implements Model {
   private onRetry?: (r: RetryInfo) => void;

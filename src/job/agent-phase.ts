@@ -49,7 +49,7 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const mcp = spec.mcp && Object.keys(spec.mcp.servers).length ? await prep.loaded.then(() => McpHub.start(sandbox, spec.mcp!.servers, { timeoutSec: commandTimeoutSec })) : undefined;
   const toolbox = new Toolbox(sandbox, { tools, custom: customToolsOf(spec.tools), mcp, commandTimeoutSec });
   const loop: LoopOptions = {
-    model: opts.model ?? modelFromConfig(config),
+    model: opts.model ?? modelFromConfig(config, spec.provider),
     modelName,
     system: systemPrompt({ tools, verify: spec.verify }),
     task: spec.task,
