@@ -1,10 +1,11 @@
 // A JobSpec's MCP servers: an MCP server written with the SDK (test/fixtures/mcp-server.mjs) run in
 // the job's sandbox with the host's node, its tools offered as mcp__SERVER__TOOL, driven by the
 // scripted model through runJob. On the local backend (runJob's logic; the box sees the host's
-// node and node_modules, though not a checkout under /tmp: the box has a /tmp of its own).
+// node; the server is bundled outside /tmp, which the box has of its own).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { buildSync } from "esbuild";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
@@ -15,10 +16,17 @@ import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse }
 import { closeScripted, runScripted } from "./support/scripted-job.js";
 import { toolRuleProblems } from "./support/tool-rules.js";
 
-const SERVER = resolve("test/fixtures/mcp-server.mjs");
+// The fixture bundled with its SDK into one file outside /tmp: the box has a /tmp of its own, so a
+// checkout under /tmp (a CI clone) would be out of its sight.
+const BUNDLE_DIR = mkdtempSync("/var/tmp/pb-mcp-local-");
+const SERVER = join(BUNDLE_DIR, "server.mjs");
+buildSync({ entryPoints: [resolve("test/fixtures/mcp-server.mjs")], bundle: true, platform: "node", format: "esm", outfile: SERVER, logLevel: "error" });
 const repo = mkdtempSync(join(tmpdir(), "pb-mcp-"));
 writeFileSync(join(repo, "a.txt"), "hello\n");
-afterAll(() => rmSync(repo, { recursive: true, force: true }));
+afterAll(() => {
+  rmSync(repo, { recursive: true, force: true });
+  rmSync(BUNDLE_DIR, { recursive: true, force: true });
+});
 afterEach(closeScripted);
 
 const servers = { fx: { command: "node", args: [SERVER], env: { FIXTURE_NAME: "fx" } }, other: { command: "node", args: [SERVER], env: { FIXTURE_NAME: "other" } } };
