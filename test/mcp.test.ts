@@ -2,7 +2,7 @@
 // the job's sandbox with the host's node, its tools offered as mcp__SERVER__TOOL, driven by the
 // scripted model through runJob. On the local backend (runJob's logic; the box sees the host's
 // node; the server is bundled outside /tmp, which the box has of its own).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { buildSync } from "esbuild";
@@ -21,6 +21,7 @@ import { toolRuleProblems } from "./support/tool-rules.js";
 const BUNDLE_DIR = mkdtempSync("/var/tmp/pb-mcp-local-");
 const SERVER = join(BUNDLE_DIR, "server.mjs");
 buildSync({ entryPoints: [resolve("test/fixtures/mcp-server.mjs")], bundle: true, platform: "node", format: "esm", outfile: SERVER, logLevel: "error" });
+chmodSync(BUNDLE_DIR, 0o755); // the agent's uid runs it
 const repo = mkdtempSync(join(tmpdir(), "pb-mcp-"));
 writeFileSync(join(repo, "a.txt"), "hello\n");
 afterAll(() => {
