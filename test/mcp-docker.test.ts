@@ -2,35 +2,19 @@
 // host's node, and test/fixtures/mcp-server.mjs bundled with its SDK into one file), its server
 // run in a hardened sandbox (read-only root, no network, uid 1000) through a real job driven by
 // the scripted model.
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { build } from "esbuild";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { reply, text, toolResults, toolResultText, toolUse } from "./support/fake-anthropic.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
 import { toolRuleProblems } from "./support/tool-rules.js";
-import { ensureBuilt, patchbay } from "./cli-helpers.js";
-
-const TAG = "patchbay-test-node:mcp";
-const DOCKERFILE = `FROM patchbay-sandbox:latest
-COPY node /usr/local/bin/node
-COPY mcp-server.mjs /opt/mcp/server.mjs
-`;
+import { buildMcpImage } from "./support/mcp-image.js";
 
 let repo = "";
+let TAG = "";
 beforeAll(async () => {
-  // A fixed context directory with fixed mtimes, so a second run finds the image up to date.
-  const ctx = "/var/tmp/patchbay-test-mcp-image";
-  mkdirSync(ctx, { recursive: true });
-  const fixed = new Date("2026-01-01T00:00:00Z");
-  copyFileSync(process.execPath, join(ctx, "node"));
-  await build({ entryPoints: ["test/fixtures/mcp-server.mjs"], bundle: true, platform: "node", format: "esm", outfile: join(ctx, "mcp-server.mjs"), logLevel: "error" });
-  writeFileSync(join(ctx, "Dockerfile"), DOCKERFILE);
-  for (const f of ["node", "mcp-server.mjs", "Dockerfile"]) utimesSync(join(ctx, f), fixed, fixed);
-  await ensureBuilt();
-  const built = await patchbay(["image", "build", "--from", ctx, "--tag", TAG, "--json"], {}, { timeoutMs: 600_000 });
-  expect(built.code, built.stderr).toBe(0);
+  TAG = await buildMcpImage();
   repo = mkdtempSync(join(tmpdir(), "pb-mcp-docker-"));
   writeFileSync(join(repo, "a.txt"), "hello\n");
 }, 900_000);
