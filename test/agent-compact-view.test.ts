@@ -2,15 +2,10 @@
 // `patchbay view` writes and whose transcript.js the dashboard's job page runs too) in Chromium,
 // with a hostile summary shown as inert text and the summary request's tokens in the totals; and
 // the CLI's progress line.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { formatEvent } from "../src/cli/format.js";
 import { TranscriptEvent } from "../src/spec.js";
-import { renderTranscriptHtml } from "../src/web/html.js";
-import { launchBrowser, recordPage } from "./support/browser.js";
+import { inView } from "./support/browser.js";
 
 const base = { jobId: "compact-1", attempt: 1 };
 const ts = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
@@ -24,15 +19,7 @@ const events = [
 
 describe("a context_compacted event, shown", { timeout: 120_000 }, () => {
   it("the view shows its counts and the summary as text, and counts its tokens in the totals", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "pb-compact-view-"));
-    const browser = await launchBrowser();
-    try {
-      const file = join(dir, "t.html");
-      writeFileSync(file, renderTranscriptHtml(events));
-      const page = await browser.newPage();
-      const rec = recordPage(page);
-      await page.goto(pathToFileURL(file).href);
-      await page.locator("body[data-rendered]").waitFor();
+    await inView(events, async (page, rec, url) => {
       const card = page.locator(".ev.compacted");
       expect(await card.count()).toBe(1);
       expect(await card.locator(".title").textContent()).toBe("Context compacted (turn 41)");
@@ -40,11 +27,8 @@ describe("a context_compacted event, shown", { timeout: 120_000 }, () => {
       expect(await card.locator("details.summary pre").textContent()).toBe(HOSTILE.replace("\u001b[31m", "")); // the escape sequence taken out whole
       expect(await page.locator("img").count()).toBe(0);
       expect(await page.locator("#totals").textContent()).toContain("tokens in 90,100 / out 810");
-      expect(rec).toEqual({ dialogs: [], pageErrors: [], consoleErrors: [], requests: [pathToFileURL(file).href] });
-    } finally {
-      await browser.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
+      expect(rec).toEqual({ dialogs: [], pageErrors: [], consoleErrors: [], requests: [url] });
+    });
   });
 
   it("the CLI's progress line says what was compacted", () => {

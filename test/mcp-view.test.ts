@@ -1,14 +1,9 @@
 // MCP and custom tool calls as the user sees them: the static view (renderTranscriptHtml, which
 // `patchbay view` writes and whose transcript.js the dashboard's job page runs too) in Chromium
 // shows them like the built-in tools, an MCP call naming its server (a hostile name as inert text).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { TranscriptEvent } from "../src/spec.js";
-import { renderTranscriptHtml } from "../src/web/html.js";
-import { launchBrowser, recordPage } from "./support/browser.js";
+import { inView } from "./support/browser.js";
 
 const base = { jobId: "mcp-view-1", attempt: 1 };
 const ts = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
@@ -26,15 +21,7 @@ const events = [
 
 describe("MCP and custom tool calls, shown", { timeout: 120_000 }, () => {
   it("the view shows each like a built-in tool call, the MCP one with its server", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "pb-mcp-view-"));
-    const browser = await launchBrowser();
-    try {
-      const file = join(dir, "t.html");
-      writeFileSync(file, renderTranscriptHtml(events));
-      const page = await browser.newPage();
-      const rec = recordPage(page);
-      await page.goto(pathToFileURL(file).href);
-      await page.locator("body[data-rendered]").waitFor();
+    await inView(events, async (page, rec, url) => {
       const mcp = page.locator('.tool[data-tool-use-id="t1"]');
       expect(await mcp.locator(".call .name").textContent()).toBe("mcp__fx__screenshot");
       expect(await mcp.locator(".call .server").textContent()).toBe(`MCP server ${HOSTILE}`);
@@ -44,10 +31,7 @@ describe("MCP and custom tool calls, shown", { timeout: 120_000 }, () => {
       expect(await own.locator(".call .server").count()).toBe(0);
       expect(await own.locator(".result .out").textContent()).toBe("1 failed\n[exit code 1]");
       expect(await page.locator("img").count()).toBe(0);
-      expect(rec).toEqual({ dialogs: [], pageErrors: [], consoleErrors: [], requests: [pathToFileURL(file).href] });
-    } finally {
-      await browser.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
+      expect(rec).toEqual({ dialogs: [], pageErrors: [], consoleErrors: [], requests: [url] });
+    });
   });
 });

@@ -1,8 +1,13 @@
 // Headless Chromium for browser tests and the bench: Debian's `chromium` package (scripts/pretest.sh
 // installs it; no browser is ever downloaded), driven by playwright-core. A missing Chromium fails
 // the test with what to do, it is never skipped.
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { chromium, type Browser, type Page } from "playwright-core";
+import type { TranscriptEvent } from "../../src/spec.js";
+import { renderTranscriptHtml } from "../../src/web/html.js";
 
 export const CHROMIUM = process.env.PATCHBAY_CHROMIUM ?? "/usr/bin/chromium";
 
@@ -25,4 +30,25 @@ export function recordPage(page: Page) {
   page.on("console", (m) => m.type() === "error" && rec.consoleErrors.push(m.text()));
   page.on("request", (r) => rec.requests.push(r.url()));
   return rec;
+}
+
+/**
+ * The static view (`patchbay view`'s page) of `events`, rendered in Chromium: fn gets the page once
+ * it has rendered, what the page did, and the file's URL (the one request it should make).
+ */
+export async function inView(events: TranscriptEvent[], fn: (page: Page, rec: ReturnType<typeof recordPage>, url: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "pb-view-"));
+  const browser = await launchBrowser();
+  try {
+    const file = join(dir, "t.html");
+    writeFileSync(file, renderTranscriptHtml(events));
+    const page = await browser.newPage();
+    const rec = recordPage(page);
+    await page.goto(pathToFileURL(file).href);
+    await page.locator("body[data-rendered]").waitFor();
+    await fn(page, rec, pathToFileURL(file).href);
+  } finally {
+    await browser.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
