@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure a Docker engine and Redis answer. Idempotent and quick when both are up.
 # Where they are missing on Debian as root, installs docker.io / redis-server (and runsc, gVisor)
-# with apt and starts them in the background; elsewhere says exactly what is missing.
+# with apt and starts them in the background; elsewhere says exactly what is missing. Also installs
+# (never starts) redis-sentinel and openssl, which the Redis topology tests run themselves.
 #
 # --second-engine [NAME] also starts an extra engine standing in for a second host (scripts/engine.sh:
 # its own dockerd, data-root, exec-root and socket; default NAME host2), loads the sandbox image into
@@ -77,6 +78,22 @@ if ! redis_ok; then
     missing+=("Redis: install it (Debian: 'sudo apt-get install redis-server'; or 'docker run -d -p 6379:6379 redis:7') or set REDIS_URL")
   fi
 fi
+
+# The Redis topology tests (test/support/redis-topology.ts) start redis-sentinel processes of their own
+# and make a test CA with openssl: installed where missing, never started (the package's init script
+# is held off by a policy-rc.d for the install), and not needed by a deployment, so only a note.
+apt_quiet_install() {
+  local policy=/usr/sbin/policy-rc.d own=0
+  if [ ! -e $policy ]; then printf '#!/bin/sh\nexit 101\n' >$policy && chmod +x $policy && own=1; fi
+  apt_install "$@" || true
+  [ $own = 0 ] || rm -f $policy
+}
+for pair in redis-sentinel:redis-sentinel openssl:openssl; do
+  cmd="${pair%%:*}"; pkg="${pair##*:}"
+  command -v "$cmd" >/dev/null 2>&1 && continue
+  if can_apt; then apt_quiet_install "$pkg"; fi
+  command -v "$cmd" >/dev/null 2>&1 || say "$cmd is missing: the Redis topology tests will fail (Debian: sudo apt-get install $pkg)"
+done
 
 if [ ${#missing[@]} -gt 0 ]; then
   say "missing (this script installs them only as root on Debian):"
