@@ -107,7 +107,7 @@ const Env = z.object({
   PATCHBAY_THROTTLE_MS: durationMs().default(10_000),
   PATCHBAY_THROTTLE_MAX_MS: durationMs().default(60_000),
   /** What runs sandboxes: docker, or local (no isolation: tests and simulations, see src/runtime/). */
-  PATCHBAY_BACKEND: z.enum(["docker", "local"]).default("docker"),
+  PATCHBAY_BACKEND: z.enum(["docker", "local", "memory"]).default("docker"),
   /** "1" lets a worker run on the local backend (tests only). */
   PATCHBAY_TEST_BACKENDS: z.enum(["0", "1"]).default("0"),
   /** Per-job directories of the setup egress proxy's sockets; must be the same path for the Docker engine. */

@@ -1,13 +1,15 @@
 // Which backend runs sandboxes: Docker unless configured otherwise (PATCHBAY_BACKEND). The local
-// backend isolates nothing and is for tests and simulations: a worker refuses it unless
-// PATCHBAY_TEST_BACKENDS=1 (see src/queue/worker.ts).
+// backend isolates nothing and is for tests and simulations; the memory backend executes nothing
+// and is for simulations (bench/fleet.ts): a worker refuses either unless PATCHBAY_TEST_BACKENDS=1
+// (see src/queue/worker.ts).
 import { DockerRuntime } from "./docker.js";
 import { LocalRuntime } from "./local.js";
+import { MemoryRuntime } from "./memory.js";
 import type { SandboxRuntime } from "./types.js";
 import type { Config } from "../config.js";
 import { kinded } from "../errors.js";
 
-export type BackendKind = "docker" | "local";
+export type BackendKind = "docker" | "local" | "memory";
 
 const made = new Map<BackendKind, SandboxRuntime>();
 
@@ -15,18 +17,19 @@ const made = new Map<BackendKind, SandboxRuntime>();
 export function runtimeOf(kind: BackendKind): SandboxRuntime {
   let r = made.get(kind);
   if (!r) {
-    r = kind === "docker" ? new DockerRuntime() : new LocalRuntime();
+    r = kind === "docker" ? new DockerRuntime() : kind === "local" ? new LocalRuntime() : new MemoryRuntime();
     made.set(kind, r);
   }
   return r;
 }
 
-/** The local backend asked for by the configuration where no test said so. */
+/** A test backend (local, memory) asked for by the configuration where no test said so. */
 export class BackendRefusedError extends kinded("config") {}
 
 /**
  * The configured backend's runtime, for whatever runs a job (a worker, runJob, `run --local`): the
- * local one isolates nothing, so it only where PATCHBAY_TEST_BACKENDS=1 says tests run.
+ * local one isolates nothing and the memory one executes nothing, so either only where
+ * PATCHBAY_TEST_BACKENDS=1 says tests (or simulations) run.
  */
 export function configuredRuntime(config: Pick<Config, "backend" | "testBackends">, who: string): SandboxRuntime {
   if (config.backend !== "docker" && !config.testBackends) {

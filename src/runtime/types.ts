@@ -3,8 +3,9 @@
 // /patchbay, starts processes in it with their stdio attached, says whether it still runs, and
 // removes it with its storage. Everything above (the shell, the supervisor, the file agent, git for
 // the baseline and the patch, verify) is built from those few calls, the same for every backend.
-// Backends: Docker (runtime/docker.ts; runc or gVisor's runsc as its OCI runtime) and local
-// (runtime/local.ts: a host directory per box, for tests and simulations only).
+// Backends: Docker (runtime/docker.ts; runc or gVisor's runsc as its OCI runtime), local
+// (runtime/local.ts: a host directory per box, for tests and simulations only) and memory
+// (runtime/memory.ts: boxes as objects in this process that execute nothing, for simulations).
 import type { Readable } from "node:stream";
 
 /** patchbay's private store in every box: root's alone (mode 0700), never the agent's. */
@@ -81,7 +82,7 @@ export interface ReapReport {
 }
 
 export interface SandboxRuntime {
-  /** "docker" or "local". */
+  /** "docker", "local" or "memory". */
   readonly kind: string;
   create(spec: BoxSpec): Promise<Box>;
   /** Removes a box and its storage; idempotent. A failure is remembered for retryRemovals. */
