@@ -13,6 +13,7 @@ import { mkdirSync, mkdtempSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BatchClient } from "../src/queue/batch.js";
 import { PatchbayClient } from "../src/queue/client.js";
@@ -25,13 +26,14 @@ const tag = randomBytes(3).toString("hex");
 const PROJECT = `pbcompose${tag}`; // v1 project names: lowercase letters and digits
 const QUEUE = `compose-e2e-${tag}`;
 const DECOY = `pb-compose-decoy-${tag}`;
+const PASSWORD = randomBytes(24).toString("hex"); // Redis's, as compose:up would generate it
 const GRACE_MS = 45_000; // docker-compose.yml's stop_grace_period for workers
 
 /** The host's env without patchbay's and compose's knobs, plus the ones this test sets. */
 function composeEnv(repos: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!/^(PATCHBAY_|ANTHROPIC_|REDIS_URL$|COMPOSE_|DOCKER_HOST$)/.test(k)) env[k] = v;
-  return { ...env, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REPOS: repos, PATCHBAY_EGRESS_DIR: join(repos, "../egress"), PATCHBAY_CONCURRENCY: "1" };
+  return { ...env, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REPOS: repos, PATCHBAY_EGRESS_DIR: join(repos, "../egress"), PATCHBAY_CONCURRENCY: "1", PATCHBAY_REDIS_PASSWORD: PASSWORD };
 }
 
 function override(redisPort: number): string {
@@ -116,7 +118,7 @@ describe("docker-compose deployment, end to end", () => {
     // that beats nowhere here): these workers must leave it to its own deadline.
     await docker("run", "-d", "--name", DECOY, "--network", "none", ...["patchbay=1", `patchbay.queue=${QUEUE}`, "patchbay.job=decoy", "patchbay.worker=elsewhere:4242:decoy", "patchbay.redis=another-deployment", `patchbay.deadline=${Math.floor(Date.now() / 1000) + 3600}`].flatMap((l) => ["--label", l]), "patchbay-sandbox:latest", "sleep", "infinity");
     await dc("up", "-d", "--scale", "worker=3");
-    client = new PatchbayClient({ redisUrl: `redis://127.0.0.1:${redisPort}`, queueName: QUEUE });
+    client = new PatchbayClient({ redisUrl: `redis://:${PASSWORD}@127.0.0.1:${redisPort}`, queueName: QUEUE });
     batches = new BatchClient(client);
     const ws = await until("3 workers", async () => ((await containers("worker")).length === 3) && containers("worker"));
     await until("3 ready workers", async () => (await Promise.all(ws.map(logs))).every((l) => /ready: queue /.test(l)));
@@ -207,6 +209,10 @@ describe("docker-compose deployment, end to end", () => {
     const queued = (await client.queue.getJobs(["wait"])).map((j) => j.id!); // the drain's waiting job, if any
     const more = await client.enqueueBatch(["r0", "r1", "r2"].map((n) => ({ task: `${n} sleep 1`, repo: { path: tiny() } })));
     expect(await client.redis.config("GET", "appendonly")).toEqual(["appendonly", "yes"]);
+    const anonymous = new Redis(`redis://127.0.0.1:${client.redis.options.port}`, { lazyConnect: true, maxRetriesPerRequest: 0 });
+    await anonymous.connect();
+    await expect(anonymous.ping()).rejects.toThrow(/NOAUTH/); // the password from .env is required
+    anonymous.disconnect();
     await dc("restart", "redis");
     const waiting = await until("Redis back", () => client.queue.getJobs(["wait"]).then((js) => js.map((j) => j.id!), () => undefined));
     expect(waiting.sort()).toEqual([...queued, ...more].sort());

@@ -1,22 +1,27 @@
 // docker-compose.yml and the worker image recipe, checked without pulling or building anything:
 // `docker-compose config` (v1, Debian's `docker-compose` package) validates and normalizes the file,
 // and the assertions read its YAML output, whose layout (2-space indent, one list item a line) is fixed.
-import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
+import { removeDir } from "./support/cluster.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const COMPOSE = `${ROOT}docker-compose.yml`;
 
-/** The host's env without patchbay's knobs, so defaults are what gets checked; plus a key to pass through. */
+const PASSWORD = "compose-test-password-0123";
+
+/** The host's env without patchbay's knobs, so defaults are what gets checked; plus a key and Redis's password to pass through. */
 function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (!/^(PATCHBAY_|ANTHROPIC_|REDIS_URL$|COMPOSE_|DOCKER_)/.test(k)) env[k] = v;
   }
-  return { ...env, ANTHROPIC_API_KEY: "sk-compose-test" };
+  return { ...env, ANTHROPIC_API_KEY: "sk-compose-test", PATCHBAY_REDIS_PASSWORD: PASSWORD };
 }
 
 let cached: string | undefined;
@@ -75,10 +80,57 @@ describe("docker-compose.yml (validated by docker-compose config)", () => {
     expect(redis).toMatch(/- --protected-mode\n\s*- "?no"?\n/);
     expect(redis).toMatch(/- --appendonly\n\s*- "?yes"?\n/);
     expect(redis).toMatch(/- --maxmemory-policy\n\s*- noeviction\n?/);
-    expect(redis).toMatch(/healthcheck:[\s\S]*- redis-cli\n\s*- ping/);
+    expect(redis).toMatch(/healthcheck:[\s\S]*- CMD-SHELL\n\s*- redis-cli ping \| grep -qx PONG\n/);
     expect(redis).toMatch(/- redis-data:\/data(:rw)?\n?/);
     expect(redis).not.toMatch(/^\s{4}ports:/m);
     expect(block(config(), "volumes", 0)).toMatch(/redis-data:/);
+  });
+
+  it("redis: requires PATCHBAY_REDIS_PASSWORD (requirepass; the healthcheck's redis-cli gets it by REDISCLI_AUTH), and compose refuses to start without one", () => {
+    const redis = service("redis");
+    expect(redis).toMatch(new RegExp(`- --requirepass\n\\s*- ${PASSWORD}\n`));
+    expect(block(redis, "environment", 4)).toMatch(new RegExp(`REDISCLI_AUTH: ${PASSWORD}$`, "m"));
+    const { PATCHBAY_REDIS_PASSWORD: _, ...without } = cleanEnv();
+    const emptyDir = mkdtempSync(join(tmpdir(), "pb-compose-noenv-")); // no .env there either
+    try {
+      cpSync(COMPOSE, join(emptyDir, "docker-compose.yml"));
+      const r = spawnSync("docker-compose", ["-f", join(emptyDir, "docker-compose.yml"), "config"], { cwd: emptyDir, env: without, encoding: "utf8" });
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toMatch(/set PATCHBAY_REDIS_PASSWORD in \.env \(npm run compose:up writes one\)/);
+    } finally {
+      removeDir(emptyDir);
+    }
+    expect(readFileSync(COMPOSE, "utf8")).not.toMatch(/no auth/i);
+  });
+
+  it("compose:up writes a random password to a git-ignored .env (mode 600) once, never printing it, and leaves a set one alone", () => {
+    const dir = mkdtempSync(join(tmpdir(), "pb-compose-up-"));
+    try {
+      // The script as shipped, in a copy of the tree with only it; a stub docker-compose answers
+      // `version`, and the script stops at the missing services.sh, after the password step.
+      mkdirSync(join(dir, "scripts"));
+      mkdirSync(join(dir, "bin"));
+      cpSync(`${ROOT}scripts/compose-up.sh`, join(dir, "scripts/compose-up.sh"));
+      writeFileSync(join(dir, "bin/docker-compose"), "#!/bin/sh\nexit 0\n");
+      chmodSync(join(dir, "bin/docker-compose"), 0o755);
+      const { PATCHBAY_REDIS_PASSWORD: _, ...env } = cleanEnv();
+      const up = (extra: NodeJS.ProcessEnv = {}) => spawnSync("bash", ["scripts/compose-up.sh"], { cwd: dir, env: { ...env, ...extra, PATH: `${join(dir, "bin")}:${env.PATH}` }, encoding: "utf8" });
+      const first = up();
+      const text = readFileSync(join(dir, ".env"), "utf8");
+      const pw = text.match(/^PATCHBAY_REDIS_PASSWORD=([0-9a-f]{48})$/m)?.[1];
+      expect(pw, text).toBeDefined();
+      expect(statSync(join(dir, ".env")).mode & 0o777).toBe(0o600);
+      expect(first.stdout + first.stderr).not.toContain(pw);
+      expect(first.stderr).toMatch(/wrote a random Redis password to .*\.env/);
+      up();
+      expect(readFileSync(join(dir, ".env"), "utf8")).toBe(text); // kept, not appended to
+      removeDir(join(dir, ".env"));
+      up({ PATCHBAY_REDIS_PASSWORD: "set-by-the-user" });
+      expect(existsSync(join(dir, ".env"))).toBe(false);
+    } finally {
+      removeDir(dir);
+    }
+    expect(execFileSync("git", ["check-ignore", ".env"], { cwd: ROOT, encoding: "utf8" }).trim()).toBe(".env");
   });
 
   it("worker: built from images/worker/Dockerfile as patchbay-worker:latest, runs `worker`, waits for a healthy redis", () => {
@@ -92,7 +144,7 @@ describe("docker-compose.yml (validated by docker-compose config)", () => {
 
   it("worker: talks to the compose redis and passes the API key and knobs through with defaults", () => {
     const env = block(service("worker"), "environment", 4);
-    expect(env).toMatch(/REDIS_URL: redis:\/\/redis:6379$/m);
+    expect(env).toMatch(new RegExp(`REDIS_URL: redis://:${PASSWORD}@redis:6379$`, "m"));
     expect(env).toMatch(/ANTHROPIC_API_KEY: sk-compose-test$/m);
     expect(env).toMatch(/ANTHROPIC_BASE_URL: /);
     expect(env).toMatch(/PATCHBAY_CONCURRENCY: '2'$/m);
