@@ -1,5 +1,5 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run.
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
@@ -12,6 +12,7 @@ import { benchOverhead, benchPhases } from "./speed.js";
 import { benchJobs, benchReady } from "./speed-queue.js";
 import { benchFloor } from "./floor.js";
 import { benchVerify } from "./verify.js";
+import { benchFleet } from "./fleet.js";
 
 const sections: Record<string, () => Promise<object>> = {
   shell: benchShell,
@@ -32,6 +33,8 @@ const sections: Record<string, () => Promise<object>> = {
   floor: benchFloor,
   // issue 23: verify judging exactly baseline + patch, in a sandbox of its own, against the in-place verify it replaced
   verify: benchVerify,
+  // issue 28 §3: one Redis under many workers on the memory runtime; the batch index and the dashboard under 100,000 jobs
+  fleet: benchFleet,
 };
 
 const onlyArg = process.argv.findIndex((a) => a === "--only" || a.startsWith("--only="));
