@@ -17,7 +17,8 @@ import { admitAttempt, type AdmitContext, type Admitted, type QueueJob } from ".
 import { classifyFailure } from "./attempt-outcome.js";
 import { tracedAttempt } from "./attempt-trace.js";
 import { countInfraFailure, handBack, throttleMs } from "./health.js";
-import { appendEvent, recordResult } from "./result-record.js";
+import { recordResult } from "./result-record.js";
+import { boundEvent } from "./result-bounds.js";
 
 /** A job running on this worker, as the cancel listener and the drain see it. */
 export interface Active {
@@ -112,23 +113,48 @@ async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | un
   }
 }
 
-/** The attempt's transcript: its events into the job's Redis stream (job_finished held for the result record), metrics and progress. */
+/**
+ * The attempt's transcript: its events into the job's Redis stream (job_finished held for the
+ * result record), metrics and progress. Events that come while a write is out go together in the
+ * next one (one MULTI, the TTL renewed once): a turn's burst (its response and tool call, the
+ * result and the next request) costs one round trip, not one each (the fleet bench, docs/capacity.md).
+ */
 function transcript(ctx: AttemptContext, job: QueueJob, entry: Active, setupDone: () => void): Pick<Running, "onEvent" | "spentBefore"> {
   let spentBefore = 0;
+  const events = eventWriter(ctx, entry);
   const onEvent = (e: TranscriptEvent) => {
     if (e.type === "sandbox_ready") setupDone();
     ctx.metrics.observe(e);
     if (e.type === "resume" && e.restored) spentBefore = e.costUsd;
     if (e.type === "job_finished" && !entry.failing) {
-      entry.finished = e; // written with the result record
-      void job.updateProgress({ type: e.type }).catch(() => {});
+      entry.finished = e; // written with the result record (which the dashboard reads once it is there: no progress)
       return;
     }
-    // In order on one connection; ioredis queues them while Redis is away.
-    entry.lastWrite = appendEvent(ctx.redis.multi(), ctx.k, e, ctx.config.retentionSec, defaults.transcript.maxLen).exec().catch(() => {});
-    if (e.type === "tool_call" || e.type === "model_response" || e.type === "job_finished") void job.updateProgress({ type: e.type, turn: "turn" in e ? e.turn : undefined }).catch(() => {});
+    events(e);
+    // The progress the dashboard shows is the turn: a model_response says it (its tool calls, the same turn, add nothing).
+    if (e.type === "model_response") void job.updateProgress({ type: e.type, turn: e.turn }).catch(() => {});
   };
   return { onEvent, spentBefore: () => spentBefore };
+}
+
+/** Writes events in order on one connection, those that wait for a write in flight together; entry.lastWrite settles once all so far are written. */
+function eventWriter(ctx: AttemptContext, entry: Active): (e: TranscriptEvent) => void {
+  let pending: TranscriptEvent[] = [];
+  let flushing: Promise<void> | undefined;
+  const flush = async (): Promise<void> => {
+    while (pending.length) {
+      const batch = pending;
+      pending = [];
+      const m = ctx.redis.multi();
+      for (const e of batch) m.xadd(ctx.k.events(e.jobId), "MAXLEN", "~", defaults.transcript.maxLen, "*", "e", JSON.stringify(boundEvent(e)));
+      await m.expire(ctx.k.events(batch[0]!.jobId), ctx.config.retentionSec).exec().catch(() => {});
+    }
+    flushing = undefined;
+  };
+  return (e) => {
+    pending.push(e);
+    entry.lastWrite = flushing ??= Promise.resolve().then(flush); // after this tick: the events emitted with this one go along
+  };
 }
 
 /**
