@@ -6,7 +6,7 @@ import { isAbsolute, resolve } from "node:path";
 import { forgeSettings, parseForges, type ForgeHost } from "./config-forges.js";
 import { PROVIDERS, providerOf } from "./config-provider.js";
 import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./config-otel.js";
-import { shownRedisUrl } from "./redis-url.js";
+import { parseRedisUrl } from "./redis-target.js";
 import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
 
 export const DEFAULT_IMAGE = "patchbay-sandbox:latest";
@@ -60,8 +60,21 @@ const PROVIDER_ENV = {
 };
 
 const Env = z.object({
-  // ioredis reads anything but redis:// and rediss:// as a socket path (http://… fails with ENOENT).
-  REDIS_URL: z.string().regex(/^rediss?:\/\/\S*$/i, { error: (iss) => `must be a redis:// or rediss:// URL (redis://HOST:PORT), not '${shownRedisUrl(String(iss.input)).slice(0, 80)}'` }).default(DEFAULT_REDIS_URL),
+  // One server, a Sentinel group or a Cluster (src/redis-target.ts), parsed here so a bad one stops the start.
+  REDIS_URL: z.string().default(DEFAULT_REDIS_URL).superRefine((url, ctx) => {
+    try {
+      parseRedisUrl(url);
+    } catch (err) {
+      ctx.addIssue({ code: "custom", message: (err as Error).message });
+    }
+  }),
+  /** TLS files for rediss:// (a URL's ca=, cert= and key= win): the CA that signed Redis's certificate, and a client certificate and key. */
+  PATCHBAY_REDIS_TLS_CA: z.string().optional(),
+  PATCHBAY_REDIS_TLS_CERT: z.string().optional(),
+  PATCHBAY_REDIS_TLS_KEY: z.string().optional(),
+  /** Replicas a result or an enqueue waits for (WAIT) before it counts: "auto" is 1 on Sentinel, 0 elsewhere. */
+  PATCHBAY_REDIS_WAIT_REPLICAS: z.union([z.literal("auto"), z.coerce.number().int().min(0).max(16)]).default("auto"),
+  PATCHBAY_REDIS_WAIT_MS: z.coerce.number().int().min(1).max(60_000).default(2000),
   PATCHBAY_QUEUE: z.string().min(1).default(DEFAULT_QUEUE),
   /** Forges beyond github.com and gitlab.com (src/config-forges.ts): HOST=github@API_URL,... */
   PATCHBAY_FORGES: z.string().optional().transform((s, ctx): ForgeHost[] => {
@@ -277,6 +290,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const e = parsed.data;
   return {
     redisUrl: e.REDIS_URL,
+    redisTls: { ca: e.PATCHBAY_REDIS_TLS_CA || undefined, cert: e.PATCHBAY_REDIS_TLS_CERT || undefined, key: e.PATCHBAY_REDIS_TLS_KEY || undefined },
+    redisWait: { replicas: e.PATCHBAY_REDIS_WAIT_REPLICAS, timeoutMs: e.PATCHBAY_REDIS_WAIT_MS },
     queueName: e.PATCHBAY_QUEUE,
     image: e.PATCHBAY_IMAGE,
     model: e.PATCHBAY_MODEL,

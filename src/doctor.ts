@@ -1,12 +1,11 @@
 // `patchbay doctor`: what is there and what to do about what is not.
-import { Redis } from "ioredis";
 import type { Config } from "./config.js";
 import { platformCredentials } from "./config-provider.js";
 import { docker } from "./runtime/docker.js";
 import { LABEL } from "./runtime/owner.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
 import { settleWithin } from "./timeout.js";
-import { shownRedisUrl } from "./redis-url.js";
+import { redisChecks } from "./doctor-redis.js";
 
 export interface Check {
   name: string;
@@ -31,20 +30,7 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
   } catch (err) {
     checks.push({ name: "docker", ok: false, required: true, detail: (err as Error).message, fix: "run `npm run services` (Debian, root) or start Docker / set DOCKER_HOST" });
   }
-  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000, retryStrategy: () => null, enableOfflineQueue: false });
-  let connectError: Error | undefined;
-  redis.on("error", (err: Error) => (connectError ??= err)); // reported below, once, without a stack
-  try {
-    await redis.connect();
-    const pong = await redis.ping();
-    const policy = ((await redis.config("GET", "maxmemory-policy")) as string[])[1];
-    checks.push({ name: "redis", ok: pong === "PONG", required: true, detail: `${shownRedisUrl(redisUrl)} (maxmemory-policy ${policy})` });
-    if (policy !== "noeviction") checks.push({ name: "redis eviction", ok: false, required: false, detail: `maxmemory-policy is ${policy}`, fix: "BullMQ needs `maxmemory-policy noeviction` or jobs can vanish" });
-  } catch (err) {
-    checks.push({ name: "redis", ok: false, required: true, detail: `${shownRedisUrl(redisUrl)}: ${connectError?.message ?? (err as Error).message}`, fix: "run `npm run services` or set REDIS_URL" });
-  } finally {
-    redis.disconnect();
-  }
+  checks.push(...(await redisChecks(redisUrl, config)));
   if (info) {
     const recipe = await imageRecipe(config.image);
     checks.push(

@@ -125,7 +125,7 @@ describe("attacks on the HTTP API and the client", () => {
     const key = `${keys(QUEUE).events("stall")}`;
     const big = "x".repeat(64 * 1024);
     for (let i = 0; i < 400; i++) await client.redis.xadd(key, "*", "e", JSON.stringify({ type: "model_text", text: big, ts: "t", jobId: "stall", attempt: 1 })); // 25 MiB: more than the sockets' buffers
-    const hub = new TranscriptHub(client.redis, redis.url, "api-attacks-hub");
+    const hub = new TranscriptHub(client.redis, "api-attacks-hub");
     let served: Promise<void> | undefined;
     const server = createServer((req, res) => {
       served = streamTranscript({ redis: client.redis, hub, streamKey: key, state: async () => "active", stallMs: 200 }, req, res, "0");

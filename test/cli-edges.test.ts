@@ -297,10 +297,10 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     it("a Redis URL that is not redis:// is refused clearly; the hint to start Redis fits where the command runs", async () => {
       const flag = await patchbay(["status", "x", "--redis-url", "http://127.0.0.1:6379"]);
       expect(flag.code).toBe(2);
-      expect(flag.stderr).toMatch(/--redis-url takes a redis:\/\/ or rediss:\/\/ URL \(redis:\/\/HOST:PORT\), not 'http:\/\/127\.0\.0\.1:6379'/);
+      expect(flag.stderr).toMatch(/--redis-url: Redis URL http:\/\/127\.0\.0\.1:6379: not a redis:\/\/, rediss:\/\/, redis\+sentinel:\/\/ or redis\+cluster:\/\/ URL; the forms are redis:\/\//);
       const env = await patchbay(["status", "x"], { REDIS_URL: "http://127.0.0.1:6379" });
       expect(env.code).toBe(1);
-      expect(env.stderr).toMatch(/REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/);
+      expect(env.stderr).toMatch(/REDIS_URL: Redis URL http:\/\/127\.0\.0\.1:6379: not a redis:\/\//);
       const inRepo = await inDir(ROOT, ["status", "x", "--redis-url", REFUSED_REDIS]);
       expect(inRepo.stderr).toMatch(/start it \(npm run services\)/);
       const elsewhere = await inDir(dir(), ["status", "x", "--redis-url", REFUSED_REDIS]);

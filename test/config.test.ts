@@ -7,6 +7,8 @@ describe("loadConfig", () => {
   it("gives every default from an empty environment", () => {
     expect(loadConfig({})).toEqual({
       redisUrl: "redis://127.0.0.1:6379",
+      redisTls: { ca: undefined, cert: undefined, key: undefined },
+      redisWait: { replicas: "auto", timeoutMs: 2000 },
       queueName: "patchbay",
       image: DEFAULT_IMAGE,
       model: DEFAULT_MODEL,
@@ -58,7 +60,7 @@ describe("loadConfig", () => {
 
   it("reads every knob, coercing numbers", () => {
     const env = {
-      REDIS_URL: "redis://r:1", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONTEXT_WINDOW: "50000", PATCHBAY_COMPACT_AT: "0.5", PATCHBAY_CONCURRENCY: "7",
+      REDIS_URL: "redis://r:1", PATCHBAY_REDIS_TLS_CA: "/ca.pem", PATCHBAY_REDIS_TLS_CERT: "/c.pem", PATCHBAY_REDIS_TLS_KEY: "/k.pem", PATCHBAY_REDIS_WAIT_REPLICAS: "2", PATCHBAY_REDIS_WAIT_MS: "500", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONTEXT_WINDOW: "50000", PATCHBAY_COMPACT_AT: "0.5", PATCHBAY_CONCURRENCY: "7",
       PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_POOL: "0", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
       PATCHBAY_HARD_GRACE_MS: "5", PATCHBAY_CANCEL_POLL_MS: "6", PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_HEARTBEAT_MS: "8",
       PATCHBAY_HEALTH_MIN_MS: "9", PATCHBAY_HEALTH_MAX_MS: "10", PATCHBAY_HEALTH_TIMEOUT_MS: "11", PATCHBAY_THROTTLE_MS: "12", PATCHBAY_THROTTLE_MAX_MS: "13",
@@ -77,7 +79,7 @@ describe("loadConfig", () => {
     };
     const c = loadConfig(env);
     expect(c).toEqual({
-      redisUrl: "redis://r:1", queueName: "q", image: "img:1", model: "m", contextWindow: 50_000, compactAt: 0.5, concurrency: 7, workerId: "h:1:x", poolSize: 0,
+      redisUrl: "redis://r:1", redisTls: { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem" }, redisWait: { replicas: 2, timeoutMs: 500 }, queueName: "q", image: "img:1", model: "m", contextWindow: 50_000, compactAt: 0.5, concurrency: 7, workerId: "h:1:x", poolSize: 0,
       lockDurationMs: 1, lockRenewMs: 1, checkpoints: false, checkpointMaxBytes: 15, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
       cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8,
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicAuthToken: "t", anthropicBaseUrl: "http://x",
@@ -193,7 +195,7 @@ describe("config: issue 25's knobs, word for word", () => {
     }
   };
   it("REDIS_URL must be redis:// or rediss://, its password never shown", () => {
-    expect(err({ REDIS_URL: "http://u:secret@127.0.0.1:6379" })).toContain("REDIS_URL: must be a redis:// or rediss:// URL (redis://HOST:PORT), not 'http://u:***@127.0.0.1:6379/'");
+    expect(err({ REDIS_URL: "http://u:secret@127.0.0.1:6379" })).toContain("REDIS_URL: Redis URL http://u:***@127.0.0.1:6379: not a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL; the forms are");
     expect(err({ REDIS_URL: "REDISS://h:1" })).toBe("ok");
   });
   it("API tokens, origins and repo roots: each bad entry named, no token shown", () => {

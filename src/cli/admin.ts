@@ -24,7 +24,7 @@ Exit status: 0 after a drain; 1 Redis unreachable at start; 2 usage.`,
     const metricsPort = await metricsPortFlag(values);
     const { clientOptions, probeRedis } = await import("./client.js");
     const conn = clientOptions({ values, config });
-    await probeRedis(conn.redisUrl);
+    await probeRedis(conn.redisUrl, config());
     const { startWorker } = await import("../queue/worker.js");
     const { workerLogger } = await import("../log.js");
     const h = await startWorker({ ...conn, config: config(), logFormat, ...(concurrency ? { concurrency } : {}), ...(metricsPort ? { metricsPort } : {}) });

@@ -1,10 +1,10 @@
 // The queue client for CLI commands, loaded only by commands that talk to Redis. Redis is probed
 // first with a connection that does not retry, so a refused connection is reported at once.
-import { Redis } from "ioredis";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { JobFailedError, JobNotFoundError, PatchbayClient, type ClientOptions } from "../queue/client.js";
-import { shownRedisUrl } from "../redis-url.js";
+import type { RedisSettings } from "../redis-connect.js";
+import { probeRedisTarget, RedisConnectError } from "../redis-probe.js";
 import { JobSpecError, type JobResult, type TranscriptEvent } from "../spec.js";
 import { writeJobFiles } from "./out.js";
 import { CliError, connection, UsageError, type ClientArgs } from "./command.js";
@@ -12,19 +12,13 @@ import { flagError } from "./spec-flags.js";
 
 export { JobFailedError, JobNotFoundError, PatchbayClient };
 
-/** Connects once, without retries: resolves if Redis answers PING, else throws a one-line CliError. */
-export async function probeRedis(url: string, timeoutMs = 3000): Promise<void> {
-  const r = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-  let cause: Error | undefined;
-  r.on("error", (err: Error) => (cause ??= err)); // the socket's error (ECONNREFUSED, ...), not "Connection is closed"
+/** Connects once, without retries: resolves if Redis answers PING, else throws a one-line CliError saying why and what to do. */
+export async function probeRedis(url: string, settings: RedisSettings, timeoutMs = 3000): Promise<void> {
   try {
-    await r.connect();
-    await r.ping();
+    (await probeRedisTarget(url, settings, timeoutMs)).conn.disconnect();
   } catch (err) {
-    const why = (cause ?? (err as Error)).message || "connection failed";
-    throw new CliError(`cannot reach Redis at ${shownRedisUrl(url)} (${why}): start it (${inPatchbayRepo() ? "npm run services" : "e.g. redis-server --maxmemory-policy noeviction"}) or pass --redis-url / set REDIS_URL`);
-  } finally {
-    r.disconnect();
+    if (!(err instanceof RedisConnectError) || err.kind !== "infra") throw new CliError((err as Error).message, "config");
+    throw new CliError(`cannot reach Redis at ${err.shownUrl} (${err.why}): start it (${inPatchbayRepo() ? "npm run services" : "e.g. redis-server --maxmemory-policy noeviction"}) or pass --redis-url / set REDIS_URL`);
   }
 }
 
@@ -48,7 +42,7 @@ export function clientOptions({ values, config }: ClientArgs): Required<Pick<Cli
 export async function withClient<T>(args: ClientArgs, fn: (c: PatchbayClient) => Promise<T>): Promise<T> {
   const { values } = args;
   const opts = clientOptions(args);
-  await probeRedis(opts.redisUrl);
+  await probeRedis(opts.redisUrl, args.config());
   const c = new PatchbayClient({ ...opts, config: args.config() });
   try {
     return await fn(c);

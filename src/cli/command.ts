@@ -3,6 +3,7 @@
 import type { ParseArgsConfig } from "node:util";
 import type { Config } from "../config.js";
 import { kinded, PatchbayError, type ErrorKind } from "../errors.js";
+import { parseRedisUrl } from "../redis-target.js";
 
 export type Values = Record<string, unknown>;
 
@@ -45,19 +46,22 @@ export const connectionFlags = {
 } as const;
 
 export const CONNECTION_USAGE = `  --queue NAME           the queue (default $PATCHBAY_QUEUE or patchbay)
-  --redis-url URL        Redis (default $REDIS_URL or redis://127.0.0.1:6379)`;
+  --redis-url URL        Redis: redis[s]://, redis+sentinel://… or redis+cluster://… (default $REDIS_URL or redis://127.0.0.1:6379)`;
 
 export function connection(values: Values): { queueName?: string; redisUrl?: string } {
   const url = values["redis-url"] !== undefined ? nonEmpty(values, "redis-url") : undefined;
-  if (url !== undefined && !REDIS_URL.test(url)) throw new UsageError(`--redis-url takes a redis:// or rediss:// URL (redis://HOST:PORT), not '${url.slice(0, 80)}'`);
+  if (url !== undefined) {
+    try {
+      parseRedisUrl(url);
+    } catch (err) {
+      throw new UsageError(`--redis-url: ${(err as Error).message}`);
+    }
+  }
   return {
     ...(values.queue !== undefined ? { queueName: nonEmpty(values, "queue") } : {}),
     ...(url !== undefined ? { redisUrl: url } : {}),
   };
 }
-
-/** What ioredis takes as a URL: anything else (http://…) it reads as a socket path and fails with ENOENT. */
-export const REDIS_URL = /^rediss?:\/\/\S*$/i;
 
 function nonEmpty(values: Values, flag: string): string {
   const v = String(values[flag]);

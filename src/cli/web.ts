@@ -49,7 +49,7 @@ async function runDashboard({ values, config }: ClientArgs): Promise<number> {
   if (!host) throw new UsageError("--host must not be empty");
   const { clientOptions, probeRedis } = await import("./client.js");
   const conn = clientOptions({ values, config });
-  await probeRedis(conn.redisUrl);
+  await probeRedis(conn.redisUrl, config());
   const { startDashboard, DashboardConfigError } = await import("../web/server.js");
   let d;
   try {

@@ -54,9 +54,9 @@ export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: stri
     await finishFailed(ctx, job, attempt, refused);
     throw new UnrecoverableError(refused);
   }
-  const { used, attempts } = await accountStalls(ctx, job, token, attempt);
-  // An earlier attempt finished (its result and job_finished are recorded) and its worker died
-  // before BullMQ had the job completed: that result stands, and nothing runs again.
+  // An earlier attempt finished (its result and job_finished are recorded) and its worker died, or
+  // a Redis failover lost BullMQ's completion, before the job was completed: that result stands,
+  // nothing runs again, and the stall that brought it back counts for nothing.
   const recorded = await recordedResult(ctx.redis, ctx.k.result(jobId));
   if (recorded) {
     log(`job ${jobId} attempt ${attempt}: an earlier attempt finished (${recorded.status}) before its worker stopped; its recorded result stands`, { job: jobId, attempt });
@@ -64,6 +64,7 @@ export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: stri
     await ctx.redis.del(ctx.k.checkpoint(jobId)).catch(() => {});
     return { recorded };
   }
+  const { used, attempts } = await accountStalls(ctx, job, token, attempt);
   return { spec, attempt, used, attempts };
 }
 

@@ -18,6 +18,7 @@ import { classifyFailure } from "./attempt-outcome.js";
 import { tracedAttempt } from "./attempt-trace.js";
 import { countInfraFailure, handBack, throttleMs } from "./health.js";
 import { recordResult } from "./result-record.js";
+import { confirmWrites, type WaitSetting } from "../redis-connect.js";
 import { boundEvent } from "./result-bounds.js";
 
 /** A job running on this worker, as the cancel listener and the drain see it. */
@@ -47,6 +48,8 @@ export interface AttemptContext extends AdmitContext {
   active: Map<string, Active>;
   /** Throttles the whole queue (BullMQ's worker.rateLimit). */
   rateLimit(ms: number): Promise<void>;
+  /** How the result record is confirmed on replicas (WAIT; src/redis-connect.ts): a failover must not lose a result it acknowledged. */
+  durability?: WaitSetting;
 }
 
 /** What an attempt carries from its start to its end. */
@@ -187,6 +190,11 @@ async function recordAttempt(ctx: AttemptContext, job: QueueJob, r: Running, res
   // only true once that write landed, so it is awaited; a plain record is a safety net (5 s).
   const rec = recordResult(ctx.redis, ctx.k, jobId, entry.finished, result, { retentionSec: ctx.config.retentionSec, maxLen: defaults.transcript.maxLen });
   await (rec.stored.patchStored ? rec.written : Promise.race([rec.written, sleep(5000)]));
+  // On a replica before BullMQ is told: a record a failover lost is written again.
+  if (ctx.durability) {
+    const again = async () => void ((await ctx.redis.exists(ctx.k.result(jobId))) || (await recordResult(ctx.redis, ctx.k, jobId, entry.finished, result, { retentionSec: ctx.config.retentionSec, maxLen: defaults.transcript.maxLen }).written));
+    await confirmWrites(ctx.redis, ctx.durability, again).catch(() => {});
+  }
   await r.checkpoints?.remove().catch(() => {});
   await ctx.batch.finish(job.data, jobId, attempt, result, r.spentBefore()).catch((err: Error) => ctx.log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
   ctx.log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`, { job: jobId, attempt, status: result.status });

@@ -123,6 +123,7 @@ export class BatchClient {
         );
       }
       await r.hset(bk.meta, "submitted", "1");
+      await this.c.confirmEnqueued(todo.map(({ line }) => batchJobId(batchId, line)), "submit the batch again (only what is missing is added)");
       return { batchId, ids: lines.map(({ line }) => latest[line] ?? batchJobId(batchId, line)), added: todo.length };
     });
   }

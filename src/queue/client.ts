@@ -2,7 +2,7 @@
 // validated (and local paths checked, src/queue/prepare.ts) before anything reaches Redis; a spec's
 // jobId makes enqueueing idempotent, and reusing it for a different spec is an error.
 import { Job, Queue } from "bullmq";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { defaults, loadConfig, type Config } from "../config.js";
@@ -19,6 +19,8 @@ import { specHash } from "../spec-hash.js";
 import { enqueueSpans, type TraceCarrier } from "../trace.js";
 import { kinded, PatchbayError } from "../errors.js";
 import { MAX_DURATION_MS, MAX_DURATION_WORDS } from "../timeout.js";
+import { confirmWrites, duplicateRedis, openRedis, waitSetting, type WaitSetting } from "../redis-connect.js";
+import { keyspaceQueueName, parseRedisUrl } from "../redis-target.js";
 
 export interface JobData {
   spec: JobSpec;
@@ -89,6 +91,9 @@ export class WaitTimeoutError extends PatchbayError {
 /** Options a caller got wrong (an unknown key, a bad value, a wait past 7 days): thrown at once, never ignored. */
 export class ClientOptionsError extends kinded("usage") {}
 
+/** Jobs acknowledged by a Redis master that died before a replica had them (a failover lost them). */
+export class EnqueueLostError extends kinded("infra") {}
+
 export interface ClientOptions {
   redisUrl?: string;
   queueName?: string;
@@ -155,16 +160,20 @@ export class PatchbayClient {
   /** The model a spec without one is taken to run with (the workers' default is the same setting, PATCHBAY_MODEL). */
   readonly defaultModel: string;
   private readonly conns = new Set<Redis>();
+  /** Replicas an enqueue waits for (PATCHBAY_REDIS_WAIT_REPLICAS). */
+  private readonly durability: WaitSetting;
   private busy = 0;
 
   constructor(private readonly opts: ClientOptions = {}) {
     checkClientOptions(opts);
     const config = opts.config ?? loadConfig();
-    this.queueName = opts.queueName ?? config.queueName;
     this.redisUrl = opts.redisUrl ?? config.redisUrl;
+    const target = parseRedisUrl(this.redisUrl);
+    this.queueName = keyspaceQueueName(opts.queueName ?? config.queueName, target); // {name} on a Cluster
     this.retentionSec = config.retentionSec;
+    this.durability = waitSetting(config.redisWait, target);
     this.defaultModel = config.model;
-    this.redis = this.connection(new Redis(this.redisUrl, { ...redisOptions, ...(opts.connectionName ? { connectionName: opts.connectionName } : {}) }));
+    this.redis = this.connection(openRedis(target, config, { ...redisOptions, ...(opts.connectionName ? { connectionName: opts.connectionName } : {}) }));
     this.queue = new Queue<JobData, JobResult>(this.queueName, { connection: this.redis });
     this.queue.on("error", () => {}); // the same outage, already surfaced as failed commands
     this.k = keys(this.queueName);
@@ -191,7 +200,19 @@ export class PatchbayClient {
         (await this.queue.addBulk(specs.map((spec, i) => ({ name: "fix", data: { spec, enqueuedAt: Date.now(), ...(traces[i] ? { trace: traces[i] } : {}) }, opts: jobOptions(spec) })))).map((j) => j.id!);
       const ids = await enqueueSpans(this.queueName, specs.length, add);
       await this.checkJobIds(specs); // a racing enqueue of the same id with another spec
+      await this.confirmEnqueued(ids, "enqueue them again (a spec with a jobId is enqueued once however often it is sent)");
       return ids;
+    });
+  }
+
+  /**
+   * After an enqueue: on a replica (WAIT, behind Sentinel), else each job looked for; jobs a
+   * failover lost are an EnqueueLostError saying what to do (`again`), never silently gone.
+   */
+  async confirmEnqueued(ids: string[], again: string): Promise<void> {
+    await confirmWrites(this.redis, this.durability, async () => {
+      const gone = (await Promise.all(ids.map(async (id) => ((await this.redis.exists(this.queue.toKey(id))) ? undefined : id)))).filter((id) => id !== undefined);
+      if (gone.length) throw new EnqueueLostError(`${gone.length} job(s) (${gone.slice(0, 5).join(", ")}${gone.length > 5 ? ", …" : ""}) were lost in a Redis failover before a replica had them: ${again}`);
     });
   }
 
@@ -366,7 +387,7 @@ export class PatchbayClient {
    */
   async *watch(id: string, opts: { follow?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<TranscriptEvent> {
     this.acquire();
-    const reader = this.connection(this.redis.duplicate());
+    const reader = this.connection(duplicateRedis(this.redis, "patchbay-reader"));
     const follow = opts.follow !== false;
     let last = "0";
     const read = async (block: boolean) => {

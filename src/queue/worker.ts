@@ -5,7 +5,7 @@
 // loop (reaper-loop.ts), the cancel listener (cancel-listener.ts), the health gate (health.ts), the
 // job attempt (attempt.ts, with attempt-admit.ts and attempt-outcome.ts) and the drain (drain.ts).
 import { Worker } from "bullmq";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { defaults, loadConfig, type Config } from "../config.js";
 import type { Model } from "../agent/model.js";
 import { batchHooks } from "./batch-index.js";
@@ -25,6 +25,8 @@ import { drain } from "./drain.js";
 import { deploymentId, ownerAliveFor, startHeartbeat } from "./heartbeat.js";
 import { startReaperLoop } from "./reaper-loop.js";
 import { startTelemetry } from "../telemetry.js";
+import { openRedis, waitSetting } from "../redis-connect.js";
+import { keyspaceQueueName, parseRedisUrl, type RedisTarget } from "../redis-target.js";
 
 export interface WorkerOptions {
   concurrency?: number;
@@ -53,12 +55,12 @@ export interface WorkerHandle {
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
   const config = opts.config ?? loadConfig();
   const runtime = configuredRuntime(config, "a worker"); // the local backend only where tests say so
-  const queueName = opts.queueName ?? config.queueName;
+  const target = parseRedisUrl(opts.redisUrl ?? config.redisUrl);
+  const queueName = keyspaceQueueName(opts.queueName ?? config.queueName, target); // {name} on a Cluster
   const k = keys(queueName);
   const id = config.workerId ?? processOwnerId;
   const log = opts.log ?? workerLogger(id, { format: opts.logFormat });
-  const redisUrl = opts.redisUrl ?? config.redisUrl;
-  const { redis, sub, connected } = connect(redisUrl, log);
+  const { redis, sub, connected } = connect(target, config, log);
   const active = new Map<string, Active>();
   const concurrency = opts.concurrency ?? config.concurrency;
   let pool: SandboxPool | undefined; // made below, once the reaper is there
@@ -85,8 +87,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const cancels = await listenForCancels({ sub, redis, k, pubSub: config.cancelPubSub, pollMs: config.cancelPollMs, active });
 
   const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch
-  const processor = attemptProcessor({ config, redis, k, log, health, batch, runtime, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms) });
-  const workerConnection = new Redis(redisUrl, redisOptions);
+  const processor = attemptProcessor({ config, redis, k, log, health, batch, runtime, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target) });
+  const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
   workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const worker = bullWorker(queueName, processor, workerConnection, concurrency, config);
   worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
@@ -102,9 +104,9 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
 }
 
 /** The worker's two connections (commands, and the cancel channel's subscription); `connected` is false during an outage. */
-function connect(redisUrl: string, log: Log): { redis: Redis; sub: Redis; connected(): boolean } {
-  const redis = new Redis(redisUrl, redisOptions);
-  const sub = new Redis(redisUrl, redisOptions);
+function connect(target: RedisTarget, config: Config, log: Log): { redis: Redis; sub: Redis; connected(): boolean } {
+  const redis = openRedis(target, config, redisOptions);
+  const sub = openRedis(target, config, redisOptions);
   // ioredis reconnects by itself; say so once per outage instead of an unhandled error per retry.
   let down = false;
   for (const r of [redis, sub]) {

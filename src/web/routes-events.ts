@@ -16,7 +16,6 @@ import { TranscriptHub } from "./transcript-hub.js";
 
 export interface EventStreamsOptions {
   client: PatchbayClient;
-  redisUrl: string;
   /** The CLIENT SETNAME of the hub's connection. */
   connectionName: string;
   /** Live transcripts served at once. */
@@ -31,7 +30,7 @@ export class EventStreams {
   private readonly hub: TranscriptHub;
   private streams = 0;
   constructor(private readonly o: EventStreamsOptions) {
-    this.hub = new TranscriptHub(o.client.redis, o.redisUrl, o.connectionName);
+    this.hub = new TranscriptHub(o.client.redis, o.connectionName);
   }
 
   /** Streams job `id`'s events from Last-Event-ID (or ?after=), or refuses: an unknown job, or the cap reached. */

@@ -54,7 +54,7 @@ export interface Dashboard {
 async function registerAll(app: FastifyInstance, s: DashboardSettings, config: Config, client: PatchbayClient, connectionName: string): Promise<void> {
   await app.register(authPlugin, { token: s.token, loopback: s.loopback, api: { tokens: config.apiTokens, corsOrigins: config.apiCorsOrigins } });
   // the live transcripts of the pages and of the API share one hub and one cap
-  const streams = new EventStreams({ client, redisUrl: s.redisUrl, connectionName: `${connectionName}-sse`, maxStreams: s.maxStreams });
+  const streams = new EventStreams({ client, connectionName: `${connectionName}-sse`, maxStreams: s.maxStreams });
   app.addHook("onClose", () => streams.close());
   await app.register(bullBoardRoutes, { queue: client.queue });
   await app.register(staticRoutes);

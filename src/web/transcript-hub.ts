@@ -4,8 +4,11 @@
 // blocking XREAD over every stream someone waits on (from the oldest position waited for) and wakes
 // the waiters of a stream when it has something new. A new stream to watch interrupts the blocking
 // read (CLIENT UNBLOCK from the command connection), so nobody waits for the block to time out.
-import { Redis } from "ioredis";
-import { redisOptions } from "../queue/keys.js";
+import type { Redis } from "ioredis";
+import { duplicateRedis, isCluster } from "../redis-connect.js";
+
+/** How long a Cluster's blocking read lasts (see the constructor). */
+const CLUSTER_BLOCK_MS = 250;
 
 type Entries = [string, [string, string[]][]][] | null;
 
@@ -32,10 +35,13 @@ export class TranscriptHub {
   private readonly loop: Promise<void>;
 
   /** `commands`: a connection for CLIENT UNBLOCK (never blocked itself); `name`: the hub connection's CLIENT SETNAME. */
-  constructor(private readonly commands: Redis, redisUrl: string, name: string, private readonly blockMs = 5000) {
-    this.conn = new Redis(redisUrl, { ...redisOptions, connectionName: name });
+  constructor(private readonly commands: Redis, name: string, private blockMs = 5000) {
+    this.conn = duplicateRedis(commands, name);
     this.conn.on("error", () => {}); // ioredis reconnects; the waiters time out meanwhile
-    this.conn.on("ready", () => void this.conn.client("ID").then((id) => (this.connId = Number(id)), () => {}));
+    // On a Cluster, CLIENT ID and UNBLOCK would go to any node, not the one the read blocks on: the
+    // read is short instead, so a new waiter is taken up within CLUSTER_BLOCK_MS.
+    if (isCluster(commands)) this.blockMs = Math.min(blockMs, CLUSTER_BLOCK_MS);
+    else this.conn.on("ready", () => void this.conn.client("ID").then((id) => (this.connId = Number(id)), () => {}));
     this.loop = this.run();
   }
 

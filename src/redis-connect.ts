@@ -1,0 +1,127 @@
+// Connections to the Redis a URL names (src/redis-target.ts): one server, a Sentinel group's master
+// or a Cluster, with TLS and an ACL user. Every connection patchbay opens — the client's, the
+// worker's, the dashboard's, doctor's — is made here, so each form works everywhere alike.
+import { readFileSync } from "node:fs";
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from "ioredis";
+import type { ConnectionOptions as TlsOptions } from "node:tls";
+import { kinded } from "./errors.js";
+import { parseRedisUrl, type RedisTarget, type RedisTlsFiles } from "./redis-target.js";
+
+/** The TLS files, user or password a connection needs cannot be read. */
+export class RedisConfigError extends kinded("config") {}
+
+/** Where the TLS files come from beside the URL: PATCHBAY_REDIS_TLS_CA, _CERT and _KEY. */
+export interface RedisSettings {
+  redisTls?: RedisTlsFiles;
+}
+
+const TLS_ENV: Record<keyof RedisTlsFiles, string> = { ca: "PATCHBAY_REDIS_TLS_CA", cert: "PATCHBAY_REDIS_TLS_CERT", key: "PATCHBAY_REDIS_TLS_KEY" };
+
+/** Node's TLS options for a target: the URL's files first, then the environment's; undefined without TLS. */
+export function tlsOptions(t: RedisTarget, env: RedisTlsFiles = {}): TlsOptions | undefined {
+  if (!t.tls) return undefined;
+  const out: TlsOptions = {};
+  for (const part of ["ca", "cert", "key"] as const) {
+    const file = t.tlsFiles[part] ?? env[part];
+    if (file === undefined || file === "") continue;
+    try {
+      out[part] = readFileSync(file);
+    } catch (err) {
+      const from = t.tlsFiles[part] !== undefined ? `the Redis URL's ${part}=` : TLS_ENV[part];
+      throw new RedisConfigError(`${from}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+  }
+  if (Boolean(out.cert) !== Boolean(out.key)) throw new RedisConfigError(`a TLS client certificate needs both ${TLS_ENV.cert} and ${TLS_ENV.key} (or cert= and key= in the URL)`);
+  return out;
+}
+
+/** ioredis' options for one server or the Sentinel group's master (not a Cluster). */
+export function nodeOptions(t: RedisTarget, settings: RedisSettings, options: RedisOptions = {}): RedisOptions {
+  const tls = tlsOptions(t, settings.redisTls);
+  const auth = { ...(t.username !== undefined ? { username: t.username } : {}), ...(t.password !== undefined ? { password: t.password } : {}) };
+  const base: RedisOptions = { ...options, ...auth, db: t.db, ...(tls ? { tls } : {}) };
+  if (t.mode === "single") return { ...base, host: t.nodes[0]!.host, port: t.nodes[0]!.port };
+  return {
+    ...base,
+    sentinels: t.nodes,
+    name: t.masterName!,
+    role: "master",
+    // A new master is taken up as soon as the sentinels announce it (+switch-master), not only
+    // once the old one's socket fails.
+    failoverDetector: true,
+    ...(t.sentinelPassword !== undefined ? { sentinelPassword: t.sentinelPassword } : {}),
+    ...(tls ? { enableTLSForSentinelMode: true, sentinelTLS: tls } : {}),
+    ...(options.retryStrategy ? { sentinelRetryStrategy: options.retryStrategy } : {}),
+  };
+}
+
+/** ioredis Cluster's options: the per-node part (auth, TLS, BullMQ's) under redisOptions. */
+function clusterOptions(t: RedisTarget, settings: RedisSettings, options: RedisOptions): ClusterOptions {
+  const { lazyConnect, enableOfflineQueue, enableReadyCheck, retryStrategy, ...perNode } = options;
+  const tls = tlsOptions(t, settings.redisTls);
+  return {
+    redisOptions: { ...perNode, ...(t.username !== undefined ? { username: t.username } : {}), ...(t.password !== undefined ? { password: t.password } : {}), ...(tls ? { tls } : {}) },
+    ...(lazyConnect !== undefined ? { lazyConnect } : {}),
+    ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
+    ...(enableReadyCheck !== undefined ? { enableReadyCheck } : {}),
+    ...(retryStrategy ? { clusterRetryStrategy: retryStrategy } : {}),
+    // TLS to nodes the cluster announces by IP: the certificate is checked against the seed's name.
+    ...(tls ? { dnsLookup: (address, cb) => cb(null, address) } : {}),
+  };
+}
+
+/**
+ * A connection to the Redis `url` names. A Cluster comes back typed as Redis: the commands
+ * patchbay and BullMQ send are the same on both, and every key of a queue is in one slot
+ * (keyspaceQueueName), so nothing that needs one server's keyspace is sent to a Cluster.
+ */
+export function openRedis(url: string | RedisTarget, settings: RedisSettings, options: RedisOptions = {}): Redis {
+  const t = typeof url === "string" ? parseRedisUrl(url) : url;
+  if (t.mode === "cluster") return new Cluster(t.nodes, clusterOptions(t, settings, options)) as unknown as Redis;
+  return new Redis(nodeOptions(t, settings, options));
+}
+
+/** Whether a connection from openRedis is a Cluster. */
+export function isCluster(conn: Redis): boolean {
+  return (conn as unknown as { isCluster?: boolean }).isCluster === true;
+}
+
+/** Another connection with the same settings (for a blocking read or a subscription), named. */
+export function duplicateRedis(conn: Redis, connectionName: string): Redis {
+  if (isCluster(conn)) {
+    const c = conn as unknown as Cluster;
+    return c.duplicate([], { redisOptions: { ...c.options.redisOptions, connectionName } }) as unknown as Redis;
+  }
+  return conn.duplicate({ connectionName });
+}
+
+/** How many replicas a write that matters waits for (WAIT), and how long. */
+export interface WaitSetting {
+  replicas: number;
+  timeoutMs: number;
+}
+
+/**
+ * PATCHBAY_REDIS_WAIT_REPLICAS resolved for a target: "auto" is 1 behind Sentinel (a replica is
+ * there to be promoted) and 0 elsewhere; on a Cluster always 0 (WAIT has no key: ioredis would send
+ * it to any node, not the one that took the writes).
+ */
+export function waitSetting(setting: { replicas: "auto" | number; timeoutMs: number }, t: Pick<RedisTarget, "mode">): WaitSetting {
+  const replicas = t.mode === "cluster" ? 0 : setting.replicas === "auto" ? (t.mode === "sentinel" ? 1 : 0) : setting.replicas;
+  return { replicas, timeoutMs: setting.timeoutMs };
+}
+
+/**
+ * After writes that must outlive a failover, on the connection that made them: WAIT until
+ * `replicas` have them. Replication is asynchronous, so a master that dies before that loses them;
+ * when WAIT cannot confirm (it timed out, or was sent again to a newly promoted master after the
+ * old one died), `recheck` looks for what was written and writes again what is missing. Returns
+ * whether the replicas confirmed.
+ */
+export async function confirmWrites(conn: Redis, w: WaitSetting, recheck: () => Promise<void>): Promise<boolean> {
+  if (w.replicas <= 0) return true;
+  const acked = Number(await conn.call("WAIT", w.replicas, w.timeoutMs).catch(() => 0));
+  if (acked >= w.replicas) return true;
+  await recheck();
+  return false;
+}

@@ -1,0 +1,96 @@
+// One connection attempt, no retries, with a reason a person can act on: what a command, a worker
+// and doctor do at start, so a wrong password, an untrusted certificate or a master name no
+// Sentinel knows is an error there and then, not a reconnect loop.
+import { Redis } from "ioredis";
+import { PatchbayError } from "./errors.js";
+import { nodeOptions, openRedis, RedisConfigError, tlsOptions, type RedisSettings } from "./redis-connect.js";
+import { parseRedisUrl, type HostPort, type RedisTarget } from "./redis-target.js";
+import { shownRedisUrl } from "./redis-url.js";
+
+/** Redis cannot be used as configured: kind "config" (credentials, TLS, a master's name), or "infra" (nothing answers). */
+export class RedisConnectError extends PatchbayError {
+  constructor(
+    /** The URL as messages show it (no password). */
+    readonly shownUrl: string,
+    /** Why, and what to do. */
+    readonly why: string,
+    kind: "config" | "infra",
+  ) {
+    super(kind, `Redis at ${shownUrl}: ${why}`);
+  }
+}
+
+const TLS_TRUST = new Set(["UNABLE_TO_VERIFY_LEAF_SIGNATURE", "SELF_SIGNED_CERT_IN_CHAIN", "DEPTH_ZERO_SELF_SIGNED_CERT", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY", "UNABLE_TO_GET_ISSUER_CERT", "CERT_HAS_EXPIRED", "CERT_UNTRUSTED", "CERT_SIGNATURE_FAILURE"]);
+
+/** What an error from a connection attempt means, and what to do: [kind, sentence]. */
+export function redisErrorReason(err: Error & { code?: string }, t: RedisTarget): ["config" | "infra", string] {
+  const msg = err.message ?? "";
+  const who = t.username ? `user '${t.username}'` : "the default user";
+  if (/WRONGPASS|invalid username-password|invalid password/i.test(msg)) return ["config", `Redis refused the password of ${who}: set the right one in REDIS_URL (redis://USER:PASSWORD@HOST:PORT)`];
+  if (/NOAUTH|Authentication required/i.test(msg)) return ["config", "Redis wants a password: put it in REDIS_URL (redis://USER:PASSWORD@HOST:PORT)"];
+  if (/NOPERM/i.test(msg)) return ["config", `Redis refused ${who} a command (${msg.slice(0, 160)}): give the ACL user ~* &* +@all, or at least what BullMQ needs`];
+  if (err.code && TLS_TRUST.has(err.code)) return ["config", `Redis's TLS certificate is not trusted (${err.code}): set PATCHBAY_REDIS_TLS_CA (or ?ca= in the URL) to the CA that signed it`];
+  if (err.code === "ERR_TLS_CERT_ALTNAME_INVALID") return ["config", `Redis's TLS certificate does not name the host (${msg.slice(0, 160)}): connect by a name it lists`];
+  if (/wrong version number|packet length too long|EPROTO/i.test(`${msg} ${err.code ?? ""}`)) return ["config", "TLS to a port that does not speak TLS: use redis:// for it, or the server's tls-port"];
+  if (/certificate required|alert number 116|handshake failure/i.test(msg)) return ["config", "Redis asks for a client certificate: set PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY (or cert= and key= in the URL)"];
+  return ["infra", msg || "connection failed"];
+}
+
+function fail(t: RedisTarget, url: string, err: Error): RedisConnectError {
+  const [kind, why] = redisErrorReason(err, t);
+  return new RedisConnectError(shownRedisUrl(url), why, kind);
+}
+
+/** The master's address each reachable sentinel gives; a clear error when none names it. */
+async function sentinelMaster(t: RedisTarget, url: string, settings: RedisSettings, timeoutMs: number): Promise<HostPort> {
+  const tls = tlsOptions(t, settings.redisTls);
+  const answers: string[] = [];
+  let last: Error | undefined;
+  for (const s of t.nodes) {
+    const r = new Redis({ host: s.host, port: s.port, ...(t.sentinelPassword !== undefined ? { password: t.sentinelPassword } : {}), ...(tls ? { tls } : {}), lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+    r.on("error", () => {});
+    try {
+      await r.connect();
+      const addr = (await r.call("SENTINEL", "get-master-addr-by-name", t.masterName!)) as [string, string] | null;
+      if (addr) return { host: addr[0], port: Number(addr[1]) };
+      const masters = (await r.call("SENTINEL", "masters").catch(() => [])) as string[][];
+      answers.push(...masters.map((m) => m[m.indexOf("name") + 1]!).filter(Boolean));
+    } catch (err) {
+      last = err as Error;
+    } finally {
+      r.disconnect();
+    }
+  }
+  const listed = t.nodes.map((n) => `${n.host}:${n.port}`).join(", ");
+  if (answers.length > 0 || !last) {
+    const known = [...new Set(answers)].slice(0, 10).map((n) => `'${n}'`).join(", ");
+    throw new RedisConnectError(shownRedisUrl(url), `no Sentinel at ${listed} knows a master named '${t.masterName}' (they know ${known || "none"}): fix the name after the sentinels in REDIS_URL`, "config");
+  }
+  const [kind, why] = redisErrorReason(last, t);
+  throw new RedisConnectError(shownRedisUrl(url), `no Sentinel at ${listed} answers (${why})`, kind);
+}
+
+/**
+ * A connected connection to the Redis `url` names, made once without retries; the caller
+ * disconnects it. A RedisConnectError (kind "config" or "infra") says why not.
+ */
+export async function probeRedisTarget(url: string, settings: RedisSettings, timeoutMs = 3000): Promise<{ conn: Redis; target: RedisTarget; master?: HostPort }> {
+  const t = parseRedisUrl(url);
+  const master = t.mode === "sentinel" ? await sentinelMaster(t, url, settings, timeoutMs) : undefined;
+  const options = { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false };
+  // The Sentinel's master, asked already, is probed as the server it is (no second round of sentinels).
+  const conn = master ? new Redis({ ...nodeOptions({ ...t, mode: "single", nodes: [master] }, settings, options) }) : openRedis(t, settings, options);
+  let cause: Error | undefined;
+  conn.on("error", (err: Error) => (cause ??= err)); // the socket's or the AUTH's error, not "Connection is closed"
+  conn.on("node error", (err: Error) => (cause ??= err)); // a Cluster's, per node
+  try {
+    await conn.connect();
+    await conn.ping();
+    return { conn, target: t, ...(master ? { master } : {}) };
+  } catch (err) {
+    conn.disconnect();
+    if (err instanceof RedisConfigError) throw err;
+    const e = cause && !/Connection is closed|Failed to refresh slots/i.test(cause.message) ? cause : ((err as { lastNodeError?: Error }).lastNodeError ?? cause ?? (err as Error));
+    throw fail(t, url, e);
+  }
+}
