@@ -107,6 +107,9 @@ export interface WaitSetting {
  * it to any node, not the one that took the writes).
  */
 export function waitSetting(setting: { replicas: "auto" | number; timeoutMs: number }, t: Pick<RedisTarget, "mode">): WaitSetting {
+  if (t.mode === "cluster" && setting.replicas !== "auto" && setting.replicas > 0) {
+    throw new RedisConfigError(`PATCHBAY_REDIS_WAIT_REPLICAS=${setting.replicas} cannot work on a Redis Cluster (WAIT names no key, so it cannot be sent to the master that took the writes): set it to auto or 0`);
+  }
   const replicas = t.mode === "cluster" ? 0 : setting.replicas === "auto" ? (t.mode === "sentinel" ? 1 : 0) : setting.replicas;
   return { replicas, timeoutMs: setting.timeoutMs };
 }

@@ -2,6 +2,8 @@
 // and doctor do at start, so a wrong password, an untrusted certificate or a master name no
 // Sentinel knows is an error there and then, not a reconnect loop.
 import { Redis } from "ioredis";
+import { isIP, Socket } from "node:net";
+import { connect as tlsConnect, type ConnectionOptions as TlsOptions } from "node:tls";
 import { PatchbayError } from "./errors.js";
 import { nodeOptions, openRedis, RedisConfigError, tlsOptions, type RedisSettings } from "./redis-connect.js";
 import { parseRedisUrl, type HostPort, type RedisTarget } from "./redis-target.js";
@@ -70,6 +72,37 @@ async function sentinelMaster(t: RedisTarget, url: string, settings: RedisSettin
   throw new RedisConnectError(shownRedisUrl(url), `no Sentinel at ${listed} answers (${why})`, kind);
 }
 
+/** Whether a socket got as far as `ready` (connect, or a TLS handshake), and what it then answered to PING within ms: its first bytes, or its error. */
+function exchange(s: Socket, ready: string, ms: number): Promise<{ reached: boolean; answer: string }> {
+  let reached = false;
+  return new Promise((resolve) => {
+    const done = (answer: string) => (s.destroy(), resolve({ reached, answer }));
+    s.setTimeout(ms, () => done("timeout"));
+    s.once("error", (err) => done(`error: ${err.message}`));
+    s.once(ready, () => ((reached = true), s.write("PING\r\n")));
+    s.once("data", (d: Buffer) => done(d.toString("latin1", 0, 64)));
+    s.once("end", () => done("end"));
+  });
+}
+
+/**
+ * When a connection fails without a reason (reset, timeout), TLS is the usual cause: the port
+ * speaks the other protocol, or wants a client certificate. Asked of the port directly.
+ */
+async function tlsMismatch(t: RedisTarget, node: HostPort, tls: TlsOptions | undefined): Promise<string | undefined> {
+  const { host, port } = node;
+  const name = isIP(host) ? {} : { servername: host };
+  if (!t.tls) {
+    const hello = await exchange(tlsConnect({ host, port, rejectUnauthorized: false, ...name }), "secureConnect", 1500);
+    return hello.reached ? "this port speaks TLS: use rediss://" : undefined;
+  }
+  const plain = await exchange(new Socket().connect(port, host), "connect", 1500);
+  if (/^[+-]/.test(plain.answer)) return "this port speaks plain Redis, not TLS: use redis:// for it, or the server's tls-port";
+  if (tls?.cert) return undefined;
+  const hello = await exchange(tlsConnect({ host, port, ...tls, ...name }), "secureConnect", 1500);
+  return hello.reached && /certificate required|alert number 116|^end|ECONNRESET/i.test(hello.answer) ? "Redis asks for a client certificate: set PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY (or cert= and key= in the URL)" : undefined;
+}
+
 /**
  * A connected connection to the Redis `url` names, made once without retries; the caller
  * disconnects it. A RedisConnectError (kind "config" or "infra") says why not.
@@ -91,6 +124,9 @@ export async function probeRedisTarget(url: string, settings: RedisSettings, tim
     conn.disconnect();
     if (err instanceof RedisConfigError) throw err;
     const e = cause && !/Connection is closed|Failed to refresh slots/i.test(cause.message) ? cause : ((err as { lastNodeError?: Error }).lastNodeError ?? cause ?? (err as Error));
-    throw fail(t, url, e);
+    const [kind] = redisErrorReason(e, t);
+    const code = (e as NodeJS.ErrnoException).code;
+    const mismatch = kind === "infra" && code !== "ECONNREFUSED" && code !== "ENOTFOUND" ? await tlsMismatch(t, master ?? t.nodes[0]!, tlsOptions(t, settings.redisTls)) : undefined;
+    throw mismatch ? new RedisConnectError(shownRedisUrl(url), `${mismatch} (${e.message})`, "config") : fail(t, url, e);
   }
 }

@@ -74,12 +74,13 @@ describe("a connection's error, said so a person can act on it", () => {
 });
 
 describe("what a write that matters waits for, and a Cluster's queue name", () => {
-  it("waits for 1 replica behind Sentinel by default, none elsewhere, and never on a Cluster", () => {
+  it("waits for 1 replica behind Sentinel by default, none elsewhere, and never on a Cluster (asking for it there is refused)", () => {
     const auto = { replicas: "auto" as const, timeoutMs: 2000 };
     expect(waitSetting(auto, { mode: "sentinel" })).toEqual({ replicas: 1, timeoutMs: 2000 });
     expect(waitSetting(auto, { mode: "single" })).toEqual({ replicas: 0, timeoutMs: 2000 });
     expect(waitSetting({ replicas: 2, timeoutMs: 5 }, { mode: "single" })).toEqual({ replicas: 2, timeoutMs: 5 });
-    expect(waitSetting({ replicas: 2, timeoutMs: 5 }, { mode: "cluster" })).toEqual({ replicas: 0, timeoutMs: 5 });
+    expect(waitSetting({ replicas: 0, timeoutMs: 5 }, { mode: "cluster" })).toEqual({ replicas: 0, timeoutMs: 5 });
+    expect(() => waitSetting({ replicas: 1, timeoutMs: 5 }, { mode: "cluster" })).toThrow(/PATCHBAY_REDIS_WAIT_REPLICAS=1 cannot work on a Redis Cluster .*: set it to auto or 0/);
   });
 
   it("hash-tags the queue's name on a Cluster only, keeping a tag already there", () => {

@@ -49,7 +49,7 @@ export interface AttemptContext extends AdmitContext {
   /** Throttles the whole queue (BullMQ's worker.rateLimit). */
   rateLimit(ms: number): Promise<void>;
   /** How the result record is confirmed on replicas (WAIT; src/redis-connect.ts): a failover must not lose a result it acknowledged. */
-  durability?: WaitSetting;
+  durability: WaitSetting;
 }
 
 /** What an attempt carries from its start to its end. */
@@ -188,15 +188,21 @@ async function recordAttempt(ctx: AttemptContext, job: QueueJob, r: Running, res
   // BullMQ keeps the bounded result (src/queue/result-bounds.ts), never the agent's lists or a
   // long patch: that is written once, with the record, and the result names it. Such a result is
   // only true once that write landed, so it is awaited; a plain record is a safety net (5 s).
-  const rec = recordResult(ctx.redis, ctx.k, jobId, entry.finished, result, { retentionSec: ctx.config.retentionSec, maxLen: defaults.transcript.maxLen });
+  const record = () => recordResult(ctx.redis, ctx.k, jobId, entry.finished, result, { retentionSec: ctx.config.retentionSec, maxLen: defaults.transcript.maxLen });
+  const rec = record();
   await (rec.stored.patchStored ? rec.written : Promise.race([rec.written, sleep(5000)]));
-  // On a replica before BullMQ is told: a record a failover lost is written again.
-  if (ctx.durability) {
-    const again = async () => void ((await ctx.redis.exists(ctx.k.result(jobId))) || (await recordResult(ctx.redis, ctx.k, jobId, entry.finished, result, { retentionSec: ctx.config.retentionSec, maxLen: defaults.transcript.maxLen }).written));
-    await confirmWrites(ctx.redis, ctx.durability, again).catch(() => {});
-  }
   await r.checkpoints?.remove().catch(() => {});
-  await ctx.batch.finish(job.data, jobId, attempt, result, r.spentBefore()).catch((err: Error) => ctx.log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
+  const toBatch = () => ctx.batch.finish(job.data, jobId, attempt, result, r.spentBefore()).catch((err: Error) => ctx.log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
+  await toBatch();
+  // The record and the batch's line on a replica before BullMQ completes the job: after a failover
+  // the promoted replica has them, and a rerun returns the record instead of running the agent again.
+  const confirmed = await confirmWrites(ctx.redis, ctx.durability, async () => {
+    if (await ctx.redis.exists(ctx.k.result(jobId))) return;
+    ctx.log(`job ${jobId}: its result record was lost in a Redis failover; written again`, { job: jobId, level: "warn" });
+    await record().written;
+    await toBatch();
+  }).catch((err: Error) => (ctx.log(`job ${jobId}: confirming its result on a replica: ${err.message}`, { job: jobId, level: "warn" }), true));
+  if (!confirmed) ctx.log(`job ${jobId}: no replica confirmed its result within ${ctx.durability.timeoutMs} ms (WAIT)`, { job: jobId, level: "warn" });
   ctx.log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`, { job: jobId, attempt, status: result.status });
   return rec.stored;
 }
