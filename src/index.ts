@@ -17,7 +17,7 @@ export { runAgentLoop, type LoopOptions, type LoopOutcome } from "./agent/loop.j
 export { AnthropicModel, ModelError, type Model, type ModelRequest, type ModelResponse } from "./agent/model.js";
 export { costUsd, priceFor } from "./agent/prices.js";
 export { PatchGoneError } from "./queue/result-bounds.js";
-export { PatchbayClient, JobFailedError, JobNotFoundError, JobConflictError, WaitTimeoutError, ClientOptionsError, enqueue, enqueueBatch, waitForResult, cancel, status, result, watch, list, closeDefaultClient, type ClientOptions, type WaitOptions, type JobStatusInfo, type JobState, type ListState } from "./queue/client.js";
+export { PatchbayClient, JobFailedError, JobNotFoundError, JobConflictError, WaitTimeoutError, ClientOptionsError, EnqueueLostError, enqueue, enqueueBatch, waitForResult, cancel, status, result, watch, list, closeDefaultClient, type ClientOptions, type WaitOptions, type JobStatusInfo, type JobState, type ListState } from "./queue/client.js";
 export { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, submitBatch, batchStatus, waitForBatch, retryBatch, cancelBatch, listBatches, batchSummary, parseBatchFile, readBatchFile, summaryMarkdown, type BatchStatus, type BatchJob, type BatchSummary, type BatchProgress, type BatchListEntry, type JobSummary, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./queue/batch.js";
 export { CampaignClient, type CampaignClientOptions } from "./campaign/campaign-client.js";
 export { parseCampaign, readCampaign, CampaignFileError, type Campaign, type CampaignRepo } from "./campaign/campaign-file.js";
@@ -34,3 +34,5 @@ export { workerLogger, type Log, type LogFields, type LogFormat } from "./log.js
 export { JobSpec, JobResult, TranscriptEvent, parseJobSpec, assertJobSpec, JobSpecError } from "./spec.js";
 export { loadConfig, defaults, type Config } from "./config.js";
 export { PatchbayError, SandboxLostError, kindOf, ERROR_KINDS, type ErrorKind } from "./errors.js";
+export { parseRedisUrl, RedisUrlError, type RedisTarget } from "./redis-target.js";
+export { RedisConnectError } from "./redis-probe.js";

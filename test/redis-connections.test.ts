@@ -13,11 +13,15 @@ import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./
 import { cli, removeDir, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { ask, makeTestCA, startRedisCluster, startRedisServer, startSentinelGroup, type RedisClusterProc, type RedisProc, type SentinelGroup, type TestCA } from "./support/redis-topology.js";
 import { byTurn } from "./support/scripts.js";
+import { http, sse } from "./support/api.js";
+import { startDashboard } from "../src/web/server.js";
+import { loadConfig } from "../src/config.js";
 import { ensureBuilt } from "./cli-helpers.js";
 
 const MEMORY = { PATCHBAY_BACKEND: "memory", PATCHBAY_TEST_BACKENDS: "1" };
 const SECRET = "s3cret-Redis-pw";
 const JOBS = 6;
+const TOKEN = "dashboard-token-0123456789";
 
 let fake: FakeAnthropic;
 let dir: string;
@@ -194,6 +198,19 @@ describe("a 3-master Redis Cluster", () => {
     }
     const doc = JSON.parse((await cli(["doctor", "--json"], env, { timeoutMs: 60_000 })).stdout);
     expect(doc).toContainEqual(expect.objectContaining({ name: "redis cluster", ok: true, detail: expect.stringMatching(/cluster_state ok, 3 master/) }));
+    // The dashboard on the Cluster: its job list (a multi-key script over the queue's slot) and a
+    // finished job's live transcript (the blocking read, short on a Cluster).
+    const dash = await startDashboard({ port: 0, redisUrl: cluster.url, queueName: "fleet", token: TOKEN, config: loadConfig({ ...process.env, REDIS_URL: cluster.url }) });
+    try {
+      const list = await http(dash.url, "GET", "/api/v1/jobs", { token: TOKEN });
+      expect(list.status, list.text).toBe(200);
+      expect(list.json.jobs.length).toBe(JOBS);
+      const events = await sse(dash.url, "/api/v1/jobs/cluster-batch-L1/events", { authorization: `Bearer ${TOKEN}` });
+      expect(events.status).toBe(200);
+      expect(events.messages.at(-1)).toMatchObject({ event: "end", data: JSON.stringify({ state: "completed" }) });
+    } finally {
+      await dash.close();
+    }
   }, 300_000);
 
   it("what cannot work on a Cluster is refused at start: a WAIT for replicas", async () => {

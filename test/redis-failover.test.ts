@@ -212,7 +212,9 @@ describe("the master killed right after a job's result write, before a replica h
     process.kill(group.replica.pid, "SIGCONT");
     await group.waitForFailover(group.master.port, 60_000);
 
-    const r = await client.waitForResult(id, { timeoutMs: 120_000 });
+    const r = await client.waitForResult(id, { timeoutMs: 120_000 }).catch((err: Error) => {
+      throw new Error(`${err.message}\nworker:\n${worker!.log()}\nnew master:\n${group.replica.log()}`);
+    });
     expect(r.status, worker.log()).toBe("completed");
     expect(r.patch).toContain("fixed");
     expect(firstTurns, worker.log()).toBe(1);
