@@ -74,7 +74,8 @@ const Env = z.object({
   PATCHBAY_REDIS_TLS_KEY: z.string().optional(),
   /** Replicas a result or an enqueue waits for (WAIT) before it counts: "auto" is 1 on Sentinel, 0 elsewhere. */
   PATCHBAY_REDIS_WAIT_REPLICAS: z.union([z.literal("auto"), z.coerce.number().int().min(0).max(16)]).default("auto"),
-  PATCHBAY_REDIS_WAIT_MS: z.coerce.number().int().min(1).max(60_000).default(2000),
+  /** Default: 2000, or a quarter of PATCHBAY_LOCK_MS when that is shorter (WAIT 0 would block for ever). */
+  PATCHBAY_REDIS_WAIT_MS: z.coerce.number().int().min(1).max(60_000).optional(),
   PATCHBAY_QUEUE: z.string().min(1).default(DEFAULT_QUEUE),
   /** Forges beyond github.com and gitlab.com (src/config-forges.ts): HOST=github@API_URL,... */
   PATCHBAY_FORGES: z.string().optional().transform((s, ctx): ForgeHost[] => {
@@ -192,6 +193,10 @@ const Env = z.object({
   GIT_SSH_COMMAND: z.string().optional(),
   ...OTEL_ENV,
   ...PROVIDER_ENV,
+}).superRefine((e, ctx) => {
+  // A result's WAIT outliving its job's lock would let the job stall back to the queue and run
+  // again while the first attempt still waits to confirm (src/redis-connect.ts confirmWrites).
+  if (e.PATCHBAY_REDIS_WAIT_MS !== undefined && e.PATCHBAY_REDIS_WAIT_MS * 2 > e.PATCHBAY_LOCK_MS) ctx.addIssue({ code: "custom", path: ["PATCHBAY_REDIS_WAIT_MS"], message: `must be at most half of PATCHBAY_LOCK_MS (${e.PATCHBAY_LOCK_MS} ms; got ${e.PATCHBAY_REDIS_WAIT_MS})` });
 });
 
 /** One of the HTTP API's tokens (PATCHBAY_API_TOKENS): `read` may GET, `write` may also enqueue and cancel. */
@@ -291,7 +296,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   return {
     redisUrl: e.REDIS_URL,
     redisTls: { ca: e.PATCHBAY_REDIS_TLS_CA || undefined, cert: e.PATCHBAY_REDIS_TLS_CERT || undefined, key: e.PATCHBAY_REDIS_TLS_KEY || undefined },
-    redisWait: { replicas: e.PATCHBAY_REDIS_WAIT_REPLICAS, timeoutMs: e.PATCHBAY_REDIS_WAIT_MS },
+    redisWait: { replicas: e.PATCHBAY_REDIS_WAIT_REPLICAS, timeoutMs: e.PATCHBAY_REDIS_WAIT_MS ?? Math.max(1, Math.min(2000, Math.floor(e.PATCHBAY_LOCK_MS / 4))) },
     queueName: e.PATCHBAY_QUEUE,
     image: e.PATCHBAY_IMAGE,
     model: e.PATCHBAY_MODEL,

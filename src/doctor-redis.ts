@@ -1,8 +1,8 @@
 // `patchbay doctor`'s Redis checks, each named: the connection, TLS, auth, eviction policy, and
 // Sentinel's or the Cluster's view. What fails says which of them and what to do.
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import type { Config } from "./config.js";
-import { isCluster, tlsOptions } from "./redis-connect.js";
+import { isCluster, sentinelConnection } from "./redis-connect.js";
 import { probeRedisTarget, RedisConnectError } from "./redis-probe.js";
 import type { HostPort, RedisTarget } from "./redis-target.js";
 import { shownRedisUrl } from "./redis-url.js";
@@ -72,11 +72,9 @@ async function evictionCheck(conn: Redis): Promise<RedisCheck> {
 }
 
 async function sentinelCheck(t: RedisTarget, config: Pick<Config, "redisTls">, master: HostPort): Promise<RedisCheck> {
-  const tls = tlsOptions(t, config.redisTls);
   const views: string[] = [];
   for (const s of t.nodes) {
-    const r = new Redis({ host: s.host, port: s.port, ...(t.sentinelPassword !== undefined ? { password: t.sentinelPassword } : {}), ...(tls ? { tls } : {}), lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-    r.on("error", () => {});
+    const r = sentinelConnection(t, config, s, 2000);
     try {
       await r.connect();
       const addr = (await r.call("SENTINEL", "get-master-addr-by-name", t.masterName!)) as string[] | null;

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from "ioredis";
 import type { ConnectionOptions as TlsOptions } from "node:tls";
 import { kinded } from "./errors.js";
-import { parseRedisUrl, type RedisTarget, type RedisTlsFiles } from "./redis-target.js";
+import { parseRedisUrl, type HostPort, type RedisTarget, type RedisTlsFiles } from "./redis-target.js";
 
 /** The TLS files, user or password a connection needs cannot be read. */
 export class RedisConfigError extends kinded("config") {}
@@ -127,4 +127,12 @@ export async function confirmWrites(conn: Redis, w: WaitSetting, recheck: () => 
   if (acked >= w.replicas) return true;
   await recheck();
   return false;
+}
+
+/** A one-off connection to one sentinel of a target, without retries (the caller connects and disconnects it). */
+export function sentinelConnection(t: RedisTarget, settings: RedisSettings, sentinel: HostPort, timeoutMs: number): Redis {
+  const tls = tlsOptions(t, settings.redisTls);
+  const r = new Redis({ host: sentinel.host, port: sentinel.port, ...(t.sentinelPassword !== undefined ? { password: t.sentinelPassword } : {}), ...(tls ? { tls } : {}), lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  r.on("error", () => {}); // each call's own rejection says it
+  return r;
 }

@@ -5,7 +5,7 @@ import { Redis } from "ioredis";
 import { isIP, Socket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions as TlsOptions } from "node:tls";
 import { PatchbayError } from "./errors.js";
-import { nodeOptions, openRedis, RedisConfigError, tlsOptions, type RedisSettings } from "./redis-connect.js";
+import { nodeOptions, openRedis, RedisConfigError, sentinelConnection, tlsOptions, type RedisSettings } from "./redis-connect.js";
 import { parseRedisUrl, type HostPort, type RedisTarget } from "./redis-target.js";
 import { shownRedisUrl } from "./redis-url.js";
 
@@ -45,12 +45,10 @@ function fail(t: RedisTarget, url: string, err: Error): RedisConnectError {
 
 /** The master's address each reachable sentinel gives; a clear error when none names it. */
 async function sentinelMaster(t: RedisTarget, url: string, settings: RedisSettings, timeoutMs: number): Promise<HostPort> {
-  const tls = tlsOptions(t, settings.redisTls);
   const answers: string[] = [];
   let last: Error | undefined;
   for (const s of t.nodes) {
-    const r = new Redis({ host: s.host, port: s.port, ...(t.sentinelPassword !== undefined ? { password: t.sentinelPassword } : {}), ...(tls ? { tls } : {}), lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-    r.on("error", () => {});
+    const r = sentinelConnection(t, settings, s, timeoutMs);
     try {
       await r.connect();
       const addr = (await r.call("SENTINEL", "get-master-addr-by-name", t.masterName!)) as [string, string] | null;

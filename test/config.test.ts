@@ -60,7 +60,7 @@ describe("loadConfig", () => {
 
   it("reads every knob, coercing numbers", () => {
     const env = {
-      REDIS_URL: "redis://r:1", PATCHBAY_REDIS_TLS_CA: "/ca.pem", PATCHBAY_REDIS_TLS_CERT: "/c.pem", PATCHBAY_REDIS_TLS_KEY: "/k.pem", PATCHBAY_REDIS_WAIT_REPLICAS: "2", PATCHBAY_REDIS_WAIT_MS: "500", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONTEXT_WINDOW: "50000", PATCHBAY_COMPACT_AT: "0.5", PATCHBAY_CONCURRENCY: "7",
+      REDIS_URL: "redis://r:1", PATCHBAY_REDIS_TLS_CA: "/ca.pem", PATCHBAY_REDIS_TLS_CERT: "/c.pem", PATCHBAY_REDIS_TLS_KEY: "/k.pem", PATCHBAY_REDIS_WAIT_REPLICAS: "2", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONTEXT_WINDOW: "50000", PATCHBAY_COMPACT_AT: "0.5", PATCHBAY_CONCURRENCY: "7",
       PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_POOL: "0", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
       PATCHBAY_HARD_GRACE_MS: "5", PATCHBAY_CANCEL_POLL_MS: "6", PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_HEARTBEAT_MS: "8",
       PATCHBAY_HEALTH_MIN_MS: "9", PATCHBAY_HEALTH_MAX_MS: "10", PATCHBAY_HEALTH_TIMEOUT_MS: "11", PATCHBAY_THROTTLE_MS: "12", PATCHBAY_THROTTLE_MAX_MS: "13",
@@ -79,7 +79,7 @@ describe("loadConfig", () => {
     };
     const c = loadConfig(env);
     expect(c).toEqual({
-      redisUrl: "redis://r:1", redisTls: { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem" }, redisWait: { replicas: 2, timeoutMs: 500 }, queueName: "q", image: "img:1", model: "m", contextWindow: 50_000, compactAt: 0.5, concurrency: 7, workerId: "h:1:x", poolSize: 0,
+      redisUrl: "redis://r:1", redisTls: { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem" }, redisWait: { replicas: 2, timeoutMs: 1 }, queueName: "q", image: "img:1", model: "m", contextWindow: 50_000, compactAt: 0.5, concurrency: 7, workerId: "h:1:x", poolSize: 0,
       lockDurationMs: 1, lockRenewMs: 1, checkpoints: false, checkpointMaxBytes: 15, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
       cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8,
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicAuthToken: "t", anthropicBaseUrl: "http://x",
@@ -107,6 +107,10 @@ describe("loadConfig", () => {
     expect(loadConfig({ PATCHBAY_CANCEL_PUBSUB: "1" }).cancelPubSub).toBe(true);
     // The lock is renewed within its duration: a quarter of it unless set.
     expect(loadConfig({ PATCHBAY_LOCK_MS: "8000" }).lockRenewMs).toBe(2000);
+    // A result's WAIT stays well inside its job's lock: a quarter of it by default, at most half when set.
+    expect(loadConfig({ PATCHBAY_LOCK_MS: "3000" }).redisWait.timeoutMs).toBe(750);
+    expect(loadConfig({ PATCHBAY_LOCK_MS: "30000", PATCHBAY_REDIS_WAIT_MS: "15000" }).redisWait.timeoutMs).toBe(15000);
+    expect(() => loadConfig({ PATCHBAY_LOCK_MS: "6000", PATCHBAY_REDIS_WAIT_MS: "15000" })).toThrow("PATCHBAY_REDIS_WAIT_MS: must be at most half of PATCHBAY_LOCK_MS (6000 ms; got 15000)");
     expect(loadConfig({ PATCHBAY_LOCK_MS: "8000", PATCHBAY_LOCK_RENEW_MS: "3000" }).lockRenewMs).toBe(3000);
     // The health backoff's ceiling is never below its floor.
     expect(loadConfig({ PATCHBAY_HEALTH_MIN_MS: "5000", PATCHBAY_HEALTH_MAX_MS: "2000" })).toMatchObject({ healthMinMs: 5000, healthMaxMs: 5000 });

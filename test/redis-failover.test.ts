@@ -140,6 +140,7 @@ describe("the master killed right after a job's result write, before a replica h
   let worker: WorkerProc | undefined;
   let dir: string;
   let firstTurns = 0;
+  let cut = false;
 
   /**
    * Replication made to lag for real: the replica frozen (SIGSTOP) and its link killed on the
@@ -165,7 +166,10 @@ describe("the master killed right after a job's result write, before a replica h
         firstTurns++;
         return reply(toolUse("bash", { command: "echo fixed > /workspace/fixed" }));
       }
-      if (turn === 1) await cutReplication();
+      if (turn === 1 && !cut) {
+        cut = true; // once: a second run of the agent must fail the test, not freeze the new master
+        await cutReplication();
+      }
       return reply(text("Done."));
     });
   }, 300_000);
@@ -181,8 +185,9 @@ describe("the master killed right after a job's result write, before a replica h
 
   it("the record is written again on the promoted replica: the job completes once, its agent not run again, one job_finished", async () => {
     // WAIT longer than the failover takes here (~3 s): it is still out when the master dies,
-    // ioredis sends it again to the new master, and the worker then finds the record gone.
-    const env = { REDIS_URL: group.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "6000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REDIS_WAIT_MS: "15000" };
+    // ioredis sends it again to the new master, and the worker then finds the record gone. The
+    // lock (at least twice the WAIT) outlives both, so the job does not stall meanwhile.
+    const env = { REDIS_URL: group.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "30000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REDIS_WAIT_MS: "15000" };
     worker = startWorkerProc(env);
     await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`), 180_000);
     const id = "after-write";
