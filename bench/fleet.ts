@@ -234,7 +234,9 @@ export async function benchFleet() {
       log(`fleet: ${JSON.stringify(levels.at(-1))}`);
     }
     const best = levels.reduce((a, l) => (l.jobs_per_s > a.jobs_per_s ? l : a), levels[0]!);
-    const knee = levels.find((l, i) => i > 0 && l.jobs_per_s < levels[i - 1]!.jobs_per_s * 1.15) ?? best;
+    // The knee: the last slot count after which more slots no longer buy 15% more jobs/s.
+    const flat = levels.findIndex((l, i) => i > 0 && l.jobs_per_s < levels[i - 1]!.jobs_per_s * 1.15);
+    const knee = flat > 0 ? levels[flat - 1]! : best;
     const scaling = process.env.FLEET_SCALE === "0" ? undefined : await scale(redis.url, fake.url);
     return {
       machine_cpus: cpus().length,
