@@ -19,7 +19,12 @@ const TLS_ENV: Record<keyof RedisTlsFiles, string> = { ca: "PATCHBAY_REDIS_TLS_C
 
 /** Node's TLS options for a target: the URL's files first, then the environment's; undefined without TLS. */
 export function tlsOptions(t: RedisTarget, env: RedisTlsFiles = {}): TlsOptions | undefined {
-  if (!t.tls) return undefined;
+  if (!t.tls) {
+    // Files for TLS with a URL without it: the connection would go in clear, which the files say is not meant.
+    const set = (Object.keys(TLS_ENV) as (keyof RedisTlsFiles)[]).filter((k) => env[k]);
+    if (set.length) throw new RedisConfigError(`${set.map((k) => TLS_ENV[k]).join(", ")} ${set.length > 1 ? "are" : "is"} set but the Redis URL is not rediss://: use rediss:// (or unset ${set.length > 1 ? "them" : "it"})`);
+    return undefined;
+  }
   const out: TlsOptions = {};
   for (const part of ["ca", "cert", "key"] as const) {
     const file = t.tlsFiles[part] ?? env[part];
@@ -65,7 +70,8 @@ function clusterOptions(t: RedisTarget, settings: RedisSettings, options: RedisO
     ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
     ...(enableReadyCheck !== undefined ? { enableReadyCheck } : {}),
     ...(retryStrategy ? { clusterRetryStrategy: retryStrategy } : {}),
-    // TLS to nodes the cluster announces by IP: the certificate is checked against the seed's name.
+    // Nodes are reached as the cluster announces them (by IP here): no DNS lookup of an address;
+    // each node's certificate is verified against the address it is reached by.
     ...(tls ? { dnsLookup: (address, cb) => cb(null, address) } : {}),
   };
 }
@@ -111,7 +117,7 @@ export function waitSetting(setting: { replicas: "auto" | number; timeoutMs: num
     throw new RedisConfigError(`PATCHBAY_REDIS_WAIT_REPLICAS=${setting.replicas} cannot work on a Redis Cluster (WAIT names no key, so it cannot be sent to the master that took the writes): set it to auto or 0`);
   }
   const replicas = t.mode === "cluster" ? 0 : setting.replicas === "auto" ? (t.mode === "sentinel" ? 1 : 0) : setting.replicas;
-  return { replicas, timeoutMs: setting.timeoutMs };
+  return { replicas, timeoutMs: Math.max(1, setting.timeoutMs) }; // WAIT with 0 would block for ever
 }
 
 /**
@@ -132,7 +138,7 @@ export async function confirmWrites(conn: Redis, w: WaitSetting, recheck: () => 
 /** A one-off connection to one sentinel of a target, without retries (the caller connects and disconnects it). */
 export function sentinelConnection(t: RedisTarget, settings: RedisSettings, sentinel: HostPort, timeoutMs: number): Redis {
   const tls = tlsOptions(t, settings.redisTls);
-  const r = new Redis({ host: sentinel.host, port: sentinel.port, ...(t.sentinelPassword !== undefined ? { password: t.sentinelPassword } : {}), ...(tls ? { tls } : {}), lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  const r = new Redis({ host: sentinel.host, port: sentinel.port, ...(t.sentinelPassword !== undefined ? { password: t.sentinelPassword } : {}), ...(tls ? { tls } : {}), lazyConnect: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
   r.on("error", () => {}); // each call's own rejection says it
   return r;
 }

@@ -67,7 +67,9 @@ async function sentinelMaster(t: RedisTarget, url: string, settings: RedisSettin
     throw new RedisConnectError(shownRedisUrl(url), `no Sentinel at ${listed} knows a master named '${t.masterName}' (they know ${known || "none"}): fix the name after the sentinels in REDIS_URL`, "config");
   }
   const [kind, why] = redisErrorReason(last, t);
-  throw new RedisConnectError(shownRedisUrl(url), `no Sentinel at ${listed} answers (${why})`, kind);
+  // The URL's password is the master's; sentinels with one of their own take ?sentinelPassword=.
+  const sentinelAuth = kind === "config" && /password/i.test(why) ? "the sentinels want a password of their own: put it in the URL as ?sentinelPassword=" : why;
+  throw new RedisConnectError(shownRedisUrl(url), `no Sentinel at ${listed} answers (${sentinelAuth})`, kind);
 }
 
 /** Whether a socket got as far as `ready` (connect, or a TLS handshake), and what it then answered to PING within ms: its first bytes, or its error. */
@@ -83,22 +85,39 @@ function exchange(s: Socket, ready: string, ms: number): Promise<{ reached: bool
   });
 }
 
+type Diagnosis = { kind: "config" | "infra"; why: string };
+
+const CLIENT_CERT = "Redis asks for a client certificate: set PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY (or cert= and key= in the URL)";
+
 /**
  * When a connection fails without a reason (reset, timeout), TLS is the usual cause: the port
  * speaks the other protocol, or wants a client certificate. Asked of the port directly.
  */
-async function tlsMismatch(t: RedisTarget, node: HostPort, tls: TlsOptions | undefined): Promise<string | undefined> {
+async function tlsMismatch(t: RedisTarget, node: HostPort, tls: TlsOptions | undefined): Promise<Diagnosis | undefined> {
   const { host, port } = node;
   const name = isIP(host) ? {} : { servername: host };
   if (!t.tls) {
     const hello = await exchange(tlsConnect({ host, port, rejectUnauthorized: false, ...name }), "secureConnect", 1500);
-    return hello.reached ? "this port speaks TLS: use rediss://" : undefined;
+    return hello.reached ? { kind: "config", why: "this port speaks TLS: use rediss://" } : undefined;
   }
   const plain = await exchange(new Socket().connect(port, host), "connect", 1500);
-  if (/^[+-]/.test(plain.answer)) return "this port speaks plain Redis, not TLS: use redis:// for it, or the server's tls-port";
+  if (/^[+-]/.test(plain.answer)) return { kind: "config", why: "this port speaks plain Redis, not TLS: use redis:// for it, or the server's tls-port" };
   if (tls?.cert) return undefined;
   const hello = await exchange(tlsConnect({ host, port, ...tls, ...name }), "secureConnect", 1500);
-  return hello.reached && /certificate required|alert number 116|^end|ECONNRESET/i.test(hello.answer) ? "Redis asks for a client certificate: set PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY (or cert= and key= in the URL)" : undefined;
+  if (!hello.reached) return undefined;
+  if (/certificate required|alert number 116|handshake failure/i.test(hello.answer)) return { kind: "config", why: CLIENT_CERT };
+  // Closed right after the handshake: Redis refusing a client without a certificate, or a TLS
+  // proxy whose Redis is down; said both ways, as an outage.
+  if (/^end|ECONNRESET/i.test(hello.answer)) return { kind: "infra", why: "the TLS endpoint closed the connection after the handshake: Redis may want a client certificate (PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY), or the Redis behind a TLS proxy is down" };
+  return undefined;
+}
+
+/** Rejects after ms: a server that accepts and never answers must not hold a start for ever. */
+function deadline(ms: number, what: string): { timer: Promise<never>; clear(): void } {
+  let handle: NodeJS.Timeout | undefined;
+  const timer = new Promise<never>((_, reject) => (handle = setTimeout(() => reject(Object.assign(new Error(`no answer to ${what} within ${ms} ms`), { code: "ETIMEDOUT" })), ms)));
+  timer.catch(() => {});
+  return { timer, clear: () => clearTimeout(handle) };
 }
 
 /**
@@ -108,23 +127,34 @@ async function tlsMismatch(t: RedisTarget, node: HostPort, tls: TlsOptions | und
 export async function probeRedisTarget(url: string, settings: RedisSettings, timeoutMs = 3000): Promise<{ conn: Redis; target: RedisTarget; master?: HostPort }> {
   const t = parseRedisUrl(url);
   const master = t.mode === "sentinel" ? await sentinelMaster(t, url, settings, timeoutMs) : undefined;
-  const options = { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false };
+  const options = { lazyConnect: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false };
   // The Sentinel's master, asked already, is probed as the server it is (no second round of sentinels).
   const conn = master ? new Redis({ ...nodeOptions({ ...t, mode: "single", nodes: [master] }, settings, options) }) : openRedis(t, settings, options);
   let cause: Error | undefined;
   conn.on("error", (err: Error) => (cause ??= err)); // the socket's or the AUTH's error, not "Connection is closed"
   conn.on("node error", (err: Error) => (cause ??= err)); // a Cluster's, per node
+  const limit = deadline(timeoutMs * 2, "the connection and PING");
   try {
-    await conn.connect();
-    await conn.ping();
+    await Promise.race([
+      (async () => {
+        await conn.connect();
+        await conn.ping();
+        // ioredis reports a database that is not there as an event and goes on in db 0: asked here.
+        if (t.db !== 0) await conn.select(t.db);
+      })(),
+      limit.timer,
+    ]);
     return { conn, target: t, ...(master ? { master } : {}) };
   } catch (err) {
     conn.disconnect();
     if (err instanceof RedisConfigError) throw err;
+    if (/DB index is out of range/i.test((err as Error).message)) throw new RedisConnectError(shownRedisUrl(url), `this Redis has no database ${t.db}: use one below its \`databases\` setting`, "config");
     const e = cause && !/Connection is closed|Failed to refresh slots/i.test(cause.message) ? cause : ((err as { lastNodeError?: Error }).lastNodeError ?? cause ?? (err as Error));
     const [kind] = redisErrorReason(e, t);
     const code = (e as NodeJS.ErrnoException).code;
-    const mismatch = kind === "infra" && code !== "ECONNREFUSED" && code !== "ENOTFOUND" ? await tlsMismatch(t, master ?? t.nodes[0]!, tlsOptions(t, settings.redisTls)) : undefined;
-    throw mismatch ? new RedisConnectError(shownRedisUrl(url), `${mismatch} (${e.message})`, "config") : fail(t, url, e);
+    const diagnosis = kind === "infra" && code !== "ECONNREFUSED" && code !== "ENOTFOUND" ? await tlsMismatch(t, master ?? t.nodes[0]!, tlsOptions(t, settings.redisTls)) : undefined;
+    throw diagnosis ? new RedisConnectError(shownRedisUrl(url), `${diagnosis.why} (${e.message})`, diagnosis.kind) : fail(t, url, e);
+  } finally {
+    limit.clear();
   }
 }

@@ -9,7 +9,7 @@
 // may name `ca`, `cert` and `key` files (TLS), `sentinelPassword` and, as ioredis reads them,
 // `password` and `db`.
 import { kinded } from "./errors.js";
-import { shownRedisUrl } from "./redis-url.js";
+import { shownRedisUrl, userinfoEnd } from "./redis-url.js";
 
 /** A Redis URL that does not say which Redis (its message names the part and shows the forms). */
 export class RedisUrlError extends kinded("config") {}
@@ -57,12 +57,13 @@ export function parseRedisUrl(url: string): RedisTarget {
   const tls = m[1]!.toLowerCase() === "rediss";
   const mode = (m[2]?.toLowerCase() ?? "single") as RedisMode;
   let rest = m[3]!;
+  // The user part first (a password may hold ? and #), then the query (shownRedisUrl splits alike).
+  const at = userinfoEnd(rest);
+  const userinfo = at < 0 ? undefined : rest.slice(0, at);
+  rest = rest.slice(at + 1);
   const q = rest.indexOf("?");
   const query = new URLSearchParams(q < 0 ? "" : rest.slice(q + 1));
   if (q >= 0) rest = rest.slice(0, q);
-  const at = rest.lastIndexOf("@");
-  const userinfo = at < 0 ? undefined : rest.slice(0, at);
-  rest = rest.slice(at + 1);
   const slash = rest.indexOf("/");
   const hosts = slash < 0 ? rest : rest.slice(0, slash);
   const path = slash < 0 ? [] : rest.slice(slash + 1).split("/").filter((s) => s !== "");
@@ -120,8 +121,13 @@ function dbNumber(s: string, bad: (w: string) => Error): number {
 }
 
 function readQuery(query: URLSearchParams, t: RedisTarget, bad: (w: string) => Error): void {
+  const seen = new Set<string>();
   for (const [k, v] of query) {
     if (!(QUERY_KEYS as readonly string[]).includes(k)) throw bad(`unknown option '${k.slice(0, 40)}' (known: ${QUERY_KEYS.join(", ")})`);
+    if (seen.has(k)) throw bad(`'${k}' given twice`);
+    seen.add(k);
+    if (k === "password" && t.password !== undefined) throw bad("a password both before the host and in ?password=");
+    if (k === "db" && t.db !== 0) throw bad("a database both in the path and in ?db=");
     if (k === "ca" || k === "cert" || k === "key") t.tlsFiles[k] = v;
     else if (k === "password") t.password = v;
     else if (k === "sentinelPassword") {

@@ -98,7 +98,7 @@ describe("attacks on the HTTP API and the client", () => {
     // a REDIS_URL of the wrong scheme is refused by the configuration, its password not shown either
     const bad = await cli(["status", "some-job"], { REDIS_URL: `http://:hunter2-pw-0123@127.0.0.1:${port}` });
     expect(bad.code).not.toBe(0);
-    expect(bad.stderr).toContain("must be a redis:// or rediss:// URL");
+    expect(bad.stderr).toContain("not a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL");
     expect(bad.stderr).not.toContain("hunter2");
   });
 

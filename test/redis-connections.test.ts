@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Cluster } from "ioredis";
+import { createServer, type AddressInfo, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { cli, removeDir, startWorkerProc, type WorkerProc } from "./support/cluster.js";
@@ -125,6 +126,29 @@ describe("TLS with a test CA and a client certificate", () => {
     // Nothing enqueued anywhere: the refused submit never reached a Redis it could write.
     expect(await ask(untrusted.port, ["DBSIZE"], { tls: { cert: ca.untrustedCert, key: ca.untrustedKey, ca: ca.untrustedCa } })).toBe(0);
   }, 180_000);
+});
+
+describe("a database that is not there, a server that never answers", () => {
+  let server: RedisProc;
+  let silent: Server;
+  beforeAll(async () => {
+    server = await startRedisServer();
+    silent = createServer(() => {}).listen(0, "127.0.0.1"); // accepts, never answers
+    await new Promise((r) => silent.once("listening", r));
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+    silent?.close();
+  });
+
+  it("exit 1 at start, each said: no such database (not db 0 instead), no answer (not a hang)", async () => {
+    const db = await cli(["batch", "list"], { REDIS_URL: `redis://127.0.0.1:${server.port}/99999` });
+    expect(db.code).toBe(1);
+    expect(db.stderr).toMatch(/this Redis has no database 99999: use one below its `databases` setting/);
+    const quiet = await cli(["batch", "list"], { REDIS_URL: `redis://127.0.0.1:${(silent.address() as AddressInfo).port}` }, { timeoutMs: 60_000 });
+    expect(quiet.code).toBe(1);
+    expect(quiet.stderr).toMatch(/cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+ \((Command timed out|no answer to the connection and PING within \d+ ms)\)/);
+  }, 120_000);
 });
 
 describe("an ACL user", () => {

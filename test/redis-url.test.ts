@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { keyspaceQueueName, parseRedisUrl, RedisUrlError } from "../src/redis-target.js";
 import { shownRedisUrl } from "../src/redis-url.js";
 import { redisErrorReason } from "../src/redis-probe.js";
-import { waitSetting } from "../src/redis-connect.js";
+import { tlsOptions, waitSetting } from "../src/redis-connect.js";
 
 const bad = (url: string) => {
   try {
@@ -47,6 +47,9 @@ describe("parseRedisUrl", () => {
     expect(bad("redis://a:1?ca=/ca.pem")).toMatch(/TLS files without TLS: use rediss:\/\//);
     expect(bad("redis://a:1?sentinelPassword=x")).toMatch(/sentinelPassword without redis\+sentinel/);
     expect(bad("redis://")).toMatch(/no host/);
+    expect(bad("redis://h:1?db=1&db=2")).toMatch(/'db' given twice/);
+    expect(bad("redis://:pw@h:1?password=x")).toMatch(/a password both before the host and in \?password=/);
+    expect(bad("redis://h:1/3?db=5")).toMatch(/a database both in the path and in \?db=/);
     for (const url of ["redis://:hunter2@a:1,b:2", "redis://u:hunter2@a:1?tls=1", "redis+sentinel://:hunter2@a:1"]) expect(bad(url)).not.toContain("hunter2");
   });
 });
@@ -58,6 +61,27 @@ describe("shownRedisUrl", () => {
     expect(shownRedisUrl("redis://s3cret@h:1")).toBe("redis://:***@h:1");
     expect(shownRedisUrl("redis+sentinel://:pw@a:1,b:2/m?sentinelPassword=sp&db=1")).toBe("redis+sentinel://:***@a:1,b:2/m?sentinelPassword=***&db=1");
     expect(shownRedisUrl("rediss+cluster://u:pw@a:1,b:2?password=x")).toBe("rediss+cluster://u:***@a:1,b:2?password=***");
+  });
+
+  it("holds for the red team's passwords: a ? or # in them, %-encoded or unknown keys, uppercase", () => {
+    // a ? in the password: the user part ends at the last @ (the parser splits the same way)
+    expect(shownRedisUrl("redis://u:pa?ss@host:6379")).toBe("redis://u:***@host:6379");
+    expect(shownRedisUrl("redis://:s3cr?t@h:1/0")).toBe("redis://:***@h:1/0");
+    expect(parseRedisUrl("redis://u:pa?ss@host:6379")).toMatchObject({ username: "u", password: "pa?ss", nodes: [{ host: "host", port: 6379 }] });
+    expect(shownRedisUrl("redis://u:p@ss?word@host")).toBe("redis://u:***@host");
+    // a # is part of a query value, as URLSearchParams reads it
+    expect(shownRedisUrl("redis://127.0.0.1:6379?password=a#bcdSECRETTAIL")).toBe("redis://127.0.0.1:6379?password=***");
+    expect(parseRedisUrl("redis://h:1?password=a#b").password).toBe("a#b");
+    // keys as Redis' parser decodes them, and keys patchbay does not know
+    expect(shownRedisUrl("redis://h:1?%70assword=SECRET8&db=1")).toBe("redis://h:1?%70assword=***&db=1");
+    expect(shownRedisUrl("redis://h:1?sentinel_password=X&PASSWORD=Y&pass=Z")).toBe("redis://h:1?sentinel_password=***&PASSWORD=***&pass=***");
+    for (const url of ["redis://u:pa?ss@host:6379", "redis://:s3cr?t@h:x", "redis://h:1?pass=hunter2", "redis://h:1?password=hunter2&password=x"]) {
+      try {
+        parseRedisUrl(url);
+      } catch (err) {
+        expect((err as Error).message).not.toMatch(/hunter2|pa\?ss|s3cr/);
+      }
+    }
   });
 });
 
@@ -81,6 +105,12 @@ describe("what a write that matters waits for, and a Cluster's queue name", () =
     expect(waitSetting({ replicas: 2, timeoutMs: 5 }, { mode: "single" })).toEqual({ replicas: 2, timeoutMs: 5 });
     expect(waitSetting({ replicas: 0, timeoutMs: 5 }, { mode: "cluster" })).toEqual({ replicas: 0, timeoutMs: 5 });
     expect(() => waitSetting({ replicas: 1, timeoutMs: 5 }, { mode: "cluster" })).toThrow(/PATCHBAY_REDIS_WAIT_REPLICAS=1 cannot work on a Redis Cluster .*: set it to auto or 0/);
+  });
+
+  it("refuses TLS files for a URL without TLS (the connection would go in clear), and WAIT's 0 (for ever)", () => {
+    expect(() => tlsOptions(parseRedisUrl("redis://h:1"), { ca: "/ca.pem", key: "/k" })).toThrow("PATCHBAY_REDIS_TLS_CA, PATCHBAY_REDIS_TLS_KEY are set but the Redis URL is not rediss://: use rediss:// (or unset them)");
+    expect(tlsOptions(parseRedisUrl("redis://h:1"), {})).toBeUndefined();
+    expect(waitSetting({ replicas: 1, timeoutMs: 0 }, { mode: "single" }).timeoutMs).toBe(1);
   });
 
   it("hash-tags the queue's name on a Cluster only, keeping a tag already there", () => {
