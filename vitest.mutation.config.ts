@@ -21,6 +21,7 @@ export default defineConfig({
       "test/editor-text.test.ts",
       "test/prices.test.ts",
       "test/campaign-file.test.ts",
+      "test/redis-url.test.ts",
     ],
     testTimeout: 20_000,
   },

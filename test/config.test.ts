@@ -111,6 +111,8 @@ describe("loadConfig", () => {
     expect(loadConfig({ PATCHBAY_LOCK_MS: "3000" }).redisWait.timeoutMs).toBe(750);
     expect(loadConfig({ PATCHBAY_LOCK_MS: "30000", PATCHBAY_REDIS_WAIT_MS: "15000" }).redisWait.timeoutMs).toBe(15000);
     expect(() => loadConfig({ PATCHBAY_LOCK_MS: "6000", PATCHBAY_REDIS_WAIT_MS: "15000" })).toThrow("PATCHBAY_REDIS_WAIT_MS: must be at most half of PATCHBAY_LOCK_MS (6000 ms; got 15000)");
+    expect(() => loadConfig({ PATCHBAY_LOCK_MS: "10000", PATCHBAY_REDIS_WAIT_MS: "5001" })).toThrow("PATCHBAY_REDIS_WAIT_MS: must be at most half of PATCHBAY_LOCK_MS (10000 ms; got 5001)");
+    expect(loadConfig({ PATCHBAY_LOCK_MS: "10000", PATCHBAY_REDIS_WAIT_MS: "5000" }).redisWait.timeoutMs).toBe(5000);
     expect(loadConfig({ PATCHBAY_LOCK_MS: "8000", PATCHBAY_LOCK_RENEW_MS: "3000" }).lockRenewMs).toBe(3000);
     // The health backoff's ceiling is never below its floor.
     expect(loadConfig({ PATCHBAY_HEALTH_MIN_MS: "5000", PATCHBAY_HEALTH_MAX_MS: "2000" })).toMatchObject({ healthMinMs: 5000, healthMaxMs: 5000 });

@@ -54,6 +54,37 @@ describe("parseRedisUrl", () => {
   });
 });
 
+describe("parseRedisUrl's edges (each pins one reading)", () => {
+  it("ports, paths, databases, user parts and names, exactly", () => {
+    expect(parseRedisUrl("redis://h:65535").nodes).toEqual([{ host: "h", port: 65535 }]);
+    expect(bad("redis://h:65536")).toMatch(/'h:65536' is not HOST:PORT/);
+    expect(bad("redis://h:0")).toMatch(/'h:0' is not HOST:PORT/);
+    expect(bad("redis://h:1x")).toMatch(/'h:1x' is not HOST:PORT/);
+    expect(bad("redis://!h:1")).toMatch(/'!h:1' is not HOST:PORT/);
+    expect(parseRedisUrl("redis://h:1/").db).toBe(0);
+    expect(parseRedisUrl("redis://h:1/12/").db).toBe(12);
+    expect(bad("redis://h:1/123456")).toMatch(/database '123456' is not a number/);
+    expect(bad("redis://h:1/1x")).toMatch(/database '1x' is not a number/);
+    expect(bad("redis://h:1/x2")).toMatch(/database 'x2' is not a number/);
+    expect(bad("redis://h:1/2/3")).toMatch(/'\/3' after the database/);
+    expect(bad("redis+sentinel://h:1/m/1/x")).toMatch(/'\/x' after the master name and database/);
+    expect(parseRedisUrl("redis+sentinel://h:1/my%20master").masterName).toBe("my master");
+    expect(bad("redis+sentinel://h:1/%zz")).toMatch(/its master name has a bad %-escape/);
+    expect(bad("redis+cluster://h:1?db=1")).toMatch(/a Cluster has only database 0: no db=/);
+    expect(bad("redis://h:1?nope=1")).toMatch(/unknown option 'nope'/);
+    const empty = parseRedisUrl("redis://@h:1");
+    expect([empty.username, empty.password]).toEqual([undefined, undefined]);
+    const noUser = parseRedisUrl("redis://:pw@h:1");
+    expect([noUser.username, noUser.password]).toEqual([undefined, "pw"]);
+    const emptyPw = parseRedisUrl("redis://u:@h:1");
+    expect([emptyPw.username, emptyPw.password]).toEqual(["u", ""]);
+    expect(parseRedisUrl("redis://u:p%41@h:1").password).toBe("pA");
+    expect(parseRedisUrl("redis://us%65r:p@h:1").username).toBe("user");
+    expect(keyspaceQueueName("x{ab}", { mode: "cluster" })).toBe("x{ab}");
+    expect(keyspaceQueueName("x{}", { mode: "cluster" })).toBe("{x{}}");
+  });
+});
+
 describe("shownRedisUrl", () => {
   it("puts *** for every password, in the user part and the query, in every form", () => {
     expect(shownRedisUrl("redis://127.0.0.1:6379")).toBe("redis://127.0.0.1:6379");
@@ -61,6 +92,11 @@ describe("shownRedisUrl", () => {
     expect(shownRedisUrl("redis://s3cret@h:1")).toBe("redis://:***@h:1");
     expect(shownRedisUrl("redis+sentinel://:pw@a:1,b:2/m?sentinelPassword=sp&db=1")).toBe("redis+sentinel://:***@a:1,b:2/m?sentinelPassword=***&db=1");
     expect(shownRedisUrl("rediss+cluster://u:pw@a:1,b:2?password=x")).toBe("rediss+cluster://u:***@a:1,b:2?password=***");
+    // only values of secret keys, and only with a value
+    expect(shownRedisUrl("redis://h:1?db=password&ca=/x")).toBe("redis://h:1?db=password&ca=/x");
+    expect(shownRedisUrl("redis://h:1?password&db=1")).toBe("redis://h:1?password&db=1");
+    expect(shownRedisUrl("u:pw@host")).toBe("u:***@host");
+    expect(shownRedisUrl("redis://h:1/0")).toBe("redis://h:1/0");
   });
 
   it("holds for the red team's passwords: a ? or # in them, %-encoded or unknown keys, uppercase", () => {
