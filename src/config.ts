@@ -93,6 +93,10 @@ const Env = z.object({
   PATCHBAY_WORKER_ID: z.string().optional(),
   /** Warm sandboxes a worker keeps ready per kind (default: its concurrency); 0 turns the pool off. */
   PATCHBAY_POOL: z.coerce.number().int().min(0).optional(),
+  /** Sandbox removals a worker runs at once, in the background (a job's result is handed back first). */
+  PATCHBAY_REMOVALS: z.coerce.number().int().min(1).max(64).default(2),
+  /** Removals that may wait for a slot (default: the concurrency); past that a finished job waits for room. */
+  PATCHBAY_REMOVALS_QUEUE: z.coerce.number().int().min(0).max(1024).optional(),
   // Reliability timings; the defaults suit minute-long jobs, tests shorten them.
   // A dead worker's job is taken up again within LOCK_MS + STALLED_MS (25 s); the lock is renewed
   // every LOCK_RENEW_MS (default LOCK_MS / 4), so a worker must be stuck for 15 s to lose one.
@@ -305,6 +309,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     concurrency: e.PATCHBAY_CONCURRENCY,
     workerId: e.PATCHBAY_WORKER_ID,
     poolSize: e.PATCHBAY_POOL,
+    removals: e.PATCHBAY_REMOVALS,
+    removalsQueued: e.PATCHBAY_REMOVALS_QUEUE,
     lockDurationMs: e.PATCHBAY_LOCK_MS,
     lockRenewMs: Math.min(e.PATCHBAY_LOCK_RENEW_MS ?? Math.floor(e.PATCHBAY_LOCK_MS / 4), e.PATCHBAY_LOCK_MS),
     checkpoints: e.PATCHBAY_CHECKPOINTS === "1",

@@ -16,6 +16,8 @@ export interface WorkerState {
   draining: boolean;
   /** The warm pool (src/sandbox/pool.ts): sandboxes waiting, made, and takes that found one or none. */
   pool?: { idle: number; made: number; taken: number; missed: number };
+  /** Finished jobs' sandboxes being removed in the background (src/sandbox/removals.ts). */
+  removals?: { running: number; queued: number; blocked: number; removed: number; failed: number };
 }
 
 const SECONDS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -70,6 +72,21 @@ export class WorkerMetrics {
     gauge("patchbay_worker_redis_connected", "1 while the worker's Redis connection is up", (s) => (s.redisConnected ? 1 : 0));
     gauge("patchbay_worker_draining", "1 once the worker drains (takes no new job)", (s) => (s.draining ? 1 : 0));
     gauge("patchbay_pool_idle_sandboxes", "Warm sandboxes waiting for a job", (s) => s.pool?.idle ?? 0);
+    gauge("patchbay_sandbox_removals_running", "Finished jobs' sandboxes being removed now, in the background after their results", (s) => s.removals?.running ?? 0);
+    gauge("patchbay_sandbox_removals_queued", "Finished jobs' sandboxes waiting for a removal slot", (s) => s.removals?.queued ?? 0);
+    gauge("patchbay_sandbox_removals_blocked", "Finished jobs waiting for room in the removal queue before their results are handed back", (s) => s.removals?.blocked ?? 0);
+    new Counter({
+      name: "patchbay_sandbox_removals_total",
+      help: "Background sandbox removals by outcome (a failed one is retried by the reaper loop)",
+      labelNames: ["outcome"] as const,
+      registers: this.r,
+      collect() {
+        const r = state().removals;
+        this.reset();
+        this.inc({ outcome: "removed" }, r?.removed ?? 0);
+        this.inc({ outcome: "failed" }, r?.failed ?? 0);
+      },
+    });
     // Counts kept by the pool itself, read at each scrape.
     new Counter({ name: "patchbay_pool_sandboxes_made_total", help: "Warm sandboxes made by the pool", registers: this.r, collect() { this.reset(); this.inc(state().pool?.made ?? 0); } });
     new Counter({

@@ -17,6 +17,8 @@ describe("loadConfig", () => {
       concurrency: 2,
       workerId: undefined,
       poolSize: undefined,
+      removals: 2,
+      removalsQueued: undefined,
       lockDurationMs: 20_000,
       lockRenewMs: 5_000,
       checkpoints: true,
@@ -61,7 +63,7 @@ describe("loadConfig", () => {
   it("reads every knob, coercing numbers", () => {
     const env = {
       REDIS_URL: "redis://r:1", PATCHBAY_REDIS_TLS_CA: "/ca.pem", PATCHBAY_REDIS_TLS_CERT: "/c.pem", PATCHBAY_REDIS_TLS_KEY: "/k.pem", PATCHBAY_REDIS_WAIT_REPLICAS: "2", PATCHBAY_QUEUE: "q", PATCHBAY_IMAGE: "img:1", PATCHBAY_MODEL: "m", PATCHBAY_CONTEXT_WINDOW: "50000", PATCHBAY_COMPACT_AT: "0.5", PATCHBAY_CONCURRENCY: "7",
-      PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_POOL: "0", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
+      PATCHBAY_WORKER_ID: "h:1:x", PATCHBAY_POOL: "0", PATCHBAY_REMOVALS: "3", PATCHBAY_REMOVALS_QUEUE: "0", PATCHBAY_LOCK_MS: "1", PATCHBAY_STALLED_MS: "2", PATCHBAY_REAP_MS: "3", PATCHBAY_DRAIN_MS: "4",
       PATCHBAY_HARD_GRACE_MS: "5", PATCHBAY_CANCEL_POLL_MS: "6", PATCHBAY_CANCEL_PUBSUB: "0", PATCHBAY_HEARTBEAT_MS: "8",
       PATCHBAY_HEALTH_MIN_MS: "9", PATCHBAY_HEALTH_MAX_MS: "10", PATCHBAY_HEALTH_TIMEOUT_MS: "11", PATCHBAY_THROTTLE_MS: "12", PATCHBAY_THROTTLE_MAX_MS: "13",
       PATCHBAY_LOCK_RENEW_MS: "14", PATCHBAY_CHECKPOINTS: "0", PATCHBAY_CHECKPOINT_MAX_BYTES: "15",
@@ -79,7 +81,7 @@ describe("loadConfig", () => {
     };
     const c = loadConfig(env);
     expect(c).toEqual({
-      redisUrl: "redis://r:1", redisTls: { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem" }, redisWait: { replicas: 2, timeoutMs: 1 }, queueName: "q", image: "img:1", model: "m", contextWindow: 50_000, compactAt: 0.5, concurrency: 7, workerId: "h:1:x", poolSize: 0,
+      redisUrl: "redis://r:1", redisTls: { ca: "/ca.pem", cert: "/c.pem", key: "/k.pem" }, redisWait: { replicas: 2, timeoutMs: 1 }, queueName: "q", image: "img:1", model: "m", contextWindow: 50_000, compactAt: 0.5, concurrency: 7, workerId: "h:1:x", poolSize: 0, removals: 3, removalsQueued: 0,
       lockDurationMs: 1, lockRenewMs: 1, checkpoints: false, checkpointMaxBytes: 15, stalledIntervalMs: 2, reapEveryMs: 3, drainDeadlineMs: 4, hardDeadlineGraceMs: 5,
       cancelPollMs: 6, cancelPubSub: false, heartbeatEveryMs: 8,
       healthMinMs: 9, healthMaxMs: 10, healthTimeoutMs: 11, throttleMs: 12, throttleMaxMs: 13, anthropicApiKey: "k", anthropicAuthToken: "t", anthropicBaseUrl: "http://x",
@@ -134,6 +136,7 @@ describe("loadConfig", () => {
     [{ PATCHBAY_CHECKPOINTS: "yes" }, /PATCHBAY_CHECKPOINTS/],
     [{ PATCHBAY_CHECKPOINT_MAX_BYTES: "0" }, /PATCHBAY_CHECKPOINT_MAX_BYTES/],
     [{ PATCHBAY_REAP_MS: "0" }, /PATCHBAY_REAP_MS/],
+    [{ PATCHBAY_REMOVALS: "0" }, /PATCHBAY_REMOVALS/],
     [{ PATCHBAY_DRAIN_MS: "0" }, /PATCHBAY_DRAIN_MS/],
     [{ PATCHBAY_HEALTH_MIN_MS: "0" }, /PATCHBAY_HEALTH_MIN_MS/],
     [{ PATCHBAY_HEALTH_MAX_MS: "0" }, /PATCHBAY_HEALTH_MAX_MS/],

@@ -42,12 +42,16 @@ export async function acquire(ctx: JobContext, held: Held): Promise<Sandbox> {
   return held.sandbox;
 }
 
-/** Releases what the attempt held: the pool's turn, the clone, the network, the sandboxes, the snapshot. */
-export async function release(held: Held): Promise<void> {
+/**
+ * Releases what the attempt held: the pool's turn, the clone, the network, the sandboxes, the
+ * snapshot. The job's sandbox is removed here, or handed to `retire` (a worker's background removals).
+ */
+export async function release(held: Held, retire?: (sb: Sandbox) => Promise<void>): Promise<void> {
   held.setupDone?.();
   await held.prepared?.then((a) => a.cleanup(), () => {});
   await held.egress?.close();
-  await held.sandbox?.destroy();
+  const sb = held.sandbox;
+  if (sb) await (retire ? retire(sb) : sb.destroy());
   await held.snapshot?.then((s) => s.remove(), () => {});
   await Promise.all(held.removals);
 }

@@ -50,6 +50,12 @@ export interface RunJobOptions {
   backend?: SandboxRuntime;
   /** The configuration (default: the environment's, parsed once). */
   config?: Config;
+  /**
+   * Where the job's sandbox goes once the job is over: a worker hands it to its background
+   * removals (src/sandbox/removals.ts), so the result is handed back before the container is
+   * removed. Default: removed before runJob returns.
+   */
+  retire?: (sb: Sandbox) => Promise<void>;
 }
 
 export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {}): Promise<JobResult> {
@@ -73,7 +79,7 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
     throw err; // the host's or the engine's (or a retryable API error): the queue retries it
   } finally {
     dispose();
-    await release(held);
+    await release(held, opts.retire);
   }
 }
 

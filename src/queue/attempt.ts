@@ -25,7 +25,7 @@ import { boundEvent } from "./result-bounds.js";
 export interface Active {
   ctl: AbortController;
   sandbox?: Sandbox;
-  /** Settles when runJob is over (its sandbox destroyed). */
+  /** Settles when runJob is over (its sandbox removed, or handed to the background removals). */
   done: Promise<void>;
   /** The newest transcript write: awaited before the result, so `watch` never misses the end. */
   lastWrite: Promise<unknown>;
@@ -50,6 +50,8 @@ export interface AttemptContext extends AdmitContext {
   rateLimit(ms: number): Promise<void>;
   /** How the result record is confirmed on replicas (WAIT; src/redis-connect.ts): a failover must not lose a result it acknowledged. */
   durability: WaitSetting;
+  /** Where a finished job's sandbox goes: the worker's background removals (src/sandbox/removals.ts), after the result. */
+  retire?: (sb: Sandbox) => Promise<void>;
 }
 
 /** What an attempt carries from its start to its end. */
@@ -101,6 +103,7 @@ async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | un
     pool: ctx.pool,
     stopAfterTurn: ctx.batch.stopAfterTurn(job.data, jobId, attempt),
     checkpoints,
+    retire: ctx.retire,
   });
   entry.done = run.then(() => {}, () => {});
   void entry.done.then(setupDone);

@@ -14,6 +14,8 @@ export interface DrainParts {
   /** Stopped first: no health checks, no warm sandboxes, no beats, no reaping. */
   health: { close(): void };
   pool: { close(): Promise<void> };
+  /** Finished jobs' sandboxes still being removed in the background: awaited before the heartbeat goes. */
+  removals: { idle(): Promise<void>; readonly stats: { running: number; queued: number; blocked: number } };
   heartbeat: { stop(): void; remove(): Promise<void> };
   reaper: { stop(): void };
   /** Stopped once the jobs are over: a job still running can be cancelled until then. */
@@ -25,8 +27,12 @@ export interface DrainParts {
   workerConnection: Redis;
 }
 
+/** How long abandoned jobs' sandboxes, and the background removals, get once the deadline passed. */
+const ABANDONED_MS = 20_000;
+
 export async function drain(p: DrainParts, deadlineMs: number): Promise<void> {
   const { log, active } = p;
+  const deadline = Date.now() + deadlineMs;
   log(`draining (${active.size} active, deadline ${deadlineMs} ms)`);
   p.health.close();
   const pooled = p.pool.close(); // warm sandboxes go at once; no more are made
@@ -41,9 +47,10 @@ export async function drain(p: DrainParts, deadlineMs: number): Promise<void> {
     const left = [...active.values()];
     for (const a of left) a.ctl.abort("abandoned");
     // Its patch is of no use to anyone now: the sandbox goes at once rather than after one.
-    await Promise.race([Promise.all(left.map((a) => Promise.all([a.done, a.sandbox?.destroy().catch(() => {})]))), sleep(20_000)]);
+    await Promise.race([Promise.all(left.map((a) => Promise.all([a.done, a.sandbox?.destroy().catch(() => {})]))), sleep(ABANDONED_MS)]);
   }
   p.cancels.stop();
+  await settleRemovals(p, Math.max(deadline - Date.now(), ABANDONED_MS));
   await pooled;
   await p.metrics.close();
   await p.sub.quit().catch(() => p.sub.disconnect());
@@ -51,4 +58,18 @@ export async function drain(p: DrainParts, deadlineMs: number): Promise<void> {
   await p.redis.quit().catch(() => p.redis.disconnect());
   p.workerConnection.disconnect();
   log("stopped");
+}
+
+/**
+ * The background removals (src/sandbox/removals.ts) awaited up to `ms`. The heartbeat goes only after
+ * this: a removal left undone is the reaper's once this owner is gone (its labels say whose it is).
+ */
+async function settleRemovals(p: DrainParts, ms: number): Promise<void> {
+  const { running, queued, blocked } = p.removals.stats;
+  if (running + queued + blocked === 0) return;
+  const timer = new AbortController();
+  const settled = await Promise.race([p.removals.idle().then(() => true), sleep(ms, false, { signal: timer.signal }).catch(() => false)]);
+  timer.abort(); // no timer outlives the drain
+  const left = p.removals.stats;
+  if (!settled) p.log(`${left.running + left.queued + left.blocked} sandbox removals left to the reaper`, { level: "warn" });
 }

@@ -3,7 +3,8 @@
 // the reaper can tell orphaned containers, transcripts into Redis streams, and a bounded drain.
 // startWorker composes the parts, each in its own module: the heartbeat (heartbeat.ts), the reaper
 // loop (reaper-loop.ts), the cancel listener (cancel-listener.ts), the health gate (health.ts), the
-// job attempt (attempt.ts, with attempt-admit.ts and attempt-outcome.ts) and the drain (drain.ts).
+// job attempt (attempt.ts, with attempt-admit.ts and attempt-outcome.ts), the background removals of
+// finished jobs' sandboxes (src/sandbox/removals.ts) and the drain (drain.ts).
 import { Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { defaults, loadConfig, type Config } from "../config.js";
@@ -18,6 +19,8 @@ import type { JobData } from "./client.js";
 import { LABEL, processOwnerId } from "../runtime/owner.js";
 import { configuredRuntime } from "../runtime/index.js";
 import { SandboxPool } from "../sandbox/pool.js";
+import { BackgroundRemovals } from "../sandbox/removals.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
 import type { JobResult } from "../spec.js";
 import { attemptProcessor, type Active } from "./attempt.js";
 import { listenForCancels } from "./cancel-listener.js";
@@ -65,8 +68,11 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const concurrency = opts.concurrency ?? config.concurrency;
   let pool: SandboxPool | undefined; // made below, once the reaper is there
   let closing: Promise<void> | undefined;
+  // Finished jobs' sandboxes are removed after their results are handed back, bounded (src/sandbox/removals.ts).
+  const removals = new BackgroundRemovals({ concurrency: config.removals, maxQueued: config.removalsQueued ?? concurrency, log: (m) => log(m, { level: "warn" }) });
+  const retire = (sb: Sandbox) => removals.hand(() => sb.destroy());
   const telemetry = await startTelemetry(config.telemetry); // traces, when OTEL_* asks (src/telemetry.ts)
-  const metrics = await workerMetrics(opts.metricsPort, () => ({ activeJobs: active.size, concurrency, redisConnected: connected(), draining: closing !== undefined, pool: pool && { idle: pool.size, ...pool.stats } }));
+  const metrics = await workerMetrics(opts.metricsPort, () => ({ activeJobs: active.size, concurrency, redisConnected: connected(), draining: closing !== undefined, pool: pool && { idle: pool.size, ...pool.stats }, removals: removals.stats }));
   if (metrics.url) log(`metrics: ${metrics.url}`);
 
   const heartbeat = await startHeartbeat(redis, k.heartbeat(id), config.heartbeatEveryMs);
@@ -83,11 +89,11 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     onChange: async (ok) => (ok ? (await reaper.run(), await worker.resume()) : await worker.pause(true)),
   });
   const reaper = startReaperLoop({ runtime, ownerAlive: ownerAliveFor({ id, queueName, deployment, redis, k }), health, log, everyMs: config.reapEveryMs });
-  pool = new SandboxPool({ backend: runtime, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox });
+  pool = new SandboxPool({ backend: runtime, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox, discard: (sb) => void retire(sb) });
   const cancels = await listenForCancels({ sub, redis, k, pubSub: config.cancelPubSub, pollMs: config.cancelPollMs, active });
 
   const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch
-  const processor = attemptProcessor({ config, redis, k, log, health, batch, runtime, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target) });
+  const processor = attemptProcessor({ config, redis, k, log, health, batch, runtime, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target), retire });
   const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
   workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const worker = bullWorker(queueName, processor, workerConnection, concurrency, config);
@@ -98,7 +104,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}`);
 
-  const parts = { log, active, worker, health, pool, heartbeat, reaper, cancels, metrics, redis, sub, workerConnection };
+  const parts = { log, active, worker, health, pool, removals, heartbeat, reaper, cancels, metrics, redis, sub, workerConnection };
   const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(() => telemetry?.release()));
   return { id, worker, shutdown };
 }

@@ -24,6 +24,8 @@ export interface PoolOptions {
   backend?: SandboxRuntime;
   /** What every job does first in a new sandbox, done ahead while it waits (e.g. the private git store); a failure is ignored. */
   prepare?: (sb: Sandbox) => Promise<void>;
+  /** Where a discarded warm sandbox goes (a worker's background removals); default: removed at once. */
+  discard?: (sb: Sandbox) => void;
 }
 
 type Kind = Pick<SandboxOptions, "image" | "limits" | "runtime">;
@@ -65,7 +67,7 @@ export class SandboxPool {
     for (const k of [...this.kinds.keys()].slice(0, Math.max(0, this.kinds.size - (this.opts.maxKinds ?? 2)))) {
       if (k === normalise({}).key) continue;
       this.kinds.delete(k);
-      for (const sb of this.idle.get(k)?.splice(0) ?? []) void sb.destroy().catch(() => {});
+      for (const sb of this.idle.get(k)?.splice(0) ?? []) this.discard(sb);
     }
     const list = this.idle.get(key) ?? [];
     while (list.length) {
@@ -75,7 +77,7 @@ export class SandboxPool {
         this.poke();
         return sb;
       }
-      void sb.destroy().catch(() => {});
+      this.discard(sb);
     }
     this.stats.missed++;
     this.poke();
@@ -102,6 +104,11 @@ export class SandboxPool {
     const all = [...this.idle.values()].flat();
     this.idle.clear();
     await Promise.all(all.map((sb) => sb.destroy().catch(() => {})));
+  }
+
+  private discard(sb: Sandbox): void {
+    if (this.opts.discard) this.opts.discard(sb);
+    else void sb.destroy().catch(() => {});
   }
 
   private poke(): void {
