@@ -121,8 +121,13 @@ describe("a Sentinel failover under a batch: every job ends once, with its statu
       const finished = (await transcript(watcher, j.jobId)).filter((e) => e.type === "job_finished");
       expect(finished, j.jobId).toHaveLength(1);
     }
-    expect([...firstTurns.values()].every((n) => n === 1), JSON.stringify([...firstTurns])).toBe(true);
+    // Ending once is the promise; starting once is not quite: a job's move to active that the old
+    // master took but never replicated is in the queue again on the new one, so a job running at the
+    // kill may start again elsewhere (at most the 6 slots' jobs). Every other job ran its agent once.
     expect(firstTurns.size).toBe(30);
+    const again = [...firstTurns].filter(([, n]) => n > 1);
+    expect(again.length, JSON.stringify(again)).toBeLessThanOrEqual(6);
+    expect(again.every(([, n]) => n === 2), JSON.stringify(again)).toBe(true);
     // The workers lived through it (reconnected, not restarted) and drain cleanly.
     for (const x of workers) expect(x.proc.exitCode).toBe(null);
     expect(workers.some((x) => /redis: .*reconnecting/.test(x.log()))).toBe(true);
