@@ -67,6 +67,18 @@ export class WorkerMetrics {
     if (!state) return;
     const gauge = (name: string, help: string, read: (s: WorkerState) => number) =>
       new Gauge({ name, help, registers: this.r, collect() { this.set(read(state())); } });
+    // A counter by outcome whose counts the worker's parts keep themselves: read at each scrape.
+    const outcomes = (name: string, help: string, read: (s: WorkerState) => Record<string, number>) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ["outcome"] as const,
+        registers: this.r,
+        collect() {
+          this.reset();
+          for (const [outcome, n] of Object.entries(read(state()))) this.inc({ outcome }, n);
+        },
+      });
     gauge("patchbay_worker_active_jobs", "Jobs running on this worker", (s) => s.activeJobs);
     gauge("patchbay_worker_concurrency", "Jobs this worker runs at once", (s) => s.concurrency);
     gauge("patchbay_worker_redis_connected", "1 while the worker's Redis connection is up", (s) => (s.redisConnected ? 1 : 0));
@@ -75,32 +87,10 @@ export class WorkerMetrics {
     gauge("patchbay_sandbox_removals_running", "Finished jobs' sandboxes being removed now, in the background after their results", (s) => s.removals?.running ?? 0);
     gauge("patchbay_sandbox_removals_queued", "Finished jobs' sandboxes waiting for a removal slot", (s) => s.removals?.queued ?? 0);
     gauge("patchbay_sandbox_removals_blocked", "Finished jobs waiting for room in the removal queue before their results are handed back", (s) => s.removals?.blocked ?? 0);
-    new Counter({
-      name: "patchbay_sandbox_removals_total",
-      help: "Background sandbox removals by outcome (a failed one is retried by the reaper loop)",
-      labelNames: ["outcome"] as const,
-      registers: this.r,
-      collect() {
-        const r = state().removals;
-        this.reset();
-        this.inc({ outcome: "removed" }, r?.removed ?? 0);
-        this.inc({ outcome: "failed" }, r?.failed ?? 0);
-      },
-    });
+    outcomes("patchbay_sandbox_removals_total", "Background sandbox removals by outcome (a failed one is retried by the reaper loop)", (s) => ({ removed: s.removals?.removed ?? 0, failed: s.removals?.failed ?? 0 }));
     // Counts kept by the pool itself, read at each scrape.
     new Counter({ name: "patchbay_pool_sandboxes_made_total", help: "Warm sandboxes made by the pool", registers: this.r, collect() { this.reset(); this.inc(state().pool?.made ?? 0); } });
-    new Counter({
-      name: "patchbay_pool_takes_total",
-      help: "Jobs that asked the pool for a sandbox, by outcome: hit (a warm one) or miss (created its own)",
-      labelNames: ["outcome"] as const,
-      registers: this.r,
-      collect() {
-        const p = state().pool;
-        this.reset();
-        this.inc({ outcome: "hit" }, p?.taken ?? 0);
-        this.inc({ outcome: "miss" }, p?.missed ?? 0);
-      },
-    });
+    outcomes("patchbay_pool_takes_total", "Jobs that asked the pool for a sandbox, by outcome: hit (a warm one) or miss (created its own)", (s) => ({ hit: s.pool?.taken ?? 0, miss: s.pool?.missed ?? 0 }));
   }
 
   /** A model id as a label: a known family's id, or one of the first MAX_OTHER_MODELS others, else "other". */

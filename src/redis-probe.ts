@@ -5,6 +5,7 @@ import { Redis } from "ioredis";
 import { isIP, Socket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions as TlsOptions } from "node:tls";
 import { PatchbayError } from "./errors.js";
+import { withTimeout } from "./timeout.js";
 import { nodeOptions, openRedis, RedisConfigError, sentinelConnection, tlsOptions, type RedisSettings } from "./redis-connect.js";
 import { parseRedisUrl, type HostPort, type RedisTarget } from "./redis-target.js";
 import { shownRedisUrl } from "./redis-url.js";
@@ -112,14 +113,6 @@ async function tlsMismatch(t: RedisTarget, node: HostPort, tls: TlsOptions | und
   return undefined;
 }
 
-/** Rejects after ms: a server that accepts and never answers must not hold a start for ever. */
-function deadline(ms: number, what: string): { timer: Promise<never>; clear(): void } {
-  let handle: NodeJS.Timeout | undefined;
-  const timer = new Promise<never>((_, reject) => (handle = setTimeout(() => reject(Object.assign(new Error(`no answer to ${what} within ${ms} ms`), { code: "ETIMEDOUT" })), ms)));
-  timer.catch(() => {});
-  return { timer, clear: () => clearTimeout(handle) };
-}
-
 /**
  * A connected connection to the Redis `url` names, made once without retries; the caller
  * disconnects it. A RedisConnectError (kind "config" or "infra") says why not.
@@ -133,17 +126,15 @@ export async function probeRedisTarget(url: string, settings: RedisSettings, tim
   let cause: Error | undefined;
   conn.on("error", (err: Error) => (cause ??= err)); // the socket's or the AUTH's error, not "Connection is closed"
   conn.on("node error", (err: Error) => (cause ??= err)); // a Cluster's, per node
-  const limit = deadline(timeoutMs * 2, "the connection and PING");
   try {
-    await Promise.race([
-      (async () => {
-        await conn.connect();
-        await conn.ping();
-        // ioredis reports a database that is not there as an event and goes on in db 0: asked here.
-        if (t.db !== 0) await conn.select(t.db);
-      })(),
-      limit.timer,
-    ]);
+    // Bounded as a whole: a server that accepts and never answers must not hold a start for ever.
+    const ready = async () => {
+      await conn.connect();
+      await conn.ping();
+      // ioredis reports a database that is not there as an event and goes on in db 0: asked here.
+      if (t.db !== 0) await conn.select(t.db);
+    };
+    await withTimeout(ready(), timeoutMs * 2, `no answer to the connection and PING within ${timeoutMs * 2} ms`);
     return { conn, target: t, ...(master ? { master } : {}) };
   } catch (err) {
     conn.disconnect();
@@ -154,7 +145,5 @@ export async function probeRedisTarget(url: string, settings: RedisSettings, tim
     const code = (e as NodeJS.ErrnoException).code;
     const diagnosis = kind === "infra" && code !== "ECONNREFUSED" && code !== "ENOTFOUND" ? await tlsMismatch(t, master ?? t.nodes[0]!, tlsOptions(t, settings.redisTls)) : undefined;
     throw diagnosis ? new RedisConnectError(shownRedisUrl(url), `${diagnosis.why} (${e.message})`, diagnosis.kind) : fail(t, url, e);
-  } finally {
-    limit.clear();
   }
 }
