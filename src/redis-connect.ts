@@ -51,9 +51,11 @@ export function nodeOptions(t: RedisTarget, settings: RedisSettings, options: Re
     sentinels: t.nodes,
     name: t.masterName!,
     role: "master",
-    // A new master is taken up as soon as the sentinels announce it (+switch-master), not only
-    // once the old one's socket fails.
-    failoverDetector: true,
+    // No failoverDetector: its subscription outlives the socket it was made for, and its
+    // +switch-master, arriving while a reconnect is asking the sentinels, ends the connection for
+    // good ("Connection is closed." for every later command; test/redis-failover-connections).
+    // A dead master's socket fails, and a demoted one's clients are killed by the sentinels
+    // (CLIENT KILL TYPE normal): either way the reconnect asks the sentinels for the promoted one.
     ...(t.sentinelPassword !== undefined ? { sentinelPassword: t.sentinelPassword } : {}),
     ...(tls ? { enableTLSForSentinelMode: true, sentinelTLS: tls } : {}),
     ...(options.retryStrategy ? { sentinelRetryStrategy: options.retryStrategy } : {}),

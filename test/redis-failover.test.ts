@@ -35,6 +35,17 @@ async function engineLeftovers(queue: string): Promise<string[]> {
   return list.map((c) => `${c.Names[0]} (${c.State})`);
 }
 
+/** BullMQ's own account of each job it failed (reason, stack, attempts made and started), for a failure's message. */
+async function failedJobs(url: string, queue: string): Promise<string> {
+  const c = new PatchbayClient({ redisUrl: url, queueName: queue });
+  try {
+    const jobs = await c.queue.getJobs(["failed"]);
+    return jobs.map((j) => `${j.id}: ${j.failedReason} (made ${j.attemptsMade}, started ${j.attemptsStarted}, stalls ${j.stalledCounter})\n  ${(j.stacktrace ?? []).join("\n  ")}`).join("\n");
+  } finally {
+    await c.close();
+  }
+}
+
 /** Every worker the test started, stopped by its pid (a drain: the pool's sandboxes go with it). */
 async function stopAll(workers: WorkerProc[]): Promise<void> {
   await Promise.all(workers.map((w) => w.stop("SIGTERM")));
@@ -106,7 +117,7 @@ describe("a Sentinel failover under a batch: every job ends once, with its statu
     expect(doneAtKill).toBeLessThan(30);
 
     const w = await waiting;
-    expect(w.code, `${w.stdout}\n${w.stderr}\n${workers.map((x) => x.log()).join("\n---\n")}`).toBe(0);
+    expect(w.code, `${w.stdout}\n${w.stderr}\n${await failedJobs(group.url, QUEUE)}\n${workers.map((x) => x.log()).join("\n---\n")}`).toBe(0);
     const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8"));
     expect(summary.total).toBe(30);
     expect(summary.counts).toMatchObject({ completed: 30, failed: 0 });

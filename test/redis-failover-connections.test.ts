@@ -1,0 +1,112 @@
+// Issue 28: a connection patchbay opens through Sentinel lives through a failover. Every one
+// reconnects to the promoted replica; none ends (an ended ioredis connection rejects every later
+// command with "Connection is closed." and never comes back, which under a batch failed jobs for
+// good). No Docker: Debian's redis-server and redis-sentinel on loopback, many connections at
+// once, each busy with commands while the master is SIGKILLed.
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { redisOptions } from "../src/queue/keys.js";
+import { openRedis } from "../src/redis-connect.js";
+import { ask, startSentinelGroup, type SentinelGroup } from "./support/redis-topology.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A loopback proxy to a sentinel whose replies come `delayMs` late: a sentinel on a loaded machine. */
+async function slowProxy(port: number, delayMs: number): Promise<{ port: number; close(): void }> {
+  const socks = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const up = createConnection(port, "127.0.0.1");
+    socks.add(client).add(up);
+    client.on("data", (d) => up.write(d));
+    up.on("data", (d) => setTimeout(() => !client.destroyed && client.write(d), delayMs));
+    const end = () => (client.destroy(), up.destroy());
+    client.on("close", end).on("error", end);
+    up.on("close", end).on("error", end);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { port: (server.address() as { port: number }).port, close: () => (server.close(), socks.forEach((s) => s.destroy())) };
+}
+
+describe("connections through Sentinel across a failover", () => {
+  let group: SentinelGroup;
+  beforeAll(async () => {
+    group = await startSentinelGroup({ password: "fo-pw" });
+  }, 120_000);
+  afterAll(async () => {
+    await group?.stop();
+  });
+
+  it("40 busy connections: the master SIGKILLed, each reconnects to the new master and none ends", async () => {
+    // Sentinels that answer late: a reconnect is still asking them for the master when they
+    // announce the new one (+switch-master), the window in which a connection could end.
+    const proxies = await Promise.all(group.sentinels.map((s) => slowProxy(s.port, 300)));
+    const url = `redis+sentinel://:fo-pw@${proxies.map((p) => `127.0.0.1:${p.port}`).join(",")}/${group.masterName}`;
+    const conns: Redis[] = Array.from({ length: 40 }, () => openRedis(url, {}, { ...redisOptions }));
+    const ended: number[] = [];
+    conns.forEach((c, i) => {
+      c.on("error", () => {});
+      c.on("end", () => ended.push(i));
+    });
+    await Promise.all(conns.map((c) => c.ping()));
+    // Commands in flight on every connection through the failover; each is retried by ioredis.
+    let stop = false;
+    const failures: string[] = [];
+    const busy = conns.map(async (c, i) => {
+      for (let n = 0; !stop; n++) {
+        await c.set(`k:${i}`, String(n)).catch((err: Error) => failures.push(`${i}: ${err.message}`));
+        await sleep(20);
+      }
+    });
+    const old = group.master.port;
+    await group.master.kill("SIGKILL");
+    const promoted = await group.waitForFailover(old, 60_000);
+    // Long enough for every connection's reconnect and the sentinels' +switch-master to meet.
+    const t0 = Date.now();
+    while (Date.now() - t0 < 15_000 && !conns.every((c) => c.status === "ready")) await sleep(100);
+    await sleep(2000);
+    stop = true;
+    await Promise.all(busy);
+    expect(ended, "connections that ended").toEqual([]);
+    expect(conns.map((c) => c.status).filter((s) => s !== "ready"), "not ready again").toEqual([]);
+    expect(failures.filter((f) => /Connection is closed/.test(f)), failures.slice(0, 5).join("\n")).toEqual([]);
+    // Each one writes to the promoted master now.
+    const ports = await Promise.all(conns.map(async (c) => Number(/tcp_port:(\d+)/.exec(await c.info("server"))?.[1])));
+    expect(new Set(ports)).toEqual(new Set([promoted]));
+    await Promise.all(conns.map((c) => c.quit().catch(() => c.disconnect())));
+    proxies.forEach((p) => p.close());
+  }, 120_000);
+
+  it("a failover the sentinels start while the master lives (SENTINEL FAILOVER): every connection writes to the promoted replica", async () => {
+    const g = await startSentinelGroup({ password: "fo-pw" });
+    try {
+      const conns: Redis[] = Array.from({ length: 10 }, () => openRedis(g.url, {}, { ...redisOptions }));
+      conns.forEach((c) => c.on("error", () => {}));
+      await Promise.all(conns.map((c, i) => c.set(`k:${i}`, "before")));
+      const old = g.master.port;
+      await ask(g.sentinels[0]!.port, ["SENTINEL", "FAILOVER", g.masterName]);
+      const promoted = await g.waitForFailover(old, 60_000);
+      expect(promoted).toBe(g.replica.port);
+      // The old master lives on, made a replica by the sentinels: a write sent to it is refused (READONLY).
+      for (let t = Date.now(); !/role:slave/.test(String(await ask(old, ["INFO", "replication"], { password: "fo-pw" }))); await sleep(100)) {
+        if (Date.now() - t > 30_000) throw new Error(`the old master ${old} never became a replica`);
+      }
+      const t0 = Date.now();
+      const results = await Promise.all(conns.map(async (c, i) => {
+        for (;;) {
+          try {
+            await c.set(`k:${i}`, "after");
+            return Number(/tcp_port:(\d+)/.exec(await c.info("server"))?.[1]);
+          } catch (err) {
+            if (Date.now() - t0 > 20_000) return (err as Error).message;
+            await sleep(100);
+          }
+        }
+      }));
+      expect(results).toEqual(conns.map(() => promoted));
+      await Promise.all(conns.map((c) => c.quit().catch(() => c.disconnect())));
+    } finally {
+      await g.stop();
+    }
+  }, 120_000);
+});
