@@ -1,4 +1,5 @@
-// How the worker classifies a failed attempt (src/queue/attempt-outcome.ts), pure: the table's rows
+// How the worker classifies a failed attempt (src/queue/attempt-outcome.ts), pure (and the health
+// gate's check of the worker's own Redis connections, src/queue/health.ts): the table's rows
 // in order, and which of the two costly questions (a fresh health check; counting an infrastructure
 // failure on the job) each kind of error asks. The worker tests (worker-health, resume-e2e,
 // e2e-reliability) show the same outcomes through real workers.
@@ -12,7 +13,9 @@ import { PatchError } from "../src/job/rounds.js";
 import { SetupError } from "../src/job/setup.js";
 import { VerifyError } from "../src/job/verify.js";
 import { EgressDirError } from "../src/net/private-dir.js";
-import { classifyFailure, ON_FAILURE, type FailureFacts } from "../src/queue/attempt-outcome.js";
+import { classifyFailure, ON_FAILURE, REDIS_HAND_BACKS, type FailureFacts } from "../src/queue/attempt-outcome.js";
+import { checkConnections } from "../src/queue/health.js";
+import { isRedisConnectionError } from "../src/redis-errors.js";
 import { BatchFileError } from "../src/queue/batch-file.js";
 import { JobSpecError } from "../src/spec.js";
 
@@ -109,5 +112,56 @@ describe("the kinds' table (ON_FAILURE)", () => {
     expect(ON_FAILURE.throttle).toBe("throttle");
     expect(ON_FAILURE.model).toBe("retry");
     expect(ON_FAILURE.internal).toBe("engine"); // an error nobody classified is treated as the host's, as before the taxonomy
+  });
+});
+
+describe("the worker's Redis connection failing under a job", () => {
+  const redisErrors = () => {
+    const maxRetries = new Error("Reached the max retries per request limit (which is 20). Refer to \"maxRetriesPerRequest\" option for details.");
+    maxRetries.name = "MaxRetriesPerRequestError";
+    return [new Error("Connection is closed."), maxRetries, new Error("Command aborted due to connection close"), new Error("READONLY You can't write against a read only replica."), new Error("LOADING Redis is loading the dataset in memory"), new Error("CLUSTERDOWN The cluster is down")];
+  };
+
+  it("hands the job back uncounted, even on its last attempt, up to REDIS_HAND_BACKS times; then it counts", async () => {
+    for (const err of redisErrors()) {
+      const { f, asked } = facts(err, { used: 2, attempts: 3, infraBefore: REDIS_HAND_BACKS - 1 });
+      expect(await classifyFailure(f), err.message).toEqual({ action: "hand-back", engineFailed: false });
+      expect(asked).toEqual(["count"]);
+      const spent = facts(err, { used: 1, attempts: 3, infraBefore: REDIS_HAND_BACKS });
+      expect(await classifyFailure(spent.f), err.message).toEqual({ action: "retry", engineFailed: false });
+      const last = facts(err, { used: 2, attempts: 3, infraBefore: REDIS_HAND_BACKS });
+      expect(await classifyFailure(last.f), err.message).toEqual({ action: "fail", engineFailed: false });
+    }
+  });
+
+  it("tells the connection's errors from a command's and from the engine's socket", () => {
+    for (const err of redisErrors()) expect(isRedisConnectionError(err), err.message).toBe(true);
+    const engine = Object.assign(new Error("connect ECONNREFUSED /var/run/docker.sock"), { code: "ECONNREFUSED" });
+    for (const err of [engine, new Error("WRONGTYPE Operation against a key holding the wrong kind of value"), new Error("ERR unknown command 'FOO'"), new Error("socket hang up"), new Error("the connection is closed by the repo"), "Connection is closed.", undefined]) {
+      expect(isRedisConnectionError(err), String(err)).toBe(false);
+    }
+  });
+});
+
+describe("checkConnections", () => {
+  const conn = (status: string) => {
+    const c = { status, connects: 0, connect: async () => void c.connects++ };
+    return c;
+  };
+
+  it("a connection that ended is connected again and keeps the worker from taking jobs; one reconnecting is healthy", () => {
+    const ended = conn("end");
+    const reconnecting = conn("reconnecting");
+    const ready = conn("ready");
+    expect(checkConnections({ commands: ready, cancels: reconnecting })).toEqual({ ok: true });
+    expect(checkConnections({ commands: ready, cancels: reconnecting, queue: ended })).toEqual({ ok: false, reason: "its Redis connection (queue) had ended; connecting again" });
+    expect([ended.connects, reconnecting.connects, ready.connects]).toEqual([1, 0, 0]);
+    expect(checkConnections({ commands: conn("end"), queue: conn("end") })).toEqual({ ok: false, reason: "its Redis connections (commands, queue) had ended; connecting again" });
+  });
+
+  it("a connect that fails is left to the next check", async () => {
+    const c = { status: "end", connect: () => Promise.reject(new Error("ECONNREFUSED")) };
+    expect(checkConnections({ commands: c }).ok).toBe(false);
+    await new Promise((r) => setTimeout(r, 10)); // no unhandled rejection
   });
 });

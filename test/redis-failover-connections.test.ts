@@ -2,14 +2,23 @@
 // reconnects to the promoted replica; none ends (an ended ioredis connection rejects every later
 // command with "Connection is closed." and never comes back, which under a batch failed jobs for
 // good). No Docker: Debian's redis-server and redis-sentinel on loopback, many connections at
-// once, each busy with commands while the master is SIGKILLed.
+// once, each busy with commands while the master is SIGKILLed. And should one end all the same, a
+// worker connects it again, taking no job meanwhile (an in-process worker on the memory backend).
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AnthropicModel } from "../src/agent/model.js";
+import { loadConfig } from "../src/config.js";
+import { PatchbayClient } from "../src/queue/client.js";
 import { redisOptions } from "../src/queue/keys.js";
+import { startWorker } from "../src/queue/worker.js";
 import { openRedis } from "../src/redis-connect.js";
+import { startRedis } from "./support/cluster.js";
+import { startFakeAnthropic } from "./support/fake-anthropic.js";
 import { ask, startSentinelGroup, type SentinelGroup } from "./support/redis-topology.js";
+import { byTurn, clampScript } from "./support/scripts.js";
 
+const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A loopback proxy to a sentinel whose replies come `delayMs` late: a sentinel on a loaded machine. */
@@ -107,6 +116,35 @@ describe("connections through Sentinel across a failover", () => {
       await Promise.all(conns.map((c) => c.quit().catch(() => c.disconnect())));
     } finally {
       await g.stop();
+    }
+  }, 120_000);
+});
+
+describe("a worker whose own connection ended", () => {
+  it("connects it again, paused meanwhile, and then runs the jobs (none is failed by a dead connection)", async () => {
+    const redis = await startRedis();
+    const fake = await startFakeAnthropic(byTurn(clampScript()));
+    const lines: string[] = [];
+    const config = loadConfig({ ...process.env, PATCHBAY_BACKEND: "memory", PATCHBAY_TEST_BACKENDS: "1", PATCHBAY_HEALTH_MIN_MS: "200" });
+    const model = () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
+    const t0 = Date.now();
+    const worker = await startWorker({ redisUrl: redis.url, queueName: "ended", concurrency: 1, model, log: (m) => void lines.push(`${Date.now() - t0} ${m}`), config });
+    const client = new PatchbayClient({ redisUrl: redis.url, queueName: "ended" });
+    try {
+      // BullMQ's connection (the one it takes jobs on) ended, as ioredis ends one it gives up on.
+      const conn = worker.worker.opts.connection as Redis;
+      conn.disconnect();
+      const ids = await Promise.all([1, 2, 3].map(() => client.enqueue({ task: "Fix clamp.", repo: { path: CLAMP } })));
+      const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 60_000 }))).catch((err: Error) => Promise.reject(new Error(`${err.message}\n${lines.join("\n")}`)));
+      expect(results.map((r) => `${r.status} ${r.attempt}`)).toEqual(["completed 1", "completed 1", "completed 1"]);
+      expect(lines.some((l) => /unhealthy: its Redis connection \(queue\) had ended; connecting again/.test(l)), lines.join("\n")).toBe(true);
+      expect(lines.some((l) => /healthy again: resumed taking jobs/.test(l))).toBe(true);
+      expect(conn.status).toBe("ready");
+    } finally {
+      await client.close();
+      await worker.shutdown(2000);
+      await fake.close();
+      await redis.stop();
     }
   }, 120_000);
 });

@@ -7,6 +7,10 @@
 //   hand-back  the engine failed under the job (a fresh health check says so) and had already once
 //              before for this job: back to the queue uncounted, to a healthy worker. The first such
 //              failure counts as an attempt, so a job that keeps breaking engines still fails in time
+//   hand-back  (redis) the worker's Redis connection failed under the job (closed, ended, a server
+//              loading or demoted: src/redis-errors.ts): not the job's doing, so back to the queue
+//              uncounted, up to REDIS_HAND_BACKS times for a job (then it counts, so a job whose
+//              attempts break connections still ends)
 //   retry      attempts are left (failures and stalls both count) and the error may pass
 //   fail       for good: out of attempts, or an UnrecoverableError (it never gets better)
 //
@@ -15,6 +19,7 @@
 // src/queue/attempt.ts's (failedAttempt).
 import { UnrecoverableError } from "bullmq";
 import { kindOf, type ErrorKind } from "../errors.js";
+import { isRedisConnectionError } from "../redis-errors.js";
 
 export type FailureAction = "abandon" | "throttle" | "hand-back" | "retry" | "fail";
 
@@ -89,9 +94,13 @@ export const ON_FAILURE: Readonly<Record<ErrorKind, "throttle" | "retry" | "engi
 const onFailure = (err: unknown) => (err instanceof UnrecoverableError ? "fail" : ON_FAILURE[kindOf(err)]);
 const neverBetter = (err: unknown) => onFailure(err) === "fail";
 
+/** How many times a job is handed back uncounted for its worker's Redis connection failing under it. */
+export const REDIS_HAND_BACKS = 3;
+
 const TABLE: readonly Row[] = [
   { action: "abandon", when: (f) => f.abandoned },
   { action: "throttle", when: (f) => onFailure(f.err) === "throttle" },
+  { action: "hand-back", when: async (f) => isRedisConnectionError(f.err) && (await f.infraFailuresBefore()) < REDIS_HAND_BACKS },
   { action: "hand-back", when: async (f) => (await f.engineFailed()) && (await f.infraFailuresBefore()) > 0 },
   { action: "retry", when: (f) => f.used + 1 < f.attempts && !neverBetter(f.err) },
   { action: "fail", when: () => true },

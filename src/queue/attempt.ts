@@ -14,12 +14,13 @@ import type { SandboxPool } from "../sandbox/pool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { emptyResult, finishedEvent, stamped, type JobResult, type TranscriptEvent } from "../spec.js";
 import { admitAttempt, type AdmitContext, type Admitted, type QueueJob } from "./attempt-admit.js";
-import { classifyFailure } from "./attempt-outcome.js";
+import { classifyFailure, REDIS_HAND_BACKS } from "./attempt-outcome.js";
 import { tracedAttempt } from "./attempt-trace.js";
 import { countInfraFailure, handBack, throttleMs } from "./health.js";
 import { recordResult } from "./result-record.js";
 import { confirmWrites, type WaitSetting } from "../redis-connect.js";
 import { boundEvent } from "./result-bounds.js";
+import { isRedisConnectionError } from "../redis-errors.js";
 
 /** A job running on this worker, as the cancel listener and the drain see it. */
 export interface Active {
@@ -69,7 +70,7 @@ const abandon = (job: QueueJob, token: string | undefined) => handBack(job, toke
 
 export function attemptProcessor(ctx: AttemptContext): (job: QueueJob, token?: string) => Promise<JobResult> {
   return async (job, token) => {
-    const admitted = await admitAttempt(ctx, job, token);
+    const admitted = await admitAttempt(ctx, job, token).catch(async (err: unknown) => Promise.reject(await beforeRun(ctx, job, token, err)));
     return "recorded" in admitted ? admitted.recorded : tracedAttempt(job, admitted.attempt, ctx.owner, () => runAttempt(ctx, job, token, admitted));
   };
 }
@@ -79,9 +80,11 @@ async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | un
   const jobId = job.id!;
   const entry: Active = { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve() };
   ctx.active.set(jobId, entry);
-  if (await ctx.redis.exists(ctx.k.cancel(jobId))) entry.ctl.abort("cancelled");
-  // A batch whose budget is spent (or that was cancelled): the job ends at once, without a sandbox.
-  const early = await ctx.batch.start(job.data, jobId, attempt).catch((err: unknown) => (ctx.active.delete(jobId), Promise.reject(err)));
+  // A cancelled job, or a batch whose budget is spent (or that was cancelled): it ends at once, without a sandbox.
+  const early = await (async () => {
+    if (await ctx.redis.exists(ctx.k.cancel(jobId))) entry.ctl.abort("cancelled");
+    return ctx.batch.start(job.data, jobId, attempt);
+  })().catch(async (err: unknown) => (ctx.active.delete(jobId), Promise.reject(await beforeRun(ctx, job, token, err))));
   // No warm sandbox is made while this job is being set up (it would compete for the CPU).
   const setupDone = ctx.pool.setupStarted();
   const checkpoints = ctx.config.checkpoints ? redisCheckpoints(ctx.redis, ctx.k.checkpoint(jobId), jobId, specHash(spec), ctx.config.checkpointMaxBytes, ctx.config.retentionSec) : undefined;
@@ -210,6 +213,28 @@ async function recordAttempt(ctx: AttemptContext, job: QueueJob, r: Running, res
   return rec.stored;
 }
 
+/** BullMQ's own signals, thrown on purpose: a hand-back, a throttle, a failure for good. */
+const CONTROL = new Set(["UnrecoverableError", "DelayedError", "RateLimitError", "WaitingError", "WaitingChildrenError"]);
+
+/**
+ * An error before the attempt ran (admitting it, its cancel flag, its batch's start): said in the
+ * log (BullMQ would retry or fail it without a word). When it is the worker's Redis connection's,
+ * the job goes back uncounted (a worker whose connection ended must not spend every job's attempts
+ * in a millisecond each), and the health check that follows pauses this worker if it is still so.
+ */
+async function beforeRun(ctx: AttemptContext, job: QueueJob, token: string | undefined, err: unknown): Promise<unknown> {
+  if (err instanceof Error && CONTROL.has(err.name)) return err;
+  const jobId = job.id!;
+  const message = err instanceof Error ? err.message : String(err);
+  if (isRedisConnectionError(err) && (await countInfraFailure(job).catch(() => REDIS_HAND_BACKS)) < REDIS_HAND_BACKS) {
+    ctx.log(`job ${jobId}: ${message} before it ran (this worker's Redis connection failed): back to the queue, no attempt counted`, { job: jobId, level: "warn" });
+    void ctx.health.check();
+    return handBack(job, token).catch(() => err);
+  }
+  ctx.log(`job ${jobId}: error before it ran: ${message}`, { job: jobId, level: "error" });
+  return err;
+}
+
 /** A failed attempt, classified (src/queue/attempt-outcome.ts) and acted on; returns what the processor throws. */
 async function failedAttempt(ctx: AttemptContext, job: QueueJob, token: string | undefined, r: Running, err: unknown): Promise<unknown> {
   const { jobId, attempt, entry, used, attempts } = r;
@@ -231,9 +256,12 @@ async function failedAttempt(ctx: AttemptContext, job: QueueJob, token: string |
       await ctx.rateLimit(ms);
       return Worker.RateLimitError();
     }
-    case "hand-back":
-      log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; the engine failed (${health.reason}): back to the queue, no attempt counted`, { job: jobId, attempt, level: "warn" });
+    case "hand-back": {
+      const redisLost = isRedisConnectionError(err);
+      log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; ${redisLost ? "this worker's Redis connection failed under it" : `the engine failed (${health.reason})`}: back to the queue, no attempt counted`, { job: jobId, attempt, level: "warn" });
+      if (redisLost) void health.check(); // pauses this worker if its connection ended
       return handBack(job, token);
+    }
   }
   // attemptsMade and stalls, not attempt: a throttle or a hand-back starts a job again without counting.
   const retry = outcome.action === "retry";

@@ -10,7 +10,7 @@ import type { Redis } from "ioredis";
 import { defaults, loadConfig, type Config } from "../config.js";
 import type { Model } from "../agent/model.js";
 import { batchHooks } from "./batch-index.js";
-import { checkWorker, HealthGate } from "./health.js";
+import { checkConnections, checkWorker, HealthGate } from "./health.js";
 import { prepareSandbox } from "../job/repo.js";
 import { keys, redisOptions } from "./keys.js";
 import { workerLogger, type Log, type LogFormat } from "../log.js";
@@ -78,11 +78,16 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const heartbeat = await startHeartbeat(redis, k.heartbeat(id), config.heartbeatEveryMs);
   const deployment = await deploymentId(redis, k);
   const labels = { [LABEL.queue]: queueName, [LABEL.redis]: deployment };
-  // Health (src/queue/health.ts): the credentials, the engine and the sandbox image, at start and before each job. While
+  // Health (src/queue/health.ts): its own Redis connections, the credentials, the engine and the sandbox image, at start and before each job. While
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
+  const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
+  workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const health = new HealthGate({
-    check: () => checkWorker(runtime, config, opts.model !== undefined),
+    check: async () => {
+      const conns = closing ? ({ ok: true } as const) : checkConnections({ commands: redis, cancels: sub, queue: workerConnection });
+      return conns.ok ? checkWorker(runtime, config, opts.model !== undefined) : conns;
+    },
     minMs: config.healthMinMs,
     maxMs: config.healthMaxMs,
     log,
@@ -94,13 +99,13 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
 
   const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch
   const processor = attemptProcessor({ config, redis, k, log, health, batch, runtime, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target), retire });
-  const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
-  workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const worker = bullWorker(queueName, processor, workerConnection, concurrency, config);
   worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
   // BullMQ has the job completed: its result record has done its work.
   worker.on("completed", (job) => void redis.del(k.result(job.id!)).catch(() => {}));
   worker.on("stalled", (jobId) => log(`job ${jobId}: stalled (its worker stopped or lost its lock); back to the queue`, { level: "warn", job: jobId }));
+  // A connection ioredis gave up on (status "end") is connected again by the health check, the worker paused till then.
+  for (const c of [redis, sub, workerConnection]) c.on("end", () => void (closing ?? health.check()));
   await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}`);
 
@@ -136,6 +141,9 @@ function bullWorker(queueName: string, processor: ReturnType<typeof attemptProce
     // throttle a 429/529 sets with worker.rateLimit (BullMQ ignores that key without one).
     limiter: { max: 1_000_000_000, duration: 1000 },
     maximumRateLimitDelay: config.throttleMaxMs,
+    // A Redis call of BullMQ's that failed (a connection that closed or ended) is tried again after
+    // this, not BullMQ's 15 s: a connection the health gate made again is used at once.
+    runRetryDelay: 1000,
     // The deployment's retention, not the enqueuer's: finished jobs (and so their results) go after it.
     removeOnComplete: { age: config.retentionSec },
     removeOnFail: { age: config.retentionSec },
