@@ -5,7 +5,8 @@
 // git, queue or transcript. Whatever runs each job in a fresh container and makes those commands
 // and requests cannot get under these core-ms per job, so it cannot go over the ceiling in jobs/min.
 // Also the floor under dequeue → ready at 50,000 files: the host's own tar piped into a `tar -x`
-// exec in such a container, nothing else (no bounds, no checks, no git).
+// exec in such a container, nothing else (no bounds, no checks), then git's hash of every file
+// (`git hash-object --stdin-paths`, nothing written): what any baseline has to compute.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
@@ -100,11 +101,14 @@ export async function benchFloor() {
     log("floor: the host's tar of 50,000 files piped into `tar -x` in such a container");
     const repo = makeRepo(50_000);
     const stream: number[] = [];
+    const hash: number[] = [];
     try {
       for (let i = 0; i < 3; i++) {
         const c = await container();
         try {
           stream.push((await measure(() => pipeTar(c, repo))).wall);
+          // What a baseline cannot do without: git's id of every file (computed, not written).
+          hash.push((await measure(() => hashFiles(c))).wall);
         } finally {
           await removeQuietly(c.name);
         }
@@ -116,6 +120,7 @@ export async function benchFloor() {
       core_ms: { lifecycle: core("lifecycle"), commands_in_one_exec: core("commands"), bare_job: core("bare_job"), model_requests: core("model"), per_job: perJob },
       wall_ms: { lifecycle: wall("lifecycle"), commands_in_one_exec: wall("commands"), bare_job: wall("bare_job"), model_requests: wall("model") },
       tar_stream_50k_files_wall_ms: round(median(stream), 1),
+      hash_50k_files_wall_ms: round(median(hash), 1),
       // Every core busy with nothing but such jobs.
       ceiling_jobs_per_min: round((cpus().length * 60_000) / perJob, 1),
     };
@@ -133,4 +138,13 @@ async function pipeTar(box: Box, dir: string): Promise<void> {
   await p.ended;
   const ExitCode = await p.exitCode();
   if (ExitCode !== 0) throw new Error(`tar -x in the container failed (${ExitCode}): ${err}`);
+}
+
+/** git's blob id of every file under /workspace, computed in one process, nothing written. */
+async function hashFiles(box: Box): Promise<void> {
+  let err = "";
+  const p = await box.attach(["bash", "-c", "cd /workspace && find . -type f | git hash-object --stdin-paths > /dev/null"], (d, s) => void (s === 2 && (err += d)));
+  await p.ended;
+  const code = await p.exitCode();
+  if (code !== 0) throw new Error(`git hash-object in the container failed (${code}): ${err}`);
 }

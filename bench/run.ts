@@ -13,6 +13,7 @@ import { benchJobs, benchReady } from "./speed-queue.js";
 import { benchFloor } from "./floor.js";
 import { benchVerify } from "./verify.js";
 import { benchFleet } from "./fleet.js";
+import { floorRatios } from "./ratios.js";
 
 const sections: Record<string, () => Promise<object>> = {
   shell: benchShell,
@@ -48,4 +49,7 @@ for (const name of only) {
   result[name] = await fn();
   log(`${name} done in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${JSON.stringify(result[name])}`);
 }
+// Issue 29's goals as same-run ratios to the floor, when the floor ran beside the rows they divide.
+const ratios = floorRatios(result);
+if (ratios && Object.keys(ratios).length) result["ratios_to_floor"] = ratios;
 console.log(JSON.stringify(result, null, 2));

@@ -1,0 +1,42 @@
+// Issue 29's goals, as ratios to the `floor` row measured in the same run (so they hold on any
+// machine): computed from a bench result once its sections are in. Pure. A ratio whose rows were
+// not run is left out; each one says what it divides by what, and its goal.
+import { round } from "./lib.js";
+
+type Row = Record<string, unknown> | undefined;
+const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+const at = (o: unknown, ...path: string[]): number | undefined => num(path.reduce<unknown>((x, k) => (x && typeof x === "object" ? (x as Record<string, unknown>)[k] : undefined), o));
+
+export interface Ratio {
+  value: number;
+  of: string;
+  goal: string;
+  met: boolean;
+}
+
+/** a / b against its goal; without a goal the ratio is only reported (met: true). */
+function ratio(a: number | undefined, b: number | undefined, of: string, goal?: { max: number } | { min: number }): Ratio | undefined {
+  if (a === undefined || b === undefined || b <= 0) return undefined;
+  const value = round(a / b, 2);
+  if (!goal) return { value, of, goal: "reported", met: true };
+  return "max" in goal ? { value, of, goal: `<= ${goal.max}`, met: value <= goal.max } : { value, of, goal: `>= ${goal.min}`, met: value >= goal.min };
+}
+
+/** The goals' ratios from one bench result (its `floor`, `jobs`, `overhead` and `ready` sections). */
+export function floorRatios(result: Record<string, unknown>): Record<string, Ratio> | undefined {
+  const floor = result["floor"] as Row;
+  if (!floor) return undefined;
+  const jobs = result["jobs"] as Row;
+  const overhead = result["overhead"] as Row;
+  const ready = at(result["ready"], "dequeue_to_ready_ms", "50000_pool");
+  const floorReady = ((t, h) => (t === undefined || h === undefined ? undefined : t + h))(at(floor, "tar_stream_50k_files_wall_ms"), at(floor, "hash_50k_files_wall_ms"));
+  const out: Record<string, Ratio | undefined> = {
+    throughput_1x4: ratio(at(jobs, "1x4_pool", "jobs_per_min"), at(floor, "ceiling_jobs_per_min"), "jobs/min at 1 worker x 4 (pool) / the floor's ceiling", { min: 0.75 }),
+    job_overhead: ratio(at(overhead, "pool_background_removal", "job_overhead_ms"), at(floor, "wall_ms", "bare_job"), "job overhead at 1k files (wall minus model) / the floor's bare job (wall)", { max: 1.6 }),
+    cpu_per_job: ratio(at(overhead, "pool_background_removal", "cpu_core_ms_per_job"), at(floor, "core_ms", "per_job"), "core-ms per job / the floor's per job (bare job + model requests)"),
+    ready_50k: ratio(ready, floorReady, "dequeue->ready at 50k files (pool) / the floor's tar into tar -x + git's hash of the files", { max: 1.3 }),
+  };
+  const ready1k = at(result["ready"], "dequeue_to_ready_ms", "1000_pool");
+  if (ready1k !== undefined) out["ready_1k_pool_ms"] = { value: ready1k, of: "dequeue->ready at 1k files with the pool, ms (not a ratio)", goal: "<= 100", met: ready1k <= 100 };
+  return Object.fromEntries(Object.entries(out).filter((e): e is [string, Ratio] => e[1] !== undefined));
+}
