@@ -56,6 +56,10 @@ export function nodeOptions(t: RedisTarget, settings: RedisSettings, options: Re
     // good ("Connection is closed." for every later command; test/redis-failover-connections).
     // A dead master's socket fails, and a demoted one's clients are killed by the sentinels
     // (CLIENT KILL TYPE normal): either way the reconnect asks the sentinels for the promoted one.
+    // A reconnect that a sentinel not yet told of the failover sent to the old master, now a
+    // replica, is answered READONLY (enableReadyCheck is off, so ioredis never checks the role):
+    // reconnect, asking the sentinels again, and send the command again there.
+    reconnectOnError: options.reconnectOnError ?? ((err: Error) => (/^READONLY /.test(err.message) ? 2 : false)),
     ...(t.sentinelPassword !== undefined ? { sentinelPassword: t.sentinelPassword } : {}),
     ...(tls ? { enableTLSForSentinelMode: true, sentinelTLS: tls } : {}),
     ...(options.retryStrategy ? { sentinelRetryStrategy: options.retryStrategy } : {}),
@@ -101,6 +105,20 @@ export function duplicateRedis(conn: Redis, connectionName: string): Redis {
     return c.duplicate([], { redisOptions: { ...c.options.redisOptions, connectionName } }) as unknown as Redis;
   }
   return conn.duplicate({ connectionName });
+}
+
+/**
+ * A connection ioredis ended on its own (it gave up on it: every later command fails with
+ * "Connection is closed.") is connected again after `delayMs`, unless `closing()` says it was
+ * ended on purpose. `onEnd` hears of each such end (a worker pauses meanwhile).
+ */
+export function keepConnected(conn: Redis, closing: () => boolean, onEnd?: () => void, delayMs = 1000): void {
+  conn.on("end", () => {
+    if (closing()) return;
+    onEnd?.();
+    const again = setTimeout(() => void (!closing() && conn.status === "end" && conn.connect().catch(() => {})), delayMs);
+    again.unref?.();
+  });
 }
 
 /** How many replicas a write that matters waits for (WAIT), and how long. */

@@ -1,5 +1,4 @@
-// How the worker classifies a failed attempt (src/queue/attempt-outcome.ts), pure (and the health
-// gate's check of the worker's own Redis connections, src/queue/health.ts): the table's rows
+// How the worker classifies a failed attempt (src/queue/attempt-outcome.ts), pure: the table's rows
 // in order, and which of the two costly questions (a fresh health check; counting an infrastructure
 // failure on the job) each kind of error asks. The worker tests (worker-health, resume-e2e,
 // e2e-reliability) show the same outcomes through real workers.
@@ -14,13 +13,12 @@ import { SetupError } from "../src/job/setup.js";
 import { VerifyError } from "../src/job/verify.js";
 import { EgressDirError } from "../src/net/private-dir.js";
 import { classifyFailure, ON_FAILURE, REDIS_HAND_BACKS, type FailureFacts } from "../src/queue/attempt-outcome.js";
-import { checkConnections } from "../src/queue/health.js";
 import { isRedisConnectionError } from "../src/redis-errors.js";
 import { BatchFileError } from "../src/queue/batch-file.js";
 import { JobSpecError } from "../src/spec.js";
 
 /** Facts with a recorder of the questions asked. */
-function facts(err: unknown, o: { abandoned?: boolean; used?: number; attempts?: number; healthy?: boolean; infraBefore?: number } = {}) {
+function facts(err: unknown, o: { abandoned?: boolean; used?: number; attempts?: number; healthy?: boolean; infraBefore?: number; redisBefore?: number } = {}) {
   const asked: string[] = [];
   const f: FailureFacts = {
     err,
@@ -29,6 +27,7 @@ function facts(err: unknown, o: { abandoned?: boolean; used?: number; attempts?:
     attempts: o.attempts ?? 3,
     engineHealthy: async () => (asked.push("health"), o.healthy ?? true),
     countInfraFailure: async () => (asked.push("count"), o.infraBefore ?? 0),
+    countRedisHandBack: async () => (asked.push("redis"), o.redisBefore ?? 0),
   };
   return { f, asked };
 }
@@ -119,49 +118,49 @@ describe("the worker's Redis connection failing under a job", () => {
   const redisErrors = () => {
     const maxRetries = new Error("Reached the max retries per request limit (which is 20). Refer to \"maxRetriesPerRequest\" option for details.");
     maxRetries.name = "MaxRetriesPerRequestError";
-    return [new Error("Connection is closed."), maxRetries, new Error("Command aborted due to connection close"), new Error("READONLY You can't write against a read only replica."), new Error("LOADING Redis is loading the dataset in memory"), new Error("CLUSTERDOWN The cluster is down")];
+    return [new Error("Connection is closed."), maxRetries, new Error("Command aborted due to connection close"), reply("READONLY You can't write against a read only replica."), reply("LOADING Redis is loading the dataset in memory"), reply("CLUSTERDOWN The cluster is down")];
   };
+  /** A reply error as ioredis gives it (redis-errors' ReplyError: its name says so). */
+  function reply(message: string): Error {
+    const e = new Error(message);
+    e.name = "ReplyError";
+    return e;
+  }
 
-  it("hands the job back uncounted, even on its last attempt, up to REDIS_HAND_BACKS times; then it counts", async () => {
+  it("hands the job back uncounted, even on its last attempt, up to REDIS_HAND_BACKS times (its own count); then it counts, never as the engine's", async () => {
     for (const err of redisErrors()) {
-      const { f, asked } = facts(err, { used: 2, attempts: 3, infraBefore: REDIS_HAND_BACKS - 1 });
+      const { f, asked } = facts(err, { used: 2, attempts: 3, redisBefore: REDIS_HAND_BACKS - 1, infraBefore: 5, healthy: false });
       expect(await classifyFailure(f), err.message).toEqual({ action: "hand-back", engineFailed: false });
-      expect(asked).toEqual(["count"]);
-      const spent = facts(err, { used: 1, attempts: 3, infraBefore: REDIS_HAND_BACKS });
-      expect(await classifyFailure(spent.f), err.message).toEqual({ action: "retry", engineFailed: false });
-      const last = facts(err, { used: 2, attempts: 3, infraBefore: REDIS_HAND_BACKS });
-      expect(await classifyFailure(last.f), err.message).toEqual({ action: "fail", engineFailed: false });
+      expect(asked).toEqual(["redis"]);
+      // Spent (or not countable: Infinity): retry or fail as any failure, and an unhealthy check meanwhile is not "the engine failed".
+      for (const redisBefore of [REDIS_HAND_BACKS, Infinity]) {
+        const spent = facts(err, { used: 1, attempts: 3, redisBefore, infraBefore: 1, healthy: false });
+        expect(await classifyFailure(spent.f), err.message).toEqual({ action: "retry", engineFailed: false });
+        expect(spent.asked).toEqual(["redis"]);
+        const last = facts(err, { used: 2, attempts: 3, redisBefore, healthy: false });
+        expect(await classifyFailure(last.f), err.message).toEqual({ action: "fail", engineFailed: false });
+      }
     }
   });
 
-  it("tells the connection's errors from a command's and from the engine's socket", () => {
+  it("the engine's hand-backs are counted apart: Redis hand-backs before do not skip the engine's first counted failure", async () => {
+    const { f, asked } = facts(new Error("socket hang up"), { used: 0, attempts: 3, healthy: false, infraBefore: 0, redisBefore: 2 });
+    expect(await classifyFailure(f)).toEqual({ action: "retry", engineFailed: true });
+    expect(asked).toEqual(["health", "count"]);
+  });
+
+  it("tells the connection's errors from a command's, the engine's socket and patchbay's own (which may carry a sandbox's text)", () => {
     for (const err of redisErrors()) expect(isRedisConnectionError(err), err.message).toBe(true);
+    // A MULTI on a demoted master: EXECABORT, READONLY among its previous errors; the result record's refusal, by its cause.
+    const readonly = reply("READONLY You can't write against a read only replica.");
+    expect(isRedisConnectionError(Object.assign(reply("EXECABORT Transaction discarded because of previous errors."), { previousErrors: [readonly] }))).toBe(true);
+    expect(isRedisConnectionError(new Error("Redis refused to store the job's result: READONLY …", { cause: readonly }))).toBe(true);
+    for (const m of ["Too many Cluster redirections. Last error: Error: CLUSTERDOWN", "Cluster is disconnected.", "Connection is aborted"]) expect(isRedisConnectionError(new Error(m)), m).toBe(true);
     const engine = Object.assign(new Error("connect ECONNREFUSED /var/run/docker.sock"), { code: "ECONNREFUSED" });
-    for (const err of [engine, new Error("WRONGTYPE Operation against a key holding the wrong kind of value"), new Error("ERR unknown command 'FOO'"), new Error("socket hang up"), new Error("the connection is closed by the repo"), "Connection is closed.", undefined]) {
+    const own = [new SandboxLostError("Connection is closed."), new GitStepError("READONLY file system")];
+    const notReply = new Error("READONLY You can't write against a read only replica."); // a plain Error: text, not Redis's reply
+    for (const err of [engine, ...own, notReply, reply("WRONGTYPE Operation against a key holding the wrong kind of value"), reply("ERR unknown command 'FOO'"), new Error("socket hang up"), new Error("the connection is closed by the repo"), "Connection is closed.", undefined]) {
       expect(isRedisConnectionError(err), String(err)).toBe(false);
     }
-  });
-});
-
-describe("checkConnections", () => {
-  const conn = (status: string) => {
-    const c = { status, connects: 0, connect: async () => void c.connects++ };
-    return c;
-  };
-
-  it("a connection that ended is connected again and keeps the worker from taking jobs; one reconnecting is healthy", () => {
-    const ended = conn("end");
-    const reconnecting = conn("reconnecting");
-    const ready = conn("ready");
-    expect(checkConnections({ commands: ready, cancels: reconnecting })).toEqual({ ok: true });
-    expect(checkConnections({ commands: ready, cancels: reconnecting, queue: ended })).toEqual({ ok: false, reason: "its Redis connection (queue) had ended; connecting again" });
-    expect([ended.connects, reconnecting.connects, ready.connects]).toEqual([1, 0, 0]);
-    expect(checkConnections({ commands: conn("end"), queue: conn("end") })).toEqual({ ok: false, reason: "its Redis connections (commands, queue) had ended; connecting again" });
-  });
-
-  it("a connect that fails is left to the next check", async () => {
-    const c = { status: "end", connect: () => Promise.reject(new Error("ECONNREFUSED")) };
-    expect(checkConnections({ commands: c }).ok).toBe(false);
-    await new Promise((r) => setTimeout(r, 10)); // no unhandled rejection
   });
 });

@@ -9,8 +9,9 @@
 //              failure counts as an attempt, so a job that keeps breaking engines still fails in time
 //   hand-back  (redis) the worker's Redis connection failed under the job (closed, ended, a server
 //              loading or demoted: src/redis-errors.ts): not the job's doing, so back to the queue
-//              uncounted, up to REDIS_HAND_BACKS times for a job (then it counts, so a job whose
-//              attempts break connections still ends)
+//              uncounted, up to REDIS_HAND_BACKS times for a job, counted apart from the engine's
+//              (then it counts, so a job whose attempts break connections still ends; and when the
+//              hand-backs cannot be counted, the job is not handed back)
 //   retry      attempts are left (failures and stalls both count) and the error may pass
 //   fail       for good: out of attempts, or an UnrecoverableError (it never gets better)
 //
@@ -36,6 +37,8 @@ export interface FailureFacts {
   engineHealthy(): Promise<boolean>;
   /** Counts an infrastructure failure on the job; resolves to how many it had before. Asked only when a row needs it, once. */
   countInfraFailure(): Promise<number>;
+  /** Counts a hand-back for the worker's Redis connection (its own count); how many before. Infinity when it cannot be counted. */
+  countRedisHandBack(): Promise<number>;
 }
 
 export interface FailureOutcome {
@@ -53,6 +56,7 @@ interface Judged {
   /** Not the model's failure nor one that never gets better, and the engine is unhealthy now. */
   engineFailed(): Promise<boolean>;
   infraFailuresBefore(): Promise<number>;
+  redisHandBacksBefore(): Promise<number>;
 }
 
 interface Row {
@@ -100,7 +104,7 @@ export const REDIS_HAND_BACKS = 3;
 const TABLE: readonly Row[] = [
   { action: "abandon", when: (f) => f.abandoned },
   { action: "throttle", when: (f) => onFailure(f.err) === "throttle" },
-  { action: "hand-back", when: async (f) => isRedisConnectionError(f.err) && (await f.infraFailuresBefore()) < REDIS_HAND_BACKS },
+  { action: "hand-back", when: async (f) => isRedisConnectionError(f.err) && (await f.redisHandBacksBefore()) < REDIS_HAND_BACKS },
   { action: "hand-back", when: async (f) => (await f.engineFailed()) && (await f.infraFailuresBefore()) > 0 },
   { action: "retry", when: (f) => f.used + 1 < f.attempts && !neverBetter(f.err) },
   { action: "fail", when: () => true },
@@ -116,8 +120,10 @@ export async function classifyFailure(facts: FailureFacts): Promise<FailureOutco
   const engineHealthy = once(() => facts.engineHealthy());
   const f: Judged = {
     ...facts,
-    engineFailed: once(async () => onFailure(err) === "engine" && !(await engineHealthy())),
+    // A Redis connection's failure is not the engine's, whatever the health check says meanwhile.
+    engineFailed: once(async () => !isRedisConnectionError(err) && onFailure(err) === "engine" && !(await engineHealthy())),
     infraFailuresBefore: once(() => facts.countInfraFailure()),
+    redisHandBacksBefore: once(() => facts.countRedisHandBack()),
   };
   for (const row of TABLE) {
     if (!(await row.when(f))) continue;

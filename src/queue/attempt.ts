@@ -16,7 +16,7 @@ import { emptyResult, finishedEvent, stamped, type JobResult, type TranscriptEve
 import { admitAttempt, type AdmitContext, type Admitted, type QueueJob } from "./attempt-admit.js";
 import { classifyFailure, REDIS_HAND_BACKS } from "./attempt-outcome.js";
 import { tracedAttempt } from "./attempt-trace.js";
-import { countInfraFailure, handBack, throttleMs } from "./health.js";
+import { countInfraFailure, countRedisHandBack, handBack, throttleMs } from "./health.js";
 import { recordResult } from "./result-record.js";
 import { confirmWrites, type WaitSetting } from "../redis-connect.js";
 import { boundEvent } from "./result-bounds.js";
@@ -226,10 +226,12 @@ async function beforeRun(ctx: AttemptContext, job: QueueJob, token: string | und
   if (err instanceof Error && CONTROL.has(err.name)) return err;
   const jobId = job.id!;
   const message = err instanceof Error ? err.message : String(err);
-  if (isRedisConnectionError(err) && (await countInfraFailure(job).catch(() => REDIS_HAND_BACKS)) < REDIS_HAND_BACKS) {
-    ctx.log(`job ${jobId}: ${message} before it ran (this worker's Redis connection failed): back to the queue, no attempt counted`, { job: jobId, level: "warn" });
-    void ctx.health.check();
-    return handBack(job, token).catch(() => err);
+  if (isRedisConnectionError(err) && (await countRedisHandBack(job).catch(() => Infinity)) < REDIS_HAND_BACKS) {
+    const back = await handBack(job, token).catch(() => undefined);
+    if (back) {
+      ctx.log(`job ${jobId}: ${message} before it ran (this worker's Redis connection failed): back to the queue, no attempt counted`, { job: jobId, level: "warn" });
+      return back;
+    }
   }
   ctx.log(`job ${jobId}: error before it ran: ${message}`, { job: jobId, level: "error" });
   return err;
@@ -246,6 +248,7 @@ async function failedAttempt(ctx: AttemptContext, job: QueueJob, token: string |
     attempts,
     engineHealthy: () => health.check(),
     countInfraFailure: () => countInfraFailure(job).catch(() => 0),
+    countRedisHandBack: () => countRedisHandBack(job).catch(() => Infinity),
   });
   switch (outcome.action) {
     case "abandon":
@@ -257,14 +260,18 @@ async function failedAttempt(ctx: AttemptContext, job: QueueJob, token: string |
       return Worker.RateLimitError();
     }
     case "hand-back": {
-      const redisLost = isRedisConnectionError(err);
-      log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; ${redisLost ? "this worker's Redis connection failed under it" : `the engine failed (${health.reason})`}: back to the queue, no attempt counted`, { job: jobId, attempt, level: "warn" });
-      if (redisLost) void health.check(); // pauses this worker if its connection ended
-      return handBack(job, token);
+      const why = isRedisConnectionError(err) ? "this worker's Redis connection failed under it" : `the engine failed (${health.reason})`;
+      const back = await handBack(job, token).catch(() => undefined);
+      if (back) {
+        log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; ${why}: back to the queue, no attempt counted`, { job: jobId, attempt, level: "warn" });
+        return back;
+      }
+      // It could not be handed back (the queue's connection is down too): it counts, as BullMQ will
+      // count it once it can, so its end is written here as for any counted failure.
     }
   }
   // attemptsMade and stalls, not attempt: a throttle or a hand-back starts a job again without counting.
-  const retry = outcome.action === "retry";
+  const retry = outcome.action === "retry" || (outcome.action === "hand-back" && used + 1 < attempts);
   const error = `${(err as Error).message}${outcome.engineFailed ? ` (the engine failed: ${health.reason})` : ""}${retry ? ` (attempt ${used + 1} of ${attempts}; the queue runs it again after a backoff)` : ""}`;
   entry.failing = true;
   r.onEvent(stamped(finishedEvent(emptyResult("failed", error)), jobId, attempt));

@@ -19,7 +19,7 @@ import { specHash } from "../spec-hash.js";
 import { enqueueSpans, type TraceCarrier } from "../trace.js";
 import { kinded, PatchbayError } from "../errors.js";
 import { MAX_DURATION_MS, MAX_DURATION_WORDS } from "../timeout.js";
-import { confirmWrites, duplicateRedis, openRedis, waitSetting, type WaitSetting } from "../redis-connect.js";
+import { confirmWrites, duplicateRedis, keepConnected, openRedis, waitSetting, type WaitSetting } from "../redis-connect.js";
 import { keyspaceQueueName, parseRedisUrl } from "../redis-target.js";
 
 export interface JobData {
@@ -436,6 +436,7 @@ export class PatchbayClient {
   private connection(r: Redis): Redis {
     this.conns.add(r);
     r.on("error", () => {});
+    keepConnected(r, () => !this.conns.has(r)); // one ioredis gave up on; not one the client closed (no longer in conns)
     if (this.opts.unrefWhenIdle) r.on("connect", () => this.applyRef(r));
     return r;
   }

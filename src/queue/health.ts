@@ -38,19 +38,6 @@ export async function checkCredentials(config: Pick<Config, "anthropicApiKey" | 
   return { ok: false, reason: "no Anthropic credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN, or an SDK profile) where the worker runs" };
 }
 
-/**
- * The worker's own Redis connections. One that ended (ioredis gave up on it: every command on it
- * fails with "Connection is closed.") is connected again, and until it is ready the worker takes
- * no jobs; a connection that is only reconnecting (an outage, a failover) is healthy: its
- * commands wait for it.
- */
-export function checkConnections(conns: Record<string, { status: string; connect(): Promise<unknown> }>): Health {
-  const ended = Object.keys(conns).filter((name) => conns[name]!.status === "end");
-  for (const name of ended) conns[name]!.connect().catch(() => {}); // its error event says why
-  if (!ended.length) return { ok: true };
-  return { ok: false, reason: `its Redis connection${ended.length > 1 ? "s" : ""} (${ended.join(", ")}) had ended; connecting again` };
-}
-
 /** A worker's whole check: credentials (unless it was given its own model), then the engine and the image. */
 export async function checkWorker(runtime: SandboxRuntime, config: Config, ownModel: boolean): Promise<Health> {
   const creds = ownModel ? ({ ok: true } as const) : await checkCredentials(config);
@@ -147,6 +134,14 @@ export async function countInfraFailure(job: Job): Promise<number> {
   const data = (job.data ?? {}) as { infraFailures?: number };
   const before = Number(data.infraFailures ?? 0) || 0;
   await job.updateData({ ...data, infraFailures: before + 1 });
+  return before;
+}
+
+/** Records a hand-back for the worker's Redis connection in the job's data (apart from the engine's count); returns how many it had before. */
+export async function countRedisHandBack(job: Job): Promise<number> {
+  const data = (job.data ?? {}) as { redisHandBacks?: number };
+  const before = Number(data.redisHandBacks ?? 0) || 0;
+  await job.updateData({ ...data, redisHandBacks: before + 1 });
   return before;
 }
 

@@ -38,7 +38,7 @@ export function recordResult(redis: Redis, k: Keys, jobId: string, finished: Tra
 /** A MULTI's replies: the first error among them is thrown (EXEC itself does not reject on one). */
 function failed(replies: [Error | null, unknown][] | null): void {
   const err = replies?.find(([e]) => e)?.[0];
-  if (err) throw new Error(`Redis refused to store the job's result: ${err.message}`);
+  if (err) throw new Error(`Redis refused to store the job's result: ${err.message}`, { cause: err });
 }
 
 /** The recorded result of an earlier attempt, if any (checked against the schema: Redis content is not trusted blindly). */

@@ -10,7 +10,7 @@ import type { Redis } from "ioredis";
 import { defaults, loadConfig, type Config } from "../config.js";
 import type { Model } from "../agent/model.js";
 import { batchHooks } from "./batch-index.js";
-import { checkConnections, checkWorker, HealthGate } from "./health.js";
+import { checkWorker, HealthGate } from "./health.js";
 import { prepareSandbox } from "../job/repo.js";
 import { keys, redisOptions } from "./keys.js";
 import { workerLogger, type Log, type LogFormat } from "../log.js";
@@ -28,7 +28,7 @@ import { drain } from "./drain.js";
 import { deploymentId, ownerAliveFor, startHeartbeat } from "./heartbeat.js";
 import { startReaperLoop } from "./reaper-loop.js";
 import { startTelemetry } from "../telemetry.js";
-import { openRedis, waitSetting } from "../redis-connect.js";
+import { keepConnected, openRedis, waitSetting } from "../redis-connect.js";
 import { keyspaceQueueName, parseRedisUrl, type RedisTarget } from "../redis-target.js";
 
 export interface WorkerOptions {
@@ -78,16 +78,13 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const heartbeat = await startHeartbeat(redis, k.heartbeat(id), config.heartbeatEveryMs);
   const deployment = await deploymentId(redis, k);
   const labels = { [LABEL.queue]: queueName, [LABEL.redis]: deployment };
-  // Health (src/queue/health.ts): its own Redis connections, the credentials, the engine and the sandbox image, at start and before each job. While
+  // Health (src/queue/health.ts): the credentials, the engine and the sandbox image, at start and before each job. While
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
   const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
   workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const health = new HealthGate({
-    check: async () => {
-      const conns = closing ? ({ ok: true } as const) : checkConnections({ commands: redis, cancels: sub, queue: workerConnection });
-      return conns.ok ? checkWorker(runtime, config, opts.model !== undefined) : conns;
-    },
+    check: () => checkWorker(runtime, config, opts.model !== undefined),
     minMs: config.healthMinMs,
     maxMs: config.healthMaxMs,
     log,
@@ -104,8 +101,12 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   // BullMQ has the job completed: its result record has done its work.
   worker.on("completed", (job) => void redis.del(k.result(job.id!)).catch(() => {}));
   worker.on("stalled", (jobId) => log(`job ${jobId}: stalled (its worker stopped or lost its lock); back to the queue`, { level: "warn", job: jobId }));
-  // A connection ioredis gave up on (status "end") is connected again by the health check, the worker paused till then.
-  for (const c of [redis, sub, workerConnection]) c.on("end", () => void (closing ?? health.check()));
+  // A connection ioredis gave up on (status "end": every command on it fails) is connected again at
+  // once. Not paused meanwhile (BullMQ's pause and resume around a dead connection can leave its
+  // loop waiting): a job taken then goes back uncounted (attempt.ts), BullMQ's calls are retried.
+  for (const [name, c] of [["commands", redis], ["cancels", sub], ["queue", workerConnection]] as const) {
+    keepConnected(c, () => closing !== undefined, () => log(`redis: its connection (${name}) ended; connecting again`, { level: "warn" }), 100);
+  }
   await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}`);
 

@@ -5,7 +5,7 @@
 // the waiters of a stream when it has something new. A new stream to watch interrupts the blocking
 // read (CLIENT UNBLOCK from the command connection), so nobody waits for the block to time out.
 import type { Redis } from "ioredis";
-import { duplicateRedis, isCluster } from "../redis-connect.js";
+import { duplicateRedis, isCluster, keepConnected } from "../redis-connect.js";
 
 /** How long a Cluster's blocking read lasts (see the constructor). */
 const CLUSTER_BLOCK_MS = 250;
@@ -38,6 +38,7 @@ export class TranscriptHub {
   constructor(private readonly commands: Redis, name: string, private blockMs = 5000) {
     this.conn = duplicateRedis(commands, name);
     this.conn.on("error", () => {}); // ioredis reconnects; the waiters time out meanwhile
+    keepConnected(this.conn, () => this.closed);
     // On a Cluster, CLIENT ID and UNBLOCK would go to any node, not the one the read blocks on: the
     // read is short instead, so a new waiter is taken up within CLUSTER_BLOCK_MS.
     if (isCluster(commands)) this.blockMs = Math.min(blockMs, CLUSTER_BLOCK_MS);
