@@ -130,6 +130,21 @@ describe("a worker's sandbox removals (Docker, through a proxy that holds contai
     expect(metricValue(await metrics(), "patchbay_sandbox_removals_running")).toBe(0);
   }, 240_000);
 
+  it("a job with verify: its verify sandbox goes to the background removals too; the result comes before either removal", async () => {
+    const { client, proxy, w, metrics } = await setup();
+    const id = await client.enqueue({ task: "nothing to do", repo: { path: CLAMP }, verify: "true" });
+    // Before: the verify sandbox's removal was awaited at the job's end, so with it held the job never completed.
+    await until(async () => (await client.status(id)).state === "completed", "the job completed while both removals are held", w.log);
+    const r = await client.waitForResult(id, { timeoutMs: 10_000 });
+    expect([r.status, r.verify?.exitCode]).toEqual(["completed", 0]);
+    await until(() => proxy.held() === 2, "the job's and the verify sandbox's removals asked of the engine");
+    expect(await containers(id)).toBe(2);
+    proxy.releaseRemovals();
+    await until(async () => metricValue(await metrics(), "patchbay_sandbox_removals_total", { outcome: "removed" }) === 2, "both background removals done", w.log);
+    expect(await containers(id)).toBe(0);
+    expect(await volumes(id)).toBe(0);
+  }, 240_000);
+
   it("a worker SIGKILLed right after handing a result back leaves the container; another worker's reaper removes it", async () => {
     const { client, proxy, w } = await setup();
     const id = await client.enqueue({ task: "nothing to do", repo: { path: CLAMP } });

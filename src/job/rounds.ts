@@ -28,6 +28,8 @@ export interface RoundsInput {
   /** The agent again, after a failed verify. */
   resume: (from: LoopOutcome, message: string) => Promise<LoopOutcome>;
   verifySandbox: () => Promise<Sandbox>;
+  /** A worker's background removals, which each verify sandbox is handed to (see verify.ts). */
+  retire?: (sb: Sandbox) => Promise<void>;
 }
 
 /**
@@ -59,7 +61,7 @@ export async function patchAndVerify(o: RoundsInput): Promise<{ patch: PatchResu
     const t = performance.now();
     let r: Awaited<ReturnType<typeof verifyInFreshSandbox>>;
     try {
-      const input = { sandbox: o.verifySandbox, snapshot: await o.snapshot, patch, command: o.spec.verify, timeoutSec: defaults.job.verifyTimeoutSec, signal: o.signal };
+      const input = { sandbox: o.verifySandbox, snapshot: await o.snapshot, patch, command: o.spec.verify, timeoutSec: defaults.job.verifyTimeoutSec, signal: o.signal, retire: o.retire };
       r = await inSpan("patchbay.verify", { "patchbay.round": o.at.round }, async (span) => {
         const v = await verifyInFreshSandbox(input);
         span.setAttribute("patchbay.verify.exit_code", v.exitCode);

@@ -95,6 +95,7 @@ async function attempt(ctx: JobContext, held: Held): Promise<JobResult> {
     sandbox, baseline: prep.baseline, spec: ctx.spec, snapshot: held.snapshot, outcome: agent.outcome, at: agent.at, emit: ctx.emit, signal: ctx.signal, removals: held.removals,
     resume: agent.resume,
     verifySandbox: () => freshSandbox(ctx),
+    retire: ctx.opts.retire,
   });
   return finish(ctx, { ...rounds, timings: { sandboxMs: prep.sandboxMs, agentMs: ctx.elapsed(tAgent) }, egress: held.egress, baseCommit: prep.baseCommit });
 }

@@ -89,6 +89,8 @@ export interface VerifyOptions {
   command: string;
   timeoutSec: number;
   signal?: AbortSignal;
+  /** Where the sandbox goes once the command ran: a worker's background removals (src/sandbox/removals.ts); else removed here. */
+  retire?: (sb: Sandbox) => Promise<void>;
 }
 
 /** One verify round in a sandbox of its own: the snapshot, the patch, the command; the sandbox removed after. */
@@ -105,7 +107,8 @@ export async function verifyInFreshSandbox(o: VerifyOptions): Promise<VerifyRun>
     if (applied.exitCode !== 0) throw new VerifyError(`the patch does not apply to the workspace as setup left it (git apply exit ${applied.exitCode}): ${applied.stderr.trim().slice(-400)}`);
     const r = await sb.runFresh(`cd /workspace && { ${o.command}\n}`, { timeoutSec: o.timeoutSec, signal: o.signal });
     ok = true;
-    const removed = sb.destroy().catch(() => {}); // a failed removal is retried by the reaper (src/sandbox/docker.ts)
+    // Handed on (or its removal started), not awaited: a failed removal is retried by the reaper.
+    const removed = (o.retire ? o.retire(sb) : sb.destroy()).catch(() => {});
     return { exitCode: r.exitCode, output: r.output, container: sb.name, removed };
   } finally {
     if (!ok) await sb.destroy();
