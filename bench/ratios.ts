@@ -33,7 +33,7 @@ export function floorRatios(result: Record<string, unknown>): Record<string, Rat
   const out: Record<string, Ratio | undefined> = {
     throughput_1x4: ratio(at(jobs, "1x4_pool", "jobs_per_min"), at(floor, "ceiling_jobs_per_min"), "jobs/min at 1 worker x 4 (pool) / the floor's ceiling", { min: 0.75 }),
     job_overhead: ratio(at(overhead, "pool_background_removal", "job_overhead_ms"), at(floor, "wall_ms", "bare_job"), "job overhead at 1k files (wall minus model) / the floor's bare job (wall)", { max: 1.6 }),
-    cpu_per_job: ratio(at(overhead, "pool_background_removal", "cpu_core_ms_per_job"), at(floor, "core_ms", "per_job"), "core-ms per job / the floor's per job (bare job + model requests)"),
+    cpu_per_job: ratio(at(overhead, "pool_background_removal", "cpu_core_ms_per_job", "total"), at(floor, "core_ms", "per_job"), "core-ms per job / the floor's per job (bare job + model requests)"),
     ready_50k: ratio(ready, floorReady, "dequeue->ready at 50k files (pool) / the floor's tar into tar -x + git's hash of the files", { max: 1.3 }),
   };
   const ready1k = at(result["ready"], "dequeue_to_ready_ms", "1000_pool");

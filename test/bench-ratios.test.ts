@@ -11,7 +11,7 @@ describe("floorRatios", () => {
     const r = floorRatios({
       floor,
       jobs: { "1x4_pool": { jobs_per_min: 42.3 } },
-      overhead: { pool_background_removal: { job_overhead_ms: 975, cpu_core_ms_per_job: 1700 } },
+      overhead: { pool_background_removal: { job_overhead_ms: 975, cpu_core_ms_per_job: { container: 300, worker: 200, total: 1700 } } },
       ready: { dequeue_to_ready_ms: { "1000_pool": 99, "50000_pool": 2600 } },
     })!;
     expect(r["throughput_1x4"]).toMatchObject({ value: 0.3, goal: ">= 0.75", met: false });
