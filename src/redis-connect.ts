@@ -110,7 +110,7 @@ export function duplicateRedis(conn: Redis, connectionName: string): Redis {
 /**
  * A connection ioredis ended on its own (it gave up on it: every later command fails with
  * "Connection is closed.") is connected again after `delayMs`, unless `closing()` says it was
- * ended on purpose. `onEnd` hears of each such end (a worker pauses meanwhile).
+ * ended on purpose. `onEnd` hears of each such end (a worker logs it).
  */
 export function keepConnected(conn: Redis, closing: () => boolean, onEnd?: () => void, delayMs = 1000): void {
   conn.on("end", () => {

@@ -220,7 +220,7 @@ const CONTROL = new Set(["UnrecoverableError", "DelayedError", "RateLimitError",
  * An error before the attempt ran (admitting it, its cancel flag, its batch's start): said in the
  * log (BullMQ would retry or fail it without a word). When it is the worker's Redis connection's,
  * the job goes back uncounted (a worker whose connection ended must not spend every job's attempts
- * in a millisecond each), and the health check that follows pauses this worker if it is still so.
+ * in a millisecond each; worker.ts connects it again).
  */
 async function beforeRun(ctx: AttemptContext, job: QueueJob, token: string | undefined, err: unknown): Promise<unknown> {
   if (err instanceof Error && CONTROL.has(err.name)) return err;

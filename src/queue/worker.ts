@@ -81,8 +81,6 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   // Health (src/queue/health.ts): the credentials, the engine and the sandbox image, at start and before each job. While
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
-  const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
-  workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const health = new HealthGate({
     check: () => checkWorker(runtime, config, opts.model !== undefined),
     minMs: config.healthMinMs,
@@ -96,6 +94,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
 
   const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch
   const processor = attemptProcessor({ config, redis, k, log, health, batch, runtime, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target), retire });
+  const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
+  workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const worker = bullWorker(queueName, processor, workerConnection, concurrency, config);
   worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
   // BullMQ has the job completed: its result record has done its work.
