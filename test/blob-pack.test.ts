@@ -126,4 +126,64 @@ describe("a load with the pack (real engine)", () => {
       await sb.destroy();
     }
   });
+
+  it("on hostile fixtures the pack changes nothing: the same baseline and patch as a load without it, and as git on the host", async () => {
+    const dir = fs.mkdtempSync(path.join(tmpRoot, "hostile"));
+    const put = (rel: string, body: string | Buffer, mode = 0o644) => {
+      fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+      fs.writeFileSync(path.join(dir, rel), body, { mode });
+    };
+    put("ctl\u001b[31m\nname\ttab.txt", "control characters\n");
+    put(`${"long-".repeat(40)}/${"n".repeat(200)}.txt`, "past ustar's 100 bytes: a pax path\n");
+    put(`${Array.from({ length: 60 }, (_, i) => `d${i}`).join("/")}/leaf`, "deep\n");
+    put("ünï/cödé ☃.txt", "non-ASCII\n");
+    put("exec.sh", "#!/bin/sh\n", 0o755);
+    put("same-a", "same\n");
+    put("same-b", "same\n");
+    put("empty", "");
+    put("big.bin", Buffer.alloc(1536 * 1024, 3)); // streamed, so git writes its blob
+    put(".gitignore", "*.log\n");
+    put("tracked.log", "tracked though ignored\n");
+    put("untracked.log", "ignored\n");
+    put("vendor/nested/.git/HEAD", "ref: refs/heads/main\n"); // a nested repo: git records it its own way
+    put("vendor/nested/x.c", "int x;\n");
+    put("ro/inside.txt", "in a read-only dir\n", 0o444);
+    fs.chmodSync(path.join(dir, "ro"), 0o555);
+    fs.mkdirSync(path.join(dir, "empty-dir/inner"), { recursive: true });
+    fs.symlinkSync("exec.sh", path.join(dir, "link-in"));
+    fs.symlinkSync("../../outside", path.join(dir, "ünï/link-out"));
+    git(dir, "init", "-q");
+    git(dir, "add", "-A");
+    git(dir, "add", "-f", "tracked.log");
+    git(dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "t");
+    const hostTree = git(dir, "write-tree").trim();
+    const edit = "echo changed >> 'ünï/cödé ☃.txt' && rm same-b && printf 'new\\n' > \"$(printf 'ctl\\033[31m\\nname\\ttab.txt')\" && chmod -x exec.sh";
+    const results: { baseline: string; files: string[]; patch: string; tree: string; loose: string }[] = [];
+    try {
+      for (const pack of [undefined, false] as const) {
+        const sb = await Sandbox.create({ labels: { "patchbay.test": "blob-pack" } });
+        try {
+          const { baseline } = await loadRepo(sb, { path: dir }, pack === false ? { pack } : {});
+          const loose = (await sb.exec(["bash", "-c", "cd /patchbay/git/objects && find . -path './??/*' -type f | wc -l"], { user: "0:0" })).stdout.toString().trim();
+          const e = await sb.exec(["bash", "-c", edit], { cwd: "/workspace" });
+          expect(e.exitCode, e.stderr.toString()).toBe(0);
+          const p = await computePatch(sb, baseline);
+          results.push({ baseline, files: p.filesChanged, patch: p.patch, tree: p.tree, loose });
+        } finally {
+          await sb.destroy();
+        }
+      }
+    } finally {
+      fs.chmodSync(path.join(dir, "ro"), 0o755);
+    }
+    const [withPack, without] = results;
+    expect(withPack!.baseline).toBe(hostTree);
+    expect(without!.baseline).toBe(hostTree);
+    expect(withPack!.patch).toMatch(/^diff --git "a\/\\303\\274n\\303\\257\/c\\303\\266d\\303\\251 \\342\\230\\203\.txt"/m); // git quotes the non-ASCII name
+    expect(withPack!.patch).toBe(without!.patch);
+    expect(withPack!.tree).toBe(without!.tree);
+    expect(withPack!.files).toEqual(without!.files);
+    expect(withPack!.files).toHaveLength(4);
+    expect(Number(withPack!.loose)).toBeLessThan(Number(without!.loose)); // the pack did its work
+  });
 });

@@ -9,7 +9,7 @@ import { gzip } from "node:zlib";
 import * as tar from "tar-stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { checkpointPatch, computePatch, PatchTooLargeError } from "../src/job/patch.js";
-import { loadRepo, repoArchive, type RepoSource } from "../src/job/repo.js";
+import { loadRepo, repoArchive, RepoError, type RepoSource } from "../src/job/repo.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-repo-test-"));
@@ -199,7 +199,14 @@ describe("loadRepo (real engine)", () => {
     }
     await expect(repoArchive({ path: path.join(tmpRoot, "missing") })).rejects.toThrow(/^repo.path: .*missing does not exist$/);
     await expect(repoArchive({ path: path.join(origin, "a.txt") })).rejects.toThrow(/a\.txt is not a directory$/);
-    await expect(repoArchive({ path: origin }, { maxBytes: 10 })).rejects.toThrow(/too large: \d+ bytes of files, the limit is 10/);
+    // A directory's sizes are known as its files are read: the bound breaks the stream, as a RepoError.
+    const big = await repoArchive({ path: origin }, { maxBytes: 10 });
+    const drained = (async () => {
+      for await (const _ of big.stream);
+    })();
+    await expect(drained).rejects.toThrow(/too large: \d+ bytes of files, the limit is 10/);
+    await expect(drained).rejects.toBeInstanceOf(RepoError);
+    await big.cleanup();
   });
 
   it("loads a .tar.gz, stripping its single top-level directory, owned by the agent", async () => {

@@ -19,6 +19,21 @@ export interface BuiltPack {
   objects: number;
 }
 
+/** A blob's pack object, made where its bytes are (a reader thread, or the pack itself). */
+export interface BlobObject {
+  sha: Buffer;
+  /** The object as the pack holds it: type and size, then the zlib stream. */
+  body: Buffer;
+  crc: number;
+}
+
+/** The pack object of `content` as a blob (or, for the pack's trees, as `type`). No I/O. */
+export function blobObject(content: Buffer, type = OBJ_BLOB): BlobObject {
+  const sha = createHash("sha1").update(`${type === OBJ_TREE ? "tree" : "blob"} ${content.length}\0`).update(content).digest();
+  const body = Buffer.concat([objectHeader(type, content.length), content.length <= STORE_MAX ? stored(content) : deflateSync(content, { level: 1 })]);
+  return { sha, body, crc: crc32(body) };
+}
+
 export class BlobPack {
   private readonly parts: Buffer[] = [];
   private readonly entries = new Map<string, { sha: Buffer; offset: number; crc: number }>();
@@ -30,23 +45,22 @@ export class BlobPack {
 
   /** Adds a blob; its object id, or undefined once the pack is full. */
   add(content: Buffer): Buffer | undefined {
-    return this.object(OBJ_BLOB, "blob", content);
+    return this.full ? undefined : this.put(blobObject(content));
   }
 
-  private object(type: number, name: string, content: Buffer): Buffer | undefined {
+  /** Adds an object made elsewhere (blobObject on a reader thread); its id, or undefined once the pack is full. */
+  put(o: BlobObject): Buffer | undefined {
     if (this.full) return undefined;
-    const sha = createHash("sha1").update(`${name} ${content.length}\0`).update(content).digest();
-    const key = sha.toString("hex");
-    if (this.entries.has(key)) return sha;
-    const body = Buffer.concat([objectHeader(type, content.length), content.length <= STORE_MAX ? stored(content) : deflateSync(content, { level: 1 })]);
-    if (this.offset + body.length + 20 > this.maxBytes) {
+    const key = o.sha.toString("hex");
+    if (this.entries.has(key)) return o.sha;
+    if (this.offset + o.body.length + 20 > this.maxBytes) {
       this.full = true; // the rest is hashed and written by git in the sandbox, as without a pack
       return undefined;
     }
-    this.entries.set(key, { sha, offset: this.offset, crc: crc32(body) });
-    this.parts.push(body);
-    this.offset += body.length;
-    return sha;
+    this.entries.set(key, { sha: o.sha, offset: this.offset, crc: o.crc });
+    this.parts.push(o.body);
+    this.offset += o.body.length;
+    return o.sha;
   }
 
   /**
@@ -92,15 +106,24 @@ export class BlobPack {
     if (!list.length) return EMPTY;
     // Git's order: by name bytes, a directory's name compared as if it ended in "/".
     list.sort((a, b) => Buffer.compare(a.key, b.key));
-    return this.object(OBJ_TREE, "tree", Buffer.concat(list.map((e) => e.line)));
+    return this.put(blobObject(Buffer.concat(list.map((e) => e.line)), OBJ_TREE));
   }
 
   get objects(): number {
     return this.entries.size;
   }
 
-  /** The pack and its index; undefined when nothing was added. Yields while it hashes (up to the bound's 64 MiB). */
-  async finish(): Promise<BuiltPack | undefined> {
+  private built?: Promise<BuiltPack | undefined>;
+
+  /**
+   * The pack and its index, once all is added; undefined when nothing was. Made once (later calls
+   * get the same), yielding while it hashes (up to the bound's 64 MiB).
+   */
+  finish(): Promise<BuiltPack | undefined> {
+    return (this.built ??= this.build());
+  }
+
+  private async build(): Promise<BuiltPack | undefined> {
     if (this.entries.size) this.trees();
     const n = this.entries.size;
     if (n === 0) return undefined;
@@ -117,7 +140,8 @@ export class BlobPack {
     }
     const packSum = hash.digest();
     const pack = Buffer.concat([head, ...this.parts, packSum]);
-    const sorted = [...this.entries.values()].sort((a, b) => Buffer.compare(a.sha, b.sha));
+    // Hex keys sort as their bytes do, and much faster than Buffer.compare.
+    const sorted = [...this.entries.keys()].sort().map((k) => this.entries.get(k)!);
     // idx v2: magic, version, 256-entry fan-out, names, CRC32s, 4-byte offsets (the pack is < 2 GiB), both checksums.
     const idx = Buffer.alloc(8 + 256 * 4 + n * 28 + 40);
     idx.writeUInt32BE(0xff744f63, 0);

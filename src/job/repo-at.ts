@@ -47,6 +47,19 @@ export function swapped(label: string, rel: string, how = "was replaced (by a sy
  * directory `expect` (dev, ino) the walk saw: anything else is a RepoError naming `rel`.
  */
 export function openDirAt(parent: number, name: string, expect: DirId, label: string, rel: string | (() => string)): number {
+  const { fd, st } = enterDir(parent, name, label, rel);
+  if (st.dev !== expect.dev || st.ino !== expect.ino) {
+    fss.closeSync(fd);
+    throw swapped(label, typeof rel === "string" ? rel : rel());
+  }
+  return fd;
+}
+
+/**
+ * Opens the directory `name` in `parent` refusing a symlink (O_NOFOLLOW): its fd and what it is.
+ * Anything but a directory there now is a RepoError naming `rel`.
+ */
+export function enterDir(parent: number, name: string, label: string, rel: string | (() => string)): { fd: number; st: fss.Stats } {
   const named = () => (typeof rel === "string" ? rel : rel());
   let fd: number;
   try {
@@ -57,12 +70,7 @@ export function openDirAt(parent: number, name: string, expect: DirId, label: st
     if (code === "EACCES" || code === "EPERM") throw new RepoError(`${label}: cannot read ${quote(named())}: ${code}`);
     throw err; // gone (ENOENT): as for a file that went away, the load may be tried again
   }
-  const st = fss.fstatSync(fd);
-  if (st.dev !== expect.dev || st.ino !== expect.ino) {
-    fss.closeSync(fd);
-    throw swapped(label, named());
-  }
-  return fd;
+  return { fd, st: fss.fstatSync(fd) };
 }
 
 /**

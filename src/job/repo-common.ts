@@ -2,8 +2,9 @@
 // source is held to, a path tree that stays linear however deep the names, and the tar packer.
 import { Readable } from "node:stream";
 import path from "node:path";
-import * as tar from "tar-stream";
-import { BlobPack } from "./blob-pack.js";
+import type { Header as TarHeader } from "tar-stream";
+import { BlobPack, type BlobObject } from "./blob-pack.js";
+import { TarWriter } from "./tar-writer.js";
 import { kinded } from "../errors.js";
 
 /** A repo that cannot be loaded as given (missing path, bad ref, unsafe archive): retrying will not help. */
@@ -31,9 +32,10 @@ export const DEFAULT_REPO_MAX_BYTES = 1024 ** 3;
 export const DEFAULT_REPO_MAX_ENTRIES = 1_000_000;
 export const OWNER = { uid: 1000, gid: 1000 } as const;
 
-export type Header = Partial<tar.Header> & { name: string; type: tar.Header["type"]; size: number };
+export type Header = Partial<TarHeader> & { name: string; type: TarHeader["type"]; size: number };
 export type Body = Buffer | (AsyncIterable<Buffer> & { destroy(err?: Error): unknown });
-export type Item = { header: Header; read?: () => Body };
+/** `read`: its body, and (a file's, where a reader thread made it) its pack object. */
+export type Item = { header: Header; read?: () => Body; object?: BlobObject };
 
 export interface RepoArchive {
   /** A tar of the repo: entries owned by 1000:1000, relative names, modes and symlinks kept. */
@@ -67,10 +69,12 @@ export function tooLarge(label: string, bytes: number, max: number, detail = "")
 // worker's event loop (lock renewals, other jobs) responsive while a big repo is read.
 let lastYield = Date.now();
 export async function breathe(): Promise<void> {
-  if (Date.now() - lastYield < 20) return;
+  if (mayGoOn()) return;
   await new Promise((r) => setImmediate(r));
   lastYield = Date.now();
 }
+/** Whether a loop may go on without `breathe` (a promise less per step, where steps are many). */
+export const mayGoOn = () => Date.now() - lastYield < 20;
 
 /** Counts a repo's entries and name bytes against the bounds; a RepoError past them. */
 export class Budget {
@@ -156,13 +160,32 @@ function escapes(name: string, target: string): boolean {
   return !target.startsWith("/") && (to === ".." || to.startsWith("../"));
 }
 
-/** Packs entries in order, with backpressure: a slow consumer stops the reading of files. */
-export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { files: number; bytes: number }, rm = async () => {}): RepoArchive {
+/**
+ * Packs entries in order, with backpressure: a slow consumer stops the reading of files.
+ * `sums.bytes` may grow while the stream runs (a local directory's are known as its files are read).
+ */
+export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { files: number; bytes: number }, rm = async () => {}, blobs = new BlobPack()): RepoArchive {
   const symlinks: RepoArchive["symlinks"] = [];
-  const blobs = new BlobPack();
-  const pack = tar.pack();
+  let wake: (() => void) | undefined;
+  let stopped = false;
+  const stream = new Readable({
+    read() {
+      const w = wake;
+      wake = undefined;
+      w?.();
+    },
+  });
+  stream.once("close", () => ((stopped = true), wake?.()));
+  const tar = new TarWriter((chunk) => !stopped && stream.push(chunk));
+  /** Waits until the consumer wants more (or has gone). */
+  const room = async () => {
+    if (tar.wantsMore || stopped) return;
+    await new Promise<void>((r) => (wake = r));
+    tar.wantsMore = true;
+  };
   (async () => {
-    for await (const { header, read } of items) {
+    for await (const { header, read, object } of items) {
+      if (stopped) break;
       // A symlink out of the repo is not in the tar: the archive API refuses it (made in the container instead).
       const outside = header.type === "symlink" && escapes(header.name, header.linkname ?? "");
       if (outside) symlinks.push({ name: header.name, target: header.linkname! });
@@ -170,27 +193,61 @@ export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { file
       // Files read whole (all but the largest) go into the pack as well, and the trees above them;
       // streamed ones git writes itself. The repo's own .git is not part of the baseline.
       if (!header.name.startsWith(".git/")) {
-        if (header.type === "file") blobs.entry(header.name, (header.mode ?? 0) & 0o100 ? "exec" : "file", Buffer.isBuffer(body) ? blobs.add(body) : undefined);
+        if (header.type === "file") blobs.entry(header.name, (header.mode ?? 0) & 0o100 ? "exec" : "file", object ? blobs.put(object) : Buffer.isBuffer(body) ? blobs.add(body) : undefined);
         else if (header.type === "symlink") blobs.entry(header.name, "symlink", blobs.add(Buffer.from(header.linkname ?? "")));
         else if (header.type === "directory") blobs.entry(header.name, "dir");
       }
-      if (!outside) await writeEntry(pack, header, body);
-      await breathe();
+      if (!outside) {
+        // A body read whole needs no waiting but for the consumer's room (most files: no promise).
+        if (body === undefined || Buffer.isBuffer(body)) writeWhole(tar, header, body);
+        else await writeStreamed(tar, header, body, room);
+        if (!tar.wantsMore) await room();
+      }
+      if (!mayGoOn()) await breathe();
     }
-    pack.finalize();
-  })().catch((err: Error) => pack.destroy(err));
-  const stream = Readable.from(pack as AsyncIterable<Buffer>, { objectMode: false });
-  return { stream, ...sums, symlinks, blobs, cleanup: async () => (stream.destroy(), rm()) };
+    if (stopped) return;
+    tar.end();
+    stream.push(null);
+  })().catch((err: Error) => stream.destroy(err));
+  return {
+    stream,
+    symlinks,
+    blobs,
+    get files() {
+      return sums.files;
+    },
+    get bytes() {
+      return sums.bytes;
+    },
+    cleanup: async () => (stream.destroy(), rm()),
+  };
 }
 
-function writeEntry(pack: tar.Pack, header: Header, body?: Body): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const done = (err?: Error | null) => (err ? reject(err) : resolve());
-    if (body === undefined || Buffer.isBuffer(body)) return void pack.entry(header, body ?? Buffer.alloc(0), done);
-    const sink = pack.entry(header, done);
-    (async () => {
-      for await (const chunk of body) if (!sink.write(chunk)) await new Promise<void>((r) => sink.once("drain", () => r()));
-      sink.end(undefined);
-    })().catch((err: Error) => (body.destroy(), sink.destroy(err), reject(err)));
-  });
+/** An entry whose body (if any) is read whole: its header, then exactly as many bytes as it says. */
+function writeWhole(tar: TarWriter, header: Header, body: Buffer | undefined): void {
+  const size = header.type === "file" ? header.size : 0;
+  if ((body?.length ?? 0) !== size) throw changedSize(header.name, body?.length ?? 0, size);
+  tar.header(header);
+  if (body) tar.data(body);
+  tar.pad(size);
 }
+
+/** A streamed file's entry; it fails if the file does not give exactly the bytes its header says. */
+async function writeStreamed(tar: TarWriter, header: Header, body: Exclude<Body, Buffer>, room: () => Promise<void>): Promise<void> {
+  const size = header.type === "file" ? header.size : 0;
+  tar.header(header);
+  let n = 0;
+  try {
+    for await (const chunk of body) {
+      if ((n += chunk.length) > size) break;
+      tar.data(chunk);
+      await room();
+    }
+  } finally {
+    body.destroy();
+  }
+  if (n !== size) throw changedSize(header.name, n, size);
+  tar.pad(size);
+}
+
+const changedSize = (name: string, n: number, size: number) => new Error(`${quote(name)} changed size while it was read (${n} bytes, not ${size}): load the repo again once nothing changes it`);

@@ -56,7 +56,7 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
     const rm = () => fs.rm(dir, { recursive: true, force: true });
     try {
       // A fresh clone has nothing ignored worth filtering: it is tarred whole.
-      const archive = await dirArchive(dir, false, max, maxEntries, `repo.git ${redact(repo.git)}`, rm);
+      const archive = await dirArchive(dir, false, max, maxEntries, `repo.git ${redact(repo.git)}`, { rm });
       return commit ? Object.assign(archive, { commit }) : archive;
     } catch (err) {
       await rm();
@@ -71,13 +71,16 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
  * Puts the repo into /workspace and records the baseline. `prepared` is an archive already being
  * made (e.g. cloned while the sandbox was starting); its cleanup is done here either way.
  */
-export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive>; via?: "stream" | "archive"; deferAgentRepo?: boolean } = {}): Promise<LoadedRepo> {
+/** `pack: false`: git in the sandbox writes every object itself (the worker's pack left out: a test's reference). */
+export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive>; via?: "stream" | "archive"; deferAgentRepo?: boolean; pack?: false } = {}): Promise<LoadedRepo> {
   const t0 = Date.now();
   const archive = await (opts.prepared ?? repoArchive(repo, opts));
   // A repo found bad while it streams (an archive changed since its scan, a file grown past the
   // bound) breaks the upload; the engine's error would hide that it is the repo's fault.
   let broken: unknown;
   archive.stream.once("error", (err) => (broken = err));
+  // The pack is made as soon as the last bytes are out, while the sandbox's tar writes them.
+  if (opts.pack !== false) archive.stream.once("end", () => void sb.splitsStdin().then((yes) => (yes ? archive.blobs.finish() : undefined)).catch(() => {}));
   // Into a fresh workspace, every file is written from here on (the baseline's smudge uses it).
   const loadedSince = Math.floor(Date.now() / 1000);
   try {
@@ -92,7 +95,7 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   }
   // The pack goes into the store ahead of the baseline: by the file agent, or where it cannot, split
   // off stdin with `head -c` (only where that is exact).
-  const pack = (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
+  const pack = opts.pack !== false && (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
   const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { pack, loadedSince, deferSmudge: opts.deferAgentRepo });
   if (!opts.deferAgentRepo) await agentRepo;
   return { baseline, agentRepo, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0, ...(archive.commit ? { commit: archive.commit } : {}) };
