@@ -52,7 +52,7 @@ export interface CpuReport {
 }
 
 /** Busy core-ms of the whole machine since boot (user, nice, system, irq, softirq, steal). */
-function machineMs(): number {
+export function machineMs(): number {
   const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
   return (f[0]! + f[1]! + f[2]! + f[5]! + f[6]! + f[7]!) * TICK_MS;
 }

@@ -22,7 +22,7 @@ import { Sandbox } from "../src/sandbox/sandbox.js";
 import { Toolbox } from "../src/tools/index.js";
 import { startFakeAnthropic } from "../test/support/fake-anthropic.js";
 import { byTurn, tenToolScript } from "../test/support/scripts.js";
-import { cpuMeter } from "./cpu.js";
+import { cpuMeter, machineMs } from "./cpu.js";
 import { log, median, round } from "./lib.js";
 
 export const BENCH_LABEL = "patchbay.bench";
@@ -62,10 +62,11 @@ const TOOL_CALLS = tenToolScript().flatMap((r) => ("content" in r ? (r.content a
 
 async function phasesOnce(repo: string, pool?: SandboxPool) {
   const t: Record<string, number> = {};
+  const cpu: Record<string, number> = {};
   const mark = async <T>(k: string, fn: () => Promise<T>) => {
-    const t0 = performance.now();
+    const [t0, c0] = [performance.now(), machineMs()];
     const v = await fn();
-    t[k] = performance.now() - t0;
+    [t[k], cpu[k]] = [performance.now() - t0, machineMs() - c0];
     return v;
   };
   const setupDone = pool?.setupStarted(); // as runJob does: no refill while the job is set up
@@ -80,11 +81,13 @@ async function phasesOnce(repo: string, pool?: SandboxPool) {
     await mark("patch", async () => (await sb.killAgentProcesses(), computePatch(sb, baseline)));
     const lastPid = Number((await sb.files.read("/proc/loadavg")).toString().trim().split(" ").pop());
     await mark("destroy", () => sb.destroy());
-    return { t, name: sb.name, lastPid };
+    return { t, cpu, name: sb.name, lastPid };
   } finally {
     await sb.destroy();
   }
 }
+
+const PHASES = ["create", "load_and_baseline", "tools", "patch", "destroy"];
 
 export async function benchPhases() {
   const repo = makeRepo(1000);
@@ -103,7 +106,10 @@ export async function benchPhases() {
       await new Promise((r) => setTimeout(r, 500)); // the last exec events arrive
       const med = (k: string) => round(median(runs.map((r) => r.t[k]!)), 1);
       out[name] = {
-        ms: Object.fromEntries(["create", "load_and_baseline", "tools", "patch", "destroy"].map((k) => [k, med(k)])),
+        ms: Object.fromEntries(PHASES.map((k) => [k, med(k)])),
+        // The machine's busy core-ms in each phase (everything on it: the engine, the sandbox, this
+        // process). Without the pool only: with it, the pool's refill runs during the job's tools.
+        ...(p ? {} : { cpu_core_ms: Object.fromEntries(PHASES.map((k) => [k, median(runs.map((r) => r.cpu[k]!))])) }),
         execs_per_job: median(runs.map((r) => ex.counts.get(r.name) ?? 0)),
         container_processes_per_job: median(runs.map((r) => r.lastPid)),
       };

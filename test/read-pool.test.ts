@@ -12,8 +12,16 @@ import { dirArchive } from "../src/job/repo-dir.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-read-pool-"));
 afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
-// The threads live as long as the process (their own fds too): started first, so that fds are counted after.
-beforeAll(() => void readerThreads(2));
+// The threads live as long as the process (their own fds too): started and used first, so that
+// fds are counted after they are up.
+beforeAll(async () => {
+  readerThreads(2);
+  const dir = fs.mkdtempSync(path.join(tmpRoot, "warm"));
+  for (let i = 0; i < 600; i++) fs.writeFileSync(path.join(dir, `f${i}`), "x");
+  const a = await dirArchive(dir, true, 1e9, 1e6, "t", { threads: 2 });
+  for await (const _ of a.stream);
+  await a.cleanup();
+});
 const CANARY = "HOST-SECRET-READ-POOL";
 
 function put(dir: string, rel: string, body: string | Buffer, mode = 0o644): void {
@@ -136,5 +144,31 @@ describe("reader threads", () => {
     for await (const _ of a.stream) break;
     await a.cleanup();
     expect(openFds()).toBe(before);
+  });
+
+  it("a consumer that stops right before a large file: no stream is opened for it, no fd left (either way)", async () => {
+    const dir = fs.mkdtempSync(path.join(tmpRoot, "stop"));
+    put(dir, "a.txt", Buffer.alloc(300 * 1024, 1)); // a chunk and more: the consumer has one to stop after
+    put(dir, "b.bin", Buffer.alloc(2 * 1024 * 1024, 2)); // read on the event loop, as a stream
+    for (const threads of [0, 2]) {
+      const before = openFds();
+      const a = await dirArchive(dir, true, 1e9, 1e6, "t", { threads });
+      for await (const _ of a.stream) break;
+      await a.cleanup();
+      expect(openFds(), `threads ${threads}`).toBe(before);
+    }
+  });
+
+  it("a name that is not UTF-8 is a RepoError naming it, a file's or a directory's", async () => {
+    for (const kind of ["file", "dir"]) {
+      const dir = fs.mkdtempSync(path.join(tmpRoot, "utf8"));
+      const bad = Buffer.concat([Buffer.from(`${dir}/bad`), Buffer.from([0xff]), Buffer.from(".txt")]);
+      if (kind === "file") fs.writeFileSync(bad, "x");
+      else fs.mkdirSync(bad);
+      // The walk meets it (no lstat of files otherwise): dirArchive itself fails.
+      const error = await dirArchive(dir, true, 1e9, 1e6, "t", { threads: 1 }).then(drain).then((r) => r.error, (e: unknown) => e);
+      expect(error, kind).toBeInstanceOf(RepoError);
+      expect(String(error)).toContain(`the file name "bad\uFFFD.txt" is not valid UTF-8`);
+    }
   });
 });

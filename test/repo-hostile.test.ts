@@ -302,6 +302,10 @@ describe("3. failures that are the repo's fault are RepoErrors (not retried)", (
       ["itself", [{ name: "l", type: "link", linkname: "l" }]],
       [".git file", [{ name: ".git", body: "gitdir: /etc\n" }, { name: "a", body: "a" }]],
       [".git symlink", [{ name: ".git", type: "symlink", linkname: "/tmp" }, { name: "a", body: "a" }]],
+      // A NUL ends a name for every tar reader (Docker's archive API too): "s\0ü" would be written as
+      // "s", a symlink out of the workspace that the entry after it would be written through.
+      ["NUL in a name", [{ name: "s/", type: "directory" }, { name: "s\u0000ü", type: "symlink", linkname: "/usr/bin" }, { name: "s/git", body: "x" }]],
+      ["NUL in a target", [{ name: "t", type: "symlink", linkname: `${"x".repeat(120)}\u0000ü` }]], // long: a pax linkpath, NUL and all
     ];
     for (const [what, entries] of cases) {
       const err = await repoErrorOf({ archive: await tarball(entries) });
@@ -560,11 +564,10 @@ describe("6. a { path } repo whose directory is swapped for a symlink while it l
 
   it("swapped after the walk, before its files are read: a RepoError naming it, and no host byte in the tar", async () => {
     const { repo, stash } = setup();
-    const r = await withLag(async () => {
-      const archive = await repoArchive({ path: repo });
-      swap(repo, stash);
-      return collect(archive);
-    });
+    // The files are read (on reader threads) as soon as the walk is done: the swap is made then.
+    const { walkHooks } = await import("../src/job/repo-dir.js");
+    walkHooks.afterWalk = () => swap(repo, stash);
+    const r = await withLag(async () => collect(await repoArchive({ path: repo }))).finally(() => (walkHooks.afterWalk = undefined));
     const { seen, error } = r.value!;
     expect(seen).not.toContain(CANARY);
     expect(error).toBeInstanceOf(RepoError);

@@ -96,7 +96,7 @@ describe("TarWriter", () => {
     expect(gnuList(archive).status).toBe(0);
   });
 
-  it("says when the consumer is full, and refuses a type it does not write", () => {
+  it("says when the consumer is full, and refuses a type it does not write and a NUL in a name", () => {
     let room = true;
     const w = new TarWriter(() => room);
     w.header({ name: "a", type: "file", size: 300 * 1024 });
@@ -105,5 +105,8 @@ describe("TarWriter", () => {
     w.data(Buffer.alloc(300 * 1024)); // a chunk's worth goes out
     expect(w.wantsMore).toBe(false);
     expect(() => w.header({ name: "dev", type: "character-device", size: 0 })).toThrow(/no entry of type "character-device"/);
+    // A NUL would end the name (or target) for every reader: never written.
+    expect(() => w.header({ name: "s\u0000x", type: "symlink", size: 0, linkname: "/usr/bin" })).toThrow(/NUL byte/);
+    expect(() => w.header({ name: "t", type: "symlink", size: 0, linkname: "a\u0000b" })).toThrow(/NUL byte/);
   });
 });

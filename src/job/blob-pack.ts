@@ -58,7 +58,8 @@ export class BlobPack {
       return undefined;
     }
     this.entries.set(key, { sha: o.sha, offset: this.offset, crc: o.crc });
-    this.parts.push(o.body);
+    // A view into a reader thread's batch is copied: kept, it would keep the whole batch.
+    this.parts.push(o.body.byteLength === o.body.buffer.byteLength ? o.body : Buffer.from(o.body));
     this.offset += o.body.length;
     return o.sha;
   }

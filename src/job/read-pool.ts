@@ -4,6 +4,7 @@
 // Bounded: a few batches in flight per thread, each at most BATCH_FILES files and about
 // BATCH_BYTES bytes (a thread stops a batch there; its rest is asked for next); a large file is
 // read by the main thread, as every file was before. The threads are started once per process and kept.
+import { createRequire } from "node:module";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
@@ -60,7 +61,8 @@ function spawnThread(): Worker {
   const here = fileURLToPath(import.meta.url);
   if (!here.endsWith(".ts")) return new Worker(new URL("./read-thread.js", import.meta.url));
   const entry = JSON.stringify(here.replace(/read-pool\.ts$/, "read-thread.ts"));
-  return new Worker(`require("tsx/cjs/api").register(); require(${entry});`, { eval: true });
+  const tsx = JSON.stringify(createRequire(import.meta.url).resolve("tsx/cjs/api")); // this project's, whatever the working directory
+  return new Worker(`require(${tsx}).register(); require(${entry});`, { eval: true });
 }
 
 let threads: ReaderThread[] = [];
@@ -86,10 +88,13 @@ type Segment = { start: number; end: number; thread: ReaderThread; reply?: Promi
 export class ReadAhead {
   private readonly segments: Segment[] = [];
   private readonly threads: ReaderThread[];
-  private readonly given = new Set<ReaderThread>();
+  /** Per thread, which of the walk's directories it was sent (each batch sends the chains it lacks). */
+  private readonly sent = new Map<ReaderThread, Uint8Array>();
+  private readonly pending = new Set<Promise<ReadReply>>();
   private readonly dirsOf = ++ids;
   private readonly cursor: DirCursor;
   private seg = 0;
+  private closing = false;
 
   constructor(
     private readonly root: { fd: number; id: DirId },
@@ -115,31 +120,46 @@ export class ReadAhead {
     }
   }
 
+  /** The walk's directories a batch needs that its thread was not sent yet: each file's, and those above it. */
+  private chains(t: ReaderThread, files: { dir: number }[]): [number, Dir][] {
+    let sent = this.sent.get(t);
+    if (!sent) this.sent.set(t, (sent = new Uint8Array(this.dirs.length)));
+    const out: [number, Dir][] = [];
+    for (const f of files) for (let d = f.dir; d >= 0 && !sent[d]; d = this.dirs[d]!.parent) (sent[d] = 1), out.push([d, this.dirs[d]!]);
+    return out;
+  }
+
   private send(seg: Segment): void {
+    if (this.closing) throw new Error("the repo's read-ahead was closed");
     const t = seg.thread;
     const packing = this.packing();
+    const files = this.files.slice(seg.start, seg.end);
     const req: ReadRequest = {
       id: ++ids,
       root: this.root.fd,
       rootId: this.root.id,
       dirsOf: this.dirsOf,
+      dirs: this.chains(t, files),
       label: this.label,
-      files: this.files.slice(seg.start, seg.end).map((f) => ({ dir: f.dir, name: f.name, blob: packing && !`/${f.name}`.includes("/.git/") })),
+      files: files.map((f) => ({ dir: f.dir, name: f.name, blob: packing && !`/${f.name}`.includes("/.git/") })),
       maxBytes: BATCH_BYTES,
-      ...(this.given.has(t) ? {} : { dirs: this.dirs }),
     };
-    this.given.add(t);
-    seg.reply = t.ask(req);
-    seg.reply.catch(() => {}); // awaited in order by body()
+    const reply = t.ask(req);
+    this.pending.add(reply);
+    const settled = () => void this.pending.delete(reply);
+    reply.then(settled, settled);
+    seg.reply = reply;
   }
 
   /**
    * File `i`'s body (files are asked for in order), with its pack object where a thread made it;
-   * the header's size, mode and mtime set from the open file.
+   * the header's size, mode and mtime set from the open file. "here": the file is the main
+   * thread's to read (readHere), when it is written (large, or no threads).
    */
-  async body(i: number, header: Header): Promise<{ body: Body; object?: BlobObject }> {
-    if (!this.threads.length) return { body: this.onMain(i, header) };
-    while (this.segments[this.seg]!.end <= i) this.seg++;
+  async body(i: number, header: Header): Promise<{ body: Buffer; object?: BlobObject } | "here"> {
+    if (this.closing) throw new Error("the repo's read-ahead was closed");
+    if (!this.threads.length) return "here";
+    while (this.segments[this.seg]!.end <= i) this.segments[this.seg++] = undefined!; // a consumed batch is not kept
     const seg = this.segments[this.seg]!;
     this.fill(this.seg);
     const r = await seg.reply!;
@@ -151,7 +171,7 @@ export class ReadAhead {
       seg.end = i;
       return this.body(i, header);
     }
-    if ("defer" in got) return { body: this.onMain(i, header) };
+    if ("defer" in got) return "here";
     header.size = got.len;
     header.mode = got.mode;
     header.mtime = new Date(got.mtime);
@@ -160,15 +180,21 @@ export class ReadAhead {
     return { body, object: { sha: Buffer.from(got.obj.sha, "hex"), body: Buffer.from(r.objects, got.obj.off, got.obj.len), crc: got.obj.crc } };
   }
 
-  /** A file the threads left (large, or no threads): read here, as every file was before them. */
-  private onMain(i: number, header: Header): Body {
+  /** A file the threads left (large, or no threads), read on the main thread as every file was before them. */
+  readHere(i: number, header: Header): Body {
+    if (this.closing) throw new Error("the repo's read-ahead was closed");
     return readNoFollow(this.cursor.fd(this.files[i]!.dir), header, this.label);
   }
 
-  /** Once no thread reads this repo any more, its directories are closed (the root is the caller's). */
+  /**
+   * No batch is sent from now on; once none is out any more, the threads forget the repo and its
+   * directories are closed. The caller closes the root only then: a thread never reads through an
+   * fd number the process has reused.
+   */
   async close(): Promise<void> {
-    await Promise.allSettled(this.segments.map((s) => s.reply));
-    for (const t of this.given) t.forget(this.dirsOf);
+    this.closing = true;
+    while (this.pending.size) await Promise.allSettled([...this.pending]);
+    for (const t of this.sent.keys()) t.forget(this.dirsOf);
     this.cursor.close(true);
   }
 }

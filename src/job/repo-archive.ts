@@ -64,6 +64,7 @@ class Checker {
     if (existing !== undefined && !(kind === DIR && this.tree.kind(existing) === DIR)) throw this.error(comps.join("/"), "appears twice in the archive");
     const link = kind === LINK ? this.hardLink(comps, h.linkname ?? "") : undefined;
     if (kind === SYMLINK && !(h.linkname && Buffer.byteLength(h.linkname) <= LIMITS.linkBytes)) throw this.error(h.name, `is a symlink with an empty target or one longer than ${LIMITS.linkBytes} bytes`);
+    if (kind === SYMLINK && h.linkname!.includes("\0")) throw this.error(h.name, "is a symlink whose target contains a NUL byte");
     if (existing === undefined) this.tree.add(parent, leaf, kind);
     if (kind === FILE && (this.files++, (this.bytes += h.size ?? 0)) > this.max) throw tooLarge(this.label, this.bytes, this.max);
     this.nested ||= comps.length > 1;
@@ -74,6 +75,8 @@ class Checker {
   clean(raw: string, what: string): string[] {
     if (Buffer.byteLength(raw) > LIMITS.pathBytes) throw this.error(raw, `is longer than ${LIMITS.pathBytes} bytes`, what);
     if (raw.startsWith("/")) throw this.error(raw, "has an absolute path", what);
+    // A NUL ends a name for every tar reader: "s\0x" would be read as "s" (past the checks below).
+    if (raw.includes("\0")) throw this.error(raw, "contains a NUL byte", what);
     const comps = raw.split("/").filter((p) => p !== "" && p !== ".");
     if (comps.includes("..")) throw this.error(raw, `contains "..", which would escape the workspace`, what);
     if (comps.length > LIMITS.depth) throw this.error(raw, `is deeper than ${LIMITS.depth} directories`, what);

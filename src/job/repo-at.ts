@@ -37,6 +37,18 @@ export function openRoot(root: string): { fd: number; id: DirId } {
   return { fd, id: { dev: st.dev, ino: st.ino } };
 }
 
+/**
+ * An fs error opening `rel` in the repo: the repo's fault (unreadable, a loop, a name too long) as
+ * a RepoError, else (gone since the walk: the load may be tried again) an Error with its code. The
+ * name is quoted either way: it never reaches a log raw.
+ */
+export function openError(label: string, rel: string, err: unknown): Error {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === "EACCES" || code === "EPERM" || code === "ENAMETOOLONG" || code === "ELOOP" || code === "ENXIO") return new RepoError(`${label}: cannot read ${quote(rel)}: ${code}`);
+  if (!code) return err as Error;
+  return Object.assign(new Error(`${label}: cannot open ${quote(rel)}: ${code} (it changed while the repo was read; load it again once nothing changes it)`), { code });
+}
+
 /** A repo that changed under the walk: which path, and how. */
 export function swapped(label: string, rel: string, how = "was replaced (by a symlink or another directory)"): RepoError {
   return new RepoError(`${label}: ${quote(rel)} ${how} while the repo was read; load it again once nothing changes it`);
@@ -67,8 +79,7 @@ export function enterDir(parent: number, name: string, label: string, rel: strin
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ELOOP" || code === "ENOTDIR") throw swapped(label, named());
-    if (code === "EACCES" || code === "EPERM") throw new RepoError(`${label}: cannot read ${quote(named())}: ${code}`);
-    throw err; // gone (ENOENT): as for a file that went away, the load may be tried again
+    throw openError(label, named(), err);
   }
   return { fd, st: fss.fstatSync(fd) };
 }

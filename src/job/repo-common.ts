@@ -40,8 +40,9 @@ export type Item = { header: Header; read?: () => Body; object?: BlobObject };
 export interface RepoArchive {
   /** A tar of the repo: entries owned by 1000:1000, relative names, modes and symlinks kept. */
   stream: Readable;
-  /** Regular files and their total bytes, known before the stream is read. */
+  /** Regular files, known before the stream is read. */
   files: number;
+  /** Their total bytes: an archive's known before the stream is read, a directory's complete once it has ended (counted as its files are read). */
   bytes: number;
   /**
    * Symlinks whose target leaves the repo (`../x`): the archive API refuses them, so they are not
@@ -200,7 +201,7 @@ export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { file
       if (!outside) {
         // A body read whole needs no waiting but for the consumer's room (most files: no promise).
         if (body === undefined || Buffer.isBuffer(body)) writeWhole(tar, header, body);
-        else await writeStreamed(tar, header, body, room);
+        else await writeStreamed(tar, header, body, room, () => stopped);
         if (!tar.wantsMore) await room();
       }
       if (!mayGoOn()) await breathe();
@@ -233,7 +234,7 @@ function writeWhole(tar: TarWriter, header: Header, body: Buffer | undefined): v
 }
 
 /** A streamed file's entry; it fails if the file does not give exactly the bytes its header says. */
-async function writeStreamed(tar: TarWriter, header: Header, body: Exclude<Body, Buffer>, room: () => Promise<void>): Promise<void> {
+async function writeStreamed(tar: TarWriter, header: Header, body: Exclude<Body, Buffer>, room: () => Promise<void>, gone: () => boolean): Promise<void> {
   const size = header.type === "file" ? header.size : 0;
   tar.header(header);
   let n = 0;
@@ -242,6 +243,7 @@ async function writeStreamed(tar: TarWriter, header: Header, body: Exclude<Body,
       if ((n += chunk.length) > size) break;
       tar.data(chunk);
       await room();
+      if (gone()) return; // the consumer left: the rest is not read
     }
   } finally {
     body.destroy();

@@ -19,47 +19,70 @@ type FileItem = Item & { dir: number };
 /** With `filter`, the walk keeps what the ignore rules leave and every path in `tracked`. */
 type Walk = { filter: boolean; tracked: PathTree; budget: Budget; out: (Item & { dir?: number })[]; dirs: Dir[] };
 
-/** Test hooks: called with a directory's relative path once readdir named it a directory, before it is opened. */
-export const walkHooks: { beforeOpenDir?: (rel: string) => void } = {};
+/**
+ * Test hooks: `beforeOpenDir` with a directory's relative path once readdir named it a directory,
+ * before it is opened; `afterWalk` once the walk is done, before any file is read.
+ */
+export const walkHooks: { beforeOpenDir?: (rel: string) => void; afterWalk?: () => void } = {};
 
 /** `rm`: run at cleanup (a host-side clone's removal); `threads`: reader threads (0: all on the event loop, as a test's reference). */
 export async function dirArchive(root: string, filter: boolean, max: number, maxEntries: number, label: string, opts: { rm?: () => Promise<void>; threads?: number } = {}): Promise<RepoArchive> {
   const { rm, threads = DEFAULT_READER_THREADS } = opts;
   const top = openRoot(root);
-  if (threads) readerThreads(threads); // started (once per process) while the walk runs
   let w: Walk;
+  let ahead: ReadAhead;
+  let files: FileItem[];
+  const blobs = new BlobPack();
   try {
+    if (threads) readerThreads(threads); // started (once per process) while the walk runs
     w = { filter, tracked: filter ? await trackedPaths(top.fd, maxEntries) : new PathTree(), budget: new Budget(label, maxEntries), out: [], dirs: [{ ...top.id, parent: -1, name: "", depth: 0 }] };
     const exclude = filter ? ignoreFile(label, top.fd, ".git/info/exclude", ".git/info/exclude") : "";
     await walk(w, top.fd, "", 0, 0, 0, exclude ? [{ base: "", ig: ignore().add(exclude) }] : []); // info/exclude ranks below every .gitignore
+    files = w.out.filter((i): i is FileItem => i.header.type === "file");
+    // The files' bodies, read ahead on the reader threads in the walk's order; the root stays open
+    // until no thread reads from it, and is closed at the end or on cleanup.
+    walkHooks.afterWalk?.();
+    ahead = new ReadAhead(top, w.dirs, files.map((f) => ({ dir: f.dir, name: f.header.name })), label, () => !blobs.full, threads);
   } catch (err) {
     fss.closeSync(top.fd);
     throw err;
   }
-  const files = w.out.filter((i): i is FileItem => i.header.type === "file");
-  // The files' bodies, read ahead on the reader threads in the walk's order; the root stays open
-  // until no thread reads from it, and is closed at the end or on cleanup. Their sizes are known
-  // as they are read: the bound on bytes is held then.
-  const blobs = new BlobPack();
-  const ahead = new ReadAhead(top, w.dirs, files.map((f) => ({ dir: f.dir, name: f.header.name })), label, () => !blobs.full, threads);
   let closed: Promise<void> | undefined;
   const close = () => (closed ??= ahead.close().finally(() => fss.closeSync(top.fd)));
   const out = w.out;
   const sums = { files: files.length, bytes: 0 };
+  // Sizes are known as files are read: the bound on bytes is held then.
+  const count = (size: number) => {
+    if ((sums.bytes += size) > max) throw tooLarge(label, sums.bytes, max);
+  };
   async function* items(): AsyncIterable<Item> {
     try {
-      let i = 0;
-      for (const item of out) {
-        if (item.header.type === "file") {
-          const { body, object } = await ahead.body(i++, item.header);
-          if ((sums.bytes += item.header.size) > max) {
-            if (!Buffer.isBuffer(body)) body.destroy();
-            throw tooLarge(label, sums.bytes, max);
-          }
-          item.read = () => body;
-          item.object = object;
+      for (let k = 0, i = 0; k < out.length; k++) {
+        const { header } = out[k]!;
+        out[k] = undefined!; // what was handed on is not kept: memory stays a few batches, not the repo
+        if (header.type !== "file") {
+          yield { header };
+          continue;
         }
-        yield item;
+        const n = i++;
+        const got = await ahead.body(n, header);
+        if (got === "here") {
+          // Read when the packer takes it (a stream is never opened for an entry nobody writes).
+          const read = () => {
+            const body = ahead.readHere(n, header);
+            try {
+              count(header.size);
+            } catch (err) {
+              if (!Buffer.isBuffer(body)) body.destroy();
+              throw err;
+            }
+            return body;
+          };
+          yield { header, read };
+          continue;
+        }
+        count(header.size);
+        yield { header, read: () => got.body, object: got.object };
       }
     } finally {
       await close();
@@ -150,8 +173,9 @@ async function walk(w: Walk, fd: number, rel: string, id: number, depth: number,
     const bytes = Buffer.byteLength(name);
     if (bytes > LIMITS.pathBytes) throw new RepoError(`${label}: the path ${quote(name)} is longer than ${LIMITS.pathBytes} bytes`);
     if (depth + 1 > LIMITS.depth) throw new RepoError(`${label}: the path ${quote(name)} is deeper than ${LIMITS.depth} directories`);
-    // A symlink's mtime, and what an entry is where readdir did not say, come from its lstat.
-    const st = kind === undefined || kind === "symlink" ? fsCall(label, name, () => fss.lstatSync(at(fd, n))) : undefined;
+    // A symlink's mtime, and what an entry is where readdir did not say, come from its lstat; so
+    // does the RepoError for a name that is not UTF-8 (it comes back with U+FFFD and is not found).
+    const st = kind === undefined || kind === "symlink" || n.includes("\uFFFD") ? fsCall(label, name, () => fss.lstatSync(at(fd, n))) : undefined;
     const type = st ? (st.isSymbolicLink() ? "symlink" : st.isDirectory() ? "directory" : st.isFile() ? "file" : undefined) : kind === "other" ? undefined : kind;
     const isGit = name === ".git";
     // Sockets, fifos and devices are skipped; so is a `.git` file, which points outside the repo.

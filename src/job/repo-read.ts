@@ -4,7 +4,7 @@
 // O_NOFOLLOW. Also the reader threads' protocol: a batch of files asked for, their bytes in one
 // transferred buffer sent back.
 import fss, { constants as fsc } from "node:fs";
-import { at, openDirAt, swapped, type DirId } from "./repo-at.js";
+import { at, openDirAt, openError, swapped, type DirId } from "./repo-at.js";
 import { blobObject, type BlobObject } from "./blob-pack.js";
 import { RepoError } from "./repo-common.js";
 import type { Body, Header } from "./repo-common.js";
@@ -72,7 +72,7 @@ function openNoFollow(dir: number, name: string, label: string): { fd: number; s
     fd = fss.openSync(at(dir, base), fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ELOOP") throw swapped(label, name, "was swapped for a symlink");
-    throw err;
+    throw openError(label, name, err);
   }
   const st = fss.fstatSync(fd);
   if (!st.isFile()) {
@@ -125,8 +125,8 @@ export interface ReadRequest {
   id: number;
   root: number;
   rootId: DirId;
-  /** The walk's directories: sent once per repo to each thread (`dirsOf` names the repo). */
-  dirs?: Dir[];
+  /** The walk's directories (by index) this batch needs that the thread was not sent yet; `dirsOf` names the repo. */
+  dirs: [number, Dir][];
   dirsOf: number;
   label: string;
   /** `blob`: its pack object is made too (a file of the baseline, while the pack has room). */

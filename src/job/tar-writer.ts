@@ -109,6 +109,8 @@ export class TarWriter {
     const mtime = Number.isFinite(ms) ? Math.min(MAX_MTIME, Math.max(0, Math.floor(ms / 1000))) : 0; // an invalid Date too
     const names = split(h.name);
     const linkOk = ascii(linkname) && linkname.length <= 100;
+    // A NUL would end the name or target for every reader: what was checked is not what is written.
+    if (h.name.includes("\0") || linkname.includes("\0")) throw new Error(`tar: a name or link target with a NUL byte is not written: ${JSON.stringify(h.name.slice(0, 200))}`);
     const type = TYPE[h.type];
     if (!type) throw new Error(`tar: no entry of type ${JSON.stringify(h.type)} is written`);
     const mode = h.mode ?? 0o644;
