@@ -160,11 +160,12 @@ describe("reader threads", () => {
   });
 
   it("a name that is not UTF-8 is a RepoError naming it, a file's or a directory's", async () => {
-    for (const kind of ["file", "dir"]) {
+    for (const kind of ["file", "dir", "beside a valid name spelt with U+FFFD"]) {
       const dir = fs.mkdtempSync(path.join(tmpRoot, "utf8"));
       const bad = Buffer.concat([Buffer.from(`${dir}/bad`), Buffer.from([0xff]), Buffer.from(".txt")]);
-      if (kind === "file") fs.writeFileSync(bad, "x");
-      else fs.mkdirSync(bad);
+      if (kind === "dir") fs.mkdirSync(bad);
+      else fs.writeFileSync(bad, "x");
+      if (kind !== "file" && kind !== "dir") fs.writeFileSync(path.join(dir, "bad\uFFFD.txt"), "a valid name that reads back the same"); // would be opened instead
       // The walk meets it (no lstat of files otherwise): dirArchive itself fails.
       const error = await dirArchive(dir, true, 1e9, 1e6, "t", { threads: 1 }).then(drain).then((r) => r.error, (e: unknown) => e);
       expect(error, kind).toBeInstanceOf(RepoError);

@@ -315,6 +315,11 @@ describe("3. failures that are the repo's fault are RepoErrors (not retried)", (
     const ok = await load({ archive: await tarball([{ name: "p/a", body: "a" }, { name: "p/l", type: "link", linkname: "p/a" }]) });
     expect(ok.error).toBeUndefined();
     expect(ok.entries?.get("l")?.header).toMatchObject({ type: "link", linkname: "a" });
+    // pax gives any entry a link target; a file's is not passed on (unchecked, and here with a NUL).
+    const odd = await load({ archive: await tarball([{ name: "f", body: "body", linkname: `${"x".repeat(120)}\u0000` }]) });
+    expect(odd.error).toBeUndefined();
+    expect(odd.entries?.get("f")?.header.linkname ?? null).toBeNull();
+    expect(odd.entries?.get("f")?.body.toString()).toBe("body");
   });
 
   it("an archive swapped after the scan fails the load as a RepoError (not as the engine's error)", async () => {

@@ -36,6 +36,7 @@ class ReaderThread {
       this.pending.clear();
     };
     this.worker.on("error", fail);
+    this.worker.on("messageerror", fail); // a reply that cannot be delivered: nothing waits for it forever
     this.worker.on("exit", (code) => fail(new Error(`exit code ${code}`)));
   }
 
@@ -196,5 +197,7 @@ export class ReadAhead {
     while (this.pending.size) await Promise.allSettled([...this.pending]);
     for (const t of this.sent.keys()) t.forget(this.dirsOf);
     this.cursor.close(true);
+    this.segments.length = 0; // nothing of the repo is kept by a closed read-ahead (its archive may live on)
+    this.files.length = 0;
   }
 }

@@ -142,7 +142,8 @@ async function* archiveItems(fh: FileHandle, label: string, max: number, maxEntr
     for (const i of c.made) if (i >= skip) yield { header: { name: `${c.comps.slice(skip, i + 1).join("/")}/`, type: "directory", mode: 0o755, size: 0, ...OWNER } };
     const type = c.kind === FILE ? "file" : h.type;
     const mode = c.kind === DIR ? ((h.mode ?? 0o755) & 0o777) | 0o700 : (h.mode ?? 0o644) & 0o777;
-    const linkname = c.link ? c.link.slice(skip).join("/") : h.linkname;
+    // A link target only where the entry is a link (pax gives any entry one: never passed on unchecked).
+    const linkname = c.link ? c.link.slice(skip).join("/") : c.kind === SYMLINK ? h.linkname : undefined;
     const header = { name: c.kind === DIR ? `${name}/` : name, type, mode, mtime: h.mtime, size: c.kind === FILE ? (h.size ?? 0) : 0, linkname, ...OWNER };
     yield c.kind === FILE ? { header, read: () => entry as unknown as Body } : { header };
   }

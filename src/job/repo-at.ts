@@ -46,7 +46,8 @@ export function openError(label: string, rel: string, err: unknown): Error {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === "EACCES" || code === "EPERM" || code === "ENAMETOOLONG" || code === "ELOOP" || code === "ENXIO") return new RepoError(`${label}: cannot read ${quote(rel)}: ${code}`);
   if (!code) return err as Error;
-  return Object.assign(new Error(`${label}: cannot open ${quote(rel)}: ${code} (it changed while the repo was read; load it again once nothing changes it)`), { code });
+  const why = code === "ENOENT" || code === "ENOTDIR" ? " (it changed while the repo was read; load it again once nothing changes it)" : "";
+  return Object.assign(new Error(`${label}: cannot open ${quote(rel)}: ${code}${why}`), { code });
 }
 
 /** A repo that changed under the walk: which path, and how. */

@@ -236,9 +236,9 @@ function writeWhole(tar: TarWriter, header: Header, body: Buffer | undefined): v
 /** A streamed file's entry; it fails if the file does not give exactly the bytes its header says. */
 async function writeStreamed(tar: TarWriter, header: Header, body: Exclude<Body, Buffer>, room: () => Promise<void>, gone: () => boolean): Promise<void> {
   const size = header.type === "file" ? header.size : 0;
-  tar.header(header);
   let n = 0;
   try {
+    tar.header(header);
     for await (const chunk of body) {
       if ((n += chunk.length) > size) break;
       tar.data(chunk);

@@ -6,7 +6,7 @@
 // for a symlink (to a host directory) at any moment is never followed.
 import fss from "node:fs";
 import ignore from "ignore";
-import { at, enterDir, openRoot, readSmallAt, self, swapped } from "./repo-at.js";
+import { at, enterDir, openError, openRoot, readSmallAt, self, swapped } from "./repo-at.js";
 import { breathe, Budget, LIMITS, OWNER, packed, PathTree, quote, RepoError, tooLarge, type Header, type Item, type RepoArchive } from "./repo-common.js";
 import { trackedPaths } from "./repo-index.js";
 import { BlobPack } from "./blob-pack.js";
@@ -114,11 +114,7 @@ function fsCall<T>(label: string, name: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "EACCES" || code === "EPERM" || code === "ENAMETOOLONG" || code === "ELOOP") throw new RepoError(`${label}: cannot read ${quote(name)}: ${code}`);
-    // A name that is not UTF-8 comes back from readdir with U+FFFD in it, and is then not found.
-    if (code === "ENOENT" && name.includes("\uFFFD")) throw new RepoError(`${label}: the file name ${quote(name)} is not valid UTF-8`);
-    throw err;
+    throw openError(label, name, err); // quoted: a raw name never reaches a log
   }
 }
 
@@ -173,9 +169,11 @@ async function walk(w: Walk, fd: number, rel: string, id: number, depth: number,
     const bytes = Buffer.byteLength(name);
     if (bytes > LIMITS.pathBytes) throw new RepoError(`${label}: the path ${quote(name)} is longer than ${LIMITS.pathBytes} bytes`);
     if (depth + 1 > LIMITS.depth) throw new RepoError(`${label}: the path ${quote(name)} is deeper than ${LIMITS.depth} directories`);
-    // A symlink's mtime, and what an entry is where readdir did not say, come from its lstat; so
-    // does the RepoError for a name that is not UTF-8 (it comes back with U+FFFD and is not found).
-    const st = kind === undefined || kind === "symlink" || n.includes("\uFFFD") ? fsCall(label, name, () => fss.lstatSync(at(fd, n))) : undefined;
+    // A name that is not UTF-8 comes back from readdir with U+FFFD in it: it could not be opened,
+    // or would open a valid name spelt so (and that entry be written twice). Such names are refused.
+    if (n.includes("\uFFFD")) throw new RepoError(`${label}: the file name ${quote(name)} is not valid UTF-8 (or holds U+FFFD)`);
+    // A symlink's mtime, and what an entry is where readdir did not say, come from its lstat.
+    const st = kind === undefined || kind === "symlink" ? fsCall(label, name, () => fss.lstatSync(at(fd, n))) : undefined;
     const type = st ? (st.isSymbolicLink() ? "symlink" : st.isDirectory() ? "directory" : st.isFile() ? "file" : undefined) : kind === "other" ? undefined : kind;
     const isGit = name === ".git";
     // Sockets, fifos and devices are skipped; so is a `.git` file, which points outside the repo.
