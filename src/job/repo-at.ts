@@ -6,7 +6,7 @@
 import fss, { constants as fsc } from "node:fs";
 import { quote, RepoError } from "./repo-common.js";
 
-/** A directory's identity, as the walk's lstat saw it. */
+/** A directory's identity, as the walk found it open. */
 export interface DirId {
   dev: number;
   ino: number;

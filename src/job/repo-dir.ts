@@ -1,9 +1,10 @@
 // A local directory (a `{ path }` repo or a host-side clone) as tar items: what .gitignore files and
 // info/exclude leave, plus every tracked path; `.git` whole. Names, depth and entry count are
 // bounded, and the walk yields to the event loop however large a directory is. Every directory is
-// opened relative to its parent's open fd without following a symlink, and must be the one the
-// walk's lstat saw (repo-at.ts); files are read the same way, after the walk: a component swapped
-// for a symlink (to a host directory) at any moment is never followed.
+// opened relative to its parent's open fd without following a symlink, its (dev, ino) recorded from
+// that fd (repo-at.ts); files are read after the walk (repo-read.ts, mostly on reader threads),
+// each directory above them opened again and checked against that record: a component swapped for
+// a symlink (to a host directory) at any moment is never followed.
 import fss from "node:fs";
 import ignore from "ignore";
 import { at, enterDir, openError, openRoot, readSmallAt, self, swapped } from "./repo-at.js";

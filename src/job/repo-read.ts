@@ -23,7 +23,7 @@ export class DirCursor {
   private stack: { dir: number; fd: number }[];
   constructor(
     root: number,
-    public dirs: Dir[],
+    private readonly dirs: Dir[],
     private readonly label: string,
   ) {
     this.stack = [{ dir: 0, fd: root }];
@@ -185,7 +185,7 @@ export function readBatch(req: ReadRequest, dirs: Dir[]): ReadReply {
           scratch = next;
         }
         const len = readAll(fd, scratch, used, st.size);
-        const r: ReadResult = { off: used, len, mode: st.mode & 0o777, mtime: Math.floor(st.mtimeMs) };
+        const r: ReadResult = { off: used, len, mode: st.mode & 0o777, mtime: mtimeOf(st).getTime() };
         if (f.blob) {
           const o = blobObject(scratch.subarray(used, used + len));
           r.obj = { off: objBytes, len: o.body.length, crc: o.crc, sha: o.sha.toString("hex") };
