@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs before `npm test`: the services (Docker engine, Redis), node modules, dist/, the tools the tests
-# call (docker-compose v1, tmux, Chromium from Debian's package), the sandbox image and the compose images.
+# Runs before `npm test`: the services (Docker engine, Redis, and a rootless Podman engine), node
+# modules, dist/, the tools the tests call (docker-compose v1, tmux, Chromium from Debian's package),
+# the sandbox image (in both engines) and the compose images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/services.sh
@@ -26,5 +27,7 @@ tool chromium chromium "the browser tests drive it headless"
 tool openssl openssl "the second-host test makes TLS certificates for its second engine"
 tool /usr/sbin/sshd openssh-server "the campaign tests push over SSH"
 node bin/patchbay.js image build
+# The engine matrix's second engine (vitest.config.ts): a rootless Podman, the sandbox image loaded into it.
+bash scripts/services.sh --engine podman >/dev/null
 # The compose test's images (worker, Redis): offline here, about 2 minutes the first time, then cached.
 bash scripts/compose-images.sh

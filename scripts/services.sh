@@ -4,14 +4,20 @@
 # with apt and starts them in the background; elsewhere says exactly what is missing. Also installs
 # (never starts) redis-sentinel and openssl, which the Redis topology tests run themselves.
 #
+# --engine podman sets up and starts a rootless Podman engine instead of Docker (scripts/podman-engine.sh:
+# a dedicated user, its API service, cgroup limits on v1 hosts) and prints its DOCKER_HOST; Redis as usual.
+# The sandbox image is loaded into it from the Docker engine when that has it (the tests run both).
+#
 # --second-engine [NAME] also starts an extra engine standing in for a second host (scripts/engine.sh:
 # its own dockerd, data-root, exec-root and socket; default NAME host2), loads the sandbox image into
 # it from the main engine when the main engine has it, and prints its DOCKER_HOST.
 set -euo pipefail
 
 second_engine=""
+engine=docker
 if [ "${1:-}" = --second-engine ]; then second_engine="${2:-host2}"
-elif [ -n "${1:-}" ]; then echo "usage: $0 [--second-engine [NAME]]" >&2; exit 2; fi
+elif [ "${1:-}" = --engine ] && [[ "${2:-}" =~ ^(docker|podman)$ ]]; then engine="$2"
+elif [ -n "${1:-}" ]; then echo "usage: $0 [--engine docker|podman | --second-engine [NAME]]" >&2; exit 2; fi
 
 STATE_DIR="${PATCHBAY_STATE_DIR:-/var/tmp/patchbay}"
 REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
@@ -41,7 +47,7 @@ wait_for() { # name, check function, seconds
 }
 
 missing=()
-if ! docker_ok; then
+if [ "$engine" = docker ] && ! docker_ok; then
   if [ -n "${DOCKER_HOST:-}" ] && [[ "$DOCKER_HOST" != unix://* ]]; then
     missing+=("Docker engine at DOCKER_HOST=$DOCKER_HOST does not answer")
   elif can_apt; then
@@ -99,6 +105,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   say "missing (this script installs them only as root on Debian):"
   for m in "${missing[@]}"; do say "  - $m"; done
   exit 1
+fi
+if [ "$engine" = podman ]; then
+  say "redis ($REDIS_URL) answers; setting up rootless Podman"
+  exec bash "$(dirname "$0")/podman-engine.sh"
 fi
 say "docker $(docker version --format '{{.Server.Version}}') and redis ($REDIS_URL) answer"
 if [ -n "$second_engine" ]; then

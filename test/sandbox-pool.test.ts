@@ -4,6 +4,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
+import { loadConfig } from "../src/config.js";
 import { prepareSandbox } from "../src/job/repo.js";
 import { runJob } from "../src/job/run.js";
 import { startWorker } from "../src/queue/worker.js";
@@ -12,7 +13,7 @@ import { LABEL } from "../src/runtime/owner.js";
 import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis, startWorkerProc } from "./support/cluster.js";
-import { exists } from "./support/sandbox.js";
+import { cgroupLimits, exists } from "./support/sandbox.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import { byTurn, clampScript } from "./support/scripts.js";
 
@@ -65,7 +66,7 @@ describe("warm pool (real engine)", () => {
       await until(() => pool.size === 2);
       const other = pool.take({ limits: { pids: 200 } }, 60)!;
       try {
-        expect((await docker().getContainer(other.name).inspect()).HostConfig.PidsLimit).toBe(200);
+        expect((await cgroupLimits(other)).pids).toBe(200);
         // One whose deadline is too near for the job is not handed out.
         await until(() => pool.size === 2);
         expect(pool.take({ limits: { pids: 200 } }, 7 * 24 * 3600)).toBeUndefined();
@@ -135,8 +136,10 @@ describe("warm pool (real engine)", () => {
       w.proc.kill("SIGKILL");
       await w.exited;
       expect(await Promise.all(names.map((n) => exists("container", n)))).toEqual([true, true]);
-      // A live worker of the queue on this host judges the dead one by its pid and reaps its pool.
-      const survivor = await startWorker({ redisUrl: redis.url, queueName, concurrency: 1, pool: 0 });
+      // A live worker of the queue on this host judges the dead one by its pid and reaps its pool
+      // (healthy, so its reaper runs: with credentials, and every second).
+      const config = loadConfig({ ...process.env, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REAP_MS: "1000" });
+      const survivor = await startWorker({ redisUrl: redis.url, queueName, concurrency: 1, pool: 0, config });
       try {
         await until(async () => (await containers(`${LABEL.queue}=${queueName}`)).length === 0);
         await until(async () => !(await Promise.all(names.map((n) => exists("volume", `${n}-ws`)))).some(Boolean));

@@ -9,6 +9,10 @@ import { Sandbox } from "../src/sandbox/sandbox.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { useSandbox } from "./support/sandbox.js";
+import { podman } from "./support/engine-kind.js";
+import { EngineConfigError, engineInfo, hostUid } from "../src/runtime/engine.js";
+import { docker } from "../src/runtime/docker.js";
+import { readFileSync, statSync } from "node:fs";
 
 // Set before any sandbox of this file exists: a sandbox that inherited this process's environment
 // would show it.
@@ -29,6 +33,26 @@ describe("sandbox hardening (real engine)", () => {
     expect(tcp.output).toMatch(/rc=1\n$/);
     const udp = await sb().shell.run("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('192.0.2.1', 53))\" 2>&1 | tail -1");
     expect(udp.output).toMatch(/Network is unreachable/);
+  });
+
+  it(podman ? "rootless: root in the container is the engine's unprivileged user on the host, uid 1000 a subordinate id" : "rootful Docker: root in the container is root on the host (what rootless Podman changes)", async () => {
+    // Files written in the sandbox by its root and by the agent, seen from the host through the
+    // container init's root (/proc/PID/root), and that process's own host uid.
+    await sb().exec(["touch", "/workspace/by-root"], { user: "0:0" });
+    await sb().exec(["touch", "/workspace/by-agent"]);
+    const pid = (await docker().getContainer(sb().name).inspect()).State.Pid;
+    const owner = (f: string) => statSync(`/proc/${pid}/root/workspace/${f}`).uid;
+    const initUid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]);
+    if (!podman) {
+      expect([owner("by-root"), owner("by-agent"), initUid]).toEqual([0, 1000, 0]);
+      return;
+    }
+    const engine = await engineInfo(docker());
+    const root = hostUid(engine, 0)!;
+    expect(root).toBeGreaterThan(0);
+    expect(engine).toMatchObject({ name: "podman", rootless: true });
+    expect([owner("by-root"), owner("by-agent"), initUid]).toEqual([root, hostUid(engine, 1000), root]);
+    expect(hostUid(engine, 1000)).toBeGreaterThanOrEqual(100_000); // a subordinate id: no account of the host's
   });
 
   it("runs as uid 1000 with no capabilities and no new privileges", async () => {
@@ -123,7 +147,18 @@ describe("a worker's environment stays out of its jobs (worker process, real job
   });
 });
 
-describe("gVisor runtime (runsc, registered by scripts/services.sh)", () => {
+// Under the engine matrix's Podman half (vitest.config.ts) gVisor is refused, not run: below.
+const DOCKER_ONLY = " [Docker only: Podman runs no gVisor]";
+
+describe.runIf(podman)("gVisor under Podman", () => {
+  it("a sandbox asking for runsc is refused at once, naming why, as the worker's setting (another worker may run its job)", async () => {
+    const err = await Sandbox.create({ runtime: "runsc", labels: { "patchbay.test": "1" } }).then(() => undefined, (e: Error) => e);
+    expect(err).toBeInstanceOf(EngineConfigError);
+    expect(err).toMatchObject({ kind: "config", message: expect.stringMatching(/^runtime runsc \(gVisor\) is not available under Podman: run jobs that ask for it on a worker with a Docker engine/) });
+  });
+});
+
+describe.skipIf(podman)(`gVisor runtime (runsc, registered by scripts/services.sh)${DOCKER_ONLY}`, () => {
   const sb = useSandbox({ runtime: "runsc" });
 
   it("runs the shell, files and timeouts under runsc", async () => {
@@ -138,7 +173,7 @@ describe("gVisor runtime (runsc, registered by scripts/services.sh)", () => {
   });
 });
 
-describe("gVisor runtime: coreutils' statx (runsc)", () => {
+describe.skipIf(podman)(`gVisor runtime: coreutils' statx (runsc)${DOCKER_ONLY}`, () => {
   // The gVisor Debian 12 ships refuses statx with AT_NO_AUTOMOUNT (coreutils 9's `stat`, `ls PATH`).
   it("doctor says whether coreutils' stat works under runsc, as a runsc sandbox finds it", async () => {
     const sb = await Sandbox.create({ runtime: "runsc", labels: { "patchbay.test": `gvisor-statx-${process.pid}` } });
@@ -156,7 +191,7 @@ describe("gVisor runtime: coreutils' statx (runsc)", () => {
   }, 120_000);
 });
 
-describe("gVisor runtime: the pids limit (runsc)", () => {
+describe.skipIf(podman)(`gVisor runtime: the pids limit (runsc)${DOCKER_ONLY}`, () => {
   // Under runsc the engine's pids limit counts the gVisor sandbox's own host threads (its Go
   // kernel's), not the guest's processes.
   // KNOWN HOLE: a fork bomb under runsc makes gVisor's kernel hit that limit for its own threads,

@@ -10,6 +10,7 @@ import type { Duplex, Readable } from "node:stream";
 import { engineEnv, type EngineEnv } from "../config.js";
 import { withTimeout } from "../timeout.js";
 import { AGENT_GID, AGENT_UID, AGENT_USER } from "./agent-user.js";
+import { EngineConfigError, engineInfo, limitsEnv, limitsProblem } from "./engine.js";
 import { pipeGathered } from "./gather.js";
 import { LABEL } from "./owner.js";
 import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
@@ -52,13 +53,18 @@ export class DockerRuntime implements SandboxRuntime {
 
   async create(o: BoxSpec): Promise<Box> {
     const d = docker();
+    const engine = await engineInfo(d);
+    const podman = engine.name === "podman";
+    if (podman && o.runtime !== "runc") throw new EngineConfigError(`runtime ${o.runtime} (gVisor) is not available under Podman: run jobs that ask for it on a worker with a Docker engine that registers runsc`);
     const volume = `${o.name}-ws`;
     // A tmpfs-backed named volume: bounded, gone with the sandbox, and (unlike HostConfig.Tmpfs)
-    // visible to the archive API under a read-only rootfs.
+    // visible to the archive API under a read-only rootfs. Podman takes `size=` as an XFS project
+    // quota: its size goes in 4 KiB pages instead.
+    const size = podman ? `nr_blocks=${o.limits.diskMb * 256}` : `size=${o.limits.diskMb}m`;
     await d.createVolume({
       Name: volume,
       Driver: "local",
-      DriverOpts: { type: "tmpfs", device: "tmpfs", o: `size=${o.limits.diskMb}m,uid=${AGENT_UID},gid=${AGENT_GID},mode=0755` },
+      DriverOpts: { type: "tmpfs", device: "tmpfs", o: `${size},uid=${AGENT_UID},gid=${AGENT_GID},mode=0755` },
       Labels: o.labels,
     });
     try {
@@ -71,7 +77,9 @@ export class DockerRuntime implements SandboxRuntime {
         User: "0:0",
         Cmd: ["sleep", "infinity"],
         Entrypoint: [],
-        Env: [], // nothing of the host environment enters; the image's ENV stays
+        // Nothing of the host environment enters; the image's ENV stays. Under Podman, the limits
+        // for patchbay's runtime wrapper (engine.ts), which applies them where Podman would not.
+        Env: podman ? [limitsEnv(o.limits)] : [],
         WorkingDir: "/workspace",
         Labels: o.labels,
         NetworkDisabled: o.limits.network === "none",
@@ -121,7 +129,7 @@ export class DockerRuntime implements SandboxRuntime {
     return reapLabelled(dead);
   }
 
-  /** Does the engine answer, and does it have the image? */
+  /** Does the engine answer, can it hold a sandbox to its limits, and does it have the image? */
   async health(image: string, timeoutMs = 10_000): Promise<string | undefined> {
     const d = docker();
     const within = <T>(p: Promise<T>) => withTimeout(p, timeoutMs, `the Docker engine did not answer within ${timeoutMs} ms`);
@@ -130,6 +138,8 @@ export class DockerRuntime implements SandboxRuntime {
     } catch (err) {
       return `the Docker engine is unreachable (${(err as Error).message})`;
     }
+    const limits = await within(engineInfo(d)).then(limitsProblem, (err: Error) => `the engine does not say what it is (${err.message})`);
+    if (limits) return limits;
     try {
       await within(d.getImage(image).inspect());
     } catch (err) {

@@ -62,3 +62,19 @@ export function jobWatchdog(label: string, events: { type: string; container?: s
   })(), ms);
   return () => clearTimeout(t);
 }
+
+/**
+ * The limits a sandbox is held to, read from its own cgroups (v1 or v2) as the kernel applies them:
+ * the same under Docker and under a rootless Podman (whose own config shows none on cgroup v1,
+ * where patchbay's runtime wrapper applies them). `max` reads as Infinity; cpu as a fraction of a core.
+ */
+export async function cgroupLimits(sb: Sandbox): Promise<{ memory: number; pids: number; cpus: number }> {
+  const files = ["memory/memory.limit_in_bytes", "memory.max", "pids/pids.max", "pids.max", "cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us", "cpu.max"];
+  const script = `for f in ${files.join(" ")}; do [ -r /sys/fs/cgroup/$f ] && echo "$f $(cat /sys/fs/cgroup/$f)"; done; true`;
+  const r = await sb.exec(["sh", "-c", script]);
+  const v = new Map(r.stdout.toString().trim().split("\n").map((l) => [l.slice(0, l.indexOf(" ")), l.slice(l.indexOf(" ") + 1)] as const));
+  const num = (s: string | undefined) => (s === undefined ? NaN : s === "max" ? Infinity : Number(s));
+  const cpuMax = v.get("cpu.max")?.split(" ");
+  const cpus = cpuMax ? num(cpuMax[0]) / num(cpuMax[1]) : num(v.get("cpu/cpu.cfs_quota_us")) / num(v.get("cpu/cpu.cfs_period_us"));
+  return { memory: num(v.get("memory.max") ?? v.get("memory/memory.limit_in_bytes")), pids: num(v.get("pids.max") ?? v.get("pids/pids.max")), cpus };
+}

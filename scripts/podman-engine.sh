@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Sets up a rootless Podman engine for patchbay's workers on Debian, as root, idempotently, and
+# starts its API service (run by `scripts/services.sh --engine podman`; quick when all is up).
+#
+# What it makes: a dedicated unprivileged user (default patchbay-engine) with its own subordinate
+# uid/gid range (a container's root is that user on the host, its uid 1000 a subordinate id with no
+# rights here); Podman with runc, the native overlay driver and catatonit as the init; on a cgroup v1
+# host, cgroup hierarchies (memory, pids, cpu) delegated to the user and patchbay's runtime wrapper
+# (scripts/podman/patchbay-runc) as its default runtime, since rootless Podman itself drops every
+# limit there; `podman system service` on /run/user/UID/podman/podman.sock; and the sandbox image,
+# loaded from the Docker engine when that has it and Podman has not the same one.
+#
+# Arguments: none. Environment: PATCHBAY_PODMAN_USER (default patchbay-engine), PATCHBAY_SUBIDS
+# (the subordinate range's first id, default 200000; 65536 ids), PATCHBAY_IMAGE (default
+# patchbay-sandbox:latest), PATCHBAY_STATE_DIR (logs and pid file; default /var/tmp/patchbay).
+# Prints: DOCKER_HOST=unix:///run/user/UID/podman/podman.sock on stdout (also written to
+# $PATCHBAY_STATE_DIR/podman.env); progress on stderr.
+# Exit status: 0 when the service answers; 1 when a step failed (said why); 2 when not root on Debian.
+set -euo pipefail
+
+USER_NAME="${PATCHBAY_PODMAN_USER:-patchbay-engine}"
+SUBIDS="${PATCHBAY_SUBIDS:-200000}"
+IMAGE="${PATCHBAY_IMAGE:-patchbay-sandbox:latest}"
+STATE_DIR="${PATCHBAY_STATE_DIR:-/var/tmp/patchbay}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+WRAPPER=/usr/local/libexec/patchbay/patchbay-runc
+
+say() { echo "[podman] $*" >&2; }
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  say "needs root on Debian (apt-get); see docs/rootless.md for the steps by hand"; exit 2
+fi
+mkdir -p "$STATE_DIR"
+
+need=()
+for c in podman runc newuidmap catatonit; do command -v "$c" >/dev/null 2>&1 || need+=("$c"); done
+if [ ${#need[@]} -gt 0 ]; then
+  say "apt-get install podman runc uidmap catatonit (missing: ${need[*]})"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc uidmap catatonit >>"$STATE_DIR/apt.log" 2>&1 \
+    || { apt-get update -qq >>"$STATE_DIR/apt.log" 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc uidmap catatonit >>"$STATE_DIR/apt.log" 2>&1; } \
+    || { say "apt-get install failed; see $STATE_DIR/apt.log"; exit 1; }
+fi
+
+if ! id "$USER_NAME" >/dev/null 2>&1; then
+  say "adding the system user $USER_NAME"
+  useradd --system --create-home --home-dir "/var/lib/$USER_NAME" --shell /usr/sbin/nologin "$USER_NAME"
+fi
+U="$(id -u "$USER_NAME")"; G="$(id -g "$USER_NAME")"; HOME_DIR="$(getent passwd "$USER_NAME" | cut -d: -f6)"
+if ! grep -q "^$USER_NAME:" /etc/subuid || ! grep -q "^$USER_NAME:" /etc/subgid; then
+  say "giving $USER_NAME the subordinate ids $SUBIDS-$((SUBIDS + 65535))"
+  usermod --add-subuids "$SUBIDS-$((SUBIDS + 65535))" --add-subgids "$SUBIDS-$((SUBIDS + 65535))" "$USER_NAME"
+fi
+RUN_DIR="/run/user/$U"
+install -d -o "$U" -g "$G" -m 0700 "$RUN_DIR" "$RUN_DIR/podman"
+
+# The limits: cgroup v2 with delegation is Podman's own business (systemd's Delegate=); on v1 (or
+# hybrid) the wrapper applies them in hierarchies made the engine user's.
+RUNTIME_CONF=""
+if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
+  for c in memory pids cpu; do
+    d="/sys/fs/cgroup/$c/patchbay-rootless"
+    [ -d "/sys/fs/cgroup/$c" ] || { say "no cgroup v1 $c hierarchy at /sys/fs/cgroup/$c: limits cannot be enforced"; exit 1; }
+    mkdir -p "$d"
+    chown -R "$U:$G" "$d"
+  done
+  install -D -o root -g root -m 0755 "$HERE/podman/patchbay-runc" "$WRAPPER"
+  RUNTIME_CONF=$'runtime = "patchbay-runc"\n[engine.runtimes]\npatchbay-runc = ["'"$WRAPPER"$'"]'
+else
+  say "cgroup v2: make sure memory, pids and cpu are delegated to $USER_NAME (patchbay's worker refuses to start otherwise)"
+fi
+
+CONF="$HOME_DIR/.config/containers"
+install -d -o "$U" -g "$G" -m 0755 "$HOME_DIR/.config" "$CONF"
+printf '[storage]\ndriver = "overlay"\n' >"$CONF/storage.conf"
+# cgroupfs: no systemd user session is assumed; file events: no journald either.
+printf '[containers]\ninit_path = "%s"\n[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n%s\n' "$(command -v catatonit)" "$RUNTIME_CONF" >"$CONF/containers.conf"
+chown "$U:$G" "$CONF/storage.conf" "$CONF/containers.conf"
+
+SOCK="$RUN_DIR/podman/podman.sock"
+as_user() { setpriv --reuid="$U" --regid="$G" --init-groups env -i HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+answers() { curl -sf --max-time 2 --unix-socket "$SOCK" http://podman/_ping >/dev/null 2>&1; }
+pidfile="$STATE_DIR/podman.pid"
+# A service this script started with another config is restarted for the new one.
+if answers && [ -f "$pidfile" ] && ! cmp -s "$CONF/containers.conf" "$STATE_DIR/podman.conf" && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+  say "restarting the service for its new config"; kill "$(cat "$pidfile")"; sleep 1
+fi
+if ! answers; then
+  say "starting podman system service as $USER_NAME (log: $STATE_DIR/podman.log)"
+  rm -f "$SOCK"
+  # setsid: the service must outlive this script and the npm process that ran it.
+  # (not through as_user: a function in the background is a subshell, and $! would be its pid)
+  setpriv --reuid="$U" --regid="$G" --init-groups env -i HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    setsid nohup podman system service --time=0 "unix://$SOCK" >"$STATE_DIR/podman.log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+  for _ in $(seq 1 100); do answers && break; sleep 0.1; done
+  answers || { say "the service did not answer within 10 s"; tail -20 "$STATE_DIR/podman.log" >&2; exit 1; }
+fi
+cp "$CONF/containers.conf" "$STATE_DIR/podman.conf"
+
+# The sandbox image: the Docker engine's, when it has one Podman lacks (same id after the load).
+if docker_id="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)"; then
+  podman_id="sha256:$(as_user podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
+  if [ "$docker_id" != "$podman_id" ]; then
+    say "loading $IMAGE from the Docker engine"
+    docker save "$IMAGE" | as_user podman load -q >/dev/null
+  fi
+fi
+
+echo "DOCKER_HOST=unix://$SOCK" | tee "$STATE_DIR/podman.env"
