@@ -1,5 +1,5 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run.
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
@@ -9,7 +9,7 @@ import { benchBatch } from "./batch.js";
 import { benchWeb } from "./web.js";
 import { log } from "./lib.js";
 import { benchOverhead, benchPhases } from "./speed.js";
-import { benchJobs, benchReady } from "./speed-queue.js";
+import { benchEngines, benchJobs, benchReady } from "./speed-queue.js";
 import { benchFloor } from "./floor.js";
 import { benchVerify } from "./verify.js";
 import { benchFleet } from "./fleet.js";
@@ -36,6 +36,8 @@ const sections: Record<string, () => Promise<object>> = {
   verify: benchVerify,
   // issue 28 §3: one Redis under many workers on the memory runtime; the batch index and the dashboard under 100,000 jobs
   fleet: benchFleet,
+  // issue 30: ready and jobs/min under Docker and under rootless Podman, same run
+  engines: benchEngines,
 };
 
 const onlyArg = process.argv.findIndex((a) => a === "--only" || a.startsWith("--only="));

@@ -11,14 +11,16 @@ import { startFakeAnthropic } from "../test/support/fake-anthropic.js";
 import { byTurn, tenToolScript } from "../test/support/scripts.js";
 import { log, median, round } from "./lib.js";
 import { makeRepo } from "./speed.js";
+import { podmanHost } from "../test/support/engine-kind.js";
+import { machineMs } from "./cpu.js";
 
 const CLI = new URL("../dist/cli.js", import.meta.url).pathname;
 const MODES = { no_pool: { PATCHBAY_POOL: "0" }, pool: {} } as const;
 type Mode = keyof typeof MODES;
 
-async function run(mode: Mode, concurrency: number, jobs: number, repo: string, fakeUrl: string, oneAtATime = false) {
+async function run(mode: Mode, concurrency: number, jobs: number, repo: string, fakeUrl: string, oneAtATime = false, engineEnv: Record<string, string> = {}) {
   const queueName = `bench-speed-${mode}-${concurrency}-${Date.now()}`;
-  const env = { ...process.env, ...MODES[mode], PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fakeUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: String(concurrency) };
+  const env = { ...process.env, ...engineEnv, ...MODES[mode], PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fakeUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: String(concurrency) };
   const proc = spawn(process.execPath, [CLI, "worker", "--metrics-port", "0"], { env, stdio: ["ignore", "ignore", "pipe"] });
   let buf = "";
   await new Promise<void>((resolve, reject) => {
@@ -45,6 +47,7 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
     await warm();
     const specs = Array.from({ length: jobs }, (_, i) => ({ task: `speed job ${i}`, repo: { path: repo } }));
     const t0 = performance.now();
+    const cpu0 = machineMs(); // the whole machine's busy time: worker, engine, runtime, sandboxes, Redis
     const ids: string[] = [];
     if (oneAtATime) {
       for (const s of specs) {
@@ -58,6 +61,7 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
       await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 600_000 })));
     }
     const minutes = (performance.now() - t0) / 60_000;
+    const cpuPerJob = (machineMs() - cpu0) / jobs;
     const ready: number[] = [];
     for (const id of ids) {
       const job = await client.queue.getJob(id);
@@ -66,7 +70,7 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
       for await (const e of client.watch(id, { follow: false })) if (e.type === "sandbox_ready") ready.push(Date.parse(e.ts) - job!.processedOn!);
     }
     // Jobs that found no warm sandbox (and made their own) are in these figures too: say how many.
-    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready), 1), ...(mode === "pool" ? { pool_misses: (await pool()).missed } : {}) };
+    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready), 1), cpu_core_ms_per_job: Math.round(cpuPerJob), ...(mode === "pool" ? { pool_misses: (await pool()).missed } : {}) };
   } finally {
     await client.queue.obliterate({ force: true }).catch(() => {});
     await client.close();
@@ -115,5 +119,35 @@ export async function benchReady() {
     return { dequeue_to_ready_ms: out };
   } finally {
     await fake.close();
+  }
+}
+
+/**
+ * Issue 30: dequeue → ready (1k files, one job at a time) and jobs/min (1 worker × 4) under the
+ * Docker engine and under the rootless Podman one (`scripts/services.sh --engine podman`), in the
+ * same run, each without and with the warm pool.
+ */
+export async function benchEngines() {
+  const ready = await startFakeAnthropic(byTurn(tenToolScript(1)));
+  const ten = await startFakeAnthropic(byTurn(tenToolScript()));
+  const repo = makeRepo(1000);
+  try {
+    const out: Record<string, Record<string, unknown>> = {};
+    for (const [engine, env] of [["docker", {}], ["podman", { DOCKER_HOST: podmanHost() }]] as const) {
+      const row: Record<string, unknown> = {};
+      for (const mode of ["no_pool", "pool"] as const) {
+        log(`engines (${engine}, ${mode}): dequeue → ready at 1,000 files, then 16 ten-tool jobs at 1 × 4`);
+        row[`ready_1000_${mode}_ms`] = (await run(mode, 1, 5, repo, ready.url, true, env)).dequeue_to_ready_ms;
+        const jobs = await run(mode, 4, 16, repo, ten.url, false, env);
+        row[`jobs_per_min_1x4_${mode}`] = jobs.jobs_per_min;
+        row[`cpu_core_ms_per_job_${mode}`] = jobs.cpu_core_ms_per_job;
+      }
+      out[engine] = row;
+    }
+    const ratio = (k: string) => round(Number(out.podman![k]) / Number(out.docker![k]), 2);
+    return { repo_files: 1000, ...out, podman_over_docker: Object.fromEntries(Object.keys(out.docker!).map((k) => [k, ratio(k)])) };
+  } finally {
+    rmSync(repo, { recursive: true, force: true });
+    await Promise.all([ready.close(), ten.close()]);
   }
 }

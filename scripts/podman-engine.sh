@@ -45,12 +45,15 @@ if ! id "$USER_NAME" >/dev/null 2>&1; then
   useradd --system --create-home --home-dir "/var/lib/$USER_NAME" --shell /usr/sbin/nologin "$USER_NAME"
 fi
 U="$(id -u "$USER_NAME")"; G="$(id -g "$USER_NAME")"; HOME_DIR="$(getent passwd "$USER_NAME" | cut -d: -f6)"
-if ! grep -q "^$USER_NAME:" /etc/subuid || ! grep -q "^$USER_NAME:" /etc/subgid; then
-  say "giving $USER_NAME the subordinate ids $SUBIDS-$((SUBIDS + 65535))"
-  usermod --add-subuids "$SUBIDS-$((SUBIDS + 65535))" --add-subgids "$SUBIDS-$((SUBIDS + 65535))" "$USER_NAME"
-fi
+RANGE="$SUBIDS-$((SUBIDS + 65535))"
+if ! grep -q "^$USER_NAME:" /etc/subuid; then say "giving $USER_NAME the subordinate uids $RANGE"; usermod --add-subuids "$RANGE" "$USER_NAME"; fi
+if ! grep -q "^$USER_NAME:" /etc/subgid; then say "giving $USER_NAME the subordinate gids $RANGE"; usermod --add-subgids "$RANGE" "$USER_NAME"; fi
 RUN_DIR="/run/user/$U"
-install -d -o "$U" -g "$G" -m 0700 "$RUN_DIR" "$RUN_DIR/podman"
+# Whatever is inside the user's own directories is written by the user, never by root: a symlink
+# the user (or an escape as the user) planted there must not make root write or chown elsewhere.
+as_user() { setpriv --reuid="$U" --regid="$G" --init-groups env -i HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+[ -d "$RUN_DIR" ] && [ ! -L "$RUN_DIR" ] || install -d -o "$U" -g "$G" -m 0700 "$RUN_DIR" # /run/user is root's
+as_user mkdir -p "$RUN_DIR/podman"
 
 # The limits: cgroup v2 with delegation is Podman's own business (systemd's Delegate=); on v1 (or
 # hybrid) the wrapper applies them in hierarchies made the engine user's.
@@ -60,41 +63,49 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
     d="/sys/fs/cgroup/$c/patchbay-rootless"
     [ -d "/sys/fs/cgroup/$c" ] || { say "no cgroup v1 $c hierarchy at /sys/fs/cgroup/$c: limits cannot be enforced"; exit 1; }
     mkdir -p "$d"
-    chown -R "$U:$G" "$d"
+    # The directory and its own files (cgroupfs has no symlinks); not the containers' below it.
+    chown "$U:$G" "$d" "$d"/*
   done
   install -D -o root -g root -m 0755 "$HERE/podman/patchbay-runc" "$WRAPPER"
   RUNTIME_CONF=$'runtime = "patchbay-runc"\n[engine.runtimes]\npatchbay-runc = ["'"$WRAPPER"$'"]'
+  MANAGER=cgroupfs # no systemd user session is assumed
 else
-  say "cgroup v2: make sure memory, pids and cpu are delegated to $USER_NAME (patchbay's worker refuses to start otherwise)"
+  # On v2 the limits are Podman's own, through systemd's delegation (cgroupfs would drop them).
+  say "cgroup v2: needs a systemd user session for $USER_NAME (loginctl enable-linger) with memory, pids and cpu delegated; patchbay's worker refuses the engine otherwise"
+  MANAGER=systemd
 fi
 
 CONF="$HOME_DIR/.config/containers"
-install -d -o "$U" -g "$G" -m 0755 "$HOME_DIR/.config" "$CONF"
-printf '[storage]\ndriver = "overlay"\n' >"$CONF/storage.conf"
-# cgroupfs: no systemd user session is assumed; file events: no journald either.
-printf '[containers]\ninit_path = "%s"\n[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n%s\n' "$(command -v catatonit)" "$RUNTIME_CONF" >"$CONF/containers.conf"
-chown "$U:$G" "$CONF/storage.conf" "$CONF/containers.conf"
+as_user mkdir -p "$CONF"
+printf '[storage]\ndriver = "overlay"\n' | as_user tee "$CONF/storage.conf" >/dev/null
+# file events: no journald assumed.
+printf '[containers]\ninit_path = "%s"\n[engine]\ncgroup_manager = "%s"\nevents_logger = "file"\n%s\n' "$(command -v catatonit)" "$MANAGER" "$RUNTIME_CONF" >"$STATE_DIR/podman.conf.new"
+as_user tee "$CONF/containers.conf" <"$STATE_DIR/podman.conf.new" >/dev/null
 
 SOCK="$RUN_DIR/podman/podman.sock"
-as_user() { setpriv --reuid="$U" --regid="$G" --init-groups env -i HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
 answers() { curl -sf --max-time 2 --unix-socket "$SOCK" http://podman/_ping >/dev/null 2>&1; }
 pidfile="$STATE_DIR/podman.pid"
+# The service this script started, if it still runs: the pid's owner and command checked (a pid is reused).
+ours() { [ -f "$pidfile" ] && local p && p="$(cat "$pidfile")" && [ "$(stat -c %u "/proc/$p" 2>/dev/null)" = "$U" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = podman ]; }
 # A service this script started with another config is restarted for the new one.
-if answers && [ -f "$pidfile" ] && ! cmp -s "$CONF/containers.conf" "$STATE_DIR/podman.conf" && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-  say "restarting the service for its new config"; kill "$(cat "$pidfile")"; sleep 1
+if answers && ours && ! cmp -s "$STATE_DIR/podman.conf.new" "$STATE_DIR/podman.conf"; then
+  say "restarting the service for its new config"
+  p="$(cat "$pidfile")"; kill "$p"
+  for _ in $(seq 1 100); do [ -d "/proc/$p" ] || break; sleep 0.1; done
 fi
 if ! answers; then
   say "starting podman system service as $USER_NAME (log: $STATE_DIR/podman.log)"
-  rm -f "$SOCK"
-  # setsid: the service must outlive this script and the npm process that ran it.
-  # (not through as_user: a function in the background is a subshell, and $! would be its pid)
+  as_user rm -f "$SOCK"
+  # setsid: the service must outlive this script and the npm process that ran it. (Not through
+  # as_user: a function in the background is a subshell, and $! would be its pid.)
   setpriv --reuid="$U" --regid="$G" --init-groups env -i HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     setsid nohup podman system service --time=0 "unix://$SOCK" >"$STATE_DIR/podman.log" 2>&1 </dev/null &
   echo $! >"$pidfile"
   for _ in $(seq 1 100); do answers && break; sleep 0.1; done
   answers || { say "the service did not answer within 10 s"; tail -20 "$STATE_DIR/podman.log" >&2; exit 1; }
 fi
-cp "$CONF/containers.conf" "$STATE_DIR/podman.conf"
+# Recorded once a service runs with it (one started elsewhere is left alone, and said so).
+if ours; then mv "$STATE_DIR/podman.conf.new" "$STATE_DIR/podman.conf"; else say "a service this script did not start answers on $SOCK: restart it for a new config"; fi
 
 # The sandbox image: the Docker engine's, when it has one Podman lacks (same id after the load).
 if docker_id="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)"; then

@@ -1,7 +1,9 @@
 // `patchbay doctor`: what is there and what to do about what is not.
 import type { Config } from "./config.js";
 import { platformCredentials } from "./config-provider.js";
+import { AGENT_UID } from "./runtime/agent-user.js";
 import { docker } from "./runtime/docker.js";
+import { describeEngine, engineInfo, limitsProblem, type EngineInfo } from "./runtime/engine.js";
 import { LABEL } from "./runtime/owner.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
 import { settleWithin } from "./timeout.js";
@@ -24,9 +26,13 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
   const redisUrl = opts.redisUrl ?? config.redisUrl;
   const checks: Check[] = [];
   let info: { ServerVersion?: string; Runtimes?: Record<string, unknown> } | undefined;
+  let engine: EngineInfo | undefined;
   try {
     info = await docker().info();
-    checks.push({ name: "docker", ok: true, required: true, detail: `engine ${info?.ServerVersion} at ${config.engine.host ?? "the default socket"}` });
+    engine = await engineInfo(docker());
+    checks.push({ name: "docker", ok: true, required: true, detail: `engine ${describeEngine(engine, AGENT_UID)} at ${config.engine.host ?? "the default socket"}` });
+    const limits = limitsProblem(engine);
+    checks.push({ name: "limits", ok: !limits, required: true, detail: limits ?? "the engine holds every sandbox to its memory, pids and cpu limits", ...(limits ? { fix: "see docs/rootless.md" } : {}) });
   } catch (err) {
     checks.push({ name: "docker", ok: false, required: true, detail: (err as Error).message, fix: "run `npm run services` (Debian, root) or start Docker / set DOCKER_HOST" });
   }
@@ -38,8 +44,10 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
         ? { name: "image", ok: false, required: true, detail: `${config.image} is missing`, fix: "run `npx patchbay image build`" }
         : { name: "image", ok: true, required: true, detail: `${config.image}${recipe === recipeHash() ? "" : " (built from an older recipe; `npx patchbay image build` updates it)"}` },
     );
-    const runsc = Boolean(info.Runtimes?.runsc);
-    checks.push({ name: "gvisor", ok: runsc, required: false, detail: runsc ? "runtime runsc registered" : "runtime runsc not registered (jobs with runtime: runsc will fail)", fix: "apt-get install runsc and register it in /etc/docker/daemon.json with runtimeArgs [\"--network=none\"]" });
+    // Podman lists runtimes it knows of, installed or not, and patchbay runs no gVisor under it.
+    const runsc = Boolean(info.Runtimes?.runsc) && engine?.name !== "podman";
+    if (engine?.name === "podman") checks.push({ name: "gvisor", ok: false, required: false, detail: "not under Podman (jobs with runtime: runsc are handed to another worker)", fix: "run gVisor jobs on workers with a Docker engine that registers runsc" });
+    else checks.push({ name: "gvisor", ok: runsc, required: false, detail: runsc ? "runtime runsc registered" : "runtime runsc not registered (jobs with runtime: runsc will fail)", fix: "apt-get install runsc and register it in /etc/docker/daemon.json with runtimeArgs [\"--network=none\"]" });
     if (runsc && recipe !== undefined) checks.push(await gvisorStatx(config.image));
   }
   checks.push(modelCheck(config));

@@ -10,7 +10,7 @@ import type { Duplex, Readable } from "node:stream";
 import { engineEnv, type EngineEnv } from "../config.js";
 import { withTimeout } from "../timeout.js";
 import { AGENT_GID, AGENT_UID, AGENT_USER } from "./agent-user.js";
-import { EngineConfigError, engineInfo, limitsEnv, limitsProblem } from "./engine.js";
+import { EngineConfigError, engineInfo, hostUid, limitsEnv, limitsProblem, wrapped } from "./engine.js";
 import { pipeGathered } from "./gather.js";
 import { LABEL } from "./owner.js";
 import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
@@ -55,7 +55,14 @@ export class DockerRuntime implements SandboxRuntime {
     const d = docker();
     const engine = await engineInfo(d);
     const podman = engine.name === "podman";
+    // Every way to a sandbox (a worker, `run --local`, the pool, runJob), not only a worker's health.
+    const limits = limitsProblem(engine);
+    if (limits) throw new EngineConfigError(limits);
     if (podman && o.runtime !== "runc") throw new EngineConfigError(`runtime ${o.runtime} (gVisor) is not available under Podman: run jobs that ask for it on a worker with a Docker engine that registers runsc`);
+    // The setup phase's proxy socket is the worker's (mode 0600): a rootless engine's container root,
+    // the engine's user on the host, reaches it only where the worker runs as that user.
+    const root = hostUid(engine, 0);
+    if (engine.rootless && o.mounts?.length && root !== undefined && process.getuid?.() !== root) throw new EngineConfigError(`the setup phase's network under rootless Podman needs the worker to run as the engine's user (uid ${root}), which alone can reach its proxy socket from the sandbox; this worker runs as uid ${process.getuid?.()}`);
     const volume = `${o.name}-ws`;
     // A tmpfs-backed named volume: bounded, gone with the sandbox, and (unlike HostConfig.Tmpfs)
     // visible to the archive API under a read-only rootfs. Podman takes `size=` as an XFS project
@@ -77,9 +84,9 @@ export class DockerRuntime implements SandboxRuntime {
         User: "0:0",
         Cmd: ["sleep", "infinity"],
         Entrypoint: [],
-        // Nothing of the host environment enters; the image's ENV stays. Under Podman, the limits
-        // for patchbay's runtime wrapper (engine.ts), which applies them where Podman would not.
-        Env: podman ? [limitsEnv(o.limits)] : [],
+        // Nothing of the host environment enters; the image's ENV stays. Where the engine runs
+        // patchbay's runtime wrapper (engine.ts), the limits for it, which it takes out again.
+        Env: wrapped(engine) ? [limitsEnv(o.limits)] : [],
         WorkingDir: "/workspace",
         Labels: o.labels,
         NetworkDisabled: o.limits.network === "none",
@@ -138,7 +145,7 @@ export class DockerRuntime implements SandboxRuntime {
     } catch (err) {
       return `the Docker engine is unreachable (${(err as Error).message})`;
     }
-    const limits = await within(engineInfo(d)).then(limitsProblem, (err: Error) => `the engine does not say what it is (${err.message})`);
+    const limits = await within(engineInfo(d, true)).then(limitsProblem, (err: Error) => `the engine does not say what it is (${err.message})`);
     if (limits) return limits;
     try {
       await within(d.getImage(image).inspect());

@@ -21,6 +21,10 @@ export interface EngineInfo {
   controllers?: string[];
   /** Host ids container uids map to (rootless Podman): container id, host id, length. */
   uidMap?: { container: number; host: number; size: number }[];
+  /** Podman's cgroup manager (systemd or cgroupfs). */
+  cgroupManager?: string;
+  /** Docker's own word on whether it can apply memory, pids and cpu limits (a rootless Docker on v1 cannot). */
+  limitsSupported?: boolean;
 }
 
 /** A box asks for what its engine cannot give (gVisor under Podman): the worker's setting, not the job's. */
@@ -31,9 +35,12 @@ export const LIMITS_WRAPPER = "patchbay-runc";
 
 const known = new WeakMap<Docker, Promise<EngineInfo>>();
 
-/** What the engine behind `d` is; asked once per client (a failed ask is asked again). */
-export function engineInfo(d: Docker): Promise<EngineInfo> {
-  let p = known.get(d);
+/**
+ * What the engine behind `d` is; asked once per client (a failed ask is asked again), or again
+ * with `fresh` (the worker's health checks: an engine restarted with another runtime is seen).
+ */
+export function engineInfo(d: Docker, fresh = false): Promise<EngineInfo> {
+  let p = fresh ? undefined : known.get(d);
   if (!p) {
     p = ask(d);
     p.catch(() => known.delete(d));
@@ -46,8 +53,14 @@ async function ask(d: Docker): Promise<EngineInfo> {
   const v = (await d.version()) as { Version?: string; Components?: { Name?: string; Version?: string }[] };
   const podman = v.Components?.find((c) => c.Name === "Podman Engine");
   if (!podman) {
-    const i = (await d.info()) as { CgroupVersion?: string; ServerVersion?: string };
-    return { name: "docker", version: i.ServerVersion ?? v.Version ?? "?", rootless: false, cgroup: i.CgroupVersion === "2" ? "v2" : "v1" };
+    const i = (await d.info()) as { CgroupVersion?: string; ServerVersion?: string; SecurityOptions?: string[]; MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean };
+    return {
+      name: "docker",
+      version: i.ServerVersion ?? v.Version ?? "?",
+      rootless: Boolean(i.SecurityOptions?.includes("name=rootless")),
+      cgroup: i.CgroupVersion === "2" ? "v2" : "v1",
+      limitsSupported: i.MemoryLimit !== false && i.PidsLimit !== false && i.CpuCfsQuota !== false,
+    };
   }
   // libpod's own info says what the compatible one does not: rootless, the controllers, the id maps.
   const info = await new Promise<PodmanInfo>((resolve, reject) =>
@@ -60,6 +73,7 @@ async function ask(d: Docker): Promise<EngineInfo> {
     rootless: Boolean(h.security?.rootless),
     cgroup: h.cgroupVersion === "v2" ? "v2" : "v1",
     runtimePath: h.ociRuntime?.path,
+    cgroupManager: h.cgroupManager,
     controllers: h.cgroupControllers ?? [],
     uidMap: (h.idMappings?.uidmap ?? []).map((m) => ({ container: m.container_id, host: m.host_id, size: m.size })),
   };
@@ -68,6 +82,7 @@ async function ask(d: Docker): Promise<EngineInfo> {
 interface PodmanInfo {
   host?: {
     cgroupVersion?: string;
+    cgroupManager?: string;
     cgroupControllers?: string[];
     ociRuntime?: { path?: string };
     security?: { rootless?: boolean };
@@ -75,13 +90,23 @@ interface PodmanInfo {
   };
 }
 
+/** Whether the engine's default runtime is patchbay's wrapper (which reads PATCHBAY_LIMITS). */
+export const wrapped = (e: EngineInfo): boolean => Boolean(e.runtimePath?.endsWith(`/${LIMITS_WRAPPER}`));
+
 /** Why this engine cannot hold a sandbox to its limits, or undefined when it can. */
 export function limitsProblem(e: EngineInfo): string | undefined {
-  if (e.name !== "podman" || !e.rootless) return undefined;
+  if (e.name === "docker") {
+    if (e.limitsSupported !== false) return undefined;
+    return `this Docker engine${e.rootless ? " (rootless)" : ""} says it cannot apply memory, pids or cpu limits (cgroup ${e.cgroup}${e.rootless ? ": a rootless Docker needs cgroup v2 with those controllers delegated" : ""}): run the worker on an engine that can, e.g. rootless Podman (docs/rootless.md)`;
+  }
+  if (!e.rootless) return undefined;
   if (e.cgroup === "v1") {
-    if (e.runtimePath?.endsWith(`/${LIMITS_WRAPPER}`)) return undefined;
+    if (wrapped(e)) return undefined;
     return `this rootless Podman runs on cgroup v1, where it silently drops every memory, pids and cpu limit (its default runtime is ${e.runtimePath ?? "unknown"}): set it up with \`bash scripts/services.sh --engine podman\` as root (patchbay's runtime wrapper applies the limits), or boot the host with cgroup v2 and delegate memory, pids and cpu to the engine's user`;
   }
+  // With cgroupfs a rootless container gets no cgroup path of its own, and runc drops the limits
+  // it cannot write, whatever controllers the service's own cgroup lists.
+  if (e.cgroupManager !== "systemd") return `this rootless Podman on cgroup v2 uses the ${e.cgroupManager ?? "unknown"} cgroup manager, under which it applies no limits: set cgroup_manager = "systemd" in its containers.conf, with a systemd user session for its user (loginctl enable-linger)`;
   const missing = ["memory", "pids", "cpu"].filter((c) => !e.controllers?.includes(c));
   if (!missing.length) return undefined;
   return `this rootless Podman's cgroup lacks the ${missing.join(", ")} controller${missing.length > 1 ? "s" : ""}, so those limits would not hold: delegate them to the engine's user (systemd: Delegate=memory pids cpu in /etc/systemd/system/user@.service.d/delegate.conf, then log in again)`;
