@@ -132,17 +132,18 @@ export async function benchEngines() {
   const ten = await startFakeAnthropic(byTurn(tenToolScript()));
   const repo = makeRepo(1000);
   try {
-    const out: Record<string, Record<string, unknown>> = {};
-    for (const [engine, env] of [["docker", {}], ["podman", { DOCKER_HOST: podmanHost() }]] as const) {
-      const row: Record<string, unknown> = {};
-      for (const mode of ["no_pool", "pool"] as const) {
+    const out: Record<string, Record<string, unknown>> = { docker: {}, podman: {} };
+    // Engine beside engine for each mode (not one engine's rows after the other's): this machine's
+    // speed drifts over a minute, and the ratio is the figure.
+    for (const mode of ["no_pool", "pool"] as const) {
+      for (const [engine, env] of [["docker", {}], ["podman", { DOCKER_HOST: podmanHost() }]] as const) {
         log(`engines (${engine}, ${mode}): dequeue → ready at 1,000 files, then 16 ten-tool jobs at 1 × 4`);
+        const row = out[engine]!;
         row[`ready_1000_${mode}_ms`] = (await run(mode, 1, 5, repo, ready.url, true, env)).dequeue_to_ready_ms;
         const jobs = await run(mode, 4, 16, repo, ten.url, false, env);
         row[`jobs_per_min_1x4_${mode}`] = jobs.jobs_per_min;
         row[`cpu_core_ms_per_job_${mode}`] = jobs.cpu_core_ms_per_job;
       }
-      out[engine] = row;
     }
     const ratio = (k: string) => round(Number(out.podman![k]) / Number(out.docker![k]), 2);
     return { repo_files: 1000, ...out, podman_over_docker: Object.fromEntries(Object.keys(out.docker!).map((k) => [k, ratio(k)])) };

@@ -125,7 +125,8 @@ describe("a worker's environment stays out of its jobs (worker process, real job
     fake = await startFakeAnthropic([reply(toolUse("bash", { command: "env; echo ENV-DONE" })), reply(text("done"))]);
     // The canary is in the worker's environment from its start, next to its secrets.
     worker = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: "env-leak", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key-secret", PATCHBAY_SECRET_CANARY: CANARY, PATCHBAY_CONCURRENCY: "1" });
-    await worker.waitFor(/ready: queue env-leak/);
+    // Its start line names the engine (under Podman: rootless, its uid map, gVisor handed on).
+    await worker.waitFor(podman ? /ready: queue env-leak, concurrency 1; engine podman [\d.]+, rootless \(container root = host uid [1-9]\d*; uid 1000 = host uid [1-9]\d*\), cgroup v[12]; gVisor \(runsc\) jobs are handed to other workers/ : /ready: queue env-leak, concurrency 1; engine docker /);
     client = new PatchbayClient({ redisUrl: redis.url, queueName: "env-leak" });
   });
   afterAll(async () => {

@@ -108,7 +108,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     keepConnected(c, () => closing !== undefined, () => log(`redis: its connection (${name}) ended; connecting again`, { level: "warn" }), 100);
   }
   await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
-  log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}`);
+  const engine = await runtime.describe?.();
+  log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`);
 
   const parts = { log, active, worker, health, pool, removals, heartbeat, reaper, cancels, metrics, redis, sub, workerConnection };
   const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(() => telemetry?.release()));

@@ -10,7 +10,7 @@ import type { Duplex, Readable } from "node:stream";
 import { engineEnv, type EngineEnv } from "../config.js";
 import { withTimeout } from "../timeout.js";
 import { AGENT_GID, AGENT_UID, AGENT_USER } from "./agent-user.js";
-import { EngineConfigError, engineInfo, hostUid, limitsEnv, limitsProblem, wrapped } from "./engine.js";
+import { describeEngine, EngineConfigError, engineInfo, hostUid, limitsEnv, limitsProblem, wrapped } from "./engine.js";
 import { pipeGathered } from "./gather.js";
 import { LABEL } from "./owner.js";
 import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
@@ -136,6 +136,11 @@ export class DockerRuntime implements SandboxRuntime {
     return reapLabelled(dead);
   }
 
+  /** "podman 4.3.1, rootless (container root = host uid 999; …), cgroup v1; gVisor refused", or undefined while the engine does not answer. */
+  describe(): Promise<string | undefined> {
+    return engineInfo(docker()).then((e) => `${describeEngine(e, AGENT_UID)}${e.name === "podman" ? "; gVisor (runsc) jobs are handed to other workers" : ""}`, () => undefined);
+  }
+
   /** Does the engine answer, can it hold a sandbox to its limits, and does it have the image? */
   async health(image: string, timeoutMs = 10_000): Promise<string | undefined> {
     const d = docker();
@@ -145,7 +150,7 @@ export class DockerRuntime implements SandboxRuntime {
     } catch (err) {
       return `the Docker engine is unreachable (${(err as Error).message})`;
     }
-    const limits = await within(engineInfo(d, true)).then(limitsProblem, (err: Error) => `the engine does not say what it is (${err.message})`);
+    const limits = await within(engineInfo(d, 60_000)).then(limitsProblem, (err: Error) => `the engine does not say what it is (${err.message})`);
     if (limits) return limits;
     try {
       await within(d.getImage(image).inspect());

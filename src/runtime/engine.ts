@@ -33,20 +33,21 @@ export class EngineConfigError extends kinded("config") {}
 /** The wrapper's file name, as the engine reports its default runtime's path. */
 export const LIMITS_WRAPPER = "patchbay-runc";
 
-const known = new WeakMap<Docker, Promise<EngineInfo>>();
+const known = new WeakMap<Docker, { at: number; info: Promise<EngineInfo> }>();
 
 /**
- * What the engine behind `d` is; asked once per client (a failed ask is asked again), or again
- * with `fresh` (the worker's health checks: an engine restarted with another runtime is seen).
+ * What the engine behind `d` is; asked once per client (a failed ask is asked again), and again
+ * once `maxAgeMs` old where a caller gives one (the worker's health checks: an engine restarted
+ * with another runtime is seen within it; Podman's info takes hundreds of ms, so not every job).
  */
-export function engineInfo(d: Docker, fresh = false): Promise<EngineInfo> {
-  let p = fresh ? undefined : known.get(d);
-  if (!p) {
-    p = ask(d);
-    p.catch(() => known.delete(d));
-    known.set(d, p);
-  }
-  return p;
+export function engineInfo(d: Docker, maxAgeMs = Infinity): Promise<EngineInfo> {
+  const had = known.get(d);
+  if (had && Date.now() - had.at <= maxAgeMs) return had.info;
+  const info = ask(d);
+  const entry = { at: Date.now(), info };
+  info.catch(() => known.get(d) === entry && known.delete(d));
+  known.set(d, entry);
+  return info;
 }
 
 async function ask(d: Docker): Promise<EngineInfo> {

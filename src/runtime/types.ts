@@ -93,4 +93,6 @@ export interface SandboxRuntime {
   reap(dead: (labels: Record<string, string>) => Promise<boolean>): Promise<ReapReport>;
   /** Why this backend cannot run sandboxes of `image` now (engine away, image missing), or undefined; each question bounded by `timeoutMs`. */
   health(image: string, timeoutMs?: number): Promise<string | undefined>;
+  /** One line on what runs the boxes, for the worker's start (the engine, rootless, what it refuses); undefined where it cannot say now. */
+  describe?(): Promise<string | undefined>;
 }
