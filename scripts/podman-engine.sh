@@ -5,7 +5,7 @@
 # What it makes: a dedicated unprivileged user (default patchbay-engine) with its own subordinate
 # uid/gid range (a container's root is that user on the host, its uid 1000 a subordinate id with no
 # rights here); Podman with runc, the native overlay driver and catatonit as the init; on a cgroup v1
-# host, cgroup hierarchies (memory, pids, cpu) delegated to the user and patchbay's runtime wrapper
+# host, cgroup hierarchies (memory, pids, cpu: patchbay-rootless-UID in each) delegated to the user and patchbay's runtime wrapper
 # (scripts/podman/patchbay-runc) as its default runtime, since rootless Podman itself drops every
 # limit there; `podman system service` on /run/user/UID/podman/podman.sock; and the sandbox image,
 # loaded from the Docker engine when that has it and Podman has not the same one.
@@ -60,7 +60,7 @@ as_user mkdir -p "$RUN_DIR/podman"
 RUNTIME_CONF=""
 if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
   for c in memory pids cpu; do
-    d="/sys/fs/cgroup/$c/patchbay-rootless"
+    d="/sys/fs/cgroup/$c/patchbay-rootless-$U" # the wrapper's name for it (by uid)
     [ -d "/sys/fs/cgroup/$c" ] || { say "no cgroup v1 $c hierarchy at /sys/fs/cgroup/$c: limits cannot be enforced"; exit 1; }
     mkdir -p "$d"
     # The directory and its own files (cgroupfs has no symlinks); not the containers' below it.
@@ -78,8 +78,10 @@ fi
 CONF="$HOME_DIR/.config/containers"
 as_user mkdir -p "$CONF"
 printf '[storage]\ndriver = "overlay"\n' | as_user tee "$CONF/storage.conf" >/dev/null
-# file events: no journald assumed.
-printf '[containers]\ninit_path = "%s"\n[engine]\ncgroup_manager = "%s"\nevents_logger = "file"\n%s\n' "$(command -v catatonit)" "$MANAGER" "$RUNTIME_CONF" >"$STATE_DIR/podman.conf.new"
+# file events: no journald assumed. exit_command_delay: each exec's conmon (~1.5 MB) stays this long
+# after its process ended, for the API to fetch the exit code; Podman's 300 s kept ~700 of them
+# (1 GB) alive under the bench's jobs. patchbay asks for the code as soon as the stream ends.
+printf '[containers]\ninit_path = "%s"\n[engine]\ncgroup_manager = "%s"\nevents_logger = "file"\nexit_command_delay = 10\n%s\n' "$(command -v catatonit)" "$MANAGER" "$RUNTIME_CONF" >"$STATE_DIR/podman.conf.new"
 as_user tee "$CONF/containers.conf" <"$STATE_DIR/podman.conf.new" >/dev/null
 
 SOCK="$RUN_DIR/podman/podman.sock"

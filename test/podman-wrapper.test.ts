@@ -16,7 +16,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const ID = "a".repeat(64);
 function wrapper(args: string[]) {
-  const r = spawnSync("bash", [WRAPPER, ...args], { env: { PATH: process.env.PATH, PATCHBAY_RUNC: stub, XDG_RUNTIME_DIR: dir, PATCHBAY_CGROUP_ROOT: join(dir, "no-cgroups") }, encoding: "utf8" });
+  const r = spawnSync("bash", [WRAPPER, ...args], { env: { PATH: process.env.PATH, PATCHBAY_RUNC: stub, XDG_RUNTIME_DIR: "/run/user/4242", PATCHBAY_CGROUP_ROOT: join(dir, "no-cgroups") }, encoding: "utf8" });
   return { code: r.status, stderr: r.stderr };
 }
 function spec(env: string[]): string {
@@ -50,7 +50,7 @@ describe("patchbay-runc (the rootless engine's limits wrapper)", () => {
     // The worker's value alone is taken; the stand-in cgroup root has no delegated hierarchies, so
     // the create stops there, naming them.
     const r = wrapper(["create", "--bundle", spec(['AAA="PATCHBAY_LIMITS=99999999999,100000,0,100000', "PATCHBAY_LIMITS=1048576,32,0,100000"]), ID]);
-    expect(r).toMatchObject({ code: 125, stderr: expect.stringMatching(/no-cgroups\/memory\/patchbay-rootless is missing or not the engine user's/) });
+    expect(r).toMatchObject({ code: 125, stderr: expect.stringMatching(/no-cgroups\/memory\/patchbay-rootless-4242 is missing or not the engine user's/) });
   });
 
   it("fails closed on a command line whose create it cannot find, and on an id that is no id", () => {
