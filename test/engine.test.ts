@@ -1,6 +1,6 @@
 // What the engine is and what it can hold a sandbox to (src/runtime/engine.ts): pure, no engine.
 import { describe, expect, it } from "vitest";
-import { describeEngine, hostUid, limitsEnv, limitsProblem, type EngineInfo } from "../src/runtime/engine.js";
+import { createProblem, describeEngine, hostUid, limitsEnv, limitsProblem, type EngineInfo } from "../src/runtime/engine.js";
 
 const rootless = (over: Partial<EngineInfo>): EngineInfo => ({
   name: "podman",
@@ -46,6 +46,17 @@ describe("engine", () => {
     expect(hostUid({ name: "docker", version: "x", rootless: false, cgroup: "v1" }, 0)).toBeUndefined();
     expect(describeEngine(e, 1000)).toBe("podman 4.3.1, rootless (container root = host uid 999; uid 1000 = host uid 200999), cgroup v1");
     expect(describeEngine({ name: "docker", version: "20.10.24", rootless: false, cgroup: "v2" }, 1000)).toBe("docker 20.10.24, cgroup v2");
+  });
+
+  it("refuses a box the engine cannot give: gVisor under Podman, a setup network under a rootless one unless the worker is its user", () => {
+    const docker: EngineInfo = { name: "docker", version: "20.10", rootless: false, cgroup: "v1", limitsSupported: true };
+    const mount = [{ source: "/var/tmp/egress/job-1", target: "/patchbay-egress" }];
+    expect(createProblem(docker, { runtime: "runsc", mounts: mount }, 0)).toBeUndefined();
+    expect(createProblem(rootless({}), { runtime: "runc" }, 0)).toBeUndefined();
+    expect(createProblem(rootless({}), { runtime: "runsc" }, 999)).toMatch(/^runtime runsc \(gVisor\) is not available under Podman/);
+    expect(createProblem(rootless({}), { runtime: "runc", mounts: mount }, 999)).toBeUndefined();
+    expect(createProblem(rootless({}), { runtime: "runc", mounts: mount }, 0)).toBe("the setup phase's network under rootless Podman needs the worker to run as the engine's user (uid 999), which alone can reach its proxy socket from the sandbox; this worker runs as uid 0");
+    expect(createProblem(rootless({ runtimePath: "/usr/bin/runc" }), { runtime: "runc" }, 999)).toMatch(/silently drops every memory, pids and cpu limit/);
   });
 
   it("gives the wrapper memory bytes, pids, and a cpu quota per 100 ms period", () => {

@@ -10,7 +10,7 @@ import type { Duplex, Readable } from "node:stream";
 import { engineEnv, type EngineEnv } from "../config.js";
 import { withTimeout } from "../timeout.js";
 import { AGENT_GID, AGENT_UID, AGENT_USER } from "./agent-user.js";
-import { describeEngine, EngineConfigError, engineInfo, hostUid, limitsEnv, limitsProblem, wrapped } from "./engine.js";
+import { createProblem, describeEngine, EngineConfigError, engineInfo, limitsEnv, limitsProblem, wrapped } from "./engine.js";
 import { pipeGathered } from "./gather.js";
 import { LABEL } from "./owner.js";
 import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
@@ -56,13 +56,8 @@ export class DockerRuntime implements SandboxRuntime {
     const engine = await engineInfo(d);
     const podman = engine.name === "podman";
     // Every way to a sandbox (a worker, `run --local`, the pool, runJob), not only a worker's health.
-    const limits = limitsProblem(engine);
-    if (limits) throw new EngineConfigError(limits);
-    if (podman && o.runtime !== "runc") throw new EngineConfigError(`runtime ${o.runtime} (gVisor) is not available under Podman: run jobs that ask for it on a worker with a Docker engine that registers runsc`);
-    // The setup phase's proxy socket is the worker's (mode 0600): a rootless engine's container root,
-    // the engine's user on the host, reaches it only where the worker runs as that user.
-    const root = hostUid(engine, 0);
-    if (engine.rootless && o.mounts?.length && root !== undefined && process.getuid?.() !== root) throw new EngineConfigError(`the setup phase's network under rootless Podman needs the worker to run as the engine's user (uid ${root}), which alone can reach its proxy socket from the sandbox; this worker runs as uid ${process.getuid?.()}`);
+    const refused = createProblem(engine, o, process.getuid?.());
+    if (refused) throw new EngineConfigError(refused);
     const volume = `${o.name}-ws`;
     // A tmpfs-backed named volume: bounded, gone with the sandbox, and (unlike HostConfig.Tmpfs)
     // visible to the archive API under a read-only rootfs. Podman takes `size=` as an XFS project

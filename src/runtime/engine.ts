@@ -132,8 +132,25 @@ function idsOf(e: EngineInfo, agentUid: number): string {
 }
 
 /**
+ * Why this engine refuses a box of this spec for a worker running as `workerUid`, or undefined: the
+ * limits it would drop; gVisor under Podman; under a rootless engine, a setup network (its proxy
+ * socket, the worker's and mode 0600, reaches only the sandbox root of an engine run by the same user).
+ */
+export function createProblem(e: EngineInfo, spec: { runtime: string; mounts?: unknown[] }, workerUid: number | undefined): string | undefined {
+  const limits = limitsProblem(e);
+  if (limits) return limits;
+  if (e.name === "podman" && spec.runtime !== "runc") return `runtime ${spec.runtime} (gVisor) is not available under Podman: run jobs that ask for it on a worker with a Docker engine that registers runsc`;
+  const root = hostUid(e, 0);
+  if (e.rootless && spec.mounts?.length && root !== undefined && workerUid !== root) {
+    return `the setup phase's network under rootless Podman needs the worker to run as the engine's user (uid ${root}), which alone can reach its proxy socket from the sandbox; this worker runs as uid ${workerUid ?? "unknown"}`;
+  }
+  return undefined;
+}
+
+/**
  * The container's PATCHBAY_LIMITS for the runtime wrapper: memory bytes, pids, cpu quota and period
- * (microseconds). Set on every container of a Podman engine; the wrapper reads it only on cgroup v1.
+ * (microseconds). Set only where the engine's default runtime is the wrapper (`wrapped`), which
+ * takes it out of the spec the sandbox gets.
  */
 export function limitsEnv(l: { memoryMb: number; pids: number; cpus: number }): string {
   const period = 100_000;
