@@ -63,8 +63,10 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
     d="/sys/fs/cgroup/$c/patchbay-rootless-$U" # the wrapper's name for it (by uid)
     [ -d "/sys/fs/cgroup/$c" ] || { say "no cgroup v1 $c hierarchy at /sys/fs/cgroup/$c: limits cannot be enforced"; exit 1; }
     mkdir -p "$d"
-    # The directory and its own files (cgroupfs has no symlinks); not the containers' below it.
-    chown "$U:$G" "$d" "$d"/*
+    # The directory and its own files (cgroupfs has no symlinks); not the containers' below it,
+    # which come and go meanwhile.
+    chown "$U:$G" "$d"
+    find "$d" -maxdepth 1 -type f -exec chown "$U:$G" {} +
   done
   install -D -o root -g root -m 0755 "$HERE/podman/patchbay-runc" "$WRAPPER"
   RUNTIME_CONF=$'runtime = "patchbay-runc"\n[engine.runtimes]\npatchbay-runc = ["'"$WRAPPER"$'"]'

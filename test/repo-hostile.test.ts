@@ -332,7 +332,9 @@ describe("3. failures that are the repo's fault are RepoErrors (not retried)", (
     const sb = { files: { putArchive: upload }, putTarStream: (dir: string, s: NodeJS.ReadableStream) => upload(dir, s).then(() => true) } as unknown as Sandbox;
     const err = await loadRepo(sb, { archive: file }, { prepared: Promise.resolve(archive) }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RepoError);
-    expect(String(err)).toMatch(/under the symlink "l"/);
+    // Which of its faults is met first depends on how the streams interleave under load: its
+    // symlink escape, or its tar read as cut short (seen once in CI). Either is the repo's, said so.
+    expect(String(err)).toMatch(/under the symlink "l"|not a valid tar or tar\.gz: Unexpected end of data/);
   });
 });
 
