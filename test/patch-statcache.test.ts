@@ -228,7 +228,10 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
       const early = await computePatch(sb, baseline);
       expect(early.filesChanged).toEqual(["f1.txt"]);
       const loaded = Number(await agent(sb, "stat -c %Z f2.txt"));
-      await agent(sb, `while [ $(date +%s) -lt ${Number(since) + 2} ]; do sleep 0.2; done`); // the refresh is due
+      // The refresh is due. Read on the refresh's own clock (bash's `%(%s)T`, time(2): the coarse
+      // clock, which may still say the last second a few ms after `date`'s says the next; CI once
+      // ran the patch in that gap, and the refresh rightly waited).
+      await agent(sb, `while [ $(printf '%(%s)T' -1) -lt ${Number(since) + 2} ]; do sleep 0.2; done`);
       const p = await computePatch(sb, baseline); // refreshes (unless done already), then stages from the refreshed index
       expect(p.filesChanged).toEqual(["f1.txt"]);
       expect(await exists(sb, "/patchbay/baseline.refresh")).toBe(false); // once
