@@ -51,7 +51,8 @@ if ! grep -q "^$USER_NAME:" /etc/subgid; then say "giving $USER_NAME the subordi
 RUN_DIR="/run/user/$U"
 # Whatever is inside the user's own directories is written by the user, never by root: a symlink
 # the user (or an escape as the user) planted there must not make root write or chown elsewhere.
-as_user() { setpriv --reuid="$U" --regid="$G" --init-groups env -i HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+AS_USER=(setpriv --reuid="$U" --regid="$G" --init-groups env -i HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+as_user() { "${AS_USER[@]}" "$@"; }
 [ -d "$RUN_DIR" ] && [ ! -L "$RUN_DIR" ] || install -d -o "$U" -g "$G" -m 0700 "$RUN_DIR" # /run/user is root's
 as_user mkdir -p "$RUN_DIR/podman"
 
@@ -102,11 +103,11 @@ if ! answers; then
   as_user rm -f "$SOCK"
   # setsid: the service must outlive this script and the npm process that ran it. (Not through
   # as_user: a function in the background is a subshell, and $! would be its pid.)
-  setpriv --reuid="$U" --regid="$G" --init-groups env -i HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    setsid nohup podman system service --time=0 "unix://$SOCK" >"$STATE_DIR/podman.log" 2>&1 </dev/null &
+  "${AS_USER[@]}" setsid nohup podman system service --time=0 "unix://$SOCK" >"$STATE_DIR/podman.log" 2>&1 </dev/null &
   echo $! >"$pidfile"
-  for _ in $(seq 1 100); do answers && break; sleep 0.1; done
-  answers || { say "the service did not answer within 10 s"; tail -20 "$STATE_DIR/podman.log" >&2; exit 1; }
+  # (its first start makes its storage: ~2 s here)
+  for _ in $(seq 1 300); do answers && break; sleep 0.1; done
+  answers || { say "the service did not answer within 30 s"; tail -20 "$STATE_DIR/podman.log" >&2; exit 1; }
 fi
 # Recorded once a service runs with it (one started elsewhere is left alone, and said so).
 if ours; then mv "$STATE_DIR/podman.conf.new" "$STATE_DIR/podman.conf"; else say "a service this script did not start answers on $SOCK: restart it for a new config"; fi
