@@ -53,20 +53,23 @@ read)
   exec head -c $(( $3 + 1 )) <&3 ;;
 write)
   n=$3 mode=$4
-  [[ -d $p ]] && exit 21
+  # A refusal still reads the bytes sent: an exec that exits with its stdin unread has its attach
+  # reset under Podman, and what it printed (the reason) is lost to the engine's error.
+  fail() { head -c "$n" >/dev/null; exit "$1"; }
+  [[ -d $p ]] && fail 21
   umask 022
   # Opened without O_CREAT's truncation when it exists, so its mode and owner stay; a dangling
   # symlink is written through; a new file is made exclusively.
   if [[ -e $p || -L $p ]]; then
-    [[ ! -e $p || -f $p ]] || exit 22
-    exec 3<>"$p" || exit 3
+    [[ ! -e $p || -f $p ]] || fail 22
+    exec 3<>"$p" || fail 3
   else
-    set -C; exec 3>"$p" || exit 3; set +C
+    set -C; exec 3>"$p" || fail 3; set +C
   fi
-  [[ -f /proc/self/fd/3 ]] || exit 22
+  [[ -f /proc/self/fd/3 ]] || fail 22
   # Reserve the space first: on a full disk the write fails before the old content is gone.
   if command -v fallocate >/dev/null; then
-    o=$(fallocate -l $(( n > 0 ? n : 1 )) /proc/self/fd/3 2>&1) || [[ $o != *"No space"* ]] || exit 28
+    o=$(fallocate -l $(( n > 0 ? n : 1 )) /proc/self/fd/3 2>&1) || [[ $o != *"No space"* ]] || fail 28
   fi
   head -c "$n" >&3 || exit 3
   pos=; while read -r k v; do [[ $k == pos: ]] && pos=$v; done < /proc/$BASHPID/fdinfo/3
