@@ -1,8 +1,8 @@
 // runJob end to end: real git, the real SDK against the scripted server. Its logic (stop reasons,
 // budgets, caching, editor flavours, API errors, repo forms) on the local backend
 // (test/support/backend.ts), and in the engine matrix's Podman half on the rootless engine itself;
-// what only an engine shows on it: gVisor (Docker only), and a cancelled job's container and
-// volume removed.
+// what only an engine shows on it: a cancelled job's container and volume removed (gVisor's
+// whole job: sandbox-gvisor.test.ts).
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -102,17 +102,6 @@ describe("runJob: the Clamp fix", () => {
 });
 
 describe("runJob on Docker: what only Docker shows", () => {
-  // The patch once read its part sizes with coreutils' stat, whose statx (AT_NO_AUTOMOUNT) the
-  // gVisor here refuses with EINVAL: every runsc job failed at its patch.
-  it.skipIf(podman)("under gVisor (runsc) a whole job completes with its patch, and verify passes [Docker only: Podman runs no gVisor]", async () => {
-    const { result } = await run(clampScript(), { runtime: "runsc", verify: "python3 -m unittest -q" }, { backend: "docker" });
-    expect(result.error).toBeUndefined();
-    expect(result.status).toBe("completed");
-    expect(result.filesChanged).toEqual(["clamp.py"]);
-    expect(result.patch).toMatch(/-        return lo\n\+        return hi/);
-    expect(result.verified).toBe(true);
-  }, 120_000);
-
   it("cancellation during a command stops it, keeps the patch of what was done, and removes the container and its volume", async () => {
     const ctl = new AbortController();
     // Aborted once the command is running: after its tool_call, once its first step shows in the sandbox.
