@@ -10,7 +10,7 @@ import { docker } from "../src/runtime/docker.js";
 const TICK_MS = 10; // USER_HZ 100 on Linux
 
 /** utime + stime (+ cutime + cstime with `reaped`) of a pid, in ms; undefined when it is gone. */
-function procMs(pid: string, reaped = true): number | undefined {
+export function procMs(pid: string, reaped = true): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");

@@ -12,7 +12,7 @@ import { byTurn, tenToolScript } from "../test/support/scripts.js";
 import { log, median, round } from "./lib.js";
 import { makeRepo } from "./speed.js";
 import { podmanHost } from "../test/support/engine-kind.js";
-import { machineMs } from "./cpu.js";
+import { machineMs, procMs } from "./cpu.js";
 
 const CLI = new URL("../dist/cli.js", import.meta.url).pathname;
 const MODES = { no_pool: { PATCHBAY_POOL: "0" }, pool: {} } as const;
@@ -48,6 +48,8 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
     const specs = Array.from({ length: jobs }, (_, i) => ({ task: `speed job ${i}`, repo: { path: repo } }));
     const t0 = performance.now();
     const cpu0 = machineMs(); // the whole machine's busy time: worker, engine, runtime, sandboxes, Redis
+    // Of it, the worker process's own and this process's (the scripted model and the client's waits).
+    const [worker0, self0] = [procMs(String(proc.pid), false) ?? 0, process.cpuUsage()];
     const ids: string[] = [];
     if (oneAtATime) {
       for (const s of specs) {
@@ -62,6 +64,9 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
     }
     const minutes = (performance.now() - t0) / 60_000;
     const cpuPerJob = (machineMs() - cpu0) / jobs;
+    const workerPerJob = ((procMs(String(proc.pid), false) ?? 0) - worker0) / jobs;
+    const self = process.cpuUsage(self0);
+    const benchPerJob = (self.user + self.system) / 1000 / jobs;
     const ready: number[] = [];
     for (const id of ids) {
       const job = await client.queue.getJob(id);
@@ -70,7 +75,7 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
       for await (const e of client.watch(id, { follow: false })) if (e.type === "sandbox_ready") ready.push(Date.parse(e.ts) - job!.processedOn!);
     }
     // Jobs that found no warm sandbox (and made their own) are in these figures too: say how many.
-    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready), 1), cpu_core_ms_per_job: Math.round(cpuPerJob), ...(mode === "pool" ? { pool_misses: (await pool()).missed } : {}) };
+    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready), 1), cpu_core_ms_per_job: Math.round(cpuPerJob), cpu_core_ms_per_job_of: { worker: Math.round(workerPerJob), bench_model_and_client: Math.round(benchPerJob) }, ...(mode === "pool" ? { pool_misses: (await pool()).missed } : {}) };
   } finally {
     await client.queue.obliterate({ force: true }).catch(() => {});
     await client.close();

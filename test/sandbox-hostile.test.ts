@@ -98,14 +98,15 @@ describe("the file agent is out of the agent's reach (real engine)", () => {
 
   it("runs as root with the agent's file identity: new files are uid 1000's", async () => {
     await sb().files.write("/workspace/owned.txt", Buffer.from("x"));
-    // Two root pythons: the file agent and the supervisor; none of the agent's uid.
+    // Three root pythons: the helper (every process's parent), the file agent and the supervisor; none of the agent's uid.
     const r = await sb().shell.run("stat -c '%u:%g %a' /workspace/owned.txt; ps -o user=,args= -C python3 | grep -c '^root .*python3 -I -S'; ps -o user=,args= -C python3 | grep -vc '^root '");
-    expect(r.output).toBe("1000:1000 644\n2\n0\n");
+    expect(r.output).toBe("1000:1000 644\n3\n0\n");
   });
 
   it("cannot be written to or signalled by the agent; a forged header never reaches the worker", async () => {
-    const r = await sb().shell.run(`for p in $(pgrep -f 'python3 -I -S'); do echo '{"len": 100000000000}' > /proc/$p/fd/1; kill -STOP $p; done 2>&1; echo done`);
-    expect(r.output).toMatch(/Permission denied|Operation not permitted/);
+    // The helper's stdin would take a spawn as root: none of the three's stdin, stdout or state is the agent's to touch.
+    const r = await sb().shell.run(`pgrep -fc 'python3 -I -S'; for p in $(pgrep -f 'python3 -I -S'); do for fd in 0 1; do (printf 'S\\0\\0\\0\\1\\0\\0\\0\\2{}' > /proc/$p/fd/$fd) 2>/dev/null && echo WROTE $p $fd; done; kill -STOP $p 2>/dev/null && echo STOPPED $p; done; echo done`);
+    expect(r.output).toBe("3\ndone\n");
     await sb().files.write("/workspace/after.txt", Buffer.from("still fine"));
     expect((await sb().files.read("/workspace/after.txt")).toString()).toBe("still fine");
   });

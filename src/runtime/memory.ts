@@ -13,6 +13,7 @@ import type { Attached, Box, BoxSpec, BoxState, ProcessOptions, ReapReport, Sand
 
 export class MemoryRuntime implements SandboxRuntime {
   readonly kind = "memory";
+  readonly simulated = true;
   private readonly boxes = new Map<string, MemoryBox>();
 
   async create(spec: BoxSpec): Promise<Box> {

@@ -84,6 +84,8 @@ export interface ReapReport {
 export interface SandboxRuntime {
   /** "docker", "local" or "memory". */
   readonly kind: string;
+  /** Its boxes run no real processes (the memory backend): patchbay's in-sandbox helper (sandbox/helper.ts) is not started in them. */
+  readonly simulated?: boolean;
   create(spec: BoxSpec): Promise<Box>;
   /** Removes a box and its storage; idempotent. A failure is remembered for retryRemovals. */
   remove(name: string): Promise<void>;

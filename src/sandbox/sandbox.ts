@@ -13,6 +13,7 @@ import { startEgressBridge, type EgressBridge } from "./egress.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
 import { Liveness } from "./liveness.js";
+import { HelperBox } from "./helper.js";
 import { Shell } from "./shell.js";
 import { extractTarStream, StreamUnavailable, TAR_EXTRACT } from "./stream.js";
 import { kinded } from "../errors.js";
@@ -115,7 +116,9 @@ export class Sandbox {
     const tooFew = pidsProblem(limits.pids, runtime);
     if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
     const backend = opts.backend ?? runtimeOf("docker");
-    const box = await backend.create({ name, image: opts.image ?? DEFAULT_IMAGE, limits, runtime, labels, mounts: opts.mounts });
+    const made = await backend.create({ name, image: opts.image ?? DEFAULT_IMAGE, limits, runtime, labels, mounts: opts.mounts });
+    // Every process of the sandbox under one helper, on one exec (helper.ts), where processes run.
+    const box = backend.simulated ? made : new HelperBox(made);
     const liveness = new Liveness(box);
     const agent = new FileAgent(box, { liveness });
     const shell = new Shell(box, { liveness, pidsLimit: limits.pids, keep: () => (agent.pid ? [agent.pid] : []) });
@@ -332,6 +335,7 @@ export class Sandbox {
       this.agent.close();
       for (const proc of this.attached) proc.destroy();
       this.attached.clear();
+      if (this.box instanceof HelperBox) this.box.close();
       await this.backend.remove(this.name);
     })();
     return this.destroyed;

@@ -33,12 +33,12 @@ export class LineWaiter {
  * a starting exec does not always end the exec's stream, or even its attach (gVisor's, when its
  * sandbox process hits the pids limit): its state is checked once a second while the start waits.
  */
-export function startBash(box: Box, init: string, onData: (b: Buffer) => void, user?: string) {
+export function startBash(box: Box, init: string, onData: (b: Buffer, stream: 1 | 2) => void, user?: string) {
   return startHelper(box, BASH, onData, { user, env: ENV, init: `${init}builtin printf 'PBREADY:%s\\n' "$$"\n` });
 }
 
 /** Starts `argv` on an attached exec (writing `init` to it) and waits for its `PBREADY:<pid>` line. */
-export async function startHelper(box: Box, argv: string[], onData: (b: Buffer) => void, o: { user?: string; env?: string[]; cwd?: string; init?: string }) {
+export async function startHelper(box: Box, argv: string[], onData: (b: Buffer, stream: 1 | 2) => void, o: { user?: string; env?: string[]; cwd?: string; init?: string }) {
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
   let started = false;
   const done = new AbortController(); // ends the check's wait with the start: no timer outlives it
@@ -51,7 +51,7 @@ export async function startHelper(box: Box, argv: string[], onData: (b: Buffer) 
     return undefined;
   })();
   const fail = (why: string | undefined) => Promise.reject(new Error(why ?? `the sandbox's ${argv[0]} exited while starting (is the container running, and is ${argv[0]} in its image?)`));
-  const attaching = box.attach(argv, (b) => (waiter ? waiter.feed(b) : onData(b)), { env: o.env, user: o.user, cwd: o.cwd });
+  const attaching = box.attach(argv, (b, stream) => (waiter ? waiter.feed(b) : onData(b, stream)), { env: o.env, user: o.user, cwd: o.cwd });
   try {
     const proc = await Promise.race([attaching, stopped.then(fail)]);
     if (o.init) proc.write(o.init);

@@ -1,0 +1,87 @@
+// The in-sandbox helper's framing (src/sandbox/py/helper.py, whose header says what each frame
+// means), typed and pure: frames written and read, bounded. helper.ts carries processes over it.
+import { kinded } from "../errors.js";
+
+/** Bumped with any change to the frames; the helper's VERSION must be the same (a test holds them). */
+export const HELPER_VERSION = 1;
+/** Bytes of a channel's stdin or output that may be out unacknowledged, each way. */
+export const WINDOW = 1 << 20;
+/** The largest data frame either side sends. */
+export const CHUNK = 64 << 10;
+/** A frame from the helper longer than this is a protocol violation (its data frames are at most CHUNK). */
+export const MAX_FROM_HELPER = CHUNK;
+
+const HEAD = 9;
+
+/** worker -> helper: spawn, stdin data, stdin EOF, drop the channel, output acknowledged. */
+export type ToHelper = "S" | "D" | "E" | "C" | "A";
+/** helper -> worker: stdout, stderr, stdin acknowledged, output ended, exit status. */
+export type FromHelper = "O" | "e" | "a" | "Z" | "X";
+const FROM = new Set<string>(["O", "e", "a", "Z", "X"]);
+
+export interface Frame {
+  kind: FromHelper;
+  channel: number;
+  body: Buffer;
+}
+
+/** What a spawn asks: the program, as whom, with what over the helper's environment, where. */
+export interface SpawnRequest {
+  argv: string[];
+  user: string;
+  env: string[];
+  cwd: string;
+}
+
+export function frame(kind: ToHelper, channel: number, body: Buffer = Buffer.alloc(0)): Buffer {
+  const b = Buffer.allocUnsafe(HEAD + body.length);
+  b[0] = kind.charCodeAt(0);
+  b.writeUInt32BE(channel, 1);
+  b.writeUInt32BE(body.length, 5);
+  body.copy(b, HEAD);
+  return b;
+}
+
+export const spawnFrame = (channel: number, req: SpawnRequest) => frame("S", channel, Buffer.from(JSON.stringify(req)));
+export const countFrame = (kind: "A", channel: number, n: number) => frame(kind, channel, u32(n));
+
+function u32(n: number): Buffer {
+  const b = Buffer.allocUnsafe(4);
+  b.writeUInt32BE(n, 0);
+  return b;
+}
+
+/** The count of an `a` frame, or the code of an `X` frame (JSON {code}); undefined when malformed. */
+export const countOf = (f: Frame) => (f.body.length === 4 ? f.body.readUInt32BE(0) : undefined);
+export function exitOf(f: Frame): number | undefined {
+  try {
+    const code = (JSON.parse(f.body.toString()) as { code?: unknown }).code;
+    return Number.isInteger(code) ? (code as number) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The helper said what it never says: its connection is dropped (every process on it ends). */
+export class HelperProtocolError extends kinded("internal") {}
+
+/** Splits the helper's stdout into frames; throws HelperProtocolError on a kind or length it never sends. */
+export class FrameReader {
+  private buf: Buffer = Buffer.alloc(0);
+
+  push(chunk: Buffer): Frame[] {
+    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    const frames: Frame[] = [];
+    let at = 0;
+    while (this.buf.length - at >= HEAD) {
+      const kind = String.fromCharCode(this.buf[at]!);
+      const len = this.buf.readUInt32BE(at + 5);
+      if (!FROM.has(kind) || len > MAX_FROM_HELPER) throw new HelperProtocolError(`the sandbox's helper sent a frame it never sends (kind ${JSON.stringify(kind)}, ${len} bytes)`);
+      if (this.buf.length - at < HEAD + len) break;
+      frames.push({ kind: kind as FromHelper, channel: this.buf.readUInt32BE(at + 1), body: this.buf.subarray(at + HEAD, at + HEAD + len) });
+      at += HEAD + len;
+    }
+    this.buf = at === this.buf.length ? Buffer.alloc(0) : Buffer.from(this.buf.subarray(at));
+    return frames;
+  }
+}

@@ -1,0 +1,175 @@
+// The in-sandbox helper (src/sandbox/helper.ts, py/helper.py): every process of a sandbox is its
+// child, its stdio a channel of one stream. The framing alone (pure); the helper on the local
+// backend (no Docker: uids, flow in both directions, many channels at once, a missing program, its
+// own death); a helper that says what it never says (a stand-in box); and on Docker, that a whole
+// job's sandbox makes exactly one exec.
+import { spawn } from "node:child_process";
+import type { Readable } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { computePatch } from "../src/job/patch.js";
+import { loadRepo } from "../src/job/repo.js";
+import { docker } from "../src/runtime/docker.js";
+import type { Attached, Box } from "../src/runtime/types.js";
+import { HELPER_SCRIPT, HelperBox } from "../src/sandbox/helper.js";
+import { CHUNK, frame, FrameReader, HELPER_VERSION, HelperProtocolError, WINDOW } from "../src/sandbox/helper-protocol.js";
+import { Sandbox } from "../src/sandbox/sandbox.js";
+import { localBackend } from "./support/backend.js";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { tmpdir } from "node:os";
+
+/** Starts argv on `box` and gathers its output; resolves with it, its stderr and exit status. */
+async function run(box: Box, argv: string[], opts: { user?: string; stdin?: Buffer } = {}) {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  const p = await box.attach(argv, (b, s) => (s === 1 ? out : err).push(Buffer.from(b)), { user: opts.user, cwd: "/" });
+  if (opts.stdin) await p.send(opts.stdin);
+  p.endInput();
+  await p.ended;
+  return { out: Buffer.concat(out).toString(), err: Buffer.concat(err).toString(), code: await p.exitCode() };
+}
+
+describe("the helper's frames (pure)", () => {
+  it("read back whole however the stream is cut, and the helper program speaks the same version and sizes", () => {
+    const wire = Buffer.concat([Buffer.from([0x4f, 0, 0, 0, 7, 0, 0, 0, 3]), Buffer.from("abc"), Buffer.from([0x5a, 0, 0, 0, 7, 0, 0, 0, 0]), Buffer.from([0x58, 0, 0, 0, 7, 0, 0, 0, 10]), Buffer.from('{"code":3}')]);
+    for (let cut = 0; cut <= wire.length; cut++) {
+      const r = new FrameReader();
+      const frames = [...r.push(wire.subarray(0, cut)), ...r.push(wire.subarray(cut))];
+      expect(frames.map((f) => [f.kind, f.channel, f.body.toString()])).toEqual([["O", 7, "abc"], ["Z", 7, ""], ["X", 7, '{"code":3}']]);
+    }
+    expect(frame("D", 5, Buffer.from("hi"))).toEqual(Buffer.from([0x44, 0, 0, 0, 5, 0, 0, 0, 2, 0x68, 0x69]));
+    expect(HELPER_SCRIPT).toMatch(new RegExp(`^VERSION = ${HELPER_VERSION}$`, "m"));
+    expect(HELPER_SCRIPT).toMatch(new RegExp(`^WINDOW = 1 << ${Math.log2(WINDOW)}$`, "m"));
+    expect(HELPER_SCRIPT).toMatch(new RegExp(`^CHUNK = 64 << 10$`, "m"));
+    expect(CHUNK).toBe(64 << 10);
+  });
+
+  it("a kind it never sends, or a frame longer than any it sends, is a protocol error", () => {
+    expect(() => new FrameReader().push(Buffer.from([0x53, 0, 0, 0, 1, 0, 0, 0, 0]))).toThrow(HelperProtocolError);
+    expect(() => new FrameReader().push(Buffer.from([0x4f, 0, 0, 0, 1, 0, 1, 0, 1]))).toThrow(/never sends/);
+  });
+});
+
+describe("the helper on the local backend", () => {
+  let sb: Sandbox;
+  const box = () => sb.box as HelperBox;
+  beforeAll(async () => {
+    sb = await Sandbox.create({ backend: localBackend(), labels: { "patchbay.test": "helper" } });
+  });
+  afterAll(async () => {
+    await sb?.destroy();
+  });
+
+  it("starts every process as its child, as the uid and gid asked, in its own session", async () => {
+    const pid = await box().helperPid();
+    const agent = await run(box(), ["bash", "-c", 'echo $PPID $(id -u):$(id -g):$(id -G) $(ps -o sid= -p $$)=$$'], { user: "1000:1000" });
+    expect(agent.out.trim()).toMatch(new RegExp(`^${pid} 1000:1000:1000 (\\d+)=\\1$`));
+    const root = await run(box(), ["bash", "-c", "echo $PPID $(id -u):$(id -g)"], { user: "0:0" });
+    expect(root.out.trim()).toBe(`${pid} 0:0`);
+    // The sandbox's own processes are its children too: the shell, the file agent, the supervisor.
+    await sb.shell.supervised();
+    const tree = await run(box(), ["bash", "-c", `ps -o args= --ppid ${pid}`], { user: "0:0" });
+    expect(tree.out).toMatch(/^bash --noprofile --norc$/m);
+    expect(tree.out).toMatch(/file_agent\.py/);
+    expect(tree.out).toMatch(/supervisor\.py/);
+    // Nothing of the helper's or of another channel's is open in a child: only its own stdio.
+    expect((await run(box(), ["ls", "/proc/self/fd"])).out).toBe("0\n1\n2\n3\n");
+  });
+
+  it("a program that cannot start: the reason on stderr, exit 127 (126 for one that cannot run)", async () => {
+    expect(await run(box(), ["no-such-program"])).toEqual({ out: "", err: expect.stringMatching(/cannot start 'no-such-program'.*No such file/), code: 127 });
+    expect((await run(box(), ["/etc"])).code).toBe(126);
+    // A request it cannot read is a channel that fails the same way: the helper goes on.
+    expect((await run(box(), ["id"], { user: "agent" })).code).toBe(126);
+    expect((await run(box(), ["echo", "still"])).out).toBe("still\n");
+  });
+
+  it("three channels at once carry 6.9 MB each, whole and in order, and 5 MiB of stdin arrive whole", async () => {
+    const expected = Array.from({ length: 1_000_000 }, (_, i) => `${i + 1}\n`).join("");
+    const outs = await Promise.all([1, 2, 3].map(() => run(box(), ["seq", "1", "1000000"])));
+    for (const o of outs) expect(o.out === expected).toBe(true);
+    const input = Buffer.alloc(5 << 20, 0x61);
+    const r = await run(box(), ["bash", "-c", "wc -c; echo done >&2"], { stdin: input });
+    expect(r).toEqual({ out: `${5 << 20}\n`, err: "done\n", code: 0 });
+  });
+
+  it("a process that stops reading its stdin does not hold the writer; a paused one is held at the window and the others go on", async () => {
+    const r = await run(box(), ["head", "-c", "10"], { stdin: Buffer.alloc(8 << 20, 0x62) });
+    expect(r).toEqual({ out: "b".repeat(10), err: "", code: 0 });
+
+    let got = 0;
+    const yes = await box().attach(["yes"], (b) => (got += b.length), { cwd: "/" });
+    yes.pause();
+    await sleep(500);
+    expect((await run(box(), ["echo", "meanwhile"])).out).toBe("meanwhile\n");
+    expect(got).toBeLessThanOrEqual(WINDOW + CHUNK);
+    yes.resume();
+    await sleep(200);
+    expect(got).toBeGreaterThan(WINDOW);
+    yes.destroy(); // its pipe closed: yes ends on SIGPIPE
+    for (let i = 0; i < 50 && (await run(box(), ["pgrep", "-x", "yes"])).code === 0; i++) await sleep(100);
+    expect((await run(box(), ["pgrep", "-x", "yes"])).code).toBe(1);
+  });
+
+  it("when the helper dies its processes' streams end, and the next start makes a new helper", async () => {
+    const first = await box().helperPid();
+    const sleeper = await box().attach(["sleep", "1000"], () => {}, { cwd: "/" });
+    await run(box(), ["kill", "-9", String(first)], { user: "0:0" });
+    await sleeper.ended;
+    expect(sleeper.alive).toBe(false);
+    expect(await sleeper.exitCode()).toBe(-1);
+    expect((await run(box(), ["echo", "again"])).out).toBe("again\n");
+    expect(await box().helperPid()).not.toBe(first);
+    expect((await sb.shell.run("echo shell")).output).toBe("shell\n");
+  });
+});
+
+describe("a helper that says what it never says", () => {
+  it("is dropped: its channels end at once", async () => {
+    // A stand-in box whose "helper" is ready and then sends a frame kind it never sends.
+    const box: Box = {
+      name: "stand-in",
+      state: async () => ({ running: true }),
+      attach: async (_argv, onData) => {
+        const child = spawn("bash", ["-c", `echo PBREADY:1; read -r -N 9; printf 'Q\\0\\0\\0\\1\\0\\0\\0\\0'; sleep 30`], { stdio: ["pipe", "pipe", "ignore"] });
+        child.stdout.on("data", (b: Buffer) => onData(b, 1));
+        const ended = new Promise<void>((r) => child.once("close", () => r()));
+        let alive = true;
+        return { write: (d) => void child.stdin.write(d), send: async (d) => void child.stdin.write(d), endInput: () => child.stdin.end(), pipeIn: async () => {}, ended: ended.then(() => void (alive = false)), get alive() { return alive; }, pause: () => {}, resume: () => {}, destroy: () => (child.kill("SIGKILL"), (alive = false)), exitCode: async () => -1 } satisfies Attached;
+      },
+    };
+    const helper = new HelperBox(box);
+    const p = await helper.attach(["anything"], () => {});
+    await p.ended;
+    expect(await p.exitCode()).toBe(-1);
+    helper.close();
+  });
+});
+
+describe("a job's sandbox on Docker", () => {
+  it("makes one exec from its start to its end: the helper's", async () => {
+    const label = `patchbay.test.helper=${process.pid}`;
+    const execs: string[] = [];
+    const events = (await docker().getEvents({ filters: { type: ["container"], event: ["exec_create"], label: [label] } })) as unknown as Readable;
+    events.on("data", (d: Buffer) => execs.push(...d.toString().split("\n").filter(Boolean)));
+    const repo = mkdtempSync(join(tmpdir(), "pb-helper-"));
+    writeFileSync(join(repo, "a.py"), "print(1)\n");
+    const sb = await Sandbox.create({ labels: { "patchbay.test.helper": String(process.pid) } });
+    try {
+      const { baseline } = await loadRepo(sb, { path: repo });
+      await sb.files.write("/workspace/b.py", Buffer.from("print(2)\n"));
+      expect((await sb.shell.run("python3 a.py && python3 b.py")).output).toBe("1\n2\n");
+      expect((await sb.runFresh("true")).exitCode).toBe(0);
+      await sb.killAgentProcesses();
+      expect((await computePatch(sb, baseline)).patch).toMatch(/b\.py/);
+      await sleep(500); // the engine's events are on their way
+      expect(execs.length).toBe(1);
+      expect(execs[0]).toMatch(/exec_create: python3 -I -S -B -u -c # helper\.py/);
+    } finally {
+      events.destroy();
+      await sb.destroy();
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+});
