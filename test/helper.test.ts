@@ -3,7 +3,7 @@
 // backend (no Docker: uids, flow in both directions, many channels at once, a missing program, its
 // own death); a helper that says what it never says (a stand-in box); and on Docker, that a whole
 // job's sandbox makes exactly one exec.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,7 +12,7 @@ import { loadRepo } from "../src/job/repo.js";
 import { docker } from "../src/runtime/docker.js";
 import type { Attached, Box } from "../src/runtime/types.js";
 import { HELPER_SCRIPT, HelperBox } from "../src/sandbox/helper.js";
-import { CHUNK, frame, FrameReader, HELPER_VERSION, HelperProtocolError, WINDOW } from "../src/sandbox/helper-protocol.js";
+import { CHUNK, frame, FrameReader, HELPER_VERSION, HelperProtocolError, spawnFrame, WINDOW } from "../src/sandbox/helper-protocol.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { localBackend } from "./support/backend.js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -48,6 +48,54 @@ describe("the helper's frames (pure)", () => {
   it("a kind it never sends, or a frame longer than any it sends, is a protocol error", () => {
     expect(() => new FrameReader().push(Buffer.from([0x53, 0, 0, 0, 1, 0, 0, 0, 0]))).toThrow(HelperProtocolError);
     expect(() => new FrameReader().push(Buffer.from([0x4f, 0, 0, 0, 1, 0, 1, 0, 1]))).toThrow(/never sends/);
+  });
+});
+
+/** The system's python3, as in an image (a pyenv shim would put its own variables in). */
+const PYTHON = "/usr/bin/python3";
+const ENV = { PATH: "/usr/bin:/bin" };
+
+/** The helper program itself on this host (no box): spawns `argv` on channel 1, returns its frames' output and exit. */
+async function rawHelper(argv: string[], env: Record<string, string>) {
+  const p = spawn(PYTHON, ["-I", "-S", "-B", "-u", "-c", HELPER_SCRIPT], { env, stdio: ["pipe", "pipe", "inherit"] });
+  const reader = new FrameReader();
+  let ready = false;
+  let out = "";
+  let err = "";
+  const done = new Promise<number | undefined>((resolve) => {
+    p.stdout.on("data", (b: Buffer) => {
+      if (!ready) {
+        const nl = b.indexOf(10);
+        ready = true;
+        b = b.subarray(nl + 1);
+      }
+      for (const f of reader.push(b)) {
+        if (f.kind === "O") out += f.body.toString();
+        if (f.kind === "e") err += f.body.toString();
+        if (f.kind === "X") resolve(JSON.parse(f.body.toString()).code);
+      }
+    });
+    p.once("exit", () => resolve(undefined));
+  });
+  p.stdin.write(spawnFrame(1, { argv, user: `${process.getuid!()}:${process.getgid!()}`, env: ["ODD", "SET=1"], cwd: "/" }));
+  const code = await done;
+  p.stdin.end();
+  return { out, err, code };
+}
+
+describe("the helper program on this host", () => {
+  it("passes on the environment its exec gave it (not python's own LC_CTYPE), drops an entry without '=', and bounds what it says of a name", async () => {
+    // Without LANG python coerces its C locale: LC_CTYPE=C.UTF-8 in its own environment.
+    const coerced = spawnSync(PYTHON, ["-I", "-S", "-c", "import os; print(os.environ.get('LC_CTYPE'))"], { env: ENV }).stdout.toString();
+    expect(coerced).toMatch(/UTF-?8/i);
+    const r = await rawHelper(["env"], ENV);
+    expect(r.code).toBe(0);
+    const home = /^HOME=(.*)$/m.exec(r.out)?.[1];
+    expect(r.out.split("\n").filter(Boolean).sort()).toEqual([`HOME=${home}`, "PATH=/usr/bin:/bin", "SET=1"]);
+    expect(home).toMatch(/^\//);
+    const long = await rawHelper(["x".repeat(70_000)], ENV);
+    expect(long.code).toBe(126);
+    expect(long.err).toMatch(/^patchbay helper: cannot start 'x{200}': File name too long\n$/);
   });
 });
 
@@ -110,6 +158,33 @@ describe("the helper on the local backend", () => {
     yes.destroy(); // its pipe closed: yes ends on SIGPIPE
     for (let i = 0; i < 50 && (await run(box(), ["pgrep", "-x", "yes"])).code === 0; i++) await sleep(100);
     expect((await run(box(), ["pgrep", "-x", "yes"])).code).toBe(1);
+  });
+
+  it("a process's stream ends when it exits: with its output closed early it still gives its status and reads its stdin; output a background process holds is let go 2 s after the exit", async () => {
+    const closed = await run(box(), ["bash", "-c", "echo hi; exec >&- 2>&-; wc -c > /tmp/helper-wc; exit 3"], { stdin: Buffer.alloc(3 << 20, 0x63) });
+    expect(closed).toEqual({ out: "hi\n", err: "", code: 3 });
+    expect((await run(box(), ["cat", "/tmp/helper-wc"])).out).toBe(`${3 << 20}\n`);
+    const t0 = Date.now();
+    const held = await sb.runFresh("echo verify; sleep 30 & exit 1", { timeoutSec: 20 });
+    expect(held).toMatchObject({ output: "verify\n", exitCode: 1 });
+    expect(Date.now() - t0).toBeLessThan(6000);
+    await sb.killAgentProcesses();
+  });
+
+  it("a child the agent stops before its exec stalls that child only: the helper goes on spawning", async () => {
+    // The agent stops everything of its uid, over and over, while patchbay starts processes as it.
+    const stopper = await box().attach(["python3", "-c", "import os, signal\nwhile True:\n    try: os.kill(-1, signal.SIGSTOP)\n    except OSError: pass"], () => {}, { cwd: "/" });
+    const spawned = Array.from({ length: 30 }, () => box().attach(["true"], () => {}, { cwd: "/" }));
+    await Promise.all(spawned);
+    const t0 = Date.now();
+    expect((await run(box(), ["echo", "root"], { user: "0:0" })).out).toBe("root\n");
+    expect((await sb.files.stat("/workspace"))?.type).toBe("directory");
+    expect(Date.now() - t0).toBeLessThan(5000);
+    // (The agent's stops would catch the supervisor in the moment it has the agent's uid: root ends the stopper first.)
+    await run(box(), ["pkill", "-KILL", "-u", "1000"], { user: "0:0" });
+    stopper.destroy();
+    for (const p of await Promise.all(spawned)) p.destroy();
+    expect((await sb.shell.run("echo after")).output).toBe("after\n");
   });
 
   it("when the helper dies its processes' streams end, and the next start makes a new helper", async () => {

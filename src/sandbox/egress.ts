@@ -30,6 +30,7 @@ export async function startEgressBridge(box: Box, maxConnections: number): Promi
   let proc: Attached | undefined;
   const first = new Promise<string>((resolve) => {
     void box.attach(["python3", "-I", "-S", "-c", BRIDGE, EGRESS_SOCKET, String(maxConnections)], (chunk) => {
+      if (out.length > 4096) return; // its first line is all that is read: what it prints after is dropped
       out += chunk.toString("utf8");
       if (out.includes("\n") || out.length > 4096) resolve(out);
     }, { user: "0:0", cwd: "/" }).then((p) => {

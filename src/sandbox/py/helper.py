@@ -14,23 +14,35 @@
 #                      E close stdin; C drop the channel (its pipes closed: it reads EOF and gets
 #                      SIGPIPE, as a closed exec stream); A u32: output bytes the worker consumed.
 #   helper -> worker   O stdout bytes; e stderr bytes; a u32: stdin bytes written to the child (or
-#                      dropped: it stopped reading); Z output ended (both pipes at EOF); X exit
-#                      (JSON {code}: -signal as 128+n, as a shell says it).
+#                      dropped: it stopped reading); Z output ended; X exit (JSON {code}: a signal
+#                      as 128+n, as a shell says it). Z and X come once the child exited and its
+#                      pipes are at EOF, or GRACE seconds after it exited while something it left
+#                      (a background process) still holds them: as an exec's stream ends.
 # Flow: at most WINDOW bytes of a channel's output are out unacknowledged (then its pipes are not
 # read and the child blocks, as a paused exec stream), and the worker keeps at most WINDOW of its
 # stdin unacknowledged: the helper never blocks on a child and its buffers are bounded.
-# A spawn that fails (no such program, the pids limit) is a channel that prints why on stderr and
-# exits 127 (not found) or 126. Stdin at EOF (the worker went): every pipe closed, and it exits.
-import os, sys, json, struct, selectors, signal, subprocess, pwd, errno
+# A child is forked here and becomes its uid in its own process before its exec, which the helper
+# never waits for: the agent can stop a child of its uid at any moment, and that stalls that
+# channel only. A spawn that fails (no such program or directory, the pids limit) is a channel
+# that prints why on stderr and exits 127 (not found) or 126. Stdin at EOF (the worker went): every
+# pipe closed, and it exits.
+import os, sys, json, struct, selectors, signal, pwd, errno, time
 VERSION = 1
 WINDOW = 1 << 20
 CHUNK = 64 << 10
+GRACE = 2.0
 HEAD = struct.Struct(">BII")
-BASE_ENV = dict(os.environ)
+# The environment as the exec gave it (python's own locale coercion, LC_CTYPE, is not passed on).
+def initial_env():
+    try:
+        with open("/proc/self/environ", "rb") as f: raw = f.read()
+        return dict(kv.split(b"=", 1) for kv in raw.split(b"\0") if b"=" in kv)
+    except OSError: return dict(os.environb)
+BASE_ENV = initial_env()
 os.umask(0o022)
 sel = selectors.DefaultSelector()
 chans = {}
-reaping = {}  # pid -> Popen of dropped channels, still to be reaped
+reaping = set()  # pids of dropped channels, still to be reaped
 
 def out(kind, cid, body=b""):
     data = HEAD.pack(ord(kind), cid, len(body)) + body
@@ -39,9 +51,10 @@ def out(kind, cid, body=b""):
 
 class Chan:
     def __init__(self, cid):
-        self.cid, self.proc, self.code = cid, None, None
+        self.cid, self.code = cid, None
         self.inq, self.in_fd, self.in_eof, self.in_dead = bytearray(), None, False, False
-        self.fds, self.watched, self.unacked, self.ended = {}, set(), 0, False
+        self.fds, self.watched, self.unacked = {}, set(), 0
+        self.pid, self.err_fd, self.failed, self.grace, self.name = 0, None, None, None, ""
 
 def watch(ch):
     # Output pipes are read while the window has room; stdin's is watched while bytes wait for it.
@@ -61,58 +74,113 @@ def close_in(ch):
         if sel.get_map().get(ch.in_fd) is not None: sel.unregister(ch.in_fd)
         os.close(ch.in_fd); ch.in_fd = None
 
-def finish(ch):
-    # Output ended and the child reaped: the channel's last frames.
-    if ch.ended and ch.code is not None and ch.cid in chans:
-        out("X", ch.cid, json.dumps({"code": ch.code}).encode())
-        close_in(ch); del chans[ch.cid]
-
-def reap():
-    for ch in list(chans.values()):
-        if ch.proc is not None and ch.code is None:
-            c = ch.proc.poll()
-            if c is not None:
-                ch.code = c if c >= 0 else 128 - c
-                finish(ch)
-    for pid, p in list(reaping.items()):
-        if p.poll() is not None: del reaping[pid]
-
-def spawn(ch, req):
-    pipes = []
-    try:
-        uid, _, gid = str(req.get("user", "0:0")).partition(":")
-        uid, gid = int(uid), int(gid or uid)
-        env = dict(BASE_ENV)
-        for kv in req.get("env", []):
-            k, _, v = kv.partition("=")
-            env[k] = v
-        if not any(kv.startswith("HOME=") for kv in req.get("env", [])):
-            try: env["HOME"] = pwd.getpwuid(uid).pw_dir
-            except KeyError: env["HOME"] = "/"
-        pipes = [os.pipe() for _ in range(3)]
-        ch.proc = subprocess.Popen(req["argv"], stdin=pipes[0][0], stdout=pipes[1][1], stderr=pipes[2][1], cwd=req.get("cwd", "/workspace"), env=env,
-                                   user=uid, group=gid, extra_groups=[gid], start_new_session=True, close_fds=True)
-    except Exception as e:
-        for r, w in pipes: os.close(r); os.close(w)
-        name = (req.get("argv") or [""])[0] if isinstance(req, dict) else ""
-        msg = "patchbay helper: cannot start %r: %s\n" % (name, getattr(e, "strerror", None) or e)
-        out("e", ch.cid, msg.encode("utf-8", "replace")); out("Z", ch.cid)
-        ch.ended, ch.code = True, (127 if getattr(e, "errno", None) in (errno.ENOENT, errno.ENOTDIR) else 126)
-        return finish(ch)
-    os.close(pipes[0][0]); os.close(pipes[1][1]); os.close(pipes[2][1])
-    ch.in_fd = pipes[0][1]
-    ch.fds = {pipes[1][0]: "O", pipes[2][0]: "e"}
-    for fd in (ch.in_fd, *ch.fds): os.set_blocking(fd, False)
-    watch(ch)
-
-def drop(ch):
-    # The worker is done with it: its pipes closed, nothing more said of it.
+def close_out(ch):
     for fd in list(ch.fds):
         if fd in ch.watched: sel.unregister(fd)
         os.close(fd)
     ch.fds, ch.watched = {}, set()
+
+def finish(ch):
+    # The child exited and its output ended (or its grace passed): the channel's last frames.
+    if ch.code is None or ch.cid not in chans: return
+    if ch.fds and (ch.grace is None or time.monotonic() < ch.grace): return
+    if ch.err_fd is not None: on_spawned(ch)  # why it could not start, before its end
+    close_out(ch)
+    out("Z", ch.cid)
+    out("X", ch.cid, json.dumps({"code": ch.failed if ch.failed is not None else ch.code}).encode())
+    close_in(ch); del chans[ch.cid]
+
+def status(st):
+    return os.waitstatus_to_exitcode(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st) if os.WIFSIGNALED(st) else None
+
+def reap():
+    for ch in list(chans.values()):
+        if ch.pid and ch.code is None:
+            try: pid, st = os.waitpid(ch.pid, os.WNOHANG)
+            except ChildProcessError: pid, st = ch.pid, 255 << 8
+            if pid and status(st) is not None:
+                ch.code = status(st)
+                if ch.fds: ch.grace = time.monotonic() + GRACE
+                finish(ch)
+    for pid in list(reaping):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]: reaping.discard(pid)
+        except ChildProcessError: reaping.discard(pid)
+
+def fail(ch, why, code):
+    out("e", ch.cid, ("patchbay helper: %s\n" % why)[:4096].encode("utf-8", "replace"))
+    ch.failed = code
+
+def spawn(ch, req):
+    try:
+        uid, _, gid = str(req.get("user", "0:0")).partition(":")
+        uid, gid = int(uid), int(gid or uid)
+        argv = [os.fsencode(a) for a in req["argv"]]
+        ch.name = argv[0][:200].decode("utf-8", "replace") if argv else ""
+        cwd = os.fsencode(req.get("cwd", "/workspace"))
+        env = dict(BASE_ENV)
+        for kv in map(os.fsencode, req.get("env", [])):
+            if b"=" in kv: k, v = kv.split(b"=", 1); env[k] = v
+        if b"HOME" not in {kv.split(b"=", 1)[0] for kv in map(os.fsencode, req.get("env", []))}:
+            try: env[b"HOME"] = os.fsencode(pwd.getpwuid(uid).pw_dir)
+            except KeyError: env[b"HOME"] = b"/"
+        if not argv or any(b"\0" in a for a in argv + [cwd]) or any(b"\0" in k + v or b"=" in k for k, v in env.items()): raise ValueError("a NUL or an empty program")
+    except Exception as e:
+        ch.code = 126; fail(ch, "a spawn it cannot read: %s" % str(e)[:200], 126); return finish(ch)
+    pipes = []
+    try:
+        pipes = [os.pipe() for _ in range(4)]
+        pid = os.fork()
+    except OSError as e:
+        for r, w in pipes: os.close(r); os.close(w)
+        ch.code = 126; fail(ch, "cannot start %r: %s" % (ch.name, e.strerror), 126); return finish(ch)
+    if pid == 0: child(pipes, uid, gid, cwd, argv, env)
+    for fd in (pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]): os.close(fd)
+    ch.pid, ch.in_fd, ch.err_fd = pid, pipes[0][1], pipes[3][0]
+    ch.fds = {pipes[1][0]: "O", pipes[2][0]: "e"}
+    for fd in (ch.in_fd, *ch.fds): os.set_blocking(fd, False)
+    sel.register(ch.err_fd, selectors.EVENT_READ, (ch, -2))
+    watch(ch)
+
+def child(pipes, uid, gid, cwd, argv, env):
+    # In the forked child: its own session and stdio, nothing else open but the error pipe (closed
+    # by the exec), the signals python ignores back to their defaults, then the uid; only then the
+    # directory (checked as that uid) and the program. Whatever fails is written to the error pipe.
+    step, err = "setup: ", pipes[3][1]
+    try:
+        signal.set_wakeup_fd(-1)
+        os.setsid()
+        for i, fd in enumerate((pipes[0][0], pipes[1][1], pipes[2][1])): os.dup2(fd, i)
+        os.closerange(3, err); os.closerange(err + 1, 1 << 20)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD): signal.signal(sig, signal.SIG_DFL)
+        step = "the uid: "
+        os.setgroups([gid]); os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid)
+        step = "the directory %r: " % cwd[:200].decode("utf-8", "replace")
+        os.chdir(cwd)
+        step = ""
+        os.execvpe(argv[0], argv, env)
+    except BaseException as e:
+        try: os.write(err, b"%d %s%s" % (getattr(e, "errno", 0) or 0, step.encode(), str(getattr(e, "strerror", None) or e).encode()[:300]))
+        except BaseException: pass
+    finally:
+        os._exit(127)
+
+def on_spawned(ch):
+    # The error pipe: EOF alone once the exec succeeded; else why it failed (the child exits 127).
+    try: why = os.read(ch.err_fd, 4096)
+    except OSError: why = b""
+    sel.unregister(ch.err_fd); os.close(ch.err_fd); ch.err_fd = None
+    if why:
+        n, _, msg = why.partition(b" ")
+        code = 127 if int(n or 0) in (errno.ENOENT, errno.ENOTDIR) else 126
+        fail(ch, "cannot start %r: %s" % (ch.name, msg.decode("utf-8", "replace")), code)
+
+def drop(ch):
+    # The worker is done with it: its pipes closed, nothing more said of it.
+    close_out(ch)
+    if ch.err_fd is not None: sel.unregister(ch.err_fd); os.close(ch.err_fd); ch.err_fd = None
     close_in(ch)
-    if ch.proc is not None and ch.code is None: reaping[ch.proc.pid] = ch.proc
+    if ch.pid and ch.code is None: reaping.add(ch.pid)
     chans.pop(ch.cid, None)
 
 def on_frame(kind, cid, body):
@@ -143,10 +211,7 @@ def on_output(ch, fd):
     else:
         if fd in ch.watched: sel.unregister(fd); ch.watched.discard(fd)
         del ch.fds[fd]; os.close(fd)
-        if not ch.fds:
-            ch.ended = True
-            out("Z", ch.cid)
-            reap(); finish(ch); return
+        if not ch.fds: return finish(ch)
     watch(ch)
 
 def on_input(ch):
@@ -173,7 +238,8 @@ def main():
     sys.stdout.write("PBREADY:%d\n" % os.getpid()); sys.stdout.flush()
     buf = bytearray()
     while True:
-        for key, _ in sel.select():
+        graces = [ch.grace for ch in chans.values() if ch.grace is not None]
+        for key, _ in sel.select(max(0, min(graces) - time.monotonic()) if graces else None):
             if key.data is None:
                 try: os.read(wake_r, 4096)
                 except BlockingIOError: pass
@@ -194,6 +260,9 @@ def main():
                 if ch.cid not in chans: continue
                 if fd == -1:
                     if ch.in_fd is not None: on_input(ch)
+                elif fd == -2:
+                    if ch.err_fd is not None: on_spawned(ch)
                 elif fd in ch.fds: on_output(ch, fd)
+        for ch in [c for c in chans.values() if c.grace is not None and time.monotonic() >= c.grace]: finish(ch)
 
 main()
