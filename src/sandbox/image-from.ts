@@ -157,10 +157,11 @@ export async function checkImage(image: string): Promise<FromResult["check"]> {
   try {
     sb = await Sandbox.create({ image, labels: { "patchbay.check": "1" }, deadlineSec: 600 });
   } catch (err) {
-    throw new ImageFromError(`${image} does not start as a patchbay sandbox (it needs bash and coreutils): ${(err as Error).message.split("\n")[0]}`);
+    throw new ImageFromError(`${image} does not start as a patchbay sandbox (it needs python3, which runs patchbay's helper, the parent of every process in the sandbox, and bash and coreutils): ${(err as Error).message.split("\n")[0]}`);
   }
   try {
-    // An exec, not the shell: the shell's first command needs the supervisor, which needs python3.
+    // An exec, not the shell: the shell's first command needs the supervisor. (The helper, which
+    // starts both, already ran on the image's python3: an image without one fails to start above.)
     const r = await sb.exec(["bash", "-c", "id -u; command -v git >/dev/null && echo git; command -v python3 >/dev/null && echo python3"], { timeoutSec: 60 });
     const lines = r.stdout.toString().trim().split("\n");
     const check = { uid: lines[0] ?? "", git: lines.includes("git"), python3: lines.includes("python3") };
