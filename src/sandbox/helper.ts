@@ -73,7 +73,7 @@ class Connection {
   private next = 1;
   private proc!: Attached;
   pid = 0;
-  /** The helper's own stderr (a traceback), for the error that ends it. */
+  /** The helper's own stderr (a traceback), bounded: said by a start on a helper that is gone. */
   readonly stderr = new HeadTail(4096);
 
   static async start(box: Box): Promise<Connection> {
@@ -93,7 +93,7 @@ class Connection {
   }
 
   open(req: { argv: string[]; user: string; env: string[]; cwd: string }, onData: (chunk: Buffer, stream: 1 | 2) => void): Attached {
-    if (!this.alive) throw new Error("the sandbox's helper is gone");
+    if (!this.alive) throw new Error(`the sandbox's helper is gone${this.stderr.text().trim() ? `: ${this.stderr.text().trim().slice(-400)}` : ""}`);
     const id = this.next++;
     const ch = new Channel(this, id, onData);
     this.channels.set(id, ch);
