@@ -176,8 +176,8 @@ export class FileAgent {
   }
 
   /**
-   * Runs argv in the container as uid:gid through the agent, saving a docker exec. Undefined when
-   * the agent cannot (no python3, not root, or gone before the command was sent): use docker exec.
+   * Runs argv in the container as uid:gid through the agent, saving a process of its own. Undefined when
+   * the agent cannot (no python3, not root, or gone before the command was sent): start it on the box then.
    * A stream that fails ends the command's input and throws StreamSourceError once it is done.
    */
   async run(argv: string[], o: RunOptions): Promise<AgentRun | undefined> {
@@ -198,7 +198,7 @@ export class FileAgent {
     const r = await this.request<"run">(header as Extract<AgentRequest, { op: "run" }>, body, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames, sent });
     if (sourceErr !== undefined) throw new StreamSourceError(sourceErr);
     // Sent, then no answer (the agent died, or did not answer in time): the command may have run,
-    // so it is not run again through docker exec.
+    // so it is not run again on the box.
     if (!r && sent.value) throw new Error(`the sandbox's file agent stopped while running ${argv[0]}`);
     if (!r) return undefined;
     if (r.error?.error === "EPERM") return void (this.canRun = false);

@@ -1,6 +1,6 @@
-// The file operations' fallback when the file agent cannot run (an image without python3, or an
-// agent that cannot be restarted): one `docker exec` per operation, as uid 1000, of bash and
-// coreutils (what every sandbox image has). The engine's archive API would act as root: a read of
+// The file operations' fallback when the file agent cannot run (an agent that cannot be
+// restarted): one process per operation (the helper's child), as uid 1000, of bash and coreutils
+// (what every sandbox image has). The engine's archive API would act as root: a read of
 // /root, a write into /patchbay (the private git store) or over a root-owned file would pass.
 // Here the kernel checks every open as the agent's uid. A read opens the file once and takes its
 // type, size, mode and owner from that open file (/proc/self/fd/3), so no swap in between can pair

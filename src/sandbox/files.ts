@@ -1,6 +1,6 @@
 // Container files, byte-exact, with mode and owner kept on overwrite and a bound on what a read may
 // bring back. Every read, stat and write acts with the agent's permissions (uid 1000): through the
-// file agent, or where it cannot run through a `docker exec` as uid 1000 (files-exec.ts), never
+// file agent, or where it cannot run through a process of its own as uid 1000 (files-exec.ts), never
 // through the engine's archive API, which acts as root. The archive API only takes the worker's
 // own bulk loads (putArchive: the repo's checked tar, in an image without tar).
 import path from "node:path/posix";
@@ -51,7 +51,7 @@ export class Files {
 
   /**
    * `agent`: the in-container fast lane for small operations (see file-agent.ts); without it,
-   * or when it cannot run, each operation is a `docker exec` as uid 1000.
+   * or when it cannot run, each operation is a process of its own as uid 1000.
    */
   constructor(
     private box: Box,
@@ -71,7 +71,7 @@ export class Files {
     return { type: h.type, size: h.size, mode: h.mode, mtime: String(h.mtime), path: h.real, ...(h.link ? { symlinkTarget: h.real } : {}) };
   }
 
-  /** Stat through a `docker exec` as uid 1000; symlinks are followed within the container. */
+  /** Stat through a process as uid 1000; symlinks are followed within the container. */
   async execStat(p: string): Promise<FileStat | undefined> {
     const abs = checkAbsolute(p);
     const st = await this.slow.stat(abs).catch(execError(abs));
@@ -95,7 +95,7 @@ export class Files {
     return { bytes: r.body, mode: h.mode, uid: h.uid, gid: h.gid, path: h.real };
   }
 
-  /** Reads a regular file through a `docker exec` as uid 1000: bytes, mode and owner from one open. */
+  /** Reads a regular file through a process as uid 1000: bytes, mode and owner from one open. */
   async execReadEntry(p: string, max: number): Promise<FileEntry> {
     const abs = checkAbsolute(p);
     try {
@@ -118,7 +118,7 @@ export class Files {
     if (r.error) throw writeError(r.error.error, r.error.message, abs);
   }
 
-  /** Writes through a `docker exec` as uid 1000, with the same rules as the agent's write. */
+  /** Writes through a process as uid 1000, with the same rules as the agent's write. */
   async execWrite(p: string, bytes: Uint8Array, opts: { mode?: number } = {}): Promise<void> {
     const abs = checkAbsolute(p);
     await this.slow.write(abs, Buffer.from(bytes), opts.mode).catch((err: unknown) => {
