@@ -26,7 +26,7 @@
 # channel only. A spawn that fails (no such program or directory, the pids limit) is a channel
 # that prints why on stderr and exits 127 (not found) or 126. Stdin at EOF (the worker went): every
 # pipe closed, and it exits.
-import os, sys, json, struct, selectors, signal, pwd, errno, time
+import os, sys, json, struct, selectors, signal, pwd, errno, time, collections
 VERSION = 1
 WINDOW = 1 << 20
 CHUNK = 64 << 10
@@ -52,7 +52,8 @@ def out(kind, cid, body=b""):
 class Chan:
     def __init__(self, cid):
         self.cid, self.code = cid, None
-        self.inq, self.in_fd, self.in_eof, self.in_dead = bytearray(), None, False, False
+        # stdin waiting for the child: its frames as they came, and how much of the first is written
+        self.inq, self.in_at, self.in_fd, self.in_eof, self.in_dead = collections.deque(), 0, None, False, False
         self.fds, self.watched, self.unacked = {}, set(), 0
         self.pid, self.err_fd, self.failed, self.grace, self.name = 0, None, None, None, ""
 
@@ -73,6 +74,10 @@ def close_in(ch):
     if ch.in_fd is not None:
         if sel.get_map().get(ch.in_fd) is not None: sel.unregister(ch.in_fd)
         os.close(ch.in_fd); ch.in_fd = None
+
+def close_err(ch):
+    if ch.err_fd is not None:
+        sel.unregister(ch.err_fd); os.close(ch.err_fd); ch.err_fd = None
 
 def close_out(ch):
     for fd in list(ch.fds):
@@ -169,7 +174,7 @@ def on_spawned(ch):
     # The error pipe: EOF alone once the exec succeeded; else why it failed (the child exits 127).
     try: why = os.read(ch.err_fd, 4096)
     except OSError: why = b""
-    sel.unregister(ch.err_fd); os.close(ch.err_fd); ch.err_fd = None
+    close_err(ch)
     if why:
         n, _, msg = why.partition(b" ")
         code = 127 if int(n or 0) in (errno.ENOENT, errno.ENOTDIR) else 126
@@ -177,9 +182,7 @@ def on_spawned(ch):
 
 def drop(ch):
     # The worker is done with it: its pipes closed, nothing more said of it.
-    close_out(ch)
-    if ch.err_fd is not None: sel.unregister(ch.err_fd); os.close(ch.err_fd); ch.err_fd = None
-    close_in(ch)
+    close_out(ch); close_err(ch); close_in(ch)
     if ch.pid and ch.code is None: reaping.add(ch.pid)
     chans.pop(ch.cid, None)
 
@@ -194,7 +197,7 @@ def on_frame(kind, cid, body):
     if ch is None: return
     if kind == "D":
         if ch.in_dead or ch.in_fd is None: out("a", cid, struct.pack(">I", len(body)))
-        else: ch.inq += body
+        elif body: ch.inq.append(body)
     elif kind == "E": ch.in_eof = True
     elif kind == "A": ch.unacked = max(0, ch.unacked - struct.unpack(">I", body[:4])[0])
     elif kind == "C": return drop(ch)
@@ -215,15 +218,18 @@ def on_output(ch, fd):
     watch(ch)
 
 def on_input(ch):
+    # Written from the frames as they came (no buffer copied or shifted per write).
     n = 0
     try:
         while ch.inq:
-            k = os.write(ch.in_fd, ch.inq[:CHUNK])
-            del ch.inq[:k]; n += k
+            head = ch.inq[0]
+            k = os.write(ch.in_fd, memoryview(head)[ch.in_at:])
+            n += k; ch.in_at += k
+            if ch.in_at == len(head): ch.inq.popleft(); ch.in_at = 0
     except BlockingIOError: pass
     except OSError:
         # It stopped reading (exited, or closed its stdin): what waits is dropped, and acknowledged.
-        n += len(ch.inq); ch.inq.clear(); ch.in_dead = True; ch.in_eof = True
+        n += sum(map(len, ch.inq)) - ch.in_at; ch.inq.clear(); ch.in_at = 0; ch.in_dead = True; ch.in_eof = True
     if n: out("a", ch.cid, struct.pack(">I", n))
     if not ch.inq and ch.in_eof: close_in(ch)
     else: watch(ch)
@@ -250,11 +256,13 @@ def main():
                     for ch in list(chans.values()): drop(ch)
                     return
                 buf += b
-                while len(buf) >= HEAD.size:
-                    t, cid, n = HEAD.unpack_from(buf)
-                    if len(buf) < HEAD.size + n: break
-                    body = bytes(buf[HEAD.size:HEAD.size + n]); del buf[:HEAD.size + n]
+                at = 0  # the frames read off, then cut from the buffer once
+                while len(buf) - at >= HEAD.size:
+                    t, cid, n = HEAD.unpack_from(buf, at)
+                    if len(buf) - at < HEAD.size + n: break
+                    body = bytes(buf[at + HEAD.size:at + HEAD.size + n]); at += HEAD.size + n
                     on_frame(chr(t), cid, body)
+                del buf[:at]
             else:
                 ch, fd = key.data
                 if ch.cid not in chans: continue
