@@ -7,6 +7,11 @@
 // Also the floor under dequeue → ready at 50,000 files: the host's own tar piped into a `tar -x`
 // exec in such a container, nothing else (no bounds, no checks), then git's hash of every file
 // (`git hash-object --stdin-paths`, nothing written): what any baseline has to compute.
+// And the floor of a job that loads a repo and hands back a patch (`repo_job`): the bare job with
+// the bench's 1,000-file repo piped in from the host's tar, a git baseline taken before the
+// commands and the diff against it after, all in the same one exec. What any design that loads a
+// repo and returns a patch must spend on top of the bare job: its ceiling over the bare floor's
+// is the most of the throughput goal such a design can reach on this machine.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
@@ -54,6 +59,18 @@ export async function benchFloor() {
     const p = await c.attach(["bash", "-c", commands], () => {});
     await p.ended;
   };
+  const repo1k = makeRepo(1000);
+  // The repo in, a baseline, the commands, the patch: one exec, stdin the host's tar of the repo.
+  const repoJob = `set -e; tar -x -C /workspace; cd /workspace; git init -q; git add -A; base=$(git write-tree)\n${commands}\ngit add -A; git diff --cached "$base" | wc -c`;
+  const execRepo = async (c: Box) => {
+    let out = "";
+    const p = await c.attach(["bash", "-c", repoJob], (d) => void (out += d));
+    const tar = spawn("tar", ["-C", repo1k, "-cf", "-", "."], { stdio: ["ignore", "pipe", "inherit"] });
+    await p.pipeIn(tar.stdout);
+    await p.ended;
+    const code = await p.exitCode();
+    if (code !== 0 || !(Number(out.trim().split("\n").at(-1)) > 0)) throw new Error(`the floor's repo job failed (${code}): ${out.slice(-500)}`);
+  };
   const requests = async () => {
     const messages: Message[] = [{ role: "user", content: "bench task" }];
     for (;;) {
@@ -72,7 +89,7 @@ export async function benchFloor() {
   };
   try {
     log("floor: a hardened container's lifecycle, the scripted job's commands and model requests, nothing of patchbay");
-    const rows: Record<"lifecycle" | "commands" | "bare_job" | "model", { core: number; wall: number }[]> = { lifecycle: [], commands: [], bare_job: [], model: [] };
+    const rows: Record<"lifecycle" | "commands" | "bare_job" | "repo_job" | "model", { core: number; wall: number }[]> = { lifecycle: [], commands: [], bare_job: [], repo_job: [], model: [] };
     for (let i = 0; i < 9; i++) {
       rows.lifecycle.push(await measure(async () => {
         const c = await container();
@@ -92,12 +109,21 @@ export async function benchFloor() {
           await removeQuietly(c.name);
         }
       }));
+      rows.repo_job.push(await measure(async () => {
+        const c = await container();
+        try {
+          await execRepo(c);
+        } finally {
+          await removeQuietly(c.name);
+        }
+      }));
       rows.model.push(await measure(requests));
     }
     for (const r of Object.values(rows)) r.shift(); // warm-up
     const core = (k: keyof typeof rows) => median(rows[k].map((r) => r.core));
     const wall = (k: keyof typeof rows) => round(median(rows[k].map((r) => r.wall)), 1);
     const perJob = core("bare_job") + core("model");
+    const perRepoJob = core("repo_job") + core("model");
     log("floor: the host's tar of 50,000 files piped into `tar -x` in such a container");
     const repo = makeRepo(50_000);
     const stream: number[] = [];
@@ -117,14 +143,17 @@ export async function benchFloor() {
       rmSync(repo, { recursive: true, force: true });
     }
     return {
-      core_ms: { lifecycle: core("lifecycle"), commands_in_one_exec: core("commands"), bare_job: core("bare_job"), model_requests: core("model"), per_job: perJob },
-      wall_ms: { lifecycle: wall("lifecycle"), commands_in_one_exec: wall("commands"), bare_job: wall("bare_job"), model_requests: wall("model") },
+      core_ms: { lifecycle: core("lifecycle"), commands_in_one_exec: core("commands"), bare_job: core("bare_job"), repo_job: core("repo_job"), model_requests: core("model"), per_job: perJob, per_repo_job: perRepoJob },
+      wall_ms: { lifecycle: wall("lifecycle"), commands_in_one_exec: wall("commands"), bare_job: wall("bare_job"), repo_job: wall("repo_job"), model_requests: wall("model") },
       tar_stream_50k_files_wall_ms: round(median(stream), 1),
       hash_50k_files_wall_ms: round(median(hash), 1),
       // Every core busy with nothing but such jobs.
       ceiling_jobs_per_min: round((cpus().length * 60_000) / perJob, 1),
+      // The same with a 1,000-file repo loaded, a baseline and a patch (see above).
+      ceiling_with_repo_jobs_per_min: round((cpus().length * 60_000) / perRepoJob, 1),
     };
   } finally {
+    rmSync(repo1k, { recursive: true, force: true });
     await fake.close();
   }
 }

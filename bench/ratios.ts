@@ -32,6 +32,10 @@ export function floorRatios(result: Record<string, unknown>): Record<string, Rat
   const floorReady = ((t, h) => (t === undefined || h === undefined ? undefined : t + h))(at(floor, "tar_stream_50k_files_wall_ms"), at(floor, "hash_50k_files_wall_ms"));
   const out: Record<string, Ratio | undefined> = {
     throughput_1x4: ratio(at(jobs, "1x4_pool", "jobs_per_min"), at(floor, "ceiling_jobs_per_min"), "jobs/min at 1 worker x 4 (pool) / the floor's ceiling", { min: 0.75 }),
+    // The throughput goal's reach: a job that loads a repo and returns a patch, at nothing of patchbay's
+    // own cost, over the bare floor (floor.ts's repo_job); and patchbay against that repo floor.
+    reachable_throughput: ratio(at(floor, "ceiling_with_repo_jobs_per_min"), at(floor, "ceiling_jobs_per_min"), "the floor's ceiling with a 1k-file repo loaded, baselined and diffed / the floor's ceiling: the most of throughput_1x4 a design that loads a repo can reach"),
+    throughput_1x4_of_repo_floor: ratio(at(jobs, "1x4_pool", "jobs_per_min"), at(floor, "ceiling_with_repo_jobs_per_min"), "jobs/min at 1 worker x 4 (pool) / the floor's ceiling with the repo"),
     job_overhead: ratio(at(overhead, "pool_background_removal", "job_overhead_ms"), at(floor, "wall_ms", "bare_job"), "job overhead at 1k files (wall minus model) / the floor's bare job (wall)", { max: 1.6 }),
     cpu_per_job: ratio(at(overhead, "pool_background_removal", "cpu_core_ms_per_job", "total"), at(floor, "core_ms", "per_job"), "core-ms per job / the floor's per job (bare job + model requests)"),
     ready_50k: ratio(ready, floorReady, "dequeue->ready at 50k files (pool) / the floor's tar into tar -x + git's hash of the files", { max: 1.3 }),
