@@ -97,6 +97,27 @@ describe("the helper program on this host", () => {
     expect(long.code).toBe(126);
     expect(long.err).toMatch(/^patchbay helper: cannot start 'x{200}': File name too long\n$/);
   });
+  it("runs a `python3 -I -S -u -c` child as a fork of itself, as the exec would have run it; any other python is exec'd", async () => {
+    const script = [
+      "# probe.py: what an inline child sees",
+      "import os, sys, signal",
+      "cmd = open('/proc/self/cmdline', 'rb').read().split(b'\\0')",
+      "comm = open('/proc/self/comm').read().strip()",
+      "print(sys.argv, sorted(os.environ), signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN, signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL, b'helper.py' in cmd[6], comm, sorted(os.listdir('/proc/self/fd')))",
+      "sys.exit(int(sys.argv[2]))",
+    ].join("\n");
+    const inline = await rawHelper(["python3", "-I", "-S", "-u", "-c", script, "a b", "3"], ENV);
+    expect({ code: inline.code, err: inline.err }).toEqual({ code: 3, err: "" });
+    // Its argv and environment as python -c would give, SIGPIPE ignored as python leaves it, the
+    // helper's command line (a fork, no new interpreter), its script's name, only its stdio open.
+    expect(inline.out).toBe("['-c', 'a b', '3'] ['HOME', 'PATH', 'SET'] True True True probe.py ['0', '1', '2', '3']\n");
+    const raised = await rawHelper(["python3", "-I", "-S", "-B", "-u", "-c", "raise ValueError('no')"], ENV);
+    expect(raised).toMatchObject({ code: 1, err: expect.stringMatching(/Traceback[\s\S]*ValueError: no\n$/) });
+    expect(await rawHelper(["python3", "-I", "-S", "-u", "-c", "import sys; sys.exit('gone')"], ENV)).toEqual({ out: "", err: "gone\n", code: 1 });
+    // Without -u (or with a flag it does not run with) it is a new interpreter: its own command line.
+    const exec = await rawHelper(["python3", "-I", "-S", "-c", "print(open('/proc/self/cmdline','rb').read().split(b'\\0')[4])"], ENV);
+    expect(exec).toEqual({ out: "b\"print(open('/proc/self/cmdline','rb').read().split(b'\\\\0')[4])\"\n", err: "", code: 0 });
+  });
 });
 
 describe("the helper on the local backend", () => {
@@ -117,10 +138,12 @@ describe("the helper on the local backend", () => {
     expect(root.out.trim()).toBe(`${pid} 0:0`);
     // The sandbox's own processes are its children too: the shell, the file agent, the supervisor.
     await sb.shell.supervised();
-    const tree = await run(box(), ["bash", "-c", `ps -o args= --ppid ${pid}`], { user: "0:0" });
-    expect(tree.out).toMatch(/^bash --noprofile --norc$/m);
-    expect(tree.out).toMatch(/file_agent\.py/);
-    expect(tree.out).toMatch(/supervisor\.py/);
+    const tree = await run(box(), ["bash", "-c", `ps -o comm=,args= --ppid ${pid}`], { user: "0:0" });
+    expect(tree.out).toMatch(/^bash +bash --noprofile --norc$/m);
+    // The file agent and the supervisor are forks of the helper running their scripts (no new
+    // interpreter): named by their scripts, with the helper's command line.
+    expect(tree.out).toMatch(/^file_agent\.py +python3 -I -S -B -u -c # helper\.py/m);
+    expect(tree.out).toMatch(/^supervisor\.py +python3 -I -S -B -u -c # helper\.py/m);
     // Nothing of the helper's or of another channel's is open in a child: only its own stdio.
     expect((await run(box(), ["ls", "/proc/self/fd"])).out).toBe("0\n1\n2\n3\n");
   });

@@ -98,8 +98,9 @@ describe("the file agent is out of the agent's reach (real engine)", () => {
 
   it("runs as root with the agent's file identity: new files are uid 1000's", async () => {
     await sb().files.write("/workspace/owned.txt", Buffer.from("x"));
-    // Three root pythons: the helper (every process's parent), the file agent and the supervisor; none of the agent's uid.
-    const r = await sb().shell.run("stat -c '%u:%g %a' /workspace/owned.txt; ps -o user=,args= -C python3 | grep -c '^root .*python3 -I -S'; ps -o user=,args= -C python3 | grep -vc '^root '");
+    // Three root pythons: the helper (every process's parent), and the file agent and the supervisor
+    // (forks of it, named by their scripts); none of the agent's uid.
+    const r = await sb().shell.run("stat -c '%u:%g %a' /workspace/owned.txt; ps -e -o user=,comm=,args= | grep -c '^root  *\\(python3\\|file_agent.py\\|supervisor.py\\)  *python3 -I -S'; ps -e -o user=,args= | grep '[p]ython3 -I -S' | grep -vc '^root '");
     expect(r.output).toBe("1000:1000 644\n3\n0\n");
   });
 

@@ -25,7 +25,7 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
   it("runs as the uid asked for, in its cwd, with its env and stdin, as a child of the agent", async () => {
     const root = await sb().exec(["bash", "-c", 'echo "$(id -u):$(id -g) $(pwd) $FOO $(cat) $(cat /proc/$PPID/comm)"'], { ...ROOT, cwd: "/patchbay", env: ["FOO=bar"], stdin: "in" });
     expect(root.exitCode, root.stderr).toBe(0);
-    expect(root.stdout.toString()).toBe("0:0 /patchbay bar in python3\n");
+    expect(root.stdout.toString()).toBe("0:0 /patchbay bar in file_agent.py\n");
     const agent = await sb().exec(["bash", "-c", 'echo "$(id -u):$(id -g) $(id -G) $(pwd) $HOME"; ls /patchbay'], {});
     expect(agent.stdout.toString()).toBe("1000:1000 1000 /workspace /home/agent\n");
     expect(agent.exitCode).not.toBe(0);
@@ -42,7 +42,7 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
       lane.canRun = canRun;
       try {
         const parent = await sb().exec(["bash", "-c", "cat /proc/$PPID/comm"], ROOT);
-        expect(parent.stdout.toString()).toBe(canRun ? "python3\n" : "timeout\n");
+        expect(parent.stdout.toString()).toBe(canRun ? "file_agent.py\n" : "timeout\n");
         await sb().exec(["rm", "-rf", "/patchbay/p", "/patchbay/two.bin"], ROOT);
         const r = await sb().exec(["bash", "-c", show], { ...ROOT, stdin: "rest", put: [{ path: "/patchbay/p/q/one.bin", data }, { path: "/patchbay/two.bin", data: Buffer.from("two\n") }] });
         expect(r.exitCode, r.stderr).toBe(0);

@@ -23,10 +23,13 @@
 # stdin unacknowledged: the helper never blocks on a child and its buffers are bounded.
 # A child is forked here and becomes its uid in its own process before its exec, which the helper
 # never waits for: the agent can stop a child of its uid at any moment, and that stalls that
-# channel only. A spawn that fails (no such program or directory, the pids limit) is a channel
+# channel only. A spawn of `python3 -I -S -u [-B] -c SCRIPT ARGS...` (the supervisor, the file agent)
+# runs SCRIPT in that forked child instead of exec'ing a new interpreter: the same uid, session,
+# stdio, signal dispositions, environment and argv as the exec would give, without the ~15-20
+# core-ms of an interpreter's start (its imports are its own). A spawn that fails (no such program or directory, the pids limit) is a channel
 # that prints why on stderr and exits 127 (not found) or 126. Stdin at EOF (the worker went): every
 # pipe closed, and it exits.
-import os, sys, json, struct, selectors, signal, pwd, errno, time, collections
+import os, sys, json, struct, selectors, signal, pwd, errno, time, collections, builtins
 VERSION = 1
 WINDOW = 1 << 20
 CHUNK = 64 << 10
@@ -149,10 +152,12 @@ def spawn(ch, req):
 
 def child(pipes, uid, gid, cwd, argv, env):
     # In the forked child: its own session and stdio, nothing else open but the error pipe (closed
-    # by the exec), the signals python ignores back to their defaults, then the uid; only then the
+    # by the exec, or before an inline script), the signals python ignores back to their defaults, then the uid; only then the
     # directory (checked as that uid) and the program. Whatever fails is written to the error pipe.
     step, err = "setup: ", pipes[3][1]
     try:
+        try: sel.close()  # its epoll fd, before closerange: the object must not close a reused number
+        except OSError: pass
         signal.set_wakeup_fd(-1)
         os.setsid()
         for i, fd in enumerate((pipes[0][0], pipes[1][1], pipes[2][1])): os.dup2(fd, i)
@@ -163,12 +168,54 @@ def child(pipes, uid, gid, cwd, argv, env):
         step = "the directory %r: " % cwd[:200].decode("utf-8", "replace")
         os.chdir(cwd)
         step = ""
-        os.execvpe(argv[0], argv, env)
+        script = inline_script(argv)
+        if script is None: os.execvpe(argv[0], argv, env)
+        # Started: the error pipe's EOF says so, as the exec's close-on-exec does.
+        os.close(err); err = -1
+        os._exit(run_inline(*script, env))
     except BaseException as e:
-        try: os.write(err, b"%d %s%s" % (getattr(e, "errno", 0) or 0, step.encode(), str(getattr(e, "strerror", None) or e).encode()[:300]))
-        except BaseException: pass
+        if err >= 0:
+            try: os.write(err, b"%d %s%s" % (getattr(e, "errno", 0) or 0, step.encode(), str(getattr(e, "strerror", None) or e).encode()[:300]))
+            except BaseException: pass
     finally:
         os._exit(127)
+
+# A python child run in the fork: only with this helper's own isolation and unbuffered stdio asked
+# for, so that it behaves as the exec'd interpreter would (-B only saves bytecode writes).
+INLINE_NEEDS, INLINE_MAY = {b"-I", b"-S", b"-u"}, {b"-I", b"-S", b"-u", b"-B"}
+def inline_script(argv):
+    if not argv or argv[0] != b"python3": return None
+    i = 1
+    while i < len(argv) and argv[i] in INLINE_MAY: i += 1
+    if i + 1 >= len(argv) or argv[i] != b"-c" or not INLINE_NEEDS <= set(argv[1:i]): return None
+    return argv[i + 1], argv[i + 2:]
+
+def run_inline(script, args, env):
+    # As python's own start leaves them: SIGPIPE and SIGXFSZ ignored (a write fails instead), the
+    # environment and argv the exec would have had. Its exit: SystemExit's code, 1 after a traceback.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN); signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    # Its name in ps (comm): the script's own from its first line (`# supervisor.py: ...`), as its
+    # command line is this helper's.
+    name = script[2:script.find(b":")] if script.startswith(b"# ") else b""
+    if 0 < len(name) <= 15 and name.replace(b"_", b"").replace(b".", b"").isalnum():
+        try:
+            with open("/proc/self/comm", "wb") as f: f.write(name)
+        except OSError: pass
+    os.environb.clear(); os.environb.update(env)
+    sys.argv = ["-c"] + [os.fsdecode(a) for a in args]
+    code = 0
+    try:
+        exec(compile(script, "<string>", "exec"), {"__name__": "__main__", "__builtins__": builtins})
+    except SystemExit as e:
+        if e.code is None: code = 0
+        elif isinstance(e.code, int): code = e.code
+        else: print(e.code, file=sys.stderr); code = 1
+    except BaseException:
+        import traceback; traceback.print_exc(); code = 1
+    for f in (sys.stdout, sys.stderr):
+        try: f.flush()
+        except BaseException: pass
+    return code & 0xff
 
 def on_spawned(ch):
     # The error pipe: EOF alone once the exec succeeded; else why it failed (the child exits 127).
