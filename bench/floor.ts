@@ -12,12 +12,13 @@
 // commands and the diff against it after, all in the same one exec. What any design that loads a
 // repo and returns a patch must spend on top of the bare job: its ceiling over the bare floor's
 // is the most of the throughput goal such a design can reach on this machine.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { AnthropicModel, type Message } from "../src/agent/model.js";
+import { repoArchive } from "../src/job/repo.js";
 import { defaults, loadConfig } from "../src/config.js";
 import { DockerRuntime } from "../src/runtime/docker.js";
 import { LABEL } from "../src/runtime/owner.js";
@@ -128,6 +129,7 @@ export async function benchFloor() {
     const repo = makeRepo(50_000);
     const stream: number[] = [];
     const hash: number[] = [];
+    const hostSide = { patchbay: [] as { wall: number; core: number }[], gnu_tar: [] as { wall: number; core: number }[] };
     try {
       for (let i = 0; i < 3; i++) {
         const c = await container();
@@ -139,14 +141,24 @@ export async function benchFloor() {
           await removeQuietly(c.name);
         }
       }
+      // The host's side alone, into nowhere: patchbay's (the walk, the reads on its reader thread,
+      // the tar and the pack: what ready at 50k files waits on beside the sandbox's tar -x) and
+      // GNU tar's. The gap is the per-file cost of a safe reader in Node (no openat: each open
+      // resolves /proc/self/fd/N/name) and of the pack, not of anything the sandbox does.
+      for (let i = 0; i < 3; i++) {
+        hostSide.patchbay.push(await hostSidePatchbay(repo));
+        hostSide.gnu_tar.push(hostSideTar(repo));
+      }
     } finally {
       rmSync(repo, { recursive: true, force: true });
     }
+    const med = (rows: { wall: number; core: number }[]) => ({ wall_ms: round(median(rows.map((r) => r.wall)), 1), core_ms: Math.round(median(rows.map((r) => r.core))) });
     return {
       core_ms: { lifecycle: core("lifecycle"), commands_in_one_exec: core("commands"), bare_job: core("bare_job"), repo_job: core("repo_job"), model_requests: core("model"), per_job: perJob, per_repo_job: perRepoJob },
       wall_ms: { lifecycle: wall("lifecycle"), commands_in_one_exec: wall("commands"), bare_job: wall("bare_job"), repo_job: wall("repo_job"), model_requests: wall("model") },
       tar_stream_50k_files_wall_ms: round(median(stream), 1),
       hash_50k_files_wall_ms: round(median(hash), 1),
+      host_side_50k_files: { patchbay: med(hostSide.patchbay), gnu_tar: med(hostSide.gnu_tar) },
       // Every core busy with nothing but such jobs.
       ceiling_jobs_per_min: round((cpus().length * 60_000) / perJob, 1),
       // The same with a 1,000-file repo loaded, a baseline and a patch (see above).
@@ -176,4 +188,27 @@ async function hashFiles(box: Box): Promise<void> {
   await p.ended;
   const code = await p.exitCode();
   if (code !== 0) throw new Error(`git hash-object in the container failed (${code}): ${err}`);
+}
+
+/** patchbay's host side of a load alone: the repo's archive read to nowhere, and its pack made. Wall and this process's CPU (its reader threads too). */
+async function hostSidePatchbay(dir: string): Promise<{ wall: number; core: number }> {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  const archive = await repoArchive({ path: dir });
+  for await (const _ of archive.stream);
+  await archive.blobs.finish();
+  await archive.cleanup();
+  const c = process.cpuUsage(c0);
+  return { wall: performance.now() - t0, core: (c.user + c.system) / 1000 };
+}
+
+/** GNU tar's read of the same directory into /dev/null: wall, and its CPU (bash's `times` of its children). */
+function hostSideTar(dir: string): { wall: number; core: number } {
+  const t0 = performance.now();
+  const r = spawnSync("bash", ["-c", 'tar -C "$1" -cf - . > /dev/null && times', "bash", dir], { encoding: "utf8" });
+  const wall = performance.now() - t0;
+  if (r.status !== 0) throw new Error(`tar of the bench repo failed: ${r.stderr}`);
+  const secs = (t: string) => Number(/^(\d+)m([\d.]+)s$/.exec(t)?.[1] ?? NaN) * 60 + Number(/^(\d+)m([\d.]+)s$/.exec(t)?.[2] ?? NaN);
+  const [user, sys] = r.stdout.trim().split("\n").at(-1)!.trim().split(/\s+/);
+  return { wall, core: (secs(user!) + secs(sys!)) * 1000 };
 }

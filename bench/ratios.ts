@@ -14,6 +14,8 @@ export interface Ratio {
   met: boolean;
 }
 
+const sum = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : a + b);
+
 /** a / b against its goal; without a goal the ratio is only reported (met: true). */
 function ratio(a: number | undefined, b: number | undefined, of: string, goal?: { max: number } | { min: number }): Ratio | undefined {
   if (a === undefined || b === undefined || b <= 0) return undefined;
@@ -29,7 +31,7 @@ export function floorRatios(result: Record<string, unknown>): Record<string, Rat
   const jobs = result["jobs"] as Row;
   const overhead = result["overhead"] as Row;
   const ready = at(result["ready"], "dequeue_to_ready_ms", "50000_pool");
-  const floorReady = ((t, h) => (t === undefined || h === undefined ? undefined : t + h))(at(floor, "tar_stream_50k_files_wall_ms"), at(floor, "hash_50k_files_wall_ms"));
+  const floorReady = sum(at(floor, "tar_stream_50k_files_wall_ms"), at(floor, "hash_50k_files_wall_ms"));
   const out: Record<string, Ratio | undefined> = {
     throughput_1x4: ratio(at(jobs, "1x4_pool", "jobs_per_min"), at(floor, "ceiling_jobs_per_min"), "jobs/min at 1 worker x 4 (pool) / the floor's ceiling", { min: 0.75 }),
     // The throughput goal's reach: a job that loads a repo and returns a patch, at nothing of patchbay's
@@ -39,6 +41,10 @@ export function floorRatios(result: Record<string, unknown>): Record<string, Rat
     job_overhead: ratio(at(overhead, "pool_background_removal", "job_overhead_ms"), at(floor, "wall_ms", "bare_job"), "job overhead at 1k files (wall minus model) / the floor's bare job (wall)", { max: 1.6 }),
     cpu_per_job: ratio(at(overhead, "pool_background_removal", "cpu_core_ms_per_job", "total"), at(floor, "core_ms", "per_job"), "core-ms per job / the floor's per job (bare job + model requests)"),
     ready_50k: ratio(ready, floorReady, "dequeue->ready at 50k files (pool) / the floor's tar into tar -x + git's hash of the files", { max: 1.3 }),
+    // The least ready_50k can be with patchbay's host side as it is: that side alone (into nowhere),
+    // then the hash, over the floor's; and that side's CPU over GNU tar's for the same files.
+    ready_50k_reach: ratio(sum(at(floor, "host_side_50k_files", "patchbay", "wall_ms"), at(floor, "hash_50k_files_wall_ms")), floorReady, "(patchbay's host side of a 50k-file load alone, wall + git's hash) / the floor's tar into tar -x + hash: the least ready_50k this reader allows"),
+    host_side_cpu_50k: ratio(at(floor, "host_side_50k_files", "patchbay", "core_ms"), at(floor, "host_side_50k_files", "gnu_tar", "core_ms"), "core-ms of patchbay's host side of a 50k-file load / GNU tar's read of the same files"),
   };
   const ready1k = at(result["ready"], "dequeue_to_ready_ms", "1000_pool");
   if (ready1k !== undefined) out["ready_1k_pool_ms"] = { value: ready1k, of: "dequeue->ready at 1k files with the pool, ms (not a ratio)", goal: "<= 100", met: ready1k <= 100 };
