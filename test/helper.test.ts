@@ -56,7 +56,7 @@ const PYTHON = "/usr/bin/python3";
 const ENV = { PATH: "/usr/bin:/bin" };
 
 /** The helper program itself on this host (no box): spawns `argv` on channel 1, returns its frames' output and exit. */
-async function rawHelper(argv: string[], env: Record<string, string>) {
+async function rawHelper(argv: string[], env: Record<string, string>, user = `${process.getuid!()}:${process.getgid!()}`, extra: string[] = []) {
   const p = spawn(PYTHON, ["-I", "-S", "-B", "-u", "-c", HELPER_SCRIPT], { env, stdio: ["pipe", "pipe", "inherit"] });
   const reader = new FrameReader();
   let ready = false;
@@ -77,7 +77,7 @@ async function rawHelper(argv: string[], env: Record<string, string>) {
     });
     p.once("exit", () => resolve(undefined));
   });
-  p.stdin.write(spawnFrame(1, { argv, user: `${process.getuid!()}:${process.getgid!()}`, env: ["ODD", "SET=1"], cwd: "/" }));
+  p.stdin.write(spawnFrame(1, { argv, user, env: ["ODD", "SET=1", ...extra], cwd: "/" }));
   const code = await done;
   p.stdin.end();
   return { out, err, code };
@@ -97,26 +97,40 @@ describe("the helper program on this host", () => {
     expect(long.code).toBe(126);
     expect(long.err).toMatch(/^patchbay helper: cannot start 'x{200}': File name too long\n$/);
   });
-  it("runs a `python3 -I -S -u -c` child as a fork of itself, as the exec would have run it; any other python is exec'd", async () => {
+  it.runIf(process.getuid!() === 0)("runs a root `python3 -I -S -u -c` child as a fork of itself, as the exec would have run it; any other python is exec'd", async () => {
     const script = [
       "# probe.py: what an inline child sees",
-      "import os, sys, signal",
+      "import os, sys, signal, threading, atexit, time",
       "cmd = open('/proc/self/cmdline', 'rb').read().split(b'\\0')",
       "comm = open('/proc/self/comm').read().strip()",
-      "print(sys.argv, sorted(os.environ), signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN, signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL, b'helper.py' in cmd[6], comm, sorted(os.listdir('/proc/self/fd')))",
+      "print(sys.argv, sorted(os.environ), signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN, signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL, b'helper.py' in cmd[6], comm, sorted(os.listdir('/proc/self/fd')), sorted(k for k in vars(sys.modules['__main__']) if not k.startswith('__')))",
+      "atexit.register(lambda: print('atexit'))",
+      "threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()",
       "sys.exit(int(sys.argv[2]))",
     ].join("\n");
+    // The environment as an exec'd python has it: the helper's own (PATH only here) made its
+    // start coerce the C locale, and that LC_CTYPE is passed on by an exec'd python too.
+    const exec = await rawHelper(["python3", "-I", "-S", "-c", "import os; print(sorted(os.environ))"], ENV);
+    expect(exec).toEqual({ out: "['HOME', 'LC_CTYPE', 'PATH', 'SET']\n", err: "", code: 0 });
     const inline = await rawHelper(["python3", "-I", "-S", "-u", "-c", script, "a b", "3"], ENV);
     expect({ code: inline.code, err: inline.err }).toEqual({ code: 3, err: "" });
-    // Its argv and environment as python -c would give, SIGPIPE ignored as python leaves it, the
-    // helper's command line (a fork, no new interpreter), its script's name, only its stdio open.
-    expect(inline.out).toBe("['-c', 'a b', '3'] ['HOME', 'PATH', 'SET'] True True True probe.py ['0', '1', '2', '3']\n");
+    // Its argv as python -c gives it, SIGPIPE ignored as python leaves it, the helper's command
+    // line (a fork, no new interpreter), its script's name, only its stdio open, a __main__ of its
+    // own (nothing of the helper's); its thread waited for, then atexit, as python's exit does.
+    expect(inline.out).toBe("['-c', 'a b', '3'] ['HOME', 'LC_CTYPE', 'PATH', 'SET'] True True True probe.py ['0', '1', '2', '3'] ['atexit', 'cmd', 'comm', 'os', 'signal', 'sys', 'threading', 'time']\nthread\natexit\n");
     const raised = await rawHelper(["python3", "-I", "-S", "-B", "-u", "-c", "raise ValueError('no')"], ENV);
-    expect(raised).toMatchObject({ code: 1, err: expect.stringMatching(/Traceback[\s\S]*ValueError: no\n$/) });
+    expect(raised).toMatchObject({ code: 1, err: expect.stringMatching(/^Traceback[\s\S]*File "<string>", line 1[\s\S]*ValueError: no\n$/) });
+    expect(raised.err).not.toMatch(/run_inline/);
     expect(await rawHelper(["python3", "-I", "-S", "-u", "-c", "import sys; sys.exit('gone')"], ENV)).toEqual({ out: "", err: "gone\n", code: 1 });
-    // Without -u (or with a flag it does not run with) it is a new interpreter: its own command line.
-    const exec = await rawHelper(["python3", "-I", "-S", "-c", "print(open('/proc/self/cmdline','rb').read().split(b'\\0')[4])"], ENV);
-    expect(exec).toEqual({ out: "b\"print(open('/proc/self/cmdline','rb').read().split(b'\\\\0')[4])\"\n", err: "", code: 0 });
+    expect((await rawHelper(["python3", "-I", "-S", "-u", "-c", "raise KeyboardInterrupt"], ENV)).code).toBe(130);
+    // Exec'd, a new interpreter with its own command line: without -u; as any uid but root (a fork
+    // would hold a copy of the helper's memory: other channels' bytes in flight); with the locale
+    // variables changed (the interpreter's encodings come from them).
+    const own = ["-c", "import sys; print(open('/proc/self/cmdline','rb').read().split(b'\\0')[-2].decode())"];
+    expect((await rawHelper(["python3", "-I", "-S", ...own], ENV)).out).toBe("import sys; print(open('/proc/self/cmdline','rb').read().split(b'\\0')[-2].decode())\n");
+    expect((await rawHelper(["python3", "-I", "-S", "-u", ...own], ENV, "1000:1000")).out).toMatch(/^import sys/);
+    expect((await rawHelper(["python3", "-I", "-S", "-u", ...own], ENV, undefined, ["LANG=C.UTF-8"])).out).toMatch(/^import sys/);
+    expect((await rawHelper(["python3", "-I", "-S", "-u", ...own], ENV, undefined, ["LANGUAGE=C"])).out).toMatch(/^# helper\.py: /); // not a locale variable: a fork
   });
 });
 

@@ -42,6 +42,10 @@ def initial_env():
         return dict(kv.split(b"=", 1) for kv in raw.split(b"\0") if b"=" in kv)
     except OSError: return dict(os.environb)
 BASE_ENV = initial_env()
+# What python's own start (PEP 538) set LC_CTYPE to, where it coerced a C locale: an exec'd python
+# passes that on to what it runs, so an inline child does too.
+COERCED = os.environb.get(b"LC_CTYPE") if os.environb.get(b"LC_CTYPE") != BASE_ENV.get(b"LC_CTYPE") else None
+LOCALE_VARS = (b"LC_ALL", b"LC_CTYPE", b"LANG")
 os.umask(0o022)
 sel = selectors.DefaultSelector()
 chans = {}
@@ -168,7 +172,10 @@ def child(pipes, uid, gid, cwd, argv, env):
         step = "the directory %r: " % cwd[:200].decode("utf-8", "replace")
         os.chdir(cwd)
         step = ""
-        script = inline_script(argv)
+        # Inline only as root (a fork holds a copy of the helper's memory: other channels' bytes in
+        # flight; the agent's uid must not get one) and with the helper's own locale variables (its
+        # interpreter's encodings were chosen from them).
+        script = inline_script(argv) if uid == 0 and gid == 0 and all(env.get(k) == BASE_ENV.get(k) for k in LOCALE_VARS) else None
         if script is None: os.execvpe(argv[0], argv, env)
         # Started: the error pipe's EOF says so, as the exec's close-on-exec does.
         os.close(err); err = -1
@@ -192,7 +199,9 @@ def inline_script(argv):
 
 def run_inline(script, args, env):
     # As python's own start leaves them: SIGPIPE and SIGXFSZ ignored (a write fails instead), the
-    # environment and argv the exec would have had. Its exit: SystemExit's code, 1 after a traceback.
+    # environment (with its coerced LC_CTYPE) and argv the exec would have had, a __main__ of its
+    # own. Its exit as python's: SystemExit's code, 1 after a traceback (130 for KeyboardInterrupt),
+    # once its non-daemon threads and atexit handlers are done.
     signal.signal(signal.SIGPIPE, signal.SIG_IGN); signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     # Its name in ps (comm): the script's own from its first line (`# supervisor.py: ...`), as its
     # command line is this helper's.
@@ -201,17 +210,33 @@ def run_inline(script, args, env):
         try:
             with open("/proc/self/comm", "wb") as f: f.write(name)
         except OSError: pass
+    if COERCED is not None: env = {**env, b"LC_CTYPE": COERCED}
     os.environb.clear(); os.environb.update(env)
     sys.argv = ["-c"] + [os.fsdecode(a) for a in args]
+    main = sys.modules["__main__"] = type(sys)("__main__")
+    main.__builtins__ = builtins
     code = 0
     try:
-        exec(compile(script, "<string>", "exec"), {"__name__": "__main__", "__builtins__": builtins})
+        exec(compile(script, "<string>", "exec", dont_inherit=True), main.__dict__)
     except SystemExit as e:
         if e.code is None: code = 0
         elif isinstance(e.code, int): code = e.code
-        else: print(e.code, file=sys.stderr); code = 1
-    except BaseException:
-        import traceback; traceback.print_exc(); code = 1
+        else:
+            code = 1
+            try: print(e.code, file=sys.stderr)
+            except BaseException: pass
+    except BaseException as e:
+        code = 130 if isinstance(e, KeyboardInterrupt) else 1
+        tb = e.__traceback__.tb_next if e.__traceback__ else None  # from the script's own frame on
+        try: sys.excepthook(type(e), e.with_traceback(tb), tb)
+        except BaseException: pass
+    # As the interpreter's own finalization: its non-daemon threads waited for, then atexit.
+    try:
+        if "threading" in sys.modules: sys.modules["threading"]._shutdown()
+    except BaseException: pass
+    try:
+        import atexit; atexit._run_exitfuncs()
+    except BaseException: pass
     for f in (sys.stdout, sys.stderr):
         try: f.flush()
         except BaseException: pass
