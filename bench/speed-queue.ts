@@ -122,7 +122,7 @@ export async function benchReady() {
         for (const mode of ["no_pool", "pool"] as const) {
           log(`ready (${mode}): dequeue → ready, ${files} files, one job at a time`);
           // The median of 5 after 2 (a new worker's first jobs run its code before V8 optimized
-          // it: at 1,000 files the load took 180, 160, 105, 90, 85 ms in its first five); the very
+          // it: at 1,000 files the load took 205, 193, 136, 129, 113 ms in its first five); the very
           // first job's is reported beside it.
           const r = await run(mode, 1, 7, repo, fake.url, true, {}, 2);
           out[`${files}_${mode}`] = r.dequeue_to_ready_ms;
