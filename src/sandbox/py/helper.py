@@ -23,11 +23,12 @@
 # stdin unacknowledged: the helper never blocks on a child and its buffers are bounded.
 # A child is forked here and becomes its uid in its own process before its exec, which the helper
 # never waits for: the agent can stop a child of its uid at any moment, and that stalls that
-# channel only. A spawn of `python3 -I -S -u [-B] -c SCRIPT ARGS...` (the supervisor, the file agent)
-# runs SCRIPT in that forked child instead of exec'ing a new interpreter: the same uid, session,
-# stdio, signal dispositions, environment and argv as the exec would give, without the ~15-20
-# core-ms of an interpreter's start (its imports are its own). A spawn that fails (no such program or directory, the pids limit) is a channel
-# that prints why on stderr and exits 127 (not found) or 126. Stdin at EOF (the worker went): every
+# channel only. A root spawn of `python3 -I -S -u [-B] -c SCRIPT ARGS...` with the helper's own
+# locale variables (the supervisor, the file agent) runs SCRIPT in that forked child instead of
+# exec'ing a new interpreter: the same session, stdio, signals, environment and argv as the exec
+# would give, without the ~15-20 core-ms of an interpreter's start. A spawn that fails (no such
+# program or directory, the pids limit) is a channel that prints why on stderr and exits 127 (not
+# found) or 126. Stdin at EOF (the worker went): every
 # pipe closed, and it exits.
 import os, sys, json, struct, selectors, signal, pwd, errno, time, collections, builtins
 VERSION = 1
@@ -156,8 +157,9 @@ def spawn(ch, req):
 
 def child(pipes, uid, gid, cwd, argv, env):
     # In the forked child: its own session and stdio, nothing else open but the error pipe (closed
-    # by the exec, or before an inline script), the signals python ignores back to their defaults, then the uid; only then the
-    # directory (checked as that uid) and the program. Whatever fails is written to the error pipe.
+    # by the exec, or before an inline script), the signals python ignores back to their defaults,
+    # then the uid; only then the directory (checked as that uid) and the program. Whatever fails
+    # is written to the error pipe.
     step, err = "setup: ", pipes[3][1]
     try:
         try: sel.close()  # its epoll fd, before closerange: the object must not close a reused number
