@@ -65,8 +65,7 @@ export async function benchFloor() {
   const execRepo = async (c: Box) => {
     let out = "";
     const p = await c.attach(["bash", "-c", repoJob], (d) => void (out += d));
-    const tar = spawn("tar", ["-C", repo1k, "-cf", "-", "."], { stdio: ["ignore", "pipe", "inherit"] });
-    await p.pipeIn(tar.stdout);
+    await p.pipeIn(hostTar(repo1k));
     await p.ended;
     const code = await p.exitCode();
     if (code !== 0 || !(Number(out.trim().split("\n").at(-1)) > 0)) throw new Error(`the floor's repo job failed (${code}): ${out.slice(-500)}`);
@@ -79,6 +78,15 @@ export async function benchFloor() {
       const use = r.content.find((b) => b.type === "tool_use") as { id: string } | undefined;
       if (!use) return;
       messages.push({ role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "ok" }] });
+    }
+  };
+  /** A container's whole life around `run`: created, run in, removed. */
+  const inFreshContainer = async (run: (c: Box) => Promise<void>) => {
+    const c = await container();
+    try {
+      await run(c);
+    } finally {
+      await removeQuietly(c.name);
     }
   };
   const measure = async (fn: () => Promise<unknown>) => {
@@ -101,22 +109,8 @@ export async function benchFloor() {
       } finally {
         await removeQuietly(c.name);
       }
-      rows.bare_job.push(await measure(async () => {
-        const c = await container();
-        try {
-          await exec(c);
-        } finally {
-          await removeQuietly(c.name);
-        }
-      }));
-      rows.repo_job.push(await measure(async () => {
-        const c = await container();
-        try {
-          await execRepo(c);
-        } finally {
-          await removeQuietly(c.name);
-        }
-      }));
+      rows.bare_job.push(await measure(() => inFreshContainer(exec)));
+      rows.repo_job.push(await measure(() => inFreshContainer(execRepo)));
       rows.model.push(await measure(requests));
     }
     for (const r of Object.values(rows)) r.shift(); // warm-up
@@ -167,12 +161,14 @@ export async function benchFloor() {
   }
 }
 
+/** The host's own tar of `dir` (`tar -C dir -cf - .`), as a stream. */
+const hostTar = (dir: string) => spawn("tar", ["-C", dir, "-cf", "-", "."], { stdio: ["ignore", "pipe", "inherit"] }).stdout;
+
 /** `tar -C dir -cf - .` on the host into `tar -x` in the container (the bench's own repo: nothing hostile). */
 async function pipeTar(box: Box, dir: string): Promise<void> {
   let err = "";
   const p = await box.attach(["tar", "-x", "-C", "/workspace"], (d, s) => void (s === 2 && (err += d)));
-  const tar = spawn("tar", ["-C", dir, "-cf", "-", "."], { stdio: ["ignore", "pipe", "inherit"] });
-  await p.pipeIn(tar.stdout);
+  await p.pipeIn(hostTar(dir));
   await p.ended;
   const ExitCode = await p.exitCode();
   if (ExitCode !== 0) throw new Error(`tar -x in the container failed (${ExitCode}): ${err}`);
