@@ -150,4 +150,14 @@ describe("leftover processes holding the pids limit (real engine)", () => {
     expect(r.output).toMatch(/alive\n/);
     expect(Number(r.output.trim().split("\n").at(-1))).toBeLessThan(10);
   });
+
+  it("a command that fills the limit from the shell itself: the timeout's kill takes the shell down too, and that command's result says it was replaced, not the next one's", async () => {
+    // The shell's own fork fails and bash waits to retry it; the kill's SIGUSR1 ends the wait, the
+    // fork fails for good, and a non-interactive bash exits.
+    const filled = await sb().shell.run("for i in $(seq 100); do sleep 1000 & done; echo filled", { timeoutSec: 4 });
+    expect(filled).toMatchObject({ timedOut: true, shellRestarted: true });
+    const next = await sb().shell.run("python3 -c 'print(9)'", { timeoutSec: 20 });
+    expect(next).toMatchObject({ output: "9\n", exitCode: 0, timedOut: false });
+    expect(next.shellRestarted).toBeUndefined();
+  });
 });

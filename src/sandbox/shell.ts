@@ -256,6 +256,12 @@ export class Shell {
         this.pending = undefined;
         await this.restartNow();
         restarted = true;
+      } else if (exitCode === null || pending.shellExited) {
+        // The kill ended the shell too: a non-interactive bash exits when a fork fails for good, and
+        // the kill's SIGUSR1 ends its wait between fork retries (a fork bomb holding the pids
+        // limit). Replaced now, so that this command's result says so, not the next one's.
+        await this.restartNow();
+        restarted = true;
       }
     }
     // Output held back while looking for a marker that never came (the shell died or was replaced).
