@@ -246,23 +246,7 @@ export class Shell {
     let timedOut = false;
     if (!this.pendingDone(nonce)) {
       timedOut = true;
-      if (pending.phase === "output") {
-        this.killed(await this.supervisor.kill("command", this.pid, this.keep()));
-        const wait = new AbortController(); // no timer left behind once the command ended
-        await Promise.race([ended, sleep(3000, undefined, { signal: wait.signal }).catch(() => {})]).finally(() => wait.abort());
-      }
-      if (!this.pendingDone(nonce)) {
-        // The shell itself is stuck (a builtin loop, or it lost its stdout): replace it.
-        this.pending = undefined;
-        await this.restartNow();
-        restarted = true;
-      } else if (exitCode === null || pending.shellExited) {
-        // The kill ended the shell too: a non-interactive bash exits when a fork fails for good, and
-        // the kill's SIGUSR1 ends its wait between fork retries (a fork bomb holding the pids
-        // limit). Replaced now, so that this command's result says so, not the next one's.
-        await this.restartNow();
-        restarted = true;
-      }
+      if (await this.stopTimedOut(pending, ended, () => exitCode)) restarted = true;
     }
     // Output held back while looking for a marker that never came (the shell died or was replaced).
     if (pending.phase === "output" && exitCode === null) {
@@ -276,6 +260,30 @@ export class Shell {
     const shellExited = (exitCode === null || Boolean(pending.shellExited)) && !timedOut;
     if (shellExited) output += `${output ? "\n" : ""}[patchbay: the shell exited; a fresh shell (cwd and environment reset) starts with the next command]`;
     return { output, exitCode: exitCode ?? (timedOut ? 124 : 255), timedOut: timedOut && !aborted, ...(aborted ? { aborted } : {}), truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}), ...(shellExited ? { shellExited } : {}) };
+  }
+
+  /**
+   * A timed-out command's processes killed, and the shell replaced where it is stuck or the kill
+   * ended it too; whether it was replaced.
+   */
+  private async stopTimedOut(pending: Pending, ended: Promise<void>, exitCode: () => number | null): Promise<boolean> {
+    if (pending.phase === "output") {
+      this.killed(await this.supervisor.kill("command", this.pid, this.keep()));
+      const wait = new AbortController(); // no timer left behind once the command ended
+      await Promise.race([ended, sleep(3000, undefined, { signal: wait.signal }).catch(() => {})]).finally(() => wait.abort());
+    }
+    if (!this.pendingDone(pending.nonce)) {
+      // The shell itself is stuck (a builtin loop, or it lost its stdout): replace it.
+      this.pending = undefined;
+      await this.restartNow();
+      return true;
+    }
+    if (exitCode() !== null && !pending.shellExited) return false;
+    // The kill ended the shell too: a non-interactive bash exits when a fork fails for good, and
+    // the kill's SIGUSR1 ends its wait between fork retries (a fork bomb holding the pids limit).
+    // Replaced now, so that this command's result says so, not the next one's.
+    await this.restartNow();
+    return true;
   }
 
   /**
