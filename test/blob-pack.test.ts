@@ -54,6 +54,30 @@ describe("BlobPack (host git reads it)", () => {
     expect(built.objects).toBeLessThan(200);
     expect(git(bareWith(built), "fsck", "--strict", "--no-dangling")).toBe("");
   });
+
+  it("names git's own root tree where every entry is known; none above an unknown one (streamed, a nested repo, a hard link)", async () => {
+    const dir = fs.mkdtempSync(path.join(tmpRoot, "tree"));
+    const files: [string, string, number][] = [["a-b", "1\n", 0o644], ["a/x", "2\n", 0o644], ["a.b", "3\n", 0o755], ["é/sp ace", "4\n", 0o644], ["empty", "", 0o644]];
+    const build = (extra?: (p: BlobPack) => void) => {
+      const p = new BlobPack();
+      for (const [n, text, mode] of files) p.entry(n, mode & 0o100 ? "exec" : "file", p.add(Buffer.from(text)));
+      p.entry("link", "symlink", p.add(Buffer.from("a/x")));
+      p.entry("a/", "dir");
+      p.entry("hollow/inner/", "dir"); // git records no empty directory
+      extra?.(p);
+      return p.finish();
+    };
+    for (const [n, text, mode] of files) {
+      fs.mkdirSync(path.dirname(path.join(dir, n)), { recursive: true });
+      fs.writeFileSync(path.join(dir, n), text, { mode });
+    }
+    fs.symlinkSync("a/x", path.join(dir, "link"));
+    git(dir, "init", "-q");
+    git(dir, "add", "-A");
+    expect((await build())?.tree).toBe(git(dir, "write-tree").trim());
+    expect((await build((p) => p.entry("big.bin", "file")))?.tree).toBeUndefined();
+    expect((await build((p) => p.entry("sub/.git/HEAD", "file", p.add(Buffer.from("ref: x\n")))))?.tree).toBeUndefined();
+  });
 });
 
 describe("a load with the pack (real engine)", () => {

@@ -9,8 +9,14 @@ import { afterAll, describe, expect, it } from "vitest";
 import { takeBaseline } from "../src/job/baseline.js";
 import { GIT } from "../src/job/git-store.js";
 import { checkpointDiff, computePatch } from "../src/job/patch.js";
-import { loadRepo, snapshotBaseline } from "../src/job/repo.js";
+import { acquire, release, type Held } from "../src/job/acquire.js";
+import { jobContext } from "../src/job/context.js";
+import { prepare } from "../src/job/prepare.js";
+import { loadRepo, repoArchive, snapshotBaseline } from "../src/job/repo.js";
+import { loadConfig } from "../src/config.js";
+import { runtimeOf } from "../src/runtime/index.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
+import { JobSpec } from "../src/spec.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-statcache-"));
 afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
@@ -254,5 +260,71 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
       expect(next.tree).not.toBe(cp.tree);
       expect(next.patch).toMatch(/^\+more$/m);
     });
+  }, 180_000);
+});
+
+describe("the worker's tree of what it sent, taken at once and checked by git's hash (real engine)", () => {
+  /** After the exec that took the worker's tree (PB_TREE), before git hashes the files: `then`, as root. */
+  function afterFastBaseline(sb: Sandbox, then: string): { tampered: () => boolean } {
+    let done = false;
+    const exec = sb.exec.bind(sb);
+    sb.exec = async (argv, o) => {
+      const r = await exec(argv, o);
+      if (!done && o?.env?.some((e) => e.startsWith("PB_TREE=")) && r.stdout.toString().startsWith("check\n")) {
+        done = true;
+        expect((await exec(["bash", "-c", then], { user: "0:0", cwd: "/workspace" })).exitCode).toBe(0);
+      }
+      return r;
+    };
+    return { tampered: () => done };
+  }
+
+  it("is the baseline at once, and git's own tree of the bytes on disk replaces it where they differ", async () => {
+    const dir = hostDir({ "a.txt": "AAAA\n", "b.txt": "bbbb\n" });
+    await withSandbox(async (sb) => {
+      const archive = await repoArchive({ path: dir });
+      expect(await sb.putTarStream("/workspace", archive.stream)).toBe(true);
+      await archive.cleanup();
+      const pack = await archive.blobs.finish();
+      const sent = pack?.tree ?? "";
+      expect(sent).toMatch(/^[0-9a-f]{40}$/);
+      const same = await takeBaseline(sb, [], { pack });
+      expect(same.tree).toBe(sent);
+      expect(await same.checked).toBe(sent);
+      await same.agentRepo;
+      expect((await uncached(sb, sent)).patch).toBe(""); // the worker's tree is the files on disk
+      // Bytes on disk that are not what the worker sent: its tree is taken at once, git's replaces it.
+      await sb.exec(["bash", "-c", "printf changed > a.txt"], { user: "0:0", cwd: "/workspace" });
+      const other = await takeBaseline(sb, [], { pack });
+      expect(other.tree).toBe(sent);
+      const checked = await other.checked;
+      expect(checked).not.toBe(sent);
+      expect(await uncached(sb, checked)).toEqual({ tree: checked, patch: "" });
+      // A pack without a tree (or one the store lacks) is no shortcut: git hashes at once.
+      const slow = await takeBaseline(sb, [], { pack: { ...pack!, tree: undefined } });
+      expect(slow.tree).toBe(checked);
+    });
+  }, 180_000);
+
+  it("a job's prepare: the baseline its agent and patch use is git's tree where the files differ from what was sent", async () => {
+    const dir = hostDir({ "a.txt": "AAAA\n", "b.txt": "bbbb\n" });
+    const spec = JobSpec.parse({ task: "t", repo: { path: dir } });
+    const { ctx, dispose } = jobContext(spec, loadConfig(), { backend: runtimeOf("docker"), labels: { "patchbay.test": "patch-statcache" } });
+    const held: Held = { removals: [] };
+    try {
+      const sb = await acquire(ctx, held);
+      const hook = afterFastBaseline(sb, "printf changed > a.txt");
+      const prep = await prepare(ctx, sb, held, performance.now());
+      if ("stopped" in prep) throw new Error("stopped");
+      expect(hook.tampered()).toBe(true);
+      const sent = prep.baseline;
+      await prep.loaded;
+      expect(prep.baseline).not.toBe(sent);
+      expect(await uncached(sb, prep.baseline)).toEqual({ tree: prep.baseline, patch: "" });
+      expect((await computePatch(sb, prep.baseline)).filesChanged).toEqual([]);
+    } finally {
+      await release(held);
+      dispose();
+    }
   }, 180_000);
 });

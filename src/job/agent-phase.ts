@@ -33,9 +33,10 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const { spec, config, opts } = ctx;
   const modelName = spec.model ?? config.model;
   const store = opts.checkpoints;
-  const restored = store && (await restoreCheckpoint(store, sandbox, prep.baseline, modelName, ctx.emit, prep.loaded));
+  const restored = store && (await restoreCheckpoint(store, sandbox, () => prep.baseline, modelName, ctx.emit, prep.loaded));
   activeSpanAttrs({ "gen_ai.request.model": modelId(modelName), "patchbay.checkpoint.restored": Boolean(restored) });
-  const cp = store && new Checkpointer({ store, sandbox, baseline: prep.baseline, jobId: ctx.jobId, attempt: ctx.attempt, specHash: specHash(spec), emit: ctx.emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
+  // The baseline read when used: git's hash of the files may replace it before `loaded` (prepare.ts).
+  const cp = store && new Checkpointer({ store, sandbox, get baseline() { return prep.baseline; }, jobId: ctx.jobId, attempt: ctx.attempt, specHash: specHash(spec), emit: ctx.emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
   // The workspace's first fingerprint after the agent's repo (the file agent serves one request at
   // a time): both before the first tool, while the first model request is out.
   const settled = prep.loaded.then(() => cp?.start());

@@ -17,6 +17,12 @@ export interface BuiltPack {
   pack: Buffer;
   idx: Buffer;
   objects: number;
+  /**
+   * The root tree git will write for the entries given, where every one is known here (the store
+   * turns every content-rewriting attribute off: git hashes a file's bytes as they are). The
+   * baseline may start from it, checked by git's own hash before any tool runs (baseline.ts).
+   */
+  tree?: string;
 }
 
 /** A blob's pack object, made where its bytes are (a reader thread, or the pack itself). */
@@ -125,7 +131,7 @@ export class BlobPack {
   }
 
   private async build(): Promise<BuiltPack | undefined> {
-    if (this.entries.size) this.trees();
+    const root = this.entries.size ? this.trees() : undefined;
     const n = this.entries.size;
     if (n === 0) return undefined;
     const head = Buffer.alloc(12);
@@ -156,7 +162,8 @@ export class BlobPack {
     for (const e of sorted) at = idx.writeUInt32BE(e.offset, at);
     at += packSum.copy(idx, at);
     createHash("sha1").update(idx.subarray(0, at)).digest().copy(idx, at);
-    return { name: packSum.toString("hex"), pack, idx, objects: n };
+    const tree = root && root !== EMPTY ? root.toString("hex") : undefined;
+    return { name: packSum.toString("hex"), pack, idx, objects: n, ...(tree ? { tree } : {}) };
   }
 }
 

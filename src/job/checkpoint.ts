@@ -215,7 +215,7 @@ export function turnStateOf(c: Checkpoint): TurnState {
  * (invalid, another baseline, a patch that does not apply) means a fresh start, with an event
  * saying why; it never fails the job. The `resume` event also carries the cost already spent.
  */
-export async function restoreCheckpoint(store: CheckpointStore, sb: Sandbox, baseline: string, modelName: string, emit: (e: EventInput) => void, settled?: Promise<void>): Promise<Checkpoint | undefined> {
+export async function restoreCheckpoint(store: CheckpointStore, sb: Sandbox, baseline: () => string, modelName: string, emit: (e: EventInput) => void, settled?: Promise<void>): Promise<Checkpoint | undefined> {
   const fresh = (reason: string) => (emit({ type: "resume", restored: false, turns: 0, patchBytes: 0, costUsd: 0, reason: `starting afresh: ${reason}` }), undefined);
   let loaded;
   try {
@@ -226,8 +226,8 @@ export async function restoreCheckpoint(store: CheckpointStore, sb: Sandbox, bas
   if (!loaded) return undefined;
   if (!loaded.ok) return fresh(loaded.reason);
   const c = loaded.checkpoint;
-  await settled; // what the load still does in the sandbox (the agent's repo) comes first
-  const why = await applyCheckpoint(sb, baseline, c).catch((err: Error) => `applying it failed: ${err.message}`);
+  await settled; // what the load still does in the sandbox (the agent's repo, the baseline's check) comes first
+  const why = await applyCheckpoint(sb, baseline(), c).catch((err: Error) => `applying it failed: ${err.message}`);
   if (why) return fresh(why);
   emit({ type: "resume", restored: true, fromAttempt: c.attempt, turns: c.turns, patchBytes: Buffer.byteLength(c.patch), costUsd: costUsd(modelName, c.usage) });
   return c;

@@ -14,7 +14,7 @@ import { snapshotMaxBytes, takeSnapshot, VerifyError, type Snapshot } from "./ve
 import { inSpan, spanEvent } from "../trace.js";
 
 export interface Prepared {
-  /** The tree the patch is taken against. */
+  /** The tree the patch is taken against; where git's hash of the files differs from the worker's tree, git's, set before `loaded` settles. */
   baseline: string;
   /** Settles once the workspace is the agent's to use (its repo made, the snapshot taken). */
   loaded: Promise<void>;
@@ -27,7 +27,7 @@ export interface Prepared {
 /** The workspace ready for the agent, or why the job stopped meanwhile (cancel, timeout). */
 export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, since: number): Promise<Prepared | { stopped: { status: "timeout" | "cancelled"; error: string } }> {
   const network = startSetupNetwork(sandbox, held.egress); // with network.setup: the bridge starts while the repo loads
-  let { baseline, agentRepo, commit } = await loadRepo(sandbox, ctx.spec.repo, { prepared: held.prepared, deferAgentRepo: true });
+  let { baseline, agentRepo, checked, commit } = await loadRepo(sandbox, ctx.spec.repo, { prepared: held.prepared, deferAgentRepo: true });
   held.prepared = undefined;
   const sandboxMs = ctx.elapsed(since);
   held.setupDone?.();
@@ -36,7 +36,10 @@ export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, sin
   void sandbox.shell.supervised().catch(() => {}); // while the first model request (or setup) starts; the first command waits for it
 
   const setup = typeof ctx.spec.setup === "string" ? [ctx.spec.setup] : (ctx.spec.setup ?? []);
-  if (setup.length) await agentRepo;
+  if (setup.length) {
+    await agentRepo;
+    baseline = await checked;
+  }
   const stopped = await inSpan("patchbay.setup", { "patchbay.setup.commands": setup.length, "patchbay.setup.network": Boolean(held.egress) }, () =>
     runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctx.signal, emit: ctx.emit, egress: held.egress, network, onBridge: ctx.opts.onEgressBridge }));
   if (stopped) return { stopped: { status: stoppedStatus(ctx.signal), error: stopped } };
@@ -50,7 +53,12 @@ export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, sin
   // anything of the agent's runs (a restored checkpoint, the first tool).
   held.snapshot = ctx.spec.verify ? agentRepo.then(() => snapshotOf(sandbox, defaultLimits(ctx.spec.limits).diskMb)) : undefined;
   held.snapshot?.catch(() => {}); // awaited by the restore or the first tool
-  return { baseline, loaded: held.snapshot ? held.snapshot.then(() => {}) : agentRepo, sandboxMs, ...(commit ? { baseCommit: commit } : {}) };
+  const prepared: Prepared = { baseline, loaded: agentRepo, sandboxMs, ...(commit ? { baseCommit: commit } : {}) };
+  // Without setup, git's hash of the files may still be under way (takeBaseline): its tree is the baseline.
+  const checkedIn = setup.length ? undefined : checked.then((tree) => void (prepared.baseline = tree));
+  prepared.loaded = Promise.all([checkedIn, held.snapshot ?? agentRepo]).then(() => {});
+  prepared.loaded.catch(() => {}); // awaited by the agent phase
+  return prepared;
 }
 
 /**

@@ -197,6 +197,7 @@ export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { file
         if (header.type === "file") blobs.entry(header.name, (header.mode ?? 0) & 0o100 ? "exec" : "file", object ? blobs.put(object) : Buffer.isBuffer(body) ? blobs.add(body) : undefined);
         else if (header.type === "symlink") blobs.entry(header.name, "symlink", blobs.add(Buffer.from(header.linkname ?? "")));
         else if (header.type === "directory") blobs.entry(header.name, "dir");
+        else blobs.entry(header.name, "file"); // another kind (a hard link): no tree is made above it
       }
       if (!outside) {
         // A body read whole needs no waiting but for the consumer's room (most files: no promise).

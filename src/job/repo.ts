@@ -36,6 +36,11 @@ export interface LoadedRepo {
   commit?: string;
   /** With `deferAgentRepo`: settles once the agent's git repo is made and the baseline's smudge done (see takeBaseline); never rejects. */
   agentRepo: Promise<void>;
+  /**
+   * With `deferAgentRepo`: the baseline as git's hash of the files says, which replaces `baseline`
+   * where it differs; rejects where git failed (takeBaseline). Without: `baseline` is that already.
+   */
+  checked: Promise<string>;
   files: number;
   bytes: number;
   ms: number;
@@ -96,9 +101,10 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   // The pack goes into the store ahead of the baseline: by the file agent, or where it cannot, split
   // off stdin with `head -c` (only where that is exact).
   const pack = opts.pack !== false && (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
-  const { tree: baseline, agentRepo } = await takeBaseline(sb, archive.symlinks, { pack, loadedSince, deferSmudge: opts.deferAgentRepo });
-  if (!opts.deferAgentRepo) await agentRepo;
-  return { baseline, agentRepo, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0, ...(archive.commit ? { commit: archive.commit } : {}) };
+  const b = await takeBaseline(sb, archive.symlinks, { pack, loadedSince, deferSmudge: opts.deferAgentRepo });
+  const baseline = opts.deferAgentRepo ? b.tree : await b.checked;
+  if (!opts.deferAgentRepo) await b.agentRepo;
+  return { baseline, agentRepo: b.agentRepo, checked: b.checked, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0, ...(archive.commit ? { commit: archive.commit } : {}) };
 }
 
 /** A new baseline: the tree of /workspace as it is now (e.g. after setup commands, whose output is not the agent's change). */
