@@ -77,6 +77,9 @@ describe("BlobPack (host git reads it)", () => {
     expect((await build())?.tree).toBe(git(dir, "write-tree").trim());
     expect((await build((p) => p.entry("big.bin", "file")))?.tree).toBeUndefined();
     expect((await build((p) => p.entry("sub/.git/HEAD", "file", p.add(Buffer.from("ref: x\n")))))?.tree).toBeUndefined();
+    // Names git refuses: no tree, so git's own baseline fails at the load, as without a pack.
+    for (const name of [".GIT/x", "a/.Git/x", ".git./x", "GIT~1/x"]) expect((await build((p) => p.entry(name, "file", p.add(Buffer.from("x")))))?.tree, name).toBeUndefined();
+    expect((await build((p) => p.entry(".gitmodules", "symlink", p.add(Buffer.from("a-b")))))?.tree).toBeUndefined();
   });
 });
 

@@ -9,7 +9,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { takeBaseline } from "../src/job/baseline.js";
 import { GIT } from "../src/job/git-store.js";
 import { checkpointDiff, computePatch } from "../src/job/patch.js";
+import { AnthropicModel } from "../src/agent/model.js";
 import { acquire, release, type Held } from "../src/job/acquire.js";
+import { runAgent } from "../src/job/agent-phase.js";
 import { jobContext } from "../src/job/context.js";
 import { prepare } from "../src/job/prepare.js";
 import { loadRepo, repoArchive, snapshotBaseline } from "../src/job/repo.js";
@@ -17,6 +19,7 @@ import { loadConfig } from "../src/config.js";
 import { runtimeOf } from "../src/runtime/index.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { JobSpec } from "../src/spec.js";
+import { reply, startFakeAnthropic, text } from "./support/fake-anthropic.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-statcache-"));
 afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
@@ -325,6 +328,39 @@ describe("the worker's tree of what it sent, taken at once and checked by git's 
     } finally {
       await release(held);
       dispose();
+    }
+  }, 180_000);
+
+  it("git's check failing after ready (the engine went, say) fails the job where it is awaited; nothing rejects unhandled meanwhile", async () => {
+    const dir = hostDir({ "a.txt": "AAAA\n" });
+    const fake = await startFakeAnthropic([reply(text("Done."))]);
+    const model = new AnthropicModel({ apiKey: "k", baseURL: fake.url, maxRetries: 0 });
+    const spec = JobSpec.parse({ task: "t", repo: { path: dir } });
+    const { ctx, dispose } = jobContext(spec, loadConfig(), { backend: runtimeOf("docker"), model, labels: { "patchbay.test": "patch-statcache" } });
+    const held: Held = { removals: [] };
+    try {
+      const sb = await acquire(ctx, held);
+      // The check's exec (baseline.sh again, after the worker's tree was taken) fails, slowly:
+      // the agent's first model request is answered meanwhile and nothing awaits the check yet.
+      let fast = false;
+      const exec = sb.exec.bind(sb);
+      sb.exec = async (argv, o) => {
+        const r = await exec(argv, o);
+        if (o?.env?.some((e) => e.startsWith("PB_TREE="))) fast = r.stdout.toString().startsWith("check\n");
+        else if (fast && String(argv[2] ?? "").includes("# baseline.sh")) return (await new Promise((w) => setTimeout(w, 1500)), { ...r, exitCode: 1, stderr: "injected\n" });
+        return r;
+      };
+      const prep = await prepare(ctx, sb, held, performance.now());
+      if ("stopped" in prep) throw new Error("stopped");
+      expect(fast).toBe(true);
+      const agent = await runAgent(ctx, sb, prep);
+      expect(agent.outcome.status).toBe("completed");
+      await new Promise((w) => setTimeout(w, 2000)); // the check has failed by now, unawaited
+      await expect(agent.settled).rejects.toThrow(/making the baseline with git failed \(exit 1\): injected/);
+    } finally {
+      await release(held);
+      dispose();
+      await fake.close();
     }
   }, 180_000);
 });

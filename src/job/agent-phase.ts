@@ -40,6 +40,9 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   // The workspace's first fingerprint after the agent's repo (the file agent serves one request at
   // a time): both before the first tool, while the first model request is out.
   const settled = prep.loaded.then(() => cp?.start());
+  // Awaited by the first tool and by run.ts; a rejection meanwhile (git's check of the baseline
+  // failed, the engine went) must not end the worker's process before one of them sees it.
+  settled.catch(() => {});
   // Spend already counted by the earlier attempt: a batch's running total gets this attempt's part only.
   const before = restored ? costUsd(modelName, restored.usage) : 0;
   const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;

@@ -80,6 +80,9 @@ export class BlobPack {
     const git = comps.indexOf(".git");
     if (git === 0) return; // the repo's own: not part of the baseline
     if (git > 0) return void this.dir(comps.slice(0, git - 1)).unknown++; // a nested repo: git decides what it is
+    // A name git refuses (`.GIT`, `git~1`, ...): no tree, so git's baseline fails at once, as without a pack.
+    // So is a symlink git may refuse by its name (`.gitmodules`, `.gitattributes`, ...).
+    if (comps.some(refused) || (kind === "symlink" && /^\.git/i.test(comps.at(-1)!))) return void this.root.unknown++;
     const parent = this.dir(comps.slice(0, -1));
     const leaf = comps.at(-1)!;
     if (kind === "dir") this.dir(comps);
@@ -205,6 +208,16 @@ function objectHeader(type: number, size: number): Buffer {
     out.push(size & 127);
   }
   return Buffer.from(out);
+}
+
+/**
+ * A path component git's verify_path may refuse: `.git` in any case or with what NTFS drops after
+ * it (dots, spaces), its 8.3 short name. Wider than git on purpose: a false match only costs the
+ * shortcut.
+ */
+function refused(c: string): boolean {
+  const l = c.toLowerCase().replace(/[. ]+$/, "");
+  return l === ".git" || /^git~\d+$/.test(l);
 }
 
 interface Dir {

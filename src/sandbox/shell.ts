@@ -278,7 +278,8 @@ export class Shell {
       await this.restartNow();
       return true;
     }
-    if (exitCode() !== null && !pending.shellExited) return false;
+    // A container that stopped meanwhile is not restarted here: the next command reports it lost.
+    if ((exitCode() !== null && !pending.shellExited) || this.liveness?.gone) return false;
     // The kill ended the shell too: a non-interactive bash exits when a fork fails for good, and
     // the kill's SIGUSR1 ends its wait between fork retries (a fork bomb holding the pids limit).
     // Replaced now, so that this command's result says so, not the next one's.
