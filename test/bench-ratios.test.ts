@@ -20,7 +20,7 @@ describe("floorRatios", () => {
     expect(r["job_overhead"]).toMatchObject({ value: 1.5, goal: "<= 1.6", met: true });
     expect(r["cpu_per_job"]).toMatchObject({ value: 2, goal: "reported", met: true });
     expect(r["ready_50k"]).toMatchObject({ value: 1.3, goal: "<= 1.3", met: true });
-    expect(r["ready_50k_reach"]).toMatchObject({ value: 1.3, goal: "reported" });
+    expect(r["ready_50k_reach"]).toMatchObject({ value: 1.15, goal: "reported" });
     expect(r["host_side_cpu_50k"]).toMatchObject({ value: 15, goal: "reported" });
     expect(r["ready_1k_pool_ms"]).toMatchObject({ value: 99, goal: "<= 100", met: true });
   });
