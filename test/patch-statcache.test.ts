@@ -267,17 +267,16 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
 });
 
 describe("the worker's tree of what it sent, taken at once and checked by git's hash (real engine)", () => {
-  /** After the exec that took the worker's tree (PB_TREE), before git hashes the files: `then`, as root. */
-  function afterFastBaseline(sb: Sandbox, then: string): { tampered: () => boolean } {
+  /** Before git's hash of the files (baseline.sh's first exec), once the worker's tree was taken: `then`, as root. */
+  function beforeGitsBaseline(sb: Sandbox, then: string): { tampered: () => boolean } {
     let done = false;
     const exec = sb.exec.bind(sb);
     sb.exec = async (argv, o) => {
-      const r = await exec(argv, o);
-      if (!done && o?.env?.some((e) => e.startsWith("PB_TREE=")) && r.stdout.toString().startsWith("check\n")) {
+      if (!done && String(argv[2] ?? "").includes("# baseline.sh")) {
         done = true;
         expect((await exec(["bash", "-c", then], { user: "0:0", cwd: "/workspace" })).exitCode).toBe(0);
       }
-      return r;
+      return exec(argv, o);
     };
     return { tampered: () => done };
   }
@@ -291,21 +290,23 @@ describe("the worker's tree of what it sent, taken at once and checked by git's 
       const pack = await archive.blobs.finish();
       const sent = pack?.tree ?? "";
       expect(sent).toMatch(/^[0-9a-f]{40}$/);
-      const same = await takeBaseline(sb, [], { pack });
+      const same = await takeBaseline(sb, [], { pack, sent });
       expect(same.tree).toBe(sent);
       expect(await same.checked).toBe(sent);
       await same.agentRepo;
       expect((await uncached(sb, sent)).patch).toBe(""); // the worker's tree is the files on disk
       // Bytes on disk that are not what the worker sent: its tree is taken at once, git's replaces it.
       await sb.exec(["bash", "-c", "printf changed > a.txt"], { user: "0:0", cwd: "/workspace" });
-      const other = await takeBaseline(sb, [], { pack });
+      const other = await takeBaseline(sb, [], { pack, sent });
       expect(other.tree).toBe(sent);
       const checked = await other.checked;
       expect(checked).not.toBe(sent);
       expect(await uncached(sb, checked)).toEqual({ tree: checked, patch: "" });
-      // A pack without a tree (or one the store lacks) is no shortcut: git hashes at once.
-      const slow = await takeBaseline(sb, [], { pack: { ...pack!, tree: undefined } });
-      expect(slow.tree).toBe(checked);
+      // Without the worker's tree, or with symlinks to make in the container, no shortcut: git hashes at once.
+      expect((await takeBaseline(sb, [], { pack })).tree).toBe(checked);
+      const linked = await takeBaseline(sb, [{ name: "up", target: "../x" }], { pack, sent });
+      expect(linked.tree).not.toBe(sent);
+      expect(await linked.checked).toBe(linked.tree);
     });
   }, 180_000);
 
@@ -316,7 +317,7 @@ describe("the worker's tree of what it sent, taken at once and checked by git's 
     const held: Held = { removals: [] };
     try {
       const sb = await acquire(ctx, held);
-      const hook = afterFastBaseline(sb, "printf changed > a.txt");
+      const hook = beforeGitsBaseline(sb, "printf changed > a.txt");
       const prep = await prepare(ctx, sb, held, performance.now());
       if ("stopped" in prep) throw new Error("stopped");
       expect(hook.tampered()).toBe(true);
@@ -340,19 +341,20 @@ describe("the worker's tree of what it sent, taken at once and checked by git's 
     const held: Held = { removals: [] };
     try {
       const sb = await acquire(ctx, held);
-      // The check's exec (baseline.sh again, after the worker's tree was taken) fails, slowly:
-      // the agent's first model request is answered meanwhile and nothing awaits the check yet.
-      let fast = false;
+      // Git's hash (baseline.sh, once the worker's tree was taken) fails, slowly: the agent's first
+      // model request is answered meanwhile and nothing awaits the check yet.
+      let failed = false;
       const exec = sb.exec.bind(sb);
       sb.exec = async (argv, o) => {
         const r = await exec(argv, o);
-        if (o?.env?.some((e) => e.startsWith("PB_TREE="))) fast = r.stdout.toString().startsWith("check\n");
-        else if (fast && String(argv[2] ?? "").includes("# baseline.sh")) return (await new Promise((w) => setTimeout(w, 1500)), { ...r, exitCode: 1, stderr: "injected\n" });
-        return r;
+        if (!String(argv[2] ?? "").includes("# baseline.sh")) return r;
+        await new Promise((w) => setTimeout(w, 1500));
+        failed = true;
+        return { ...r, exitCode: 1, stderr: "injected\n" };
       };
       const prep = await prepare(ctx, sb, held, performance.now());
       if ("stopped" in prep) throw new Error("stopped");
-      expect(fast).toBe(true);
+      expect(failed).toBe(false); // ready before git's hash ended: the worker's tree was taken
       const agent = await runAgent(ctx, sb, prep);
       expect(agent.outcome.status).toBe("completed");
       await new Promise((w) => setTimeout(w, 2000)); // the check has failed by now, unawaited

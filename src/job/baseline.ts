@@ -2,7 +2,7 @@
 // the private store by root git (git-store.ts), with the agent's own repo made where the
 // workspace had none. The patch (patch.ts) is diffed against it.
 import { asset } from "../assets.js";
-import type { Sandbox } from "../sandbox/sandbox.js";
+import type { PutFile, Sandbox } from "../sandbox/sandbox.js";
 import type { BuiltPack } from "./blob-pack.js";
 import { GIT, GitStepError, ROOT, STORE, TREE_ID, treeScript } from "./git-store.js";
 
@@ -48,28 +48,36 @@ export async function writeBaseline(sb: Sandbox, symlinks: { name: string; targe
 /**
  * writeBaseline, returning as soon as the baseline tree is known: the agent's repo is made after
  * it (~90 ms here), e.g. while the first model request is out. Nothing else may touch the sandbox
- * until `agentRepo` settles. Where the pack names the tree of all that was sent (blob-pack.ts) and
- * the store has it, that tree is returned at once and git hashes the files after (`checked`): a
- * 50,000-file load is ready ~1 s sooner, its hash done while the first model request is out.
+ * until `agentRepo` settles. `sent` is the tree the worker made of all it sent (BlobPack.tree):
+ * where given (no symlinks to make, a first baseline) it is returned at once, and git hashes the
+ * files, the pack put ahead of it, after (`checked`): a 50,000-file load is ready ~1 s sooner, its
+ * hash done while the first model request is out. `pack` may still be being made.
  */
-export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; pack?: BuiltPack; loadedSince?: number; deferSmudge?: boolean } = {}): Promise<Baseline> {
+export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; pack?: BuiltPack | Promise<BuiltPack | undefined>; sent?: string; loadedSince?: number; deferSmudge?: boolean } = {}): Promise<Baseline> {
   const links = Buffer.from(symlinks.map((l) => `${l.name}\0${l.target}\0`).join(""));
-  // The worker's pack of the repo's files (see blob-pack.ts) goes into the store before the script
-  // runs: git add then finds every blob stored.
-  const p = opts.pack && /^[0-9a-f]{40}$/.test(opts.pack.name) ? opts.pack : undefined;
-  const put = p ? [{ path: `${STORE}/objects/pack/pack-${p.name}.pack`, data: p.pack }, { path: `${STORE}/objects/pack/pack-${p.name}.idx`, data: p.idx }] : [];
   const linksEnv = [`PB_LINKS=${symlinks.length ? 1 : 0}`, ...(opts.loadedSince !== undefined && Number.isInteger(opts.loadedSince) ? [`PB_LOADED_SINCE=${opts.loadedSince}`] : [])];
-  const defer = opts.deferSmudge ? ["PB_DEFER_SMUDGE=1"] : [];
-  const fast = p?.tree && TREE_ID.test(p.tree) && !symlinks.length && !opts.keepIndex ? [`PB_TREE=${p.tree}`] : [];
   const args = [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])];
-  const first = await treeScript(sb, WHAT, BASELINE_SCRIPT, args, links, [...linksEnv, ...defer, ...fast], put);
-  if (!first.before.includes("check")) return { tree: first.tree, agentRepo: deferred(sb, first), checked: Promise.resolve(first.tree) };
-  // The worker's tree was taken: git hashes the bytes on disk now (its smudge not deferred: the
-  // agent waits for this anyway), and its tree is the baseline.
-  const second = treeScript(sb, WHAT, BASELINE_SCRIPT, args, links, linksEnv);
-  const checked = second.then((b) => b.tree);
+  const run = async (env: string[]) => treeScript(sb, WHAT, BASELINE_SCRIPT, args, links, env, putOf(await opts.pack));
+  const sent = opts.sent !== undefined && TREE_ID.test(opts.sent) && !symlinks.length && !opts.keepIndex ? opts.sent : undefined;
+  if (sent === undefined) {
+    const b = await run([...linksEnv, ...(opts.deferSmudge ? ["PB_DEFER_SMUDGE=1"] : [])]);
+    return { tree: b.tree, agentRepo: deferred(sb, b), checked: Promise.resolve(b.tree) };
+  }
+  // The worker's tree is the baseline for now: git hashes the bytes on disk (its smudge not
+  // deferred: the agent waits for this anyway), and its tree is the baseline.
+  const later = run(linksEnv);
+  const checked = later.then((b) => b.tree);
   checked.catch(() => {}); // its consumers see the rejection; a process is never ended by it meanwhile
-  return { tree: first.tree, agentRepo: second.then((b) => deferred(sb, b), () => {}), checked };
+  return { tree: sent, agentRepo: later.then((b) => deferred(sb, b), () => {}), checked };
+}
+
+/**
+ * The worker's pack of the repo's files (see blob-pack.ts), put into the store before the script
+ * runs: git add then finds every blob and tree stored.
+ */
+function putOf(p: BuiltPack | undefined): PutFile[] {
+  if (!p || !/^[0-9a-f]{40}$/.test(p.name)) return [];
+  return [{ path: `${STORE}/objects/pack/pack-${p.name}.pack`, data: p.pack }, { path: `${STORE}/objects/pack/pack-${p.name}.idx`, data: p.idx }];
 }
 
 const WHAT = "loadRepo: making the baseline with git";

@@ -82,7 +82,7 @@ export class BlobPack {
     if (git > 0) return void this.dir(comps.slice(0, git - 1)).unknown++; // a nested repo: git decides what it is
     // A name git refuses (`.GIT`, `git~1`, ...): no tree, so git's baseline fails at once, as without a pack.
     // So is a symlink git may refuse by its name (`.gitmodules`, `.gitattributes`, ...).
-    if (comps.some(refused) || (kind === "symlink" && /^\.git/i.test(comps.at(-1)!))) return void this.root.unknown++;
+    if (comps.some(refused) || (kind === "symlink" && /^\.git/i.test(comps.at(-1)!))) return void this.top.unknown++;
     const parent = this.dir(comps.slice(0, -1));
     const leaf = comps.at(-1)!;
     if (kind === "dir") this.dir(comps);
@@ -90,9 +90,9 @@ export class BlobPack {
     else parent.unknown++;
   }
 
-  private readonly root: Dir = newDir();
+  private readonly top: Dir = newDir();
   private dir(comps: string[]): Dir {
-    let d = this.root;
+    let d = this.top;
     for (const c of comps) {
       let next = d.dirs.get(c);
       if (!next) d.dirs.set(c, (next = newDir()));
@@ -102,7 +102,7 @@ export class BlobPack {
   }
 
   /** The tree objects git will write for the entries given (bottom-up; none above an unknown entry). */
-  private trees(d: Dir = this.root): Buffer | undefined {
+  private trees(d: Dir = this.top): Buffer | undefined {
     const list: { key: Buffer; line: Buffer }[] = [];
     let known = d.unknown === 0;
     for (const [name, sub] of d.dirs) {
@@ -123,6 +123,19 @@ export class BlobPack {
     return this.entries.size;
   }
 
+  private root?: { tree: Buffer | undefined };
+
+  /**
+   * The root tree git will write for all the entries given (BuiltPack.tree), once all are: its
+   * objects join the pack, so finish() after it has them too. Made once. No tree where an entry is
+   * not known here, or none is.
+   */
+  tree(): string | undefined {
+    this.root ??= { tree: this.entries.size ? this.trees() : undefined };
+    const t = this.root.tree;
+    return t && t !== EMPTY ? t.toString("hex") : undefined;
+  }
+
   private built?: Promise<BuiltPack | undefined>;
 
   /**
@@ -134,7 +147,7 @@ export class BlobPack {
   }
 
   private async build(): Promise<BuiltPack | undefined> {
-    const root = this.entries.size ? this.trees() : undefined;
+    const tree = this.tree();
     const n = this.entries.size;
     if (n === 0) return undefined;
     const head = Buffer.alloc(12);
@@ -165,7 +178,6 @@ export class BlobPack {
     for (const e of sorted) at = idx.writeUInt32BE(e.offset, at);
     at += packSum.copy(idx, at);
     createHash("sha1").update(idx.subarray(0, at)).digest().copy(idx, at);
-    const tree = root && root !== EMPTY ? root.toString("hex") : undefined;
     return { name: packSum.toString("hex"), pack, idx, objects: n, ...(tree ? { tree } : {}) };
   }
 }

@@ -84,8 +84,8 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   // bound) breaks the upload; the engine's error would hide that it is the repo's fault.
   let broken: unknown;
   archive.stream.once("error", (err) => (broken = err));
-  // The pack is made as soon as the last bytes are out, while the sandbox's tar writes them.
-  if (opts.pack !== false) archive.stream.once("end", () => void sb.splitsStdin().then((yes) => (yes ? archive.blobs.finish() : undefined)).catch(() => {}));
+  // The worker's tree of what it sent is made while the sandbox's tar writes the last bytes.
+  if (opts.pack !== false) archive.stream.once("end", () => void archive.blobs.tree());
   // Into a fresh workspace, every file is written from here on (the baseline's smudge uses it).
   const loadedSince = Math.floor(Date.now() / 1000);
   try {
@@ -98,10 +98,12 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   } finally {
     await archive.cleanup();
   }
-  // The pack goes into the store ahead of the baseline: by the file agent, or where it cannot, split
-  // off stdin with `head -c` (only where that is exact).
-  const pack = opts.pack !== false && (await sb.splitsStdin()) ? await archive.blobs.finish() : undefined;
-  const b = await takeBaseline(sb, archive.symlinks, { pack, loadedSince, deferSmudge: opts.deferAgentRepo });
+  // The pack goes into the store ahead of git's hash: by the file agent, or where it cannot, split
+  // off stdin with `head -c` (only where that is exact). Where it holds the tree of all that was
+  // sent, that tree is the baseline at once, and the pack is made while git hashes (takeBaseline).
+  const blobs = opts.pack !== false && (await sb.splitsStdin()) ? archive.blobs : undefined;
+  const sent = blobs?.tree();
+  const b = await takeBaseline(sb, archive.symlinks, { pack: blobs?.finish(), sent, loadedSince, deferSmudge: opts.deferAgentRepo });
   const baseline = opts.deferAgentRepo ? b.tree : await b.checked;
   if (!opts.deferAgentRepo) await b.agentRepo;
   return { baseline, agentRepo: b.agentRepo, checked: b.checked, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0, ...(archive.commit ? { commit: archive.commit } : {}) };

@@ -15,11 +15,8 @@
 # Environment: PB_LINKS "0" where there are no symlinks to make (default 1);
 #   PB_LOADED_SINCE the second the load began writing a fresh workspace (default 0);
 #   PB_DEFER_SMUDGE "1" to leave the smudge to deferred.sh (prints "smudge <second>");
-#   PB_TREE the tree the worker made of what it sent (in its pack): where the store has it, it is
-#     the baseline for now and nothing is hashed (prints "check"); the caller runs this script
-#     again without it, git's own hash of the bytes on disk, before any tool runs, and takes that.
 # Stdin: the symlinks to make, for the agent's part (see baseline-agent.sh).
-# Prints: "check" where PB_TREE was taken; else "smudge <second>" where the smudge is deferred,
+# Prints: "smudge <second>" where the smudge is deferred,
 #   "agent-repo" where /workspace has no repo (the caller makes the agent's from this baseline:
 #   deferred.sh); then the tree id, last.
 # Exit status: 0; non-zero where git failed (the tree id is then missing).
@@ -31,7 +28,6 @@
 keep=; [ "${2:-}" = keep ] && [ -f $INDEX ] && [ -f $INDEX_TREE ] && keep=1
 old=($INDEX_TREE $REFRESH $INDEX.lock $PRIVATE_DIR/tracked $PRIVATE_DIR/have); [ -n "$keep" ] || old+=($INDEX)
 for f in "${old[@]}"; do if [ -e "$f" ] || [ -L "$f" ]; then rm -f "${old[@]}"; break; fi; done
-if [ -n "${PB_TREE:-}" ] && [ -z "$keep" ] && "${G[@]}" cat-file -e "$PB_TREE^{tree}" 2> /dev/null; then printf 'check\n%s\n' "$PB_TREE"; exit 0; fi
 # The agent's part has nothing to do with no symlinks to make and no .git to read: three
 # processes saved.
 if [ "${PB_LINKS:-1}" = 1 ] || [ -e .git ] || [ -L .git ]; then
