@@ -25,6 +25,46 @@ function bareWith(p: NonNullable<Awaited<ReturnType<BlobPack["finish"]>>>): stri
   return dir;
 }
 
+/**
+ * A repo of names and modes that test a tar and a tree: control characters, a pax path, depth,
+ * non-ASCII, an executable, two files of the same bytes, an empty file, an ignored file tracked
+ * and one not, a read-only and an empty directory, committed. `all`: also what takes the worker's
+ * tree out of the baseline (a file over the pack's stored size, a nested repo, symlinks in and out).
+ */
+function hostileRepo(all: boolean): string {
+  const dir = fs.mkdtempSync(path.join(tmpRoot, "hostile"));
+  const put = (rel: string, body: string | Buffer, mode = 0o644) => {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dir, rel), body, { mode });
+  };
+  put("ctl\u001b[31m\nname\ttab.txt", "control characters\n");
+  put(`${"long-".repeat(40)}/${"n".repeat(200)}.txt`, "past ustar's 100 bytes: a pax path\n");
+  put(`${Array.from({ length: 60 }, (_, i) => `d${i}`).join("/")}/leaf`, "deep\n");
+  put("ünï/cödé ☃.txt", "non-ASCII\n");
+  put("exec.sh", "#!/bin/sh\n", 0o755);
+  put("same-a", "same\n");
+  put("same-b", "same\n");
+  put("empty", "");
+  put(".gitignore", "*.log\n");
+  put("tracked.log", "tracked though ignored\n");
+  put("untracked.log", "ignored\n");
+  if (all) {
+    put("big.bin", Buffer.alloc(1536 * 1024, 3)); // streamed, so git writes its blob
+    put("vendor/nested/.git/HEAD", "ref: refs/heads/main\n"); // a nested repo: git records it its own way
+    put("vendor/nested/x.c", "int x;\n");
+    fs.symlinkSync("exec.sh", path.join(dir, "link-in"));
+    fs.symlinkSync("../../outside", path.join(dir, "ünï/link-out"));
+  }
+  put("ro/inside.txt", "in a read-only dir\n", 0o444);
+  fs.chmodSync(path.join(dir, "ro"), 0o555);
+  fs.mkdirSync(path.join(dir, "empty-dir/inner"), { recursive: true });
+  git(dir, "init", "-q");
+  git(dir, "add", "-A");
+  git(dir, "add", "-f", "tracked.log");
+  git(dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "t");
+  return dir;
+}
+
 describe("BlobPack (host git reads it)", () => {
   it("packs each distinct content once, under git's own object ids, with every size header length", async () => {
     const contents = [Buffer.alloc(0), Buffer.from("hello\n"), Buffer.from("hello\n"), Buffer.alloc(15, 1), Buffer.alloc(16, 2), Buffer.alloc(2047, 3), Buffer.alloc(2048, 4), Buffer.alloc(300_000, 5)];
@@ -78,8 +118,27 @@ describe("BlobPack (host git reads it)", () => {
     expect((await build((p) => p.entry("big.bin", "file")))?.tree).toBeUndefined();
     expect((await build((p) => p.entry("sub/.git/HEAD", "file", p.add(Buffer.from("ref: x\n")))))?.tree).toBeUndefined();
     // Names git refuses: no tree, so git's own baseline fails at the load, as without a pack.
-    for (const name of [".GIT/x", "a/.Git/x", ".git./x", "GIT~1/x"]) expect((await build((p) => p.entry(name, "file", p.add(Buffer.from("x")))))?.tree, name).toBeUndefined();
+    const refused = [".GIT/x", "a/.Git/x", ".git./x", "GIT~1/x", ".git:x/y", "a/.git::$INDEX_ALLOCATION/x", "git~1\\y", ".GIT. :z/x"];
+    for (const name of refused) {
+      expect((await build((p) => p.entry(name, "file", p.add(Buffer.from("x")))))?.tree, name).toBeUndefined();
+      // ... and git does refuse each (protectNTFS is on by default).
+      const other = fs.mkdtempSync(path.join(tmpRoot, "refused"));
+      fs.mkdirSync(path.dirname(path.join(other, name)), { recursive: true });
+      fs.writeFileSync(path.join(other, name), "x");
+      git(other, "init", "-q");
+      expect(() => git(other, "add", "-A"), name).toThrow();
+    }
     expect((await build((p) => p.entry(".gitmodules", "symlink", p.add(Buffer.from("a-b")))))?.tree).toBeUndefined();
+    // The tree is made once, of all the entries: one given after it is a mistake, said so.
+    const done = new BlobPack();
+    done.entry("a", "file", done.add(Buffer.from("a")));
+    expect(done.tree()).toMatch(/^[0-9a-f]{40}$/);
+    expect(() => done.entry("b", "file", done.add(Buffer.from("b")))).toThrow(/after its tree/);
+    // A directory whose tree cannot fit the pack: no tree, and the blobs are still packed.
+    const small = new BlobPack(4096);
+    for (let i = 0; i < 40; i++) small.entry(`${"n".repeat(200)}${i}`, "file", small.add(Buffer.from("same")));
+    expect(small.tree()).toBeUndefined();
+    expect((await small.finish())?.objects).toBe(1);
   });
 });
 
@@ -155,34 +214,7 @@ describe("a load with the pack (real engine)", () => {
   });
 
   it("on hostile fixtures the pack changes nothing: the same baseline and patch as a load without it, and as git on the host", async () => {
-    const dir = fs.mkdtempSync(path.join(tmpRoot, "hostile"));
-    const put = (rel: string, body: string | Buffer, mode = 0o644) => {
-      fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
-      fs.writeFileSync(path.join(dir, rel), body, { mode });
-    };
-    put("ctl\u001b[31m\nname\ttab.txt", "control characters\n");
-    put(`${"long-".repeat(40)}/${"n".repeat(200)}.txt`, "past ustar's 100 bytes: a pax path\n");
-    put(`${Array.from({ length: 60 }, (_, i) => `d${i}`).join("/")}/leaf`, "deep\n");
-    put("ünï/cödé ☃.txt", "non-ASCII\n");
-    put("exec.sh", "#!/bin/sh\n", 0o755);
-    put("same-a", "same\n");
-    put("same-b", "same\n");
-    put("empty", "");
-    put("big.bin", Buffer.alloc(1536 * 1024, 3)); // streamed, so git writes its blob
-    put(".gitignore", "*.log\n");
-    put("tracked.log", "tracked though ignored\n");
-    put("untracked.log", "ignored\n");
-    put("vendor/nested/.git/HEAD", "ref: refs/heads/main\n"); // a nested repo: git records it its own way
-    put("vendor/nested/x.c", "int x;\n");
-    put("ro/inside.txt", "in a read-only dir\n", 0o444);
-    fs.chmodSync(path.join(dir, "ro"), 0o555);
-    fs.mkdirSync(path.join(dir, "empty-dir/inner"), { recursive: true });
-    fs.symlinkSync("exec.sh", path.join(dir, "link-in"));
-    fs.symlinkSync("../../outside", path.join(dir, "ünï/link-out"));
-    git(dir, "init", "-q");
-    git(dir, "add", "-A");
-    git(dir, "add", "-f", "tracked.log");
-    git(dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "t");
+    const dir = hostileRepo(true);
     const hostTree = git(dir, "write-tree").trim();
     const edit = "echo changed >> 'ünï/cödé ☃.txt' && rm same-b && printf 'new\\n' > \"$(printf 'ctl\\033[31m\\nname\\ttab.txt')\" && chmod -x exec.sh";
     const results: { baseline: string; files: string[]; patch: string; tree: string; loose: string }[] = [];
@@ -212,5 +244,21 @@ describe("a load with the pack (real engine)", () => {
     expect(withPack!.files).toEqual(without!.files);
     expect(withPack!.files).toHaveLength(4);
     expect(Number(withPack!.loose)).toBeLessThan(Number(without!.loose)); // the pack did its work
+  });
+
+  it("on the same fixtures without what takes no worker's tree: the worker's tree is the baseline at ready, and it is git's", async () => {
+    const dir = hostileRepo(false);
+    const hostTree = git(dir, "write-tree").trim();
+    const sb = await Sandbox.create({ labels: { "patchbay.test": "blob-pack" } });
+    try {
+      const r = await loadRepo(sb, { path: dir }, { deferAgentRepo: true });
+      expect(r.baseline).toBe(hostTree); // taken before git's hash ran
+      expect(await r.checked).toBe(hostTree);
+      await r.agentRepo;
+      expect((await computePatch(sb, r.baseline)).filesChanged).toEqual([]);
+    } finally {
+      await sb.destroy();
+      fs.chmodSync(path.join(dir, "ro"), 0o755);
+    }
   });
 });

@@ -320,9 +320,9 @@ describe("the worker's tree of what it sent, taken at once and checked by git's 
       const hook = beforeGitsBaseline(sb, "printf changed > a.txt");
       const prep = await prepare(ctx, sb, held, performance.now());
       if ("stopped" in prep) throw new Error("stopped");
-      expect(hook.tampered()).toBe(true);
       const sent = prep.baseline;
       await prep.loaded;
+      expect(hook.tampered()).toBe(true);
       expect(prep.baseline).not.toBe(sent);
       expect(await uncached(sb, prep.baseline)).toEqual({ tree: prep.baseline, patch: "" });
       expect((await computePatch(sb, prep.baseline)).filesChanged).toEqual([]);

@@ -76,6 +76,7 @@ export class BlobPack {
    * tree above it is made.
    */
   entry(name: string, kind: "file" | "exec" | "symlink" | "dir", sha?: Buffer): void {
+    if (this.root) throw new Error("BlobPack: an entry after its tree was made");
     const comps = name.replace(/\/+$/, "").split("/");
     const git = comps.indexOf(".git");
     if (git === 0) return; // the repo's own: not part of the baseline
@@ -103,6 +104,7 @@ export class BlobPack {
 
   /** The tree objects git will write for the entries given (bottom-up; none above an unknown entry). */
   private trees(d: Dir = this.top): Buffer | undefined {
+    if (this.full) return undefined; // no room for a tree: nothing above it is known
     const list: { key: Buffer; line: Buffer }[] = [];
     let known = d.unknown === 0;
     for (const [name, sub] of d.dirs) {
@@ -116,7 +118,10 @@ export class BlobPack {
     if (!list.length) return EMPTY;
     // Git's order: by name bytes, a directory's name compared as if it ended in "/".
     list.sort((a, b) => Buffer.compare(a.key, b.key));
-    return this.put(blobObject(Buffer.concat(list.map((e) => e.line)), OBJ_TREE));
+    const content = Buffer.concat(list.map((e) => e.line));
+    // One that cannot fit is not hashed and compressed first (a directory of many long names).
+    if (this.offset + content.length + 64 > this.maxBytes) return undefined;
+    return this.put(blobObject(content, OBJ_TREE));
   }
 
   get objects(): number {
@@ -224,11 +229,11 @@ function objectHeader(type: number, size: number): Buffer {
 
 /**
  * A path component git's verify_path may refuse: `.git` in any case or with what NTFS drops after
- * it (dots, spaces), its 8.3 short name. Wider than git on purpose: a false match only costs the
- * shortcut.
+ * it (dots and spaces, then the end, a `:` stream name or a `\\`), its 8.3 short name. Wider than
+ * git on purpose: a false match only costs the shortcut.
  */
 function refused(c: string): boolean {
-  const l = c.toLowerCase().replace(/[. ]+$/, "");
+  const l = c.toLowerCase().replace(/[:\\][^]*$/, "").replace(/[. ]+$/, "");
   return l === ".git" || /^git~\d+$/.test(l);
 }
 

@@ -85,7 +85,7 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   let broken: unknown;
   archive.stream.once("error", (err) => (broken = err));
   // The worker's tree of what it sent is made while the sandbox's tar writes the last bytes.
-  if (opts.pack !== false) archive.stream.once("end", () => void archive.blobs.tree());
+  if (opts.pack !== false) archive.stream.once("end", () => void sb.splitsStdin().then((yes) => yes && archive.blobs.tree()).catch(() => {}));
   // Into a fresh workspace, every file is written from here on (the baseline's smudge uses it).
   const loadedSince = Math.floor(Date.now() / 1000);
   try {
@@ -103,7 +103,9 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   // sent, that tree is the baseline at once, and the pack is made while git hashes (takeBaseline).
   const blobs = opts.pack !== false && (await sb.splitsStdin()) ? archive.blobs : undefined;
   const sent = blobs?.tree();
-  const b = await takeBaseline(sb, archive.symlinks, { pack: blobs?.finish(), sent, loadedSince, deferSmudge: opts.deferAgentRepo });
+  // The pack is begun after what follows ready (its first hashing is synchronous).
+  const pack = blobs && new Promise<void>((r) => setImmediate(r)).then(() => blobs.finish());
+  const b = await takeBaseline(sb, archive.symlinks, { pack, sent, loadedSince, deferSmudge: opts.deferAgentRepo });
   const baseline = opts.deferAgentRepo ? b.tree : await b.checked;
   if (!opts.deferAgentRepo) await b.agentRepo;
   return { baseline, agentRepo: b.agentRepo, checked: b.checked, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0, ...(archive.commit ? { commit: archive.commit } : {}) };
