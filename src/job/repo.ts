@@ -100,7 +100,8 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   }
   // The pack goes into the store ahead of git's hash: by the file agent, or where it cannot, split
   // off stdin with `head -c` (only where that is exact). Where it holds the tree of all that was
-  // sent, that tree is the baseline at once, and the pack is made while git hashes (takeBaseline).
+  // sent, that tree is the baseline at once, and the pack is finished and put after ready, in the
+  // exec of git's hash (takeBaseline).
   const blobs = opts.pack !== false && (await sb.splitsStdin()) ? archive.blobs : undefined;
   const sent = blobs?.tree();
   // The pack is begun after what follows ready (its first hashing is synchronous).
