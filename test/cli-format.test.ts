@@ -1,9 +1,11 @@
 // Human progress lines (`patchbay run` / `patchbay watch`): everything in a transcript event comes from a
 // hostile repo or model, so no terminal control sequence may reach the terminal through formatEvent.
+// The worker's log lines carry such texts too (a job's error): the same holds for them.
 import { describe, expect, it } from "vitest";
 import { formatEvent } from "../src/cli/format.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { safeText } from "../src/term.js";
+import { workerLogger } from "../src/log.js";
 
 const base = { ts: "2025-01-02T12:34:56.000Z", jobId: "j1", attempt: 1 };
 const usage = { inputTokens: 1, outputTokens: 2, cacheReadTokens: 0, cacheWriteTokens: 0 };
@@ -131,5 +133,39 @@ describe("safeText", () => {
     const s = "héllo wörld → ✓ 😀 日本語 ~!@#$%^&*()[]{}\\|";
     expect(safeText(s)).toBe(s);
     expect(safeText(s, { oneLine: true })).toBe(s);
+  });
+});
+
+describe("the worker's log lines", () => {
+  // A job's error carries text from the repo, git or the model: an OSC 52 clipboard write, colours,
+  // a carriage return over the line, a forged log line after a newline and an 8-bit CSI.
+  const hostile = "failed: \x1b]52;c;cm0gLXJmIH4=\x07\x1b[31mred\x1b[0m\rover\n2026-01-01T00:00:00.000Z [worker forged] job 9 attempt 1: completed\x9b2J";
+
+  it("a hostile text in a line drives no terminal and starts no line of its own", () => {
+    const text: string[] = [];
+    workerLogger("host:1", { write: (l) => text.push(l) })(hostile, { job: "7", level: "warn" });
+    expect(text).toHaveLength(1);
+    expect(text[0]!.endsWith("\n")).toBe(true);
+    expect(text[0]!.slice(0, -1)).not.toMatch(CONTROL);
+    expect(text[0]).not.toMatch(/cm0gLXJmIH4/);
+    expect(text[0]).toMatch(/ WARN job 7: failed: red over 2026-01-01T00:00:00.000Z \[worker forged\] job 9 attempt 1: completed\n$/);
+  });
+
+  const jsonLine = () => {
+    const json: string[] = [];
+    workerLogger("host:1", { format: "json", write: (l) => json.push(l) })(hostile, { job: "7" });
+    expect(json).toHaveLength(1);
+    return json[0]!;
+  };
+
+  it("in JSON (--log-format json) C0 controls are JSON's escapes, and the text is kept whole", () => {
+    expect(jsonLine().trimEnd()).not.toMatch(/[\x00-\x1f\x7f]/);
+    expect(JSON.parse(jsonLine()).msg).toBe(hostile);
+  });
+
+  // JSON escapes C0 only: U+0080-U+009F go out as they are, and a terminal that reads C1 in UTF-8
+  // (xterm can) takes U+009B for CSI. The text format strips them (above).
+  it.fails("KNOWN HOLE: in JSON a C1 control (U+009B, the 8-bit CSI) reaches the line as it is", () => {
+    expect(jsonLine()).not.toMatch(/[\x80-\x9f]/);
   });
 });

@@ -13,6 +13,12 @@ import { startRedis } from "./support/cluster.js";
 
 const CLAMP = join(ROOT, "examples/clamp");
 const PATCH = "--- a/clamp.py\n+++ b/clamp.py\n";
+// A job's error and task carry text from the repo, git or the model: an OSC 52 clipboard write, a
+// colour, an 8-bit CSI that clears the screen, a carriage return over the line, a forged line.
+const HOSTILE_ERROR = "boom \x1b]52;c;cm0gLXJmIH4=\x07\x1b[31mred\x1b[0m\x9b2J\rover\nforged line";
+const HOSTILE_TASK = "hostile \x1b]0;a title\x07task\x1b[2J\u009d0;t\u009c\rdone";
+/** What a terminal would act on: C0 but newline and tab, DEL, C1. */
+const TERMINAL_CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/;
 
 describe("patchbay CLI for scripts (a queue of its own)", () => {
   let redis: Awaited<ReturnType<typeof startRedis>>;
@@ -36,6 +42,7 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
       async (job) => {
         const task = job.data.spec.task;
         if (task.startsWith("fail")) throw new UnrecoverableError("boom: the repo is broken");
+        if (task.startsWith("hostile")) throw new UnrecoverableError(HOSTILE_ERROR);
         if (task.startsWith("cancel")) return emptyResult("cancelled", "cancelled by a user", { jobId: job.id! });
         return { ...emptyResult("completed", "", { jobId: job.id! }), error: undefined, patch: PATCH, filesChanged: ["clamp.py"] };
       },
@@ -194,5 +201,17 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
         expect(await client("q-ctrlc").redis.exists(keys("q-ctrlc").cancel(id))).toBe(0);
       }
     }
+  });
+
+  it("a job's hostile error and task reach the terminal from status, result, watch and list without a control", async () => {
+    const [id] = await finished("q-hostile", [HOSTILE_TASK]);
+    const runs = { status: await pb("q-hostile", ["status", id!]), result: await pb("q-hostile", ["result", id!]), watch: await pb("q-hostile", ["watch", id!]), list: await pb("q-hostile", ["list"]) };
+    for (const [cmd, r] of Object.entries(runs)) {
+      expect(r.stdout + r.stderr, cmd).not.toMatch(TERMINAL_CONTROL);
+      expect(r.stdout + r.stderr, cmd).not.toMatch(/cm0gLXJmIH4|a title/);
+    }
+    // The words stay, on one line.
+    for (const r of [runs.status.stdout, runs.result.stderr, runs.watch.stderr]) expect(r).toContain("boom red over forged line");
+    expect(runs.list.stdout).toMatch(new RegExp(`${id} .*hostile task done`));
   });
 });

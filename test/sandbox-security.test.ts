@@ -107,6 +107,34 @@ describe("sandbox hardening (real engine)", () => {
     expect(probe.stdout.toString()).toMatch(/^PATH=/m);
     expect(probe.stdout.toString()).not.toMatch(new RegExp(CANARY));
   });
+
+  it("runs the agent's shell and what it starts at oom_score_adj 1000: the kernel's first pick when memory runs out", async () => {
+    const r = await sb().shell.run("cat /proc/$$/oom_score_adj; cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'");
+    expect(r.output.trim().split("\n")).toEqual(["1000", "1000", "1000"]);
+    // The root helpers keep the image's default: the agent's processes go first.
+    const root = await sb().exec(["sh", "-c", "for p in $(pgrep -u 0 -f 'python3 -I -S'); do cat /proc/$p/oom_score_adj; done | sort -u"], { user: "0:0" });
+    expect(root.stdout.toString().trim().split("\n")).not.toContain("1000");
+  });
+
+  it("the agent's kill -9 -1 ends only its own processes: the container's init and the root helpers live on, and the next command runs", async () => {
+    const container = docker().getContainer(sb().name);
+    const before = (await container.inspect()).State;
+    // The pids of root's processes, but the ps that lists them.
+    const roots = async () => {
+      const ps = (await sb().exec(["ps", "-e", "--no-headers", "-o", "pid=,user=,args="], { user: "0:0" })).stdout.toString();
+      return ps.split("\n").map((l) => l.trim().split(/\s+/)).filter(([pid, user, cmd]) => pid && user === "root" && cmd !== "ps").map(([pid]) => pid!);
+    };
+    const rootsBefore = await roots();
+    expect(rootsBefore.length).toBeGreaterThanOrEqual(3); // tini, its sleep and the helper, at least
+    // kill(-1) reaches every process the caller may signal but itself: the shell lives, its
+    // background sleep does not, and nothing of root's is touched.
+    await sb().shell.run("sleep 1000 &");
+    const r = await sb().shell.run("kill -9 -1; sleep 0.5; pgrep -u 1000 -c sleep; id -u; echo alive");
+    expect(r.output).toMatch(/Killed[^\n]*sleep 1000\n0\n1000\nalive\n$/);
+    expect((await container.inspect()).State).toMatchObject({ Running: true, Pid: before.Pid, StartedAt: before.StartedAt });
+    // Every root process of before is still there (the new command may have added its own).
+    expect(await roots()).toEqual(expect.arrayContaining(rootsBefore));
+  });
 });
 
 describe("a worker's environment stays out of its jobs (worker process, real job)", () => {
