@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keys } from "../src/queue/keys.js";
 import { PatchbayClient, type JobData } from "../src/queue/client.js";
+import { BatchClient, batchHooks } from "../src/queue/batch.js";
 import { emptyResult, type JobResult } from "../src/spec.js";
 import { ensureBuilt, patchbay, ROOT, spawnPatchbay } from "./cli-helpers.js";
 import { startRedis } from "./support/cluster.js";
@@ -213,5 +214,24 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     // The words stay, on one line.
     for (const r of [runs.status.stdout, runs.result.stderr, runs.watch.stderr]) expect(r).toContain("boom red over forged line");
     expect(runs.list.stdout).toMatch(new RegExp(`${id} .*hostile task done`));
+  });
+
+  it("a batch's hostile errors reach the terminal from batch status --jobs and batch wait without a control", async () => {
+    // Two lines of a batch finished as a worker records them (its hooks called here, no worker).
+    const c = client("q-batch-hostile");
+    const { batchId, ids } = await new BatchClient(c).submit([{ task: "one", repo: { path: CLAMP } }, { task: "two", repo: { path: CLAMP } }], { name: "hostile-batch" });
+    const hooks = batchHooks(c.redis, "q-batch-hostile", 3600);
+    for (const id of ids) {
+      const data = (await c.queue.getJob(id))!.data;
+      await hooks.start(data, id, 1);
+      await hooks.finish(data, id, 1, { ...emptyResult("failed", HOSTILE_ERROR), jobId: id, attempt: 1 });
+    }
+    const runs = { status: await pb("q-batch-hostile", ["batch", "status", "--jobs", batchId]), wait: await pb("q-batch-hostile", ["batch", "wait", batchId]) };
+    for (const [cmd, r] of Object.entries(runs)) {
+      expect(r.stdout + r.stderr, cmd).not.toMatch(TERMINAL_CONTROL);
+      expect(r.stdout + r.stderr, cmd).not.toMatch(/cm0gLXJmIH4/);
+      // Each line's error, its words on that line.
+      for (const id of ids) expect(r.stdout + r.stderr, cmd).toMatch(new RegExp(`${id}\\s.*failed.*boom red over forged line`));
+    }
   });
 });

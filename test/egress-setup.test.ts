@@ -208,6 +208,30 @@ describe("setup network through the egress proxy", () => {
     expect(none.egress).toBeUndefined();
   });
 
+  it("setup cannot signal the egress bridge or write into its pipes (nor the other root pythons): its requests still pass after the tries", async () => {
+    const model = new AnthropicModel({ apiKey: "test-key", baseURL: "http://127.0.0.1:9", maxRetries: 0 });
+    // Setup (uid 1000) tries every root python of the box, the bridge among them: a write into its
+    // stdin and stdout (the bridge's stdin ending stops it), SIGSTOP and SIGKILL. Then a request
+    // through the bridge; the last command fails on purpose, so that no model is needed.
+    const attack = [
+      "n=0; for p in $(pgrep -f 'python3 -I -S'); do for fd in 0 1; do (printf x > /proc/$p/fd/$fd) 2>/dev/null && n=$((n+1)); done",
+      "kill -STOP $p 2>/dev/null && n=$((n+1)); kill -KILL $p 2>/dev/null && n=$((n+1)); done",
+      "echo pythons=$(pgrep -fc 'python3 -I -S') bridges=$(pgrep -fc proxy.sock) reached=$n",
+    ].join("; ");
+    const events: TranscriptEvent[] = [];
+    const r = await runJob(
+      { task: "t", repo: { path: repo() }, setup: [attack, "python3 probe.py http://allowed.test:8080/ok", "exit 3"], network: { setup: { allow: ["allowed.test:8080"] } } },
+      { model, egress: proxy(), onEvent: (e) => events.push(e) },
+    );
+    expect(r.error).toMatch(/^setup command failed \(exit 3\): exit 3/);
+    const [tried, probed] = (events.filter((e) => e.type === "setup") as EventOf<"setup">[]).map((e) => e.outputTail);
+    const m = /^pythons=(\d+) bridges=(\d+) reached=(\d+)$/m.exec(tried ?? "");
+    expect(m, tried).not.toBeNull();
+    expect(Number(m![1])).toBeGreaterThanOrEqual(4); // the helper, the supervisor, the file agent and the bridge
+    expect([m![2], m![3]]).toEqual(["1", "0"]);
+    expect(probed).toMatch(/^http:\/\/allowed\.test:8080\/ok -> 200 hello from netns/);
+  });
+
   it("under gVisor without --host-uds=open the bridge cannot reach the socket, and setup fails saying so", async () => {
     const model = new AnthropicModel({ apiKey: "test-key", baseURL: "http://127.0.0.1:9", maxRetries: 0 });
     const r = await runJob({ task: "t", repo: { path: repo() }, runtime: "runsc", setup: "true", network: { setup: { allow: ["allowed.test:8080"] } } }, { model, egress: proxy() });

@@ -136,6 +136,21 @@ describe("Sandbox.exec through the file agent (real engine)", () => {
       await s.destroy();
     }
   }, 60_000);
+
+  it("a supervisor that dies (the agent can signal it in the moment it has the agent's uid) is replaced, and the kill is done", async () => {
+    const s = sb();
+    await s.shell.run("sleep 1000 & echo started");
+    const supervisor = async () => (await s.exec(["pgrep", "-x", "supervisor.py"], { user: "0:0" })).stdout.toString().trim();
+    const before = await supervisor();
+    expect(before).toMatch(/^\d+$/);
+    await s.exec(["kill", "-KILL", before], { user: "0:0" });
+    expect(await s.killAgentProcesses({ keepShell: true })).toBeGreaterThanOrEqual(1);
+    expect((await s.exec(["pgrep", "-u", "1000", "-c", "sleep"], { user: "0:0" })).stdout.toString().trim()).toBe("0");
+    const after = await supervisor();
+    expect(after).toMatch(/^\d+$/);
+    expect(after).not.toBe(before);
+    expect((await s.shell.run("echo alive")).output).toMatch(/Killed.*sleep 1000\nalive\n$/s); // bash tells of its job first
+  });
 });
 
 describe("an image without setpriv", () => {

@@ -35,7 +35,7 @@ const PENDING = [
 ];
 
 /** Boundaries that no test holds yet (gaps), each `**no test**` in its test column. A test for one takes it off. */
-const NO_TEST = ["`batch status`, `batch wait`, `campaign status` and `campaign publish` lines"];
+const NO_TEST = ["a root helper the OOM killer takes"];
 
 // ---------------------------------------------------------------------------------------------
 // The tables

@@ -2,7 +2,8 @@
 // campaign seeded as publishing and tracking leave it (its batch submitted, no worker needed; its
 // definition and changesets in the campaign store), the dashboard in this process. The page shows
 // the burndown and each repository's row; hostile text from a repo, a forge or git is text, a
-// non-http(s) URL no link; an unknown id is a 404 page; off loopback the API needs the token.
+// non-http(s) URL no link; an unknown id is a 404 page; off loopback the API needs the token. The
+// same campaign through `patchbay campaign status` (a CLI process) reaches a terminal without a control.
 import Fastify from "fastify";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +16,7 @@ import { campaignsRoutes } from "../src/web/routes-campaigns.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { launchBrowser, recordPage } from "./support/browser.js";
 import { startRedis } from "./support/cluster.js";
+import { ensureBuilt, patchbay } from "./cli-helpers.js";
 
 const QUEUE = "web-campaigns";
 const TOKEN = "campaigns-test-token-0123456789";
@@ -197,4 +199,16 @@ describe("campaign pages in headless Chromium", () => {
       await app.close();
     }
   });
+
+  it("patchbay campaign status shows the same hostile text on a terminal without a control", async () => {
+    await ensureBuilt();
+    const r = await patchbay(["campaign", "status", ID], { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE });
+    expect(r.code, r.stderr).toBe(0);
+    // C0 but newline and tab, DEL, C1: what a terminal would act on.
+    expect(r.stdout + r.stderr).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
+    expect(r.stdout).not.toContain("evil-title");
+    const line6 = r.stdout.split("\n").find((l) => /^\s*6\s+conflict\s/.test(l));
+    expect(line6).toContain("rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/log.ts");
+    expect(r.stdout).toContain(HOSTILE_REPO);
+  }, 180_000);
 });
