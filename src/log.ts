@@ -23,12 +23,20 @@ export interface LoggerOptions {
   write?: (line: string) => void;
 }
 
+/**
+ * JSON escapes only C0 controls, so a log line could still carry a C1 control (U+009B is the 8-bit
+ * CSI a terminal obeys), a bidi override or a line separator from a repo's or a model's text. Each
+ * is written as its `\\uXXXX` escape instead: the line means the same to a JSON reader, and a
+ * terminal showing it raw sees only ASCII.
+ */
+const escapeInvisible = (line: string) => line.replace(/[\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+
 const toStderr = (line: string) => void process.stderr.write(line);
 
 export function workerLogger(workerId: string, opts: LoggerOptions = {}): Log {
   const write = opts.write ?? toStderr;
   if (opts.format === "json") {
-    const logger = pino({ base: { worker: workerId }, timestamp: pino.stdTimeFunctions.isoTime }, { write });
+    const logger = pino({ base: { worker: workerId }, timestamp: pino.stdTimeFunctions.isoTime }, { write: (line: string) => write(escapeInvisible(line)) });
     return (msg, { level = "info", ...fields } = {}) => logger[level](fields, msg);
   }
   return (msg, fields = {}) => {
