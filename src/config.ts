@@ -321,6 +321,28 @@ function durationMs() {
     .max(MAX_DURATION_MS, { error: (iss) => `must be at most ${MAX_DURATION_MS} ms (${MAX_DURATION_WORDS}; got ${String(iss.input)})` });
 }
 
+/** The worker's policy (src/policy.ts) from the parsed environment. */
+function policyOf(e: z.infer<typeof Env>) {
+  return {
+    allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
+    allowCustomTools: e.PATCHBAY_ALLOW_CUSTOM_TOOLS === "1",
+    allowMcp: e.PATCHBAY_ALLOW_MCP === "1",
+    providers: [...new Set([e.PATCHBAY_PROVIDER, ...(e.PATCHBAY_PROVIDERS ?? [])])],
+    maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
+    maxCpus: e.PATCHBAY_MAX_CPUS,
+    maxPids: e.PATCHBAY_MAX_PIDS,
+    maxDiskMb: e.PATCHBAY_MAX_DISK_MB,
+    maxTimeoutSec: e.PATCHBAY_MAX_TIMEOUT_SEC,
+    maxCommandTimeoutSec: e.PATCHBAY_MAX_COMMAND_TIMEOUT_SEC,
+    images: e.PATCHBAY_IMAGES === undefined ? undefined : e.PATCHBAY_IMAGES.split(",").map((s) => s.trim()).filter(Boolean),
+    maxBudgetUsd: e.PATCHBAY_MAX_BUDGET_USD,
+    maxTurns: e.PATCHBAY_MAX_TURNS,
+    maxTokens: e.PATCHBAY_MAX_TOKENS,
+    models: e.PATCHBAY_MODELS === undefined ? undefined : [e.PATCHBAY_MODEL, ...e.PATCHBAY_MODELS.split(",").map((s) => s.trim()).filter(Boolean)],
+    runtime: e.PATCHBAY_RUNTIME,
+  };
+}
+
 export type Config = ReturnType<typeof loadConfig>;
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
@@ -375,24 +397,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     localRepoRoots: e.PATCHBAY_LOCAL_REPO_ROOTS,
     /** The hosts a { git } URL from the HTTP API may name (PATCHBAY_API_GIT_HOSTS, else the forges' hosts). */
     apiGitHosts: e.PATCHBAY_API_GIT_HOSTS ?? e.PATCHBAY_FORGES.map((f) => f.host),
-    policy: {
-      allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
-      allowCustomTools: e.PATCHBAY_ALLOW_CUSTOM_TOOLS === "1",
-      allowMcp: e.PATCHBAY_ALLOW_MCP === "1",
-      providers: [...new Set([e.PATCHBAY_PROVIDER, ...(e.PATCHBAY_PROVIDERS ?? [])])],
-      maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
-      maxCpus: e.PATCHBAY_MAX_CPUS,
-      maxPids: e.PATCHBAY_MAX_PIDS,
-      maxDiskMb: e.PATCHBAY_MAX_DISK_MB,
-      maxTimeoutSec: e.PATCHBAY_MAX_TIMEOUT_SEC,
-      maxCommandTimeoutSec: e.PATCHBAY_MAX_COMMAND_TIMEOUT_SEC,
-      images: e.PATCHBAY_IMAGES === undefined ? undefined : e.PATCHBAY_IMAGES.split(",").map((s) => s.trim()).filter(Boolean),
-      maxBudgetUsd: e.PATCHBAY_MAX_BUDGET_USD,
-      maxTurns: e.PATCHBAY_MAX_TURNS,
-      maxTokens: e.PATCHBAY_MAX_TOKENS,
-      models: e.PATCHBAY_MODELS === undefined ? undefined : [e.PATCHBAY_MODEL, ...e.PATCHBAY_MODELS.split(",").map((s) => s.trim()).filter(Boolean)],
-      runtime: e.PATCHBAY_RUNTIME,
-    },
+    policy: policyOf(e),
     gitCredentials: e.PATCHBAY_GIT_CREDENTIALS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicAuthToken: e.ANTHROPIC_AUTH_TOKEN || undefined,
