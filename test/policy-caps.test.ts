@@ -34,9 +34,9 @@ beforeAll(async () => {
     REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_POOL: "0",
     PATCHBAY_MAX_BUDGET_USD: "1", PATCHBAY_MAX_TURNS: "5", PATCHBAY_MAX_TOKENS: "2048", PATCHBAY_MODELS: "claude-haiku-4-5", PATCHBAY_RUNTIME: "runsc",
   });
-  await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`), 60_000);
+  await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`), 120_000);
   c = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
-}, 120_000);
+}, 180_000);
 
 afterAll(async () => {
   await c?.close();

@@ -92,7 +92,7 @@ async function dashboard(queue: string, env: Record<string, string> = {}): Promi
 async function worker(queue: string, env: Record<string, string> = {}): Promise<PatchbayClient> {
   const w = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_POOL: "0", ...env });
   workers.push(w);
-  await w.waitFor(new RegExp(`ready: queue ${queue}`));
+  await w.waitFor(new RegExp(`ready: queue ${queue}`), 120_000); // a loaded machine starts a worker slowly
   const c = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
   clients.push(c);
   return c;
@@ -191,7 +191,7 @@ describe("a worker with PATCHBAY_LOCAL_REPO_ROOTS", () => {
   let c: PatchbayClient;
   beforeAll(async () => {
     c = await worker("src-roots", { PATCHBAY_LOCAL_REPO_ROOTS: ROOT, PATCHBAY_API_GIT_HOSTS: `${gitServer.host},${redirector.host}` });
-  }, 60_000);
+  }, 150_000);
 
   it("refuses a job planted in raw BullMQ that names the host outside its roots, in any form, before it reads it; one message, there or not", async () => {
     const refusal = (field: string) => `repo.${field}: this worker reads a local repo only under PATCHBAY_LOCAL_REPO_ROOTS (${ROOT}); send { "git": URL } for another`;
@@ -233,7 +233,7 @@ describe("a worker without PATCHBAY_LOCAL_REPO_ROOTS (the default)", () => {
   let c: PatchbayClient;
   beforeAll(async () => {
     c = await worker("src-default");
-  }, 60_000);
+  }, 150_000);
 
   it("reads no local repo of a job from the API or of one that does not say, and the operator's own enqueue still runs", async () => {
     const refusal = 'repo.path: this worker reads the local repo of a job from the HTTP API (or of one that does not say who enqueued it) only under PATCHBAY_LOCAL_REPO_ROOTS, which it does not set; send { "git": URL }';
