@@ -160,6 +160,28 @@ const Env = z.object({
     if (bad !== undefined) ctx.issues.push({ code: "custom", message: `each must be an absolute directory (got ${JSON.stringify(bad.slice(0, 100))})`, input: s });
     return roots.map((r) => resolve(r));
   }),
+  /**
+   * Directories (absolute, comma-separated) under which a worker reads a queued job's local repo
+   * ({ path }, { archive }, a { git } path or file: URL); "none": no local repo at all. Unset: the
+   * operator's own jobs (enqueued by the CLI or the library) read any path, and every other job
+   * (the HTTP API's, or one that does not say) none (src/job/source-check.ts).
+   */
+  PATCHBAY_LOCAL_REPO_ROOTS: z.string().optional().transform((s, ctx) => {
+    if (s === undefined || s.trim() === "") return undefined;
+    if (s.trim() === "none") return [] as string[];
+    const roots = s.split(",").map((x) => x.trim()).filter(Boolean);
+    const bad = roots.find((r) => !isAbsolute(r));
+    if (bad !== undefined) ctx.issues.push({ code: "custom", message: `each must be an absolute directory, or the whole value "none" (got ${JSON.stringify(bad.slice(0, 100))})`, input: s });
+    return roots.map((r) => resolve(r));
+  }),
+  /** Hosts (host or host:port, comma-separated) a { git } URL of a job from the HTTP API may name, at the API and at the worker; unset: the forges' (PATCHBAY_FORGES). */
+  PATCHBAY_API_GIT_HOSTS: z.string().optional().transform((s, ctx) => {
+    if (s === undefined || s.trim() === "") return undefined;
+    const hosts = s.split(",").map((x) => x.trim().toLowerCase()).filter(Boolean);
+    const bad = hosts.find((h) => !/^(\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?)(?::\d{1,5})?$/.test(h));
+    if (bad !== undefined) ctx.issues.push({ code: "custom", message: `each must be a host or host:port (got ${JSON.stringify(bad.slice(0, 100))})`, input: s });
+    return hosts;
+  }),
   // The worker's policy (src/policy.ts): what a JobSpec may ask of a sandbox. Bridge network only
   // where allowed; bounds on limits and timeouts (never below what a spec gets by default); images.
   PATCHBAY_ALLOW_BRIDGE: z.enum(["0", "1"]).default("0"),
@@ -175,6 +197,17 @@ const Env = z.object({
   PATCHBAY_MAX_DISK_MB: atLeastDefault(() => defaults.sandbox.diskMb).default(10_240),
   PATCHBAY_MAX_TIMEOUT_SEC: atLeastDefault(() => defaults.job.timeoutSec, false, MAX_DURATION_SEC).default(4 * 3600),
   PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: atLeastDefault(() => defaults.job.commandTimeoutSec, false, MAX_DURATION_SEC).default(3600),
+  // What a spec may spend (src/policy.ts): a spec over a cap is refused; one that sets nothing gets the cap.
+  /** The most a job's budget.usd may be, and the budget of a spec that sets none. */
+  PATCHBAY_MAX_BUDGET_USD: z.coerce.number().positive().finite().optional(),
+  /** The most turns a spec may ask for (maxTurns); a spec that sets none gets the lower of this and the default. */
+  PATCHBAY_MAX_TURNS: z.coerce.number().int().positive().max(10_000).optional(),
+  /** The most output tokens per response a spec may ask for (maxTokens); the same. */
+  PATCHBAY_MAX_TOKENS: z.coerce.number().int().positive().max(1_000_000).optional(),
+  /** Models (comma-separated; an entry ending in `*` by prefix) a spec's `model` may name besides PATCHBAY_MODEL; unset: any. */
+  PATCHBAY_MODELS: z.string().optional(),
+  /** The runtime of every sandbox (a spec asking for another is refused); unset: the spec's, default runc. */
+  PATCHBAY_RUNTIME: z.enum(["runc", "runsc"]).optional(),
   /** Comma-separated images a spec may name besides PATCHBAY_IMAGE (`@from`: those `image build --from` made); unset: `@from`. */
   PATCHBAY_IMAGES: z.string().optional(),
   /** A git-credentials store (`https://user:token@host` lines, mode 0600) for host-side clones. */
@@ -288,6 +321,28 @@ function durationMs() {
     .max(MAX_DURATION_MS, { error: (iss) => `must be at most ${MAX_DURATION_MS} ms (${MAX_DURATION_WORDS}; got ${String(iss.input)})` });
 }
 
+/** The worker's policy (src/policy.ts) from the parsed environment. */
+function policyOf(e: z.infer<typeof Env>) {
+  return {
+    allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
+    allowCustomTools: e.PATCHBAY_ALLOW_CUSTOM_TOOLS === "1",
+    allowMcp: e.PATCHBAY_ALLOW_MCP === "1",
+    providers: [...new Set([e.PATCHBAY_PROVIDER, ...(e.PATCHBAY_PROVIDERS ?? [])])],
+    maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
+    maxCpus: e.PATCHBAY_MAX_CPUS,
+    maxPids: e.PATCHBAY_MAX_PIDS,
+    maxDiskMb: e.PATCHBAY_MAX_DISK_MB,
+    maxTimeoutSec: e.PATCHBAY_MAX_TIMEOUT_SEC,
+    maxCommandTimeoutSec: e.PATCHBAY_MAX_COMMAND_TIMEOUT_SEC,
+    images: e.PATCHBAY_IMAGES === undefined ? undefined : e.PATCHBAY_IMAGES.split(",").map((s) => s.trim()).filter(Boolean),
+    maxBudgetUsd: e.PATCHBAY_MAX_BUDGET_USD,
+    maxTurns: e.PATCHBAY_MAX_TURNS,
+    maxTokens: e.PATCHBAY_MAX_TOKENS,
+    models: e.PATCHBAY_MODELS === undefined ? undefined : [e.PATCHBAY_MODEL, ...e.PATCHBAY_MODELS.split(",").map((s) => s.trim()).filter(Boolean)],
+    runtime: e.PATCHBAY_RUNTIME,
+  };
+}
+
 export type Config = ReturnType<typeof loadConfig>;
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
@@ -338,19 +393,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     apiTokens: e.PATCHBAY_API_TOKENS,
     apiCorsOrigins: e.PATCHBAY_API_CORS_ORIGINS,
     apiRepoRoots: e.PATCHBAY_API_REPO_ROOTS,
-    policy: {
-      allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
-      allowCustomTools: e.PATCHBAY_ALLOW_CUSTOM_TOOLS === "1",
-      allowMcp: e.PATCHBAY_ALLOW_MCP === "1",
-      providers: [...new Set([e.PATCHBAY_PROVIDER, ...(e.PATCHBAY_PROVIDERS ?? [])])],
-      maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
-      maxCpus: e.PATCHBAY_MAX_CPUS,
-      maxPids: e.PATCHBAY_MAX_PIDS,
-      maxDiskMb: e.PATCHBAY_MAX_DISK_MB,
-      maxTimeoutSec: e.PATCHBAY_MAX_TIMEOUT_SEC,
-      maxCommandTimeoutSec: e.PATCHBAY_MAX_COMMAND_TIMEOUT_SEC,
-      images: e.PATCHBAY_IMAGES === undefined ? undefined : e.PATCHBAY_IMAGES.split(",").map((s) => s.trim()).filter(Boolean),
-    },
+    /** PATCHBAY_LOCAL_REPO_ROOTS: undefined when unset, [] for "none". */
+    localRepoRoots: e.PATCHBAY_LOCAL_REPO_ROOTS,
+    /** The hosts a { git } URL from the HTTP API may name (PATCHBAY_API_GIT_HOSTS, else the forges' hosts). */
+    apiGitHosts: e.PATCHBAY_API_GIT_HOSTS ?? e.PATCHBAY_FORGES.map((f) => f.host),
+    policy: policyOf(e),
     gitCredentials: e.PATCHBAY_GIT_CREDENTIALS,
     anthropicApiKey: e.ANTHROPIC_API_KEY,
     anthropicAuthToken: e.ANTHROPIC_AUTH_TOKEN || undefined,

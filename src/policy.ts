@@ -3,6 +3,7 @@
 // narrow its sandbox but never widen it: no bridge network unless the worker allows it, no limit or
 // timeout above the worker's bound, no image off the worker's list. Pure: the one fact it cannot know
 // (whether an image was built by `patchbay image build --from`) is the caller's to look up.
+import { defaults, pidsProblem } from "./config.js";
 import { customToolsOf, type JobSpec } from "./spec.js";
 
 export interface SandboxPolicy {
@@ -19,6 +20,14 @@ export interface SandboxPolicy {
   maxDiskMb: number;
   maxTimeoutSec: number;
   maxCommandTimeoutSec: number;
+  /** What a spec may spend: budget.usd, maxTurns and maxTokens at most these (a spec that sets none gets the cap); undefined: no cap. */
+  maxBudgetUsd?: number;
+  maxTurns?: number;
+  maxTokens?: number;
+  /** Models a spec's `model` may name (the worker's own first; `*` at an entry's end matches by prefix); undefined: any. */
+  models?: readonly string[];
+  /** The runtime every sandbox runs under (a spec asking for another is refused); undefined: the spec's. */
+  runtime?: "runc" | "runsc";
   /** Images a spec may name besides the sandbox image (FROM_BUILDS: those `image build --from` made); undefined: [FROM_BUILDS]. */
   images?: readonly string[];
 }
@@ -80,6 +89,7 @@ export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxIm
   over("limits.diskMb", l.diskMb, policy.maxDiskMb, "PATCHBAY_MAX_DISK_MB");
   over("timeoutSec", spec.timeoutSec, policy.maxTimeoutSec, "PATCHBAY_MAX_TIMEOUT_SEC");
   over("commandTimeoutSec", spec.commandTimeoutSec, policy.maxCommandTimeoutSec, "PATCHBAY_MAX_COMMAND_TIMEOUT_SEC");
+  out.push(...spendViolations(spec, policy));
   if (spec.image !== undefined) {
     const verdict = imageVerdict(spec.image, sandboxImage, policy);
     if (verdict === "refused" || (verdict === "lookup" && facts.builtFrom !== true)) {
@@ -94,3 +104,40 @@ export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxIm
 
 /** The message a refused spec fails with: one line, every violation in it. */
 export const policyRefusal = (violations: readonly string[]) => `JobSpec refused by this worker's policy: ${violations.join("; ")}`;
+
+/** What the spec may spend and what it runs on: the caps, the models, the forced runtime. */
+function spendViolations(spec: JobSpec, policy: SandboxPolicy): string[] {
+  const out: string[] = [];
+  const over = (field: string, value: number | undefined, max: number | undefined, knob: string) => {
+    if (value !== undefined && max !== undefined && value > max) out.push(`${field}: ${value} is over this worker's bound of ${max} (${knob} on the worker raises it)`);
+  };
+  over("budget.usd", spec.budget?.usd, policy.maxBudgetUsd, "PATCHBAY_MAX_BUDGET_USD");
+  over("maxTurns", spec.maxTurns, policy.maxTurns, "PATCHBAY_MAX_TURNS");
+  over("maxTokens", spec.maxTokens, policy.maxTokens, "PATCHBAY_MAX_TOKENS");
+  if (spec.model !== undefined && policy.models && !policy.models.some((m) => (m.endsWith("*") ? spec.model!.startsWith(m.slice(0, -1)) : m === spec.model)))
+    out.push(`model: ${JSON.stringify(spec.model.slice(0, 100))} is not in this worker's model allow-list; allowed: ${policy.models.join(", ")} (PATCHBAY_MODELS on the worker sets the list)`);
+  if (policy.runtime && spec.runtime && spec.runtime !== policy.runtime)
+    out.push(`runtime: "${spec.runtime}" is not allowed by this worker, which runs every sandbox under ${policy.runtime} (PATCHBAY_RUNTIME on the worker)`);
+  const pids = spec.limits?.pids;
+  const pidsWhy = policy.runtime && !spec.runtime && pids !== undefined ? pidsProblem(pids, policy.runtime) : undefined;
+  if (pidsWhy) out.push(`limits.pids: ${pidsWhy} (this worker runs every sandbox under ${policy.runtime}: PATCHBAY_RUNTIME)`);
+  return out;
+}
+
+/**
+ * The spec as this worker runs it, once within the policy: a cap is what a spec that sets nothing
+ * gets (a cap a spec could escape by leaving the field out would be none), and the forced runtime
+ * is its runtime. The job's transcript (job_started) shows the spec so completed.
+ */
+export function withCaps(spec: JobSpec, policy: SandboxPolicy): JobSpec {
+  const lower = (cap: number | undefined, dflt: number) => (cap !== undefined && cap < dflt ? cap : undefined);
+  const turns = spec.maxTurns === undefined ? lower(policy.maxTurns, defaults.job.maxTurns) : undefined;
+  const tokens = spec.maxTokens === undefined ? lower(policy.maxTokens, defaults.job.maxTokens) : undefined;
+  return {
+    ...spec,
+    ...(policy.maxBudgetUsd !== undefined && spec.budget?.usd === undefined ? { budget: { ...spec.budget, usd: policy.maxBudgetUsd } } : {}),
+    ...(turns !== undefined ? { maxTurns: turns } : {}),
+    ...(tokens !== undefined ? { maxTokens: tokens } : {}),
+    ...(policy.runtime && !spec.runtime ? { runtime: policy.runtime } : {}),
+  };
+}

@@ -366,7 +366,7 @@ describe("attacks on the HTTP API and the client", () => {
         expect(r.status, JSON.stringify(repo)).toBe(400);
         expect(r.json.errors).toEqual([`repo.path: ${refusal}`]);
       }
-      const git = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "remote", repo: { git: "https://example.org/r.git" } }), token: WRITE });
+      const git = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "remote", repo: { git: "https://github.com/acme/r.git" } }), token: WRITE }); // a forge's host (PATCHBAY_API_GIT_HOSTS' default)
       expect(git.status, git.text).toBe(201);
     } finally {
       await d.close();

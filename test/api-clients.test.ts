@@ -46,7 +46,7 @@ describe("the HTTP API's examples", () => {
   beforeAll(async () => {
     redis = await startRedis();
     fake = await startFakeAnthropic(byTurn(clampScript()));
-    worker = startWorkerProc({ ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" });
+    worker = startWorkerProc({ ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCAL_REPO_ROOTS: `${dirname(CLAMP)},${tmpdir()}` }); // the API's jobs: only under the worker's roots
     await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`));
     const config = loadConfig({ ...process.env, PATCHBAY_API_TOKENS: `examples:write:${WRITE}`, PATCHBAY_API_REPO_ROOTS: `${dirname(CLAMP)},${tmpdir()}` });
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: "api-clients-dashboard-token-01", config });

@@ -51,7 +51,7 @@ describe("the HTTP API", () => {
     redis = await startRedis();
     fake = await startFakeAnthropic(byTurn(clampScript()));
     env = { ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" };
-    worker = startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "2" });
+    worker = startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "2", PATCHBAY_LOCAL_REPO_ROOTS: ROOTS }); // the API's jobs read a local repo only under the worker's roots
     await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`));
     const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, PATCHBAY_API_TOKENS: `ci:write:${WRITE}, viewer:read:${READ}`, PATCHBAY_API_CORS_ORIGINS: ORIGIN, PATCHBAY_API_REPO_ROOTS: ROOTS });
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN, config });

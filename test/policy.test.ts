@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { credentialHelper, hasCredentials, matchCredential, parseCredentialStore, redact, scrub, splitUrl } from "../src/job/git-auth.js";
 import { runJob } from "../src/job/run.js";
-import { FROM_BUILDS, imageVerdict, normalizeImage, policyRefusal, policyViolations, type SandboxPolicy } from "../src/policy.js";
+import { policyProblem } from "../src/job/admit.js";
+import { FROM_BUILDS, imageVerdict, normalizeImage, policyRefusal, policyViolations, withCaps, type SandboxPolicy } from "../src/policy.js";
 import { assertJobSpec, JobSpecError, parseJobSpec, type JobSpec } from "../src/spec.js";
 
 const SB = "patchbay-sandbox:latest";
@@ -189,5 +190,33 @@ describe("git URL credentials (src/job/git-auth.ts)", () => {
     expect(h.args.join(" ")).not.toContain("s3cret");
     expect(h.env).toEqual({ PATCHBAY_GIT_PROTOCOL: "https", PATCHBAY_GIT_HOST: "h.example", PATCHBAY_GIT_USERNAME: "u", PATCHBAY_GIT_PASSWORD: "s3cret" });
     expect(() => credentialHelper("https", "h", { username: "u", password: "x\nhost=evil" })).toThrow("a git credential contains a newline or NUL");
+  });
+});
+
+describe("the worker's policy: what a spec may spend, and the runtime", () => {
+  const capped = loadConfig({ PATCHBAY_MAX_BUDGET_USD: "2", PATCHBAY_MAX_TURNS: "10", PATCHBAY_MAX_TOKENS: "100000", PATCHBAY_MODELS: "claude-haiku-*", PATCHBAY_RUNTIME: "runsc" });
+
+  it("refuses a spec over a cap, a model off the list, another runtime, and a pids limit the forced runtime cannot work with", () => {
+    expect(check({ budget: { usd: 2.5 }, maxTurns: 11, maxTokens: 100_001, model: "claude-opus-4-5", runtime: "runc" }, capped.policy)).toEqual([
+      "budget.usd: 2.5 is over this worker's bound of 2 (PATCHBAY_MAX_BUDGET_USD on the worker raises it)",
+      "maxTurns: 11 is over this worker's bound of 10 (PATCHBAY_MAX_TURNS on the worker raises it)",
+      "maxTokens: 100001 is over this worker's bound of 100000 (PATCHBAY_MAX_TOKENS on the worker raises it)",
+      'model: "claude-opus-4-5" is not in this worker\'s model allow-list; allowed: claude-sonnet-5-5, claude-haiku-* (PATCHBAY_MODELS on the worker sets the list)',
+      'runtime: "runc" is not allowed by this worker, which runs every sandbox under runsc (PATCHBAY_RUNTIME on the worker)',
+    ]);
+    expect(check({ limits: { pids: 64 } }, capped.policy)).toEqual(["limits.pids: must be at least 256 under runtime runsc (gVisor's own threads count against the limit; a lower one kills the sandbox) (this worker runs every sandbox under runsc: PATCHBAY_RUNTIME)"]);
+    expect(check({ budget: { usd: 2 }, maxTurns: 10, model: "claude-haiku-4-5", runtime: "runsc" }, capped.policy)).toEqual([]);
+    expect(check({ budget: { usd: 500 }, maxTurns: 10_000, model: "anything" })).toEqual([]); // no caps by default
+  });
+
+  it("gives a spec that sets nothing the caps (a turns or tokens cap only where it is below the default), and the forced runtime", () => {
+    expect(withCaps(spec(), capped.policy)).toEqual({ ...spec(), budget: { usd: 2 }, maxTurns: 10, runtime: "runsc" }); // 100000 tokens is above the default 8192
+    expect(withCaps(spec({ budget: { outputTokens: 5 }, maxTurns: 3 }), capped.policy)).toEqual({ ...spec(), budget: { outputTokens: 5, usd: 2 }, maxTurns: 3, runtime: "runsc" });
+    expect(withCaps(spec(), DEFAULT)).toEqual(spec());
+  });
+
+  it("refuses a model whose price is unknown where a USD cap is set: the cap could not be held", async () => {
+    const why = await policyProblem(spec({ model: "claude-haiku-9-private" }), capped);
+    expect(why).toContain('model: the price of "claude-haiku-9-private" is unknown, so this worker\'s cap on what a job spends (PATCHBAY_MAX_BUDGET_USD=2) cannot be held');
   });
 });

@@ -2,7 +2,8 @@
 // on what a spec may ask of its sandbox (src/policy.ts), and the secrets a spec's git URL carries,
 // which no event may show.
 import type { Config } from "../config.js";
-import { policyRefusal, imageVerdict, policyViolations } from "../policy.js";
+import { priceKnown } from "../agent/prices.js";
+import { policyRefusal, imageVerdict, policyViolations, withCaps } from "../policy.js";
 import { docker } from "../runtime/docker.js";
 import { builtFrom } from "../sandbox/image-from.js";
 import { JobSpecError, type JobSpec, type TranscriptEvent } from "../spec.js";
@@ -13,10 +14,14 @@ import { redact, splitUrl } from "./git-auth.js";
  * raises it), or undefined. The engine is asked about the image only where the policy needs to
  * know whether `image build --from` made it; an engine that cannot answer throws (not the spec's fault).
  */
-export async function policyProblem(spec: JobSpec, config: Pick<Config, "policy" | "image">): Promise<string | undefined> {
+export async function policyProblem(spec: JobSpec, config: Pick<Config, "policy" | "image" | "model">): Promise<string | undefined> {
   const lookup = spec.image !== undefined && imageVerdict(spec.image, config.image, config.policy) === "lookup";
   const facts = lookup ? { builtFrom: await builtFrom(spec.image!) } : {};
   const violations = policyViolations(spec, config.policy, config.image, facts);
+  // A USD cap is held by the job's cost: a model whose price is unknown would spend nothing against it.
+  const model = spec.model ?? config.model;
+  if (config.policy.maxBudgetUsd !== undefined && !priceKnown(model))
+    violations.push(`model: the price of ${JSON.stringify(model.slice(0, 100))} is unknown, so this worker's cap on what a job spends (PATCHBAY_MAX_BUDGET_USD=${config.policy.maxBudgetUsd}) cannot be held; name a model with a known price`);
   // The engine refuses more CPUs than its host has (at create, where it would look like the host's fault and be retried).
   const cpus = violations.some((v) => v.startsWith("limits.cpus")) ? undefined : spec.limits?.cpus;
   const have = cpus === undefined ? undefined : await engineCpus();
@@ -28,10 +33,11 @@ let cpusOfEngine: Promise<number | undefined> | undefined;
 /** The engine's CPU count, asked once (undefined when it cannot say: the create then decides). */
 const engineCpus = () => (cpusOfEngine ??= docker().info().then((i: { NCPU?: number }) => i.NCPU, () => (cpusOfEngine = undefined)));
 
-/** Throws a JobSpecError (not retried) for a spec past the worker's policy. */
-export async function admitJob(spec: JobSpec, config: Pick<Config, "policy" | "image">): Promise<void> {
+/** The spec as the worker runs it (its caps applied: src/policy.ts withCaps); a JobSpecError (not retried) for a spec past the policy. */
+export async function admitJob(spec: JobSpec, config: Pick<Config, "policy" | "image" | "model">): Promise<JobSpec> {
   const why = await policyProblem(spec, config);
   if (why) throw new JobSpecError(why);
+  return withCaps(spec, config.policy);
 }
 
 // Secrets shorter than this are not searched for in every event's strings (they would match

@@ -2,7 +2,8 @@
 // a local source is measured before it is cloned, a remote clone is watched while it runs, and the
 // tree to check out is summed from `git ls-tree` before anything is checked out.
 //
-// Local sources (a path, or a file:// URL) are hostile too: git would follow a `.git` file
+// Whether a source is local is src/repo-source.ts's classifyGit, the rule the API and the worker's
+// admission hold to their roots and hosts. Local sources (a path, or a file: URL) are hostile too: git would follow a `.git` file
 // ("gitdir: /another/repo"), a `.git` or `objects` symlink, a `commondir` file, or borrow objects
 // through objects/info/alternates, and so put another host repo into the sandbox. A worker accepts
 // only (a) a directory whose `.git` is a real directory, or (b) a bare repo directory with no `.git`
@@ -20,10 +21,10 @@ import fss from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { HostEnv } from "../config.js";
 import { credentialHelper, matchCredential, readCredentialStore, redact, scrub, splitUrl, type SplitUrl } from "./git-auth.js";
 import { breathe, Budget, quote, RepoError, tooLarge } from "./repo-common.js";
+import { classifyGit } from "../repo-source.js";
 
 export { redact } from "./git-auth.js";
 
@@ -35,6 +36,8 @@ export type CloneOptions = {
   credentials?: string | null;
   /** The host's environment git runs with (config.hostEnv): PATH, HOME, proxies, GIT_SSH_COMMAND. */
   env: HostEnv;
+  /** false: an HTTP redirect is not followed (a job held to a host list: the redirect could lead off it); default: git's own (the first request's). */
+  followRedirects?: boolean;
 };
 
 type Auth = { args: string[]; env: Record<string, string>; secrets: string[] };
@@ -48,15 +51,19 @@ export interface Clone {
 export async function cloneRepo(url: string, ref: string | undefined, opts: CloneOptions): Promise<Clone> {
   const label = `repo.git ${redact(url)}`;
   const split = splitUrl(url);
-  if (url.startsWith("-")) throw new RepoError(`${label}: not a repository URL`);
   if (ref !== undefined && (ref === "" || ref.startsWith("-"))) throw new RepoError(`${label}: bad ref ${quote(ref)}`);
-  const isFileUrl = /^file:/i.test(url);
-  const local = isFileUrl || fss.existsSync(url);
-  const source = local ? await checkLocalSource(label, isFileUrl ? fileUrlPath(label, url) : url, opts) : split.url;
+  // Local or remote as git itself reads the value (src/repo-source.ts): the worker's admission
+  // held the same classification to its roots and hosts.
+  const c = classifyGit(url);
+  if (c.kind === "unsupported") throw new RepoError(`${label}: not a git URL a worker clones: ${c.why}`);
+  const local = c.kind === "local";
+  const source = local ? await checkLocalSource(label, c.path, opts) : split.url;
   const auth = local ? undefined : await cloneAuth(split, opts.credentials ?? null);
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "patchbay-clone-")); // a failure here is the host's
   try {
-    const clone = await git(["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir], { ...opts, watch: dir, local, trusted: false, auth });
+    // In the empty clone directory: git clone takes a value that names an existing path (relative
+    // to its working directory) as a local repo, whatever it looks like (`host:path`, `https:/…`).
+    const clone = await git(["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir], { ...opts, watch: dir, local, trusted: false, auth, cwd: dir });
     if (clone.code !== 0) throw failure(label, `git clone failed: ${clone.stderr}`, clone);
     if (local && fss.existsSync(path.join(dir, ".git/objects/info/alternates"))) throw new RepoError(`${label}: the local repo borrows objects from another repo (objects/info/alternates)`);
     const commit = await resolve(dir, ref, opts);
@@ -114,14 +121,6 @@ async function scrubGitDir(dir: string, secrets: readonly string[], opts: CloneO
     }
   };
   await visit("");
-}
-
-function fileUrlPath(label: string, url: string): string {
-  try {
-    return fileURLToPath(url);
-  } catch {
-    throw new RepoError(`${label}: not a local file URL`);
-  }
 }
 
 /** The git dir of a local source, checked as the header comment says; too large a source is refused before it is copied. */
@@ -234,7 +233,7 @@ function gitEnv(host: HostEnv, trusted: boolean): NodeJS.ProcessEnv {
 }
 
 type GitResult = { code: number; stderr: string; stdout: string; tooLarge?: number; max: number };
-type GitRun = CloneOptions & { local: boolean; trusted: boolean; watch?: string; stdout?: boolean; auth?: Auth };
+type GitRun = CloneOptions & { local: boolean; trusted: boolean; watch?: string; stdout?: boolean; auth?: Auth; cwd?: string };
 
 /**
  * Host git with no prompt and a hard timeout. With `watch`, the directory's size is polled every
@@ -245,10 +244,12 @@ type GitRun = CloneOptions & { local: boolean; trusted: boolean; watch?: string;
 function git(args: string[], run: GitRun): Promise<GitResult> {
   const protocols = run.local ? ["-c", "protocol.file.allow=always"] : PROTOCOLS;
   return new Promise((resolvePromise, reject) => {
-    const child = spawn("git", [...HARDEN, ...protocols, "-c", "protocol.ext.allow=never", ...(run.auth?.args ?? []), ...args], {
+    const redirects = run.followRedirects === false ? ["-c", "http.followRedirects=false"] : [];
+    const child = spawn("git", [...HARDEN, ...protocols, "-c", "protocol.ext.allow=never", ...redirects, ...(run.auth?.args ?? []), ...args], {
       env: { ...gitEnv(run.env, run.trusted), ...run.auth?.env },
       stdio: ["ignore", run.stdout ? "pipe" : "ignore", "pipe"],
       detached: true,
+      ...(run.cwd ? { cwd: run.cwd } : {}),
     });
     const kill = () => {
       try {

@@ -11,6 +11,7 @@ import { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, RepoError, type RepoA
 import { dirArchive } from "./repo-dir.js";
 import { cloneRepo, redact } from "./repo-git.js";
 import type { HostEnv } from "../config.js";
+import { checkSource, type SourceRules } from "../repo-source.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { PatchbayError } from "../errors.js";
 
@@ -27,6 +28,8 @@ export interface RepoArchiveOptions {
   gitTimeoutSec?: number;
   /** What a host-side clone of a `{ git }` repo runs with: the host's environment and the worker's credentials store (from the Config). */
   git?: { env: HostEnv; credentials?: string };
+  /** The worker's rules for the job's repo (src/repo-source.ts): checked here, before the host is read. */
+  sources?: SourceRules;
 }
 
 export interface LoadedRepo {
@@ -46,7 +49,12 @@ export interface LoadedRepo {
   ms: number;
 }
 
-export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {}): Promise<RepoArchive> {
+export async function repoArchive(given: RepoSource, opts: RepoArchiveOptions = {}): Promise<RepoArchive> {
+  // The worker's admission held the repo to these rules already (src/job/source-check.ts); they
+  // hold here too, where the host is read, and a local repo is read at the real path checked.
+  const v = opts.sources ? checkSource(given, opts.sources) : { ok: true as const, repo: given };
+  if (!v?.ok) throw new RepoError(`repo${v ? `.${v.field}` : ""}: refused by this worker's rules for a job's repo (PATCHBAY_LOCAL_REPO_ROOTS, PATCHBAY_API_GIT_HOSTS)`);
+  const repo: RepoSource = v.repo;
   const max = opts.maxBytes ?? DEFAULT_REPO_MAX_BYTES;
   const maxEntries = opts.maxEntries ?? DEFAULT_REPO_MAX_ENTRIES;
   if ("path" in repo) {
@@ -57,7 +65,8 @@ export async function repoArchive(repo: RepoSource, opts: RepoArchiveOptions = {
   }
   if ("git" in repo) {
     if (!opts.git) throw new PatchbayError("usage", "repoArchive: a { git } repo needs opts.git (the host's environment and credentials, from the Config)");
-    const { dir, commit } = await cloneRepo(repo.git, repo.ref, { timeoutSec: opts.gitTimeoutSec ?? 600, max, maxEntries, env: opts.git.env, credentials: opts.git.credentials });
+    const followRedirects = opts.sources?.gitHosts === undefined; // a listed host's redirect could lead anywhere
+    const { dir, commit } = await cloneRepo(repo.git, repo.ref, { timeoutSec: opts.gitTimeoutSec ?? 600, max, maxEntries, env: opts.git.env, credentials: opts.git.credentials, followRedirects });
     const rm = () => fs.rm(dir, { recursive: true, force: true });
     try {
       // A fresh clone has nothing ignored worth filtering: it is tarred whole.

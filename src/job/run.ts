@@ -21,6 +21,7 @@ import { prepare } from "./prepare.js";
 import { patchAndVerify } from "./rounds.js";
 import { SetupError } from "./setup.js";
 import { ensureSpan, inSpan } from "../trace.js";
+import type { SourceRules } from "../repo-source.js";
 
 export interface RunJobOptions {
   jobId?: string;
@@ -51,6 +52,12 @@ export interface RunJobOptions {
   /** The configuration (default: the environment's, parsed once). */
   config?: Config;
   /**
+   * A worker's rules for this job's repo (src/job/source-check.ts), held again where the host is
+   * read (repoArchive), and a git clone from a listed host follows no redirect off it. Default:
+   * none (runJob is the operator's own).
+   */
+  sources?: SourceRules;
+  /**
    * Where the job's sandbox goes once the job is over: a worker hands it to its background
    * removals (src/sandbox/removals.ts), so the result is handed back before the container is
    * removed. Default: removed before runJob returns.
@@ -59,9 +66,9 @@ export interface RunJobOptions {
 }
 
 export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {}): Promise<JobResult> {
-  const spec = assertJobSpec(input);
   const config = opts.config ?? loadConfig(); // runJob is an edge too: the library's one-job entry
-  await admitJob(spec, config); // the worker's policy (src/policy.ts): a spec may narrow its sandbox, never widen it
+  // The worker's policy (src/policy.ts): a spec may narrow its sandbox, never widen it, nor spend past its caps.
+  const spec = await admitJob(assertJobSpec(input), config);
   opts = hideSecrets(spec, opts); // a { git } URL's credentials show in no event (src/job/admit.ts)
   const { ctx, dispose } = jobContext(spec, config, opts);
   ctx.emit({ type: "job_started", spec });

@@ -7,6 +7,7 @@ import { Backoffs, UnrecoverableError, type Job } from "bullmq";
 import type { Redis } from "ioredis";
 import { defaults, type Config } from "../config.js";
 import { policyProblem } from "../job/admit.js";
+import { admitSource } from "../job/source-check.js";
 import type { Log } from "../log.js";
 import { emptyResult, finishedEvent, parseJobSpec, stamped, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
 import type { BatchHooks } from "./batch-index.js";
@@ -39,7 +40,6 @@ export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: stri
   const { log } = ctx;
   const parsed = parseJobSpec(job.data?.spec);
   if (!parsed.ok) throw new UnrecoverableError(parsed.error); // a bad spec never gets better
-  const spec = parsed.spec;
   const jobId = job.id!;
   // Taken just as this worker turned unhealthy (the gate pauses it): back to the queue, uncounted.
   if (!(await ctx.health.check())) {
@@ -47,8 +47,11 @@ export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: stri
     throw await handBack(job, token);
   }
   const attempt = job.attemptsStarted || job.attemptsMade + 1; // counts stalled re-runs too
-  // A spec past this worker's policy (src/policy.ts) never gets better: it fails once, saying why.
-  const refused = await policyProblem(spec, ctx.config);
+  // Its repo against this worker's roots and git hosts, for who enqueued it (src/job/source-check.ts),
+  // and a spec past this worker's policy (src/policy.ts): neither gets better, each fails once, saying why.
+  const source = admitSource(parsed.spec, job.data.origin, ctx.config);
+  const spec = "spec" in source ? source.spec : parsed.spec;
+  const refused = "refused" in source ? source.refused : await policyProblem(spec, ctx.config);
   if (refused) {
     log(`job ${jobId} attempt ${attempt}: ${refused}`, { job: jobId, attempt, level: "warn" });
     await finishFailed(ctx, job, attempt, refused);

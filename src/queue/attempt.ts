@@ -9,6 +9,7 @@ import type { Model, ModelError } from "../agent/model.js";
 import { specHash } from "../job/checkpoint.js";
 import { redisCheckpoints } from "./checkpoints.js";
 import { runJob } from "../job/run.js";
+import { workerSourceRules } from "../job/source-check.js";
 import type { SandboxRuntime } from "../runtime/types.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
@@ -107,6 +108,7 @@ async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | un
     stopAfterTurn: ctx.batch.stopAfterTurn(job.data, jobId, attempt),
     checkpoints,
     retire: ctx.retire,
+    sources: workerSourceRules(job.data.origin, ctx.config), // held again where the repo is read
   });
   entry.done = run.then(() => {}, () => {});
   void entry.done.then(setupDone);

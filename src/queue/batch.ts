@@ -23,6 +23,7 @@ export * from "./batch-types.js";
 import { batchJobId, BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
 import { enqueueSpans } from "../trace.js";
 import { usdBudgetProblem } from "../agent/prices.js";
+import type { JobOrigin } from "../job/source-check.js";
 
 const retryOf = (jobId: string) => Number(/-r(\d+)$/.exec(jobId)?.[1] ?? 0);
 
@@ -116,7 +117,7 @@ export class BatchClient {
           (await this.c.queue.addBulk(
             todo.map(({ line, spec }, i) => ({
               name: "fix",
-              data: { spec, enqueuedAt: now, batch: { id: batchId, line }, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData,
+              data: { spec, enqueuedAt: now, batch: { id: batchId, line }, origin: this.c.origin, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData,
               opts: { ...jobOptions(spec), jobId: batchJobId(batchId, line) },
             })),
           )).map((j) => j.id!),
@@ -207,7 +208,7 @@ export class BatchClient {
       const chosen = st.jobs!.filter((j) => j.result && (opts.lines ? opts.lines.includes(j.line) : statuses.has(j.result.status)));
       const bk = this.bk(batchId);
       const now = Date.now();
-      const add: { line: number; oldId: string; newId: string; spec: JobSpec }[] = [];
+      const add: { line: number; oldId: string; newId: string; spec: JobSpec; origin: JobOrigin }[] = [];
       const missing: number[] = [];
       for (const j of chosen) {
         const old = await Job.fromId<JobData, JobResult>(this.c.queue, j.jobId);
@@ -215,14 +216,16 @@ export class BatchClient {
           missing.push(j.line); // removed from the queue (finished jobs are kept 7 days)
           continue;
         }
-        add.push({ line: j.line, oldId: j.jobId, newId: batchJobId(batchId, j.line, retryOf(j.jobId) + 1), spec: old.data.spec });
+        // The operator's own line stays the operator's; the API's (or one that does not say) never becomes it.
+        const origin = old.data.origin === "operator" && this.c.origin === "operator" ? "operator" : "api";
+        add.push({ line: j.line, oldId: j.jobId, newId: batchJobId(batchId, j.line, retryOf(j.jobId) + 1), spec: old.data.spec, origin });
       }
       if (add.length) {
         await enqueueSpans(this.c.queueName, add.length, async (traces) =>
           (await this.c.queue.addBulk(
-            add.map(({ line, newId, spec }, i) => ({
+            add.map(({ line, newId, spec, origin }, i) => ({
               name: "fix",
-              data: { spec, enqueuedAt: now, batch: { id: batchId, line }, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData,
+              data: { spec, enqueuedAt: now, batch: { id: batchId, line }, origin, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData,
               opts: { ...jobOptions(spec), jobId: newId },
             })),
           )).map((j) => j.id!),

@@ -18,6 +18,7 @@ import { unknownModelWarning, usdBudgetProblem } from "../agent/prices.js";
 import { specHash } from "../spec-hash.js";
 import { enqueueSpans, type TraceCarrier } from "../trace.js";
 import { kinded, PatchbayError } from "../errors.js";
+import type { JobOrigin } from "../job/source-check.js";
 import { MAX_DURATION_MS, MAX_DURATION_WORDS } from "../timeout.js";
 import { confirmWrites, duplicateRedis, keepConnected, openRedis, waitSetting, type WaitSetting } from "../redis-connect.js";
 import { keyspaceQueueName, parseRedisUrl } from "../redis-target.js";
@@ -31,6 +32,12 @@ export interface JobData {
   stallsSeen?: number;
   /** The trace context of its enqueue span, and of its newest attempt's (src/trace.ts); set only when traced. */
   trace?: TraceCarrier;
+  /**
+   * Who enqueued it: the operator's own client ("operator": the CLI, the library) or the HTTP API.
+   * A worker reads the host for an operator's job alone as the operator asked; every other job
+   * (this unset too) is held to the worker's roots and git hosts (src/job/source-check.ts).
+   */
+  origin?: JobOrigin;
 }
 
 export type JobState = "waiting" | "active" | "delayed" | "completed" | "failed" | "prioritized" | "waiting-children" | "unknown";
@@ -106,6 +113,8 @@ export interface ClientOptions {
   connectionName?: string;
   /** The environment's settings (default: loadConfig() when the client is made); the options above win. */
   config?: Config;
+  /** Who its jobs are from (JobData.origin): "operator" (default) or "api" (the dashboard's HTTP API). */
+  origin?: JobOrigin;
 }
 
 // The options checked at run time too: a script in plain JavaScript gets no excess property check,
@@ -116,6 +125,7 @@ const ClientOptionsSchema = z.strictObject({
   unrefWhenIdle: z.boolean().optional(),
   connectionName: z.string().optional(),
   config: z.custom<Config>((v) => typeof v === "object" && v !== null).optional(),
+  origin: z.enum(["operator", "api"]).optional(),
 });
 const OPTION_NAMES = Object.keys(ClientOptionsSchema.shape);
 const OPTION_ALIASES: Record<string, string> = { queue: "queueName", url: "redisUrl", redis: "redisUrl", name: "connectionName" };
@@ -159,6 +169,8 @@ export class PatchbayClient {
   private readonly k: ReturnType<typeof keys>;
   /** The model a spec without one is taken to run with (the workers' default is the same setting, PATCHBAY_MODEL). */
   readonly defaultModel: string;
+  /** Who its jobs are from (JobData.origin). */
+  readonly origin: JobOrigin;
   private readonly conns = new Set<Redis>();
   /** Replicas an enqueue waits for (PATCHBAY_REDIS_WAIT_REPLICAS). */
   private readonly durability: WaitSetting;
@@ -173,6 +185,7 @@ export class PatchbayClient {
     this.retentionSec = config.retentionSec;
     this.durability = waitSetting(config.redisWait, target);
     this.defaultModel = config.model;
+    this.origin = opts.origin ?? "operator";
     this.redis = this.connection(openRedis(target, config, { ...redisOptions, ...(opts.connectionName ? { connectionName: opts.connectionName } : {}) }));
     this.queue = new Queue<JobData, JobResult>(this.queueName, { connection: this.redis });
     this.queue.on("error", () => {}); // the same outage, already surfaced as failed commands
@@ -197,7 +210,7 @@ export class PatchbayClient {
       await this.checkJobIds(specs);
       // Each job carries its enqueue span's context (src/trace.ts): the worker's spans join it.
       const add = async (traces: (TraceCarrier | undefined)[]) =>
-        (await this.queue.addBulk(specs.map((spec, i) => ({ name: "fix", data: { spec, enqueuedAt: Date.now(), ...(traces[i] ? { trace: traces[i] } : {}) }, opts: jobOptions(spec) })))).map((j) => j.id!);
+        (await this.queue.addBulk(specs.map((spec, i) => ({ name: "fix", data: { spec, enqueuedAt: Date.now(), origin: this.origin, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData, opts: jobOptions(spec) })))).map((j) => j.id!);
       const ids = await enqueueSpans(this.queueName, specs.length, add);
       await this.checkJobIds(specs); // a racing enqueue of the same id with another spec
       await this.confirmEnqueued(ids, "enqueue them again (a spec with a jobId is enqueued once however often it is sent)");

@@ -5,6 +5,7 @@ import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import { defaults } from "../config.js";
 import { hasCredentials, redact } from "../job/git-auth.js";
+import { classifyGit } from "../repo-source.js";
 import { JobSpecError, parseJobSpec, type JobSpec } from "../spec.js";
 
 /** BullMQ's options for a spec's job: its id and priority, attempts, backoff. */
@@ -50,7 +51,8 @@ function normalize(spec: JobSpec): JobSpec {
   const repo = spec.repo;
   if ("path" in repo) return { ...spec, repo: { path: resolve(repo.path) } };
   if ("archive" in repo) return { ...spec, repo: { archive: resolve(repo.archive) } };
-  if ("git" in repo && /^(\.|\/|~)/.test(repo.git)) return { ...spec, repo: { ...repo, git: resolve(repo.git) } };
+  // A { git } value git reads as a path (src/repo-source.ts), made absolute too; a file: URL is one already.
+  if ("git" in repo && classifyGit(repo.git).kind === "local" && !/^file:/i.test(repo.git)) return { ...spec, repo: { ...repo, git: resolve(repo.git) } };
   return spec;
 }
 

@@ -26,6 +26,8 @@ export interface PoolOptions {
   prepare?: (sb: Sandbox) => Promise<void>;
   /** Where a discarded warm sandbox goes (a worker's background removals); default: removed at once. */
   discard?: (sb: Sandbox) => void;
+  /** The runtime of the default kind (a worker's PATCHBAY_RUNTIME, which every job then runs under); default runc. */
+  runtime?: SandboxOptions["runtime"];
 }
 
 type Kind = Pick<SandboxOptions, "image" | "limits" | "runtime">;
@@ -43,7 +45,7 @@ export class SandboxPool {
   readonly stats = { made: 0, taken: 0, missed: 0 };
 
   constructor(private readonly opts: PoolOptions) {
-    const d = normalise({});
+    const d = normalise({ runtime: opts.runtime });
     this.kinds.set(d.key, d.kind);
     this.loop = opts.size > 0 ? this.refill() : Promise.resolve();
   }

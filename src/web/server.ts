@@ -62,7 +62,7 @@ async function registerAll(app: FastifyInstance, s: DashboardSettings, config: C
   await app.register(batchesRoutes, { client });
   await app.register(campaignsRoutes, { client });
   await app.register(eventsRoute, { streams });
-  await app.register(apiRoutes, { client, streams, defaultModel: s.defaultModel, repoRoots: config.apiRepoRoots });
+  await app.register(apiRoutes, { client, streams, defaultModel: s.defaultModel, sources: { roots: config.apiRepoRoots, gitHosts: config.apiGitHosts } });
   await app.register(metricsRoute, { queue: client.queue });
 }
 
@@ -70,7 +70,8 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   const config = opts.config ?? loadConfig();
   const s = dashboardSettings(opts, config);
   const connectionName = `patchbay-dashboard-${randomBytes(4).toString("hex")}`;
-  const client = new PatchbayClient({ redisUrl: s.redisUrl, queueName: s.queueName, connectionName, config });
+  // Every job it enqueues is marked as the API's: the workers hold it to their roots and git hosts (src/job/source-check.ts).
+  const client = new PatchbayClient({ redisUrl: s.redisUrl, queueName: s.queueName, connectionName, config, origin: "api" });
   const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, frameworkErrors: frameworkError, forceCloseConnections: true, routerOptions: { maxParamLength: 256 }, ...(s.tls ? { https: s.tls } : {}) }); // a job id is up to 128 characters
   try {
     await registerAll(app, s, config, client, connectionName);

@@ -7,7 +7,7 @@ import type { PatchbayClient } from "../../queue/client.js";
 import { JOB_STATUSES, JobSpecError, type JobStatus } from "../../spec.js";
 import { BatchCancelBody, BatchCreated, BatchId, BatchList, BatchRetryBody, BatchRetryRequest, BatchStatusBody, BatchSubmitQuery, BatchSummaryBody, json, problems } from "./schemas.js";
 import { BadRequest } from "./problem.js";
-import { repoRootProblem } from "./repo-roots.js";
+import { repoRootProblem, type ApiSourceRules } from "./repo-roots.js";
 import { BatchFileError } from "../../queue/batch-file.js";
 import { apiRegistry } from "./registry.js";
 
@@ -25,9 +25,8 @@ function submitOptions(q: Record<string, unknown>): { name?: string; budgetUsd?:
   return { ...(name !== undefined ? { name } : {}), ...(budgetUsd !== undefined ? { budgetUsd } : {}) };
 }
 
-/** Each line's local repo against the roots, before parseBatchFile looks at the paths. */
-function checkLines(text: string, roots: readonly string[]): void {
-  if (!roots.length) return;
+/** Each line's repo against the API's rules, before parseBatchFile looks at the paths. */
+function checkLines(text: string, sources: ApiSourceRules): void {
   const errors: string[] = [];
   text.split("\n").forEach((raw, i) => {
     let spec: unknown;
@@ -36,13 +35,13 @@ function checkLines(text: string, roots: readonly string[]): void {
     } catch {
       return; // parseBatchFile names it
     }
-    const refused = repoRootProblem(spec, roots);
+    const refused = repoRootProblem(spec, sources);
     if (refused) errors.push(`body:${i + 1}: invalid JobSpec: ${refused}`);
   });
   if (errors.length) throw new BatchFileError(errors);
 }
 
-function submitRoute(app: FastifyInstance, batches: BatchClient, roots: readonly string[]): void {
+function submitRoute(app: FastifyInstance, batches: BatchClient, sources: ApiSourceRules): void {
   const schema = {
     operationId: "submitBatch",
     tags: ["batches"],
@@ -56,7 +55,7 @@ function submitRoute(app: FastifyInstance, batches: BatchClient, roots: readonly
   app.post("/batches", { schema, bodyLimit: BATCH_BODY_LIMIT }, async (req, reply) => {
     const opts = submitOptions(req.query as Record<string, unknown>);
     if (typeof req.body !== "string") throw new BadRequest(`send the lines as ${NDJSON.join(", ")}`);
-    checkLines(req.body, roots);
+    checkLines(req.body, sources);
     const r = await batches.submit(parseBatchFile(req.body, "body"), opts);
     return reply.code(r.added ? 201 : 200).header("Location", `/api/v1/batches/${encodeURIComponent(r.batchId)}`).send(r);
   });
@@ -106,10 +105,10 @@ function retryStatuses(body: unknown): JobStatus[] | undefined {
   return s as JobStatus[];
 }
 
-export const batchesApi: FastifyPluginAsync<{ client: PatchbayClient; repoRoots: readonly string[] }> = async (app, { client, repoRoots }) => {
+export const batchesApi: FastifyPluginAsync<{ client: PatchbayClient; sources: ApiSourceRules }> = async (app, { client, sources }) => {
   app.addContentTypeParser(NDJSON, { parseAs: "string" }, (_req, body, done) => done(null, body));
   const batches = new BatchClient(client);
-  submitRoute(app, batches, repoRoots);
+  submitRoute(app, batches, sources);
   readRoutes(app, batches);
   actionRoutes(app, batches);
 };

@@ -18,22 +18,23 @@ import { eventsApi } from "./events.js";
 import { jobsApi } from "./jobs.js";
 import { openApiRoute, registerOpenApi } from "./openapi.js";
 import { problem, problemOf, sendProblem } from "./problem.js";
+import type { ApiSourceRules } from "./repo-roots.js";
 
 export interface ApiOptions {
   client: PatchbayClient;
   streams: EventStreams;
   /** A spec's model when it names none, for the list's rows. */
   defaultModel: string;
-  /** PATCHBAY_API_REPO_ROOTS (repo-roots.ts); empty: no local repo. */
-  repoRoots: readonly string[];
+  /** PATCHBAY_API_REPO_ROOTS (empty: no local repo) and PATCHBAY_API_GIT_HOSTS (repo-roots.ts). */
+  sources: ApiSourceRules;
 }
 
-const v1: FastifyPluginAsync<ApiOptions> = async (app, { client, streams, defaultModel, repoRoots }) => {
+const v1: FastifyPluginAsync<ApiOptions> = async (app, { client, streams, defaultModel, sources }) => {
   app.setNotFoundHandler((req, reply) => sendProblem(reply, problem(404, `no route ${req.method} ${req.url.split("?")[0]!.slice(0, 200)}: see /api/openapi.json`)));
   // each without `prefix` in its options: it would be added again
-  await app.register(jobsApi, { client, defaultModel, repoRoots });
+  await app.register(jobsApi, { client, defaultModel, sources });
   await app.register(eventsApi, { streams });
-  await app.register(batchesApi, { client, repoRoots });
+  await app.register(batchesApi, { client, sources });
 };
 
 export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app, opts) => {

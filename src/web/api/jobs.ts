@@ -12,7 +12,7 @@ import { JobResult, JobSpec, JobSpecError, TranscriptEvent } from "../../spec.js
 import { listJobsPage, parseJobsQuery } from "../jobs-list.js";
 import { kinded } from "../../errors.js";
 import { BadRequest } from "./problem.js";
-import { repoRootProblem } from "./repo-roots.js";
+import { repoRootProblem, type ApiSourceRules } from "./repo-roots.js";
 import { apiRegistry } from "./registry.js";
 import { CancelBody, JobCreated, JobId, JobsPage, JobsQuery, JobStatusBody, json, problems, TranscriptQuery } from "./schemas.js";
 
@@ -20,8 +20,8 @@ export interface JobsApiOptions {
   client: PatchbayClient;
   /** A spec's model when it names none, for the list's rows. */
   defaultModel: string;
-  /** PATCHBAY_API_REPO_ROOTS; empty: no local repo. */
-  repoRoots: readonly string[];
+  /** PATCHBAY_API_REPO_ROOTS (empty: no local repo) and PATCHBAY_API_GIT_HOSTS. */
+  sources: ApiSourceRules;
 }
 
 /** A job asked for what it does not have yet (its patch while it runs). */
@@ -33,7 +33,7 @@ const CHUNK = 200;
 /** The jobId a body asks for, if it names one (the spec itself is checked by the client). */
 const jobIdOf = (body: unknown) => (typeof body === "object" && body !== null && typeof (body as { jobId?: unknown }).jobId === "string" ? (body as { jobId: string }).jobId : undefined);
 
-function enqueueRoute(app: FastifyInstance, client: PatchbayClient, roots: readonly string[]): void {
+function enqueueRoute(app: FastifyInstance, client: PatchbayClient, sources: ApiSourceRules): void {
   const schema = {
     operationId: "enqueueJob",
     tags: ["jobs"],
@@ -43,7 +43,7 @@ function enqueueRoute(app: FastifyInstance, client: PatchbayClient, roots: reado
     response: { 201: json(JobCreated, "enqueued"), 200: json(JobCreated, "the job with this jobId and this spec was there already"), ...problems(400, 401, 403, 409, 413, 415) },
   };
   app.post("/jobs", { schema }, async (req, reply) => {
-    const refused = repoRootProblem(req.body, roots); // before anything looks at the path
+    const refused = repoRootProblem(req.body, sources); // before anything looks at the path
     if (refused) throw new JobSpecError(`invalid JobSpec: ${refused}`);
     const wanted = jobIdOf(req.body);
     const existed = wanted !== undefined && (await client.queue.getJobState(wanted).catch(() => "unknown")) !== "unknown";
@@ -137,7 +137,7 @@ function cancelRoute(app: FastifyInstance, client: PatchbayClient): void {
 }
 
 export const jobsApi: FastifyPluginAsync<JobsApiOptions> = async (app, opts) => {
-  enqueueRoute(app, opts.client, opts.repoRoots);
+  enqueueRoute(app, opts.client, opts.sources);
   readRoutes(app, opts);
   cancelRoute(app, opts.client);
 };

@@ -1,34 +1,27 @@
-// PATCHBAY_API_REPO_ROOTS: the directories under which the HTTP API takes a { path } or { archive }
-// repo. The workers read such a repo at that path on their own host, so without roots a write
-// token could have them read any directory they can (/root, /etc, /proc/self: their environment)
-// and the dashboard tell which paths exist. Checked before anything touches the path, then again
-// through its symlinks once resolved.
-import { realpathSync } from "node:fs";
-import { resolve, sep } from "node:path";
+// The HTTP API's rule for a spec's repo (src/repo-source.ts), before anything looks at a path or
+// anything reaches Redis. A local repo in any form ({ path }, { archive }, a { git } path or file:
+// URL, relative or through a symlink) only under PATCHBAY_API_REPO_ROOTS: the workers read it on
+// their own host, so without roots a write token could have them read any directory they can
+// (/root, /etc, /proc/self: their environment) and the dashboard tell which paths exist. A git URL
+// only on the hosts of PATCHBAY_API_GIT_HOSTS (default: the forges'): the workers clone with their
+// own credentials and SSH keys, so an open list would reach private hosts, internal addresses and
+// their ~/.ssh/config's aliases. The workers hold the same rule again (src/job/source-check.ts).
+import { checkSource } from "../../repo-source.js";
 
-const under = (p: string, root: string) => p === root || p.startsWith(root.endsWith(sep) ? root : root + sep);
-
-/** The real path, or the path as it is when it is not there (the client's own check says so). */
-function real(p: string): string {
-  try {
-    return realpathSync(p);
-  } catch {
-    return p;
-  }
+/** The HTTP API's rules: PATCHBAY_API_REPO_ROOTS and PATCHBAY_API_GIT_HOSTS. */
+export interface ApiSourceRules {
+  roots: readonly string[];
+  gitHosts: readonly string[];
 }
 
-/** Why a spec's local repo is refused by the roots ("repo.path: …"), or undefined; no roots: every local repo is. */
-export function repoRootProblem(spec: unknown, roots: readonly string[]): string | undefined {
+/** Why a spec's repo is refused ("repo.path: …"), or undefined; the same words for every refused local path. */
+export function repoRootProblem(spec: unknown, rules: ApiSourceRules): string | undefined {
   if (typeof spec !== "object" || spec === null) return undefined;
-  const repo = (spec as { repo?: unknown }).repo;
-  if (typeof repo !== "object" || repo === null) return undefined;
-  for (const field of ["path", "archive"] as const) {
-    const given = (repo as Record<string, unknown>)[field];
-    if (typeof given !== "string") continue;
-    if (!roots.length) return `repo.${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS, which this dashboard does not set; send { "git": URL }, or set it to the directories scripts may name`;
-    const p = resolve(given);
-    const ok = roots.some((r) => under(p, r)) && roots.some((r) => under(real(p), real(r)));
-    if (!ok) return `repo.${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS (${roots.join(", ")}); send { "git": URL } for another`;
-  }
-  return undefined;
+  const v = checkSource((spec as { repo?: unknown }).repo, { roots: rules.roots, gitHosts: rules.gitHosts });
+  if (!v || v.ok) return undefined; // no repo at all: the spec's parser says so
+  const field = `repo.${v.field}`;
+  if (v.why === "unsupported") return `${field}: not a git URL the workers clone: ${v.detail}`;
+  if (v.why === "host") return `${field}: the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS (${rules.gitHosts.join(", ")}); ${JSON.stringify(v.detail)} is not one of them`;
+  if (!rules.roots.length) return `${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS, which this dashboard does not set; send { "git": URL }, or set it to the directories scripts may name`;
+  return `${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS (${rules.roots.join(", ")}); send { "git": URL } for another`;
 }
