@@ -25,6 +25,8 @@ export interface EngineInfo {
   cgroupManager?: string;
   /** Docker's own word on whether it can apply memory, pids and cpu limits (a rootless Docker on v1 cannot). */
   limitsSupported?: boolean;
+  /** Docker: the arguments it runs gVisor's runsc with, where it registers runsc. */
+  runscArgs?: string[];
 }
 
 /** A box asks for what its engine cannot give (gVisor under Podman): the worker's setting, not the job's. */
@@ -54,13 +56,15 @@ async function ask(d: Docker): Promise<EngineInfo> {
   const v = (await d.version()) as { Version?: string; Components?: { Name?: string; Version?: string }[] };
   const podman = v.Components?.find((c) => c.Name === "Podman Engine");
   if (!podman) {
-    const i = (await d.info()) as { CgroupVersion?: string; ServerVersion?: string; SecurityOptions?: string[]; MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean };
+    const i = (await d.info()) as { CgroupVersion?: string; ServerVersion?: string; SecurityOptions?: string[]; MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean; Runtimes?: Record<string, { runtimeArgs?: string[] }> };
+    const runsc = i.Runtimes?.runsc;
     return {
       name: "docker",
       version: i.ServerVersion ?? v.Version ?? "?",
       rootless: Boolean(i.SecurityOptions?.includes("name=rootless")),
       cgroup: i.CgroupVersion === "2" ? "v2" : "v1",
       limitsSupported: i.MemoryLimit !== false && i.PidsLimit !== false && i.CpuCfsQuota !== false,
+      ...(runsc ? { runscArgs: runsc.runtimeArgs ?? [] } : {}),
     };
   }
   // libpod's own info says what the compatible one does not: rootless, the controllers, the id maps.
@@ -90,6 +94,12 @@ interface PodmanInfo {
     idMappings?: { uidmap?: { container_id: number; host_id: number; size: number }[] };
   };
 }
+
+/**
+ * Whether gVisor applies a box's seccomp profile: runsc ignores the OCI spec's seccomp section
+ * unless run with --oci-seccomp, and gVisor implements ptrace itself, between the box's processes.
+ */
+export const runscSeccomp = (e: EngineInfo): boolean => Boolean(e.runscArgs?.some((a) => /^--?oci-seccomp(=true)?$/.test(a)));
 
 /** Whether the engine's default runtime is patchbay's wrapper (which reads PATCHBAY_LIMITS). */
 export const wrapped = (e: EngineInfo): boolean => Boolean(e.runtimePath?.endsWith(`/${LIMITS_WRAPPER}`));
@@ -133,13 +143,17 @@ function idsOf(e: EngineInfo, agentUid: number): string {
 
 /**
  * Why this engine refuses a box of this spec for a worker running as `workerUid`, or undefined: the
- * limits it would drop; gVisor under Podman; under a rootless engine, a setup network (its proxy
+ * limits it would drop; gVisor under Podman, or under a Docker that runs runsc without --oci-seccomp
+ * (unless the worker allows ptrace); under a rootless engine, a setup network (its proxy
  * socket, the worker's and mode 0600, reaches only the sandbox root of an engine run by the same user).
  */
-export function createProblem(e: EngineInfo, spec: { runtime: string; mounts?: unknown[] }, workerUid: number | undefined): string | undefined {
+export function createProblem(e: EngineInfo, spec: { runtime: string; mounts?: unknown[]; allowPtrace?: boolean }, workerUid: number | undefined): string | undefined {
   const limits = limitsProblem(e);
   if (limits) return limits;
   if (e.name === "podman" && spec.runtime !== "runc") return `runtime ${spec.runtime} (gVisor) is not available under Podman: run jobs that ask for it on a worker with a Docker engine that registers runsc`;
+  if (e.name === "docker" && spec.runtime === "runsc" && e.runscArgs && !runscSeccomp(e) && !spec.allowPtrace) {
+    return `the engine runs gVisor (runsc) without --oci-seccomp, so a box's seccomp profile would not hold under it (its processes could ptrace each other): add "--oci-seccomp" to runsc's runtimeArgs in /etc/docker/daemon.json and reload dockerd (kill -HUP), as \`bash scripts/services.sh\` does`;
+  }
   const root = hostUid(e, 0);
   if (e.rootless && spec.mounts?.length && root !== undefined && workerUid !== root) {
     return `the setup phase's network under rootless Podman needs the worker to run as the engine's user (uid ${root}), which alone can reach its proxy socket from the sandbox; this worker runs as uid ${workerUid ?? "unknown"}`;
