@@ -59,18 +59,6 @@ describe("engine", () => {
     expect(createProblem(rootless({ runtimePath: "/usr/bin/runc" }), { runtime: "runc" }, 999)).toMatch(/silently drops every memory, pids and cpu limit/);
   });
 
-  it("refuses a gVisor box where runsc runs without --oci-seccomp (gVisor would not apply its seccomp profile), unless the worker allows ptrace", () => {
-    const docker = (runscArgs?: string[]): EngineInfo => ({ name: "docker", version: "20.10", rootless: false, cgroup: "v1", limitsSupported: true, ...(runscArgs ? { runscArgs } : {}) });
-    expect(createProblem(docker(["--network=none"]), { runtime: "runsc" }, 0)).toMatch(/^the engine runs gVisor \(runsc\) without --oci-seccomp, so a box's seccomp profile would not hold under it .*add "--oci-seccomp" to runsc's runtimeArgs in \/etc\/docker\/daemon.json/);
-    expect(createProblem(docker([]), { runtime: "runsc" }, 0)).toMatch(/without --oci-seccomp/);
-    expect(createProblem(docker(["--network=none"]), { runtime: "runc" }, 0)).toBeUndefined();
-    expect(createProblem(docker(["--network=none"]), { runtime: "runsc", allowPtrace: true }, 0)).toBeUndefined();
-    expect(createProblem(docker(["--network=none", "--oci-seccomp"]), { runtime: "runsc" }, 0)).toBeUndefined();
-    expect(createProblem(docker(["-oci-seccomp=true"]), { runtime: "runsc" }, 0)).toBeUndefined();
-    // An engine that does not register runsc refuses the box itself ("unknown runtime"), as before.
-    expect(createProblem(docker(), { runtime: "runsc" }, 0)).toBeUndefined();
-  });
-
   it("gives the wrapper memory bytes, pids, and a cpu quota per 100 ms period", () => {
     expect(limitsEnv({ memoryMb: 512, pids: 128, cpus: 1.5 })).toBe("PATCHBAY_LIMITS=536870912,128,150000,100000");
     expect(limitsEnv({ memoryMb: 1, pids: 32, cpus: 0.25 })).toBe("PATCHBAY_LIMITS=1048576,32,25000,100000");

@@ -96,8 +96,10 @@ interface PodmanInfo {
 }
 
 /**
- * Whether gVisor applies a box's seccomp profile: runsc ignores the OCI spec's seccomp section
- * unless run with --oci-seccomp, and gVisor implements ptrace itself, between the box's processes.
+ * Whether runsc runs with --oci-seccomp, without which gVisor ignores the OCI spec's seccomp section
+ * (it implements ptrace itself). The gVisor of Debian 12 (20221219) applies it to the container's
+ * own process only, not to exec'd ones (every process of patchbay's): there its own ptrace rule
+ * holds, a process traces only its descendants (test/sandbox-gvisor.test.ts).
  */
 export const runscSeccomp = (e: EngineInfo): boolean => Boolean(e.runscArgs?.some((a) => /^--?oci-seccomp(=true)?$/.test(a)));
 
@@ -143,17 +145,13 @@ function idsOf(e: EngineInfo, agentUid: number): string {
 
 /**
  * Why this engine refuses a box of this spec for a worker running as `workerUid`, or undefined: the
- * limits it would drop; gVisor under Podman, or under a Docker that runs runsc without --oci-seccomp
- * (unless the worker allows ptrace); under a rootless engine, a setup network (its proxy
+ * limits it would drop; gVisor under Podman; under a rootless engine, a setup network (its proxy
  * socket, the worker's and mode 0600, reaches only the sandbox root of an engine run by the same user).
  */
-export function createProblem(e: EngineInfo, spec: { runtime: string; mounts?: unknown[]; allowPtrace?: boolean }, workerUid: number | undefined): string | undefined {
+export function createProblem(e: EngineInfo, spec: { runtime: string; mounts?: unknown[] }, workerUid: number | undefined): string | undefined {
   const limits = limitsProblem(e);
   if (limits) return limits;
   if (e.name === "podman" && spec.runtime !== "runc") return `runtime ${spec.runtime} (gVisor) is not available under Podman: run jobs that ask for it on a worker with a Docker engine that registers runsc`;
-  if (e.name === "docker" && spec.runtime === "runsc" && e.runscArgs && !runscSeccomp(e) && !spec.allowPtrace) {
-    return `the engine runs gVisor (runsc) without --oci-seccomp, so a box's seccomp profile would not hold under it (its processes could ptrace each other): add "--oci-seccomp" to runsc's runtimeArgs in /etc/docker/daemon.json and reload dockerd (kill -HUP), as \`bash scripts/services.sh\` does`;
-  }
   const root = hostUid(e, 0);
   if (e.rootless && spec.mounts?.length && root !== undefined && workerUid !== root) {
     return `the setup phase's network under rootless Podman needs the worker to run as the engine's user (uid ${root}), which alone can reach its proxy socket from the sandbox; this worker runs as uid ${workerUid ?? "unknown"}`;
