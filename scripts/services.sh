@@ -56,7 +56,7 @@ if [ "$engine" = docker ] && ! docker_ok; then
     command -v runsc >/dev/null 2>&1 || apt_install runsc || say "runsc not installed; runtime runsc will be unavailable"
     if command -v runsc >/dev/null 2>&1 && [ ! -f /etc/docker/daemon.json ]; then
       mkdir -p /etc/docker
-      printf '{\n  "runtimes": { "runsc": { "path": "%s", "runtimeArgs": ["--network=none"] } }\n}\n' "$(command -v runsc)" >/etc/docker/daemon.json
+      printf '{\n  "runtimes": { "runsc": { "path": "%s", "runtimeArgs": ["--network=none", "--oci-seccomp"] } }\n}\n' "$(command -v runsc)" >/etc/docker/daemon.json
     fi
     say "starting dockerd (log: $STATE_DIR/dockerd.log)"
     # setsid: dockerd must outlive this script and the npm process that ran it.
@@ -67,6 +67,30 @@ if [ "$engine" = docker ] && ! docker_ok; then
     missing+=("Docker engine: install Docker (Debian: 'sudo apt-get install docker.io && sudo dockerd &'; elsewhere https://docs.docker.com/engine/install/) or set DOCKER_HOST")
   fi
 fi
+
+# gVisor applies a container's seccomp profile (patchbay's denies ptrace between a job's processes,
+# src/runtime/seccomp.ts) only when runsc runs with --oci-seccomp; a worker refuses runsc boxes
+# otherwise. A daemon.json of an earlier run of this script lacks it: added, and dockerd reloaded
+# (SIGHUP reloads its runtimes; running containers are not touched).
+runsc_seccomp() {
+  local conf=/etc/docker/daemon.json pid
+  [ "$engine" = docker ] && [ -f $conf ] && [ -w $conf ] && command -v node >/dev/null 2>&1 || return 0
+  node -e '
+    const fs = require("fs"), f = process.argv[1], c = JSON.parse(fs.readFileSync(f, "utf8"));
+    const r = c.runtimes && c.runtimes.runsc;
+    if (!r) process.exit(1);
+    r.runtimeArgs = r.runtimeArgs || [];
+    if (r.runtimeArgs.some((a) => /^--?oci-seccomp(=true)?$/.test(a))) process.exit(1);
+    r.runtimeArgs.push("--oci-seccomp");
+    fs.writeFileSync(f, JSON.stringify(c, null, 2) + "\n");' $conf || return 0
+  say "registered runsc with --oci-seccomp in $conf"
+  pid="$(cat /var/run/docker.pid 2>/dev/null || true)"
+  if [ -n "$pid" ] && kill -HUP "$pid" 2>/dev/null; then
+    local i; for ((i = 0; i < 50; i++)); do docker info --format '{{json .Runtimes.runsc}}' 2>/dev/null | grep -q oci-seccomp && return 0; sleep 0.1; done
+  fi
+  say "reload dockerd (kill -HUP its pid) for runsc's --oci-seccomp to take effect"
+}
+runsc_seccomp
 
 if ! redis_ok; then
   hp="$(redis_hostport)"

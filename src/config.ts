@@ -191,6 +191,10 @@ const Env = z.object({
   PATCHBAY_ALLOW_CUSTOM_TOOLS: z.enum(["0", "1"]).default("1"),
   /** The same for a spec's MCP servers (mcp): started in the sandbox as the agent. */
   PATCHBAY_ALLOW_MCP: z.enum(["0", "1"]).default("1"),
+  // ptrace and process_vm_readv/writev in the sandbox (src/runtime/seccomp.ts): denied by default,
+  // since every process of a job runs as one uid and could read or drive the others (the shell an
+  // MCP server); 1 allows them (strace, gdb) on a worker that runs trusted repos only.
+  PATCHBAY_ALLOW_PTRACE: z.enum(["0", "1"]).default("0"),
   PATCHBAY_MAX_MEMORY_MB: atLeastDefault(() => defaults.sandbox.memoryMb).default(8192),
   PATCHBAY_MAX_CPUS: atLeastDefault(() => defaults.sandbox.cpus, false).default(4),
   PATCHBAY_MAX_PIDS: atLeastDefault(() => Math.max(defaults.sandbox.pids, defaults.sandbox.minPids.runsc)).default(1024),
@@ -327,6 +331,7 @@ function policyOf(e: z.infer<typeof Env>) {
     allowBridge: e.PATCHBAY_ALLOW_BRIDGE === "1",
     allowCustomTools: e.PATCHBAY_ALLOW_CUSTOM_TOOLS === "1",
     allowMcp: e.PATCHBAY_ALLOW_MCP === "1",
+    allowPtrace: e.PATCHBAY_ALLOW_PTRACE === "1",
     providers: [...new Set([e.PATCHBAY_PROVIDER, ...(e.PATCHBAY_PROVIDERS ?? [])])],
     maxMemoryMb: e.PATCHBAY_MAX_MEMORY_MB,
     maxCpus: e.PATCHBAY_MAX_CPUS,

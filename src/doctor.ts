@@ -3,7 +3,7 @@ import type { Config } from "./config.js";
 import { platformCredentials } from "./config-provider.js";
 import { AGENT_UID } from "./runtime/agent-user.js";
 import { docker } from "./runtime/docker.js";
-import { describeEngine, engineInfo, limitsProblem, type EngineInfo } from "./runtime/engine.js";
+import { describeEngine, engineInfo, limitsProblem, runscSeccomp, type EngineInfo } from "./runtime/engine.js";
 import { LABEL } from "./runtime/owner.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
 import { settleWithin } from "./timeout.js";
@@ -47,11 +47,27 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
     // Podman lists runtimes it knows of, installed or not, and patchbay runs no gVisor under it.
     const runsc = Boolean(info.Runtimes?.runsc) && engine?.name !== "podman";
     if (engine?.name === "podman") checks.push({ name: "gvisor", ok: false, required: false, detail: "not under Podman (jobs with runtime: runsc are handed to another worker)", fix: "run gVisor jobs on workers with a Docker engine that registers runsc" });
-    else checks.push({ name: "gvisor", ok: runsc, required: false, detail: runsc ? "runtime runsc registered" : "runtime runsc not registered (jobs with runtime: runsc will fail)", fix: "apt-get install runsc and register it in /etc/docker/daemon.json with runtimeArgs [\"--network=none\"]" });
+    else checks.push(gvisorCheck(runsc, engine));
     if (runsc && recipe !== undefined) checks.push(await gvisorStatx(config.image));
   }
+  checks.push(ptraceCheck(config));
   checks.push(modelCheck(config));
   return checks;
+}
+
+/** runsc registered, and whether with --oci-seccomp (without it gVisor ignores the boxes' seccomp profile). */
+function gvisorCheck(runsc: boolean, engine: EngineInfo | undefined): Check {
+  const fix = "apt-get install runsc and register it in /etc/docker/daemon.json with runtimeArgs [\"--network=none\", \"--oci-seccomp\"], then reload dockerd (kill -HUP); `bash scripts/services.sh` does both";
+  if (!runsc) return { name: "gvisor", ok: false, required: false, detail: "runtime runsc not registered (jobs with runtime: runsc will fail)", fix };
+  if (engine && !runscSeccomp(engine)) return { name: "gvisor", ok: true, required: false, detail: "runtime runsc registered, without --oci-seccomp (gVisor ignores the boxes' seccomp profile; its own ptrace rule still holds)", fix };
+  return { name: "gvisor", ok: true, required: false, detail: "runtime runsc registered, with --oci-seccomp" };
+}
+
+/** Whether the sandboxes' processes may trace each other (PATCHBAY_ALLOW_PTRACE). */
+function ptraceCheck(config: Pick<Config, "policy">): Check {
+  return config.policy.allowPtrace
+    ? { name: "ptrace", ok: true, required: false, detail: "allowed in the sandboxes (PATCHBAY_ALLOW_PTRACE=1): any process of a job can read and drive the others; for trusted repos only" }
+    : { name: "ptrace", ok: true, required: false, detail: "denied in every sandbox (seccomp: ptrace, process_vm_readv/writev and their relatives)" };
 }
 
 /** The model's provider and whether its credentials are found: where they come from, never their values. */

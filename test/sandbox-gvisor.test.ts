@@ -11,6 +11,7 @@ import { reply, startFakeAnthropic, text, toolUse } from "./support/fake-anthrop
 import { useSandbox } from "./support/sandbox.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
 import { clampScript } from "./support/scripts.js";
+import { probe } from "./support/ptrace-probe.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 afterEach(closeScripted);
@@ -30,6 +31,30 @@ describe("gVisor runtime (runsc, registered by scripts/services.sh)", () => {
   });
 });
 
+describe("gVisor runtime: ptrace between the box's processes (runsc)", () => {
+  // gVisor implements ptrace in its own kernel. runsc applies a container's seccomp profile only
+  // with --oci-seccomp (scripts/services.sh registers it so), and this gVisor (Debian 12's,
+  // 20221219) then filters the container's own process alone, not exec'd ones: every process of
+  // patchbay's is exec'd (the helper), so the profile does not reach the agent here. What holds is
+  // gVisor's own rule (Yama's ptrace_scope 1: a process traces only its descendants) and its
+  // missing process_vm_readv and pidfd_getfd (ENOSYS).
+  const sb = useSandbox({ runtime: "runsc" });
+
+  it("the agent cannot attach to a sibling (an MCP server's place), seize its shell or read another's memory under runsc", async () => {
+    const r = await probe(sb());
+    expect(r).toMatchObject({ attach: "EPERM", seize: "EPERM", kcmp: "EPERM" });
+    expect(["EPERM", "ENOSYS"]).toContain(r.process_vm_readv);
+    expect(["EPERM", "ENOSYS"]).toContain(r.pidfd_getfd);
+    expect((await sb().shell.run("echo alive; cat /proc/sys/kernel/yama/ptrace_scope")).output).toBe("alive\n1\n");
+  });
+
+  it("KNOWN GAP: under runsc the agent can still trace its own children (gVisor's rule allows descendants; the profile does not reach exec'd processes)", async () => {
+    const r = await sb().shell.run("python3 -c \"import ctypes, os, subprocess, time; libc = ctypes.CDLL(None, use_errno=True); p = subprocess.Popen(['sleep', '30']); time.sleep(0.2); print(libc.ptrace(16, p.pid, 0, 0)); p.kill()\"; grep -E '^Seccomp:' /proc/self/status", { timeoutSec: 60 });
+    // Once gVisor filters exec'd processes this reads "-1" and "Seccomp: 2": the gap is closed.
+    expect(r.output).toBe("0\nSeccomp:\t0\n");
+  });
+});
+
 describe("gVisor runtime: coreutils' statx (runsc)", () => {
   // The gVisor Debian 12 ships refuses statx with AT_NO_AUTOMOUNT (coreutils 9's `stat`, `ls PATH`).
   it("doctor says whether coreutils' stat works under runsc, as a runsc sandbox finds it", async () => {
@@ -44,6 +69,8 @@ describe("gVisor runtime: coreutils' statx (runsc)", () => {
     }
     const check = (await doctor(loadConfig(), { redisUrl: "redis://127.0.0.1:9" })).find((c) => c.name === "gvisor statx");
     expect(check).toMatchObject({ ok: works, required: false });
+    // And that runsc is registered to apply the boxes' seccomp profile.
+    expect((await doctor(loadConfig(), { redisUrl: "redis://127.0.0.1:9" })).find((c) => c.name === "gvisor")).toMatchObject({ ok: true, detail: "runtime runsc registered, with --oci-seccomp" });
     if (!works) expect(check!.detail).toMatch(/fail with "Invalid argument": this gVisor refuses statx with AT_NO_AUTOMOUNT/);
   }, 120_000);
 });

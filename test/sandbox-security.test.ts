@@ -7,7 +7,15 @@ import { useSandbox } from "./support/sandbox.js";
 import { podman } from "./support/engine-kind.js";
 import { engineInfo, hostUid } from "../src/runtime/engine.js";
 import { docker } from "../src/runtime/docker.js";
-import { readFileSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runtimeOf } from "../src/runtime/index.js";
+import { seccompProfile, type SeccompProfile } from "../src/runtime/seccomp.js";
+import type { BoxSpec, SandboxRuntime } from "../src/runtime/types.js";
+import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
+import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget } from "./support/ptrace-probe.js";
+import { closeScripted, runScripted } from "./support/scripted-job.js";
 
 // Set before any sandbox of this file exists: a sandbox that inherited this process's environment
 // would show it.
@@ -169,4 +177,127 @@ describe("a worker's environment stays out of its jobs (worker process, real job
     expect(seen).not.toMatch(new RegExp(CANARY));
     expect(seen).not.toMatch(/test-key-secret|ANTHROPIC|REDIS_URL|PATCHBAY_/);
   });
+});
+
+describe("no process of the agent's can trace another (seccomp: ptrace and its relatives denied)", () => {
+  const sb = useSandbox({ limits: { memoryMb: 512, pids: 128, diskMb: 64 } });
+  const traced = useSandbox({ limits: { memoryMb: 512, pids: 128, diskMb: 64 }, allowPtrace: true });
+
+  it("the agent cannot attach to a sibling, seize its own shell, read or write another's memory, take its fds: EPERM", async () => {
+    expect(await probe(sb())).toEqual({
+      attach: "EPERM",
+      seize: "EPERM",
+      process_vm_readv: "EPERM",
+      process_vm_writev: "EPERM",
+      pidfd_open: "ok", // signalling by pidfd stays, as kill does
+      pidfd_getfd: "EPERM",
+      kcmp: "EPERM",
+      perf_event_open: "EPERM",
+      io_uring_setup: "EPERM",
+    });
+    // The shell it seized and the sibling it attached to were never stopped; the box answers.
+    expect((await sb().shell.run("echo alive")).output).toBe("alive\n");
+  });
+
+  it("the agent's ordinary tools still work under the profile: the shell, git, python, threads and subprocesses", async () => {
+    const r = await sb().shell.run("cd /tmp && rm -rf g && git init -q g && cd g && echo x > f && git add f && git -c user.email=a@b -c user.name=a commit -qm m && git log --oneline | wc -l && python3 -c \"import subprocess, threading; t = threading.Thread(target=print, args=('thread',)); t.start(); t.join(); print(subprocess.run(['true']).returncode)\" && grep -E '^Seccomp:' /proc/self/status", { timeoutSec: 60 });
+    expect(r.output).toBe("1\nthread\n0\nSeccomp:\t2\n");
+  });
+
+  it("with the worker's PATCHBAY_ALLOW_PTRACE=1 (allowPtrace) ptrace and process_vm_readv/writev work again (strace, gdb); their relatives stay denied", async () => {
+    expect(await probe(traced())).toEqual({
+      attach: "ok",
+      seize: "ok",
+      process_vm_readv: "ok",
+      process_vm_writev: "ok",
+      pidfd_open: "ok",
+      pidfd_getfd: "EPERM",
+      kcmp: "EPERM",
+      perf_event_open: "EPERM",
+      io_uring_setup: "EPERM",
+    });
+  });
+});
+
+/** The profile a container was created with: Docker holds its text, Podman the path it was given. */
+function profileOf(securityOpt: string[] | undefined): SeccompProfile {
+  const v = (securityOpt ?? []).find((o) => o.startsWith("seccomp="))?.slice("seccomp=".length);
+  if (!v) throw new Error(`no seccomp profile in SecurityOpt ${JSON.stringify(securityOpt)}`);
+  return JSON.parse(v.startsWith("{") ? v : readFileSync(v, "utf8")) as SeccompProfile;
+}
+
+// A minimal MCP server (stdio, JSON-RPC lines) in python3, which the sandbox image has: one tool.
+const MCP_SERVER = String.raw`
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m: continue
+    method = m.get("method")
+    if method == "initialize": r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "fixture", "version": "1"}}
+    elif method == "tools/list": r = {"tools": [{"name": "hello", "description": "says hello", "inputSchema": {"type": "object"}}]}
+    else: r = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n"); sys.stdout.flush()
+`;
+
+describe("every box gets the profile: a job's own (where its MCP servers run), its verify box, a warm pool's", () => {
+  let repo = "";
+  const made: { spec: BoxSpec; securityOpt?: string[] }[] = [];
+  // The Docker backend, recording each box it makes and the SecurityOpt its container was created with.
+  const real = runtimeOf("docker");
+  const recording: SandboxRuntime = Object.assign(Object.create(real) as SandboxRuntime, {
+    create: async (spec: BoxSpec) => {
+      const box = await real.create(spec);
+      made.push({ spec, securityOpt: (await docker().getContainer(spec.name).inspect()).HostConfig.SecurityOpt ?? undefined });
+      return box;
+    },
+  });
+  beforeAll(() => {
+    repo = mkdtempSync(join(tmpdir(), "pb-seccomp-job-"));
+    writeFileSync(join(repo, "mcp_fixture.py"), MCP_SERVER);
+    writeFileSync(join(repo, "ptrace_probe.py"), PTRACE_PROBE);
+  });
+  afterAll(async () => {
+    await closeScripted();
+    if (repo) rmSync(repo, { recursive: true, force: true });
+  });
+
+  it("the model's shell cannot attach to the job's MCP server; verify's command cannot trace either; both boxes carry the profile", async () => {
+    // Verify passes only where the probe in its box is denied.
+    const verify = "sleep 300 & S=$!; python3 ptrace_probe.py $S $$ > /tmp/p; kill $S; cat /tmp/p; grep -q '\"attach\": \"EPERM\", \"seize\": \"EPERM\", \"process_vm_readv\": \"EPERM\"' /tmp/p";
+    const { result, fake } = await runScripted(
+      [reply(toolUse("bash", { command: `echo changed > b.txt; ${probeCommand("$(pgrep -f mcp_fixture.py | head -1)")}` })), reply(text("done"))],
+      { repo: { path: repo }, mcp: { servers: { fx: { command: "python3", args: ["mcp_fixture.py"] } } }, verify },
+      `seccomp-every-box-${process.pid}`,
+      recording,
+    );
+    expect(result.error).toBeUndefined();
+    expect(result.status).toBe("completed");
+    const out = toolResultText(toolResults(fake.requests[1])[0]);
+    expect(probeTarget(out)).toBe("python3 mcp_fixture.py");
+    const seen = probeResult(out);
+    expect(seen).toMatchObject({ attach: "EPERM", seize: "EPERM", process_vm_readv: "EPERM", pidfd_getfd: "EPERM" });
+    expect(result.verified).toBe(true);
+    // The job's box and one verify box, each created with the profile.
+    expect(made.length).toBe(2);
+    for (const m of made) {
+      expect(m.securityOpt).toContain("no-new-privileges");
+      expect(profileOf(m.securityOpt)).toEqual(seccompProfile());
+    }
+  }, 180_000);
+
+  it("a warm pool's box carries the worker's profile, and the pool hands it only to a job asking the same", async () => {
+    made.length = 0;
+    const pool = new SandboxPool({ size: 1, backend: recording, labels: { "patchbay.test": `seccomp-pool-${process.pid}` } });
+    try {
+      for (let i = 0; i < 600 && pool.size < 1; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(made.map((m) => m.spec.labels[POOL_LABEL])).toEqual(["1"]);
+      expect(profileOf(made[0]!.securityOpt)).toEqual(seccompProfile());
+      expect(pool.take({ allowPtrace: true }, 0)).toBeUndefined();
+      const warm = pool.take({}, 0);
+      expect(warm?.name).toBe(made[0]!.spec.name);
+      await warm?.destroy();
+    } finally {
+      await pool.close();
+    }
+  }, 120_000);
 });

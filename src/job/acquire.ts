@@ -21,7 +21,8 @@ export interface Held {
   setupDone?: () => void;
 }
 
-export const kindOf = (ctx: JobContext) => ({ image: ctx.spec.image ?? ctx.config.image, limits: ctx.spec.limits, runtime: ctx.spec.runtime });
+/** The sandbox a job's spec and its worker ask for: every box of the job (its own, verify's) is of this kind. */
+export const kindOf = (ctx: JobContext) => ({ image: ctx.spec.image ?? ctx.config.image, limits: ctx.spec.limits, runtime: ctx.spec.runtime, allowPtrace: ctx.config.policy.allowPtrace });
 
 /** A fresh sandbox of the job's kind (for verify too): from the pool when it has one, else made. */
 export function freshSandbox(ctx: JobContext, mounts?: ReturnType<typeof mountsFor>): Promise<Sandbox> {

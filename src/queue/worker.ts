@@ -89,7 +89,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     onChange: async (ok) => (ok ? (await reaper.run(), await worker.resume()) : await worker.pause(true)),
   });
   const reaper = startReaperLoop({ runtime, ownerAlive: ownerAliveFor({ id, queueName, deployment, redis, k }), health, log, everyMs: config.reapEveryMs });
-  pool = new SandboxPool({ backend: runtime, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox, discard: (sb) => void retire(sb), runtime: config.policy.runtime });
+  pool = new SandboxPool({ backend: runtime, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox, discard: (sb) => void retire(sb), runtime: config.policy.runtime, allowPtrace: config.policy.allowPtrace });
   const cancels = await listenForCancels({ sub, redis, k, pubSub: config.cancelPubSub, pollMs: config.cancelPollMs, active });
 
   const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch

@@ -13,6 +13,7 @@ import { AGENT_GID, AGENT_UID, AGENT_USER } from "./agent-user.js";
 import { createProblem, describeEngine, EngineConfigError, engineInfo, limitsEnv, limitsProblem, wrapped } from "./engine.js";
 import { pipeGathered } from "./gather.js";
 import { LABEL } from "./owner.js";
+import { seccompOption } from "./seccomp.js";
 import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
 
 /** Capabilities of the container's root processes (patchbay's own); the agent's uid has none. */
@@ -94,7 +95,9 @@ export class DockerRuntime implements SandboxRuntime {
           // workspace file into a store the agent cannot reach). All four are in Docker's default set;
           // DAC_READ_SEARCH (open_by_handle_at) is deliberately not.
           CapAdd: [...SANDBOX_CAPS],
-          SecurityOpt: ["no-new-privileges"],
+          // Docker's default seccomp profile less ptrace and its relatives (seccomp.ts): no process of
+          // the agent's uid reads or drives another's (the shell an MCP server, a verify command).
+          SecurityOpt: ["no-new-privileges", seccompOption(engine.name, { allowPtrace: o.allowPtrace })],
           ReadonlyRootfs: true,
           Tmpfs: {
             "/tmp": `rw,nosuid,nodev,size=${o.limits.tmpMb}m,mode=1777`,

@@ -25,6 +25,8 @@ export interface EngineInfo {
   cgroupManager?: string;
   /** Docker's own word on whether it can apply memory, pids and cpu limits (a rootless Docker on v1 cannot). */
   limitsSupported?: boolean;
+  /** Docker: the arguments it runs gVisor's runsc with, where it registers runsc. */
+  runscArgs?: string[];
 }
 
 /** A box asks for what its engine cannot give (gVisor under Podman): the worker's setting, not the job's. */
@@ -54,13 +56,15 @@ async function ask(d: Docker): Promise<EngineInfo> {
   const v = (await d.version()) as { Version?: string; Components?: { Name?: string; Version?: string }[] };
   const podman = v.Components?.find((c) => c.Name === "Podman Engine");
   if (!podman) {
-    const i = (await d.info()) as { CgroupVersion?: string; ServerVersion?: string; SecurityOptions?: string[]; MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean };
+    const i = (await d.info()) as { CgroupVersion?: string; ServerVersion?: string; SecurityOptions?: string[]; MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean; Runtimes?: Record<string, { runtimeArgs?: string[] }> };
+    const runsc = i.Runtimes?.runsc;
     return {
       name: "docker",
       version: i.ServerVersion ?? v.Version ?? "?",
       rootless: Boolean(i.SecurityOptions?.includes("name=rootless")),
       cgroup: i.CgroupVersion === "2" ? "v2" : "v1",
       limitsSupported: i.MemoryLimit !== false && i.PidsLimit !== false && i.CpuCfsQuota !== false,
+      ...(runsc ? { runscArgs: runsc.runtimeArgs ?? [] } : {}),
     };
   }
   // libpod's own info says what the compatible one does not: rootless, the controllers, the id maps.
@@ -90,6 +94,14 @@ interface PodmanInfo {
     idMappings?: { uidmap?: { container_id: number; host_id: number; size: number }[] };
   };
 }
+
+/**
+ * Whether runsc runs with --oci-seccomp, without which gVisor ignores the OCI spec's seccomp section
+ * (it implements ptrace itself). The gVisor of Debian 12 (20221219) applies it to the container's
+ * own process only, not to exec'd ones (every process of patchbay's): there its own ptrace rule
+ * holds, a process traces only its descendants (test/sandbox-gvisor.test.ts).
+ */
+export const runscSeccomp = (e: EngineInfo): boolean => Boolean(e.runscArgs?.some((a) => /^--?oci-seccomp(=true)?$/.test(a)));
 
 /** Whether the engine's default runtime is patchbay's wrapper (which reads PATCHBAY_LIMITS). */
 export const wrapped = (e: EngineInfo): boolean => Boolean(e.runtimePath?.endsWith(`/${LIMITS_WRAPPER}`));

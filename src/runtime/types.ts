@@ -28,6 +28,8 @@ export interface BoxSpec {
   /** The OCI runtime of the Docker backend. */
   runtime: "runc" | "runsc";
   labels: Record<string, string>;
+  /** Gives the box's processes ptrace and process_vm_readv/writev back (the worker's PATCHBAY_ALLOW_PTRACE=1; runtime/seccomp.ts). */
+  allowPtrace?: boolean;
   /** A host directory mounted read-only at the same path (the setup phase's egress socket). */
   mounts?: { source: string; target: string }[];
 }

@@ -22,6 +22,8 @@ export interface PoolOptions {
   maxKinds?: number;
   /** What runs its sandboxes (default: the configured backend). */
   backend?: SandboxRuntime;
+  /** The worker's PATCHBAY_ALLOW_PTRACE: its warm sandboxes are made with it, and only a job asking the same takes one. */
+  allowPtrace?: boolean;
   /** What every job does first in a new sandbox, done ahead while it waits (e.g. the private git store); a failure is ignored. */
   prepare?: (sb: Sandbox) => Promise<void>;
   /** Where a discarded warm sandbox goes (a worker's background removals); default: removed at once. */
@@ -30,7 +32,7 @@ export interface PoolOptions {
   runtime?: SandboxOptions["runtime"];
 }
 
-type Kind = Pick<SandboxOptions, "image" | "limits" | "runtime">;
+type Kind = Pick<SandboxOptions, "image" | "limits" | "runtime" | "allowPtrace">;
 
 export class SandboxPool {
   private readonly idle = new Map<string, Sandbox[]>();
@@ -63,6 +65,8 @@ export class SandboxPool {
    */
   take(opts: Kind, minLifeSec: number): Sandbox | undefined {
     if (this.closed || this.opts.size <= 0) return undefined;
+    // A box's seccomp profile is set when it is made: never one other than the job asks for.
+    if ((opts.allowPtrace === true) !== (this.opts.allowPtrace === true)) return undefined;
     const { key, kind } = normalise(opts);
     this.kinds.delete(key);
     this.kinds.set(key, kind);
@@ -149,6 +153,7 @@ export class SandboxPool {
           labels: { ...this.opts.labels, [POOL_LABEL]: "1" },
           deadlineSec: defaults.sandbox.deadlineSec,
           backend: this.opts.backend,
+          allowPtrace: this.opts.allowPtrace === true,
         });
         // Its supervisor too (it starts off a new sandbox's path to ready): a warm one is whole.
         await Promise.all([this.opts.prepare?.(sb).catch(() => {}), sb.shell.supervised().catch(() => {})]);

@@ -29,6 +29,8 @@ export interface SandboxOptions {
   jobId?: string;
   /** Seconds after which the reaper may remove the sandbox whatever its owner. */
   deadlineSec?: number;
+  /** ptrace and process_vm_readv/writev given back to its processes (the worker's PATCHBAY_ALLOW_PTRACE=1); default denied. */
+  allowPtrace?: boolean;
   /** Extra mounts (only the setup phase's egress directory: see egress.ts). */
   mounts?: { source: string; target: string }[];
   /** The backend that makes the box (default: the configured one, see src/runtime/index.ts). */
@@ -116,7 +118,7 @@ export class Sandbox {
     const tooFew = pidsProblem(limits.pids, runtime);
     if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
     const backend = opts.backend ?? runtimeOf("docker");
-    const made = await backend.create({ name, image: opts.image ?? DEFAULT_IMAGE, limits, runtime, labels, mounts: opts.mounts });
+    const made = await backend.create({ name, image: opts.image ?? DEFAULT_IMAGE, limits, runtime, labels, mounts: opts.mounts, allowPtrace: opts.allowPtrace === true });
     // Every process of the sandbox under one helper, on one exec (helper.ts), where processes run.
     const box = backend.simulated ? made : new HelperBox(made);
     const liveness = new Liveness(box);
