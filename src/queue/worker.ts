@@ -115,8 +115,10 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const engine = await runtime.describe?.();
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`);
 
-  // The drain's last word on sandboxes, needing no Redis: the engine removes every box labelled as this worker's.
-  const sweep = () => runtime.reap(async (l) => l[LABEL.worker] === id).then((r) => r.containers.length + r.volumes.length);
+  // The drain's last word on sandboxes, needing no Redis: the engine removes every box labelled as
+  // this worker's, of its queue and Redis (workers started in one process share an id).
+  const mine = (l: Record<string, string>) => l[LABEL.worker] === id && l[LABEL.queue] === queueName && l[LABEL.redis] === deployment;
+  const sweep = () => runtime.reap(async (l) => mine(l)).then((r) => r.containers.length + r.volumes.length);
   const parts = { log, active, worker, health, pool, removals, heartbeat, reaper, cancels, metrics, sweep, redis, sub, workerConnection };
   const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(async (report) => (await telemetry?.release(), report)));
   return { id, worker, shutdown };
