@@ -10,7 +10,7 @@ import { keys } from "../src/queue/keys.js";
 import type { TranscriptEvent } from "../src/spec.js";
 import { renderTranscriptHtml } from "../src/web/html.js";
 import { startDashboard } from "../src/web/server.js";
-import { launchBrowser } from "../test/support/browser.js";
+import { launchBrowser, signedIn } from "../test/support/browser.js";
 import { startRedis } from "../test/support/cluster.js";
 import { log, median, round } from "./lib.js";
 
@@ -44,7 +44,8 @@ export async function benchWeb() {
   const runs = 7;
   const redis = await startRedis();
   const client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
-  const dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: "bench-web-token-0123456789" });
+  const token = "bench-web-token-0123456789";
+  const dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token });
   const browser = await launchBrowser();
   const dir = mkdtempSync(join(tmpdir(), "pb-bench-web-"));
   try {
@@ -59,7 +60,7 @@ export async function benchWeb() {
     const fcp: number[] = [];
     const full: number[] = [];
     const firstTurn: number[] = [];
-    const ctx = await browser.newContext();
+    const ctx = await browser.newContext(signedIn(dash.url, token));
     for (let i = -1; i < runs; i++) {
       const page = await ctx.newPage();
       await page.goto(`${dash.url}/jobs/${JOB}`, { waitUntil: "commit" });
@@ -76,7 +77,7 @@ export async function benchWeb() {
 
     // the baseline in the same run: the empty jobs list (the same shell, styles and scripts)
     const empty: number[] = [];
-    const bctx = await browser.newContext();
+    const bctx = await browser.newContext(signedIn(dash.url, token));
     for (let i = -1; i < runs; i++) {
       const page = await bctx.newPage();
       await page.goto(`${dash.url}/jobs?batch=none`, { waitUntil: "commit" });

@@ -10,7 +10,7 @@ import type { Changeset } from "../src/campaign/changeset.js";
 import { BatchClient } from "../src/queue/batch.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { startDashboard } from "../src/web/server.js";
-import { launchBrowser } from "../test/support/browser.js";
+import { launchBrowser, signedIn } from "../test/support/browser.js";
 import { startRedis, startWorkerProc } from "../test/support/cluster.js";
 import { reply, startFakeAnthropic, text, toolUse } from "../test/support/fake-anthropic.js";
 import { byTurn, clampScript, taskOf } from "../test/support/scripts.js";
@@ -68,7 +68,8 @@ async function seedCampaign(client: PatchbayClient): Promise<void> {
 const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "screenshots", PATCHBAY_CONCURRENCY: "3" };
 const worker = startWorkerProc(env);
 const client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
-const dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: "screenshots-token-0123456789" });
+const TOKEN = "screenshots-token-0123456789";
+const dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN });
 const browser = await launchBrowser();
 try {
   await worker.waitFor(/ready: queue screenshots/);
@@ -88,7 +89,7 @@ try {
   const running = await client.enqueue({ task: "A long-running job: the full test suite.", repo: { path: CLAMP }, jobId: "long-running-2" });
   while ((await client.status(running)).state !== "active") await new Promise((r) => setTimeout(r, 200));
 
-  const page = await browser.newPage({ viewport: { width: 1280, height: 560 }, deviceScaleFactor: 1 });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 560 }, deviceScaleFactor: 1, ...signedIn(dash.url, TOKEN) });
   await page.goto(`${dash.url}/jobs`);
   await page.locator('tr[data-job-id="clamp-1"]').waitFor();
   await page.screenshot({ path: `${OUT}dashboard-jobs.png` });
@@ -104,7 +105,7 @@ try {
   await page.screenshot({ path: `${OUT}dashboard-job.png`, fullPage: true });
 
   // a phone: the list as cards, a job page's first screen
-  const phone = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1 });
+  const phone = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, ...signedIn(dash.url, TOKEN) });
   await phone.goto(`${dash.url}/jobs`);
   await phone.locator('tr[data-job-id="clamp-1"]').waitFor();
   await phone.screenshot({ path: `${OUT}dashboard-jobs-390.png` });

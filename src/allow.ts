@@ -77,86 +77,8 @@ export function isAllowed(rules: readonly AllowRule[], host: string, port: numbe
   return refusal(rules, host, port, via) === undefined;
 }
 
-// Address classes that are never a public service: the host's own, its private networks, link-local
-// (cloud metadata at 169.254.169.254), multicast, unspecified. Documentation and benchmarking
-// ranges are not listed: egress gateways use them (registry.npmjs.org resolves to 203.0.113.80 on
-// the machine these tests run on). Checked after resolution, on the very address
-// the proxy then connects to, so a name that resolves differently on a second lookup (DNS
-// rebinding) gains nothing.
-const CLASSES: [string, "ipv4" | "ipv6", string, number][] = [
-  ["unspecified", "ipv4", "0.0.0.0", 8],
-  ["private", "ipv4", "10.0.0.0", 8],
-  ["shared (CGNAT)", "ipv4", "100.64.0.0", 10],
-  ["loopback", "ipv4", "127.0.0.0", 8],
-  ["link-local", "ipv4", "169.254.0.0", 16],
-  ["private", "ipv4", "172.16.0.0", 12],
-  ["private", "ipv4", "192.168.0.0", 16],
-  ["multicast", "ipv4", "224.0.0.0", 4],
-  ["reserved", "ipv4", "240.0.0.0", 4],
-  ["unspecified", "ipv6", "::", 128],
-  ["loopback", "ipv6", "::1", 128],
-  ["private", "ipv6", "fc00::", 7],
-  ["link-local", "ipv6", "fe80::", 10],
-  ["site-local", "ipv6", "fec0::", 10],
-  ["multicast", "ipv6", "ff00::", 8],
-];
-// Plain arithmetic rather than net.BlockList: it runs once per proxied connection, and BlockList
-// builds a SocketAddress per range and call (~0.5 ms per check under load).
-const v4int = (ip: string) => ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
-const RANGES = CLASSES.map(([name, family, net, prefix]) => {
-  if (family === "ipv4") return { name, family, bits: [v4int(net)], prefix };
-  return { name, family, bits: expandV6(net)!, prefix };
-});
-
-function inRange(words: number[], base: number[], prefix: number, width: number): boolean {
-  // words/base: big-endian units of `width` bits
-  for (let i = 0, left = prefix; left > 0; i++, left -= width) {
-    const take = Math.min(width, left);
-    const shift = width - take;
-    if (Math.floor(words[i]! / 2 ** shift) !== Math.floor(base[i]! / 2 ** shift)) return false;
-  }
-  return true;
-}
-
-/** IPv6 forms that carry an IPv4 address (mapped, NAT64, 6to4): the embedded address, else undefined. */
-function embeddedV4(ip: string): string | undefined {
-  const m = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (m) return m[1];
-  const words = expandV6(ip);
-  if (!words) return undefined;
-  const v4 = (hi: number, lo: number) => [hi >> 8, hi & 255, lo >> 8, lo & 255].join(".");
-  if (words.slice(0, 5).every((w) => w === 0) && words[5] === 0xffff) return v4(words[6]!, words[7]!);
-  if (words[0] === 0x64 && words[1] === 0xff9b && words.slice(2, 6).every((w) => w === 0)) return v4(words[6]!, words[7]!);
-  if (words[0] === 0x2002) return v4(words[1]!, words[2]!);
-  return undefined;
-}
-
-function expandV6(ip: string): number[] | undefined {
-  if (isIP(ip) !== 6 || ip.includes(".")) return undefined;
-  const [head, tail] = ip.split("::") as [string, string | undefined];
-  const parse = (s: string) => (s ? s.split(":").map((w) => parseInt(w, 16)) : []);
-  const a = parse(head);
-  const b = tail === undefined ? [] : parse(tail);
-  return [...a, ...Array<number>(8 - a.length - b.length).fill(0), ...b];
-}
-
-/** Why an address is not a public one ("loopback", "private", …), or undefined for a public address. */
-export function addressClass(ip: string): string | undefined {
-  const family = isIP(ip);
-  if (family === 0) return "not an IP address";
-  if (family === 6) {
-    const v4 = embeddedV4(ip);
-    if (v4) return addressClass(v4);
-  }
-  if (family === 4) {
-    if (ip === "255.255.255.255") return "broadcast";
-    const n = [v4int(ip)];
-    return RANGES.find((r) => r.family === "ipv4" && inRange(n, r.bits, r.prefix, 32))?.name;
-  }
-  const words = expandV6(ip);
-  if (!words) return "reserved"; // a dotted form not handled above (IPv4-compatible ::a.b.c.d)
-  return RANGES.find((r) => r.family === "ipv6" && inRange(words, r.bits, r.prefix, 16))?.name;
-}
+// Which addresses are public: src/address-class.ts (the proxy checks each resolved address).
+export { addressClass } from "./address-class.js";
 
 /** A matcher for CIDR ranges (test-only exemptions of the proxy; never from a JobSpec). */
 export function cidrMatcher(cidrs: readonly string[]): (ip: string) => boolean {

@@ -73,7 +73,7 @@ describe("attacks on the HTTP API and the client", () => {
     await client.enqueue({ task: "makes the keys", repo: { path: CLAMP } }); // BullMQ's id, meta and events exist now
     for (const id of ["meta", "id", "events"]) {
       for (const path of [`/api/v1/jobs/${id}`, `/api/v1/jobs/${id}/transcript`, `/api/v1/jobs/${id}/patch`, `/api/jobs/${id}`, `/api/jobs/${id}/patch`]) {
-        const r = await http(dash.url, "GET", path);
+        const r = await http(dash.url, "GET", path, { token: TOKEN }); // reads need a token too; the dashboard's opens /api/jobs as well
         expect(r.status, `GET ${path}: ${r.text}`).toBe(404);
       }
       const api = await http(dash.url, "POST", `/api/v1/jobs/${id}/cancel`, { token: WRITE });
@@ -233,13 +233,13 @@ describe("attacks on the HTTP API and the client", () => {
     const id = await client.enqueue({ task: "to cancel, for its events", repo: { path: CLAMP } });
     expect(await client.cancel(id)).toBe("cancelled"); // finished at once, with job_started and job_finished
     for (const headers of [{ "last-event-id": `${"9".repeat(30)}-0` }, { "last-event-id": "18446744073709551616-0" }, {}] as Record<string, string>[]) {
-      const r = await sse(dash.url, `/api/v1/jobs/${id}/events`, headers);
+      const r = await sse(dash.url, `/api/v1/jobs/${id}/events`, { ...headers, authorization: `Bearer ${READ}` });
       expect(r.status).toBe(200);
       const events = r.messages.filter((m) => !m.event).flatMap((m) => JSON.parse(m.data) as { type: string }[]);
       expect(events.map((e) => e.type), JSON.stringify(headers)).toEqual(["job_started", "job_finished"]);
       expect(r.messages.at(-1)?.event).toBe("end");
     }
-    const after = await sse(dash.url, `/api/v1/jobs/${id}/events?after=${"1".repeat(25)}-1`);
+    const after = await sse(dash.url, `/api/v1/jobs/${id}/events?after=${"1".repeat(25)}-1`, { authorization: `Bearer ${READ}` });
     expect(after.messages.at(-1)?.event).toBe("end");
   });
 
@@ -252,11 +252,11 @@ describe("attacks on the HTTP API and the client", () => {
     expect(once.json).toEqual({ id: first, result: "cancelled" });
     const twice = await http(dash.url, "POST", `/api/v1/jobs/${first}/cancel`, { token: WRITE });
     expect(twice.json).toEqual({ id: first, result: "finished" });
-    const job = await http(dash.url, "GET", `/api/v1/jobs/${first}`);
+    const job = await http(dash.url, "GET", `/api/v1/jobs/${first}`, { token: READ });
     expect(job.json).toMatchObject({ state: "completed", status: "cancelled", attemptsMade: 0 });
-    const batch = await http(dash.url, "GET", "/api/v1/batches/attacks-cancel");
+    const batch = await http(dash.url, "GET", "/api/v1/batches/attacks-cancel", { token: READ });
     expect(batch.json).toMatchObject({ total: 2, done: 1, waiting: 1, counts: { cancelled: 1 } });
-    const transcript = await http(dash.url, "GET", `/api/v1/jobs/${first}/transcript`);
+    const transcript = await http(dash.url, "GET", `/api/v1/jobs/${first}/transcript`, { token: READ });
     expect((transcript.json as { type: string }[]).map((e) => e.type)).toEqual(["job_started", "job_finished"]);
   });
 

@@ -27,6 +27,8 @@ const ROUTES = [
   "POST /api/v1/jobs/{id}/cancel",
 ];
 
+const TOKEN = "openapi-test-token-0123456789";
+
 describe("the OpenAPI document", () => {
   let redis: Awaited<ReturnType<typeof startRedis>>;
   let dash: Dashboard;
@@ -34,16 +36,17 @@ describe("the OpenAPI document", () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: "api-openapi", token: "openapi-test-token-0123456789" });
-    doc = await fetchDocument(dash.url);
+    dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: "api-openapi", token: TOKEN });
+    doc = await fetchDocument(dash.url, TOKEN);
   });
   afterAll(async () => {
     await dash?.close();
     await redis?.stop();
   });
 
-  it("is served at /api/openapi.json without a token on loopback, and is a valid OpenAPI 3.1 document", async () => {
-    const r = await http(dash.url, "GET", "/api/openapi.json");
+  it("is served at /api/openapi.json to a token's holder (a read like any other), and is a valid OpenAPI 3.1 document", async () => {
+    expect((await http(dash.url, "GET", "/api/openapi.json")).status).toBe(401);
+    const r = await http(dash.url, "GET", "/api/openapi.json", { token: TOKEN });
     expect(r.status).toBe(200);
     expect(r.headers["content-type"]).toMatch(/^application\/json/);
     expect(doc.raw.openapi).toBe("3.1.0");

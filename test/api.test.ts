@@ -54,7 +54,8 @@ describe("the HTTP API", () => {
     worker = startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "2", PATCHBAY_LOCAL_REPO_ROOTS: ROOTS }); // the API's jobs read a local repo only under the worker's roots
     await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`));
     const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, PATCHBAY_API_TOKENS: `ci:write:${WRITE}, viewer:read:${READ}`, PATCHBAY_API_CORS_ORIGINS: ORIGIN, PATCHBAY_API_REPO_ROOTS: ROOTS });
-    dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN, config });
+    // tokenless reads opened (as `patchbay dashboard --loopback-reads`): a local script reads without a token
+    dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN, config, loopbackReads: true });
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
     doc = await fetchDocument(dash.url);
   });
@@ -67,7 +68,7 @@ describe("the HTTP API", () => {
     await redis?.stop();
   });
 
-  it("writes need a write token even on loopback; reads need none there; a read token cannot write; a wrong token is refused", async () => {
+  it("writes need a write token even on loopback; reads need none where loopback reads are opened, unless proxied; a read token cannot write; a wrong token is refused", async () => {
     const spec = (task: string) => jsonBody({ task, repo: { path: CLAMP } });
     const counts = await client.queue.getJobCounts();
     const none = await api("POST", "/api/v1/jobs", spec("no token"));
@@ -82,6 +83,9 @@ describe("the HTTP API", () => {
     expect(await client.queue.getJobCounts()).toEqual(counts); // nothing was enqueued
 
     expect((await api("GET", "/api/v1/jobs")).status).toBe(200);
+    const proxied = await api("GET", "/api/v1/jobs", { headers: { "x-forwarded-for": "203.0.113.7" } });
+    expect(proxied.status).toBe(401);
+    expect(proxied.headers["www-authenticate"]).toBe("Bearer");
     expect((await api("GET", "/api/v1/jobs", { token: READ })).status).toBe(200);
     expect((await api("GET", "/api/v1/jobs", { token: "wrong-token-wrong-token" })).status).toBe(401);
 

@@ -171,14 +171,54 @@ describe("allow-list edges, exactly", () => {
     expect(addressClass("2002:808:808::")).toBeUndefined();
     expect(addressClass("::ffff:808:808")).toBeUndefined();
     expect(addressClass("1::ffff:7f00:1")).toBeUndefined(); // not mapped: a word before the ffff
-    expect(addressClass("64:ff9b:1::7f00:1")).toBeUndefined(); // not NAT64's /96
     expect(addressClass("65:ff9b::7f00:1")).toBeUndefined();
     expect(addressClass("64:ff9a::7f00:1")).toBeUndefined();
-    expect(addressClass("::1.2.3.4")).toBe("reserved"); // IPv4-compatible, deprecated
+    expect(addressClass("::1.2.3.4")).toBe("reserved"); // IPv4-compatible, deprecated: reserved even when what it carries is public
     expect(addressClass("fe80:0:0:0:0:0:0:1")).toBe("link-local"); // no "::"
     expect(addressClass("2606:4700:0:0:0:0:0:1")).toBeUndefined();
     expect(addressClass("255.255.255.255")).toBe("broadcast");
     expect(addressClass("8.8.8.8")).toBeUndefined();
+  });
+
+  it("every IPv6 form that carries an IPv4 address is judged by it: NAT64 (well-known and local use), SIIT, IPv4-compatible, 6to4, mapped, Teredo", () => {
+    // what each embedded address is, as the forms carry it
+    const inner: [number[], string][] = [[[127, 0, 0, 1], "loopback"], [[10, 1, 2, 3], "private"], [[169, 254, 169, 254], "link-local"], [[192, 168, 7, 7], "private"], [[172, 16, 0, 1], "private"], [[100, 64, 0, 1], "shared (CGNAT)"], [[0, 0, 0, 0], "unspecified"]];
+    const hex = (a: number, b: number) => ((a << 8) | b).toString(16);
+    const forms: [string, (v: number[]) => string][] = [
+      ["NAT64 64:ff9b::/96", (v) => `64:ff9b::${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}`],
+      ["NAT64 64:ff9b::/96, dotted", (v) => `64:ff9b::${v.join(".")}`],
+      ["NAT64 local use, /96 layout", (v) => `64:ff9b:1::${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}`],
+      ["NAT64 local use, /64 layout", (v) => `64:ff9b:1:0:${hex(0, v[0]!)}:${hex(v[1]!, v[2]!)}:${hex(v[3]!, 0)}:0`],
+      ["NAT64 local use, /56 layout", (v) => `64:ff9b:1:${hex(0, v[0]!)}:${hex(0, v[1]!)}:${hex(v[2]!, v[3]!)}::`],
+      ["NAT64 local use, /48 layout", (v) => `64:ff9b:1:${hex(v[0]!, v[1]!)}:${hex(0, v[2]!)}:${hex(v[3]!, 0)}::`],
+      ["IPv4-translated (SIIT) ::ffff:0:0:0/96", (v) => `::ffff:0:${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}`],
+      ["IPv4-translated, dotted", (v) => `::ffff:0:${v.join(".")}`],
+      ["IPv4-compatible ::/96", (v) => `::${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}`],
+      ["IPv4-compatible, dotted", (v) => `::${v.join(".")}`],
+      ["IPv4-mapped ::ffff:0:0/96", (v) => `::ffff:${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}`],
+      ["IPv4-mapped, uncompressed", (v) => `0:0:0:0:0:ffff:${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}`],
+      ["6to4 2002::/16", (v) => `2002:${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}::1`],
+      ["Teredo 2001::/32, server", (v) => `2001:0:${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}:0:0:f7f7:f7f7`], // client 8.8.8.8
+      ["Teredo 2001::/32, client (bits inverted)", (v) => `2001:0:808:808:0:0:${hex(v[0]! ^ 255, v[1]! ^ 255)}:${hex(v[2]! ^ 255, v[3]! ^ 255)}`],
+    ];
+    for (const [form, make] of forms) {
+      for (const [v4, cls] of inner) {
+        if (form.startsWith("IPv4-compatible") && v4.every((x) => x === 0)) continue; // :: itself, unspecified as IPv6
+        const ip = make(v4);
+        const expected = cls === "unspecified" && form.startsWith("NAT64 local use") ? "NAT64 (local use)" : cls; // zeros are every layout's
+        expect([form, ip, addressClass(ip)]).toEqual([form, ip, expected]);
+      }
+      // the same form around a public address is public; but the deprecated IPv4-compatible form, and
+      // local-use NAT64, whose layout is its operator's: refused whatever it carries
+      const pub = make([8, 8, 8, 8]);
+      const otherwise = form.startsWith("IPv4-compatible") ? "reserved" : form.startsWith("NAT64 local use") ? "NAT64 (local use)" : undefined;
+      expect([form, pub, addressClass(pub)]).toEqual([form, pub, otherwise]);
+    }
+    // local use: an address a /96 reading finds public but a /48 one private is named by the private one
+    expect(addressClass("64:ff9b:1:a00:1:0:808:808")).toBe("private");
+    expect(addressClass("64:ff9b:1::")).toBe("NAT64 (local use)");
+    expect(addressClass("::1")).toBe("loopback");
+    expect(addressClass("::")).toBe("unspecified");
   });
 
   it("cidrMatcher: both families, and a clear error for what is not a range", () => {

@@ -35,9 +35,23 @@ const names = (): Record<string, string[]> => ({
   "mixed.test": ["127.0.0.1", host.ip],
   localhost: ["127.0.0.1", "::1"],
   "secure.test": [tlsHost.ip],
+  // IPv6 answers that carry a private IPv4 address (issue 41): a translator or tunnel delivers them there
+  ...EMBEDDED,
 });
+/** Names whose only address is an IPv6 form of a loopback, private or metadata IPv4 address, and the class it is refused as. */
+const EMBEDDED_CASES: [string, string, string][] = [
+  ["nat64.test", "64:ff9b::7f00:1", "loopback"], // 127.0.0.1, well-known prefix
+  ["nat64-local.test", "64:ff9b:1::7f00:1", "loopback"], // 127.0.0.1, local-use prefix (/96 layout)
+  ["nat64-local48.test", "64:ff9b:1:a9fe:a9:fe00::", "link-local"], // 169.254.169.254, local-use /48 layout
+  ["siit.test", "::ffff:0:a00:1", "private"], // 10.0.0.1, IPv4-translated
+  ["compat.test", "::a9fe:a9fe", "link-local"], // 169.254.169.254, IPv4-compatible
+  ["mapped.test", "::ffff:c0a8:707", "private"], // 192.168.7.7, IPv4-mapped
+  ["sixtofour.test", "2002:7f00:1::1", "loopback"], // 127.0.0.1, 6to4
+  ["teredo.test", "2001:0:808:808:0:0:3f57:f8f8", "private"], // a public server, client 192.168.7.7 (bits inverted)
+];
+const EMBEDDED: Record<string, string[]> = Object.fromEntries(EMBEDDED_CASES.map(([n, ip]) => [n, [ip]]));
 const rules = (...e: string[]) => e.map((x) => parseAllowEntry(x) as AllowRule);
-const ALLOW = rules("allowed.test:8080", "mixed.test:8080", "loop.test:6379", "meta.test", "lan.test", "localhost:6379", "nx.test", "secure.test");
+const ALLOW = rules("allowed.test:8080", "mixed.test:8080", "loop.test:6379", "meta.test", "lan.test", "localhost:6379", "nx.test", "secure.test", ...EMBEDDED_CASES.map(([n]) => n));
 
 function proxy(limits: Partial<EgressLimits> = {}) {
   return new EgressProxy({
@@ -133,6 +147,26 @@ describe("egress proxy: what it refuses, each recorded with its reason", () => {
       expect(recs.every((r) => r.reason)).toBe(true);
       expect(s.stats).toMatchObject({ allowed: 0, refused: 15, bytesUp: 0, bytesDown: 0 });
       expect([...s.refusals].join("\n")).toMatch(/localhost:6379 \(resolves to a loopback address/);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a name whose DNS answer is an IPv6 form of a loopback, private or metadata IPv4 address (NAT64, SIIT, 6to4, Teredo, …): refused, CONNECT and plain HTTP", async () => {
+    const { s, recs } = await open(proxy());
+    try {
+      for (const [name, ip, cls] of EMBEDDED_CASES) {
+        const reason = new RegExp(`resolves to a ${cls} address \\(${ip.replace(/\./g, "\\.")}\\)`);
+        const c = await connect(s, `${name}:443`);
+        expect([name, c.ok]).toEqual([name, false]);
+        expect((c as { body: string }).body, name).toMatch(reason);
+        const g = await get(s, `http://${name}/`);
+        expect([name, g.status]).toEqual([name, 403]);
+        expect(g.body, name).toMatch(reason);
+      }
+      await until(() => recs.length === 2 * EMBEDDED_CASES.length);
+      expect(recs.every((r) => !r.allowed && !r.address && r.bytesUp === 0 && r.bytesDown === 0)).toBe(true);
+      expect(s.stats).toMatchObject({ allowed: 0, refused: 2 * EMBEDDED_CASES.length });
     } finally {
       await s.close();
     }

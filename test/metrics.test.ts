@@ -20,8 +20,10 @@ const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 const QUEUE = "metrics-test";
 const EDITOR = "str_replace_based_edit_tool";
 
-async function scrape(url: string) {
-  const r = await fetch(url);
+const DASH_TOKEN = "metrics-test-token-0123";
+
+async function scrape(url: string, token?: string) {
+  const r = await fetch(url, token ? { headers: { authorization: `Bearer ${token}` } } : {});
   expect(r.status).toBe(200);
   expect(r.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
   return parsePrometheusText(await r.text());
@@ -56,7 +58,7 @@ describe("worker /metrics", () => {
     });
     metricsUrl = /metrics: (\S+)/.exec(logs.join("\n"))![1]!;
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
-    dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: "metrics-test-token-0123" });
+    dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: DASH_TOKEN });
   });
 
   afterAll(async () => {
@@ -136,7 +138,7 @@ describe("worker /metrics", () => {
     expect(metricValue(after, "patchbay_pool_sandboxes_made_total") - hits).toBeGreaterThanOrEqual(metricValue(after, "patchbay_pool_idle_sandboxes"));
 
     // the dashboard's queue-level metrics, from BullMQ
-    const q = await scrape(`${dash.url}/metrics`);
+    const q = await scrape(`${dash.url}/metrics`, DASH_TOKEN); // as Prometheus does: bearer_token
     expect(metricValue(q, "bullmq_job_count", { queue: QUEUE, state: "completed" })).toBe(4);
     expect(metricValue(q, "bullmq_job_count", { queue: QUEUE, state: "active" })).toBe(0);
     expect(metricValue(q, "bullmq_job_count", { queue: QUEUE, state: "failed" })).toBe(0);

@@ -83,7 +83,9 @@ console.log(JSON.stringify({ recorded, meta, id }));`,
 
       // The installed dashboard serves the files as they are in src/, and lists the job (its Lua).
       const bin = join(consumer, "node_modules/.bin/patchbay");
-      const p = spawn(process.execPath, [bin, "dashboard", "--port", "0"], { cwd: consumer, env: { ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: "pkg" }, stdio: ["ignore", "ignore", "pipe"] });
+      const token = "package-test-dashboard-token-01";
+      const auth = { headers: { authorization: `Bearer ${token}` } }; // every request needs it, reads too
+      const p = spawn(process.execPath, [bin, "dashboard", "--port", "0"], { cwd: consumer, env: { ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: "pkg", PATCHBAY_DASHBOARD_TOKEN: token }, stdio: ["ignore", "ignore", "pipe"] });
       let err = "";
       p.stderr.on("data", (d) => (err += d));
       const exited = new Promise<number | null>((r) => p.once("exit", (code) => r(code)));
@@ -92,11 +94,11 @@ console.log(JSON.stringify({ recorded, meta, id }));`,
         const url = /\[dashboard\] (http:\/\/127\.0\.0\.1:\d+)\//.exec(err)?.[1];
         expect(url, err).toBeDefined();
         for (const name of ["transcript.js", "jobs.js", "job.js", "batches.js", "style.css"]) {
-          const r = await fetch(`${url}/static/${name}`);
+          const r = await fetch(`${url}/static/${name}`, auth);
           expect(r.status, name).toBe(200);
           expect(await r.text(), name).toBe(srcText(`web/assets/${name}`));
         }
-        const list = (await (await fetch(`${url}/api/jobs`)).json()) as { jobs: { id: string; task: string }[] };
+        const list = (await (await fetch(`${url}/api/jobs`, auth)).json()) as { jobs: { id: string; task: string }[] };
         expect(list.jobs.map((j) => [j.id, j.task])).toEqual([[out.id, "the package's own job"]]);
       } finally {
         p.kill("SIGTERM");

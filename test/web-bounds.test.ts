@@ -15,11 +15,13 @@ import { keys } from "../src/queue/keys.js";
 import { boundResult } from "../src/queue/result-bounds.js";
 import { emptyResult, type JobResult } from "../src/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
-import { launchBrowser, recordPage } from "./support/browser.js";
+import { launchBrowser, recordPage, signedIn } from "./support/browser.js";
 import { removeDir, startRedis } from "./support/cluster.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 const TOKEN = "bounds-test-token-0123456789";
+/** Every request to the dashboard needs its token, reads too. */
+const AUTH = { headers: { authorization: `Bearer ${TOKEN}` } };
 
 interface Row {
   id: string;
@@ -29,7 +31,7 @@ interface Row {
 }
 
 async function getJson(url: string): Promise<{ status: number; body: any; bytes: number }> {
-  const r = await fetch(url);
+  const r = await fetch(url, AUTH);
   const text = await r.text();
   return { status: r.status, body: JSON.parse(text), bytes: Buffer.byteLength(text) };
 }
@@ -150,7 +152,7 @@ describe("/api/jobs: paginated and lean", () => {
     expect(b.body.patch).toBeUndefined();
     expect(b.body.patchBytes).toBe(Buffer.byteLength(patches[1]!));
     expect(b.bytes).toBeLessThan(64 * 1024);
-    const dl = await fetch(`${dash.url}/api/jobs/${long}/patch`);
+    const dl = await fetch(`${dash.url}/api/jobs/${long}/patch`, AUTH);
     expect(dl.status).toBe(200);
     expect(dl.headers.get("content-disposition")).toBe(`attachment; filename="${long}.patch"`);
     expect(dl.headers.get("content-type")).toBe("text/plain; charset=utf-8");
@@ -160,7 +162,7 @@ describe("/api/jobs: paginated and lean", () => {
   it("in the browser: Next page follows the cursor with the filters kept; a long patch is a download link", async () => {
     const browser = await launchBrowser();
     try {
-      const page = await browser.newPage();
+      const page = await browser.newPage(signedIn(dash.url, TOKEN));
       const rec = recordPage(page);
       await page.goto(`${dash.url}/jobs?state=completed&limit=5`);
       await page.locator("#rows tr").nth(4).waitFor();
@@ -229,7 +231,7 @@ describe("live transcripts: one shared Redis connection, a bounded number of cli
     const ctl = new AbortController();
     const events: any[] = [];
     const waiters: { n: number; resolve: () => void }[] = [];
-    const started = fetch(url, { signal: ctl.signal }).then(async (res) => {
+    const started = fetch(url, { ...AUTH, signal: ctl.signal }).then(async (res) => {
       const status = res.status;
       if (status !== 200) return status;
       void (async () => {
@@ -281,7 +283,7 @@ describe("live transcripts: one shared Redis connection, a bounded number of cli
     for (const [i, p] of pages.entries()) expect(p.events.map((e) => [e.jobId, e.turn])).toEqual([1, 2, 3, 4].map((n) => [ids[i % ids.length], n]));
 
     // bounded: one more is refused while N are open
-    const extra = await fetch(`${dash.url}/api/jobs/${ids[0]}/events`);
+    const extra = await fetch(`${dash.url}/api/jobs/${ids[0]}/events`, AUTH);
     expect(extra.status).toBe(503);
     expect(extra.headers.get("retry-after")).toBe("5");
     expect(await extra.text()).toMatch(/at most 8 live transcripts at once \(PATCHBAY_DASHBOARD_MAX_STREAMS\)/);

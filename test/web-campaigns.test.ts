@@ -14,7 +14,7 @@ import { PatchbayClient } from "../src/queue/client.js";
 import { authPlugin } from "../src/web/auth.js";
 import { campaignsRoutes } from "../src/web/routes-campaigns.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
-import { launchBrowser, recordPage } from "./support/browser.js";
+import { launchBrowser, recordPage, signedIn } from "./support/browser.js";
 import { startRedis } from "./support/cluster.js";
 import { ensureBuilt, patchbay } from "./cli-helpers.js";
 
@@ -70,7 +70,7 @@ describe("campaign pages in headless Chromium", () => {
   });
 
   async function open(path: string, width = 1280): Promise<{ page: Page; rec: ReturnType<typeof recordPage> }> {
-    const page = await browser.newPage({ viewport: { width, height: 900 } });
+    const page = await browser.newPage({ viewport: { width, height: 900 }, ...signedIn(dash.url, TOKEN) });
     const rec = recordPage(page);
     await page.goto(dash.url + path);
     return { page, rec };
@@ -170,7 +170,7 @@ describe("campaign pages in headless Chromium", () => {
       } finally {
         await page.close();
       }
-      const api = await fetch(`${dash.url}/api/campaigns/${id}`);
+      const api = await fetch(`${dash.url}/api/campaigns/${id}`, { headers: { authorization: `Bearer ${TOKEN}` } });
       expect(api.status).toBe(404);
     }
   });

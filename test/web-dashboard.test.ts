@@ -70,6 +70,9 @@ describe("dashboard in headless Chromium", () => {
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN });
     browser = await launchBrowser();
     ctx = await browser.newContext();
+    const login = await ctx.newPage(); // every page needs the token, reads too: the cookie ?token= sets
+    await login.goto(`${dash.url}/jobs?token=${TOKEN}`);
+    await login.close();
     await worker.waitFor(/ready: queue web-dashboard/);
   });
 
@@ -169,13 +172,13 @@ describe("dashboard in headless Chromium", () => {
     await page.close();
   }, 180_000);
 
-  it("an action without the token is refused and the job goes on", async () => {
+  it("without the token the job page and an action are refused, and the job goes on", async () => {
     const other = await browser.newContext(); // no cookie
     try {
       const id = await client.enqueue({ task: "Fix the failing test (no token).", repo: { path: CLAMP }, jobId: "no-token-1" });
       const page = await other.newPage();
-      await page.goto(`${dash.url}/jobs/${id}`);
-      await page.locator("#head[data-state]").waitFor();
+      expect((await page.goto(`${dash.url}/jobs/${id}`))!.status()).toBe(401);
+      expect(await page.content()).not.toContain("no token)");
       const r = await page.evaluate(async (u) => (await fetch(u, { method: "POST" })).status, `${dash.url}/api/jobs/${id}/cancel`);
       expect(r).toBe(401);
       expect((await client.waitForResult(id, { timeoutMs: 120_000 })).status).toBe("completed");

@@ -12,7 +12,7 @@ import { PatchbayClient } from "../src/queue/client.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { localWorkerConfig } from "./support/backend.js";
-import { launchBrowser, recordPage } from "./support/browser.js";
+import { launchBrowser, recordPage, signedIn } from "./support/browser.js";
 import { startRedis } from "./support/cluster.js";
 import { reply, startFakeAnthropic, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { byTurn, clampScript, taskOf } from "./support/scripts.js";
@@ -67,7 +67,7 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
     await redis?.stop();
   });
 
-  const pageOf = (width: number) => browser.newPage({ viewport: { width, height: 800 } });
+  const pageOf = (width: number) => browser.newPage({ viewport: { width, height: 800 }, ...signedIn(dash.url, TOKEN) });
 
   /** The document's width against the viewport's: wider means a sideways scroll. */
   const widths = (page: Page) => page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));

@@ -13,9 +13,9 @@ import { startRedis } from "./support/cluster.js";
 const TOKEN = "parts-test-token-0123456789";
 
 /** The plugin, then routes in a plugin of their own (encapsulated, as the route modules are). */
-async function guarded(loopback: boolean): Promise<FastifyInstance> {
+async function guarded(loopback: boolean, openReads = false): Promise<FastifyInstance> {
   const app = Fastify({ logger: false });
-  await app.register(authPlugin, { token: TOKEN, loopback });
+  await app.register(authPlugin, { token: TOKEN, loopback, openReads });
   await app.register(async (child) => {
     child.get("/r", async () => ({ ok: true }));
     child.post("/r", async () => ({ ok: true }));
@@ -34,7 +34,8 @@ describe("the auth plugin", () => {
     const app = await guarded(true);
     apps.push(app);
     const host = { host: "127.0.0.1:7474" };
-    expect((await app.inject({ method: "GET", url: "/r", headers: host })).statusCode).toBe(200);
+    expect((await app.inject({ method: "GET", url: "/r", headers: host })).statusCode).toBe(401); // reads too, on loopback
+    expect((await app.inject({ method: "GET", url: "/r", headers: { ...host, authorization: `Bearer ${TOKEN}` } })).statusCode).toBe(200);
     const post = await app.inject({ method: "POST", url: "/r", headers: host });
     expect(post.statusCode).toBe(401);
     expect(post.json().error).toMatch(/PATCHBAY_DASHBOARD_TOKEN/);
@@ -43,6 +44,21 @@ describe("the auth plugin", () => {
     expect((await app.inject({ method: "POST", url: "/r", headers: { ...host, cookie: `patchbay_dashboard=${TOKEN}`, origin: "http://evil.example" } })).statusCode).toBe(403);
     expect((await app.inject({ method: "GET", url: "/r", headers: { host: "evil.example" } })).statusCode).toBe(403);
     expect((await app.inject({ method: "GET", url: "/nowhere", headers: { host: "evil.example" } })).statusCode).toBe(403); // the 404 too
+  });
+
+  it("tokenless reads only when opened, on a loopback bind, and never for a request a proxy's header marks", async () => {
+    const open = await guarded(true, true);
+    const offLoopback = await guarded(false, true);
+    apps.push(open, offLoopback);
+    const host = { host: "127.0.0.1:7474" };
+    expect((await open.inject({ method: "GET", url: "/r", headers: host })).statusCode).toBe(200);
+    expect((await open.inject({ method: "HEAD", url: "/r", headers: host })).statusCode).toBe(200);
+    expect((await open.inject({ method: "POST", url: "/r", headers: host })).statusCode).toBe(401);
+    for (const h of ["forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-real-ip", "via"]) {
+      expect((await open.inject({ method: "GET", url: "/r", headers: { ...host, [h]: "x" } })).statusCode, h).toBe(401);
+      expect((await open.inject({ method: "GET", url: "/r", headers: { ...host, [h]: "x", authorization: `Bearer ${TOKEN}` } })).statusCode, h).toBe(200);
+    }
+    expect((await offLoopback.inject({ method: "GET", url: "/r", headers: { host: "dash.example" } })).statusCode).toBe(401);
   });
 
   it("?token= sets the cookie and redirects to the same path on this origin; off loopback every request needs it", async () => {
@@ -67,6 +83,9 @@ describe("the dashboard's settings come from the Config passed in", () => {
       const s = dashboardSettings({ host: "0.0.0.0" }, config);
       expect(s).toMatchObject({ token: TOKEN, generatedToken: false, loopback: false, maxStreams: 3, queueName: "q-from-config", defaultModel: "m-from-config", port: 7474 });
       expect(() => dashboardSettings({ host: "0.0.0.0" }, loadConfig({}))).toThrow(DashboardConfigError);
+      expect(s.openReads).toBe(false);
+      expect(dashboardSettings({ loopbackReads: true }, config).openReads).toBe(true);
+      expect(() => dashboardSettings({ host: "0.0.0.0", loopbackReads: true }, config)).toThrow(/tokenless reads \(--loopback-reads\) need a loopback bind, not 0\.0\.0\.0/);
     } finally {
       if (saved === undefined) delete process.env.PATCHBAY_DASHBOARD_TOKEN;
       else process.env.PATCHBAY_DASHBOARD_TOKEN = saved;

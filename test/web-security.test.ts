@@ -15,6 +15,8 @@ import { cli, startRedis } from "./support/cluster.js";
 
 const TOKEN = "security-test-token-0123456789";
 const QUEUE = "web-security";
+/** The token as a Bearer header: every request needs it, reads too (tokenless reads are opt-in). */
+const BEARER = { authorization: `Bearer ${TOKEN}` };
 
 /** A raw request, so the Host and Origin headers are exactly what the test says. */
 function raw(url: string, opts: { method?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
@@ -55,10 +57,12 @@ describe("dashboard guards", () => {
     } finally {
       if (saved !== undefined) process.env.PATCHBAY_DASHBOARD_TOKEN = saved;
     }
+    // needsToken(method, tokenless reads opened for this request)
     expect(needsToken("GET", false)).toBe(true);
     expect(needsToken("HEAD", false)).toBe(true);
     expect(needsToken("GET", true)).toBe(false);
     for (const m of ["POST", "PUT", "DELETE", "PATCH"]) expect(needsToken(m, true)).toBe(true);
+    expect((await raw(`${dash.url}/api/jobs`)).status).toBe(401); // loopback, but reads are not opened
   });
 
   it("a loopback bind without PATCHBAY_DASHBOARD_TOKEN makes up a strong token", async () => {
@@ -119,13 +123,13 @@ describe("dashboard guards", () => {
 
   it("a foreign Host header is refused on loopback (DNS rebinding)", async () => {
     expect((await raw(`${dash.url}/api/jobs`, { headers: { host: "attacker.example" } })).status).toBe(403);
-    expect((await raw(`${dash.url}/api/jobs`, { headers: { host: `localhost:${new URL(dash.url).port}` } })).status).toBe(200);
+    expect((await raw(`${dash.url}/api/jobs`, { headers: { ...BEARER, host: `localhost:${new URL(dash.url).port}` } })).status).toBe(200);
   });
 
   it("pages carry a CSP without inline scripts and load only their own static scripts", async () => {
     // the last three: 404 pages (no such job, batch or campaign), under the same CSP
     for (const [path, status] of [["/jobs", 200], ["/batches", 200], ["/campaigns", 200], ["/jobs/some-job", 404], ["/batches/some-batch", 404], ["/campaigns/some-campaign", 404]] as const) {
-      const r = await raw(dash.url + path);
+      const r = await raw(dash.url + path, { headers: BEARER });
       expect(r.status, path).toBe(status);
       const csp = String(r.headers["content-security-policy"]);
       expect(csp).toContain("script-src 'self'");
@@ -135,9 +139,9 @@ describe("dashboard guards", () => {
       expect([...r.body.matchAll(/<script([^>]*)>([\s\S]*?)<\/script>/g)].every((m) => /src="\/static\/[a-z]+\.js"/.test(m[1]!) && m[2] === "")).toBe(true);
       expect(r.body).not.toMatch(/\son[a-z]+=|style=/i); // no inline handlers or styles
     }
-    const js = await raw(`${dash.url}/static/job.js`);
+    const js = await raw(`${dash.url}/static/job.js`, { headers: BEARER });
     expect(js.headers["content-type"]).toMatch(/^text\/javascript/);
-    expect((await raw(`${dash.url}/static/../server.js`)).status).toBe(404);
+    expect((await raw(`${dash.url}/static/../server.js`, { headers: BEARER })).status).toBe(404);
   });
 
   it("the scripts never hand untrusted text to innerHTML, outerHTML, insertAdjacentHTML or document.write", () => {
@@ -152,7 +156,7 @@ describe("dashboard guards", () => {
 describe("patchbay dashboard", () => {
   const BIN = new URL("../bin/patchbay.js", import.meta.url).pathname;
 
-  it("serves on loopback with a made-up token in the printed URL, and stops on SIGTERM", async () => {
+  it("serves on loopback with a made-up token in the printed URL, every read needing it, and stops on SIGTERM", async () => {
     const redis = await startRedis();
     const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: "dash-cli" };
     delete env.PATCHBAY_DASHBOARD_TOKEN;
@@ -165,9 +169,38 @@ describe("patchbay dashboard", () => {
       const m = /\[dashboard\] (http:\/\/127\.0\.0\.1:\d+)\/\?token=([\w-]{32,}) /.exec(err);
       expect(m, err).not.toBeNull();
       const [, url, token] = m!;
-      expect((await raw(`${url}/jobs`)).status).toBe(200);
+      expect((await raw(`${url}/jobs`)).status).toBe(401);
+      const opened = await raw(`${url}/jobs?token=${token}`);
+      expect(opened.status).toBe(303);
+      const cookie = String(opened.headers["set-cookie"]).split(";")[0]!;
+      expect((await raw(`${url}/jobs`, { headers: { cookie } })).status).toBe(200);
       expect((await raw(`${url}/api/jobs/x/cancel`, { method: "POST" })).status).toBe(401);
       expect((await raw(`${url}/api/jobs/x/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}` } })).status).toBe(404);
+    } finally {
+      p.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      await redis.stop();
+    }
+  }, 120_000);
+
+  it("--loopback-reads: reads without a token from loopback, not with a proxy's header; writes still need it", async () => {
+    const redis = await startRedis();
+    const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: "dash-cli", PATCHBAY_DASHBOARD_TOKEN: TOKEN };
+    const p = spawn(process.execPath, [BIN, "dashboard", "--port", "0", "--loopback-reads"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let err = "";
+    p.stderr.on("data", (d) => (err += d));
+    const exited = new Promise<number | null>((r) => p.once("exit", (c) => r(c)));
+    try {
+      while (!/--loopback-reads\)\n/.test(err) && p.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+      const url = /\[dashboard\] (http:\/\/127\.0\.0\.1:\d+)\//.exec(err)?.[1];
+      expect(url, err).toBeDefined();
+      expect(err).not.toContain(TOKEN); // the operator's own token is never echoed
+      expect((await raw(`${url}/jobs`)).status).toBe(200);
+      expect((await raw(`${url}/jobs`, { headers: { "x-forwarded-for": "203.0.113.7" } })).status).toBe(401);
+      expect((await raw(`${url}/api/jobs/x/cancel`, { method: "POST" })).status).toBe(401);
+      const off = await cli(["dashboard", "--host", "0.0.0.0", "--port", "0", "--loopback-reads"], { REDIS_URL: redis.url, PATCHBAY_DASHBOARD_TOKEN: TOKEN });
+      expect(off.code).toBe(2);
+      expect(off.stderr).toMatch(/tokenless reads \(--loopback-reads\) need a loopback bind, not 0\.0\.0\.0/);
     } finally {
       p.kill("SIGTERM");
       expect(await exited).toBe(0);

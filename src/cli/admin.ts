@@ -10,13 +10,14 @@ const worker: Command = {
 
 Runs the daemon: takes jobs from the queue and runs each in its own sandbox. SIGTERM or SIGINT
 drains (stops taking jobs, lets active ones finish until $PATCHBAY_DRAIN_MS, then abandons them
-to another worker) and removes its containers. Logs go to stderr, one line per event with a
+to another worker) and removes its containers, within $PATCHBAY_DRAIN_MS + 10 s whatever Redis does. Logs go to stderr, one line per event with a
 timestamp, the worker id and the job id.
   --concurrency N        jobs at once (default $PATCHBAY_CONCURRENCY or 2)
   --log-format FORMAT    text (default) or json (one JSON object a line, pino's format)
 ${METRICS_PORT_USAGE}
 ${CONNECTION_USAGE}
-Exit status: 0 after a drain; 1 Redis unreachable at start; 2 usage.`,
+Exit status: 0 after a drain; 1 Redis unreachable at start, or a drain that could not hand a job
+back (Redis unreachable: the job comes back as stalled once its lock expires); 2 usage.`,
   options: { ...connectionFlags, concurrency: { type: "string" }, "log-format": { type: "string" }, "metrics-port": { type: "string" } },
   async run({ values, config }) {
     const concurrency = numberFlag(values, "concurrency", { integer: true });
@@ -29,7 +30,7 @@ Exit status: 0 after a drain; 1 Redis unreachable at start; 2 usage.`,
     const { workerLogger } = await import("../log.js");
     const h = await startWorker({ ...conn, config: config(), logFormat, ...(concurrency ? { concurrency } : {}), ...(metricsPort ? { metricsPort } : {}) });
     const log = workerLogger(h.id, { format: logFormat });
-    await new Promise<void>((done) => {
+    const report = await new Promise<Awaited<ReturnType<typeof h.shutdown>>>((done) => {
       const stop = (sig: string) => {
         log(`${sig}: shutting down`);
         void h.shutdown().then(done);
@@ -37,7 +38,7 @@ Exit status: 0 after a drain; 1 Redis unreachable at start; 2 usage.`,
       process.once("SIGTERM", () => stop("SIGTERM"));
       process.once("SIGINT", () => stop("SIGINT"));
     });
-    return 0;
+    return report.notHandedBack.length ? 1 : 0; // the drain's last line named them
   },
 };
 

@@ -2,17 +2,21 @@
 // shared helpers at the top: the server and renderer load when the command runs.
 import { CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type ClientArgs, type Command, type Values } from "./command.js";
 
-const DASHBOARD_USAGE = `patchbay dashboard [--host 127.0.0.1] [--port 7474]
+const DASHBOARD_USAGE = `patchbay dashboard [--host 127.0.0.1] [--port 7474] [--loopback-reads]
 
 Serves the web dashboard: jobs (filters by state, status and batch), batches, each job's
 transcript live with its patch, cancel and retry buttons, bull-board at /queues and the queue's
 Prometheus metrics at /metrics. It binds 127.0.0.1 unless --host says otherwise.
-Every action (cancel, retry, bull-board's changes) needs the token $PATCHBAY_DASHBOARD_TOKEN
-(at least 16 characters; on loopback one is made up and printed when it is unset); on any other
-host every request does, and the variable must be set. Open the printed URL with ?token=… once
-(an HttpOnly cookie keeps it), or send Authorization: Bearer … (scrapers).
+Every request, reads too, needs the token $PATCHBAY_DASHBOARD_TOKEN (at least 16 characters;
+on loopback one is made up when it is unset, and the URL printed carries it); on any other host
+the variable must be set. Open the URL with ?token=… once (an HttpOnly cookie keeps it), or
+send Authorization: Bearer … (scrapers).
   --host HOST            the address to bind (default 127.0.0.1)
   --port PORT            the port (default 7474; 0 picks a free one)
+  --loopback-reads       serve reads without a token to loopback clients whose requests carry
+                         no proxy header (Forwarded, X-Forwarded-*, X-Real-IP, Via); loopback
+                         binds only. Never with a reverse proxy on this host: one that sends no
+                         such header makes every client it forwards a tokenless reader.
 ${CONNECTION_USAGE}
 Exit status: 0 after SIGINT/SIGTERM; 1 Redis unreachable or the port taken; 2 usage.`;
 
@@ -53,13 +57,15 @@ async function runDashboard({ values, config }: ClientArgs): Promise<number> {
   const { startDashboard, DashboardConfigError } = await import("../web/server.js");
   let d;
   try {
-    d = await startDashboard({ host, port, ...conn, config: config() });
+    d = await startDashboard({ host, port, ...conn, config: config(), loopbackReads: values["loopback-reads"] === true });
   } catch (err) {
     if (err instanceof DashboardConfigError) throw new UsageError(err.message);
     throw new CliError(`dashboard: ${(err as Error).message}`);
   }
-  const shown = d.generatedToken ? `${d.url}/?token=${d.token}` : d.url;
-  process.stderr.write(`[dashboard] ${shown}${d.generatedToken ? "  (a token made up for this run: set PATCHBAY_DASHBOARD_TOKEN to choose one)" : ""}\n`);
+  // A token of the operator's own is not echoed (stderr often lands in a log); a made-up one is, in the URL to open.
+  const shown = d.generatedToken ? `${d.url}/?token=${d.token}  (a token made up for this run: set PATCHBAY_DASHBOARD_TOKEN to choose one)` : `${d.url}/?token=<PATCHBAY_DASHBOARD_TOKEN>  (open it once with the token)`;
+  process.stderr.write(`[dashboard] ${shown}\n`);
+  if (values["loopback-reads"] === true) process.stderr.write("[dashboard] reads need no token from loopback clients without a proxy header (--loopback-reads)\n");
   await new Promise<void>((done) => {
     const stop = () => void d.close().then(done, done);
     process.once("SIGTERM", stop);
@@ -114,7 +120,7 @@ async function runView(file: string, opts: { out?: string; patch?: string } = {}
 const dashboard: Command = {
   summary: "serve the web dashboard (jobs, live transcripts, bull-board, metrics)",
   usage: DASHBOARD_USAGE,
-  options: { ...connectionFlags, host: { type: "string" }, port: { type: "string" } },
+  options: { ...connectionFlags, host: { type: "string" }, port: { type: "string" }, "loopback-reads": { type: "boolean" } },
   run: ({ values, config }) => runDashboard({ values, config }),
 };
 

@@ -24,7 +24,7 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import type { JobResult } from "../spec.js";
 import { attemptProcessor, type Active } from "./attempt.js";
 import { listenForCancels } from "./cancel-listener.js";
-import { drain } from "./drain.js";
+import { drain, type DrainReport } from "./drain.js";
 import { deploymentId, ownerAliveFor, startHeartbeat } from "./heartbeat.js";
 import { startReaperLoop } from "./reaper-loop.js";
 import { startTelemetry } from "../telemetry.js";
@@ -51,8 +51,12 @@ export interface WorkerOptions {
 export interface WorkerHandle {
   id: string;
   worker: Worker<JobData, JobResult>;
-  /** Stops taking jobs, lets active ones finish until the deadline, then abandons them: each goes back to the queue uncounted, to run again elsewhere (src/queue/drain.ts). */
-  shutdown(deadlineMs?: number): Promise<void>;
+  /**
+   * Stops taking jobs, lets active ones finish until the deadline, then abandons them: each goes
+   * back to the queue uncounted, to run again elsewhere (src/queue/drain.ts). Ends by the deadline
+   * plus CLEANUP_MS whatever Redis does; the report names the jobs it could not hand back.
+   */
+  shutdown(deadlineMs?: number): Promise<DrainReport>;
 }
 
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
@@ -67,7 +71,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const active = new Map<string, Active>();
   const concurrency = opts.concurrency ?? config.concurrency;
   let pool: SandboxPool | undefined; // made below, once the reaper is there
-  let closing: Promise<void> | undefined;
+  let closing: Promise<DrainReport> | undefined;
   // Finished jobs' sandboxes are removed after their results are handed back, bounded (src/sandbox/removals.ts).
   const removals = new BackgroundRemovals({ concurrency: config.removals, maxQueued: config.removalsQueued ?? concurrency, log: (m) => log(m, { level: "warn" }) });
   const retire = (sb: Sandbox) => removals.hand(() => sb.destroy());
@@ -111,8 +115,12 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const engine = await runtime.describe?.();
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`);
 
-  const parts = { log, active, worker, health, pool, removals, heartbeat, reaper, cancels, metrics, redis, sub, workerConnection };
-  const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(() => telemetry?.release()));
+  // The drain's last word on sandboxes, needing no Redis: the engine removes every box labelled as
+  // this worker's, of its queue and Redis (workers started in one process share an id).
+  const mine = (l: Record<string, string>) => l[LABEL.worker] === id && l[LABEL.queue] === queueName && l[LABEL.redis] === deployment;
+  const sweep = () => runtime.reap(async (l) => mine(l)).then((r) => r.containers.length + r.volumes.length);
+  const parts = { log, active, worker, health, pool, removals, heartbeat, reaper, cancels, metrics, sweep, redis, sub, workerConnection };
+  const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(async (report) => (await telemetry?.release(), report)));
   return { id, worker, shutdown };
 }
 

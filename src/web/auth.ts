@@ -1,7 +1,11 @@
-// The dashboard's guard, as a fastify plugin. Every action (cancel, retry, bull-board's mutations:
-// any method but GET/HEAD) needs the token; on a bind that is not loopback every request does. The
-// token is given once as ?token=…, which sets an HttpOnly SameSite=Strict cookie (Secure when the
-// request came over TLS) and redirects to the same path without it, or on each request as
+// The dashboard's guard, as a fastify plugin. Every request needs the token, reads (GET, HEAD)
+// included, loopback bind or not: a reverse proxy on the same host (nginx without any
+// proxy_set_header sends no header saying so) makes every remote client a loopback peer, so being
+// reached over loopback proves nothing about who asks. Tokenless reads are opt-in (`openReads`:
+// `patchbay dashboard --loopback-reads`, a loopback bind only), and even then a request carrying a
+// proxy's header (Forwarded, X-Forwarded-*, X-Real-IP, Via) needs the token. The token is given
+// once as ?token=…, which sets an HttpOnly SameSite=Strict cookie (Secure when the request came
+// over TLS) and redirects to the same path without it, or on each request as
 // `Authorization: Bearer …` (scrapers, scripts). On loopback the Host header must name loopback (no
 // DNS rebinding), and a mutation's Origin, when sent, must be this origin. The HTTP API's paths
 // (/api/v1, /api/openapi.json: docs/api.md) keep the Host check and add scopes: apiGuard below.
@@ -20,6 +24,8 @@ export interface AuthOptions {
   token: string;
   /** Whether the dashboard binds a loopback address. */
   loopback: boolean;
+  /** Reads without a token from a loopback peer that no proxy header marks as proxied (opt-in; a loopback bind only). */
+  openReads?: boolean;
   /** The HTTP API's tokens (PATCHBAY_API_TOKENS) and the origins allowed to call it (PATCHBAY_API_CORS_ORIGINS). */
   api?: { tokens: readonly ApiToken[]; corsOrigins: readonly string[] };
 }
@@ -29,8 +35,20 @@ export const isLoopback = (host: string) => LOOPBACK.has(host) || /^127\.\d+\.\d
 const COOKIE = "patchbay_dashboard";
 const SAFE_METHODS = new Set(["GET", "HEAD"]);
 
-/** Whether a request needs the token: every mutation, and on a bind that is not loopback every request. */
-export const needsToken = (method: string, loopbackBind: boolean) => !loopbackBind || !SAFE_METHODS.has(method.toUpperCase());
+/** Whether a request needs the token: every request, but a read when tokenless reads are open (see openReadsFor). */
+export const needsToken = (method: string, openReads: boolean) => !openReads || !SAFE_METHODS.has(method.toUpperCase());
+
+/**
+ * The headers a proxy adds on the way (RFC 7239's Forwarded, the de-facto X-Forwarded-* family,
+ * nginx's X-Real-IP, HTTP's Via). Their presence is only ever used to take tokenless reads away,
+ * never to grant anything, so a client that forges one only makes itself show its token. Their
+ * absence proves nothing (a proxy may send none): that is why tokenless reads are opt-in.
+ */
+const PROXY_HEADERS = ["forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-real-ip", "via"];
+const proxied = (headers: Record<string, string | string[] | undefined>) => PROXY_HEADERS.some((h) => headers[h] !== undefined);
+
+/** Whether this request may read without a token: opened by the operator on a loopback bind, and no proxy's header on it. */
+const openReadsFor = (req: FastifyRequest, { loopback, openReads }: AuthOptions) => loopback && openReads === true && !proxied(req.headers);
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 /** Constant time whatever the lengths: both sides hashed first. */
@@ -112,12 +130,14 @@ function apiPrincipal(req: FastifyRequest, token: string, tokens: readonly ApiTo
 const NEEDS_TOKEN = "this needs a token: send Authorization: Bearer <the dashboard's token (PATCHBAY_DASHBOARD_TOKEN) or an API token (PATCHBAY_API_TOKENS)>";
 
 /**
- * The API's guard (after the Host check): reads need a token of any scope (on loopback none at
- * all), writes a token of scope write, loopback or not. A wrong Bearer token is refused even
- * where none is needed. CORS only for the configured origins; a cross-origin write only with a
- * Bearer token from one of them (the cookie is the dashboard's, never a cross-site credential).
+ * The API's guard (after the Host check): reads need a token of any scope (none only where
+ * openReadsFor says so), writes a token of scope write, loopback or not. A wrong Bearer token is
+ * refused even where none is needed. CORS only for the configured origins; a cross-origin write
+ * only with a Bearer token from one of them (the cookie is the dashboard's, never a cross-site
+ * credential).
  */
-function apiGuard(req: FastifyRequest, reply: FastifyReply, { token, loopback, api }: AuthOptions) {
+function apiGuard(req: FastifyRequest, reply: FastifyReply, opts: AuthOptions) {
+  const { token, api } = opts;
   const origin = req.headers.origin;
   const corsOk = origin !== undefined && (api?.corsOrigins ?? []).includes(origin);
   if (corsOk && origin) reply.header("Access-Control-Allow-Origin", origin).header("Vary", "Origin").header("Access-Control-Expose-Headers", "Location");
@@ -128,7 +148,7 @@ function apiGuard(req: FastifyRequest, reply: FastifyReply, { token, loopback, a
   const who = apiPrincipal(req, token, api?.tokens ?? []);
   const write = !SAFE_METHODS.has(req.method);
   if (who === "bad") return sendProblem(reply, problem(401, `wrong token; ${NEEDS_TOKEN}`), { "WWW-Authenticate": 'Bearer error="invalid_token"' });
-  if (!who) return write || !loopback ? sendProblem(reply, problem(401, NEEDS_TOKEN), { "WWW-Authenticate": "Bearer" }) : undefined;
+  if (!who) return write || !openReadsFor(req, opts) ? sendProblem(reply, problem(401, NEEDS_TOKEN), { "WWW-Authenticate": "Bearer" }) : undefined;
   if (write && who.scope !== "write") return sendProblem(reply, problem(403, `${who.name} has scope read: this needs a token of scope write`), { "WWW-Authenticate": 'Bearer error="insufficient_scope", scope="write"' });
   if (write && crossOrigin(req) && !(corsOk && who.bearer)) return sendProblem(reply, problem(403, "cross-origin request refused"));
   return undefined;
@@ -145,14 +165,14 @@ const auth: FastifyPluginAsync<AuthOptions> = async (app, opts) => {
     const url = new URL(req.url, "http://x");
     const given = url.searchParams.get("token");
     if (given !== null && SAFE_METHODS.has(req.method)) return exchangeToken(req, reply, url, given, token);
-    if (needsToken(req.method, loopback) && !authorized(req, token)) {
+    if (needsToken(req.method, openReadsFor(req, opts)) && !authorized(req, token)) {
       return reply.code(401).type("application/json").send({ error: "this needs the dashboard token (PATCHBAY_DASHBOARD_TOKEN): open the page once with ?token=…, or send Authorization: Bearer …" });
     }
     if (!SAFE_METHODS.has(req.method) && crossOrigin(req)) return reply.code(403).type("application/json").send({ error: "cross-origin request refused" });
   });
 };
 
-/** Register before the routes it guards: `await app.register(authPlugin, { token, loopback })`. */
+/** Register before the routes it guards: `await app.register(authPlugin, { token, loopback, openReads })`. */
 export const authPlugin: FastifyPluginAsync<AuthOptions> = Object.assign(auth, { [Symbol.for("skip-override")]: true });
 
 /**

@@ -13,9 +13,10 @@
 //   routes-metrics.ts    /metrics
 //   api/                 the HTTP API: /api/v1 and its OpenAPI document at /api/openapi.json (api/index.ts)
 //
-// Security: it binds 127.0.0.1 unless told otherwise; see auth.ts for the rules. The token comes
-// from PATCHBAY_DASHBOARD_TOKEN (through the Config) or is made up at start on loopback and printed
-// in the URL; HTTPS with PATCHBAY_DASHBOARD_TLS_*.
+// Security: it binds 127.0.0.1 unless told otherwise; see auth.ts for the rules. Every request
+// needs the token, reads too, unless the caller opens tokenless reads on loopback (loopbackReads).
+// The token comes from PATCHBAY_DASHBOARD_TOKEN (through the Config) or is made up at start on
+// loopback and printed in the URL; HTTPS with PATCHBAY_DASHBOARD_TLS_*.
 //
 // Bounded: /api/jobs pages lean rows (src/web/jobs-list.ts); the live transcripts of every open
 // page share one Redis connection, at most PATCHBAY_DASHBOARD_MAX_STREAMS at once; a long patch is
@@ -52,7 +53,7 @@ export interface Dashboard {
 
 /** The guard first: its hook covers only the routes registered after it. */
 async function registerAll(app: FastifyInstance, s: DashboardSettings, config: Config, client: PatchbayClient, connectionName: string): Promise<void> {
-  await app.register(authPlugin, { token: s.token, loopback: s.loopback, api: { tokens: config.apiTokens, corsOrigins: config.apiCorsOrigins } });
+  await app.register(authPlugin, { token: s.token, loopback: s.loopback, openReads: s.openReads, api: { tokens: config.apiTokens, corsOrigins: config.apiCorsOrigins } });
   // the live transcripts of the pages and of the API share one hub and one cap
   const streams = new EventStreams({ client, connectionName: `${connectionName}-sse`, maxStreams: s.maxStreams });
   app.addHook("onClose", () => streams.close());

@@ -15,6 +15,12 @@ export interface DashboardOptions {
   token?: string;
   /** Serve HTTPS with this certificate and key (PEM); default: the files PATCHBAY_DASHBOARD_TLS_CERT/_KEY name. */
   tls?: { cert: string | Buffer; key: string | Buffer };
+  /**
+   * Serve reads (GET, HEAD: pages, transcripts, /metrics, the API's reads) without a token to a
+   * loopback peer whose request carries no proxy header; a loopback bind only. Off by default: a
+   * reverse proxy on the same host is a loopback peer too, and may send no header saying so.
+   */
+  loopbackReads?: boolean;
   /** Live transcripts served at once; default PATCHBAY_DASHBOARD_MAX_STREAMS (64). */
   maxStreams?: number;
   /** The parsed environment; default: loadConfig() at start. */
@@ -27,6 +33,8 @@ export interface DashboardSettings {
   host: string;
   port: number;
   loopback: boolean;
+  /** Tokenless reads opened (DashboardOptions.loopbackReads), on a loopback bind. */
+  openReads: boolean;
   token: string;
   /** Whether the token was made up here (then the caller should show it). */
   generatedToken: boolean;
@@ -56,12 +64,14 @@ export function dashboardSettings(opts: DashboardOptions, config: Config): Dashb
   const loopback = isLoopback(host);
   const given = opts.token ?? config.dashboardToken;
   if (!loopback && !given) throw new DashboardConfigError(`binding ${host} (not loopback) needs a token: set PATCHBAY_DASHBOARD_TOKEN`);
+  if (opts.loopbackReads && !loopback) throw new DashboardConfigError(`tokenless reads (--loopback-reads) need a loopback bind, not ${host}`);
   if (given !== undefined && given.length < 16) throw new DashboardConfigError("PATCHBAY_DASHBOARD_TOKEN must be at least 16 characters");
   const tls = tlsFiles(opts, config);
   return {
     host,
     port: opts.port ?? 7474,
     loopback,
+    openReads: opts.loopbackReads === true,
     token: given ?? randomBytes(24).toString("base64url"),
     generatedToken: given === undefined,
     ...(tls ? { tls } : {}),

@@ -46,8 +46,9 @@ export interface ApiDocument {
   deref: any;
 }
 
-export async function fetchDocument(base: string): Promise<ApiDocument> {
-  const res = await http(base, "GET", "/api/openapi.json");
+/** The document as served; `token` for a dashboard whose reads need one (the default). */
+export async function fetchDocument(base: string, token?: string): Promise<ApiDocument> {
+  const res = await http(base, "GET", "/api/openapi.json", token ? { token } : {});
   if (res.status !== 200) throw new Error(`GET /api/openapi.json: ${res.status} ${res.text}`);
   return { raw: res.json, deref: await dereference(structuredClone(res.json)) };
 }

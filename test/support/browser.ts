@@ -19,6 +19,15 @@ export async function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
 }
 
+/**
+ * A browser context's state holding the dashboard's cookie for `url`: what opening the dashboard
+ * once with ?token= leaves behind (every page needs the token, reads too). For newPage/newContext.
+ */
+export function signedIn(url: string, token: string) {
+  const host = new URL(url).hostname;
+  return { storageState: { cookies: [{ name: "patchbay_dashboard", value: encodeURIComponent(token), domain: host, path: "/", expires: -1, httpOnly: true, secure: false, sameSite: "Strict" as const }], origins: [] } };
+}
+
 /** What a page did that it should not have: dialogs, page errors, console errors, requests. */
 export function recordPage(page: Page) {
   const rec = { dialogs: [] as string[], pageErrors: [] as string[], consoleErrors: [] as string[], requests: [] as string[] };

@@ -10,8 +10,9 @@ export const OPENAPI_PATH = "/api/openapi.json";
 
 const DESCRIPTION = `patchbay's HTTP API: enqueue fix jobs, follow them, fetch their patches; batches.
 Auth: \`Authorization: Bearer <token>\`, the dashboard's token or an API token (PATCHBAY_API_TOKENS,
-scope read or write). On a loopback bind reads need no token; writes always do. Errors are
-application/problem+json (RFC 9457). See docs/api.md.`;
+scope read or write). Reads need a token of any scope (none only where the dashboard was started
+with --loopback-reads, for a loopback client no proxy stands in front of); writes always need one
+of scope write. Errors are application/problem+json (RFC 9457). See docs/api.md.`;
 
 /** Registers the generator: before the routes it documents (it sees the routes added after it, in its context). */
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
