@@ -20,8 +20,13 @@ export { batchHooks, type BatchHooks, type JobSummary } from "./batch-index.js";
 export { mdCell, summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
 
 export * from "./batch-types.js";
-import { batchJobId, BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
+export { LineProvenanceError } from "./batch-provenance.js";
+import { BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
 import { enqueueSpans } from "../trace.js";
+import { batchJobId, isLineNumber } from "../line-id.js";
+import { specHash } from "../spec-hash.js";
+import { LineProvenanceError } from "./batch-provenance.js";
+import { readLineJobs, type LineJobs, type LineRef } from "./batch-lines.js";
 import { usdBudgetProblem } from "../agent/prices.js";
 
 const retryOf = (jobId: string) => Number(/-r(\d+)$/.exec(jobId)?.[1] ?? 0);
@@ -81,6 +86,8 @@ export class BatchClient {
       const unpriced = opts.budgetUsd === undefined ? undefined : lines.find(({ spec }) => usdBudgetProblem(spec.model ?? this.c.defaultModel, opts.budgetUsd));
       if (unpriced) throw new JobSpecError(`line ${unpriced.line}: the batch's ${usdBudgetProblem(unpriced.spec.model ?? this.c.defaultModel, opts.budgetUsd)!.replace(/^budget\.usd: /, "USD budget: ")}`);
       if (new Set(lines.map((l) => l.line)).size !== lines.length) throw new JobSpecError("two specs of a batch have the same line");
+      const badLine = lines.find((l) => !isLineNumber(l.line));
+      if (badLine) throw new JobSpecError(`a batch's lines are whole numbers from 1 (got ${JSON.stringify(badLine.line)})`);
       // The job id comes from the batch: a spec's own jobId is not used.
       lines = lines.map(({ line, spec }) => ({ line, spec: spec.jobId ? (({ jobId: _, ...rest }) => rest)(spec) : spec }));
       if (opts.name !== undefined) checkBatchName(opts.name);
@@ -100,7 +107,8 @@ export class BatchClient {
       if (opts.name) m.hsetnx(bk.meta, "name", opts.name);
       if (opts.budgetUsd !== undefined) m.hset(bk.meta, "budgetUsd", String(opts.budgetUsd));
       m.zadd(keys(this.c.queueName).batches, "NX", now, batchId);
-      for (const { line, spec } of lines) m.hsetnx(bk.lines, String(line), batchJobId(batchId, line)).hsetnx(bk.tasks, String(line), spec.task.slice(0, 200));
+      // Each line's spec hash: what a job under the line's id must carry to be taken as the line's.
+      for (const { line, spec } of lines) m.hsetnx(bk.lines, String(line), batchJobId(batchId, line)).hsetnx(bk.tasks, String(line), spec.task.slice(0, 200)).hsetnx(bk.specs, String(line), specHash(spec));
       for (const p of PARTS) m.expire(bk[p], this.c.retentionSec);
       m.hget(bk.meta, "hash");
       const res = (await m.exec()) ?? [];
@@ -108,8 +116,9 @@ export class BatchClient {
       const latest = await r.hgetall(bk.lines);
       // Lines not retried yet whose job is not in the queue: (re)add them.
       const first = lines.filter(({ line }) => latest[line] === batchJobId(batchId, line));
-      const exists = await Promise.all(first.map(({ line }) => r.exists(this.c.queue.toKey(batchJobId(batchId, line)))));
-      const todo = first.filter((_, i) => !exists[i]);
+      // A job already under a line's id is the line's only if the batch made it (a resubmit after a crash).
+      const seen = await this.lineJobs(batchId, first.map(({ line }) => ({ line, jobId: batchJobId(batchId, line) })));
+      const todo = first.filter((_, i) => !seen.exists[i]);
       if (todo.length) {
         // Each line's job carries its own enqueue span's context (src/trace.ts), as enqueue's do.
         await enqueueSpans(this.c.queueName, todo.length, async (traces) =>
@@ -124,6 +133,7 @@ export class BatchClient {
       }
       await r.hset(bk.meta, "submitted", "1");
       await this.c.confirmEnqueued(todo.map(({ line }) => batchJobId(batchId, line)), "submit the batch again (only what is missing is added)");
+      await this.lineJobs(batchId, todo.map(({ line }) => ({ line, jobId: batchJobId(batchId, line) }))); // one put there as they were added
       return { batchId, ids: lines.map(({ line }) => latest[line] ?? batchJobId(batchId, line)), added: todo.length };
     });
   }
@@ -209,6 +219,8 @@ export class BatchClient {
       const now = Date.now();
       const add: { line: number; oldId: string; newId: string; spec: JobSpec }[] = [];
       const missing: number[] = [];
+      // The spec run again is the line's own job's: a job under the line's id that is not is an error.
+      await this.lineJobs(batchId, chosen);
       for (const j of chosen) {
         const old = await Job.fromId<JobData, JobResult>(this.c.queue, j.jobId);
         if (!old?.data?.spec) {
@@ -217,6 +229,8 @@ export class BatchClient {
         }
         add.push({ line: j.line, oldId: j.jobId, newId: batchJobId(batchId, j.line, retryOf(j.jobId) + 1), spec: old.data.spec });
       }
+      const fresh = add.map(({ line, newId }) => ({ line, jobId: newId }));
+      await this.lineJobs(batchId, fresh); // a job already under a retry's id is taken only if it is the line's own
       if (add.length) {
         await enqueueSpans(this.c.queueName, add.length, async (traces) =>
           (await this.c.queue.addBulk(
@@ -227,9 +241,12 @@ export class BatchClient {
             })),
           )).map((j) => j.id!),
         );
+        // One put there as they were added: its line is not switched to it.
+        const raced = await this.lineJobs(batchId, fresh, { throw: false });
         const s = scripted(this.c.redis);
         await this.c.redis.hdel(bk.meta, "cancelled");
-        await Promise.all(add.map(({ line, oldId, newId }) => s.pbBatchSwitch(bk.meta, bk.lines, bk.results, String(line), oldId, newId)));
+        await Promise.all(add.filter((a) => !raced.some((p) => p.jobId === a.newId)).map(({ line, oldId, newId }) => s.pbBatchSwitch(bk.meta, bk.lines, bk.results, String(line), oldId, newId)));
+        if (raced.length) throw new LineProvenanceError(batchId, raced);
       }
       return { ids: add.map((a) => a.newId), missing };
     });
@@ -293,12 +310,17 @@ export class BatchClient {
       const st = await this.status(batchId, { jobs: true });
       const meta = await this.c.redis.hget(this.bk(batchId).meta, "submitted");
       const pending = st.jobs!.filter((j) => j.state !== "finished").slice(0, 2000);
+      // A job under a line's id that is not the line's own ends the line failed, naming it: never its result.
+      const foreign = new Map((await this.lineJobs(batchId, pending, { throw: false })).map((p) => [p.jobId, p]));
       let fixed = 0;
       await Promise.all(
         pending.map(async (j) => {
           const state = await this.c.queue.getJobState(j.jobId);
           let result: JobResult | undefined;
-          if (state === "failed") {
+          const notOurs = foreign.get(j.jobId);
+          if (notOurs && (state === "failed" || state === "completed")) {
+            result = emptyResult("failed", new LineProvenanceError(batchId, [notOurs]).message, { jobId: j.jobId });
+          } else if (state === "failed") {
             const job = await Job.fromId<JobData, JobResult>(this.c.queue, j.jobId);
             result = emptyResult("failed", job?.failedReason ?? "the job failed", { jobId: j.jobId, ...(job ? { attempt: Math.max(1, job.attemptsMade) } : {}) });
           } else if ((state === "completed" || (state === "unknown" && meta === "1")) && (suspects.get(j.jobId) ?? 0) >= 1) {
@@ -338,6 +360,7 @@ export class BatchClient {
       const jobDir = join(dir, j.jobId);
       checkNoLinkBelowCwd(jobDir);
       mkdirSync(jobDir, { recursive: true });
+      await this.checkLine(batchId, j);
       const result = await this.finalResult(j);
       const events: TranscriptEvent[] = [];
       for await (const e of this.c.watch(j.jobId, { follow: false })) events.push(e);
@@ -354,6 +377,24 @@ export class BatchClient {
     writeOwn(join(dir, "summary.json"), JSON.stringify(summary, null, 2) + "\n");
     writeOwn(join(dir, "summary.md"), summaryMarkdown(summary));
     return summary;
+  }
+
+  /**
+   * The jobs under lines' ids that are there but are not the lines' own (src/queue/batch-provenance.ts):
+   * a LineProvenanceError naming them, or with `{ throw: false }` the list.
+   */
+  async lineJobs(batchId: string, entries: readonly LineRef[]): Promise<LineJobs>;
+  async lineJobs(batchId: string, entries: readonly LineRef[], o: { throw: false }): Promise<LineJobs["problems"]>;
+  async lineJobs(batchId: string, entries: readonly LineRef[], o: { throw?: boolean } = {}): Promise<LineJobs | LineJobs["problems"]> {
+    const read = await this.c.hold(() => readLineJobs(this.c.redis, this.c.queue, this.bk(batchId).specs, batchId, entries.map(({ line, jobId }) => ({ line, jobId }))));
+    if (o.throw === false) return read.problems;
+    if (read.problems.length) throw new LineProvenanceError(batchId, read.problems);
+    return read;
+  }
+
+  /** Throws a LineProvenanceError when the queue's job under the line's id is not the line's own (a job not there passes). */
+  async checkLine(batchId: string, j: LineRef): Promise<void> {
+    await this.lineJobs(batchId, [j]);
   }
 
   /** A finished job's full result from the queue (its summary when the queue no longer has it). */
