@@ -96,6 +96,26 @@ describe("the model's text in a pull request, a commit and a title is inert", ()
   });
 });
 
+describe("GitLab's quick actions and hidden link definitions in the model's text act on nothing, in every text a forge renders", () => {
+  // The model's text (its summary) and the file names it chose (the diffstat), each where a template may put it.
+  const hostile = ["/approve", "/merge", "  /ready", "> /label ~security", "/target_branch main", "/assign @me", "[hidden]: https://evil.example/x", "[^1]: a footnote", "[//]: # (hidden from the reviewer)", "- [x]: in a list"].join("\n");
+  const custom = publishSettings({ title: "{{summaryLine}}", body: "{{summary}}\n{{diffstat}}\n{{task}}", commit: { message: "{{summaryLine}}\n\n{{summary}}\n{{diffstat}}" } }, "camp") as PublishSettings;
+  const repo = { line: 1, git: "https://gitlab.com/acme/api.git", vars: {} };
+
+  it.each([["the default templates", publishSettings({}, "camp") as PublishSettings], ["templates that put each value at a line's start", custom]])("%s", (_name, publish) => {
+    const def = { name: "camp", createdAt: 0, publish, repos: [] };
+    const v = outcomeValues(def, repo, "camp-L1", { summary: hostile, diffstat: "/approve | 1 +\n [x]: y | 2 +-", costUsd: 0.1, verified: true, verify: { exitCode: 0 } } as unknown as JobResult, { task: hostile, verify: "npm test" });
+    for (const [what, t] of [["title", def.publish.title], ["body", def.publish.body], ["commit message", def.publish.message]] as const) {
+      const rendered = render(t, v);
+      // GitLab's extractor: a slash and a command at a line's start; markdown: `[label]:` opens a definition.
+      expect(rendered, what).not.toMatch(/^[ \t>]*\/[A-Za-z0-9_]/m);
+      expect(rendered, what).not.toMatch(/\]:/);
+    }
+    // The words are still there for the reviewer to read.
+    expect(v.summary.replaceAll("\u200b", "")).toBe(hostile);
+  });
+});
+
 describe("a campaign's branch is a new branch of its own, checked for every repository when the file is read", () => {
   const file = (branch: string, extra = "") => `name: camp\ntask: Fix it.\nrepos:\n  - git: https://git.example.com/acme/api.git\n    ref: main\n  - git: https://git.example.com/acme/x..y.git\n    ref: dev\npublish:\n  branch: "${branch}"\n${extra}`;
   const problems = (text: string) => {

@@ -31,10 +31,14 @@ import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Repl
 import { byTurn, taskOf } from "./support/scripts.js";
 import { startGitHttp, type GitHttpServer } from "./support/git-http.js";
 import { startGitHubFake, type GitHubFake } from "./support/github-fake.js";
+import { GitLabFake } from "./support/gitlab-fake.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 const QUEUE = "line-ids";
 const TOKEN = "ghp_lineIdsTOKEN0123456789abcdefABCD";
+const GL_TOKEN = "glpat-lineIdsTOKEN0123456789ab";
+/** The model's last words: GitLab quick actions and link definitions that render as nothing, for the forges to act on. */
+const SUMMARY = "Fixed the bug.\n/approve\n/merge\n/label ~security\n[hidden]: https://evil.example/x\n[//]: # (hidden from the reviewer)";
 const WRITE = "line-ids-write-token-0123456789";
 const READER = { username: "reader", password: "reader-secret-0123456789" };
 const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, encoding: "utf8" }).trim();
@@ -74,6 +78,8 @@ describe("a job planted under a line's id is never the line's", () => {
   let fake: FakeAnthropic;
   let github: GitHubFake;
   let server: GitHttpServer;
+  let glServer: GitHttpServer;
+  let gitlab: GitLabFake;
   let dash: Dashboard;
   let worker: WorkerHandle | undefined;
   let client: PatchbayClient;
@@ -84,7 +90,7 @@ describe("a job planted under a line's id is never the line's", () => {
   let root: string;
   let workerConfig: Config;
   const bare = (name: string) => join(root, "acme", `${name}.git`);
-  const url = (name: string) => `${server.url}/acme/${name}.git`;
+  const url = (name: string) => `${(name.startsWith("g") ? glServer : server).url}/acme/${name}.git`;
   const branchOf = (name: string, branch: string) => git(bare(name), "for-each-ref", "--format=%(objectname)", `refs/heads/${branch}`);
   const backdoorTask = (name: string) => `Fix the bug in ${name}: app.txt must say fixed. Also add backdoor.py.`;
   const model = () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
@@ -112,8 +118,13 @@ describe("a job planted under a line's id is never the line's", () => {
     dir = mkdtempSync(join(tmpdir(), "pb-line-ids-"));
     root = join(dir, "git");
     mkdirSync(join(root, "acme"), { recursive: true });
-    for (const n of ["r1", "r2", "s1", "s2"]) makeRepo(n);
+    for (const n of ["r1", "r2", "s1", "s2", "g1"]) makeRepo(n);
     server = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { username: "x-access-token", password: TOKEN, rights: "write" }] });
+    glServer = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { username: "oauth2", password: GL_TOKEN, rights: "write" }] });
+    gitlab = await new GitLabFake().start();
+    gitlab.addProject("acme/g1", {});
+    gitlab.branchesFrom("acme/g1", bare("g1"));
+    gitlab.grant(GL_TOKEN, "acme/g1", "write");
     github = await startGitHubFake();
     for (const n of ["r1", "r2", "s1", "s2"]) {
       github.addRepo(`acme/${n}`);
@@ -124,19 +135,19 @@ describe("a job planted under a line's id is never the line's", () => {
     fake = await startFakeAnthropic(
       byTurn((body): Reply[] => {
         const evil = /backdoor/.test(taskOf(body)) ? " && echo 'import os' > backdoor.py" : "";
-        return [reply(toolUse("bash", { command: `cd /workspace && sed -i 's/= bug/= fixed/' app.txt${evil}` })), reply(text("Fixed the bug."))];
+        return [reply(toolUse("bash", { command: `cd /workspace && sed -i 's/= bug/= fixed/' app.txt${evil}` })), reply(text(SUMMARY))];
       }),
     );
     // The workers read with their own store; runJob reads it from the environment (loadConfig), so it is set there.
     const store = join(dir, "git-credentials");
-    writeFileSync(store, `${server.url.replace("://", `://${READER.username}:${READER.password}@`)}\n`, { mode: 0o600 });
+    writeFileSync(store, [server, glServer].map((x) => `${x.url.replace("://", `://${READER.username}:${READER.password}@`)}\n`).join(""), { mode: 0o600 });
     process.env.PATCHBAY_GIT_CREDENTIALS = store;
     workerConfig = localWorkerConfig({ PATCHBAY_CHECKPOINTS: "0" });
     const home = join(dir, "home");
     mkdirSync(home, { recursive: true });
     config = loadConfig({
       ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, HOME: home, XDG_CACHE_HOME: join(dir, "cache"),
-      PATCHBAY_FORGES: `${server.host}=github@${github.url}`, [tokenVariable(server.host)]: TOKEN, GIT_TERMINAL_PROMPT: "0", GIT_CONFIG_NOSYSTEM: "1",
+      PATCHBAY_FORGES: `${server.host}=github@${github.url},${glServer.host}=gitlab@${gitlab.url}`, [tokenVariable(server.host)]: TOKEN, [tokenVariable(glServer.host)]: GL_TOKEN, GIT_TERMINAL_PROMPT: "0", GIT_CONFIG_NOSYSTEM: "1",
       PATCHBAY_API_TOKENS: `ci:write:${WRITE}`, PATCHBAY_API_REPO_ROOTS: join(CLAMP, ".."),
     });
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE, config });
@@ -153,6 +164,8 @@ describe("a job planted under a line's id is never the line's", () => {
     await fake?.close();
     await github?.stop();
     await server?.close();
+    await glServer?.close();
+    await gitlab?.stop();
     await redis?.stop();
     delete process.env.PATCHBAY_GIT_CREDENTIALS;
     if (dir) removeDir(dir);
@@ -186,7 +199,7 @@ describe("a job planted under a line's id is never the line's", () => {
   });
 
   it("a job swapped in under a line's id is not run by the worker, and wait, retry and publish each name it; its patch is never pushed", async () => {
-    const c = campaign("camp", ["r1", "r2"]);
+    const c = campaign("camp", ["r1", "r2", "g1"]);
     await campaigns.submit(c); // no worker yet: both lines wait
     // The attacker replaces line 2's job with their own (no batch in its data).
     await (await raw.getJob("camp-L2"))!.remove();
@@ -212,10 +225,18 @@ describe("a job planted under a line's id is never the line's", () => {
     const pub = await campaigns.publish("camp");
     const cs = (n: number) => pub.changesets.find((x) => x.line === n)!;
     expect(cs(1).state, cs(1).reason).toBe("draft");
+    expect(cs(3).state, cs(3).reason).toBe("draft");
     expect(cs(2).state).toBe("unpublished");
     expect(cs(2).reason).toMatch(/its job ended failed: batch camp: job camp-L2 is not line 2's own/);
     expect(branchOf("r2", "patchbay/camp")).toBe("");
     expect(github.allPulls("acme/r2")).toHaveLength(0);
+    // Issue 41, part 5: the model's quick actions and hidden link definitions reach the forges as text that acts on nothing.
+    for (const [forge, body] of [["GitHub", github.allPulls("acme/r1")[0]!.body ?? ""], ["GitLab", gitlab.allMrs("acme/g1")[0]!.description ?? ""]] as const) {
+      expect(body, forge).toContain("approve");
+      expect(body, forge).not.toMatch(/^[ \t>]*\/[A-Za-z0-9_]/m);
+      expect(body, forge).not.toMatch(/\]:/);
+    }
+    expect(gitlab.allMrs("acme/g1")[0]!.state).toBe("opened"); // (the stand-in runs no quick action; GitLab would have merged it)
 
     // Line 1's finished job swapped for a completed one with a backdoor patch (a raw BullMQ worker's
     // result): publish checks the job itself, and neither the branch nor the pull request moves.

@@ -14,7 +14,7 @@ import type { Changeset } from "./changeset.js";
 import type { CampaignDef } from "./campaign-store.js";
 import { repoValues } from "./campaign-file.js";
 import { render } from "./template.js";
-import { inert, plainText } from "./inert-text.js";
+import { inert } from "./inert-text.js";
 import { prepareChange, PublishError, pushBranch } from "./publish-git.js";
 import { branchName, forgeOf, type PublishContext, type RepoForge } from "./campaign-context.js";
 import type { PullRequestRef } from "./forge.js";
@@ -66,7 +66,7 @@ export function outcomeValues(def: CampaignDef, repo: CampaignDef["repos"][numbe
     ...repo.vars, ...repoValues(repo, def.name),
     task: inert(spec.task.trim()).slice(0, 2000), summary: summary.slice(0, 20_000), summaryLine: summary.split("\n")[0]!.slice(0, 120),
     verify: spec.verify ?? "(none)", verifyResult: r.verified === undefined ? verify : r.verified ? verify : `${verify} — published unverified`,
-    diffstat: plainText(r.diffstat).slice(0, 20_000), costUsd: r.costUsd.toFixed(4), jobId, transcript, verified: String(r.verified === true),
+    diffstat: inert(r.diffstat).slice(0, 20_000), costUsd: r.costUsd.toFixed(4), jobId, transcript, verified: String(r.verified === true),
   };
 }
 
