@@ -62,6 +62,30 @@ describe("a forge's API that redirects elsewhere gets no token there", () => {
   });
 });
 
+describe("a forge's answer is read up to a bound", () => {
+  let api: http.Server;
+  let apiUrl = "";
+  const big = JSON.stringify(Array.from({ length: 3000 }, (_, i) => ({ number: i + 1, title: "x".repeat(500) }))); // ~1.6 MB
+  beforeAll(async () => {
+    api = http.createServer((req, res) => {
+      // /declared: says its length (refused before a byte is read); else chunked, counted as it arrives.
+      res.writeHead(200, { "content-type": "application/json", ...(req.url!.includes("declared") ? { "content-length": Buffer.byteLength(big) } : {}) });
+      res.end(big);
+    });
+    await new Promise<void>((r) => api.listen(0, "127.0.0.1", r));
+    apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+  });
+  afterAll(() => api.close());
+
+  it.each([["streamed", "acme/api"], ["declared", "acme/declared"]])("GitHub: an answer over the bound (%s) fails the call with an error naming the bound, not the publishing host's memory", async (_how, path) => {
+    const forge = new GitHubForge({ host: "gh.test", kind: "github", apiUrl }, GH, { maxAnswerBytes: 1_000_000 });
+    await expect(forge.findOpen({ host: "gh.test", path }, "patchbay/c", "main")).rejects.toThrow(/^GitHub gh\.test: finding the open pull request in acme\/(api|declared) failed: the answer is not what the API documents \(the answer is over 1,000,000 bytes, the most patchbay reads of one forge answer\)$/);
+    // Under the bound the same answer is read (and then judged by its shape).
+    const under = await new GitHubForge({ host: "gh.test", kind: "github", apiUrl }, GH, { maxAnswerBytes: 4_000_000 }).findOpen({ host: "gh.test", path }, "patchbay/c", "main").catch((e: Error) => e.message);
+    expect(under).toMatch(/not what the API documents \(: Too big/);
+  });
+});
+
 describe("the model's text in a pull request, a commit and a title is inert", () => {
   const def = { name: "camp", createdAt: 0, publish: publishSettings({}, "camp") as PublishSettings, repos: [] };
   const repo = { line: 1, git: "https://github.com/acme/api.git", vars: {} };
