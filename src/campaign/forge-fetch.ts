@@ -3,11 +3,13 @@
 // client calls it, each answer's body counted as it arrives and failed past the bound with an error
 // that says so (an answer that declares more is failed before its first byte is read).
 
+import { kinded } from "../errors.js";
+
 /** Bytes of one forge answer read at most: a page of 100 pull requests with bodies of GitHub's 65,536 characters fits. */
 export const FORGE_ANSWER_MAX_BYTES = 16 * 1024 * 1024;
 
 /** An answer over the bound; the forge's error names the call it was (forge-error.ts's badAnswer). */
-export class AnswerTooLargeError extends Error {
+export class AnswerTooLargeError extends kinded("infra") {
   constructor(readonly max: number) {
     super(`the answer is over ${max.toLocaleString("en-US")} bytes, the most patchbay reads of one forge answer`);
     // The read was aborted, and named so: a client passes an AbortError through as it is (Octokit
