@@ -1,19 +1,17 @@
 // Batches: many jobs under one id, with an index in Redis that stays cheap at 10,000 jobs, a shared
 // USD budget, retry of some lines, cancel, and a summary. The index and the workers' hooks are in
 // batch-index.ts, batch files in batch-file.ts, the summary in batch-summary.ts, the types, errors and ids
-// in batch-types.ts.
-import { mkdirSync } from "node:fs";
-import { checkNoLinkBelowCwd, OutputLinkError, writeOwn } from "../out-files.js";
-import { join } from "node:path";
+// in batch-types.ts, which jobs are the lines' own in batch-provenance.ts and batch-lines.ts, the
+// written results in batch-out.ts.
 import { setTimeout as sleep } from "node:timers/promises";
 import { Job } from "bullmq";
 import { keys } from "./keys.js";
-import { defaultClient, JobFailedError, type JobData, type PatchbayClient } from "./client.js";
+import { defaultClient, type JobData, type PatchbayClient } from "./client.js";
 import { credentialsProblem, jobOptions, prepareSpecs } from "./prepare.js";
-import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent } from "../spec.js";
+import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus } from "../spec.js";
 import { batchHash, type BatchLine } from "./batch-file.js";
 import { batchKeys, PARTS, recordFinished, scripted, type JobSummary } from "./batch-index.js";
-import { summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
+import { summarizeBatch, type BatchSummary } from "./batch-summary.js";
 
 export { BatchFileError, parseBatchFile, readBatchFile, type BatchLine } from "./batch-file.js";
 export { batchHooks, type BatchHooks, type JobSummary } from "./batch-index.js";
@@ -24,6 +22,7 @@ export { LineProvenanceError } from "./batch-provenance.js";
 import { BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
 import { enqueueSpans } from "../trace.js";
 import { batchJobId, isLineNumber } from "../line-id.js";
+import { writeBatchOut } from "./batch-out.js";
 import { specHash } from "../spec-hash.js";
 import { LineProvenanceError } from "./batch-provenance.js";
 import { readLineJobs, type LineJobs, type LineRef } from "./batch-lines.js";
@@ -348,35 +347,10 @@ export class BatchClient {
   /**
    * Writes DIR/<jobId>/{patch.diff,transcript.jsonl,result.json} (and transcript.html where the
    * dashboard's renderer is there) for each line's latest job, then DIR/summary.json and
-   * DIR/summary.md. Returns the summary.
+   * DIR/summary.md (src/queue/batch-out.ts). Returns the summary.
    */
-  async writeOut(batchId: string, dir: string, opts: { concurrency?: number } = {}): Promise<BatchSummary> {
-    const summary = await this.summary(batchId);
-    checkNoLinkBelowCwd(dir); // ./patchbay-out/<batch> may be the repo's own (src/out-files.ts)
-    mkdirSync(dir, { recursive: true });
-    const html = await transcriptRenderer();
-    const queue = [...summary.jobs];
-    const one = async (j: BatchJob) => {
-      const jobDir = join(dir, j.jobId);
-      checkNoLinkBelowCwd(jobDir);
-      mkdirSync(jobDir, { recursive: true });
-      await this.checkLine(batchId, j);
-      const result = await this.finalResult(j);
-      const events: TranscriptEvent[] = [];
-      for await (const e of this.c.watch(j.jobId, { follow: false })) events.push(e);
-      writeOwn(join(jobDir, "patch.diff"), result.patch);
-      writeOwn(join(jobDir, "result.json"), JSON.stringify(result, null, 2) + "\n");
-      writeOwn(join(jobDir, "transcript.jsonl"), events.map((e) => JSON.stringify(e) + "\n").join(""));
-      if (html) writeOwn(join(jobDir, "transcript.html"), html(events, { patch: result.patch }));
-    };
-    await Promise.all(
-      Array.from({ length: opts.concurrency ?? 8 }, async () => {
-        for (let j = queue.shift(); j; j = queue.shift()) await one(j).catch((err: Error) => (err instanceof OutputLinkError ? Promise.reject(err) : writeOwn(join(dir, j!.jobId, "error.txt"), `${err.message}\n`)));
-      }),
-    );
-    writeOwn(join(dir, "summary.json"), JSON.stringify(summary, null, 2) + "\n");
-    writeOwn(join(dir, "summary.md"), summaryMarkdown(summary));
-    return summary;
+  writeOut(batchId: string, dir: string, opts: { concurrency?: number } = {}): Promise<BatchSummary> {
+    return writeBatchOut(this, batchId, dir, opts);
   }
 
   /**
@@ -396,43 +370,11 @@ export class BatchClient {
   async checkLine(batchId: string, j: LineRef): Promise<void> {
     await this.lineJobs(batchId, [j]);
   }
-
-  /** A finished job's full result from the queue (its summary when the queue no longer has it). */
-  private async finalResult(j: BatchJob): Promise<JobResult> {
-    const fallback = () => {
-      const s = j.result;
-      return emptyResult(s?.status ?? "failed", s?.error ?? "no result", { jobId: j.jobId, ...(s ? { costUsd: s.costUsd, usage: s.usage, turns: s.turns, ...(s.attempt ? { attempt: s.attempt } : {}) } : {}) });
-    };
-    // The worker records the summary just before the queue marks the job completed: a moment's wait.
-    for (let i = 0; i < 50; i++) {
-      try {
-        const r = await this.c.result(j.jobId);
-        if (r) return r;
-      } catch (err) {
-        if (err instanceof JobFailedError) return emptyResult("failed", err.reason, { jobId: j.jobId, ...(j.result ? { costUsd: j.result.costUsd, usage: j.result.usage } : {}) });
-        return fallback();
-      }
-      await sleep(100);
-    }
-    return fallback();
-  }
 }
 
 function isBatchLines(x: unknown[]): x is BatchLine[] {
   return x.length > 0 && x.every((e) => e !== null && typeof e === "object" && "line" in e && "spec" in e && Object.keys(e).length === 2);
 }
-
-/** The dashboard's transcript page renderer, when src/web/ has it (optional). */
-async function transcriptRenderer(): Promise<((events: TranscriptEvent[], opts: { patch?: string }) => string) | undefined> {
-  const where = "../web/html.js"; // a variable: the build does not depend on it
-  try {
-    const mod = (await import(where)) as { renderTranscriptHtml?: (events: TranscriptEvent[], opts: { patch?: string }) => string };
-    return typeof mod.renderTranscriptHtml === "function" ? mod.renderTranscriptHtml : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 
 // ---------------------------------------------------------------------------------------------
 // The library API over the default client (REDIS_URL, PATCHBAY_QUEUE)
