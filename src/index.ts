@@ -18,7 +18,7 @@ export { AnthropicModel, ModelError, type Model, type ModelRequest, type ModelRe
 export { costUsd, priceFor } from "./agent/prices.js";
 export { PatchGoneError } from "./queue/result-bounds.js";
 export { PatchbayClient, JobFailedError, JobNotFoundError, JobConflictError, WaitTimeoutError, ClientOptionsError, EnqueueLostError, enqueue, enqueueBatch, waitForResult, cancel, status, result, watch, list, closeDefaultClient, type ClientOptions, type WaitOptions, type JobStatusInfo, type JobState, type ListState } from "./queue/client.js";
-export { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, submitBatch, batchStatus, waitForBatch, retryBatch, cancelBatch, listBatches, batchSummary, parseBatchFile, readBatchFile, summaryMarkdown, type BatchStatus, type BatchJob, type BatchSummary, type BatchProgress, type BatchListEntry, type JobSummary, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./queue/batch.js";
+export { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, LineProvenanceError, submitBatch, batchStatus, waitForBatch, retryBatch, cancelBatch, listBatches, batchSummary, parseBatchFile, readBatchFile, summaryMarkdown, type BatchStatus, type BatchJob, type BatchSummary, type BatchProgress, type BatchListEntry, type JobSummary, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./queue/batch.js";
 export { CampaignClient, type CampaignClientOptions } from "./campaign/campaign-client.js";
 export { parseCampaign, readCampaign, CampaignFileError, type Campaign, type CampaignRepo } from "./campaign/campaign-file.js";
 export { CampaignNotFoundError } from "./campaign/campaign-store.js";

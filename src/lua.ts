@@ -9,7 +9,7 @@ import type { Redis } from "ioredis";
 import { asset } from "./assets.js";
 
 export interface LuaScript {
-  /** Its path under src/ (e.g. "queue/lua/finish-job-7.lua"). */
+  /** Its path under src/ (e.g. "queue/lua/finish-job-8.lua"). */
   path: string;
   /** The number of KEYS, from its name; undefined for `-n` (the caller passes it first). */
   numberOfKeys: number | undefined;

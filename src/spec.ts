@@ -13,6 +13,7 @@ import { REQUIRED, show, expected, genericMessage, nonEmpty, positiveNumber, pos
 import { EDITOR_TOOLS, JOB_STATUSES } from "./spec-names.js";
 import { kinded } from "./errors.js";
 import { suggest } from "./suggest.js";
+import { isLineJobId } from "./line-id.js";
 import { MAX_DURATION_SEC, MAX_DURATION_WORDS } from "./timeout.js";
 import { CustomTools, Mcp, type CustomTool } from "./spec-tools.js";
 
@@ -120,7 +121,9 @@ const JobId = z
     error: (iss) => `must not be a plain integer, BullMQ reserves those for its own ids (got ${show(iss.input)})`,
   })
   .refine((s) => s !== "." && s !== "..", { error: (iss) => `must not be "." or ".." (got ${show(iss.input)})` })
-  .refine((s) => !BULLMQ_KEY_NAMES.includes(s), { error: (iss) => `must not be the name of one of BullMQ's own keys of the queue (got ${show(iss.input)})` });
+  .refine((s) => !BULLMQ_KEY_NAMES.includes(s), { error: (iss) => `must not be the name of one of BullMQ's own keys of the queue (got ${show(iss.input)})` })
+  // The ids of batch lines are the batches' own (src/line-id.ts): a job planted under one would be taken for the line's.
+  .refine((s) => !isLineJobId(s), { error: (iss) => `must not end in -L<n> or -L<n>-r<k>: those are the ids of batch lines, which only a batch makes (got ${show(iss.input)})` });
 
 export const JobSpec = z.strictObject({
   task: capped("a non-empty string", MAX_TASK_CHARS),

@@ -107,7 +107,7 @@ describe("assets", () => {
   });
 
   it("a script's includes are put in place, one level deep", () => {
-    const { lua } = luaScript("queue/lua/finish-job-7.lua");
+    const { lua } = luaScript("queue/lua/finish-job-8.lua");
     expect(lua).toContain("local function count(meta, summary, by)");
     expect(lua).not.toMatch(/@include/);
     expect(() => luaScript("queue/lua/finish-job.lua")).toThrow(/<what>-<number of KEYS, or n>\.lua/);

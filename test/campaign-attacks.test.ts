@@ -62,6 +62,30 @@ describe("a forge's API that redirects elsewhere gets no token there", () => {
   });
 });
 
+describe("a forge's answer is read up to a bound", () => {
+  let api: http.Server;
+  let apiUrl = "";
+  const big = JSON.stringify(Array.from({ length: 3000 }, (_, i) => ({ number: i + 1, title: "x".repeat(500) }))); // ~1.6 MB
+  beforeAll(async () => {
+    api = http.createServer((req, res) => {
+      // /declared: says its length (refused before a byte is read); else chunked, counted as it arrives.
+      res.writeHead(200, { "content-type": "application/json", ...(req.url!.includes("declared") ? { "content-length": Buffer.byteLength(big) } : {}) });
+      res.end(big);
+    });
+    await new Promise<void>((r) => api.listen(0, "127.0.0.1", r));
+    apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+  });
+  afterAll(() => api.close());
+
+  it.each([["streamed", "acme/api"], ["declared", "acme/declared"]])("GitHub: an answer over the bound (%s) fails the call with an error naming the bound, not the publishing host's memory", async (_how, path) => {
+    const forge = new GitHubForge({ host: "gh.test", kind: "github", apiUrl }, GH, { maxAnswerBytes: 1_000_000 });
+    await expect(forge.findOpen({ host: "gh.test", path }, "patchbay/c", "main")).rejects.toThrow(/^GitHub gh\.test: finding the open pull request in acme\/(api|declared) failed: the answer is not what the API documents \(the answer is over 1,000,000 bytes, the most patchbay reads of one forge answer\)$/);
+    // Under the bound the same answer is read (and then judged by its shape).
+    const under = await new GitHubForge({ host: "gh.test", kind: "github", apiUrl }, GH, { maxAnswerBytes: 4_000_000 }).findOpen({ host: "gh.test", path }, "patchbay/c", "main").catch((e: Error) => e.message);
+    expect(under).toMatch(/not what the API documents \(: Too big/);
+  });
+});
+
 describe("the model's text in a pull request, a commit and a title is inert", () => {
   const def = { name: "camp", createdAt: 0, publish: publishSettings({}, "camp") as PublishSettings, repos: [] };
   const repo = { line: 1, git: "https://github.com/acme/api.git", vars: {} };
@@ -93,6 +117,26 @@ describe("the model's text in a pull request, a commit and a title is inert", ()
     const v = values("Fixed it.\n\nCo-authored-by: Someone Else <someone@example.com>\nSigned-off-by: Boss <boss@example.com>");
     const message = render(def.publish.message, v);
     expect(message.split("\n\n").at(-1)).not.toMatch(/^[A-Za-z0-9-]+\s*:\s/m);
+  });
+});
+
+describe("GitLab's quick actions and hidden link definitions in the model's text act on nothing, in every text a forge renders", () => {
+  // The model's text (its summary) and the file names it chose (the diffstat), each where a template may put it.
+  const hostile = ["/approve", "/merge", "  /ready", "> /label ~security", "/target_branch main", "/assign @me", "[hidden]: https://evil.example/x", "[^1]: a footnote", "[//]: # (hidden from the reviewer)", "- [x]: in a list"].join("\n");
+  const custom = publishSettings({ title: "{{summaryLine}}", body: "{{summary}}\n{{diffstat}}\n{{task}}", commit: { message: "{{summaryLine}}\n\n{{summary}}\n{{diffstat}}" } }, "camp") as PublishSettings;
+  const repo = { line: 1, git: "https://gitlab.com/acme/api.git", vars: {} };
+
+  it.each([["the default templates", publishSettings({}, "camp") as PublishSettings], ["templates that put each value at a line's start", custom]])("%s", (_name, publish) => {
+    const def = { name: "camp", createdAt: 0, publish, repos: [] };
+    const v = outcomeValues(def, repo, "camp-L1", { summary: hostile, diffstat: "/approve | 1 +\n [x]: y | 2 +-", costUsd: 0.1, verified: true, verify: { exitCode: 0 } } as unknown as JobResult, { task: hostile, verify: "npm test" });
+    for (const [what, t] of [["title", def.publish.title], ["body", def.publish.body], ["commit message", def.publish.message]] as const) {
+      const rendered = render(t, v);
+      // GitLab's extractor: a slash and a command at a line's start; markdown: `[label]:` opens a definition.
+      expect(rendered, what).not.toMatch(/^[ \t>]*\/[A-Za-z0-9_]/m);
+      expect(rendered, what).not.toMatch(/\]:/);
+    }
+    // The words are still there for the reviewer to read.
+    expect(v.summary.replaceAll("\u200b", "")).toBe(hostile);
   });
 });
 

@@ -6,6 +6,7 @@
 // token is a PublishError naming the host; hostile patches are refused and write nothing on the
 // host; the token is in no file of the cache and no message.
 import { execFileSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -130,6 +131,24 @@ afterAll(async () => {
   await http?.close();
   await ssh?.close();
   fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+describe("the publish cache is bounded", () => {
+  it("a remote whose fetch makes its clone larger than the bound is refused with an error saying so, and its clone removed", async () => {
+    makeRepo("huge");
+    const work = path.join(tmp, "work", "huge");
+    fs.writeFileSync(path.join(work, "blob.bin"), crypto.randomBytes(3 * 1024 * 1024)); // incompressible: 3 MB in the pack
+    git(work, "add", "blob.bin");
+    git(work, "commit", "-qm", "a large file");
+    git(work, "push", "-q", "up", "main:main");
+    const dir = path.join(tmp, "cache-huge");
+    const err = await refusal(prepare(opts("huge", { cacheDir: dir, maxCacheBytes: 1_000_000 })));
+    expect(err.message).toMatch(/^git fetch http:\/\/127\.0\.0\.1:\d+\/huge\.git \(main\) stopped: its clone in the publish cache grew past 1,000,000 bytes, the most a repository's clone may take there; the clone was removed$/);
+    expect(fs.readdirSync(dir).filter((n) => n.endsWith(".git"))).toEqual([]);
+    // Under a bound it fits, the same remote publishes.
+    expect((await prepare(opts("huge", { cacheDir: dir, maxCacheBytes: 64 * 1024 * 1024 }))).kind).toBe("commit");
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
 });
 
 describe("prepareChange and pushBranch over smart HTTP", () => {

@@ -7,13 +7,14 @@ import os from "node:os";
 import { join } from "node:path";
 import type { JobResult } from "../spec.js";
 import type { BatchJob } from "../queue/batch-types.js";
+import { LineProvenanceError } from "../queue/batch-provenance.js";
 import { redact } from "../job/git-auth.js";
 import { PatchbayError, kindOf } from "../errors.js";
 import type { Changeset } from "./changeset.js";
 import type { CampaignDef } from "./campaign-store.js";
 import { repoValues } from "./campaign-file.js";
 import { render } from "./template.js";
-import { inert, plainText } from "./inert-text.js";
+import { inert } from "./inert-text.js";
 import { prepareChange, PublishError, pushBranch } from "./publish-git.js";
 import { branchName, forgeOf, type PublishContext, type RepoForge } from "./campaign-context.js";
 import type { PullRequestRef } from "./forge.js";
@@ -65,7 +66,7 @@ export function outcomeValues(def: CampaignDef, repo: CampaignDef["repos"][numbe
     ...repo.vars, ...repoValues(repo, def.name),
     task: inert(spec.task.trim()).slice(0, 2000), summary: summary.slice(0, 20_000), summaryLine: summary.split("\n")[0]!.slice(0, 120),
     verify: spec.verify ?? "(none)", verifyResult: r.verified === undefined ? verify : r.verified ? verify : `${verify} — published unverified`,
-    diffstat: plainText(r.diffstat).slice(0, 20_000), costUsd: r.costUsd.toFixed(4), jobId, transcript, verified: String(r.verified === true),
+    diffstat: inert(r.diffstat).slice(0, 20_000), costUsd: r.costUsd.toFixed(4), jobId, transcript, verified: String(r.verified === true),
   };
 }
 
@@ -99,6 +100,12 @@ async function publishOne(ctx: PublishContext, def: CampaignDef, repo: CampaignD
   const why = notPublishable(job, Boolean(opts.includeUnverified));
   // A changeset already on a forge keeps its state when its job is retried and not finished yet.
   if (why) return opts.dryRun ? undefined : save(ctx, id(def), prev && prev.state !== "unpublished" && prev.state !== "conflict" ? { ...prev, reason: why, updatedAt: Date.now() } : { ...base, reason: why });
+  // Only the line's own job is published: one put under its id by other means is this repository's error.
+  const foreign = await ctx.batches.checkLine(def.name, job!).then(() => undefined, (err: unknown) => (err instanceof LineProvenanceError ? err : Promise.reject(err)));
+  if (foreign) {
+    report.errors++;
+    return opts.dryRun ? undefined : save(ctx, id(def), { ...(prev ?? base), reason: `publish refused: ${ctx.scrub(foreign.message).slice(0, 500)}`, updatedAt: Date.now() });
+  }
   const r = (await ctx.client.result(job!.jobId)) ?? undefined;
   const spec = (await ctx.specOf(job!.jobId)) ?? { task: "" };
   if (!r?.baseCommit) return opts.dryRun ? undefined : save(ctx, id(def), { ...base, reason: "its result names no base commit (a job of a version before campaigns?): campaign retry runs it again" });

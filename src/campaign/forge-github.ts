@@ -9,6 +9,7 @@ import { z } from "zod";
 import type { ForgeHost } from "../config-forges.js";
 import type { ChecksState, ReviewState } from "./changeset.js";
 import type { Forge, ForgeRepo, PullRequestInput, PullRequestRef, PullRequestState, PullRequestStatus } from "./forge.js";
+import { AnswerTooLargeError, boundedFetch } from "./forge-fetch.js";
 import { badAnswer, boundTitle, cutWithNote, type ForgeCall, ForgeError, forgeError } from "./forge-error.js";
 
 /** GitHub's limit on a pull request's body, in characters. */
@@ -33,6 +34,8 @@ export interface ForgeClientOptions {
   maxRetries?: number;
   /** A rate limit asking for a longer wait than this fails instead (default 3600 s: GitHub's primary limit resets hourly). */
   maxWaitSeconds?: number;
+  /** Bytes of one answer read at most (default FORGE_ANSWER_MAX_BYTES, 16 MiB). */
+  maxAnswerBytes?: number;
 }
 
 const Url = z.string().max(2048).regex(/^https?:\/\//);
@@ -105,6 +108,8 @@ export class GitHubForge implements Forge {
       log: { debug: quiet, info: quiet, warn: quiet, error: quiet },
       throttle: { onRateLimit: onLimit("rate limit"), onSecondaryRateLimit: onLimit("secondary rate limit") },
       retry: { retries: 3 },
+      // Every answer read with a bound (forge-fetch.ts).
+      request: { fetch: boundedFetch(opts.maxAnswerBytes) },
     });
   }
 
@@ -190,6 +195,7 @@ export class GitHubForge implements Forge {
 
   private failure(call: ForgeCall, err: unknown): ForgeError {
     if (err instanceof ForgeError) return err;
+    if (err instanceof AnswerTooLargeError) return badAnswer(call, err.message, this.token);
     const e = err as { status?: unknown; message?: unknown; response?: { data?: { message?: unknown } } };
     const status = typeof e.status === "number" && e.status >= 400 && e.status < 600 ? e.status : undefined;
     const said = typeof e.response?.data?.message === "string" ? e.response.data.message : typeof e.message === "string" ? e.message : "";

@@ -1,7 +1,8 @@
 // The model's text (and the task) in a pull request, a merge request and a commit message: shown as
-// text, acting on nothing. Forges read markdown and HTML, mentions, closing keywords; git and GitHub
-// read trailers; terminals read escapes (`git log`). Each is broken by a zero-width space where it
-// would act, so a reader sees the same words. Pure.
+// text, acting on nothing. Forges read markdown and HTML, mentions, closing keywords; GitLab runs
+// quick actions (`/approve`, `/merge` at a line's start) with the poster's token; markdown hides
+// link reference definitions; git and GitHub read trailers; terminals read escapes (`git log`).
+// Each is broken by a zero-width space where it would act, so a reader sees the same words. Pure.
 
 /** Zero-width space: invisible, and not whitespace to the forges' patterns. */
 const ZW = "\u200b";
@@ -25,5 +26,12 @@ export function inert(text: string): string {
     .replace(CLOSING, `$1${ZW}`)
     .replace(/<(?=[A-Za-z!/?])/g, `<${ZW}`) // a tag, a comment (hidden from the reviewer), a declaration
     .replace(/!\[/g, `!${ZW}[`) // an image would load from the model's host when the page is opened
+    // GitLab's quick actions (/approve, /merge, /ready, /label, /target_branch, ...): a line that
+    // starts with a slash and a word is run as a command with the publisher's token (also indented,
+    // or in a quote, for any other forge's reading of it).
+    .replace(/^([ \t>]*)\/(?=[A-Za-z0-9_])/gm, `$1${ZW}/`)
+    // A link reference definition ([x]: url, [^1]: note, [//]: # (x)) renders as nothing: text hidden
+    // from the reviewer. Its `]:` is what makes one, wherever the line starts (a list, a quote).
+    .replace(/\]:/g, `]${ZW}:`)
     .replace(/^([ \t]*[A-Za-z0-9][A-Za-z0-9-]*)([ \t]*:)(?!\/\/)/gm, `$1${ZW}$2`); // Co-authored-by:, Signed-off-by:
 }

@@ -3,6 +3,8 @@
 // publishing host: a forge token reaches git only through git-auth.ts's env-only helper (never on
 // argv, never in a file); without one, git uses the user's own (credential helpers, SSH agent).
 import { spawn } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
 import type { HostEnv } from "../config.js";
 import { PatchbayError, type ErrorKind } from "../errors.js";
 import { credentialHelper, redact, scrub, splitUrl, type GitCredential } from "../job/git-auth.js";
@@ -76,6 +78,8 @@ export interface GitRun {
   extraEnv?: Record<string, string>;
   /** Bytes of stdout kept at most: past it git is killed and `overflow` set. */
   maxStdout?: number;
+  /** A directory (the publish cache's clone) git may grow to at most this size: past it git is killed and `tooLarge` set. */
+  maxDir?: { dir: string; bytes: number };
 }
 
 export interface GitOut {
@@ -85,6 +89,8 @@ export interface GitOut {
   stderr: string;
   timedOut: boolean;
   overflow: boolean;
+  /** Killed because `maxDir` grew past its bound. */
+  tooLarge?: boolean;
 }
 
 function gitEnv(run: GitRun): NodeJS.ProcessEnv {
@@ -116,6 +122,10 @@ export function runGit(args: string[], run: GitRun): Promise<GitOut> {
     };
     let [stdout, stderr, cut, timedOut, overflow] = ["", "", false, false, false];
     const timer = setTimeout(() => ((timedOut = true), kill()), run.timeoutMs);
+    // The directory's size, looked at twice a second while git writes into it.
+    let tooLarge = false;
+    const max = run.maxDir;
+    const watch = max && setInterval(() => void dirBytes(max.dir).then((n) => n > max.bytes && !tooLarge && ((tooLarge = true), kill()), () => {}), 500);
     child.stdout!.setEncoding("utf8").on("data", (c: string) => {
       if (overflow) return;
       stdout += c;
@@ -130,13 +140,14 @@ export function runGit(args: string[], run: GitRun): Promise<GitOut> {
       child.stdin.on("error", () => {}); // git may exit before reading it all; its status says why
       child.stdin.end(run.input);
     }
-    child.on("error", (err) => (clearTimeout(timer), reject(err)));
+    child.on("error", (err) => (clearTimeout(timer), clearInterval(watch), reject(err)));
     child.on("close", (code) => {
       clearTimeout(timer);
+      clearInterval(watch);
       // Secrets are hidden in whole lines, before anything is cut (a cut could leave half a token).
       const lines = stderr.split("\n").slice(cut ? 1 : 0);
       const tail = printable(scrub(lines.join("\n").trim(), run.remote?.secrets).split("\n").slice(-8).join("\n")).slice(-1000);
-      resolve({ code: code ?? -1, stdout, stderr: timedOut ? `killed after ${run.timeoutMs} ms${tail ? `: ${tail}` : ""}` : tail, timedOut, overflow });
+      resolve({ code: code ?? -1, stdout, stderr: timedOut ? `killed after ${run.timeoutMs} ms${tail ? `: ${tail}` : ""}` : tail, timedOut, overflow, ...(tooLarge ? { tooLarge } : {}) });
     });
   });
 }
@@ -144,4 +155,11 @@ export function runGit(args: string[], run: GitRun): Promise<GitOut> {
 /** The error for a failed run: a timeout is its own kind; what git said, scrubbed, ends the message. */
 export function gitFailure(what: string, out: GitOut, reason: PublishFailure = "git"): PublishError {
   return new PublishError(out.timedOut ? "timeout" : reason, `${what}: ${out.stderr || `git exited with ${out.code}`}`);
+}
+
+/** The bytes of every file under `dir` (0 when it is not there). */
+export async function dirBytes(dir: string): Promise<number> {
+  const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+  const sizes = await Promise.all(entries.filter((e) => e.isFile()).map((e) => fs.stat(path.join(e.parentPath, e.name)).then((st) => st.size, () => 0)));
+  return sizes.reduce((a, b) => a + b, 0);
 }

@@ -15,7 +15,7 @@ import path from "node:path";
 import type { HostEnv } from "../config.js";
 import type { GitCredential } from "../job/git-auth.js";
 import { DEFAULT_PATCH_MAX_BYTES } from "../job/patch.js";
-import { DEFAULT_TIMEOUT_MS, gitFailure, printable, PublishError, remoteOf, runGit, type GitOut, type Local, type Remote } from "./publish-git-run.js";
+import { DEFAULT_TIMEOUT_MS, dirBytes, gitFailure, printable, PublishError, remoteOf, runGit, type GitOut, type Local, type Remote } from "./publish-git-run.js";
 import { mergeOnto } from "./publish-git-merge.js";
 
 export { PublishError } from "./publish-git-run.js";
@@ -40,7 +40,12 @@ export interface PrepareOptions extends Net {
   cacheDir: string;
   /** Bytes of patch (and of the binary contents it inflates to) at most. */
   maxPatchBytes?: number;
+  /** Bytes the repository's clone in the cache may take (default DEFAULT_CACHE_MAX_BYTES). */
+  maxCacheBytes?: number;
 }
+
+/** What one remote's clone in the publish cache may take: a remote that sends more is not published. */
+export const DEFAULT_CACHE_MAX_BYTES = 2 * 1024 ** 3;
 
 export type PreparedChange =
   | { kind: "commit"; sha: string; target: string; onto: string; rebased: boolean; diffstat: string }
@@ -53,11 +58,12 @@ export async function prepareChange(o: PrepareOptions): Promise<PreparedChange> 
   const base = checkSha(o.baseCommit, "baseCommit");
   checkPatch(o.patch, o.maxPatchBytes ?? DEFAULT_PATCH_MAX_BYTES);
   const ident = identity(o);
-  const repo: Local = { gitDir: await cacheRepo(o.cacheDir, remote, o.env, timeoutMs), env: o.env, timeoutMs };
+  const maxBytes = o.maxCacheBytes ?? DEFAULT_CACHE_MAX_BYTES;
+  const repo: Local = { gitDir: await cacheRepo(o.cacheDir, remote, o.env, timeoutMs, maxBytes), env: o.env, timeoutMs };
   const target = o.target ?? (await remoteHead(remote, o.env, timeoutMs));
   await checkBranch(target, o.env);
-  const tip = await fetchTarget(repo, remote, target);
-  await ensureCommit(repo, remote, base);
+  const tip = await fetchTarget(repo, remote, target, maxBytes);
+  await ensureCommit(repo, remote, base, maxBytes);
   const tree = await applyPatch(repo, base, o.patch);
   if (tree === (await revParse(repo, `${base}^{tree}`))) return { kind: "empty" };
   const commit = await commitTree(repo, tree, base, o.message, ident);
@@ -167,10 +173,12 @@ const rightsOrGit = (out: GitOut) => (RIGHTS.test(out.stderr) ? "rights" : "git"
 /** The bare repo for a remote: named by a hash of its URL (without credentials). */
 const repoPath = (cacheDir: string, remote: Remote) => path.join(cacheDir, `${crypto.createHash("sha256").update(remote.url).digest("hex").slice(0, 24)}.git`);
 
-async function cacheRepo(cacheDir: string, remote: Remote, env: HostEnv, timeoutMs: number): Promise<string> {
+async function cacheRepo(cacheDir: string, remote: Remote, env: HostEnv, timeoutMs: number, maxBytes: number): Promise<string> {
   const gitDir = repoPath(cacheDir, remote);
   await fs.mkdir(cacheDir, { recursive: true, mode: 0o700 });
-  if (await exists(path.join(gitDir, "HEAD"))) return gitDir;
+  // A clone over the bound (the bound lowered since, or left by a version without one) is started again.
+  if ((await exists(path.join(gitDir, "HEAD"))) && (await dirBytes(gitDir)) <= maxBytes) return gitDir;
+  await fs.rm(gitDir, { recursive: true, force: true });
   const out = await runGit(["init", "--bare", "--quiet", "--template=", gitDir], { env, timeoutMs });
   if (out.code !== 0) throw gitFailure(`git init ${gitDir}`, out);
   return gitDir;
@@ -185,9 +193,10 @@ async function remoteHead(remote: Remote, env: HostEnv, timeoutMs: number): Prom
 }
 
 /** The target branch fetched into refs/patchbay/heads/: its tip. */
-async function fetchTarget(repo: Local, remote: Remote, target: string): Promise<string> {
+async function fetchTarget(repo: Local, remote: Remote, target: string, maxBytes: number): Promise<string> {
   const ref = `refs/patchbay/heads/${target}`;
-  const out = await runGit(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--", remote.url, `+refs/heads/${target}:${ref}`], { ...repo, remote });
+  const out = await runGit(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--", remote.url, `+refs/heads/${target}:${ref}`], { ...repo, remote, maxDir: { dir: repo.gitDir, bytes: maxBytes } });
+  await checkCacheSize(repo, remote, out, target, maxBytes);
   if (out.code !== 0 && /couldn't find remote ref/i.test(out.stderr)) throw new PublishError("missing", `the branch ${JSON.stringify(target)} is not in ${remote.shown}`);
   if (out.code !== 0) throw readFailure(remote, out);
   const tip = await revParse(repo, `${ref}^{commit}`);
@@ -196,11 +205,22 @@ async function fetchTarget(repo: Local, remote: Remote, target: string): Promise
 }
 
 /** The base commit, fetched by id when the target's history does not hold it. */
-async function ensureCommit(repo: Local, remote: Remote, sha: string): Promise<void> {
+async function ensureCommit(repo: Local, remote: Remote, sha: string, maxBytes: number): Promise<void> {
   if (await revParse(repo, `${sha}^{commit}`)) return;
-  const out = await runGit(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--", remote.url, `${sha}:refs/patchbay/bases/${sha}`], { ...repo, remote });
+  const out = await runGit(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--", remote.url, `${sha}:refs/patchbay/bases/${sha}`], { ...repo, remote, maxDir: { dir: repo.gitDir, bytes: maxBytes } });
+  await checkCacheSize(repo, remote, out, sha, maxBytes);
   if (out.code === 0 && (await revParse(repo, `${sha}^{commit}`))) return;
   throw new PublishError("missing", `the base commit ${sha} is not in ${remote.shown} (not on the target branch, and the server did not give it by id)${out.code ? `: ${out.stderr}` : ""}`);
+}
+
+/**
+ * After a fetch into the cache: one stopped as the clone passed its bound (or done before the watch
+ * saw it pass) removes the clone (a later publish starts it again) and is an error saying why.
+ */
+async function checkCacheSize(repo: Local, remote: Remote, out: GitOut, what: string, maxBytes: number): Promise<void> {
+  if (!out.tooLarge && !(out.code === 0 && (await dirBytes(repo.gitDir)) > maxBytes)) return;
+  await fs.rm(repo.gitDir, { recursive: true, force: true });
+  throw new PublishError("git", `git fetch ${remote.shown} (${what.slice(0, 200)}) stopped: its clone in the publish cache grew past ${maxBytes.toLocaleString("en-US")} bytes, the most a repository's clone may take there; the clone was removed`);
 }
 
 /** The patch applied to the base's tree in a temporary index: the tree it makes. */

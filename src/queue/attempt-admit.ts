@@ -41,6 +41,15 @@ export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: stri
   const parsed = parseJobSpec(job.data?.spec);
   if (!parsed.ok) throw new UnrecoverableError(parsed.error); // a bad spec never gets better
   const jobId = job.id!;
+  // A job under a batch line's id that the batch did not make (or one claiming a batch it is not
+  // of): it never runs, and no batch's index hears of it; whoever adopts the line sees it failed.
+  const forged = await ctx.batch.provenance(job.data, jobId);
+  if (forged) {
+    const error = `not run: ${forged}`;
+    log(`job ${jobId}: ${error}`, { job: jobId, level: "error" });
+    await finishFailed(ctx, job, job.attemptsMade + 1, error, { batch: false });
+    throw new UnrecoverableError(error);
+  }
   // Taken just as this worker turned unhealthy (the gate pauses it): back to the queue, uncounted.
   if (!(await ctx.health.check())) {
     log(`job ${jobId}: handed back to the queue, no attempt counted (this worker is unhealthy)`, { job: jobId, level: "warn" });
@@ -101,11 +110,11 @@ async function backoffMs(job: Job, used: number): Promise<number> {
 }
 
 /** A job that ends without running (out of attempts): its transcript and batch say why, and its checkpoint goes. */
-async function finishFailed(ctx: AdmitContext, job: QueueJob, attempt: number, error: string): Promise<void> {
+async function finishFailed(ctx: AdmitContext, job: QueueJob, attempt: number, error: string, o: { batch: boolean } = { batch: true }): Promise<void> {
   const { redis, k } = ctx;
   const jobId = job.id!;
   const result = emptyResult("failed", error, { jobId, attempt });
   await appendEvent(redis.multi(), k, stamped(finishedEvent(result), jobId, attempt), ctx.config.retentionSec, defaults.transcript.maxLen).exec().catch(() => {});
   await redis.del(k.checkpoint(jobId)).catch(() => {});
-  await ctx.batch.finish(job.data, jobId, attempt, result).catch(() => {});
+  if (o.batch) await ctx.batch.finish(job.data, jobId, attempt, result).catch(() => {});
 }

@@ -11,16 +11,21 @@
 //   started   hash   job id → epoch ms, while it runs
 //   finished  list   job ids in the order they ended (what `wait` follows)
 //   tasks     hash   line → the task's first 200 characters (for the summary)
+//   specs     hash   line → its spec's hash (src/spec-hash.ts): what a job under the line's id must
+//                    carry to be taken as the line's (src/queue/batch-provenance.ts); a batch
+//                    submitted before this part was kept has none, and its jobs are checked by their
+//                    batch and line alone
 // plus keys.batches, a zset of batch ids by creation time. Every change of the counters happens in
 // a Lua script (src/queue/lua/), so `status` is one HGETALL and a finished job costs the worker one
 // round trip.
 import type { Redis } from "ioredis";
 import { luaCommand } from "../lua.js";
 import { keys } from "./keys.js";
+import { claimProblem, provenanceProblem } from "./batch-provenance.js";
 import type { JobData } from "./client.js";
 import { emptyResult, filesChangedCount, type JobResult, type JobStatus, type Usage } from "../spec.js";
 
-export const PARTS = ["meta", "lines", "results", "spend", "started", "finished", "tasks"] as const;
+export const PARTS = ["meta", "lines", "results", "spend", "started", "finished", "tasks", "specs"] as const;
 type Part = (typeof PARTS)[number];
 
 /** What the index keeps of a finished job: enough for status, progress and the summary. */
@@ -41,7 +46,7 @@ export interface JobSummary {
 
 // The index's scripts: every change of the counters, atomic (src/queue/lua/*.lua; their headers say
 // their KEYS, ARGV and replies).
-const FINISH = luaCommand<number>("queue/lua/finish-job-7.lua");
+const FINISH = luaCommand<number>("queue/lua/finish-job-8.lua");
 const SPEND = luaCommand<[string, string]>("queue/lua/add-spend-2.lua");
 const START = luaCommand<(string | null)[]>("queue/lua/start-job-2.lua");
 const SWITCH = luaCommand<number>("queue/lua/switch-line-3.lua");
@@ -115,6 +120,13 @@ export async function recordFinished(redis: Redis, queueName: string, batch: { i
 
 export interface BatchHooks {
   /**
+   * Before anything else of a job: why it must not run, or undefined. A job under a batch line's id
+   * must be that line's own (its batch, its line, the spec the batch recorded for it), and a job
+   * naming a batch must sit under one of its line's ids (src/queue/batch-provenance.ts): one written
+   * to BullMQ by other means fails closed, and writes nothing to any batch's index.
+   */
+  provenance(data: JobData, jobId: string): Promise<string | undefined>;
+  /**
    * Before a job of a batch starts (marks it started): a result to end it with at once, without a
    * sandbox, when the batch's budget is spent or the batch was cancelled; else undefined.
    */
@@ -131,6 +143,15 @@ export interface BatchHooks {
 export function batchHooks(redis: Redis, queueName: string, ttlSec: number): BatchHooks {
   const budgetNote = (spent: number, budget: number) => `the batch's budget of $${budget.toFixed(2)} is spent ($${spent.toFixed(4)})`;
   return {
+    async provenance(data, jobId) {
+      const claim = claimProblem(jobId, data);
+      if (claim || !data?.batch) return claim;
+      const { id, line } = data.batch;
+      const bk = batchKeys(queueName, id);
+      const [[, created], [, hash]] = (await redis.multi().hget(bk.meta, "createdAt").hget(bk.specs, String(line)).exec()) as [[null, string | null], [null, string | null]];
+      if (!created) return `it names batch ${id.slice(0, 100)}, which is not in this queue`;
+      return provenanceProblem(jobId, data, { batchId: id, line, ...(hash ? { specHash: hash } : {}) });
+    },
     async start(data, jobId, attempt) {
       if (!data?.batch) return undefined;
       const bk = batchKeys(queueName, data.batch.id);

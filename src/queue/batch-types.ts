@@ -88,4 +88,4 @@ export function checkBatchName(name: string): string {
   return name;
 }
 
-export const batchJobId = (batchId: string, line: number, retry = 0) => `${batchId}-L${line}${retry ? `-r${retry}` : ""}`;
+export { batchJobId } from "../line-id.js";

@@ -1,27 +1,31 @@
 // Batches: many jobs under one id, with an index in Redis that stays cheap at 10,000 jobs, a shared
 // USD budget, retry of some lines, cancel, and a summary. The index and the workers' hooks are in
 // batch-index.ts, batch files in batch-file.ts, the summary in batch-summary.ts, the types, errors and ids
-// in batch-types.ts.
-import { mkdirSync } from "node:fs";
-import { checkNoLinkBelowCwd, OutputLinkError, writeOwn } from "../out-files.js";
-import { join } from "node:path";
+// in batch-types.ts, which jobs are the lines' own in batch-provenance.ts and batch-lines.ts, the
+// written results in batch-out.ts.
 import { setTimeout as sleep } from "node:timers/promises";
 import { Job } from "bullmq";
 import { keys } from "./keys.js";
-import { defaultClient, JobFailedError, type JobData, type PatchbayClient } from "./client.js";
+import { defaultClient, type JobData, type PatchbayClient } from "./client.js";
 import { credentialsProblem, jobOptions, prepareSpecs } from "./prepare.js";
-import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus, type TranscriptEvent } from "../spec.js";
+import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus } from "../spec.js";
 import { batchHash, type BatchLine } from "./batch-file.js";
 import { batchKeys, PARTS, recordFinished, scripted, type JobSummary } from "./batch-index.js";
-import { summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
+import { summarizeBatch, type BatchSummary } from "./batch-summary.js";
 
 export { BatchFileError, parseBatchFile, readBatchFile, type BatchLine } from "./batch-file.js";
 export { batchHooks, type BatchHooks, type JobSummary } from "./batch-index.js";
 export { mdCell, summarizeBatch, summaryMarkdown, type BatchSummary } from "./batch-summary.js";
 
 export * from "./batch-types.js";
-import { batchJobId, BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
+export { LineProvenanceError } from "./batch-provenance.js";
+import { BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
 import { enqueueSpans } from "../trace.js";
+import { batchJobId, isLineNumber } from "../line-id.js";
+import { writeBatchOut } from "./batch-out.js";
+import { specHash } from "../spec-hash.js";
+import { LineProvenanceError } from "./batch-provenance.js";
+import { readLineJobs, type LineJobs, type LineRef } from "./batch-lines.js";
 import { usdBudgetProblem } from "../agent/prices.js";
 import type { JobOrigin } from "../job/source-check.js";
 
@@ -82,6 +86,8 @@ export class BatchClient {
       const unpriced = opts.budgetUsd === undefined ? undefined : lines.find(({ spec }) => usdBudgetProblem(spec.model ?? this.c.defaultModel, opts.budgetUsd));
       if (unpriced) throw new JobSpecError(`line ${unpriced.line}: the batch's ${usdBudgetProblem(unpriced.spec.model ?? this.c.defaultModel, opts.budgetUsd)!.replace(/^budget\.usd: /, "USD budget: ")}`);
       if (new Set(lines.map((l) => l.line)).size !== lines.length) throw new JobSpecError("two specs of a batch have the same line");
+      const badLine = lines.find((l) => !isLineNumber(l.line));
+      if (badLine) throw new JobSpecError(`a batch's lines are whole numbers from 1 (got ${JSON.stringify(badLine.line)})`);
       // The job id comes from the batch: a spec's own jobId is not used.
       lines = lines.map(({ line, spec }) => ({ line, spec: spec.jobId ? (({ jobId: _, ...rest }) => rest)(spec) : spec }));
       if (opts.name !== undefined) checkBatchName(opts.name);
@@ -101,7 +107,8 @@ export class BatchClient {
       if (opts.name) m.hsetnx(bk.meta, "name", opts.name);
       if (opts.budgetUsd !== undefined) m.hset(bk.meta, "budgetUsd", String(opts.budgetUsd));
       m.zadd(keys(this.c.queueName).batches, "NX", now, batchId);
-      for (const { line, spec } of lines) m.hsetnx(bk.lines, String(line), batchJobId(batchId, line)).hsetnx(bk.tasks, String(line), spec.task.slice(0, 200));
+      // Each line's spec hash: what a job under the line's id must carry to be taken as the line's.
+      for (const { line, spec } of lines) m.hsetnx(bk.lines, String(line), batchJobId(batchId, line)).hsetnx(bk.tasks, String(line), spec.task.slice(0, 200)).hsetnx(bk.specs, String(line), specHash(spec));
       for (const p of PARTS) m.expire(bk[p], this.c.retentionSec);
       m.hget(bk.meta, "hash");
       const res = (await m.exec()) ?? [];
@@ -109,8 +116,9 @@ export class BatchClient {
       const latest = await r.hgetall(bk.lines);
       // Lines not retried yet whose job is not in the queue: (re)add them.
       const first = lines.filter(({ line }) => latest[line] === batchJobId(batchId, line));
-      const exists = await Promise.all(first.map(({ line }) => r.exists(this.c.queue.toKey(batchJobId(batchId, line)))));
-      const todo = first.filter((_, i) => !exists[i]);
+      // A job already under a line's id is the line's only if the batch made it (a resubmit after a crash).
+      const seen = await this.lineJobs(batchId, first.map(({ line }) => ({ line, jobId: batchJobId(batchId, line) })));
+      const todo = first.filter((_, i) => !seen.exists[i]);
       if (todo.length) {
         // Each line's job carries its own enqueue span's context (src/trace.ts), as enqueue's do.
         await enqueueSpans(this.c.queueName, todo.length, async (traces) =>
@@ -125,6 +133,7 @@ export class BatchClient {
       }
       await r.hset(bk.meta, "submitted", "1");
       await this.c.confirmEnqueued(todo.map(({ line }) => batchJobId(batchId, line)), "submit the batch again (only what is missing is added)");
+      await this.lineJobs(batchId, todo.map(({ line }) => ({ line, jobId: batchJobId(batchId, line) }))); // one put there as they were added
       return { batchId, ids: lines.map(({ line }) => latest[line] ?? batchJobId(batchId, line)), added: todo.length };
     });
   }
@@ -210,6 +219,8 @@ export class BatchClient {
       const now = Date.now();
       const add: { line: number; oldId: string; newId: string; spec: JobSpec; origin: JobOrigin }[] = [];
       const missing: number[] = [];
+      // The spec run again is the line's own job's: a job under the line's id that is not is an error.
+      await this.lineJobs(batchId, chosen);
       for (const j of chosen) {
         const old = await Job.fromId<JobData, JobResult>(this.c.queue, j.jobId);
         if (!old?.data?.spec) {
@@ -220,6 +231,8 @@ export class BatchClient {
         const origin = old.data.origin === "operator" && this.c.origin === "operator" ? "operator" : "api";
         add.push({ line: j.line, oldId: j.jobId, newId: batchJobId(batchId, j.line, retryOf(j.jobId) + 1), spec: old.data.spec, origin });
       }
+      const fresh = add.map(({ line, newId }) => ({ line, jobId: newId }));
+      await this.lineJobs(batchId, fresh); // a job already under a retry's id is taken only if it is the line's own
       if (add.length) {
         await enqueueSpans(this.c.queueName, add.length, async (traces) =>
           (await this.c.queue.addBulk(
@@ -230,9 +243,12 @@ export class BatchClient {
             })),
           )).map((j) => j.id!),
         );
+        // One put there as they were added: its line is not switched to it.
+        const raced = await this.lineJobs(batchId, fresh, { throw: false });
         const s = scripted(this.c.redis);
         await this.c.redis.hdel(bk.meta, "cancelled");
-        await Promise.all(add.map(({ line, oldId, newId }) => s.pbBatchSwitch(bk.meta, bk.lines, bk.results, String(line), oldId, newId)));
+        await Promise.all(add.filter((a) => !raced.some((p) => p.jobId === a.newId)).map(({ line, oldId, newId }) => s.pbBatchSwitch(bk.meta, bk.lines, bk.results, String(line), oldId, newId)));
+        if (raced.length) throw new LineProvenanceError(batchId, raced);
       }
       return { ids: add.map((a) => a.newId), missing };
     });
@@ -296,12 +312,17 @@ export class BatchClient {
       const st = await this.status(batchId, { jobs: true });
       const meta = await this.c.redis.hget(this.bk(batchId).meta, "submitted");
       const pending = st.jobs!.filter((j) => j.state !== "finished").slice(0, 2000);
+      // A job under a line's id that is not the line's own ends the line failed, naming it: never its result.
+      const foreign = new Map((await this.lineJobs(batchId, pending, { throw: false })).map((p) => [p.jobId, p]));
       let fixed = 0;
       await Promise.all(
         pending.map(async (j) => {
           const state = await this.c.queue.getJobState(j.jobId);
           let result: JobResult | undefined;
-          if (state === "failed") {
+          const notOurs = foreign.get(j.jobId);
+          if (notOurs && (state === "failed" || state === "completed")) {
+            result = emptyResult("failed", new LineProvenanceError(batchId, [notOurs]).message, { jobId: j.jobId });
+          } else if (state === "failed") {
             const job = await Job.fromId<JobData, JobResult>(this.c.queue, j.jobId);
             result = emptyResult("failed", job?.failedReason ?? "the job failed", { jobId: j.jobId, ...(job ? { attempt: Math.max(1, job.attemptsMade) } : {}) });
           } else if ((state === "completed" || (state === "unknown" && meta === "1")) && (suspects.get(j.jobId) ?? 0) >= 1) {
@@ -329,72 +350,34 @@ export class BatchClient {
   /**
    * Writes DIR/<jobId>/{patch.diff,transcript.jsonl,result.json} (and transcript.html where the
    * dashboard's renderer is there) for each line's latest job, then DIR/summary.json and
-   * DIR/summary.md. Returns the summary.
+   * DIR/summary.md (src/queue/batch-out.ts). Returns the summary.
    */
-  async writeOut(batchId: string, dir: string, opts: { concurrency?: number } = {}): Promise<BatchSummary> {
-    const summary = await this.summary(batchId);
-    checkNoLinkBelowCwd(dir); // ./patchbay-out/<batch> may be the repo's own (src/out-files.ts)
-    mkdirSync(dir, { recursive: true });
-    const html = await transcriptRenderer();
-    const queue = [...summary.jobs];
-    const one = async (j: BatchJob) => {
-      const jobDir = join(dir, j.jobId);
-      checkNoLinkBelowCwd(jobDir);
-      mkdirSync(jobDir, { recursive: true });
-      const result = await this.finalResult(j);
-      const events: TranscriptEvent[] = [];
-      for await (const e of this.c.watch(j.jobId, { follow: false })) events.push(e);
-      writeOwn(join(jobDir, "patch.diff"), result.patch);
-      writeOwn(join(jobDir, "result.json"), JSON.stringify(result, null, 2) + "\n");
-      writeOwn(join(jobDir, "transcript.jsonl"), events.map((e) => JSON.stringify(e) + "\n").join(""));
-      if (html) writeOwn(join(jobDir, "transcript.html"), html(events, { patch: result.patch }));
-    };
-    await Promise.all(
-      Array.from({ length: opts.concurrency ?? 8 }, async () => {
-        for (let j = queue.shift(); j; j = queue.shift()) await one(j).catch((err: Error) => (err instanceof OutputLinkError ? Promise.reject(err) : writeOwn(join(dir, j!.jobId, "error.txt"), `${err.message}\n`)));
-      }),
-    );
-    writeOwn(join(dir, "summary.json"), JSON.stringify(summary, null, 2) + "\n");
-    writeOwn(join(dir, "summary.md"), summaryMarkdown(summary));
-    return summary;
+  writeOut(batchId: string, dir: string, opts: { concurrency?: number } = {}): Promise<BatchSummary> {
+    return writeBatchOut(this, batchId, dir, opts);
   }
 
-  /** A finished job's full result from the queue (its summary when the queue no longer has it). */
-  private async finalResult(j: BatchJob): Promise<JobResult> {
-    const fallback = () => {
-      const s = j.result;
-      return emptyResult(s?.status ?? "failed", s?.error ?? "no result", { jobId: j.jobId, ...(s ? { costUsd: s.costUsd, usage: s.usage, turns: s.turns, ...(s.attempt ? { attempt: s.attempt } : {}) } : {}) });
-    };
-    // The worker records the summary just before the queue marks the job completed: a moment's wait.
-    for (let i = 0; i < 50; i++) {
-      try {
-        const r = await this.c.result(j.jobId);
-        if (r) return r;
-      } catch (err) {
-        if (err instanceof JobFailedError) return emptyResult("failed", err.reason, { jobId: j.jobId, ...(j.result ? { costUsd: j.result.costUsd, usage: j.result.usage } : {}) });
-        return fallback();
-      }
-      await sleep(100);
-    }
-    return fallback();
+  /**
+   * The jobs under lines' ids that are there but are not the lines' own (src/queue/batch-provenance.ts):
+   * a LineProvenanceError naming them, or with `{ throw: false }` the list.
+   */
+  async lineJobs(batchId: string, entries: readonly LineRef[]): Promise<LineJobs>;
+  async lineJobs(batchId: string, entries: readonly LineRef[], o: { throw: false }): Promise<LineJobs["problems"]>;
+  async lineJobs(batchId: string, entries: readonly LineRef[], o: { throw?: boolean } = {}): Promise<LineJobs | LineJobs["problems"]> {
+    const read = await this.c.hold(() => readLineJobs(this.c.redis, this.c.queue, this.bk(batchId).specs, batchId, entries.map(({ line, jobId }) => ({ line, jobId }))));
+    if (o.throw === false) return read.problems;
+    if (read.problems.length) throw new LineProvenanceError(batchId, read.problems);
+    return read;
+  }
+
+  /** Throws a LineProvenanceError when the queue's job under the line's id is not the line's own (a job not there passes). */
+  async checkLine(batchId: string, j: LineRef): Promise<void> {
+    await this.lineJobs(batchId, [j]);
   }
 }
 
 function isBatchLines(x: unknown[]): x is BatchLine[] {
   return x.length > 0 && x.every((e) => e !== null && typeof e === "object" && "line" in e && "spec" in e && Object.keys(e).length === 2);
 }
-
-/** The dashboard's transcript page renderer, when src/web/ has it (optional). */
-async function transcriptRenderer(): Promise<((events: TranscriptEvent[], opts: { patch?: string }) => string) | undefined> {
-  const where = "../web/html.js"; // a variable: the build does not depend on it
-  try {
-    const mod = (await import(where)) as { renderTranscriptHtml?: (events: TranscriptEvent[], opts: { patch?: string }) => string };
-    return typeof mod.renderTranscriptHtml === "function" ? mod.renderTranscriptHtml : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 
 // ---------------------------------------------------------------------------------------------
 // The library API over the default client (REDIS_URL, PATCHBAY_QUEUE)

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { defaults, loadConfig, type Config } from "../config.js";
 import { recordFinished } from "./batch-index.js";
+import { claimProblem } from "./batch-provenance.js";
 import { findJob } from "./find-job.js";
 import { hintFlags } from "./hints.js";
 import { keys, redisOptions } from "./keys.js";
@@ -367,7 +368,8 @@ export class PatchbayClient {
         const o = { retentionSec: this.retentionSec, maxLen: defaults.transcript.maxLen };
         const r = await recordCancelled(this.redis, this.queue.keys as BullKeys, this.queue.toKey(id), this.k, { id, spec: job.data.spec, enqueuedAt: job.data.enqueuedAt }, o);
         if (r) {
-          if (job.data?.batch) await recordFinished(this.redis, this.queueName, job.data.batch, id, 1, r, { ttlSec: this.retentionSec, onlyIfAbsent: true });
+          // Only a line's own job is recorded in its batch (src/queue/batch-provenance.ts).
+          if (job.data?.batch && !claimProblem(id, job.data)) await recordFinished(this.redis, this.queueName, job.data.batch, id, 1, r, { ttlSec: this.retentionSec, onlyIfAbsent: true });
           return "cancelled";
         }
       }

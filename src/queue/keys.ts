@@ -16,7 +16,7 @@ export const keys = (queue: string) => ({
   heartbeat: (workerId: string) => `patchbay:${queue}:worker:${workerId}`,
   /** A random id set once per Redis: which deployment a sandbox's owner belongs to (reaper). */
   deployment: `patchbay:${queue}:deployment`,
-  /** Batches by creation time (a zset), and one batch's index: meta, lines, results, spend, started, finished, tasks (see batch.ts). */
+  /** Batches by creation time (a zset), and one batch's index: meta, lines, results, spend, started, finished, tasks, specs (see batch-index.ts). */
   batches: `patchbay:${queue}:batches`,
   batch: (batchId: string, part: string) => `patchbay:${queue}:batch:${batchId}:${part}`,
   /** Campaigns by creation time (a zset), and one campaign's parts: def (its settings and repos, JSON), changesets (a hash: line → JSON), lock (who publishes, tracks or closes it now). */

@@ -1,4 +1,4 @@
--- finish-job-7: records that a job of a batch ended, in the batch's index (recordFinished in
+-- finish-job-8: records that a job of a batch ended, in the batch's index (recordFinished in
 -- src/queue/batch-index.ts), in one step: the attempt's spend (only upwards), the job's summary,
 -- not started any more, appended to the finished list; when it is its line's latest job, the
 -- counters move from the summary it replaces to this one, and the batch gets finishedAt once every
@@ -10,6 +10,7 @@
 -- KEYS[5] started   job id -> epoch ms, while it runs
 -- KEYS[6] finished  list: job ids in the order they ended
 -- KEYS[7] tasks     line -> its task's start (only its TTL is renewed here)
+-- KEYS[8] specs     line -> its spec's hash (only its TTL is renewed here)
 -- ARGV[1] job id  ARGV[2] line  ARGV[3] spend field ("<job id>#<attempt>")  ARGV[4] its cost (USD)
 -- ARGV[5] the summary (JSON)  ARGV[6] "1": only if the job has no result yet, else "0"
 -- ARGV[7] TTL (s)  ARGV[8] now (epoch ms)
