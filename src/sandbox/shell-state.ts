@@ -5,6 +5,7 @@
 // function, a trap, a background job, a shell taken over by ptrace) runs on. What the old shell
 // prints is hostile: it is parsed strictly and bounded, and the new shell gets it only as
 // variables (single-quoted by the worker), never as code it sources or evals.
+import { asset } from "../assets.js";
 
 /** A shell's state as data: its working directory and exported variables. */
 export interface ShellState {
@@ -16,15 +17,13 @@ export interface ShellState {
 export const STATE_MAX_BYTES = 256 * 1024;
 export const STATE_MAX_VARS = 4096;
 
-const START = "PBSTATE\0";
+const START = "PBSTATE\0"; // capture-state.sh's markers
 const END = "PBSTATEEND";
 
-/**
- * Run in the shell whose state is taken (builtins only): a marker, $PWD, then each exported
- * variable that is set as NAME\0VALUE\0, then an end marker. The shell is the repo's by then: what
- * it prints is only ever parsed (parseShellState).
- */
-export const CAPTURE_STATE = `builtin printf '${START.replace("\0", "\\0")}%s\\0' "$PWD"; while IFS= builtin read -r __pb_n; do [ -n "\${!__pb_n+x}" ] && builtin printf '%s\\0%s\\0' "$__pb_n" "\${!__pb_n}"; done < <(builtin compgen -e); builtin printf '${END}\\0'`;
+// Run in the shell whose state is taken; its header says what it prints.
+export const CAPTURE_STATE = asset("sandbox/sh/capture-state.sh");
+// Run by a fresh shell after the variables are set, before it takes commands (see startScript).
+const START_STATE = asset("sandbox/sh/start-state.sh");
 
 // Names never carried: the ones bash reads as code or options at its start or later (BASH_ENV,
 // ENV, SHELLOPTS, BASHOPTS, PS0-PS4 with xtrace, PROMPT_COMMAND), bash's own state (PWD, SHLVL,
@@ -68,18 +67,18 @@ export function parseShellState(output: string): ShellState | undefined {
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /**
- * Bash text, run by a fresh shell before it takes commands, that makes it start from `state`:
- * into its directory (else /workspace), the variables set and exported as the worker quoted them,
- * and the exported variables it has but `state` has not (the image's, which setup unset) unset,
- * where they may be carried at all.
+ * Bash text, run by a fresh shell before it takes commands, that makes it start from `state`: the
+ * variables set and exported as the worker quoted them (plain assignments), then start-state.sh:
+ * the exported variables it has but `state` has not (the image's, which setup unset) unset where
+ * they may be carried at all, and into the state's directory (else /workspace).
  */
 export function startScript(state: ShellState): string {
-  const keep = [...state.env.map(([n]) => n), ...DENY, ...DENY_PREFIX.map((p) => `${p}*`)].join("|");
+  const words = (xs: string[]) => xs.map(quote).join(" ");
   const lines = [
-    `while IFS= builtin read -r __pb_n; do case "$__pb_n" in ${keep}) ;; *) builtin unset -v "$__pb_n" ;; esac; done < <(builtin compgen -e)`,
     ...state.env.map(([n, v]) => `builtin export ${n}=${quote(v)}`),
-    `builtin cd -P -- ${quote(state.cwd)} 2>/dev/null || builtin cd /workspace`,
-    "builtin unset -v __pb_n",
+    `__pb_keep=(${words([...state.env.map(([n]) => n), ...DENY])})`,
+    `__pb_prefix=(${words(DENY_PREFIX)})`,
+    `__pb_cwd=${quote(state.cwd)}`,
   ];
-  return `${lines.join("\n")}\n`;
+  return `${lines.join("\n")}\n${START_STATE}`;
 }
