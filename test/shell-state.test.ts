@@ -47,6 +47,11 @@ describe("starting a fresh shell from it", () => {
     expect(bash("[ -e /tmp/pb-shell-state-pwned ] && echo pwned || echo clean")).toBe("clean\n");
   });
 
+  it("never unsets PATH or HOME, even where the state has neither (a shell taken over answers with little)", () => {
+    const script = startScript({ cwd: "/", env: [] });
+    expect(bash(`${script}builtin printf '%s|%s|%s' "$PATH" "$HOME" "\${GONE-unset}"`, { PATH: "/usr/bin:/bin", HOME: "/home/agent", GONE: "x" })).toBe("/usr/bin:/bin|/home/agent|unset");
+  });
+
   it("starts in /workspace's stead where setup's directory is gone, and keeps what may not be carried", () => {
     const script = startScript({ cwd: "/nonexistent/dir", env: [] });
     expect(bash(`cd /; ${script}echo "[$PWD] [$TERM]"`, { TERM: "dumb" })).toMatch(/^\[\/(workspace)?\] \[dumb\]\n$/);

@@ -33,6 +33,9 @@ const START_STATE = asset("sandbox/sh/start-state.sh");
 const DENY = ["ENV", "SHELLOPTS", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "IFS", "PWD", "OLDPWD", "SHLVL", "_", "CDPATH", "GLOBIGNORE", "EXECIGNORE", "POSIXLY_CORRECT", "TERM", "PAGER", "GIT_PAGER"];
 const DENY_PREFIX = ["BASH", "HIST", "__pb"];
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+// Carried where the state has them, but never unset where it has not: a shell without them is
+// of no use to the agent (a setup shell taken over answers with next to nothing).
+const NEVER_UNSET = ["PATH", "HOME"];
 
 /** Whether `name` may be carried into a fresh shell as a variable. */
 export function carried(name: string): boolean {
@@ -70,13 +73,13 @@ const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
  * Bash text, run by a fresh shell before it takes commands, that makes it start from `state`: the
  * variables set and exported as the worker quoted them (plain assignments), then start-state.sh:
  * the exported variables it has but `state` has not (the image's, which setup unset) unset where
- * they may be carried at all, and into the state's directory (else /workspace).
+ * they may be carried at all (PATH and HOME never), and into the state's directory (else /workspace).
  */
 export function startScript(state: ShellState): string {
   const words = (xs: string[]) => xs.map(quote).join(" ");
   const lines = [
     ...state.env.map(([n, v]) => `builtin export ${n}=${quote(v)}`),
-    `__pb_keep=(${words([...state.env.map(([n]) => n), ...DENY])})`,
+    `__pb_keep=(${words([...state.env.map(([n]) => n), ...DENY, ...NEVER_UNSET])})`,
     `__pb_prefix=(${words(DENY_PREFIX)})`,
     `__pb_cwd=${quote(state.cwd)}`,
   ];
