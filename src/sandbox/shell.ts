@@ -181,9 +181,10 @@ export class Shell {
   /**
    * A quiet window (after setup): every process of the agent's uid is killed, the shell and the
    * kept ones (the file agent under gVisor) included, and confirmed dead; `read` runs while none
-   * can start (no command or restart of this shell comes between: they wait in this queue, and
-   * nothing else here starts the agent's uid); then none may be alive (else SurvivorsError), and
-   * only then does a fresh shell start, from `next` (see shell-state.ts) as every later one does.
+   * can start (no command or restart of this shell comes between: they wait in this queue; the
+   * agent's tools wait for the job's `loaded`; only `read`'s own steps run as the uid, ended by its
+   * end); then none may be alive (else SurvivorsError), and only then does a fresh shell start,
+   * from `next` (see shell-state.ts) as every later one does.
    */
   quiesce<T>(read: () => Promise<T>, next?: ShellState): Promise<T> {
     return this.serial(async () => {
