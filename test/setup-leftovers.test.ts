@@ -74,6 +74,9 @@ export -f tk
 // as patchbay's protocol expects, serves every later command, and from two seconds on keeps a
 // writer running. x86_64 only.
 const INJECT_PY = `import ctypes, os, re, struct, sys, time
+def failed(kind, err, tb):
+    with open("/tmp/taken", "w") as f: f.write("inject failed: %s\\n" % err)
+sys.excepthook = failed
 shell = int(sys.argv[1])
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.restype = ctypes.c_long
@@ -105,13 +108,13 @@ saved = min(int(fd) for fd in os.listdir("/proc/%d/fd" % shell) if int(fd) > 2 a
 with open("/tmp/stdin-fd", "w") as f: f.write(str(saved))
 # Where ptrace is refused (a seccomp profile), it says so, and a plain writer that outlives setup stands in.
 if libc.ptrace(16, shell, None, None) != 0:
-    with open("/tmp/taken", "w") as f: f.write("ptrace refused: errno %d\n" % ctypes.get_errno())
+    with open("/tmp/taken", "w") as f: f.write("ptrace refused: errno %d\\n" % ctypes.get_errno())
     os.execvp("python3", ["python3", "/tmp/gut.py", "1.5"])
 os.waitpid(shell, 0x40000000)
 r = Regs()
 libc.ptrace(12, shell, None, ctypes.byref(r))
 at = r.rip - 2  # the syscall instruction it stopped after
-if libc.ptrace(1, shell, ctypes.c_void_p(at), None) & 0xffff != 0x050f: sys.exit("not at a syscall")
+if libc.ptrace(1, shell, ctypes.c_void_p(at), None) & 0xffff != 0x050f: raise RuntimeError("not stopped after a syscall instruction")
 def regs(nr, a, b, c):
     libc.ptrace(12, shell, None, ctypes.byref(r))
     r.rip, r.rax, r.orig_rax, r.rdi, r.rsi, r.rdx = at, nr, (1 << 64) - 1, a, b, c
@@ -119,7 +122,10 @@ def regs(nr, a, b, c):
 regs(72, saved, 2, 0)  # fcntl(saved, F_SETFD, 0), run to its exit
 for _ in range(2):
     libc.ptrace(24, shell, None, None); os.waitpid(shell, 0x40000000)
-base = (r.rsp - 65536) & ~0xf
+# The strings go to the low end of the stack's mapping: inside it (so the kernel writes them), far
+# below anything in use.
+with open("/proc/%d/maps" % shell) as maps:
+    base = next(int(l.split("-")[0], 16) for l in maps if l.rstrip().endswith("[stack]")) + 256
 data, addrs = b"", []
 for s in (b"/bin/bash", b"bash", b"--noprofile", b"--norc", b"/tmp/taken.sh"):
     addrs.append(base + len(data)); data += s + b"\\0"
@@ -127,7 +133,7 @@ data += b"\\0" * (-len(data) % 8)
 argv = base + len(data); data += struct.pack("<5Q", *addrs[1:], 0)
 envp = base + len(data); data += struct.pack("<Q", 0)
 for i in range(0, len(data), 8):
-    libc.ptrace(5, shell, ctypes.c_void_p(base + i), ctypes.c_void_p(struct.unpack("<Q", data[i:i + 8])[0]))
+    if libc.ptrace(5, shell, ctypes.c_void_p(base + i), ctypes.c_void_p(struct.unpack("<Q", data[i:i + 8])[0])) != 0: raise OSError(ctypes.get_errno(), "PTRACE_POKEDATA")
 regs(59, addrs[0], argv, envp)  # execve("/bin/bash", [..., "/tmp/taken.sh"], [])
 libc.ptrace(17, shell, None, None)
 `;
