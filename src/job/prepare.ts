@@ -1,8 +1,9 @@
 // Phase 2 of a job (run.ts): the workspace as the agent finds it. The repo loaded and its baseline
-// taken; setup run (with its network, if any), whatever it left running killed and the baseline
-// taken again; and for a job with verify, the post-setup snapshot (verify.ts), before anything of
-// the agent's runs. The agent's own git repo (where the repo had none) is made while the first
-// model request is out: `loaded` settles once it and the snapshot are done.
+// taken; setup run (with its network, if any), then every process of the agent's uid killed, its
+// shell included, and the baseline taken again and, for a job with verify, the post-setup snapshot
+// (verify.ts), both while nothing of that uid runs (afterSetup), before the agent's fresh shell
+// starts. The agent's own git repo (where the repo had none) and the snapshot are made while the
+// first model request is out: `loaded` settles once they are done.
 import { defaults } from "../config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { defaultLimits, TarTooLargeError } from "../sandbox/sandbox.js";
@@ -43,22 +44,48 @@ export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, sin
   const stopped = await inSpan("patchbay.setup", { "patchbay.setup.commands": setup.length, "patchbay.setup.network": Boolean(held.egress) }, () =>
     runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctx.signal, emit: ctx.emit, egress: held.egress, network, onBridge: ctx.opts.onEgressBridge }));
   if (stopped) return { stopped: { status: stoppedStatus(ctx.signal), error: stopped } };
-  // What setup produced (installed dependencies, build output) is not the agent's change. Setup
-  // runs the repo's own commands: whatever they left running is stopped before the snapshot.
+  const diskMb = defaultLimits(ctx.spec.limits).diskMb;
   if (setup.length) {
-    await sandbox.killAgentProcesses({ keepShell: true });
-    baseline = await snapshotBaseline(sandbox);
+    const after = await afterSetup(sandbox, ctx.spec.verify ? diskMb : undefined);
+    held.snapshot = ctx.spec.verify ? after.done.then((s) => s!) : undefined;
+    held.snapshot?.catch(() => {}); // awaited by the restore or the first tool
+    const loaded = after.done.then(() => {});
+    loaded.catch(() => {}); // awaited by the agent phase
+    return { baseline: after.baseline, loaded, sandboxMs, ...(commit ? { baseCommit: commit } : {}) };
   }
-  // Verify judges the workspace as setup left it plus the patch: that state is kept before
-  // anything of the agent's runs (a restored checkpoint, the first tool).
-  held.snapshot = ctx.spec.verify ? agentRepo.then(() => snapshotOf(sandbox, defaultLimits(ctx.spec.limits).diskMb)) : undefined;
+  // Without setup nothing of the repo's has run: verify judges the workspace as loaded plus the
+  // patch, kept before anything of the agent's runs (a restored checkpoint, the first tool).
+  held.snapshot = ctx.spec.verify ? agentRepo.then(() => snapshotOf(sandbox, diskMb)) : undefined;
   held.snapshot?.catch(() => {}); // awaited by the restore or the first tool
   const prepared: Prepared = { baseline, loaded: agentRepo, sandboxMs, ...(commit ? { baseCommit: commit } : {}) };
-  // Without setup, git's hash of the files may still be under way (takeBaseline): its tree is the baseline.
-  const checkedIn = setup.length ? undefined : checked.then((tree) => void (prepared.baseline = tree));
+  // Git's hash of the files may still be under way (takeBaseline): its tree is the baseline.
+  const checkedIn = checked.then((tree) => void (prepared.baseline = tree));
   prepared.loaded = Promise.all([checkedIn, held.snapshot ?? agentRepo]).then(() => {});
   prepared.loaded.catch(() => {}); // awaited by the agent phase
   return prepared;
+}
+
+/**
+ * The end of setup. What setup produced (installed dependencies, build output) is not the agent's
+ * change, and what it left behind (a daemon, a trap in its shell, a shell taken over by ptrace)
+ * must not write while the workspace is read. So: the setup shell's directory and exported
+ * variables are taken as data; every process of the agent's uid, that shell included, is killed
+ * and confirmed dead; the baseline and, for `diskMb` (a job with verify), the snapshot are read
+ * while nothing of that uid is alive or can start (Shell.quiesce: none may be alive after either);
+ * and only then does the agent's shell start, fresh, from setup's directory and variables.
+ * Resolves once the baseline is known; `done` settles once the snapshot is taken and the shell
+ * started (the first model request is out meanwhile).
+ */
+async function afterSetup(sandbox: Sandbox, diskMb: number | undefined): Promise<{ baseline: string; done: Promise<Snapshot | undefined> }> {
+  const state = await sandbox.shell.captureState();
+  let known!: (tree: string) => void;
+  const tree = new Promise<string>((r) => (known = r));
+  const done = sandbox.shell.quiesce(async () => {
+    known(await snapshotBaseline(sandbox));
+    return diskMb === undefined ? undefined : snapshotOf(sandbox, diskMb);
+  }, state);
+  done.catch(() => {}); // its consumers see the rejection
+  return { baseline: await Promise.race([tree, done.then(() => tree)]), done };
 }
 
 /**

@@ -9,6 +9,7 @@ import { HeadTail } from "../truncate.js";
 import type { Liveness } from "./liveness.js";
 import type { Attached, Box } from "../runtime/types.js";
 import { EXIT_MARKER, findMarker, SHELL_INIT } from "./shell-protocol.js";
+import { CAPTURE_STATE, parseShellState, startScript, STATE_MAX_BYTES, type ShellState } from "./shell-state.js";
 import { startBash, Supervisor, type KillReport } from "./supervisor.js";
 import { kinded } from "../errors.js";
 
@@ -92,6 +93,8 @@ export class Shell {
   private idleBytes = 0;
   /** Why the shell's stream is not read now: idle output, output held for an exit check, a command's rate. */
   private readonly holds = new Set<"idle" | "check" | "rate">();
+  /** What every fresh shell starts from (see quiesce): the image's environment and /workspace where unset. */
+  private startState?: ShellState;
 
   constructor(
     private box: Box,
@@ -117,7 +120,8 @@ export class Shell {
   }
 
   private async spawn(): Promise<void> {
-    const { proc, pid } = await startBash(this.box, SHELL_INIT, (b) => this.onData(b));
+    const init = SHELL_INIT + (this.startState ? startScript(this.startState) : "");
+    const { proc, pid } = await startBash(this.box, init, (b) => this.onData(b));
     this.proc = proc;
     this.pid = pid;
     this.holds.clear();
@@ -161,6 +165,41 @@ export class Shell {
     return this.serial(async () => {
       if (opts.keepShell && this.proc?.alive) return this.killed(await this.supervisor.kill("others", this.pid, this.keep()));
       return this.killed(await this.killAllThenDrop());
+    });
+  }
+
+  /**
+   * The running shell's working directory and exported variables, as data (shell-state.ts);
+   * undefined where it gives no well-formed answer within `timeoutSec` (a shell the repo took over).
+   */
+  async captureState(timeoutSec = 10): Promise<ShellState | undefined> {
+    const r = await this.run(CAPTURE_STATE, { timeoutSec, maxOutputBytes: STATE_MAX_BYTES * 2 });
+    if (r.timedOut || r.truncated || r.shellRestarted || r.shellExited) return undefined;
+    return parseShellState(r.output);
+  }
+
+  /**
+   * A quiet window (after setup): every process of the agent's uid is killed, the shell and the
+   * kept ones (the file agent under gVisor) included, and confirmed dead; `read` runs while none
+   * can start (no command or restart of this shell comes between: they wait in this queue; the
+   * agent's tools wait for the job's `loaded`; only `read`'s own steps run as the uid, ended by its
+   * end); then none may be alive (else SurvivorsError), and only then does a fresh shell start,
+   * from `next` (see shell-state.ts) as every later one does.
+   */
+  quiesce<T>(read: () => Promise<T>, next?: ShellState): Promise<T> {
+    return this.serial(async () => {
+      this.startState = next;
+      try {
+        this.killed(await this.supervisor.kill("all", 0, []));
+      } finally {
+        this.proc?.destroy();
+        this.proc = undefined;
+      }
+      const out = await read();
+      const after = await this.supervisor.kill("all", 0, this.keep());
+      if (after.killed) throw new SurvivorsError(`${after.killed} processes of the agent's uid were alive after the workspace was read, where none may run`);
+      await this.spawn();
+      return out;
     });
   }
 

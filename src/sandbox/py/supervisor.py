@@ -92,7 +92,7 @@ def kill(mode, shell, keep):
     procs = agents()
     killed = 0
     if not any(p in spare for p in procs):
-        killed = len(procs)
+        killed = sum(1 for i in procs.values() if alive(i))  # a zombie is dead already: not counted
         as_agent(signal.SIGKILL)
         # Nothing of the uid is left to fork: whatever is alive of it now is a target.
         def left(): return [p for p, i in agents().items() if p not in spare and alive(i)]
