@@ -66,10 +66,19 @@ describe("a forge's answer is read up to a bound", () => {
   let api: http.Server;
   let apiUrl = "";
   const big = JSON.stringify(Array.from({ length: 3000 }, (_, i) => ({ number: i + 1, title: "x".repeat(500) }))); // ~1.6 MB
+  const asked: string[] = [];
   beforeAll(async () => {
     api = http.createServer((req, res) => {
+      asked.push(req.url!);
+      // A list that says another page follows: page 2 is refused, so a client that follows it fails.
+      if (req.url!.includes("paged")) {
+        if (/[?&]page=2\b/.test(req.url!)) return void (res.writeHead(404, { "content-type": "application/json" }), res.end('{"message":"404 Not found"}'));
+        res.writeHead(200, { "content-type": "application/json", link: `<${apiUrl}${req.url!.split("?")[0]}?page=2&per_page=100>; rel="next"` });
+        return void res.end("[]");
+      }
       // /declared: says its length (refused before a byte is read); else chunked, counted as it arrives.
-      res.writeHead(200, { "content-type": "application/json", ...(req.url!.includes("declared") ? { "content-length": Buffer.byteLength(big) } : {}) });
+      // /bad-gateway: the same answer as a 502, which a GitLab client retries.
+      res.writeHead(req.url!.includes("bad-gateway") ? 502 : 200, { "content-type": "application/json", ...(req.url!.includes("declared") ? { "content-length": Buffer.byteLength(big) } : {}) });
       res.end(big);
     });
     await new Promise<void>((r) => api.listen(0, "127.0.0.1", r));
@@ -83,6 +92,27 @@ describe("a forge's answer is read up to a bound", () => {
     // Under the bound the same answer is read (and then judged by its shape).
     const under = await new GitHubForge({ host: "gh.test", kind: "github", apiUrl }, GH, { maxAnswerBytes: 4_000_000 }).findOpen({ host: "gh.test", path }, "patchbay/c", "main").catch((e: Error) => e.message);
     expect(under).toMatch(/not what the API documents \(: Too big/);
+  });
+
+  it.each([["streamed", "acme/api"], ["declared", "acme/declared"], ["a 502", "acme/bad-gateway"]])("GitLab: an answer over the bound (%s) fails the call with an error naming the bound, asked once", async (how, path) => {
+    const gitlab = (maxAnswerBytes: number) => new GitLabForge({ host: "gl.test", kind: "gitlab", apiUrl }, GL, { maxAnswerBytes });
+    asked.length = 0;
+    await expect(gitlab(1_000_000).findOpen({ host: "gl.test", path }, "patchbay/c", "main")).rejects.toThrow(/^GitLab gl\.test: finding the open merge request in acme\/(api|declared|bad-gateway) failed: the answer is not what the API documents \(the answer is over 1,000,000 bytes, the most patchbay reads of one forge answer\)$/);
+    expect(asked).toHaveLength(1); // not retried: another try would only read as much again
+    // Under the bound the same answer is read: judged by its shape, or (a 502) retried ten times.
+    asked.length = 0;
+    const under = await gitlab(4_000_000).findOpen({ host: "gl.test", path }, "patchbay/c", "main").catch((e: Error) => e.message);
+    if (how === "a 502") expect([under, asked.length]).toEqual([expect.stringContaining("gl.test answered 502"), 10]);
+    else expect(under).toMatch(/not what the API documents \(: Too big/);
+  });
+
+  it("GitLab: a list's next page is not followed, so no call reads more than one answer (bar retries)", async () => {
+    const gitlab = new GitLabForge({ host: "gl.test", kind: "gitlab", apiUrl }, GL);
+    asked.length = 0;
+    expect(await gitlab.findOpen({ host: "gl.test", path: "acme/paged" }, "patchbay/c", "main")).toBeUndefined();
+    // A list where one object was asked for (the merge request an update reads first) pages no further either.
+    await expect(gitlab.update({ host: "gl.test", path: "acme/paged" }, 1, { title: "t", body: "b" })).rejects.toThrow(/not what the API documents \(: Invalid input: expected object, received array/);
+    expect(asked.map((u) => u.replace(/\?.*/, ""))).toEqual(["/api/v4/projects/acme%2Fpaged/merge_requests", "/api/v4/projects/acme%2Fpaged/merge_requests/1"]);
   });
 });
 

@@ -1,14 +1,18 @@
 // The Forge on GitLab's REST API (gitlab.com or self-hosted) through gitbeaker: merge requests,
 // their head pipeline and their approvals. A draft is GitLab's own way, a `Draft: ` title prefix.
 // gitbeaker paces requests with its per-endpoint rate limits (set below under GitLab.com's
-// 2,000 a minute) and retries a 429 or 502 itself, a bounded number of times; it does not read
-// Retry-After, nor say when it waits. Answers are read through zod: only the fields used, bounded.
+// 2,000 a minute); patchbay's own request handler (forge-gitlab-request.ts) asks a 429 or 502
+// again as gitbeaker's does, a bounded number of times, without reading Retry-After or saying when
+// it waits, reads every answer up to a bound and follows no next page. Answers are read through
+// zod: only the fields used, bounded.
 import { MergeRequestApprovals, MergeRequests } from "@gitbeaker/rest";
 import { z } from "zod";
 import type { ForgeHost } from "../config-forges.js";
 import type { ChecksState, ReviewState } from "./changeset.js";
 import type { Forge, ForgeRepo, PullRequestInput, PullRequestRef, PullRequestState, PullRequestStatus } from "./forge.js";
 import type { ForgeClientOptions } from "./forge-github.js";
+import { AnswerTooLargeError } from "./forge-fetch.js";
+import { boundedRequester } from "./forge-gitlab-request.js";
 import { badAnswer, boundTitle, cutWithNote, type ForgeCall, ForgeError, forgeError } from "./forge-error.js";
 
 /** GitLab's limit on a merge request's description, in characters. */
@@ -67,10 +71,12 @@ export class GitLabForge implements Forge {
   constructor(
     private readonly host: ForgeHost,
     private readonly token: string | undefined,
-    _opts: ForgeClientOptions = {},
+    opts: ForgeClientOptions = {},
   ) {
     const common = {
       host: host.apiUrl,
+      // In place of @gitbeaker/rest's own (a preset the constructor's options override).
+      requesterFn: boundedRequester(opts.maxAnswerBytes),
       // As a bearer token (GitLab takes an access token so too): fetch drops Authorization on a
       // redirect to another origin, where gitbeaker's PRIVATE-TOKEN header would follow it there.
       ...(token ? { oauthToken: token } : { token: "" }),
@@ -143,6 +149,7 @@ export class GitLabForge implements Forge {
   }
 
   private failure(call: ForgeCall, err: unknown): ForgeError {
+    if (err instanceof AnswerTooLargeError) return badAnswer(call, err.message, this.token);
     const e = err as { name?: unknown; message?: unknown; cause?: { response?: { status?: unknown } } };
     let message = typeof e.message === "string" ? e.message : "";
     // GitLab's validation messages come as a list, which gitbeaker hands on as JSON.
