@@ -178,7 +178,9 @@ describe("setup leaves nothing running into the baseline, the snapshot or the ag
   beforeAll(async () => {
     ctx.redis = await startRedis();
     ctx.fake = await startFakeAnthropic(byTurn((body) => (/carry/.test(taskOf(body)) ? CARRY : AGENT)));
-    ctx.worker = startWorkerProc({ REDIS_URL: ctx.redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: ctx.fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2" });
+    // PATCHBAY_ALLOW_PTRACE=1 (a worker for trusted repos): the kill after setup must hold even where
+    // the seccomp profile lets setup trace its shell; test/sandbox-security.test.ts holds the profile.
+    ctx.worker = startWorkerProc({ REDIS_URL: ctx.redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: ctx.fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_ALLOW_PTRACE: "1" });
     await ctx.worker.waitFor(/ready/);
     ctx.client = new PatchbayClient({ redisUrl: ctx.redis.url, queueName: queue });
   });
@@ -212,8 +214,8 @@ describe("setup leaves nothing running into the baseline, the snapshot or the ag
   it("setup's shell taken over by ptrace (execve injected into it, the protocol served on): killed like any process of the uid", async () => {
     const r = await run("attack=ptrace", ATTACKS.ptrace!);
     onlyTheAgents(r);
-    // The injection ran, or ptrace was refused (EPERM: a seccomp profile that denies it).
-    expect(r.outputs[0]).toMatch(/taken over: \d+|ptrace refused: errno 1\n/);
+    // The injection ran (this worker allows ptrace), and the kill after setup still ended it.
+    expect(r.outputs[0]).toMatch(/taken over: \d+/);
   });
 
   it.each(["child", "daemon", "renamed", "setsid"])("setup leaves a %s writer: killed with everything of the agent's uid before the baseline", async (attack) => {
