@@ -12,8 +12,9 @@ import { pipeGathered } from "../runtime/gather.js";
 import { startHelper } from "./supervisor.js";
 import { CHUNK, countFrame, countOf, exitOf, frame, FrameReader, spawnFrame, WINDOW, type Frame } from "./helper-protocol.js";
 import { HeadTail } from "../truncate.js";
+import { withTrustedRule } from "./trusted.js";
 
-export const HELPER_SCRIPT = asset("sandbox/py/helper.py");
+export const HELPER_SCRIPT = withTrustedRule(asset("sandbox/py/helper.py"));
 const HELPER_ARGV = ["python3", "-I", "-S", "-B", "-u", "-c", HELPER_SCRIPT];
 /** How long an exit status is waited for once a process's output ended (it may hold no pipe and run on). */
 const EXIT_WAIT_MS = 5000;
