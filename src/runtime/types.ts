@@ -69,6 +69,8 @@ export interface Attached {
   pause(): void;
   resume(): void;
   destroy(): void;
+  /** Why patchbay ended it, where it did (its stdin not read past the bound: see sandbox/helper.ts). */
+  readonly failure?: string;
   /** Its exit status, once it ended (-1 when the backend cannot say). */
   exitCode(): Promise<number>;
 }
