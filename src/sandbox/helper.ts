@@ -13,6 +13,7 @@ import { startHelper } from "./supervisor.js";
 import { CHUNK, countFrame, countOf, exitOf, frame, FrameReader, spawnFrame, WINDOW, type Frame } from "./helper-protocol.js";
 import { HeadTail } from "../truncate.js";
 import { withTrustedRule } from "./trusted.js";
+import { kinded } from "../errors.js";
 
 export const HELPER_SCRIPT = withTrustedRule(asset("sandbox/py/helper.py"));
 const HELPER_ARGV = ["python3", "-I", "-S", "-B", "-u", "-c", HELPER_SCRIPT];
@@ -30,7 +31,7 @@ export const MAX_WAITING_JOB = 64 << 20;
 export const MAX_WAITING_WRITES = 8192;
 
 /** A process's stdin passed its bound (MAX_WAITING): it was ended. */
-export class StdinOverflowError extends Error {}
+export class StdinOverflowError extends kinded("sandbox-step") {}
 
 /** A backend's box whose processes all run under one helper process. */
 export class HelperBox implements Box {
