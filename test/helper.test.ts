@@ -10,12 +10,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { computePatch } from "../src/job/patch.js";
 import { loadRepo } from "../src/job/repo.js";
 import { docker } from "../src/runtime/docker.js";
-import type { Attached, Box } from "../src/runtime/types.js";
+import { BOX_ENV_VAR, TRUSTED_ENV, type Attached, type Box } from "../src/runtime/types.js";
 import { HELPER_SCRIPT, HelperBox } from "../src/sandbox/helper.js";
 import { CHUNK, frame, FrameReader, HELPER_VERSION, HelperProtocolError, spawnFrame, WINDOW } from "../src/sandbox/helper-protocol.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { localBackend } from "./support/backend.js";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
 
@@ -53,7 +53,8 @@ describe("the helper's frames (pure)", () => {
 
 /** The system's python3, as in an image (a pyenv shim would put its own variables in). */
 const PYTHON = "/usr/bin/python3";
-const ENV = { PATH: "/usr/bin:/bin" };
+/** What a backend gives the helper's exec (runtime/types.ts TRUSTED_ENV). */
+const ENV = Object.fromEntries(TRUSTED_ENV.map((kv) => kv.split("=")));
 
 /** The helper program itself on this host (no box): spawns `argv` on channel 1, returns its frames' output and exit. */
 async function rawHelper(argv: string[], env: Record<string, string>, user = `${process.getuid!()}:${process.getgid!()}`, extra: string[] = []) {
@@ -84,18 +85,41 @@ async function rawHelper(argv: string[], env: Record<string, string>, user = `${
 }
 
 describe("the helper program on this host", () => {
-  it("passes on the environment its exec gave it (not python's own LC_CTYPE), drops an entry without '=', and bounds what it says of a name", async () => {
-    // Without LANG python coerces its C locale: LC_CTYPE=C.UTF-8 in its own environment.
-    const coerced = spawnSync(PYTHON, ["-I", "-S", "-c", "import os; print(os.environ.get('LC_CTYPE'))"], { env: ENV }).stdout.toString();
-    expect(coerced).toMatch(/UTF-?8/i);
-    const r = await rawHelper(["env"], ENV);
-    expect(r.code).toBe(0);
-    const home = /^HOME=(.*)$/m.exec(r.out)?.[1];
-    expect(r.out.split("\n").filter(Boolean).sort()).toEqual([`HOME=${home}`, "PATH=/usr/bin:/bin", "SET=1"]);
-    expect(home).toMatch(/^\//);
-    const long = await rawHelper(["x".repeat(70_000)], ENV);
+  it.runIf(process.getuid!() === 0)("gives a root child the trusted environment and the box's in BOX_ENV_VAR, an agent's child the box's; drops an entry without '=', and bounds what it says of a name", async () => {
+    // The exec's own environment is what a backend gives it: TRUSTED_ENV, the box's own (the
+    // image's ENV, hostile) in BOX_ENV_VAR, and a variable of the image's it emptied.
+    const box = ["PATH=/workspace/.venv/bin:/usr/bin:/bin", "LD_PRELOAD=/tmp/x.so", "HOME=/home/agent", "ODD=1"];
+    const env = { ...ENV, [BOX_ENV_VAR]: JSON.stringify(box), LD_PRELOAD: "" };
+    const root = await rawHelper(["env"], env);
+    expect(root.code).toBe(0);
+    expect(root.out.split("\n").filter(Boolean).sort()).toEqual(["HOME=/root", ...TRUSTED_ENV, `${BOX_ENV_VAR}=${JSON.stringify(box)}`, "SET=1"].sort());
+    // The agent's: the box's environment and the spawn's (HOME its passwd entry's), its program found on the box's PATH.
+    const agent = await rawHelper(["env"], env, "1000:1000");
+    expect(agent.code).toBe(0);
+    expect(agent.out.split("\n").filter((l) => l && !l.startsWith("HOME=")).sort()).toEqual(["PATH=/workspace/.venv/bin:/usr/bin:/bin", "LD_PRELOAD=/tmp/x.so", "ODD=1", "SET=1"].sort());
+    const long = await rawHelper(["x".repeat(70_000)], env, "1000:1000");
     expect(long.code).toBe(126);
     expect(long.err).toMatch(/^patchbay helper: cannot start 'x{200}': File name too long\n$/);
+  });
+  it.runIf(process.getuid!() === 0)("starts a root program only where no other uid can write it or any directory above it; a relative path never", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "pb-trusted-"));
+    try {
+      writeFileSync(join(dir, "prog"), "#!/bin/sh\necho ran\n", { mode: 0o755 });
+      // In a directory of uid 1000 (as /workspace), or under /tmp (mode 1777, sticky: anyone makes new names there).
+      chownSync(dir, 1000, 1000);
+      const owned = await rawHelper([join(dir, "prog")], ENV);
+      expect(owned).toMatchObject({ out: "", code: 126, err: expect.stringMatching(/as root: .*refused as a root program: in .*pb-trusted-.*, a directory of uid 1000/) });
+      chownSync(dir, 0, 0);
+      chmodSync(dir, 0o755);
+      const inTmp = await rawHelper([join(dir, "prog")], ENV);
+      expect(inTmp).toMatchObject({ out: "", code: 126, err: expect.stringMatching(/a directory of uid 0 with mode 1777/) });
+      expect(await rawHelper(["./prog"], ENV)).toMatchObject({ code: 126, err: expect.stringMatching(/must be an absolute path or a bare name/) });
+      expect(await rawHelper(["no-such-program-pb"], ENV)).toMatchObject({ code: 127, err: expect.stringMatching(/no no-such-program-pb in \/usr\/sbin:/) });
+      // The agent's uid: its own business, found on the box's PATH.
+      expect(await rawHelper([join(dir, "prog")], ENV, "1000:1000")).toMatchObject({ out: "ran\n", code: 0 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
   it.runIf(process.getuid!() === 0)("runs a root `python3 -I -S -u -c` child as a fork of itself, as the exec would have run it; any other python is exec'd", async () => {
     const script = [
@@ -108,16 +132,16 @@ describe("the helper program on this host", () => {
       "threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()",
       "sys.exit(int(sys.argv[2]))",
     ].join("\n");
-    // The environment as an exec'd python has it: the helper's own (PATH only here) made its
-    // start coerce the C locale, and that LC_CTYPE is passed on by an exec'd python too.
+    // The environment as an exec'd python has it: a root child's (TRUSTED_ENV, as the backend gave
+    // the helper, the box's, and the spawn's).
     const exec = await rawHelper(["python3", "-I", "-S", "-c", "import os; print(sorted(os.environ))"], ENV);
-    expect(exec).toEqual({ out: "['HOME', 'LC_CTYPE', 'PATH', 'SET']\n", err: "", code: 0 });
+    expect(exec).toEqual({ out: "['HOME', 'LANG', 'PATCHBAY_BOX_ENV', 'PATH', 'SET']\n", err: "", code: 0 });
     const inline = await rawHelper(["python3", "-I", "-S", "-u", "-c", script, "a b", "3"], ENV);
     expect({ code: inline.code, err: inline.err }).toEqual({ code: 3, err: "" });
     // Its argv as python -c gives it, SIGPIPE ignored as python leaves it, the helper's command
     // line (a fork, no new interpreter), its script's name, only its stdio open, a __main__ of its
     // own (nothing of the helper's); its thread waited for, then atexit, as python's exit does.
-    expect(inline.out).toBe("['-c', 'a b', '3'] ['HOME', 'LC_CTYPE', 'PATH', 'SET'] True True True probe.py ['0', '1', '2', '3'] ['atexit', 'cmd', 'comm', 'os', 'signal', 'sys', 'threading', 'time']\nthread\natexit\n");
+    expect(inline.out).toBe("['-c', 'a b', '3'] ['HOME', 'LANG', 'PATCHBAY_BOX_ENV', 'PATH', 'SET'] True True True probe.py ['0', '1', '2', '3'] ['atexit', 'cmd', 'comm', 'os', 'signal', 'sys', 'threading', 'time']\nthread\natexit\n");
     const raised = await rawHelper(["python3", "-I", "-S", "-B", "-u", "-c", "raise ValueError('no')"], ENV);
     expect(raised).toMatchObject({ code: 1, err: expect.stringMatching(/^Traceback[\s\S]*File "<string>", line 1[\s\S]*ValueError: no\n$/) });
     expect(raised.err).not.toMatch(/run_inline/);
@@ -129,7 +153,7 @@ describe("the helper program on this host", () => {
     const own = ["-c", "import sys; print(open('/proc/self/cmdline','rb').read().split(b'\\0')[-2].decode())"];
     expect((await rawHelper(["python3", "-I", "-S", ...own], ENV)).out).toBe("import sys; print(open('/proc/self/cmdline','rb').read().split(b'\\0')[-2].decode())\n");
     expect((await rawHelper(["python3", "-I", "-S", "-u", ...own], ENV, "1000:1000")).out).toMatch(/^import sys/);
-    expect((await rawHelper(["python3", "-I", "-S", "-u", ...own], ENV, undefined, ["LANG=C.UTF-8"])).out).toMatch(/^import sys/);
+    expect((await rawHelper(["python3", "-I", "-S", "-u", ...own], ENV, undefined, ["LANG=C"])).out).toMatch(/^import sys/);
     expect((await rawHelper(["python3", "-I", "-S", "-u", ...own], ENV, undefined, ["LANGUAGE=C"])).out).toMatch(/^# helper\.py: /); // not a locale variable: a fork
   });
 });

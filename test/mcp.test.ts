@@ -9,6 +9,7 @@ import { buildSync } from "esbuild";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
+import { defaults } from "../src/config.js";
 import { mcpToolName } from "../src/tools/mcp.js";
 import { parseJobSpec } from "../src/spec.js";
 import { localBackend, localWorkerConfig } from "./support/backend.js";
@@ -81,6 +82,43 @@ describe("MCP servers in a job (local backend)", () => {
     expect(shotEvent.output).toBe("here\n[image image/png, 70 bytes]");
   });
 
+  it("a server that floods requests and never reads its stdin is ended with a clear error, the worker's heap and event loop unharmed; 160,000 non-text items are cut to the output bound", async () => {
+    // The worker's heap and event loop, sampled while the job runs.
+    let maxHeap = 0;
+    let maxLag = 0;
+    let last = Date.now();
+    const base = process.memoryUsage().heapUsed;
+    const sampler = setInterval(() => {
+      const now = Date.now();
+      maxLag = Math.max(maxLag, now - last - 50);
+      last = now;
+      maxHeap = Math.max(maxHeap, process.memoryUsage().heapUsed);
+    }, 50);
+    try {
+      const { result, fake } = await runScripted(
+        [reply(toolUse("mcp__fx__many_items", {})), reply(toolUse("mcp__fx__flood", {})), reply(toolUse("mcp__other__read_file", { path: "a.txt" }), toolUse("bash", { command: "echo fine" })), reply(text("done"))],
+        { repo: { path: repo }, mcp: { servers }, commandTimeoutSec: 90 },
+        "mcp",
+        localBackend(),
+      );
+      expect(result.status).toBe("completed");
+      const [many] = toolResults(fake.requests[1]);
+      const manyText = toolResultText(many);
+      expect(manyText.length).toBeLessThan(defaults.shell.maxOutputBytes + 200);
+      expect(manyText).toMatch(/^\[audio content not passed on: not text or an image\]\n/);
+      expect(manyText).toMatch(/\[output cut at \d+ bytes: \d+ more items not shown\]$/);
+      const [flooded] = toolResults(fake.requests[2]);
+      expect(flooded).toMatchObject({ is_error: true, content: 'The MCP server "fx" stopped during the call: it did not read its stdin: over 8192 writes waited for it, so it was ended.' });
+      const [other, bash] = toolResults(fake.requests[3]);
+      expect(toolResultText(other)).toBe("other:1000:hello\n");
+      expect(toolResultText(bash)).toBe("fine");
+    } finally {
+      clearInterval(sampler);
+    }
+    expect(maxHeap - base).toBeLessThan(200 << 20);
+    expect(maxLag).toBeLessThan(3000);
+  }, 300_000);
+
   it("a verify round's end stops the servers with the agent's processes; the next round has them again", async () => {
     const { result, fake } = await runScripted(
       [reply(text("first round")), reply(toolUse("mcp__fx__read_file", { path: "a.txt" })), reply(text("second round"))],
@@ -109,7 +147,7 @@ describe("MCP servers in a job (local backend)", () => {
   it("a server that lists more tools than a server may offer fails the job so", async () => {
     const { result } = await runScripted([reply(text("never"))], { repo: { path: repo }, mcp: { servers: { many: { command: "node", args: [SERVER], env: { FIXTURE_MANY: "1" } } } } }, "mcp", localBackend());
     expect(result.status).toBe("failed");
-    expect(result.error).toMatch(/^MCP server "many" did not start: it lists 135 tools, more than the 128 a server may offer/);
+    expect(result.error).toMatch(/^MCP server "many" did not start: it lists 137 tools, more than the 128 a server may offer/);
   });
 
   it("a worker with PATCHBAY_ALLOW_MCP=0 refuses the spec", async () => {

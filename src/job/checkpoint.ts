@@ -16,7 +16,7 @@ import { withTimeout } from "../timeout.js";
 import { specHash as canonicalSpecHash } from "../spec-hash.js";
 import { readOnly } from "../tools/editor-text.js";
 import { asset } from "../assets.js";
-import { AS_AGENT } from "../runtime/agent-user.js";
+import { AGENT_USER } from "../runtime/agent-user.js";
 import { GIT_VARS } from "./git-store.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
@@ -87,7 +87,8 @@ const APPLY = GIT_VARS + asset("job/sh/apply-checkpoint.sh");
 export async function applyCheckpoint(sb: Sandbox, baseline: string, c: Checkpoint): Promise<string | undefined> {
   if (c.baseline !== baseline) return "the workspace after setup differs from the checkpoint's (the baseline changed)";
   if (!c.patch) return undefined;
-  const r = await sb.exec(["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", ...AS_AGENT, "bash", "--noprofile", "--norc", "-c", APPLY], { stdin: c.patch, timeoutSec: 600, user: "0:0", cwd: "/" });
+  // As the agent from the start (no root process: nothing of the image's environment runs as root), with a clean environment.
+  const r = await sb.exec(["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "bash", "--noprofile", "--norc", "-c", APPLY], { stdin: c.patch, timeoutSec: 600, user: AGENT_USER, cwd: "/" });
   return r.exitCode === 0 ? undefined : `git apply refused the checkpoint's patch (exit ${r.exitCode}): ${r.stderr.trim().slice(-400)}`;
 }
 

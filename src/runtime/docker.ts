@@ -14,7 +14,7 @@ import { createProblem, describeEngine, EngineConfigError, engineInfo, limitsEnv
 import { pipeGathered } from "./gather.js";
 import { LABEL } from "./owner.js";
 import { seccompOption } from "./seccomp.js";
-import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
+import { BOX_ENV_VAR, isRoot, PRIVATE_DIR, TRUSTED_ENV, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
 
 /** Capabilities of the container's root processes (patchbay's own); the agent's uid has none. */
 export const SANDBOX_CAPS = ["KILL", "SETUID", "SETGID", "DAC_OVERRIDE"] as const;
@@ -77,8 +77,10 @@ export class DockerRuntime implements SandboxRuntime {
         // The container's own process runs as root so that the agent (uid 1000) cannot kill it with
         // `kill -9 -1` and stop the sandbox; it is `sleep` under tini. Every command of the agent
         // runs as uid 1000 through exec, with no capabilities (CapEff/CapPrm 0, no new privileges).
+        // By its absolute path: a root process is never looked up through the image's PATH, which
+        // may name /workspace (trusted.py holds the same for every root spawn of the helper's).
         User: "0:0",
-        Cmd: ["sleep", "infinity"],
+        Cmd: ["/bin/sleep", "infinity"],
         Entrypoint: [],
         // Nothing of the host environment enters; the image's ENV stays. Where the engine runs
         // patchbay's runtime wrapper (engine.ts), the limits for it, which it takes out again.
@@ -167,8 +169,20 @@ export class DockerBox implements Box {
     readonly container: Docker.Container,
   ) {}
 
-  attach(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: ProcessOptions = {}): Promise<Attached> {
-    return attachExec(this.container, argv, onData, opts);
+  private boxEnv?: Promise<string[]>;
+
+  async attach(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: ProcessOptions = {}): Promise<Attached> {
+    if (!isRoot(opts.user)) return attachExec(this.container, argv, onData, opts);
+    // A root exec (the helper) gets TRUSTED_ENV and nothing of the image's: an exec's Env only adds
+    // to the container's, so every other variable of it is emptied ("K=": Podman refuses Docker's
+    // bare "K" that unsets), and the container's own handed over in BOX_ENV_VAR for the agent's processes.
+    const env = await (this.boxEnv ??= containerEnv(this.container).catch((err: unknown) => {
+      this.boxEnv = undefined;
+      throw err;
+    }));
+    const keep = new Set(TRUSTED_ENV.map((kv) => kv.slice(0, kv.indexOf("="))));
+    const emptied = env.map((kv) => kv.slice(0, kv.indexOf("="))).filter((k) => !keep.has(k)).map((k) => `${k}=`);
+    return attachExec(this.container, argv, onData, { ...opts, env: [...emptied, ...TRUSTED_ENV, `${BOX_ENV_VAR}=${JSON.stringify(env)}`, ...(opts.env ?? [])] });
   }
 
   /** A 404 is a container that is gone; an engine that does not answer decides nothing (undefined). */
@@ -182,6 +196,14 @@ export class DockerBox implements Box {
   async putArchive(tar: Readable, dir: string): Promise<void> {
     await this.container.putArchive(tar as never, { path: dir });
   }
+}
+
+/** The environment the engine gives the container's processes (the image's ENV, ours, its HOSTNAME); a failed ask is asked again. */
+async function containerEnv(container: Docker.Container): Promise<string[]> {
+  const c = (await container.inspect()).Config;
+  // (PATCHBAY_LIMITS is for the runtime wrapper alone, which takes it out of every process.)
+  const env = (c.Env ?? []).filter((kv) => kv.includes("=") && !kv.startsWith("PATCHBAY_LIMITS="));
+  return env.some((kv) => kv.startsWith("HOSTNAME=")) || !c.Hostname ? env : [...env, `HOSTNAME=${c.Hostname}`];
 }
 
 const pendingRemovals = new Map<string, string>();

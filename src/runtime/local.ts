@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { pipeGathered } from "./gather.js";
 import { AGENT_USER } from "./agent-user.js";
 import { LABEL } from "./owner.js";
-import { PRIVATE_DIR, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
+import { BOX_ENV_VAR, PRIVATE_DIR, TRUSTED_ENV, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
 
 /** What a Docker image's ENV gives every process of the sandbox image; the same here. */
 const BASE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/agent", "LANG=C.UTF-8", "GIT_CONFIG_NOSYSTEM=1", "PYTHONDONTWRITEBYTECODE=1"];
@@ -162,7 +162,8 @@ class LocalBox implements Box {
     if (this.exitCode !== undefined) throw Object.assign(new Error(`the local box ${this.name} is not running`), { statusCode: 409 });
     const [uid = "1000", gid = uid] = (opts.user ?? AGENT_USER).split(":");
     const as = uid === "0" ? [] : ["setpriv", `--reuid=${uid}`, `--regid=${gid}`, `--groups=${gid}`, "--inh-caps=-all", "--"];
-    const env = [...BASE_ENV, ...(opts.env ?? [])];
+    // A root process gets TRUSTED_ENV, with the box's own for the agent's processes (as docker.ts).
+    const env = [...(uid === "0" ? [...TRUSTED_ENV, `${BOX_ENV_VAR}=${JSON.stringify(BASE_ENV)}`] : BASE_ENV), ...(opts.env ?? [])];
     const ns = [`--mount=/proc/${this.pid}/ns/mnt`, `--pid=/proc/${this.pid}/ns/pid_for_children`, `--net=/proc/${this.pid}/ns/net`];
     const child = spawn("nsenter", [...ns, "--", "env", "-i", "-C", opts.cwd ?? "/workspace", ...env, ...as, ...argv], { stdio: ["pipe", "pipe", "pipe"], ...OUTSIDE });
     return attached(child, onData);

@@ -11,6 +11,18 @@ import type { Readable } from "node:stream";
 /** patchbay's private store in every box: root's alone (mode 0700), never the agent's. */
 export const PRIVATE_DIR = "/patchbay";
 
+/**
+ * The environment of every root process patchbay starts in a box, and nothing of the image's (whose
+ * ENV may point PATH, LD_PRELOAD, BASH_ENV or GIT_* where the agent writes): a backend starts a
+ * root process with this alone, plus BOX_ENV_VAR. The helper (src/sandbox/py/trusted.py, which
+ * holds the same PATH: test/trusted.test.ts) gives it to every root process it starts.
+ */
+export const TRUSTED_ENV = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin", "LANG=C.UTF-8"] as const;
+/** Where a root process finds the box's own environment (JSON ["K=V", ...]): the agent's processes get it. */
+export const BOX_ENV_VAR = "PATCHBAY_BOX_ENV";
+/** Whether a process of `user` ("uid:gid", default the agent's) is root's. */
+export const isRoot = (user: string | undefined) => user !== undefined && /^(0|root)(:|$)/.test(user);
+
 export interface SandboxLimits {
   memoryMb: number;
   cpus: number;
@@ -37,7 +49,7 @@ export interface BoxSpec {
 export interface ProcessOptions {
   /** "uid:gid"; default the agent's (AGENT_USER, runtime/agent-user.ts). */
   user?: string;
-  /** KEY=VALUE pairs over the box's own environment. */
+  /** KEY=VALUE pairs over the box's own environment (a root process's: over TRUSTED_ENV). */
   env?: string[];
   /** Default /workspace. */
   cwd?: string;
@@ -59,6 +71,8 @@ export interface Attached {
   pause(): void;
   resume(): void;
   destroy(): void;
+  /** Why patchbay ended it, where it did (its stdin not read past the bound: see sandbox/helper.ts). */
+  readonly failure?: string;
   /** Its exit status, once it ended (-1 when the backend cannot say). */
   exitCode(): Promise<number>;
 }

@@ -12,11 +12,26 @@ import { pipeGathered } from "../runtime/gather.js";
 import { startHelper } from "./supervisor.js";
 import { CHUNK, countFrame, countOf, exitOf, frame, FrameReader, spawnFrame, WINDOW, type Frame } from "./helper-protocol.js";
 import { HeadTail } from "../truncate.js";
+import { withTrustedRule } from "./trusted.js";
+import { kinded } from "../errors.js";
 
-export const HELPER_SCRIPT = asset("sandbox/py/helper.py");
+export const HELPER_SCRIPT = withTrustedRule(asset("sandbox/py/helper.py"));
 const HELPER_ARGV = ["python3", "-I", "-S", "-B", "-u", "-c", HELPER_SCRIPT];
 /** How long an exit status is waited for once a process's output ended (it may hold no pipe and run on). */
 const EXIT_WAIT_MS = 5000;
+/**
+ * Stdin waiting in the worker for a process that does not read it (beyond the helper's WINDOW): a
+ * write that finds more than this waiting for its process, or more than MAX_WAITING_JOB for all of
+ * the sandbox's (one job's), ends that process with an error. A process with nothing waiting may
+ * always be given one buffer (its caller holds it anyway: an exec's stdin).
+ */
+export const MAX_WAITING = 8 << 20;
+export const MAX_WAITING_JOB = 64 << 20;
+/** The same in writes (each costs its caller more than its bytes: an MCP answer is a few dozen). */
+export const MAX_WAITING_WRITES = 8192;
+
+/** A process's stdin passed its bound (MAX_WAITING): it was ended. */
+export class StdinOverflowError extends kinded("sandbox-step") {}
 
 /** A backend's box whose processes all run under one helper process. */
 export class HelperBox implements Box {
@@ -72,6 +87,8 @@ class Connection {
   private readonly reader = new FrameReader();
   private next = 1;
   private proc!: Attached;
+  /** Stdin bytes waiting in the worker for all its processes (their Channel.queued). */
+  waiting = 0;
   pid = 0;
   /** The helper's own stderr (a traceback), bounded: said by a start on a helper that is gone. */
   readonly stderr = new HeadTail(4096);
@@ -161,14 +178,30 @@ class Channel implements Attached {
   write(data: string | Buffer): void {
     if (!this.open) return;
     const b = typeof data === "string" ? Buffer.from(data) : data;
+    if (this.queued > 0 && (this.queued > MAX_WAITING || this.queue.length > MAX_WAITING_WRITES || this.conn.waiting > MAX_WAITING_JOB)) return this.overflow();
     for (let at = 0; at < b.length; at += CHUNK) this.queue.push(b.subarray(at, at + CHUNK));
-    this.queued += b.length;
+    this.setQueued(this.queued + b.length);
     this.pump();
   }
 
   async send(data: Buffer): Promise<void> {
     this.write(data);
     if (this.open && this.queued > 0) await new Promise<void>((r) => this.drained.push(r));
+    if (this.failure) throw new StdinOverflowError(this.failure);
+  }
+
+  failure?: string;
+
+  /** Its stdin is not read and more waits for it than the bound: the process is ended, said by `failure`. */
+  private overflow(): void {
+    const what = this.queued > MAX_WAITING ? `${MAX_WAITING >> 20} MiB` : this.queue.length > MAX_WAITING_WRITES ? `${MAX_WAITING_WRITES} writes` : `${MAX_WAITING_JOB >> 20} MiB with the sandbox's other processes'`;
+    this.failure = `it did not read its stdin: over ${what} waited for it, so it was ended`;
+    this.destroy();
+  }
+
+  private setQueued(n: number): void {
+    this.conn.waiting += n - this.queued;
+    this.queued = n;
   }
 
   endInput(): void {
@@ -244,7 +277,7 @@ class Channel implements Attached {
   private end(): void {
     this.open = false;
     this.queue = [];
-    this.queued = 0;
+    this.setQueued(0);
     this.endedNow();
     this.release();
   }
@@ -258,7 +291,7 @@ class Channel implements Attached {
         if (this.inFlight > 0 && this.inFlight + head.length > WINDOW) break;
         this.conn.send(frame("D", this.id, head));
         this.inFlight += head.length;
-        this.queued -= head.length;
+        this.setQueued(this.queued - head.length);
       }
       this.queue.shift();
     }

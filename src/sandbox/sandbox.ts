@@ -8,7 +8,7 @@ import { DEFAULT_IMAGE, defaults, pidsProblem } from "../config.js";
 import { HeadTail } from "../truncate.js";
 import { runtimeOf } from "../runtime/index.js";
 import { LABEL, processLabel, processOwnerId } from "../runtime/owner.js";
-import { PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type SandboxRuntime } from "../runtime/types.js";
+import { isRoot, PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type SandboxRuntime } from "../runtime/types.js";
 import { startEgressBridge, type EgressBridge } from "./egress.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
@@ -149,9 +149,11 @@ export class Sandbox {
     const put = checkPut(opts.put ?? []);
     // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise.
     const ids = /^(\d+):(\d+)$/.exec(opts.user ?? AGENT_USER);
+    // The agent's HOME for its commands; a root command's environment is the trusted one (runtime/types.ts TRUSTED_ENV).
+    const env = isRoot(opts.user) ? (opts.env ?? []) : ["HOME=/home/agent", ...(opts.env ?? [])];
     if (ids) {
       const stdin = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);
-      const r = await this.agent.run(argv, { uid: Number(ids[1]), gid: Number(ids[2]), cwd: opts.cwd ?? "/workspace", env: ["HOME=/home/agent", ...(opts.env ?? [])], stdin, timeoutSec: opts.timeoutSec ?? 300, maxBytes: max, put });
+      const r = await this.agent.run(argv, { uid: Number(ids[1]), gid: Number(ids[2]), cwd: opts.cwd ?? "/workspace", env, stdin, timeoutSec: opts.timeoutSec ?? 300, maxBytes: max, put });
       if (r) return r;
     }
     if (put.length) {
@@ -172,7 +174,7 @@ export class Sandbox {
       }
       out.push(Buffer.from(chunk));
       outLen += chunk.length;
-    }, { user: opts.user, cwd: opts.cwd, env: ["HOME=/home/agent", ...(opts.env ?? [])] });
+    }, { user: opts.user, cwd: opts.cwd, env });
     this.attached.add(proc);
     if (opts.stdin !== undefined) proc.write(opts.stdin);
     proc.endInput();

@@ -108,7 +108,12 @@ class McpConnection {
       await transport.close();
       throw new McpStartError(`MCP server ${JSON.stringify(this.name)} did not start: ${(err as Error).message.slice(0, 300)} (stderr: ${why()})`);
     }
-    transport.onclose = () => void (this.gone ??= `it exited (stderr: ${why()})`);
+    // Said first, then the client's own close (which fails its calls in flight at once).
+    const clientClose = transport.onclose;
+    transport.onclose = () => {
+      this.gone ??= transport.proc?.failure ?? `it exited (stderr: ${why()})`;
+      clientClose?.();
+    };
     this.client = client;
     this.transport = transport;
   }
@@ -156,26 +161,38 @@ class McpConnection {
   }
 }
 
-/** A call's MCP content as a tool_result's: text and images the API takes; the rest said in text. */
+/** A call's MCP content as a tool_result's: text and images the API takes; the rest said in text. Every item counts toward `maxBytes`. */
 function resultOf(r: { content?: unknown[]; isError?: boolean }, maxBytes: number): ToolOutput {
   const blocks: { type: string; [k: string]: unknown }[] = [];
   const shown: string[] = [];
+  const items = (Array.isArray(r.content) ? r.content : []) as { type?: string; text?: unknown; data?: unknown; mimeType?: unknown; resource?: { text?: unknown; uri?: unknown } }[];
   let left = maxBytes;
-  for (const c of (r.content ?? []) as { type?: string; text?: unknown; data?: unknown; mimeType?: unknown; resource?: { text?: unknown; uri?: unknown } }[]) {
+  for (let i = 0; i < items.length; i++) {
+    if (left <= 0) {
+      const t = `[output cut at ${maxBytes} bytes: ${items.length - i} more item${items.length - i === 1 ? "" : "s"} not shown]`;
+      blocks.push({ type: "text", text: t });
+      shown.push(t);
+      break;
+    }
+    const c = items[i]!;
     const text = c.type === "text" ? String(c.text ?? "") : c.type === "resource" && typeof c.resource?.text === "string" ? c.resource.text : undefined;
     if (text !== undefined) {
       const kept = Buffer.from(text).subarray(0, Math.max(0, left)).toString("utf8");
-      left -= Buffer.byteLength(text);
+      left -= Buffer.byteLength(text) + 1; // (and the line between it and the next)
       const t = kept.length < text.length ? `${kept}\n[output cut at ${maxBytes} bytes]` : kept;
       blocks.push({ type: "text", text: t });
       shown.push(t);
     } else if (c.type === "image" && typeof c.data === "string" && IMAGE_TYPES.has(String(c.mimeType)) && c.data.length <= MAX_IMAGE_BASE64) {
       blocks.push({ type: "image", source: { type: "base64", media_type: c.mimeType, data: c.data } });
-      shown.push(`[image ${String(c.mimeType)}, ${Buffer.byteLength(c.data, "base64")} bytes]`);
+      // (its data is bounded by MAX_IMAGE_BASE64 and the message's line: it counts as its line here)
+      const t = `[image ${String(c.mimeType)}, ${Buffer.byteLength(c.data, "base64")} bytes]`;
+      shown.push(t);
+      left -= Buffer.byteLength(t) + 1;
     } else {
       const t = `[${String(c.type).slice(0, 40)} content not passed on: ${c.type === "image" ? "an image type or size the Messages API does not take" : "not text or an image"}]`;
       blocks.push({ type: "text", text: t });
       shown.push(t);
+      left -= Buffer.byteLength(t) + 1;
     }
   }
   const content = shown.join("\n") || "(no output)";

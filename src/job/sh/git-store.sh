@@ -86,5 +86,6 @@ stage() {
   "${G[@]}" add -A
 }
 # as_agent SCRIPT [NAME ARGS...]: SCRIPT run by a bash of the agent's (uid AGENT_UID, no
-# capability, nothing of root's environment), in the current directory, with this stdin and stdout.
+# capability, nothing of root's environment: root's is the trusted one of src/sandbox/py/trusted.py
+# anyway), in the current directory, with this stdin and stdout.
 as_agent() { env -i HOME=/home/agent PATH="$PATH" LANG=C.UTF-8 GIT_CONFIG_NOSYSTEM=1 "${AS_AGENT[@]}" bash --noprofile --norc -c "$@"; }

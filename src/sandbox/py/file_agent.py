@@ -109,9 +109,16 @@ def op_digest(r, body):
 # start). Only as root: with no setfsuid (gVisor) the worker uses docker exec. Its stdin is the
 # body, or with "stream" frames of [u32 length][bytes] up to a zero length; stdout is kept up to
 # "max" bytes and stderr's head and tail, the rest drained.
+# A command as root goes by the rule of trusted.py (TRUSTED_ENV and the worker's variables, a
+# checked program); one as another uid gets the box's environment (the image's ENV, which the helper
+# hands over in BOX_ENV_VAR) and takes its uid in the forked child, before its exec: nothing of the
+# image's environment ever reaches a process while it is root.
 IS_ROOT = os.getuid() == 0
-SETPRIV = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.path.exists(p)), None)
-BASE_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+def box_env():
+    raw = os.environb.get(BOX_ENV_VAR)
+    if raw is None: return {k: v for k, v in os.environb.items() if k != b"PYTHONDONTWRITEBYTECODE"}
+    return dict(kv.split(b"=", 1) for kv in map(os.fsencode, json.loads(raw)) if b"=" in kv)
+BOX_ENV = box_env()
 def frames():
     while True:
         n = int.from_bytes(inp.read(4), "big")
@@ -149,18 +156,13 @@ def op_run(r, body):
     try:
         if not IS_ROOT: raise PermissionError(1, "the file agent is not root here")
         if r.get("put"): body = put_files(r["put"], body)
-        env = dict(BASE_ENV)
-        for kv in r.get("env", []):
-            k, _, v = kv.partition("="); env[k] = v
+        asked = {os.fsencode(k): os.fsencode(v) for k, _, v in (kv.partition("=") for kv in r.get("env", []))}
         uid, gid = int(r.get("uid", 0)), int(r.get("gid", 0))
-        # setpriv takes the uid in the child, not Popen: with no user or group of its own to set,
-        # Popen uses vfork, a third of the cost of forking this process.
-        # (An image without setpriv: Popen takes the ids itself.)
-        argv, ids = list(r["argv"]), {}
-        if (uid or gid) and SETPRIV: argv = [SETPRIV, "--reuid=%d" % uid, "--regid=%d" % gid, "--groups=%d" % gid, "--inh-caps=-all", "--", *argv]
-        elif uid or gid: ids = {"user": uid, "group": gid, "extra_groups": [gid]}
+        argv, ids = [os.fsencode(a) for a in r["argv"]], {}
+        if uid == 0: env, prog = root_env(asked), trusted_program(argv[0])
+        else: env, prog, ids = {**BOX_ENV, **asked}, None, {"user": uid, "group": gid, "extra_groups": [gid]}
         libc.setfsuid(0); libc.setfsgid(0)  # for the child's chdir; back right after the fork
-        try: p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=r.get("cwd") or "/", env=env, start_new_session=True, **ids)
+        try: p = subprocess.Popen(argv, executable=prog, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=r.get("cwd") or "/", env=env, start_new_session=True, **ids)
         finally: libc.setfsuid(UID); libc.setfsgid(GID)
     except BaseException:
         for _ in gen or (): pass  # the frames still come: read them, or the next request would be read from them

@@ -28,24 +28,35 @@
 # exec'ing a new interpreter: the same session, stdio, signals, environment and argv as the exec
 # would give, without the ~15-20 core-ms of an interpreter's start. A spawn that fails (no such
 # program or directory, the pids limit) is a channel that prints why on stderr and exits 127 (not
-# found) or 126. Stdin at EOF (the worker went): every
-# pipe closed, and it exits.
+# found) or 126. Environments: a root child gets trusted.py's TRUSTED_ENV and the spawn's own
+# variables, nothing of the image's, and only a program that rule takes (else it exits 126 saying
+# why); a child of another uid gets the box's environment (the image's ENV) and the spawn's.
+# Stdin at EOF (the worker went): every pipe closed, and it exits.
 import os, sys, json, struct, selectors, signal, pwd, errno, time, collections, builtins
 VERSION = 1
 WINDOW = 1 << 20
 CHUNK = 64 << 10
 GRACE = 2.0
 HEAD = struct.Struct(">BII")
-# The environment as the exec gave it (python's own locale coercion, LC_CTYPE, is not passed on).
+# The environment as the exec gave it (python's own locale coercion, LC_CTYPE, is not passed on):
+# the backend gives a root exec TRUSTED_ENV (trusted.py), with the box's own in BOX_ENV_VAR.
 def initial_env():
     try:
         with open("/proc/self/environ", "rb") as f: raw = f.read()
         return dict(kv.split(b"=", 1) for kv in raw.split(b"\0") if b"=" in kv)
     except OSError: return dict(os.environb)
-BASE_ENV = initial_env()
+OWN_ENV = initial_env()
+# The box's environment (the image's ENV), which the agent's processes get; a backend that does not
+# hand it over leaves the helper's own.
+def box_env():
+    raw = OWN_ENV.get(BOX_ENV_VAR)
+    if raw is None: return {k: v for k, v in OWN_ENV.items() if k != BOX_ENV_VAR}
+    return dict(kv.split(b"=", 1) for kv in map(os.fsencode, json.loads(raw)) if b"=" in kv)
+BOX_ENV = box_env()
+BOX_ENV_JSON = os.fsencode(json.dumps([os.fsdecode(k + b"=" + v) for k, v in BOX_ENV.items()], separators=(",", ":")))
 # What python's own start (PEP 538) set LC_CTYPE to, where it coerced a C locale: an exec'd python
 # passes that on to what it runs, so an inline child does too.
-COERCED = os.environb.get(b"LC_CTYPE") if os.environb.get(b"LC_CTYPE") != BASE_ENV.get(b"LC_CTYPE") else None
+COERCED = os.environb.get(b"LC_CTYPE") if os.environb.get(b"LC_CTYPE") != OWN_ENV.get(b"LC_CTYPE") else None
 LOCALE_VARS = (b"LC_ALL", b"LC_CTYPE", b"LANG")
 os.umask(0o022)
 sel = selectors.DefaultSelector()
@@ -131,15 +142,22 @@ def spawn(ch, req):
         argv = [os.fsencode(a) for a in req["argv"]]
         ch.name = argv[0][:200].decode("utf-8", "replace") if argv else ""
         cwd = os.fsencode(req.get("cwd", "/workspace"))
-        env = dict(BASE_ENV)
-        for kv in map(os.fsencode, req.get("env", [])):
-            if b"=" in kv: k, v = kv.split(b"=", 1); env[k] = v
-        if b"HOME" not in {kv.split(b"=", 1)[0] for kv in map(os.fsencode, req.get("env", []))}:
-            try: env[b"HOME"] = os.fsencode(pwd.getpwuid(uid).pw_dir)
-            except KeyError: env[b"HOME"] = b"/"
+        asked = dict(kv.split(b"=", 1) for kv in map(os.fsencode, req.get("env", [])) if b"=" in kv)
+        try: home = os.fsencode(pwd.getpwuid(uid).pw_dir)
+        except KeyError: home = b"/"
+        # A root process: the one rule of trusted.py (TRUSTED_ENV, its program checked, resolved
+        # here so that a refusal is said before the fork), with the box's environment handed on for
+        # the file agent's commands as the agent. The agent's uid: the box's environment.
+        if uid == 0: env, prog = {**root_env(asked, home), BOX_ENV_VAR: BOX_ENV_JSON}, None
+        else: env, prog = {**BOX_ENV, b"HOME": home, **asked}, None
         if not argv or any(b"\0" in a for a in argv + [cwd]) or any(b"\0" in k + v or b"=" in k for k, v in env.items()): raise ValueError("a NUL or an empty program")
     except Exception as e:
         ch.code = 126; fail(ch, "a spawn it cannot read: %s" % str(e)[:200], 126); return finish(ch)
+    if uid == 0:
+        try: prog = trusted_program(argv[0])
+        except OSError as e:
+            ch.code = 127 if e.errno == errno.ENOENT else 126
+            fail(ch, "cannot start %r as root: %s" % (ch.name, e.strerror or e), ch.code); return finish(ch)
     pipes = []
     try:
         pipes = [os.pipe() for _ in range(4)]
@@ -147,7 +165,7 @@ def spawn(ch, req):
     except OSError as e:
         for r, w in pipes: os.close(r); os.close(w)
         ch.code = 126; fail(ch, "cannot start %r: %s" % (ch.name, e.strerror), 126); return finish(ch)
-    if pid == 0: child(pipes, uid, gid, cwd, argv, env)
+    if pid == 0: child(pipes, uid, gid, cwd, argv, env, prog)
     for fd in (pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]): os.close(fd)
     ch.pid, ch.in_fd, ch.err_fd = pid, pipes[0][1], pipes[3][0]
     ch.fds = {pipes[1][0]: "O", pipes[2][0]: "e"}
@@ -155,7 +173,7 @@ def spawn(ch, req):
     sel.register(ch.err_fd, selectors.EVENT_READ, (ch, -2))
     watch(ch)
 
-def child(pipes, uid, gid, cwd, argv, env):
+def child(pipes, uid, gid, cwd, argv, env, prog):
     # In the forked child: its own session and stdio, nothing else open but the error pipe (closed
     # by the exec, or before an inline script), the signals python ignores back to their defaults,
     # then the uid; only then the directory (checked as that uid) and the program. Whatever fails
@@ -177,8 +195,9 @@ def child(pipes, uid, gid, cwd, argv, env):
         # Inline only as root (a fork holds a copy of the helper's memory: other channels' bytes in
         # flight; the agent's uid must not get one) and with the helper's own locale variables (its
         # interpreter's encodings were chosen from them).
-        script = inline_script(argv) if uid == 0 and gid == 0 and all(env.get(k) == BASE_ENV.get(k) for k in LOCALE_VARS) else None
-        if script is None: os.execvpe(argv[0], argv, env)
+        script = inline_script(argv) if uid == 0 and gid == 0 and all(env.get(k, b"") == OWN_ENV.get(k, b"") for k in LOCALE_VARS) else None
+        # A root program by its checked real path (argv[0] as asked); the agent's through its PATH.
+        if script is None: os.execve(prog, argv, env) if prog is not None else os.execvpe(argv[0], argv, env)
         # Started: the error pipe's EOF says so, as the exec's close-on-exec does.
         os.close(err); err = -1
         os._exit(run_inline(*script, env))
@@ -308,7 +327,17 @@ def on_input(ch):
     if not ch.inq and ch.in_eof: close_in(ch)
     else: watch(ch)
 
+def refuse_untrusted_self():
+    # The helper is root: it runs only on an interpreter the rule of trusted.py takes (the backend
+    # found it on TRUSTED_ENV's PATH; an image that put that python3 where the agent writes is refused).
+    try: why = untrusted_why(os.path.realpath(os.readlink("/proc/self/exe")))
+    except OSError as e: why = "its interpreter cannot be checked: %s" % e
+    if why:
+        sys.stderr.write("patchbay helper: refusing to run as root on %s: %s\n" % (sys.executable, why)); sys.stderr.flush()
+        os._exit(126)
+
 def main():
+    refuse_untrusted_self()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False); os.set_blocking(wake_r, False)
     signal.set_wakeup_fd(wake_w)
