@@ -46,4 +46,14 @@ describe("an MCP server in a per-repo image with Node (Docker)", { timeout: 300_
     expect(crashed).toMatchObject({ is_error: true, content: expect.stringContaining("fixture: crashing on purpose") });
     expect(toolResultText(bash)).toBe("fine");
   });
+
+  // docs/jobspec.md says so: a server runs as the agent's uid, so its spec `env` is the agent's to
+  // read (no secret belongs there); the seccomp profile stops a trace, not a read the uid may do.
+  it("a server's env is readable by the agent's commands (same uid), as documented", async () => {
+    const fx = { command: "node", args: ["/opt/mcp/server.mjs"], env: { FIXTURE_NAME: "fx", NOT_A_SECRET: "seen-by-the-agent" } };
+    const read = "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null | grep '^NOT_A_SECRET='; done | sort -u";
+    const { result, fake } = await runScripted([reply(toolUse("bash", { command: read })), reply(text("done"))], { repo: { path: repo }, image: TAG, mcp: { servers: { fx } } }, "mcp-docker-env");
+    expect(result.status).toBe("completed");
+    expect(toolResultText(toolResults(fake.requests[1])[0])).toBe("NOT_A_SECRET=seen-by-the-agent");
+  });
 });
