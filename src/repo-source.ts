@@ -15,7 +15,7 @@
 // symlink out of a root is refused whether or not its target exists. The refusal is one and the
 // same whatever the path, so it tells nothing of what exists outside the roots.
 // The HTTP API (src/web/api/sources.ts) and the worker (src/job/source-check.ts) both call these.
-import { realpathSync } from "node:fs";
+import { lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -80,17 +80,34 @@ export function classifySource(repo: unknown): SourceClass | undefined {
 
 const within = (p: string, root: string) => p === root || p.startsWith(root.endsWith(sep) ? root : root + sep);
 
-/** The real path of p, or of its nearest existing parent with the rest appended; undefined when it cannot be resolved (a loop, no permission). */
-function realish(p: string): string | undefined {
+/**
+ * The real path of p, or of its nearest existing parent with the rest appended; undefined when it
+ * cannot be resolved (a loop, no permission, over 40 links). A dangling symlink on the way counts
+ * as where it points, not as itself: a link inside a root to a missing path outside it is outside
+ * (its target could be made between the check and the read).
+ */
+function realish(p: string, links = 0): string | undefined {
+  if (links > 40) return undefined;
   try {
     return realpathSync.native(p);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== "ENOENT" && code !== "ENOTDIR") return undefined;
+    const link = danglingTarget(p);
+    if (link !== undefined) return realish(resolve(dirname(p), link), links + 1);
     const parent = dirname(p);
     if (parent === p) return undefined;
-    const up = realish(parent);
+    const up = realish(parent, links + 1);
     return up === undefined ? undefined : join(up, basename(p));
+  }
+}
+
+/** What p says, where p itself is a symlink (one realpath could not follow: its target is missing). */
+function danglingTarget(p: string): string | undefined {
+  try {
+    return lstatSync(p).isSymbolicLink() ? readlinkSync(p) : undefined;
+  } catch {
+    return undefined;
   }
 }
 

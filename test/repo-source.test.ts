@@ -63,12 +63,17 @@ describe("checkLocalPath", () => {
   writeFileSync(join(outside, "secret"), "s");
   symlinkSync(outside, join(root, "escape"));
   symlinkSync(join(root, "repo"), join(root, "inner"));
+  // Dangling: a link inside the root to a missing path outside it (made later, it would lead out),
+  // and one to a missing path inside it (which stays inside).
+  symlinkSync(join(outside, "made-later"), join(root, "dangling"));
+  symlinkSync("repo/not-yet", join(root, "dangling-in"));
 
   it("takes a path under a root at its real path, and refuses every other alike, there or not", () => {
     expect(checkLocalPath(join(root, "repo"), [root])).toBe(join(root, "repo"));
     expect(checkLocalPath(join(root, "inner"), [root])).toBe(join(root, "repo"));
     expect(checkLocalPath(join(root, "missing"), [root])).toBe(join(root, "missing")); // inside: the reader says it is not there
-    for (const p of [outside, join(outside, "secret"), join(outside, "nope"), join(root, "escape"), join(root, "escape", "secret"), join(root, "escape", "nope"), join(root, "escape", "there", "deeper", "nope"), `${root}/../outside`, `${root}-x`, "repo", "../root/repo", "/proc/self", "/root/.git"])
+    expect(checkLocalPath(join(root, "dangling-in"), [root])).toBe(join(root, "repo", "not-yet"));
+    for (const p of [join(root, "dangling"), join(root, "dangling", "sub"), outside, join(outside, "secret"), join(outside, "nope"), join(root, "escape"), join(root, "escape", "secret"), join(root, "escape", "nope"), join(root, "escape", "there", "deeper", "nope"), `${root}/../outside`, `${root}-x`, "repo", "../root/repo", "/proc/self", "/root/.git"])
       expect(checkLocalPath(p, [root]), p).toBeUndefined();
     expect(checkLocalPath(join(root, "repo"), [])).toBeUndefined();
   });
