@@ -30,8 +30,8 @@ describe("capturing a shell's state", () => {
     expect(parseShellState("PBSTATE\0/w\0PBSTATEEND\0")).toEqual({ cwd: "/w", env: [] });
   });
 
-  it("never carries what bash runs as code or keeps as its own state", () => {
-    for (const name of ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "BASH_FUNC_f%%", "IFS", "PWD", "SHLVL", "HISTFILE", "__pb_fd", "TERM", "a-b", "1A", ""]) expect(carried(name), name).toBe(false);
+  it("never carries what bash runs as code, the loader's hooks, or bash's own state", () => {
+    for (const name of ["BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "BASH_FUNC_f%%", "IFS", "PWD", "SHLVL", "HISTFILE", "__pb_fd", "TERM", "a-b", "1A", ""]) expect(carried(name), name).toBe(false);
     for (const name of ["PATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "npm_config_cache", "_X"]) expect(carried(name), name).toBe(true);
     const s = parseShellState("PBSTATE\0/w\0BASH_ENV\0/tmp/x\0PS4\0$(x)\0OK\0yes\0BAD\0\uFFFD\0PBSTATEEND\0")!;
     expect(s.env).toEqual([["OK", "yes"]]);

@@ -26,11 +26,14 @@ export const CAPTURE_STATE = asset("sandbox/sh/capture-state.sh");
 const START_STATE = asset("sandbox/sh/start-state.sh");
 
 // Names never carried: the ones bash reads as code or options at its start or later (BASH_ENV,
-// ENV, SHELLOPTS, BASHOPTS, PS0-PS4 with xtrace, PROMPT_COMMAND), bash's own state (PWD, SHLVL,
-// IFS, history), patchbay's shell variables (__pb*), and the terminal settings every agent
-// shell gets (TERM, PAGER, GIT_PAGER: see supervisor.ts). A name that is not an identifier
-// (an exported function's BASH_FUNC_f%%) never passes NAME.
-const DENY = ["ENV", "SHELLOPTS", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "IFS", "PWD", "OLDPWD", "SHLVL", "_", "CDPATH", "GLOBIGNORE", "EXECIGNORE", "POSIXLY_CORRECT", "TERM", "PAGER", "GIT_PAGER"];
+// ENV, SHELLOPTS, BASHOPTS, PS0-PS4 with xtrace, PROMPT_COMMAND), the dynamic loader's hooks that
+// would load setup's code into every process the agent starts (LD_PRELOAD, LD_AUDIT), bash's own
+// state (PWD, SHLVL, IFS, history), patchbay's shell variables (__pb*), and the terminal settings
+// every agent shell gets (TERM, PAGER, GIT_PAGER: see supervisor.ts). A name that is not an
+// identifier (an exported function's BASH_FUNC_f%%) never passes NAME. What does carry is data
+// that may still name setup's files, as any environment does (a venv's PATH): the agent phase
+// runs the repo's code anyway; what must not happen is setup's code running on by itself.
+const DENY = ["LD_PRELOAD", "LD_AUDIT", "ENV", "SHELLOPTS", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "IFS", "PWD", "OLDPWD", "SHLVL", "_", "CDPATH", "GLOBIGNORE", "EXECIGNORE", "POSIXLY_CORRECT", "TERM", "PAGER", "GIT_PAGER"];
 const DENY_PREFIX = ["BASH", "HIST", "__pb"];
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 // Carried where the state has them, but never unset where it has not: a shell without them is
