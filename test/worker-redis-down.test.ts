@@ -126,6 +126,33 @@ describe("a worker's shutdown with Redis gone", () => {
     }
   }, 300_000);
 
+  // The sweep removes boxes by label; two workers with one id (PATCHBAY_WORKER_ID given twice, or
+  // two startWorker calls in one process) on one queue and Redis must not sweep each other's.
+  it("two workers with the same id on one queue: one's drain sweeps its own boxes, not the other's", async () => {
+    const redis = await startRedisServer();
+    const queue = `redis-down-${randomBytes(3).toString("hex")}`;
+    const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, PATCHBAY_WORKER_ID: `shared-${queue}`, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_DRAIN_MS: String(DRAIN_MS), PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "1" };
+    const a = startWorkerProc(env);
+    const b = startWorkerProc(env);
+    try {
+      await a.waitFor(new RegExp(`ready: queue ${queue}`), 120_000);
+      await b.waitFor(new RegExp(`ready: queue ${queue}`), 120_000);
+      const containers = async () => (await sandboxesOf(queue)).filter((s) => s.startsWith("container"));
+      for (let t0 = Date.now(); (await containers()).length < 2; ) {
+        if (Date.now() - t0 > 120_000) throw new Error(`two warm sandboxes never came:\n${a.log()}\n${b.log()}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      a.proc.kill("SIGTERM");
+      expect(await exitWithin(a, DRAIN_MS + CLEANUP_MS + SLACK_MS), a.log()).toBe(0);
+      expect((await containers()).length, `${a.log()}\n${b.log()}`).toBe(1); // b's warm box, still there
+    } finally {
+      await a.stop("SIGKILL");
+      await b.stop("SIGKILL");
+      await removeQueueSandboxes(queue);
+      await redis.stop();
+    }
+  }, 300_000);
+
   it("a whole Sentinel group (master, replica, sentinels), SIGKILLed: the same", async () => {
     const group = await startSentinelGroup();
     try {

@@ -5,6 +5,7 @@
 // loop (reaper-loop.ts), the cancel listener (cancel-listener.ts), the health gate (health.ts), the
 // job attempt (attempt.ts, with attempt-admit.ts and attempt-outcome.ts), the background removals of
 // finished jobs' sandboxes (src/sandbox/removals.ts) and the drain (drain.ts).
+import { randomBytes } from "node:crypto";
 import { Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { defaults, loadConfig, type Config } from "../config.js";
@@ -81,7 +82,10 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
 
   const heartbeat = await startHeartbeat(redis, k.heartbeat(id), config.heartbeatEveryMs);
   const deployment = await deploymentId(redis, k);
-  const labels = { [LABEL.queue]: queueName, [LABEL.redis]: deployment };
+  // The instance label tells this worker's boxes from those of another worker with the same id (a
+  // PATCHBAY_WORKER_ID given twice, or two workers in one process, which share processOwnerId).
+  const instance = randomBytes(6).toString("hex");
+  const labels = { [LABEL.queue]: queueName, [LABEL.redis]: deployment, [LABEL.instance]: instance };
   // Health (src/queue/health.ts): the credentials, the engine and the sandbox image, at start and before each job. While
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
@@ -116,8 +120,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`);
 
   // The drain's last word on sandboxes, needing no Redis: the engine removes every box labelled as
-  // this worker's, of its queue and Redis (workers started in one process share an id).
-  const mine = (l: Record<string, string>) => l[LABEL.worker] === id && l[LABEL.queue] === queueName && l[LABEL.redis] === deployment;
+  // this worker's, of its queue and Redis, and of this very startWorker call (ids may be shared).
+  const mine = (l: Record<string, string>) => l[LABEL.worker] === id && l[LABEL.queue] === queueName && l[LABEL.redis] === deployment && l[LABEL.instance] === instance;
   const sweep = () => runtime.reap(async (l) => mine(l)).then((r) => r.containers.length + r.volumes.length);
   const parts = { log, active, worker, health, pool, removals, heartbeat, reaper, cancels, metrics, sweep, redis, sub, workerConnection };
   const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(async (report) => (await telemetry?.release(), report)));

@@ -15,6 +15,8 @@ export const LABEL = {
   redis: "patchbay.redis",
   /** The owner process as `boot id/pid namespace/pid/start time`: where (and whether) its pid can be checked. */
   process: "patchbay.process",
+  /** Set by workers: a random id of one startWorker call, so its drain's sweep removes its own boxes only (ids may be shared). */
+  instance: "patchbay.instance",
 } as const;
 
 /** This process's identity as a container owner: host:pid:random. */
