@@ -189,7 +189,8 @@ describe("loadRepo (real engine)", () => {
     process.env.TMPDIR = clones;
     try {
       await expect(repoArchive({ git: origin, ref: "no-such-ref" }, HOST)).rejects.toThrow(new RegExp(`repo.git ${origin}: ref "no-such-ref" not found`));
-      await expect(repoArchive({ git: path.join(tmpRoot, "nope") }, HOST)).rejects.toThrow(/git clone failed: .*(does not exist|not appear to be a git repository)/s);
+      // A path is a local source whether or not it exists (src/repo-source.ts), checked before git runs.
+      await expect(repoArchive({ git: path.join(tmpRoot, "nope") }, HOST)).rejects.toThrow(/^repo\.git \S+nope: the local path does not exist or is not a directory$/);
       const ok = await repoArchive({ git: origin }, HOST);
       expect(fs.readdirSync(clones)).toHaveLength(1);
       await ok.cleanup();

@@ -128,7 +128,7 @@ async function checkLocalSource(label: string, p: string, opts: CloneOptions): P
   const root = path.resolve(p);
   const lst = (rel: string) => fss.lstatSync(path.join(root, rel), { throwIfNoEntry: false });
   const refuse = (why: string) => new RepoError(`${label}: the local repo ${why}; a worker clones only a repo whose git dir is its own`);
-  if (!lst("")?.isDirectory()) throw new RepoError(`${label}: the local path is not a directory`);
+  if (!lst("")?.isDirectory()) throw new RepoError(`${label}: the local path does not exist or is not a directory`);
   const dotGit = lst(".git");
   if (dotGit && !dotGit.isDirectory()) throw refuse(`has a .git ${dotGit.isSymbolicLink() ? "symlink" : "file"}, which points at another repo`);
   const gitDir = dotGit ? path.join(root, ".git") : root;
