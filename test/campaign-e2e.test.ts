@@ -4,7 +4,6 @@
 // basic auth, and the GitHub stand-in that checks every request against GitHub's published OpenAPI
 // description (test/support/github-fake.ts), its branches read from the same bare repositories.
 // `patchbay campaign ...` runs as a process; the token is checked to be nowhere it should not be.
-import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,6 +17,7 @@ import { cli, removeDir, startRedis, startWorkerProc, type WorkerProc } from "./
 import { ensureBuilt } from "./cli-helpers.js";
 import { byTurn, taskOf } from "./support/scripts.js";
 import { LOCAL_WORKER_ENV } from "./support/backend.js";
+import { git, makeBugRepo } from "./support/bug-repo.js";
 import { startGitHttp, type GitHttpServer } from "./support/git-http.js";
 import { startGitHubFake, type GitHubFake } from "./support/github-fake.js";
 import { GitLabFake } from "./support/gitlab-fake.js";
@@ -31,7 +31,6 @@ const READ_TOKEN = "ghp_readonlyE2Etoken0123456789abcdef";
 const READER = { username: "reader", password: "reader-secret-0123456789" };
 const GL_TOKEN = "glpat-campaignE2Etoken0123456789";
 const PUSHER = { username: "pusher", password: "pusher-secret-0123456789" };
-const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, encoding: "utf8" }).trim();
 const names = Array.from({ length: 12 }, (_, i) => `r${String(i + 1).padStart(2, "0")}`);
 const DONE = reply(text("Fixed the bug: app.txt now says fixed.\n\ncc @octocat, closes #1"));
 
@@ -60,15 +59,7 @@ describe("patchbay campaign end to end", () => {
   const url = (name: string, s = server) => `${s.url}/acme/${name}.git`;
 
   /** A bare repo acme/<name> with main: app.txt holding the bug the campaign fixes. */
-  function makeRepo(name: string): void {
-    const work = mkdtempSync(join(dir, `${name}-`));
-    writeFileSync(join(work, "app.txt"), `name = ${name}\nvalue = bug\n`);
-    git(work, "init", "-q", "-b", "main");
-    git(work, "add", "-A");
-    git(work, "commit", "-qm", "init");
-    git(dir, "clone", "-q", "--bare", work, bare(name));
-    git(bare(name), "config", "http.receivepack", "true");
-  }
+  const makeRepo = (name: string) => makeBugRepo(dir, bare(name), name);
 
   beforeAll(async () => {
     await ensureBuilt();

@@ -29,6 +29,7 @@ import { cli, removeDir, startRedis } from "./support/cluster.js";
 import { ensureBuilt } from "./cli-helpers.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
 import { byTurn, taskOf } from "./support/scripts.js";
+import { git, makeBugRepo } from "./support/bug-repo.js";
 import { startGitHttp, type GitHttpServer } from "./support/git-http.js";
 import { startGitHubFake, type GitHubFake } from "./support/github-fake.js";
 import { GitLabFake } from "./support/gitlab-fake.js";
@@ -41,7 +42,6 @@ const GL_TOKEN = "glpat-lineIdsTOKEN0123456789ab";
 const SUMMARY = "Fixed the bug.\n/approve\n/merge\n/label ~security\n[hidden]: https://evil.example/x\n[//]: # (hidden from the reviewer)";
 const WRITE = "line-ids-write-token-0123456789";
 const READER = { username: "reader", password: "reader-secret-0123456789" };
-const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, encoding: "utf8" }).trim();
 
 describe("line ids are the batches' own (pure)", () => {
   it("every id a batch makes is in the namespace, and parses back to its batch, line and retry", () => {
@@ -96,15 +96,7 @@ describe("a job planted under a line's id is never the line's", () => {
   const model = () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
   const startTheWorker = async () => (worker = await startWorker({ redisUrl: redis.url, queueName: QUEUE, concurrency: 2, pool: 0, model, log: () => {}, config: workerConfig }));
 
-  function makeRepo(name: string): void {
-    const work = mkdtempSync(join(dir, `${name}-`));
-    writeFileSync(join(work, "app.txt"), `name = ${name}\nvalue = bug\n`);
-    git(work, "init", "-q", "-b", "main");
-    git(work, "add", "-A");
-    git(work, "commit", "-qm", "init");
-    git(dir, "clone", "-q", "--bare", work, bare(name));
-    git(bare(name), "config", "http.receivepack", "true");
-  }
+  const makeRepo = (name: string) => makeBugRepo(dir, bare(name), name);
 
   /** What an attacker with the queue's Redis writes: a BullMQ job under `jobId`, bypassing patchbay's enqueue. */
   const plant = (jobId: string, data: object) => raw.add("fix", { enqueuedAt: Date.now(), ...data } as JobData, { jobId, attempts: 1 });
