@@ -14,7 +14,7 @@ import { runtimeOf } from "../src/runtime/index.js";
 import { seccompProfile, type SeccompProfile } from "../src/runtime/seccomp.js";
 import type { BoxSpec, SandboxRuntime } from "../src/runtime/types.js";
 import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
-import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget } from "./support/ptrace-probe.js";
+import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget, procProbe } from "./support/ptrace-probe.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
 
 // Set before any sandbox of this file exists: a sandbox that inherited this process's environment
@@ -215,6 +215,23 @@ describe("no process of the agent's can trace another (seccomp: ptrace and its r
       kcmp: "EPERM",
       perf_event_open: "EPERM",
       io_uring_setup: "EPERM",
+    });
+  });
+});
+
+// /proc/PID/mem and /proc/PID/environ need no syscall the profile denies: the kernel's
+// ptrace_may_access lets the same uid through, unless Landlock scopes it. The helper puts every
+// spawn of the agent's uid into a Landlock domain of its own (src/sandbox/py/helper.py), so the
+// agent's shell reaches only its own descendants. This machine's kernel has Landlock (ABI >= 1);
+// on one without it the sibling's rows would be "ok" (see `patchbay doctor`'s landlock line).
+describe("no process of the agent's can read or write another's memory or environment through /proc (Landlock: a domain per spawn)", () => {
+  const sb = useSandbox({ limits: { memoryMb: 512, pids: 128, diskMb: 64 } });
+
+  it("the agent's shell cannot open a sibling's /proc/PID/mem (read or write) or read its environ; its own child's stay open to it", async () => {
+    expect(await procProbe(sb())).toEqual({
+      sibling: { mem_read: "EACCES", mem_write: "EACCES", environ: "EACCES" },
+      // The same domain: the test cannot pass by everything failing.
+      own_child: { mem_read: "ok", mem_write: "ok", environ: "ok" },
     });
   });
 });
