@@ -8,6 +8,7 @@ import { LABEL } from "./runtime/owner.js";
 import { imageRecipe, recipeHash } from "./sandbox/image.js";
 import { settleWithin } from "./timeout.js";
 import { redisChecks } from "./doctor-redis.js";
+import { landlockCheck } from "./doctor-landlock.js";
 
 export interface Check {
   name: string;
@@ -49,6 +50,7 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
     if (engine?.name === "podman") checks.push({ name: "gvisor", ok: false, required: false, detail: "not under Podman (jobs with runtime: runsc are handed to another worker)", fix: "run gVisor jobs on workers with a Docker engine that registers runsc" });
     else checks.push(gvisorCheck(runsc, engine));
     if (runsc && recipe !== undefined) checks.push(await gvisorStatx(config.image));
+    if (recipe !== undefined) checks.push(await landlockCheck(config.image, engine));
   }
   checks.push(ptraceCheck(config));
   checks.push(modelCheck(config));

@@ -16,6 +16,8 @@ import type { BoxSpec, SandboxRuntime } from "../src/runtime/types.js";
 import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
 import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget, procProbe } from "./support/ptrace-probe.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
+import { landlockCheck, landlockDetail } from "../src/doctor-landlock.js";
+import { loadConfig } from "../src/config.js";
 
 // Set before any sandbox of this file exists: a sandbox that inherited this process's environment
 // would show it.
@@ -233,6 +235,15 @@ describe("no process of the agent's can read or write another's memory or enviro
       // The same domain: the test cannot pass by everything failing.
       own_child: { mem_read: "ok", mem_write: "ok", environ: "ok" },
     });
+  });
+
+  it("doctor's landlock line says what a box of the image finds: yes and the ABI here; no, and what it costs, where the kernel has none", async () => {
+    const engine = await engineInfo(docker());
+    const c = await landlockCheck(loadConfig({}).image, engine);
+    expect(c).toMatchObject({ name: "landlock", ok: true, required: false });
+    expect(c.detail).toMatch(/^landlock: yes \(ABI [1-9]\d*\)$/);
+    expect(landlockDetail("-38")).toEqual({ ok: false, detail: "landlock: no: a job's processes can read each other's memory through /proc (the kernel has no Landlock (ENOSYS))" });
+    expect(landlockDetail("-95").detail).toContain("EOPNOTSUPP");
   });
 });
 
