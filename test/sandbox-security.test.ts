@@ -16,7 +16,7 @@ import type { BoxSpec, SandboxRuntime } from "../src/runtime/types.js";
 import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
 import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget, procProbe } from "./support/ptrace-probe.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
-import { landlockCheck, landlockDetail } from "../src/doctor-landlock.js";
+import { landlockCheck, landlockDetail } from "../src/doctor.js";
 import { loadConfig } from "../src/config.js";
 
 // Set before any sandbox of this file exists: a sandbox that inherited this process's environment

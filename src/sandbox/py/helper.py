@@ -68,8 +68,7 @@ LOCALE_VARS = (b"LC_ALL", b"LC_CTYPE", b"LANG")
 # domain of its own, inherited by all it starts: none of them can read or write another's memory
 # or environment, though all are uid 1000. The ruleset handles one filesystem right nobody in a box
 # has anyway (LANDLOCK_ACCESS_FS_MAKE_BLOCK: a block device's mknod needs CAP_MKNOD) and has no
-# rules, so the domain changes nothing of what the process may do to files. landlock_restrict_self
-# needs no_new_privs, which every box has (the engine's no-new-privileges). Root children (the
+# rules, so the domain changes nothing of what the process may do to files. Root children (the
 # supervisor, the file agent, git, tar) get none: the supervisor kills by uid, from outside any
 # domain. LANDLOCK_ABI is the kernel's Landlock ABI, probed once here; 0 where there is none
 # (ENOSYS under gVisor, whose own rule lets a process reach its descendants only; EOPNOTSUPP where
@@ -91,6 +90,11 @@ def landlock_scope():
     # then refuses is an error (the spawn fails), never a child that starts unscoped.
     if not LANDLOCK_ABI: return
     libc, ctypes = LANDLOCK_LIB
+    # no_new_privs, which landlock_restrict_self needs of a process without CAP_SYS_ADMIN: every box
+    # has it already (the engine's no-new-privileges); a helper run on the host (the local
+    # backend) gives it here, so that its children are scoped as a box's are.
+    if libc.prctl(ctypes.c_int(38), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS: " + os.strerror(ctypes.get_errno()))
     attr = ctypes.c_uint64(LANDLOCK_ACCESS_FS_MAKE_BLOCK)  # struct landlock_ruleset_attr, ABI 1's size
     fd = libc.syscall(ctypes.c_long(LANDLOCK_NR[0]), ctypes.byref(attr), ctypes.c_long(ctypes.sizeof(attr)), ctypes.c_long(0))
     if fd < 0: raise OSError(ctypes.get_errno(), "landlock_create_ruleset: " + os.strerror(ctypes.get_errno()))
