@@ -47,13 +47,20 @@ describe("an MCP server in a per-repo image with Node (Docker)", { timeout: 300_
     expect(toolResultText(bash)).toBe("fine");
   });
 
-  // docs/jobspec.md says so: a server runs as the agent's uid, so its spec `env` is the agent's to
-  // read (no secret belongs there); the seccomp profile stops a trace, not a read the uid may do.
-  it("a server's env is readable by the agent's commands (same uid), as documented", async () => {
+  // A server runs as the agent's uid, but in a Landlock domain of its own (src/sandbox/py/helper.py):
+  // the agent's commands cannot read its /proc/PID/environ on this machine, whose kernel has
+  // Landlock, while a process of the agent's own can still be read. On a host without Landlock, or
+  // under gVisor, the agent can read a server's env: which is why docs/jobspec.md still says to put
+  // no secret there.
+  it("a server's env is not readable by the agent's commands (Landlock), while its own children's is", async () => {
     const fx = { command: "node", args: ["/opt/mcp/server.mjs"], env: { FIXTURE_NAME: "fx", NOT_A_SECRET: "seen-by-the-agent" } };
-    const read = "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null | grep '^NOT_A_SECRET='; done | sort -u";
+    const read = [
+      "grep -l server.mjs /proc/[0-9]*/cmdline >/dev/null 2>&1 && echo server-running",
+      "for p in /proc/[0-9]*; do { tr '\\0' '\\n' < $p/environ; } 2>/dev/null | grep '^NOT_A_SECRET='; done | sort -u",
+      "NOT_A_SECRET=own-child sleep 30 & sleep 0.5; tr '\\0' '\\n' < /proc/$!/environ | grep '^NOT_A_SECRET='; kill $!",
+    ].join("; ");
     const { result, fake } = await runScripted([reply(toolUse("bash", { command: read })), reply(text("done"))], { repo: { path: repo }, image: TAG, mcp: { servers: { fx } } }, "mcp-docker-env");
     expect(result.status).toBe("completed");
-    expect(toolResultText(toolResults(fake.requests[1])[0])).toBe("NOT_A_SECRET=seen-by-the-agent");
+    expect(toolResultText(toolResults(fake.requests[1])[0])).toBe("server-running\nNOT_A_SECRET=own-child");
   });
 });

@@ -11,7 +11,7 @@ import { reply, startFakeAnthropic, text, toolUse } from "./support/fake-anthrop
 import { useSandbox } from "./support/sandbox.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
 import { clampScript } from "./support/scripts.js";
-import { probe } from "./support/ptrace-probe.js";
+import { probe, procProbe } from "./support/ptrace-probe.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;
 afterEach(closeScripted);
@@ -46,6 +46,22 @@ describe("gVisor runtime: ptrace between the box's processes (runsc)", () => {
     expect(["EPERM", "ENOSYS"]).toContain(r.process_vm_readv);
     expect(["EPERM", "ENOSYS"]).toContain(r.pidfd_getfd);
     expect((await sb().shell.run("echo alive; cat /proc/sys/kernel/yama/ptrace_scope")).output).toBe("alive\n1\n");
+  });
+
+  // gVisor has no Landlock (ENOSYS: the helper's children start without a domain), but its own
+  // rule holds for /proc/PID/mem: a process opens another's only where it may trace it, its
+  // descendants (and this gVisor opens none for writing, not even a child's).
+  it("the agent's shell cannot open a sibling's /proc/PID/mem (read or write) under runsc; its own child's stays readable", async () => {
+    const r = await procProbe(sb());
+    expect(r.sibling).toMatchObject({ mem_read: "EACCES", mem_write: "EACCES" });
+    expect(r.own_child).toMatchObject({ mem_read: "ok", mem_write: "EACCES" });
+  });
+
+  it("KNOWN GAP: under runsc the agent can read a sibling's /proc/PID/environ (an MCP server's env): gVisor checks only the uid there, and has no Landlock", async () => {
+    const r = await procProbe(sb());
+    // Once gVisor checks environ as it checks mem this reads "EACCES": the gap is closed.
+    expect(r.sibling.environ).toBe("ok");
+    expect(r.own_child.environ).toBe("ok");
   });
 
   it("KNOWN GAP: under runsc the agent can still trace its own children (gVisor's rule allows descendants; the profile does not reach exec'd processes)", async () => {

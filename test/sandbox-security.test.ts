@@ -14,8 +14,10 @@ import { runtimeOf } from "../src/runtime/index.js";
 import { seccompProfile, type SeccompProfile } from "../src/runtime/seccomp.js";
 import type { BoxSpec, SandboxRuntime } from "../src/runtime/types.js";
 import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
-import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget } from "./support/ptrace-probe.js";
+import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget, procProbe } from "./support/ptrace-probe.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
+import { landlockCheck, landlockDetail } from "../src/doctor.js";
+import { loadConfig } from "../src/config.js";
 
 // Set before any sandbox of this file exists: a sandbox that inherited this process's environment
 // would show it.
@@ -216,6 +218,32 @@ describe("no process of the agent's can trace another (seccomp: ptrace and its r
       perf_event_open: "EPERM",
       io_uring_setup: "EPERM",
     });
+  });
+});
+
+// /proc/PID/mem and /proc/PID/environ need no syscall the profile denies: the kernel's
+// ptrace_may_access lets the same uid through, unless Landlock scopes it. The helper puts every
+// spawn of the agent's uid into a Landlock domain of its own (src/sandbox/py/helper.py), so the
+// agent's shell reaches only its own descendants. This machine's kernel has Landlock (ABI >= 1);
+// on one without it the sibling's rows would be "ok" (see `patchbay doctor`'s landlock line).
+describe("no process of the agent's can read or write another's memory or environment through /proc (Landlock: a domain per spawn)", () => {
+  const sb = useSandbox({ limits: { memoryMb: 512, pids: 128, diskMb: 64 } });
+
+  it("the agent's shell cannot open a sibling's /proc/PID/mem (read or write) or read its environ; its own child's stay open to it", async () => {
+    expect(await procProbe(sb())).toEqual({
+      sibling: { mem_read: "EACCES", mem_write: "EACCES", environ: "EACCES" },
+      // The same domain: the test cannot pass by everything failing.
+      own_child: { mem_read: "ok", mem_write: "ok", environ: "ok" },
+    });
+  });
+
+  it("doctor's landlock line says what a box of the image finds: yes and the ABI here; no, and what it costs, where the kernel has none", async () => {
+    const engine = await engineInfo(docker());
+    const c = await landlockCheck(loadConfig({}).image, engine);
+    expect(c).toMatchObject({ name: "landlock", ok: true, required: false });
+    expect(c.detail).toMatch(/^landlock: yes \(ABI [1-9]\d*\)$/);
+    expect(landlockDetail("-38")).toEqual({ ok: false, detail: "landlock: no: a job's processes can read each other's memory through /proc (the kernel has no Landlock (ENOSYS))" });
+    expect(landlockDetail("-95").detail).toContain("EOPNOTSUPP");
   });
 });
 

@@ -68,3 +68,55 @@ export const probeTarget = (output: string): string | undefined => /^TARGET (.*)
 export async function probe(sb: Sandbox): Promise<ProbeResult> {
   return probeResult((await sb.shell.run(probeCommand(), { timeoutSec: 60 })).output);
 }
+
+// A probe the agent runs against /proc, which needs no syscall the seccomp profile denies: it opens
+// /proc/PID/mem of a process for reading (and reads 16 bytes at its first mapping) and for writing,
+// and reads /proc/PID/environ, first of `sibling` (a process another spawn started), then of a
+// `sleep` of its own. One JSON line: each open's "ok" or its errno's name.
+export const PROC_PROBE = String.raw`
+import errno, json, os, subprocess, sys, time
+def tries(pid):
+    out = {}
+    for name, flags in (("mem_read", os.O_RDONLY), ("mem_write", os.O_WRONLY)):
+        try:
+            fd = os.open("/proc/%d/mem" % pid, flags)
+            try:
+                if flags == os.O_RDONLY: os.pread(fd, 16, int(open("/proc/%d/maps" % pid).readline().split("-")[0], 16))
+            finally: os.close(fd)
+            out[name] = "ok"
+        except OSError as e: out[name] = errno.errorcode.get(e.errno, str(e.errno))
+    try:
+        open("/proc/%d/environ" % pid, "rb").read(); out["environ"] = "ok"
+    except OSError as e: out["environ"] = errno.errorcode.get(e.errno, str(e.errno))
+    return out
+own = subprocess.Popen(["sleep", "300"]); time.sleep(0.2)
+print("PROC " + json.dumps({"sibling": tries(int(sys.argv[1])), "own_child": tries(own.pid)}))
+own.kill()
+`;
+
+export interface ProcProbe { sibling: Record<"mem_read" | "mem_write" | "environ", string>; own_child: Record<"mem_read" | "mem_write" | "environ", string> }
+
+/** The bash that runs PROC_PROBE as the agent against `sibling` (a shell expression for a pid). */
+export function procProbeCommand(sibling: string): string {
+  return `cat > /tmp/proc-probe.py <<'PY'\n${PROC_PROBE}\nPY\npython3 /tmp/proc-probe.py ${sibling}`;
+}
+
+export function procProbeResult(output: string): ProcProbe {
+  const line = /^PROC (\{.*\})$/m.exec(output);
+  if (!line) throw new Error(`the /proc probe printed no result:\n${output}`);
+  return JSON.parse(line[1]!) as ProcProbe;
+}
+
+/**
+ * Starts a sibling of the agent's shell on its own spawn (as an MCP server is: the agent's uid,
+ * another channel of the helper) and runs PROC_PROBE against it from the agent's shell.
+ */
+export async function procProbe(sb: Sandbox): Promise<ProcProbe> {
+  const marker = `pb-sibling-${process.pid}-${Date.now()}`;
+  const sibling = await sb.spawn(["python3", "-c", "import time; time.sleep(300)", marker], () => {}, { env: ["SIBLING_SECRET=s3cret"] });
+  try {
+    return procProbeResult((await sb.shell.run(`${procProbeCommand(`$(pgrep -f ${marker} | head -1)`)}`, { timeoutSec: 60 })).output);
+  } finally {
+    sibling.destroy();
+  }
+}

@@ -31,6 +31,9 @@
 # found) or 126. Environments: a root child gets trusted.py's TRUSTED_ENV and the spawn's own
 # variables, nothing of the image's, and only a program that rule takes (else it exits 126 saying
 # why); a child of another uid gets the box's environment (the image's ENV) and the spawn's.
+# Landlock: every child of another uid than root gets a Landlock domain of its own just before its
+# exec (see landlock_scope), so that no process of the agent's uid can pass the kernel's
+# ptrace_may_access (ptrace, /proc/PID/mem, /proc/PID/environ) for one started by another spawn.
 # Stdin at EOF (the worker went): every pipe closed, and it exits.
 import os, sys, json, struct, selectors, signal, pwd, errno, time, collections, builtins
 VERSION = 1
@@ -58,6 +61,47 @@ BOX_ENV_JSON = os.fsencode(json.dumps([os.fsdecode(k + b"=" + v) for k, v in BOX
 # passes that on to what it runs, so an inline child does too.
 COERCED = os.environb.get(b"LC_CTYPE") if os.environb.get(b"LC_CTYPE") != OWN_ENV.get(b"LC_CTYPE") else None
 LOCALE_VARS = (b"LC_ALL", b"LC_CTYPE", b"LANG")
+# Landlock (the kernel's LSM, 5.13 on). A process in a Landlock domain passes ptrace_may_access
+# (ptrace, and the open of /proc/PID/mem or /proc/PID/environ) only for processes in its own domain
+# or one nested in it. Every spawn of the agent's uid (the agent's shell, an MCP server, a custom
+# tool's command, setup's and verify's commands, the file agent's commands as the agent) gets a
+# domain of its own, inherited by all it starts: none of them can read or write another's memory
+# or environment, though all are uid 1000. The ruleset handles one filesystem right nobody in a box
+# has anyway (LANDLOCK_ACCESS_FS_MAKE_BLOCK: a block device's mknod needs CAP_MKNOD) and has no
+# rules, so the domain changes nothing of what the process may do to files. Root children (the
+# supervisor, the file agent, git, tar) get none: the supervisor kills by uid, from outside any
+# domain. LANDLOCK_ABI is the kernel's Landlock ABI, probed once here; 0 where there is none
+# (ENOSYS under gVisor, whose own rule lets a process reach its descendants only; EOPNOTSUPP where
+# the kernel has it disabled; an architecture not listed): children then start without a domain.
+LANDLOCK_NR = {"x86_64": (444, 446), "aarch64": (444, 446)}.get(os.uname().machine)  # create_ruleset, restrict_self
+LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 11
+def landlock_probe():
+    if LANDLOCK_NR is None: return None, 0
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+    except Exception: return None, 0
+    abi = libc.syscall(ctypes.c_long(LANDLOCK_NR[0]), None, ctypes.c_long(0), ctypes.c_long(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    return (libc, ctypes), max(int(abi), 0)
+LANDLOCK_LIB, LANDLOCK_ABI = landlock_probe()
+def landlock_scope():
+    # In a forked child, as its uid: a domain of its own. A kernel that said it has Landlock and
+    # then refuses is an error (the spawn fails), never a child that starts unscoped.
+    if not LANDLOCK_ABI: return
+    libc, ctypes = LANDLOCK_LIB
+    # no_new_privs, which landlock_restrict_self needs of a process without CAP_SYS_ADMIN: every box
+    # has it already (the engine's no-new-privileges); a helper run on the host (the local
+    # backend) gives it here, so that its children are scoped as a box's are.
+    if libc.prctl(ctypes.c_int(38), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS: " + os.strerror(ctypes.get_errno()))
+    attr = ctypes.c_uint64(LANDLOCK_ACCESS_FS_MAKE_BLOCK)  # struct landlock_ruleset_attr, ABI 1's size
+    fd = libc.syscall(ctypes.c_long(LANDLOCK_NR[0]), ctypes.byref(attr), ctypes.c_long(ctypes.sizeof(attr)), ctypes.c_long(0))
+    if fd < 0: raise OSError(ctypes.get_errno(), "landlock_create_ruleset: " + os.strerror(ctypes.get_errno()))
+    try:
+        if libc.syscall(ctypes.c_long(LANDLOCK_NR[1]), ctypes.c_long(fd), ctypes.c_long(0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self: " + os.strerror(ctypes.get_errno()))
+    finally: os.close(fd)
 os.umask(0o022)
 sel = selectors.DefaultSelector()
 chans = {}
@@ -189,6 +233,8 @@ def child(pipes, uid, gid, cwd, argv, env, prog):
         for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD): signal.signal(sig, signal.SIG_DFL)
         step = "the uid: "
         os.setgroups([gid]); os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid)
+        step = "its Landlock domain: "
+        if uid != 0: landlock_scope()
         step = "the directory %r: " % cwd[:200].decode("utf-8", "replace")
         os.chdir(cwd)
         step = ""
