@@ -115,7 +115,9 @@ export async function procProbe(sb: Sandbox): Promise<ProcProbe> {
   const marker = `pb-sibling-${process.pid}-${Date.now()}`;
   const sibling = await sb.spawn(["python3", "-c", "import time; time.sleep(300)", marker], () => {}, { env: ["SIBLING_SECRET=s3cret"] });
   try {
-    return procProbeResult((await sb.shell.run(`${procProbeCommand(`$(pgrep -f ${marker} | head -1)`)}`, { timeoutSec: 60 })).output);
+    // The spawn returns before its process has exec'd: wait (up to 10 s) until pgrep sees it.
+    const wait = `for i in $(seq 100); do pgrep -f ${marker} >/dev/null && break; sleep 0.1; done\n`;
+    return procProbeResult((await sb.shell.run(`${wait}${procProbeCommand(`$(pgrep -f ${marker} | head -1)`)}`, { timeoutSec: 60 })).output);
   } finally {
     sibling.destroy();
   }
