@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { BatchClient, parseBatchFile, type JobSummary } from "../src/queue/batch.js";
+import { BatchClient, parseBatchFile, type JobSummary } from "../src/batch/batches.js";
 import { keys } from "../src/queue/keys.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { startRedis } from "../test/support/cluster.js";

@@ -5,7 +5,7 @@
 // is the total, and what the parts leave of it is runc, the kernel and everything else.
 import { readdirSync, readFileSync } from "node:fs";
 import type { Readable } from "node:stream";
-import { docker } from "../src/runtime/docker.js";
+import { docker } from "../src/backend/docker.js";
 
 const TICK_MS = 10; // USER_HZ 100 on Linux
 

@@ -1,5 +1,5 @@
 // The fleet's ceiling (issue 28 §3): one private redis-server (AOF on, appendfsync everysec, as a
-// deployment would run it), worker processes on the memory runtime (src/runtime/memory.ts: a
+// deployment would run it), worker processes on the memory runtime (src/backend/memory.ts: a
 // sandbox costs nothing) and an instant scripted model in this process, so the costs left are the
 // workers', Redis's and the model server's, each measured on its own:
 // - per slot count (10, 50, 200, 500 concurrent job slots over WORKERS processes): jobs/s, Redis
@@ -13,7 +13,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { Redis } from "ioredis";
-import { BatchClient, type JobSummary } from "../src/queue/batch.js";
+import { BatchClient, type JobSummary } from "../src/batch/batches.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
 import { startDashboard } from "../src/web/server.js";

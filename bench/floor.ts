@@ -18,10 +18,10 @@ import { rmSync } from "node:fs";
 import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { AnthropicModel, type Message } from "../src/agent/model.js";
-import { defaults, loadConfig } from "../src/config.js";
-import { DockerRuntime } from "../src/runtime/docker.js";
-import { LABEL } from "../src/runtime/owner.js";
-import type { Box } from "../src/runtime/types.js";
+import { defaults, loadConfig } from "../src/core/config/config.js";
+import { DockerRuntime } from "../src/backend/docker.js";
+import { LABEL } from "../src/backend/owner.js";
+import type { Box } from "../src/backend/types.js";
 import { defaultLimits } from "../src/sandbox/sandbox.js";
 import { startFakeAnthropic } from "../test/support/fake-anthropic.js";
 import { byTurn, tenToolScript } from "../test/support/scripts.js";
@@ -192,7 +192,7 @@ async function hashFiles(box: Box): Promise<void> {
 function hostSidePatchbay(dir: string, runs: number): { wall: number; core: number }[] {
   // CommonJS -e with import() (an --input-type flag would pass to the reader thread and fail it).
   const code = `(async () => {
-    const { repoArchive } = await import(${JSON.stringify(new URL("../dist/job/repo.js", import.meta.url).href)});
+    const { repoArchive } = await import(${JSON.stringify(new URL("../dist/job/repo/load.js", import.meta.url).href)});
     for (let i = 0; i <= ${runs}; i++) {
       const c0 = process.cpuUsage(), t0 = performance.now();
       const a = await repoArchive({ path: process.argv[1] });

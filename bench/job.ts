@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AnthropicModel } from "../src/agent/model.js";
-import { loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/core/config/config.js";
 import { runJob } from "../src/job/run.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { startFakeAnthropic } from "../test/support/fake-anthropic.js";

@@ -7,7 +7,7 @@
 //   job's own sandbox (one exec), which is what the fresh sandbox replaces.
 import { rmSync } from "node:fs";
 import { computePatch } from "../src/job/patch.js";
-import { loadRepo } from "../src/job/repo.js";
+import { loadRepo } from "../src/job/repo/load.js";
 import { snapshotMaxBytes, takeSnapshot, verifyInFreshSandbox } from "../src/job/verify.js";
 import { SandboxPool } from "../src/sandbox/pool.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
-import type { TranscriptEvent } from "../src/spec.js";
+import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { renderTranscriptHtml } from "../src/web/html.js";
 import { startDashboard } from "../src/web/server.js";
 import { launchBrowser, signedIn } from "../test/support/browser.js";

@@ -5,9 +5,9 @@
 // headless Chromium. The campaign's jobs are real; its changesets are seeded in the campaign store
 // as publishing and tracking would leave them (no forge is called). Run by hand, not by the tests.
 // Usage: npx tsx docs/screenshots.ts   (Docker, redis-server, chromium and dist/ needed)
-import { CampaignStore } from "../src/campaign/campaign-store.js";
+import { CampaignStore } from "../src/campaign/store.js";
 import type { Changeset } from "../src/campaign/changeset.js";
-import { BatchClient } from "../src/queue/batch.js";
+import { BatchClient } from "../src/batch/batches.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { startDashboard } from "../src/web/server.js";
 import { launchBrowser, signedIn } from "../test/support/browser.js";

@@ -1,5 +1,5 @@
 // Part of `npm run build`: copies the non-TypeScript assets under src/ (Lua, python, bash, the
-// browser's JS and CSS; see src/assets.ts) to the same paths under dist/.
+// browser's JS and CSS; see src/core/assets.ts) to the same paths under dist/.
 import { cpSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -69,7 +69,7 @@ if [ "$engine" = docker ] && ! docker_ok; then
 fi
 
 # gVisor applies a container's seccomp profile (patchbay's denies ptrace between a job's processes,
-# src/runtime/seccomp.ts) only when runsc runs with --oci-seccomp; a worker refuses runsc boxes
+# src/backend/seccomp.ts) only when runsc runs with --oci-seccomp; a worker refuses runsc boxes
 # otherwise. A daemon.json of an earlier run of this script lacks it: added, and dockerd reloaded
 # (SIGHUP reloads its runtimes; running containers are not touched).
 runsc_seccomp() {

@@ -4,13 +4,13 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { adminCommands } from "./cli/admin.js";
-import { debugWanted, loadConfig, telemetryConfig, type Config } from "./config.js";
+import { debugWanted, loadConfig, telemetryConfig, type Config } from "./core/config/config.js";
 import { EXIT, UsageError, type Command, type Values } from "./cli/command.js";
-import { suggest } from "./suggest.js";
+import { suggest } from "./core/suggest.js";
 import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
-import { batchCommands } from "./cli/batch.js";
-import { campaignCommands } from "./cli/campaign.js";
+import { batchCommands } from "./cli/batch-command.js";
+import { campaignCommands } from "./cli/campaign-command.js";
 import { webCommands } from "./cli/web.js";
 
 export type { Command } from "./cli/command.js";
@@ -72,10 +72,10 @@ function parse(cmd: Command, name: string, args: string[]): { values: Values; po
   return parsed;
 }
 
-/** Traces when OTEL_* asks for them (src/telemetry.ts, loaded only then): the spans of what the command does. */
+/** Traces when OTEL_* asks for them (src/observability/telemetry.ts, loaded only then): the spans of what the command does. */
 async function cliTelemetry() {
   const t = telemetryConfig();
-  return t.enabled ? (await import("./telemetry.js")).startTelemetry(t) : undefined;
+  return t.enabled ? (await import("./observability/telemetry.js")).startTelemetry(t) : undefined;
 }
 
 /** parseArgs' "Unknown option '--verfiy'" with the flag it probably meant. */

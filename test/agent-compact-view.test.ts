@@ -4,7 +4,7 @@
 // the CLI's progress line.
 import { describe, expect, it } from "vitest";
 import { formatEvent } from "../src/cli/format.js";
-import { TranscriptEvent } from "../src/spec.js";
+import { TranscriptEvent } from "../src/core/spec/spec.js";
 import { inView } from "./support/browser.js";
 
 const base = { jobId: "compact-1", attempt: 1 };

@@ -1,7 +1,7 @@
 // Edges of the context handling, exactly: breakpoints on string and empty content, the shortening
 // threshold, which turns are kept, which blocks are cut and by how much. Pure.
 import { describe, expect, it } from "vitest";
-import { cacheBreakpoints, shortenOldToolResults } from "../src/agent/context.js";
+import { cacheBreakpoints, shortenOldToolResults } from "../src/agent/turn-messages.js";
 import type { Message } from "../src/agent/model.js";
 
 const E = { type: "ephemeral" };

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
-import type { TranscriptEvent } from "../src/spec.js";
+import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { reply, text, toolResults, toolResultText, toolUse, type Policy } from "./support/fake-anthropic.js";
 import { startBedrockFake, type PlatformFake } from "./support/platform-fakes.js";
 import { buildMcpImage } from "./support/mcp-image.js";

@@ -3,8 +3,8 @@
 import { describe, expect, it } from "vitest";
 import { runAgentLoop, type LoopOptions } from "../src/agent/loop.js";
 import { ModelError, type ContentBlock, type Model, type ModelRequest, type ModelResponse } from "../src/agent/model.js";
-import { defaults } from "../src/config.js";
-import type { EventInput, Usage } from "../src/spec.js";
+import { defaults } from "../src/core/config/config.js";
+import type { EventInput, Usage } from "../src/core/spec/spec.js";
 import type { ToolUseBlock } from "../src/tools/index.js";
 
 const usage = (inputTokens = 0, outputTokens = 0, cacheReadTokens = 0, cacheWriteTokens = 0): Usage => ({ inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens });

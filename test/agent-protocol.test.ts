@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERRNO, parseReply, PROTOCOL_VERSION } from "../src/sandbox/agent-protocol.js";
 import { AGENT_SCRIPT, agentArgv, FileAgent } from "../src/sandbox/file-agent.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
-import { runtimeOf } from "../src/runtime/index.js";
+import { runtimeOf } from "../src/backend/index.js";
 
 describe("agent protocol (pure)", () => {
   it("takes a reply that fits its op, or an error; anything else is a violation", () => {

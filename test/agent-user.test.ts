@@ -1,11 +1,11 @@
-// The agent's identity (src/runtime/agent-user.ts) is the image's: the Dockerfile's `agent` user has
+// The agent's identity (src/backend/agent-user.ts) is the image's: the Dockerfile's `agent` user has
 // AGENT_UID, and AS_AGENT run by root in the sandbox image gives a process with the agent's uid, gid
 // and only group, and no capabilities at all.
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { AGENT_GID, AGENT_UID, AGENT_USER, AS_AGENT, AS_AGENT_SH } from "../src/runtime/agent-user.js";
+import { AGENT_GID, AGENT_UID, AGENT_USER, AS_AGENT, AS_AGENT_SH } from "../src/backend/agent-user.js";
 
 const run = promisify(execFile);
 

@@ -7,7 +7,7 @@ import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/core/config/config.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { LOCAL_WORKER_ENV } from "./support/backend.js";
 import { removeDir, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";

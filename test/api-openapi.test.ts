@@ -1,12 +1,12 @@
 // The HTTP API's OpenAPI document (/api/openapi.json): a valid OpenAPI 3.1 document by
-// @readme/openapi-parser, generated from the contract's own zod schemas (src/spec.ts: the same
+// @readme/openapi-parser, generated from the contract's own zod schemas (src/core/spec/spec.ts: the same
 // fields, event types and statuses, not a copy), every route in it with its problems, and the
 // schemas it gives usable as validators. The responses themselves are held against it in
 // test/api.test.ts.
 import { compileErrors, validate } from "@readme/openapi-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { EVENT_TYPES, JOB_STATUSES, JobResult, JobSpec } from "../src/spec.js";
+import { EVENT_TYPES, JOB_STATUSES, JobResult, JobSpec } from "../src/core/spec/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { fetchDocument, http, type ApiDocument } from "./support/api.js";
 import { startRedis } from "./support/cluster.js";
@@ -68,7 +68,7 @@ describe("the OpenAPI document", () => {
     expect(doc.raw.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" });
   });
 
-  it("takes its schemas from src/spec.ts: JobSpec's fields, JobResult's, every event type and status", () => {
+  it("takes its schemas from src/core/spec/spec.ts: JobSpec's fields, JobResult's, every event type and status", () => {
     const c = doc.raw.components.schemas;
     expect(Object.keys(c.JobSpecInput.properties).sort()).toEqual(Object.keys(JobSpec.shape).sort());
     expect(c.JobSpecInput.additionalProperties).toBe(false); // strict, as the spec is

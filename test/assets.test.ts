@@ -1,4 +1,4 @@
-// The code patchbay keeps in other languages as real files (src/assets.ts): every asset under src/
+// The code patchbay keeps in other languages as real files (src/core/assets.ts): every asset under src/
 // loads through asset() and is in dist/ after a build; each Lua script's name says how many KEYS
 // it takes and its header says what it does, takes and returns; the browser's scripts are plain
 // JavaScript with a header; and no TypeScript file under src/ holds Lua, browser code or a bash
@@ -7,8 +7,8 @@ import { readFileSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { Script } from "node:vm";
 import { beforeAll, describe, expect, it } from "vitest";
-import { asset } from "../src/assets.js";
-import { luaScript } from "../src/lua.js";
+import { asset } from "../src/core/assets.js";
+import { luaScript } from "../src/core/lua.js";
 import { cspHash, escapeHtml } from "../src/web/escape.js";
 import { batchesPage, jobPage, jobsPage, renderTranscriptHtml, STATIC_ASSETS } from "../src/web/html.js";
 import { ensureBuilt, ROOT } from "./cli-helpers.js";
@@ -34,8 +34,8 @@ function luaParts(text: string): { header: string; code: string } {
 const BASH = /(?<!\\)\\\$\{|\$\{"\$"\}|\bset -[euo]|;[ \t]*(then|do)\b|\besac\b|\|\|\s*exit\s+\d|"\$\{\w+\[@\]\}"/;
 /** Shell still in a string, run on the host, not in a sandbox (their files are not this move's): why each is there. */
 const BASH_LEFT: Record<string, string> = {
-  "job/git-auth.ts": "git's credential helper for a host-side clone, a `!` config value git hands to sh",
-  "runtime/local.ts": "the local backend's pid 1, its bind mounts (tests only)",
+  "git/auth.ts": "git's credential helper for a host-side clone, a `!` config value git hands to sh",
+  "backend/local.ts": "the local backend's pid 1, its bind mounts (tests only)",
 };
 const indices = (text: string, name: "KEYS" | "ARGV") => [...text.matchAll(new RegExp(`\\b${name}\\[(\\d+)\\]`, "g"))].map((m) => Number(m[1]));
 const upTo = (n: number) => Array.from({ length: n }, (_, i) => i + 1);

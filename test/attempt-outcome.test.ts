@@ -5,17 +5,17 @@
 import { UnrecoverableError } from "bullmq";
 import { describe, expect, it } from "vitest";
 import { ModelError } from "../src/agent/model.js";
-import { ERROR_KINDS, JOB_KINDS, SandboxLostError } from "../src/errors.js";
+import { ERROR_KINDS, JOB_KINDS, SandboxLostError } from "../src/core/errors.js";
 import { GitStepError } from "../src/job/git-store.js";
-import { RepoError } from "../src/job/repo-common.js";
+import { RepoError } from "../src/job/repo/common.js";
 import { PatchError } from "../src/job/rounds.js";
 import { SetupError } from "../src/job/setup.js";
 import { VerifyError } from "../src/job/verify.js";
 import { EgressDirError } from "../src/net/private-dir.js";
 import { classifyFailure, ON_FAILURE, REDIS_HAND_BACKS, type FailureFacts } from "../src/queue/attempt-outcome.js";
-import { isRedisConnectionError } from "../src/redis-errors.js";
-import { BatchFileError } from "../src/queue/batch-file.js";
-import { JobSpecError } from "../src/spec.js";
+import { isRedisConnectionError } from "../src/redis/connection-errors.js";
+import { BatchFileError } from "../src/batch/batch-file.js";
+import { JobSpecError } from "../src/core/spec/spec.js";
 
 /** Facts with a recorder of the questions asked. */
 function facts(err: unknown, o: { abandoned?: boolean; used?: number; attempts?: number; healthy?: boolean; infraBefore?: number; redisBefore?: number } = {}) {

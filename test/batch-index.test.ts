@@ -1,11 +1,11 @@
 // The batch index without workers or Docker: a private redis-server, the client's side of
-// src/queue/batch.ts, and the worker's hooks called directly with made-up results.
+// src/batch/batches.ts, and the worker's hooks called directly with made-up results.
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, batchHooks, mdCell, parseBatchFile, summarizeBatch, summaryMarkdown, type BatchStatus } from "../src/queue/batch.js";
+import { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, batchHooks, mdCell, parseBatchFile, summarizeBatch, summaryMarkdown, type BatchStatus } from "../src/batch/batches.js";
 import { exitCodeFor, worstExitCode } from "../src/cli/exit.js";
 import { PatchbayClient, type JobData } from "../src/queue/client.js";
-import { emptyResult, type JobResult, type JobStatus } from "../src/spec.js";
+import { emptyResult, type JobResult, type JobStatus } from "../src/core/spec/spec.js";
 import { startRedis } from "./support/cluster.js";
 
 const CLAMP = new URL("../examples/clamp", import.meta.url).pathname;

@@ -1,4 +1,4 @@
-// The worker packs a repo's file contents while it tars them (src/job/blob-pack.ts), so git in the
+// The worker packs a repo's file contents while it tars them (src/job/repo/blob-pack.ts), so git in the
 // sandbox finds every blob and tree stored at baseline instead of writing one loose object each.
 // The pack is checked by git itself (verify-pack, fsck), and a load with it gives the same baseline
 // as one without it, with no loose object in the store and an agent's repo git accepts.
@@ -8,9 +8,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { BlobPack } from "../src/job/blob-pack.js";
+import { BlobPack } from "../src/job/repo/blob-pack.js";
 import { computePatch } from "../src/job/patch.js";
-import { loadRepo } from "../src/job/repo.js";
+import { loadRepo } from "../src/job/repo/load.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-blob-pack-"));

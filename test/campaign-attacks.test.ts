@@ -5,15 +5,15 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../src/config.js";
-import { forgeOf, type PublishContext } from "../src/campaign/campaign-context.js";
-import { GitHubForge } from "../src/campaign/forge-github.js";
-import { GitLabForge } from "../src/campaign/forge-gitlab.js";
-import { outcomeValues } from "../src/campaign/campaign-publish.js";
-import { publishSettings, type PublishSettings } from "../src/campaign/campaign-publish-settings.js";
+import { loadConfig } from "../src/core/config/config.js";
+import { forgeOf, type PublishContext } from "../src/campaign/context.js";
+import { GitHubForge } from "../src/campaign/forge/github.js";
+import { GitLabForge } from "../src/campaign/forge/gitlab.js";
+import { outcomeValues } from "../src/campaign/publish.js";
+import { publishSettings, type PublishSettings } from "../src/campaign/publish-settings.js";
 import { render } from "../src/campaign/template.js";
-import { CampaignFileError, parseCampaign } from "../src/campaign/campaign-file.js";
-import type { JobResult } from "../src/spec.js";
+import { CampaignFileError, parseCampaign } from "../src/campaign/file.js";
+import type { JobResult } from "../src/core/spec/spec.js";
 
 const GH = "ghp_attackTOKEN0123456789abcdefABCDEF";
 const GL = "glpat-attackTOKEN0123456789abc";

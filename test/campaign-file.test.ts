@@ -1,11 +1,11 @@
-// Campaign files (src/campaign/campaign-file.ts) and their templates: read as a whole, every problem
+// Campaign files (src/campaign/file.ts) and their templates: read as a whole, every problem
 // named file:line before anything is enqueued. Pure: no Redis, no git.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { CampaignFileError, parseCampaign, readCampaign } from "../src/campaign/campaign-file.js";
-import { publishSettings } from "../src/campaign/campaign-publish-settings.js";
+import { CampaignFileError, parseCampaign, readCampaign } from "../src/campaign/file.js";
+import { publishSettings } from "../src/campaign/publish-settings.js";
 import { render, templateNames, unknownName } from "../src/campaign/template.js";
 
 const problems = (text: string, reposText?: string): string[] => {

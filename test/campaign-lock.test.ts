@@ -1,9 +1,9 @@
-// One publish, track or close of a campaign at a time (src/campaign/campaign-store.ts withLock, its
+// One publish, track or close of a campaign at a time (src/campaign/store.ts withLock, its
 // Lua in src/campaign/lua/): two publishes at once would both open a pull request and overwrite each
 // other's records. Real Redis (a private one).
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CampaignBusyError, CampaignStore } from "../src/campaign/campaign-store.js";
+import { CampaignBusyError, CampaignStore } from "../src/campaign/store.js";
 import { startRedis } from "./support/cluster.js";
 
 describe("a campaign's lock", () => {

@@ -4,7 +4,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { PatchbayClient } from "../src/queue/client.js";
-import type { TranscriptEvent } from "../src/spec.js";
+import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis } from "./support/cluster.js";

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ClientOptionsError, PatchbayClient } from "../src/queue/client.js";
-import { settleWithin, withTimeout } from "../src/timeout.js";
+import { settleWithin, withTimeout } from "../src/core/timeout.js";
 import { formatEvent } from "../src/cli/format.js";
 import { BIN, ensureBuilt, patchbay, REFUSED_REDIS, ROOT, spawnPatchbay } from "./cli-helpers.js";
 import { LOCAL_WORKER_ENV } from "./support/backend.js";

@@ -3,9 +3,9 @@
 // The worker's log lines carry such texts too (a job's error): the same holds for them.
 import { describe, expect, it } from "vitest";
 import { formatEvent } from "../src/cli/format.js";
-import type { TranscriptEvent } from "../src/spec.js";
-import { safeText } from "../src/term.js";
-import { workerLogger } from "../src/log.js";
+import type { TranscriptEvent } from "../src/core/spec/spec.js";
+import { safeText } from "../src/core/term.js";
+import { workerLogger } from "../src/observability/log.js";
 
 const base = { ts: "2025-01-02T12:34:56.000Z", jobId: "j1", attempt: 1 };
 const usage = { inputTokens: 1, outputTokens: 2, cacheReadTokens: 0, cacheWriteTokens: 0 };

@@ -7,8 +7,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keys } from "../src/queue/keys.js";
 import { PatchbayClient, type JobData } from "../src/queue/client.js";
-import { BatchClient, batchHooks } from "../src/queue/batch.js";
-import { emptyResult, type JobResult } from "../src/spec.js";
+import { BatchClient, batchHooks } from "../src/batch/batches.js";
+import { emptyResult, type JobResult } from "../src/core/spec/spec.js";
 import { ensureBuilt, patchbay, ROOT, spawnPatchbay } from "./cli-helpers.js";
 import { startRedis } from "./support/cluster.js";
 

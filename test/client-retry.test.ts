@@ -5,7 +5,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobNotFoundError, PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
-import { emptyResult } from "../src/spec.js";
+import { emptyResult } from "../src/core/spec/spec.js";
 import { startRedis } from "./support/cluster.js";
 
 const QUEUE = "client-retry";

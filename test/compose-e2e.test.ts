@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BatchClient } from "../src/queue/batch.js";
+import { BatchClient } from "../src/batch/batches.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { ensureBuilt, ROOT } from "./cli-helpers.js";
 import { freePort, removeDir } from "./support/cluster.js";

@@ -1,7 +1,7 @@
 // Environment parsing: every knob's default, overrides, coercion, and one clear error. Pure.
-import { parseForges, tokenVariable } from "../src/config-forges.js";
+import { parseForges, tokenVariable } from "../src/core/config/forges.js";
 import { describe, expect, it } from "vitest";
-import { DEFAULT_IMAGE, DEFAULT_MODEL, loadConfig } from "../src/config.js";
+import { DEFAULT_IMAGE, DEFAULT_MODEL, loadConfig } from "../src/core/config/config.js";
 
 describe("loadConfig", () => {
   it("gives every default from an empty environment", () => {

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
-import { parseJobSpec } from "../src/spec.js";
+import { parseJobSpec } from "../src/core/spec/spec.js";
 import { localBackend, localWorkerConfig } from "./support/backend.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse } from "./support/fake-anthropic.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";

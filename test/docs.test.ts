@@ -1,16 +1,16 @@
 // The docs stay true to the code, so a doc that falls behind fails here. Every relative link in
 // README.md, CHANGELOG.md and docs/*.md resolves to a file, and its #anchor to a heading of that
 // file (GitHub's slug rules); the lists docs/jobspec.md keeps (event types and their fields,
-// statuses and their exit codes, JobSpec and JobResult fields) are exactly src/spec.ts's; the
+// statuses and their exit codes, JobSpec and JobResult fields) are exactly src/core/spec/spec.ts's; the
 // variables docs/operations.md lists under "Read by loadConfig" are exactly the keys of
-// src/config.ts's `Env` (read from the source), and nothing read from process.env goes unlisted.
+// src/core/config/config.ts's `Env` (read from the source), and nothing read from process.env goes unlisted.
 // Pure: files and the schemas, no Docker, Redis or network.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { exitCodeFor } from "../src/cli/exit.js";
-import { Budget, EVENT_TYPES, JOB_STATUSES, JobResult, JobSpec, Limits, Network, TranscriptEvent } from "../src/spec.js";
+import { Budget, EVENT_TYPES, JOB_STATUSES, JobResult, JobSpec, Limits, Network, TranscriptEvent } from "../src/core/spec/spec.js";
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 const read = (rel: string) => readFileSync(join(ROOT, rel), "utf8");
@@ -103,9 +103,9 @@ const sorted = (xs: Iterable<string>) => [...xs].sort();
 // The code's lists
 // ---------------------------------------------------------------------------------------------
 
-/** The keys of `const Env = z.object({...})` in src/config.ts, read from its syntax tree (spreads, .extend and .merge followed). */
+/** The keys of `const Env = z.object({...})` in src/core/config/config.ts, read from its syntax tree (spreads, .extend and .merge followed). */
 function envKeys(): string[] {
-  const path = join(ROOT, "src/config.ts");
+  const path = join(ROOT, "src/core/config/config.ts");
   const sf = ts.createSourceFile(path, readFileSync(path, "utf8"), ts.ScriptTarget.Latest, true);
   const vars = new Map<string, ts.Expression>();
   const collect = (n: ts.Node): void => {
@@ -132,7 +132,7 @@ function envKeys(): string[] {
     return [];
   };
   const env = vars.get("Env");
-  if (!env) throw new Error("src/config.ts has no `const Env`: say in this test where the environment's schema went");
+  if (!env) throw new Error("src/core/config/config.ts has no `const Env`: say in this test where the environment's schema went");
   seen.add("Env");
   return keysOf(env);
 }
@@ -178,7 +178,7 @@ describe("the docs' links", () => {
   }
 });
 
-describe("docs/jobspec.md lists what src/spec.ts defines", () => {
+describe("docs/jobspec.md lists what src/core/spec/spec.ts defines", () => {
   const md = read("docs/jobspec.md");
 
   it("every transcript event type, each with exactly its fields", () => {
@@ -225,14 +225,14 @@ describe("docs/operations.md lists the environment the code reads", () => {
   const elsewhere = tableRows(section(md, "Read elsewhere")).flatMap((r) => names(r[0]));
   const env = envKeys();
 
-  it("exactly the keys of src/config.ts's Env, each once", () => {
+  it("exactly the keys of src/core/config/config.ts's Env, each once", () => {
     expect(env.length).toBeGreaterThan(10); // the parse found the schema
     expect(sorted(listed)).toEqual(sorted(env));
     expect(new Set(listed).size).toBe(listed.length);
   });
 
   it("what is read elsewhere is not loadConfig's, and is read somewhere", () => {
-    expect(elsewhere.filter((v) => env.includes(v))).toEqual([]); // moved into config.ts: move its row up
+    expect(elsewhere.filter((v) => env.includes(v))).toEqual([]); // moved into core/config/config.ts: move its row up
     const sources = [...filesUnder("src", /\.ts$/), ...filesUnder("scripts", /\.(sh|ts|mjs)$|^[^.]+$/) /* scripts without an extension too (podman/patchbay-runc) */, join(ROOT, "docker-compose.yml")].map((f) => readFileSync(f, "utf8")).join("\n");
     expect(elsewhere.filter((v) => !new RegExp(`\\b${v}\\b`).test(sources))).toEqual([]);
   });

@@ -1,7 +1,7 @@
 // Reliability end to end: a worker killed with SIGKILL, SIGTERM drain, Redis restarted mid-job.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { docker } from "../src/runtime/docker.js";
-import { LABEL } from "../src/runtime/owner.js";
+import { docker } from "../src/backend/docker.js";
+import { LABEL } from "../src/backend/owner.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";

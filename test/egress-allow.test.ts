@@ -2,9 +2,9 @@
 // resolver accepts, address classes (after resolution), the presets' config parsers, and the
 // JobSpec `network` field.
 import { describe, expect, it } from "vitest";
-import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, parseAllowEntry, PRESET_NAMES, refusal, type AllowRule } from "../src/allow.js";
+import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, parseAllowEntry, PRESET_NAMES, refusal, type AllowRule } from "../src/core/allow.js";
 import { aptSourceHosts, goEnvHosts, pipConfHosts, urlHost } from "../src/net/presets.js";
-import { parseJobSpec } from "../src/spec.js";
+import { parseJobSpec } from "../src/core/spec/spec.js";
 
 const rules = (...entries: string[]) => entries.map((e) => parseAllowEntry(e) as AllowRule);
 

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
-import type { EventOf, TranscriptEvent } from "../src/spec.js";
+import type { EventOf, TranscriptEvent } from "../src/core/spec/spec.js";
 import { ensureBuilt, patchbay } from "./cli-helpers.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 

@@ -8,7 +8,7 @@ import http from "node:http";
 import net from "node:net";
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseAllowEntry, type AllowRule } from "../src/allow.js";
+import { parseAllowEntry, type AllowRule } from "../src/core/allow.js";
 import { EgressProxy, type EgressLimits, type EgressRecord, type EgressSession } from "../src/net/proxy.js";
 import { connect, get, tlsRequest, until } from "./support/egress-client.js";
 import { withLag } from "./support/lag.js";

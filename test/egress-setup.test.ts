@@ -12,7 +12,7 @@ import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
 import { EgressProxy } from "../src/net/proxy.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
-import type { EventOf, TranscriptEvent } from "../src/spec.js";
+import type { EventOf, TranscriptEvent } from "../src/core/spec/spec.js";
 import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { withLag } from "./support/lag.js";
 import { startNetHost, type NetHost } from "./support/netns.js";

@@ -11,7 +11,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseAllowEntry, type AllowRule } from "../src/allow.js";
+import { parseAllowEntry, type AllowRule } from "../src/core/allow.js";
 import { EgressProxy, type EgressLimits, type EgressRecord, type EgressSession } from "../src/net/proxy.js";
 import { captureHello, connect, fragmenting, readAll, tlsRequest, until } from "./support/egress-client.js";
 import { startTlsHost, type TlsHost } from "./support/tls-host.js";

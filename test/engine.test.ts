@@ -1,6 +1,6 @@
-// What the engine is and what it can hold a sandbox to (src/runtime/engine.ts): pure, no engine.
+// What the engine is and what it can hold a sandbox to (src/backend/engine.ts): pure, no engine.
 import { describe, expect, it } from "vitest";
-import { createProblem, describeEngine, hostUid, limitsEnv, limitsProblem, type EngineInfo } from "../src/runtime/engine.js";
+import { createProblem, describeEngine, hostUid, limitsEnv, limitsProblem, type EngineInfo } from "../src/backend/engine.js";
 
 const rootless = (over: Partial<EngineInfo>): EngineInfo => ({
   name: "podman",

@@ -1,14 +1,14 @@
-// The one error taxonomy (src/errors.ts), pure: a root with a kind, the kind of anything thrown, the
+// The one error taxonomy (src/core/errors.ts), pure: a root with a kind, the kind of anything thrown, the
 // classes' names, and a model error's kind by its status. Which kinds a job owns and what the worker
 // does for each kind: test/attempt-outcome.test.ts and test/job-phases.test.ts.
 import { describe, expect, it } from "vitest";
 import { ModelError } from "../src/agent/model.js";
 import { UsageError, CliError } from "../src/cli/command.js";
-import { ERROR_KINDS, JOB_KINDS, kinded, kindOf, PatchbayError, SandboxLostError } from "../src/errors.js";
-import { RepoError } from "../src/job/repo-common.js";
+import { ERROR_KINDS, JOB_KINDS, kinded, kindOf, PatchbayError, SandboxLostError } from "../src/core/errors.js";
+import { RepoError } from "../src/job/repo/common.js";
 import { JobNotFoundError, WaitTimeoutError } from "../src/queue/client.js";
 import { FileError } from "../src/sandbox/files.js";
-import { JobSpecError } from "../src/spec.js";
+import { JobSpecError } from "../src/core/spec/spec.js";
 
 describe("PatchbayError", () => {
   it("is the root: each class is an Error and a PatchbayError, named as its class, with its kind", () => {

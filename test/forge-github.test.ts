@@ -1,12 +1,12 @@
-// The GitHub forge client (src/campaign/forge-github.ts: Octokit with its throttling and retry
+// The GitHub forge client (src/campaign/forge/github.ts: Octokit with its throttling and retry
 // plugins) against the stand-in of support/github-fake.ts, which checks every request against
 // GitHub's published OpenAPI description and its own answers too: both lists stay empty after
 // each test. No Docker, no Redis.
 import { inspect } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import type { ForgeHost } from "../src/config-forges.js";
-import { ForgeError } from "../src/campaign/forge-error.js";
-import { GITHUB_BODY_MAX, GitHubForge, type ForgeWait } from "../src/campaign/forge-github.js";
+import type { ForgeHost } from "../src/core/config/forges.js";
+import { ForgeError } from "../src/campaign/forge/forge-error.js";
+import { GITHUB_BODY_MAX, GitHubForge, type ForgeWait } from "../src/campaign/forge/github.js";
 import { GitHubFake } from "./support/github-fake.js";
 
 const WRITER = `ghp_writer${process.pid}Qx7Lm2`;

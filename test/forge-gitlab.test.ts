@@ -1,12 +1,12 @@
-// The GitLab forge client (src/campaign/forge-gitlab.ts: gitbeaker) against the stand-in of
+// The GitLab forge client (src/campaign/forge/gitlab.ts: gitbeaker) against the stand-in of
 // support/gitlab-fake.ts, which checks each request against zod schemas written from GitLab's REST
 // docs (GitLab's OpenAPI description is not on this machine) and its own answers; both lists stay
 // empty after each test. No Docker, no Redis.
 import { inspect } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { ForgeHost } from "../src/config-forges.js";
-import { ForgeError } from "../src/campaign/forge-error.js";
-import { GitLabForge } from "../src/campaign/forge-gitlab.js";
+import type { ForgeHost } from "../src/core/config/forges.js";
+import { ForgeError } from "../src/campaign/forge/forge-error.js";
+import { GitLabForge } from "../src/campaign/forge/gitlab.js";
 import { GitLabFake } from "./support/gitlab-fake.js";
 
 const WRITER = `glpat-writer${process.pid}Hq5Rt1`;

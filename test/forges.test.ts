@@ -1,9 +1,9 @@
-// Which forge and repository a git URL names (src/campaign/forges.ts forgeRepoOf), and the error
+// Which forge and repository a git URL names (src/campaign/forge/hosts.ts forgeRepoOf), and the error
 // and bounding helpers every forge client uses (forge-error.ts). Pure.
 import { describe, expect, it } from "vitest";
-import type { ForgeHost } from "../src/config-forges.js";
-import { boundTitle, cutWithNote, forgeError, scrub } from "../src/campaign/forge-error.js";
-import { forgeRepoOf, makeForge } from "../src/campaign/forges.js";
+import type { ForgeHost } from "../src/core/config/forges.js";
+import { boundTitle, cutWithNote, forgeError, scrub } from "../src/campaign/forge/forge-error.js";
+import { forgeRepoOf, makeForge } from "../src/campaign/forge/hosts.js";
 
 const GH: ForgeHost = { host: "github.com", kind: "github", apiUrl: "https://api.github.com" };
 const GL: ForgeHost = { host: "gitlab.com", kind: "gitlab", apiUrl: "https://gitlab.com" };

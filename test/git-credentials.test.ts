@@ -8,8 +8,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cloneRepo } from "../src/job/repo-git.js";
-import { RepoError } from "../src/job/repo.js";
+import { cloneRepo } from "../src/job/repo/clone.js";
+import { RepoError } from "../src/job/repo/load.js";
 import { startGitHttp, type GitHttpServer } from "./support/git-http.js";
 
 const USER = "alice";

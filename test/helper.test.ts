@@ -8,9 +8,9 @@ import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { computePatch } from "../src/job/patch.js";
-import { loadRepo } from "../src/job/repo.js";
-import { docker } from "../src/runtime/docker.js";
-import { BOX_ENV_VAR, TRUSTED_ENV, type Attached, type Box } from "../src/runtime/types.js";
+import { loadRepo } from "../src/job/repo/load.js";
+import { docker } from "../src/backend/docker.js";
+import { BOX_ENV_VAR, TRUSTED_ENV, type Attached, type Box } from "../src/backend/types.js";
 import { HELPER_SCRIPT, HelperBox } from "../src/sandbox/helper.js";
 import { CHUNK, frame, FrameReader, HELPER_VERSION, HelperProtocolError, spawnFrame, WINDOW } from "../src/sandbox/helper-protocol.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
@@ -53,7 +53,7 @@ describe("the helper's frames (pure)", () => {
 
 /** The system's python3, as in an image (a pyenv shim would put its own variables in). */
 const PYTHON = "/usr/bin/python3";
-/** What a backend gives the helper's exec (runtime/types.ts TRUSTED_ENV). */
+/** What a backend gives the helper's exec (backend/types.ts TRUSTED_ENV). */
 const ENV = Object.fromEntries(TRUSTED_ENV.map((kv) => kv.split("=")));
 
 /** The helper program itself on this host (no box): spawns `argv` on channel 1, returns its frames' output and exit. */

@@ -6,10 +6,10 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { workerLogger } from "../src/log.js";
-import { BatchClient } from "../src/queue/batch.js";
+import { workerLogger } from "../src/observability/log.js";
+import { BatchClient } from "../src/batch/batches.js";
 import { PatchbayClient, WaitTimeoutError, type JobData } from "../src/queue/client.js";
-import { emptyResult, type JobResult } from "../src/spec.js";
+import { emptyResult, type JobResult } from "../src/core/spec/spec.js";
 import { ensureBuilt, patchbay, REFUSED_REDIS, ROOT, spawnPatchbay } from "./cli-helpers.js";
 import { startRedis } from "./support/cluster.js";
 

@@ -1,7 +1,7 @@
 // Liveness (src/sandbox/liveness.ts) against a scripted container (through the Docker backend's box): no engine, fast.
 import { describe, expect, it } from "vitest";
-import { DockerBox } from "../src/runtime/docker.js";
-import { SandboxLostError } from "../src/errors.js";
+import { DockerBox } from "../src/backend/docker.js";
+import { SandboxLostError } from "../src/core/errors.js";
 import { Liveness } from "../src/sandbox/liveness.js";
 
 type State = { Running: boolean; ExitCode?: number };

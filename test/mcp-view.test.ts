@@ -2,7 +2,7 @@
 // `patchbay view` writes and whose transcript.js the dashboard's job page runs too) in Chromium
 // shows them like the built-in tools, an MCP call naming its server (a hostile name as inert text).
 import { describe, expect, it } from "vitest";
-import { TranscriptEvent } from "../src/spec.js";
+import { TranscriptEvent } from "../src/core/spec/spec.js";
 import { inView } from "./support/browser.js";
 
 const base = { jobId: "mcp-view-1", attempt: 1 };

@@ -4,10 +4,10 @@
 // is counted is the worker's, whatever runs its sandboxes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { MAX_OTHER_MODELS, OTHER, toolLabel, WorkerMetrics } from "../src/metrics.js";
-import { parseListen } from "../src/listen.js";
+import { MAX_OTHER_MODELS, OTHER, toolLabel, WorkerMetrics } from "../src/queue/metrics.js";
+import { parseListen } from "../src/core/listen.js";
 import { PatchbayClient } from "../src/queue/client.js";
-import type { JobResult, TranscriptEvent } from "../src/spec.js";
+import type { JobResult, TranscriptEvent } from "../src/core/spec/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { freePort, startRedis, startWorkerProc } from "./support/cluster.js";

@@ -3,14 +3,14 @@
 // tools' defaults), a spec's hash (the queue's job-id check and batch hashes, checkpoints), and which
 // tool calls can change files (the tools say; checkpoints ask).
 import { describe, expect, it } from "vitest";
-import { batchCommands } from "../src/cli/batch.js";
+import { batchCommands } from "../src/cli/batch-command.js";
 import { exitCodeFor, STATUS_EXIT, worstExitCode } from "../src/cli/exit.js";
 import { SPEC_USAGE, specFrom } from "../src/cli/spec-flags.js";
 import { mayChangeFiles, specHash as checkpointSpecHash } from "../src/job/checkpoint.js";
-import { batchHash } from "../src/queue/batch-file.js";
-import { EditorTool, JobSpec, JobStatus } from "../src/spec.js";
-import { canonicalJson, specHash } from "../src/spec-hash.js";
-import { DEFAULT_EDITOR_TOOL, EDITOR_TOOLS, JOB_STATUSES } from "../src/spec-names.js";
+import { batchHash } from "../src/batch/batch-file.js";
+import { EditorTool, JobSpec, JobStatus } from "../src/core/spec/spec.js";
+import { canonicalJson, specHash } from "../src/core/spec/hash.js";
+import { DEFAULT_EDITOR_TOOL, EDITOR_TOOLS, JOB_STATUSES } from "../src/core/spec/names.js";
 import { EDITOR_TOOL_NAMES, readOnly } from "../src/tools/editor-text.js";
 import { editorDefinition } from "../src/tools/editor-tool.js";
 import { TextEditor } from "../src/tools/editor.js";

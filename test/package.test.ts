@@ -14,7 +14,7 @@ import { startRedis } from "./support/cluster.js";
 const run = promisify(execFile);
 const DENY_HEAVY = join(ROOT, "test/fixtures/deny-heavy-imports.mjs");
 const SRC = join(ROOT, "src");
-/** Every asset under src/ (what src/assets.ts loads), by its path there. */
+/** Every asset under src/ (what src/core/assets.ts loads), by its path there. */
 const ASSETS = readdirSync(SRC, { recursive: true, withFileTypes: true })
   .filter((e) => e.isFile() && /\.(lua|py|sh|js|css)$/.test(e.name))
   .map((e) => relative(SRC, join(e.parentPath, e.name)));

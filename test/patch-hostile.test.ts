@@ -8,7 +8,7 @@ import path from "node:path";
 import { deflateSync } from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
 import { computePatch } from "../src/job/patch.js";
-import { loadRepo } from "../src/job/repo.js";
+import { loadRepo } from "../src/job/repo/load.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-patch-hostile-"));

@@ -12,13 +12,13 @@ import { checkpointDiff, computePatch } from "../src/job/patch.js";
 import { AnthropicModel } from "../src/agent/model.js";
 import { acquire, release, type Held } from "../src/job/acquire.js";
 import { runAgent } from "../src/job/agent-phase.js";
-import { jobContext } from "../src/job/context.js";
+import { jobContext } from "../src/job/job-context.js";
 import { prepare } from "../src/job/prepare.js";
-import { loadRepo, repoArchive, snapshotBaseline } from "../src/job/repo.js";
-import { loadConfig } from "../src/config.js";
-import { runtimeOf } from "../src/runtime/index.js";
+import { loadRepo, repoArchive, snapshotBaseline } from "../src/job/repo/load.js";
+import { loadConfig } from "../src/core/config/config.js";
+import { runtimeOf } from "../src/backend/index.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
-import { JobSpec } from "../src/spec.js";
+import { JobSpec } from "../src/core/spec/spec.js";
 import { reply, startFakeAnthropic, text } from "./support/fake-anthropic.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-statcache-"));

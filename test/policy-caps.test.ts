@@ -6,9 +6,9 @@
 // (the engine's own record of the container says runsc) and refuses a spec asking for runc.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobFailedError, PatchbayClient } from "../src/queue/client.js";
-import { docker } from "../src/runtime/docker.js";
-import { LABEL } from "../src/runtime/owner.js";
-import type { TranscriptEvent } from "../src/spec.js";
+import { docker } from "../src/backend/docker.js";
+import { LABEL } from "../src/backend/owner.js";
+import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 

@@ -1,12 +1,12 @@
-// The worker's policy on what a JobSpec may ask of its sandbox (src/policy.ts), the JobSpec's
-// absolute caps (src/spec.ts), and the git URL credentials helpers (src/job/git-auth.ts). Pure.
+// The worker's policy on what a JobSpec may ask of its sandbox (src/job/policy.ts), the JobSpec's
+// absolute caps (src/core/spec/spec.ts), and the git URL credentials helpers (src/git/auth.ts). Pure.
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../src/config.js";
-import { credentialHelper, hasCredentials, matchCredential, parseCredentialStore, redact, scrub, splitUrl } from "../src/job/git-auth.js";
+import { loadConfig } from "../src/core/config/config.js";
+import { credentialHelper, hasCredentials, matchCredential, parseCredentialStore, redact, scrub, splitUrl } from "../src/git/auth.js";
 import { runJob } from "../src/job/run.js";
 import { policyProblem } from "../src/job/admit.js";
-import { FROM_BUILDS, imageVerdict, normalizeImage, policyRefusal, policyViolations, withCaps, type SandboxPolicy } from "../src/policy.js";
-import { assertJobSpec, JobSpecError, parseJobSpec, type JobSpec } from "../src/spec.js";
+import { FROM_BUILDS, imageVerdict, normalizeImage, policyRefusal, policyViolations, withCaps, type SandboxPolicy } from "../src/job/policy.js";
+import { assertJobSpec, JobSpecError, parseJobSpec, type JobSpec } from "../src/core/spec/spec.js";
 
 const SB = "patchbay-sandbox:latest";
 const DEFAULT = loadConfig({}).policy;
@@ -139,7 +139,7 @@ describe("the JobSpec's absolute caps (whatever the worker)", () => {
   });
 });
 
-describe("git URL credentials (src/job/git-auth.ts)", () => {
+describe("git URL credentials (src/git/auth.ts)", () => {
   it("splits the URL git is given from the credentials it carried", () => {
     expect(splitUrl("https://alice:s3cret@host.example/o/r.git")).toEqual({
       url: "https://host.example/o/r.git", protocol: "https", host: "host.example", path: "/o/r.git",

@@ -1,4 +1,4 @@
-// A local repo's files are read on reader threads (src/job/read-pool.ts, read-thread.ts) while the
+// A local repo's files are read on reader threads (src/job/repo/read-pool.ts, read-thread.ts) while the
 // event loop tars them. The threads must give the very archive and pack the event loop alone gives,
 // catch what changes under them as it would, and leave no fd open. No Docker.
 import { execFileSync } from "node:child_process";
@@ -6,9 +6,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readerThreads } from "../src/job/read-pool.js";
-import { RepoError, type RepoArchive } from "../src/job/repo-common.js";
-import { dirArchive } from "../src/job/repo-dir.js";
+import { readerThreads } from "../src/job/repo/read-pool.js";
+import { RepoError, type RepoArchive } from "../src/job/repo/common.js";
+import { dirArchive } from "../src/job/repo/walk.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-read-pool-"));
 afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));

@@ -16,7 +16,7 @@ import { ask, makeTestCA, startRedisCluster, startRedisServer, startSentinelGrou
 import { byTurn } from "./support/scripts.js";
 import { http, sse } from "./support/api.js";
 import { startDashboard } from "../src/web/server.js";
-import { loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/core/config/config.js";
 import { ensureBuilt } from "./cli-helpers.js";
 
 const MEMORY = { PATCHBAY_BACKEND: "memory", PATCHBAY_TEST_BACKENDS: "1" };

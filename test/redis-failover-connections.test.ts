@@ -8,11 +8,11 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/core/config/config.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { redisOptions } from "../src/queue/keys.js";
 import { startWorker } from "../src/queue/worker.js";
-import { openRedis } from "../src/redis-connect.js";
+import { openRedis } from "../src/redis/connect.js";
 import { startRedis } from "./support/cluster.js";
 import { startFakeAnthropic } from "./support/fake-anthropic.js";
 import { ask, startRedisServer, startSentinelGroup, type SentinelGroup } from "./support/redis-topology.js";

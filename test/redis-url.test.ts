@@ -1,10 +1,10 @@
-// Which Redis a URL names (src/redis-target.ts), how messages show it (src/redis-url.ts), what a
-// connection error means (src/redis-probe.ts) and how many replicas a write waits for: pure, no Redis.
+// Which Redis a URL names (src/redis/target.ts), how messages show it (src/redis/url.ts), what a
+// connection error means (src/redis/probe.ts) and how many replicas a write waits for: pure, no Redis.
 import { describe, expect, it } from "vitest";
-import { keyspaceQueueName, parseRedisUrl, RedisUrlError } from "../src/redis-target.js";
-import { shownRedisUrl } from "../src/redis-url.js";
-import { redisErrorReason } from "../src/redis-probe.js";
-import { tlsOptions, waitSetting } from "../src/redis-connect.js";
+import { keyspaceQueueName, parseRedisUrl, RedisUrlError } from "../src/redis/target.js";
+import { shownRedisUrl } from "../src/redis/url.js";
+import { redisErrorReason } from "../src/redis/probe.js";
+import { tlsOptions, waitSetting } from "../src/redis/connect.js";
 
 const bad = (url: string) => {
   try {

@@ -6,8 +6,8 @@
 // (support/docker-proxy.ts), so what happens while a removal is under way is seen, not raced.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
-import { docker } from "../src/runtime/docker.js";
-import { LABEL } from "../src/runtime/owner.js";
+import { docker } from "../src/backend/docker.js";
+import { LABEL } from "../src/backend/owner.js";
 import { BackgroundRemovals } from "../src/sandbox/removals.js";
 import { reply, startFakeAnthropic, text, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { freePort, removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";

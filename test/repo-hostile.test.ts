@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import * as tar from "tar-stream";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadRepo, RepoError, repoArchive, type RepoArchive, type RepoArchiveOptions, type RepoSource } from "../src/job/repo.js";
+import { loadRepo, RepoError, repoArchive, type RepoArchive, type RepoArchiveOptions, type RepoSource } from "../src/job/repo/load.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import { withLag, type Lag } from "./support/lag.js";
 
@@ -96,7 +96,7 @@ async function inChild(repo: RepoSource, opts: RepoArchiveOptions, limits: { hea
   const script = path.join(tmpRoot, `child${count++}.mts`);
   fs.writeFileSync(
     script,
-    `import { repoArchive, RepoError } from ${JSON.stringify(path.join(ROOT, "src/job/repo.ts"))};
+    `import { repoArchive, RepoError } from ${JSON.stringify(path.join(ROOT, "src/job/repo/load.ts"))};
 import { withLag } from ${JSON.stringify(path.join(ROOT, "test/support/lag.ts"))};
 const r = await withLag(async () => {
   const a = await repoArchive(${JSON.stringify(repo)}, { git: { env: process.env }, ...${JSON.stringify(opts)} });
@@ -572,7 +572,7 @@ describe("6. a { path } repo whose directory is swapped for a symlink while it l
   it("swapped after the walk, before its files are read: a RepoError naming it, and no host byte in the tar", async () => {
     const { repo, stash } = setup();
     // The files are read (on reader threads) as soon as the walk is done: the swap is made then.
-    const { walkHooks } = await import("../src/job/repo-dir.js");
+    const { walkHooks } = await import("../src/job/repo/walk.js");
     walkHooks.afterWalk = () => swap(repo, stash);
     const r = await withLag(async () => collect(await repoArchive({ path: repo }))).finally(() => (walkHooks.afterWalk = undefined));
     const { seen, error } = r.value!;
@@ -583,7 +583,7 @@ describe("6. a { path } repo whose directory is swapped for a symlink while it l
   });
 
   it("swapped mid-walk, after its lstat and before it is entered (a nested one too): a RepoError, no host name listed", async () => {
-    const { walkHooks } = await import("../src/job/repo-dir.js");
+    const { walkHooks } = await import("../src/job/repo/walk.js");
     for (const dir of ["a", "a/sub"]) {
       const { host, repo, stash } = setup();
       if (dir === "a/sub") {

@@ -9,7 +9,7 @@ import { gzip } from "node:zlib";
 import * as tar from "tar-stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { checkpointPatch, computePatch, PatchTooLargeError } from "../src/job/patch.js";
-import { loadRepo, repoArchive, RepoError, type RepoSource } from "../src/job/repo.js";
+import { loadRepo, repoArchive, RepoError, type RepoSource } from "../src/job/repo/load.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-repo-test-"));
@@ -189,7 +189,7 @@ describe("loadRepo (real engine)", () => {
     process.env.TMPDIR = clones;
     try {
       await expect(repoArchive({ git: origin, ref: "no-such-ref" }, HOST)).rejects.toThrow(new RegExp(`repo.git ${origin}: ref "no-such-ref" not found`));
-      // A path is a local source whether or not it exists (src/repo-source.ts), checked before git runs.
+      // A path is a local source whether or not it exists (src/job/repo/source.ts), checked before git runs.
       await expect(repoArchive({ git: path.join(tmpRoot, "nope") }, HOST)).rejects.toThrow(/^repo\.git \S+nope: the local path does not exist or is not a directory$/);
       const ok = await repoArchive({ git: origin }, HOST);
       expect(fs.readdirSync(clones)).toHaveLength(1);

@@ -1,4 +1,4 @@
-// One rule for every repo source (issue 41, part 4), pure: what src/repo-source.ts calls local,
+// One rule for every repo source (issue 41, part 4), pure: what src/job/repo/source.ts calls local,
 // remote (with its host) or unsupported, held against host git's own reading of the same values
 // (the transport `git ls-remote` picks), and the roots check: realpath, so a symlink out of a root
 // is refused, with one answer for a path that exists and one that does not.
@@ -7,10 +7,10 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { checkLocalPath, checkSource, classifyGit, hostAllowed } from "../src/repo-source.js";
-import { loadConfig } from "../src/config.js";
-import { admitSource } from "../src/job/source-check.js";
-import { parseJobSpec } from "../src/spec.js";
+import { checkLocalPath, checkSource, classifyGit, hostAllowed } from "../src/job/repo/source.js";
+import { loadConfig } from "../src/core/config/config.js";
+import { admitSource } from "../src/job/repo/source-check.js";
+import { parseJobSpec } from "../src/core/spec/spec.js";
 
 const tmp = mkdtempSync(join(tmpdir(), "pb-repo-source-"));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -7,10 +7,10 @@ import os from "node:os";
 import path from "node:path";
 import * as tar from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadRepo, type RepoSource } from "../src/job/repo.js";
-import { docker } from "../src/runtime/docker.js";
+import { loadRepo, type RepoSource } from "../src/job/repo/load.js";
+import { docker } from "../src/backend/docker.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
-import { loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/core/config/config.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-repo-stream-"));
 afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));

@@ -12,7 +12,7 @@ import { AnthropicModel } from "../src/agent/model.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
 import { BOUNDS, PatchGoneError } from "../src/queue/result-bounds.js";
-import type { EventOf, JobResult, TranscriptEvent } from "../src/spec.js";
+import type { EventOf, JobResult, TranscriptEvent } from "../src/core/spec/spec.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { cli, removeDir, startRedis } from "./support/cluster.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";

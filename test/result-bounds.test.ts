@@ -3,7 +3,7 @@
 // never a split surrogate pair, and a stored result under BOUNDS.resultBytes whatever it held.
 import { describe, expect, it } from "vitest";
 import { attachPatch, BOUNDS, boundEvent, boundResult, cutDiffstat, cutList, cutText, jsonBytes, PatchGoneError, sha256 } from "../src/queue/result-bounds.js";
-import { emptyResult, filesChangedCount, JobResult, TranscriptEvent, type EventOf } from "../src/spec.js";
+import { emptyResult, filesChangedCount, JobResult, TranscriptEvent, type EventOf } from "../src/core/spec/spec.js";
 
 const names = (n: number) => Array.from({ length: n }, (_, i) => `many/f${String(i + 1).padStart(6, "0")}`);
 const stat = (files: string[]) => `${files.map((f) => ` ${f} | 0\n`).join("")} ${files.length} files changed, 0 insertions(+), 0 deletions(-)\n`;

@@ -9,7 +9,7 @@
 import { Job } from "bullmq";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
-import { emptyResult, type TranscriptEvent } from "../src/spec.js";
+import { emptyResult, type TranscriptEvent } from "../src/core/spec/spec.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { resumePolicy } from "./support/resume-scripts.js";

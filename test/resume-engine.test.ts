@@ -2,9 +2,9 @@
 // the main engine is never touched): the job completes from its checkpoint with no model request
 // paid twice (the issue allows 2 more) and the same patch, and nothing is left on the engine.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LABEL } from "../src/runtime/owner.js";
+import { LABEL } from "../src/backend/owner.js";
 import { PatchbayClient } from "../src/queue/client.js";
-import type { TranscriptEvent } from "../src/spec.js";
+import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { startEngine, type Engine } from "./support/engine.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";

@@ -1,11 +1,11 @@
-// The local backend (src/runtime/local.ts): a box is a host directory seen at /workspace, /patchbay
+// The local backend (src/backend/local.ts): a box is a host directory seen at /workspace, /patchbay
 // and /tmp through namespaces of its own. The same Sandbox runs on it: shell, supervisor, files,
 // the worker's commands. No Docker; root and util-linux's unshare/nsenter.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../src/config.js";
-import { LocalRuntime } from "../src/runtime/local.js";
+import { loadConfig } from "../src/core/config/config.js";
+import { LocalRuntime } from "../src/backend/local.js";
 import { reap } from "../src/sandbox/reaper.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { startWorker } from "../src/queue/worker.js";

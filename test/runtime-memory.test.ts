@@ -1,16 +1,16 @@
-// The memory backend (src/runtime/memory.ts): boxes as objects that execute nothing, for the fleet
+// The memory backend (src/backend/memory.ts): boxes as objects that execute nothing, for the fleet
 // bench's simulations. A whole scripted job runs on it (the repo in, the agent's tools, the patch,
 // verify) through runJob and through a worker on a real Redis; a worker refuses it unless
 // PATCHBAY_TEST_BACKENDS=1. No Docker, no root.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/core/config/config.js";
 import { runJob } from "../src/job/run.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
-import { runtimeOf } from "../src/runtime/index.js";
-import { MemoryRuntime } from "../src/runtime/memory.js";
-import type { TranscriptEvent } from "../src/spec.js";
+import { runtimeOf } from "../src/backend/index.js";
+import { MemoryRuntime } from "../src/backend/memory.js";
+import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { startRedis } from "./support/cluster.js";
 import { startFakeAnthropic, toolResults, toolResultText, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { byTurn, clampScript } from "./support/scripts.js";
@@ -34,7 +34,7 @@ describe("the memory backend", () => {
     const result = await runJob({ task: "Fix clamp.", repo: { path: CLAMP }, verify: "python3 -m unittest -q" }, { model: model(), backend, config: loadConfig({ ...process.env, ...MEMORY }), onEvent: (e) => events.push(e) });
     expect(result.status).toBe("completed");
     expect(result.filesChanged).toEqual(["clamp.py"]);
-    // (whole-file hunks: the memory backend's diff, see src/runtime/memory-exec.ts)
+    // (whole-file hunks: the memory backend's diff, see src/backend/memory-exec.ts)
     expect(result.patch).toMatch(/^diff --git a\/clamp.py b\/clamp.py\n--- a\/clamp.py\n\+\+\+ b\/clamp.py\n@@ -1,10 \+1,10 @@\n/);
     expect(result.patch).toMatch(/^\+        return hi$/m);
     expect(result.verify?.exitCode).toBe(0);

@@ -3,8 +3,8 @@
 // test/engine-podman.test.ts asserts the refusal instead.
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { loadConfig } from "../src/config.js";
-import { doctor } from "../src/doctor.js";
+import { loadConfig } from "../src/core/config/config.js";
+import { doctor } from "../src/cli/doctor.js";
 import { runJob, SandboxLostError } from "../src/job/run.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { reply, startFakeAnthropic, text, toolUse } from "./support/fake-anthropic.js";

@@ -5,7 +5,7 @@ import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
 import { FileAgent } from "../src/sandbox/file-agent.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
-import type { TranscriptEvent } from "../src/spec.js";
+import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { useSandbox } from "./support/sandbox.js";
 

@@ -4,12 +4,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { loadConfig } from "../src/config.js";
-import { prepareSandbox } from "../src/job/repo.js";
+import { loadConfig } from "../src/core/config/config.js";
+import { prepareSandbox } from "../src/job/repo/load.js";
 import { runJob } from "../src/job/run.js";
 import { startWorker } from "../src/queue/worker.js";
-import { docker } from "../src/runtime/docker.js";
-import { LABEL } from "../src/runtime/owner.js";
+import { docker } from "../src/backend/docker.js";
+import { LABEL } from "../src/backend/owner.js";
 import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedis, startWorkerProc } from "./support/cluster.js";

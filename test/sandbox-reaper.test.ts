@@ -1,7 +1,7 @@
 // The reaper removes labelled containers and volumes whose owner is gone or whose deadline passed.
 import { describe, expect, it } from "vitest";
-import { docker } from "../src/runtime/docker.js";
-import { localOwnerAlive } from "../src/runtime/owner.js";
+import { docker } from "../src/backend/docker.js";
+import { localOwnerAlive } from "../src/backend/owner.js";
 import { reap } from "../src/sandbox/reaper.js";
 import { cgroupLimits, exists } from "./support/sandbox.js";
 import { podman } from "./support/engine-kind.js";

@@ -5,8 +5,8 @@
 // error and leaves the agent in step. An agent that cannot run commands (not root, as on gVisor)
 // sends the worker back to docker exec; one without setpriv takes the uid through Popen itself.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RepoError } from "../src/job/repo.js";
-import { docker } from "../src/runtime/docker.js";
+import { RepoError } from "../src/job/repo/load.js";
+import { docker } from "../src/backend/docker.js";
 import { AGENT_SCRIPT, agentArgv, FileAgent } from "../src/sandbox/file-agent.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 

@@ -5,19 +5,19 @@ import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, 
 import { startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { useSandbox } from "./support/sandbox.js";
 import { podman } from "./support/engine-kind.js";
-import { engineInfo, hostUid } from "../src/runtime/engine.js";
-import { docker } from "../src/runtime/docker.js";
+import { engineInfo, hostUid } from "../src/backend/engine.js";
+import { docker } from "../src/backend/docker.js";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runtimeOf } from "../src/runtime/index.js";
-import { seccompProfile, type SeccompProfile } from "../src/runtime/seccomp.js";
-import type { BoxSpec, SandboxRuntime } from "../src/runtime/types.js";
+import { runtimeOf } from "../src/backend/index.js";
+import { seccompProfile, type SeccompProfile } from "../src/backend/seccomp.js";
+import type { BoxSpec, SandboxRuntime } from "../src/backend/types.js";
 import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
 import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget, procProbe } from "./support/ptrace-probe.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
-import { landlockCheck, landlockDetail } from "../src/doctor.js";
-import { loadConfig } from "../src/config.js";
+import { landlockCheck, landlockDetail } from "../src/cli/doctor.js";
+import { loadConfig } from "../src/core/config/config.js";
 
 // Set before any sandbox of this file exists: a sandbox that inherited this process's environment
 // would show it.

@@ -1,11 +1,11 @@
-// The sandbox's seccomp profile as data (src/runtime/seccomp.ts): what it denies, that it is
+// The sandbox's seccomp profile as data (src/backend/seccomp.ts): what it denies, that it is
 // Docker's default otherwise, its shape, and the file Podman is given. No engine: the behaviour in
 // a box is test/sandbox-security.test.ts's (and sandbox-gvisor's under runsc).
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { DENIED, profileFile, PTRACE_CALLS, seccompOption, seccompProfile, type SeccompProfile } from "../src/runtime/seccomp.js";
+import { DENIED, profileFile, PTRACE_CALLS, seccompOption, seccompProfile, type SeccompProfile } from "../src/backend/seccomp.js";
 
 /** Every name some rule allows, under whatever condition (arch, capability, arguments, kernel). */
 const allowedAnyhow = (p: SeccompProfile) => new Set(p.syscalls.filter((r) => r.action === "SCMP_ACT_ALLOW").flatMap((r) => r.names));

@@ -7,7 +7,7 @@
 // examples/clamp; verify: python3 -m unittest -q.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
-import type { JobResult, TranscriptEvent } from "../src/spec.js";
+import type { JobResult, TranscriptEvent } from "../src/core/spec/spec.js";
 import { removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
 import { byTurn, taskOf } from "./support/scripts.js";

@@ -1,4 +1,4 @@
-// The bash patchbay runs (src/job/sh/, src/sandbox/sh/: see src/assets.ts) as real files: each
+// The bash patchbay runs (src/job/sh/, src/sandbox/sh/: see src/core/assets.ts) as real files: each
 // with a header saying what it does, takes, prints and exits with; each one bash can parse, alone
 // and as the worker puts it together; the values they share with the TypeScript (the private
 // store's paths, the attributes, the agent's uid and setpriv prefix, the bounds) written once, in
@@ -10,11 +10,11 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { asset } from "../src/assets.js";
+import { asset } from "../src/core/assets.js";
 import { ATTRIBUTES, GIT, GIT_VARS, INDEX, INDEX_TREE, REFRESH, STORE } from "../src/job/git-store.js";
 import { LIST_MAX } from "../src/job/patch.js";
-import { PRIVATE_DIR } from "../src/runtime/types.js";
-import { AGENT_GID, AGENT_UID, AS_AGENT_SH } from "../src/runtime/agent-user.js";
+import { PRIVATE_DIR } from "../src/backend/types.js";
+import { AGENT_GID, AGENT_UID, AS_AGENT_SH } from "../src/backend/agent-user.js";
 import { READY, TAR_EXTRACT, TAR_SCRIPT } from "../src/sandbox/stream.js";
 import { ROOT } from "./cli-helpers.js";
 

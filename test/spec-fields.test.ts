@@ -1,7 +1,7 @@
 // The field builders' human messages, exactly: show(), expected(), genericMessage(). Pure.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { A_TYPE, expected, genericMessage, intRange, nonEmpty, nonNegInt, nonNegNumber, positiveInt, positiveNumber, REQUIRED, show } from "../src/spec-fields.js";
+import { A_TYPE, expected, genericMessage, intRange, nonEmpty, nonNegInt, nonNegNumber, positiveInt, positiveNumber, REQUIRED, show } from "../src/core/spec/fields.js";
 
 const msg = (schema: z.ZodType, value: unknown) => {
   const r = schema.safeParse(value);

@@ -2,7 +2,7 @@
 // "did you mean" (normalised, edit distance with transpositions, short keys stricter), paths with
 // indexes, the repo union, setup items, job ids; and emptyResult. Pure.
 import { describe, expect, it } from "vitest";
-import { emptyResult, emptyUsage, filesChangedCount, finishedEvent, JobSpecError, MAX_COMMAND_CHARS, MAX_TASK_CHARS, parseJobSpec, stamped } from "../src/spec.js";
+import { emptyResult, emptyUsage, filesChangedCount, finishedEvent, JobSpecError, MAX_COMMAND_CHARS, MAX_TASK_CHARS, parseJobSpec, stamped } from "../src/core/spec/spec.js";
 
 const R = { path: "/r" };
 const err = (input: unknown) => {

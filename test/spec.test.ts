@@ -12,7 +12,7 @@ import {
   type EventInput,
   type JobSpec,
   type Usage,
-} from "../src/spec.js";
+} from "../src/core/spec/spec.js";
 import { PRICES, SDK_MODELS, costUsd, pricePrefix, priceFor, priceKnown, unknownModelWarning } from "../src/agent/prices.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 

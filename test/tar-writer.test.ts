@@ -1,10 +1,10 @@
-// The repo's tar is written by patchbay's own writer (src/job/tar-writer.ts): read back here by
+// The repo's tar is written by patchbay's own writer (src/job/repo/tar-writer.ts): read back here by
 // tar-stream and by GNU tar (what the sandbox runs), with hostile names, long and non-ASCII names
 // and link targets, out-of-range mtimes, every size around a block and a chunk. No Docker.
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import * as tar from "tar-stream";
-import { TarWriter, type TarEntry } from "../src/job/tar-writer.js";
+import { TarWriter, type TarEntry } from "../src/job/repo/tar-writer.js";
 
 /** Writes entries (a file's body whole, or in pieces) and returns the archive. */
 function write(entries: (TarEntry & { body?: Buffer; pieces?: number })[]): Buffer {

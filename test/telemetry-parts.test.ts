@@ -10,14 +10,14 @@ import { ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { describe, expect, it } from "vitest";
-import { loadConfig, telemetryConfig } from "../src/config.js";
-import { PatchbayError } from "../src/errors.js";
-import { emptyResult } from "../src/spec.js";
-import { startTelemetry } from "../src/telemetry.js";
-import { carrierOf, enqueueSpans, ensureSpan, inSpan, modelId, modelRequestAttrs, modelResponseAttrs, pointSpan, resultAttrs, toolAttrs, toolResultAttrs } from "../src/trace.js";
+import { loadConfig, telemetryConfig } from "../src/core/config/config.js";
+import { PatchbayError } from "../src/core/errors.js";
+import { emptyResult } from "../src/core/spec/spec.js";
+import { startTelemetry } from "../src/observability/telemetry.js";
+import { carrierOf, enqueueSpans, ensureSpan, inSpan, modelId, modelRequestAttrs, modelResponseAttrs, pointSpan, resultAttrs, toolAttrs, toolResultAttrs } from "../src/observability/trace.js";
 import { decodeTraces } from "./support/otlp-receiver.js";
 
-describe("the OTEL_* variables (src/config.ts)", () => {
+describe("the OTEL_* variables (src/core/config/config.ts)", () => {
   it("off unless an endpoint is set", () => {
     expect(telemetryConfig({})).toEqual({ enabled: false, headers: {}, serviceName: "patchbay", resourceAttributes: {}, scheduleDelayMs: 5000 });
     expect(loadConfig({}).telemetry.enabled).toBe(false);
@@ -64,7 +64,7 @@ describe("the OTEL_* variables (src/config.ts)", () => {
   });
 });
 
-describe("the attribute builders (src/trace.ts)", () => {
+describe("the attribute builders (src/observability/trace.ts)", () => {
   it("model ids that look like ids, else other", () => {
     expect(modelId("claude-sonnet-5-5")).toBe("claude-sonnet-5-5");
     expect(modelId("a model with spaces")).toBe("other");

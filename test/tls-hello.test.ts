@@ -5,7 +5,7 @@
 // ones are built byte by byte.
 import tls from "node:tls";
 import { describe, expect, it } from "vitest";
-import { isAllowed, parseAllowEntry, refusal, type AllowRule } from "../src/allow.js";
+import { isAllowed, parseAllowEntry, refusal, type AllowRule } from "../src/core/allow.js";
 import { ClientHelloReader, MAX_HELLO, parseClientHello, serverAnswer, type Read } from "../src/net/client-hello.js";
 import { bounded, boundRecord, RECORD_BOUNDS } from "../src/net/record.js";
 import { HELLO_STREAM, TlsGate } from "../src/net/tls-gate.js";

@@ -1,6 +1,6 @@
 // Bounded output capture (HeadTail) and cutMiddle: exact head, tail, counts and notices. Pure.
 import { describe, expect, it } from "vitest";
-import { cutMiddle, HeadTail } from "../src/truncate.js";
+import { cutMiddle, HeadTail } from "../src/core/truncate.js";
 
 const feed = (limit: number, ...chunks: string[]) => {
   const h = new HeadTail(limit);

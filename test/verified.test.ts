@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
-import type { JobResult, TranscriptEvent } from "../src/spec.js";
+import type { JobResult, TranscriptEvent } from "../src/core/spec/spec.js";
 import { removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
 import { byTurn, taskOf } from "./support/scripts.js";

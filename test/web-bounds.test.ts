@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
 import { keys } from "../src/queue/keys.js";
 import { boundResult } from "../src/queue/result-bounds.js";
-import { emptyResult, type JobResult } from "../src/spec.js";
+import { emptyResult, type JobResult } from "../src/core/spec/spec.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";
 import { launchBrowser, recordPage, signedIn } from "./support/browser.js";
 import { removeDir, startRedis } from "./support/cluster.js";

@@ -7,9 +7,9 @@
 import Fastify from "fastify";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CampaignStore, type CampaignDef } from "../src/campaign/campaign-store.js";
+import { CampaignStore, type CampaignDef } from "../src/campaign/store.js";
 import type { Changeset } from "../src/campaign/changeset.js";
-import { BatchClient } from "../src/queue/batch.js";
+import { BatchClient } from "../src/batch/batches.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { authPlugin } from "../src/web/auth.js";
 import { campaignsRoutes } from "../src/web/routes-campaigns.js";
@@ -24,7 +24,7 @@ const ID = "bump-logging-api";
 
 // Would run if parsed as HTML, or drive a terminal: markup, a javascript: URL, escapes and controls.
 const HOSTILE_REPO = "https://example.com/acme/<img src=x onerror=\"window.__pwned=1;alert(1)\">.git";
-const HOSTILE_REASON = "rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> \u001b[31mCONFLICT\u001b[0m \u001b]0;evil-title\u0007 in src/log.ts\u0000";
+const HOSTILE_REASON = "rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> \u001b[31mCONFLICT\u001b[0m \u001b]0;evil-title\u0007 in src/observability/log.ts\u0000";
 const HOSTILE_BRANCH = "patchbay/<script>window.__pwned=3;alert(3)</script>";
 const JS_URL = "javascript:window.__pwned=4;alert(4)";
 const DATA_URL = "data:text/html,<script>alert(5)</script>";
@@ -106,7 +106,7 @@ describe("campaign pages in headless Chromium", () => {
         { line: "3", repo: shown(3), state: "open", checks: "failing", review: "changes requested", ...pr(3, 13), job: job(3), reason: "" },
         { line: "4", repo: shown(4), state: "draft unverified", checks: "pending", review: "review required", ...pr(4, 14), job: job(4), reason: "" },
         { line: "5", repo: shown(5), state: "closed", checks: "", review: "", ...pr(5, 15), job: job(5), reason: "closed by campaign close" },
-        { line: "6", repo: shown(6), state: "conflict", checks: "", review: "", pr: JS_URL, prHref: null, branch: HOSTILE_BRANCH, job: job(6), reason: "rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/log.ts" },
+        { line: "6", repo: shown(6), state: "conflict", checks: "", review: "", pr: JS_URL, prHref: null, branch: HOSTILE_BRANCH, job: job(6), reason: "rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/observability/log.ts" },
         { line: "7", repo: [HOSTILE_REPO.slice("https://".length, -".git".length), HOSTILE_REPO], state: "unpublished", checks: "", review: "", pr: "", prHref: null, branch: "", job: job(7), reason: "its job is waiting" },
         { line: "8", repo: shown(8), state: "open", checks: "passing", review: "", pr: "!5", prHref: null, branch: publish.branch, job: job(8), reason: "" },
       ]);
@@ -192,7 +192,7 @@ describe("campaign pages in headless Chromium", () => {
       expect(body.total).toBe(8);
       expect(body.counts.merged).toBe(2);
       // what the page needs, inert: no escape or control character, no batch internals
-      expect(body.changesets[5]!.reason).toBe("rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/log.ts");
+      expect(body.changesets[5]!.reason).toBe("rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/observability/log.ts");
       expect(Object.keys(body).sort()).toEqual(["budgetUsd", "changesets", "checks", "counts", "createdAt", "id", "jobs", "spentUsd", "total"]);
       expect((await get(`/api/campaigns/${ID}`, { cookie: `patchbay_dashboard=${TOKEN}` })).statusCode).toBe(200);
     } finally {
@@ -208,7 +208,7 @@ describe("campaign pages in headless Chromium", () => {
     expect(r.stdout + r.stderr).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
     expect(r.stdout).not.toContain("evil-title");
     const line6 = r.stdout.split("\n").find((l) => /^\s*6\s+conflict\s/.test(l));
-    expect(line6).toContain("rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/log.ts");
+    expect(line6).toContain("rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/observability/log.ts");
     expect(r.stdout).toContain(HOSTILE_REPO);
   }, 180_000);
 });

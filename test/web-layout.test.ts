@@ -7,7 +7,7 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
-import { BatchClient } from "../src/queue/batch.js";
+import { BatchClient } from "../src/batch/batches.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { startDashboard, type Dashboard } from "../src/web/server.js";

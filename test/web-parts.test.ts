@@ -4,7 +4,7 @@
 // No Redis here but in the last test; the rules themselves are web-security's and web-bounds' tests.
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/core/config/config.js";
 import { authPlugin } from "../src/web/auth.js";
 import { startDashboard } from "../src/web/server.js";
 import { DashboardConfigError, dashboardSettings } from "../src/web/settings.js";

@@ -3,7 +3,7 @@
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
-import type { TranscriptEvent } from "../src/spec.js";
+import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { RENDER_JS } from "../src/web/assets/render.js";
 import { BATCHES_JS, CAMPAIGN_JS, CAMPAIGNS_JS, JOB_JS, JOBS_JS, VIEW_BOOT_JS } from "../src/web/assets/pages.js";
 import { STYLE_CSS } from "../src/web/assets/style.js";

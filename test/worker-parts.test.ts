@@ -11,8 +11,8 @@ import { listenForCancels } from "../src/queue/cancel-listener.js";
 import { deploymentId, ownerAliveFor, startHeartbeat } from "../src/queue/heartbeat.js";
 import { keys } from "../src/queue/keys.js";
 import { startReaperLoop } from "../src/queue/reaper-loop.js";
-import { LABEL, processLabel, processOwnerId } from "../src/runtime/owner.js";
-import type { ReapReport, SandboxRuntime } from "../src/runtime/types.js";
+import { LABEL, processLabel, processOwnerId } from "../src/backend/owner.js";
+import type { ReapReport, SandboxRuntime } from "../src/backend/types.js";
 import { startRedis } from "./support/cluster.js";
 
 let server: Awaited<ReturnType<typeof startRedis>>;

@@ -8,8 +8,8 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../src/queue/client.js";
-import { docker } from "../src/runtime/docker.js";
-import { LABEL } from "../src/runtime/owner.js";
+import { docker } from "../src/backend/docker.js";
+import { LABEL } from "../src/backend/owner.js";
 import { removeQueueSandboxes, startWorkerProc, type WorkerProc } from "./support/cluster.js";
 import { startFakeAnthropic, type FakeAnthropic } from "./support/fake-anthropic.js";
 import { startRedisServer, startSentinelGroup, type RedisProc } from "./support/redis-topology.js";

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Model } from "../src/agent/model.js";
 import { keys } from "../src/queue/keys.js";
 import { PatchbayClient } from "../src/queue/client.js";
-import { LABEL } from "../src/runtime/owner.js";
+import { LABEL } from "../src/backend/owner.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
 import { localBackend, localWorkerConfig, sandboxLeft } from "./support/backend.js";

@@ -5,7 +5,7 @@ import Anthropic, { type ClientOptions } from "@anthropic-ai/sdk";
 import { AnthropicBedrock } from "@anthropic-ai/bedrock-sdk";
 import { AnthropicVertex } from "@anthropic-ai/vertex-sdk";
 import { GoogleAuth } from "google-auth-library";
-import type { ProviderConfig } from "../config-provider.js";
+import type { ProviderConfig } from "../core/config/provider.js";
 
 /** What AnthropicModel uses of a client. */
 export interface MessagesClient {

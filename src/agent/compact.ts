@@ -3,8 +3,8 @@
 // the job need: the first user message (the task; a summary so far rides in it, after the task),
 // then the newest turns from an assistant message on, so every tool_result still follows its
 // tool_use and roles still alternate.
-import type { Usage } from "../spec.js";
-import { cutMiddle } from "../truncate.js";
+import type { Usage } from "../core/spec/spec.js";
+import { cutMiddle } from "../core/truncate.js";
 import type { ContentBlock, Message, Model } from "./model.js";
 import { estimateTokens } from "./window.js";
 

@@ -1,16 +1,16 @@
 // The tool-use loop: model → tool calls → results → model, until the model ends its turn or a
 // limit is hit. It knows a Model and a runTool function, nothing of Docker.
-import { defaults } from "../config.js";
-import { mcpServerOf } from "../spec-tools.js";
-import { addUsage, emptyUsage, type EventInput, type JobStatus, type Usage } from "../spec.js";
+import { defaults } from "../core/config/config.js";
+import { mcpServerOf } from "../core/spec/tools.js";
+import { addUsage, emptyUsage, type EventInput, type JobStatus, type Usage } from "../core/spec/spec.js";
 import type { ToolRun, ToolUseBlock } from "../tools/index.js";
 import { compact } from "./compact.js";
-import { cacheBreakpoints, shortenOldToolResults } from "./context.js";
+import { cacheBreakpoints, shortenOldToolResults } from "./turn-messages.js";
 import { ModelError, type ContentBlock, type Message, type Model, type ModelResponse } from "./model.js";
 import { costUsd } from "./prices.js";
 import { taskMessage } from "./prompt.js";
 import { contextWindow, estimateTokens, isPromptTooLong } from "./window.js";
-import { inSpan, modelRequestAttrs, modelResponseAttrs, SpanKind, toolAttrs, toolResultAttrs } from "../trace.js";
+import { inSpan, modelRequestAttrs, modelResponseAttrs, SpanKind, toolAttrs, toolResultAttrs } from "../observability/trace.js";
 
 export interface LoopOptions {
   model: Model;
@@ -100,7 +100,7 @@ class LoopRun {
   readonly messages: Message[];
   private readonly system: ContentBlock[];
   private readonly pending: ToolUseBlock[];
-  /** The names of the tools the model was offered: a span names no other (src/trace.ts). */
+  /** The names of the tools the model was offered: a span names no other (src/observability/trace.ts). */
   private readonly toolNames: ReadonlySet<string>;
   usage: Usage;
   turns: number;

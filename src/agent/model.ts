@@ -1,10 +1,10 @@
 // A thin Model interface and the Anthropic implementation on @anthropic-ai/sdk. The agent loop
 // sees only `Model`, so a scripted or other provider's model drops in.
 import Anthropic from "@anthropic-ai/sdk";
-import type { Usage } from "../spec.js";
-import { PatchbayError } from "../errors.js";
-import type { Config } from "../config.js";
-import type { ProviderConfig } from "../config-provider.js";
+import type { Usage } from "../core/spec/spec.js";
+import { PatchbayError } from "../core/errors.js";
+import type { Config } from "../core/config/config.js";
+import type { ProviderConfig } from "../core/config/provider.js";
 import { makeClient, type MessagesClient } from "./clients.js";
 import { providerModelId } from "./provider-models.js";
 

@@ -5,7 +5,7 @@
 // USD budget cannot hold it, so such a spec is refused at enqueue (src/queue/client.ts).
 // (Long-context surcharges above 200K input tokens are not modelled.)
 import type Anthropic from "@anthropic-ai/sdk";
-import type { Usage } from "../spec.js";
+import type { Usage } from "../core/spec/spec.js";
 
 /** The ids the SDK names (its Model type), every one: a newer SDK with a new id fails to compile until it is added here. */
 export const SDK_MODELS = [

@@ -2,7 +2,7 @@
 // prices, budgets and records; Bedrock and Vertex name the same models their own way, so the id
 // is mapped only where the request leaves (src/agent/model.ts). An id already in the provider's
 // form (`anthropic.…`, `us.anthropic.…`, an ARN, `…@date`) passes through unchanged.
-import type { Provider } from "../config-provider.js";
+import type { Provider } from "../core/config/provider.js";
 
 /** Families whose Bedrock and Vertex ids carry a release date: first-party family → [Bedrock id, Vertex id]. */
 const DATED: Readonly<Record<string, readonly [string, string]>> = Object.freeze({

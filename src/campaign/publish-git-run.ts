@@ -5,9 +5,9 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
-import type { HostEnv } from "../config.js";
-import { PatchbayError, type ErrorKind } from "../errors.js";
-import { credentialHelper, redact, scrub, splitUrl, type GitCredential } from "../job/git-auth.js";
+import type { HostEnv } from "../core/config/config.js";
+import { PatchbayError, type ErrorKind } from "../core/errors.js";
+import { credentialHelper, redact, scrub, splitUrl, type GitCredential } from "../git/auth.js";
 
 /** Why a publish step failed; each maps to the error kind the caller acts on. */
 export type PublishFailure = "rights" | "missing" | "patch" | "usage" | "git" | "timeout";

@@ -23,11 +23,11 @@ back (Redis unreachable: the job comes back as stalled once its lock expires); 2
     const concurrency = numberFlag(values, "concurrency", { integer: true });
     const logFormat = choiceFlag(values, "log-format", LOG_FORMATS) ?? "text";
     const metricsPort = await metricsPortFlag(values);
-    const { clientOptions, probeRedis } = await import("./client.js");
+    const { clientOptions, probeRedis } = await import("./queue-connect.js");
     const conn = clientOptions({ values, config });
     await probeRedis(conn.redisUrl, config());
     const { startWorker } = await import("../queue/worker.js");
-    const { workerLogger } = await import("../log.js");
+    const { workerLogger } = await import("../observability/log.js");
     const h = await startWorker({ ...conn, config: config(), logFormat, ...(concurrency ? { concurrency } : {}), ...(metricsPort ? { metricsPort } : {}) });
     const log = workerLogger(h.id, { format: logFormat });
     const report = await new Promise<Awaited<ReturnType<typeof h.shutdown>>>((done) => {
@@ -53,7 +53,7 @@ do about each miss. Exit status: 0 every required check passed; 1 one failed.
   --redis-url URL        Redis (default $REDIS_URL or redis://127.0.0.1:6379; forms: docs/redis.md)`,
   options: { json: { type: "boolean" }, "redis-url": { type: "string" } },
   async run({ values, config }) {
-    const { doctor: check } = await import("../doctor.js");
+    const { doctor: check } = await import("./doctor.js");
     const checks = await check(config(), { ...(values["redis-url"] !== undefined ? { redisUrl: String(values["redis-url"]) } : {}) });
     if (values.json) console.log(JSON.stringify(checks));
     else for (const c of checks) console.log(`${c.ok ? "ok  " : c.required ? "FAIL" : "warn"}  ${c.name}: ${c.detail}${c.fix && !c.ok ? `\n      → ${c.fix}` : ""}`);

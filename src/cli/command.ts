@@ -1,9 +1,9 @@
 // What every CLI command shares: its shape, usage errors (exit 2), failures (exit 1), and the small
 // flag parsers. Only node: built-ins here: `patchbay --help` loads this and nothing heavy.
 import type { ParseArgsConfig } from "node:util";
-import type { Config } from "../config.js";
-import { kinded, PatchbayError, type ErrorKind } from "../errors.js";
-import { parseRedisUrl } from "../redis-target.js";
+import type { Config } from "../core/config/config.js";
+import { kinded, PatchbayError, type ErrorKind } from "../core/errors.js";
+import { parseRedisUrl } from "../redis/target.js";
 
 export type Values = Record<string, unknown>;
 

@@ -1,6 +1,6 @@
 // A job's status as an exit code, shared by `run`, `watch` and `batch wait`. Only plain data here:
 // `patchbay --help` loads this.
-import type { JobStatusName } from "../spec-names.js";
+import type { JobStatusName } from "../core/spec/names.js";
 
 /** 0 completed; 3 verify_failed; 4 a limit (budget, turns, time); 5 cancelled; 1 failed. A new status is a type error here. */
 export const STATUS_EXIT: Readonly<Record<JobStatusName, number>> = {

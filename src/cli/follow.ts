@@ -1,9 +1,9 @@
 // `patchbay run` after the enqueue: progress on stderr, the wait, Ctrl-C, and the output files.
 import { join } from "node:path";
 import { finalLine, formatEvent } from "./format.js";
-import { emptyResult, type JobResult } from "../spec.js";
+import { emptyResult, type JobResult } from "../core/spec/spec.js";
 import { JobFailedError, type PatchbayClient } from "../queue/client.js";
-import { writeOut } from "./client.js";
+import { writeOut } from "./queue-connect.js";
 import { exitCodeFor } from "./exit.js";
 
 export interface FollowOptions {

@@ -1,10 +1,10 @@
 // The one rendering of a job for `patchbay run` (queued or --local) and `patchbay watch`: a line of
 // progress per transcript event, and the final line.
 // Every string in an event may come from a hostile repo or model (task, commands, tool output and input,
-// file names, errors): nothing in it may reach the terminal as a control sequence (see term.ts).
-import { BUILTIN_TOOL_NAMES } from "../spec-tools.js";
-import { filesChangedCount, type JobResult, type TranscriptEvent } from "../spec.js";
-import { safeText } from "../term.js";
+// file names, errors): nothing in it may reach the terminal as a control sequence (see core/term.ts).
+import { BUILTIN_TOOL_NAMES } from "../core/spec/tools.js";
+import { filesChangedCount, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
+import { safeText } from "../core/term.js";
 
 /** Sanitized first, so an escape sequence neither uses up the length nor gets cut in two. */
 const short = (s: string, n = 110) => {

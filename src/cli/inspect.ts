@@ -3,13 +3,13 @@
 import { resolve } from "node:path";
 import { CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type Command } from "./command.js";
 import type { JobStatusInfo } from "../queue/client.js";
-import { safeText } from "../term.js";
+import { safeText } from "../core/term.js";
 import { exitCodeFor, STATUS_EXIT_USAGE } from "./exit.js";
 
 /** Job-supplied text (task, reasons) for a terminal: one line, no escapes. */
 const safe = (s: string) => safeText(s, { oneLine: true });
 
-const client = () => import("./client.js");
+const client = () => import("./queue-connect.js");
 
 const status: Command = {
   summary: "the queue state and result status of one or more jobs",

@@ -2,8 +2,8 @@
 // transcript.jsonl and transcript.html (the page `patchbay view` writes, as `batch wait` does).
 import { mkdirSync, readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import type { JobResult, TranscriptEvent } from "../spec.js";
-import { checkNoLinkBelowCwd, writeOwn } from "../out-files.js";
+import type { JobResult, TranscriptEvent } from "../core/spec/spec.js";
+import { checkNoLinkBelowCwd, writeOwn } from "../core/out-files.js";
 import { UsageError, type Values } from "./command.js";
 
 /** Where `run` writes: --out, else ./patchbay-out/<queue>/<job id> (so two queues' job 7 do not meet). */

@@ -2,7 +2,7 @@
 // the user typed (--timeout, not timeoutSec) and exits 2 before anything connects to Redis.
 import { readFileSync } from "node:fs";
 import { choiceFlag, numberFlag, UsageError, type Values } from "./command.js";
-import { EDITOR_TOOLS } from "../spec-names.js";
+import { EDITOR_TOOLS } from "../core/spec/names.js";
 
 export const specFlags = {
   repo: { type: "string" },

@@ -7,7 +7,7 @@ import { STATUS_EXIT_USAGE } from "./exit.js";
 
 /** Validates specs (schema, local paths) before any connection: a mistake is a usage error. */
 async function prepare(specs: unknown[], values: Values): Promise<void> {
-  const { prepareSpecs } = await import("../queue/prepare.js");
+  const { prepareSpecs } = await import("../queue/enqueue-spec.js");
   try {
     prepareSpecs(specs);
   } catch (err) {
@@ -43,10 +43,10 @@ ${CONNECTION_USAGE}`,
     if (values.local) {
       const used = ["queue", "redis-url", "cancel-on-exit"].filter((f) => values[f] !== undefined);
       if (used.length) throw new UsageError(`--local runs the job in this process, with no queue: ${used.map((f) => `--${f}`).join(", ")} ${used.length === 1 ? "does" : "do"} not apply`);
-      const { runLocal } = await import("./local.js");
+      const { runLocal } = await import("./run-local.js");
       return runLocal(spec, { values, config: config() });
     }
-    const { withClient } = await import("./client.js");
+    const { withClient } = await import("./queue-connect.js");
     return withClient({ values, config }, async (c) => {
       const id = await c.enqueue(spec);
       process.stderr.write(`patchbay: job ${id} enqueued on queue ${c.queueName}\n`);
@@ -81,7 +81,7 @@ ${CONNECTION_USAGE}`,
       specs = [specFrom(values)];
       await prepare(specs, values);
     }
-    const { withClient } = await import("./client.js");
+    const { withClient } = await import("./queue-connect.js");
     return withClient({ values, config }, async (c) => {
       const ids = await c.enqueueBatch(specs);
       if (values.json) console.log(JSON.stringify({ queue: c.queueName, ids }));
@@ -96,7 +96,7 @@ ${CONNECTION_USAGE}`,
 
 /** Reads a JSONL batch the way `batch submit` does; every bad line is named, and any bad line is a usage error. */
 async function batchSpecs(file: string): Promise<unknown[]> {
-  const { readBatchFile } = await import("../queue/batch-file.js");
+  const { readBatchFile } = await import("../batch/batch-file.js");
   try {
     return readBatchFile(file).map((l) => l.spec);
   } catch (err) {

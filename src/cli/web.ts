@@ -34,7 +34,7 @@ Exit status: 0 written; 1 the file cannot be read or written; 2 usage.`;
 export async function metricsPortFlag(values: Values): Promise<string | undefined> {
   const raw = values["metrics-port"];
   if (raw === undefined) return undefined;
-  const { parseListen } = await import("../listen.js");
+  const { parseListen } = await import("../core/listen.js");
   try {
     parseListen(String(raw));
   } catch {
@@ -51,7 +51,7 @@ async function runDashboard({ values, config }: ClientArgs): Promise<number> {
   if (port > 65535) throw new UsageError(`--port takes a TCP port, not '${values.port}'`);
   const host = values.host === undefined ? "127.0.0.1" : String(values.host).trim();
   if (!host) throw new UsageError("--host must not be empty");
-  const { clientOptions, probeRedis } = await import("./client.js");
+  const { clientOptions, probeRedis } = await import("./queue-connect.js");
   const conn = clientOptions({ values, config });
   await probeRedis(conn.redisUrl, config());
   const { startDashboard, DashboardConfigError } = await import("../web/server.js");
@@ -77,7 +77,7 @@ async function runDashboard({ values, config }: ClientArgs): Promise<number> {
 /** Writes the static HTML view of a transcript file; returns the path written ("-": stdout). */
 async function runView(file: string, opts: { out?: string; patch?: string } = {}): Promise<string> {
   const { existsSync, readFileSync } = await import("node:fs");
-  const { OutputLinkError, writeOwn } = await import("../out-files.js");
+  const { OutputLinkError, writeOwn } = await import("../core/out-files.js");
   const { basename, dirname, join } = await import("node:path");
   const { parseTranscriptJsonl } = await import("../web/escape.js");
   const { renderTranscriptHtml } = await import("../web/html.js");
@@ -98,7 +98,7 @@ async function runView(file: string, opts: { out?: string; patch?: string } = {}
     }
   }
   const events = parseTranscriptJsonl(text);
-  const { TranscriptEvent } = await import("../spec.js");
+  const { TranscriptEvent } = await import("../core/spec/spec.js");
   if (events.length > 0 && !events.some((e) => TranscriptEvent.safeParse(e).success)) {
     throw new CliError(`${file} is not a transcript: none of its ${events.length} line${events.length === 1 ? " is" : "s is"} a transcript event (a transcript is what \`patchbay watch ID --json\` prints, or run --out's transcript.jsonl)`);
   }

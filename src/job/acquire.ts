@@ -3,8 +3,8 @@
 // one of the job's kind from the pool, else made. What it holds is released by release().
 import type { EgressSession } from "../net/proxy.js";
 import { Sandbox } from "../sandbox/sandbox.js";
-import type { JobContext } from "./context.js";
-import { repoArchive, type RepoArchive } from "./repo.js";
+import type { JobContext } from "./job-context.js";
+import { repoArchive, type RepoArchive } from "./repo/load.js";
 import { mountsFor, prepareEgress } from "./setup.js";
 import type { Snapshot } from "./verify.js";
 

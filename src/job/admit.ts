@@ -1,13 +1,13 @@
 // What runJob (and the worker, before it) checks and wraps before a job starts: the worker's policy
-// on what a spec may ask of its sandbox (src/policy.ts), and the secrets a spec's git URL carries,
+// on what a spec may ask of its sandbox (src/job/policy.ts), and the secrets a spec's git URL carries,
 // which no event may show.
-import type { Config } from "../config.js";
+import type { Config } from "../core/config/config.js";
 import { priceKnown } from "../agent/prices.js";
-import { policyRefusal, imageVerdict, policyViolations, withCaps } from "../policy.js";
-import { docker } from "../runtime/docker.js";
+import { policyRefusal, imageVerdict, policyViolations, withCaps } from "./policy.js";
+import { docker } from "../backend/docker.js";
 import { builtFrom } from "../sandbox/image-from.js";
-import { JobSpecError, type JobSpec, type TranscriptEvent } from "../spec.js";
-import { redact, splitUrl } from "./git-auth.js";
+import { JobSpecError, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
+import { redact, splitUrl } from "../git/auth.js";
 
 /**
  * Why this worker refuses the spec (one line naming each bound it goes past and the knob that
@@ -33,7 +33,7 @@ let cpusOfEngine: Promise<number | undefined> | undefined;
 /** The engine's CPU count, asked once (undefined when it cannot say: the create then decides). */
 const engineCpus = () => (cpusOfEngine ??= docker().info().then((i: { NCPU?: number }) => i.NCPU, () => (cpusOfEngine = undefined)));
 
-/** The spec as the worker runs it (its caps applied: src/policy.ts withCaps); a JobSpecError (not retried) for a spec past the policy. */
+/** The spec as the worker runs it (its caps applied: src/job/policy.ts withCaps); a JobSpecError (not retried) for a spec past the policy. */
 export async function admitJob(spec: JobSpec, config: Pick<Config, "policy" | "image" | "model">): Promise<JobSpec> {
   const why = await policyProblem(spec, config);
   if (why) throw new JobSpecError(why);

@@ -6,16 +6,16 @@ import { runAgentLoop, type LoopOptions, type LoopOutcome, type TurnState } from
 import { modelFromConfig } from "../agent/model.js";
 import { costUsd } from "../agent/prices.js";
 import { systemPrompt } from "../agent/prompt.js";
-import { defaults } from "../config.js";
+import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { customToolsOf, DEFAULT_EDITOR_TOOL, editorToolOf } from "../spec.js";
+import { customToolsOf, DEFAULT_EDITOR_TOOL, editorToolOf } from "../core/spec/spec.js";
 import { Toolbox, type ToolUseBlock } from "../tools/index.js";
 import { McpHub } from "../tools/mcp.js";
 import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, RESUME_NOTE_PENDING, restoreCheckpoint, specHash, turnStateOf } from "./checkpoint.js";
-import type { JobContext } from "./context.js";
+import type { JobContext } from "./job-context.js";
 import type { Prepared } from "./prepare.js";
-import { SandboxLostError } from "../errors.js";
-import { activeSpanAttrs, inSpan, modelId } from "../trace.js";
+import { SandboxLostError } from "../core/errors.js";
+import { activeSpanAttrs, inSpan, modelId } from "../observability/trace.js";
 
 export { SandboxLostError };
 

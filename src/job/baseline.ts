@@ -1,9 +1,9 @@
 // The baseline: the tree of /workspace once the repo is in (and again after setup), hashed into
 // the private store by root git (git-store.ts), with the agent's own repo made where the
 // workspace had none. The patch (patch.ts) is diffed against it.
-import { asset } from "../assets.js";
+import { asset } from "../core/assets.js";
 import type { PutFile, Sandbox } from "../sandbox/sandbox.js";
-import type { BuiltPack } from "./blob-pack.js";
+import type { BuiltPack } from "./repo/blob-pack.js";
 import { GIT, GitStepError, ROOT, STORE, TREE_ID, treeScript } from "./git-store.js";
 
 // The scripts (src/job/sh/, each with a header saying what it takes and prints): the baseline as

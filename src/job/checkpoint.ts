@@ -4,19 +4,19 @@
 // Redis (src/queue/checkpoints.ts); what comes back from it is validated, bounded, and applied as the agent's uid with no config
 // but ours: at worst it does what the agent itself could have done in /workspace.
 import { z } from "zod";
-import { defaults } from "../config.js";
+import { defaults } from "../core/config/config.js";
 import type { LoopOutcome, TurnState } from "../agent/loop.js";
 import { costUsd } from "../agent/prices.js";
 import type { Message } from "../agent/model.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { JobStatus, Usage, type EventInput, type JobSpec } from "../spec.js";
-import { nonNegInt, positiveInt } from "../spec-fields.js";
+import { JobStatus, Usage, type EventInput, type JobSpec } from "../core/spec/spec.js";
+import { nonNegInt, positiveInt } from "../core/spec/fields.js";
 import { checkpointDiff, PatchTooLargeError } from "./patch.js";
-import { withTimeout } from "../timeout.js";
-import { specHash as canonicalSpecHash } from "../spec-hash.js";
+import { withTimeout } from "../core/timeout.js";
+import { specHash as canonicalSpecHash } from "../core/spec/hash.js";
 import { readOnly } from "../tools/editor-text.js";
-import { asset } from "../assets.js";
-import { AGENT_USER } from "../runtime/agent-user.js";
+import { asset } from "../core/assets.js";
+import { AGENT_USER } from "../backend/agent-user.js";
 import { GIT_VARS } from "./git-store.js";
 
 const TreeId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);

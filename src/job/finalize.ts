@@ -4,10 +4,10 @@
 import type { LoopOutcome } from "../agent/loop.js";
 import { priceKnown } from "../agent/prices.js";
 import type { EgressSession } from "../net/proxy.js";
-import { emptyResult, finishedEvent, type JobResult, type JobStatus } from "../spec.js";
-import type { JobContext } from "./context.js";
+import { emptyResult, finishedEvent, type JobResult, type JobStatus } from "../core/spec/spec.js";
+import type { JobContext } from "./job-context.js";
 import type { PatchResult } from "./patch.js";
-import { pointSpan, resultAttrs } from "../trace.js";
+import { pointSpan, resultAttrs } from "../observability/trace.js";
 
 /** Which model the job ran with, and whether its cost could be counted. */
 function modelOf(ctx: JobContext): Pick<JobResult, "model" | "priceUnknown"> {

@@ -1,10 +1,10 @@
 // The private git store every git step here works in (see the comment on STORE), its shell
 // prelude, and the runner of a script that prints a tree id: shared by the baseline
 // (baseline.ts) and the patch and checkpoints (patch.ts). The scripts are src/job/sh/*.sh.
-import { asset } from "../assets.js";
-import { PRIVATE_DIR } from "../runtime/types.js";
+import { asset } from "../core/assets.js";
+import { PRIVATE_DIR } from "../backend/types.js";
 import type { PutFile, Sandbox } from "../sandbox/sandbox.js";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 /** Git ran in the sandbox and failed: the workspace's doing while the sandbox still runs, not the host's. */
 export class GitStepError extends kinded("sandbox-step") {}

@@ -3,10 +3,10 @@
 // the agent's own index, commits, branches and stashes don't matter, and nothing in the repo's own
 // config (filters, diff.noprefix, external diff, textconv, color…) applies.
 import { isUtf8 } from "node:buffer";
-import { asset } from "../assets.js";
+import { asset } from "../core/assets.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { ATTRIBUTES, GIT, GitStepError, ROOT, TREE_ID } from "./git-store.js";
-import { PatchbayError } from "../errors.js";
+import { PatchbayError } from "../core/errors.js";
 
 export { GitStepError } from "./git-store.js";
 

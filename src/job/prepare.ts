@@ -4,15 +4,15 @@
 // (verify.ts), both while nothing of that uid runs (afterSetup), before the agent's fresh shell
 // starts. The agent's own git repo (where the repo had none) and the snapshot are made while the
 // first model request is out: `loaded` settles once they are done.
-import { defaults } from "../config.js";
+import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { defaultLimits, TarTooLargeError } from "../sandbox/sandbox.js";
 import type { Held } from "./acquire.js";
-import { stoppedStatus, type JobContext } from "./context.js";
-import { loadRepo, snapshotBaseline } from "./repo.js";
+import { stoppedStatus, type JobContext } from "./job-context.js";
+import { loadRepo, snapshotBaseline } from "./repo/load.js";
 import { runSetup, startSetupNetwork } from "./setup.js";
 import { snapshotMaxBytes, takeSnapshot, VerifyError, type Snapshot } from "./verify.js";
-import { inSpan, spanEvent } from "../trace.js";
+import { inSpan, spanEvent } from "../observability/trace.js";
 
 export interface Prepared {
   /** The tree the patch is taken against; where git's hash of the files differs from the worker's tree, git's, set before `loaded` settles. */

@@ -3,13 +3,13 @@
 // from the post-setup snapshot (verify.ts). A failed verify goes back to the model (within the same
 // budgets) while rounds are left and the agent had finished.
 import type { LoopOutcome } from "../agent/loop.js";
-import { defaults } from "../config.js";
+import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import type { EventInput, JobResult, JobSpec } from "../spec.js";
+import type { EventInput, JobResult, JobSpec } from "../core/spec/spec.js";
 import { computePatch, PatchTooLargeError, type PatchResult } from "./patch.js";
 import { verifyInFreshSandbox, VerifyError, type Snapshot } from "./verify.js";
-import { kinded } from "../errors.js";
-import { inSpan } from "../trace.js";
+import { kinded } from "../core/errors.js";
+import { inSpan } from "../observability/trace.js";
 
 const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
 

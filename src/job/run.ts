@@ -3,25 +3,25 @@
 // the start or a checkpoint: agent-phase.ts) → the patch and verify rounds (rounds.ts) → the result
 // (finalize.ts). Whatever it holds is released in every case (acquire.ts release); a timeout or a
 // cancellation still yields the patch of what was done.
-import { loadConfig, type Config } from "../config.js";
-import { JOB_KINDS, kindOf } from "../errors.js";
+import { loadConfig, type Config } from "../core/config/config.js";
+import { JOB_KINDS, kindOf } from "../core/errors.js";
 import type { Model } from "../agent/model.js";
 import type { CheckpointStore } from "./checkpoint.js";
 import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { SandboxPool } from "../sandbox/pool.js";
-import type { SandboxRuntime } from "../runtime/types.js";
-import { assertJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
+import type { SandboxRuntime } from "../backend/types.js";
+import { assertJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
 import { acquire, freshSandbox, release, type Held } from "./acquire.js";
 import { admitJob, hideSecrets } from "./admit.js";
 import { runAgent } from "./agent-phase.js";
-import { jobContext, stoppedStatus, type JobContext } from "./context.js";
+import { jobContext, stoppedStatus, type JobContext } from "./job-context.js";
 import { endedEarly, finish } from "./finalize.js";
 import { prepare } from "./prepare.js";
 import { patchAndVerify } from "./rounds.js";
 import { SetupError } from "./setup.js";
-import { ensureSpan, inSpan } from "../trace.js";
-import type { SourceRules } from "../repo-source.js";
+import { ensureSpan, inSpan } from "../observability/trace.js";
+import type { SourceRules } from "./repo/source.js";
 
 export interface RunJobOptions {
   jobId?: string;
@@ -47,12 +47,12 @@ export interface RunJobOptions {
   onEgressBridge?: (port: number) => void;
   /** Where this job's checkpoints live: a new attempt goes on from the last one (src/job/checkpoint.ts). */
   checkpoints?: CheckpointStore;
-  /** What runs its sandboxes (default: the configured backend, see src/runtime/index.ts). */
+  /** What runs its sandboxes (default: the configured backend, see src/backend/index.ts). */
   backend?: SandboxRuntime;
   /** The configuration (default: the environment's, parsed once). */
   config?: Config;
   /**
-   * A worker's rules for this job's repo (src/job/source-check.ts), held again where the host is
+   * A worker's rules for this job's repo (src/job/repo/source-check.ts), held again where the host is
    * read (repoArchive), and a git clone from a listed host follows no redirect off it. Default:
    * none (runJob is the operator's own).
    */
@@ -67,7 +67,7 @@ export interface RunJobOptions {
 
 export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {}): Promise<JobResult> {
   const config = opts.config ?? loadConfig(); // runJob is an edge too: the library's one-job entry
-  // The worker's policy (src/policy.ts): a spec may narrow its sandbox, never widen it, nor spend past its caps.
+  // The worker's policy (src/job/policy.ts): a spec may narrow its sandbox, never widen it, nor spend past its caps.
   const spec = await admitJob(assertJobSpec(input), config);
   opts = hideSecrets(spec, opts); // a { git } URL's credentials show in no event (src/job/admit.ts)
   const { ctx, dispose } = jobContext(spec, config, opts);
@@ -108,7 +108,7 @@ async function attempt(ctx: JobContext, held: Held): Promise<JobResult> {
 }
 
 /**
- * A failure that is the job's outcome (failed once, not retried): one of JOB_KINDS (src/errors.ts:
+ * A failure that is the job's outcome (failed once, not retried): one of JOB_KINDS (src/core/errors.ts:
  * a failed setup, a repo that cannot be loaded, a patch or a verify tree that cannot be made); or a
  * step in the sandbox that failed on what the repo or the agent left (git, processes outliving a
  * kill, a supervisor unable to run) while the sandbox still runs. Anything else is thrown on: the

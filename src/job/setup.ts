@@ -2,14 +2,14 @@
 // only when the JobSpec allows hosts for it, and only through the worker's egress proxy. When setup
 // ends, the path out is gone: the bridge in the container is stopped, the job's listener closed
 // with every connection it had, and the socket and its directory removed.
-import type { Config } from "../config.js";
-import { parseAllowEntry, type AllowRule } from "../allow.js";
+import type { Config } from "../core/config/config.js";
+import { parseAllowEntry, type AllowRule } from "../core/allow.js";
 import { expandPresets, PresetError } from "../net/presets.js";
 import { EgressProxy, type EgressSession } from "../net/proxy.js";
 import { egressMount, EgressBridgeError, type EgressBridge } from "../sandbox/egress.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import type { EventInput, JobSpec } from "../spec.js";
-import { kinded } from "../errors.js";
+import type { EventInput, JobSpec } from "../core/spec/spec.js";
+import { kinded } from "../core/errors.js";
 
 /** A setup command failed (or its network could not be provided): the job fails without a retry. */
 export class SetupError extends kinded("setup") {}

@@ -7,10 +7,10 @@ import { createReadStream, createWriteStream } from "node:fs";
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { asset } from "../assets.js";
+import { asset } from "../core/assets.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { PatchResult } from "./patch.js";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 /** The verify tree could not be made (the snapshot is too large, the patch does not apply to it): the job fails once. */
 export class VerifyError extends kinded("verify") {}

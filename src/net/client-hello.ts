@@ -5,7 +5,7 @@
 // and against a cap before anything waits for more, so a hostile client can make it hold at most
 // `maxStream` bytes. No npm library does just this (they parse whole handshakes or need a TLS
 // stack), and the part needed is small.
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 /** RFC 8446 §5.1: a plaintext record's fragment is at most 2^14 bytes. */
 export const MAX_RECORD = 16_384;

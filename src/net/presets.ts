@@ -5,9 +5,9 @@ import { execFile } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { isPresetName, normalizeHost, type PresetName } from "../allow.js";
-import type { Config } from "../config.js";
-import { kinded } from "../errors.js";
+import { isPresetName, normalizeHost, type PresetName } from "../core/allow.js";
+import type { Config } from "../core/config/config.js";
+import { kinded } from "../core/errors.js";
 
 /** What the presets read of the worker's host: its environment (for npm, go, python) and pip's settings. */
 export type PresetEnv = Pick<Config, "hostEnv" | "pip">;

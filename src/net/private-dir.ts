@@ -5,7 +5,7 @@
 // the worker's uid, with no group or other permission.
 import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 export class EgressDirError extends kinded("config") {}
 

@@ -13,11 +13,11 @@ import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { addressClass, cidrMatcher, isIpLiteral, normalizeHost, refusal, type AllowRule, type Via } from "../allow.js";
+import { addressClass, cidrMatcher, isIpLiteral, normalizeHost, refusal, type AllowRule, type Via } from "../core/allow.js";
 import { ensurePrivateDir } from "./private-dir.js";
 import { bounded, boundRecord, DEFAULT_EGRESS_LIMITS, RECORD_BOUNDS, type EgressLimits, type EgressRecord } from "./record.js";
 import { runTunnel } from "./tunnel.js";
-import { withTimeout } from "../timeout.js";
+import { withTimeout } from "../core/timeout.js";
 
 export { DEFAULT_EGRESS_LIMITS, type EgressLimits, type EgressRecord } from "./record.js";
 

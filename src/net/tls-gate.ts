@@ -3,7 +3,7 @@
 // The client's next bytes are then held until the server's first answer shows whether it is a
 // HelloRetryRequest: if so, the client's second ClientHello (which a server may route by anew)
 // is checked the same way before anything of it goes up. After that the tunnel is open.
-import { normalizeHost } from "../allow.js";
+import { normalizeHost } from "../core/allow.js";
 import { ClientHelloReader, MAX_HELLO, parseClientHello, serverAnswer, type Read } from "./client-hello.js";
 
 /** Stream bytes a ClientHello must be complete within: its cap plus record headers of some fragmentation. */

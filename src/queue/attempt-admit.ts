@@ -5,11 +5,11 @@
 // UnrecoverableError, or handBack's DelayedError) or by returning the result.
 import { Backoffs, UnrecoverableError, type Job } from "bullmq";
 import type { Redis } from "ioredis";
-import { defaults, type Config } from "../config.js";
+import { defaults, type Config } from "../core/config/config.js";
 import { policyProblem } from "../job/admit.js";
-import { admitSource } from "../job/source-check.js";
-import type { Log } from "../log.js";
-import { emptyResult, finishedEvent, parseJobSpec, stamped, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
+import { admitSource } from "../job/repo/source-check.js";
+import type { Log } from "../observability/log.js";
+import { emptyResult, finishedEvent, parseJobSpec, stamped, type JobResult, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
 import type { BatchHooks } from "./batch-index.js";
 import type { JobData } from "./client.js";
 import { handBack, type HealthGate } from "./health.js";
@@ -56,8 +56,8 @@ export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: stri
     throw await handBack(job, token);
   }
   const attempt = job.attemptsStarted || job.attemptsMade + 1; // counts stalled re-runs too
-  // Its repo against this worker's roots and git hosts, for who enqueued it (src/job/source-check.ts),
-  // and a spec past this worker's policy (src/policy.ts): neither gets better, each fails once, saying why.
+  // Its repo against this worker's roots and git hosts, for who enqueued it (src/job/repo/source-check.ts),
+  // and a spec past this worker's policy (src/job/policy.ts): neither gets better, each fails once, saying why.
   const source = admitSource(parsed.spec, job.data.origin, ctx.config);
   const spec = "spec" in source ? source.spec : parsed.spec;
   const refused = "refused" in source ? source.refused : await policyProblem(spec, ctx.config);

@@ -8,19 +8,19 @@
 //              before for this job: back to the queue uncounted, to a healthy worker. The first such
 //              failure counts as an attempt, so a job that keeps breaking engines still fails in time
 //   hand-back  (redis) the worker's Redis connection failed under the job (closed, ended, a server
-//              loading or demoted: src/redis-errors.ts): not the job's doing, so back to the queue
+//              loading or demoted: src/redis/connection-errors.ts): not the job's doing, so back to the queue
 //              uncounted, up to REDIS_HAND_BACKS times for a job, counted apart from the engine's
 //              (then it counts, so a job whose attempts break connections still ends; and when the
 //              hand-backs cannot be counted, the job is not handed back)
 //   retry      attempts are left (failures and stalls both count) and the error may pass
 //   fail       for good: out of attempts, or an UnrecoverableError (it never gets better)
 //
-// Which of these an error may come to is its kind's (src/errors.ts), in ON_FAILURE below: one
+// Which of these an error may come to is its kind's (src/core/errors.ts), in ON_FAILURE below: one
 // table from kinds to what a failure of that kind may do. What an attempt does for each action is
 // src/queue/attempt.ts's (failedAttempt).
 import { UnrecoverableError } from "bullmq";
-import { kindOf, type ErrorKind } from "../errors.js";
-import { isRedisConnectionError } from "../redis-errors.js";
+import { kindOf, type ErrorKind } from "../core/errors.js";
+import { isRedisConnectionError } from "../redis/connection-errors.js";
 
 export type FailureAction = "abandon" | "throttle" | "hand-back" | "retry" | "fail";
 

@@ -1,9 +1,9 @@
-// A job attempt's span (src/trace.ts): a child of the enqueuer's span, whose context the job carries
+// A job attempt's span (src/observability/trace.ts): a child of the enqueuer's span, whose context the job carries
 // in its data (so the client's process and the worker's join in one trace), and linked to the job's
 // previous attempt (a retry, a resume from a checkpoint, a stalled job taken up again), whose
 // context the previous attempt left in the job's data. Nothing is written when nothing is traced.
-import type { JobResult } from "../spec.js";
-import { carrierOf, inSpan, resultAttrs, SpanKind } from "../trace.js";
+import type { JobResult } from "../core/spec/spec.js";
+import { carrierOf, inSpan, resultAttrs, SpanKind } from "../observability/trace.js";
 import type { QueueJob } from "./attempt-admit.js";
 
 export function tracedAttempt(job: QueueJob, attempt: number, workerId: string, run: () => Promise<JobResult>): Promise<JobResult> {

@@ -4,24 +4,24 @@
 // result with its job_finished event; and on a failure does what src/queue/attempt-outcome.ts decides.
 import { UnrecoverableError, Worker } from "bullmq";
 import { setTimeout as sleep } from "node:timers/promises";
-import { defaults } from "../config.js";
+import { defaults } from "../core/config/config.js";
 import type { Model, ModelError } from "../agent/model.js";
 import { specHash } from "../job/checkpoint.js";
 import { redisCheckpoints } from "./checkpoints.js";
 import { runJob } from "../job/run.js";
-import { workerSourceRules } from "../job/source-check.js";
-import type { SandboxRuntime } from "../runtime/types.js";
+import { workerSourceRules } from "../job/repo/source-check.js";
+import type { SandboxRuntime } from "../backend/types.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { emptyResult, finishedEvent, stamped, type JobResult, type TranscriptEvent } from "../spec.js";
+import { emptyResult, finishedEvent, stamped, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { admitAttempt, type AdmitContext, type Admitted, type QueueJob } from "./attempt-admit.js";
 import { classifyFailure, REDIS_HAND_BACKS } from "./attempt-outcome.js";
 import { tracedAttempt } from "./attempt-trace.js";
 import { countInfraFailure, countRedisHandBack, handBack, throttleMs } from "./health.js";
 import { recordResult } from "./result-record.js";
-import { confirmWrites, type WaitSetting } from "../redis-connect.js";
+import { confirmWrites, type WaitSetting } from "../redis/connect.js";
 import { boundEvent } from "./result-bounds.js";
-import { isRedisConnectionError } from "../redis-errors.js";
+import { isRedisConnectionError } from "../redis/connection-errors.js";
 
 /** A job running on this worker, as the cancel listener and the drain see it. */
 export interface Active {
@@ -50,7 +50,7 @@ export interface AttemptContext extends AdmitContext {
   active: Map<string, Active>;
   /** Throttles the whole queue (BullMQ's worker.rateLimit). */
   rateLimit(ms: number): Promise<void>;
-  /** How the result record is confirmed on replicas (WAIT; src/redis-connect.ts): a failover must not lose a result it acknowledged. */
+  /** How the result record is confirmed on replicas (WAIT; src/redis/connect.ts): a failover must not lose a result it acknowledged. */
   durability: WaitSetting;
   /** Where a finished job's sandbox goes: the worker's background removals (src/sandbox/removals.ts), after the result. */
   retire?: (sb: Sandbox) => Promise<void>;

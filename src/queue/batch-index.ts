@@ -11,7 +11,7 @@
 //   started   hash   job id → epoch ms, while it runs
 //   finished  list   job ids in the order they ended (what `wait` follows)
 //   tasks     hash   line → the task's first 200 characters (for the summary)
-//   specs     hash   line → its spec's hash (src/spec-hash.ts): what a job under the line's id must
+//   specs     hash   line → its spec's hash (src/core/spec/hash.ts): what a job under the line's id must
 //                    carry to be taken as the line's (src/queue/batch-provenance.ts); a batch
 //                    submitted before this part was kept has none, and its jobs are checked by their
 //                    batch and line alone
@@ -19,11 +19,11 @@
 // a Lua script (src/queue/lua/), so `status` is one HGETALL and a finished job costs the worker one
 // round trip.
 import type { Redis } from "ioredis";
-import { luaCommand } from "../lua.js";
+import { luaCommand } from "../core/lua.js";
 import { keys } from "./keys.js";
 import { claimProblem, provenanceProblem } from "./batch-provenance.js";
 import type { JobData } from "./client.js";
-import { emptyResult, filesChangedCount, type JobResult, type JobStatus, type Usage } from "../spec.js";
+import { emptyResult, filesChangedCount, type JobResult, type JobStatus, type Usage } from "../core/spec/spec.js";
 
 export const PARTS = ["meta", "lines", "results", "spend", "started", "finished", "tasks", "specs"] as const;
 type Part = (typeof PARTS)[number];

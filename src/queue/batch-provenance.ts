@@ -1,12 +1,12 @@
 // Whether the queue's job under a batch line's id is that line's own: made by the batch (its data
 // names the batch and the line the id names) for the line's spec (the hash the batch recorded when
-// it was submitted). Free jobs cannot take a line's id (src/line-id.ts, refused by the JobSpec), but
+// it was submitted). Free jobs cannot take a line's id (src/core/line-id.ts, refused by the JobSpec), but
 // a job written to BullMQ by other means can: every part that adopts a line's job (submit, retry,
 // wait's reconcile, writeOut, a campaign's publish, and the worker before it runs one) asks here,
 // and a job that is not the line's is an error naming it, never the line's result. Pure.
-import { PatchbayError } from "../errors.js";
-import { batchJobId, parseLineJobId } from "../line-id.js";
-import { specHash } from "../spec-hash.js";
+import { PatchbayError } from "../core/errors.js";
+import { batchJobId, parseLineJobId } from "../core/line-id.js";
+import { specHash } from "../core/spec/hash.js";
 
 /** What the line expects: its batch and number, and its spec's hash (undefined: a batch submitted before the index kept them). */
 export interface LineWant {

@@ -3,7 +3,7 @@
 // (lua/save-checkpoint-1.lua). What a checkpoint holds and how it is checked: src/job/checkpoint.ts.
 import type { Redis } from "ioredis";
 import { parseCheckpoint, type CheckpointStore } from "../job/checkpoint.js";
-import { luaCommand } from "../lua.js";
+import { luaCommand } from "../core/lua.js";
 
 const SAVE = luaCommand<number>("queue/lua/save-checkpoint-1.lua");
 

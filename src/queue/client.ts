@@ -1,42 +1,42 @@
 // The client side of the queue: enqueue, wait, cancel, retry, status, result, watch, list. Specs are
-// validated (and local paths checked, src/queue/prepare.ts) before anything reaches Redis; a spec's
+// validated (and local paths checked, src/queue/enqueue-spec.ts) before anything reaches Redis; a spec's
 // jobId makes enqueueing idempotent, and reusing it for a different spec is an error.
 import { Job, Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
-import { defaults, loadConfig, type Config } from "../config.js";
+import { defaults, loadConfig, type Config } from "../core/config/config.js";
 import { recordFinished } from "./batch-index.js";
 import { claimProblem } from "./batch-provenance.js";
 import { findJob } from "./find-job.js";
 import { hintFlags } from "./hints.js";
 import { keys, redisOptions } from "./keys.js";
-import { jobOptions, prepareSpecs } from "./prepare.js";
+import { jobOptions, prepareSpecs } from "./enqueue-spec.js";
 import { PatchGoneError } from "./result-bounds.js";
 import { recordCancelled, withStoredPatch, type BullKeys } from "./result-record.js";
-import { JobSpecError, type JobResult, type JobSpec, type TranscriptEvent } from "../spec.js";
+import { JobSpecError, type JobResult, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
 import { unknownModelWarning, usdBudgetProblem } from "../agent/prices.js";
-import { specHash } from "../spec-hash.js";
-import { enqueueSpans, type TraceCarrier } from "../trace.js";
-import { kinded, PatchbayError } from "../errors.js";
-import type { JobOrigin } from "../job/source-check.js";
-import { MAX_DURATION_MS, MAX_DURATION_WORDS } from "../timeout.js";
-import { confirmWrites, duplicateRedis, keepConnected, openRedis, waitSetting, type WaitSetting } from "../redis-connect.js";
-import { keyspaceQueueName, parseRedisUrl } from "../redis-target.js";
+import { specHash } from "../core/spec/hash.js";
+import { enqueueSpans, type TraceCarrier } from "../observability/trace.js";
+import { kinded, PatchbayError } from "../core/errors.js";
+import type { JobOrigin } from "../job/repo/source-check.js";
+import { MAX_DURATION_MS, MAX_DURATION_WORDS } from "../core/timeout.js";
+import { confirmWrites, duplicateRedis, keepConnected, openRedis, waitSetting, type WaitSetting } from "../redis/connect.js";
+import { keyspaceQueueName, parseRedisUrl } from "../redis/target.js";
 
 export interface JobData {
   spec: JobSpec;
   enqueuedAt: number;
-  /** Set on the jobs of a batch (src/queue/batch.ts): the batch and the line of its file. */
+  /** Set on the jobs of a batch (src/batch/batches.ts): the batch and the line of its file. */
   batch?: { id: string; line: number };
   /** Set by the workers: the stalls already counted as attempts (src/queue/worker.ts). */
   stallsSeen?: number;
-  /** The trace context of its enqueue span, and of its newest attempt's (src/trace.ts); set only when traced. */
+  /** The trace context of its enqueue span, and of its newest attempt's (src/observability/trace.ts); set only when traced. */
   trace?: TraceCarrier;
   /**
    * Who enqueued it: the operator's own client ("operator": the CLI, the library) or the HTTP API.
    * A worker reads the host for an operator's job alone as the operator asked; every other job
-   * (this unset too) is held to the worker's roots and git hosts (src/job/source-check.ts).
+   * (this unset too) is held to the worker's roots and git hosts (src/job/repo/source-check.ts).
    */
   origin?: JobOrigin;
 }
@@ -209,7 +209,7 @@ export class PatchbayClient {
     }
     return this.hold(async () => {
       await this.checkJobIds(specs);
-      // Each job carries its enqueue span's context (src/trace.ts): the worker's spans join it.
+      // Each job carries its enqueue span's context (src/observability/trace.ts): the worker's spans join it.
       const add = async (traces: (TraceCarrier | undefined)[]) =>
         (await this.queue.addBulk(specs.map((spec, i) => ({ name: "fix", data: { spec, enqueuedAt: Date.now(), origin: this.origin, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData, opts: jobOptions(spec) })))).map((j) => j.id!);
       const ids = await enqueueSpans(this.queueName, specs.length, add);
@@ -456,7 +456,7 @@ export class PatchbayClient {
     return r;
   }
 
-  /** Runs one call with the client's sockets keeping the process alive (see unrefWhenIdle); for helpers such as src/queue/batch.ts. */
+  /** Runs one call with the client's sockets keeping the process alive (see unrefWhenIdle); for helpers such as src/batch/batches.ts. */
   async hold<T>(fn: () => Promise<T>): Promise<T> {
     this.acquire();
     try {
@@ -501,7 +501,7 @@ function info(job: Job<JobData, JobResult>, state: JobState): JobStatusInfo {
 // sockets do not keep the process alive between calls: a script exits by itself when done.
 let client: PatchbayClient | undefined;
 const c = () => (client ??= new PatchbayClient({ unrefWhenIdle: true }));
-/** The client behind the module-level functions (src/queue/batch.ts uses it too). */
+/** The client behind the module-level functions (src/batch/batches.ts uses it too). */
 export const defaultClient = (): PatchbayClient => c();
 export const enqueue = (spec: unknown) => c().enqueue(spec);
 export const enqueueBatch = (specs: unknown[]) => c().enqueueBatch(specs);

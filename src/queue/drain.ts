@@ -10,7 +10,7 @@
 import type { Worker } from "bullmq";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import type { Log } from "../log.js";
+import type { Log } from "../observability/log.js";
 import type { Active } from "./attempt.js";
 
 export interface DrainParts {

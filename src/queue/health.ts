@@ -4,11 +4,11 @@
 // queue without counting an attempt. The API's 429/529 throttle the queue instead of failing jobs.
 import { loadConfig as sdkProfile } from "@anthropic-ai/sdk/lib/credentials";
 import { DelayedError, type Job } from "bullmq";
-import { defaults, type Config } from "../config.js";
+import { defaults, type Config } from "../core/config/config.js";
 import type { ModelError } from "../agent/model.js";
-import type { Log } from "../log.js";
-import type { SandboxRuntime } from "../runtime/types.js";
-import { withTimeout } from "../timeout.js";
+import type { Log } from "../observability/log.js";
+import type { SandboxRuntime } from "../backend/types.js";
+import { withTimeout } from "../core/timeout.js";
 
 export type Health = { ok: true } | { ok: false; reason: string };
 

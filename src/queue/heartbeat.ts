@@ -4,7 +4,7 @@
 // as orphans.
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
-import { LABEL, localOwnerAlive, ownerIsLocal, type OwnerAlive } from "../runtime/owner.js";
+import { LABEL, localOwnerAlive, ownerIsLocal, type OwnerAlive } from "../backend/owner.js";
 import type { keys } from "./keys.js";
 
 type Keys = ReturnType<typeof keys>;

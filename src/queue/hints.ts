@@ -1,7 +1,7 @@
 // What a printed command (a hint: "start a worker", "watch it") needs to reach the same queue: the
 // flags that differ from the defaults. A Redis URL with a password is not printed: $REDIS_URL stands in.
-import { DEFAULT_QUEUE, DEFAULT_REDIS_URL } from "../config.js";
-import { shownRedisUrl } from "../redis-url.js";
+import { DEFAULT_QUEUE, DEFAULT_REDIS_URL } from "../core/config/config.js";
+import { shownRedisUrl } from "../redis/url.js";
 
 /** ` --queue Q` and ` --redis-url U` where they are not the defaults ("" when both are). */
 export function hintFlags(queueName: string, redisUrl: string): string {

@@ -3,9 +3,9 @@
 // judged by src/queue/heartbeat.ts's ownerAliveFor) and sweeps verify snapshots of dead workers.
 // While the worker is unhealthy it does nothing: the health gate checks the engine meanwhile.
 import { sweepSnapshots } from "../job/verify.js";
-import type { Log } from "../log.js";
-import type { OwnerAlive } from "../runtime/owner.js";
-import type { SandboxRuntime } from "../runtime/types.js";
+import type { Log } from "../observability/log.js";
+import type { OwnerAlive } from "../backend/owner.js";
+import type { SandboxRuntime } from "../backend/types.js";
 import { reap } from "../sandbox/reaper.js";
 
 export interface ReaperLoopOptions {

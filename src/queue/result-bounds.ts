@@ -12,8 +12,8 @@
 // - Free texts (summary, error, outputs, egress fields): cut with a note of how much was cut.
 // Sizes are bytes of JSON string content, so escapes (a control byte is 6) count as what they cost.
 import { createHash } from "node:crypto";
-import type { EventOf, JobResult, TranscriptEvent } from "../spec.js";
-import { kinded } from "../errors.js";
+import type { EventOf, JobResult, TranscriptEvent } from "../core/spec/spec.js";
+import { kinded } from "../core/errors.js";
 
 export const BOUNDS = {
   /** A patch longer than this (as JSON) is stored once under its own key instead of in the result. */

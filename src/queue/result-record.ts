@@ -9,8 +9,8 @@
 // (keys.patch), written in the same transaction as the result that names it. Every key lives for
 // the deployment's retention (PATCHBAY_RETENTION_SEC).
 import type { ChainableCommander, Redis } from "ioredis";
-import { luaCommand } from "../lua.js";
-import { emptyResult, finishedEvent, JobResult, stamped, type JobSpec, type TranscriptEvent } from "../spec.js";
+import { luaCommand } from "../core/lua.js";
+import { emptyResult, finishedEvent, JobResult, stamped, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
 import type { keys } from "./keys.js";
 import { attachPatch, boundEvent, boundResult } from "./result-bounds.js";
 

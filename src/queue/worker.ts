@@ -8,29 +8,29 @@
 import { randomBytes } from "node:crypto";
 import { Worker } from "bullmq";
 import type { Redis } from "ioredis";
-import { defaults, loadConfig, type Config } from "../config.js";
+import { defaults, loadConfig, type Config } from "../core/config/config.js";
 import type { Model } from "../agent/model.js";
 import { batchHooks } from "./batch-index.js";
 import { checkWorker, HealthGate } from "./health.js";
-import { prepareSandbox } from "../job/repo.js";
+import { prepareSandbox } from "../job/repo/load.js";
 import { keys, redisOptions } from "./keys.js";
-import { workerLogger, type Log, type LogFormat } from "../log.js";
-import { workerMetrics } from "../metrics.js";
+import { workerLogger, type Log, type LogFormat } from "../observability/log.js";
+import { workerMetrics } from "./metrics.js";
 import type { JobData } from "./client.js";
-import { LABEL, processOwnerId } from "../runtime/owner.js";
-import { configuredRuntime } from "../runtime/index.js";
+import { LABEL, processOwnerId } from "../backend/owner.js";
+import { configuredRuntime } from "../backend/index.js";
 import { SandboxPool } from "../sandbox/pool.js";
 import { BackgroundRemovals } from "../sandbox/removals.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import type { JobResult } from "../spec.js";
+import type { JobResult } from "../core/spec/spec.js";
 import { attemptProcessor, type Active } from "./attempt.js";
 import { listenForCancels } from "./cancel-listener.js";
 import { drain, type DrainReport } from "./drain.js";
 import { deploymentId, ownerAliveFor, startHeartbeat } from "./heartbeat.js";
 import { startReaperLoop } from "./reaper-loop.js";
-import { startTelemetry } from "../telemetry.js";
-import { keepConnected, openRedis, waitSetting } from "../redis-connect.js";
-import { keyspaceQueueName, parseRedisUrl, type RedisTarget } from "../redis-target.js";
+import { startTelemetry } from "../observability/telemetry.js";
+import { keepConnected, openRedis, waitSetting } from "../redis/connect.js";
+import { keyspaceQueueName, parseRedisUrl, type RedisTarget } from "../redis/target.js";
 
 export interface WorkerOptions {
   concurrency?: number;
@@ -76,7 +76,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   // Finished jobs' sandboxes are removed after their results are handed back, bounded (src/sandbox/removals.ts).
   const removals = new BackgroundRemovals({ concurrency: config.removals, maxQueued: config.removalsQueued ?? concurrency, log: (m) => log(m, { level: "warn" }) });
   const retire = (sb: Sandbox) => removals.hand(() => sb.destroy());
-  const telemetry = await startTelemetry(config.telemetry); // traces, when OTEL_* asks (src/telemetry.ts)
+  const telemetry = await startTelemetry(config.telemetry); // traces, when OTEL_* asks (src/observability/telemetry.ts)
   const metrics = await workerMetrics(opts.metricsPort, () => ({ activeJobs: active.size, concurrency, redisConnected: connected(), draining: closing !== undefined, pool: pool && { idle: pool.size, ...pool.stats }, removals: removals.stats }));
   if (metrics.url) log(`metrics: ${metrics.url}`);
 

@@ -3,9 +3,9 @@
 // cannot be added later), and a small root process in the container bridges a loopback port to
 // it for as long as setup runs. Closing the bridge's stdin ends it; the agent (uid 1000) can
 // neither signal it nor connect to the socket itself (mode 0600, root's).
-import { asset } from "../assets.js";
-import type { Attached, Box, BoxSpec } from "../runtime/types.js";
-import { kinded } from "../errors.js";
+import { asset } from "../core/assets.js";
+import type { Attached, Box, BoxSpec } from "../backend/types.js";
+import { kinded } from "../core/errors.js";
 
 /** Where the per-job directory appears in the container. */
 export const EGRESS_MOUNT = "/patchbay-egress";

@@ -6,14 +6,14 @@
 // API re-executes dockerd for every call (~38 ms each), which would make one str_replace cost
 // >100 ms; through this channel it costs a few ms. The archive API stays the path for bulk
 // transfers (loading a repo) and the fallback when the image has no python3.
-import { defaults } from "../config.js";
-import { gather } from "../runtime/gather.js";
-import type { Attached, Box } from "../runtime/types.js";
+import { defaults } from "../core/config/config.js";
+import { gather } from "../backend/gather.js";
+import type { Attached, Box } from "../backend/types.js";
 import { AGENT_SCRIPT } from "./file-agent-script.js";
 import { agentArgs, parseReply, PROTOCOL_VERSION, type AgentOp, type AgentReplyOf, type AgentRequest, type ErrorReply } from "./agent-protocol.js";
-import { AGENT_GID, AGENT_UID } from "../runtime/agent-user.js";
+import { AGENT_GID, AGENT_UID } from "../backend/agent-user.js";
 import type { Liveness } from "./liveness.js";
-import { PatchbayError } from "../errors.js";
+import { PatchbayError } from "../core/errors.js";
 
 export { AGENT_SCRIPT };
 

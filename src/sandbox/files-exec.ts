@@ -6,11 +6,11 @@
 // type, size, mode and owner from that open file (/proc/self/fd/3), so no swap in between can pair
 // one file's bytes with another's check. The process is the agent's uid, so the agent can meddle
 // with it: what it says is bounded, parsed strictly, and only ever reaches the agent itself.
-import { asset } from "../assets.js";
-import { HeadTail } from "../truncate.js";
-import type { Box } from "../runtime/types.js";
-import { PatchbayError } from "../errors.js";
-import { AGENT_USER } from "../runtime/agent-user.js";
+import { asset } from "../core/assets.js";
+import { HeadTail } from "../core/truncate.js";
+import type { Box } from "../backend/types.js";
+import { PatchbayError } from "../core/errors.js";
+import { AGENT_USER } from "../backend/agent-user.js";
 
 // LC_ALL=C: the error texts below are matched in English. BASH_ENV/ENV empty: no startup file.
 const ENV = ["LC_ALL=C", "BASH_ENV=", "ENV=", "HOME=/home/agent"];

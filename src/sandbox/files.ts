@@ -5,11 +5,11 @@
 // own bulk loads (putArchive: the repo's checked tar, in an image without tar).
 import path from "node:path/posix";
 import { Readable } from "node:stream";
-import { defaults } from "../config.js";
-import type { Box } from "../runtime/types.js";
+import { defaults } from "../core/config/config.js";
+import type { Box } from "../backend/types.js";
 import type { FileAgent } from "./file-agent.js";
 import { ExecFileError, ExecFiles } from "./files-exec.js";
-import { PatchbayError } from "../errors.js";
+import { PatchbayError } from "../core/errors.js";
 
 export interface FileStat {
   /** What the path (after following symlinks) is. */

@@ -1,6 +1,6 @@
 // The in-sandbox helper's framing (src/sandbox/py/helper.py, whose header says what each frame
 // means), typed and pure: frames written and read, bounded. helper.ts carries processes over it.
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 /** Bumped with any change to the frames; the helper's VERSION must be the same (a test holds them). */
 export const HELPER_VERSION = 1;

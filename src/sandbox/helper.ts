@@ -5,15 +5,15 @@
 // three or more per job were a fifth of its CPU. HelperBox is a Box over a backend's box: the
 // shell, supervisor and file agent run on it unchanged. If the helper's exec ends (the OOM killer,
 // a stopped container), its processes' streams end with it and the next start makes a new one.
-import { asset } from "../assets.js";
-import type { Attached, Box, BoxState, ProcessOptions } from "../runtime/types.js";
-import { AGENT_USER } from "../runtime/agent-user.js";
-import { pipeGathered } from "../runtime/gather.js";
+import { asset } from "../core/assets.js";
+import type { Attached, Box, BoxState, ProcessOptions } from "../backend/types.js";
+import { AGENT_USER } from "../backend/agent-user.js";
+import { pipeGathered } from "../backend/gather.js";
 import { startHelper } from "./supervisor.js";
 import { CHUNK, countFrame, countOf, exitOf, frame, FrameReader, spawnFrame, WINDOW, type Frame } from "./helper-protocol.js";
-import { HeadTail } from "../truncate.js";
+import { HeadTail } from "../core/truncate.js";
 import { withTrustedRule } from "./trusted.js";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 export const HELPER_SCRIPT = withTrustedRule(asset("sandbox/py/helper.py"));
 const HELPER_ARGV = ["python3", "-I", "-S", "-B", "-u", "-c", HELPER_SCRIPT];

@@ -6,18 +6,18 @@
 import { createHash } from "node:crypto";
 import { lstatSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join, relative } from "node:path";
-import { DEFAULT_IMAGE } from "../config.js";
+import { DEFAULT_IMAGE } from "../core/config/config.js";
 import { isRemoteAdd, remoteAdds } from "./build-network.js";
-import { docker } from "../runtime/docker.js";
+import { docker } from "../backend/docker.js";
 import { buildImage, imageRecipe } from "./image.js";
 import { Sandbox } from "./sandbox.js";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 export class ImageFromError extends kinded("image") {}
 
 /**
  * Set on every image this builds (its value: the context's hash). A worker's default image
- * allow-list (src/policy.ts) takes the images that carry it. Labels are inherited: an image the
+ * allow-list (src/job/policy.ts) takes the images that carry it. Labels are inherited: an image the
  * operator builds FROM one of these carries it too.
  */
 export const FROM_LABEL = "patchbay.built-from";

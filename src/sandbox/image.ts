@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import * as tar from "tar-stream";
-import { docker } from "../runtime/docker.js";
+import { docker } from "../backend/docker.js";
 
 const DIR = fileURLToPath(new URL("../../images/sandbox/", import.meta.url));
 const RECIPE_FILES = ["Dockerfile", "packages.txt", "build-offline.sh", "rootfs.sh"];

@@ -5,9 +5,9 @@
 // command, an exec, a file-agent request) is raced against this: while any is pending, the
 // container is inspected every `everyMs`; once it is seen stopped, every pending and later call
 // fails at once with the reason. Nothing is polled while nothing waits (between model turns).
-import type { Box } from "../runtime/types.js";
-import { settleWithin } from "../timeout.js";
-import { SandboxLostError } from "../errors.js";
+import type { Box } from "../backend/types.js";
+import { settleWithin } from "../core/timeout.js";
+import { SandboxLostError } from "../core/errors.js";
 
 
 const INSPECT_WAIT_MS = 10_000;

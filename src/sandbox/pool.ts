@@ -5,10 +5,10 @@
 // never competes with a job for the CPU). A pool sandbox serves one job at most: taking it removes
 // it from the pool for good. Pool sandboxes carry the worker's owner and queue labels, so the
 // reaper removes a dead worker's pool like its jobs' sandboxes; close() removes them on drain.
-import { DEFAULT_IMAGE, defaults } from "../config.js";
+import { DEFAULT_IMAGE, defaults } from "../core/config/config.js";
 import { defaultLimits } from "./sandbox.js";
 import { Sandbox, type SandboxOptions } from "./sandbox.js";
-import type { SandboxRuntime } from "../runtime/types.js";
+import type { SandboxRuntime } from "../backend/types.js";
 
 export const POOL_LABEL = "patchbay.pool";
 

@@ -1,9 +1,9 @@
 // The reaper: removes patchbay's boxes whose owner is gone or whose deadline passed, on any backend.
 // Which owners are alive is the caller's to say (a worker asks Redis for heartbeats of its queue;
-// by default a process on this host is judged by its pid and start time: runtime/owner.ts).
-import { LABEL, localOwnerAlive, type OwnerAlive } from "../runtime/owner.js";
-import type { ReapReport, SandboxRuntime } from "../runtime/types.js";
-import { runtimeOf } from "../runtime/index.js";
+// by default a process on this host is judged by its pid and start time: backend/owner.ts).
+import { LABEL, localOwnerAlive, type OwnerAlive } from "../backend/owner.js";
+import type { ReapReport, SandboxRuntime } from "../backend/types.js";
+import { runtimeOf } from "../backend/index.js";
 
 export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, runtime: SandboxRuntime = runtimeOf("docker"), now = Date.now()): Promise<ReapReport> {
   const verdicts = new Map<string, Promise<boolean>>();

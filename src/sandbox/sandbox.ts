@@ -3,12 +3,12 @@
 // every backend: it asks of the box only to start processes, say whether it runs, and go.
 import { randomBytes } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
-import { asset } from "../assets.js";
-import { DEFAULT_IMAGE, defaults, pidsProblem } from "../config.js";
-import { HeadTail } from "../truncate.js";
-import { runtimeOf } from "../runtime/index.js";
-import { LABEL, processLabel, processOwnerId } from "../runtime/owner.js";
-import { isRoot, PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type SandboxRuntime } from "../runtime/types.js";
+import { asset } from "../core/assets.js";
+import { DEFAULT_IMAGE, defaults, pidsProblem } from "../core/config/config.js";
+import { HeadTail } from "../core/truncate.js";
+import { runtimeOf } from "../backend/index.js";
+import { LABEL, processLabel, processOwnerId } from "../backend/owner.js";
+import { isRoot, PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type SandboxRuntime } from "../backend/types.js";
 import { startEgressBridge, type EgressBridge } from "./egress.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
@@ -16,8 +16,8 @@ import { Liveness } from "./liveness.js";
 import { HelperBox } from "./helper.js";
 import { Shell } from "./shell.js";
 import { extractTarStream, StreamUnavailable, TAR_EXTRACT } from "./stream.js";
-import { kinded } from "../errors.js";
-import { AGENT_GID, AGENT_UID, AGENT_USER } from "../runtime/agent-user.js";
+import { kinded } from "../core/errors.js";
+import { AGENT_GID, AGENT_UID, AGENT_USER } from "../backend/agent-user.js";
 
 export interface SandboxOptions {
   image?: string;
@@ -33,7 +33,7 @@ export interface SandboxOptions {
   allowPtrace?: boolean;
   /** Extra mounts (only the setup phase's egress directory: see egress.ts). */
   mounts?: { source: string; target: string }[];
-  /** The backend that makes the box (default: the configured one, see src/runtime/index.ts). */
+  /** The backend that makes the box (default: the configured one, see src/backend/index.ts). */
   backend?: SandboxRuntime;
 }
 
@@ -149,7 +149,7 @@ export class Sandbox {
     const put = checkPut(opts.put ?? []);
     // Through the file agent where it can (no docker exec, no runc start); docker exec otherwise.
     const ids = /^(\d+):(\d+)$/.exec(opts.user ?? AGENT_USER);
-    // The agent's HOME for its commands; a root command's environment is the trusted one (runtime/types.ts TRUSTED_ENV).
+    // The agent's HOME for its commands; a root command's environment is the trusted one (backend/types.ts TRUSTED_ENV).
     const env = isRoot(opts.user) ? (opts.env ?? []) : ["HOME=/home/agent", ...(opts.env ?? [])];
     if (ids) {
       const stdin = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);

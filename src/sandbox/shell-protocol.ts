@@ -1,7 +1,7 @@
 // The shell's in-band protocol: the init script every agent shell runs first, and the markers that
 // frame a command's output. A command runs inside the shell process, so it can read (and print)
 // any marker: the markers only frame the agent's own tool output, nothing patchbay decides.
-import { asset } from "../assets.js";
+import { asset } from "../core/assets.js";
 
 // The init script (src/sandbox/sh/shell-init.sh: its header says what each part does): stderr
 // joined to stdout, the commands' framing (PBSTART, PBEND) and the shell's EXIT trap (PBEXIT).

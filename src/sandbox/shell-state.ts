@@ -5,7 +5,7 @@
 // function, a trap, a background job, a shell taken over by ptrace) runs on. What the old shell
 // prints is hostile: it is parsed strictly and bounded, and the new shell gets it only as
 // variables (single-quoted by the worker), never as code it sources or evals.
-import { asset } from "../assets.js";
+import { asset } from "../core/assets.js";
 
 /** A shell's state as data: its working directory and exported variables. */
 export interface ShellState {

@@ -4,14 +4,14 @@
 // supervisor (supervisor.ts), which kills every process started since the command began.
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { defaults } from "../config.js";
-import { HeadTail } from "../truncate.js";
+import { defaults } from "../core/config/config.js";
+import { HeadTail } from "../core/truncate.js";
 import type { Liveness } from "./liveness.js";
-import type { Attached, Box } from "../runtime/types.js";
+import type { Attached, Box } from "../backend/types.js";
 import { EXIT_MARKER, findMarker, SHELL_INIT } from "./shell-protocol.js";
 import { CAPTURE_STATE, parseShellState, startScript, STATE_MAX_BYTES, type ShellState } from "./shell-state.js";
 import { startBash, Supervisor, type KillReport } from "./supervisor.js";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 export interface RunOptions {
   timeoutSec?: number;

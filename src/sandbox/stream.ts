@@ -3,10 +3,10 @@
 // for every call and costs ~50 µs per file on top; this costs one exec. The archive API stays the
 // fallback for an image without GNU tar (the stream is untouched until tar says it is ready).
 import type { Readable } from "node:stream";
-import { asset } from "../assets.js";
-import { HeadTail } from "../truncate.js";
-import type { Box } from "../runtime/types.js";
-import { kinded } from "../errors.js";
+import { asset } from "../core/assets.js";
+import { HeadTail } from "../core/truncate.js";
+import type { Box } from "../backend/types.js";
+import { kinded } from "../core/errors.js";
 
 /** What the script prints once tar can run. */
 export const READY = "PBTAR\n";

@@ -3,11 +3,11 @@
 // the shell (shell.ts) and the supervisor share.
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { Attached, Box } from "../runtime/types.js";
+import type { Attached, Box } from "../backend/types.js";
 import type { Liveness } from "./liveness.js";
-import { AGENT_UID } from "../runtime/agent-user.js";
+import { AGENT_UID } from "../backend/agent-user.js";
 import { SUPERVISOR_SCRIPT } from "./supervisor-script.js";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 const BASH = ["bash", "--noprofile", "--norc"];
 const ENV = ["TERM=dumb", "PAGER=cat", "GIT_PAGER=cat", "PS1="];

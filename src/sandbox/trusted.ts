@@ -2,7 +2,7 @@
 // program checked to be root's alone) put into the python programs that start root processes: the
 // helper and the file agent. Inserted after the program's first line, which names it (its name in
 // ps, see helper.py's inline children).
-import { asset } from "../assets.js";
+import { asset } from "../core/assets.js";
 
 /** `script` with trusted.py after its first line. */
 export function withTrustedRule(script: string): string {

@@ -1,7 +1,7 @@
 // The bash_20250124 tool on the sandbox's persistent shell. Unlike the reference: stdout and
 // stderr interleaved, the exit status reported, a timeout kills only the command.
 import { z } from "zod";
-import { defaults } from "../config.js";
+import { defaults } from "../core/config/config.js";
 import type { Shell } from "../sandbox/shell.js";
 import type { ToolOutput } from "./editor.js";
 

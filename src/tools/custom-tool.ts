@@ -1,11 +1,11 @@
-// A JobSpec's own tool (tools.custom, src/spec-tools.ts): the call's input is checked against the
+// A JobSpec's own tool (tools.custom, src/core/spec/tools.ts): the call's input is checked against the
 // tool's JSON Schema, then its command runs in the sandbox as the agent (a fresh bash, not the
 // agent's shell) with the input as JSON on stdin; stdout is the result. Bounded like bash: the
 // command timeout, and the output bound.
 import { Ajv, type ValidateFunction } from "ajv";
-import { defaults } from "../config.js";
+import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import type { CustomTool } from "../spec-tools.js";
+import type { CustomTool } from "../core/spec/tools.js";
 import type { ToolOutput } from "./editor.js";
 
 // Not strict: a schema's unknown keywords (e.g. an MCP-style `title` elsewhere) are the spec's business.

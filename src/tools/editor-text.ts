@@ -3,7 +3,7 @@
 // Matching and editing work on the file's bytes (tabs, CRLF, a missing final newline and non-UTF-8
 // bytes survive); strings are only used for what the model is shown.
 
-import { EDITOR_TOOLS, type EditorToolName } from "../spec-names.js";
+import { EDITOR_TOOLS, type EditorToolName } from "../core/spec/names.js";
 
 /** The built-in editor tools (edit_file is the plain JSON-schema one). */
 export type EditorFlavor = Exclude<EditorToolName, "edit_file">;

@@ -2,7 +2,7 @@
 // so the same semantics run against an in-memory fs in tests and a Docker sandbox in production.
 // Pure logic: no fs, no docker. Byte and message helpers live in editor-text.ts.
 import { z } from "zod";
-import { DEFAULT_EDITOR_TOOL } from "../spec-names.js";
+import { DEFAULT_EDITOR_TOOL } from "../core/spec/names.js";
 import {
   allowedCommands,
   bytesEqual,
@@ -30,7 +30,7 @@ import {
   withNote,
   type EditorFlavor,
 } from "./editor-text.js";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 export * from "./editor-text.js";
 

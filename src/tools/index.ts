@@ -1,14 +1,14 @@
 // One entry point for the agent loop: the tool definitions for a flavor, and runTool for a
 // tool_use block. A malformed call becomes an is_error result naming the bad field, never a throw.
-import { defaults } from "../config.js";
-import { DEFAULT_EDITOR_TOOL } from "../spec-names.js";
+import { defaults } from "../core/config/config.js";
+import { DEFAULT_EDITOR_TOOL } from "../core/spec/names.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { BashTool } from "./bash-tool.js";
 import { EditFileTool, editFileDefinition } from "./edit-file.js";
 import { TextEditor, toolName, type EditorFlavor, type ToolOutput } from "./editor.js";
 import { editorDefinition, SandboxFs } from "./editor-tool.js";
 import { CustomToolRunner } from "./custom-tool.js";
-import type { CustomTool } from "../spec-tools.js";
+import type { CustomTool } from "../core/spec/tools.js";
 import type { McpHub } from "./mcp.js";
 
 export type ToolSet = EditorFlavor | "edit_file";

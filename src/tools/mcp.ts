@@ -1,4 +1,4 @@
-// A JobSpec's MCP servers (mcp.servers, src/spec-tools.ts): each started in the job's sandbox as the
+// A JobSpec's MCP servers (mcp.servers, src/core/spec/tools.ts): each started in the job's sandbox as the
 // agent (stdio: a process attached through Sandbox.spawn), driven by the MCP SDK's Client over a
 // transport of our own (JSON-RPC lines on its stdin/stdout, bounded); its tools offered as
 // mcp__SERVER__TOOL with their input schemas, each call through the client and back as a tool
@@ -8,12 +8,12 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { defaults } from "../config.js";
-import { kinded } from "../errors.js";
-import type { Attached } from "../runtime/types.js";
+import { defaults } from "../core/config/config.js";
+import { kinded } from "../core/errors.js";
+import type { Attached } from "../backend/types.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { MCP_PREFIX, type McpServer } from "../spec-tools.js";
-import { HeadTail } from "../truncate.js";
+import { MCP_PREFIX, type McpServer } from "../core/spec/tools.js";
+import { HeadTail } from "../core/truncate.js";
 import type { ToolOutput } from "./editor.js";
 
 /** A server that cannot start (its command, its handshake, its tool list): the job fails, not retried. */

@@ -16,7 +16,7 @@
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { TLSSocket } from "node:tls";
-import type { ApiToken } from "../config.js";
+import type { ApiToken } from "../core/config/config.js";
 import { problem, sendProblem } from "./api/problem.js";
 
 export interface AuthOptions {

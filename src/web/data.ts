@@ -2,12 +2,12 @@
 // job in full, batches, campaigns and their changesets. Every string that can come from a job (task,
 // error, summary, patch) or a changeset (repo, url, branch, reason) is made inert (safeText) here.
 import type { Job } from "bullmq";
-import type { CampaignStatus } from "../campaign/campaign-track.js";
+import type { CampaignStatus } from "../campaign/track.js";
 import { CHANGESET_STATES, type Changeset, type ChangesetState, type ChecksState, type ReviewState } from "../campaign/changeset.js";
-import type { BatchStatus } from "../queue/batch-types.js";
+import type { BatchStatus } from "../batch/batch-types.js";
 import type { JobData } from "../queue/client.js";
-import { filesChangedCount, type JobResult } from "../spec.js";
-import { safeText } from "../term.js";
+import { filesChangedCount, type JobResult } from "../core/spec/spec.js";
+import { safeText } from "../core/term.js";
 import { sanitizeDeep } from "./escape.js";
 
 export interface JobRow {
@@ -70,7 +70,7 @@ const fieldsOfJob = (job: AnyJob): JobFields => ({
 });
 
 /**
- * The batch a job belongs to: src/queue/batch.ts sets `batch: { id, line }` in a job's data (a plain
+ * The batch a job belongs to: src/batch/batches.ts sets `batch: { id, line }` in a job's data (a plain
  * `batchId` is understood too).
  */
 function batchOf(data: unknown): string | undefined {
@@ -149,7 +149,7 @@ export interface BatchRow {
   finishedAt?: number;
 }
 
-/** A batch's status (src/queue/batch.ts) as the batches page shows it. */
+/** A batch's status (src/batch/batches.ts) as the batches page shows it. */
 export function batchRow(st: BatchStatus): BatchRow {
   return {
     id: safeText(st.batchId, { oneLine: true }),

@@ -3,8 +3,8 @@
 // here before any page sees it, and the pages put it in the DOM with textContent only.
 import { createHash } from "node:crypto";
 import { costUsd } from "../agent/prices.js";
-import { safeText } from "../term.js";
-import type { TranscriptEvent } from "../spec.js";
+import { safeText } from "../core/term.js";
+import type { TranscriptEvent } from "../core/spec/spec.js";
 
 const HTML_ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 

@@ -5,8 +5,8 @@ import { RENDER_JS } from "./assets/render.js";
 import { BATCHES_JS, CAMPAIGN_JS, CAMPAIGNS_JS, JOB_JS, JOBS_JS, VIEW_BOOT_JS } from "./assets/pages.js";
 import { STYLE_CSS } from "./assets/style.js";
 import { cspHash, escapeHtml, jsonForScript, prepareEvent } from "./escape.js";
-import type { TranscriptEvent } from "../spec.js";
-import { safeText } from "../term.js";
+import type { TranscriptEvent } from "../core/spec/spec.js";
+import { safeText } from "../core/term.js";
 
 /**
  * Served under /static/: the only scripts and styles the dashboard's own pages load (files in

@@ -14,10 +14,10 @@ import type { Redis } from "ioredis";
 import type { Queue } from "bullmq";
 import { LIST_STATES, type JobData, type ListState } from "../queue/client.js";
 import { keys } from "../queue/keys.js";
-import { luaCommand } from "../lua.js";
-import type { JobResult } from "../spec.js";
+import { luaCommand } from "../core/lua.js";
+import type { JobResult } from "../core/spec/spec.js";
 import { jobRow, type JobFields, type JobRow } from "./data.js";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 export const PAGE_DEFAULT = 50;
 export const PAGE_MAX = 200;

@@ -1,9 +1,9 @@
-// Batches: the /batches page and /api/batches, from the batch index (src/queue/batch.ts): progress,
+// Batches: the /batches page and /api/batches, from the batch index (src/batch/batches.ts): progress,
 // counts by status, spend. /batches/<id> is the batch's jobs (the list filtered by it, where the
 // batch links go), or a 404 page for an id that names no batch.
 import type { FastifyPluginAsync } from "fastify";
-import { BatchClient } from "../queue/batch.js";
-import { BatchNotFoundError, checkBatchName } from "../queue/batch-types.js";
+import { BatchClient } from "../batch/batches.js";
+import { BatchNotFoundError, checkBatchName } from "../batch/batch-types.js";
 import type { PatchbayClient } from "../queue/client.js";
 import { batchRow } from "./data.js";
 import { batchesPage, notFoundPage } from "./html.js";

@@ -1,12 +1,12 @@
 // Campaigns: the /campaigns page and /api/campaigns (the newest: changesets by state, merged of
 // total, jobs and spend), /campaigns/<id> (the burndown and a row per repository, from
 // /api/campaigns/<id>), or a 404 page for an id that names no campaign. Read from Redis alone
-// (src/campaign/campaign-track.ts campaignStatus): the dashboard never talks to a forge.
+// (src/campaign/track.ts campaignStatus): the dashboard never talks to a forge.
 import type { FastifyPluginAsync } from "fastify";
-import { CampaignNotFoundError, CampaignStore } from "../campaign/campaign-store.js";
-import { campaignStatus } from "../campaign/campaign-track.js";
-import { BatchClient } from "../queue/batch.js";
-import { BatchNotFoundError, checkBatchName } from "../queue/batch-types.js";
+import { CampaignNotFoundError, CampaignStore } from "../campaign/store.js";
+import { campaignStatus } from "../campaign/track.js";
+import { BatchClient } from "../batch/batches.js";
+import { BatchNotFoundError, checkBatchName } from "../batch/batch-types.js";
 import type { PatchbayClient } from "../queue/client.js";
 import { campaignRow, campaignView, countByState, type CampaignRow } from "./data.js";
 import { campaignPage, campaignsPage, notFoundPage } from "./html.js";

@@ -6,7 +6,7 @@ import { findJob } from "../queue/find-job.js";
 import type { FastifyInstance, FastifyPluginAsync } from "fastify";
 import { JobNotFoundError, type JobData, type PatchbayClient } from "../queue/client.js";
 import { keys } from "../queue/keys.js";
-import type { JobResult } from "../spec.js";
+import type { JobResult } from "../core/spec/spec.js";
 import { jobDetail } from "./data.js";
 import { jobPage, jobsPage, notFoundPage } from "./html.js";
 import { BadQuery, listJobsPage, parseJobsQuery } from "./jobs-list.js";

@@ -1,5 +1,5 @@
 // /metrics: queue-level metrics (waiting, active, completed, failed, ...) from BullMQ itself, in
-// Prometheus' text format. A worker's own metrics are served by the worker (src/metrics.ts).
+// Prometheus' text format. A worker's own metrics are served by the worker (src/queue/metrics.ts).
 import type { Queue } from "bullmq";
 import type { FastifyPluginAsync } from "fastify";
 

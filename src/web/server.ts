@@ -24,7 +24,7 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
-import { loadConfig, type Config } from "../config.js";
+import { loadConfig, type Config } from "../core/config/config.js";
 import { PatchbayClient } from "../queue/client.js";
 import { authPlugin, frameworkError } from "./auth.js";
 import { batchesRoutes } from "./routes-batches.js";
@@ -71,7 +71,7 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   const config = opts.config ?? loadConfig();
   const s = dashboardSettings(opts, config);
   const connectionName = `patchbay-dashboard-${randomBytes(4).toString("hex")}`;
-  // Every job it enqueues is marked as the API's: the workers hold it to their roots and git hosts (src/job/source-check.ts).
+  // Every job it enqueues is marked as the API's: the workers hold it to their roots and git hosts (src/job/repo/source-check.ts).
   const client = new PatchbayClient({ redisUrl: s.redisUrl, queueName: s.queueName, connectionName, config, origin: "api" });
   const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, frameworkErrors: frameworkError, forceCloseConnections: true, routerOptions: { maxParamLength: 256 }, ...(s.tls ? { https: s.tls } : {}) }); // a job id is up to 128 characters
   try {

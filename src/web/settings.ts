@@ -1,10 +1,10 @@
-// What a dashboard runs with: its options resolved against the Config (src/config.ts parses the
+// What a dashboard runs with: its options resolved against the Config (src/core/config/config.ts parses the
 // environment; nothing here reads it), checked once before anything listens or connects.
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import type { Config } from "../config.js";
+import type { Config } from "../core/config/config.js";
 import { isLoopback } from "./auth.js";
-import { kinded } from "../errors.js";
+import { kinded } from "../core/errors.js";
 
 export interface DashboardOptions {
   host?: string;

@@ -6,7 +6,7 @@
 // slowly is waited for (the socket's drain), so the dashboard never buffers more than one message.
 import type { Redis } from "ioredis";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { TranscriptEvent } from "../spec.js";
+import type { TranscriptEvent } from "../core/spec/spec.js";
 import { prepareEvent } from "./escape.js";
 import type { TranscriptHub } from "./transcript-hub.js";
 

@@ -5,7 +5,7 @@
 // the waiters of a stream when it has something new. A new stream to watch interrupts the blocking
 // read (CLIENT UNBLOCK from the command connection), so nobody waits for the block to time out.
 import type { Redis } from "ioredis";
-import { duplicateRedis, isCluster, keepConnected } from "../redis-connect.js";
+import { duplicateRedis, isCluster, keepConnected } from "../redis/connect.js";
 
 /** How long a Cluster's blocking read lasts (see the constructor). */
 const CLUSTER_BLOCK_MS = 250;

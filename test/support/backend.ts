@@ -1,5 +1,5 @@
 // Which backend a test's sandboxes run on, said by each file: the local backend
-// (src/runtime/local.ts, a host directory per box) for job, worker, batch, resume and verify-loop
+// (src/backend/local.ts, a host directory per box) for job, worker, batch, resume and verify-loop
 // logic; Docker for what only Docker shows (isolation, limits, gVisor, the engine's failures). And
 // the few looks into a job's sandbox a test needs, the same on both.
 import { execFile } from "node:child_process";
@@ -8,11 +8,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
-import { loadConfig, type Config } from "../../src/config.js";
-import { runtimeOf, type BackendKind } from "../../src/runtime/index.js";
-import { docker } from "../../src/runtime/docker.js";
-import { LABEL } from "../../src/runtime/owner.js";
-import type { SandboxRuntime } from "../../src/runtime/types.js";
+import { loadConfig, type Config } from "../../src/core/config/config.js";
+import { runtimeOf, type BackendKind } from "../../src/backend/index.js";
+import { docker } from "../../src/backend/docker.js";
+import { LABEL } from "../../src/backend/owner.js";
+import type { SandboxRuntime } from "../../src/backend/types.js";
 
 /** The local backend: pass it as `backend` to runJob, Sandbox.create, SandboxPool. */
 export const localBackend = (): SandboxRuntime => runtimeOf("local");

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { chromium, type Browser, type Page } from "playwright-core";
-import type { TranscriptEvent } from "../../src/spec.js";
+import type { TranscriptEvent } from "../../src/core/spec/spec.js";
 import { renderTranscriptHtml } from "../../src/web/html.js";
 
 export const CHROMIUM = process.env.PATCHBAY_CHROMIUM ?? "/usr/bin/chromium";

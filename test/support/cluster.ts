@@ -122,8 +122,8 @@ export function cli(args: string[], env: Record<string, string>, opts: { timeout
  * "elsewhere" keeps other reapers off it.
  */
 export async function removeQueueSandboxes(queue: string): Promise<void> {
-  const { docker } = await import("../../src/runtime/docker.js");
-  const { LABEL } = await import("../../src/runtime/owner.js");
+  const { docker } = await import("../../src/backend/docker.js");
+  const { LABEL } = await import("../../src/backend/owner.js");
   const filters = { label: [`${LABEL.queue}=${queue}`] };
   for (const c of await docker().listContainers({ all: true, filters })) await docker().getContainer(c.Id).remove({ force: true }).catch(() => {});
   const { Volumes } = await docker().listVolumes({ filters });

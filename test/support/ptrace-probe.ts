@@ -1,5 +1,5 @@
 // A probe the agent runs in a sandbox: python3 with ctypes tries what the seccomp profile
-// (src/runtime/seccomp.ts) denies against other processes of its uid, and prints one JSON line of
+// (src/backend/seccomp.ts) denies against other processes of its uid, and prints one JSON line of
 // what each call gave ("ok" or the errno's name). Its arguments: the pid to attach to (a sibling,
 // stopped and released again), then the pid to seize and read (the agent's shell, never stopped).
 import type { Sandbox } from "../../src/sandbox/sandbox.js";

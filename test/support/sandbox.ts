@@ -2,9 +2,9 @@
 import type Docker from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll } from "vitest";
-import { docker } from "../../src/runtime/docker.js";
-import type { BackendKind } from "../../src/runtime/index.js";
-import { LABEL } from "../../src/runtime/owner.js";
+import { docker } from "../../src/backend/docker.js";
+import type { BackendKind } from "../../src/backend/index.js";
+import { LABEL } from "../../src/backend/owner.js";
 import { Sandbox, type SandboxOptions } from "../../src/sandbox/sandbox.js";
 import { execIn } from "./backend.js";
 

@@ -1,8 +1,8 @@
 // runJob (no queue) against the scripted model: a fresh fake server per job, closed by closeScripted.
 import { AnthropicModel } from "../../src/agent/model.js";
 import { runJob } from "../../src/job/run.js";
-import type { SandboxRuntime } from "../../src/runtime/types.js";
-import type { TranscriptEvent } from "../../src/spec.js";
+import type { SandboxRuntime } from "../../src/backend/types.js";
+import type { TranscriptEvent } from "../../src/core/spec/spec.js";
 import { startFakeAnthropic, type FakeAnthropic, type Reply } from "./fake-anthropic.js";
 
 let fake: FakeAnthropic | undefined;

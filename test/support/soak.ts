@@ -3,8 +3,8 @@
 // loop kills workers (SIGKILL, SIGTERM), restarts Redis and restarts the engine at chosen points of
 // a job's life (sandbox start, mid-command, the patch). Every process started here is ended here.
 import { PatchbayClient } from "../../src/queue/client.js";
-import { LABEL } from "../../src/runtime/owner.js";
-import type { TranscriptEvent } from "../../src/spec.js";
+import { LABEL } from "../../src/backend/owner.js";
+import type { TranscriptEvent } from "../../src/core/spec/spec.js";
 import { startRedis, startWorkerProc, type WorkerProc } from "./cluster.js";
 import { startEngine } from "./engine.js";
 import { startFakeAnthropic } from "./fake-anthropic.js";

@@ -1,4 +1,4 @@
--- release-lock-1: ends a campaign's lock (src/campaign/campaign-store.ts) if it is still the
+-- release-lock-1: ends a campaign's lock (src/campaign/store.ts) if it is still the
 -- caller's: a lock that expired and was taken by another process is left to that process.
 -- KEYS[1] the campaign's lock key
 -- ARGV[1] the caller's token

@@ -1,4 +1,4 @@
--- renew-lock-1: extends a campaign's lock (src/campaign/campaign-store.ts) while its holder works,
+-- renew-lock-1: extends a campaign's lock (src/campaign/store.ts) while its holder works,
 -- if it is still the caller's.
 -- KEYS[1] the campaign's lock key
 -- ARGV[1] the caller's token  ARGV[2] the new time to live (ms)

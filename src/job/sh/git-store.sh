@@ -1,6 +1,6 @@
 # git-store.sh: the prelude of every git step the worker runs in the sandbox as root (after
 # vars.sh): strict mode, the private store and git's configuration, and the functions the steps
-# share. Loaded by src/job/git-store.ts (GIT = vars.sh + this) through src/assets.ts.
+# share. Loaded by src/job/git-store.ts (GIT = vars.sh + this) through src/core/assets.ts.
 #
 # Both the baseline and the final tree are hashed from the files as they are on disk into the
 # private store ($STORE, on root's tmpfs: the agent can neither read nor plant objects there), by

@@ -1,8 +1,8 @@
 # vars.sh: the paths and values the worker's git steps in the sandbox share, as shell variables:
 # the first part of every script under job/sh/ that runs as root (before git-store.sh), and of
-# the checkpoint's apply. Each is also a TypeScript constant (PRIVATE_DIR in src/runtime/types.ts;
+# the checkpoint's apply. Each is also a TypeScript constant (PRIVATE_DIR in src/backend/types.ts;
 # STORE, INDEX, INDEX_TREE, REFRESH, ATTRIBUTES in src/job/git-store.ts; LIST_MAX in
-# src/job/patch.ts; AGENT_UID, AGENT_GID and AS_AGENT in src/runtime/agent-user.ts), and
+# src/job/patch.ts; AGENT_UID, AGENT_GID and AS_AGENT in src/backend/agent-user.ts), and
 # test/assets.test.ts holds the two to the same values.
 #   PRIVATE_DIR  root's tmpfs (mode 0700), where nothing of the agent's reaches
 #   STORE        the private git store (bare), where every tree is hashed; see git-store.sh

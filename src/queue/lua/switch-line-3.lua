@@ -1,4 +1,4 @@
--- switch-line-3: a retried line of a batch (BatchClient.retry in src/queue/batch.ts): its latest
+-- switch-line-3: a retried line of a batch (BatchClient.retry in src/batch/batches.ts): its latest
 -- job becomes the new one; the old one's summary is un-counted, and the new one's counted if it
 -- already ended (the job is enqueued before this runs). The batch is neither finished nor
 -- cancelled any more.

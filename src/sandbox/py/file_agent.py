@@ -1,6 +1,6 @@
 # file_agent.py: patchbay's file agent, run in every sandbox as root (python3 -I -S -u, cwd /) with
 # the agent's file identity (setfsuid/setfsgid to the agent's uid), serving the worker on stdin.
-# Loaded by src/sandbox/file-agent.ts through src/assets.ts; its protocol is typed on the TypeScript
+# Loaded by src/sandbox/file-agent.ts through src/core/assets.ts; its protocol is typed on the TypeScript
 # side in src/sandbox/agent-protocol.ts, which this file must match (PROTOCOL_VERSION there).
 #
 # argv[1]: a JSON object {"uid": the agent's uid, "gid": its gid, "errno": {errno number: code}}:

@@ -1,5 +1,5 @@
 # helper.py: patchbay's in-sandbox helper, one per sandbox, run as root (python3 -I -S -B -u, cwd /)
-# on the sandbox's only attached exec. Loaded by src/sandbox/helper.ts through src/assets.ts, which
+# on the sandbox's only attached exec. Loaded by src/sandbox/helper.ts through src/core/assets.ts, which
 # speaks the framing below (HELPER_VERSION there must equal VERSION here). Every other process of
 # patchbay's in the sandbox (the agent's shell, the supervisor, the file agent, verify's bash, the
 # tar of a snapshot) is its child: started on request, as the uid:gid asked, its stdin, stdout and

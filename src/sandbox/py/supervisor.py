@@ -1,5 +1,5 @@
 # supervisor.py: patchbay's supervisor, run in every sandbox as root (python3 -I -S -u, cwd /).
-# Loaded by src/sandbox/supervisor.ts through src/assets.ts. argv[1]: the sandbox's pids limit;
+# Loaded by src/sandbox/supervisor.ts through src/core/assets.ts. argv[1]: the sandbox's pids limit;
 # argv[2]: the agent's uid. It never forks: it must work when the agent's processes hold the whole
 # pids limit.
 #

@@ -11,7 +11,7 @@ import os as _os, stat as _stat
 TRUSTED_DIRS = (b"/usr/sbin", b"/usr/bin", b"/sbin", b"/bin", b"/usr/local/sbin", b"/usr/local/bin")
 TRUSTED_ENV = {b"PATH": b":".join(TRUSTED_DIRS), b"LANG": b"C.UTF-8"}
 # The box's own environment (the image's ENV): a JSON list of "K=V" the backend hands a root exec
-# in this variable (src/runtime/docker.ts, local.ts), for the processes of the agent's uid.
+# in this variable (src/backend/docker.ts, local.ts), for the processes of the agent's uid.
 BOX_ENV_VAR = b"PATCHBAY_BOX_ENV"
 
 class Untrusted(OSError):

@@ -2,13 +2,13 @@
 // its file), list, status, cancel, retry and the summary, through the CLI's BatchClient.
 import type { FastifyInstance, FastifyPluginAsync } from "fastify";
 import { z } from "zod";
-import { BatchClient, checkBatchName, parseBatchFile, summaryMarkdown } from "../../queue/batch.js";
+import { BatchClient, checkBatchName, parseBatchFile, summaryMarkdown } from "../../batch/batches.js";
 import type { PatchbayClient } from "../../queue/client.js";
-import { JOB_STATUSES, JobSpecError, type JobStatus } from "../../spec.js";
+import { JOB_STATUSES, JobSpecError, type JobStatus } from "../../core/spec/spec.js";
 import { BatchCancelBody, BatchCreated, BatchId, BatchList, BatchRetryBody, BatchRetryRequest, BatchStatusBody, BatchSubmitQuery, BatchSummaryBody, json, problems } from "./schemas.js";
 import { BadRequest } from "./problem.js";
 import { repoRootProblem, type ApiSourceRules } from "./repo-roots.js";
-import { BatchFileError } from "../../queue/batch-file.js";
+import { BatchFileError } from "../../batch/batch-file.js";
 import { apiRegistry } from "./registry.js";
 
 /** A batch's body may be bigger than a job's: many lines of up to a few KiB each. */

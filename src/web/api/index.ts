@@ -1,7 +1,7 @@
 // The HTTP API (docs/api.md), one plugin on the dashboard's server: the same process, client, token
 // and guard (src/web/auth.ts: scopes, the API's CORS). This file puts it together:
 //   problem.ts  errors as application/problem+json, by the errors' kinds
-//   schemas.ts  the routes' zod schemas: the contract's own (src/spec.ts) and the wrappers
+//   schemas.ts  the routes' zod schemas: the contract's own (src/core/spec/spec.ts) and the wrappers
 //   openapi.ts  the OpenAPI 3.1 document from those schemas, at /api/openapi.json
 //   jobs.ts     /api/v1/jobs: enqueue, list, status and result, patch, transcript, cancel
 //   events.ts   /api/v1/jobs/{id}/events: the dashboard's live transcript (SSE)

@@ -1,9 +1,9 @@
 // The HTTP API's errors: application/problem+json (RFC 9457) with type, title, status and detail,
 // and `errors` (one line per problem) for a bad JobSpec or batch. The detail is the message the CLI
-// prints for the same failure: the errors are the same classes (src/errors.ts), mapped here by kind.
+// prints for the same failure: the errors are the same classes (src/core/errors.ts), mapped here by kind.
 import type { FastifyError, FastifyReply } from "fastify";
 import { z } from "zod";
-import { kinded, kindOf, PatchbayError, type ErrorKind } from "../../errors.js";
+import { kinded, kindOf, PatchbayError, type ErrorKind } from "../../core/errors.js";
 import { apiRegistry } from "./registry.js";
 
 /** A request the API cannot take as it is (a bad query parameter, body or format): 400. */

@@ -1,12 +1,12 @@
-// The HTTP API's rule for a spec's repo (src/repo-source.ts), before anything looks at a path or
+// The HTTP API's rule for a spec's repo (src/job/repo/source.ts), before anything looks at a path or
 // anything reaches Redis. A local repo in any form ({ path }, { archive }, a { git } path or file:
 // URL, relative or through a symlink) only under PATCHBAY_API_REPO_ROOTS: the workers read it on
 // their own host, so without roots a write token could have them read any directory they can
 // (/root, /etc, /proc/self: their environment) and the dashboard tell which paths exist. A git URL
 // only on the hosts of PATCHBAY_API_GIT_HOSTS (default: the forges'): the workers clone with their
 // own credentials and SSH keys, so an open list would reach private hosts, internal addresses and
-// their ~/.ssh/config's aliases. The workers hold the same rule again (src/job/source-check.ts).
-import { checkSource } from "../../repo-source.js";
+// their ~/.ssh/config's aliases. The workers hold the same rule again (src/job/repo/source-check.ts).
+import { checkSource } from "../../job/repo/source.js";
 
 /** The HTTP API's rules: PATCHBAY_API_REPO_ROOTS and PATCHBAY_API_GIT_HOSTS. */
 export interface ApiSourceRules {

@@ -1,10 +1,10 @@
-// The HTTP API's schemas: the contract's own (JobSpec, JobResult, TranscriptEvent from src/spec.ts,
+// The HTTP API's schemas: the contract's own (JobSpec, JobResult, TranscriptEvent from src/core/spec/spec.ts,
 // registered here under their names, never copied) and what the routes wrap them in. The OpenAPI
 // document (openapi.ts) is generated from these; a registry of the API's own, so the components
 // are exactly these, whatever else in the process uses zod's global one.
 import { z } from "zod";
 import { LIST_STATES } from "../../queue/client.js";
-import { JobResult, JobSpec, JobStatus, TranscriptEvent, Usage } from "../../spec.js";
+import { JobResult, JobSpec, JobStatus, TranscriptEvent, Usage } from "../../core/spec/spec.js";
 import { Problem } from "./problem.js";
 import { apiRegistry } from "./registry.js";
 
@@ -70,7 +70,7 @@ export const TranscriptQuery = z.object({ format: z.enum(["json", "ndjson"]).opt
 
 export const EventsQuery = z.object({ after: z.string().optional().register(apiRegistry, { description: "a stream id: events after it (as Last-Event-ID)" }) });
 
-// Batches (src/queue/batch-types.ts, batch-index.ts, batch-summary.ts)
+// Batches (src/batch/batch-types.ts, batch-index.ts, batch-summary.ts)
 
 const Counts = z.record(JobStatus, z.int());
 

@@ -1,6 +1,6 @@
 // The dashboard pages' scripts and the static viewer's boot script (plain browser JavaScript, each
 // in a file of its own here: its header says what it reads and does).
-import { asset } from "../../assets.js";
+import { asset } from "../../core/assets.js";
 
 /** /jobs: the list with its filters. */
 export const JOBS_JS = asset("web/assets/jobs.js");

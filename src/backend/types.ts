@@ -1,0 +1,116 @@
+// The runtime interface: what patchbay needs of whatever runs a sandbox. A backend makes a box (a
+// container, or a directory with namespaces of its own) with /workspace, /tmp and a root-only
+// /patchbay, starts processes in it with their stdio attached, says whether it still runs, and
+// removes it with its storage. Everything above (the shell, the supervisor, the file agent, git for
+// the baseline and the patch, verify) is built from those few calls, the same for every backend.
+// Backends: Docker (backend/docker.ts; runc or gVisor's runsc as its OCI runtime), local
+// (backend/local.ts: a host directory per box, for tests and simulations only) and memory
+// (backend/memory.ts: boxes as objects in this process that execute nothing, for simulations).
+import type { Readable } from "node:stream";
+
+/** patchbay's private store in every box: root's alone (mode 0700), never the agent's. */
+export const PRIVATE_DIR = "/patchbay";
+
+/**
+ * The environment of every root process patchbay starts in a box, and nothing of the image's (whose
+ * ENV may point PATH, LD_PRELOAD, BASH_ENV or GIT_* where the agent writes): a backend starts a
+ * root process with this alone, plus BOX_ENV_VAR. The helper (src/sandbox/py/trusted.py, which
+ * holds the same PATH: test/trusted.test.ts) gives it to every root process it starts.
+ */
+export const TRUSTED_ENV = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin", "LANG=C.UTF-8"] as const;
+/** Where a root process finds the box's own environment (JSON ["K=V", ...]): the agent's processes get it. */
+export const BOX_ENV_VAR = "PATCHBAY_BOX_ENV";
+/** Whether a process of `user` ("uid:gid", default the agent's) is root's. */
+export const isRoot = (user: string | undefined) => user !== undefined && /^(0|root)(:|$)/.test(user);
+
+export interface SandboxLimits {
+  memoryMb: number;
+  cpus: number;
+  pids: number;
+  diskMb: number;
+  tmpMb: number;
+  network: "none" | "bridge";
+}
+
+/** How a box is made: the backend applies what it can (the local backend isolates nothing). */
+export interface BoxSpec {
+  name: string;
+  image: string;
+  limits: SandboxLimits;
+  /** The OCI runtime of the Docker backend. */
+  runtime: "runc" | "runsc";
+  labels: Record<string, string>;
+  /** Gives the box's processes ptrace and process_vm_readv/writev back (the worker's PATCHBAY_ALLOW_PTRACE=1; backend/seccomp.ts). */
+  allowPtrace?: boolean;
+  /** A host directory mounted read-only at the same path (the setup phase's egress socket). */
+  mounts?: { source: string; target: string }[];
+}
+
+export interface ProcessOptions {
+  /** "uid:gid"; default the agent's (AGENT_USER, backend/agent-user.ts). */
+  user?: string;
+  /** KEY=VALUE pairs over the box's own environment (a root process's: over TRUSTED_ENV). */
+  env?: string[];
+  /** Default /workspace. */
+  cwd?: string;
+}
+
+/** A process in a box whose stdin we write and whose stdout/stderr we read, in arrival order. */
+export interface Attached {
+  write(data: string | Buffer): void;
+  /** Writes and waits while the buffer is full (backpressure). */
+  send(data: Buffer): Promise<void>;
+  /** Closes the process's stdin (it reads EOF). */
+  endInput(): void;
+  /** Writes a stream into the process's stdin with backpressure, then closes it; rejects when the stream fails. */
+  pipeIn(source: AsyncIterable<Buffer | string>): Promise<void>;
+  /** Resolves when the process's output ends (it exited, and nothing else holds its output). */
+  readonly ended: Promise<void>;
+  readonly alive: boolean;
+  /** Stops reading the process's output: once the buffers fill, its writers block. */
+  pause(): void;
+  resume(): void;
+  destroy(): void;
+  /** Why patchbay ended it, where it did (its stdin not read past the bound: see sandbox/helper.ts). */
+  readonly failure?: string;
+  /** Its exit status, once it ended (-1 when the backend cannot say). */
+  exitCode(): Promise<number>;
+}
+
+/** Whether a box runs; undefined from Box.state when the backend cannot say now. */
+export interface BoxState {
+  running: boolean;
+  exitCode?: number;
+}
+
+export interface Box {
+  readonly name: string;
+  /** Starts argv in the box with its stdio attached; `onData` gets stdout (1) and stderr (2). */
+  attach(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts?: ProcessOptions): Promise<Attached>;
+  state(): Promise<BoxState | undefined>;
+  /** Extracts a tar into `dir` without a process in the box (Docker's archive API): for images without tar. */
+  putArchive?(tar: Readable, dir: string): Promise<void>;
+}
+
+export interface ReapReport {
+  containers: string[];
+  volumes: string[];
+}
+
+export interface SandboxRuntime {
+  /** "docker", "local" or "memory". */
+  readonly kind: string;
+  /** Its boxes run no real processes (the memory backend): patchbay's in-sandbox helper (sandbox/helper.ts) is not started in them. */
+  readonly simulated?: boolean;
+  create(spec: BoxSpec): Promise<Box>;
+  /** Removes a box and its storage; idempotent. A failure is remembered for retryRemovals. */
+  remove(name: string): Promise<void>;
+  /** Tries the failed removals again; resolves to how many succeeded. */
+  retryRemovals(): Promise<number>;
+  /** Removes the boxes (and their storage) of patchbay's that `dead` says are no one's any more. */
+  reap(dead: (labels: Record<string, string>) => Promise<boolean>): Promise<ReapReport>;
+  /** Why this backend cannot run sandboxes of `image` now (engine away, image missing), or undefined; each question bounded by `timeoutMs`. */
+  health(image: string, timeoutMs?: number): Promise<string | undefined>;
+  /** One line on what runs the boxes, for the worker's start (the engine, rootless, what it refuses); undefined where it cannot say now. */
+  describe?(): Promise<string | undefined>;
+}

@@ -1,0 +1,94 @@
+// The campaign API for programs (and the CLI): submit a campaign file's jobs as a batch, then
+// publish, track, close and retry its changesets. Publishing and tracking run where this client
+// runs: the forge tokens in its Config never leave this process.
+import type { ConnectionOptions } from "bullmq";
+import type { Config } from "../core/config/config.js";
+import type { JobStatus } from "../core/spec/spec.js";
+import type { PatchbayClient } from "../queue/client.js";
+import type { SubmitBatchResult } from "../batch/batch-types.js";
+import type { Campaign } from "./file.js";
+import { publishContext, type PublishContext } from "./context.js";
+import { defaultCacheDir, publishCampaign, type PublishOptions, type PublishReport } from "./publish.js";
+import { campaignStatus, closeCampaign, trackCampaign, type CampaignStatus, type CloseReport, type TrackReport } from "./track.js";
+import { writeCampaignSummary, type CampaignSummary } from "./summary.js";
+import { scheduleTracking, startTracker, unscheduleTracking } from "./tracker.js";
+import type { ForgeWait } from "./forge/github.js";
+
+export interface CampaignClientOptions {
+  /** Where bare clones are kept between publishes (default ~/.cache/patchbay/publish). */
+  cacheDir?: string;
+  /** Told of each wait on a forge's rate limit. */
+  onWait?: (w: ForgeWait) => void;
+  /** How often open changesets are tracked on the queue after a publish (default the Config's PATCHBAY_TRACK_EVERY_MS, 10 min; 0: not scheduled). */
+  trackEveryMs?: number;
+}
+
+export class CampaignClient {
+  readonly ctx: PublishContext;
+
+  constructor(readonly c: PatchbayClient, readonly config: Config, private readonly opts: CampaignClientOptions = {}) {
+    this.ctx = publishContext(c, config, { cacheDir: opts.cacheDir ?? defaultCacheDir(config.hostEnv), ...(opts.onWait ? { onWait: opts.onWait } : {}) });
+  }
+
+  private get connection(): ConnectionOptions {
+    return this.c.redis;
+  }
+
+  /** Enqueues the campaign's jobs (idempotent, as a batch named after it) and stores its settings. */
+  async submit(campaign: Campaign): Promise<SubmitBatchResult> {
+    const r = await this.ctx.batches.submit(campaign.lines, { name: campaign.name, ...(campaign.budgetUsd !== undefined ? { budgetUsd: campaign.budgetUsd } : {}), lines: campaign.lines.map((l) => l.line) });
+    const createdAt = await this.ctx.store.def(campaign.name).then((d) => d.createdAt, () => Date.now());
+    await this.ctx.store.saveDef({ name: campaign.name, createdAt, ...(campaign.budgetUsd !== undefined ? { budgetUsd: campaign.budgetUsd } : {}), publish: campaign.publish, repos: campaign.repos });
+    return r;
+  }
+
+  status(id: string): Promise<CampaignStatus> {
+    return this.c.hold(() => campaignStatus(this.ctx, id));
+  }
+
+  /** Publishes, then (unless a dry run or trackEveryMs is 0) schedules tracking while changesets are open. */
+  async publish(id: string, opts: PublishOptions = {}): Promise<PublishReport> {
+    const r = await this.c.hold(() => (opts.dryRun ? publishCampaign(this.ctx, id, opts) : this.ctx.store.withLock(id, "campaign publish", () => publishCampaign(this.ctx, id, opts))));
+    const every = this.opts.trackEveryMs ?? this.config.trackEveryMs;
+    if (!opts.dryRun && every !== 0 && r.changesets.some((c) => c.state === "draft" || c.state === "open")) await scheduleTracking(this.connection, this.c.queueName, id, every);
+    return r;
+  }
+
+  track(id: string): Promise<TrackReport> {
+    return this.c.hold(() => this.ctx.store.withLock(id, "campaign track", () => trackCampaign(this.ctx, id)));
+  }
+
+  async close(id: string): Promise<CloseReport> {
+    const r = await this.c.hold(() => this.ctx.store.withLock(id, "campaign close", () => closeCampaign(this.ctx, id)));
+    await unscheduleTracking(this.connection, this.c.queueName, id);
+    return r;
+  }
+
+  /**
+   * Runs again, as new jobs of the campaign's batch, the lines whose changeset is in one of
+   * `states` (e.g. conflict: on the target's new tip) or whose latest job ended with one of `statuses`.
+   */
+  async retry(id: string, o: { states?: readonly "conflict"[]; statuses?: readonly JobStatus[] }): Promise<{ ids: string[]; missing: number[] }> {
+    const st = await this.status(id);
+    const lines = new Set<number>();
+    for (const c of st.changesets) if (o.states?.includes(c.state as "conflict")) lines.add(c.line);
+    for (const j of st.batch.jobs ?? []) if (j.result && o.statuses?.includes(j.result.status)) lines.add(j.line);
+    if (!lines.size) return { ids: [], missing: [] };
+    return this.ctx.batches.retry(id, { lines: [...lines] });
+  }
+
+  async list(limit = 50): Promise<string[]> {
+    return this.ctx.store.list(limit);
+  }
+
+  /** Writes DIR/summary.json and DIR/summary.md: the batch's summary with the changesets' table. */
+  async writeSummary(id: string, dir: string): Promise<CampaignSummary> {
+    const [batch, st] = await Promise.all([this.ctx.batches.summary(id), this.status(id)]);
+    return writeCampaignSummary(dir, batch, st);
+  }
+
+  /** Runs the tracker (the campaigns queue's track jobs) until the returned handle is closed. */
+  tracker(o: { onTracked?: (campaignId: string, r: TrackReport) => void } = {}): { close(): Promise<void> } {
+    return startTracker(this.ctx, this.connection, o);
+  }
+}
