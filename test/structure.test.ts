@@ -2,14 +2,15 @@
 // between layers, no function in src/ over 80 lines, process.env read by src/core/config/config.ts alone, and
 // `extends Error` in src/core/errors.ts alone (every other error class has a kind). Pure: TypeScript's
 // parser on src/, no build.
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import ts from "typescript";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 
 const ROOT = resolve(import.meta.dirname, "..");
 
-function sources(dir = join(ROOT, "src")): string[] {
+function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : /\.ts$/.test(e.name) && !/\.d\.ts$/.test(e.name) ? [join(dir, e.name)] : []));
 }
 
@@ -51,10 +52,11 @@ interface Facts {
   imports: Map<string, { to: string; typeOnly: boolean }[]>;
 }
 
-function measure(): Facts {
+/** Parses every module under `root`/src (paths in the facts are relative to `root`). */
+function measure(root = ROOT): Facts {
   const facts: Facts = { longFunctions: [], envReads: new Set(), errorClasses: new Map(), imports: new Map() };
-  for (const file of sources()) {
-    const rel = relative(ROOT, file);
+  for (const file of sources(join(root, "src"))) {
+    const rel = relative(root, file);
     const sf = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true);
     const line = (pos: number) => sf.getLineAndCharacterOfPosition(pos).line;
     const imports: { to: string; typeOnly: boolean }[] = [];
@@ -71,7 +73,7 @@ function measure(): Facts {
       }
       if ((ts.isImportDeclaration(n) || ts.isExportDeclaration(n)) && n.moduleSpecifier && ts.isStringLiteral(n.moduleSpecifier) && n.moduleSpecifier.text.startsWith(".")) {
         const typeOnly = ts.isImportDeclaration(n) ? !!n.importClause?.isTypeOnly : n.isTypeOnly;
-        imports.push({ to: relative(ROOT, resolve(dirname(file), n.moduleSpecifier.text.replace(/\.js$/, ".ts"))), typeOnly });
+        imports.push({ to: relative(root, resolve(dirname(file), n.moduleSpecifier.text.replace(/\.js$/, ".ts"))), typeOnly });
       }
       ts.forEachChild(n, visit);
     };
@@ -110,6 +112,17 @@ function cycles(imports: Facts["imports"]): string[][] {
   return found;
 }
 
+/** Every rule's breaches: what the tests below expect to be empty for the real tree. */
+function problems(facts: Facts) {
+  return {
+    cycles: cycles(facts.imports).map((c) => [...c].sort().join(" <-> ")),
+    upward: [...facts.imports].flatMap(([from, list]) => list.filter(({ to }) => layer(to) > layer(from)).map(({ to }) => `${from} -> ${to}`)),
+    longFunctions: facts.longFunctions,
+    envReads: [...facts.envReads].filter((f) => f !== "src/core/config/config.ts"),
+    errorClasses: [...facts.errorClasses.keys()].filter((f) => f !== "src/core/errors.ts"),
+  };
+}
+
 describe("the structure of src/", () => {
   const facts = measure();
 
@@ -120,16 +133,15 @@ describe("the structure of src/", () => {
   });
 
   it("has no import cycles", () => {
-    expect(cycles(facts.imports).map((c) => c.join(" <-> "))).toEqual([]);
+    expect(problems(facts).cycles).toEqual([]);
   });
 
   it("has no upward imports: a layer imports from itself or below (types too)", () => {
-    const upward = [...facts.imports].flatMap(([from, list]) => list.filter(({ to }) => layer(to) > layer(from)).map(({ to }) => `${from} -> ${to}`));
-    expect(upward).toEqual([]);
+    expect(problems(facts).upward).toEqual([]);
   });
 
   it("has no function over 80 lines", () => {
-    expect(facts.longFunctions).toEqual([]);
+    expect(problems(facts).longFunctions).toEqual([]);
   });
 
   it("reads process.env in src/core/config/config.ts alone", () => {
@@ -138,5 +150,42 @@ describe("the structure of src/", () => {
 
   it("declares `extends Error` in src/core/errors.ts alone: every other error has a kind", () => {
     expect([...facts.errorClasses.keys()]).toEqual(["src/core/errors.ts"]);
+  });
+});
+
+// The rules above pass only if they can fail: a tree with one planted breach of each, measured the
+// same way, must show exactly those breaches.
+describe("the structure rules catch a planted breach of each", () => {
+  const root = mkdtempSync(join(tmpdir(), "pb-structure-"));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  const plant = (rel: string, text: string) => {
+    mkdirSync(dirname(join(root, rel)), { recursive: true });
+    writeFileSync(join(root, rel), text);
+  };
+  plant("src/core/errors.ts", "export class PatchbayError extends Error {}\n");
+  plant("src/core/config/config.ts", "export const env = process.env;\n");
+  plant("src/job/run.ts", 'import { main } from "../cli/main.js";\nexport const run = main;\n');
+  plant("src/cli/main.ts", "export const main = 1;\n");
+  plant("src/queue/a.ts", 'import { b } from "./b.js";\nexport const a = () => b;\n');
+  plant("src/queue/b.ts", 'import { a } from "./a.js";\nexport const b = () => a;\n');
+  plant("src/tools/long.ts", `export function long() {\n${"  void 0;\n".repeat(80)}}\n`);
+  plant("src/agent/env.ts", "export const home = process.env.HOME;\n");
+  plant("src/web/oops.ts", "export class Oops extends Error {}\n");
+  plant("src/index.ts", 'export { run } from "./job/run.js";\n');
+  const found = problems(measure(root));
+
+  it("an upward import, a cycle, a long function, process.env outside config, `extends Error` outside errors", () => {
+    expect(found).toEqual({
+      cycles: ["src/queue/a.ts <-> src/queue/b.ts"],
+      upward: ["src/job/run.ts -> src/cli/main.ts"],
+      longFunctions: ["src/tools/long.ts:1 (82 lines)"],
+      envReads: ["src/agent/env.ts"],
+      errorClasses: ["src/web/oops.ts"],
+    });
+  });
+
+  it("a folder of src/ with no layer", () => {
+    plant("src/misc/x.ts", 'import { run } from "../job/run.js";\nexport const x = run;\n');
+    expect(() => problems(measure(root))).toThrow("src/misc/ has no layer");
   });
 });
