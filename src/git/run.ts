@@ -84,7 +84,8 @@ export function runGit(args: readonly string[], run: GitRun): Promise<GitOut> {
       done();
       const tail = stderr.text(run.secrets);
       const said = state.timedOut ? `killed after ${duration(run.timeoutMs)}${tail ? `: ${tail}` : ""}` : tail;
-      resolve({ code: code ?? -1, stdout: stdout.text(), stderr: said, timedOut: state.timedOut, overflow: state.overflow, aborted: state.aborted, ...(state.tooLarge !== undefined ? { tooLarge: state.tooLarge } : {}) });
+      const { tooLarge, ...flags } = state;
+      resolve({ code: code ?? -1, stdout: stdout.text(), stderr: said, ...flags, ...(tooLarge !== undefined ? { tooLarge } : {}) });
     });
   });
 }
