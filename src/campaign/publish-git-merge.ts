@@ -4,7 +4,8 @@
 // the change's, each with one parent, a root commit of the base's tree, so that root is the only
 // merge base whatever the histories (a target rewritten past the base too). They stay in the cache
 // unreferenced; the commit published is made from the merged tree on the tip itself.
-import { gitFailure, printable, runGit, type Local } from "./publish-git-run.js";
+import { printable } from "../git/run.js";
+import { gitFailure, runGit, type Local } from "./publish-git-run.js";
 
 export type Merged = { kind: "tree"; tree: string } | { kind: "conflict"; files: string[]; detail: string };
 

@@ -15,7 +15,8 @@ import path from "node:path";
 import type { HostEnv } from "../core/config/config.js";
 import type { GitCredential } from "../git/auth.js";
 import { DEFAULT_PATCH_MAX_BYTES } from "../job/patch.js";
-import { DEFAULT_TIMEOUT_MS, dirBytes, gitFailure, printable, PublishError, remoteOf, runGit, type GitOut, type Local, type Remote } from "./publish-git-run.js";
+import { dirBytes, printable } from "../git/run.js";
+import { DEFAULT_TIMEOUT_MS, gitFailure, PublishError, remoteOf, runGit, type GitOut, type Local, type Remote } from "./publish-git-run.js";
 import { mergeOnto } from "./publish-git-merge.js";
 
 export { PublishError } from "./publish-git-run.js";
@@ -253,7 +254,8 @@ function identity(o: PrepareOptions): Ident {
 }
 
 async function commitTree(repo: Local, tree: string, parent: string, message: string, ident: Ident): Promise<string> {
-  const out = await runGit(["-c", "commit.gpgSign=false", "commit-tree", "--no-gpg-sign", tree, "-p", parent, "-F", "-"], { ...repo, extraEnv: ident, input: message });
+  // --no-gpg-sign: no signing whatever a config says (a local step has none of the user's anyway).
+  const out = await runGit(["commit-tree", "--no-gpg-sign", tree, "-p", parent, "-F", "-"], { ...repo, extraEnv: ident, input: message });
   if (out.code !== 0) throw gitFailure("git commit-tree", out);
   return out.stdout.trim();
 }

@@ -1,9 +1,11 @@
-// Credentials for host-side clones (repo-git.ts). The userinfo of a `{ git }` URL is a secret: it is
-// taken out of the URL git is given (so git records it nowhere: .git/config, reflogs, messages),
-// handed to git by a credential helper that reads it from git's environment (argv is readable by
-// every user of the host; a process's environment only by its own user), and hidden wherever the
-// URL is shown. Through the queue a URL may carry none (it would sit in Redis): a worker takes them
-// from its own git-credentials store, PATCHBAY_GIT_CREDENTIALS. Pure, but for readCredentialStore.
+// Credentials for host git (src/git/run.ts): a job's clone (src/job/repo/clone.ts) and a publish
+// (src/campaign/publish-git.ts). The userinfo of a `{ git }` URL is a secret: it is taken out of the
+// URL git is given (so git records it nowhere: .git/config, reflogs, messages), handed to git by a
+// credential helper that reads it from git's environment (argv is readable by every user of the
+// host; a process's environment only by its own user), and hidden wherever the URL is shown. Through
+// the queue a URL may carry none (it would sit in Redis): a worker takes them from its own
+// git-credentials store, PATCHBAY_GIT_CREDENTIALS; a publish takes the forge's token. Pure, but for
+// readCredentialStore.
 import fs from "node:fs/promises";
 
 export type GitCredential = { username: string; password: string };

@@ -11,18 +11,23 @@
 // symlink anywhere below it and no info/alternates or info/http-alternates. The checked path is
 // what git is given. (Someone who can rewrite the source while it is cloned can still race this.)
 //
-// Credentials (git-auth.ts): git is given the URL without its userinfo, and the credentials through
+// Every git process here is src/git/run.ts's: its hardening, environment, process-group kill,
+// timeout and scrubbing are the same as publish's; this file says only what its steps differ in
+// (the clone talks to the source with the transport it names and the operator's git config; the
+// steps in our own clone after it talk to nothing and have no config of the host's).
+//
+// Credentials (src/git/auth.ts): git is given the URL without its userinfo, and the credentials through
 // a helper fed from its environment: the URL's own (runJob), else the worker's store's for the host.
 // So git records no token (.git/config, reflogs, FETCH_HEAD); every metadata file of the clone is
 // still scrubbed of URL userinfo and the secrets before the repo is loaded, and every message shown
 // (errors, git's stderr) has them hidden.
-import { spawn } from "node:child_process";
 import fss from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { HostEnv } from "../../core/config/config.js";
 import { credentialHelper, matchCredential, readCredentialStore, redact, scrub, splitUrl, type SplitUrl } from "../../git/auth.js";
+import { dirBytes, runGit, type GitOut, type GitRun } from "../../git/run.js";
 import { breathe, Budget, quote, RepoError, tooLarge } from "./common.js";
 import { classifyGit } from "./source.js";
 
@@ -63,17 +68,25 @@ export async function cloneRepo(url: string, ref: string | undefined, opts: Clon
   try {
     // In the empty clone directory: git clone takes a value that names an existing path (relative
     // to its working directory) as a local repo, whatever it looks like (`host:path`, `https:/…`).
-    const clone = await git(["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir], { ...opts, watch: dir, local, trusted: false, auth, cwd: dir });
-    if (clone.code !== 0) throw failure(label, `git clone failed: ${clone.stderr}`, clone);
+    const clone = await git(["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir], opts, {
+      userConfig: true,
+      transports: [local ? "local" : "remote"],
+      ...(opts.followRedirects === false ? { followRedirects: false } : {}),
+      auth,
+      secrets: auth?.secrets ?? split.secrets,
+      maxDir: { dir, bytes: opts.max },
+      cwd: dir,
+    });
+    if (clone.code !== 0) throw failure(label, "git clone failed", clone, opts.max);
     if (local && fss.existsSync(path.join(dir, ".git/objects/info/alternates"))) throw new RepoError(`${label}: the local repo borrows objects from another repo (objects/info/alternates)`);
     const commit = await resolve(dir, ref, opts);
     if (commit === undefined && ref !== undefined) throw new RepoError(`${label}: ref ${quote(ref)} not found (no such branch, tag or commit)`);
     if (commit === undefined) return (await scrubGitDir(dir, split.secrets, opts), { dir }); // an empty repo (or a remote HEAD to nowhere): nothing to check out
-    const gitBytes = await duBytes(dir);
+    const gitBytes = await dirBytes(dir);
     const treeBytes = await treeSize(label, dir, commit, opts.max - gitBytes, opts);
     if (gitBytes + treeBytes > opts.max) throw tooLarge(label, gitBytes + treeBytes, opts.max, `${treeBytes} to check out at ${quote(ref ?? "HEAD")}, ${gitBytes} in .git`);
-    const co = await git(["-C", dir, "checkout", "--quiet", ref ?? "HEAD", "--"], { ...opts, watch: dir, local: true, trusted: true });
-    if (co.code !== 0) throw failure(label, `git checkout of ${quote(ref ?? "HEAD")} failed: ${co.stderr}`, co);
+    const co = await git(["-C", dir, "checkout", "--quiet", ref ?? "HEAD", "--"], opts, { userConfig: false, maxDir: { dir, bytes: opts.max } });
+    if (co.code !== 0) throw failure(label, `git checkout of ${quote(ref ?? "HEAD")} failed`, co, opts.max);
     if ((await revParse(dir, "HEAD", opts)) !== commit) throw new RepoError(`${label}: ref ${quote(ref ?? "HEAD")} is ambiguous`);
     await scrubGitDir(dir, auth?.secrets ?? split.secrets, opts);
     return { dir, commit };
@@ -169,7 +182,7 @@ async function resolve(dir: string, ref: string | undefined, opts: CloneOptions)
 }
 
 async function revParse(dir: string, rev: string, opts: CloneOptions): Promise<string | undefined> {
-  const r = await git(["-C", dir, "rev-parse", "-q", "--verify", "--end-of-options", `${rev}^{commit}`], { ...opts, local: true, trusted: true, stdout: true });
+  const r = await git(["-C", dir, "rev-parse", "-q", "--verify", "--end-of-options", `${rev}^{commit}`], opts, { userConfig: false, maxStdout: 4096 });
   return r.code === 0 ? r.stdout.trim() : undefined;
 }
 
@@ -177,130 +190,33 @@ async function revParse(dir: string, rev: string, opts: CloneOptions): Promise<s
  * Bytes of the blobs in the commit's tree, from `git ls-tree -r -l -z` read as it streams: git is
  * stopped as soon as the sum passes `budget` or the entries pass the bound.
  */
-function treeSize(label: string, dir: string, commit: string, budget: number, opts: CloneOptions): Promise<number> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn("git", [...HARDEN, "-C", dir, "ls-tree", "-r", "-l", "-z", "--full-tree", commit], { env: gitEnv(opts.env, true), stdio: ["ignore", "pipe", "pipe"] });
-    let [bytes, entries, rest, over, stderr] = [0, 0, "", false, ""];
-    const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutSec * 1000);
-    child.stdout.setEncoding("latin1").on("data", (chunk: string) => {
-      const records = (rest + chunk).split("\0");
-      rest = records.pop()!;
-      for (const rec of records) {
-        const [mode, type, , size] = rec.slice(0, rec.indexOf("\t")).split(/ +/);
-        if (type === "blob") bytes += Number(size) || 0;
-        if (mode !== undefined && ++entries > opts.maxEntries) over = true;
-      }
-      if (rest.length > 64 * 1024) over = true; // no record is that long
-      if (bytes > budget || over) child.kill("SIGKILL");
-    });
-    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr = (stderr + c).slice(-2000)));
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      if (entries > opts.maxEntries) return reject(new RepoError(`${label}: the repo has more than ${opts.maxEntries} files`));
-      if (bytes > budget) return resolvePromise(bytes); // the caller reports it
-      if (code !== 0) return reject(new RepoError(`${label}: git ls-tree failed: ${printable(stderr.trim().slice(-600)) || `exit ${code}`}`));
-      resolvePromise(bytes);
-    });
-  });
+async function treeSize(label: string, dir: string, commit: string, budget: number, opts: CloneOptions): Promise<number> {
+  let [bytes, entries, rest, over] = [0, 0, "", false];
+  const onStdout = (chunk: string) => {
+    const records = (rest + chunk).split("\0");
+    rest = records.pop()!;
+    for (const rec of records) {
+      const [mode, type, , size] = rec.slice(0, rec.indexOf("\t")).split(/ +/);
+      if (type === "blob") bytes += Number(size) || 0;
+      if (mode !== undefined && ++entries > opts.maxEntries) over = true;
+    }
+    if (rest.length > 64 * 1024) over = true; // no record is that long
+    return bytes > budget || over;
+  };
+  const r = await git(["-C", dir, "ls-tree", "-r", "-l", "-z", "--full-tree", commit], opts, { userConfig: false, onStdout });
+  if (entries > opts.maxEntries) throw new RepoError(`${label}: the repo has more than ${opts.maxEntries} files`);
+  if (bytes > budget) return bytes; // the caller reports it
+  if (r.code !== 0) throw new RepoError(`${label}: git ls-tree failed: ${r.stderr || `exit ${r.code}`}`);
+  return bytes;
 }
 
 /** The error for a failed git run: the repo's (RepoError), unless the host ran out of disk or is read-only. */
-function failure(label: string, message: string, r: GitResult): Error {
-  if (r.tooLarge !== undefined) return tooLarge(label, r.tooLarge, r.max, "the clone directory while git was writing it");
-  if (/No space left on device|Read-only file system|Disk quota exceeded/i.test(r.stderr)) return new Error(`${label}: ${message}`);
-  return new RepoError(`${label}: ${message}`);
+function failure(label: string, what: string, r: GitOut, max: number): Error {
+  if (r.tooLarge !== undefined) return tooLarge(label, r.tooLarge, max, "the clone directory while git was writing it");
+  const message = `${label}: ${what}: ${r.stderr || "(no output)"}`;
+  if (/No space left on device|Read-only file system|Disk quota exceeded/i.test(r.stderr)) return new Error(message);
+  return new RepoError(message);
 }
 
-// Hooks, fsmonitor, submodules and exotic transports are off for every host git run; file:// and
-// local paths only for a checked local source or our own clone.
-const HARDEN = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "submodule.recurse=false", "-c", "protocol.allow=never"];
-const PROTOCOLS = ["https", "http", "ssh", "git"].flatMap((p) => ["-c", `protocol.${p}.allow=always`]);
-// Set by the operator's shell or a hook, these would point git at another repo.
-const REPO_VARS = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM"];
-
-/**
- * The clone keeps the operator's global config (credentials, proxies, insteadOf); what runs in our
- * own clone afterwards (rev-parse, ls-tree, checkout) has no system or global config at all, so
- * no filter, autocrlf or hook of the host's applies to the repo's files.
- */
-function gitEnv(host: HostEnv, trusted: boolean): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...host, GIT_TERMINAL_PROMPT: "0", GIT_SSH_COMMAND: host.GIT_SSH_COMMAND ?? "ssh -o BatchMode=yes" };
-  for (const v of REPO_VARS) delete env[v];
-  // Traces would print what git runs and sends (a credential helper's answer among it) to stderr.
-  for (const v of Object.keys(env)) if (v.startsWith("GIT_TRACE") || v === "GIT_CURL_VERBOSE") delete env[v];
-  return trusted ? { ...env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } : env;
-}
-
-type GitResult = { code: number; stderr: string; stdout: string; tooLarge?: number; max: number };
-type GitRun = CloneOptions & { local: boolean; trusted: boolean; watch?: string; stdout?: boolean; auth?: Auth; cwd?: string };
-
-/**
- * Host git with no prompt and a hard timeout. With `watch`, the directory's size is polled every
- * 0.5 s and git is killed once it passes the bound: a remote clone has no size limit of its own.
- * Git runs in its own process group, killed whole: a transport helper (git-remote-http) downloads
- * packs itself and would go on writing after its parent git is gone.
- */
-function git(args: string[], run: GitRun): Promise<GitResult> {
-  const protocols = run.local ? ["-c", "protocol.file.allow=always"] : PROTOCOLS;
-  return new Promise((resolvePromise, reject) => {
-    const redirects = run.followRedirects === false ? ["-c", "http.followRedirects=false"] : [];
-    const child = spawn("git", [...HARDEN, ...protocols, "-c", "protocol.ext.allow=never", ...redirects, ...(run.auth?.args ?? []), ...args], {
-      env: { ...gitEnv(run.env, run.trusted), ...run.auth?.env },
-      stdio: ["ignore", run.stdout ? "pipe" : "ignore", "pipe"],
-      detached: true,
-      ...(run.cwd ? { cwd: run.cwd } : {}),
-    });
-    const kill = () => {
-      try {
-        process.kill(-child.pid!, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    };
-    let [stderr, stdout, tooBig, timedOut, cut] = ["", "", undefined as number | undefined, false, false];
-    const timer = setTimeout(() => ((timedOut = true), kill()), run.timeoutSec * 1000);
-    child.stdout?.setEncoding("utf8").on("data", (c: string) => (stdout = (stdout + c).slice(-4096)));
-    child.stderr!.setEncoding("utf8").on("data", (c: string) => {
-      stderr += c;
-      if (stderr.length > 4000) [stderr, cut] = [stderr.slice(-2000), true];
-    });
-    const stopWatch = run.watch ? watchSize(run.watch, run.max, (n) => ((tooBig = n), kill())) : () => {};
-    const done = () => (clearTimeout(timer), stopWatch());
-    child.on("error", (err) => (done(), reject(err)));
-    child.on("close", (code) => {
-      done();
-      // Secrets are hidden in whole lines, before anything is cut (a cut could leave half a token).
-      const lines = stderr.split("\n").slice(cut ? 1 : 0);
-      const tail = printable(scrub(lines.join("\n").trim(), run.auth?.secrets).split("\n").slice(-5).join("\n")).slice(-600) || "(no output)";
-      resolvePromise({ code: code ?? -1, stderr: timedOut ? `killed after ${run.timeoutSec}s: ${tail}` : tail, stdout, tooLarge: tooBig, max: run.max });
-    });
-  });
-}
-
-/** A remote's messages reach git's stderr: control characters (terminal escapes) are shown escaped. */
-const printable = (text: string) => text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
-
-/** Polls `du` on dir; `over(bytes)` once it holds more than max. Returns a stop function. */
-function watchSize(dir: string, max: number, over: (bytes: number) => void): () => void {
-  let busy = false;
-  const timer = setInterval(() => {
-    if (busy) return;
-    busy = true;
-    void duBytes(dir)
-      .then((n) => n > max && (clearInterval(timer), over(n)))
-      .finally(() => (busy = false));
-  }, 500);
-  return () => clearInterval(timer);
-}
-
-/** Apparent bytes under dir, by `du` in a child process (0 if du cannot say). */
-function duBytes(dir: string): Promise<number> {
-  return new Promise((resolvePromise) => {
-    const du = spawn("du", ["-s", "-b", dir], { stdio: ["ignore", "pipe", "ignore"] });
-    let out = "";
-    du.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
-    du.on("error", () => resolvePromise(0));
-    du.on("close", () => resolvePromise(Number.parseInt(out, 10) || 0));
-  });
-}
+/** A git step of the clone: the job's timeout and what the step differs in; src/git/run.ts does the rest. */
+const git = (args: string[], opts: CloneOptions, step: Omit<GitRun, "env" | "timeoutMs">) => runGit(args, { env: opts.env, timeoutMs: opts.timeoutSec * 1000, ...step });
