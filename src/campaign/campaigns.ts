@@ -12,7 +12,7 @@ import { defaultCacheDir, publishCampaign, type PublishOptions, type PublishRepo
 import { campaignStatus, closeCampaign, trackCampaign, type CampaignStatus, type CloseReport, type TrackReport } from "./track.js";
 import { writeCampaignSummary, type CampaignSummary } from "./summary.js";
 import { scheduleTracking, startTracker, unscheduleTracking } from "./tracker.js";
-import type { ForgeWait } from "./forge/github.js";
+import type { ForgeWait } from "./forge/forge.js";
 
 export interface CampaignClientOptions {
   /** Where bare clones are kept between publishes (default ~/.cache/patchbay/publish). */

@@ -13,10 +13,9 @@ import { PatchbayError } from "../core/errors.js";
 import { CampaignStore, type CampaignDef } from "./store.js";
 import { repoValues } from "./file.js";
 import { render } from "./template.js";
-import type { Forge, ForgeRepo } from "./forge/forge.js";
-import { forgeRepoOf, makeForge } from "./forge/hosts.js";
+import type { Forge, ForgeRepo, ForgeWait } from "./forge/forge.js";
+import { forgeGit, forgeRepoOf, makeForge } from "./forge/hosts.js";
 import { branchProblem } from "./publish-settings.js";
-import type { ForgeWait } from "./forge/github.js";
 
 export interface RepoForge {
   kind: "github" | "gitlab" | "git";
@@ -66,7 +65,7 @@ export function forgeOf(ctx: PublishContext, gitUrl: string): RepoForge {
   if (!token) return { kind: found.host.kind };
   const forge = ctx.forges.get(found.host.host) ?? makeForge(found.host, token, ctx.onWait ? { onWait: ctx.onWait } : {});
   ctx.forges.set(found.host.host, forge);
-  const credential = pushesToForge(gitUrl, found.host) ? { username: found.host.kind === "github" ? "x-access-token" : "oauth2", password: token } : undefined;
+  const credential = pushesToForge(gitUrl, found.host) ? { username: forgeGit(found.host.kind).tokenUser, password: token } : undefined;
   return { kind: found.host.kind, api: { forge, repo: found.repo }, ...(credential ? { credential } : {}) };
 }
 

@@ -18,6 +18,7 @@ import { inert } from "./inert-text.js";
 import { prepareChange, PublishError, pushBranch } from "./publish-git.js";
 import { branchName, forgeOf, type PublishContext, type RepoForge } from "./context.js";
 import type { PullRequestRef } from "./forge/forge.js";
+import { forgeGit } from "./forge/hosts.js";
 
 export interface PublishOptions {
   includeUnverified?: boolean;
@@ -162,7 +163,7 @@ async function pushAndOpen(ctx: PublishContext, o: OneChange): Promise<Changeset
   const common = { ...o.base, verified: o.r.verified === true, branch: o.branch, forge: forge.kind, updatedAt: Date.now() };
   if (change.kind === "empty") return { ...common, reason: "the change is already on the target branch (nothing to push)" };
   if (change.kind === "conflict") return { ...(o.prev ?? {}), ...common, state: "conflict", base: change.target, onto: change.onto, reason: `the target ${change.target} moved since the job ran and the patch conflicts in ${change.files.slice(0, 10).join(", ") || "some files"}: campaign retry --status conflict runs it again on the new base` };
-  const pushOptions = forge.kind === "gitlab" && !forge.api ? gitlabPushOptions(o, change.target) : undefined;
+  const pushOptions = forge.kind !== "git" && !forge.api ? forgeGit(forge.kind).pushOptions?.({ base: change.target, title: o.title, draft: def.publish.draft }) : undefined;
   const pushed = await pushBranch({ ...net, cacheDir: ctx.cacheDir, sha: change.sha, branch: o.branch, expect: o.prev?.headSha ?? null, force: o.force, ...(pushOptions ? { pushOptions } : {}) });
   if (pushed.kind === "foreign") return { ...(o.prev ?? o.base), reason: `branch ${o.branch} is at ${pushed.remoteSha.slice(0, 12)}, a commit patchbay did not push: publish --force replaces it`, updatedAt: Date.now() };
   const done = { ...common, base: change.target, onto: change.onto, headSha: change.sha, diffstat: change.diffstat.slice(0, 4000), reason: undefined };
@@ -181,12 +182,6 @@ async function openPullRequest(forge: RepoForge, o: OneChange, target: string): 
     return existing;
   }
   return api.forge.create(api.repo, { head: o.branch, base: target, title: o.title, body, draft: o.def.publish.draft });
-}
-
-/** GitLab without an API token: the merge request made by the push itself (git push -o). */
-function gitlabPushOptions(o: OneChange, target: string): string[] {
-  const oneLine = (s: string) => s.replace(/[\r\n\0]+/g, " ").slice(0, 250);
-  return ["merge_request.create", `merge_request.target=${oneLine(target)}`, `merge_request.title=${oneLine(o.def.publish.draft ? `Draft: ${o.title}` : o.title)}`];
 }
 
 /** Where a publishing host keeps its bare clones between publishes. */
