@@ -12,11 +12,13 @@ import { redact } from "../git/auth.js";
 import { PatchbayError, kindOf } from "../core/errors.js";
 import type { Changeset } from "./changeset.js";
 import type { CampaignDef } from "./store.js";
-import { repoValues } from "./file.js";
 import { render } from "./template.js";
-import { inert } from "./inert-text.js";
 import { prepareChange, PublishError, pushBranch } from "./publish-git.js";
-import { branchName, forgeOf, type PublishContext, type RepoForge } from "./context.js";
+import { forgeOf, type PublishContext, type RepoForge } from "./context.js";
+import { branchName, outcomeValues } from "./change-text.js";
+import { notPublishable, type PlannedChange } from "./plan.js";
+
+export type { PlannedChange } from "./plan.js";
 import type { PullRequestRef } from "./forge/forge.js";
 import { forgeGit } from "./forge/hosts.js";
 
@@ -30,16 +32,6 @@ export interface PublishOptions {
   onProgress?: (p: { done: number; total: number; changeset: Changeset }) => void;
 }
 
-/** What a dry run would do for one repository. */
-export interface PlannedChange {
-  line: number;
-  repo: string;
-  branch: string;
-  title: string;
-  diffstat: string;
-  verified: boolean;
-}
-
 export interface PublishReport {
   changesets: Changeset[];
   /** With dryRun: what would be pushed (nothing is). */
@@ -47,30 +39,6 @@ export interface PublishReport {
   /** Repositories whose publish failed (their changesets say why). */
   errors: number;
 }
-
-/** Why a line's job is not published, or undefined when it is to be. */
-function notPublishable(job: BatchJob | undefined, includeUnverified: boolean): string | undefined {
-  const r = job?.result;
-  if (!job || !r) return `its job has not finished (${job?.state ?? "not enqueued"})`;
-  if (r.status !== "completed") return `its job ended ${r.status}${r.error ? `: ${r.error.split("\n")[0]!.slice(0, 200)}` : ""}`;
-  if (r.verified !== true && !includeUnverified) return `${r.verified === false ? "its verify failed" : "it had no verify"}; publish --include-unverified publishes it marked as such`;
-  if (!r.filesChanged) return "its job changed nothing";
-  return undefined;
-}
-
-/** The values a title, body or commit message template may use. */
-export function outcomeValues(def: CampaignDef, repo: CampaignDef["repos"][number], jobId: string, r: JobResult, spec: { task: string; verify?: string }): Record<string, string> {
-  const summary = inert(r.summary?.trim() || "(the model left no summary)");
-  const transcript = def.publish.transcriptUrl ? render(def.publish.transcriptUrl, { ...repo.vars, ...repoValues(repo, def.name), jobId }) : `\`patchbay result ${jobId} --out DIR\` (DIR/transcript.html)`;
-  const verify = r.verify ? `exit ${r.verify.exitCode} (${r.verified ? "passed" : "failed"})` : "no verify ran";
-  return {
-    ...repo.vars, ...repoValues(repo, def.name),
-    task: inert(spec.task.trim()).slice(0, 2000), summary: summary.slice(0, 20_000), summaryLine: summary.split("\n")[0]!.slice(0, 120),
-    verify: spec.verify ?? "(none)", verifyResult: r.verified === undefined ? verify : r.verified ? verify : `${verify} — published unverified`,
-    diffstat: inert(r.diffstat).slice(0, 20_000), costUsd: r.costUsd.toFixed(4), jobId, transcript, verified: String(r.verified === true),
-  };
-}
-
 
 export async function publishCampaign(ctx: PublishContext, id: string, opts: PublishOptions = {}): Promise<PublishReport> {
   const def = await ctx.store.def(id);
