@@ -9,7 +9,7 @@ import { loadConfig } from "../src/core/config/config.js";
 import { forgeOf, type PublishContext } from "../src/campaign/context.js";
 import { GitHubForge } from "../src/campaign/forge/github.js";
 import { GitLabForge } from "../src/campaign/forge/gitlab.js";
-import { outcomeValues } from "../src/campaign/publish.js";
+import { outcomeValues } from "../src/campaign/change-text.js";
 import { publishSettings, type PublishSettings } from "../src/campaign/publish-settings.js";
 import { render } from "../src/campaign/template.js";
 import { CampaignFileError, parseCampaign } from "../src/campaign/file.js";

@@ -6,7 +6,8 @@ import { inspect } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { ForgeHost } from "../src/core/config/forges.js";
 import { ForgeError } from "../src/campaign/forge/forge-error.js";
-import { GITHUB_BODY_MAX, GitHubForge, type ForgeWait } from "../src/campaign/forge/github.js";
+import type { ForgeWait } from "../src/campaign/forge/forge.js";
+import { GITHUB_BODY_MAX, GitHubForge } from "../src/campaign/forge/github.js";
 import { GitHubFake } from "./support/github-fake.js";
 
 const WRITER = `ghp_writer${process.pid}Qx7Lm2`;

@@ -11,8 +11,9 @@ import { publishContext, type PublishContext } from "./context.js";
 import { defaultCacheDir, publishCampaign, type PublishOptions, type PublishReport } from "./publish.js";
 import { campaignStatus, closeCampaign, trackCampaign, type CampaignStatus, type CloseReport, type TrackReport } from "./track.js";
 import { writeCampaignSummary, type CampaignSummary } from "./summary.js";
+import { planRetry } from "./plan.js";
 import { scheduleTracking, startTracker, unscheduleTracking } from "./tracker.js";
-import type { ForgeWait } from "./forge/github.js";
+import type { ForgeWait } from "./forge/forge.js";
 
 export interface CampaignClientOptions {
   /** Where bare clones are kept between publishes (default ~/.cache/patchbay/publish). */
@@ -70,11 +71,9 @@ export class CampaignClient {
    */
   async retry(id: string, o: { states?: readonly "conflict"[]; statuses?: readonly JobStatus[] }): Promise<{ ids: string[]; missing: number[] }> {
     const st = await this.status(id);
-    const lines = new Set<number>();
-    for (const c of st.changesets) if (o.states?.includes(c.state as "conflict")) lines.add(c.line);
-    for (const j of st.batch.jobs ?? []) if (j.result && o.statuses?.includes(j.result.status)) lines.add(j.line);
-    if (!lines.size) return { ids: [], missing: [] };
-    return this.ctx.batches.retry(id, { lines: [...lines] });
+    const reruns = planRetry(st.changesets, st.batch.jobs ?? [], o);
+    if (!reruns.length) return { ids: [], missing: [] };
+    return this.ctx.batches.retry(id, { lines: reruns.map((r) => r.line) });
   }
 
   async list(limit = 50): Promise<string[]> {

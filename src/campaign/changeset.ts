@@ -1,5 +1,5 @@
 // A changeset: what a campaign made of one repository, from its job's result to a merged pull
-// request. Kept in Redis beside the campaign (campaign-store.ts); never holds a credential.
+// request. Kept in Redis beside the campaign (store.ts); never holds a credential.
 import { z } from "zod";
 
 export const CHANGESET_STATES = ["unpublished", "draft", "open", "merged", "closed", "conflict"] as const;

@@ -9,14 +9,9 @@ import { scrub, splitUrl } from "../git/auth.js";
 import type { ForgeHost } from "../core/config/forges.js";
 import { BatchClient } from "../batch/batches.js";
 import type { JobData, PatchbayClient } from "../queue/client.js";
-import { PatchbayError } from "../core/errors.js";
-import { CampaignStore, type CampaignDef } from "./store.js";
-import { repoValues } from "./file.js";
-import { render } from "./template.js";
-import type { Forge, ForgeRepo } from "./forge/forge.js";
-import { forgeRepoOf, makeForge } from "./forge/hosts.js";
-import { branchProblem } from "./publish-settings.js";
-import type { ForgeWait } from "./forge/github.js";
+import { CampaignStore } from "./store.js";
+import type { Forge, ForgeRepo, ForgeWait } from "./forge/forge.js";
+import { forgeGit, forgeRepoOf, makeForge } from "./forge/hosts.js";
 
 export interface RepoForge {
   kind: "github" | "gitlab" | "git";
@@ -66,7 +61,7 @@ export function forgeOf(ctx: PublishContext, gitUrl: string): RepoForge {
   if (!token) return { kind: found.host.kind };
   const forge = ctx.forges.get(found.host.host) ?? makeForge(found.host, token, ctx.onWait ? { onWait: ctx.onWait } : {});
   ctx.forges.set(found.host.host, forge);
-  const credential = pushesToForge(gitUrl, found.host) ? { username: found.host.kind === "github" ? "x-access-token" : "oauth2", password: token } : undefined;
+  const credential = pushesToForge(gitUrl, found.host) ? { username: forgeGit(found.host.kind).tokenUser, password: token } : undefined;
   return { kind: found.host.kind, api: { forge, repo: found.repo }, ...(credential ? { credential } : {}) };
 }
 
@@ -82,12 +77,4 @@ function pushesToForge(gitUrl: string, host: ForgeHost): boolean {
   if (s.protocol !== "https" && !(s.protocol === "http" && host.apiUrl.startsWith("http:"))) return false;
   const written = (s.host ?? "").toLowerCase().replace(s.protocol === "https" ? /:443$/ : /:80$/, "");
   return written === host.host.toLowerCase();
-}
-
-/** The repository's branch: the campaign's template with its values; a name git would refuse, or the target's, is an error. */
-export function branchName(def: CampaignDef, repo: CampaignDef["repos"][number], target = def.publish.base ?? repo.ref): string {
-  const name = render(def.publish.branch, { ...repo.vars, ...repoValues(repo, def.name) });
-  const bad = branchProblem(name, target);
-  if (bad) throw new PatchbayError("usage", `publish.branch: ${bad} (for ${repo.git.slice(0, 200)})`);
-  return name;
 }

@@ -1,23 +1,22 @@
 // `campaign publish`: on the publishing host (where the credentials are), each repository's job
 // result becomes a branch (pushed with git) and, on a forge, a draft pull request; its changeset
-// record says what happened. One repository's failure is its own changeset's reason, never the
+// record says what happened. Each repository is gathered, planned (plan.ts planPublish) and executed
+// (execute.ts) on its own: one repository's failure is its own changeset's reason, never the
 // others'. Credentials come from the Config (forge tokens) or git's own helpers and SSH agent; they
 // are never written to disk, Redis, a changeset or a message.
 import os from "node:os";
 import { join } from "node:path";
-import type { JobResult } from "../core/spec/spec.js";
 import type { BatchJob } from "../batch/batch-types.js";
 import { LineProvenanceError } from "../queue/batch-provenance.js";
-import { redact } from "../git/auth.js";
-import { PatchbayError, kindOf } from "../core/errors.js";
+import { PatchbayError } from "../core/errors.js";
 import type { Changeset } from "./changeset.js";
 import type { CampaignDef } from "./store.js";
-import { repoValues } from "./file.js";
-import { render } from "./template.js";
-import { inert } from "./inert-text.js";
-import { prepareChange, PublishError, pushBranch } from "./publish-git.js";
-import { branchName, forgeOf, type PublishContext, type RepoForge } from "./context.js";
-import type { PullRequestRef } from "./forge/forge.js";
+import { prepareChange } from "./publish-git.js";
+import { forgeOf, type PublishContext } from "./context.js";
+import { gitNet, reconcile, type Executed, type Reader, type Target } from "./execute.js";
+import { planPublish, type PlannedChange, type PublishState } from "./plan.js";
+
+export type { PlannedChange } from "./plan.js";
 
 export interface PublishOptions {
   includeUnverified?: boolean;
@@ -29,16 +28,6 @@ export interface PublishOptions {
   onProgress?: (p: { done: number; total: number; changeset: Changeset }) => void;
 }
 
-/** What a dry run would do for one repository. */
-export interface PlannedChange {
-  line: number;
-  repo: string;
-  branch: string;
-  title: string;
-  diffstat: string;
-  verified: boolean;
-}
-
 export interface PublishReport {
   changesets: Changeset[];
   /** With dryRun: what would be pushed (nothing is). */
@@ -46,30 +35,6 @@ export interface PublishReport {
   /** Repositories whose publish failed (their changesets say why). */
   errors: number;
 }
-
-/** Why a line's job is not published, or undefined when it is to be. */
-function notPublishable(job: BatchJob | undefined, includeUnverified: boolean): string | undefined {
-  const r = job?.result;
-  if (!job || !r) return `its job has not finished (${job?.state ?? "not enqueued"})`;
-  if (r.status !== "completed") return `its job ended ${r.status}${r.error ? `: ${r.error.split("\n")[0]!.slice(0, 200)}` : ""}`;
-  if (r.verified !== true && !includeUnverified) return `${r.verified === false ? "its verify failed" : "it had no verify"}; publish --include-unverified publishes it marked as such`;
-  if (!r.filesChanged) return "its job changed nothing";
-  return undefined;
-}
-
-/** The values a title, body or commit message template may use. */
-export function outcomeValues(def: CampaignDef, repo: CampaignDef["repos"][number], jobId: string, r: JobResult, spec: { task: string; verify?: string }): Record<string, string> {
-  const summary = inert(r.summary?.trim() || "(the model left no summary)");
-  const transcript = def.publish.transcriptUrl ? render(def.publish.transcriptUrl, { ...repo.vars, ...repoValues(repo, def.name), jobId }) : `\`patchbay result ${jobId} --out DIR\` (DIR/transcript.html)`;
-  const verify = r.verify ? `exit ${r.verify.exitCode} (${r.verified ? "passed" : "failed"})` : "no verify ran";
-  return {
-    ...repo.vars, ...repoValues(repo, def.name),
-    task: inert(spec.task.trim()).slice(0, 2000), summary: summary.slice(0, 20_000), summaryLine: summary.split("\n")[0]!.slice(0, 120),
-    verify: spec.verify ?? "(none)", verifyResult: r.verified === undefined ? verify : r.verified ? verify : `${verify} — published unverified`,
-    diffstat: inert(r.diffstat).slice(0, 20_000), costUsd: r.costUsd.toFixed(4), jobId, transcript, verified: String(r.verified === true),
-  };
-}
-
 
 export async function publishCampaign(ctx: PublishContext, id: string, opts: PublishOptions = {}): Promise<PublishReport> {
   const def = await ctx.store.def(id);
@@ -79,11 +44,12 @@ export async function publishCampaign(ctx: PublishContext, id: string, opts: Pub
   const queue = [...def.repos];
   let done = 0;
   const one = async (repo: CampaignDef["repos"][number]) => {
-    const job = st.jobs!.find((j) => j.line === repo.line);
-    const c = await publishOne(ctx, def, repo, job, prev.get(repo.line), opts, report);
-    if (!c) return;
-    report.changesets.push(c);
-    opts.onProgress?.({ done: ++done, total: def.repos.length, changeset: c });
+    const x = await publishOne(ctx, def, repo, st.jobs!.find((j) => j.line === repo.line), prev.get(repo.line), opts);
+    if (x.failed) report.errors++;
+    if (x.planned) report.planned.push(x.planned);
+    if (!x.changeset) return;
+    report.changesets.push(x.changeset);
+    opts.onProgress?.({ done: ++done, total: def.repos.length, changeset: x.changeset });
   };
   await Promise.all(Array.from({ length: Math.min(opts.concurrency ?? 4, queue.length) }, async () => {
     for (let r = queue.shift(); r; r = queue.shift()) await one(r);
@@ -93,100 +59,37 @@ export async function publishCampaign(ctx: PublishContext, id: string, opts: Pub
   return report;
 }
 
-async function publishOne(ctx: PublishContext, def: CampaignDef, repo: CampaignDef["repos"][number], job: BatchJob | undefined, prev: Changeset | undefined, opts: PublishOptions, report: PublishReport): Promise<Changeset | undefined> {
-  // Merged and closed are final here: a closed pull request is not opened again behind its closer's back.
-  if (prev && (prev.state === "merged" || prev.state === "closed")) return opts.dryRun ? undefined : prev;
-  const base: Changeset = { line: repo.line, repo: redact(repo.git), jobId: job?.jobId ?? "", state: "unpublished", updatedAt: Date.now() };
-  const why = notPublishable(job, Boolean(opts.includeUnverified));
-  // A changeset already on a forge keeps its state when its job is retried and not finished yet.
-  if (why) return opts.dryRun ? undefined : save(ctx, id(def), prev && prev.state !== "unpublished" && prev.state !== "conflict" ? { ...prev, reason: why, updatedAt: Date.now() } : { ...base, reason: why });
-  // Only the line's own job is published: one put under its id by other means is this repository's error.
-  const foreign = await ctx.batches.checkLine(def.name, job!).then(() => undefined, (err: unknown) => (err instanceof LineProvenanceError ? err : Promise.reject(err)));
-  if (foreign) {
-    report.errors++;
-    return opts.dryRun ? undefined : save(ctx, id(def), { ...(prev ?? base), reason: `publish refused: ${ctx.scrub(foreign.message).slice(0, 500)}`, updatedAt: Date.now() });
-  }
-  const r = (await ctx.client.result(job!.jobId)) ?? undefined;
-  const spec = (await ctx.specOf(job!.jobId)) ?? { task: "" };
-  if (!r?.baseCommit) return opts.dryRun ? undefined : save(ctx, id(def), { ...base, reason: "its result names no base commit (a job of a version before campaigns?): campaign retry runs it again" });
-  const values = outcomeValues(def, repo, job!.jobId, r, spec);
-  let branch: string;
-  try {
-    branch = branchName(def, repo); // checked when the file was read; a definition from before is this repository's error alone
-  } catch (err) {
-    report.errors++;
-    return opts.dryRun ? undefined : save(ctx, id(def), { ...(prev ?? base), reason: `publish failed: ${(err as Error).message.slice(0, 500)}`, updatedAt: Date.now() });
-  }
-  const title = render(def.publish.title, values);
-  if (opts.dryRun) {
-    report.planned.push({ line: repo.line, repo: base.repo, branch, title, diffstat: r.diffstat, verified: r.verified === true });
-    return undefined;
-  }
+/** One repository: gather what its plan needs, plan, execute. */
+function publishOne(ctx: PublishContext, def: CampaignDef, repo: CampaignDef["repos"][number], job: BatchJob | undefined, prev: Changeset | undefined, opts: PublishOptions): Promise<Executed> {
   const forge = forgeOf(ctx, repo.git);
-  try {
-    return await save(ctx, id(def), await pushAndOpen(ctx, { def, repo, r, values, branch, title, forge, prev, base, force: Boolean(opts.force), finishedAt: job!.result!.finishedAt }));
-  } catch (err) {
-    report.errors++;
-    const message = err instanceof PatchbayError ? err.message : `${kindOf(err)}: ${(err as Error).message}`;
-    return save(ctx, id(def), { ...(prev ?? base), reason: `publish failed: ${ctx.scrub(message).slice(0, 500)}`, updatedAt: Date.now() });
-  }
+  const t: Target = { campaignId: def.name, git: repo.git, forge };
+  const options = { includeUnverified: Boolean(opts.includeUnverified), dryRun: Boolean(opts.dryRun), force: Boolean(opts.force) };
+  const state: PublishState = { def, repo, job, prev, forge: { kind: forge.kind, api: Boolean(forge.api) }, options, now: Date.now(), scrub: ctx.scrub };
+  return reconcile(ctx, t, state, planPublish, readForPublish(ctx, t, job));
 }
 
-const id = (def: CampaignDef) => def.name;
-
-async function save(ctx: PublishContext, campaignId: string, c: Changeset): Promise<Changeset> {
-  await ctx.store.saveChangeset(campaignId, c);
-  return c;
-}
-
-interface OneChange {
-  def: CampaignDef;
-  repo: CampaignDef["repos"][number];
-  r: JobResult;
-  values: Record<string, string>;
-  branch: string;
-  title: string;
-  forge: RepoForge;
-  prev: Changeset | undefined;
-  base: Changeset;
-  force: boolean;
-  finishedAt: number;
-}
-
-async function pushAndOpen(ctx: PublishContext, o: OneChange): Promise<Changeset> {
-  const { def, repo, forge } = o;
-  const net = { url: repo.git, env: ctx.config.hostEnv, ...(forge.credential ? { credential: forge.credential } : {}) };
-  const change = await prepareChange({ ...net, ...(def.publish.base ?? repo.ref ? { target: def.publish.base ?? repo.ref } : {}), baseCommit: o.r.baseCommit!, patch: o.r.patch, author: def.publish.author, message: render(def.publish.message, o.values), date: new Date(o.finishedAt), cacheDir: ctx.cacheDir });
-  // The target known only now (the remote's HEAD branch): a push to it would skip the pull request.
-  if (change.kind !== "empty" && change.target === o.branch) throw new PublishError("usage", `publish.branch ${JSON.stringify(o.branch)} is the branch the change is for (the repository's HEAD branch): publish to a branch of the campaign's own`);
-  const common = { ...o.base, verified: o.r.verified === true, branch: o.branch, forge: forge.kind, updatedAt: Date.now() };
-  if (change.kind === "empty") return { ...common, reason: "the change is already on the target branch (nothing to push)" };
-  if (change.kind === "conflict") return { ...(o.prev ?? {}), ...common, state: "conflict", base: change.target, onto: change.onto, reason: `the target ${change.target} moved since the job ran and the patch conflicts in ${change.files.slice(0, 10).join(", ") || "some files"}: campaign retry --status conflict runs it again on the new base` };
-  const pushOptions = forge.kind === "gitlab" && !forge.api ? gitlabPushOptions(o, change.target) : undefined;
-  const pushed = await pushBranch({ ...net, cacheDir: ctx.cacheDir, sha: change.sha, branch: o.branch, expect: o.prev?.headSha ?? null, force: o.force, ...(pushOptions ? { pushOptions } : {}) });
-  if (pushed.kind === "foreign") return { ...(o.prev ?? o.base), reason: `branch ${o.branch} is at ${pushed.remoteSha.slice(0, 12)}, a commit patchbay did not push: publish --force replaces it`, updatedAt: Date.now() };
-  const done = { ...common, base: change.target, onto: change.onto, headSha: change.sha, diffstat: change.diffstat.slice(0, 4000), reason: undefined };
-  if (!forge.api) return { ...done, state: "open" as const, ...(o.prev?.url ? { url: o.prev.url } : {}) };
-  const pr = await openPullRequest(forge, o, change.target);
-  return { ...done, state: pr.state === "draft" || pr.state === "open" ? pr.state : pr.state, number: pr.number, url: pr.url };
-}
-
-/** The open pull request of the branch, its title and body brought up to date; or a new one. */
-async function openPullRequest(forge: RepoForge, o: OneChange, target: string): Promise<PullRequestRef> {
-  const api = forge.api!;
-  const body = render(o.def.publish.body, o.values);
-  const existing = await api.forge.findOpen(api.repo, o.branch, target);
-  if (existing) {
-    await api.forge.update(api.repo, existing.number, { title: o.title, body });
-    return existing;
-  }
-  return api.forge.create(api.repo, { head: o.branch, base: target, title: o.title, body, draft: o.def.publish.draft });
-}
-
-/** GitLab without an API token: the merge request made by the push itself (git push -o). */
-function gitlabPushOptions(o: OneChange, target: string): string[] {
-  const oneLine = (s: string) => s.replace(/[\r\n\0]+/g, " ").slice(0, 250);
-  return ["merge_request.create", `merge_request.target=${oneLine(target)}`, `merge_request.title=${oneLine(o.def.publish.draft ? `Draft: ${o.title}` : o.title)}`];
+/** What the publish planner asks to know: the job's provenance and result (Redis), the change (host git), the open pull request (the forge). */
+function readForPublish(ctx: PublishContext, t: Target, job: BatchJob | undefined): Reader<PublishState> {
+  return async (need) => {
+    if (!job) throw new PatchbayError("internal", `the publish planner asked for ${need.need} of a line with no job`);
+    switch (need.need) {
+      case "provenance":
+        // Only the line's own job is published: one put under its id by other means is this repository's error.
+        return { refused: await ctx.batches.checkLine(t.campaignId, job).then(() => null, (err: unknown) => (err instanceof LineProvenanceError ? err.message : Promise.reject(err))) };
+      case "result":
+        return { outcome: { result: (await ctx.client.result(job.jobId)) ?? undefined, spec: (await ctx.specOf(job.jobId)) ?? { task: "" } } };
+      case "change": {
+        const { date, ...change } = need.change;
+        return { change: await prepareChange({ ...gitNet(ctx, t), ...change, date: new Date(date), cacheDir: ctx.cacheDir }) };
+      }
+      case "pull-request": {
+        const api = t.forge.api!;
+        return { open: (await api.forge.findOpen(api.repo, need.head, need.base)) ?? null };
+      }
+      default:
+        throw new PatchbayError("internal", `the publish planner asked for ${need.need}`);
+    }
+  };
 }
 
 /** Where a publishing host keeps its bare clones between publishes. */

@@ -1,13 +1,16 @@
 // A campaign's changesets as they stand: `status` (every repository, recorded or not), `track`
 // (each published one refreshed from its forge: state, CI checks, review) and `close` (open pull
-// requests closed, their branches deleted, leased against what patchbay pushed).
+// requests closed, their branches deleted, leased against what patchbay pushed). Track and close
+// go changeset by changeset: gather, plan (plan.ts planTrack, planClose), execute (execute.ts).
 import type { BatchJob, BatchStatus } from "../batch/batch-types.js";
 import { redact } from "../git/auth.js";
-import { PatchbayError, kindOf } from "../core/errors.js";
+import { PatchbayError } from "../core/errors.js";
 import { CHANGESET_STATES, isOpen, type Changeset, type ChangesetState } from "./changeset.js";
 import type { CampaignDef } from "./store.js";
 import { forgeOf, type PublishContext } from "./context.js";
-import { deleteBranch, remoteBranch } from "./publish-git.js";
+import { remoteBranch } from "./publish-git.js";
+import { execute, gitNet, reconcile, type Reader, type Target } from "./execute.js";
+import { planClose, planTrack, type TrackState } from "./plan.js";
 
 export interface CampaignStatus {
   campaignId: string;
@@ -50,38 +53,39 @@ export interface TrackReport {
   open: number;
 }
 
+/** The repository a recorded changeset is of, and its forge (a line the definition no longer lists has none: its plans do nothing). */
+function targetOf(ctx: PublishContext, def: CampaignDef, c: Changeset): { t: Target; listed: boolean } {
+  const repo = def.repos.find((r) => r.line === c.line);
+  return { t: { campaignId: def.name, git: repo?.git ?? "", forge: repo ? forgeOf(ctx, repo.git) : { kind: "git" } }, listed: Boolean(repo) };
+}
+
 /** Each published changeset refreshed from its forge (plain git remotes: whether the branch is still there). */
 export async function trackCampaign(ctx: PublishContext, id: string): Promise<TrackReport> {
   const def = await ctx.store.def(id);
   const recorded = await ctx.store.changesets(id);
   const report: TrackReport = { tracked: 0, errors: 0, open: 0 };
   for (const c of recorded.values()) {
-    if (!isOpen(c) && !(c.state === "closed" && c.number)) continue; // a closed PR may be reopened; merged is final
-    const repo = def.repos.find((r) => r.line === c.line);
-    if (!repo) continue;
-    try {
-      const next = await refresh(ctx, repo.git, c);
-      await ctx.store.saveChangeset(id, next);
-      report.tracked++;
-      if (isOpen(next)) report.open++;
-    } catch (err) {
-      report.errors++;
-      if (isOpen(c)) report.open++;
-      await ctx.store.saveChangeset(id, { ...c, reason: `track failed: ${ctx.scrub(err instanceof PatchbayError ? err.message : `${kindOf(err)}: ${(err as Error).message}`).slice(0, 500)}`, updatedAt: Date.now() });
-    }
+    const { t, listed } = targetOf(ctx, def, c);
+    const state: TrackState = { changeset: c, listed, forge: { api: Boolean(t.forge.api) }, now: Date.now() };
+    const x = await reconcile(ctx, t, state, planTrack, readForTrack(ctx, t));
+    if (!x.saved) continue;
+    if (x.failed) report.errors++;
+    else report.tracked++;
+    if (x.changeset && isOpen(x.changeset)) report.open++;
   }
   return report;
 }
 
-async function refresh(ctx: PublishContext, gitUrl: string, c: Changeset): Promise<Changeset> {
-  const forge = forgeOf(ctx, gitUrl);
-  if (forge.api && c.number) {
-    const s = await forge.api.forge.status(forge.api.repo, c.number);
-    const { reason: _, ...rest } = c;
-    return { ...rest, state: s.state, checks: s.checks, review: s.review, url: s.url, updatedAt: Date.now() };
-  }
-  const at = c.branch ? await remoteBranch({ url: gitUrl, branch: c.branch, env: ctx.config.hostEnv, ...(forge.credential ? { credential: forge.credential } : {}) }) : undefined;
-  return at === undefined ? { ...c, state: "closed", reason: "the branch is gone from the remote", updatedAt: Date.now() } : { ...c, updatedAt: Date.now() };
+/** What the track planner asks to know: the pull request as the forge reports it, or the branch's tip on the remote. */
+function readForTrack(ctx: PublishContext, t: Target): Reader<TrackState> {
+  return async (need) => {
+    if (need.need === "status") {
+      const api = t.forge.api!;
+      return { status: await api.forge.status(api.repo, need.number) };
+    }
+    if (need.need === "branch") return { tip: (await remoteBranch({ ...gitNet(ctx, t), branch: need.branch })) ?? null };
+    throw new PatchbayError("internal", `the track planner asked for ${need.need}`);
+  };
 }
 
 export interface CloseReport {
@@ -95,23 +99,11 @@ export async function closeCampaign(ctx: PublishContext, id: string): Promise<Cl
   const recorded = await ctx.store.changesets(id);
   const report: CloseReport = { closed: 0, errors: 0 };
   for (const c of recorded.values()) {
-    if (!isOpen(c)) continue;
-    const repo = def.repos.find((r) => r.line === c.line);
-    if (!repo) continue;
-    const forge = forgeOf(ctx, repo.git);
-    try {
-      if (forge.api && c.number) await forge.api.forge.close(forge.api.repo, c.number);
-      let note: string | undefined;
-      if (c.branch && c.headSha) {
-        const d = await deleteBranch({ url: repo.git, branch: c.branch, expect: c.headSha, env: ctx.config.hostEnv, ...(forge.credential ? { credential: forge.credential } : {}) });
-        if (d.kind === "foreign") note = `branch ${c.branch} kept: it has commits patchbay did not push (at ${d.remoteSha.slice(0, 12)})`;
-      }
-      await ctx.store.saveChangeset(id, { ...c, state: "closed", reason: note ?? "closed by campaign close", updatedAt: Date.now() });
-      report.closed++;
-    } catch (err) {
-      report.errors++;
-      await ctx.store.saveChangeset(id, { ...c, reason: `close failed: ${ctx.scrub(err instanceof PatchbayError ? err.message : (err as Error).message).slice(0, 500)}`, updatedAt: Date.now() });
-    }
+    const { t, listed } = targetOf(ctx, def, c);
+    const x = await execute(ctx, t, planClose({ changeset: c, listed, forge: { api: Boolean(t.forge.api) }, now: Date.now() }));
+    if (!x.saved) continue;
+    if (x.failed) report.errors++;
+    else report.closed++;
   }
   return report;
 }

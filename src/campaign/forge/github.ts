@@ -8,7 +8,7 @@ import { throttling } from "@octokit/plugin-throttling";
 import { z } from "zod";
 import type { ForgeHost } from "../../core/config/forges.js";
 import type { ChecksState, ReviewState } from "../changeset.js";
-import type { Forge, ForgeRepo, PullRequestInput, PullRequestRef, PullRequestState, PullRequestStatus } from "./forge.js";
+import type { Forge, ForgeClientOptions, ForgeGit, ForgeRepo, ForgeWait, PullRequestInput, PullRequestRef, PullRequestState, PullRequestStatus } from "./forge.js";
 import { AnswerTooLargeError, boundedFetch } from "./fetch.js";
 import { badAnswer, boundTitle, cutWithNote, type ForgeCall, ForgeError, forgeError } from "./forge-error.js";
 
@@ -17,26 +17,6 @@ export const GITHUB_BODY_MAX = 65_536;
 const TITLE_MAX = 256;
 /** Pages of reviews or check runs read at most (100 a page). */
 const MAX_PAGES = 10;
-
-/** A wait the client is about to make because the forge said so: for a CLI to show. */
-export interface ForgeWait {
-  host: string;
-  reason: "rate limit" | "secondary rate limit";
-  seconds: number;
-  /** 1 for the first retry of this request. */
-  attempt: number;
-}
-
-export interface ForgeClientOptions {
-  /** Called before each wait on a rate limit. */
-  onWait?: (wait: ForgeWait) => void;
-  /** Retries of one request on a rate limit (default 5). */
-  maxRetries?: number;
-  /** A rate limit asking for a longer wait than this fails instead (default 3600 s: GitHub's primary limit resets hourly). */
-  maxWaitSeconds?: number;
-  /** Bytes of one answer read at most (default FORGE_ANSWER_MAX_BYTES, 16 MiB). */
-  maxAnswerBytes?: number;
-}
 
 const Url = z.string().max(2048).regex(/^https?:\/\//);
 const Sha = z.string().regex(/^[0-9a-f]{40,64}$/);
@@ -57,6 +37,9 @@ type Pull = z.infer<typeof Pull>;
 const Review = z.object({ user: Login.nullable(), state: z.string().max(40) });
 const CheckRun = z.object({ status: z.string().max(40), conclusion: z.string().max(40).nullable() });
 const Combined = z.object({ state: z.string().max(40), total_count: z.int().nonnegative() });
+
+/** GitHub takes a token over git's http(s) as the password of the user `x-access-token`; a push makes a branch only. */
+export const githubGit: ForgeGit = { tokenUser: "x-access-token" };
 
 const Client = Octokit.plugin(throttling, retry);
 const FAILED_RUN = new Set(["failure", "timed_out", "cancelled", "action_required", "startup_failure"]);
@@ -108,7 +91,7 @@ export class GitHubForge implements Forge {
       log: { debug: quiet, info: quiet, warn: quiet, error: quiet },
       throttle: { onRateLimit: onLimit("rate limit"), onSecondaryRateLimit: onLimit("secondary rate limit") },
       retry: { retries: 3 },
-      // Every answer read with a bound (forge-fetch.ts).
+      // Every answer read with a bound (fetch.ts).
       request: { fetch: boundedFetch(opts.maxAnswerBytes) },
     });
   }

@@ -4,7 +4,7 @@
 // rate limiter; a 429 or 502 asked again, ten tries at most, after a pause that doubles from a
 // quarter of a millisecond, as gitbeaker's; a failed status raised as gitbeaker's
 // GitbeakerRequestError with the request and the answer as its cause), with two differences:
-// - every answer comes through boundedFetch (forge-fetch.ts), so one over the bound, a failed or
+// - every answer comes through boundedFetch (fetch.ts), so one over the bound, a failed or
 //   a retried one too, fails the call with AnswerTooLargeError, not asked again;
 // - an answer's `link` header is not handed on, so gitbeaker follows no next page: one call reads
 //   one answer (bar retries), where a forge naming page after page (of a list, or of what should

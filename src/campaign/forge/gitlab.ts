@@ -1,7 +1,7 @@
 // The Forge on GitLab's REST API (gitlab.com or self-hosted) through gitbeaker: merge requests,
 // their head pipeline and their approvals. A draft is GitLab's own way, a `Draft: ` title prefix.
 // gitbeaker paces requests with its per-endpoint rate limits (set below under GitLab.com's
-// 2,000 a minute); patchbay's own request handler (forge-gitlab-request.ts) asks a 429 or 502
+// 2,000 a minute); patchbay's own request handler (gitlab-request.ts) asks a 429 or 502
 // again as gitbeaker's does, a bounded number of times, without reading Retry-After or saying when
 // it waits, reads every answer up to a bound and follows no next page. Answers are read through
 // zod: only the fields used, bounded.
@@ -9,8 +9,7 @@ import { MergeRequestApprovals, MergeRequests } from "@gitbeaker/rest";
 import { z } from "zod";
 import type { ForgeHost } from "../../core/config/forges.js";
 import type { ChecksState, ReviewState } from "../changeset.js";
-import type { Forge, ForgeRepo, PullRequestInput, PullRequestRef, PullRequestState, PullRequestStatus } from "./forge.js";
-import type { ForgeClientOptions } from "./github.js";
+import type { Forge, ForgeClientOptions, ForgeGit, ForgeRepo, PullRequestInput, PullRequestRef, PullRequestState, PullRequestStatus } from "./forge.js";
 import { AnswerTooLargeError } from "./fetch.js";
 import { boundedRequester } from "./gitlab-request.js";
 import { badAnswer, boundTitle, cutWithNote, type ForgeCall, ForgeError, forgeError } from "./forge-error.js";
@@ -40,6 +39,19 @@ const Approvals = z.object({
   approvals_left: z.int().nonnegative().nullable().optional(),
   approved_by: z.array(z.object({ user: z.object({ username: z.string().max(255) }) })).max(1000).optional(),
 });
+
+/**
+ * GitLab takes a token over git's http(s) as the password of the user `oauth2`. Without a token,
+ * the push itself opens the merge request (`git push -o merge_request.create`), a draft by the
+ * same title prefix the API's create uses; each option is one line, as git requires.
+ */
+export const gitlabGit: ForgeGit = {
+  tokenUser: "oauth2",
+  pushOptions(pr) {
+    const oneLine = (s: string) => s.replace(/[\r\n\0]+/g, " ").slice(0, 250);
+    return ["merge_request.create", `merge_request.target=${oneLine(pr.base)}`, `merge_request.title=${oneLine(pr.draft ? `${DRAFT}${pr.title}` : pr.title)}`];
+  },
+};
 
 const PENDING_PIPELINE = new Set(["created", "waiting_for_resource", "preparing", "waiting_for_callback", "pending", "running", "scheduled", "manual"]);
 

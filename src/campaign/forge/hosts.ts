@@ -2,12 +2,17 @@
 // configured forge hosts, or whose path is not a repository's, is a plain git remote: it gets the
 // branch only. Userinfo in a URL is dropped here; tokens come from the Config, per host.
 import type { ForgeHost } from "../../core/config/forges.js";
-import type { Forge, ForgeRepo } from "./forge.js";
-import { type ForgeClientOptions, GitHubForge } from "./github.js";
-import { GitLabForge } from "./gitlab.js";
+import type { Forge, ForgeClientOptions, ForgeGit, ForgeKind, ForgeRepo } from "./forge.js";
+import { GitHubForge, githubGit } from "./github.js";
+import { GitLabForge, gitlabGit } from "./gitlab.js";
 
 export function makeForge(host: ForgeHost, token: string | undefined, opts: ForgeClientOptions = {}): Forge {
   return host.kind === "github" ? new GitHubForge(host, token, opts) : new GitLabForge(host, token, opts);
+}
+
+/** What the host of `kind` does for git itself (its file's ForgeGit). */
+export function forgeGit(kind: ForgeKind): ForgeGit {
+  return kind === "github" ? githubGit : gitlabGit;
 }
 
 const SEGMENT = /^[A-Za-z0-9_.-]+$/;
