@@ -5,7 +5,9 @@ export type { RunOptions, RunResult } from "./sandbox/shell.js";
 export type { FileStat, FileEntry } from "./sandbox/files.js";
 export { FileError } from "./sandbox/files.js";
 export { reap } from "./sandbox/reaper.js";
-export type { ReapReport, SandboxLimits, SandboxRuntime, Box, BoxSpec, BoxState, Attached, ProcessOptions } from "./backend/types.js";
+export type { ReapReport, SandboxLimits, Backend, BackendKind, Box, BoxSpec, BoxState, Attached, ProcessOptions } from "./backend/types.js";
+/** @deprecated use Backend (the interface was renamed: "runtime" now means only the OCI runtime, runc or runsc). */
+export type SandboxRuntime = import("./backend/types.js").Backend;
 export { buildImage } from "./sandbox/image.js";
 export { TextEditor, type EditorFs, type EditorFlavor, type ToolOutput } from "./tools/editor.js";
 export { BashTool } from "./tools/bash-tool.js";

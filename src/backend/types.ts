@@ -1,4 +1,4 @@
-// The runtime interface: what patchbay needs of whatever runs a sandbox. A backend makes a box (a
+// The backend interface: what patchbay needs of whatever runs a sandbox. A backend makes a box (a
 // container, or a directory with namespaces of its own) with /workspace, /tmp and a root-only
 // /patchbay, starts processes in it with their stdio attached, says whether it still runs, and
 // removes it with its storage. Everything above (the shell, the supervisor, the file agent, git for
@@ -97,9 +97,12 @@ export interface ReapReport {
   volumes: string[];
 }
 
-export interface SandboxRuntime {
-  /** "docker", "local" or "memory". */
-  readonly kind: string;
+/** Which backend: `docker`, `local` (tests only) or `memory` (simulations); PATCHBAY_BACKEND names one. */
+export type BackendKind = "docker" | "local" | "memory";
+
+export interface Backend {
+  /** Which backend this is. */
+  readonly kind: BackendKind;
   /** Its boxes run no real processes (the memory backend): patchbay's in-sandbox helper (sandbox/helper.ts) is not started in them. */
   readonly simulated?: boolean;
   create(spec: BoxSpec): Promise<Box>;

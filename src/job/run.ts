@@ -10,7 +10,7 @@ import type { CheckpointStore } from "./checkpoint.js";
 import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { SandboxPool } from "../sandbox/pool.js";
-import type { SandboxRuntime } from "../backend/types.js";
+import type { Backend } from "../backend/types.js";
 import { assertJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
 import { acquire, freshSandbox, release, type Held } from "./acquire.js";
 import { admitJob, hideSecrets } from "./admit.js";
@@ -48,7 +48,7 @@ export interface RunJobOptions {
   /** Where this job's checkpoints live: a new attempt goes on from the last one (src/job/checkpoint.ts). */
   checkpoints?: CheckpointStore;
   /** What runs its sandboxes (default: the configured backend, see src/backend/index.ts). */
-  backend?: SandboxRuntime;
+  backend?: Backend;
   /** The configuration (default: the environment's, parsed once). */
   config?: Config;
   /**

@@ -18,7 +18,7 @@ import { workerLogger, type Log, type LogFormat } from "../observability/log.js"
 import { workerMetrics } from "./metrics.js";
 import type { JobData } from "./client.js";
 import { LABEL, processOwnerId } from "../backend/owner.js";
-import { configuredRuntime } from "../backend/index.js";
+import { configuredBackend } from "../backend/index.js";
 import { SandboxPool } from "../sandbox/pool.js";
 import { BackgroundRemovals } from "../sandbox/removals.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
@@ -62,7 +62,7 @@ export interface WorkerHandle {
 
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
   const config = opts.config ?? loadConfig();
-  const runtime = configuredRuntime(config, "a worker"); // the local backend only where tests say so
+  const backend = configuredBackend(config, "a worker"); // the local backend only where tests say so
   const target = parseRedisUrl(opts.redisUrl ?? config.redisUrl);
   const queueName = keyspaceQueueName(opts.queueName ?? config.queueName, target); // {name} on a Cluster
   const k = keys(queueName);
@@ -90,18 +90,18 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
   const health = new HealthGate({
-    check: () => checkWorker(runtime, config, opts.model !== undefined),
+    check: () => checkWorker(backend, config, opts.model !== undefined),
     minMs: config.healthMinMs,
     maxMs: config.healthMaxMs,
     log,
     onChange: async (ok) => (ok ? (await reaper.run(), await worker.resume()) : await worker.pause(true)),
   });
-  const reaper = startReaperLoop({ runtime, ownerAlive: ownerAliveFor({ id, queueName, deployment, redis, k }), health, log, everyMs: config.reapEveryMs });
-  pool = new SandboxPool({ backend: runtime, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox, discard: (sb) => void retire(sb), runtime: config.policy.runtime, allowPtrace: config.policy.allowPtrace });
+  const reaper = startReaperLoop({ backend, ownerAlive: ownerAliveFor({ id, queueName, deployment, redis, k }), health, log, everyMs: config.reapEveryMs });
+  pool = new SandboxPool({ backend, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox, discard: (sb) => void retire(sb), runtime: config.policy.runtime, allowPtrace: config.policy.allowPtrace });
   const cancels = await listenForCancels({ sub, redis, k, pubSub: config.cancelPubSub, pollMs: config.cancelPollMs, active });
 
   const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch
-  const processor = attemptProcessor({ config, redis, k, log, health, batch, runtime, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target), retire });
+  const processor = attemptProcessor({ config, redis, k, log, health, batch, backend, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target), retire });
   const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
   workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const worker = bullWorker(queueName, processor, workerConnection, concurrency, config);
@@ -116,13 +116,13 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     keepConnected(c, () => closing !== undefined, () => log(`redis: its connection (${name}) ended; connecting again`, { level: "warn" }), 100);
   }
   await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
-  const engine = await runtime.describe?.();
+  const engine = await backend.describe?.();
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`);
 
   // The drain's last word on sandboxes, needing no Redis: the engine removes every box labelled as
   // this worker's, of its queue and Redis, and of this very startWorker call (ids may be shared).
   const mine = (l: Record<string, string>) => l[LABEL.worker] === id && l[LABEL.queue] === queueName && l[LABEL.redis] === deployment && l[LABEL.instance] === instance;
-  const sweep = () => runtime.reap(async (l) => mine(l)).then((r) => r.containers.length + r.volumes.length);
+  const sweep = () => backend.reap(async (l) => mine(l)).then((r) => r.containers.length + r.volumes.length);
   const parts = { log, active, worker, health, pool, removals, heartbeat, reaper, cancels, metrics, sweep, redis, sub, workerConnection };
   const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(async (report) => (await telemetry?.release(), report)));
   return { id, worker, shutdown };

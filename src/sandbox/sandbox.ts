@@ -1,4 +1,4 @@
-// The public Sandbox: a disposable box (a hardened container, from the runtime: src/runtime/) with
+// The public Sandbox: a disposable box (a hardened container, made by a backend: src/backend/) with
 // a persistent shell, its supervisor, file access and the worker's own commands. The same for
 // every backend: it asks of the box only to start processes, say whether it runs, and go.
 import { randomBytes } from "node:crypto";
@@ -6,9 +6,9 @@ import type { Readable, Writable } from "node:stream";
 import { asset } from "../core/assets.js";
 import { DEFAULT_IMAGE, defaults, pidsProblem } from "../core/config/config.js";
 import { HeadTail } from "../core/truncate.js";
-import { runtimeOf } from "../backend/index.js";
+import { backendOf } from "../backend/index.js";
 import { LABEL, processLabel, processOwnerId } from "../backend/owner.js";
-import { isRoot, PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type SandboxRuntime } from "../backend/types.js";
+import { isRoot, PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type Backend } from "../backend/types.js";
 import { startEgressBridge, type EgressBridge } from "./egress.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
@@ -34,7 +34,7 @@ export interface SandboxOptions {
   /** Extra mounts (only the setup phase's egress directory: see egress.ts). */
   mounts?: { source: string; target: string }[];
   /** The backend that makes the box (default: the configured one, see src/backend/index.ts). */
-  backend?: SandboxRuntime;
+  backend?: Backend;
 }
 
 export function defaultLimits(over: Partial<SandboxLimits> = {}): SandboxLimits {
@@ -93,7 +93,7 @@ export class Sandbox {
     readonly name: string,
     /** What runs it; job code never needs it (everything goes through the methods below). */
     readonly box: Box,
-    private readonly backend: SandboxRuntime,
+    private readonly backend: Backend,
     readonly shell: Shell,
     readonly files: Files,
     private readonly agent: FileAgent,
@@ -117,7 +117,7 @@ export class Sandbox {
     const runtime = opts.runtime ?? defaults.sandbox.runtime;
     const tooFew = pidsProblem(limits.pids, runtime);
     if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
-    const backend = opts.backend ?? runtimeOf("docker");
+    const backend = opts.backend ?? backendOf("docker");
     const made = await backend.create({ name, image: opts.image ?? DEFAULT_IMAGE, limits, runtime, labels, mounts: opts.mounts, allowPtrace: opts.allowPtrace === true });
     // Every process of the sandbox under one helper, on one exec (helper.ts), where processes run.
     const box = backend.simulated ? made : new HelperBox(made);

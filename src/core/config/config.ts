@@ -124,7 +124,7 @@ const Env = z.object({
   /** An API 429/529 after the SDK's retries throttles the queue: for its retry-after, else THROTTLE_MS; at most THROTTLE_MAX_MS. */
   PATCHBAY_THROTTLE_MS: durationMs().default(10_000),
   PATCHBAY_THROTTLE_MAX_MS: durationMs().default(60_000),
-  /** What runs sandboxes: docker, or local (no isolation: tests and simulations, see src/runtime/). */
+  /** The backend, where boxes run: docker; local (no isolation) and memory (executes nothing) are for tests and simulations (src/backend/). */
   PATCHBAY_BACKEND: z.enum(["docker", "local", "memory"]).default("docker"),
   /** "1" lets a worker run on the local backend (tests only). */
   PATCHBAY_TEST_BACKENDS: z.enum(["0", "1"]).default("0"),
