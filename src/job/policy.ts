@@ -26,7 +26,7 @@ export interface SandboxPolicy {
   maxTokens?: number;
   /** Models a spec's `model` may name (the worker's own first; `*` at an entry's end matches by prefix); undefined: any. */
   models?: readonly string[];
-  /** The runtime every sandbox runs under (a spec asking for another is refused); undefined: the spec's. */
+  /** The OCI runtime every sandbox runs under, runc or runsc (a spec asking for another is refused); undefined: the spec's. */
   runtime?: "runc" | "runsc";
   /** Images a spec may name besides the sandbox image (FROM_BUILDS: those `image build --from` made); undefined: [FROM_BUILDS]. */
   images?: readonly string[];
@@ -105,7 +105,7 @@ export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxIm
 /** The message a refused spec fails with: one line, every violation in it. */
 export const policyRefusal = (violations: readonly string[]) => `JobSpec refused by this worker's policy: ${violations.join("; ")}`;
 
-/** What the spec may spend and what it runs on: the caps, the models, the forced runtime. */
+/** What the spec may spend and what it runs on: the caps, the models, the forced OCI runtime. */
 function spendViolations(spec: JobSpec, policy: SandboxPolicy): string[] {
   const out: string[] = [];
   const over = (field: string, value: number | undefined, max: number | undefined, knob: string) => {

@@ -210,7 +210,7 @@ const Env = z.object({
   PATCHBAY_MAX_TOKENS: z.coerce.number().int().positive().max(1_000_000).optional(),
   /** Models (comma-separated; an entry ending in `*` by prefix) a spec's `model` may name besides PATCHBAY_MODEL; unset: any. */
   PATCHBAY_MODELS: z.string().optional(),
-  /** The runtime of every sandbox (a spec asking for another is refused); unset: the spec's, default runc. */
+  /** The OCI runtime of every sandbox, runc or runsc (a spec asking for another is refused); unset: the spec's, default runc. */
   PATCHBAY_RUNTIME: z.enum(["runc", "runsc"]).optional(),
   /** Comma-separated images a spec may name besides PATCHBAY_IMAGE (`@from`: those `image build --from` made); unset: `@from`. */
   PATCHBAY_IMAGES: z.string().optional(),

@@ -167,6 +167,7 @@ export const JobSpec = z.strictObject({
   mcp: Mcp.optional(),
   limits: Limits.optional(),
   network: Network.optional(),
+  /** The OCI runtime: runc, or gVisor's runsc. */
   runtime: z.enum(["runc", "runsc"]).optional(),
   /** Optional idempotency key (the BullMQ job id). */
   jobId: JobId.optional(),
