@@ -1,14 +1,16 @@
 // The library API of patchbay. The sandbox and the tools stand on their own, so an agent
 // builder can use them with their own loop; the queue and the job use them together.
-export { Sandbox, type SandboxOptions, type ExecResult } from "./sandbox/sandbox.js";
-export type { RunOptions, RunResult } from "./sandbox/shell.js";
-export type { FileStat, FileEntry } from "./sandbox/files.js";
+export { Sandbox } from "./sandbox/sandbox.js";
+export type { SandboxOptions, ExecOptions, ExecResult, PutFile, SpawnOptions } from "./sandbox/sandbox-options.js";
+export type { Shell, RunOptions, RunResult, KillOptions } from "./sandbox/shell.js";
+export type { Files, FileStat, FileEntry, ReadOptions, WriteOptions } from "./sandbox/files.js";
 export { FileError } from "./sandbox/files.js";
 export { reap } from "./sandbox/reaper.js";
+export type { OwnerAlive } from "./backend/owner.js";
 export type { ReapReport, SandboxLimits, Backend, BackendKind, Box, BoxSpec, BoxState, Attached, ProcessOptions } from "./backend/types.js";
 /** @deprecated use Backend (the interface was renamed: "runtime" now means only the OCI runtime, runc or runsc). */
 export type SandboxRuntime = import("./backend/types.js").Backend;
-export { buildImage } from "./sandbox/image.js";
+export { buildImage, type BuildImageOptions, type BuildResult } from "./sandbox/image.js";
 export { TextEditor, type EditorFs, type EditorFlavor, type ToolOutput } from "./tools/editor.js";
 export { BashTool } from "./tools/bash-tool.js";
 export { EditFileTool } from "./tools/edit-file.js";

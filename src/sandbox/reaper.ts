@@ -5,6 +5,10 @@ import { LABEL, localOwnerAlive, type OwnerAlive } from "../backend/owner.js";
 import type { ReapReport, Backend } from "../backend/types.js";
 import { backendOf } from "../backend/index.js";
 
+/**
+ * Removes patchbay's boxes on `backend` whose owner `ownerAlive` says is gone, or whose deadline
+ * passed, with their storage.
+ */
 export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, backend: Backend = backendOf("docker"), now = Date.now()): Promise<ReapReport> {
   const verdicts = new Map<string, Promise<boolean>>();
   return backend.reap((labels) => {

@@ -18,51 +18,14 @@ import { Shell } from "./shell.js";
 import { extractTarStream, StreamUnavailable, TAR_EXTRACT } from "./stream.js";
 import { kinded } from "../core/errors.js";
 import { AGENT_GID, AGENT_UID, AGENT_USER } from "../backend/agent-user.js";
+import type { ExecOptions, ExecResult, PutFile, SandboxOptions, SpawnOptions } from "./sandbox-options.js";
+import type { KillOptions, RunOptions } from "./shell.js";
 
-export interface SandboxOptions {
-  image?: string;
-  limits?: Partial<SandboxLimits>;
-  runtime?: "runc" | "runsc";
-  labels?: Record<string, string>;
-  /** Recorded on the container for the reaper; defaults to this process. */
-  owner?: string;
-  jobId?: string;
-  /** Seconds after which the reaper may remove the sandbox whatever its owner. */
-  deadlineSec?: number;
-  /** ptrace and process_vm_readv/writev given back to its processes (the worker's PATCHBAY_ALLOW_PTRACE=1); default denied. */
-  allowPtrace?: boolean;
-  /** Extra mounts (only the setup phase's egress directory: see egress.ts). */
-  mounts?: { source: string; target: string }[];
-  /** The backend that makes the box (default: the configured one, see src/backend/index.ts). */
-  backend?: Backend;
-}
+export type { ExecOptions, ExecResult, PutFile, SandboxOptions, SpawnOptions };
 
 export function defaultLimits(over: Partial<SandboxLimits> = {}): SandboxLimits {
   const s = defaults.sandbox;
   return { memoryMb: s.memoryMb, cpus: s.cpus, pids: s.pids, diskMb: s.diskMb, tmpMb: s.tmpMb, network: s.network, ...over };
-}
-
-export interface ExecOptions {
-  stdin?: Buffer | string;
-  timeoutSec?: number;
-  maxBytes?: number;
-  user?: string;
-  env?: string[];
-  cwd?: string;
-  put?: PutFile[];
-}
-
-export interface ExecResult {
-  stdout: Buffer;
-  stderr: string;
-  exitCode: number;
-  truncated: boolean;
-}
-
-/** A file written before a command runs (Sandbox.exec `put`): as root, mode 0600, only under the private dir. */
-export interface PutFile {
-  path: string;
-  data: Buffer;
 }
 
 /** Sandbox.exportTar's output passed its bound: what the repo (and its setup) put there is too large. */
@@ -80,6 +43,10 @@ const TOOLS_PROBE = asset("sandbox/sh/tools-probe.sh");
 // The files of `put` split off a docker exec's stdin (where the file agent cannot run them).
 const PUT_FILES = asset("sandbox/sh/put-files.sh");
 
+/**
+ * A disposable box with patchbay's helper, shell, supervisor and file agent in it: made by
+ * Sandbox.create, used through its shell, files and exec, and removed by destroy.
+ */
 export class Sandbox {
   private destroyed?: Promise<void>;
   /** Execs still attached: a call given up on (its container seen stopped) leaves its stream open, closed on destroy. */
@@ -101,6 +68,7 @@ export class Sandbox {
     readonly liveness: Liveness,
   ) {}
 
+  /** Makes a box on the backend and starts its shell and file agent; destroy it when done. */
   static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
     const name = `patchbay-${randomBytes(6).toString("hex")}`;
     const deadline = Math.floor(Date.now() / 1000) + (opts.deadlineSec ?? defaults.sandbox.deadlineSec);
@@ -187,7 +155,7 @@ export class Sandbox {
    * Starts a long-lived process as the agent's uid in /workspace with its stdio attached (an MCP
    * server): its output goes to `onData`, and it goes with the sandbox.
    */
-  async spawn(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: { env?: string[] } = {}): Promise<Attached> {
+  async spawn(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: SpawnOptions = {}): Promise<Attached> {
     const proc = await this.box.attach(argv, onData, { env: ["HOME=/home/agent", ...(opts.env ?? [])] });
     this.attached.add(proc);
     void proc.ended.then(() => this.attached.delete(proc), () => this.attached.delete(proc));
@@ -200,7 +168,7 @@ export class Sandbox {
    * and the exit code is the engine's, not a marker the agent could print. Used for verify.
    * Aborting kills every process of the agent's uid, this command included.
    */
-  async runFresh(command: string, opts: { timeoutSec?: number; maxOutputBytes?: number; signal?: AbortSignal } = {}): Promise<{ output: string; exitCode: number; timedOut: boolean; aborted: boolean; truncated: boolean }> {
+  async runFresh(command: string, opts: RunOptions = {}): Promise<{ output: string; exitCode: number; timedOut: boolean; aborted: boolean; truncated: boolean }> {
     const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
     const cmd = ["timeout", "-s", "KILL", String(opts.timeoutSec ?? defaults.shell.timeoutSec), "bash", "--noprofile", "--norc", "-c", `exec 2>&1 </dev/null\n${command}`];
     const proc = await this.box.attach(cmd, (chunk) => out.push(chunk), { env: ["HOME=/home/agent"] });
@@ -313,7 +281,7 @@ export class Sandbox {
   }
 
   /** Kills every process of the agent's uid (see Shell.killAgent); resolves to how many. */
-  killAgentProcesses(opts: { keepShell?: boolean } = {}): Promise<number> {
+  killAgentProcesses(opts: KillOptions = {}): Promise<number> {
     return this.shell.killAgent(opts);
   }
 
