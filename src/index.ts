@@ -11,11 +11,11 @@ export type { ReapReport, SandboxLimits, Backend, BackendKind, Box, BoxSpec, Box
 /** @deprecated use Backend (the interface was renamed: "runtime" now means only the OCI runtime, runc or runsc). */
 export type SandboxRuntime = import("./backend/types.js").Backend;
 export { buildImage, type BuildImageOptions, type BuildResult } from "./sandbox/image.js";
-export { TextEditor, type EditorFs, type EditorFlavor, type ToolOutput } from "./tools/editor.js";
-export { BashTool } from "./tools/bash-tool.js";
-export { EditFileTool } from "./tools/edit-file.js";
+export { TextEditor, type EditorFs, type EditorStat, type EditorFlavor, type ToolOutput, type TextEditorOptions } from "./tools/editor.js";
+export { BashTool, type BashToolOptions } from "./tools/bash-tool.js";
+export { EditFileTool, type EditFileToolOptions } from "./tools/edit-file.js";
 export { SandboxFs } from "./tools/editor-tool.js";
-export { Toolbox, runTool, type ToolSet, type ToolUseBlock, type ToolRun } from "./tools/index.js";
+export { Toolbox, runTool, type ToolSet, type ToolUseBlock, type ToolRun, type ToolboxOptions, type RunToolOptions, type DefinitionsOptions } from "./tools/index.js";
 export { runJob, type RunJobOptions } from "./job/run.js";
 export { runAgentLoop, type LoopOptions, type LoopOutcome } from "./agent/loop.js";
 export { AnthropicModel, ModelError, type Model, type ModelRequest, type ModelResponse } from "./agent/model.js";
