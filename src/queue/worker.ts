@@ -32,25 +32,57 @@ import { startTelemetry } from "../observability/telemetry.js";
 import { keepConnected, openRedis, waitSetting } from "../redis/connect.js";
 import { keyspaceQueueName, parseRedisUrl, type RedisTarget } from "../redis/target.js";
 
+/** How startWorker runs a worker; every member is optional, and each wins over its setting. */
 export interface WorkerOptions {
+  /**
+   * Jobs run at once (each in a sandbox of its own).
+   * @default PATCHBAY_CONCURRENCY, else 2
+   */
   concurrency?: number;
+  /**
+   * The Redis of the queue.
+   * @default REDIS_URL, else redis://127.0.0.1:6379
+   */
   redisUrl?: string;
+  /**
+   * The queue whose jobs it takes.
+   * @default PATCHBAY_QUEUE, else "patchbay"
+   */
   queueName?: string;
-  /** A model per job (tests and the demo's scripted model); default: AnthropicModel. */
+  /**
+   * A model per job (tests and the demo's scripted model).
+   * @default an AnthropicModel for the configured provider
+   */
   model?: () => Model;
-  /** Where log lines go; default: workerLogger (stderr) in logFormat. */
+  /**
+   * Where log lines go.
+   * @default workerLogger (stderr) in logFormat
+   */
   log?: Log;
+  /**
+   * The log's format: text for people, json for log collectors.
+   * @default "text"
+   */
   logFormat?: LogFormat;
-  /** Warm sandboxes kept ready (see src/sandbox/pool.ts); default PATCHBAY_POOL, else the concurrency; 0: off. */
+  /**
+   * Warm sandboxes kept ready (see src/sandbox/pool.ts); 0 turns the pool off.
+   * @default PATCHBAY_POOL, else the concurrency
+   */
   pool?: number;
   /** Serve Prometheus metrics at http://HOST:PORT/metrics ("PORT" alone binds 127.0.0.1); off when unset. */
   metricsPort?: number | string;
-  /** The environment's settings (default: loadConfig() as the worker starts); the options above win. */
+  /**
+   * The environment's settings; the options above win.
+   * @default loadConfig() as the worker starts
+   */
   config?: Config;
 }
 
+/** A running worker. */
 export interface WorkerHandle {
+  /** The worker's id (PATCHBAY_WORKER_ID, else host:pid:random): the owner of its sandboxes. */
   id: string;
+  /** Its BullMQ worker. */
   worker: Worker<JobData, JobResult>;
   /**
    * Stops taking jobs, lets active ones finish until the deadline, then abandons them: each goes
@@ -60,6 +92,10 @@ export interface WorkerHandle {
   shutdown(deadlineMs?: number): Promise<DrainReport>;
 }
 
+/**
+ * Starts a worker in this process: it checks its health (credentials, the backend, the image), then
+ * takes jobs from the queue and runs each with runJob, until shutdown drains it.
+ */
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
   const config = opts.config ?? loadConfig();
   const backend = configuredBackend(config, "a worker"); // the local backend only where tests say so
