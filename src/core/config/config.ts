@@ -348,8 +348,10 @@ function policyOf(e: z.infer<typeof Env>) {
   };
 }
 
+/** Every setting of patchbay, as loadConfig parsed it. */
 export type Config = ReturnType<typeof loadConfig>;
 
+/** Parses every setting from `env` (docs/operations.md lists them); throws naming each bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = Env.safeParse(env);
   if (!parsed.success) {
