@@ -1,5 +1,6 @@
-// One job attempt's context: what every phase of runJob (run.ts) reads — the spec and the config,
-// the ids, the event emitter, the one signal for cancel and the wall clock, and the timings.
+// One attempt's context, which every phase of runJob (run.ts) reads: the spec and the config, the
+// job's id and attempt, the event emitter, the one signal that cancels (or times out) the job, the
+// wall clock, and the timings.
 import type { Config } from "../core/config/config.js";
 import { defaults } from "../core/config/config.js";
 import { configuredBackend } from "../backend/index.js";

@@ -1,8 +1,9 @@
-// The worker's policy: what a JobSpec may ask of the sandbox it runs in. The spec comes from whoever
-// can enqueue; the bounds come from the worker's own configuration (src/core/config/config.ts), so a spec can
-// narrow its sandbox but never widen it: no bridge network unless the worker allows it, no limit or
-// timeout above the worker's bound, no image off the worker's list. Pure: the one fact it cannot know
-// (whether an image was built by `patchbay image build --from`) is the caller's to look up.
+// The worker's policy: what a JobSpec may ask of the sandbox it runs in. Whoever can enqueue writes
+// the spec; the worker's own configuration (src/core/config/config.ts) sets the bounds. So a spec
+// can narrow its sandbox but never widen it: no bridge network unless the worker allows it, no
+// limit or timeout above the worker's bound, no image off the worker's list. This module is pure:
+// the one fact it cannot know (whether `patchbay image build --from` built an image) is the
+// caller's to look up.
 import { defaults, pidsProblem } from "../core/config/config.js";
 import { customToolsOf, type JobSpec } from "../core/spec/spec.js";
 

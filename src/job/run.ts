@@ -1,8 +1,9 @@
-// runJob: one attempt of a job, as five phases, each in a module of its own: acquire (the sandbox,
-// acquire.ts) → prepare (the repo, setup, the post-setup snapshot: prepare.ts) → the agent (from
-// the start or a checkpoint: agent-phase.ts) → the patch and verify rounds (rounds.ts) → the result
-// (finalize.ts). Whatever it holds is released in every case (acquire.ts release); a timeout or a
-// cancellation still yields the patch of what was done.
+// runJob: one attempt of a job, in five phases, each in a module of its own: acquire (the
+// sandbox: acquire.ts), prepare (the repo, setup and the post-setup snapshot: prepare.ts), the
+// agent (from the start or from a checkpoint: agent-phase.ts), the rounds of patch and verify
+// (rounds.ts), and finalize (the result: finalize.ts). runJob releases whatever the attempt holds
+// in every case (acquire.ts release); a timeout or a cancellation still yields the patch of what
+// was done.
 import { loadConfig, type Config } from "../core/config/config.js";
 import { JOB_KINDS, kindOf } from "../core/errors.js";
 import type { Model } from "../agent/model.js";
