@@ -19,7 +19,7 @@ import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { AnthropicModel, type Message } from "../src/agent/model.js";
 import { defaults, loadConfig } from "../src/core/config/config.js";
-import { DockerRuntime } from "../src/backend/docker.js";
+import { DockerBackend } from "../src/backend/docker.js";
 import { LABEL } from "../src/backend/owner.js";
 import type { Box } from "../src/backend/types.js";
 import { defaultLimits } from "../src/sandbox/sandbox.js";
@@ -52,7 +52,7 @@ export async function benchFloor() {
   const model = new AnthropicModel({ apiKey: "bench", baseURL: fake.url });
   const commands = commandsOf();
   // The Docker backend alone: a hardened box, no shell, supervisor or file agent.
-  const docker = new DockerRuntime();
+  const docker = new DockerBackend();
   const container = () => docker.create({ name: `patchbay-floor-${randomBytes(5).toString("hex")}`, image: loadConfig().image, limits: defaultLimits(), runtime: defaults.sandbox.runtime, labels: { [LABEL.managed]: "1", [BENCH_LABEL]: "floor" } });
   const removeQuietly = (name: string) => docker.remove(name);
   const exec = async (c: Box) => {

@@ -34,7 +34,7 @@ const sections: Record<string, () => Promise<object>> = {
   floor: benchFloor,
   // issue 23: verify judging exactly baseline + patch, in a sandbox of its own, against the in-place verify it replaced
   verify: benchVerify,
-  // issue 28 §3: one Redis under many workers on the memory runtime; the batch index and the dashboard under 100,000 jobs
+  // issue 28 §3: one Redis under many workers on the memory backend; the batch index and the dashboard under 100,000 jobs
   fleet: benchFleet,
   // issue 30: ready and jobs/min under Docker and under rootless Podman, same run
   engines: benchEngines,

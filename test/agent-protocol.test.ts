@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERRNO, parseReply, PROTOCOL_VERSION } from "../src/sandbox/agent-protocol.js";
 import { AGENT_SCRIPT, agentArgv, FileAgent } from "../src/sandbox/file-agent.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
-import { runtimeOf } from "../src/backend/index.js";
+import { backendOf } from "../src/backend/index.js";
 
 describe("agent protocol (pure)", () => {
   it("takes a reply that fits its op, or an error; anything else is a violation", () => {
@@ -30,7 +30,7 @@ describe("agent protocol (pure)", () => {
 describe("agent protocol (a real agent, local backend)", () => {
   let sb: Sandbox;
   beforeAll(async () => {
-    sb = await Sandbox.create({ backend: runtimeOf("local"), labels: { "patchbay.test": "agent-protocol" } });
+    sb = await Sandbox.create({ backend: backendOf("local"), labels: { "patchbay.test": "agent-protocol" } });
   });
   afterAll(async () => {
     await sb?.destroy();

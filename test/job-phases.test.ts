@@ -12,12 +12,12 @@ import { jobContext, stoppedStatus } from "../src/job/job-context.js";
 import { endedEarly, finish } from "../src/job/finalize.js";
 import { prepare } from "../src/job/prepare.js";
 import { patchAndVerify } from "../src/job/rounds.js";
-import { runtimeOf } from "../src/backend/index.js";
+import { backendOf } from "../src/backend/index.js";
 import { SandboxPool } from "../src/sandbox/pool.js";
 import { JobSpec, type TranscriptEvent } from "../src/core/spec/spec.js";
 import { reply, startFakeAnthropic, text, toolUse } from "./support/fake-anthropic.js";
 
-const backend = runtimeOf("local");
+const backend = backendOf("local");
 const repo = mkdtempSync(join(tmpdir(), "pb-phases-"));
 writeFileSync(join(repo, "a.txt"), "a\n");
 afterAll(() => rmSync(repo, { recursive: true, force: true }));

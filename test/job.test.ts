@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../src/agent/model.js";
 import { runJob } from "../src/job/run.js";
-import { runtimeOf, type BackendKind } from "../src/backend/index.js";
+import { backendOf, type BackendKind } from "../src/backend/index.js";
 import type { Sandbox } from "../src/sandbox/sandbox.js";
 import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { apiError, reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Reply } from "./support/fake-anthropic.js";
@@ -36,7 +36,7 @@ async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], s
   const disarm = jobWatchdog("runJob", events as { type: string }[], 45_000, kind); // before the test's 60 s
   const result = await runJob(
     { task: "Make the failing tests pass.", repo: { path: CLAMP }, ...spec },
-    { model, backend: runtimeOf(kind), onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => (sandboxes.push({ name: sb.name, volume: `${sb.name}-ws` }), opts.onSandbox?.(sb)) },
+    { model, backend: backendOf(kind), onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => (sandboxes.push({ name: sb.name, volume: `${sb.name}-ws` }), opts.onSandbox?.(sb)) },
   ).finally(disarm);
   return { result, events, fake, sandboxes };
 }

@@ -144,7 +144,7 @@ console.log(JSON.stringify({ missing, ok: parseJobSpec({ task: "t", repo: { git:
     );
     writeFileSync(
       join(consumer, "index.ts"),
-      `import { enqueue, waitForResult, PatchbayClient, Sandbox, runTool, type JobSpec, type JobResult, type ExecResult } from "patchbay";
+      `import { enqueue, waitForResult, PatchbayClient, Sandbox, runTool, type JobSpec, type JobResult, type ExecResult, type Backend, type SandboxRuntime, type ListOptions, type WaitForBatchOptions, type RunJobOptions } from "patchbay";
 const spec: JobSpec = { task: "fix it", repo: { path: "." }, timeoutSec: 60 };
 const id: string = await enqueue(spec);
 const result: JobResult = await waitForResult(id, { timeoutMs: 1000 });
@@ -155,7 +155,12 @@ const out = await runTool(sb, { id: "1", name: "bash", input: { command: "true" 
 const exec: ExecResult | undefined = undefined;
 // @ts-expect-error the types are real: a JobSpec needs a repo
 const bad: JobSpec = { task: "no repo" };
-console.log(result.status, states, out.isError, exec, bad);
+// The option bags are named types, and the old name of Backend still works.
+const listed: ListOptions = { limit: 3, states: ["failed"] };
+const waiting: WaitForBatchOptions = { pollMs: 100 };
+const old: SandboxRuntime | undefined = undefined as Backend | undefined;
+const run: RunJobOptions = { backend: old };
+console.log(result.status, states, out.isError, exec, bad, listed, waiting, run);
 `,
     );
     const tsc = join(ROOT, "node_modules/typescript/bin/tsc");

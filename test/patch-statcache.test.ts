@@ -16,7 +16,7 @@ import { jobContext } from "../src/job/job-context.js";
 import { prepare } from "../src/job/prepare.js";
 import { loadRepo, repoArchive, snapshotBaseline } from "../src/job/repo/load.js";
 import { loadConfig } from "../src/core/config/config.js";
-import { runtimeOf } from "../src/backend/index.js";
+import { backendOf } from "../src/backend/index.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { JobSpec } from "../src/core/spec/spec.js";
 import { reply, startFakeAnthropic, text } from "./support/fake-anthropic.js";
@@ -313,7 +313,7 @@ describe("the worker's tree of what it sent, taken at once and checked by git's 
   it("a job's prepare: the baseline its agent and patch use is git's tree where the files differ from what was sent", async () => {
     const dir = hostDir({ "a.txt": "AAAA\n", "b.txt": "bbbb\n" });
     const spec = JobSpec.parse({ task: "t", repo: { path: dir } });
-    const { ctx, dispose } = jobContext(spec, loadConfig(), { backend: runtimeOf("docker"), labels: { "patchbay.test": "patch-statcache" } });
+    const { ctx, dispose } = jobContext(spec, loadConfig(), { backend: backendOf("docker"), labels: { "patchbay.test": "patch-statcache" } });
     const held: Held = { removals: [] };
     try {
       const sb = await acquire(ctx, held);
@@ -337,7 +337,7 @@ describe("the worker's tree of what it sent, taken at once and checked by git's 
     const fake = await startFakeAnthropic([reply(text("Done."))]);
     const model = new AnthropicModel({ apiKey: "k", baseURL: fake.url, maxRetries: 0 });
     const spec = JobSpec.parse({ task: "t", repo: { path: dir } });
-    const { ctx, dispose } = jobContext(spec, loadConfig(), { backend: runtimeOf("docker"), model, labels: { "patchbay.test": "patch-statcache" } });
+    const { ctx, dispose } = jobContext(spec, loadConfig(), { backend: backendOf("docker"), model, labels: { "patchbay.test": "patch-statcache" } });
     const held: Held = { removals: [] };
     try {
       const sb = await acquire(ctx, held);

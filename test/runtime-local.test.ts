@@ -5,12 +5,12 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/core/config/config.js";
-import { LocalRuntime } from "../src/backend/local.js";
+import { LocalBackend } from "../src/backend/local.js";
 import { reap } from "../src/sandbox/reaper.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 import { startWorker } from "../src/queue/worker.js";
 
-const backend = new LocalRuntime();
+const backend = new LocalBackend();
 
 describe("the local backend", () => {
   let sb: Sandbox;

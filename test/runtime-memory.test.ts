@@ -8,8 +8,8 @@ import { loadConfig } from "../src/core/config/config.js";
 import { runJob } from "../src/job/run.js";
 import { PatchbayClient } from "../src/queue/client.js";
 import { startWorker, type WorkerHandle } from "../src/queue/worker.js";
-import { runtimeOf } from "../src/backend/index.js";
-import { MemoryRuntime } from "../src/backend/memory.js";
+import { backendOf } from "../src/backend/index.js";
+import { MemoryBackend } from "../src/backend/memory.js";
 import type { TranscriptEvent } from "../src/core/spec/spec.js";
 import { startRedis } from "./support/cluster.js";
 import { startFakeAnthropic, toolResults, toolResultText, type FakeAnthropic } from "./support/fake-anthropic.js";
@@ -29,7 +29,7 @@ describe("the memory backend", () => {
   const model = () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
 
   it("runs a scripted job end to end through runJob: the agent's edits, the patch, verify; no box left", async () => {
-    const backend = new MemoryRuntime();
+    const backend = new MemoryBackend();
     const events: TranscriptEvent[] = [];
     const result = await runJob({ task: "Fix clamp.", repo: { path: CLAMP }, verify: "python3 -m unittest -q" }, { model: model(), backend, config: loadConfig({ ...process.env, ...MEMORY }), onEvent: (e) => events.push(e) });
     expect(result.status).toBe("completed");
@@ -66,7 +66,7 @@ describe("the memory backend", () => {
       const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 60_000 })));
       expect(results.map((r) => r.status)).toEqual(["completed", "completed", "completed"]);
       for (const r of results) expect(r.patch).toMatch(/^\+        return hi$/m);
-      expect((runtimeOf("memory") as MemoryRuntime).size).toBe(worker.worker.concurrency); // only the warm pool's boxes
+      expect((backendOf("memory") as MemoryBackend).size).toBe(worker.worker.concurrency); // only the warm pool's boxes
     });
   });
 

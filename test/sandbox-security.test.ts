@@ -10,9 +10,9 @@ import { docker } from "../src/backend/docker.js";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runtimeOf } from "../src/backend/index.js";
+import { backendOf } from "../src/backend/index.js";
 import { seccompProfile, type SeccompProfile } from "../src/backend/seccomp.js";
-import type { BoxSpec, SandboxRuntime } from "../src/backend/types.js";
+import type { BoxSpec, Backend } from "../src/backend/types.js";
 import { POOL_LABEL, SandboxPool } from "../src/sandbox/pool.js";
 import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget, procProbe } from "./support/ptrace-probe.js";
 import { closeScripted, runScripted } from "./support/scripted-job.js";
@@ -271,8 +271,8 @@ describe("every box gets the profile: a job's own (where its MCP servers run), i
   let repo = "";
   const made: { spec: BoxSpec; securityOpt?: string[] }[] = [];
   // The Docker backend, recording each box it makes and the SecurityOpt its container was created with.
-  const real = runtimeOf("docker");
-  const recording: SandboxRuntime = Object.assign(Object.create(real) as SandboxRuntime, {
+  const real = backendOf("docker");
+  const recording: Backend = Object.assign(Object.create(real) as Backend, {
     create: async (spec: BoxSpec) => {
       const box = await real.create(spec);
       made.push({ spec, securityOpt: (await docker().getContainer(spec.name).inspect()).HostConfig.SecurityOpt ?? undefined });

@@ -230,7 +230,7 @@ describe("remote engines", () => {
       await b.docker.getImage(IMAGE).tag({ repo: "patchbay-sandbox", tag: "second-host-only" });
       const doctor = await cli(["doctor", "--json"], { DOCKER_HOST: b.tls!.host, DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: b.tls!.certPath, PATCHBAY_IMAGE: "patchbay-sandbox:second-host-only", REDIS_URL: redis.url });
       const checks = JSON.parse(doctor.stdout) as { name: string; ok: boolean; detail: string }[];
-      expect(checks.find((c) => c.name === "docker")).toMatchObject({ ok: true, detail: expect.stringContaining(b.tls!.host) });
+      expect(checks.find((c) => c.name === "engine")).toMatchObject({ ok: true, detail: expect.stringContaining(b.tls!.host) });
       expect(checks.find((c) => c.name === "image")).toMatchObject({ ok: true });
     } finally {
       await tlsClient.close();

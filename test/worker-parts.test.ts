@@ -1,7 +1,7 @@
 // The parts startWorker composes, each alone against a private Redis (no Docker): the heartbeat and
 // the owner verdicts the reaper asks (src/queue/heartbeat.ts), the cancel listener's channel and poll
 // (src/queue/cancel-listener.ts), and the reaper loop's rounds (src/queue/reaper-loop.ts, on a
-// runtime that lists boxes from a table). The worker tests show them together: worker (the reaper
+// backend that lists boxes from a table). The worker tests show them together: worker (the reaper
 // by heartbeats), cancel (each cancel path through a real job), e2e-reliability (reaping a dead
 // worker's sandboxes, the drain).
 import { Redis } from "ioredis";
@@ -12,7 +12,7 @@ import { deploymentId, ownerAliveFor, startHeartbeat } from "../src/queue/heartb
 import { keys } from "../src/queue/keys.js";
 import { startReaperLoop } from "../src/queue/reaper-loop.js";
 import { LABEL, processLabel, processOwnerId } from "../src/backend/owner.js";
-import type { ReapReport, SandboxRuntime } from "../src/backend/types.js";
+import type { ReapReport, Backend } from "../src/backend/types.js";
 import { startRedis } from "./support/cluster.js";
 
 let server: Awaited<ReturnType<typeof startRedis>>;
@@ -127,23 +127,23 @@ describe("cancel listener", () => {
 });
 
 describe("reaper loop", () => {
-  /** A runtime whose boxes are a table of labels: reap() removes those the reaper judges dead. */
+  /** A backend whose boxes are a table of labels: reap() removes those the reaper judges dead. */
   function table(boxes: Record<string, Record<string, string>>, o: { failedRemovals?: number; broken?: boolean } = {}) {
     const reaped: string[] = [];
-    const runtime = {
+    const backend = {
       retryRemovals: async () => o.failedRemovals ?? 0,
       reap: async (dead: (labels: Record<string, string>) => Promise<boolean>): Promise<ReapReport> => {
         if (o.broken) throw new Error("connect ENOENT /var/run/docker.sock");
         for (const [name, labels] of Object.entries(boxes)) if (await dead(labels)) reaped.push(name);
         return { containers: reaped, volumes: reaped.map((n) => `${n}-vol`) };
       },
-    } as unknown as SandboxRuntime;
-    return { runtime, reaped };
+    } as unknown as Backend;
+    return { backend, reaped };
   }
   const box = (owner: string, extra: Record<string, string> = {}) => ({ [LABEL.managed]: "1", [LABEL.worker]: owner, [LABEL.queue]: "rl", [LABEL.redis]: "d", ...extra });
 
   it("retries failed removals, reaps the boxes of owners that are gone and of passed deadlines, sweeps snapshots, and says so", async () => {
-    const { runtime, reaped } = table({
+    const { backend, reaped } = table({
       live: box("w-live"),
       dead: box("w-dead"),
       late: box("w-live", { [LABEL.deadline]: String(Math.floor(Date.now() / 1000) - 60) }),
@@ -151,7 +151,7 @@ describe("reaper loop", () => {
     const logs: string[] = [];
     const asked: string[] = [];
     const health = { ok: true, check: async () => true };
-    const loop = startReaperLoop({ runtime, health, log: (l) => logs.push(l), everyMs: 3_600_000, sweep: async () => 3, ownerAlive: async (owner) => (asked.push(owner), owner === "w-live") });
+    const loop = startReaperLoop({ backend, health, log: (l) => logs.push(l), everyMs: 3_600_000, sweep: async () => 3, ownerAlive: async (owner) => (asked.push(owner), owner === "w-live") });
     try {
       await loop.run();
     } finally {
@@ -162,12 +162,12 @@ describe("reaper loop", () => {
     expect(logs).toEqual(["removed 2 sandboxes whose removal had failed", "reaped 2 containers, 2 volumes", "removed 3 verify snapshots of workers that are gone"]);
   });
 
-  it("does nothing while the worker is unhealthy; a failing runtime is logged and the health gate asked at once", async () => {
-    const { runtime, reaped } = table({ dead: box("w-dead") }, { broken: true });
+  it("does nothing while the worker is unhealthy; a failing backend is logged and the health gate asked at once", async () => {
+    const { backend, reaped } = table({ dead: box("w-dead") }, { broken: true });
     const logs: string[] = [];
     let checks = 0;
     const health = { ok: false as boolean | undefined, check: async () => (checks++, false) };
-    const loop = startReaperLoop({ runtime, health, log: (l) => logs.push(l), everyMs: 3_600_000, sweep: async () => 0, ownerAlive: async () => false });
+    const loop = startReaperLoop({ backend, health, log: (l) => logs.push(l), everyMs: 3_600_000, sweep: async () => 0, ownerAlive: async () => false });
     try {
       await loop.run();
       expect([logs, checks]).toEqual([[], 0]);

@@ -12,23 +12,50 @@ import { taskMessage } from "./prompt.js";
 import { contextWindow, estimateTokens, isPromptTooLong } from "./window.js";
 import { inSpan, modelRequestAttrs, modelResponseAttrs, SpanKind, toolAttrs, toolResultAttrs } from "../observability/trace.js";
 
+/** What runAgentLoop runs: the model, the task, the tools, and its limits. */
 export interface LoopOptions {
+  /** The model client that answers each request. */
   model: Model;
+  /** The model's id (its prices, its context window). */
   modelName: string;
+  /** The system prompt. */
   system: string;
+  /** The task, the first user message. */
   task: string;
+  /** The tool definitions sent with every request (Toolbox.definitions). */
   tools: unknown[];
+  /** Runs one tool call (Toolbox.run, or your own). */
   runTool: (block: ToolUseBlock, signal?: AbortSignal) => Promise<ToolRun>;
+  /**
+   * Model turns before the loop ends with max_turns.
+   * @default 50
+   */
   maxTurns?: number;
+  /**
+   * Output tokens per response.
+   * @default 8192
+   */
   maxTokens?: number;
+  /** Limits on what the conversation may spend (dollars, input and output tokens); past one it ends with budget_exceeded. */
   budget?: { usd?: number; inputTokens?: number; outputTokens?: number };
   /** Aborted with reason "timeout" or "cancelled" (anything else counts as cancelled). */
   signal?: AbortSignal;
+  /** Gets every transcript event of the loop (model requests and responses, tool calls and results). */
   emit?: (e: EventInput) => void;
+  /**
+   * Past this many characters of context, tool results older than the newest few are shortened.
+   * @default 400000
+   */
   contextChars?: number;
-  /** The model's context window in tokens (default: by its id, src/agent/window.ts). */
+  /**
+   * The model's context window in tokens.
+   * @default by the model's id (src/agent/window.ts)
+   */
   contextWindow?: number;
-  /** Past this fraction of the window, older turns are compacted into a summary (default 0.8). */
+  /**
+   * Past this fraction of the window, older turns are compacted into a summary.
+   * @default 0.8
+   */
   compactAt?: number;
   /**
    * Goes on from an earlier outcome (same budgets, turns and usage counted on) with one more user
@@ -52,26 +79,41 @@ export interface LoopOptions {
 
 /** Where a conversation stands between turns: enough to go on from there. */
 export interface TurnState {
+  /** Model turns so far. */
   turns: number;
+  /** Tokens used so far. */
   usage: Usage;
+  /** The last response's stop reason. */
   stopReason: string | null;
+  /** The model's last text. */
   summary: string;
+  /** The conversation. */
   messages: Message[];
   /** Set when the model had ended (its status). */
   ended?: JobStatus;
 }
 
+/** How a conversation ended. */
 export interface LoopOutcome {
+  /** completed when the model ended its turn; otherwise the limit or failure that ended it. */
   status: JobStatus;
+  /** The last response's stop reason (end_turn, tool_use, max_tokens, ...); null before any. */
   stopReason: string | null;
+  /** Model turns taken. */
   turns: number;
+  /** Tokens used, compaction's included. */
   usage: Usage;
+  /** What the usage cost, in dollars, at the model's prices. */
   costUsd: number;
+  /** The whole conversation. */
   messages: Message[];
+  /** The model's last text (its account of what it did). */
   summary: string;
+  /** Why it failed, where it did. */
   error?: string;
 }
 
+/** Runs the tool-use loop (model, tool calls, results, model, ...) until the model ends its turn or a limit ends it. */
 export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
   const run = new LoopRun(o);
   const first = await run.runPending();

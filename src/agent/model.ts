@@ -8,33 +8,59 @@ import type { ProviderConfig } from "../core/config/provider.js";
 import { makeClient, type MessagesClient } from "./clients.js";
 import { providerModelId } from "./provider-models.js";
 
+/** A message of the Messages API. */
 export type Message = { role: "user" | "assistant"; content: string | ContentBlock[] };
+/** A content block of the Messages API (text, tool_use, tool_result, image, ...). */
 export type ContentBlock = { type: string; [k: string]: unknown };
 
+/** One request to the model. */
 export interface ModelRequest {
+  /** The model's id, as patchbay names it (a provider's own id is derived from it). */
   model: string;
+  /** The system prompt's blocks. */
   system: ContentBlock[];
+  /** The conversation. */
   messages: Message[];
+  /** The tool definitions. */
   tools: unknown[];
+  /** The most output tokens of the response. */
   maxTokens: number;
+  /** Aborts the request. */
   signal?: AbortSignal;
 }
 
+/** The model's answer to one request. */
 export interface ModelResponse {
+  /** Its content blocks (text and tool_use). */
   content: ContentBlock[];
+  /** Why it stopped: end_turn, tool_use, max_tokens, ... */
   stopReason: string | null;
+  /** The tokens the request used. */
   usage: Usage;
+  /** The model that answered, as the API named it. */
   model: string;
 }
 
+/** A request the client is about to retry. */
 export interface RetryInfo {
+  /** Which retry this is (1 for the first). */
   retry: number;
+  /** The failed answer's HTTP status, where there was one. */
   status?: number;
+  /** What the failed answer said. */
   error: string;
 }
 
+/** What Model.complete reports while it works. */
+export interface CompleteHooks {
+  /** Called before each retry of the request (the transcript shows them). */
+  onRetry?: (r: RetryInfo) => void;
+}
+
+/** A model client: the agent loop knows no other (a scripted model or another provider's drops in). */
 export interface Model {
-  complete(req: ModelRequest, hooks?: { onRetry?: (r: RetryInfo) => void }): Promise<ModelResponse>;
+  /** Sends one request and resolves to the answer; rejects with a ModelError once retries are spent. */
+  complete(req: ModelRequest, hooks?: CompleteHooks): Promise<ModelResponse>;
 }
 
 /**
@@ -72,13 +98,32 @@ export function retryAfterMs(headers: { get(name: string): string | null } | und
 
 const RETRYABLE = (s: number) => s === 408 || s === 409 || s === 429 || s >= 500;
 
+/** How an AnthropicModel reaches the model. */
 export interface AnthropicModelOptions {
+  /**
+   * The first-party API's key.
+   * @default the SDK's: ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN, a profile)
+   */
   apiKey?: string;
+  /**
+   * The first-party API's address.
+   * @default the SDK's: ANTHROPIC_BASE_URL, else https://api.anthropic.com
+   */
   baseURL?: string;
-  /** The SDK's own retries for 429/5xx/overloaded (and connection errors). */
+  /**
+   * The SDK's own retries for 429/5xx/overloaded (and connection errors).
+   * @default 4
+   */
   maxRetries?: number;
+  /**
+   * One request's time limit, in ms.
+   * @default 600000 (10 minutes)
+   */
   timeoutMs?: number;
-  /** Bedrock or Vertex (src/agent/clients.ts); default: the first-party API with apiKey and baseURL. */
+  /**
+   * Bedrock or Vertex (src/agent/clients.ts).
+   * @default the first-party API, with apiKey and baseURL
+   */
   provider?: ProviderConfig;
 }
 
@@ -86,6 +131,7 @@ export interface AnthropicModelOptions {
 export const modelFromConfig = (config: Pick<Config, "anthropicApiKey" | "anthropicBaseUrl" | "provider">, provider?: ProviderConfig["name"]): AnthropicModel =>
   new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl, provider: provider ? { ...config.provider, name: provider } : config.provider });
 
+/** The Model on Anthropic's SDK: the first-party API, Bedrock or Vertex, streaming, its retries in the transcript. */
 export class AnthropicModel implements Model {
   private onRetry?: (r: RetryInfo) => void;
   private readonly client: MessagesClient;
@@ -112,7 +158,8 @@ export class AnthropicModel implements Model {
     }, { apiKey: opts.apiKey, baseURL: opts.baseURL });
   }
 
-  async complete(req: ModelRequest, hooks: { onRetry?: (r: RetryInfo) => void } = {}): Promise<ModelResponse> {
+  /** Sends one request (streamed) and resolves to the answer; rejects with a ModelError once retries are spent. */
+  async complete(req: ModelRequest, hooks: CompleteHooks = {}): Promise<ModelResponse> {
     this.onRetry = hooks.onRetry;
     try {
       // Streaming, so a long response never hits the non-streaming request time limit.

@@ -14,7 +14,7 @@ import { createProblem, describeEngine, EngineConfigError, engineInfo, limitsEnv
 import { pipeGathered } from "./gather.js";
 import { LABEL } from "./owner.js";
 import { seccompOption } from "./seccomp.js";
-import { BOX_ENV_VAR, isRoot, PRIVATE_DIR, TRUSTED_ENV, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
+import { BOX_ENV_VAR, isRoot, PRIVATE_DIR, TRUSTED_ENV, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type Backend } from "./types.js";
 
 /** Capabilities of the container's root processes (patchbay's own); the agent's uid has none. */
 export const SANDBOX_CAPS = ["KILL", "SETUID", "SETGID", "DAC_OVERRIDE"] as const;
@@ -49,7 +49,7 @@ export function statusOf(err: unknown): number | undefined {
 
 
 /** The Docker backend (runc, or gVisor's runsc as a box's OCI runtime). */
-export class DockerRuntime implements SandboxRuntime {
+export class DockerBackend implements Backend {
   readonly kind = "docker";
 
   async create(o: BoxSpec): Promise<Box> {

@@ -2,22 +2,22 @@
 // backend isolates nothing and is for tests and simulations; the memory backend executes nothing
 // and is for simulations (bench/fleet.ts): a worker refuses either unless PATCHBAY_TEST_BACKENDS=1
 // (see src/queue/worker.ts).
-import { DockerRuntime } from "./docker.js";
-import { LocalRuntime } from "./local.js";
-import { MemoryRuntime } from "./memory.js";
-import type { SandboxRuntime } from "./types.js";
+import { DockerBackend } from "./docker.js";
+import { LocalBackend } from "./local.js";
+import { MemoryBackend } from "./memory.js";
+import type { Backend, BackendKind } from "./types.js";
 import type { Config } from "../core/config/config.js";
 import { kinded } from "../core/errors.js";
 
-export type BackendKind = "docker" | "local" | "memory";
+export type { BackendKind };
 
-const made = new Map<BackendKind, SandboxRuntime>();
+const made = new Map<BackendKind, Backend>();
 
-/** The process's one runtime of this kind. */
-export function runtimeOf(kind: BackendKind): SandboxRuntime {
+/** The process's one backend of this kind, made on first use. */
+export function backendOf(kind: BackendKind): Backend {
   let r = made.get(kind);
   if (!r) {
-    r = kind === "docker" ? new DockerRuntime() : kind === "local" ? new LocalRuntime() : new MemoryRuntime();
+    r = kind === "docker" ? new DockerBackend() : kind === "local" ? new LocalBackend() : new MemoryBackend();
     made.set(kind, r);
   }
   return r;
@@ -27,13 +27,13 @@ export function runtimeOf(kind: BackendKind): SandboxRuntime {
 export class BackendRefusedError extends kinded("config") {}
 
 /**
- * The configured backend's runtime, for whatever runs a job (a worker, runJob, `run --local`): the
+ * The configured backend (PATCHBAY_BACKEND), for whatever runs a job (a worker, runJob, `run --local`): the
  * local one isolates nothing and the memory one executes nothing, so either only where
  * PATCHBAY_TEST_BACKENDS=1 says tests (or simulations) run.
  */
-export function configuredRuntime(config: Pick<Config, "backend" | "testBackends">, who: string): SandboxRuntime {
+export function configuredBackend(config: Pick<Config, "backend" | "testBackends">, who: string): Backend {
   if (config.backend !== "docker" && !config.testBackends) {
     throw new BackendRefusedError(`PATCHBAY_BACKEND=${config.backend} runs repos with no isolation: ${who} refuses it (PATCHBAY_TEST_BACKENDS=1 is for tests and simulations only)`);
   }
-  return runtimeOf(config.backend);
+  return backendOf(config.backend);
 }

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { pipeGathered } from "./gather.js";
 import { AGENT_USER } from "./agent-user.js";
 import { LABEL } from "./owner.js";
-import { BOX_ENV_VAR, PRIVATE_DIR, TRUSTED_ENV, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type SandboxRuntime } from "./types.js";
+import { BOX_ENV_VAR, PRIVATE_DIR, TRUSTED_ENV, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type Backend } from "./types.js";
 
 /** What a Docker image's ENV gives every process of the sandbox image; the same here. */
 const BASE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/agent", "LANG=C.UTF-8", "GIT_CONFIG_NOSYSTEM=1", "PYTHONDONTWRITEBYTECODE=1"];
@@ -24,7 +24,7 @@ const NAME = /^[a-z0-9][a-z0-9_.-]{0,127}$/;
 const OUTSIDE = { cwd: "/", env: { PATH: BASE_ENV[0]!.slice("PATH=".length), LANG: "C.UTF-8" } };
 const REAPER = ["import os, time", "while True:", "  try: os.wait()", "  except ChildProcessError: time.sleep(1)"].join("\n");
 
-export class LocalRuntime implements SandboxRuntime {
+export class LocalBackend implements Backend {
   readonly kind = "local";
   private readonly boxes = new Map<string, LocalBox>();
 

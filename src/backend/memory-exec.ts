@@ -69,7 +69,7 @@ export function simRun(box: SimBox, argv: string[], stdin: Buffer, cwd = WS): Ra
   }
   if (script.startsWith("# vars.sh")) return ok(); // the store made (prepareStore), the deferred steps
   if (c >= 0) return interpret(box, script.replace(/^exec 2>&1 <\/dev\/null\n/, ""), cwd);
-  return ok("", 127, `${a[0] ?? ""}: not available in the memory runtime (simulations only)\n`);
+  return ok("", 127, `${a[0] ?? ""}: not available in the memory backend (simulations only)\n`);
 }
 
 function patchOut(box: SimBox, base: string): Ran {

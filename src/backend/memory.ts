@@ -9,9 +9,9 @@
 import { createHash } from "node:crypto";
 import { LABEL } from "./owner.js";
 import { simRun, interpret, type SimBox } from "./memory-exec.js";
-import type { Attached, Box, BoxSpec, BoxState, ProcessOptions, ReapReport, SandboxRuntime } from "./types.js";
+import type { Attached, Box, BoxSpec, BoxState, ProcessOptions, ReapReport, Backend } from "./types.js";
 
-export class MemoryRuntime implements SandboxRuntime {
+export class MemoryBackend implements Backend {
   readonly kind = "memory";
   readonly simulated = true;
   private readonly boxes = new Map<string, MemoryBox>();

@@ -60,6 +60,7 @@ export function ownerIsLocal(owner: string, labels: Record<string, string>): boo
   return owner.split(":")[0] === hostname();
 }
 
+/** Whether the owner of a box (a worker id, with the box's labels) is still alive: the reaper removes the boxes of a dead one. */
 export type OwnerAlive = (workerId: string, labels: Record<string, string>) => Promise<boolean>;
 
 /** Default owner check: a worker whose pid can be checked here is alive iff its pid is; elsewhere, trust the deadline. */

@@ -1,4 +1,4 @@
-// The runtime interface: what patchbay needs of whatever runs a sandbox. A backend makes a box (a
+// The backend interface: what patchbay needs of whatever runs a sandbox. A backend makes a box (a
 // container, or a directory with namespaces of its own) with /workspace, /tmp and a root-only
 // /patchbay, starts processes in it with their stdio attached, says whether it still runs, and
 // removes it with its storage. Everything above (the shell, the supervisor, the file agent, git for
@@ -23,22 +23,33 @@ export const BOX_ENV_VAR = "PATCHBAY_BOX_ENV";
 /** Whether a process of `user` ("uid:gid", default the agent's) is root's. */
 export const isRoot = (user: string | undefined) => user !== undefined && /^(0|root)(:|$)/.test(user);
 
+/** What a box may use; the docker backend has the engine hold it to them, the local backend isolates nothing. */
 export interface SandboxLimits {
+  /** Memory in MB, with no swap; past it the kernel kills a process of the box. */
   memoryMb: number;
+  /** CPUs, a fraction allowed (a cpu quota). */
   cpus: number;
+  /** Processes and threads at once. */
   pids: number;
+  /** The size in MB of /workspace (and of /patchbay). */
   diskMb: number;
+  /** /tmp's size in MB (memory-backed). */
   tmpMb: number;
+  /** "none": no network at all; "bridge": the engine's bridge network (only where the worker allows it). */
   network: "none" | "bridge";
 }
 
 /** How a box is made: the backend applies what it can (the local backend isolates nothing). */
 export interface BoxSpec {
+  /** The box's name, unique on its backend. */
   name: string;
+  /** The image it is made from. */
   image: string;
+  /** What it may use. */
   limits: SandboxLimits;
   /** The OCI runtime of the Docker backend. */
   runtime: "runc" | "runsc";
+  /** Labels recorded on it (its owner, job and deadline for the reaper). */
   labels: Record<string, string>;
   /** Gives the box's processes ptrace and process_vm_readv/writev back (the worker's PATCHBAY_ALLOW_PTRACE=1; backend/seccomp.ts). */
   allowPtrace?: boolean;
@@ -46,6 +57,7 @@ export interface BoxSpec {
   mounts?: { source: string; target: string }[];
 }
 
+/** How Box.attach starts a process. */
 export interface ProcessOptions {
   /** "uid:gid"; default the agent's (AGENT_USER, backend/agent-user.ts). */
   user?: string;
@@ -57,6 +69,7 @@ export interface ProcessOptions {
 
 /** A process in a box whose stdin we write and whose stdout/stderr we read, in arrival order. */
 export interface Attached {
+  /** Writes to the process's stdin without waiting. */
   write(data: string | Buffer): void;
   /** Writes and waits while the buffer is full (backpressure). */
   send(data: Buffer): Promise<void>;
@@ -66,10 +79,13 @@ export interface Attached {
   pipeIn(source: AsyncIterable<Buffer | string>): Promise<void>;
   /** Resolves when the process's output ends (it exited, and nothing else holds its output). */
   readonly ended: Promise<void>;
+  /** Whether it still runs, as far as its stdio says. */
   readonly alive: boolean;
   /** Stops reading the process's output: once the buffers fill, its writers block. */
   pause(): void;
+  /** Reads its output again after pause. */
   resume(): void;
+  /** Ends it: closes its stdio, and the backend kills it. */
   destroy(): void;
   /** Why patchbay ended it, where it did (its stdin not read past the bound: see sandbox/helper.ts). */
   readonly failure?: string;
@@ -79,29 +95,42 @@ export interface Attached {
 
 /** Whether a box runs; undefined from Box.state when the backend cannot say now. */
 export interface BoxState {
+  /** Whether its first process still runs. */
   running: boolean;
+  /** Its first process's exit status, once it stopped. */
   exitCode?: number;
 }
 
+/** What a backend makes: a container, a host directory with namespaces of its own, or an object. */
 export interface Box {
+  /** Its name, as BoxSpec gave it. */
   readonly name: string;
   /** Starts argv in the box with its stdio attached; `onData` gets stdout (1) and stderr (2). */
   attach(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts?: ProcessOptions): Promise<Attached>;
+  /** Whether it runs; undefined when the backend cannot say now. */
   state(): Promise<BoxState | undefined>;
   /** Extracts a tar into `dir` without a process in the box (Docker's archive API): for images without tar. */
   putArchive?(tar: Readable, dir: string): Promise<void>;
 }
 
+/** What a reap removed. */
 export interface ReapReport {
+  /** The boxes removed, by name (containers on the docker backend). */
   containers: string[];
+  /** Storage removed apart from its box (Docker volumes). */
   volumes: string[];
 }
 
-export interface SandboxRuntime {
-  /** "docker", "local" or "memory". */
-  readonly kind: string;
+/** Which backend: `docker`, `local` (tests only) or `memory` (simulations); PATCHBAY_BACKEND names one. */
+export type BackendKind = "docker" | "local" | "memory";
+
+/** Where boxes run: makes them, removes them, reaps the ones no one owns any more, and says whether it can run them now. */
+export interface Backend {
+  /** Which backend this is. */
+  readonly kind: BackendKind;
   /** Its boxes run no real processes (the memory backend): patchbay's in-sandbox helper (sandbox/helper.ts) is not started in them. */
   readonly simulated?: boolean;
+  /** Makes a box and starts it. */
   create(spec: BoxSpec): Promise<Box>;
   /** Removes a box and its storage; idempotent. A failure is remembered for retryRemovals. */
   remove(name: string): Promise<void>;

@@ -7,8 +7,11 @@ import type { JobSpec } from "../core/spec/spec.js";
 import { canonicalJson } from "../core/spec/hash.js";
 import { PatchbayError } from "../core/errors.js";
 
+/** One line of a batch file: its number in the file and its spec. */
 export interface BatchLine {
+  /** Its line number in the file (from 1). */
   line: number;
+  /** Its JobSpec, validated. */
   spec: JobSpec;
 }
 
@@ -40,6 +43,7 @@ export function parseBatchFile(text: string, file = "batch"): BatchLine[] {
   return out;
 }
 
+/** Reads and validates a batch file (JSON Lines, one JobSpec a line); a bad line is a BatchFileError naming each. */
 export function readBatchFile(file: string): BatchLine[] {
   let text: string;
   try {

@@ -5,11 +5,15 @@ import type { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { provenanceProblem } from "../queue/batch-provenance.js";
 
+/** A line of a batch and a job id under it. */
 export interface LineRef {
+  /** The line. */
   line: number;
+  /** The job id. */
   jobId: string;
 }
 
+/** What BatchClient.lineJobs found of the queue's jobs under lines' ids. */
 export interface LineJobs {
   /** Per entry: whether the queue has a job under its id. */
   exists: boolean[];

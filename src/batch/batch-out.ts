@@ -8,7 +8,7 @@ import { checkNoLinkBelowCwd, OutputLinkError, writeOwn } from "../core/out-file
 import { emptyResult, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { JobFailedError, type PatchbayClient } from "../queue/client.js";
 import { summaryMarkdown, type BatchSummary } from "./batch-summary.js";
-import type { BatchJob } from "./batch-types.js";
+import type { BatchJob, WriteOutOptions } from "./batch-types.js";
 import type { LineRef } from "./batch-lines.js";
 
 /** What writeOut needs of a BatchClient. */
@@ -19,7 +19,7 @@ export interface BatchReader {
 }
 
 /** Writes DIR/<jobId>/{patch.diff,transcript.jsonl,result.json[,transcript.html]} per line, then DIR/summary.{json,md}. */
-export async function writeBatchOut(b: BatchReader, batchId: string, dir: string, opts: { concurrency?: number } = {}): Promise<BatchSummary> {
+export async function writeBatchOut(b: BatchReader, batchId: string, dir: string, opts: WriteOutOptions = {}): Promise<BatchSummary> {
   const summary = await b.summary(batchId);
   checkNoLinkBelowCwd(dir); // ./patchbay-out/<batch> may be the repo's own (src/core/out-files.ts)
   mkdirSync(dir, { recursive: true });

@@ -4,21 +4,31 @@ import { JOB_STATUSES, type JobStatus, type Usage } from "../core/spec/spec.js";
 import { safeText } from "../core/term.js";
 import type { BatchJob, BatchStatus } from "./batch-types.js";
 
+/** A batch's summary: what `patchbay batch summary` and summary.json hold. */
 export interface BatchSummary {
+  /** The batch's id. */
   batchId: string;
+  /** Its name, where it was given one. */
   name?: string;
+  /** When it was submitted (ISO 8601). */
   createdAt: string;
+  /** When its last line ended (ISO 8601), once all have. */
   finishedAt?: string;
+  /** Its lines. */
   total: number;
+  /** By the status of each line's latest job. */
   counts: Record<JobStatus, number>;
   /** Latest jobs: verify passed, failed, or there was none (or it never ran). */
   verify: { verified: number; unverified: number; none: number };
   /** The latest attempt of each line, and everything spent (retried jobs and failed attempts too). */
   costUsd: { latest: number; all: number; budget?: number };
+  /** The tokens of the latest jobs. */
   tokens: Usage;
+  /** The latest jobs' durations in ms: median, 95th percentile, longest. */
   jobMs: { p50: number; p95: number; max: number };
   /** The most common errors of the latest jobs, most common first (at most 10). */
   errors: { error: string; count: number }[];
+  /** Every line's latest job, with its task. */
   jobs: (BatchJob & { task?: string })[];
 }
 
@@ -63,6 +73,7 @@ export function mdCell(s: string, max = 120): string {
 const usd = (x: number) => `$${x.toFixed(4)}`;
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
+/** The summary as Markdown (summary.md), every cell from a job or a task escaped. */
 export function summaryMarkdown(s: BatchSummary): string {
   const counts = JOB_STATUSES.filter((k) => s.counts[k]).map((k) => `${k} ${s.counts[k]}`).join(", ");
   const lines = [

@@ -19,13 +19,15 @@ export { mdCell, summarizeBatch, summaryMarkdown, type BatchSummary } from "./ba
 
 export * from "./batch-types.js";
 export { LineProvenanceError } from "../queue/batch-provenance.js";
-import { BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions } from "./batch-types.js";
+import { BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type BatchStatusOptions, type ListBatchesOptions, type RetryBatchOptions, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions, type WriteOutOptions } from "./batch-types.js";
 import { enqueueSpans } from "../observability/trace.js";
 import { batchJobId, isLineNumber } from "../core/line-id.js";
 import { writeBatchOut } from "./batch-out.js";
 import { specHash } from "../core/spec/hash.js";
 import { LineProvenanceError } from "../queue/batch-provenance.js";
 import { readLineJobs, type LineJobs, type LineRef } from "./batch-lines.js";
+
+export type { LineJobs, LineRef };
 import { usdBudgetProblem } from "../agent/prices.js";
 import type { JobOrigin } from "../job/repo/source-check.js";
 
@@ -62,6 +64,7 @@ function fromMeta(batchId: string, m: Record<string, string>, running: number): 
 
 /** Batches through one PatchbayClient (its Redis, its queue). */
 export class BatchClient {
+  /** `c`: the client whose Redis and queue the batches live on. */
   constructor(readonly c: PatchbayClient) {}
 
   private bk(batchId: string) {
@@ -139,7 +142,7 @@ export class BatchClient {
   }
 
   /** Counts from one HGETALL (and an HLEN); with `{ jobs: true }` also every line's latest job. */
-  status(batchId: string, opts: { jobs?: boolean } = {}): Promise<BatchStatus> {
+  status(batchId: string, opts: BatchStatusOptions = {}): Promise<BatchStatus> {
     return this.c.hold(async () => {
       const bk = this.bk(batchId);
       const r = this.c.redis;
@@ -170,7 +173,7 @@ export class BatchClient {
   }
 
   /** Batches, newest first. */
-  list(opts: { limit?: number } = {}): Promise<BatchListEntry[]> {
+  list(opts: ListBatchesOptions = {}): Promise<BatchListEntry[]> {
     return this.c.hold(async () => {
       const zkey = keys(this.c.queueName).batches;
       const ids = await this.c.redis.zrevrange(zkey, 0, (opts.limit ?? 50) - 1);
@@ -209,7 +212,7 @@ export class BatchClient {
    * completed), as new jobs (`<batch>-L<line>-r<n>`) of the same batch; their results replace the
    * old ones in the status and summary. Clears a cancel. Returns the new job ids.
    */
-  retry(batchId: string, opts: { statuses?: readonly JobStatus[]; lines?: readonly number[] } = {}): Promise<{ ids: string[]; missing: number[] }> {
+  retry(batchId: string, opts: RetryBatchOptions = {}): Promise<{ ids: string[]; missing: number[] }> {
     const statuses = new Set(opts.statuses ?? JOB_STATUSES.filter((s) => s !== "completed"));
     return this.c.hold(async () => {
       const st = await this.status(batchId, { jobs: true });
@@ -352,7 +355,7 @@ export class BatchClient {
    * dashboard's renderer is there) for each line's latest job, then DIR/summary.json and
    * DIR/summary.md (src/batch/batch-out.ts). Returns the summary.
    */
-  writeOut(batchId: string, dir: string, opts: { concurrency?: number } = {}): Promise<BatchSummary> {
+  writeOut(batchId: string, dir: string, opts: WriteOutOptions = {}): Promise<BatchSummary> {
     return writeBatchOut(this, batchId, dir, opts);
   }
 
@@ -361,8 +364,9 @@ export class BatchClient {
    * a LineProvenanceError naming them, or with `{ throw: false }` the list.
    */
   async lineJobs(batchId: string, entries: readonly LineRef[]): Promise<LineJobs>;
-  async lineJobs(batchId: string, entries: readonly LineRef[], o: { throw: false }): Promise<LineJobs["problems"]>;
-  async lineJobs(batchId: string, entries: readonly LineRef[], o: { throw?: boolean } = {}): Promise<LineJobs | LineJobs["problems"]> {
+  /** The same, with `{ throw: false }`: the jobs that are not the lines' own, as a list. */
+  async lineJobs(batchId: string, entries: readonly LineRef[], o: LineJobsOptions & { throw: false }): Promise<LineJobs["problems"]>;
+  async lineJobs(batchId: string, entries: readonly LineRef[], o: LineJobsOptions = {}): Promise<LineJobs | LineJobs["problems"]> {
     const read = await this.c.hold(() => readLineJobs(this.c.redis, this.c.queue, this.bk(batchId).specs, batchId, entries.map(({ line, jobId }) => ({ line, jobId }))));
     if (o.throw === false) return read.problems;
     if (read.problems.length) throw new LineProvenanceError(batchId, read.problems);
@@ -373,6 +377,15 @@ export class BatchClient {
   async checkLine(batchId: string, j: LineRef): Promise<void> {
     await this.lineJobs(batchId, [j]);
   }
+}
+
+/** How BatchClient.lineJobs answers. */
+export interface LineJobsOptions {
+  /**
+   * false: the jobs that are not the lines' own, as a list, instead of a LineProvenanceError.
+   * @default true
+   */
+  throw?: boolean;
 }
 
 function isBatchLines(x: unknown[]): x is BatchLine[] {
@@ -387,9 +400,15 @@ let batches: BatchClient | undefined;
 const b = () => (batches ??= new BatchClient(defaultClient()));
 /** Enqueues specs as one batch: `{ batchId, ids, added }`. (`enqueueBatch(specs)` enqueues plain jobs and returns their ids.) */
 export const submitBatch = (specs: unknown[], opts?: SubmitBatchOptions) => b().submit(specs, opts);
-export const batchStatus = (batchId: string, opts?: { jobs?: boolean }) => b().status(batchId, opts);
+/** BatchClient.status on the default client: a batch's counts, and with `{ jobs: true }` every line's latest job. */
+export const batchStatus = (batchId: string, opts?: BatchStatusOptions) => b().status(batchId, opts);
+/** BatchClient.wait on the default client: resolves to the status once every line's latest job ended. */
 export const waitForBatch = (batchId: string, opts?: WaitForBatchOptions) => b().wait(batchId, opts);
-export const retryBatch = (batchId: string, opts?: { statuses?: readonly JobStatus[] }) => b().retry(batchId, opts);
+/** BatchClient.retry on the default client: runs the chosen lines again as new jobs, resolves to their ids. */
+export const retryBatch = (batchId: string, opts?: RetryBatchOptions) => b().retry(batchId, opts);
+/** BatchClient.cancel on the default client. */
 export const cancelBatch = (batchId: string) => b().cancel(batchId);
-export const listBatches = (opts?: { limit?: number }) => b().list(opts);
+/** BatchClient.list on the default client: batches, newest first. */
+export const listBatches = (opts?: ListBatchesOptions) => b().list(opts);
+/** BatchClient.summary on the default client. */
 export const batchSummary = (batchId: string) => b().summary(batchId);

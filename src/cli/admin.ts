@@ -43,12 +43,12 @@ back (Redis unreachable: the job comes back as stalled once its lock expires); 2
 };
 
 const doctor: Command = {
-  summary: "check Docker, Redis, the image, gVisor, the API key",
+  summary: "check the engine, Redis, the image, gVisor, the API key",
   usage: `patchbay doctor [--json]
 
-Checks the Docker engine, Redis (redis: reachable; redis tls; redis auth; redis eviction; redis
-sentinel or redis cluster), the sandbox image, the gVisor runtime and the API key, and says what to
-do about each miss. Exit status: 0 every required check passed; 1 one failed.
+Checks the engine (Docker or Podman), Redis (redis: reachable; redis tls; redis auth; redis
+eviction; redis sentinel or redis cluster), the sandbox image, the gVisor runtime and the API key,
+and says what to do about each miss. Exit status: 0 every required check passed; 1 one failed.
   --json                 the checks as an array of {name, ok, required, detail, fix}
   --redis-url URL        Redis (default $REDIS_URL or redis://127.0.0.1:6379; forms: docs/redis.md)`,
   options: { json: { type: "boolean" }, "redis-url": { type: "string" } },

@@ -31,11 +31,11 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
   try {
     info = await docker().info();
     engine = await engineInfo(docker());
-    checks.push({ name: "docker", ok: true, required: true, detail: `engine ${describeEngine(engine, AGENT_UID)} at ${config.engine.host ?? "the default socket"}` });
+    checks.push({ name: "engine", ok: true, required: true, detail: `${describeEngine(engine, AGENT_UID)} at ${config.engine.host ?? "the default socket"}` });
     const limits = limitsProblem(engine);
     checks.push({ name: "limits", ok: !limits, required: true, detail: limits ?? "the engine holds every sandbox to its memory, pids and cpu limits", ...(limits ? { fix: "see docs/rootless.md" } : {}) });
   } catch (err) {
-    checks.push({ name: "docker", ok: false, required: true, detail: (err as Error).message, fix: "run `npm run services` (Debian, root) or start Docker / set DOCKER_HOST" });
+    checks.push({ name: "engine", ok: false, required: true, detail: (err as Error).message, fix: "run `npm run services` (Debian, root) or start Docker / set DOCKER_HOST" });
   }
   checks.push(...(await redisChecks(redisUrl, config)));
   if (info) {

@@ -13,8 +13,8 @@ import { outDir, writeJobFiles } from "./out.js";
 export async function runLocal(spec: Record<string, unknown>, o: { values: Values; config: Config }): Promise<number> {
   const { runJob } = await import("../job/run.js");
   const { checkCredentials } = await import("../queue/health.js");
-  const { configuredRuntime } = await import("../backend/index.js");
-  const backend = configuredRuntime(o.config, "run --local"); // as a worker's: the local backend only in tests
+  const { configuredBackend } = await import("../backend/index.js");
+  const backend = configuredBackend(o.config, "run --local"); // as a worker's: the local backend only in tests
   const creds = await checkCredentials(o.config); // as a worker would: no job that can only fail
   if (!creds.ok) throw new CliError(creds.reason);
   // What enqueue says of the model (src/queue/client.ts checkModels), for the job run here.

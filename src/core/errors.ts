@@ -29,6 +29,7 @@ export const ERROR_KINDS = {
   internal: "anything else: a bug, or a library's error patchbay does not classify",
 } as const;
 
+/** What kind of failure an error is (ERROR_KINDS says each): what a worker does about it follows from it. */
 export type ErrorKind = keyof typeof ERROR_KINDS;
 
 /** The root: every error of patchbay's has a kind. Its name is its class's. */

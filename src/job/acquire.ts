@@ -1,6 +1,7 @@
-// Phase 1 of a job (run.ts): the sandbox. The setup network's session when the spec asks for one,
-// the repo read (or cloned) on the host while the sandbox starts, and the sandbox itself: a warm
-// one of the job's kind from the pool, else made. What it holds is released by release().
+// Phase 1 of a job (run.ts): acquire. The worker opens the setup network's session on its egress
+// proxy when the spec asks for one, starts reading (or cloning) the repo on the host, and meanwhile
+// takes a sandbox of the job's kind: a warm one from the pool when the pool has one, else a new one
+// from the backend. The attempt holds each of these in `Held` until release() lets them go.
 import type { EgressSession } from "../net/proxy.js";
 import { Sandbox } from "../sandbox/sandbox.js";
 import type { JobContext } from "./job-context.js";

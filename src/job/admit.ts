@@ -1,6 +1,7 @@
-// What runJob (and the worker, before it) checks and wraps before a job starts: the worker's policy
-// on what a spec may ask of its sandbox (src/job/policy.ts), and the secrets a spec's git URL carries,
-// which no event may show.
+// The checks runJob makes before a job starts (a worker makes them before runJob too). The worker's
+// policy (policy.ts) decides whether the spec may ask for the sandbox it asks for, and fills in the
+// caps of a spec that sets none. The credentials a spec's git URL carries are hidden here, so that
+// no transcript event shows them.
 import type { Config } from "../core/config/config.js";
 import { priceKnown } from "../agent/prices.js";
 import { policyRefusal, imageVerdict, policyViolations, withCaps } from "./policy.js";

@@ -1,7 +1,8 @@
-// Phase 3 of a job (run.ts): the agent. A new attempt first goes on from the last checkpoint of an
-// earlier one, where it fits this workspace (checkpoint.ts); then the tool-use loop with the job's
-// tools, model, budgets and checkpoints, from the start, from the checkpoint, or not at all when
-// the agent had already finished (on to its patch and verify).
+// Phase 3 of a job (run.ts): the agent. A new attempt first looks for the last checkpoint of an
+// earlier one and, where it fits this workspace, applies it (checkpoint.ts). Then the agent loop
+// runs with the job's tools, model, budgets and checkpoints: from the start, from the checkpoint,
+// or not at all when the earlier attempt's agent had already finished (the job goes on to its
+// patch and verify).
 import { runAgentLoop, type LoopOptions, type LoopOutcome, type TurnState } from "../agent/loop.js";
 import { modelFromConfig } from "../agent/model.js";
 import { costUsd } from "../agent/prices.js";

@@ -1,6 +1,9 @@
-// The baseline: the tree of /workspace once the repo is in (and again after setup), hashed into
-// the private store by root git (git-store.ts), with the agent's own repo made where the
-// workspace had none. The patch (patch.ts) is diffed against it.
+// The baseline: the tree of /workspace once the repo is loaded (and again after setup), against
+// which the patch (patch.ts) is taken. Root git hashes the files into the store (git-store.ts);
+// where the workspace has no repo of its own, the agent gets one, made from the baseline.
+// If `sent` (the tree id computed on the host while packing) is given, return it as the baseline
+// now; then write the pack into the store and let git hash the files; `checked` resolves to git's
+// tree, which replaces `sent` where they differ.
 import { asset } from "../core/assets.js";
 import type { PutFile, Sandbox } from "../sandbox/sandbox.js";
 import type { BuiltPack } from "./repo/blob-pack.js";

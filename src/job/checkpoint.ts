@@ -1,8 +1,9 @@
-// Checkpoints: after every turn a job's conversation, usage and the workspace's change against the
-// baseline (a binary patch) are stored, so a new attempt (its worker was killed, its engine failed)
-// goes on from there instead of paying for every model call again. The worker's store keeps them in
-// Redis (src/queue/checkpoints.ts); what comes back from it is validated, bounded, and applied as the agent's uid with no config
-// but ours: at worst it does what the agent itself could have done in /workspace.
+// Checkpoints. After every turn the worker stores the job's conversation, its usage, and the
+// workspace's change against the baseline (a binary patch), so that a new attempt (after its worker
+// was killed or its engine failed) goes on from there instead of paying for every model call again.
+// The worker's store keeps them in Redis (src/queue/checkpoints.ts). A checkpoint read back is
+// validated and bounded, and the agent's uid applies it with no git config but patchbay's: at worst
+// it does what the agent itself could have done in /workspace.
 import { z } from "zod";
 import { defaults } from "../core/config/config.js";
 import type { LoopOutcome, TurnState } from "../agent/loop.js";

@@ -1,6 +1,6 @@
-// Phase 5 of a job (run.ts): the result, and its job_finished event. Also what ends an attempt
-// early (cancelled while queued, stopped in setup, a failure that is the job's own) and which
-// failures those are: the rest are thrown for the queue to retry.
+// Phase 5 of a job (run.ts): the result and its job_finished event. This module also ends an
+// attempt early (cancelled while queued, stopped in setup, a failure that is the job's own) and
+// says which failures those are: runJob throws every other one for the queue to retry.
 import type { LoopOutcome } from "../agent/loop.js";
 import { priceKnown } from "../agent/prices.js";
 import type { EgressSession } from "../net/proxy.js";

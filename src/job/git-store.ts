@@ -1,6 +1,7 @@
-// The private git store every git step here works in (see the comment on STORE), its shell
-// prelude, and the runner of a script that prints a tree id: shared by the baseline
-// (baseline.ts) and the patch and checkpoints (patch.ts). The scripts are src/job/sh/*.sh.
+// The store: the private git repository at /patchbay/git in which every git step of a job runs
+// (see the comment on STORE). Here are its paths, the shell prelude every git script starts with,
+// and treeScript, which runs a script that prints a tree id. The baseline (baseline.ts), the patch
+// and the checkpoints' patches (patch.ts) use them; the scripts are in src/job/sh/.
 import { asset } from "../core/assets.js";
 import { PRIVATE_DIR } from "../backend/types.js";
 import type { PutFile, Sandbox } from "../sandbox/sandbox.js";

@@ -1,9 +1,10 @@
-// One job attempt's context: what every phase of runJob (run.ts) reads — the spec and the config,
-// the ids, the event emitter, the one signal for cancel and the wall clock, and the timings.
+// One attempt's context, which every phase of runJob (run.ts) reads: the spec and the config, the
+// job's id and attempt, the event emitter, the one signal that cancels (or times out) the job, the
+// wall clock, and the timings.
 import type { Config } from "../core/config/config.js";
 import { defaults } from "../core/config/config.js";
-import { configuredRuntime } from "../backend/index.js";
-import type { SandboxRuntime } from "../backend/types.js";
+import { configuredBackend } from "../backend/index.js";
+import type { Backend } from "../backend/types.js";
 import { stamped, type EventInput, type JobSpec } from "../core/spec/spec.js";
 import type { RunJobOptions } from "./run.js";
 
@@ -12,7 +13,7 @@ export interface JobContext {
   readonly config: Config;
   readonly opts: RunJobOptions;
   /** What runs the job's sandboxes: opts.backend, else config.backend's. */
-  readonly backend: SandboxRuntime;
+  readonly backend: Backend;
   readonly jobId: string;
   readonly attempt: number;
   readonly timeoutSec: number;
@@ -28,7 +29,7 @@ export interface JobContext {
 export function jobContext(spec: JobSpec, config: Config, opts: RunJobOptions): { ctx: JobContext; dispose: () => void } {
   const jobId = opts.jobId ?? spec.jobId ?? `local-${Date.now().toString(36)}`;
   const attempt = opts.attempt ?? 1;
-  const backend = opts.backend ?? configuredRuntime(config, "a job run outside a worker"); // first: a throw leaves no timer
+  const backend = opts.backend ?? configuredBackend(config, "a job run outside a worker"); // first: a throw leaves no timer
   const timeoutSec = spec.timeoutSec ?? defaults.job.timeoutSec;
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort("timeout"), timeoutSec * 1000);

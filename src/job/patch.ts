@@ -1,7 +1,7 @@
-// Git in the container: the final patch against the baseline (baseline.ts), and the checkpoints'
-// patches. Both trees are written from throwaway indexes in the private store (git-store.ts), so
-// the agent's own index, commits, branches and stashes don't matter, and nothing in the repo's own
-// config (filters, diff.noprefix, external diff, textconv, color…) applies.
+// The patch, made by root git in the box: the final patch against the baseline (baseline.ts), and
+// the checkpoints' patches. Git writes both trees from throwaway indexes in the store
+// (git-store.ts), so the agent's own index, commits, branches and stashes do not matter, and
+// nothing in the repo's own config (filters, diff.noprefix, external diff, textconv, color) applies.
 import { isUtf8 } from "node:buffer";
 import { asset } from "../core/assets.js";
 import type { Sandbox } from "../sandbox/sandbox.js";

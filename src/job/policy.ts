@@ -1,8 +1,9 @@
-// The worker's policy: what a JobSpec may ask of the sandbox it runs in. The spec comes from whoever
-// can enqueue; the bounds come from the worker's own configuration (src/core/config/config.ts), so a spec can
-// narrow its sandbox but never widen it: no bridge network unless the worker allows it, no limit or
-// timeout above the worker's bound, no image off the worker's list. Pure: the one fact it cannot know
-// (whether an image was built by `patchbay image build --from`) is the caller's to look up.
+// The worker's policy: what a JobSpec may ask of the sandbox it runs in. Whoever can enqueue writes
+// the spec; the worker's own configuration (src/core/config/config.ts) sets the bounds. So a spec
+// can narrow its sandbox but never widen it: no bridge network unless the worker allows it, no
+// limit or timeout above the worker's bound, no image off the worker's list. This module is pure:
+// the one fact it cannot know (whether `patchbay image build --from` built an image) is the
+// caller's to look up.
 import { defaults, pidsProblem } from "../core/config/config.js";
 import { customToolsOf, type JobSpec } from "../core/spec/spec.js";
 
@@ -26,7 +27,7 @@ export interface SandboxPolicy {
   maxTokens?: number;
   /** Models a spec's `model` may name (the worker's own first; `*` at an entry's end matches by prefix); undefined: any. */
   models?: readonly string[];
-  /** The runtime every sandbox runs under (a spec asking for another is refused); undefined: the spec's. */
+  /** The OCI runtime every sandbox runs under, runc or runsc (a spec asking for another is refused); undefined: the spec's. */
   runtime?: "runc" | "runsc";
   /** Images a spec may name besides the sandbox image (FROM_BUILDS: those `image build --from` made); undefined: [FROM_BUILDS]. */
   images?: readonly string[];
@@ -105,7 +106,7 @@ export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxIm
 /** The message a refused spec fails with: one line, every violation in it. */
 export const policyRefusal = (violations: readonly string[]) => `JobSpec refused by this worker's policy: ${violations.join("; ")}`;
 
-/** What the spec may spend and what it runs on: the caps, the models, the forced runtime. */
+/** What the spec may spend and what it runs on: the caps, the models, the forced OCI runtime. */
 function spendViolations(spec: JobSpec, policy: SandboxPolicy): string[] {
   const out: string[] = [];
   const over = (field: string, value: number | undefined, max: number | undefined, knob: string) => {

@@ -1,9 +1,10 @@
-// Phase 2 of a job (run.ts): the workspace as the agent finds it. The repo loaded and its baseline
-// taken; setup run (with its network, if any), then every process of the agent's uid killed, its
-// shell included, and the baseline taken again and, for a job with verify, the post-setup snapshot
-// (verify.ts), both while nothing of that uid runs (afterSetup), before the agent's fresh shell
-// starts. The agent's own git repo (where the repo had none) and the snapshot are made while the
-// first model request is out: `loaded` settles once they are done.
+// Phase 2 of a job (run.ts): the workspace as the agent finds it. The worker loads the repo and
+// takes the baseline, then runs setup (with its network, if any). After setup it kills every
+// process of the agent's uid, the setup shell included, and takes the baseline again and, for a job
+// with verify, the post-setup snapshot (verify.ts); both are read while nothing of that uid runs
+// (afterSetup), before the agent's fresh shell starts. The agent's own git repo (where the repo had
+// none) and the snapshot are made while the first model request is out: `loaded` settles once they
+// are done.
 import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { defaultLimits, TarTooLargeError } from "../sandbox/sandbox.js";

@@ -1,7 +1,7 @@
-// Phase 4 of a job (run.ts): the patch and verify rounds. Each round kills every process of the
-// agent's, takes the patch, then has verify judge exactly that patch in a sandbox of its own made
-// from the post-setup snapshot (verify.ts). A failed verify goes back to the model (within the same
-// budgets) while rounds are left and the agent had finished.
+// Phase 4 of a job (run.ts): the rounds. In each round the worker kills every process of the
+// agent's uid and takes the patch; then verify judges exactly that patch, in a sandbox of its own
+// made from the post-setup snapshot (verify.ts). While rounds are left and the agent had finished,
+// a failed verify goes back to the model, within the same budgets.
 import type { LoopOutcome } from "../agent/loop.js";
 import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";

@@ -1,8 +1,9 @@
-// runJob: one attempt of a job, as five phases, each in a module of its own: acquire (the sandbox,
-// acquire.ts) → prepare (the repo, setup, the post-setup snapshot: prepare.ts) → the agent (from
-// the start or a checkpoint: agent-phase.ts) → the patch and verify rounds (rounds.ts) → the result
-// (finalize.ts). Whatever it holds is released in every case (acquire.ts release); a timeout or a
-// cancellation still yields the patch of what was done.
+// runJob: one attempt of a job, in five phases, each in a module of its own: acquire (the
+// sandbox: acquire.ts), prepare (the repo, setup and the post-setup snapshot: prepare.ts), the
+// agent (from the start or from a checkpoint: agent-phase.ts), the rounds of patch and verify
+// (rounds.ts), and finalize (the result: finalize.ts). runJob releases whatever the attempt holds
+// in every case (acquire.ts release); a timeout or a cancellation still yields the patch of what
+// was done.
 import { loadConfig, type Config } from "../core/config/config.js";
 import { JOB_KINDS, kindOf } from "../core/errors.js";
 import type { Model } from "../agent/model.js";
@@ -10,7 +11,7 @@ import type { CheckpointStore } from "./checkpoint.js";
 import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { SandboxPool } from "../sandbox/pool.js";
-import type { SandboxRuntime } from "../backend/types.js";
+import type { Backend } from "../backend/types.js";
 import { assertJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
 import { acquire, freshSandbox, release, type Held } from "./acquire.js";
 import { admitJob, hideSecrets } from "./admit.js";
@@ -23,17 +24,35 @@ import { SetupError } from "./setup.js";
 import { ensureSpan, inSpan } from "../observability/trace.js";
 import type { SourceRules } from "./repo/source.js";
 
+/** How runJob runs one attempt of a job; every member is optional. */
 export interface RunJobOptions {
+  /**
+   * The job's id, in its events and on its sandbox.
+   * @default the spec's jobId, else local-<the time in base 36>
+   */
   jobId?: string;
+  /**
+   * Which attempt this is (a worker's retries count up).
+   * @default 1
+   */
   attempt?: number;
   /** Abort with reason "cancelled" (or "timeout"); the job ends with that status and its patch. */
   signal?: AbortSignal;
+  /** Gets every transcript event as it happens. */
   onEvent?: (e: TranscriptEvent) => void;
-  /** Defaults to AnthropicModel (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL). */
+  /**
+   * The model client.
+   * @default an AnthropicModel for the configured provider (ANTHROPIC_API_KEY, Bedrock or Vertex)
+   */
   model?: Model;
-  /** Recorded on the sandbox for the reaper (the worker's id), with extra labels. */
+  /**
+   * Recorded on the sandbox for the reaper (the worker's id).
+   * @default this process
+   */
   owner?: string;
+  /** Labels recorded on the sandbox besides patchbay's own. */
   labels?: Record<string, string>;
+  /** How long the job waited in the queue, in ms (recorded in its timings). */
   queuedMs?: number;
   /** Called once the sandbox is ready, e.g. so a worker can kill it on a hard deadline. */
   onSandbox?: (sb: Sandbox) => void;
@@ -47,9 +66,15 @@ export interface RunJobOptions {
   onEgressBridge?: (port: number) => void;
   /** Where this job's checkpoints live: a new attempt goes on from the last one (src/job/checkpoint.ts). */
   checkpoints?: CheckpointStore;
-  /** What runs its sandboxes (default: the configured backend, see src/backend/index.ts). */
-  backend?: SandboxRuntime;
-  /** The configuration (default: the environment's, parsed once). */
+  /**
+   * Where its sandboxes run.
+   * @default the configured backend (PATCHBAY_BACKEND; see src/backend/index.ts)
+   */
+  backend?: Backend;
+  /**
+   * The configuration.
+   * @default loadConfig(): the environment's, parsed once
+   */
   config?: Config;
   /**
    * A worker's rules for this job's repo (src/job/repo/source-check.ts), held again where the host is
@@ -65,6 +90,12 @@ export interface RunJobOptions {
   retire?: (sb: Sandbox) => Promise<void>;
 }
 
+/**
+ * Runs one attempt of a job with no queue: the sandbox, the repo, setup, the agent, the patch and
+ * verify rounds. Resolves to the result, whatever happened (a timeout or cancellation too, with the
+ * patch of what was done); rejects on a spec that is not valid or that the worker's policy refuses
+ * (JobSpecError).
+ */
 export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {}): Promise<JobResult> {
   const config = opts.config ?? loadConfig(); // runJob is an edge too: the library's one-job entry
   // The worker's policy (src/job/policy.ts): a spec may narrow its sandbox, never widen it, nor spend past its caps.

@@ -1,7 +1,8 @@
-// The setup phase of a job: the repo's own commands (`npm ci`, `pip install -e .`), with network
-// only when the JobSpec allows hosts for it, and only through the worker's egress proxy. When setup
-// ends, the path out is gone: the bridge in the container is stopped, the job's listener closed
-// with every connection it had, and the socket and its directory removed.
+// The setup phase of a job: the repo's own commands (`npm ci`, `pip install -e .`) run in the
+// sandbox. They get network only when the JobSpec allows hosts for setup, and then only through the
+// worker's egress proxy. When setup ends, the worker takes the path out away: it stops the bridge
+// in the box, closes the job's listener with every connection it had, and removes the socket and
+// its directory.
 import type { Config } from "../core/config/config.js";
 import { parseAllowEntry, type AllowRule } from "../core/allow.js";
 import { expandPresets, PresetError } from "../net/presets.js";

@@ -1,8 +1,9 @@
-// Verify judges exactly baseline + patch. The workspace as setup left it (ignored files and .git
-// included) is kept on the worker's host as a tar, taken before the agent touches anything; each
-// verify round gets a sandbox of its own (same image, limits and hardening, no network) whose
-// /workspace is that snapshot with the round's patch applied, and nothing else of the agent's: no
-// file the patch leaves out, no .git, /tmp or process of the agent's, no earlier round's leftovers.
+// Verify judges exactly the baseline plus the patch. Before the agent touches anything, the worker
+// keeps the workspace as setup left it (ignored files and .git included) on its host as a tar: the
+// snapshot. Each verify round gets a sandbox of its own (the same image, limits and hardening, no
+// network) whose /workspace is that snapshot with the round's patch applied, and nothing else of
+// the agent's: no file the patch leaves out, no .git, /tmp or process of the agent's, and nothing
+// an earlier round left.
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";

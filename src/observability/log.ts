@@ -5,11 +5,19 @@ import { pino } from "pino";
 import { safeText } from "../core/term.js";
 
 export const LOG_FORMATS = ["text", "json"] as const;
+/** A worker log's format: text for people, json (pino's) for log collectors. */
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
+/** A log line's structured fields besides its message. */
 export interface LogFields {
+  /** The job the line is about. */
   job?: string;
+  /** Its attempt. */
   attempt?: number;
+  /**
+   * How bad it is.
+   * @default "info"
+   */
   level?: "info" | "warn" | "error";
   [key: string]: unknown;
 }
@@ -17,9 +25,17 @@ export interface LogFields {
 /** A worker's logger: a message (one line) and structured fields. */
 export type Log = (msg: string, fields?: LogFields) => void;
 
+/** How workerLogger writes. */
 export interface LoggerOptions {
+  /**
+   * The lines' format.
+   * @default "text"
+   */
   format?: LogFormat;
-  /** Where lines go; default stderr. */
+  /**
+   * Where lines go.
+   * @default stderr
+   */
   write?: (line: string) => void;
 }
 
@@ -33,6 +49,7 @@ const escapeInvisible = (line: string) => line.replace(/[\u0080-\u009f\u2028\u20
 
 const toStderr = (line: string) => void process.stderr.write(line);
 
+/** A worker's logger: one line per event, with a timestamp and the worker's id, in text or JSON. */
 export function workerLogger(workerId: string, opts: LoggerOptions = {}): Log {
   const write = opts.write ?? toStderr;
   if (opts.format === "json") {

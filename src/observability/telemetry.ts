@@ -4,8 +4,9 @@
 // and the API stays the no-op it is. One registration per process, shared by whoever starts it:
 // the last to release it flushes and shuts it down.
 import { context, propagation, trace } from "@opentelemetry/api";
-import { loadConfig, type TelemetryConfig } from "../core/config/config.js";
+import { loadConfig, type Config, type TelemetryConfig } from "../core/config/config.js";
 
+/** Tracing started by startTracing: flush it, or release it when done. */
 export interface Telemetry {
   /** Exports what is buffered now. */
   flush(): Promise<void>;
@@ -47,7 +48,7 @@ export async function startTelemetry(t: TelemetryConfig): Promise<Telemetry | un
 }
 
 /** For a script with no SDK of its own: patchbay's spans (enqueue, a worker's) exported as OTEL_* says; undefined when off. */
-export const startTracing = (config: { telemetry: TelemetryConfig } = loadConfig()): Promise<Telemetry | undefined> => startTelemetry(config.telemetry);
+export const startTracing = (config: Pick<Config, "telemetry"> = loadConfig()): Promise<Telemetry | undefined> => startTelemetry(config.telemetry);
 
 async function register(t: TelemetryConfig): Promise<Registered | undefined> {
   const [{ TracerProvider, BatchSpanProcessor }, { AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { resourceFromAttributes }, { OTLPTraceExporter }, { ATTR_SERVICE_NAME }] = await Promise.all([

@@ -10,7 +10,7 @@ import { specHash } from "../job/checkpoint.js";
 import { redisCheckpoints } from "./checkpoints.js";
 import { runJob } from "../job/run.js";
 import { workerSourceRules } from "../job/repo/source-check.js";
-import type { SandboxRuntime } from "../backend/types.js";
+import type { Backend } from "../backend/types.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { emptyResult, finishedEvent, stamped, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
@@ -38,7 +38,7 @@ export interface Active {
 }
 
 export interface AttemptContext extends AdmitContext {
-  runtime: SandboxRuntime;
+  backend: Backend;
   pool: SandboxPool;
   metrics: { observe(e: TranscriptEvent): void };
   /** The worker's id: the owner of its sandboxes. */
@@ -96,7 +96,7 @@ async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | un
   const run = early ? Promise.resolve(early) : runJob(spec, {
     jobId,
     attempt,
-    backend: ctx.runtime,
+    backend: ctx.backend,
     signal: entry.ctl.signal,
     onEvent: r.onEvent,
     owner: ctx.owner,

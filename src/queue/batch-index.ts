@@ -30,17 +30,27 @@ type Part = (typeof PARTS)[number];
 
 /** What the index keeps of a finished job: enough for status, progress and the summary. */
 export interface JobSummary {
+  /** The batch line the job is of. */
   line: number;
+  /** The result's status. */
   status: JobStatus;
+  /** Whether its verify passed; unset where it had none. */
   verified?: boolean;
+  /** What the attempt cost, in dollars. */
   costUsd: number;
+  /** The tokens it used. */
   usage: Usage;
+  /** Its model turns. */
   turns: number;
+  /** Its wall-clock time in ms. */
   totalMs: number;
+  /** Which attempt ended the job. */
   attempt?: number;
-  /** The first 300 characters. */
+  /** Why it failed: the first 300 characters. */
   error?: string;
+  /** How many files its patch changes. */
   filesChanged: number;
+  /** When it ended, epoch ms. */
   finishedAt: number;
 }
 

@@ -23,6 +23,10 @@ import type { JobOrigin } from "../job/repo/source-check.js";
 import { MAX_DURATION_MS, MAX_DURATION_WORDS } from "../core/timeout.js";
 import { confirmWrites, duplicateRedis, keepConnected, openRedis, waitSetting, type WaitSetting } from "../redis/connect.js";
 import { keyspaceQueueName, parseRedisUrl } from "../redis/target.js";
+import { LIST_STATES, type ClientOptions, type JobState, type JobStatusInfo, type ListOptions, type ListState, type WaitOptions, type WatchOptions } from "./client-types.js";
+
+export { LIST_STATES };
+export type { ClientOptions, JobState, JobStatusInfo, ListOptions, ListState, WaitOptions, WatchOptions };
 
 export interface JobData {
   spec: JobSpec;
@@ -41,29 +45,7 @@ export interface JobData {
   origin?: JobOrigin;
 }
 
-export type JobState = "waiting" | "active" | "delayed" | "completed" | "failed" | "prioritized" | "waiting-children" | "unknown";
-export const LIST_STATES = ["active", "waiting", "prioritized", "delayed", "completed", "failed"] as const;
-export type ListState = (typeof LIST_STATES)[number];
-
-export interface JobStatusInfo {
-  id: string;
-  /**
-   * What a user reads: the result's status once the job finished (completed, failed, cancelled, …),
-   * `failed` for a job BullMQ failed for good, else the queue state (waiting, active, delayed, …).
-   */
-  outcome: JobResult["status"] | JobState;
-  /** Why it did not complete: the result's error, or BullMQ's failed reason. */
-  error?: string;
-  /** BullMQ's state: `completed` means the worker returned a result, whatever its status. */
-  state: JobState;
-  attemptsMade: number;
-  task?: string;
-  /** Epoch ms: enqueued, first taken by a worker, finished. */
-  createdAt?: number;
-  startedAt?: number;
-  finishedAt?: number;
-}
-
+/** The job failed for good (BullMQ's failed state): `reason` says why. */
 export class JobFailedError extends PatchbayError {
   constructor(
     readonly jobId: string,
@@ -90,6 +72,7 @@ export class JobConflictError extends PatchbayError {
   }
 }
 
+/** waitForResult gave up after its timeoutMs; the job runs on. */
 export class WaitTimeoutError extends PatchbayError {
   constructor(readonly jobId: string, readonly timeoutMs: number) {
     super("timeout", `timed out after ${timeoutMs} ms waiting for job ${jobId}`);
@@ -101,22 +84,6 @@ export class ClientOptionsError extends kinded("usage") {}
 
 /** Jobs acknowledged by a Redis master that died before a replica had them (a failover lost them). */
 export class EnqueueLostError extends kinded("infra") {}
-
-export interface ClientOptions {
-  redisUrl?: string;
-  queueName?: string;
-  /**
-   * Let the process exit while the client is idle (no call in progress), so a script needs no
-   * close(). The module-level functions (enqueue, waitForResult, ...) use a client with this on.
-   */
-  unrefWhenIdle?: boolean;
-  /** CLIENT SETNAME of its Redis connections (the dashboard names its own, to be counted). */
-  connectionName?: string;
-  /** The environment's settings (default: loadConfig() when the client is made); the options above win. */
-  config?: Config;
-  /** Who its jobs are from (JobData.origin): "operator" (default) or "api" (the dashboard's HTTP API). */
-  origin?: JobOrigin;
-}
 
 // The options checked at run time too: a script in plain JavaScript gets no excess property check,
 // and `{ queue: "x" }` silently meant the default queue.
@@ -151,17 +118,16 @@ function checkTimeoutMs(ms: number | undefined): void {
   throw new ClientOptionsError(`waitForResult: timeoutMs must be a number of ms from 0 to ${MAX_DURATION_MS} (${MAX_DURATION_WORDS}) (got ${String(ms)})`);
 }
 
-export interface WaitOptions {
-  /** Give up (WaitTimeoutError) after this long; default: wait as long as it takes. */
-  timeoutMs?: number;
-  signal?: AbortSignal;
-  /** Emit a process warning (code PATCHBAY_NO_WORKER) when no worker is listening; default true. */
-  warnIfNoWorker?: boolean;
-}
-
+/**
+ * A client of one queue: enqueue jobs, wait for their results, watch their transcripts, cancel,
+ * retry, list. Close it when done (or make it with unrefWhenIdle).
+ */
 export class PatchbayClient {
+  /** The BullMQ queue it enqueues on. */
   readonly queue: Queue<JobData, JobResult>;
+  /** Its Redis connection for commands. */
   readonly redis: Redis;
+  /** The queue's name ({name} on a Cluster). */
   readonly queueName: string;
   /** The Redis it talks to (for hints that name it). */
   readonly redisUrl: string;
@@ -264,6 +230,7 @@ export class PatchbayClient {
     return job;
   }
 
+  /** Where a job is; throws JobNotFoundError for an id not in the queue. */
   status(id: string): Promise<JobStatusInfo> {
     return this.hold(async () => {
       const state = (await this.queue.getJobState(id)) as JobState; // before the job: see result()
@@ -400,7 +367,7 @@ export class PatchbayClient {
    * The transcript events of a job, live: yields what is there, then follows until the job ends.
    * Throws JobNotFoundError for an id that is not in the queue.
    */
-  async *watch(id: string, opts: { follow?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<TranscriptEvent> {
+  async *watch(id: string, opts: WatchOptions = {}): AsyncGenerator<TranscriptEvent> {
     this.acquire();
     const reader = this.connection(duplicateRedis(this.redis, "patchbay-reader"));
     const follow = opts.follow !== false;
@@ -431,7 +398,7 @@ export class PatchbayClient {
   }
 
   /** Recent jobs, newest first (by enqueue time), at most `limit`, optionally of some states only. */
-  list(opts: { limit?: number; states?: readonly ListState[] } = {}): Promise<JobStatusInfo[]> {
+  list(opts: ListOptions = {}): Promise<JobStatusInfo[]> {
     const limit = opts.limit ?? 50;
     return this.hold(async () => {
       const perState = await Promise.all(
@@ -441,6 +408,7 @@ export class PatchbayClient {
     });
   }
 
+  /** Closes its connections; a watch in progress ends. */
   async close(): Promise<void> {
     await this.queue.close();
     for (const r of this.conns) r.disconnect();
@@ -503,14 +471,22 @@ let client: PatchbayClient | undefined;
 const c = () => (client ??= new PatchbayClient({ unrefWhenIdle: true }));
 /** The client behind the module-level functions (src/batch/batches.ts uses it too). */
 export const defaultClient = (): PatchbayClient => c();
+/** PatchbayClient.enqueue on the default client: validates and enqueues one job, resolves to its id. */
 export const enqueue = (spec: unknown) => c().enqueue(spec);
+/** PatchbayClient.enqueueBatch on the default client: every spec validated first, then all enqueued. */
 export const enqueueBatch = (specs: unknown[]) => c().enqueueBatch(specs);
+/** PatchbayClient.waitForResult on the default client: resolves to the job's result once it finished. */
 export const waitForResult = (id: string, opts?: WaitOptions) => c().waitForResult(id, opts);
+/** PatchbayClient.cancel on the default client. */
 export const cancel = (id: string) => c().cancel(id);
+/** PatchbayClient.status on the default client. */
 export const status = (id: string) => c().status(id);
+/** PatchbayClient.result on the default client: the result, or undefined while the job runs. */
 export const result = (id: string) => c().result(id);
-export const watch = (id: string, opts?: { follow?: boolean; signal?: AbortSignal }) => c().watch(id, opts);
-export const list = (opts?: { limit?: number; states?: readonly ListState[] }) => c().list(opts);
+/** PatchbayClient.watch on the default client: the job's transcript events, live. */
+export const watch = (id: string, opts?: WatchOptions) => c().watch(id, opts);
+/** PatchbayClient.list on the default client: recent jobs, newest first. */
+export const list = (opts?: ListOptions) => c().list(opts);
 /** Closes the default client's connections at once (optional: they never keep a script alive). */
 export async function closeDefaultClient(): Promise<void> {
   await client?.close();

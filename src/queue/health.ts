@@ -7,7 +7,7 @@ import { DelayedError, type Job } from "bullmq";
 import { defaults, type Config } from "../core/config/config.js";
 import type { ModelError } from "../agent/model.js";
 import type { Log } from "../observability/log.js";
-import type { SandboxRuntime } from "../backend/types.js";
+import type { Backend } from "../backend/types.js";
 import { withTimeout } from "../core/timeout.js";
 
 export type Health = { ok: true } | { ok: false; reason: string };
@@ -15,8 +15,8 @@ export type Health = { ok: true } | { ok: false; reason: string };
 const within = <T>(p: Promise<T>, ms: number, what: string) => withTimeout(p, ms, `${what} did not answer within ${ms} ms`);
 
 /** Can this host run sandboxes: does its backend answer (the Docker engine), and does it have the sandbox image? */
-export async function checkEngine(runtime: SandboxRuntime, image: string, timeoutMs: number): Promise<Health> {
-  const reason = await within(runtime.health(image, timeoutMs), 2 * timeoutMs + 1000, "the sandbox backend").catch((err: Error) => err.message);
+export async function checkBackend(backend: Backend, image: string, timeoutMs: number): Promise<Health> {
+  const reason = await within(backend.health(image, timeoutMs), 2 * timeoutMs + 1000, `the ${backend.kind} backend`).catch((err: Error) => err.message);
   return reason === undefined ? { ok: true } : { ok: false, reason };
 }
 
@@ -39,9 +39,9 @@ export async function checkCredentials(config: Pick<Config, "anthropicApiKey" | 
 }
 
 /** A worker's whole check: credentials (unless it was given its own model), then the engine and the image. */
-export async function checkWorker(runtime: SandboxRuntime, config: Config, ownModel: boolean): Promise<Health> {
+export async function checkWorker(backend: Backend, config: Config, ownModel: boolean): Promise<Health> {
   const creds = ownModel ? ({ ok: true } as const) : await checkCredentials(config);
-  return creds.ok ? checkEngine(runtime, config.image, config.healthTimeoutMs) : creds;
+  return creds.ok ? checkBackend(backend, config.image, config.healthTimeoutMs) : creds;
 }
 
 export interface HealthGateOptions {

@@ -1,15 +1,15 @@
 // The worker's reaper loop: every `everyMs`, and each time the health gate turns healthy, it asks the
-// runtime to retry removals that failed, reaps the boxes whose owner is gone (src/sandbox/reaper.ts,
+// backend to retry removals that failed, reaps the boxes whose owner is gone (src/sandbox/reaper.ts,
 // judged by src/queue/heartbeat.ts's ownerAliveFor) and sweeps verify snapshots of dead workers.
 // While the worker is unhealthy it does nothing: the health gate checks the engine meanwhile.
 import { sweepSnapshots } from "../job/verify.js";
 import type { Log } from "../observability/log.js";
 import type { OwnerAlive } from "../backend/owner.js";
-import type { SandboxRuntime } from "../backend/types.js";
+import type { Backend } from "../backend/types.js";
 import { reap } from "../sandbox/reaper.js";
 
 export interface ReaperLoopOptions {
-  runtime: SandboxRuntime;
+  backend: Backend;
   ownerAlive: OwnerAlive;
   /** The worker's health gate (src/queue/health.ts): read before a round, asked again when one fails. */
   health: { readonly ok: boolean | undefined; check(): Promise<boolean> };
@@ -30,9 +30,9 @@ export function startReaperLoop(o: ReaperLoopOptions): ReaperLoop {
   const run = async () => {
     if (o.health.ok === false) return; // the gate checks the engine meanwhile
     try {
-      const again = await o.runtime.retryRemovals();
+      const again = await o.backend.retryRemovals();
       if (again) o.log(`removed ${again} sandboxes whose removal had failed`);
-      const r = await reap(o.ownerAlive, o.runtime);
+      const r = await reap(o.ownerAlive, o.backend);
       if (r.containers.length || r.volumes.length) o.log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
       const snapshots = await sweep();
       if (snapshots) o.log(`removed ${snapshots} verify snapshots of workers that are gone`);

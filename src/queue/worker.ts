@@ -18,7 +18,7 @@ import { workerLogger, type Log, type LogFormat } from "../observability/log.js"
 import { workerMetrics } from "./metrics.js";
 import type { JobData } from "./client.js";
 import { LABEL, processOwnerId } from "../backend/owner.js";
-import { configuredRuntime } from "../backend/index.js";
+import { configuredBackend } from "../backend/index.js";
 import { SandboxPool } from "../sandbox/pool.js";
 import { BackgroundRemovals } from "../sandbox/removals.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
@@ -32,25 +32,57 @@ import { startTelemetry } from "../observability/telemetry.js";
 import { keepConnected, openRedis, waitSetting } from "../redis/connect.js";
 import { keyspaceQueueName, parseRedisUrl, type RedisTarget } from "../redis/target.js";
 
+/** How startWorker runs a worker; every member is optional, and each wins over its setting. */
 export interface WorkerOptions {
+  /**
+   * Jobs run at once (each in a sandbox of its own).
+   * @default PATCHBAY_CONCURRENCY, else 2
+   */
   concurrency?: number;
+  /**
+   * The Redis of the queue.
+   * @default REDIS_URL, else redis://127.0.0.1:6379
+   */
   redisUrl?: string;
+  /**
+   * The queue whose jobs it takes.
+   * @default PATCHBAY_QUEUE, else "patchbay"
+   */
   queueName?: string;
-  /** A model per job (tests and the demo's scripted model); default: AnthropicModel. */
+  /**
+   * A model per job (tests and the demo's scripted model).
+   * @default an AnthropicModel for the configured provider
+   */
   model?: () => Model;
-  /** Where log lines go; default: workerLogger (stderr) in logFormat. */
+  /**
+   * Where log lines go.
+   * @default workerLogger (stderr) in logFormat
+   */
   log?: Log;
+  /**
+   * The log's format: text for people, json for log collectors.
+   * @default "text"
+   */
   logFormat?: LogFormat;
-  /** Warm sandboxes kept ready (see src/sandbox/pool.ts); default PATCHBAY_POOL, else the concurrency; 0: off. */
+  /**
+   * Warm sandboxes kept ready (see src/sandbox/pool.ts); 0 turns the pool off.
+   * @default PATCHBAY_POOL, else the concurrency
+   */
   pool?: number;
   /** Serve Prometheus metrics at http://HOST:PORT/metrics ("PORT" alone binds 127.0.0.1); off when unset. */
   metricsPort?: number | string;
-  /** The environment's settings (default: loadConfig() as the worker starts); the options above win. */
+  /**
+   * The environment's settings; the options above win.
+   * @default loadConfig() as the worker starts
+   */
   config?: Config;
 }
 
+/** A running worker. */
 export interface WorkerHandle {
+  /** The worker's id (PATCHBAY_WORKER_ID, else host:pid:random): the owner of its sandboxes. */
   id: string;
+  /** Its BullMQ worker. */
   worker: Worker<JobData, JobResult>;
   /**
    * Stops taking jobs, lets active ones finish until the deadline, then abandons them: each goes
@@ -60,9 +92,13 @@ export interface WorkerHandle {
   shutdown(deadlineMs?: number): Promise<DrainReport>;
 }
 
+/**
+ * Starts a worker in this process: it checks its health (credentials, the backend, the image), then
+ * takes jobs from the queue and runs each with runJob, until shutdown drains it.
+ */
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
   const config = opts.config ?? loadConfig();
-  const runtime = configuredRuntime(config, "a worker"); // the local backend only where tests say so
+  const backend = configuredBackend(config, "a worker"); // the local backend only where tests say so
   const target = parseRedisUrl(opts.redisUrl ?? config.redisUrl);
   const queueName = keyspaceQueueName(opts.queueName ?? config.queueName, target); // {name} on a Cluster
   const k = keys(queueName);
@@ -90,18 +126,18 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
   const health = new HealthGate({
-    check: () => checkWorker(runtime, config, opts.model !== undefined),
+    check: () => checkWorker(backend, config, opts.model !== undefined),
     minMs: config.healthMinMs,
     maxMs: config.healthMaxMs,
     log,
     onChange: async (ok) => (ok ? (await reaper.run(), await worker.resume()) : await worker.pause(true)),
   });
-  const reaper = startReaperLoop({ runtime, ownerAlive: ownerAliveFor({ id, queueName, deployment, redis, k }), health, log, everyMs: config.reapEveryMs });
-  pool = new SandboxPool({ backend: runtime, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox, discard: (sb) => void retire(sb), runtime: config.policy.runtime, allowPtrace: config.policy.allowPtrace });
+  const reaper = startReaperLoop({ backend, ownerAlive: ownerAliveFor({ id, queueName, deployment, redis, k }), health, log, everyMs: config.reapEveryMs });
+  pool = new SandboxPool({ backend, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox, discard: (sb) => void retire(sb), runtime: config.policy.runtime, allowPtrace: config.policy.allowPtrace });
   const cancels = await listenForCancels({ sub, redis, k, pubSub: config.cancelPubSub, pollMs: config.cancelPollMs, active });
 
   const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch
-  const processor = attemptProcessor({ config, redis, k, log, health, batch, runtime, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target), retire });
+  const processor = attemptProcessor({ config, redis, k, log, health, batch, backend, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target), retire });
   const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
   workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const worker = bullWorker(queueName, processor, workerConnection, concurrency, config);
@@ -116,13 +152,13 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     keepConnected(c, () => closing !== undefined, () => log(`redis: its connection (${name}) ended; connecting again`, { level: "warn" }), 100);
   }
   await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
-  const engine = await runtime.describe?.();
+  const engine = await backend.describe?.();
   log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`);
 
   // The drain's last word on sandboxes, needing no Redis: the engine removes every box labelled as
   // this worker's, of its queue and Redis, and of this very startWorker call (ids may be shared).
   const mine = (l: Record<string, string>) => l[LABEL.worker] === id && l[LABEL.queue] === queueName && l[LABEL.redis] === deployment && l[LABEL.instance] === instance;
-  const sweep = () => runtime.reap(async (l) => mine(l)).then((r) => r.containers.length + r.volumes.length);
+  const sweep = () => backend.reap(async (l) => mine(l)).then((r) => r.containers.length + r.volumes.length);
   const parts = { log, active, worker, health, pool, removals, heartbeat, reaper, cancels, metrics, sweep, redis, sub, workerConnection };
   const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(async (report) => (await telemetry?.release(), report)));
   return { id, worker, shutdown };

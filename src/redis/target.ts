@@ -27,16 +27,23 @@ export interface RedisTlsFiles {
   key?: string;
 }
 
+/** Where a REDIS_URL points: one server, a Sentinel group or a Cluster, and how to log in. */
 export interface RedisTarget {
+  /** One server, a Sentinel group, or a Cluster. */
   mode: RedisMode;
+  /** Whether the connections use TLS (rediss…). */
   tls: boolean;
   /** single: the server; sentinel: the sentinels; cluster: the seed nodes. */
   nodes: HostPort[];
   /** sentinel: the master's name as the sentinels know it. */
   masterName?: string;
+  /** The ACL user, where the URL names one. */
   username?: string;
+  /** The password, where the URL has one. */
   password?: string;
+  /** The sentinels' own password, where they have one. */
   sentinelPassword?: string;
+  /** The database number (0 on a Cluster). */
   db: number;
   /** TLS files the URL's query names (the environment's PATCHBAY_REDIS_TLS_* fill what it does not). */
   tlsFiles: RedisTlsFiles;

@@ -11,11 +11,15 @@ import type { FileAgent } from "./file-agent.js";
 import { ExecFileError, ExecFiles } from "./files-exec.js";
 import { PatchbayError } from "../core/errors.js";
 
+/** What Files.stat says of a path. */
 export interface FileStat {
   /** What the path (after following symlinks) is. */
   type: "file" | "directory" | "other";
+  /** Its size in bytes. */
   size: number;
+  /** Its mode bits (permissions and type), as stat(2) gives them. */
   mode: number;
+  /** When it was last modified, as the box's stat printed it. */
   mtime: string;
   /** The path stat'ed after following symlinks. */
   path: string;
@@ -23,14 +27,39 @@ export interface FileStat {
   symlinkTarget?: string;
 }
 
+/** A regular file read by Files.readEntry, with what an overwrite keeps. */
 export interface FileEntry {
+  /** Its content. */
   bytes: Buffer;
+  /** Its mode bits. */
   mode: number;
+  /** Its owner's uid. */
   uid: number;
+  /** Its group's gid. */
   gid: number;
+  /** The path read, after following symlinks. */
   path: string;
 }
 
+/** How Files.read and Files.readEntry read a file. */
+export interface ReadOptions {
+  /**
+   * The most bytes read; a larger file is refused (FileError EFBIG).
+   * @default 16777216 (16 MiB)
+   */
+  maxBytes?: number;
+}
+
+/** How Files.write and Files.execWrite write a file. */
+export interface WriteOptions {
+  /**
+   * The mode of the file written.
+   * @default an existing file's own mode; 0644 for a new one
+   */
+  mode?: number;
+}
+
+/** A file operation the box refused; `code` says why, as errno would. */
 export class FileError extends PatchbayError {
   constructor(
     message: string,
@@ -46,6 +75,7 @@ function checkAbsolute(p: string): string {
   return path.normalize(p);
 }
 
+/** A sandbox's files, read and written with the agent's permissions (uid 1000), byte-exact. */
 export class Files {
   private readonly slow: ExecFiles;
 
@@ -80,12 +110,13 @@ export class Files {
     return { type: st.type, size: st.size, mode: st.mode, mtime: st.mtime, path: st.real, ...(link ? { symlinkTarget: st.real } : {}) };
   }
 
-  async read(p: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
+  /** Reads a regular file's bytes. Symlinks are followed. */
+  async read(p: string, opts: ReadOptions = {}): Promise<Buffer> {
     return (await this.readEntry(p, opts)).bytes;
   }
 
   /** Reads a regular file with its mode and owner. Symlinks are followed. */
-  async readEntry(p: string, opts: { maxBytes?: number } = {}): Promise<FileEntry> {
+  async readEntry(p: string, opts: ReadOptions = {}): Promise<FileEntry> {
     const max = opts.maxBytes ?? defaults.files.maxReadBytes;
     const abs = checkAbsolute(p);
     const r = await this.agent?.request({ op: "read", path: abs, max });
@@ -111,7 +142,7 @@ export class Files {
    * Writes a file byte-exact. Overwriting keeps the existing mode and owner (unless `mode` is
    * given); a new file is owned by uid 1000 with mode 0644. A symlink is written through.
    */
-  async write(p: string, bytes: Uint8Array, opts: { mode?: number } = {}): Promise<void> {
+  async write(p: string, bytes: Uint8Array, opts: WriteOptions = {}): Promise<void> {
     const abs = checkAbsolute(p);
     const r = await this.agent?.request({ op: "write", path: abs, ...(opts.mode !== undefined ? { mode: opts.mode } : {}) }, Buffer.from(bytes));
     if (!r) return this.execWrite(abs, bytes, opts);
@@ -119,7 +150,7 @@ export class Files {
   }
 
   /** Writes through a process as uid 1000, with the same rules as the agent's write. */
-  async execWrite(p: string, bytes: Uint8Array, opts: { mode?: number } = {}): Promise<void> {
+  async execWrite(p: string, bytes: Uint8Array, opts: WriteOptions = {}): Promise<void> {
     const abs = checkAbsolute(p);
     await this.slow.write(abs, Buffer.from(bytes), opts.mode).catch((err: unknown) => {
       throw err instanceof ExecFileError ? writeError(err.code, err.message, abs) : err;

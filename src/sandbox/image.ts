@@ -27,13 +27,35 @@ export async function imageRecipe(tag: string): Promise<string | undefined> {
   }
 }
 
+/** What buildImage made. */
 export interface BuildResult {
+  /** The image's tag. */
   tag: string;
+  /** The recipe's hash, recorded on the image as the label patchbay.recipe. */
   recipe: string;
+  /** How: an image of the same recipe was there already, built from the Dockerfile, or built offline. */
   how: "cached" | "dockerfile" | "offline";
 }
 
-export async function buildImage(tag: string, opts: { force?: boolean; log?: (line: string) => void } = {}): Promise<BuildResult> {
+/** How buildImage builds. */
+export interface BuildImageOptions {
+  /**
+   * Builds even when an image of the same recipe has the tag.
+   * @default false
+   */
+  force?: boolean;
+  /**
+   * Where progress lines go.
+   * @default stderr, each line prefixed with [image]
+   */
+  log?: (line: string) => void;
+}
+
+/**
+ * Builds the sandbox image under `tag` from images/sandbox/Dockerfile, or offline (debootstrap and
+ * docker import) where its base image cannot be pulled; skipped when the tag has the same recipe.
+ */
+export async function buildImage(tag: string, opts: BuildImageOptions = {}): Promise<BuildResult> {
   const log = opts.log ?? ((l: string) => process.stderr.write(`[image] ${l}\n`));
   const recipe = recipeHash();
   if (!opts.force && (await imageRecipe(tag)) === recipe) return { tag, recipe, how: "cached" };

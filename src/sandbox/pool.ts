@@ -8,7 +8,7 @@
 import { DEFAULT_IMAGE, defaults } from "../core/config/config.js";
 import { defaultLimits } from "./sandbox.js";
 import { Sandbox, type SandboxOptions } from "./sandbox.js";
-import type { SandboxRuntime } from "../backend/types.js";
+import type { Backend } from "../backend/types.js";
 
 export const POOL_LABEL = "patchbay.pool";
 
@@ -21,7 +21,7 @@ export interface PoolOptions {
   /** Kinds kept warm at once (the default one and the latest others asked for). */
   maxKinds?: number;
   /** What runs its sandboxes (default: the configured backend). */
-  backend?: SandboxRuntime;
+  backend?: Backend;
   /** The worker's PATCHBAY_ALLOW_PTRACE: its warm sandboxes are made with it, and only a job asking the same takes one. */
   allowPtrace?: boolean;
   /** What every job does first in a new sandbox, done ahead while it waits (e.g. the private git store); a failure is ignored. */

@@ -2,12 +2,16 @@
 // Which owners are alive is the caller's to say (a worker asks Redis for heartbeats of its queue;
 // by default a process on this host is judged by its pid and start time: backend/owner.ts).
 import { LABEL, localOwnerAlive, type OwnerAlive } from "../backend/owner.js";
-import type { ReapReport, SandboxRuntime } from "../backend/types.js";
-import { runtimeOf } from "../backend/index.js";
+import type { ReapReport, Backend } from "../backend/types.js";
+import { backendOf } from "../backend/index.js";
 
-export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, runtime: SandboxRuntime = runtimeOf("docker"), now = Date.now()): Promise<ReapReport> {
+/**
+ * Removes patchbay's boxes on `backend` whose owner `ownerAlive` says is gone, or whose deadline
+ * passed, with their storage.
+ */
+export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, backend: Backend = backendOf("docker"), now = Date.now()): Promise<ReapReport> {
   const verdicts = new Map<string, Promise<boolean>>();
-  return runtime.reap((labels) => {
+  return backend.reap((labels) => {
     const deadline = Number(labels[LABEL.deadline] ?? 0);
     if (deadline && deadline * 1000 < now) return Promise.resolve(true);
     const owner = labels[LABEL.worker];

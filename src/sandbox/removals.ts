@@ -18,7 +18,7 @@ export interface RemovalStats {
   queued: number;
   /** hand() calls waiting for room (their jobs not yet handed back). */
   blocked: number;
-  /** Removals done, and failed (a failed one is the runtime's to retry, or the reaper's). */
+  /** Removals done, and failed (a failed one is the backend's to retry, or the reaper's). */
   removed: number;
   failed: number;
 }

@@ -1,4 +1,4 @@
-// The public Sandbox: a disposable box (a hardened container, from the runtime: src/runtime/) with
+// The public Sandbox: a disposable box (a hardened container, made by a backend: src/backend/) with
 // a persistent shell, its supervisor, file access and the worker's own commands. The same for
 // every backend: it asks of the box only to start processes, say whether it runs, and go.
 import { randomBytes } from "node:crypto";
@@ -6,9 +6,9 @@ import type { Readable, Writable } from "node:stream";
 import { asset } from "../core/assets.js";
 import { DEFAULT_IMAGE, defaults, pidsProblem } from "../core/config/config.js";
 import { HeadTail } from "../core/truncate.js";
-import { runtimeOf } from "../backend/index.js";
+import { backendOf } from "../backend/index.js";
 import { LABEL, processLabel, processOwnerId } from "../backend/owner.js";
-import { isRoot, PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type SandboxRuntime } from "../backend/types.js";
+import { isRoot, PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type Backend } from "../backend/types.js";
 import { startEgressBridge, type EgressBridge } from "./egress.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
@@ -18,51 +18,14 @@ import { Shell } from "./shell.js";
 import { extractTarStream, StreamUnavailable, TAR_EXTRACT } from "./stream.js";
 import { kinded } from "../core/errors.js";
 import { AGENT_GID, AGENT_UID, AGENT_USER } from "../backend/agent-user.js";
+import type { ExecOptions, ExecResult, PutFile, SandboxOptions, SpawnOptions } from "./sandbox-options.js";
+import type { KillOptions, RunOptions } from "./shell.js";
 
-export interface SandboxOptions {
-  image?: string;
-  limits?: Partial<SandboxLimits>;
-  runtime?: "runc" | "runsc";
-  labels?: Record<string, string>;
-  /** Recorded on the container for the reaper; defaults to this process. */
-  owner?: string;
-  jobId?: string;
-  /** Seconds after which the reaper may remove the sandbox whatever its owner. */
-  deadlineSec?: number;
-  /** ptrace and process_vm_readv/writev given back to its processes (the worker's PATCHBAY_ALLOW_PTRACE=1); default denied. */
-  allowPtrace?: boolean;
-  /** Extra mounts (only the setup phase's egress directory: see egress.ts). */
-  mounts?: { source: string; target: string }[];
-  /** The backend that makes the box (default: the configured one, see src/backend/index.ts). */
-  backend?: SandboxRuntime;
-}
+export type { ExecOptions, ExecResult, PutFile, SandboxOptions, SpawnOptions };
 
 export function defaultLimits(over: Partial<SandboxLimits> = {}): SandboxLimits {
   const s = defaults.sandbox;
   return { memoryMb: s.memoryMb, cpus: s.cpus, pids: s.pids, diskMb: s.diskMb, tmpMb: s.tmpMb, network: s.network, ...over };
-}
-
-export interface ExecOptions {
-  stdin?: Buffer | string;
-  timeoutSec?: number;
-  maxBytes?: number;
-  user?: string;
-  env?: string[];
-  cwd?: string;
-  put?: PutFile[];
-}
-
-export interface ExecResult {
-  stdout: Buffer;
-  stderr: string;
-  exitCode: number;
-  truncated: boolean;
-}
-
-/** A file written before a command runs (Sandbox.exec `put`): as root, mode 0600, only under the private dir. */
-export interface PutFile {
-  path: string;
-  data: Buffer;
 }
 
 /** Sandbox.exportTar's output passed its bound: what the repo (and its setup) put there is too large. */
@@ -80,6 +43,10 @@ const TOOLS_PROBE = asset("sandbox/sh/tools-probe.sh");
 // The files of `put` split off a docker exec's stdin (where the file agent cannot run them).
 const PUT_FILES = asset("sandbox/sh/put-files.sh");
 
+/**
+ * A disposable box with patchbay's helper, shell, supervisor and file agent in it: made by
+ * Sandbox.create, used through its shell, files and exec, and removed by destroy.
+ */
 export class Sandbox {
   private destroyed?: Promise<void>;
   /** Execs still attached: a call given up on (its container seen stopped) leaves its stream open, closed on destroy. */
@@ -93,7 +60,7 @@ export class Sandbox {
     readonly name: string,
     /** What runs it; job code never needs it (everything goes through the methods below). */
     readonly box: Box,
-    private readonly backend: SandboxRuntime,
+    private readonly backend: Backend,
     readonly shell: Shell,
     readonly files: Files,
     private readonly agent: FileAgent,
@@ -101,6 +68,7 @@ export class Sandbox {
     readonly liveness: Liveness,
   ) {}
 
+  /** Makes a box on the backend and starts its shell and file agent; destroy it when done. */
   static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
     const name = `patchbay-${randomBytes(6).toString("hex")}`;
     const deadline = Math.floor(Date.now() / 1000) + (opts.deadlineSec ?? defaults.sandbox.deadlineSec);
@@ -117,7 +85,7 @@ export class Sandbox {
     const runtime = opts.runtime ?? defaults.sandbox.runtime;
     const tooFew = pidsProblem(limits.pids, runtime);
     if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
-    const backend = opts.backend ?? runtimeOf("docker");
+    const backend = opts.backend ?? backendOf("docker");
     const made = await backend.create({ name, image: opts.image ?? DEFAULT_IMAGE, limits, runtime, labels, mounts: opts.mounts, allowPtrace: opts.allowPtrace === true });
     // Every process of the sandbox under one helper, on one exec (helper.ts), where processes run.
     const box = backend.simulated ? made : new HelperBox(made);
@@ -187,7 +155,7 @@ export class Sandbox {
    * Starts a long-lived process as the agent's uid in /workspace with its stdio attached (an MCP
    * server): its output goes to `onData`, and it goes with the sandbox.
    */
-  async spawn(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: { env?: string[] } = {}): Promise<Attached> {
+  async spawn(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: SpawnOptions = {}): Promise<Attached> {
     const proc = await this.box.attach(argv, onData, { env: ["HOME=/home/agent", ...(opts.env ?? [])] });
     this.attached.add(proc);
     void proc.ended.then(() => this.attached.delete(proc), () => this.attached.delete(proc));
@@ -200,7 +168,7 @@ export class Sandbox {
    * and the exit code is the engine's, not a marker the agent could print. Used for verify.
    * Aborting kills every process of the agent's uid, this command included.
    */
-  async runFresh(command: string, opts: { timeoutSec?: number; maxOutputBytes?: number; signal?: AbortSignal } = {}): Promise<{ output: string; exitCode: number; timedOut: boolean; aborted: boolean; truncated: boolean }> {
+  async runFresh(command: string, opts: RunOptions = {}): Promise<{ output: string; exitCode: number; timedOut: boolean; aborted: boolean; truncated: boolean }> {
     const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
     const cmd = ["timeout", "-s", "KILL", String(opts.timeoutSec ?? defaults.shell.timeoutSec), "bash", "--noprofile", "--norc", "-c", `exec 2>&1 </dev/null\n${command}`];
     const proc = await this.box.attach(cmd, (chunk) => out.push(chunk), { env: ["HOME=/home/agent"] });
@@ -313,7 +281,7 @@ export class Sandbox {
   }
 
   /** Kills every process of the agent's uid (see Shell.killAgent); resolves to how many. */
-  killAgentProcesses(opts: { keepShell?: boolean } = {}): Promise<number> {
+  killAgentProcesses(opts: KillOptions = {}): Promise<number> {
     return this.shell.killAgent(opts);
   }
 

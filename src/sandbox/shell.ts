@@ -13,21 +13,44 @@ import { CAPTURE_STATE, parseShellState, startScript, STATE_MAX_BYTES, type Shel
 import { startBash, Supervisor, type KillReport } from "./supervisor.js";
 import { kinded } from "../core/errors.js";
 
+/** How a command runs in the agent's shell (Shell.run) or a fresh one (Sandbox.runFresh). */
 export interface RunOptions {
+  /**
+   * Seconds after which the command is killed (the result says timedOut).
+   * @default 120
+   */
   timeoutSec?: number;
-  /** Bytes of output kept (head + tail); the rest is counted and cut. */
+  /**
+   * Bytes of output kept (head + tail); the rest is counted and cut.
+   * @default 30000
+   */
   maxOutputBytes?: number;
   /** Aborting kills the command the way a timeout does (the result says aborted). */
   signal?: AbortSignal;
 }
 
+/** How Shell.killAgent and Sandbox.killAgentProcesses kill the agent's processes. */
+export interface KillOptions {
+  /**
+   * Spares the idle shell and its state (cwd, env); otherwise the next command gets a fresh shell.
+   * @default false
+   */
+  keepShell?: boolean;
+}
+
+/** What a command run in a shell did. */
 export interface RunResult {
+  /** Its stdout and stderr as one text, in arrival order: the head and tail of it past `maxOutputBytes`. */
   output: string;
+  /** Its exit status (124 when its timeout killed it). */
   exitCode: number;
+  /** Whether its timeout killed it. */
   timedOut: boolean;
   /** Stopped through RunOptions.signal (job timeout or cancellation). */
   aborted?: boolean;
+  /** Whether output was cut to its head and tail. */
   truncated: boolean;
+  /** How long it ran, in ms. */
   durationMs: number;
   /** Set when the shell had to be replaced: cwd, env and functions were reset. */
   shellRestarted?: boolean;
@@ -81,6 +104,10 @@ export interface ShellOptions {
   keep?: () => number[];
 }
 
+/**
+ * The agent's persistent bash in a sandbox: one command at a time, its cwd, variables and functions
+ * kept between commands, each command's output bounded and its exit status read back.
+ */
 export class Shell {
   private proc?: Attached;
   private pid = 0;
@@ -150,6 +177,7 @@ export class Shell {
     return this.serial(() => this.restartNow());
   }
 
+  /** Ends the shell and its supervisor's connection (the sandbox's destroy does). */
   close(): void {
     this.proc?.destroy();
     this.supervisor.close();
@@ -161,7 +189,7 @@ export class Shell {
    * `keepShell` the idle shell and its state (cwd, env) survive; otherwise the next command gets a
    * fresh shell. Resolves to how many processes were killed; rejects if any survived.
    */
-  killAgent(opts: { keepShell?: boolean } = {}): Promise<number> {
+  killAgent(opts: KillOptions = {}): Promise<number> {
     return this.serial(async () => {
       if (opts.keepShell && this.proc?.alive) return this.killed(await this.supervisor.kill("others", this.pid, this.keep()));
       return this.killed(await this.killAllThenDrop());

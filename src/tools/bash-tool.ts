@@ -10,7 +10,23 @@ const Input = z.object({
   restart: z.boolean().nullish(),
 });
 
+/** How BashTool runs commands. */
+export interface BashToolOptions {
+  /**
+   * Seconds after which a command is killed (the shell survives).
+   * @default 120
+   */
+  timeoutSec?: number;
+  /**
+   * Bytes of a command's output kept for the model (head and tail).
+   * @default 30000
+   */
+  maxOutputBytes?: number;
+}
+
+/** The bash tool on a sandbox's persistent shell. */
 export class BashTool {
+  /** Its definition for the Messages API, schema-less (the model knows the built-in tool). */
   static readonly definition = { type: "bash_20250124", name: "bash" } as const;
   /** For models without built-in tools (the edit_file tool set). */
   static readonly jsonDefinition = {
@@ -27,9 +43,10 @@ export class BashTool {
 
   constructor(
     private shell: Shell,
-    private opts: { timeoutSec?: number; maxOutputBytes?: number } = {},
+    private opts: BashToolOptions = {},
   ) {}
 
+  /** Runs one call ({ command } or { restart: true }); never throws. `signal` kills the command. */
   async run(input: unknown, signal?: AbortSignal): Promise<ToolOutput> {
     const parsed = Input.safeParse(input ?? {});
     if (!parsed.success) {

@@ -37,12 +37,28 @@ export const editFileDefinition = {
   },
 };
 
+/** How EditFileTool edits. */
+export interface EditFileToolOptions {
+  /**
+   * Files above this many bytes are refused.
+   * @default 5242880 (5 MiB)
+   */
+  maxFileBytes?: number;
+  /**
+   * Where a relative path would be (named in the message that refuses it).
+   * @default "/workspace"
+   */
+  workspace?: string;
+}
+
+/** The edit_file tool (path, old_string, new_string) for models without Anthropic's built-in editor. */
 export class EditFileTool {
   constructor(
     private fs: EditorFs,
-    private opts: { maxFileBytes?: number; workspace?: string } = {},
+    private opts: EditFileToolOptions = {},
   ) {}
 
+  /** Runs one call; never throws: bad input and filesystem failures become is_error results. */
   async run(input: unknown): Promise<ToolOutput> {
     const parsed = Input.safeParse(input ?? {});
     if (!parsed.success) {

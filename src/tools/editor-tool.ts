@@ -11,18 +11,22 @@ export function editorDefinition(flavor: EditorFlavor, maxCharacters: number): R
   return flavor === "text_editor_20250124" ? { type: flavor, name: toolName(flavor) } : { type: flavor, name: toolName(flavor), max_characters: maxCharacters };
 }
 
+/** The editor's filesystem on a sandbox's files: every operation with the agent's permissions. */
 export class SandboxFs implements EditorFs {
   constructor(private sb: Sandbox) {}
 
+  /** Stats a path, following symlinks. */
   async stat(p: string): Promise<EditorStat> {
     const st = await this.sb.files.stat(p);
     return st ? { type: st.type, size: st.size } : { type: "missing", size: 0 };
   }
 
+  /** Reads a regular file. */
   read(p: string): Promise<Uint8Array> {
     return this.sb.files.read(p);
   }
 
+  /** Writes a file byte-exact, keeping an existing file's mode and owner. */
   write(p: string, bytes: Uint8Array): Promise<void> {
     return this.sb.files.write(p, bytes);
   }
@@ -32,14 +36,17 @@ export class SandboxFs implements EditorFs {
     return this.sb.files.writeIfUnchanged(p, createHash("sha256").update(expected).digest("hex"), next);
   }
 
+  /** Makes a directory and its missing parents. */
   mkdirp(dir: string): Promise<void> {
     return this.sb.files.mkdirp(dir);
   }
 
+  /** Removes a file. */
   remove(p: string): Promise<void> {
     return this.sb.files.remove(p);
   }
 
+  /** The entries up to 2 levels under `p`, hidden ones left out. */
   async listDir(p: string): Promise<string[]> {
     const listed = await this.sb.files.list(p);
     if (listed) return listed;

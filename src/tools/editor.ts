@@ -34,18 +34,25 @@ import { kinded } from "../core/errors.js";
 
 export * from "./editor-text.js";
 
+/** What EditorFs.stat says of a path. */
 export interface EditorStat {
+  /** What it is; "missing" where nothing is. */
   type: "file" | "directory" | "missing" | "other";
+  /** Its size in bytes (0 when missing). */
   size: number;
 }
 
+/** The filesystem the editor works on: a sandbox's files (SandboxFs), or any other. */
 export interface EditorFs {
   /** Follows symlinks. */
   stat(path: string): Promise<EditorStat>;
+  /** A regular file's bytes; follows symlinks. */
   read(path: string): Promise<Uint8Array>;
   /** Overwriting keeps mode and owner; a missing file is created (its parent must exist). */
   write(path: string, bytes: Uint8Array): Promise<void>;
+  /** Makes a directory and its missing parents. */
   mkdirp(dir: string): Promise<void>;
+  /** Removes a file (undo of a create). */
   remove(path: string): Promise<void>;
   /**
    * Optional compare-and-write: writes `next` only if the file still holds `expected`; resolves
@@ -56,8 +63,11 @@ export interface EditorFs {
   listDir(path: string): Promise<string[]>;
 }
 
+/** What a tool call gives back to the model. */
 export interface ToolOutput {
+  /** The tool_result's text. */
   content: string;
+  /** Whether the call failed (bad input, a missing file, a failed command's tool error): the tool_result's is_error. */
   isError: boolean;
   /** The process behind the tool ended under it (the shell exited): its sandbox may be gone too. */
   processLost?: boolean;
@@ -65,10 +75,27 @@ export interface ToolOutput {
   blocks?: { type: string; [k: string]: unknown }[];
 }
 
+/** How a TextEditor behaves. */
 export interface TextEditorOptions {
+  /**
+   * Which of Anthropic's text editor tools it is (their commands and messages differ).
+   * @default "text_editor_20250728"
+   */
   flavor?: EditorFlavor;
+  /**
+   * Files above this many bytes are refused (view and edits).
+   * @default 5242880 (5 MiB)
+   */
   maxFileBytes?: number;
+  /**
+   * What the editor shows the model (a view, an edit's snippet) is cut to this many characters.
+   * @default 16000
+   */
   maxCharacters?: number;
+  /**
+   * Where a relative path would be (named in the message that refuses it).
+   * @default "/workspace"
+   */
   workspace?: string;
 }
 
@@ -102,7 +129,9 @@ const HINTS: Record<string, string> = {
   insert_text: "a string: the text to insert",
 };
 
+/** Anthropic's text editor tool (view, create, str_replace, insert, undo_edit) on an EditorFs, byte-exact, with undo. */
 export class TextEditor {
+  /** Which text editor tool it is. */
   readonly flavor: EditorFlavor;
   private readonly maxFileBytes: number;
   private readonly maxCharacters: number;

@@ -11,21 +11,41 @@ import { CustomToolRunner } from "./custom-tool.js";
 import type { CustomTool } from "../core/spec/tools.js";
 import type { McpHub } from "./mcp.js";
 
+/** The file editing tool a job offers the model: one of Anthropic's text editors, or edit_file. */
 export type ToolSet = EditorFlavor | "edit_file";
 
+/** A tool_use block of the Messages API: the call to run. */
 export interface ToolUseBlock {
+  /** The call's id (the tool_result answers it). */
   id: string;
+  /** The tool's name. */
   name: string;
+  /** Its input, as the model wrote it (checked by the tool). */
   input: unknown;
 }
 
+/** A tool call's output and how long it took. */
 export interface ToolRun extends ToolOutput {
+  /** Its wall-clock time in ms. */
   durationMs: number;
 }
 
+/** What a Toolbox offers the model, and its bounds. */
 export interface ToolboxOptions {
+  /**
+   * The file editing tool offered beside bash.
+   * @default "text_editor_20250728"
+   */
   tools?: ToolSet;
+  /**
+   * Seconds after which a bash command (or a custom tool's) is killed.
+   * @default 120
+   */
   commandTimeoutSec?: number;
+  /**
+   * What the editor shows the model (a view, an edit's snippet) is cut to this many characters.
+   * @default 16000
+   */
   maxCharacters?: number;
   /** The spec's own tools (tools.custom), after the built-in ones. */
   custom?: CustomTool[];
@@ -33,8 +53,24 @@ export interface ToolboxOptions {
   mcp?: McpHub;
 }
 
+/** How runTool runs a call: a Toolbox's options, and a signal. */
+export interface RunToolOptions extends ToolboxOptions {
+  /** Aborting kills a running bash command. */
+  signal?: AbortSignal;
+}
+
+/** How Toolbox.definitions describes the tools. */
+export interface DefinitionsOptions {
+  /**
+   * The max_characters sent with the text editor tool that takes it.
+   * @default 16000
+   */
+  maxCharacters?: number;
+}
+
 /** The tools of one job on one sandbox; holds the editor's undo history. */
 export class Toolbox {
+  /** The file editing tool it offers. */
   readonly tools: ToolSet;
   private handlers: Record<string, { run(input: unknown, signal?: AbortSignal): Promise<ToolOutput> }>;
   private readonly custom: CustomToolRunner[];
@@ -54,17 +90,19 @@ export class Toolbox {
     this.handlers = { bash, [this.editorName]: editor, ...Object.fromEntries(this.custom.map((c) => [c.tool.name, c])), ...opts.mcp?.handlers() };
   }
 
+  /** The editor tool's name, as the model calls it. */
   get editorName(): string {
     return this.tools === "edit_file" ? "edit_file" : toolName(this.tools);
   }
 
   /** Tool definitions for the Messages API. Built-in tools are sent schema-less. */
-  definitions(opts: { maxCharacters?: number } = {}): unknown[] {
+  definitions(opts: DefinitionsOptions = {}): unknown[] {
     const own = [...this.custom.map((c) => c.definition), ...(this.mcp?.definitions() ?? [])];
     if (this.tools === "edit_file") return [BashTool.jsonDefinition, editFileDefinition, ...own];
     return [BashTool.definition, editorDefinition(this.tools, opts.maxCharacters ?? defaults.editor.maxCharacters), ...own];
   }
 
+  /** Runs one tool_use block; never throws (an unknown tool, bad input or a failure is an is_error result). */
   async run(block: ToolUseBlock, signal?: AbortSignal): Promise<ToolRun> {
     const t0 = performance.now();
     const handler = this.handlers[block.name];
@@ -88,7 +126,7 @@ export class Toolbox {
 const boxes = new WeakMap<Sandbox, Map<ToolSet, Toolbox>>();
 
 /** Runs one tool_use block on a sandbox (one Toolbox per sandbox and tool set, so undo works). */
-export function runTool(sandbox: Sandbox, block: ToolUseBlock, opts: ToolboxOptions & { signal?: AbortSignal } = {}): Promise<ToolRun> {
+export function runTool(sandbox: Sandbox, block: ToolUseBlock, opts: RunToolOptions = {}): Promise<ToolRun> {
   const tools = opts.tools ?? DEFAULT_EDITOR_TOOL;
   let perSandbox = boxes.get(sandbox);
   if (!perSandbox) boxes.set(sandbox, (perSandbox = new Map()));

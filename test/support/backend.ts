@@ -9,13 +9,13 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { loadConfig, type Config } from "../../src/core/config/config.js";
-import { runtimeOf, type BackendKind } from "../../src/backend/index.js";
+import { backendOf, type BackendKind } from "../../src/backend/index.js";
 import { docker } from "../../src/backend/docker.js";
 import { LABEL } from "../../src/backend/owner.js";
-import type { SandboxRuntime } from "../../src/backend/types.js";
+import type { Backend } from "../../src/backend/types.js";
 
 /** The local backend: pass it as `backend` to runJob, Sandbox.create, SandboxPool. */
-export const localBackend = (): SandboxRuntime => runtimeOf("local");
+export const localBackend = (): Backend => backendOf("local");
 
 /** A worker process's environment for the local backend (with startWorkerProc). */
 export const LOCAL_WORKER_ENV: Readonly<Record<string, string>> = { PATCHBAY_BACKEND: "local", PATCHBAY_TEST_BACKENDS: "1" };
@@ -23,7 +23,7 @@ export const LOCAL_WORKER_ENV: Readonly<Record<string, string>> = { PATCHBAY_BAC
 /** An in-process worker's config for the local backend (startWorker's `config`): this environment's, with `extra` over it. */
 export const localWorkerConfig = (extra: Record<string, string> = {}): Config => loadConfig({ ...process.env, ...LOCAL_WORKER_ENV, ...extra });
 
-/** Where the local backend keeps its boxes (LocalRuntime's default base; the same for worker processes). */
+/** Where the local backend keeps its boxes (LocalBackend's default base; the same for worker processes). */
 const LOCAL_BASE = join(tmpdir(), "patchbay-local");
 
 const run = (file: string, args: string[]) =>

@@ -124,7 +124,7 @@ const Env = z.object({
   /** An API 429/529 after the SDK's retries throttles the queue: for its retry-after, else THROTTLE_MS; at most THROTTLE_MAX_MS. */
   PATCHBAY_THROTTLE_MS: durationMs().default(10_000),
   PATCHBAY_THROTTLE_MAX_MS: durationMs().default(60_000),
-  /** What runs sandboxes: docker, or local (no isolation: tests and simulations, see src/runtime/). */
+  /** The backend, where boxes run: docker; local (no isolation) and memory (executes nothing) are for tests and simulations (src/backend/). */
   PATCHBAY_BACKEND: z.enum(["docker", "local", "memory"]).default("docker"),
   /** "1" lets a worker run on the local backend (tests only). */
   PATCHBAY_TEST_BACKENDS: z.enum(["0", "1"]).default("0"),
@@ -210,7 +210,7 @@ const Env = z.object({
   PATCHBAY_MAX_TOKENS: z.coerce.number().int().positive().max(1_000_000).optional(),
   /** Models (comma-separated; an entry ending in `*` by prefix) a spec's `model` may name besides PATCHBAY_MODEL; unset: any. */
   PATCHBAY_MODELS: z.string().optional(),
-  /** The runtime of every sandbox (a spec asking for another is refused); unset: the spec's, default runc. */
+  /** The OCI runtime of every sandbox, runc or runsc (a spec asking for another is refused); unset: the spec's, default runc. */
   PATCHBAY_RUNTIME: z.enum(["runc", "runsc"]).optional(),
   /** Comma-separated images a spec may name besides PATCHBAY_IMAGE (`@from`: those `image build --from` made); unset: `@from`. */
   PATCHBAY_IMAGES: z.string().optional(),
@@ -348,8 +348,10 @@ function policyOf(e: z.infer<typeof Env>) {
   };
 }
 
+/** Every setting of patchbay, as loadConfig parsed it. */
 export type Config = ReturnType<typeof loadConfig>;
 
+/** Parses every setting from `env` (docs/operations.md lists them); throws naming each bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = Env.safeParse(env);
   if (!parsed.success) {

@@ -4,12 +4,17 @@ import { z } from "zod";
 
 /** Where a process's traces go: off unless an OTLP endpoint is set, and not disabled. */
 export interface TelemetryConfig {
+  /** Whether traces are exported (an endpoint is set, OTEL_SDK_DISABLED is not, the exporter is otlp). */
   enabled: boolean;
   /** The traces endpoint, whole (`…/v1/traces`). */
   url?: string;
+  /** Headers of every export (OTEL_EXPORTER_OTLP_HEADERS and the traces' own); they may hold secrets. */
   headers: Record<string, string>;
+  /** The service.name resource attribute (OTEL_SERVICE_NAME). */
   serviceName: string;
+  /** Other resource attributes (OTEL_RESOURCE_ATTRIBUTES). */
   resourceAttributes: Record<string, string>;
+  /** How long spans are batched before an export, in ms (OTEL_BSP_SCHEDULE_DELAY). */
   scheduleDelayMs: number;
 }
 

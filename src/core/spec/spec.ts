@@ -125,6 +125,7 @@ const JobId = z
   // The ids of batch lines are the batches' own (src/core/line-id.ts): a job planted under one would be taken for the line's.
   .refine((s) => !isLineJobId(s), { error: (iss) => `must not end in -L<n> or -L<n>-r<k>: those are the ids of batch lines, which only a batch makes (got ${show(iss.input)})` });
 
+/** A job: the task, the repo, and what it may use (docs/jobspec.md); the schema that checks one. */
 export const JobSpec = z.strictObject({
   task: capped("a non-empty string", MAX_TASK_CHARS),
   repo: RepoSpec,
@@ -167,6 +168,7 @@ export const JobSpec = z.strictObject({
   mcp: Mcp.optional(),
   limits: Limits.optional(),
   network: Network.optional(),
+  /** The OCI runtime: runc, or gVisor's runsc. */
   runtime: z.enum(["runc", "runsc"]).optional(),
   /** Optional idempotency key (the BullMQ job id). */
   jobId: JobId.optional(),
@@ -178,6 +180,7 @@ export const JobSpec = z.strictObject({
   const why = pids === undefined ? undefined : pidsProblem(pids, ctx.value.runtime ?? defaults.sandbox.runtime);
   if (why) ctx.issues.push({ code: "custom", message: why, input: pids, path: ["limits", "pids"] });
 });
+/** A job, as its schema checks it (docs/jobspec.md). */
 export type JobSpec = z.infer<typeof JobSpec>;
 
 // Known keys per object path, for "did you mean" hints on unknown keys.
@@ -257,6 +260,7 @@ export function parseJobSpec(input: unknown): ParseJobSpecResult {
 /** A bad JobSpec: the job fails without retry. The message is the one from parseJobSpec. */
 export class JobSpecError extends kinded("spec") {}
 
+/** The spec, checked; throws a JobSpecError naming every problem (parseJobSpec's message). */
 export function assertJobSpec(input: unknown): JobSpec {
   const r = parseJobSpec(input);
   if (!r.ok) throw new JobSpecError(r.error);
@@ -294,6 +298,7 @@ export function addUsage(a: Usage, b: Usage): Usage {
 /** Exit codes are integers; a command killed by its timeout reports 124 (as coreutils `timeout`). */
 const ExitCode = z.int();
 
+/** What a job ended with: its status, its patch, verify, cost and timings (docs/jobspec.md); the schema. */
 export const JobResult = z.object({
   status: JobStatus,
   /** `git diff --binary` against the starting tree; "" when nothing changed (or, with `patchStored`, kept under its own key). */
@@ -339,6 +344,7 @@ export const JobResult = z.object({
   /** 1-based attempt that produced this result. */
   attempt: positiveInt().optional(),
 });
+/** What a job ended with (docs/jobspec.md). */
 export type JobResult = z.infer<typeof JobResult>;
 
 /** How many files a result or patch event changed, whether or not its list was cut. */
@@ -368,6 +374,7 @@ const event = <T extends string, S extends z.ZodRawShape>(type: T, shape: S) =>
 
 const Ms = nonNegNumber();
 
+/** One event of a job's transcript, by its `type` (docs/jobspec.md); the schema. */
 export const TranscriptEvent = z.discriminatedUnion("type", [
   event("job_started", { spec: JobSpec }),
   event("sandbox_ready", { container: z.string(), ms: Ms }),
@@ -425,6 +432,7 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
   // A checkpoint that was not stored (too big, the store away): the last one stored stays.
   event("checkpoint", { turn: nonNegInt(), saved: z.boolean(), reason: z.string().optional() }),
 ]);
+/** One event of a job's transcript (docs/jobspec.md). */
 export type TranscriptEvent = z.infer<typeof TranscriptEvent>;
 export type EventType = TranscriptEvent["type"];
 export const EVENT_TYPES = TranscriptEvent.options.map((o) => o.shape.type.value) as EventType[];
