@@ -1,6 +1,6 @@
 // The docs stay true to the code, so a doc that falls behind fails here. Every relative link in
-// README.md, CHANGELOG.md and docs/*.md resolves to a file, and its #anchor to a heading of that
-// file (GitHub's slug rules); the lists docs/jobspec.md keeps (event types and their fields,
+// README.md, CHANGELOG.md, docs/*.md and docs/history/*.md resolves to a file, and its #anchor to
+// a heading of that file (GitHub's slug rules); the lists docs/jobspec.md keeps (event types and their fields,
 // statuses and their exit codes, JobSpec and JobResult fields) are exactly src/core/spec/spec.ts's; the
 // variables docs/operations.md lists under "Read by loadConfig" are exactly the keys of
 // src/core/config/config.ts's `Env` (read from the source), and nothing read from process.env goes unlisted.
@@ -14,7 +14,8 @@ import { Budget, EVENT_TYPES, JOB_STATUSES, JobResult, JobSpec, Limits, Network,
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 const read = (rel: string) => readFileSync(join(ROOT, rel), "utf8");
-const DOCS = ["README.md", "CHANGELOG.md", ...readdirSync(join(ROOT, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+const mdIn = (dir: string) => readdirSync(join(ROOT, dir)).filter((f) => f.endsWith(".md")).map((f) => `${dir}/${f}`);
+const DOCS = ["README.md", "CHANGELOG.md", ...mdIn("docs"), ...mdIn("docs/history")];
 
 // ---------------------------------------------------------------------------------------------
 // Markdown, as far as these checks need it
