@@ -1,5 +1,5 @@
-// The fleet's ceiling (issue 28 §3): one private redis-server (AOF on, appendfsync everysec, as a
-// deployment would run it), worker processes on the memory runtime (src/backend/memory.ts: a
+// The fleet's ceiling (docs/capacity.md): one private redis-server (AOF on, appendfsync everysec, as a
+// deployment would run it), worker processes on the memory backend (src/backend/memory.ts: a
 // sandbox costs nothing) and an instant scripted model in this process, so the costs left are the
 // workers', Redis's and the model server's, each measured on its own:
 // - per slot count (10, 50, 200, 500 concurrent job slots over WORKERS processes): jobs/s, Redis
