@@ -1,4 +1,4 @@
-// The fleet's ceiling (issue 28 §3): one private redis-server (AOF on, appendfsync everysec, as a
+// The fleet's ceiling (docs/capacity.md): one private redis-server (AOF on, appendfsync everysec, as a
 // deployment would run it), worker processes on the memory backend (src/backend/memory.ts: a
 // sandbox costs nothing) and an instant scripted model in this process, so the costs left are the
 // workers', Redis's and the model server's, each measured on its own:
@@ -241,7 +241,7 @@ export async function benchFleet() {
     return {
       machine_cpus: cpus().length,
       redis: "one redis-server, AOF on, appendfsync everysec, noeviction",
-      job: `${TOOL_CALLS + 1} model turns (${TOOL_CALLS} tool calls), verify, on the memory backend; the model answers at once`,
+      job: `${TOOL_CALLS + 1} model turns (${TOOL_CALLS} tool calls), verify, on the memory runtime; the model answers at once`,
       levels,
       knee_slots: knee.slots,
       best_jobs_per_s: best.jobs_per_s,

@@ -1,4 +1,4 @@
-// The floor under issue 12 §1's throughput goal, measured in the same run: what one scripted job
+// The floor under the throughput goal (ratios.ts), measured in the same run: what one scripted job
 // costs this machine with nothing of patchbay in it. A hardened container like a sandbox (created,
 // started, removed), the job's own ten commands run in it through one exec, and its eleven model
 // requests through the SDK against the scripted server. No shell, supervisor, file agent, repo,

@@ -1,4 +1,4 @@
-// Issue 29's goals, as ratios to the `floor` row measured in the same run (so they hold on any
+// The bench's goals, as ratios to the `floor` row measured in the same run (so they hold on any
 // machine): computed from a bench result once its sections are in. Pure. A ratio whose rows were
 // not run is left out; each one says what it divides by what, and its goal.
 import { round } from "./lib.js";

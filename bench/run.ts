@@ -1,4 +1,5 @@
-// `npm run bench`: one JSON object with medians and the baselines measured in the same run.
+// `npm run bench`: one JSON object with medians and the baselines measured in the same run
+// (docs/performance.md says what each section measures, and the goals).
 // Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
@@ -24,19 +25,19 @@ const sections: Record<string, () => Promise<object>> = {
   cli: benchCli,
   batch: benchBatch,
   web: benchWeb,
-  // issue 12 §1, cheaper jobs: each without and with the warm pool in the same run (the old paths
-  // they were once measured against are gone: see speed.ts)
+  // What a job costs outside the model: each without and with the warm pool in the same run (the
+  // old code paths they were once measured against are gone: see speed.ts)
   phases: benchPhases,
   overhead: benchOverhead,
   jobs: benchJobs,
   ready: benchReady,
   // what one scripted job costs with nothing of patchbay: the ceiling the jobs row is under
   floor: benchFloor,
-  // issue 23: verify judging exactly baseline + patch, in a sandbox of its own, against the in-place verify it replaced
+  // verify judging exactly baseline + patch, in a sandbox of its own, against the in-place verify it replaced
   verify: benchVerify,
-  // issue 28 §3: one Redis under many workers on the memory backend; the batch index and the dashboard under 100,000 jobs
+  // one Redis under many workers on the memory backend; the batch index and the dashboard under 100,000 jobs
   fleet: benchFleet,
-  // issue 30: ready and jobs/min under Docker and under rootless Podman, same run
+  // ready and jobs/min under Docker and under rootless Podman, same run
   engines: benchEngines,
 };
 
@@ -51,7 +52,7 @@ for (const name of only) {
   result[name] = await fn();
   log(`${name} done in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${JSON.stringify(result[name])}`);
 }
-// Issue 29's goals as same-run ratios to the floor, when the floor ran beside the rows they divide.
+// The goals as same-run ratios to the floor (ratios.ts), when the floor ran beside the rows they divide.
 const ratios = floorRatios(result);
 if (ratios && Object.keys(ratios).length) result["ratios_to_floor"] = ratios;
 console.log(JSON.stringify(result, null, 2));

@@ -1,8 +1,8 @@
-// Queue rows of issue 12 §1, through real worker processes (the compiled CLI, so build first):
+// The queue's rows, through real worker processes (the compiled CLI, so build first):
 // - jobs: jobs/min of scripted 10-tool-call jobs on a 1,000-file repo, 1 worker × 2 and × 4 slots;
 // - ready: dequeue → sandbox ready (repo loaded), one job at a time, at 1k, 10k and 50k files.
 // Each without the warm pool (PATCHBAY_POOL=0) and with it, in the same run. The old paths' column
-// ("legacy", PATCHBAY_FAST_PATHS=0) is dropped: production code has one path now (issue 24). The
+// ("legacy", PATCHBAY_FAST_PATHS=0) is dropped: production code has one path now. The
 // floor section (floor.ts) gives the ceiling these rows are under.
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
@@ -140,7 +140,7 @@ export async function benchReady() {
 }
 
 /**
- * Issue 30: dequeue → ready (1k files, one job at a time) and jobs/min (1 worker × 4) under the
+ * Dequeue → ready (1k files, one job at a time) and jobs/min (1 worker × 4) under the
  * Docker engine and under the rootless Podman one (`scripts/services.sh --engine podman`), in the
  * same run, each without and with the warm pool.
  */

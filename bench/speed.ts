@@ -1,11 +1,11 @@
-// The cheaper-jobs rows (issue 12 §1), each with and without the warm pool in the same run:
+// What a job costs outside the model, each row with and without the warm pool in the same run:
 // - phases: one job's phases without a model (create, load, 10 tool calls, patch, destroy), the
 //   execs it starts (Docker's exec_create events) and the processes made in its container;
 // - overhead: runJob wall time minus model time, scripted 10-tool-call job, 1,000-file repo;
 // - cpu: core-ms per job (container, shims, dockerd, containerd, this process).
 // The old paths these were measured against (PATCHBAY_FAST_PATHS=0: the archive API load, no stat
-// cache, the 4-exec patch, docker exec per command) are gone from src/ (issue 24: production code
-// has one path), and too much of it to keep here: their column is dropped. What to compare with is
+// cache, the 4-exec patch, docker exec per command) are gone from src/ (production code has one
+// path), and too much of it to keep here: their column is dropped. What to compare with is
 // the floor (floor.ts: one job with nothing of patchbay), run beside these (--only=floor,phases,...).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -124,8 +124,8 @@ export async function benchPhases() {
 
 /**
  * Job overhead (runJob wall minus model time) and CPU per job, without and with the warm pool, and
- * with the pool and the sandbox removed in the background as a worker does (issue 29: runJob
- * returns before the removal; the removal is awaited before the next job, outside the timed span).
+ * with the pool and the sandbox removed in the background as a worker does (runJob returns before
+ * the removal; the removal is awaited before the next job, outside the timed span).
  */
 export async function benchOverhead(opts: { cpu?: boolean } = {}) {
   const fake = await startFakeAnthropic(byTurn(tenToolScript()));

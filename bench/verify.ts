@@ -1,4 +1,4 @@
-// What verify judging exactly baseline + patch costs (issue 23), at 1,000 files, medians of 5:
+// What verify judging exactly baseline + patch costs, at 1,000 files, medians of 5:
 // - snapshot: the post-setup tar of /workspace to the worker's host (once per attempt, while the
 //   first model request is out);
 // - a round in a sandbox of its own (created, or taken from a warm pool): the sandbox, the

@@ -1,9 +1,12 @@
 // The docs stay true to the code, so a doc that falls behind fails here. Every relative link in
-// README.md, CHANGELOG.md and docs/*.md resolves to a file, and its #anchor to a heading of that
-// file (GitHub's slug rules); the lists docs/jobspec.md keeps (event types and their fields,
-// statuses and their exit codes, JobSpec and JobResult fields) are exactly src/core/spec/spec.ts's; the
-// variables docs/operations.md lists under "Read by loadConfig" are exactly the keys of
-// src/core/config/config.ts's `Env` (read from the source), and nothing read from process.env goes unlisted.
+// README.md, CHANGELOG.md, docs/*.md and docs/history/*.md resolves to a file, and its #anchor to a
+// heading of that file (GitHub's slug rules); the lists docs/jobspec.md keeps (event types and their
+// fields, statuses and their exit codes, JobSpec and JobResult fields) are exactly
+// src/core/spec/spec.ts's; the variables docs/operations.md lists under "Read by loadConfig" are
+// exactly the keys of src/core/config/config.ts's `Env` (read from the source), and nothing read
+// from process.env goes unlisted; the layer table of docs/architecture.md lists exactly the folders
+// of src/ with the layers test/structure.test.ts gives them (its DIR_LAYER, read from the source),
+// and each word its glossary defines is defined once.
 // Pure: files and the schemas, no Docker, Redis or network.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -14,7 +17,8 @@ import { Budget, EVENT_TYPES, JOB_STATUSES, JobResult, JobSpec, Limits, Network,
 
 const ROOT = resolve(new URL("..", import.meta.url).pathname);
 const read = (rel: string) => readFileSync(join(ROOT, rel), "utf8");
-const DOCS = ["README.md", "CHANGELOG.md", ...readdirSync(join(ROOT, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+const mdIn = (dir: string) => readdirSync(join(ROOT, dir)).filter((f) => f.endsWith(".md")).map((f) => `${dir}/${f}`);
+const DOCS = ["README.md", "CHANGELOG.md", ...mdIn("docs"), ...mdIn("docs/history")];
 
 // ---------------------------------------------------------------------------------------------
 // Markdown, as far as these checks need it
@@ -246,5 +250,58 @@ describe("docs/operations.md lists the environment the code reads", () => {
 describe("README.md is a front door", () => {
   it("at most 200 lines", () => {
     expect(read("README.md").split("\n").length).toBeLessThanOrEqual(200);
+  });
+});
+
+/** `const DIR_LAYER = { core: 0, … }` in test/structure.test.ts, read from its syntax tree. */
+function dirLayers(): Record<string, number> {
+  const path = join(ROOT, "test/structure.test.ts");
+  const sf = ts.createSourceFile(path, readFileSync(path, "utf8"), ts.ScriptTarget.Latest, true);
+  let found: Record<string, number> | undefined;
+  const visit = (n: ts.Node): void => {
+    if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.name.text === "DIR_LAYER" && n.initializer && ts.isObjectLiteralExpression(n.initializer)) {
+      found = Object.fromEntries(
+        n.initializer.properties.map((p) => {
+          if (!ts.isPropertyAssignment(p) || !ts.isNumericLiteral(p.initializer)) throw new Error(`DIR_LAYER: ${p.getText()} is not \`folder: number\``);
+          return [ts.isStringLiteral(p.name) ? p.name.text : p.name.getText(), Number(p.initializer.text)];
+        }),
+      );
+    }
+    ts.forEachChild(n, visit);
+  };
+  visit(sf);
+  if (!found) throw new Error("test/structure.test.ts has no `const DIR_LAYER = { … }`: say in this test where the layers went");
+  return found;
+}
+
+describe("docs/architecture.md maps src/", () => {
+  const md = read("docs/architecture.md");
+  const rows = tableRows(section(md, "The layers"));
+  const folders = rows.filter((r) => /^\d+$/.test(r[0] ?? ""));
+
+  it("its layer table lists every folder of src/, each once, with the layer DIR_LAYER gives it", () => {
+    const listed = folders.map((r) => {
+      const m = /^src\/([^/]+)\/$/.exec(names(r[1])[0] ?? "");
+      if (!m) throw new Error(`a layer row's folder is not \`src/<name>/\`: ${r[1]}`);
+      return [m[1]!, Number(r[0])] as const;
+    });
+    expect(listed.length).toBeGreaterThan(10); // the parse found the table
+    expect(new Set(listed.map(([d]) => d)).size).toBe(listed.length);
+    const dirs = readdirSync(join(ROOT, "src"), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    expect(sorted(listed.map(([d]) => d))).toEqual(sorted(dirs));
+    expect(Object.fromEntries(listed)).toEqual(dirLayers());
+  });
+
+  it("its entry row names exactly the files directly in src/", () => {
+    const entry = rows.filter((r) => r[0] === "entry");
+    expect(entry.length).toBe(1);
+    const files = readdirSync(join(ROOT, "src"), { withFileTypes: true }).filter((e) => e.isFile() && e.name.endsWith(".ts")).map((e) => `src/${e.name}`);
+    expect(sorted(names(entry[0]![3]).filter((n) => n.startsWith("src/")))).toEqual(sorted(files));
+  });
+
+  it("its glossary defines each word once", () => {
+    const terms = section(md, "Glossary").flatMap((l) => [...l.matchAll(/\*\*([^*]+)\*\*/g)].map((m) => m[1]!.toLowerCase()));
+    expect(terms.length).toBeGreaterThan(30); // the parse found the glossary
+    expect(terms.filter((t, i) => terms.indexOf(t) !== i)).toEqual([]);
   });
 });
