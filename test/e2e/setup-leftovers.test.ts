@@ -179,7 +179,7 @@ describe("setup leaves nothing running into the baseline, the snapshot or the ag
     ctx.redis = await startRedis();
     ctx.fake = await startFakeAnthropic(byTurn((body) => (/carry/.test(taskOf(body)) ? CARRY : AGENT)));
     // PATCHBAY_ALLOW_PTRACE=1 (a worker for trusted repos): the kill after setup must hold even where
-    // the seccomp profile lets setup trace its shell; test/sandbox-security.test.ts holds the profile.
+    // the seccomp profile lets setup trace its shell; test/integration/engines/sandbox-security.test.ts holds the profile.
     ctx.worker = startWorkerProc({ REDIS_URL: ctx.redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: ctx.fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_ALLOW_PTRACE: "1" });
     await ctx.worker.waitFor(/ready/);
     ctx.client = new PatchbayClient({ redisUrl: ctx.redis.url, queueName: queue });

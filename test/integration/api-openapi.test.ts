@@ -2,7 +2,7 @@
 // @readme/openapi-parser, generated from the contract's own zod schemas (src/core/spec/spec.ts: the same
 // fields, event types and statuses, not a copy), every route in it with its problems, and the
 // schemas it gives usable as validators. The responses themselves are held against it in
-// test/api.test.ts.
+// test/e2e/api.test.ts.
 import { compileErrors, validate } from "@readme/openapi-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";

@@ -1,6 +1,6 @@
 // gVisor (runsc) sandboxes and jobs, on Docker only: the engine matrix's Podman half
 // (vitest.config.ts) does not run this file, since Podman runs no gVisor; there
-// test/engine-podman.test.ts asserts the refusal instead.
+// test/integration/engines/engine-podman.test.ts asserts the refusal instead.
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";
 import { loadConfig } from "../../src/core/config/config.js";

@@ -1,6 +1,6 @@
 // The sandbox's seccomp profile as data (src/backend/seccomp.ts): what it denies, that it is
 // Docker's default otherwise, its shape, and the file Podman is given. No engine: the behaviour in
-// a box is test/sandbox-security.test.ts's (and sandbox-gvisor's under runsc).
+// a box is test/integration/engines/sandbox-security.test.ts's (and sandbox-gvisor's under runsc).
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,6 +1,6 @@
 // The one error taxonomy (src/core/errors.ts), pure: a root with a kind, the kind of anything thrown, the
 // classes' names, and a model error's kind by its status. Which kinds a job owns and what the worker
-// does for each kind: test/attempt-outcome.test.ts and test/job-phases.test.ts.
+// does for each kind: test/unit/pure/attempt-outcome.test.ts and test/unit/job-phases.test.ts.
 import { describe, expect, it } from "vitest";
 import { ModelError } from "../../../src/agent/model.js";
 import { UsageError, CliError } from "../../../src/cli/command.js";
