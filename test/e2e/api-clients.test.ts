@@ -2,6 +2,13 @@
 // only) and examples/api/fix.sh (curl), against a real dashboard and a worker process on the local
 // backend (test/support/backend.ts) with the scripted model. Each enqueues, follows the live events
 // to the end and prints the patch; the patch must apply and make the tests pass.
+//
+// Backend: local (a worker process: `LOCAL_WORKER_ENV`; the HTTP API and its examples are the
+// subject).
+//
+// examples/api/fix.py (python3, standard library) and examples/api/fix.sh (curl) against a real
+// dashboard and worker: each enqueues, follows the events to the end and prints a patch that
+// applies and makes the tests pass; fix.py names a bad spec's field and exits 2.
 import { execFile, execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,6 +1,8 @@
 // Batches end to end: a private Redis, worker processes on the local backend
 // (test/support/backend.ts: batches are the queue's logic, not Docker's), the real SDK against the
 // scripted server, and `patchbay batch ...` run as a user runs it (a TTY one under tmux).
+//
+// Backend: local (worker processes: `LOCAL_WORKER_ENV`).
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,5 +1,8 @@
 // The dashboard in a real browser (headless Chromium, Debian's package): a private Redis, a worker
 // process running jobs in real sandboxes against the scripted model, the dashboard in this process.
+//
+// Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
+// real jobs).
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

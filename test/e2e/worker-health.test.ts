@@ -1,6 +1,9 @@
 // A worker only takes jobs it can run: an unreachable engine or a missing sandbox image pauses it
 // (the job waits for a healthy worker, no attempt burnt), it resumes by itself once healthy, and
 // the API's 429/529 answers throttle the worker instead of failing job attempts.
+//
+// Backend: Docker (an engine away, an image missing, Docker cut mid-job), but the 429/529 storm
+// local.
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";

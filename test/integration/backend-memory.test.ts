@@ -2,6 +2,9 @@
 // bench's simulations. A whole scripted job runs on it (the repo in, the agent's tools, the patch,
 // verify) through runJob and through a worker on a real Redis; a worker refuses it unless
 // PATCHBAY_TEST_BACKENDS=1. No Docker, no root.
+//
+// Backend: memory (the backend itself: a scripted job through `runJob` and an in-process worker on
+// a private Redis; the refusal without `PATCHBAY_TEST_BACKENDS=1`).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";
 import { loadConfig } from "../../src/core/config/config.js";

@@ -1,6 +1,14 @@
 // Cancellation through a worker (in-process, real Redis and SDK, on the local backend: see
 // test/support/backend.ts): each of the two paths alone (the Redis channel, and the poll of the
 // cancel mark), a job cancelled while it waits, and jobs cancelled while workers take them.
+//
+// Backend: local (in-process workers: `localWorkerConfig()`).
+//
+// Each cancel path alone: the poll with the Redis channel off; the channel with the poll at 60 s
+// and a 20 s job timeout; a job cancelled while waiting ends with no sandbox and no model request.
+// 12 jobs (half prioritized) cancelled as they are enqueued while 3 idle worker slots take them:
+// each either ran and was stopped (`signalled`) or never ran (`cancelled`: no model request, no
+// attempt), one job_started and one job_finished each, none lost (held already).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";
 import { PatchbayClient } from "../../src/queue/client.js";

@@ -1,4 +1,6 @@
 // The package entry, used the way an agent builder would: a sandbox and the tools with their own loop.
+//
+// Backend: Docker (images, compose, the package's default sandbox).
 import { describe, expect, it } from "vitest";
 import * as patchbay from "../../src/index.js";
 

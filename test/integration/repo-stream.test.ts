@@ -1,6 +1,12 @@
 // Loading a repo through tar in the sandbox (the stream) and through the archive API gives the
 // same tree byte for byte: contents, modes, owners, mtimes, symlinks, hard links, odd names; and
 // an image without tar falls back to the archive API with the stream untouched.
+//
+// Backend: Docker (the image's tar, git and tools).
+//
+// A repo loaded through `tar` in the sandbox and through the archive API is the same byte for byte
+// (contents, modes, owners, mtimes, symlinks, hard links, odd names); an image without tar falls
+// back to the archive API.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";

@@ -1,5 +1,7 @@
 // The file agent's protocol (src/sandbox/agent-protocol.ts): replies checked against their op, the
 // version handshake, the one errno table. The pure parts, then a real agent on the local backend.
+//
+// Backend: local (the backend itself; the file agent on it).
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERRNO, parseReply, PROTOCOL_VERSION } from "../../src/sandbox/agent-protocol.js";

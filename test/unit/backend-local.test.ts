@@ -1,6 +1,8 @@
 // The local backend (src/backend/local.ts): a box is a host directory seen at /workspace, /patchbay
 // and /tmp through namespaces of its own. The same Sandbox runs on it: shell, supervisor, files,
 // the worker's commands. No Docker; root and util-linux's unshare/nsenter.
+//
+// Backend: local (the backend itself; the file agent on it).
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -1,3 +1,5 @@
+// The scripted server speaks the API the real SDK expects (SSE, errors, retries via
+// `retry-after-ms`, aborts, `close()` with open requests).
 import Anthropic from "@anthropic-ai/sdk";
 import { afterEach, describe, expect, it } from "vitest";
 import {

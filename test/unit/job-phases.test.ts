@@ -1,5 +1,7 @@
 // runJob's phases (src/job/run.ts), each on its own: the context, acquire/release, prepare, the
 // agent, the patch and verify rounds, the result. On the local backend: seconds, no Docker.
+//
+// Backend: local (runJob's logic).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,3 +1,5 @@
+// JobSpec/JobResult/TranscriptEvent parsing with one message per bad field; prices; a pids limit
+// below what the runtime needs (32; 256 under runsc) refused by the spec and by `Sandbox.create`.
 import { describe, expect, it } from "vitest";
 import {
   DEFAULT_EDITOR_TOOL,
