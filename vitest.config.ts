@@ -1,12 +1,19 @@
 import { defineConfig } from "vitest/config";
 import { podmanHost } from "./test/support/engine-kind.js";
 
-// The engine matrix: every file against the Docker engine; the sandbox, tools, hostile-repo and job
-// files again against a rootless Podman engine (started by scripts/pretest.sh through
-// `scripts/services.sh --engine podman`, which writes its DOCKER_HOST here). Tests ask
-// test/support/engine-kind.ts which engine they run on.
-// (engine-podman runs in the Podman half only: what Podman refuses; sandbox-gvisor in Docker's only.)
-const PODMAN_FILES = ["engine-podman", "sandbox-security", "sandbox-shell", "sandbox-files", "sandbox-run", "sandbox-hostile", "sandbox-reaper", "sandbox-pool", "tools-sandbox", "repo-hostile", "patch-hostile", "job"].map((f) => `test/${f}.test.ts`);
+// The test tiers are folders, and each folder is a project (test/README.md says what each needs):
+// - unit: test/unit/, no Docker, Redis or network (the pure tests in test/unit/pure/, the local and
+//   memory backends); `npm run test:unit`.
+// - integration: test/integration/ (and any test file outside the three tiers' folders, so none is
+//   left out of `npm test`), against the Docker engine, Redis and the other real services.
+// - e2e: test/e2e/, the whole product from outside: the CLI, worker processes, compose.
+// - podman: the engine matrix's second engine. The files in test/integration/engines/ (the sandbox,
+//   tools, hostile-repo, patch and job files) run again, with the same assertions, against a rootless
+//   Podman (started by scripts/pretest.sh through `scripts/services.sh --engine podman`, which writes
+//   its DOCKER_HOST where podmanHost() reads it). Tests ask test/support/engine-kind.ts which engine
+//   they run on. A file named *-podman.test.ts runs in this half only (what Podman refuses);
+//   sandbox-gvisor.test.ts lies outside engines/, so it runs against Docker only.
+const PODMAN_ONLY = "test/**/*-podman.test.ts";
 
 export default defineConfig({
   test: {
@@ -16,8 +23,12 @@ export default defineConfig({
     fileParallelism: true,
     maxWorkers: 2,
     projects: [
-      { extends: true, test: { name: "docker", include: ["test/**/*.test.ts"], exclude: ["test/engine-podman.test.ts"] } },
-      { extends: true, test: { name: "podman", include: PODMAN_FILES, env: { DOCKER_HOST: podmanHost(), PATCHBAY_TEST_ENGINE: "podman" } } },
+      // The pure tests share a process per worker (they hold no state between files), which halves their cost.
+      { extends: true, test: { name: "unit", include: ["test/unit/**/*.test.ts"], exclude: ["test/unit/pure/**"] } },
+      { extends: true, test: { name: "unit-pure", include: ["test/unit/pure/**/*.test.ts"], isolate: false } },
+      { extends: true, test: { name: "integration", include: ["test/**/*.test.ts"], exclude: ["test/unit/**", "test/e2e/**", PODMAN_ONLY] } },
+      { extends: true, test: { name: "e2e", include: ["test/e2e/**/*.test.ts"] } },
+      { extends: true, test: { name: "podman", include: ["test/integration/engines/**/*.test.ts"], env: { DOCKER_HOST: podmanHost(), PATCHBAY_TEST_ENGINE: "podman" } } },
     ],
   },
 });

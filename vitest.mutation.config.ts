@@ -1,28 +1,11 @@
-// The fast, pure tests that `npm run mutation` (StrykerJS) runs against each mutant: no Docker,
-// Redis or network. Not part of `npm test`'s selection logic; those files also run there.
+// The tests that `npm run mutation` (StrykerJS) runs against each mutant: test/unit/pure/, the pure
+// tests (functions and objects in memory: no process, server, sandbox or service). Not part of
+// `npm test`'s selection; those files run there too (the unit tier).
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: [
-      "test/editor.test.ts",
-      "test/editor-conformance-memfs.test.ts",
-      "test/spec.test.ts",
-      "test/agent-context.test.ts",
-      "test/agent-loop.test.ts",
-      "test/truncate.test.ts",
-      "test/config.test.ts",
-      "test/spec-fields.test.ts",
-      "test/spec-messages.test.ts",
-      "test/agent-context-edges.test.ts",
-      "test/egress-allow.test.ts",
-      "test/errors.test.ts",
-      "test/attempt-outcome.test.ts",
-      "test/editor-text.test.ts",
-      "test/prices.test.ts",
-      "test/campaign-file.test.ts",
-      "test/redis-url.test.ts",
-    ],
+    include: ["test/unit/pure/**/*.test.ts"],
     testTimeout: 20_000,
   },
 });

@@ -99,7 +99,7 @@ interface PodmanInfo {
  * Whether runsc runs with --oci-seccomp, without which gVisor ignores the OCI spec's seccomp section
  * (it implements ptrace itself). The gVisor of Debian 12 (20221219) applies it to the container's
  * own process only, not to exec'd ones (every process of patchbay's): there its own ptrace rule
- * holds, a process traces only its descendants (test/sandbox-gvisor.test.ts).
+ * holds, a process traces only its descendants (test/integration/sandbox-gvisor.test.ts).
  */
 export const runscSeccomp = (e: EngineInfo): boolean => Boolean(e.runscArgs?.some((a) => /^--?oci-seccomp(=true)?$/.test(a)));
 

@@ -25,7 +25,7 @@ export const REFRESH = `${PRIVATE_DIR}/baseline.refresh`;
 export const ATTRIBUTES = "* -text !eol -filter -ident !diff !merge !working-tree-encoding\n";
 /**
  * The prelude of every git script here (src/job/sh/): the shared values as shell variables
- * (vars.sh, GIT_VARS: these constants, held to them by test/assets.test.ts), then the store, our config and
+ * (vars.sh, GIT_VARS: these constants, held to them by test/unit/assets.test.ts), then the store, our config and
  * the functions the steps share (git-store.sh: `smudge`, `refresh`, `stage`, `as_agent`).
  */
 export const GIT_VARS = asset("job/sh/vars.sh");

@@ -114,7 +114,7 @@ function contextOf(c: TraceCarrier): Context {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Attributes: what each span holds. Pure; tested without services (test/telemetry-parts.test.ts).
+// Attributes: what each span holds. Pure; tested without services (test/unit/telemetry-parts.test.ts).
 
 const MODEL_ID = /^[A-Za-z0-9._:@/-]{1,100}$/;
 /** A model id as an attribute: ids look like `claude-sonnet-5-5`; anything else (the API's answer is input) is "other". */

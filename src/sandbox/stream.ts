@@ -12,7 +12,7 @@ import { kinded } from "../core/errors.js";
 export const READY = "PBTAR\n";
 // -p keeps modes exactly, as the archive API does; directories' modes are set at the end so a
 // read-only directory does not stop its own files; names are the worker's own (checked) ones.
-// (The file agent runs these words; tar-extract.sh runs the same, held to them by test/assets.test.ts.)
+// (The file agent runs these words; tar-extract.sh runs the same, held to them by test/unit/assets.test.ts.)
 export const TAR_EXTRACT = ["tar", "-x", "-p", "-f", "-", "--delay-directory-restore", "--no-same-owner", "-C"];
 /** The program (src/sandbox/sh/tar-extract.sh): READY once tar can run, then tar reads stdin into $1. */
 export const TAR_SCRIPT = asset("sandbox/sh/tar-extract.sh");

@@ -3,7 +3,7 @@
 //
 // Why not PatchbayClient.watch: watch() duplicates the client's Redis connection for each call and
 // blocks an XREAD on it, so every open page would hold a connection of its own, which is the
-// unbounded cost issue 23 removed (test/web-bounds.test.ts counts them). It also starts from the
+// unbounded cost issue 23 removed (test/integration/web-bounds.test.ts counts them). It also starts from the
 // beginning and yields events without their stream ids, which SSE needs as message ids so a browser
 // that reconnects goes on from the last one. So every page reads with non-blocking XREADs on the
 // dashboard's command connection and waits on one TranscriptHub (one blocking connection for all

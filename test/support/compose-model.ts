@@ -1,4 +1,4 @@
-// The scripted model as a compose service (test/compose.test.ts runs it in the worker image, on the
+// The scripted model as a compose service (test/integration/compose.test.ts runs it in the worker image, on the
 // compose network, with tsx and test/support mounted): workers reach it as http://model:PORT, an
 // address that never leaves this machine. A task "NAME sleep S" runs `sleep S` in the sandbox,
 // writes /workspace/NAME.txt, and ends; any other task ends at once.

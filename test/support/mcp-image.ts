@@ -5,7 +5,7 @@ import { copyFileSync, mkdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { build } from "esbuild";
 import { expect } from "vitest";
-import { ensureBuilt, patchbay } from "../cli-helpers.js";
+import { ensureBuilt, patchbay } from "./cli-helpers.js";
 
 export const MCP_IMAGE = "patchbay-test-node:mcp";
 const DOCKERFILE = `FROM patchbay-sandbox:latest

@@ -2,7 +2,7 @@
 // as a collector takes it. @opentelemetry/otlp-transformer 0.301 exports serializers only (no
 // decoder), so the payload is decoded here: the protobuf wire format and the field numbers of
 // opentelemetry-proto's trace/v1/trace.proto, common/v1/common.proto and resource/v1/resource.proto.
-// test/telemetry-parts.test.ts checks this decoder against otlp-transformer's serializer.
+// test/unit/telemetry-parts.test.ts checks this decoder against otlp-transformer's serializer.
 import { EventEmitter } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";

@@ -1,4 +1,4 @@
-// The chaos soak (test/soak.test.ts, npm run soak): a batch of scripted jobs over several worker
+// The chaos soak (test/e2e/soak.test.ts, npm run soak): a batch of scripted jobs over several worker
 // processes on their own queue, a PRIVATE Redis (AOF on) and a PRIVATE Docker engine, while a chaos
 // loop kills workers (SIGKILL, SIGTERM), restarts Redis and restarts the engine at chosen points of
 // a job's life (sandbox start, mid-command, the patch). Every process started here is ended here.

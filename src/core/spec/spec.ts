@@ -111,7 +111,7 @@ const JOB_ID_RE = /^[A-Za-z0-9_.-]{1,128}$/;
 /**
  * BullMQ keeps a job's hash at <prefix>:<queue>:<id>, beside its own keys of the queue: an id that
  * names one of them would write a hash over its wait list (every later add then fails WRONGTYPE)
- * or read its meta as a job. test/api-attacks.test.ts holds this against BullMQ's own list.
+ * or read its meta as a job. test/integration/api-attacks.test.ts holds this against BullMQ's own list.
  */
 const BULLMQ_KEY_NAMES: readonly string[] = ["active", "wait", "waiting-children", "paused", "id", "delayed", "prioritized", "stalled-check", "completed", "failed", "stalled", "repeat", "limiter", "meta", "events", "pc", "marker", "de", "metrics"];
 const JobId = z

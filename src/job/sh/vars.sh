@@ -3,7 +3,7 @@
 # the checkpoint's apply. Each is also a TypeScript constant (PRIVATE_DIR in src/backend/types.ts;
 # STORE, INDEX, INDEX_TREE, REFRESH, ATTRIBUTES in src/job/git-store.ts; LIST_MAX in
 # src/job/patch.ts; AGENT_UID, AGENT_GID and AS_AGENT in src/backend/agent-user.ts), and
-# test/assets.test.ts holds the two to the same values.
+# test/unit/assets.test.ts holds the two to the same values.
 #   PRIVATE_DIR  root's tmpfs (mode 0700), where nothing of the agent's reaches
 #   STORE        the private git store (bare), where every tree is hashed; see git-store.sh
 #   INDEX        the baseline's index, kept with its stat data (the stat cache)

@@ -3,7 +3,7 @@
 # without tar (its archive then goes through the archive API, untouched), then tar reads stdin.
 # -p keeps modes exactly, as the archive API does; directories' modes are set at the end so a
 # read-only directory does not stop its own files; names are the worker's own (checked) ones.
-# The tar command is TAR_EXTRACT in stream.ts (the file agent runs the same): test/assets.test.ts
+# The tar command is TAR_EXTRACT in stream.ts (the file agent runs the same): test/unit/assets.test.ts
 # holds the two to the same words.
 #
 # Arguments: $1 the directory to extract into (it exists).

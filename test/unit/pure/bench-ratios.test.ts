@@ -1,0 +1,39 @@
+// The bench's same-run ratios to the floor (bench/ratios.ts, issue 29's goals), pure: each divides
+// the row it names by the floor's, says its goal and whether it holds; a ratio whose rows did not
+// run is left out.
+//
+// The bench's same-run ratios to the floor (`bench/ratios.ts`): each goal's row over the floor's,
+// its goal and whether it holds; what did not run left out. Pure.
+import { describe, expect, it } from "vitest";
+import { floorRatios } from "../../../bench/ratios.js";
+
+const floor = { core_ms: { per_job: 850, bare_job: 805 }, wall_ms: { bare_job: 650 }, tar_stream_50k_files_wall_ms: 1700, hash_50k_files_wall_ms: 300, host_side_50k_files: { patchbay: { wall_ms: 2300, core_ms: 3000 }, gnu_tar: { wall_ms: 210, core_ms: 200 } }, ceiling_jobs_per_min: 141, ceiling_with_repo_jobs_per_min: 84.6 };
+
+describe("floorRatios", () => {
+  it("divides each goal's row by the floor's and says whether the goal holds", () => {
+    const r = floorRatios({
+      floor,
+      jobs: { "1x4_pool": { jobs_per_min: 42.3 } },
+      overhead: { pool_background_removal: { job_overhead_ms: 975, cpu_core_ms_per_job: { container: 300, worker: 200, total: 1700 } } },
+      ready: { dequeue_to_ready_ms: { "1000_pool": 99, "50000_pool": 2600 } },
+    })!;
+    expect(r["throughput_1x4"]).toMatchObject({ value: 0.3, goal: ">= 0.75", met: false });
+    expect(r["reachable_throughput"]).toMatchObject({ value: 0.6, goal: "reported", met: true });
+    expect(r["throughput_1x4_of_repo_floor"]).toMatchObject({ value: 0.5, goal: "reported", met: true });
+    expect(r["job_overhead"]).toMatchObject({ value: 1.5, goal: "<= 1.6", met: true });
+    expect(r["cpu_per_job"]).toMatchObject({ value: 2, goal: "reported", met: true });
+    expect(r["ready_50k"]).toMatchObject({ value: 1.3, goal: "<= 1.3", met: true });
+    expect(r["ready_50k_reach"]).toMatchObject({ value: 1.15, goal: "reported" });
+    expect(r["host_side_cpu_50k"]).toMatchObject({ value: 15, goal: "reported" });
+    expect(r["ready_1k_pool_ms"]).toMatchObject({ value: 99, goal: "<= 100", met: true });
+  });
+
+  it("leaves out what did not run, and gives nothing without the floor", () => {
+    expect(floorRatios({ jobs: { "1x4_pool": { jobs_per_min: 40 } } })).toBeUndefined();
+    expect(Object.keys(floorRatios({ floor, ready: { dequeue_to_ready_ms: { "1000_pool": 150 } } })!)).toEqual(["reachable_throughput", "ready_50k_reach", "host_side_cpu_50k", "ready_1k_pool_ms"]);
+    expect(floorRatios({ floor, ready: { dequeue_to_ready_ms: { "1000_pool": 150 } } })!["ready_1k_pool_ms"]!.met).toBe(false);
+    // A floor from before the hash row: no ready ratio rather than a wrong one.
+    const { hash_50k_files_wall_ms: _, ceiling_with_repo_jobs_per_min: __, host_side_50k_files: ___, ...old } = floor;
+    expect(floorRatios({ floor: old, ready: { dequeue_to_ready_ms: { "50000_pool": 2600 } } })).toEqual({});
+  });
+});
