@@ -103,7 +103,7 @@ async function level(url: string, modelUrl: string, slots: number, jobs: number,
     let polls = 0;
     for (;;) {
       polls++;
-      const [[, done], [, failed]] = (await r.pipeline().zcard(q.completed!).zcard(q.failed!).exec()) as [unknown, number][];
+      const [[, done], [, failed]] = (await r.pipeline().zcard(q.completed!).zcard(q.failed!).exec()) as [[unknown, number], [unknown, number]];
       if (done + failed >= jobs) {
         if (failed) log(`fleet: ${failed} jobs failed at ${slots} slots`);
         break;
