@@ -108,7 +108,10 @@ async function workerCommands(url: string, mine: Set<number>, fn: () => Promise<
     commands++;
     byName.set(name, (byName.get(name) ?? 0) + 1);
     if (name === "multi") inMulti.add(source);
-    else if (name === "exec") inMulti.delete(source), roundTrips++;
+    else if (name === "exec") {
+      inMulti.delete(source);
+      roundTrips++;
+    }
     else if (!inMulti.has(source)) roundTrips++;
   });
   await fn();
@@ -124,7 +127,7 @@ async function benchRoundTrips(url: string) {
   const env = { ...process.env, REDIS_URL: url, PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: "2" };
   const worker = spawn(process.execPath, [BIN, "worker"], { env, stdio: ["ignore", "ignore", "pipe"] });
   let wlog = "";
-  worker.stderr!.on("data", (d) => (wlog += d));
+  worker.stderr.on("data", (d: Buffer) => (wlog += d.toString()));
   const until = async (re: RegExp, n = 1) => {
     for (const t0 = Date.now(); (wlog.match(new RegExp(re, "g")) ?? []).length < n; ) {
       if (Date.now() - t0 > 300_000) throw new Error(`worker: no ${re} ×${n}:\n${wlog}`);

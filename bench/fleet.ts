@@ -69,13 +69,13 @@ async function startWorkers(n: number, env: Record<string, string>): Promise<Chi
   const procs = Array.from({ length: n }, () => spawn(process.execPath, [BIN, "worker"], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] }));
   await Promise.all(procs.map((p) => new Promise<void>((resolve, reject) => {
     let out = "";
-    p.stderr!.on("data", (d: Buffer) => {
+    p.stderr.on("data", (d: Buffer) => {
       if (out.length < 65536) out += d.toString();
       if (/ready: queue/.test(out)) resolve();
     });
     p.once("exit", (code) => reject(new Error(`a worker exited (${code}) before it was ready:\n${out.slice(-2000)}`)));
   })));
-  for (const p of procs) p.stderr!.resume();
+  for (const p of procs) p.stderr.resume();
   return procs;
 }
 
@@ -103,7 +103,7 @@ async function level(url: string, modelUrl: string, slots: number, jobs: number,
     let polls = 0;
     for (;;) {
       polls++;
-      const [[, done], [, failed]] = (await r.pipeline().zcard(q.completed!).zcard(q.failed!).exec()) as [unknown, number][];
+      const [[, done], [, failed]] = (await r.pipeline().zcard(q.completed!).zcard(q.failed!).exec()) as [[unknown, number], [unknown, number]];
       if (done + failed >= jobs) {
         if (failed) log(`fleet: ${failed} jobs failed at ${slots} slots`);
         break;
@@ -118,7 +118,10 @@ async function level(url: string, modelUrl: string, slots: number, jobs: number,
       let d = n - (before.calls.get(name) ?? 0);
       if (name === "zcard") d -= 2 * polls;
       if (name === "info") d = 0;
-      if (d > 0) (byName[name] = round(d / jobs, 2)), (total += d);
+      if (d > 0) {
+        byName[name] = round(d / jobs, 2);
+        total += d;
+      }
     }
     const redisCpuS = after.cpu - before.cpu;
     const workerCpuS = after.workers.reduce((a, x, i) => a + x - before.workers[i]!, 0);

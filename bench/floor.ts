@@ -64,7 +64,7 @@ export async function benchFloor() {
   const repoJob = `set -e; tar -x -C /workspace; cd /workspace; git init -q; git add -A; base=$(git write-tree)\n${commands}\ngit add -A; git diff --cached "$base" | wc -c`;
   const execRepo = async (c: Box) => {
     let out = "";
-    const p = await c.attach(["bash", "-c", repoJob], (d) => void (out += d));
+    const p = await c.attach(["bash", "-c", repoJob], (d) => void (out += d.toString()));
     await p.pipeIn(hostTar(repo1k));
     await p.ended;
     const code = await p.exitCode();
@@ -167,7 +167,7 @@ const hostTar = (dir: string) => spawn("tar", ["-C", dir, "-cf", "-", "."], { st
 /** `tar -C dir -cf - .` on the host into `tar -x` in the container (the bench's own repo: nothing hostile). */
 async function pipeTar(box: Box, dir: string): Promise<void> {
   let err = "";
-  const p = await box.attach(["tar", "-x", "-C", "/workspace"], (d, s) => void (s === 2 && (err += d)));
+  const p = await box.attach(["tar", "-x", "-C", "/workspace"], (d, s) => void (s === 2 && (err += d.toString())));
   await p.pipeIn(hostTar(dir));
   await p.ended;
   const ExitCode = await p.exitCode();
@@ -177,7 +177,7 @@ async function pipeTar(box: Box, dir: string): Promise<void> {
 /** git's blob id of every file under /workspace, computed in one process, nothing written. */
 async function hashFiles(box: Box): Promise<void> {
   let err = "";
-  const p = await box.attach(["bash", "-c", "cd /workspace && find . -type f | git hash-object --stdin-paths > /dev/null"], (d, s) => void (s === 2 && (err += d)));
+  const p = await box.attach(["bash", "-c", "cd /workspace && find . -type f | git hash-object --stdin-paths > /dev/null"], (d, s) => void (s === 2 && (err += d.toString())));
   await p.ended;
   const code = await p.exitCode();
   if (code !== 0) throw new Error(`git hash-object in the container failed (${code}): ${err}`);

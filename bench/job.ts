@@ -39,7 +39,11 @@ export async function benchJob() {
       const r = await runJob({ task: `bench job ${i}`, repo: { path: CLAMP } }, { model, onEvent: (e) => e.type === "model_response" && (modelMs += e.ms) });
       const total = performance.now() - t0;
       if (r.status !== "completed") throw new Error(`bench job ended ${r.status}: ${r.error}`);
-      if (i > 0) (overheads.push(total - modelMs), totals.push(total)); // the first run warms up
+      if (i > 0) {
+        // the first run warms up
+        overheads.push(total - modelMs);
+        totals.push(total);
+      }
     }
     return { job_overhead_ms: round(median(overheads), 1), job_total_ms: round(median(totals), 1), tool_calls: 10 };
   } finally {
@@ -53,7 +57,10 @@ async function throughput(workers: number, jobs: number, repo: string, fakeUrl: 
   const procs = Array.from({ length: workers }, () => spawn(process.execPath, [BIN, "worker"], { env, stdio: ["ignore", "ignore", "pipe"] }));
   await Promise.all(procs.map((p) => new Promise<void>((resolve, reject) => {
     let buf = "";
-    p.stderr!.on("data", (d) => ((buf += d), /ready: queue/.test(buf) && resolve()));
+    p.stderr.on("data", (d: Buffer) => {
+      buf += d.toString();
+      if (/ready: queue/.test(buf)) resolve();
+    });
     p.once("exit", (c) => reject(new Error(`worker exited ${c}: ${buf}`)));
   })));
   const client = new PatchbayClient({ queueName });

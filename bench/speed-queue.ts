@@ -25,7 +25,10 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
   const proc = spawn(process.execPath, [CLI, "worker", "--metrics-port", "0"], { env, stdio: ["ignore", "ignore", "pipe"] });
   let buf = "";
   await new Promise<void>((resolve, reject) => {
-    proc.stderr!.on("data", (d) => ((buf += d), /ready: queue/.test(buf) && resolve()));
+    proc.stderr.on("data", (d: Buffer) => {
+      buf += d.toString();
+      if (/ready: queue/.test(buf)) resolve();
+    });
     proc.once("exit", (c) => reject(new Error(`worker exited ${c}: ${buf}`)));
   });
   const metricsUrl = /metrics: (http\S+)/.exec(buf)?.[1];

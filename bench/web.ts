@@ -70,7 +70,11 @@ export async function benchWeb() {
       const paint = await page.evaluate(() => performance.getEntriesByType("paint").find((p) => p.name === "first-contentful-paint")?.startTime ?? NaN);
       const rendered = await page.locator("#transcript > *").count();
       if (rendered < 500) throw new Error(`only ${rendered} elements rendered`);
-      if (i >= 0) (fcp.push(paint), firstTurn.push(first), full.push(done));
+      if (i >= 0) {
+        fcp.push(paint);
+        firstTurn.push(first);
+        full.push(done);
+      }
       await page.close();
     }
     await ctx.close();

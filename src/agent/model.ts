@@ -1,6 +1,6 @@
 // A thin Model interface and the Anthropic implementation on @anthropic-ai/sdk. The agent loop
 // sees only `Model`, so a scripted or other provider's model drops in.
-import Anthropic from "@anthropic-ai/sdk";
+import Anthropic, { type APIError } from "@anthropic-ai/sdk";
 import type { Usage } from "../core/spec/spec.js";
 import { PatchbayError } from "../core/errors.js";
 import type { Config } from "../core/config/config.js";
@@ -176,7 +176,7 @@ export class AnthropicModel implements Model {
       const msg = await stream.finalMessage();
       const u = msg.usage;
       return {
-        content: msg.content.map((b) => ({ ...b }) as ContentBlock),
+        content: msg.content.map((b) => ({ ...b })),
         stopReason: msg.stop_reason,
         model: msg.model,
         usage: {
@@ -188,7 +188,7 @@ export class AnthropicModel implements Model {
       };
     } catch (err) {
       if (err instanceof Anthropic.APIUserAbortError) throw err;
-      if (err instanceof Anthropic.APIError) {
+      if (isApiError(err)) {
         const apiMessage = (err as { error?: { error?: { message?: string } } }).error?.error?.message ?? err.message;
         throw new ModelError(`Anthropic API error${err.status ? ` ${err.status}` : ""}: ${apiMessage}`, err.status, err.status === undefined || RETRYABLE(err.status), retryAfterMs(err.headers));
       }
@@ -197,6 +197,14 @@ export class AnthropicModel implements Model {
       this.onRetry = undefined;
     }
   }
+}
+
+/**
+ * `err instanceof Anthropic.APIError` narrows to `APIError<any, any, any>`, so `status` and `headers`
+ * would be `any`; this guard narrows to the SDK's declared defaults (a number, Headers) instead.
+ */
+function isApiError(err: unknown): err is APIError {
+  return err instanceof Anthropic.APIError;
 }
 
 async function errorText(res: Response): Promise<string> {

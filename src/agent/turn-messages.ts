@@ -49,7 +49,7 @@ export function shortenOldToolResults(messages: Message[], maxChars: number): { 
       ...m,
       content: m.content.map((b) => {
         if (b.type !== "tool_result" || typeof b.content !== "string" || b.content.length <= KEEP_CHARS) return b;
-        const text = b.content as string;
+        const text = b.content;
         removed += text.length - KEEP_CHARS;
         const half = KEEP_CHARS / 2;
         return { ...b, content: `${text.slice(0, half)}\n[... ${text.length - KEEP_CHARS} characters of this old tool output removed to save context ...]\n${text.slice(-half)}` };

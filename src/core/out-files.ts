@@ -21,7 +21,7 @@ export function checkNoLinkBelowCwd(dir: string): void {
   let at = cwd;
   for (const part of rel.split(sep)) {
     at = join(at, part);
-    let link = false;
+    let link: boolean;
     try {
       link = lstatSync(at).isSymbolicLink();
     } catch {

@@ -5,6 +5,7 @@ import { execFile } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { isPresetName, normalizeHost, type PresetName } from "../core/allow.js";
 import type { Config } from "../core/config/config.js";
 import { kinded } from "../core/errors.js";
@@ -67,10 +68,10 @@ export function goEnvHosts(goproxy: string, gosumdb: string): string[] {
 
 export class PresetError extends kinded("setup") {}
 
-function run(host: PresetEnv, cmd: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) =>
-    execFile(cmd, args, { timeout: 15_000, maxBuffer: 1 << 20, env: { ...host.hostEnv } }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
-  );
+const execFileP = promisify(execFile);
+async function run(host: PresetEnv, cmd: string, args: string[]): Promise<string> {
+  const { stdout } = await execFileP(cmd, args, { timeout: 15_000, maxBuffer: 1 << 20, env: { ...host.hostEnv } });
+  return stdout;
 }
 const readSmall = (p: string) => readFile(p, "utf8").then((t) => t.slice(0, 1 << 20), () => "");
 
@@ -89,7 +90,7 @@ const PIP_DEFAULT = "from pip._internal.models.index import PyPI\nprint(PyPI.url
 async function pypiHosts(host: PresetEnv): Promise<string[]> {
   const env = [host.pip.indexUrl, ...host.pip.extraIndexUrls].map((u) => (u ? urlHost(u) : undefined));
   const files = [host.pip.configFile, "/etc/pip.conf", "/etc/xdg/pip/pip.conf", join(homedir(), ".pip/pip.conf"), join(homedir(), ".config/pip/pip.conf")];
-  const conf = (await Promise.all(files.map((f) => (f ? readSmall(f) : "")))).flatMap(pipConfHosts);
+  const conf = (await Promise.all(files.map((f) => (f ? readSmall(f) : Promise.resolve(""))))).flatMap(pipConfHosts);
   const configured = uniq([...env, ...conf]);
   if (configured.length) return configured;
   const out = await run(host, "python3", ["-c", PIP_DEFAULT]).catch((e: Error) => {

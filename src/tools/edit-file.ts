@@ -97,11 +97,12 @@ export class EditFileTool {
       const n = findAll(bytes, needle).length;
       return fail(`old_string appears ${n} times in ${path}; it must appear exactly once. Include more surrounding context (whole lines before and after) to make it unique.`);
     }
+    const start = at[0]!; // the one match
     const replacement = utf8(newStr);
-    const next = strReplaceBytes(bytes, at[0]!, needle.byteLength, replacement);
+    const next = strReplaceBytes(bytes, start, needle.byteLength, replacement);
     if (!bytesEqual(await this.fs.read(path), bytes)) return fail(msg.changedSinceRead(path));
     await this.fs.write(path, next);
-    const line = countNewlines(bytes, at[0]!);
+    const line = countNewlines(bytes, start);
     const text = Buffer.from(next).toString("utf8").split("\n");
     const from = Math.max(0, line - 4);
     const to = line + newStr.split("\n").length + 4;

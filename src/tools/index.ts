@@ -129,7 +129,7 @@ const boxes = new WeakMap<Sandbox, Map<ToolSet, Toolbox>>();
 export function runTool(sandbox: Sandbox, block: ToolUseBlock, opts: RunToolOptions = {}): Promise<ToolRun> {
   const tools = opts.tools ?? DEFAULT_EDITOR_TOOL;
   let perSandbox = boxes.get(sandbox);
-  if (!perSandbox) boxes.set(sandbox, (perSandbox = new Map()));
+  if (!perSandbox) boxes.set(sandbox, (perSandbox = new Map<ToolSet, Toolbox>()));
   let box = perSandbox.get(tools);
   if (!box) perSandbox.set(tools, (box = new Toolbox(sandbox, { ...opts, tools })));
   return box.run(block, opts.signal);

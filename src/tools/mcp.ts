@@ -161,6 +161,9 @@ class McpConnection {
   }
 }
 
+/** A text item's text: a string as it is; anything else a server sends there, as JSON (never "[object Object]"). */
+const textOf = (v: unknown): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : (JSON.stringify(v) ?? ""));
+
 /** A call's MCP content as a tool_result's: text and images the API takes; the rest said in text. Every item counts toward `maxBytes`. */
 function resultOf(r: { content?: unknown[]; isError?: boolean }, maxBytes: number): ToolOutput {
   const blocks: { type: string; [k: string]: unknown }[] = [];
@@ -175,7 +178,7 @@ function resultOf(r: { content?: unknown[]; isError?: boolean }, maxBytes: numbe
       break;
     }
     const c = items[i]!;
-    const text = c.type === "text" ? String(c.text ?? "") : c.type === "resource" && typeof c.resource?.text === "string" ? c.resource.text : undefined;
+    const text = c.type === "text" ? textOf(c.text) : c.type === "resource" && typeof c.resource?.text === "string" ? c.resource.text : undefined;
     if (text !== undefined) {
       const kept = Buffer.from(text).subarray(0, Math.max(0, left)).toString("utf8");
       left -= Buffer.byteLength(text) + 1; // (and the line between it and the next)

@@ -180,12 +180,13 @@ export const authPlugin: FastifyPluginAsync<AuthOptions> = Object.assign(auth, {
  * path parameter over maxParamLength, a bad %-escape. Its default echoes the whole URL; here the
  * words are fixed, with the guard's nosniff, and problem+json on the API's paths.
  */
-export function frameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply) {
+export function frameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
   const [status, detail] =
     err.code === "FST_ERR_MAX_PARAM_LENGTH" ? [414, "a path parameter is too long (a job id is at most 128 characters)"]
     : err.code === "FST_ERR_BAD_URL" ? [400, "the URL is malformed (a bad %-escape)"]
     : [500, "internal error"];
   reply.header("X-Content-Type-Options", "nosniff");
-  if (isApiPath((req.raw.url ?? "").split("?")[0]!)) return sendProblem(reply, problem(status, detail, { kind: status === 500 ? "internal" : "usage" }));
-  return reply.code(status).type("application/json").send({ error: detail });
+  // Fastify takes this handler's reply as sent; it awaits nothing from it (its type returns void).
+  if (isApiPath((req.raw.url ?? "").split("?")[0]!)) sendProblem(reply, problem(status, detail, { kind: status === 500 ? "internal" : "usage" }));
+  else reply.code(status).type("application/json").send({ error: detail });
 }

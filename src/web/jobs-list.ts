@@ -69,7 +69,10 @@ export function decodeCursor(s: string | undefined): Cursor {
 }
 
 export function parseJobsQuery(q: Record<string, unknown>): JobsQuery {
-  const str = (k: string) => (typeof q[k] === "string" && (q[k] as string).trim() ? (q[k] as string).trim() : undefined);
+  const str = (k: string) => {
+    const v = q[k];
+    return typeof v === "string" && v.trim() ? v.trim() : undefined;
+  };
   const state = str("state");
   if (state && !(LIST_STATES as readonly string[]).includes(state)) throw new BadQuery(`bad state "${state.slice(0, 40)}": one of ${LIST_STATES.join(", ")}`);
   const limitText = str("limit");

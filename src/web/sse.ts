@@ -58,7 +58,7 @@ export async function streamTranscript(src: TranscriptSource, req: IncomingMessa
     clearTimeout(timer);
   };
   const read = async (count: number) => {
-    const r = (await src.redis.xread("COUNT", count, "STREAMS", src.streamKey, last)) as Entries;
+    const r: Entries = await src.redis.xread("COUNT", count, "STREAMS", src.streamKey, last);
     return (r?.[0]?.[1] ?? []).map(([id, fields]) => ((last = id), parse(fields)));
   };
   await write("retry: 2000\n\n");

@@ -97,14 +97,14 @@ export class TranscriptHub {
       this.reading = from;
       let res: Entries = null;
       try {
-        res = (await this.conn.xread("COUNT", 1, "BLOCK", this.blockMs, "STREAMS", ...from.keys(), ...from.values())) as Entries;
+        res = await this.conn.xread("COUNT", 1, "BLOCK", this.blockMs, "STREAMS", ...from.keys(), ...from.values());
       } catch {
         // Redis away, or closed: the waiters' own timers go on; try again shortly
         if (!this.closed) await new Promise((r) => setTimeout(r, 250));
       } finally {
         this.reading = undefined;
       }
-      for (const [key, entries] of (res as Entries) ?? []) {
+      for (const [key, entries] of res ?? []) {
         const newest = entries.at(-1)?.[0];
         if (newest === undefined) continue;
         for (const w of [...(this.waiters.get(key) ?? [])]) if (afterId(newest, w.last)) w.wake();

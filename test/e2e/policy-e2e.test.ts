@@ -38,7 +38,7 @@ const clients: PatchbayClient[] = [];
 const ctx = fs.mkdtempSync(path.join(os.tmpdir(), "pb-policy-"));
 
 beforeAll(async () => {
-  await docker().getImage(SANDBOX).tag({ repo: PLAIN.split(":")[0], tag: PLAIN.split(":")[1] });
+  await docker().getImage(SANDBOX).tag({ repo: PLAIN.split(":")[0]!, tag: PLAIN.split(":")[1] });
   fs.writeFileSync(path.join(ctx, "Dockerfile"), `FROM ${SANDBOX}\nUSER root\nRUN echo from-build > /etc/pb-marker\nUSER 1000:1000\n`);
   await buildImageFrom(ctx, FROM, { log: () => {} });
   redis = await startRedis();

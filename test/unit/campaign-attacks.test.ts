@@ -147,7 +147,7 @@ describe("the model's text in a pull request, a commit and a title is inert", ()
     const forms = ["closes #1", "Closes JIRA-12", "resolves ../issues/9", "Fixes: #2", "resolved acme/api#3", "fix https://github.com/acme/api/issues/4", "Closing #5", "implements #6", "fixes issue #7", "FIXED  #8"];
     const v = values(forms.join("\n"));
     // GitHub's and GitLab's patterns: the keyword, an optional colon, whitespace, then the reference.
-    for (const line of v.summary.split("\n")) expect(line, line).not.toMatch(/\b(?:clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?):?\s+(?:issues?\s+)?(?:[\w./-]*#\d|https?:|[A-Z]+-\d|\.\.\/)/i);
+    for (const line of v.summary!.split("\n")) expect(line, line).not.toMatch(/\b(?:clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?):?\s+(?:issues?\s+)?(?:[\w./-]*#\d|https?:|[A-Z]+-\d|\.\.\/)/i);
     expect(values("Fixed the bug: it says fixed.").summary).toBe("Fixed the bug: it says fixed."); // words stay as they are
   });
 
@@ -181,7 +181,7 @@ describe("GitLab's quick actions and hidden link definitions in the model's text
       expect(rendered, what).not.toMatch(/\]:/);
     }
     // The words are still there for the reviewer to read.
-    expect(v.summary.replaceAll("\u200b", "")).toBe(hostile);
+    expect(v.summary!.replaceAll("\u200b", "")).toBe(hostile);
   });
 });
 

@@ -64,7 +64,7 @@ export const MAX_TASK_CHARS = 256 * 1024;
 export const MAX_COMMAND_CHARS = 64 * 1024;
 const MAX_SETUP_COMMANDS = 64;
 const capped = (what: string, max: number) =>
-  z.string({ error: expected(what) }).max(max, { error: (iss) => `must be at most ${max} characters (got ${String(iss.input).length})` }).refine((s) => s.trim() !== "", { error: expected(what) });
+  z.string({ error: expected(what) }).max(max, { error: (iss) => `must be at most ${max} characters (got ${typeof iss.input === "string" ? iss.input.length : "?"})` }).refine((s) => s.trim() !== "", { error: expected(what) });
 const Command = capped("a non-empty command", MAX_COMMAND_CHARS);
 
 export const Budget = z.strictObject({
@@ -136,11 +136,13 @@ export const JobSpec = z.strictObject({
       error: (iss) => {
         if (iss.input === undefined) return REQUIRED;
         if (Array.isArray(iss.input)) {
-          const i = iss.input.findIndex((c) => typeof c !== "string" || c.trim() === "");
-          if (i >= 0) return `must be a command or an array of commands (item ${i} is ${show(iss.input[i])})`;
-          const long = iss.input.findIndex((c) => c.length > MAX_COMMAND_CHARS);
-          if (long >= 0) return `item ${long} must be at most ${MAX_COMMAND_CHARS} characters (got ${iss.input[long].length})`;
-          if (iss.input.length > MAX_SETUP_COMMANDS) return `must be at most ${MAX_SETUP_COMMANDS} commands (got ${iss.input.length})`;
+          const items: unknown[] = iss.input;
+          const i = items.findIndex((c) => typeof c !== "string" || c.trim() === "");
+          if (i >= 0) return `must be a command or an array of commands (item ${i} is ${show(items[i])})`;
+          const lengths = items.map((c) => (typeof c === "string" ? c.length : 0)); // all strings by now
+          const long = lengths.findIndex((n) => n > MAX_COMMAND_CHARS);
+          if (long >= 0) return `item ${long} must be at most ${MAX_COMMAND_CHARS} characters (got ${lengths[long]})`;
+          if (items.length > MAX_SETUP_COMMANDS) return `must be at most ${MAX_SETUP_COMMANDS} commands (got ${items.length})`;
         } else if (typeof iss.input === "string" && iss.input.length > MAX_COMMAND_CHARS) {
           return `must be at most ${MAX_COMMAND_CHARS} characters (got ${iss.input.length})`;
         }
@@ -435,7 +437,7 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
 /** One event of a job's transcript (docs/jobspec.md). */
 export type TranscriptEvent = z.infer<typeof TranscriptEvent>;
 export type EventType = TranscriptEvent["type"];
-export const EVENT_TYPES = TranscriptEvent.options.map((o) => o.shape.type.value) as EventType[];
+export const EVENT_TYPES: EventType[] = TranscriptEvent.options.map((o) => o.shape.type.value);
 
 /** The event of one type, e.g. `EventOf<"tool_result">`. */
 export type EventOf<T extends EventType> = Extract<TranscriptEvent, { type: T }>;
@@ -445,7 +447,7 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 export type EventInput = DistributiveOmit<TranscriptEvent, "ts" | "jobId" | "attempt">;
 
 /** An event with its time, job and attempt: what goes into the transcript. */
-export const stamped = (e: EventInput, jobId: string, attempt: number): TranscriptEvent => ({ ts: new Date().toISOString(), jobId, attempt, ...e }) as TranscriptEvent;
+export const stamped = (e: EventInput, jobId: string, attempt: number): TranscriptEvent => ({ ts: new Date().toISOString(), jobId, attempt, ...e });
 
 /** The job_finished event that ends a transcript: the result's status, cost, turns and error (the one place it is built). */
 export function finishedEvent(r: Pick<JobResult, "status" | "costUsd" | "turns" | "error">): EventInput {

@@ -79,14 +79,17 @@ function readRoutes(app: FastifyInstance, { client, defaultModel }: JobsApiOptio
     };
   });
 
-  const patchResponse = { description: "the patch (git diff --binary; empty when nothing changed)", content: { "text/x-diff": { schema: z.string().register(apiRegistry, { description: "a unified diff" }) } } };
-  app.get<ById>("/jobs/:id/patch", { schema: { operationId: "getJobPatch", tags: ["jobs"], summary: "A finished job's patch", params: JobId, response: { 200: patchResponse, ...problems(401, 404, 409, 410) } } }, async (req, reply) => {
+  patchRoute(app, client);
+  transcriptRoute(app, client, found);
+}
+
+function patchRoute(app: FastifyInstance, client: PatchbayClient): void {
+  const response = { description: "the patch (git diff --binary; empty when nothing changed)", content: { "text/x-diff": { schema: z.string().register(apiRegistry, { description: "a unified diff" }) } } };
+  app.get<ById>("/jobs/:id/patch", { schema: { operationId: "getJobPatch", tags: ["jobs"], summary: "A finished job's patch", params: JobId, response: { 200: response, ...problems(401, 404, 409, 410) } } }, async (req, reply) => {
     const r = await client.result(req.params.id); // the CLI's: a failed job is JobFailedError, a long patch put back whole
     if (!r) throw new NotFinishedError(`job ${req.params.id} has not finished yet (GET /api/v1/jobs/${req.params.id}/events follows it)`);
     return reply.header("Cache-Control", "no-store").type("text/x-diff; charset=utf-8").send(r.patch);
   });
-
-  transcriptRoute(app, client, found);
 }
 
 function transcriptRoute(app: FastifyInstance, client: PatchbayClient, found: (id: string) => Promise<unknown>): void {

@@ -72,7 +72,7 @@ export function specErrors(message: string): string[] {
 /** Errors with lines of their own (a batch file's): `errors`; else a spec's message cut in lines. */
 const linesOf = (err: unknown): string[] | undefined => {
   const own = (err as { errors?: unknown }).errors;
-  if (Array.isArray(own) && own.every((x) => typeof x === "string")) return own as string[];
+  if (Array.isArray(own) && own.every((x) => typeof x === "string")) return own;
   return err instanceof PatchbayError && err.kind === "spec" ? specErrors(err.message) : undefined;
 };
 

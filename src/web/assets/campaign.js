@@ -18,7 +18,7 @@
 
   // Only a URL whose scheme is http or https becomes a link (never javascript:, data: or the like).
   function httpUrl(s) {
-    try { var u = new URL(String(s)); return u.protocol === "http:" || u.protocol === "https:" ? u.href : null; } catch (e) { return null; }
+    try { var u = new URL(String(s)); return u.protocol === "http:" || u.protocol === "https:" ? u.href : null; } catch (_) { return null; }
   }
   // github.com/acme/billing for https://github.com/acme/billing.git (the whole URL in the title).
   function shortRepo(s) { return String(s).replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").replace(/\.git$/, ""); }

@@ -69,8 +69,8 @@
       diffBox.textContent = "";
       diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + (files === 1 ? " file)" : " files)") : "")));
       var p = el("p", "meta", PB.num(j.patchBytes) + " bytes: too long to show here. ");
-      var dl = el("a", null, "Download the patch"); dl.href = api + "/patch"; dl.id = "patch-link";
-      p.appendChild(dl);
+      var download = el("a", null, "Download the patch"); download.href = api + "/patch"; download.id = "patch-link";
+      p.appendChild(download);
       diffBox.appendChild(p);
     }
   }
@@ -88,7 +88,7 @@
     es.onmessage = function (m) {
       if (m.lastEventId) lastId = m.lastEventId;
       var events;
-      try { events = JSON.parse(m.data); } catch (err) { return; }
+      try { events = JSON.parse(m.data); } catch (_) { return; }
       t.addAll(events);
     };
     es.addEventListener("end", function () {

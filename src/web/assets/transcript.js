@@ -41,7 +41,7 @@
     add(d, el("pre", cls, text));
     return box;
   }
-  function json(v) { try { return JSON.stringify(v, null, 2); } catch (e) { return String(v); } }
+  function json(v) { try { return JSON.stringify(v, null, 2); } catch (_) { return String(v); } }
 
   function renderDiff(patch) {
     var pre = el("pre", "diff");
@@ -81,13 +81,13 @@
     if (!this.draining) this.drain();
   };
   Transcript.prototype.drain = function () {
-    var self = this, t0 = performance.now(), q = this.queue, i = 0;
+    var t0 = performance.now(), q = this.queue, i = 0;
     this.draining = true;
     while (i < q.length && (i < 50 || performance.now() - t0 < 30)) this.add(q[i++], true);
     this.queue = q.slice(i);
     this.updateTotals();
     if (this.opts.onRendered) this.opts.onRendered(this.count, this.queue.length);
-    if (this.queue.length) setTimeout(function () { self.drain(); }, 0);
+    if (this.queue.length) setTimeout(this.drain.bind(this), 0);
     else this.draining = false;
   };
   Transcript.prototype.card = function (cls, title, meta) {
