@@ -194,7 +194,7 @@ export class DockerBox implements Box {
   }
 
   async putArchive(tar: Readable, dir: string): Promise<void> {
-    await this.container.putArchive(tar as never, { path: dir });
+    await this.container.putArchive(tar, { path: dir });
   }
 }
 
@@ -294,7 +294,7 @@ async function attachExec(container: Docker.Container, cmd: string[], onData: (c
     WorkingDir: opts.cwd ?? "/workspace",
     Env: opts.env ?? [],
   });
-  const socket = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
+  const socket = await exec.start({ hijack: true, stdin: true });
   let alive = true;
   let carry: Buffer = Buffer.alloc(0);
   // Docker frames: [stream, 0, 0, 0, size (u32 BE)] then size bytes. Both streams are passed on

@@ -69,7 +69,7 @@ async function ask(d: Docker): Promise<EngineInfo> {
   }
   // libpod's own info says what the compatible one does not: rootless, the controllers, the id maps.
   const info = await new Promise<PodmanInfo>((resolve, reject) =>
-    d.modem.dial({ path: "/v4.0.0/libpod/info", method: "GET", statusCodes: { 200: true }, options: {} }, (err, data) => (err ? reject(err) : resolve((data ?? {}) as PodmanInfo))),
+    d.modem.dial({ path: "/v4.0.0/libpod/info", method: "GET", statusCodes: { 200: true }, options: {} }, (err, data) => (err ? reject(err) : resolve((data ?? {})))),
   );
   const h = info.host ?? {};
   return {

@@ -55,8 +55,8 @@ export class LocalBackend implements Backend {
     const init = spawn("unshare", ["--mount", "--pid", "--net", "--fork", "--mount-proc", "--propagation", "private", "--kill-child", "--", "bash", "-c", `set -e; ${binds.join("; ")}; echo ready; exec python3 -I -S -c "${REAPER}"`, "init", root, ...(spec.mounts ?? []).map((m) => m.source)], { stdio: ["ignore", "pipe", "pipe"], detached: true, ...OUTSIDE });
     let said = "";
     const ready = await new Promise<boolean>((resolve) => {
-      init.stdout!.on("data", (d: Buffer) => ((said += d.toString()), /ready\n/.test(said) && resolve(true)));
-      init.stderr!.on("data", (d: Buffer) => (said += d.toString()));
+      init.stdout.on("data", (d: Buffer) => ((said += d.toString()), /ready\n/.test(said) && resolve(true)));
+      init.stderr.on("data", (d: Buffer) => (said += d.toString()));
       init.once("exit", () => resolve(false));
     });
     if (!ready) {

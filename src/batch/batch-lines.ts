@@ -37,7 +37,7 @@ export async function readLineJobs(redis: Redis, queue: Queue, specsKey: string,
     const [timestamp, data] = (err ? [null, null] : v) as [string | null, string | null];
     exists.push(Boolean(timestamp));
     if (!timestamp) return;
-    const why = provenanceProblem(e.jobId, parseData(data), { batchId, line: e.line, ...(hashes[i] ? { specHash: hashes[i]! } : {}) });
+    const why = provenanceProblem(e.jobId, parseData(data), { batchId, line: e.line, ...(hashes[i] ? { specHash: hashes[i] } : {}) });
     if (why) problems.push({ ...e, why });
   });
   return { exists, problems };

@@ -40,7 +40,7 @@ export async function writeBatchOut(b: BatchReader, batchId: string, dir: string
   };
   await Promise.all(
     Array.from({ length: opts.concurrency ?? 8 }, async () => {
-      for (let j = queue.shift(); j; j = queue.shift()) await one(j).catch((err: Error) => (err instanceof OutputLinkError ? Promise.reject(err) : writeOwn(join(dir, j!.jobId, "error.txt"), `${err.message}\n`)));
+      for (let j = queue.shift(); j; j = queue.shift()) await one(j).catch((err: Error) => (err instanceof OutputLinkError ? Promise.reject(err) : writeOwn(join(dir, j.jobId, "error.txt"), `${err.message}\n`)));
     }),
   );
   writeOwn(join(dir, "summary.json"), JSON.stringify(summary, null, 2) + "\n");

@@ -276,7 +276,7 @@ export class BatchClient {
       const ids = await this.readOrRetry(() => this.c.hold(() => this.c.redis.lrange(bk.finished, cursor, cursor + 999)));
       cursor += ids.length;
       const summaries = ids.length ? await this.readOrRetry(() => this.c.hold(() => this.c.redis.hmget(bk.results, ...ids))) : [];
-      let finished = ids.flatMap((jobId, i) => (summaries[i] ? [{ jobId, result: JSON.parse(summaries[i]!) as JobSummary }] : []));
+      let finished = ids.flatMap((jobId, i) => (summaries[i] ? [{ jobId, result: JSON.parse(summaries[i]) as JobSummary }] : []));
       if (finished.length) {
         // Only each line's latest job: not the attempts a retry replaced (a second wait after a retry).
         const latest = await this.readOrRetry(() => this.c.hold(() => this.c.redis.hmget(bk.lines, ...finished.map((f) => String(f.result.line)))));

@@ -89,7 +89,7 @@ export class CampaignStore {
   async def(id: string): Promise<CampaignDef> {
     const raw = await this.redis.get(this.k(id, "def"));
     if (!raw) throw new CampaignNotFoundError(id, this.queueName);
-    return Def.parse(JSON.parse(raw)) as CampaignDef;
+    return Def.parse(JSON.parse(raw));
   }
 
   /** Every changeset recorded, by line (lines never published have none). */

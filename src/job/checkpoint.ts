@@ -186,7 +186,7 @@ export class Checkpointer {
       }
       const c: Checkpoint = {
         v: 1, jobId: this.o.jobId, specHash: this.o.specHash, attempt: this.o.attempt, turns: s.turns, usage: s.usage, stopReason: s.stopReason, summary: s.summary,
-        messages: s.messages as Checkpoint["messages"], ...(s.ended ? { ended: s.ended } : {}), round, baseline: this.o.baseline, patch: this.patch, savedAt: Date.now(),
+        messages: s.messages, ...(s.ended ? { ended: s.ended } : {}), round, baseline: this.o.baseline, patch: this.patch, savedAt: Date.now(),
       };
       const json = JSON.stringify(c);
       if (Buffer.byteLength(json) > maxBytes) {
@@ -209,7 +209,7 @@ const within = <T>(p: Promise<T>, ms: number) => withTimeout(p, ms, `the checkpo
 
 /** The loop state a checkpoint holds, as the loop takes it back. */
 export function turnStateOf(c: Checkpoint): TurnState {
-  return { turns: c.turns, usage: c.usage, stopReason: c.stopReason, summary: c.summary, messages: c.messages as Message[], ...(c.ended ? { ended: c.ended } : {}) };
+  return { turns: c.turns, usage: c.usage, stopReason: c.stopReason, summary: c.summary, messages: c.messages, ...(c.ended ? { ended: c.ended } : {}) };
 }
 
 /**

@@ -52,4 +52,4 @@ export function jobContext(spec: JobSpec, config: Config, opts: RunJobOptions): 
 }
 
 /** The status a stopped job ends with: the wall clock's, or a cancellation. */
-export const stoppedStatus = (signal: AbortSignal) => (signal.reason === "timeout" ? "timeout" : "cancelled") as "timeout" | "cancelled";
+export const stoppedStatus = (signal: AbortSignal) => (signal.reason === "timeout" ? "timeout" : "cancelled");

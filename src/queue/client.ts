@@ -233,7 +233,7 @@ export class PatchbayClient {
   /** Where a job is; throws JobNotFoundError for an id not in the queue. */
   status(id: string): Promise<JobStatusInfo> {
     return this.hold(async () => {
-      const state = (await this.queue.getJobState(id)) as JobState; // before the job: see result()
+      const state = (await this.queue.getJobState(id)); // before the job: see result()
       return info(await this.job(id), state);
     });
   }
@@ -355,7 +355,7 @@ export class PatchbayClient {
   retry(id: string): Promise<{ retried: true } | { retried: false; state: JobState }> {
     return this.hold(async () => {
       const job = await this.job(id);
-      const state = (await job.getState()) as JobState;
+      const state = (await job.getState());
       if (state !== "completed" && state !== "failed") return { retried: false, state };
       await this.redis.del(this.k.cancel(id), this.k.result(id));
       await job.retry(state);
@@ -374,7 +374,7 @@ export class PatchbayClient {
     let last = "0";
     const read = async (block: boolean) => {
       const args = block ? ["BLOCK", 1000] : [];
-      const res = (await reader.xread("COUNT", 1000, ...(args as []), "STREAMS", this.k.events(id), last)) as [string, [string, string[]][]][] | null;
+      const res = (await reader.xread("COUNT", 1000, ...(args as []), "STREAMS", this.k.events(id), last));
       return (res?.[0]?.[1] ?? []).map(([entryId, fields]) => ((last = entryId), JSON.parse(fields[1]!) as TranscriptEvent));
     };
     try {

@@ -13,7 +13,7 @@ export function hintFlags(queueName: string, redisUrl: string): string {
 
 /** A shell word: as it is when plain, else single-quoted (and any control character dropped). */
 export function quoteArg(s: string): string {
-  // eslint-disable-next-line no-control-regex
+   
   const clean = s.replace(/[\x00-\x1f\x7f]/g, "");
   return /^[A-Za-z0-9_./:@%+=,-]+$/.test(clean) ? clean : `'${clean.replace(/'/g, `'\\''`)}'`;
 }

@@ -160,7 +160,7 @@ type Lists = { filesChanged: string[]; diffstat: string; filesChangedTotal?: num
 function boundLists<T extends Lists>(x: T): T {
   const files = cutList(x.filesChanged);
   const stat = cutDiffstat(x.diffstat);
-  const total = (x.filesChangedTotal ?? x.filesChanged.length) as number;
+  const total = (x.filesChangedTotal ?? x.filesChanged.length);
   const filesCut = total - files.kept.length;
   const statCut = (x.diffstatCut ?? 0) + stat.cut;
   const { filesChangedTotal: _t, filesChangedCut: _c, diffstatCut: _d, ...rest } = x;

@@ -150,7 +150,7 @@ export class FileAgent {
   async request<Op extends AgentOp>(req: Extract<AgentRequest, { op: Op }>, body?: Buffer, o: CallOptions = {}): Promise<Answer<Op> | undefined> {
     const raw = await this.requestRaw(req, body, o);
     if (!raw) return undefined;
-    const r = parseReply(req.op as Op, raw.header);
+    const r = parseReply(req.op, raw.header);
     if (!r) return void this.fail();
     return r.ok ? { reply: r.reply, body: raw.body } : { error: r.error, body: raw.body };
   }
@@ -195,7 +195,7 @@ export class FileAgent {
       }
     })();
     const sent = { value: false };
-    const r = await this.request<"run">(header as Extract<AgentRequest, { op: "run" }>, body, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames, sent });
+    const r = await this.request<"run">(header, body, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames, sent });
     if (sourceErr !== undefined) throw new StreamSourceError(sourceErr);
     // Sent, then no answer (the agent died, or did not answer in time): the command may have run,
     // so it is not run again on the box.
@@ -276,10 +276,10 @@ export class FileAgent {
         this.chunks = [buf.subarray(nl + 1)];
         this.buffered = buf.length - nl - 1;
       }
-      const len = this.header!.len as number;
+      const len = this.header.len as number;
       if (this.buffered < len) return; // keep collecting without re-concatenating
       const buf = this.take();
-      const header = this.header!;
+      const header = this.header;
       this.header = undefined;
       this.chunks = [buf.subarray(len)];
       this.buffered = buf.length - len;

@@ -35,7 +35,7 @@ export class ExecFileError extends PatchbayError {
 /** The script's own exit codes, and for 3 (a tool failed) the errno its words name. */
 function codeOf(exit: number, stderr: string): ExecCode {
   const own: Record<number, ExecCode> = { 2: "ENOENT", 5: "EIO", 20: "ENOTDIR", 21: "EISDIR", 22: "EINVAL", 27: "EFBIG", 28: "ENOSPC" };
-  if (own[exit]) return own[exit]!;
+  if (own[exit]) return own[exit];
   if (exit !== 3) return "EIO";
   const words: [RegExp, ExecCode][] = [
     [/No such file or directory/, "ENOENT"],

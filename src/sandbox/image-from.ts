@@ -77,7 +77,7 @@ async function present(image: string): Promise<boolean> {
 
 async function pull(image: string): Promise<string | undefined> {
   try {
-    const stream = await docker().pull(image, { abortSignal: AbortSignal.timeout(60_000) } as object);
+    const stream = await docker().pull(image, { abortSignal: AbortSignal.timeout(60_000) });
     await new Promise<void>((resolve, reject) => docker().modem.followProgress(stream, (err) => (err ? reject(err) : resolve())));
     return undefined;
   } catch (err) {
@@ -127,7 +127,7 @@ export async function buildImageFrom(dir: string, tag: string, opts: { force?: b
     }
     if (network === "none") await refuseFetches(dockerfile, bases);
     log(`building ${tag} from ${dir}/Dockerfile${network === "none" ? "" : ` (network: ${network})`}`);
-    const stream = await docker().buildImage({ context: dir, src: top } as never, { t: tag, rm: true, forcerm: true, networkmode: network, labels: JSON.stringify({ "patchbay.recipe": hash, [FROM_LABEL]: hash }) } as object);
+    const stream = await docker().buildImage({ context: dir, src: top }, { t: tag, rm: true, forcerm: true, networkmode: network, labels: JSON.stringify({ "patchbay.recipe": hash, [FROM_LABEL]: hash }) } as object);
     await new Promise<void>((resolve, reject) =>
       docker().modem.followProgress(stream, (err, out) => {
         const failed = (out as { error?: string }[] | undefined)?.find((o) => o.error);

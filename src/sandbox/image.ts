@@ -77,7 +77,7 @@ async function basePullable(log: (l: string) => void): Promise<boolean> {
     /* not present: try to pull */
   }
   try {
-    const stream = await docker().pull(BASE, { abortSignal: AbortSignal.timeout(30_000) } as object);
+    const stream = await docker().pull(BASE, { abortSignal: AbortSignal.timeout(30_000) });
     await new Promise<void>((resolve, reject) => docker().modem.followProgress(stream, (err) => (err ? reject(err) : resolve())));
     return true;
   } catch (err) {

@@ -224,7 +224,7 @@ describe("patchbay campaign end to end", () => {
     expect({ writes: writes(), heads: names.map(branchOf) }).toEqual(before);
 
     // Tracking on the queue is scheduled while changesets are open.
-    const tq = new Queue(`${QUEUE}-campaigns`, { connection: { url: redis.url } as never });
+    const tq = new Queue(`${QUEUE}-campaigns`, { connection: { url: redis.url } });
     expect((await tq.getJobSchedulers()).map((s) => s.key)).toContain("track:fix-all");
 
     // The forge moves on: 4 merged, 1 closed, 2 with failing checks.
@@ -330,13 +330,13 @@ describe("patchbay campaign end to end", () => {
     // remotes' branches deleted, and once nothing is open the schedule goes.
     const tracker = spawn(process.execPath, [BIN, "campaign", "tracker"], { env: { ...process.env, ...fast }, stdio: ["ignore", "pipe", "pipe"] });
     let tlog = "";
-    tracker.stdout!.on("data", (d) => (tlog += d));
-    tracker.stderr!.on("data", (d) => (tlog += d));
+    tracker.stdout.on("data", (d) => (tlog += d));
+    tracker.stderr.on("data", (d) => (tlog += d));
     const exited = new Promise<number | null>((r) => tracker.once("exit", (code) => r(code)));
     gitlab.merge("acme/g1", 1);
     git(bare("s1"), "update-ref", "-d", "refs/heads/patchbay/wide");
     git(bare("g2"), "update-ref", "-d", "refs/heads/patchbay/wide");
-    const tq = new Queue(`${QUEUE}-campaigns`, { connection: { url: redis.url } as never });
+    const tq = new Queue(`${QUEUE}-campaigns`, { connection: { url: redis.url } });
     while ((await tq.getJobSchedulers()).some((s) => s.key === "track:wide")) {
       if (tracker.exitCode !== null) throw new Error(`the tracker exited: ${tlog}`);
       await new Promise((r) => setTimeout(r, 100));

@@ -227,7 +227,7 @@ describe("the master killed right after a job's result write, before a replica h
     const stream = `patchbay:${QUEUE}:events:${id}`;
     let last = "0";
     for (let killed = false; !killed; ) {
-      const res = (await onMaster.xread("BLOCK", 1000, "STREAMS", stream, last)) as [string, [string, string[]][]][] | null;
+      const res = (await onMaster.xread("BLOCK", 1000, "STREAMS", stream, last));
       for (const [, entries] of res ?? []) {
         for (const [entryId, fields] of entries) {
           last = entryId;

@@ -62,7 +62,7 @@ const completedBy = (w: WorkerProc, ids: string[]) => ids.filter((id) => new Reg
 
 /** The jobs whose sandbox containers an engine created since `since` (its own event log). */
 async function jobsCreatedOn(d: typeof b.docker, since: number, queue = QUEUE): Promise<string[]> {
-  const stream = (await d.getEvents({ since, until: Math.ceil(Date.now() / 1000), filters: { type: ["container"], event: ["create"], label: [`${LABEL.queue}=${queue}`] } })) as NodeJS.ReadableStream;
+  const stream = (await d.getEvents({ since, until: Math.ceil(Date.now() / 1000), filters: { type: ["container"], event: ["create"], label: [`${LABEL.queue}=${queue}`] } }));
   let out = "";
   for await (const chunk of stream) out += chunk;
   return out.split("\n").filter(Boolean).map((l) => JSON.parse(l).Actor.Attributes[LABEL.job] as string).sort();

@@ -39,7 +39,7 @@ describe("the memory backend", () => {
     expect(result.filesChanged).toEqual(["clamp.py"]);
     // (whole-file hunks: the memory backend's diff, see src/backend/memory-exec.ts)
     expect(result.patch).toMatch(/^diff --git a\/clamp.py b\/clamp.py\n--- a\/clamp.py\n\+\+\+ b\/clamp.py\n@@ -1,10 \+1,10 @@\n/);
-    expect(result.patch).toMatch(/^\+        return hi$/m);
+    expect(result.patch).toMatch(/^\+ {8}return hi$/m);
     expect(result.verify?.exitCode).toBe(0);
     // The editor read the repo's real file from the box, and refused the ambiguous edit.
     const seen = fake.requests.slice(-5).map((r) => toolResultText(toolResults(r)[0]));
@@ -68,7 +68,7 @@ describe("the memory backend", () => {
       const ids = await Promise.all([1, 2, 3].map(() => client.enqueue({ task: "Fix clamp.", repo: { path: CLAMP }, verify: "python3 -m unittest -q" })));
       const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 60_000 })));
       expect(results.map((r) => r.status)).toEqual(["completed", "completed", "completed"]);
-      for (const r of results) expect(r.patch).toMatch(/^\+        return hi$/m);
+      for (const r of results) expect(r.patch).toMatch(/^\+ {8}return hi$/m);
       expect((backendOf("memory") as MemoryBackend).size).toBe(worker.worker.concurrency); // only the warm pool's boxes
     });
   });

@@ -35,10 +35,10 @@ describe("batch index", () => {
     const c = clients.find((x) => x.queueName === queueName)!;
     const job = await c.queue.getJob(jobId);
     const hooks = batchHooks(raw, queueName, 3600);
-    const early = await hooks.start(job!.data as JobData, jobId, attempt);
+    const early = await hooks.start(job!.data, jobId, attempt);
     const r = early ?? { ...emptyResult(result.status, result.error ?? ""), ...result, jobId, attempt };
     if (!result.error && !early) delete r.error;
-    await hooks.finish(job!.data as JobData, jobId, attempt, r);
+    await hooks.finish(job!.data, jobId, attempt, r);
     return r;
   };
 

@@ -113,7 +113,7 @@ describe("a job planted under a line's id is never the line's", () => {
   const makeRepo = (name: string) => makeBugRepo(dir, bare(name), name);
 
   /** What an attacker with the queue's Redis writes: a BullMQ job under `jobId`, bypassing patchbay's enqueue. */
-  const plant = (jobId: string, data: object) => raw.add("fix", { enqueuedAt: Date.now(), ...data } as JobData, { jobId, attempts: 1 });
+  const plant = (jobId: string, data: object) => raw.add("fix", { enqueuedAt: Date.now(), ...data }, { jobId, attempts: 1 });
   const backdoorSpec = (name: string) => ({ task: backdoorTask(name), repo: { git: url(name), ref: "main" }, verify: "grep -q 'value = fixed' app.txt", verifyRounds: 0 });
   const campaign = (name: string, repos: string[]) =>
     parseCampaign(`name: ${name}\ntask: "Fix the bug in {{name}}: app.txt must say fixed."\nverify: grep -q 'value = fixed' app.txt\nverifyRounds: 0\nrepos:\n${repos.map((r) => `  - git: ${url(r)}\n    ref: main\n`).join("")}publish:\n  title: "Fix the bug in {{name}}"\n`, `${name}.yaml`);
@@ -158,7 +158,7 @@ describe("a job planted under a line's id is never the line's", () => {
     });
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE, config });
     campaigns = new CampaignClient(client, config, { cacheDir: join(dir, "cache"), trackEveryMs: 0 });
-    raw = new Queue(QUEUE, { connection: { url: redis.url } as never });
+    raw = new Queue(QUEUE, { connection: { url: redis.url } });
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: "line-ids-dashboard-token", config });
   }, 600_000);
 
@@ -254,7 +254,7 @@ describe("a job planted under a line's id is never the line's", () => {
     const base = git(bare("r1"), "rev-parse", "main");
     const patch = "diff --git a/backdoor.py b/backdoor.py\nnew file mode 100644\n--- /dev/null\n+++ b/backdoor.py\n@@ -0,0 +1 @@\n+import os\n";
     const forged: JobResult = emptyResult("completed", "", { jobId: "camp-L1", patch, baseCommit: base, verified: true, filesChanged: ["backdoor.py"], diffstat: " backdoor.py | 1 +", summary: "Fixed." });
-    const evil = new Worker(QUEUE, async () => forged, { connection: { url: redis.url } as never });
+    const evil = new Worker(QUEUE, async () => forged, { connection: { url: redis.url } });
     await plant("camp-L1", { spec: backdoorSpec("r1"), batch: { id: "camp", line: 1 } });
     await new Promise<void>((resolve) => evil.on("completed", (job) => job.id === "camp-L1" && resolve()));
     await evil.close();

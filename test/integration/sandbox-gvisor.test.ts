@@ -155,7 +155,7 @@ describe("runJob under gVisor", () => {
     expect(result.error).toBeUndefined();
     expect(result.status).toBe("completed");
     expect(result.filesChanged).toEqual(["clamp.py"]);
-    expect(result.patch).toMatch(/-        return lo\n\+        return hi/);
+    expect(result.patch).toMatch(/- {8}return lo\n\+ {8}return hi/);
     expect(result.verified).toBe(true);
   }, 120_000);
 });

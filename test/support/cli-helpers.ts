@@ -80,8 +80,8 @@ export function spawnPatchbay(args: string[], env: Record<string, string> = {}):
   const proc = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
-  proc.stdout!.on("data", (d) => (stdout += d));
-  proc.stderr!.on("data", (d) => (stderr += d));
+  proc.stdout.on("data", (d) => (stdout += d));
+  proc.stderr.on("data", (d) => (stderr += d));
   const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));
   return {
     proc,

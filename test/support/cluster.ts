@@ -75,8 +75,8 @@ export interface WorkerProc {
 export function startWorkerProc(env: Record<string, string>, args: string[] = []): WorkerProc {
   const proc = spawn(process.execPath, [BIN, "worker", ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
-  proc.stdout!.on("data", (d) => (out += d));
-  proc.stderr!.on("data", (d) => (out += d));
+  proc.stdout.on("data", (d) => (out += d));
+  proc.stderr.on("data", (d) => (out += d));
   const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));
   return {
     proc,

@@ -94,9 +94,9 @@ export async function startGitSsh(): Promise<GitSsh> {
     const child = spawn(SSHD, ["-D", "-e", "-f", path.join(dir, "sshd_config")], { stdio: ["ignore", "ignore", "pipe"] });
     seen.text = "";
     try {
-      await waitFor(child, child.stderr!, /Server listening on 127\.0\.0\.1 port (\d+)/, seen);
+      await waitFor(child, child.stderr, /Server listening on 127\.0\.0\.1 port (\d+)/, seen);
       sshd = child;
-      child.stderr!.on("data", (c: Buffer) => (seen.text = (seen.text + c.toString("utf8")).slice(-20_000)));
+      child.stderr.on("data", (c: Buffer) => (seen.text = (seen.text + c.toString("utf8")).slice(-20_000)));
     } catch (err) {
       if (!/Address already in use/.test(seen.text)) throw err; // another process took the port: try another
     }
@@ -104,7 +104,7 @@ export async function startGitSsh(): Promise<GitSsh> {
   if (!sshd) throw new Error(`sshd did not start:\n${seen.text}`);
   const sock = path.join(dir, "agent.sock");
   const agent = spawn("ssh-agent", ["-D", "-a", sock], { stdio: ["ignore", "pipe", "pipe"] });
-  await waitFor(agent, agent.stdout!, /SSH_AUTH_SOCK=/, { text: "" }); // printed once the socket listens
+  await waitFor(agent, agent.stdout, /SSH_AUTH_SOCK=/, { text: "" }); // printed once the socket listens
   const hostKey = fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").split(" ").slice(0, 2).join(" ");
   fs.writeFileSync(path.join(dir, "known_hosts"), `[127.0.0.1]:${port} ${hostKey}\n`);
   await run("ssh-add", ["-q", path.join(dir, "client_key")], { env: { ...process.env, SSH_AUTH_SOCK: sock } });

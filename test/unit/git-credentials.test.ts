@@ -33,7 +33,7 @@ const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.default
 const git = (cwd: string, ...args: string[]) => execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "latin1", maxBuffer: 64 * 1024 * 1024 });
 
 let server: GitHttpServer;
-let clones: string[] = [];
+const clones: string[] = [];
 
 beforeAll(async () => {
   const src = path.join(tmp, "src");

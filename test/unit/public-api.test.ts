@@ -63,7 +63,7 @@ function findings(): Findings {
       if (!ts.isClassDeclaration(d) && !ts.isInterfaceDeclaration(d)) continue;
       const overloaded = new Set(d.members.filter((m) => ts.isMethodDeclaration(m) && !m.body).map((m) => m.name!.getText()));
       for (const m of d.members) {
-        const hidden = (ts.getCombinedModifierFlags(m as ts.Declaration) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) !== 0 || (m.name !== undefined && ts.isPrivateIdentifier(m.name));
+        const hidden = (ts.getCombinedModifierFlags(m) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) !== 0 || (m.name !== undefined && ts.isPrivateIdentifier(m.name));
         if (hidden || ts.isIndexSignatureDeclaration(m) || ts.isClassStaticBlockDeclaration(m)) continue;
         const name = ts.isConstructorDeclaration(m) ? `${ex.name}.constructor` : `${ex.name}.${m.name?.getText()}`;
         if ((ts.isConstructorDeclaration(m) && !typeOnly) || ts.isMethodDeclaration(m) || ts.isMethodSignature(m)) params(name, m);

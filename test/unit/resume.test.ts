@@ -51,7 +51,7 @@ async function attempt(fake: FakeAnthropic, spec: JobSpec, jobId: string, attemp
   const before = fake.requests.length;
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
   // A job that hangs says where (a hang was seen once under load).
-  const disarm = jobWatchdog(`job ${jobId}`, events as { type: string }[], 240_000, "local");
+  const disarm = jobWatchdog(`job ${jobId}`, events, 240_000, "local");
   const result = await runJob(spec, { jobId, attempt: attemptNo, model, checkpoints: store, onEvent: (e) => events.push(e), backend: localBackend() }).finally(disarm);
   return { result, events, saved, requests: fake.requests.length - before };
 }
@@ -135,7 +135,7 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
       const spec = specOf("six turns", { verify: "python3 -m unittest -q" });
       const whole = await attempt(fake, spec, "resume-ended", 1);
       expect(whole.result.status).toBe("completed");
-      const second = await attempt(fake, spec, "resume-ended", 2, whole.saved.at(-1)!);
+      const second = await attempt(fake, spec, "resume-ended", 2, whole.saved.at(-1));
       expect(second.requests).toBe(0);
       expect(second.result).toMatchObject({ status: "completed", verified: true, turns: 7, patch: whole.result.patch });
     } finally {

@@ -106,6 +106,6 @@ describe("bash as real files", () => {
     const out = execFileSync("bash", argv, { input: Buffer.concat([...files.map((f) => f.data), Buffer.from("rest")]) });
     expect(out.toString()).toBe("x y|rest");
     for (const f of files) expect(readFileSync(f.path)).toEqual(f.data);
-    expect((spawnSync("stat", ["-c", "%a", join(dir, "a/b"), files[0]!.path], { encoding: "utf8" }).stdout as string).split("\n").slice(0, 2)).toEqual(["700", "600"]);
+    expect((spawnSync("stat", ["-c", "%a", join(dir, "a/b"), files[0]!.path], { encoding: "utf8" }).stdout).split("\n").slice(0, 2)).toEqual(["700", "600"]);
   });
 });

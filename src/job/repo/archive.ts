@@ -64,7 +64,7 @@ class Checker {
     if (existing !== undefined && !(kind === DIR && this.tree.kind(existing) === DIR)) throw this.error(comps.join("/"), "appears twice in the archive");
     const link = kind === LINK ? this.hardLink(comps, h.linkname ?? "") : undefined;
     if (kind === SYMLINK && !(h.linkname && Buffer.byteLength(h.linkname) <= LIMITS.linkBytes)) throw this.error(h.name, `is a symlink with an empty target or one longer than ${LIMITS.linkBytes} bytes`);
-    if (kind === SYMLINK && h.linkname!.includes("\0")) throw this.error(h.name, "is a symlink whose target contains a NUL byte");
+    if (kind === SYMLINK && h.linkname.includes("\0")) throw this.error(h.name, "is a symlink whose target contains a NUL byte");
     if (existing === undefined) this.tree.add(parent, leaf, kind);
     if (kind === FILE && (this.files++, (this.bytes += h.size ?? 0)) > this.max) throw tooLarge(this.label, this.bytes, this.max);
     this.nested ||= comps.length > 1;
@@ -170,7 +170,7 @@ function openArchive(fh: FileHandle, label: string, max: number): tar.Extract {
     const raw = fh.createReadStream({ start: 0, autoClose: false });
     const gz = bytesRead === 2 && head[0] === 0x1f && head[1] === 0x8b;
     pipeline(gz ? [raw, createGunzip(), counter] : [raw, counter], (err) => err && extract.destroy(bad(label, err)));
-    counter.pipe(extract as unknown as NodeJS.WritableStream); // extract is a streamx stream: piped to, not in the pipeline
+    counter.pipe(extract); // extract is a streamx stream: piped to, not in the pipeline
     extract.on("close", () => counter.destroy()); // stopped early: so is the reading
   })().catch((err: Error) => extract.destroy(bad(label, err)));
   return extract;

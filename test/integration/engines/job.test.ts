@@ -45,7 +45,7 @@ async function run(script: Reply[] | Parameters<typeof startFakeAnthropic>[0], s
   const sandboxes: { name: string; volume: string }[] = [];
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 2 });
   const kind = opts.backend ?? (podman ? "docker" : "local");
-  const disarm = jobWatchdog("runJob", events as { type: string }[], 45_000, kind); // before the test's 60 s
+  const disarm = jobWatchdog("runJob", events, 45_000, kind); // before the test's 60 s
   const result = await runJob(
     { task: "Make the failing tests pass.", repo: { path: CLAMP }, ...spec },
     { model, backend: backendOf(kind), onEvent: (e) => (events.push(e), opts.onEvent?.(e)), signal: opts.signal, onSandbox: (sb) => (sandboxes.push({ name: sb.name, volume: `${sb.name}-ws` }), opts.onSandbox?.(sb)) },
@@ -65,7 +65,7 @@ describe("runJob: the Clamp fix", () => {
     expect(result.turns).toBe(6);
     expect(result.filesChanged).toEqual(["clamp.py"]);
     expect(result.verify?.exitCode).toBe(0);
-    expect(result.patch).toMatch(/-        return lo\n\+        return hi/);
+    expect(result.patch).toMatch(/- {8}return lo\n\+ {8}return hi/);
 
     // What the model saw: failing tests, the ambiguous edit refused, the unique one applied, tests passing.
     const results = fake.requests.slice(1).map((r) => toolResults(r)[0]);
@@ -82,7 +82,7 @@ describe("runJob: the Clamp fix", () => {
       cpSync(CLAMP, dir, { recursive: true });
       writeFileSync(join(dir, "fix.patch"), result.patch);
       sh(dir, "git apply fix.patch && rm fix.patch");
-      expect(readFileSync(join(dir, "clamp.py"), "utf8")).toMatch(/if v > hi:\n        return hi/);
+      expect(readFileSync(join(dir, "clamp.py"), "utf8")).toMatch(/if v > hi:\n {8}return hi/);
       expect(sh(dir, "python3 -m unittest -q 2>&1")).toMatch(/OK/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -310,7 +310,7 @@ describe("runJob: repo forms and what the patch carries", () => {
     const copy = tmp();
     cpSync(CLAMP, copy, { recursive: true });
     const tree = sh(copy, "git init -q && git add -A && git write-tree").trim();
-    expect(toolResultText(toolResults(fake.requests[1]!)[0])).toBe(`patchbay: baseline\n0\n${tree}`);
+    expect(toolResultText(toolResults(fake.requests[1])[0])).toBe(`patchbay: baseline\n0\n${tree}`);
     rmSync(copy, { recursive: true, force: true });
   });
 

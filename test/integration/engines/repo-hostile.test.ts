@@ -70,7 +70,7 @@ async function drain(a: RepoArchive): Promise<Map<string, { header: tar.Header; 
     a.stream.pipe(extract);
     for await (const entry of extract) {
       const chunks: Buffer[] = [];
-      for await (const c of entry) if (entry.header.size! < 1024 * 1024) chunks.push(c as Buffer);
+      for await (const c of entry) if (entry.header.size < 1024 * 1024) chunks.push(c as Buffer);
       out.set(entry.header.name, { header: entry.header, body: Buffer.concat(chunks) });
     }
   } finally {

@@ -105,6 +105,6 @@ describe("a spec's identity", () => {
     const parsed = JobSpec.parse(a);
     expect(checkpointSpecHash(reordered as JobSpec)).toBe(checkpointSpecHash(parsed));
     expect(checkpointSpecHash(parsed)).toBe(specHash(parsed));
-    expect(batchHash([{ line: 1, spec: reordered as JobSpec }])).toBe(batchHash([{ line: 1, spec: parsed }]));
+    expect(batchHash([{ line: 1, spec: reordered }])).toBe(batchHash([{ line: 1, spec: parsed }]));
   });
 });

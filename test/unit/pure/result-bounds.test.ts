@@ -106,7 +106,7 @@ describe("boundResult and attachPatch", () => {
     expect(JobResult.safeParse(b.result).success).toBe(true);
     // bounding again changes nothing (a recorded result returned by a later attempt)
     expect(boundResult(b.result)).toEqual({ result: b.result });
-    const whole = attachPatch(b.result, b.patch!);
+    const whole = attachPatch(b.result, b.patch);
     expect(whole.patch).toBe(r.patch);
     expect(whole.patchStored).toBeUndefined();
     expect(whole.filesChangedTotal).toBe(300_000);
