@@ -26,9 +26,23 @@ export default defineConfig({
       // The pure tests share a process per worker (they hold no state between files), which halves their cost.
       { extends: true, test: { name: "unit", include: ["test/unit/**/*.test.ts"], exclude: ["test/unit/pure/**"] } },
       { extends: true, test: { name: "unit-pure", include: ["test/unit/pure/**/*.test.ts"], isolate: false } },
-      { extends: true, test: { name: "integration", include: ["test/**/*.test.ts"], exclude: ["test/unit/**", "test/e2e/**", PODMAN_ONLY] } },
+      {
+        extends: true,
+        test: {
+          name: "integration",
+          include: ["test/**/*.test.ts"],
+          exclude: ["test/unit/**", "test/e2e/**", PODMAN_ONLY],
+        },
+      },
       { extends: true, test: { name: "e2e", include: ["test/e2e/**/*.test.ts"] } },
-      { extends: true, test: { name: "podman", include: ["test/integration/engines/**/*.test.ts"], env: { DOCKER_HOST: podmanHost(), PATCHBAY_TEST_ENGINE: "podman" } } },
+      {
+        extends: true,
+        test: {
+          name: "podman",
+          include: ["test/integration/engines/**/*.test.ts"],
+          env: { DOCKER_HOST: podmanHost(), PATCHBAY_TEST_ENGINE: "podman" },
+        },
+      },
     ],
   },
 });

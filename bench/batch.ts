@@ -23,7 +23,16 @@ const BIN = new URL("../dist/cli.js", import.meta.url).pathname;
 
 function batchFile(dir: string, n: number, tag: string): string {
   const file = join(dir, `${tag}.jsonl`);
-  writeFileSync(file, Array.from({ length: n }, (_, i) => JSON.stringify({ task: `${tag} job ${i}: fix the failing test`, repo: { path: CLAMP }, verify: "python3 -m unittest -q" })).join("\n") + "\n");
+  writeFileSync(
+    file,
+    Array.from({ length: n }, (_, i) =>
+      JSON.stringify({
+        task: `${tag} job ${i}: fix the failing test`,
+        repo: { path: CLAMP },
+        verify: "python3 -m unittest -q",
+      }),
+    ).join("\n") + "\n",
+  );
   return file;
 }
 
@@ -31,21 +40,35 @@ async function benchSubmit(c: PatchbayClient, url: string, dir: string) {
   const b = new BatchClient(c);
   log("batch: submit 1,000 jobs (parse + validate + enqueue), library median of 5, CLI median of 3");
   let run = 0;
-  const lib = await timeMedian(5, async () => {
-    const file = batchFile(dir, 1000, `lib${run++}`);
-    const { readFileSync } = await import("node:fs");
-    const r = await b.submit(parseBatchFile(readFileSync(file, "utf8"), file));
-    if (r.added !== 1000) throw new Error(`added ${r.added}`);
-  }, 1);
-  const again = await timeMedian(3, async () => {
-    const file = batchFile(dir, 1000, "lib0");
-    const { readFileSync } = await import("node:fs");
-    await b.submit(parseBatchFile(readFileSync(file, "utf8"), file));
-  }, 0);
-  const cliMs = await timeMedian(3, async (i) => {
-    const file = batchFile(dir, 1000, `cli${i < 0 ? `w${-i}` : i}`);
-    await execFileP(process.execPath, [BIN, "batch", "submit", file], { env: { ...process.env, REDIS_URL: url, PATCHBAY_QUEUE: c.queueName } });
-  }, 1);
+  const lib = await timeMedian(
+    5,
+    async () => {
+      const file = batchFile(dir, 1000, `lib${run++}`);
+      const { readFileSync } = await import("node:fs");
+      const r = await b.submit(parseBatchFile(readFileSync(file, "utf8"), file));
+      if (r.added !== 1000) throw new Error(`added ${r.added}`);
+    },
+    1,
+  );
+  const again = await timeMedian(
+    3,
+    async () => {
+      const file = batchFile(dir, 1000, "lib0");
+      const { readFileSync } = await import("node:fs");
+      await b.submit(parseBatchFile(readFileSync(file, "utf8"), file));
+    },
+    0,
+  );
+  const cliMs = await timeMedian(
+    3,
+    async (i) => {
+      const file = batchFile(dir, 1000, `cli${i < 0 ? `w${-i}` : i}`);
+      await execFileP(process.execPath, [BIN, "batch", "submit", file], {
+        env: { ...process.env, REDIS_URL: url, PATCHBAY_QUEUE: c.queueName },
+      });
+    },
+    1,
+  );
   await c.queue.obliterate({ force: true });
   return { submit_1000_ms: lib, resubmit_same_1000_ms: again, cli_submit_1000_ms: cliMs, goal_ms_max: 2000 };
 }
@@ -58,7 +81,14 @@ async function benchStatus(c: PatchbayClient, url: string) {
   log(`batch: status of a ${n}-job batch (index written directly)`);
   const statuses = ["completed", "completed", "completed", "verify_failed", "failed", "timeout"] as const;
   const p = c.redis.pipeline();
-  const meta: Record<string, string> = { createdAt: String(Date.now() - 3_600_000), total: String(n), hash: "x", submitted: "1", spent: "0", done: "0" };
+  const meta: Record<string, string> = {
+    createdAt: String(Date.now() - 3_600_000),
+    total: String(n),
+    hash: "x",
+    submitted: "1",
+    spent: "0",
+    done: "0",
+  };
   const counts: Record<string, number> = {};
   let done = 0;
   for (let line = 1; line <= n; line++) {
@@ -67,14 +97,31 @@ async function benchStatus(c: PatchbayClient, url: string) {
     p.hset(key("tasks"), String(line), `job ${line}: fix the failing test in module ${line % 97}`);
     if (line <= 9_900) {
       const status = statuses[line % statuses.length]!;
-      const s: JobSummary = { line, status, ...(status === "completed" ? { verified: true } : status === "verify_failed" ? { verified: false } : {}), costUsd: 0.0123, usage: { inputTokens: 12_345, outputTokens: 678, cacheReadTokens: 45_678, cacheWriteTokens: 1234 }, turns: 6, totalMs: 40_000 + (line % 500) * 100, attempt: 1, ...(status !== "completed" ? { error: `verify failed (exit 1) after 3 rounds: line ${line}` } : {}), filesChanged: 1, finishedAt: Date.now() };
+      const s: JobSummary = {
+        line,
+        status,
+        ...(status === "completed" ? { verified: true } : status === "verify_failed" ? { verified: false } : {}),
+        costUsd: 0.0123,
+        usage: { inputTokens: 12_345, outputTokens: 678, cacheReadTokens: 45_678, cacheWriteTokens: 1234 },
+        turns: 6,
+        totalMs: 40_000 + (line % 500) * 100,
+        attempt: 1,
+        ...(status !== "completed" ? { error: `verify failed (exit 1) after 3 rounds: line ${line}` } : {}),
+        filesChanged: 1,
+        finishedAt: Date.now(),
+      };
       p.hset(key("results"), jobId, JSON.stringify(s));
       p.rpush(key("finished"), jobId);
       counts[`n:${status}`] = (counts[`n:${status}`] ?? 0) + 1;
       done++;
     } else if (line <= 9_950) p.hset(key("started"), jobId, String(Date.now()));
   }
-  p.hset(key("meta"), { ...meta, done: String(done), spent: String(done * 0.0123), ...Object.fromEntries(Object.entries(counts).map(([f, v]) => [f, String(v)])) });
+  p.hset(key("meta"), {
+    ...meta,
+    done: String(done),
+    spent: String(done * 0.0123),
+    ...Object.fromEntries(Object.entries(counts).map(([f, v]) => [f, String(v)])),
+  });
   p.zadd(k.batches, Date.now(), id);
   await p.exec();
   const b = new BatchClient(c);
@@ -85,9 +132,20 @@ async function benchStatus(c: PatchbayClient, url: string) {
   const summaryMs = await timeMedian(5, () => b.summary(id));
   const env = { ...process.env, REDIS_URL: url, PATCHBAY_QUEUE: c.queueName };
   const cliMs = await timeMedian(5, () => execFileP(process.execPath, [BIN, "batch", "status", id], { env }));
-  const cliJobsMs = await timeMedian(3, () => execFileP(process.execPath, [BIN, "batch", "status", id, "--json", "--jobs"], { env, maxBuffer: 64 << 20 }));
+  const cliJobsMs = await timeMedian(3, () =>
+    execFileP(process.execPath, [BIN, "batch", "status", id, "--json", "--jobs"], { env, maxBuffer: 64 << 20 }),
+  );
   const nodeMs = await timeMedian(5, () => execFileP(process.execPath, ["-e", "0"]));
-  return { jobs: n, status_ms: countsMs, status_with_jobs_ms: jobsMs, summary_ms: summaryMs, cli_status_ms: cliMs, cli_status_jobs_json_ms: cliJobsMs, node_e0_ms: nodeMs, goal_ms_max: 200 };
+  return {
+    jobs: n,
+    status_ms: countsMs,
+    status_with_jobs_ms: jobsMs,
+    summary_ms: summaryMs,
+    cli_status_ms: cliMs,
+    cli_status_jobs_json_ms: cliJobsMs,
+    node_e0_ms: nodeMs,
+    goal_ms_max: 200,
+  };
 }
 
 /** Commands the worker's connections sent while `fn` ran (MONITOR; a MULTI…EXEC block counts as one round trip). */
@@ -111,8 +169,7 @@ async function workerCommands(url: string, mine: Set<number>, fn: () => Promise<
     else if (name === "exec") {
       inMulti.delete(source);
       roundTrips++;
-    }
-    else if (!inMulti.has(source)) roundTrips++;
+    } else if (!inMulti.has(source)) roundTrips++;
   });
   await fn();
   await new Promise((r) => setTimeout(r, 300));
@@ -124,12 +181,19 @@ async function workerCommands(url: string, mine: Set<number>, fn: () => Promise<
 async function benchRoundTrips(url: string) {
   const fake = await startFakeAnthropic(byTurn([reply(toolUse("bash", { command: "echo hi" })), reply(text("Done."))]));
   const queueName = "bench-rt";
-  const env = { ...process.env, REDIS_URL: url, PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: "2" };
+  const env = {
+    ...process.env,
+    REDIS_URL: url,
+    PATCHBAY_QUEUE: queueName,
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "bench",
+    PATCHBAY_CONCURRENCY: "2",
+  };
   const worker = spawn(process.execPath, [BIN, "worker"], { env, stdio: ["ignore", "ignore", "pipe"] });
   let wlog = "";
   worker.stderr.on("data", (d: Buffer) => (wlog += d.toString()));
   const until = async (re: RegExp, n = 1) => {
-    for (const t0 = Date.now(); (wlog.match(new RegExp(re, "g")) ?? []).length < n; ) {
+    for (const t0 = Date.now(); (wlog.match(new RegExp(re, "g")) ?? []).length < n;) {
       if (Date.now() - t0 > 300_000) throw new Error(`worker: no ${re} ×${n}:\n${wlog}`);
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -157,10 +221,21 @@ async function benchRoundTrips(url: string) {
       });
       const ms = performance.now() - t;
       const background = (idle.roundTrips / idleMs) * ms;
-      return { perJob: round((r.roundTrips - background) / n, 1), commandsPerJob: round((r.commands - (idle.commands / idleMs) * ms) / n, 1), byName: r.byName };
+      return {
+        perJob: round((r.roundTrips - background) / n, 1),
+        commandsPerJob: round((r.commands - (idle.commands / idleMs) * ms) / n, 1),
+        byName: r.byName,
+      };
     };
-    const plain = await measure(() => c.enqueueBatch(Array.from({ length: n }, (_, i) => ({ task: `plain ${i}`, repo: { path: CLAMP } }))));
-    const batch = await measure(() => b.submit(Array.from({ length: n }, (_, i) => ({ task: `batch ${i}`, repo: { path: CLAMP } })), { name: "rt", budgetUsd: 100 }));
+    const plain = await measure(() =>
+      c.enqueueBatch(Array.from({ length: n }, (_, i) => ({ task: `plain ${i}`, repo: { path: CLAMP } }))),
+    );
+    const batch = await measure(() =>
+      b.submit(
+        Array.from({ length: n }, (_, i) => ({ task: `batch ${i}`, repo: { path: CLAMP } })),
+        { name: "rt", budgetUsd: 100 },
+      ),
+    );
     const evalsha = (m: Map<string, number>) => (m.get("evalsha") ?? 0) + (m.get("eval") ?? 0);
     return {
       jobs: n,

@@ -12,7 +12,11 @@ const DIST_CLI = join(ROOT, "dist/cli.js");
 
 /** bin/ runs src/ through tsx when dist/ is older: build first, so the compiled CLI is measured. */
 function buildIfStale(): void {
-  const newest = Math.max(...readdirSync(join(ROOT, "src"), { withFileTypes: true, recursive: true }).filter((e) => e.isFile()).map((e) => statSync(join(e.parentPath, e.name)).mtimeMs));
+  const newest = Math.max(
+    ...readdirSync(join(ROOT, "src"), { withFileTypes: true, recursive: true })
+      .filter((e) => e.isFile())
+      .map((e) => statSync(join(e.parentPath, e.name)).mtimeMs),
+  );
   if (existsSync(DIST_CLI) && statSync(DIST_CLI).mtimeMs >= newest) return;
   log("cli: npm run build (dist/ is older than src/)");
   try {
@@ -38,5 +42,11 @@ export async function benchCli() {
   const mid = (xs: number[]) => round(xs.sort((a, b) => a - b)[1]!, 1);
   const helpMs = mid(runs.dist);
   const nodeMs = mid(runs.bare);
-  return { help_ms: helpMs, node_e0_ms: nodeMs, ratio: round(helpMs / nodeMs, 2), goal_ratio_max: 4, help_via_checkout_bin_ms: mid(runs.bin) };
+  return {
+    help_ms: helpMs,
+    node_e0_ms: nodeMs,
+    ratio: round(helpMs / nodeMs, 2),
+    goal_ratio_max: 4,
+    help_via_checkout_bin_ms: mid(runs.bin),
+  };
 }

@@ -29,7 +29,10 @@ function cmdline(pid: string): string {
 }
 
 function cgroupMs(id: string): number | undefined {
-  for (const p of [`/sys/fs/cgroup/cpuacct/docker/${id}/cpuacct.usage`, `/sys/fs/cgroup/system.slice/docker-${id}.scope/cpu.stat`]) {
+  for (const p of [
+    `/sys/fs/cgroup/cpuacct/docker/${id}/cpuacct.usage`,
+    `/sys/fs/cgroup/system.slice/docker-${id}.scope/cpu.stat`,
+  ]) {
     try {
       const t = readFileSync(p, "utf8");
       return p.endsWith("usage") ? Number(t) / 1e6 : Number(/usage_usec (\d+)/.exec(t)?.[1]) / 1000;
@@ -60,11 +63,14 @@ export function machineMs(): number {
 /** Samples every 50 ms until stop(); containers are those created with `label` meanwhile. */
 export async function cpuMeter(label: string) {
   const ids = new Set<string>();
-  const events = (await docker().getEvents({ filters: { type: ["container"], event: ["create"], label: [label] } })) as unknown as Readable;
+  const events = (await docker().getEvents({
+    filters: { type: ["container"], event: ["create"], label: [label] },
+  })) as unknown as Readable;
   events.on("data", (d: Buffer) => {
     for (const line of d.toString().split("\n").filter(Boolean)) ids.add((JSON.parse(line) as { id: string }).id);
   });
-  const engine = (name: string) => readdirSync("/proc").filter((p) => /^\d+$/.test(p) && cmdline(p).split(" ")[0]!.endsWith(name));
+  const engine = (name: string) =>
+    readdirSync("/proc").filter((p) => /^\d+$/.test(p) && cmdline(p).split(" ")[0]!.endsWith(name));
   const [dockerd, containerd] = [engine("dockerd"), engine("containerd")];
   const base = new Map<string, number>();
   for (const p of [...dockerd, ...containerd]) base.set(p, procMs(p) ?? 0);
@@ -98,7 +104,8 @@ export async function cpuMeter(label: string) {
       events.destroy();
       const cpu = process.cpuUsage(cpu0);
       const machine = machineMs() - machine0;
-      const sum = (pred: (k: string) => boolean) => [...last].filter(([k]) => pred(k)).reduce((a, [k, v]) => a + v - (base.get(k) ?? 0), 0);
+      const sum = (pred: (k: string) => boolean) =>
+        [...last].filter(([k]) => pred(k)).reduce((a, [k, v]) => a + v - (base.get(k) ?? 0), 0);
       const r = {
         container: sum((k) => k.startsWith("ct:")),
         shims: sum((k) => k.startsWith("shim:")),
@@ -106,7 +113,10 @@ export async function cpuMeter(label: string) {
         containerd: sum((k) => containerd.includes(k)),
         worker: (cpu.user + cpu.system) / 1000,
       };
-      const per = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, Math.round(v / jobs)])) as Omit<CpuReport, "total" | "runc_kernel_other">;
+      const per = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, Math.round(v / jobs)])) as Omit<
+        CpuReport,
+        "total" | "runc_kernel_other"
+      >;
       const total = Math.round(machine / jobs);
       const parts = per.container + per.shims + per.dockerd + per.containerd + per.worker;
       return { ...per, runc_kernel_other: Math.max(0, total - parts), total: Math.max(total, parts) };

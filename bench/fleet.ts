@@ -41,7 +41,8 @@ async function info(r: Redis, section: string): Promise<Info> {
 /** Calls by command name (INFO commandstats). */
 async function commandCalls(r: Redis): Promise<Map<string, number>> {
   const out = new Map<string, number>();
-  for (const [k, v] of await info(r, "commandstats")) out.set(k.replace(/^cmdstat_/, ""), Number(/calls=(\d+)/.exec(v)?.[1] ?? 0));
+  for (const [k, v] of await info(r, "commandstats"))
+    out.set(k.replace(/^cmdstat_/, ""), Number(/calls=(\d+)/.exec(v)?.[1] ?? 0));
   return out;
 }
 const redisCpu = async (r: Redis) => {
@@ -66,44 +67,83 @@ const selfCpu = () => {
 };
 
 async function startWorkers(n: number, env: Record<string, string>): Promise<ChildProcess[]> {
-  const procs = Array.from({ length: n }, () => spawn(process.execPath, [BIN, "worker"], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] }));
-  await Promise.all(procs.map((p) => new Promise<void>((resolve, reject) => {
-    let out = "";
-    p.stderr.on("data", (d: Buffer) => {
-      if (out.length < 65536) out += d.toString();
-      if (/ready: queue/.test(out)) resolve();
-    });
-    p.once("exit", (code) => reject(new Error(`a worker exited (${code}) before it was ready:\n${out.slice(-2000)}`)));
-  })));
+  const procs = Array.from({ length: n }, () =>
+    spawn(process.execPath, [BIN, "worker"], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] }),
+  );
+  await Promise.all(
+    procs.map(
+      (p) =>
+        new Promise<void>((resolve, reject) => {
+          let out = "";
+          p.stderr.on("data", (d: Buffer) => {
+            if (out.length < 65536) out += d.toString();
+            if (/ready: queue/.test(out)) resolve();
+          });
+          p.once("exit", (code) =>
+            reject(new Error(`a worker exited (${code}) before it was ready:\n${out.slice(-2000)}`)),
+          );
+        }),
+    ),
+  );
   for (const p of procs) p.stderr.resume();
   return procs;
 }
 
 async function stopWorkers(procs: ChildProcess[]): Promise<void> {
-  await Promise.all(procs.map((p) => new Promise<void>((resolve) => {
-    if (p.exitCode !== null || p.signalCode !== null) return resolve();
-    p.once("exit", () => resolve());
-    p.kill("SIGTERM");
-  })));
+  await Promise.all(
+    procs.map(
+      (p) =>
+        new Promise<void>((resolve) => {
+          if (p.exitCode !== null || p.signalCode !== null) return resolve();
+          p.once("exit", () => resolve());
+          p.kill("SIGTERM");
+        }),
+    ),
+  );
 }
 
 /** One slot count: `jobs` jobs through WORKERS workers of `slots / WORKERS` slots each. */
 async function level(url: string, modelUrl: string, slots: number, jobs: number, queueName: string) {
   const per = Math.max(1, Math.round(slots / WORKERS));
-  const env = { REDIS_URL: url, PATCHBAY_QUEUE: queueName, PATCHBAY_BACKEND: "memory", PATCHBAY_TEST_BACKENDS: "1", ANTHROPIC_BASE_URL: modelUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: String(per), PATCHBAY_LOG_FORMAT: "json" };
+  const env = {
+    REDIS_URL: url,
+    PATCHBAY_QUEUE: queueName,
+    PATCHBAY_BACKEND: "memory",
+    PATCHBAY_TEST_BACKENDS: "1",
+    ANTHROPIC_BASE_URL: modelUrl,
+    ANTHROPIC_API_KEY: "bench",
+    PATCHBAY_CONCURRENCY: String(per),
+    PATCHBAY_LOG_FORMAT: "json",
+  };
   const workers = await startWorkers(WORKERS, env);
   const r = new Redis(url);
   const c = new PatchbayClient({ redisUrl: url, queueName });
   try {
     await c.queue.getJobCounts();
     const q = c.queue.keys;
-    const before = { calls: await commandCalls(r), cpu: await redisCpu(r), mem: await usedMemory(r), workers: workers.map((w) => procCpu(w.pid!)), self: selfCpu() };
+    const before = {
+      calls: await commandCalls(r),
+      cpu: await redisCpu(r),
+      mem: await usedMemory(r),
+      workers: workers.map((w) => procCpu(w.pid!)),
+      self: selfCpu(),
+    };
     const t0 = performance.now();
-    for (let i = 0; i < jobs; i += 500) await c.enqueueBatch(Array.from({ length: Math.min(500, jobs - i) }, (_, k) => ({ task: `fleet job ${i + k}`, repo: { path: CLAMP }, verify: "python3 -m unittest -q" })));
+    for (let i = 0; i < jobs; i += 500)
+      await c.enqueueBatch(
+        Array.from({ length: Math.min(500, jobs - i) }, (_, k) => ({
+          task: `fleet job ${i + k}`,
+          repo: { path: CLAMP },
+          verify: "python3 -m unittest -q",
+        })),
+      );
     let polls = 0;
     for (;;) {
       polls++;
-      const [[, done], [, failed]] = (await r.pipeline().zcard(q.completed!).zcard(q.failed!).exec()) as [[unknown, number], [unknown, number]];
+      const [[, done], [, failed]] = (await r.pipeline().zcard(q.completed!).zcard(q.failed!).exec()) as [
+        [unknown, number],
+        [unknown, number],
+      ];
       if (done + failed >= jobs) {
         if (failed) log(`fleet: ${failed} jobs failed at ${slots} slots`);
         break;
@@ -111,7 +151,13 @@ async function level(url: string, modelUrl: string, slots: number, jobs: number,
       await new Promise((res) => setTimeout(res, 200));
     }
     const s = (performance.now() - t0) / 1000;
-    const after = { calls: await commandCalls(r), cpu: await redisCpu(r), mem: await usedMemory(r), workers: workers.map((w) => procCpu(w.pid!)), self: selfCpu() };
+    const after = {
+      calls: await commandCalls(r),
+      cpu: await redisCpu(r),
+      mem: await usedMemory(r),
+      workers: workers.map((w) => procCpu(w.pid!)),
+      self: selfCpu(),
+    };
     const byName: Record<string, number> = {};
     let total = 0;
     for (const [name, n] of after.calls) {
@@ -126,13 +172,21 @@ async function level(url: string, modelUrl: string, slots: number, jobs: number,
     const redisCpuS = after.cpu - before.cpu;
     const workerCpuS = after.workers.reduce((a, x, i) => a + x - before.workers[i]!, 0);
     return {
-      slots, workers: WORKERS, slots_per_worker: per, jobs, seconds: round(s, 1),
+      slots,
+      workers: WORKERS,
+      slots_per_worker: per,
+      jobs,
+      seconds: round(s, 1),
       jobs_per_s: round(jobs / s, 1),
       redis_commands_per_job: round(total / jobs, 1),
-      top_commands_per_job: Object.fromEntries(Object.entries(byName).sort((a, b) => b[1] - a[1]).slice(0, 12)),
+      top_commands_per_job: Object.fromEntries(
+        Object.entries(byName)
+          .sort((a, b) => b[1] - a[1])
+          .slice(0, 12),
+      ),
       redis_cpu_utilisation: round(redisCpuS / s, 3),
       redis_cpu_s_per_10k_jobs: round((redisCpuS / jobs) * 10_000, 1),
-      redis_memory_mb_per_10k_jobs: round(((after.mem - before.mem) / jobs) * 10_000 / 2 ** 20, 1),
+      redis_memory_mb_per_10k_jobs: round((((after.mem - before.mem) / jobs) * 10_000) / 2 ** 20, 1),
       workers_cpu_utilisation: round(workerCpuS / s, 2),
       model_server_and_bench_cpu_utilisation: round((after.self - before.self) / s, 2),
     };
@@ -149,7 +203,13 @@ async function level(url: string, modelUrl: string, slots: number, jobs: number,
  * a real finished job's hash, under its line's id, in the completed set) and the batch's index
  * (lines, tasks, results, finished, meta), written in pipelines of 5,000.
  */
-async function loadFinished(c: PatchbayClient, r: Redis, id: string, n: number, template: Record<string, string>): Promise<void> {
+async function loadFinished(
+  c: PatchbayClient,
+  r: Redis,
+  id: string,
+  n: number,
+  template: Record<string, string>,
+): Promise<void> {
   const k = keys(c.queueName);
   const key = (p: string) => k.batch(id, p);
   const q = c.queue.keys;
@@ -161,8 +221,24 @@ async function loadFinished(c: PatchbayClient, r: Redis, id: string, n: number, 
     for (let line = from; line < Math.min(n + 1, from + 5000); line++) {
       const jobId = `${id}-L${line}`;
       const status = statuses[line % statuses.length]!;
-      const s: JobSummary = { line, status, ...(status === "completed" ? { verified: true } : status === "verify_failed" ? { verified: false } : {}), costUsd: 0.0123, usage: { inputTokens: 12_345, outputTokens: 678, cacheReadTokens: 45_678, cacheWriteTokens: 1234 }, turns: 6, totalMs: 40_000, attempt: 1, filesChanged: 1, finishedAt: now - n + line };
-      p.hset(`${q.base}:${jobId}`, { ...template, name: jobId, timestamp: String(now - n + line - 60_000), finishedOn: String(now - n + line) });
+      const s: JobSummary = {
+        line,
+        status,
+        ...(status === "completed" ? { verified: true } : status === "verify_failed" ? { verified: false } : {}),
+        costUsd: 0.0123,
+        usage: { inputTokens: 12_345, outputTokens: 678, cacheReadTokens: 45_678, cacheWriteTokens: 1234 },
+        turns: 6,
+        totalMs: 40_000,
+        attempt: 1,
+        filesChanged: 1,
+        finishedAt: now - n + line,
+      };
+      p.hset(`${q.base}:${jobId}`, {
+        ...template,
+        name: jobId,
+        timestamp: String(now - n + line - 60_000),
+        finishedOn: String(now - n + line),
+      });
       p.zadd(q.completed!, now - n + line, jobId);
       p.hset(key("lines"), String(line), jobId);
       p.hset(key("tasks"), String(line), `job ${line}: fix the failing test in module ${line % 97}`);
@@ -172,14 +248,30 @@ async function loadFinished(c: PatchbayClient, r: Redis, id: string, n: number, 
     }
     await p.exec();
   }
-  await r.hset(key("meta"), { createdAt: String(now - 3_600_000), total: String(n), hash: "x", submitted: "1", spent: String(n * 0.0123), done: String(n), ...Object.fromEntries(Object.entries(counts).map(([f, v]) => [f, String(v)])) });
+  await r.hset(key("meta"), {
+    createdAt: String(now - 3_600_000),
+    total: String(n),
+    hash: "x",
+    submitted: "1",
+    spent: String(n * 0.0123),
+    done: String(n),
+    ...Object.fromEntries(Object.entries(counts).map(([f, v]) => [f, String(v)])),
+  });
   await r.zadd(k.batches, now, id);
 }
 
 async function scale(url: string, modelUrl: string) {
   const queueName = "fleet-scale";
   // One real finished job through a worker: the template of every loaded one.
-  const workers = await startWorkers(1, { REDIS_URL: url, PATCHBAY_QUEUE: queueName, PATCHBAY_BACKEND: "memory", PATCHBAY_TEST_BACKENDS: "1", ANTHROPIC_BASE_URL: modelUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: "1" });
+  const workers = await startWorkers(1, {
+    REDIS_URL: url,
+    PATCHBAY_QUEUE: queueName,
+    PATCHBAY_BACKEND: "memory",
+    PATCHBAY_TEST_BACKENDS: "1",
+    ANTHROPIC_BASE_URL: modelUrl,
+    ANTHROPIC_API_KEY: "bench",
+    PATCHBAY_CONCURRENCY: "1",
+  });
   const c = new PatchbayClient({ redisUrl: url, queueName });
   const r = new Redis(url);
   const dash = await startDashboard({ port: 0, redisUrl: url, queueName, token: TOKEN });
@@ -190,7 +282,9 @@ async function scale(url: string, modelUrl: string) {
     await stopWorkers(workers);
     const b = new BatchClient(c);
     const get = async (path: string) => {
-      const res = await fetch(`${dash.url.replace(/\/$/, "")}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      const res = await fetch(`${dash.url.replace(/\/$/, "")}${path}`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
       if (!res.ok) throw new Error(`GET ${path}: ${res.status}`);
       await res.arrayBuffer();
     };
@@ -201,9 +295,12 @@ async function scale(url: string, modelUrl: string) {
       const t = performance.now();
       await loadFinished(c, r, id, n, template);
       loaded += n;
-      log(`fleet: loaded a ${n}-job batch in ${round((performance.now() - t) / 1000, 1)} s (${loaded} finished jobs in Redis)`);
+      log(
+        `fleet: loaded a ${n}-job batch in ${round((performance.now() - t) / 1000, 1)} s (${loaded} finished jobs in Redis)`,
+      );
       rows.push({
-        batch_jobs: n, finished_jobs_in_redis: loaded,
+        batch_jobs: n,
+        finished_jobs_in_redis: loaded,
         batch_status_ms: await timeMedian(7, () => b.status(id)),
         batch_status_with_jobs_ms: await timeMedian(3, () => b.status(id, { jobs: true }), 1),
         batch_summary_ms: await timeMedian(3, () => b.summary(id), 1),
@@ -213,7 +310,11 @@ async function scale(url: string, modelUrl: string) {
         redis_used_memory_mb: round((await usedMemory(r)) / 2 ** 20, 1),
       });
     }
-    return { loaded_as: "one real finished job's BullMQ hash copied per line, plus the batch index the workers write (lines, tasks, results, finished, meta)", rows };
+    return {
+      loaded_as:
+        "one real finished job's BullMQ hash copied per line, plus the batch index the workers write (lines, tasks, results, finished, meta)",
+      rows,
+    };
   } finally {
     await stopWorkers(workers);
     await dash.close();

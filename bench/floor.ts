@@ -38,7 +38,11 @@ function machineMs(): number {
 function commandsOf(script = tenToolScript()): string {
   const lines: string[] = [];
   for (const r of script) {
-    for (const b of ("content" in r ? r.content : []) as { type: string; name?: string; input?: { command?: string; path?: string; file_text?: string } }[]) {
+    for (const b of ("content" in r ? r.content : []) as {
+      type: string;
+      name?: string;
+      input?: { command?: string; path?: string; file_text?: string };
+    }[]) {
       if (b.type !== "tool_use") continue;
       if (b.name === "bash") lines.push(b.input!.command!);
       else lines.push(`printf '%s' '${b.input!.file_text}' > '${b.input!.path}'`);
@@ -53,7 +57,14 @@ export async function benchFloor() {
   const commands = commandsOf();
   // The Docker backend alone: a hardened box, no shell, supervisor or file agent.
   const docker = new DockerBackend();
-  const container = () => docker.create({ name: `patchbay-floor-${randomBytes(5).toString("hex")}`, image: loadConfig().image, limits: defaultLimits(), runtime: defaults.sandbox.runtime, labels: { [LABEL.managed]: "1", [BENCH_LABEL]: "floor" } });
+  const container = () =>
+    docker.create({
+      name: `patchbay-floor-${randomBytes(5).toString("hex")}`,
+      image: loadConfig().image,
+      limits: defaultLimits(),
+      runtime: defaults.sandbox.runtime,
+      labels: { [LABEL.managed]: "1", [BENCH_LABEL]: "floor" },
+    });
   const removeQuietly = (name: string) => docker.remove(name);
   const exec = async (c: Box) => {
     const p = await c.attach(["bash", "-c", commands], () => {});
@@ -68,12 +79,19 @@ export async function benchFloor() {
     await p.pipeIn(hostTar(repo1k));
     await p.ended;
     const code = await p.exitCode();
-    if (code !== 0 || !(Number(out.trim().split("\n").at(-1)) > 0)) throw new Error(`the floor's repo job failed (${code}): ${out.slice(-500)}`);
+    if (code !== 0 || !(Number(out.trim().split("\n").at(-1)) > 0))
+      throw new Error(`the floor's repo job failed (${code}): ${out.slice(-500)}`);
   };
   const requests = async () => {
     const messages: Message[] = [{ role: "user", content: "bench task" }];
     for (;;) {
-      const r = await model.complete({ model: loadConfig().model, system: [{ type: "text", text: "bench" }], messages, tools: [], maxTokens: 1024 });
+      const r = await model.complete({
+        model: loadConfig().model,
+        system: [{ type: "text", text: "bench" }],
+        messages,
+        tools: [],
+        maxTokens: 1024,
+      });
       messages.push({ role: "assistant", content: r.content });
       const use = r.content.find((b) => b.type === "tool_use") as { id: string } | undefined;
       if (!use) return;
@@ -97,12 +115,15 @@ export async function benchFloor() {
   };
   try {
     log("floor: a hardened container's lifecycle, the scripted job's commands and model requests, nothing of patchbay");
-    const rows: Record<"lifecycle" | "commands" | "bare_job" | "repo_job" | "model", { core: number; wall: number }[]> = { lifecycle: [], commands: [], bare_job: [], repo_job: [], model: [] };
+    const rows: Record<"lifecycle" | "commands" | "bare_job" | "repo_job" | "model", { core: number; wall: number }[]> =
+      { lifecycle: [], commands: [], bare_job: [], repo_job: [], model: [] };
     for (let i = 0; i < 9; i++) {
-      rows.lifecycle.push(await measure(async () => {
-        const c = await container();
-        await removeQuietly(c.name);
-      }));
+      rows.lifecycle.push(
+        await measure(async () => {
+          const c = await container();
+          await removeQuietly(c.name);
+        }),
+      );
       const c = await container();
       try {
         rows.commands.push(await measure(() => exec(c)));
@@ -122,7 +143,10 @@ export async function benchFloor() {
     const repo = makeRepo(50_000);
     const stream: number[] = [];
     const hash: number[] = [];
-    const hostSide = { patchbay: [] as { wall: number; core: number }[], gnu_tar: [] as { wall: number; core: number }[] };
+    const hostSide = {
+      patchbay: [] as { wall: number; core: number }[],
+      gnu_tar: [] as { wall: number; core: number }[],
+    };
     try {
       for (let i = 0; i < 3; i++) {
         const c = await container();
@@ -143,10 +167,27 @@ export async function benchFloor() {
     } finally {
       rmSync(repo, { recursive: true, force: true });
     }
-    const med = (rows: { wall: number; core: number }[]) => ({ wall_ms: round(median(rows.map((r) => r.wall)), 1), core_ms: Math.round(median(rows.map((r) => r.core))) });
+    const med = (rows: { wall: number; core: number }[]) => ({
+      wall_ms: round(median(rows.map((r) => r.wall)), 1),
+      core_ms: Math.round(median(rows.map((r) => r.core))),
+    });
     return {
-      core_ms: { lifecycle: core("lifecycle"), commands_in_one_exec: core("commands"), bare_job: core("bare_job"), repo_job: core("repo_job"), model_requests: core("model"), per_job: perJob, per_repo_job: perRepoJob },
-      wall_ms: { lifecycle: wall("lifecycle"), commands_in_one_exec: wall("commands"), bare_job: wall("bare_job"), repo_job: wall("repo_job"), model_requests: wall("model") },
+      core_ms: {
+        lifecycle: core("lifecycle"),
+        commands_in_one_exec: core("commands"),
+        bare_job: core("bare_job"),
+        repo_job: core("repo_job"),
+        model_requests: core("model"),
+        per_job: perJob,
+        per_repo_job: perRepoJob,
+      },
+      wall_ms: {
+        lifecycle: wall("lifecycle"),
+        commands_in_one_exec: wall("commands"),
+        bare_job: wall("bare_job"),
+        repo_job: wall("repo_job"),
+        model_requests: wall("model"),
+      },
       tar_stream_50k_files_wall_ms: round(median(stream), 1),
       hash_50k_files_wall_ms: round(median(hash), 1),
       host_side_50k_files: { patchbay: med(hostSide.patchbay), gnu_tar: med(hostSide.gnu_tar) },
@@ -162,7 +203,8 @@ export async function benchFloor() {
 }
 
 /** The host's own tar of `dir` (`tar -C dir -cf - .`), as a stream. */
-const hostTar = (dir: string) => spawn("tar", ["-C", dir, "-cf", "-", "."], { stdio: ["ignore", "pipe", "inherit"] }).stdout;
+const hostTar = (dir: string) =>
+  spawn("tar", ["-C", dir, "-cf", "-", "."], { stdio: ["ignore", "pipe", "inherit"] }).stdout;
 
 /** `tar -C dir -cf - .` on the host into `tar -x` in the container (the bench's own repo: nothing hostile). */
 async function pipeTar(box: Box, dir: string): Promise<void> {
@@ -177,7 +219,10 @@ async function pipeTar(box: Box, dir: string): Promise<void> {
 /** git's blob id of every file under /workspace, computed in one process, nothing written. */
 async function hashFiles(box: Box): Promise<void> {
   let err = "";
-  const p = await box.attach(["bash", "-c", "cd /workspace && find . -type f | git hash-object --stdin-paths > /dev/null"], (d, s) => void (s === 2 && (err += d.toString())));
+  const p = await box.attach(
+    ["bash", "-c", "cd /workspace && find . -type f | git hash-object --stdin-paths > /dev/null"],
+    (d, s) => void (s === 2 && (err += d.toString())),
+  );
   await p.ended;
   const code = await p.exitCode();
   if (code !== 0) throw new Error(`git hash-object in the container failed (${code}): ${err}`);
@@ -204,8 +249,12 @@ function hostSidePatchbay(dir: string, runs: number): { wall: number; core: numb
     }
   })().catch((e) => { console.error(e); process.exit(1); });`;
   const r = spawnSync(process.execPath, ["-e", code, dir], { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`the host side's run failed (is dist/ built? npm run build): ${r.stderr.slice(-500)}`);
-  return r.stdout.trim().split("\n").map((l) => JSON.parse(l) as { wall: number; core: number });
+  if (r.status !== 0)
+    throw new Error(`the host side's run failed (is dist/ built? npm run build): ${r.stderr.slice(-500)}`);
+  return r.stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { wall: number; core: number });
 }
 
 /** GNU tar's read of the same directory into /dev/null: wall, and its CPU (bash's `times` of its children). */
@@ -214,7 +263,8 @@ function hostSideTar(dir: string): { wall: number; core: number } {
   const r = spawnSync("bash", ["-c", 'tar -C "$1" -cf - . > /dev/null && times', "bash", dir], { encoding: "utf8" });
   const wall = performance.now() - t0;
   if (r.status !== 0) throw new Error(`tar of the bench repo failed: ${r.stderr}`);
-  const secs = (t: string) => Number(/^(\d+)m([\d.]+)s$/.exec(t)?.[1] ?? NaN) * 60 + Number(/^(\d+)m([\d.]+)s$/.exec(t)?.[2] ?? NaN);
+  const secs = (t: string) =>
+    Number(/^(\d+)m([\d.]+)s$/.exec(t)?.[1] ?? NaN) * 60 + Number(/^(\d+)m([\d.]+)s$/.exec(t)?.[2] ?? NaN);
   const [user, sys] = r.stdout.trim().split("\n").at(-1)!.trim().split(/\s+/);
   return { wall, core: (secs(user!) + secs(sys!)) * 1000 };
 }

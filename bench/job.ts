@@ -36,7 +36,10 @@ export async function benchJob() {
     for (let i = 0; i < 7; i++) {
       let modelMs = 0;
       const t0 = performance.now();
-      const r = await runJob({ task: `bench job ${i}`, repo: { path: CLAMP } }, { model, onEvent: (e) => e.type === "model_response" && (modelMs += e.ms) });
+      const r = await runJob(
+        { task: `bench job ${i}`, repo: { path: CLAMP } },
+        { model, onEvent: (e) => e.type === "model_response" && (modelMs += e.ms) },
+      );
       const total = performance.now() - t0;
       if (r.status !== "completed") throw new Error(`bench job ended ${r.status}: ${r.error}`);
       if (i > 0) {
@@ -53,20 +56,35 @@ export async function benchJob() {
 
 async function throughput(workers: number, jobs: number, repo: string, fakeUrl: string, concurrency = 2) {
   const queueName = `bench-${workers}w-${Date.now()}`;
-  const env = { ...process.env, PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fakeUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: String(concurrency) };
-  const procs = Array.from({ length: workers }, () => spawn(process.execPath, [BIN, "worker"], { env, stdio: ["ignore", "ignore", "pipe"] }));
-  await Promise.all(procs.map((p) => new Promise<void>((resolve, reject) => {
-    let buf = "";
-    p.stderr.on("data", (d: Buffer) => {
-      buf += d.toString();
-      if (/ready: queue/.test(buf)) resolve();
-    });
-    p.once("exit", (c) => reject(new Error(`worker exited ${c}: ${buf}`)));
-  })));
+  const env = {
+    ...process.env,
+    PATCHBAY_QUEUE: queueName,
+    ANTHROPIC_BASE_URL: fakeUrl,
+    ANTHROPIC_API_KEY: "bench",
+    PATCHBAY_CONCURRENCY: String(concurrency),
+  };
+  const procs = Array.from({ length: workers }, () =>
+    spawn(process.execPath, [BIN, "worker"], { env, stdio: ["ignore", "ignore", "pipe"] }),
+  );
+  await Promise.all(
+    procs.map(
+      (p) =>
+        new Promise<void>((resolve, reject) => {
+          let buf = "";
+          p.stderr.on("data", (d: Buffer) => {
+            buf += d.toString();
+            if (/ready: queue/.test(buf)) resolve();
+          });
+          p.once("exit", (c) => reject(new Error(`worker exited ${c}: ${buf}`)));
+        }),
+    ),
+  );
   const client = new PatchbayClient({ queueName });
   try {
     const t0 = performance.now();
-    const ids = await client.enqueueBatch(Array.from({ length: jobs }, (_, i) => ({ task: `throughput job ${i}`, repo: { path: repo } })));
+    const ids = await client.enqueueBatch(
+      Array.from({ length: jobs }, (_, i) => ({ task: `throughput job ${i}`, repo: { path: repo } })),
+    );
     const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 600_000 })));
     const minutes = (performance.now() - t0) / 60_000;
     if (results.some((r) => r.status !== "completed")) throw new Error("a throughput job did not complete");
@@ -91,7 +109,9 @@ export async function benchQueue() {
   const fake = await startFakeAnthropic(byTurn(tenToolScript()));
   const repo = makeRepo(1000);
   try {
-    log(`queue: 24 scripted 10-tool-call jobs on a 1,000-file repo, 1 then 2 worker processes (concurrency 2 each), queue ${loadConfig().redisUrl}`);
+    log(
+      `queue: 24 scripted 10-tool-call jobs on a 1,000-file repo, 1 then 2 worker processes (concurrency 2 each), queue ${loadConfig().redisUrl}`,
+    );
     const one = await throughput(1, 24, repo, fake.url);
     const two = await throughput(2, 24, repo, fake.url);
     // Latency without contention: one worker, one job at a time.

@@ -42,9 +42,19 @@ const sections: Record<string, () => Promise<object>> = {
 };
 
 const onlyArg = process.argv.findIndex((a) => a === "--only" || a.startsWith("--only="));
-const onlyVal = onlyArg < 0 ? undefined : process.argv[onlyArg]!.startsWith("--only=") ? process.argv[onlyArg]!.slice(7) : process.argv[onlyArg + 1];
+const onlyVal =
+  onlyArg < 0
+    ? undefined
+    : process.argv[onlyArg]!.startsWith("--only=")
+      ? process.argv[onlyArg]!.slice(7)
+      : process.argv[onlyArg + 1];
 const only = onlyVal ? onlyVal.split(",") : Object.keys(sections);
-const result: Record<string, unknown> = { host: hostname(), cpus: cpus().length, node: process.version, at: new Date().toISOString() };
+const result: Record<string, unknown> = {
+  host: hostname(),
+  cpus: cpus().length,
+  node: process.version,
+  at: new Date().toISOString(),
+};
 for (const name of only) {
   const fn = sections[name];
   if (!fn) throw new Error(`unknown bench section ${name}; known: ${Object.keys(sections).join(", ")}`);

@@ -32,14 +32,22 @@ export async function benchShell() {
 export async function benchCreate() {
   log("sandbox create→ready (container + volume + shell + file agent)");
   const made: Sandbox[] = [];
-  const ready = await timeMedian(9, async () => made.push(await Sandbox.create({ labels: { "patchbay.bench": "1" } })), 1);
+  const ready = await timeMedian(
+    9,
+    async () => made.push(await Sandbox.create({ labels: { "patchbay.bench": "1" } })),
+    1,
+  );
   await Promise.all(made.map((s) => s.destroy()));
-  const destroy = await timeMedian(5, async () => {
-    const s = await Sandbox.create({ labels: { "patchbay.bench": "1" } });
-    const t0 = performance.now();
-    await s.destroy();
-    return performance.now() - t0;
-  }, 0);
+  const destroy = await timeMedian(
+    5,
+    async () => {
+      const s = await Sandbox.create({ labels: { "patchbay.bench": "1" } });
+      const t0 = performance.now();
+      await s.destroy();
+      return performance.now() - t0;
+    },
+    0,
+  );
   return { create_ready_ms: ready, destroy_ms: destroy };
 }
 
@@ -47,20 +55,37 @@ export async function benchEditor() {
   const sb = await Sandbox.create({ labels: { "patchbay.bench": "1" } });
   const dir = mkdtempSync(join(tmpdir(), "pb-bench-"));
   try {
-    const text = Array.from({ length: 1700 }, (_, i) => `line ${String(i).padStart(4, "0")}: ${"lorem ipsum ".repeat(4)}`).join("\n") + "\n";
+    const text =
+      Array.from({ length: 1700 }, (_, i) => `line ${String(i).padStart(4, "0")}: ${"lorem ipsum ".repeat(4)}`).join(
+        "\n",
+      ) + "\n";
     const path = "/workspace/big.txt";
     await sb.files.write(path, Buffer.from(text));
     const box = new Toolbox(sb);
     const swap = (i: number) => (i % 2 ? ["line 0850: ", "LINE 0850: "] : ["LINE 0850: ", "line 0850: "]);
     let k = 0;
     log(`editor: str_replace / view on a ${Buffer.byteLength(text)} byte file, and the docker cp round trip`);
-    await box.run({ id: "x", name: "str_replace_based_edit_tool", input: { command: "str_replace", path, old_str: "line 0850: ", new_str: "LINE 0850: " } });
-    const strReplace = await timeMedian(40, async () => {
-      const [o, n] = swap(k++);
-      const r = await box.run({ id: "x", name: "str_replace_based_edit_tool", input: { command: "str_replace", path, old_str: o, new_str: n } });
-      if (r.isError) throw new Error(r.content);
-    }, 0);
-    const view = await timeMedian(40, () => box.run({ id: "x", name: "str_replace_based_edit_tool", input: { command: "view", path } }));
+    await box.run({
+      id: "x",
+      name: "str_replace_based_edit_tool",
+      input: { command: "str_replace", path, old_str: "line 0850: ", new_str: "LINE 0850: " },
+    });
+    const strReplace = await timeMedian(
+      40,
+      async () => {
+        const [o, n] = swap(k++);
+        const r = await box.run({
+          id: "x",
+          name: "str_replace_based_edit_tool",
+          input: { command: "str_replace", path, old_str: o, new_str: n },
+        });
+        if (r.isError) throw new Error(r.content);
+      },
+      0,
+    );
+    const view = await timeMedian(40, () =>
+      box.run({ id: "x", name: "str_replace_based_edit_tool", input: { command: "view", path } }),
+    );
     // What a user scripts without patchbay: copy out, edit on the host, copy back in.
     let j = 0;
     const dockerCp = await timeMedian(10, async () => {

@@ -19,10 +19,30 @@ const MODES = { no_pool: { PATCHBAY_POOL: "0" }, pool: {} } as const;
 type Mode = keyof typeof MODES;
 
 /** `warmup`: how many first jobs are left out of dequeue → ready's median (a new worker's code is not yet optimized by V8). */
-async function run(mode: Mode, concurrency: number, jobs: number, repo: string, fakeUrl: string, oneAtATime = false, engineEnv: Record<string, string> = {}, warmup = 0) {
+async function run(
+  mode: Mode,
+  concurrency: number,
+  jobs: number,
+  repo: string,
+  fakeUrl: string,
+  oneAtATime = false,
+  engineEnv: Record<string, string> = {},
+  warmup = 0,
+) {
   const queueName = `bench-speed-${mode}-${concurrency}-${Date.now()}`;
-  const env = { ...process.env, ...engineEnv, ...MODES[mode], PATCHBAY_QUEUE: queueName, ANTHROPIC_BASE_URL: fakeUrl, ANTHROPIC_API_KEY: "bench", PATCHBAY_CONCURRENCY: String(concurrency) };
-  const proc = spawn(process.execPath, [CLI, "worker", "--metrics-port", "0"], { env, stdio: ["ignore", "ignore", "pipe"] });
+  const env = {
+    ...process.env,
+    ...engineEnv,
+    ...MODES[mode],
+    PATCHBAY_QUEUE: queueName,
+    ANTHROPIC_BASE_URL: fakeUrl,
+    ANTHROPIC_API_KEY: "bench",
+    PATCHBAY_CONCURRENCY: String(concurrency),
+  };
+  const proc = spawn(process.execPath, [CLI, "worker", "--metrics-port", "0"], {
+    env,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   let buf = "";
   await new Promise<void>((resolve, reject) => {
     proc.stderr.on("data", (d: Buffer) => {
@@ -36,7 +56,10 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
   const pool = async () => {
     const text = await (await fetch(metricsUrl)).text();
     const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
-    return { idle: value(/^patchbay_pool_idle_sandboxes (\S+)$/m), missed: value(/^patchbay_pool_takes_total\{outcome="miss"\} (\S+)$/m) };
+    return {
+      idle: value(/^patchbay_pool_idle_sandboxes (\S+)$/m),
+      missed: value(/^patchbay_pool_takes_total\{outcome="miss"\} (\S+)$/m),
+    };
   };
   const client = new PatchbayClient({ queueName });
   try {
@@ -79,11 +102,19 @@ async function run(mode: Mode, concurrency: number, jobs: number, repo: string, 
       end = Math.max(end, job?.finishedOn ?? Date.now());
       const r = await client.result(id);
       if (r?.status !== "completed") throw new Error(`bench job ${id} ended ${r?.status}: ${r?.error}`);
-      for await (const e of client.watch(id, { follow: false })) if (e.type === "sandbox_ready") ready.push(Date.parse(e.ts) - job!.processedOn!);
+      for await (const e of client.watch(id, { follow: false }))
+        if (e.type === "sandbox_ready") ready.push(Date.parse(e.ts) - job!.processedOn!);
     }
     // Jobs that found no warm sandbox (and made their own) are in these figures too: say how many.
     const minutes = (end - t0) / 60_000;
-    return { jobs_per_min: round(jobs / minutes, 1), dequeue_to_ready_ms: round(median(ready.slice(warmup)), 1), ...(oneAtATime ? { first_job_ready_ms: ready[0] } : {}), cpu_core_ms_per_job: Math.round(cpuPerJob), cpu_core_ms_per_job_of: { worker: Math.round(workerPerJob), bench_model_and_client: Math.round(benchPerJob) }, ...(mode === "pool" ? { pool_misses: (await pool()).missed } : {}) };
+    return {
+      jobs_per_min: round(jobs / minutes, 1),
+      dequeue_to_ready_ms: round(median(ready.slice(warmup)), 1),
+      ...(oneAtATime ? { first_job_ready_ms: ready[0] } : {}),
+      cpu_core_ms_per_job: Math.round(cpuPerJob),
+      cpu_core_ms_per_job_of: { worker: Math.round(workerPerJob), bench_model_and_client: Math.round(benchPerJob) },
+      ...(mode === "pool" ? { pool_misses: (await pool()).missed } : {}),
+    };
   } finally {
     await client.queue.obliterate({ force: true }).catch(() => {});
     await client.close();
@@ -156,7 +187,10 @@ export async function benchEngines() {
     // Engine beside engine for each mode (not one engine's rows after the other's): this machine's
     // speed drifts over a minute, and the ratio is the figure.
     for (const mode of ["no_pool", "pool"] as const) {
-      for (const [engine, env] of [["docker", {}], ["podman", { DOCKER_HOST: podmanHost() }]] as const) {
+      for (const [engine, env] of [
+        ["docker", {}],
+        ["podman", { DOCKER_HOST: podmanHost() }],
+      ] as const) {
         log(`engines (${engine}, ${mode}): dequeue → ready at 1,000 files, then 16 ten-tool jobs at 1 × 4`);
         const row = out[engine]!;
         row[`ready_1000_${mode}_ms`] = (await run(mode, 1, 5, repo, ready.url, true, env)).dequeue_to_ready_ms;
@@ -166,7 +200,11 @@ export async function benchEngines() {
       }
     }
     const ratio = (k: string) => round(Number(out.podman![k]) / Number(out.docker![k]), 2);
-    return { repo_files: 1000, ...out, podman_over_docker: Object.fromEntries(Object.keys(out.docker!).map((k) => [k, ratio(k)])) };
+    return {
+      repo_files: 1000,
+      ...out,
+      podman_over_docker: Object.fromEntries(Object.keys(out.docker!).map((k) => [k, ratio(k)])),
+    };
   } finally {
     rmSync(repo, { recursive: true, force: true });
     await Promise.all([ready.close(), ten.close()]);

@@ -45,7 +45,9 @@ const until = async (cond: () => boolean) => {
 /** Counts exec_create events per container name while it runs. */
 async function execCounter(label: string) {
   const counts = new Map<string, number>();
-  const ev = (await docker().getEvents({ filters: { type: ["container"], event: ["exec_create"], label: [label] } })) as unknown as Readable;
+  const ev = (await docker().getEvents({
+    filters: { type: ["container"], event: ["exec_create"], label: [label] },
+  })) as unknown as Readable;
   let rest = ""; // an event (its command line included) can span chunks
   ev.on("data", (d: Buffer) => {
     const lines = (rest + d.toString()).split("\n");
@@ -58,7 +60,9 @@ async function execCounter(label: string) {
   return { counts, close: () => ev.destroy() };
 }
 
-const TOOL_CALLS = tenToolScript().flatMap((r) => ("content" in r ? (r.content as { type: string; name?: string; input?: unknown }[]) : [])).filter((b) => b.type === "tool_use");
+const TOOL_CALLS = tenToolScript()
+  .flatMap((r) => ("content" in r ? (r.content as { type: string; name?: string; input?: unknown }[]) : []))
+  .filter((b) => b.type === "tool_use");
 
 async function phasesOnce(repo: string, pool?: SandboxPool) {
   const t: Record<string, number> = {};
@@ -70,7 +74,10 @@ async function phasesOnce(repo: string, pool?: SandboxPool) {
     return v;
   };
   const setupDone = pool?.setupStarted(); // as runJob does: no refill while the job is set up
-  const sb = await mark("create", async () => pool?.take({}, 3600) ?? Sandbox.create({ labels: { [BENCH_LABEL]: "speed" } }));
+  const sb = await mark(
+    "create",
+    async () => pool?.take({}, 3600) ?? Sandbox.create({ labels: { [BENCH_LABEL]: "speed" } }),
+  );
   try {
     const { baseline } = await mark("load_and_baseline", () => loadRepo(sb, { path: repo }));
     setupDone?.();
@@ -95,7 +102,10 @@ export async function benchPhases() {
   const pool = new SandboxPool({ size: 1, labels: { [BENCH_LABEL]: "speed" } });
   try {
     const out: Record<string, unknown> = {};
-    for (const [name, p] of [["no_pool", undefined], ["pool", pool]] as const) {
+    for (const [name, p] of [
+      ["no_pool", undefined],
+      ["pool", pool],
+    ] as const) {
       log(`phases (${name}): one job at a time, 1,000 files, 10 tool calls, no model`);
       const runs: Awaited<ReturnType<typeof phasesOnce>>[] = [];
       for (let i = 0; i < 6; i++) {
@@ -136,7 +146,8 @@ export async function benchOverhead(opts: { cpu?: boolean } = {}) {
     const out: Record<string, unknown> = {};
     for (const name of ["no_pool", "pool", "pool_background_removal"] as const) {
       const pool = name === "no_pool" ? undefined : new SandboxPool({ size: 1, labels: label });
-      const removals = name === "pool_background_removal" ? new BackgroundRemovals({ concurrency: 2, maxQueued: 2 }) : undefined;
+      const removals =
+        name === "pool_background_removal" ? new BackgroundRemovals({ concurrency: 2, maxQueued: 2 }) : undefined;
       const retire = removals && ((sb: Sandbox) => removals.hand(() => sb.destroy()));
       log(`overhead (${name}): runJob, scripted 10-tool-call job, 1,000 files, one at a time`);
       const overheads: number[] = [];
@@ -148,7 +159,10 @@ export async function benchOverhead(opts: { cpu?: boolean } = {}) {
           if (i === 1 && opts.cpu !== false) meter = await cpuMeter(`${BENCH_LABEL}=speed-overhead`);
           let modelMs = 0;
           const t0 = performance.now();
-          const r = await runJob({ task: `bench ${i}`, repo: { path: repo } }, { model, pool, labels: label, retire, onEvent: (e) => e.type === "model_response" && (modelMs += e.ms) });
+          const r = await runJob(
+            { task: `bench ${i}`, repo: { path: repo } },
+            { model, pool, labels: label, retire, onEvent: (e) => e.type === "model_response" && (modelMs += e.ms) },
+          );
           if (r.status !== "completed") throw new Error(`bench job ended ${r.status}: ${r.error}`);
           if (i > 0) overheads.push(performance.now() - t0 - modelMs); // the first run warms up
           await removals?.idle(); // one job at a time: the removal's CPU is still the job's
@@ -157,7 +171,10 @@ export async function benchOverhead(opts: { cpu?: boolean } = {}) {
       } finally {
         await pool?.close();
       }
-      out[name] = { job_overhead_ms: round(median(overheads), 1), ...(meter ? { cpu_core_ms_per_job: meter.stop(n - 1) } : {}) };
+      out[name] = {
+        job_overhead_ms: round(median(overheads), 1),
+        ...(meter ? { cpu_core_ms_per_job: meter.stop(n - 1) } : {}),
+      };
     }
     return { repo_files: 1000, tool_calls: 10, ...out };
   } finally {

@@ -43,7 +43,10 @@ export async function benchVerify() {
         const old = await sb.runFresh(`cd /workspace && { ${COMMAND}\n}`);
         t.inPlace.push(performance.now() - t0);
         if (old.exitCode !== 0) throw new Error(`in place: exit ${old.exitCode}: ${old.output}`);
-        for (const [k, make] of [["fresh", () => Sandbox.create({ labels })], ["pooled", async () => pool.take({}, 600) ?? Sandbox.create({ labels })]] as const) {
+        for (const [k, make] of [
+          ["fresh", () => Sandbox.create({ labels })],
+          ["pooled", async () => pool.take({}, 600) ?? Sandbox.create({ labels })],
+        ] as const) {
           if (k === "pooled") while (pool.size === 0) await new Promise((r) => setTimeout(r, 50)); // a warm one waits, as between jobs
           t0 = performance.now();
           const r = await verifyInFreshSandbox({ sandbox: make, snapshot, patch, command: COMMAND, timeoutSec: 120 });

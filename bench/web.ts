@@ -30,9 +30,37 @@ export function syntheticTranscript(n: number, jobId = JOB): TranscriptEvent[] {
   for (let turn = 1; out.length + 4 < n; turn++) {
     const id = `toolu_${turn}`;
     out.push({ ...base(), type: "model_request", turn, messagesCount: turn * 2 - 1 });
-    out.push({ ...base(), type: "model_response", turn, content: [{ type: "text", text: `Step ${turn}: let me look at the next file.` }, { type: "tool_use", id, name: "bash", input: { command: `sed -n 1,20p src/mod${turn}.py` } }], stopReason: "tool_use", usage: { inputTokens: 50, outputTokens: 40, cacheReadTokens: 1200 + turn, cacheWriteTokens: 60 }, ms: 800, model: "claude-sonnet-5-5" });
-    out.push({ ...base(), type: "tool_call", turn, toolUseId: id, name: "bash", input: { command: `sed -n 1,20p src/mod${turn}.py` } });
-    out.push({ ...base(), type: "tool_result", turn, toolUseId: id, name: "bash", output: Array.from({ length: 20 }, (_, l) => `    line ${l} of module ${turn}: x = f(x) + ${l}`).join("\n"), isError: turn % 17 === 0, ms: 35 });
+    out.push({
+      ...base(),
+      type: "model_response",
+      turn,
+      content: [
+        { type: "text", text: `Step ${turn}: let me look at the next file.` },
+        { type: "tool_use", id, name: "bash", input: { command: `sed -n 1,20p src/mod${turn}.py` } },
+      ],
+      stopReason: "tool_use",
+      usage: { inputTokens: 50, outputTokens: 40, cacheReadTokens: 1200 + turn, cacheWriteTokens: 60 },
+      ms: 800,
+      model: "claude-sonnet-5-5",
+    });
+    out.push({
+      ...base(),
+      type: "tool_call",
+      turn,
+      toolUseId: id,
+      name: "bash",
+      input: { command: `sed -n 1,20p src/mod${turn}.py` },
+    });
+    out.push({
+      ...base(),
+      type: "tool_result",
+      turn,
+      toolUseId: id,
+      name: "bash",
+      output: Array.from({ length: 20 }, (_, l) => `    line ${l} of module ${turn}: x = f(x) + ${l}`).join("\n"),
+      isError: turn % 17 === 0,
+      ms: 35,
+    });
   }
   while (out.length < n - 1) out.push({ ...base(), type: "context_trimmed", removedChars: 1000, keptTurns: 10 });
   out.push({ ...base(), type: "job_finished", status: "completed", costUsd: 1.23, turns: 499 });
@@ -65,9 +93,23 @@ export async function benchWeb() {
       const page = await ctx.newPage();
       await page.goto(`${dash.url}/jobs/${JOB}`, { waitUntil: "commit" });
       // each resolves on the first animation frame at which the transcript's first turn / all its events are in the DOM
-      const first = (await (await page.waitForFunction(() => document.querySelector("#transcript article.turn") !== null && performance.now(), undefined, { polling: "raf", timeout: 30_000 })).jsonValue()) as number;
-      const done = (await (await page.waitForFunction((n) => document.getElementById("live")?.getAttribute("data-count") === String(n) && performance.now(), N, { polling: "raf", timeout: 30_000 })).jsonValue()) as number;
-      const paint = await page.evaluate(() => performance.getEntriesByType("paint").find((p) => p.name === "first-contentful-paint")?.startTime ?? NaN);
+      const first = (await (
+        await page.waitForFunction(
+          () => document.querySelector("#transcript article.turn") !== null && performance.now(),
+          undefined,
+          { polling: "raf", timeout: 30_000 },
+        )
+      ).jsonValue()) as number;
+      const done = (await (
+        await page.waitForFunction(
+          (n) => document.getElementById("live")?.getAttribute("data-count") === String(n) && performance.now(),
+          N,
+          { polling: "raf", timeout: 30_000 },
+        )
+      ).jsonValue()) as number;
+      const paint = await page.evaluate(
+        () => performance.getEntriesByType("paint").find((p) => p.name === "first-contentful-paint")?.startTime ?? NaN,
+      );
       const rendered = await page.locator("#transcript > *").count();
       if (rendered < 500) throw new Error(`only ${rendered} elements rendered`);
       if (i >= 0) {
@@ -85,7 +127,13 @@ export async function benchWeb() {
     for (let i = -1; i < runs; i++) {
       const page = await bctx.newPage();
       await page.goto(`${dash.url}/jobs?batch=none`, { waitUntil: "commit" });
-      const done = (await (await page.waitForFunction(() => document.getElementById("note")?.textContent === "no jobs match" && performance.now(), undefined, { polling: "raf", timeout: 30_000 })).jsonValue()) as number;
+      const done = (await (
+        await page.waitForFunction(
+          () => document.getElementById("note")?.textContent === "no jobs match" && performance.now(),
+          undefined,
+          { polling: "raf", timeout: 30_000 },
+        )
+      ).jsonValue()) as number;
       if (i >= 0) empty.push(done);
       await page.close();
     }
@@ -101,7 +149,12 @@ export async function benchWeb() {
     for (let i = -1; i < runs; i++) {
       const page = await vctx.newPage();
       await page.goto(pathToFileURL(file).href, { waitUntil: "commit" });
-      const done = (await (await page.waitForFunction(() => document.body?.hasAttribute("data-rendered") && performance.now(), undefined, { polling: "raf", timeout: 30_000 })).jsonValue()) as number;
+      const done = (await (
+        await page.waitForFunction(() => document.body?.hasAttribute("data-rendered") && performance.now(), undefined, {
+          polling: "raf",
+          timeout: 30_000,
+        })
+      ).jsonValue()) as number;
       if (i >= 0) view.push(done);
       await page.close();
     }
@@ -109,8 +162,18 @@ export async function benchWeb() {
     return {
       events: N,
       baselineEmptyJobsListMs: round(median(empty), 1),
-      jobPage: { firstContentfulPaintMs: round(median(fcp), 1), firstTurnOnScreenMs: round(median(firstTurn), 1), allEventsOnScreenMs: round(median(full), 1), goalMs: 1000, withinGoal: median(firstTurn) <= 1000 },
-      staticView: { htmlBytes: renderTranscriptHtml(events).length, renderTranscriptHtmlMs: round(renderHtmlMs, 1), allEventsOnScreenMs: round(median(view), 1) },
+      jobPage: {
+        firstContentfulPaintMs: round(median(fcp), 1),
+        firstTurnOnScreenMs: round(median(firstTurn), 1),
+        allEventsOnScreenMs: round(median(full), 1),
+        goalMs: 1000,
+        withinGoal: median(firstTurn) <= 1000,
+      },
+      staticView: {
+        htmlBytes: renderTranscriptHtml(events).length,
+        renderTranscriptHtmlMs: round(renderHtmlMs, 1),
+        allEventsOnScreenMs: round(median(view), 1),
+      },
       chromium: browser.version(),
     };
   } finally {

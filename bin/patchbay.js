@@ -12,7 +12,8 @@ const src = new URL("src/", root);
 function newestMtime(dir) {
   let newest = 0;
   for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (e.isFile() && e.name.endsWith(".ts")) newest = Math.max(newest, statSync(`${e.parentPath ?? e.path}/${e.name}`).mtimeMs);
+    if (e.isFile() && e.name.endsWith(".ts"))
+      newest = Math.max(newest, statSync(`${e.parentPath ?? e.path}/${e.name}`).mtimeMs);
   }
   return newest;
 }

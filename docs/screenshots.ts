@@ -21,17 +21,40 @@ const QUEUE = "screenshots";
 
 const redis = await startRedis();
 const fake = await startFakeAnthropic((req) =>
-  /long-running/.test(taskOf(req.body)) ? byTurn([reply(toolUse("bash", { command: "python3 -m unittest -q; sleep 600" }))])(req)
-  : /in reporting/.test(taskOf(req.body)) ? byTurn([1, 2, 3].map(() => reply(text("Done."))))(req) // changes nothing: its verify fails
-  : byTurn(clampScript())(req),
+  /long-running/.test(taskOf(req.body))
+    ? byTurn([reply(toolUse("bash", { command: "python3 -m unittest -q; sleep 600" }))])(req)
+    : /in reporting/.test(taskOf(req.body))
+      ? byTurn([1, 2, 3].map(() => reply(text("Done."))))(req) // changes nothing: its verify fails
+      : byTurn(clampScript())(req),
 );
 
 /** The campaign: 12 services, its jobs run for real, its changesets as a few weeks of tracking leave them. */
-const SERVICES = ["billing", "checkout", "search", "inventory", "notifications", "auth-gateway", "recommendations", "shipping", "payments", "user-profile", "reporting", "catalog"];
+const SERVICES = [
+  "billing",
+  "checkout",
+  "search",
+  "inventory",
+  "notifications",
+  "auth-gateway",
+  "recommendations",
+  "shipping",
+  "payments",
+  "user-profile",
+  "reporting",
+  "catalog",
+];
 const CAMPAIGN = "bump-logging-api";
 const BRANCH = `patchbay/${CAMPAIGN}`;
 type Seed = Pick<Changeset, "state"> & Partial<Changeset>;
-const pr = (n: number, checks: Changeset["checks"], review: Changeset["review"]): Partial<Changeset> => ({ forge: "github", number: n, checks, review, branch: BRANCH, base: "main", verified: true });
+const pr = (n: number, checks: Changeset["checks"], review: Changeset["review"]): Partial<Changeset> => ({
+  forge: "github",
+  number: n,
+  checks,
+  review,
+  branch: BRANCH,
+  base: "main",
+  verified: true,
+});
 const SEEDS: (Seed | undefined)[] = [
   { state: "merged", ...pr(412, "passing", "approved") },
   { state: "merged", ...pr(1088, "passing", "approved") },
@@ -42,7 +65,13 @@ const SEEDS: (Seed | undefined)[] = [
   { state: "draft", ...pr(1402, "pending", "review_required") },
   { state: "draft", ...pr(64, "passing", "review_required") },
   { state: "closed", ...pr(301, "none", "none"), reason: "closed on GitHub: the service is being retired" },
-  { state: "conflict", branch: BRANCH, base: "main", verified: true, reason: "the base moved: main changed src/logging/setup.py since the job ran (campaign retry --status conflict)" },
+  {
+    state: "conflict",
+    branch: BRANCH,
+    base: "main",
+    verified: true,
+    reason: "the base moved: main changed src/logging/setup.py since the job ran (campaign retry --status conflict)",
+  },
   undefined, // reporting: its verify failed, so nothing was published
   { state: "open", ...pr(845, "failing", "none") },
 ];
@@ -50,22 +79,49 @@ const SEEDS: (Seed | undefined)[] = [
 async function seedCampaign(client: PatchbayClient): Promise<void> {
   const lines = SERVICES.map((_, i) => i + 1);
   const batches = new BatchClient(client);
-  const specs = SERVICES.map((s) => ({ task: `Bump the logging API to structlog 24 in ${s}.`, repo: { path: CLAMP }, verify: "python3 -m unittest -q" }));
+  const specs = SERVICES.map((s) => ({
+    task: `Bump the logging API to structlog 24 in ${s}.`,
+    repo: { path: CLAMP },
+    verify: "python3 -m unittest -q",
+  }));
   const { batchId, ids } = await batches.submit(specs, { name: CAMPAIGN, lines, budgetUsd: 25 });
   await batches.wait(batchId);
   const store = new CampaignStore(client.redis, QUEUE, client.retentionSec);
   const git = (s: string) => `https://github.com/acme/${s}.git`;
   await store.saveDef({
-    name: CAMPAIGN, createdAt: Date.now(), budgetUsd: 25, repos: SERVICES.map((s, i) => ({ line: i + 1, git: git(s), vars: {} })),
-    publish: { branch: BRANCH, draft: true, title: "Bump the logging API to structlog 24", body: "{{summary}}", author: { name: "patchbay", email: "patchbay@acme.example" }, message: "Bump the logging API" },
+    name: CAMPAIGN,
+    createdAt: Date.now(),
+    budgetUsd: 25,
+    repos: SERVICES.map((s, i) => ({ line: i + 1, git: git(s), vars: {} })),
+    publish: {
+      branch: BRANCH,
+      draft: true,
+      title: "Bump the logging API to structlog 24",
+      body: "{{summary}}",
+      author: { name: "patchbay", email: "patchbay@acme.example" },
+      message: "Bump the logging API",
+    },
   });
   for (const [i, seed] of SEEDS.entries()) {
     if (!seed) continue;
     const url = seed.number ? `https://github.com/acme/${SERVICES[i]}/pull/${seed.number}` : undefined;
-    await store.saveChangeset(CAMPAIGN, { line: i + 1, repo: git(SERVICES[i]!), jobId: ids[i]!, updatedAt: Date.now(), ...(url ? { url } : {}), ...seed });
+    await store.saveChangeset(CAMPAIGN, {
+      line: i + 1,
+      repo: git(SERVICES[i]!),
+      jobId: ids[i]!,
+      updatedAt: Date.now(),
+      ...(url ? { url } : {}),
+      ...seed,
+    });
   }
 }
-const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "screenshots", PATCHBAY_CONCURRENCY: "3" };
+const env = {
+  REDIS_URL: redis.url,
+  PATCHBAY_QUEUE: QUEUE,
+  ANTHROPIC_BASE_URL: fake.url,
+  ANTHROPIC_API_KEY: "screenshots",
+  PATCHBAY_CONCURRENCY: "3",
+};
 const worker = startWorkerProc(env);
 const client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
 const TOKEN = "screenshots-token-0123456789";
@@ -73,23 +129,47 @@ const dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUE
 const browser = await launchBrowser();
 try {
   await worker.waitFor(/ready: queue screenshots/);
-  const tasks = ["Make the failing tests pass.", "Fix clamp() for values above the upper bound.", "Make the failing tests pass, then run them again."];
+  const tasks = [
+    "Make the failing tests pass.",
+    "Fix clamp() for values above the upper bound.",
+    "Make the failing tests pass, then run them again.",
+  ];
   const done = [];
-  for (const [i, task] of tasks.entries()) done.push(await client.enqueue({ task, repo: { path: CLAMP }, verify: "python3 -m unittest -q", jobId: `clamp-${i + 1}` }));
+  for (const [i, task] of tasks.entries())
+    done.push(
+      await client.enqueue({ task, repo: { path: CLAMP }, verify: "python3 -m unittest -q", jobId: `clamp-${i + 1}` }),
+    );
   await Promise.all(done.map((id) => client.waitForResult(id, { timeoutMs: 180_000 })));
   // a batch with a long name and a dated model id: the list cuts both with an ellipsis
   const batches = new BatchClient(client);
-  const sweep = [1, 2].map((i) => ({ task: `Fix clamp() (sweep line ${i}).`, repo: { path: CLAMP }, verify: "python3 -m unittest -q", model: "claude-sonnet-4-5-20250929" }));
+  const sweep = [1, 2].map((i) => ({
+    task: `Fix clamp() (sweep line ${i}).`,
+    repo: { path: CLAMP },
+    verify: "python3 -m unittest -q",
+    model: "claude-sonnet-4-5-20250929",
+  }));
   const { batchId } = await batches.submit(sweep, { name: "nightly-regression-sweep-2026-12-01.clamp" });
   await batches.wait(batchId);
-  const cancelled = await client.enqueue({ task: "A long-running job that was cancelled.", repo: { path: CLAMP }, jobId: "long-running-1" });
+  const cancelled = await client.enqueue({
+    task: "A long-running job that was cancelled.",
+    repo: { path: CLAMP },
+    jobId: "long-running-1",
+  });
   while ((await client.status(cancelled)).state !== "active") await new Promise((r) => setTimeout(r, 200));
   await client.cancel(cancelled);
   await client.waitForResult(cancelled, { timeoutMs: 60_000 });
-  const running = await client.enqueue({ task: "A long-running job: the full test suite.", repo: { path: CLAMP }, jobId: "long-running-2" });
+  const running = await client.enqueue({
+    task: "A long-running job: the full test suite.",
+    repo: { path: CLAMP },
+    jobId: "long-running-2",
+  });
   while ((await client.status(running)).state !== "active") await new Promise((r) => setTimeout(r, 200));
 
-  const page = await browser.newPage({ viewport: { width: 1280, height: 560 }, deviceScaleFactor: 1, ...signedIn(dash.url, TOKEN) });
+  const page = await browser.newPage({
+    viewport: { width: 1280, height: 560 },
+    deviceScaleFactor: 1,
+    ...signedIn(dash.url, TOKEN),
+  });
   await page.goto(`${dash.url}/jobs`);
   await page.locator('tr[data-job-id="clamp-1"]').waitFor();
   await page.screenshot({ path: `${OUT}dashboard-jobs.png` });
@@ -105,7 +185,11 @@ try {
   await page.screenshot({ path: `${OUT}dashboard-job.png`, fullPage: true });
 
   // a phone: the list as cards, a job page's first screen
-  const phone = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, ...signedIn(dash.url, TOKEN) });
+  const phone = await browser.newPage({
+    viewport: { width: 390, height: 844 },
+    deviceScaleFactor: 1,
+    ...signedIn(dash.url, TOKEN),
+  });
   await phone.goto(`${dash.url}/jobs`);
   await phone.locator('tr[data-job-id="clamp-1"]').waitFor();
   await phone.screenshot({ path: `${OUT}dashboard-jobs-390.png` });
@@ -118,13 +202,26 @@ try {
   await seedCampaign(client);
   await page.setViewportSize({ width: 1280, height: 600 });
   await page.goto(`${dash.url}/campaigns/${CAMPAIGN}`);
-  await page.locator("#rows tr").nth(SERVICES.length - 1).waitFor();
+  await page
+    .locator("#rows tr")
+    .nth(SERVICES.length - 1)
+    .waitFor();
   await page.setViewportSize({ width: 1280, height: await page.evaluate(() => document.documentElement.scrollHeight) });
   await page.screenshot({ path: `${OUT}dashboard-campaign.png`, fullPage: true });
   await phone.goto(`${dash.url}/campaigns/${CAMPAIGN}`);
-  await phone.locator("#rows tr").nth(SERVICES.length - 1).waitFor();
+  await phone
+    .locator("#rows tr")
+    .nth(SERVICES.length - 1)
+    .waitFor();
   await phone.screenshot({ path: `${OUT}dashboard-campaign-390.png` });
-  const made = ["dashboard-jobs.png", "dashboard-job.png", "dashboard-jobs-390.png", "dashboard-job-390.png", "dashboard-campaign.png", "dashboard-campaign-390.png"];
+  const made = [
+    "dashboard-jobs.png",
+    "dashboard-job.png",
+    "dashboard-jobs-390.png",
+    "dashboard-job-390.png",
+    "dashboard-campaign.png",
+    "dashboard-campaign-390.png",
+  ];
   console.log(`wrote ${made.map((f) => OUT + f).join(", ")}`);
 } finally {
   await browser.close();

@@ -25,7 +25,12 @@ const TIERS = ["unit-pure", "unit", "integration", "e2e", "podman"];
 /** This machine: its cores, CPU and memory, and a load average when one is known. */
 function machine(loadAverage) {
   const cpu = os.cpus();
-  return { cores: cpu.length, cpu: cpu[0]?.model.trim() ?? "unknown CPU", memoryGiB: Math.round(os.totalmem() / 2 ** 30), loadAverage };
+  return {
+    cores: cpu.length,
+    cpu: cpu[0]?.model.trim() ?? "unknown CPU",
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    loadAverage,
+  };
 }
 
 /** vitest's JSON reporter, each file's entry with its project and whole time (see above). */
@@ -79,7 +84,9 @@ function table(report, rows, reportPath) {
   const lastEnd = Math.max(...report.testResults.map((r) => r.endTime));
   const wall = report.wallSeconds ?? (lastEnd - report.startTime) / 1000;
   const whole = report.testResults.every((r) => r.seconds !== undefined);
-  const load = m.loadAverage ? `, load average ${m.loadAverage.map((l) => l.toFixed(1)).join(" ")} at the run's end` : "";
+  const load = m.loadAverage
+    ? `, load average ${m.loadAverage.map((l) => l.toFixed(1)).join(" ")} at the run's end`
+    : "";
   const out = [
     "# What a test run costs",
     "",
@@ -96,12 +103,20 @@ function table(report, rows, reportPath) {
   ];
   const tiers = [...TIERS, ...new Set(rows.map((r) => r.tier).filter((t) => !TIERS.includes(t)))];
   for (const tier of tiers) {
-    const here = rows.filter((r) => r.tier === tier).sort((a, b) => b.seconds - a.seconds || a.file.localeCompare(b.file));
+    const here = rows
+      .filter((r) => r.tier === tier)
+      .sort((a, b) => b.seconds - a.seconds || a.file.localeCompare(b.file));
     if (here.length === 0) continue;
     const sum = here.reduce((a, r) => a + r.seconds, 0);
     const tests = here.reduce((a, r) => a + r.tests, 0);
-    out.push(`## ${tier}: ${here.length} files, ${tests} tests, ${s(sum)} s`, "", "| file | tests | seconds |", "|---|---:|---:|");
-    for (const r of here) out.push(`| ${r.file}${r.failed ? ` (${r.failed} failed)` : ""} | ${r.tests} | ${s(r.seconds)} |`);
+    out.push(
+      `## ${tier}: ${here.length} files, ${tests} tests, ${s(sum)} s`,
+      "",
+      "| file | tests | seconds |",
+      "|---|---:|---:|",
+    );
+    for (const r of here)
+      out.push(`| ${r.file}${r.failed ? ` (${r.failed} failed)` : ""} | ${r.tests} | ${s(r.seconds)} |`);
     out.push("");
   }
   return out.join("\n");
@@ -110,7 +125,9 @@ function table(report, rows, reportPath) {
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const [reportPath, outPath = resolve(ROOT, "test/DURATIONS.md")] = process.argv.slice(2);
   if (!reportPath) {
-    console.error("usage: node scripts/test-durations.mjs REPORT.json [OUT.md]   (REPORT.json: vitest run --reporter=./scripts/test-durations.mjs --outputFile=REPORT.json)");
+    console.error(
+      "usage: node scripts/test-durations.mjs REPORT.json [OUT.md]   (REPORT.json: vitest run --reporter=./scripts/test-durations.mjs --outputFile=REPORT.json)",
+    );
     process.exit(2);
   }
   const report = JSON.parse(readFileSync(reportPath, "utf8"));

@@ -15,10 +15,23 @@ import { webCommands } from "./cli/web.js";
 
 export type { Command } from "./cli/command.js";
 
-const commands: Record<string, Command> = { ...submitCommands, ...inspectCommands, ...adminCommands, ...batchCommands, ...campaignCommands, ...webCommands };
+const commands: Record<string, Command> = {
+  ...submitCommands,
+  ...inspectCommands,
+  ...adminCommands,
+  ...batchCommands,
+  ...campaignCommands,
+  ...webCommands,
+};
 
 /** `patchbay image` and friends: a group whose subcommands are `<group> <sub>` entries. */
-const groups = [...new Set(Object.keys(commands).filter((n) => n.includes(" ")).map((n) => n.split(" ")[0]!))];
+const groups = [
+  ...new Set(
+    Object.keys(commands)
+      .filter((n) => n.includes(" "))
+      .map((n) => n.split(" ")[0]!),
+  ),
+];
 
 function version(): string {
   return (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
@@ -58,17 +71,29 @@ ${commandLines(`${group} `)}`;
 function parse(cmd: Command, name: string, args: string[]): { values: Values; positionals: string[] } {
   let parsed;
   try {
-    parsed = parseArgs({ args, options: { ...cmd.options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
+    parsed = parseArgs({
+      args,
+      options: { ...cmd.options, help: { type: "boolean", short: "h" } },
+      allowPositionals: true,
+      strict: true,
+    });
   } catch (err) {
-    throw new UsageError(didYouMean((err as Error).message.replace(/\. To specify a positional argument.*$/s, ""), Object.keys(cmd.options ?? {})));
+    throw new UsageError(
+      didYouMean(
+        (err as Error).message.replace(/\. To specify a positional argument.*$/s, ""),
+        Object.keys(cmd.options ?? {}),
+      ),
+    );
   }
   if (parsed.values.help) return parsed;
   const p = cmd.positionals;
   const n = parsed.positionals.length;
   if (!p && n) throw new UsageError(`unexpected argument '${parsed.positionals[0]}'`);
-  const where = { jobId: " (patchbay list shows job ids)", batch: " (patchbay batch list shows batch ids)" }[p?.name ?? ""] ?? "";
+  const where =
+    { jobId: " (patchbay list shows job ids)", batch: " (patchbay batch list shows batch ids)" }[p?.name ?? ""] ?? "";
   if (p && n < p.min) throw new UsageError(`missing <${p.name}>${where}`);
-  if (p?.max !== undefined && n > p.max) throw new UsageError(`takes ${p.max === 1 ? "one" : p.max} <${p.name}>, got ${n}`);
+  if (p?.max !== undefined && n > p.max)
+    throw new UsageError(`takes ${p.max === 1 ? "one" : p.max} <${p.name}>, got ${n}`);
   return parsed;
 }
 

@@ -7,22 +7,116 @@ export type { Files, FileStat, FileEntry, ReadOptions, WriteOptions } from "./sa
 export { FileError } from "./sandbox/files.js";
 export { reap } from "./sandbox/reaper.js";
 export type { OwnerAlive } from "./backend/owner.js";
-export type { ReapReport, SandboxLimits, Backend, BackendKind, Box, BoxSpec, BoxState, Attached, ProcessOptions } from "./backend/types.js";
+export type {
+  ReapReport,
+  SandboxLimits,
+  Backend,
+  BackendKind,
+  Box,
+  BoxSpec,
+  BoxState,
+  Attached,
+  ProcessOptions,
+} from "./backend/types.js";
 /** @deprecated use Backend (the interface was renamed: "runtime" now means only the OCI runtime, runc or runsc). */
 export type SandboxRuntime = import("./backend/types.js").Backend;
 export { buildImage, type BuildImageOptions, type BuildResult } from "./sandbox/image.js";
-export { TextEditor, type EditorFs, type EditorStat, type EditorFlavor, type ToolOutput, type TextEditorOptions } from "./tools/editor.js";
+export {
+  TextEditor,
+  type EditorFs,
+  type EditorStat,
+  type EditorFlavor,
+  type ToolOutput,
+  type TextEditorOptions,
+} from "./tools/editor.js";
 export { BashTool, type BashToolOptions } from "./tools/bash-tool.js";
 export { EditFileTool, type EditFileToolOptions } from "./tools/edit-file.js";
 export { SandboxFs } from "./tools/editor-tool.js";
-export { Toolbox, runTool, type ToolSet, type ToolUseBlock, type ToolRun, type ToolboxOptions, type RunToolOptions, type DefinitionsOptions } from "./tools/index.js";
+export {
+  Toolbox,
+  runTool,
+  type ToolSet,
+  type ToolUseBlock,
+  type ToolRun,
+  type ToolboxOptions,
+  type RunToolOptions,
+  type DefinitionsOptions,
+} from "./tools/index.js";
 export { runJob, type RunJobOptions } from "./job/run.js";
 export { runAgentLoop, type LoopOptions, type LoopOutcome, type TurnState } from "./agent/loop.js";
-export { AnthropicModel, ModelError, type Model, type ModelRequest, type ModelResponse, type Message, type ContentBlock, type RetryInfo, type CompleteHooks, type AnthropicModelOptions } from "./agent/model.js";
+export {
+  AnthropicModel,
+  ModelError,
+  type Model,
+  type ModelRequest,
+  type ModelResponse,
+  type Message,
+  type ContentBlock,
+  type RetryInfo,
+  type CompleteHooks,
+  type AnthropicModelOptions,
+} from "./agent/model.js";
 export { costUsd, priceFor } from "./agent/prices.js";
 export { PatchGoneError } from "./queue/result-bounds.js";
-export { PatchbayClient, JobFailedError, JobNotFoundError, JobConflictError, WaitTimeoutError, ClientOptionsError, EnqueueLostError, enqueue, enqueueBatch, waitForResult, cancel, status, result, watch, list, closeDefaultClient, type ClientOptions, type WaitOptions, type WatchOptions, type ListOptions, type JobStatusInfo, type JobState, type ListState } from "./queue/client.js";
-export { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, LineProvenanceError, submitBatch, batchStatus, waitForBatch, retryBatch, cancelBatch, listBatches, batchSummary, parseBatchFile, readBatchFile, summaryMarkdown, type BatchStatus, type BatchJob, type BatchSummary, type BatchProgress, type BatchListEntry, type JobSummary, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions, type BatchStatusOptions, type ListBatchesOptions, type RetryBatchOptions, type WriteOutOptions, type LineJobsOptions, type BatchLine, type LineRef, type LineJobs } from "./batch/batches.js";
+export {
+  PatchbayClient,
+  JobFailedError,
+  JobNotFoundError,
+  JobConflictError,
+  WaitTimeoutError,
+  ClientOptionsError,
+  EnqueueLostError,
+  enqueue,
+  enqueueBatch,
+  waitForResult,
+  cancel,
+  status,
+  result,
+  watch,
+  list,
+  closeDefaultClient,
+  type ClientOptions,
+  type WaitOptions,
+  type WatchOptions,
+  type ListOptions,
+  type JobStatusInfo,
+  type JobState,
+  type ListState,
+} from "./queue/client.js";
+export {
+  BatchClient,
+  BatchConflictError,
+  BatchFileError,
+  BatchNotFoundError,
+  LineProvenanceError,
+  submitBatch,
+  batchStatus,
+  waitForBatch,
+  retryBatch,
+  cancelBatch,
+  listBatches,
+  batchSummary,
+  parseBatchFile,
+  readBatchFile,
+  summaryMarkdown,
+  type BatchStatus,
+  type BatchJob,
+  type BatchSummary,
+  type BatchProgress,
+  type BatchListEntry,
+  type JobSummary,
+  type SubmitBatchOptions,
+  type SubmitBatchResult,
+  type WaitForBatchOptions,
+  type BatchStatusOptions,
+  type ListBatchesOptions,
+  type RetryBatchOptions,
+  type WriteOutOptions,
+  type LineJobsOptions,
+  type BatchLine,
+  type LineRef,
+  type LineJobs,
+} from "./batch/batches.js";
 export { CampaignClient, type CampaignClientOptions } from "./campaign/campaigns.js";
 export { parseCampaign, readCampaign, CampaignFileError, type Campaign, type CampaignRepo } from "./campaign/file.js";
 export { CampaignNotFoundError } from "./campaign/store.js";

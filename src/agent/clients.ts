@@ -17,21 +17,49 @@ export type CommonOptions = Pick<ClientOptions, "maxRetries" | "timeout" | "fetc
 
 const CLOUD_SCOPE = "https://www.googleapis.com/auth/cloud-platform";
 
-export function makeClient(provider: ProviderConfig | undefined, common: CommonOptions, first: { apiKey?: string; baseURL?: string }): MessagesClient {
+export function makeClient(
+  provider: ProviderConfig | undefined,
+  common: CommonOptions,
+  first: { apiKey?: string; baseURL?: string },
+): MessagesClient {
   if (provider?.name === "bedrock") {
     const b = provider.bedrock;
     // Keys from the worker's Config when it has both; else the AWS SDK's default chain (profile, SSO, IMDS).
-    const base = { ...common, awsRegion: b.region, apiKey: b.apiKey ?? null, ...(b.baseUrl ? { baseURL: b.baseUrl } : {}) };
+    const base = {
+      ...common,
+      awsRegion: b.region,
+      apiKey: b.apiKey ?? null,
+      ...(b.baseUrl ? { baseURL: b.baseUrl } : {}),
+    };
     return b.accessKeyId && b.secretAccessKey
-      ? new AnthropicBedrock({ ...base, awsAccessKey: b.accessKeyId, awsSecretKey: b.secretAccessKey, awsSessionToken: b.sessionToken ?? null })
+      ? new AnthropicBedrock({
+          ...base,
+          awsAccessKey: b.accessKeyId,
+          awsSecretKey: b.secretAccessKey,
+          awsSessionToken: b.sessionToken ?? null,
+        })
       : new AnthropicBedrock(base);
   }
   if (provider?.name === "vertex") {
     const v = provider.vertex;
     // The SDK would read GOOGLE_APPLICATION_CREDENTIALS itself; the Config's value is passed so one worker's settings decide.
-    const googleAuth = new GoogleAuth({ scopes: CLOUD_SCOPE, ...(v.credentialsFile ? { keyFilename: v.credentialsFile } : {}), ...(v.projectId ? { projectId: v.projectId } : {}) });
-    return new AnthropicVertex({ ...common, region: v.region ?? null, projectId: v.projectId ?? null, googleAuth, ...(v.baseUrl ? { baseURL: v.baseUrl } : {}) });
+    const googleAuth = new GoogleAuth({
+      scopes: CLOUD_SCOPE,
+      ...(v.credentialsFile ? { keyFilename: v.credentialsFile } : {}),
+      ...(v.projectId ? { projectId: v.projectId } : {}),
+    });
+    return new AnthropicVertex({
+      ...common,
+      region: v.region ?? null,
+      projectId: v.projectId ?? null,
+      googleAuth,
+      ...(v.baseUrl ? { baseURL: v.baseUrl } : {}),
+    });
   }
   // ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL are read by the SDK itself when not given.
-  return new Anthropic({ ...common, ...(first.apiKey ? { apiKey: first.apiKey } : {}), ...(first.baseURL ? { baseURL: first.baseURL } : {}) });
+  return new Anthropic({
+    ...common,
+    ...(first.apiKey ? { apiKey: first.apiKey } : {}),
+    ...(first.baseURL ? { baseURL: first.baseURL } : {}),
+  });
 }

@@ -26,7 +26,8 @@ export interface Compaction {
 }
 
 const blocks = (c: Message["content"]): ContentBlock[] => (typeof c === "string" ? [{ type: "text", text: c }] : c);
-const isSummary = (b: ContentBlock) => b.type === "text" && typeof b.text === "string" && b.text.startsWith(SUMMARY_TAG);
+const isSummary = (b: ContentBlock) =>
+  b.type === "text" && typeof b.text === "string" && b.text.startsWith(SUMMARY_TAG);
 
 /**
  * Where the kept turns start: the oldest assistant message (index ≥ 3, so at least one turn goes)
@@ -52,7 +53,12 @@ export function renderTurns(turns: Message[], maxTokens: number): string {
   const perBlock = Math.max(400, Math.floor((maxTokens * 3.5) / Math.max(1, all.length)));
   return all
     .map(([role, b]) => {
-      const body = b.type === "text" ? String(b.text) : b.type === "tool_result" ? resultText(b) : JSON.stringify(b.type === "tool_use" ? { tool: b.name, input: b.input } : b);
+      const body =
+        b.type === "text"
+          ? String(b.text)
+          : b.type === "tool_result"
+            ? resultText(b)
+            : JSON.stringify(b.type === "tool_use" ? { tool: b.name, input: b.input } : b);
       return `[${role} ${b.type}${b.is_error ? " (error)" : ""}]\n${cutMiddle(body, perBlock)}`;
     })
     .join("\n\n");
@@ -61,7 +67,11 @@ export function renderTurns(turns: Message[], maxTokens: number): string {
 function resultText(b: ContentBlock): string {
   const c = b.content;
   if (typeof c === "string") return c;
-  return Array.isArray(c) ? c.map((x: { type?: string; text?: unknown }) => (x?.type === "text" ? String(x.text) : `[${String(x?.type)}]`)).join("\n") : "";
+  return Array.isArray(c)
+    ? c
+        .map((x: { type?: string; text?: unknown }) => (x?.type === "text" ? String(x.text) : `[${String(x?.type)}]`))
+        .join("\n")
+    : "";
 }
 
 export interface CompactOptions {
@@ -82,7 +92,10 @@ export async function compact(o: CompactOptions): Promise<Compaction | undefined
   if (k === undefined) return undefined;
   const first = blocks(messages[0]!.content);
   const task = first.filter((b) => !isSummary(b));
-  const before = first.filter(isSummary).map((b) => String(b.text).slice(SUMMARY_TAG.length)).join("\n");
+  const before = first
+    .filter(isSummary)
+    .map((b) => String(b.text).slice(SUMMARY_TAG.length))
+    .join("\n");
   const dropped = messages.slice(1, k);
   const prompt = [
     "The task the agent is working on:",
@@ -90,9 +103,38 @@ export async function compact(o: CompactOptions): Promise<Compaction | undefined
     before ? `The summary of the work before these turns:\n${before}` : "",
     `The turns to summarise (tool outputs may be cut):\n\n${renderTurns(dropped, Math.max(1000, o.requestTokens - estimateTokens(task) - estimateTokens(before) - 500))}`,
     "Write the new summary, covering the earlier summary too.",
-  ].filter(Boolean).join("\n\n");
-  const res = await o.model.complete({ model: o.modelName, system: [{ type: "text", text: SUMMARY_SYSTEM }], messages: [{ role: "user", content: prompt }], tools: [], maxTokens: o.maxTokens, signal: o.signal });
-  const summary = res.content.filter((b) => b.type === "text").map((b) => String(b.text)).join("\n").trim() || "(the model wrote no summary)";
-  const head: Message = { role: "user", content: [...task, { type: "text", text: `${SUMMARY_TAG}\nThe earlier turns of this conversation were replaced by this summary to save context:\n${summary}` }] };
-  return { messages: [head, ...messages.slice(k)], droppedMessages: dropped.length, keptMessages: messages.length - k, summary, usage: res.usage };
+  ]
+    .filter(Boolean)
+    .join("\n\n");
+  const res = await o.model.complete({
+    model: o.modelName,
+    system: [{ type: "text", text: SUMMARY_SYSTEM }],
+    messages: [{ role: "user", content: prompt }],
+    tools: [],
+    maxTokens: o.maxTokens,
+    signal: o.signal,
+  });
+  const summary =
+    res.content
+      .filter((b) => b.type === "text")
+      .map((b) => String(b.text))
+      .join("\n")
+      .trim() || "(the model wrote no summary)";
+  const head: Message = {
+    role: "user",
+    content: [
+      ...task,
+      {
+        type: "text",
+        text: `${SUMMARY_TAG}\nThe earlier turns of this conversation were replaced by this summary to save context:\n${summary}`,
+      },
+    ],
+  };
+  return {
+    messages: [head, ...messages.slice(k)],
+    droppedMessages: dropped.length,
+    keptMessages: messages.length - k,
+    summary,
+    usage: res.usage,
+  };
 }

@@ -10,7 +10,14 @@ import { ModelError, type ContentBlock, type Message, type Model, type ModelResp
 import { costUsd } from "./prices.js";
 import { taskMessage } from "./prompt.js";
 import { contextWindow, estimateTokens, isPromptTooLong } from "./window.js";
-import { inSpan, modelRequestAttrs, modelResponseAttrs, SpanKind, toolAttrs, toolResultAttrs } from "../observability/trace.js";
+import {
+  inSpan,
+  modelRequestAttrs,
+  modelResponseAttrs,
+  SpanKind,
+  toolAttrs,
+  toolResultAttrs,
+} from "../observability/trace.js";
 
 /** What runAgentLoop runs: the model, the task, the tools, and its limits. */
 export interface LoopOptions {
@@ -163,8 +170,16 @@ class LoopRun {
     // A conversation that stopped between the model's answer and its tool results (a crash while
     // the tools ran): those tool calls run now, and the note goes with their results.
     this.pending = from ? pendingToolUses(from.messages) : [];
-    this.toolNames = new Set(o.tools.flatMap((t) => (t && typeof (t as { name?: unknown }).name === "string" ? [(t as { name: string }).name] : [])));
-    this.messages = !from ? [{ role: "user", content: taskMessage(o.task) }] : this.pending.length ? [...from.messages] : withUserText(from.messages, o.resume!.message);
+    this.toolNames = new Set(
+      o.tools.flatMap((t) =>
+        t && typeof (t as { name?: unknown }).name === "string" ? [(t as { name: string }).name] : [],
+      ),
+    );
+    this.messages = !from
+      ? [{ role: "user", content: taskMessage(o.task) }]
+      : this.pending.length
+        ? [...from.messages]
+        : withUserText(from.messages, o.resume!.message);
     this.usage = from?.usage ?? emptyUsage();
     this.turns = from?.turns ?? 0;
     this.sentUpTo = o.resume?.sendAll ? 0 : (from?.messages.length ?? 0);
@@ -175,11 +190,22 @@ class LoopRun {
 
   done(status: JobStatus, error?: string): LoopOutcome {
     const { stopReason, turns, usage, messages, summary } = this;
-    return { status, stopReason, turns, usage, costUsd: costUsd(this.o.modelName, usage), messages, summary, ...(error ? { error } : {}) };
+    return {
+      status,
+      stopReason,
+      turns,
+      usage,
+      costUsd: costUsd(this.o.modelName, usage),
+      messages,
+      summary,
+      ...(error ? { error } : {}),
+    };
   }
 
   aborted(): LoopOutcome {
-    return this.o.signal?.reason === "timeout" ? this.done("timeout", "the job's wall-clock timeout was reached") : this.done("cancelled", "the job was cancelled");
+    return this.o.signal?.reason === "timeout"
+      ? this.done("timeout", "the job's wall-clock timeout was reached")
+      : this.done("cancelled", "the job was cancelled");
   }
 
   checkpoint(ended?: JobStatus): Promise<void> | undefined {
@@ -201,14 +227,34 @@ class LoopRun {
     const results: ContentBlock[] = [];
     for (const block of toolUses) {
       if (this.o.signal?.aborted) break;
-      this.emit({ type: "tool_call", turn: this.turns, toolUseId: block.id, name: block.name, input: block.input, ...mcpServerOf(block.name) });
+      this.emit({
+        type: "tool_call",
+        turn: this.turns,
+        toolUseId: block.id,
+        name: block.name,
+        input: block.input,
+        ...mcpServerOf(block.name),
+      });
       const r = await inSpan("patchbay.tool", toolAttrs(block.name, this.toolNames, this.turns), async (span) => {
         const run = await this.o.runTool(block, this.o.signal);
         span.setAttributes(toolResultAttrs(run));
         return run;
       });
-      this.emit({ type: "tool_result", turn: this.turns, toolUseId: block.id, name: block.name, output: r.content, isError: r.isError, ms: r.durationMs });
-      results.push({ type: "tool_result", tool_use_id: block.id, content: r.blocks ?? r.content, ...(r.isError ? { is_error: true } : {}) });
+      this.emit({
+        type: "tool_result",
+        turn: this.turns,
+        toolUseId: block.id,
+        name: block.name,
+        output: r.content,
+        isError: r.isError,
+        ms: r.durationMs,
+      });
+      results.push({
+        type: "tool_result",
+        tool_use_id: block.id,
+        content: r.blocks ?? r.content,
+        ...(r.isError ? { is_error: true } : {}),
+      });
     }
     return results;
   }
@@ -244,18 +290,36 @@ class LoopRun {
   }
 
   /** Older turns replaced by the model's summary: "compacted", undefined (nothing to drop), or how the loop ends. */
-  async compactNow(tokensBefore: number, reason: "threshold" | "prompt_too_long"): Promise<"compacted" | LoopOutcome | undefined> {
+  async compactNow(
+    tokensBefore: number,
+    reason: "threshold" | "prompt_too_long",
+  ): Promise<"compacted" | LoopOutcome | undefined> {
     const o = this.o;
     const target = Math.floor(this.window * (o.compactAt ?? defaults.job.compactAt));
     let c;
     try {
-      c = await inSpan("patchbay.model.compact", modelRequestAttrs(o.modelName, this.turns), () =>
-        compact({ model: o.model, modelName: o.modelName, messages: this.messages, keepTokens: Math.floor(Math.min(target, tokensBefore) * (reason === "threshold" ? 0.4 : 0.25)), requestTokens: Math.floor(target * 0.75), maxTokens: Math.min(o.maxTokens ?? defaults.job.maxTokens, 4096), signal: o.signal }),
-      { kind: SpanKind.CLIENT });
+      c = await inSpan(
+        "patchbay.model.compact",
+        modelRequestAttrs(o.modelName, this.turns),
+        () =>
+          compact({
+            model: o.model,
+            modelName: o.modelName,
+            messages: this.messages,
+            keepTokens: Math.floor(Math.min(target, tokensBefore) * (reason === "threshold" ? 0.4 : 0.25)),
+            requestTokens: Math.floor(target * 0.75),
+            maxTokens: Math.min(o.maxTokens ?? defaults.job.maxTokens, 4096),
+            signal: o.signal,
+          }),
+        { kind: SpanKind.CLIENT },
+      );
     } catch (err) {
       if (o.signal?.aborted) return this.aborted();
       if (err instanceof ModelError && err.retryable) throw err;
-      return this.done("failed", `compacting the conversation failed: ${err instanceof Error ? err.message : String(err)}`);
+      return this.done(
+        "failed",
+        `compacting the conversation failed: ${err instanceof Error ? err.message : String(err)}`,
+      );
     }
     if (!c) return undefined;
     this.usage = addUsage(this.usage, c.usage);
@@ -263,7 +327,17 @@ class LoopRun {
     this.counted = undefined;
     this.sentUpTo = this.messages.length;
     const turnsDropped = Math.ceil(c.droppedMessages / 2);
-    this.emit({ type: "context_compacted", turn: this.turns, reason, turnsDropped, messagesKept: c.keptMessages, tokensBefore, tokensAfter: this.tokens(), summary: c.summary, usage: c.usage });
+    this.emit({
+      type: "context_compacted",
+      turn: this.turns,
+      reason,
+      turnsDropped,
+      messagesKept: c.keptMessages,
+      tokensBefore,
+      tokensAfter: this.tokens(),
+      summary: c.summary,
+      usage: c.usage,
+    });
     return this.overBudget() ?? "compacted";
   }
 
@@ -271,24 +345,48 @@ class LoopRun {
   async send(): Promise<ModelResponse | LoopOutcome | { tooLong: string }> {
     const o = this.o;
     const trimmed = shortenOldToolResults(this.messages, o.contextChars ?? defaults.job.contextCharsBeforeShortening);
-    if (trimmed.removedChars > this.trimmedChars) this.emit({ type: "context_trimmed", removedChars: trimmed.removedChars, keptTurns: trimmed.keptTurns });
-    this.emit({ type: "model_request", turn: this.turns, messagesCount: this.messages.length, newMessages: this.messages.slice(this.sentUpTo), ...(this.turns === 1 ? { system: o.system } : {}) });
+    if (trimmed.removedChars > this.trimmedChars)
+      this.emit({ type: "context_trimmed", removedChars: trimmed.removedChars, keptTurns: trimmed.keptTurns });
+    this.emit({
+      type: "model_request",
+      turn: this.turns,
+      messagesCount: this.messages.length,
+      newMessages: this.messages.slice(this.sentUpTo),
+      ...(this.turns === 1 ? { system: o.system } : {}),
+    });
     this.trimmedChars = trimmed.removedChars;
     this.sentUpTo = this.messages.length;
     const t0 = performance.now();
     let res: ModelResponse;
     try {
-      const req = { model: o.modelName, system: cacheBreakpoints.system(this.system), messages: cacheBreakpoints.messages(trimmed.messages), tools: o.tools, maxTokens: o.maxTokens ?? defaults.job.maxTokens, signal: o.signal };
-      res = await inSpan("patchbay.model.request", modelRequestAttrs(o.modelName, this.turns), async (span) => {
-        const answer = await o.model.complete(req, {
-          onRetry: (r) => {
-            span.setAttribute("patchbay.model.retries", r.retry);
-            this.emit({ type: "model_retry", retry: r.retry, error: r.error, ...(r.status ? { status: r.status } : {}) });
-          },
-        });
-        span.setAttributes(modelResponseAttrs(answer, costUsd(o.modelName, answer.usage)));
-        return answer;
-      }, { kind: SpanKind.CLIENT });
+      const req = {
+        model: o.modelName,
+        system: cacheBreakpoints.system(this.system),
+        messages: cacheBreakpoints.messages(trimmed.messages),
+        tools: o.tools,
+        maxTokens: o.maxTokens ?? defaults.job.maxTokens,
+        signal: o.signal,
+      };
+      res = await inSpan(
+        "patchbay.model.request",
+        modelRequestAttrs(o.modelName, this.turns),
+        async (span) => {
+          const answer = await o.model.complete(req, {
+            onRetry: (r) => {
+              span.setAttribute("patchbay.model.retries", r.retry);
+              this.emit({
+                type: "model_retry",
+                retry: r.retry,
+                error: r.error,
+                ...(r.status ? { status: r.status } : {}),
+              });
+            },
+          });
+          span.setAttributes(modelResponseAttrs(answer, costUsd(o.modelName, answer.usage)));
+          return answer;
+        },
+        { kind: SpanKind.CLIENT },
+      );
     } catch (err) {
       if (o.signal?.aborted) return this.aborted();
       if (err instanceof ModelError && err.retryable) throw err; // the worker retries the job with backoff
@@ -300,9 +398,24 @@ class LoopRun {
     this.messages.push({ role: "assistant", content: res.content });
     this.sentUpTo = this.messages.length;
     const u = res.usage;
-    this.counted = { tokens: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens + u.outputTokens, at: this.messages.length };
-    this.emit({ type: "model_response", turn: this.turns, content: res.content, stopReason: res.stopReason, usage: res.usage, ms: Math.round(performance.now() - t0), model: res.model });
-    const text = res.content.filter((b) => b.type === "text").map((b) => String(b.text)).join("\n").trim();
+    this.counted = {
+      tokens: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens + u.outputTokens,
+      at: this.messages.length,
+    };
+    this.emit({
+      type: "model_response",
+      turn: this.turns,
+      content: res.content,
+      stopReason: res.stopReason,
+      usage: res.usage,
+      ms: Math.round(performance.now() - t0),
+      model: res.model,
+    });
+    const text = res.content
+      .filter((b) => b.type === "text")
+      .map((b) => String(b.text))
+      .join("\n")
+      .trim();
     if (text) this.summary = text;
     return res;
   }
@@ -334,8 +447,18 @@ class LoopRun {
       case "pause_turn":
         return "again"; // a long server-side turn: send the conversation back as it is and let it go on
       case "max_tokens":
-        if (++this.maxTokensHits > 1) return this.done("failed", "the model's response was cut off at max_tokens twice in a row");
-        this.messages.push({ role: "user", content: [...cutOffResults(toolUses), { type: "text", text: "Your response was cut off at the output token limit. Continue where you stopped, in smaller steps." }] });
+        if (++this.maxTokensHits > 1)
+          return this.done("failed", "the model's response was cut off at max_tokens twice in a row");
+        this.messages.push({
+          role: "user",
+          content: [
+            ...cutOffResults(toolUses),
+            {
+              type: "text",
+              text: "Your response was cut off at the output token limit. Continue where you stopped, in smaller steps.",
+            },
+          ],
+        });
         return "again";
       case "tool_use":
         break;
@@ -366,14 +489,22 @@ function withUserText(messages: Message[], text: string): Message[] {
 }
 
 function cutOffResults(toolUses: ToolUseBlock[]): ContentBlock[] {
-  return toolUses.map((b) => ({ type: "tool_result", tool_use_id: b.id, is_error: true, content: "This tool call was cut off by the output token limit and was not run." }));
+  return toolUses.map((b) => ({
+    type: "tool_result",
+    tool_use_id: b.id,
+    is_error: true,
+    content: "This tool call was cut off by the output token limit and was not run.",
+  }));
 }
 
 function overBudget(b: LoopOptions["budget"], u: Usage, usd: number) {
   if (!b) return undefined;
   const input = u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens;
-  if (b.usd !== undefined && usd > b.usd) return { limit: "usd" as const, max: b.usd, used: Math.round(usd * 1e6) / 1e6 };
-  if (b.inputTokens !== undefined && input > b.inputTokens) return { limit: "inputTokens" as const, max: b.inputTokens, used: input };
-  if (b.outputTokens !== undefined && u.outputTokens > b.outputTokens) return { limit: "outputTokens" as const, max: b.outputTokens, used: u.outputTokens };
+  if (b.usd !== undefined && usd > b.usd)
+    return { limit: "usd" as const, max: b.usd, used: Math.round(usd * 1e6) / 1e6 };
+  if (b.inputTokens !== undefined && input > b.inputTokens)
+    return { limit: "inputTokens" as const, max: b.inputTokens, used: input };
+  if (b.outputTokens !== undefined && u.outputTokens > b.outputTokens)
+    return { limit: "outputTokens" as const, max: b.outputTokens, used: u.outputTokens };
   return undefined;
 }

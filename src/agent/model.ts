@@ -85,7 +85,10 @@ export class ModelError extends PatchbayError {
 export const isThrottle = (err: unknown): err is ModelError => err instanceof ModelError && err.kind === "throttle";
 
 /** retry-after-ms, else retry-after (seconds or an HTTP date), as the SDK reads them; undefined when absent or unusable. */
-export function retryAfterMs(headers: { get(name: string): string | null } | undefined, now = Date.now()): number | undefined {
+export function retryAfterMs(
+  headers: { get(name: string): string | null } | undefined,
+  now = Date.now(),
+): number | undefined {
   const ms = Number.parseFloat(headers?.get("retry-after-ms") ?? "");
   if (Number.isFinite(ms) && ms >= 0) return ms;
   const after = headers?.get("retry-after");
@@ -128,8 +131,15 @@ export interface AnthropicModelOptions {
 }
 
 /** The worker's model from its Config: the provider's client, its credentials and base URL. */
-export const modelFromConfig = (config: Pick<Config, "anthropicApiKey" | "anthropicBaseUrl" | "provider">, provider?: ProviderConfig["name"]): AnthropicModel =>
-  new AnthropicModel({ apiKey: config.anthropicApiKey, baseURL: config.anthropicBaseUrl, provider: provider ? { ...config.provider, name: provider } : config.provider });
+export const modelFromConfig = (
+  config: Pick<Config, "anthropicApiKey" | "anthropicBaseUrl" | "provider">,
+  provider?: ProviderConfig["name"],
+): AnthropicModel =>
+  new AnthropicModel({
+    apiKey: config.anthropicApiKey,
+    baseURL: config.anthropicBaseUrl,
+    provider: provider ? { ...config.provider, name: provider } : config.provider,
+  });
 
 /** The Model on Anthropic's SDK: the first-party API, Bedrock or Vertex, streaming, its retries in the transcript. */
 export class AnthropicModel implements Model {
@@ -141,21 +151,25 @@ export class AnthropicModel implements Model {
   constructor(opts: AnthropicModelOptions = {}) {
     this.maxRetries = opts.maxRetries ?? 4;
     this.provider = opts.provider?.name ?? "anthropic";
-    this.client = makeClient(opts.provider, {
-      maxRetries: this.maxRetries,
-      timeout: opts.timeoutMs ?? 10 * 60_000,
-      // Sees every attempt the SDK makes, so the transcript can show its retries.
-      fetch: async (url, init) => {
-        const res = await fetch(url, init);
-        const retryCount = Number(new Headers(init?.headers).get("x-stainless-retry-count") ?? 0);
-        const should = res.headers.get("x-should-retry");
-        const willRetry = should === "true" || (should !== "false" && RETRYABLE(res.status));
-        if (!res.ok && willRetry && retryCount < this.maxRetries) {
-          this.onRetry?.({ retry: retryCount + 1, status: res.status, error: await errorText(res.clone()) });
-        }
-        return res;
+    this.client = makeClient(
+      opts.provider,
+      {
+        maxRetries: this.maxRetries,
+        timeout: opts.timeoutMs ?? 10 * 60_000,
+        // Sees every attempt the SDK makes, so the transcript can show its retries.
+        fetch: async (url, init) => {
+          const res = await fetch(url, init);
+          const retryCount = Number(new Headers(init?.headers).get("x-stainless-retry-count") ?? 0);
+          const should = res.headers.get("x-should-retry");
+          const willRetry = should === "true" || (should !== "false" && RETRYABLE(res.status));
+          if (!res.ok && willRetry && retryCount < this.maxRetries) {
+            this.onRetry?.({ retry: retryCount + 1, status: res.status, error: await errorText(res.clone()) });
+          }
+          return res;
+        },
       },
-    }, { apiKey: opts.apiKey, baseURL: opts.baseURL });
+      { apiKey: opts.apiKey, baseURL: opts.baseURL },
+    );
   }
 
   /** Sends one request (streamed) and resolves to the answer; rejects with a ModelError once retries are spent. */
@@ -190,7 +204,12 @@ export class AnthropicModel implements Model {
       if (err instanceof Anthropic.APIUserAbortError) throw err;
       if (isApiError(err)) {
         const apiMessage = (err as { error?: { error?: { message?: string } } }).error?.error?.message ?? err.message;
-        throw new ModelError(`Anthropic API error${err.status ? ` ${err.status}` : ""}: ${apiMessage}`, err.status, err.status === undefined || RETRYABLE(err.status), retryAfterMs(err.headers));
+        throw new ModelError(
+          `Anthropic API error${err.status ? ` ${err.status}` : ""}: ${apiMessage}`,
+          err.status,
+          err.status === undefined || RETRYABLE(err.status),
+          retryAfterMs(err.headers),
+        );
       }
       throw err;
     } finally {

@@ -9,10 +9,28 @@ import type { Usage } from "../core/spec/spec.js";
 
 /** The ids the SDK names (its Model type), every one: a newer SDK with a new id fails to compile until it is added here. */
 export const SDK_MODELS = [
-  "claude-fable-5-2", "claude-mythos-5-2", "claude-haiku-5-5", "claude-sonnet-5-5", "claude-fable-5-1", "claude-opus-5-5", "claude-mythos-5-1",
-  "claude-sonnet-5", "claude-fable-5", "claude-mythos-5", "claude-opus-5", "claude-opus-4-8", "claude-opus-4-7", "claude-mythos-preview",
-  "claude-opus-4-6", "claude-sonnet-4-6", "claude-haiku-4-5", "claude-haiku-4-5-20251001", "claude-opus-4-5", "claude-opus-4-5-20251101",
-  "claude-sonnet-4-5", "claude-sonnet-4-5-20250929",
+  "claude-fable-5-2",
+  "claude-mythos-5-2",
+  "claude-haiku-5-5",
+  "claude-sonnet-5-5",
+  "claude-fable-5-1",
+  "claude-opus-5-5",
+  "claude-mythos-5-1",
+  "claude-sonnet-5",
+  "claude-fable-5",
+  "claude-mythos-5",
+  "claude-opus-5",
+  "claude-opus-4-8",
+  "claude-opus-4-7",
+  "claude-mythos-preview",
+  "claude-opus-4-6",
+  "claude-sonnet-4-6",
+  "claude-haiku-4-5",
+  "claude-haiku-4-5-20251001",
+  "claude-opus-4-5",
+  "claude-opus-4-5-20251101",
+  "claude-sonnet-4-5",
+  "claude-sonnet-4-5-20250929",
 ] as const satisfies readonly SdkModel[];
 type SdkModel = Anthropic.Model;
 type Literal<T> = T extends string ? (string extends T ? never : T) : never;
@@ -58,7 +76,10 @@ const PREFIXES = Object.keys(PRICES).sort((a, b) => b.length - a.length);
 
 /** The table key a model id matches, or null if unknown. Bedrock-style ids ("us.anthropic.claude-…") are understood. */
 export function pricePrefix(model: string): string | null {
-  const id = model.trim().toLowerCase().replace(/^(?:[a-z]+\.)?anthropic\./, "");
+  const id = model
+    .trim()
+    .toLowerCase()
+    .replace(/^(?:[a-z]+\.)?anthropic\./, "");
   return PREFIXES.find((p) => id.startsWith(p)) ?? null;
 }
 
@@ -73,7 +94,10 @@ export const priceKnown = (model: string): boolean => pricePrefix(model) !== nul
 
 /** Whether patchbay knows the id: the SDK names it (or a dated or Bedrock-style form of one), or it has a price here. */
 export function knownModel(model: string): boolean {
-  const id = model.trim().toLowerCase().replace(/^(?:[a-z]+\.)?anthropic\./, "");
+  const id = model
+    .trim()
+    .toLowerCase()
+    .replace(/^(?:[a-z]+\.)?anthropic\./, "");
   return priceKnown(id) || SDK_MODELS.some((m) => id === m || id.startsWith(`${m}-`) || id.startsWith(`${m}@`));
 }
 

@@ -8,7 +8,9 @@ export function systemPrompt(opts: { tools: ToolSet; verify?: string }): string 
       : "the text editor tool (view files before editing; str_replace needs old_str to match exactly once)";
   return [
     "You are a careful software engineer working in a sandboxed Linux container.",
-    "The repository is at /workspace, a git repository. You have a bash tool (a persistent shell, no network access) and " + editor + ".",
+    "The repository is at /workspace, a git repository. You have a bash tool (a persistent shell, no network access) and " +
+      editor +
+      ".",
     "Work like this: look around the repository, reproduce the problem (run the tests), make the smallest change that does the task, " +
       "then run the tests again to confirm. Do not reformat or refactor code the task does not need changed. Do not commit; your changes are collected as a patch.",
     opts.verify ? `When you are done, this command must pass: ${opts.verify}` : "",

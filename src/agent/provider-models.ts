@@ -23,8 +23,21 @@ const DATED: Readonly<Record<string, readonly [string, string]>> = Object.freeze
  * SDK's own example: `global.anthropic.claude-sonnet-5-5`), Vertex's the first-party id itself.
  */
 const UNDATED = [
-  "claude-sonnet-5-5", "claude-haiku-5-5", "claude-opus-5-5", "claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1",
-  "claude-sonnet-5", "claude-fable-5", "claude-mythos-5", "claude-opus-5", "claude-opus-4-8", "claude-opus-4-7", "claude-mythos-preview", "claude-sonnet-4-6",
+  "claude-sonnet-5-5",
+  "claude-haiku-5-5",
+  "claude-opus-5-5",
+  "claude-fable-5-2",
+  "claude-mythos-5-2",
+  "claude-fable-5-1",
+  "claude-mythos-5-1",
+  "claude-sonnet-5",
+  "claude-fable-5",
+  "claude-mythos-5",
+  "claude-opus-5",
+  "claude-opus-4-8",
+  "claude-opus-4-7",
+  "claude-mythos-preview",
+  "claude-sonnet-4-6",
 ] as const;
 
 /** Every first-party id the table maps (tests check each against the price table). */

@@ -5,7 +5,8 @@ import type { ContentBlock, Message } from "./model.js";
 const EPHEMERAL = { type: "ephemeral" } as const;
 
 function withCache(content: Message["content"]): ContentBlock[] {
-  const blocks: ContentBlock[] = typeof content === "string" ? [{ type: "text", text: content }] : content.map((b) => ({ ...b }));
+  const blocks: ContentBlock[] =
+    typeof content === "string" ? [{ type: "text", text: content }] : content.map((b) => ({ ...b }));
   const last = blocks[blocks.length - 1];
   if (last) blocks[blocks.length - 1] = { ...last, cache_control: EPHEMERAL };
   return blocks;
@@ -38,7 +39,10 @@ const size = (m: Message) => (typeof m.content === "string" ? m.content.length :
  * Past `maxChars` of conversation, tool results older than the last few turns are cut to their
  * head and tail. The stored conversation (and the transcript) keep the full text.
  */
-export function shortenOldToolResults(messages: Message[], maxChars: number): { messages: Message[]; removedChars: number; keptTurns: number } {
+export function shortenOldToolResults(
+  messages: Message[],
+  maxChars: number,
+): { messages: Message[]; removedChars: number; keptTurns: number } {
   const total = messages.reduce((n, m) => n + size(m), 0);
   if (total <= maxChars) return { messages, removedChars: 0, keptTurns: messages.length };
   let removed = 0;
@@ -52,7 +56,10 @@ export function shortenOldToolResults(messages: Message[], maxChars: number): { 
         const text = b.content;
         removed += text.length - KEEP_CHARS;
         const half = KEEP_CHARS / 2;
-        return { ...b, content: `${text.slice(0, half)}\n[... ${text.length - KEEP_CHARS} characters of this old tool output removed to save context ...]\n${text.slice(-half)}` };
+        return {
+          ...b,
+          content: `${text.slice(0, half)}\n[... ${text.length - KEEP_CHARS} characters of this old tool output removed to save context ...]\n${text.slice(-half)}`,
+        };
       }),
     };
   });

@@ -25,17 +25,22 @@ const PREFIXES = Object.keys(CONTEXT_WINDOWS).sort((a, b) => b.length - a.length
 /** The model's context window in tokens: `override` (PATCHBAY_CONTEXT_WINDOW) when set, else the table's, else 200k. */
 export function contextWindow(model: string, override?: number): number {
   if (override !== undefined) return override;
-  const id = model.trim().toLowerCase().replace(/^(?:[a-z]+\.)?anthropic\./, "");
+  const id = model
+    .trim()
+    .toLowerCase()
+    .replace(/^(?:[a-z]+\.)?anthropic\./, "");
   const p = PREFIXES.find((x) => id.startsWith(x));
   return p === undefined ? DEFAULT_CONTEXT_WINDOW : CONTEXT_WINDOWS[p]!;
 }
 
 /** Estimated tokens of any JSON-able value (a message, a list of them, a request). */
 export function estimateTokens(x: unknown): number {
-  return Math.ceil(Buffer.byteLength(typeof x === "string" ? x : JSON.stringify(x) ?? "", "utf8") / BYTES_PER_TOKEN);
+  return Math.ceil(Buffer.byteLength(typeof x === "string" ? x : (JSON.stringify(x) ?? ""), "utf8") / BYTES_PER_TOKEN);
 }
 
 /** The API's refusal of a request over the window (400 "prompt is too long: N tokens > M maximum", or a 413). */
 export function isPromptTooLong(status: number | undefined, message: string): boolean {
-  return (status === 400 && /prompt is too long|context window|too many (?:input )?tokens/i.test(message)) || status === 413;
+  return (
+    (status === 400 && /prompt is too long|context window|too many (?:input )?tokens/i.test(message)) || status === 413
+  );
 }

@@ -11,7 +11,13 @@ export const AGENT_USER = `${AGENT_UID}:${AGENT_GID}`;
  * The argv prefix that makes root in the sandbox run a command as the agent: its uid, gid and only
  * group, and no capability left to inherit (setpriv, util-linux: in the image).
  */
-export const AS_AGENT: readonly string[] = ["setpriv", `--reuid=${AGENT_UID}`, `--regid=${AGENT_GID}`, `--groups=${AGENT_GID}`, "--inh-caps=-all"];
+export const AS_AGENT: readonly string[] = [
+  "setpriv",
+  `--reuid=${AGENT_UID}`,
+  `--regid=${AGENT_GID}`,
+  `--groups=${AGENT_GID}`,
+  "--inh-caps=-all",
+];
 
 /** AS_AGENT as a word list for a shell script (its words need no quoting). */
 export const AS_AGENT_SH = AS_AGENT.join(" ");

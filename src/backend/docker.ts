@@ -10,11 +10,31 @@ import type { Duplex, Readable } from "node:stream";
 import { engineEnv, type EngineEnv } from "../core/config/config.js";
 import { withTimeout } from "../core/timeout.js";
 import { AGENT_GID, AGENT_UID, AGENT_USER } from "./agent-user.js";
-import { createProblem, describeEngine, EngineConfigError, engineInfo, limitsEnv, limitsProblem, wrapped } from "./engine.js";
+import {
+  createProblem,
+  describeEngine,
+  EngineConfigError,
+  engineInfo,
+  limitsEnv,
+  limitsProblem,
+  wrapped,
+} from "./engine.js";
 import { pipeGathered } from "./gather.js";
 import { LABEL } from "./owner.js";
 import { seccompOption } from "./seccomp.js";
-import { BOX_ENV_VAR, isRoot, PRIVATE_DIR, TRUSTED_ENV, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type Backend } from "./types.js";
+import {
+  BOX_ENV_VAR,
+  isRoot,
+  PRIVATE_DIR,
+  TRUSTED_ENV,
+  type Attached,
+  type Box,
+  type BoxSpec,
+  type BoxState,
+  type ProcessOptions,
+  type ReapReport,
+  type Backend,
+} from "./types.js";
 
 /** Capabilities of the container's root processes (patchbay's own); the agent's uid has none. */
 export const SANDBOX_CAPS = ["KILL", "SETUID", "SETGID", "DAC_OVERRIDE"] as const;
@@ -34,7 +54,9 @@ export function engineOptions(env: EngineEnv): Docker.DockerOptions {
   const host = env.host ?? "";
   // dockerode's ssh transport (ssh2) is given no host key check: anyone on the path could be the engine.
   if (/^ssh:/i.test(host)) {
-    throw new Error(`DOCKER_HOST=${host}: ssh:// is not supported (dockerode does not check the host key). Forward the engine's socket with OpenSSH instead, e.g. ssh -nNT -L /run/patchbay-engine.sock:/var/run/docker.sock USER@HOST and DOCKER_HOST=unix:///run/patchbay-engine.sock; or use TCP with TLS`);
+    throw new Error(
+      `DOCKER_HOST=${host}: ssh:// is not supported (dockerode does not check the host key). Forward the engine's socket with OpenSSH instead, e.g. ssh -nNT -L /run/patchbay-engine.sock:/var/run/docker.sock USER@HOST and DOCKER_HOST=unix:///run/patchbay-engine.sock; or use TCP with TLS`,
+    );
   }
   if (!/^(tcp|https?):\/\//.test(host) || !env.tls) return {};
   const dir = env.certPath ?? join(homedir(), ".docker");
@@ -46,7 +68,6 @@ export function engineOptions(env: EngineEnv): Docker.DockerOptions {
 export function statusOf(err: unknown): number | undefined {
   return (err as { statusCode?: number } | null)?.statusCode;
 }
-
 
 /** The Docker backend (runc, or gVisor's runsc as a box's OCI runtime). */
 export class DockerBackend implements Backend {
@@ -106,7 +127,15 @@ export class DockerBackend implements Backend {
             // patchbay's private git store (baseline and final trees): root's alone, mode 0700.
             [PRIVATE_DIR]: `rw,nosuid,nodev,noexec,size=${o.limits.diskMb}m,mode=0700`,
           },
-          Mounts: [{ Type: "volume", Source: volume, Target: "/workspace" }, ...(o.mounts ?? []).map((m) => ({ Type: "bind" as const, Source: m.source, Target: m.target, ReadOnly: true }))],
+          Mounts: [
+            { Type: "volume", Source: volume, Target: "/workspace" },
+            ...(o.mounts ?? []).map((m) => ({
+              Type: "bind" as const,
+              Source: m.source,
+              Target: m.target,
+              ReadOnly: true,
+            })),
+          ],
           PidsLimit: o.limits.pids,
           Memory: o.limits.memoryMb * 1024 * 1024,
           MemorySwap: o.limits.memoryMb * 1024 * 1024, // = Memory: no swap
@@ -138,19 +167,27 @@ export class DockerBackend implements Backend {
 
   /** "podman 4.3.1, rootless (container root = host uid 999; …), cgroup v1; gVisor refused", or undefined while the engine does not answer. */
   describe(): Promise<string | undefined> {
-    return engineInfo(docker()).then((e) => `${describeEngine(e, AGENT_UID)}${e.name === "podman" ? "; gVisor (runsc) jobs are handed to other workers" : ""}`, () => undefined);
+    return engineInfo(docker()).then(
+      (e) =>
+        `${describeEngine(e, AGENT_UID)}${e.name === "podman" ? "; gVisor (runsc) jobs are handed to other workers" : ""}`,
+      () => undefined,
+    );
   }
 
   /** Does the engine answer, can it hold a sandbox to its limits, and does it have the image? */
   async health(image: string, timeoutMs = 10_000): Promise<string | undefined> {
     const d = docker();
-    const within = <T>(p: Promise<T>) => withTimeout(p, timeoutMs, `the Docker engine did not answer within ${timeoutMs} ms`);
+    const within = <T>(p: Promise<T>) =>
+      withTimeout(p, timeoutMs, `the Docker engine did not answer within ${timeoutMs} ms`);
     try {
       await within(d.ping());
     } catch (err) {
       return `the Docker engine is unreachable (${(err as Error).message})`;
     }
-    const limits = await within(engineInfo(d, 60_000)).then(limitsProblem, (err: Error) => `the engine does not say what it is (${err.message})`);
+    const limits = await within(engineInfo(d, 60_000)).then(
+      limitsProblem,
+      (err: Error) => `the engine does not say what it is (${err.message})`,
+    );
     if (limits) return limits;
     try {
       await within(d.getImage(image).inspect());
@@ -171,7 +208,11 @@ export class DockerBox implements Box {
 
   private boxEnv?: Promise<string[]>;
 
-  async attach(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: ProcessOptions = {}): Promise<Attached> {
+  async attach(
+    argv: string[],
+    onData: (chunk: Buffer, stream: 1 | 2) => void,
+    opts: ProcessOptions = {},
+  ): Promise<Attached> {
     if (!isRoot(opts.user)) return attachExec(this.container, argv, onData, opts);
     // A root exec (the helper) gets TRUSTED_ENV and nothing of the image's: an exec's Env only adds
     // to the container's, so every other variable of it is emptied ("K=": Podman refuses Docker's
@@ -181,8 +222,14 @@ export class DockerBox implements Box {
       throw err;
     }));
     const keep = new Set(TRUSTED_ENV.map((kv) => kv.slice(0, kv.indexOf("="))));
-    const emptied = env.map((kv) => kv.slice(0, kv.indexOf("="))).filter((k) => !keep.has(k)).map((k) => `${k}=`);
-    return attachExec(this.container, argv, onData, { ...opts, env: [...emptied, ...TRUSTED_ENV, `${BOX_ENV_VAR}=${JSON.stringify(env)}`, ...(opts.env ?? [])] });
+    const emptied = env
+      .map((kv) => kv.slice(0, kv.indexOf("=")))
+      .filter((k) => !keep.has(k))
+      .map((k) => `${k}=`);
+    return attachExec(this.container, argv, onData, {
+      ...opts,
+      env: [...emptied, ...TRUSTED_ENV, `${BOX_ENV_VAR}=${JSON.stringify(env)}`, ...(opts.env ?? [])],
+    });
   }
 
   /** A 404 is a container that is gone; an engine that does not answer decides nothing (undefined). */
@@ -211,7 +258,14 @@ const pendingRemovals = new Map<string, string>();
 /** Tries the failed removals again; returns how many succeeded. */
 async function retryRemovals(): Promise<number> {
   let n = 0;
-  for (const [name, volume] of [...pendingRemovals]) if (await removeQuietly(name, volume).then(() => true, () => false)) n++;
+  for (const [name, volume] of [...pendingRemovals])
+    if (
+      await removeQuietly(name, volume).then(
+        () => true,
+        () => false,
+      )
+    )
+      n++;
   return n;
 }
 
@@ -247,7 +301,10 @@ async function removeNow(containerName: string, volume: string): Promise<void> {
 }
 
 /** Removes labelled containers, and volumes with none, that `dead` says are no one's any more. */
-async function reapLabelled(isDead: (labels: Record<string, string>) => Promise<boolean>, now = Date.now()): Promise<ReapReport> {
+async function reapLabelled(
+  isDead: (labels: Record<string, string>) => Promise<boolean>,
+  now = Date.now(),
+): Promise<ReapReport> {
   const d = docker();
   const report: ReapReport = { containers: [], volumes: [] };
   const dead = (labels: Record<string, string> | undefined) => isDead(labels ?? {});
@@ -283,7 +340,12 @@ async function reapLabelled(isDead: (labels: Record<string, string>) => Promise<
 }
 
 /** A process as an attached exec: stdin written, stdout and stderr (Docker's multiplexed frames, Tty off) read in arrival order. */
-async function attachExec(container: Docker.Container, cmd: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: ProcessOptions = {}): Promise<Attached> {
+async function attachExec(
+  container: Docker.Container,
+  cmd: string[],
+  onData: (chunk: Buffer, stream: 1 | 2) => void,
+  opts: ProcessOptions = {},
+): Promise<Attached> {
   const exec = await container.exec({
     Cmd: cmd,
     AttachStdin: true,
@@ -329,7 +391,14 @@ async function attachExec(container: Docker.Container, cmd: string[], onData: (c
       const go = () => (clearTimeout(timer), socket.off("drain", go), socket.off("close", go), r());
       const check = () => {
         // (what it printed may still be on its way: a moment more for the engine to send it)
-        timer = setTimeout(() => void exec.inspect().then((i) => (i.Running ? check() : (timer = setTimeout(() => (socket.destroy(), go()), 300))), () => check()), 500);
+        timer = setTimeout(
+          () =>
+            void exec.inspect().then(
+              (i) => (i.Running ? check() : (timer = setTimeout(() => (socket.destroy(), go()), 300))),
+              () => check(),
+            ),
+          500,
+        );
         timer.unref?.();
       };
       socket.once("drain", go);
@@ -343,7 +412,13 @@ async function attachExec(container: Docker.Container, cmd: string[], onData: (c
     },
     send,
     endInput: () => socket.end(),
-    pipeIn: (source) => pipeGathered(source, send, () => alive, () => socket.end()),
+    pipeIn: (source) =>
+      pipeGathered(
+        source,
+        send,
+        () => alive,
+        () => socket.end(),
+      ),
     ended,
     get alive() {
       return alive;
@@ -354,6 +429,10 @@ async function attachExec(container: Docker.Container, cmd: string[], onData: (c
       alive = false;
       socket.destroy();
     },
-    exitCode: () => exec.inspect().then((i) => i.ExitCode ?? -1, () => -1),
+    exitCode: () =>
+      exec.inspect().then(
+        (i) => i.ExitCode ?? -1,
+        () => -1,
+      ),
   };
 }

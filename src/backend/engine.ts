@@ -56,7 +56,15 @@ async function ask(d: Docker): Promise<EngineInfo> {
   const v = (await d.version()) as { Version?: string; Components?: { Name?: string; Version?: string }[] };
   const podman = v.Components?.find((c) => c.Name === "Podman Engine");
   if (!podman) {
-    const i = (await d.info()) as { CgroupVersion?: string; ServerVersion?: string; SecurityOptions?: string[]; MemoryLimit?: boolean; PidsLimit?: boolean; CpuCfsQuota?: boolean; Runtimes?: Record<string, { runtimeArgs?: string[] }> };
+    const i = (await d.info()) as {
+      CgroupVersion?: string;
+      ServerVersion?: string;
+      SecurityOptions?: string[];
+      MemoryLimit?: boolean;
+      PidsLimit?: boolean;
+      CpuCfsQuota?: boolean;
+      Runtimes?: Record<string, { runtimeArgs?: string[] }>;
+    };
     const runsc = i.Runtimes?.runsc;
     return {
       name: "docker",
@@ -69,7 +77,10 @@ async function ask(d: Docker): Promise<EngineInfo> {
   }
   // libpod's own info says what the compatible one does not: rootless, the controllers, the id maps.
   const info = await new Promise<PodmanInfo>((resolve, reject) =>
-    d.modem.dial({ path: "/v4.0.0/libpod/info", method: "GET", statusCodes: { 200: true }, options: {} }, (err, data) => (err ? reject(err) : resolve((data ?? {})))),
+    d.modem.dial(
+      { path: "/v4.0.0/libpod/info", method: "GET", statusCodes: { 200: true }, options: {} },
+      (err, data) => (err ? reject(err) : resolve(data ?? {})),
+    ),
   );
   const h = info.host ?? {};
   return {
@@ -101,7 +112,8 @@ interface PodmanInfo {
  * own process only, not to exec'd ones (every process of patchbay's): there its own ptrace rule
  * holds, a process traces only its descendants (test/integration/sandbox-gvisor.test.ts).
  */
-export const runscSeccomp = (e: EngineInfo): boolean => Boolean(e.runscArgs?.some((a) => /^--?oci-seccomp(=true)?$/.test(a)));
+export const runscSeccomp = (e: EngineInfo): boolean =>
+  Boolean(e.runscArgs?.some((a) => /^--?oci-seccomp(=true)?$/.test(a)));
 
 /** Whether the engine's default runtime is patchbay's wrapper (which reads PATCHBAY_LIMITS). */
 export const wrapped = (e: EngineInfo): boolean => Boolean(e.runtimePath?.endsWith(`/${LIMITS_WRAPPER}`));
@@ -119,7 +131,8 @@ export function limitsProblem(e: EngineInfo): string | undefined {
   }
   // With cgroupfs a rootless container gets no cgroup path of its own, and runc drops the limits
   // it cannot write, whatever controllers the service's own cgroup lists.
-  if (e.cgroupManager !== "systemd") return `this rootless Podman on cgroup v2 uses the ${e.cgroupManager ?? "unknown"} cgroup manager, under which it applies no limits: set cgroup_manager = "systemd" in its containers.conf, with a systemd user session for its user (loginctl enable-linger)`;
+  if (e.cgroupManager !== "systemd")
+    return `this rootless Podman on cgroup v2 uses the ${e.cgroupManager ?? "unknown"} cgroup manager, under which it applies no limits: set cgroup_manager = "systemd" in its containers.conf, with a systemd user session for its user (loginctl enable-linger)`;
   const missing = ["memory", "pids", "cpu"].filter((c) => !e.controllers?.includes(c));
   if (!missing.length) return undefined;
   return `this rootless Podman's cgroup lacks the ${missing.join(", ")} controller${missing.length > 1 ? "s" : ""}, so those limits would not hold: delegate them to the engine's user (systemd: Delegate=memory pids cpu in /etc/systemd/system/user@.service.d/delegate.conf, then log in again)`;
@@ -148,10 +161,15 @@ function idsOf(e: EngineInfo, agentUid: number): string {
  * limits it would drop; gVisor under Podman; under a rootless engine, a setup network (its proxy
  * socket, the worker's and mode 0600, reaches only the sandbox root of an engine run by the same user).
  */
-export function createProblem(e: EngineInfo, spec: { runtime: string; mounts?: unknown[] }, workerUid: number | undefined): string | undefined {
+export function createProblem(
+  e: EngineInfo,
+  spec: { runtime: string; mounts?: unknown[] },
+  workerUid: number | undefined,
+): string | undefined {
   const limits = limitsProblem(e);
   if (limits) return limits;
-  if (e.name === "podman" && spec.runtime !== "runc") return `runtime ${spec.runtime} (gVisor) is not available under Podman: run jobs that ask for it on a worker with a Docker engine that registers runsc`;
+  if (e.name === "podman" && spec.runtime !== "runc")
+    return `runtime ${spec.runtime} (gVisor) is not available under Podman: run jobs that ask for it on a worker with a Docker engine that registers runsc`;
   const root = hostUid(e, 0);
   if (e.rootless && spec.mounts?.length && root !== undefined && workerUid !== root) {
     return `the setup phase's network under rootless Podman needs the worker to run as the engine's user (uid ${root}), which alone can reach its proxy socket from the sandbox; this worker runs as uid ${workerUid ?? "unknown"}`;

@@ -21,7 +21,12 @@ export async function* gather(source: AsyncIterable<Buffer | string>): AsyncIter
 }
 
 /** A source into a process's stdin, gathered, with backpressure (send), while it is alive; then its end. */
-export async function pipeGathered(source: AsyncIterable<Buffer | string>, send: (b: Buffer) => Promise<void>, alive: () => boolean, end: () => void): Promise<void> {
+export async function pipeGathered(
+  source: AsyncIterable<Buffer | string>,
+  send: (b: Buffer) => Promise<void>,
+  alive: () => boolean,
+  end: () => void,
+): Promise<void> {
   for await (const chunk of gather(source)) {
     if (!alive()) break;
     await send(chunk);

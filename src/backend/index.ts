@@ -33,7 +33,9 @@ export class BackendRefusedError extends kinded("config") {}
  */
 export function configuredBackend(config: Pick<Config, "backend" | "testBackends">, who: string): Backend {
   if (config.backend !== "docker" && !config.testBackends) {
-    throw new BackendRefusedError(`PATCHBAY_BACKEND=${config.backend} runs repos with no isolation: ${who} refuses it (PATCHBAY_TEST_BACKENDS=1 is for tests and simulations only)`);
+    throw new BackendRefusedError(
+      `PATCHBAY_BACKEND=${config.backend} runs repos with no isolation: ${who} refuses it (PATCHBAY_TEST_BACKENDS=1 is for tests and simulations only)`,
+    );
   }
   return backendOf(config.backend);
 }

@@ -13,16 +13,35 @@ import { join } from "node:path";
 import { pipeGathered } from "./gather.js";
 import { AGENT_USER } from "./agent-user.js";
 import { LABEL } from "./owner.js";
-import { BOX_ENV_VAR, PRIVATE_DIR, TRUSTED_ENV, type Attached, type Box, type BoxSpec, type BoxState, type ProcessOptions, type ReapReport, type Backend } from "./types.js";
+import {
+  BOX_ENV_VAR,
+  PRIVATE_DIR,
+  TRUSTED_ENV,
+  type Attached,
+  type Box,
+  type BoxSpec,
+  type BoxState,
+  type ProcessOptions,
+  type ReapReport,
+  type Backend,
+} from "./types.js";
 
 /** What a Docker image's ENV gives every process of the sandbox image; the same here. */
-const BASE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/agent", "LANG=C.UTF-8", "GIT_CONFIG_NOSYSTEM=1", "PYTHONDONTWRITEBYTECODE=1"];
+const BASE_ENV = [
+  "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  "HOME=/home/agent",
+  "LANG=C.UTF-8",
+  "GIT_CONFIG_NOSYSTEM=1",
+  "PYTHONDONTWRITEBYTECODE=1",
+];
 const NAME = /^[a-z0-9][a-z0-9_.-]{0,127}$/;
 // Where the box's pid 1 and nsenter start: the box's own /tmp hides the caller's directory when it
 // is under /tmp (a checkout there made pyenv's python3 shim fail and the box die at once), and the
 // box's PATH, not the worker's, finds its python3.
 const OUTSIDE = { cwd: "/", env: { PATH: BASE_ENV[0]!.slice("PATH=".length), LANG: "C.UTF-8" } };
-const REAPER = ["import os, time", "while True:", "  try: os.wait()", "  except ChildProcessError: time.sleep(1)"].join("\n");
+const REAPER = ["import os, time", "while True:", "  try: os.wait()", "  except ChildProcessError: time.sleep(1)"].join(
+  "\n",
+);
 
 export class LocalBackend implements Backend {
   readonly kind = "local";
@@ -35,7 +54,11 @@ export class LocalBackend implements Backend {
     const problem = this.problem();
     if (problem) throw new Error(problem);
     const root = join(this.base, spec.name);
-    for (const [dir, mode] of [["workspace", 0o755], ["patchbay", 0o700], ["tmp", 0o1777]] as const) {
+    for (const [dir, mode] of [
+      ["workspace", 0o755],
+      ["patchbay", 0o700],
+      ["tmp", 0o1777],
+    ] as const) {
       mkdirSync(join(root, dir), { recursive: true });
       chmodSync(join(root, dir), mode); // (mkdir's mode passes the umask)
     }
@@ -47,12 +70,34 @@ export class LocalBackend implements Backend {
       `mount --bind "$1/workspace" /workspace`,
       `mount --bind "$1/patchbay" ${PRIVATE_DIR}`,
       `mount --bind "$1/tmp" /tmp`,
-      ...(spec.mounts ?? []).map((m, i) => `mount --bind "\${${i + 2}}" '${m.target}' && mount -o remount,bind,ro '${m.target}'`),
+      ...(spec.mounts ?? []).map(
+        (m, i) => `mount --bind "\${${i + 2}}" '${m.target}' && mount -o remount,bind,ro '${m.target}'`,
+      ),
     ];
     // pid 1 of the box: the mounts, then a line to say so, then reaping what is left to it (as
     // Docker's tini does). --kill-child: when unshare dies (remove() kills it), so does the box's
     // pid 1, and with it every process in it.
-    const init = spawn("unshare", ["--mount", "--pid", "--net", "--fork", "--mount-proc", "--propagation", "private", "--kill-child", "--", "bash", "-c", `set -e; ${binds.join("; ")}; echo ready; exec python3 -I -S -c "${REAPER}"`, "init", root, ...(spec.mounts ?? []).map((m) => m.source)], { stdio: ["ignore", "pipe", "pipe"], detached: true, ...OUTSIDE });
+    const init = spawn(
+      "unshare",
+      [
+        "--mount",
+        "--pid",
+        "--net",
+        "--fork",
+        "--mount-proc",
+        "--propagation",
+        "private",
+        "--kill-child",
+        "--",
+        "bash",
+        "-c",
+        `set -e; ${binds.join("; ")}; echo ready; exec python3 -I -S -c "${REAPER}"`,
+        "init",
+        root,
+        ...(spec.mounts ?? []).map((m) => m.source),
+      ],
+      { stdio: ["ignore", "pipe", "pipe"], detached: true, ...OUTSIDE },
+    );
     let said = "";
     const ready = await new Promise<boolean>((resolve) => {
       init.stdout.on("data", (d: Buffer) => ((said += d.toString()), /ready\n/.test(said) && resolve(true)));
@@ -116,8 +161,12 @@ export class LocalBackend implements Backend {
   private problem(): string | undefined {
     if (this.checked === undefined) {
       this.checked = false;
-      if (process.platform !== "linux" || process.getuid?.() !== 0) this.checked = "the local backend needs Linux and root (it makes mount and pid namespaces)";
-      else for (const tool of ["unshare", "nsenter", "setpriv", "python3"]) if (spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0) this.checked ||= `the local backend needs ${tool} on the host`;
+      if (process.platform !== "linux" || process.getuid?.() !== 0)
+        this.checked = "the local backend needs Linux and root (it makes mount and pid namespaces)";
+      else
+        for (const tool of ["unshare", "nsenter", "setpriv", "python3"])
+          if (spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0)
+            this.checked ||= `the local backend needs ${tool} on the host`;
     }
     return this.checked || undefined;
   }
@@ -125,7 +174,8 @@ export class LocalBackend implements Backend {
 
 /** GNU rm: it walks with openat, so a tree deeper than PATH_MAX (a hostile setup's) goes too. */
 function removeTree(dir: string): void {
-  if (spawnSync("rm", ["-rf", "--one-file-system", "--", dir]).status !== 0) rmSync(dir, { recursive: true, force: true });
+  if (spawnSync("rm", ["-rf", "--one-file-system", "--", dir]).status !== 0)
+    rmSync(dir, { recursive: true, force: true });
 }
 
 function readIf(path: string): string | undefined {
@@ -158,14 +208,30 @@ class LocalBox implements Box {
     return this.exitCode === undefined ? { running: true } : { running: false, exitCode: this.exitCode };
   }
 
-  async attach(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: ProcessOptions = {}): Promise<Attached> {
-    if (this.exitCode !== undefined) throw Object.assign(new Error(`the local box ${this.name} is not running`), { statusCode: 409 });
+  async attach(
+    argv: string[],
+    onData: (chunk: Buffer, stream: 1 | 2) => void,
+    opts: ProcessOptions = {},
+  ): Promise<Attached> {
+    if (this.exitCode !== undefined)
+      throw Object.assign(new Error(`the local box ${this.name} is not running`), { statusCode: 409 });
     const [uid = "1000", gid = uid] = (opts.user ?? AGENT_USER).split(":");
-    const as = uid === "0" ? [] : ["setpriv", `--reuid=${uid}`, `--regid=${gid}`, `--groups=${gid}`, "--inh-caps=-all", "--"];
+    const as =
+      uid === "0" ? [] : ["setpriv", `--reuid=${uid}`, `--regid=${gid}`, `--groups=${gid}`, "--inh-caps=-all", "--"];
     // A root process gets TRUSTED_ENV, with the box's own for the agent's processes (as docker.ts).
-    const env = [...(uid === "0" ? [...TRUSTED_ENV, `${BOX_ENV_VAR}=${JSON.stringify(BASE_ENV)}`] : BASE_ENV), ...(opts.env ?? [])];
-    const ns = [`--mount=/proc/${this.pid}/ns/mnt`, `--pid=/proc/${this.pid}/ns/pid_for_children`, `--net=/proc/${this.pid}/ns/net`];
-    const child = spawn("nsenter", [...ns, "--", "env", "-i", "-C", opts.cwd ?? "/workspace", ...env, ...as, ...argv], { stdio: ["pipe", "pipe", "pipe"], ...OUTSIDE });
+    const env = [
+      ...(uid === "0" ? [...TRUSTED_ENV, `${BOX_ENV_VAR}=${JSON.stringify(BASE_ENV)}`] : BASE_ENV),
+      ...(opts.env ?? []),
+    ];
+    const ns = [
+      `--mount=/proc/${this.pid}/ns/mnt`,
+      `--pid=/proc/${this.pid}/ns/pid_for_children`,
+      `--net=/proc/${this.pid}/ns/net`,
+    ];
+    const child = spawn("nsenter", [...ns, "--", "env", "-i", "-C", opts.cwd ?? "/workspace", ...env, ...as, ...argv], {
+      stdio: ["pipe", "pipe", "pipe"],
+      ...OUTSIDE,
+    });
     return attached(child, onData);
   }
 }
@@ -194,7 +260,13 @@ function attached(child: ChildProcess, onData: (chunk: Buffer, stream: 1 | 2) =>
     write: (data) => void (alive && !stdin.destroyed && stdin.write(data)),
     send,
     endInput: () => stdin.end(),
-    pipeIn: (source) => pipeGathered(source, send, () => alive, () => stdin.end()),
+    pipeIn: (source) =>
+      pipeGathered(
+        source,
+        send,
+        () => alive,
+        () => stdin.end(),
+      ),
     ended,
     get alive() {
       return alive;

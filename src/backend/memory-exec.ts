@@ -36,14 +36,16 @@ const norm = (dir: string, name: string) => {
 /** The files under /workspace, relative, as a tree (a copy). */
 function snapshot(box: SimBox): Files {
   const t: Files = new Map();
-  for (const [p, b] of box.files) if (p.startsWith(`${WS}/`) && !p.startsWith(`${WS}/.git/`)) t.set(p.slice(WS.length + 1), b);
+  for (const [p, b] of box.files)
+    if (p.startsWith(`${WS}/`) && !p.startsWith(`${WS}/.git/`)) t.set(p.slice(WS.length + 1), b);
   return t;
 }
 
 /** A tree's id: a sha1 over its sorted names and contents (40 hex, as git's). */
 function treeId(box: SimBox, t: Files): string {
   const h = createHash("sha1");
-  for (const name of [...t.keys()].sort()) h.update(`${name}\0`).update(createHash("sha1").update(t.get(name)!).digest());
+  for (const name of [...t.keys()].sort())
+    h.update(`${name}\0`).update(createHash("sha1").update(t.get(name)!).digest());
   const id = h.digest("hex");
   box.trees.set(id, t);
   return id;
@@ -54,10 +56,14 @@ export function simRun(box: SimBox, argv: string[], stdin: Buffer, cwd = WS): Ra
   let a = argv;
   if (a[0] === "timeout") a = a.slice(3);
   const c = a.indexOf("-c");
-  const script = c >= 0 ? a[c + 1] ?? "" : "";
+  const script = c >= 0 ? (a[c + 1] ?? "") : "";
   const args = c >= 0 ? a.slice(c + 3) : []; // after $0
-  if (a[0] === "tar") return a.includes("-x") ? untar(box, a[a.indexOf("-C") + 1] ?? WS, stdin) : ok(tarOf(box, a[a.indexOf("-C") + 1] ?? WS));
-  if (script.startsWith("# verify_apply.py") || script.includes("# apply-checkpoint.sh:")) return applyPatch(box, stdin.toString("utf8"));
+  if (a[0] === "tar")
+    return a.includes("-x")
+      ? untar(box, a[a.indexOf("-C") + 1] ?? WS, stdin)
+      : ok(tarOf(box, a[a.indexOf("-C") + 1] ?? WS));
+  if (script.startsWith("# verify_apply.py") || script.includes("# apply-checkpoint.sh:"))
+    return applyPatch(box, stdin.toString("utf8"));
   if (script.startsWith("# tools-probe.sh")) return ok();
   if (script.includes("\n# baseline.sh:")) return ok(`${treeId(box, snapshot(box))}\n`);
   if (script.includes("\n# patch.sh:")) return patchOut(box, args[0] ?? "");
@@ -79,7 +85,14 @@ function patchOut(box: SimBox, base: string): Ran {
   const id = treeId(box, final);
   const { names, stat, patch } = diffTrees(baseline, final);
   const n = Buffer.from(names.map((f) => `${f}\0`).join(""));
-  return ok(Buffer.concat([Buffer.from(`${id} ${n.length} ${Buffer.byteLength(stat)} ${Buffer.byteLength(patch)}\n`), n, Buffer.from(stat), Buffer.from(patch)]));
+  return ok(
+    Buffer.concat([
+      Buffer.from(`${id} ${n.length} ${Buffer.byteLength(stat)} ${Buffer.byteLength(patch)}\n`),
+      n,
+      Buffer.from(stat),
+      Buffer.from(patch),
+    ]),
+  );
 }
 
 const lines = (b: Buffer | undefined) => {
@@ -90,14 +103,21 @@ const lines = (b: Buffer | undefined) => {
 
 /** Whole-file hunks: valid unified diffs, and all the memory apply needs. */
 export function diffTrees(from: Files, to: Files): { names: string[]; stat: string; patch: string } {
-  const names = [...new Set([...from.keys(), ...to.keys()])].sort().filter((f) => !from.get(f)?.equals(to.get(f) ?? Buffer.alloc(0)) || from.has(f) !== to.has(f));
+  const names = [...new Set([...from.keys(), ...to.keys()])]
+    .sort()
+    .filter((f) => !from.get(f)?.equals(to.get(f) ?? Buffer.alloc(0)) || from.has(f) !== to.has(f));
   let patch = "";
   let stat = "";
   for (const f of names) {
     const a = lines(from.get(f));
     const b = lines(to.get(f));
-    const head = !from.has(f) ? `new file mode 100644\n--- /dev/null\n+++ b/${f}\n` : !to.has(f) ? `deleted file mode 100644\n--- a/${f}\n+++ /dev/null\n` : `--- a/${f}\n+++ b/${f}\n`;
-    const side = (ls: string[], nl: boolean, sign: string) => ls.map((l) => `${sign}${l}\n`).join("") + (ls.length && !nl ? "\\ No newline at end of file\n" : "");
+    const head = !from.has(f)
+      ? `new file mode 100644\n--- /dev/null\n+++ b/${f}\n`
+      : !to.has(f)
+        ? `deleted file mode 100644\n--- a/${f}\n+++ /dev/null\n`
+        : `--- a/${f}\n+++ b/${f}\n`;
+    const side = (ls: string[], nl: boolean, sign: string) =>
+      ls.map((l) => `${sign}${l}\n`).join("") + (ls.length && !nl ? "\\ No newline at end of file\n" : "");
     patch += `diff --git a/${f} b/${f}\n${head}@@ -${a.ls.length ? 1 : 0},${a.ls.length} +${b.ls.length ? 1 : 0},${b.ls.length} @@\n${side(a.ls, a.nl, "-")}${side(b.ls, b.nl, "+")}`;
     stat += ` ${f} | ${a.ls.length + b.ls.length}\n`;
   }
@@ -114,7 +134,10 @@ function applyPatch(box: SimBox, patch: string): Ran {
       box.files.delete(`${WS}/${path}`);
       continue;
     }
-    const body = section.slice(section.indexOf("\n@@") + 1).split("\n").slice(1);
+    const body = section
+      .slice(section.indexOf("\n@@") + 1)
+      .split("\n")
+      .slice(1);
     const added = body.filter((l, i) => l.startsWith("+") || (l.startsWith("\\") && body[i - 1]?.startsWith("+")));
     const text = added.map((l) => (l.startsWith("\\") ? "" : `${l.slice(1)}\n`)).join("");
     box.files.set(`${WS}/${path}`, Buffer.from(added.at(-1)?.startsWith("\\") ? text.slice(0, -1) : text));
@@ -127,7 +150,11 @@ export function interpret(box: SimBox, command: string, cwd = WS): Ran {
   let out = "";
   let code = 0;
   for (const part of command.split(/&&|;|\n/)) {
-    const words = (part.split("|")[0] ?? "").trim().match(/'[^']*'|"[^"]*"|\S+/g)?.map((w) => w.replace(/^(['"])(.*)\1$/, "$2")) ?? [];
+    const words =
+      (part.split("|")[0] ?? "")
+        .trim()
+        .match(/'[^']*'|"[^"]*"|\S+/g)
+        ?.map((w) => w.replace(/^(['"])(.*)\1$/, "$2")) ?? [];
     const [cmd, ...rest] = words.filter((w) => !/^\d?>|^<|^2>&1$/.test(w));
     if (!cmd) continue;
     const path = norm(cwd, rest[0] ?? ".");
@@ -135,7 +162,17 @@ export function interpret(box: SimBox, command: string, cwd = WS): Ran {
     else if (cmd === "echo") out += `${rest.join(" ")}\n`;
     else if (cmd === "pwd") out += `${cwd}\n`;
     else if (cmd === "cat") out += box.files.get(path)?.toString("utf8") ?? "";
-    else if (cmd === "ls") out += [...new Set([...box.files.keys(), ...box.dirs].filter((p) => p.startsWith(`${path}/`)).map((p) => p.slice(path.length + 1).split("/")[0]))].sort().map((n) => `${n}\n`).join("");
+    else if (cmd === "ls")
+      out += [
+        ...new Set(
+          [...box.files.keys(), ...box.dirs]
+            .filter((p) => p.startsWith(`${path}/`))
+            .map((p) => p.slice(path.length + 1).split("/")[0]),
+        ),
+      ]
+        .sort()
+        .map((n) => `${n}\n`)
+        .join("");
     else if (cmd === "false") code = 1;
     else if (cmd === "exit") return ok(out, Number(rest[0] ?? 0) || 0);
     else code = 0;
@@ -147,10 +184,14 @@ export function interpret(box: SimBox, command: string, cwd = WS): Ran {
 /** The repo's tar into `dir`: ustar, with GNU long names and pax paths. */
 function untar(box: SimBox, dir: string, tar: Buffer): Ran {
   let long: string | undefined;
-  for (let at = 0; at + 512 <= tar.length; ) {
+  for (let at = 0; at + 512 <= tar.length;) {
     const h = tar.subarray(at, at + 512);
     if (h.every((x) => x === 0)) break;
-    const str = (s: number, n: number) => h.subarray(s, s + n).toString("utf8").replace(/\0.*$/s, "");
+    const str = (s: number, n: number) =>
+      h
+        .subarray(s, s + n)
+        .toString("utf8")
+        .replace(/\0.*$/s, "");
     const size = parseInt(str(124, 12).trim() || "0", 8);
     const type = String.fromCharCode(h[156]!);
     const data = tar.subarray(at + 512, at + 512 + size);
@@ -176,18 +217,30 @@ function tarOf(box: SimBox, dir: string): Buffer {
     h.write("0001750\0", 108);
     h.write("0001750\0", 116);
     h.write(`${size.toString(8).padStart(11, "0")}\0`, 124);
-    h.write(`${Math.floor(Date.now() / 1000).toString(8).padStart(11, "0")}\0`, 136);
+    h.write(
+      `${Math.floor(Date.now() / 1000)
+        .toString(8)
+        .padStart(11, "0")}\0`,
+      136,
+    );
     h.write(type, 156);
     h.write("ustar\x0000", 257);
     h.fill(" ", 148, 156);
-    h.write(`${h.reduce((s, x) => s + x, 0).toString(8).padStart(6, "0")}\0 `, 148);
+    h.write(
+      `${h
+        .reduce((s, x) => s + x, 0)
+        .toString(8)
+        .padStart(6, "0")}\0 `,
+      148,
+    );
     return h;
   };
   const pad = (b: Buffer) => Buffer.concat([b, Buffer.alloc((512 - (b.length % 512)) % 512)]);
   for (const [p, data] of box.files) {
     if (!p.startsWith(`${dir}/`)) continue;
     const name = `./${p.slice(dir.length + 1)}`;
-    if (Buffer.byteLength(name) > 99) parts.push(header("././@LongLink", Buffer.byteLength(name) + 1, "L"), pad(Buffer.from(`${name}\0`)));
+    if (Buffer.byteLength(name) > 99)
+      parts.push(header("././@LongLink", Buffer.byteLength(name) + 1, "L"), pad(Buffer.from(`${name}\0`)));
     parts.push(header(name, data.length, "0"), pad(data));
   }
   return Buffer.concat([...parts, Buffer.alloc(1024)]);

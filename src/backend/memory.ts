@@ -120,11 +120,22 @@ class MemoryBox implements Box, SimBox {
     return this.running ? { running: true } : { running: false, exitCode: 137 };
   }
 
-  async attach(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: ProcessOptions = {}): Promise<Attached> {
-    if (!this.running) throw Object.assign(new Error(`the memory box ${this.name} is not running`), { statusCode: 409 });
+  async attach(
+    argv: string[],
+    onData: (chunk: Buffer, stream: 1 | 2) => void,
+    opts: ProcessOptions = {},
+  ): Promise<Attached> {
+    if (!this.running)
+      throw Object.assign(new Error(`the memory box ${this.name} is not running`), { statusCode: 409 });
     const script = argv[argv.indexOf("-c") + 1] ?? "";
     const program: Program =
-      argv[0] === "bash" && argv.length === 3 ? shellProgram(this) : script.startsWith("# supervisor.py") ? supervisorProgram : script.startsWith("# file_agent.py") ? agentProgram(this) : execProgram(this, argv, opts.cwd);
+      argv[0] === "bash" && argv.length === 3
+        ? shellProgram(this)
+        : script.startsWith("# supervisor.py")
+          ? supervisorProgram
+          : script.startsWith("# file_agent.py")
+            ? agentProgram(this)
+            : execProgram(this, argv, opts.cwd);
     const proc = startProc(program, onData, ++this.pids);
     this.procs.add(proc);
     void proc.ended.then(() => this.procs.delete(proc));
@@ -211,7 +222,11 @@ function agentProgram(box: MemoryBox): Program {
     for (;;) {
       const line = await input.upTo(10);
       if (line === undefined) return 0;
-      const req = JSON.parse(line.toString("utf8")) as Record<string, unknown> & { op: string; path: string; len: number };
+      const req = JSON.parse(line.toString("utf8")) as Record<string, unknown> & {
+        op: string;
+        path: string;
+        len: number;
+      };
       let body = (await input.bytes(req.len)) ?? Buffer.alloc(0);
       if (req.stream) body = await frames(input);
       const [header, out] = agentOp(box, req, body, pid);
@@ -239,14 +254,30 @@ function agentOp(box: MemoryBox, r: Record<string, unknown> & { path: string }, 
     case "hello":
       return [{ pid, root: true, version: 1 }, EMPTY];
     case "stat":
-      if (file) return [{ type: "file", size: file.length, mode: 0o644, mtime: Date.now() * 1e6, real: r.path, link: false }, EMPTY];
-      return [isDir(r.path) ? { type: "directory", size: 4096, mode: 0o755, mtime: Date.now() * 1e6, real: r.path, link: false } : { missing: true }, EMPTY];
+      if (file)
+        return [
+          { type: "file", size: file.length, mode: 0o644, mtime: Date.now() * 1e6, real: r.path, link: false },
+          EMPTY,
+        ];
+      return [
+        isDir(r.path)
+          ? { type: "directory", size: 4096, mode: 0o755, mtime: Date.now() * 1e6, real: r.path, link: false }
+          : { missing: true },
+        EMPTY,
+      ];
     case "read":
-      if (!file) return [isDir(r.path) ? { error: "EISDIR", message: "Is a directory" } : { error: "ENOENT", message: "No such file or directory" }, EMPTY];
+      if (!file)
+        return [
+          isDir(r.path)
+            ? { error: "EISDIR", message: "Is a directory" }
+            : { error: "ENOENT", message: "No such file or directory" },
+          EMPTY,
+        ];
       if (file.length > Number(r.max)) return [{ error: "EFBIG", size: file.length }, EMPTY];
       return [{ mode: 0o644, uid: 1000, gid: 1000, real: r.path }, file];
     case "write":
-      if (file && typeof r.expect === "string" && createHash("sha256").update(file).digest("hex") !== r.expect) return [{ error: "ECHANGED" }, EMPTY];
+      if (file && typeof r.expect === "string" && createHash("sha256").update(file).digest("hex") !== r.expect)
+        return [{ error: "ECHANGED" }, EMPTY];
       box.files.set(r.path, Buffer.from(body));
       return [{}, EMPTY];
     case "mkdirp":
@@ -258,7 +289,14 @@ function agentOp(box: MemoryBox, r: Record<string, unknown> & { path: string }, 
     case "list":
       return [{ entries: [...box.files.keys(), ...box.dirs].filter((p) => p.startsWith(`${r.path}/`)).sort() }, EMPTY];
     case "digest":
-      return [{ digest: createHash("sha1").update(JSON.stringify([...box.files].map(([p, b]) => [p, createHash("sha1").update(b).digest("hex")]))).digest("hex") }, EMPTY];
+      return [
+        {
+          digest: createHash("sha1")
+            .update(JSON.stringify([...box.files].map(([p, b]) => [p, createHash("sha1").update(b).digest("hex")])))
+            .digest("hex"),
+        },
+        EMPTY,
+      ];
     case "run":
       return agentRun(box, r, body);
     default:
@@ -276,5 +314,8 @@ function agentRun(box: MemoryBox, r: Record<string, unknown>, body: Buffer): Rep
   const max = Number(r.max);
   const out = ran.out.subarray(0, max);
   const err = Buffer.from(ran.err);
-  return [{ exit: ran.code, out: out.length, err: err.length, truncated: ran.out.length > max, timedOut: false }, Buffer.concat([out, err])];
+  return [
+    { exit: ran.code, out: out.length, err: err.length, truncated: ran.out.length > max, timedOut: false },
+    Buffer.concat([out, err]),
+  ];
 }

@@ -27,14 +27,17 @@ export const PTRACE_CALLS = ["ptrace", "process_vm_readv", "process_vm_writev"] 
  * capability-conditioned entry ever allows them.
  */
 export const DENIED: Readonly<Record<string, string>> = {
-  ptrace: "attaches to another process of the same uid: reads and writes its memory and registers, injects code (the agent's shell into an MCP server or a verify command)",
+  ptrace:
+    "attaches to another process of the same uid: reads and writes its memory and registers, injects code (the agent's shell into an MCP server or a verify command)",
   process_vm_readv: "reads another process's memory with no attach (its secrets, an MCP server's tokens)",
   process_vm_writev: "writes another process's memory with no attach (takes over what it runs)",
   pidfd_getfd: "copies a file descriptor out of another process (an MCP server's pipes or sockets)",
   kcmp: "compares kernel objects of two processes (which files, memory or fds they share): a probe of another process's state, needed only by checkpoint tools",
   process_madvise: "advises on another process's memory (pages it out or in): a side channel on its working set",
-  perf_event_open: "samples another process's registers, stacks and branches (and the kernel's): a read of its state and an old source of kernel bugs",
-  io_uring_setup: "io_uring: system calls done by the kernel on the process's behalf, out of seccomp's sight, and a rich source of kernel exploits (Docker's default denies it since 25.0)",
+  perf_event_open:
+    "samples another process's registers, stacks and branches (and the kernel's): a read of its state and an old source of kernel bugs",
+  io_uring_setup:
+    "io_uring: system calls done by the kernel on the process's behalf, out of seccomp's sight, and a rich source of kernel exploits (Docker's default denies it since 25.0)",
   io_uring_enter: "io_uring (see io_uring_setup)",
   io_uring_register: "io_uring (see io_uring_setup)",
 };
@@ -43,7 +46,8 @@ export const DENIED: Readonly<Record<string, string>> = {
  * Allowed to every process, unconditionally (Docker's default list; sorted). None of DENIED is
  * here; the socket and personality calls are allowed with argument filters below.
  */
-const ALLOWED = `accept accept4 access adjtimex alarm bind brk cachestat capget capset chdir chmod chown chown32 clock_adjtime
+const ALLOWED =
+  `accept accept4 access adjtimex alarm bind brk cachestat capget capset chdir chmod chown chown32 clock_adjtime
 clock_adjtime64 clock_getres clock_getres_time64 clock_gettime clock_gettime64 clock_nanosleep
 clock_nanosleep_time64 close close_range connect copy_file_range creat dup dup2 dup3 epoll_create
 epoll_create1 epoll_ctl epoll_ctl_old epoll_pwait epoll_pwait2 epoll_wait epoll_wait_old eventfd eventfd2
@@ -83,7 +87,12 @@ vmsplice wait4 waitid waitpid write writev`.split(/\s+/);
 /** Allowed only to a container with one of these capabilities (Docker's conditioned entries, less DENIED). patchbay's boxes hold none of them. */
 const BY_CAPABILITY: [string, string[]][] = [
   ["CAP_DAC_READ_SEARCH", ["open_by_handle_at"]],
-  ["CAP_SYS_ADMIN", "bpf clone clone3 fanotify_init fsconfig fsmount fsopen fspick lookup_dcookie lsm_get_self_attr lsm_list_modules lsm_set_self_attr mount mount_setattr move_mount open_tree quotactl quotactl_fd setdomainname sethostname setns syslog umount umount2 unshare".split(" ")],
+  [
+    "CAP_SYS_ADMIN",
+    "bpf clone clone3 fanotify_init fsconfig fsmount fsopen fspick lookup_dcookie lsm_get_self_attr lsm_list_modules lsm_set_self_attr mount mount_setattr move_mount open_tree quotactl quotactl_fd setdomainname sethostname setns syslog umount umount2 unshare".split(
+      " ",
+    ),
+  ],
   ["CAP_SYS_BOOT", ["reboot"]],
   ["CAP_SYS_CHROOT", ["chroot"]],
   ["CAP_SYS_MODULE", ["delete_module", "init_module", "finit_module"]],
@@ -99,10 +108,16 @@ const BY_CAPABILITY: [string, string[]][] = [
 /** Allowed on these architectures only (Docker's names for them). */
 const BY_ARCH: [string[], string[]][] = [
   [["ppc64le"], ["sync_file_range2", "swapcontext"]],
-  [["arm", "arm64"], ["arm_fadvise64_64", "arm_sync_file_range", "sync_file_range2", "breakpoint", "cacheflush", "set_tls"]],
+  [
+    ["arm", "arm64"],
+    ["arm_fadvise64_64", "arm_sync_file_range", "sync_file_range2", "breakpoint", "cacheflush", "set_tls"],
+  ],
   [["amd64", "x32"], ["arch_prctl"]],
   [["amd64", "x32", "x86"], ["modify_ldt"]],
-  [["s390", "s390x"], ["s390_pci_mmio_read", "s390_pci_mmio_write", "s390_runtime_instr"]],
+  [
+    ["s390", "s390x"],
+    ["s390_pci_mmio_read", "s390_pci_mmio_write", "s390_runtime_instr"],
+  ],
   [["riscv64"], ["riscv_flush_icache"]],
 ];
 
@@ -115,17 +130,19 @@ const AF_VSOCK = 40;
 const PERSONALITIES = [0, 8, 0x20000, 0x20008, 0xffffffff];
 
 /** Each native architecture with the ones its kernel also runs (Docker's map): the filter covers all of them. */
-const ARCH_MAP: SeccompProfile["archMap"] = ([
-  ["X86_64", ["X86", "X32"]],
-  ["AARCH64", ["ARM"]],
-  ["MIPS64", ["MIPS", "MIPS64N32"]],
-  ["MIPS64N32", ["MIPS", "MIPS64"]],
-  ["MIPSEL64", ["MIPSEL", "MIPSEL64N32"]],
-  ["MIPSEL64N32", ["MIPSEL", "MIPSEL64"]],
-  ["S390X", ["S390"]],
-  ["RISCV64", null],
-  ["LOONGARCH64", null],
-] as [string, string[] | null][]).map(([a, subs]) => ({ architecture: `SCMP_ARCH_${a}`, subArchitectures: subs && subs.map((x) => `SCMP_ARCH_${x}`) }));
+const ARCH_MAP: SeccompProfile["archMap"] = (
+  [
+    ["X86_64", ["X86", "X32"]],
+    ["AARCH64", ["ARM"]],
+    ["MIPS64", ["MIPS", "MIPS64N32"]],
+    ["MIPS64N32", ["MIPS", "MIPS64"]],
+    ["MIPSEL64", ["MIPSEL", "MIPSEL64N32"]],
+    ["MIPSEL64N32", ["MIPSEL", "MIPSEL64"]],
+    ["S390X", ["S390"]],
+    ["RISCV64", null],
+    ["LOONGARCH64", null],
+  ] as [string, string[] | null][]
+).map(([a, subs]) => ({ architecture: `SCMP_ARCH_${a}`, subArchitectures: subs && subs.map((x) => `SCMP_ARCH_${x}`) }));
 
 export interface SeccompArg {
   index: number;
@@ -156,12 +173,18 @@ const ENOSYS = 38;
 
 /** The profile of a box; `allowPtrace` (PATCHBAY_ALLOW_PTRACE=1) gives back PTRACE_CALLS alone. */
 export function seccompProfile(o: { allowPtrace?: boolean } = {}): SeccompProfile {
-  const allow = (names: string[], more: Omit<SeccompRule, "names" | "action"> = {}): SeccompRule => ({ names, action: "SCMP_ACT_ALLOW", ...more });
+  const allow = (names: string[], more: Omit<SeccompRule, "names" | "action"> = {}): SeccompRule => ({
+    names,
+    action: "SCMP_ACT_ALLOW",
+    ...more,
+  });
   const notDenied = (names: string[]) => names.filter((n) => !(n in DENIED));
   const s390 = ["s390", "s390x"];
   const syscalls: SeccompRule[] = [
     allow(notDenied(ALLOWED)),
-    ...(o.allowPtrace ? [allow([...PTRACE_CALLS], { comment: "PATCHBAY_ALLOW_PTRACE=1", includes: { minKernel: "4.8" } })] : []),
+    ...(o.allowPtrace
+      ? [allow([...PTRACE_CALLS], { comment: "PATCHBAY_ALLOW_PTRACE=1", includes: { minKernel: "4.8" } })]
+      : []),
     allow(["socket"], { args: [{ index: 0, value: AF_ALG, op: "SCMP_CMP_LT" }] }),
     allow(["socket"], { args: [{ index: 0, value: AF_ALG + 1, op: "SCMP_CMP_EQ" }] }),
     allow(["socket"], { args: [{ index: 0, value: AF_VSOCK, op: "SCMP_CMP_GT" }] }),
@@ -170,11 +193,23 @@ export function seccompProfile(o: { allowPtrace?: boolean } = {}): SeccompProfil
     ...BY_CAPABILITY.map(([cap, names]) => allow(notDenied(names), { includes: { caps: [cap] } })),
     // Without CAP_SYS_ADMIN: clone only without namespace flags (its flags are the second argument on s390);
     // clone3's flags are behind a pointer seccomp cannot read, so it says ENOSYS and libc falls back to clone.
-    allow(["clone"], { args: [{ index: 0, value: CLONE_NS_FLAGS, op: "SCMP_CMP_MASKED_EQ" }], excludes: { caps: ["CAP_SYS_ADMIN"], arches: s390 } }),
-    allow(["clone"], { args: [{ index: 1, value: CLONE_NS_FLAGS, op: "SCMP_CMP_MASKED_EQ" }], includes: { arches: s390 }, excludes: { caps: ["CAP_SYS_ADMIN"] } }),
+    allow(["clone"], {
+      args: [{ index: 0, value: CLONE_NS_FLAGS, op: "SCMP_CMP_MASKED_EQ" }],
+      excludes: { caps: ["CAP_SYS_ADMIN"], arches: s390 },
+    }),
+    allow(["clone"], {
+      args: [{ index: 1, value: CLONE_NS_FLAGS, op: "SCMP_CMP_MASKED_EQ" }],
+      includes: { arches: s390 },
+      excludes: { caps: ["CAP_SYS_ADMIN"] },
+    }),
     { names: ["clone3"], action: "SCMP_ACT_ERRNO", errnoRet: ENOSYS, excludes: { caps: ["CAP_SYS_ADMIN"] } },
   ];
-  return { defaultAction: "SCMP_ACT_ERRNO", defaultErrnoRet: EPERM, archMap: ARCH_MAP, syscalls: syscalls.filter((r) => r.names.length) };
+  return {
+    defaultAction: "SCMP_ACT_ERRNO",
+    defaultErrnoRet: EPERM,
+    archMap: ARCH_MAP,
+    syscalls: syscalls.filter((r) => r.names.length),
+  };
 }
 
 /**
@@ -199,7 +234,9 @@ export function profileFile(text: string, base = tmpdir()): string {
   mkdirSync(dir, { recursive: true, mode: 0o755 });
   const st = lstatSync(dir);
   if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) {
-    throw new Error(`${dir} is not a directory of uid ${uid} that only it can write: remove it (the seccomp profile for Podman is written there)`);
+    throw new Error(
+      `${dir} is not a directory of uid ${uid} that only it can write: remove it (the seccomp profile for Podman is written there)`,
+    );
   }
   chmodSync(dir, 0o755); // whatever the umask: the engine's user must reach the file
   const file = join(dir, `${createHash("sha256").update(text).digest("hex").slice(0, 32)}.json`);

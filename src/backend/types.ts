@@ -17,7 +17,10 @@ export const PRIVATE_DIR = "/patchbay";
  * root process with this alone, plus BOX_ENV_VAR. The helper (src/sandbox/py/trusted.py, which
  * holds the same PATH: test/trusted.test.ts) gives it to every root process it starts.
  */
-export const TRUSTED_ENV = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin", "LANG=C.UTF-8"] as const;
+export const TRUSTED_ENV = [
+  "PATH=/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin",
+  "LANG=C.UTF-8",
+] as const;
 /** Where a root process finds the box's own environment (JSON ["K=V", ...]): the agent's processes get it. */
 export const BOX_ENV_VAR = "PATCHBAY_BOX_ENV";
 /** Whether a process of `user` ("uid:gid", default the agent's) is root's. */

@@ -22,7 +22,13 @@ export interface LineJobs {
 }
 
 /** Reads each entry's job data and its line's recorded spec hash; `specsKey` is the batch's `specs` part. */
-export async function readLineJobs(redis: Redis, queue: Queue, specsKey: string, batchId: string, entries: readonly LineRef[]): Promise<LineJobs> {
+export async function readLineJobs(
+  redis: Redis,
+  queue: Queue,
+  specsKey: string,
+  batchId: string,
+  entries: readonly LineRef[],
+): Promise<LineJobs> {
   if (!entries.length) return { exists: [], problems: [] };
   const m = redis.multi();
   for (const e of entries) m.hmget(queue.toKey(e.jobId), "timestamp", "data");
@@ -37,7 +43,11 @@ export async function readLineJobs(redis: Redis, queue: Queue, specsKey: string,
     const [timestamp, data] = (err ? [null, null] : v) as [string | null, string | null];
     exists.push(Boolean(timestamp));
     if (!timestamp) return;
-    const why = provenanceProblem(e.jobId, parseData(data), { batchId, line: e.line, ...(hashes[i] ? { specHash: hashes[i] } : {}) });
+    const why = provenanceProblem(e.jobId, parseData(data), {
+      batchId,
+      line: e.line,
+      ...(hashes[i] ? { specHash: hashes[i] } : {}),
+    });
     if (why) problems.push({ ...e, why });
   });
   return { exists, problems };

@@ -19,7 +19,12 @@ export interface BatchReader {
 }
 
 /** Writes DIR/<jobId>/{patch.diff,transcript.jsonl,result.json[,transcript.html]} per line, then DIR/summary.{json,md}. */
-export async function writeBatchOut(b: BatchReader, batchId: string, dir: string, opts: WriteOutOptions = {}): Promise<BatchSummary> {
+export async function writeBatchOut(
+  b: BatchReader,
+  batchId: string,
+  dir: string,
+  opts: WriteOutOptions = {},
+): Promise<BatchSummary> {
   const summary = await b.summary(batchId);
   checkNoLinkBelowCwd(dir); // ./patchbay-out/<batch> may be the repo's own (src/core/out-files.ts)
   mkdirSync(dir, { recursive: true });
@@ -40,7 +45,12 @@ export async function writeBatchOut(b: BatchReader, batchId: string, dir: string
   };
   await Promise.all(
     Array.from({ length: opts.concurrency ?? 8 }, async () => {
-      for (let j = queue.shift(); j; j = queue.shift()) await one(j).catch((err: Error) => (err instanceof OutputLinkError ? Promise.reject(err) : writeOwn(join(dir, j.jobId, "error.txt"), `${err.message}\n`)));
+      for (let j = queue.shift(); j; j = queue.shift())
+        await one(j).catch((err: Error) =>
+          err instanceof OutputLinkError
+            ? Promise.reject(err)
+            : writeOwn(join(dir, j.jobId, "error.txt"), `${err.message}\n`),
+        );
     }),
   );
   writeOwn(join(dir, "summary.json"), JSON.stringify(summary, null, 2) + "\n");
@@ -52,7 +62,12 @@ export async function writeBatchOut(b: BatchReader, batchId: string, dir: string
 async function finalResult(c: PatchbayClient, j: BatchJob): Promise<JobResult> {
   const fallback = () => {
     const s = j.result;
-    return emptyResult(s?.status ?? "failed", s?.error ?? "no result", { jobId: j.jobId, ...(s ? { costUsd: s.costUsd, usage: s.usage, turns: s.turns, ...(s.attempt ? { attempt: s.attempt } : {}) } : {}) });
+    return emptyResult(s?.status ?? "failed", s?.error ?? "no result", {
+      jobId: j.jobId,
+      ...(s
+        ? { costUsd: s.costUsd, usage: s.usage, turns: s.turns, ...(s.attempt ? { attempt: s.attempt } : {}) }
+        : {}),
+    });
   };
   // The worker records the summary just before the queue marks the job completed: a moment's wait.
   for (let i = 0; i < 50; i++) {
@@ -60,7 +75,11 @@ async function finalResult(c: PatchbayClient, j: BatchJob): Promise<JobResult> {
       const r = await c.result(j.jobId);
       if (r) return r;
     } catch (err) {
-      if (err instanceof JobFailedError) return emptyResult("failed", err.reason, { jobId: j.jobId, ...(j.result ? { costUsd: j.result.costUsd, usage: j.result.usage } : {}) });
+      if (err instanceof JobFailedError)
+        return emptyResult("failed", err.reason, {
+          jobId: j.jobId,
+          ...(j.result ? { costUsd: j.result.costUsd, usage: j.result.usage } : {}),
+        });
       return fallback();
     }
     await sleep(100);
@@ -69,14 +88,16 @@ async function finalResult(c: PatchbayClient, j: BatchJob): Promise<JobResult> {
 }
 
 /** The dashboard's transcript page renderer, when src/web/ has it (optional). */
-async function transcriptRenderer(): Promise<((events: TranscriptEvent[], opts: { patch?: string }) => string) | undefined> {
+async function transcriptRenderer(): Promise<
+  ((events: TranscriptEvent[], opts: { patch?: string }) => string) | undefined
+> {
   const where = "../web/html.js"; // a variable: the build does not depend on it
   try {
-    const mod = (await import(where)) as { renderTranscriptHtml?: (events: TranscriptEvent[], opts: { patch?: string }) => string };
+    const mod = (await import(where)) as {
+      renderTranscriptHtml?: (events: TranscriptEvent[], opts: { patch?: string }) => string;
+    };
     return typeof mod.renderTranscriptHtml === "function" ? mod.renderTranscriptHtml : undefined;
   } catch {
     return undefined;
   }
 }
-
-

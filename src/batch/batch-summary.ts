@@ -32,19 +32,29 @@ export interface BatchSummary {
   jobs: (BatchJob & { task?: string })[];
 }
 
-const percentile = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]! : 0);
+const percentile = (sorted: number[], p: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]! : 0;
 
 /** Most common errors: by their first line, digits kept (exit codes tell causes apart). */
 export function summarizeBatch(st: BatchStatus, tasks: Record<string, string> = {}): BatchSummary {
   const jobs = st.jobs ?? [];
   const done = jobs.filter((j) => j.result).map((j) => j.result!);
-  const tokens = done.reduce((u, r) => ({ inputTokens: u.inputTokens + r.usage.inputTokens, outputTokens: u.outputTokens + r.usage.outputTokens, cacheReadTokens: u.cacheReadTokens + r.usage.cacheReadTokens, cacheWriteTokens: u.cacheWriteTokens + r.usage.cacheWriteTokens }), { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 });
+  const tokens = done.reduce(
+    (u, r) => ({
+      inputTokens: u.inputTokens + r.usage.inputTokens,
+      outputTokens: u.outputTokens + r.usage.outputTokens,
+      cacheReadTokens: u.cacheReadTokens + r.usage.cacheReadTokens,
+      cacheWriteTokens: u.cacheWriteTokens + r.usage.cacheWriteTokens,
+    }),
+    { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+  );
   const ms = done.map((r) => r.totalMs).sort((a, b) => a - b);
   const errors = new Map<string, number>();
-  for (const r of done) if (r.error && r.status !== "completed") {
-    const e = r.error.split("\n")[0]!.trim().slice(0, 200);
-    errors.set(e, (errors.get(e) ?? 0) + 1);
-  }
+  for (const r of done)
+    if (r.error && r.status !== "completed") {
+      const e = r.error.split("\n")[0]!.trim().slice(0, 200);
+      errors.set(e, (errors.get(e) ?? 0) + 1);
+    }
   return {
     batchId: st.batchId,
     ...(st.name ? { name: st.name } : {}),
@@ -53,10 +63,17 @@ export function summarizeBatch(st: BatchStatus, tasks: Record<string, string> = 
     total: st.total,
     counts: st.counts,
     verify: { verified: st.verified, unverified: st.unverified, none: st.total - st.verified - st.unverified },
-    costUsd: { latest: round(done.reduce((s, r) => s + r.costUsd, 0)), all: round(st.spentUsd), ...(st.budgetUsd !== undefined ? { budget: st.budgetUsd } : {}) },
+    costUsd: {
+      latest: round(done.reduce((s, r) => s + r.costUsd, 0)),
+      all: round(st.spentUsd),
+      ...(st.budgetUsd !== undefined ? { budget: st.budgetUsd } : {}),
+    },
     tokens,
     jobMs: { p50: percentile(ms, 50), p95: percentile(ms, 95), max: ms.at(-1) ?? 0 },
-    errors: [...errors].sort((a, b) => b[1] - a[1]).slice(0, 10).map(([error, count]) => ({ error, count })),
+    errors: [...errors]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 10)
+      .map(([error, count]) => ({ error, count })),
     jobs: jobs.map((j) => ({ ...j, ...(tasks[j.line] !== undefined ? { task: tasks[j.line] } : {}) })),
   };
 }
@@ -75,7 +92,9 @@ const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
 /** The summary as Markdown (summary.md), every cell from a job or a task escaped. */
 export function summaryMarkdown(s: BatchSummary): string {
-  const counts = JOB_STATUSES.filter((k) => s.counts[k]).map((k) => `${k} ${s.counts[k]}`).join(", ");
+  const counts = JOB_STATUSES.filter((k) => s.counts[k])
+    .map((k) => `${k} ${s.counts[k]}`)
+    .join(", ");
   const lines = [
     `# Batch ${mdCell(s.batchId)}${s.name && s.name !== s.batchId ? ` (${mdCell(s.name)})` : ""}`,
     "",
@@ -88,14 +107,28 @@ export function summaryMarkdown(s: BatchSummary): string {
     "",
   ];
   if (s.errors.length) {
-    lines.push("## Most common errors", "", "| Count | Error |", "| ---: | --- |", ...s.errors.map((e) => `| ${e.count} | ${mdCell(e.error, 200)} |`), "");
+    lines.push(
+      "## Most common errors",
+      "",
+      "| Count | Error |",
+      "| ---: | --- |",
+      ...s.errors.map((e) => `| ${e.count} | ${mdCell(e.error, 200)} |`),
+      "",
+    );
   }
-  lines.push("## Jobs", "", "| Line | Job | Status | Verified | Cost | Tokens in / out / cache read | Time | Task | Error |", "| ---: | --- | --- | --- | ---: | --- | ---: | --- | --- |");
+  lines.push(
+    "## Jobs",
+    "",
+    "| Line | Job | Status | Verified | Cost | Tokens in / out / cache read | Time | Task | Error |",
+    "| ---: | --- | --- | --- | ---: | --- | ---: | --- | --- |",
+  );
   for (const j of s.jobs) {
     const r = j.result;
     const v = r?.verified === undefined ? "" : r.verified ? "yes" : "no";
     const tok = r ? `${r.usage.inputTokens} / ${r.usage.outputTokens} / ${r.usage.cacheReadTokens}` : "";
-    lines.push(`| ${j.line} | ${mdCell(j.jobId)} | ${r ? r.status : j.state} | ${v} | ${r ? usd(r.costUsd) : ""} | ${tok} | ${r ? secs(r.totalMs) : ""} | ${mdCell(j.task ?? "", 80)} | ${mdCell(r?.error ?? "", 120)} |`);
+    lines.push(
+      `| ${j.line} | ${mdCell(j.jobId)} | ${r ? r.status : j.state} | ${v} | ${r ? usd(r.costUsd) : ""} | ${tok} | ${r ? secs(r.totalMs) : ""} | ${mdCell(j.task ?? "", 80)} | ${mdCell(r?.error ?? "", 120)} |`,
+    );
   }
   return lines.join("\n") + "\n";
 }

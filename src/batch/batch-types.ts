@@ -52,7 +52,10 @@ export interface BatchStatus {
 }
 
 /** A batch as listBatches shows it: its status without the counts by status. */
-export type BatchListEntry = Pick<BatchStatus, "batchId" | "name" | "createdAt" | "finishedAt" | "total" | "done" | "spentUsd" | "budgetUsd" | "cancelled">;
+export type BatchListEntry = Pick<
+  BatchStatus,
+  "batchId" | "name" | "createdAt" | "finishedAt" | "total" | "done" | "spentUsd" | "budgetUsd" | "cancelled"
+>;
 
 /** How submitBatch names and bounds a batch. */
 export interface SubmitBatchOptions {
@@ -146,14 +149,20 @@ export interface WriteOutOptions {
 
 /** No batch of that id in the queue (or no longer: it is kept as long as its jobs). */
 export class BatchNotFoundError extends PatchbayError {
-  constructor(readonly batchId: string, readonly queueName: string) {
+  constructor(
+    readonly batchId: string,
+    readonly queueName: string,
+  ) {
     super("not-found", `no batch ${batchId} in queue ${queueName}`);
   }
 }
 
 /** A batch name reused for other specs. */
 export class BatchConflictError extends PatchbayError {
-  constructor(readonly batchId: string, readonly queueName: string) {
+  constructor(
+    readonly batchId: string,
+    readonly queueName: string,
+  ) {
     super("conflict", `batch ${batchId} already exists in queue ${queueName} with other jobs; use another --name`);
   }
 }
@@ -161,7 +170,8 @@ export class BatchConflictError extends PatchbayError {
 const BATCH_ID_RE = /^[A-Za-z0-9_.-]{1,96}$/;
 
 export function checkBatchName(name: string): string {
-  if (!BATCH_ID_RE.test(name) || name === "." || name === "..") throw new JobSpecError(`batch name must be 1-96 characters from A-Z a-z 0-9 _ . - (got ${JSON.stringify(name)})`);
+  if (!BATCH_ID_RE.test(name) || name === "." || name === "..")
+    throw new JobSpecError(`batch name must be 1-96 characters from A-Z a-z 0-9 _ . - (got ${JSON.stringify(name)})`);
   return name;
 }
 

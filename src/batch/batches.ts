@@ -8,7 +8,14 @@ import { Job } from "bullmq";
 import { keys } from "../queue/keys.js";
 import { defaultClient, type JobData, type PatchbayClient } from "../queue/client.js";
 import { credentialsProblem, jobOptions, prepareSpecs } from "../queue/enqueue-spec.js";
-import { emptyResult, JOB_STATUSES, JobSpecError, type JobResult, type JobSpec, type JobStatus } from "../core/spec/spec.js";
+import {
+  emptyResult,
+  JOB_STATUSES,
+  JobSpecError,
+  type JobResult,
+  type JobSpec,
+  type JobStatus,
+} from "../core/spec/spec.js";
 import { batchHash, type BatchLine } from "./batch-file.js";
 import { batchKeys, PARTS, recordFinished, scripted, type JobSummary } from "../queue/batch-index.js";
 import { summarizeBatch, type BatchSummary } from "./batch-summary.js";
@@ -19,7 +26,21 @@ export { mdCell, summarizeBatch, summaryMarkdown, type BatchSummary } from "./ba
 
 export * from "./batch-types.js";
 export { LineProvenanceError } from "../queue/batch-provenance.js";
-import { BatchConflictError, BatchNotFoundError, checkBatchName, type BatchJob, type BatchListEntry, type BatchStatus, type BatchStatusOptions, type ListBatchesOptions, type RetryBatchOptions, type SubmitBatchOptions, type SubmitBatchResult, type WaitForBatchOptions, type WriteOutOptions } from "./batch-types.js";
+import {
+  BatchConflictError,
+  BatchNotFoundError,
+  checkBatchName,
+  type BatchJob,
+  type BatchListEntry,
+  type BatchStatus,
+  type BatchStatusOptions,
+  type ListBatchesOptions,
+  type RetryBatchOptions,
+  type SubmitBatchOptions,
+  type SubmitBatchResult,
+  type WaitForBatchOptions,
+  type WriteOutOptions,
+} from "./batch-types.js";
 import { enqueueSpans } from "../observability/trace.js";
 import { batchJobId, isLineNumber } from "../core/line-id.js";
 import { writeBatchOut } from "./batch-out.js";
@@ -40,7 +61,10 @@ const retryOf = (jobId: string) => Number(/-r(\d+)$/.exec(jobId)?.[1] ?? 0);
 const num = (s: string | undefined) => (s === undefined || s === "" ? undefined : Number(s));
 
 function fromMeta(batchId: string, m: Record<string, string>, running: number): BatchStatus {
-  const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(m[`n:${s}`] ?? 0)])) as Record<JobStatus, number>;
+  const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(m[`n:${s}`] ?? 0)])) as Record<
+    JobStatus,
+    number
+  >;
   const total = Number(m.total ?? 0);
   const done = Number(m.done ?? 0);
   return {
@@ -61,7 +85,6 @@ function fromMeta(batchId: string, m: Record<string, string>, running: number): 
   };
 }
 
-
 /** Batches through one PatchbayClient (its Redis, its queue). */
 export class BatchClient {
   /** `c`: the client whose Redis and queue the batches live on. */
@@ -79,20 +102,34 @@ export class BatchClient {
   submit(inputs: unknown[] | BatchLine[], opts: SubmitBatchOptions = {}): Promise<SubmitBatchResult> {
     let lines: BatchLine[];
     try {
-      if (opts.budgetUsd !== undefined && !(Number.isFinite(opts.budgetUsd) && opts.budgetUsd > 0)) throw new JobSpecError(`budgetUsd must be a positive number (got ${opts.budgetUsd})`);
-      lines = isBatchLines(inputs) ? inputs : prepareSpecs(inputs).map((spec, i) => ({ line: opts.lines?.[i] ?? i + 1, spec }));
+      if (opts.budgetUsd !== undefined && !(Number.isFinite(opts.budgetUsd) && opts.budgetUsd > 0))
+        throw new JobSpecError(`budgetUsd must be a positive number (got ${opts.budgetUsd})`);
+      lines = isBatchLines(inputs)
+        ? inputs
+        : prepareSpecs(inputs).map((spec, i) => ({ line: opts.lines?.[i] ?? i + 1, spec }));
       // Lines made elsewhere than prepareSpecs too: a token in a git URL never reaches Redis.
       const withToken = lines.find(({ spec }) => credentialsProblem(spec));
       if (withToken) throw new JobSpecError(`line ${withToken.line}: ${credentialsProblem(withToken.spec)}`);
       if (!lines.length) throw new JobSpecError("a batch needs at least one job");
       // A USD budget is held by the jobs' costs: a model whose price is unknown would spend nothing.
-      const unpriced = opts.budgetUsd === undefined ? undefined : lines.find(({ spec }) => usdBudgetProblem(spec.model ?? this.c.defaultModel, opts.budgetUsd));
-      if (unpriced) throw new JobSpecError(`line ${unpriced.line}: the batch's ${usdBudgetProblem(unpriced.spec.model ?? this.c.defaultModel, opts.budgetUsd)!.replace(/^budget\.usd: /, "USD budget: ")}`);
-      if (new Set(lines.map((l) => l.line)).size !== lines.length) throw new JobSpecError("two specs of a batch have the same line");
+      const unpriced =
+        opts.budgetUsd === undefined
+          ? undefined
+          : lines.find(({ spec }) => usdBudgetProblem(spec.model ?? this.c.defaultModel, opts.budgetUsd));
+      if (unpriced)
+        throw new JobSpecError(
+          `line ${unpriced.line}: the batch's ${usdBudgetProblem(unpriced.spec.model ?? this.c.defaultModel, opts.budgetUsd)!.replace(/^budget\.usd: /, "USD budget: ")}`,
+        );
+      if (new Set(lines.map((l) => l.line)).size !== lines.length)
+        throw new JobSpecError("two specs of a batch have the same line");
       const badLine = lines.find((l) => !isLineNumber(l.line));
-      if (badLine) throw new JobSpecError(`a batch's lines are whole numbers from 1 (got ${JSON.stringify(badLine.line)})`);
+      if (badLine)
+        throw new JobSpecError(`a batch's lines are whole numbers from 1 (got ${JSON.stringify(badLine.line)})`);
       // The job id comes from the batch: a spec's own jobId is not used.
-      lines = lines.map(({ line, spec }) => ({ line, spec: spec.jobId ? (({ jobId: _, ...rest }) => rest)(spec) : spec }));
+      lines = lines.map(({ line, spec }) => ({
+        line,
+        spec: spec.jobId ? (({ jobId: _, ...rest }) => rest)(spec) : spec,
+      }));
       if (opts.name !== undefined) checkBatchName(opts.name);
     } catch (err) {
       return Promise.reject(err);
@@ -106,12 +143,17 @@ export class BatchClient {
       if (existing && existing !== hash) throw new BatchConflictError(batchId, this.c.queueName);
       const now = Date.now();
       const m = r.multi();
-      m.hsetnx(bk.meta, "hash", hash).hsetnx(bk.meta, "createdAt", String(now)).hsetnx(bk.meta, "total", String(lines.length));
+      m.hsetnx(bk.meta, "hash", hash)
+        .hsetnx(bk.meta, "createdAt", String(now))
+        .hsetnx(bk.meta, "total", String(lines.length));
       if (opts.name) m.hsetnx(bk.meta, "name", opts.name);
       if (opts.budgetUsd !== undefined) m.hset(bk.meta, "budgetUsd", String(opts.budgetUsd));
       m.zadd(keys(this.c.queueName).batches, "NX", now, batchId);
       // Each line's spec hash: what a job under the line's id must carry to be taken as the line's.
-      for (const { line, spec } of lines) m.hsetnx(bk.lines, String(line), batchJobId(batchId, line)).hsetnx(bk.tasks, String(line), spec.task.slice(0, 200)).hsetnx(bk.specs, String(line), specHash(spec));
+      for (const { line, spec } of lines)
+        m.hsetnx(bk.lines, String(line), batchJobId(batchId, line))
+          .hsetnx(bk.tasks, String(line), spec.task.slice(0, 200))
+          .hsetnx(bk.specs, String(line), specHash(spec));
       for (const p of PARTS) m.expire(bk[p], this.c.retentionSec);
       m.hget(bk.meta, "hash");
       const res = (await m.exec()) ?? [];
@@ -120,23 +162,40 @@ export class BatchClient {
       // Lines not retried yet whose job is not in the queue: (re)add them.
       const first = lines.filter(({ line }) => latest[line] === batchJobId(batchId, line));
       // A job already under a line's id is the line's only if the batch made it (a resubmit after a crash).
-      const seen = await this.lineJobs(batchId, first.map(({ line }) => ({ line, jobId: batchJobId(batchId, line) })));
+      const seen = await this.lineJobs(
+        batchId,
+        first.map(({ line }) => ({ line, jobId: batchJobId(batchId, line) })),
+      );
       const todo = first.filter((_, i) => !seen.exists[i]);
       if (todo.length) {
         // Each line's job carries its own enqueue span's context (src/observability/trace.ts), as enqueue's do.
         await enqueueSpans(this.c.queueName, todo.length, async (traces) =>
-          (await this.c.queue.addBulk(
-            todo.map(({ line, spec }, i) => ({
-              name: "fix",
-              data: { spec, enqueuedAt: now, batch: { id: batchId, line }, origin: this.c.origin, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData,
-              opts: { ...jobOptions(spec), jobId: batchJobId(batchId, line) },
-            })),
-          )).map((j) => j.id!),
+          (
+            await this.c.queue.addBulk(
+              todo.map(({ line, spec }, i) => ({
+                name: "fix",
+                data: {
+                  spec,
+                  enqueuedAt: now,
+                  batch: { id: batchId, line },
+                  origin: this.c.origin,
+                  ...(traces[i] ? { trace: traces[i] } : {}),
+                } satisfies JobData,
+                opts: { ...jobOptions(spec), jobId: batchJobId(batchId, line) },
+              })),
+            )
+          ).map((j) => j.id!),
         );
       }
       await r.hset(bk.meta, "submitted", "1");
-      await this.c.confirmEnqueued(todo.map(({ line }) => batchJobId(batchId, line)), "submit the batch again (only what is missing is added)");
-      await this.lineJobs(batchId, todo.map(({ line }) => ({ line, jobId: batchJobId(batchId, line) }))); // one put there as they were added
+      await this.c.confirmEnqueued(
+        todo.map(({ line }) => batchJobId(batchId, line)),
+        "submit the batch again (only what is missing is added)",
+      );
+      await this.lineJobs(
+        batchId,
+        todo.map(({ line }) => ({ line, jobId: batchJobId(batchId, line) })),
+      ); // one put there as they were added
       return { batchId, ids: lines.map(({ line }) => latest[line] ?? batchJobId(batchId, line)), added: todo.length };
     });
   }
@@ -147,12 +206,26 @@ export class BatchClient {
       const bk = this.bk(batchId);
       const r = this.c.redis;
       if (!opts.jobs) {
-        const [[, meta], [, running]] = (await r.multi().hgetall(bk.meta).hlen(bk.started).exec()) as [[null, Record<string, string>], [null, number]];
+        const [[, meta], [, running]] = (await r.multi().hgetall(bk.meta).hlen(bk.started).exec()) as [
+          [null, Record<string, string>],
+          [null, number],
+        ];
         if (!meta.createdAt) throw new BatchNotFoundError(batchId, this.c.queueName);
         return fromMeta(batchId, meta, running);
       }
-      const res = (await r.multi().hgetall(bk.meta).hgetall(bk.lines).hgetall(bk.results).hgetall(bk.started).exec()) as [null, Record<string, string>][];
-      const [meta, lines, results, started] = res.map(([, v]) => v) as [Record<string, string>, Record<string, string>, Record<string, string>, Record<string, string>];
+      const res = (await r
+        .multi()
+        .hgetall(bk.meta)
+        .hgetall(bk.lines)
+        .hgetall(bk.results)
+        .hgetall(bk.started)
+        .exec()) as [null, Record<string, string>][];
+      const [meta, lines, results, started] = res.map(([, v]) => v) as [
+        Record<string, string>,
+        Record<string, string>,
+        Record<string, string>,
+        Record<string, string>,
+      ];
       if (!meta.createdAt) throw new BatchNotFoundError(batchId, this.c.queueName);
       const jobs: BatchJob[] = [];
       for (const [line, jobId] of Object.entries(lines)) {
@@ -184,7 +257,17 @@ export class BatchClient {
         const m = metas[i]!;
         if (!m.createdAt) return void gone.push(batchId); // expired
         const s = fromMeta(batchId, m, 0);
-        out.push({ batchId, ...(s.name ? { name: s.name } : {}), createdAt: s.createdAt, ...(s.finishedAt ? { finishedAt: s.finishedAt } : {}), total: s.total, done: s.done, spentUsd: s.spentUsd, ...(s.budgetUsd !== undefined ? { budgetUsd: s.budgetUsd } : {}), cancelled: s.cancelled });
+        out.push({
+          batchId,
+          ...(s.name ? { name: s.name } : {}),
+          createdAt: s.createdAt,
+          ...(s.finishedAt ? { finishedAt: s.finishedAt } : {}),
+          total: s.total,
+          done: s.done,
+          spentUsd: s.spentUsd,
+          ...(s.budgetUsd !== undefined ? { budgetUsd: s.budgetUsd } : {}),
+          cancelled: s.cancelled,
+        });
       });
       if (gone.length) await this.c.redis.zrem(zkey, ...gone);
       return out;
@@ -217,7 +300,9 @@ export class BatchClient {
     return this.c.hold(async () => {
       const st = await this.status(batchId, { jobs: true });
       // `lines`: those lines, whatever their status (a campaign's changesets in conflict ran fine).
-      const chosen = st.jobs!.filter((j) => j.result && (opts.lines ? opts.lines.includes(j.line) : statuses.has(j.result.status)));
+      const chosen = st.jobs!.filter(
+        (j) => j.result && (opts.lines ? opts.lines.includes(j.line) : statuses.has(j.result.status)),
+      );
       const bk = this.bk(batchId);
       const now = Date.now();
       const add: { line: number; oldId: string; newId: string; spec: JobSpec; origin: JobOrigin }[] = [];
@@ -232,25 +317,45 @@ export class BatchClient {
         }
         // The operator's own line stays the operator's; the API's (or one that does not say) never becomes it.
         const origin = old.data.origin === "operator" && this.c.origin === "operator" ? "operator" : "api";
-        add.push({ line: j.line, oldId: j.jobId, newId: batchJobId(batchId, j.line, retryOf(j.jobId) + 1), spec: old.data.spec, origin });
+        add.push({
+          line: j.line,
+          oldId: j.jobId,
+          newId: batchJobId(batchId, j.line, retryOf(j.jobId) + 1),
+          spec: old.data.spec,
+          origin,
+        });
       }
       const fresh = add.map(({ line, newId }) => ({ line, jobId: newId }));
       await this.lineJobs(batchId, fresh); // a job already under a retry's id is taken only if it is the line's own
       if (add.length) {
         await enqueueSpans(this.c.queueName, add.length, async (traces) =>
-          (await this.c.queue.addBulk(
-            add.map(({ line, newId, spec, origin }, i) => ({
-              name: "fix",
-              data: { spec, enqueuedAt: now, batch: { id: batchId, line }, origin, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData,
-              opts: { ...jobOptions(spec), jobId: newId },
-            })),
-          )).map((j) => j.id!),
+          (
+            await this.c.queue.addBulk(
+              add.map(({ line, newId, spec, origin }, i) => ({
+                name: "fix",
+                data: {
+                  spec,
+                  enqueuedAt: now,
+                  batch: { id: batchId, line },
+                  origin,
+                  ...(traces[i] ? { trace: traces[i] } : {}),
+                } satisfies JobData,
+                opts: { ...jobOptions(spec), jobId: newId },
+              })),
+            )
+          ).map((j) => j.id!),
         );
         // One put there as they were added: its line is not switched to it.
         const raced = await this.lineJobs(batchId, fresh, { throw: false });
         const s = scripted(this.c.redis);
         await this.c.redis.hdel(bk.meta, "cancelled");
-        await Promise.all(add.filter((a) => !raced.some((p) => p.jobId === a.newId)).map(({ line, oldId, newId }) => s.pbBatchSwitch(bk.meta, bk.lines, bk.results, String(line), oldId, newId)));
+        await Promise.all(
+          add
+            .filter((a) => !raced.some((p) => p.jobId === a.newId))
+            .map(({ line, oldId, newId }) =>
+              s.pbBatchSwitch(bk.meta, bk.lines, bk.results, String(line), oldId, newId),
+            ),
+        );
         if (raced.length) throw new LineProvenanceError(batchId, raced);
       }
       return { ids: add.map((a) => a.newId), missing };
@@ -273,13 +378,21 @@ export class BatchClient {
     for (;;) {
       opts.signal?.throwIfAborted();
       const st = await this.readOrRetry(() => this.status(batchId));
-      const ids = await this.readOrRetry(() => this.c.hold(() => this.c.redis.lrange(bk.finished, cursor, cursor + 999)));
+      const ids = await this.readOrRetry(() =>
+        this.c.hold(() => this.c.redis.lrange(bk.finished, cursor, cursor + 999)),
+      );
       cursor += ids.length;
-      const summaries = ids.length ? await this.readOrRetry(() => this.c.hold(() => this.c.redis.hmget(bk.results, ...ids))) : [];
-      let finished = ids.flatMap((jobId, i) => (summaries[i] ? [{ jobId, result: JSON.parse(summaries[i]) as JobSummary }] : []));
+      const summaries = ids.length
+        ? await this.readOrRetry(() => this.c.hold(() => this.c.redis.hmget(bk.results, ...ids)))
+        : [];
+      let finished = ids.flatMap((jobId, i) =>
+        summaries[i] ? [{ jobId, result: JSON.parse(summaries[i]) as JobSummary }] : [],
+      );
       if (finished.length) {
         // Only each line's latest job: not the attempts a retry replaced (a second wait after a retry).
-        const latest = await this.readOrRetry(() => this.c.hold(() => this.c.redis.hmget(bk.lines, ...finished.map((f) => String(f.result.line)))));
+        const latest = await this.readOrRetry(() =>
+          this.c.hold(() => this.c.redis.hmget(bk.lines, ...finished.map((f) => String(f.result.line)))),
+        );
         finished = finished.filter((f, i) => latest[i] === f.jobId);
       }
       opts.onProgress?.({ status: st, finished });
@@ -327,14 +440,36 @@ export class BatchClient {
             result = emptyResult("failed", new LineProvenanceError(batchId, [notOurs]).message, { jobId: j.jobId });
           } else if (state === "failed") {
             const job = await Job.fromId<JobData, JobResult>(this.c.queue, j.jobId);
-            result = emptyResult("failed", job?.failedReason ?? "the job failed", { jobId: j.jobId, ...(job ? { attempt: Math.max(1, job.attemptsMade) } : {}) });
-          } else if ((state === "completed" || (state === "unknown" && meta === "1")) && (suspects.get(j.jobId) ?? 0) >= 1) {
+            result = emptyResult("failed", job?.failedReason ?? "the job failed", {
+              jobId: j.jobId,
+              ...(job ? { attempt: Math.max(1, job.attemptsMade) } : {}),
+            });
+          } else if (
+            (state === "completed" || (state === "unknown" && meta === "1")) &&
+            (suspects.get(j.jobId) ?? 0) >= 1
+          ) {
             const job = state === "completed" ? await Job.fromId<JobData, JobResult>(this.c.queue, j.jobId) : undefined;
-            result = job?.returnvalue ?? emptyResult("failed", `job ${j.jobId} is not in queue ${this.c.queueName} (removed?)`, { jobId: j.jobId });
+            result =
+              job?.returnvalue ??
+              emptyResult("failed", `job ${j.jobId} is not in queue ${this.c.queueName} (removed?)`, {
+                jobId: j.jobId,
+              });
           } else if (state === "completed" || state === "unknown") {
             suspects.set(j.jobId, (suspects.get(j.jobId) ?? 0) + 1);
           }
-          if (result && (await recordFinished(this.c.redis, this.c.queueName, { id: batchId, line: j.line }, j.jobId, result.attempt ?? 1, result, { ttlSec: this.c.retentionSec, onlyIfAbsent: true }))) fixed++;
+          if (
+            result &&
+            (await recordFinished(
+              this.c.redis,
+              this.c.queueName,
+              { id: batchId, line: j.line },
+              j.jobId,
+              result.attempt ?? 1,
+              result,
+              { ttlSec: this.c.retentionSec, onlyIfAbsent: true },
+            ))
+          )
+            fixed++;
         }),
       );
       return fixed;
@@ -365,9 +500,25 @@ export class BatchClient {
    */
   async lineJobs(batchId: string, entries: readonly LineRef[]): Promise<LineJobs>;
   /** The same, with `{ throw: false }`: the jobs that are not the lines' own, as a list. */
-  async lineJobs(batchId: string, entries: readonly LineRef[], o: LineJobsOptions & { throw: false }): Promise<LineJobs["problems"]>;
-  async lineJobs(batchId: string, entries: readonly LineRef[], o: LineJobsOptions = {}): Promise<LineJobs | LineJobs["problems"]> {
-    const read = await this.c.hold(() => readLineJobs(this.c.redis, this.c.queue, this.bk(batchId).specs, batchId, entries.map(({ line, jobId }) => ({ line, jobId }))));
+  async lineJobs(
+    batchId: string,
+    entries: readonly LineRef[],
+    o: LineJobsOptions & { throw: false },
+  ): Promise<LineJobs["problems"]>;
+  async lineJobs(
+    batchId: string,
+    entries: readonly LineRef[],
+    o: LineJobsOptions = {},
+  ): Promise<LineJobs | LineJobs["problems"]> {
+    const read = await this.c.hold(() =>
+      readLineJobs(
+        this.c.redis,
+        this.c.queue,
+        this.bk(batchId).specs,
+        batchId,
+        entries.map(({ line, jobId }) => ({ line, jobId })),
+      ),
+    );
     if (o.throw === false) return read.problems;
     if (read.problems.length) throw new LineProvenanceError(batchId, read.problems);
     return read;
@@ -389,7 +540,10 @@ export interface LineJobsOptions {
 }
 
 function isBatchLines(x: unknown[]): x is BatchLine[] {
-  return x.length > 0 && x.every((e) => e !== null && typeof e === "object" && "line" in e && "spec" in e && Object.keys(e).length === 2);
+  return (
+    x.length > 0 &&
+    x.every((e) => e !== null && typeof e === "object" && "line" in e && "spec" in e && Object.keys(e).length === 2)
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,14 @@ import type { SubmitBatchResult } from "../batch/batch-types.js";
 import type { Campaign } from "./file.js";
 import { publishContext, type PublishContext } from "./context.js";
 import { defaultCacheDir, publishCampaign, type PublishOptions, type PublishReport } from "./publish.js";
-import { campaignStatus, closeCampaign, trackCampaign, type CampaignStatus, type CloseReport, type TrackReport } from "./track.js";
+import {
+  campaignStatus,
+  closeCampaign,
+  trackCampaign,
+  type CampaignStatus,
+  type CloseReport,
+  type TrackReport,
+} from "./track.js";
 import { writeCampaignSummary, type CampaignSummary } from "./summary.js";
 import { planRetry } from "./plan.js";
 import { scheduleTracking, startTracker, unscheduleTracking } from "./tracker.js";
@@ -27,8 +34,15 @@ export interface CampaignClientOptions {
 export class CampaignClient {
   readonly ctx: PublishContext;
 
-  constructor(readonly c: PatchbayClient, readonly config: Config, private readonly opts: CampaignClientOptions = {}) {
-    this.ctx = publishContext(c, config, { cacheDir: opts.cacheDir ?? defaultCacheDir(config.hostEnv), ...(opts.onWait ? { onWait: opts.onWait } : {}) });
+  constructor(
+    readonly c: PatchbayClient,
+    readonly config: Config,
+    private readonly opts: CampaignClientOptions = {},
+  ) {
+    this.ctx = publishContext(c, config, {
+      cacheDir: opts.cacheDir ?? defaultCacheDir(config.hostEnv),
+      ...(opts.onWait ? { onWait: opts.onWait } : {}),
+    });
   }
 
   private get connection(): ConnectionOptions {
@@ -37,9 +51,22 @@ export class CampaignClient {
 
   /** Enqueues the campaign's jobs (idempotent, as a batch named after it) and stores its settings. */
   async submit(campaign: Campaign): Promise<SubmitBatchResult> {
-    const r = await this.ctx.batches.submit(campaign.lines, { name: campaign.name, ...(campaign.budgetUsd !== undefined ? { budgetUsd: campaign.budgetUsd } : {}), lines: campaign.lines.map((l) => l.line) });
-    const createdAt = await this.ctx.store.def(campaign.name).then((d) => d.createdAt, () => Date.now());
-    await this.ctx.store.saveDef({ name: campaign.name, createdAt, ...(campaign.budgetUsd !== undefined ? { budgetUsd: campaign.budgetUsd } : {}), publish: campaign.publish, repos: campaign.repos });
+    const r = await this.ctx.batches.submit(campaign.lines, {
+      name: campaign.name,
+      ...(campaign.budgetUsd !== undefined ? { budgetUsd: campaign.budgetUsd } : {}),
+      lines: campaign.lines.map((l) => l.line),
+    });
+    const createdAt = await this.ctx.store.def(campaign.name).then(
+      (d) => d.createdAt,
+      () => Date.now(),
+    );
+    await this.ctx.store.saveDef({
+      name: campaign.name,
+      createdAt,
+      ...(campaign.budgetUsd !== undefined ? { budgetUsd: campaign.budgetUsd } : {}),
+      publish: campaign.publish,
+      repos: campaign.repos,
+    });
     return r;
   }
 
@@ -49,9 +76,14 @@ export class CampaignClient {
 
   /** Publishes, then (unless a dry run or trackEveryMs is 0) schedules tracking while changesets are open. */
   async publish(id: string, opts: PublishOptions = {}): Promise<PublishReport> {
-    const r = await this.c.hold(() => (opts.dryRun ? publishCampaign(this.ctx, id, opts) : this.ctx.store.withLock(id, "campaign publish", () => publishCampaign(this.ctx, id, opts))));
+    const r = await this.c.hold(() =>
+      opts.dryRun
+        ? publishCampaign(this.ctx, id, opts)
+        : this.ctx.store.withLock(id, "campaign publish", () => publishCampaign(this.ctx, id, opts)),
+    );
     const every = this.opts.trackEveryMs ?? this.config.trackEveryMs;
-    if (!opts.dryRun && every !== 0 && r.changesets.some((c) => c.state === "draft" || c.state === "open")) await scheduleTracking(this.connection, this.c.queueName, id, every);
+    if (!opts.dryRun && every !== 0 && r.changesets.some((c) => c.state === "draft" || c.state === "open"))
+      await scheduleTracking(this.connection, this.c.queueName, id, every);
     return r;
   }
 
@@ -69,7 +101,10 @@ export class CampaignClient {
    * Runs again, as new jobs of the campaign's batch, the lines whose changeset is in one of
    * `states` (e.g. conflict: on the target's new tip) or whose latest job ended with one of `statuses`.
    */
-  async retry(id: string, o: { states?: readonly "conflict"[]; statuses?: readonly JobStatus[] }): Promise<{ ids: string[]; missing: number[] }> {
+  async retry(
+    id: string,
+    o: { states?: readonly "conflict"[]; statuses?: readonly JobStatus[] },
+  ): Promise<{ ids: string[]; missing: number[] }> {
     const st = await this.status(id);
     const reruns = planRetry(st.changesets, st.batch.jobs ?? [], o);
     if (!reruns.length) return { ids: [], missing: [] };

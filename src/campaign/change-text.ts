@@ -12,15 +12,31 @@ import { branchProblem } from "./publish-settings.js";
 type Repo = CampaignDef["repos"][number];
 
 /** The values a title, body or commit message template may use. */
-export function outcomeValues(def: CampaignDef, repo: Repo, jobId: string, r: JobResult, spec: { task: string; verify?: string }): Record<string, string> {
+export function outcomeValues(
+  def: CampaignDef,
+  repo: Repo,
+  jobId: string,
+  r: JobResult,
+  spec: { task: string; verify?: string },
+): Record<string, string> {
   const summary = inert(r.summary?.trim() || "(the model left no summary)");
-  const transcript = def.publish.transcriptUrl ? render(def.publish.transcriptUrl, { ...repo.vars, ...repoValues(repo, def.name), jobId }) : `\`patchbay result ${jobId} --out DIR\` (DIR/transcript.html)`;
+  const transcript = def.publish.transcriptUrl
+    ? render(def.publish.transcriptUrl, { ...repo.vars, ...repoValues(repo, def.name), jobId })
+    : `\`patchbay result ${jobId} --out DIR\` (DIR/transcript.html)`;
   const verify = r.verify ? `exit ${r.verify.exitCode} (${r.verified ? "passed" : "failed"})` : "no verify ran";
   return {
-    ...repo.vars, ...repoValues(repo, def.name),
-    task: inert(spec.task.trim()).slice(0, 2000), summary: summary.slice(0, 20_000), summaryLine: summary.split("\n")[0]!.slice(0, 120),
-    verify: spec.verify ?? "(none)", verifyResult: r.verified === undefined ? verify : r.verified ? verify : `${verify} — published unverified`,
-    diffstat: inert(r.diffstat).slice(0, 20_000), costUsd: r.costUsd.toFixed(4), jobId, transcript, verified: String(r.verified === true),
+    ...repo.vars,
+    ...repoValues(repo, def.name),
+    task: inert(spec.task.trim()).slice(0, 2000),
+    summary: summary.slice(0, 20_000),
+    summaryLine: summary.split("\n")[0]!.slice(0, 120),
+    verify: spec.verify ?? "(none)",
+    verifyResult: r.verified === undefined ? verify : r.verified ? verify : `${verify} — published unverified`,
+    diffstat: inert(r.diffstat).slice(0, 20_000),
+    costUsd: r.costUsd.toFixed(4),
+    jobId,
+    transcript,
+    verified: String(r.verified === true),
   };
 }
 

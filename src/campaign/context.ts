@@ -35,7 +35,11 @@ export interface PublishContext {
   onWait?: (w: ForgeWait) => void;
 }
 
-export function publishContext(client: PatchbayClient, config: Config, o: { cacheDir: string; onWait?: (w: ForgeWait) => void }): PublishContext {
+export function publishContext(
+  client: PatchbayClient,
+  config: Config,
+  o: { cacheDir: string; onWait?: (w: ForgeWait) => void },
+): PublishContext {
   const secrets = config.forges.hosts.map((h) => config.forges.token(h.host)).filter((t): t is string => Boolean(t));
   return {
     client,
@@ -45,7 +49,9 @@ export function publishContext(client: PatchbayClient, config: Config, o: { cach
     cacheDir: o.cacheDir,
     async specOf(jobId) {
       const job = await Job.fromId<JobData, JobResult>(client.queue, jobId);
-      return job?.data?.spec ? { task: job.data.spec.task, ...(job.data.spec.verify ? { verify: job.data.spec.verify } : {}) } : undefined;
+      return job?.data?.spec
+        ? { task: job.data.spec.task, ...(job.data.spec.verify ? { verify: job.data.spec.verify } : {}) }
+        : undefined;
     },
     scrub: (text) => scrub(text, secrets),
     forges: new Map(),
@@ -59,9 +65,12 @@ export function forgeOf(ctx: PublishContext, gitUrl: string): RepoForge {
   if (!found) return { kind: "git" };
   const token = ctx.config.forges.token(found.host.host);
   if (!token) return { kind: found.host.kind };
-  const forge = ctx.forges.get(found.host.host) ?? makeForge(found.host, token, ctx.onWait ? { onWait: ctx.onWait } : {});
+  const forge =
+    ctx.forges.get(found.host.host) ?? makeForge(found.host, token, ctx.onWait ? { onWait: ctx.onWait } : {});
   ctx.forges.set(found.host.host, forge);
-  const credential = pushesToForge(gitUrl, found.host) ? { username: forgeGit(found.host.kind).tokenUser, password: token } : undefined;
+  const credential = pushesToForge(gitUrl, found.host)
+    ? { username: forgeGit(found.host.kind).tokenUser, password: token }
+    : undefined;
   return { kind: found.host.kind, api: { forge, repo: found.repo }, ...(credential ? { credential } : {}) };
 }
 

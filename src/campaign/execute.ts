@@ -9,7 +9,17 @@ import { PatchbayError, kindOf } from "../core/errors.js";
 import type { Changeset } from "./changeset.js";
 import { deleteBranch, pushBranch } from "./publish-git.js";
 import type { PublishContext, RepoForge } from "./context.js";
-import { foreignBranch, isNeed, keptBranch, type Decision, type Keep, type Need, type Operation, type Plan, type PlannedChange } from "./plan.js";
+import {
+  foreignBranch,
+  isNeed,
+  keptBranch,
+  type Decision,
+  type Keep,
+  type Need,
+  type Operation,
+  type Plan,
+  type PlannedChange,
+} from "./plan.js";
 
 /** The repository a plan is for. */
 export interface Target {
@@ -63,7 +73,13 @@ export async function execute(ctx: PublishContext, t: Target, plan: Plan): Promi
 }
 
 /** One operation; what ends the plan, or undefined to go on. */
-async function step(ctx: PublishContext, t: Target, plan: Plan, op: Operation, learned: Partial<Changeset>): Promise<Executed | undefined> {
+async function step(
+  ctx: PublishContext,
+  t: Target,
+  plan: Plan,
+  op: Operation,
+  learned: Partial<Changeset>,
+): Promise<Executed | undefined> {
   const failed = Boolean(plan.error);
   switch (op.op) {
     case "nothing":
@@ -73,10 +89,26 @@ async function step(ctx: PublishContext, t: Target, plan: Plan, op: Operation, l
     case "record":
       return { changeset: await save(ctx, t, { ...op.changeset, ...learned }), saved: true, failed };
     case "push": {
-      const pushed = await pushBranch({ ...gitNet(ctx, t), cacheDir: ctx.cacheDir, sha: op.sha, branch: op.branch, expect: op.expect, force: op.force, ...(op.pushOptions ? { pushOptions: op.pushOptions } : {}) });
+      const pushed = await pushBranch({
+        ...gitNet(ctx, t),
+        cacheDir: ctx.cacheDir,
+        sha: op.sha,
+        branch: op.branch,
+        expect: op.expect,
+        force: op.force,
+        ...(op.pushOptions ? { pushOptions: op.pushOptions } : {}),
+      });
       if (pushed.kind !== "foreign") return undefined;
       if (!plan.keep) throw new PatchbayError("internal", "a plan that pushes names no changeset to keep");
-      return { changeset: await save(ctx, t, { ...plan.keep.changeset, reason: foreignBranch(op.branch, pushed.remoteSha), updatedAt: Date.now() }), saved: true, failed };
+      return {
+        changeset: await save(ctx, t, {
+          ...plan.keep.changeset,
+          reason: foreignBranch(op.branch, pushed.remoteSha),
+          updatedAt: Date.now(),
+        }),
+        saved: true,
+        failed,
+      };
     }
     case "open": {
       const api = apiOf(t);
@@ -105,7 +137,11 @@ async function step(ctx: PublishContext, t: Target, plan: Plan, op: Operation, l
 /** The kept changeset, its reason the failure (a PatchbayError's message, else its kind and message), scrubbed and bounded. */
 async function failure(ctx: PublishContext, t: Target, keep: Keep, err: unknown): Promise<Executed> {
   const message = err instanceof PatchbayError ? err.message : `${kindOf(err)}: ${(err as Error).message}`;
-  const c = await save(ctx, t, { ...keep.changeset, reason: `${keep.failure}: ${ctx.scrub(message).slice(0, 500)}`, updatedAt: Date.now() });
+  const c = await save(ctx, t, {
+    ...keep.changeset,
+    reason: `${keep.failure}: ${ctx.scrub(message).slice(0, 500)}`,
+    updatedAt: Date.now(),
+  });
   return { changeset: c, saved: true, failed: true };
 }
 
@@ -117,7 +153,13 @@ export type Reader<S> = (need: Need) => Promise<Partial<S>>;
  * returns with `read`, then carries the plan out. A read that fails where the Need keeps a
  * changeset is the line's failure; elsewhere the command's.
  */
-export async function reconcile<S extends { now: number }>(ctx: PublishContext, t: Target, state: S, plan: (s: S) => Decision, read: Reader<S>): Promise<Executed> {
+export async function reconcile<S extends { now: number }>(
+  ctx: PublishContext,
+  t: Target,
+  state: S,
+  plan: (s: S) => Decision,
+  read: Reader<S>,
+): Promise<Executed> {
   let s = state;
   // Each read fills what was asked, so a planner asks a few times at most; more is a planner's bug.
   for (let asked = 0; asked < 10; asked++) {

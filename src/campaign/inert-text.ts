@@ -17,21 +17,24 @@ export const plainText = (text: string): string => text.replace(/\r\n?/g, "\n").
 // GitHub's closing keywords and GitLab's default pattern (close, closing, fix, fixing, resolve,
 // resolving, implement(s|ed|ing)), an optional colon, whitespace, then a reference (#1,
 // group/proj#1, a URL, a path, JIRA-1, "issue #1", the first of a list): the keyword is broken.
-const CLOSING = /\b(clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?)(?=:?\s+(?:issues?\s+)?(?:[\w./-]*#\d|[A-Z][A-Z0-9_]+-\d|[a-z][a-z0-9+.-]*:\/\/|\.{0,2}\/))/gi;
+const CLOSING =
+  /\b(clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?)(?=:?\s+(?:issues?\s+)?(?:[\w./-]*#\d|[A-Z][A-Z0-9_]+-\d|[a-z][a-z0-9+.-]*:\/\/|\.{0,2}\/))/gi;
 
 /** Text the forge shows and does not act on: no mention, no closing keyword, no HTML, no image, no trailer. */
 export function inert(text: string): string {
-  return plainText(text)
-    .replace(/@(?=[A-Za-z0-9])/g, `@${ZW}`)
-    .replace(CLOSING, `$1${ZW}`)
-    .replace(/<(?=[A-Za-z!/?])/g, `<${ZW}`) // a tag, a comment (hidden from the reviewer), a declaration
-    .replace(/!\[/g, `!${ZW}[`) // an image would load from the model's host when the page is opened
-    // GitLab's quick actions (/approve, /merge, /ready, /label, /target_branch, ...): a line that
-    // starts with a slash and a word is run as a command with the publisher's token (also indented,
-    // or in a quote, for any other forge's reading of it).
-    .replace(/^([ \t>]*)\/(?=[A-Za-z0-9_])/gm, `$1${ZW}/`)
-    // A link reference definition ([x]: url, [^1]: note, [//]: # (x)) renders as nothing: text hidden
-    // from the reviewer. Its `]:` is what makes one, wherever the line starts (a list, a quote).
-    .replace(/\]:/g, `]${ZW}:`)
-    .replace(/^([ \t]*[A-Za-z0-9][A-Za-z0-9-]*)([ \t]*:)(?!\/\/)/gm, `$1${ZW}$2`); // Co-authored-by:, Signed-off-by:
+  return (
+    plainText(text)
+      .replace(/@(?=[A-Za-z0-9])/g, `@${ZW}`)
+      .replace(CLOSING, `$1${ZW}`)
+      .replace(/<(?=[A-Za-z!/?])/g, `<${ZW}`) // a tag, a comment (hidden from the reviewer), a declaration
+      .replace(/!\[/g, `!${ZW}[`) // an image would load from the model's host when the page is opened
+      // GitLab's quick actions (/approve, /merge, /ready, /label, /target_branch, ...): a line that
+      // starts with a slash and a word is run as a command with the publisher's token (also indented,
+      // or in a quote, for any other forge's reading of it).
+      .replace(/^([ \t>]*)\/(?=[A-Za-z0-9_])/gm, `$1${ZW}/`)
+      // A link reference definition ([x]: url, [^1]: note, [//]: # (x)) renders as nothing: text hidden
+      // from the reviewer. Its `]:` is what makes one, wherever the line starts (a list, a quote).
+      .replace(/\]:/g, `]${ZW}:`)
+      .replace(/^([ \t]*[A-Za-z0-9][A-Za-z0-9-]*)([ \t]*:)(?!\/\/)/gm, `$1${ZW}$2`)
+  ); // Co-authored-by:, Signed-off-by:
 }

@@ -34,7 +34,15 @@ export type Operation =
   /** A dry run's line: what would be pushed, listed in the report. */
   | { op: "dry-run"; why: string; planned: PlannedChange }
   /** The branch set to `sha`, leased against `expect` (null: it must not exist yet). */
-  | { op: "push"; why: string; branch: string; sha: string; expect: string | null; force: boolean; pushOptions?: string[] }
+  | {
+      op: "push";
+      why: string;
+      branch: string;
+      sha: string;
+      expect: string | null;
+      force: boolean;
+      pushOptions?: string[];
+    }
   /** A pull request (merge request) opened on the forge. */
   | { op: "open"; why: string; pr: PullRequestInput }
   /** The open pull request's title and body brought up to date. */
@@ -84,13 +92,20 @@ export type Decision = Plan | Need;
 
 export const isNeed = (d: Decision): d is Need => "need" in d;
 
-const record = (changeset: Changeset, why: string, keep?: Keep): Plan => ({ ops: [{ op: "record", why, changeset }], ...(keep ? { keep } : {}) });
-const nothing = (why: string, shown?: Changeset): Plan => ({ ops: [{ op: "nothing", why, ...(shown ? { shown } : {}) }] });
+const record = (changeset: Changeset, why: string, keep?: Keep): Plan => ({
+  ops: [{ op: "record", why, changeset }],
+  ...(keep ? { keep } : {}),
+});
+const nothing = (why: string, shown?: Changeset): Plan => ({
+  ops: [{ op: "nothing", why, ...(shown ? { shown } : {}) }],
+});
 
 /** The reason a changeset keeps when its branch holds a commit patchbay did not push. */
-export const foreignBranch = (branch: string, sha: string) => `branch ${branch} is at ${sha.slice(0, 12)}, a commit patchbay did not push: publish --force replaces it`;
+export const foreignBranch = (branch: string, sha: string) =>
+  `branch ${branch} is at ${sha.slice(0, 12)}, a commit patchbay did not push: publish --force replaces it`;
 /** The reason a closed changeset keeps when its branch was not deleted. */
-export const keptBranch = (branch: string, sha: string) => `branch ${branch} kept: it has commits patchbay did not push (at ${sha.slice(0, 12)})`;
+export const keptBranch = (branch: string, sha: string) =>
+  `branch ${branch} kept: it has commits patchbay did not push (at ${sha.slice(0, 12)})`;
 
 // ---- publish ----
 
@@ -121,8 +136,10 @@ export interface PublishState {
 export function notPublishable(job: BatchJob | undefined, includeUnverified: boolean): string | undefined {
   const r = job?.result;
   if (!job || !r) return `its job has not finished (${job?.state ?? "not enqueued"})`;
-  if (r.status !== "completed") return `its job ended ${r.status}${r.error ? `: ${r.error.split("\n")[0]!.slice(0, 200)}` : ""}`;
-  if (r.verified !== true && !includeUnverified) return `${r.verified === false ? "its verify failed" : "it had no verify"}; publish --include-unverified publishes it marked as such`;
+  if (r.status !== "completed")
+    return `its job ended ${r.status}${r.error ? `: ${r.error.split("\n")[0]!.slice(0, 200)}` : ""}`;
+  if (r.verified !== true && !includeUnverified)
+    return `${r.verified === false ? "its verify failed" : "it had no verify"}; publish --include-unverified publishes it marked as such`;
   if (!r.filesChanged) return "its job changed nothing";
   return undefined;
 }
@@ -132,22 +149,56 @@ export function planPublish(s: PublishState): Decision {
   const d = decidePublish(s);
   if (!s.options.dryRun || isNeed(d)) return d;
   // A dry run records nothing and shows nothing as it stands: it lists what would be pushed.
-  return { ...d, ops: d.ops.map((o): Operation => (o.op === "record" ? { op: "nothing", why: `dry run, not recorded: ${o.why}` } : o.op === "nothing" ? { op: "nothing", why: o.why } : o)) };
+  return {
+    ...d,
+    ops: d.ops.map((o): Operation =>
+      o.op === "record"
+        ? { op: "nothing", why: `dry run, not recorded: ${o.why}` }
+        : o.op === "nothing"
+          ? { op: "nothing", why: o.why }
+          : o,
+    ),
+  };
 }
 
 function decidePublish(s: PublishState): Decision {
   const { prev } = s;
   // Merged and closed are final here: a closed pull request is not opened again behind its closer's back.
-  if (prev && (prev.state === "merged" || prev.state === "closed")) return nothing(`the changeset is ${prev.state}, which is final: it is not published again`, prev);
-  const base: Changeset = { line: s.repo.line, repo: redact(s.repo.git), jobId: s.job?.jobId ?? "", state: "unpublished", updatedAt: s.now };
+  if (prev && (prev.state === "merged" || prev.state === "closed"))
+    return nothing(`the changeset is ${prev.state}, which is final: it is not published again`, prev);
+  const base: Changeset = {
+    line: s.repo.line,
+    repo: redact(s.repo.git),
+    jobId: s.job?.jobId ?? "",
+    state: "unpublished",
+    updatedAt: s.now,
+  };
   const why = notPublishable(s.job, s.options.includeUnverified);
   // A changeset already on a forge keeps its state when its job is retried and not finished yet.
-  if (why) return record(prev && isOpen(prev) ? { ...prev, reason: why, updatedAt: s.now } : { ...base, reason: why }, "the line's job is not one to publish");
+  if (why)
+    return record(
+      prev && isOpen(prev) ? { ...prev, reason: why, updatedAt: s.now } : { ...base, reason: why },
+      "the line's job is not one to publish",
+    );
   if (s.refused === undefined) return { need: "provenance", why: "only the line's own job is published" };
-  if (s.refused !== null) return { ...record({ ...(prev ?? base), reason: `publish refused: ${s.scrub(s.refused).slice(0, 500)}`, updatedAt: s.now }, "the job under the line's id is not the line's own"), error: true };
+  if (s.refused !== null)
+    return {
+      ...record(
+        { ...(prev ?? base), reason: `publish refused: ${s.scrub(s.refused).slice(0, 500)}`, updatedAt: s.now },
+        "the job under the line's id is not the line's own",
+      ),
+      error: true,
+    };
   if (!s.outcome) return { need: "result", why: "the change is made from the job's result" };
   const r = s.outcome.result;
-  if (!r?.baseCommit) return record({ ...base, reason: "its result names no base commit (a job of a version before campaigns?): campaign retry runs it again" }, "the result has no base commit to make the change on");
+  if (!r?.baseCommit)
+    return record(
+      {
+        ...base,
+        reason: "its result names no base commit (a job of a version before campaigns?): campaign retry runs it again",
+      },
+      "the result has no base commit to make the change on",
+    );
   let branch: string;
   try {
     branch = branchName(s.def, s.repo); // checked when the file was read; a definition from before is this repository's error alone
@@ -155,14 +206,38 @@ function decidePublish(s: PublishState): Decision {
     return failed(s, prev ?? base, (err as Error).message, "the branch name is not one git takes");
   }
   const values = outcomeValues(s.def, s.repo, s.job!.jobId, r, s.outcome.spec);
-  const texts = { branch, title: render(s.def.publish.title, values), body: render(s.def.publish.body, values), message: render(s.def.publish.message, values) };
-  if (s.options.dryRun) return { ops: [{ op: "dry-run", why: "a dry run lists what would be pushed", planned: { line: s.repo.line, repo: base.repo, branch, title: texts.title, diffstat: r.diffstat, verified: r.verified === true } }] };
+  const texts = {
+    branch,
+    title: render(s.def.publish.title, values),
+    body: render(s.def.publish.body, values),
+    message: render(s.def.publish.message, values),
+  };
+  if (s.options.dryRun)
+    return {
+      ops: [
+        {
+          op: "dry-run",
+          why: "a dry run lists what would be pushed",
+          planned: {
+            line: s.repo.line,
+            repo: base.repo,
+            branch,
+            title: texts.title,
+            diffstat: r.diffstat,
+            verified: r.verified === true,
+          },
+        },
+      ],
+    };
   return planChange(s, base, r, texts);
 }
 
 /** A failure of this line alone, known before anything was done: counted, and its changeset says why. */
 function failed(s: PublishState, keep: Changeset, message: string, why: string): Plan {
-  return { ...record({ ...keep, reason: `publish failed: ${s.scrub(message).slice(0, 500)}`, updatedAt: s.now }, why), error: true };
+  return {
+    ...record({ ...keep, reason: `publish failed: ${s.scrub(message).slice(0, 500)}`, updatedAt: s.now }, why),
+    error: true,
+  };
 }
 
 interface Texts {
@@ -177,40 +252,127 @@ function planChange(s: PublishState, base: Changeset, r: JobResult, t: Texts): D
   const change = s.change;
   if (!change) {
     const target = s.def.publish.base ?? s.repo.ref;
-    const input: ChangeInput = { ...(target ? { target } : {}), baseCommit: r.baseCommit!, patch: r.patch, author: s.def.publish.author, message: t.message, date: s.job!.result!.finishedAt };
+    const input: ChangeInput = {
+      ...(target ? { target } : {}),
+      baseCommit: r.baseCommit!,
+      patch: r.patch,
+      author: s.def.publish.author,
+      message: t.message,
+      date: s.job!.result!.finishedAt,
+    };
     return { need: "change", why: "git makes the change on the target branch's tip", change: input, keep };
   }
   // The target known only now (the remote's HEAD branch): a push to it would skip the pull request.
-  if (change.kind !== "empty" && change.target === t.branch) return failed(s, keep.changeset, `publish.branch ${JSON.stringify(t.branch)} is the branch the change is for (the repository's HEAD branch): publish to a branch of the campaign's own`, "the branch is the target branch");
-  const common: Changeset = { ...base, verified: r.verified === true, branch: t.branch, forge: s.forge.kind, updatedAt: s.now };
-  if (change.kind === "empty") return record({ ...common, reason: "the change is already on the target branch (nothing to push)" }, "the target branch has the change already");
+  if (change.kind !== "empty" && change.target === t.branch)
+    return failed(
+      s,
+      keep.changeset,
+      `publish.branch ${JSON.stringify(t.branch)} is the branch the change is for (the repository's HEAD branch): publish to a branch of the campaign's own`,
+      "the branch is the target branch",
+    );
+  const common: Changeset = {
+    ...base,
+    verified: r.verified === true,
+    branch: t.branch,
+    forge: s.forge.kind,
+    updatedAt: s.now,
+  };
+  if (change.kind === "empty")
+    return record(
+      { ...common, reason: "the change is already on the target branch (nothing to push)" },
+      "the target branch has the change already",
+    );
   if (change.kind === "conflict") {
     const reason = `the target ${change.target} moved since the job ran and the patch conflicts in ${change.files.slice(0, 10).join(", ") || "some files"}: campaign retry --status conflict runs it again on the new base`;
-    return record({ ...(s.prev ?? {}), ...common, state: "conflict", base: change.target, onto: change.onto, reason }, "the change conflicts with the target branch's tip");
+    return record(
+      { ...(s.prev ?? {}), ...common, state: "conflict", base: change.target, onto: change.onto, reason },
+      "the change conflicts with the target branch's tip",
+    );
   }
   return planPush(s, common, change, t, keep);
 }
 
-function planPush(s: PublishState, common: Changeset, change: Extract<PreparedChange, { kind: "commit" }>, t: Texts, keep: Keep): Decision {
+function planPush(
+  s: PublishState,
+  common: Changeset,
+  change: Extract<PreparedChange, { kind: "commit" }>,
+  t: Texts,
+  keep: Keep,
+): Decision {
   const { api, kind } = s.forge;
-  if (api && s.open === undefined) return { need: "pull-request", why: "an open pull request of the branch is updated, not opened again", head: t.branch, base: change.target, keep };
-  const pushOptions = !api && kind !== "git" ? forgeGit(kind).pushOptions?.({ base: change.target, title: t.title, draft: s.def.publish.draft }) : undefined;
+  if (api && s.open === undefined)
+    return {
+      need: "pull-request",
+      why: "an open pull request of the branch is updated, not opened again",
+      head: t.branch,
+      base: change.target,
+      keep,
+    };
+  const pushOptions =
+    !api && kind !== "git"
+      ? forgeGit(kind).pushOptions?.({ base: change.target, title: t.title, draft: s.def.publish.draft })
+      : undefined;
   const push: Operation = {
-    op: "push", why: s.prev?.headSha ? "the branch is set to the change, leased against the commit patchbay pushed last" : "the branch is made, leased against any branch already there",
-    branch: t.branch, sha: change.sha, expect: s.prev?.headSha ?? null, force: s.options.force, ...(pushOptions ? { pushOptions } : {}),
+    op: "push",
+    why: s.prev?.headSha
+      ? "the branch is set to the change, leased against the commit patchbay pushed last"
+      : "the branch is made, leased against any branch already there",
+    branch: t.branch,
+    sha: change.sha,
+    expect: s.prev?.headSha ?? null,
+    force: s.options.force,
+    ...(pushOptions ? { pushOptions } : {}),
   };
-  const done: Changeset = { ...common, base: change.target, onto: change.onto, headSha: change.sha, diffstat: change.diffstat.slice(0, 4000) };
+  const done: Changeset = {
+    ...common,
+    base: change.target,
+    onto: change.onto,
+    headSha: change.sha,
+    diffstat: change.diffstat.slice(0, 4000),
+  };
   if (!api) {
-    const why = pushOptions ? "the push opens the merge request itself (no API token for the host)" : "a branch alone: the host has no forge API patchbay can use";
-    return { ops: [push, { op: "record", why, changeset: { ...done, state: "open", ...(s.prev?.url ? { url: s.prev.url } : {}) } }], keep };
+    const why = pushOptions
+      ? "the push opens the merge request itself (no API token for the host)"
+      : "a branch alone: the host has no forge API patchbay can use";
+    return {
+      ops: [
+        push,
+        { op: "record", why, changeset: { ...done, state: "open", ...(s.prev?.url ? { url: s.prev.url } : {}) } },
+      ],
+      keep,
+    };
   }
   if (s.open) {
     const { number, state, url } = s.open;
-    return { ops: [push, { op: "update", why: "the branch has an open pull request already", number, title: t.title, body: t.body }, { op: "record", why: "the pull request found open", changeset: { ...done, state, number, url } }], keep };
+    return {
+      ops: [
+        push,
+        { op: "update", why: "the branch has an open pull request already", number, title: t.title, body: t.body },
+        { op: "record", why: "the pull request found open", changeset: { ...done, state, number, url } },
+      ],
+      keep,
+    };
   }
-  const pr: PullRequestInput = { head: t.branch, base: change.target, title: t.title, body: t.body, draft: s.def.publish.draft };
+  const pr: PullRequestInput = {
+    head: t.branch,
+    base: change.target,
+    title: t.title,
+    body: t.body,
+    draft: s.def.publish.draft,
+  };
   const opened: Changeset = { ...done, state: pr.draft ? "draft" : "open" };
-  return { ops: [push, { op: "open", why: "the branch has no open pull request", pr }, { op: "record", why: "the pull request opened (its state, number and page as the forge answers)", changeset: opened }], keep };
+  return {
+    ops: [
+      push,
+      { op: "open", why: "the branch has no open pull request", pr },
+      {
+        op: "record",
+        why: "the pull request opened (its state, number and page as the forge answers)",
+        changeset: opened,
+      },
+    ],
+    keep,
+  };
 }
 
 // ---- track ----
@@ -231,18 +393,39 @@ export interface TrackState {
 export function planTrack(s: TrackState): Decision {
   const c = s.changeset;
   // A closed pull request may be reopened; merged is final.
-  if (!isOpen(c) && !(c.state === "closed" && c.number)) return nothing(c.state === "merged" ? "merged is final" : c.state === "closed" ? "closed, with no pull request that could be reopened" : `${c.state === "conflict" ? "a changeset in conflict" : "an unpublished changeset"} is on no forge`);
+  if (!isOpen(c) && !(c.state === "closed" && c.number))
+    return nothing(
+      c.state === "merged"
+        ? "merged is final"
+        : c.state === "closed"
+          ? "closed, with no pull request that could be reopened"
+          : `${c.state === "conflict" ? "a changeset in conflict" : "an unpublished changeset"} is on no forge`,
+    );
   if (!s.listed) return nothing("the campaign's definition no longer lists its repository");
   const keep: Keep = { changeset: c, failure: "track failed" };
   if (s.forge.api && c.number) {
     if (!s.status) return { need: "status", why: "the forge says where its pull request is", number: c.number, keep };
     const { reason: _, ...rest } = c;
     const { state, checks, review, url } = s.status;
-    const why = state === "merged" || state === "closed" ? `mark ${state}: the forge says so` : "the forge's state, checks and review";
+    const why =
+      state === "merged" || state === "closed"
+        ? `mark ${state}: the forge says so`
+        : "the forge's state, checks and review";
     return record({ ...rest, state, checks, review, url, updatedAt: s.now }, why, keep);
   }
-  if (c.branch && s.tip === undefined) return { need: "branch", why: "with no pull request to read, the branch says whether it is still open", branch: c.branch, keep };
-  if (!c.branch || s.tip === null) return record({ ...c, state: "closed", reason: "the branch is gone from the remote", updatedAt: s.now }, "mark closed: the branch is gone", keep);
+  if (c.branch && s.tip === undefined)
+    return {
+      need: "branch",
+      why: "with no pull request to read, the branch says whether it is still open",
+      branch: c.branch,
+      keep,
+    };
+  if (!c.branch || s.tip === null)
+    return record(
+      { ...c, state: "closed", reason: "the branch is gone from the remote", updatedAt: s.now },
+      "mark closed: the branch is gone",
+      keep,
+    );
   return record({ ...c, updatedAt: s.now }, "the branch is still there: nothing changed", keep);
 }
 
@@ -261,9 +444,20 @@ export function planClose(s: CloseState): Plan {
   if (!isOpen(c)) return nothing(`only open changesets are closed; this one is ${c.state}`);
   if (!s.listed) return nothing("the campaign's definition no longer lists its repository");
   const ops: Operation[] = [];
-  if (s.forge.api && c.number) ops.push({ op: "close", why: "its pull request is open on the forge", number: c.number });
-  if (c.branch && c.headSha) ops.push({ op: "delete-branch", why: "the branch patchbay pushed goes with it, unless it has commits patchbay did not push", branch: c.branch, expect: c.headSha });
-  ops.push({ op: "record", why: "mark closed", changeset: { ...c, state: "closed", reason: "closed by campaign close", updatedAt: s.now } });
+  if (s.forge.api && c.number)
+    ops.push({ op: "close", why: "its pull request is open on the forge", number: c.number });
+  if (c.branch && c.headSha)
+    ops.push({
+      op: "delete-branch",
+      why: "the branch patchbay pushed goes with it, unless it has commits patchbay did not push",
+      branch: c.branch,
+      expect: c.headSha,
+    });
+  ops.push({
+    op: "record",
+    why: "mark closed",
+    changeset: { ...c, state: "closed", reason: "closed by campaign close", updatedAt: s.now },
+  });
   return { ops, keep: { changeset: c, failure: "close failed" } };
 }
 
@@ -276,9 +470,17 @@ export interface Rerun {
 }
 
 /** `campaign retry`: the lines run again, those whose changeset is in one of `states` or whose latest job ended with one of `statuses`. */
-export function planRetry(changesets: readonly Changeset[], jobs: readonly BatchJob[], o: { states?: readonly Changeset["state"][]; statuses?: readonly JobStatus[] }): Rerun[] {
+export function planRetry(
+  changesets: readonly Changeset[],
+  jobs: readonly BatchJob[],
+  o: { states?: readonly Changeset["state"][]; statuses?: readonly JobStatus[] },
+): Rerun[] {
   const out = new Map<number, Rerun>();
-  for (const c of changesets) if (o.states?.includes(c.state) && !out.has(c.line)) out.set(c.line, { op: "rerun", line: c.line, why: `its changeset is ${c.state}` });
-  for (const j of jobs) if (j.result && o.statuses?.includes(j.result.status) && !out.has(j.line)) out.set(j.line, { op: "rerun", line: j.line, why: `its job ended ${j.result.status}` });
+  for (const c of changesets)
+    if (o.states?.includes(c.state) && !out.has(c.line))
+      out.set(c.line, { op: "rerun", line: c.line, why: `its changeset is ${c.state}` });
+  for (const j of jobs)
+    if (j.result && o.statuses?.includes(j.result.status) && !out.has(j.line))
+      out.set(j.line, { op: "rerun", line: j.line, why: `its job ended ${j.result.status}` });
   return [...out.values()];
 }

@@ -15,10 +15,20 @@ const MAX_NAME = 300;
 const MAX_DETAIL = 2000;
 
 // Fixed: the stand-ins are the same for the same trees.
-const STAND_IN = { GIT_AUTHOR_NAME: "patchbay", GIT_AUTHOR_EMAIL: "patchbay@localhost", GIT_AUTHOR_DATE: "@0 +0000", GIT_COMMITTER_NAME: "patchbay", GIT_COMMITTER_EMAIL: "patchbay@localhost", GIT_COMMITTER_DATE: "@0 +0000" };
+const STAND_IN = {
+  GIT_AUTHOR_NAME: "patchbay",
+  GIT_AUTHOR_EMAIL: "patchbay@localhost",
+  GIT_AUTHOR_DATE: "@0 +0000",
+  GIT_COMMITTER_NAME: "patchbay",
+  GIT_COMMITTER_EMAIL: "patchbay@localhost",
+  GIT_COMMITTER_DATE: "@0 +0000",
+};
 
 async function standIn(repo: Local, tree: string, parent?: string): Promise<string> {
-  const out = await runGit(["commit-tree", "--no-gpg-sign", tree, ...(parent ? ["-p", parent] : []), "-m", "patchbay merge stand-in"], { ...repo, extraEnv: STAND_IN });
+  const out = await runGit(
+    ["commit-tree", "--no-gpg-sign", tree, ...(parent ? ["-p", parent] : []), "-m", "patchbay merge stand-in"],
+    { ...repo, extraEnv: STAND_IN },
+  );
   if (out.code !== 0) throw gitFailure("git commit-tree", out);
   return out.stdout.trim();
 }
@@ -27,7 +37,10 @@ async function standIn(repo: Local, tree: string, parent?: string): Promise<stri
 export async function mergeOnto(repo: Local, base: string, tip: string, commit: string): Promise<Merged> {
   const root = await standIn(repo, `${base}^{tree}`);
   const [ours, theirs] = [await standIn(repo, `${tip}^{tree}`, root), await standIn(repo, `${commit}^{tree}`, root)];
-  const out = await runGit(["merge-tree", "--write-tree", "-z", "--name-only", ours, theirs], { ...repo, maxStdout: 1024 * 1024 });
+  const out = await runGit(["merge-tree", "--write-tree", "-z", "--name-only", ours, theirs], {
+    ...repo,
+    maxStdout: 1024 * 1024,
+  });
   if (out.code === 0 && !out.overflow) return { kind: "tree", tree: out.stdout.split("\0")[0]!.trim() };
   // A clean merge prints its tree alone: output past the bound is a list of conflicts too.
   if (out.code !== 1 && !out.overflow) throw gitFailure(`git merge-tree of ${commit} onto ${tip}`, out);
@@ -35,9 +48,17 @@ export async function mergeOnto(repo: Local, base: string, tip: string, commit: 
   const end = names.indexOf("");
   const files = [...new Set(end < 0 ? names : names.slice(0, end))];
   const shown = files.slice(0, MAX_FILES).map((f) => printable(f).slice(0, MAX_NAME));
-  const more = files.length > MAX_FILES ? ` (and ${files.length - MAX_FILES} more${out.overflow ? ", at least" : ""})` : "";
+  const more =
+    files.length > MAX_FILES ? ` (and ${files.length - MAX_FILES} more${out.overflow ? ", at least" : ""})` : "";
   const messages = end < 0 ? "" : conflictMessages(names.slice(end + 1));
-  return { kind: "conflict", files: shown, detail: `${shown.length + (files.length - shown.length)} conflicting file(s)${more} on ${tip}:\n${messages}`.slice(0, MAX_DETAIL) };
+  return {
+    kind: "conflict",
+    files: shown,
+    detail: `${shown.length + (files.length - shown.length)} conflicting file(s)${more} on ${tip}:\n${messages}`.slice(
+      0,
+      MAX_DETAIL,
+    ),
+  };
 }
 
 /**
@@ -46,7 +67,7 @@ export async function mergeOnto(repo: Local, base: string, tip: string, commit: 
  */
 function conflictMessages(records: string[]): string {
   const lines: string[] = [];
-  for (let i = 0; i < records.length && lines.length < 50; ) {
+  for (let i = 0; i < records.length && lines.length < 50;) {
     const n = Number.parseInt(records[i] ?? "", 10);
     if (!Number.isInteger(n) || n < 0) break;
     const [type, message] = [records[i + n + 1] ?? "", records[i + n + 2] ?? ""];

@@ -13,7 +13,14 @@ export type { GitOut } from "../git/run.js";
 
 /** Why a publish step failed; each maps to the error kind the caller acts on. */
 export type PublishFailure = "rights" | "missing" | "patch" | "usage" | "git" | "timeout";
-const KINDS: Record<PublishFailure, ErrorKind> = { rights: "config", missing: "not-found", patch: "patch", usage: "usage", git: "repo", timeout: "timeout" };
+const KINDS: Record<PublishFailure, ErrorKind> = {
+  rights: "config",
+  missing: "not-found",
+  patch: "patch",
+  usage: "usage",
+  git: "repo",
+  timeout: "timeout",
+};
 
 /** A publish step that failed for one repository (the others go on). Its message holds no credential. */
 export class PublishError extends PatchbayError {
@@ -50,7 +57,8 @@ export interface Remote {
  * http(s) only: over SSH git authenticates with the user's keys and agent, a token has no use there.
  */
 export function remoteOf(url: string, credential?: GitCredential): Remote {
-  if (!url || url.startsWith("-") || /[\0\r\n]/.test(url)) throw new PublishError("usage", `not a repository URL: ${JSON.stringify(redact(url).slice(0, 200))}`);
+  if (!url || url.startsWith("-") || /[\0\r\n]/.test(url))
+    throw new PublishError("usage", `not a repository URL: ${JSON.stringify(redact(url).slice(0, 200))}`);
   const split = splitUrl(url);
   const cred = credential ?? split.credential;
   // The token is the password; a user name alone is a token too (as in a URL's userinfo).
@@ -75,7 +83,12 @@ export type PublishRun = Omit<GitRun, "userConfig" | "transports" | "auth" | "se
  */
 export function runGit(args: string[], run: PublishRun): Promise<GitOut> {
   const { remote, ...rest } = run;
-  return hostGit(args, remote ? { ...rest, userConfig: true, transports: ["remote", "local"], auth: remote.auth, secrets: remote.secrets } : { ...rest, userConfig: false });
+  return hostGit(
+    args,
+    remote
+      ? { ...rest, userConfig: true, transports: ["remote", "local"], auth: remote.auth, secrets: remote.secrets }
+      : { ...rest, userConfig: false },
+  );
 }
 
 /** The error for a failed run: a timeout is its own kind; what git said, scrubbed, ends the message. */

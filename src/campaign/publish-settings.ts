@@ -5,7 +5,19 @@ import { z } from "zod";
 /** What a task template (and a branch name) may use: the repository's own values and the vars. */
 export const REPO_NAMES = ["repo", "ref", "name", "campaign"] as const;
 /** What the title, body and commit message may use besides: the job's outcome. */
-export const PUBLISH_NAMES = [...REPO_NAMES, "task", "summary", "summaryLine", "verify", "verifyResult", "diffstat", "costUsd", "jobId", "transcript", "verified"] as const;
+export const PUBLISH_NAMES = [
+  ...REPO_NAMES,
+  "task",
+  "summary",
+  "summaryLine",
+  "verify",
+  "verifyResult",
+  "diffstat",
+  "costUsd",
+  "jobId",
+  "transcript",
+  "verified",
+] as const;
 
 export const DEFAULT_TITLE = "{{campaign}}: {{summaryLine}}";
 export const DEFAULT_BODY = [
@@ -26,7 +38,9 @@ export const DEFAULT_BODY = [
 ].join("\n");
 export const DEFAULT_MESSAGE = "{{campaign}}: {{summaryLine}}\n\n{{summary}}";
 
-const Author = z.string().regex(/^[^<>\n]{1,200} <[^<>\s@]{1,200}@[^<>\s]{1,200}>$/, { error: 'commit.author must be "Name <email@host>"' });
+const Author = z
+  .string()
+  .regex(/^[^<>\n]{1,200} <[^<>\s@]{1,200}@[^<>\s]{1,200}>$/, { error: 'commit.author must be "Name <email@host>"' });
 
 const Publish = z.strictObject({
   branch: z.string().min(1).max(200).optional(),
@@ -59,14 +73,26 @@ export function publishSettings(input: unknown, campaign: string): PublishSettin
   const author = /^(.*) <(.*)>$/.exec(p.commit?.author ?? "patchbay <patchbay@localhost>")!;
   const branch = p.branch ?? `patchbay/${campaign}`;
   return {
-    branch, ...(p.base ? { base: p.base } : {}), draft: p.draft ?? true, title: p.title ?? DEFAULT_TITLE, body: p.body ?? DEFAULT_BODY,
-    author: { name: author[1]!, email: author[2]! }, message: p.commit?.message ?? DEFAULT_MESSAGE, ...(p.transcriptUrl ? { transcriptUrl: p.transcriptUrl } : {}),
+    branch,
+    ...(p.base ? { base: p.base } : {}),
+    draft: p.draft ?? true,
+    title: p.title ?? DEFAULT_TITLE,
+    body: p.body ?? DEFAULT_BODY,
+    author: { name: author[1]!, email: author[2]! },
+    message: p.commit?.message ?? DEFAULT_MESSAGE,
+    ...(p.transcriptUrl ? { transcriptUrl: p.transcriptUrl } : {}),
   };
 }
 
 /** Each template of the settings with its key, to check the names it uses (the branch may use only the repository's). */
 export function publishTemplates(p: PublishSettings): [key: string, template: string, names: "repo" | "publish"][] {
-  return [["branch", p.branch, "repo"], ["title", p.title, "publish"], ["body", p.body, "publish"], ["commit.message", p.message, "publish"], ...(p.transcriptUrl ? ([["transcriptUrl", p.transcriptUrl, "publish"]] as const) : [])].map(([k, t, n]) => [k, t, n] as [string, string, "repo" | "publish"]);
+  return [
+    ["branch", p.branch, "repo"],
+    ["title", p.title, "publish"],
+    ["body", p.body, "publish"],
+    ["commit.message", p.message, "publish"],
+    ...(p.transcriptUrl ? ([["transcriptUrl", p.transcriptUrl, "publish"]] as const) : []),
+  ].map(([k, t, n]) => [k, t, n] as [string, string, "repo" | "publish"]);
 }
 
 // git check-ref-format's rules for a branch name, without running git for each repository.
@@ -79,8 +105,11 @@ const BAD_REF = /(^[./]|\/\.|\.\.|[\x00-\x20\x7f~^:?*[\\]|@\{|\/\/|[./]$|\.lock$
  */
 export function branchProblem(name: string, target?: string): string | undefined {
   const shown = JSON.stringify(name.slice(0, 200));
-  if (!name || name === "@" || name.length > 200 || BAD_REF.test(name) || name.startsWith("-")) return `${shown} is not a valid git branch name`;
-  if (name === "HEAD" || name.startsWith("refs/")) return `${shown} is not a branch name of its own (no HEAD, no refs/...)`;
-  if (target !== undefined && name === target) return `${shown} is the branch the change is for: publish to a branch of the campaign's own`;
+  if (!name || name === "@" || name.length > 200 || BAD_REF.test(name) || name.startsWith("-"))
+    return `${shown} is not a valid git branch name`;
+  if (name === "HEAD" || name.startsWith("refs/"))
+    return `${shown} is not a branch name of its own (no HEAD, no refs/...)`;
+  if (target !== undefined && name === target)
+    return `${shown} is the branch the change is for: publish to a branch of the campaign's own`;
   return undefined;
 }

@@ -36,7 +36,11 @@ export interface PublishReport {
   errors: number;
 }
 
-export async function publishCampaign(ctx: PublishContext, id: string, opts: PublishOptions = {}): Promise<PublishReport> {
+export async function publishCampaign(
+  ctx: PublishContext,
+  id: string,
+  opts: PublishOptions = {},
+): Promise<PublishReport> {
   const def = await ctx.store.def(id);
   const st = await ctx.batches.status(id, { jobs: true });
   const prev = await ctx.store.changesets(id);
@@ -44,27 +48,56 @@ export async function publishCampaign(ctx: PublishContext, id: string, opts: Pub
   const queue = [...def.repos];
   let done = 0;
   const one = async (repo: CampaignDef["repos"][number]) => {
-    const x = await publishOne(ctx, def, repo, st.jobs!.find((j) => j.line === repo.line), prev.get(repo.line), opts);
+    const x = await publishOne(
+      ctx,
+      def,
+      repo,
+      st.jobs!.find((j) => j.line === repo.line),
+      prev.get(repo.line),
+      opts,
+    );
     if (x.failed) report.errors++;
     if (x.planned) report.planned.push(x.planned);
     if (!x.changeset) return;
     report.changesets.push(x.changeset);
     opts.onProgress?.({ done: ++done, total: def.repos.length, changeset: x.changeset });
   };
-  await Promise.all(Array.from({ length: Math.min(opts.concurrency ?? 4, queue.length) }, async () => {
-    for (let r = queue.shift(); r; r = queue.shift()) await one(r);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(opts.concurrency ?? 4, queue.length) }, async () => {
+      for (let r = queue.shift(); r; r = queue.shift()) await one(r);
+    }),
+  );
   report.changesets.sort((a, b) => a.line - b.line);
   report.planned.sort((a, b) => a.line - b.line);
   return report;
 }
 
 /** One repository: gather what its plan needs, plan, execute. */
-function publishOne(ctx: PublishContext, def: CampaignDef, repo: CampaignDef["repos"][number], job: BatchJob | undefined, prev: Changeset | undefined, opts: PublishOptions): Promise<Executed> {
+function publishOne(
+  ctx: PublishContext,
+  def: CampaignDef,
+  repo: CampaignDef["repos"][number],
+  job: BatchJob | undefined,
+  prev: Changeset | undefined,
+  opts: PublishOptions,
+): Promise<Executed> {
   const forge = forgeOf(ctx, repo.git);
   const t: Target = { campaignId: def.name, git: repo.git, forge };
-  const options = { includeUnverified: Boolean(opts.includeUnverified), dryRun: Boolean(opts.dryRun), force: Boolean(opts.force) };
-  const state: PublishState = { def, repo, job, prev, forge: { kind: forge.kind, api: Boolean(forge.api) }, options, now: Date.now(), scrub: ctx.scrub };
+  const options = {
+    includeUnverified: Boolean(opts.includeUnverified),
+    dryRun: Boolean(opts.dryRun),
+    force: Boolean(opts.force),
+  };
+  const state: PublishState = {
+    def,
+    repo,
+    job,
+    prev,
+    forge: { kind: forge.kind, api: Boolean(forge.api) },
+    options,
+    now: Date.now(),
+    scrub: ctx.scrub,
+  };
   return reconcile(ctx, t, state, planPublish, readForPublish(ctx, t, job));
 }
 
@@ -75,12 +108,24 @@ function readForPublish(ctx: PublishContext, t: Target, job: BatchJob | undefine
     switch (need.need) {
       case "provenance":
         // Only the line's own job is published: one put under its id by other means is this repository's error.
-        return { refused: await ctx.batches.checkLine(t.campaignId, job).then(() => null, (err: unknown) => (err instanceof LineProvenanceError ? err.message : Promise.reject(err))) };
+        return {
+          refused: await ctx.batches.checkLine(t.campaignId, job).then(
+            () => null,
+            (err: unknown) => (err instanceof LineProvenanceError ? err.message : Promise.reject(err)),
+          ),
+        };
       case "result":
-        return { outcome: { result: (await ctx.client.result(job.jobId)) ?? undefined, spec: (await ctx.specOf(job.jobId)) ?? { task: "" } } };
+        return {
+          outcome: {
+            result: (await ctx.client.result(job.jobId)) ?? undefined,
+            spec: (await ctx.specOf(job.jobId)) ?? { task: "" },
+          },
+        };
       case "change": {
         const { date, ...change } = need.change;
-        return { change: await prepareChange({ ...gitNet(ctx, t), ...change, date: new Date(date), cacheDir: ctx.cacheDir }) };
+        return {
+          change: await prepareChange({ ...gitNet(ctx, t), ...change, date: new Date(date), cacheDir: ctx.cacheDir }),
+        };
       }
       case "pull-request": {
         const api = t.forge.api!;

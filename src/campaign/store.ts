@@ -25,22 +25,42 @@ const Def = z.object({
   createdAt: z.number(),
   budgetUsd: z.number().optional(),
   publish: z.object({
-    branch: z.string(), base: z.string().optional(), draft: z.boolean(), title: z.string(), body: z.string(),
-    author: z.object({ name: z.string(), email: z.string() }), message: z.string(), transcriptUrl: z.string().optional(),
+    branch: z.string(),
+    base: z.string().optional(),
+    draft: z.boolean(),
+    title: z.string(),
+    body: z.string(),
+    author: z.object({ name: z.string(), email: z.string() }),
+    message: z.string(),
+    transcriptUrl: z.string().optional(),
   }),
-  repos: z.array(z.object({ line: z.number(), git: z.string(), ref: z.string().optional(), vars: z.record(z.string(), z.string()) })),
+  repos: z.array(
+    z.object({ line: z.number(), git: z.string(), ref: z.string().optional(), vars: z.record(z.string(), z.string()) }),
+  ),
 });
 
 export class CampaignNotFoundError extends PatchbayError {
-  constructor(readonly campaignId: string, readonly queueName: string) {
-    super("not-found", `no campaign ${campaignId} in queue ${queueName} (patchbay campaign list shows those there are)`);
+  constructor(
+    readonly campaignId: string,
+    readonly queueName: string,
+  ) {
+    super(
+      "not-found",
+      `no campaign ${campaignId} in queue ${queueName} (patchbay campaign list shows those there are)`,
+    );
   }
 }
 
 /** Another process publishes, tracks or closes the campaign now. */
 export class CampaignBusyError extends PatchbayError {
-  constructor(readonly campaignId: string, readonly holder: string) {
-    super("conflict", `campaign ${campaignId} is busy: ${holder.slice(0, 200)} holds it; try again when that ends (the lock expires by itself if its process died)`);
+  constructor(
+    readonly campaignId: string,
+    readonly holder: string,
+  ) {
+    super(
+      "conflict",
+      `campaign ${campaignId} is busy: ${holder.slice(0, 200)} holds it; try again when that ends (the lock expires by itself if its process died)`,
+    );
   }
 }
 
@@ -63,7 +83,11 @@ export class CampaignStore {
   async withLock<T>(id: string, what: string, fn: () => Promise<T>): Promise<T> {
     const key = this.k(id, "lock");
     const token = `${what} (pid ${process.pid}) ${randomUUID()}`;
-    if ((await this.redis.set(key, token, "PX", LOCK_MS, "NX")) !== "OK") throw new CampaignBusyError(id, ((await this.redis.get(key)) ?? "another process").replace(/ [0-9a-f-]{36}$/, ""));
+    if ((await this.redis.set(key, token, "PX", LOCK_MS, "NX")) !== "OK")
+      throw new CampaignBusyError(
+        id,
+        ((await this.redis.get(key)) ?? "another process").replace(/ [0-9a-f-]{36}$/, ""),
+      );
     const renew = setInterval(() => void RENEW(this.redis, key, token, LOCK_MS).catch(() => {}), LOCK_MS / 3);
     try {
       return await fn();
@@ -79,7 +103,8 @@ export class CampaignStore {
 
   /** Stores the definition (replacing an older one of the same campaign: settings may change between publishes). */
   async saveDef(def: CampaignDef): Promise<void> {
-    await this.redis.multi()
+    await this.redis
+      .multi()
       .set(this.k(def.name, "def"), JSON.stringify(def), "EX", this.ttlSec)
       .zadd(keys(this.queueName).campaigns, "NX", def.createdAt, def.name)
       .expire(this.k(def.name, "changesets"), this.ttlSec)
@@ -105,7 +130,12 @@ export class CampaignStore {
 
   async saveChangeset(id: string, c: Changeset): Promise<void> {
     const k = this.k(id, "changesets");
-    await this.redis.multi().hset(k, String(c.line), JSON.stringify(Changeset.parse(c))).expire(k, this.ttlSec).expire(this.k(id, "def"), this.ttlSec).exec();
+    await this.redis
+      .multi()
+      .hset(k, String(c.line), JSON.stringify(Changeset.parse(c)))
+      .expire(k, this.ttlSec)
+      .expire(this.k(id, "def"), this.ttlSec)
+      .exec();
   }
 
   /** Campaign ids, newest first. */

@@ -7,16 +7,28 @@ import { CHANGESET_STATES } from "./changeset.js";
 import type { CampaignStatus } from "./track.js";
 
 /** The batch's summary (jobs) with the changesets: `changesetCounts` by state, `checks` of the open ones. */
-export type CampaignSummary = BatchSummary & Pick<CampaignStatus, "changesets" | "checks"> & { campaignId: string; changesetCounts: CampaignStatus["counts"] };
+export type CampaignSummary = BatchSummary &
+  Pick<CampaignStatus, "changesets" | "checks"> & { campaignId: string; changesetCounts: CampaignStatus["counts"] };
 
 export function campaignSummary(batch: BatchSummary, st: CampaignStatus): CampaignSummary {
-  return { ...batch, campaignId: st.campaignId, changesets: st.changesets, changesetCounts: st.counts, checks: st.checks };
+  return {
+    ...batch,
+    campaignId: st.campaignId,
+    changesets: st.changesets,
+    changesetCounts: st.counts,
+    checks: st.checks,
+  };
 }
 
 export function changesetMarkdown(st: Pick<CampaignStatus, "changesets" | "counts" | "checks">): string {
   const total = st.changesets.length;
-  const counts = CHANGESET_STATES.filter((s) => st.counts[s]).map((s) => `${s} ${st.counts[s]}`).join(", ");
-  const rows = st.changesets.map((c) => `| ${c.line} | ${mdCell(c.repo, 80)} | ${c.state} | ${c.checks ?? ""} | ${c.review ?? ""} | ${c.url ? `[#${c.number ?? ""}](${encodeURI(c.url).replace(/[()]/g, encodeURIComponent)})` : c.branch ? mdCell(c.branch, 60) : ""} | ${mdCell(c.reason ?? "", 160)} |`);
+  const counts = CHANGESET_STATES.filter((s) => st.counts[s])
+    .map((s) => `${s} ${st.counts[s]}`)
+    .join(", ");
+  const rows = st.changesets.map(
+    (c) =>
+      `| ${c.line} | ${mdCell(c.repo, 80)} | ${c.state} | ${c.checks ?? ""} | ${c.review ?? ""} | ${c.url ? `[#${c.number ?? ""}](${encodeURI(c.url).replace(/[()]/g, encodeURIComponent)})` : c.branch ? mdCell(c.branch, 60) : ""} | ${mdCell(c.reason ?? "", 160)} |`,
+  );
   return [
     "## Changesets",
     "",

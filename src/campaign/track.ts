@@ -26,12 +26,31 @@ export interface CampaignStatus {
 /** A line with no record yet: unpublished, and why (its job's state). */
 function derived(repo: CampaignDef["repos"][number], job: BatchJob | undefined): Changeset {
   const r = job?.result;
-  const reason = !job ? "not enqueued" : !r ? `its job is ${job.state}` : r.status !== "completed" ? `its job ended ${r.status}` : r.verified === false ? "its verify failed" : "not published yet";
-  return { line: repo.line, repo: redact(repo.git), jobId: job?.jobId ?? "", state: "unpublished", reason, ...(r?.verified !== undefined ? { verified: r.verified } : {}), updatedAt: r?.finishedAt ?? 0 };
+  const reason = !job
+    ? "not enqueued"
+    : !r
+      ? `its job is ${job.state}`
+      : r.status !== "completed"
+        ? `its job ended ${r.status}`
+        : r.verified === false
+          ? "its verify failed"
+          : "not published yet";
+  return {
+    line: repo.line,
+    repo: redact(repo.git),
+    jobId: job?.jobId ?? "",
+    state: "unpublished",
+    reason,
+    ...(r?.verified !== undefined ? { verified: r.verified } : {}),
+    updatedAt: r?.finishedAt ?? 0,
+  };
 }
 
 /** Every repository's changeset (recorded, else derived from its job), and the counts: Redis only. */
-export async function campaignStatus(ctx: Pick<PublishContext, "store" | "batches">, id: string): Promise<CampaignStatus> {
+export async function campaignStatus(
+  ctx: Pick<PublishContext, "store" | "batches">,
+  id: string,
+): Promise<CampaignStatus> {
   const def = await ctx.store.def(id);
   const [batch, recorded] = await Promise.all([ctx.batches.status(id, { jobs: true }), ctx.store.changesets(id)]);
   const changesets = def.repos.map((repo) => {
@@ -40,9 +59,15 @@ export async function campaignStatus(ctx: Pick<PublishContext, "store" | "batche
     // A retried line whose job is newer than the record: the record stays (it is on the forge) but names the new job.
     return c ? { ...c, jobId: job?.jobId ?? c.jobId } : derived(repo, job);
   });
-  const counts = Object.fromEntries(CHANGESET_STATES.map((s) => [s, changesets.filter((c) => c.state === s).length])) as Record<ChangesetState, number>;
+  const counts = Object.fromEntries(
+    CHANGESET_STATES.map((s) => [s, changesets.filter((c) => c.state === s).length]),
+  ) as Record<ChangesetState, number>;
   const open = changesets.filter(isOpen);
-  const checks = { passing: open.filter((c) => c.checks === "passing").length, failing: open.filter((c) => c.checks === "failing").length, pending: open.filter((c) => c.checks === "pending").length };
+  const checks = {
+    passing: open.filter((c) => c.checks === "passing").length,
+    failing: open.filter((c) => c.checks === "failing").length,
+    pending: open.filter((c) => c.checks === "pending").length,
+  };
   return { campaignId: id, createdAt: def.createdAt, batch, changesets, counts, checks };
 }
 
@@ -56,7 +81,10 @@ export interface TrackReport {
 /** The repository a recorded changeset is of, and its forge (a line the definition no longer lists has none: its plans do nothing). */
 function targetOf(ctx: PublishContext, def: CampaignDef, c: Changeset): { t: Target; listed: boolean } {
   const repo = def.repos.find((r) => r.line === c.line);
-  return { t: { campaignId: def.name, git: repo?.git ?? "", forge: repo ? forgeOf(ctx, repo.git) : { kind: "git" } }, listed: Boolean(repo) };
+  return {
+    t: { campaignId: def.name, git: repo?.git ?? "", forge: repo ? forgeOf(ctx, repo.git) : { kind: "git" } },
+    listed: Boolean(repo),
+  };
 }
 
 /** Each published changeset refreshed from its forge (plain git remotes: whether the branch is still there). */
@@ -83,7 +111,8 @@ function readForTrack(ctx: PublishContext, t: Target): Reader<TrackState> {
       const api = t.forge.api!;
       return { status: await api.forge.status(api.repo, need.number) };
     }
-    if (need.need === "branch") return { tip: (await remoteBranch({ ...gitNet(ctx, t), branch: need.branch })) ?? null };
+    if (need.need === "branch")
+      return { tip: (await remoteBranch({ ...gitNet(ctx, t), branch: need.branch })) ?? null };
     throw new PatchbayError("internal", `the track planner asked for ${need.need}`);
   };
 }
@@ -100,7 +129,11 @@ export async function closeCampaign(ctx: PublishContext, id: string): Promise<Cl
   const report: CloseReport = { closed: 0, errors: 0 };
   for (const c of recorded.values()) {
     const { t, listed } = targetOf(ctx, def, c);
-    const x = await execute(ctx, t, planClose({ changeset: c, listed, forge: { api: Boolean(t.forge.api) }, now: Date.now() }));
+    const x = await execute(
+      ctx,
+      t,
+      planClose({ changeset: c, listed, forge: { api: Boolean(t.forge.api) }, now: Date.now() }),
+    );
     if (!x.saved) continue;
     if (x.failed) report.errors++;
     else report.closed++;

@@ -12,16 +12,29 @@ export const trackQueueName = (queueName: string) => `${queueName}-campaigns`;
 const schedulerId = (campaignId: string) => `track:${campaignId}`;
 
 /** Tracks the campaign every `everyMs` (an existing schedule is updated, not doubled). */
-export async function scheduleTracking(connection: ConnectionOptions, queueName: string, campaignId: string, everyMs = DEFAULT_TRACK_EVERY_MS): Promise<void> {
+export async function scheduleTracking(
+  connection: ConnectionOptions,
+  queueName: string,
+  campaignId: string,
+  everyMs = DEFAULT_TRACK_EVERY_MS,
+): Promise<void> {
   const q = new Queue(trackQueueName(queueName), { connection });
   try {
-    await q.upsertJobScheduler(schedulerId(campaignId), { every: everyMs }, { name: "track", data: { campaignId }, opts: { removeOnComplete: 100, removeOnFail: 100 } });
+    await q.upsertJobScheduler(
+      schedulerId(campaignId),
+      { every: everyMs },
+      { name: "track", data: { campaignId }, opts: { removeOnComplete: 100, removeOnFail: 100 } },
+    );
   } finally {
     await q.close();
   }
 }
 
-export async function unscheduleTracking(connection: ConnectionOptions, queueName: string, campaignId: string): Promise<void> {
+export async function unscheduleTracking(
+  connection: ConnectionOptions,
+  queueName: string,
+  campaignId: string,
+): Promise<void> {
   const q = new Queue(trackQueueName(queueName), { connection });
   try {
     await q.removeJobScheduler(schedulerId(campaignId));
@@ -31,16 +44,22 @@ export async function unscheduleTracking(connection: ConnectionOptions, queueNam
 }
 
 /** Takes the campaigns queue's track jobs until closed; `onTracked` hears each campaign's report. */
-export function startTracker(ctx: PublishContext, connection: ConnectionOptions, o: { onTracked?: (campaignId: string, r: TrackReport) => void } = {}): { close(): Promise<void> } {
+export function startTracker(
+  ctx: PublishContext,
+  connection: ConnectionOptions,
+  o: { onTracked?: (campaignId: string, r: TrackReport) => void } = {},
+): { close(): Promise<void> } {
   const w = new Worker<{ campaignId: string }>(
     trackQueueName(ctx.client.queueName),
     async (job) => {
       const id = job.data.campaignId;
       // A publish, track or close holds the campaign: this round is skipped, the next one tracks.
-      const r = await ctx.store.withLock(id, "campaign tracker", () => trackCampaign(ctx, id)).catch((err: unknown) => {
-        if (err instanceof CampaignBusyError) return undefined;
-        throw err;
-      });
+      const r = await ctx.store
+        .withLock(id, "campaign tracker", () => trackCampaign(ctx, id))
+        .catch((err: unknown) => {
+          if (err instanceof CampaignBusyError) return undefined;
+          throw err;
+        });
       if (!r) return { skipped: "busy" };
       o.onTracked?.(id, r);
       if (r.open === 0) await unscheduleTracking(connection, ctx.client.queueName, id);

@@ -1,5 +1,13 @@
 // `patchbay worker`, `patchbay doctor`, `patchbay image build`: running and setting up.
-import { choiceFlag, CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type Command } from "./command.js";
+import {
+  choiceFlag,
+  CliError,
+  CONNECTION_USAGE,
+  connectionFlags,
+  numberFlag,
+  UsageError,
+  type Command,
+} from "./command.js";
 import { METRICS_PORT_USAGE, metricsPortFlag } from "./web.js";
 
 const LOG_FORMATS = ["text", "json"] as const;
@@ -18,7 +26,12 @@ ${METRICS_PORT_USAGE}
 ${CONNECTION_USAGE}
 Exit status: 0 after a drain; 1 Redis unreachable at start, or a drain that could not hand a job
 back (Redis unreachable: the job comes back as stalled once its lock expires); 2 usage.`,
-  options: { ...connectionFlags, concurrency: { type: "string" }, "log-format": { type: "string" }, "metrics-port": { type: "string" } },
+  options: {
+    ...connectionFlags,
+    concurrency: { type: "string" },
+    "log-format": { type: "string" },
+    "metrics-port": { type: "string" },
+  },
   async run({ values, config }) {
     const concurrency = numberFlag(values, "concurrency", { integer: true });
     const logFormat = choiceFlag(values, "log-format", LOG_FORMATS) ?? "text";
@@ -28,7 +41,13 @@ back (Redis unreachable: the job comes back as stalled once its lock expires); 2
     await probeRedis(conn.redisUrl, config());
     const { startWorker } = await import("../queue/worker.js");
     const { workerLogger } = await import("../observability/log.js");
-    const h = await startWorker({ ...conn, config: config(), logFormat, ...(concurrency ? { concurrency } : {}), ...(metricsPort ? { metricsPort } : {}) });
+    const h = await startWorker({
+      ...conn,
+      config: config(),
+      logFormat,
+      ...(concurrency ? { concurrency } : {}),
+      ...(metricsPort ? { metricsPort } : {}),
+    });
     const log = workerLogger(h.id, { format: logFormat });
     const report = await new Promise<Awaited<ReturnType<typeof h.shutdown>>>((done) => {
       const stop = (sig: string) => {
@@ -54,9 +73,15 @@ and says what to do about each miss. Exit status: 0 every required check passed;
   options: { json: { type: "boolean" }, "redis-url": { type: "string" } },
   async run({ values, config }) {
     const { doctor: check } = await import("./doctor.js");
-    const checks = await check(config(), { ...(values["redis-url"] !== undefined ? { redisUrl: String(values["redis-url"]) } : {}) });
+    const checks = await check(config(), {
+      ...(values["redis-url"] !== undefined ? { redisUrl: String(values["redis-url"]) } : {}),
+    });
     if (values.json) console.log(JSON.stringify(checks));
-    else for (const c of checks) console.log(`${c.ok ? "ok  " : c.required ? "FAIL" : "warn"}  ${c.name}: ${c.detail}${c.fix && !c.ok ? `\n      → ${c.fix}` : ""}`);
+    else
+      for (const c of checks)
+        console.log(
+          `${c.ok ? "ok  " : c.required ? "FAIL" : "warn"}  ${c.name}: ${c.detail}${c.fix && !c.ok ? `\n      → ${c.fix}` : ""}`,
+        );
     return checks.every((c) => c.ok || !c.required) ? 0 : 1;
   },
 };
@@ -83,10 +108,17 @@ its own host, loopback services included) is refused; COPY files from DIR instea
                          RUN reaches it and ADD may fetch URLs. Only for Dockerfiles you trust
   --force                build even if an image with the same recipe exists
   --json                 print {"tag", "recipe", "how", "ms"} on stdout (how: cached|online|offline|built)`,
-  options: { tag: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, from: { type: "string" }, network: { type: "string" } },
+  options: {
+    tag: { type: "string" },
+    force: { type: "boolean" },
+    json: { type: "boolean" },
+    from: { type: "string" },
+    network: { type: "string" },
+  },
   async run({ values, config }) {
     const t0 = Date.now();
-    if (values.network !== undefined && values.from === undefined) throw new UsageError("--network is for --from builds (the sandbox image's own build uses the engine's)");
+    if (values.network !== undefined && values.from === undefined)
+      throw new UsageError("--network is for --from builds (the sandbox image's own build uses the engine's)");
     if (values.from !== undefined) {
       if (!values.tag) throw new UsageError("--from needs --tag IMAGE");
       const { networkProblem } = await import("../sandbox/build-network.js");
@@ -95,10 +127,20 @@ its own host, loopback services included) is refused; COPY files from DIR instea
       if (bad) throw new UsageError(`--network ${bad}`);
       const { buildImageFrom, ImageFromError } = await import("../sandbox/image-from.js");
       try {
-        const r = await buildImageFrom(String(values.from), String(values.tag), { force: Boolean(values.force), sandboxImage: config().image, ...(network ? { network } : {}) });
+        const r = await buildImageFrom(String(values.from), String(values.tag), {
+          force: Boolean(values.force),
+          sandboxImage: config().image,
+          ...(network ? { network } : {}),
+        });
         const ms = Date.now() - t0;
-        if (values.json) console.log(JSON.stringify({ tag: r.tag, recipe: r.context, how: r.how, ms, bases: r.bases, check: r.check }));
-        else process.stderr.write(`[image] ${r.tag} ${r.how === "cached" ? "is up to date" : `built in ${(ms / 1000).toFixed(1)} s`}; runs as uid ${r.check.uid}${r.check.python3 ? "" : " (no python3: each file operation is a slower docker exec)"}\n`);
+        if (values.json)
+          console.log(
+            JSON.stringify({ tag: r.tag, recipe: r.context, how: r.how, ms, bases: r.bases, check: r.check }),
+          );
+        else
+          process.stderr.write(
+            `[image] ${r.tag} ${r.how === "cached" ? "is up to date" : `built in ${(ms / 1000).toFixed(1)} s`}; runs as uid ${r.check.uid}${r.check.python3 ? "" : " (no python3: each file operation is a slower docker exec)"}\n`,
+          );
         return 0;
       } catch (err) {
         if (err instanceof ImageFromError) throw new CliError(err.message);
@@ -110,7 +152,10 @@ its own host, loopback services included) is refused; COPY files from DIR instea
     const r = await buildImage(tag, { force: Boolean(values.force) });
     const ms = Date.now() - t0;
     if (values.json) console.log(JSON.stringify({ tag: r.tag, recipe: r.recipe, how: r.how, ms }));
-    else process.stderr.write(`[image] ${r.tag} (recipe ${r.recipe}) ${r.how === "cached" ? "is up to date" : `built (${r.how}) in ${(ms / 1000).toFixed(1)} s`}\n`);
+    else
+      process.stderr.write(
+        `[image] ${r.tag} (recipe ${r.recipe}) ${r.how === "cached" ? "is up to date" : `built (${r.how}) in ${(ms / 1000).toFixed(1)} s`}\n`,
+      );
     return 0;
   },
 };

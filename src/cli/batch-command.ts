@@ -1,7 +1,18 @@
 // `patchbay batch submit | wait | run | status | list | cancel | retry`: many jobs under one id.
 // The library side is src/batch/batches.ts, loaded when a command runs (not for --help).
 import { join, resolve } from "node:path";
-import { CliError, CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type ClientArgs, type Command, type Values } from "./command.js";
+import {
+  CliError,
+  CONNECTION_USAGE,
+  connectionFlags,
+  duration,
+  listFlag,
+  numberFlag,
+  UsageError,
+  type ClientArgs,
+  type Command,
+  type Values,
+} from "./command.js";
 import { worstExitCode } from "./exit.js";
 import { safeText } from "../core/term.js";
 import { JOB_STATUSES as STATUSES, type JobStatusName } from "../core/spec/names.js";
@@ -38,7 +49,8 @@ async function readFile(file: string) {
 
 function submitOpts(values: Values) {
   const name = values.name === undefined ? undefined : String(values.name);
-  if (name !== undefined && !/^[A-Za-z0-9_.-]{1,96}$/.test(name)) throw new UsageError(`--name takes 1-96 characters from A-Z a-z 0-9 _ . -, not '${safe(name)}'`);
+  if (name !== undefined && !/^[A-Za-z0-9_.-]{1,96}$/.test(name))
+    throw new UsageError(`--name takes 1-96 characters from A-Z a-z 0-9 _ . -, not '${safe(name)}'`);
   const budgetUsd = numberFlag(values, "budget-usd", { what: "USD for the whole batch" });
   return { ...(name !== undefined ? { name } : {}), ...(budgetUsd !== undefined ? { budgetUsd } : {}) };
 }
@@ -57,7 +69,9 @@ async function submitFile(b: BatchClient, file: string, values: Values) {
   const lines = await readFile(file);
   const r = await b.submit(lines, submitOpts(values));
   const again = lines.length - r.added;
-  process.stderr.write(`patchbay: batch ${r.batchId}: ${r.added} jobs enqueued on queue ${b.c.queueName}${again ? ` (${again} were already there)` : ""}\n`);
+  process.stderr.write(
+    `patchbay: batch ${r.batchId}: ${r.added} jobs enqueued on queue ${b.c.queueName}${again ? ` (${again} were already there)` : ""}\n`,
+  );
   return r;
 }
 
@@ -72,7 +86,12 @@ Exit status: 0 enqueued; 1 Redis unreachable, or the name is taken by other jobs
 ${SUBMIT_FLAGS}
   --json                 print the batch id and job ids as JSON
 ${CONNECTION_USAGE}`,
-  options: { ...connectionFlags, name: { type: "string" }, "budget-usd": { type: "string" }, json: { type: "boolean" } },
+  options: {
+    ...connectionFlags,
+    name: { type: "string" },
+    "budget-usd": { type: "string" },
+    json: { type: "boolean" },
+  },
   positionals: { min: 1, max: 1, name: "tasks.jsonl" },
   async run({ values, positionals, config }) {
     submitOpts(values);
@@ -81,7 +100,9 @@ ${CONNECTION_USAGE}`,
       const r = await submitFile(b, positionals[0]!, values);
       // batchId as everywhere else (batch status, the library); batch kept for scripts written before.
       console.log(values.json ? JSON.stringify({ batchId: r.batchId, ids: r.ids, added: r.added }) : r.batchId);
-      process.stderr.write(`patchbay: next: patchbay batch wait ${r.batchId}${b.c.hintFlags()} --out DIR  (or: patchbay batch status ${r.batchId}${b.c.hintFlags()})\n`);
+      process.stderr.write(
+        `patchbay: next: patchbay batch wait ${r.batchId}${b.c.hintFlags()} --out DIR  (or: patchbay batch status ${r.batchId}${b.c.hintFlags()})\n`,
+      );
       return 0;
     });
   },
@@ -92,7 +113,11 @@ ${CONNECTION_USAGE}`,
 // ------------------------------------------------------------------------------------------------
 
 const countsText = (st: BatchStatus) =>
-  [...STATUSES.filter((s) => st.counts[s]).map((s) => `${s} ${st.counts[s]}`), ...(st.running ? [`running ${st.running}`] : []), ...(st.waiting ? [`waiting ${st.waiting}`] : [])].join(" · ");
+  [
+    ...STATUSES.filter((s) => st.counts[s]).map((s) => `${s} ${st.counts[s]}`),
+    ...(st.running ? [`running ${st.running}`] : []),
+    ...(st.waiting ? [`waiting ${st.waiting}`] : []),
+  ].join(" · ");
 
 function eta(st: BatchStatus, now: number): string {
   if (st.done >= st.total) return "done";
@@ -103,7 +128,9 @@ function eta(st: BatchStatus, now: number): string {
 
 function jobLine(st: BatchStatus, jobId: string, r: JobSummary, n: number): string {
   const v = r.verified === undefined ? "" : r.verified ? " (verified)" : " (verify failed)";
-  return safe(`[${n}/${st.total}] line ${r.line} ${jobId} ${r.status}${v} $${r.costUsd.toFixed(4)} ${duration(r.totalMs)}${r.error && r.status !== "completed" ? `: ${r.error.slice(0, 160)}` : ""}`);
+  return safe(
+    `[${n}/${st.total}] line ${r.line} ${jobId} ${r.status}${v} $${r.costUsd.toFixed(4)} ${duration(r.totalMs)}${r.error && r.status !== "completed" ? `: ${r.error.slice(0, 160)}` : ""}`,
+  );
 }
 
 class ProgressView {
@@ -111,7 +138,10 @@ class ProgressView {
   private finishedSeen = 0;
   private readonly t0 = Date.now();
 
-  constructor(private readonly out: NodeJS.WriteStream, private readonly tty = Boolean(out.isTTY)) {}
+  constructor(
+    private readonly out: NodeJS.WriteStream,
+    private readonly tty = Boolean(out.isTTY),
+  ) {}
 
   update(p: BatchProgress): void {
     const st = p.status;
@@ -155,9 +185,18 @@ function interrupted(): { signal: AbortSignal; remove(): void } {
 }
 
 /** Waits with progress on stderr, writes DIR when asked, returns the exit code. */
-export async function waitAndReport(b: BatchClient, c: PatchbayClient, batchId: string, values: Values, out?: string): Promise<number> {
+export async function waitAndReport(
+  b: BatchClient,
+  c: PatchbayClient,
+  batchId: string,
+  values: Values,
+  out?: string,
+): Promise<number> {
   await b.status(batchId); // unknown batch: fail at once
-  if (!(await c.hasWorker())) process.stderr.write(`patchbay: no worker is running on queue '${c.queueName}' yet; start one with: npx patchbay worker${c.hintFlags()}\n`);
+  if (!(await c.hasWorker()))
+    process.stderr.write(
+      `patchbay: no worker is running on queue '${c.queueName}' yet; start one with: npx patchbay worker${c.hintFlags()}\n`,
+    );
   const view = new ProgressView(process.stderr);
   const intr = interrupted();
   let st: BatchStatus;
@@ -165,7 +204,9 @@ export async function waitAndReport(b: BatchClient, c: PatchbayClient, batchId: 
     st = await b.wait(batchId, { signal: intr.signal, onProgress: (p) => view.update(p) });
   } catch (err) {
     if (!intr.signal.aborted) throw err;
-    process.stderr.write(`\npatchbay: ${String(intr.signal.reason)}: stopped waiting; batch ${batchId} keeps running (patchbay batch status ${batchId}${c.hintFlags()}; patchbay batch cancel ${batchId}${c.hintFlags()})\n`);
+    process.stderr.write(
+      `\npatchbay: ${String(intr.signal.reason)}: stopped waiting; batch ${batchId} keeps running (patchbay batch status ${batchId}${c.hintFlags()}; patchbay batch cancel ${batchId}${c.hintFlags()})\n`,
+    );
     return 130;
   } finally {
     intr.remove();
@@ -173,7 +214,9 @@ export async function waitAndReport(b: BatchClient, c: PatchbayClient, batchId: 
   if (out !== undefined) {
     const summary = await b.writeOut(batchId, out);
     if (values.json) console.log(JSON.stringify(summary));
-    process.stderr.write(`patchbay: wrote ${st.total} job directories, ${join(out, "summary.json")} and ${join(out, "summary.md")}\n`);
+    process.stderr.write(
+      `patchbay: wrote ${st.total} job directories, ${join(out, "summary.json")} and ${join(out, "summary.md")}\n`,
+    );
   } else if (values.json) console.log(JSON.stringify(st));
   process.stderr.write(`patchbay: batch ${batchId} done: ${countsText(st)}; $${st.spentUsd.toFixed(4)} spent\n`);
   return worstExitCode(STATUSES.filter((s) => st.counts[s] > 0));
@@ -201,7 +244,10 @@ ${WAIT_EXIT}
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, out: { type: "string" }, json: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "batch" },
-  run: async ({ values, positionals, config }) => withBatches({ values, config }, (b, c) => waitAndReport(b, c, positionals[0]!, values, values.out === undefined ? undefined : resolve(String(values.out)))),
+  run: async ({ values, positionals, config }) =>
+    withBatches({ values, config }, (b, c) =>
+      waitAndReport(b, c, positionals[0]!, values, values.out === undefined ? undefined : resolve(String(values.out))),
+    ),
 };
 
 const run: Command = {
@@ -216,7 +262,13 @@ ${SUBMIT_FLAGS}
   --out DIR              where to write the results and the summary
   --json                 print the summary as JSON on stdout
 ${CONNECTION_USAGE}`,
-  options: { ...connectionFlags, name: { type: "string" }, "budget-usd": { type: "string" }, out: { type: "string" }, json: { type: "boolean" } },
+  options: {
+    ...connectionFlags,
+    name: { type: "string" },
+    "budget-usd": { type: "string" },
+    out: { type: "string" },
+    json: { type: "boolean" },
+  },
   positionals: { min: 1, max: 1, name: "tasks.jsonl" },
   async run({ values, positionals, config }) {
     submitOpts(values);
@@ -247,12 +299,22 @@ ${CONNECTION_USAGE}`,
         console.log(JSON.stringify(st));
         return 0;
       }
-      console.log(`batch ${st.batchId}${st.name && st.name !== st.batchId ? ` (${safe(st.name)})` : ""}, created ${duration(Date.now() - st.createdAt)} ago${st.cancelled ? ", cancelled" : ""}`);
+      console.log(
+        `batch ${st.batchId}${st.name && st.name !== st.batchId ? ` (${safe(st.name)})` : ""}, created ${duration(Date.now() - st.createdAt)} ago${st.cancelled ? ", cancelled" : ""}`,
+      );
       console.log(`${st.total} jobs: ${st.done} done, ${st.running} running, ${st.waiting} waiting`);
-      if (st.done) console.log(STATUSES.filter((s) => st.counts[s]).map((s) => `${s} ${st.counts[s]}`).join(" · "));
+      if (st.done)
+        console.log(
+          STATUSES.filter((s) => st.counts[s])
+            .map((s) => `${s} ${st.counts[s]}`)
+            .join(" · "),
+        );
       if (st.verified || st.unverified) console.log(`verify: ${st.verified} passed, ${st.unverified} failed`);
-      console.log(`spent $${st.spentUsd.toFixed(4)}${st.budgetUsd !== undefined ? ` of a $${st.budgetUsd.toFixed(2)} budget` : ""}`);
-      for (const j of st.jobs ?? []) console.log([j.line, j.jobId, j.result?.status ?? j.state, safe(j.result?.error ?? "")].join("\t").trimEnd());
+      console.log(
+        `spent $${st.spentUsd.toFixed(4)}${st.budgetUsd !== undefined ? ` of a $${st.budgetUsd.toFixed(2)} budget` : ""}`,
+      );
+      for (const j of st.jobs ?? [])
+        console.log([j.line, j.jobId, j.result?.status ?? j.state, safe(j.result?.error ?? "")].join("\t").trimEnd());
       return 0;
     }),
 };
@@ -275,10 +337,26 @@ ${CONNECTION_USAGE}`,
       else if (!all.length) process.stderr.write(`patchbay: no batches in queue ${b.c.queueName}\n`);
       else {
         const now = Date.now();
-        const rows = all.map((x) => [x.batchId, safe(x.name ?? "-"), `${x.done}/${x.total}`, `$${x.spentUsd.toFixed(4)}`, duration(now - x.createdAt), x.cancelled ? "cancelled" : x.done >= x.total ? "done" : "running"]);
+        const rows = all.map((x) => [
+          x.batchId,
+          safe(x.name ?? "-"),
+          `${x.done}/${x.total}`,
+          `$${x.spentUsd.toFixed(4)}`,
+          duration(now - x.createdAt),
+          x.cancelled ? "cancelled" : x.done >= x.total ? "done" : "running",
+        ]);
         const table = [["BATCH", "NAME", "DONE", "SPENT", "AGE", "STATE"], ...rows];
         const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
-        console.log(table.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n"));
+        console.log(
+          table
+            .map((r) =>
+              r
+                .map((cell, i) => cell.padEnd(widths[i]!))
+                .join("  ")
+                .trimEnd(),
+            )
+            .join("\n"),
+        );
       }
       return 0;
     });
@@ -300,7 +378,11 @@ ${CONNECTION_USAGE}`,
   run: async ({ values, positionals, config }) =>
     withBatches({ values, config }, async (b) => {
       const r = await b.cancel(positionals[0]!);
-      console.log(values.json ? JSON.stringify({ batchId: positionals[0], ...r }) : `batch ${positionals[0]} cancelled: ${r.signalled} running jobs signalled, ${r.waiting} waiting jobs will not run`);
+      console.log(
+        values.json
+          ? JSON.stringify({ batchId: positionals[0], ...r })
+          : `batch ${positionals[0]} cancelled: ${r.signalled} running jobs signalled, ${r.waiting} waiting jobs will not run`,
+      );
       return 0;
     }),
 };
@@ -324,9 +406,15 @@ ${CONNECTION_USAGE}`,
     if (bad?.length) throw new UsageError(`--status takes ${STATUSES.join(", ")}, not '${safe(bad.join(", "))}'`);
     return withBatches({ values, config }, async (b) => {
       const r = await b.retry(positionals[0]!, statuses ? { statuses: statuses as JobStatusName[] } : {});
-      if (r.missing.length) process.stderr.write(`patchbay: lines ${r.missing.join(", ")} are no longer in the queue and cannot be retried\n`);
+      if (r.missing.length)
+        process.stderr.write(
+          `patchbay: lines ${r.missing.join(", ")} are no longer in the queue and cannot be retried\n`,
+        );
       if (values.json) console.log(JSON.stringify({ batchId: positionals[0], ids: r.ids }));
-      else if (!r.ids.length) process.stderr.write(`patchbay: no job of batch ${positionals[0]} ended ${statuses ? statuses.join(" or ") : "other than completed"}\n`);
+      else if (!r.ids.length)
+        process.stderr.write(
+          `patchbay: no job of batch ${positionals[0]} ended ${statuses ? statuses.join(" or ") : "other than completed"}\n`,
+        );
       else for (const id of r.ids) console.log(id);
       return 0;
     });

@@ -5,7 +5,17 @@
 import { existsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
-import { CliError, CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type ClientArgs, type Command } from "./command.js";
+import {
+  CliError,
+  CONNECTION_USAGE,
+  connectionFlags,
+  duration,
+  listFlag,
+  numberFlag,
+  UsageError,
+  type ClientArgs,
+  type Command,
+} from "./command.js";
 import { safeText } from "../core/term.js";
 import { JOB_STATUSES, type JobStatusName } from "../core/spec/names.js";
 import type { PatchbayClient } from "../queue/client.js";
@@ -30,17 +40,27 @@ async function campaignId(arg: string): Promise<string> {
   return existsSync(arg) && statSync(arg).isFile() ? (await readFileArg(arg)).name : arg;
 }
 
-async function withCampaigns<T>(args: ClientArgs, fn: (cc: CampaignClient, c: PatchbayClient) => Promise<T>): Promise<T> {
+async function withCampaigns<T>(
+  args: ClientArgs,
+  fn: (cc: CampaignClient, c: PatchbayClient) => Promise<T>,
+): Promise<T> {
   const { withClient } = await import("./queue-connect.js");
   const { CampaignClient } = await import("../campaign/campaigns.js");
   const { CampaignNotFoundError, CampaignBusyError } = await import("../campaign/store.js");
   const { BatchNotFoundError, BatchConflictError } = await import("../batch/batches.js");
   return withClient(args, async (c) => {
-    const onWait = (w: { host: string; reason: string; seconds: number }) => process.stderr.write(`patchbay: ${safe(w.host)}: ${w.reason}; waiting ${w.seconds} s\n`);
+    const onWait = (w: { host: string; reason: string; seconds: number }) =>
+      process.stderr.write(`patchbay: ${safe(w.host)}: ${w.reason}; waiting ${w.seconds} s\n`);
     try {
       return await fn(new CampaignClient(c, args.config(), { onWait }), c);
     } catch (err) {
-      if (err instanceof CampaignNotFoundError || err instanceof CampaignBusyError || err instanceof BatchNotFoundError || err instanceof BatchConflictError) throw new CliError(err.message);
+      if (
+        err instanceof CampaignNotFoundError ||
+        err instanceof CampaignBusyError ||
+        err instanceof BatchNotFoundError ||
+        err instanceof BatchConflictError
+      )
+        throw new CliError(err.message);
       throw err;
     }
   });
@@ -52,7 +72,9 @@ async function submitCampaign(cc: CampaignClient, file: string) {
   const campaign = await readFileArg(file);
   const r = await cc.submit(campaign);
   const again = campaign.lines.length - r.added;
-  process.stderr.write(`patchbay: campaign ${r.batchId}: ${r.added} jobs enqueued on queue ${cc.c.queueName}${again ? ` (${again} were already there)` : ""}\n`);
+  process.stderr.write(
+    `patchbay: campaign ${r.batchId}: ${r.added} jobs enqueued on queue ${cc.c.queueName}${again ? ` (${again} were already there)` : ""}\n`,
+  );
   return r;
 }
 
@@ -74,7 +96,9 @@ ${CONNECTION_USAGE}`,
     return withCampaigns({ values, config }, async (cc) => {
       const r = await submitCampaign(cc, positionals[0]!);
       console.log(values.json ? JSON.stringify(r) : r.batchId);
-      process.stderr.write(`patchbay: next: patchbay batch wait ${r.batchId}${cc.c.hintFlags()}, then patchbay campaign publish ${r.batchId}${cc.c.hintFlags()} --dry-run\n`);
+      process.stderr.write(
+        `patchbay: next: patchbay batch wait ${r.batchId}${cc.c.hintFlags()}, then patchbay campaign publish ${r.batchId}${cc.c.hintFlags()} --dry-run\n`,
+      );
       return 0;
     });
   },
@@ -114,8 +138,16 @@ ${CONNECTION_USAGE}`,
 
 function changesetLine(c: Changeset): string {
   const link = c.url ?? c.branch ?? "";
-  const extra = [c.checks && c.checks !== "none" ? `checks ${c.checks}` : "", c.review && c.review !== "none" ? c.review : "", c.verified === false ? "unverified" : ""].filter(Boolean).join(", ");
-  return safe([String(c.line).padStart(3), c.state.padEnd(11), c.repo, link, extra, c.reason ?? ""].filter(Boolean).join("  ")).slice(0, 400);
+  const extra = [
+    c.checks && c.checks !== "none" ? `checks ${c.checks}` : "",
+    c.review && c.review !== "none" ? c.review : "",
+    c.verified === false ? "unverified" : "",
+  ]
+    .filter(Boolean)
+    .join(", ");
+  return safe(
+    [String(c.line).padStart(3), c.state.padEnd(11), c.repo, link, extra, c.reason ?? ""].filter(Boolean).join("  "),
+  ).slice(0, 400);
 }
 
 const status: Command = {
@@ -139,9 +171,19 @@ ${CONNECTION_USAGE}`,
       if (values.out !== undefined) await cc.writeSummary(id, resolve(String(values.out)));
       if (values.json) return (console.log(JSON.stringify(st)), 0);
       const b = st.batch;
-      console.log(`campaign ${id}: ${st.counts.merged} merged of ${st.changesets.length} · ${Object.entries(st.counts).filter(([, n]) => n).map(([k, n]) => `${k} ${n}`).join(" · ")}`);
-      console.log(`jobs: ${b.done}/${b.total} done${b.running ? `, ${b.running} running` : ""}${b.waiting ? `, ${b.waiting} waiting` : ""} · verify ${b.verified} passed, ${b.unverified} failed · $${b.spentUsd.toFixed(4)} spent`);
-      if (st.checks.passing + st.checks.failing + st.checks.pending) console.log(`checks of open changesets: ${st.checks.passing} passing, ${st.checks.failing} failing, ${st.checks.pending} pending`);
+      console.log(
+        `campaign ${id}: ${st.counts.merged} merged of ${st.changesets.length} · ${Object.entries(st.counts)
+          .filter(([, n]) => n)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(" · ")}`,
+      );
+      console.log(
+        `jobs: ${b.done}/${b.total} done${b.running ? `, ${b.running} running` : ""}${b.waiting ? `, ${b.waiting} waiting` : ""} · verify ${b.verified} passed, ${b.unverified} failed · $${b.spentUsd.toFixed(4)} spent`,
+      );
+      if (st.checks.passing + st.checks.failing + st.checks.pending)
+        console.log(
+          `checks of open changesets: ${st.checks.passing} passing, ${st.checks.failing} failing, ${st.checks.pending} pending`,
+        );
       for (const c of st.changesets) console.log(changesetLine(c));
       return 0;
     });
@@ -158,7 +200,9 @@ function publishProgress(total: number) {
     if (!tty) return void process.stderr.write(`${line}\n`);
     const width = 30;
     const filled = Math.round((p.done / total) * width);
-    process.stderr.write(`\r\x1b[K${line.slice(0, (process.stderr.columns || 100) - 1)}\n[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${p.done}/${total} · ${eta}`);
+    process.stderr.write(
+      `\r\x1b[K${line.slice(0, (process.stderr.columns || 100) - 1)}\n[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${p.done}/${total} · ${eta}`,
+    );
     if (p.done === total) process.stderr.write("\n");
   };
 }
@@ -185,18 +229,39 @@ Exit status: 0 done (conflicts and unpublished jobs included); 1 a repository fa
   --force                push over a branch holding commits patchbay did not push
   --json                 print the report as JSON
 ${CONNECTION_USAGE}`,
-  options: { ...connectionFlags, "dry-run": { type: "boolean" }, "include-unverified": { type: "boolean" }, force: { type: "boolean" }, json: { type: "boolean" } },
+  options: {
+    ...connectionFlags,
+    "dry-run": { type: "boolean" },
+    "include-unverified": { type: "boolean" },
+    force: { type: "boolean" },
+    json: { type: "boolean" },
+  },
   positionals: { min: 1, max: 1, name: "FILE|ID" },
   async run({ values, positionals, config }) {
     const id = await campaignId(positionals[0]!);
     return withCampaigns({ values, config }, async (cc) => {
       const total = (await cc.status(id)).changesets.length;
       const dryRun = Boolean(values["dry-run"]);
-      const r = await cc.publish(id, { dryRun, includeUnverified: Boolean(values["include-unverified"]), force: Boolean(values.force), ...(dryRun || values.json ? {} : { onProgress: publishProgress(total) }) });
+      const r = await cc.publish(id, {
+        dryRun,
+        includeUnverified: Boolean(values["include-unverified"]),
+        force: Boolean(values.force),
+        ...(dryRun || values.json ? {} : { onProgress: publishProgress(total) }),
+      });
       if (values.json) console.log(JSON.stringify(r));
-      else if (dryRun) for (const p of r.planned) console.log([String(p.line), safe(p.repo), safe(p.branch), safe(p.title), ...(p.verified ? [] : ["(unverified)"])].join("\t") + `\n${safeText(p.diffstat)}`);
+      else if (dryRun)
+        for (const p of r.planned)
+          console.log(
+            [String(p.line), safe(p.repo), safe(p.branch), safe(p.title), ...(p.verified ? [] : ["(unverified)"])].join(
+              "\t",
+            ) + `\n${safeText(p.diffstat)}`,
+          );
       const count = (s: string) => r.changesets.filter((c) => c.state === s).length;
-      process.stderr.write(dryRun ? `patchbay: dry run: ${r.planned.length} changesets would be pushed; nothing was\n` : `patchbay: campaign ${id}: ${count("draft") + count("open")} open (${count("draft")} draft), ${count("conflict")} conflict, ${count("unpublished")} unpublished${r.errors ? `, ${r.errors} failed to publish (campaign status ${id} says why)` : ""}\n`);
+      process.stderr.write(
+        dryRun
+          ? `patchbay: dry run: ${r.planned.length} changesets would be pushed; nothing was\n`
+          : `patchbay: campaign ${id}: ${count("draft") + count("open")} open (${count("draft")} draft), ${count("conflict")} conflict, ${count("unpublished")} unpublished${r.errors ? `, ${r.errors} failed to publish (campaign status ${id} says why)` : ""}\n`,
+      );
       return r.errors ? 1 : 0;
     });
   },
@@ -220,14 +285,17 @@ ${CONNECTION_USAGE}`,
     return withCampaigns({ values, config }, async (cc) => {
       const r = await cc.track(id);
       if (values.json) console.log(JSON.stringify(r));
-      process.stderr.write(`patchbay: campaign ${id}: ${r.tracked} changesets refreshed, ${r.open} still open${r.errors ? `, ${r.errors} failed` : ""}\n`);
+      process.stderr.write(
+        `patchbay: campaign ${id}: ${r.tracked} changesets refreshed, ${r.open} still open${r.errors ? `, ${r.errors} failed` : ""}\n`,
+      );
       return r.errors ? 1 : 0;
     });
   },
 };
 
 async function confirmed(question: string): Promise<boolean> {
-  if (!process.stdin.isTTY) throw new UsageError(`${question} needs a confirmation: pass --yes (stdin is not a terminal)`);
+  if (!process.stdin.isTTY)
+    throw new UsageError(`${question} needs a confirmation: pass --yes (stdin is not a terminal)`);
   const rl = createInterface({ input: process.stdin, output: process.stderr });
   try {
     return /^y(es)?$/i.test((await rl.question(`${question} [y/N] `)).trim());
@@ -255,10 +323,13 @@ ${CONNECTION_USAGE}`,
     return withCampaigns({ values, config }, async (cc) => {
       const open = (await cc.status(id)).changesets.filter((c) => c.state === "draft" || c.state === "open").length;
       if (!open) return (process.stderr.write(`patchbay: campaign ${id} has no open changesets\n`), 0);
-      if (!values.yes && !(await confirmed(`Close ${open} pull requests of campaign ${id} and delete their branches?`))) return (process.stderr.write("patchbay: nothing closed\n"), 1);
+      if (!values.yes && !(await confirmed(`Close ${open} pull requests of campaign ${id} and delete their branches?`)))
+        return (process.stderr.write("patchbay: nothing closed\n"), 1);
       const r = await cc.close(id);
       if (values.json) console.log(JSON.stringify(r));
-      process.stderr.write(`patchbay: campaign ${id}: ${r.closed} closed${r.errors ? `, ${r.errors} failed (campaign status ${id} says why)` : ""}\n`);
+      process.stderr.write(
+        `patchbay: campaign ${id}: ${r.closed} closed${r.errors ? `, ${r.errors} failed (campaign status ${id} says why)` : ""}\n`,
+      );
       return r.errors ? 1 : 0;
     });
   },
@@ -287,7 +358,10 @@ ${CONNECTION_USAGE}`,
     if (bad.length) throw new UsageError(`--status takes ${RETRY_STATES.join(", ")}, not '${safe(bad.join(", "))}'`);
     const id = await campaignId(positionals[0]!);
     return withCampaigns({ values, config }, async (cc) => {
-      const r = await cc.retry(id, { states: statuses.includes("conflict") ? ["conflict"] : [], statuses: statuses.filter((s) => s !== "conflict") as JobStatusName[] });
+      const r = await cc.retry(id, {
+        states: statuses.includes("conflict") ? ["conflict"] : [],
+        statuses: statuses.filter((s) => s !== "conflict") as JobStatusName[],
+      });
       if (values.json) console.log(JSON.stringify({ ids: r.ids }));
       else if (!r.ids.length) process.stderr.write(`patchbay: nothing of campaign ${id} is ${statuses.join(" or ")}\n`);
       else for (const jobId of r.ids) console.log(safe(jobId));
@@ -329,7 +403,12 @@ ${CONNECTION_USAGE}`,
   options: { ...connectionFlags },
   run: async ({ values, config }) =>
     withCampaigns({ values, config }, async (cc) => {
-      const t = cc.tracker({ onTracked: (id, r) => process.stderr.write(`patchbay: campaign ${safe(id)}: ${r.tracked} refreshed, ${r.open} open${r.errors ? `, ${r.errors} failed` : ""}\n`) });
+      const t = cc.tracker({
+        onTracked: (id, r) =>
+          process.stderr.write(
+            `patchbay: campaign ${safe(id)}: ${r.tracked} refreshed, ${r.open} open${r.errors ? `, ${r.errors} failed` : ""}\n`,
+          ),
+      });
       process.stderr.write(`patchbay: tracking campaigns of queue ${cc.c.queueName}\n`);
       await new Promise<void>((res) => (process.once("SIGINT", () => res()), process.once("SIGTERM", () => res())));
       await t.close();
@@ -348,4 +427,3 @@ export const campaignCommands: Record<string, Command> = {
   "campaign list": list,
   "campaign tracker": tracker,
 };
-

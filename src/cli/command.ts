@@ -70,11 +70,19 @@ function nonEmpty(values: Values, flag: string): string {
 }
 
 /** A positive number flag, or undefined when absent; `what` says what the number counts. */
-export function numberFlag(values: Values, flag: string, opts: { integer?: boolean; what?: string; min?: 0 } = {}): number | undefined {
+export function numberFlag(
+  values: Values,
+  flag: string,
+  opts: { integer?: boolean; what?: string; min?: 0 } = {},
+): number | undefined {
   const raw = values[flag];
   if (raw === undefined) return undefined;
   const n = Number(raw);
-  const ok = String(raw).trim() !== "" && Number.isFinite(n) && (opts.min === 0 ? n >= 0 : n > 0) && (!opts.integer || Number.isInteger(n));
+  const ok =
+    String(raw).trim() !== "" &&
+    Number.isFinite(n) &&
+    (opts.min === 0 ? n >= 0 : n > 0) &&
+    (!opts.integer || Number.isInteger(n));
   const kind = `${opts.min === 0 ? "non-negative" : "positive"} ${opts.integer ? "integer" : "number"}`;
   if (!ok) throw new UsageError(`--${flag} takes a ${kind}${opts.what ? ` (${opts.what})` : ""}, not '${raw}'`);
   return n;
@@ -92,7 +100,10 @@ export function choiceFlag<T extends string>(values: Values, flag: string, choic
 export function listFlag(values: Values, flag: string): string[] | undefined {
   const raw = values[flag];
   if (raw === undefined) return undefined;
-  return (Array.isArray(raw) ? raw : [raw]).flatMap((x) => String(x).split(",")).map((x) => x.trim()).filter(Boolean);
+  return (Array.isArray(raw) ? raw : [raw])
+    .flatMap((x) => String(x).split(","))
+    .map((x) => x.trim())
+    .filter(Boolean);
 }
 
 /** Seconds or ms as a short human duration: 850ms, 12s, 3m05s, 2h10m, 3d. */

@@ -31,23 +31,58 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
   try {
     info = await docker().info();
     engine = await engineInfo(docker());
-    checks.push({ name: "engine", ok: true, required: true, detail: `${describeEngine(engine, AGENT_UID)} at ${config.engine.host ?? "the default socket"}` });
+    checks.push({
+      name: "engine",
+      ok: true,
+      required: true,
+      detail: `${describeEngine(engine, AGENT_UID)} at ${config.engine.host ?? "the default socket"}`,
+    });
     const limits = limitsProblem(engine);
-    checks.push({ name: "limits", ok: !limits, required: true, detail: limits ?? "the engine holds every sandbox to its memory, pids and cpu limits", ...(limits ? { fix: "see docs/rootless.md" } : {}) });
+    checks.push({
+      name: "limits",
+      ok: !limits,
+      required: true,
+      detail: limits ?? "the engine holds every sandbox to its memory, pids and cpu limits",
+      ...(limits ? { fix: "see docs/rootless.md" } : {}),
+    });
   } catch (err) {
-    checks.push({ name: "engine", ok: false, required: true, detail: (err as Error).message, fix: "run `npm run services` (Debian, root) or start Docker / set DOCKER_HOST" });
+    checks.push({
+      name: "engine",
+      ok: false,
+      required: true,
+      detail: (err as Error).message,
+      fix: "run `npm run services` (Debian, root) or start Docker / set DOCKER_HOST",
+    });
   }
   checks.push(...(await redisChecks(redisUrl, config)));
   if (info) {
     const recipe = await imageRecipe(config.image);
     checks.push(
       recipe === undefined
-        ? { name: "image", ok: false, required: true, detail: `${config.image} is missing`, fix: "run `npx patchbay image build`" }
-        : { name: "image", ok: true, required: true, detail: `${config.image}${recipe === recipeHash() ? "" : " (built from an older recipe; `npx patchbay image build` updates it)"}` },
+        ? {
+            name: "image",
+            ok: false,
+            required: true,
+            detail: `${config.image} is missing`,
+            fix: "run `npx patchbay image build`",
+          }
+        : {
+            name: "image",
+            ok: true,
+            required: true,
+            detail: `${config.image}${recipe === recipeHash() ? "" : " (built from an older recipe; `npx patchbay image build` updates it)"}`,
+          },
     );
     // Podman lists runtimes it knows of, installed or not, and patchbay runs no gVisor under it.
     const runsc = Boolean(info.Runtimes?.runsc) && engine?.name !== "podman";
-    if (engine?.name === "podman") checks.push({ name: "gvisor", ok: false, required: false, detail: "not under Podman (jobs with runtime: runsc are handed to another worker)", fix: "run gVisor jobs on workers with a Docker engine that registers runsc" });
+    if (engine?.name === "podman")
+      checks.push({
+        name: "gvisor",
+        ok: false,
+        required: false,
+        detail: "not under Podman (jobs with runtime: runsc are handed to another worker)",
+        fix: "run gVisor jobs on workers with a Docker engine that registers runsc",
+      });
     else checks.push(gvisorCheck(runsc, engine));
     if (runsc && recipe !== undefined) checks.push(await gvisorStatx(config.image));
     if (recipe !== undefined) checks.push(await landlockCheck(config.image, engine));
@@ -59,27 +94,57 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
 
 /** runsc registered, and whether with --oci-seccomp (without it gVisor ignores the boxes' seccomp profile). */
 function gvisorCheck(runsc: boolean, engine: EngineInfo | undefined): Check {
-  const fix = "apt-get install runsc and register it in /etc/docker/daemon.json with runtimeArgs [\"--network=none\", \"--oci-seccomp\"], then reload dockerd (kill -HUP); `bash scripts/services.sh` does both";
-  if (!runsc) return { name: "gvisor", ok: false, required: false, detail: "runtime runsc not registered (jobs with runtime: runsc will fail)", fix };
-  if (engine && !runscSeccomp(engine)) return { name: "gvisor", ok: true, required: false, detail: "runtime runsc registered, without --oci-seccomp (gVisor ignores the boxes' seccomp profile; its own ptrace rule still holds)", fix };
+  const fix =
+    'apt-get install runsc and register it in /etc/docker/daemon.json with runtimeArgs ["--network=none", "--oci-seccomp"], then reload dockerd (kill -HUP); `bash scripts/services.sh` does both';
+  if (!runsc)
+    return {
+      name: "gvisor",
+      ok: false,
+      required: false,
+      detail: "runtime runsc not registered (jobs with runtime: runsc will fail)",
+      fix,
+    };
+  if (engine && !runscSeccomp(engine))
+    return {
+      name: "gvisor",
+      ok: true,
+      required: false,
+      detail:
+        "runtime runsc registered, without --oci-seccomp (gVisor ignores the boxes' seccomp profile; its own ptrace rule still holds)",
+      fix,
+    };
   return { name: "gvisor", ok: true, required: false, detail: "runtime runsc registered, with --oci-seccomp" };
 }
 
 /** Whether the sandboxes' processes may trace each other (PATCHBAY_ALLOW_PTRACE). */
 function ptraceCheck(config: Pick<Config, "policy">): Check {
   return config.policy.allowPtrace
-    ? { name: "ptrace", ok: true, required: false, detail: "allowed in the sandboxes (PATCHBAY_ALLOW_PTRACE=1): any process of a job can read and drive the others; for trusted repos only" }
-    : { name: "ptrace", ok: true, required: false, detail: "denied in every sandbox (seccomp: ptrace, process_vm_readv/writev and their relatives)" };
+    ? {
+        name: "ptrace",
+        ok: true,
+        required: false,
+        detail:
+          "allowed in the sandboxes (PATCHBAY_ALLOW_PTRACE=1): any process of a job can read and drive the others; for trusted repos only",
+      }
+    : {
+        name: "ptrace",
+        ok: true,
+        required: false,
+        detail: "denied in every sandbox (seccomp: ptrace, process_vm_readv/writev and their relatives)",
+      };
 }
 
 /** The model's provider and whether its credentials are found: where they come from, never their values. */
-export function modelCheck(config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "anthropicBaseUrl" | "provider">): Check {
+export function modelCheck(
+  config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "anthropicBaseUrl" | "provider">,
+): Check {
   const p = config.provider;
   if (p.name !== "anthropic") {
     const creds = platformCredentials(p);
-    const fix = p.name === "bedrock"
-      ? "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE with ~/.aws/credentials, or AWS_BEARER_TOKEN_BEDROCK where the worker runs (on EC2 an instance role also works, which this check cannot see)"
-      : "set CLOUD_ML_REGION and GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud auth application-default login` (on Google Cloud the metadata server also works, which this check cannot see)";
+    const fix =
+      p.name === "bedrock"
+        ? "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE with ~/.aws/credentials, or AWS_BEARER_TOKEN_BEDROCK where the worker runs (on EC2 an instance role also works, which this check cannot see)"
+        : "set CLOUD_ML_REGION and GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud auth application-default login` (on Google Cloud the metadata server also works, which this check cannot see)";
     return { name: `provider ${p.name}`, ok: creds.found, required: false, detail: creds.detail, fix };
   }
   const key = Boolean(config.anthropicApiKey);
@@ -87,7 +152,13 @@ export function modelCheck(config: Pick<Config, "anthropicApiKey" | "anthropicAu
     name: "anthropic",
     ok: key || Boolean(config.anthropicAuthToken) || Boolean(config.anthropicBaseUrl),
     required: false,
-    detail: key ? "ANTHROPIC_API_KEY is set" : config.anthropicAuthToken ? "ANTHROPIC_AUTH_TOKEN is set" : config.anthropicBaseUrl ? `no key; ANTHROPIC_BASE_URL=${config.anthropicBaseUrl}` : "ANTHROPIC_API_KEY is not set",
+    detail: key
+      ? "ANTHROPIC_API_KEY is set"
+      : config.anthropicAuthToken
+        ? "ANTHROPIC_AUTH_TOKEN is set"
+        : config.anthropicBaseUrl
+          ? `no key; ANTHROPIC_BASE_URL=${config.anthropicBaseUrl}`
+          : "ANTHROPIC_API_KEY is not set",
     fix: "export ANTHROPIC_API_KEY=... (workers need it; the client commands do not), or PATCHBAY_PROVIDER=bedrock|vertex",
   };
 }
@@ -99,22 +170,57 @@ export function modelCheck(config: Pick<Config, "anthropicApiKey" | "anthropicAu
  */
 async function gvisorStatx(image: string): Promise<Check> {
   const name = "gvisor statx";
-  const fix = "install a newer gVisor (runsc); patchbay's own steps do not need it, the agent's `ls PATH` and `stat` do";
+  const fix =
+    "install a newer gVisor (runsc); patchbay's own steps do not need it, the agent's `ls PATH` and `stat` do";
   let container: Awaited<ReturnType<ReturnType<typeof docker>["createContainer"]>> | undefined;
   try {
     container = await docker().createContainer({
-      Image: image, Entrypoint: [], Cmd: ["stat", "-c", "%n", "/"], User: "1000:1000", NetworkDisabled: true, Labels: { [LABEL.managed]: "1", [LABEL.deadline]: String(Math.floor(Date.now() / 1000) + 300) },
-      HostConfig: { Runtime: "runsc", NetworkMode: "none", ReadonlyRootfs: true, CapDrop: ["ALL"], SecurityOpt: ["no-new-privileges"], PidsLimit: 256 },
+      Image: image,
+      Entrypoint: [],
+      Cmd: ["stat", "-c", "%n", "/"],
+      User: "1000:1000",
+      NetworkDisabled: true,
+      Labels: { [LABEL.managed]: "1", [LABEL.deadline]: String(Math.floor(Date.now() / 1000) + 300) },
+      HostConfig: {
+        Runtime: "runsc",
+        NetworkMode: "none",
+        ReadonlyRootfs: true,
+        CapDrop: ["ALL"],
+        SecurityOpt: ["no-new-privileges"],
+        PidsLimit: 256,
+      },
     });
     await container.start();
     const waited = await settleWithin(container.wait() as Promise<{ StatusCode: number }>, 30_000);
-    if (!waited) return { name, ok: false, required: false, detail: "a container under runsc did not finish `stat /` within 30 s", fix };
-    if (waited.StatusCode === 0) return { name, ok: true, required: false, detail: "coreutils' stat (statx) works under runsc" };
+    if (!waited)
+      return {
+        name,
+        ok: false,
+        required: false,
+        detail: "a container under runsc did not finish `stat /` within 30 s",
+        fix,
+      };
+    if (waited.StatusCode === 0)
+      return { name, ok: true, required: false, detail: "coreutils' stat (statx) works under runsc" };
     const out = (await container.logs({ stdout: true, stderr: true })).toString("latin1");
     const refused = /Invalid argument/.test(out);
-    return { name, ok: false, required: false, detail: refused ? "under runsc, coreutils' `stat`, `ls PATH` and `ls -l` fail with \"Invalid argument\": this gVisor refuses statx with AT_NO_AUTOMOUNT" : `\`stat /\` under runsc exited ${waited.StatusCode}`, fix };
+    return {
+      name,
+      ok: false,
+      required: false,
+      detail: refused
+        ? 'under runsc, coreutils\' `stat`, `ls PATH` and `ls -l` fail with "Invalid argument": this gVisor refuses statx with AT_NO_AUTOMOUNT'
+        : `\`stat /\` under runsc exited ${waited.StatusCode}`,
+      fix,
+    };
   } catch (err) {
-    return { name, ok: false, required: false, detail: `a container under runsc could not run: ${(err as Error).message}`, fix };
+    return {
+      name,
+      ok: false,
+      required: false,
+      detail: `a container under runsc could not run: ${(err as Error).message}`,
+      fix,
+    };
   } finally {
     await container?.remove({ force: true }).catch(() => {});
   }
@@ -142,29 +248,56 @@ const NO = "no: a job's processes can read each other's memory through /proc";
 export function landlockDetail(printed: string): { ok: boolean; detail: string } {
   const v = printed.trim();
   if (/^[1-9]\d*$/.test(v)) return { ok: true, detail: `landlock: yes (ABI ${v})` };
-  const why = v === "-38" ? "the kernel has no Landlock (ENOSYS)" : v === "-95" ? "Landlock is disabled in the kernel (EOPNOTSUPP; add it to lsm=)" : v === "arch" ? "an architecture the helper has no Landlock syscall number for" : `the probe said ${JSON.stringify(v.slice(0, 200))}`;
+  const why =
+    v === "-38"
+      ? "the kernel has no Landlock (ENOSYS)"
+      : v === "-95"
+        ? "Landlock is disabled in the kernel (EOPNOTSUPP; add it to lsm=)"
+        : v === "arch"
+          ? "an architecture the helper has no Landlock syscall number for"
+          : `the probe said ${JSON.stringify(v.slice(0, 200))}`;
   return { ok: false, detail: `landlock: ${NO} (${why})` };
 }
 
 /** One throwaway box of `image` (the default runtime) asks the kernel for its Landlock ABI. */
 export async function landlockCheck(image: string, engine: EngineInfo | undefined): Promise<Check> {
   const name = "landlock";
-  const fix = "run the workers on a Linux kernel with Landlock enabled (5.13 or later, `landlock` in /sys/kernel/security/lsm); gVisor (runtime: runsc) has none";
+  const fix =
+    "run the workers on a Linux kernel with Landlock enabled (5.13 or later, `landlock` in /sys/kernel/security/lsm); gVisor (runtime: runsc) has none";
   let container: Awaited<ReturnType<ReturnType<typeof docker>["createContainer"]>> | undefined;
   try {
     container = await docker().createContainer({
-      Image: image, Entrypoint: [], Cmd: ["python3", "-I", "-S", "-c", PROBE], User: "1000:1000", NetworkDisabled: true,
+      Image: image,
+      Entrypoint: [],
+      Cmd: ["python3", "-I", "-S", "-c", PROBE],
+      User: "1000:1000",
+      NetworkDisabled: true,
       Labels: { [LABEL.managed]: "1", [LABEL.deadline]: String(Math.floor(Date.now() / 1000) + 300) },
-      HostConfig: { NetworkMode: "none", ReadonlyRootfs: true, CapDrop: ["ALL"], SecurityOpt: ["no-new-privileges", seccompOption(engine?.name ?? "docker")], PidsLimit: 64 },
+      HostConfig: {
+        NetworkMode: "none",
+        ReadonlyRootfs: true,
+        CapDrop: ["ALL"],
+        SecurityOpt: ["no-new-privileges", seccompOption(engine?.name ?? "docker")],
+        PidsLimit: 64,
+      },
     });
     await container.start();
     const waited = await settleWithin(container.wait() as Promise<{ StatusCode: number }>, 30_000);
-    if (!waited) return { name, ok: false, required: false, detail: `landlock: unknown (a box did not answer within 30 s)`, fix };
+    if (!waited)
+      return { name, ok: false, required: false, detail: `landlock: unknown (a box did not answer within 30 s)`, fix };
     const logs = (await container.logs({ stdout: true, stderr: true })).toString("latin1");
-    const said = landlockDetail(/LANDLOCK=(\S+)/.exec(logs)?.[1] ?? `exit ${waited.StatusCode}: ${logs.replace(/[^\x20-\x7e\n]/g, "")}`);
+    const said = landlockDetail(
+      /LANDLOCK=(\S+)/.exec(logs)?.[1] ?? `exit ${waited.StatusCode}: ${logs.replace(/[^\x20-\x7e\n]/g, "")}`,
+    );
     return { name, required: false, ...said, ...(said.ok ? {} : { fix }) };
   } catch (err) {
-    return { name, ok: false, required: false, detail: `landlock: unknown (a box could not run: ${(err as Error).message})`, fix };
+    return {
+      name,
+      ok: false,
+      required: false,
+      detail: `landlock: unknown (a box could not run: ${(err as Error).message})`,
+      fix,
+    };
   } finally {
     await container?.remove({ force: true }).catch(() => {});
   }

@@ -26,13 +26,19 @@ async function onInterrupt(c: PatchbayClient, id: string, sig: NodeJS.Signals, c
     const r = await c.cancel(id).catch((err: Error) => `not cancelled (${err.message})`);
     process.stderr.write(`\npatchbay: ${sig}: job ${id} ${r === "finished" ? "had already finished" : r}\n`);
   } else {
-    process.stderr.write(`\npatchbay: ${sig}: stopped waiting; job ${id} keeps running on its worker.\n` + `  follow it: patchbay watch ${id}${c.hintFlags()}    stop it: patchbay cancel ${id}${c.hintFlags()}    (or run with --cancel-on-exit)\n`);
+    process.stderr.write(
+      `\npatchbay: ${sig}: stopped waiting; job ${id} keeps running on its worker.\n` +
+        `  follow it: patchbay watch ${id}${c.hintFlags()}    stop it: patchbay cancel ${id}${c.hintFlags()}    (or run with --cancel-on-exit)\n`,
+    );
   }
   return 130;
 }
 
 export async function follow(c: PatchbayClient, id: string, opts: FollowOptions): Promise<number> {
-  if (!(await c.hasWorker())) process.stderr.write(`patchbay: no worker is running on queue '${c.queueName}' yet; start one with: npx patchbay worker${c.hintFlags()}\n`);
+  if (!(await c.hasWorker()))
+    process.stderr.write(
+      `patchbay: no worker is running on queue '${c.queueName}' yet; start one with: npx patchbay worker${c.hintFlags()}\n`,
+    );
   const stopWatching = new AbortController();
   const progress = (async () => {
     for await (const e of c.watch(id, { signal: stopWatching.signal })) {
@@ -43,7 +49,10 @@ export async function follow(c: PatchbayClient, id: string, opts: FollowOptions)
   const intr = interrupted();
   let result: JobResult;
   try {
-    const outcome = await Promise.race([c.waitForResult(id, { warnIfNoWorker: false }).then((r) => ({ r })), intr.signal.then((sig) => ({ sig }))]);
+    const outcome = await Promise.race([
+      c.waitForResult(id, { warnIfNoWorker: false }).then((r) => ({ r })),
+      intr.signal.then((sig) => ({ sig })),
+    ]);
     if ("sig" in outcome) {
       stopWatching.abort();
       return await onInterrupt(c, id, outcome.sig, opts.cancelOnExit);

@@ -48,7 +48,14 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     case "tool_call": {
       const input = e.input as Record<string, unknown>;
       // A spec's own tool or an MCP server's: its input as JSON, and the server.
-      const what = e.name === "bash" ? String(input.command ?? (input.restart ? "(restart)" : "")) : BUILTIN_TOOL_NAMES.includes(e.name) ? `${input.command ?? ""} ${input.path ?? ""}` : JSON.stringify(e.input ?? null, (_k, v: unknown) => (typeof v === "string" ? safeText(v, { oneLine: true }) : v));
+      const what =
+        e.name === "bash"
+          ? String(input.command ?? (input.restart ? "(restart)" : ""))
+          : BUILTIN_TOOL_NAMES.includes(e.name)
+            ? `${input.command ?? ""} ${input.path ?? ""}`
+            : JSON.stringify(e.input ?? null, (_k, v: unknown) =>
+                typeof v === "string" ? safeText(v, { oneLine: true }) : v,
+              );
       return `${t}   ${e.server ? `${e.name} (MCP server ${short(e.server, 40)})` : e.name}: ${short(what, 90)}`;
     }
     case "tool_result":

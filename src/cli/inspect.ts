@@ -1,7 +1,15 @@
 // `patchbay status | result | watch | cancel | list`: reading and steering jobs by id, from any host.
 // An id that is not in the queue is a failure (exit 1: "no job <id> in queue <q>").
 import { resolve } from "node:path";
-import { CONNECTION_USAGE, connectionFlags, duration, listFlag, numberFlag, UsageError, type Command } from "./command.js";
+import {
+  CONNECTION_USAGE,
+  connectionFlags,
+  duration,
+  listFlag,
+  numberFlag,
+  UsageError,
+  type Command,
+} from "./command.js";
 import type { JobStatusInfo } from "../queue/client.js";
 import { safeText } from "../core/term.js";
 import { exitCodeFor, STATUS_EXIT_USAGE } from "./exit.js";
@@ -64,10 +72,12 @@ ${CONNECTION_USAGE}`,
         process.stderr.write(`patchbay: job ${id} has not finished yet (patchbay watch ${id}${c.hintFlags()})\n`);
         return 1;
       }
-      if (values.out !== undefined) process.stderr.write(`patchbay: wrote ${await writeOut(c, id, r, resolve(String(values.out)))}\n`);
+      if (values.out !== undefined)
+        process.stderr.write(`patchbay: wrote ${await writeOut(c, id, r, resolve(String(values.out)))}\n`);
       else if (values.json) console.log(JSON.stringify(r));
       else process.stdout.write(r.patch);
-      if (r.status !== "completed") process.stderr.write(`patchbay: job ${id} ${r.status}${r.error ? `: ${safe(r.error)}` : ""}\n`);
+      if (r.status !== "completed")
+        process.stderr.write(`patchbay: job ${id} ${r.status}${r.error ? `: ${safe(r.error)}` : ""}\n`);
       return r.status === "completed" ? 0 : 1;
     }),
 };
@@ -130,7 +140,9 @@ ${CONNECTION_USAGE}`,
         }
       }
       if (values.json) console.log(JSON.stringify(done));
-      else for (const d of done) console.log(d.outcome === "finished" ? `${d.id} had already finished` : `${d.id} ${d.outcome}`);
+      else
+        for (const d of done)
+          console.log(d.outcome === "finished" ? `${d.id} had already finished` : `${d.id} ${d.outcome}`);
       return code;
     }),
 };
@@ -149,7 +161,12 @@ Exit status: 0 (an empty queue too); 1 Redis unreachable; 2 usage.
   --limit N              at most N jobs (default 50)
   --json                 an array of objects (createdAt, startedAt, finishedAt in epoch ms)
 ${CONNECTION_USAGE}`,
-  options: { ...connectionFlags, json: { type: "boolean" }, state: { type: "string", multiple: true }, limit: { type: "string" } },
+  options: {
+    ...connectionFlags,
+    json: { type: "boolean" },
+    state: { type: "string", multiple: true },
+    limit: { type: "string" },
+  },
   run: async ({ values, config }) => {
     const states = listFlag(values, "state");
     const bad = states?.filter((s) => !STATES.includes(s as (typeof STATES)[number]));
@@ -158,7 +175,8 @@ ${CONNECTION_USAGE}`,
     return (await client()).withClient({ values, config }, async (c) => {
       const jobs = await c.list({ limit, ...(states ? { states: states as (typeof STATES)[number][] } : {}) });
       if (values.json) console.log(JSON.stringify(jobs));
-      else if (!jobs.length) process.stderr.write(`patchbay: no ${states ? `${states.join(" or ")} ` : ""}jobs in queue ${c.queueName}\n`);
+      else if (!jobs.length)
+        process.stderr.write(`patchbay: no ${states ? `${states.join(" or ")} ` : ""}jobs in queue ${c.queueName}\n`);
       else console.log(table(jobs));
       return 0;
     });
@@ -172,11 +190,20 @@ function table(jobs: JobStatusInfo[]): string {
     j.outcome,
     j.createdAt ? duration(now - j.createdAt) : "-",
     j.startedAt ? duration((j.finishedAt ?? now) - j.startedAt) : "-",
-    safe(j.task ?? "").replace(/\s+/g, " ").slice(0, 60),
+    safe(j.task ?? "")
+      .replace(/\s+/g, " ")
+      .slice(0, 60),
   ]);
   const all = [["ID", "OUTCOME", "AGE", "DURATION", "TASK"], ...rows];
   const widths = all[0]!.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
-  return all.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n");
+  return all
+    .map((r) =>
+      r
+        .map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }
 
 export const inspectCommands: Record<string, Command> = { status, result, watch, cancel, list };

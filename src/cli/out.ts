@@ -21,11 +21,18 @@ export function checkOut(values: Values): void {
   } catch {
     return; // not there yet (or not a directory: writing will say so)
   }
-  if (entries.length > 0) throw new UsageError(`--out ${dir} is not empty (${entries.length} entr${entries.length === 1 ? "y" : "ies"}): pass --force to write over it, or name another directory`);
+  if (entries.length > 0)
+    throw new UsageError(
+      `--out ${dir} is not empty (${entries.length} entr${entries.length === 1 ? "y" : "ies"}): pass --force to write over it, or name another directory`,
+    );
 }
 
 /** Writes the four files; returns the patch's path. */
-export async function writeJobFiles(dir: string, result: JobResult, events: readonly TranscriptEvent[]): Promise<string> {
+export async function writeJobFiles(
+  dir: string,
+  result: JobResult,
+  events: readonly TranscriptEvent[],
+): Promise<string> {
   checkNoLinkBelowCwd(resolve(dir));
   mkdirSync(dir, { recursive: true });
   writeOwn(join(dir, "patch.diff"), result.patch);

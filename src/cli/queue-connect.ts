@@ -17,15 +17,21 @@ export async function probeRedis(url: string, settings: RedisSettings, timeoutMs
   try {
     (await probeRedisTarget(url, settings, timeoutMs)).conn.disconnect();
   } catch (err) {
-    if (!(err instanceof RedisConnectError) || err.kind !== "infra") throw new CliError((err as Error).message, "config");
-    throw new CliError(`cannot reach Redis at ${err.shownUrl} (${err.why}): start it (${inPatchbayRepo() ? "npm run services" : "e.g. redis-server --maxmemory-policy noeviction"}) or pass --redis-url / set REDIS_URL`);
+    if (!(err instanceof RedisConnectError) || err.kind !== "infra")
+      throw new CliError((err as Error).message, "config");
+    throw new CliError(
+      `cannot reach Redis at ${err.shownUrl} (${err.why}): start it (${inPatchbayRepo() ? "npm run services" : "e.g. redis-server --maxmemory-policy noeviction"}) or pass --redis-url / set REDIS_URL`,
+    );
   }
 }
 
 /** Whether the command runs in patchbay's own clone, where `npm run services` starts Redis (not after `npm i patchbay`). */
 function inPatchbayRepo(): boolean {
   try {
-    const pkg = JSON.parse(readFileSync(join(process.cwd(), "package.json"), "utf8")) as { name?: string; scripts?: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(join(process.cwd(), "package.json"), "utf8")) as {
+      name?: string;
+      scripts?: Record<string, string>;
+    };
     return pkg.name === "patchbay" && pkg.scripts?.services !== undefined;
   } catch {
     return false;

@@ -64,18 +64,29 @@ export function hasSpecFlags(v: Values): boolean {
 /** A JobSpec from --spec and flags (flags win). Schema validation happens at enqueue. */
 export function specFrom(v: Values): Record<string, unknown> {
   const sources = (["repo", "git", "archive"] as const).filter((f) => v[f] !== undefined);
-  if (sources.length > 1) throw new UsageError(`${sources.map((f) => `--${f}`).join(" and ")}: give only one of --repo, --git and --archive`);
+  if (sources.length > 1)
+    throw new UsageError(`${sources.map((f) => `--${f}`).join(" and ")}: give only one of --repo, --git and --archive`);
   if (v.ref !== undefined && v.git === undefined) throw new UsageError("--ref goes with --git");
   const spec: Record<string, unknown> = v.spec !== undefined ? readSpecFile(String(v.spec)) : {};
   if (v.repo !== undefined) spec.repo = { path: String(v.repo) };
   if (v.git !== undefined) spec.repo = { git: String(v.git), ...(v.ref !== undefined ? { ref: String(v.ref) } : {}) };
   if (v.archive !== undefined) spec.repo = { archive: String(v.archive) };
-  for (const [flag, key] of [["task", "task"], ["verify", "verify"], ["setup", "setup"], ["model", "model"], ["job-id", "jobId"]] as const) {
+  for (const [flag, key] of [
+    ["task", "task"],
+    ["verify", "verify"],
+    ["setup", "setup"],
+    ["model", "model"],
+    ["job-id", "jobId"],
+  ] as const) {
     if (v[flag] !== undefined) spec[key] = v[flag];
   }
   const tools = choiceFlag(v, "tools", EDITOR_TOOLS);
   // Over a spec file's { editor, custom }: the editor only.
-  if (tools) spec.tools = spec.tools && typeof spec.tools === "object" && !Array.isArray(spec.tools) ? { ...spec.tools, editor: tools } : tools;
+  if (tools)
+    spec.tools =
+      spec.tools && typeof spec.tools === "object" && !Array.isArray(spec.tools)
+        ? { ...spec.tools, editor: tools }
+        : tools;
   const timeout = numberFlag(v, "timeout", { what: "seconds" });
   if (timeout !== undefined) spec.timeoutSec = timeout;
   const commandTimeout = numberFlag(v, "command-timeout", { what: "seconds" });
@@ -86,7 +97,10 @@ export function specFrom(v: Values): Record<string, unknown> {
   if (rounds !== undefined) spec.verifyRounds = rounds;
   const usd = numberFlag(v, "budget-usd", { what: "dollars" });
   if (usd !== undefined) spec.budget = { ...(spec.budget as object | undefined), usd };
-  const missing = [...(spec.task === undefined ? ["--task"] : []), ...(spec.repo === undefined ? ["--repo (or --git, --archive)"] : [])];
+  const missing = [
+    ...(spec.task === undefined ? ["--task"] : []),
+    ...(spec.repo === undefined ? ["--repo (or --git, --archive)"] : []),
+  ];
   if (missing.length) throw new UsageError(`missing ${missing.join(" and ")}`);
   return spec;
 }
@@ -98,7 +112,8 @@ function readSpecFile(file: string): Record<string, unknown> {
   } catch (err) {
     throw new UsageError(`--spec ${file}: ${(err as Error).message}`);
   }
-  if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new UsageError(`--spec ${file}: not a JSON object`);
+  if (!parsed || typeof parsed !== "object" || Array.isArray(parsed))
+    throw new UsageError(`--spec ${file}: not a JSON object`);
   return parsed as Record<string, unknown>;
 }
 
@@ -107,9 +122,12 @@ function readSpecFile(file: string): Record<string, unknown> {
  * for fields the user set by flag (a field that came from --spec keeps its JobSpec name).
  */
 export function flagError(message: string, v: Values): string {
-  return message.replace(/(^(?:spec #\d+: )?invalid JobSpec: |; )([A-Za-z]+(?:\.[A-Za-z]+)?)(?=[.:])/g, (all, lead: string, field: string) => {
-    const flag = FLAG_OF[field];
-    const fromFlag = flag && flag.split(/, | or /).some((f) => v[f.replace(/^--/, "")] !== undefined);
-    return fromFlag ? `${lead}${flag}` : all;
-  });
+  return message.replace(
+    /(^(?:spec #\d+: )?invalid JobSpec: |; )([A-Za-z]+(?:\.[A-Za-z]+)?)(?=[.:])/g,
+    (all, lead: string, field: string) => {
+      const flag = FLAG_OF[field];
+      const fromFlag = flag && flag.split(/, | or /).some((f) => v[f.replace(/^--/, "")] !== undefined);
+      return fromFlag ? `${lead}${flag}` : all;
+    },
+  );
 }

@@ -34,15 +34,27 @@ ${SPEC_USAGE}
   --cancel-on-exit       on Ctrl-C (or SIGTERM), cancel the job too
   --local                run the job here, in this process (default DIR: ./patchbay-out/local/<id>)
 ${CONNECTION_USAGE}`,
-  options: { ...specFlags, ...connectionFlags, out: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, "cancel-on-exit": { type: "boolean" }, local: { type: "boolean" } },
+  options: {
+    ...specFlags,
+    ...connectionFlags,
+    out: { type: "string" },
+    force: { type: "boolean" },
+    json: { type: "boolean" },
+    "cancel-on-exit": { type: "boolean" },
+    local: { type: "boolean" },
+  },
   async run({ values, config }) {
-    if (!hasSpecFlags(values)) throw new UsageError("run needs a job: --repo DIR (or --git URL, --archive FILE) and --task TEXT");
+    if (!hasSpecFlags(values))
+      throw new UsageError("run needs a job: --repo DIR (or --git URL, --archive FILE) and --task TEXT");
     const spec = specFrom(values);
     await prepare([spec], values);
     checkOut(values);
     if (values.local) {
       const used = ["queue", "redis-url", "cancel-on-exit"].filter((f) => values[f] !== undefined);
-      if (used.length) throw new UsageError(`--local runs the job in this process, with no queue: ${used.map((f) => `--${f}`).join(", ")} ${used.length === 1 ? "does" : "do"} not apply`);
+      if (used.length)
+        throw new UsageError(
+          `--local runs the job in this process, with no queue: ${used.map((f) => `--${f}`).join(", ")} ${used.length === 1 ? "does" : "do"} not apply`,
+        );
       const { runLocal } = await import("./run-local.js");
       return runLocal(spec, { values, config: config() });
     }
@@ -51,7 +63,11 @@ ${CONNECTION_USAGE}`,
       const id = await c.enqueue(spec);
       process.stderr.write(`patchbay: job ${id} enqueued on queue ${c.queueName}\n`);
       const { follow } = await import("./follow.js");
-      return follow(c, id, { out: outDir(values, c.queueName, id), json: Boolean(values.json), cancelOnExit: Boolean(values["cancel-on-exit"]) });
+      return follow(c, id, {
+        out: outDir(values, c.queueName, id),
+        json: Boolean(values.json),
+        cancelOnExit: Boolean(values["cancel-on-exit"]),
+      });
     });
   },
 };
@@ -74,10 +90,12 @@ ${CONNECTION_USAGE}`,
   async run({ values, config }) {
     let specs: unknown[];
     if (values.batch !== undefined) {
-      if (hasSpecFlags(values)) throw new UsageError("--batch takes no other spec flags (put them in the file's lines)");
+      if (hasSpecFlags(values))
+        throw new UsageError("--batch takes no other spec flags (put them in the file's lines)");
       specs = await batchSpecs(String(values.batch));
     } else {
-      if (!hasSpecFlags(values)) throw new UsageError("enqueue needs a job (--repo DIR --task TEXT, ...) or --batch FILE");
+      if (!hasSpecFlags(values))
+        throw new UsageError("enqueue needs a job (--repo DIR --task TEXT, ...) or --batch FILE");
       specs = [specFrom(values)];
       await prepare(specs, values);
     }
@@ -88,7 +106,11 @@ ${CONNECTION_USAGE}`,
       else for (const id of ids) console.log(id);
       // The next step on stderr: stdout stays the ids alone, for scripts.
       const flags = c.hintFlags();
-      process.stderr.write(ids.length === 1 ? `patchbay: next: patchbay watch ${ids[0]}${flags}  (or: patchbay result ${ids[0]}${flags} once it has finished)\n` : `patchbay: next: patchbay status ${ids.slice(0, 3).join(" ")}${ids.length > 3 ? " …" : ""}${flags}  (or: patchbay list${flags})\n`);
+      process.stderr.write(
+        ids.length === 1
+          ? `patchbay: next: patchbay watch ${ids[0]}${flags}  (or: patchbay result ${ids[0]}${flags} once it has finished)\n`
+          : `patchbay: next: patchbay status ${ids.slice(0, 3).join(" ")}${ids.length > 3 ? " …" : ""}${flags}  (or: patchbay list${flags})\n`,
+      );
       return 0;
     });
   },

@@ -1,6 +1,15 @@
 // `patchbay dashboard` and `patchbay view`: the window onto jobs. Only node: built-ins and the CLI's
 // shared helpers at the top: the server and renderer load when the command runs.
-import { CliError, CONNECTION_USAGE, connectionFlags, numberFlag, UsageError, type ClientArgs, type Command, type Values } from "./command.js";
+import {
+  CliError,
+  CONNECTION_USAGE,
+  connectionFlags,
+  numberFlag,
+  UsageError,
+  type ClientArgs,
+  type Command,
+  type Values,
+} from "./command.js";
 
 const DASHBOARD_USAGE = `patchbay dashboard [--host 127.0.0.1] [--port 7474] [--loopback-reads]
 
@@ -43,11 +52,17 @@ export async function metricsPortFlag(values: Values): Promise<string | undefine
   return String(raw);
 }
 
-export const METRICS_PORT_USAGE = "  --metrics-port [HOST:]PORT  serve Prometheus metrics at /metrics (HOST default 127.0.0.1; off by default)";
+export const METRICS_PORT_USAGE =
+  "  --metrics-port [HOST:]PORT  serve Prometheus metrics at /metrics (HOST default 127.0.0.1; off by default)";
 
 /** Runs the dashboard until SIGINT or SIGTERM. */
 async function runDashboard({ values, config }: ClientArgs): Promise<number> {
-  const port = values.port === undefined ? 7474 : values.port === "0" ? 0 : numberFlag(values, "port", { integer: true, what: "a TCP port" })!;
+  const port =
+    values.port === undefined
+      ? 7474
+      : values.port === "0"
+        ? 0
+        : numberFlag(values, "port", { integer: true, what: "a TCP port" })!;
   if (port > 65535) throw new UsageError(`--port takes a TCP port, not '${values.port}'`);
   const host = values.host === undefined ? "127.0.0.1" : String(values.host).trim();
   if (!host) throw new UsageError("--host must not be empty");
@@ -57,15 +72,26 @@ async function runDashboard({ values, config }: ClientArgs): Promise<number> {
   const { startDashboard, DashboardConfigError } = await import("../web/server.js");
   let d;
   try {
-    d = await startDashboard({ host, port, ...conn, config: config(), loopbackReads: values["loopback-reads"] === true });
+    d = await startDashboard({
+      host,
+      port,
+      ...conn,
+      config: config(),
+      loopbackReads: values["loopback-reads"] === true,
+    });
   } catch (err) {
     if (err instanceof DashboardConfigError) throw new UsageError(err.message);
     throw new CliError(`dashboard: ${(err as Error).message}`);
   }
   // A token of the operator's own is not echoed (stderr often lands in a log); a made-up one is, in the URL to open.
-  const shown = d.generatedToken ? `${d.url}/?token=${d.token}  (a token made up for this run: set PATCHBAY_DASHBOARD_TOKEN to choose one)` : `${d.url}/?token=<PATCHBAY_DASHBOARD_TOKEN>  (open it once with the token)`;
+  const shown = d.generatedToken
+    ? `${d.url}/?token=${d.token}  (a token made up for this run: set PATCHBAY_DASHBOARD_TOKEN to choose one)`
+    : `${d.url}/?token=<PATCHBAY_DASHBOARD_TOKEN>  (open it once with the token)`;
   process.stderr.write(`[dashboard] ${shown}\n`);
-  if (values["loopback-reads"] === true) process.stderr.write("[dashboard] reads need no token from loopback clients without a proxy header (--loopback-reads)\n");
+  if (values["loopback-reads"] === true)
+    process.stderr.write(
+      "[dashboard] reads need no token from loopback clients without a proxy header (--loopback-reads)\n",
+    );
   await new Promise<void>((done) => {
     const stop = () => void d.close().then(done, done);
     process.once("SIGTERM", stop);
@@ -100,7 +126,9 @@ async function runView(file: string, opts: { out?: string; patch?: string } = {}
   const events = parseTranscriptJsonl(text);
   const { TranscriptEvent } = await import("../core/spec/spec.js");
   if (events.length > 0 && !events.some((e) => TranscriptEvent.safeParse(e).success)) {
-    throw new CliError(`${file} is not a transcript: none of its ${events.length} line${events.length === 1 ? " is" : "s is"} a transcript event (a transcript is what \`patchbay watch ID --json\` prints, or run --out's transcript.jsonl)`);
+    throw new CliError(
+      `${file} is not a transcript: none of its ${events.length} line${events.length === 1 ? " is" : "s is"} a transcript event (a transcript is what \`patchbay watch ID --json\` prints, or run --out's transcript.jsonl)`,
+    );
   }
   const html = renderTranscriptHtml(events, patch !== undefined ? { patch } : {});
   const out = opts.out ?? file.replace(/\.jsonl?$/i, "") + ".html";
@@ -120,7 +148,12 @@ async function runView(file: string, opts: { out?: string; patch?: string } = {}
 const dashboard: Command = {
   summary: "serve the web dashboard (jobs, live transcripts, bull-board, metrics)",
   usage: DASHBOARD_USAGE,
-  options: { ...connectionFlags, host: { type: "string" }, port: { type: "string" }, "loopback-reads": { type: "boolean" } },
+  options: {
+    ...connectionFlags,
+    host: { type: "string" },
+    port: { type: "string" },
+    "loopback-reads": { type: "boolean" },
+  },
   run: ({ values, config }) => runDashboard({ values, config }),
 };
 
@@ -130,7 +163,8 @@ const view: Command = {
   options: { out: { type: "string", short: "o" }, patch: { type: "string" } },
   positionals: { min: 0, max: 1, name: "transcript.jsonl" },
   async run({ values, positionals }) {
-    if (!positionals[0]) throw new UsageError("missing <transcript.jsonl> (patchbay watch ID --json > transcript.jsonl, or run --out's)");
+    if (!positionals[0])
+      throw new UsageError("missing <transcript.jsonl> (patchbay watch ID --json > transcript.jsonl, or run --out's)");
     const out = await runView(positionals[0], {
       ...(values.out !== undefined ? { out: String(values.out) } : {}),
       ...(values.patch !== undefined ? { patch: String(values.patch) } : {}),

@@ -54,7 +54,12 @@ export function v6Bytes(ip: string): number[] | undefined {
 const v4Bytes = (ip: string) => ip.split(".").map(Number);
 // Plain arithmetic rather than net.BlockList: it runs once per proxied connection, and BlockList
 // builds a SocketAddress per range and call (~0.5 ms per check under load).
-const RANGES = CLASSES.map(([name, family, net, prefix]) => ({ name, family, bytes: family === "ipv4" ? v4Bytes(net) : v6Bytes(net)!, prefix }));
+const RANGES = CLASSES.map(([name, family, net, prefix]) => ({
+  name,
+  family,
+  bytes: family === "ipv4" ? v4Bytes(net) : v6Bytes(net)!,
+  prefix,
+}));
 
 /** Whether the first `prefix` bits of two byte arrays agree. */
 function samePrefix(a: readonly number[], b: readonly number[], prefix: number): boolean {
@@ -65,7 +70,8 @@ function samePrefix(a: readonly number[], b: readonly number[], prefix: number):
   return true;
 }
 
-const rangeClass = (bytes: readonly number[], family: "ipv4" | "ipv6") => RANGES.find((r) => r.family === family && samePrefix(bytes, r.bytes, r.prefix))?.name;
+const rangeClass = (bytes: readonly number[], family: "ipv4" | "ipv6") =>
+  RANGES.find((r) => r.family === family && samePrefix(bytes, r.bytes, r.prefix))?.name;
 
 function v4Class(b: readonly number[]): string | undefined {
   if (b.every((x) => x === 255)) return "broadcast";
@@ -82,15 +88,33 @@ const at = (b: readonly number[], ...i: number[]) => i.map((k) => b[k]!);
  * 2.5.5.1), a class of its own for local-use NAT64 (see above). `layouts`: the places are other
  * readings of one embedded address, not several addresses (Teredo's).
  */
-const EMBEDDINGS: { name: string; is: (b: readonly number[]) => boolean; v4: (b: readonly number[]) => number[][]; otherwise?: string; layouts?: true }[] = [
+const EMBEDDINGS: {
+  name: string;
+  is: (b: readonly number[]) => boolean;
+  v4: (b: readonly number[]) => number[][];
+  otherwise?: string;
+  layouts?: true;
+}[] = [
   // ::ffff:0:0/96, IPv4-mapped (RFC 4291): a dual-stack socket connects to the IPv4 address itself.
-  { name: "IPv4-mapped", is: (b) => zero(b, 0, 10) && b[10] === 255 && b[11] === 255, v4: (b) => [at(b, 12, 13, 14, 15)] },
+  {
+    name: "IPv4-mapped",
+    is: (b) => zero(b, 0, 10) && b[10] === 255 && b[11] === 255,
+    v4: (b) => [at(b, 12, 13, 14, 15)],
+  },
   // ::ffff:0:0:0/96, IPv4-translated (SIIT, RFC 2765).
-  { name: "IPv4-translated", is: (b) => zero(b, 0, 8) && b[8] === 255 && b[9] === 255 && zero(b, 10, 12), v4: (b) => [at(b, 12, 13, 14, 15)] },
+  {
+    name: "IPv4-translated",
+    is: (b) => zero(b, 0, 8) && b[8] === 255 && b[9] === 255 && zero(b, 10, 12),
+    v4: (b) => [at(b, 12, 13, 14, 15)],
+  },
   // ::/96, IPv4-compatible (deprecated); :: and ::1 are judged as IPv6 before this.
   { name: "IPv4-compatible", is: (b) => zero(b, 0, 12), v4: (b) => [at(b, 12, 13, 14, 15)], otherwise: "reserved" },
   // 64:ff9b::/96, NAT64's well-known prefix (RFC 6052): always the /96 layout.
-  { name: "NAT64", is: (b) => b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zero(b, 4, 12), v4: (b) => [at(b, 12, 13, 14, 15)] },
+  {
+    name: "NAT64",
+    is: (b) => b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zero(b, 4, 12),
+    v4: (b) => [at(b, 12, 13, 14, 15)],
+  },
   // 64:ff9b:1::/48, NAT64 local use (RFC 8215): its operator picks a prefix of /48 to /96, so it
   // is read in every RFC 6052 layout that fits (/96, /64, /56, /48; bits 64-71 skipped).
   {
@@ -103,7 +127,11 @@ const EMBEDDINGS: { name: string; is: (b: readonly number[]) => boolean; v4: (b:
   // 2002::/16, 6to4 (RFC 3056): the relay's IPv4 address in bits 16-47.
   { name: "6to4", is: (b) => b[0] === 0x20 && b[1] === 0x02, v4: (b) => [at(b, 2, 3, 4, 5)] },
   // 2001::/32, Teredo (RFC 4380): the server in bits 32-63, the client (each bit inverted) in the last 32.
-  { name: "Teredo", is: (b) => b[0] === 0x20 && b[1] === 0x01 && b[2] === 0 && b[3] === 0, v4: (b) => [at(b, 4, 5, 6, 7), at(b, 12, 13, 14, 15).map((x) => x ^ 255)] },
+  {
+    name: "Teredo",
+    is: (b) => b[0] === 0x20 && b[1] === 0x01 && b[2] === 0 && b[3] === 0,
+    v4: (b) => [at(b, 4, 5, 6, 7), at(b, 12, 13, 14, 15).map((x) => x ^ 255)],
+  },
 ];
 
 function ipv6Class(bytes: readonly number[]): string | undefined {
@@ -111,7 +139,10 @@ function ipv6Class(bytes: readonly number[]): string | undefined {
   if (own) return own;
   const form = EMBEDDINGS.find((e) => e.is(bytes));
   if (!form) return undefined;
-  const classes = form.v4(bytes).map(v4Class).filter((c) => c !== undefined);
+  const classes = form
+    .v4(bytes)
+    .map(v4Class)
+    .filter((c) => c !== undefined);
   if (!form.layouts) return classes[0] ?? form.otherwise;
   // Layouts of one address: another layout's bytes read 0.0.0.0 or 240/4 where this one reads a
   // private address, so the private one names it; none of them: the form's own class.

@@ -58,7 +58,8 @@ export function parseAllowEntry(entry: string): AllowRule | string {
   const host = normalizeHost(name);
   if (!host) return `not a host name or preset (got ${JSON.stringify(entry)}; presets: ${PRESET_NAMES.join(", ")})`;
   // "*.com" would open a whole top-level domain.
-  if (wildcard && !host.includes(".")) return `a wildcard needs at least two labels after "*." (got ${JSON.stringify(entry)})`;
+  if (wildcard && !host.includes("."))
+    return `a wildcard needs at least two labels after "*." (got ${JSON.stringify(entry)})`;
   return { host, wildcard, ...(port !== undefined ? { port } : {}) };
 }
 

@@ -9,7 +9,8 @@ const cache = new Map<string, string>();
 
 /** The text of an asset, by its path under src/ (e.g. "queue/lua/finish-job.lua"); read once. */
 export function asset(path: string): string {
-  if (!/^[a-z0-9][a-z0-9/_.-]*\.(lua|py|sh|js|css)$/.test(path) || path.includes("..")) throw new Error(`asset: not an asset path: ${path}`);
+  if (!/^[a-z0-9][a-z0-9/_.-]*\.(lua|py|sh|js|css)$/.test(path) || path.includes(".."))
+    throw new Error(`asset: not an asset path: ${path}`);
   let text = cache.get(path);
   if (text === undefined) cache.set(path, (text = readFileSync(new URL(path, ROOT), "utf8")));
   return text;

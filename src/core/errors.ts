@@ -11,7 +11,8 @@ export const ERROR_KINDS = {
   setup: "a setup command failed, or the network it was allowed could not be given",
   patch: "the final patch cannot be made from what the agent left",
   verify: "the tree a verify round runs on cannot be made",
-  "sandbox-step": "a step in the sandbox failed on what the repo or the agent left (git, a kill, the supervisor): the job's own while its sandbox still runs, else the sandbox was lost",
+  "sandbox-step":
+    "a step in the sandbox failed on what the repo or the agent left (git, a kill, the supervisor): the job's own while its sandbox still runs, else the sandbox was lost",
   spec: "a JobSpec or a batch line is not valid, or asks for more than the worker's policy allows",
   model: "the model's API failed once the SDK's retries were spent",
   throttle: "the model's API is rate limited or overloaded (429, 529): the account's state, not the job's",

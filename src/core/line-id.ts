@@ -8,7 +8,8 @@
 export const LINE_ID_SUFFIX = /-L\d+(?:-r\d+)?$/;
 
 /** The job id of a batch's line (retry 0: its first job). */
-export const batchJobId = (batchId: string, line: number, retry = 0): string => `${batchId}-L${line}${retry ? `-r${retry}` : ""}`;
+export const batchJobId = (batchId: string, line: number, retry = 0): string =>
+  `${batchId}-L${line}${retry ? `-r${retry}` : ""}`;
 
 /** Whether an id is in the lines' namespace (whatever batch it names). */
 export const isLineJobId = (id: string): boolean => LINE_ID_SUFFIX.test(id);
@@ -17,10 +18,12 @@ export const isLineJobId = (id: string): boolean => LINE_ID_SUFFIX.test(id);
 export function parseLineJobId(id: string): { batchId: string; line: number; retry: number } | undefined {
   const m = /^(.+)-L(\d+)(?:-r(\d+))?$/.exec(id);
   if (!m) return undefined;
-  const line = Number(m[2]), retry = Number(m[3] ?? 0);
+  const line = Number(m[2]),
+    retry = Number(m[3] ?? 0);
   // Only the spelling batchJobId makes (no leading zero, no -r0): another is no line's id.
   return batchJobId(m[1]!, line, retry) === id ? { batchId: m[1]!, line, retry } : undefined;
 }
 
 /** A line number a batch may have: a whole number from 1 (its line in the file). */
-export const isLineNumber = (line: unknown): line is number => typeof line === "number" && Number.isSafeInteger(line) && line >= 1;
+export const isLineNumber = (line: unknown): line is number =>
+  typeof line === "number" && Number.isSafeInteger(line) && line >= 1;

@@ -27,7 +27,8 @@ export function luaScript(path: string): LuaScript {
   const dir = path.slice(0, path.lastIndexOf("/") + 1);
   const lua = asset(path).replace(INCLUDE, (_, name: string) => {
     const text = asset(`${dir}${name}.lua`);
-    if (/^--- @include /m.test(text)) throw new Error(`lua: ${dir}${name}.lua (included by ${path}) includes another file: one level only`);
+    if (/^--- @include /m.test(text))
+      throw new Error(`lua: ${dir}${name}.lua (included by ${path}) includes another file: one level only`);
     return text;
   });
   return { path, numberOfKeys: m[1] === "n" ? undefined : Number(m[1]), lua };

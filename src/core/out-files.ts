@@ -8,7 +8,10 @@ import { kinded } from "./errors.js";
 /** A path that is a symbolic link where patchbay writes its own files. */
 export class OutputLinkError extends kinded("usage") {}
 
-const throughLink = (path: string) => new OutputLinkError(`${path} is a symbolic link: patchbay does not write through one here (the repo being fixed may have planted it); remove it or pass --out DIR`);
+const throughLink = (path: string) =>
+  new OutputLinkError(
+    `${path} is a symbolic link: patchbay does not write through one here (the repo being fixed may have planted it); remove it or pass --out DIR`,
+  );
 
 /**
  * The directories between the working directory and `dir` that are symbolic links: the working

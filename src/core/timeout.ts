@@ -28,12 +28,17 @@ export function longTimeout(fn: () => void, ms: number, unref = false): () => vo
 export function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
   let clear = () => {};
   p.catch(() => {});
-  return Promise.race([p, new Promise<never>((_, reject) => (clear = longTimeout(() => reject(new Error(message)), ms)))]).finally(() => clear());
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => (clear = longTimeout(() => reject(new Error(message)), ms))),
+  ]).finally(() => clear());
 }
 
 /** `p`'s value, or undefined once `ms` have passed (a wait that decides nothing when it runs out). */
 export function settleWithin<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
   let clear = () => {};
   p.catch(() => {});
-  return Promise.race([p, new Promise<undefined>((r) => (clear = longTimeout(() => r(undefined), ms)))]).finally(() => clear());
+  return Promise.race([p, new Promise<undefined>((r) => (clear = longTimeout(() => r(undefined), ms)))]).finally(() =>
+    clear(),
+  );
 }

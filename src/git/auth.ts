@@ -58,7 +58,11 @@ export function splitUrl(url: string): SplitUrl {
   }
   if (password === undefined) return { url, ...base, secrets: [] };
   // ssh://user:password@host: ssh never uses the password; the login stays.
-  return { url: `${scheme}://${userinfo.slice(0, colon)}@${host}${rest}`, ...base, secrets: password ? [password] : [] };
+  return {
+    url: `${scheme}://${userinfo.slice(0, colon)}@${host}${rest}`,
+    ...base,
+    secrets: password ? [password] : [],
+  };
 }
 
 /** Whether a git URL carries credentials (refused through the queue). */
@@ -68,7 +72,8 @@ export function hasCredentials(url: string): boolean {
 }
 
 /** Hides credentials in URLs anywhere in a text (an error message, git's stderr): `scheme://***@host`. */
-export const redact = (text: string) => text.replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]*(?:@[^\s/?#@]*)*@/gi, "$1***@");
+export const redact = (text: string) =>
+  text.replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]*(?:@[^\s/?#@]*)*@/gi, "$1***@");
 
 /** Hides credentials in URLs and the given secret values, wherever they occur in the text. */
 export function scrub(text: string, secrets: readonly string[] = []): string {
@@ -96,7 +101,12 @@ export function parseCredentialStore(text: string): StoredCredential[] {
     if (!line || line.startsWith("#")) continue;
     const s = splitUrl(line);
     if (!s.credential || !s.protocol || !s.host) continue;
-    out.push({ protocol: s.protocol, host: s.host.toLowerCase(), path: trimPath(s.path ?? ""), credential: s.credential });
+    out.push({
+      protocol: s.protocol,
+      host: s.host.toLowerCase(),
+      path: trimPath(s.path ?? ""),
+      credential: s.credential,
+    });
   }
   return out;
 }
@@ -110,7 +120,12 @@ export function matchCredential(store: readonly StoredCredential[], url: string)
   const host = s.host.toLowerCase();
   const repo = trimPath(s.path ?? "");
   const strip = (p: string) => p.replace(/\.git$/, "");
-  return store.find((c) => c.protocol === s.protocol && c.host === host && (c.path === "" || strip(repo) === strip(c.path) || repo.startsWith(`${c.path}/`)));
+  return store.find(
+    (c) =>
+      c.protocol === s.protocol &&
+      c.host === host &&
+      (c.path === "" || strip(repo) === strip(c.path) || repo.startsWith(`${c.path}/`)),
+  );
 }
 
 /** Bytes read from a store at most: it holds lines of credentials, not data. */
@@ -127,12 +142,18 @@ export async function readCredentialStore(file: string): Promise<StoredCredentia
   try {
     st = await fs.stat(file);
   } catch (err) {
-    throw new Error(`${name}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}: the worker's git credentials store cannot be read`);
+    throw new Error(
+      `${name}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}: the worker's git credentials store cannot be read`,
+    );
   }
   if (!st.isFile()) throw new Error(`${name}: not a regular file`);
-  if (st.mode & 0o077) throw new Error(`${name}: mode ${(st.mode & 0o777).toString(8).padStart(4, "0")} lets other users read the credentials; chmod 600 ${file}`);
+  if (st.mode & 0o077)
+    throw new Error(
+      `${name}: mode ${(st.mode & 0o777).toString(8).padStart(4, "0")} lets other users read the credentials; chmod 600 ${file}`,
+    );
   const uid = process.getuid?.();
-  if (uid !== undefined && st.uid !== uid && st.uid !== 0) throw new Error(`${name}: owned by uid ${st.uid}, not by the worker's user (${uid}) or root`);
+  if (uid !== undefined && st.uid !== uid && st.uid !== 0)
+    throw new Error(`${name}: owned by uid ${st.uid}, not by the worker's user (${uid}) or root`);
   if (st.size > MAX_STORE_BYTES) throw new Error(`${name}: larger than ${MAX_STORE_BYTES} bytes`);
   return parseCredentialStore(await fs.readFile(file, "utf8"));
 }
@@ -142,18 +163,27 @@ export async function readCredentialStore(file: string): Promise<StoredCredentia
 // The operator's own helpers are reset for such a clone: a `store` helper would write the token down.
 // printf is a builtin of sh: the secret is in no process's argv on the way to git either.
 const HELPER = [
-  "!f() { test \"$1\" = get || exit 0",
+  '!f() { test "$1" = get || exit 0',
   'while IFS= read -r l && test -n "$l"; do case "$l" in protocol=*) p=${l#protocol=};; host=*) h=${l#host=};; esac; done',
   'test "$p" = "$PATCHBAY_GIT_PROTOCOL" && test "$h" = "$PATCHBAY_GIT_HOST" || exit 0',
-  "printf 'username=%s\\npassword=%s\\n' \"$PATCHBAY_GIT_USERNAME\" \"$PATCHBAY_GIT_PASSWORD\"; }; f",
+  'printf \'username=%s\\npassword=%s\\n\' "$PATCHBAY_GIT_USERNAME" "$PATCHBAY_GIT_PASSWORD"; }; f',
 ].join("; ");
 
 /** What a clone with this credential adds to git's argv (no secret) and environment (the secret). */
-export function credentialHelper(protocol: string, host: string, c: GitCredential): { args: string[]; env: Record<string, string> } {
+export function credentialHelper(
+  protocol: string,
+  host: string,
+  c: GitCredential,
+): { args: string[]; env: Record<string, string> } {
   // git's credential protocol is line-based: a newline or NUL in a value could forge another key.
   if (/[\r\n\0]/.test(c.username + c.password)) throw new Error("a git credential contains a newline or NUL");
   return {
     args: ["-c", "credential.helper=", "-c", `credential.helper=${HELPER}`],
-    env: { PATCHBAY_GIT_PROTOCOL: protocol, PATCHBAY_GIT_HOST: host, PATCHBAY_GIT_USERNAME: c.username, PATCHBAY_GIT_PASSWORD: c.password },
+    env: {
+      PATCHBAY_GIT_PROTOCOL: protocol,
+      PATCHBAY_GIT_HOST: host,
+      PATCHBAY_GIT_USERNAME: c.username,
+      PATCHBAY_GIT_PASSWORD: c.password,
+    },
   };
 }

@@ -18,17 +18,53 @@ export interface Hardening {
 
 /** The list: each option is one every git subcommand patchbay runs accepts (git ignores a key a command does not read). */
 export const HARDENING: readonly Hardening[] = [
-  { key: "core.hooksPath", value: "/dev/null", why: "no hook runs, neither the repo's nor the user's (post-checkout, pre-push, reference-transaction)" },
-  { key: "core.fsmonitor", value: "false", why: "no fsmonitor hook or daemon is started from a repo's or the user's config" },
+  {
+    key: "core.hooksPath",
+    value: "/dev/null",
+    why: "no hook runs, neither the repo's nor the user's (post-checkout, pre-push, reference-transaction)",
+  },
+  {
+    key: "core.fsmonitor",
+    value: "false",
+    why: "no fsmonitor hook or daemon is started from a repo's or the user's config",
+  },
   { key: "submodule.recurse", value: "false", why: "a repo's .gitmodules makes git fetch or check out nothing else" },
-  { key: "protocol.allow", value: "never", why: "no transport but those the step names below (no remote helper found on PATH)" },
-  { key: "protocol.ext.allow", value: "never", why: "ext:: runs a command as a URL: never, whatever the user's config says" },
-  { key: "protocol.fd.allow", value: "never", why: "fd:: talks over the caller's file descriptors: never, whatever the user's config says" },
-  { key: "transfer.fsckObjects", value: "true", why: "objects are checked as they arrive: a tree with a .git or .. entry is refused before it is stored" },
-  { key: "fetch.fsck.zeroPaddedFilemode", value: "ignore", why: "a mode old git wrote zero-padded is history, not an attack: such repos still clone and publish" },
-  { key: "gc.auto", value: "0", why: "no automatic gc: it would start a process of its own that outlives the group's kill" },
+  {
+    key: "protocol.allow",
+    value: "never",
+    why: "no transport but those the step names below (no remote helper found on PATH)",
+  },
+  {
+    key: "protocol.ext.allow",
+    value: "never",
+    why: "ext:: runs a command as a URL: never, whatever the user's config says",
+  },
+  {
+    key: "protocol.fd.allow",
+    value: "never",
+    why: "fd:: talks over the caller's file descriptors: never, whatever the user's config says",
+  },
+  {
+    key: "transfer.fsckObjects",
+    value: "true",
+    why: "objects are checked as they arrive: a tree with a .git or .. entry is refused before it is stored",
+  },
+  {
+    key: "fetch.fsck.zeroPaddedFilemode",
+    value: "ignore",
+    why: "a mode old git wrote zero-padded is history, not an attack: such repos still clone and publish",
+  },
+  {
+    key: "gc.auto",
+    value: "0",
+    why: "no automatic gc: it would start a process of its own that outlives the group's kill",
+  },
   { key: "maintenance.auto", value: "false", why: "no automatic maintenance, for the same reason" },
-  { key: "core.quotePath", value: "false", why: "names in git's output as their bytes, not octal escapes (run.ts escapes control characters itself)" },
+  {
+    key: "core.quotePath",
+    value: "false",
+    why: "names in git's output as their bytes, not octal escapes (run.ts escapes control characters itself)",
+  },
 ];
 
 /** `-c key=value` for each option of the list, in order. */
@@ -39,7 +75,10 @@ export const hardeningArgs = (): string[] => HARDENING.flatMap((h) => ["-c", `${
  * file: URL. A step that talks to no remote names none.
  */
 export type Transport = "remote" | "local";
-export const TRANSPORTS: Readonly<Record<Transport, readonly string[]>> = { remote: ["https", "http", "ssh", "git"], local: ["file"] };
+export const TRANSPORTS: Readonly<Record<Transport, readonly string[]>> = {
+  remote: ["https", "http", "ssh", "git"],
+  local: ["file"],
+};
 
 /**
  * What a step adds to the list, the only `-c` a caller can ask for: its transports allowed, and
@@ -54,7 +93,10 @@ export interface StepConfig {
 
 export function stepArgs(step: StepConfig): string[] {
   const allowed = [...new Set((step.transports ?? []).flatMap((t) => TRANSPORTS[t]))];
-  return [...allowed.flatMap((p) => ["-c", `protocol.${p}.allow=always`]), ...(step.followRedirects === false ? ["-c", "http.followRedirects=false"] : [])];
+  return [
+    ...allowed.flatMap((p) => ["-c", `protocol.${p}.allow=always`]),
+    ...(step.followRedirects === false ? ["-c", "http.followRedirects=false"] : []),
+  ];
 }
 
 /** Set by the operator's shell or a hook, these would point git at another repo, index or object store. */
@@ -74,7 +116,8 @@ export const REPO_VARS: readonly string[] = [
 export const PROTOCOL_VARS: readonly string[] = ["GIT_ALLOW_PROTOCOL", "GIT_PROTOCOL_FROM_USER"];
 
 /** Config given in the environment: the user's, so kept for a step with the user's config and dropped for the others. */
-const isEnvConfig = (v: string) => v === "GIT_CONFIG_PARAMETERS" || v === "GIT_CONFIG_COUNT" || /^GIT_CONFIG_(KEY|VALUE)_\d+$/.test(v);
+const isEnvConfig = (v: string) =>
+  v === "GIT_CONFIG_PARAMETERS" || v === "GIT_CONFIG_COUNT" || /^GIT_CONFIG_(KEY|VALUE)_\d+$/.test(v);
 
 /**
  * The environment of a host git: the host's, without the variables above and without traces (they
@@ -90,7 +133,8 @@ export function gitEnv(host: HostEnv, userConfig: boolean): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...host, GIT_TERMINAL_PROMPT: "0", SSH_ASKPASS_REQUIRE: "never" };
   const dropped = new Set([...REPO_VARS, ...PROTOCOL_VARS]);
   for (const v of Object.keys(env)) {
-    if (dropped.has(v) || v.startsWith("GIT_TRACE") || v === "GIT_CURL_VERBOSE" || (!userConfig && isEnvConfig(v))) delete env[v];
+    if (dropped.has(v) || v.startsWith("GIT_TRACE") || v === "GIT_CURL_VERBOSE" || (!userConfig && isEnvConfig(v)))
+      delete env[v];
   }
   return userConfig ? env : { ...env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" };
 }

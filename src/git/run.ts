@@ -54,7 +54,13 @@ const DEFAULT_MAX_STDOUT = 1024 * 1024;
 
 /** The argv and environment a run gives git: the list, the step's own, the credential helper, then the caller's arguments. */
 export function gitCommand(args: readonly string[], run: GitRun): { argv: string[]; env: NodeJS.ProcessEnv } {
-  const argv = [...hardeningArgs(), ...stepArgs(run), ...(run.auth?.args ?? []), ...(run.gitDir ? [`--git-dir=${run.gitDir}`] : []), ...args];
+  const argv = [
+    ...hardeningArgs(),
+    ...stepArgs(run),
+    ...(run.auth?.args ?? []),
+    ...(run.gitDir ? [`--git-dir=${run.gitDir}`] : []),
+    ...args,
+  ];
   return { argv, env: { ...gitEnv(run.env, run.userConfig), ...run.auth?.env, ...run.extraEnv } };
 }
 
@@ -62,14 +68,21 @@ export function gitCommand(args: readonly string[], run: GitRun): { argv: string
 export function runGit(args: readonly string[], run: GitRun): Promise<GitOut> {
   const { argv, env } = gitCommand(args, run);
   return new Promise((resolve, reject) => {
-    const child = spawn("git", argv, { env, cwd: run.cwd, stdio: [run.input === undefined ? "ignore" : "pipe", "pipe", "pipe"], detached: true });
+    const child = spawn("git", argv, {
+      env,
+      cwd: run.cwd,
+      stdio: [run.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+      detached: true,
+    });
     const state = { timedOut: false, overflow: false, aborted: false, tooLarge: undefined as number | undefined };
     const kill = () => killGroup(child.pid);
     const timer = setTimeout(() => ((state.timedOut = true), kill()), run.timeoutMs);
     const onAbort = () => ((state.aborted = true), kill());
     if (run.signal?.aborted) onAbort();
     run.signal?.addEventListener("abort", onAbort);
-    const stopWatch = run.maxDir ? watchSize(run.maxDir.dir, run.maxDir.bytes, (n) => ((state.tooLarge = n), kill())) : () => {};
+    const stopWatch = run.maxDir
+      ? watchSize(run.maxDir.dir, run.maxDir.bytes, (n) => ((state.tooLarge = n), kill()))
+      : () => {};
     const stdout = collectStdout(run, () => ((state.overflow = true), kill()));
     const stderr = new Tail();
     child.stdout!.setEncoding("utf8").on("data", stdout.add);
@@ -85,7 +98,13 @@ export function runGit(args: readonly string[], run: GitRun): Promise<GitOut> {
       const tail = stderr.text(run.secrets);
       const said = state.timedOut ? `killed after ${duration(run.timeoutMs)}${tail ? `: ${tail}` : ""}` : tail;
       const { tooLarge, ...flags } = state;
-      resolve({ code: code ?? -1, stdout: stdout.text(), stderr: said, ...flags, ...(tooLarge !== undefined ? { tooLarge } : {}) });
+      resolve({
+        code: code ?? -1,
+        stdout: stdout.text(),
+        stderr: said,
+        ...flags,
+        ...(tooLarge !== undefined ? { tooLarge } : {}),
+      });
     });
   });
 }
@@ -140,7 +159,11 @@ class Tail {
 const duration = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`);
 
 /** A remote's messages reach git's stderr: control characters (terminal escapes) are shown escaped, newlines kept. */
-export const printable = (text: string) => text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+export const printable = (text: string) =>
+  text.replace(
+    /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
 
 /** Polls the directory's size twice a second; `over(bytes)` once it holds more than max. Returns the stop. */
 function watchSize(dir: string, max: number, over: (bytes: number) => void): () => void {

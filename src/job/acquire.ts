@@ -23,21 +23,39 @@ export interface Held {
 }
 
 /** The sandbox a job's spec and its worker ask for: every box of the job (its own, verify's) is of this kind. */
-export const kindOf = (ctx: JobContext) => ({ image: ctx.spec.image ?? ctx.config.image, limits: ctx.spec.limits, runtime: ctx.spec.runtime, allowPtrace: ctx.config.policy.allowPtrace });
+export const kindOf = (ctx: JobContext) => ({
+  image: ctx.spec.image ?? ctx.config.image,
+  limits: ctx.spec.limits,
+  runtime: ctx.spec.runtime,
+  allowPtrace: ctx.config.policy.allowPtrace,
+});
 
 /** A fresh sandbox of the job's kind (for verify too): from the pool when it has one, else made. */
 export function freshSandbox(ctx: JobContext, mounts?: ReturnType<typeof mountsFor>): Promise<Sandbox> {
   const o = ctx.opts;
   const deadlineSec = ctx.timeoutSec + 600;
   const warm = mounts ? undefined : o.pool?.take(kindOf(ctx), deadlineSec); // a warm sandbox has no extra mounts
-  return warm ? Promise.resolve(warm) : Sandbox.create({ ...kindOf(ctx), jobId: ctx.jobId, owner: o.owner, labels: o.labels, deadlineSec, mounts, backend: ctx.backend });
+  return warm
+    ? Promise.resolve(warm)
+    : Sandbox.create({
+        ...kindOf(ctx),
+        jobId: ctx.jobId,
+        owner: o.owner,
+        labels: o.labels,
+        deadlineSec,
+        mounts,
+        backend: ctx.backend,
+      });
 }
 
 export async function acquire(ctx: JobContext, held: Held): Promise<Sandbox> {
   // The pool makes no warm sandbox while this one is set up: it would compete for the CPU.
   held.setupDone = ctx.opts.pool?.setupStarted?.();
   held.egress = await prepareEgress(ctx.spec, ctx.opts.egress, ctx.emit, ctx.config);
-  held.prepared = repoArchive(ctx.spec.repo, { git: { env: ctx.config.hostEnv, credentials: ctx.config.gitCredentials }, sources: ctx.opts.sources });
+  held.prepared = repoArchive(ctx.spec.repo, {
+    git: { env: ctx.config.hostEnv, credentials: ctx.config.gitCredentials },
+    sources: ctx.opts.sources,
+  });
   held.prepared.catch(() => {}); // awaited by the load; a failure there is the job's
   held.sandbox = await freshSandbox(ctx, mountsFor(held.egress));
   ctx.opts.onSandbox?.(held.sandbox);
@@ -50,10 +68,16 @@ export async function acquire(ctx: JobContext, held: Held): Promise<Sandbox> {
  */
 export async function release(held: Held, retire?: (sb: Sandbox) => Promise<void>): Promise<void> {
   held.setupDone?.();
-  await held.prepared?.then((a) => a.cleanup(), () => {});
+  await held.prepared?.then(
+    (a) => a.cleanup(),
+    () => {},
+  );
   await held.egress?.close();
   const sb = held.sandbox;
   if (sb) await (retire ? retire(sb) : sb.destroy());
-  await held.snapshot?.then((s) => s.remove(), () => {});
+  await held.snapshot?.then(
+    (s) => s.remove(),
+    () => {},
+  );
   await Promise.all(held.removals);
 }

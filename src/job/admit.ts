@@ -15,24 +15,36 @@ import { redact, splitUrl } from "../git/auth.js";
  * raises it), or undefined. The engine is asked about the image only where the policy needs to
  * know whether `image build --from` made it; an engine that cannot answer throws (not the spec's fault).
  */
-export async function policyProblem(spec: JobSpec, config: Pick<Config, "policy" | "image" | "model">): Promise<string | undefined> {
+export async function policyProblem(
+  spec: JobSpec,
+  config: Pick<Config, "policy" | "image" | "model">,
+): Promise<string | undefined> {
   const lookup = spec.image !== undefined && imageVerdict(spec.image, config.image, config.policy) === "lookup";
   const facts = lookup ? { builtFrom: await builtFrom(spec.image!) } : {};
   const violations = policyViolations(spec, config.policy, config.image, facts);
   // A USD cap is held by the job's cost: a model whose price is unknown would spend nothing against it.
   const model = spec.model ?? config.model;
   if (config.policy.maxBudgetUsd !== undefined && !priceKnown(model))
-    violations.push(`model: the price of ${JSON.stringify(model.slice(0, 100))} is unknown, so this worker's cap on what a job spends (PATCHBAY_MAX_BUDGET_USD=${config.policy.maxBudgetUsd}) cannot be held; name a model with a known price`);
+    violations.push(
+      `model: the price of ${JSON.stringify(model.slice(0, 100))} is unknown, so this worker's cap on what a job spends (PATCHBAY_MAX_BUDGET_USD=${config.policy.maxBudgetUsd}) cannot be held; name a model with a known price`,
+    );
   // The engine refuses more CPUs than its host has (at create, where it would look like the host's fault and be retried).
   const cpus = violations.some((v) => v.startsWith("limits.cpus")) ? undefined : spec.limits?.cpus;
   const have = cpus === undefined ? undefined : await engineCpus();
-  if (cpus !== undefined && have !== undefined && cpus > have) violations.push(`limits.cpus: ${cpus} is more than the ${have} CPUs of this worker's Docker engine`);
+  if (cpus !== undefined && have !== undefined && cpus > have)
+    violations.push(`limits.cpus: ${cpus} is more than the ${have} CPUs of this worker's Docker engine`);
   return violations.length ? policyRefusal(violations) : undefined;
 }
 
 let cpusOfEngine: Promise<number | undefined> | undefined;
 /** The engine's CPU count, asked once (undefined when it cannot say: the create then decides). */
-const engineCpus = () => (cpusOfEngine ??= docker().info().then((i: { NCPU?: number }) => i.NCPU, () => (cpusOfEngine = undefined)));
+const engineCpus = () =>
+  (cpusOfEngine ??= docker()
+    .info()
+    .then(
+      (i: { NCPU?: number }) => i.NCPU,
+      () => (cpusOfEngine = undefined),
+    ));
 
 /** The spec as the worker runs it (its caps applied: src/job/policy.ts withCaps); a JobSpecError (not retried) for a spec past the policy. */
 export async function admitJob(spec: JobSpec, config: Pick<Config, "policy" | "image" | "model">): Promise<JobSpec> {
@@ -68,7 +80,8 @@ export function hideSecrets<O extends { onEvent?: (e: TranscriptEvent) => void }
   return {
     ...opts,
     onEvent: (e: TranscriptEvent) => {
-      const shownEvent = e.type === "job_started" ? { ...e, spec: { ...e.spec, repo: { ...e.spec.repo, git: shown } } } : e;
+      const shownEvent =
+        e.type === "job_started" ? { ...e, spec: { ...e.spec, repo: { ...e.spec.repo, git: shown } } } : e;
       onEvent((secrets.length ? clean(shownEvent) : shownEvent) as TranscriptEvent);
     },
   };

@@ -12,7 +12,16 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import { customToolsOf, DEFAULT_EDITOR_TOOL, editorToolOf } from "../core/spec/spec.js";
 import { Toolbox, type ToolUseBlock } from "../tools/index.js";
 import { McpHub } from "../tools/mcp.js";
-import { Checkpointer, mayChangeFiles, outcomeOf, RESUME_NOTE, RESUME_NOTE_PENDING, restoreCheckpoint, specHash, turnStateOf } from "./checkpoint.js";
+import {
+  Checkpointer,
+  mayChangeFiles,
+  outcomeOf,
+  RESUME_NOTE,
+  RESUME_NOTE_PENDING,
+  restoreCheckpoint,
+  specHash,
+  turnStateOf,
+} from "./checkpoint.js";
 import type { JobContext } from "./job-context.js";
 import type { Prepared } from "./prepare.js";
 import { SandboxLostError } from "../core/errors.js";
@@ -34,10 +43,25 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const { spec, config, opts } = ctx;
   const modelName = spec.model ?? config.model;
   const store = opts.checkpoints;
-  const restored = store && (await restoreCheckpoint(store, sandbox, () => prep.baseline, modelName, ctx.emit, prep.loaded));
+  const restored =
+    store && (await restoreCheckpoint(store, sandbox, () => prep.baseline, modelName, ctx.emit, prep.loaded));
   activeSpanAttrs({ "gen_ai.request.model": modelId(modelName), "patchbay.checkpoint.restored": Boolean(restored) });
   // The baseline read when used: git's hash of the files may replace it before `loaded` (prepare.ts).
-  const cp = store && new Checkpointer({ store, sandbox, get baseline() { return prep.baseline; }, jobId: ctx.jobId, attempt: ctx.attempt, specHash: specHash(spec), emit: ctx.emit, maxBytes: config.checkpointMaxBytes, restored: restored?.patch });
+  const cp =
+    store &&
+    new Checkpointer({
+      store,
+      sandbox,
+      get baseline() {
+        return prep.baseline;
+      },
+      jobId: ctx.jobId,
+      attempt: ctx.attempt,
+      specHash: specHash(spec),
+      emit: ctx.emit,
+      maxBytes: config.checkpointMaxBytes,
+      restored: restored?.patch,
+    });
   // The workspace's first fingerprint after the agent's repo (the file agent serves one request at
   // a time): both before the first tool, while the first model request is out.
   const settled = prep.loaded.then(() => cp?.start());
@@ -46,12 +70,16 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   settled.catch(() => {});
   // Spend already counted by the earlier attempt: a batch's running total gets this attempt's part only.
   const before = restored ? costUsd(modelName, restored.usage) : 0;
-  const stopAfterTurn = opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
+  const stopAfterTurn =
+    opts.stopAfterTurn && before ? (c: number) => opts.stopAfterTurn!(c - before) : opts.stopAfterTurn;
   const at = { round: restored?.round ?? 1 };
   const tools = editorToolOf(spec.tools) ?? DEFAULT_EDITOR_TOOL;
   const commandTimeoutSec = spec.commandTimeoutSec ?? defaults.job.commandTimeoutSec;
   // The spec's MCP servers, in the workspace once it is the agent's; one that cannot start fails the job (McpStartError).
-  const mcp = spec.mcp && Object.keys(spec.mcp.servers).length ? await prep.loaded.then(() => McpHub.start(sandbox, spec.mcp!.servers, { timeoutSec: commandTimeoutSec })) : undefined;
+  const mcp =
+    spec.mcp && Object.keys(spec.mcp.servers).length
+      ? await prep.loaded.then(() => McpHub.start(sandbox, spec.mcp!.servers, { timeoutSec: commandTimeoutSec }))
+      : undefined;
   const toolbox = new Toolbox(sandbox, { tools, custom: customToolsOf(spec.tools), mcp, commandTimeoutSec });
   const loop: LoopOptions = {
     model: opts.model ?? modelFromConfig(config, spec.provider),
@@ -66,7 +94,8 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
       // A sandbox that is gone (its engine failed) fails every later tool: this attempt ends here,
       // and the next one goes on from the last checkpoint instead of the model talking to a corpse.
       // A shell that exited is not an error to the model (it may have run `exit`), but may mean the same.
-      if ((r.isError || r.processLost) && !signal?.aborted && !(await sandbox.running())) throw new SandboxLostError(`the sandbox stopped under the job: ${r.content.slice(0, 300)}`);
+      if ((r.isError || r.processLost) && !signal?.aborted && !(await sandbox.running()))
+        throw new SandboxLostError(`the sandbox stopped under the job: ${r.content.slice(0, 300)}`);
       return r;
     },
     maxTurns: spec.maxTurns,
@@ -81,8 +110,24 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   };
   const outcome = restored?.ended
     ? outcomeOf({ ...restored, ended: restored.ended }, modelName)
-    : await runAgentLoop(restored ? { ...loop, resume: { from: turnStateOf(restored), message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE, sendAll: true } } : loop);
+    : await runAgentLoop(
+        restored
+          ? {
+              ...loop,
+              resume: {
+                from: turnStateOf(restored),
+                message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE,
+                sendAll: true,
+              },
+            }
+          : loop,
+      );
   // The round's end killed the agent's processes, MCP servers too: they start again for the next round.
-  const resume = (from: LoopOutcome, message: string) => inSpan("patchbay.agent", { "patchbay.round": at.round }, async () => (await mcp?.revive(), runAgentLoop({ ...loop, resume: { from, message } })));
+  const resume = (from: LoopOutcome, message: string) =>
+    inSpan(
+      "patchbay.agent",
+      { "patchbay.round": at.round },
+      async () => (await mcp?.revive(), runAgentLoop({ ...loop, resume: { from, message } })),
+    );
   return { outcome, at, settled, resume };
 }

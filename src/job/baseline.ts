@@ -41,7 +41,11 @@ export interface Baseline {
  * Makes /workspace a git repo if it is not one (one baseline commit) and returns the tree id of
  * the working tree as it is now. `symlinks` are made first, as the agent's uid.
  */
-export async function writeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; pack?: BuiltPack } = {}): Promise<string> {
+export async function writeBaseline(
+  sb: Sandbox,
+  symlinks: { name: string; target: string }[] = [],
+  opts: { keepIndex?: boolean; pack?: BuiltPack } = {},
+): Promise<string> {
   const b = await takeBaseline(sb, symlinks, opts);
   const tree = await b.checked;
   await b.agentRepo;
@@ -56,12 +60,28 @@ export async function writeBaseline(sb: Sandbox, symlinks: { name: string; targe
  * files, the pack put ahead of it, after (`checked`): a 50,000-file load is ready ~1 s sooner, its
  * hash done while the first model request is out. `pack` may still be being made.
  */
-export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target: string }[] = [], opts: { keepIndex?: boolean; pack?: BuiltPack | Promise<BuiltPack | undefined>; sent?: string; loadedSince?: number; deferSmudge?: boolean } = {}): Promise<Baseline> {
+export async function takeBaseline(
+  sb: Sandbox,
+  symlinks: { name: string; target: string }[] = [],
+  opts: {
+    keepIndex?: boolean;
+    pack?: BuiltPack | Promise<BuiltPack | undefined>;
+    sent?: string;
+    loadedSince?: number;
+    deferSmudge?: boolean;
+  } = {},
+): Promise<Baseline> {
   const links = Buffer.from(symlinks.map((l) => `${l.name}\0${l.target}\0`).join(""));
-  const linksEnv = [`PB_LINKS=${symlinks.length ? 1 : 0}`, ...(opts.loadedSince !== undefined && Number.isInteger(opts.loadedSince) ? [`PB_LOADED_SINCE=${opts.loadedSince}`] : [])];
+  const linksEnv = [
+    `PB_LINKS=${symlinks.length ? 1 : 0}`,
+    ...(opts.loadedSince !== undefined && Number.isInteger(opts.loadedSince)
+      ? [`PB_LOADED_SINCE=${opts.loadedSince}`]
+      : []),
+  ];
   const args = [AGENT_PART, ...(opts.keepIndex ? ["keep"] : [])];
   const run = async (env: string[]) => treeScript(sb, WHAT, BASELINE_SCRIPT, args, links, env, putOf(await opts.pack));
-  const sent = opts.sent !== undefined && TREE_ID.test(opts.sent) && !symlinks.length && !opts.keepIndex ? opts.sent : undefined;
+  const sent =
+    opts.sent !== undefined && TREE_ID.test(opts.sent) && !symlinks.length && !opts.keepIndex ? opts.sent : undefined;
   if (sent === undefined) {
     const b = await run([...linksEnv, ...(opts.deferSmudge ? ["PB_DEFER_SMUDGE=1"] : [])]);
     return { tree: b.tree, agentRepo: deferred(sb, b), checked: Promise.resolve(b.tree) };
@@ -71,7 +91,14 @@ export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target
   const later = run(linksEnv);
   const checked = later.then((b) => b.tree);
   checked.catch(() => {}); // its consumers see the rejection; a process is never ended by it meanwhile
-  return { tree: sent, agentRepo: later.then((b) => deferred(sb, b), () => {}), checked };
+  return {
+    tree: sent,
+    agentRepo: later.then(
+      (b) => deferred(sb, b),
+      () => {},
+    ),
+    checked,
+  };
 }
 
 /**
@@ -80,7 +107,10 @@ export async function takeBaseline(sb: Sandbox, symlinks: { name: string; target
  */
 function putOf(p: BuiltPack | undefined): PutFile[] {
   if (!p || !/^[0-9a-f]{40}$/.test(p.name)) return [];
-  return [{ path: `${STORE}/objects/pack/pack-${p.name}.pack`, data: p.pack }, { path: `${STORE}/objects/pack/pack-${p.name}.idx`, data: p.idx }];
+  return [
+    { path: `${STORE}/objects/pack/pack-${p.name}.pack`, data: p.pack },
+    { path: `${STORE}/objects/pack/pack-${p.name}.idx`, data: p.idx },
+  ];
 }
 
 const WHAT = "loadRepo: making the baseline with git";
@@ -89,11 +119,17 @@ const WHAT = "loadRepo: making the baseline with git";
 function deferred(sb: Sandbox, { tree, before }: { tree: string; before: string[] }): Promise<void> {
   const smudge = before.map((l) => /^smudge (\d+)$/.exec(l)?.[1]).find(Boolean);
   const env = [...(smudge ? [`PB_SMUDGE=${smudge}`] : []), ...(before.includes("agent-repo") ? ["PB_SHARE=1"] : [])];
-  return env.length ? sb.exec(["bash", "-c", DEFERRED_SCRIPT, "patchbay", tree, AGENT_REPO], { timeoutSec: 600, env, ...ROOT }).then(() => {}, () => {}) : Promise.resolve();
+  return env.length
+    ? sb.exec(["bash", "-c", DEFERRED_SCRIPT, "patchbay", tree, AGENT_REPO], { timeoutSec: 600, env, ...ROOT }).then(
+        () => {},
+        () => {},
+      )
+    : Promise.resolve();
 }
 
 /** Makes the private store ahead of a job (a warm sandbox): the baseline then finds it made. */
 export async function prepareStore(sb: Sandbox): Promise<void> {
   const r = await sb.exec(["bash", "-c", `${GIT}:`], { timeoutSec: 60, ...ROOT });
-  if (r.exitCode !== 0) throw new GitStepError(`making the private git store failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-300)}`);
+  if (r.exitCode !== 0)
+    throw new GitStepError(`making the private git store failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-300)}`);
 }

@@ -59,7 +59,11 @@ export interface CheckpointStore {
 export const specHash = (spec: JobSpec) => canonicalSpecHash(spec);
 
 /** Parses what a store returned: JSON, the schema, and that it is this job's and this spec's. */
-export function parseCheckpoint(raw: string, jobId: string, hash: string): { ok: true; checkpoint: Checkpoint } | { ok: false; reason: string } {
+export function parseCheckpoint(
+  raw: string,
+  jobId: string,
+  hash: string,
+): { ok: true; checkpoint: Checkpoint } | { ok: false; reason: string } {
   let json: unknown;
   try {
     json = JSON.parse(raw);
@@ -67,9 +71,17 @@ export function parseCheckpoint(raw: string, jobId: string, hash: string): { ok:
     return { ok: false, reason: "the checkpoint is not JSON" };
   }
   const p = Checkpoint.safeParse(json);
-  if (!p.success) return { ok: false, reason: `the checkpoint is invalid: ${p.error.issues.slice(0, 3).map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}` };
+  if (!p.success)
+    return {
+      ok: false,
+      reason: `the checkpoint is invalid: ${p.error.issues
+        .slice(0, 3)
+        .map((i) => `${i.path.join(".")}: ${i.message}`)
+        .join("; ")}`,
+    };
   if (p.data.jobId !== jobId) return { ok: false, reason: `the checkpoint belongs to job ${p.data.jobId}` };
-  if (p.data.specHash !== hash) return { ok: false, reason: "the checkpoint belongs to another spec under this job id" };
+  if (p.data.specHash !== hash)
+    return { ok: false, reason: "the checkpoint belongs to another spec under this job id" };
   return { ok: true, checkpoint: p.data };
 }
 
@@ -89,8 +101,23 @@ export async function applyCheckpoint(sb: Sandbox, baseline: string, c: Checkpoi
   if (c.baseline !== baseline) return "the workspace after setup differs from the checkpoint's (the baseline changed)";
   if (!c.patch) return undefined;
   // As the agent from the start (no root process: nothing of the image's environment runs as root), with a clean environment.
-  const r = await sb.exec(["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "bash", "--noprofile", "--norc", "-c", APPLY], { stdin: c.patch, timeoutSec: 600, user: AGENT_USER, cwd: "/" });
-  return r.exitCode === 0 ? undefined : `git apply refused the checkpoint's patch (exit ${r.exitCode}): ${r.stderr.trim().slice(-400)}`;
+  const r = await sb.exec(
+    [
+      "env",
+      "-i",
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      "LANG=C.UTF-8",
+      "bash",
+      "--noprofile",
+      "--norc",
+      "-c",
+      APPLY,
+    ],
+    { stdin: c.patch, timeoutSec: 600, user: AGENT_USER, cwd: "/" },
+  );
+  return r.exitCode === 0
+    ? undefined
+    : `git apply refused the checkpoint's patch (exit ${r.exitCode}): ${r.stderr.trim().slice(-400)}`;
 }
 
 export interface CheckpointerOptions {
@@ -179,18 +206,41 @@ export class Checkpointer {
           if (!(err instanceof PatchTooLargeError)) throw err;
           this.patch = undefined;
           this.dirty = false;
-          if (!this.tooBig) this.o.emit({ type: "checkpoint", turn: s.turns, saved: false, reason: `the workspace's change is over ${maxBytes} bytes; the last checkpoint that fit is kept` });
+          if (!this.tooBig)
+            this.o.emit({
+              type: "checkpoint",
+              turn: s.turns,
+              saved: false,
+              reason: `the workspace's change is over ${maxBytes} bytes; the last checkpoint that fit is kept`,
+            });
           this.tooBig = true;
           return;
         }
       }
       const c: Checkpoint = {
-        v: 1, jobId: this.o.jobId, specHash: this.o.specHash, attempt: this.o.attempt, turns: s.turns, usage: s.usage, stopReason: s.stopReason, summary: s.summary,
-        messages: s.messages, ...(s.ended ? { ended: s.ended } : {}), round, baseline: this.o.baseline, patch: this.patch, savedAt: Date.now(),
+        v: 1,
+        jobId: this.o.jobId,
+        specHash: this.o.specHash,
+        attempt: this.o.attempt,
+        turns: s.turns,
+        usage: s.usage,
+        stopReason: s.stopReason,
+        summary: s.summary,
+        messages: s.messages,
+        ...(s.ended ? { ended: s.ended } : {}),
+        round,
+        baseline: this.o.baseline,
+        patch: this.patch,
+        savedAt: Date.now(),
       };
       const json = JSON.stringify(c);
       if (Buffer.byteLength(json) > maxBytes) {
-        this.o.emit({ type: "checkpoint", turn: s.turns, saved: false, reason: `the checkpoint is over ${maxBytes} bytes; the last one that fit is kept` });
+        this.o.emit({
+          type: "checkpoint",
+          turn: s.turns,
+          saved: false,
+          reason: `the checkpoint is over ${maxBytes} bytes; the last one that fit is kept`,
+        });
         return;
       }
       // A store that does not answer (Redis away) must not hold up the job: the write stays queued.
@@ -205,11 +255,19 @@ export class Checkpointer {
   }
 }
 
-const within = <T>(p: Promise<T>, ms: number) => withTimeout(p, ms, `the checkpoint store did not answer within ${ms} ms`);
+const within = <T>(p: Promise<T>, ms: number) =>
+  withTimeout(p, ms, `the checkpoint store did not answer within ${ms} ms`);
 
 /** The loop state a checkpoint holds, as the loop takes it back. */
 export function turnStateOf(c: Checkpoint): TurnState {
-  return { turns: c.turns, usage: c.usage, stopReason: c.stopReason, summary: c.summary, messages: c.messages, ...(c.ended ? { ended: c.ended } : {}) };
+  return {
+    turns: c.turns,
+    usage: c.usage,
+    stopReason: c.stopReason,
+    summary: c.summary,
+    messages: c.messages,
+    ...(c.ended ? { ended: c.ended } : {}),
+  };
 }
 
 /**
@@ -217,8 +275,25 @@ export function turnStateOf(c: Checkpoint): TurnState {
  * (invalid, another baseline, a patch that does not apply) means a fresh start, with an event
  * saying why; it never fails the job. The `resume` event also carries the cost already spent.
  */
-export async function restoreCheckpoint(store: CheckpointStore, sb: Sandbox, baseline: () => string, modelName: string, emit: (e: EventInput) => void, settled?: Promise<void>): Promise<Checkpoint | undefined> {
-  const fresh = (reason: string) => (emit({ type: "resume", restored: false, turns: 0, patchBytes: 0, costUsd: 0, reason: `starting afresh: ${reason}` }), undefined);
+export async function restoreCheckpoint(
+  store: CheckpointStore,
+  sb: Sandbox,
+  baseline: () => string,
+  modelName: string,
+  emit: (e: EventInput) => void,
+  settled?: Promise<void>,
+): Promise<Checkpoint | undefined> {
+  const fresh = (reason: string) => (
+    emit({
+      type: "resume",
+      restored: false,
+      turns: 0,
+      patchBytes: 0,
+      costUsd: 0,
+      reason: `starting afresh: ${reason}`,
+    }),
+    undefined
+  );
   let loaded;
   try {
     loaded = await within(store.load(), defaults.checkpoint.saveWaitMs);
@@ -231,12 +306,23 @@ export async function restoreCheckpoint(store: CheckpointStore, sb: Sandbox, bas
   await settled; // what the load still does in the sandbox (the agent's repo, the baseline's check) comes first
   const why = await applyCheckpoint(sb, baseline(), c).catch((err: Error) => `applying it failed: ${err.message}`);
   if (why) return fresh(why);
-  emit({ type: "resume", restored: true, fromAttempt: c.attempt, turns: c.turns, patchBytes: Buffer.byteLength(c.patch), costUsd: costUsd(modelName, c.usage) });
+  emit({
+    type: "resume",
+    restored: true,
+    fromAttempt: c.attempt,
+    turns: c.turns,
+    patchBytes: Buffer.byteLength(c.patch),
+    costUsd: costUsd(modelName, c.usage),
+  });
   return c;
 }
 
 /** A checkpoint of an agent that had ended, as the loop's outcome: the job goes on to its patch and verify. */
-export const outcomeOf = (c: Checkpoint & { ended: JobStatus }, modelName: string): LoopOutcome => ({ ...turnStateOf(c), status: c.ended, costUsd: costUsd(modelName, c.usage) });
+export const outcomeOf = (c: Checkpoint & { ended: JobStatus }, modelName: string): LoopOutcome => ({
+  ...turnStateOf(c),
+  status: c.ended,
+  costUsd: costUsd(modelName, c.usage),
+});
 
 /** Every tool call but a read-only one (the tools say which) may change files. */
 export const mayChangeFiles = (block: { name: string; input?: unknown }) => !readOnly(block);

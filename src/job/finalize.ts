@@ -21,7 +21,17 @@ export interface Timings {
 }
 
 /** The result of an attempt whose agent ran: its outcome, the patch verify judged, the timings. */
-export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchResult; verify?: JobResult["verify"]; timings: Timings; egress?: EgressSession; baseCommit?: string }): JobResult {
+export function finish(
+  ctx: JobContext,
+  o: {
+    outcome: LoopOutcome;
+    patch: PatchResult;
+    verify?: JobResult["verify"];
+    timings: Timings;
+    egress?: EgressSession;
+    baseCommit?: string;
+  },
+): JobResult {
   const { outcome, patch, verify } = o;
   const result: JobResult = {
     status: outcome.status,
@@ -49,7 +59,13 @@ export function finish(ctx: JobContext, o: { outcome: LoopOutcome; patch: PatchR
 
 /** An attempt that ended before its agent ran: no patch, no usage, and why. */
 export function endedEarly(ctx: JobContext, status: JobStatus, error: string, egress?: EgressSession): JobResult {
-  const result = emptyResult(status, error, { ...modelOf(ctx), timings: { queuedMs: ctx.opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ctx.elapsed() }, jobId: ctx.jobId, attempt: ctx.attempt, ...(egress ? { egress: { ...egress.stats } } : {}) });
+  const result = emptyResult(status, error, {
+    ...modelOf(ctx),
+    timings: { queuedMs: ctx.opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ctx.elapsed() },
+    jobId: ctx.jobId,
+    attempt: ctx.attempt,
+    ...(egress ? { egress: { ...egress.stats } } : {}),
+  });
   ctx.emit(finishedEvent(result));
   pointSpan("patchbay.result", resultAttrs(result));
   return result;

@@ -35,10 +35,19 @@ export const TREE_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 export const ROOT = { user: "0:0", cwd: PRIVATE_DIR } as const;
 
 /** Runs a script that prints a tree id last; with the lines before it. */
-export async function treeScript(sb: Sandbox, what: string, script: string, args: string[], stdin: string | Buffer = "", env: string[] = [], put: PutFile[] = []): Promise<{ tree: string; before: string[] }> {
+export async function treeScript(
+  sb: Sandbox,
+  what: string,
+  script: string,
+  args: string[],
+  stdin: string | Buffer = "",
+  env: string[] = [],
+  put: PutFile[] = [],
+): Promise<{ tree: string; before: string[] }> {
   const r = await sb.exec(["bash", "-c", script, "patchbay", ...args], { stdin, env, timeoutSec: 600, put, ...ROOT });
   const before = r.stdout.toString("utf8").trim().split("\n");
   const tree = before.pop() ?? "";
-  if (r.exitCode !== 0 || !TREE_ID.test(tree)) throw new GitStepError(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+  if (r.exitCode !== 0 || !TREE_ID.test(tree))
+    throw new GitStepError(`${what} failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
   return { tree, before };
 }

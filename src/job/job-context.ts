@@ -26,7 +26,11 @@ export interface JobContext {
 }
 
 /** The context, and what to call when the attempt ends (the timer and the caller's listener go). */
-export function jobContext(spec: JobSpec, config: Config, opts: RunJobOptions): { ctx: JobContext; dispose: () => void } {
+export function jobContext(
+  spec: JobSpec,
+  config: Config,
+  opts: RunJobOptions,
+): { ctx: JobContext; dispose: () => void } {
   const jobId = opts.jobId ?? spec.jobId ?? `local-${Date.now().toString(36)}`;
   const attempt = opts.attempt ?? 1;
   const backend = opts.backend ?? configuredBackend(config, "a job run outside a worker"); // first: a throw leaves no timer
@@ -38,7 +42,13 @@ export function jobContext(spec: JobSpec, config: Config, opts: RunJobOptions): 
   opts.signal?.addEventListener("abort", onCancel, { once: true });
   const t0 = performance.now();
   const ctx: JobContext = {
-    spec, config, opts, jobId, attempt, timeoutSec, t0,
+    spec,
+    config,
+    opts,
+    jobId,
+    attempt,
+    timeoutSec,
+    t0,
     backend,
     signal: ctl.signal,
     emit: (e) => opts.onEvent?.(stamped(e, jobId, attempt)),

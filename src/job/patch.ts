@@ -37,7 +37,10 @@ export class PatchTooLargeError extends PatchbayError {
     readonly diffstat: string,
     readonly filesChanged: string[],
   ) {
-    super("patch", `the patch is larger than ${maxBytes} bytes (${filesChanged.length} files changed); it was not returned because a truncated patch would not apply`);
+    super(
+      "patch",
+      `the patch is larger than ${maxBytes} bytes (${filesChanged.length} files changed); it was not returned because a truncated patch would not apply`,
+    );
   }
 }
 
@@ -56,18 +59,36 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
   if (!TREE_ID.test(baseline)) throw new Error(`computePatch: bad tree id "${baseline}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
   const env = [`PB_MAX=${maxBytes}`];
-  const r = await sb.exec(["bash", "-c", PATCH_SCRIPT, "patchbay", baseline], { env, timeoutSec: 600, maxBytes: maxBytes + 2 * LIST_MAX + 4096, ...ROOT });
+  const r = await sb.exec(["bash", "-c", PATCH_SCRIPT, "patchbay", baseline], {
+    env,
+    timeoutSec: 600,
+    maxBytes: maxBytes + 2 * LIST_MAX + 4096,
+    ...ROOT,
+  });
   const nl = r.stdout.indexOf(10);
   const [final = "", ...sizes] = r.stdout.subarray(0, Math.max(0, nl)).toString("latin1").split(" ");
   const [nNames = NaN, nStat = NaN, nPatch = NaN] = sizes.map(Number);
-  if (r.exitCode !== 0 || !TREE_ID.test(final) || sizes.length !== 3 || !(nNames + nStat + nPatch === r.stdout.length - nl - 1)) {
-    throw new GitStepError(`computePatch: staging and diffing the final tree failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+  if (
+    r.exitCode !== 0 ||
+    !TREE_ID.test(final) ||
+    sizes.length !== 3 ||
+    !(nNames + nStat + nPatch === r.stdout.length - nl - 1)
+  ) {
+    throw new GitStepError(
+      `computePatch: staging and diffing the final tree failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`,
+    );
   }
   const body = r.stdout.subarray(nl + 1);
   const filesChanged = body.subarray(0, nNames).toString("utf8").split("\0").filter(Boolean);
   const diffstat = body.subarray(nNames, nNames + nStat).toString("utf8");
   if (nPatch > maxBytes) throw new PatchTooLargeError(maxBytes, diffstat, filesChanged);
-  return finish(sb, body.subarray(nNames + nStat, nNames + nStat + nPatch), { baseline, final, diffstat, filesChanged, maxBytes });
+  return finish(sb, body.subarray(nNames + nStat, nNames + nStat + nPatch), {
+    baseline,
+    final,
+    diffstat,
+    filesChanged,
+    maxBytes,
+  });
 }
 
 /**
@@ -75,15 +96,26 @@ export async function computePatch(sb: Sandbox, baseline: string, opts: PatchOpt
  * with the tree it leads to. With `last` (the previous checkpoint's), an unchanged tree costs no
  * diff. With a patch that is not UTF-8, it is computePatch's.
  */
-export async function checkpointDiff(sb: Sandbox, baseline: string, opts: PatchOptions & { last?: { tree: string; patch: string } } = {}): Promise<{ patch: string; tree: string }> {
+export async function checkpointDiff(
+  sb: Sandbox,
+  baseline: string,
+  opts: PatchOptions & { last?: { tree: string; patch: string } } = {},
+): Promise<{ patch: string; tree: string }> {
   if (!TREE_ID.test(baseline)) throw new Error(`checkpointPatch: bad tree id "${baseline}"`);
   const maxBytes = opts.maxBytes ?? DEFAULT_PATCH_MAX_BYTES;
   const full = async () => computePatch(sb, baseline, opts).then((p) => ({ patch: p.patch, tree: p.tree }));
   const last = opts.last && TREE_ID.test(opts.last.tree) ? opts.last : undefined;
-  const r = await sb.exec(["bash", "-c", CHECKPOINT_SCRIPT, "patchbay", baseline, ...(last ? [last.tree] : [])], { timeoutSec: 600, maxBytes: maxBytes + 128, ...ROOT });
+  const r = await sb.exec(["bash", "-c", CHECKPOINT_SCRIPT, "patchbay", baseline, ...(last ? [last.tree] : [])], {
+    timeoutSec: 600,
+    maxBytes: maxBytes + 128,
+    ...ROOT,
+  });
   const nl = r.stdout.indexOf(10);
   const tree = r.stdout.subarray(0, Math.max(0, nl)).toString("latin1");
-  if ((r.exitCode !== 0 && !r.truncated) || !TREE_ID.test(tree)) throw new GitStepError(`checkpointPatch: staging and diffing failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+  if ((r.exitCode !== 0 && !r.truncated) || !TREE_ID.test(tree))
+    throw new GitStepError(
+      `checkpointPatch: staging and diffing failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`,
+    );
   if (last && tree === last.tree) return last;
   const patch = r.stdout.subarray(nl + 1);
   if (r.truncated || patch.length > maxBytes) throw new PatchTooLargeError(maxBytes, "", []);
@@ -91,18 +123,39 @@ export async function checkpointDiff(sb: Sandbox, baseline: string, opts: PatchO
 }
 
 /** checkpointDiff's patch alone. */
-export const checkpointPatch = async (sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<string> => (await checkpointDiff(sb, baseline, opts)).patch;
+export const checkpointPatch = async (sb: Sandbox, baseline: string, opts: PatchOptions = {}): Promise<string> =>
+  (await checkpointDiff(sb, baseline, opts)).patch;
 
-async function finish(sb: Sandbox, patch: Buffer, p: { baseline: string; final: string; diffstat: string; filesChanged: string[]; maxBytes: number }): Promise<PatchResult> {
+async function finish(
+  sb: Sandbox,
+  patch: Buffer,
+  p: { baseline: string; final: string; diffstat: string; filesChanged: string[]; maxBytes: number },
+): Promise<PatchResult> {
   if (!isUtf8(patch)) {
     // Rare (a non-UTF-8 text file changed): those files are diffed again as binary.
-    const again = await sb.exec(["bash", "-c", REDIFF_SCRIPT, "patchbay", p.baseline, p.final], { stdin: binaryAttributes(patch, p.filesChanged), timeoutSec: 600, maxBytes: p.maxBytes, ...ROOT });
-    if (again.exitCode !== 0 && !again.truncated) throw new GitStepError(`computePatch: diffing again with the non-UTF-8 files as binary failed (exit ${again.exitCode}): ${again.stderr.trim().slice(-600)}`);
+    const again = await sb.exec(["bash", "-c", REDIFF_SCRIPT, "patchbay", p.baseline, p.final], {
+      stdin: binaryAttributes(patch, p.filesChanged),
+      timeoutSec: 600,
+      maxBytes: p.maxBytes,
+      ...ROOT,
+    });
+    if (again.exitCode !== 0 && !again.truncated)
+      throw new GitStepError(
+        `computePatch: diffing again with the non-UTF-8 files as binary failed (exit ${again.exitCode}): ${again.stderr.trim().slice(-600)}`,
+      );
     if (again.truncated) throw new PatchTooLargeError(p.maxBytes, p.diffstat, p.filesChanged);
-    if (!isUtf8(again.stdout)) throw new Error("computePatch: the patch is not valid UTF-8 even with the non-UTF-8 files diffed as binary");
+    if (!isUtf8(again.stdout))
+      throw new Error("computePatch: the patch is not valid UTF-8 even with the non-UTF-8 files diffed as binary");
     patch = again.stdout;
   }
-  return { patch: patch.toString("utf8"), diffstat: p.diffstat, filesChanged: p.filesChanged, bytes: patch.length, truncated: false, tree: p.final };
+  return {
+    patch: patch.toString("utf8"),
+    diffstat: p.diffstat,
+    filesChanged: p.filesChanged,
+    bytes: patch.length,
+    truncated: false,
+    tree: p.final,
+  };
 }
 
 /**
@@ -121,7 +174,8 @@ function binaryAttributes(patch: Buffer, files: string[]): string {
 function splitSections(patch: Buffer): Buffer[] {
   const starts: number[] = [];
   const marker = Buffer.from("diff --git ");
-  for (let i = patch.indexOf(marker); i >= 0; i = patch.indexOf(marker, i + 1)) if (i === 0 || patch[i - 1] === 0x0a) starts.push(i);
+  for (let i = patch.indexOf(marker); i >= 0; i = patch.indexOf(marker, i + 1))
+    if (i === 0 || patch[i - 1] === 0x0a) starts.push(i);
   return starts.map((s, k) => patch.subarray(s, starts[k + 1] ?? patch.length));
 }
 

@@ -56,7 +56,11 @@ const matches = (entry: string, image: string) => {
  * Whether the spec's image is allowed as named ("allowed", "refused"), or only if it was built by
  * `image build --from` ("lookup": the caller inspects it and passes what it found to policyViolations).
  */
-export function imageVerdict(image: string, sandboxImage: string, policy: SandboxPolicy): "allowed" | "refused" | "lookup" {
+export function imageVerdict(
+  image: string,
+  sandboxImage: string,
+  policy: SandboxPolicy,
+): "allowed" | "refused" | "lookup" {
   const img = normalizeImage(image);
   if (img === normalizeImage(sandboxImage)) return "allowed";
   const list = policy.images ?? [FROM_BUILDS];
@@ -70,19 +74,31 @@ export interface ImageFacts {
 }
 
 /** One line per way the spec goes past the policy, each naming the bound and the knob that raises it; [] when it is within. */
-export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxImage: string, facts: ImageFacts = {}): string[] {
+export function policyViolations(
+  spec: JobSpec,
+  policy: SandboxPolicy,
+  sandboxImage: string,
+  facts: ImageFacts = {},
+): string[] {
   const out: string[] = [];
   const l = spec.limits ?? {};
   if (l.network === "bridge" && !policy.allowBridge)
-    out.push('limits.network: "bridge" (the full network in every phase) is not allowed by this worker; its sandboxes have none (PATCHBAY_ALLOW_BRIDGE=1 on the worker allows it; for setup, network.setup.allow names hosts instead)');
+    out.push(
+      'limits.network: "bridge" (the full network in every phase) is not allowed by this worker; its sandboxes have none (PATCHBAY_ALLOW_BRIDGE=1 on the worker allows it; for setup, network.setup.allow names hosts instead)',
+    );
   if (customToolsOf(spec.tools).length && policy.allowCustomTools === false)
-    out.push("tools.custom: a spec's own tools are not allowed by this worker (PATCHBAY_ALLOW_CUSTOM_TOOLS=1 on the worker allows them)");
+    out.push(
+      "tools.custom: a spec's own tools are not allowed by this worker (PATCHBAY_ALLOW_CUSTOM_TOOLS=1 on the worker allows them)",
+    );
   if (spec.provider && policy.providers && !policy.providers.includes(spec.provider))
-    out.push(`provider: "${spec.provider}" is not allowed by this worker, which reaches Claude through ${policy.providers.join(", ")} (PATCHBAY_PROVIDERS=${[...policy.providers, spec.provider].join(",")} on the worker allows it, with that platform's credentials there)`);
+    out.push(
+      `provider: "${spec.provider}" is not allowed by this worker, which reaches Claude through ${policy.providers.join(", ")} (PATCHBAY_PROVIDERS=${[...policy.providers, spec.provider].join(",")} on the worker allows it, with that platform's credentials there)`,
+    );
   if (spec.mcp && Object.keys(spec.mcp.servers).length && policy.allowMcp === false)
     out.push("mcp: MCP servers are not allowed by this worker (PATCHBAY_ALLOW_MCP=1 on the worker allows them)");
   const over = (field: string, value: number | undefined, max: number, knob: string) => {
-    if (value !== undefined && value > max) out.push(`${field}: ${value} is over this worker's bound of ${max} (${knob} on the worker raises it)`);
+    if (value !== undefined && value > max)
+      out.push(`${field}: ${value} is over this worker's bound of ${max} (${knob} on the worker raises it)`);
   };
   over("limits.memoryMb", l.memoryMb, policy.maxMemoryMb, "PATCHBAY_MAX_MEMORY_MB");
   over("limits.cpus", l.cpus, policy.maxCpus, "PATCHBAY_MAX_CPUS");
@@ -95,33 +111,50 @@ export function policyViolations(spec: JobSpec, policy: SandboxPolicy, sandboxIm
     const verdict = imageVerdict(spec.image, sandboxImage, policy);
     if (verdict === "refused" || (verdict === "lookup" && facts.builtFrom !== true)) {
       const list = policy.images ?? [FROM_BUILDS];
-      const allowed = [`the sandbox image ${sandboxImage}`, ...list.map((e) => (e === FROM_BUILDS ? "images built by patchbay image build --from" : e))].join(", ");
-      const why = verdict === "lookup" && facts.builtFrom === undefined ? " (and no such image is on this worker's engine)" : "";
-      out.push(`image: ${JSON.stringify(spec.image.slice(0, 200))} is not in this worker's image allow-list${why}; allowed: ${allowed} (PATCHBAY_IMAGES on the worker sets the list)`);
+      const allowed = [
+        `the sandbox image ${sandboxImage}`,
+        ...list.map((e) => (e === FROM_BUILDS ? "images built by patchbay image build --from" : e)),
+      ].join(", ");
+      const why =
+        verdict === "lookup" && facts.builtFrom === undefined ? " (and no such image is on this worker's engine)" : "";
+      out.push(
+        `image: ${JSON.stringify(spec.image.slice(0, 200))} is not in this worker's image allow-list${why}; allowed: ${allowed} (PATCHBAY_IMAGES on the worker sets the list)`,
+      );
     }
   }
   return out;
 }
 
 /** The message a refused spec fails with: one line, every violation in it. */
-export const policyRefusal = (violations: readonly string[]) => `JobSpec refused by this worker's policy: ${violations.join("; ")}`;
+export const policyRefusal = (violations: readonly string[]) =>
+  `JobSpec refused by this worker's policy: ${violations.join("; ")}`;
 
 /** What the spec may spend and what it runs on: the caps, the models, the forced OCI runtime. */
 function spendViolations(spec: JobSpec, policy: SandboxPolicy): string[] {
   const out: string[] = [];
   const over = (field: string, value: number | undefined, max: number | undefined, knob: string) => {
-    if (value !== undefined && max !== undefined && value > max) out.push(`${field}: ${value} is over this worker's bound of ${max} (${knob} on the worker raises it)`);
+    if (value !== undefined && max !== undefined && value > max)
+      out.push(`${field}: ${value} is over this worker's bound of ${max} (${knob} on the worker raises it)`);
   };
   over("budget.usd", spec.budget?.usd, policy.maxBudgetUsd, "PATCHBAY_MAX_BUDGET_USD");
   over("maxTurns", spec.maxTurns, policy.maxTurns, "PATCHBAY_MAX_TURNS");
   over("maxTokens", spec.maxTokens, policy.maxTokens, "PATCHBAY_MAX_TOKENS");
-  if (spec.model !== undefined && policy.models && !policy.models.some((m) => (m.endsWith("*") ? spec.model!.startsWith(m.slice(0, -1)) : m === spec.model)))
-    out.push(`model: ${JSON.stringify(spec.model.slice(0, 100))} is not in this worker's model allow-list; allowed: ${policy.models.join(", ")} (PATCHBAY_MODELS on the worker sets the list)`);
+  if (
+    spec.model !== undefined &&
+    policy.models &&
+    !policy.models.some((m) => (m.endsWith("*") ? spec.model!.startsWith(m.slice(0, -1)) : m === spec.model))
+  )
+    out.push(
+      `model: ${JSON.stringify(spec.model.slice(0, 100))} is not in this worker's model allow-list; allowed: ${policy.models.join(", ")} (PATCHBAY_MODELS on the worker sets the list)`,
+    );
   if (policy.runtime && spec.runtime && spec.runtime !== policy.runtime)
-    out.push(`runtime: "${spec.runtime}" is not allowed by this worker, which runs every sandbox under ${policy.runtime} (PATCHBAY_RUNTIME on the worker)`);
+    out.push(
+      `runtime: "${spec.runtime}" is not allowed by this worker, which runs every sandbox under ${policy.runtime} (PATCHBAY_RUNTIME on the worker)`,
+    );
   const pids = spec.limits?.pids;
   const pidsWhy = policy.runtime && !spec.runtime && pids !== undefined ? pidsProblem(pids, policy.runtime) : undefined;
-  if (pidsWhy) out.push(`limits.pids: ${pidsWhy} (this worker runs every sandbox under ${policy.runtime}: PATCHBAY_RUNTIME)`);
+  if (pidsWhy)
+    out.push(`limits.pids: ${pidsWhy} (this worker runs every sandbox under ${policy.runtime}: PATCHBAY_RUNTIME)`);
   return out;
 }
 
@@ -136,7 +169,9 @@ export function withCaps(spec: JobSpec, policy: SandboxPolicy): JobSpec {
   const tokens = spec.maxTokens === undefined ? lower(policy.maxTokens, defaults.job.maxTokens) : undefined;
   return {
     ...spec,
-    ...(policy.maxBudgetUsd !== undefined && spec.budget?.usd === undefined ? { budget: { ...spec.budget, usd: policy.maxBudgetUsd } } : {}),
+    ...(policy.maxBudgetUsd !== undefined && spec.budget?.usd === undefined
+      ? { budget: { ...spec.budget, usd: policy.maxBudgetUsd } }
+      : {}),
     ...(turns !== undefined ? { maxTurns: turns } : {}),
     ...(tokens !== undefined ? { maxTokens: tokens } : {}),
     ...(policy.runtime && !spec.runtime ? { runtime: policy.runtime } : {}),

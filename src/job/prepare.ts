@@ -27,9 +27,17 @@ export interface Prepared {
 }
 
 /** The workspace ready for the agent, or why the job stopped meanwhile (cancel, timeout). */
-export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, since: number): Promise<Prepared | { stopped: { status: "timeout" | "cancelled"; error: string } }> {
+export async function prepare(
+  ctx: JobContext,
+  sandbox: Sandbox,
+  held: Held,
+  since: number,
+): Promise<Prepared | { stopped: { status: "timeout" | "cancelled"; error: string } }> {
   const network = startSetupNetwork(sandbox, held.egress); // with network.setup: the bridge starts while the repo loads
-  let { baseline, agentRepo, checked, commit } = await loadRepo(sandbox, ctx.spec.repo, { prepared: held.prepared, deferAgentRepo: true });
+  let { baseline, agentRepo, checked, commit } = await loadRepo(sandbox, ctx.spec.repo, {
+    prepared: held.prepared,
+    deferAgentRepo: true,
+  });
   held.prepared = undefined;
   const sandboxMs = ctx.elapsed(since);
   held.setupDone?.();
@@ -42,8 +50,19 @@ export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, sin
     await agentRepo;
     baseline = await checked;
   }
-  const stopped = await inSpan("patchbay.setup", { "patchbay.setup.commands": setup.length, "patchbay.setup.network": Boolean(held.egress) }, () =>
-    runSetup(sandbox, setup, { timeoutSec: defaults.job.setupTimeoutSec, signal: ctx.signal, emit: ctx.emit, egress: held.egress, network, onBridge: ctx.opts.onEgressBridge }));
+  const stopped = await inSpan(
+    "patchbay.setup",
+    { "patchbay.setup.commands": setup.length, "patchbay.setup.network": Boolean(held.egress) },
+    () =>
+      runSetup(sandbox, setup, {
+        timeoutSec: defaults.job.setupTimeoutSec,
+        signal: ctx.signal,
+        emit: ctx.emit,
+        egress: held.egress,
+        network,
+        onBridge: ctx.opts.onEgressBridge,
+      }),
+  );
   if (stopped) return { stopped: { status: stoppedStatus(ctx.signal), error: stopped } };
   const diskMb = defaultLimits(ctx.spec.limits).diskMb;
   if (setup.length) {
@@ -77,7 +96,10 @@ export async function prepare(ctx: JobContext, sandbox: Sandbox, held: Held, sin
  * Resolves once the baseline is known; `done` settles once the snapshot is taken and the shell
  * started (the first model request is out meanwhile).
  */
-async function afterSetup(sandbox: Sandbox, diskMb: number | undefined): Promise<{ baseline: string; done: Promise<Snapshot | undefined> }> {
+async function afterSetup(
+  sandbox: Sandbox,
+  diskMb: number | undefined,
+): Promise<{ baseline: string; done: Promise<Snapshot | undefined> }> {
   const state = await sandbox.shell.captureState();
   let known!: (tree: string) => void;
   const tree = new Promise<string>((r) => (known = r));
@@ -97,8 +119,10 @@ async function snapshotOf(sb: Sandbox, diskMb: number): Promise<Snapshot> {
   try {
     return await takeSnapshot(sb, snapshotMaxBytes(diskMb));
   } catch (err) {
-    if (err instanceof TarTooLargeError) throw new VerifyError(`the workspace after setup is too large to keep for verify: ${err.message}`);
-    if (await sb.running()) throw new VerifyError(`the workspace after setup could not be kept for verify: ${(err as Error).message}`);
+    if (err instanceof TarTooLargeError)
+      throw new VerifyError(`the workspace after setup is too large to keep for verify: ${err.message}`);
+    if (await sb.running())
+      throw new VerifyError(`the workspace after setup could not be kept for verify: ${(err as Error).message}`);
     throw err;
   }
 }

@@ -37,7 +37,9 @@ export interface RoundsInput {
  * patch in a sandbox of its own made from the snapshot (verify.ts). A failed verify goes back to
  * the model (within the same budgets) while rounds are left and the agent had finished.
  */
-export async function patchAndVerify(o: RoundsInput): Promise<{ patch: PatchResult; verify?: JobResult["verify"]; outcome: LoopOutcome }> {
+export async function patchAndVerify(
+  o: RoundsInput,
+): Promise<{ patch: PatchResult; verify?: JobResult["verify"]; outcome: LoopOutcome }> {
   let outcome = o.outcome;
   let patch: PatchResult | undefined;
   let verify: JobResult["verify"];
@@ -61,7 +63,15 @@ export async function patchAndVerify(o: RoundsInput): Promise<{ patch: PatchResu
     const t = performance.now();
     let r: Awaited<ReturnType<typeof verifyInFreshSandbox>>;
     try {
-      const input = { sandbox: o.verifySandbox, snapshot: await o.snapshot, patch, command: o.spec.verify, timeoutSec: defaults.job.verifyTimeoutSec, signal: o.signal, retire: o.retire };
+      const input = {
+        sandbox: o.verifySandbox,
+        snapshot: await o.snapshot,
+        patch,
+        command: o.spec.verify,
+        timeoutSec: defaults.job.verifyTimeoutSec,
+        signal: o.signal,
+        retire: o.retire,
+      };
       r = await inSpan("patchbay.verify", { "patchbay.round": o.at.round }, async (span) => {
         const v = await verifyInFreshSandbox(input);
         span.setAttribute("patchbay.verify.exit_code", v.exitCode);
@@ -74,10 +84,24 @@ export async function patchAndVerify(o: RoundsInput): Promise<{ patch: PatchResu
     }
     o.removals.push(r.removed);
     verify = { exitCode: r.exitCode, outputTail: tail(r.output) };
-    o.emit({ type: "verify", command: o.spec.verify, ...verify, ms: Math.round(performance.now() - t), round: o.at.round });
+    o.emit({
+      type: "verify",
+      command: o.spec.verify,
+      ...verify,
+      ms: Math.round(performance.now() - t),
+      round: o.at.round,
+    });
     if (verify.exitCode === 0 || outcome.status !== "completed" || o.signal.aborted) return { patch, verify, outcome };
     if (o.at.round > rounds) {
-      return { patch, verify, outcome: { ...outcome, status: "verify_failed", error: `verify failed (exit ${verify.exitCode}) after ${o.at.round} round${o.at.round === 1 ? "" : "s"}` } };
+      return {
+        patch,
+        verify,
+        outcome: {
+          ...outcome,
+          status: "verify_failed",
+          error: `verify failed (exit ${verify.exitCode}) after ${o.at.round} round${o.at.round === 1 ? "" : "s"}`,
+        },
+      };
     }
     outcome = await o.resume(outcome, verifyFeedback(o.spec.verify, verify, o.at.round, rounds));
   }
@@ -104,7 +128,8 @@ async function takePatch(sandbox: Sandbox, baseline: string): Promise<PatchResul
     return await computePatch(sandbox, baseline);
   } catch (err) {
     // A sandbox that is gone (the engine failed) is retried elsewhere; anything else would fail the same way again.
-    if (err instanceof PatchTooLargeError || (await sandbox.running())) throw new PatchError(`the patch could not be taken: ${(err as Error).message}`);
+    if (err instanceof PatchTooLargeError || (await sandbox.running()))
+      throw new PatchError(`the patch could not be taken: ${(err as Error).message}`);
     throw err;
   }
 }

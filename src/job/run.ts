@@ -111,7 +111,9 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
   const held: Held = { removals: [] };
   try {
     // A worker's attempt span is the phases' parent; runJob alone gets a span of its own.
-    return await ensureSpan("patchbay.job", { "patchbay.job.id": ctx.jobId, "patchbay.attempt": ctx.attempt }, () => attempt(ctx, held));
+    return await ensureSpan("patchbay.job", { "patchbay.job.id": ctx.jobId, "patchbay.attempt": ctx.attempt }, () =>
+      attempt(ctx, held),
+    );
   } catch (err) {
     if (await isTheJobs(err, held.sandbox)) return endedEarly(ctx, "failed", (err as Error).message, held.egress);
     throw err; // the host's or the engine's (or a retryable API error): the queue retries it
@@ -123,19 +125,34 @@ export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {})
 
 async function attempt(ctx: JobContext, held: Held): Promise<JobResult> {
   const since = performance.now();
-  const sandbox = await inSpan("patchbay.sandbox.acquire", { "patchbay.backend": ctx.backend.kind }, () => acquire(ctx, held));
+  const sandbox = await inSpan("patchbay.sandbox.acquire", { "patchbay.backend": ctx.backend.kind }, () =>
+    acquire(ctx, held),
+  );
   const prep = await inSpan("patchbay.prepare", {}, () => prepare(ctx, sandbox, held, since));
   if ("stopped" in prep) return endedEarly(ctx, prep.stopped.status, prep.stopped.error, held.egress);
   const tAgent = performance.now();
   const agent = await inSpan("patchbay.agent", { "patchbay.round": 1 }, () => runAgent(ctx, sandbox, prep));
   await agent.settled;
   const rounds = await patchAndVerify({
-    sandbox, baseline: prep.baseline, spec: ctx.spec, snapshot: held.snapshot, outcome: agent.outcome, at: agent.at, emit: ctx.emit, signal: ctx.signal, removals: held.removals,
+    sandbox,
+    baseline: prep.baseline,
+    spec: ctx.spec,
+    snapshot: held.snapshot,
+    outcome: agent.outcome,
+    at: agent.at,
+    emit: ctx.emit,
+    signal: ctx.signal,
+    removals: held.removals,
     resume: agent.resume,
     verifySandbox: () => freshSandbox(ctx),
     retire: ctx.opts.retire,
   });
-  return finish(ctx, { ...rounds, timings: { sandboxMs: prep.sandboxMs, agentMs: ctx.elapsed(tAgent) }, egress: held.egress, baseCommit: prep.baseCommit });
+  return finish(ctx, {
+    ...rounds,
+    timings: { sandboxMs: prep.sandboxMs, agentMs: ctx.elapsed(tAgent) },
+    egress: held.egress,
+    baseCommit: prep.baseCommit,
+  });
 }
 
 /**

@@ -26,7 +26,12 @@ export function defaultEgressProxy(baseDir: string | undefined): EgressProxy {
  * The job's egress session when its spec allows setup network, made before the sandbox (whose
  * mounts are fixed at create time). Presets are read from the worker's tool configuration.
  */
-export async function prepareEgress(spec: JobSpec, proxy: EgressProxy | undefined, emit: (e: EventInput) => void, config: Pick<Config, "egressDir" | "hostEnv" | "pip">): Promise<EgressSession | undefined> {
+export async function prepareEgress(
+  spec: JobSpec,
+  proxy: EgressProxy | undefined,
+  emit: (e: EventInput) => void,
+  config: Pick<Config, "egressDir" | "hostEnv" | "pip">,
+): Promise<EgressSession | undefined> {
   const allow = spec.network?.setup?.allow;
   if (!allow) return undefined;
   let hosts: string[];
@@ -61,14 +66,18 @@ export interface SetupOptions {
  * while the repo loads: nothing untrusted runs in the sandbox before setup, and the socket admits
  * only root. Undefined without setup network.
  */
-export function startSetupNetwork(sandbox: Sandbox, egress: EgressSession | undefined): Promise<EgressBridge> | undefined {
+export function startSetupNetwork(
+  sandbox: Sandbox,
+  egress: EgressSession | undefined,
+): Promise<EgressBridge> | undefined {
   if (!egress) return undefined;
   const started = (async () => {
     await egress.listen();
     try {
       return await sandbox.bridgeEgress(egress.limits.maxConnections);
     } catch (err) {
-      if (err instanceof EgressBridgeError) throw new SetupError(`${err.message} (under gVisor the runtime needs --host-uds=open)`);
+      if (err instanceof EgressBridgeError)
+        throw new SetupError(`${err.message} (under gVisor the runtime needs --host-uds=open)`);
       throw err;
     }
   })();
@@ -84,18 +93,31 @@ export async function runSetup(sandbox: Sandbox, commands: string[], o: SetupOpt
       bridge = await (o.network ?? startSetupNetwork(sandbox, o.egress)!);
       o.onBridge?.(bridge.port);
       const url = `http://127.0.0.1:${bridge.port}`;
-      await sandbox.shell.run(`export ${PROXY_VARS.map((v) => `${v}=${url}`).join(" ")}; unset NO_PROXY no_proxy`, { timeoutSec: 30 });
+      await sandbox.shell.run(`export ${PROXY_VARS.map((v) => `${v}=${url}`).join(" ")}; unset NO_PROXY no_proxy`, {
+        timeoutSec: 30,
+      });
     }
     for (const command of commands) {
       const t = performance.now();
       // The shell throws only where the sandbox itself misbehaves (a kill whose targets outlived it,
       // a supervisor that died under it): while its container runs, that is the setup's doing.
-      const r = await sandbox.shell.run(command, { timeoutSec: o.timeoutSec, signal: o.signal }).catch(async (err: Error) => {
-        throw (await sandbox.running()) ? new SetupError(`setup command ${command}: ${err.message}`) : err;
+      const r = await sandbox.shell
+        .run(command, { timeoutSec: o.timeoutSec, signal: o.signal })
+        .catch(async (err: Error) => {
+          throw (await sandbox.running()) ? new SetupError(`setup command ${command}: ${err.message}`) : err;
+        });
+      o.emit({
+        type: "setup",
+        command,
+        exitCode: r.exitCode,
+        outputTail: tail(r.output),
+        ms: Math.round(performance.now() - t),
       });
-      o.emit({ type: "setup", command, exitCode: r.exitCode, outputTail: tail(r.output), ms: Math.round(performance.now() - t) });
       if (o.signal.aborted) return `the job was stopped during setup: ${command}`;
-      if (r.exitCode !== 0) throw new SetupError(`setup command failed (exit ${r.exitCode}): ${command}${refusalNote(o.egress)}\n${tail(r.output, 600)}`);
+      if (r.exitCode !== 0)
+        throw new SetupError(
+          `setup command failed (exit ${r.exitCode}): ${command}${refusalNote(o.egress)}\n${tail(r.output, 600)}`,
+        );
     }
     return undefined;
   } finally {
@@ -104,16 +126,19 @@ export async function runSetup(sandbox: Sandbox, commands: string[], o: SetupOpt
 }
 
 function refusalNote(egress: EgressSession | undefined): string {
-  if (!egress) return "\n(setup had no network: allow hosts with network.setup.allow, e.g. [\"npm\"])";
+  if (!egress) return '\n(setup had no network: allow hosts with network.setup.allow, e.g. ["npm"])';
   if (!egress.refusals.size) return "";
   return `\nrefused by the egress proxy: ${[...egress.refusals].slice(0, 5).join("; ")}`;
 }
 
 /** Ends the path out: the bridge, then the listener and its connections, the socket, the variables. */
-async function closeEgress(sandbox: Sandbox, bridge: EgressBridge | undefined, egress: EgressSession | undefined): Promise<void> {
+async function closeEgress(
+  sandbox: Sandbox,
+  bridge: EgressBridge | undefined,
+  egress: EgressSession | undefined,
+): Promise<void> {
   if (!egress) return;
   await bridge?.stop();
   await egress.close();
   await sandbox.shell.run(`unset ${PROXY_VARS.join(" ")}`, { timeoutSec: 30 }).catch(() => undefined);
 }
-

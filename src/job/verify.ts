@@ -40,9 +40,15 @@ export async function sweepSnapshots(dir = tmpdir(), maxAgeMs = 24 * 3600_000, n
     const pid = Number(new RegExp(`^${SNAPSHOT_PREFIX}(\\d+)-`).exec(name)?.[1]);
     if (!pid || pid === process.pid) continue;
     const full = join(dir, name);
-    const old = await stat(full).then((s) => now - s.mtimeMs > maxAgeMs, () => false);
+    const old = await stat(full).then(
+      (s) => now - s.mtimeMs > maxAgeMs,
+      () => false,
+    );
     if (!old && alive(pid)) continue;
-    await rm(full, { recursive: true, force: true }).then(() => n++, () => {});
+    await rm(full, { recursive: true, force: true }).then(
+      () => n++,
+      () => {},
+    );
   }
   return n;
 }
@@ -101,11 +107,21 @@ export async function verifyInFreshSandbox(o: VerifyOptions): Promise<VerifyRun>
   try {
     // A tree tar made but cannot extract (paths past PATH_MAX, say) is setup's doing, as long as the sandbox runs.
     const loaded = await sb.putTarStream("/workspace", createReadStream(o.snapshot.file)).catch(async (err: Error) => {
-      throw (await sb.running()) ? new VerifyError(`the workspace as setup left it could not be rebuilt for verify: ${err.message.slice(-600)}`) : err;
+      throw (await sb.running())
+        ? new VerifyError(`the workspace as setup left it could not be rebuilt for verify: ${err.message.slice(-600)}`)
+        : err;
     });
     if (!loaded) throw new VerifyError("the verify sandbox's image has no tar: the snapshot could not be loaded");
-    const applied = await sb.exec(["python3", "-I", "-S", "-c", APPLY_PY], { stdin: o.patch.patch, timeoutSec: 600, cwd: "/workspace", maxBytes: 64 * 1024 });
-    if (applied.exitCode !== 0) throw new VerifyError(`the patch does not apply to the workspace as setup left it (git apply exit ${applied.exitCode}): ${applied.stderr.trim().slice(-400)}`);
+    const applied = await sb.exec(["python3", "-I", "-S", "-c", APPLY_PY], {
+      stdin: o.patch.patch,
+      timeoutSec: 600,
+      cwd: "/workspace",
+      maxBytes: 64 * 1024,
+    });
+    if (applied.exitCode !== 0)
+      throw new VerifyError(
+        `the patch does not apply to the workspace as setup left it (git apply exit ${applied.exitCode}): ${applied.stderr.trim().slice(-400)}`,
+      );
     const r = await sb.runFresh(`cd /workspace && { ${o.command}\n}`, { timeoutSec: o.timeoutSec, signal: o.signal });
     ok = true;
     // Handed on (or its removal started), not awaited: a failed removal is retried by the reaper.

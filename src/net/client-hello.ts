@@ -15,7 +15,12 @@ export const MAX_HELLO = 16 * 1024;
 const HANDSHAKE = 0x16;
 const CLIENT_HELLO = 1;
 const SERVER_HELLO = 2;
-const RECORD_NAMES: Record<number, string> = { 0x14: "change_cipher_spec", 0x15: "alert", 0x16: "handshake", 0x17: "application_data" };
+const RECORD_NAMES: Record<number, string> = {
+  0x14: "change_cipher_spec",
+  0x15: "alert",
+  0x16: "handshake",
+  0x17: "application_data",
+};
 const recordName = (t: number) => RECORD_NAMES[t] ?? `0x${t.toString(16).padStart(2, "0")}`;
 
 export type Read =
@@ -51,7 +56,11 @@ export class ClientHelloReader {
       const len = (stream[p + 3]! << 8) | stream[p + 4]!;
       if (type !== HANDSHAKE) {
         if (this.hsLen > 0 || !this.opts.skip?.includes(type)) {
-          return bad(p === 0 && !this.opts.skip ? notTls(stream) : `record type ${recordName(type)} where the ClientHello was expected`);
+          return bad(
+            p === 0 && !this.opts.skip
+              ? notTls(stream)
+              : `record type ${recordName(type)} where the ClientHello was expected`,
+          );
         }
         if (len > MAX_RECORD + 256) return bad(`a ${recordName(type)} record of ${len} bytes (over 2^14 + 256)`);
       } else {
@@ -67,7 +76,8 @@ export class ClientHelloReader {
       this.hs.set(stream.subarray(p + 5, p + 5 + len), this.hsLen);
       this.hsLen += len;
       if (this.hsLen < 4) continue;
-      if (this.hs[0] !== CLIENT_HELLO) return bad(`handshake message type ${this.hs[0]} where a ClientHello (1) was expected`);
+      if (this.hs[0] !== CLIENT_HELLO)
+        return bad(`handshake message type ${this.hs[0]} where a ClientHello (1) was expected`);
       const msgLen = (this.hs[1]! << 16) | (this.hs[2]! << 8) | this.hs[3]!;
       if (msgLen > MAX_HELLO) return bad(`a ClientHello of ${msgLen} bytes (over ${MAX_HELLO})`);
       if (this.hsLen < 4 + msgLen) continue;
@@ -185,7 +195,9 @@ function serverName(data: Cursor): string {
 }
 
 // RFC 8446 §4.1.3: a HelloRetryRequest is a ServerHello whose random is SHA-256("HelloRetryRequest").
-const HRR_RANDOM = Uint8Array.from(Buffer.from("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c", "hex"));
+const HRR_RANDOM = Uint8Array.from(
+  Buffer.from("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c", "hex"),
+);
 
 /**
  * Whether the server's first bytes are a HelloRetryRequest ("retry"), something else ("other": a
@@ -195,7 +207,7 @@ const HRR_RANDOM = Uint8Array.from(Buffer.from("cf21ad74e59a6111be1d8c021e65b891
 export function serverAnswer(stream: Uint8Array): "retry" | "other" | "more" {
   const want = 4 + 2 + 32; // handshake header, legacy_version, random
   const got: number[] = [];
-  for (let p = 0; got.length < want; ) {
+  for (let p = 0; got.length < want;) {
     if (stream.length < p + 5) return "more";
     if (stream[p] !== HANDSHAKE) return "other";
     const len = (stream[p + 3]! << 8) | stream[p + 4]!;

@@ -73,28 +73,42 @@ async function run(host: PresetEnv, cmd: string, args: string[]): Promise<string
   const { stdout } = await execFileP(cmd, args, { timeout: 15_000, maxBuffer: 1 << 20, env: { ...host.hostEnv } });
   return stdout;
 }
-const readSmall = (p: string) => readFile(p, "utf8").then((t) => t.slice(0, 1 << 20), () => "");
+const readSmall = (p: string) =>
+  readFile(p, "utf8").then(
+    (t) => t.slice(0, 1 << 20),
+    () => "",
+  );
 
 async function npmHosts(env: PresetEnv): Promise<string[]> {
   const registry = await run(env, "npm", ["config", "get", "registry"]).catch((e: Error) => {
     throw new PresetError(`preset npm: \`npm config get registry\` failed on the worker: ${e.message.split("\n")[0]}`);
   });
   const host = urlHost(registry);
-  if (!host) throw new PresetError(`preset npm: npm's registry is not an http(s) URL: ${JSON.stringify(registry.trim())}`);
+  if (!host)
+    throw new PresetError(`preset npm: npm's registry is not an http(s) URL: ${JSON.stringify(registry.trim())}`);
   return [host];
 }
 
 // pip's own default index when nothing is configured: asked of pip itself, not written here.
-const PIP_DEFAULT = "from pip._internal.models.index import PyPI\nprint(PyPI.url)\nprint('https://' + PyPI.file_storage_domain + '/')";
+const PIP_DEFAULT =
+  "from pip._internal.models.index import PyPI\nprint(PyPI.url)\nprint('https://' + PyPI.file_storage_domain + '/')";
 
 async function pypiHosts(host: PresetEnv): Promise<string[]> {
   const env = [host.pip.indexUrl, ...host.pip.extraIndexUrls].map((u) => (u ? urlHost(u) : undefined));
-  const files = [host.pip.configFile, "/etc/pip.conf", "/etc/xdg/pip/pip.conf", join(homedir(), ".pip/pip.conf"), join(homedir(), ".config/pip/pip.conf")];
+  const files = [
+    host.pip.configFile,
+    "/etc/pip.conf",
+    "/etc/xdg/pip/pip.conf",
+    join(homedir(), ".pip/pip.conf"),
+    join(homedir(), ".config/pip/pip.conf"),
+  ];
   const conf = (await Promise.all(files.map((f) => (f ? readSmall(f) : Promise.resolve(""))))).flatMap(pipConfHosts);
   const configured = uniq([...env, ...conf]);
   if (configured.length) return configured;
   const out = await run(host, "python3", ["-c", PIP_DEFAULT]).catch((e: Error) => {
-    throw new PresetError(`preset pypi: no index configured for pip and pip's default could not be read: ${e.message.split("\n")[0]}`);
+    throw new PresetError(
+      `preset pypi: no index configured for pip and pip's default could not be read: ${e.message.split("\n")[0]}`,
+    );
   });
   return uniq(out.split("\n").map(urlHost));
 }
@@ -104,7 +118,8 @@ async function debianHosts(): Promise<string[]> {
   const names = await readdir(dir).catch(() => [] as string[]);
   const paths = ["/etc/apt/sources.list", ...names.filter((n) => /\.(list|sources)$/.test(n)).map((n) => join(dir, n))];
   const hosts = uniq((await Promise.all(paths.map(readSmall))).flatMap(aptSourceHosts));
-  if (!hosts.length) throw new PresetError("preset debian: no apt sources on the worker (/etc/apt/sources.list, sources.list.d)");
+  if (!hosts.length)
+    throw new PresetError("preset debian: no apt sources on the worker (/etc/apt/sources.list, sources.list.d)");
   return hosts;
 }
 
@@ -116,7 +131,12 @@ async function goHosts(host: PresetEnv): Promise<string[]> {
   return goEnvHosts(goproxy, gosumdb);
 }
 
-const READERS: Record<PresetName, (host: PresetEnv) => Promise<string[]>> = { npm: npmHosts, pypi: pypiHosts, debian: debianHosts, go: goHosts };
+const READERS: Record<PresetName, (host: PresetEnv) => Promise<string[]>> = {
+  npm: npmHosts,
+  pypi: pypiHosts,
+  debian: debianHosts,
+  go: goHosts,
+};
 const cache = new Map<PresetName, { at: number; hosts: Promise<string[]> }>();
 const CACHE_MS = 5 * 60_000;
 

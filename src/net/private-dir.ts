@@ -26,17 +26,23 @@ export function ensurePrivateDir(dir: string, uid = process.getuid?.() ?? 0): vo
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     // Linux says ENOTDIR for a symlink when O_DIRECTORY is given too.
-    if (code === "ELOOP" || (code === "ENOTDIR" && lstatSync(dir).isSymbolicLink())) throw new EgressDirError(`the egress directory ${dir} is a symlink; ${fix}`);
+    if (code === "ELOOP" || (code === "ENOTDIR" && lstatSync(dir).isSymbolicLink()))
+      throw new EgressDirError(`the egress directory ${dir} is a symlink; ${fix}`);
     if (code === "ENOTDIR") throw new EgressDirError(`the egress directory ${dir} is not a directory; ${fix}`);
     throw err;
   }
   try {
     const st = fstatSync(fd);
-    if (st.uid !== uid) throw new EgressDirError(`the egress directory ${dir} is owned by uid ${st.uid}, not the worker's (${uid}); ${fix}`);
+    if (st.uid !== uid)
+      throw new EgressDirError(
+        `the egress directory ${dir} is owned by uid ${st.uid}, not the worker's (${uid}); ${fix}`,
+      );
     const loose = st.mode & 0o077;
     if (loose & 0o022) {
       // Others could write in it: what they left there stays, so tightening it now is not enough.
-      throw new EgressDirError(`the egress directory ${dir} has mode 0${(st.mode & 0o7777).toString(8)} (writable by group or others); ${fix}`);
+      throw new EgressDirError(
+        `the egress directory ${dir} has mode 0${(st.mode & 0o7777).toString(8)} (writable by group or others); ${fix}`,
+      );
     }
     // Readable or searchable by others only (0755 as the engine makes a bind mount's missing source,
     // 0711 as earlier patchbay made it): nobody else could have put anything in it, so it is tightened.

@@ -13,9 +13,24 @@ import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { addressClass, cidrMatcher, isIpLiteral, normalizeHost, refusal, type AllowRule, type Via } from "../core/allow.js";
+import {
+  addressClass,
+  cidrMatcher,
+  isIpLiteral,
+  normalizeHost,
+  refusal,
+  type AllowRule,
+  type Via,
+} from "../core/allow.js";
 import { ensurePrivateDir } from "./private-dir.js";
-import { bounded, boundRecord, DEFAULT_EGRESS_LIMITS, RECORD_BOUNDS, type EgressLimits, type EgressRecord } from "./record.js";
+import {
+  bounded,
+  boundRecord,
+  DEFAULT_EGRESS_LIMITS,
+  RECORD_BOUNDS,
+  type EgressLimits,
+  type EgressRecord,
+} from "./record.js";
 import { runTunnel } from "./tunnel.js";
 import { withTimeout } from "../core/timeout.js";
 
@@ -69,22 +84,50 @@ export class EgressProxy {
     if (refused) return { reason: refused };
     let addresses: string[];
     try {
-      addresses = await withTimeout(this.opts.resolve ? this.opts.resolve(host) : lookup(host, { all: true }).then((a) => a.map((x) => x.address)), this.limits.dnsMs, "DNS lookup timed out");
+      addresses = await withTimeout(
+        this.opts.resolve ? this.opts.resolve(host) : lookup(host, { all: true }).then((a) => a.map((x) => x.address)),
+        this.limits.dnsMs,
+        "DNS lookup timed out",
+      );
     } catch (err) {
       return { reason: `DNS lookup failed: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
     }
     const ok = addresses.find((a) => addressClass(a) === undefined || this.exempt(a));
     if (ok) return { address: ok, host };
     const first = addresses[0];
-    return { reason: first ? `resolves to a ${addressClass(first)} address (${first})` : "DNS lookup found no address" };
+    return {
+      reason: first ? `resolves to a ${addressClass(first)} address (${first})` : "DNS lookup found no address",
+    };
   }
 }
 
-const HOP_BY_HOP = new Set(["connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"]);
+const HOP_BY_HOP = new Set([
+  "connection",
+  "proxy-connection",
+  "keep-alive",
+  "proxy-authorization",
+  "proxy-authenticate",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
 // Request headers that some servers and CDNs read as the host in place of Host: a request must
 // reach the URL's host and no other, so they are not sent.
-const HOST_OVERRIDES = new Set(["forwarded", "x-forwarded-host", "x-forwarded-server", "x-host", "x-original-host", "x-original-url", "x-rewrite-url", "x-http-host-override"]);
-function endToEnd(headers: http.IncomingHttpHeaders | http.OutgoingHttpHeaders, drop?: Set<string>): http.OutgoingHttpHeaders {
+const HOST_OVERRIDES = new Set([
+  "forwarded",
+  "x-forwarded-host",
+  "x-forwarded-server",
+  "x-host",
+  "x-original-host",
+  "x-original-url",
+  "x-rewrite-url",
+  "x-http-host-override",
+]);
+function endToEnd(
+  headers: http.IncomingHttpHeaders | http.OutgoingHttpHeaders,
+  drop?: Set<string>,
+): http.OutgoingHttpHeaders {
   const out: http.OutgoingHttpHeaders = {};
   for (const [k, v] of Object.entries(headers)) {
     const name = k.toLowerCase();
@@ -129,15 +172,24 @@ export class EgressSession {
 
   /** Opens the socket (mode 0600: only root in the sandbox, i.e. patchbay's bridge, can connect). */
   async listen(): Promise<void> {
-    const server = http.createServer({ maxHeaderSize: this.limits.headerBytes, requestTimeout: 0, headersTimeout: this.limits.idleMs, keepAliveTimeout: 5_000 });
+    const server = http.createServer({
+      maxHeaderSize: this.limits.headerBytes,
+      requestTimeout: 0,
+      headersTimeout: this.limits.idleMs,
+      keepAliveTimeout: 5_000,
+    });
     server.on("connection", (s: net.Socket) => this.track(s));
     server.on("connect", (req: http.IncomingMessage, s: net.Socket, head: Buffer) => void this.tunnel(req, s, head));
     server.on("request", (req, res) => void this.forward(req, res));
-    server.on("upgrade", (req: http.IncomingMessage, s: net.Socket) => this.refuseRaw(s, req.method ?? "?", req.url ?? "", "protocol upgrades are not proxied"));
+    server.on("upgrade", (req: http.IncomingMessage, s: net.Socket) =>
+      this.refuseRaw(s, req.method ?? "?", req.url ?? "", "protocol upgrades are not proxied"),
+    );
     server.on("clientError", (err: NodeJS.ErrnoException, s: net.Socket) => {
-      const reason = err.code === "HPE_HEADER_OVERFLOW" ? "request head too large" : `bad request (${err.code ?? err.message})`;
+      const reason =
+        err.code === "HPE_HEADER_OVERFLOW" ? "request head too large" : `bad request (${err.code ?? err.message})`;
       this.record({ host: "", port: 0, method: "?", allowed: false, reason, bytesUp: 0, bytesDown: 0, ms: 0 });
-      if (s.writable) s.end(`HTTP/1.1 ${err.code === "HPE_HEADER_OVERFLOW" ? 431 : 400} ${reason}\r\nConnection: close\r\n\r\n`);
+      if (s.writable)
+        s.end(`HTTP/1.1 ${err.code === "HPE_HEADER_OVERFLOW" ? 431 : 400} ${reason}\r\nConnection: close\r\n\r\n`);
       else s.destroy();
     });
     this.server = server;
@@ -159,7 +211,16 @@ export class EgressSession {
 
   private track(s: net.Socket): void {
     if (this.clients >= this.limits.maxConnections || this.closed) {
-      this.record({ host: "", port: 0, method: "?", allowed: false, reason: `more than ${this.limits.maxConnections} connections at once`, bytesUp: 0, bytesDown: 0, ms: 0 });
+      this.record({
+        host: "",
+        port: 0,
+        method: "?",
+        allowed: false,
+        reason: `more than ${this.limits.maxConnections} connections at once`,
+        bytesUp: 0,
+        bytesDown: 0,
+        ms: 0,
+      });
       s.destroy();
       return;
     }
@@ -195,7 +256,9 @@ export class EgressSession {
 
   private refuseRaw(s: net.Socket, method: string, host: string, reason: string, port = 0): void {
     this.record({ host, port, method, allowed: false, reason, bytesUp: 0, bytesDown: 0, ms: 0 });
-    s.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\npatchbay egress: ${refusalText(host, port, reason)}\n`);
+    s.end(
+      `HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\npatchbay egress: ${refusalText(host, port, reason)}\n`,
+    );
   }
 
   private async tunnel(req: http.IncomingMessage, client: net.Socket, head: Buffer): Promise<void> {
@@ -209,14 +272,36 @@ export class EgressSession {
     runTunnel(this, client, head, verdict.host, port, verdict.address, t0);
   }
 
-  private refuseHttp(req: http.IncomingMessage, res: http.ServerResponse, t0: number, r: { host: string; port: number; reason: string; status: number }): void {
-    this.record({ host: r.host, port: r.port, method: req.method ?? "?", allowed: false, reason: r.reason, bytesUp: 0, bytesDown: 0, ms: Math.round(performance.now() - t0) });
-    res.writeHead(r.status, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: ${refusalText(r.host, r.port, r.reason)}\n`);
+  private refuseHttp(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    t0: number,
+    r: { host: string; port: number; reason: string; status: number },
+  ): void {
+    this.record({
+      host: r.host,
+      port: r.port,
+      method: req.method ?? "?",
+      allowed: false,
+      reason: r.reason,
+      bytesUp: 0,
+      bytesDown: 0,
+      ms: Math.round(performance.now() - t0),
+    });
+    res
+      .writeHead(r.status, { "content-type": "text/plain", connection: "close" })
+      .end(`patchbay egress: ${refusalText(r.host, r.port, r.reason)}\n`);
     req.resume();
   }
 
   /** The upstream's answer to the client: a redirect off the allow-list refused, bytes charged to the job. */
-  private relay(up: http.IncomingMessage, res: http.ServerResponse, url: URL, rec: EgressRecord, finish: (reason?: string) => void): void {
+  private relay(
+    up: http.IncomingMessage,
+    res: http.ServerResponse,
+    url: URL,
+    rec: EgressRecord,
+    finish: (reason?: string) => void,
+  ): void {
     const location = up.statusCode && up.statusCode >= 300 && up.statusCode < 400 ? up.headers.location : undefined;
     const offList = location === undefined ? undefined : this.redirectOffList(location, url);
     if (offList) {
@@ -224,7 +309,9 @@ export class EgressSession {
       rec.allowed = false;
       rec.status = up.statusCode;
       finish(`redirect to ${offList.record}: not on the allow-list`);
-      res.writeHead(403, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: redirect from ${url.hostname} to ${offList.shown} refused: not on the allow-list\n`);
+      res
+        .writeHead(403, { "content-type": "text/plain", connection: "close" })
+        .end(`patchbay egress: redirect from ${url.hostname} to ${offList.shown} refused: not on the allow-list\n`);
       return;
     }
     rec.status = up.statusCode;
@@ -254,12 +341,15 @@ export class EgressSession {
     const tVia: Via = target?.protocol === "https:" ? "connect" : "http";
     const tPort = target ? Number(target.port || (tVia === "connect" ? 443 : 80)) : 0;
     if (target && tHost && !isIpLiteral(target.hostname) && !refusal(this.rules, tHost, tPort, tVia)) return undefined;
-    return target ? { record: target.host, shown: bounded(target.host, RECORD_BOUNDS.host) } : { record: JSON.stringify(location.slice(0, 100)), shown: "an invalid location" };
+    return target
+      ? { record: target.host, shown: bounded(target.host, RECORD_BOUNDS.host) }
+      : { record: JSON.stringify(location.slice(0, 100)), shown: "an invalid location" };
   }
 
   private async forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const t0 = performance.now();
-    const refuse = (host: string, port: number, reason: string, status = 403) => this.refuseHttp(req, res, t0, { host, port, reason, status });
+    const refuse = (host: string, port: number, reason: string, status = 403) =>
+      this.refuseHttp(req, res, t0, { host, port, reason, status });
     let url: URL;
     try {
       url = new URL(req.url ?? "");
@@ -271,7 +361,16 @@ export class EgressSession {
     const port = Number(url.port || 80);
     const verdict = await this.proxy.check(this.rules, host, port, "http");
     if ("reason" in verdict) return refuse(host, port, verdict.reason);
-    const rec: EgressRecord = { host, port, method: req.method ?? "GET", allowed: true, address: verdict.address, bytesUp: 0, bytesDown: 0, ms: 0 };
+    const rec: EgressRecord = {
+      host,
+      port,
+      method: req.method ?? "GET",
+      allowed: true,
+      address: verdict.address,
+      bytesUp: 0,
+      bytesDown: 0,
+      ms: 0,
+    };
     let done = false;
     const finish = (reason?: string) => {
       if (done) return;
@@ -305,7 +404,10 @@ export class EgressSession {
     upReq.on("timeout", () => upReq.destroy(new Error("upstream timed out")));
     upReq.on("error", (e: NodeJS.ErrnoException) => {
       finish(`upstream error: ${e.code ?? e.message}`);
-      if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain", connection: "close" }).end(`patchbay egress: ${host}:${port}: ${e.code ?? e.message}\n`);
+      if (!res.headersSent)
+        res
+          .writeHead(502, { "content-type": "text/plain", connection: "close" })
+          .end(`patchbay egress: ${host}:${port}: ${e.code ?? e.message}\n`);
       else res.destroy();
     });
     req.on("data", (c: Buffer) => {

@@ -122,9 +122,13 @@ export class TlsGate {
     for (let i = 0; i < chunks.length; i++) {
       const r = collector.push(chunks[i]!);
       if (r.kind === "more") continue;
-      if (r.kind === "bad") return this.refuse(this.state === "retry" ? `second ClientHello (after a HelloRetryRequest): ${r.reason}` : r.reason);
+      if (r.kind === "bad")
+        return this.refuse(
+          this.state === "retry" ? `second ClientHello (after a HelloRetryRequest): ${r.reason}` : r.reason,
+        );
       const why = this.check(r.body);
-      if (why) return this.refuse(this.state === "retry" ? `second ClientHello (after a HelloRetryRequest): ${why}` : why);
+      if (why)
+        return this.refuse(this.state === "retry" ? `second ClientHello (after a HelloRetryRequest): ${why}` : why);
       const [hello, rest] = collector.split(r.end);
       this.collector = undefined;
       const later = chunks.slice(i + 1);
@@ -143,10 +147,12 @@ export class TlsGate {
   private check(body: Uint8Array): string | undefined {
     const hello = parseClientHello(body);
     if (typeof hello === "string") return hello;
-    if (hello.ech) return "the ClientHello carries encrypted_client_hello (ECH): the server name it reaches is encrypted and cannot be checked";
+    if (hello.ech)
+      return "the ClientHello carries encrypted_client_hello (ECH): the server name it reaches is encrypted and cannot be checked";
     if (hello.serverName === undefined) return `the ClientHello names no server (no SNI); it must name ${this.host}`;
     this.serverName = hello.serverName;
-    if (normalizeHost(hello.serverName) !== this.host) return `the ClientHello's server name ${hello.serverName} is not the CONNECT host ${this.host}`;
+    if (normalizeHost(hello.serverName) !== this.host)
+      return `the ClientHello's server name ${hello.serverName} is not the CONNECT host ${this.host}`;
     return undefined;
   }
 

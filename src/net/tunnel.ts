@@ -19,8 +19,25 @@ export interface TunnelSession {
 /** Client bytes held while the server's first answer is awaited; above this the client is not read. */
 const HOLD_BYTES = 64 * 1024;
 
-export function runTunnel(session: TunnelSession, client: net.Socket, head: Buffer, host: string, port: number, address: string, t0: number): void {
-  new Tunnel(session, client, port, address, t0, { host, port, method: "CONNECT", allowed: true, address, bytesUp: 0, bytesDown: 0, ms: 0 }).start(head);
+export function runTunnel(
+  session: TunnelSession,
+  client: net.Socket,
+  head: Buffer,
+  host: string,
+  port: number,
+  address: string,
+  t0: number,
+): void {
+  new Tunnel(session, client, port, address, t0, {
+    host,
+    port,
+    method: "CONNECT",
+    allowed: true,
+    address,
+    bytesUp: 0,
+    bytesDown: 0,
+    ms: 0,
+  }).start(head);
 }
 
 /** One tunnel's state; its handlers are arrow properties, given to sockets as they are. */
@@ -47,8 +64,14 @@ class Tunnel {
   start(head: Buffer): void {
     const { limits } = this.session;
     const client = this.client;
-    this.helloTimer = setTimeout(() => this.end(`no complete TLS ClientHello within ${limits.helloMs} ms`, true), limits.helloMs);
-    this.timers.push(this.helloTimer, setTimeout(() => this.end("total time limit"), limits.totalMs));
+    this.helloTimer = setTimeout(
+      () => this.end(`no complete TLS ClientHello within ${limits.helloMs} ms`, true),
+      limits.helloMs,
+    );
+    this.timers.push(
+      this.helloTimer,
+      setTimeout(() => this.end("total time limit"), limits.totalMs),
+    );
     client.on("data", this.fromClient);
     client.on("end", () => {
       this.clientEnded = true;

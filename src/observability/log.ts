@@ -45,7 +45,11 @@ export interface LoggerOptions {
  * is written as its `\\uXXXX` escape instead: the line means the same to a JSON reader, and a
  * terminal showing it raw sees only ASCII.
  */
-const escapeInvisible = (line: string) => line.replace(/[\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+const escapeInvisible = (line: string) =>
+  line.replace(
+    /[\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
 
 const toStderr = (line: string) => void process.stderr.write(line);
 
@@ -53,7 +57,10 @@ const toStderr = (line: string) => void process.stderr.write(line);
 export function workerLogger(workerId: string, opts: LoggerOptions = {}): Log {
   const write = opts.write ?? toStderr;
   if (opts.format === "json") {
-    const logger = pino({ base: { worker: workerId }, timestamp: pino.stdTimeFunctions.isoTime }, { write: (line: string) => write(escapeInvisible(line)) });
+    const logger = pino(
+      { base: { worker: workerId }, timestamp: pino.stdTimeFunctions.isoTime },
+      { write: (line: string) => write(escapeInvisible(line)) },
+    );
     return (msg, { level = "info", ...fields } = {}) => logger[level](fields, msg);
   }
   return (msg, fields = {}) => {

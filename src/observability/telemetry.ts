@@ -48,10 +48,18 @@ export async function startTelemetry(t: TelemetryConfig): Promise<Telemetry | un
 }
 
 /** For a script with no SDK of its own: patchbay's spans (enqueue, a worker's) exported as OTEL_* says; undefined when off. */
-export const startTracing = (config: Pick<Config, "telemetry"> = loadConfig()): Promise<Telemetry | undefined> => startTelemetry(config.telemetry);
+export const startTracing = (config: Pick<Config, "telemetry"> = loadConfig()): Promise<Telemetry | undefined> =>
+  startTelemetry(config.telemetry);
 
 async function register(t: TelemetryConfig): Promise<Registered | undefined> {
-  const [{ TracerProvider, BatchSpanProcessor }, { AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { resourceFromAttributes }, { OTLPTraceExporter }, { ATTR_SERVICE_NAME }] = await Promise.all([
+  const [
+    { TracerProvider, BatchSpanProcessor },
+    { AsyncLocalStorageContextManager },
+    { W3CTraceContextPropagator },
+    { resourceFromAttributes },
+    { OTLPTraceExporter },
+    { ATTR_SERVICE_NAME },
+  ] = await Promise.all([
     import("@opentelemetry/sdk-trace"),
     import("@opentelemetry/context-async-hooks"),
     import("@opentelemetry/core"),

@@ -4,7 +4,18 @@
 // only when OTEL_* asks) every call here is the API's no-op: nothing is recorded, nothing injected.
 // Attributes hold names, ids, counts, durations, sizes, exit codes and error kinds, never a prompt,
 // a command, a file's content or an error's message (those can carry the repo's or the model's text).
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span } from "@opentelemetry/api";
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+} from "@opentelemetry/api";
 import { kindOf } from "../core/errors.js";
 import type { JobResult, Usage } from "../core/spec/spec.js";
 
@@ -34,13 +45,20 @@ export interface SpanOptions {
  * Runs fn inside a span that is the active one meanwhile (its children nest under it), and ends it.
  * A throw marks it an error with the error's kind (src/core/errors.ts), never its message.
  */
-export async function inSpan<T>(name: string, attrs: Attributes, fn: (span: Span) => Promise<T>, opts: SpanOptions = {}): Promise<T> {
+export async function inSpan<T>(
+  name: string,
+  attrs: Attributes,
+  fn: (span: Span) => Promise<T>,
+  opts: SpanOptions = {},
+): Promise<T> {
   const parent = opts.parent ? contextOf(opts.parent) : context.active();
   const links = (opts.links ?? []).flatMap((l): Link[] => {
     const sc = trace.getSpanContext(contextOf({ traceparent: l.traceparent }));
     return sc ? [{ context: sc, ...(l.attributes ? { attributes: l.attributes } : {}) }] : [];
   });
-  const span = trace.getTracer(TRACER_NAME).startSpan(name, { attributes: attrs, links, ...(opts.kind !== undefined ? { kind: opts.kind } : {}) }, parent);
+  const span = trace
+    .getTracer(TRACER_NAME)
+    .startSpan(name, { attributes: attrs, links, ...(opts.kind !== undefined ? { kind: opts.kind } : {}) }, parent);
   try {
     return await context.with(trace.setSpan(parent, span), () => fn(span));
   } catch (err) {
@@ -60,9 +78,19 @@ export function ensureSpan<T>(name: string, attrs: Attributes, fn: () => Promise
  * One PRODUCER span per job being enqueued, under the caller's active span if it has one (else each
  * job is a trace of its own): `add` gets each one's carrier for the job's data, and returns the ids.
  */
-export async function enqueueSpans(queue: string, count: number, add: (carriers: (TraceCarrier | undefined)[]) => Promise<string[]>): Promise<string[]> {
-  const attributes: Attributes = { "messaging.system": "bullmq", "messaging.operation.type": "send", "messaging.destination.name": queue };
-  const spans = Array.from({ length: count }, () => trace.getTracer(TRACER_NAME).startSpan("patchbay.enqueue", { kind: SpanKind.PRODUCER, attributes }));
+export async function enqueueSpans(
+  queue: string,
+  count: number,
+  add: (carriers: (TraceCarrier | undefined)[]) => Promise<string[]>,
+): Promise<string[]> {
+  const attributes: Attributes = {
+    "messaging.system": "bullmq",
+    "messaging.operation.type": "send",
+    "messaging.destination.name": queue,
+  };
+  const spans = Array.from({ length: count }, () =>
+    trace.getTracer(TRACER_NAME).startSpan("patchbay.enqueue", { kind: SpanKind.PRODUCER, attributes }),
+  );
   try {
     const ids = await add(spans.map((s) => carrierOf(s)));
     ids.forEach((id, i) => spans[i]?.setAttribute("patchbay.job.id", id));
@@ -102,7 +130,9 @@ export function carrierOf(span?: Span): TraceCarrier | undefined {
   const ctx = span ? trace.setSpan(context.active(), span) : context.active();
   const out: Record<string, string> = {};
   propagation.inject(ctx, out);
-  return out.traceparent ? { traceparent: out.traceparent, ...(out.tracestate ? { tracestate: out.tracestate } : {}) } : undefined;
+  return out.traceparent
+    ? { traceparent: out.traceparent, ...(out.tracestate ? { tracestate: out.tracestate } : {}) }
+    : undefined;
 }
 
 /** A carrier read back (from Redis: hostile input, bounded; a bad one is no parent at all). */
@@ -129,7 +159,10 @@ export const modelRequestAttrs = (model: string, turn: number): Attributes => ({
 });
 
 /** Its answer: the model that answered, the tokens, the cost, the stop reason (the API's own words, bounded). */
-export function modelResponseAttrs(r: { model: string; usage: Usage; stopReason: string | null }, costUsd: number | null | undefined): Attributes {
+export function modelResponseAttrs(
+  r: { model: string; usage: Usage; stopReason: string | null },
+  costUsd: number | null | undefined,
+): Attributes {
   return {
     "gen_ai.response.model": modelId(r.model),
     "gen_ai.usage.input_tokens": r.usage.inputTokens,
@@ -137,7 +170,9 @@ export function modelResponseAttrs(r: { model: string; usage: Usage; stopReason:
     "patchbay.usage.cache_read_tokens": r.usage.cacheReadTokens,
     "patchbay.usage.cache_write_tokens": r.usage.cacheWriteTokens,
     ...(typeof costUsd === "number" ? { "patchbay.cost_usd": costUsd } : {}),
-    ...(r.stopReason && /^[a-z_]{1,40}$/.test(r.stopReason) ? { "gen_ai.response.finish_reasons": [r.stopReason] } : {}),
+    ...(r.stopReason && /^[a-z_]{1,40}$/.test(r.stopReason)
+      ? { "gen_ai.response.finish_reasons": [r.stopReason] }
+      : {}),
   };
 }
 

@@ -9,7 +9,15 @@ import { defaults, type Config } from "../core/config/config.js";
 import { policyProblem } from "../job/admit.js";
 import { admitSource } from "../job/repo/source-check.js";
 import type { Log } from "../observability/log.js";
-import { emptyResult, finishedEvent, parseJobSpec, stamped, type JobResult, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
+import {
+  emptyResult,
+  finishedEvent,
+  parseJobSpec,
+  stamped,
+  type JobResult,
+  type JobSpec,
+  type TranscriptEvent,
+} from "../core/spec/spec.js";
 import type { BatchHooks } from "./batch-index.js";
 import type { JobData } from "./client.js";
 import { handBack, type HealthGate } from "./health.js";
@@ -36,7 +44,11 @@ export interface Admitted {
 }
 
 /** The attempt to run, or the recorded result of an earlier one; throws to end or hand back the job. */
-export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: string | undefined): Promise<Admitted | { recorded: JobResult }> {
+export async function admitAttempt(
+  ctx: AdmitContext,
+  job: QueueJob,
+  token: string | undefined,
+): Promise<Admitted | { recorded: JobResult }> {
   const { log } = ctx;
   const parsed = parseJobSpec(job.data?.spec);
   if (!parsed.ok) throw new UnrecoverableError(parsed.error); // a bad spec never gets better
@@ -52,7 +64,10 @@ export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: stri
   }
   // Taken just as this worker turned unhealthy (the gate pauses it): back to the queue, uncounted.
   if (!(await ctx.health.check())) {
-    log(`job ${jobId}: handed back to the queue, no attempt counted (this worker is unhealthy)`, { job: jobId, level: "warn" });
+    log(`job ${jobId}: handed back to the queue, no attempt counted (this worker is unhealthy)`, {
+      job: jobId,
+      level: "warn",
+    });
     throw await handBack(job, token);
   }
   const attempt = job.attemptsStarted || job.attemptsMade + 1; // counts stalled re-runs too
@@ -71,7 +86,10 @@ export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: stri
   // nothing runs again, and the stall that brought it back counts for nothing.
   const recorded = await recordedResult(ctx.redis, ctx.k.result(jobId));
   if (recorded) {
-    log(`job ${jobId} attempt ${attempt}: an earlier attempt finished (${recorded.status}) before its worker stopped; its recorded result stands`, { job: jobId, attempt });
+    log(
+      `job ${jobId} attempt ${attempt}: an earlier attempt finished (${recorded.status}) before its worker stopped; its recorded result stands`,
+      { job: jobId, attempt },
+    );
     await ctx.batch.finish(job.data, jobId, recorded.attempt ?? attempt, recorded).catch(() => {});
     await ctx.redis.del(ctx.k.checkpoint(jobId)).catch(() => {});
     return { recorded };
@@ -85,7 +103,12 @@ export async function admitAttempt(ctx: AdmitContext, job: QueueJob, token: stri
  * backoff; BullMQ's own stall limit is set out of reach so that this one decides. A new stall ends
  * the job (no attempts left) or hands it back for its backoff; else the attempts used are returned.
  */
-async function accountStalls(ctx: AdmitContext, job: QueueJob, token: string | undefined, attempt: number): Promise<{ used: number; attempts: number }> {
+async function accountStalls(
+  ctx: AdmitContext,
+  job: QueueJob,
+  token: string | undefined,
+  attempt: number,
+): Promise<{ used: number; attempts: number }> {
   const jobId = job.id!;
   const stalls = job.stalledCounter ?? 0;
   const attempts = job.opts.attempts ?? 1;
@@ -99,7 +122,10 @@ async function accountStalls(ctx: AdmitContext, job: QueueJob, token: string | u
     throw new UnrecoverableError(error);
   }
   const ms = await backoffMs(job, used);
-  ctx.log(`job ${jobId}: its worker stopped under it (stall ${stalls}; ${used} of ${attempts} attempts used): runs again in ${ms} ms`, { job: jobId, attempt, level: "warn" });
+  ctx.log(
+    `job ${jobId}: its worker stopped under it (stall ${stalls}; ${used} of ${attempts} attempts used): runs again in ${ms} ms`,
+    { job: jobId, attempt, level: "warn" },
+  );
   throw await handBack(job, token, ms);
 }
 
@@ -110,11 +136,25 @@ async function backoffMs(job: Job, used: number): Promise<number> {
 }
 
 /** A job that ends without running (out of attempts): its transcript and batch say why, and its checkpoint goes. */
-async function finishFailed(ctx: AdmitContext, job: QueueJob, attempt: number, error: string, o: { batch: boolean } = { batch: true }): Promise<void> {
+async function finishFailed(
+  ctx: AdmitContext,
+  job: QueueJob,
+  attempt: number,
+  error: string,
+  o: { batch: boolean } = { batch: true },
+): Promise<void> {
   const { redis, k } = ctx;
   const jobId = job.id!;
   const result = emptyResult("failed", error, { jobId, attempt });
-  await appendEvent(redis.multi(), k, stamped(finishedEvent(result), jobId, attempt), ctx.config.retentionSec, defaults.transcript.maxLen).exec().catch(() => {});
+  await appendEvent(
+    redis.multi(),
+    k,
+    stamped(finishedEvent(result), jobId, attempt),
+    ctx.config.retentionSec,
+    defaults.transcript.maxLen,
+  )
+    .exec()
+    .catch(() => {});
   await redis.del(k.checkpoint(jobId)).catch(() => {});
   if (o.batch) await ctx.batch.finish(job.data, jobId, attempt, result).catch(() => {});
 }

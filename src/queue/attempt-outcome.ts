@@ -104,7 +104,10 @@ export const REDIS_HAND_BACKS = 3;
 const TABLE: readonly Row[] = [
   { action: "abandon", when: (f) => f.abandoned },
   { action: "throttle", when: (f) => onFailure(f.err) === "throttle" },
-  { action: "hand-back", when: async (f) => isRedisConnectionError(f.err) && (await f.redisHandBacksBefore()) < REDIS_HAND_BACKS },
+  {
+    action: "hand-back",
+    when: async (f) => isRedisConnectionError(f.err) && (await f.redisHandBacksBefore()) < REDIS_HAND_BACKS,
+  },
   { action: "hand-back", when: async (f) => (await f.engineFailed()) && (await f.infraFailuresBefore()) > 0 },
   { action: "retry", when: (f) => f.used + 1 < f.attempts && !neverBetter(f.err) },
   { action: "fail", when: () => true },
@@ -121,7 +124,9 @@ export async function classifyFailure(facts: FailureFacts): Promise<FailureOutco
   const f: Judged = {
     ...facts,
     // A Redis connection's failure is not the engine's, whatever the health check says meanwhile.
-    engineFailed: once(async () => !isRedisConnectionError(err) && onFailure(err) === "engine" && !(await engineHealthy())),
+    engineFailed: once(
+      async () => !isRedisConnectionError(err) && onFailure(err) === "engine" && !(await engineHealthy()),
+    ),
     infraFailuresBefore: once(() => facts.countInfraFailure()),
     redisHandBacksBefore: once(() => facts.countRedisHandBack()),
   };

@@ -6,7 +6,12 @@ import type { JobResult } from "../core/spec/spec.js";
 import { carrierOf, inSpan, resultAttrs, SpanKind } from "../observability/trace.js";
 import type { QueueJob } from "./attempt-admit.js";
 
-export function tracedAttempt(job: QueueJob, attempt: number, workerId: string, run: () => Promise<JobResult>): Promise<JobResult> {
+export function tracedAttempt(
+  job: QueueJob,
+  attempt: number,
+  workerId: string,
+  run: () => Promise<JobResult>,
+): Promise<JobResult> {
   const carrier = typeof job.data.trace === "object" && job.data.trace !== null ? job.data.trace : undefined; // Redis's, as any job data
   const previous = carrier?.attempt;
   const attrs = {
@@ -19,11 +24,16 @@ export function tracedAttempt(job: QueueJob, attempt: number, workerId: string, 
   };
   const links = previous ? [{ traceparent: previous, attributes: { "patchbay.link": "previous_attempt" } }] : [];
   // parent {} when the job carries none: a trace of its own, not a child of whatever is active here.
-  return inSpan("patchbay.attempt", attrs, async (span) => {
-    const mine = carrierOf(span)?.traceparent;
-    if (mine) await job.updateData({ ...job.data, trace: { ...carrier, attempt: mine } }).catch(() => {});
-    const result = await run();
-    span.setAttributes(resultAttrs(result));
-    return result;
-  }, { kind: SpanKind.CONSUMER, parent: carrier ?? {}, links });
+  return inSpan(
+    "patchbay.attempt",
+    attrs,
+    async (span) => {
+      const mine = carrierOf(span)?.traceparent;
+      if (mine) await job.updateData({ ...job.data, trace: { ...carrier, attempt: mine } }).catch(() => {});
+      const result = await run();
+      span.setAttributes(resultAttrs(result));
+      return result;
+    },
+    { kind: SpanKind.CONSUMER, parent: carrier ?? {}, links },
+  );
 }

@@ -71,12 +71,21 @@ const abandon = (job: QueueJob, token: string | undefined) => handBack(job, toke
 
 export function attemptProcessor(ctx: AttemptContext): (job: QueueJob, token?: string) => Promise<JobResult> {
   return async (job, token) => {
-    const admitted = await admitAttempt(ctx, job, token).catch(async (err: unknown) => Promise.reject(await beforeRun(ctx, job, token, err)));
-    return "recorded" in admitted ? admitted.recorded : tracedAttempt(job, admitted.attempt, ctx.owner, () => runAttempt(ctx, job, token, admitted));
+    const admitted = await admitAttempt(ctx, job, token).catch(async (err: unknown) =>
+      Promise.reject(await beforeRun(ctx, job, token, err)),
+    );
+    return "recorded" in admitted
+      ? admitted.recorded
+      : tracedAttempt(job, admitted.attempt, ctx.owner, () => runAttempt(ctx, job, token, admitted));
   };
 }
 
-async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | undefined, a: Admitted): Promise<JobResult> {
+async function runAttempt(
+  ctx: AttemptContext,
+  job: QueueJob,
+  token: string | undefined,
+  a: Admitted,
+): Promise<JobResult> {
   const { spec, attempt } = a;
   const jobId = job.id!;
   const entry: Active = { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve() };
@@ -88,29 +97,43 @@ async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | un
   })().catch(async (err: unknown) => (ctx.active.delete(jobId), Promise.reject(await beforeRun(ctx, job, token, err))));
   // No warm sandbox is made while this job is being set up (it would compete for the CPU).
   const setupDone = ctx.pool.setupStarted();
-  const checkpoints = ctx.config.checkpoints ? redisCheckpoints(ctx.redis, ctx.k.checkpoint(jobId), jobId, specHash(spec), ctx.config.checkpointMaxBytes, ctx.config.retentionSec) : undefined;
+  const checkpoints = ctx.config.checkpoints
+    ? redisCheckpoints(
+        ctx.redis,
+        ctx.k.checkpoint(jobId),
+        jobId,
+        specHash(spec),
+        ctx.config.checkpointMaxBytes,
+        ctx.config.retentionSec,
+      )
+    : undefined;
   const r: Running = { ...a, jobId, entry, checkpoints, ...transcript(ctx, job, entry, setupDone) };
   const deadline = hardDeadline(ctx, r, (spec.timeoutSec ?? defaults.job.timeoutSec) * 1000);
   ctx.log(`job ${jobId} attempt ${attempt}: started`, { job: jobId, attempt });
   if (early) r.onEvent(stamped(finishedEvent(early), jobId, attempt));
-  const run = early ? Promise.resolve(early) : runJob(spec, {
-    jobId,
-    attempt,
-    backend: ctx.backend,
-    signal: entry.ctl.signal,
-    onEvent: r.onEvent,
-    owner: ctx.owner,
-    labels: ctx.labels,
-    model: ctx.model?.(),
-    queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
-    onSandbox: (sb) => (entry.sandbox = sb),
-    pool: ctx.pool,
-    stopAfterTurn: ctx.batch.stopAfterTurn(job.data, jobId, attempt),
-    checkpoints,
-    retire: ctx.retire,
-    sources: workerSourceRules(job.data.origin, ctx.config), // held again where the repo is read
-  });
-  entry.done = run.then(() => {}, () => {});
+  const run = early
+    ? Promise.resolve(early)
+    : runJob(spec, {
+        jobId,
+        attempt,
+        backend: ctx.backend,
+        signal: entry.ctl.signal,
+        onEvent: r.onEvent,
+        owner: ctx.owner,
+        labels: ctx.labels,
+        model: ctx.model?.(),
+        queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
+        onSandbox: (sb) => (entry.sandbox = sb),
+        pool: ctx.pool,
+        stopAfterTurn: ctx.batch.stopAfterTurn(job.data, jobId, attempt),
+        checkpoints,
+        retire: ctx.retire,
+        sources: workerSourceRules(job.data.origin, ctx.config), // held again where the repo is read
+      });
+  entry.done = run.then(
+    () => {},
+    () => {},
+  );
   void entry.done.then(setupDone);
   try {
     const result = await Promise.race([run, deadline.expired]);
@@ -130,7 +153,12 @@ async function runAttempt(ctx: AttemptContext, job: QueueJob, token: string | un
  * next one (one MULTI, the TTL renewed once): a turn's burst (its response and tool call, the
  * result and the next request) costs one round trip, not one each (the fleet bench, docs/capacity.md).
  */
-function transcript(ctx: AttemptContext, job: QueueJob, entry: Active, setupDone: () => void): Pick<Running, "onEvent" | "spentBefore"> {
+function transcript(
+  ctx: AttemptContext,
+  job: QueueJob,
+  entry: Active,
+  setupDone: () => void,
+): Pick<Running, "onEvent" | "spentBefore"> {
   let spentBefore = 0;
   const events = eventWriter(ctx, entry);
   const onEvent = (e: TranscriptEvent) => {
@@ -157,8 +185,20 @@ function eventWriter(ctx: AttemptContext, entry: Active): (e: TranscriptEvent) =
       const batch = pending;
       pending = [];
       const m = ctx.redis.multi();
-      for (const e of batch) m.xadd(ctx.k.events(e.jobId), "MAXLEN", "~", defaults.transcript.maxLen, "*", "e", JSON.stringify(boundEvent(e)));
-      await m.expire(ctx.k.events(batch[0]!.jobId), ctx.config.retentionSec).exec().catch(() => {});
+      for (const e of batch)
+        m.xadd(
+          ctx.k.events(e.jobId),
+          "MAXLEN",
+          "~",
+          defaults.transcript.maxLen,
+          "*",
+          "e",
+          JSON.stringify(boundEvent(e)),
+        );
+      await m
+        .expire(ctx.k.events(batch[0]!.jobId), ctx.config.retentionSec)
+        .exec()
+        .catch(() => {});
     }
     flushing = undefined;
   };
@@ -172,7 +212,11 @@ function eventWriter(ctx: AttemptContext, entry: Active): (e: TranscriptEvent) =
  * BullMQ has no job timeout: runJob aborts itself at timeoutSec. If it is still not done a grace
  * period later (Docker hung, say), its sandbox is killed and the job ends as a timeout here.
  */
-function hardDeadline(ctx: AttemptContext, r: Running, timeoutMs: number): { expired: Promise<JobResult>; clear(): void } {
+function hardDeadline(
+  ctx: AttemptContext,
+  r: Running,
+  timeoutMs: number,
+): { expired: Promise<JobResult>; clear(): void } {
   const { jobId, attempt, entry } = r;
   let hard: NodeJS.Timeout | undefined;
   const expired = new Promise<JobResult>((resolve) => {
@@ -196,27 +240,55 @@ async function recordAttempt(ctx: AttemptContext, job: QueueJob, r: Running, res
   // BullMQ keeps the bounded result (src/queue/result-bounds.ts), never the agent's lists or a
   // long patch: that is written once, with the record, and the result names it. Such a result is
   // only true once that write landed, so it is awaited; a plain record is a safety net (5 s).
-  const record = () => recordResult(ctx.redis, ctx.k, jobId, entry.finished, result, { retentionSec: ctx.config.retentionSec, maxLen: defaults.transcript.maxLen });
+  const record = () =>
+    recordResult(ctx.redis, ctx.k, jobId, entry.finished, result, {
+      retentionSec: ctx.config.retentionSec,
+      maxLen: defaults.transcript.maxLen,
+    });
   const rec = record();
   await (rec.stored.patchStored ? rec.written : Promise.race([rec.written, sleep(5000)]));
   await r.checkpoints?.remove().catch(() => {});
-  const toBatch = () => ctx.batch.finish(job.data, jobId, attempt, result, r.spentBefore()).catch((err: Error) => ctx.log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
+  const toBatch = () =>
+    ctx.batch
+      .finish(job.data, jobId, attempt, result, r.spentBefore())
+      .catch((err: Error) => ctx.log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
   await toBatch();
   // The record and the batch's line on a replica before BullMQ completes the job: after a failover
   // the promoted replica has them, and a rerun returns the record instead of running the agent again.
   const confirmed = await confirmWrites(ctx.redis, ctx.durability, async () => {
     if (await ctx.redis.exists(ctx.k.result(jobId))) return;
-    ctx.log(`job ${jobId}: its result record was lost in a Redis failover; written again`, { job: jobId, level: "warn" });
+    ctx.log(`job ${jobId}: its result record was lost in a Redis failover; written again`, {
+      job: jobId,
+      level: "warn",
+    });
     await record().written;
     await toBatch();
-  }).catch((err: Error) => (ctx.log(`job ${jobId}: confirming its result on a replica: ${err.message}`, { job: jobId, level: "warn" }), true));
-  if (!confirmed) ctx.log(`job ${jobId}: no replica confirmed its result within ${ctx.durability.timeoutMs} ms (WAIT)`, { job: jobId, level: "warn" });
-  ctx.log(`job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`, { job: jobId, attempt, status: result.status });
+  }).catch(
+    (err: Error) => (
+      ctx.log(`job ${jobId}: confirming its result on a replica: ${err.message}`, { job: jobId, level: "warn" }),
+      true
+    ),
+  );
+  if (!confirmed)
+    ctx.log(`job ${jobId}: no replica confirmed its result within ${ctx.durability.timeoutMs} ms (WAIT)`, {
+      job: jobId,
+      level: "warn",
+    });
+  ctx.log(
+    `job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`,
+    { job: jobId, attempt, status: result.status },
+  );
   return rec.stored;
 }
 
 /** BullMQ's own signals, thrown on purpose: a hand-back, a throttle, a failure for good. */
-const CONTROL = new Set(["UnrecoverableError", "DelayedError", "RateLimitError", "WaitingError", "WaitingChildrenError"]);
+const CONTROL = new Set([
+  "UnrecoverableError",
+  "DelayedError",
+  "RateLimitError",
+  "WaitingError",
+  "WaitingChildrenError",
+]);
 
 /**
  * An error before the attempt ran (admitting it, its cancel flag, its batch's start): said in the
@@ -224,14 +296,22 @@ const CONTROL = new Set(["UnrecoverableError", "DelayedError", "RateLimitError",
  * the job goes back uncounted (a worker whose connection ended must not spend every job's attempts
  * in a millisecond each; worker.ts connects it again).
  */
-async function beforeRun(ctx: AttemptContext, job: QueueJob, token: string | undefined, err: unknown): Promise<unknown> {
+async function beforeRun(
+  ctx: AttemptContext,
+  job: QueueJob,
+  token: string | undefined,
+  err: unknown,
+): Promise<unknown> {
   if (err instanceof Error && CONTROL.has(err.name)) return err;
   const jobId = job.id!;
   const message = err instanceof Error ? err.message : String(err);
   if (isRedisConnectionError(err) && (await countRedisHandBack(job).catch(() => Infinity)) < REDIS_HAND_BACKS) {
     const back = await handBack(job, token).catch(() => undefined);
     if (back) {
-      ctx.log(`job ${jobId}: ${message} before it ran (this worker's Redis connection failed): back to the queue, no attempt counted`, { job: jobId, level: "warn" });
+      ctx.log(
+        `job ${jobId}: ${message} before it ran (this worker's Redis connection failed): back to the queue, no attempt counted`,
+        { job: jobId, level: "warn" },
+      );
       return back;
     }
   }
@@ -240,7 +320,13 @@ async function beforeRun(ctx: AttemptContext, job: QueueJob, token: string | und
 }
 
 /** A failed attempt, classified (src/queue/attempt-outcome.ts) and acted on; returns what the processor throws. */
-async function failedAttempt(ctx: AttemptContext, job: QueueJob, token: string | undefined, r: Running, err: unknown): Promise<unknown> {
+async function failedAttempt(
+  ctx: AttemptContext,
+  job: QueueJob,
+  token: string | undefined,
+  r: Running,
+  err: unknown,
+): Promise<unknown> {
   const { jobId, attempt, entry, used, attempts } = r;
   const { log, health } = ctx;
   const outcome = await classifyFailure({
@@ -257,15 +343,23 @@ async function failedAttempt(ctx: AttemptContext, job: QueueJob, token: string |
       return abandon(job, token);
     case "throttle": {
       const ms = throttleMs(err as ModelError, ctx.config);
-      log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; throttling the queue for ${ms} ms, the job goes back to the queue (no attempt counted)`, { job: jobId, attempt, level: "warn" });
+      log(
+        `job ${jobId} attempt ${attempt}: ${(err as Error).message}; throttling the queue for ${ms} ms, the job goes back to the queue (no attempt counted)`,
+        { job: jobId, attempt, level: "warn" },
+      );
       await ctx.rateLimit(ms);
       return Worker.RateLimitError();
     }
     case "hand-back": {
-      const why = isRedisConnectionError(err) ? "this worker's Redis connection failed under it" : `the engine failed (${health.reason})`;
+      const why = isRedisConnectionError(err)
+        ? "this worker's Redis connection failed under it"
+        : `the engine failed (${health.reason})`;
       const back = await handBack(job, token).catch(() => undefined);
       if (back) {
-        log(`job ${jobId} attempt ${attempt}: ${(err as Error).message}; ${why}: back to the queue, no attempt counted`, { job: jobId, attempt, level: "warn" });
+        log(
+          `job ${jobId} attempt ${attempt}: ${(err as Error).message}; ${why}: back to the queue, no attempt counted`,
+          { job: jobId, attempt, level: "warn" },
+        );
         return back;
       }
       // It could not be handed back (the queue's connection is down too): it counts, as BullMQ will
@@ -279,7 +373,8 @@ async function failedAttempt(ctx: AttemptContext, job: QueueJob, token: string |
   r.onEvent(stamped(finishedEvent(emptyResult("failed", error)), jobId, attempt));
   await Promise.race([entry.lastWrite, sleep(5000)]);
   if (!retry) await r.checkpoints?.remove().catch(() => {});
-  if (!retry) await ctx.batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
+  if (!retry)
+    await ctx.batch.finish(job.data, jobId, attempt, emptyResult("failed", error, { jobId, attempt })).catch(() => {});
   log(`job ${jobId} attempt ${attempt}: error: ${error}`, { job: jobId, attempt, level: "error" });
   // Out of attempts once stalls are counted, though BullMQ (which counts failures only) would retry.
   if (!retry && !(err instanceof UnrecoverableError)) return new UnrecoverableError((err as Error).message);

@@ -107,7 +107,15 @@ export function summarize(r: JobResult, line: number): JobSummary {
  * results and transcripts. `onlyIfAbsent`: a result already there stays. `spentBefore`: what earlier
  * attempts of the job already added to the batch's spend.
  */
-export async function recordFinished(redis: Redis, queueName: string, batch: { id: string; line: number }, jobId: string, attempt: number, r: JobResult, o: { ttlSec: number; onlyIfAbsent?: boolean; spentBefore?: number }): Promise<boolean> {
+export async function recordFinished(
+  redis: Redis,
+  queueName: string,
+  batch: { id: string; line: number },
+  jobId: string,
+  attempt: number,
+  r: JobResult,
+  o: { ttlSec: number; onlyIfAbsent?: boolean; spentBefore?: number },
+): Promise<boolean> {
   const { onlyIfAbsent = false, spentBefore = 0 } = o;
   const bk = batchKeys(queueName, batch.id);
   const n = await scripted(redis).pbBatchFinish(
@@ -142,7 +150,11 @@ export interface BatchHooks {
    */
   start(data: JobData, jobId: string, attempt: number): Promise<JobResult | undefined>;
   /** runJob's stopAfterTurn for a job of a batch: adds its spend, and stops it once the budget is spent. */
-  stopAfterTurn(data: JobData, jobId: string, attempt: number): ((costUsd: number) => Promise<string | undefined>) | undefined;
+  stopAfterTurn(
+    data: JobData,
+    jobId: string,
+    attempt: number,
+  ): ((costUsd: number) => Promise<string | undefined>) | undefined;
   /** Records the job's result summary in the batch's index (the job's final result, or a failure for good). */
   /** `spentBefore`: the part of the result's cost an earlier attempt already added (a resumed job's). */
   finish(data: JobData, jobId: string, attempt: number, result: JobResult, spentBefore?: number): Promise<void>;
@@ -151,14 +163,19 @@ export interface BatchHooks {
 /** What a worker calls for the jobs of batches; every hook does nothing for a job of no batch. */
 /** The worker's side of a batch; `ttlSec` is the deployment's retention (config.retentionSec). */
 export function batchHooks(redis: Redis, queueName: string, ttlSec: number): BatchHooks {
-  const budgetNote = (spent: number, budget: number) => `the batch's budget of $${budget.toFixed(2)} is spent ($${spent.toFixed(4)})`;
+  const budgetNote = (spent: number, budget: number) =>
+    `the batch's budget of $${budget.toFixed(2)} is spent ($${spent.toFixed(4)})`;
   return {
     async provenance(data, jobId) {
       const claim = claimProblem(jobId, data);
       if (claim || !data?.batch) return claim;
       const { id, line } = data.batch;
       const bk = batchKeys(queueName, id);
-      const [[, created], [, hash]] = (await redis.multi().hget(bk.meta, "createdAt").hget(bk.specs, String(line)).exec()) as [[null, string | null], [null, string | null]];
+      const [[, created], [, hash]] = (await redis
+        .multi()
+        .hget(bk.meta, "createdAt")
+        .hget(bk.specs, String(line))
+        .exec()) as [[null, string | null], [null, string | null]];
       if (!created) return `it names batch ${id.slice(0, 100)}, which is not in this queue`;
       return provenanceProblem(jobId, data, { batchId: id, line, ...(hash ? { specHash: hash } : {}) });
     },
@@ -166,15 +183,25 @@ export function batchHooks(redis: Redis, queueName: string, ttlSec: number): Bat
       if (!data?.batch) return undefined;
       const bk = batchKeys(queueName, data.batch.id);
       const [spent, budget, cancelled] = await scripted(redis).pbBatchStart(bk.meta, bk.started, jobId, Date.now());
-      if (cancelled) return emptyResult("cancelled", "the batch was cancelled before this job started", { jobId, attempt });
-      if (budget && Number(spent ?? 0) >= Number(budget)) return emptyResult("budget_exceeded", `${budgetNote(Number(spent), Number(budget))}; the job did not start`, { jobId, attempt });
+      if (cancelled)
+        return emptyResult("cancelled", "the batch was cancelled before this job started", { jobId, attempt });
+      if (budget && Number(spent ?? 0) >= Number(budget))
+        return emptyResult("budget_exceeded", `${budgetNote(Number(spent), Number(budget))}; the job did not start`, {
+          jobId,
+          attempt,
+        });
       return undefined;
     },
     stopAfterTurn(data, jobId, attempt) {
       if (!data?.batch) return undefined;
       const bk = batchKeys(queueName, data.batch.id);
       return async (costUsd) => {
-        const [spent, budget] = await scripted(redis).pbBatchSpend(bk.meta, bk.spend, `${jobId}#${attempt}`, String(costUsd));
+        const [spent, budget] = await scripted(redis).pbBatchSpend(
+          bk.meta,
+          bk.spend,
+          `${jobId}#${attempt}`,
+          String(costUsd),
+        );
         return budget && Number(spent) >= Number(budget) ? budgetNote(Number(spent), Number(budget)) : undefined;
       };
     },

@@ -18,11 +18,15 @@ export interface LineWant {
 /** Why a job under `jobId` with `data` is not the line's, or undefined when it is. */
 export function provenanceProblem(jobId: string, data: unknown, want: LineWant): string | undefined {
   const at = parseLineJobId(jobId);
-  if (!at || at.batchId !== want.batchId || at.line !== want.line) return `its id is none of the line's (${batchJobId(want.batchId, want.line)}, then -r1, -r2, ...)`;
+  if (!at || at.batchId !== want.batchId || at.line !== want.line)
+    return `its id is none of the line's (${batchJobId(want.batchId, want.line)}, then -r1, -r2, ...)`;
   const d = (data ?? {}) as { batch?: { id?: unknown; line?: unknown }; spec?: unknown };
-  if (!d.batch) return "it carries no batch: the batch did not enqueue it (a job put under the line's id by other means)";
-  if (d.batch.id !== want.batchId || d.batch.line !== want.line) return `it says it is line ${String(d.batch.line).slice(0, 20)} of batch ${String(d.batch.id).slice(0, 100)}`;
-  if (want.specHash !== undefined && specHash(d.spec) !== want.specHash) return "its spec is not the line's (not the hash the batch recorded for it)";
+  if (!d.batch)
+    return "it carries no batch: the batch did not enqueue it (a job put under the line's id by other means)";
+  if (d.batch.id !== want.batchId || d.batch.line !== want.line)
+    return `it says it is line ${String(d.batch.line).slice(0, 20)} of batch ${String(d.batch.id).slice(0, 100)}`;
+  if (want.specHash !== undefined && specHash(d.spec) !== want.specHash)
+    return "its spec is not the line's (not the hash the batch recorded for it)";
   return undefined;
 }
 
@@ -37,7 +41,8 @@ export function claimProblem(jobId: string, data: unknown): string | undefined {
   const batch = (data as { batch?: { id?: unknown; line?: unknown } } | undefined)?.batch;
   if (!at && !batch) return undefined;
   if (!batch) return `its id ${jobId} is a batch line's, but it carries no batch: the batch did not enqueue it`;
-  if (!at || at.batchId !== batch.id || at.line !== batch.line) return `it says it is line ${String(batch.line).slice(0, 20)} of batch ${String(batch.id).slice(0, 100)}, but its id ${jobId} is none of that line's`;
+  if (!at || at.batchId !== batch.id || at.line !== batch.line)
+    return `it says it is line ${String(batch.line).slice(0, 20)} of batch ${String(batch.id).slice(0, 100)}, but its id ${jobId} is none of that line's`;
   return undefined;
 }
 
@@ -48,6 +53,9 @@ export class LineProvenanceError extends PatchbayError {
     readonly problems: { line: number; jobId: string; why: string }[],
   ) {
     const shown = problems.slice(0, 5).map((p) => `job ${p.jobId} is not line ${p.line}'s own: ${p.why}`);
-    super("conflict", `batch ${batchId}: ${shown.join("; ")}${problems.length > 5 ? `; and ${problems.length - 5} more` : ""}. Not taken as a result: remove that job from the queue (it is no job of this batch), then submit or retry again`);
+    super(
+      "conflict",
+      `batch ${batchId}: ${shown.join("; ")}${problems.length > 5 ? `; and ${problems.length - 5} more` : ""}. Not taken as a result: remove that job from the queue (it is no job of this batch), then submit or retry again`,
+    );
   }
 }

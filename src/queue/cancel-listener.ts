@@ -27,7 +27,11 @@ export async function listenForCancels(o: CancelListenerOptions): Promise<{ stop
   }
   const poll = setInterval(() => {
     for (const [jobId, a] of o.active) {
-      if (!a.ctl.signal.aborted) void o.redis.exists(o.k.cancel(jobId)).then((n) => n && a.ctl.abort("cancelled"), () => {});
+      if (!a.ctl.signal.aborted)
+        void o.redis.exists(o.k.cancel(jobId)).then(
+          (n) => n && a.ctl.abort("cancelled"),
+          () => {},
+        );
     }
   }, o.pollMs);
   return { stop: () => clearInterval(poll) };

@@ -11,13 +11,21 @@ const SAVE = luaCommand<number>("queue/lua/save-checkpoint-1.lua");
  * The store of one job: removed when the job ends, else `retentionSec` after its last save
  * (config.retentionSec, as the transcript). A stored checkpoint over `maxBytes` is not read.
  */
-export function redisCheckpoints(redis: Redis, key: string, jobId: string, hash: string, maxBytes: number, retentionSec: number): CheckpointStore & { remove(): Promise<void> } {
+export function redisCheckpoints(
+  redis: Redis,
+  key: string,
+  jobId: string,
+  hash: string,
+  maxBytes: number,
+  retentionSec: number,
+): CheckpointStore & { remove(): Promise<void> } {
   return {
     async load() {
       // Bounded before it is read: Redis content is not trusted blindly.
       const len = await redis.hstrlen(key, "data");
       if (!len) return undefined;
-      if (len > maxBytes) return { ok: false, reason: `the checkpoint is ${len} bytes, over the ${maxBytes}-byte bound` };
+      if (len > maxBytes)
+        return { ok: false, reason: `the checkpoint is ${len} bytes, over the ${maxBytes}-byte bound` };
       const raw = await redis.hget(key, "data");
       return raw ? parseCheckpoint(raw, jobId, hash) : undefined;
     },

@@ -5,7 +5,8 @@ import type { JobResult } from "../core/spec/spec.js";
 import type { JobOrigin } from "../job/repo/source-check.js";
 
 /** A job's state in BullMQ's queue (`unknown`: no such job). */
-export type JobState = "waiting" | "active" | "delayed" | "completed" | "failed" | "prioritized" | "waiting-children" | "unknown";
+export type JobState =
+  "waiting" | "active" | "delayed" | "completed" | "failed" | "prioritized" | "waiting-children" | "unknown";
 /** The states `list` looks in, in this order. */
 export const LIST_STATES = ["active", "waiting", "prioritized", "delayed", "completed", "failed"] as const;
 /** A state `list` can be asked for. */

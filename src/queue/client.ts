@@ -21,9 +21,25 @@ import { enqueueSpans, type TraceCarrier } from "../observability/trace.js";
 import { kinded, PatchbayError } from "../core/errors.js";
 import type { JobOrigin } from "../job/repo/source-check.js";
 import { MAX_DURATION_MS, MAX_DURATION_WORDS } from "../core/timeout.js";
-import { confirmWrites, duplicateRedis, keepConnected, openRedis, waitSetting, type WaitSetting } from "../redis/connect.js";
+import {
+  confirmWrites,
+  duplicateRedis,
+  keepConnected,
+  openRedis,
+  waitSetting,
+  type WaitSetting,
+} from "../redis/connect.js";
 import { keyspaceQueueName, parseRedisUrl } from "../redis/target.js";
-import { LIST_STATES, type ClientOptions, type JobState, type JobStatusInfo, type ListOptions, type ListState, type WaitOptions, type WatchOptions } from "./client-types.js";
+import {
+  LIST_STATES,
+  type ClientOptions,
+  type JobState,
+  type JobStatusInfo,
+  type ListOptions,
+  type ListState,
+  type WaitOptions,
+  type WatchOptions,
+} from "./client-types.js";
 
 export { LIST_STATES };
 export type { ClientOptions, JobState, JobStatusInfo, ListOptions, ListState, WaitOptions, WatchOptions };
@@ -67,14 +83,23 @@ export class JobNotFoundError extends PatchbayError {
 
 /** A jobId reused for a different spec. */
 export class JobConflictError extends PatchbayError {
-  constructor(readonly jobId: string, readonly queueName: string) {
-    super("conflict", `job ${jobId} already exists in queue ${queueName} with a different spec (patchbay status ${jobId}); use another --job-id`);
+  constructor(
+    readonly jobId: string,
+    readonly queueName: string,
+  ) {
+    super(
+      "conflict",
+      `job ${jobId} already exists in queue ${queueName} with a different spec (patchbay status ${jobId}); use another --job-id`,
+    );
   }
 }
 
 /** waitForResult gave up after its timeoutMs; the job runs on. */
 export class WaitTimeoutError extends PatchbayError {
-  constructor(readonly jobId: string, readonly timeoutMs: number) {
+  constructor(
+    readonly jobId: string,
+    readonly timeoutMs: number,
+  ) {
     super("timeout", `timed out after ${timeoutMs} ms waiting for job ${jobId}`);
   }
 }
@@ -96,7 +121,12 @@ const ClientOptionsSchema = z.strictObject({
   origin: z.enum(["operator", "api"]).optional(),
 });
 const OPTION_NAMES = Object.keys(ClientOptionsSchema.shape);
-const OPTION_ALIASES: Record<string, string> = { queue: "queueName", url: "redisUrl", redis: "redisUrl", name: "connectionName" };
+const OPTION_ALIASES: Record<string, string> = {
+  queue: "queueName",
+  url: "redisUrl",
+  redis: "redisUrl",
+  name: "connectionName",
+};
 
 /** Throws ClientOptionsError naming each bad option (and what an unknown one probably meant). */
 function checkClientOptions(opts: unknown): void {
@@ -115,7 +145,9 @@ function checkClientOptions(opts: unknown): void {
 /** A wait's timeoutMs: a number of ms from 0 to 7 days (a Node timer past ~24.8 days fires at once). */
 function checkTimeoutMs(ms: number | undefined): void {
   if (ms === undefined || (typeof ms === "number" && ms >= 0 && ms <= MAX_DURATION_MS)) return;
-  throw new ClientOptionsError(`waitForResult: timeoutMs must be a number of ms from 0 to ${MAX_DURATION_MS} (${MAX_DURATION_WORDS}) (got ${String(ms)})`);
+  throw new ClientOptionsError(
+    `waitForResult: timeoutMs must be a number of ms from 0 to ${MAX_DURATION_MS} (${MAX_DURATION_WORDS}) (got ${String(ms)})`,
+  );
 }
 
 /**
@@ -153,7 +185,12 @@ export class PatchbayClient {
     this.durability = waitSetting(config.redisWait, target);
     this.defaultModel = config.model;
     this.origin = opts.origin ?? "operator";
-    this.redis = this.connection(openRedis(target, config, { ...redisOptions, ...(opts.connectionName ? { connectionName: opts.connectionName } : {}) }));
+    this.redis = this.connection(
+      openRedis(target, config, {
+        ...redisOptions,
+        ...(opts.connectionName ? { connectionName: opts.connectionName } : {}),
+      }),
+    );
     this.queue = new Queue<JobData, JobResult>(this.queueName, { connection: this.redis });
     this.queue.on("error", () => {}); // the same outage, already surfaced as failed commands
     this.k = keys(this.queueName);
@@ -177,10 +214,26 @@ export class PatchbayClient {
       await this.checkJobIds(specs);
       // Each job carries its enqueue span's context (src/observability/trace.ts): the worker's spans join it.
       const add = async (traces: (TraceCarrier | undefined)[]) =>
-        (await this.queue.addBulk(specs.map((spec, i) => ({ name: "fix", data: { spec, enqueuedAt: Date.now(), origin: this.origin, ...(traces[i] ? { trace: traces[i] } : {}) } satisfies JobData, opts: jobOptions(spec) })))).map((j) => j.id!);
+        (
+          await this.queue.addBulk(
+            specs.map((spec, i) => ({
+              name: "fix",
+              data: {
+                spec,
+                enqueuedAt: Date.now(),
+                origin: this.origin,
+                ...(traces[i] ? { trace: traces[i] } : {}),
+              } satisfies JobData,
+              opts: jobOptions(spec),
+            })),
+          )
+        ).map((j) => j.id!);
       const ids = await enqueueSpans(this.queueName, specs.length, add);
       await this.checkJobIds(specs); // a racing enqueue of the same id with another spec
-      await this.confirmEnqueued(ids, "enqueue them again (a spec with a jobId is enqueued once however often it is sent)");
+      await this.confirmEnqueued(
+        ids,
+        "enqueue them again (a spec with a jobId is enqueued once however often it is sent)",
+      );
       return ids;
     });
   }
@@ -191,8 +244,13 @@ export class PatchbayClient {
    */
   async confirmEnqueued(ids: string[], again: string): Promise<void> {
     await confirmWrites(this.redis, this.durability, async () => {
-      const gone = (await Promise.all(ids.map(async (id) => ((await this.redis.exists(this.queue.toKey(id))) ? undefined : id)))).filter((id) => id !== undefined);
-      if (gone.length) throw new EnqueueLostError(`${gone.length} job(s) (${gone.slice(0, 5).join(", ")}${gone.length > 5 ? ", …" : ""}) were lost in a Redis failover before a replica had them: ${again}`);
+      const gone = (
+        await Promise.all(ids.map(async (id) => ((await this.redis.exists(this.queue.toKey(id))) ? undefined : id)))
+      ).filter((id) => id !== undefined);
+      if (gone.length)
+        throw new EnqueueLostError(
+          `${gone.length} job(s) (${gone.slice(0, 5).join(", ")}${gone.length > 5 ? ", …" : ""}) were lost in a Redis failover before a replica had them: ${again}`,
+        );
     });
   }
 
@@ -220,7 +278,8 @@ export class PatchbayClient {
       if (seen.has(spec.jobId) && seen.get(spec.jobId) !== mine) throw new JobConflictError(spec.jobId, this.queueName);
       seen.set(spec.jobId, mine);
       const existing = await findJob<JobData, JobResult>(this.queue, spec.jobId);
-      if (existing?.data?.spec && specHash(existing.data.spec) !== mine) throw new JobConflictError(spec.jobId, this.queueName);
+      if (existing?.data?.spec && specHash(existing.data.spec) !== mine)
+        throw new JobConflictError(spec.jobId, this.queueName);
     }
   }
 
@@ -233,7 +292,7 @@ export class PatchbayClient {
   /** Where a job is; throws JobNotFoundError for an id not in the queue. */
   status(id: string): Promise<JobStatusInfo> {
     return this.hold(async () => {
-      const state = (await this.queue.getJobState(id)); // before the job: see result()
+      const state = await this.queue.getJobState(id); // before the job: see result()
       return info(await this.job(id), state);
     });
   }
@@ -284,7 +343,12 @@ export class PatchbayClient {
       if (opts.timeoutMs !== undefined) signals.push(AbortSignal.timeout(opts.timeoutMs));
       const signal = AbortSignal.any(signals);
       const stopped = new Promise<never>((_, reject) => {
-        const fail = () => reject(signal.reason instanceof DOMException && signal.reason.name === "TimeoutError" ? new WaitTimeoutError(id, opts.timeoutMs!) : signal.reason);
+        const fail = () =>
+          reject(
+            signal.reason instanceof DOMException && signal.reason.name === "TimeoutError"
+              ? new WaitTimeoutError(id, opts.timeoutMs!)
+              : signal.reason,
+          );
         if (signal.aborted) fail();
         else signal.addEventListener("abort", fail, { once: true });
       });
@@ -296,7 +360,13 @@ export class PatchbayClient {
             const r = await Promise.race([this.result(id), stopped]);
             if (r) return r;
           } catch (err) {
-            if (err instanceof JobFailedError || err instanceof JobNotFoundError || err instanceof PatchGoneError || signal.aborted) throw err;
+            if (
+              err instanceof JobFailedError ||
+              err instanceof JobNotFoundError ||
+              err instanceof PatchGoneError ||
+              signal.aborted
+            )
+              throw err;
             // Redis unreachable for a moment: keep waiting.
           }
           await Promise.race([sleep(delay, undefined, { signal }).catch(() => {}), stopped]);
@@ -308,9 +378,15 @@ export class PatchbayClient {
   }
 
   private async warnIfNoWorker(id: string, signal: AbortSignal): Promise<void> {
-    const alive = await Promise.race([this.hasWorker().catch(() => true), sleep(5000, true, { signal }).catch(() => true)]);
+    const alive = await Promise.race([
+      this.hasWorker().catch(() => true),
+      sleep(5000, true, { signal }).catch(() => true),
+    ]);
     if (!alive && !signal.aborted) {
-      process.emitWarning(`no worker is listening on queue '${this.queueName}': job ${id} waits until one starts (npx patchbay worker${this.hintFlags()})`, { code: "PATCHBAY_NO_WORKER" });
+      process.emitWarning(
+        `no worker is listening on queue '${this.queueName}': job ${id} waits until one starts (npx patchbay worker${this.hintFlags()})`,
+        { code: "PATCHBAY_NO_WORKER" },
+      );
     }
   }
 
@@ -333,10 +409,21 @@ export class PatchbayClient {
       if (state === "completed" || state === "failed") return "finished";
       if (state !== "active") {
         const o = { retentionSec: this.retentionSec, maxLen: defaults.transcript.maxLen };
-        const r = await recordCancelled(this.redis, this.queue.keys as BullKeys, this.queue.toKey(id), this.k, { id, spec: job.data.spec, enqueuedAt: job.data.enqueuedAt }, o);
+        const r = await recordCancelled(
+          this.redis,
+          this.queue.keys as BullKeys,
+          this.queue.toKey(id),
+          this.k,
+          { id, spec: job.data.spec, enqueuedAt: job.data.enqueuedAt },
+          o,
+        );
         if (r) {
           // Only a line's own job is recorded in its batch (src/queue/batch-provenance.ts).
-          if (job.data?.batch && !claimProblem(id, job.data)) await recordFinished(this.redis, this.queueName, job.data.batch, id, 1, r, { ttlSec: this.retentionSec, onlyIfAbsent: true });
+          if (job.data?.batch && !claimProblem(id, job.data))
+            await recordFinished(this.redis, this.queueName, job.data.batch, id, 1, r, {
+              ttlSec: this.retentionSec,
+              onlyIfAbsent: true,
+            });
           return "cancelled";
         }
       }
@@ -355,7 +442,7 @@ export class PatchbayClient {
   retry(id: string): Promise<{ retried: true } | { retried: false; state: JobState }> {
     return this.hold(async () => {
       const job = await this.job(id);
-      const state = (await job.getState());
+      const state = await job.getState();
       if (state !== "completed" && state !== "failed") return { retried: false, state };
       await this.redis.del(this.k.cancel(id), this.k.result(id));
       await job.retry(state);
@@ -374,8 +461,10 @@ export class PatchbayClient {
     let last = "0";
     const read = async (block: boolean) => {
       const args = block ? ["BLOCK", 1000] : [];
-      const res = (await reader.xread("COUNT", 1000, ...(args as []), "STREAMS", this.k.events(id), last));
-      return (res?.[0]?.[1] ?? []).map(([entryId, fields]) => ((last = entryId), JSON.parse(fields[1]!) as TranscriptEvent));
+      const res = await reader.xread("COUNT", 1000, ...(args as []), "STREAMS", this.k.events(id), last);
+      return (res?.[0]?.[1] ?? []).map(
+        ([entryId, fields]) => ((last = entryId), JSON.parse(fields[1]!) as TranscriptEvent),
+      );
     };
     try {
       await this.job(id);
@@ -384,7 +473,9 @@ export class PatchbayClient {
         yield* events;
         if (events.length) continue;
         if (!follow || opts.signal?.aborted) return;
-        const st = await this.status(id).catch((err) => (err instanceof JobNotFoundError ? undefined : { state: "unknown" }));
+        const st = await this.status(id).catch((err) =>
+          err instanceof JobNotFoundError ? undefined : { state: "unknown" },
+        );
         if (!st || st.state === "completed" || st.state === "failed") {
           yield* await read(false); // what was written just before the end
           return;
@@ -402,9 +493,14 @@ export class PatchbayClient {
     const limit = opts.limit ?? 50;
     return this.hold(async () => {
       const perState = await Promise.all(
-        (opts.states ?? LIST_STATES).map(async (state) => (await this.queue.getJobs([state], 0, limit - 1)).filter(Boolean).map((j) => info(j, state))),
+        (opts.states ?? LIST_STATES).map(async (state) =>
+          (await this.queue.getJobs([state], 0, limit - 1)).filter(Boolean).map((j) => info(j, state)),
+        ),
       );
-      return perState.flat().sort((a, b) => (b.createdAt ?? 0) - (a.createdAt ?? 0)).slice(0, limit);
+      return perState
+        .flat()
+        .sort((a, b) => (b.createdAt ?? 0) - (a.createdAt ?? 0))
+        .slice(0, limit);
     });
   }
 

@@ -79,14 +79,33 @@ export async function drain(p: DrainParts, deadlineMs: number): Promise<DrainRep
   p.reaper.stop();
   // worker.close() waits for active jobs with no timeout of its own, and on Redis for ever while it is away.
   // A close that fails (BullMQ reports its own errors) leaves the decision to the deadline.
-  const drained = await within(p.worker.close().then(() => true, () => new Promise<boolean>(() => {})), deadlineMs, false);
+  const drained = await within(
+    p.worker.close().then(
+      () => true,
+      () => new Promise<boolean>(() => {}),
+    ),
+    deadlineMs,
+    false,
+  );
   const abandoned = drained ? [] : await abandon(p, left);
   p.cancels.stop();
   await settleRemovals(p, left());
-  await within(pooled.catch(() => {}), left(), undefined);
-  const swept = await within(p.sweep().catch(() => 0), Math.max(SWEEP_MS, end - goodbyes - Date.now()), 0);
+  await within(
+    pooled.catch(() => {}),
+    left(),
+    undefined,
+  );
+  const swept = await within(
+    p.sweep().catch(() => 0),
+    Math.max(SWEEP_MS, end - goodbyes - Date.now()),
+    0,
+  );
   if (swept) log(`removed ${swept} sandboxes of this worker's that were still there`);
-  await within(p.metrics.close().catch(() => {}), end - goodbyes - Date.now(), undefined);
+  await within(
+    p.metrics.close().catch(() => {}),
+    end - goodbyes - Date.now(),
+    undefined,
+  );
   const redisDown = p.redis.status !== "ready";
   const report = { notHandedBack: abandoned.filter((id) => redisDown || active.has(id)), redisDown };
   await closeRedis(p, report.redisDown);
@@ -106,30 +125,49 @@ async function abandon(p: DrainParts, left: () => number): Promise<string[]> {
   const ids = [...p.active.keys()];
   const jobs = [...p.active.values()];
   for (const a of jobs) a.ctl.abort("abandoned");
-  await within(Promise.all(jobs.map((a) => Promise.all([a.done, a.sandbox?.destroy().catch(() => {})]))), left(), undefined);
+  await within(
+    Promise.all(jobs.map((a) => Promise.all([a.done, a.sandbox?.destroy().catch(() => {})]))),
+    left(),
+    undefined,
+  );
   // The hand-backs (each attempt leaves `active` when its job is back in the queue), up to half of what is left.
   const handBack = Date.now() + left() / 2;
   while (p.active.size > 0 && Date.now() < handBack) await sleep(50);
-  await within(p.worker.disconnect().catch(() => {}), REDIS_BYE_MS, undefined);
+  await within(
+    p.worker.disconnect().catch(() => {}),
+    REDIS_BYE_MS,
+    undefined,
+  );
   return ids;
 }
 
 /** QUIT where Redis answers (bounded), else nothing to say goodbye to: every connection is dropped in the end. */
 async function closeRedis(p: DrainParts, redisDown: boolean): Promise<void> {
   const bye = async (c: Redis) => {
-    if (!redisDown) await within(c.quit().catch(() => {}), REDIS_BYE_MS, undefined);
+    if (!redisDown)
+      await within(
+        c.quit().catch(() => {}),
+        REDIS_BYE_MS,
+        undefined,
+      );
     c.disconnect(); // also fails what QUIT left queued offline
   };
   await bye(p.sub);
   // The heartbeat goes last but one: until then the reaper of another worker leaves this one's sandboxes alone.
-  if (!redisDown) await within(p.heartbeat.remove().catch(() => {}), REDIS_BYE_MS, undefined);
+  if (!redisDown)
+    await within(
+      p.heartbeat.remove().catch(() => {}),
+      REDIS_BYE_MS,
+      undefined,
+    );
   await bye(p.redis);
   p.workerConnection.disconnect();
 }
 
 /** The last line of a drain that left jobs it could not hand back: they come back as stalled once their locks expire. */
 function stoppedLine(r: DrainReport): string {
-  const which = r.notHandedBack.length === 1 ? `job ${r.notHandedBack[0]} was` : `jobs ${r.notHandedBack.join(", ")} were`;
+  const which =
+    r.notHandedBack.length === 1 ? `job ${r.notHandedBack[0]} was` : `jobs ${r.notHandedBack.join(", ")} were`;
   return `stopped${r.redisDown ? " with Redis unreachable" : ""}: ${which} not handed back (another worker takes ${r.notHandedBack.length === 1 ? "it" : "them"} up once the lock expires); its sandboxes are removed`;
 }
 
@@ -140,7 +178,12 @@ function stoppedLine(r: DrainReport): string {
 async function settleRemovals(p: DrainParts, ms: number): Promise<void> {
   const { running, queued, blocked } = p.removals.stats;
   if (running + queued + blocked === 0) return;
-  const settled = await within(p.removals.idle().then(() => true), ms, false);
+  const settled = await within(
+    p.removals.idle().then(() => true),
+    ms,
+    false,
+  );
   const still = p.removals.stats;
-  if (!settled) p.log(`${still.running + still.queued + still.blocked} sandbox removals left to the sweep`, { level: "warn" });
+  if (!settled)
+    p.log(`${still.running + still.queued + still.blocked} sandbox removals left to the sweep`, { level: "warn" });
 }

@@ -52,7 +52,8 @@ function normalize(spec: JobSpec): JobSpec {
   if ("path" in repo) return { ...spec, repo: { path: resolve(repo.path) } };
   if ("archive" in repo) return { ...spec, repo: { archive: resolve(repo.archive) } };
   // A { git } value git reads as a path (src/job/repo/source.ts), made absolute too; a file: URL is one already.
-  if ("git" in repo && classifyGit(repo.git).kind === "local" && !/^file:/i.test(repo.git)) return { ...spec, repo: { ...repo, git: resolve(repo.git) } };
+  if ("git" in repo && classifyGit(repo.git).kind === "local" && !/^file:/i.test(repo.git))
+    return { ...spec, repo: { ...repo, git: resolve(repo.git) } };
   return spec;
 }
 
@@ -74,12 +75,14 @@ function missingLocalPath(spec: JobSpec): string | undefined {
   if ("path" in repo) {
     const k = kind(repo.path);
     if (k === "missing") return `invalid JobSpec: repo.path: ${repo.path} does not exist`;
-    if (k !== "dir") return `invalid JobSpec: repo.path: ${repo.path} is ${k === "file" ? "a file" : "not a directory"}; it must be the repository's directory${k === "file" ? " (a tar or tar.gz goes in { archive }: --archive FILE)" : ""}`;
+    if (k !== "dir")
+      return `invalid JobSpec: repo.path: ${repo.path} is ${k === "file" ? "a file" : "not a directory"}; it must be the repository's directory${k === "file" ? " (a tar or tar.gz goes in { archive }: --archive FILE)" : ""}`;
   }
   if ("archive" in repo) {
     const k = kind(repo.archive);
     if (k === "missing") return `invalid JobSpec: repo.archive: ${repo.archive} does not exist`;
-    if (k !== "file") return `invalid JobSpec: repo.archive: ${repo.archive} is ${k === "dir" ? "a directory" : "not a regular file"}; it must be a tar or tar.gz file${k === "dir" ? " (a directory goes in { path }: --repo DIR)" : ""}`;
+    if (k !== "file")
+      return `invalid JobSpec: repo.archive: ${repo.archive} is ${k === "dir" ? "a directory" : "not a regular file"}; it must be a tar or tar.gz file${k === "dir" ? " (a directory goes in { path }: --repo DIR)" : ""}`;
   }
   return undefined;
 }

@@ -12,11 +12,16 @@ import { withTimeout } from "../core/timeout.js";
 
 export type Health = { ok: true } | { ok: false; reason: string };
 
-const within = <T>(p: Promise<T>, ms: number, what: string) => withTimeout(p, ms, `${what} did not answer within ${ms} ms`);
+const within = <T>(p: Promise<T>, ms: number, what: string) =>
+  withTimeout(p, ms, `${what} did not answer within ${ms} ms`);
 
 /** Can this host run sandboxes: does its backend answer (the Docker engine), and does it have the sandbox image? */
 export async function checkBackend(backend: Backend, image: string, timeoutMs: number): Promise<Health> {
-  const reason = await within(backend.health(image, timeoutMs), 2 * timeoutMs + 1000, `the ${backend.kind} backend`).catch((err: Error) => err.message);
+  const reason = await within(
+    backend.health(image, timeoutMs),
+    2 * timeoutMs + 1000,
+    `the ${backend.kind} backend`,
+  ).catch((err: Error) => err.message);
   return reason === undefined ? { ok: true } : { ok: false, reason };
 }
 
@@ -26,16 +31,24 @@ export async function checkBackend(backend: Backend, image: string, timeoutMs: n
  * worker without any would take each job only to fail it with the SDK's error; it waits instead,
  * and a profile written meanwhile is found at the next check.
  */
-export async function checkCredentials(config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "provider">): Promise<Health> {
+export async function checkCredentials(
+  config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "provider">,
+): Promise<Health> {
   // Bedrock and Vertex: the platforms' chains also reach instance metadata (EC2's IMDS, Google's
   // metadata server), which no file shows, so only a setting the client cannot start without is fatal.
-  if (config.provider.name === "vertex" && !config.provider.vertex.region) return { ok: false, reason: "PATCHBAY_PROVIDER=vertex needs CLOUD_ML_REGION where the worker runs" };
+  if (config.provider.name === "vertex" && !config.provider.vertex.region)
+    return { ok: false, reason: "PATCHBAY_PROVIDER=vertex needs CLOUD_ML_REGION where the worker runs" };
   if (config.provider.name !== "anthropic") return { ok: true };
   if (config.anthropicApiKey || config.anthropicAuthToken) return { ok: true };
   const profile = await sdkProfile().catch((err: Error) => err);
-  if (profile instanceof Error) return { ok: false, reason: `the Anthropic SDK's profile cannot be read (${profile.message})` };
+  if (profile instanceof Error)
+    return { ok: false, reason: `the Anthropic SDK's profile cannot be read (${profile.message})` };
   if (profile) return { ok: true };
-  return { ok: false, reason: "no Anthropic credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN, or an SDK profile) where the worker runs" };
+  return {
+    ok: false,
+    reason:
+      "no Anthropic credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN, or an SDK profile) where the worker runs",
+  };
 }
 
 /** A worker's whole check: credentials (unless it was given its own model), then the engine and the image. */
@@ -97,7 +110,9 @@ export class HealthGate {
       if (was !== true) await this.o.onChange(true);
     } else {
       if (was !== false) {
-        this.o.log(`unhealthy: ${this.reason}; paused, taking no jobs until healthy (checking again with backoff)`, { level: "warn" });
+        this.o.log(`unhealthy: ${this.reason}; paused, taking no jobs until healthy (checking again with backoff)`, {
+          level: "warn",
+        });
         await this.o.onChange(false);
       } else if (this.reason !== wasReason) {
         this.o.log(`still paused: ${this.reason}`, { level: "warn" });
@@ -124,7 +139,11 @@ export class HealthGate {
  * delayed, then any worker can take it. The processor throws what this returns (BullMQ then
  * leaves the job alone).
  */
-export async function handBack(job: Job, token: string | undefined, ms: number = defaults.worker.requeueMs): Promise<DelayedError> {
+export async function handBack(
+  job: Job,
+  token: string | undefined,
+  ms: number = defaults.worker.requeueMs,
+): Promise<DelayedError> {
   await job.moveToDelayed(Date.now() + ms, token);
   return new DelayedError(`handed back to the queue for ${ms} ms`);
 }

@@ -24,7 +24,11 @@ export async function startHeartbeat(redis: Redis, key: string, everyMs: number)
   const timer = setInterval(beat, everyMs);
   return {
     stop: () => clearInterval(timer),
-    remove: () => redis.del(key).then(() => {}, () => {}),
+    remove: () =>
+      redis.del(key).then(
+        () => {},
+        () => {},
+      ),
   };
 }
 
@@ -45,7 +49,13 @@ export async function deploymentId(redis: Redis, k: Keys): Promise<string> {
  * are left to their deadline. Workers in containers have pid namespaces of their own, so those of
  * one engine go by heartbeat.
  */
-export function ownerAliveFor(o: { id: string; queueName: string; deployment: string; redis: Redis; k: Keys }): OwnerAlive {
+export function ownerAliveFor(o: {
+  id: string;
+  queueName: string;
+  deployment: string;
+  redis: Redis;
+  k: Keys;
+}): OwnerAlive {
   return async (owner, labels) => {
     if (owner === o.id) return true;
     if (ownerIsLocal(owner, labels)) return localOwnerAlive(owner, labels);

@@ -7,13 +7,13 @@ import { shownRedisUrl } from "../redis/url.js";
 export function hintFlags(queueName: string, redisUrl: string): string {
   const q = queueName === DEFAULT_QUEUE ? "" : ` --queue ${quoteArg(queueName)}`;
   let url = "";
-  if (redisUrl !== DEFAULT_REDIS_URL) url = shownRedisUrl(redisUrl) !== redisUrl ? ' --redis-url "$REDIS_URL"' : ` --redis-url ${quoteArg(redisUrl)}`;
+  if (redisUrl !== DEFAULT_REDIS_URL)
+    url = shownRedisUrl(redisUrl) !== redisUrl ? ' --redis-url "$REDIS_URL"' : ` --redis-url ${quoteArg(redisUrl)}`;
   return q + url;
 }
 
 /** A shell word: as it is when plain, else single-quoted (and any control character dropped). */
 export function quoteArg(s: string): string {
-   
   const clean = s.replace(/[\x00-\x1f\x7f]/g, "");
   return /^[A-Za-z0-9_./:@%+=,-]+$/.test(clean) ? clean : `'${clean.replace(/'/g, `'\\''`)}'`;
 }

@@ -21,7 +21,8 @@ export const keys = (queue: string) => ({
   batch: (batchId: string, part: string) => `patchbay:${queue}:batch:${batchId}:${part}`,
   /** Campaigns by creation time (a zset), and one campaign's parts: def (its settings and repos, JSON), changesets (a hash: line → JSON), lock (who publishes, tracks or closes it now). */
   campaigns: `patchbay:${queue}:campaigns`,
-  campaign: (campaignId: string, part: "def" | "changesets" | "lock") => `patchbay:${queue}:campaign:${campaignId}:${part}`,
+  campaign: (campaignId: string, part: "def" | "changesets" | "lock") =>
+    `patchbay:${queue}:campaign:${campaignId}:${part}`,
 });
 
 /** ioredis options BullMQ needs on a blocking connection (and that suit ours). */

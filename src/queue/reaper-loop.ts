@@ -33,7 +33,8 @@ export function startReaperLoop(o: ReaperLoopOptions): ReaperLoop {
       const again = await o.backend.retryRemovals();
       if (again) o.log(`removed ${again} sandboxes whose removal had failed`);
       const r = await reap(o.ownerAlive, o.backend);
-      if (r.containers.length || r.volumes.length) o.log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
+      if (r.containers.length || r.volumes.length)
+        o.log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
       const snapshots = await sweep();
       if (snapshots) o.log(`removed ${snapshots} verify snapshots of workers that are gone`);
     } catch (err) {

@@ -72,7 +72,8 @@ function tail(s: string, max: number): string {
   let i = s.length;
   while (i > 0) {
     const lo = s.charCodeAt(i - 1);
-    const pair = i > 1 && lo >= 0xdc00 && lo <= 0xdfff && s.charCodeAt(i - 2) >= 0xd800 && s.charCodeAt(i - 2) <= 0xdbff;
+    const pair =
+      i > 1 && lo >= 0xdc00 && lo <= 0xdfff && s.charCodeAt(i - 2) >= 0xd800 && s.charCodeAt(i - 2) <= 0xdbff;
     const b = pair ? 4 : unitBytes(lo);
     if (n + b > max) break;
     n += b;
@@ -109,7 +110,11 @@ export interface CutList {
 }
 
 /** The first entries of `list` within `maxEntries` and `maxBytes` of JSON (each entry costs its quotes and comma too). */
-export function cutList(list: readonly string[], maxEntries = BOUNDS.filesChangedEntries, maxBytes = BOUNDS.filesChangedBytes): CutList {
+export function cutList(
+  list: readonly string[],
+  maxEntries = BOUNDS.filesChangedEntries,
+  maxBytes = BOUNDS.filesChangedBytes,
+): CutList {
   let bytes = 0;
   let n = 0;
   for (; n < list.length && n < maxEntries; n++) {
@@ -141,8 +146,14 @@ export function cutDiffstat(stat: string, max = BOUNDS.diffstatBytes): { text: s
     if (b > room) break;
     room -= b;
   }
-  const kept = body.slice(0, n).map((l) => `${l}\n`).join("");
-  return { text: `${kept}${marker(body.length - n)}\n${summary === undefined ? "" : `${summary}\n`}`, cut: body.length - n };
+  const kept = body
+    .slice(0, n)
+    .map((l) => `${l}\n`)
+    .join("");
+  return {
+    text: `${kept}${marker(body.length - n)}\n${summary === undefined ? "" : `${summary}\n`}`,
+    cut: body.length - n,
+  };
 }
 
 export const sha256 = (s: string): string => createHash("sha256").update(s).digest("hex");
@@ -154,13 +165,19 @@ export interface BoundedResult {
   patch?: string;
 }
 
-type Lists = { filesChanged: string[]; diffstat: string; filesChangedTotal?: number; filesChangedCut?: number; diffstatCut?: number };
+type Lists = {
+  filesChanged: string[];
+  diffstat: string;
+  filesChangedTotal?: number;
+  filesChangedCut?: number;
+  diffstatCut?: number;
+};
 
 /** filesChanged and diffstat bounded, with the counts of what was cut (kept from an earlier bound). */
 function boundLists<T extends Lists>(x: T): T {
   const files = cutList(x.filesChanged);
   const stat = cutDiffstat(x.diffstat);
-  const total = (x.filesChangedTotal ?? x.filesChanged.length);
+  const total = x.filesChangedTotal ?? x.filesChanged.length;
   const filesCut = total - files.kept.length;
   const statCut = (x.diffstatCut ?? 0) + stat.cut;
   const { filesChangedTotal: _t, filesChangedCut: _c, diffstatCut: _d, ...rest } = x;
@@ -177,14 +194,18 @@ function boundLists<T extends Lists>(x: T): T {
 export function boundResult(r: JobResult): BoundedResult {
   const out: JobResult = boundLists({ ...r });
   let patch: string | undefined;
-  if (!r.patchStored && (Buffer.byteLength(r.patch) > BOUNDS.patchInlineBytes || jsonBytes(r.patch) > BOUNDS.patchInlineBytes)) {
+  if (
+    !r.patchStored &&
+    (Buffer.byteLength(r.patch) > BOUNDS.patchInlineBytes || jsonBytes(r.patch) > BOUNDS.patchInlineBytes)
+  ) {
     patch = r.patch;
     out.patch = "";
     out.patchStored = { bytes: Buffer.byteLength(patch), sha256: sha256(patch) };
   }
   if (out.summary !== undefined) out.summary = cutText(out.summary, BOUNDS.summaryBytes, "both");
   if (out.error !== undefined) out.error = cutText(out.error, BOUNDS.errorBytes, "both");
-  if (out.verify) out.verify = { ...out.verify, outputTail: cutText(out.verify.outputTail, BOUNDS.outputBytes, "tail") };
+  if (out.verify)
+    out.verify = { ...out.verify, outputTail: cutText(out.verify.outputTail, BOUNDS.outputBytes, "tail") };
   if (out.stopReason !== null) out.stopReason = cutText(out.stopReason, BOUNDS.shortBytes, "head");
   if (out.jobId !== undefined) out.jobId = cutText(out.jobId, BOUNDS.shortBytes, "head");
   return patch === undefined ? { result: out } : { result: out, patch };
@@ -197,27 +218,44 @@ export class PatchGoneError extends kinded("not-found") {}
 export function attachPatch(r: JobResult, patch: string | null | undefined, where = "Redis"): JobResult {
   const ref = r.patchStored;
   if (!ref) return r;
-  if (patch === null || patch === undefined) throw new PatchGoneError(`the patch of job ${r.jobId ?? "?"} (${ref.bytes} bytes) is no longer in ${where}: it was kept for PATCHBAY_RETENTION_SEC after the job ended`);
-  if (Buffer.byteLength(patch) !== ref.bytes || sha256(patch) !== ref.sha256) throw new PatchGoneError(`the patch stored for job ${r.jobId ?? "?"} is not the one its result names (sha256 ${ref.sha256.slice(0, 12)}…): the job ran again since`);
+  if (patch === null || patch === undefined)
+    throw new PatchGoneError(
+      `the patch of job ${r.jobId ?? "?"} (${ref.bytes} bytes) is no longer in ${where}: it was kept for PATCHBAY_RETENTION_SEC after the job ended`,
+    );
+  if (Buffer.byteLength(patch) !== ref.bytes || sha256(patch) !== ref.sha256)
+    throw new PatchGoneError(
+      `the patch stored for job ${r.jobId ?? "?"} is not the one its result names (sha256 ${ref.sha256.slice(0, 12)}…): the job ran again since`,
+    );
   const { patchStored: _, ...rest } = r;
   return { ...rest, patch };
 }
 
 /** A transcript event as it may be stored: the lists of `patch` events and every free text bounded. */
 export function boundEvent(e: TranscriptEvent): TranscriptEvent {
-  const cut = (s: string | undefined, max: number, keep: "head" | "tail" | "both" = "both") => (s === undefined ? undefined : cutText(s, max, keep));
+  const cut = (s: string | undefined, max: number, keep: "head" | "tail" | "both" = "both") =>
+    s === undefined ? undefined : cutText(s, max, keep);
   switch (e.type) {
     case "patch":
       return boundLists<EventOf<"patch">>(e);
     case "setup":
     case "verify":
-      return { ...e, command: cutText(e.command, BOUNDS.outputBytes, "both"), outputTail: cutText(e.outputTail, BOUNDS.outputBytes, "tail") };
+      return {
+        ...e,
+        command: cutText(e.command, BOUNDS.outputBytes, "both"),
+        outputTail: cutText(e.outputTail, BOUNDS.outputBytes, "tail"),
+      };
     case "job_finished":
       return e.error === undefined ? e : { ...e, error: cutText(e.error, BOUNDS.errorBytes, "both") };
     case "egress": {
       const reason = cut(e.reason, BOUNDS.reasonBytes);
       const address = cut(e.address, BOUNDS.shortBytes, "head");
-      return { ...e, host: cutText(e.host, BOUNDS.hostBytes, "head"), method: cutText(e.method, BOUNDS.shortBytes, "head"), ...(reason !== undefined ? { reason } : {}), ...(address !== undefined ? { address } : {}) };
+      return {
+        ...e,
+        host: cutText(e.host, BOUNDS.hostBytes, "head"),
+        method: cutText(e.method, BOUNDS.shortBytes, "head"),
+        ...(reason !== undefined ? { reason } : {}),
+        ...(address !== undefined ? { address } : {}),
+      };
     }
     case "model_retry":
       return { ...e, error: cutText(e.error, BOUNDS.reasonBytes, "both") };

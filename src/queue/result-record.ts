@@ -10,7 +10,14 @@
 // the deployment's retention (PATCHBAY_RETENTION_SEC).
 import type { ChainableCommander, Redis } from "ioredis";
 import { luaCommand } from "../core/lua.js";
-import { emptyResult, finishedEvent, JobResult, stamped, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
+import {
+  emptyResult,
+  finishedEvent,
+  JobResult,
+  stamped,
+  type JobSpec,
+  type TranscriptEvent,
+} from "../core/spec/spec.js";
 import type { keys } from "./keys.js";
 import { attachPatch, boundEvent, boundResult } from "./result-bounds.js";
 
@@ -19,14 +26,29 @@ const CANCEL_WAITING = luaCommand<number>("queue/lua/cancel-waiting-10.lua");
 type Keys = ReturnType<typeof keys>;
 
 /** Appends a transcript event (bounded) to a transaction: the job's stream, capped in length, with its TTL renewed. */
-export const appendEvent = (m: ChainableCommander, k: Keys, e: TranscriptEvent, retentionSec: number, maxLen: number): ChainableCommander =>
-  m.xadd(k.events(e.jobId), "MAXLEN", "~", maxLen, "*", "e", JSON.stringify(boundEvent(e))).expire(k.events(e.jobId), retentionSec);
+export const appendEvent = (
+  m: ChainableCommander,
+  k: Keys,
+  e: TranscriptEvent,
+  retentionSec: number,
+  maxLen: number,
+): ChainableCommander =>
+  m
+    .xadd(k.events(e.jobId), "MAXLEN", "~", maxLen, "*", "e", JSON.stringify(boundEvent(e)))
+    .expire(k.events(e.jobId), retentionSec);
 
 /**
  * Writes the held job_finished event, the bounded result and (when it is long) the patch together.
  * Returns the result as stored: what the worker hands BullMQ as the job's return value.
  */
-export function recordResult(redis: Redis, k: Keys, jobId: string, finished: TranscriptEvent | undefined, result: JobResult, o: { retentionSec: number; maxLen: number }): { stored: JobResult; written: Promise<unknown> } {
+export function recordResult(
+  redis: Redis,
+  k: Keys,
+  jobId: string,
+  finished: TranscriptEvent | undefined,
+  result: JobResult,
+  o: { retentionSec: number; maxLen: number },
+): { stored: JobResult; written: Promise<unknown> } {
   const b = boundResult(result);
   const m = redis.multi();
   if (b.patch !== undefined) m.set(k.patch(jobId), b.patch, "EX", o.retentionSec);
@@ -68,18 +90,46 @@ export type BullKeys = Record<"wait" | "paused" | "prioritized" | "delayed" | "c
  * result, recorded as a worker's would be, and its transcript ends with job_finished. Returns that
  * result, or undefined when the job was not waiting (a worker has it, or it finished).
  */
-export async function recordCancelled(redis: Redis, bull: BullKeys, jobKey: string, k: Keys, job: { id: string; spec: JobSpec; enqueuedAt?: number }, o: { retentionSec: number; maxLen: number }): Promise<JobResult | undefined> {
+export async function recordCancelled(
+  redis: Redis,
+  bull: BullKeys,
+  jobKey: string,
+  k: Keys,
+  job: { id: string; spec: JobSpec; enqueuedAt?: number },
+  o: { retentionSec: number; maxLen: number },
+): Promise<JobResult | undefined> {
   const jobId = job.id;
   const now = Date.now();
   const queuedMs = Math.max(0, now - (job.enqueuedAt ?? now));
   // The words and the transcript a worker gives a job cancelled before it started (runJob's).
-  const result = boundResult(emptyResult("cancelled", "the job was cancelled before it started", { jobId, attempt: 1, timings: { queuedMs, sandboxMs: 0, agentMs: 0, totalMs: 0 } })).result;
+  const result = boundResult(
+    emptyResult("cancelled", "the job was cancelled before it started", {
+      jobId,
+      attempt: 1,
+      timings: { queuedMs, sandboxMs: 0, agentMs: 0, totalMs: 0 },
+    }),
+  ).result;
   const started = boundEvent(stamped({ type: "job_started", spec: job.spec }, jobId, 1));
   const finished = boundEvent(stamped(finishedEvent(result), jobId, 1));
   const done = await CANCEL_WAITING(
     redis,
-    bull.wait, bull.paused, bull.prioritized, bull.delayed, bull.completed, jobKey, k.result(jobId), k.events(jobId), bull.events, k.cancel(jobId),
-    jobId, JSON.stringify(result), JSON.stringify(started), JSON.stringify(finished), o.retentionSec, o.maxLen, now,
+    bull.wait,
+    bull.paused,
+    bull.prioritized,
+    bull.delayed,
+    bull.completed,
+    jobKey,
+    k.result(jobId),
+    k.events(jobId),
+    bull.events,
+    k.cancel(jobId),
+    jobId,
+    JSON.stringify(result),
+    JSON.stringify(started),
+    JSON.stringify(finished),
+    o.retentionSec,
+    o.maxLen,
+    now,
   );
   return done === 1 ? result : undefined;
 }

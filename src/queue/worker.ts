@@ -110,10 +110,21 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   let pool: SandboxPool | undefined; // made below, once the reaper is there
   let closing: Promise<DrainReport> | undefined;
   // Finished jobs' sandboxes are removed after their results are handed back, bounded (src/sandbox/removals.ts).
-  const removals = new BackgroundRemovals({ concurrency: config.removals, maxQueued: config.removalsQueued ?? concurrency, log: (m) => log(m, { level: "warn" }) });
+  const removals = new BackgroundRemovals({
+    concurrency: config.removals,
+    maxQueued: config.removalsQueued ?? concurrency,
+    log: (m) => log(m, { level: "warn" }),
+  });
   const retire = (sb: Sandbox) => removals.hand(() => sb.destroy());
   const telemetry = await startTelemetry(config.telemetry); // traces, when OTEL_* asks (src/observability/telemetry.ts)
-  const metrics = await workerMetrics(opts.metricsPort, () => ({ activeJobs: active.size, concurrency, redisConnected: connected(), draining: closing !== undefined, pool: pool && { idle: pool.size, ...pool.stats }, removals: removals.stats }));
+  const metrics = await workerMetrics(opts.metricsPort, () => ({
+    activeJobs: active.size,
+    concurrency,
+    redisConnected: connected(),
+    draining: closing !== undefined,
+    pool: pool && { idle: pool.size, ...pool.stats },
+    removals: removals.stats,
+  }));
   if (metrics.url) log(`metrics: ${metrics.url}`);
 
   const heartbeat = await startHeartbeat(redis, k.heartbeat(id), config.heartbeatEveryMs);
@@ -132,35 +143,111 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     log,
     onChange: async (ok) => (ok ? (await reaper.run(), await worker.resume()) : await worker.pause(true)),
   });
-  const reaper = startReaperLoop({ backend, ownerAlive: ownerAliveFor({ id, queueName, deployment, redis, k }), health, log, everyMs: config.reapEveryMs });
-  pool = new SandboxPool({ backend, size: opts.pool ?? config.poolSize ?? concurrency, owner: id, labels, log: (m) => log(m, { level: "warn" }), prepare: prepareSandbox, discard: (sb) => void retire(sb), runtime: config.policy.runtime, allowPtrace: config.policy.allowPtrace });
-  const cancels = await listenForCancels({ sub, redis, k, pubSub: config.cancelPubSub, pollMs: config.cancelPollMs, active });
+  const reaper = startReaperLoop({
+    backend,
+    ownerAlive: ownerAliveFor({ id, queueName, deployment, redis, k }),
+    health,
+    log,
+    everyMs: config.reapEveryMs,
+  });
+  pool = new SandboxPool({
+    backend,
+    size: opts.pool ?? config.poolSize ?? concurrency,
+    owner: id,
+    labels,
+    log: (m) => log(m, { level: "warn" }),
+    prepare: prepareSandbox,
+    discard: (sb) => void retire(sb),
+    runtime: config.policy.runtime,
+    allowPtrace: config.policy.allowPtrace,
+  });
+  const cancels = await listenForCancels({
+    sub,
+    redis,
+    k,
+    pubSub: config.cancelPubSub,
+    pollMs: config.cancelPollMs,
+    active,
+  });
 
   const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch
-  const processor = attemptProcessor({ config, redis, k, log, health, batch, backend, pool, metrics, owner: id, labels, model: opts.model, active, rateLimit: (ms) => worker.rateLimit(ms), durability: waitSetting(config.redisWait, target), retire });
+  const processor = attemptProcessor({
+    config,
+    redis,
+    k,
+    log,
+    health,
+    batch,
+    backend,
+    pool,
+    metrics,
+    owner: id,
+    labels,
+    model: opts.model,
+    active,
+    rateLimit: (ms) => worker.rateLimit(ms),
+    durability: waitSetting(config.redisWait, target),
+    retire,
+  });
   const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
   workerConnection.on("error", () => {}); // reported through `redis` (connect)
   const worker = bullWorker(queueName, processor, workerConnection, concurrency, config);
   worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
   // BullMQ has the job completed: its result record has done its work.
   worker.on("completed", (job) => void redis.del(k.result(job.id!)).catch(() => {}));
-  worker.on("stalled", (jobId) => log(`job ${jobId}: stalled (its worker stopped or lost its lock); back to the queue`, { level: "warn", job: jobId }));
+  worker.on("stalled", (jobId) =>
+    log(`job ${jobId}: stalled (its worker stopped or lost its lock); back to the queue`, {
+      level: "warn",
+      job: jobId,
+    }),
+  );
   // A connection ioredis gave up on (status "end": every command on it fails) is connected again at
   // once. Not paused meanwhile (BullMQ's pause and resume around a dead connection can leave its
   // loop waiting): a job taken then goes back uncounted (attempt.ts), BullMQ's calls are retried.
-  for (const [name, c] of [["commands", redis], ["cancels", sub], ["queue", workerConnection]] as const) {
-    keepConnected(c, () => closing !== undefined, () => log(`redis: its connection (${name}) ended; connecting again`, { level: "warn" }), 100);
+  for (const [name, c] of [
+    ["commands", redis],
+    ["cancels", sub],
+    ["queue", workerConnection],
+  ] as const) {
+    keepConnected(
+      c,
+      () => closing !== undefined,
+      () => log(`redis: its connection (${name}) ended; connecting again`, { level: "warn" }),
+      100,
+    );
   }
   await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
   const engine = await backend.describe?.();
-  log(`ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`);
+  log(
+    `ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`,
+  );
 
   // The drain's last word on sandboxes, needing no Redis: the engine removes every box labelled as
   // this worker's, of its queue and Redis, and of this very startWorker call (ids may be shared).
-  const mine = (l: Record<string, string>) => l[LABEL.worker] === id && l[LABEL.queue] === queueName && l[LABEL.redis] === deployment && l[LABEL.instance] === instance;
+  const mine = (l: Record<string, string>) =>
+    l[LABEL.worker] === id &&
+    l[LABEL.queue] === queueName &&
+    l[LABEL.redis] === deployment &&
+    l[LABEL.instance] === instance;
   const sweep = () => backend.reap(async (l) => mine(l)).then((r) => r.containers.length + r.volumes.length);
-  const parts = { log, active, worker, health, pool, removals, heartbeat, reaper, cancels, metrics, sweep, redis, sub, workerConnection };
-  const shutdown = (deadlineMs = config.drainDeadlineMs) => (closing ??= drain(parts, deadlineMs).then(async (report) => (await telemetry?.release(), report)));
+  const parts = {
+    log,
+    active,
+    worker,
+    health,
+    pool,
+    removals,
+    heartbeat,
+    reaper,
+    cancels,
+    metrics,
+    sweep,
+    redis,
+    sub,
+    workerConnection,
+  };
+  const shutdown = (deadlineMs = config.drainDeadlineMs) =>
+    (closing ??= drain(parts, deadlineMs).then(async (report) => (await telemetry?.release(), report)));
   return { id, worker, shutdown };
 }
 
@@ -177,7 +264,13 @@ function connect(target: RedisTarget, config: Config, log: Log): { redis: Redis;
   return { redis, sub, connected: () => !down };
 }
 
-function bullWorker(queueName: string, processor: ReturnType<typeof attemptProcessor>, connection: Redis, concurrency: number, config: Config): Worker<JobData, JobResult> {
+function bullWorker(
+  queueName: string,
+  processor: ReturnType<typeof attemptProcessor>,
+  connection: Redis,
+  concurrency: number,
+  config: Config,
+): Worker<JobData, JobResult> {
   return new Worker<JobData, JobResult>(queueName, processor, {
     connection,
     concurrency,

@@ -15,14 +15,21 @@ export interface RedisSettings {
   redisTls?: RedisTlsFiles;
 }
 
-const TLS_ENV: Record<keyof RedisTlsFiles, string> = { ca: "PATCHBAY_REDIS_TLS_CA", cert: "PATCHBAY_REDIS_TLS_CERT", key: "PATCHBAY_REDIS_TLS_KEY" };
+const TLS_ENV: Record<keyof RedisTlsFiles, string> = {
+  ca: "PATCHBAY_REDIS_TLS_CA",
+  cert: "PATCHBAY_REDIS_TLS_CERT",
+  key: "PATCHBAY_REDIS_TLS_KEY",
+};
 
 /** Node's TLS options for a target: the URL's files first, then the environment's; undefined without TLS. */
 export function tlsOptions(t: RedisTarget, env: RedisTlsFiles = {}): TlsOptions | undefined {
   if (!t.tls) {
     // Files for TLS with a URL without it: the connection would go in clear, which the files say is not meant.
     const set = (Object.keys(TLS_ENV) as (keyof RedisTlsFiles)[]).filter((k) => env[k]);
-    if (set.length) throw new RedisConfigError(`${set.map((k) => TLS_ENV[k]).join(", ")} ${set.length > 1 ? "are" : "is"} set but the Redis URL is not rediss://: use rediss:// (or unset ${set.length > 1 ? "them" : "it"})`);
+    if (set.length)
+      throw new RedisConfigError(
+        `${set.map((k) => TLS_ENV[k]).join(", ")} ${set.length > 1 ? "are" : "is"} set but the Redis URL is not rediss://: use rediss:// (or unset ${set.length > 1 ? "them" : "it"})`,
+      );
     return undefined;
   }
   const out: TlsOptions = {};
@@ -33,17 +40,25 @@ export function tlsOptions(t: RedisTarget, env: RedisTlsFiles = {}): TlsOptions 
       out[part] = readFileSync(file);
     } catch (err) {
       const from = t.tlsFiles[part] !== undefined ? `the Redis URL's ${part}=` : TLS_ENV[part];
-      throw new RedisConfigError(`${from}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      throw new RedisConfigError(
+        `${from}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+      );
     }
   }
-  if (Boolean(out.cert) !== Boolean(out.key)) throw new RedisConfigError(`a TLS client certificate needs both ${TLS_ENV.cert} and ${TLS_ENV.key} (or cert= and key= in the URL)`);
+  if (Boolean(out.cert) !== Boolean(out.key))
+    throw new RedisConfigError(
+      `a TLS client certificate needs both ${TLS_ENV.cert} and ${TLS_ENV.key} (or cert= and key= in the URL)`,
+    );
   return out;
 }
 
 /** ioredis' options for one server or the Sentinel group's master (not a Cluster). */
 export function nodeOptions(t: RedisTarget, settings: RedisSettings, options: RedisOptions = {}): RedisOptions {
   const tls = tlsOptions(t, settings.redisTls);
-  const auth = { ...(t.username !== undefined ? { username: t.username } : {}), ...(t.password !== undefined ? { password: t.password } : {}) };
+  const auth = {
+    ...(t.username !== undefined ? { username: t.username } : {}),
+    ...(t.password !== undefined ? { password: t.password } : {}),
+  };
   const base: RedisOptions = { ...options, ...auth, db: t.db, ...(tls ? { tls } : {}) };
   if (t.mode === "single") return { ...base, host: t.nodes[0]!.host, port: t.nodes[0]!.port };
   return {
@@ -71,7 +86,12 @@ function clusterOptions(t: RedisTarget, settings: RedisSettings, options: RedisO
   const { lazyConnect, enableOfflineQueue, enableReadyCheck, retryStrategy, ...perNode } = options;
   const tls = tlsOptions(t, settings.redisTls);
   return {
-    redisOptions: { ...perNode, ...(t.username !== undefined ? { username: t.username } : {}), ...(t.password !== undefined ? { password: t.password } : {}), ...(tls ? { tls } : {}) },
+    redisOptions: {
+      ...perNode,
+      ...(t.username !== undefined ? { username: t.username } : {}),
+      ...(t.password !== undefined ? { password: t.password } : {}),
+      ...(tls ? { tls } : {}),
+    },
     ...(lazyConnect !== undefined ? { lazyConnect } : {}),
     ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
     ...(enableReadyCheck !== undefined ? { enableReadyCheck } : {}),
@@ -116,7 +136,10 @@ export function keepConnected(conn: Redis, closing: () => boolean, onEnd?: () =>
   conn.on("end", () => {
     if (closing()) return;
     onEnd?.();
-    const again = setTimeout(() => void (!closing() && conn.status === "end" && conn.connect().catch(() => {})), delayMs);
+    const again = setTimeout(
+      () => void (!closing() && conn.status === "end" && conn.connect().catch(() => {})),
+      delayMs,
+    );
     again.unref?.();
   });
 }
@@ -132,11 +155,17 @@ export interface WaitSetting {
  * there to be promoted) and 0 elsewhere; on a Cluster always 0 (WAIT has no key: ioredis would send
  * it to any node, not the one that took the writes).
  */
-export function waitSetting(setting: { replicas: "auto" | number; timeoutMs: number }, t: Pick<RedisTarget, "mode">): WaitSetting {
+export function waitSetting(
+  setting: { replicas: "auto" | number; timeoutMs: number },
+  t: Pick<RedisTarget, "mode">,
+): WaitSetting {
   if (t.mode === "cluster" && setting.replicas !== "auto" && setting.replicas > 0) {
-    throw new RedisConfigError(`PATCHBAY_REDIS_WAIT_REPLICAS=${setting.replicas} cannot work on a Redis Cluster (WAIT names no key, so it cannot be sent to the master that took the writes): set it to auto or 0`);
+    throw new RedisConfigError(
+      `PATCHBAY_REDIS_WAIT_REPLICAS=${setting.replicas} cannot work on a Redis Cluster (WAIT names no key, so it cannot be sent to the master that took the writes): set it to auto or 0`,
+    );
   }
-  const replicas = t.mode === "cluster" ? 0 : setting.replicas === "auto" ? (t.mode === "sentinel" ? 1 : 0) : setting.replicas;
+  const replicas =
+    t.mode === "cluster" ? 0 : setting.replicas === "auto" ? (t.mode === "sentinel" ? 1 : 0) : setting.replicas;
   return { replicas, timeoutMs: Math.max(1, setting.timeoutMs) }; // WAIT with 0 would block for ever
 }
 
@@ -156,9 +185,25 @@ export async function confirmWrites(conn: Redis, w: WaitSetting, recheck: () => 
 }
 
 /** A one-off connection to one sentinel of a target, without retries (the caller connects and disconnects it). */
-export function sentinelConnection(t: RedisTarget, settings: RedisSettings, sentinel: HostPort, timeoutMs: number): Redis {
+export function sentinelConnection(
+  t: RedisTarget,
+  settings: RedisSettings,
+  sentinel: HostPort,
+  timeoutMs: number,
+): Redis {
   const tls = tlsOptions(t, settings.redisTls);
-  const r = new Redis({ host: sentinel.host, port: sentinel.port, ...(t.sentinelPassword !== undefined ? { password: t.sentinelPassword } : {}), ...(tls ? { tls } : {}), lazyConnect: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  const r = new Redis({
+    host: sentinel.host,
+    port: sentinel.port,
+    ...(t.sentinelPassword !== undefined ? { password: t.sentinelPassword } : {}),
+    ...(tls ? { tls } : {}),
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+  });
   r.on("error", () => {}); // each call's own rejection says it
   return r;
 }

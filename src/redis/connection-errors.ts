@@ -5,7 +5,8 @@
 import { PatchbayError } from "../core/errors.js";
 
 /** ioredis' own messages for a command the connection, not the command, failed. */
-const CONNECTION = /^(Connection is closed\.|Connection is aborted|Connection is discarded|Reached the max retries per request limit|Command aborted due to connection close|Stream isn't writeable|Failed to refresh slots cache|All sentinels are unreachable|None of startup nodes is available|Too many Cluster redirections|Cluster is disconnected)/;
+const CONNECTION =
+  /^(Connection is closed\.|Connection is aborted|Connection is discarded|Reached the max retries per request limit|Command aborted due to connection close|Stream isn't writeable|Failed to refresh slots cache|All sentinels are unreachable|None of startup nodes is available|Too many Cluster redirections|Cluster is disconnected)/;
 /** Redis's replies (ReplyError) that say the server could not take a write now, not that it was wrong. */
 const REPLY = /^(READONLY|LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|NOREPLICAS) /;
 
@@ -20,6 +21,9 @@ export function isRedisConnectionError(err: unknown, depth = 0): boolean {
   if (err.name === "ReplyError" && REPLY.test(err.message)) return true;
   // Not socket codes (ECONNREFUSED, ECONNRESET): the engine's socket fails with the same ones, and
   // a Redis command does not reject with them here (maxRetriesPerRequest: null waits for the reconnect).
-  const causes = [(err as { cause?: unknown }).cause, ...(((err as { previousErrors?: unknown }).previousErrors as unknown[] | undefined) ?? [])];
+  const causes = [
+    (err as { cause?: unknown }).cause,
+    ...(((err as { previousErrors?: unknown }).previousErrors as unknown[] | undefined) ?? []),
+  ];
   return causes.some((c) => isRedisConnectionError(c, depth + 1));
 }

@@ -6,7 +6,14 @@ import { isIP, Socket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions as TlsOptions } from "node:tls";
 import { PatchbayError } from "../core/errors.js";
 import { withTimeout } from "../core/timeout.js";
-import { nodeOptions, openRedis, RedisConfigError, sentinelConnection, tlsOptions, type RedisSettings } from "./connect.js";
+import {
+  nodeOptions,
+  openRedis,
+  RedisConfigError,
+  sentinelConnection,
+  tlsOptions,
+  type RedisSettings,
+} from "./connect.js";
 import { parseRedisUrl, type HostPort, type RedisTarget } from "./target.js";
 import { shownRedisUrl } from "./url.js";
 
@@ -23,19 +30,50 @@ export class RedisConnectError extends PatchbayError {
   }
 }
 
-const TLS_TRUST = new Set(["UNABLE_TO_VERIFY_LEAF_SIGNATURE", "SELF_SIGNED_CERT_IN_CHAIN", "DEPTH_ZERO_SELF_SIGNED_CERT", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY", "UNABLE_TO_GET_ISSUER_CERT", "CERT_HAS_EXPIRED", "CERT_UNTRUSTED", "CERT_SIGNATURE_FAILURE"]);
+const TLS_TRUST = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "CERT_HAS_EXPIRED",
+  "CERT_UNTRUSTED",
+  "CERT_SIGNATURE_FAILURE",
+]);
 
 /** What an error from a connection attempt means, and what to do: [kind, sentence]. */
 export function redisErrorReason(err: Error & { code?: string }, t: RedisTarget): ["config" | "infra", string] {
   const msg = err.message ?? "";
   const who = t.username ? `user '${t.username}'` : "the default user";
-  if (/WRONGPASS|invalid username-password|invalid password/i.test(msg)) return ["config", `Redis refused the password of ${who}: set the right one in REDIS_URL (redis://USER:PASSWORD@HOST:PORT)`];
-  if (/NOAUTH|Authentication required/i.test(msg)) return ["config", "Redis wants a password: put it in REDIS_URL (redis://USER:PASSWORD@HOST:PORT)"];
-  if (/NOPERM/i.test(msg)) return ["config", `Redis refused ${who} a command (${msg.slice(0, 160)}): give the ACL user ~* &* +@all, or at least what BullMQ needs`];
-  if (err.code && TLS_TRUST.has(err.code)) return ["config", `Redis's TLS certificate is not trusted (${err.code}): set PATCHBAY_REDIS_TLS_CA (or ?ca= in the URL) to the CA that signed it`];
-  if (err.code === "ERR_TLS_CERT_ALTNAME_INVALID") return ["config", `Redis's TLS certificate does not name the host (${msg.slice(0, 160)}): connect by a name it lists`];
-  if (/wrong version number|packet length too long|EPROTO/i.test(`${msg} ${err.code ?? ""}`)) return ["config", "TLS to a port that does not speak TLS: use redis:// for it, or the server's tls-port"];
-  if (/certificate required|alert number 116|handshake failure/i.test(msg)) return ["config", "Redis asks for a client certificate: set PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY (or cert= and key= in the URL)"];
+  if (/WRONGPASS|invalid username-password|invalid password/i.test(msg))
+    return [
+      "config",
+      `Redis refused the password of ${who}: set the right one in REDIS_URL (redis://USER:PASSWORD@HOST:PORT)`,
+    ];
+  if (/NOAUTH|Authentication required/i.test(msg))
+    return ["config", "Redis wants a password: put it in REDIS_URL (redis://USER:PASSWORD@HOST:PORT)"];
+  if (/NOPERM/i.test(msg))
+    return [
+      "config",
+      `Redis refused ${who} a command (${msg.slice(0, 160)}): give the ACL user ~* &* +@all, or at least what BullMQ needs`,
+    ];
+  if (err.code && TLS_TRUST.has(err.code))
+    return [
+      "config",
+      `Redis's TLS certificate is not trusted (${err.code}): set PATCHBAY_REDIS_TLS_CA (or ?ca= in the URL) to the CA that signed it`,
+    ];
+  if (err.code === "ERR_TLS_CERT_ALTNAME_INVALID")
+    return [
+      "config",
+      `Redis's TLS certificate does not name the host (${msg.slice(0, 160)}): connect by a name it lists`,
+    ];
+  if (/wrong version number|packet length too long|EPROTO/i.test(`${msg} ${err.code ?? ""}`))
+    return ["config", "TLS to a port that does not speak TLS: use redis:// for it, or the server's tls-port"];
+  if (/certificate required|alert number 116|handshake failure/i.test(msg))
+    return [
+      "config",
+      "Redis asks for a client certificate: set PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY (or cert= and key= in the URL)",
+    ];
   return ["infra", msg || "connection failed"];
 }
 
@@ -45,7 +83,12 @@ function fail(t: RedisTarget, url: string, err: Error): RedisConnectError {
 }
 
 /** The master's address each reachable sentinel gives; a clear error when none names it. */
-async function sentinelMaster(t: RedisTarget, url: string, settings: RedisSettings, timeoutMs: number): Promise<HostPort> {
+async function sentinelMaster(
+  t: RedisTarget,
+  url: string,
+  settings: RedisSettings,
+  timeoutMs: number,
+): Promise<HostPort> {
   const answers: string[] = [];
   let last: Error | undefined;
   for (const s of t.nodes) {
@@ -64,12 +107,22 @@ async function sentinelMaster(t: RedisTarget, url: string, settings: RedisSettin
   }
   const listed = t.nodes.map((n) => `${n.host}:${n.port}`).join(", ");
   if (answers.length > 0 || !last) {
-    const known = [...new Set(answers)].slice(0, 10).map((n) => `'${n}'`).join(", ");
-    throw new RedisConnectError(shownRedisUrl(url), `no Sentinel at ${listed} knows a master named '${t.masterName}' (they know ${known || "none"}): fix the name after the sentinels in REDIS_URL`, "config");
+    const known = [...new Set(answers)]
+      .slice(0, 10)
+      .map((n) => `'${n}'`)
+      .join(", ");
+    throw new RedisConnectError(
+      shownRedisUrl(url),
+      `no Sentinel at ${listed} knows a master named '${t.masterName}' (they know ${known || "none"}): fix the name after the sentinels in REDIS_URL`,
+      "config",
+    );
   }
   const [kind, why] = redisErrorReason(last, t);
   // The URL's password is the master's; sentinels with one of their own take ?sentinelPassword=.
-  const sentinelAuth = kind === "config" && /password/i.test(why) ? "the sentinels want a password of their own: put it in the URL as ?sentinelPassword=" : why;
+  const sentinelAuth =
+    kind === "config" && /password/i.test(why)
+      ? "the sentinels want a password of their own: put it in the URL as ?sentinelPassword="
+      : why;
   throw new RedisConnectError(shownRedisUrl(url), `no Sentinel at ${listed} answers (${sentinelAuth})`, kind);
 }
 
@@ -88,13 +141,18 @@ function exchange(s: Socket, ready: string, ms: number): Promise<{ reached: bool
 
 type Diagnosis = { kind: "config" | "infra"; why: string };
 
-const CLIENT_CERT = "Redis asks for a client certificate: set PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY (or cert= and key= in the URL)";
+const CLIENT_CERT =
+  "Redis asks for a client certificate: set PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY (or cert= and key= in the URL)";
 
 /**
  * When a connection fails without a reason (reset, timeout), TLS is the usual cause: the port
  * speaks the other protocol, or wants a client certificate. Asked of the port directly.
  */
-async function tlsMismatch(t: RedisTarget, node: HostPort, tls: TlsOptions | undefined): Promise<Diagnosis | undefined> {
+async function tlsMismatch(
+  t: RedisTarget,
+  node: HostPort,
+  tls: TlsOptions | undefined,
+): Promise<Diagnosis | undefined> {
   const { host, port } = node;
   const name = isIP(host) ? {} : { servername: host };
   if (!t.tls) {
@@ -102,14 +160,23 @@ async function tlsMismatch(t: RedisTarget, node: HostPort, tls: TlsOptions | und
     return hello.reached ? { kind: "config", why: "this port speaks TLS: use rediss://" } : undefined;
   }
   const plain = await exchange(new Socket().connect(port, host), "connect", 1500);
-  if (/^[+-]/.test(plain.answer)) return { kind: "config", why: "this port speaks plain Redis, not TLS: use redis:// for it, or the server's tls-port" };
+  if (/^[+-]/.test(plain.answer))
+    return {
+      kind: "config",
+      why: "this port speaks plain Redis, not TLS: use redis:// for it, or the server's tls-port",
+    };
   if (tls?.cert) return undefined;
   const hello = await exchange(tlsConnect({ host, port, ...tls, ...name }), "secureConnect", 1500);
   if (!hello.reached) return undefined;
-  if (/certificate required|alert number 116|handshake failure/i.test(hello.answer)) return { kind: "config", why: CLIENT_CERT };
+  if (/certificate required|alert number 116|handshake failure/i.test(hello.answer))
+    return { kind: "config", why: CLIENT_CERT };
   // Closed right after the handshake: Redis refusing a client without a certificate, or a TLS
   // proxy whose Redis is down; said both ways, as an outage.
-  if (/^end|ECONNRESET/i.test(hello.answer)) return { kind: "infra", why: "the TLS endpoint closed the connection after the handshake: Redis may want a client certificate (PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY), or the Redis behind a TLS proxy is down" };
+  if (/^end|ECONNRESET/i.test(hello.answer))
+    return {
+      kind: "infra",
+      why: "the TLS endpoint closed the connection after the handshake: Redis may want a client certificate (PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY), or the Redis behind a TLS proxy is down",
+    };
   return undefined;
 }
 
@@ -117,12 +184,25 @@ async function tlsMismatch(t: RedisTarget, node: HostPort, tls: TlsOptions | und
  * A connected connection to the Redis `url` names, made once without retries; the caller
  * disconnects it. A RedisConnectError (kind "config" or "infra") says why not.
  */
-export async function probeRedisTarget(url: string, settings: RedisSettings, timeoutMs = 3000): Promise<{ conn: Redis; target: RedisTarget; master?: HostPort }> {
+export async function probeRedisTarget(
+  url: string,
+  settings: RedisSettings,
+  timeoutMs = 3000,
+): Promise<{ conn: Redis; target: RedisTarget; master?: HostPort }> {
   const t = parseRedisUrl(url);
   const master = t.mode === "sentinel" ? await sentinelMaster(t, url, settings, timeoutMs) : undefined;
-  const options = { lazyConnect: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false };
+  const options = {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+  };
   // The Sentinel's master, asked already, is probed as the server it is (no second round of sentinels).
-  const conn = master ? new Redis({ ...nodeOptions({ ...t, mode: "single", nodes: [master] }, settings, options) }) : openRedis(t, settings, options);
+  const conn = master
+    ? new Redis({ ...nodeOptions({ ...t, mode: "single", nodes: [master] }, settings, options) })
+    : openRedis(t, settings, options);
   let cause: Error | undefined;
   conn.on("error", (err: Error) => (cause ??= err)); // the socket's or the AUTH's error, not "Connection is closed"
   conn.on("node error", (err: Error) => (cause ??= err)); // a Cluster's, per node
@@ -139,11 +219,24 @@ export async function probeRedisTarget(url: string, settings: RedisSettings, tim
   } catch (err) {
     conn.disconnect();
     if (err instanceof RedisConfigError) throw err;
-    if (/DB index is out of range/i.test((err as Error).message)) throw new RedisConnectError(shownRedisUrl(url), `this Redis has no database ${t.db}: use one below its \`databases\` setting`, "config");
-    const e = cause && !/Connection is closed|Failed to refresh slots/i.test(cause.message) ? cause : ((err as { lastNodeError?: Error }).lastNodeError ?? cause ?? (err as Error));
+    if (/DB index is out of range/i.test((err as Error).message))
+      throw new RedisConnectError(
+        shownRedisUrl(url),
+        `this Redis has no database ${t.db}: use one below its \`databases\` setting`,
+        "config",
+      );
+    const e =
+      cause && !/Connection is closed|Failed to refresh slots/i.test(cause.message)
+        ? cause
+        : ((err as { lastNodeError?: Error }).lastNodeError ?? cause ?? (err as Error));
     const [kind] = redisErrorReason(e, t);
     const code = (e as NodeJS.ErrnoException).code;
-    const diagnosis = kind === "infra" && code !== "ECONNREFUSED" && code !== "ENOTFOUND" ? await tlsMismatch(t, master ?? t.nodes[0]!, tlsOptions(t, settings.redisTls)) : undefined;
-    throw diagnosis ? new RedisConnectError(shownRedisUrl(url), `${diagnosis.why} (${e.message})`, diagnosis.kind) : fail(t, url, e);
+    const diagnosis =
+      kind === "infra" && code !== "ECONNREFUSED" && code !== "ENOTFOUND"
+        ? await tlsMismatch(t, master ?? t.nodes[0]!, tlsOptions(t, settings.redisTls))
+        : undefined;
+    throw diagnosis
+      ? new RedisConnectError(shownRedisUrl(url), `${diagnosis.why} (${e.message})`, diagnosis.kind)
+      : fail(t, url, e);
   }
 }

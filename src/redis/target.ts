@@ -49,7 +49,8 @@ export interface RedisTarget {
   tlsFiles: RedisTlsFiles;
 }
 
-export const REDIS_URL_FORMS = "redis://[USER:PASSWORD@]HOST:PORT[/DB], redis+sentinel://[USER:PASSWORD@]HOST:PORT,…/MASTER[/DB] or redis+cluster://[USER:PASSWORD@]HOST:PORT,… (rediss… with TLS)";
+export const REDIS_URL_FORMS =
+  "redis://[USER:PASSWORD@]HOST:PORT[/DB], redis+sentinel://[USER:PASSWORD@]HOST:PORT,…/MASTER[/DB] or redis+cluster://[USER:PASSWORD@]HOST:PORT,… (rediss… with TLS)";
 
 const SCHEME = /^(rediss?)(?:\+(sentinel|cluster))?:\/\/(.*)$/i;
 const QUERY_KEYS = ["ca", "cert", "key", "password", "db", "sentinelPassword"] as const;
@@ -73,7 +74,13 @@ export function parseRedisUrl(url: string): RedisTarget {
   if (q >= 0) rest = rest.slice(0, q);
   const slash = rest.indexOf("/");
   const hosts = slash < 0 ? rest : rest.slice(0, slash);
-  const path = slash < 0 ? [] : rest.slice(slash + 1).split("/").filter((s) => s !== "");
+  const path =
+    slash < 0
+      ? []
+      : rest
+          .slice(slash + 1)
+          .split("/")
+          .filter((s) => s !== "");
   const t: RedisTarget = { mode, tls, nodes: hostList(hosts, DEFAULT_PORT[mode], bad), db: 0, tlsFiles: {} };
   if (mode === "single" && t.nodes.length > 1) throw bad("several hosts: use redis+sentinel:// or redis+cluster://");
   if (userinfo !== undefined) readUserinfo(userinfo, t, bad);
@@ -119,7 +126,8 @@ function readPath(path: string[], t: RedisTarget, bad: (w: string) => Error): vo
   if (t.mode === "cluster" && path.length > 0) throw bad("a Cluster has only database 0: no /DB");
   const db = path.shift();
   if (db !== undefined) t.db = dbNumber(db, bad);
-  if (path.length > 0) throw bad(`'/${path.join("/").slice(0, 40)}' after the ${t.mode === "sentinel" ? "master name and " : ""}database`);
+  if (path.length > 0)
+    throw bad(`'/${path.join("/").slice(0, 40)}' after the ${t.mode === "sentinel" ? "master name and " : ""}database`);
 }
 
 function dbNumber(s: string, bad: (w: string) => Error): number {
@@ -130,7 +138,8 @@ function dbNumber(s: string, bad: (w: string) => Error): number {
 function readQuery(query: URLSearchParams, t: RedisTarget, bad: (w: string) => Error): void {
   const seen = new Set<string>();
   for (const [k, v] of query) {
-    if (!(QUERY_KEYS as readonly string[]).includes(k)) throw bad(`unknown option '${k.slice(0, 40)}' (known: ${QUERY_KEYS.join(", ")})`);
+    if (!(QUERY_KEYS as readonly string[]).includes(k))
+      throw bad(`unknown option '${k.slice(0, 40)}' (known: ${QUERY_KEYS.join(", ")})`);
     if (seen.has(k)) throw bad(`'${k}' given twice`);
     seen.add(k);
     if (k === "password" && t.password !== undefined) throw bad("a password both before the host and in ?password=");

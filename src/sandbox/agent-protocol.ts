@@ -8,7 +8,16 @@ import { z } from "zod";
 export const PROTOCOL_VERSION = 1;
 
 /** The errno codes the agent reports by name (any other OSError is EIO): given to it at start. */
-export const ERRNO = { 1: "EPERM", 2: "ENOENT", 13: "EACCES", 20: "ENOTDIR", 21: "EISDIR", 27: "EFBIG", 28: "ENOSPC", 30: "EROFS" } as const;
+export const ERRNO = {
+  1: "EPERM",
+  2: "ENOENT",
+  13: "EACCES",
+  20: "ENOTDIR",
+  21: "EISDIR",
+  27: "EFBIG",
+  28: "ENOSPC",
+  30: "EROFS",
+} as const;
 /** What an error reply's `error` may say: an errno code, or one of the agent's own. */
 export type AgentErrorCode = (typeof ERRNO)[keyof typeof ERRNO] | "EIO" | "EINVAL" | "ECHANGED";
 
@@ -21,7 +30,18 @@ export type AgentRequest =
   | { op: "remove"; path: string }
   | { op: "list"; path: string }
   | { op: "digest"; path: string; max: number }
-  | { op: "run"; argv: string[]; uid: number; gid: number; cwd?: string; env: string[]; timeout: number; max: number; stream: boolean; put?: [string, number][] };
+  | {
+      op: "run";
+      argv: string[];
+      uid: number;
+      gid: number;
+      cwd?: string;
+      env: string[];
+      timeout: number;
+      max: number;
+      stream: boolean;
+      put?: [string, number][];
+    };
 export type AgentOp = AgentRequest["op"];
 
 const int = z.number().int();
@@ -30,24 +50,40 @@ const FileType = z.enum(["file", "directory", "other"]);
 /** Each op's reply header (besides `len`) when it did not fail. */
 export const REPLIES = {
   hello: z.object({ pid: int, root: z.boolean(), version: int }),
-  stat: z.union([z.object({ missing: z.literal(true) }), z.object({ type: FileType, size: int, mode: int, mtime: z.number(), real: z.string(), link: z.boolean() })]),
+  stat: z.union([
+    z.object({ missing: z.literal(true) }),
+    z.object({ type: FileType, size: int, mode: int, mtime: z.number(), real: z.string(), link: z.boolean() }),
+  ]),
   read: z.object({ mode: int, uid: int, gid: int, real: z.string() }),
   write: z.object({}),
   mkdirp: z.object({}),
   remove: z.object({}),
   list: z.object({ entries: z.array(z.string()) }),
   digest: z.union([z.object({ digest: z.string().regex(/^[0-9a-f]{40}$/) }), z.object({ over: z.literal(true) })]),
-  run: z.object({ exit: int, out: int.nonnegative(), err: int.nonnegative(), truncated: z.boolean(), timedOut: z.boolean() }),
+  run: z.object({
+    exit: int,
+    out: int.nonnegative(),
+    err: int.nonnegative(),
+    truncated: z.boolean(),
+    timedOut: z.boolean(),
+  }),
 } satisfies Record<AgentOp, z.ZodType>;
 
 /** An error reply: the code, the OS's words, and for reads over the bound the file's size. */
-export const ErrorReply = z.object({ error: z.string().max(64), message: z.string().max(4096).optional(), size: int.optional() });
+export const ErrorReply = z.object({
+  error: z.string().max(64),
+  message: z.string().max(4096).optional(),
+  size: int.optional(),
+});
 export type ErrorReply = z.infer<typeof ErrorReply>;
 
 export type AgentReplyOf<Op extends AgentOp> = z.infer<(typeof REPLIES)[Op]>;
 
 /** A reply header checked against the request's op: the typed reply, the error, or undefined when it fits neither. */
-export function parseReply<Op extends AgentOp>(op: Op, header: unknown): { ok: true; reply: AgentReplyOf<Op> } | { ok: false; error: ErrorReply } | undefined {
+export function parseReply<Op extends AgentOp>(
+  op: Op,
+  header: unknown,
+): { ok: true; reply: AgentReplyOf<Op> } | { ok: false; error: ErrorReply } | undefined {
   const err = ErrorReply.safeParse(header);
   if (err.success) return { ok: false, error: err.data };
   const r = (REPLIES[op] as unknown as z.ZodType<AgentReplyOf<Op>>).safeParse(header);

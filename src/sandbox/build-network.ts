@@ -8,7 +8,9 @@
 export const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 export function networkProblem(name: string): string | undefined {
-  return NETWORK_NAME.test(name) ? undefined : `takes a Docker network's name (none, host, or a network of the engine's), not '${name}'`;
+  return NETWORK_NAME.test(name)
+    ? undefined
+    : `takes a Docker network's name (none, host, or a network of the engine's), not '${name}'`;
 }
 
 /**

@@ -29,27 +29,41 @@ export async function startEgressBridge(box: Box, maxConnections: number): Promi
   let out = "";
   let proc: Attached | undefined;
   const first = new Promise<string>((resolve) => {
-    void box.attach(["python3", "-I", "-S", "-c", BRIDGE, EGRESS_SOCKET, String(maxConnections)], (chunk) => {
-      if (out.length > 4096) return; // its first line is all that is read: what it prints after is dropped
-      out += chunk.toString("utf8");
-      if (out.includes("\n") || out.length > 4096) resolve(out);
-    }, { user: "0:0", cwd: "/" }).then((p) => {
-      proc = p;
-      void p.ended.then(() => resolve(out));
-    }, (err: Error) => resolve(`error ${err.message}\n`));
+    void box
+      .attach(
+        ["python3", "-I", "-S", "-c", BRIDGE, EGRESS_SOCKET, String(maxConnections)],
+        (chunk) => {
+          if (out.length > 4096) return; // its first line is all that is read: what it prints after is dropped
+          out += chunk.toString("utf8");
+          if (out.includes("\n") || out.length > 4096) resolve(out);
+        },
+        { user: "0:0", cwd: "/" },
+      )
+      .then(
+        (p) => {
+          proc = p;
+          void p.ended.then(() => resolve(out));
+        },
+        (err: Error) => resolve(`error ${err.message}\n`),
+      );
   });
   const line = (await first).split("\n")[0] ?? "";
   const m = /^port (\d+)$/.exec(line);
   const stop = async () => {
     if (!proc) return;
     proc.endInput();
-    const ended = await Promise.race([proc.ended.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5000).unref())]);
+    const ended = await Promise.race([
+      proc.ended.then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), 5000).unref()),
+    ]);
     if (!ended) proc.destroy();
     await proc.ended;
   };
   if (!m) {
     await stop();
-    throw new EgressBridgeError(`the setup network bridge could not start: ${line.replace(/^error /, "") || "no output"}`);
+    throw new EgressBridgeError(
+      `the setup network bridge could not start: ${line.replace(/^error /, "") || "no output"}`,
+    );
   }
   return { port: Number(m[1]), stop };
 }

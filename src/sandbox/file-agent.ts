@@ -10,7 +10,15 @@ import { defaults } from "../core/config/config.js";
 import { gather } from "../backend/gather.js";
 import type { Attached, Box } from "../backend/types.js";
 import { AGENT_SCRIPT } from "./file-agent-script.js";
-import { agentArgs, parseReply, PROTOCOL_VERSION, type AgentOp, type AgentReplyOf, type AgentRequest, type ErrorReply } from "./agent-protocol.js";
+import {
+  agentArgs,
+  parseReply,
+  PROTOCOL_VERSION,
+  type AgentOp,
+  type AgentReplyOf,
+  type AgentRequest,
+  type ErrorReply,
+} from "./agent-protocol.js";
 import { AGENT_GID, AGENT_UID } from "../backend/agent-user.js";
 import type { Liveness } from "./liveness.js";
 import { PatchbayError } from "../core/errors.js";
@@ -18,7 +26,15 @@ import { PatchbayError } from "../core/errors.js";
 export { AGENT_SCRIPT };
 
 /** The agent's program and its arguments (tests run variants of the script). */
-export const agentArgv = (script = AGENT_SCRIPT) => ["python3", "-I", "-S", "-u", "-c", script, agentArgs(AGENT_UID, AGENT_GID)];
+export const agentArgv = (script = AGENT_SCRIPT) => [
+  "python3",
+  "-I",
+  "-S",
+  "-u",
+  "-c",
+  script,
+  agentArgs(AGENT_UID, AGENT_GID),
+];
 
 /** A reply as framed: its header line (not yet checked against the request) and body. */
 interface RawReply {
@@ -27,7 +43,8 @@ interface RawReply {
 }
 
 /** A reply checked against its request's op: the reply, or the error the agent reported; the body either way. */
-export type Answer<Op extends AgentOp> = { reply: AgentReplyOf<Op>; error?: undefined; body: Buffer } | { reply?: undefined; error: ErrorReply; body: Buffer };
+export type Answer<Op extends AgentOp> =
+  { reply: AgentReplyOf<Op>; error?: undefined; body: Buffer } | { reply?: undefined; error: ErrorReply; body: Buffer };
 
 /** What a command run through the agent gave: as Sandbox.exec's result. */
 export interface AgentRun {
@@ -55,7 +72,10 @@ export interface RunOptions {
 /** The stream given to write from failed (the repo's tar, say): of its own kind when it has one (a RepoError's is "repo"), else the host's. */
 export class StreamSourceError extends PatchbayError {
   constructor(readonly source: unknown) {
-    super(source instanceof PatchbayError ? source.kind : "infra", `the input stream failed: ${(source as Error)?.message ?? String(source)}`);
+    super(
+      source instanceof PatchbayError ? source.kind : "infra",
+      `the input stream failed: ${(source as Error)?.message ?? String(source)}`,
+    );
   }
 }
 
@@ -121,7 +141,11 @@ export class FileAgent {
     this.starting ??= (async () => {
       try {
         this.reset();
-        const proc = await this.box.attach(this.argv, (b, stream) => this.onData(b, stream), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] });
+        const proc = await this.box.attach(this.argv, (b, stream) => this.onData(b, stream), {
+          user: "0:0",
+          cwd: "/",
+          env: ["PYTHONDONTWRITEBYTECODE=1"],
+        });
         this.proc = proc;
         void proc.ended.then(() => {
           if (this.proc === proc) this.fail();
@@ -147,7 +171,11 @@ export class FileAgent {
    * A reply that fits neither the op's reply nor an error is a protocol violation: the agent is
    * restarted.
    */
-  async request<Op extends AgentOp>(req: Extract<AgentRequest, { op: Op }>, body?: Buffer, o: CallOptions = {}): Promise<Answer<Op> | undefined> {
+  async request<Op extends AgentOp>(
+    req: Extract<AgentRequest, { op: Op }>,
+    body?: Buffer,
+    o: CallOptions = {},
+  ): Promise<Answer<Op> | undefined> {
     const raw = await this.requestRaw(req, body, o);
     if (!raw) return undefined;
     const r = parseReply(req.op, raw.header);
@@ -184,18 +212,36 @@ export class FileAgent {
     if (!this.canRun || !(await this.start())) return undefined;
     const put = o.put?.length ? o.put : undefined;
     if (put && o.stream) throw new Error("FileAgent.run: put needs the stdin in hand, not a stream");
-    const header: AgentRequest = { op: "run", argv, uid: o.uid, gid: o.gid, cwd: o.cwd, env: o.env ?? [], timeout: o.timeoutSec, max: o.maxBytes, stream: !!o.stream, ...(put ? { put: put.map((f): [string, number] => [f.path, f.data.length]) } : {}) };
+    const header: AgentRequest = {
+      op: "run",
+      argv,
+      uid: o.uid,
+      gid: o.gid,
+      cwd: o.cwd,
+      env: o.env ?? [],
+      timeout: o.timeoutSec,
+      max: o.maxBytes,
+      stream: !!o.stream,
+      ...(put ? { put: put.map((f): [string, number] => [f.path, f.data.length]) } : {}),
+    };
     const body = put ? Buffer.concat([...put.map((f) => f.data), o.stdin ?? Buffer.alloc(0)]) : o.stdin;
     let sourceErr: unknown;
-    const frames = o.stream && (async function* () {
-      try {
-        for await (const chunk of gather(o.stream!)) yield chunk;
-      } catch (err) {
-        sourceErr = err;
-      }
-    })();
+    const frames =
+      o.stream &&
+      (async function* () {
+        try {
+          for await (const chunk of gather(o.stream!)) yield chunk;
+        } catch (err) {
+          sourceErr = err;
+        }
+      })();
     const sent = { value: false };
-    const r = await this.request<"run">(header, body, { timeoutMs: o.timeoutSec * 1000 + 30_000, maxReplyBytes: o.maxBytes + 64 * 1024, frames, sent });
+    const r = await this.request<"run">(header, body, {
+      timeoutMs: o.timeoutSec * 1000 + 30_000,
+      maxReplyBytes: o.maxBytes + 64 * 1024,
+      frames,
+      sent,
+    });
     if (sourceErr !== undefined) throw new StreamSourceError(sourceErr);
     // Sent, then no answer (the agent died, or did not answer in time): the command may have run,
     // so it is not run again on the box.
@@ -205,7 +251,12 @@ export class FileAgent {
     if (r.error) throw new Error(`running ${argv[0]} in the sandbox failed: ${r.error.message ?? r.error.error}`);
     const h = r.reply;
     if (h.out + h.err !== r.body.length) throw new Error("the file agent's reply to a run is malformed");
-    return { stdout: r.body.subarray(0, h.out), stderr: r.body.subarray(h.out).toString("utf8"), exitCode: h.exit, truncated: h.truncated };
+    return {
+      stdout: r.body.subarray(0, h.out),
+      stderr: r.body.subarray(h.out).toString("utf8"),
+      exitCode: h.exit,
+      truncated: h.truncated,
+    };
   }
 
   private call(header: AgentRequest, body?: Buffer, o: CallOptions = {}): Promise<RawReply | undefined> {
@@ -218,7 +269,12 @@ export class FileAgent {
           this.limit = o.maxReplyBytes ?? this.maxReplyBytes;
           let answered = false;
           this.waiter = (r) => ((answered = true), clearTimeout(timer), (this.waiter = undefined), resolve(r));
-          proc.write(Buffer.concat([Buffer.from(JSON.stringify({ ...header, len: body?.length ?? 0 }) + "\n"), body ?? Buffer.alloc(0)]));
+          proc.write(
+            Buffer.concat([
+              Buffer.from(JSON.stringify({ ...header, len: body?.length ?? 0 }) + "\n"),
+              body ?? Buffer.alloc(0),
+            ]),
+          );
           if (o.sent) o.sent.value = true;
           if (!o.frames) return;
           const failOwn = () => (this.proc === proc ? this.fail() : proc.destroy());
@@ -271,7 +327,14 @@ export class FileAgent {
           header = undefined;
         }
         const len = (header as { len?: unknown } | undefined)?.len;
-        if (!header || typeof header !== "object" || !Number.isSafeInteger(len) || (len as number) < 0 || (len as number) > this.limit) return this.fail();
+        if (
+          !header ||
+          typeof header !== "object" ||
+          !Number.isSafeInteger(len) ||
+          (len as number) < 0 ||
+          (len as number) > this.limit
+        )
+          return this.fail();
         this.header = header;
         this.chunks = [buf.subarray(nl + 1)];
         this.buffered = buf.length - nl - 1;

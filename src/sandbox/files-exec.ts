@@ -34,7 +34,15 @@ export class ExecFileError extends PatchbayError {
 
 /** The script's own exit codes, and for 3 (a tool failed) the errno its words name. */
 function codeOf(exit: number, stderr: string): ExecCode {
-  const own: Record<number, ExecCode> = { 2: "ENOENT", 5: "EIO", 20: "ENOTDIR", 21: "EISDIR", 22: "EINVAL", 27: "EFBIG", 28: "ENOSPC" };
+  const own: Record<number, ExecCode> = {
+    2: "ENOENT",
+    5: "EIO",
+    20: "ENOTDIR",
+    21: "EISDIR",
+    22: "EINVAL",
+    27: "EFBIG",
+    28: "ENOSPC",
+  };
   if (own[exit]) return own[exit];
   if (exit !== 3) return "EIO";
   const words: [RegExp, ExecCode][] = [
@@ -65,12 +73,28 @@ export class ExecFiles {
   ) {}
 
   /** Runs one operation; stdout up to `maxOut` bytes (more is a protocol violation). */
-  private async run(args: string[], maxOut: number, stdin?: Buffer): Promise<{ out: Buffer; exit: number; stderr: string }> {
+  private async run(
+    args: string[],
+    maxOut: number,
+    stdin?: Buffer,
+  ): Promise<{ out: Buffer; exit: number; stderr: string }> {
     const out: Buffer[] = [];
     let outLen = 0;
     let over = false;
     const err = new HeadTail(4096);
-    const cmd = ["timeout", "-s", "KILL", String(this.timeoutSec), "bash", "--noprofile", "--norc", "-c", SCRIPT, "pb-files", ...args];
+    const cmd = [
+      "timeout",
+      "-s",
+      "KILL",
+      String(this.timeoutSec),
+      "bash",
+      "--noprofile",
+      "--norc",
+      "-c",
+      SCRIPT,
+      "pb-files",
+      ...args,
+    ];
     const proc = await this.box.attach(
       cmd,
       (chunk, stream) => {
@@ -96,7 +120,14 @@ export class ExecFiles {
 
   private fail(r: { exit: number; stderr: string }, size?: number): never {
     const code = codeOf(r.exit, r.stderr);
-    const why = code === "EINVAL" ? "not a regular file" : code !== "EIO" ? code : r.exit === 137 ? "timed out" : r.stderr.trim().split("\n").pop()?.slice(0, 300) || `exit ${r.exit}`;
+    const why =
+      code === "EINVAL"
+        ? "not a regular file"
+        : code !== "EIO"
+          ? code
+          : r.exit === 137
+            ? "timed out"
+            : r.stderr.trim().split("\n").pop()?.slice(0, 300) || `exit ${r.exit}`;
     throw new ExecFileError(why, code, size);
   }
 
@@ -110,7 +141,14 @@ export class ExecFiles {
     const nl = text.indexOf("\n");
     const m = /^(file|directory|other)\|(\d+)\|([0-7]+)\|([\d.]+)\|([01])$/.exec(text.slice(0, nl));
     if (nl < 0 || !m) throw new ExecFileError(`${p}: malformed stat from the sandbox`, "EIO");
-    return { type: m[1] as ExecStat["type"], size: Number(m[2]), mode: parseInt(m[3]!, 8) & 0o7777, mtime: m[4]!, link: m[5] === "1", real: text.slice(nl + 1) };
+    return {
+      type: m[1] as ExecStat["type"],
+      size: Number(m[2]),
+      mode: parseInt(m[3]!, 8) & 0o7777,
+      mtime: m[4]!,
+      link: m[5] === "1",
+      real: text.slice(nl + 1),
+    };
   }
 
   /** A regular file's bytes (at most `max`), mode, owner and real path, all from one open. */
@@ -126,11 +164,21 @@ export class ExecFiles {
     if (r.out[nl + 1 + pathLen] !== 10) throw new ExecFileError(`${p}: malformed read from the sandbox`, "EIO");
     // It grew past the bound after its size was taken.
     if (body.length > max) throw new ExecFileError("EFBIG", "EFBIG");
-    return { bytes: Buffer.from(body), mode: parseInt(m[2]!, 8) & 0o7777, uid: Number(m[3]), gid: Number(m[4]), real: r.out.toString("utf8", nl + 1, nl + 1 + pathLen) };
+    return {
+      bytes: Buffer.from(body),
+      mode: parseInt(m[2]!, 8) & 0o7777,
+      uid: Number(m[3]),
+      gid: Number(m[4]),
+      real: r.out.toString("utf8", nl + 1, nl + 1 + pathLen),
+    };
   }
 
   async write(p: string, bytes: Buffer, mode?: number): Promise<void> {
-    const r = await this.run(["write", p, String(bytes.length), mode === undefined ? "" : (mode & 0o7777).toString(8)], 4096, bytes);
+    const r = await this.run(
+      ["write", p, String(bytes.length), mode === undefined ? "" : (mode & 0o7777).toString(8)],
+      4096,
+      bytes,
+    );
     if (r.exit !== 0) this.fail(r);
   }
 

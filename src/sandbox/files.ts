@@ -98,7 +98,14 @@ export class Files {
     if (r.error) throw fileError(r.error.error, r.error.message, abs);
     const h = r.reply;
     if ("missing" in h) return undefined;
-    return { type: h.type, size: h.size, mode: h.mode, mtime: String(h.mtime), path: h.real, ...(h.link ? { symlinkTarget: h.real } : {}) };
+    return {
+      type: h.type,
+      size: h.size,
+      mode: h.mode,
+      mtime: String(h.mtime),
+      path: h.real,
+      ...(h.link ? { symlinkTarget: h.real } : {}),
+    };
   }
 
   /** Stat through a process as uid 1000; symlinks are followed within the container. */
@@ -107,7 +114,14 @@ export class Files {
     const st = await this.slow.stat(abs).catch(execError(abs));
     if (!st) return undefined;
     const link = st.link || st.real !== abs;
-    return { type: st.type, size: st.size, mode: st.mode, mtime: st.mtime, path: st.real, ...(link ? { symlinkTarget: st.real } : {}) };
+    return {
+      type: st.type,
+      size: st.size,
+      mode: st.mode,
+      mtime: st.mtime,
+      path: st.real,
+      ...(link ? { symlinkTarget: st.real } : {}),
+    };
   }
 
   /** Reads a regular file's bytes. Symlinks are followed. */
@@ -144,7 +158,10 @@ export class Files {
    */
   async write(p: string, bytes: Uint8Array, opts: WriteOptions = {}): Promise<void> {
     const abs = checkAbsolute(p);
-    const r = await this.agent?.request({ op: "write", path: abs, ...(opts.mode !== undefined ? { mode: opts.mode } : {}) }, Buffer.from(bytes));
+    const r = await this.agent?.request(
+      { op: "write", path: abs, ...(opts.mode !== undefined ? { mode: opts.mode } : {}) },
+      Buffer.from(bytes),
+    );
     if (!r) return this.execWrite(abs, bytes, opts);
     if (r.error) throw writeError(r.error.error, r.error.message, abs);
   }
@@ -213,8 +230,10 @@ export class Files {
       await this.box.putArchive(Buffer.isBuffer(archive) ? Readable.from([archive]) : archive, dir);
     } catch (err) {
       const msg = String((err as { json?: { message?: string } }).json?.message ?? (err as Error).message);
-      if ((err as { statusCode?: number } | null)?.statusCode === 404) throw new FileError(`directory does not exist in the sandbox: ${dir}`, "ENOENT");
-      if (/read-only/i.test(msg)) throw new FileError(`read-only location: ${dir} (only /workspace is writable through the file API)`, "EROFS");
+      if ((err as { statusCode?: number } | null)?.statusCode === 404)
+        throw new FileError(`directory does not exist in the sandbox: ${dir}`, "ENOENT");
+      if (/read-only/i.test(msg))
+        throw new FileError(`read-only location: ${dir} (only /workspace is writable through the file API)`, "EROFS");
       throw new FileError(`writing into ${dir} failed: ${msg}`, "EIO");
     }
   }
@@ -231,18 +250,25 @@ const MESSAGES: Record<string, (p: string) => string> = {
 
 /** An error code of the agent's (or the exec's) as a FileError with a message for the model. */
 function fileError(code: string, message: unknown, p: string): FileError {
-  const known = ["ENOENT", "EISDIR", "EROFS", "ENOSPC", "EACCES", "EINVAL"].includes(code) ? (code as FileError["code"]) : "EIO";
+  const known = ["ENOENT", "EISDIR", "EROFS", "ENOSPC", "EACCES", "EINVAL"].includes(code)
+    ? (code as FileError["code"])
+    : "EIO";
   return new FileError(MESSAGES[code]?.(p) ?? `${p}: ${String(message ?? code)}`, known);
 }
 
 function readError(code: string, message: unknown, p: string, max: number, size: unknown): FileError {
-  if (code === "EFBIG") return new FileError(`file too large: ${p} is ${size ?? `over ${max}`} bytes, the limit is ${max}`, "EFBIG");
+  if (code === "EFBIG")
+    return new FileError(`file too large: ${p} is ${size ?? `over ${max}`} bytes, the limit is ${max}`, "EFBIG");
   if (code === "ENOENT") return new FileError(`no such file: ${p}`, "ENOENT");
   return fileError(code, message, p);
 }
 
 function writeError(code: string, message: unknown, p: string): FileError {
-  if (code === "ENOENT") return new FileError(`parent directory does not exist: ${path.dirname(p)} (create it first, e.g. mkdir -p)`, "ENOENT");
+  if (code === "ENOENT")
+    return new FileError(
+      `parent directory does not exist: ${path.dirname(p)} (create it first, e.g. mkdir -p)`,
+      "ENOENT",
+    );
   return fileError(code, message, p);
 }
 
@@ -250,7 +276,8 @@ function writeError(code: string, message: unknown, p: string): FileError {
 function execError(p: string, mkdirp = false): (err: unknown) => never {
   return (err) => {
     if (!(err instanceof ExecFileError)) throw err;
-    if (mkdirp && (err.code === "ENOTDIR" || err.code === "EINVAL")) throw new FileError(`not a directory: ${p}`, "EINVAL");
+    if (mkdirp && (err.code === "ENOTDIR" || err.code === "EINVAL"))
+      throw new FileError(`not a directory: ${p}`, "EINVAL");
     throw fileError(err.code, err.message, p);
   };
 }

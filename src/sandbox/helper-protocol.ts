@@ -76,9 +76,16 @@ export class FrameReader {
     while (this.buf.length - at >= HEAD) {
       const kind = String.fromCharCode(this.buf[at]!);
       const len = this.buf.readUInt32BE(at + 5);
-      if (!FROM.has(kind) || len > MAX_FROM_HELPER) throw new HelperProtocolError(`the sandbox's helper sent a frame it never sends (kind ${JSON.stringify(kind)}, ${len} bytes)`);
+      if (!FROM.has(kind) || len > MAX_FROM_HELPER)
+        throw new HelperProtocolError(
+          `the sandbox's helper sent a frame it never sends (kind ${JSON.stringify(kind)}, ${len} bytes)`,
+        );
       if (this.buf.length - at < HEAD + len) break;
-      frames.push({ kind: kind as FromHelper, channel: this.buf.readUInt32BE(at + 1), body: this.buf.subarray(at + HEAD, at + HEAD + len) });
+      frames.push({
+        kind: kind as FromHelper,
+        channel: this.buf.readUInt32BE(at + 1),
+        body: this.buf.subarray(at + HEAD, at + HEAD + len),
+      });
       at += HEAD + len;
     }
     this.buf = at === this.buf.length ? Buffer.alloc(0) : Buffer.from(this.buf.subarray(at));

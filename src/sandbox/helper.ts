@@ -10,7 +10,17 @@ import type { Attached, Box, BoxState, ProcessOptions } from "../backend/types.j
 import { AGENT_USER } from "../backend/agent-user.js";
 import { pipeGathered } from "../backend/gather.js";
 import { startHelper } from "./supervisor.js";
-import { CHUNK, countFrame, countOf, exitOf, frame, FrameReader, spawnFrame, WINDOW, type Frame } from "./helper-protocol.js";
+import {
+  CHUNK,
+  countFrame,
+  countOf,
+  exitOf,
+  frame,
+  FrameReader,
+  spawnFrame,
+  WINDOW,
+  type Frame,
+} from "./helper-protocol.js";
 import { HeadTail } from "../core/truncate.js";
 import { withTrustedRule } from "./trusted.js";
 import { kinded } from "../core/errors.js";
@@ -49,9 +59,16 @@ export class HelperBox implements Box {
     return this.inner.state();
   }
 
-  async attach(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: ProcessOptions = {}): Promise<Attached> {
+  async attach(
+    argv: string[],
+    onData: (chunk: Buffer, stream: 1 | 2) => void,
+    opts: ProcessOptions = {},
+  ): Promise<Attached> {
     const conn = await this.connection();
-    return conn.open({ argv, user: opts.user ?? AGENT_USER, env: opts.env ?? [], cwd: opts.cwd ?? "/workspace" }, onData);
+    return conn.open(
+      { argv, user: opts.user ?? AGENT_USER, env: opts.env ?? [], cwd: opts.cwd ?? "/workspace" },
+      onData,
+    );
   }
 
   /** The helper's pid in the box, once it runs (tests). */
@@ -62,7 +79,10 @@ export class HelperBox implements Box {
   /** Ends the helper's stream (its processes' pipes close); the box's removal does the rest. */
   close(): void {
     this.closed = true;
-    void this.conn?.then((c) => c.close(), () => {});
+    void this.conn?.then(
+      (c) => c.close(),
+      () => {},
+    );
   }
 
   private async connection(): Promise<Connection> {
@@ -95,7 +115,10 @@ class Connection {
 
   static async start(box: Box): Promise<Connection> {
     const c = new Connection();
-    const { proc, pid } = await startHelper(box, HELPER_ARGV, (b, stream) => c.onData(b, stream), { user: "0:0", cwd: "/" });
+    const { proc, pid } = await startHelper(box, HELPER_ARGV, (b, stream) => c.onData(b, stream), {
+      user: "0:0",
+      cwd: "/",
+    });
     [c.proc, c.pid] = [proc, pid];
     void proc.ended.then(() => c.lost());
     return c;
@@ -109,8 +132,14 @@ class Connection {
     this.proc.write(buf);
   }
 
-  open(req: { argv: string[]; user: string; env: string[]; cwd: string }, onData: (chunk: Buffer, stream: 1 | 2) => void): Attached {
-    if (!this.alive) throw new Error(`the sandbox's helper is gone${this.stderr.text().trim() ? `: ${this.stderr.text().trim().slice(-400)}` : ""}`);
+  open(
+    req: { argv: string[]; user: string; env: string[]; cwd: string },
+    onData: (chunk: Buffer, stream: 1 | 2) => void,
+  ): Attached {
+    if (!this.alive)
+      throw new Error(
+        `the sandbox's helper is gone${this.stderr.text().trim() ? `: ${this.stderr.text().trim().slice(-400)}` : ""}`,
+      );
     const id = this.next++;
     const ch = new Channel(this, id, onData);
     this.channels.set(id, ch);
@@ -178,7 +207,11 @@ class Channel implements Attached {
   write(data: string | Buffer): void {
     if (!this.open) return;
     const b = typeof data === "string" ? Buffer.from(data) : data;
-    if (this.queued > 0 && (this.queued > MAX_WAITING || this.queue.length > MAX_WAITING_WRITES || this.conn.waiting > MAX_WAITING_JOB)) return this.overflow();
+    if (
+      this.queued > 0 &&
+      (this.queued > MAX_WAITING || this.queue.length > MAX_WAITING_WRITES || this.conn.waiting > MAX_WAITING_JOB)
+    )
+      return this.overflow();
     for (let at = 0; at < b.length; at += CHUNK) this.queue.push(b.subarray(at, at + CHUNK));
     this.setQueued(this.queued + b.length);
     this.pump();
@@ -194,7 +227,12 @@ class Channel implements Attached {
 
   /** Its stdin is not read and more waits for it than the bound: the process is ended, said by `failure`. */
   private overflow(): void {
-    const what = this.queued > MAX_WAITING ? `${MAX_WAITING >> 20} MiB` : this.queue.length > MAX_WAITING_WRITES ? `${MAX_WAITING_WRITES} writes` : `${MAX_WAITING_JOB >> 20} MiB with the sandbox's other processes'`;
+    const what =
+      this.queued > MAX_WAITING
+        ? `${MAX_WAITING >> 20} MiB`
+        : this.queue.length > MAX_WAITING_WRITES
+          ? `${MAX_WAITING_WRITES} writes`
+          : `${MAX_WAITING_JOB >> 20} MiB with the sandbox's other processes'`;
     this.failure = `it did not read its stdin: over ${what} waited for it, so it was ended`;
     this.destroy();
   }
@@ -211,7 +249,12 @@ class Channel implements Attached {
   }
 
   pipeIn(source: AsyncIterable<Buffer | string>): Promise<void> {
-    return pipeGathered(source, (b) => this.send(b), () => this.open, () => this.endInput());
+    return pipeGathered(
+      source,
+      (b) => this.send(b),
+      () => this.open,
+      () => this.endInput(),
+    );
   }
 
   pause(): void {
@@ -234,7 +277,10 @@ class Channel implements Attached {
   }
 
   exitCode(): Promise<number> {
-    return Promise.race([this.exit, this.ended.then(() => new Promise<number>((r) => setTimeout(r, EXIT_WAIT_MS, -1).unref()))]);
+    return Promise.race([
+      this.exit,
+      this.ended.then(() => new Promise<number>((r) => setTimeout(r, EXIT_WAIT_MS, -1).unref())),
+    ]);
   }
 
   onFrame(f: Frame): void {

@@ -62,7 +62,11 @@ function contextHash(dir: string, network: string): { hash: string; top: string[
       const p = join(d, name);
       const st = lstatSync(p);
       if (++n > MAX_FILES) throw new ImageFromError(`${dir}: more than ${MAX_FILES} files in the build context`);
-      const what = st.isSymbolicLink() ? `-> ${readlinkSync(p)}` : st.isDirectory() ? "dir" : `${st.size}\0${st.mode}\0${st.mtimeMs}`;
+      const what = st.isSymbolicLink()
+        ? `-> ${readlinkSync(p)}`
+        : st.isDirectory()
+          ? "dir"
+          : `${st.size}\0${st.mode}\0${st.mtimeMs}`;
       h.update(`${relative(dir, p)}\0${what}\n`);
       if (st.isDirectory()) walk(p);
     }
@@ -72,13 +76,21 @@ function contextHash(dir: string, network: string): { hash: string; top: string[
 }
 
 async function present(image: string): Promise<boolean> {
-  return docker().getImage(image).inspect().then(() => true, () => false);
+  return docker()
+    .getImage(image)
+    .inspect()
+    .then(
+      () => true,
+      () => false,
+    );
 }
 
 async function pull(image: string): Promise<string | undefined> {
   try {
     const stream = await docker().pull(image, { abortSignal: AbortSignal.timeout(60_000) });
-    await new Promise<void>((resolve, reject) => docker().modem.followProgress(stream, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      docker().modem.followProgress(stream, (err) => (err ? reject(err) : resolve())),
+    );
     return undefined;
   } catch (err) {
     return (err as Error).message.split("\n")[0];
@@ -99,7 +111,11 @@ export interface FromResult {
  * one, an ADD that may fetch a URL (the engine would fetch it from its own host) is refused.
  */
 /** `sandboxImage`: the worker's sandbox image (config.image), built when a FROM names it and it is missing, as DEFAULT_IMAGE is. */
-export async function buildImageFrom(dir: string, tag: string, opts: { force?: boolean; network?: string; log?: (line: string) => void; sandboxImage?: string } = {}): Promise<FromResult> {
+export async function buildImageFrom(
+  dir: string,
+  tag: string,
+  opts: { force?: boolean; network?: string; log?: (line: string) => void; sandboxImage?: string } = {},
+): Promise<FromResult> {
   const network = opts.network ?? "none";
   const log = opts.log ?? ((l: string) => process.stderr.write(`[image] ${l}\n`));
   let dockerfile: string;
@@ -123,15 +139,24 @@ export async function buildImageFrom(dir: string, tag: string, opts: { force?: b
       }
       const why = await pull(base);
       if (why !== undefined)
-        throw new ImageFromError(`the base image ${base} is not on this engine and cannot be pulled (${why}); offline, start the Dockerfile FROM ${DEFAULT_IMAGE} (patchbay image build makes it without a registry) or docker load the base first`);
+        throw new ImageFromError(
+          `the base image ${base} is not on this engine and cannot be pulled (${why}); offline, start the Dockerfile FROM ${DEFAULT_IMAGE} (patchbay image build makes it without a registry) or docker load the base first`,
+        );
     }
     if (network === "none") await refuseFetches(dockerfile, bases);
     log(`building ${tag} from ${dir}/Dockerfile${network === "none" ? "" : ` (network: ${network})`}`);
-    const stream = await docker().buildImage({ context: dir, src: top }, { t: tag, rm: true, forcerm: true, networkmode: network, labels: JSON.stringify({ "patchbay.recipe": hash, [FROM_LABEL]: hash }) } as object);
+    const stream = await docker().buildImage({ context: dir, src: top }, {
+      t: tag,
+      rm: true,
+      forcerm: true,
+      networkmode: network,
+      labels: JSON.stringify({ "patchbay.recipe": hash, [FROM_LABEL]: hash }),
+    } as object);
     await new Promise<void>((resolve, reject) =>
       docker().modem.followProgress(stream, (err, out) => {
         const failed = (out as { error?: string }[] | undefined)?.find((o) => o.error);
-        if (err || failed) reject(new ImageFromError(`docker build of ${dir} failed: ${err?.message ?? failed!.error}`));
+        if (err || failed)
+          reject(new ImageFromError(`docker build of ${dir} failed: ${err?.message ?? failed!.error}`));
         else resolve();
       }),
     );
@@ -144,11 +169,19 @@ export async function buildImageFrom(dir: string, tag: string, opts: { force?: b
 async function refuseFetches(dockerfile: string, bases: string[]): Promise<void> {
   const found = remoteAdds(dockerfile).map((a) => `line ${a.line}: ${JSON.stringify(a.text)}`);
   for (const base of bases) {
-    const triggers = await docker().getImage(base).inspect().then((i) => (i.Config?.OnBuild ?? []) as string[], () => []);
+    const triggers = await docker()
+      .getImage(base)
+      .inspect()
+      .then(
+        (i) => (i.Config?.OnBuild ?? []) as string[],
+        () => [],
+      );
     for (const t of triggers) if (isRemoteAdd(t)) found.push(`ONBUILD of ${base}: ${JSON.stringify(t.slice(0, 200))}`);
   }
   if (found.length)
-    throw new ImageFromError(`the Dockerfile may fetch a URL with ADD, which the engine does from its own host whatever the build's network (${found.slice(0, 5).join("; ")}): put the file into the build context and COPY it, or pass --network NAME to allow the build a network`);
+    throw new ImageFromError(
+      `the Dockerfile may fetch a URL with ADD, which the engine does from its own host whatever the build's network (${found.slice(0, 5).join("; ")}): put the file into the build context and COPY it, or pass --network NAME to allow the build a network`,
+    );
 }
 
 /** Starts a sandbox from the image with the usual hardening and checks what patchbay needs. */
@@ -157,16 +190,27 @@ export async function checkImage(image: string): Promise<FromResult["check"]> {
   try {
     sb = await Sandbox.create({ image, labels: { "patchbay.check": "1" }, deadlineSec: 600 });
   } catch (err) {
-    throw new ImageFromError(`${image} does not start as a patchbay sandbox (it needs python3, which runs patchbay's helper, the parent of every process in the sandbox, and bash and coreutils): ${(err as Error).message.split("\n")[0]}`);
+    throw new ImageFromError(
+      `${image} does not start as a patchbay sandbox (it needs python3, which runs patchbay's helper, the parent of every process in the sandbox, and bash and coreutils): ${(err as Error).message.split("\n")[0]}`,
+    );
   }
   try {
     // An exec, not the shell: the shell's first command needs the supervisor. (The helper, which
     // starts both, already ran on the image's python3: an image without one fails to start above.)
-    const r = await sb.exec(["bash", "-c", "id -u; command -v git >/dev/null && echo git; command -v python3 >/dev/null && echo python3"], { timeoutSec: 60 });
+    const r = await sb.exec(
+      ["bash", "-c", "id -u; command -v git >/dev/null && echo git; command -v python3 >/dev/null && echo python3"],
+      { timeoutSec: 60 },
+    );
     const lines = r.stdout.toString().trim().split("\n");
     const check = { uid: lines[0] ?? "", git: lines.includes("git"), python3: lines.includes("python3") };
-    if (!check.git) throw new ImageFromError(`${image} has no git: patchbay takes the baseline and the patch with git in the sandbox`);
-    if (!check.python3) throw new ImageFromError(`${image} has no python3: patchbay's supervisor (which kills the agent's processes) runs on it in the sandbox`);
+    if (!check.git)
+      throw new ImageFromError(
+        `${image} has no git: patchbay takes the baseline and the patch with git in the sandbox`,
+      );
+    if (!check.python3)
+      throw new ImageFromError(
+        `${image} has no python3: patchbay's supervisor (which kills the agent's processes) runs on it in the sandbox`,
+      );
     return check;
   } finally {
     await sb.destroy();

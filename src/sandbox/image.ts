@@ -78,7 +78,9 @@ async function basePullable(log: (l: string) => void): Promise<boolean> {
   }
   try {
     const stream = await docker().pull(BASE, { abortSignal: AbortSignal.timeout(30_000) });
-    await new Promise<void>((resolve, reject) => docker().modem.followProgress(stream, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      docker().modem.followProgress(stream, (err) => (err ? reject(err) : resolve())),
+    );
     return true;
   } catch (err) {
     log(`pull ${BASE} failed: ${(err as Error).message.split("\n")[0]}`);
@@ -90,7 +92,10 @@ async function buildFromDockerfile(tag: string, recipe: string): Promise<void> {
   const pack = tar.pack();
   for (const f of ["Dockerfile", "packages.txt"]) pack.entry({ name: f }, readFileSync(DIR + f));
   pack.finalize();
-  const stream = await docker().buildImage(pack as never, { t: tag, labels: JSON.stringify({ "patchbay.recipe": recipe }) } as object);
+  const stream = await docker().buildImage(
+    pack as never,
+    { t: tag, labels: JSON.stringify({ "patchbay.recipe": recipe }) } as object,
+  );
   await new Promise<void>((resolve, reject) =>
     docker().modem.followProgress(stream, (err, out) => {
       const failed = (out as { error?: string }[] | undefined)?.find((o) => o.error);
@@ -104,6 +109,8 @@ function run(cmd: string, args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ["ignore", "inherit", "inherit"] });
     child.on("error", reject);
-    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(" ")} exited with ${code}`))));
+    child.on("exit", (code) =>
+      code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(" ")} exited with ${code}`)),
+    );
   });
 }

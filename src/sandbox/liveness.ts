@@ -9,7 +9,6 @@ import type { Box } from "../backend/types.js";
 import { settleWithin } from "../core/timeout.js";
 import { SandboxLostError } from "../core/errors.js";
 
-
 const INSPECT_WAIT_MS = 10_000;
 
 export class Liveness {
@@ -73,8 +72,12 @@ export class Liveness {
     this.polling = true;
     try {
       // A box that is gone says so; a backend that cannot say (the engine away) decides nothing.
-      const state = await settleWithin(this.box.state().catch(() => undefined), INSPECT_WAIT_MS);
-      if (state && !state.running) this.lost(`the sandbox's container stopped (exit code ${state.exitCode ?? "unknown"})`);
+      const state = await settleWithin(
+        this.box.state().catch(() => undefined),
+        INSPECT_WAIT_MS,
+      );
+      if (state && !state.running)
+        this.lost(`the sandbox's container stopped (exit code ${state.exitCode ?? "unknown"})`);
     } finally {
       this.polling = false;
       if (!this.reason && this.pending > 0) this.schedule();
@@ -83,4 +86,6 @@ export class Liveness {
 }
 
 /** The engine refusing a call into a container that is not running (409, or 500 from an exec: "… is not running"). */
-const notRunning = (err: unknown) => [409, 500].includes((err as { statusCode?: number } | null)?.statusCode ?? 0) && /not running/i.test(String((err as Error).message));
+const notRunning = (err: unknown) =>
+  [409, 500].includes((err as { statusCode?: number } | null)?.statusCode ?? 0) &&
+  /not running/i.test(String((err as Error).message));

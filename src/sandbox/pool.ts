@@ -174,8 +174,14 @@ export class SandboxPool {
 
 /** The key of a sandbox kind: image, full limits, runtime. */
 function normalise(o: Kind): { key: string; kind: Kind } {
-  const kind = { image: o.image ?? DEFAULT_IMAGE, limits: defaultLimits(o.limits), runtime: o.runtime ?? defaults.sandbox.runtime };
+  const kind = {
+    image: o.image ?? DEFAULT_IMAGE,
+    limits: defaultLimits(o.limits),
+    runtime: o.runtime ?? defaults.sandbox.runtime,
+  };
   const l = kind.limits;
-  return { key: JSON.stringify([kind.image, kind.runtime, l.memoryMb, l.cpus, l.pids, l.diskMb, l.tmpMb, l.network]), kind };
+  return {
+    key: JSON.stringify([kind.image, kind.runtime, l.memoryMb, l.cpus, l.pids, l.diskMb, l.tmpMb, l.network]),
+    kind,
+  };
 }
-

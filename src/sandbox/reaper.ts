@@ -9,7 +9,11 @@ import { backendOf } from "../backend/index.js";
  * Removes patchbay's boxes on `backend` whose owner `ownerAlive` says is gone, or whose deadline
  * passed, with their storage.
  */
-export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, backend: Backend = backendOf("docker"), now = Date.now()): Promise<ReapReport> {
+export async function reap(
+  ownerAlive: OwnerAlive = localOwnerAlive,
+  backend: Backend = backendOf("docker"),
+  now = Date.now(),
+): Promise<ReapReport> {
   const verdicts = new Map<string, Promise<boolean>>();
   return backend.reap((labels) => {
     const deadline = Number(labels[LABEL.deadline] ?? 0);
@@ -18,7 +22,11 @@ export async function reap(ownerAlive: OwnerAlive = localOwnerAlive, backend: Ba
     if (!owner) return Promise.resolve(false);
     // The verdict may depend on the queue label too (a worker judges only its own queue's owners).
     const key = `${owner}\0${labels[LABEL.queue] ?? ""}`;
-    if (!verdicts.has(key)) verdicts.set(key, ownerAlive(owner, labels).then((a) => !a));
+    if (!verdicts.has(key))
+      verdicts.set(
+        key,
+        ownerAlive(owner, labels).then((a) => !a),
+      );
     return verdicts.get(key)!;
   });
 }

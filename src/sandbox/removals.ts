@@ -74,7 +74,8 @@ export class BackgroundRemovals {
     while (this.running < this.opts.concurrency && this.queue.length) {
       const remove = this.queue.shift()!;
       this.running++;
-      void Promise.resolve().then(remove)
+      void Promise.resolve()
+        .then(remove)
         .then(
           () => void this.done.removed++,
           (err: unknown) => {

@@ -25,7 +25,15 @@ export type { ExecOptions, ExecResult, PutFile, SandboxOptions, SpawnOptions };
 
 export function defaultLimits(over: Partial<SandboxLimits> = {}): SandboxLimits {
   const s = defaults.sandbox;
-  return { memoryMb: s.memoryMb, cpus: s.cpus, pids: s.pids, diskMb: s.diskMb, tmpMb: s.tmpMb, network: s.network, ...over };
+  return {
+    memoryMb: s.memoryMb,
+    cpus: s.cpus,
+    pids: s.pids,
+    diskMb: s.diskMb,
+    tmpMb: s.tmpMb,
+    network: s.network,
+    ...over,
+  };
 }
 
 /** Sandbox.exportTar's output passed its bound: what the repo (and its setup) put there is too large. */
@@ -33,7 +41,8 @@ export class TarTooLargeError extends kinded("repo") {}
 
 function checkPut(put: PutFile[]): PutFile[] {
   for (const f of put) {
-    if (!f.path.startsWith(`${PRIVATE_DIR}/`) || /(^|\/)\.\.?(\/|$)/.test(f.path) || /["$`\\\n]/.test(f.path)) throw new Error(`Sandbox.exec: put path not allowed: ${JSON.stringify(f.path)}`);
+    if (!f.path.startsWith(`${PRIVATE_DIR}/`) || /(^|\/)\.\.?(\/|$)/.test(f.path) || /["$`\\\n]/.test(f.path))
+      throw new Error(`Sandbox.exec: put path not allowed: ${JSON.stringify(f.path)}`);
   }
   return put;
 }
@@ -86,7 +95,15 @@ export class Sandbox {
     const tooFew = pidsProblem(limits.pids, runtime);
     if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
     const backend = opts.backend ?? backendOf("docker");
-    const made = await backend.create({ name, image: opts.image ?? DEFAULT_IMAGE, limits, runtime, labels, mounts: opts.mounts, allowPtrace: opts.allowPtrace === true });
+    const made = await backend.create({
+      name,
+      image: opts.image ?? DEFAULT_IMAGE,
+      limits,
+      runtime,
+      labels,
+      mounts: opts.mounts,
+      allowPtrace: opts.allowPtrace === true,
+    });
     // Every process of the sandbox under one helper, on one exec (helper.ts), where processes run.
     const box = backend.simulated ? made : new HelperBox(made);
     const liveness = new Liveness(box);
@@ -121,12 +138,29 @@ export class Sandbox {
     const env = isRoot(opts.user) ? (opts.env ?? []) : ["HOME=/home/agent", ...(opts.env ?? [])];
     if (ids) {
       const stdin = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);
-      const r = await this.agent.run(argv, { uid: Number(ids[1]), gid: Number(ids[2]), cwd: opts.cwd ?? "/workspace", env, stdin, timeoutSec: opts.timeoutSec ?? 300, maxBytes: max, put });
+      const r = await this.agent.run(argv, {
+        uid: Number(ids[1]),
+        gid: Number(ids[2]),
+        cwd: opts.cwd ?? "/workspace",
+        env,
+        stdin,
+        timeoutSec: opts.timeoutSec ?? 300,
+        maxBytes: max,
+        put,
+      });
       if (r) return r;
     }
     if (put.length) {
       // Without the agent: split off stdin by GNU head in the container (exact byte counts).
-      argv = ["bash", "-c", PUT_FILES, "put", String(put.length), ...put.flatMap((f) => [String(f.data.length), f.path]), ...argv];
+      argv = [
+        "bash",
+        "-c",
+        PUT_FILES,
+        "put",
+        String(put.length),
+        ...put.flatMap((f) => [String(f.data.length), f.path]),
+        ...argv,
+      ];
       opts = { ...opts, stdin: Buffer.concat([...put.map((f) => f.data), Buffer.from(opts.stdin ?? "")]) };
     }
     const out: Buffer[] = [];
@@ -134,15 +168,19 @@ export class Sandbox {
     let truncated = false;
     const err = new HeadTail(8192);
     const cmd = ["timeout", "-s", "KILL", String(opts.timeoutSec ?? 300), ...argv];
-    const proc = await this.box.attach(cmd, (chunk, stream) => {
-      if (stream === 2) return err.push(chunk);
-      if (outLen + chunk.length > max) {
-        truncated = true;
-        chunk = chunk.subarray(0, Math.max(0, max - outLen));
-      }
-      out.push(Buffer.from(chunk));
-      outLen += chunk.length;
-    }, { user: opts.user, cwd: opts.cwd, env });
+    const proc = await this.box.attach(
+      cmd,
+      (chunk, stream) => {
+        if (stream === 2) return err.push(chunk);
+        if (outLen + chunk.length > max) {
+          truncated = true;
+          chunk = chunk.subarray(0, Math.max(0, max - outLen));
+        }
+        out.push(Buffer.from(chunk));
+        outLen += chunk.length;
+      },
+      { user: opts.user, cwd: opts.cwd, env },
+    );
     this.attached.add(proc);
     if (opts.stdin !== undefined) proc.write(opts.stdin);
     proc.endInput();
@@ -155,10 +193,17 @@ export class Sandbox {
    * Starts a long-lived process as the agent's uid in /workspace with its stdio attached (an MCP
    * server): its output goes to `onData`, and it goes with the sandbox.
    */
-  async spawn(argv: string[], onData: (chunk: Buffer, stream: 1 | 2) => void, opts: SpawnOptions = {}): Promise<Attached> {
+  async spawn(
+    argv: string[],
+    onData: (chunk: Buffer, stream: 1 | 2) => void,
+    opts: SpawnOptions = {},
+  ): Promise<Attached> {
     const proc = await this.box.attach(argv, onData, { env: ["HOME=/home/agent", ...(opts.env ?? [])] });
     this.attached.add(proc);
-    void proc.ended.then(() => this.attached.delete(proc), () => this.attached.delete(proc));
+    void proc.ended.then(
+      () => this.attached.delete(proc),
+      () => this.attached.delete(proc),
+    );
     return proc;
   }
 
@@ -168,9 +213,22 @@ export class Sandbox {
    * and the exit code is the engine's, not a marker the agent could print. Used for verify.
    * Aborting kills every process of the agent's uid, this command included.
    */
-  async runFresh(command: string, opts: RunOptions = {}): Promise<{ output: string; exitCode: number; timedOut: boolean; aborted: boolean; truncated: boolean }> {
+  async runFresh(
+    command: string,
+    opts: RunOptions = {},
+  ): Promise<{ output: string; exitCode: number; timedOut: boolean; aborted: boolean; truncated: boolean }> {
     const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
-    const cmd = ["timeout", "-s", "KILL", String(opts.timeoutSec ?? defaults.shell.timeoutSec), "bash", "--noprofile", "--norc", "-c", `exec 2>&1 </dev/null\n${command}`];
+    const cmd = [
+      "timeout",
+      "-s",
+      "KILL",
+      String(opts.timeoutSec ?? defaults.shell.timeoutSec),
+      "bash",
+      "--noprofile",
+      "--norc",
+      "-c",
+      `exec 2>&1 </dev/null\n${command}`,
+    ];
     const proc = await this.box.attach(cmd, (chunk) => out.push(chunk), { env: ["HOME=/home/agent"] });
     this.attached.add(proc);
     proc.endInput();
@@ -204,19 +262,23 @@ export class Sandbox {
     const written = new Promise<void>((resolve, reject) => (dest.once("finish", resolve), dest.once("error", reject)));
     written.catch(() => {});
     const cmd = ["timeout", "-s", "KILL", "600", "tar", "-C", dir, "-c", "-S", "-f", "-", "."];
-    const proc: Attached = await this.box.attach(cmd, (chunk, stream) => {
-      if (stream === 2) return err.push(chunk);
-      if (over) return;
-      if ((bytes += chunk.length) > maxBytes) {
-        over = true;
-        return proc.destroy();
-      }
-      if (!dest.write(chunk) && !waiting) {
-        waiting = true;
-        proc.pause();
-        dest.once("drain", () => ((waiting = false), proc.resume()));
-      }
-    }, { user: "0:0", cwd: "/" });
+    const proc: Attached = await this.box.attach(
+      cmd,
+      (chunk, stream) => {
+        if (stream === 2) return err.push(chunk);
+        if (over) return;
+        if ((bytes += chunk.length) > maxBytes) {
+          over = true;
+          return proc.destroy();
+        }
+        if (!dest.write(chunk) && !waiting) {
+          waiting = true;
+          proc.pause();
+          dest.once("drain", () => ((waiting = false), proc.resume()));
+        }
+      },
+      { user: "0:0", cwd: "/" },
+    );
     this.attached.add(proc);
     proc.endInput();
     try {
@@ -237,10 +299,12 @@ export class Sandbox {
    * processes: a warm sandbox does it while it waits (the worker's pool `prepare`).
    */
   probeTools(): Promise<{ tar: boolean; gnuHead: boolean }> {
-    return (this.agentTools ??= this.agent.run(["bash", "-c", TOOLS_PROBE], { uid: AGENT_UID, gid: AGENT_GID, cwd: "/", timeoutSec: 30, maxBytes: 4096 }).then(
-      (r) => ({ tar: r?.exitCode === 0 || r?.exitCode === 4, gnuHead: r?.exitCode === 0 }),
-      () => ({ tar: false, gnuHead: false }),
-    ));
+    return (this.agentTools ??= this.agent
+      .run(["bash", "-c", TOOLS_PROBE], { uid: AGENT_UID, gid: AGENT_GID, cwd: "/", timeoutSec: 30, maxBytes: 4096 })
+      .then(
+        (r) => ({ tar: r?.exitCode === 0 || r?.exitCode === 4, gnuHead: r?.exitCode === 0 }),
+        () => ({ tar: false, gnuHead: false }),
+      ));
   }
 
   /**
@@ -255,12 +319,24 @@ export class Sandbox {
       const tar = [...TAR_EXTRACT, dir];
       let r: Awaited<ReturnType<FileAgent["run"]>>;
       try {
-        r = await this.liveness.guard(this.agent.run(tar, { uid: AGENT_UID, gid: AGENT_GID, cwd: "/", stream: archive, timeoutSec: 600, maxBytes: 64 * 1024 }));
+        r = await this.liveness.guard(
+          this.agent.run(tar, {
+            uid: AGENT_UID,
+            gid: AGENT_GID,
+            cwd: "/",
+            stream: archive,
+            timeoutSec: 600,
+            maxBytes: 64 * 1024,
+          }),
+        );
       } catch (err) {
         throw err instanceof StreamSourceError ? err.source : err;
       }
       if (!r) throw new Error(`extracting the repo into ${dir} failed: the sandbox's file agent stopped`);
-      if (r.exitCode !== 0) throw new Error(`extracting the repo into ${dir} failed (tar exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`);
+      if (r.exitCode !== 0)
+        throw new Error(
+          `extracting the repo into ${dir} failed (tar exit ${r.exitCode}): ${r.stderr.trim().slice(-600)}`,
+        );
       return true;
     }
     try {
@@ -287,7 +363,10 @@ export class Sandbox {
 
   /** Whether its container runs now (asked of the engine; false when the engine cannot say). */
   running(): Promise<boolean> {
-    return this.box.state().then((s) => Boolean(s?.running), () => false);
+    return this.box.state().then(
+      (s) => Boolean(s?.running),
+      () => false,
+    );
   }
 
   /** The setup phase's path out (see egress.ts): a bridge from a loopback port to the mounted socket. */

@@ -14,7 +14,11 @@ export const EXIT_MARKER = Buffer.from("\nPBEXIT:");
  * newline), or `partial` when it may yet complete with the next chunk. Anything else after the
  * marker text means it is not one: it stays output, and no more than a few bytes are ever held.
  */
-export function findMarker(buf: Buffer, marker: Buffer, from = 0): { at: number; code?: number; end?: number } | undefined {
+export function findMarker(
+  buf: Buffer,
+  marker: Buffer,
+  from = 0,
+): { at: number; code?: number; end?: number } | undefined {
   for (let i = buf.indexOf(marker, from); i >= 0; i = buf.indexOf(marker, i + 1)) {
     const s = i + marker.length;
     const after = buf.subarray(s, s + 4).toString("latin1");

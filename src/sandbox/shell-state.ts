@@ -33,7 +33,30 @@ const START_STATE = asset("sandbox/sh/start-state.sh");
 // identifier (an exported function's BASH_FUNC_f%%) never passes NAME. What does carry is data
 // that may still name setup's files, as any environment does (a venv's PATH): the agent phase
 // runs the repo's code anyway; what must not happen is setup's code running on by itself.
-const DENY = ["LD_PRELOAD", "LD_AUDIT", "ENV", "SHELLOPTS", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "IFS", "PWD", "OLDPWD", "SHLVL", "_", "CDPATH", "GLOBIGNORE", "EXECIGNORE", "POSIXLY_CORRECT", "TERM", "PAGER", "GIT_PAGER"];
+const DENY = [
+  "LD_PRELOAD",
+  "LD_AUDIT",
+  "ENV",
+  "SHELLOPTS",
+  "PS0",
+  "PS1",
+  "PS2",
+  "PS3",
+  "PS4",
+  "PROMPT_COMMAND",
+  "IFS",
+  "PWD",
+  "OLDPWD",
+  "SHLVL",
+  "_",
+  "CDPATH",
+  "GLOBIGNORE",
+  "EXECIGNORE",
+  "POSIXLY_CORRECT",
+  "TERM",
+  "PAGER",
+  "GIT_PAGER",
+];
 const DENY_PREFIX = ["BASH", "HIST", "__pb"];
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 // Carried where the state has them, but never unset where it has not: a shell without them is

@@ -74,7 +74,14 @@ const RATE = 16 * 1024 * 1024;
 /** A command whose sandbox's container stopped: what it printed, and why it ended. */
 function lostResult(why: string, started: number, out?: HeadTail): RunResult {
   const text = out?.text() ?? "";
-  return { output: `${text}${text ? "\n" : ""}[patchbay: ${why}: the sandbox is lost]`, exitCode: 255, timedOut: false, truncated: out?.truncated ?? false, durationMs: Date.now() - started, shellExited: true };
+  return {
+    output: `${text}${text ? "\n" : ""}[patchbay: ${why}: the sandbox is lost]`,
+    exitCode: 255,
+    timedOut: false,
+    truncated: out?.truncated ?? false,
+    durationMs: Date.now() - started,
+    shellExited: true,
+  };
 }
 
 interface Pending {
@@ -191,7 +198,8 @@ export class Shell {
    */
   killAgent(opts: KillOptions = {}): Promise<number> {
     return this.serial(async () => {
-      if (opts.keepShell && this.proc?.alive) return this.killed(await this.supervisor.kill("others", this.pid, this.keep()));
+      if (opts.keepShell && this.proc?.alive)
+        return this.killed(await this.supervisor.kill("others", this.pid, this.keep()));
       return this.killed(await this.killAllThenDrop());
     });
   }
@@ -225,14 +233,20 @@ export class Shell {
       }
       const out = await read();
       const after = await this.supervisor.kill("all", 0, this.keep());
-      if (after.killed) throw new SurvivorsError(`${after.killed} processes of the agent's uid were alive after the workspace was read, where none may run`);
+      if (after.killed)
+        throw new SurvivorsError(
+          `${after.killed} processes of the agent's uid were alive after the workspace was read, where none may run`,
+        );
       await this.spawn();
       return out;
     });
   }
 
   private killed(r: KillReport): number {
-    if (r.left > 0) throw new SurvivorsError(`${r.left} of the agent's processes were still alive 5 s after SIGKILL (uninterruptible sleep?)`);
+    if (r.left > 0)
+      throw new SurvivorsError(
+        `${r.left} of the agent's processes were still alive 5 s after SIGKILL (uninterruptible sleep?)`,
+      );
     return r.killed;
   }
 
@@ -299,7 +313,9 @@ export class Shell {
     // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
     // that reads stdin gets EOF instead of eating the protocol.
     const text = command.replace(/\0/g, "");
-    this.proc!.write(`__pb_pre ${nonce}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd; __pb_post ${nonce} $?\n`);
+    this.proc!.write(
+      `__pb_pre ${nonce}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd; __pb_post ${nonce} $?\n`,
+    );
 
     const stop = await this.waitFor(ended, timeoutSec, opts.signal);
     if (stop.lost !== undefined && !this.pendingDone(nonce)) {
@@ -322,11 +338,22 @@ export class Shell {
     }
     this.pending = undefined;
     let output = out.text();
-    if (reclaimed) output = `[patchbay: ${reclaimed} background processes held the sandbox's process limit; they were killed before this command ran]\n${output}`;
+    if (reclaimed)
+      output = `[patchbay: ${reclaimed} background processes held the sandbox's process limit; they were killed before this command ran]\n${output}`;
     const durationMs = Date.now() - started;
     const shellExited = (exitCode === null || Boolean(pending.shellExited)) && !timedOut;
-    if (shellExited) output += `${output ? "\n" : ""}[patchbay: the shell exited; a fresh shell (cwd and environment reset) starts with the next command]`;
-    return { output, exitCode: exitCode ?? (timedOut ? 124 : 255), timedOut: timedOut && !aborted, ...(aborted ? { aborted } : {}), truncated: out.truncated, durationMs, ...(restarted ? { shellRestarted: true } : {}), ...(shellExited ? { shellExited } : {}) };
+    if (shellExited)
+      output += `${output ? "\n" : ""}[patchbay: the shell exited; a fresh shell (cwd and environment reset) starts with the next command]`;
+    return {
+      output,
+      exitCode: exitCode ?? (timedOut ? 124 : 255),
+      timedOut: timedOut && !aborted,
+      ...(aborted ? { aborted } : {}),
+      truncated: out.truncated,
+      durationMs,
+      ...(restarted ? { shellRestarted: true } : {}),
+      ...(shellExited ? { shellExited } : {}),
+    };
   }
 
   /**
@@ -337,7 +364,9 @@ export class Shell {
     if (pending.phase === "output") {
       this.killed(await this.supervisor.kill("command", this.pid, this.keep()));
       const wait = new AbortController(); // no timer left behind once the command ended
-      await Promise.race([ended, sleep(3000, undefined, { signal: wait.signal }).catch(() => {})]).finally(() => wait.abort());
+      await Promise.race([ended, sleep(3000, undefined, { signal: wait.signal }).catch(() => {})]).finally(() =>
+        wait.abort(),
+      );
     }
     if (!this.pendingDone(pending.nonce)) {
       // The shell itself is stuck (a builtin loop, or it lost its stdout): replace it.
@@ -370,7 +399,9 @@ export class Shell {
     let lost: string | undefined;
     let release!: () => void; // the wait on the container ends with this one (a timed-out command's `ended` never comes)
     const released = new Promise<void>((r) => (release = r));
-    const gone = this.liveness ? this.liveness.guard(Promise.race([ended, released])).catch((err: Error) => void (lost = err.message)) : new Promise<void>(() => {});
+    const gone = this.liveness
+      ? this.liveness.guard(Promise.race([ended, released])).catch((err: Error) => void (lost = err.message))
+      : new Promise<void>(() => {});
     await Promise.race([ended, timeout, abort, gone]);
     release();
     clearTimeout(timer);
@@ -455,18 +486,21 @@ export class Shell {
   private checkExit(p: Pending, code: number, rest: Buffer): void {
     p.checking = { code, held: [Buffer.from(rest)], bytes: rest.length };
     const pid = this.pid;
-    void this.supervisor.dead(pid).catch(() => false).then((dead) => {
-      if (this.pending !== p || !p.checking) return;
-      const held = Buffer.concat(p.checking.held);
-      p.checking = undefined;
-      this.release("check");
-      if (dead && pid === this.pid) {
-        p.shellExited = true;
-        this.proc?.destroy();
-        return p.finish(code);
-      }
-      p.out.push(held.subarray(0, EXIT_MARKER.length));
-      this.onData(held.subarray(EXIT_MARKER.length));
-    });
+    void this.supervisor
+      .dead(pid)
+      .catch(() => false)
+      .then((dead) => {
+        if (this.pending !== p || !p.checking) return;
+        const held = Buffer.concat(p.checking.held);
+        p.checking = undefined;
+        this.release("check");
+        if (dead && pid === this.pid) {
+          p.shellExited = true;
+          this.proc?.destroy();
+          return p.finish(code);
+        }
+        p.out.push(held.subarray(0, EXIT_MARKER.length));
+        this.onData(held.subarray(EXIT_MARKER.length));
+      });
   }
 }

@@ -28,13 +28,17 @@ export async function extractTarStream(box: Box, dir: string, archive: Readable,
   let ready!: () => void;
   const readySeen = new Promise<void>((r) => (ready = r));
   let head = "";
-  const proc = await box.attach(["timeout", "-s", "KILL", String(timeoutSec), "bash", "--noprofile", "--norc", "-c", TAR_SCRIPT, "tar", dir], (chunk, stream) => {
-    if (stream === 2) return err.push(chunk);
-    if (head.length < READY.length) {
-      head += chunk.toString("latin1");
-      if (head.startsWith(READY)) ready();
-    }
-  }, { env: ["HOME=/home/agent"] });
+  const proc = await box.attach(
+    ["timeout", "-s", "KILL", String(timeoutSec), "bash", "--noprofile", "--norc", "-c", TAR_SCRIPT, "tar", dir],
+    (chunk, stream) => {
+      if (stream === 2) return err.push(chunk);
+      if (head.length < READY.length) {
+        head += chunk.toString("latin1");
+        if (head.startsWith(READY)) ready();
+      }
+    },
+    { env: ["HOME=/home/agent"] },
+  );
   if ((await Promise.race([readySeen.then(() => true), proc.ended.then(() => false)])) === false) {
     throw new StreamUnavailable(`tar cannot run in the sandbox: ${err.text().trim()}`);
   }
@@ -43,5 +47,6 @@ export async function extractTarStream(box: Box, dir: string, archive: Readable,
   await proc.ended;
   if (piped) throw piped;
   const code = await proc.exitCode();
-  if (code !== 0) throw new Error(`extracting the repo into ${dir} failed (tar exit ${code}): ${err.text().trim().slice(-600)}`);
+  if (code !== 0)
+    throw new Error(`extracting the repo into ${dir} failed (tar exit ${code}): ${err.text().trim().slice(-600)}`);
 }

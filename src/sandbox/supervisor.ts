@@ -38,7 +38,12 @@ export function startBash(box: Box, init: string, onData: (b: Buffer, stream: 1 
 }
 
 /** Starts `argv` on an attached exec (writing `init` to it) and waits for its `PBREADY:<pid>` line. */
-export async function startHelper(box: Box, argv: string[], onData: (b: Buffer, stream: 1 | 2) => void, o: { user?: string; env?: string[]; cwd?: string; init?: string }) {
+export async function startHelper(
+  box: Box,
+  argv: string[],
+  onData: (b: Buffer, stream: 1 | 2) => void,
+  o: { user?: string; env?: string[]; cwd?: string; init?: string },
+) {
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
   let started = false;
   const done = new AbortController(); // ends the check's wait with the start: no timer outlives it
@@ -46,12 +51,23 @@ export async function startHelper(box: Box, argv: string[], onData: (b: Buffer, 
     while (!started) {
       if (!(await sleep(1000, true, { signal: done.signal }).catch(() => false))) return undefined;
       const state = await box.state().catch(() => undefined);
-      if (!started && state && !state.running) return `the sandbox's container stopped while its ${argv[0]} started (exit code ${state.exitCode ?? "unknown"})`;
+      if (!started && state && !state.running)
+        return `the sandbox's container stopped while its ${argv[0]} started (exit code ${state.exitCode ?? "unknown"})`;
     }
     return undefined;
   })();
-  const fail = (why: string | undefined) => Promise.reject(new Error(why ?? `the sandbox's ${argv[0]} exited while starting (is the container running, and is ${argv[0]} in its image?)`));
-  const attaching = box.attach(argv, (b, stream) => (waiter ? waiter.feed(b) : onData(b, stream)), { env: o.env, user: o.user, cwd: o.cwd });
+  const fail = (why: string | undefined) =>
+    Promise.reject(
+      new Error(
+        why ??
+          `the sandbox's ${argv[0]} exited while starting (is the container running, and is ${argv[0]} in its image?)`,
+      ),
+    );
+  const attaching = box.attach(argv, (b, stream) => (waiter ? waiter.feed(b) : onData(b, stream)), {
+    env: o.env,
+    user: o.user,
+    cwd: o.cwd,
+  });
   try {
     const proc = await Promise.race([attaching, stopped.then(fail)]);
     if (o.init) proc.write(o.init);
@@ -62,7 +78,10 @@ export async function startHelper(box: Box, argv: string[], onData: (b: Buffer, 
     }
     return { proc, pid: Number(pid) };
   } catch (err) {
-    void attaching.then((p) => p.destroy(), () => {}); // an attach that comes after we gave up
+    void attaching.then(
+      (p) => p.destroy(),
+      () => {},
+    ); // an attach that comes after we gave up
     throw err;
   } finally {
     started = true;
@@ -102,12 +121,19 @@ export class Supervisor {
   private async startNow(): Promise<void> {
     const argv = ["python3", "-I", "-S", "-u", "-c", SUPERVISOR_SCRIPT, String(this.pidsLimit), String(AGENT_UID)];
     try {
-      ({ proc: this.proc } = await startHelper(this.box, argv, (b) => this.waiter?.feed(b), { user: "0:0", cwd: "/", env: ["PYTHONDONTWRITEBYTECODE=1"] }));
+      ({ proc: this.proc } = await startHelper(this.box, argv, (b) => this.waiter?.feed(b), {
+        user: "0:0",
+        cwd: "/",
+        env: ["PYTHONDONTWRITEBYTECODE=1"],
+      }));
     } catch (err) {
       // With the container running, the sandbox itself cannot start it: its memory or pids limit
       // is held (the agent's doing: memory in a memfd or tmpfs makes the OOM killer take a root
       // helper), or the image lacks python3. Nothing to retry elsewhere.
-      if ((await this.box.state().catch(() => undefined))?.running) throw new SupervisorError(`the sandbox's supervisor could not start (is its memory or process limit exhausted? does the image have python3?): ${(err as Error).message}`);
+      if ((await this.box.state().catch(() => undefined))?.running)
+        throw new SupervisorError(
+          `the sandbox's supervisor could not start (is its memory or process limit exhausted? does the image have python3?): ${(err as Error).message}`,
+        );
       throw err;
     }
   }
@@ -152,9 +178,15 @@ export class Supervisor {
       this.proc!.write(`${line.replace("%N", nonce)}\n`);
       // The 30 s limit's timer ends with the answer: a pending one would keep the process alive after the job (runJob in a script).
       const limit = new AbortController();
-      const answer = Promise.race([waiter.done, this.proc!.ended.then(() => "-1 -1"), sleep(30_000, "-1 -1", { signal: limit.signal }).catch(() => "-1 -1")]);
+      const answer = Promise.race([
+        waiter.done,
+        this.proc!.ended.then(() => "-1 -1"),
+        sleep(30_000, "-1 -1", { signal: limit.signal }).catch(() => "-1 -1"),
+      ]);
       // A container that is gone has nothing left to kill.
-      const a = await (this.liveness ? this.liveness.guard(answer).catch(() => "0 0") : answer).finally(() => limit.abort());
+      const a = await (this.liveness ? this.liveness.guard(answer).catch(() => "0 0") : answer).finally(() =>
+        limit.abort(),
+      );
       const [killed = -1, left = -1] = a.split(" ").map(Number);
       if (killed < 0 || left < 0) {
         // It died (or hung) under the request: the next request starts a new one.
@@ -173,4 +205,4 @@ export class Supervisor {
 /** The supervisor died or hung under a request (it was given up; the next request starts a new one). */
 export class SupervisorError extends kinded("sandbox-step") {}
 
-const pidList = (pids: number[]) => (pids.filter((p) => Number.isInteger(p) && p > 0).join(",") || "-");
+const pidList = (pids: number[]) => pids.filter((p) => Number.isInteger(p) && p > 0).join(",") || "-";

@@ -37,7 +37,10 @@ export class BashTool {
       "Long-running commands are killed after a timeout. Set restart to true for a fresh shell.",
     input_schema: {
       type: "object" as const,
-      properties: { command: { type: "string", description: "The bash command to run." }, restart: { type: "boolean" } },
+      properties: {
+        command: { type: "string", description: "The bash command to run." },
+        restart: { type: "boolean" },
+      },
     },
   };
 
@@ -51,7 +54,10 @@ export class BashTool {
     const parsed = Input.safeParse(input ?? {});
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      return { content: `Invalid input for bash: \`${issue.path.join(".") || "input"}\` ${issue.message.toLowerCase()}. Expected {"command": string} or {"restart": true}.`, isError: true };
+      return {
+        content: `Invalid input for bash: \`${issue.path.join(".") || "input"}\` ${issue.message.toLowerCase()}. Expected {"command": string} or {"restart": true}.`,
+        isError: true,
+      };
     }
     const { command, restart } = parsed.data;
     if (restart) {
@@ -66,12 +72,18 @@ export class BashTool {
       lines.push("[the command was stopped: the job is ending (timeout or cancellation)]");
     } else if (r.timedOut) {
       const after = r.shellRestarted ? "" : "; the shell is still usable";
-      lines.push(`[the command timed out after ${(r.durationMs / 1000).toFixed(1)} s (limit ${timeoutSec} s) and was killed with its child processes${after}]`);
+      lines.push(
+        `[the command timed out after ${(r.durationMs / 1000).toFixed(1)} s (limit ${timeoutSec} s) and was killed with its child processes${after}]`,
+      );
     } else if (r.exitCode !== 0) {
       lines.push(`[exit code ${r.exitCode}]`);
     }
     if (r.shellRestarted) lines.push("[the shell was restarted: cwd, environment and functions were reset]");
     const content = lines.filter((l, i) => l !== "" || i > 0).join("\n");
-    return { content: content === "" ? "(no output)" : content, isError: r.timedOut || Boolean(r.aborted), ...(r.shellExited ? { processLost: true } : {}) };
+    return {
+      content: content === "" ? "(no output)" : content,
+      isError: r.timedOut || Boolean(r.aborted),
+      ...(r.shellExited ? { processLost: true } : {}),
+    };
   }
 }

@@ -36,7 +36,11 @@ export class CustomToolRunner {
   async run(input: unknown, signal?: AbortSignal): Promise<ToolOutput> {
     const name = this.tool.name;
     if (typeof this.check === "string") return { content: `The ${name} tool failed: ${this.check}`, isError: true };
-    if (!this.check(input)) return { content: `Invalid input for ${name}: ${ajv.errorsText(this.check.errors, { dataVar: "input" }).slice(0, 2000)}. Nothing was run.`, isError: true };
+    if (!this.check(input))
+      return {
+        content: `Invalid input for ${name}: ${ajv.errorsText(this.check.errors, { dataVar: "input" }).slice(0, 2000)}. Nothing was run.`,
+        isError: true,
+      };
     const timeoutSec = this.opts.timeoutSec ?? defaults.job.commandTimeoutSec;
     const maxBytes = this.opts.maxOutputBytes ?? defaults.shell.maxOutputBytes;
     // A job that ends (timeout, cancel) stops the command with every process of the agent's uid.
@@ -45,7 +49,11 @@ export class CustomToolRunner {
     const t0 = performance.now();
     let r: Awaited<ReturnType<Sandbox["exec"]>>;
     try {
-      r = await this.sandbox.exec(["bash", "--noprofile", "--norc", "-c", this.tool.command], { stdin: JSON.stringify(input), timeoutSec, maxBytes });
+      r = await this.sandbox.exec(["bash", "--noprofile", "--norc", "-c", this.tool.command], {
+        stdin: JSON.stringify(input),
+        timeoutSec,
+        maxBytes,
+      });
     } finally {
       signal?.removeEventListener("abort", onAbort);
     }
@@ -55,7 +63,8 @@ export class CustomToolRunner {
       lines.push("[the command was stopped: the job is ending (timeout or cancellation)]");
       return { content: lines.join("\n"), isError: true };
     }
-    if (r.exitCode === 0) return { content: lines[0] === "" && lines.length === 1 ? "(no output)" : lines.join("\n"), isError: false };
+    if (r.exitCode === 0)
+      return { content: lines[0] === "" && lines.length === 1 ? "(no output)" : lines.join("\n"), isError: false };
     // A kill at the timeout reads as 137 (SIGKILL) from both of Sandbox.exec's lanes.
     const timedOut = r.exitCode === 137 && performance.now() - t0 >= timeoutSec * 1000 - 50;
     if (r.stderr.trim()) lines.push(`[stderr]\n${r.stderr.replace(/\n$/, "")}`);

@@ -64,7 +64,9 @@ export class EditFileTool {
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       const field = String(issue.path[0] ?? "input");
-      return fail(`Invalid input for edit_file: \`${field}\` is required and must be a string. Expected {"path", "old_string", "new_string"}.`);
+      return fail(
+        `Invalid input for edit_file: \`${field}\` is required and must be a string. Expected {"path", "old_string", "new_string"}.`,
+      );
     }
     const { path, old_string: oldStr, new_string: newStr } = parsed.data;
     try {
@@ -78,24 +80,36 @@ export class EditFileTool {
     if (!path.startsWith("/")) return fail(msg.notAbsolute(path, this.opts.workspace ?? "/workspace"));
     const st = await this.fs.stat(path);
     if (st.type === "missing") {
-      if (oldStr !== "") return fail(`The file ${path} does not exist. To create it, call edit_file with an empty old_string; otherwise check the path (ls).`);
+      if (oldStr !== "")
+        return fail(
+          `The file ${path} does not exist. To create it, call edit_file with an empty old_string; otherwise check the path (ls).`,
+        );
       await this.fs.mkdirp(parentDir(path));
       await this.fs.write(path, utf8(newStr));
       return ok(`Created file ${path}`);
     }
-    if (st.type !== "file") return fail(msg.notRegular(path).replace("neither a regular file nor a directory", "not a regular file"));
+    if (st.type !== "file")
+      return fail(msg.notRegular(path).replace("neither a regular file nor a directory", "not a regular file"));
     const max = this.opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
     if (st.size > max) return fail(msg.tooBig(path, st.size, max));
-    if (oldStr === "") return fail(`old_string is empty but ${path} already exists. Give the exact text to replace (re-read the file with cat -n), or choose a new path to create a file.`);
+    if (oldStr === "")
+      return fail(
+        `old_string is empty but ${path} already exists. Give the exact text to replace (re-read the file with cat -n), or choose a new path to create a file.`,
+      );
     if (oldStr === newStr) return fail(msg.sameStrings(path));
     const bytes = await this.fs.read(path);
     if (hasNul(bytes)) return fail(msg.binary(path));
     const needle = utf8(oldStr);
     const at = findAll(bytes, needle, 2);
-    if (at.length === 0) return fail(`old_string not found in ${path}. Re-read the file (cat -n ${path}) and copy the exact text, whitespace and indentation included.`);
+    if (at.length === 0)
+      return fail(
+        `old_string not found in ${path}. Re-read the file (cat -n ${path}) and copy the exact text, whitespace and indentation included.`,
+      );
     if (at.length > 1) {
       const n = findAll(bytes, needle).length;
-      return fail(`old_string appears ${n} times in ${path}; it must appear exactly once. Include more surrounding context (whole lines before and after) to make it unique.`);
+      return fail(
+        `old_string appears ${n} times in ${path}; it must appear exactly once. Include more surrounding context (whole lines before and after) to make it unique.`,
+      );
     }
     const start = at[0]!; // the one match
     const replacement = utf8(newStr);
@@ -106,7 +120,9 @@ export class EditFileTool {
     const text = Buffer.from(next).toString("utf8").split("\n");
     const from = Math.max(0, line - 4);
     const to = line + newStr.split("\n").length + 4;
-    return ok(`The file ${path} has been edited. ${catN(text.slice(from, to).join("\n"), `a snippet of ${path}`, from + 1)}`);
+    return ok(
+      `The file ${path} has been edited. ${catN(text.slice(from, to).join("\n"), `a snippet of ${path}`, from + 1)}`,
+    );
   }
 }
 

@@ -28,11 +28,16 @@ export function toolName(flavor: EditorFlavor): string {
 }
 
 /** The names the model calls the built-in editors by. */
-export const EDITOR_TOOL_NAMES: readonly string[] = EDITOR_TOOLS.filter((t) => t !== "edit_file").map((t) => toolName(t));
+export const EDITOR_TOOL_NAMES: readonly string[] = EDITOR_TOOLS.filter((t) => t !== "edit_file").map((t) =>
+  toolName(t),
+);
 
 /** Whether a tool call can only read files: an editor's `view`. Bash and every other command may write. */
 export function readOnly(block: { name: string; input?: unknown }): boolean {
-  return EDITOR_TOOL_NAMES.includes(block.name) && (block.input as { command?: unknown } | null | undefined)?.command === "view";
+  return (
+    EDITOR_TOOL_NAMES.includes(block.name) &&
+    (block.input as { command?: unknown } | null | undefined)?.command === "view"
+  );
 }
 
 export function allowedCommands(flavor: EditorFlavor): string[] {
@@ -122,7 +127,12 @@ export function toCrlf(s: string): string {
 }
 
 /** Replaces bytes [offset, offset+oldLength) with replacement; everything else is untouched. */
-export function strReplaceBytes(file: Uint8Array, offset: number, oldLength: number, replacement: Uint8Array): Uint8Array {
+export function strReplaceBytes(
+  file: Uint8Array,
+  offset: number,
+  oldLength: number,
+  replacement: Uint8Array,
+): Uint8Array {
   return concatBytes(file.subarray(0, offset), replacement, file.subarray(offset + oldLength));
 }
 
@@ -136,9 +146,15 @@ export function lineCount(bytes: Uint8Array): number {
  * a text ending with a newline adds no blank line. eol is the file's line break (`\n` or `\r\n`).
  * Returns the new bytes and how many lines the inserted text occupies.
  */
-export function insertBytes(file: Uint8Array, insertLine: number, text: string, eol = "\n"): { bytes: Uint8Array; lines: number } {
+export function insertBytes(
+  file: Uint8Array,
+  insertLine: number,
+  text: string,
+  eol = "\n",
+): { bytes: Uint8Array; lines: number } {
   const n = lineCount(file);
-  if (!Number.isInteger(insertLine) || insertLine < 0 || insertLine > n) throw new RangeError(`insert_line ${insertLine} outside [0, ${n}]`);
+  if (!Number.isInteger(insertLine) || insertLine < 0 || insertLine > n)
+    throw new RangeError(`insert_line ${insertLine} outside [0, ${n}]`);
   const endsWithNl = text.endsWith("\n");
   const lines = Math.max(1, (text.match(/\n/g)?.length ?? 0) + (endsWithNl ? 0 : 1));
   if (insertLine === n) {
@@ -190,8 +206,17 @@ export function numberLines(content: string, initLine = 1): string {
 }
 
 /** The reference's `_make_output`: header, truncated and numbered content, final newline. */
-export function catN(content: string, descriptor: string, initLine = 1, maxCharacters = DEFAULT_MAX_CHARACTERS): string {
-  return `Here's the result of running \`cat -n\` on ${descriptor}:\n` + numberLines(truncateForModel(content, maxCharacters), initLine) + "\n";
+export function catN(
+  content: string,
+  descriptor: string,
+  initLine = 1,
+  maxCharacters = DEFAULT_MAX_CHARACTERS,
+): string {
+  return (
+    `Here's the result of running \`cat -n\` on ${descriptor}:\n` +
+    numberLines(truncateForModel(content, maxCharacters), initLine) +
+    "\n"
+  );
 }
 
 /** Python's repr of a list of ints: `[1, 3]`. */
@@ -226,7 +251,8 @@ export const msg = {
     }?`,
   missing: (path: string) => `The path ${path} does not exist. Please provide a valid path.`,
   exists: (path: string) => `File already exists at: ${path}. Cannot overwrite files using command \`create\`.`,
-  isDirectory: (path: string) => `The path ${path} is a directory and only the \`view\` command can be used on directories`,
+  isDirectory: (path: string) =>
+    `The path ${path} is a directory and only the \`view\` command can be used on directories`,
   unrecognized: (cmd: string, flavor: EditorFlavor) =>
     `Unrecognized command ${cmd}. The allowed commands for the ${toolName(flavor)} tool are: ${allowedCommands(flavor).join(", ")}`,
   required: (name: string, command: string) => `Parameter \`${name}\` is required for command: ${command}`,
@@ -264,7 +290,7 @@ export const msg = {
   undoneCreate: (path: string) =>
     `Last edit to ${path} undone successfully. That edit created the file, so ${path} has been removed.`,
   notObject: () =>
-    "Invalid tool input: it should be a JSON object with at least `command` and `path` (e.g. {\"command\": \"view\", \"path\": \"/workspace\"}).",
+    'Invalid tool input: it should be a JSON object with at least `command` and `path` (e.g. {"command": "view", "path": "/workspace"}).',
   missingParam: (name: string, hint: string) => `Parameter \`${name}\` is required: ${hint}.`,
   invalidParam: (name: string, hint: string) => `Invalid \`${name}\` parameter: it should be ${hint}.`,
   sameStrings: (path: string) =>

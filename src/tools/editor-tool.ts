@@ -8,7 +8,9 @@ import { toolName } from "./editor-text.js";
 /** Built-in editor tools are sent schema-less; the model knows their input. */
 export function editorDefinition(flavor: EditorFlavor, maxCharacters: number): Record<string, unknown> {
   // Only the newer flavour takes max_characters.
-  return flavor === "text_editor_20250124" ? { type: flavor, name: toolName(flavor) } : { type: flavor, name: toolName(flavor), max_characters: maxCharacters };
+  return flavor === "text_editor_20250124"
+    ? { type: flavor, name: toolName(flavor) }
+    : { type: flavor, name: toolName(flavor), max_characters: maxCharacters };
 }
 
 /** The editor's filesystem on a sandbox's files: every operation with the agent's permissions. */
@@ -51,7 +53,10 @@ export class SandboxFs implements EditorFs {
     const listed = await this.sb.files.list(p);
     if (listed) return listed;
     // No file agent: find in a fresh exec; -prune on hidden names leaves out what is under them too.
-    const r = await this.sb.exec(["find", p, "-mindepth", "1", "-maxdepth", "2", "-name", ".*", "-prune", "-o", "-print"], { timeoutSec: 30, maxBytes: 4 * 1024 * 1024 });
+    const r = await this.sb.exec(
+      ["find", p, "-mindepth", "1", "-maxdepth", "2", "-name", ".*", "-prune", "-o", "-print"],
+      { timeoutSec: 30, maxBytes: 4 * 1024 * 1024 },
+    );
     if (r.exitCode !== 0 && !r.stdout.length) throw new Error(r.stderr.trim() || `find exited with ${r.exitCode}`);
     return r.stdout.toString("utf8").split("\n").filter(Boolean);
   }

@@ -208,7 +208,8 @@ export class TextEditor {
     // Checked before reading, so a huge file never travels to the worker.
     if (stat.size > this.maxFileBytes) throw new ToolError(msg.tooBig(path, stat.size, this.maxFileBytes));
     const bytes = await this.fs.read(path);
-    if (bytes.byteLength > this.maxFileBytes) throw new ToolError(msg.tooBig(path, bytes.byteLength, this.maxFileBytes));
+    if (bytes.byteLength > this.maxFileBytes)
+      throw new ToolError(msg.tooBig(path, bytes.byteLength, this.maxFileBytes));
     if (hasNul(bytes)) throw new ToolError(msg.binary(path));
     return bytes;
   }
@@ -244,7 +245,9 @@ export class TextEditor {
   private async listing(path: string): Promise<string> {
     const prefix = path === "/" ? "/" : `${path}/`;
     // Hidden entries are the fs's job; filtering again keeps secrets like .env out whatever the backend does.
-    const entries = (await this.fs.listDir(path)).filter((p) => !hasHiddenComponent(p.startsWith(prefix) ? p.slice(prefix.length) : p));
+    const entries = (await this.fs.listDir(path)).filter(
+      (p) => !hasHiddenComponent(p.startsWith(prefix) ? p.slice(prefix.length) : p),
+    );
     // As the reference: find's output (one path per line) is clipped like a file, then framed.
     const found = truncateForModel(`${[path, ...entries].join("\n")}\n`, this.maxCharacters);
     return `Here's the files and directories up to 2 levels deep in ${path}, excluding hidden items:\n${found}\n`;
@@ -315,8 +318,14 @@ export class TextEditor {
     const start = Math.max(0, line - SNIPPET_LINES);
     const end = line + SNIPPET_LINES + countNewlines(newBytes);
     const shown = decodeText(after);
-    const snippet = shown.text.split("\n").slice(start, end + 1).join("\n");
-    return withNote(msg.edited(path, snippet, start + 1, this.maxCharacters), shown.valid ? undefined : msg.nonUtf8Note());
+    const snippet = shown.text
+      .split("\n")
+      .slice(start, end + 1)
+      .join("\n");
+    return withNote(
+      msg.edited(path, snippet, start + 1, this.maxCharacters),
+      shown.valid ? undefined : msg.nonUtf8Note(),
+    );
   }
 
   private async insert(path: string, stat: EditorStat, input: object): Promise<string> {
@@ -337,8 +346,14 @@ export class TextEditor {
 
     const start = Math.max(0, k - SNIPPET_LINES);
     const shown = decodeText(after);
-    const snippet = shown.text.split("\n").slice(start, k + lines + SNIPPET_LINES).join("\n");
-    return withNote(msg.inserted(path, snippet, start + 1, this.maxCharacters), shown.valid ? undefined : msg.nonUtf8Note());
+    const snippet = shown.text
+      .split("\n")
+      .slice(start, k + lines + SNIPPET_LINES)
+      .join("\n");
+    return withNote(
+      msg.inserted(path, snippet, start + 1, this.maxCharacters),
+      shown.valid ? undefined : msg.nonUtf8Note(),
+    );
   }
 
   private async undo(path: string, stat: EditorStat): Promise<string> {
@@ -380,5 +395,9 @@ function multipleMessage(oldStr: string, lines: number[], total = lines.length):
 /** The reference's listing for an empty old_str: every line (piece split on `\n`) contains it. */
 function everyLineMessage(bytes: Uint8Array): string {
   const n = lineCount(bytes);
-  return multipleMessage("", Array.from({ length: Math.min(n, MAX_LISTED_LINES) }, (_, i) => i + 1), n);
+  return multipleMessage(
+    "",
+    Array.from({ length: Math.min(n, MAX_LISTED_LINES) }, (_, i) => i + 1),
+    n,
+  );
 }

@@ -83,11 +83,20 @@ export class Toolbox {
     const editor =
       this.tools === "edit_file"
         ? new EditFileTool(fs, { maxFileBytes: defaults.editor.maxFileBytes })
-        : new TextEditor(fs, { flavor: this.tools, maxFileBytes: defaults.editor.maxFileBytes, maxCharacters: opts.maxCharacters ?? defaults.editor.maxCharacters });
+        : new TextEditor(fs, {
+            flavor: this.tools,
+            maxFileBytes: defaults.editor.maxFileBytes,
+            maxCharacters: opts.maxCharacters ?? defaults.editor.maxCharacters,
+          });
     const commandTimeoutSec = opts.commandTimeoutSec ?? defaults.job.commandTimeoutSec;
     this.custom = (opts.custom ?? []).map((t) => new CustomToolRunner(sandbox, t, { timeoutSec: commandTimeoutSec }));
     this.mcp = opts.mcp;
-    this.handlers = { bash, [this.editorName]: editor, ...Object.fromEntries(this.custom.map((c) => [c.tool.name, c])), ...opts.mcp?.handlers() };
+    this.handlers = {
+      bash,
+      [this.editorName]: editor,
+      ...Object.fromEntries(this.custom.map((c) => [c.tool.name, c])),
+      ...opts.mcp?.handlers(),
+    };
   }
 
   /** The editor tool's name, as the model calls it. */
@@ -99,7 +108,11 @@ export class Toolbox {
   definitions(opts: DefinitionsOptions = {}): unknown[] {
     const own = [...this.custom.map((c) => c.definition), ...(this.mcp?.definitions() ?? [])];
     if (this.tools === "edit_file") return [BashTool.jsonDefinition, editFileDefinition, ...own];
-    return [BashTool.definition, editorDefinition(this.tools, opts.maxCharacters ?? defaults.editor.maxCharacters), ...own];
+    return [
+      BashTool.definition,
+      editorDefinition(this.tools, opts.maxCharacters ?? defaults.editor.maxCharacters),
+      ...own,
+    ];
   }
 
   /** Runs one tool_use block; never throws (an unknown tool, bad input or a failure is an is_error result). */
@@ -108,7 +121,10 @@ export class Toolbox {
     const handler = this.handlers[block.name];
     let out: ToolOutput;
     if (!handler) {
-      out = { content: `Unknown tool \`${block.name}\`. The available tools are: ${Object.keys(this.handlers).join(", ")}.`, isError: true };
+      out = {
+        content: `Unknown tool \`${block.name}\`. The available tools are: ${Object.keys(this.handlers).join(", ")}.`,
+        isError: true,
+      };
     } else if (typeof block.input !== "object" || block.input === null || Array.isArray(block.input)) {
       out = { content: `Invalid input for ${block.name}: it must be a JSON object.`, isError: true };
     } else {

@@ -87,7 +87,11 @@ class McpConnection {
   private client?: Client;
   transport?: AttachedTransport;
 
-  private constructor(private readonly sandbox: Sandbox, readonly name: string, private readonly spec: McpServer) {}
+  private constructor(
+    private readonly sandbox: Sandbox,
+    readonly name: string,
+    private readonly spec: McpServer,
+  ) {}
 
   static async start(sandbox: Sandbox, name: string, spec: McpServer): Promise<McpConnection> {
     const conn = new McpConnection(sandbox, name, spec);
@@ -98,7 +102,9 @@ class McpConnection {
   /** Starts the server and its client; the first time, lists its tools. Throws McpStartError. */
   private async open(list: boolean): Promise<void> {
     const env = Object.entries(this.spec.env ?? {}).map(([k, v]) => `${k}=${v}`);
-    const transport = new AttachedTransport((onData) => this.sandbox.spawn([this.spec.command, ...(this.spec.args ?? [])], onData, { env }));
+    const transport = new AttachedTransport((onData) =>
+      this.sandbox.spawn([this.spec.command, ...(this.spec.args ?? [])], onData, { env }),
+    );
     const client = new Client({ name: "patchbay", version: "1" });
     const why = () => `${transport.stderr.text().trim().slice(-600) || "no stderr"}`;
     try {
@@ -106,7 +112,9 @@ class McpConnection {
       if (list) this.offer((await client.listTools(undefined, { timeout: START_TIMEOUT_MS })).tools);
     } catch (err) {
       await transport.close();
-      throw new McpStartError(`MCP server ${JSON.stringify(this.name)} did not start: ${(err as Error).message.slice(0, 300)} (stderr: ${why()})`);
+      throw new McpStartError(
+        `MCP server ${JSON.stringify(this.name)} did not start: ${(err as Error).message.slice(0, 300)} (stderr: ${why()})`,
+      );
     }
     // Said first, then the client's own close (which fails its calls in flight at once).
     const clientClose = transport.onclose;
@@ -119,14 +127,28 @@ class McpConnection {
   }
 
   private offer(tools: { name: string; description?: string; inputSchema: Record<string, unknown> }[]): void {
-    if (tools.length > MAX_TOOLS) throw new Error(`it lists ${tools.length} tools, more than the ${MAX_TOOLS} a server may offer`);
+    if (tools.length > MAX_TOOLS)
+      throw new Error(`it lists ${tools.length} tools, more than the ${MAX_TOOLS} a server may offer`);
     const big = tools.find((t) => JSON.stringify(t.inputSchema).length > MAX_SCHEMA_CHARS);
-    if (big) throw new Error(`the input schema of its tool ${JSON.stringify(big.name.slice(0, 100))} is over ${MAX_SCHEMA_CHARS} characters`);
+    if (big)
+      throw new Error(
+        `the input schema of its tool ${JSON.stringify(big.name.slice(0, 100))} is over ${MAX_SCHEMA_CHARS} characters`,
+      );
     for (const t of tools) {
       const offered = mcpToolName(this.name, t.name);
-      const said = offered === `${MCP_PREFIX}${this.name}__${t.name}` ? "" : ` (its MCP name: ${JSON.stringify(t.name.slice(0, 200))})`;
+      const said =
+        offered === `${MCP_PREFIX}${this.name}__${t.name}`
+          ? ""
+          : ` (its MCP name: ${JSON.stringify(t.name.slice(0, 200))})`;
       const description = `${(t.description ?? "").slice(0, 4096)}${said}`.trim();
-      this.tools.set(offered, { tool: t.name, definition: { name: offered, ...(description ? { description } : {}), input_schema: { ...t.inputSchema, type: "object" } } });
+      this.tools.set(offered, {
+        tool: t.name,
+        definition: {
+          name: offered,
+          ...(description ? { description } : {}),
+          input_schema: { ...t.inputSchema, type: "object" },
+        },
+      });
     }
   }
 
@@ -145,30 +167,48 @@ class McpConnection {
     return this.client?.close().catch(() => {}) ?? Promise.resolve();
   }
 
-  async call(offered: string, input: unknown, opts: { timeoutSec: number; maxBytes: number; signal?: AbortSignal }): Promise<ToolOutput> {
+  async call(
+    offered: string,
+    input: unknown,
+    opts: { timeoutSec: number; maxBytes: number; signal?: AbortSignal },
+  ): Promise<ToolOutput> {
     const { tool } = this.tools.get(offered)!;
     const label = `MCP server ${JSON.stringify(this.name)}`;
     if (this.gone) return { content: `The ${label} is not running: ${this.gone}.`, isError: true };
     try {
-      const r = await this.client!.callTool({ name: tool, arguments: input as Record<string, unknown> }, undefined, { timeout: opts.timeoutSec * 1000, signal: opts.signal });
+      const r = await this.client!.callTool({ name: tool, arguments: input as Record<string, unknown> }, undefined, {
+        timeout: opts.timeoutSec * 1000,
+        signal: opts.signal,
+      });
       return resultOf(r as { content?: unknown[]; isError?: boolean }, opts.maxBytes);
     } catch (err) {
       const msg = (err as Error).message;
       if (this.gone) return { content: `The ${label} stopped during the call: ${this.gone}.`, isError: true };
-      if (/timed out/i.test(msg)) return { content: `The ${label} did not answer ${tool} within ${opts.timeoutSec} s (the call was given up; the server still runs).`, isError: true };
+      if (/timed out/i.test(msg))
+        return {
+          content: `The ${label} did not answer ${tool} within ${opts.timeoutSec} s (the call was given up; the server still runs).`,
+          isError: true,
+        };
       return { content: `The ${label} failed on ${tool}: ${msg.slice(0, 2000)}`, isError: true };
     }
   }
 }
 
 /** A text item's text: a string as it is; anything else a server sends there, as JSON (never "[object Object]"). */
-const textOf = (v: unknown): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : (JSON.stringify(v) ?? ""));
+const textOf = (v: unknown): string =>
+  typeof v === "string" ? v : v === undefined || v === null ? "" : (JSON.stringify(v) ?? "");
 
 /** A call's MCP content as a tool_result's: text and images the API takes; the rest said in text. Every item counts toward `maxBytes`. */
 function resultOf(r: { content?: unknown[]; isError?: boolean }, maxBytes: number): ToolOutput {
   const blocks: { type: string; [k: string]: unknown }[] = [];
   const shown: string[] = [];
-  const items = (Array.isArray(r.content) ? r.content : []) as { type?: string; text?: unknown; data?: unknown; mimeType?: unknown; resource?: { text?: unknown; uri?: unknown } }[];
+  const items = (Array.isArray(r.content) ? r.content : []) as {
+    type?: string;
+    text?: unknown;
+    data?: unknown;
+    mimeType?: unknown;
+    resource?: { text?: unknown; uri?: unknown };
+  }[];
   let left = maxBytes;
   for (let i = 0; i < items.length; i++) {
     if (left <= 0) {
@@ -178,14 +218,24 @@ function resultOf(r: { content?: unknown[]; isError?: boolean }, maxBytes: numbe
       break;
     }
     const c = items[i]!;
-    const text = c.type === "text" ? textOf(c.text) : c.type === "resource" && typeof c.resource?.text === "string" ? c.resource.text : undefined;
+    const text =
+      c.type === "text"
+        ? textOf(c.text)
+        : c.type === "resource" && typeof c.resource?.text === "string"
+          ? c.resource.text
+          : undefined;
     if (text !== undefined) {
       const kept = Buffer.from(text).subarray(0, Math.max(0, left)).toString("utf8");
       left -= Buffer.byteLength(text) + 1; // (and the line between it and the next)
       const t = kept.length < text.length ? `${kept}\n[output cut at ${maxBytes} bytes]` : kept;
       blocks.push({ type: "text", text: t });
       shown.push(t);
-    } else if (c.type === "image" && typeof c.data === "string" && IMAGE_TYPES.has(String(c.mimeType)) && c.data.length <= MAX_IMAGE_BASE64) {
+    } else if (
+      c.type === "image" &&
+      typeof c.data === "string" &&
+      IMAGE_TYPES.has(String(c.mimeType)) &&
+      c.data.length <= MAX_IMAGE_BASE64
+    ) {
       blocks.push({ type: "image", source: { type: "base64", media_type: c.mimeType, data: c.data } });
       // (its data is bounded by MAX_IMAGE_BASE64 and the message's line: it counts as its line here)
       const t = `[image ${String(c.mimeType)}, ${Buffer.byteLength(c.data, "base64")} bytes]`;
@@ -205,18 +255,30 @@ function resultOf(r: { content?: unknown[]; isError?: boolean }, maxBytes: numbe
 
 /** The job's MCP servers, started in its sandbox. */
 export class McpHub {
-  private constructor(private readonly conns: McpConnection[], private readonly opts: { timeoutSec: number; maxBytes: number }) {}
+  private constructor(
+    private readonly conns: McpConnection[],
+    private readonly opts: { timeoutSec: number; maxBytes: number },
+  ) {}
 
   /** Starts every server (at once); one that cannot start fails the job (McpStartError) and stops the others. */
-  static async start(sandbox: Sandbox, servers: Record<string, McpServer>, opts: { timeoutSec?: number; maxBytes?: number } = {}): Promise<McpHub> {
-    const started = await Promise.allSettled(Object.entries(servers).map(([name, s]) => McpConnection.start(sandbox, name, s)));
+  static async start(
+    sandbox: Sandbox,
+    servers: Record<string, McpServer>,
+    opts: { timeoutSec?: number; maxBytes?: number } = {},
+  ): Promise<McpHub> {
+    const started = await Promise.allSettled(
+      Object.entries(servers).map(([name, s]) => McpConnection.start(sandbox, name, s)),
+    );
     const failed = started.find((s) => s.status === "rejected");
     const conns = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
     if (failed) {
       await Promise.all(conns.map((c) => c.close()));
       throw failed.reason;
     }
-    return new McpHub(conns, { timeoutSec: opts.timeoutSec ?? defaults.job.commandTimeoutSec, maxBytes: opts.maxBytes ?? defaults.shell.maxOutputBytes });
+    return new McpHub(conns, {
+      timeoutSec: opts.timeoutSec ?? defaults.job.commandTimeoutSec,
+      maxBytes: opts.maxBytes ?? defaults.shell.maxOutputBytes,
+    });
   }
 
   definitions(): Offered[] {
@@ -225,7 +287,14 @@ export class McpHub {
 
   /** A handler per offered tool name, for the Toolbox. */
   handlers(): Record<string, { run(input: unknown, signal?: AbortSignal): Promise<ToolOutput> }> {
-    return Object.fromEntries(this.conns.flatMap((c) => [...c.tools.keys()].map((name) => [name, { run: (input: unknown, signal?: AbortSignal) => c.call(name, input, { ...this.opts, signal }) }])));
+    return Object.fromEntries(
+      this.conns.flatMap((c) =>
+        [...c.tools.keys()].map((name) => [
+          name,
+          { run: (input: unknown, signal?: AbortSignal) => c.call(name, input, { ...this.opts, signal }) },
+        ]),
+      ),
+    );
   }
 
   /** Starts again the servers that stopped (between verify rounds: see src/job/rounds.ts). */

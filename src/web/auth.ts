@@ -44,11 +44,21 @@ export const needsToken = (method: string, openReads: boolean) => !openReads || 
  * never to grant anything, so a client that forges one only makes itself show its token. Their
  * absence proves nothing (a proxy may send none): that is why tokenless reads are opt-in.
  */
-const PROXY_HEADERS = ["forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-real-ip", "via"];
-const proxied = (headers: Record<string, string | string[] | undefined>) => PROXY_HEADERS.some((h) => headers[h] !== undefined);
+const PROXY_HEADERS = [
+  "forwarded",
+  "x-forwarded-for",
+  "x-forwarded-host",
+  "x-forwarded-proto",
+  "x-forwarded-port",
+  "x-real-ip",
+  "via",
+];
+const proxied = (headers: Record<string, string | string[] | undefined>) =>
+  PROXY_HEADERS.some((h) => headers[h] !== undefined);
 
 /** Whether this request may read without a token: opened by the operator on a loopback bind, and no proxy's header on it. */
-const openReadsFor = (req: FastifyRequest, { loopback, openReads }: AuthOptions) => loopback && openReads === true && !proxied(req.headers);
+const openReadsFor = (req: FastifyRequest, { loopback, openReads }: AuthOptions) =>
+  loopback && openReads === true && !proxied(req.headers);
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 /** Constant time whatever the lengths: both sides hashed first. */
@@ -75,13 +85,15 @@ function cookieValue(header: string | undefined, name: string): string | undefin
  */
 function overTls(encrypted: boolean, headers: Record<string, string | string[] | undefined>): boolean {
   if (encrypted) return true;
-  const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v)?.split(",")[0]?.trim().toLowerCase();
+  const first = (v: string | string[] | undefined) =>
+    (Array.isArray(v) ? v[0] : v)?.split(",")[0]?.trim().toLowerCase();
   if (first(headers["x-forwarded-proto"]) === "https") return true;
   return /(^|;)\s*proto="?https"?\s*(;|$)/i.test(first(headers.forwarded) ?? "");
 }
 
 /** The cookie the token sets: Secure over TLS (see overTls). */
-const tokenCookie = (token: string, secure: boolean) => `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure ? "; Secure" : ""}`;
+const tokenCookie = (token: string, secure: boolean) =>
+  `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure ? "; Secure" : ""}`;
 
 /** The token as a Bearer header or the cookie ?token= set. */
 function authorized(req: FastifyRequest, token: string): boolean {
@@ -100,7 +112,10 @@ function loopbackHost(hostHeader: string): boolean {
 function exchangeToken(req: FastifyRequest, reply: FastifyReply, url: URL, given: string, token: string) {
   if (!sameSecret(given, token)) return reply.code(401).type("text/plain").send("wrong token\n");
   url.searchParams.delete("token");
-  reply.header("Set-Cookie", tokenCookie(token, overTls((req.raw.socket as TLSSocket).encrypted === true, req.headers)));
+  reply.header(
+    "Set-Cookie",
+    tokenCookie(token, overTls((req.raw.socket as TLSSocket).encrypted === true, req.headers)),
+  );
   return reply.redirect(`${url.pathname.replace(/^[/\\]+/, "/")}${url.search}`, 303); // always this origin
 }
 
@@ -112,10 +127,15 @@ function crossOrigin(req: FastifyRequest): boolean {
 }
 
 /** The HTTP API's paths (src/web/api/): their own rules, below. */
-export const isApiPath = (path: string) => path === "/api/openapi.json" || path === "/api/v1" || path.startsWith("/api/v1/");
+export const isApiPath = (path: string) =>
+  path === "/api/openapi.json" || path === "/api/v1" || path.startsWith("/api/v1/");
 
 /** Who a request is to the API: a scope and how it said so; "bad" for a Bearer token that is no one's. */
-function apiPrincipal(req: FastifyRequest, token: string, tokens: readonly ApiToken[]): { scope: "read" | "write"; name: string; bearer: boolean } | "bad" | undefined {
+function apiPrincipal(
+  req: FastifyRequest,
+  token: string,
+  tokens: readonly ApiToken[],
+): { scope: "read" | "write"; name: string; bearer: boolean } | "bad" | undefined {
   const h = req.headers.authorization;
   if (typeof h === "string") {
     const given = h.startsWith("Bearer ") ? h.slice(7).trim() : "";
@@ -124,10 +144,13 @@ function apiPrincipal(req: FastifyRequest, token: string, tokens: readonly ApiTo
     return t ? { scope: t.scope, name: `API token "${t.name}"`, bearer: true } : "bad";
   }
   const c = cookieValue(req.headers.cookie, COOKIE);
-  return c !== undefined && sameSecret(c, token) ? { scope: "write", name: "the dashboard's cookie", bearer: false } : undefined;
+  return c !== undefined && sameSecret(c, token)
+    ? { scope: "write", name: "the dashboard's cookie", bearer: false }
+    : undefined;
 }
 
-const NEEDS_TOKEN = "this needs a token: send Authorization: Bearer <the dashboard's token (PATCHBAY_DASHBOARD_TOKEN) or an API token (PATCHBAY_API_TOKENS)>";
+const NEEDS_TOKEN =
+  "this needs a token: send Authorization: Bearer <the dashboard's token (PATCHBAY_DASHBOARD_TOKEN) or an API token (PATCHBAY_API_TOKENS)>";
 
 /**
  * The API's guard (after the Host check): reads need a token of any scope (none only where
@@ -140,17 +163,42 @@ function apiGuard(req: FastifyRequest, reply: FastifyReply, opts: AuthOptions) {
   const { token, api } = opts;
   const origin = req.headers.origin;
   const corsOk = origin !== undefined && (api?.corsOrigins ?? []).includes(origin);
-  if (corsOk && origin) reply.header("Access-Control-Allow-Origin", origin).header("Vary", "Origin").header("Access-Control-Expose-Headers", "Location");
+  if (corsOk && origin)
+    reply
+      .header("Access-Control-Allow-Origin", origin)
+      .header("Vary", "Origin")
+      .header("Access-Control-Expose-Headers", "Location");
   if (req.method === "OPTIONS") {
-    if (!corsOk) return sendProblem(reply, problem(403, "cross-origin request refused: its Origin is not in PATCHBAY_API_CORS_ORIGINS"));
-    return reply.code(204).headers({ "Access-Control-Allow-Methods": "GET, POST", "Access-Control-Allow-Headers": "Authorization, Content-Type, Last-Event-ID", "Access-Control-Max-Age": "600" }).send();
+    if (!corsOk)
+      return sendProblem(
+        reply,
+        problem(403, "cross-origin request refused: its Origin is not in PATCHBAY_API_CORS_ORIGINS"),
+      );
+    return reply
+      .code(204)
+      .headers({
+        "Access-Control-Allow-Methods": "GET, POST",
+        "Access-Control-Allow-Headers": "Authorization, Content-Type, Last-Event-ID",
+        "Access-Control-Max-Age": "600",
+      })
+      .send();
   }
   const who = apiPrincipal(req, token, api?.tokens ?? []);
   const write = !SAFE_METHODS.has(req.method);
-  if (who === "bad") return sendProblem(reply, problem(401, `wrong token; ${NEEDS_TOKEN}`), { "WWW-Authenticate": 'Bearer error="invalid_token"' });
-  if (!who) return write || !openReadsFor(req, opts) ? sendProblem(reply, problem(401, NEEDS_TOKEN), { "WWW-Authenticate": "Bearer" }) : undefined;
-  if (write && who.scope !== "write") return sendProblem(reply, problem(403, `${who.name} has scope read: this needs a token of scope write`), { "WWW-Authenticate": 'Bearer error="insufficient_scope", scope="write"' });
-  if (write && crossOrigin(req) && !(corsOk && who.bearer)) return sendProblem(reply, problem(403, "cross-origin request refused"));
+  if (who === "bad")
+    return sendProblem(reply, problem(401, `wrong token; ${NEEDS_TOKEN}`), {
+      "WWW-Authenticate": 'Bearer error="invalid_token"',
+    });
+  if (!who)
+    return write || !openReadsFor(req, opts)
+      ? sendProblem(reply, problem(401, NEEDS_TOKEN), { "WWW-Authenticate": "Bearer" })
+      : undefined;
+  if (write && who.scope !== "write")
+    return sendProblem(reply, problem(403, `${who.name} has scope read: this needs a token of scope write`), {
+      "WWW-Authenticate": 'Bearer error="insufficient_scope", scope="write"',
+    });
+  if (write && crossOrigin(req) && !(corsOk && who.bearer))
+    return sendProblem(reply, problem(403, "cross-origin request refused"));
   return undefined;
 }
 
@@ -160,15 +208,23 @@ const auth: FastifyPluginAsync<AuthOptions> = async (app, opts) => {
     reply.header("X-Content-Type-Options", "nosniff");
     reply.header("Referrer-Policy", "no-referrer");
     reply.header("X-Frame-Options", "DENY");
-    if (loopback && !loopbackHost(req.headers.host ?? "")) return reply.code(403).type("text/plain").send("forbidden host\n");
+    if (loopback && !loopbackHost(req.headers.host ?? ""))
+      return reply.code(403).type("text/plain").send("forbidden host\n");
     if (isApiPath(req.url.split("?")[0]!)) return apiGuard(req, reply, opts);
     const url = new URL(req.url, "http://x");
     const given = url.searchParams.get("token");
     if (given !== null && SAFE_METHODS.has(req.method)) return exchangeToken(req, reply, url, given, token);
     if (needsToken(req.method, openReadsFor(req, opts)) && !authorized(req, token)) {
-      return reply.code(401).type("application/json").send({ error: "this needs the dashboard token (PATCHBAY_DASHBOARD_TOKEN): open the page once with ?token=…, or send Authorization: Bearer …" });
+      return reply
+        .code(401)
+        .type("application/json")
+        .send({
+          error:
+            "this needs the dashboard token (PATCHBAY_DASHBOARD_TOKEN): open the page once with ?token=…, or send Authorization: Bearer …",
+        });
     }
-    if (!SAFE_METHODS.has(req.method) && crossOrigin(req)) return reply.code(403).type("application/json").send({ error: "cross-origin request refused" });
+    if (!SAFE_METHODS.has(req.method) && crossOrigin(req))
+      return reply.code(403).type("application/json").send({ error: "cross-origin request refused" });
   });
 };
 
@@ -182,11 +238,14 @@ export const authPlugin: FastifyPluginAsync<AuthOptions> = Object.assign(auth, {
  */
 export function frameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
   const [status, detail] =
-    err.code === "FST_ERR_MAX_PARAM_LENGTH" ? [414, "a path parameter is too long (a job id is at most 128 characters)"]
-    : err.code === "FST_ERR_BAD_URL" ? [400, "the URL is malformed (a bad %-escape)"]
-    : [500, "internal error"];
+    err.code === "FST_ERR_MAX_PARAM_LENGTH"
+      ? [414, "a path parameter is too long (a job id is at most 128 characters)"]
+      : err.code === "FST_ERR_BAD_URL"
+        ? [400, "the URL is malformed (a bad %-escape)"]
+        : [500, "internal error"];
   reply.header("X-Content-Type-Options", "nosniff");
   // Fastify takes this handler's reply as sent; it awaits nothing from it (its type returns void).
-  if (isApiPath((req.raw.url ?? "").split("?")[0]!)) sendProblem(reply, problem(status, detail, { kind: status === 500 ? "internal" : "usage" }));
+  if (isApiPath((req.raw.url ?? "").split("?")[0]!))
+    sendProblem(reply, problem(status, detail, { kind: status === 500 ? "internal" : "usage" }));
   else reply.code(status).type("application/json").send({ error: detail });
 }

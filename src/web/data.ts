@@ -3,7 +3,13 @@
 // error, summary, patch) or a changeset (repo, url, branch, reason) is made inert (safeText) here.
 import type { Job } from "bullmq";
 import type { CampaignStatus } from "../campaign/track.js";
-import { CHANGESET_STATES, type Changeset, type ChangesetState, type ChecksState, type ReviewState } from "../campaign/changeset.js";
+import {
+  CHANGESET_STATES,
+  type Changeset,
+  type ChangesetState,
+  type ChecksState,
+  type ReviewState,
+} from "../campaign/changeset.js";
 import type { BatchStatus } from "../batch/batch-types.js";
 import type { JobData } from "../queue/client.js";
 import { filesChangedCount, type JobResult } from "../core/spec/spec.js";
@@ -84,13 +90,22 @@ const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : u
 export function jobRow(f: JobFields, state: string, defaultModel: string, now = Date.now()): JobRow {
   const r = f.result && typeof f.result === "object" ? f.result : undefined;
   const progress = f.progress as { turn?: unknown } | number | undefined;
-  const progressTurn = typeof progress === "object" && progress && typeof progress.turn === "number" ? progress.turn : undefined;
+  const progressTurn =
+    typeof progress === "object" && progress && typeof progress.turn === "number" ? progress.turn : undefined;
   const spec = f.data?.spec;
   const started = f.processedOn;
   const totalMs = num(r?.timings?.totalMs);
   const durationMs = totalMs ?? (started ? (f.finishedOn ?? now) - started : undefined);
-  const rawTask = typeof spec?.task === "string" ? spec.task : f.dataBytes !== undefined ? `(a spec of ${f.dataBytes} bytes: too big for the list; open the job)` : undefined;
-  const task = rawTask !== undefined ? safeText(rawTask.length > 300 ? `${rawTask.slice(0, 300)}…` : rawTask, { oneLine: true }) : undefined;
+  const rawTask =
+    typeof spec?.task === "string"
+      ? spec.task
+      : f.dataBytes !== undefined
+        ? `(a spec of ${f.dataBytes} bytes: too big for the list; open the job)`
+        : undefined;
+  const task =
+    rawTask !== undefined
+      ? safeText(rawTask.length > 300 ? `${rawTask.slice(0, 300)}…` : rawTask, { oneLine: true })
+      : undefined;
   const batchId = batchOf(f.data);
   const status = typeof r?.status === "string" ? safeText(r.status.slice(0, 64), { oneLine: true }) : undefined;
   return {
@@ -98,7 +113,14 @@ export function jobRow(f: JobFields, state: string, defaultModel: string, now = 
     state,
     ...(status ? { status } : state === "failed" ? { status: "failed" } : {}),
     model: safeText(String(spec?.model ?? defaultModel).slice(0, 200), { oneLine: true }),
-    ...(r ? { ...(num(r.turns) !== undefined ? { turns: r.turns } : {}), ...(num(r.costUsd) !== undefined ? { costUsd: r.costUsd } : {}) } : progressTurn !== undefined ? { turns: progressTurn } : {}),
+    ...(r
+      ? {
+          ...(num(r.turns) !== undefined ? { turns: r.turns } : {}),
+          ...(num(r.costUsd) !== undefined ? { costUsd: r.costUsd } : {}),
+        }
+      : progressTurn !== undefined
+        ? { turns: progressTurn }
+        : {}),
     ...(durationMs !== undefined ? { durationMs } : {}),
     createdAt: f.data?.enqueuedAt ?? f.timestamp,
     ...(started ? { startedAt: started } : {}),
@@ -182,13 +204,22 @@ export interface CampaignRow {
 }
 
 /** Counts by state of the repositories' changesets: a line with no record is unpublished. */
-export function countByState(lines: readonly number[], recorded: ReadonlyMap<number, Pick<Changeset, "state">>): Record<ChangesetState, number> {
+export function countByState(
+  lines: readonly number[],
+  recorded: ReadonlyMap<number, Pick<Changeset, "state">>,
+): Record<ChangesetState, number> {
   const counts = Object.fromEntries(CHANGESET_STATES.map((s) => [s, 0])) as Record<ChangesetState, number>;
   for (const line of lines) counts[recorded.get(line)?.state ?? "unpublished"]++;
   return counts;
 }
 
-export function campaignRow(id: string, createdAt: number, counts: Record<ChangesetState, number>, batch: BatchStatus | undefined, total: number): CampaignRow {
+export function campaignRow(
+  id: string,
+  createdAt: number,
+  counts: Record<ChangesetState, number>,
+  batch: BatchStatus | undefined,
+  total: number,
+): CampaignRow {
   return {
     id: safeText(id, { oneLine: true }),
     createdAt,

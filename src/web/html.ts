@@ -12,15 +12,18 @@ import { safeText } from "../core/term.js";
  * Served under /static/: the only scripts and styles the dashboard's own pages load (files in
  * ./assets/). No prototype: a name such as "constructor" is no asset (it was a 500).
  */
-export const STATIC_ASSETS: Record<string, { type: string; body: string }> = Object.assign(Object.create(null) as Record<string, { type: string; body: string }>, {
-  "style.css": { type: "text/css; charset=utf-8", body: STYLE_CSS },
-  "transcript.js": { type: "text/javascript; charset=utf-8", body: RENDER_JS },
-  "jobs.js": { type: "text/javascript; charset=utf-8", body: JOBS_JS },
-  "job.js": { type: "text/javascript; charset=utf-8", body: JOB_JS },
-  "batches.js": { type: "text/javascript; charset=utf-8", body: BATCHES_JS },
-  "campaigns.js": { type: "text/javascript; charset=utf-8", body: CAMPAIGNS_JS },
-  "campaign.js": { type: "text/javascript; charset=utf-8", body: CAMPAIGN_JS },
-});
+export const STATIC_ASSETS: Record<string, { type: string; body: string }> = Object.assign(
+  Object.create(null) as Record<string, { type: string; body: string }>,
+  {
+    "style.css": { type: "text/css; charset=utf-8", body: STYLE_CSS },
+    "transcript.js": { type: "text/javascript; charset=utf-8", body: RENDER_JS },
+    "jobs.js": { type: "text/javascript; charset=utf-8", body: JOBS_JS },
+    "job.js": { type: "text/javascript; charset=utf-8", body: JOB_JS },
+    "batches.js": { type: "text/javascript; charset=utf-8", body: BATCHES_JS },
+    "campaigns.js": { type: "text/javascript; charset=utf-8", body: CAMPAIGNS_JS },
+    "campaign.js": { type: "text/javascript; charset=utf-8", body: CAMPAIGN_JS },
+  },
+);
 
 /** The dashboard's own pages: scripts from this origin only, no inline script or style, no framing. */
 export const PAGE_CSP =
@@ -53,7 +56,8 @@ ${body}
 /** The jobs table's columns: each cell's class is c-<name> (its width and, on a narrow screen, its label: jobs.js). */
 const JOB_COLUMNS = ["job", "state", "status", "model", "turns", "cost", "duration", "batch", "enqueued", "task"];
 
-const options = (values: string[]) => ['<option value="">any</option>', ...values.map((v) => `<option value="${v}">${v}</option>`)].join("");
+const options = (values: string[]) =>
+  ['<option value="">any</option>', ...values.map((v) => `<option value="${v}">${v}</option>`)].join("");
 
 export function jobsPage(): string {
   return shell(
@@ -142,7 +146,11 @@ export function jobPage(): string {
   );
 }
 
-const LISTS = { job: ["/jobs", "jobs"], batch: ["/batches", "batches"], campaign: ["/campaigns", "campaigns"] } as const;
+const LISTS = {
+  job: ["/jobs", "jobs"],
+  batch: ["/batches", "batches"],
+  campaign: ["/campaigns", "campaigns"],
+} as const;
 
 /**
  * The 404 page of a job, batch or campaign id that names nothing (sent with status 404). The id
@@ -178,7 +186,10 @@ export interface TranscriptHtmlOptions {
 export function renderTranscriptHtml(events: readonly TranscriptEvent[], opts: TranscriptHtmlOptions = {}): string {
   const jobId = events.find((e) => typeof e?.jobId === "string")?.jobId;
   const title = safeText(opts.title ?? `patchbay · ${jobId ?? "transcript"}`, { oneLine: true });
-  const data = jsonForScript({ events: events.map(prepareEvent), ...(opts.patch !== undefined ? { patch: opts.patch } : {}) });
+  const data = jsonForScript({
+    events: events.map(prepareEvent),
+    ...(opts.patch !== undefined ? { patch: opts.patch } : {}),
+  });
   const script = `${RENDER_JS}\n${VIEW_BOOT_JS}`;
   const csp = `default-src 'none'; script-src ${cspHash(script)}; style-src ${cspHash(STYLE_CSS)}; img-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'none'`;
   return `<!doctype html>

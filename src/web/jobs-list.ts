@@ -74,10 +74,12 @@ export function parseJobsQuery(q: Record<string, unknown>): JobsQuery {
     return typeof v === "string" && v.trim() ? v.trim() : undefined;
   };
   const state = str("state");
-  if (state && !(LIST_STATES as readonly string[]).includes(state)) throw new BadQuery(`bad state "${state.slice(0, 40)}": one of ${LIST_STATES.join(", ")}`);
+  if (state && !(LIST_STATES as readonly string[]).includes(state))
+    throw new BadQuery(`bad state "${state.slice(0, 40)}": one of ${LIST_STATES.join(", ")}`);
   const limitText = str("limit");
   const limit = limitText === undefined ? PAGE_DEFAULT : Number(limitText);
-  if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_MAX) throw new BadQuery(`bad limit "${String(limitText).slice(0, 40)}": 1 to ${PAGE_MAX}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_MAX)
+    throw new BadQuery(`bad limit "${String(limitText).slice(0, 40)}": 1 to ${PAGE_MAX}`);
   return {
     states: state ? [state as ListState] : [...LIST_STATES],
     ...(str("status") ? { status: str("status")!.slice(0, 64) } : {}),
@@ -104,7 +106,14 @@ function json<T>(v: unknown): T | undefined {
 /** The list's fields of some jobs (undefined for a job that is gone), in one round trip. */
 export async function leanJobs(redis: Redis, queue: Queue, ids: string[]): Promise<(JobFields | undefined)[]> {
   if (!ids.length) return [];
-  const raw = (await ROWS(redis, ids.length, ...ids.map((id) => queue.toKey(id)), "row", LEAN_FIELD_MAX, REASON_MAX)) as (unknown[] | null)[];
+  const raw = (await ROWS(
+    redis,
+    ids.length,
+    ...ids.map((id) => queue.toKey(id)),
+    "row",
+    LEAN_FIELD_MAX,
+    REASON_MAX,
+  )) as (unknown[] | null)[];
   return raw.map((v, i) => {
     if (!v) return undefined;
     const [timestamp, processedOn, finishedOn, atm, progress, reason, data, rv] = v;
@@ -115,7 +124,11 @@ export async function leanJobs(redis: Redis, queue: Queue, ids: string[]): Promi
       finishedOn: num(finishedOn),
       attemptsMade: num(atm) ?? 0,
       progress: json(progress),
-      ...(typeof reason === "string" ? { failedReason: reason } : typeof reason === "number" ? { failedReason: `(${reason} bytes)` } : {}),
+      ...(typeof reason === "string"
+        ? { failedReason: reason }
+        : typeof reason === "number"
+          ? { failedReason: `(${reason} bytes)` }
+          : {}),
       data: json<JobData>(data),
       ...(typeof data === "number" ? { dataBytes: data } : {}),
       result: json<JobResult>(rv) ?? undefined,
@@ -126,7 +139,14 @@ export async function leanJobs(redis: Redis, queue: Queue, ids: string[]): Promi
 /** The status of finished jobs, from the start of their results (undefined: unknown or not finished). */
 async function statuses(redis: Redis, queue: Queue, ids: string[]): Promise<(string | undefined)[]> {
   if (!ids.length) return [];
-  const raw = (await ROWS(redis, ids.length, ...ids.map((id) => queue.toKey(id)), "status", LEAN_FIELD_MAX, REASON_MAX)) as (unknown[] | null)[];
+  const raw = (await ROWS(
+    redis,
+    ids.length,
+    ...ids.map((id) => queue.toKey(id)),
+    "status",
+    LEAN_FIELD_MAX,
+    REASON_MAX,
+  )) as (unknown[] | null)[];
   return raw.map((v) => {
     if (!v) return undefined;
     const m = typeof v[3] === "string" ? /^\{"status":"([a-z_]+)"/.exec(v[3]) : null;
@@ -138,7 +158,13 @@ const FINISHED: ListState[] = ["completed", "failed"];
 const QUEUED: ListState[] = ["active", "waiting", "prioritized", "delayed"];
 
 /** Up to `n` ids from the states in `states`, from the offsets in `o` (advanced): queued states one after another, then the finished ones merged. */
-async function nextIds(redis: Redis, queue: Queue, states: ListState[], o: Partial<Record<ListState, number>>, n: number): Promise<{ ids: { id: string; state: ListState }[]; more: boolean }> {
+async function nextIds(
+  redis: Redis,
+  queue: Queue,
+  states: ListState[],
+  o: Partial<Record<ListState, number>>,
+  n: number,
+): Promise<{ ids: { id: string; state: ListState }[]; more: boolean }> {
   const out: { id: string; state: ListState }[] = [];
   for (const s of QUEUED.filter((s) => states.includes(s))) {
     const need = n - out.length;
@@ -153,13 +179,15 @@ async function nextIds(redis: Redis, queue: Queue, states: ListState[], o: Parti
   const need = n - out.length;
   if (!fin.length || need <= 0) return { ids: out, more: need <= 0 && fin.length > 0 };
   // completed and failed are zsets by finish time: merged exactly, newest first.
-  const heads = await Promise.all(fin.map(async (s) => {
-    const from = o[s] ?? 0;
-    const flat = await redis.zrevrange(queue.keys[s]!, from, from + need - 1, "WITHSCORES");
-    const rows: { id: string; state: ListState; at: number }[] = [];
-    for (let i = 0; i + 1 < flat.length; i += 2) rows.push({ id: flat[i]!, state: s, at: Number(flat[i + 1]) });
-    return rows;
-  }));
+  const heads = await Promise.all(
+    fin.map(async (s) => {
+      const from = o[s] ?? 0;
+      const flat = await redis.zrevrange(queue.keys[s]!, from, from + need - 1, "WITHSCORES");
+      const rows: { id: string; state: ListState; at: number }[] = [];
+      for (let i = 0; i + 1 < flat.length; i += 2) rows.push({ id: flat[i]!, state: s, at: Number(flat[i + 1]) });
+      return rows;
+    }),
+  );
   // A k-way merge: each zset's own order is kept (ties included), so what a page took of each is a
   // prefix, and its offset says exactly where the next page starts.
   const merged: { id: string; state: ListState }[] = [];
@@ -179,7 +207,13 @@ async function nextIds(redis: Redis, queue: Queue, states: ListState[], o: Parti
 }
 
 /** One page of the jobs list (see the header). */
-export async function listJobsPage(redis: Redis, queue: Queue, queueName: string, q: JobsQuery, defaultModel: string): Promise<JobsPage> {
+export async function listJobsPage(
+  redis: Redis,
+  queue: Queue,
+  queueName: string,
+  q: JobsQuery,
+  defaultModel: string,
+): Promise<JobsPage> {
   if (q.batch !== undefined) return batchPage(redis, queue, queueName, q, defaultModel);
   const o = "o" in q.cursor ? { ...q.cursor.o } : {};
   if (q.status === undefined) {
@@ -191,12 +225,16 @@ export async function listJobsPage(redis: Redis, queue: Queue, queueName: string
   const states = q.states.filter((s) => FINISHED.includes(s));
   const picked: { id: string; state: ListState }[] = [];
   let more = states.length > 0;
-  for (let scanned = 0; more && picked.length < q.limit && scanned < SCAN_PER_PAGE * q.limit; ) {
+  for (let scanned = 0; more && picked.length < q.limit && scanned < SCAN_PER_PAGE * q.limit;) {
     const before = { ...o };
     const chunk = await nextIds(redis, queue, states, o, q.limit);
     more = chunk.more;
     scanned += chunk.ids.length;
-    const st = await statuses(redis, queue, chunk.ids.map((x) => x.id));
+    const st = await statuses(
+      redis,
+      queue,
+      chunk.ids.map((x) => x.id),
+    );
     for (let i = 0; i < chunk.ids.length; i++) {
       if (st[i] !== q.status) continue;
       if (picked.length === q.limit) {
@@ -212,18 +250,35 @@ export async function listJobsPage(redis: Redis, queue: Queue, queueName: string
   return { jobs: await rowsOf(redis, queue, picked, defaultModel), ...(more ? { next: encode({ o }) } : {}) };
 }
 
-async function rowsOf(redis: Redis, queue: Queue, ids: { id: string; state: ListState }[], defaultModel: string): Promise<JobRow[]> {
-  const fields = await leanJobs(redis, queue, ids.map((x) => x.id));
+async function rowsOf(
+  redis: Redis,
+  queue: Queue,
+  ids: { id: string; state: ListState }[],
+  defaultModel: string,
+): Promise<JobRow[]> {
+  const fields = await leanJobs(
+    redis,
+    queue,
+    ids.map((x) => x.id),
+  );
   const rows: JobRow[] = [];
   fields.forEach((f, i) => f && rows.push(jobRow(f, ids[i]!.state, defaultModel)));
   return rows;
 }
 
 /** A batch's jobs (the latest of each line), by line, from its index. */
-async function batchPage(redis: Redis, queue: Queue, queueName: string, q: JobsQuery, defaultModel: string): Promise<JobsPage> {
+async function batchPage(
+  redis: Redis,
+  queue: Queue,
+  queueName: string,
+  q: JobsQuery,
+  defaultModel: string,
+): Promise<JobsPage> {
   const from = "b" in q.cursor ? q.cursor.b : 0;
   const lines = await redis.hgetall(keys(queueName).batch(q.batch!, "lines"));
-  const ids = Object.entries(lines).sort(([a], [b]) => Number(a) - Number(b)).map(([, id]) => id);
+  const ids = Object.entries(lines)
+    .sort(([a], [b]) => Number(a) - Number(b))
+    .map(([, id]) => id);
   const slice = ids.slice(from, from + q.limit);
   const states = await Promise.all(slice.map((id) => queue.getJobState(id)));
   const fields = await leanJobs(redis, queue, slice);
@@ -231,7 +286,8 @@ async function batchPage(redis: Redis, queue: Queue, queueName: string, q: JobsQ
   fields.forEach((f, i) => {
     if (!f) return;
     const row = jobRow(f, states[i]!, defaultModel);
-    if (q.states.includes(row.state as ListState) && (q.status === undefined || row.status === q.status)) jobs.push(row);
+    if (q.states.includes(row.state as ListState) && (q.status === undefined || row.status === q.status))
+      jobs.push(row);
   });
   return { jobs, ...(from + slice.length < ids.length ? { next: encode({ b: from + slice.length }) } : {}) };
 }

@@ -27,10 +27,15 @@ export const batchesRoutes: FastifyPluginAsync<{ client: PatchbayClient }> = asy
   app.get("/batches", htmlPage(batchesPage()));
   app.get<{ Params: { id: string } }>("/batches/:id", async (req, reply) => {
     const id = req.params.id;
-    const known = validBatchId(id) && (await batches.status(id).then(() => true, (err: unknown) => {
-      if (err instanceof BatchNotFoundError) return false;
-      throw err;
-    }));
+    const known =
+      validBatchId(id) &&
+      (await batches.status(id).then(
+        () => true,
+        (err: unknown) => {
+          if (err instanceof BatchNotFoundError) return false;
+          throw err;
+        },
+      ));
     if (!known) return sendPage(reply, notFoundPage("batch", id, client.queueName), 404);
     return reply.redirect(`/jobs?batch=${encodeURIComponent(id)}`, 302);
   });

@@ -32,13 +32,19 @@ const notFound = (err: unknown) => {
 };
 
 export const campaignsRoutes: FastifyPluginAsync<{ client: PatchbayClient }> = async (app, { client }) => {
-  const ctx = { store: new CampaignStore(client.redis, client.queueName, client.retentionSec), batches: new BatchClient(client) };
+  const ctx = {
+    store: new CampaignStore(client.redis, client.queueName, client.retentionSec),
+    batches: new BatchClient(client),
+  };
 
   /** A list row without reading each line's job: a line with no changeset recorded is unpublished. */
   async function row(id: string): Promise<CampaignRow | undefined> {
     const def = await ctx.store.def(id).catch(notFound);
     if (!def) return undefined; // expired between the list and here
-    const [recorded, batch] = await Promise.all([ctx.store.changesets(id), ctx.batches.status(id).catch(() => undefined)]);
+    const [recorded, batch] = await Promise.all([
+      ctx.store.changesets(id),
+      ctx.batches.status(id).catch(() => undefined),
+    ]);
     const lines = def.repos.map((r) => r.line);
     return campaignRow(id, def.createdAt, countByState(lines, recorded), batch, lines.length);
   }
@@ -47,7 +53,12 @@ export const campaignsRoutes: FastifyPluginAsync<{ client: PatchbayClient }> = a
   const page = campaignPage();
   app.get<{ Params: { id: string } }>("/campaigns/:id", async (req, reply) => {
     const id = req.params.id;
-    const known = validCampaignId(id) && (await ctx.store.def(id).then(() => true, (err: unknown) => notFound(err) ?? false));
+    const known =
+      validCampaignId(id) &&
+      (await ctx.store.def(id).then(
+        () => true,
+        (err: unknown) => notFound(err) ?? false,
+      ));
     return known ? sendPage(reply, page) : sendPage(reply, notFoundPage("campaign", id, client.queueName), 404);
   });
   app.get("/api/campaigns", async () => {

@@ -23,7 +23,12 @@ export interface EventStreamsOptions {
 }
 
 /** How a route says no (404, 503) in its own format: the dashboard's `{ error }`, the API's problem+json. */
-export type Refuse = (reply: FastifyReply, status: 404 | 503, message: string, headers?: Record<string, string>) => FastifyReply;
+export type Refuse = (
+  reply: FastifyReply,
+  status: 404 | 503,
+  message: string,
+  headers?: Record<string, string>,
+) => FastifyReply;
 
 /** The live transcripts of a dashboard: one hub and one cap, shared by the dashboard's route and the HTTP API's. */
 export class EventStreams {
@@ -34,17 +39,40 @@ export class EventStreams {
   }
 
   /** Streams job `id`'s events from Last-Event-ID (or ?after=), or refuses: an unknown job, or the cap reached. */
-  async serve(id: string, req: FastifyRequest<{ Querystring: { after?: string } }>, reply: FastifyReply, refuse: Refuse): Promise<FastifyReply | undefined> {
+  async serve(
+    id: string,
+    req: FastifyRequest<{ Querystring: { after?: string } }>,
+    reply: FastifyReply,
+    refuse: Refuse,
+  ): Promise<FastifyReply | undefined> {
     const { client, maxStreams } = this.o;
-    if (this.streams >= maxStreams) return refuse(reply, 503, `this dashboard serves at most ${maxStreams} live transcripts at once (PATCHBAY_DASHBOARD_MAX_STREAMS); try again shortly`, { "Retry-After": "5" });
+    if (this.streams >= maxStreams)
+      return refuse(
+        reply,
+        503,
+        `this dashboard serves at most ${maxStreams} live transcripts at once (PATCHBAY_DASHBOARD_MAX_STREAMS); try again shortly`,
+        { "Retry-After": "5" },
+      );
     this.streams++; // counted before the first await, so concurrent requests cannot pass the cap together
     try {
-      if ((await client.queue.getJobState(id)) === "unknown") return refuse(reply, 404, `no job ${id} in queue ${client.queueName}`);
+      if ((await client.queue.getJobState(id)) === "unknown")
+        return refuse(reply, 404, `no job ${id} in queue ${client.queueName}`);
       // headers set so far (the guard's, CORS) would be lost with fastify's reply: onto the raw one
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
+      for (const [name, value] of Object.entries(reply.getHeaders()))
+        if (value !== undefined) reply.raw.setHeader(name, value);
       reply.hijack();
       const from = String(req.headers["last-event-id"] ?? req.query.after ?? "0");
-      await streamTranscript({ redis: client.redis, hub: this.hub, streamKey: keys(client.queueName).events(id), state: () => client.queue.getJobState(id) }, req.raw, reply.raw, from);
+      await streamTranscript(
+        {
+          redis: client.redis,
+          hub: this.hub,
+          streamKey: keys(client.queueName).events(id),
+          state: () => client.queue.getJobState(id),
+        },
+        req.raw,
+        reply.raw,
+        from,
+      );
       return undefined;
     } finally {
       this.streams--;
@@ -56,8 +84,11 @@ export class EventStreams {
   }
 }
 
-const refuseJson: Refuse = (reply, status, message, headers = {}) => reply.code(status).headers(headers).send({ error: message });
+const refuseJson: Refuse = (reply, status, message, headers = {}) =>
+  reply.code(status).headers(headers).send({ error: message });
 
 export const eventsRoute: FastifyPluginAsync<{ streams: EventStreams }> = async (app, { streams }) => {
-  app.get<{ Params: { id: string }; Querystring: { after?: string } }>("/api/jobs/:id/events", (req, reply) => streams.serve(req.params.id, req, reply, refuseJson));
+  app.get<{ Params: { id: string }; Querystring: { after?: string } }>("/api/jobs/:id/events", (req, reply) =>
+    streams.serve(req.params.id, req, reply, refuseJson),
+  );
 };

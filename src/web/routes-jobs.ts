@@ -29,7 +29,10 @@ function pages(app: FastifyInstance, client: PatchbayClient): void {
   const page = jobPage();
   // The page is a shell that fetches the job; an id that names no job is a 404 page saying so.
   app.get<ById>("/jobs/:id", async (req, reply) =>
-    (await jobExists(client, req.params.id)) ? sendPage(reply, page) : sendPage(reply, notFoundPage("job", req.params.id, client.queueName), 404));
+    (await jobExists(client, req.params.id))
+      ? sendPage(reply, page)
+      : sendPage(reply, notFoundPage("job", req.params.id, client.queueName), 404),
+  );
 }
 
 /**
@@ -51,7 +54,13 @@ function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions
 
   app.get("/api/jobs", async (req, reply) => {
     try {
-      return await listJobsPage(client.redis, client.queue, client.queueName, parseJobsQuery(req.query as Record<string, unknown>), defaultModel);
+      return await listJobsPage(
+        client.redis,
+        client.queue,
+        client.queueName,
+        parseJobsQuery(req.query as Record<string, unknown>),
+        defaultModel,
+      );
     } catch (err) {
       if (err instanceof BadQuery) return reply.code(400).send({ error: err.message });
       throw err;
@@ -63,7 +72,10 @@ function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions
     const job = await jobOf(req.params.id);
     if (!job) return reply.code(404).send({ error: `no job ${req.params.id}` });
     const stored = job.returnvalue?.patchStored;
-    const patch = stored && stored.bytes <= DETAIL_PATCH_MAX ? ((await client.redis.get(k.patch(job.id!))) ?? undefined) : undefined;
+    const patch =
+      stored && stored.bytes <= DETAIL_PATCH_MAX
+        ? ((await client.redis.get(k.patch(job.id!))) ?? undefined)
+        : undefined;
     return jobDetail(job, state, defaultModel, { patch });
   });
 
@@ -73,9 +85,15 @@ function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions
     const r = job?.returnvalue;
     if (!job || !r) return reply.code(404).send({ error: `no finished job ${req.params.id}` });
     const patch = r.patchStored ? await client.redis.getBuffer(k.patch(job.id!)) : Buffer.from(r.patch);
-    if (!patch) return reply.code(410).send({ error: `the patch of job ${job.id} is no longer kept (PATCHBAY_RETENTION_SEC)` });
+    if (!patch)
+      return reply.code(410).send({ error: `the patch of job ${job.id} is no longer kept (PATCHBAY_RETENTION_SEC)` });
     const name = `${job.id!.replace(/[^A-Za-z0-9_.-]/g, "_")}.patch`;
-    return reply.header("Content-Security-Policy", "default-src 'none'; sandbox").header("Content-Disposition", `attachment; filename="${name}"`).header("Cache-Control", "no-store").type("text/plain; charset=utf-8").send(patch);
+    return reply
+      .header("Content-Security-Policy", "default-src 'none'; sandbox")
+      .header("Content-Disposition", `attachment; filename="${name}"`)
+      .header("Cache-Control", "no-store")
+      .type("text/plain; charset=utf-8")
+      .send(patch);
   });
 }
 
@@ -93,7 +111,8 @@ function actions(app: FastifyInstance, client: PatchbayClient): void {
     const id = req.params.id;
     try {
       const r = await client.retry(id);
-      if (!r.retried) return reply.code(409).send({ error: `job ${id} is ${r.state}: only a finished job can be retried` });
+      if (!r.retried)
+        return reply.code(409).send({ error: `job ${id} is ${r.state}: only a finished job can be retried` });
       return { result: "queued again" };
     } catch (err) {
       if (err instanceof JobNotFoundError) return reply.code(404).send({ error: `no job ${id}` });

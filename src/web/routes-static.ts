@@ -5,7 +5,12 @@ import { PAGE_CSP, STATIC_ASSETS } from "./html.js";
 
 /** Sends one of the pages (src/web/html.ts) with its CSP, never cached; a 404 page with `code` 404. */
 export const sendPage = (reply: FastifyReply, html: string, code = 200) =>
-  reply.code(code).header("Content-Security-Policy", PAGE_CSP).header("Cache-Control", "no-store").type("text/html; charset=utf-8").send(html);
+  reply
+    .code(code)
+    .header("Content-Security-Policy", PAGE_CSP)
+    .header("Cache-Control", "no-store")
+    .type("text/html; charset=utf-8")
+    .send(html);
 
 /** A handler that sends one of the pages. */
 export const htmlPage = (html: string) => (_req: FastifyRequest, reply: FastifyReply) => sendPage(reply, html);

@@ -52,8 +52,19 @@ export interface Dashboard {
 }
 
 /** The guard first: its hook covers only the routes registered after it. */
-async function registerAll(app: FastifyInstance, s: DashboardSettings, config: Config, client: PatchbayClient, connectionName: string): Promise<void> {
-  await app.register(authPlugin, { token: s.token, loopback: s.loopback, openReads: s.openReads, api: { tokens: config.apiTokens, corsOrigins: config.apiCorsOrigins } });
+async function registerAll(
+  app: FastifyInstance,
+  s: DashboardSettings,
+  config: Config,
+  client: PatchbayClient,
+  connectionName: string,
+): Promise<void> {
+  await app.register(authPlugin, {
+    token: s.token,
+    loopback: s.loopback,
+    openReads: s.openReads,
+    api: { tokens: config.apiTokens, corsOrigins: config.apiCorsOrigins },
+  });
   // the live transcripts of the pages and of the API share one hub and one cap
   const streams = new EventStreams({ client, connectionName: `${connectionName}-sse`, maxStreams: s.maxStreams });
   app.addHook("onClose", () => streams.close());
@@ -63,7 +74,12 @@ async function registerAll(app: FastifyInstance, s: DashboardSettings, config: C
   await app.register(batchesRoutes, { client });
   await app.register(campaignsRoutes, { client });
   await app.register(eventsRoute, { streams });
-  await app.register(apiRoutes, { client, streams, defaultModel: s.defaultModel, sources: { roots: config.apiRepoRoots, gitHosts: config.apiGitHosts } });
+  await app.register(apiRoutes, {
+    client,
+    streams,
+    defaultModel: s.defaultModel,
+    sources: { roots: config.apiRepoRoots, gitHosts: config.apiGitHosts },
+  });
   await app.register(metricsRoute, { queue: client.queue });
 }
 
@@ -72,8 +88,22 @@ export async function startDashboard(opts: DashboardOptions = {}): Promise<Dashb
   const s = dashboardSettings(opts, config);
   const connectionName = `patchbay-dashboard-${randomBytes(4).toString("hex")}`;
   // Every job it enqueues is marked as the API's: the workers hold it to their roots and git hosts (src/job/repo/source-check.ts).
-  const client = new PatchbayClient({ redisUrl: s.redisUrl, queueName: s.queueName, connectionName, config, origin: "api" });
-  const app = Fastify({ logger: false, trustProxy: false, bodyLimit: 1 << 20, frameworkErrors: frameworkError, forceCloseConnections: true, routerOptions: { maxParamLength: 256 }, ...(s.tls ? { https: s.tls } : {}) }); // a job id is up to 128 characters
+  const client = new PatchbayClient({
+    redisUrl: s.redisUrl,
+    queueName: s.queueName,
+    connectionName,
+    config,
+    origin: "api",
+  });
+  const app = Fastify({
+    logger: false,
+    trustProxy: false,
+    bodyLimit: 1 << 20,
+    frameworkErrors: frameworkError,
+    forceCloseConnections: true,
+    routerOptions: { maxParamLength: 256 },
+    ...(s.tls ? { https: s.tls } : {}),
+  }); // a job id is up to 128 characters
   try {
     await registerAll(app, s, config, client, connectionName);
     await app.listen({ host: s.host, port: s.port });

@@ -50,7 +50,10 @@ function tlsFiles(opts: DashboardOptions, config: Config): DashboardSettings["tl
   if (opts.tls) return opts.tls;
   const t = config.dashboardTls;
   if (!t) return undefined;
-  if (!t.cert || !t.key) throw new DashboardConfigError("HTTPS needs both PATCHBAY_DASHBOARD_TLS_CERT and PATCHBAY_DASHBOARD_TLS_KEY (PEM files); one of them is unset");
+  if (!t.cert || !t.key)
+    throw new DashboardConfigError(
+      "HTTPS needs both PATCHBAY_DASHBOARD_TLS_CERT and PATCHBAY_DASHBOARD_TLS_KEY (PEM files); one of them is unset",
+    );
   try {
     return { cert: readFileSync(t.cert), key: readFileSync(t.key) };
   } catch (err) {
@@ -63,9 +66,12 @@ export function dashboardSettings(opts: DashboardOptions, config: Config): Dashb
   const host = opts.host ?? "127.0.0.1";
   const loopback = isLoopback(host);
   const given = opts.token ?? config.dashboardToken;
-  if (!loopback && !given) throw new DashboardConfigError(`binding ${host} (not loopback) needs a token: set PATCHBAY_DASHBOARD_TOKEN`);
-  if (opts.loopbackReads && !loopback) throw new DashboardConfigError(`tokenless reads (--loopback-reads) need a loopback bind, not ${host}`);
-  if (given !== undefined && given.length < 16) throw new DashboardConfigError("PATCHBAY_DASHBOARD_TOKEN must be at least 16 characters");
+  if (!loopback && !given)
+    throw new DashboardConfigError(`binding ${host} (not loopback) needs a token: set PATCHBAY_DASHBOARD_TOKEN`);
+  if (opts.loopbackReads && !loopback)
+    throw new DashboardConfigError(`tokenless reads (--loopback-reads) need a loopback bind, not ${host}`);
+  if (given !== undefined && given.length < 16)
+    throw new DashboardConfigError("PATCHBAY_DASHBOARD_TOKEN must be at least 16 characters");
   const tls = tlsFiles(opts, config);
   return {
     host,

@@ -39,7 +39,12 @@ function parse(fields: string[]): unknown {
   }
 }
 
-export async function streamTranscript(src: TranscriptSource, req: IncomingMessage, res: ServerResponse, from: string): Promise<void> {
+export async function streamTranscript(
+  src: TranscriptSource,
+  req: IncomingMessage,
+  res: ServerResponse,
+  from: string,
+): Promise<void> {
   let last = streamId(from) ? from : "0";
   res.writeHead(200, {
     "Content-Type": "text/event-stream; charset=utf-8",
@@ -53,7 +58,9 @@ export async function streamTranscript(src: TranscriptSource, req: IncomingMessa
   const write = async (text: string) => {
     if (res.write(text) || closed) return;
     let timer: NodeJS.Timeout | undefined;
-    const stalled = new Promise<void>((r) => (timer = setTimeout(() => ((closed = true), res.destroy(), r()), src.stallMs ?? STALL_MS)));
+    const stalled = new Promise<void>(
+      (r) => (timer = setTimeout(() => ((closed = true), res.destroy(), r()), src.stallMs ?? STALL_MS)),
+    );
     await Promise.race([new Promise((r) => res.once("drain", r)), gone, stalled]);
     clearTimeout(timer);
   };
@@ -77,7 +84,8 @@ export async function streamTranscript(src: TranscriptSource, req: IncomingMessa
       const state = await src.state();
       if (state === "completed" || state === "failed" || state === "unknown") {
         // the job is over: whatever was written just before the end, then `end`
-        for (let rest = await read(1000); rest.length; rest = await read(1000)) await write(`id: ${last}\ndata: ${JSON.stringify(rest)}\n\n`);
+        for (let rest = await read(1000); rest.length; rest = await read(1000))
+          await write(`id: ${last}\ndata: ${JSON.stringify(rest)}\n\n`);
         await write(`event: end\ndata: ${JSON.stringify({ state })}\n\n`);
         break;
       }

@@ -35,14 +35,26 @@ export class TranscriptHub {
   private readonly loop: Promise<void>;
 
   /** `commands`: a connection for CLIENT UNBLOCK (never blocked itself); `name`: the hub connection's CLIENT SETNAME. */
-  constructor(private readonly commands: Redis, name: string, private blockMs = 5000) {
+  constructor(
+    private readonly commands: Redis,
+    name: string,
+    private blockMs = 5000,
+  ) {
     this.conn = duplicateRedis(commands, name);
     this.conn.on("error", () => {}); // ioredis reconnects; the waiters time out meanwhile
     keepConnected(this.conn, () => this.closed);
     // On a Cluster, CLIENT ID and UNBLOCK would go to any node, not the one the read blocks on: the
     // read is short instead, so a new waiter is taken up within CLUSTER_BLOCK_MS.
     if (isCluster(commands)) this.blockMs = Math.min(blockMs, CLUSTER_BLOCK_MS);
-    else this.conn.on("ready", () => void this.conn.client("ID").then((id) => (this.connId = Number(id)), () => {}));
+    else
+      this.conn.on(
+        "ready",
+        () =>
+          void this.conn.client("ID").then(
+            (id) => (this.connId = Number(id)),
+            () => {},
+          ),
+      );
     this.loop = this.run();
   }
 

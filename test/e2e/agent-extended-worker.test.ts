@@ -46,15 +46,32 @@ describe("issue 27 through a worker process on Docker and Bedrock", () => {
     const policy: Policy = ({ body }) => {
       if (isSummaryRequest(body)) return reply(text("summary: counted the words, read a.txt, printed blocks of x."));
       const turn = agentTurn++;
-      if (turn === 0) return reply(toolUse("word_count", { text: "one two three" }), toolUse("mcp__fx__read_file", { path: "a.txt" }));
+      if (turn === 0)
+        return reply(
+          toolUse("word_count", { text: "one two three" }),
+          toolUse("mcp__fx__read_file", { path: "a.txt" }),
+        );
       if (turn <= 8) return reply(toolUse("bash", { command: BIG }));
       return reply(text("done"));
     };
-    bedrock = await startBedrockFake(policy, { accessKeyId: AWS.AWS_ACCESS_KEY_ID, secretAccessKey: AWS.AWS_SECRET_ACCESS_KEY, region: "us-west-2" });
+    bedrock = await startBedrockFake(policy, {
+      accessKeyId: AWS.AWS_ACCESS_KEY_ID,
+      secretAccessKey: AWS.AWS_SECRET_ACCESS_KEY,
+      region: "us-west-2",
+    });
     worker = startWorkerProc({
-      REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "0",
-      PATCHBAY_PROVIDER: "bedrock", AWS_REGION: "us-west-2", ...AWS, AWS_SESSION_TOKEN: "", AWS_PROFILE: "", ANTHROPIC_BEDROCK_BASE_URL: bedrock.url,
-      ANTHROPIC_API_KEY: "", PATCHBAY_CONTEXT_WINDOW: "12000",
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: QUEUE,
+      PATCHBAY_CONCURRENCY: "1",
+      PATCHBAY_POOL: "0",
+      PATCHBAY_PROVIDER: "bedrock",
+      AWS_REGION: "us-west-2",
+      ...AWS,
+      AWS_SESSION_TOKEN: "",
+      AWS_PROFILE: "",
+      ANTHROPIC_BEDROCK_BASE_URL: bedrock.url,
+      ANTHROPIC_API_KEY: "",
+      PATCHBAY_CONTEXT_WINDOW: "12000",
     });
     await worker.waitFor(/ready/, 180_000);
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
@@ -74,7 +91,16 @@ describe("issue 27 through a worker process on Docker and Bedrock", () => {
       task: "Count the words, read a.txt, print some blocks.",
       repo: { path: repo },
       image,
-      tools: { custom: [{ name: "word_count", description: "Counts the words of text.", input_schema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] }, command: "python3 -c 'import json,sys; print(len(json.load(sys.stdin)[\"text\"].split()))'" }] },
+      tools: {
+        custom: [
+          {
+            name: "word_count",
+            description: "Counts the words of text.",
+            input_schema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+            command: "python3 -c 'import json,sys; print(len(json.load(sys.stdin)[\"text\"].split()))'",
+          },
+        ],
+      },
       mcp: { servers: { fx: { command: "node", args: ["/opt/mcp/server.mjs"], env: { FIXTURE_NAME: "fx" } } } },
     });
     const result = await client.waitForResult(id, { timeoutMs: 600_000 });
@@ -83,7 +109,9 @@ describe("issue 27 through a worker process on Docker and Bedrock", () => {
     expect(result.status, result.error).toBe("completed");
     // Every request valid for Bedrock (the stand-in refuses a bad signature, URL or body with 403).
     expect(bedrock.seen.flatMap((s) => s.problems)).toEqual([]);
-    expect(new Set(bedrock.seen.map((s) => s.path))).toEqual(new Set(["/model/anthropic.claude-sonnet-5-5/invoke-with-response-stream"]));
+    expect(new Set(bedrock.seen.map((s) => s.path))).toEqual(
+      new Set(["/model/anthropic.claude-sonnet-5-5/invoke-with-response-stream"]),
+    );
     const agent = bedrock.upstream.requests.filter((r) => !isSummaryRequest(r.body));
     const [count, read] = toolResults(agent[1]);
     expect(toolResultText(count)).toBe("3");

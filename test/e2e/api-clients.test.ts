@@ -26,10 +26,19 @@ const EXAMPLES = new URL("../../examples/api/", import.meta.url).pathname;
 const QUEUE = "api-clients";
 const WRITE = "api-clients-write-token-012345";
 
-function run(file: string, args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(
+  file: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(file, args, { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env }, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }));
+    execFile(
+      file,
+      args,
+      { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env }, maxBuffer: 16 << 20 },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
+    );
   });
 }
 
@@ -39,7 +48,13 @@ function expectFixes(patch: string): void {
   cpSync(CLAMP, copy, { recursive: true });
   writeFileSync(join(copy, "fix.diff"), patch);
   execFileSync("git", ["apply", "fix.diff"], { cwd: copy });
-  expect(execFileSync("python3", ["-m", "unittest", "-q"], { cwd: copy, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })).toBe("");
+  expect(
+    execFileSync("python3", ["-m", "unittest", "-q"], {
+      cwd: copy,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  ).toBe("");
   removeDir(copy);
 }
 
@@ -53,10 +68,27 @@ describe("the HTTP API's examples", () => {
   beforeAll(async () => {
     redis = await startRedis();
     fake = await startFakeAnthropic(byTurn(clampScript()));
-    worker = startWorkerProc({ ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCAL_REPO_ROOTS: `${dirname(CLAMP)},${tmpdir()}` }); // the API's jobs: only under the worker's roots
+    worker = startWorkerProc({
+      ...LOCAL_WORKER_ENV,
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: QUEUE,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_LOCAL_REPO_ROOTS: `${dirname(CLAMP)},${tmpdir()}`,
+    }); // the API's jobs: only under the worker's roots
     await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`));
-    const config = loadConfig({ ...process.env, PATCHBAY_API_TOKENS: `examples:write:${WRITE}`, PATCHBAY_API_REPO_ROOTS: `${dirname(CLAMP)},${tmpdir()}` });
-    dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: "api-clients-dashboard-token-01", config });
+    const config = loadConfig({
+      ...process.env,
+      PATCHBAY_API_TOKENS: `examples:write:${WRITE}`,
+      PATCHBAY_API_REPO_ROOTS: `${dirname(CLAMP)},${tmpdir()}`,
+    });
+    dash = await startDashboard({
+      port: 0,
+      redisUrl: redis.url,
+      queueName: QUEUE,
+      token: "api-clients-dashboard-token-01",
+      config,
+    });
     env = { PATCHBAY_URL: dash.url, PATCHBAY_TOKEN: WRITE };
   });
 
@@ -68,7 +100,21 @@ describe("the HTTP API's examples", () => {
   });
 
   it("fix.py (python3's standard library) enqueues, follows the events to job_finished and prints a patch that applies", async () => {
-    const r = await run("python3", [join(EXAMPLES, "fix.py"), "--repo", CLAMP, "--task", "Fix clamp (python client).", "--verify", "python3 -m unittest -q", "--job-id", "py-client-1"], env);
+    const r = await run(
+      "python3",
+      [
+        join(EXAMPLES, "fix.py"),
+        "--repo",
+        CLAMP,
+        "--task",
+        "Fix clamp (python client).",
+        "--verify",
+        "python3 -m unittest -q",
+        "--job-id",
+        "py-client-1",
+      ],
+      env,
+    );
     expect(r.stderr).toMatch(/job py-client-1 enqueued/);
     expect(r.stderr).toMatch(/turn \d+: str_replace_based_edit_tool/);
     expect(r.stderr).toMatch(/verify: python3 -m unittest -q -> exit 0/);
@@ -78,7 +124,11 @@ describe("the HTTP API's examples", () => {
   });
 
   it("fix.py says what is wrong with a bad spec, by field, and exits 2", async () => {
-    const r = await run("python3", [join(EXAMPLES, "fix.py"), "--repo", join(tmpdir(), "pb-api-no-such-repo"), "--task", "x"], env);
+    const r = await run(
+      "python3",
+      [join(EXAMPLES, "fix.py"), "--repo", join(tmpdir(), "pb-api-no-such-repo"), "--task", "x"],
+      env,
+    );
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/POST \/api\/v1\/jobs: 400 invalid JobSpec: repo\.path/);
     expect(r.stderr).toContain(`  repo.path: ${join(tmpdir(), "pb-api-no-such-repo")} does not exist`);
@@ -86,7 +136,10 @@ describe("the HTTP API's examples", () => {
 
   it("fix.sh (curl) enqueues a spec file, follows the events and prints a patch that applies", async () => {
     const dir = mkdtempSync(join(tmpdir(), "pb-api-clients-"));
-    writeFileSync(join(dir, "spec.json"), JSON.stringify({ task: "Fix clamp (curl client).", repo: { path: CLAMP }, verify: "python3 -m unittest -q" }));
+    writeFileSync(
+      join(dir, "spec.json"),
+      JSON.stringify({ task: "Fix clamp (curl client).", repo: { path: CLAMP }, verify: "python3 -m unittest -q" }),
+    );
     const r = await run("sh", [join(EXAMPLES, "fix.sh"), join(dir, "spec.json")], env);
     expect(r.stderr).toMatch(/job \S+ enqueued/);
     expect(r.stderr).toMatch(/ {2}job_finished/);

@@ -18,12 +18,16 @@ import { byTurn, taskOf } from "../support/scripts.js";
 import { LOCAL_WORKER_ENV } from "../support/backend.js";
 
 /** The task as written in the spec (the first user message wraps it in <task> tags). */
-const taskText = (body: unknown) => taskOf(body).replace(/^<task>\n/, "").replace(/\n<\/task>$/, "");
+const taskText = (body: unknown) =>
+  taskOf(body)
+    .replace(/^<task>\n/, "")
+    .replace(/\n<\/task>$/, "");
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const QUEUE = "batch-e2e";
 const DONE = reply(text("Done."));
-const create = (path: string) => reply(toolUse("str_replace_based_edit_tool", { command: "create", path, file_text: "ok\n" }));
+const create = (path: string) =>
+  reply(toolUse("str_replace_based_edit_tool", { command: "create", path, file_text: "ok\n" }));
 /** $3 a turn at the default model's price ($2 per million input tokens). */
 const costly = (r: Reply): Reply => ({ ...r, usage: { input_tokens: 1_500_000 } }) as Reply;
 
@@ -63,7 +67,17 @@ describe("patchbay batch end to end", () => {
         return [DONE];
       }),
     );
-    env = { ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "5000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REAP_MS: "3000", PATCHBAY_CONCURRENCY: "2" };
+    env = {
+      ...LOCAL_WORKER_ENV,
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: QUEUE,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_LOCK_MS: "5000",
+      PATCHBAY_STALLED_MS: "2000",
+      PATCHBAY_REAP_MS: "3000",
+      PATCHBAY_CONCURRENCY: "2",
+    };
     workers = [startWorkerProc(env), startWorkerProc(env)];
     await Promise.all(workers.map((w) => w.waitFor(new RegExp(`ready: queue ${QUEUE}`), 180_000)));
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
@@ -92,9 +106,12 @@ describe("patchbay batch end to end", () => {
 
   it("30 jobs over 2 workers, one killed -9 during wait: exact counts in summary.json; retry --status verify_failed re-runs only those", async () => {
     const specs: object[] = [];
-    for (let i = 0; i < 14; i++) specs.push({ task: `ok ${i}`, repo: { path: repo }, ...(i % 2 ? { verify: "true" } : {}) });
-    for (let i = 0; i < 8; i++) specs.push({ task: `fix later ${i}`, repo: { path: repo }, verify: "test -f /workspace/fixed", verifyRounds: 2 });
-    for (let i = 0; i < 6; i++) specs.push({ task: `hard ${i}`, repo: { path: repo }, verify: "test -f /workspace/fixed", verifyRounds: 1 });
+    for (let i = 0; i < 14; i++)
+      specs.push({ task: `ok ${i}`, repo: { path: repo }, ...(i % 2 ? { verify: "true" } : {}) });
+    for (let i = 0; i < 8; i++)
+      specs.push({ task: `fix later ${i}`, repo: { path: repo }, verify: "test -f /workspace/fixed", verifyRounds: 2 });
+    for (let i = 0; i < 6; i++)
+      specs.push({ task: `hard ${i}`, repo: { path: repo }, verify: "test -f /workspace/fixed", verifyRounds: 1 });
     specs.push({ task: "broken repo", repo: { archive: join(dir, "broken.tar") } });
     specs.push({ task: "slow job", repo: { path: repo }, timeoutSec: 6 });
     const file = writeJsonl("thirty.jsonl", specs);
@@ -119,7 +136,9 @@ describe("patchbay batch end to end", () => {
     // The jobs it had started and not logged as finished. One may have finished just before the
     // kill (its result recorded, the log line not yet written): that result stands.
     const vlog = victim.log();
-    const lost = [...vlog.matchAll(/job (thirty-L\d+) attempt \d+: started/g)].map((m) => m[1]!).filter((id) => !new RegExp(`job ${id} attempt \\d+: (?!started)`).test(vlog));
+    const lost = [...vlog.matchAll(/job (thirty-L\d+) attempt \d+: started/g)]
+      .map((m) => m[1]!)
+      .filter((id) => !new RegExp(`job ${id} attempt \\d+: (?!started)`).test(vlog));
     expect(lost).toContain("thirty-L7");
     const fresh = startWorkerProc(env);
     workers[workers.indexOf(victim)] = fresh;
@@ -129,14 +148,29 @@ describe("patchbay batch end to end", () => {
     expect(w.code, w.stderr).toBe(1); // a failed job is the worst
     const summary = readJson(join(out, "summary.json"));
     expect(summary.total).toBe(30);
-    expect(summary.counts).toEqual({ completed: 22, verify_failed: 6, failed: 1, timeout: 1, budget_exceeded: 0, cancelled: 0, max_turns: 0 });
+    expect(summary.counts).toEqual({
+      completed: 22,
+      verify_failed: 6,
+      failed: 1,
+      timeout: 1,
+      budget_exceeded: 0,
+      cancelled: 0,
+      max_turns: 0,
+    });
     expect(summary.verify).toEqual({ verified: 15, unverified: 6, none: 9 });
     expect(summary.jobs).toHaveLength(30);
-    expect(summary.errors.map((e: { error: string }) => e.error)).toEqual(expect.arrayContaining([expect.stringMatching(/verify failed \(exit 1\) after 2 rounds/), expect.stringMatching(/broken\.tar/)]));
+    expect(summary.errors.map((e: { error: string }) => e.error)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/verify failed \(exit 1\) after 2 rounds/),
+        expect.stringMatching(/broken\.tar/),
+      ]),
+    );
     expect(summary.errors[0]).toMatchObject({ count: 6 });
     expect(summary.tokens.inputTokens + summary.tokens.cacheWriteTokens).toBeGreaterThan(0); // the fake caches whole prompts
     expect(summary.jobMs.p95).toBeGreaterThanOrEqual(summary.jobMs.p50);
-    const byLine = new Map(summary.jobs.map((j: { line: number; result: { status: string } }) => [j.line, j.result.status]));
+    const byLine = new Map(
+      summary.jobs.map((j: { line: number; result: { status: string } }) => [j.line, j.result.status]),
+    );
     expect(byLine.get(29)).toBe("failed");
     expect(byLine.get(30)).toBe("timeout");
     // The files of each job, and the table.
@@ -149,9 +183,15 @@ describe("patchbay batch end to end", () => {
     }
     // Token totals (cache reads and writes too) are the sums over the jobs' results.
     const sum = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
-    for (const j of summary.jobs) for (const [k, v] of Object.entries(readJson(join(out, j.jobId, "result.json")).usage)) sum[k as keyof typeof sum] += v as number;
+    for (const j of summary.jobs)
+      for (const [k, v] of Object.entries(readJson(join(out, j.jobId, "result.json")).usage))
+        sum[k as keyof typeof sum] += v as number;
     expect(summary.tokens).toEqual(sum);
-    expect(readJson(join(out, "thirty-L15", "result.json"))).toMatchObject({ status: "completed", verified: true, filesChanged: ["fixed"] });
+    expect(readJson(join(out, "thirty-L15", "result.json"))).toMatchObject({
+      status: "completed",
+      verified: true,
+      filesChanged: ["fixed"],
+    });
     const md = readFileSync(join(out, "summary.md"), "utf8");
     expect(md).toMatch(/- Jobs: 30 \(completed 22, verify_failed 6, failed 1, timeout 1\)/);
     expect(md.split("\n").filter((l) => /^\| \d+ \| thirty-L\d+ \|/.test(l))).toHaveLength(30);
@@ -172,23 +212,44 @@ describe("patchbay batch end to end", () => {
     const before = fake.requests.length;
     const retry = await cli(["batch", "retry", "thirty", "--status", "verify_failed"], env);
     expect(retry.code, retry.stderr).toBe(0);
-    expect(retry.stdout.trim().split("\n").sort()).toEqual(Array.from({ length: 6 }, (_, i) => `thirty-L${23 + i}-r1`).sort());
+    expect(retry.stdout.trim().split("\n").sort()).toEqual(
+      Array.from({ length: 6 }, (_, i) => `thirty-L${23 + i}-r1`).sort(),
+    );
     const out2 = join(dir, "out2");
     const w2 = await cli(["batch", "wait", "thirty", "--out", out2], env, { timeoutMs: 600_000 });
     expect(w2.code, w2.stderr).toBe(1); // the broken repo is still there
     // Progress lists each line's latest job once: the six new ones, not the attempts they replaced.
     const latest = Array.from({ length: 30 }, (_, i) => `thirty-L${i + 1}${i + 1 >= 23 && i + 1 <= 28 ? "-r1" : ""}`);
-    expect(w2.stderr.split("\n").filter((l) => /^\[\d+\/30\] line/.test(l)).map((l) => /thirty-L\d+(-r1)?/.exec(l)![0]).sort()).toEqual(latest.sort());
+    expect(
+      w2.stderr
+        .split("\n")
+        .filter((l) => /^\[\d+\/30\] line/.test(l))
+        .map((l) => /thirty-L\d+(-r1)?/.exec(l)![0])
+        .sort(),
+    ).toEqual(latest.sort());
     const s2 = readJson(join(out2, "summary.json"));
-    expect(s2.counts).toEqual({ completed: 28, verify_failed: 0, failed: 1, timeout: 1, budget_exceeded: 0, cancelled: 0, max_turns: 0 });
-    expect(s2.jobs.filter((j: { jobId: string }) => j.jobId.endsWith("-r1")).map((j: { line: number }) => j.line)).toEqual([23, 24, 25, 26, 27, 28]);
+    expect(s2.counts).toEqual({
+      completed: 28,
+      verify_failed: 0,
+      failed: 1,
+      timeout: 1,
+      budget_exceeded: 0,
+      cancelled: 0,
+      max_turns: 0,
+    });
+    expect(
+      s2.jobs.filter((j: { jobId: string }) => j.jobId.endsWith("-r1")).map((j: { line: number }) => j.line),
+    ).toEqual([23, 24, 25, 26, 27, 28]);
     const tasks = new Set(fake.requests.slice(before).map((r) => taskText(r.body)));
     expect([...tasks].sort()).toEqual(Array.from({ length: 6 }, (_, i) => `hard ${i}`));
     expect(s2.costUsd.all).toBeGreaterThanOrEqual(s2.costUsd.latest);
   }, 900_000);
 
   it("the same file submitted twice (no --name) is one batch: each line runs once", async () => {
-    const file = writeJsonl("twice.jsonl", [0, 1, 2].map((i) => ({ task: `twice ${i}`, repo: { path: repo } })));
+    const file = writeJsonl(
+      "twice.jsonl",
+      [0, 1, 2].map((i) => ({ task: `twice ${i}`, repo: { path: repo } })),
+    );
     const a = await cli(["batch", "submit", file, "--json"], env);
     const b = await cli(["batch", "submit", file, "--json"], env);
     expect(a.code, a.stderr).toBe(0);
@@ -208,8 +269,15 @@ describe("patchbay batch end to end", () => {
   }, 300_000);
 
   it("--budget-usd: once spent, jobs not started end budget_exceeded without a sandbox, running ones after their turn", async () => {
-    const file = writeJsonl("costly.jsonl", Array.from({ length: 10 }, (_, i) => ({ task: `costly ${i}`, repo: { path: repo } })));
-    const r = await cli(["batch", "run", file, "--name", "costly", "--budget-usd", "5", "--out", join(dir, "costly")], env, { timeoutMs: 300_000 });
+    const file = writeJsonl(
+      "costly.jsonl",
+      Array.from({ length: 10 }, (_, i) => ({ task: `costly ${i}`, repo: { path: repo } })),
+    );
+    const r = await cli(
+      ["batch", "run", file, "--name", "costly", "--budget-usd", "5", "--out", join(dir, "costly")],
+      env,
+      { timeoutMs: 300_000 },
+    );
     expect(r.code, r.stderr).toBe(4);
     const s = readJson(join(dir, "costly", "summary.json"));
     // Two turns at $3 are more than $5: no job completes.
@@ -232,25 +300,42 @@ describe("patchbay batch end to end", () => {
   }, 300_000);
 
   it("batch wait on a terminal (tmux): a bar with done/total and counts, redrawn in place; the final state", async () => {
-    const file = writeJsonl("paced.jsonl", Array.from({ length: 6 }, (_, i) => ({ task: `paced ${i}`, repo: { path: repo } })));
+    const file = writeJsonl(
+      "paced.jsonl",
+      Array.from({ length: 6 }, (_, i) => ({ task: `paced ${i}`, repo: { path: repo } })),
+    );
     const sub = await cli(["batch", "submit", file, "--name", "paced"], env);
     expect(sub.code, sub.stderr).toBe(0);
     const sock = `pb-batch-${process.pid}`;
     const tmux = (...args: string[]) => execFileSync("tmux", ["-L", sock, ...args], { encoding: "utf8" });
     const envArgs = Object.entries({ ...env, TERM: "xterm-256color" }).flatMap(([k, v]) => ["-e", `${k}=${v}`]);
-    tmux("new-session", "-d", "-s", "pb", "-x", "110", "-y", "20", ...envArgs, `${process.execPath} ${join(ROOT, "bin/patchbay.js")} batch wait paced; echo EXIT=$?; sleep 600`);
+    tmux(
+      "new-session",
+      "-d",
+      "-s",
+      "pb",
+      "-x",
+      "110",
+      "-y",
+      "20",
+      ...envArgs,
+      `${process.execPath} ${join(ROOT, "bin/patchbay.js")} batch wait paced; echo EXIT=$?; sleep 600`,
+    );
     try {
       const bar = /\[[#-]{30}\] (\d)\/6 /;
       const seen = new Set<string>();
       let pane = "";
-      for (const t0 = Date.now(); !/EXIT=\d/.test(pane); ) {
+      for (const t0 = Date.now(); !/EXIT=\d/.test(pane);) {
         if (Date.now() - t0 > 180_000) throw new Error(`no end in 180 s:\n${pane}`);
         pane = tmux("capture-pane", "-p", "-t", "pb");
         const m = bar.exec(pane);
         if (m) seen.add(m[1]!);
         await sleep(150);
       }
-      expect([...seen].some((n) => Number(n) < 6), `bars seen: ${[...seen]}`).toBe(true); // seen while it ran
+      expect(
+        [...seen].some((n) => Number(n) < 6),
+        `bars seen: ${[...seen]}`,
+      ).toBe(true); // seen while it ran
       expect(pane).toMatch(/\[#{30}\] 6\/6 +completed 6/);
       expect(pane).toMatch(/\$0\.\d{4} spent · \S+ elapsed · done/);
       expect(pane.split("\n").filter((l) => bar.test(l))).toHaveLength(1); // redrawn in place, not appended

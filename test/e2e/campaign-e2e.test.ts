@@ -92,20 +92,44 @@ describe("patchbay campaign end to end", () => {
     root = join(dir, "git");
     mkdirSync(join(root, "acme"), { recursive: true });
     for (const n of [...names, "bad1", "bad2", "ro", "s1", "g1", "g2"]) makeRepo(n);
-    server = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { username: "x-access-token", password: TOKEN, rights: "write" }] });
-    readOnly = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { username: "x-access-token", password: READ_TOKEN, rights: "read" }] });
+    server = await startGitHttp(root, {
+      users: [
+        { ...READER, rights: "read" },
+        { username: "x-access-token", password: TOKEN, rights: "write" },
+      ],
+    });
+    readOnly = await startGitHttp(root, {
+      users: [
+        { ...READER, rights: "read" },
+        { username: "x-access-token", password: READ_TOKEN, rights: "read" },
+      ],
+    });
     github = await startGitHubFake();
     // GitLab: one host with an API token (g1), one without (g2: git push -o merge_request.create,
     // with the user's own credential helper); and SSH (s1: a plain remote).
-    glServer = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { username: "oauth2", password: GL_TOKEN, rights: "write" }] });
-    glPlain = await startGitHttp(root, { users: [{ ...READER, rights: "read" }, { ...PUSHER, rights: "write" }] });
+    glServer = await startGitHttp(root, {
+      users: [
+        { ...READER, rights: "read" },
+        { username: "oauth2", password: GL_TOKEN, rights: "write" },
+      ],
+    });
+    glPlain = await startGitHttp(root, {
+      users: [
+        { ...READER, rights: "read" },
+        { ...PUSHER, rights: "write" },
+      ],
+    });
     gitlab = await new GitLabFake().start();
     gitlab.addProject("acme/g1", {});
     gitlab.branchesFrom("acme/g1", bare("g1"));
     gitlab.grant(GL_TOKEN, "acme/g1", "write");
     git(bare("g2"), "config", "receive.advertisePushOptions", "true");
     const hook = join(bare("g2"), "hooks", "pre-receive");
-    writeFileSync(hook, `#!/bin/sh\ni=0\nwhile [ $i -lt "\${GIT_PUSH_OPTION_COUNT:-0}" ]; do eval "echo \\$GIT_PUSH_OPTION_$i" >> "${join(dir, "push-options.txt")}"; i=$((i+1)); done\n`, { mode: 0o755 });
+    writeFileSync(
+      hook,
+      `#!/bin/sh\ni=0\nwhile [ $i -lt "\${GIT_PUSH_OPTION_COUNT:-0}" ]; do eval "echo \\$GIT_PUSH_OPTION_$i" >> "${join(dir, "push-options.txt")}"; i=$((i+1)); done\n`,
+      { mode: 0o755 },
+    );
     ssh = await startGitSsh();
     for (const n of [...names, "bad1", "bad2", "ro"]) {
       github.addRepo(`acme/${n}`);
@@ -122,19 +146,44 @@ describe("patchbay campaign end to end", () => {
       }),
     );
     const store = join(dir, "git-credentials");
-    writeFileSync(store, [server, readOnly, glServer, glPlain].map((x) => `${x.url.replace("://", `://${READER.username}:${READER.password}@`)}\n`).join(""), { mode: 0o600 });
-    env = { ...LOCAL_WORKER_ENV, ...ssh.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_GIT_CREDENTIALS: store };
+    writeFileSync(
+      store,
+      [server, readOnly, glServer, glPlain]
+        .map((x) => `${x.url.replace("://", `://${READER.username}:${READER.password}@`)}\n`)
+        .join(""),
+      { mode: 0o600 },
+    );
+    env = {
+      ...LOCAL_WORKER_ENV,
+      ...ssh.env,
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: QUEUE,
+      ANTHROPIC_BASE_URL: anthropic.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_CONCURRENCY: "2",
+      PATCHBAY_GIT_CREDENTIALS: store,
+    };
     // The publishing host: the forge's token, its API for the git server's host, a HOME of its own.
     cliEnv = {
-      REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, HOME: join(dir, "home"), XDG_CACHE_HOME: join(dir, "cache"),
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: QUEUE,
+      HOME: join(dir, "home"),
+      XDG_CACHE_HOME: join(dir, "cache"),
       PATCHBAY_FORGES: `${server.host}=github@${github.url},${readOnly.host}=github@${github.url},${glServer.host}=gitlab@${gitlab.url},${glPlain.host}=gitlab@${gitlab.url}`,
-      [tokenVariable(server.host)]: TOKEN, [tokenVariable(readOnly.host)]: READ_TOKEN, [tokenVariable(glServer.host)]: GL_TOKEN,
+      [tokenVariable(server.host)]: TOKEN,
+      [tokenVariable(readOnly.host)]: READ_TOKEN,
+      [tokenVariable(glServer.host)]: GL_TOKEN,
       ...ssh.env,
-      GIT_TERMINAL_PROMPT: "0", GIT_CONFIG_NOSYSTEM: "1",
+      GIT_TERMINAL_PROMPT: "0",
+      GIT_CONFIG_NOSYSTEM: "1",
     };
     mkdirSync(cliEnv.HOME!, { recursive: true });
     // The user's own git credentials for the host without a token (git's store helper, as a user has it).
-    writeFileSync(join(cliEnv.HOME!, ".git-credentials"), `${glPlain.url.replace("://", `://${PUSHER.username}:${PUSHER.password}@`)}\n`, { mode: 0o600 });
+    writeFileSync(
+      join(cliEnv.HOME!, ".git-credentials"),
+      `${glPlain.url.replace("://", `://${PUSHER.username}:${PUSHER.password}@`)}\n`,
+      { mode: 0o600 },
+    );
     writeFileSync(join(cliEnv.HOME!, ".gitconfig"), "[credential]\n\thelper = store\n");
     workers = [startWorkerProc(env), startWorkerProc(env)];
     await Promise.all(workers.map((w) => w.waitFor(new RegExp(`ready: queue ${QUEUE}`), 180_000)));
@@ -156,7 +205,10 @@ describe("patchbay campaign end to end", () => {
 
   const campaignFile = (name: string, repos: string[], extra = "") => {
     const file = join(dir, `${name}.yaml`);
-    writeFileSync(file, `name: ${name}\ntask: "Fix the bug in {{name}}: app.txt must say fixed."\nverify: grep -q 'value = fixed' app.txt\nverifyRounds: 0\nrepos:\n${repos.map((r) => `  - git: ${r}\n    ref: main\n`).join("")}publish:\n  title: "Fix the bug in {{name}}"\n  commit:\n    author: Campaign Bot <bot@example.com>\n${extra}`);
+    writeFileSync(
+      file,
+      `name: ${name}\ntask: "Fix the bug in {{name}}: app.txt must say fixed."\nverify: grep -q 'value = fixed' app.txt\nverifyRounds: 0\nrepos:\n${repos.map((r) => `  - git: ${r}\n    ref: main\n`).join("")}publish:\n  title: "Fix the bug in {{name}}"\n  commit:\n    author: Campaign Bot <bot@example.com>\n${extra}`,
+    );
     return file;
   };
   const status = async (id: string): Promise<CampaignStatus> => {
@@ -164,16 +216,25 @@ describe("patchbay campaign end to end", () => {
     expect(r.code, r.stderr).toBe(0);
     return JSON.parse(r.stdout) as CampaignStatus;
   };
-  const stateOf = (st: CampaignStatus) => Object.fromEntries(st.changesets.map((c) => [c.repo.replace(/^.*\/(\w+)\.git$/, "$1"), c.state]));
+  const stateOf = (st: CampaignStatus) =>
+    Object.fromEntries(st.changesets.map((c) => [c.repo.replace(/^.*\/(\w+)\.git$/, "$1"), c.state]));
   const writes = () => github.requests.filter((r) => r.method !== "GET").length;
-  const branchOf = (name: string) => git(bare(name), "for-each-ref", "--format=%(objectname)", "refs/heads/patchbay/fix-all");
+  const branchOf = (name: string) =>
+    git(bare(name), "for-each-ref", "--format=%(objectname)", "refs/heads/patchbay/fix-all");
 
   it("12 repositories on 2 workers: 9 draft PRs, 2 verify_failed unpublished, 1 conflict; re-publish changes nothing; tracked to merged/closed/failing; retried and closed", async () => {
-    const file = campaignFile("fix-all", names.map((n) => url(n)));
+    const file = campaignFile(
+      "fix-all",
+      names.map((n) => url(n)),
+    );
     const out = join(dir, "out");
     const ran = await run(["campaign", "run", file, "--out", out], 900_000);
     expect(ran.code, ran.stderr).toBe(3); // the worst job: verify_failed
-    expect(JSON.parse(readFileSync(join(out, "summary.json"), "utf8"))).toMatchObject({ campaignId: "fix-all", changesetCounts: { unpublished: 12 }, counts: { completed: 10, verify_failed: 2 } });
+    expect(JSON.parse(readFileSync(join(out, "summary.json"), "utf8"))).toMatchObject({
+      campaignId: "fix-all",
+      changesetCounts: { unpublished: 12 },
+      counts: { completed: 10, verify_failed: 2 },
+    });
 
     // After the jobs ran, r12's main moves with a commit on the line the patch changes.
     const work = mkdtempSync(join(dir, "moved-"));
@@ -193,14 +254,35 @@ describe("patchbay campaign end to end", () => {
     expect(pub.code, pub.stderr).toBe(0);
     expect(pub.stderr).toMatch(/campaign fix-all: 9 open \(9 draft\), 1 conflict, 2 unpublished/);
     const st = await status("fix-all");
-    expect(stateOf(st)).toEqual({ r01: "draft", r02: "draft", r03: "draft", r04: "draft", r05: "draft", r06: "draft", r07: "draft", r08: "draft", r09: "draft", r10: "unpublished", r11: "unpublished", r12: "conflict" });
-    expect(st.changesets.find((c) => c.line === 12)!.reason).toMatch(/conflicts in app\.txt: campaign retry --status conflict/);
+    expect(stateOf(st)).toEqual({
+      r01: "draft",
+      r02: "draft",
+      r03: "draft",
+      r04: "draft",
+      r05: "draft",
+      r06: "draft",
+      r07: "draft",
+      r08: "draft",
+      r09: "draft",
+      r10: "unpublished",
+      r11: "unpublished",
+      r12: "conflict",
+    });
+    expect(st.changesets.find((c) => c.line === 12)!.reason).toMatch(
+      /conflicts in app\.txt: campaign retry --status conflict/,
+    );
     expect(st.changesets.find((c) => c.line === 10)!.reason).toMatch(/verify failed|its verify failed/);
     for (const n of names.slice(0, 9)) {
       const pulls = github.allPulls(`acme/${n}`);
       expect(pulls).toHaveLength(1);
       const p = pulls[0]!;
-      expect(p).toMatchObject({ draft: true, state: "open", title: `Fix the bug in ${n}`, head: { ref: "patchbay/fix-all" }, base: { ref: "main" } });
+      expect(p).toMatchObject({
+        draft: true,
+        state: "open",
+        title: `Fix the bug in ${n}`,
+        head: { ref: "patchbay/fix-all" },
+        base: { ref: "main" },
+      });
       expect(p.body).toContain("Fixed the bug: app.txt now says fixed.");
       expect(p.body).toContain("grep -q 'value = fixed' app.txt");
       expect(p.body).toMatch(/app\.txt \| 2 \+-/);
@@ -211,7 +293,9 @@ describe("patchbay campaign end to end", () => {
       expect(p.body).toContain("@\u200bocto"); // the model's @mention does not ping
       expect(p.head.sha).toBe(branchOf(n));
       expect(git(bare(n), "diff", "main", "patchbay/fix-all")).toMatch(/-value = bug\n\+value = fixed/);
-      expect(git(bare(n), "log", "-1", "--format=%an <%ae>|%s", "patchbay/fix-all")).toBe(`Campaign Bot <bot@example.com>|fix-all: Fixed the bug: app.txt now says fixed.`);
+      expect(git(bare(n), "log", "-1", "--format=%an <%ae>|%s", "patchbay/fix-all")).toBe(
+        `Campaign Bot <bot@example.com>|fix-all: Fixed the bug: app.txt now says fixed.`,
+      );
     }
     expect(github.allPulls("acme/r12")).toHaveLength(0);
     expect(branchOf("r10") + branchOf("r11") + branchOf("r12")).toBe("");
@@ -237,7 +321,9 @@ describe("patchbay campaign end to end", () => {
     const st2 = await status("fix-all");
     expect(st2.counts).toEqual({ unpublished: 2, draft: 4, open: 0, merged: 4, closed: 1, conflict: 1 });
     expect(st2.checks).toEqual({ passing: 1, failing: 2, pending: 0 });
-    expect(Object.fromEntries(st2.changesets.filter((c) => c.checks === "failing").map((c) => [c.line, c.state]))).toEqual({ 6: "draft", 7: "draft" });
+    expect(
+      Object.fromEntries(st2.changesets.filter((c) => c.checks === "failing").map((c) => [c.line, c.state])),
+    ).toEqual({ 6: "draft", 7: "draft" });
     const text = await run(["campaign", "status", "fix-all"]);
     expect(text.stdout).toMatch(/^campaign fix-all: 4 merged of 12/);
 
@@ -250,7 +336,9 @@ describe("patchbay campaign end to end", () => {
     const pub2 = await run(["campaign", "publish", "fix-all"]);
     expect(pub2.code, pub2.stderr).toBe(0);
     expect(stateOf(await status("fix-all")).r12).toBe("draft");
-    expect(git(bare("r12"), "diff", "main", "patchbay/fix-all")).toMatch(/-value = bug # moved\n\+value = fixed # moved/);
+    expect(git(bare("r12"), "diff", "main", "patchbay/fix-all")).toMatch(
+      /-value = bug # moved\n\+value = fixed # moved/,
+    );
 
     // Close: the open ones (4 drafts and r12) closed, their branches deleted; merged ones untouched.
     const refused = await run(["campaign", "close", "fix-all"]);
@@ -273,7 +361,10 @@ describe("patchbay campaign end to end", () => {
 
   it("bad input: a bad campaign line enqueues nothing; a URL that does not resolve, a token without push rights and a foreign branch each stay on their own repository", async () => {
     const badFile = join(dir, "broken.yaml");
-    writeFileSync(badFile, `name: broken\ntask: t\nrepos:\n  - git: ${url("bad1")}\n  - { git: ${url("bad2")}, overrides: { maxTurns: 0 } }\n`);
+    writeFileSync(
+      badFile,
+      `name: broken\ntask: t\nrepos:\n  - git: ${url("bad1")}\n  - { git: ${url("bad2")}, overrides: { maxTurns: 0 } }\n`,
+    );
     const sub = await run(["campaign", "submit", badFile]);
     expect(sub.code).toBe(2);
     expect(sub.stderr).toMatch(/broken\.yaml:5: repos\[1\] .*maxTurns/);
@@ -290,16 +381,34 @@ describe("patchbay campaign end to end", () => {
     git(work, "push", "-q", "origin", "patchbay/edge");
     const foreign = git(bare("bad1"), "rev-parse", "patchbay/edge");
 
-    const file = campaignFile("edge", ["http://127.0.0.1:9/acme/nowhere.git", url("bad1"), url("ro", readOnly), url("bad2")]);
+    const file = campaignFile("edge", [
+      "http://127.0.0.1:9/acme/nowhere.git",
+      url("bad1"),
+      url("ro", readOnly),
+      url("bad2"),
+    ]);
     const ran = await run(["campaign", "run", file, "--out", join(dir, "out-edge")], 600_000);
     expect(ran.code).toBe(1); // the worst job: the repo that does not resolve failed
     const pub = await run(["campaign", "publish", "edge"]);
     expect(pub.code).toBe(1); // the read-only token's repository failed to publish; the others went on
     const st = await status("edge");
     const by = Object.fromEntries(st.changesets.map((c) => [c.line, c]));
-    expect(by[1]).toMatchObject({ state: "unpublished", reason: expect.stringMatching(/its job ended failed: repo\.git http:\/\/127\.0\.0\.1:9\/acme\/nowhere\.git: git clone failed/) });
-    expect(by[2]).toMatchObject({ state: "unpublished", reason: expect.stringMatching(/branch patchbay\/edge is at [0-9a-f]{12}, a commit patchbay did not push: publish --force replaces it/) });
-    expect(by[3]).toMatchObject({ state: "unpublished", reason: expect.stringMatching(/publish failed: the credentials for 127\.0\.0\.1:\d+ cannot push to/) });
+    expect(by[1]).toMatchObject({
+      state: "unpublished",
+      reason: expect.stringMatching(
+        /its job ended failed: repo\.git http:\/\/127\.0\.0\.1:9\/acme\/nowhere\.git: git clone failed/,
+      ),
+    });
+    expect(by[2]).toMatchObject({
+      state: "unpublished",
+      reason: expect.stringMatching(
+        /branch patchbay\/edge is at [0-9a-f]{12}, a commit patchbay did not push: publish --force replaces it/,
+      ),
+    });
+    expect(by[3]).toMatchObject({
+      state: "unpublished",
+      reason: expect.stringMatching(/publish failed: the credentials for 127\.0\.0\.1:\d+ cannot push to/),
+    });
     expect(by[4]).toMatchObject({ state: "draft" });
     expect(git(bare("bad1"), "rev-parse", "patchbay/edge")).toBe(foreign);
     const forced = await run(["campaign", "publish", "edge", "--force"]);
@@ -319,16 +428,33 @@ describe("patchbay campaign end to end", () => {
     outputs.push(pub.stdout, pub.stderr);
     expect(pub.code, pub.stderr).toBe(0);
     const st = await status("wide");
-    expect(st.changesets.map((c) => [c.state, c.forge, c.number ?? null])).toEqual([["open", "git", null], ["draft", "gitlab", 1], ["open", "gitlab", null]]);
-    for (const n of ["s1", "g1", "g2"]) expect(git(bare(n), "diff", "main", "patchbay/wide")).toMatch(/-value = bug\n\+value = fixed/);
+    expect(st.changesets.map((c) => [c.state, c.forge, c.number ?? null])).toEqual([
+      ["open", "git", null],
+      ["draft", "gitlab", 1],
+      ["open", "gitlab", null],
+    ]);
+    for (const n of ["s1", "g1", "g2"])
+      expect(git(bare(n), "diff", "main", "patchbay/wide")).toMatch(/-value = bug\n\+value = fixed/);
     expect(gitlab.allMrs("acme/g1")).toHaveLength(1);
-    expect(gitlab.allMrs("acme/g1")[0]).toMatchObject({ title: "Draft: Fix the bug in g1", source: "patchbay/wide", target: "main" });
-    expect(readFileSync(join(dir, "push-options.txt"), "utf8").split("\n")).toEqual(["merge_request.create", "merge_request.target=main", "merge_request.title=Draft: Fix the bug in g2", ""]);
+    expect(gitlab.allMrs("acme/g1")[0]).toMatchObject({
+      title: "Draft: Fix the bug in g1",
+      source: "patchbay/wide",
+      target: "main",
+    });
+    expect(readFileSync(join(dir, "push-options.txt"), "utf8").split("\n")).toEqual([
+      "merge_request.create",
+      "merge_request.target=main",
+      "merge_request.title=Draft: Fix the bug in g2",
+      "",
+    ]);
     expect(gitlab.violations).toEqual([]);
 
     // The tracker (on the publishing host) takes the scheduled track jobs: the MR merged, the plain
     // remotes' branches deleted, and once nothing is open the schedule goes.
-    const tracker = spawn(process.execPath, [BIN, "campaign", "tracker"], { env: { ...process.env, ...fast }, stdio: ["ignore", "pipe", "pipe"] });
+    const tracker = spawn(process.execPath, [BIN, "campaign", "tracker"], {
+      env: { ...process.env, ...fast },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let tlog = "";
     tracker.stdout.on("data", (d) => (tlog += d));
     tracker.stderr.on("data", (d) => (tlog += d));
@@ -383,6 +509,8 @@ describe("patchbay campaign end to end", () => {
     files.length = 0;
     walk(join(dir, "home"));
     home.push(...files);
-    expect(home.filter((f) => [TOKEN, READ_TOKEN, GL_TOKEN].some((t) => readFileSync(f, "latin1").includes(t)))).toEqual([]);
+    expect(
+      home.filter((f) => [TOKEN, READ_TOKEN, GL_TOKEN].some((t) => readFileSync(f, "latin1").includes(t))),
+    ).toEqual([]);
   });
 });

@@ -56,7 +56,8 @@ describe("the rough edges, through the CLI and the library", () => {
     return c;
   };
   /** patchbay against this test's Redis, on a queue given by flag. */
-  const pb = (queue: string, args: string[], env: Record<string, string> = {}) => patchbay([...args, "--queue", queue, "--redis-url", redis.url], env);
+  const pb = (queue: string, args: string[], env: Record<string, string> = {}) =>
+    patchbay([...args, "--queue", queue, "--redis-url", redis.url], env);
 
   beforeAll(async () => {
     await ensureBuilt();
@@ -73,7 +74,17 @@ describe("the rough edges, through the CLI and the library", () => {
 
   describe("durations are bounded (Node's timers overflow past ~24.8 days and fire at once)", () => {
     it("--timeout past 7 days is refused, naming the flag and the bound, before Redis is reached", async () => {
-      const r = await patchbay(["run", "--repo", CLAMP, "--task", "x", "--timeout", "99999999", "--redis-url", REFUSED_REDIS]);
+      const r = await patchbay([
+        "run",
+        "--repo",
+        CLAMP,
+        "--task",
+        "x",
+        "--timeout",
+        "99999999",
+        "--redis-url",
+        REFUSED_REDIS,
+      ]);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/--timeout: must be at most 604800 \(seconds, 7 days\) \(got 99999999\)/);
     });
@@ -100,7 +111,9 @@ describe("the rough edges, through the CLI and the library", () => {
     });
 
     it("waitForResult refuses a timeoutMs past 7 days", async () => {
-      await expect(client("q-dur").waitForResult("x", { timeoutMs: 3e9 })).rejects.toThrow(/timeoutMs must be a number of ms from 0 to 604800000 \(7 days\) \(got 3000000000\)/);
+      await expect(client("q-dur").waitForResult("x", { timeoutMs: 3e9 })).rejects.toThrow(
+        /timeoutMs must be a number of ms from 0 to 604800000 \(7 days\) \(got 3000000000\)/,
+      );
     });
   });
 
@@ -113,7 +126,12 @@ describe("the rough edges, through the CLI and the library", () => {
     const c = await pb(q, ["cancel", id]);
     expect(c.code, c.stderr).toBe(0);
     const st = await pb(q, ["status", id, "--json"]);
-    expect(JSON.parse(st.stdout)[0]).toMatchObject({ id, outcome: "cancelled", state: "completed", error: "the job was cancelled before it started" });
+    expect(JSON.parse(st.stdout)[0]).toMatchObject({
+      id,
+      outcome: "cancelled",
+      state: "completed",
+      error: "the job was cancelled before it started",
+    });
     expect((await pb(q, ["status", id])).stdout).toBe(`${id}\tcancelled\tthe job was cancelled before it started\n`);
     const list = await pb(q, ["list", "--json"]);
     expect(JSON.parse(list.stdout).find((j: { id: string }) => j.id === id)).toMatchObject({ outcome: "cancelled" });
@@ -133,7 +151,9 @@ describe("the rough edges, through the CLI and the library", () => {
     it("an unknown option is refused at run time, naming what it probably meant", () => {
       // @ts-expect-error: `queue` is not an option (queueName is): TypeScript refuses it too
       expect(() => new PatchbayClient({ queue: "x", redisUrl: redis.url })).toThrow(ClientOptionsError);
-      expect(() => new PatchbayClient({ queue: "x" } as never)).toThrow(/unknown option "queue" \(did you mean "queueName"\?\); the options are redisUrl, queueName, unrefWhenIdle, connectionName, config/);
+      expect(() => new PatchbayClient({ queue: "x" } as never)).toThrow(
+        /unknown option "queue" \(did you mean "queueName"\?\); the options are redisUrl, queueName, unrefWhenIdle, connectionName, config/,
+      );
       expect(() => new PatchbayClient({ queueName: 5 } as never)).toThrow(/queueName: /);
     });
 
@@ -148,7 +168,11 @@ const r = await runJob({ task: "Fix the failing tests.", repo: { path: ${JSON.st
 console.log(JSON.stringify({ status: r.status, resources: process.getActiveResourcesInfo() }));
 `,
       );
-      const r = await patchbay([], { ...LOCAL_WORKER_ENV, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" }, { script, timeoutMs: 120_000 });
+      const r = await patchbay(
+        [],
+        { ...LOCAL_WORKER_ENV, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" },
+        { script, timeoutMs: 120_000 },
+      );
       expect(r.code, r.stderr).toBe(0);
       const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { status: string; resources: string[] };
       expect(out.status).toBe("completed");
@@ -165,16 +189,29 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
       writeFileSync(file, "x\n");
       const r = await patchbay(["run", "--repo", file, "--task", "x", "--redis-url", REFUSED_REDIS]);
       expect(r.code).toBe(2);
-      expect(r.stderr).toMatch(/--repo: \S+not-a-dir\.txt is a file; it must be the repository's directory \(a tar or tar\.gz goes in \{ archive \}: --archive FILE\)/);
+      expect(r.stderr).toMatch(
+        /--repo: \S+not-a-dir\.txt is a file; it must be the repository's directory \(a tar or tar\.gz goes in \{ archive \}: --archive FILE\)/,
+      );
       const a = await patchbay(["enqueue", "--archive", d, "--task", "x", "--redis-url", REFUSED_REDIS]);
       expect(a.code).toBe(2);
       expect(a.stderr).toMatch(/--archive: \S+ is a directory; it must be a tar or tar\.gz file/);
       const tasks = join(d, "tasks.jsonl");
-      writeFileSync(tasks, [JSON.stringify({ task: "ok", repo: { path: CLAMP } }), JSON.stringify({ task: "bad", repo: { path: file } })].join("\n") + "\n");
-      for (const args of [["enqueue", "--batch", tasks], ["batch", "submit", tasks]]) {
+      writeFileSync(
+        tasks,
+        [
+          JSON.stringify({ task: "ok", repo: { path: CLAMP } }),
+          JSON.stringify({ task: "bad", repo: { path: file } }),
+        ].join("\n") + "\n",
+      );
+      for (const args of [
+        ["enqueue", "--batch", tasks],
+        ["batch", "submit", tasks],
+      ]) {
         const b = await patchbay([...args, "--redis-url", REFUSED_REDIS]);
         expect(b.code, args.join(" ")).toBe(2);
-        expect(b.stderr, args.join(" ")).toMatch(/tasks\.jsonl:2: invalid JobSpec: repo\.path: \S+not-a-dir\.txt is a file/);
+        expect(b.stderr, args.join(" ")).toMatch(
+          /tasks\.jsonl:2: invalid JobSpec: repo\.path: \S+not-a-dir\.txt is a file/,
+        );
       }
     });
   });
@@ -184,10 +221,21 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     const e = await pb(q, ["enqueue", "--repo", CLAMP, "--task", "needs a model"]);
     const id = e.stdout.trim();
     const sdkDir = dir(); // no SDK profile either
-    const w = startWorkerProc({ ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: q, ANTHROPIC_API_KEY: "", ANTHROPIC_AUTH_TOKEN: "", ANTHROPIC_PROFILE: "", ANTHROPIC_CONFIG_DIR: sdkDir, ANTHROPIC_BASE_URL: fake.url });
+    const w = startWorkerProc({
+      ...LOCAL_WORKER_ENV,
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: q,
+      ANTHROPIC_API_KEY: "",
+      ANTHROPIC_AUTH_TOKEN: "",
+      ANTHROPIC_PROFILE: "",
+      ANTHROPIC_CONFIG_DIR: sdkDir,
+      ANTHROPIC_BASE_URL: fake.url,
+    });
     try {
       await w.waitFor(new RegExp(`ready: queue ${q}, concurrency \\d+ \\(paused until healthy\\)`));
-      expect(w.log()).toMatch(/WARN unhealthy: no Anthropic credentials: set ANTHROPIC_API_KEY \(or ANTHROPIC_AUTH_TOKEN, or an SDK profile\) where the worker runs; paused, taking no jobs/);
+      expect(w.log()).toMatch(
+        /WARN unhealthy: no Anthropic credentials: set ANTHROPIC_API_KEY \(or ANTHROPIC_AUTH_TOKEN, or an SDK profile\) where the worker runs; paused, taking no jobs/,
+      );
       expect((await client(q).status(id)).state).toBe("waiting");
     } finally {
       await w.stop("SIGTERM");
@@ -197,7 +245,19 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
   describe("hints carry the queue and the Redis", () => {
     it("run --queue Q: the no-worker hint and the Ctrl-C hints name --queue and --redis-url", async () => {
       const out = join(dir(), "out");
-      const p = spawnPatchbay(["run", "--repo", CLAMP, "--task", "waits", "--queue", "q-hint", "--redis-url", redis.url, "--out", out]);
+      const p = spawnPatchbay([
+        "run",
+        "--repo",
+        CLAMP,
+        "--task",
+        "waits",
+        "--queue",
+        "q-hint",
+        "--redis-url",
+        redis.url,
+        "--out",
+        out,
+      ]);
       await p.waitFor(/start one with: /);
       expect(p.out().stderr).toContain(`start one with: npx patchbay worker --queue q-hint --redis-url ${redis.url}`);
       p.proc.kill("SIGINT");
@@ -211,7 +271,8 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
       const c = client("q-hint-lib");
       const id = await c.enqueue({ task: "waits", repo: { path: CLAMP } });
       const warned = new Promise<Error>((resolve) => {
-        const on = (w: Error & { code?: string }) => w.code === "PATCHBAY_NO_WORKER" && (process.off("warning", on), resolve(w));
+        const on = (w: Error & { code?: string }) =>
+          w.code === "PATCHBAY_NO_WORKER" && (process.off("warning", on), resolve(w));
         process.on("warning", on);
       });
       const ctl = new AbortController();
@@ -231,7 +292,9 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     const [queuedOut, localOut] = [join(dir(), "queued"), join(dir(), "local")];
     try {
       await w.waitFor(new RegExp(`ready: queue ${q}`));
-      const queued = await patchbay(["run", ...job, "--out", queuedOut, "--queue", q, "--redis-url", redis.url], env, { timeoutMs: 120_000 });
+      const queued = await patchbay(["run", ...job, "--out", queuedOut, "--queue", q, "--redis-url", redis.url], env, {
+        timeoutMs: 120_000,
+      });
       const local = await patchbay(["run", ...job, "--out", localOut, "--local"], env, { timeoutMs: 120_000 });
       for (const r of [queued, local]) {
         expect(r.code, r.stderr).toBe(0);
@@ -240,12 +303,20 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
       }
       const read = (d: string) => ({
         result: JSON.parse(readFileSync(join(d, "result.json"), "utf8")) as Record<string, unknown>,
-        types: readFileSync(join(d, "transcript.jsonl"), "utf8").trim().split("\n").map((l) => (JSON.parse(l) as { type: string }).type),
+        types: readFileSync(join(d, "transcript.jsonl"), "utf8")
+          .trim()
+          .split("\n")
+          .map((l) => (JSON.parse(l) as { type: string }).type),
         patch: readFileSync(join(d, "patch.diff"), "utf8"),
         html: readFileSync(join(d, "transcript.html"), "utf8"),
       });
       const [a, b] = [read(queuedOut), read(localOut)];
-      expect(b.result).toMatchObject({ status: a.result.status, verified: true, filesChanged: a.result.filesChanged, turns: a.result.turns });
+      expect(b.result).toMatchObject({
+        status: a.result.status,
+        verified: true,
+        filesChanged: a.result.filesChanged,
+        turns: a.result.turns,
+      });
       // The same tokens (the scripted server's cache splits them between reads and writes by what it saw before).
       const tokens = (r: Record<string, unknown>) => {
         const u = r.usage as Record<string, number>;
@@ -273,17 +344,44 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     const env = { ...LOCAL_WORKER_ENV, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key" };
     const e = await pb("q-model", ["enqueue", "--repo", CLAMP, "--task", "t", "--model", "claude-sonet-4-5"]);
     expect(e.code, e.stderr).toBe(0);
-    expect(e.stderr).toMatch(/^patchbay: warning: model 'claude-sonet-4-5' is not one this version of patchbay knows .*its cost is unknown/m);
+    expect(e.stderr).toMatch(
+      /^patchbay: warning: model 'claude-sonet-4-5' is not one this version of patchbay knows .*its cost is unknown/m,
+    );
     expect(e.stderr).not.toMatch(/\(node:\d+\)/);
-    const known = await pb("q-model", ["enqueue", "--repo", CLAMP, "--task", "t", "--model", "claude-haiku-4-5-20251001"]);
+    const known = await pb("q-model", [
+      "enqueue",
+      "--repo",
+      CLAMP,
+      "--task",
+      "t",
+      "--model",
+      "claude-haiku-4-5-20251001",
+    ]);
     expect(known.stderr).not.toMatch(/warning/);
     const spec = join(dir(), "spec.json");
     writeFileSync(spec, JSON.stringify({ model: "claude-made-up-1", budget: { usd: 1 } }));
     const budget = await pb("q-model", ["enqueue", "--spec", spec, "--repo", CLAMP, "--task", "t"]);
     expect(budget.code).toBe(2);
-    expect(budget.stderr).toMatch(/invalid JobSpec: budget\.usd: the price of model 'claude-made-up-1' is unknown, so a USD budget cannot be held/);
+    expect(budget.stderr).toMatch(
+      /invalid JobSpec: budget\.usd: the price of model 'claude-made-up-1' is unknown, so a USD budget cannot be held/,
+    );
     const out = join(dir(), "out");
-    const r = await patchbay(["run", "--local", "--repo", CLAMP, "--task", "Make the failing tests pass.", "--model", "claude-made-up-1", "--out", out], env, { timeoutMs: 120_000 });
+    const r = await patchbay(
+      [
+        "run",
+        "--local",
+        "--repo",
+        CLAMP,
+        "--task",
+        "Make the failing tests pass.",
+        "--model",
+        "claude-made-up-1",
+        "--out",
+        out,
+      ],
+      env,
+      { timeoutMs: 120_000 },
+    );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/patchbay: warning: model 'claude-made-up-1' is not one/);
     const result = JSON.parse(readFileSync(join(out, "result.json"), "utf8"));
@@ -294,7 +392,11 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
   describe("small ones", () => {
     const inDir = (cwd: string, args: string[], env: Record<string, string> = {}) =>
       new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const p = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+        const p = spawn(process.execPath, [BIN, ...args], {
+          cwd,
+          env: { ...process.env, ...env },
+          stdio: ["ignore", "pipe", "pipe"],
+        });
         let stdout = "";
         let stderr = "";
         p.stdout.on("data", (d) => (stdout += d));
@@ -319,7 +421,9 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
     it("a Redis URL that is not redis:// is refused clearly; the hint to start Redis fits where the command runs", async () => {
       const flag = await patchbay(["status", "x", "--redis-url", "http://127.0.0.1:6379"]);
       expect(flag.code).toBe(2);
-      expect(flag.stderr).toMatch(/--redis-url: Redis URL http:\/\/127\.0\.0\.1:6379: not a redis:\/\/, rediss:\/\/, redis\+sentinel:\/\/ or redis\+cluster:\/\/ URL; the forms are redis:\/\//);
+      expect(flag.stderr).toMatch(
+        /--redis-url: Redis URL http:\/\/127\.0\.0\.1:6379: not a redis:\/\/, rediss:\/\/, redis\+sentinel:\/\/ or redis\+cluster:\/\/ URL; the forms are redis:\/\//,
+      );
       const env = await patchbay(["status", "x"], { REDIS_URL: "http://127.0.0.1:6379" });
       expect(env.code).toBe(1);
       expect(env.stderr).toMatch(/REDIS_URL: Redis URL http:\/\/127\.0\.0\.1:6379: not a redis:\/\//);
@@ -338,7 +442,9 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
       const s = await pb("q-next", ["batch", "submit", tasks, "--name", "nx"]);
       expect(s.code, s.stderr).toBe(0);
       expect(s.stdout.trim()).toBe("nx");
-      expect(s.stderr).toContain(`patchbay: next: patchbay batch wait nx --queue q-next --redis-url ${redis.url} --out DIR`);
+      expect(s.stderr).toContain(
+        `patchbay: next: patchbay batch wait nx --queue q-next --redis-url ${redis.url} --out DIR`,
+      );
       const v = await patchbay(["view", tasks]);
       expect(v.code).toBe(1);
       expect(v.stderr).toMatch(/tasks\.jsonl is not a transcript: none of its 1 line is a transcript event/);
@@ -347,9 +453,15 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
 
     it("progress lines: a stopped setup says so (not exit 124); one turn, one file", () => {
       const base = { ts: "2026-01-01T00:00:00.000Z", jobId: "j", attempt: 1 };
-      expect(formatEvent({ ...base, type: "setup", command: "npm ci", exitCode: 124, outputTail: "", ms: 5 })).toBe("00:00:00 setup: npm ci → stopped (timed out or cancelled) (5 ms)");
-      expect(formatEvent({ ...base, type: "job_finished", status: "completed", costUsd: 0, turns: 1 })).toBe("00:00:00 finished: completed, 1 turn, $0.0000");
-      expect(formatEvent({ ...base, type: "patch", filesChanged: ["a"], diffstat: "", bytes: 3 })).toBe("00:00:00 patch: 1 file, 3 bytes");
+      expect(formatEvent({ ...base, type: "setup", command: "npm ci", exitCode: 124, outputTail: "", ms: 5 })).toBe(
+        "00:00:00 setup: npm ci → stopped (timed out or cancelled) (5 ms)",
+      );
+      expect(formatEvent({ ...base, type: "job_finished", status: "completed", costUsd: 0, turns: 1 })).toBe(
+        "00:00:00 finished: completed, 1 turn, $0.0000",
+      );
+      expect(formatEvent({ ...base, type: "patch", filesChanged: ["a"], diffstat: "", bytes: 3 })).toBe(
+        "00:00:00 patch: 1 file, 3 bytes",
+      );
     });
   });
 });

@@ -45,7 +45,12 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
         if (task.startsWith("fail")) throw new UnrecoverableError("boom: the repo is broken");
         if (task.startsWith("hostile")) throw new UnrecoverableError(HOSTILE_ERROR);
         if (task.startsWith("cancel")) return emptyResult("cancelled", "cancelled by a user", { jobId: job.id! });
-        return { ...emptyResult("completed", "", { jobId: job.id! }), error: undefined, patch: PATCH, filesChanged: ["clamp.py"] };
+        return {
+          ...emptyResult("completed", "", { jobId: job.id! }),
+          error: undefined,
+          patch: PATCH,
+          filesChanged: ["clamp.py"],
+        };
       },
       { connection: new Redis(redis.url, { maxRetriesPerRequest: null }) },
     );
@@ -59,7 +64,9 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     finisher(queueName);
     const ids: string[] = [];
     for (const task of tasks) ids.push(await c.enqueue({ task, repo: { path: CLAMP } }));
-    await Promise.all(ids.map((id) => c.waitForResult(id, { timeoutMs: 20_000, warnIfNoWorker: false }).catch(() => {})));
+    await Promise.all(
+      ids.map((id) => c.waitForResult(id, { timeoutMs: 20_000, warnIfNoWorker: false }).catch(() => {})),
+    );
     return ids;
   };
 
@@ -85,7 +92,11 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
 
   it("watch ends with the job's final status; exit 0 only if it completed, 1 failed, 5 cancelled", async () => {
     const [done, failed, cancelled] = await finished("q-watch", ["complete it", "fail it", "cancel it"]);
-    const cases = [[done, 0, /job \S+ completed/], [failed, 1, /job \S+ failed: .*boom: the repo is broken/], [cancelled, 5, /job \S+ cancelled: cancelled by a user/]] as const; // exit codes by status: 5 cancelled
+    const cases = [
+      [done, 0, /job \S+ completed/],
+      [failed, 1, /job \S+ failed: .*boom: the repo is broken/],
+      [cancelled, 5, /job \S+ cancelled: cancelled by a user/],
+    ] as const; // exit codes by status: 5 cancelled
     for (const [id, code, re] of cases) {
       const r = await pb("q-watch", ["watch", id!]);
       expect(r.code, `${id}: ${r.stderr}`).toBe(code);
@@ -111,7 +122,10 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     expect(r.stdout.trim().split("\n")).toEqual([`${a}\tcompleted`, `${b}\tfailed\tboom: the repo is broken`]);
     const json = await pb("q-status", ["status", a!, b!, "--json"]);
     expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout).map((s: { id: string; state: string }) => [s.id, s.state])).toEqual([[a, "completed"], [b, "failed"]]);
+    expect(JSON.parse(json.stdout).map((s: { id: string; state: string }) => [s.id, s.state])).toEqual([
+      [a, "completed"],
+      [b, "failed"],
+    ]);
   });
 
   it("list: a header, newest first, age and duration, --state, --limit; an empty queue says so", async () => {
@@ -129,7 +143,13 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     expect(lines[3]).toMatch(new RegExp(`^${first}\\s+completed\\s+\\d+(ms|s)\\s+\\d+(ms|s)\\s+complete the first$`));
     expect(lines[1]).toMatch(/waiting\s+\d+(ms|s)\s+-\s+the third$/);
     const done = await pb("q-list", ["list", "--state", "completed"]);
-    expect(done.stdout.trim().split("\n").slice(1).map((l) => l.split(/\s+/)[0])).toEqual([first]);
+    expect(
+      done.stdout
+        .trim()
+        .split("\n")
+        .slice(1)
+        .map((l) => l.split(/\s+/)[0]),
+    ).toEqual([first]);
     const one = await pb("q-list", ["list", "--limit", "1", "--json"]);
     expect(JSON.parse(one.stdout).map((j: { id: string }) => j.id)).toEqual([third]);
     const empty = await pb("q-empty", ["list"]);
@@ -139,7 +159,10 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
 
   it("--json on enqueue and cancel; --queue and --redis-url flags beat the environment", async () => {
     const badEnv = { REDIS_URL: "redis://127.0.0.1:9", PATCHBAY_QUEUE: "not-this-one" };
-    const e = await patchbay(["enqueue", "--repo", CLAMP, "--task", "t", "--json", "--queue", "q-json", "--redis-url", redis.url], badEnv);
+    const e = await patchbay(
+      ["enqueue", "--repo", CLAMP, "--task", "t", "--json", "--queue", "q-json", "--redis-url", redis.url],
+      badEnv,
+    );
     expect(e.code, e.stderr).toBe(0);
     const { queue, ids } = JSON.parse(e.stdout) as { queue: string; ids: string[] };
     expect(queue).toBe("q-json");
@@ -164,18 +187,35 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
   });
 
   it("--max-turns, --verify-rounds and --budget-usd reach the spec; out of range is named by its flag", async () => {
-    const r = await pb("q-knobs", ["enqueue", "--repo", CLAMP, "--task", "t", "--max-turns", "7", "--verify-rounds", "0", "--budget-usd", "0.25"]);
+    const r = await pb("q-knobs", [
+      "enqueue",
+      "--repo",
+      CLAMP,
+      "--task",
+      "t",
+      "--max-turns",
+      "7",
+      "--verify-rounds",
+      "0",
+      "--budget-usd",
+      "0.25",
+    ]);
     expect(r.code, r.stderr).toBe(0);
     const job = await client("q-knobs").queue.getJob(r.stdout.trim());
     expect(job!.data.spec).toMatchObject({ maxTurns: 7, verifyRounds: 0, budget: { usd: 0.25 } });
     const bad = await pb("q-knobs", ["enqueue", "--repo", CLAMP, "--task", "t", "--verify-rounds", "11"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--verify-rounds: must be an integer from 0 to 10 \(got 11\)/);
-    expect((await pb("q-knobs", ["enqueue", "--repo", CLAMP, "--task", "t", "--budget-usd", "free"])).stderr).toMatch(/--budget-usd takes a positive number \(dollars\), not 'free'/);
+    expect((await pb("q-knobs", ["enqueue", "--repo", CLAMP, "--task", "t", "--budget-usd", "free"])).stderr).toMatch(
+      /--budget-usd takes a positive number \(dollars\), not 'free'/,
+    );
   });
 
   it("a missing local --repo never reaches Redis", async () => {
-    const r = await patchbay(["enqueue", "--repo", "/nonexistent/repo", "--task", "t"], { ...env, PATCHBAY_QUEUE: "q-missing" });
+    const r = await patchbay(["enqueue", "--repo", "/nonexistent/repo", "--task", "t"], {
+      ...env,
+      PATCHBAY_QUEUE: "q-missing",
+    });
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/--repo: \/nonexistent\/repo does not exist/);
     const raw = new Redis(redis.url);
@@ -185,7 +225,10 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
 
   it("Ctrl-C on run says the job keeps running and how to cancel it; --cancel-on-exit cancels it", async () => {
     for (const cancelOnExit of [false, true]) {
-      const p = spawnPatchbay(["run", "--repo", CLAMP, "--task", "wait for ever", ...(cancelOnExit ? ["--cancel-on-exit"] : [])], { ...env, PATCHBAY_QUEUE: "q-ctrlc" });
+      const p = spawnPatchbay(
+        ["run", "--repo", CLAMP, "--task", "wait for ever", ...(cancelOnExit ? ["--cancel-on-exit"] : [])],
+        { ...env, PATCHBAY_QUEUE: "q-ctrlc" },
+      );
       await p.waitFor(/no worker is running on queue 'q-ctrlc'/);
       await new Promise((r) => setTimeout(r, 300));
       const id = /job (\S+) enqueued/.exec(p.out().stderr)![1]!;
@@ -206,32 +249,48 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
 
   it("a job's hostile error and task reach the terminal from status, result, watch and list without a control", async () => {
     const [id] = await finished("q-hostile", [HOSTILE_TASK]);
-    const runs = { status: await pb("q-hostile", ["status", id!]), result: await pb("q-hostile", ["result", id!]), watch: await pb("q-hostile", ["watch", id!]), list: await pb("q-hostile", ["list"]) };
+    const runs = {
+      status: await pb("q-hostile", ["status", id!]),
+      result: await pb("q-hostile", ["result", id!]),
+      watch: await pb("q-hostile", ["watch", id!]),
+      list: await pb("q-hostile", ["list"]),
+    };
     for (const [cmd, r] of Object.entries(runs)) {
       expect(r.stdout + r.stderr, cmd).not.toMatch(TERMINAL_CONTROL);
       expect(r.stdout + r.stderr, cmd).not.toMatch(/cm0gLXJmIH4|a title/);
     }
     // The words stay, on one line.
-    for (const r of [runs.status.stdout, runs.result.stderr, runs.watch.stderr]) expect(r).toContain("boom red over forged line");
+    for (const r of [runs.status.stdout, runs.result.stderr, runs.watch.stderr])
+      expect(r).toContain("boom red over forged line");
     expect(runs.list.stdout).toMatch(new RegExp(`${id} .*hostile task done`));
   });
 
   it("a batch's hostile errors reach the terminal from batch status --jobs and batch wait without a control", async () => {
     // Two lines of a batch finished as a worker records them (its hooks called here, no worker).
     const c = client("q-batch-hostile");
-    const { batchId, ids } = await new BatchClient(c).submit([{ task: "one", repo: { path: CLAMP } }, { task: "two", repo: { path: CLAMP } }], { name: "hostile-batch" });
+    const { batchId, ids } = await new BatchClient(c).submit(
+      [
+        { task: "one", repo: { path: CLAMP } },
+        { task: "two", repo: { path: CLAMP } },
+      ],
+      { name: "hostile-batch" },
+    );
     const hooks = batchHooks(c.redis, "q-batch-hostile", 3600);
     for (const id of ids) {
       const data = (await c.queue.getJob(id))!.data;
       await hooks.start(data, id, 1);
       await hooks.finish(data, id, 1, { ...emptyResult("failed", HOSTILE_ERROR), jobId: id, attempt: 1 });
     }
-    const runs = { status: await pb("q-batch-hostile", ["batch", "status", "--jobs", batchId]), wait: await pb("q-batch-hostile", ["batch", "wait", batchId]) };
+    const runs = {
+      status: await pb("q-batch-hostile", ["batch", "status", "--jobs", batchId]),
+      wait: await pb("q-batch-hostile", ["batch", "wait", batchId]),
+    };
     for (const [cmd, r] of Object.entries(runs)) {
       expect(r.stdout + r.stderr, cmd).not.toMatch(TERMINAL_CONTROL);
       expect(r.stdout + r.stderr, cmd).not.toMatch(/cm0gLXJmIH4/);
       // Each line's error, its words on that line.
-      for (const id of ids) expect(r.stdout + r.stderr, cmd).toMatch(new RegExp(`${id}\\s.*failed.*boom red over forged line`));
+      for (const id of ids)
+        expect(r.stdout + r.stderr, cmd).toMatch(new RegExp(`${id}\\s.*failed.*boom red over forged line`));
     }
   });
 });

@@ -15,7 +15,11 @@ const COMMANDS = ["run", "enqueue", "status", "result", "watch", "cancel", "list
 
 describe("usage errors exit 2 and name the flag", () => {
   it("`--timeout abc` names --timeout (not timeoutSec)", async () => {
-    for (const [flag, value] of [["--timeout", "abc"], ["--command-timeout", "-1"], ["--max-turns", "2.5"]]) {
+    for (const [flag, value] of [
+      ["--timeout", "abc"],
+      ["--command-timeout", "-1"],
+      ["--max-turns", "2.5"],
+    ]) {
       const r = await patchbay(["run", "--repo", CLAMP, "--task", "t", flag!, value!], env);
       expect(r.code, r.stderr).toBe(2);
       expect(r.stderr).toContain(flag);
@@ -33,7 +37,11 @@ describe("usage errors exit 2 and name the flag", () => {
   });
 
   it("--repo, --git and --archive are mutually exclusive", async () => {
-    for (const pair of [["--repo", CLAMP, "--git", "https://example.com/x.git"], ["--repo", CLAMP, "--archive", "/tmp/x.tar"], ["--git", "https://example.com/x.git", "--archive", "/tmp/x.tar"]]) {
+    for (const pair of [
+      ["--repo", CLAMP, "--git", "https://example.com/x.git"],
+      ["--repo", CLAMP, "--archive", "/tmp/x.tar"],
+      ["--git", "https://example.com/x.git", "--archive", "/tmp/x.tar"],
+    ]) {
       const r = await patchbay(["enqueue", ...pair, "--task", "t"], env);
       expect(r.code, r.stderr).toBe(2);
       expect(r.stderr).toMatch(/only one of --repo, --git and --archive/);
@@ -105,7 +113,16 @@ describe("help and version", () => {
 
 describe("a Redis that refuses connections", () => {
   it("is reported at once, in one line, by every command that needs it (exit 1)", async () => {
-    const calls = [["run", "--repo", CLAMP, "--task", "t"], ["enqueue", "--repo", CLAMP, "--task", "t"], ["status", "1"], ["result", "1"], ["watch", "1"], ["cancel", "1"], ["list"], ["worker"]];
+    const calls = [
+      ["run", "--repo", CLAMP, "--task", "t"],
+      ["enqueue", "--repo", CLAMP, "--task", "t"],
+      ["status", "1"],
+      ["result", "1"],
+      ["watch", "1"],
+      ["cancel", "1"],
+      ["list"],
+      ["worker"],
+    ];
     for (const args of calls) {
       // Start-up on this (shared, busy) machine, queue modules loaded: a usage error found after loading them.
       const startup = (await patchbay(["enqueue", "--repo", "/nonexistent/patchbay-repo", "--task", "t"], env)).ms;
@@ -130,6 +147,8 @@ describe("a Redis that refuses connections", () => {
     expect(r.stdout).toMatch(/FAIL {2}redis: redis:\/\/127\.0\.0\.1:9: connect ECONNREFUSED/);
     expect(r.stdout + r.stderr).not.toMatch(/^\s+at |Unhandled error event/m);
     const json = await patchbay(["doctor", "--json", "--redis-url", "redis://127.0.0.1:7"], env, { timeoutMs: 20_000 });
-    expect(JSON.parse(json.stdout)).toContainEqual(expect.objectContaining({ name: "redis", ok: false, detail: expect.stringContaining("127.0.0.1:7") }));
+    expect(JSON.parse(json.stdout)).toContainEqual(
+      expect.objectContaining({ name: "redis", ok: false, detail: expect.stringContaining("127.0.0.1:7") }),
+    );
   });
 });

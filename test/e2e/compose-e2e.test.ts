@@ -43,8 +43,16 @@ const GRACE_MS = 45_000; // docker-compose.yml's stop_grace_period for workers
 /** The host's env without patchbay's and compose's knobs, plus the ones this test sets. */
 function composeEnv(repos: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!/^(PATCHBAY_|ANTHROPIC_|REDIS_URL$|COMPOSE_|DOCKER_HOST$)/.test(k)) env[k] = v;
-  return { ...env, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REPOS: repos, PATCHBAY_EGRESS_DIR: join(repos, "../egress"), PATCHBAY_CONCURRENCY: "1", PATCHBAY_REDIS_PASSWORD: PASSWORD };
+  for (const [k, v] of Object.entries(process.env))
+    if (!/^(PATCHBAY_|ANTHROPIC_|REDIS_URL$|COMPOSE_|DOCKER_HOST$)/.test(k)) env[k] = v;
+  return {
+    ...env,
+    ANTHROPIC_API_KEY: "test-key",
+    PATCHBAY_REPOS: repos,
+    PATCHBAY_EGRESS_DIR: join(repos, "../egress"),
+    PATCHBAY_CONCURRENCY: "1",
+    PATCHBAY_REDIS_PASSWORD: PASSWORD,
+  };
 }
 
 function override(redisPort: number): string {
@@ -82,26 +90,53 @@ describe("docker-compose deployment, end to end", () => {
   let drained: string[] = [];
   const tiny = () => join(dir, "repos/tiny");
 
-  const dc = async (...args: string[]) => (await run("docker-compose", ["-p", PROJECT, ...files, ...args], { cwd: ROOT, env, maxBuffer: 64 << 20, timeout: 240_000 })).stdout;
+  const dc = async (...args: string[]) =>
+    (
+      await run("docker-compose", ["-p", PROJECT, ...files, ...args], {
+        cwd: ROOT,
+        env,
+        maxBuffer: 64 << 20,
+        timeout: 240_000,
+      })
+    ).stdout;
   const docker = async (...args: string[]) => {
     const r = await run("docker", args, { maxBuffer: 64 << 20, timeout: 120_000 });
     return r.stdout + r.stderr;
   };
-  const lines = (s: string) => s.split("\n").map((l) => l.trim()).filter(Boolean);
+  const lines = (s: string) =>
+    s
+      .split("\n")
+      .map((l) => l.trim())
+      .filter(Boolean);
   /** This project's containers of a service (stopped ones too), oldest first. */
   const containers = async (service: string) =>
-    lines(await docker("ps", "-a", "-q", "--no-trunc", "--filter", `label=com.docker.compose.project=${PROJECT}`, "--filter", `label=com.docker.compose.service=${service}`)).reverse();
+    lines(
+      await docker(
+        "ps",
+        "-a",
+        "-q",
+        "--no-trunc",
+        "--filter",
+        `label=com.docker.compose.project=${PROJECT}`,
+        "--filter",
+        `label=com.docker.compose.service=${service}`,
+      ),
+    ).reverse();
   const logs = (id: string) => docker("logs", id);
   const completed = (log: string) => new Set([...log.matchAll(/job (\S+) attempt \d+: completed/g)].map((m) => m[1]!));
   /** Jobs a worker started and has not ended (as far as its log says). */
-  const inFlight = (log: string) => [...log.matchAll(/job (\S+) attempt (\d+): started/g)].filter(([, id, a]) => !new RegExp(`job ${id} attempt ${a}: (?!started)`).test(log)).map((m) => m[1]!);
+  const inFlight = (log: string) =>
+    [...log.matchAll(/job (\S+) attempt (\d+): started/g)]
+      .filter(([, id, a]) => !new RegExp(`job ${id} attempt ${a}: (?!started)`).test(log))
+      .map((m) => m[1]!);
   /** The running container of a job's newest sandbox (by its sandbox_ready event: pool sandboxes are labelled before they have a job). */
   const sandboxOf = async (jobId: string) => {
     let name: string | undefined;
     for await (const e of client.watch(jobId, { follow: false })) if (e.type === "sandbox_ready") name = e.container;
     return name ? lines(await docker("ps", "-q", "--filter", `name=^${name}$`))[0] : undefined;
   };
-  const label = async (id: string, key: string) => (await docker("inspect", "-f", `{{index .Config.Labels "${key}"}}`, id)).trim();
+  const label = async (id: string, key: string) =>
+    (await docker("inspect", "-f", `{{index .Config.Labels "${key}"}}`, id)).trim();
   const until = async <T>(what: string, fn: () => Promise<T | undefined | false>, ms = 120_000): Promise<T> => {
     const end = Date.now() + ms;
     for (;;) {
@@ -111,7 +146,8 @@ describe("docker-compose deployment, end to end", () => {
       await sleep(300);
     }
   };
-  const waitAll = (ids: string[]) => Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 180_000, warnIfNoWorker: false })));
+  const waitAll = (ids: string[]) =>
+    Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 180_000, warnIfNoWorker: false })));
 
   beforeAll(async () => {
     await ensureBuilt();
@@ -127,11 +163,29 @@ describe("docker-compose deployment, end to end", () => {
     env = composeEnv(join(dir, "repos"));
     // A sandbox of another deployment on this engine (same queue name, another Redis, an owner
     // that beats nowhere here): these workers must leave it to its own deadline.
-    await docker("run", "-d", "--name", DECOY, "--network", "none", ...["patchbay=1", `patchbay.queue=${QUEUE}`, "patchbay.job=decoy", "patchbay.worker=elsewhere:4242:decoy", "patchbay.redis=another-deployment", `patchbay.deadline=${Math.floor(Date.now() / 1000) + 3600}`].flatMap((l) => ["--label", l]), "patchbay-sandbox:latest", "sleep", "infinity");
+    await docker(
+      "run",
+      "-d",
+      "--name",
+      DECOY,
+      "--network",
+      "none",
+      ...[
+        "patchbay=1",
+        `patchbay.queue=${QUEUE}`,
+        "patchbay.job=decoy",
+        "patchbay.worker=elsewhere:4242:decoy",
+        "patchbay.redis=another-deployment",
+        `patchbay.deadline=${Math.floor(Date.now() / 1000) + 3600}`,
+      ].flatMap((l) => ["--label", l]),
+      "patchbay-sandbox:latest",
+      "sleep",
+      "infinity",
+    );
     await dc("up", "-d", "--scale", "worker=3");
     client = new PatchbayClient({ redisUrl: `redis://:${PASSWORD}@127.0.0.1:${redisPort}`, queueName: QUEUE });
     batches = new BatchClient(client);
-    const ws = await until("3 workers", async () => ((await containers("worker")).length === 3) && containers("worker"));
+    const ws = await until("3 workers", async () => (await containers("worker")).length === 3 && containers("worker"));
     await until("3 ready workers", async () => (await Promise.all(ws.map(logs))).every((l) => /ready: queue /.test(l)));
     await until("the scripted model", async () => /listening/.test(await logs((await containers("model"))[0]!)));
   }, 900_000); // the first, uncached image build when pretest did not run
@@ -150,20 +204,26 @@ describe("docker-compose deployment, end to end", () => {
     const { batchId, ids } = await batches.submit(specs, { name: "twelve" });
     const workers = await containers("worker");
     // Once each worker has completed a job, kill one that is running another (its sandbox up).
-    const [job, sandbox] = await until("a worker mid-job after each completed one", async () => {
-      const all = await Promise.all(workers.map(logs));
-      if (!all.every((l) => completed(l).size > 0)) return undefined;
-      for (const [i, l] of all.entries()) {
-        for (const id of inFlight(l)) {
-          const sb = await sandboxOf(id);
-          if (sb) return ((victim = workers[i]!), [id, sb] as const);
+    const [job, sandbox] = await until(
+      "a worker mid-job after each completed one",
+      async () => {
+        const all = await Promise.all(workers.map(logs));
+        if (!all.every((l) => completed(l).size > 0)) return undefined;
+        for (const [i, l] of all.entries()) {
+          for (const id of inFlight(l)) {
+            const sb = await sandboxOf(id);
+            if (sb) return ((victim = workers[i]!), [id, sb] as const);
+          }
         }
-      }
-      return undefined;
-    }, 180_000);
+        return undefined;
+      },
+      180_000,
+    );
     await docker("kill", victim);
     // Everything the dead worker owned: the job's sandbox and its warm pool's.
-    const owned = lines(await docker("ps", "-a", "-q", "--filter", `label=patchbay.worker=${await label(sandbox, "patchbay.worker")}`));
+    const owned = lines(
+      await docker("ps", "-a", "-q", "--filter", `label=patchbay.worker=${await label(sandbox, "patchbay.worker")}`),
+    );
     expect(owned.length).toBeGreaterThanOrEqual(1);
 
     const st = await batches.wait(batchId);
@@ -178,7 +238,11 @@ describe("docker-compose deployment, end to end", () => {
     expect(byWorker.reduce((n, s) => n + s.size, 0)).toBe(12); // each job completed once
     // The dead worker's sandbox: removed by a live worker's reaper (its owner stopped beating).
     const gone = async (id: string) => !lines(await docker("ps", "-a", "-q", "--filter", `id=${id}`)).length;
-    await until("the killed worker's sandboxes reaped", async () => (await Promise.all(owned.map(gone))).every(Boolean), 60_000);
+    await until(
+      "the killed worker's sandboxes reaped",
+      async () => (await Promise.all(owned.map(gone))).every(Boolean),
+      60_000,
+    );
     expect(owned).toContain(sandbox);
     const all = await Promise.all(workers.map(logs));
     const reaped = all.flatMap((l) => [...l.matchAll(/reaped (\d+) containers/g)].map((m) => Number(m[1])));
@@ -186,14 +250,18 @@ describe("docker-compose deployment, end to end", () => {
     expect(reaped.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(owned.length);
     // ...and no live worker's: a job whose sandbox is removed under it ends its attempt in an error.
     for (const l of all) expect(l).not.toMatch(/attempt \d+: (error|failed)/);
-    expect(lines(await docker("ps", "-q", "--filter", `name=${DECOY}`)), "another deployment's sandbox").toHaveLength(1);
+    expect(lines(await docker("ps", "-q", "--filter", `name=${DECOY}`)), "another deployment's sandbox").toHaveLength(
+      1,
+    );
     await docker("rm", "-f", DECOY);
     expect((await docker("inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", victim)).trim()).toBe("exited 137");
   }, 420_000);
 
   it("`docker-compose stop` drains: running jobs complete, queued ones wait, workers exit 0 within the grace period", async () => {
     const live = (await containers("worker")).filter((w) => w !== victim);
-    const ids = await client.enqueueBatch(["d0", "d1", "d2"].map((n) => ({ task: `${n} sleep 4`, repo: { path: tiny() } })));
+    const ids = await client.enqueueBatch(
+      ["d0", "d1", "d2"].map((n) => ({ task: `${n} sleep 4`, repo: { path: tiny() } })),
+    );
     const running = await until("both live workers mid-job", async () => {
       const busy = (await Promise.all(live.map(logs))).map((l) => ids.filter((id) => inFlight(l).includes(id)));
       return busy.every((b) => b.length === 1) && busy.flat();
@@ -211,20 +279,28 @@ describe("docker-compose deployment, end to end", () => {
     const abandoned = (await Promise.all(live.map(logs))).some((l) => /deadline passed: abandoning/.test(l));
     const states = new Map(await Promise.all(ids.map(async (id) => [id, (await client.status(id)).state] as const)));
     for (const id of running) expect(abandoned ? ["completed", "active"] : ["completed"], id).toContain(states.get(id));
-    for (const id of ids) expect(["completed", "waiting", ...(abandoned ? ["active"] : [])], id).toContain(states.get(id));
+    for (const id of ids)
+      expect(["completed", "waiting", ...(abandoned ? ["active"] : [])], id).toContain(states.get(id));
     drained = ids;
     expect(GRACE_MS).toBeGreaterThan(30_000); // the drain deadline (PATCHBAY_DRAIN_MS default) fits in it
   }, 300_000);
 
   it("`docker-compose restart redis` keeps queued jobs (AOF); started again, workers complete them", async () => {
     const queued = (await client.queue.getJobs(["wait"])).map((j) => j.id!); // the drain's waiting job, if any
-    const more = await client.enqueueBatch(["r0", "r1", "r2"].map((n) => ({ task: `${n} sleep 1`, repo: { path: tiny() } })));
+    const more = await client.enqueueBatch(
+      ["r0", "r1", "r2"].map((n) => ({ task: `${n} sleep 1`, repo: { path: tiny() } })),
+    );
     expect(await client.redis.config("GET", "appendonly")).toEqual(["appendonly", "yes"]);
     // the password from .env is required (redis-cli: ioredis's HELLO without it only closes the connection)
     const anonymous = await run("redis-cli", ["-h", "127.0.0.1", "-p", String(client.redis.options.port), "PING"]);
     expect(anonymous.stdout).toMatch(/NOAUTH/);
     await dc("restart", "redis");
-    const waiting = await until("Redis back", () => client.queue.getJobs(["wait"]).then((js) => js.map((j) => j.id!), () => undefined));
+    const waiting = await until("Redis back", () =>
+      client.queue.getJobs(["wait"]).then(
+        (js) => js.map((j) => j.id!),
+        () => undefined,
+      ),
+    );
     expect(waiting.sort()).toEqual([...queued, ...more].sort());
     await dc("start", "worker");
     const all = [...new Set([...drained, ...queued, ...more])]; // no job of the drain is lost either
@@ -235,7 +311,12 @@ describe("docker-compose deployment, end to end", () => {
   it("setup network: the sandbox reaches the proxy in its worker's container through the per-job socket (mounted by its host path)", async () => {
     // Off the list, so the proxy refuses it without going out (this engine's networks have no route out).
     const setup = `python3 -c "import urllib.request as u; u.urlopen('http://off-list.example/', timeout=30)" || true`;
-    const id = await client.enqueue({ task: "egress", repo: { path: tiny() }, setup, network: { setup: { allow: ["allowed.example"] } } });
+    const id = await client.enqueue({
+      task: "egress",
+      repo: { path: tiny() },
+      setup,
+      network: { setup: { allow: ["allowed.example"] } },
+    });
     const [r] = await waitAll([id]);
     expect(r!.status, r!.error ?? "").toBe("completed");
     expect(r!.egress).toMatchObject({ allowed: 0, refused: 1 });

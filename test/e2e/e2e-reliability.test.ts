@@ -68,7 +68,19 @@ describe("reliability", () => {
 
   const setup = async (n: number, extra: Record<string, string> = {}) => {
     const name = `rel-${++queue}`;
-    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: name, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "3000", PATCHBAY_STALLED_MS: "1000", PATCHBAY_REAP_MS: "1000", PATCHBAY_HEARTBEAT_MS: "1000", PATCHBAY_DRAIN_MS: "20000", PATCHBAY_POOL: "0", ...extra }; // counts each worker's job sandboxes (no warm pool)
+    env = {
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: name,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_LOCK_MS: "3000",
+      PATCHBAY_STALLED_MS: "1000",
+      PATCHBAY_REAP_MS: "1000",
+      PATCHBAY_HEARTBEAT_MS: "1000",
+      PATCHBAY_DRAIN_MS: "20000",
+      PATCHBAY_POOL: "0",
+      ...extra,
+    }; // counts each worker's job sandboxes (no warm pool)
     workers = Array.from({ length: n }, (_, i) => {
       const w = startWorkerProc({ ...env, PATCHBAY_CONCURRENCY: "1", PATCHBAY_WORKER_ID: workerId(name, i) });
       idOf.set(w, workerId(name, i));
@@ -81,7 +93,9 @@ describe("reliability", () => {
   it("kill -9 of the worker holding a job: the job completes on the other, and the reaper removes the dead one's container", async () => {
     await setup(2);
     const id = await client.enqueue({ task: "slow job sleep=6", repo: { path: CLAMP } });
-    const holder = await Promise.race(workers.map((w) => w.waitFor(new RegExp(`job ${id} attempt \\d+: started`)).then(() => w)));
+    const holder = await Promise.race(
+      workers.map((w) => w.waitFor(new RegExp(`job ${id} attempt \\d+: started`)).then(() => w)),
+    );
     const other = workers.find((w) => w !== holder)!;
     await waitForEvent(client, id, "tool_call"); // inside the slow command, its sandbox running
     expect((await containersOf(holder)).length).toBe(1);
@@ -116,7 +130,9 @@ describe("reliability", () => {
   it("SIGTERM past the drain deadline abandons the job; it completes on another worker", async () => {
     await setup(2, { PATCHBAY_DRAIN_MS: "1000" });
     const id = await client.enqueue({ task: "slow job sleep=8", repo: { path: CLAMP } });
-    const holder = await Promise.race(workers.map((w) => w.waitFor(new RegExp(`job ${id} attempt \\d+: started`)).then(() => w)));
+    const holder = await Promise.race(
+      workers.map((w) => w.waitFor(new RegExp(`job ${id} attempt \\d+: started`)).then(() => w)),
+    );
     const other = workers.find((w) => w !== holder)!;
     await waitForEvent(client, id, "tool_call");
     holder.proc.kill("SIGTERM");

@@ -33,7 +33,16 @@ import { PatchbayClient } from "../../src/queue/client.js";
 import { BatchClient } from "../../src/batch/batches.js";
 import { docker } from "../../src/backend/docker.js";
 import type { TranscriptEvent } from "../../src/core/spec/spec.js";
-import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic, type Policy } from "../support/fake-anthropic.js";
+import {
+  reply,
+  startFakeAnthropic,
+  text,
+  toolResults,
+  toolResultText,
+  toolUse,
+  type FakeAnthropic,
+  type Policy,
+} from "../support/fake-anthropic.js";
 import { startGitHttp, type GitHttpServer } from "../support/git-http.js";
 import { removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "../support/cluster.js";
 import { jobContainer } from "../support/sandbox.js";
@@ -60,7 +69,16 @@ const ROOT_SCAN = [
   "git -c safe.directory='*' -C /workspace rev-parse HEAD",
 ].join("; ");
 
-const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "commit.gpgSign=false"];
+const GIT_ID = [
+  "-c",
+  "user.name=t",
+  "-c",
+  "user.email=t@t",
+  "-c",
+  "init.defaultBranch=main",
+  "-c",
+  "commit.gpgSign=false",
+];
 const git = (cwd: string, ...args: string[]) => execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "utf8" });
 
 let server: GitHttpServer;
@@ -80,7 +98,15 @@ afterAll(async () => {
 
 /** Runs the script as root in the container; stdout and stderr together. */
 async function rootExec(container: string, script: string): Promise<string> {
-  const exec = await docker().getContainer(container).exec({ Cmd: ["sh", "-c", script], User: "0", Env: [`T=${TOKEN}`, `B=${BASIC}`], AttachStdout: true, AttachStderr: true });
+  const exec = await docker()
+    .getContainer(container)
+    .exec({
+      Cmd: ["sh", "-c", script],
+      User: "0",
+      Env: [`T=${TOKEN}`, `B=${BASIC}`],
+      AttachStdout: true,
+      AttachStderr: true,
+    });
   const stream = (await exec.start({})) as NodeJS.ReadableStream;
   const chunks: Buffer[] = [];
   await new Promise<void>((resolve, reject) => {
@@ -91,7 +117,7 @@ async function rootExec(container: string, script: string): Promise<string> {
   // The exec's stream is multiplexed: 8-byte frame headers before each chunk.
   const raw = Buffer.concat(chunks);
   const out: Buffer[] = [];
-  for (let i = 0; i + 8 <= raw.length; ) {
+  for (let i = 0; i + 8 <= raw.length;) {
     const n = raw.readUInt32BE(i + 4);
     out.push(raw.subarray(i + 8, i + 8 + n));
     i += 8 + n;
@@ -118,7 +144,10 @@ function scanningModel(container: () => Promise<string>): { policy: Policy; root
 /** What the model's search printed: the files it found, and the rest. */
 function modelSaw(fake: FakeAnthropic): { found: string[]; output: string } {
   const output = toolResultText(toolResults(fake.requests[1])[0]);
-  const found = output.slice(output.indexOf("SCAN-BEGIN\n") + 11, output.indexOf("SCAN-END")).split("\n").filter(Boolean);
+  const found = output
+    .slice(output.indexOf("SCAN-BEGIN\n") + 11, output.indexOf("SCAN-END"))
+    .split("\n")
+    .filter(Boolean);
   return { found, output };
 }
 
@@ -146,13 +175,19 @@ async function redisDump(url: string): Promise<string> {
       for (const key of keys) {
         const type = await r.type(key);
         const v =
-          type === "string" ? await r.get(key)
-          : type === "hash" ? await r.hgetall(key)
-          : type === "list" ? await r.lrange(key, 0, -1)
-          : type === "set" ? await r.smembers(key)
-          : type === "zset" ? await r.zrange(key, "0", "-1")
-          : type === "stream" ? await r.xrange(key, "-", "+")
-          : `(${type})`;
+          type === "string"
+            ? await r.get(key)
+            : type === "hash"
+              ? await r.hgetall(key)
+              : type === "list"
+                ? await r.lrange(key, 0, -1)
+                : type === "set"
+                  ? await r.smembers(key)
+                  : type === "zset"
+                    ? await r.zrange(key, "0", "-1")
+                    : type === "stream"
+                      ? await r.xrange(key, "-", "+")
+                      : `(${type})`;
         out.push(`${key} ${JSON.stringify(v)}`);
       }
     } while (cursor !== "0");
@@ -176,8 +211,20 @@ describe("through the queue", () => {
     scan = scanningModel(() => containerName);
     fake = await startFakeAnthropic(scan.policy);
     const store = path.join(tmp, "git-credentials");
-    fs.writeFileSync(store, `https://someone:unrelated@example.org\nhttp://${USER}:${encodeURIComponent(TOKEN)}@${server.host}\n`, { mode: 0o600 });
-    worker = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "0", PATCHBAY_GIT_CREDENTIALS: store });
+    fs.writeFileSync(
+      store,
+      `https://someone:unrelated@example.org\nhttp://${USER}:${encodeURIComponent(TOKEN)}@${server.host}\n`,
+      { mode: 0o600 },
+    );
+    worker = startWorkerProc({
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: QUEUE,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_CONCURRENCY: "1",
+      PATCHBAY_POOL: "0",
+      PATCHBAY_GIT_CREDENTIALS: store,
+    });
     await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`));
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
   });
@@ -195,8 +242,15 @@ describe("through the queue", () => {
     expect((err as Error).message).toBe(
       `invalid JobSpec: repo.git: http://***@${server.host}/clamp.git carries credentials, which would be kept in Redis with the job; remove them from the URL and give them to the workers instead: PATCHBAY_GIT_CREDENTIALS=/path/to/git-credentials on each worker, a file of mode 0600 with lines like https://user:token@host`,
     );
-    await expect(new BatchClient(client).submit([{ task: "ok", repo: { path: CLAMP } }, { ...spec, repo: { git: `http://${TOKEN}@${server.host}/clamp.git` } }])).rejects.toThrow(/^spec #2: invalid JobSpec: repo\.git: http:\/\/\*\*\*@.* carries credentials/);
-    await expect(new BatchClient(client).submit([{ line: 7, spec }] as never)).rejects.toThrow(/^line 7: invalid JobSpec: repo\.git: .* carries credentials/);
+    await expect(
+      new BatchClient(client).submit([
+        { task: "ok", repo: { path: CLAMP } },
+        { ...spec, repo: { git: `http://${TOKEN}@${server.host}/clamp.git` } },
+      ]),
+    ).rejects.toThrow(/^spec #2: invalid JobSpec: repo\.git: http:\/\/\*\*\*@.* carries credentials/);
+    await expect(new BatchClient(client).submit([{ line: 7, spec }] as never)).rejects.toThrow(
+      /^line 7: invalid JobSpec: repo\.git: .* carries credentials/,
+    );
     expect(leaks(await redisDump(redis.url))).toEqual([]);
     expect(await client.list()).toEqual([]);
   });
@@ -230,13 +284,19 @@ describe("runJob with the token in the URL (no queue)", () => {
     try {
       const result = await runJob(
         { task: "Look around.", repo: { git: `http://${USER}:${TOKEN}@${server.host}/clamp.git` } },
-        { model: new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 }), onEvent: (e) => events.push(e), onSandbox: (sb) => name(sb.name) },
+        {
+          model: new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 }),
+          onEvent: (e) => events.push(e),
+          onSandbox: (sb) => name(sb.name),
+        },
       );
       expect(result.status).toBe("completed");
       expect(server.authorized()).toBeGreaterThan(before);
       expectSandboxClean(fake, await scan.rootScan);
       const started = events.find((e) => e.type === "job_started");
-      expect(started?.type === "job_started" && started.spec.repo).toEqual({ git: `http://***@${server.host}/clamp.git` });
+      expect(started?.type === "job_started" && started.spec.repo).toEqual({
+        git: `http://***@${server.host}/clamp.git`,
+      });
       expect(leaks(JSON.stringify(events))).toEqual([]);
       expect(leaks(JSON.stringify(result))).toEqual([]);
       expect(leaks(JSON.stringify(fake.requests.map((r) => r.body)))).toEqual([]);
@@ -248,9 +308,14 @@ describe("runJob with the token in the URL (no queue)", () => {
   it("a clone that fails says why without the token, in the result and the events", async () => {
     const events: TranscriptEvent[] = [];
     const wrong = `${TOKEN}-expired`;
-    const result = await runJob({ task: "t", repo: { git: `http://${USER}:${wrong}@${server.host}/clamp.git` } }, { onEvent: (e) => events.push(e) });
+    const result = await runJob(
+      { task: "t", repo: { git: `http://${USER}:${wrong}@${server.host}/clamp.git` } },
+      { onEvent: (e) => events.push(e) },
+    );
     expect(result.status).toBe("failed");
-    expect(result.error).toMatch(/^repo\.git http:\/\/\*\*\*@127\.0\.0\.1:\d+\/clamp\.git: git clone failed: .*Authentication failed/s);
+    expect(result.error).toMatch(
+      /^repo\.git http:\/\/\*\*\*@127\.0\.0\.1:\d+\/clamp\.git: git clone failed: .*Authentication failed/s,
+    );
     for (const text of [JSON.stringify(result), JSON.stringify(events)]) {
       expect(text).not.toContain(wrong);
       expect(leaks(text)).toEqual([]);

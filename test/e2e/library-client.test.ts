@@ -30,7 +30,11 @@ describe("library client", () => {
   });
 
   it("a script that enqueues and waits for the result exits by itself, with no close call", async () => {
-    const w = new Worker<JobData, JobResult>("lib-exit", async (job) => emptyResult("completed", "", { jobId: job.id! }), { connection: new Redis(redis.url, { maxRetriesPerRequest: null }) });
+    const w = new Worker<JobData, JobResult>(
+      "lib-exit",
+      async (job) => emptyResult("completed", "", { jobId: job.id! }),
+      { connection: new Redis(redis.url, { maxRetriesPerRequest: null }) },
+    );
     closers.push(() => w.close());
     const dir = mkdtempSync(join(tmpdir(), "pb-lib-"));
     const script = join(dir, "script.mjs");
@@ -61,7 +65,9 @@ console.log("done", r.status);
     closers.push(() => w.close());
     const c = new PatchbayClient({ redisUrl: redis.url, queueName: "lib-race" });
     closers.push(() => c.close());
-    const ids = await c.enqueueBatch(Array.from({ length: 40 }, (_, i) => ({ task: `race ${i}`, repo: { path: CLAMP }, attempts: 1 })));
+    const ids = await c.enqueueBatch(
+      Array.from({ length: 40 }, (_, i) => ({ task: `race ${i}`, repo: { path: CLAMP }, attempts: 1 })),
+    );
     const reasons = await Promise.all(
       ids.map(async (id) => {
         for (;;) {
@@ -100,7 +106,9 @@ console.log("done", r.status);
     const c = new PatchbayClient({ redisUrl: REFUSED_REDIS, queueName: "lib-down" });
     closers.push(() => c.close());
     const t0 = Date.now();
-    await expect(c.waitForResult("any", { timeoutMs: 1000, warnIfNoWorker: false })).rejects.toBeInstanceOf(WaitTimeoutError);
+    await expect(c.waitForResult("any", { timeoutMs: 1000, warnIfNoWorker: false })).rejects.toBeInstanceOf(
+      WaitTimeoutError,
+    );
     expect(Date.now() - t0).toBeLessThan(4000);
   });
 
@@ -111,8 +119,18 @@ console.log("done", r.status);
     expect(text[0]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[worker host:1\] job 7 attempt 1: started\n$/);
     expect(text[1]).toMatch(/Z \[worker host:1\] WARN job 8: something about a job\n$/);
     const json: string[] = [];
-    workerLogger("host:1", { format: "json", write: (l) => json.push(l) })("job 7 attempt 1: started", { job: "7", attempt: 1 });
-    expect(JSON.parse(json[0]!)).toMatchObject({ level: 30, worker: "host:1", job: "7", attempt: 1, msg: "job 7 attempt 1: started", time: expect.stringMatching(/^\d{4}-.*Z$/) });
+    workerLogger("host:1", { format: "json", write: (l) => json.push(l) })("job 7 attempt 1: started", {
+      job: "7",
+      attempt: 1,
+    });
+    expect(JSON.parse(json[0]!)).toMatchObject({
+      level: 30,
+      worker: "host:1",
+      job: "7",
+      attempt: 1,
+      msg: "job 7 attempt 1: started",
+      time: expect.stringMatching(/^\d{4}-.*Z$/),
+    });
   });
 
   it("`patchbay worker --log-format json`: one JSON object per line, job lines carry the job id", async () => {
@@ -123,14 +141,23 @@ console.log("done", r.status);
     const batch = await new BatchClient(c).submit([{ task: "cancelled before it starts", repo: { path: CLAMP } }]);
     const id = batch.ids[0]!;
     await new BatchClient(c).cancel(batch.batchId);
-    const w = spawnPatchbay(["worker", "--log-format", "json", "--queue", "lib-logs"], { REDIS_URL: redis.url, PATCHBAY_REAP_MS: "600000", ANTHROPIC_API_KEY: "test-key" });
+    const w = spawnPatchbay(["worker", "--log-format", "json", "--queue", "lib-logs"], {
+      REDIS_URL: redis.url,
+      PATCHBAY_REAP_MS: "600000",
+      ANTHROPIC_API_KEY: "test-key",
+    });
     closers.push(async () => (w.proc.exitCode === null ? (w.proc.kill("SIGTERM"), w.exited) : undefined));
     await w.waitFor(/"msg":"job \S+ attempt 1: cancelled/, 60_000);
     w.proc.kill("SIGTERM");
     expect(await w.exited).toBe(0);
     const lines = w.out().stderr.trim().split("\n");
     const records = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
-    for (const r of records) expect(r).toMatchObject({ time: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/), worker: expect.any(String), msg: expect.any(String) });
+    for (const r of records)
+      expect(r).toMatchObject({
+        time: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
+        worker: expect.any(String),
+        msg: expect.any(String),
+      });
     expect(records.find((r) => /ready: queue lib-logs/.test(String(r.msg)))).toBeDefined();
     const jobLines = records.filter((r) => String(r.msg).startsWith(`job ${id} `));
     expect(jobLines.length).toBeGreaterThanOrEqual(2);

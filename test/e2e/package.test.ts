@@ -34,24 +34,53 @@ describe("the npm package", () => {
 
   beforeAll(async () => {
     await ensureBuilt();
-    const { stdout } = await run("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], { cwd: ROOT });
+    const { stdout } = await run("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], {
+      cwd: ROOT,
+    });
     const [pack] = JSON.parse(stdout) as [{ filename: string; files: { path: string }[] }];
     files = pack.files.map((f) => f.path);
     mkdirSync(consumer);
     writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
-    await run("npm", ["install", join(dir, pack.filename), "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts"], { cwd: consumer, timeout: 180_000 });
+    await run(
+      "npm",
+      ["install", join(dir, pack.filename), "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts"],
+      { cwd: consumer, timeout: 180_000 },
+    );
   }, 240_000);
 
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it("holds dist/, bin/, the sandbox image recipe, README and LICENSE, and nothing of the repo's own", () => {
-    expect(files).toEqual(expect.arrayContaining(["package.json", "README.md", "LICENSE", "bin/patchbay.js", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "images/sandbox/Dockerfile"]));
-    const foreign = files.filter((f) => /^(test|bench|scripts|\.ci|src|examples|node_modules)\//.test(f) || /\.ts$/.test(f.replace(/\.d\.ts$/, "")) || f.endsWith(".map"));
+    expect(files).toEqual(
+      expect.arrayContaining([
+        "package.json",
+        "README.md",
+        "LICENSE",
+        "bin/patchbay.js",
+        "dist/index.js",
+        "dist/index.d.ts",
+        "dist/cli.js",
+        "images/sandbox/Dockerfile",
+      ]),
+    );
+    const foreign = files.filter(
+      (f) =>
+        /^(test|bench|scripts|\.ci|src|examples|node_modules)\//.test(f) ||
+        /\.ts$/.test(f.replace(/\.d\.ts$/, "")) ||
+        f.endsWith(".map"),
+    );
     expect(foreign).toEqual([]);
   });
 
   it("holds every asset (Lua, the browser's JS and CSS, ...) beside the modules that load them", () => {
-    expect(ASSETS).toEqual(expect.arrayContaining(["queue/lua/finish-job-8.lua", "web/lua/job-rows-n.lua", "web/assets/transcript.js", "web/assets/style.css"]));
+    expect(ASSETS).toEqual(
+      expect.arrayContaining([
+        "queue/lua/finish-job-8.lua",
+        "web/lua/job-rows-n.lua",
+        "web/assets/transcript.js",
+        "web/assets/style.css",
+      ]),
+    );
     const missing = ASSETS.map((p) => `dist/${p}`).filter((p) => !files.includes(p));
     expect(missing).toEqual([]);
   });
@@ -92,7 +121,11 @@ console.log(JSON.stringify({ recorded, meta, id }));`,
       const bin = join(consumer, "node_modules/.bin/patchbay");
       const token = "package-test-dashboard-token-01";
       const auth = { headers: { authorization: `Bearer ${token}` } }; // every request needs it, reads too
-      const p = spawn(process.execPath, [bin, "dashboard", "--port", "0"], { cwd: consumer, env: { ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: "pkg", PATCHBAY_DASHBOARD_TOKEN: token }, stdio: ["ignore", "ignore", "pipe"] });
+      const p = spawn(process.execPath, [bin, "dashboard", "--port", "0"], {
+        cwd: consumer,
+        env: { ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: "pkg", PATCHBAY_DASHBOARD_TOKEN: token },
+        stdio: ["ignore", "ignore", "pipe"],
+      });
       let err = "";
       p.stderr.on("data", (d) => (err += d));
       const exited = new Promise<number | null>((r) => p.once("exit", (code) => r(code)));
@@ -116,17 +149,36 @@ console.log(JSON.stringify({ recorded, meta, id }));`,
     }
     // `patchbay view`: the renderer, the viewer's boot script and the stylesheet inlined.
     const transcript = join(consumer, "t.jsonl");
-    writeFileSync(transcript, JSON.stringify({ type: "job_started", jobId: "pkg-view-1", attempt: 1, ts: "2025-01-01T00:00:00.000Z", spec: { task: "t", repo: { path: "/r" } } }) + "\n");
-    const view = await patchbay(["view", transcript, "-o", "-"], {}, { script: join(consumer, "node_modules/.bin/patchbay") });
+    writeFileSync(
+      transcript,
+      JSON.stringify({
+        type: "job_started",
+        jobId: "pkg-view-1",
+        attempt: 1,
+        ts: "2025-01-01T00:00:00.000Z",
+        spec: { task: "t", repo: { path: "/r" } },
+      }) + "\n",
+    );
+    const view = await patchbay(
+      ["view", transcript, "-o", "-"],
+      {},
+      { script: join(consumer, "node_modules/.bin/patchbay") },
+    );
     expect(view.code, view.stderr).toBe(0);
-    expect(view.stdout).toContain(`<script>${srcText("web/assets/transcript.js")}\n${srcText("web/assets/view.js")}</script>`);
+    expect(view.stdout).toContain(
+      `<script>${srcText("web/assets/transcript.js")}\n${srcText("web/assets/view.js")}</script>`,
+    );
     expect(view.stdout).toContain(`<style>${srcText("web/assets/style.css")}</style>`);
     expect(view.stdout).toContain("pkg-view-1");
   }, 120_000);
 
   it("runtime dependencies: no TypeScript runner, no dockerode types (the public API names none: the strict consumer below checks it)", () => {
-    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
-    for (const dev of ["tsx", "typescript", "vitest", "esbuild"]) expect(Object.keys(pkg.dependencies)).not.toContain(dev);
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
+    for (const dev of ["tsx", "typescript", "vitest", "esbuild"])
+      expect(Object.keys(pkg.dependencies)).not.toContain(dev);
     expect(Object.keys(pkg.dependencies)).not.toContain("@types/dockerode");
     expect(Object.keys(pkg.devDependencies)).toContain("@types/dockerode");
   });
@@ -147,7 +199,18 @@ console.log(JSON.stringify({ missing, ok: parseJobSpec({ task: "t", repo: { git:
   it("type-checks in a strict nodenext consumer with skipLibCheck off", async () => {
     writeFileSync(
       join(consumer, "tsconfig.json"),
-      JSON.stringify({ compilerOptions: { strict: true, module: "nodenext", moduleResolution: "nodenext", target: "es2022", skipLibCheck: false, noEmit: true, types: ["node"] }, include: ["index.ts"] }),
+      JSON.stringify({
+        compilerOptions: {
+          strict: true,
+          module: "nodenext",
+          moduleResolution: "nodenext",
+          target: "es2022",
+          skipLibCheck: false,
+          noEmit: true,
+          types: ["node"],
+        },
+        include: ["index.ts"],
+      }),
     );
     writeFileSync(
       join(consumer, "index.ts"),
@@ -171,14 +234,18 @@ console.log(result.status, states, out.isError, exec, bad, listed, waiting, run)
 `,
     );
     const tsc = join(ROOT, "node_modules/typescript/bin/tsc");
-    const r = await run(process.execPath, [tsc, "-p", consumer], { cwd: consumer }).catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true }));
+    const r = await run(process.execPath, [tsc, "-p", consumer], { cwd: consumer }).catch(
+      (err: { stdout: string }) => ({ stdout: err.stdout, failed: true }),
+    );
     expect(r.stdout).toBe("");
   }, 180_000);
 
   it("the installed `patchbay` command runs; --help imports no BullMQ, Redis, Docker or SDK code", async () => {
     const bin = join(consumer, "node_modules/.bin/patchbay");
     const version = await patchbay(["--version"], {}, { script: bin });
-    expect(version.stdout.trim()).toBe((JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version);
+    expect(version.stdout.trim()).toBe(
+      (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version,
+    );
     for (const args of [["--help"], ["run", "--help"], ["list", "--help"], ["image"]]) {
       const r = await patchbay(args, {}, { script: bin, nodeArgs: ["--import", DENY_HEAVY] });
       expect(r.stderr + r.stdout, args.join(" ")).not.toMatch(/patchbay loaded/);

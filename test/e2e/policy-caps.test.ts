@@ -37,12 +37,22 @@ beforeAll(async () => {
   fake = await startFakeAnthropic(async ({ requests }) => {
     const mine = requests.filter((r) => r.body.messages.length === 1).length;
     if (requests.at(-1)!.body.messages.length > 1) return reply(text("Done."));
-    for (const info of await docker().listContainers({ filters: { label: [`${LABEL.queue}=${QUEUE}`] } })) runtimes.push((await docker().getContainer(info.Id).inspect()).HostConfig.Runtime ?? "");
+    for (const info of await docker().listContainers({ filters: { label: [`${LABEL.queue}=${QUEUE}`] } }))
+      runtimes.push((await docker().getContainer(info.Id).inspect()).HostConfig.Runtime ?? "");
     return reply(toolUse("bash", { command: `echo turn ${mine}` }));
   });
   worker = startWorkerProc({
-    REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_POOL: "0",
-    PATCHBAY_MAX_BUDGET_USD: "1", PATCHBAY_MAX_TURNS: "5", PATCHBAY_MAX_TOKENS: "2048", PATCHBAY_MODELS: "claude-haiku-4-5", PATCHBAY_RUNTIME: "runsc",
+    REDIS_URL: redis.url,
+    PATCHBAY_QUEUE: QUEUE,
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "test-key",
+    PATCHBAY_CONCURRENCY: "2",
+    PATCHBAY_POOL: "0",
+    PATCHBAY_MAX_BUDGET_USD: "1",
+    PATCHBAY_MAX_TURNS: "5",
+    PATCHBAY_MAX_TOKENS: "2048",
+    PATCHBAY_MODELS: "claude-haiku-4-5",
+    PATCHBAY_RUNTIME: "runsc",
   });
   await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`), 120_000);
   c = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
@@ -66,13 +76,27 @@ describe("a worker with caps on what a spec may spend, and a forced runtime", ()
   it("refuses a spec over each cap, or naming a model off its list, or another runtime: once, with the bound and its knob", async () => {
     const requests = fake.requests.length;
     const cases: [Record<string, unknown>, string][] = [
-      [{ budget: { usd: 5 } }, "budget.usd: 5 is over this worker's bound of 1 (PATCHBAY_MAX_BUDGET_USD on the worker raises it)"],
+      [
+        { budget: { usd: 5 } },
+        "budget.usd: 5 is over this worker's bound of 1 (PATCHBAY_MAX_BUDGET_USD on the worker raises it)",
+      ],
       [{ maxTurns: 10 }, "maxTurns: 10 is over this worker's bound of 5 (PATCHBAY_MAX_TURNS on the worker raises it)"],
-      [{ maxTokens: 4096 }, "maxTokens: 4096 is over this worker's bound of 2048 (PATCHBAY_MAX_TOKENS on the worker raises it)"],
-      [{ model: "claude-opus-4-5" }, 'model: "claude-opus-4-5" is not in this worker\'s model allow-list; allowed: claude-sonnet-5-5, claude-haiku-4-5 (PATCHBAY_MODELS on the worker sets the list)'],
-      [{ runtime: "runc" }, 'runtime: "runc" is not allowed by this worker, which runs every sandbox under runsc (PATCHBAY_RUNTIME on the worker)'],
+      [
+        { maxTokens: 4096 },
+        "maxTokens: 4096 is over this worker's bound of 2048 (PATCHBAY_MAX_TOKENS on the worker raises it)",
+      ],
+      [
+        { model: "claude-opus-4-5" },
+        'model: "claude-opus-4-5" is not in this worker\'s model allow-list; allowed: claude-sonnet-5-5, claude-haiku-4-5 (PATCHBAY_MODELS on the worker sets the list)',
+      ],
+      [
+        { runtime: "runc" },
+        'runtime: "runc" is not allowed by this worker, which runs every sandbox under runsc (PATCHBAY_RUNTIME on the worker)',
+      ],
     ];
-    const ids = await Promise.all(cases.map(([extra]) => c.enqueue({ task: "t", repo: { path: CLAMP }, attempts: 3, ...extra })));
+    const ids = await Promise.all(
+      cases.map(([extra]) => c.enqueue({ task: "t", repo: { path: CLAMP }, attempts: 3, ...extra })),
+    );
     for (const [i, id] of ids.entries()) {
       const err = await c.waitForResult(id, { timeoutMs: 120_000 }).catch((e: Error) => e);
       expect(err).toBeInstanceOf(JobFailedError);
@@ -88,7 +112,9 @@ describe("a worker with caps on what a spec may spend, and a forced runtime", ()
     const result = await c.waitForResult(id, { timeoutMs: 240_000 });
     expect(result.status).toBe("completed");
     const started = (await events(id)).find((e) => e.type === "job_started");
-    expect(started).toMatchObject({ spec: { budget: { usd: 1 }, maxTurns: 5, maxTokens: 2048, runtime: "runsc", model: "claude-haiku-4-5" } });
+    expect(started).toMatchObject({
+      spec: { budget: { usd: 1 }, maxTurns: 5, maxTokens: 2048, runtime: "runsc", model: "claude-haiku-4-5" },
+    });
     const first = fake.requests.find((r) => r.body.messages.length === 1)!;
     expect(first.body.max_tokens).toBe(2048);
     expect(runtimes.length).toBeGreaterThan(0);

@@ -22,7 +22,15 @@ import { JobFailedError, PatchbayClient } from "../../src/queue/client.js";
 import { docker } from "../../src/backend/docker.js";
 import { buildImageFrom } from "../../src/sandbox/image-from.js";
 import type { TranscriptEvent } from "../../src/core/spec/spec.js";
-import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "../support/fake-anthropic.js";
+import {
+  reply,
+  startFakeAnthropic,
+  text,
+  toolResults,
+  toolResultText,
+  toolUse,
+  type FakeAnthropic,
+} from "../support/fake-anthropic.js";
 import { removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "../support/cluster.js";
 import { byTurn } from "../support/scripts.js";
 
@@ -38,12 +46,19 @@ const clients: PatchbayClient[] = [];
 const ctx = fs.mkdtempSync(path.join(os.tmpdir(), "pb-policy-"));
 
 beforeAll(async () => {
-  await docker().getImage(SANDBOX).tag({ repo: PLAIN.split(":")[0]!, tag: PLAIN.split(":")[1] });
-  fs.writeFileSync(path.join(ctx, "Dockerfile"), `FROM ${SANDBOX}\nUSER root\nRUN echo from-build > /etc/pb-marker\nUSER 1000:1000\n`);
+  await docker()
+    .getImage(SANDBOX)
+    .tag({ repo: PLAIN.split(":")[0]!, tag: PLAIN.split(":")[1] });
+  fs.writeFileSync(
+    path.join(ctx, "Dockerfile"),
+    `FROM ${SANDBOX}\nUSER root\nRUN echo from-build > /etc/pb-marker\nUSER 1000:1000\n`,
+  );
   await buildImageFrom(ctx, FROM, { log: () => {} });
   redis = await startRedis();
   // Every job that reaches the model reads the marker (which image it runs in), then ends.
-  fake = await startFakeAnthropic(byTurn([reply(toolUse("bash", { command: "cat /etc/pb-marker 2>&1; echo RAN" })), reply(text("Done."))]));
+  fake = await startFakeAnthropic(
+    byTurn([reply(toolUse("bash", { command: "cat /etc/pb-marker 2>&1; echo RAN" })), reply(text("Done."))]),
+  );
 }, 300_000);
 afterAll(async () => {
   for (const c of clients) await c.close();
@@ -51,12 +66,24 @@ afterAll(async () => {
   await fake?.close();
   await redis?.stop();
   for (const q of ["policy-default", "policy-images"]) await removeQueueSandboxes(q);
-  for (const image of [PLAIN, FROM]) await docker().getImage(image).remove({ force: true }).catch(() => {});
+  for (const image of [PLAIN, FROM])
+    await docker()
+      .getImage(image)
+      .remove({ force: true })
+      .catch(() => {});
   fs.rmSync(ctx, { recursive: true, force: true });
 });
 
 async function workerOn(queue: string, env: Record<string, string> = {}): Promise<PatchbayClient> {
-  const w = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "0", ...env });
+  const w = startWorkerProc({
+    REDIS_URL: redis.url,
+    PATCHBAY_QUEUE: queue,
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "test-key",
+    PATCHBAY_CONCURRENCY: "1",
+    PATCHBAY_POOL: "0",
+    ...env,
+  });
   workers.push(w);
   await w.waitFor(new RegExp(`ready: queue ${queue}`));
   const c = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
@@ -102,7 +129,11 @@ describe("a default worker (no policy knobs)", () => {
   });
 
   it("refuses limits and timeouts over its bounds, naming each bound and its knob", async () => {
-    const why = await refused(c, { limits: { memoryMb: 16_384, cpus: 8, pids: 4096, diskMb: 20_480 }, timeoutSec: 86_400, commandTimeoutSec: 7200 });
+    const why = await refused(c, {
+      limits: { memoryMb: 16_384, cpus: 8, pids: 4096, diskMb: 20_480 },
+      timeoutSec: 86_400,
+      commandTimeoutSec: 7200,
+    });
     expect(why.split("; ")).toEqual([
       "JobSpec refused by this worker's policy: limits.memoryMb: 16384 is over this worker's bound of 8192 (PATCHBAY_MAX_MEMORY_MB on the worker raises it)",
       "limits.cpus: 8 is over this worker's bound of 4 (PATCHBAY_MAX_CPUS on the worker raises it)",
@@ -117,18 +148,24 @@ describe("a default worker (no policy knobs)", () => {
   // like the host's fault and was retried three times.
   it("refuses more CPUs than its engine has, once, naming the engine's count", async () => {
     const ncpu = (await docker().info()).NCPU as number;
-    expect(await refused(c, { limits: { cpus: ncpu + 1 } })).toBe(`JobSpec refused by this worker's policy: limits.cpus: ${ncpu + 1} is more than the ${ncpu} CPUs of this worker's Docker engine`);
+    expect(await refused(c, { limits: { cpus: ncpu + 1 } })).toBe(
+      `JobSpec refused by this worker's policy: limits.cpus: ${ncpu + 1} is more than the ${ncpu} CPUs of this worker's Docker engine`,
+    );
   });
 
   it("refuses an image off its list (a local image image build --from did not make), and one the engine lacks", async () => {
     expect(await refused(c, { image: PLAIN })).toBe(
       `JobSpec refused by this worker's policy: image: "${PLAIN}" is not in this worker's image allow-list; allowed: the sandbox image ${SANDBOX}, images built by patchbay image build --from (PATCHBAY_IMAGES on the worker sets the list)`,
     );
-    expect(await refused(c, { image: `pb-policy-absent:${process.pid}` })).toMatch(/is not in this worker's image allow-list \(and no such image is on this worker's engine\)/);
+    expect(await refused(c, { image: `pb-policy-absent:${process.pid}` })).toMatch(
+      /is not in this worker's image allow-list \(and no such image is on this worker's engine\)/,
+    );
   });
 
   it("runs an image patchbay image build --from made, and specs within its bounds", async () => {
-    expect(await runs(c, { image: FROM, limits: { memoryMb: 1024, network: "none" }, timeoutSec: 600 })).toMatch(/^from-build\nRAN/);
+    expect(await runs(c, { image: FROM, limits: { memoryMb: 1024, network: "none" }, timeoutSec: 600 })).toMatch(
+      /^from-build\nRAN/,
+    );
     expect(await runs(c, { image: SANDBOX })).toMatch(/No such file or directory\nRAN/);
   });
 });
@@ -137,6 +174,10 @@ describe("a worker with PATCHBAY_IMAGES", () => {
   it("runs the images it lists, and no longer those of image build --from unless @from is listed", async () => {
     const c = await workerOn("policy-images", { PATCHBAY_IMAGES: PLAIN });
     expect(await runs(c, { image: PLAIN })).toMatch(/No such file or directory\nRAN/);
-    expect(await refused(c, { image: FROM })).toMatch(new RegExp(`image: "${FROM}" is not in this worker's image allow-list; allowed: the sandbox image ${SANDBOX}, ${PLAIN} \\(PATCHBAY_IMAGES`));
+    expect(await refused(c, { image: FROM })).toMatch(
+      new RegExp(
+        `image: "${FROM}" is not in this worker's image allow-list; allowed: the sandbox image ${SANDBOX}, ${PLAIN} \\(PATCHBAY_IMAGES`,
+      ),
+    );
   });
 });

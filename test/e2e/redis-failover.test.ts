@@ -33,7 +33,10 @@ import { ensureBuilt } from "../support/cli-helpers.js";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const PASSWORD = "failover-pw";
 /** Each job: a command, then done; each reply a little late, so the batch is still running when the master dies. */
-const JOB = (i: number) => [{ ...reply(toolUse("bash", { command: `echo ${i} > /workspace/out-${i}` })), delayMs: 250 }, { ...reply(text("Done.")), delayMs: 250 }];
+const JOB = (i: number) => [
+  { ...reply(toolUse("bash", { command: `echo ${i} > /workspace/out-${i}` })), delayMs: 250 },
+  { ...reply(text("Done.")), delayMs: 250 },
+];
 
 async function transcript(c: PatchbayClient, id: string): Promise<TranscriptEvent[]> {
   const events: TranscriptEvent[] = [];
@@ -51,7 +54,12 @@ async function failedJobs(url: string, queue: string): Promise<string> {
   const c = new PatchbayClient({ redisUrl: url, queueName: queue });
   try {
     const jobs = await c.queue.getJobs(["failed"]);
-    return jobs.map((j) => `${j.id}: ${j.failedReason} (made ${j.attemptsMade}, started ${j.attemptsStarted}, stalls ${j.stalledCounter})\n  ${(j.stacktrace ?? []).join("\n  ")}`).join("\n");
+    return jobs
+      .map(
+        (j) =>
+          `${j.id}: ${j.failedReason} (made ${j.attemptsMade}, started ${j.attemptsStarted}, stalls ${j.stalledCounter})\n  ${(j.stacktrace ?? []).join("\n  ")}`,
+      )
+      .join("\n");
   } finally {
     await c.close();
   }
@@ -96,14 +104,23 @@ describe("a Sentinel failover under a batch: every job ends once, with its statu
 
   it("30 jobs on 3 workers; the master SIGKILLed mid-batch; the replica promoted; the batch ends right and nothing leaks", async () => {
     const env = {
-      REDIS_URL: group.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key",
-      PATCHBAY_CONCURRENCY: "2", PATCHBAY_LOCK_MS: "15000", PATCHBAY_STALLED_MS: "3000", PATCHBAY_REDIS_WAIT_MS: "500",
+      REDIS_URL: group.url,
+      PATCHBAY_QUEUE: QUEUE,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_CONCURRENCY: "2",
+      PATCHBAY_LOCK_MS: "15000",
+      PATCHBAY_STALLED_MS: "3000",
+      PATCHBAY_REDIS_WAIT_MS: "500",
     };
     workers = [startWorkerProc(env), startWorkerProc(env), startWorkerProc(env)];
     await Promise.all(workers.map((w) => w.waitFor(new RegExp(`ready: queue ${QUEUE}`), 180_000)));
 
     const file = join(dir, "thirty.jsonl");
-    writeFileSync(file, Array.from({ length: 30 }, (_, i) => JSON.stringify({ task: `job ${i}`, repo: { path: dir } })).join("\n") + "\n");
+    writeFileSync(
+      file,
+      Array.from({ length: 30 }, (_, i) => JSON.stringify({ task: `job ${i}`, repo: { path: dir } })).join("\n") + "\n",
+    );
     const sub = await cli(["batch", "submit", file, "--name", "ha"], env);
     expect(sub.code, sub.stderr).toBe(0);
     const out = join(dir, "out");
@@ -128,7 +145,10 @@ describe("a Sentinel failover under a batch: every job ends once, with its statu
     expect(doneAtKill).toBeLessThan(30);
 
     const w = await waiting;
-    expect(w.code, `${w.stdout}\n${w.stderr}\n${await failedJobs(group.url, QUEUE)}\n${workers.map((x) => x.log()).join("\n---\n")}`).toBe(0);
+    expect(
+      w.code,
+      `${w.stdout}\n${w.stderr}\n${await failedJobs(group.url, QUEUE)}\n${workers.map((x) => x.log()).join("\n---\n")}`,
+    ).toBe(0);
     const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8"));
     expect(summary.total).toBe(30);
     expect(summary.counts).toMatchObject({ completed: 30, failed: 0 });
@@ -149,7 +169,10 @@ describe("a Sentinel failover under a batch: every job ends once, with its statu
     expect(firstTurns.size).toBe(30);
     const again = [...firstTurns].filter(([, n]) => n > 1);
     expect(again.length, JSON.stringify(again)).toBeLessThanOrEqual(6);
-    expect(again.every(([, n]) => n === 2), JSON.stringify(again)).toBe(true);
+    expect(
+      again.every(([, n]) => n === 2),
+      JSON.stringify(again),
+    ).toBe(true);
     // The workers lived through it (reconnected, not restarted) and drain cleanly.
     for (const x of workers) expect(x.proc.exitCode).toBe(null);
     expect(workers.some((x) => /redis: .*reconnecting/.test(x.log()))).toBe(true);
@@ -176,7 +199,13 @@ describe("the master killed right after a job's result write, before a replica h
    */
   async function cutReplication(): Promise<void> {
     process.kill(group.replica.pid, "SIGSTOP");
-    const m = new Redis({ host: "127.0.0.1", port: group.master.port, password: PASSWORD, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const m = new Redis({
+      host: "127.0.0.1",
+      port: group.master.port,
+      password: PASSWORD,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     m.on("error", () => {});
     await m.call("CLIENT", "KILL", "TYPE", "replica");
     m.disconnect();
@@ -214,20 +243,34 @@ describe("the master killed right after a job's result write, before a replica h
     // WAIT longer than the failover takes here (~3 s): it is still out when the master dies,
     // ioredis sends it again to the new master, and the worker then finds the record gone. The
     // lock (at least twice the WAIT) outlives both, so the job does not stall meanwhile.
-    const env = { REDIS_URL: group.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "30000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REDIS_WAIT_MS: "15000" };
+    const env = {
+      REDIS_URL: group.url,
+      PATCHBAY_QUEUE: QUEUE,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_LOCK_MS: "30000",
+      PATCHBAY_STALLED_MS: "2000",
+      PATCHBAY_REDIS_WAIT_MS: "15000",
+    };
     worker = startWorkerProc(env);
     await worker.waitFor(new RegExp(`ready: queue ${QUEUE}`), 180_000);
     const id = "after-write";
     // The job's events stream, read on the master itself: job_finished is written in the one
     // transaction with the result record, so the moment it is there the master dies.
-    const onMaster = new Redis({ host: "127.0.0.1", port: group.master.port, password: PASSWORD, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const onMaster = new Redis({
+      host: "127.0.0.1",
+      port: group.master.port,
+      password: PASSWORD,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     onMaster.on("error", () => {});
     const client = new PatchbayClient({ redisUrl: group.url, queueName: QUEUE });
     await client.enqueue({ jobId: id, task: "fix it", repo: { path: dir } });
     const stream = `patchbay:${QUEUE}:events:${id}`;
     let last = "0";
-    for (let killed = false; !killed; ) {
-      const res = (await onMaster.xread("BLOCK", 1000, "STREAMS", stream, last));
+    for (let killed = false; !killed;) {
+      const res = await onMaster.xread("BLOCK", 1000, "STREAMS", stream, last);
       for (const [, entries] of res ?? []) {
         for (const [entryId, fields] of entries) {
           last = entryId;
@@ -250,7 +293,10 @@ describe("the master killed right after a job's result write, before a replica h
     expect(r.status, worker.log()).toBe("completed");
     expect(r.patch).toContain("fixed");
     expect(firstTurns, worker.log()).toBe(1);
-    expect((await transcript(client, id)).filter((e) => e.type === "job_finished"), worker.log()).toHaveLength(1);
+    expect(
+      (await transcript(client, id)).filter((e) => e.type === "job_finished"),
+      worker.log(),
+    ).toHaveLength(1);
     expect(worker.log()).toMatch(/job after-write: its result record was lost in a Redis failover; written again/);
     await client.close();
     expect(await worker.stop("SIGTERM")).toBe(0);

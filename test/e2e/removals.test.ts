@@ -33,8 +33,13 @@ const CLAMP = new URL("../../examples/clamp", import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A condition polled until true (a condition, not a sleep: the bound only turns a hang into a message). */
-async function until(what: () => boolean | Promise<boolean>, label: string, log: () => string = () => ""): Promise<void> {
-  for (const t0 = Date.now(); !(await what()); await sleep(100)) if (Date.now() - t0 > 120_000) throw new Error(`timed out waiting for ${label}\n${log()}`);
+async function until(
+  what: () => boolean | Promise<boolean>,
+  label: string,
+  log: () => string = () => "",
+): Promise<void> {
+  for (const t0 = Date.now(); !(await what()); await sleep(100))
+    if (Date.now() - t0 > 120_000) throw new Error(`timed out waiting for ${label}\n${log()}`);
 }
 
 /** A removal the test ends by hand, and a promise that settles when it starts. */
@@ -42,7 +47,10 @@ function gated() {
   let open!: (fail?: boolean) => void;
   let began!: () => void;
   const started = new Promise<void>((ok) => (began = ok));
-  const remove = () => (began(), new Promise<void>((ok, no) => (open = (fail) => (fail ? no(new Error("the engine said no")) : ok()))));
+  const remove = () => (
+    began(),
+    new Promise<void>((ok, no) => (open = (fail) => (fail ? no(new Error("the engine said no")) : ok())))
+  );
   return { remove, started, open: (fail?: boolean) => open(fail) };
 }
 
@@ -107,8 +115,14 @@ describe("a worker's sandbox removals (Docker, through a proxy that holds contai
   // and would take a killed worker's sandbox themselves; an owner elsewhere they leave to the
   // workers of its own queue, which judge it by its heartbeat (1 s here, lapsing after 3).
   const env = (who: string) => ({
-    REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_POOL: "0", PATCHBAY_CONCURRENCY: "1",
-    PATCHBAY_WORKER_ID: `pb-test-removals-elsewhere:${queue}:${who}`, PATCHBAY_HEARTBEAT_MS: "1000",
+    REDIS_URL: redis.url,
+    PATCHBAY_QUEUE: queue,
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "test-key",
+    PATCHBAY_POOL: "0",
+    PATCHBAY_CONCURRENCY: "1",
+    PATCHBAY_WORKER_ID: `pb-test-removals-elsewhere:${queue}:${who}`,
+    PATCHBAY_HEARTBEAT_MS: "1000",
   });
   /** A worker whose Docker is the holding proxy, with its metrics served. */
   const setup = async (extra: Record<string, string> = {}) => {
@@ -122,23 +136,36 @@ describe("a worker's sandbox removals (Docker, through a proxy that holds contai
     const metrics = async () => parsePrometheusText(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
     return { client, proxy, w, metrics };
   };
-  const filters = (jobId?: string) => ({ label: [`${LABEL.queue}=${queue}`, ...(jobId ? [`${LABEL.job}=${jobId}`] : [])] });
-  const containers = async (jobId?: string) => (await docker().listContainers({ all: true, filters: filters(jobId) })).length;
-  const volumes = async (jobId?: string) => ((await docker().listVolumes({ filters: filters(jobId) })).Volumes ?? []).length;
-  const completed = async (c: PatchbayClient, ids: string[]) => (await Promise.all(ids.map((id) => c.status(id)))).filter((s) => s.state === "completed").length;
+  const filters = (jobId?: string) => ({
+    label: [`${LABEL.queue}=${queue}`, ...(jobId ? [`${LABEL.job}=${jobId}`] : [])],
+  });
+  const containers = async (jobId?: string) =>
+    (await docker().listContainers({ all: true, filters: filters(jobId) })).length;
+  const volumes = async (jobId?: string) =>
+    ((await docker().listVolumes({ filters: filters(jobId) })).Volumes ?? []).length;
+  const completed = async (c: PatchbayClient, ids: string[]) =>
+    (await Promise.all(ids.map((id) => c.status(id)))).filter((s) => s.state === "completed").length;
 
   it("hands the job's result back before its container is removed; the worker then removes it", async () => {
     const { client, proxy, w, metrics } = await setup();
     const id = await client.enqueue({ task: "nothing to do", repo: { path: CLAMP } });
     // Before: the removal was awaited before the result, so with it held the job never completed.
-    await until(async () => (await client.status(id)).state === "completed", "the job completed while its removal is held", w.log);
+    await until(
+      async () => (await client.status(id)).state === "completed",
+      "the job completed while its removal is held",
+      w.log,
+    );
     expect((await client.waitForResult(id, { timeoutMs: 10_000 })).status).toBe("completed");
     await until(() => proxy.held() === 1, "the removal asked of the engine");
     expect(await containers(id)).toBe(1); // handed back, and its container still there
     expect(metricValue(await metrics(), "patchbay_sandbox_removals_running")).toBe(1);
 
     proxy.releaseRemovals();
-    await until(async () => metricValue(await metrics(), "patchbay_sandbox_removals_total", { outcome: "removed" }) === 1, "the background removal done", w.log);
+    await until(
+      async () => metricValue(await metrics(), "patchbay_sandbox_removals_total", { outcome: "removed" }) === 1,
+      "the background removal done",
+      w.log,
+    );
     expect(await containers(id)).toBe(0);
     expect(await volumes(id)).toBe(0);
     expect(metricValue(await metrics(), "patchbay_sandbox_removals_running")).toBe(0);
@@ -148,13 +175,21 @@ describe("a worker's sandbox removals (Docker, through a proxy that holds contai
     const { client, proxy, w, metrics } = await setup();
     const id = await client.enqueue({ task: "nothing to do", repo: { path: CLAMP }, verify: "true" });
     // Before: the verify sandbox's removal was awaited at the job's end, so with it held the job never completed.
-    await until(async () => (await client.status(id)).state === "completed", "the job completed while both removals are held", w.log);
+    await until(
+      async () => (await client.status(id)).state === "completed",
+      "the job completed while both removals are held",
+      w.log,
+    );
     const r = await client.waitForResult(id, { timeoutMs: 10_000 });
     expect([r.status, r.verify?.exitCode]).toEqual(["completed", 0]);
     await until(() => proxy.held() === 2, "the job's and the verify sandbox's removals asked of the engine");
     expect(await containers(id)).toBe(2);
     proxy.releaseRemovals();
-    await until(async () => metricValue(await metrics(), "patchbay_sandbox_removals_total", { outcome: "removed" }) === 2, "both background removals done", w.log);
+    await until(
+      async () => metricValue(await metrics(), "patchbay_sandbox_removals_total", { outcome: "removed" }) === 2,
+      "both background removals done",
+      w.log,
+    );
     expect(await containers(id)).toBe(0);
     expect(await volumes(id)).toBe(0);
   }, 240_000);
@@ -162,7 +197,11 @@ describe("a worker's sandbox removals (Docker, through a proxy that holds contai
   it("a worker SIGKILLed right after handing a result back leaves the container; another worker's reaper removes it", async () => {
     const { client, proxy, w } = await setup();
     const id = await client.enqueue({ task: "nothing to do", repo: { path: CLAMP } });
-    await until(async () => (await client.status(id)).state === "completed", "the job completed while its removal is held", w.log);
+    await until(
+      async () => (await client.status(id)).state === "completed",
+      "the job completed while its removal is held",
+      w.log,
+    );
     await until(() => proxy.held() === 1, "the removal asked of the engine");
     await w.stop("SIGKILL"); // its removal dies with its connection, before the engine saw it
     expect(await containers(id)).toBe(1);
@@ -171,17 +210,31 @@ describe("a worker's sandbox removals (Docker, through a proxy that holds contai
     // Another worker of the queue (straight to the engine) reaps them once the dead one's heartbeat lapsed.
     const survivor = startWorkerProc({ ...env("b"), PATCHBAY_REAP_MS: "1000" });
     workers.push(survivor);
-    await until(async () => (await containers(id)) + (await volumes(id)) === 0, "the dead worker's container and volume reaped", survivor.log);
+    await until(
+      async () => (await containers(id)) + (await volumes(id)) === 0,
+      "the dead worker's container and volume reaped",
+      survivor.log,
+    );
     await survivor.waitFor(/reaped [1-9]\d* containers, [1-9]\d* volumes/); // this worker did it (other files' reapers leave an owner elsewhere alone)
   }, 240_000);
 
   it("many jobs finishing at once: at most PATCHBAY_REMOVALS removals run, PATCHBAY_REMOVALS_QUEUE wait, the next finished job waits for room", async () => {
-    const { client, proxy, w, metrics } = await setup({ PATCHBAY_CONCURRENCY: "4", PATCHBAY_REMOVALS: "1", PATCHBAY_REMOVALS_QUEUE: "2" });
-    const ids = await Promise.all([1, 2, 3, 4].map((i) => client.enqueue({ task: `nothing to do, job ${i}`, repo: { path: CLAMP } })));
+    const { client, proxy, w, metrics } = await setup({
+      PATCHBAY_CONCURRENCY: "4",
+      PATCHBAY_REMOVALS: "1",
+      PATCHBAY_REMOVALS_QUEUE: "2",
+    });
+    const ids = await Promise.all(
+      [1, 2, 3, 4].map((i) => client.enqueue({ task: `nothing to do, job ${i}`, repo: { path: CLAMP } })),
+    );
     const blocked = async () => metricValue(await metrics(), "patchbay_sandbox_removals_blocked");
     // Three handed back (one removal held at the engine, two queued), the fourth waiting for room.
     // Before: four removals at once and no job handed back (stops at once on a second held removal).
-    await until(async () => proxy.held() > 1 || ((await completed(client, ids)) === 3 && (await blocked()) === 1), "three jobs handed back, one waiting for room", w.log);
+    await until(
+      async () => proxy.held() > 1 || ((await completed(client, ids)) === 3 && (await blocked()) === 1),
+      "three jobs handed back, one waiting for room",
+      w.log,
+    );
     expect(proxy.held()).toBe(1);
     expect(proxy.maxHeld()).toBe(1);
     const m = await metrics();
@@ -192,7 +245,13 @@ describe("a worker's sandbox removals (Docker, through a proxy that holds contai
     expect(await containers()).toBe(4);
 
     proxy.releaseRemovals();
-    await until(async () => (await completed(client, ids)) === 4 && metricValue(await metrics(), "patchbay_sandbox_removals_total", { outcome: "removed" }) === 4, "every job handed back and removed", w.log);
+    await until(
+      async () =>
+        (await completed(client, ids)) === 4 &&
+        metricValue(await metrics(), "patchbay_sandbox_removals_total", { outcome: "removed" }) === 4,
+      "every job handed back and removed",
+      w.log,
+    );
     expect(await containers()).toBe(0);
     expect(await volumes()).toBe(0);
   }, 240_000);

@@ -38,7 +38,12 @@ const REST_MAX = 1024 * 1024;
 // Turn 1 makes the files; verify (round 1) wants a marker the agent then writes (turn 3), so two
 // verify rounds each take a patch of 300,000 files and write a `patch` event.
 const SCRIPT = [
-  reply(text("Making the files."), toolUse("bash", { command: `mkdir -p /workspace/many && cd /workspace/many && seq -f 'f%06g' ${FILES} | xargs touch && ls | wc -l` })),
+  reply(
+    text("Making the files."),
+    toolUse("bash", {
+      command: `mkdir -p /workspace/many && cd /workspace/many && seq -f 'f%06g' ${FILES} | xargs touch && ls | wc -l`,
+    }),
+  ),
   reply(text("Done.")),
   reply(toolUse("bash", { command: "touch /workspace/verified-ok" })),
   reply(text("Marker written.")),
@@ -56,7 +61,15 @@ describe("300,000 files make a bounded result", () => {
     fake = await startFakeAnthropic(byTurn(SCRIPT));
     // A checkpoint of this job is over its bound and not stored anyway: off, for time.
     const config = localWorkerConfig({ PATCHBAY_CHECKPOINTS: "0" });
-    worker = await startWorker({ redisUrl: redis.url, queueName: QUEUE, concurrency: 1, pool: 0, model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url }), log: () => {}, config });
+    worker = await startWorker({
+      redisUrl: redis.url,
+      queueName: QUEUE,
+      concurrency: 1,
+      pool: 0,
+      model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url }),
+      log: () => {},
+      config,
+    });
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
     r = new Redis(redis.url);
   });
@@ -70,7 +83,13 @@ describe("300,000 files make a bounded result", () => {
   });
 
   it("the stored result and events stay under their bounds, the cut is counted, and the whole patch is returned", async () => {
-    const id = await client.enqueue({ task: "Make many files.", repo: { path: CLAMP }, verify: "test -f /workspace/verified-ok", verifyRounds: 1, jobId: "many-files-1" });
+    const id = await client.enqueue({
+      task: "Make many files.",
+      repo: { path: CLAMP },
+      verify: "test -f /workspace/verified-ok",
+      verifyRounds: 1,
+      jobId: "many-files-1",
+    });
     const result = await client.waitForResult(id, { timeoutMs: 900_000 });
     expect(result.status, result.error).toBe("completed");
     const k = keys(QUEUE);
@@ -143,7 +162,9 @@ describe("300,000 files make a bounded result", () => {
     // A stored patch replaced or gone (past its retention): an error that says so, never an empty
     // patch, and waitForResult does not wait on it.
     await r.set(k.patch(id), "another patch");
-    await expect(client.result(id)).rejects.toThrow(/the patch stored for job many-files-1 is not the one its result names/);
+    await expect(client.result(id)).rejects.toThrow(
+      /the patch stored for job many-files-1 is not the one its result names/,
+    );
     await r.del(k.patch(id));
     await expect(client.waitForResult(id, { timeoutMs: 60_000 })).rejects.toThrow(PatchGoneError);
     await expect(client.result(id)).rejects.toThrow(/is no longer in Redis: it was kept for PATCHBAY_RETENTION_SEC/);

@@ -69,7 +69,17 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
   const cluster = (count: number, extra: Record<string, string> = {}, backend: "local" | "docker" = "local") => {
     const queue = `resume-${process.pid}-${++n}`;
     queues.push(queue);
-    const env = { ...(backend === "local" ? LOCAL_WORKER_ENV : {}), REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REAP_MS: "2000", PATCHBAY_HEARTBEAT_MS: "1000", PATCHBAY_CONCURRENCY: "1", ...extra };
+    const env = {
+      ...(backend === "local" ? LOCAL_WORKER_ENV : {}),
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: queue,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_REAP_MS: "2000",
+      PATCHBAY_HEARTBEAT_MS: "1000",
+      PATCHBAY_CONCURRENCY: "1",
+      ...extra,
+    };
     let i = 0;
     const spawn = () => {
       const w = startWorkerProc({ ...env, PATCHBAY_WORKER_ID: workerId(queue, i++) });
@@ -80,14 +90,17 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
     client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
     return { queue, spawn, client };
   };
-  const ready = (ws: WorkerProc[], queue: string) => Promise.all(ws.map((w) => w.waitFor(new RegExp(`ready: queue ${queue}`), 120_000)));
+  const ready = (ws: WorkerProc[], queue: string) =>
+    Promise.all(ws.map((w) => w.waitFor(new RegExp(`ready: queue ${queue}`), 120_000)));
 
   it("kill -9 at turn 5 of 10: completes on the other worker, no model request paid twice, the same patch", async () => {
     // Default lock and stall timings: the kill is noticed within 30 s.
     const { queue, client } = cluster(2);
     await ready(workers, queue);
     const plainTask = "ten turns of edits (uninterrupted)";
-    const plain = await client.waitForResult(await client.enqueue({ task: plainTask, repo: { path: CLAMP } }), { timeoutMs: 300_000 });
+    const plain = await client.waitForResult(await client.enqueue({ task: plainTask, repo: { path: CLAMP } }), {
+      timeoutMs: 300_000,
+    });
     expect(plain.status).toBe("completed");
     const base = policy.count(plainTask);
     expect(base).toBe(11);
@@ -101,7 +114,9 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
     await holder.exited;
     const killedAt = Date.now();
     const result = await client.waitForResult(id, { timeoutMs: 300_000 });
-    console.log(`kill -9 at turn 5: completed ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill; ${policy.count(task)} model requests (uninterrupted: ${base})`);
+    console.log(
+      `kill -9 at turn 5: completed ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill; ${policy.count(task)} model requests (uninterrupted: ${base})`,
+    );
     expect(result.status).toBe("completed");
     expect(other.log()).toMatch(new RegExp(`job ${id} attempt \\d+: completed`));
     // Killed while turn 5's command ran: the answer of turn 5 was kept before it ran, so the
@@ -131,12 +146,29 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
     const { error: _none, ...base } = emptyResult("completed", "", { jobId, attempt: 1 });
     const recorded = { ...base, patch: "diff --git a/x b/x\n", filesChanged: ["x"], turns: 3 };
     await client.redis.set(`patchbay:${queue}:result:${jobId}`, JSON.stringify(recorded));
-    await client.redis.xadd(`patchbay:${queue}:events:${jobId}`, "*", "e", JSON.stringify({ ts: new Date().toISOString(), jobId, attempt: 1, type: "job_finished", status: "completed", costUsd: 0, turns: 3 }));
+    await client.redis.xadd(
+      `patchbay:${queue}:events:${jobId}`,
+      "*",
+      "e",
+      JSON.stringify({
+        ts: new Date().toISOString(),
+        jobId,
+        attempt: 1,
+        type: "job_finished",
+        status: "completed",
+        costUsd: 0,
+        turns: 3,
+      }),
+    );
     await client.enqueue({ task, repo: { path: CLAMP }, jobId });
     const result = await client.waitForResult(jobId, { timeoutMs: 120_000 });
     expect(result).toMatchObject({ status: "completed", patch: recorded.patch, filesChanged: ["x"], turns: 3 });
     expect(policy.count(task)).toBe(0);
-    expect(workers[0]!.log()).toMatch(new RegExp(`job ${jobId} attempt 1: an earlier attempt finished \\(completed\\) before its worker stopped; its recorded result stands`));
+    expect(workers[0]!.log()).toMatch(
+      new RegExp(
+        `job ${jobId} attempt 1: an earlier attempt finished \\(completed\\) before its worker stopped; its recorded result stands`,
+      ),
+    );
     const finished = (await eventsOf(client, jobId)).filter((e) => e.type === "job_finished");
     expect(finished).toHaveLength(1);
   });
@@ -150,7 +182,13 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
     const killer = (async () => {
       for (;;) {
         const w = workers.at(-1)!;
-        const started = await Promise.race([w.waitFor(new RegExp(`job ${id} attempt \\d+: started`), 300_000).then(() => true), client.waitForResult(id).then(() => false, () => false)]);
+        const started = await Promise.race([
+          w.waitFor(new RegExp(`job ${id} attempt \\d+: started`), 300_000).then(() => true),
+          client.waitForResult(id).then(
+            () => false,
+            () => false,
+          ),
+        ]);
         if (!started) return;
         const attempt = Number([...w.log().matchAll(new RegExp(`job ${id} attempt (\\d+): started`, "g"))].at(-1)![1]);
         await untilEvent(client, id, (e) => e.type === "tool_call" && e.attempt === attempt);
@@ -161,22 +199,32 @@ describe("resume and stalls, end to end", { timeout: 600_000 }, () => {
         await ready([next], queue);
       }
     })();
-    const err = await client.waitForResult(id, { timeoutMs: 300_000 }).then(() => undefined, (e: Error) => e);
+    const err = await client.waitForResult(id, { timeoutMs: 300_000 }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
     await killer;
     expect(kills).toBe(2);
-    expect(err?.message).toMatch(/the worker running this job stopped under it 2 times \(killed, or it lost its lock\): no attempts left \(2 of 2 used\)/);
+    expect(err?.message).toMatch(
+      /the worker running this job stopped under it 2 times \(killed, or it lost its lock\): no attempts left \(2 of 2 used\)/,
+    );
     expect((await client.status(id)).state).toBe("failed");
     const events = await eventsOf(client, id);
     expect(events.at(-1)).toMatchObject({ type: "job_finished", status: "failed" });
     // The last replacement is not wedged: it takes and completes another job.
-    const other = await client.waitForResult(await client.enqueue({ task: "after the poison", repo: { path: CLAMP } }), { timeoutMs: 300_000 });
+    const other = await client.waitForResult(
+      await client.enqueue({ task: "after the poison", repo: { path: CLAMP } }),
+      { timeoutMs: 300_000 },
+    );
     expect(other.status).toBe("completed");
   });
 
   it("1 worker x concurrency 8 on 2 cores, default lock timings: no job stalls", async () => {
     const { queue, client } = cluster(1, { PATCHBAY_CONCURRENCY: "8" }, "docker");
     await ready(workers, queue);
-    const ids = await client.enqueueBatch(Array.from({ length: 8 }, (_, i) => ({ task: `full load ${i}`, repo: { path: CLAMP } })));
+    const ids = await client.enqueueBatch(
+      Array.from({ length: 8 }, (_, i) => ({ task: `full load ${i}`, repo: { path: CLAMP } })),
+    );
     const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 600_000 })));
     expect(results.map((r) => r.status)).toEqual(ids.map(() => "completed"));
     for (const id of ids) {

@@ -47,8 +47,15 @@ describe("the Docker engine restarted mid-job", { timeout: 600_000 }, () => {
     const queue = `resume-engine-${process.pid}`;
     const workerId = `pb-test-resume-engine:${queue}:w`;
     worker = startWorkerProc({
-      REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", DOCKER_HOST: engine.host,
-      PATCHBAY_WORKER_ID: workerId, PATCHBAY_CONCURRENCY: "1", PATCHBAY_REAP_MS: "2000", PATCHBAY_HEALTH_MAX_MS: "2000",
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: queue,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      DOCKER_HOST: engine.host,
+      PATCHBAY_WORKER_ID: workerId,
+      PATCHBAY_CONCURRENCY: "1",
+      PATCHBAY_REAP_MS: "2000",
+      PATCHBAY_HEALTH_MAX_MS: "2000",
       // No warm pool: the leak check below counts every labelled container while the worker is alive,
       // and a pool refilled after the job is a live sandbox, not a leak (test/sandbox-pool covers the pool).
       PATCHBAY_POOL: "0",
@@ -57,7 +64,9 @@ describe("the Docker engine restarted mid-job", { timeout: 600_000 }, () => {
     client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
 
     const plainTask = "ten turns on the private engine (uninterrupted)";
-    const plain = await client.waitForResult(await client.enqueue({ task: plainTask, repo: { path: CLAMP } }), { timeoutMs: 300_000 });
+    const plain = await client.waitForResult(await client.enqueue({ task: plainTask, repo: { path: CLAMP } }), {
+      timeoutMs: 300_000,
+    });
     expect(plain.status).toBe("completed");
     const base = policy.count(plainTask);
 
@@ -87,12 +96,16 @@ describe("the Docker engine restarted mid-job", { timeout: 600_000 }, () => {
     // Nothing leaked: the sandbox the restart killed is removed by its own worker once the engine is back.
     const labelled = async () => {
       // This queue's sandboxes only: the engine's data-root outlives a run, and an earlier run's are not this one's leak.
-      const c = await engine.docker.listContainers({ all: true, filters: { label: [LABEL.managed, `${LABEL.queue}=${queue}`] } });
+      const c = await engine.docker.listContainers({
+        all: true,
+        filters: { label: [LABEL.managed, `${LABEL.queue}=${queue}`] },
+      });
       const { Volumes } = await engine.docker.listVolumes({ filters: { label: [LABEL.managed] } });
       return c.length + (Volumes ?? []).length;
     };
     for (const t0 = Date.now(); (await labelled()) > 0; await sleep(500)) {
-      if (Date.now() - t0 > 120_000) throw new Error(`labelled containers or volumes left on the engine:\n${worker.log()}`);
+      if (Date.now() - t0 > 120_000)
+        throw new Error(`labelled containers or volumes left on the engine:\n${worker.log()}`);
     }
     expect(await labelled()).toBe(0);
   });

@@ -58,29 +58,62 @@ function worker(host: "A" | "B"): WorkerProc {
 }
 
 /** Jobs whose attempt the worker's log reports completed. */
-const completedBy = (w: WorkerProc, ids: string[]) => ids.filter((id) => new RegExp(`job ${id} attempt \\d+: completed`).test(w.log()));
+const completedBy = (w: WorkerProc, ids: string[]) =>
+  ids.filter((id) => new RegExp(`job ${id} attempt \\d+: completed`).test(w.log()));
 
 /** The jobs whose sandbox containers an engine created since `since` (its own event log). */
 async function jobsCreatedOn(d: typeof b.docker, since: number, queue = QUEUE): Promise<string[]> {
-  const stream = (await d.getEvents({ since, until: Math.ceil(Date.now() / 1000), filters: { type: ["container"], event: ["create"], label: [`${LABEL.queue}=${queue}`] } }));
+  const stream = await d.getEvents({
+    since,
+    until: Math.ceil(Date.now() / 1000),
+    filters: { type: ["container"], event: ["create"], label: [`${LABEL.queue}=${queue}`] },
+  });
   let out = "";
   for await (const chunk of stream) out += chunk;
-  return out.split("\n").filter(Boolean).map((l) => JSON.parse(l).Actor.Attributes[LABEL.job] as string).sort();
+  return out
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l).Actor.Attributes[LABEL.job] as string)
+    .sort();
 }
 
 /** A running container labelled as a sandbox of this queue's, owned by `owner` (a sandbox as reapers see it).
  *  An orphan may be reaped between its create and its start (the reaper doing its work): its start's
  *  404/409 is then that, not a failure. */
-async function plant(d: typeof b.docker, owner: string, labels: Record<string, string> = {}, { orphan = false } = {}): Promise<string> {
-  const c = await d.createContainer({ Image: IMAGE, Cmd: ["sleep", "infinity"], Entrypoint: [], HostConfig: { NetworkMode: "none" },
-    Labels: { [LABEL.managed]: "1", [LABEL.worker]: owner, [LABEL.queue]: QUEUE, [LABEL.deadline]: String(Math.floor(Date.now() / 1000) + 3600), "patchbay.test": "1", ...labels } });
+async function plant(
+  d: typeof b.docker,
+  owner: string,
+  labels: Record<string, string> = {},
+  { orphan = false } = {},
+): Promise<string> {
+  const c = await d.createContainer({
+    Image: IMAGE,
+    Cmd: ["sleep", "infinity"],
+    Entrypoint: [],
+    HostConfig: { NetworkMode: "none" },
+    Labels: {
+      [LABEL.managed]: "1",
+      [LABEL.worker]: owner,
+      [LABEL.queue]: QUEUE,
+      [LABEL.deadline]: String(Math.floor(Date.now() / 1000) + 3600),
+      "patchbay.test": "1",
+      ...labels,
+    },
+  });
   await c.start().catch((e: { statusCode?: number }) => {
     if (!(orphan && (e.statusCode === 404 || e.statusCode === 409))) throw e;
   });
   return c.id;
 }
 
-const present = (d: typeof b.docker, id: string) => d.getContainer(id).inspect().then(() => true, () => false);
+const present = (d: typeof b.docker, id: string) =>
+  d
+    .getContainer(id)
+    .inspect()
+    .then(
+      () => true,
+      () => false,
+    );
 
 async function leftoversOn(d: typeof b.docker): Promise<number> {
   const cs = await d.listContainers({ all: true, filters: { label: [`${LABEL.queue}=${QUEUE}`] } });
@@ -93,15 +126,32 @@ beforeAll(async () => {
     freePort().then((tlsPort) => startEngine("second-host", { tlsPort })),
     startRedis(),
     // Each job: one command that takes `sleep=N` seconds in its sandbox, then the end of its turn.
-    startFakeAnthropic(byTurn((body) => [
-      reply(toolUse("bash", { command: `echo ran >> /workspace/notes.txt; sleep ${/sleep=(\d+)/.exec(taskOf(body))?.[1] ?? 1}` })),
-      reply(text("Done.")),
-    ])),
+    startFakeAnthropic(
+      byTurn((body) => [
+        reply(
+          toolUse("bash", {
+            command: `echo ran >> /workspace/notes.txt; sleep ${/sleep=(\d+)/.exec(taskOf(body))?.[1] ?? 1}`,
+          }),
+        ),
+        reply(text("Done.")),
+      ]),
+    ),
   ]);
   await b.loadImage(IMAGE);
   // No warm pool: each job's sandbox is made for it, so an engine's events tell whose jobs it ran
   // and every sandbox of this queue on engine B after host B's death is a leftover of it.
-  env = { PATCHBAY_POOL: "0", REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_LOCK_MS: "3000", PATCHBAY_STALLED_MS: "1000", PATCHBAY_REAP_MS: "500", PATCHBAY_HEARTBEAT_MS: "1000" };
+  env = {
+    PATCHBAY_POOL: "0",
+    REDIS_URL: redis.url,
+    PATCHBAY_QUEUE: QUEUE,
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "test-key",
+    PATCHBAY_CONCURRENCY: "2",
+    PATCHBAY_LOCK_MS: "3000",
+    PATCHBAY_STALLED_MS: "1000",
+    PATCHBAY_REAP_MS: "500",
+    PATCHBAY_HEARTBEAT_MS: "1000",
+  };
   client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
 }, 300_000);
 
@@ -119,7 +169,13 @@ describe("the second engine", () => {
     expect(bInfo.ID).not.toBe(mainInfo.ID);
     expect(bInfo.DockerRootDir).toBe("/var/lib/patchbay-engines/second-host");
 
-    const c = await b.docker.createContainer({ Image: IMAGE, Cmd: ["sleep", "infinity"], Entrypoint: [], Labels: { "patchbay.test": "second-host" }, HostConfig: { NetworkMode: "none" } });
+    const c = await b.docker.createContainer({
+      Image: IMAGE,
+      Cmd: ["sleep", "infinity"],
+      Entrypoint: [],
+      Labels: { "patchbay.test": "second-host" },
+      HostConfig: { NetworkMode: "none" },
+    });
     await c.start();
     const pid = (await c.inspect()).State.Pid;
     expect(running(pid)).toBe(true);
@@ -130,7 +186,9 @@ describe("the second engine", () => {
     expect(running(pid)).toBe(false);
     // The main engine lives on, and never had the container.
     expect((await mainDocker().info()).ID).toBe(mainInfo.ID);
-    expect(await mainDocker().listContainers({ all: true, filters: { label: ["patchbay.test=second-host"] } })).toEqual([]);
+    expect(await mainDocker().listContainers({ all: true, filters: { label: ["patchbay.test=second-host"] } })).toEqual(
+      [],
+    );
 
     await b.start();
     const after = await c.inspect();
@@ -152,7 +210,9 @@ describe("one worker per engine, one Redis", () => {
 
   it("a batch spreads over both hosts, each worker's sandboxes in its own engine", async () => {
     const since = Math.floor(Date.now() / 1000) - 1;
-    const ids = await client.enqueueBatch(Array.from({ length: 6 }, (_, i) => ({ task: `spread ${i} sleep=2`, repo: { path: CLAMP } })));
+    const ids = await client.enqueueBatch(
+      Array.from({ length: 6 }, (_, i) => ({ task: `spread ${i} sleep=2`, repo: { path: CLAMP } })),
+    );
     const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 120_000 })));
     expect(results.map((r) => r.status)).toEqual(ids.map(() => "completed"));
     const onA = completedBy(a, ids);
@@ -166,7 +226,9 @@ describe("one worker per engine, one Redis", () => {
   }, 180_000);
 
   it("host B killed whole mid-batch: every job completes on host A; A's reaper cannot touch B's leftovers, B's own reaper removes them when B is back", async () => {
-    const ids = await client.enqueueBatch(Array.from({ length: 4 }, (_, i) => ({ task: `kill ${i} sleep=3`, repo: { path: CLAMP } })));
+    const ids = await client.enqueueBatch(
+      Array.from({ length: 4 }, (_, i) => ({ task: `kill ${i} sleep=3`, repo: { path: CLAMP } })),
+    );
     // A job of host B's inside its command, its sandbox running on engine B.
     let held: string | undefined;
     while (!(held = ids.find((id) => new RegExp(`job ${id} attempt \\d+: started`).test(hb.log())))) await sleep(100);
@@ -177,7 +239,9 @@ describe("one worker per engine, one Redis", () => {
     hb.proc.kill("SIGKILL");
     await Promise.all([hb.exited, b.kill()]);
     const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 150_000 })));
-    console.log(`[second-host] host B killed whole: all ${ids.length} jobs completed ${Date.now() - killedAt} ms later (lock ${env.PATCHBAY_LOCK_MS} ms)`);
+    console.log(
+      `[second-host] host B killed whole: all ${ids.length} jobs completed ${Date.now() - killedAt} ms later (lock ${env.PATCHBAY_LOCK_MS} ms)`,
+    );
     expect(results.map((r) => r.status)).toEqual(ids.map(() => "completed"));
     const onA = completedBy(a, ids);
     expect(onA).toContain(held);
@@ -197,7 +261,9 @@ describe("one worker per engine, one Redis", () => {
     const backAt = Date.now();
     hb = worker("B");
     while ((await leftoversOn(b.docker)) > 0) await sleep(200);
-    console.log(`[second-host] host B back: its new worker removed ${before} leftovers ${Date.now() - backAt} ms after it was started`);
+    console.log(
+      `[second-host] host B back: its new worker removed ${before} leftovers ${Date.now() - backAt} ms after it was started`,
+    );
     await hb.waitFor(/reaped [1-9]\d* containers/); // it did it (the line follows the pass)
   }, 240_000);
 
@@ -230,7 +296,13 @@ describe("remote engines", () => {
   it("a worker reaches its engine over TCP with TLS and a client certificate (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)", async () => {
     const queue = "second-host-tls";
     const since = Math.floor(Date.now() / 1000) - 1;
-    const w = startWorkerProc({ ...env, PATCHBAY_QUEUE: queue, DOCKER_HOST: b.tls!.host, DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: b.tls!.certPath });
+    const w = startWorkerProc({
+      ...env,
+      PATCHBAY_QUEUE: queue,
+      DOCKER_HOST: b.tls!.host,
+      DOCKER_TLS_VERIFY: "1",
+      DOCKER_CERT_PATH: b.tls!.certPath,
+    });
     workers.push(w);
     const tlsClient = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
     try {
@@ -241,9 +313,18 @@ describe("remote engines", () => {
       expect(await jobsCreatedOn(b.docker, since, queue)).toEqual([id]);
       // The CLI reads the same variables: doctor finds an image tag that only engine B has.
       await b.docker.getImage(IMAGE).tag({ repo: "patchbay-sandbox", tag: "second-host-only" });
-      const doctor = await cli(["doctor", "--json"], { DOCKER_HOST: b.tls!.host, DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: b.tls!.certPath, PATCHBAY_IMAGE: "patchbay-sandbox:second-host-only", REDIS_URL: redis.url });
+      const doctor = await cli(["doctor", "--json"], {
+        DOCKER_HOST: b.tls!.host,
+        DOCKER_TLS_VERIFY: "1",
+        DOCKER_CERT_PATH: b.tls!.certPath,
+        PATCHBAY_IMAGE: "patchbay-sandbox:second-host-only",
+        REDIS_URL: redis.url,
+      });
       const checks = JSON.parse(doctor.stdout) as { name: string; ok: boolean; detail: string }[];
-      expect(checks.find((c) => c.name === "engine")).toMatchObject({ ok: true, detail: expect.stringContaining(b.tls!.host) });
+      expect(checks.find((c) => c.name === "engine")).toMatchObject({
+        ok: true,
+        detail: expect.stringContaining(b.tls!.host),
+      });
       expect(checks.find((c) => c.name === "image")).toMatchObject({ ok: true });
     } finally {
       await tlsClient.close();
@@ -253,14 +334,24 @@ describe("remote engines", () => {
   it("reads the TLS variables as the docker CLI does, and refuses ssh:// (no host key check in dockerode)", () => {
     const certPath = b.tls!.certPath;
     expect(engineOptions(engineEnv({ DOCKER_HOST: "tcp://127.0.0.1:2375" }))).toEqual({});
-    expect(engineOptions(engineEnv({ DOCKER_HOST: "unix:///x.sock", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: certPath }))).toEqual({});
+    expect(
+      engineOptions(engineEnv({ DOCKER_HOST: "unix:///x.sock", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: certPath })),
+    ).toEqual({});
     for (const v of ["1", "true", "yes"]) {
-      const o = engineOptions(engineEnv({ DOCKER_HOST: "tcp://10.0.0.2:2375", DOCKER_TLS_VERIFY: v, DOCKER_CERT_PATH: certPath }));
+      const o = engineOptions(
+        engineEnv({ DOCKER_HOST: "tcp://10.0.0.2:2375", DOCKER_TLS_VERIFY: v, DOCKER_CERT_PATH: certPath }),
+      );
       expect(o.protocol).toBe("https");
       expect(String(o.ca)).toBe(readFileSync(`${certPath}/ca.pem`, "utf8"));
       expect(String(o.cert)).toBe(readFileSync(`${certPath}/cert.pem`, "utf8"));
     }
-    expect(() => engineOptions(engineEnv({ DOCKER_HOST: "tcp://10.0.0.2:2376", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: "/nonexistent" }))).toThrow(/ca\.pem/);
-    expect(() => engineOptions(engineEnv({ DOCKER_HOST: "ssh://me@engine-host" }))).toThrow(/ssh:\/\/ is not supported .*host key.*DOCKER_HOST=unix:/);
+    expect(() =>
+      engineOptions(
+        engineEnv({ DOCKER_HOST: "tcp://10.0.0.2:2376", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: "/nonexistent" }),
+      ),
+    ).toThrow(/ca\.pem/);
+    expect(() => engineOptions(engineEnv({ DOCKER_HOST: "ssh://me@engine-host" }))).toThrow(
+      /ssh:\/\/ is not supported .*host key.*DOCKER_HOST=unix:/,
+    );
   });
 });

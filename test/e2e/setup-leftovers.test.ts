@@ -78,7 +78,6 @@ tk() { python3 /tmp/gut.py 0 & }
 export -f tk
 `;
 
-
 // A real ptrace injection (the issue's reproduction): while the setup shell waits for its last
 // command, a process of setup's attaches to it (same uid; Docker's default seccomp allows ptrace),
 // reads the pending command's nonce from its memory, makes the shell's saved stdin inheritable
@@ -164,35 +163,63 @@ done
 `;
 
 const ATTACKS: Record<string, string[]> = {
-  ptrace: [WRITE_GUT, `cat > /tmp/inject.py <<'EOF'\n${INJECT_PY}\nEOF`, `cat > /tmp/taken.sh <<'EOF'\n${TAKEN_SH}\nEOF`, "python3 /tmp/inject.py $$ </dev/null >/dev/null 2>&1 & sleep 2"],
+  ptrace: [
+    WRITE_GUT,
+    `cat > /tmp/inject.py <<'EOF'\n${INJECT_PY}\nEOF`,
+    `cat > /tmp/taken.sh <<'EOF'\n${TAKEN_SH}\nEOF`,
+    "python3 /tmp/inject.py $$ </dev/null >/dev/null 2>&1 & sleep 2",
+  ],
   // A child of setup that waits for setup to end, then writes.
   child: [WRITE_GUT, "(python3 /tmp/gut.py 1.5 </dev/null >/dev/null 2>&1 &)"],
   takeover: [WRITE_GUT, `cat > /tmp/takeover.sh <<'EOF'\n${TAKEOVER_SH}\nEOF`, "source /tmp/takeover.sh"],
   daemon: [WRITE_GUT, `cat > /tmp/daemon.py <<'EOF'\n${DAEMON_PY}\nEOF`, "python3 /tmp/daemon.py"],
-  renamed: [WRITE_GUT, `cat > /tmp/renamed.py <<'EOF'\n${RENAMED_PY}\nEOF`, "(exec -a 'bash --noprofile --norc' python3 /tmp/renamed.py </dev/null >/dev/null 2>&1 &)"],
+  renamed: [
+    WRITE_GUT,
+    `cat > /tmp/renamed.py <<'EOF'\n${RENAMED_PY}\nEOF`,
+    "(exec -a 'bash --noprofile --norc' python3 /tmp/renamed.py </dev/null >/dev/null 2>&1 &)",
+  ],
   setsid: [WRITE_GUT, "setsid -f python3 /tmp/gut.py 1.5 </dev/null >/dev/null 2>&1"],
 };
 
 // The agent: waits past every attack's arming, looks, writes its one file, and ends.
 const AGENT: Reply[] = [
-  bash("sleep 3; ls /workspace; cat /tmp/taken 2>/dev/null; echo \"TAKEOVER=[${TAKEOVER-}] BASH_ENV=[${BASH_ENV-}] trap=[$(trap -p DEBUG)] tk=[$(declare -F tk)]\""),
+  bash(
+    'sleep 3; ls /workspace; cat /tmp/taken 2>/dev/null; echo "TAKEOVER=[${TAKEOVER-}] BASH_ENV=[${BASH_ENV-}] trap=[$(trap -p DEBUG)] tk=[$(declare -F tk)]"',
+  ),
   bash("cd /workspace && echo agent > NOTES.md && sleep 1 && ls /workspace"),
   reply(text("Done.")),
 ];
 
 // Setup's directory and exported variables carry into the agent's shell as data; nothing else does.
-const CARRY_SETUP = ["mkdir -p 'sub dir' && cd 'sub dir' && export CARRIED=\"a b'c\\$(x)\" && export PATH=\"/workspace/bin:$PATH\" && f() { :; } && trap 'echo TRAPPED' DEBUG && unset LANG"];
-const CARRY: Reply[] = [bash("echo \"[$CARRIED] [$PWD] [${PATH%%:*}] [$(declare -F f)] [${LANG-unset}]\"; trap -p DEBUG; echo end"), reply(text("Done."))];
+const CARRY_SETUP = [
+  "mkdir -p 'sub dir' && cd 'sub dir' && export CARRIED=\"a b'c\\$(x)\" && export PATH=\"/workspace/bin:$PATH\" && f() { :; } && trap 'echo TRAPPED' DEBUG && unset LANG",
+];
+const CARRY: Reply[] = [
+  bash('echo "[$CARRIED] [$PWD] [${PATH%%:*}] [$(declare -F f)] [${LANG-unset}]"; trap -p DEBUG; echo end'),
+  reply(text("Done.")),
+];
 
 describe("setup leaves nothing running into the baseline, the snapshot or the agent phase (real worker, Docker, git)", () => {
-  const ctx = {} as { redis: Awaited<ReturnType<typeof startRedis>>; fake: FakeAnthropic; worker: WorkerProc; client: PatchbayClient };
+  const ctx = {} as {
+    redis: Awaited<ReturnType<typeof startRedis>>;
+    fake: FakeAnthropic;
+    worker: WorkerProc;
+    client: PatchbayClient;
+  };
   const queue = `setup-leftovers-${process.pid}`;
   beforeAll(async () => {
     ctx.redis = await startRedis();
     ctx.fake = await startFakeAnthropic(byTurn((body) => (/carry/.test(taskOf(body)) ? CARRY : AGENT)));
     // PATCHBAY_ALLOW_PTRACE=1 (a worker for trusted repos): the kill after setup must hold even where
     // the seccomp profile lets setup trace its shell; test/integration/engines/sandbox-security.test.ts holds the profile.
-    ctx.worker = startWorkerProc({ REDIS_URL: ctx.redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: ctx.fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_ALLOW_PTRACE: "1" });
+    ctx.worker = startWorkerProc({
+      REDIS_URL: ctx.redis.url,
+      PATCHBAY_QUEUE: queue,
+      ANTHROPIC_BASE_URL: ctx.fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_CONCURRENCY: "2",
+      PATCHBAY_ALLOW_PTRACE: "1",
+    });
     await ctx.worker.waitFor(/ready/);
     ctx.client = new PatchbayClient({ redisUrl: ctx.redis.url, queueName: queue });
   });
@@ -214,7 +241,11 @@ describe("setup leaves nothing running into the baseline, the snapshot or the ag
 
   // The job is exactly the agent's: its one file in the patch, and verify failing on the real bug.
   function onlyTheAgents({ result, outputs }: { result: JobResult; outputs: string[] }) {
-    expect({ status: result.status, filesChanged: result.filesChanged, error: result.status === "failed" ? result.error : undefined }).toEqual({ status: "verify_failed", filesChanged: ["NOTES.md"], error: undefined });
+    expect({
+      status: result.status,
+      filesChanged: result.filesChanged,
+      error: result.status === "failed" ? result.error : undefined,
+    }).toEqual({ status: "verify_failed", filesChanged: ["NOTES.md"], error: undefined });
     expect(result.error).toMatch(/^verify failed \(exit 1\)/);
     expect(outputs[1]).not.toMatch(/src/); // nothing wrote after setup ended
     expect(result.filesChanged).toEqual(["NOTES.md"]);
@@ -230,9 +261,12 @@ describe("setup leaves nothing running into the baseline, the snapshot or the ag
     expect(r.outputs[0]).toMatch(/taken over: \d+/);
   });
 
-  it.each(["child", "daemon", "renamed", "setsid"])("setup leaves a %s writer: killed with everything of the agent's uid before the baseline", async (attack) => {
-    onlyTheAgents(await run(`attack=${attack}`, ATTACKS[attack]!));
-  });
+  it.each(["child", "daemon", "renamed", "setsid"])(
+    "setup leaves a %s writer: killed with everything of the agent's uid before the baseline",
+    async (attack) => {
+      onlyTheAgents(await run(`attack=${attack}`, ATTACKS[attack]!));
+    },
+  );
 
   it("a sourced-script takeover of the setup shell (a DEBUG trap, BASH_ENV, PS4, an exported function) dies with that shell; only its data carries", async () => {
     const r = await run("attack=takeover", ATTACKS.takeover!);

@@ -21,7 +21,16 @@ import { soak } from "../support/soak.js";
 
 describe("soak under chaos", () => {
   it("every job completes exactly once, nothing leaks, no worker is wedged", async () => {
-    const r = await soak({ jobs: 12, turns: 12, workers: 4, kills: 4, terms: 2, redisRestarts: 1, engineRestarts: 1, log: (l) => console.log(l) });
+    const r = await soak({
+      jobs: 12,
+      turns: 12,
+      workers: 4,
+      kills: 4,
+      terms: 2,
+      redisRestarts: 1,
+      engineRestarts: 1,
+      log: (l) => console.log(l),
+    });
     expect(r.statuses).toEqual({ completed: 12 });
     expect(r.notOnce).toEqual([]);
     expect(r.leftovers).toBe(0);

@@ -62,7 +62,8 @@ const clients: PatchbayClient[] = [];
 function gitRepo(dir: string, file: string, content: string, message: string): void {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, file), content);
-  const g = (...args: string[]) => execFileSync("git", ["-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", ...args], { stdio: "ignore" });
+  const g = (...args: string[]) =>
+    execFileSync("git", ["-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", ...args], { stdio: "ignore" });
   g("init", "-q", "-b", "main");
   g("add", "-A");
   g("commit", "-q", "-m", message);
@@ -83,7 +84,17 @@ beforeAll(async () => {
   redirector = await startGitHttp(join(tmp, "served"), { redirectTo: `http://127.0.0.1:${internal.port}` });
   redis = await startRedis();
   // A job that reaches the model shows the repo's files and history, then ends.
-  fake = await startFakeAnthropic(byTurn([reply(toolUse("bash", { command: "cat /workspace/*.txt /workspace/*.py 2>&1 | head -5; git -C /workspace log --format=%s 2>&1 | head -3" })), reply(text("Done."))]));
+  fake = await startFakeAnthropic(
+    byTurn([
+      reply(
+        toolUse("bash", {
+          command:
+            "cat /workspace/*.txt /workspace/*.py 2>&1 | head -5; git -C /workspace log --format=%s 2>&1 | head -3",
+        }),
+      ),
+      reply(text("Done.")),
+    ]),
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -100,14 +111,29 @@ afterAll(async () => {
 });
 
 async function dashboard(queue: string, env: Record<string, string> = {}): Promise<Dashboard> {
-  const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, PATCHBAY_API_TOKENS: `ci:write:${WRITE}`, PATCHBAY_API_REPO_ROOTS: ROOT, ...env });
+  const config = loadConfig({
+    ...process.env,
+    REDIS_URL: redis.url,
+    PATCHBAY_QUEUE: queue,
+    PATCHBAY_API_TOKENS: `ci:write:${WRITE}`,
+    PATCHBAY_API_REPO_ROOTS: ROOT,
+    ...env,
+  });
   const d = await startDashboard({ port: 0, redisUrl: redis.url, queueName: queue, token: TOKEN, config });
   dashboards.push(d);
   return d;
 }
 
 async function worker(queue: string, env: Record<string, string> = {}): Promise<PatchbayClient> {
-  const w = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", PATCHBAY_POOL: "0", ...env });
+  const w = startWorkerProc({
+    REDIS_URL: redis.url,
+    PATCHBAY_QUEUE: queue,
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "test-key",
+    PATCHBAY_CONCURRENCY: "2",
+    PATCHBAY_POOL: "0",
+    ...env,
+  });
   workers.push(w);
   await w.waitFor(new RegExp(`ready: queue ${queue}`), 120_000); // a loaded machine starts a worker slowly
   const c = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
@@ -119,7 +145,11 @@ async function worker(queue: string, env: Record<string, string> = {}): Promise<
 async function plant(queue: string, repo: unknown, origin?: string): Promise<string> {
   const q = new Queue(queue, { connection: { host: "127.0.0.1", port: redis.port } });
   try {
-    const job = await q.add("fix", { spec: { task: "show the repo", repo }, enqueuedAt: Date.now(), ...(origin ? { origin } : {}) }, { attempts: 3 });
+    const job = await q.add(
+      "fix",
+      { spec: { task: "show the repo", repo }, enqueuedAt: Date.now(), ...(origin ? { origin } : {}) },
+      { attempts: 3 },
+    );
     return job.id!;
   } finally {
     await q.close();
@@ -162,13 +192,21 @@ const LOCAL_FORMS = [
 describe("the HTTP API", () => {
   it("refuses every local form outside PATCHBAY_API_REPO_ROOTS with the one message, whether the path exists or not; nothing is enqueued", async () => {
     const d = await dashboard("src-api");
-    const refusal = (field: string) => `repo.${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS (${ROOT}); send { "git": URL } for another`;
+    const refusal = (field: string) =>
+      `repo.${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS (${ROOT}); send { "git": URL } for another`;
     for (const repo of LOCAL_FORMS) {
-      const r = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "read the host", repo }), token: WRITE });
+      const r = await http(d.url, "POST", "/api/v1/jobs", {
+        ...jsonBody({ task: "read the host", repo }),
+        token: WRITE,
+      });
       expect(r.status, JSON.stringify(repo)).toBe(400);
       expect(r.json.errors).toEqual([refusal(Object.keys(repo)[0]!)]);
     }
-    const batch = await http(d.url, "POST", "/api/v1/batches", { body: `${JSON.stringify({ task: "in", repo: { git: join(ROOT, "clampgit") } })}\n${JSON.stringify({ task: "out", repo: { git: `file://${HOST_REPO}` } })}\n`, headers: { "content-type": "application/x-ndjson" }, token: WRITE });
+    const batch = await http(d.url, "POST", "/api/v1/batches", {
+      body: `${JSON.stringify({ task: "in", repo: { git: join(ROOT, "clampgit") } })}\n${JSON.stringify({ task: "out", repo: { git: `file://${HOST_REPO}` } })}\n`,
+      headers: { "content-type": "application/x-ndjson" },
+      token: WRITE,
+    });
     expect(batch.status).toBe(400);
     expect(batch.json.errors).toEqual([`body:2: invalid JobSpec: ${refusal("git")}`]);
     const c = new PatchbayClient({ redisUrl: redis.url, queueName: "src-api" });
@@ -178,27 +216,54 @@ describe("the HTTP API", () => {
 
   it("without PATCHBAY_API_REPO_ROOTS a batch takes no local repo either (it took any path)", async () => {
     const d = await dashboard("src-api", { PATCHBAY_API_REPO_ROOTS: "" });
-    const batch = await http(d.url, "POST", "/api/v1/batches", { body: `${JSON.stringify({ task: "out", repo: { path: CLAMP } })}\n`, headers: { "content-type": "application/x-ndjson" }, token: WRITE });
+    const batch = await http(d.url, "POST", "/api/v1/batches", {
+      body: `${JSON.stringify({ task: "out", repo: { path: CLAMP } })}\n`,
+      headers: { "content-type": "application/x-ndjson" },
+      token: WRITE,
+    });
     expect(batch.status, batch.text).toBe(400);
-    expect(batch.json.errors).toEqual([`body:1: invalid JobSpec: repo.path: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS, which this dashboard does not set; send { "git": URL }, or set it to the directories scripts may name`]);
+    expect(batch.json.errors).toEqual([
+      `body:1: invalid JobSpec: repo.path: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS, which this dashboard does not set; send { "git": URL }, or set it to the directories scripts may name`,
+    ]);
   });
 
   it("refuses a git URL off PATCHBAY_API_GIT_HOSTS (default: the forges'): internal addresses, localhost, an ssh alias, a transport helper; nothing connects", async () => {
     const d = await dashboard("src-api");
     const hosts = "(github.com, gitlab.com)";
     const cases: [string, string][] = [
-      [`http://127.0.0.1:${internal.port}/x.git`, `the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS ${hosts}; "127.0.0.1:${internal.port}" is not one of them`],
-      [`http://localhost:${internal.port}/x.git`, `the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS ${hosts}; "localhost:${internal.port}" is not one of them`],
-      ["ssh://git@10.0.0.1/x.git", `the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS ${hosts}; "10.0.0.1" is not one of them`],
-      ["internal-alias:acme/x.git", `the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS ${hosts}; "internal-alias" is not one of them`],
-      [`ext::sh -c nc% 127.0.0.1% ${internal.port}`, `not a git URL the workers clone: it names git's transport helper "ext::", which runs a program on the worker`],
+      [
+        `http://127.0.0.1:${internal.port}/x.git`,
+        `the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS ${hosts}; "127.0.0.1:${internal.port}" is not one of them`,
+      ],
+      [
+        `http://localhost:${internal.port}/x.git`,
+        `the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS ${hosts}; "localhost:${internal.port}" is not one of them`,
+      ],
+      [
+        "ssh://git@10.0.0.1/x.git",
+        `the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS ${hosts}; "10.0.0.1" is not one of them`,
+      ],
+      [
+        "internal-alias:acme/x.git",
+        `the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS ${hosts}; "internal-alias" is not one of them`,
+      ],
+      [
+        `ext::sh -c nc% 127.0.0.1% ${internal.port}`,
+        `not a git URL the workers clone: it names git's transport helper "ext::", which runs a program on the worker`,
+      ],
     ];
     for (const [git, why] of cases) {
-      const r = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "reach inside", repo: { git } }), token: WRITE });
+      const r = await http(d.url, "POST", "/api/v1/jobs", {
+        ...jsonBody({ task: "reach inside", repo: { git } }),
+        token: WRITE,
+      });
       expect(r.status, git).toBe(400);
       expect(r.json.errors).toEqual([`repo.git: ${why}`]);
     }
-    const forge = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "ok", repo: { git: "https://github.com/acme/x.git" } }), token: WRITE });
+    const forge = await http(d.url, "POST", "/api/v1/jobs", {
+      ...jsonBody({ task: "ok", repo: { git: "https://github.com/acme/x.git" } }),
+      token: WRITE,
+    });
     expect(forge.status, forge.text).toBe(201);
     expect(internal.connections).toBe(0);
   });
@@ -207,21 +272,30 @@ describe("the HTTP API", () => {
 describe("a worker with PATCHBAY_LOCAL_REPO_ROOTS", () => {
   let c: PatchbayClient;
   beforeAll(async () => {
-    c = await worker("src-roots", { PATCHBAY_LOCAL_REPO_ROOTS: ROOT, PATCHBAY_API_GIT_HOSTS: `${gitServer.host},${redirector.host}` });
+    c = await worker("src-roots", {
+      PATCHBAY_LOCAL_REPO_ROOTS: ROOT,
+      PATCHBAY_API_GIT_HOSTS: `${gitServer.host},${redirector.host}`,
+    });
   }, 150_000);
 
   it("refuses a job planted in raw BullMQ that names the host outside its roots, in any form, before it reads it; one message, there or not", async () => {
-    const refusal = (field: string) => `repo.${field}: this worker reads a local repo only under PATCHBAY_LOCAL_REPO_ROOTS (${ROOT}); send { "git": URL } for another`;
+    const refusal = (field: string) =>
+      `repo.${field}: this worker reads a local repo only under PATCHBAY_LOCAL_REPO_ROOTS (${ROOT}); send { "git": URL } for another`;
     const planted = await Promise.all(LOCAL_FORMS.map(async (repo) => ({ repo, id: await plant("src-roots", repo) })));
     planted.push({ repo: { git: HOST_REPO }, id: await plant("src-roots", { git: HOST_REPO }, "operator") }); // roots hold the operator's jobs too
-    for (const { repo, id } of planted) expect(await refusedByWorker(c, id), JSON.stringify(repo)).toBe(refusal(Object.keys(repo)[0]!));
+    for (const { repo, id } of planted)
+      expect(await refusedByWorker(c, id), JSON.stringify(repo)).toBe(refusal(Object.keys(repo)[0]!));
   }, 180_000);
 
   it("refuses a planted git URL off its hosts without connecting, and a planted transport helper", async () => {
     const id = await plant("src-roots", { git: `http://127.0.0.1:${internal.port}/x.git` });
-    expect(await refusedByWorker(c, id)).toBe(`repo.git: this worker clones a job from the HTTP API only from the hosts of PATCHBAY_API_GIT_HOSTS (${gitServer.host}, ${redirector.host}); "127.0.0.1:${internal.port}" is not one of them`);
+    expect(await refusedByWorker(c, id)).toBe(
+      `repo.git: this worker clones a job from the HTTP API only from the hosts of PATCHBAY_API_GIT_HOSTS (${gitServer.host}, ${redirector.host}); "127.0.0.1:${internal.port}" is not one of them`,
+    );
     const ext = await plant("src-roots", { git: `ext::sh -c nc% 127.0.0.1% ${internal.port}` }, "operator");
-    expect(await refusedByWorker(c, ext)).toMatch(/^repo\.git: not a git URL a worker clones: it names git's transport helper "ext::"/);
+    expect(await refusedByWorker(c, ext)).toMatch(
+      /^repo\.git: not a git URL a worker clones: it names git's transport helper "ext::"/,
+    );
     expect(internal.connections).toBe(0);
   }, 120_000);
 
@@ -229,14 +303,21 @@ describe("a worker with PATCHBAY_LOCAL_REPO_ROOTS", () => {
     const d = await dashboard("src-roots", { PATCHBAY_API_GIT_HOSTS: `${gitServer.host},${redirector.host}` });
     symlinkSync(join(ROOT, "clamp"), join(ROOT, "inner"));
     const ids: string[] = [];
-    for (const repo of [{ path: join(ROOT, "inner") }, { git: join(ROOT, "clampgit") }, { git: `${gitServer.url}/clamp.git` }]) {
+    for (const repo of [
+      { path: join(ROOT, "inner") },
+      { git: join(ROOT, "clampgit") },
+      { git: `${gitServer.url}/clamp.git` },
+    ]) {
       const r = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "fix", repo }), token: WRITE });
       expect(r.status, r.text).toBe(201);
       ids.push(r.json.id);
     }
     for (const id of ids) expect((await c.waitForResult(id, { timeoutMs: 180_000 })).status).toBe("completed");
     // An allowed host that answers with a redirect to an internal one: git does not follow it.
-    const r = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "fix", repo: { git: `${redirector.url}/clamp.git` } }), token: WRITE });
+    const r = await http(d.url, "POST", "/api/v1/jobs", {
+      ...jsonBody({ task: "fix", repo: { git: `${redirector.url}/clamp.git` } }),
+      token: WRITE,
+    });
     expect(r.status, r.text).toBe(201);
     const result = await c.waitForResult(r.json.id, { timeoutMs: 120_000 });
     expect(result.status).toBe("failed");
@@ -253,11 +334,15 @@ describe("a worker without PATCHBAY_LOCAL_REPO_ROOTS (the default)", () => {
   }, 150_000);
 
   it("reads no local repo of a job from the API or of one that does not say, and the operator's own enqueue still runs", async () => {
-    const refusal = 'repo.path: this worker reads the local repo of a job from the HTTP API (or of one that does not say who enqueued it) only under PATCHBAY_LOCAL_REPO_ROOTS, which it does not set; send { "git": URL }';
+    const refusal =
+      'repo.path: this worker reads the local repo of a job from the HTTP API (or of one that does not say who enqueued it) only under PATCHBAY_LOCAL_REPO_ROOTS, which it does not set; send { "git": URL }';
     expect(await refusedByWorker(c, await plant("src-default", { path: HOST_REPO }))).toBe(refusal);
     expect(await refusedByWorker(c, await plant("src-default", { path: "/no/such/dir" }))).toBe(refusal);
     const d = await dashboard("src-default"); // the API takes it (under its roots); this worker does not read it
-    const api = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody({ task: "fix", repo: { path: join(ROOT, "clamp") } }), token: WRITE });
+    const api = await http(d.url, "POST", "/api/v1/jobs", {
+      ...jsonBody({ task: "fix", repo: { path: join(ROOT, "clamp") } }),
+      token: WRITE,
+    });
     expect(api.status, api.text).toBe(201);
     expect(await refusedByWorker(c, api.json.id)).toBe(refusal);
     const own = await c.enqueue({ task: "fix", repo: { path: CLAMP } }); // the operator's CLI and library

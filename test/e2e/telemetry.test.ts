@@ -29,8 +29,23 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient, type JobData } from "../../src/queue/client.js";
-import { apiError, reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Reply } from "../support/fake-anthropic.js";
-import { cli, removeDir, removeQueueSandboxes, startRedis, startWorkerProc, type WorkerProc } from "../support/cluster.js";
+import {
+  apiError,
+  reply,
+  startFakeAnthropic,
+  text,
+  toolUse,
+  type FakeAnthropic,
+  type Reply,
+} from "../support/fake-anthropic.js";
+import {
+  cli,
+  removeDir,
+  removeQueueSandboxes,
+  startRedis,
+  startWorkerProc,
+  type WorkerProc,
+} from "../support/cluster.js";
 import { LOCAL_WORKER_ENV } from "../support/backend.js";
 import { startOtlpReceiver, strings, type OtlpReceiver, type OtlpSpan } from "../support/otlp-receiver.js";
 import { byTurn, CLAMP_AMBIGUOUS, CLAMP_FIX, clampScript, taskOf } from "../support/scripts.js";
@@ -48,7 +63,11 @@ const TRACED: Reply[] = [
   reply(toolUse("str_replace_based_edit_tool", CLAMP_FIX)),
   reply(text("Fixed.")),
 ];
-const RESUMED: Reply[] = [bash("echo one > /workspace/log.txt"), bash("echo two >> /workspace/log.txt"), reply(text("Done."))];
+const RESUMED: Reply[] = [
+  bash("echo one > /workspace/log.txt"),
+  bash("echo two >> /workspace/log.txt"),
+  reply(text("Done.")),
+];
 
 describe("traces of a job, end to end", { timeout: 300_000 }, () => {
   let redis: Awaited<ReturnType<typeof startRedis>>;
@@ -76,8 +95,12 @@ describe("traces of a job, end to end", { timeout: 300_000 }, () => {
       const turn = (body.messages as { role: string }[]).filter((m) => m.role === "assistant").length;
       const n = (asked.get(`${task}#${turn}`) ?? 0) + 1;
       asked.set(`${task}#${turn}`, n);
-      if (task.includes("traced job")) return turn === 1 && n === 1 ? apiError(500, "overloaded for a moment") : (TRACED[turn] ?? apiError(400, "no such turn"));
-      if (task.includes("resumed job") && turn === 2 && n === 1) return (gateReached(), gate.then(() => reply(text("Done."))));
+      if (task.includes("traced job"))
+        return turn === 1 && n === 1
+          ? apiError(500, "overloaded for a moment")
+          : (TRACED[turn] ?? apiError(400, "no such turn"));
+      if (task.includes("resumed job") && turn === 2 && n === 1)
+        return (gateReached(), gate.then(() => reply(text("Done."))));
       if (task.includes("resumed job")) return RESUMED[turn] ?? apiError(400, "no such turn");
       return byTurn(clampScript())({ body });
     });
@@ -94,12 +117,26 @@ describe("traces of a job, end to end", { timeout: 300_000 }, () => {
     if (repo) removeDir(repo);
   });
 
-  const otel = (service: string, extra: Record<string, string> = {}) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: service, OTEL_BSP_SCHEDULE_DELAY: "50", ...extra });
+  const otel = (service: string, extra: Record<string, string> = {}) => ({
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_SERVICE_NAME: service,
+    OTEL_BSP_SCHEDULE_DELAY: "50",
+    ...extra,
+  });
   /** A queue of its own, a worker process on it (more with spawn()), and a client without traces. */
   const cluster = async (name: string, extra: Record<string, string> = {}) => {
     const queue = `otel-${name}-${process.pid}`;
     queues.push(queue);
-    const env = { ...LOCAL_WORKER_ENV, REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_LOCK_MS: "2000", PATCHBAY_STALLED_MS: "1000", ...extra };
+    const env = {
+      ...LOCAL_WORKER_ENV,
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: queue,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_LOCK_MS: "2000",
+      PATCHBAY_STALLED_MS: "1000",
+      ...extra,
+    };
     let i = 0;
     const spawn = async () => {
       // An owner "elsewhere": other files' reapers leave these sandboxes to this file's workers.
@@ -114,23 +151,34 @@ describe("traces of a job, end to end", { timeout: 300_000 }, () => {
   };
   /** `patchbay enqueue` in a process of its own, with the given OTEL_* environment; the job's id. */
   const enqueue = async (queue: string, task: string, env: Record<string, string>, more: string[] = []) => {
-    const r = await cli(["enqueue", "--repo", repo, "--task", task, "--queue", queue, "--redis-url", redis.url, ...more], env);
+    const r = await cli(
+      ["enqueue", "--repo", repo, "--task", task, "--queue", queue, "--redis-url", redis.url, ...more],
+      env,
+    );
     expect(r.code, r.stderr).toBe(0);
     return r.stdout.trim();
   };
   const named = (spans: OtlpSpan[], name: string) => spans.filter((s) => s.name === name);
   /** A job's enqueue span (ids start at 1 in every queue: the queue tells them apart), its attempt span once ended, and its trace's spans. */
   const jobTrace = (all: OtlpSpan[], queue: string, id: string) => {
-    const enq = named(all, "patchbay.enqueue").find((s) => s.attributes["patchbay.job.id"] === id && s.attributes["messaging.destination.name"] === queue);
+    const enq = named(all, "patchbay.enqueue").find(
+      (s) => s.attributes["patchbay.job.id"] === id && s.attributes["messaging.destination.name"] === queue,
+    );
     const spans = enq ? all.filter((s) => s.traceId === enq.traceId) : [];
     const attempt = named(spans, "patchbay.attempt").find((s) => s.attributes["patchbay.job.id"] === id);
     return enq && { enq, attempt, spans };
   };
-  const childrenOf = (spans: OtlpSpan[], parent: OtlpSpan) => spans.filter((s) => s.parentSpanId === parent.spanId && s.traceId === parent.traceId);
+  const childrenOf = (spans: OtlpSpan[], parent: OtlpSpan) =>
+    spans.filter((s) => s.parentSpanId === parent.spanId && s.traceId === parent.traceId);
 
   it("one trace across the client's process and the worker's: the phases nest, the attributes hold names, counts and times, never the task's or a file's text", async () => {
     const { queue, client } = await cluster("one", otel("pb-worker"));
-    const id = await enqueue(queue, `The traced job: fix clamp. ${TASK_CANARY}`, otel("pb-client"), ["--setup", "true", "--verify", "python3 -m unittest -q"]);
+    const id = await enqueue(queue, `The traced job: fix clamp. ${TASK_CANARY}`, otel("pb-client"), [
+      "--setup",
+      "true",
+      "--verify",
+      "python3 -m unittest -q",
+    ]);
     const result = await client.waitForResult(id, { timeoutMs: 240_000 });
     expect(result).toMatchObject({ status: "completed", verified: true, turns: 4 });
     // The attempt span ends last, after every phase's: once it is in, the job's spans are.
@@ -140,29 +188,74 @@ describe("traces of a job, end to end", { timeout: 300_000 }, () => {
     });
 
     // The client's span is the root, from the CLI's process; the worker's attempt is its child.
-    expect(enq).toMatchObject({ parentSpanId: "", kind: KIND.producer, scope: "patchbay", resource: { "service.name": "pb-client" } });
-    expect(enq.attributes).toMatchObject({ "messaging.system": "bullmq", "messaging.destination.name": queue, "messaging.operation.type": "send" });
-    expect(attempt).toMatchObject({ parentSpanId: enq.spanId, traceId: enq.traceId, kind: KIND.consumer, links: [], resource: { "service.name": "pb-worker" } });
-    expect(attempt.attributes).toMatchObject({ "patchbay.attempt": 1, "messaging.destination.name": queue, "patchbay.status": "completed", "patchbay.turns": 4, "patchbay.verified": true, "patchbay.files_changed": 1 });
+    expect(enq).toMatchObject({
+      parentSpanId: "",
+      kind: KIND.producer,
+      scope: "patchbay",
+      resource: { "service.name": "pb-client" },
+    });
+    expect(enq.attributes).toMatchObject({
+      "messaging.system": "bullmq",
+      "messaging.destination.name": queue,
+      "messaging.operation.type": "send",
+    });
+    expect(attempt).toMatchObject({
+      parentSpanId: enq.spanId,
+      traceId: enq.traceId,
+      kind: KIND.consumer,
+      links: [],
+      resource: { "service.name": "pb-worker" },
+    });
+    expect(attempt.attributes).toMatchObject({
+      "patchbay.attempt": 1,
+      "messaging.destination.name": queue,
+      "patchbay.status": "completed",
+      "patchbay.turns": 4,
+      "patchbay.verified": true,
+      "patchbay.files_changed": 1,
+    });
     expect(attempt.attributes["patchbay.cost_usd"]).toBeGreaterThan(0);
     // Every span of the job is in this one trace, under the attempt, in the order of the job's life.
-    const phases = childrenOf(spans, attempt).sort((a, b) => Number(a.startNs - b.startNs)).map((s) => s.name);
-    expect(phases).toEqual(["patchbay.sandbox.acquire", "patchbay.prepare", "patchbay.agent", "patchbay.patch", "patchbay.verify", "patchbay.result"]);
+    const phases = childrenOf(spans, attempt)
+      .sort((a, b) => Number(a.startNs - b.startNs))
+      .map((s) => s.name);
+    expect(phases).toEqual([
+      "patchbay.sandbox.acquire",
+      "patchbay.prepare",
+      "patchbay.agent",
+      "patchbay.patch",
+      "patchbay.verify",
+      "patchbay.result",
+    ]);
     const [prepare] = named(spans, "patchbay.prepare");
     expect(prepare!.events.map((e) => e.name)).toEqual(["sandbox_ready"]);
     expect(prepare!.events[0]!.attributes["patchbay.sandbox.ready_ms"]).toEqual(expect.any(Number));
-    expect(childrenOf(spans, prepare!).map((s) => [s.name, s.attributes["patchbay.setup.commands"]])).toEqual([["patchbay.setup", 1]]);
+    expect(childrenOf(spans, prepare!).map((s) => [s.name, s.attributes["patchbay.setup.commands"]])).toEqual([
+      ["patchbay.setup", 1],
+    ]);
 
     const model = fake.requests.find((r) => taskOf(r.body).includes("traced job"))!.body.model as string;
     const [agent] = named(spans, "patchbay.agent");
-    expect(agent!.attributes).toMatchObject({ "gen_ai.request.model": model, "patchbay.checkpoint.restored": false, "patchbay.round": 1 });
+    expect(agent!.attributes).toMatchObject({
+      "gen_ai.request.model": model,
+      "patchbay.checkpoint.restored": false,
+      "patchbay.round": 1,
+    });
     const underAgent = childrenOf(spans, agent!).sort((a, b) => Number(a.startNs - b.startNs));
     const requests = underAgent.filter((s) => s.name === "patchbay.model.request");
     expect(requests.map((s) => s.attributes["patchbay.turn"])).toEqual([1, 2, 3, 4]);
     for (const r of requests) {
       expect(r.kind).toBe(KIND.client);
-      expect(r.attributes).toMatchObject({ "gen_ai.request.model": model, "gen_ai.response.model": model, "gen_ai.system": "anthropic" });
-      const input = ["gen_ai.usage.input_tokens", "patchbay.usage.cache_read_tokens", "patchbay.usage.cache_write_tokens"].map((k) => r.attributes[k] as number);
+      expect(r.attributes).toMatchObject({
+        "gen_ai.request.model": model,
+        "gen_ai.response.model": model,
+        "gen_ai.system": "anthropic",
+      });
+      const input = [
+        "gen_ai.usage.input_tokens",
+        "patchbay.usage.cache_read_tokens",
+        "patchbay.usage.cache_write_tokens",
+      ].map((k) => r.attributes[k] as number);
       expect(input.reduce((a, b) => a + b)).toBeGreaterThan(0); // the scripted server caches too: a request may be read from the cache whole
       expect(r.attributes["gen_ai.usage.output_tokens"]).toBeGreaterThan(0);
       expect(r.attributes["patchbay.cost_usd"]).toBeGreaterThan(0);
@@ -171,22 +264,41 @@ describe("traces of a job, end to end", { timeout: 300_000 }, () => {
     expect(requests.map((s) => s.attributes["patchbay.model.retries"])).toEqual([undefined, 1, undefined, undefined]);
     expect(requests.at(-1)!.attributes["gen_ai.response.finish_reasons"]).toEqual(["end_turn"]);
     const tools = underAgent.filter((s) => s.name === "patchbay.tool");
-    expect(tools.map((s) => [s.attributes["gen_ai.tool.name"], s.attributes["patchbay.tool.error"], s.attributes["patchbay.turn"]])).toEqual([
+    expect(
+      tools.map((s) => [
+        s.attributes["gen_ai.tool.name"],
+        s.attributes["patchbay.tool.error"],
+        s.attributes["patchbay.turn"],
+      ]),
+    ).toEqual([
       ["bash", false, 1],
       ["str_replace_based_edit_tool", true, 2],
       ["str_replace_based_edit_tool", false, 3],
     ]);
     for (const t of tools) expect(t.attributes["patchbay.tool.ms"]).toEqual(expect.any(Number));
     expect(tools[0]!.attributes["patchbay.tool.output_chars"]).toBeGreaterThanOrEqual(FILE_CANARY.length); // its size, not its text
-    expect(named(spans, "patchbay.patch")[0]!.attributes).toMatchObject({ "patchbay.round": 1, "patchbay.files_changed": 1 });
-    expect(named(spans, "patchbay.verify")[0]!.attributes).toMatchObject({ "patchbay.round": 1, "patchbay.verify.exit_code": 0 });
-    expect(named(spans, "patchbay.result")[0]!.attributes).toMatchObject({ "patchbay.status": "completed", "patchbay.verified": true });
+    expect(named(spans, "patchbay.patch")[0]!.attributes).toMatchObject({
+      "patchbay.round": 1,
+      "patchbay.files_changed": 1,
+    });
+    expect(named(spans, "patchbay.verify")[0]!.attributes).toMatchObject({
+      "patchbay.round": 1,
+      "patchbay.verify.exit_code": 0,
+    });
+    expect(named(spans, "patchbay.result")[0]!.attributes).toMatchObject({
+      "patchbay.status": "completed",
+      "patchbay.verified": true,
+    });
     expect(spans.filter((s) => s.status.code === 2)).toEqual([]);
 
     // The canaries went through the job (the task to the model, the file's text back to it) and into no span.
     expect(JSON.stringify(fake.requests.map((r) => r.body))).toContain(TASK_CANARY);
     expect(JSON.stringify(fake.requests.map((r) => r.body))).toContain(FILE_CANARY);
-    const leaks = receiver.spans.flatMap((s) => strings(s).filter((x) => x.includes("pb-canary")).map((x) => `${s.name}: ${x}`));
+    const leaks = receiver.spans.flatMap((s) =>
+      strings(s)
+        .filter((x) => x.includes("pb-canary"))
+        .map((x) => `${s.name}: ${x}`),
+    );
     expect(leaks).toEqual([]);
   });
 
@@ -195,7 +307,9 @@ describe("traces of a job, end to end", { timeout: 300_000 }, () => {
     const id = await enqueue(queue, `The resumed job. ${TASK_CANARY}`, otel("pb-client"));
     await reachedGate; // its third model request is out (two turns checkpointed)
     // The first attempt's span never ends (its process dies): its sandbox span, which ended, names it as parent.
-    const first = await receiver.until((all) => named(jobTrace(all, queue, id)?.spans ?? [], "patchbay.sandbox.acquire")[0]);
+    const first = await receiver.until(
+      (all) => named(jobTrace(all, queue, id)?.spans ?? [], "patchbay.sandbox.acquire")[0],
+    );
     worker.proc.kill("SIGKILL");
     await worker.exited;
     releaseGate();
@@ -209,15 +323,24 @@ describe("traces of a job, end to end", { timeout: 300_000 }, () => {
     expect(named(spans, "patchbay.attempt")).toHaveLength(1); // the dead one never ended
     expect(attempt.parentSpanId).toBe(enq.spanId);
     expect(attempt.attributes["patchbay.job.id"]).toBe(id);
-    expect(attempt.links).toEqual([{ traceId: enq.traceId, spanId: first.parentSpanId, attributes: { "patchbay.link": "previous_attempt" } }]);
+    expect(attempt.links).toEqual([
+      { traceId: enq.traceId, spanId: first.parentSpanId, attributes: { "patchbay.link": "previous_attempt" } },
+    ]);
     expect(first.parentSpanId).not.toBe(attempt.spanId);
     const agent = childrenOf(spans, attempt).find((s) => s.name === "patchbay.agent")!;
     expect(agent.attributes["patchbay.checkpoint.restored"]).toBe(true);
     // Only the request the dead attempt never got an answer to was asked again.
-    expect(childrenOf(spans, agent).filter((s) => s.name === "patchbay.model.request").map((s) => s.attributes["patchbay.turn"])).toEqual([3]);
+    expect(
+      childrenOf(spans, agent)
+        .filter((s) => s.name === "patchbay.model.request")
+        .map((s) => s.attributes["patchbay.turn"]),
+    ).toEqual([3]);
     // The job's data carries the trace: the enqueue span's context and the newest attempt's.
     const job = await Job.fromId<JobData>(client.queue, id);
-    expect(job!.data.trace).toEqual({ traceparent: `00-${enq.traceId}-${enq.spanId}-01`, attempt: `00-${enq.traceId}-${attempt.spanId}-01` });
+    expect(job!.data.trace).toEqual({
+      traceparent: `00-${enq.traceId}-${enq.spanId}-01`,
+      attempt: `00-${enq.traceId}-${attempt.spanId}-01`,
+    });
     expect(receiver.spans.flatMap((s) => strings(s).filter((x) => x.includes("pb-canary")))).toEqual([]);
   });
 
@@ -226,8 +349,15 @@ describe("traces of a job, end to end", { timeout: 300_000 }, () => {
     const client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
     clients.push(client);
     const file = join(repo, "..", `pb-otel-tasks-${process.pid}.jsonl`);
-    writeFileSync(file, [1, 2].map((n) => JSON.stringify({ task: `Batch line ${n}. ${TASK_CANARY}`, repo: { path: repo } })).join("\n") + "\n");
-    const r = await cli(["batch", "submit", file, "--name", "traced", "--queue", queue, "--redis-url", redis.url], otel("pb-client"));
+    writeFileSync(
+      file,
+      [1, 2].map((n) => JSON.stringify({ task: `Batch line ${n}. ${TASK_CANARY}`, repo: { path: repo } })).join("\n") +
+        "\n",
+    );
+    const r = await cli(
+      ["batch", "submit", file, "--name", "traced", "--queue", queue, "--redis-url", redis.url],
+      otel("pb-client"),
+    );
     removeDir(file);
     expect(r.code, r.stderr).toBe(0);
     const jobs = await client.queue.getJobs(["waiting"]);

@@ -25,10 +25,12 @@ import { byTurn, taskOf } from "../support/scripts.js";
 const CLAMP = new URL("../../examples/clamp", import.meta.url).pathname;
 const VERIFY = "python3 -m unittest -q";
 const bash = (command: string) => reply(toolUse("bash", { command }));
-const FIX = "sed -i '0,/return lo/! s/        return lo/        return hi/' /workspace/clamp.py && grep -c 'return hi' /workspace/clamp.py";
+const FIX =
+  "sed -i '0,/return lo/! s/        return lo/        return hi/' /workspace/clamp.py && grep -c 'return hi' /workspace/clamp.py";
 
 // The issue's attack 1: a package that shadows unittest, ignored (so not in the patch) and on disk.
-const PLANT = "mkdir unittest; echo 'import sys; sys.exit(0)' > unittest/__main__.py; : > unittest/__init__.py; printf '.gitignore\\nunittest/\\n' > .gitignore; echo planted";
+const PLANT =
+  "mkdir unittest; echo 'import sys; sys.exit(0)' > unittest/__main__.py; : > unittest/__init__.py; printf '.gitignore\\nunittest/\\n' > .gitignore; echo planted";
 
 // Attack 2: a process whose main thread exits with the raw exit syscall while another thread lives
 // (State Z in /proc), waiting for its shell to be killed, then writing into the workspace.
@@ -52,13 +54,17 @@ const SCRIPTS: Record<string, Reply[]> = {
   planted: [bash(`cd /workspace && ${PLANT}`), reply(text("Tests pass."))],
   // Everything the patch leaves out and verify could see: an ignored dir, .git, /tmp, $HOME (read-only here).
   siblings: [
-    bash(`cd /workspace && ${FIX} && mkdir -p build && echo x > build/planted && printf 'build/\\n' >> .gitignore && echo x > .git/planted && echo x > /tmp/planted && (echo x > $HOME/planted || true)`),
+    bash(
+      `cd /workspace && ${FIX} && mkdir -p build && echo x > build/planted && printf 'build/\\n' >> .gitignore && echo x > .git/planted && echo x > /tmp/planted && (echo x > $HOME/planted || true)`,
+    ),
     reply(text("Fixed.")),
   ],
   // A verify round's own leftovers: the first round leaves a mark, the second passes on seeing it.
   leftovers: [reply(text("Done.")), reply(text("Done, really."))],
   zombie: [
-    bash(`cd /workspace && ${FIX} && cat > /tmp/z.py <<'EOF'\n${ZOMBIE_PY}\nEOF\npython3 /tmp/z.py & sleep 1; grep -E '^(State|Threads)' /proc/$!/status`),
+    bash(
+      `cd /workspace && ${FIX} && cat > /tmp/z.py <<'EOF'\n${ZOMBIE_PY}\nEOF\npython3 /tmp/z.py & sleep 1; grep -E '^(State|Threads)' /proc/$!/status`,
+    ),
     reply(text("Fixed.")),
     bash("ls -a /workspace; echo round2 > /workspace/notes.txt"),
     reply(text("Noted.")),
@@ -67,12 +73,24 @@ const SCRIPTS: Record<string, Reply[]> = {
 
 /** A private Redis, the scripted model and one real worker process (dist/) on a queue of its own. */
 function useWorker(name: string, policy: Parameters<typeof byTurn>[0], env: Record<string, string> = {}) {
-  const ctx = {} as { redis: Awaited<ReturnType<typeof startRedis>>; fake: FakeAnthropic; worker: WorkerProc; client: PatchbayClient };
+  const ctx = {} as {
+    redis: Awaited<ReturnType<typeof startRedis>>;
+    fake: FakeAnthropic;
+    worker: WorkerProc;
+    client: PatchbayClient;
+  };
   const queue = `${name}-${process.pid}`;
   beforeAll(async () => {
     ctx.redis = await startRedis();
     ctx.fake = await startFakeAnthropic(byTurn(policy));
-    ctx.worker = startWorkerProc({ REDIS_URL: ctx.redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: ctx.fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "2", ...env });
+    ctx.worker = startWorkerProc({
+      REDIS_URL: ctx.redis.url,
+      PATCHBAY_QUEUE: queue,
+      ANTHROPIC_BASE_URL: ctx.fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_CONCURRENCY: "2",
+      ...env,
+    });
     await ctx.worker.waitFor(/ready/);
     ctx.client = new PatchbayClient({ redisUrl: ctx.redis.url, queueName: queue });
   });
@@ -89,14 +107,24 @@ function useWorker(name: string, policy: Parameters<typeof byTurn>[0], env: Reco
 describe("verified means verified (real worker, Docker, git)", () => {
   const w = useWorker("verified", (body) => SCRIPTS[/attack=(\w+)/.exec(taskOf(body))?.[1] ?? ""] ?? []);
 
-  async function run(attack: string, spec: Record<string, unknown> = {}): Promise<{ result: JobResult; events: TranscriptEvent[] }> {
-    const id = await w.client.enqueue({ task: `attack=${attack}`, repo: { path: CLAMP }, verify: VERIFY, verifyRounds: 0, ...spec });
+  async function run(
+    attack: string,
+    spec: Record<string, unknown> = {},
+  ): Promise<{ result: JobResult; events: TranscriptEvent[] }> {
+    const id = await w.client.enqueue({
+      task: `attack=${attack}`,
+      repo: { path: CLAMP },
+      verify: VERIFY,
+      verifyRounds: 0,
+      ...spec,
+    });
     const result = await w.client.waitForResult(id, { timeoutMs: 180_000 });
     const events: TranscriptEvent[] = [];
     for await (const e of w.client.watch(id)) events.push(e);
     return { result, events };
   }
-  const toolOutputs = (events: TranscriptEvent[]) => events.flatMap((e) => (e.type === "tool_result" ? [e.output] : []));
+  const toolOutputs = (events: TranscriptEvent[]) =>
+    events.flatMap((e) => (e.type === "tool_result" ? [e.output] : []));
 
   it("an ignored package planted to shadow unittest: verify_failed, not a verified empty patch", async () => {
     const { result, events } = await run("planted");
@@ -124,7 +152,10 @@ describe("verified means verified (real worker, Docker, git)", () => {
   });
 
   it("a zombie leader's live thread dies at the end of the agent phase: its file is in no patch and gone before the next round", async () => {
-    const { result, events } = await run("zombie", { verify: `${VERIFY} && grep -q round2 notes.txt`, verifyRounds: 1 });
+    const { result, events } = await run("zombie", {
+      verify: `${VERIFY} && grep -q round2 notes.txt`,
+      verifyRounds: 1,
+    });
     const outputs = toolOutputs(events);
     expect(outputs[0]).toMatch(/State:\s+Z[\s\S]*Threads:\s+2/); // the attack is set up as described
     expect(outputs[1]).not.toMatch(/after-kill/); // round 2: nothing wrote after the first kill
@@ -154,7 +185,11 @@ ctypes.CDLL(None).syscall(60, 0)
 EOF
 python3 /tmp/zb.py & sleep 2; echo launched`,
   };
-  const script = (kind: string) => [bash(BOMBS[kind]!), ...squares.map((n) => bash(`python3 -c 'print(${n}*${n})'`)), reply(text("Done."))];
+  const script = (kind: string) => [
+    bash(BOMBS[kind]!),
+    ...squares.map((n) => bash(`python3 -c 'print(${n}*${n})'`)),
+    reply(text("Done.")),
+  ];
 
   const w = useWorker("verified-bomb", (body) => script(/bomb=(\w+)/.exec(taskOf(body))?.[1] ?? ""));
   // A parallel load on the host's two cores, besides the two bomb jobs at a time.
@@ -165,17 +200,32 @@ python3 /tmp/zb.py & sleep 2; echo launched`,
     for (const p of load) p.kill("SIGKILL");
   });
 
-  it.each(["classic", "zombie"])("%s bomb, ten times: every one of the 20 commands after it runs and prints its answer", async (kind) => {
-    const ids = await Promise.all(Array.from({ length: 10 }, (_, i) => w.client.enqueue({ task: `bomb=${kind} ${i}`, repo: { path: CLAMP }, commandTimeoutSec: 10, limits: { pids: 128 } })));
-    for (const id of ids) {
-      const result = await w.client.waitForResult(id, { timeoutMs: 600_000 });
-      expect(result.status, id).toBe("completed");
-      const outputs: string[] = [];
-      for await (const e of w.client.watch(id)) if (e.type === "tool_result") outputs.push(e.output);
-      expect(outputs, id).toHaveLength(21);
-      squares.forEach((n, i) => expect(outputs[i + 1], `${id}: command ${i + 1} of 20`).toMatch(new RegExp(`(^|\\n)${n * n}\\n?$`)));
-    }
-  }, 900_000);
+  it.each(["classic", "zombie"])(
+    "%s bomb, ten times: every one of the 20 commands after it runs and prints its answer",
+    async (kind) => {
+      const ids = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          w.client.enqueue({
+            task: `bomb=${kind} ${i}`,
+            repo: { path: CLAMP },
+            commandTimeoutSec: 10,
+            limits: { pids: 128 },
+          }),
+        ),
+      );
+      for (const id of ids) {
+        const result = await w.client.waitForResult(id, { timeoutMs: 600_000 });
+        expect(result.status, id).toBe("completed");
+        const outputs: string[] = [];
+        for await (const e of w.client.watch(id)) if (e.type === "tool_result") outputs.push(e.output);
+        expect(outputs, id).toHaveLength(21);
+        squares.forEach((n, i) =>
+          expect(outputs[i + 1], `${id}: command ${i + 1} of 20`).toMatch(new RegExp(`(^|\\n)${n * n}\\n?$`)),
+        );
+      }
+    },
+    900_000,
+  );
 });
 
 describe("a forged end marker followed by endless bytes (real worker)", () => {

@@ -27,12 +27,23 @@ const EDITOR = "str_replace_based_edit_tool";
 // (colour, window title, clipboard write).
 const HOSTILE_PRINTF = String.raw`printf '<script>window.__pwned=1;alert(1)</script>\n<img src=x onerror="window.__pwned=2;alert(2)">\n\033[31mRED\033[0m \033]0;evil-title\007\033]52;c;ZXZpbA==\007 done\n'`;
 const HOSTILE_SCRIPT = (): Reply[] => [
-  reply(text("Looking <script>window.__pwned=3;alert(3)</script> around."), toolUse("bash", { command: HOSTILE_PRINTF })),
-  reply(toolUse(EDITOR, { command: "create", path: "/workspace/<img src=x onerror=alert(4)>.txt", file_text: "<script>window.__pwned=4</script>\n" })),
+  reply(
+    text("Looking <script>window.__pwned=3;alert(3)</script> around."),
+    toolUse("bash", { command: HOSTILE_PRINTF }),
+  ),
+  reply(
+    toolUse(EDITOR, {
+      command: "create",
+      path: "/workspace/<img src=x onerror=alert(4)>.txt",
+      file_text: "<script>window.__pwned=4</script>\n",
+    }),
+  ),
   reply(text('All done <img src=x onerror="window.__pwned=5;alert(5)"> \u001b[2J')),
 ];
 const STEPS = (n: number): Reply[] => [
-  ...Array.from({ length: n }, (_, i) => reply(text(`Step ${i}.`), toolUse("bash", { command: `echo live-step-${i}` }))),
+  ...Array.from({ length: n }, (_, i) =>
+    reply(text(`Step ${i}.`), toolUse("bash", { command: `echo live-step-${i}` })),
+  ),
   reply(text("All steps done.")),
 ];
 
@@ -63,11 +74,19 @@ describe("dashboard in headless Chromium", () => {
         if (turn === 2) await liveGate.opened; // hold the job after two tool calls until the page is open
         return byTurn(STEPS(4))(req);
       }
-      if (/long-running/.test(task)) return byTurn([reply(toolUse("bash", { command: "echo started-sleeping; sleep 300" }))])(req);
+      if (/long-running/.test(task))
+        return byTurn([reply(toolUse("bash", { command: "echo started-sleeping; sleep 300" }))])(req);
       if (/hostile/.test(task)) return byTurn(HOSTILE_SCRIPT())(req);
       return byTurn(clampScript())(req);
     });
-    env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_CONCURRENCY: "3", PATCHBAY_CANCEL_POLL_MS: "500" };
+    env = {
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: QUEUE,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_CONCURRENCY: "3",
+      PATCHBAY_CANCEL_POLL_MS: "500",
+    };
     worker = startWorkerProc(env);
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN });
@@ -123,14 +142,17 @@ describe("dashboard in headless Chromium", () => {
 
     liveGate.open();
     await page.locator(".ev.finished[data-status=completed]").waitFor({ timeout: 60_000 });
-    for (const i of [2, 3]) expect(await page.locator(".tool .result pre", { hasText: `live-step-${i}` }).count()).toBe(1);
+    for (const i of [2, 3])
+      expect(await page.locator(".tool .result pre", { hasText: `live-step-${i}` }).count()).toBe(1);
     expect(await page.locator("article.turn").count()).toBe(5);
     expect(await page.locator("article.turn").last().locator(".text").textContent()).toBe("All steps done.");
     // the same document all along: the events arrived over the open connection
     expect(await page.evaluate(() => (window as any).__sameDocument)).toBe(true);
     expect(await page.evaluate(() => performance.getEntriesByType("navigation").length)).toBe(1);
     // per turn and cumulated tokens and cost; the head turns completed
-    expect(await page.locator("article.turn").first().locator("header .meta").textContent()).toMatch(/in \d[\d,]* · out \d+ · cache read \d+ · cache write \d+ · \$\d+\.\d{4} \(total \$\d+\.\d{4}\)/);
+    expect(await page.locator("article.turn").first().locator("header .meta").textContent()).toMatch(
+      /in \d[\d,]* · out \d+ · cache read \d+ · cache write \d+ · \$\d+\.\d{4} \(total \$\d+\.\d{4}\)/,
+    );
     expect(await page.locator("#totals").textContent()).toMatch(/5 turns · 4 tool calls · tokens in [\d,]+/);
     await page.locator("#head[data-status=completed]").waitFor();
     expect(rec.pageErrors).toEqual([]);
@@ -138,7 +160,11 @@ describe("dashboard in headless Chromium", () => {
   }, 180_000);
 
   it("cancel on the job page stops a running job: status cancelled; retry runs it again", async () => {
-    const id = await client.enqueue({ task: "A long-running job to cancel.", repo: { path: CLAMP }, jobId: "cancel-me-1" });
+    const id = await client.enqueue({
+      task: "A long-running job to cancel.",
+      repo: { path: CLAMP },
+      jobId: "cancel-me-1",
+    });
     const login = await ctx.newPage();
     await login.goto(`${dash.url}/jobs?token=${TOKEN}`); // sets the token cookie, redirects to /jobs
     expect(new URL(login.url()).search).toBe("");
@@ -147,8 +173,11 @@ describe("dashboard in headless Chromium", () => {
     const { page, rec } = await open(`/jobs/${id}`);
     // the sleep is running: its tool call is shown, its result pending. (The page shows a call as
     // soon as the model asks for it; the job's own tool_call event says the command started.)
-    const started = async (runs: number) => waitUntil(async () => (await eventsOf(id)).filter((e) => e.type === "tool_call").length >= runs);
-    await page.locator(".tool .call .input", { hasText: "$ echo started-sleeping; sleep 300" }).waitFor({ timeout: 60_000 });
+    const started = async (runs: number) =>
+      waitUntil(async () => (await eventsOf(id)).filter((e) => e.type === "tool_call").length >= runs);
+    await page
+      .locator(".tool .call .input", { hasText: "$ echo started-sleeping; sleep 300" })
+      .waitFor({ timeout: 60_000 });
     await started(1);
     await page.locator(".tool .result .pending").waitFor();
     await page.locator("#head[data-state=active]").waitFor();
@@ -178,11 +207,18 @@ describe("dashboard in headless Chromium", () => {
   it("without the token the job page and an action are refused, and the job goes on", async () => {
     const other = await browser.newContext(); // no cookie
     try {
-      const id = await client.enqueue({ task: "Fix the failing test (no token).", repo: { path: CLAMP }, jobId: "no-token-1" });
+      const id = await client.enqueue({
+        task: "Fix the failing test (no token).",
+        repo: { path: CLAMP },
+        jobId: "no-token-1",
+      });
       const page = await other.newPage();
       expect((await page.goto(`${dash.url}/jobs/${id}`))!.status()).toBe(401);
       expect(await page.content()).not.toContain("no token)");
-      const r = await page.evaluate(async (u) => (await fetch(u, { method: "POST" })).status, `${dash.url}/api/jobs/${id}/cancel`);
+      const r = await page.evaluate(
+        async (u) => (await fetch(u, { method: "POST" })).status,
+        `${dash.url}/api/jobs/${id}/cancel`,
+      );
       expect(r).toBe(401);
       expect((await client.waitForResult(id, { timeoutMs: 120_000 })).status).toBe("completed");
     } finally {
@@ -191,7 +227,11 @@ describe("dashboard in headless Chromium", () => {
   }, 180_000);
 
   it("hostile tool output, model text and file names render as inert text", async () => {
-    const id = await client.enqueue({ task: "A hostile job <img src=x onerror=alert(9)>", repo: { path: CLAMP }, jobId: "hostile-1" });
+    const id = await client.enqueue({
+      task: "A hostile job <img src=x onerror=alert(9)>",
+      repo: { path: CLAMP },
+      jobId: "hostile-1",
+    });
     const result = await client.waitForResult(id, { timeoutMs: 120_000 });
     expect(result.status).toBe("completed");
     expect(result.patch).toContain("<script>window.__pwned=4</script>");
@@ -206,7 +246,9 @@ describe("dashboard in headless Chromium", () => {
     expect(transcript).toContain('All done <img src=x onerror="window.__pwned=5;alert(5)">');
     // in the output, the colour, the window title and the clipboard write are gone, whole
     const output = await page.locator(".tool .result pre").first().textContent();
-    expect(output).toBe('<script>window.__pwned=1;alert(1)</script>\n<img src=x onerror="window.__pwned=2;alert(2)">\nRED  done');
+    expect(output).toBe(
+      '<script>window.__pwned=1;alert(1)</script>\n<img src=x onerror="window.__pwned=2;alert(2)">\nRED  done',
+    );
     expect(transcript).not.toContain("\u001b");
     expect(transcript).not.toMatch(/evil-title(?!\\007)/); // only in the command as typed
     const diff = (await page.locator("#diff").textContent())!;
@@ -216,7 +258,9 @@ describe("dashboard in headless Chromium", () => {
 
     // nothing ran, nothing was injected, nothing was fetched
     expect(await page.evaluate(() => (window as any).__pwned)).toBeUndefined();
-    expect(await page.locator("main img, main script, main iframe, main style, main a[href^=javascript]").count()).toBe(0);
+    expect(await page.locator("main img, main script, main iframe, main style, main a[href^=javascript]").count()).toBe(
+      0,
+    );
     expect(rec.dialogs).toEqual([]);
     expect(rec.requests.filter((u) => /\/x$/.test(u))).toEqual([]);
     expect(rec.requests.every((u) => u.startsWith(dash.url))).toBe(true);
@@ -225,7 +269,9 @@ describe("dashboard in headless Chromium", () => {
 
     const list = await open("/jobs");
     await list.page.locator('tr[data-job-id="hostile-1"]').waitFor();
-    expect(await list.page.locator('tr[data-job-id="hostile-1"] td.task').textContent()).toBe("A hostile job <img src=x onerror=alert(9)>");
+    expect(await list.page.locator('tr[data-job-id="hostile-1"] td.task').textContent()).toBe(
+      "A hostile job <img src=x onerror=alert(9)>",
+    );
     expect(await list.page.locator("main img").count()).toBe(0);
     expect(list.rec.dialogs).toEqual([]);
     await list.page.close();
@@ -234,7 +280,10 @@ describe("dashboard in headless Chromium", () => {
 
   it("the batches page shows a batch's progress, counts by status and spend, and links to its jobs", async () => {
     const batches = new BatchClient(client);
-    const { batchId, ids } = await batches.submit([1, 2].map((i) => ({ task: `Fix the failing test (batch ${i}).`, repo: { path: CLAMP } })), { name: "web-batch-1" });
+    const { batchId, ids } = await batches.submit(
+      [1, 2].map((i) => ({ task: `Fix the failing test (batch ${i}).`, repo: { path: CLAMP } })),
+      { name: "web-batch-1" },
+    );
     const st = await batches.wait(batchId);
     expect(st.counts.completed).toBe(2);
 
@@ -248,7 +297,9 @@ describe("dashboard in headless Chromium", () => {
     await row.locator("td a").first().click();
     await page.waitForURL(/\/jobs\?batch=web-batch-1$/);
     await page.locator("#rows tr").nth(1).waitFor();
-    expect((await page.locator("#rows tr").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")))).sort()).toEqual([...ids].sort());
+    expect(
+      (await page.locator("#rows tr").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")))).sort(),
+    ).toEqual([...ids].sort());
     expect(await page.locator("#rows tr td:nth-child(8)").allTextContents()).toEqual([batchId, batchId]);
     expect(rec.pageErrors).toEqual([]);
     await page.close();
@@ -261,10 +312,46 @@ describe("dashboard in headless Chromium", () => {
     const use = (id: string, command: string) => ({ type: "tool_use", id, name: "bash", input: { command } });
     const events = [
       { ...base, ts: ts(0), type: "job_started", spec: { task: "t", repo: { path: "/r" } } },
-      { ...base, ts: ts(1), type: "model_response", turn: 1, content: [use("ran-1", "echo ran"), use("__proto__", "echo never-1"), use("toString", "echo never-2")], stopReason: "tool_use", usage, ms: 1, model: "m" },
-      { ...base, ts: ts(2), type: "tool_call", turn: 1, toolUseId: "ran-1", name: "bash", input: { command: "echo ran" } },
-      { ...base, ts: ts(3), type: "tool_result", turn: 1, toolUseId: "ran-1", name: "bash", output: "ran", isError: false, ms: 1 },
-      { ...base, ts: ts(4), type: "job_finished", status: "cancelled", costUsd: 0, turns: 1, error: "the job was cancelled" },
+      {
+        ...base,
+        ts: ts(1),
+        type: "model_response",
+        turn: 1,
+        content: [use("ran-1", "echo ran"), use("__proto__", "echo never-1"), use("toString", "echo never-2")],
+        stopReason: "tool_use",
+        usage,
+        ms: 1,
+        model: "m",
+      },
+      {
+        ...base,
+        ts: ts(2),
+        type: "tool_call",
+        turn: 1,
+        toolUseId: "ran-1",
+        name: "bash",
+        input: { command: "echo ran" },
+      },
+      {
+        ...base,
+        ts: ts(3),
+        type: "tool_result",
+        turn: 1,
+        toolUseId: "ran-1",
+        name: "bash",
+        output: "ran",
+        isError: false,
+        ms: 1,
+      },
+      {
+        ...base,
+        ts: ts(4),
+        type: "job_finished",
+        status: "cancelled",
+        costUsd: 0,
+        turns: 1,
+        error: "the job was cancelled",
+      },
     ];
     const dir = mkdtempSync(join(tmpdir(), "pb-web-notrun-"));
     writeFileSync(join(dir, "t.jsonl"), events.map((e) => JSON.stringify(e)).join("\n") + "\n");
@@ -277,7 +364,10 @@ describe("dashboard in headless Chromium", () => {
       await view.locator("body[data-rendered]").waitFor();
       expect(await view.locator(".tool").count()).toBe(3);
       expect(await view.locator(".tool .result .pending").count()).toBe(0);
-      expect(await view.locator(".tool .result .notrun").allTextContents()).toEqual(["not run: the job ended first", "not run: the job ended first"]);
+      expect(await view.locator(".tool .result .notrun").allTextContents()).toEqual([
+        "not run: the job ended first",
+        "not run: the job ended first",
+      ]);
       expect(await view.locator('.tool[data-tool-use-id="ran-1"] .result pre').textContent()).toBe("ran");
       expect(rec.pageErrors).toEqual([]);
     } finally {
@@ -287,7 +377,11 @@ describe("dashboard in headless Chromium", () => {
   });
 
   it("the static view of a transcript shows the same turns as the job page, with no network request", async () => {
-    const id = await client.enqueue({ task: "Fix the failing test (static view).", repo: { path: CLAMP }, jobId: "static-1" });
+    const id = await client.enqueue({
+      task: "Fix the failing test (static view).",
+      repo: { path: CLAMP },
+      jobId: "static-1",
+    });
     const result = await client.waitForResult(id, { timeoutMs: 120_000 });
     expect(result.status).toBe("completed");
     const dir = mkdtempSync(join(tmpdir(), "pb-web-view-"));
@@ -295,7 +389,12 @@ describe("dashboard in headless Chromium", () => {
     // what a user does: the events from `patchbay watch --json`, then `patchbay view`
     const watched = await cli(["watch", id, "--json"], env);
     expect(watched.code).toBe(0);
-    expect(watched.stdout.trim().split("\n").map((l) => JSON.parse(l))).toEqual(await eventsOf(id));
+    expect(
+      watched.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l)),
+    ).toEqual(await eventsOf(id));
     writeFileSync(file, watched.stdout);
     writeFileSync(join(dir, "patch.diff"), result.patch); // as run --out and batch wait --out write it
     const out = join(dir, "job.html");

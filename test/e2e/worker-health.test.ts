@@ -11,7 +11,15 @@ import { PatchbayClient } from "../../src/queue/client.js";
 import { docker } from "../../src/backend/docker.js";
 import { LABEL } from "../../src/backend/owner.js";
 import type { TranscriptEvent } from "../../src/core/spec/spec.js";
-import { apiError, reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Policy } from "../support/fake-anthropic.js";
+import {
+  apiError,
+  reply,
+  startFakeAnthropic,
+  text,
+  toolUse,
+  type FakeAnthropic,
+  type Policy,
+} from "../support/fake-anthropic.js";
 import { startRedis, startWorkerProc, type WorkerProc } from "../support/cluster.js";
 import { startDockerProxy } from "../support/docker-proxy.js";
 import { byTurn, taskOf } from "../support/scripts.js";
@@ -55,8 +63,13 @@ describe("worker health", () => {
     const name = `health-${++queue}-${randomBytes(3).toString("hex")}`;
     client = new PatchbayClient({ redisUrl: redis.url, queueName: name });
     const env = {
-      REDIS_URL: redis.url, PATCHBAY_QUEUE: name, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key",
-      PATCHBAY_CONCURRENCY: "1", PATCHBAY_HEALTH_MIN_MS: "200", PATCHBAY_HEALTH_MAX_MS: "1000",
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: name,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_CONCURRENCY: "1",
+      PATCHBAY_HEALTH_MIN_MS: "200",
+      PATCHBAY_HEALTH_MAX_MS: "1000",
     };
     const start = (extra: Record<string, string> = {}) => {
       const w = startWorkerProc({ ...env, ...extra });
@@ -97,7 +110,9 @@ describe("worker health", () => {
     const { client, start } = setup();
     const w = start({ ...LOCAL_WORKER_ENV, PATCHBAY_CONCURRENCY: "2" }); // the throttle is the worker's logic: the local backend
     await w.waitFor(/ready: queue/);
-    const ids = await Promise.all([1, 2, 3].map((i) => client.enqueue({ task: `job ${i} in a storm`, repo: { path: CLAMP } })));
+    const ids = await Promise.all(
+      [1, 2, 3].map((i) => client.enqueue({ task: `job ${i} in a storm`, repo: { path: CLAMP } })),
+    );
     for (const id of ids) {
       const result = await client.waitForResult(id, { timeoutMs: 150_000 });
       expect(result.status).toBe("completed");
@@ -149,7 +164,8 @@ describe("worker health", () => {
     const w = start({ DOCKER_HOST: proxy.url, PATCHBAY_WORKER_ID: workerId });
     const count = (re: RegExp) => w.log().match(re)?.length ?? 0;
     const until = async (what: () => boolean, label: string) => {
-      for (const t0 = Date.now(); !what(); await sleep(100)) if (Date.now() - t0 > 60_000) throw new Error(`timed out waiting for ${label}:\n${w.log()}`);
+      for (const t0 = Date.now(); !what(); await sleep(100))
+        if (Date.now() - t0 > 60_000) throw new Error(`timed out waiting for ${label}:\n${w.log()}`);
     };
     try {
       await w.waitFor(/ready: queue/);
@@ -172,11 +188,21 @@ describe("worker health", () => {
       await w.stop("SIGKILL");
       await proxy.close();
       // The sandboxes the worker lost with its engine: removed here (they would wait for their deadline).
-      for (const c of await docker().listContainers({ all: true, filters: { label: [`${LABEL.worker}=${workerId}`] } })) {
-        await docker().getContainer(c.Id).remove({ force: true, v: true }).catch(() => {});
+      for (const c of await docker().listContainers({
+        all: true,
+        filters: { label: [`${LABEL.worker}=${workerId}`] },
+      })) {
+        await docker()
+          .getContainer(c.Id)
+          .remove({ force: true, v: true })
+          .catch(() => {});
       }
       const { Volumes } = await docker().listVolumes({ filters: { label: [`${LABEL.worker}=${workerId}`] } });
-      for (const v of Volumes ?? []) await docker().getVolume(v.Name).remove().catch(() => {});
+      for (const v of Volumes ?? [])
+        await docker()
+          .getVolume(v.Name)
+          .remove()
+          .catch(() => {});
     }
   }, 240_000);
 });

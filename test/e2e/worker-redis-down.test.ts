@@ -72,7 +72,16 @@ describe("a worker's shutdown with Redis gone", () => {
   async function drainWithRedisKilled(url: string, kill: () => Promise<void>, held = true): Promise<void> {
     const queue = `redis-down-${randomBytes(3).toString("hex")}`;
     const workerId = `redis-down-worker-${randomBytes(3).toString("hex")}`;
-    const worker = startWorkerProc({ REDIS_URL: url, PATCHBAY_QUEUE: queue, PATCHBAY_WORKER_ID: workerId, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_DRAIN_MS: String(DRAIN_MS), PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "1" });
+    const worker = startWorkerProc({
+      REDIS_URL: url,
+      PATCHBAY_QUEUE: queue,
+      PATCHBAY_WORKER_ID: workerId,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_DRAIN_MS: String(DRAIN_MS),
+      PATCHBAY_CONCURRENCY: "1",
+      PATCHBAY_POOL: "1",
+    });
     try {
       await worker.waitFor(new RegExp(`ready: queue ${queue}`), 120_000);
       const id = `held-${queue}`;
@@ -82,13 +91,13 @@ describe("a worker's shutdown with Redis gone", () => {
         await client.enqueue({ task: "A job whose model never answers.", repo: { path: CLAMP }, jobId: id });
         await client.close();
         // The model was asked: the job's sandbox is up (and the pool made another beside it).
-        for (let t0 = Date.now(); fake.requests.length === asked; ) {
+        for (let t0 = Date.now(); fake.requests.length === asked;) {
           if (Date.now() - t0 > 120_000) throw new Error(`the job never asked the model:\n${worker.log()}`);
           await new Promise((r) => setTimeout(r, 100));
         }
       } else {
         // its warm sandbox is made in the background
-        for (let t0 = Date.now(); (await sandboxesOf(queue)).length === 0; ) {
+        for (let t0 = Date.now(); (await sandboxesOf(queue)).length === 0;) {
           if (Date.now() - t0 > 120_000) throw new Error(`no warm sandbox:\n${worker.log()}`);
           await new Promise((r) => setTimeout(r, 100));
         }
@@ -130,9 +139,13 @@ describe("a worker's shutdown with Redis gone", () => {
   it("an idle worker (its warm sandbox only) behind a whole Sentinel group, SIGKILLed: exits 0 within its deadline, its sandbox removed", async () => {
     const group = await startSentinelGroup();
     try {
-      await drainWithRedisKilled(group.url, async () => {
-        for (const p of [...group.sentinels, group.master, group.replica]) await p.kill("SIGKILL");
-      }, false);
+      await drainWithRedisKilled(
+        group.url,
+        async () => {
+          for (const p of [...group.sentinels, group.master, group.replica]) await p.kill("SIGKILL");
+        },
+        false,
+      );
     } finally {
       await group.stop();
     }
@@ -143,14 +156,23 @@ describe("a worker's shutdown with Redis gone", () => {
   it("two workers with the same id on one queue: one's drain sweeps its own boxes, not the other's", async () => {
     const redis = await startRedisServer();
     const queue = `redis-down-${randomBytes(3).toString("hex")}`;
-    const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, PATCHBAY_WORKER_ID: `shared-${queue}`, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", PATCHBAY_DRAIN_MS: String(DRAIN_MS), PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "1" };
+    const env = {
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: queue,
+      PATCHBAY_WORKER_ID: `shared-${queue}`,
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key",
+      PATCHBAY_DRAIN_MS: String(DRAIN_MS),
+      PATCHBAY_CONCURRENCY: "1",
+      PATCHBAY_POOL: "1",
+    };
     const a = startWorkerProc(env);
     const b = startWorkerProc(env);
     try {
       await a.waitFor(new RegExp(`ready: queue ${queue}`), 120_000);
       await b.waitFor(new RegExp(`ready: queue ${queue}`), 120_000);
       const containers = async () => (await sandboxesOf(queue)).filter((s) => s.startsWith("container"));
-      for (let t0 = Date.now(); (await containers()).length < 2; ) {
+      for (let t0 = Date.now(); (await containers()).length < 2;) {
         if (Date.now() - t0 > 120_000) throw new Error(`two warm sandboxes never came:\n${a.log()}\n${b.log()}`);
         await new Promise((r) => setTimeout(r, 100));
       }

@@ -25,9 +25,26 @@ describe("the agent user", () => {
 
   it("AS_AGENT, run by root in the sandbox image, is the agent with no capabilities", async () => {
     const probe = "id -u; id -g; id -G; grep -E '^Cap(Inh|Prm|Eff|Amb):' /proc/self/status";
-    const { stdout } = await run("docker", ["run", "--rm", "--network", "none", "--user", "0:0", "patchbay-sandbox:latest", ...AS_AGENT, "sh", "-c", probe]);
+    const { stdout } = await run("docker", [
+      "run",
+      "--rm",
+      "--network",
+      "none",
+      "--user",
+      "0:0",
+      "patchbay-sandbox:latest",
+      ...AS_AGENT,
+      "sh",
+      "-c",
+      probe,
+    ]);
     const [uid, gid, groups, ...caps] = stdout.trim().split("\n");
     expect([uid, gid, groups]).toEqual([String(AGENT_UID), String(AGENT_GID), String(AGENT_GID)]);
-    expect(caps.map((l) => l.replace(/\s+/g, " "))).toEqual(["CapInh: 0000000000000000", "CapPrm: 0000000000000000", "CapEff: 0000000000000000", "CapAmb: 0000000000000000"]);
+    expect(caps.map((l) => l.replace(/\s+/g, " "))).toEqual([
+      "CapInh: 0000000000000000",
+      "CapPrm: 0000000000000000",
+      "CapEff: 0000000000000000",
+      "CapAmb: 0000000000000000",
+    ]);
   }, 60_000);
 });

@@ -61,13 +61,17 @@ describe("the OpenAPI document", () => {
   });
 
   it("has every route of /api/v1, each with an operationId, a tag and its problems as application/problem+json", () => {
-    const ops = Object.entries(doc.raw.paths as Record<string, Record<string, any>>).flatMap(([path, methods]) => Object.entries(methods).map(([m, op]) => ({ route: `${m.toUpperCase()} ${path}`, op })));
+    const ops = Object.entries(doc.raw.paths as Record<string, Record<string, any>>).flatMap(([path, methods]) =>
+      Object.entries(methods).map(([m, op]) => ({ route: `${m.toUpperCase()} ${path}`, op })),
+    );
     expect(ops.map((o) => o.route).sort()).toEqual(ROUTES);
     for (const { route, op } of ops) {
       expect(op.operationId, route).toMatch(/^[a-z][A-Za-z]+$/);
       expect(op.tags, route).toHaveLength(1);
       expect(Object.keys(op.responses).filter((s) => s.startsWith("2")).length, route).toBeGreaterThan(0);
-      expect(op.responses["401"]?.content?.["application/problem+json"]?.schema, route).toEqual({ $ref: "#/components/schemas/Problem" });
+      expect(op.responses["401"]?.content?.["application/problem+json"]?.schema, route).toEqual({
+        $ref: "#/components/schemas/Problem",
+      });
       if (route.startsWith("POST")) expect(op.responses["403"], `${route}: a read token's refusal`).toBeDefined();
     }
     expect(doc.raw.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" });
@@ -79,20 +83,35 @@ describe("the OpenAPI document", () => {
     expect(c.JobSpecInput.additionalProperties).toBe(false); // strict, as the spec is
     expect(Object.keys(c.JobResult.properties).sort()).toEqual(Object.keys(JobResult.shape).sort());
     expect(c.JobResult.properties.status.enum).toEqual([...JOB_STATUSES]);
-    const variants = (c.TranscriptEvent.oneOf ?? c.TranscriptEvent.anyOf) as { properties: { type: { const: string } } }[];
+    const variants = (c.TranscriptEvent.oneOf ?? c.TranscriptEvent.anyOf) as {
+      properties: { type: { const: string } };
+    }[];
     expect(variants.map((v) => v.properties.type.const)).toEqual(EVENT_TYPES);
     // the request body of POST /api/v1/jobs is that JobSpec
-    expect(doc.raw.paths["/api/v1/jobs"].post.requestBody.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/JobSpecInput" });
+    expect(doc.raw.paths["/api/v1/jobs"].post.requestBody.content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/JobSpecInput",
+    });
     // a job_started event carries the spec it ran: the same component, referenced
     expect(JSON.stringify(c.TranscriptEvent)).toContain("#/components/schemas/JobSpec");
   });
 
   it("its schemas validate what the contract accepts and refuse what it refuses", () => {
     const spec = z.fromJSONSchema(doc.deref.components.schemas.JobSpecInput);
-    const good = { task: "Fix it.", repo: { git: "https://example.org/r.git", ref: "main" }, verify: "npm test", budget: { usd: 1 }, limits: { memoryMb: 512 } };
+    const good = {
+      task: "Fix it.",
+      repo: { git: "https://example.org/r.git", ref: "main" },
+      verify: "npm test",
+      budget: { usd: 1 },
+      limits: { memoryMb: 512 },
+    };
     expect(JobSpec.safeParse(good).success).toBe(true);
     expect(spec.safeParse(good).success).toBe(true);
-    for (const bad of [{ task: "no repo" }, { task: "t", repo: { path: "/r" }, verfiy: "x" }, { task: "t", repo: { path: "/r", git: "u" } }, { task: "t", repo: { path: "/r" }, maxTurns: 0 }]) {
+    for (const bad of [
+      { task: "no repo" },
+      { task: "t", repo: { path: "/r" }, verfiy: "x" },
+      { task: "t", repo: { path: "/r", git: "u" } },
+      { task: "t", repo: { path: "/r" }, maxTurns: 0 },
+    ]) {
       expect(JobSpec.safeParse(bad).success, JSON.stringify(bad)).toBe(false);
       expect(spec.safeParse(bad).success, JSON.stringify(bad)).toBe(false);
     }

@@ -34,11 +34,16 @@ describe("the memory backend", () => {
   it("runs a scripted job end to end through runJob: the agent's edits, the patch, verify; no box left", async () => {
     const backend = new MemoryBackend();
     const events: TranscriptEvent[] = [];
-    const result = await runJob({ task: "Fix clamp.", repo: { path: CLAMP }, verify: "python3 -m unittest -q" }, { model: model(), backend, config: loadConfig({ ...process.env, ...MEMORY }), onEvent: (e) => events.push(e) });
+    const result = await runJob(
+      { task: "Fix clamp.", repo: { path: CLAMP }, verify: "python3 -m unittest -q" },
+      { model: model(), backend, config: loadConfig({ ...process.env, ...MEMORY }), onEvent: (e) => events.push(e) },
+    );
     expect(result.status).toBe("completed");
     expect(result.filesChanged).toEqual(["clamp.py"]);
     // (whole-file hunks: the memory backend's diff, see src/backend/memory-exec.ts)
-    expect(result.patch).toMatch(/^diff --git a\/clamp.py b\/clamp.py\n--- a\/clamp.py\n\+\+\+ b\/clamp.py\n@@ -1,10 \+1,10 @@\n/);
+    expect(result.patch).toMatch(
+      /^diff --git a\/clamp.py b\/clamp.py\n--- a\/clamp.py\n\+\+\+ b\/clamp.py\n@@ -1,10 \+1,10 @@\n/,
+    );
     expect(result.patch).toMatch(/^\+ {8}return hi$/m);
     expect(result.verify?.exitCode).toBe(0);
     // The editor read the repo's real file from the box, and refused the ambiguous edit.
@@ -55,7 +60,14 @@ describe("the memory backend", () => {
     let client: PatchbayClient;
     beforeAll(async () => {
       redis = await startRedis();
-      worker = await startWorker({ redisUrl: redis.url, queueName: "memory", concurrency: 2, model, log: () => {}, config: loadConfig({ ...process.env, ...MEMORY }) });
+      worker = await startWorker({
+        redisUrl: redis.url,
+        queueName: "memory",
+        concurrency: 2,
+        model,
+        log: () => {},
+        config: loadConfig({ ...process.env, ...MEMORY }),
+      });
       client = new PatchbayClient({ redisUrl: redis.url, queueName: "memory" });
     });
     afterAll(async () => {
@@ -65,7 +77,11 @@ describe("the memory backend", () => {
     });
 
     it("runs enqueued jobs to completed, with their patches", async () => {
-      const ids = await Promise.all([1, 2, 3].map(() => client.enqueue({ task: "Fix clamp.", repo: { path: CLAMP }, verify: "python3 -m unittest -q" })));
+      const ids = await Promise.all(
+        [1, 2, 3].map(() =>
+          client.enqueue({ task: "Fix clamp.", repo: { path: CLAMP }, verify: "python3 -m unittest -q" }),
+        ),
+      );
       const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 60_000 })));
       expect(results.map((r) => r.status)).toEqual(["completed", "completed", "completed"]);
       for (const r of results) expect(r.patch).toMatch(/^\+ {8}return hi$/m);
@@ -76,6 +92,8 @@ describe("the memory backend", () => {
   it("a worker refuses it unless PATCHBAY_TEST_BACKENDS=1: it executes nothing", async () => {
     const config = loadConfig({ ...process.env, PATCHBAY_BACKEND: "memory", PATCHBAY_TEST_BACKENDS: "0" });
     expect(config.backend).toBe("memory");
-    await expect(startWorker({ queueName: "memory-refused", config })).rejects.toThrow(/PATCHBAY_BACKEND=memory runs repos with no isolation: a worker refuses it/);
+    await expect(startWorker({ queueName: "memory-refused", config })).rejects.toThrow(
+      /PATCHBAY_BACKEND=memory runs repos with no isolation: a worker refuses it/,
+    );
   });
 });

@@ -2,7 +2,18 @@
 // src/batch/batches.ts, and the worker's hooks called directly with made-up results.
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BatchClient, BatchConflictError, BatchFileError, BatchNotFoundError, batchHooks, mdCell, parseBatchFile, summarizeBatch, summaryMarkdown, type BatchStatus } from "../../src/batch/batches.js";
+import {
+  BatchClient,
+  BatchConflictError,
+  BatchFileError,
+  BatchNotFoundError,
+  batchHooks,
+  mdCell,
+  parseBatchFile,
+  summarizeBatch,
+  summaryMarkdown,
+  type BatchStatus,
+} from "../../src/batch/batches.js";
 import { exitCodeFor, worstExitCode } from "../../src/cli/exit.js";
 import { PatchbayClient, type JobData } from "../../src/queue/client.js";
 import { emptyResult, type JobResult, type JobStatus } from "../../src/core/spec/spec.js";
@@ -31,7 +42,12 @@ describe("batch index", () => {
     return new BatchClient(c);
   };
   /** What a worker does for one job: start, then finish with this result. */
-  const run = async (queueName: string, jobId: string, result: Partial<JobResult> & { status: JobStatus }, attempt = 1) => {
+  const run = async (
+    queueName: string,
+    jobId: string,
+    result: Partial<JobResult> & { status: JobStatus },
+    attempt = 1,
+  ) => {
     const c = clients.find((x) => x.queueName === queueName)!;
     const job = await c.queue.getJob(jobId);
     const hooks = batchHooks(raw, queueName, 3600);
@@ -43,7 +59,13 @@ describe("batch index", () => {
   };
 
   it("parseBatchFile names every bad line as file:line and skips blank lines", () => {
-    const text = [JSON.stringify(spec("a")), "", "{nope", JSON.stringify({ repo: { path: CLAMP } }), JSON.stringify(spec("b"))].join("\n");
+    const text = [
+      JSON.stringify(spec("a")),
+      "",
+      "{nope",
+      JSON.stringify({ repo: { path: CLAMP } }),
+      JSON.stringify(spec("b")),
+    ].join("\n");
     let err: BatchFileError | undefined;
     try {
       parseBatchFile(text, "t.jsonl");
@@ -51,9 +73,15 @@ describe("batch index", () => {
       err = e as BatchFileError;
     }
     expect(err).toBeInstanceOf(BatchFileError);
-    expect(err!.errors).toEqual([expect.stringMatching(/^t\.jsonl:3: not valid JSON/), expect.stringMatching(/^t\.jsonl:4: invalid JobSpec: task: required/)]);
+    expect(err!.errors).toEqual([
+      expect.stringMatching(/^t\.jsonl:3: not valid JSON/),
+      expect.stringMatching(/^t\.jsonl:4: invalid JobSpec: task: required/),
+    ]);
     const ok = parseBatchFile([JSON.stringify(spec("a")), "", JSON.stringify(spec("b"))].join("\n"));
-    expect(ok.map((l) => [l.line, l.spec.task])).toEqual([[1, "a"], [3, "b"]]);
+    expect(ok.map((l) => [l.line, l.spec.task])).toEqual([
+      [1, "a"],
+      [3, "b"],
+    ]);
   });
 
   it("submit: job ids <batch>-L<line>; the same specs again add nothing; a name reused for other specs is refused", async () => {
@@ -63,7 +91,9 @@ describe("batch index", () => {
     expect(first.batchId).toMatch(/^b-[0-9a-f]{16}$/);
     expect(first.ids).toEqual([`${first.batchId}-L1`, `${first.batchId}-L3`]);
     expect(first.added).toBe(2);
-    const again = await b.submit(parseBatchFile([JSON.stringify(spec("one")), "", JSON.stringify(spec("two"))].join("\n")));
+    const again = await b.submit(
+      parseBatchFile([JSON.stringify(spec("one")), "", JSON.stringify(spec("two"))].join("\n")),
+    );
     expect(again).toEqual({ ...first, added: 0 });
     expect(await b.c.queue.getJobCounts("waiting")).toEqual({ waiting: 2 });
     const named = await b.submit(lines, { name: "nightly" });
@@ -72,7 +102,15 @@ describe("batch index", () => {
     const job = await b.c.queue.getJob("nightly-L3");
     expect(job!.data).toMatchObject({ batch: { id: "nightly", line: 3 }, spec: { task: "two" } });
     const st = await b.status("nightly");
-    expect(st).toMatchObject({ batchId: "nightly", name: "nightly", total: 2, done: 0, waiting: 2, running: 0, spentUsd: 0 });
+    expect(st).toMatchObject({
+      batchId: "nightly",
+      name: "nightly",
+      total: 2,
+      done: 0,
+      waiting: 2,
+      running: 0,
+      spentUsd: 0,
+    });
     await expect(b.status("nope")).rejects.toBeInstanceOf(BatchNotFoundError);
     expect((await b.list()).map((x) => x.batchId).sort()).toEqual([first.batchId, "nightly"].sort());
   });
@@ -82,13 +120,31 @@ describe("batch index", () => {
     const b = batches(q);
     const { batchId, ids } = await b.submit(["a", "b", "c", "d"].map(spec), { name: "counts" });
     await run(q, ids[0]!, { status: "completed", verified: true, costUsd: 0.5 });
-    await run(q, ids[1]!, { status: "verify_failed", verified: false, costUsd: 0.25, error: "verify failed (exit 1) after 2 rounds" });
+    await run(q, ids[1]!, {
+      status: "verify_failed",
+      verified: false,
+      costUsd: 0.25,
+      error: "verify failed (exit 1) after 2 rounds",
+    });
     await run(q, ids[2]!, { status: "failed", costUsd: 0, error: "repo.archive: not a valid tar" });
     const mid = await b.status(batchId, { jobs: true });
-    expect(mid).toMatchObject({ total: 4, done: 3, running: 0, waiting: 1, verified: 1, unverified: 1, spentUsd: 0.75 });
+    expect(mid).toMatchObject({
+      total: 4,
+      done: 3,
+      running: 0,
+      waiting: 1,
+      verified: 1,
+      unverified: 1,
+      spentUsd: 0.75,
+    });
     expect(mid.counts).toMatchObject({ completed: 1, verify_failed: 1, failed: 1, timeout: 0 });
     expect(mid.finishedAt).toBeUndefined();
-    expect(mid.jobs!.map((j) => [j.line, j.state, j.result?.status])).toEqual([[1, "finished", "completed"], [2, "finished", "verify_failed"], [3, "finished", "failed"], [4, "waiting", undefined]]);
+    expect(mid.jobs!.map((j) => [j.line, j.state, j.result?.status])).toEqual([
+      [1, "finished", "completed"],
+      [2, "finished", "verify_failed"],
+      [3, "finished", "failed"],
+      [4, "waiting", undefined],
+    ]);
     // A re-record of the same job (a stalled job run again) replaces, not adds.
     await run(q, ids[2]!, { status: "timeout", costUsd: 0.1, error: "timed out" }, 2);
     await run(q, ids[3]!, { status: "completed", costUsd: 0.1 });
@@ -118,7 +174,11 @@ describe("batch index", () => {
     expect(end.jobs!.map((j) => j.jobId)).toEqual(["retry-L1", "retry-L2-r1", "retry-L3"]);
     // Retry again: the new job's id counts up; submitting the file again does not undo the retry.
     expect((await b.retry(batchId, { statuses: ["timeout"] })).ids).toEqual(["retry-L3-r1"]);
-    expect((await b.submit(["a", "b", "c"].map(spec), { name: "retry" })).ids).toEqual(["retry-L1", "retry-L2-r1", "retry-L3-r1"]);
+    expect((await b.submit(["a", "b", "c"].map(spec), { name: "retry" })).ids).toEqual([
+      "retry-L1",
+      "retry-L2-r1",
+      "retry-L3-r1",
+    ]);
   });
 
   it("a retried job that ends before its line is switched is still counted", async () => {
@@ -148,7 +208,12 @@ describe("batch index", () => {
     expect(await turn(1.2)).toMatch(/budget of \$1\.00 is spent \(\$1\.2000\)/);
     await hooks.finish(job!.data, ids[0]!, 1, { ...emptyResult("budget_exceeded", "spent"), costUsd: 1.2 });
     const r = await run(q, ids[1]!, { status: "completed" });
-    expect(r).toMatchObject({ status: "budget_exceeded", turns: 0, costUsd: 0, error: expect.stringMatching(/did not start/) });
+    expect(r).toMatchObject({
+      status: "budget_exceeded",
+      turns: 0,
+      costUsd: 0,
+      error: expect.stringMatching(/did not start/),
+    });
     const st = await b.status(batchId);
     expect(st).toMatchObject({ spentUsd: 1.2, budgetUsd: 1, running: 0 });
     expect(st.counts.budget_exceeded).toBe(2);
@@ -160,7 +225,9 @@ describe("batch index", () => {
   it("a USD budget over a model whose price is unknown is refused, naming the line; enqueues nothing", async () => {
     const b = batches("q-unpriced");
     const specs = [spec("a"), { ...spec("b"), model: "my-own-model" }];
-    await expect(b.submit(specs, { name: "unpriced", budgetUsd: 1 })).rejects.toThrow(/^line 2: the batch's USD budget: the price of model 'my-own-model' is unknown/);
+    await expect(b.submit(specs, { name: "unpriced", budgetUsd: 1 })).rejects.toThrow(
+      /^line 2: the batch's USD budget: the price of model 'my-own-model' is unknown/,
+    );
     expect(await b.c.queue.getJobCounts()).toMatchObject({ waiting: 0 });
     expect((await b.submit(specs, { name: "unpriced" })).ids).toHaveLength(2); // no USD budget: fine
   });
@@ -196,7 +263,10 @@ describe("batch index", () => {
     const b = batches(q);
     const { batchId, ids } = await b.submit(["a", "b", "c"].map(spec), { name: "wait" });
     const seen: string[] = [];
-    const waiting = b.wait(batchId, { pollMs: 50, onProgress: (p) => seen.push(...p.finished.map((f) => `${f.jobId}:${f.result.status}`)) });
+    const waiting = b.wait(batchId, {
+      pollMs: 50,
+      onProgress: (p) => seen.push(...p.finished.map((f) => `${f.jobId}:${f.result.status}`)),
+    });
     for (const [i, id] of ids.entries()) await run(q, id, { status: i === 1 ? "max_turns" : "completed" });
     const st = await waiting;
     expect(seen).toEqual([`${ids[0]}:completed`, `${ids[1]}:max_turns`, `${ids[2]}:completed`]);
@@ -206,9 +276,36 @@ describe("batch index", () => {
   it("summary.md escapes table pipes, newlines, markup and terminal escapes in tasks and errors", () => {
     expect(mdCell("a | b\nc\x1b]52;c;AAAA\x07 <script> `x`")).toBe("a \\| b c \\<script\\> \\`x\\`");
     const st: BatchStatus = {
-      batchId: "b", createdAt: 0, total: 1, done: 1, running: 0, waiting: 0, verified: 0, unverified: 1, spentUsd: 0.1, cancelled: false,
+      batchId: "b",
+      createdAt: 0,
+      total: 1,
+      done: 1,
+      running: 0,
+      waiting: 0,
+      verified: 0,
+      unverified: 1,
+      spentUsd: 0.1,
+      cancelled: false,
       counts: { completed: 0, verify_failed: 1, failed: 0, timeout: 0, budget_exceeded: 0, cancelled: 0, max_turns: 0 },
-      jobs: [{ line: 1, jobId: "b-L1", state: "finished", result: { line: 1, status: "verify_failed", verified: false, costUsd: 0.1, usage: { inputTokens: 1, outputTokens: 2, cacheReadTokens: 3, cacheWriteTokens: 4 }, turns: 1, totalMs: 1000, error: "x | y\n| z |", filesChanged: 0, finishedAt: 0 } }],
+      jobs: [
+        {
+          line: 1,
+          jobId: "b-L1",
+          state: "finished",
+          result: {
+            line: 1,
+            status: "verify_failed",
+            verified: false,
+            costUsd: 0.1,
+            usage: { inputTokens: 1, outputTokens: 2, cacheReadTokens: 3, cacheWriteTokens: 4 },
+            turns: 1,
+            totalMs: 1000,
+            error: "x | y\n| z |",
+            filesChanged: 0,
+            finishedAt: 0,
+          },
+        },
+      ],
     };
     const md = summaryMarkdown(summarizeBatch(st, { 1: "task with | pipe" }));
     const row = md.split("\n").find((l) => l.startsWith("| 1 | b-L1 |"))!;
@@ -218,7 +315,9 @@ describe("batch index", () => {
   });
 
   it("exit codes: by status, and for a batch the worst one (failed > verify_failed > limits > cancelled)", () => {
-    expect(["completed", "verify_failed", "budget_exceeded", "max_turns", "timeout", "cancelled", "failed"].map(exitCodeFor)).toEqual([0, 3, 4, 4, 4, 5, 1]);
+    expect(
+      ["completed", "verify_failed", "budget_exceeded", "max_turns", "timeout", "cancelled", "failed"].map(exitCodeFor),
+    ).toEqual([0, 3, 4, 4, 4, 5, 1]);
     expect(worstExitCode([])).toBe(0);
     expect(worstExitCode(["completed", "cancelled"])).toBe(5);
     expect(worstExitCode(["cancelled", "timeout", "completed"])).toBe(4);
@@ -226,4 +325,3 @@ describe("batch index", () => {
     expect(worstExitCode(["verify_failed", "failed", "completed"])).toBe(1);
   });
 });
-

@@ -31,7 +31,12 @@ import { Sandbox } from "../../src/sandbox/sandbox.js";
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-blob-pack-"));
 afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
-const git = (cwd: string, ...args: string[]) => execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } });
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync("git", args, {
+    cwd,
+    encoding: "utf8",
+    env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" },
+  });
 
 function bareWith(p: NonNullable<Awaited<ReturnType<BlobPack["finish"]>>>): string {
   const dir = fs.mkdtempSync(path.join(tmpRoot, "bare"));
@@ -83,7 +88,16 @@ function hostileRepo(all: boolean): string {
 
 describe("BlobPack (host git reads it)", () => {
   it("packs each distinct content once, under git's own object ids, with every size header length", async () => {
-    const contents = [Buffer.alloc(0), Buffer.from("hello\n"), Buffer.from("hello\n"), Buffer.alloc(15, 1), Buffer.alloc(16, 2), Buffer.alloc(2047, 3), Buffer.alloc(2048, 4), Buffer.alloc(300_000, 5)];
+    const contents = [
+      Buffer.alloc(0),
+      Buffer.from("hello\n"),
+      Buffer.from("hello\n"),
+      Buffer.alloc(15, 1),
+      Buffer.alloc(16, 2),
+      Buffer.alloc(2047, 3),
+      Buffer.alloc(2048, 4),
+      Buffer.alloc(300_000, 5),
+    ];
     for (let i = 0; i < 500; i++) contents.push(Buffer.from(`file ${i}\n`));
     const p = new BlobPack();
     for (const c of contents) p.add(c);
@@ -113,7 +127,13 @@ describe("BlobPack (host git reads it)", () => {
 
   it("names git's own root tree where every entry is known; none above an unknown one (streamed, a nested repo, a hard link)", async () => {
     const dir = fs.mkdtempSync(path.join(tmpRoot, "tree"));
-    const files: [string, string, number][] = [["a-b", "1\n", 0o644], ["a/x", "2\n", 0o644], ["a.b", "3\n", 0o755], ["é/sp ace", "4\n", 0o644], ["empty", "", 0o644]];
+    const files: [string, string, number][] = [
+      ["a-b", "1\n", 0o644],
+      ["a/x", "2\n", 0o644],
+      ["a.b", "3\n", 0o755],
+      ["é/sp ace", "4\n", 0o644],
+      ["empty", "", 0o644],
+    ];
     const build = (extra?: (p: BlobPack) => void) => {
       const p = new BlobPack();
       for (const [n, text, mode] of files) p.entry(n, mode & 0o100 ? "exec" : "file", p.add(Buffer.from(text)));
@@ -132,9 +152,20 @@ describe("BlobPack (host git reads it)", () => {
     git(dir, "add", "-A");
     expect((await build())?.tree).toBe(git(dir, "write-tree").trim());
     expect((await build((p) => p.entry("big.bin", "file")))?.tree).toBeUndefined();
-    expect((await build((p) => p.entry("sub/.git/HEAD", "file", p.add(Buffer.from("ref: x\n")))))?.tree).toBeUndefined();
+    expect(
+      (await build((p) => p.entry("sub/.git/HEAD", "file", p.add(Buffer.from("ref: x\n")))))?.tree,
+    ).toBeUndefined();
     // Names git refuses: no tree, so git's own baseline fails at the load, as without a pack.
-    const refused = [".GIT/x", "a/.Git/x", ".git./x", "GIT~1/x", ".git:x/y", "a/.git::$INDEX_ALLOCATION/x", "git~1\\y", ".GIT. :z/x"];
+    const refused = [
+      ".GIT/x",
+      "a/.Git/x",
+      ".git./x",
+      "GIT~1/x",
+      ".git:x/y",
+      "a/.git::$INDEX_ALLOCATION/x",
+      "git~1\\y",
+      ".GIT. :z/x",
+    ];
     for (const name of refused) {
       expect((await build((p) => p.entry(name, "file", p.add(Buffer.from("x")))))?.tree, name).toBeUndefined();
       // ... and git does refuse each (protectNTFS is on by default).
@@ -182,7 +213,9 @@ describe("a load with the pack (real engine)", () => {
       // The 7 directories' trees came in the pack; the root's holds big.bin, whose blob the worker
       // does not know, so git wrote that one.
       expect(Number(/(\d+) tree/.exec(loose)?.[1]), loose).toBe(1);
-      const fsck = await sb.exec(["bash", "-c", "git fsck --strict --no-dangling && git status --porcelain | wc -l"], { cwd: "/workspace" });
+      const fsck = await sb.exec(["bash", "-c", "git fsck --strict --no-dangling && git status --porcelain | wc -l"], {
+        cwd: "/workspace",
+      });
       expect(fsck.exitCode, fsck.stderr).toBe(0);
       expect(fsck.stdout.toString().trim()).toBe("0");
       await sb.exec(["bash", "-c", "echo changed > d1/f1.txt && rm d2/f2.txt"], { cwd: "/workspace" });
@@ -219,9 +252,17 @@ describe("a load with the pack (real engine)", () => {
     try {
       const { baseline } = await loadRepo(sb, { path: dir });
       expect(baseline).toBe(hostTree);
-      const loose = (await sb.exec(["bash", "-c", "cd /patchbay/git/objects && find . -path './??/*' -type f | wc -l"], { user: "0:0" })).stdout.toString().trim();
+      const loose = (
+        await sb.exec(["bash", "-c", "cd /patchbay/git/objects && find . -path './??/*' -type f | wc -l"], {
+          user: "0:0",
+        })
+      ).stdout
+        .toString()
+        .trim();
       expect(loose).toBe("0"); // every blob and tree git needed was in the worker's pack
-      const fsck = await sb.exec(["bash", "-c", "git fsck --strict --no-dangling && git status --porcelain"], { cwd: "/workspace" });
+      const fsck = await sb.exec(["bash", "-c", "git fsck --strict --no-dangling && git status --porcelain"], {
+        cwd: "/workspace",
+      });
       expect(fsck.exitCode, fsck.stderr).toBe(0);
       expect(fsck.stdout.toString()).toBe("");
     } finally {
@@ -232,14 +273,21 @@ describe("a load with the pack (real engine)", () => {
   it("on hostile fixtures the pack changes nothing: the same baseline and patch as a load without it, and as git on the host", async () => {
     const dir = hostileRepo(true);
     const hostTree = git(dir, "write-tree").trim();
-    const edit = "echo changed >> 'ünï/cödé ☃.txt' && rm same-b && printf 'new\\n' > \"$(printf 'ctl\\033[31m\\nname\\ttab.txt')\" && chmod -x exec.sh";
+    const edit =
+      "echo changed >> 'ünï/cödé ☃.txt' && rm same-b && printf 'new\\n' > \"$(printf 'ctl\\033[31m\\nname\\ttab.txt')\" && chmod -x exec.sh";
     const results: { baseline: string; files: string[]; patch: string; tree: string; loose: string }[] = [];
     try {
       for (const pack of [undefined, false] as const) {
         const sb = await Sandbox.create({ labels: { "patchbay.test": "blob-pack" } });
         try {
           const { baseline } = await loadRepo(sb, { path: dir }, pack === false ? { pack } : {});
-          const loose = (await sb.exec(["bash", "-c", "cd /patchbay/git/objects && find . -path './??/*' -type f | wc -l"], { user: "0:0" })).stdout.toString().trim();
+          const loose = (
+            await sb.exec(["bash", "-c", "cd /patchbay/git/objects && find . -path './??/*' -type f | wc -l"], {
+              user: "0:0",
+            })
+          ).stdout
+            .toString()
+            .trim();
           const e = await sb.exec(["bash", "-c", edit], { cwd: "/workspace" });
           expect(e.exitCode, e.stderr.toString()).toBe(0);
           const p = await computePatch(sb, baseline);
@@ -254,7 +302,9 @@ describe("a load with the pack (real engine)", () => {
     const [withPack, without] = results;
     expect(withPack!.baseline).toBe(hostTree);
     expect(without!.baseline).toBe(hostTree);
-    expect(withPack!.patch).toMatch(/^diff --git "a\/\\303\\274n\\303\\257\/c\\303\\266d\\303\\251 \\342\\230\\203\.txt"/m); // git quotes the non-ASCII name
+    expect(withPack!.patch).toMatch(
+      /^diff --git "a\/\\303\\274n\\303\\257\/c\\303\\266d\\303\\251 \\342\\230\\203\.txt"/m,
+    ); // git quotes the non-ASCII name
     expect(withPack!.patch).toBe(without!.patch);
     expect(withPack!.tree).toBe(without!.tree);
     expect(withPack!.files).toEqual(without!.files);

@@ -27,17 +27,27 @@ describe("a campaign's lock", () => {
 
   it("a second holder is refused naming the first; released after, also when fn throws", async () => {
     let release!: () => void;
-    const first = store.withLock("c1", "campaign publish", () => new Promise<string>((r) => (release = () => r("done"))));
+    const first = store.withLock(
+      "c1",
+      "campaign publish",
+      () => new Promise<string>((r) => (release = () => r("done"))),
+    );
     await expect.poll(() => conn.exists("patchbay:lock-test:campaign:c1:lock")).toBe(1);
     const second = store.withLock("c1", "campaign track", async () => "ran");
     await expect(second).rejects.toBeInstanceOf(CampaignBusyError);
-    await expect(second).rejects.toThrow(new RegExp(`^campaign c1 is busy: campaign publish \\(pid ${process.pid}\\) holds it; try again when that ends`));
+    await expect(second).rejects.toThrow(
+      new RegExp(`^campaign c1 is busy: campaign publish \\(pid ${process.pid}\\) holds it; try again when that ends`),
+    );
     // Another campaign is not held by it.
     await expect(store.withLock("c2", "campaign publish", async () => "other")).resolves.toBe("other");
     release();
     await expect(first).resolves.toBe("done");
     expect(await conn.exists("patchbay:lock-test:campaign:c1:lock")).toBe(0);
-    await expect(store.withLock("c1", "campaign close", async () => { throw new Error("boom"); })).rejects.toThrow("boom");
+    await expect(
+      store.withLock("c1", "campaign close", async () => {
+        throw new Error("boom");
+      }),
+    ).rejects.toThrow("boom");
     await expect(store.withLock("c1", "campaign track", async () => "again")).resolves.toBe("again");
   });
 
@@ -47,6 +57,8 @@ describe("a campaign's lock", () => {
       await conn.set(key, "campaign track (pid 1) 00000000-0000-0000-0000-000000000000", "PX", 60_000);
     });
     expect(await conn.get(key)).toMatch(/^campaign track \(pid 1\)/);
-    await expect(store.withLock("c3", "campaign publish", async () => "x")).rejects.toThrow(/busy: campaign track \(pid 1\) holds it/);
+    await expect(store.withLock("c3", "campaign publish", async () => "x")).rejects.toThrow(
+      /busy: campaign track \(pid 1\) holds it/,
+    );
   });
 });

@@ -20,7 +20,10 @@ import { jobSandbox, localWorkerConfig, untilInSandbox } from "../support/backen
 import { byTurn, taskOf } from "../support/scripts.js";
 
 const CLAMP = new URL("../../examples/clamp", import.meta.url).pathname;
-const LONG = [reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" })), reply(text("never asked"))];
+const LONG = [
+  reply(toolUse("bash", { command: "echo x >> /workspace/clamp.py; sleep 300" })),
+  reply(text("never asked")),
+];
 
 let redis: Awaited<ReturnType<typeof startRedis>>;
 let fake: FakeAnthropic;
@@ -82,7 +85,9 @@ describe("cancelling a running job", () => {
     expect(await c.cancel(id)).toBe("signalled");
     const result = await c.waitForResult(id);
     expect(result).toMatchObject({ status: "cancelled", filesChanged: ["clamp.py"] });
-    expect((await transcript(c, id)).find((e) => e.type === "tool_result")).toMatchObject({ output: expect.stringMatching(/the command was stopped/) });
+    expect((await transcript(c, id)).find((e) => e.type === "tool_result")).toMatchObject({
+      output: expect.stringMatching(/the command was stopped/),
+    });
   });
 
   it("the Redis channel alone cancels it long before the next poll", async () => {
@@ -107,7 +112,12 @@ describe("cancelling a job that waits in the queue", () => {
     expect(await c.cancel(runningId)).toBe("signalled");
     expect((await c.waitForResult(runningId)).status).toBe("cancelled");
     const result = await c.waitForResult(waiting);
-    expect(result).toMatchObject({ status: "cancelled", turns: 0, error: "the job was cancelled before it started", patch: "" });
+    expect(result).toMatchObject({
+      status: "cancelled",
+      turns: 0,
+      error: "the job was cancelled before it started",
+      patch: "",
+    });
     expect((await transcript(c, waiting)).map((e) => e.type)).toEqual(["job_started", "job_finished"]);
     expect(fake.requests.filter((r) => /waiting job/.test(taskOf(r.body)))).toEqual([]);
   });
@@ -136,8 +146,14 @@ describe("cancelling jobs while workers take them", () => {
     for (const { i, id, cancel } of outcomes) {
       const result = await c.waitForResult(id); // never lost: every one ends
       const types = (await transcript(c, id)).map((e) => e.type);
-      expect(types.filter((t) => t === "job_finished"), `job ${i}`).toHaveLength(1);
-      expect(types.filter((t) => t === "job_started"), `job ${i}`).toHaveLength(1);
+      expect(
+        types.filter((t) => t === "job_finished"),
+        `job ${i}`,
+      ).toHaveLength(1);
+      expect(
+        types.filter((t) => t === "job_started"),
+        `job ${i}`,
+      ).toHaveLength(1);
       const asked = fake.requests.filter((r) => taskOf(r.body) === task(i)).length;
       if (cancel === "cancelled") {
         expect(result.error, `job ${i}`).toBe("the job was cancelled before it started");

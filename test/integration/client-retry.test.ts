@@ -35,10 +35,14 @@ describe("PatchbayClient.retry", () => {
     let done!: () => void;
     const all = new Promise<void>((r) => (done = r));
     const end = (id: string | undefined) => id && pending.delete(id) && pending.size === 0 && done();
-    const worker = new Worker(QUEUE, async (job) => {
-      if (job.id!.startsWith("fails")) throw new Error("no");
-      return emptyResult("completed", "");
-    }, { connection });
+    const worker = new Worker(
+      QUEUE,
+      async (job) => {
+        if (job.id!.startsWith("fails")) throw new Error("no");
+        return emptyResult("completed", "");
+      },
+      { connection },
+    );
     worker.on("completed", (job) => end(job.id));
     worker.on("failed", (job) => end(job?.id));
     await all;

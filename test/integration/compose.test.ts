@@ -38,11 +38,17 @@ let cached: string | undefined;
 function config(): string {
   if (cached !== undefined) return cached;
   try {
-    cached = execFileSync("docker-compose", ["-f", COMPOSE, "config"], { cwd: ROOT, env: cleanEnv(), encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    cached = execFileSync("docker-compose", ["-f", COMPOSE, "config"], {
+      cwd: ROOT,
+      env: cleanEnv(),
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     return cached;
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stderr?: string };
-    if (e.code === "ENOENT") throw new Error("docker-compose is not installed: run `apt-get install -y docker-compose` (CI installs it)");
+    if (e.code === "ENOENT")
+      throw new Error("docker-compose is not installed: run `apt-get install -y docker-compose` (CI installs it)");
     throw new Error(`docker-compose config rejected ${COMPOSE}: ${e.stderr ?? e.message}`);
   }
 }
@@ -68,19 +74,27 @@ const service = (name: string) => block(block(config(), "services", 0), name, 2)
 /** "45s", "1m30s", "500ms" → milliseconds. */
 function durationMs(s: string): number {
   let ms = 0;
-  for (const [, n, unit] of s.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/g)) ms += Number(n) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit as "ms"];
+  for (const [, n, unit] of s.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/g))
+    ms += Number(n) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit as "ms"];
   return ms;
 }
 
 describe("docker-compose.yml (validated by docker-compose config)", () => {
   it("redis: bounded by maxmemory (1gb, PATCHBAY_REDIS_MAXMEMORY overrides it) with noeviction: full, it refuses writes and drops nothing", () => {
     expect(service("redis")).toMatch(/- --maxmemory\n\s*- 1gb\n\s*- --maxmemory-policy\n\s*- noeviction\n?/);
-    const other = execFileSync("docker-compose", ["-f", COMPOSE, "config"], { cwd: ROOT, env: { ...cleanEnv(), PATCHBAY_REDIS_MAXMEMORY: "256mb" }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    const other = execFileSync("docker-compose", ["-f", COMPOSE, "config"], {
+      cwd: ROOT,
+      env: { ...cleanEnv(), PATCHBAY_REDIS_MAXMEMORY: "256mb" },
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     expect(block(block(other, "services", 0), "redis", 2)).toMatch(/- --maxmemory\n\s*- 256mb\n/);
     expect(block(service("worker"), "environment", 4)).toMatch(/PATCHBAY_RETENTION_SEC: '604800'$/m);
     expect(loadConfig({}).retentionSec).toBe(604800);
     // the image's own command (a plain `docker run`) has the same bound
-    expect(readFileSync(`${ROOT}images/redis/Dockerfile`, "utf8")).toMatch(/^CMD \[.*"--maxmemory", "1gb", "--maxmemory-policy", "noeviction"\]$/m);
+    expect(readFileSync(`${ROOT}images/redis/Dockerfile`, "utf8")).toMatch(
+      /^CMD \[.*"--maxmemory", "1gb", "--maxmemory-policy", "noeviction"\]$/m,
+    );
   });
 
   it("redis: AOF on, noeviction (BullMQ), protected mode off (Debian's default refuses the workers), a ping healthcheck, a volume for /data, no published port", () => {
@@ -104,7 +118,11 @@ describe("docker-compose.yml (validated by docker-compose config)", () => {
     const emptyDir = mkdtempSync(join(tmpdir(), "pb-compose-noenv-")); // no .env there either
     try {
       cpSync(COMPOSE, join(emptyDir, "docker-compose.yml"));
-      const r = spawnSync("docker-compose", ["-f", join(emptyDir, "docker-compose.yml"), "config"], { cwd: emptyDir, env: without, encoding: "utf8" });
+      const r = spawnSync("docker-compose", ["-f", join(emptyDir, "docker-compose.yml"), "config"], {
+        cwd: emptyDir,
+        env: without,
+        encoding: "utf8",
+      });
       expect(r.status).not.toBe(0);
       expect(r.stderr).toMatch(/set PATCHBAY_REDIS_PASSWORD in \.env \(npm run compose:up writes one\)/);
     } finally {
@@ -124,7 +142,12 @@ describe("docker-compose.yml (validated by docker-compose config)", () => {
       writeFileSync(join(dir, "bin/docker-compose"), "#!/bin/sh\nexit 0\n");
       chmodSync(join(dir, "bin/docker-compose"), 0o755);
       const { PATCHBAY_REDIS_PASSWORD: _, ...env } = cleanEnv();
-      const up = (extra: NodeJS.ProcessEnv = {}) => spawnSync("bash", ["scripts/compose-up.sh"], { cwd: dir, env: { ...env, ...extra, PATH: `${join(dir, "bin")}:${env.PATH}` }, encoding: "utf8" });
+      const up = (extra: NodeJS.ProcessEnv = {}) =>
+        spawnSync("bash", ["scripts/compose-up.sh"], {
+          cwd: dir,
+          env: { ...env, ...extra, PATH: `${join(dir, "bin")}:${env.PATH}` },
+          encoding: "utf8",
+        });
       const first = up();
       const text = readFileSync(join(dir, ".env"), "utf8");
       const pw = text.match(/^PATCHBAY_REDIS_PASSWORD=([0-9a-f]{48})$/m)?.[1];
@@ -194,34 +217,51 @@ describe("images/worker/Dockerfile", () => {
     expect(dockerfile).toMatch(/npm ci --omit=dev --ignore-scripts/);
     expect(dockerfile).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--", "node", "bin\/patchbay\.js"\]$/m);
     expect(dockerfile).toMatch(/^CMD \["worker"\]$/m);
-    const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as { dependencies: Record<string, string>; scripts: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as {
+      dependencies: Record<string, string>;
+      scripts: Record<string, string>;
+    };
     expect(Object.keys(pkg.dependencies)).not.toContain("tsx"); // the runtime needs no TypeScript runner
     expect(pkg.scripts.prepare).toMatch(/npm run build/);
   });
 
   it("copies only files that exist and that .dockerignore keeps", () => {
-    const ignored = readFileSync(`${ROOT}.dockerignore`, "utf8").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+    const ignored = readFileSync(`${ROOT}.dockerignore`, "utf8")
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith("#"));
     expect(ignored).toEqual(expect.arrayContaining(["node_modules", ".git"]));
     const sources = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((m) => m[1]!.split(/\s+/));
     expect(sources.length).toBeGreaterThan(0);
     for (const src of sources) {
       expect(existsSync(`${ROOT}${src}`), src).toBe(true);
-      expect(ignored.some((p) => src.replace(/\/$/, "") === p || src.startsWith(`${p}/`)), `${src} is dockerignored`).toBe(false);
+      expect(
+        ignored.some((p) => src.replace(/\/$/, "") === p || src.startsWith(`${p}/`)),
+        `${src} is dockerignored`,
+      ).toBe(false);
     }
   });
 });
 
 describe("the offline recipes (scripts/compose-images.sh) match the Dockerfiles", () => {
   const read = (p: string) => readFileSync(`${ROOT}${p}`, "utf8");
-  const list = (p: string) => read(p).split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+  const list = (p: string) =>
+    read(p)
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith("#"));
   const line = (text: string, instr: string) => text.match(new RegExp(`^${instr} .*$`, "m"))?.[0];
 
   it("worker: the same Debian packages, entrypoint (tini), command and layout as images/worker/Dockerfile", () => {
     const online = read("images/worker/Dockerfile");
     const offline = read("images/worker/Dockerfile.offline");
-    const apt = online.match(/apt-get install -y --no-install-recommends ([^\\\n]+)/)![1]!.trim().split(/\s+/);
+    const apt = online
+      .match(/apt-get install -y --no-install-recommends ([^\\\n]+)/)![1]!
+      .trim()
+      .split(/\s+/);
     expect(list("images/worker/packages.txt").sort()).toEqual(apt.sort());
-    for (const instr of ["ENTRYPOINT", "CMD", "WORKDIR", "ENV"]) expect(line(offline, instr), instr).toBe(line(online, instr));
+    for (const instr of ["ENTRYPOINT", "CMD", "WORKDIR", "ENV"])
+      expect(line(offline, instr), instr).toBe(line(online, instr));
     expect(offline).toMatch(/^FROM \$\{BASE\}$/m);
     expect(offline).not.toMatch(/^RUN /m); // builds with --network none, no registry
   });
@@ -231,7 +271,8 @@ describe("the offline recipes (scripts/compose-images.sh) match the Dockerfiles"
     const offline = read("images/redis/Dockerfile.offline");
     expect(online).toMatch(/apt-get install -y --no-install-recommends redis-server/);
     expect(list("images/redis/packages.txt")).toEqual(["redis-server"]);
-    for (const instr of ["CMD", "WORKDIR", "USER", "EXPOSE"]) expect(line(offline, instr), instr).toBe(line(online, instr));
+    for (const instr of ["CMD", "WORKDIR", "USER", "EXPOSE"])
+      expect(line(offline, instr), instr).toBe(line(online, instr));
     expect(offline).not.toMatch(/^RUN /m);
   });
 

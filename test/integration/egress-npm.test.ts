@@ -22,7 +22,15 @@ import { AnthropicModel } from "../../src/agent/model.js";
 import { runJob } from "../../src/job/run.js";
 import type { EventOf, TranscriptEvent } from "../../src/core/spec/spec.js";
 import { ensureBuilt, patchbay } from "../support/cli-helpers.js";
-import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "../support/fake-anthropic.js";
+import {
+  reply,
+  startFakeAnthropic,
+  text,
+  toolResults,
+  toolResultText,
+  toolUse,
+  type FakeAnthropic,
+} from "../support/fake-anthropic.js";
 
 const TAG = "patchbay-test-node:egress";
 const REGISTRY = new URL(execFileSync("npm", ["config", "get", "registry"], { encoding: "utf8" }).trim()).hostname;
@@ -59,16 +67,29 @@ beforeAll(async () => {
   const built = await patchbay(["image", "build", "--from", ctx, "--tag", TAG, "--json"], {}, { timeoutMs: 600_000 });
   expect(built.code, built.stderr).toBe(0);
   const r = JSON.parse(built.stdout);
-  expect(r).toMatchObject({ tag: TAG, bases: ["patchbay-sandbox:latest"], check: { uid: "1000", git: true, python3: true } });
+  expect(r).toMatchObject({
+    tag: TAG,
+    bases: ["patchbay-sandbox:latest"],
+    check: { uid: "1000", git: true, python3: true },
+  });
   console.log(`image build --from: ${r.how} in ${r.ms} ms`);
 
   repo = mkdtempSync(join(tmpdir(), "pb-npm-"));
-  writeFileSync(join(repo, "package.json"), JSON.stringify({ name: "egress-e2e", version: "1.0.0", private: true, dependencies: { "is-number": "7.0.0" } }, null, 2));
+  writeFileSync(
+    join(repo, "package.json"),
+    JSON.stringify(
+      { name: "egress-e2e", version: "1.0.0", private: true, dependencies: { "is-number": "7.0.0" } },
+      null,
+      2,
+    ),
+  );
   writeFileSync(join(repo, ".gitignore"), "node_modules/\n");
   writeFileSync(join(repo, "index.js"), "const isNumber = require('is-number');\nconsole.log(isNumber(5));\n");
   // The lockfile, made on this host (which reaches the registry itself).
   execFileSync("npm", ["install", "--package-lock-only", "--ignore-scripts"], { cwd: repo, stdio: "ignore" });
-  expect(JSON.parse(readFileSync(join(repo, "package-lock.json"), "utf8")).packages["node_modules/is-number"].version).toBe("7.0.0");
+  expect(
+    JSON.parse(readFileSync(join(repo, "package-lock.json"), "utf8")).packages["node_modules/is-number"].version,
+  ).toBe("7.0.0");
 }, 900_000);
 afterAll(() => {
   if (repo) rmSync(repo, { recursive: true, force: true });
@@ -79,24 +100,32 @@ afterEach(async () => {
 });
 
 describe("setup network with the real npm registry", () => {
-  it("npm ci completes with allow [\"npm\"]; in the agent phase npm view and python cannot reach the registry", async () => {
+  it('npm ci completes with allow ["npm"]; in the agent phase npm view and python cannot reach the registry', async () => {
     let port = 0;
     fake = await startFakeAnthropic(({ index }) =>
       index === 0
-        ? reply(toolUse("bash", {
-            command: [
-              "node index.js",
-              `npm view is-number version --fetch-retries=0 --fetch-timeout=15000 >/dev/null 2>&1; echo view=$?`,
-              `HTTPS_PROXY=http://127.0.0.1:${port} npm view is-number version --fetch-retries=0 --fetch-timeout=15000 >/dev/null 2>&1; echo view-proxy=$?`,
-              `python3 -c 'import urllib.request; urllib.request.urlopen("https://${REGISTRY}/is-number", timeout=15)' 2>&1 | tail -1`,
-            ].join("; "),
-          }))
+        ? reply(
+            toolUse("bash", {
+              command: [
+                "node index.js",
+                `npm view is-number version --fetch-retries=0 --fetch-timeout=15000 >/dev/null 2>&1; echo view=$?`,
+                `HTTPS_PROXY=http://127.0.0.1:${port} npm view is-number version --fetch-retries=0 --fetch-timeout=15000 >/dev/null 2>&1; echo view-proxy=$?`,
+                `python3 -c 'import urllib.request; urllib.request.urlopen("https://${REGISTRY}/is-number", timeout=15)' 2>&1 | tail -1`,
+              ].join("; "),
+            }),
+          )
         : reply(text("Checked.")),
     );
     const events: TranscriptEvent[] = [];
     const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
     const result = await runJob(
-      { task: "Check the install.", repo: { path: repo }, image: TAG, setup: "npm ci && ls node_modules", network: { setup: { allow: ["npm"] } } },
+      {
+        task: "Check the install.",
+        repo: { path: repo },
+        image: TAG,
+        setup: "npm ci && ls node_modules",
+        network: { setup: { allow: ["npm"] } },
+      },
       { model, onEvent: (e) => events.push(e), onEgressBridge: (p) => (port = p) },
     );
     const setup = events.find((e) => e.type === "setup") as EventOf<"setup">;
@@ -118,12 +147,19 @@ describe("setup network with the real npm registry", () => {
     expect(out).toMatch(/\nview=1\n/);
     expect(out).toMatch(/\nview-proxy=1\n/);
     expect(out).toMatch(/URLError|Temporary failure|Name or service not known|Errno/);
-    console.log(`npm ci through the proxy: ${eg.length} connections, ${result.egress!.bytesDown} bytes down, setup ${setup.ms} ms`);
+    console.log(
+      `npm ci through the proxy: ${eg.length} connections, ${result.egress!.bytesDown} bytes down, setup ${setup.ms} ms`,
+    );
   });
 
   it("without the allow-list, npm ci fails setup with a message naming the refused registry host", async () => {
     const model = new AnthropicModel({ apiKey: "test-key", baseURL: "http://127.0.0.1:9", maxRetries: 0 });
-    const spec = { task: "t", repo: { path: repo }, image: TAG, setup: "npm ci --fetch-retries=0 --fetch-timeout=15000" };
+    const spec = {
+      task: "t",
+      repo: { path: repo },
+      image: TAG,
+      setup: "npm ci --fetch-retries=0 --fetch-timeout=15000",
+    };
     const empty = await runJob({ ...spec, network: { setup: { allow: [] } } }, { model });
     expect(empty.status).toBe("failed");
     expect(empty.error).toContain(`refused by the egress proxy: ${REGISTRY}:443 (not on the allow-list)`);
@@ -141,9 +177,15 @@ describe("image build --from", () => {
     const dir = mkdtempSync(join(tmpdir(), "pb-from-"));
     try {
       writeFileSync(join(dir, "Dockerfile"), "FROM patchbay-test-missing-base:nope AS b\nFROM b\n");
-      const r = await patchbay(["image", "build", "--from", dir, "--tag", "patchbay-test-never:x"], {}, { timeoutMs: 120_000 });
+      const r = await patchbay(
+        ["image", "build", "--from", dir, "--tag", "patchbay-test-never:x"],
+        {},
+        { timeoutMs: 120_000 },
+      );
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/the base image patchbay-test-missing-base:nope is not on this engine and cannot be pulled .*FROM patchbay-sandbox:latest/);
+      expect(r.stderr).toMatch(
+        /the base image patchbay-test-missing-base:nope is not on this engine and cannot be pulled .*FROM patchbay-sandbox:latest/,
+      );
       expect((await patchbay(["image", "build", "--from", dir])).stderr).toMatch(/--from needs --tag/);
     } finally {
       rmSync(dir, { recursive: true, force: true });

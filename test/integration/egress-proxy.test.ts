@@ -62,7 +62,17 @@ const EMBEDDED_CASES: [string, string, string][] = [
 ];
 const EMBEDDED: Record<string, string[]> = Object.fromEntries(EMBEDDED_CASES.map(([n, ip]) => [n, [ip]]));
 const rules = (...e: string[]) => e.map((x) => parseAllowEntry(x) as AllowRule);
-const ALLOW = rules("allowed.test:8080", "mixed.test:8080", "loop.test:6379", "meta.test", "lan.test", "localhost:6379", "nx.test", "secure.test", ...EMBEDDED_CASES.map(([n]) => n));
+const ALLOW = rules(
+  "allowed.test:8080",
+  "mixed.test:8080",
+  "loop.test:6379",
+  "meta.test",
+  "lan.test",
+  "localhost:6379",
+  "nx.test",
+  "secure.test",
+  ...EMBEDDED_CASES.map(([n]) => n),
+);
 
 function proxy(limits: Partial<EgressLimits> = {}) {
   return new EgressProxy({
@@ -94,7 +104,13 @@ describe("egress proxy: what it allows", () => {
       // mixed.test resolves to loopback first: the checked public(-exempt) address is the one used
       expect((await get(s, "http://mixed.test:8080/ok")).status).toBe(200);
       await until(() => recs.length === 3);
-      expect(recs[0]).toMatchObject({ host: "secure.test", port: 443, method: "CONNECT", allowed: true, address: tlsHost.ip });
+      expect(recs[0]).toMatchObject({
+        host: "secure.test",
+        port: 443,
+        method: "CONNECT",
+        allowed: true,
+        address: tlsHost.ip,
+      });
       expect(recs[0]!.bytesUp).toBeGreaterThan(20);
       expect(recs[0]!.bytesDown).toBeGreaterThan(100);
       expect(recs[1]).toMatchObject({ host: "allowed.test", method: "GET", allowed: true, status: 200, bytesDown: 47 });
@@ -113,14 +129,28 @@ describe("egress proxy: plain HTTP reaches the URL's host", () => {
     try {
       const r = await get(s, "http://allowed.test:8080/ok", { host: "other.test" });
       expect(r).toMatchObject({ status: 200, body: "hello from netns, host header allowed.test:8080" });
-      const overrides = { host: "other.test", "x-forwarded-host": "other.test", forwarded: "host=other.test", "x-host": "other.test", "x-original-url": "http://other.test/", "x-rewrite-url": "/x", "x-original-host": "other.test", "x-forwarded-server": "other.test", "x-http-host-override": "other.test", "x-kept": "yes" };
+      const overrides = {
+        host: "other.test",
+        "x-forwarded-host": "other.test",
+        forwarded: "host=other.test",
+        "x-host": "other.test",
+        "x-original-url": "http://other.test/",
+        "x-rewrite-url": "/x",
+        "x-original-host": "other.test",
+        "x-forwarded-server": "other.test",
+        "x-http-host-override": "other.test",
+        "x-kept": "yes",
+      };
       const h = await get(s, "http://allowed.test:8080/headers", overrides);
       const seen = JSON.parse(h.body) as Record<string, string>;
       expect(seen).toMatchObject({ host: "allowed.test:8080", "x-kept": "yes" });
       expect(Object.keys(seen).filter((k) => k in overrides && k !== "x-kept")).toEqual(["host"]);
       expect(JSON.stringify(seen)).not.toContain("other.test");
       await until(() => recs.length === 2);
-      expect(recs.map((x) => [x.host, x.port, x.allowed])).toEqual([["allowed.test", 8080, true], ["allowed.test", 8080, true]]);
+      expect(recs.map((x) => [x.host, x.port, x.allowed])).toEqual([
+        ["allowed.test", 8080, true],
+        ["allowed.test", 8080, true],
+      ]);
     } finally {
       await s.close();
     }
@@ -141,7 +171,10 @@ describe("egress proxy: what it refuses, each recorded with its reason", () => {
         ["meta.test:443", /link-local/],
         ["lan.test:443", /private/],
         ["nx.test:443", /DNS lookup failed: ENOTFOUND/],
-        ["allowed.test:22", /port 22: CONNECT only to port 443 or a port an allow-list entry names \(host:port\); allowed\.test allows 8080/],
+        [
+          "allowed.test:22",
+          /port 22: CONNECT only to port 443 or a port an allow-list entry names \(host:port\); allowed\.test allows 8080/,
+        ],
         ["secure.test:80", /port 80: CONNECT only to port 443/],
       ];
       for (const [target, reason] of refusals) {
@@ -152,7 +185,9 @@ describe("egress proxy: what it refuses, each recorded with its reason", () => {
       expect((await get(s, "http://127.0.0.1:6379/")).status).toBe(403);
       expect((await get(s, "http://localhost:6379/")).body).toMatch(/loopback/);
       expect((await get(s, "http://other.test:8080/ok")).body).toMatch(/not on the allow-list/);
-      expect((await get(s, "http://secure.test:443/")).body).toMatch(/secure\.test:443 refused: port 443: plain HTTP only to port 80 or a port an allow-list entry names/);
+      expect((await get(s, "http://secure.test:443/")).body).toMatch(
+        /secure\.test:443 refused: port 443: plain HTTP only to port 80 or a port an allow-list entry names/,
+      );
       expect(recs.map((r) => r.allowed)).toEqual(Array(15).fill(false));
       expect(recs.map((r) => `${r.host}:${r.port}`)).toContain("other.test:8080");
       expect(recs.every((r) => r.reason)).toBe(true);
@@ -186,15 +221,26 @@ describe("egress proxy: what it refuses, each recorded with its reason", () => {
   it("a plain-HTTP redirect to a host off the list is refused (on the list: passed through)", async () => {
     const { s, recs } = await open(proxy());
     try {
-      const off = await get(s, `http://allowed.test:8080/redirect?to=${encodeURIComponent("http://other.test:8080/ok")}`);
+      const off = await get(
+        s,
+        `http://allowed.test:8080/redirect?to=${encodeURIComponent("http://other.test:8080/ok")}`,
+      );
       expect(off.status).toBe(403);
       expect(off.body).toMatch(/redirect from allowed\.test to other\.test:8080 refused/);
-      const ip = await get(s, `http://allowed.test:8080/redirect?to=${encodeURIComponent("http://169.254.169.254/latest")}`);
+      const ip = await get(
+        s,
+        `http://allowed.test:8080/redirect?to=${encodeURIComponent("http://169.254.169.254/latest")}`,
+      );
       expect(ip.status).toBe(403);
       const on = await get(s, `http://allowed.test:8080/redirect?to=${encodeURIComponent("/ok")}`);
       expect(on).toMatchObject({ status: 302, location: "/ok" });
       await until(() => recs.length === 3);
-      expect(recs[0]).toMatchObject({ host: "allowed.test", allowed: false, status: 302, reason: "redirect to other.test:8080: not on the allow-list" });
+      expect(recs[0]).toMatchObject({
+        host: "allowed.test",
+        allowed: false,
+        status: 302,
+        reason: "redirect to other.test:8080: not on the allow-list",
+      });
       expect(recs[1]).toMatchObject({ allowed: false, reason: "redirect to 169.254.169.254: not on the allow-list" });
       expect(recs[2]).toMatchObject({ allowed: true, status: 302 });
       expect(s.stats).toMatchObject({ allowed: 1, refused: 2 });
@@ -208,9 +254,14 @@ describe("egress proxy: what it refuses, each recorded with its reason", () => {
     try {
       const big = await get(s, "http://allowed.test:8080/ok", { "x-pad": "a".repeat(8000) });
       expect(big.status).toBe(431);
-      const origin = await new Promise<number>((resolve) => http.get({ socketPath: s.socketPath, path: "/ok" }, (res) => resolve(res.statusCode!)));
+      const origin = await new Promise<number>((resolve) =>
+        http.get({ socketPath: s.socketPath, path: "/ok" }, (res) => resolve(res.statusCode!)),
+      );
       expect(origin).toBe(400);
-      expect(recs.map((r) => r.reason)).toEqual(["request head too large", "only CONNECT and absolute http:// requests are proxied"]);
+      expect(recs.map((r) => r.reason)).toEqual([
+        "request head too large",
+        "only CONNECT and absolute http:// requests are proxied",
+      ]);
     } finally {
       await s.close();
     }
@@ -249,7 +300,10 @@ describe("egress proxy: bounds", () => {
   it("the job's byte budget ends the transfer that crosses it", async () => {
     const { s, recs } = await open(proxy({ maxBytes: 100_000 }));
     try {
-      const r = await get(s, "http://allowed.test:8080/big?n=1000000").catch((e: Error) => ({ status: -1, body: e.message }));
+      const r = await get(s, "http://allowed.test:8080/big?n=1000000").catch((e: Error) => ({
+        status: -1,
+        body: e.message,
+      }));
       expect(r.body.length).toBeLessThan(1_000_000);
       await until(() => recs.length === 1);
       expect(recs[0]!.reason).toBe("byte limit for the job");
@@ -268,7 +322,9 @@ describe("egress proxy: bounds", () => {
     expect(await open1).toEqual({ response: "" });
     expect(existsSync(s.socketPath)).toBe(false);
     expect(existsSync(s.dir)).toBe(false);
-    await expect(new Promise((resolve, reject) => net.connect(s.socketPath).on("connect", resolve).on("error", reject))).rejects.toThrow(/ENOENT/);
+    await expect(
+      new Promise((resolve, reject) => net.connect(s.socketPath).on("connect", resolve).on("error", reject)),
+    ).rejects.toThrow(/ENOENT/);
     expect(recs[0]).toMatchObject({ allowed: true, host: "secure.test" });
   });
 
@@ -278,8 +334,18 @@ describe("egress proxy: bounds", () => {
     try {
       // The clients run in another process, so the lag measured is the proxy's alone; a first
       // round warms the code paths up, as in a worker that has been running.
-      await clients(jobs.map(({ s }) => s.socketPath), 10, "http://allowed.test:8080/ok");
-      const { value, error, lagMs, wallMs } = await withLag(() => clients(jobs.map(({ s }) => s.socketPath), 100, "http://allowed.test:8080/slow?s=3"));
+      await clients(
+        jobs.map(({ s }) => s.socketPath),
+        10,
+        "http://allowed.test:8080/ok",
+      );
+      const { value, error, lagMs, wallMs } = await withLag(() =>
+        clients(
+          jobs.map(({ s }) => s.socketPath),
+          100,
+          "http://allowed.test:8080/slow?s=3",
+        ),
+      );
       if (!value) throw error;
       expect(value).toEqual(Array(300).fill("200 slow ok"));
       console.log(`egress: 300 concurrent slow requests over 3 jobs, event-loop lag ${lagMs} ms (wall ${wallMs} ms)`);
@@ -310,7 +376,9 @@ Promise.all(socks.flatMap((s, j) => Array.from({ length: Number(n) }, (_, i) => 
 `;
 function clients(socks: string[], n: number, url: string): Promise<string[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["-e", CLIENTS, String(n), url, ...socks], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, ["-e", CLIENTS, String(n), url, ...socks], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     let out = "";
     child.stdout.on("data", (c) => (out += c));
     child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`clients exited ${code}`))));

@@ -27,7 +27,15 @@ import { runJob } from "../../src/job/run.js";
 import { EgressProxy } from "../../src/net/proxy.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import type { EventOf, TranscriptEvent } from "../../src/core/spec/spec.js";
-import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "../support/fake-anthropic.js";
+import {
+  reply,
+  startFakeAnthropic,
+  text,
+  toolResults,
+  toolResultText,
+  toolUse,
+  type FakeAnthropic,
+} from "../support/fake-anthropic.js";
 import { withLag } from "../support/lag.js";
 import { startNetHost, type NetHost } from "../support/netns.js";
 import { startTlsHost, type TlsHost } from "../support/tls-host.js";
@@ -54,7 +62,11 @@ const proxy = () =>
   new EgressProxy({
     allowPrivate: ["10.213.0.0/16", `${tlsHost.ip}/32`],
     resolve: async (h) =>
-      h === "allowed.test" || h === "other.test" ? [host.ip] : h === "secure.test" || h === "shared.test" ? [tlsHost.ip] : (await lookup(h, { all: true })).map((a) => a.address),
+      h === "allowed.test" || h === "other.test"
+        ? [host.ip]
+        : h === "secure.test" || h === "shared.test"
+          ? [tlsHost.ip]
+          : (await lookup(h, { all: true })).map((a) => a.address),
   });
 
 // Each probe prints one line: the URL and what came back (status and body, or the error).
@@ -124,7 +136,14 @@ describe("setup network through the egress proxy", () => {
     fake = await startFakeAnthropic(async ({ index }) => {
       if (index === 0) {
         // The agent phase has begun: as root in the container, the socket is gone and cannot be reached.
-        const r = await sandbox!.exec(["sh", "-c", "ls -A /patchbay-egress; echo ls=$?; python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"/patchbay-egress/proxy.sock\")' 2>&1 | tail -1"], { user: "0:0" });
+        const r = await sandbox!.exec(
+          [
+            "sh",
+            "-c",
+            "ls -A /patchbay-egress; echo ls=$?; python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"/patchbay-egress/proxy.sock\")' 2>&1 | tail -1",
+          ],
+          { user: "0:0" },
+        );
         rootChecks.push(r.stdout.toString());
         const cmd = [
           `env | grep -ic proxy; echo vars=$?`,
@@ -141,10 +160,19 @@ describe("setup network through the egress proxy", () => {
       {
         task: "Look around.",
         repo: { path: repo() },
-        setup: [`python3 probe.py ${urls.map((u) => `'${u}'`).join(" ")}`, "python3 probe.py http://allowed.test:8080/ok"],
+        setup: [
+          `python3 probe.py ${urls.map((u) => `'${u}'`).join(" ")}`,
+          "python3 probe.py http://allowed.test:8080/ok",
+        ],
         network: { setup: { allow: ["allowed.test:8080", "localhost:6379", "localhost"] } },
       },
-      { model, egress: proxy(), onEvent: (e) => events.push(e), onEgressBridge: (p) => (port = p), onSandbox: (sb) => (sandbox = sb) },
+      {
+        model,
+        egress: proxy(),
+        onEvent: (e) => events.push(e),
+        onEgressBridge: (p) => (port = p),
+        onSandbox: (sb) => (sandbox = sb),
+      },
     );
     expect(result.status).toBe("completed");
     const setupOut = (events.find((e) => e.type === "setup") as EventOf<"setup">).outputTail;
@@ -167,7 +195,12 @@ describe("setup network through the egress proxy", () => {
       ["GET", "allowed.test", 8080, true, null],
     ]);
     expect(eg[0]!.bytesDown).toBeGreaterThan(40);
-    expect(result.egress).toEqual({ allowed: 2, refused: 5, bytesUp: 0, bytesDown: eg[0]!.bytesDown + eg[6]!.bytesDown });
+    expect(result.egress).toEqual({
+      allowed: 2,
+      refused: 5,
+      bytesUp: 0,
+      bytesDown: eg[0]!.bytesDown + eg[6]!.bytesDown,
+    });
     // Every egress event comes before the agent's first model request.
     const firstModel = events.findIndex((e) => e.type === "model_request");
     expect(events.map((e) => e.type).lastIndexOf("egress")).toBeLessThan(firstModel);
@@ -177,7 +210,9 @@ describe("setup network through the egress proxy", () => {
     expect(port).toBeGreaterThan(0);
     expect(out).toMatch(/^0\nvars=1\n/);
     expect(out).toMatch(/ConnectionRefusedError: \[Errno 111\] Connection refused/);
-    expect(out).toMatch(/http:\/\/allowed\.test:8080\/ok -> error .*(Connection refused|Name or service not known|Temporary failure)/);
+    expect(out).toMatch(
+      /http:\/\/allowed\.test:8080\/ok -> error .*(Connection refused|Name or service not known|Temporary failure)/,
+    );
     expect(out).toMatch(/https:\/\/allowed\.test\/ -> error/);
     expect(out).not.toMatch(/-> 200/);
     expect(rootChecks[0]).toMatch(/^ls=0\n/); // the directory is empty
@@ -193,15 +228,28 @@ describe("setup network through the egress proxy", () => {
     const events: TranscriptEvent[] = [];
     const before = tlsHost.connections[443]!;
     // exit 3 on purpose: the output is in the error, and no model is needed
-    const r = await runJob({ task: "t", repo: { path: d }, setup: "python3 sni.py; exit 3", network: { setup: { allow: ["secure.test"] } } }, { model, egress: proxy(), onEvent: (e) => events.push(e) });
+    const r = await runJob(
+      { task: "t", repo: { path: d }, setup: "python3 sni.py; exit 3", network: { setup: { allow: ["secure.test"] } } },
+      { model, egress: proxy(), onEvent: (e) => events.push(e) },
+    );
     const out = r.error!.split("\n");
     expect(out).toContain("named: tls 443 sni=secure.test host=secure.test");
-    expect(out.find((l) => l.startsWith("other name:"))).toMatch(/^other name: cut \((SSLEOFError|ConnectionResetError|SSLZeroReturnError|SSLError)\)$/);
+    expect(out.find((l) => l.startsWith("other name:"))).toMatch(
+      /^other name: cut \((SSLEOFError|ConnectionResetError|SSLZeroReturnError|SSLError)\)$/,
+    );
     expect(out.find((l) => l.startsWith("no name:"))).toMatch(/^no name: cut \(/);
-    expect(out.find((l) => l.startsWith("port 80:"))).toBe("port 80: HTTP/1.1 403 Forbidden | patchbay egress: secure.test:80 refused: port 80: CONNECT only to port 443 or a port an allow-list entry names (host:port); secure.test allows 443");
+    expect(out.find((l) => l.startsWith("port 80:"))).toBe(
+      "port 80: HTTP/1.1 403 Forbidden | patchbay egress: secure.test:80 refused: port 80: CONNECT only to port 443 or a port an allow-list entry names (host:port); secure.test allows 443",
+    );
     expect(egressEvents(events).map((e) => [e.method, e.host, e.port, e.allowed, e.reason ?? null])).toEqual([
       ["CONNECT", "secure.test", 443, true, null],
-      ["CONNECT", "secure.test", 443, false, "the ClientHello's server name shared.test is not the CONNECT host secure.test"],
+      [
+        "CONNECT",
+        "secure.test",
+        443,
+        false,
+        "the ClientHello's server name shared.test is not the CONNECT host secure.test",
+      ],
       ["CONNECT", "secure.test", 443, false, "the ClientHello names no server (no SNI); it must name secure.test"],
       ["CONNECT", "secure.test", 80, false, expect.stringMatching(/^port 80: CONNECT only to port 443/)],
     ]);
@@ -211,10 +259,19 @@ describe("setup network through the egress proxy", () => {
 
   it("a setup that needs a refused host fails with a message naming it; without network at all the message says how to allow hosts", async () => {
     const model = new AnthropicModel({ apiKey: "test-key", baseURL: "http://127.0.0.1:9", maxRetries: 0 });
-    const spec = { task: "t", repo: { path: repo() }, setup: "python3 -c 'import urllib.request; urllib.request.urlopen(\"https://other.test/x\", timeout=30)'" };
-    const refused = await runJob({ ...spec, network: { setup: { allow: ["allowed.test:8080"] } } }, { model, egress: proxy() });
+    const spec = {
+      task: "t",
+      repo: { path: repo() },
+      setup: "python3 -c 'import urllib.request; urllib.request.urlopen(\"https://other.test/x\", timeout=30)'",
+    };
+    const refused = await runJob(
+      { ...spec, network: { setup: { allow: ["allowed.test:8080"] } } },
+      { model, egress: proxy() },
+    );
     expect(refused.status).toBe("failed");
-    expect(refused.error).toMatch(/^setup command failed \(exit 1\): .*\nrefused by the egress proxy: other\.test:443 \(not on the allow-list\)\n/);
+    expect(refused.error).toMatch(
+      /^setup command failed \(exit 1\): .*\nrefused by the egress proxy: other\.test:443 \(not on the allow-list\)\n/,
+    );
     expect(refused.egress).toEqual({ allowed: 0, refused: 1, bytesUp: 0, bytesDown: 0 });
     const none = await runJob(spec, { model });
     expect(none.status).toBe("failed");
@@ -234,7 +291,12 @@ describe("setup network through the egress proxy", () => {
     ].join("; ");
     const events: TranscriptEvent[] = [];
     const r = await runJob(
-      { task: "t", repo: { path: repo() }, setup: [attack, "python3 probe.py http://allowed.test:8080/ok", "exit 3"], network: { setup: { allow: ["allowed.test:8080"] } } },
+      {
+        task: "t",
+        repo: { path: repo() },
+        setup: [attack, "python3 probe.py http://allowed.test:8080/ok", "exit 3"],
+        network: { setup: { allow: ["allowed.test:8080"] } },
+      },
       { model, egress: proxy(), onEvent: (e) => events.push(e) },
     );
     expect(r.error).toMatch(/^setup command failed \(exit 3\): exit 3/);
@@ -248,9 +310,20 @@ describe("setup network through the egress proxy", () => {
 
   it("under gVisor without --host-uds=open the bridge cannot reach the socket, and setup fails saying so", async () => {
     const model = new AnthropicModel({ apiKey: "test-key", baseURL: "http://127.0.0.1:9", maxRetries: 0 });
-    const r = await runJob({ task: "t", repo: { path: repo() }, runtime: "runsc", setup: "true", network: { setup: { allow: ["allowed.test:8080"] } } }, { model, egress: proxy() });
+    const r = await runJob(
+      {
+        task: "t",
+        repo: { path: repo() },
+        runtime: "runsc",
+        setup: "true",
+        network: { setup: { allow: ["allowed.test:8080"] } },
+      },
+      { model, egress: proxy() },
+    );
     expect(r.status).toBe("failed");
-    expect(r.error).toMatch(/^the setup network bridge could not start: .*\(under gVisor the runtime needs --host-uds=open\)$/);
+    expect(r.error).toMatch(
+      /^the setup network bridge could not start: .*\(under gVisor the runtime needs --host-uds=open\)$/,
+    );
   });
 
   it("several sandboxes' setups hold many connections at once through one proxy without blocking the event loop", async () => {
@@ -264,14 +337,23 @@ def one(i): return urllib.request.urlopen("http://allowed.test:8080/slow?s=3", t
 with f.ThreadPoolExecutor(40) as ex: r = list(ex.map(one, range(40)))
 print(r.count(200), "ok")' ; exit 3`;
     const results = await withLag(() =>
-      Promise.all([0, 1, 2].map(() => runJob({ task: "t", repo: { path: repo() }, setup, network: { setup: { allow: ["allowed.test:8080"] } } }, { model, egress: p }))),
+      Promise.all(
+        [0, 1, 2].map(() =>
+          runJob(
+            { task: "t", repo: { path: repo() }, setup, network: { setup: { allow: ["allowed.test:8080"] } } },
+            { model, egress: p },
+          ),
+        ),
+      ),
     );
     if (!results.value) throw results.error;
     for (const r of results.value) {
       expect(r.error).toMatch(/exit 3\).*\n40 ok/s);
       expect(r.egress).toMatchObject({ allowed: 40, refused: 0 });
     }
-    console.log(`egress: 3 sandboxes × 40 concurrent setup requests, event-loop lag ${results.lagMs} ms (wall ${results.wallMs} ms)`);
+    console.log(
+      `egress: 3 sandboxes × 40 concurrent setup requests, event-loop lag ${results.lagMs} ms (wall ${results.wallMs} ms)`,
+    );
     expect(results.lagMs).toBeLessThan(100);
   });
 });

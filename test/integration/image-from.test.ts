@@ -38,19 +38,40 @@ describe("remoteAdds: the ADD instructions that may fetch a URL (pure)", () => {
       "ADD git@github.com:o/r.git /x",
     ];
     for (const r of remote) expect(isRemoteAdd(r), r).toBe(true);
-    for (const ok of ["ADD app.tar.gz /opt/", "ADD --chown=1000:1000 a b /x/", 'ADD ["a b", "/x"]', "COPY http.txt /x", "RUN curl http://h", "# ADD http://h /x", "ADDX http://h"])
+    for (const ok of [
+      "ADD app.tar.gz /opt/",
+      "ADD --chown=1000:1000 a b /x/",
+      'ADD ["a b", "/x"]',
+      "COPY http.txt /x",
+      "RUN curl http://h",
+      "# ADD http://h /x",
+      "ADDX http://h",
+    ])
       expect(isRemoteAdd(ok), ok).toBe(false);
   });
 
   it("follows continuations, skipping the comment and empty lines inside them, and names the line", () => {
-    const file = ["FROM base", "RUN echo \\", "  ADD http://not-an-add", "ADD \\", "# a comment", "", "  http:\\", "//127.0.0.1/x /x", "ADD local.tar /x", "ONBUILD ADD `", "  http://h/y /y"].join("\n");
+    const file = [
+      "FROM base",
+      "RUN echo \\",
+      "  ADD http://not-an-add",
+      "ADD \\",
+      "# a comment",
+      "",
+      "  http:\\",
+      "//127.0.0.1/x /x",
+      "ADD local.tar /x",
+      "ONBUILD ADD `",
+      "  http://h/y /y",
+    ].join("\n");
     expect(remoteAdds(file).map((a) => a.line)).toEqual([4, 10]);
     expect(remoteAdds("FROM x\nADD a /b\n")).toEqual([]);
   });
 
   it("takes network names, not options or container modes", () => {
     for (const ok of ["none", "host", "my-net_1.x"]) expect(networkProblem(ok)).toBeUndefined();
-    for (const bad of ["", "container:abc", "--x", "a b", "x".repeat(200)]) expect(networkProblem(bad)).toMatch(/network's name/);
+    for (const bad of ["", "container:abc", "--x", "a b", "x".repeat(200)])
+      expect(networkProblem(bad)).toMatch(/network's name/);
   });
 });
 
@@ -93,12 +114,18 @@ describe("image build --from and the network (real CLI and engine)", () => {
       return false;
     }
   };
-  const fetchRun = () => `RUN bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}; printf "GET /run HTTP/1.0\\r\\n\\r\\n" >&3; cat <&3 > /opt/run.txt'`;
+  const fetchRun = () =>
+    `RUN bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}; printf "GET /run HTTP/1.0\\r\\n\\r\\n" >&3; cat <&3 > /opt/run.txt'`;
 
   it("an ADD of a loopback URL is refused before the build, and the engine fetches nothing", async () => {
-    const r = await build(context("add", `FROM patchbay-sandbox:latest\nUSER root\nADD http://127.0.0.1:${port}/api/jobs /opt/add.txt\n`), tag("add"));
+    const r = await build(
+      context("add", `FROM patchbay-sandbox:latest\nUSER root\nADD http://127.0.0.1:${port}/api/jobs /opt/add.txt\n`),
+      tag("add"),
+    );
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toMatch(/may fetch a URL with ADD.*line 3: "ADD http:\/\/127\.0\.0\.1:\d+\/api\/jobs \/opt\/add\.txt".*--network NAME/);
+    expect(r.stderr).toMatch(
+      /may fetch a URL with ADD.*line 3: "ADD http:\/\/127\.0\.0\.1:\d+\/api\/jobs \/opt\/add\.txt".*--network NAME/,
+    );
     expect(hits).toEqual([]);
     expect(exists(tag("add"))).toBe(false);
   }, 600_000);
@@ -106,7 +133,19 @@ describe("image build --from and the network (real CLI and engine)", () => {
   it("an ONBUILD ADD of a base image is refused the same way", async () => {
     const base = tag("onbuild-base");
     made.push(base);
-    execFileSync("docker", ["build", "-q", "--network", "none", "-t", base, context("onbuild-base", `FROM patchbay-sandbox:latest\nONBUILD ADD http://127.0.0.1:${port}/onbuild /tmp/x\n`)], { stdio: "pipe" });
+    execFileSync(
+      "docker",
+      [
+        "build",
+        "-q",
+        "--network",
+        "none",
+        "-t",
+        base,
+        context("onbuild-base", `FROM patchbay-sandbox:latest\nONBUILD ADD http://127.0.0.1:${port}/onbuild /tmp/x\n`),
+      ],
+      { stdio: "pipe" },
+    );
     const r = await build(context("onbuild", `FROM ${base}\n`), tag("onbuild"));
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toMatch(/ONBUILD of patchbay-test-net-onbuild-base/);
@@ -123,10 +162,22 @@ describe("image build --from and the network (real CLI and engine)", () => {
 
   it("with --network host both work: the RUN's and the ADD's bytes are in the image", async () => {
     const t = tag("host");
-    const r = await build(context("host", `FROM patchbay-sandbox:latest\nUSER root\n${fetchRun()}\nADD http://127.0.0.1:${port}/add /opt/add.txt\nRUN chmod 644 /opt/add.txt\nUSER agent\n`), t, "--network", "host");
+    const r = await build(
+      context(
+        "host",
+        `FROM patchbay-sandbox:latest\nUSER root\n${fetchRun()}\nADD http://127.0.0.1:${port}/add /opt/add.txt\nRUN chmod 644 /opt/add.txt\nUSER agent\n`,
+      ),
+      t,
+      "--network",
+      "host",
+    );
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ tag: t, how: "built", check: { uid: "1000", git: true } });
-    const inside = execFileSync("docker", ["run", "--rm", "--network", "none", t, "cat", "/opt/run.txt", "/opt/add.txt"], { encoding: "utf8" });
+    const inside = execFileSync(
+      "docker",
+      ["run", "--rm", "--network", "none", t, "cat", "/opt/run.txt", "/opt/add.txt"],
+      { encoding: "utf8" },
+    );
     expect(inside).toMatch(/SECRET-FROM-LOOPBACK \/run\n[\s\S]*SECRET-FROM-LOOPBACK \/add\n/);
     expect(hits.sort()).toEqual(["/add", "/run"]);
     // The same context without the network is another recipe: not taken from the cache, refused.

@@ -50,7 +50,10 @@ describe("an MCP server in a per-repo image with Node (Docker)", { timeout: 300_
     const [read, shot] = toolResults(fake.requests[1]);
     expect(toolResultText(read)).toBe("fx:1000:hello\n");
     expect(shot.content[1]).toMatchObject({ type: "image", source: { type: "base64", media_type: "image/png" } });
-    expect(toolResults(fake.requests[2])[0]).toMatchObject({ is_error: true, content: expect.stringContaining("did not answer hang within 2 s") });
+    expect(toolResults(fake.requests[2])[0]).toMatchObject({
+      is_error: true,
+      content: expect.stringContaining("did not answer hang within 2 s"),
+    });
     const [crashed, bash] = toolResults(fake.requests[3]);
     expect(crashed).toMatchObject({ is_error: true, content: expect.stringContaining("fixture: crashing on purpose") });
     expect(toolResultText(bash)).toBe("fine");
@@ -62,13 +65,21 @@ describe("an MCP server in a per-repo image with Node (Docker)", { timeout: 300_
   // under gVisor, the agent can read a server's env: which is why docs/jobspec.md still says to put
   // no secret there.
   it("a server's env is not readable by the agent's commands (Landlock), while its own children's is", async () => {
-    const fx = { command: "node", args: ["/opt/mcp/server.mjs"], env: { FIXTURE_NAME: "fx", NOT_A_SECRET: "seen-by-the-agent" } };
+    const fx = {
+      command: "node",
+      args: ["/opt/mcp/server.mjs"],
+      env: { FIXTURE_NAME: "fx", NOT_A_SECRET: "seen-by-the-agent" },
+    };
     const read = [
       "grep -l server.mjs /proc/[0-9]*/cmdline >/dev/null 2>&1 && echo server-running",
       "for p in /proc/[0-9]*; do { tr '\\0' '\\n' < $p/environ; } 2>/dev/null | grep '^NOT_A_SECRET='; done | sort -u",
       "NOT_A_SECRET=own-child sleep 30 & sleep 0.5; tr '\\0' '\\n' < /proc/$!/environ | grep '^NOT_A_SECRET='; kill $!",
     ].join("; ");
-    const { result, fake } = await runScripted([reply(toolUse("bash", { command: read })), reply(text("done"))], { repo: { path: repo }, image: TAG, mcp: { servers: { fx } } }, "mcp-docker-env");
+    const { result, fake } = await runScripted(
+      [reply(toolUse("bash", { command: read })), reply(text("done"))],
+      { repo: { path: repo }, image: TAG, mcp: { servers: { fx } } },
+      "mcp-docker-env",
+    );
     expect(result.status).toBe("completed");
     expect(toolResultText(toolResults(fake.requests[1])[0])).toBe("server-running\nNOT_A_SECRET=own-child");
   });

@@ -87,7 +87,8 @@ git -c safe.directory='*' diff --no-color --no-ext-diff --no-textconv --no-renam
 }
 
 /** Same size, and the old mtime to the nanosecond: only ctime tells the rewrite. */
-const FORGE = (file: string, body: string) => `m=$(stat -c %.9Y ${file}); printf '${body}' > ${file}; touch -m -d "@$m" ${file}; stat -c '%.9Y %Z' ${file}`;
+const FORGE = (file: string, body: string) =>
+  `m=$(stat -c %.9Y ${file}); printf '${body}' > ${file}; touch -m -d "@$m" ${file}; stat -c '%.9Y %Z' ${file}`;
 
 describe("the stat cache (real engine)", () => {
   it("keeps the baseline's stat data, and a rewrite with forged mtime and the same size still reaches the patch", async () => {
@@ -122,7 +123,10 @@ describe("the stat cache (real engine)", () => {
       await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
       // The agent rewrites r.txt in place, same bytes, every 50 ms while the baseline is taken: its
       // ctime is always within the baseline's last second.
-      await agent(sb, "nohup bash -c 'while :; do printf rrrr 1<> r.txt; sleep 0.05; done' >/dev/null 2>&1 & sleep 0.3");
+      await agent(
+        sb,
+        "nohup bash -c 'while :; do printf rrrr 1<> r.txt; sleep 0.05; done' >/dev/null 2>&1 & sleep 0.3",
+      );
       const baseline = await snapshotBaseline(sb);
       await sb.killAgentProcesses();
       expect(await indexEntry(sb, "r.txt")).toEqual({ ctime: 0, size: 0 }); // no stat data: hashed again at the patch
@@ -137,7 +141,17 @@ describe("the stat cache (real engine)", () => {
 
   it("smudge, with gawk and without: exactly the recent entries lose their stat data, whatever their names", async () => {
     // Names that would break a split on tabs, lines or quotes; "pa" is old, "pa\tth" recent.
-    const recent = ["pa\tth", "new\nline.txt", "tab\there.txt", "back\\slash.txt", "-dash.txt", " lead.txt", 'quote"d.txt', "star*.txt", "trail\t"];
+    const recent = [
+      "pa\tth",
+      "new\nline.txt",
+      "tab\there.txt",
+      "back\\slash.txt",
+      "-dash.txt",
+      " lead.txt",
+      'quote"d.txt',
+      "star*.txt",
+      "trail\t",
+    ];
     const dir = hostDir({ pa: "old\n", "old.txt": "old\n" });
     await withSandbox(async (sb) => {
       await loadRepo(sb, { path: dir });
@@ -145,13 +159,18 @@ describe("the stat cache (real engine)", () => {
       await agent(sb, `while [ $(date +%s) -le ${loaded + 2} ]; do sleep 0.2; done`);
       // The second the recent files were written in: each smudge below is taken as of it (taken as of
       // its own run, the second one, seconds later under load, once found nothing recent).
-      const made = await sb.exec(["bash", "-c", 'printf "%(%s)T" -1; for n in "$@"; do printf "x%s\\n" "$n" > "./$n"; done', "_", ...recent], { cwd: "/workspace" });
+      const made = await sb.exec(
+        ["bash", "-c", 'printf "%(%s)T" -1; for n in "$@"; do printf "x%s\\n" "$n" > "./$n"; done', "_", ...recent],
+        { cwd: "/workspace" },
+      );
       expect(made.exitCode, made.stderr).toBe(0);
       const writtenAt = Number(made.stdout.toString());
       expect(writtenAt).toBeGreaterThan(loaded + 2);
       // The prelude's own smudge on a fresh index of everything, then each entry's size (0: smudged).
       const smudged = async (hideGawk: boolean) => {
-        const hide = hideGawk ? 'command() { if [ "$1 $2" = "-v gawk" ]; then return 1; fi; builtin command "$@"; }\n' : "";
+        const hide = hideGawk
+          ? 'command() { if [ "$1 $2" = "-v gawk" ]; then return 1; fi; builtin command "$@"; }\n'
+          : "";
         const script = `${GIT}${hide}export GIT_WORK_TREE=/workspace GIT_INDEX_FILE=/patchbay/t.index
 rm -f "$GIT_INDEX_FILE"; "\${G[@]}" add -A
 smudge ${writtenAt}
@@ -172,7 +191,12 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
     for (let i = 0; i < 200; i++) files[`f${i}.txt`] = `file ${i}\n`;
     const dir = hostDir(files);
     // An index is used only where baseline.tree names it (its stat data trusted).
-    const hasIndex = async (sb: Sandbox) => (await sb.exec(["test", "-e", "/patchbay/baseline.index", "-a", "-e", "/patchbay/baseline.tree"], { user: "0:0" })).exitCode === 0;
+    const hasIndex = async (sb: Sandbox) =>
+      (
+        await sb.exec(["test", "-e", "/patchbay/baseline.index", "-a", "-e", "/patchbay/baseline.tree"], {
+          user: "0:0",
+        })
+      ).exitCode === 0;
     await withSandbox(async (sb) => {
       await loadRepo(sb, { path: dir });
       // Every file's ctime is within the baseline's last second: all would be smudged, so none is kept.
@@ -190,7 +214,8 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
 
   it("the baseline skips the smudge's scan only where the load began within its window (PB_LOADED_SINCE)", async () => {
     const dir = hostDir({ "a.txt": "AAAA\n", "b.txt": "bbbb\n" });
-    const hasTree = async (sb: Sandbox) => (await sb.exec(["test", "-e", "/patchbay/baseline.tree"], { user: "0:0" })).exitCode === 0;
+    const hasTree = async (sb: Sandbox) =>
+      (await sb.exec(["test", "-e", "/patchbay/baseline.tree"], { user: "0:0" })).exitCode === 0;
     await withSandbox(async (sb) => {
       await loadRepo(sb, { path: dir });
       expect(await hasTree(sb)).toBe(false); // loaded within the second: every file would be smudged
@@ -208,8 +233,15 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
 
   it("a deferred smudge (off the ready path): no trusted index until it ran, then the same index as an inline one", async () => {
     const dir = hostDir({ "a.txt": "AAAA\n", "b.txt": "bbbb\n" });
-    const hasTree = async (sb: Sandbox) => (await sb.exec(["test", "-e", "/patchbay/baseline.tree"], { user: "0:0" })).exitCode === 0;
-    const debug = async (sb: Sandbox) => (await sb.exec(["bash", "-c", "GIT_DIR=/patchbay/git GIT_INDEX_FILE=/patchbay/baseline.index git ls-files --debug"], { user: "0:0" })).stdout.toString();
+    const hasTree = async (sb: Sandbox) =>
+      (await sb.exec(["test", "-e", "/patchbay/baseline.tree"], { user: "0:0" })).exitCode === 0;
+    const debug = async (sb: Sandbox) =>
+      (
+        await sb.exec(
+          ["bash", "-c", "GIT_DIR=/patchbay/git GIT_INDEX_FILE=/patchbay/baseline.index git ls-files --debug"],
+          { user: "0:0" },
+        )
+      ).stdout.toString();
     await withSandbox(async (sb) => {
       await loadRepo(sb, { path: dir });
       const loaded = Number(await agent(sb, "stat -c %Z a.txt"));
@@ -221,7 +253,8 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
       let release!: () => void;
       const held = new Promise<void>((r) => (release = r));
       const exec = sb.exec.bind(sb);
-      sb.exec = async (argv, o) => (o?.env?.some((e) => e.startsWith("PB_SMUDGE=")) ? (await held, exec(argv, o)) : exec(argv, o));
+      sb.exec = async (argv, o) =>
+        o?.env?.some((e) => e.startsWith("PB_SMUDGE=")) ? (await held, exec(argv, o)) : exec(argv, o);
       const b = await takeBaseline(sb, [], { loadedSince: loaded, deferSmudge: true });
       expect(await hasTree(sb)).toBe(false); // the baseline is known, its index not yet trusted
       release();
@@ -271,7 +304,9 @@ for n in "$@"; do "\${G[@]}" --literal-pathspecs ls-files --debug -- "$n" | grep
       const cp = await checkpointDiff(sb, baseline);
       expect(cp.patch).toBe(after.patch);
       expect(cp.tree).toBe(after.tree);
-      expect((await checkpointDiff(sb, baseline, { last: { tree: cp.tree, patch: "SENTINEL" } })).patch).toBe("SENTINEL");
+      expect((await checkpointDiff(sb, baseline, { last: { tree: cp.tree, patch: "SENTINEL" } })).patch).toBe(
+        "SENTINEL",
+      );
       await agent(sb, "echo more >> f4.txt");
       const next = await checkpointDiff(sb, baseline, { last: { tree: cp.tree, patch: "SENTINEL" } });
       expect(next.tree).not.toBe(cp.tree);
@@ -327,7 +362,10 @@ describe("the worker's tree of what it sent, taken at once and checked by git's 
   it("a job's prepare: the baseline its agent and patch use is git's tree where the files differ from what was sent", async () => {
     const dir = hostDir({ "a.txt": "AAAA\n", "b.txt": "bbbb\n" });
     const spec = JobSpec.parse({ task: "t", repo: { path: dir } });
-    const { ctx, dispose } = jobContext(spec, loadConfig(), { backend: backendOf("docker"), labels: { "patchbay.test": "patch-statcache" } });
+    const { ctx, dispose } = jobContext(spec, loadConfig(), {
+      backend: backendOf("docker"),
+      labels: { "patchbay.test": "patch-statcache" },
+    });
     const held: Held = { removals: [] };
     try {
       const sb = await acquire(ctx, held);
@@ -351,7 +389,11 @@ describe("the worker's tree of what it sent, taken at once and checked by git's 
     const fake = await startFakeAnthropic([reply(text("Done."))]);
     const model = new AnthropicModel({ apiKey: "k", baseURL: fake.url, maxRetries: 0 });
     const spec = JobSpec.parse({ task: "t", repo: { path: dir } });
-    const { ctx, dispose } = jobContext(spec, loadConfig(), { backend: backendOf("docker"), model, labels: { "patchbay.test": "patch-statcache" } });
+    const { ctx, dispose } = jobContext(spec, loadConfig(), {
+      backend: backendOf("docker"),
+      model,
+      labels: { "patchbay.test": "patch-statcache" },
+    });
     const held: Held = { removals: [] };
     try {
       const sb = await acquire(ctx, held);

@@ -28,7 +28,14 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deleteBranch, prepareChange, PublishError, pushBranch, remoteBranch, type PrepareOptions } from "../../src/campaign/publish-git.js";
+import {
+  deleteBranch,
+  prepareChange,
+  PublishError,
+  pushBranch,
+  remoteBranch,
+  type PrepareOptions,
+} from "../../src/campaign/publish-git.js";
 import { DEFAULT_PATCH_MAX_BYTES } from "../../src/job/patch.js";
 import { startGitHttp, type GitHttpServer } from "../support/git-http.js";
 import { startGitSsh, type GitSsh } from "../support/git-ssh.js";
@@ -41,8 +48,18 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "pb-publish-"));
 const repos = path.join(tmp, "repos");
 const cache = path.join(tmp, "cache");
 const outside = path.join(tmp, "outside"); // the symlink in the repo points here: nothing may land in it
-const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "commit.gpgSign=false"];
-const git = (cwd: string, ...args: string[]) => execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "latin1", maxBuffer: 64 * 1024 * 1024 });
+const GIT_ID = [
+  "-c",
+  "user.name=t",
+  "-c",
+  "user.email=t@t",
+  "-c",
+  "init.defaultBranch=main",
+  "-c",
+  "commit.gpgSign=false",
+];
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "latin1", maxBuffer: 64 * 1024 * 1024 });
 const LINES = "a\nb\nc\nd\ne\nf\ng\n";
 const DATE = new Date("2025-03-04T05:06:07Z");
 const author = { name: "Patchbay Bot", email: "bot@patchbay.test" };
@@ -64,7 +81,10 @@ function makeRepo(name: string): string {
   git(work, "add", "-A");
   // One base commit in every repo: the same tree, author, committer and dates.
   const date = "2020-01-01T00:00:00Z";
-  execFileSync("git", [...GIT_ID, "commit", "-qm", "base"], { cwd: work, env: { ...process.env, GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } });
+  execFileSync("git", [...GIT_ID, "commit", "-qm", "base"], {
+    cwd: work,
+    env: { ...process.env, GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date },
+  });
   const bare = path.join(repos, `${name}.git`);
   git(tmp, "clone", "-q", "--bare", work, bare);
   git(work, "remote", "add", "up", bare);
@@ -84,7 +104,10 @@ function patchB(): string {
 function moveTarget(name: string, from: string, to: string, branch = "main"): string {
   const work = path.join(tmp, "work", name);
   git(work, "checkout", "-q", "-B", branch, "main");
-  fs.writeFileSync(path.join(work, "f.txt"), fs.readFileSync(path.join(work, "f.txt"), "utf8").replace(`${from}\n`, `${to}\n`));
+  fs.writeFileSync(
+    path.join(work, "f.txt"),
+    fs.readFileSync(path.join(work, "f.txt"), "utf8").replace(`${from}\n`, `${to}\n`),
+  );
   git(work, "commit", "-qam", `move ${from}`);
   git(work, "push", "-q", "-f", "up", `${branch}:${branch}`);
   const sha = git(work, "rev-parse", "HEAD").trim();
@@ -124,7 +147,8 @@ async function refusal(p: Promise<unknown>): Promise<PublishError> {
   return err as PublishError;
 }
 
-const show = (bare: string, rev: string) => git(bare, "show", "-s", "--format=%P|%an <%ae>|%ad|%cn|%cd|%B", "--date=iso-strict", rev);
+const show = (bare: string, rev: string) =>
+  git(bare, "show", "-s", "--format=%P|%an <%ae>|%ad|%cn|%cd|%B", "--date=iso-strict", rev);
 
 beforeAll(async () => {
   fs.mkdirSync(outside);
@@ -137,10 +161,18 @@ beforeAll(async () => {
     fs.writeFileSync(path.join(bare, "hooks", "pre-receive"), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
   };
   git(path.join(repos, "hooked.git"), "config", "receive.advertisePushOptions", "true");
-  hook("hooked", `i=0; while [ $i -lt "\${GIT_PUSH_OPTION_COUNT:-0}" ]; do eval "echo \\$GIT_PUSH_OPTION_$i"; i=$((i+1)); done > "${path.join(tmp, "work", "push-options")}"`);
+  hook(
+    "hooked",
+    `i=0; while [ $i -lt "\${GIT_PUSH_OPTION_COUNT:-0}" ]; do eval "echo \\$GIT_PUSH_OPTION_$i"; i=$((i+1)); done > "${path.join(tmp, "work", "push-options")}"`,
+  );
   hook("guarded", 'echo "GL-HOOK-ERR: You are not allowed to push code to this project." >&2; exit 1');
   base = git(path.join(tmp, "work", "r"), "rev-parse", "HEAD").trim();
-  http = await startGitHttp(repos, { users: [{ ...WRITER, rights: "write" }, { ...READER, rights: "read" }] });
+  http = await startGitHttp(repos, {
+    users: [
+      { ...WRITER, rights: "write" },
+      { ...READER, rights: "read" },
+    ],
+  });
   ssh = await startGitSsh();
 });
 afterAll(async () => {
@@ -159,7 +191,9 @@ describe("the publish cache is bounded", () => {
     git(work, "push", "-q", "up", "main:main");
     const dir = path.join(tmp, "cache-huge");
     const err = await refusal(prepare(opts("huge", { cacheDir: dir, maxCacheBytes: 1_000_000 })));
-    expect(err.message).toMatch(/^git fetch http:\/\/127\.0\.0\.1:\d+\/huge\.git \(main\) stopped: its clone in the publish cache grew past 1,000,000 bytes, the most a repository's clone may take there; the clone was removed$/);
+    expect(err.message).toMatch(
+      /^git fetch http:\/\/127\.0\.0\.1:\d+\/huge\.git \(main\) stopped: its clone in the publish cache grew past 1,000,000 bytes, the most a repository's clone may take there; the clone was removed$/,
+    );
     expect(fs.readdirSync(dir).filter((n) => n.endsWith(".git"))).toEqual([]);
     // Under a bound it fits, the same remote publishes.
     expect((await prepare(opts("huge", { cacheDir: dir, maxCacheBytes: 64 * 1024 * 1024 }))).kind).toBe("commit");
@@ -173,13 +207,27 @@ describe("prepareChange and pushBranch over smart HTTP", () => {
     if (r.kind !== "commit") throw new Error(JSON.stringify(r));
     expect(r).toMatchObject({ target: "main", onto: base, rebased: false });
     expect(r.diffstat).toMatch(/f\.txt \| 2 \+-/);
-    expect(await pushBranch({ url: httpUrl("r"), cacheDir: cache, sha: r.sha, branch: "patchbay/bump", expect: null, env: process.env, credential: WRITER })).toEqual({ kind: "pushed" });
+    expect(
+      await pushBranch({
+        url: httpUrl("r"),
+        cacheDir: cache,
+        sha: r.sha,
+        branch: "patchbay/bump",
+        expect: null,
+        env: process.env,
+        credential: WRITER,
+      }),
+    ).toEqual({ kind: "pushed" });
     const bare = path.join(repos, "r.git");
     expect(git(bare, "rev-parse", "refs/heads/patchbay/bump").trim()).toBe(r.sha);
     expect(git(bare, "show", `${r.sha}:f.txt`)).toBe(LINES.replace("b\n", "B\n"));
-    expect(show(bare, r.sha)).toBe(`${base}|Patchbay Bot <bot@patchbay.test>|2025-03-04T05:06:07+00:00|Patchbay Bot|2025-03-04T05:06:07+00:00|Bump b\n\nMade by patchbay.\n\n`);
+    expect(show(bare, r.sha)).toBe(
+      `${base}|Patchbay Bot <bot@patchbay.test>|2025-03-04T05:06:07+00:00|Patchbay Bot|2025-03-04T05:06:07+00:00|Bump b\n\nMade by patchbay.\n\n`,
+    );
     expect(git(tmp, "ls-remote", bare, "refs/heads/patchbay/bump")).toBe(`${r.sha}\trefs/heads/patchbay/bump\n`);
-    expect(await remoteBranch({ url: httpUrl("r"), branch: "patchbay/bump", env: process.env, credential: READER })).toBe(r.sha);
+    expect(
+      await remoteBranch({ url: httpUrl("r"), branch: "patchbay/bump", env: process.env, credential: READER }),
+    ).toBe(r.sha);
     // Both users were asked for, and the writer pushed.
     expect(http.requests.some((q) => q.user === "x-access-token" && q.path.endsWith("/git-receive-pack"))).toBe(true);
   });
@@ -192,7 +240,17 @@ describe("prepareChange and pushBranch over smart HTTP", () => {
     const sha = (first as { sha: string }).sha;
     expect([(again as { sha: string }).sha, (fresh as { sha: string }).sha]).toEqual([sha, sha]);
     const before = http.requests.filter((q) => q.path.endsWith("/git-receive-pack")).length;
-    expect(await pushBranch({ url: httpUrl("r"), cacheDir: cache, sha, branch: "patchbay/bump", expect: sha, env: process.env, credential: WRITER })).toEqual({ kind: "unchanged" });
+    expect(
+      await pushBranch({
+        url: httpUrl("r"),
+        cacheDir: cache,
+        sha,
+        branch: "patchbay/bump",
+        expect: sha,
+        env: process.env,
+        credential: WRITER,
+      }),
+    ).toEqual({ kind: "unchanged" });
     expect(http.requests.filter((q) => q.path.endsWith("/git-receive-pack")).length).toBe(before);
     fs.rmSync(path.join(tmp, "cache2"), { recursive: true, force: true });
   });
@@ -208,11 +266,23 @@ describe("prepareChange and pushBranch over smart HTTP", () => {
     const r = await prepare(opts("moved"));
     if (r.kind !== "commit") throw new Error(JSON.stringify(r));
     expect(r).toMatchObject({ target: "main", onto: tip, rebased: true });
-    expect(await pushBranch({ url: httpUrl("moved"), cacheDir: cache, sha: r.sha, branch: "patchbay/bump", expect: null, env: process.env, credential: WRITER })).toEqual({ kind: "pushed" });
+    expect(
+      await pushBranch({
+        url: httpUrl("moved"),
+        cacheDir: cache,
+        sha: r.sha,
+        branch: "patchbay/bump",
+        expect: null,
+        env: process.env,
+        credential: WRITER,
+      }),
+    ).toEqual({ kind: "pushed" });
     const bare = path.join(repos, "moved.git");
     expect(git(bare, "rev-parse", "patchbay/bump^").trim()).toBe(tip);
     expect(git(bare, "show", "patchbay/bump:f.txt")).toBe(LINES.replace("b\n", "B\n").replace("f\n", "F\n"));
-    expect(git(bare, "log", "-1", "--format=%an|%B", "patchbay/bump")).toBe("Patchbay Bot|Bump b\n\nMade by patchbay.\n\n");
+    expect(git(bare, "log", "-1", "--format=%an|%B", "patchbay/bump")).toBe(
+      "Patchbay Bot|Bump b\n\nMade by patchbay.\n\n",
+    );
   });
 
   it("a target moved with a conflicting commit is a conflict naming the file, and nothing is pushed", async () => {
@@ -227,7 +297,17 @@ describe("prepareChange and pushBranch over smart HTTP", () => {
     const foreign = moveTarget("r", "g", "G", "patchbay/taken");
     const r = await prepare(opts("r"));
     const sha = (r as { sha: string }).sha;
-    const push = (force: boolean) => pushBranch({ url: httpUrl("r"), cacheDir: cache, sha, branch: "patchbay/taken", expect: null, force, env: process.env, credential: WRITER });
+    const push = (force: boolean) =>
+      pushBranch({
+        url: httpUrl("r"),
+        cacheDir: cache,
+        sha,
+        branch: "patchbay/taken",
+        expect: null,
+        force,
+        env: process.env,
+        credential: WRITER,
+      });
     expect(await push(false)).toEqual({ kind: "foreign", remoteSha: foreign });
     expect(git(path.join(repos, "r.git"), "rev-parse", "patchbay/taken").trim()).toBe(foreign);
     expect(await push(true)).toEqual({ kind: "pushed" });
@@ -236,7 +316,17 @@ describe("prepareChange and pushBranch over smart HTTP", () => {
 
   it("a read-only token is refused for rights: a PublishError naming the host, without the token", async () => {
     const r = await prepare(opts("r", { credential: READER }));
-    const err = await refusal(pushBranch({ url: httpUrl("r"), cacheDir: cache, sha: (r as { sha: string }).sha, branch: "patchbay/ro", expect: null, env: process.env, credential: READER }));
+    const err = await refusal(
+      pushBranch({
+        url: httpUrl("r"),
+        cacheDir: cache,
+        sha: (r as { sha: string }).sha,
+        branch: "patchbay/ro",
+        expect: null,
+        env: process.env,
+        credential: READER,
+      }),
+    );
     expect(err.reason).toBe("rights");
     expect(err.kind).toBe("config");
     expect(err.message).toContain(`the credentials for ${http.host} cannot push to ${httpUrl("r")}: `);
@@ -247,16 +337,40 @@ describe("prepareChange and pushBranch over smart HTTP", () => {
 
   it("sends push options (GitLab's merge_request.create) to the server", async () => {
     const r = await prepare(opts("hooked"));
-    const push = { url: httpUrl("hooked"), cacheDir: cache, sha: (r as { sha: string }).sha, branch: "patchbay/mr", expect: null, env: process.env, credential: WRITER };
-    expect(await pushBranch({ ...push, pushOptions: ["merge_request.create", "merge_request.target=main"] })).toEqual({ kind: "pushed" });
-    expect(fs.readFileSync(path.join(tmp, "work", "push-options"), "utf8")).toBe("merge_request.create\nmerge_request.target=main\n");
+    const push = {
+      url: httpUrl("hooked"),
+      cacheDir: cache,
+      sha: (r as { sha: string }).sha,
+      branch: "patchbay/mr",
+      expect: null,
+      env: process.env,
+      credential: WRITER,
+    };
+    expect(await pushBranch({ ...push, pushOptions: ["merge_request.create", "merge_request.target=main"] })).toEqual({
+      kind: "pushed",
+    });
+    expect(fs.readFileSync(path.join(tmp, "work", "push-options"), "utf8")).toBe(
+      "merge_request.create\nmerge_request.target=main\n",
+    );
   });
 
   it("a push the server's pre-receive hook refuses is a PublishError for rights, with the server's words", async () => {
     const r = await prepare(opts("guarded"));
-    const err = await refusal(pushBranch({ url: httpUrl("guarded"), cacheDir: cache, sha: (r as { sha: string }).sha, branch: "patchbay/x", expect: null, env: process.env, credential: WRITER }));
+    const err = await refusal(
+      pushBranch({
+        url: httpUrl("guarded"),
+        cacheDir: cache,
+        sha: (r as { sha: string }).sha,
+        branch: "patchbay/x",
+        expect: null,
+        env: process.env,
+        credential: WRITER,
+      }),
+    );
     expect(err.reason).toBe("rights");
-    expect(err.message).toContain(`the credentials for ${http.host} cannot push to ${httpUrl("guarded")}: [remote rejected] (pre-receive hook declined)`);
+    expect(err.message).toContain(
+      `the credentials for ${http.host} cannot push to ${httpUrl("guarded")}: [remote rejected] (pre-receive hook declined)`,
+    );
     expect(err.message).toContain("You are not allowed to push code to this project.");
   });
 
@@ -272,7 +386,9 @@ describe("prepareChange and pushBranch over smart HTTP", () => {
     fs.writeFileSync(path.join(work, "g.txt"), "changed\n");
     const p = git(work, "diff", "HEAD");
     git(work, "checkout", "-q", "--", "g.txt");
-    const r = await prepare(opts("r", { baseCommit: side, patch: p, target: "main", cacheDir: path.join(tmp, "cache3") }));
+    const r = await prepare(
+      opts("r", { baseCommit: side, patch: p, target: "main", cacheDir: path.join(tmp, "cache3") }),
+    );
     expect(r).toMatchObject({ kind: "commit", onto: base, rebased: true });
     expect((r as { diffstat: string }).diffstat).toMatch(/^ g\.txt \| 2 \+-\n 1 file changed/);
     fs.rmSync(path.join(tmp, "cache3"), { recursive: true, force: true });
@@ -281,8 +397,17 @@ describe("prepareChange and pushBranch over smart HTTP", () => {
   it("deleteBranch removes the branch only at the commit it expects", async () => {
     const r = await prepare(opts("r"));
     const sha = (r as { sha: string }).sha;
-    await pushBranch({ url: httpUrl("r"), cacheDir: cache, sha, branch: "patchbay/gone", expect: null, env: process.env, credential: WRITER });
-    const del = (expect: string) => deleteBranch({ url: httpUrl("r"), branch: "patchbay/gone", expect, env: process.env, credential: WRITER });
+    await pushBranch({
+      url: httpUrl("r"),
+      cacheDir: cache,
+      sha,
+      branch: "patchbay/gone",
+      expect: null,
+      env: process.env,
+      credential: WRITER,
+    });
+    const del = (expect: string) =>
+      deleteBranch({ url: httpUrl("r"), branch: "patchbay/gone", expect, env: process.env, credential: WRITER });
     expect(await del(base)).toEqual({ kind: "foreign", remoteSha: sha });
     expect(git(path.join(repos, "r.git"), "rev-parse", "patchbay/gone").trim()).toBe(sha);
     expect(await del(sha)).toEqual({ kind: "deleted" });
@@ -298,7 +423,9 @@ describe("a server that never answers", () => {
     await new Promise<void>((resolve) => mute.listen(0, "127.0.0.1", resolve));
     const url = `http://127.0.0.1:${(mute.address() as net.AddressInfo).port}/r.git`;
     try {
-      const err = await refusal(remoteBranch({ url, branch: "main", env: process.env, credential: WRITER, timeoutMs: 300 }));
+      const err = await refusal(
+        remoteBranch({ url, branch: "main", env: process.env, credential: WRITER, timeoutMs: 300 }),
+      );
       expect([err.reason, err.kind]).toEqual(["timeout", "timeout"]);
       expect(err.message).toMatch(/^git cannot read http:\/\/127\.0\.0\.1:\d+\/r\.git: killed after 300 ms/);
     } finally {
@@ -315,17 +442,28 @@ describe("over SSH through the agent", () => {
     const env = { ...process.env, ...ssh.env };
     const r = await prepare(opts("ssh", { url, env, credential: undefined }));
     if (r.kind !== "commit") throw new Error(JSON.stringify(r));
-    expect(await pushBranch({ url, cacheDir: cache, sha: r.sha, branch: "patchbay/ssh", expect: null, env })).toEqual({ kind: "pushed" });
+    expect(await pushBranch({ url, cacheDir: cache, sha: r.sha, branch: "patchbay/ssh", expect: null, env })).toEqual({
+      kind: "pushed",
+    });
     expect(git(tmp, "ls-remote", bare, "refs/heads/patchbay/ssh")).toBe(`${r.sha}\trefs/heads/patchbay/ssh\n`);
-    expect(execFileSync("git", ["ls-remote", url, "refs/heads/patchbay/ssh"], { env, encoding: "utf8" })).toBe(`${r.sha}\trefs/heads/patchbay/ssh\n`);
+    expect(execFileSync("git", ["ls-remote", url, "refs/heads/patchbay/ssh"], { env, encoding: "utf8" })).toBe(
+      `${r.sha}\trefs/heads/patchbay/ssh\n`,
+    );
     expect(git(bare, "show", `${r.sha}:f.txt`)).toBe(LINES.replace("b\n", "B\n"));
     expect(ssh.log()).toMatch(/Accepted publickey for \S+ from 127\.0\.0\.1/);
-    expect(await pushBranch({ url, cacheDir: cache, sha: r.sha, branch: "patchbay/ssh", expect: r.sha, env })).toEqual({ kind: "unchanged" });
+    expect(await pushBranch({ url, cacheDir: cache, sha: r.sha, branch: "patchbay/ssh", expect: r.sha, env })).toEqual({
+      kind: "unchanged",
+    });
   });
 
   it("without the agent's key the server refuses: a PublishError for rights naming the host", async () => {
     const url = `${ssh.login}:${path.join(repos, "ssh.git")}`;
-    const env = { ...process.env, ...ssh.env, SSH_AUTH_SOCK: path.join(tmp, "no-agent.sock"), HOME: path.join(tmp, "work") };
+    const env = {
+      ...process.env,
+      ...ssh.env,
+      SSH_AUTH_SOCK: path.join(tmp, "no-agent.sock"),
+      HOME: path.join(tmp, "work"),
+    };
     const err = await refusal(remoteBranch({ url, branch: "patchbay/ssh", env }));
     expect(err.reason).toBe("rights");
     expect(err.message).toMatch(/^the credentials for 127\.0\.0\.1 cannot read .*: .*Permission denied \(publickey\)/s);
@@ -333,14 +471,18 @@ describe("over SSH through the agent", () => {
 });
 
 /** A patch creating `file` with one line. */
-const create = (file: string, text = "pwned") => `diff --git a/${file} b/${file}\nnew file mode 100644\n--- /dev/null\n+++ b/${file}\n@@ -0,0 +1 @@\n+${text}\n`;
+const create = (file: string, text = "pwned") =>
+  `diff --git a/${file} b/${file}\nnew file mode 100644\n--- /dev/null\n+++ b/${file}\n@@ -0,0 +1 @@\n+${text}\n`;
 
 describe("hostile patches", () => {
   const hostile = (patch: string) => refusal(prepare(opts("hostile", { patch })));
 
   it("refuses a path with .., a path into .git/, a write through the tree's symlink, and one through a symlink it makes", async () => {
     const dots = await hostile(create("../escape.txt"));
-    expect([dots.reason, dots.message]).toEqual(["patch", expect.stringMatching(/^the patch does not apply to [0-9a-f]{40}: error: invalid path '\.\.\/escape\.txt'/)]);
+    expect([dots.reason, dots.message]).toEqual([
+      "patch",
+      expect.stringMatching(/^the patch does not apply to [0-9a-f]{40}: error: invalid path '\.\.\/escape\.txt'/),
+    ]);
     const dotGit = await hostile(create(".git/hooks/post-checkout"));
     expect(dotGit.message).toMatch(/invalid path '\.git\/hooks\/post-checkout'/);
     const through = await hostile(create("link/planted.txt"));
@@ -353,7 +495,9 @@ describe("hostile patches", () => {
 
   it("refuses a patch over the bound, and a small binary patch that claims to inflate past it, before git sees them", async () => {
     const huge = await hostile(create("big.txt", "x".repeat(DEFAULT_PATCH_MAX_BYTES)));
-    expect(huge.message).toMatch(new RegExp(`^the patch is \\d+ bytes, over the ${DEFAULT_PATCH_MAX_BYTES} bytes a publish takes$`));
+    expect(huge.message).toMatch(
+      new RegExp(`^the patch is \\d+ bytes, over the ${DEFAULT_PATCH_MAX_BYTES} bytes a publish takes$`),
+    );
     const bomb = `diff --git a/z.bin b/z.bin\nnew file mode 100644\nindex 0000000..1111111\nGIT binary patch\nliteral ${DEFAULT_PATCH_MAX_BYTES + 1}\nzcmeAS@N?(olHy`;
     expect((await hostile(bomb)).message).toMatch(/inflate to \d+ bytes, over the/);
   });
@@ -368,9 +512,11 @@ describe("hostile patches", () => {
       }
     };
     walk(cache);
-    const allowed = /^[0-9a-f]{24}\.git\/(?:HEAD|config|description|packed-refs|shallow|objects\/.+|refs\/.+|info\/.+|logs\/.+)$/;
+    const allowed =
+      /^[0-9a-f]{24}\.git\/(?:HEAD|config|description|packed-refs|shallow|objects\/.+|refs\/.+|info\/.+|logs\/.+)$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
-    for (const f of files.filter((f) => /\/objects\//.test(f) === false)) expect(fs.readFileSync(path.join(cache, f), "latin1")).not.toMatch(/pwned|planted/);
+    for (const f of files.filter((f) => /\/objects\//.test(f) === false))
+      expect(fs.readFileSync(path.join(cache, f), "latin1")).not.toMatch(/pwned|planted/);
     expect(fs.readdirSync(outside)).toEqual([]);
     expect(fs.readdirSync(tmp).sort()).toEqual(["cache", "outside", "repos", "work"]);
   });
@@ -378,7 +524,12 @@ describe("hostile patches", () => {
 
 describe("the token", () => {
   it("is in no file under the cache dir (git's objects unpacked) and in no message", () => {
-    const secrets = [TOKEN, READ_TOKEN, Buffer.from(`${WRITER.username}:${TOKEN}`).toString("base64"), Buffer.from(`${READER.username}:${READ_TOKEN}`).toString("base64")];
+    const secrets = [
+      TOKEN,
+      READ_TOKEN,
+      Buffer.from(`${WRITER.username}:${TOKEN}`).toString("base64"),
+      Buffer.from(`${READER.username}:${READ_TOKEN}`).toString("base64"),
+    ];
     const found: string[] = [];
     const walk = (d: string) => {
       for (const e of fs.readdirSync(d, { withFileTypes: true })) {
@@ -389,7 +540,11 @@ describe("the token", () => {
     };
     walk(cache);
     for (const repo of fs.readdirSync(cache)) {
-      const objects = execFileSync("git", ["-C", path.join(cache, repo), "cat-file", "--batch-all-objects", "--batch"], { maxBuffer: 256 * 1024 * 1024 });
+      const objects = execFileSync(
+        "git",
+        ["-C", path.join(cache, repo), "cat-file", "--batch-all-objects", "--batch"],
+        { maxBuffer: 256 * 1024 * 1024 },
+      );
       if (secrets.some((s) => objects.includes(s))) found.push(`${repo} objects`);
     }
     expect(found).toEqual([]);

@@ -44,7 +44,10 @@ async function slowProxy(port: number, delayMs: number): Promise<{ port: number;
     up.on("close", end).on("error", end);
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return { port: (server.address() as { port: number }).port, close: () => (server.close(), socks.forEach((s) => s.destroy())) };
+  return {
+    port: (server.address() as { port: number }).port,
+    close: () => (server.close(), socks.forEach((s) => s.destroy())),
+  };
 }
 
 describe("connections through Sentinel across a failover", () => {
@@ -87,8 +90,14 @@ describe("connections through Sentinel across a failover", () => {
     stop = true;
     await Promise.all(busy);
     expect(ended, "connections that ended").toEqual([]);
-    expect(conns.map((c) => c.status).filter((s) => s !== "ready"), "not ready again").toEqual([]);
-    expect(failures.filter((f) => /Connection is closed/.test(f)), failures.slice(0, 5).join("\n")).toEqual([]);
+    expect(
+      conns.map((c) => c.status).filter((s) => s !== "ready"),
+      "not ready again",
+    ).toEqual([]);
+    expect(
+      failures.filter((f) => /Connection is closed/.test(f)),
+      failures.slice(0, 5).join("\n"),
+    ).toEqual([]);
     // Each one writes to the promoted master now.
     const ports = await Promise.all(conns.map(async (c) => Number(/tcp_port:(\d+)/.exec(await c.info("server"))?.[1])));
     expect(new Set(ports)).toEqual(new Set([promoted]));
@@ -107,21 +116,27 @@ describe("connections through Sentinel across a failover", () => {
       const promoted = await g.waitForFailover(old, 60_000);
       expect(promoted).toBe(g.replica.port);
       // The old master lives on, made a replica by the sentinels: a write sent to it is refused (READONLY).
-      for (let t = Date.now(); !/role:slave/.test(String(await ask(old, ["INFO", "replication"], { password: "fo-pw" }))); await sleep(100)) {
+      for (
+        let t = Date.now();
+        !/role:slave/.test(String(await ask(old, ["INFO", "replication"], { password: "fo-pw" })));
+        await sleep(100)
+      ) {
         if (Date.now() - t > 30_000) throw new Error(`the old master ${old} never became a replica`);
       }
       const t0 = Date.now();
-      const results = await Promise.all(conns.map(async (c, i) => {
-        for (;;) {
-          try {
-            await c.set(`k:${i}`, "after");
-            return Number(/tcp_port:(\d+)/.exec(await c.info("server"))?.[1]);
-          } catch (err) {
-            if (Date.now() - t0 > 20_000) return (err as Error).message;
-            await sleep(100);
+      const results = await Promise.all(
+        conns.map(async (c, i) => {
+          for (;;) {
+            try {
+              await c.set(`k:${i}`, "after");
+              return Number(/tcp_port:(\d+)/.exec(await c.info("server"))?.[1]);
+            } catch (err) {
+              if (Date.now() - t0 > 20_000) return (err as Error).message;
+              await sleep(100);
+            }
           }
-        }
-      }));
+        }),
+      );
       expect(results).toEqual(conns.map(() => promoted));
       await Promise.all(conns.map((c) => c.quit().catch(() => c.disconnect())));
     } finally {
@@ -134,7 +149,11 @@ describe("connections through Sentinel across a failover", () => {
  * A sentinel not yet told of a failover: it names `stale` as the master for its first `staleFor`
  * answers, then `master`. A RESP server of the test's own, answering what ioredis asks a sentinel.
  */
-async function lateSentinel(stale: number, master: number, staleFor: number): Promise<{ port: number; asked: () => number; close(): void }> {
+async function lateSentinel(
+  stale: number,
+  master: number,
+  staleFor: number,
+): Promise<{ port: number; asked: () => number; close(): void }> {
   let asked = 0;
   const socks = new Set<Socket>();
   const bulk = (x: string) => `$${Buffer.byteLength(x)}\r\n${x}\r\n`;
@@ -157,7 +176,8 @@ async function lateSentinel(stale: number, master: number, staleFor: number): Pr
         }
         buf = buf.slice(at);
         const cmd = args.map((a) => a.toLowerCase());
-        if (cmd[0] === "sentinel" && cmd[1] === "get-master-addr-by-name") c.write(`*2\r\n${bulk("127.0.0.1")}${bulk(String(asked++ < staleFor ? stale : master))}`);
+        if (cmd[0] === "sentinel" && cmd[1] === "get-master-addr-by-name")
+          c.write(`*2\r\n${bulk("127.0.0.1")}${bulk(String(asked++ < staleFor ? stale : master))}`);
         else if (cmd[0] === "sentinel") c.write("*0\r\n");
         else c.write("+OK\r\n");
       }
@@ -165,13 +185,20 @@ async function lateSentinel(stale: number, master: number, staleFor: number): Pr
     c.on("error", () => {});
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return { port: (server.address() as { port: number }).port, asked: () => asked, close: () => (server.close(), socks.forEach((x) => x.destroy())) };
+  return {
+    port: (server.address() as { port: number }).port,
+    asked: () => asked,
+    close: () => (server.close(), socks.forEach((x) => x.destroy())),
+  };
 }
 
 describe("a sentinel behind the others", () => {
   it("sends a connection to the old master, now a replica: its write is refused (READONLY), it asks again and the write lands on the master", async () => {
     const master = await startRedisServer({ requirePass: "fo-pw" });
-    const replica = await startRedisServer({ requirePass: "fo-pw", args: ["--replicaof", "127.0.0.1", String(master.port), "--masterauth", "fo-pw"] });
+    const replica = await startRedisServer({
+      requirePass: "fo-pw",
+      args: ["--replicaof", "127.0.0.1", String(master.port), "--masterauth", "fo-pw"],
+    });
     const sentinel = await lateSentinel(replica.port, master.port, 2);
     const conn = openRedis(`redis+sentinel://:fo-pw@127.0.0.1:${sentinel.port}/pbmaster`, {}, { ...redisOptions });
     conn.on("error", () => {});
@@ -196,18 +223,36 @@ describe("a worker whose own connection ended", () => {
     const config = loadConfig({ ...process.env, PATCHBAY_BACKEND: "memory", PATCHBAY_TEST_BACKENDS: "1" });
     const model = () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
     const t0 = Date.now();
-    const worker = await startWorker({ redisUrl: redis.url, queueName: "ended", concurrency: 1, model, log: (m) => void lines.push(`${Date.now() - t0} ${m}`), config });
+    const worker = await startWorker({
+      redisUrl: redis.url,
+      queueName: "ended",
+      concurrency: 1,
+      model,
+      log: (m) => void lines.push(`${Date.now() - t0} ${m}`),
+      config,
+    });
     const client = new PatchbayClient({ redisUrl: redis.url, queueName: "ended" });
     try {
       // A job first: the worker is under way (its loop, stalled checks and lock renewals running).
-      expect((await client.waitForResult(await client.enqueue({ task: "Fix clamp.", repo: { path: CLAMP } }), { timeoutMs: 60_000 })).status).toBe("completed");
+      expect(
+        (
+          await client.waitForResult(await client.enqueue({ task: "Fix clamp.", repo: { path: CLAMP } }), {
+            timeoutMs: 60_000,
+          })
+        ).status,
+      ).toBe("completed");
       // BullMQ's connection (the one it takes jobs on) ended, as ioredis ends one it gives up on.
       const conn = worker.worker.opts.connection as Redis;
       conn.disconnect();
       const ids = await Promise.all([1, 2, 3].map(() => client.enqueue({ task: "Fix clamp.", repo: { path: CLAMP } })));
-      const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 60_000 }))).catch((err: Error) => Promise.reject(new Error(`${err.message}\n${lines.join("\n")}`)));
+      const results = await Promise.all(ids.map((id) => client.waitForResult(id, { timeoutMs: 60_000 }))).catch(
+        (err: Error) => Promise.reject(new Error(`${err.message}\n${lines.join("\n")}`)),
+      );
       expect(results.map((r) => `${r.status} ${r.attempt}`)).toEqual(["completed 1", "completed 1", "completed 1"]);
-      expect(lines.some((l) => /redis: its connection \(queue\) ended; connecting again/.test(l)), lines.join("\n")).toBe(true);
+      expect(
+        lines.some((l) => /redis: its connection \(queue\) ended; connecting again/.test(l)),
+        lines.join("\n"),
+      ).toBe(true);
       expect(conn.status).toBe("ready");
     } finally {
       await client.close();
@@ -226,7 +271,8 @@ describe("a client whose connection ended", () => {
       const id = await client.enqueue({ task: "t", repo: { path: CLAMP } });
       client.redis.disconnect(); // as ioredis ends one it gives up on
       await new Promise((r) => client.redis.once("end", r));
-      for (let t = Date.now(); client.redis.status !== "ready"; await sleep(50)) if (Date.now() - t > 10_000) throw new Error(`still ${client.redis.status}`);
+      for (let t = Date.now(); client.redis.status !== "ready"; await sleep(50))
+        if (Date.now() - t > 10_000) throw new Error(`still ${client.redis.status}`);
       expect((await client.status(id)).state).toBe("waiting");
       await client.close();
       await sleep(1500);

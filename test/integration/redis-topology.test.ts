@@ -13,7 +13,14 @@ import { existsSync } from "node:fs";
 import { promisify } from "node:util";
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { makeTestCA, startRedisCluster, startRedisServer, startSentinelGroup, type RedisProc, type TestCA } from "../support/redis-topology.js";
+import {
+  makeTestCA,
+  startRedisCluster,
+  startRedisServer,
+  startSentinelGroup,
+  type RedisProc,
+  type TestCA,
+} from "../support/redis-topology.js";
 
 const exec = promisify(execFile);
 
@@ -66,13 +73,26 @@ describe("TLS with a test CA", () => {
   it("a server with the untrusted cert is refused by a client trusting the test CA (ioredis)", async () => {
     const other = await startRedisServer({ tls: { cert: ca.untrustedCert, key: ca.untrustedKey, ca: ca.untrustedCa } });
     try {
-      const r = new Redis({ host: "127.0.0.1", port: other.port, tls: { ca: [await readText(ca.ca)] }, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      const r = new Redis({
+        host: "127.0.0.1",
+        port: other.port,
+        tls: { ca: [await readText(ca.ca)] },
+        lazyConnect: true,
+        retryStrategy: () => null,
+        maxRetriesPerRequest: 0,
+      });
       const errors: Error[] = [];
       r.on("error", (e: Error) => errors.push(e));
       await expect(r.connect()).rejects.toThrow();
       expect(errors[0]?.message).toMatch(/self[- ]signed|unable to verify|certificate/i);
       r.disconnect();
-      const good = new Redis({ host: "127.0.0.1", port: other.port, tls: { ca: [await readText(ca.untrustedCa)] }, lazyConnect: true, retryStrategy: () => null });
+      const good = new Redis({
+        host: "127.0.0.1",
+        port: other.port,
+        tls: { ca: [await readText(ca.untrustedCa)] },
+        lazyConnect: true,
+        retryStrategy: () => null,
+      });
       await good.connect();
       expect(await good.ping()).toBe("PONG");
       good.disconnect();
@@ -93,11 +113,22 @@ describe("ACL user", () => {
     try {
       expect(server.url).toBe(`redis://127.0.0.1:${server.port}`);
       const p = ["-p", String(server.port)];
-      expect(await redisCli([...p, "--user", "pbuser", "--pass", "s3cret-acl", "PING"])).toEqual({ ok: true, out: "PONG\n" });
+      expect(await redisCli([...p, "--user", "pbuser", "--pass", "s3cret-acl", "PING"])).toEqual({
+        ok: true,
+        out: "PONG\n",
+      });
       expect((await redisCli([...p, "PING"])).out).toMatch(/NOAUTH/);
-      expect((await redisCli([...p, "--user", "default", "--pass", "anything", "PING"])).out).toMatch(/WRONGPASS|disabled/);
+      expect((await redisCli([...p, "--user", "default", "--pass", "anything", "PING"])).out).toMatch(
+        /WRONGPASS|disabled/,
+      );
       expect((await redisCli([...p, "--user", "pbuser", "--pass", "wrong", "PING"])).out).toMatch(/WRONGPASS/);
-      const r = new Redis({ host: "127.0.0.1", port: server.port, username: "pbuser", password: "s3cret-acl", lazyConnect: true });
+      const r = new Redis({
+        host: "127.0.0.1",
+        port: server.port,
+        username: "pbuser",
+        password: "s3cret-acl",
+        lazyConnect: true,
+      });
       await r.connect();
       expect(await r.config("GET", "maxmemory-policy")).toEqual(["maxmemory-policy", "noeviction"]);
       r.disconnect();
@@ -113,7 +144,9 @@ describe("Sentinel: a master, a replica, three sentinels", () => {
   it("SIGKILL the master: the sentinels promote the replica, which keeps the data and takes writes", async () => {
     const g = await startSentinelGroup({ password: "sentinel-pass" });
     try {
-      expect(g.url).toBe(`redis+sentinel://:sentinel-pass@${g.sentinels.map((s) => `127.0.0.1:${s.port}`).join(",")}/pbmaster`);
+      expect(g.url).toBe(
+        `redis+sentinel://:sentinel-pass@${g.sentinels.map((s) => `127.0.0.1:${s.port}`).join(",")}/pbmaster`,
+      );
       expect(await g.currentMasterPort()).toBe(g.master.port);
       const m = new Redis({ host: "127.0.0.1", port: g.master.port, password: "sentinel-pass" });
       await m.set("before-failover", "kept");
@@ -122,7 +155,11 @@ describe("Sentinel: a master, a replica, three sentinels", () => {
       await g.master.kill("SIGKILL");
       expect(await g.waitForFailover(g.master.port)).toBe(g.replica.port);
       expect(await g.currentMasterPort()).toBe(g.replica.port);
-      const via = new Redis({ sentinels: g.sentinels.map((s) => ({ host: "127.0.0.1", port: s.port })), name: "pbmaster", password: "sentinel-pass" });
+      const via = new Redis({
+        sentinels: g.sentinels.map((s) => ({ host: "127.0.0.1", port: s.port })),
+        name: "pbmaster",
+        password: "sentinel-pass",
+      });
       expect(await via.get("before-failover")).toBe("kept");
       await via.set("after-failover", "1");
       expect(await via.role()).toEqual(expect.arrayContaining(["master"]));
@@ -148,7 +185,8 @@ describe("Cluster: three masters", () => {
       for (let i = 0; i < 30; i++) await cluster.set(`k${i}`, String(i));
       for (let i = 0; i < 30; i++) expect(await cluster.get(`k${i}`)).toBe(String(i));
       await cluster.quit();
-      for (const n of c.nodes) expect(Number((await redisCli(["-p", String(n.port), "DBSIZE"])).out), String(n.port)).toBeGreaterThan(0);
+      for (const n of c.nodes)
+        expect(Number((await redisCli(["-p", String(n.port), "DBSIZE"])).out), String(n.port)).toBeGreaterThan(0);
     } finally {
       await c.stop();
     }

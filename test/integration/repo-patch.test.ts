@@ -31,7 +31,16 @@ function hostDir(files: Record<string, string | Buffer> = {}): string {
   return dir;
 }
 
-const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "commit.gpgSign=false"];
+const GIT_ID = [
+  "-c",
+  "user.name=t",
+  "-c",
+  "user.email=t@t",
+  "-c",
+  "init.defaultBranch=main",
+  "-c",
+  "commit.gpgSign=false",
+];
 function git(cwd: string, ...args: string[]): string {
   return execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "utf8" }).trim();
 }
@@ -86,7 +95,10 @@ async function archiveEntries(repo: RepoSource): Promise<Map<string, { header: t
   return out;
 }
 
-async function tarball(entries: (Partial<tar.Header> & { name: string; body?: string })[], gz: boolean): Promise<string> {
+async function tarball(
+  entries: (Partial<tar.Header> & { name: string; body?: string })[],
+  gz: boolean,
+): Promise<string> {
   const pack = tar.pack();
   for (const { body, ...h } of entries) pack.entry({ uid: 0, gid: 0, ...h }, body ?? "");
   pack.finalize();
@@ -127,12 +139,30 @@ describe("loadRepo (real engine)", () => {
       expect(r.baseline).toMatch(/^[0-9a-f]{40}$/);
       const ls = await run(sb, "cd /workspace && find . -path ./.git -prune -o -print | LC_ALL=C sort");
       expect(ls.split("\n").filter(Boolean)).toEqual([
-        ".", "./.gitignore", "./build", "./build/dist.js", "./escaping", "./link", "./run.sh", "./sub", "./sub/.gitignore", "./sub/code.py", "./sub/keep.log",
+        ".",
+        "./.gitignore",
+        "./build",
+        "./build/dist.js",
+        "./escaping",
+        "./link",
+        "./run.sh",
+        "./sub",
+        "./sub/.gitignore",
+        "./sub/code.py",
+        "./sub/keep.log",
       ]);
-      expect(await run(sb, "cd /workspace && ./run.sh && test -L link && readlink link escaping && stat -c '%U %a' run.sh sub")).toBe(
-        "ran\nrun.sh\n../outside-the-repo\nagent 755\nagent 755\n",
-      );
-      expect(await run(sb, "cd /workspace && git log --format=%s && find . -not -user agent | wc -l && git status --porcelain")).toBe("first\n0\n");
+      expect(
+        await run(
+          sb,
+          "cd /workspace && ./run.sh && test -L link && readlink link escaping && stat -c '%U %a' run.sh sub",
+        ),
+      ).toBe("ran\nrun.sh\n../outside-the-repo\nagent 755\nagent 755\n");
+      expect(
+        await run(
+          sb,
+          "cd /workspace && git log --format=%s && find . -not -user agent | wc -l && git status --porcelain",
+        ),
+      ).toBe("first\n0\n");
       // The repo is clean, so the baseline is HEAD's tree.
       expect(await run(sb, "cd /workspace && git rev-parse 'HEAD^{tree}'")).toBe(`${r.baseline}\n`);
     });
@@ -145,10 +175,16 @@ describe("loadRepo (real engine)", () => {
       const r = await loadRepo(sb, { path: dir });
       expect(r).toMatchObject({ files: 3, bytes: 4 + big.length });
       expect(await sandboxManifest(sb)).toBe(hostManifest(dir));
-      const out = await run(sb, "cd /workspace && git rev-list --count HEAD && git log --format='%an <%ae> %cn' && git branch --show-current && git status --porcelain && git rev-parse 'HEAD^{tree}'");
+      const out = await run(
+        sb,
+        "cd /workspace && git rev-list --count HEAD && git log --format='%an <%ae> %cn' && git branch --show-current && git status --porcelain && git rev-parse 'HEAD^{tree}'",
+      );
       expect(out).toBe(`1\npatchbay <patchbay@localhost> patchbay\nmain\n${r.baseline}\n`);
       // Made from the baseline's store (not hashed again): whole, the agent's own, and usable.
-      const more = await run(sb, "cd /workspace && git fsck --strict --no-progress 2>&1; find .git ! -user 1000 | wc -l; echo c > c.txt && git add -A && git -c user.name=a -c user.email=a@b commit -qm two && git status --porcelain | wc -l");
+      const more = await run(
+        sb,
+        "cd /workspace && git fsck --strict --no-progress 2>&1; find .git ! -user 1000 | wc -l; echo c > c.txt && git add -A && git -c user.name=a -c user.email=a@b commit -qm two && git status --porcelain | wc -l",
+      );
       expect(more).toBe("0\n0\n");
     });
   });
@@ -168,7 +204,9 @@ describe("loadRepo (real engine)", () => {
     git(origin, "commit", "-qam", "two");
     await withSandbox(async (sb) => {
       await loadRepo(sb, { git: origin, ref: "v1" }, HOST);
-      expect(await run(sb, "cd /workspace && cat v.txt && git rev-parse HEAD && git status --porcelain")).toBe(`one\n${first}\n`);
+      expect(await run(sb, "cd /workspace && cat v.txt && git rev-parse HEAD && git status --porcelain")).toBe(
+        `one\n${first}\n`,
+      );
     });
     await withSandbox(async (sb) => {
       await loadRepo(sb, { git: origin, ref: first }, HOST);
@@ -192,9 +230,13 @@ describe("loadRepo (real engine)", () => {
     const savedTmp = process.env.TMPDIR;
     process.env.TMPDIR = clones;
     try {
-      await expect(repoArchive({ git: origin, ref: "no-such-ref" }, HOST)).rejects.toThrow(new RegExp(`repo.git ${origin}: ref "no-such-ref" not found`));
+      await expect(repoArchive({ git: origin, ref: "no-such-ref" }, HOST)).rejects.toThrow(
+        new RegExp(`repo.git ${origin}: ref "no-such-ref" not found`),
+      );
       // A path is a local source whether or not it exists (src/job/repo/source.ts), checked before git runs.
-      await expect(repoArchive({ git: path.join(tmpRoot, "nope") }, HOST)).rejects.toThrow(/^repo\.git \S+nope: the local path does not exist or is not a directory$/);
+      await expect(repoArchive({ git: path.join(tmpRoot, "nope") }, HOST)).rejects.toThrow(
+        /^repo\.git \S+nope: the local path does not exist or is not a directory$/,
+      );
       const ok = await repoArchive({ git: origin }, HOST);
       expect(fs.readdirSync(clones)).toHaveLength(1);
       await ok.cleanup();
@@ -202,7 +244,9 @@ describe("loadRepo (real engine)", () => {
     } finally {
       process.env.TMPDIR = savedTmp;
     }
-    await expect(repoArchive({ path: path.join(tmpRoot, "missing") })).rejects.toThrow(/^repo.path: .*missing does not exist$/);
+    await expect(repoArchive({ path: path.join(tmpRoot, "missing") })).rejects.toThrow(
+      /^repo.path: .*missing does not exist$/,
+    );
     await expect(repoArchive({ path: path.join(origin, "a.txt") })).rejects.toThrow(/a\.txt is not a directory$/);
     // A directory's sizes are known as its files are read: the bound breaks the stream, as a RepoError.
     const big = await repoArchive({ path: origin }, { maxBytes: 10 });
@@ -227,21 +271,44 @@ describe("loadRepo (real engine)", () => {
     await withSandbox(async (sb) => {
       const r = await loadRepo(sb, { archive: file });
       expect(r).toMatchObject({ files: 2, bytes: 20 });
-      expect(await run(sb, "cd /workspace && cat a.txt && bin/run.sh && readlink up && find . -not -user agent | wc -l && git rev-list --count HEAD")).toBe(
-        "a\nok\n../../etc\n0\n1\n",
-      );
+      expect(
+        await run(
+          sb,
+          "cd /workspace && cat a.txt && bin/run.sh && readlink up && find . -not -user agent | wc -l && git rev-list --count HEAD",
+        ),
+      ).toBe("a\nok\n../../etc\n0\n1\n");
     });
     // Two top-level entries: nothing is stripped.
-    const plain = await archiveEntries({ archive: await tarball([{ name: "x/a.txt", body: "a" }, { name: "b.txt", body: "b" }], false) });
+    const plain = await archiveEntries({
+      archive: await tarball(
+        [
+          { name: "x/a.txt", body: "a" },
+          { name: "b.txt", body: "b" },
+        ],
+        false,
+      ),
+    });
     expect([...plain.keys()]).toEqual(["x/", "x/a.txt", "b.txt"]);
   });
 
   it("refuses archives with .. or absolute paths, or entries under a symlink", async () => {
-    const evil = await tarball([{ name: "ok.txt", body: "x" }, { name: "../evil", body: "x" }], true);
+    const evil = await tarball(
+      [
+        { name: "ok.txt", body: "x" },
+        { name: "../evil", body: "x" },
+      ],
+      true,
+    );
     await expect(repoArchive({ archive: evil })).rejects.toThrow(/entry "\.\.\/evil" contains "\.\."/);
     const abs = await tarball([{ name: "/etc/evil", body: "x" }], false);
     await expect(repoArchive({ archive: abs })).rejects.toThrow(/entry "\/etc\/evil" has an absolute path/);
-    const through = await tarball([{ name: "l", type: "symlink", linkname: "/tmp" }, { name: "l/x", body: "x" }], false);
+    const through = await tarball(
+      [
+        { name: "l", type: "symlink", linkname: "/tmp" },
+        { name: "l/x", body: "x" },
+      ],
+      false,
+    );
     await expect(repoArchive({ archive: through })).rejects.toThrow(/"l\/x" lies under the symlink "l"/);
   });
 });
@@ -264,42 +331,75 @@ describe("computePatch (real engine)", () => {
     fs.cpSync(start, pristine, { recursive: true, verbatimSymlinks: true });
     await withSandbox(async (sb) => {
       const { baseline } = await loadRepo(sb, { path: start });
-      await run(sb, [
-        "cd /workspace",
-        "sed -i 's/two/TWO/' edit.txt",
-        "printf 'a\\r\\nB\\r\\nc\\r\\n' > crlf.txt",
-        "printf 'still no newline' > nofinal.txt",
-        "printf '\\x00\\x01changed\\xff' > bin.dat",
-        "rm gone.txt",
-        "chmod +x tool.sh",
-        // Part of the work is committed on a new branch, the rest is left in the working tree.
-        "git checkout -q -b agent-work && git add -A && git -c user.name=a -c user.email=a@a commit -qm wip",
-        "mkdir -p 'new dir' && printf 'new\\n' > 'new dir/fïle with space.txt'",
-        "printf '\\x89PNG\\x00\\x00' > new.bin && : > empty.txt",
-        "printf 'unicode edited\\n' > 'héllo wörld.txt'",
-        "printf 'caf\\xe9 cr\\xe8me\\n' > latin1.txt",
-        "ln -sfn nofinal.txt alias",
-      ].join(" && "));
+      await run(
+        sb,
+        [
+          "cd /workspace",
+          "sed -i 's/two/TWO/' edit.txt",
+          "printf 'a\\r\\nB\\r\\nc\\r\\n' > crlf.txt",
+          "printf 'still no newline' > nofinal.txt",
+          "printf '\\x00\\x01changed\\xff' > bin.dat",
+          "rm gone.txt",
+          "chmod +x tool.sh",
+          // Part of the work is committed on a new branch, the rest is left in the working tree.
+          "git checkout -q -b agent-work && git add -A && git -c user.name=a -c user.email=a@a commit -qm wip",
+          "mkdir -p 'new dir' && printf 'new\\n' > 'new dir/fïle with space.txt'",
+          "printf '\\x89PNG\\x00\\x00' > new.bin && : > empty.txt",
+          "printf 'unicode edited\\n' > 'héllo wörld.txt'",
+          "printf 'caf\\xe9 cr\\xe8me\\n' > latin1.txt",
+          "ln -sfn nofinal.txt alias",
+        ].join(" && "),
+      );
       const p = await computePatch(sb, baseline);
       expect(p.truncated).toBe(false);
       expect(p.bytes).toBe(Buffer.byteLength(p.patch));
-      expect(p.filesChanged).toEqual(["alias", "bin.dat", "crlf.txt", "edit.txt", "empty.txt", "gone.txt", "héllo wörld.txt", "latin1.txt", "new dir/fïle with space.txt", "new.bin", "nofinal.txt", "tool.sh"]);
+      expect(p.filesChanged).toEqual([
+        "alias",
+        "bin.dat",
+        "crlf.txt",
+        "edit.txt",
+        "empty.txt",
+        "gone.txt",
+        "héllo wörld.txt",
+        "latin1.txt",
+        "new dir/fïle with space.txt",
+        "new.bin",
+        "nofinal.txt",
+        "tool.sh",
+      ]);
       expect(p.diffstat).toMatch(/12 files changed/);
       expect(p.patch).toContain("old mode 100644\nnew mode 100755");
-      expect(p.patch).toMatch(/diff --git a\/latin1.txt b\/latin1.txt\nindex [0-9a-f]{40}\.\.[0-9a-f]{40} 100644\nGIT binary patch/);
+      expect(p.patch).toMatch(
+        /diff --git a\/latin1.txt b\/latin1.txt\nindex [0-9a-f]{40}\.\.[0-9a-f]{40} 100644\nGIT binary patch/,
+      );
       // A checkpoint's patch is the same (a non-UTF-8 file changed: through computePatch's own path).
       expect(await checkpointPatch(sb, baseline)).toBe(p.patch);
       fs.writeFileSync(path.join(tmpRoot, "agent.patch"), p.patch);
       execFileSync("git", ["apply", "--binary", path.join(tmpRoot, "agent.patch")], { cwd: pristine });
       expect(hostManifest(pristine)).toBe(await sandboxManifest(sb));
       // Nothing changed since: an empty patch.
-      await run(sb, "cd /workspace && git add -A && git -c user.name=a -c user.email=a@a commit -qm more && git stash list");
-      expect((await computePatch(sb, (await sb.exec(["git", "-C", "/workspace", "rev-parse", "HEAD^{tree}"])).stdout.toString().trim())).patch).toBe("");
+      await run(
+        sb,
+        "cd /workspace && git add -A && git -c user.name=a -c user.email=a@a commit -qm more && git stash list",
+      );
+      expect(
+        (
+          await computePatch(
+            sb,
+            (await sb.exec(["git", "-C", "/workspace", "rev-parse", "HEAD^{tree}"])).stdout.toString().trim(),
+          )
+        ).patch,
+      ).toBe("");
     });
   });
 
   it("leaves out what was there at load time and ignored files; keeps commits and tracked-but-ignored files", async () => {
-    const dir = hostDir({ ".gitignore": "*.tmp\n", "a.txt": "a\n", "b.txt": "b\n", "forced.tmp": "tracked though ignored\n" });
+    const dir = hostDir({
+      ".gitignore": "*.tmp\n",
+      "a.txt": "a\n",
+      "b.txt": "b\n",
+      "forced.tmp": "tracked though ignored\n",
+    });
     git(dir, "init", "-q");
     git(dir, "add", "-A");
     git(dir, "add", "-f", "forced.tmp");
@@ -310,12 +410,15 @@ describe("computePatch (real engine)", () => {
     fs.writeFileSync(path.join(dir, "untracked.txt"), "untracked at load time\n");
     await withSandbox(async (sb) => {
       const { baseline } = await loadRepo(sb, { path: dir });
-      await run(sb, [
-        "cd /workspace",
-        "echo committed > b.txt && git -c user.name=a -c user.email=a@a commit -qam 'agent commit'",
-        "echo ignored > new.tmp",
-        "echo edited > forced.tmp",
-      ].join(" && "));
+      await run(
+        sb,
+        [
+          "cd /workspace",
+          "echo committed > b.txt && git -c user.name=a -c user.email=a@a commit -qam 'agent commit'",
+          "echo ignored > new.tmp",
+          "echo edited > forced.tmp",
+        ].join(" && "),
+      );
       const p = await computePatch(sb, baseline);
       expect(p.filesChanged).toEqual(["b.txt", "forced.tmp"]);
       expect(p.patch).toContain("+committed");
@@ -326,7 +429,11 @@ describe("computePatch (real engine)", () => {
       // A patch over the bound is refused, not cut.
       const err = await computePatch(sb, baseline, { maxBytes: 50 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(PatchTooLargeError);
-      expect(err).toMatchObject({ truncated: true, filesChanged: ["b.txt", "forced.tmp"], message: expect.stringMatching(/larger than 50 bytes/) });
+      expect(err).toMatchObject({
+        truncated: true,
+        filesChanged: ["b.txt", "forced.tmp"],
+        message: expect.stringMatching(/larger than 50 bytes/),
+      });
       // A checkpoint's patch (its own few-process script): the same patch, and the same refusal.
       expect(await checkpointPatch(sb, baseline)).toBe(p.patch);
       await expect(checkpointPatch(sb, baseline, { maxBytes: 50 })).rejects.toBeInstanceOf(PatchTooLargeError);

@@ -36,7 +36,10 @@ async function manifest(sb: Sandbox): Promise<string> {
   return r.stdout.toString("utf8");
 }
 
-async function loadedBoth(repo: RepoSource, image?: string): Promise<{ stream: string; archive: string; baselines: string[] }> {
+async function loadedBoth(
+  repo: RepoSource,
+  image?: string,
+): Promise<{ stream: string; archive: string; baselines: string[] }> {
   const out: string[] = [];
   const baselines: string[] = [];
   for (const via of ["stream", "archive"] as const) {
@@ -70,7 +73,23 @@ function oddDir(): string {
   fs.symlinkSync("../escapes", path.join(dir, "out-link"));
   fs.symlinkSync("deep/d0", path.join(dir, "dirlink"));
   execFileSync("git", ["-c", "init.defaultBranch=main", "init", "-q"], { cwd: dir });
-  execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgSign=false", "commit", "-q", "--allow-empty", "-m", "x"], { cwd: dir });
+  execFileSync(
+    "git",
+    [
+      "-c",
+      "user.name=t",
+      "-c",
+      "user.email=t@t",
+      "-c",
+      "commit.gpgSign=false",
+      "commit",
+      "-q",
+      "--allow-empty",
+      "-m",
+      "x",
+    ],
+    { cwd: dir },
+  );
   for (const f of ["bin.dat", "run.sh"]) fs.utimesSync(path.join(dir, f), 1_000_000_000, 1_000_000_000);
   return dir;
 }
@@ -100,7 +119,11 @@ describe("repo load: stream vs archive API (real engine)", () => {
     fs.writeFileSync(file, Buffer.concat(chunks));
     const { stream, archive } = await loadedBoth({ archive: file });
     // Its .git is made at load time (commit dates, index stat data): compared apart from that.
-    const noGit = (m: string) => m.split("\n").filter((l) => !/ \.\/\.git( |\/)/.test(l)).join("\n");
+    const noGit = (m: string) =>
+      m
+        .split("\n")
+        .filter((l) => !/ \.\/\.git( |\/)/.test(l))
+        .join("\n");
     expect(noGit(stream)).toBe(noGit(archive));
     expect(noGit(stream)).toMatch(/\.\/sub\/x /);
     expect(stream).toMatch(/^regular file 600 agent:agent 12 1500000000 \.\/a\.txt /m);
@@ -112,11 +135,17 @@ describe("repo load: stream vs archive API (real engine)", () => {
     beforeAll(async () => {
       const base = loadConfig().image;
       const ctx = fs.mkdtempSync(path.join(tmpRoot, "img"));
-      fs.writeFileSync(path.join(ctx, "Dockerfile"), `FROM ${base}\nUSER root\nRUN rm -f /usr/bin/tar /bin/tar\nUSER agent\n`);
+      fs.writeFileSync(
+        path.join(ctx, "Dockerfile"),
+        `FROM ${base}\nUSER root\nRUN rm -f /usr/bin/tar /bin/tar\nUSER agent\n`,
+      );
       execFileSync("docker", ["build", "-q", "-t", image, ctx], { stdio: "pipe" });
     }, 300_000);
     afterAll(async () => {
-      await docker().getImage(image).remove({ force: true }).catch(() => {});
+      await docker()
+        .getImage(image)
+        .remove({ force: true })
+        .catch(() => {});
     });
 
     it("falls back to the archive API with the stream untouched", async () => {

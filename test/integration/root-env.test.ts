@@ -37,14 +37,29 @@ ENV PATH=/workspace/.venv/bin:/tmp/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:
 `;
 
 /** The marks as "what uid" lines, each once. */
-const marks = (log: string) => [...new Set(log.split("\n").map((l) => l.trim()).filter((l) => /^\S+ \d+$/.test(l)))].sort();
+const marks = (log: string) =>
+  [
+    ...new Set(
+      log
+        .split("\n")
+        .map((l) => l.trim())
+        .filter((l) => /^\S+ \d+$/.test(l)),
+    ),
+  ].sort();
 
 let repo = "";
 beforeAll(async () => {
   const ctx = "/var/tmp/patchbay-test-rootenv-image";
   mkdirSync(ctx, { recursive: true });
   // The library is built here (the host's gcc), as an agent would bring its own.
-  execFileSync("gcc", ["-shared", "-fPIC", "-O1", "-o", join(ctx, "evil.so"), new URL("../fixtures/root-env/evil.c", import.meta.url).pathname]);
+  execFileSync("gcc", [
+    "-shared",
+    "-fPIC",
+    "-O1",
+    "-o",
+    join(ctx, "evil.so"),
+    new URL("../fixtures/root-env/evil.c", import.meta.url).pathname,
+  ]);
   writeFileSync(join(ctx, "Dockerfile"), DOCKERFILE);
   const fixed = new Date("2026-01-01T00:00:00Z");
   for (const f of ["evil.so", "Dockerfile"]) utimesSync(join(ctx, f), fixed, fixed);
@@ -58,53 +73,86 @@ afterAll(() => {
 });
 afterEach(closeScripted);
 
-describe("an image whose ENV points into /workspace and /tmp, with the agent's wrappers planted there", { timeout: 600_000 }, () => {
-  it("a whole job: setup, the agent, verify and the patch run no wrapper as root, and the patch and verify are right", async () => {
-    const agentStep = `${PLANT}\necho fixed > a.txt\ngit status --short >/dev/null; python3 -c 'pass'; bash -c true; echo planted`;
-    // Its second call reads the marks of everything so far (setup, the baseline, the snapshot's tar,
-    // its own first call, the checkpoint); verify, in a sandbox of its own from the snapshot (the
-    // wrappers in /workspace/.venv/bin are there), prints that sandbox's.
-    const { result, fake } = await runScripted(
-      [reply(toolUse("bash", { command: agentStep })), reply(toolUse("bash", { command: "cat /tmp/marks/log" })), reply(text("done"))],
-      { repo: { path: repo }, image: TAG, setup: [PLANT], verify: "grep -qx fixed a.txt && { cat /tmp/marks/log; true; }", verifyRounds: 0 },
-      "root-env",
-    );
-    expect(toolResultText(toolResults(fake.requests[1])[0])).toContain("planted");
-    expect(result.status).toBe("completed");
-    expect(result.filesChanged).toEqual(["a.txt"]);
-    expect(result.patch).toMatch(/-hello\n\+fixed\n/);
-    expect(result.verify?.exitCode).toBe(0);
-    const job = marks(toolResultText(toolResults(fake.requests[2])[0]));
-    const verify = marks(result.verify!.outputTail);
-    // The wrappers work: the agent's own processes ran them (its git, python3, bash's BASH_ENV, the library), and verify's.
-    expect(job).toEqual(expect.arrayContaining(["git 1000", "ld_preload 1000", "bash_env 1000", "sitecustomize 1000"]));
-    expect(verify).toEqual(expect.arrayContaining(["bash 1000", "timeout 1000", "bash_env 1000", "ld_preload 1000"]));
-    expect([...job, ...verify].filter((m) => !m.endsWith(" 1000"))).toEqual([]);
-  });
+describe(
+  "an image whose ENV points into /workspace and /tmp, with the agent's wrappers planted there",
+  { timeout: 600_000 },
+  () => {
+    it("a whole job: setup, the agent, verify and the patch run no wrapper as root, and the patch and verify are right", async () => {
+      const agentStep = `${PLANT}\necho fixed > a.txt\ngit status --short >/dev/null; python3 -c 'pass'; bash -c true; echo planted`;
+      // Its second call reads the marks of everything so far (setup, the baseline, the snapshot's tar,
+      // its own first call, the checkpoint); verify, in a sandbox of its own from the snapshot (the
+      // wrappers in /workspace/.venv/bin are there), prints that sandbox's.
+      const { result, fake } = await runScripted(
+        [
+          reply(toolUse("bash", { command: agentStep })),
+          reply(toolUse("bash", { command: "cat /tmp/marks/log" })),
+          reply(text("done")),
+        ],
+        {
+          repo: { path: repo },
+          image: TAG,
+          setup: [PLANT],
+          verify: "grep -qx fixed a.txt && { cat /tmp/marks/log; true; }",
+          verifyRounds: 0,
+        },
+        "root-env",
+      );
+      expect(toolResultText(toolResults(fake.requests[1])[0])).toContain("planted");
+      expect(result.status).toBe("completed");
+      expect(result.filesChanged).toEqual(["a.txt"]);
+      expect(result.patch).toMatch(/-hello\n\+fixed\n/);
+      expect(result.verify?.exitCode).toBe(0);
+      const job = marks(toolResultText(toolResults(fake.requests[2])[0]));
+      const verify = marks(result.verify!.outputTail);
+      // The wrappers work: the agent's own processes ran them (its git, python3, bash's BASH_ENV, the library), and verify's.
+      expect(job).toEqual(
+        expect.arrayContaining(["git 1000", "ld_preload 1000", "bash_env 1000", "sitecustomize 1000"]),
+      );
+      expect(verify).toEqual(expect.arrayContaining(["bash 1000", "timeout 1000", "bash_env 1000", "ld_preload 1000"]));
+      expect([...job, ...verify].filter((m) => !m.endsWith(" 1000"))).toEqual([]);
+    });
 
-  it("every root process of the sandbox's own: the file agent's git, a root exec on the helper, the snapshot's tar, the egress bridge", async () => {
-    const sb = await Sandbox.create({ image: TAG, labels: { "patchbay.test": "root-env" } });
-    try {
-      expect((await sb.exec(["bash", "-c", PLANT])).exitCode).toBe(0);
-      // Root through the file agent (the git steps' way), and through the helper (the fallback's
-      // `timeout` and a bare program), each running the programs root scripts use.
-      const viaAgent = await sb.exec(["bash", "-c", "git --version >/dev/null && env >/dev/null && sh -c true && python3 -c pass && echo ok"], { user: "0:0", cwd: "/" });
-      expect(viaAgent).toMatchObject({ exitCode: 0, stderr: "" });
-      const out: Buffer[] = [];
-      const p = await sb.box.attach(["timeout", "-s", "KILL", "60", "bash", "-c", "tar --version >/dev/null && git --version >/dev/null && echo ok"], (b) => out.push(Buffer.from(b)), { user: "0:0", cwd: "/" });
-      p.endInput();
-      await p.ended;
-      expect({ code: await p.exitCode(), out: Buffer.concat(out).toString() }).toEqual({ code: 0, out: "ok\n" });
-      await sb.exportTar("/workspace", new Writable({ write: (_c, _e, cb) => cb() }), 64 << 20);
-      // The bridge finds no egress socket here (no setup network) and says so, but its python3 ran.
-      await expect(sb.bridgeEgress(1)).rejects.toThrow(/setup network bridge could not start/);
-      // A root program where the agent writes is refused, and says why.
-      await expect(sb.exec(["/workspace/.venv/bin/git", "--version"], { user: "0:0", cwd: "/" })).rejects.toThrow(/refused as a root program: owned by uid 1000/);
-      const log = (await sb.exec(["cat", "/tmp/marks/log"])).stdout.toString();
-      expect(marks(log)).toEqual(expect.arrayContaining(["ld_preload 1000"]));
-      expect(marks(log).filter((m) => !m.endsWith(" 1000"))).toEqual([]);
-    } finally {
-      await sb.destroy();
-    }
-  });
-});
+    it("every root process of the sandbox's own: the file agent's git, a root exec on the helper, the snapshot's tar, the egress bridge", async () => {
+      const sb = await Sandbox.create({ image: TAG, labels: { "patchbay.test": "root-env" } });
+      try {
+        expect((await sb.exec(["bash", "-c", PLANT])).exitCode).toBe(0);
+        // Root through the file agent (the git steps' way), and through the helper (the fallback's
+        // `timeout` and a bare program), each running the programs root scripts use.
+        const viaAgent = await sb.exec(
+          ["bash", "-c", "git --version >/dev/null && env >/dev/null && sh -c true && python3 -c pass && echo ok"],
+          { user: "0:0", cwd: "/" },
+        );
+        expect(viaAgent).toMatchObject({ exitCode: 0, stderr: "" });
+        const out: Buffer[] = [];
+        const p = await sb.box.attach(
+          [
+            "timeout",
+            "-s",
+            "KILL",
+            "60",
+            "bash",
+            "-c",
+            "tar --version >/dev/null && git --version >/dev/null && echo ok",
+          ],
+          (b) => out.push(Buffer.from(b)),
+          { user: "0:0", cwd: "/" },
+        );
+        p.endInput();
+        await p.ended;
+        expect({ code: await p.exitCode(), out: Buffer.concat(out).toString() }).toEqual({ code: 0, out: "ok\n" });
+        await sb.exportTar("/workspace", new Writable({ write: (_c, _e, cb) => cb() }), 64 << 20);
+        // The bridge finds no egress socket here (no setup network) and says so, but its python3 ran.
+        await expect(sb.bridgeEgress(1)).rejects.toThrow(/setup network bridge could not start/);
+        // A root program where the agent writes is refused, and says why.
+        await expect(sb.exec(["/workspace/.venv/bin/git", "--version"], { user: "0:0", cwd: "/" })).rejects.toThrow(
+          /refused as a root program: owned by uid 1000/,
+        );
+        const log = (await sb.exec(["cat", "/tmp/marks/log"])).stdout.toString();
+        expect(marks(log)).toEqual(expect.arrayContaining(["ld_preload 1000"]));
+        expect(marks(log).filter((m) => !m.endsWith(" 1000"))).toEqual([]);
+      } finally {
+        await sb.destroy();
+      }
+    });
+  },
+);

@@ -77,7 +77,10 @@ describe("gVisor runtime: ptrace between the box's processes (runsc)", () => {
   });
 
   it("KNOWN GAP: under runsc the agent can still trace its own children (gVisor's rule allows descendants; the profile does not reach exec'd processes)", async () => {
-    const r = await sb().shell.run("python3 -c \"import ctypes, os, subprocess, time; libc = ctypes.CDLL(None, use_errno=True); p = subprocess.Popen(['sleep', '30']); time.sleep(0.2); print(libc.ptrace(16, p.pid, 0, 0)); p.kill()\"; grep -E '^Seccomp:' /proc/self/status", { timeoutSec: 60 });
+    const r = await sb().shell.run(
+      "python3 -c \"import ctypes, os, subprocess, time; libc = ctypes.CDLL(None, use_errno=True); p = subprocess.Popen(['sleep', '30']); time.sleep(0.2); print(libc.ptrace(16, p.pid, 0, 0)); p.kill()\"; grep -E '^Seccomp:' /proc/self/status",
+      { timeoutSec: 60 },
+    );
     // Once gVisor filters exec'd processes this reads "-1" and "Seccomp: 2": the gap is closed.
     expect(r.output).toBe("0\nSeccomp:\t0\n");
   });
@@ -95,11 +98,16 @@ describe("gVisor runtime: coreutils' statx (runsc)", () => {
     } finally {
       await sb.destroy();
     }
-    const check = (await doctor(loadConfig(), { redisUrl: "redis://127.0.0.1:9" })).find((c) => c.name === "gvisor statx");
+    const check = (await doctor(loadConfig(), { redisUrl: "redis://127.0.0.1:9" })).find(
+      (c) => c.name === "gvisor statx",
+    );
     expect(check).toMatchObject({ ok: works, required: false });
     // And that runsc is registered to apply the boxes' seccomp profile.
-    expect((await doctor(loadConfig(), { redisUrl: "redis://127.0.0.1:9" })).find((c) => c.name === "gvisor")).toMatchObject({ ok: true, detail: "runtime runsc registered, with --oci-seccomp" });
-    if (!works) expect(check!.detail).toMatch(/fail with "Invalid argument": this gVisor refuses statx with AT_NO_AUTOMOUNT/);
+    expect(
+      (await doctor(loadConfig(), { redisUrl: "redis://127.0.0.1:9" })).find((c) => c.name === "gvisor"),
+    ).toMatchObject({ ok: true, detail: "runtime runsc registered, with --oci-seccomp" });
+    if (!works)
+      expect(check!.detail).toMatch(/fail with "Invalid argument": this gVisor refuses statx with AT_NO_AUTOMOUNT/);
   }, 120_000);
 });
 
@@ -115,18 +123,31 @@ describe("gVisor runtime: the pids limit (runsc)", () => {
   // the job waited on its next call past its own timeout. (Here, in this file, it runs after the
   // runc bomb above and never beside it.)
   it("a job whose gVisor sandbox a fork bomb kills ends within seconds as a lost sandbox (to be retried), not at its timeout", async () => {
-    const fake = await startFakeAnthropic([reply(toolUse("bash", { command: ":(){ :|:& };: ; while :; do sleep 1; done" })), reply(toolUse("bash", { command: "echo alive" })), reply(text("Done."))]);
+    const fake = await startFakeAnthropic([
+      reply(toolUse("bash", { command: ":(){ :|:& };: ; while :; do sleep 1; done" })),
+      reply(toolUse("bash", { command: "echo alive" })),
+      reply(text("Done.")),
+    ]);
     let bombAt = 0;
     try {
       const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
       const err = await runJob(
         { task: "t", repo: { path: CLAMP }, runtime: "runsc", commandTimeoutSec: 4, timeoutSec: 600 },
-        { model, labels: { "patchbay.test": `gvisor-bomb-job-${process.pid}` }, onEvent: (e) => void (e.type === "tool_call" && (bombAt ||= Date.now())) },
-      ).then((r) => r, (e: Error) => e);
+        {
+          model,
+          labels: { "patchbay.test": `gvisor-bomb-job-${process.pid}` },
+          onEvent: (e) => void (e.type === "tool_call" && (bombAt ||= Date.now())),
+        },
+      ).then(
+        (r) => r,
+        (e: Error) => e,
+      );
       expect(err).toBeInstanceOf(SandboxLostError);
       // Whichever sees it first: a poll of the container, the engine refusing a call into it (409 or
       // 500, "is not running"), or the shell's stream ending, with the container then found stopped.
-      expect((err as Error).message).toMatch(/^the sandbox stopped under the job: .*(the sandbox's container stopped \(exit code \d+\)|is not running|the shell exited)/s);
+      expect((err as Error).message).toMatch(
+        /^the sandbox stopped under the job: .*(the sandbox's container stopped \(exit code \d+\)|is not running|the shell exited)/s,
+      );
       // The command's own 4 s, then the loss is known within seconds. (Before: 27 s, ending on a
       // raw 409 after the supervisor's and the shell's own waits.)
       expect(Date.now() - bombAt).toBeLessThan(20_000);
@@ -135,23 +156,36 @@ describe("gVisor runtime: the pids limit (runsc)", () => {
     }
   }, 120_000);
 
-  it.fails("KNOWN HOLE: a fork bomb under runsc is held at the pids limit and the sandbox still answers", async () => {
-    const sb = await Sandbox.create({ runtime: "runsc", labels: { "patchbay.test": `gvisor-bomb-${process.pid}` } });
-    try {
-      await sb.shell.run(":(){ :|:& };: ; while :; do sleep 1; done", { timeoutSec: 4 });
-      const after = await sb.shell.run("echo alive", { timeoutSec: 30 });
-      expect(after.output).toBe("alive\n");
-    } finally {
-      await sb.destroy();
-    }
-  }, 120_000);
+  it.fails(
+    "KNOWN HOLE: a fork bomb under runsc is held at the pids limit and the sandbox still answers",
+    async () => {
+      const sb = await Sandbox.create({ runtime: "runsc", labels: { "patchbay.test": `gvisor-bomb-${process.pid}` } });
+      try {
+        await sb.shell.run(":(){ :|:& };: ; while :; do sleep 1; done", { timeoutSec: 4 });
+        const after = await sb.shell.run("echo alive", { timeoutSec: 30 });
+        expect(after.output).toBe("alive\n");
+      } finally {
+        await sb.destroy();
+      }
+    },
+    120_000,
+  );
 });
 
 describe("runJob under gVisor", () => {
   // The patch once read its part sizes with coreutils' stat, whose statx (AT_NO_AUTOMOUNT) the
   // gVisor here refuses with EINVAL: every runsc job failed at its patch.
   it("under gVisor (runsc) a whole job completes with its patch, and verify passes", async () => {
-    const { result } = await runScripted(clampScript(), { task: "Make the failing tests pass.", repo: { path: CLAMP }, runtime: "runsc", verify: "python3 -m unittest -q" }, `gvisor-job-${process.pid}`);
+    const { result } = await runScripted(
+      clampScript(),
+      {
+        task: "Make the failing tests pass.",
+        repo: { path: CLAMP },
+        runtime: "runsc",
+        verify: "python3 -m unittest -q",
+      },
+      `gvisor-job-${process.pid}`,
+    );
     expect(result.error).toBeUndefined();
     expect(result.status).toBe("completed");
     expect(result.filesChanged).toEqual(["clamp.py"]);

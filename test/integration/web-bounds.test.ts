@@ -69,7 +69,13 @@ describe("/api/jobs: paginated and lean", () => {
   let dash: Dashboard;
   let client: PatchbayClient;
   const QUEUE = "web-bounds-list";
-  const finished = { completed: [] as string[], verify_failed: [] as string[], failed: [] as string[], huge: [] as string[], stored: [] as string[] };
+  const finished = {
+    completed: [] as string[],
+    verify_failed: [] as string[],
+    failed: [] as string[],
+    huge: [] as string[],
+    stored: [] as string[],
+  };
   /** The patches of the "stored" jobs: kept under their own keys, as a patchbay worker keeps a long one. */
   const patches = ["a".repeat(20_000), `diff --git a/x b/x\n${"+y\n".repeat(1_000_000)}`];
   let waiting: string[] = [];
@@ -80,8 +86,18 @@ describe("/api/jobs: paginated and lean", () => {
     // Finished jobs first, made by a plain BullMQ worker: results as a patchbay worker stores them
     // (two with a patch kept under its own key), failures, and two results of 2 MB each (as stored
     // before results were bounded).
-    const plan: (keyof typeof finished)[] = [...Array(10).fill("completed"), ...Array(10).fill("verify_failed"), ...Array(5).fill("failed"), "huge", "huge", "stored", "stored"];
-    const ids = await client.enqueueBatch(plan.map((kind, i) => ({ task: `finished ${kind} ${i}`, repo: { path: CLAMP }, attempts: 1 })));
+    const plan: (keyof typeof finished)[] = [
+      ...Array(10).fill("completed"),
+      ...Array(10).fill("verify_failed"),
+      ...Array(5).fill("failed"),
+      "huge",
+      "huge",
+      "stored",
+      "stored",
+    ];
+    const ids = await client.enqueueBatch(
+      plan.map((kind, i) => ({ task: `finished ${kind} ${i}`, repo: { path: CLAMP }, attempts: 1 })),
+    );
     plan.forEach((kind, i) => finished[kind].push(ids[i]!));
     const kindOf = new Map(ids.map((id, i) => [id, plan[i]!]));
     const wconn = new Redis(redis.url, { maxRetriesPerRequest: null });
@@ -92,7 +108,12 @@ describe("/api/jobs: paginated and lean", () => {
         async (job) => {
           const kind = kindOf.get(job.id!)!;
           if (kind === "failed") throw new Error(`failed on purpose ${"x".repeat(10_000)}`);
-          const r: JobResult = { ...emptyResult(kind === "huge" || kind === "stored" ? "completed" : kind, ""), error: undefined, turns: 3, costUsd: 0.25 };
+          const r: JobResult = {
+            ...emptyResult(kind === "huge" || kind === "stored" ? "completed" : kind, ""),
+            error: undefined,
+            turns: 3,
+            costUsd: 0.25,
+          };
           if (kind === "stored") {
             const b = boundResult({ ...r, patch: patches[finished.stored.indexOf(job.id!)]! });
             await wconn.set(keys(QUEUE).patch(job.id!), b.patch!);
@@ -109,10 +130,20 @@ describe("/api/jobs: paginated and lean", () => {
     await done;
     wconn.disconnect();
     // Then 130 jobs that wait (no worker), one with a 100 KB task.
-    waiting = await client.enqueueBatch(Array.from({ length: 129 }, (_, i) => ({ task: `waiting ${i}`, repo: { path: CLAMP } })));
+    waiting = await client.enqueueBatch(
+      Array.from({ length: 129 }, (_, i) => ({ task: `waiting ${i}`, repo: { path: CLAMP } })),
+    );
     const qconn = new Redis(redis.url, { maxRetriesPerRequest: null });
     const q = new Queue(QUEUE, { connection: qconn });
-    waiting.push((await q.add("fix", { spec: { task: `big ${"t".repeat(100_000)}`, repo: { path: CLAMP } }, enqueuedAt: Date.now() }, { jobId: "big-task" })).id!);
+    waiting.push(
+      (
+        await q.add(
+          "fix",
+          { spec: { task: `big ${"t".repeat(100_000)}`, repo: { path: CLAMP } }, enqueuedAt: Date.now() },
+          { jobId: "big-task" },
+        )
+      ).id!,
+    );
     await q.close();
     qconn.disconnect();
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN });
@@ -139,9 +170,16 @@ describe("/api/jobs: paginated and lean", () => {
     const big = rows.find((r) => r.id === "big-task")!;
     expect(big.task).toMatch(/^\(a spec of \d+ bytes: too big for the list; open the job\)$/);
     const huge = rows.filter((r) => finished.huge.includes(r.id));
-    expect(huge.map((r) => [r.state, r.status])).toEqual([["completed", undefined], ["completed", undefined]]);
+    expect(huge.map((r) => [r.state, r.status])).toEqual([
+      ["completed", undefined],
+      ["completed", undefined],
+    ]);
     expect(rows.find((r) => r.id === finished.failed[0])!.status).toBe("failed");
-    expect(rows.find((r) => r.id === finished.completed[0])).toMatchObject({ status: "completed", turns: 3, costUsd: 0.25 });
+    expect(rows.find((r) => r.id === finished.completed[0])).toMatchObject({
+      status: "completed",
+      turns: 3,
+      costUsd: 0.25,
+    });
   });
 
   it("filters by state and by status, page by page", async () => {
@@ -176,13 +214,20 @@ describe("/api/jobs: paginated and lean", () => {
       const rec = recordPage(page);
       await page.goto(`${dash.url}/jobs?state=completed&limit=5`);
       await page.locator("#rows tr").nth(4).waitFor();
-      const first = await page.locator("#rows tr").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")));
+      const first = await page
+        .locator("#rows tr")
+        .evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")));
       await page.locator("#next").click();
       await page.waitForURL(/cursor=/);
       expect(new URL(page.url()).searchParams.get("state")).toBe("completed");
       await page.locator("#rows tr").first().waitFor();
-      await page.waitForFunction((ids) => !ids.includes(document.querySelector("#rows tr")?.getAttribute("data-job-id") ?? ""), first);
-      const second = await page.locator("#rows tr").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")));
+      await page.waitForFunction(
+        (ids) => !ids.includes(document.querySelector("#rows tr")?.getAttribute("data-job-id") ?? ""),
+        first,
+      );
+      const second = await page
+        .locator("#rows tr")
+        .evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")));
       expect(second.length).toBe(5);
       expect(second.filter((id) => first.includes(id))).toEqual([]);
       await page.goto(`${dash.url}/jobs/${finished.stored[1]}`);
@@ -229,11 +274,22 @@ describe("live transcripts: one shared Redis connection, a bounded number of cli
     await redis?.stop();
   });
 
-  const event = (jobId: string, n: number) => JSON.stringify({ ts: new Date().toISOString(), jobId, attempt: 1, type: "model_request", turn: n, messagesCount: n });
+  const event = (jobId: string, n: number) =>
+    JSON.stringify({
+      ts: new Date().toISOString(),
+      jobId,
+      attempt: 1,
+      type: "model_request",
+      turn: n,
+      messagesCount: n,
+    });
   /** Connections on this (private) Redis by name. */
   async function connections(): Promise<string[]> {
     const list = (await r.client("LIST")) as string;
-    return list.trim().split("\n").map((l) => /(?:^| )name=(\S*)/.exec(l)?.[1] ?? "");
+    return list
+      .trim()
+      .split("\n")
+      .map((l) => /(?:^| )name=(\S*)/.exec(l)?.[1] ?? "");
   }
 
   /** An SSE client that collects its messages' events; resolves `until(n)` once it has n. */
@@ -254,7 +310,8 @@ describe("live transcripts: one shared Redis connection, a bounded number of cli
               buf = buf.slice(i + 2);
               const data = /^data: (.*)$/m.exec(msg)?.[1];
               if (data && !/^event: /m.test(msg)) events.push(...JSON.parse(data));
-              for (const w of [...waiters]) if (events.length >= w.n) (waiters.splice(waiters.indexOf(w), 1), w.resolve());
+              for (const w of [...waiters])
+                if (events.length >= w.n) (waiters.splice(waiters.indexOf(w), 1), w.resolve());
             }
           }
         } catch {
@@ -266,13 +323,16 @@ describe("live transcripts: one shared Redis connection, a bounded number of cli
     return {
       started,
       events,
-      until: (n: number) => new Promise<void>((resolve) => (events.length >= n ? resolve() : waiters.push({ n, resolve }))),
+      until: (n: number) =>
+        new Promise<void>((resolve) => (events.length >= n ? resolve() : waiters.push({ n, resolve }))),
       close: () => ctl.abort(),
     };
   }
 
   it(`${N} pages on live transcripts add no Redis connection; a new event reaches all of them; the ${N + 1}th is refused`, async () => {
-    const ids = await client.enqueueBatch(Array.from({ length: N / 2 }, (_, i) => ({ task: `sse ${i}`, repo: { path: CLAMP } })));
+    const ids = await client.enqueueBatch(
+      Array.from({ length: N / 2 }, (_, i) => ({ task: `sse ${i}`, repo: { path: CLAMP } })),
+    );
     const k = keys(QUEUE);
     for (const id of ids) for (let n = 1; n <= 3; n++) await r.xadd(k.events(id), "*", "e", event(id, n));
     const before = await connections();
@@ -290,7 +350,8 @@ describe("live transcripts: one shared Redis connection, a bounded number of cli
     // the one shared reader wakes every page of a job when its stream grows
     for (const id of ids) await r.xadd(k.events(id), "*", "e", event(id, 4));
     await Promise.all(pages.map((p) => p.until(4)));
-    for (const [i, p] of pages.entries()) expect(p.events.map((e) => [e.jobId, e.turn])).toEqual([1, 2, 3, 4].map((n) => [ids[i % ids.length], n]));
+    for (const [i, p] of pages.entries())
+      expect(p.events.map((e) => [e.jobId, e.turn])).toEqual([1, 2, 3, 4].map((n) => [ids[i % ids.length], n]));
 
     // bounded: one more is refused while N are open
     const extra = await fetch(`${dash.url}/api/jobs/${ids[0]}/events`, AUTH);
@@ -309,7 +370,27 @@ describe("the token's cookie is Secure over TLS", () => {
   beforeAll(async () => {
     redis = await startRedis();
     dir = mkdtempSync(join(tmpdir(), "pb-dash-tls-"));
-    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"), "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        join(dir, "key.pem"),
+        "-out",
+        join(dir, "cert.pem"),
+        "-days",
+        "1",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+      ],
+      { stdio: "ignore" },
+    );
   });
 
   afterAll(async () => {
@@ -337,10 +418,14 @@ describe("the token's cookie is Secure over TLS", () => {
     dashes.push(dash);
     expect(dash.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
     const cookie = await new Promise<string>((resolve, reject) => {
-      const req = httpsRequest(`${dash.url}/jobs?token=${TOKEN}`, { ca: readFileSync(join(dir, "cert.pem")) }, (res) => {
-        res.resume();
-        resolve(String(res.headers["set-cookie"]));
-      });
+      const req = httpsRequest(
+        `${dash.url}/jobs?token=${TOKEN}`,
+        { ca: readFileSync(join(dir, "cert.pem")) },
+        (res) => {
+          res.resume();
+          resolve(String(res.headers["set-cookie"]));
+        },
+      );
       req.on("error", reject);
       req.end();
     });
@@ -351,15 +436,21 @@ describe("the token's cookie is Secure over TLS", () => {
     const dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: "web-bounds-tls", token: TOKEN });
     dashes.push(dash);
     expect(await setCookie(`${dash.url}/jobs?token=${TOKEN}`, { "x-forwarded-proto": "https" })).toMatch(/; Secure$/);
-    expect(await setCookie(`${dash.url}/jobs?token=${TOKEN}`, { forwarded: "for=10.0.0.1;proto=https" })).toMatch(/; Secure$/);
-    expect(await setCookie(`${dash.url}/jobs?token=${TOKEN}`)).toBe(`patchbay_dashboard=${TOKEN}; HttpOnly; SameSite=Strict; Path=/`);
+    expect(await setCookie(`${dash.url}/jobs?token=${TOKEN}`, { forwarded: "for=10.0.0.1;proto=https" })).toMatch(
+      /; Secure$/,
+    );
+    expect(await setCookie(`${dash.url}/jobs?token=${TOKEN}`)).toBe(
+      `patchbay_dashboard=${TOKEN}; HttpOnly; SameSite=Strict; Path=/`,
+    );
     expect(await setCookie(`${dash.url}/jobs?token=${TOKEN}`, { "x-forwarded-proto": "http" })).not.toMatch(/Secure/);
   });
 
   it("one TLS file without the other is refused, naming both", async () => {
     process.env.PATCHBAY_DASHBOARD_TLS_CERT = join(dir, "cert.pem");
     try {
-      await expect(startDashboard({ port: 0, redisUrl: redis.url, queueName: "web-bounds-tls", token: TOKEN })).rejects.toThrow(/needs both PATCHBAY_DASHBOARD_TLS_CERT and PATCHBAY_DASHBOARD_TLS_KEY/);
+      await expect(
+        startDashboard({ port: 0, redisUrl: redis.url, queueName: "web-bounds-tls", token: TOKEN }),
+      ).rejects.toThrow(/needs both PATCHBAY_DASHBOARD_TLS_CERT and PATCHBAY_DASHBOARD_TLS_KEY/);
     } finally {
       delete process.env.PATCHBAY_DASHBOARD_TLS_CERT;
     }

@@ -33,14 +33,22 @@ const TOKEN = "campaigns-test-token-0123456789";
 const ID = "bump-logging-api";
 
 // Would run if parsed as HTML, or drive a terminal: markup, a javascript: URL, escapes and controls.
-const HOSTILE_REPO = "https://example.com/acme/<img src=x onerror=\"window.__pwned=1;alert(1)\">.git";
-const HOSTILE_REASON = "rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> \u001b[31mCONFLICT\u001b[0m \u001b]0;evil-title\u0007 in src/observability/log.ts\u0000";
+const HOSTILE_REPO = 'https://example.com/acme/<img src=x onerror="window.__pwned=1;alert(1)">.git';
+const HOSTILE_REASON =
+  'rebase failed: <img src=x onerror="window.__pwned=2;alert(2)"> \u001b[31mCONFLICT\u001b[0m \u001b]0;evil-title\u0007 in src/observability/log.ts\u0000';
 const HOSTILE_BRANCH = "patchbay/<script>window.__pwned=3;alert(3)</script>";
 const JS_URL = "javascript:window.__pwned=4;alert(4)";
 const DATA_URL = "data:text/html,<script>alert(5)</script>";
 
 const repo = (line: number) => (line === 7 ? HOSTILE_REPO : `https://github.com/acme/svc-${line}.git`);
-const publish: CampaignDef["publish"] = { branch: "patchbay/bump-logging-api", draft: true, title: "Bump the logging API", body: "b", author: { name: "patchbay", email: "p@example.com" }, message: "m" };
+const publish: CampaignDef["publish"] = {
+  branch: "patchbay/bump-logging-api",
+  draft: true,
+  title: "Bump the logging API",
+  body: "b",
+  author: { name: "patchbay", email: "p@example.com" },
+  message: "m",
+};
 
 describe("campaign pages in headless Chromium", () => {
   let redis: Awaited<ReturnType<typeof startRedis>>;
@@ -55,10 +63,28 @@ describe("campaign pages in headless Chromium", () => {
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN });
     browser = await launchBrowser();
     const lines = [1, 2, 3, 4, 5, 6, 7, 8];
-    ({ ids } = await new BatchClient(client).submit(lines.map((l) => ({ task: `Bump the logging API in svc-${l}.`, repo: { git: `https://github.com/acme/svc-${l}.git` } })), { name: ID, lines, budgetUsd: 20 }));
+    ({ ids } = await new BatchClient(client).submit(
+      lines.map((l) => ({
+        task: `Bump the logging API in svc-${l}.`,
+        repo: { git: `https://github.com/acme/svc-${l}.git` },
+      })),
+      { name: ID, lines, budgetUsd: 20 },
+    ));
     const store = new CampaignStore(client.redis, QUEUE, client.retentionSec);
-    await store.saveDef({ name: ID, createdAt: Date.now(), budgetUsd: 20, publish, repos: lines.map((line) => ({ line, git: repo(line), vars: {} })) });
-    const gh = (line: number, n: number): Partial<Changeset> => ({ forge: "github", number: n, url: `https://github.com/acme/svc-${line}/pull/${n}`, branch: publish.branch, verified: true });
+    await store.saveDef({
+      name: ID,
+      createdAt: Date.now(),
+      budgetUsd: 20,
+      publish,
+      repos: lines.map((line) => ({ line, git: repo(line), vars: {} })),
+    });
+    const gh = (line: number, n: number): Partial<Changeset> => ({
+      forge: "github",
+      number: n,
+      url: `https://github.com/acme/svc-${line}/pull/${n}`,
+      branch: publish.branch,
+      verified: true,
+    });
     const records: Changeset[] = [
       { line: 1, state: "merged", checks: "passing", review: "approved", ...gh(1, 11) },
       { line: 2, state: "merged", checks: "passing", review: "approved", ...gh(2, 12) },
@@ -93,37 +119,146 @@ describe("campaign pages in headless Chromium", () => {
       expect(await page.locator("#title").textContent()).toBe(`Campaign ${ID}`);
       expect(await page.locator("#merged").textContent()).toBe("2 of 8 repositories merged");
       expect(await page.locator("#mergedbar").evaluate((e) => (e as HTMLElement).style.width)).toBe("25%");
-      const badges = await page.locator("#states .badge").evaluateAll((bs) => bs.map((b) => [b.getAttribute("data-state"), b.textContent]));
-      expect(Object.fromEntries(badges)).toEqual({ merged: "merged 2", open: "open 2", draft: "draft 1", unpublished: "unpublished 1", conflict: "conflict 1", closed: "closed 1" });
-      expect(await page.locator("#checks").textContent()).toBe("checks of the 3 open ones: 1 passing · 1 failing · 1 pending");
-      expect(await page.locator("#jobs").textContent()).toMatch(/^jobs 0 \/ 8 done · 0 running · 8 waiting · spent \$0\.0000 of \$20\.00 · submitted /);
+      const badges = await page
+        .locator("#states .badge")
+        .evaluateAll((bs) => bs.map((b) => [b.getAttribute("data-state"), b.textContent]));
+      expect(Object.fromEntries(badges)).toEqual({
+        merged: "merged 2",
+        open: "open 2",
+        draft: "draft 1",
+        unpublished: "unpublished 1",
+        conflict: "conflict 1",
+        closed: "closed 1",
+      });
+      expect(await page.locator("#checks").textContent()).toBe(
+        "checks of the 3 open ones: 1 passing · 1 failing · 1 pending",
+      );
+      expect(await page.locator("#jobs").textContent()).toMatch(
+        /^jobs 0 \/ 8 done · 0 running · 8 waiting · spent \$0\.0000 of \$20\.00 · submitted /,
+      );
       expect(await page.locator("nav.top a.here").textContent()).toBe("Campaigns");
 
       const rows = await page.locator("#rows tr").evaluateAll((trs) =>
         trs.map((tr) => {
           const c = (n: string) => tr.querySelector(`td.c-${n}`)!;
           const link = (n: string) => c(n).querySelector("a")?.getAttribute("href") ?? null;
-          return { line: c("line").textContent, repo: [c("repo").textContent, c("repo").getAttribute("title")], state: c("state").textContent, checks: c("checks").textContent, review: c("review").textContent, pr: c("pr").querySelector(".pr")?.textContent ?? "", prHref: link("pr"), branch: c("pr").querySelector(".branch")?.textContent ?? "", job: link("job"), reason: c("reason").textContent };
+          return {
+            line: c("line").textContent,
+            repo: [c("repo").textContent, c("repo").getAttribute("title")],
+            state: c("state").textContent,
+            checks: c("checks").textContent,
+            review: c("review").textContent,
+            pr: c("pr").querySelector(".pr")?.textContent ?? "",
+            prHref: link("pr"),
+            branch: c("pr").querySelector(".branch")?.textContent ?? "",
+            job: link("job"),
+            reason: c("reason").textContent,
+          };
         }),
       );
       const job = (l: number) => `/jobs/${ids[l - 1]}`;
       // shown without scheme and .git, whole in the title
       const shown = (l: number) => [`github.com/acme/svc-${l}`, repo(l)];
-      const pr = (l: number, n: number) => ({ pr: `#${n}`, prHref: `https://github.com/acme/svc-${l}/pull/${n}`, branch: publish.branch });
+      const pr = (l: number, n: number) => ({
+        pr: `#${n}`,
+        prHref: `https://github.com/acme/svc-${l}/pull/${n}`,
+        branch: publish.branch,
+      });
       expect(rows).toEqual([
-        { line: "1", repo: shown(1), state: "merged", checks: "passing", review: "approved", ...pr(1, 11), job: job(1), reason: "" },
-        { line: "2", repo: shown(2), state: "merged", checks: "passing", review: "approved", ...pr(2, 12), job: job(2), reason: "" },
-        { line: "3", repo: shown(3), state: "open", checks: "failing", review: "changes requested", ...pr(3, 13), job: job(3), reason: "" },
-        { line: "4", repo: shown(4), state: "draft unverified", checks: "pending", review: "review required", ...pr(4, 14), job: job(4), reason: "" },
-        { line: "5", repo: shown(5), state: "closed", checks: "", review: "", ...pr(5, 15), job: job(5), reason: "closed by campaign close" },
-        { line: "6", repo: shown(6), state: "conflict", checks: "", review: "", pr: JS_URL, prHref: null, branch: HOSTILE_BRANCH, job: job(6), reason: "rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/observability/log.ts" },
-        { line: "7", repo: [HOSTILE_REPO.slice("https://".length, -".git".length), HOSTILE_REPO], state: "unpublished", checks: "", review: "", pr: "", prHref: null, branch: "", job: job(7), reason: "its job is waiting" },
-        { line: "8", repo: shown(8), state: "open", checks: "passing", review: "", pr: "!5", prHref: null, branch: publish.branch, job: job(8), reason: "" },
+        {
+          line: "1",
+          repo: shown(1),
+          state: "merged",
+          checks: "passing",
+          review: "approved",
+          ...pr(1, 11),
+          job: job(1),
+          reason: "",
+        },
+        {
+          line: "2",
+          repo: shown(2),
+          state: "merged",
+          checks: "passing",
+          review: "approved",
+          ...pr(2, 12),
+          job: job(2),
+          reason: "",
+        },
+        {
+          line: "3",
+          repo: shown(3),
+          state: "open",
+          checks: "failing",
+          review: "changes requested",
+          ...pr(3, 13),
+          job: job(3),
+          reason: "",
+        },
+        {
+          line: "4",
+          repo: shown(4),
+          state: "draft unverified",
+          checks: "pending",
+          review: "review required",
+          ...pr(4, 14),
+          job: job(4),
+          reason: "",
+        },
+        {
+          line: "5",
+          repo: shown(5),
+          state: "closed",
+          checks: "",
+          review: "",
+          ...pr(5, 15),
+          job: job(5),
+          reason: "closed by campaign close",
+        },
+        {
+          line: "6",
+          repo: shown(6),
+          state: "conflict",
+          checks: "",
+          review: "",
+          pr: JS_URL,
+          prHref: null,
+          branch: HOSTILE_BRANCH,
+          job: job(6),
+          reason:
+            'rebase failed: <img src=x onerror="window.__pwned=2;alert(2)"> CONFLICT  in src/observability/log.ts',
+        },
+        {
+          line: "7",
+          repo: [HOSTILE_REPO.slice("https://".length, -".git".length), HOSTILE_REPO],
+          state: "unpublished",
+          checks: "",
+          review: "",
+          pr: "",
+          prHref: null,
+          branch: "",
+          job: job(7),
+          reason: "its job is waiting",
+        },
+        {
+          line: "8",
+          repo: shown(8),
+          state: "open",
+          checks: "passing",
+          review: "",
+          pr: "!5",
+          prHref: null,
+          branch: publish.branch,
+          job: job(8),
+          reason: "",
+        },
       ]);
       // the hostile text stayed text: no element made of it, nothing ran, no request left for x
       expect(await page.locator("main img, main script").count()).toBe(0);
       expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
-      expect(await page.locator("main").evaluate((m) => /[\u0000-\u0008\u000b-\u001f\u007f]/.test(m.textContent ?? ""))).toBe(false);
+      expect(
+        await page.locator("main").evaluate((m) => /[\u0000-\u0008\u000b-\u001f\u007f]/.test(m.textContent ?? "")),
+      ).toBe(false);
       expect(await page.title()).toBe(`patchbay · campaign ${ID}`);
       expect(rec.dialogs).toEqual([]);
       expect(rec.pageErrors).toEqual([]);
@@ -139,7 +274,14 @@ describe("campaign pages in headless Chromium", () => {
       const row = page.locator(`tr[data-campaign-id="${ID}"]`);
       await row.waitFor();
       expect(await row.locator("td.c-merged .meta").textContent()).toBe("2 / 8 merged");
-      expect(await row.locator("td.c-counts .badge").allTextContents()).toEqual(["merged 2", "open 2", "draft 1", "unpublished 1", "conflict 1", "closed 1"]);
+      expect(await row.locator("td.c-counts .badge").allTextContents()).toEqual([
+        "merged 2",
+        "open 2",
+        "draft 1",
+        "unpublished 1",
+        "conflict 1",
+        "closed 1",
+      ]);
       expect(await row.locator("td.c-jobs").textContent()).toBe("0 / 8 done");
       expect(await row.locator("td.c-spend").textContent()).toBe("$0.0000 of $20.00");
       expect(await row.locator("td.c-campaign a").getAttribute("href")).toBe(`/campaigns/${ID}`);
@@ -154,11 +296,21 @@ describe("campaign pages in headless Chromium", () => {
     try {
       await page.locator("#rows tr").nth(7).waitFor();
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
-      const card = await page.locator("#rows tr").nth(0).evaluate((tr) => {
-        const shown = [...tr.children].filter((td) => getComputedStyle(td).display !== "none");
-        const width = (n: string) => Math.round(tr.querySelector(`td.c-${n}`)!.getBoundingClientRect().width);
-        return { display: getComputedStyle(tr).display, first: shown.sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)[0]!.className, row: Math.round(tr.getBoundingClientRect().width), repo: width("repo"), state: width("state"), pr: width("pr") };
-      });
+      const card = await page
+        .locator("#rows tr")
+        .nth(0)
+        .evaluate((tr) => {
+          const shown = [...tr.children].filter((td) => getComputedStyle(td).display !== "none");
+          const width = (n: string) => Math.round(tr.querySelector(`td.c-${n}`)!.getBoundingClientRect().width);
+          return {
+            display: getComputedStyle(tr).display,
+            first: shown.sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)[0]!.className,
+            row: Math.round(tr.getBoundingClientRect().width),
+            repo: width("repo"),
+            state: width("state"),
+            pr: width("pr"),
+          };
+        });
       expect(card).toMatchObject({ display: "grid", first: "c-repo" });
       // the repository across the card, the other fields each half of it (not the table's column widths)
       expect(card.repo).toBeGreaterThan(card.row * 0.8);
@@ -169,7 +321,10 @@ describe("campaign pages in headless Chromium", () => {
   });
 
   it("an unknown or invalid id is a 404 page saying so; the API answers 404", async () => {
-    for (const [id, shown] of [["no-such-campaign", "no-such-campaign"], ["bad%20name%3Cb%3E", "bad name<b>"]] as const) {
+    for (const [id, shown] of [
+      ["no-such-campaign", "no-such-campaign"],
+      ["bad%20name%3Cb%3E", "bad name<b>"],
+    ] as const) {
       const { page } = await open(`/campaigns/${id}`);
       try {
         const r = await page.request.get(`${dash.url}/campaigns/${id}`);
@@ -190,7 +345,8 @@ describe("campaign pages in headless Chromium", () => {
     await app.register(authPlugin, { token: TOKEN, loopback: false });
     await app.register(campaignsRoutes, { client });
     try {
-      const get = (url: string, headers: Record<string, string> = {}) => app.inject({ method: "GET", url, headers: { host: "dash.example", ...headers } });
+      const get = (url: string, headers: Record<string, string> = {}) =>
+        app.inject({ method: "GET", url, headers: { host: "dash.example", ...headers } });
       for (const path of [`/api/campaigns/${ID}`, "/api/campaigns", `/campaigns/${ID}`, "/campaigns"]) {
         const r = await get(path);
         expect(r.statusCode, path).toBe(401);
@@ -198,12 +354,28 @@ describe("campaign pages in headless Chromium", () => {
       }
       const ok = await get(`/api/campaigns/${ID}`, { authorization: `Bearer ${TOKEN}` });
       expect(ok.statusCode).toBe(200);
-      const body = ok.json() as { total: number; counts: Record<string, number>; changesets: { repo: string; reason?: string; branch?: string }[] };
+      const body = ok.json() as {
+        total: number;
+        counts: Record<string, number>;
+        changesets: { repo: string; reason?: string; branch?: string }[];
+      };
       expect(body.total).toBe(8);
       expect(body.counts.merged).toBe(2);
       // what the page needs, inert: no escape or control character, no batch internals
-      expect(body.changesets[5]!.reason).toBe("rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/observability/log.ts");
-      expect(Object.keys(body).sort()).toEqual(["budgetUsd", "changesets", "checks", "counts", "createdAt", "id", "jobs", "spentUsd", "total"]);
+      expect(body.changesets[5]!.reason).toBe(
+        'rebase failed: <img src=x onerror="window.__pwned=2;alert(2)"> CONFLICT  in src/observability/log.ts',
+      );
+      expect(Object.keys(body).sort()).toEqual([
+        "budgetUsd",
+        "changesets",
+        "checks",
+        "counts",
+        "createdAt",
+        "id",
+        "jobs",
+        "spentUsd",
+        "total",
+      ]);
       expect((await get(`/api/campaigns/${ID}`, { cookie: `patchbay_dashboard=${TOKEN}` })).statusCode).toBe(200);
     } finally {
       await app.close();
@@ -218,7 +390,9 @@ describe("campaign pages in headless Chromium", () => {
     expect(r.stdout + r.stderr).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
     expect(r.stdout).not.toContain("evil-title");
     const line6 = r.stdout.split("\n").find((l) => /^\s*6\s+conflict\s/.test(l));
-    expect(line6).toContain("rebase failed: <img src=x onerror=\"window.__pwned=2;alert(2)\"> CONFLICT  in src/observability/log.ts");
+    expect(line6).toContain(
+      'rebase failed: <img src=x onerror="window.__pwned=2;alert(2)"> CONFLICT  in src/observability/log.ts',
+    );
     expect(r.stdout).toContain(HOSTILE_REPO);
   }, 180_000);
 });

@@ -49,7 +49,9 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
   beforeAll(async () => {
     redis = await startRedis();
     fake = await startFakeAnthropic((req) =>
-      /long-running/.test(taskOf(req.body)) ? byTurn([reply(toolUse("bash", { command: "echo started; sleep 300" }))])(req) : byTurn(clampScript())(req),
+      /long-running/.test(taskOf(req.body))
+        ? byTurn([reply(toolUse("bash", { command: "echo started; sleep 300" }))])(req)
+        : byTurn(clampScript())(req),
     );
     worker = await startWorker({
       redisUrl: redis.url,
@@ -63,8 +65,17 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN });
     browser = await launchBrowser();
     const batches = new BatchClient(client);
-    const task = (i: number) => `Fix the failing test (layout ${i}): clamp() returns the lower bound for values above the upper one, and the task goes on long enough to be cut.`;
-    ({ batchId, ids } = await batches.submit([1, 2].map((i) => ({ task: task(i), repo: { path: CLAMP }, model: LONG_MODEL, verify: "python3 -m unittest -q" })), { name: LONG_BATCH }));
+    const task = (i: number) =>
+      `Fix the failing test (layout ${i}): clamp() returns the lower bound for values above the upper one, and the task goes on long enough to be cut.`;
+    ({ batchId, ids } = await batches.submit(
+      [1, 2].map((i) => ({
+        task: task(i),
+        repo: { path: CLAMP },
+        model: LONG_MODEL,
+        verify: "python3 -m unittest -q",
+      })),
+      { name: LONG_BATCH },
+    ));
     const st = await batches.wait(batchId);
     expect(st.done).toBe(2);
   }, 180_000);
@@ -81,7 +92,11 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
   const pageOf = (width: number) => browser.newPage({ viewport: { width, height: 800 }, ...signedIn(dash.url, TOKEN) });
 
   /** The document's width against the viewport's: wider means a sideways scroll. */
-  const widths = (page: Page) => page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
+  const widths = (page: Page) =>
+    page.evaluate(() => ({
+      scroll: document.documentElement.scrollWidth,
+      client: document.documentElement.clientWidth,
+    }));
 
   it("the jobs list fits 1280 and 390 px with long model and batch ids: cut with an ellipsis, whole in a title", async () => {
     for (const width of WIDTHS) {
@@ -98,12 +113,27 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
           const td = row.querySelector<HTMLElement>(`td.c-${name}`)!;
           const text = td.querySelector("a") ?? td; // what holds the text: a link, or the cell
           const r = td.getBoundingClientRect();
-          return { text: td.textContent, title: td.title, cut: text.scrollWidth > text.clientWidth, ellipsis: getComputedStyle(text).textOverflow, left: r.left, right: r.right };
+          return {
+            text: td.textContent,
+            title: td.title,
+            cut: text.scrollWidth > text.clientWidth,
+            ellipsis: getComputedStyle(text).textOverflow,
+            left: r.left,
+            right: r.right,
+          };
         };
         const link = row.querySelector("td.c-job a")!.getBoundingClientRect();
-        return { model: look("model"), batch: look("batch"), job: look("job"), link: { left: link.left, right: link.right, width: link.width } };
+        return {
+          model: look("model"),
+          batch: look("batch"),
+          job: look("job"),
+          link: { left: link.left, right: link.right, width: link.width },
+        };
       }, ids[0]!);
-      for (const [cell, full] of [[cells.model, LONG_MODEL], [cells.batch, batchId]] as const) {
+      for (const [cell, full] of [
+        [cells.model, LONG_MODEL],
+        [cells.batch, batchId],
+      ] as const) {
         expect(cell).toMatchObject({ text: full, title: full, cut: true, ellipsis: "ellipsis" });
         expect(cell.right).toBeLessThanOrEqual(width);
       }
@@ -118,7 +148,11 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
       await page.locator("#diff pre.diff").waitFor();
       // one file: "1 file", never "1 files" (the job's patch and the transcript's patch card)
       expect(await page.locator("#diff h2").textContent()).toBe("Patch (1 file)");
-      await page.locator("#transcript").getByText(/Job finished/).first().waitFor({ state: "attached" });
+      await page
+        .locator("#transcript")
+        .getByText(/Job finished/)
+        .first()
+        .waitFor({ state: "attached" });
       expect(await page.locator("#transcript").textContent()).toMatch(/1 file changed · [\d,]+ bytes/);
       expect(await page.locator("body").textContent()).not.toMatch(/\b1 files\b|\b1 turns\b/);
       const j = await widths(page);
@@ -154,7 +188,11 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
     expect((await page.goto(`${dash.url}/jobs/${ids[0]}`))!.status()).toBe(200);
     await page.locator("#head[data-status]").waitFor();
     // the longest id a job can have (128 characters) has its page too: over 100 it was the router's JSON 414
-    const longest = await client.enqueue({ task: "Fix the failing test (the longest id).", repo: { path: CLAMP }, jobId: `${"j".repeat(120)}-longest` });
+    const longest = await client.enqueue({
+      task: "Fix the failing test (the longest id).",
+      repo: { path: CLAMP },
+      jobId: `${"j".repeat(120)}-longest`,
+    });
     expect(longest).toHaveLength(128);
     expect((await page.goto(`${dash.url}/jobs/${longest}`))!.status()).toBe(200);
     await page.locator("#head[data-state]").waitFor();
@@ -169,7 +207,9 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
     await page.goto(`${dash.url}/batches/${batchId}`);
     expect(page.url()).toBe(`${dash.url}/jobs?batch=${batchId}`);
     await page.locator("#rows tr").nth(1).waitFor();
-    expect((await page.locator("#rows tr").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")))).sort()).toEqual([...ids].sort());
+    expect(
+      (await page.locator("#rows tr").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")))).sort(),
+    ).toEqual([...ids].sort());
 
     for (const id of ["no-such-batch", "<b>bold</b>", "a".repeat(97)]) {
       const res = await page.goto(`${dash.url}/batches/${encodeURIComponent(id)}`);
@@ -190,10 +230,11 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
     await page.locator("#head[data-state=active]").waitFor({ timeout: 60_000 });
     const cancel = page.locator("#cancel");
     await page.locator("#cancel:not([disabled])").waitFor();
-    const style = () => cancel.evaluate((b) => {
-      const s = getComputedStyle(b);
-      return { color: s.color, border: s.borderTopColor, background: s.backgroundColor, cursor: s.cursor };
-    });
+    const style = () =>
+      cancel.evaluate((b) => {
+        const s = getComputedStyle(b);
+        return { color: s.color, border: s.borderTopColor, background: s.backgroundColor, cursor: s.cursor };
+      });
     const enabled = await style();
     const ariaEnabled = await cancel.getAttribute("aria-disabled");
 
@@ -205,9 +246,15 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
     expect(disabled.color).not.toBe(enabled.color);
     expect(disabled.border).not.toBe(enabled.border);
     expect(disabled.background).not.toBe(enabled.background);
-    expect({ enabled: enabled.cursor, disabled: disabled.cursor }).toEqual({ enabled: "pointer", disabled: "not-allowed" });
+    expect({ enabled: enabled.cursor, disabled: disabled.cursor }).toEqual({
+      enabled: "pointer",
+      disabled: "not-allowed",
+    });
     expect(await cancel.isDisabled()).toBe(true);
-    expect({ enabled: ariaEnabled, disabled: await cancel.getAttribute("aria-disabled") }).toEqual({ enabled: "false", disabled: "true" });
+    expect({ enabled: ariaEnabled, disabled: await cancel.getAttribute("aria-disabled") }).toEqual({
+      enabled: "false",
+      disabled: "true",
+    });
     expect(await cancel.getAttribute("title")).toBe("the job has finished: nothing to cancel");
     await page.close();
 

@@ -32,7 +32,10 @@ const SECRET = "transcript-secret-3b1f9c";
  * Host set to the upstream's (nginx's default `proxy_set_header Host $proxy_host`), and `add` on
  * top (none: nginx with no proxy_set_header at all).
  */
-async function startProxy(upstream: string, add: Record<string, string> = {}): Promise<{ url: string; close(): Promise<void> }> {
+async function startProxy(
+  upstream: string,
+  add: Record<string, string> = {},
+): Promise<{ url: string; close(): Promise<void> }> {
   const up = new URL(upstream);
   const server: Server = createServer((req, res) => {
     const headers: IncomingHttpHeaders = { ...req.headers, host: up.host, ...add };
@@ -49,7 +52,19 @@ async function startProxy(upstream: string, add: Record<string, string> = {}): P
 }
 
 /** Every kind of read the dashboard serves: pages, the job's JSON and transcript, the API, bull-board, metrics, its scripts. */
-const reads = (id: string) => ["/jobs", `/jobs/${id}`, "/api/jobs", `/api/jobs/${id}`, `/api/jobs/${id}/events`, "/api/v1/jobs", `/api/v1/jobs/${id}/transcript`, "/api/openapi.json", "/queues", "/metrics", "/static/job.js"];
+const reads = (id: string) => [
+  "/jobs",
+  `/jobs/${id}`,
+  "/api/jobs",
+  `/api/jobs/${id}`,
+  `/api/jobs/${id}/events`,
+  "/api/v1/jobs",
+  `/api/v1/jobs/${id}/transcript`,
+  "/api/openapi.json",
+  "/queues",
+  "/metrics",
+  "/static/job.js",
+];
 
 describe("the dashboard behind a same-host reverse proxy", () => {
   let redis: Awaited<ReturnType<typeof startRedis>>;
@@ -65,8 +80,23 @@ describe("the dashboard behind a same-host reverse proxy", () => {
   beforeAll(async () => {
     redis = await startRedis();
     client = new PatchbayClient({ redisUrl: redis.url, queueName: QUEUE });
-    id = await client.enqueue({ task: `the task ${SECRET}`, repo: { path: new URL("../../examples/clamp", import.meta.url).pathname }, jobId: "proxied-1" });
-    const event = { ts: new Date().toISOString(), jobId: id, attempt: 1, type: "model_response", turn: 1, content: [{ type: "text", text: SECRET }], stopReason: "end_turn", usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 }, ms: 1, model: "claude-haiku-4-5" };
+    id = await client.enqueue({
+      task: `the task ${SECRET}`,
+      repo: { path: new URL("../../examples/clamp", import.meta.url).pathname },
+      jobId: "proxied-1",
+    });
+    const event = {
+      ts: new Date().toISOString(),
+      jobId: id,
+      attempt: 1,
+      type: "model_response",
+      turn: 1,
+      content: [{ type: "text", text: SECRET }],
+      stopReason: "end_turn",
+      usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      ms: 1,
+      model: "claude-haiku-4-5",
+    };
     await client.redis.xadd(keys(QUEUE).events(id), "*", "e", JSON.stringify(event));
     dash = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN });
     open = await startDashboard({ port: 0, redisUrl: redis.url, queueName: QUEUE, token: TOKEN, loopbackReads: true });
@@ -132,6 +162,8 @@ describe("the dashboard behind a same-host reverse proxy", () => {
     expect((await fetch(`${openBare.url}/api/jobs/${id}`)).status).toBe(200);
     // writes need the token whatever was opened
     expect((await fetch(`${open.url}/api/jobs/${id}/cancel`, { method: "POST" })).status).toBe(401);
-    await expect(startDashboard({ host: "0.0.0.0", port: 0, redisUrl: redis.url, token: TOKEN, loopbackReads: true })).rejects.toThrow(DashboardConfigError);
+    await expect(
+      startDashboard({ host: "0.0.0.0", port: 0, redisUrl: redis.url, token: TOKEN, loopbackReads: true }),
+    ).rejects.toThrow(DashboardConfigError);
   });
 });

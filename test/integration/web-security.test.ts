@@ -19,7 +19,10 @@ const QUEUE = "web-security";
 const BEARER = { authorization: `Bearer ${TOKEN}` };
 
 /** A raw request, so the Host and Origin headers are exactly what the test says. */
-function raw(url: string, opts: { method?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function raw(
+  url: string,
+  opts: { method?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method: opts.method ?? "GET", headers: opts.headers ?? {} }, (res) => {
       let body = "";
@@ -52,8 +55,12 @@ describe("dashboard guards", () => {
     const saved = process.env.PATCHBAY_DASHBOARD_TOKEN;
     delete process.env.PATCHBAY_DASHBOARD_TOKEN;
     try {
-      await expect(startDashboard({ host: "0.0.0.0", port: 0, redisUrl: redis.url })).rejects.toThrow(DashboardConfigError);
-      await expect(startDashboard({ host: "127.0.0.1", port: 0, redisUrl: redis.url, token: "short" })).rejects.toThrow(/at least 16/);
+      await expect(startDashboard({ host: "0.0.0.0", port: 0, redisUrl: redis.url })).rejects.toThrow(
+        DashboardConfigError,
+      );
+      await expect(startDashboard({ host: "127.0.0.1", port: 0, redisUrl: redis.url, token: "short" })).rejects.toThrow(
+        /at least 16/,
+      );
     } finally {
       if (saved !== undefined) process.env.PATCHBAY_DASHBOARD_TOKEN = saved;
     }
@@ -80,12 +87,19 @@ describe("dashboard guards", () => {
   });
 
   it("actions need the token: cancel, retry and bull-board's mutations", async () => {
-    const id = await client.enqueue({ task: "t", repo: { path: new URL("../../examples/clamp", import.meta.url).pathname }, jobId: "guarded-1" });
+    const id = await client.enqueue({
+      task: "t",
+      repo: { path: new URL("../../examples/clamp", import.meta.url).pathname },
+      jobId: "guarded-1",
+    });
     for (const path of [`/api/jobs/${id}/cancel`, `/api/jobs/${id}/retry`]) {
       const r = await raw(dash.url + path, { method: "POST" });
       expect(r.status).toBe(401);
       expect(JSON.parse(r.body).error).toMatch(/PATCHBAY_DASHBOARD_TOKEN/);
-      expect((await raw(dash.url + path, { method: "POST", headers: { authorization: "Bearer wrong-token-wrong-token" } })).status).toBe(401);
+      expect(
+        (await raw(dash.url + path, { method: "POST", headers: { authorization: "Bearer wrong-token-wrong-token" } }))
+          .status,
+      ).toBe(401);
     }
     expect(await client.redis.exists(`patchbay:${QUEUE}:cancel:${id}`)).toBe(0); // nothing happened
 
@@ -98,14 +112,30 @@ describe("dashboard guards", () => {
 
     // a cross-site form post with the cookie is refused by its Origin (the cookie is SameSite=Strict too)
     const cookie = `patchbay_dashboard=${encodeURIComponent(TOKEN)}`;
-    expect((await raw(`${dash.url}/api/jobs/${id}/cancel`, { method: "POST", headers: { cookie, origin: "http://evil.example" } })).status).toBe(403);
-    const ok = await raw(`${dash.url}/api/jobs/${id}/cancel`, { method: "POST", headers: { cookie, origin: dash.url } });
+    expect(
+      (
+        await raw(`${dash.url}/api/jobs/${id}/cancel`, {
+          method: "POST",
+          headers: { cookie, origin: "http://evil.example" },
+        })
+      ).status,
+    ).toBe(403);
+    const ok = await raw(`${dash.url}/api/jobs/${id}/cancel`, {
+      method: "POST",
+      headers: { cookie, origin: dash.url },
+    });
     expect(ok.status).toBe(200);
     expect(JSON.parse(ok.body)).toEqual({ result: "cancelled" });
     expect(await client.redis.exists(`patchbay:${QUEUE}:cancel:${id}`)).toBe(1);
     // a waiting job cancelled is finished at once (issue 25), so it may be retried; one still waiting may not
-    const waiting = await client.enqueue({ task: "t", repo: { path: new URL("../../examples/clamp", import.meta.url).pathname }, jobId: "guarded-2" });
-    expect((await raw(`${dash.url}/api/jobs/${waiting}/retry`, { method: "POST", headers: { cookie } })).status).toBe(409);
+    const waiting = await client.enqueue({
+      task: "t",
+      repo: { path: new URL("../../examples/clamp", import.meta.url).pathname },
+      jobId: "guarded-2",
+    });
+    expect((await raw(`${dash.url}/api/jobs/${waiting}/retry`, { method: "POST", headers: { cookie } })).status).toBe(
+      409,
+    );
     expect((await raw(`${dash.url}/api/jobs/${id}/retry`, { method: "POST", headers: { cookie } })).status).toBe(200);
   });
 
@@ -123,12 +153,22 @@ describe("dashboard guards", () => {
 
   it("a foreign Host header is refused on loopback (DNS rebinding)", async () => {
     expect((await raw(`${dash.url}/api/jobs`, { headers: { host: "attacker.example" } })).status).toBe(403);
-    expect((await raw(`${dash.url}/api/jobs`, { headers: { ...BEARER, host: `localhost:${new URL(dash.url).port}` } })).status).toBe(200);
+    expect(
+      (await raw(`${dash.url}/api/jobs`, { headers: { ...BEARER, host: `localhost:${new URL(dash.url).port}` } }))
+        .status,
+    ).toBe(200);
   });
 
   it("pages carry a CSP without inline scripts and load only their own static scripts", async () => {
     // the last three: 404 pages (no such job, batch or campaign), under the same CSP
-    for (const [path, status] of [["/jobs", 200], ["/batches", 200], ["/campaigns", 200], ["/jobs/some-job", 404], ["/batches/some-batch", 404], ["/campaigns/some-campaign", 404]] as const) {
+    for (const [path, status] of [
+      ["/jobs", 200],
+      ["/batches", 200],
+      ["/campaigns", 200],
+      ["/jobs/some-job", 404],
+      ["/batches/some-batch", 404],
+      ["/campaigns/some-campaign", 404],
+    ] as const) {
       const r = await raw(dash.url + path, { headers: BEARER });
       expect(r.status, path).toBe(status);
       const csp = String(r.headers["content-security-policy"]);
@@ -136,7 +176,11 @@ describe("dashboard guards", () => {
       expect(csp).toContain("default-src 'none'");
       expect(csp).not.toMatch(/unsafe-inline|unsafe-eval/);
       expect(r.headers["x-content-type-options"]).toBe("nosniff");
-      expect([...r.body.matchAll(/<script([^>]*)>([\s\S]*?)<\/script>/g)].every((m) => /src="\/static\/[a-z]+\.js"/.test(m[1]!) && m[2] === "")).toBe(true);
+      expect(
+        [...r.body.matchAll(/<script([^>]*)>([\s\S]*?)<\/script>/g)].every(
+          (m) => /src="\/static\/[a-z]+\.js"/.test(m[1]!) && m[2] === "",
+        ),
+      ).toBe(true);
       expect(r.body).not.toMatch(/\son[a-z]+=|style=/i); // no inline handlers or styles
     }
     const js = await raw(`${dash.url}/static/job.js`, { headers: BEARER });
@@ -175,7 +219,10 @@ describe("patchbay dashboard", () => {
       const cookie = String(opened.headers["set-cookie"]).split(";")[0]!;
       expect((await raw(`${url}/jobs`, { headers: { cookie } })).status).toBe(200);
       expect((await raw(`${url}/api/jobs/x/cancel`, { method: "POST" })).status).toBe(401);
-      expect((await raw(`${url}/api/jobs/x/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}` } })).status).toBe(404);
+      expect(
+        (await raw(`${url}/api/jobs/x/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}` } }))
+          .status,
+      ).toBe(404);
     } finally {
       p.kill("SIGTERM");
       expect(await exited).toBe(0);
@@ -185,8 +232,16 @@ describe("patchbay dashboard", () => {
 
   it("--loopback-reads: reads without a token from loopback, not with a proxy's header; writes still need it", async () => {
     const redis = await startRedis();
-    const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: redis.url, PATCHBAY_QUEUE: "dash-cli", PATCHBAY_DASHBOARD_TOKEN: TOKEN };
-    const p = spawn(process.execPath, [BIN, "dashboard", "--port", "0", "--loopback-reads"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: "dash-cli",
+      PATCHBAY_DASHBOARD_TOKEN: TOKEN,
+    };
+    const p = spawn(process.execPath, [BIN, "dashboard", "--port", "0", "--loopback-reads"], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let err = "";
     p.stderr.on("data", (d) => (err += d));
     const exited = new Promise<number | null>((r) => p.once("exit", (c) => r(c)));
@@ -198,7 +253,10 @@ describe("patchbay dashboard", () => {
       expect((await raw(`${url}/jobs`)).status).toBe(200);
       expect((await raw(`${url}/jobs`, { headers: { "x-forwarded-for": "203.0.113.7" } })).status).toBe(401);
       expect((await raw(`${url}/api/jobs/x/cancel`, { method: "POST" })).status).toBe(401);
-      const off = await cli(["dashboard", "--host", "0.0.0.0", "--port", "0", "--loopback-reads"], { REDIS_URL: redis.url, PATCHBAY_DASHBOARD_TOKEN: TOKEN });
+      const off = await cli(["dashboard", "--host", "0.0.0.0", "--port", "0", "--loopback-reads"], {
+        REDIS_URL: redis.url,
+        PATCHBAY_DASHBOARD_TOKEN: TOKEN,
+      });
       expect(off.code).toBe(2);
       expect(off.stderr).toMatch(/tokenless reads \(--loopback-reads\) need a loopback bind, not 0\.0\.0\.0/);
     } finally {
@@ -211,7 +269,10 @@ describe("patchbay dashboard", () => {
   it("refuses a non-loopback bind without PATCHBAY_DASHBOARD_TOKEN (exit 2, nothing bound)", async () => {
     const redis = await startRedis();
     try {
-      const r = await cli(["dashboard", "--host", "0.0.0.0", "--port", "0"], { REDIS_URL: redis.url, PATCHBAY_DASHBOARD_TOKEN: "" });
+      const r = await cli(["dashboard", "--host", "0.0.0.0", "--port", "0"], {
+        REDIS_URL: redis.url,
+        PATCHBAY_DASHBOARD_TOKEN: "",
+      });
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/binding 0\.0\.0\.0 \(not loopback\) needs a token: set PATCHBAY_DASHBOARD_TOKEN/);
     } finally {
@@ -221,16 +282,32 @@ describe("patchbay dashboard", () => {
 });
 
 describe("escaping and the static viewer", () => {
-  const ev = (e: Record<string, unknown>) => ({ ts: "2026-01-01T00:00:00.000Z", jobId: "j</title><script>alert(1)</script>", attempt: 1, ...e }) as TranscriptEvent;
+  const ev = (e: Record<string, unknown>) =>
+    ({
+      ts: "2026-01-01T00:00:00.000Z",
+      jobId: "j</title><script>alert(1)</script>",
+      attempt: 1,
+      ...e,
+    }) as TranscriptEvent;
   const events = [
     ev({ type: "job_started", spec: { task: "</script><script>alert(1)</script>", repo: { path: "/x" } } }),
     ev({ type: "model_request", turn: 1, messagesCount: 1 }),
-    ev({ type: "model_response", turn: 1, content: [{ type: "text", text: "<!-- \u2028 </SCRIPT > & \u001b]52;c;ZXZpbA==\u0007 \u202e" }], stopReason: "end_turn", usage: { inputTokens: 1000, outputTokens: 100, cacheReadTokens: 0, cacheWriteTokens: 0 }, ms: 5, model: "claude-haiku-4-5" }),
+    ev({
+      type: "model_response",
+      turn: 1,
+      content: [{ type: "text", text: "<!-- \u2028 </SCRIPT > & \u001b]52;c;ZXZpbA==\u0007 \u202e" }],
+      stopReason: "end_turn",
+      usage: { inputTokens: 1000, outputTokens: 100, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      ms: 5,
+      model: "claude-haiku-4-5",
+    }),
     ev({ type: "tool_call", turn: 1, toolUseId: "t1", name: "bash", input: { "\u001b[31mkey": "\u001b[2Jv" } }),
   ];
 
   it("escapeHtml and jsonForScript", () => {
-    expect(escapeHtml(`<a href="x" onclick='y'>&</a>`)).toBe("&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;&lt;/a&gt;");
+    expect(escapeHtml(`<a href="x" onclick='y'>&</a>`)).toBe(
+      "&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;&lt;/a&gt;",
+    );
     const v = { s: "</script><!-- & \u2028\u2029 <b>" };
     const j = jsonForScript(v);
     expect(j).not.toMatch(/[<>&\u2028\u2029]/);

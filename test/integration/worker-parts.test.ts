@@ -39,7 +39,10 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const aborted = (ctl: AbortController) => new Promise<unknown>((resolve) => ctl.signal.addEventListener("abort", () => resolve(ctl.signal.reason), { once: true }));
+const aborted = (ctl: AbortController) =>
+  new Promise<unknown>((resolve) =>
+    ctl.signal.addEventListener("abort", () => resolve(ctl.signal.reason), { once: true }),
+  );
 
 describe("heartbeat", () => {
   it("beats at once with a TTL of three beats, and a clean exit removes it", async () => {
@@ -68,7 +71,8 @@ describe("heartbeat", () => {
 
 describe("ownerAliveFor", () => {
   const k = keys("own");
-  const alive = (owner: string, labels: Record<string, string>) => ownerAliveFor({ id: "me:1:aa", queueName: "own", deployment: "d1", redis, k })(owner, labels);
+  const alive = (owner: string, labels: Record<string, string>) =>
+    ownerAliveFor({ id: "me:1:aa", queueName: "own", deployment: "d1", redis, k })(owner, labels);
   const ours = { [LABEL.queue]: "own", [LABEL.redis]: "d1" };
   // A pid that was and is no more, in this pid namespace: its process label says so.
   const gone = (() => {
@@ -100,7 +104,10 @@ describe("cancel listener", () => {
     const k = keys("cch");
     const a = new AbortController();
     const b = new AbortController();
-    const active = new Map([["b", { ctl: b }], ["a", { ctl: a }]]);
+    const active = new Map([
+      ["b", { ctl: b }],
+      ["a", { ctl: a }],
+    ]);
     const l = await listenForCancels({ sub: connection(), redis, k, pubSub: true, pollMs: 3_600_000, active });
     try {
       expect(await redis.pubsub("NUMSUB", k.cancelChannel)).toEqual([k.cancelChannel, 1]);
@@ -118,7 +125,10 @@ describe("cancel listener", () => {
     const k = keys("cpoll");
     const a = new AbortController();
     const b = new AbortController();
-    const active = new Map([["b", { ctl: b }], ["a", { ctl: a }]]);
+    const active = new Map([
+      ["b", { ctl: b }],
+      ["a", { ctl: a }],
+    ]);
     const l = await listenForCancels({ sub: connection(), redis, k, pubSub: false, pollMs: 20, active });
     try {
       expect(await redis.pubsub("NUMSUB", k.cancelChannel)).toEqual([k.cancelChannel, 0]);
@@ -146,18 +156,34 @@ describe("reaper loop", () => {
     } as unknown as Backend;
     return { backend, reaped };
   }
-  const box = (owner: string, extra: Record<string, string> = {}) => ({ [LABEL.managed]: "1", [LABEL.worker]: owner, [LABEL.queue]: "rl", [LABEL.redis]: "d", ...extra });
+  const box = (owner: string, extra: Record<string, string> = {}) => ({
+    [LABEL.managed]: "1",
+    [LABEL.worker]: owner,
+    [LABEL.queue]: "rl",
+    [LABEL.redis]: "d",
+    ...extra,
+  });
 
   it("retries failed removals, reaps the boxes of owners that are gone and of passed deadlines, sweeps snapshots, and says so", async () => {
-    const { backend, reaped } = table({
-      live: box("w-live"),
-      dead: box("w-dead"),
-      late: box("w-live", { [LABEL.deadline]: String(Math.floor(Date.now() / 1000) - 60) }),
-    }, { failedRemovals: 2 });
+    const { backend, reaped } = table(
+      {
+        live: box("w-live"),
+        dead: box("w-dead"),
+        late: box("w-live", { [LABEL.deadline]: String(Math.floor(Date.now() / 1000) - 60) }),
+      },
+      { failedRemovals: 2 },
+    );
     const logs: string[] = [];
     const asked: string[] = [];
     const health = { ok: true, check: async () => true };
-    const loop = startReaperLoop({ backend, health, log: (l) => logs.push(l), everyMs: 3_600_000, sweep: async () => 3, ownerAlive: async (owner) => (asked.push(owner), owner === "w-live") });
+    const loop = startReaperLoop({
+      backend,
+      health,
+      log: (l) => logs.push(l),
+      everyMs: 3_600_000,
+      sweep: async () => 3,
+      ownerAlive: async (owner) => (asked.push(owner), owner === "w-live"),
+    });
     try {
       await loop.run();
     } finally {
@@ -165,7 +191,11 @@ describe("reaper loop", () => {
     }
     expect(reaped.sort()).toEqual(["dead", "late"]);
     expect(asked).toEqual(["w-live", "w-dead"]); // the late box's owner is not asked
-    expect(logs).toEqual(["removed 2 sandboxes whose removal had failed", "reaped 2 containers, 2 volumes", "removed 3 verify snapshots of workers that are gone"]);
+    expect(logs).toEqual([
+      "removed 2 sandboxes whose removal had failed",
+      "reaped 2 containers, 2 volumes",
+      "removed 3 verify snapshots of workers that are gone",
+    ]);
   });
 
   it("does nothing while the worker is unhealthy; a failing backend is logged and the health gate asked at once", async () => {
@@ -173,7 +203,14 @@ describe("reaper loop", () => {
     const logs: string[] = [];
     let checks = 0;
     const health = { ok: false as boolean | undefined, check: async () => (checks++, false) };
-    const loop = startReaperLoop({ backend, health, log: (l) => logs.push(l), everyMs: 3_600_000, sweep: async () => 0, ownerAlive: async () => false });
+    const loop = startReaperLoop({
+      backend,
+      health,
+      log: (l) => logs.push(l),
+      everyMs: 3_600_000,
+      sweep: async () => 0,
+      ownerAlive: async () => false,
+    });
     try {
       await loop.run();
       expect([logs, checks]).toEqual([[], 0]);

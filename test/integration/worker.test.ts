@@ -31,7 +31,14 @@ describe("worker hard deadline", () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    worker = await startWorker({ redisUrl: redis.url, queueName: "hard", concurrency: 1, model: () => hung, log: () => {}, config: localWorkerConfig({ PATCHBAY_HARD_GRACE_MS: "1500" }) });
+    worker = await startWorker({
+      redisUrl: redis.url,
+      queueName: "hard",
+      concurrency: 1,
+      model: () => hung,
+      log: () => {},
+      config: localWorkerConfig({ PATCHBAY_HARD_GRACE_MS: "1500" }),
+    });
     client = new PatchbayClient({ redisUrl: redis.url, queueName: "hard" });
   });
   afterAll(async () => {
@@ -68,7 +75,14 @@ describe("worker reaper: owners on other hosts", () => {
   beforeAll(async () => {
     redis = await startRedis();
     r = new Redis(redis.url);
-    worker = await startWorker({ redisUrl: redis.url, queueName: QUEUE, concurrency: 1, model: () => ({ complete: () => new Promise(() => {}) }), log: (l) => log.push(l), config: localWorkerConfig({ PATCHBAY_REAP_MS: "300" }) });
+    worker = await startWorker({
+      redisUrl: redis.url,
+      queueName: QUEUE,
+      concurrency: 1,
+      model: () => ({ complete: () => new Promise(() => {}) }),
+      log: (l) => log.push(l),
+      config: localWorkerConfig({ PATCHBAY_REAP_MS: "300" }),
+    });
   });
   afterAll(async () => {
     await worker?.shutdown(2000);
@@ -88,7 +102,11 @@ describe("worker reaper: owners on other hosts", () => {
     const backend = localBackend();
     const kept = await Sandbox.create({ backend, owner: alive, labels });
     // Another queue's owner without a heartbeat is not this worker's to judge.
-    const foreign = await Sandbox.create({ backend, owner: dead, labels: { ...labels, [LABEL.queue]: "some-other-queue" } });
+    const foreign = await Sandbox.create({
+      backend,
+      owner: dead,
+      labels: { ...labels, [LABEL.queue]: "some-other-queue" },
+    });
     // Created last: once the reaper removed it, a pass that saw all three is over.
     const reaped = await Sandbox.create({ backend, owner: dead, labels });
     await r.del(keys(QUEUE).heartbeat(dead)); // its owner stops beating

@@ -17,7 +17,12 @@ export interface Res {
   path: string;
 }
 
-export function http(base: string, method: string, path: string, opts: { headers?: Record<string, string>; body?: string | Buffer; token?: string } = {}): Promise<Res> {
+export function http(
+  base: string,
+  method: string,
+  path: string,
+  opts: { headers?: Record<string, string>; body?: string | Buffer; token?: string } = {},
+): Promise<Res> {
   const headers = { ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}), ...(opts.headers ?? {}) };
   return new Promise((resolve, reject) => {
     const req = request(base + path, { method, headers }, (res) => {
@@ -26,7 +31,8 @@ export function http(base: string, method: string, path: string, opts: { headers
       res.on("end", () => {
         const text = Buffer.concat(chunks).toString("utf8");
         let json: unknown;
-        if (/^application\/(?:[\w.-]+\+)?json\b/.test(String(res.headers["content-type"] ?? ""))) json = JSON.parse(text); // not NDJSON
+        if (/^application\/(?:[\w.-]+\+)?json\b/.test(String(res.headers["content-type"] ?? "")))
+          json = JSON.parse(text); // not NDJSON
         resolve({ status: res.statusCode!, headers: res.headers, text, json, method, path: path.split("?")[0]! });
       });
     });
@@ -55,7 +61,9 @@ export async function fetchDocument(base: string, token?: string): Promise<ApiDo
 
 /** The document's path template a concrete path matches: /api/v1/jobs/abc → /api/v1/jobs/{id}. */
 export function templateOf(doc: ApiDocument, path: string): string {
-  const found = Object.keys(doc.deref.paths).filter((t) => new RegExp(`^${t.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+")}$`).test(path));
+  const found = Object.keys(doc.deref.paths).filter((t) =>
+    new RegExp(`^${t.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+")}$`).test(path),
+  );
   // a literal segment wins over a parameter (none of the API's paths are ambiguous, but say so)
   found.sort((a, b) => (a.match(/\{/g)?.length ?? 0) - (b.match(/\{/g)?.length ?? 0));
   if (!found.length) throw new Error(`${path}: not a path of the document`);
@@ -71,15 +79,32 @@ export function expectDocumented(doc: ApiDocument, res: Res): void {
   const op = doc.deref.paths[templateOf(doc, res.path)]?.[res.method.toLowerCase()];
   if (!op) throw new Error(`${where}: the method is not in the document`);
   const documented = op.responses?.[String(res.status)];
-  if (!documented) throw new Error(`${where}: the status is not in the document (it has ${Object.keys(op.responses ?? {}).join(", ")})`);
-  const type = String(res.headers["content-type"] ?? "").split(";")[0]!.trim();
+  if (!documented)
+    throw new Error(
+      `${where}: the status is not in the document (it has ${Object.keys(op.responses ?? {}).join(", ")})`,
+    );
+  const type = String(res.headers["content-type"] ?? "")
+    .split(";")[0]!
+    .trim();
   const media = documented.content?.[type];
-  if (!media) throw new Error(`${where}: content type ${type} is not in the document (it has ${Object.keys(documented.content ?? {}).join(", ")})`);
+  if (!media)
+    throw new Error(
+      `${where}: content type ${type} is not in the document (it has ${Object.keys(documented.content ?? {}).join(", ")})`,
+    );
   const schema = z.fromJSONSchema(media.schema);
-  const bodies = type === "application/x-ndjson" ? res.text.split("\n").filter(Boolean).map((l) => JSON.parse(l)) : [res.json !== undefined ? res.json : res.text];
+  const bodies =
+    type === "application/x-ndjson"
+      ? res.text
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => JSON.parse(l))
+      : [res.json !== undefined ? res.json : res.text];
   for (const body of bodies) {
     const r = schema.safeParse(body);
-    if (!r.success) throw new Error(`${where}: the body does not match the document's schema: ${z.prettifyError(r.error)}\n${JSON.stringify(body).slice(0, 2000)}`);
+    if (!r.success)
+      throw new Error(
+        `${where}: the body does not match the document's schema: ${z.prettifyError(r.error)}\n${JSON.stringify(body).slice(0, 2000)}`,
+      );
   }
 }
 
@@ -90,7 +115,11 @@ export interface SseMessage {
 }
 
 /** Server-sent events until the server ends the stream (the API sends `end` and closes). */
-export function sse(base: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; type: string; messages: SseMessage[] }> {
+export function sse(
+  base: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; type: string; messages: SseMessage[] }> {
   return new Promise((resolve, reject) => {
     const req = request(base + path, { headers: { accept: "text/event-stream", ...headers } }, (res) => {
       let text = "";

@@ -18,17 +18,23 @@ import type { Backend } from "../../src/backend/types.js";
 export const localBackend = (): Backend => backendOf("local");
 
 /** A worker process's environment for the local backend (with startWorkerProc). */
-export const LOCAL_WORKER_ENV: Readonly<Record<string, string>> = { PATCHBAY_BACKEND: "local", PATCHBAY_TEST_BACKENDS: "1" };
+export const LOCAL_WORKER_ENV: Readonly<Record<string, string>> = {
+  PATCHBAY_BACKEND: "local",
+  PATCHBAY_TEST_BACKENDS: "1",
+};
 
 /** An in-process worker's config for the local backend (startWorker's `config`): this environment's, with `extra` over it. */
-export const localWorkerConfig = (extra: Record<string, string> = {}): Config => loadConfig({ ...process.env, ...LOCAL_WORKER_ENV, ...extra });
+export const localWorkerConfig = (extra: Record<string, string> = {}): Config =>
+  loadConfig({ ...process.env, ...LOCAL_WORKER_ENV, ...extra });
 
 /** Where the local backend keeps its boxes (LocalBackend's default base; the same for worker processes). */
 const LOCAL_BASE = join(tmpdir(), "patchbay-local");
 
 const run = (file: string, args: string[]) =>
   new Promise<{ code: number; output: string }>((resolve) => {
-    execFile(file, args, { maxBuffer: 1 << 20 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, output: stdout + stderr }));
+    execFile(file, args, { maxBuffer: 1 << 20 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, output: stdout + stderr }),
+    );
   });
 
 /**
@@ -39,7 +45,9 @@ const run = (file: string, args: string[]) =>
  */
 export async function execIn(kind: BackendKind, name: string, cmd: string): Promise<{ code: number; output: string }> {
   if (kind === "docker") {
-    const exec = await docker().getContainer(name).exec({ Cmd: ["sh", "-c", cmd], User: "1000:1000", AttachStdout: true, AttachStderr: true });
+    const exec = await docker()
+      .getContainer(name)
+      .exec({ Cmd: ["sh", "-c", cmd], User: "1000:1000", AttachStdout: true, AttachStderr: true });
     const stream = (await exec.start({})) as NodeJS.ReadableStream;
     let output = "";
     const sink = new Writable({ write: (d: Buffer, _enc, next) => ((output += d.toString()), next()) });
@@ -53,7 +61,24 @@ export async function execIn(kind: BackendKind, name: string, cmd: string): Prom
   }
   const pid = Number(readFileSync(join(LOCAL_BASE, name, "init.pid"), "utf8"));
   const ns = [`--mount=/proc/${pid}/ns/mnt`, `--pid=/proc/${pid}/ns/pid_for_children`, `--net=/proc/${pid}/ns/net`];
-  return run("nsenter", [...ns, "--", "env", "-i", "-C", "/workspace", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "setpriv", "--reuid=1000", "--regid=1000", "--groups=1000", "--inh-caps=-all", "--", "sh", "-c", cmd]);
+  return run("nsenter", [
+    ...ns,
+    "--",
+    "env",
+    "-i",
+    "-C",
+    "/workspace",
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "setpriv",
+    "--reuid=1000",
+    "--regid=1000",
+    "--groups=1000",
+    "--inh-caps=-all",
+    "--",
+    "sh",
+    "-c",
+    cmd,
+  ]);
 }
 
 /**
@@ -66,7 +91,10 @@ export async function untilInSandbox(kind: BackendKind, name: string, cmd: strin
 }
 
 /** The sandbox of a job, by its sandbox_ready event (a warm pool's sandbox carries no job label). */
-export async function jobSandbox(jobId: string, client: { watch(id: string): AsyncIterable<{ type: string; container?: string }> }): Promise<string> {
+export async function jobSandbox(
+  jobId: string,
+  client: { watch(id: string): AsyncIterable<{ type: string; container?: string }> },
+): Promise<string> {
   for await (const e of client.watch(jobId)) if (e.type === "sandbox_ready" && e.container) return e.container;
   throw new Error(`job ${jobId} ended without a sandbox`);
 }
@@ -77,8 +105,14 @@ export async function jobSandbox(jobId: string, client: { watch(id: string): Asy
  */
 export async function sandboxLeft(kind: BackendKind, name: string): Promise<boolean> {
   if (kind === "local") return existsSync(join(LOCAL_BASE, name));
-  const found = async (p: Promise<unknown>) => p.then(() => true, () => false);
-  return (await found(docker().getContainer(name).inspect())) || (await found(docker().getVolume(`${name}-ws`).inspect()));
+  const found = async (p: Promise<unknown>) =>
+    p.then(
+      () => true,
+      () => false,
+    );
+  return (
+    (await found(docker().getContainer(name).inspect())) || (await found(docker().getVolume(`${name}-ws`).inspect()))
+  );
 }
 
 /** Removes the local backend's boxes of a queue (a SIGKILLed worker's warm pool, an owner "elsewhere"). */

@@ -4,7 +4,11 @@ import { execFileSync } from "node:child_process";
 
 export function bareBranch(gitDir: string, ref: string): string | undefined {
   try {
-    return execFileSync("git", ["--git-dir", gitDir, "rev-parse", "--verify", "-q", `refs/heads/${ref}^{commit}`], { encoding: "utf8" }).trim() || undefined;
+    return (
+      execFileSync("git", ["--git-dir", gitDir, "rev-parse", "--verify", "-q", `refs/heads/${ref}^{commit}`], {
+        encoding: "utf8",
+      }).trim() || undefined
+    );
   } catch {
     return undefined;
   }

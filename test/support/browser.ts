@@ -13,10 +13,16 @@ export const CHROMIUM = process.env.PATCHBAY_CHROMIUM ?? "/usr/bin/chromium";
 
 export async function launchBrowser(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (scripts/pretest.sh does it as root), or set PATCHBAY_CHROMIUM`);
+    throw new Error(
+      `no Chromium at ${CHROMIUM}: apt-get install -y chromium (scripts/pretest.sh does it as root), or set PATCHBAY_CHROMIUM`,
+    );
   }
   // --no-sandbox: the tests run as root, where Chromium's own sandbox cannot start.
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
 }
 
 /**
@@ -25,12 +31,33 @@ export async function launchBrowser(): Promise<Browser> {
  */
 export function signedIn(url: string, token: string) {
   const host = new URL(url).hostname;
-  return { storageState: { cookies: [{ name: "patchbay_dashboard", value: encodeURIComponent(token), domain: host, path: "/", expires: -1, httpOnly: true, secure: false, sameSite: "Strict" as const }], origins: [] } };
+  return {
+    storageState: {
+      cookies: [
+        {
+          name: "patchbay_dashboard",
+          value: encodeURIComponent(token),
+          domain: host,
+          path: "/",
+          expires: -1,
+          httpOnly: true,
+          secure: false,
+          sameSite: "Strict" as const,
+        },
+      ],
+      origins: [],
+    },
+  };
 }
 
 /** What a page did that it should not have: dialogs, page errors, console errors, requests. */
 export function recordPage(page: Page) {
-  const rec = { dialogs: [] as string[], pageErrors: [] as string[], consoleErrors: [] as string[], requests: [] as string[] };
+  const rec = {
+    dialogs: [] as string[],
+    pageErrors: [] as string[],
+    consoleErrors: [] as string[],
+    requests: [] as string[],
+  };
   page.on("dialog", (d) => {
     rec.dialogs.push(`${d.type()}: ${d.message()}`);
     void d.dismiss().catch(() => {});
@@ -45,7 +72,10 @@ export function recordPage(page: Page) {
  * The static view (`patchbay view`'s page) of `events`, rendered in Chromium: fn gets the page once
  * it has rendered, what the page did, and the file's URL (the one request it should make).
  */
-export async function inView(events: TranscriptEvent[], fn: (page: Page, rec: ReturnType<typeof recordPage>, url: string) => Promise<void>): Promise<void> {
+export async function inView(
+  events: TranscriptEvent[],
+  fn: (page: Page, rec: ReturnType<typeof recordPage>, url: string) => Promise<void>,
+): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "pb-view-"));
   const browser = await launchBrowser();
   try {

@@ -6,7 +6,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** git with a committer of its own, in `cwd`; its output trimmed. */
-export const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, encoding: "utf8" }).trim();
+export const git = (cwd: string, ...args: string[]) =>
+  execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, encoding: "utf8" }).trim();
 
 /** Makes the bare repo `bare` for `name` (its work tree a temporary directory under `dir`). */
 export function makeBugRepo(dir: string, bare: string, name: string): void {

@@ -15,7 +15,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function newestSource(): number {
   let newest = 0;
   for (const e of readdirSync(join(ROOT, "src"), { withFileTypes: true, recursive: true })) {
-    if (e.isFile() && /\.(ts|lua|py|sh|js|css)$/.test(e.name)) newest = Math.max(newest, statSync(join(e.parentPath, e.name)).mtimeMs);
+    if (e.isFile() && /\.(ts|lua|py|sh|js|css)$/.test(e.name))
+      newest = Math.max(newest, statSync(join(e.parentPath, e.name)).mtimeMs);
   }
   return newest;
 }
@@ -56,17 +57,28 @@ export interface CliRun {
 }
 
 /** Runs `patchbay args...` with env added to this process's environment. */
-export function patchbay(args: string[], env: Record<string, string> = {}, opts: { timeoutMs?: number; nodeArgs?: string[]; script?: string } = {}): Promise<CliRun> {
+export function patchbay(
+  args: string[],
+  env: Record<string, string> = {},
+  opts: { timeoutMs?: number; nodeArgs?: string[]; script?: string } = {},
+): Promise<CliRun> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.script ?? BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.script ?? BIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     proc.stdout.on("data", (d) => (stdout += d));
     proc.stderr.on("data", (d) => (stderr += d));
     const timer = setTimeout(() => {
       proc.kill("SIGKILL");
-      reject(new Error(`patchbay ${args.join(" ")} did not exit in ${opts.timeoutMs ?? 30_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+      reject(
+        new Error(
+          `patchbay ${args.join(" ")} did not exit in ${opts.timeoutMs ?? 30_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`,
+        ),
+      );
     }, opts.timeoutMs ?? 30_000);
     proc.on("exit", (code) => {
       clearTimeout(timer);
@@ -76,8 +88,19 @@ export function patchbay(args: string[], env: Record<string, string> = {}, opts:
 }
 
 /** A `patchbay` process to talk to while it runs (signals, output so far). */
-export function spawnPatchbay(args: string[], env: Record<string, string> = {}): { proc: ChildProcess; out: () => { stdout: string; stderr: string }; exited: Promise<number | null>; waitFor(re: RegExp, timeoutMs?: number): Promise<void> } {
-  const proc = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+export function spawnPatchbay(
+  args: string[],
+  env: Record<string, string> = {},
+): {
+  proc: ChildProcess;
+  out: () => { stdout: string; stderr: string };
+  exited: Promise<number | null>;
+  waitFor(re: RegExp, timeoutMs?: number): Promise<void>;
+} {
+  const proc = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   proc.stdout.on("data", (d) => (stdout += d));
@@ -90,7 +113,8 @@ export function spawnPatchbay(args: string[], env: Record<string, string> = {}):
     async waitFor(re, timeoutMs = 30_000) {
       const t0 = Date.now();
       while (!re.test(stdout + stderr)) {
-        if (proc.exitCode !== null) throw new Error(`patchbay exited (${proc.exitCode}) before ${re}:\n${stdout}${stderr}`);
+        if (proc.exitCode !== null)
+          throw new Error(`patchbay exited (${proc.exitCode}) before ${re}:\n${stdout}${stderr}`);
         if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${re}:\n${stdout}${stderr}`);
         await sleep(50);
       }

@@ -22,12 +22,36 @@ export async function freePort(): Promise<number> {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A redis-server of this test's own (AOF on, so a restart keeps the queue), on loopback. */
-export async function startRedis(): Promise<{ url: string; port: number; stop(): Promise<void>; start(): Promise<void> }> {
+export async function startRedis(): Promise<{
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "pb-redis-"));
   let proc: ChildProcess | undefined;
   const start = async () => {
-    proc = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "noeviction", "--save", ""], { stdio: "ignore" });
+    proc = spawn(
+      "redis-server",
+      [
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--maxmemory-policy",
+        "noeviction",
+        "--save",
+        "",
+      ],
+      { stdio: "ignore" },
+    );
     for (let i = 0; i < 100; i++) {
       if (await pingable(port)) return;
       await sleep(50);
@@ -73,7 +97,10 @@ export interface WorkerProc {
 }
 
 export function startWorkerProc(env: Record<string, string>, args: string[] = []): WorkerProc {
-  const proc = spawn(process.execPath, [BIN, "worker", ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const proc = spawn(process.execPath, [BIN, "worker", ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   proc.stdout.on("data", (d) => (out += d));
   proc.stderr.on("data", (d) => (out += d));
@@ -98,9 +125,16 @@ export function startWorkerProc(env: Record<string, string>, args: string[] = []
   };
 }
 
-export function cli(args: string[], env: Record<string, string>, opts: { timeoutMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function cli(
+  args: string[],
+  env: Record<string, string>,
+  opts: { timeoutMs?: number } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const proc = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     proc.stdout.on("data", (d) => (stdout += d));
@@ -125,9 +159,17 @@ export async function removeQueueSandboxes(queue: string): Promise<void> {
   const { docker } = await import("../../src/backend/docker.js");
   const { LABEL } = await import("../../src/backend/owner.js");
   const filters = { label: [`${LABEL.queue}=${queue}`] };
-  for (const c of await docker().listContainers({ all: true, filters })) await docker().getContainer(c.Id).remove({ force: true }).catch(() => {});
+  for (const c of await docker().listContainers({ all: true, filters }))
+    await docker()
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .catch(() => {});
   const { Volumes } = await docker().listVolumes({ filters });
-  for (const v of Volumes ?? []) await docker().getVolume(v.Name).remove().catch(() => {});
+  for (const v of Volumes ?? [])
+    await docker()
+      .getVolume(v.Name)
+      .remove()
+      .catch(() => {});
   const { removeLocalQueueBoxes } = await import("./backend.js");
   await removeLocalQueueBoxes(queue);
 }

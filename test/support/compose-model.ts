@@ -12,11 +12,18 @@ const fake = await startFakeAnthropic(
     if (!m) return [reply(text("Done."))];
     return [
       reply(toolUse("bash", { command: `sleep ${m[2]}` })),
-      reply(toolUse("str_replace_based_edit_tool", { command: "create", path: `/workspace/${m[1]}.txt`, file_text: `done ${m[1]}\n` })),
+      reply(
+        toolUse("str_replace_based_edit_tool", {
+          command: "create",
+          path: `/workspace/${m[1]}.txt`,
+          file_text: `done ${m[1]}\n`,
+        }),
+      ),
       reply(text(`Done: ${m[1]}.`)),
     ];
   }),
   { port, host: "0.0.0.0" },
 );
 console.log(`scripted model listening on ${fake.url}`);
-for (const sig of ["SIGTERM", "SIGINT"] as const) process.once(sig, () => void fake.close().then(() => process.exit(0)));
+for (const sig of ["SIGTERM", "SIGINT"] as const)
+  process.once(sig, () => void fake.close().then(() => process.exit(0)));

@@ -105,10 +105,18 @@ export async function runConformanceCase(
   const editor = makeEditor(x.tool);
   for (const [i, step] of x.steps.entries()) {
     const actual = await editor.run(step.input);
-    expectStep(actual, step, x.compare_lines_unordered === true, `${c.id} step ${i + 1}: ${JSON.stringify(step.input).slice(0, 200)}`);
+    expectStep(
+      actual,
+      step,
+      x.compare_lines_unordered === true,
+      `${c.id} step ${i + 1}: ${JSON.stringify(step.input).slice(0, 200)}`,
+    );
   }
   for (const [path, content] of Object.entries(x.expect_files)) {
     const actual = Buffer.from(await fsForSetup.read(path));
-    expect(actual.equals(Buffer.from(expandContent(content), "utf8")), `${c.id}: content of ${path}\n${actual.toString("utf8").slice(0, 500)}`).toBe(true);
+    expect(
+      actual.equals(Buffer.from(expandContent(content), "utf8")),
+      `${c.id}: content of ${path}\n${actual.toString("utf8").slice(0, 500)}`,
+    ).toBe(true);
   }
 }

@@ -7,14 +7,21 @@ import tls from "node:tls";
 import type { EgressSession } from "../../src/net/proxy.js";
 
 /** A plain-HTTP absolute-form request through the socket. */
-export function get(s: EgressSession, url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; location?: string }> {
+export function get(
+  s: EgressSession,
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string; location?: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: s.socketPath, path: url, headers: { host: new URL(url).host, ...headers } }, (res) => {
-      let body = "";
-      res.on("data", (c) => (body += c));
-      res.on("end", () => resolve({ status: res.statusCode!, body, location: res.headers.location }));
-      res.on("error", reject);
-    });
+    const req = http.request(
+      { socketPath: s.socketPath, path: url, headers: { host: new URL(url).host, ...headers } },
+      (res) => {
+        let body = "";
+        res.on("data", (c) => (body += c));
+        res.on("end", () => resolve({ status: res.statusCode!, body, location: res.headers.location }));
+        res.on("error", reject);
+      },
+    );
     req.on("error", reject);
     req.end();
   });
@@ -59,16 +66,34 @@ export interface TlsOutcome {
  * no SNI) and one HTTP/1.1 request with `hostHeader`. `wrap` may stand between the TLS client and
  * the tunnel (to fragment what it sends).
  */
-export async function tlsRequest(s: EgressSession, target: string, servername: string, opts: { ca: string; hostHeader?: string; path?: string; tls?: tls.ConnectionOptions; wrap?: (sock: net.Socket) => Duplex }): Promise<TlsOutcome> {
+export async function tlsRequest(
+  s: EgressSession,
+  target: string,
+  servername: string,
+  opts: {
+    ca: string;
+    hostHeader?: string;
+    path?: string;
+    tls?: tls.ConnectionOptions;
+    wrap?: (sock: net.Socket) => Duplex;
+  },
+): Promise<TlsOutcome> {
   const t = await connect(s, target);
   if (!t.ok) return { error: `${t.status} ${t.body}` };
   return new Promise((resolve) => {
-    const sock = tls.connect({ socket: opts.wrap ? opts.wrap(t.socket) : t.socket, servername, ca: opts.ca, ...opts.tls });
+    const sock = tls.connect({
+      socket: opts.wrap ? opts.wrap(t.socket) : t.socket,
+      servername,
+      ca: opts.ca,
+      ...opts.tls,
+    });
     let out = "";
     let secure = false;
     sock.on("secureConnect", () => {
       secure = true;
-      sock.write(`GET ${opts.path ?? "/"} HTTP/1.1\r\nHost: ${opts.hostHeader ?? servername}\r\nConnection: close\r\n\r\n`);
+      sock.write(
+        `GET ${opts.path ?? "/"} HTTP/1.1\r\nHost: ${opts.hostHeader ?? servername}\r\nConnection: close\r\n\r\n`,
+      );
     });
     sock.on("data", (c) => (out += c));
     sock.on("error", (e) => resolve(secure ? { response: out, error: e.message } : { error: e.message }));

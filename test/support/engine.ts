@@ -8,10 +8,15 @@ const SCRIPT = new URL("../../scripts/engine.sh", import.meta.url).pathname;
 
 function run(args: string[], env: Record<string, string> = {}, timeoutMs = 180_000): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile("bash", [SCRIPT, ...args], { env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`scripts/engine.sh ${args.join(" ")}: ${err.message}\n${stderr}`));
-      else resolve(stdout);
-    });
+    execFile(
+      "bash",
+      [SCRIPT, ...args],
+      { env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 1 << 20 },
+      (err, stdout, stderr) => {
+        if (err) reject(new Error(`scripts/engine.sh ${args.join(" ")}: ${err.message}\n${stderr}`));
+        else resolve(stdout);
+      },
+    );
   });
 }
 
@@ -45,7 +50,9 @@ export async function startEngine(name: string, opts: { tlsPort?: number } = {})
     name,
     host: `unix://${socketPath}`,
     socketPath,
-    ...(opts.tlsPort ? { tls: { host: `tcp://127.0.0.1:${opts.tlsPort}`, certPath: `/var/lib/patchbay-engines/${name}/tls` } } : {}),
+    ...(opts.tlsPort
+      ? { tls: { host: `tcp://127.0.0.1:${opts.tlsPort}`, certPath: `/var/lib/patchbay-engines/${name}/tls` } }
+      : {}),
     docker: new Docker({ socketPath }),
     start: async () => void (await run(["start", name], env)),
     stop: async () => void (await run(["stop", name])),

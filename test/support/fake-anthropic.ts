@@ -41,7 +41,10 @@ export function reply(...blocks: any[]): Reply {
   return { kind: "message", content: blocks, stop_reason };
 }
 export const apiError = (status: number, message?: string, headers?: Record<string, string>): Reply => ({
-  kind: "error", status, message, headers,
+  kind: "error",
+  status,
+  message,
+  headers,
 });
 
 /** tool_result blocks of the newest message in a request (the user turn answering tool_use). */
@@ -60,8 +63,13 @@ export function toolResultText(block: any): string {
 // ------------------------------------------------------------------- usage
 const tokens = (chars: number) => Math.ceil(chars / 4);
 const ERROR_TYPES: Record<number, string> = {
-  400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-  404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 529: "overloaded_error",
+  400: "invalid_request_error",
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  529: "overloaded_error",
 };
 
 /** Prompt-cache simulation: remembers hashes of prefixes that ended at a cache_control breakpoint. */
@@ -77,9 +85,9 @@ function makeCache() {
     };
     for (const t of body?.tools ?? []) add("tool", t);
     const sys = body?.system;
-    for (const b of typeof sys === "string" ? [text(sys)] : sys ?? []) add("system", b);
+    for (const b of typeof sys === "string" ? [text(sys)] : (sys ?? [])) add("system", b);
     (body?.messages ?? []).forEach((m: any, i: number) => {
-      const blocks = typeof m?.content === "string" ? [text(m.content)] : m?.content ?? [];
+      const blocks = typeof m?.content === "string" ? [text(m.content)] : (m?.content ?? []);
       for (const b of blocks) add(`${i}:${m?.role}`, b);
     });
     const h: Hash = createHash("sha256").update(String(body?.model));
@@ -87,9 +95,12 @@ function makeCache() {
     // A top-level cache_control (automatic caching) puts the breakpoint on the last block.
     if (body?.cache_control != null && segs.length) segs.at(-1)!.bp = true;
     let lastBp = -1;
-    segs.forEach((s, i) => { if (s.bp) lastBp = i; });
+    segs.forEach((s, i) => {
+      if (s.bp) lastBp = i;
+    });
     const fresh: string[] = [];
-    let chars = 0, hit = -1;
+    let chars = 0,
+      hit = -1;
     segs.forEach((s, i) => {
       h.update(s.json);
       chars += s.json.length;
@@ -103,7 +114,11 @@ function makeCache() {
     const read = hit >= 0 ? cum[hit]! : 0;
     const creation = lastBp >= 0 ? cum[lastBp]! - read : 0;
     const total = tokens(chars);
-    return { input_tokens: total - read - creation, cache_creation_input_tokens: creation, cache_read_input_tokens: read };
+    return {
+      input_tokens: total - read - creation,
+      cache_creation_input_tokens: creation,
+      cache_read_input_tokens: read,
+    };
   };
 }
 
@@ -114,14 +129,20 @@ function makeCache() {
  * src/agent/window.ts, uses the same rule).
  */
 export const countInput = (body: any): number =>
-  Math.ceil(Buffer.byteLength(JSON.stringify({ system: body?.system, tools: body?.tools, messages: body?.messages }), "utf8") / 3.5);
+  Math.ceil(
+    Buffer.byteLength(JSON.stringify({ system: body?.system, tools: body?.tools, messages: body?.messages }), "utf8") /
+      3.5,
+  );
 
 /**
  * opts.host: loopback unless a test serves other containers (the compose test binds its container's 0.0.0.0).
  * opts.contextWindow: a request whose countInput is over it is refused as the real API does (400
  * invalid_request_error "prompt is too long: N tokens > M maximum"), before the script sees it (it is still recorded).
  */
-export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?: number; host?: string; contextWindow?: number } = {}): Promise<FakeAnthropic> {
+export async function startFakeAnthropic(
+  script: Reply[] | Policy,
+  opts: { port?: number; host?: string; contextWindow?: number } = {},
+): Promise<FakeAnthropic> {
   const requests: RecordedRequest[] = [];
   const timers = new Set<NodeJS.Timeout>();
   const cacheUsage = makeCache();
@@ -130,8 +151,13 @@ export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?
   const nextReply = async (body: any, index: number): Promise<Reply> => {
     if (typeof script === "function") return script({ body, index, requests });
     if (cursor >= script.length) {
-      return { kind: "error", status: 500, type: "api_error", headers: { "x-should-retry": "false" },
-        message: `fake-anthropic: script exhausted after ${script.length} requests (request #${index + 1} has no scripted reply)` };
+      return {
+        kind: "error",
+        status: 500,
+        type: "api_error",
+        headers: { "x-should-retry": "false" },
+        message: `fake-anthropic: script exhausted after ${script.length} requests (request #${index + 1} has no scripted reply)`,
+      };
     }
     return script[cursor++]!;
   };
@@ -141,11 +167,19 @@ export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?
     for await (const c of req) chunks.push(c as Buffer);
     const path = (req.url ?? "").split("?")[0];
     if (req.method !== "POST" || path !== "/v1/messages") {
-      return sendError(res, { kind: "error", status: 404, message: `fake-anthropic: no route ${req.method} ${req.url}` });
+      return sendError(res, {
+        kind: "error",
+        status: 404,
+        message: `fake-anthropic: no route ${req.method} ${req.url}`,
+      });
     }
     const raw = Buffer.concat(chunks).toString("utf8");
     let body: any;
-    try { body = JSON.parse(raw); } catch { body = raw; }
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      body = raw;
+    }
     const rec: RecordedRequest = { body, headers: { ...req.headers }, stream: body?.stream === true, at: Date.now() };
     const index = requests.push(rec) - 1;
     if (typeof body !== "object" || body === null) {
@@ -153,23 +187,47 @@ export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?
     }
     const counted = countInput(body);
     if (opts.contextWindow !== undefined && counted > opts.contextWindow) {
-      return sendError(res, { kind: "error", status: 400, message: `prompt is too long: ${counted} tokens > ${opts.contextWindow} maximum` });
+      return sendError(res, {
+        kind: "error",
+        status: 400,
+        message: `prompt is too long: ${counted} tokens > ${opts.contextWindow} maximum`,
+      });
     }
     let r: Reply;
-    try { r = await nextReply(body, index); } catch (e) {
+    try {
+      r = await nextReply(body, index);
+    } catch (e) {
       // A throwing policy is a test bug: fail once, loudly, without SDK retries hiding it.
-      r = { kind: "error", status: 500, message: `fake-anthropic: policy threw: ${String(e)}`, headers: { "x-should-retry": "false" } };
+      r = {
+        kind: "error",
+        status: 500,
+        message: `fake-anthropic: policy threw: ${String(e)}`,
+        headers: { "x-should-retry": "false" },
+      };
     }
     if (r.kind === "error") return sendError(res, r);
     if (r.delayMs) {
-      await new Promise<void>((ok) => { const t = setTimeout(() => { timers.delete(t); ok(); }, r.delayMs); timers.add(t); });
+      await new Promise<void>((ok) => {
+        const t = setTimeout(() => {
+          timers.delete(t);
+          ok();
+        }, r.delayMs);
+        timers.add(t);
+      });
       if (res.destroyed) return; // client gave up (timeout/abort) or server closed
     }
     const usage: Usage = { ...cacheUsage(body), output_tokens: tokens(JSON.stringify(r.content).length), ...r.usage };
     const message = {
-      id: `msg_fake${String(++msgSeq).padStart(6, "0")}`, type: "message", role: "assistant",
-      model: body.model, content: r.content, stop_reason: r.stop_reason ?? "end_turn",
-      stop_sequence: null, stop_details: null, container: null, usage,
+      id: `msg_fake${String(++msgSeq).padStart(6, "0")}`,
+      type: "message",
+      role: "assistant",
+      model: body.model,
+      content: r.content,
+      stop_reason: r.stop_reason ?? "end_turn",
+      stop_sequence: null,
+      stop_details: null,
+      container: null,
+      usage,
     };
     const requestId = `req_fake_${index}`; // surfaces as msg._request_id / APIError.requestID
     if (rec.stream) sendStream(res, message, requestId);
@@ -177,19 +235,26 @@ export async function startFakeAnthropic(script: Reply[] | Policy, opts: { port?
   };
 
   const server = createServer((req, res) => {
-    handle(req, res).catch((e) => { if (!res.headersSent) send(res, 500, errBody("api_error", String(e))); else res.destroy(); });
+    handle(req, res).catch((e) => {
+      if (!res.headersSent) send(res, 500, errBody("api_error", String(e)));
+      else res.destroy();
+    });
   });
-  await new Promise<void>((ok, fail) => { server.once("error", fail); server.listen(opts.port ?? 0, opts.host ?? "127.0.0.1", ok); });
+  await new Promise<void>((ok, fail) => {
+    server.once("error", fail);
+    server.listen(opts.port ?? 0, opts.host ?? "127.0.0.1", ok);
+  });
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://${opts.host ?? "127.0.0.1"}:${port}`,
     requests,
-    close: () => new Promise<void>((ok) => {
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
-      server.close(() => ok());
-      server.closeAllConnections(); // SDK keeps sockets alive; delayed replies hold them open too
-    }),
+    close: () =>
+      new Promise<void>((ok) => {
+        for (const t of timers) clearTimeout(t);
+        timers.clear();
+        server.close(() => ok());
+        server.closeAllConnections(); // SDK keeps sockets alive; delayed replies hold them open too
+      }),
   };
 }
 
@@ -226,7 +291,8 @@ function pieces(s: string): string[] {
 function sendStream(res: ServerResponse, message: any, requestId: string) {
   if (res.destroyed) return;
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", "request-id": requestId });
-  const ev = (type: string, data: object) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+  const ev = (type: string, data: object) =>
+    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
   const { usage, content } = message;
   ev("message_start", {
     message: { ...message, content: [], stop_reason: null, usage: { ...usage, output_tokens: 1 } },
@@ -253,7 +319,8 @@ function sendStream(res: ServerResponse, message: any, requestId: string) {
   ev("message_delta", {
     delta: { stop_reason: message.stop_reason, stop_sequence: null, stop_details: null },
     usage: {
-      input_tokens: usage.input_tokens, output_tokens: usage.output_tokens,
+      input_tokens: usage.input_tokens,
+      output_tokens: usage.output_tokens,
       cache_creation_input_tokens: usage.cache_creation_input_tokens,
       cache_read_input_tokens: usage.cache_read_input_tokens,
     },

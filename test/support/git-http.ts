@@ -33,7 +33,8 @@ export interface GitHttpUser {
   rights: "read" | "write";
 }
 
-const basic = (u: { username: string; password: string }) => `Basic ${Buffer.from(`${u.username}:${u.password}`).toString("base64")}`;
+const basic = (u: { username: string; password: string }) =>
+  `Basic ${Buffer.from(`${u.username}:${u.password}`).toString("base64")}`;
 
 export async function startGitHttp(root: string, opts: GitHttpOptions = {}): Promise<GitHttpServer> {
   const requests: GitHttpServer["requests"] = [];
@@ -42,9 +43,16 @@ export async function startGitHttp(root: string, opts: GitHttpOptions = {}): Pro
   const server = http.createServer((req, res) => {
     const u = new URL(req.url ?? "/", "http://x");
     const user = users.find((x) => req.headers.authorization === basic(x));
-    requests.push({ method: req.method ?? "", path: u.pathname, authorization: req.headers.authorization ?? "", ...(user ? { user: user.username } : {}) });
-    if (opts.redirectTo) return void res.writeHead(302, { location: `${opts.redirectTo}${u.pathname}${u.search}` }).end();
-    if (users.length && !user) return void res.writeHead(401, { "www-authenticate": 'Basic realm="patchbay-test"' }).end();
+    requests.push({
+      method: req.method ?? "",
+      path: u.pathname,
+      authorization: req.headers.authorization ?? "",
+      ...(user ? { user: user.username } : {}),
+    });
+    if (opts.redirectTo)
+      return void res.writeHead(302, { location: `${opts.redirectTo}${u.pathname}${u.search}` }).end();
+    if (users.length && !user)
+      return void res.writeHead(401, { "www-authenticate": 'Basic realm="patchbay-test"' }).end();
     const receive = u.pathname.endsWith("/git-receive-pack") || u.searchParams.get("service") === "git-receive-pack";
     if (receive && user?.rights !== "write") return void res.writeHead(403).end("read-only\n");
     ok++;
@@ -60,7 +68,9 @@ export async function startGitHttp(root: string, opts: GitHttpOptions = {}): Pro
         REMOTE_ADDR: "127.0.0.1",
         // A writer's pushes are served (http-backend takes them from an authenticated user only).
         ...(user ? { REMOTE_USER: user.username } : {}),
-        ...(user?.rights === "write" ? { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "http.receivepack", GIT_CONFIG_VALUE_0: "true" } : {}),
+        ...(user?.rights === "write"
+          ? { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "http.receivepack", GIT_CONFIG_VALUE_0: "true" }
+          : {}),
         ...(req.headers["content-length"] ? { CONTENT_LENGTH: req.headers["content-length"] } : {}),
         ...(req.headers["content-encoding"] ? { HTTP_CONTENT_ENCODING: req.headers["content-encoding"] } : {}),
         ...(req.headers["git-protocol"] ? { GIT_PROTOCOL: String(req.headers["git-protocol"]) } : {}),

@@ -25,14 +25,20 @@ export interface GitSsh {
 }
 
 /** Lines from a child's stream until one matches (the daemon says it is ready); rejects if it exits first. */
-function waitFor(child: ChildProcess, stream: NodeJS.ReadableStream, re: RegExp, seen: { text: string }): Promise<RegExpExecArray> {
+function waitFor(
+  child: ChildProcess,
+  stream: NodeJS.ReadableStream,
+  re: RegExp,
+  seen: { text: string },
+): Promise<RegExpExecArray> {
   return new Promise((resolve, reject) => {
     const onData = (c: Buffer) => {
       seen.text += c.toString("utf8");
       const m = re.exec(seen.text);
       if (m) (stream.off("data", onData), child.off("exit", onExit), resolve(m));
     };
-    const onExit = (code: number | null) => reject(new Error(`${child.spawnfile} exited (${code}) before it was ready:\n${seen.text}`));
+    const onExit = (code: number | null) =>
+      reject(new Error(`${child.spawnfile} exited (${code}) before it was ready:\n${seen.text}`));
     stream.on("data", onData);
     child.once("exit", onExit);
   });
@@ -58,7 +64,8 @@ const stop = (child: ChildProcess) =>
   });
 
 export async function startGitSsh(): Promise<GitSsh> {
-  if (!fs.existsSync(SSHD)) throw new Error(`${SSHD} is missing: apt-get install openssh-server (scripts/pretest.sh does)`);
+  if (!fs.existsSync(SSHD))
+    throw new Error(`${SSHD} is missing: apt-get install openssh-server (scripts/pretest.sh does)`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pb-sshd-"));
   fs.chmodSync(dir, 0o700);
   const user = os.userInfo().username;
@@ -91,7 +98,9 @@ export async function startGitSsh(): Promise<GitSsh> {
       `Subsystem sftp internal-sftp`,
     ].join("\n");
     fs.writeFileSync(path.join(dir, "sshd_config"), `${config}\n`, { mode: 0o600 });
-    const child = spawn(SSHD, ["-D", "-e", "-f", path.join(dir, "sshd_config")], { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(SSHD, ["-D", "-e", "-f", path.join(dir, "sshd_config")], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     seen.text = "";
     try {
       await waitFor(child, child.stderr, /Server listening on 127\.0\.0\.1 port (\d+)/, seen);
@@ -108,7 +117,21 @@ export async function startGitSsh(): Promise<GitSsh> {
   const hostKey = fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").split(" ").slice(0, 2).join(" ");
   fs.writeFileSync(path.join(dir, "known_hosts"), `[127.0.0.1]:${port} ${hostKey}\n`);
   await run("ssh-add", ["-q", path.join(dir, "client_key")], { env: { ...process.env, SSH_AUTH_SOCK: sock } });
-  const ssh = ["ssh", "-F", "/dev/null", "-p", String(port), "-o", `UserKnownHostsFile=${path.join(dir, "known_hosts")}`, "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=no"];
+  const ssh = [
+    "ssh",
+    "-F",
+    "/dev/null",
+    "-p",
+    String(port),
+    "-o",
+    `UserKnownHostsFile=${path.join(dir, "known_hosts")}`,
+    "-o",
+    "StrictHostKeyChecking=yes",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "IdentitiesOnly=no",
+  ];
   return {
     login: `${user}@127.0.0.1`,
     port,

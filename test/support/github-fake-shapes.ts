@@ -78,7 +78,44 @@ export function user(base: string, login: string) {
 export function repository(base: string, r: FakeRepo, full = true) {
   const api = `${base}/repos/${r.owner}/${r.name}`;
   const urls = Object.fromEntries(
-    ["archive", "assignees", "blobs", "branches", "collaborators", "comments", "commits", "compare", "contents", "contributors", "deployments", "downloads", "events", "forks", "git_commits", "git_refs", "git_tags", "hooks", "issue_comment", "issue_events", "issues", "keys", "labels", "languages", "merges", "milestones", "notifications", "pulls", "releases", "stargazers", "statuses", "subscribers", "subscription", "tags", "teams", "trees"].map((k) => [`${k}_url`, `${api}/${k.replace(/_/g, "-")}`]),
+    [
+      "archive",
+      "assignees",
+      "blobs",
+      "branches",
+      "collaborators",
+      "comments",
+      "commits",
+      "compare",
+      "contents",
+      "contributors",
+      "deployments",
+      "downloads",
+      "events",
+      "forks",
+      "git_commits",
+      "git_refs",
+      "git_tags",
+      "hooks",
+      "issue_comment",
+      "issue_events",
+      "issues",
+      "keys",
+      "labels",
+      "languages",
+      "merges",
+      "milestones",
+      "notifications",
+      "pulls",
+      "releases",
+      "stargazers",
+      "statuses",
+      "subscribers",
+      "subscription",
+      "tags",
+      "teams",
+      "trees",
+    ].map((k) => [`${k}_url`, `${api}/${k.replace(/_/g, "-")}`]),
   );
   const minimal = {
     id: r.id,
@@ -130,7 +167,13 @@ export function repository(base: string, r: FakeRepo, full = true) {
 export function pull(base: string, r: FakeRepo, p: FakePull, simple: boolean) {
   const api = `${base}/repos/${r.owner}/${r.name}`;
   const html = `${base}/${r.owner}/${r.name}/pull/${p.number}`;
-  const side = (s: { ref: string; sha: string }) => ({ label: `${r.owner}:${s.ref}`, ref: s.ref, sha: s.sha, user: user(base, r.owner), repo: repository(base, r) });
+  const side = (s: { ref: string; sha: string }) => ({
+    label: `${r.owner}:${s.ref}`,
+    ref: s.ref,
+    sha: s.sha,
+    user: user(base, r.owner),
+    repo: repository(base, r),
+  });
   const link = (href: string) => ({ href });
   const common = {
     url: `${api}/pulls/${p.number}`,
@@ -211,7 +254,13 @@ export function checkRun(base: string, r: FakeRepo, sha: string, c: FakeCheckRun
     conclusion: done ? c.conclusion : null,
     started_at: T0,
     completed_at: done ? T0 : null,
-    output: { title: null, summary: null, text: null, annotations_count: 0, annotations_url: `${base}/repos/${r.owner}/${r.name}/check-runs/${c.id}/annotations` },
+    output: {
+      title: null,
+      summary: null,
+      text: null,
+      annotations_count: 0,
+      annotations_url: `${base}/repos/${r.owner}/${r.name}/check-runs/${c.id}/annotations`,
+    },
     name: c.name,
     check_suite: { id: 1 },
     app: null,
@@ -221,7 +270,11 @@ export function checkRun(base: string, r: FakeRepo, sha: string, c: FakeCheckRun
 
 export function combinedStatus(base: string, r: FakeRepo, sha: string, statuses: FakeStatus[]) {
   const states = statuses.map((s) => s.state);
-  const state = states.some((s) => s === "failure" || s === "error") ? "failure" : states.length === 0 || states.includes("pending") ? "pending" : "success";
+  const state = states.some((s) => s === "failure" || s === "error")
+    ? "failure"
+    : states.length === 0 || states.includes("pending")
+      ? "pending"
+      : "success";
   const api = `${base}/repos/${r.owner}/${r.name}`;
   return {
     state,

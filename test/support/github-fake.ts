@@ -76,7 +76,13 @@ export class GitHubFake {
   // ------------------------------------------------------------- the model, for tests
   addRepo(full: string, branches: Record<string, string> = { main: "a".repeat(40) }, defaultBranch = "main"): void {
     const [owner, name] = full.split("/") as [string, string];
-    this.repos.set(full.toLowerCase(), { owner, name, id: this.ids++, defaultBranch, branches: new Map(Object.entries(branches)) });
+    this.repos.set(full.toLowerCase(), {
+      owner,
+      name,
+      id: this.ids++,
+      defaultBranch,
+      branches: new Map(Object.entries(branches)),
+    });
     this.pulls.set(full.toLowerCase(), []);
   }
   setBranch(full: string, ref: string, sha: string): void {
@@ -101,7 +107,12 @@ export class GitHubFake {
     return this.pulls.get(full.toLowerCase()) ?? [];
   }
   merge(full: string, n: number): void {
-    Object.assign(this.pull(full, n), { state: "closed", mergedAt: "2024-02-01T00:00:00Z", closedAt: "2024-02-01T00:00:00Z", draft: false });
+    Object.assign(this.pull(full, n), {
+      state: "closed",
+      mergedAt: "2024-02-01T00:00:00Z",
+      closedAt: "2024-02-01T00:00:00Z",
+      draft: false,
+    });
   }
   close(full: string, n: number): void {
     Object.assign(this.pull(full, n), { state: "closed", closedAt: "2024-02-01T00:00:00Z" });
@@ -112,18 +123,29 @@ export class GitHubFake {
   /** Check runs on a commit: one run per call, replacing the runs of the same name. */
   setChecks(full: string, sha: string, state: "pending" | "passing" | "failing", name = "ci"): void {
     const key = `${full.toLowerCase()}@${sha}`;
-    const run: shape.FakeCheckRun = { id: this.ids++, name, status: state === "pending" ? "in_progress" : "completed", conclusion: state === "passing" ? "success" : state === "failing" ? "failure" : null };
+    const run: shape.FakeCheckRun = {
+      id: this.ids++,
+      name,
+      status: state === "pending" ? "in_progress" : "completed",
+      conclusion: state === "passing" ? "success" : state === "failing" ? "failure" : null,
+    };
     this.runs.set(key, [...(this.runs.get(key) ?? []).filter((r) => r.name !== name), run]);
   }
   /** A commit status (the older API CI services use), replacing the status of the same context. */
   setStatus(full: string, sha: string, state: shape.FakeStatus["state"], context = "ci/legacy"): void {
     const key = `${full.toLowerCase()}@${sha}`;
-    this.statuses.set(key, [...(this.statuses.get(key) ?? []).filter((s) => s.context !== context), { id: this.ids++, context, state }]);
+    this.statuses.set(key, [
+      ...(this.statuses.get(key) ?? []).filter((s) => s.context !== context),
+      { id: this.ids++, context, state },
+    ]);
   }
   addReview(full: string, n: number, user: string, state: shape.FakeReview["state"]): void {
     const key = `${full.toLowerCase()}#${n}`;
     const submittedAt = new Date(Date.UTC(2024, 2, 1) + this.ids * 1000).toISOString().replace(/\.\d+Z$/, "Z");
-    this.reviews.set(key, [...(this.reviews.get(key) ?? []), { id: this.ids++, user, state, commitId: this.pull(full, n).head.sha, submittedAt }]);
+    this.reviews.set(key, [
+      ...(this.reviews.get(key) ?? []),
+      { id: this.ids++, user, state, commitId: this.pull(full, n).head.sha, submittedAt },
+    ]);
   }
   requestReviewers(full: string, n: number, users: string[]): void {
     this.pull(full, n).requestedReviewers = users;
@@ -168,13 +190,22 @@ export class GitHubFake {
     const route = checker!.route(method, url.pathname);
     const reply = this.answer(req, route, url, raw, json);
     rec.status = reply.status;
-    if (route.kind === "served" && reply.json !== undefined) this.responseViolations.push(...checker!.checkResponse(route, reply.status, reply.json));
-    res.writeHead(reply.status, { "content-type": "application/json; charset=utf-8", "x-github-media-type": "github.v3", ...reply.headers });
+    if (route.kind === "served" && reply.json !== undefined)
+      this.responseViolations.push(...checker!.checkResponse(route, reply.status, reply.json));
+    res.writeHead(reply.status, {
+      "content-type": "application/json; charset=utf-8",
+      "x-github-media-type": "github.v3",
+      ...reply.headers,
+    });
     res.end(reply.json === undefined ? "" : JSON.stringify(reply.json));
   }
 
   private answer(req: IncomingMessage, route: Route, url: URL, raw: string, json: unknown): Reply {
-    const err = (status: number, message: string, headers?: Record<string, string>): Reply => ({ status, json: { message, documentation_url: DOCS, status: String(status) }, headers });
+    const err = (status: number, message: string, headers?: Record<string, string>): Reply => ({
+      status,
+      json: { message, documentation_url: DOCS, status: String(status) },
+      headers,
+    });
     if (route.kind === "unknown") {
       this.violations.push(`${req.method} ${url.pathname}: no path of GitHub's description matches`);
       return err(404, "Not Found");
@@ -183,15 +214,27 @@ export class GitHubFake {
       this.unserved.push(`${route.method} ${route.template}`);
       return err(404, "Not Found");
     }
-    const problems = checker!.checkRequest(route, url.searchParams, { present: raw.length > 0, json, contentType: req.headers["content-type"] });
+    const problems = checker!.checkRequest(route, url.searchParams, {
+      present: raw.length > 0,
+      json,
+      contentType: req.headers["content-type"],
+    });
     if (problems.length) {
       this.violations.push(...problems.map((p) => `${route.method} ${route.template}: ${p}`));
       return err(422, `Invalid request.\n\n${problems.join("\n")}`);
     }
     if (this.limited.n > 0) {
       this.limited.n--;
-      if (this.limited.kind === "secondary") return err(403, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.", { "retry-after": "1" });
-      return err(429, "API rate limit exceeded for user.", { "x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0", "x-ratelimit-used": "5000", "x-ratelimit-reset": String(Math.floor(Date.now() / 1000)) });
+      if (this.limited.kind === "secondary")
+        return err(403, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.", {
+          "retry-after": "1",
+        });
+      return err(429, "API rate limit exceeded for user.", {
+        "x-ratelimit-limit": "5000",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-used": "5000",
+        "x-ratelimit-reset": String(Math.floor(Date.now() / 1000)),
+      });
     }
     const full = `${route.params.owner}/${route.params.repo}`.toLowerCase();
     const auth = /^(?:token|bearer) (.+)$/i.exec(req.headers.authorization ?? "")?.[1];
@@ -200,7 +243,8 @@ export class GitHubFake {
     if (!access) return WRITES.has(route.method) ? err(401, "Requires authentication") : err(404, "Not Found");
     const repo = this.repos.get(full);
     if (!repo || !access.read.has(full)) return err(404, "Not Found");
-    if (WRITES.has(route.method) && !access.write.has(full)) return err(403, "Resource not accessible by personal access token");
+    if (WRITES.has(route.method) && !access.write.has(full))
+      return err(403, "Resource not accessible by personal access token");
     return this.operate(route, repo, url.searchParams, json as Record<string, any>);
   }
 
@@ -210,44 +254,97 @@ export class GitHubFake {
     const n = Number(route.params.pull_number);
     const found = pulls.find((p) => p.number === n);
     const notFound: Reply = { status: 404, json: { message: "Not Found", documentation_url: DOCS, status: "404" } };
-    const invalid = (message: string): Reply => ({ status: 422, json: { message: "Validation Failed", errors: [{ resource: "PullRequest", code: "custom", message }], documentation_url: DOCS } });
+    const invalid = (message: string): Reply => ({
+      status: 422,
+      json: {
+        message: "Validation Failed",
+        errors: [{ resource: "PullRequest", code: "custom", message }],
+        documentation_url: DOCS,
+      },
+    });
     switch (`${route.method} ${route.template}`) {
       case "GET /repos/{owner}/{repo}/pulls": {
         const state = q.get("state") ?? "open";
         const head = q.get("head");
-        const list = pulls.filter((p) => (state === "all" || p.state === state) && (!head || `${repo.owner}:${p.head.ref}`.toLowerCase() === head.toLowerCase()) && (!q.get("base") || p.base.ref === q.get("base")));
+        const list = pulls.filter(
+          (p) =>
+            (state === "all" || p.state === state) &&
+            (!head || `${repo.owner}:${p.head.ref}`.toLowerCase() === head.toLowerCase()) &&
+            (!q.get("base") || p.base.ref === q.get("base")),
+        );
         return { status: 200, json: list.map((p) => shape.pull(this.url, repo, this.live(repo, p), true)) };
       }
       case "POST /repos/{owner}/{repo}/pulls": {
         const head = String(body.head).replace(new RegExp(`^${repo.owner}:`, "i"), "");
-        const headSha = this.branch(repo, head), baseSha = this.branch(repo, body.base);
+        const headSha = this.branch(repo, head),
+          baseSha = this.branch(repo, body.base);
         if (!headSha) return invalid(`head: no branch ${head}`);
         if (!baseSha) return invalid(`base: no branch ${body.base}`);
         if (typeof body.title !== "string" || !body.title) return invalid("title is required");
-        if (pulls.some((p) => p.state === "open" && p.head.ref === head && p.base.ref === body.base)) return invalid(`A pull request already exists for ${repo.owner}:${head}.`);
+        if (pulls.some((p) => p.state === "open" && p.head.ref === head && p.base.ref === body.base))
+          return invalid(`A pull request already exists for ${repo.owner}:${head}.`);
         const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-        const p: shape.FakePull = { number: pulls.length + 1, id: this.ids++, state: "open", draft: !!body.draft, mergedAt: null, closedAt: null, head: { ref: head, sha: headSha }, base: { ref: body.base, sha: baseSha }, title: body.title, body: body.body ?? null, requestedReviewers: [], createdAt: now, updatedAt: now };
+        const p: shape.FakePull = {
+          number: pulls.length + 1,
+          id: this.ids++,
+          state: "open",
+          draft: !!body.draft,
+          mergedAt: null,
+          closedAt: null,
+          head: { ref: head, sha: headSha },
+          base: { ref: body.base, sha: baseSha },
+          title: body.title,
+          body: body.body ?? null,
+          requestedReviewers: [],
+          createdAt: now,
+          updatedAt: now,
+        };
         pulls.push(p);
-        return { status: 201, json: shape.pull(this.url, repo, p, false), headers: { location: `${this.url}/repos/${repo.owner}/${repo.name}/pulls/${p.number}` } };
+        return {
+          status: 201,
+          json: shape.pull(this.url, repo, p, false),
+          headers: { location: `${this.url}/repos/${repo.owner}/${repo.name}/pulls/${p.number}` },
+        };
       }
       case "GET /repos/{owner}/{repo}/pulls/{pull_number}":
         return found ? { status: 200, json: shape.pull(this.url, repo, this.live(repo, found), false) } : notFound;
       case "PATCH /repos/{owner}/{repo}/pulls/{pull_number}": {
         if (!found) return notFound;
-        if (body.state === "open" && found.mergedAt) return invalid("state cannot be changed. The pull request has been merged.");
+        if (body.state === "open" && found.mergedAt)
+          return invalid("state cannot be changed. The pull request has been merged.");
         if (typeof body.title === "string") found.title = body.title;
         if (typeof body.body === "string") found.body = body.body;
-        if (body.state === "closed" && found.state === "open") Object.assign(found, { state: "closed", closedAt: new Date().toISOString().replace(/\.\d+Z$/, "Z") });
+        if (body.state === "closed" && found.state === "open")
+          Object.assign(found, { state: "closed", closedAt: new Date().toISOString().replace(/\.\d+Z$/, "Z") });
         return { status: 200, json: shape.pull(this.url, repo, found, false) };
       }
       case "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews":
-        return found ? { status: 200, json: (this.reviews.get(`${full}#${n}`) ?? []).map((v) => shape.review(this.url, repo, n, v)) } : notFound;
+        return found
+          ? {
+              status: 200,
+              json: (this.reviews.get(`${full}#${n}`) ?? []).map((v) => shape.review(this.url, repo, n, v)),
+            }
+          : notFound;
       case "GET /repos/{owner}/{repo}/commits/{ref}/check-runs": {
         const runs = this.runs.get(`${full}@${route.params.ref}`) ?? [];
-        return { status: 200, json: { total_count: runs.length, check_runs: runs.map((c) => shape.checkRun(this.url, repo, route.params.ref!, c)) } };
+        return {
+          status: 200,
+          json: {
+            total_count: runs.length,
+            check_runs: runs.map((c) => shape.checkRun(this.url, repo, route.params.ref!, c)),
+          },
+        };
       }
       case "GET /repos/{owner}/{repo}/commits/{ref}/status":
-        return { status: 200, json: shape.combinedStatus(this.url, repo, route.params.ref!, this.statuses.get(`${full}@${route.params.ref}`) ?? []) };
+        return {
+          status: 200,
+          json: shape.combinedStatus(
+            this.url,
+            repo,
+            route.params.ref!,
+            this.statuses.get(`${full}@${route.params.ref}`) ?? [],
+          ),
+        };
     }
     return notFound;
   }

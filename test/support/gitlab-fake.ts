@@ -33,7 +33,11 @@ const ListQuery = z.strictObject({
   order_by: z.enum(["created_at", "updated_at", "title", "merged_at"]).optional(),
   sort: z.enum(["asc", "desc"]).optional(),
 });
-const ShowQuery = z.strictObject({ render_html: Bool.optional(), include_diverged_commits_count: Bool.optional(), include_rebase_in_progress: Bool.optional() });
+const ShowQuery = z.strictObject({
+  render_html: Bool.optional(),
+  include_diverged_commits_count: Bool.optional(),
+  include_rebase_in_progress: Bool.optional(),
+});
 const Description = z.string().max(1_048_576);
 const CreateBody = z.strictObject({
   source_branch: z.string().min(1),
@@ -125,7 +129,12 @@ export class GitLabFake {
 
   // ------------------------------------------------------------- the model, for tests
   addProject(path: string, branches: Record<string, string>): void {
-    this.projects.set(path.toLowerCase(), { id: this.ids++, path, branches: new Map(Object.entries(branches)), mrs: [] });
+    this.projects.set(path.toLowerCase(), {
+      id: this.ids++,
+      path,
+      branches: new Map(Object.entries(branches)),
+      mrs: [],
+    });
   }
   /** The project's branches read from a bare repository at each request: what a real git server was pushed is what the forge sees. */
   branchesFrom(path: string, gitDir: string): void {
@@ -205,10 +214,32 @@ export class GitLabFake {
     res.end(reply.text ?? (reply.json === undefined ? "" : JSON.stringify(reply.json)));
   }
 
-  private answer(req: IncomingMessage, rawPath: string, query: Record<string, string>, raw: string, body: unknown): Reply {
+  private answer(
+    req: IncomingMessage,
+    rawPath: string,
+    query: Record<string, string>,
+    raw: string,
+    body: unknown,
+  ): Reply {
     const m = /^\/api\/v4\/projects\/([^/]+)\/merge_requests(?:\/([^/]+)(\/approvals)?)?$/.exec(rawPath);
     const method = req.method ?? "GET";
-    const route = !m ? undefined : !m[2] ? (method === "GET" ? "list" : method === "POST" ? "create" : undefined) : m[3] ? (method === "GET" ? "approvals" : undefined) : method === "GET" ? "show" : method === "PUT" ? "edit" : undefined;
+    const route = !m
+      ? undefined
+      : !m[2]
+        ? method === "GET"
+          ? "list"
+          : method === "POST"
+            ? "create"
+            : undefined
+        : m[3]
+          ? method === "GET"
+            ? "approvals"
+            : undefined
+          : method === "GET"
+            ? "show"
+            : method === "PUT"
+              ? "edit"
+              : undefined;
     const bad = (problems: string[]): Reply => {
       this.violations.push(...problems.map((p) => `${method} ${rawPath}: ${p}`));
       return { status: 400, json: { error: problems.join("; ") } };
@@ -217,10 +248,18 @@ export class GitLabFake {
     const problems: string[] = [];
     const check = (what: string, schema: z.ZodType, v: unknown) => {
       const r = schema.safeParse(v);
-      if (!r.success) problems.push(...r.error.issues.map((i) => `${what}${i.path.length ? `.${i.path.join(".")}` : ""}: ${i.message}`));
+      if (!r.success)
+        problems.push(
+          ...r.error.issues.map((i) => `${what}${i.path.length ? `.${i.path.join(".")}` : ""}: ${i.message}`),
+        );
     };
     check("id", Id, m![1]);
-    if (m![2] !== undefined) check("merge_request_iid", Int.refine((s) => Number(s) > 0, "positive"), m![2]);
+    if (m![2] !== undefined)
+      check(
+        "merge_request_iid",
+        Int.refine((s) => Number(s) > 0, "positive"),
+        m![2],
+      );
     check("query", route === "list" ? ListQuery : route === "show" ? ShowQuery : z.strictObject({}), query);
     if (route === "create" || route === "edit") {
       if (!/^application\/json\b/.test(req.headers["content-type"] ?? "")) problems.push("the body is not JSON");
@@ -229,19 +268,36 @@ export class GitLabFake {
     if (problems.length) return bad(problems);
     if (this.limited > 0) {
       this.limited--;
-      return { status: 429, text: "Retry later", headers: { "retry-after": "1", "ratelimit-limit": "2000", "ratelimit-remaining": "0" } };
+      return {
+        status: 429,
+        text: "Retry later",
+        headers: { "retry-after": "1", "ratelimit-limit": "2000", "ratelimit-remaining": "0" },
+      };
     }
-    const token = (req.headers["private-token"] as string | undefined) || /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+    const token =
+      (req.headers["private-token"] as string | undefined) ||
+      /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
     const access = token ? this.tokens.get(token) : undefined;
     if (!access) return { status: 401, json: { message: "401 Unauthorized" } };
     const path = decodeURIComponent(m![1]!).toLowerCase();
-    const project = /^\d+$/.test(path) ? [...this.projects.values()].find((p) => String(p.id) === path) : this.projects.get(path);
-    if (!project || !access.read.has(project.path.toLowerCase())) return { status: 404, json: { message: "404 Project Not Found" } };
-    if ((route === "create" || route === "edit") && !access.write.has(project.path.toLowerCase())) return { status: 403, json: { message: "403 Forbidden" } };
+    const project = /^\d+$/.test(path)
+      ? [...this.projects.values()].find((p) => String(p.id) === path)
+      : this.projects.get(path);
+    if (!project || !access.read.has(project.path.toLowerCase()))
+      return { status: 404, json: { message: "404 Project Not Found" } };
+    if ((route === "create" || route === "edit") && !access.write.has(project.path.toLowerCase()))
+      return { status: 403, json: { message: "403 Forbidden" } };
     const reply = this.operate(route, project, Number(m![2]), query, body as Record<string, any>);
-    for (const one of route === "list" && Array.isArray(reply.json) ? reply.json : route !== "approvals" && reply.status < 300 ? [reply.json] : []) {
+    for (const one of route === "list" && Array.isArray(reply.json)
+      ? reply.json
+      : route !== "approvals" && reply.status < 300
+        ? [reply.json]
+        : []) {
       const r = MrAnswer.safeParse(one);
-      if (!r.success) this.responseViolations.push(`${route}: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+      if (!r.success)
+        this.responseViolations.push(
+          `${route}: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+        );
     }
     return reply;
   }
@@ -251,15 +307,50 @@ export class GitLabFake {
     const notFound: Reply = { status: 404, json: { message: "404 Not found" } };
     switch (route) {
       case "list": {
-        const list = p.mrs.filter((x) => (!q.state || q.state === "all" || x.state === q.state) && (!q.source_branch || x.source === q.source_branch) && (!q.target_branch || x.target === q.target_branch));
-        return { status: 200, json: list.map((x) => this.shape(p, x)), headers: { "x-page": "1", "x-per-page": q.per_page ?? "20", "x-total": String(list.length), "x-total-pages": "1", "x-next-page": "" } };
+        const list = p.mrs.filter(
+          (x) =>
+            (!q.state || q.state === "all" || x.state === q.state) &&
+            (!q.source_branch || x.source === q.source_branch) &&
+            (!q.target_branch || x.target === q.target_branch),
+        );
+        return {
+          status: 200,
+          json: list.map((x) => this.shape(p, x)),
+          headers: {
+            "x-page": "1",
+            "x-per-page": q.per_page ?? "20",
+            "x-total": String(list.length),
+            "x-total-pages": "1",
+            "x-next-page": "",
+          },
+        };
       }
       case "create": {
         const sha = p.branches.get(body.source_branch);
-        if (!sha || !p.branches.has(body.target_branch)) return { status: 422, json: { message: ["Source branch or target branch does not exist"] } };
-        const dup = p.mrs.find((x) => x.state === "opened" && x.source === body.source_branch && x.target === body.target_branch);
-        if (dup) return { status: 409, json: { message: [`Another open merge request already exists for this source branch: !${dup.iid}`] } };
-        const mr: FakeMr = { iid: p.mrs.length + 1, id: this.ids++, state: "opened", title: body.title, description: body.description ?? null, source: body.source_branch, target: body.target_branch, sha, pipeline: null, reviewers: [], approvalsRequired: 0, approvedBy: [] };
+        if (!sha || !p.branches.has(body.target_branch))
+          return { status: 422, json: { message: ["Source branch or target branch does not exist"] } };
+        const dup = p.mrs.find(
+          (x) => x.state === "opened" && x.source === body.source_branch && x.target === body.target_branch,
+        );
+        if (dup)
+          return {
+            status: 409,
+            json: { message: [`Another open merge request already exists for this source branch: !${dup.iid}`] },
+          };
+        const mr: FakeMr = {
+          iid: p.mrs.length + 1,
+          id: this.ids++,
+          state: "opened",
+          title: body.title,
+          description: body.description ?? null,
+          source: body.source_branch,
+          target: body.target_branch,
+          sha,
+          pipeline: null,
+          reviewers: [],
+          approvalsRequired: 0,
+          approvedBy: [],
+        };
         p.mrs.push(mr);
         return { status: 201, json: this.shape(p, mr) };
       }
@@ -275,7 +366,17 @@ export class GitLabFake {
         if (!found) return notFound;
         return {
           status: 200,
-          json: { id: found.id, iid: found.iid, project_id: p.id, title: found.title, state: found.state, approved: found.approvedBy.length >= found.approvalsRequired, approvals_required: found.approvalsRequired, approvals_left: Math.max(0, found.approvalsRequired - found.approvedBy.length), approved_by: found.approvedBy.map((u, i) => ({ user: { id: i + 1, username: u, name: u } })) },
+          json: {
+            id: found.id,
+            iid: found.iid,
+            project_id: p.id,
+            title: found.title,
+            state: found.state,
+            approved: found.approvedBy.length >= found.approvalsRequired,
+            approvals_required: found.approvalsRequired,
+            approvals_left: Math.max(0, found.approvalsRequired - found.approvedBy.length),
+            approved_by: found.approvedBy.map((u, i) => ({ user: { id: i + 1, username: u, name: u } })),
+          },
         };
     }
     return notFound;

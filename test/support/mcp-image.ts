@@ -19,11 +19,22 @@ export async function buildMcpImage(): Promise<string> {
   mkdirSync(ctx, { recursive: true });
   const fixed = new Date("2026-01-01T00:00:00Z");
   copyFileSync(process.execPath, join(ctx, "node"));
-  await build({ entryPoints: ["test/fixtures/mcp-server.mjs"], bundle: true, platform: "node", format: "esm", outfile: join(ctx, "mcp-server.mjs"), logLevel: "error" });
+  await build({
+    entryPoints: ["test/fixtures/mcp-server.mjs"],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    outfile: join(ctx, "mcp-server.mjs"),
+    logLevel: "error",
+  });
   writeFileSync(join(ctx, "Dockerfile"), DOCKERFILE);
   for (const f of ["node", "mcp-server.mjs", "Dockerfile"]) utimesSync(join(ctx, f), fixed, fixed);
   await ensureBuilt();
-  const built = await patchbay(["image", "build", "--from", ctx, "--tag", MCP_IMAGE, "--json"], {}, { timeoutMs: 600_000 });
+  const built = await patchbay(
+    ["image", "build", "--from", ctx, "--tag", MCP_IMAGE, "--json"],
+    {},
+    { timeoutMs: 600_000 },
+  );
   expect(built.code, built.stderr).toBe(0);
   return MCP_IMAGE;
 }

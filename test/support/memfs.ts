@@ -141,6 +141,8 @@ export class MemFs implements EditorFs {
 
   private children(dir: string): string[] {
     const prefix = dir === "/" ? "/" : `${dir}/`;
-    return [...this.nodes.keys()].filter((p) => p !== dir && p.startsWith(prefix) && !p.slice(prefix.length).includes("/"));
+    return [...this.nodes.keys()].filter(
+      (p) => p !== dir && p.startsWith(prefix) && !p.slice(prefix.length).includes("/"),
+    );
   }
 }

@@ -45,8 +45,16 @@ export async function startNetHost(index = 0): Promise<NetHost> {
   const [ns, vh, vn] = [`pbeg${tag}`, `pbh${tag}`, `pbn${tag}`];
   const [hostIp, nsIp] = [`10.213.${n}.1`, `10.213.${n}.2`];
   const cleanup = () => {
-    try { ip("netns", "del", ns); } catch { /* gone */ }
-    try { ip("link", "del", vh); } catch { /* gone with the namespace */ }
+    try {
+      ip("netns", "del", ns);
+    } catch {
+      /* gone */
+    }
+    try {
+      ip("link", "del", vh);
+    } catch {
+      /* gone with the namespace */
+    }
   };
   cleanup();
   ip("netns", "add", ns);
@@ -57,7 +65,9 @@ export async function startNetHost(index = 0): Promise<NetHost> {
   ip("netns", "exec", ns, "ip", "addr", "add", `${nsIp}/30`, "dev", vn);
   ip("netns", "exec", ns, "ip", "link", "set", vn, "up");
   ip("netns", "exec", ns, "ip", "link", "set", "lo", "up");
-  const server: ChildProcess = spawn("ip", ["netns", "exec", ns, "python3", "-c", SERVER, nsIp, "8080"], { stdio: ["ignore", "pipe", "ignore"] });
+  const server: ChildProcess = spawn("ip", ["netns", "exec", ns, "python3", "-c", SERVER, nsIp, "8080"], {
+    stdio: ["ignore", "pipe", "ignore"],
+  });
   await new Promise<void>((resolve, reject) => {
     server.stdout!.once("data", () => resolve());
     server.once("exit", (code) => reject(new Error(`netns server exited ${code}`)));

@@ -46,7 +46,13 @@ export type Route =
   | { kind: "unknown" };
 
 const errorsOf = (v: ValidateFunction): string =>
-  (v.errors ?? []).slice(0, 5).map((e) => `${e.instancePath || "(root)"} ${e.message ?? ""}${e.params && "allowedValues" in e.params ? ` ${JSON.stringify(e.params.allowedValues)}` : ""}`).join("; ");
+  (v.errors ?? [])
+    .slice(0, 5)
+    .map(
+      (e) =>
+        `${e.instancePath || "(root)"} ${e.message ?? ""}${e.params && "allowedValues" in e.params ? ` ${JSON.stringify(e.params.allowedValues)}` : ""}`,
+    )
+    .join("; ");
 
 export class OpenApiCheck {
   private readonly templates: Template[];
@@ -58,7 +64,9 @@ export class OpenApiCheck {
     this.doc = doc;
     this.templates = Object.keys(doc.paths).map((template) => {
       const names: string[] = [];
-      const re = new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{([^}]+)\}/g, (_, n: string) => (names.push(n), "([^/]+)"))}$`);
+      const re = new RegExp(
+        `^${template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{([^}]+)\}/g, (_, n: string) => (names.push(n), "([^/]+)"))}$`,
+      );
       return { template, re, names, literals: template.split("/").filter((s) => s && !s.startsWith("{")).length };
     });
     const mini = this.miniDoc(served);
@@ -87,7 +95,11 @@ export class OpenApiCheck {
   }
 
   /** What is wrong with a request to a served operation: its path, query and JSON body against their schemas. */
-  checkRequest(route: Extract<Route, { kind: "served" }>, query: URLSearchParams, body: { present: boolean; json?: unknown; contentType?: string }): string[] {
+  checkRequest(
+    route: Extract<Route, { kind: "served" }>,
+    query: URLSearchParams,
+    body: { present: boolean; json?: unknown; contentType?: string },
+  ): string[] {
     const op = this.ops.get(`${route.method} ${route.template}`)!;
     const out: string[] = [];
     for (const p of op.params) {
@@ -96,13 +108,25 @@ export class OpenApiCheck {
         if (p.required) out.push(`${p.in} parameter ${p.name} is required`);
         continue;
       }
-      const value = p.type === "integer" || p.type === "number" ? (/^-?\d+(\.\d+)?$/.test(raw) ? Number(raw) : raw) : p.type === "boolean" ? (raw === "true" ? true : raw === "false" ? false : raw) : raw;
+      const value =
+        p.type === "integer" || p.type === "number"
+          ? /^-?\d+(\.\d+)?$/.test(raw)
+            ? Number(raw)
+            : raw
+          : p.type === "boolean"
+            ? raw === "true"
+              ? true
+              : raw === "false"
+                ? false
+                : raw
+            : raw;
       if (!p.check(value)) out.push(`${p.in} parameter ${p.name}: ${errorsOf(p.check)}`);
     }
     if (op.body) {
       if (!body.present) {
         if (op.body.required) out.push("a JSON body is required");
-      } else if (!/^application\/json\b/.test(body.contentType ?? "")) out.push(`the body's content-type is ${JSON.stringify(body.contentType)}, not application/json`);
+      } else if (!/^application\/json\b/.test(body.contentType ?? ""))
+        out.push(`the body's content-type is ${JSON.stringify(body.contentType)}, not application/json`);
       else if (body.json === undefined) out.push("the body is not JSON");
       else if (!op.body.check(body.json)) out.push(`body: ${errorsOf(op.body.check)}`);
     } else if (body.present) out.push("this operation takes no body");
@@ -119,7 +143,13 @@ export class OpenApiCheck {
   private resolve(node: Json): { node: Json; pointer?: string } {
     if (node && typeof node.$ref === "string") {
       const pointer = node.$ref.slice(1);
-      return { node: pointer.split("/").slice(1).reduce((o: Json, k: string) => o[k.replace(/~1/g, "/").replace(/~0/g, "~")], this.doc), pointer };
+      return {
+        node: pointer
+          .split("/")
+          .slice(1)
+          .reduce((o: Json, k: string) => o[k.replace(/~1/g, "/").replace(/~0/g, "~")], this.doc),
+        pointer,
+      };
     }
     return { node };
   }
@@ -131,17 +161,28 @@ export class OpenApiCheck {
     const ref = (pointer: string) => ajv.compile({ $ref: `api.json#${pointer}` });
     const params: Param[] = (op.parameters ?? []).map((raw: Json, i: number) => {
       const { node, pointer } = this.resolve(raw);
-      return { name: node.name, in: node.in, required: !!node.required, type: node.schema?.type, check: ref(`${pointer ?? `${at}/parameters/${i}`}/schema`) };
+      return {
+        name: node.name,
+        in: node.in,
+        required: !!node.required,
+        type: node.schema?.type,
+        check: ref(`${pointer ?? `${at}/parameters/${i}`}/schema`),
+      };
     });
     let body: Op["body"];
     if (op.requestBody) {
       const { node, pointer } = this.resolve(op.requestBody);
-      if (node.content?.["application/json"]) body = { required: !!node.required, check: ref(`${pointer ?? `${at}/requestBody`}/content/application~1json/schema`) };
+      if (node.content?.["application/json"])
+        body = {
+          required: !!node.required,
+          check: ref(`${pointer ?? `${at}/requestBody`}/content/application~1json/schema`),
+        };
     }
     const responses = new Map<string, ValidateFunction>();
     for (const [status, raw] of Object.entries(op.responses ?? {})) {
       const { node, pointer } = this.resolve(raw);
-      if (node.content?.["application/json"]?.schema) responses.set(status, ref(`${pointer ?? `${at}/responses/${status}`}/content/application~1json/schema`));
+      if (node.content?.["application/json"]?.schema)
+        responses.set(status, ref(`${pointer ?? `${at}/responses/${status}`}/content/application~1json/schema`));
     }
     return { params, body, responses };
   }
@@ -154,7 +195,8 @@ export class OpenApiCheck {
       if (Array.isArray(node)) return node.forEach(walk);
       if (!node || typeof node !== "object") return;
       // OpenAPI 3.0's `nullable: true` admits null even beside an enum that does not list it (a check run's conclusion); ajv reads the enum alone.
-      if (node.nullable === true && Array.isArray(node.enum) && !node.enum.includes(null)) node.enum = [...node.enum, null];
+      if (node.nullable === true && Array.isArray(node.enum) && !node.enum.includes(null))
+        node.enum = [...node.enum, null];
       if (typeof node.$ref === "string" && !seen.has(node.$ref)) {
         seen.add(node.$ref);
         const [, , kind, name] = node.$ref.split("/") as string[];

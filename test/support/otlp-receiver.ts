@@ -75,14 +75,24 @@ function anyValue(buf: Buffer): AnyValue {
   const f = fields(buf)[0];
   if (!f) return undefined;
   switch (f.no) {
-    case 1: return str(f);
-    case 2: return f.int !== 0n;
-    case 3: return Number(BigInt.asIntN(64, f.int!));
-    case 4: return f.bytes!.readDoubleLE(0);
-    case 5: return fields(f.bytes!).filter((x) => x.no === 1).map((x) => anyValue(x.bytes!));
-    case 6: return attrs(fields(f.bytes!), 1);
-    case 7: return f.bytes;
-    default: return undefined;
+    case 1:
+      return str(f);
+    case 2:
+      return f.int !== 0n;
+    case 3:
+      return Number(BigInt.asIntN(64, f.int!));
+    case 4:
+      return f.bytes!.readDoubleLE(0);
+    case 5:
+      return fields(f.bytes!)
+        .filter((x) => x.no === 1)
+        .map((x) => anyValue(x.bytes!));
+    case 6:
+      return attrs(fields(f.bytes!), 1);
+    case 7:
+      return f.bytes;
+    default:
+      return undefined;
   }
 }
 
@@ -111,18 +121,25 @@ function span(buf: Buffer, resource: Attrs, scope: string): OtlpSpan {
     startNs: one(7)?.bytes?.readBigUInt64LE(0) ?? 0n,
     endNs: one(8)?.bytes?.readBigUInt64LE(0) ?? 0n,
     attributes: attrs(fs, 9),
-    events: fs.filter((x) => x.no === 11).map((e) => {
-      const ef = fields(e.bytes!);
-      const name = ef.find((x) => x.no === 2);
-      return { name: name ? str(name) : "", attributes: attrs(ef, 3) };
-    }),
-    links: fs.filter((x) => x.no === 13).map((l) => {
-      const lf = fields(l.bytes!);
-      const t = lf.find((x) => x.no === 1);
-      const s = lf.find((x) => x.no === 2);
-      return { traceId: t ? hex(t) : "", spanId: s ? hex(s) : "", attributes: attrs(lf, 4) };
-    }),
-    status: { code: Number(status.find((x) => x.no === 3)?.int ?? 0n), message: status.find((x) => x.no === 2) ? str(status.find((x) => x.no === 2)!) : "" },
+    events: fs
+      .filter((x) => x.no === 11)
+      .map((e) => {
+        const ef = fields(e.bytes!);
+        const name = ef.find((x) => x.no === 2);
+        return { name: name ? str(name) : "", attributes: attrs(ef, 3) };
+      }),
+    links: fs
+      .filter((x) => x.no === 13)
+      .map((l) => {
+        const lf = fields(l.bytes!);
+        const t = lf.find((x) => x.no === 1);
+        const s = lf.find((x) => x.no === 2);
+        return { traceId: t ? hex(t) : "", spanId: s ? hex(s) : "", attributes: attrs(lf, 4) };
+      }),
+    status: {
+      code: Number(status.find((x) => x.no === 3)?.int ?? 0n),
+      message: status.find((x) => x.no === 2) ? str(status.find((x) => x.no === 2)!) : "",
+    },
     resource,
     scope,
   };
@@ -130,17 +147,21 @@ function span(buf: Buffer, resource: Attrs, scope: string): OtlpSpan {
 
 /** An ExportTraceServiceRequest's spans, each with its resource's attributes and its scope's name. */
 export function decodeTraces(buf: Buffer): OtlpSpan[] {
-  return fields(buf).filter((f) => f.no === 1).flatMap((rs) => {
-    const rf = fields(rs.bytes!);
-    const res = rf.find((x) => x.no === 1);
-    const resource = res ? attrs(fields(res.bytes!), 1) : {};
-    return rf.filter((x) => x.no === 2).flatMap((ss) => {
-      const sf = fields(ss.bytes!);
-      const sc = sf.find((x) => x.no === 1);
-      const scopeName = sc ? fields(sc.bytes!).find((x) => x.no === 1) : undefined;
-      return sf.filter((x) => x.no === 2).map((s) => span(s.bytes!, resource, scopeName ? str(scopeName) : ""));
+  return fields(buf)
+    .filter((f) => f.no === 1)
+    .flatMap((rs) => {
+      const rf = fields(rs.bytes!);
+      const res = rf.find((x) => x.no === 1);
+      const resource = res ? attrs(fields(res.bytes!), 1) : {};
+      return rf
+        .filter((x) => x.no === 2)
+        .flatMap((ss) => {
+          const sf = fields(ss.bytes!);
+          const sc = sf.find((x) => x.no === 1);
+          const scopeName = sc ? fields(sc.bytes!).find((x) => x.no === 1) : undefined;
+          return sf.filter((x) => x.no === 2).map((s) => span(s.bytes!, resource, scopeName ? str(scopeName) : ""));
+        });
     });
-  });
 }
 
 export interface OtlpReceiver {
@@ -190,6 +211,22 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
 
 /** Every string in a span's attributes, its events', its links' and its resource's (keys and values). */
 export function strings(s: OtlpSpan): string[] {
-  const walk = (v: AnyValue): string[] => (typeof v === "string" ? [v] : Buffer.isBuffer(v) ? [v.toString("latin1")] : Array.isArray(v) ? v.flatMap(walk) : v && typeof v === "object" ? Object.entries(v).flatMap(([k, x]) => [k, ...walk(x)]) : []);
-  return [s.name, s.status.message, ...walk(s.attributes), ...walk(s.resource), ...s.events.flatMap((e) => [e.name, ...walk(e.attributes)]), ...s.links.flatMap((l) => walk(l.attributes))];
+  const walk = (v: AnyValue): string[] =>
+    typeof v === "string"
+      ? [v]
+      : Buffer.isBuffer(v)
+        ? [v.toString("latin1")]
+        : Array.isArray(v)
+          ? v.flatMap(walk)
+          : v && typeof v === "object"
+            ? Object.entries(v).flatMap(([k, x]) => [k, ...walk(x)])
+            : [];
+  return [
+    s.name,
+    s.status.message,
+    ...walk(s.attributes),
+    ...walk(s.resource),
+    ...s.events.flatMap((e) => [e.name, ...walk(e.attributes)]),
+    ...s.links.flatMap((l) => walk(l.attributes)),
+  ];
 }

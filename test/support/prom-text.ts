@@ -117,7 +117,8 @@ export function parsePrometheusText(text: string): Map<string, Family> {
     const series = `${name}${JSON.stringify(Object.entries(labels).sort())}`;
     if (seen.has(series)) throw new Error(`duplicate series: ${line}`);
     seen.add(series);
-    if (name.endsWith("_bucket") && f.type === "histogram" && labels.le === undefined) throw new Error(`bucket without le: ${line}`);
+    if (name.endsWith("_bucket") && f.type === "histogram" && labels.le === undefined)
+      throw new Error(`bucket without le: ${line}`);
     f.samples.push({ name, labels, value: parseValue(value, line) });
   }
   for (const f of families.values()) if (f.type === "histogram") checkHistogram(f);
@@ -133,11 +134,15 @@ function checkHistogram(f: Family): void {
   }
   for (const [key, buckets] of groups) {
     const sorted = [...buckets].sort((a, b) => parseValue(a.labels.le!, "le") - parseValue(b.labels.le!, "le"));
-    for (let i = 1; i < sorted.length; i++) if (sorted[i]!.value < sorted[i - 1]!.value) throw new Error(`${f.name}${key}: buckets not cumulative`);
+    for (let i = 1; i < sorted.length; i++)
+      if (sorted[i]!.value < sorted[i - 1]!.value) throw new Error(`${f.name}${key}: buckets not cumulative`);
     const inf = sorted.at(-1)!;
     if (inf.labels.le !== "+Inf") throw new Error(`${f.name}${key}: no +Inf bucket`);
-    const count = f.samples.find((s) => s.name === `${f.name}_count` && JSON.stringify(Object.entries(s.labels).sort()) === key);
-    if (!count || count.value !== inf.value) throw new Error(`${f.name}${key}: +Inf bucket ${inf.value} is not the count ${count?.value}`);
+    const count = f.samples.find(
+      (s) => s.name === `${f.name}_count` && JSON.stringify(Object.entries(s.labels).sort()) === key,
+    );
+    if (!count || count.value !== inf.value)
+      throw new Error(`${f.name}${key}: +Inf bucket ${inf.value} is not the count ${count?.value}`);
   }
 }
 

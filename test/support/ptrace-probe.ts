@@ -44,7 +44,18 @@ print("TARGET " + target)
 `;
 
 /** What each call gave: "ok" or an errno's name (EPERM: the profile's). */
-export type ProbeResult = Record<"attach" | "seize" | "process_vm_readv" | "process_vm_writev" | "pidfd_open" | "pidfd_getfd" | "kcmp" | "perf_event_open" | "io_uring_setup", string>;
+export type ProbeResult = Record<
+  | "attach"
+  | "seize"
+  | "process_vm_readv"
+  | "process_vm_writev"
+  | "pidfd_open"
+  | "pidfd_getfd"
+  | "kcmp"
+  | "perf_event_open"
+  | "io_uring_setup",
+  string
+>;
 
 /**
  * The bash that runs the probe as the agent: it attaches to `sibling` (a shell expression for a pid;
@@ -52,7 +63,9 @@ export type ProbeResult = Record<"attach" | "seize" | "process_vm_readv" | "proc
  */
 export function probeCommand(sibling?: string): string {
   const write = `cat > /tmp/ptrace-probe.py <<'PY'\n${PTRACE_PROBE}\nPY\n`;
-  return sibling ? `${write}python3 /tmp/ptrace-probe.py ${sibling} $$` : `${write}sleep 300 & S=$!; python3 /tmp/ptrace-probe.py $S $$; kill $S`;
+  return sibling
+    ? `${write}python3 /tmp/ptrace-probe.py ${sibling} $$`
+    : `${write}sleep 300 & S=$!; python3 /tmp/ptrace-probe.py $S $$; kill $S`;
 }
 
 export function probeResult(output: string): ProbeResult {
@@ -94,7 +107,10 @@ print("PROC " + json.dumps({"sibling": tries(int(sys.argv[1])), "own_child": tri
 own.kill()
 `;
 
-export interface ProcProbe { sibling: Record<"mem_read" | "mem_write" | "environ", string>; own_child: Record<"mem_read" | "mem_write" | "environ", string> }
+export interface ProcProbe {
+  sibling: Record<"mem_read" | "mem_write" | "environ", string>;
+  own_child: Record<"mem_read" | "mem_write" | "environ", string>;
+}
 
 /** The bash that runs PROC_PROBE as the agent against `sibling` (a shell expression for a pid). */
 export function procProbeCommand(sibling: string): string {
@@ -113,11 +129,15 @@ export function procProbeResult(output: string): ProcProbe {
  */
 export async function procProbe(sb: Sandbox): Promise<ProcProbe> {
   const marker = `pb-sibling-${process.pid}-${Date.now()}`;
-  const sibling = await sb.spawn(["python3", "-c", "import time; time.sleep(300)", marker], () => {}, { env: ["SIBLING_SECRET=s3cret"] });
+  const sibling = await sb.spawn(["python3", "-c", "import time; time.sleep(300)", marker], () => {}, {
+    env: ["SIBLING_SECRET=s3cret"],
+  });
   try {
     // The spawn returns before its process has exec'd: wait (up to 10 s) until pgrep sees it.
     const wait = `for i in $(seq 100); do pgrep -f ${marker} >/dev/null && break; sleep 0.1; done\n`;
-    return procProbeResult((await sb.shell.run(`${wait}${procProbeCommand(`$(pgrep -f ${marker} | head -1)`)}`, { timeoutSec: 60 })).output);
+    return procProbeResult(
+      (await sb.shell.run(`${wait}${procProbeCommand(`$(pgrep -f ${marker} | head -1)`)}`, { timeoutSec: 60 })).output,
+    );
   } finally {
     sibling.destroy();
   }

@@ -37,15 +37,64 @@ export interface TestCA {
 const openssl = (dir: string, ...args: string[]) => run("openssl", args, { cwd: dir });
 
 async function newCa(dir: string, name: string, cn: string): Promise<void> {
-  await openssl(dir, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "3", "-subj", `/CN=${cn}`, "-keyout", `${name}.key`, "-out", `${name}.crt`);
+  await openssl(
+    dir,
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+    "-days",
+    "3",
+    "-subj",
+    `/CN=${cn}`,
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.crt`,
+  );
 }
 
 /** A leaf cert/key signed by `ca` (SAN IP:127.0.0.1 and DNS:localhost). */
 async function newLeaf(dir: string, name: string, ca: string, cn: string): Promise<void> {
   writeFileSync(join(dir, `${name}.ext`), "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n");
-  await openssl(dir, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", `/CN=${cn}`, "-keyout", `${name}.key`, "-out", `${name}.csr`);
+  await openssl(
+    dir,
+    "req",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+    "-subj",
+    `/CN=${cn}`,
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.csr`,
+  );
   const serial = `0x${Math.floor(Math.random() * 2 ** 48).toString(16)}`;
-  await openssl(dir, "x509", "-req", "-in", `${name}.csr`, "-CA", `${ca}.crt`, "-CAkey", `${ca}.key`, "-set_serial", serial, "-days", "3", "-extfile", `${name}.ext`, "-out", `${name}.crt`);
+  await openssl(
+    dir,
+    "x509",
+    "-req",
+    "-in",
+    `${name}.csr`,
+    "-CA",
+    `${ca}.crt`,
+    "-CAkey",
+    `${ca}.key`,
+    "-set_serial",
+    serial,
+    "-days",
+    "3",
+    "-extfile",
+    `${name}.ext`,
+    "-out",
+    `${name}.crt`,
+  );
 }
 
 export async function makeTestCA(): Promise<TestCA> {
@@ -152,7 +201,13 @@ const isRunning = (p: RedisProc) => p.running();
 function probe(port: number, tls?: TlsOpts): Promise<boolean> {
   return new Promise((resolve) => {
     const s: Socket = tls
-      ? tlsConnect({ host: "127.0.0.1", port, ca: readFileSync(tls.ca), cert: readFileSync(tls.clientCert ?? tls.cert), key: readFileSync(tls.clientKey ?? tls.key) })
+      ? tlsConnect({
+          host: "127.0.0.1",
+          port,
+          ca: readFileSync(tls.ca),
+          cert: readFileSync(tls.clientCert ?? tls.cert),
+          key: readFileSync(tls.clientKey ?? tls.key),
+        })
       : new Socket().connect(port, "127.0.0.1");
     const done = (ok: boolean) => (s.destroy(), resolve(ok));
     s.setTimeout(1000);
@@ -170,7 +225,8 @@ async function until(what: string, check: () => Promise<boolean>, procs: RedisPr
     const dead = procs.find((p) => !isRunning(p));
     if (dead) throw new Error(`redis on ${dead.port} exited while waiting for ${what}:\n${dead.log()}`);
     if (await check().catch(() => false)) return;
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}:\n${procs.map((p) => `-- ${p.port}:\n${p.log()}`).join("\n")}`);
+    if (Date.now() - t0 > ms)
+      throw new Error(`timed out waiting for ${what}:\n${procs.map((p) => `-- ${p.port}:\n${p.log()}`).join("\n")}`);
     await sleep(50);
   }
 }
@@ -188,7 +244,9 @@ export async function ask(port: number, args: string[], access: Access = {}): Pr
     enableOfflineQueue: false,
     retryStrategy: () => null,
     connectTimeout: 2000,
-    tls: t ? { ca: readFileSync(t.ca), cert: readFileSync(t.clientCert ?? t.cert), key: readFileSync(t.clientKey ?? t.key) } : undefined,
+    tls: t
+      ? { ca: readFileSync(t.ca), cert: readFileSync(t.clientCert ?? t.cert), key: readFileSync(t.clientKey ?? t.key) }
+      : undefined,
   });
   r.on("error", () => {}); // the command's own rejection says it
   try {
@@ -199,7 +257,8 @@ export async function ask(port: number, args: string[], access: Access = {}): Pr
   }
 }
 
-const info = async (port: number, section: string, access: Access) => String(await ask(port, ["INFO", section], access));
+const info = async (port: number, section: string, access: Access) =>
+  String(await ask(port, ["INFO", section], access));
 const field = (text: string, name: string) => text.match(new RegExp(`^${name}:(.*?)\\r?$`, "m"))?.[1];
 
 // ── a server ─────────────────────────────────────────────────────────────────────────────────────
@@ -222,14 +281,31 @@ export async function startRedisServer(opts: ServerOpts = {}): Promise<RedisProc
   const args = ["--dir", dir, "--logfile", join(dir, "redis.log"), ...BASE];
   const t = opts.tls;
   if (t) {
-    args.push("--port", "0", "--tls-port", String(port), "--tls-cert-file", t.cert, "--tls-key-file", t.key, "--tls-ca-cert-file", t.ca, "--tls-auth-clients", t.clientAuth ? "yes" : "no");
+    args.push(
+      "--port",
+      "0",
+      "--tls-port",
+      String(port),
+      "--tls-cert-file",
+      t.cert,
+      "--tls-key-file",
+      t.key,
+      "--tls-ca-cert-file",
+      t.ca,
+      "--tls-auth-clients",
+      t.clientAuth ? "yes" : "no",
+    );
   } else {
     args.push("--port", String(port));
   }
   if (opts.acl) {
     // ACL rules as a file: the `user` directive is not a command-line option.
     const acl = join(dir, "users.acl");
-    writeFileSync(acl, `user default off\nuser ${opts.acl.user} on >${opts.acl.password} ${opts.acl.rules ?? "~* &* +@all"}\n`, { mode: 0o600 });
+    writeFileSync(
+      acl,
+      `user default off\nuser ${opts.acl.user} on >${opts.acl.password} ${opts.acl.rules ?? "~* &* +@all"}\n`,
+      { mode: 0o600 },
+    );
     args.push("--aclfile", acl);
   }
   if (opts.requirePass) args.push("--requirepass", opts.requirePass, "--masterauth", opts.requirePass);
@@ -294,7 +370,9 @@ async function sentinelView(port: number, masterName: string): Promise<Record<st
   return out;
 }
 
-export async function startSentinelGroup(opts: { masterName?: string; password?: string } = {}): Promise<SentinelGroup> {
+export async function startSentinelGroup(
+  opts: { masterName?: string; password?: string } = {},
+): Promise<SentinelGroup> {
   const masterName = opts.masterName ?? "pbmaster";
   const password = opts.password;
   const access: Access = { password };
@@ -305,9 +383,16 @@ export async function startSentinelGroup(opts: { masterName?: string; password?:
   try {
     const master = await startRedisServer({ requirePass: password });
     started.push(master);
-    const replica = await startRedisServer({ requirePass: password, args: ["--replicaof", "127.0.0.1", String(master.port)] });
+    const replica = await startRedisServer({
+      requirePass: password,
+      args: ["--replicaof", "127.0.0.1", String(master.port)],
+    });
     started.push(replica);
-    await until(`replica ${replica.port} in sync`, async () => field(await info(replica.port, "replication", access), "master_link_status") === "up", [master, replica]);
+    await until(
+      `replica ${replica.port} in sync`,
+      async () => field(await info(replica.port, "replication", access), "master_link_status") === "up",
+      [master, replica],
+    );
     // Started after the sync, so a sentinel's first INFO of the master already lists the replica.
     const sentinels: RedisProc[] = [];
     for (let i = 0; i < 3; i++) {
@@ -316,10 +401,14 @@ export async function startSentinelGroup(opts: { masterName?: string; password?:
       sentinels.push(s);
     }
     for (const s of sentinels) {
-      await until(`sentinel ${s.port} to see the master, 1 replica and 2 other sentinels`, async () => {
-        const v = await sentinelView(s.port, masterName);
-        return v["port"] === String(master.port) && v["num-slaves"] === "1" && v["num-other-sentinels"] === "2";
-      }, [...started]);
+      await until(
+        `sentinel ${s.port} to see the master, 1 replica and 2 other sentinels`,
+        async () => {
+          const v = await sentinelView(s.port, masterName);
+          return v["port"] === String(master.port) && v["num-slaves"] === "1" && v["num-other-sentinels"] === "2";
+        },
+        [...started],
+      );
     }
     const cred = password ? `:${encodeURIComponent(password)}@` : "";
     const group: SentinelGroup = {
@@ -353,21 +442,33 @@ async function masterPortFrom(sentinels: RedisProc[], masterName: string): Promi
   throw new Error(`no sentinel names a master ${masterName}: ${String(last)}`);
 }
 
-async function failover(sentinels: RedisProc[], masterName: string, fromPort: number, access: Access, timeoutMs: number): Promise<number> {
+async function failover(
+  sentinels: RedisProc[],
+  masterName: string,
+  fromPort: number,
+  access: Access,
+  timeoutMs: number,
+): Promise<number> {
   let found = 0;
   const alive = sentinels.filter(isRunning);
-  await until(`a failover away from ${fromPort}`, async () => {
-    const ports = new Set<number>();
-    for (const s of alive) {
-      const addr = (await ask(s.port, ["SENTINEL", "GET-MASTER-ADDR-BY-NAME", masterName])) as [string, string] | null;
-      ports.add(addr ? Number(addr[1]) : fromPort);
-    }
-    const [port] = [...ports];
-    if (ports.size !== 1 || port === fromPort) return false;
-    const role = (await ask(port!, ["ROLE"], access)) as [string, ...unknown[]];
-    found = port!;
-    return role[0] === "master";
-  }, alive, timeoutMs);
+  await until(
+    `a failover away from ${fromPort}`,
+    async () => {
+      const ports = new Set<number>();
+      for (const s of alive) {
+        const addr = (await ask(s.port, ["SENTINEL", "GET-MASTER-ADDR-BY-NAME", masterName])) as
+          [string, string] | null;
+        ports.add(addr ? Number(addr[1]) : fromPort);
+      }
+      const [port] = [...ports];
+      if (ports.size !== 1 || port === fromPort) return false;
+      const role = (await ask(port!, ["ROLE"], access)) as [string, ...unknown[]];
+      found = port!;
+      return role[0] === "master";
+    },
+    alive,
+    timeoutMs,
+  );
   return found;
 }
 
@@ -410,18 +511,45 @@ export async function startRedisCluster(opts: { masters?: number; password?: str
       const port = await clusterPort(taken);
       taken.add(port).add(port + 10000);
       // --dir comes first and Redis chdirs there: the relative nodes.conf is in the node's own dir.
-      nodes.push(await startRedisServer({ port, requirePass: password, args: ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"] }));
+      nodes.push(
+        await startRedisServer({
+          port,
+          requirePass: password,
+          args: ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"],
+        }),
+      );
     }
     const auth = password ? ["-a", password, "--no-auth-warning"] : [];
-    await run("redis-cli", ["--cluster", "create", ...nodes.map((p) => `127.0.0.1:${p.port}`), "--cluster-replicas", "0", "--cluster-yes", ...auth]);
+    await run("redis-cli", [
+      "--cluster",
+      "create",
+      ...nodes.map((p) => `127.0.0.1:${p.port}`),
+      "--cluster-replicas",
+      "0",
+      "--cluster-yes",
+      ...auth,
+    ]);
     for (const node of nodes) {
-      await until(`cluster_state:ok on ${node.port}`, async () => {
-        const text = String(await ask(node.port, ["CLUSTER", "INFO"], { password }));
-        return field(text, "cluster_state") === "ok" && field(text, "cluster_known_nodes") === String(n) && field(text, "cluster_slots_assigned") === "16384";
-      }, nodes);
+      await until(
+        `cluster_state:ok on ${node.port}`,
+        async () => {
+          const text = String(await ask(node.port, ["CLUSTER", "INFO"], { password }));
+          return (
+            field(text, "cluster_state") === "ok" &&
+            field(text, "cluster_known_nodes") === String(n) &&
+            field(text, "cluster_slots_assigned") === "16384"
+          );
+        },
+        nodes,
+      );
     }
     const cred = password ? `:${encodeURIComponent(password)}@` : "";
-    return { nodes, password, url: `redis+cluster://${cred}${nodes.map((p) => `127.0.0.1:${p.port}`).join(",")}`, stop };
+    return {
+      nodes,
+      password,
+      url: `redis+cluster://${cred}${nodes.map((p) => `127.0.0.1:${p.port}`).join(",")}`,
+      stop,
+    };
   } catch (err) {
     await stop();
     throw err;

@@ -15,10 +15,26 @@ export function editScript(n = 10, opts: { slowTurn?: number; sleepSec?: number;
   for (let i = 1; i <= n; i++) {
     const slow = opts.slowTurn === i ? `; sleep ${opts.sleepSec ?? 5}` : opts.paceSec ? `; sleep ${opts.paceSec}` : "";
     if (i === 2) turns.push(bash(`cd /workspace && printf '\\000\\001\\377binary %s\\n' 2 > data.bin${slow}`));
-    else if (i === 3) turns.push(reply(toolUse("str_replace_based_edit_tool", { command: "str_replace", path: "/workspace/clamp.py", old_str: "    if v > hi:\n        return lo", new_str: "    if v > hi:\n        return hi" })));
+    else if (i === 3)
+      turns.push(
+        reply(
+          toolUse("str_replace_based_edit_tool", {
+            command: "str_replace",
+            path: "/workspace/clamp.py",
+            old_str: "    if v > hi:\n        return lo",
+            new_str: "    if v > hi:\n        return hi",
+          }),
+        ),
+      );
     else if (i === 4) turns.push(bash(`cd /workspace && git rm -q README.md && chmod +x test_clamp.py${slow}`));
-    else if (i === 7) turns.push(reply(toolUse("str_replace_based_edit_tool", { command: "view", path: "/workspace/clamp.py" })));
-    else turns.push(bash(`cd /workspace && echo "turn ${i}" >> log.txt && mkdir -p d${i % 3} && echo ${i} > d${i % 3}/f${i}.txt${slow}`));
+    else if (i === 7)
+      turns.push(reply(toolUse("str_replace_based_edit_tool", { command: "view", path: "/workspace/clamp.py" })));
+    else
+      turns.push(
+        bash(
+          `cd /workspace && echo "turn ${i}" >> log.txt && mkdir -p d${i % 3} && echo ${i} > d${i % 3}/f${i}.txt${slow}`,
+        ),
+      );
   }
   return [...turns, reply(text("Done: the changes are in place."))];
 }

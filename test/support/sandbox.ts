@@ -27,9 +27,13 @@ export function useSandbox(opts: SandboxOptions = {}): () => Sandbox {
  * The container of a job, once it exists: by the job's sandbox_ready event when a client is given
  * (a warm pool's sandbox carries no job label), else by its label.
  */
-export async function jobContainer(jobId: string, client?: { watch(id: string): AsyncIterable<{ type: string; container?: string }> }): Promise<Docker.Container> {
+export async function jobContainer(
+  jobId: string,
+  client?: { watch(id: string): AsyncIterable<{ type: string; container?: string }> },
+): Promise<Docker.Container> {
   if (client) {
-    for await (const e of client.watch(jobId)) if (e.type === "sandbox_ready" && e.container) return docker().getContainer(e.container);
+    for await (const e of client.watch(jobId))
+      if (e.type === "sandbox_ready" && e.container) return docker().getContainer(e.container);
     throw new Error(`job ${jobId} ended without a sandbox`);
   }
   for (;;) {
@@ -53,13 +57,37 @@ export async function exists(kind: "container" | "volume", name: string): Promis
  * Prints where a job that runs past `ms` stands (its last events and its sandbox's processes) so a
  * hang seen once under load can be found from the log. Returns the function that disarms it.
  */
-export function jobWatchdog(label: string, events: { type: string; container?: string }[], ms: number, kind: BackendKind = "docker"): () => void {
-  const t = setTimeout(() => void (async () => {
-    const ready = events.find((e) => e.type === "sandbox_ready")?.container;
-    const ps = "-eo pid,ppid,user,stat,wchan:24,etime,args";
-    const top = !ready ? "no sandbox yet" : kind === "docker" ? await docker().getContainer(ready).top({ ps_args: ps }).catch((e: Error) => e.message) : await execIn(kind, ready, `ps ${ps}`).then((r) => r.output, (e: Error) => e.message);
-    console.error(`${label} still running after ${ms / 1000} s; last events:\n${events.slice(-6).map((e) => JSON.stringify(e).slice(0, 400)).join("\n")}\nprocesses: ${JSON.stringify(top).slice(0, 4000)}`);
-  })(), ms);
+export function jobWatchdog(
+  label: string,
+  events: { type: string; container?: string }[],
+  ms: number,
+  kind: BackendKind = "docker",
+): () => void {
+  const t = setTimeout(
+    () =>
+      void (async () => {
+        const ready = events.find((e) => e.type === "sandbox_ready")?.container;
+        const ps = "-eo pid,ppid,user,stat,wchan:24,etime,args";
+        const top = !ready
+          ? "no sandbox yet"
+          : kind === "docker"
+            ? await docker()
+                .getContainer(ready)
+                .top({ ps_args: ps })
+                .catch((e: Error) => e.message)
+            : await execIn(kind, ready, `ps ${ps}`).then(
+                (r) => r.output,
+                (e: Error) => e.message,
+              );
+        console.error(
+          `${label} still running after ${ms / 1000} s; last events:\n${events
+            .slice(-6)
+            .map((e) => JSON.stringify(e).slice(0, 400))
+            .join("\n")}\nprocesses: ${JSON.stringify(top).slice(0, 4000)}`,
+        );
+      })(),
+    ms,
+  );
   return () => clearTimeout(t);
 }
 
@@ -69,12 +97,32 @@ export function jobWatchdog(label: string, events: { type: string; container?: s
  * where patchbay's runtime wrapper applies them). `max` reads as Infinity; cpu as a fraction of a core.
  */
 export async function cgroupLimits(sb: Sandbox): Promise<{ memory: number; pids: number; cpus: number }> {
-  const files = ["memory/memory.limit_in_bytes", "memory.max", "pids/pids.max", "pids.max", "cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us", "cpu.max"];
+  const files = [
+    "memory/memory.limit_in_bytes",
+    "memory.max",
+    "pids/pids.max",
+    "pids.max",
+    "cpu/cpu.cfs_quota_us",
+    "cpu/cpu.cfs_period_us",
+    "cpu.max",
+  ];
   const script = `for f in ${files.join(" ")}; do [ -r /sys/fs/cgroup/$f ] && echo "$f $(cat /sys/fs/cgroup/$f)"; done; true`;
   const r = await sb.exec(["sh", "-c", script]);
-  const v = new Map(r.stdout.toString().trim().split("\n").map((l) => [l.slice(0, l.indexOf(" ")), l.slice(l.indexOf(" ") + 1)] as const));
+  const v = new Map(
+    r.stdout
+      .toString()
+      .trim()
+      .split("\n")
+      .map((l) => [l.slice(0, l.indexOf(" ")), l.slice(l.indexOf(" ") + 1)] as const),
+  );
   const num = (s: string | undefined) => (s === undefined ? NaN : s === "max" ? Infinity : Number(s));
   const cpuMax = v.get("cpu.max")?.split(" ");
-  const cpus = cpuMax ? num(cpuMax[0]) / num(cpuMax[1]) : num(v.get("cpu/cpu.cfs_quota_us")) / num(v.get("cpu/cpu.cfs_period_us"));
-  return { memory: num(v.get("memory.max") ?? v.get("memory/memory.limit_in_bytes")), pids: num(v.get("pids.max") ?? v.get("pids/pids.max")), cpus };
+  const cpus = cpuMax
+    ? num(cpuMax[0]) / num(cpuMax[1])
+    : num(v.get("cpu/cpu.cfs_quota_us")) / num(v.get("cpu/cpu.cfs_period_us"));
+  return {
+    memory: num(v.get("memory.max") ?? v.get("memory/memory.limit_in_bytes")),
+    pids: num(v.get("pids.max") ?? v.get("pids/pids.max")),
+    cpus,
+  };
 }

@@ -13,7 +13,10 @@ export async function runScripted(script: Reply[], spec: Record<string, unknown>
   fake = await startFakeAnthropic(script);
   const events: TranscriptEvent[] = [];
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
-  const result = await runJob({ task: "t", ...spec }, { model, onEvent: (e) => events.push(e), labels: { "patchbay.test": label }, backend });
+  const result = await runJob(
+    { task: "t", ...spec },
+    { model, onEvent: (e) => events.push(e), labels: { "patchbay.test": label }, backend },
+  );
   return { result, events, fake };
 }
 

@@ -2,7 +2,12 @@
 // ten-tool-call job (bench, throughput tests).
 import { reply, text, toolUse, type Reply } from "./fake-anthropic.js";
 
-export const CLAMP_AMBIGUOUS = { command: "str_replace", path: "/workspace/clamp.py", old_str: "return lo", new_str: "return hi" };
+export const CLAMP_AMBIGUOUS = {
+  command: "str_replace",
+  path: "/workspace/clamp.py",
+  old_str: "return lo",
+  new_str: "return hi",
+};
 export const CLAMP_FIX = {
   command: "str_replace",
   path: "/workspace/clamp.py",
@@ -26,7 +31,13 @@ export function clampScript(editor = "str_replace_based_edit_tool"): Reply[] {
 export function tenToolScript(n = 10): Reply[] {
   const calls = Array.from({ length: n }, (_, i) =>
     i === n - 1
-      ? reply(toolUse("str_replace_based_edit_tool", { command: "create", path: `/workspace/notes-${i}.txt`, file_text: `note ${i}\n` }))
+      ? reply(
+          toolUse("str_replace_based_edit_tool", {
+            command: "create",
+            path: `/workspace/notes-${i}.txt`,
+            file_text: `note ${i}\n`,
+          }),
+        )
       : reply(toolUse("bash", { command: `echo step ${i} && ls /workspace | head -3` })),
   );
   return [...calls, reply(text("Done."))];

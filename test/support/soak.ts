@@ -57,7 +57,7 @@ const PHASE_EVENT: Record<Phase, (e: TranscriptEvent) => boolean> = {
 export async function soak(o: SoakOptions): Promise<SoakReport> {
   const log = o.log ?? (() => {});
   let seed = o.seed ?? Date.now() % 2 ** 31;
-  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   const pick = <T>(xs: T[]) => xs[Math.floor(rand() * xs.length)]!;
   const t0 = Date.now();
   const engine = await startEngine(o.engine ?? "pb-soak");
@@ -67,9 +67,19 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
   const fake = await startFakeAnthropic(policy.policy);
   const queue = `soak-${process.pid}-${Date.now().toString(36)}`;
   const env = {
-    REDIS_URL: redis.url, PATCHBAY_QUEUE: queue, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key", DOCKER_HOST: engine.host,
-    PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "0", PATCHBAY_LOCK_MS: "6000", PATCHBAY_STALLED_MS: "2000", PATCHBAY_REAP_MS: "2000",
-    PATCHBAY_HEARTBEAT_MS: "1000", PATCHBAY_DRAIN_MS: "3000", PATCHBAY_HEALTH_MAX_MS: "2000",
+    REDIS_URL: redis.url,
+    PATCHBAY_QUEUE: queue,
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "test-key",
+    DOCKER_HOST: engine.host,
+    PATCHBAY_CONCURRENCY: "1",
+    PATCHBAY_POOL: "0",
+    PATCHBAY_LOCK_MS: "6000",
+    PATCHBAY_STALLED_MS: "2000",
+    PATCHBAY_REAP_MS: "2000",
+    PATCHBAY_HEARTBEAT_MS: "1000",
+    PATCHBAY_DRAIN_MS: "3000",
+    PATCHBAY_HEALTH_MAX_MS: "2000",
   };
   const live = new Set<WorkerProc>();
   let started = 0;
@@ -80,7 +90,12 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
     return w;
   };
   // The live worker running a job: it logged the job's start and not its end.
-  const holderOf = (id: string) => [...live].find((w) => new RegExp(`job ${id} attempt \\d+: started`).test(w.log()) && !new RegExp(`job ${id} attempt \\d+: (completed|error)`).test(w.log()));
+  const holderOf = (id: string) =>
+    [...live].find(
+      (w) =>
+        new RegExp(`job ${id} attempt \\d+: started`).test(w.log()) &&
+        !new RegExp(`job ${id} attempt \\d+: (completed|error)`).test(w.log()),
+    );
   const ready = (w: WorkerProc) => w.waitFor(new RegExp(`ready: queue ${queue}`), 180_000);
   const client = new PatchbayClient({ redisUrl: redis.url, queueName: queue });
   const counts = { kills: 0, terms: 0, redisRestarts: 0, engineRestarts: 0 };
@@ -89,17 +104,30 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
     // Every command takes a second, and one of each job's 2 s (the first time it runs), as real
     // commands take time: the chaos finds jobs mid-command, and a fast machine does not end the
     // batch before the chaos is done.
-    const tasks = Array.from({ length: o.jobs }, (_, i) => `soak job #${String(i).padStart(4, "0")} slow=${[2, 4, 5, 6][i % 4]} pace=1;`); // bash turns of the script
+    const tasks = Array.from(
+      { length: o.jobs },
+      (_, i) => `soak job #${String(i).padStart(4, "0")} slow=${[2, 4, 5, 6][i % 4]} pace=1;`,
+    ); // bash turns of the script
     const ids = await client.enqueueBatch(tasks.map((task) => ({ task, repo: { path: CLAMP }, attempts: 10 })));
-    const results = ids.map((id) => client.waitForResult(id, { timeoutMs: 30 * 60_000 }).then((r) => r.status, (e: Error) => `error: ${e.message}`));
+    const results = ids.map((id) =>
+      client.waitForResult(id, { timeoutMs: 30 * 60_000 }).then(
+        (r) => r.status,
+        (e: Error) => `error: ${e.message}`,
+      ),
+    );
     let finished = false;
     const all = Promise.all(results).finally(() => (finished = true));
 
     // One worker action, then the Redis and engine restarts, then the other worker actions (each
     // list in a random order): a short run on a fast machine, whose batch may end before the last
     // action, still has every kind.
-    const infra = [...Array<string>(o.redisRestarts).fill("redis"), ...Array<string>(o.engineRestarts).fill("engine")].sort(() => rand() - 0.5);
-    const [first, ...rest] = [...Array<string>(o.kills).fill("kill"), ...Array<string>(o.terms).fill("term")].sort(() => rand() - 0.5);
+    const infra = [
+      ...Array<string>(o.redisRestarts).fill("redis"),
+      ...Array<string>(o.engineRestarts).fill("engine"),
+    ].sort(() => rand() - 0.5);
+    const [first, ...rest] = [...Array<string>(o.kills).fill("kill"), ...Array<string>(o.terms).fill("term")].sort(
+      () => rand() - 0.5,
+    );
     const actions = [...(first ? [first] : []), ...infra, ...rest];
     let retries = 0;
     for (const [k, action] of actions.entries()) {
@@ -112,7 +140,9 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
       const waiting = phase === "start" ? (await client.queue.getWaiting()).map((j) => j.id!).filter(Boolean) : [];
       if (!waiting.length && phase === "start") phase = "command";
       // A running job, held by a live worker (one whose worker was just killed stays "active" until the stall check).
-      const candidates = waiting.length ? waiting : (await client.queue.getActive()).map((j) => j.id!).filter((id) => id && holderOf(id));
+      const candidates = waiting.length
+        ? waiting
+        : (await client.queue.getActive()).map((j) => j.id!).filter((id) => id && holderOf(id));
       if (!candidates.length) {
         await sleep(500);
         retry();
@@ -161,9 +191,13 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
     // No worker wedged: every live worker takes a probe job (concurrency 1: one each at most).
     const workers = [...live];
     await Promise.all(workers.map((w) => ready(w).catch(() => {})));
-    const probes = await client.enqueueBatch(workers.map((_, i) => ({ task: `probe ${i} turns=1 slow=1`, repo: { path: CLAMP } })));
+    const probes = await client.enqueueBatch(
+      workers.map((_, i) => ({ task: `probe ${i} turns=1 slow=1`, repo: { path: CLAMP } })),
+    );
     await Promise.all(probes.map((id) => client.waitForResult(id, { timeoutMs: 10 * 60_000 })));
-    const wedged = workers.map((w, i) => (probes.some((id) => new RegExp(`job ${id} attempt \\d+: completed`).test(w.log())) ? -1 : i)).filter((i) => i >= 0);
+    const wedged = workers
+      .map((w, i) => (probes.some((id) => new RegExp(`job ${id} attempt \\d+: completed`).test(w.log())) ? -1 : i))
+      .filter((i) => i >= 0);
 
     const notOnce: string[] = [];
     for (const id of ids) {
@@ -181,15 +215,23 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
     // The last reaper pass: one worker started once everyone else is gone reaps the dead owners' leftovers.
     const reaper = spawn();
     await ready(reaper);
-    for (const t = Date.now(); (await labelled()) > 0 && Date.now() - t < 60_000; ) await sleep(1000);
+    for (const t = Date.now(); (await labelled()) > 0 && Date.now() - t < 60_000;) await sleep(1000);
     const leftovers = await labelled();
 
     const requests = tasks.reduce((s, t) => s + policy.count(t), 0);
     const undisturbed = o.jobs * (o.turns + 1);
     const report: SoakReport = {
-      jobs: o.jobs, statuses: statuses.reduce<Record<string, number>>((m, s) => ((m[s] = (m[s] ?? 0) + 1), m), {}), notOnce,
-      ...counts, workersStarted: started, wedged, leftovers, requests, undisturbed,
-      extraPct: Math.round(((requests - undisturbed) / undisturbed) * 1000) / 10, seconds: Math.round((Date.now() - t0) / 100) / 10,
+      jobs: o.jobs,
+      statuses: statuses.reduce<Record<string, number>>((m, s) => ((m[s] = (m[s] ?? 0) + 1), m), {}),
+      notOnce,
+      ...counts,
+      workersStarted: started,
+      wedged,
+      leftovers,
+      requests,
+      undisturbed,
+      extraPct: Math.round(((requests - undisturbed) / undisturbed) * 1000) / 10,
+      seconds: Math.round((Date.now() - t0) / 100) / 10,
     };
     log(summaryLine(report));
     return report;
@@ -203,6 +245,8 @@ export async function soak(o: SoakOptions): Promise<SoakReport> {
 }
 
 export function summaryLine(r: SoakReport): string {
-  const st = Object.entries(r.statuses).map(([s, n]) => `${n} ${s}`).join(", ");
+  const st = Object.entries(r.statuses)
+    .map(([s, n]) => `${n} ${s}`)
+    .join(", ");
   return `soak: ${r.jobs} jobs (${st}) in ${r.seconds} s; chaos: ${r.kills} SIGKILL, ${r.terms} SIGTERM, ${r.redisRestarts} Redis restarts, ${r.engineRestarts} engine restarts, ${r.workersStarted} workers started; model requests ${r.requests} vs ${r.undisturbed} undisturbed (+${r.extraPct}%); leftovers ${r.leftovers}; wedged workers ${r.wedged.length}; jobs not finished exactly once ${r.notOnce.length}`;
 }

@@ -19,21 +19,44 @@ import { costUsd } from "../../src/agent/prices.js";
 import { contextWindow, estimateTokens } from "../../src/agent/window.js";
 import { loadConfig } from "../../src/core/config/config.js";
 import { runJob } from "../../src/job/run.js";
-import { addUsage, emptyUsage, JobSpec, type EventInput, type EventOf, type TranscriptEvent, type Usage } from "../../src/core/spec/spec.js";
+import {
+  addUsage,
+  emptyUsage,
+  JobSpec,
+  type EventInput,
+  type EventOf,
+  type TranscriptEvent,
+  type Usage,
+} from "../../src/core/spec/spec.js";
 import { localBackend } from "../support/backend.js";
-import { apiError, countInput, reply, startFakeAnthropic, text, toolUse, type FakeAnthropic, type Policy } from "../support/fake-anthropic.js";
+import {
+  apiError,
+  countInput,
+  reply,
+  startFakeAnthropic,
+  text,
+  toolUse,
+  type FakeAnthropic,
+  type Policy,
+} from "../support/fake-anthropic.js";
 import { messageProblems } from "../support/messages-check.js";
 
 const TASK = "Walk the log files one by one and report the checksum of the last one (task marker 7f3a).";
 const isSummaryRequest = (body: any) => /summarise the earlier part/.test(JSON.stringify(body?.system ?? ""));
-const usageOf = (u: any): Usage => ({ inputTokens: u.inputTokens, outputTokens: u.outputTokens, cacheReadTokens: u.cacheReadTokens, cacheWriteTokens: u.cacheWriteTokens });
+const usageOf = (u: any): Usage => ({
+  inputTokens: u.inputTokens,
+  outputTokens: u.outputTokens,
+  cacheReadTokens: u.cacheReadTokens,
+  cacheWriteTokens: u.cacheWriteTokens,
+});
 
 /** Agent requests answered with a bash call each, `turns` of them, then the end; summary requests with a short summary. */
 function longJob(turns: number, hooks: { refuse?: (agentIndex: number) => boolean } = {}): Policy {
   let agent = 0;
   let summaries = 0;
   return ({ body }) => {
-    if (isSummaryRequest(body)) return reply(text(`summary ${++summaries}: read logs up to the one before the kept turns; task marker 7f3a.`));
+    if (isSummaryRequest(body))
+      return reply(text(`summary ${++summaries}: read logs up to the one before the kept turns; task marker 7f3a.`));
     if (hooks.refuse?.(agent)) return apiError(400, `prompt is too long: 210000 tokens > 200000 maximum`);
     agent++;
     return agent <= turns ? reply(toolUse("bash", { command: `cat log-${agent}` })) : reply(text("done: checksum 42"));
@@ -48,14 +71,28 @@ function loopOn(fake: FakeAnthropic, extra: { contextWindow?: number; maxTurns?:
   const out = promise(model, events, extra);
   return { events, out };
 }
-function promise(model: AnthropicModel, events: EventInput[], extra: { contextWindow?: number; maxTurns?: number; outputBytes?: number }) {
+function promise(
+  model: AnthropicModel,
+  events: EventInput[],
+  extra: { contextWindow?: number; maxTurns?: number; outputBytes?: number },
+) {
   return runAgentLoop({
     model,
     modelName: "claude-sonnet-5-5",
     system: "SYSTEM",
     task: TASK,
-    tools: [{ name: "bash", description: "run a command", input_schema: { type: "object", properties: { command: { type: "string" } } } }],
-    runTool: async (block) => ({ content: `${(block.input as { command: string }).command}\n${"x".repeat(extra.outputBytes ?? 4096)}`, isError: false, durationMs: 1 }),
+    tools: [
+      {
+        name: "bash",
+        description: "run a command",
+        input_schema: { type: "object", properties: { command: { type: "string" } } },
+      },
+    ],
+    runTool: async (block) => ({
+      content: `${(block.input as { command: string }).command}\n${"x".repeat(extra.outputBytes ?? 4096)}`,
+      isError: false,
+      durationMs: 1,
+    }),
     maxTurns: extra.maxTurns ?? 400,
     ...(extra.contextWindow ? { contextWindow: extra.contextWindow } : {}),
     emit: (e) => events.push(e),
@@ -69,7 +106,11 @@ describe("context windows and token estimates", () => {
     expect(contextWindow("some-other-model")).toBe(200_000);
     expect(contextWindow("claude-sonnet-5-5", 50_000)).toBe(50_000);
     expect(estimateTokens("x".repeat(7))).toBe(2);
-    const body = { system: [{ type: "text", text: "S" }], tools: [{ name: "bash" }], messages: [{ role: "user", content: "é".repeat(50) }] };
+    const body = {
+      system: [{ type: "text", text: "S" }],
+      tools: [{ name: "bash" }],
+      messages: [{ role: "user", content: "é".repeat(50) }],
+    };
     expect(estimateTokens(body)).toBe(countInput(body)); // one rule on both sides: UTF-8 bytes / 3.5
     expect(countInput(body)).toBe(Math.ceil(Buffer.byteLength(JSON.stringify(body)) / 3.5));
   });
@@ -77,7 +118,10 @@ describe("context windows and token estimates", () => {
   it("PATCHBAY_CONTEXT_WINDOW and PATCHBAY_COMPACT_AT are read, bounded and defaulted", () => {
     expect(loadConfig({}).compactAt).toBe(0.8);
     expect(loadConfig({}).contextWindow).toBeUndefined();
-    expect(loadConfig({ PATCHBAY_CONTEXT_WINDOW: "50000", PATCHBAY_COMPACT_AT: "0.5" })).toMatchObject({ contextWindow: 50_000, compactAt: 0.5 });
+    expect(loadConfig({ PATCHBAY_CONTEXT_WINDOW: "50000", PATCHBAY_COMPACT_AT: "0.5" })).toMatchObject({
+      contextWindow: 50_000,
+      compactAt: 0.5,
+    });
     expect(() => loadConfig({ PATCHBAY_COMPACT_AT: "1.5" })).toThrow(/PATCHBAY_COMPACT_AT/);
   });
 });
@@ -119,10 +163,14 @@ describe("compaction against a server that enforces a 50k-token window", { timeo
       expect(JSON.stringify(summaries.at(-1)!.body.messages)).toContain(TASK);
       expect(JSON.stringify(summaries.at(-1)!.body.messages)).toContain(`summary ${summaries.length - 1}:`);
       // The job's usage is every response's, the summaries' included, and its cost that usage's.
-      const responses = events.filter((e): e is EventOf<"model_response"> => e.type === "model_response").map((e) => e.usage);
+      const responses = events
+        .filter((e): e is EventOf<"model_response"> => e.type === "model_response")
+        .map((e) => e.usage);
       const all = [...responses, ...compactions.map((c) => c.usage)].map(usageOf).reduce(addUsage, emptyUsage());
       expect(outcome.usage).toEqual(all);
-      expect(outcome.usage.outputTokens).toBeGreaterThan(responses.map(usageOf).reduce(addUsage, emptyUsage()).outputTokens);
+      expect(outcome.usage.outputTokens).toBeGreaterThan(
+        responses.map(usageOf).reduce(addUsage, emptyUsage()).outputTokens,
+      );
       expect(outcome.costUsd).toBe(costUsd("claude-sonnet-5-5", all));
       // The newest turns are whole in the conversation the job ends with.
       expect(JSON.stringify(outcome.messages.at(-3))).toContain("cat log-300");
@@ -133,15 +181,32 @@ describe("compaction against a server that enforces a 50k-token window", { timeo
 
   it("a compaction whose own tokens pass the budget ends the job there, before another request", async () => {
     const policy = longJob(300);
-    const fake = await startFakeAnthropic((req) => (isSummaryRequest(req.body) ? { ...(policy(req) as object), usage: { output_tokens: 5000 } } as any : policy(req)), { contextWindow: 50_000 });
+    const fake = await startFakeAnthropic(
+      (req) =>
+        isSummaryRequest(req.body)
+          ? ({ ...(policy(req) as object), usage: { output_tokens: 5000 } } as any)
+          : policy(req),
+      { contextWindow: 50_000 },
+    );
     try {
       const events: EventInput[] = [];
       const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
       const outcome = await runAgentLoop({
-        model, modelName: "claude-sonnet-5-5", system: "SYSTEM", task: TASK, tools: [], maxTurns: 400, contextWindow: 50_000, budget: { outputTokens: 4000 },
-        runTool: async () => ({ content: "x".repeat(4096), isError: false, durationMs: 1 }), emit: (e) => events.push(e),
+        model,
+        modelName: "claude-sonnet-5-5",
+        system: "SYSTEM",
+        task: TASK,
+        tools: [],
+        maxTurns: 400,
+        contextWindow: 50_000,
+        budget: { outputTokens: 4000 },
+        runTool: async () => ({ content: "x".repeat(4096), isError: false, durationMs: 1 }),
+        emit: (e) => events.push(e),
       });
-      expect(outcome).toMatchObject({ status: "budget_exceeded", error: expect.stringMatching(/^budget outputTokens exceeded: \d+ > 4000$/) });
+      expect(outcome).toMatchObject({
+        status: "budget_exceeded",
+        error: expect.stringMatching(/^budget outputTokens exceeded: \d+ > 4000$/),
+      });
       expect(isSummaryRequest(fake.requests.at(-1)!.body)).toBe(true);
       expect(events.slice(-2).map((e) => e.type)).toEqual(["context_compacted", "budget"]);
       expect(outcome.usage.outputTokens).toBeGreaterThan(5000);
@@ -155,7 +220,12 @@ describe("compaction against a server that enforces a 50k-token window", { timeo
     try {
       const { events, out } = loopOn(fake);
       const outcome = await out;
-      expect(outcome).toMatchObject({ status: "failed", error: expect.stringMatching(/prompt is too long: 210000 tokens > 200000 maximum \(no older turns left to compact\)$/) });
+      expect(outcome).toMatchObject({
+        status: "failed",
+        error: expect.stringMatching(
+          /prompt is too long: 210000 tokens > 200000 maximum \(no older turns left to compact\)$/,
+        ),
+      });
       expect(fake.requests.map((r) => isSummaryRequest(r.body))).toEqual([false, false]);
       expect(events.filter((e) => e.type === "context_compacted")).toEqual([]);
     } finally {
@@ -179,7 +249,13 @@ describe("compaction against a server that enforces a 50k-token window", { timeo
       expect(kinds.slice(5, 8)).toEqual(["agent", "summary", "agent"]);
       expect(fake.requests[7]!.body.messages.length).toBeLessThan(fake.requests[5]!.body.messages.length);
       for (const r of fake.requests) expect(messageProblems(r.body.messages)).toEqual([]);
-      expect(outcome.usage).toEqual([...events.flatMap((e) => (e.type === "model_response" || e.type === "context_compacted" ? [usageOf(e.usage)] : []))].reduce(addUsage, emptyUsage()));
+      expect(outcome.usage).toEqual(
+        [
+          ...events.flatMap((e) =>
+            e.type === "model_response" || e.type === "context_compacted" ? [usageOf(e.usage)] : [],
+          ),
+        ].reduce(addUsage, emptyUsage()),
+      );
     } finally {
       await fake.close();
     }
@@ -193,7 +269,14 @@ async function job(fake: FakeAnthropic, id: string, env: Record<string, string> 
   const config = loadConfig({ ...process.env, ...env });
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
   const spec = JobSpec.parse({ task: TASK, repo: { path: CLAMP }, maxTurns: 100 });
-  const result = await runJob(spec, { jobId: id, attempt: 1, model, config, onEvent: (e) => events.push(e), backend: localBackend() });
+  const result = await runJob(spec, {
+    jobId: id,
+    attempt: 1,
+    model,
+    config,
+    onEvent: (e) => events.push(e),
+    backend: localBackend(),
+  });
   return { result, events };
 }
 
@@ -203,7 +286,9 @@ describe("compaction in whole jobs (runJob, local backend)", { timeout: 300_000 
     const policy: Policy = ({ body }) => {
       if (isSummaryRequest(body)) return reply(text("summary: printed blocks so far"));
       agent++;
-      return agent <= 40 ? reply(toolUse("bash", { command: `echo block-${agent}; head -c 4000 /dev/zero | tr '\\0' y` })) : reply(text("done"));
+      return agent <= 40
+        ? reply(toolUse("bash", { command: `echo block-${agent}; head -c 4000 /dev/zero | tr '\\0' y` }))
+        : reply(text("done"));
     };
     const fake = await startFakeAnthropic(policy, { contextWindow: 20_000 });
     try {

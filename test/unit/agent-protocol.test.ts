@@ -11,12 +11,21 @@ import { backendOf } from "../../src/backend/index.js";
 
 describe("agent protocol (pure)", () => {
   it("takes a reply that fits its op, or an error; anything else is a violation", () => {
-    expect(parseReply("stat", { type: "file", size: 3, mode: 420, mtime: 1, real: "/w/a", link: false })).toMatchObject({ ok: true });
+    expect(parseReply("stat", { type: "file", size: 3, mode: 420, mtime: 1, real: "/w/a", link: false })).toMatchObject(
+      { ok: true },
+    );
     expect(parseReply("stat", { missing: true })).toEqual({ ok: true, reply: { missing: true } });
-    expect(parseReply("read", { error: "ENOENT", message: "No such file" })).toEqual({ ok: false, error: { error: "ENOENT", message: "No such file" } });
-    expect(parseReply("run", { exit: 0, out: 1, err: 0, truncated: false, timedOut: false })).toMatchObject({ ok: true });
+    expect(parseReply("read", { error: "ENOENT", message: "No such file" })).toEqual({
+      ok: false,
+      error: { error: "ENOENT", message: "No such file" },
+    });
+    expect(parseReply("run", { exit: 0, out: 1, err: 0, truncated: false, timedOut: false })).toMatchObject({
+      ok: true,
+    });
     expect(parseReply("run", { exit: "0", out: 1, err: 0, truncated: false, timedOut: false })).toBeUndefined();
-    expect(parseReply("stat", { type: "socket", size: 3, mode: 420, mtime: 1, real: "/w/a", link: false })).toBeUndefined();
+    expect(
+      parseReply("stat", { type: "socket", size: 3, mode: 420, mtime: 1, real: "/w/a", link: false }),
+    ).toBeUndefined();
     expect(parseReply("digest", { digest: "not hex" })).toBeUndefined();
     expect(parseReply("list", { entries: "a" })).toBeUndefined();
   });

@@ -44,7 +44,13 @@ const TS = files(/\.ts$/).map((p) => ({ path: p, text: readFileSync(join(SRC, p)
 function luaParts(text: string): { header: string; code: string } {
   const lines = text.split("\n");
   const n = lines.findIndex((l) => !l.startsWith("--"));
-  return { header: lines.slice(0, n).join("\n"), code: lines.slice(n).map((l) => l.replace(/--.*$/, "")).join("\n") };
+  return {
+    header: lines.slice(0, n).join("\n"),
+    code: lines
+      .slice(n)
+      .map((l) => l.replace(/--.*$/, ""))
+      .join("\n"),
+  };
 }
 const BASH = /(?<!\\)\\\$\{|\$\{"\$"\}|\bset -[euo]|;[ \t]*(then|do)\b|\besac\b|\|\|\s*exit\s+\d|"\$\{\w+\[@\]\}"/;
 /** Shell still in a string, run on the host, not in a sandbox (their files are not this move's): why each is there. */
@@ -52,18 +58,34 @@ const BASH_LEFT: Record<string, string> = {
   "git/auth.ts": "git's credential helper for a host-side clone, a `!` config value git hands to sh",
   "backend/local.ts": "the local backend's pid 1, its bind mounts (tests only)",
 };
-const indices = (text: string, name: "KEYS" | "ARGV") => [...text.matchAll(new RegExp(`\\b${name}\\[(\\d+)\\]`, "g"))].map((m) => Number(m[1]));
+const indices = (text: string, name: "KEYS" | "ARGV") =>
+  [...text.matchAll(new RegExp(`\\b${name}\\[(\\d+)\\]`, "g"))].map((m) => Number(m[1]));
 const upTo = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
 describe("assets", () => {
   it("the assets are where the code loads them from: every asset() and luaCommand() path is a file", () => {
     expect(LUA.length).toBeGreaterThanOrEqual(6);
-    expect(WEB).toEqual(expect.arrayContaining(["web/assets/transcript.js", "web/assets/jobs.js", "web/assets/job.js", "web/assets/batches.js", "web/assets/view.js", "web/assets/style.css"]));
-    const used = TS.flatMap(({ text }) => [...text.matchAll(/\b(?:asset|luaCommand)(?:<[^>]*>)?\("([^"]+)"\)/g)].map((m) => m[1]!));
+    expect(WEB).toEqual(
+      expect.arrayContaining([
+        "web/assets/transcript.js",
+        "web/assets/jobs.js",
+        "web/assets/job.js",
+        "web/assets/batches.js",
+        "web/assets/view.js",
+        "web/assets/style.css",
+      ]),
+    );
+    const used = TS.flatMap(({ text }) =>
+      [...text.matchAll(/\b(?:asset|luaCommand)(?:<[^>]*>)?\("([^"]+)"\)/g)].map((m) => m[1]!),
+    );
     expect(used.length).toBeGreaterThanOrEqual(12);
     for (const p of used) expect(ASSETS, `${p} is loaded but is not a file under src/`).toContain(p);
     // Nothing of ours lies unused: each Lua script and browser file is loaded (or included) somewhere.
-    const included = LUA.flatMap((p) => [...readFileSync(join(SRC, p), "utf8").matchAll(/^--- @include "([^"]+)"$/gm)].map((m) => join(p, "..", `${m[1]}.lua`)));
+    const included = LUA.flatMap((p) =>
+      [...readFileSync(join(SRC, p), "utf8").matchAll(/^--- @include "([^"]+)"$/gm)].map((m) =>
+        join(p, "..", `${m[1]}.lua`),
+      ),
+    );
     for (const p of [...LUA, ...WEB, ...SH]) expect([...used, ...included], `${p} is never loaded`).toContain(p);
     for (const p of ASSETS) expect(asset(p)).toBe(readFileSync(join(SRC, p), "utf8"));
   });
@@ -78,7 +100,10 @@ describe("assets", () => {
         } catch {
           built = undefined;
         }
-        expect(built, `dist/${p} is missing or differs from src/${p}: npm run build copies it (scripts/copy-assets.mjs)`).toBe(readFileSync(join(SRC, p), "utf8"));
+        expect(
+          built,
+          `dist/${p} is missing or differs from src/${p}: npm run build copies it (scripts/copy-assets.mjs)`,
+        ).toBe(readFileSync(join(SRC, p), "utf8"));
       }
     });
   });
@@ -87,7 +112,10 @@ describe("assets", () => {
     expect(LUA.length).toBeGreaterThanOrEqual(6);
     for (const p of LUA) {
       const { header, code } = luaParts(readFileSync(join(SRC, p), "utf8"));
-      const base = p.split("/").pop()!.replace(/\.lua$/, "");
+      const base = p
+        .split("/")
+        .pop()!
+        .replace(/\.lua$/, "");
       expect(header, `${p}: the header starts "-- ${base}: what it does"`).toMatch(new RegExp(`^-- ${base}: \\S`));
       expect(header, `${p}: the header says its KEYS, its ARGV and what it returns`).toMatch(/^-- KEYS[\s[,]/m);
       expect(header, p).toMatch(/^-- .*\bARGV\b/m);
@@ -100,7 +128,10 @@ describe("assets", () => {
       const m = /\/lua\/[a-z0-9]+(?:-[a-z0-9]+)*-(\d+|n)\.lua$/.exec(p);
       expect(m, `${p}: not named <what>-<number of KEYS, or n>.lua in a lua/ folder`).not.toBeNull();
       const { lua, numberOfKeys } = luaScript(p);
-      const body = lua.split("\n").map((l) => l.replace(/--.*$/, "")).join("\n"); // includes in place
+      const body = lua
+        .split("\n")
+        .map((l) => l.replace(/--.*$/, ""))
+        .join("\n"); // includes in place
       const used = indices(body, "KEYS");
       const every = /#KEYS|ipairs\(KEYS\)/.test(body); // reads every key it is given
       if (m![1] === "n") {
@@ -114,10 +145,16 @@ describe("assets", () => {
         // by index up to KEYS[n]; a script that also loops over #KEYS reads KEYS[n] there
         if (every) expect(Math.max(0, ...used), `${p}: the highest KEYS[i] it names`).toBeLessThanOrEqual(n);
         else expect(Math.max(0, ...used), `${p}: the highest KEYS[i] it reads`).toBe(n);
-        expect([...new Set(indices(header, "KEYS"))].sort((a, b) => a - b), `${p}: the header names KEYS[1] to KEYS[${n}]`).toEqual(upTo(n));
+        expect(
+          [...new Set(indices(header, "KEYS"))].sort((a, b) => a - b),
+          `${p}: the header names KEYS[1] to KEYS[${n}]`,
+        ).toEqual(upTo(n));
       }
       const argv = Math.max(0, ...indices(body, "ARGV"));
-      expect([...new Set(indices(header, "ARGV"))].sort((a, b) => a - b), `${p}: the header names every ARGV[i] it reads`).toEqual(upTo(argv));
+      expect(
+        [...new Set(indices(header, "ARGV"))].sort((a, b) => a - b),
+        `${p}: the header names every ARGV[i] it reads`,
+      ).toEqual(upTo(argv));
     }
   });
 
@@ -154,16 +191,23 @@ describe("assets", () => {
       for (const r of refs) expect(served).toContain(r);
     }
     // a name on Object's prototype is no asset (it answered 500, not 404)
-    for (const n of ["constructor", "__proto__", "toString", "hasOwnProperty"]) expect(STATIC_ASSETS[n], n).toBeUndefined();
+    for (const n of ["constructor", "__proto__", "toString", "hasOwnProperty"])
+      expect(STATIC_ASSETS[n], n).toBeUndefined();
     const view = renderTranscriptHtml([]);
     const script = `${asset("web/assets/transcript.js")}\n${asset("web/assets/view.js")}`;
     expect(view).toContain(`<script>${script}</script>`);
     expect(view).toContain(`<style>${asset("web/assets/style.css")}</style>`);
-    expect(view).toContain(escapeHtml(`script-src ${cspHash(script)}; style-src ${cspHash(asset("web/assets/style.css"))};`));
+    expect(view).toContain(
+      escapeHtml(`script-src ${cspHash(script)}; style-src ${cspHash(asset("web/assets/style.css"))};`),
+    );
   });
 
   it("no TypeScript file under src/ holds Lua, browser code or a bash program in a string", () => {
-    const code = (text: string) => text.split("\n").filter((l) => !/^\s*(\/\/|\*|\/\*)/.test(l)).join("\n");
+    const code = (text: string) =>
+      text
+        .split("\n")
+        .filter((l) => !/^\s*(\/\/|\*|\/\*)/.test(l))
+        .join("\n");
     const bad: string[] = [];
     for (const { path, text } of TS) {
       const c = code(text);
@@ -171,10 +215,17 @@ describe("assets", () => {
       hit("Lua (redis.call)", /redis\.call|redis\.pcall|cjson\.|\bKEYS\[\d/);
       // a <script> element whose body is code, not empty (src=) nor one interpolated asset
       hit("an inline <script>", /<script\b[^>]*>(?!<\/script>|\$\{)/i);
-      hit("browser JavaScript", /"use strict"|\bdocument\.(getElementById|createElement|body)|\bwindow\.PB|\(function \(\) \{/);
-      hit("CSS", /(?:^|[\s{;])(?:box-sizing|border-radius|font-family|font-size|white-space|text-align|background-color|grid-template-columns|align-items)\s*:|:root\s*\{|@media\b/m);
+      hit(
+        "browser JavaScript",
+        /"use strict"|\bdocument\.(getElementById|createElement|body)|\bwindow\.PB|\(function \(\) \{/,
+      );
+      hit(
+        "CSS",
+        /(?:^|[\s{;])(?:box-sizing|border-radius|font-family|font-size|white-space|text-align|background-color|grid-template-columns|align-items)\s*:|:root\s*\{|@media\b/m,
+      );
       // bash: an escaped ${...} in a template, String.raw's ${"$"}, set -e, if/case/for, || exit N, "${a[@]}"
-      if (BASH.test(c) !== path in BASH_LEFT) bad.push(`${path}: ${path in BASH_LEFT ? "no bash left: drop it from BASH_LEFT" : "bash"}`);
+      if (BASH.test(c) !== path in BASH_LEFT)
+        bad.push(`${path}: ${path in BASH_LEFT ? "no bash left: drop it from BASH_LEFT" : "bash"}`);
     }
     expect(bad).toEqual([]);
   });

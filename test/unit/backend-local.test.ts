@@ -24,8 +24,12 @@ describe("the local backend", () => {
   });
 
   it("runs the sandbox: the agent's shell as uid 1000 with no capabilities in /workspace, root's /patchbay closed to it", async () => {
-    const r = await sb.shell.run("id -u; pwd; grep CapEff /proc/self/status; ls /patchbay 2>&1 | head -1; touch /workspace/x && echo wrote");
-    expect(r.output).toMatch(/^1000\n\/workspace\nCapEff:\s+0+\nls: cannot open directory '\/patchbay': Permission denied\nwrote\n$/);
+    const r = await sb.shell.run(
+      "id -u; pwd; grep CapEff /proc/self/status; ls /patchbay 2>&1 | head -1; touch /workspace/x && echo wrote",
+    );
+    expect(r.output).toMatch(
+      /^1000\n\/workspace\nCapEff:\s+0+\nls: cannot open directory '\/patchbay': Permission denied\nwrote\n$/,
+    );
   });
 
   it("keeps files, exec and timeouts as the Docker backend does", async () => {
@@ -39,7 +43,9 @@ describe("the local backend", () => {
   });
 
   it("a kill of the agent's uid stays in the box: uid 1000 outside it lives on", async () => {
-    const outside = spawn("setpriv", ["--reuid=1000", "--regid=1000", "--clear-groups", "sleep", "30"], { stdio: "ignore" });
+    const outside = spawn("setpriv", ["--reuid=1000", "--regid=1000", "--clear-groups", "sleep", "30"], {
+      stdio: "ignore",
+    });
     try {
       await new Promise((r) => setTimeout(r, 200)); // setpriv has exec'd sleep (a pause, not a synchronisation of the test's outcome)
       await sb.shell.run("kill -9 -1; true");
@@ -52,7 +58,11 @@ describe("the local backend", () => {
   });
 
   it("removing a box ends every process in it and its directory; the reaper finds a dead owner's", async () => {
-    const other = await Sandbox.create({ backend, owner: "elsewhere:1:x", labels: { "patchbay.test": "runtime-local" } });
+    const other = await Sandbox.create({
+      backend,
+      owner: "elsewhere:1:x",
+      labels: { "patchbay.test": "runtime-local" },
+    });
     await other.shell.run("sleep 1000 & echo started");
     expect(await other.running()).toBe(true);
     const report = await reap(async (owner) => owner !== "elsewhere:1:x", backend);
@@ -93,7 +103,9 @@ describe("a worker and the local backend", () => {
     delete process.env.PATCHBAY_TEST_BACKENDS;
     try {
       expect(loadConfig().backend).toBe("local");
-      await expect(startWorker({ queueName: "runtime-local-refused" })).rejects.toThrow(/PATCHBAY_BACKEND=local runs repos with no isolation: a worker refuses it/);
+      await expect(startWorker({ queueName: "runtime-local-refused" })).rejects.toThrow(
+        /PATCHBAY_BACKEND=local runs repos with no isolation: a worker refuses it/,
+      );
     } finally {
       process.env = saved;
     }

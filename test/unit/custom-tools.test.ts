@@ -28,14 +28,34 @@ writeFileSync(join(repo, "a.txt"), "a\n");
 afterAll(() => rmSync(repo, { recursive: true, force: true }));
 afterEach(closeScripted);
 
-const schema = { type: "object", properties: { path: { type: "string" } }, required: ["path"], additionalProperties: false };
-const tool = (name: string, command: string, extra: Record<string, unknown> = {}) => ({ name, description: `the ${name} tool`, input_schema: schema, command, ...extra });
+const schema = {
+  type: "object",
+  properties: { path: { type: "string" } },
+  required: ["path"],
+  additionalProperties: false,
+};
+const tool = (name: string, command: string, extra: Record<string, unknown> = {}) => ({
+  name,
+  description: `the ${name} tool`,
+  input_schema: schema,
+  command,
+  ...extra,
+});
 
 describe("custom tools in a job (local backend)", () => {
   it("offers them with their schemas, runs a valid call with its input on stdin, refuses an invalid one without running it", async () => {
-    const tools = { custom: [tool("show_input", 'read -r line; echo "uid=$(id -u) cwd=$PWD stdin=$line"'), tool("touch_it", "touch ran.txt; echo touched")] };
+    const tools = {
+      custom: [
+        tool("show_input", 'read -r line; echo "uid=$(id -u) cwd=$PWD stdin=$line"'),
+        tool("touch_it", "touch ran.txt; echo touched"),
+      ],
+    };
     const { result, events, fake } = await runScripted(
-      [reply(toolUse("show_input", { path: "a.txt" })), reply(toolUse("touch_it", { path: 5 }), toolUse("touch_it", { file: "x" })), reply(text("done"))],
+      [
+        reply(toolUse("show_input", { path: "a.txt" })),
+        reply(toolUse("touch_it", { path: 5 }), toolUse("touch_it", { file: "x" })),
+        reply(text("done")),
+      ],
       { repo: { path: repo }, tools },
       "custom-tools",
       localBackend(),
@@ -50,15 +70,24 @@ describe("custom tools in a job (local backend)", () => {
     expect(toolResultText(ok)).toBe('uid=1000 cwd=/workspace stdin={"path":"a.txt"}');
     const bad = toolResults(fake.requests[2]);
     expect(bad.map((b) => b.is_error)).toEqual([true, true]);
-    expect(toolResultText(bad[0])).toMatch(/^Invalid input for touch_it: input\/path must be string\. Nothing was run\.$/);
+    expect(toolResultText(bad[0])).toMatch(
+      /^Invalid input for touch_it: input\/path must be string\. Nothing was run\.$/,
+    );
     expect(toolResultText(bad[1])).toMatch(/must have required property 'path'.*must NOT have additional properties/);
     // Nothing ran: the workspace is unchanged.
     expect(result.filesChanged).toEqual([]);
-    expect(events.filter((e) => e.type === "tool_call").map((e) => (e as { name: string }).name)).toEqual(["show_input", "touch_it", "touch_it"]);
+    expect(events.filter((e) => e.type === "tool_call").map((e) => (e as { name: string }).name)).toEqual([
+      "show_input",
+      "touch_it",
+      "touch_it",
+    ]);
   });
 
   it("a failing command is an error with its stderr and exit code; a hanging one is killed at the command timeout", async () => {
-    const tools = { editor: "edit_file", custom: [tool("fails", "echo partial; echo broken >&2; exit 3"), tool("hangs", "sleep 1000 & sleep 1000")] };
+    const tools = {
+      editor: "edit_file",
+      custom: [tool("fails", "echo partial; echo broken >&2; exit 3"), tool("hangs", "sleep 1000 & sleep 1000")],
+    };
     const { result, fake } = await runScripted(
       [reply(toolUse("fails", { path: "x" })), reply(toolUse("hangs", { path: "x" })), reply(text("done"))],
       { repo: { path: repo }, tools, commandTimeoutSec: 1 },
@@ -80,8 +109,18 @@ describe("custom tools in a job (local backend)", () => {
     try {
       const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
       const spec = { task: "t", repo: { path: repo }, tools: { custom: [tool("lint", "true")] } };
-      const err = await runJob(spec, { model, backend: localBackend(), config: localWorkerConfig({ PATCHBAY_ALLOW_CUSTOM_TOOLS: "0" }), labels: { "patchbay.test": "custom-tools" } }).then(() => undefined, (e: Error) => e);
-      expect(err?.message).toBe("JobSpec refused by this worker's policy: tools.custom: a spec's own tools are not allowed by this worker (PATCHBAY_ALLOW_CUSTOM_TOOLS=1 on the worker allows them)");
+      const err = await runJob(spec, {
+        model,
+        backend: localBackend(),
+        config: localWorkerConfig({ PATCHBAY_ALLOW_CUSTOM_TOOLS: "0" }),
+        labels: { "patchbay.test": "custom-tools" },
+      }).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(err?.message).toBe(
+        "JobSpec refused by this worker's policy: tools.custom: a spec's own tools are not allowed by this worker (PATCHBAY_ALLOW_CUSTOM_TOOLS=1 on the worker allows them)",
+      );
       expect(fake.requests).toHaveLength(0);
     } finally {
       await fake.close();
@@ -100,9 +139,15 @@ describe("tools.custom in the JobSpec", () => {
     expect(error([tool("bash", "x")])).toMatch(/tools\.custom\[0\]\.name: must not be a built-in tool's name/);
     expect(error([tool("mcp__x__y", "x")])).toMatch(/tools\.custom\[0\]\.name: must not start with "mcp__"/);
     expect(error([tool("t", "x"), tool("t", "y")])).toMatch(/tools\.custom\[1\]\.name: the name "t" is taken/);
-    expect(error([tool("t", "x", { input_schema: { type: "string" } })])).toMatch(/tools\.custom\[0\]\.input_schema: must have "type": "object"/);
-    expect(error([tool("t", "x", { input_schema: { type: "object", properties: 5 } })])).toMatch(/tools\.custom\[0\]\.input_schema: is not a valid JSON Schema/);
+    expect(error([tool("t", "x", { input_schema: { type: "string" } })])).toMatch(
+      /tools\.custom\[0\]\.input_schema: must have "type": "object"/,
+    );
+    expect(error([tool("t", "x", { input_schema: { type: "object", properties: 5 } })])).toMatch(
+      /tools\.custom\[0\]\.input_schema: is not a valid JSON Schema/,
+    );
     expect(error([{ name: "t", input_schema: schema }])).toMatch(/tools\.custom\[0\]\.command: required/);
-    expect((parseJobSpec({ task: "t", repo: { path: "." }, tools: { custum: [] } }) as { error: string }).error).toMatch(/tools\.custum: unknown key \(did you mean "custom"\?\)/);
+    expect(
+      (parseJobSpec({ task: "t", repo: { path: "." }, tools: { custum: [] } }) as { error: string }).error,
+    ).toMatch(/tools\.custum: unknown key \(did you mean "custom"\?\)/);
   });
 });

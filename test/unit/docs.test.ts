@@ -21,11 +21,23 @@ import { dirname, join, relative, resolve } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { exitCodeFor } from "../../src/cli/exit.js";
-import { Budget, EVENT_TYPES, JOB_STATUSES, JobResult, JobSpec, Limits, Network, TranscriptEvent } from "../../src/core/spec/spec.js";
+import {
+  Budget,
+  EVENT_TYPES,
+  JOB_STATUSES,
+  JobResult,
+  JobSpec,
+  Limits,
+  Network,
+  TranscriptEvent,
+} from "../../src/core/spec/spec.js";
 
 const ROOT = resolve(new URL("../..", import.meta.url).pathname);
 const read = (rel: string) => readFileSync(join(ROOT, rel), "utf8");
-const mdIn = (dir: string) => readdirSync(join(ROOT, dir)).filter((f) => f.endsWith(".md")).map((f) => `${dir}/${f}`);
+const mdIn = (dir: string) =>
+  readdirSync(join(ROOT, dir))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => `${dir}/${f}`);
 const DOCS = ["README.md", "CHANGELOG.md", ...mdIn("docs"), ...mdIn("docs/history")];
 
 // ---------------------------------------------------------------------------------------------
@@ -56,7 +68,10 @@ function slug(heading: string): string {
     .replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1") // links and images: their text
     .replace(/<[^>]+>/g, "") // HTML tags
     .replace(/[`*]/g, ""); // code and emphasis marks (the text inside stays)
-  return text.toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, "").replace(/ /g, "-");
+  return text
+    .toLowerCase()
+    .replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, "")
+    .replace(/ /g, "-");
 }
 
 /** Every anchor a file's headings make, duplicates numbered as GitHub numbers them (x, x-1, x-2). */
@@ -79,7 +94,8 @@ function links(md: string): { target: string; n: number }[] {
   const out: { target: string; n: number }[] = [];
   for (const { line, n } of prose(md)) {
     const text = line.replace(/(`+).+?\1/g, ""); // a code span holds no link
-    for (const m of text.matchAll(/!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) out.push({ target: m[1]!, n });
+    for (const m of text.matchAll(/!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g))
+      out.push({ target: m[1]!, n });
   }
   return out;
 }
@@ -100,7 +116,11 @@ function tableRows(lines: string[]): string[][] {
   if (first < 0) throw new Error("no table");
   const rows: string[][] = [];
   for (let i = first; i < lines.length && lines[i]!.trimStart().startsWith("|"); i++) {
-    const cells = lines[i]!.replace(/\\\|/g, "\u0000").trim().replace(/^\||\|$/g, "").split("|").map((c) => c.replace(/\u0000/g, "|").trim());
+    const cells = lines[i]!.replace(/\\\|/g, "\u0000")
+      .trim()
+      .replace(/^\||\|$/g, "")
+      .split("|")
+      .map((c) => c.replace(/\u0000/g, "|").trim());
     rows.push(cells);
   }
   return rows.slice(2); // the header row and the |---| row
@@ -135,8 +155,13 @@ function envKeys(): string[] {
       });
     }
     // z.object({...}), and a chain on it: .extend({...}), .merge(Other), .superRefine(fn), …
-    if (ts.isCallExpression(e)) return [...(ts.isPropertyAccessExpression(e.expression) ? keysOf(e.expression.expression) : []), ...e.arguments.flatMap(keysOf)];
-    if (ts.isParenthesizedExpression(e) || ts.isAsExpression(e) || ts.isSatisfiesExpression(e)) return keysOf(e.expression);
+    if (ts.isCallExpression(e))
+      return [
+        ...(ts.isPropertyAccessExpression(e.expression) ? keysOf(e.expression.expression) : []),
+        ...e.arguments.flatMap(keysOf),
+      ];
+    if (ts.isParenthesizedExpression(e) || ts.isAsExpression(e) || ts.isSatisfiesExpression(e))
+      return keysOf(e.expression);
     if (ts.isIdentifier(e) && vars.has(e.text) && !seen.has(e.text)) {
       seen.add(e.text);
       return keysOf(vars.get(e.text)!);
@@ -144,7 +169,10 @@ function envKeys(): string[] {
     return [];
   };
   const env = vars.get("Env");
-  if (!env) throw new Error("src/core/config/config.ts has no `const Env`: say in this test where the environment's schema went");
+  if (!env)
+    throw new Error(
+      "src/core/config/config.ts has no `const Env`: say in this test where the environment's schema went",
+    );
   seen.add("Env");
   return keysOf(env);
 }
@@ -160,7 +188,9 @@ function filesUnder(dir: string, ext: RegExp): string[] {
 
 describe("the docs' links", () => {
   it("GitHub's slugs, as this test makes them", () => {
-    expect(slug("What \"verified means verified\" costs (2026-12-01)")).toBe("what-verified-means-verified-costs-2026-12-01");
+    expect(slug('What "verified means verified" costs (2026-12-01)')).toBe(
+      "what-verified-means-verified-costs-2026-12-01",
+    );
     expect(slug("Benchmarks (`npm run bench`)")).toBe("benchmarks-npm-run-bench");
     expect(slug("The worker's policy")).toBe("the-workers-policy");
     expect(slug("Credentials for `{ git }` repos")).toBe("credentials-for--git--repos");
@@ -176,13 +206,15 @@ describe("the docs' links", () => {
         if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue; // https:, mailto:: not this test's to check
         const [rawPath, rawAnchor] = target.split("#", 2) as [string, string | undefined];
         const path = decodeURIComponent(rawPath);
-        const file = path === "" ? join(ROOT, doc) : path.startsWith("/") ? join(ROOT, path) : resolve(ROOT, dirname(doc), path);
+        const file =
+          path === "" ? join(ROOT, doc) : path.startsWith("/") ? join(ROOT, path) : resolve(ROOT, dirname(doc), path);
         const where = `${doc}:${n}: ${target}`;
         if (!file.startsWith(ROOT + "/") && file !== ROOT) broken.push(`${where} (outside the repository)`);
         else if (!existsSync(file)) broken.push(`${where} (no file ${relative(ROOT, file)})`);
         else if (rawAnchor !== undefined) {
           if (!file.endsWith(".md")) broken.push(`${where} (an anchor into a file that is not markdown)`);
-          else if (!anchors(readFileSync(file, "utf8")).has(decodeURIComponent(rawAnchor))) broken.push(`${where} (no heading #${rawAnchor} in ${relative(ROOT, file)})`);
+          else if (!anchors(readFileSync(file, "utf8")).has(decodeURIComponent(rawAnchor)))
+            broken.push(`${where} (no heading #${rawAnchor} in ${relative(ROOT, file)})`);
         }
       }
       expect(broken).toEqual([]);
@@ -201,7 +233,10 @@ describe("docs/jobspec.md lists what src/core/spec/spec.ts defines", () => {
     for (const row of rows) {
       const type = names(row[0])[0]!;
       const schema = TranscriptEvent.options.find((o) => o.shape.type.value === type)!;
-      expect({ type, fields: sorted(names(row[1])) }).toEqual({ type, fields: sorted(Object.keys(schema.shape).filter((k) => !base.has(k))) });
+      expect({ type, fields: sorted(names(row[1])) }).toEqual({
+        type,
+        fields: sorted(Object.keys(schema.shape).filter((k) => !base.has(k))),
+      });
     }
   });
 
@@ -222,7 +257,8 @@ describe("docs/jobspec.md lists what src/core/spec/spec.ts defines", () => {
 
   it("every JobSpec field, limits, budget and network ones included", () => {
     const fields = tableRows(section(md, "Fields")).map((r) => names(r[0])[0]!);
-    const under = (prefix: string) => sorted(new Set(fields.filter((f) => f.startsWith(`${prefix}.`)).map((f) => f.split(".")[1]!)));
+    const under = (prefix: string) =>
+      sorted(new Set(fields.filter((f) => f.startsWith(`${prefix}.`)).map((f) => f.split(".")[1]!)));
     expect(sorted(new Set(fields.map((f) => f.split(".")[0]!)))).toEqual(sorted(Object.keys(JobSpec.shape)));
     expect(under("limits")).toEqual(sorted(Object.keys(Limits.shape)));
     expect(under("budget")).toEqual(sorted(Object.keys(Budget.shape)));
@@ -245,12 +281,22 @@ describe("docs/operations.md lists the environment the code reads", () => {
 
   it("what is read elsewhere is not loadConfig's, and is read somewhere", () => {
     expect(elsewhere.filter((v) => env.includes(v))).toEqual([]); // moved into core/config/config.ts: move its row up
-    const sources = [...filesUnder("src", /\.ts$/), ...filesUnder("scripts", /\.(sh|ts|mjs)$|^[^.]+$/) /* scripts without an extension too (podman/patchbay-runc) */, join(ROOT, "docker-compose.yml")].map((f) => readFileSync(f, "utf8")).join("\n");
+    const sources = [
+      ...filesUnder("src", /\.ts$/),
+      ...filesUnder("scripts", /\.(sh|ts|mjs)$|^[^.]+$/) /* scripts without an extension too (podman/patchbay-runc) */,
+      join(ROOT, "docker-compose.yml"),
+    ]
+      .map((f) => readFileSync(f, "utf8"))
+      .join("\n");
     expect(elsewhere.filter((v) => !new RegExp(`\\b${v}\\b`).test(sources))).toEqual([]);
   });
 
   it("every process.env.X in src/ is listed", () => {
-    const read = new Set(filesUnder("src", /\.ts$/).flatMap((f) => [...readFileSync(f, "utf8").matchAll(/process\.env\.([A-Z_][A-Z0-9_]*)/g)].map((m) => m[1]!)));
+    const read = new Set(
+      filesUnder("src", /\.ts$/).flatMap((f) =>
+        [...readFileSync(f, "utf8").matchAll(/process\.env\.([A-Z_][A-Z0-9_]*)/g)].map((m) => m[1]!),
+      ),
+    );
     expect(sorted(read).filter((v) => !listed.includes(v) && !elsewhere.includes(v))).toEqual([]);
   });
 });
@@ -267,10 +313,17 @@ function dirLayers(): Record<string, number> {
   const sf = ts.createSourceFile(path, readFileSync(path, "utf8"), ts.ScriptTarget.Latest, true);
   let found: Record<string, number> | undefined;
   const visit = (n: ts.Node): void => {
-    if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.name.text === "DIR_LAYER" && n.initializer && ts.isObjectLiteralExpression(n.initializer)) {
+    if (
+      ts.isVariableDeclaration(n) &&
+      ts.isIdentifier(n.name) &&
+      n.name.text === "DIR_LAYER" &&
+      n.initializer &&
+      ts.isObjectLiteralExpression(n.initializer)
+    ) {
       found = Object.fromEntries(
         n.initializer.properties.map((p) => {
-          if (!ts.isPropertyAssignment(p) || !ts.isNumericLiteral(p.initializer)) throw new Error(`DIR_LAYER: ${p.getText()} is not \`folder: number\``);
+          if (!ts.isPropertyAssignment(p) || !ts.isNumericLiteral(p.initializer))
+            throw new Error(`DIR_LAYER: ${p.getText()} is not \`folder: number\``);
           return [ts.isStringLiteral(p.name) ? p.name.text : p.name.getText(), Number(p.initializer.text)];
         }),
       );
@@ -278,7 +331,10 @@ function dirLayers(): Record<string, number> {
     ts.forEachChild(n, visit);
   };
   visit(sf);
-  if (!found) throw new Error("test/unit/structure.test.ts has no `const DIR_LAYER = { … }`: say in this test where the layers went");
+  if (!found)
+    throw new Error(
+      "test/unit/structure.test.ts has no `const DIR_LAYER = { … }`: say in this test where the layers went",
+    );
   return found;
 }
 
@@ -295,7 +351,9 @@ describe("docs/architecture.md maps src/", () => {
     });
     expect(listed.length).toBeGreaterThan(10); // the parse found the table
     expect(new Set(listed.map(([d]) => d)).size).toBe(listed.length);
-    const dirs = readdirSync(join(ROOT, "src"), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    const dirs = readdirSync(join(ROOT, "src"), { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
     expect(sorted(listed.map(([d]) => d))).toEqual(sorted(dirs));
     expect(Object.fromEntries(listed)).toEqual(dirLayers());
   });
@@ -303,12 +361,16 @@ describe("docs/architecture.md maps src/", () => {
   it("its entry row names exactly the files directly in src/", () => {
     const entry = rows.filter((r) => r[0] === "entry");
     expect(entry.length).toBe(1);
-    const files = readdirSync(join(ROOT, "src"), { withFileTypes: true }).filter((e) => e.isFile() && e.name.endsWith(".ts")).map((e) => `src/${e.name}`);
+    const files = readdirSync(join(ROOT, "src"), { withFileTypes: true })
+      .filter((e) => e.isFile() && e.name.endsWith(".ts"))
+      .map((e) => `src/${e.name}`);
     expect(sorted(names(entry[0]![3]).filter((n) => n.startsWith("src/")))).toEqual(sorted(files));
   });
 
   it("its glossary defines each word once", () => {
-    const terms = section(md, "Glossary").flatMap((l) => [...l.matchAll(/\*\*([^*]+)\*\*/g)].map((m) => m[1]!.toLowerCase()));
+    const terms = section(md, "Glossary").flatMap((l) =>
+      [...l.matchAll(/\*\*([^*]+)\*\*/g)].map((m) => m[1]!.toLowerCase()),
+    );
     expect(terms.length).toBeGreaterThan(30); // the parse found the glossary
     expect(terms.filter((t, i) => terms.indexOf(t) !== i)).toEqual([]);
   });

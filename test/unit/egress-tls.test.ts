@@ -60,7 +60,8 @@ async function open(p = proxy()): Promise<{ s: EgressSession; recs: EgressRecord
   return { s, recs };
 }
 
-const HANDSHAKE_CUT = /disconnected before secure TLS connection|ECONNRESET|socket hang up|EPIPE|closed before the TLS handshake ended/;
+const HANDSHAKE_CUT =
+  /disconnected before secure TLS connection|ECONNRESET|socket hang up|EPIPE|closed before the TLS handshake ended/;
 const conns = (port: number) => host.connections[port]!;
 
 describe("CONNECT reaches the name it allows", () => {
@@ -70,10 +71,19 @@ describe("CONNECT reaches the name it allows", () => {
       const ok = await tlsRequest(s, "secure.test:443", "secure.test", { ca: host.ca });
       expect(ok.error).toBeUndefined();
       expect(ok.response).toMatch(/^HTTP\/1\.1 200 [^]*tls 443 sni=secure\.test host=secure\.test$/);
-      const upper = await tlsRequest(s, "Secure.Test.:443", "SECURE.test", { ca: host.ca, tls: { checkServerIdentity: () => undefined } });
+      const upper = await tlsRequest(s, "Secure.Test.:443", "SECURE.test", {
+        ca: host.ca,
+        tls: { checkServerIdentity: () => undefined },
+      });
       expect(upper.response).toMatch(/tls 443 sni=SECURE\.test/);
       await until(() => recs.length === 2);
-      expect(recs[0]).toMatchObject({ host: "secure.test", port: 443, method: "CONNECT", allowed: true, address: host.ip });
+      expect(recs[0]).toMatchObject({
+        host: "secure.test",
+        port: 443,
+        method: "CONNECT",
+        allowed: true,
+        address: host.ip,
+      });
       expect(recs[0]!.reason).toBeUndefined();
       expect(recs[0]!.bytesUp).toBeGreaterThan(200);
       expect(recs[0]!.bytesDown).toBeGreaterThan(200);
@@ -94,12 +104,19 @@ describe("CONNECT reaches the name it allows", () => {
       expect(r.error).toMatch(HANDSHAKE_CUT);
       await until(() => recs.length === 1);
       expect(recs[0]).toMatchObject({
-        host: "secure.test", port: 443, method: "CONNECT", allowed: false, bytesUp: 0, bytesDown: 0,
+        host: "secure.test",
+        port: 443,
+        method: "CONNECT",
+        allowed: false,
+        bytesUp: 0,
+        bytesDown: 0,
         reason: "the ClientHello's server name shared.test is not the CONNECT host secure.test",
       });
       expect(conns(443)).toBe(before);
       expect(host.names).not.toContain("shared.test");
-      expect([...s.refusals]).toEqual(["secure.test:443 (the ClientHello's server name shared.test is not the CONNECT host secure.test)"]);
+      expect([...s.refusals]).toEqual([
+        "secure.test:443 (the ClientHello's server name shared.test is not the CONNECT host secure.test)",
+      ]);
     } finally {
       await s.close();
     }
@@ -110,11 +127,19 @@ describe("CONNECT reaches the name it allows", () => {
     try {
       const before = conns(443);
       // The server has one certificate and needs no SNI: without the check this succeeds.
-      const r = await tlsRequest(s, "secure.test:443", "", { ca: host.ca, hostHeader: "shared.test", tls: { checkServerIdentity: () => undefined } });
+      const r = await tlsRequest(s, "secure.test:443", "", {
+        ca: host.ca,
+        hostHeader: "shared.test",
+        tls: { checkServerIdentity: () => undefined },
+      });
       expect(r.response).toBeUndefined();
       expect(r.error).toMatch(HANDSHAKE_CUT);
       await until(() => recs.length === 1);
-      expect(recs[0]).toMatchObject({ host: "secure.test", allowed: false, reason: "the ClientHello names no server (no SNI); it must name secure.test" });
+      expect(recs[0]).toMatchObject({
+        host: "secure.test",
+        allowed: false,
+        reason: "the ClientHello names no server (no SNI); it must name secure.test",
+      });
       expect(conns(443)).toBe(before);
     } finally {
       await s.close();
@@ -126,11 +151,18 @@ describe("CONNECT reaches the name it allows", () => {
     try {
       const r80 = await connect(s, "secure.test:80");
       expect(r80.ok).toBe(false);
-      expect(r80).toMatchObject({ status: 403, body: expect.stringContaining("secure.test:80 refused: port 80: CONNECT only to port 443 or a port an allow-list entry names (host:port); secure.test allows 443") });
+      expect(r80).toMatchObject({
+        status: 403,
+        body: expect.stringContaining(
+          "secure.test:80 refused: port 80: CONNECT only to port 443 or a port an allow-list entry names (host:port); secure.test allows 443",
+        ),
+      });
       // a port another name's entry names does not open it for this name
       expect((await connect(s, "secure.test:8443")).ok).toBe(false);
       // the entry alt.test:8443 opens 8443 (and not 443) for alt.test
-      expect((await tlsRequest(s, "alt.test:8443", "alt.test", { ca: host.ca })).response).toMatch(/tls 8443 sni=alt\.test host=alt\.test$/);
+      expect((await tlsRequest(s, "alt.test:8443", "alt.test", { ca: host.ca })).response).toMatch(
+        /tls 8443 sni=alt\.test host=alt\.test$/,
+      );
       expect((await connect(s, "alt.test:443")).ok).toBe(false);
       await until(() => recs.length === 4);
       expect(recs.map((r) => [r.port, r.allowed, r.reason?.replace(/;.*/, "") ?? null])).toEqual([
@@ -188,7 +220,9 @@ describe("CONNECT reaches the name it allows", () => {
             if (Buffer.concat(got).length > 200) c.destroy();
           });
           c.on("close", () => resolve(Buffer.concat(got)));
-          c.write(Buffer.concat([Buffer.from("CONNECT secure.test:443 HTTP/1.1\r\nHost: secure.test:443\r\n\r\n"), hello]));
+          c.write(
+            Buffer.concat([Buffer.from("CONNECT secure.test:443 HTTP/1.1\r\nHost: secure.test:443\r\n\r\n"), hello]),
+          );
         });
       const evil = await send(await captureHello({ servername: "shared.test" }));
       expect(evil.toString("latin1")).toBe("HTTP/1.1 200 Connection Established\r\n\r\n");
@@ -197,7 +231,10 @@ describe("CONNECT reaches the name it allows", () => {
       expect(good.length).toBeGreaterThan(200);
       expect(good[39]).toBe(0x16); // a TLS handshake record right after the 200
       await until(() => recs.length === 2);
-      expect(recs[0]).toMatchObject({ allowed: false, reason: "the ClientHello's server name shared.test is not the CONNECT host secure.test" });
+      expect(recs[0]).toMatchObject({
+        allowed: false,
+        reason: "the ClientHello's server name shared.test is not the CONNECT host secure.test",
+      });
       expect(recs[1]).toMatchObject({ allowed: true });
       expect(conns(443)).toBe(before + 1);
     } finally {
@@ -209,7 +246,10 @@ describe("CONNECT reaches the name it allows", () => {
     const { s, recs } = await open();
     try {
       for (const size of [1, 40, 300]) {
-        const r = await tlsRequest(s, "secure.test:443", "secure.test", { ca: host.ca, wrap: (sock) => fragmenting(sock, size) });
+        const r = await tlsRequest(s, "secure.test:443", "secure.test", {
+          ca: host.ca,
+          wrap: (sock) => fragmenting(sock, size),
+        });
         expect([size, r.error ?? null]).toEqual([size, null]);
         expect(r.response).toMatch(/tls 443 sni=secure\.test host=secure\.test$/);
       }
@@ -225,7 +265,10 @@ describe("CONNECT reaches the name it allows", () => {
     try {
       // The server on 9443 takes P-256 only; node's client sends an X25519 key share first, so
       // the server asks again and the client's second ClientHello goes through the gate too.
-      const ok = await tlsRequest(s, "retry.test:9443", "retry.test", { ca: host.ca, tls: { ecdhCurve: "X25519:P-256" } });
+      const ok = await tlsRequest(s, "retry.test:9443", "retry.test", {
+        ca: host.ca,
+        tls: { ecdhCurve: "X25519:P-256" },
+      });
       expect(ok.error).toBeUndefined();
       expect(ok.response).toMatch(/tls 9443 sni=retry\.test/);
 
@@ -241,12 +284,17 @@ describe("CONNECT reaches the name it allows", () => {
       await closed;
       const answer = Buffer.concat(got);
       // the server's HelloRetryRequest reached the client; the second hello did not reach the server
-      expect(answer.subarray(11, 43).toString("hex")).toBe("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c");
+      expect(answer.subarray(11, 43).toString("hex")).toBe(
+        "cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c",
+      );
       await until(() => recs.length === 2);
       expect(recs[0]).toMatchObject({ host: "retry.test", allowed: true });
       expect(recs[1]).toMatchObject({
-        host: "retry.test", allowed: false, bytesUp: first.length,
-        reason: "second ClientHello (after a HelloRetryRequest): the ClientHello's server name shared.test is not the CONNECT host retry.test",
+        host: "retry.test",
+        allowed: false,
+        bytesUp: first.length,
+        reason:
+          "second ClientHello (after a HelloRetryRequest): the ClientHello's server name shared.test is not the CONNECT host retry.test",
       });
       expect(host.names).not.toContain("shared.test");
     } finally {
@@ -269,10 +317,14 @@ describe("egress records are bounded at the source", () => {
           c.write(line);
         });
       const long = "x".repeat(15_000);
-      expect(await raw(`CONNECT ${long}:443 HTTP/1.1\r\n\r\n`)).toMatch(/^HTTP\/1\.1 403[^]*refused: not a valid host name\n$/);
+      expect(await raw(`CONNECT ${long}:443 HTTP/1.1\r\n\r\n`)).toMatch(
+        /^HTTP\/1\.1 403[^]*refused: not a valid host name\n$/,
+      );
       expect(await raw(`CONNECT ${long} HTTP/1.1\r\n\r\n`)).toMatch(/refused: CONNECT needs host:port\n$/);
       expect(await raw(`GET /x HTTP/1.1\r\nHost: ${"h".repeat(15_000)}\r\n\r\n`)).toMatch(/^HTTP\/1\.1 400/);
-      expect(await raw(`${"M".repeat(300)} http://secure.test/ HTTP/1.1\r\nHost: secure.test\r\n\r\n`)).toMatch(/^HTTP\/1\.1 40\d/);
+      expect(await raw(`${"M".repeat(300)} http://secure.test/ HTTP/1.1\r\nHost: secure.test\r\n\r\n`)).toMatch(
+        /^HTTP\/1\.1 40\d/,
+      );
       await until(() => recs.length === 4);
       for (const r of recs) {
         expect(Buffer.byteLength(r.host)).toBeLessThanOrEqual(253);
@@ -280,7 +332,12 @@ describe("egress records are bounded at the source", () => {
         expect(r.reason!.length).toBeLessThanOrEqual(400);
         expect(JSON.stringify(r)).toMatch(/^[\x20-\x7e]*$/);
       }
-      expect(recs[0]).toMatchObject({ host: `${"x".repeat(250)}...`, port: 443, method: "CONNECT", reason: "not a valid host name" });
+      expect(recs[0]).toMatchObject({
+        host: `${"x".repeat(250)}...`,
+        port: 443,
+        method: "CONNECT",
+        reason: "not a valid host name",
+      });
       expect(recs[1]).toMatchObject({ host: `${"x".repeat(250)}...`, reason: "CONNECT needs host:port" });
       expect(recs[2]!.host).toBe(`${"h".repeat(250)}...`);
     } finally {
@@ -319,12 +376,16 @@ describe("the egress base directory (PATCHBAY_EGRESS_DIR, default $TMPDIR/patchb
     const other = join(p, "other");
     mkdirSync(other, { mode: 0o700 });
     chownSync(other, 65534, 65534);
-    expect(() => session(other)).toThrow(`the egress directory ${other} is owned by uid 65534, not the worker's (0); remove it (rm -r ${other}) or set PATCHBAY_EGRESS_DIR to a directory of the worker's own with mode 0700`);
+    expect(() => session(other)).toThrow(
+      `the egress directory ${other} is owned by uid 65534, not the worker's (0); remove it (rm -r ${other}) or set PATCHBAY_EGRESS_DIR to a directory of the worker's own with mode 0700`,
+    );
     for (const m of [0o777, 0o1777, 0o720, 0o702]) {
       const d = join(p, `w${m.toString(8)}`);
       mkdirSync(d);
       chmodSync(d, m);
-      expect(() => session(d)).toThrow(`the egress directory ${d} has mode 0${m.toString(8)} (writable by group or others)`);
+      expect(() => session(d)).toThrow(
+        `the egress directory ${d} has mode 0${m.toString(8)} (writable by group or others)`,
+      );
       expect(mode(d)).toBe(m); // left as it was
     }
     const mine = join(p, "mine");

@@ -3,13 +3,24 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  apiError, lastToolResults, reply, startFakeAnthropic, text, toolResultText, toolUse,
-  type FakeAnthropic, type Policy, type Reply,
+  apiError,
+  lastToolResults,
+  reply,
+  startFakeAnthropic,
+  text,
+  toolResultText,
+  toolUse,
+  type FakeAnthropic,
+  type Policy,
+  type Reply,
 } from "../support/fake-anthropic.js";
 
 const MODEL = "claude-test-model";
 let fake: FakeAnthropic | undefined;
-afterEach(async () => { await fake?.close(); fake = undefined; });
+afterEach(async () => {
+  await fake?.close();
+  fake = undefined;
+});
 
 async function setup(script: Reply[] | Policy) {
   fake = await startFakeAnthropic(script);
@@ -19,8 +30,15 @@ const ask = (content: string) => ({ model: MODEL, max_tokens: 1024, messages: [{
 
 describe("fake-anthropic with the real SDK", () => {
   it("streams text + tool_use that finalMessage() reconstructs exactly", async () => {
-    const input = { path: "src/a.ts", edits: [{ line: 3, text: "const x = \"ü 🚀\";\n" }], opts: { dry: false, n: null } };
-    const content = [text("Let me edit that file — with ünïcödé 🚀 and more text."), toolUse("edit_file", input, "toolu_abc")];
+    const input = {
+      path: "src/a.ts",
+      edits: [{ line: 3, text: 'const x = "ü 🚀";\n' }],
+      opts: { dry: false, n: null },
+    };
+    const content = [
+      text("Let me edit that file — with ünïcödé 🚀 and more text."),
+      toolUse("edit_file", input, "toolu_abc"),
+    ];
     const { fake, client } = await setup([reply(...content)]);
 
     const events: string[] = [];
@@ -43,7 +61,9 @@ describe("fake-anthropic with the real SDK", () => {
   it("uses real SSE framing incl. ping (raw fetch)", async () => {
     const { fake } = await setup([reply(text("hi"))]);
     const res = await fetch(`${fake.url}/v1/messages`, {
-      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...ask("x"), stream: true }),
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ...ask("x"), stream: true }),
     });
     expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
     const raw = await res.text();
@@ -51,15 +71,29 @@ describe("fake-anthropic with the real SDK", () => {
       expect(JSON.parse(m[2]!).type).toBe(m[1]);
       return m[1];
     });
-    expect(names).toEqual(["message_start", "ping", "content_block_start", "content_block_delta",
-      "content_block_delta", "content_block_stop", "message_delta", "message_stop"]);
+    expect(names).toEqual([
+      "message_start",
+      "ping",
+      "content_block_start",
+      "content_block_delta",
+      "content_block_delta",
+      "content_block_stop",
+      "message_delta",
+      "message_stop",
+    ]);
   });
 
   it("answers non-streaming create with a full Message", async () => {
     const { fake, client } = await setup([reply(text("hello"))]);
     const msg = await client.messages.create(ask("hi"));
-    expect(msg).toMatchObject({ type: "message", role: "assistant", model: MODEL, content: [text("hello")],
-      stop_reason: "end_turn", stop_sequence: null });
+    expect(msg).toMatchObject({
+      type: "message",
+      role: "assistant",
+      model: MODEL,
+      content: [text("hello")],
+      stop_reason: "end_turn",
+      stop_sequence: null,
+    });
     expect(msg.id).toMatch(/^msg_/);
     expect(msg.usage).toEqual(expect.objectContaining({ cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }));
     // SDK 1.14 sends apiKey as a bearer token, not x-api-key.
@@ -76,7 +110,11 @@ describe("fake-anthropic with the real SDK", () => {
     // Quick because the 529 says retry-after-ms: 1, which beats the SDK's ~0.5 s default backoff.
     const again = await startFakeAnthropic([{ kind: "error", status: 529 }]);
     try {
-      const res = await fetch(`${again.url}/v1/messages`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(ask("x")) });
+      const res = await fetch(`${again.url}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(ask("x")),
+      });
       expect(res.status).toBe(529);
       expect(res.headers.get("retry-after-ms")).toBe("1");
       expect((await res.json()).error.type).toBe("overloaded_error");
@@ -107,8 +145,20 @@ describe("fake-anthropic with the real SDK", () => {
 
   it("records tools and cache_control, and simulates prompt caching", async () => {
     const { fake, client } = await setup([reply(text("a")), reply(text("b"))]);
-    const tools = [{ name: "read_file", description: "Read a file", input_schema: { type: "object" as const, properties: { path: { type: "string" } } } }];
-    const system = [{ type: "text" as const, text: "You are a careful agent. ".repeat(40), cache_control: { type: "ephemeral" as const } }];
+    const tools = [
+      {
+        name: "read_file",
+        description: "Read a file",
+        input_schema: { type: "object" as const, properties: { path: { type: "string" } } },
+      },
+    ];
+    const system = [
+      {
+        type: "text" as const,
+        text: "You are a careful agent. ".repeat(40),
+        cache_control: { type: "ephemeral" as const },
+      },
+    ];
     const first = await client.messages.create({ ...ask("task"), tools, system });
     const req = fake.requests[0]!.body;
     expect(req.tools).toEqual(tools);
@@ -117,9 +167,15 @@ describe("fake-anthropic with the real SDK", () => {
     expect(first.usage.cache_creation_input_tokens).toBeGreaterThan(200);
 
     const second = await client.messages.create({
-      model: MODEL, max_tokens: 1024, tools, system,
-      messages: [{ role: "user", content: "task" }, { role: "assistant", content: "a" },
-        { role: "user", content: [{ type: "text", text: "more", cache_control: { type: "ephemeral" } }] }],
+      model: MODEL,
+      max_tokens: 1024,
+      tools,
+      system,
+      messages: [
+        { role: "user", content: "task" },
+        { role: "assistant", content: "a" },
+        { role: "user", content: [{ type: "text", text: "more", cache_control: { type: "ephemeral" } }] },
+      ],
     });
     expect(second.usage.cache_read_input_tokens).toBe(first.usage.cache_creation_input_tokens);
     expect(second.usage.cache_creation_input_tokens).toBeGreaterThan(0);
@@ -142,9 +198,16 @@ describe("fake-anthropic with the real SDK", () => {
     const first = await client.messages.create(ask("list"));
     expect(first.stop_reason).toBe("tool_use");
     const second = await client.messages.create({
-      model: MODEL, max_tokens: 100,
-      messages: [{ role: "user", content: "list" }, { role: "assistant", content: first.content },
-        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "text", text: "a.txt" }] }] }],
+      model: MODEL,
+      max_tokens: 100,
+      messages: [
+        { role: "user", content: "list" },
+        { role: "assistant", content: first.content },
+        {
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "text", text: "a.txt" }] }],
+        },
+      ],
     });
     expect(second.content).toEqual([text("seen 2")]);
     const results = lastToolResults(fake);
@@ -157,9 +220,12 @@ describe("fake-anthropic with the real SDK", () => {
     const { fake, client } = await setup(() => ({ kind: "message", content: [text("late")], delayMs: 5_000 }));
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 50);
-    await expect(client.messages.create(ask("x"), { signal: ac.signal })).rejects.toBeInstanceOf(Anthropic.APIUserAbortError);
-    await expect(client.messages.create(ask("y"), { timeout: 50, maxRetries: 0 }))
-      .rejects.toBeInstanceOf(Anthropic.APIConnectionTimeoutError);
+    await expect(client.messages.create(ask("x"), { signal: ac.signal })).rejects.toBeInstanceOf(
+      Anthropic.APIUserAbortError,
+    );
+    await expect(client.messages.create(ask("y"), { timeout: 50, maxRetries: 0 })).rejects.toBeInstanceOf(
+      Anthropic.APIConnectionTimeoutError,
+    );
     const pending = client.messages.create(ask("z"), { maxRetries: 0 }).catch((e) => e);
     // The request is in (the aborted ones may or may not have reached the server).
     const asked = (t: string) => fake.requests.some((r) => JSON.stringify(r.body.messages).includes(JSON.stringify(t)));

@@ -51,8 +51,10 @@ function freshRepo(head = "patchbay/camp", sha = SHA("b")) {
   fake.grant(READER, path, "read");
   return { host: "github.test", path };
 }
-const forge = (token = WRITER, onWait?: (w: ForgeWait) => void, maxRetries?: number) => new GitHubForge(host, token, { onWait, maxRetries });
-const sent = (path: string, method: string) => fake.requests.filter((r) => r.method === method && r.path.startsWith(`/repos/${path}/`));
+const forge = (token = WRITER, onWait?: (w: ForgeWait) => void, maxRetries?: number) =>
+  new GitHubForge(host, token, { onWait, maxRetries });
+const sent = (path: string, method: string) =>
+  fake.requests.filter((r) => r.method === method && r.path.startsWith(`/repos/${path}/`));
 const draft = { head: "patchbay/camp", base: "main", title: "Bump the logger", body: "The change.", draft: true };
 
 describe("pull requests", () => {
@@ -60,7 +62,13 @@ describe("pull requests", () => {
     const repo = freshRepo();
     const ref = await forge().create(repo, draft);
     expect(ref).toMatchObject({ number: 1, state: "draft", headSha: SHA("b"), url: `${fake.url}/${repo.path}/pull/1` });
-    expect(fake.pull(repo.path, 1)).toMatchObject({ draft: true, title: "Bump the logger", body: "The change.", head: { ref: "patchbay/camp" }, base: { ref: "main" } });
+    expect(fake.pull(repo.path, 1)).toMatchObject({
+      draft: true,
+      title: "Bump the logger",
+      body: "The change.",
+      head: { ref: "patchbay/camp" },
+      base: { ref: "main" },
+    });
     expect(await forge().findOpen(repo, "patchbay/camp", "main")).toEqual(ref);
     expect(await forge().findOpen(repo, "patchbay/other", "main")).toBeUndefined();
     expect(await forge().findOpen(repo, "patchbay/camp", "develop")).toBeUndefined();
@@ -175,11 +183,17 @@ describe("status", () => {
 
 describe("errors", () => {
   /** Everything an error shows: message, stack, inspect and JSON. */
-  const shown = (e: unknown) => [String((e as Error).message), String((e as Error).stack), inspect(e, { depth: 10 }), JSON.stringify(e)].join("\n");
+  const shown = (e: unknown) =>
+    [String((e as Error).message), String((e as Error).stack), inspect(e, { depth: 10 }), JSON.stringify(e)].join("\n");
   async function failure(p: Promise<unknown>): Promise<ForgeError> {
     const logged: unknown[] = [];
-    const spies = (["log", "warn", "error", "info", "debug"] as const).map((m) => vi.spyOn(console, m).mockImplementation((...a) => void logged.push(a)));
-    const e = await p.then(() => undefined, (err: unknown) => err);
+    const spies = (["log", "warn", "error", "info", "debug"] as const).map((m) =>
+      vi.spyOn(console, m).mockImplementation((...a) => void logged.push(a)),
+    );
+    const e = await p.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     spies.forEach((s) => s.mockRestore());
     expect(e).toBeInstanceOf(ForgeError);
     for (const t of [WRITER, READER, STRANGER]) {
@@ -208,12 +222,18 @@ describe("errors", () => {
     expect(hidden.message).toContain(`the token for github.test cannot write pull requests to ${repo.path} (404)`);
     const unknown = await failure(forge(`${WRITER}x`).findOpen(repo, "a", "main"));
     expect(unknown.status).toBe(401);
-    expect(unknown.message).toBe(`GitHub github.test: finding the open pull request in ${repo.path} failed: the token for github.test is invalid or expired (401); set a valid one in PATCHBAY_FORGE_TOKEN_GITHUB_TEST`);
+    expect(unknown.message).toBe(
+      `GitHub github.test: finding the open pull request in ${repo.path} failed: the token for github.test is invalid or expired (401); set a valid one in PATCHBAY_FORGE_TOKEN_GITHUB_TEST`,
+    );
     expect(unknown.message).not.toContain(WRITER);
     const none = await failure(new GitHubForge(host, undefined).close(repo, 1));
-    expect(none.message).toContain("no token was given for github.test (401); set one in PATCHBAY_FORGE_TOKEN_GITHUB_TEST");
+    expect(none.message).toContain(
+      "no token was given for github.test (401); set one in PATCHBAY_FORGE_TOKEN_GITHUB_TEST",
+    );
     const missing = await failure(forge().status(repo, 7));
-    expect(missing.message).toContain(`reading pull request #7 in ${repo.path} failed: ${repo.path} or the pull request is not on github.test, or the token for github.test cannot see it (404)`);
+    expect(missing.message).toContain(
+      `reading pull request #7 in ${repo.path} failed: ${repo.path} or the pull request is not on github.test, or the token for github.test cannot see it (404)`,
+    );
   });
 
   it("a second pull request for the same head: GitHub's refusal, said", async () => {
@@ -252,7 +272,9 @@ describe("rate limits", () => {
   it("retries are bounded: past them, a ForgeError that says so", async () => {
     const repo = freshRepo();
     fake.rateLimitNext(3, "secondary");
-    const e = (await forge(WRITER, undefined, 2).create(repo, draft).catch((err: unknown) => err)) as ForgeError;
+    const e = (await forge(WRITER, undefined, 2)
+      .create(repo, draft)
+      .catch((err: unknown) => err)) as ForgeError;
     expect(e).toBeInstanceOf(ForgeError);
     expect(e.message).toContain("github.test rate limits this token (403) and the retries are spent; try again later");
     expect(sent(repo.path, "POST")).toHaveLength(3);
@@ -264,8 +286,21 @@ describe("the stand-in's validator", () => {
   it("records a request GitHub's description rejects: a wrong body type, a missing required field, a bad query value, an unknown path", async () => {
     const repo = freshRepo();
     const call = (method: string, path: string, body?: unknown) =>
-      fetch(`${fake.url}${path}`, { method, headers: { authorization: `token ${WRITER}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-    expect((await call("POST", `/repos/${repo.path}/pulls`, { head: "patchbay/camp", base: "main", title: "t", draft: "yes" })).status).toBe(422);
+      fetch(`${fake.url}${path}`, {
+        method,
+        headers: { authorization: `token ${WRITER}`, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    expect(
+      (
+        await call("POST", `/repos/${repo.path}/pulls`, {
+          head: "patchbay/camp",
+          base: "main",
+          title: "t",
+          draft: "yes",
+        })
+      ).status,
+    ).toBe(422);
     expect((await call("POST", `/repos/${repo.path}/pulls`, { title: "t", base: "main" })).status).toBe(422);
     expect((await call("GET", `/repos/${repo.path}/pulls?state=opened`)).status).toBe(422);
     expect((await call("GET", `/repos/${repo.path}/pulls/one`)).status).toBe(422);

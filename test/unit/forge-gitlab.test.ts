@@ -52,8 +52,18 @@ describe("merge requests", () => {
   it("creates a draft merge request (GitLab's Draft: prefix) at the URL-encoded project path, which findOpen finds", async () => {
     const repo = freshProject();
     const ref = await forge().create(repo, draft);
-    expect(ref).toMatchObject({ number: 1, state: "draft", headSha: SHA("b"), url: `${fake.url}/${repo.path}/-/merge_requests/1` });
-    expect(fake.mr(repo.path, 1)).toMatchObject({ title: "Draft: Bump the logger", description: "The change.", source: "patchbay/camp", target: "main" });
+    expect(ref).toMatchObject({
+      number: 1,
+      state: "draft",
+      headSha: SHA("b"),
+      url: `${fake.url}/${repo.path}/-/merge_requests/1`,
+    });
+    expect(fake.mr(repo.path, 1)).toMatchObject({
+      title: "Draft: Bump the logger",
+      description: "The change.",
+      source: "patchbay/camp",
+      target: "main",
+    });
     expect(sent("POST").at(-1)!.path).toBe(`/api/v4/projects/${encodeURIComponent(repo.path)}/merge_requests`);
     expect(await forge().findOpen(repo, "patchbay/camp", "main")).toEqual(ref);
     expect(await forge().findOpen(repo, "patchbay/other", "main")).toBeUndefined();
@@ -105,7 +115,15 @@ describe("status", () => {
     await forge().create(repo, draft);
     const checks = async () => (await forge().status(repo, 1)).checks;
     expect(await checks()).toBe("none");
-    for (const [pipeline, want] of [["created", "pending"], ["running", "pending"], ["manual", "pending"], ["success", "passing"], ["failed", "failing"], ["canceled", "failing"], ["skipped", "none"]] as const) {
+    for (const [pipeline, want] of [
+      ["created", "pending"],
+      ["running", "pending"],
+      ["manual", "pending"],
+      ["success", "passing"],
+      ["failed", "failing"],
+      ["canceled", "failing"],
+      ["skipped", "none"],
+    ] as const) {
       fake.setPipeline(repo.path, 1, pipeline);
       expect([pipeline, await checks()]).toEqual([pipeline, want]);
     }
@@ -129,19 +147,32 @@ describe("status", () => {
 });
 
 describe("errors and rate limits", () => {
-  const shown = (e: unknown) => [String((e as Error).message), String((e as Error).stack), inspect(e, { depth: 10 }), JSON.stringify(e)].join("\n");
+  const shown = (e: unknown) =>
+    [String((e as Error).message), String((e as Error).stack), inspect(e, { depth: 10 }), JSON.stringify(e)].join("\n");
 
   it("a token that can only read cannot create: a ForgeError naming host, project and rights, without the token", async () => {
     const repo = freshProject();
-    const e = await forge(READER).create(repo, draft).then(() => undefined, (err: unknown) => err);
+    const e = await forge(READER)
+      .create(repo, draft)
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
     expect(e).toBeInstanceOf(ForgeError);
     expect((e as ForgeError).status).toBe(403);
     expect((e as ForgeError).message).toBe(
       `GitLab gitlab.test: creating a merge request in ${repo.path} failed: the token for gitlab.test cannot write merge requests to ${repo.path} (403): it needs the "api" scope and at least the Developer role on ${repo.path}`,
     );
     expect(shown(e)).not.toContain(READER);
-    const unknown = await forge(`${WRITER}x`).findOpen(repo, "a", "main").then(() => undefined, (err: unknown) => err);
-    expect((unknown as ForgeError).message).toContain("the token for gitlab.test is invalid or expired (401); set a valid one in PATCHBAY_FORGE_TOKEN_GITLAB_TEST");
+    const unknown = await forge(`${WRITER}x`)
+      .findOpen(repo, "a", "main")
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    expect((unknown as ForgeError).message).toContain(
+      "the token for gitlab.test is invalid or expired (401); set a valid one in PATCHBAY_FORGE_TOKEN_GITLAB_TEST",
+    );
     expect(shown(unknown)).not.toContain(WRITER);
     expect(fake.allMrs(repo.path)).toEqual([]);
   });
@@ -149,9 +180,13 @@ describe("errors and rate limits", () => {
   it("a second merge request for the same branch: GitLab's 409, said", async () => {
     const repo = freshProject();
     await forge().create(repo, draft);
-    const e = (await forge().create(repo, draft).catch((err: unknown) => err)) as ForgeError;
+    const e = (await forge()
+      .create(repo, draft)
+      .catch((err: unknown) => err)) as ForgeError;
     expect(e.status).toBe(409);
-    expect(e.message).toContain("gitlab.test refused it (409): Another open merge request already exists for this source branch: !1");
+    expect(e.message).toContain(
+      "gitlab.test refused it (409): Another open merge request already exists for this source branch: !1",
+    );
   });
 
   it("a 429 is retried by gitbeaker and then succeeds; past its retries, a ForgeError that says so", async () => {
@@ -163,7 +198,9 @@ describe("errors and rate limits", () => {
     expect(fake.requests.slice(before).map((r) => r.status)).toEqual([429, 429, 201]);
     const mid = fake.requests.length;
     fake.rateLimitNext(11);
-    const e = (await forge().findOpen(repo, "patchbay/camp", "main").catch((err: unknown) => err)) as ForgeError;
+    const e = (await forge()
+      .findOpen(repo, "patchbay/camp", "main")
+      .catch((err: unknown) => err)) as ForgeError;
     expect(e).toBeInstanceOf(ForgeError);
     expect(fake.requests.slice(mid).map((r) => r.status)).toEqual(Array(10).fill(429));
     expect(e.message).toContain("gitlab.test rate limits this token (429) and the retries are spent; try again later");
@@ -176,9 +213,23 @@ describe("the stand-in's validator", () => {
     const repo = freshProject();
     const enc = encodeURIComponent(repo.path);
     const call = (method: string, path: string, body?: unknown) =>
-      fetch(`${fake.url}/api/v4${path}`, { method, headers: { "private-token": WRITER, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-    expect((await call("POST", `/projects/${enc}/merge_requests`, { source_branch: "patchbay/camp", title: "t" })).status).toBe(400);
-    expect((await call("POST", `/projects/${enc}/merge_requests`, { source_branch: "patchbay/camp", target_branch: "main", title: 5 })).status).toBe(400);
+      fetch(`${fake.url}/api/v4${path}`, {
+        method,
+        headers: { "private-token": WRITER, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    expect(
+      (await call("POST", `/projects/${enc}/merge_requests`, { source_branch: "patchbay/camp", title: "t" })).status,
+    ).toBe(400);
+    expect(
+      (
+        await call("POST", `/projects/${enc}/merge_requests`, {
+          source_branch: "patchbay/camp",
+          target_branch: "main",
+          title: 5,
+        })
+      ).status,
+    ).toBe(400);
     expect((await call("GET", `/projects/${repo.path}/merge_requests`)).status).toBe(400);
     expect((await call("GET", `/projects/${enc}/merge_requests?state=open`)).status).toBe(400);
     expect((await call("PUT", `/projects/${enc}/merge_requests/1`, {})).status).toBe(400);

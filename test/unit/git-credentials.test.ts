@@ -29,8 +29,18 @@ const TOKEN = `tok-${process.pid}-Zq8vN3kLp0wR`;
 const BASIC = Buffer.from(`${USER}:${TOKEN}`).toString("base64");
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "pb-gitcred-"));
 const opts = { timeoutSec: 60, max: 64 * 1024 * 1024, maxEntries: 10_000, credentials: null, env: process.env };
-const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "commit.gpgSign=false"];
-const git = (cwd: string, ...args: string[]) => execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "latin1", maxBuffer: 64 * 1024 * 1024 });
+const GIT_ID = [
+  "-c",
+  "user.name=t",
+  "-c",
+  "user.email=t@t",
+  "-c",
+  "init.defaultBranch=main",
+  "-c",
+  "commit.gpgSign=false",
+];
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "latin1", maxBuffer: 64 * 1024 * 1024 });
 
 let server: GitHttpServer;
 const clones: string[] = [];
@@ -62,7 +72,9 @@ function everything(dir: string): { files: Map<string, Buffer>; objects: Buffer 
     }
   };
   walk(dir);
-  const objects = execFileSync("git", ["-C", dir, "cat-file", "--batch-all-objects", "--batch"], { maxBuffer: 64 * 1024 * 1024 });
+  const objects = execFileSync("git", ["-C", dir, "cat-file", "--batch-all-objects", "--batch"], {
+    maxBuffer: 64 * 1024 * 1024,
+  });
   return { files, objects };
 }
 
@@ -115,7 +127,9 @@ describe("a token in a { git } URL (runJob's path)", () => {
     const log = path.join(tmp, "argv.log");
     fs.mkdirSync(shim, { recursive: true });
     const real = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim();
-    fs.writeFileSync(path.join(shim, "git"), `#!/bin/sh\nprintf '%s\\n' "$*" >> ${log}\nexec ${real} "$@"\n`, { mode: 0o755 });
+    fs.writeFileSync(path.join(shim, "git"), `#!/bin/sh\nprintf '%s\\n' "$*" >> ${log}\nexec ${real} "$@"\n`, {
+      mode: 0o755,
+    });
     const saved = process.env.PATH;
     process.env.PATH = `${shim}:${saved}`;
     try {
@@ -132,7 +146,9 @@ describe("a token in a { git } URL (runJob's path)", () => {
     const wrong = `${TOKEN}-wrong`;
     const err = await clone(`http://${USER}:${wrong}@${server.host}/r.git`).catch((e: Error) => e);
     expect(err).toBeInstanceOf(RepoError);
-    expect((err as Error).message).toMatch(/repo\.git http:\/\/\*\*\*@127\.0\.0\.1:\d+\/r\.git: git clone failed: .*Authentication failed/s);
+    expect((err as Error).message).toMatch(
+      /repo\.git http:\/\/\*\*\*@127\.0\.0\.1:\d+\/r\.git: git clone failed: .*Authentication failed/s,
+    );
     expect((err as Error).message).not.toContain(wrong);
     expect((err as Error).message).not.toContain(USER);
   });
@@ -154,7 +170,10 @@ describe("a token in a { git } URL (runJob's path)", () => {
 
 describe("the worker's store (PATCHBAY_GIT_CREDENTIALS)", () => {
   it("a line for the host is used for a URL without credentials, and left in no file of the clone", async () => {
-    const f = storeFile([`https://bob:other-host-token@example.org`, `http://${USER}:${encodeURIComponent(TOKEN)}@${server.host}`]);
+    const f = storeFile([
+      `https://bob:other-host-token@example.org`,
+      `http://${USER}:${encodeURIComponent(TOKEN)}@${server.host}`,
+    ]);
     const dir = await clone(`http://${server.host}/r.git`, { credentials: f });
     expect(fs.readFileSync(path.join(dir, "a.txt"), "utf8")).toBe("hello\n");
     expectNoToken(dir);
@@ -173,9 +192,13 @@ describe("the worker's store (PATCHBAY_GIT_CREDENTIALS)", () => {
     const f = storeFile([`http://${USER}:${TOKEN}@${server.host}`], 0o644);
     const err = await clone(`http://${server.host}/r.git`, { credentials: f }).catch((e: Error) => e);
     expect(err).not.toBeInstanceOf(RepoError); // the worker's configuration, not the job's: another worker may do
-    expect((err as Error).message).toBe(`PATCHBAY_GIT_CREDENTIALS=${f}: mode 0644 lets other users read the credentials; chmod 600 ${f}`);
+    expect((err as Error).message).toBe(
+      `PATCHBAY_GIT_CREDENTIALS=${f}: mode 0644 lets other users read the credentials; chmod 600 ${f}`,
+    );
     const missing = path.join(tmp, "no-such-store");
-    await expect(clone(`http://${server.host}/r.git`, { credentials: missing })).rejects.toThrow(`PATCHBAY_GIT_CREDENTIALS=${missing}: ENOENT`);
+    await expect(clone(`http://${server.host}/r.git`, { credentials: missing })).rejects.toThrow(
+      `PATCHBAY_GIT_CREDENTIALS=${missing}: ENOENT`,
+    );
   });
 
   it("the URL's own credentials win over the store's", async () => {

@@ -22,7 +22,16 @@ import { startGitHttp, type GitHttpServer } from "../support/git-http.js";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "pb-git-hardening-"));
-const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "commit.gpgSign=false"];
+const GIT_ID = [
+  "-c",
+  "user.name=t",
+  "-c",
+  "user.email=t@t",
+  "-c",
+  "init.defaultBranch=main",
+  "-c",
+  "commit.gpgSign=false",
+];
 const git = (cwd: string, ...args: string[]) => execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "latin1" });
 const TOKEN = `tok-${process.pid}-Hq3rVn8`;
 const WRITER = { username: "x-access-token", password: TOKEN };
@@ -37,10 +46,22 @@ const DIFFERENCES: Record<"clone" | "publish", RegExp> = {
 };
 
 /** The files that run host git through src/git/run.ts, each with its differences above. */
-const CALLERS = ["src/campaign/publish-git-merge.ts", "src/campaign/publish-git-run.ts", "src/campaign/publish-git.ts", "src/job/repo/clone.ts"];
+const CALLERS = [
+  "src/campaign/publish-git-merge.ts",
+  "src/campaign/publish-git-run.ts",
+  "src/campaign/publish-git.ts",
+  "src/job/repo/clone.ts",
+];
 
 /** Planted in the host's environment: each would point git elsewhere or lift a rule; none may reach git. */
-const PLANTED = { GIT_DIR: "/nonexistent", GIT_WORK_TREE: "/", GIT_INDEX_FILE: "/tmp/planted-index", GIT_ALLOW_PROTOCOL: "ext:fd:file:https:http", GIT_TRACE: "1", GIT_CURL_VERBOSE: "1" };
+const PLANTED = {
+  GIT_DIR: "/nonexistent",
+  GIT_WORK_TREE: "/",
+  GIT_INDEX_FILE: "/tmp/planted-index",
+  GIT_ALLOW_PROTOCOL: "ext:fd:file:https:http",
+  GIT_TRACE: "1",
+  GIT_CURL_VERBOSE: "1",
+};
 /** Config in the environment: the user's, so a step with the user's config keeps it and the others do not. */
 const ENV_CONFIG = { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "patchbay.test", GIT_CONFIG_VALUE_0: "planted" };
 const NETWORK = new Set(["clone", "fetch", "ls-remote", "push"]);
@@ -73,8 +94,14 @@ PB_SHIM_SEEN=1 exec ${real} "$@"
       .sort()
       .map((f) => {
         const argv = fs.readFileSync(path.join(log, f), "utf8").split("\0").slice(0, -1);
-        const pairs = fs.readFileSync(path.join(log, f.replace(/\.argv$/, ".env")), "utf8").split("\0").filter(Boolean);
-        return { argv, env: Object.fromEntries(pairs.map((p) => [p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)])) };
+        const pairs = fs
+          .readFileSync(path.join(log, f.replace(/\.argv$/, ".env")), "utf8")
+          .split("\0")
+          .filter(Boolean);
+        return {
+          argv,
+          env: Object.fromEntries(pairs.map((p) => [p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)])),
+        };
       });
   return { env, runs };
 }
@@ -98,8 +125,14 @@ function expectHardened(caller: keyof typeof DIFFERENCES, runs: Run[]): Set<stri
     const { config, rest, command } = split(run.argv);
     commands.add(command);
     expect(config.slice(0, LIST.length), `${caller}: ${command}`).toEqual(LIST);
-    expect(config.slice(LIST.length).filter((c) => !DIFFERENCES[caller].test(c)), `${caller}: ${command} adds a -c of its own`).toEqual([]);
-    expect(rest.filter((a) => a === "-c" || a.startsWith("--config")), `${caller}: ${command}`).toEqual([]);
+    expect(
+      config.slice(LIST.length).filter((c) => !DIFFERENCES[caller].test(c)),
+      `${caller}: ${command} adds a -c of its own`,
+    ).toEqual([]);
+    expect(
+      rest.filter((a) => a === "-c" || a.startsWith("--config")),
+      `${caller}: ${command}`,
+    ).toEqual([]);
     expect(run.env).toMatchObject({ GIT_TERMINAL_PROMPT: "0", SSH_ASKPASS_REQUIRE: "never" });
     for (const v of new Set([...Object.keys(PLANTED), ...REPO_VARS, ...PROTOCOL_VARS])) {
       // A temporary index of publish's own (under its cache) is the one variable a step sets itself.
@@ -120,12 +153,20 @@ function rawRepo(root: string, name: string, entries: [mode: string, name: strin
   git(tmp, "init", "-q", "--bare", bare);
   const body = Buffer.concat(
     entries.map(([mode, file, content]) => {
-      const blob = execFileSync("git", ["--git-dir", bare, "hash-object", "-w", "--stdin"], { input: content, encoding: "utf8" }).trim();
+      const blob = execFileSync("git", ["--git-dir", bare, "hash-object", "-w", "--stdin"], {
+        input: content,
+        encoding: "utf8",
+      }).trim();
       return Buffer.concat([Buffer.from(`${mode} ${file}\0`), Buffer.from(blob, "hex")]);
     }),
   );
-  const tree = execFileSync("git", ["--git-dir", bare, "hash-object", "-t", "tree", "-w", "--literally", "--stdin"], { input: body, encoding: "utf8" }).trim();
-  const commit = execFileSync("git", [...GIT_ID, "--git-dir", bare, "commit-tree", tree, "-m", "raw"], { encoding: "utf8" }).trim();
+  const tree = execFileSync("git", ["--git-dir", bare, "hash-object", "-t", "tree", "-w", "--literally", "--stdin"], {
+    input: body,
+    encoding: "utf8",
+  }).trim();
+  const commit = execFileSync("git", [...GIT_ID, "--git-dir", bare, "commit-tree", tree, "-m", "raw"], {
+    encoding: "utf8",
+  }).trim();
   git(tmp, "--git-dir", bare, "update-ref", "refs/heads/main", commit);
   return commit;
 }
@@ -158,21 +199,34 @@ describe("the one list, in the sources", () => {
   it("each option has its reason and is set once; gitCommand opens every argv with it and ends with the caller's arguments", () => {
     expect(HARDENING.every((h) => h.why.length > 20)).toBe(true);
     expect(new Set(HARDENING.map((h) => h.key)).size).toBe(HARDENING.length);
-    const { argv, env } = gitCommand(["status"], { env: { ...PLANTED, PATH: "/bin" }, timeoutMs: 1000, userConfig: false, transports: ["local"] });
+    const { argv, env } = gitCommand(["status"], {
+      env: { ...PLANTED, PATH: "/bin" },
+      timeoutMs: 1000,
+      userConfig: false,
+      transports: ["local"],
+    });
     expect(argv.slice(0, hardeningArgs().length)).toEqual(hardeningArgs());
     expect(argv.slice(hardeningArgs().length)).toEqual(["-c", "protocol.file.allow=always", "status"]);
     expect(Object.keys(env).filter((k) => k in PLANTED)).toEqual([]);
   });
 
   it("only src/git/ spawns git on the host, and the callers of src/git/run.ts add no -c or GIT_CONFIG of their own", () => {
-    const files = (dir: string): string[] => fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith(".ts") ? [path.join(dir, e.name)] : []));
+    const files = (dir: string): string[] =>
+      fs
+        .readdirSync(dir, { withFileTypes: true })
+        .flatMap((e) =>
+          e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith(".ts") ? [path.join(dir, e.name)] : [],
+        );
     const spawners: string[] = [];
     const callers: string[] = [];
     for (const file of files(path.join(ROOT, "src"))) {
       const rel = path.relative(ROOT, file);
       const text = fs.readFileSync(file, "utf8");
       const visit = (n: ts.Node): void => {
-        if (ts.isCallExpression(n) && /(^|\.)(spawn|spawnSync|execFile|execFileSync|exec|execSync|fork)$/.test(n.expression.getText())) {
+        if (
+          ts.isCallExpression(n) &&
+          /(^|\.)(spawn|spawnSync|execFile|execFileSync|exec|execSync|fork)$/.test(n.expression.getText())
+        ) {
           const first = n.arguments[0];
           if (first && ts.isStringLiteralLike(first) && /^git(\s|$)/.test(first.text)) spawners.push(rel);
         }
@@ -185,7 +239,10 @@ describe("the one list, in the sources", () => {
     expect(callers.sort()).toEqual(CALLERS);
     for (const rel of CALLERS) {
       const text = fs.readFileSync(path.join(ROOT, rel), "utf8");
-      expect(text.match(/["'`]-c["'`]|--config-env|GIT_CONFIG|GIT_ALLOW_PROTOCOL|core\.hooksPath|protocol\.[a-z]+\.allow/g), rel).toBeNull();
+      expect(
+        text.match(/["'`]-c["'`]|--config-env|GIT_CONFIG|GIT_ALLOW_PROTOCOL|core\.hooksPath|protocol\.[a-z]+\.allow/g),
+        rel,
+      ).toBeNull();
     }
   });
 });
@@ -195,15 +252,28 @@ describe("every host git a caller runs gets the one list", () => {
     const { env, runs } = shimEnv("clone");
     const opts = { timeoutSec: 60, max: 64 * 1024 * 1024, maxEntries: 10_000, credentials: null, env };
     const local = await cloneRepo(work, undefined, opts);
-    const remote = await cloneRepo(`http://${WRITER.username}:${TOKEN}@${server.host}/r.git`, "main", { ...opts, followRedirects: false });
+    const remote = await cloneRepo(`http://${WRITER.username}:${TOKEN}@${server.host}/r.git`, "main", {
+      ...opts,
+      followRedirects: false,
+    });
     for (const c of [local, remote]) {
       expect(fs.readFileSync(path.join(c.dir, "f.txt"), "utf8")).toContain("a\nb");
       fs.rmSync(c.dir, { recursive: true, force: true });
     }
     const seen = runs();
     expect([...expectHardened("clone", seen)].sort()).toEqual(["checkout", "clone", "ls-tree", "rev-parse"]);
-    const clones = seen.filter((r) => split(r.argv).command === "clone").map((r) => split(r.argv).config.slice(LIST.length));
-    expect(clones).toEqual([["protocol.file.allow=always"], [...["https", "http", "ssh", "git"].map((p) => `protocol.${p}.allow=always`), "http.followRedirects=false", "credential.helper=", expect.stringMatching(/^credential\.helper=!f\(\)/)]]);
+    const clones = seen
+      .filter((r) => split(r.argv).command === "clone")
+      .map((r) => split(r.argv).config.slice(LIST.length));
+    expect(clones).toEqual([
+      ["protocol.file.allow=always"],
+      [
+        ...["https", "http", "ssh", "git"].map((p) => `protocol.${p}.allow=always`),
+        "http.followRedirects=false",
+        "credential.helper=",
+        expect.stringMatching(/^credential\.helper=!f\(\)/),
+      ],
+    ]);
     expect(seen.some((r) => r.argv.join(" ").includes(TOKEN))).toBe(false);
   });
 
@@ -217,7 +287,15 @@ describe("every host git a caller runs gets the one list", () => {
     git(work, "push", "-q", "up", "main:main");
     const url = `${server.url}/r.git`;
     const net = { url, env, credential: WRITER, cacheDir: path.join(tmp, "cache") };
-    const r = await prepareChange({ ...net, target: "main", baseCommit: base, patch, author: { name: "Bot", email: "bot@t" }, message: "B\n", date: new Date(0) });
+    const r = await prepareChange({
+      ...net,
+      target: "main",
+      baseCommit: base,
+      patch,
+      author: { name: "Bot", email: "bot@t" },
+      message: "B\n",
+      date: new Date(0),
+    });
     expect(r).toMatchObject({ kind: "commit", rebased: true });
     const sha = (r as { sha: string }).sha;
     expect(await pushBranch({ ...net, sha, branch: "patchbay/h", expect: null })).toEqual({ kind: "pushed" });
@@ -225,9 +303,25 @@ describe("every host git a caller runs gets the one list", () => {
     expect(await deleteBranch({ ...net, branch: "patchbay/h", expect: sha })).toEqual({ kind: "deleted" });
     const seen = runs();
     const commands = expectHardened("publish", seen);
-    for (const c of ["check-ref-format", "init", "fetch", "rev-parse", "read-tree", "apply", "write-tree", "commit-tree", "merge-tree", "diff-tree", "ls-remote", "push"]) expect([...commands]).toContain(c);
+    for (const c of [
+      "check-ref-format",
+      "init",
+      "fetch",
+      "rev-parse",
+      "read-tree",
+      "apply",
+      "write-tree",
+      "commit-tree",
+      "merge-tree",
+      "diff-tree",
+      "ls-remote",
+      "push",
+    ])
+      expect([...commands]).toContain(c);
     // The list a publish gets is the clone's: the same options in the same order.
-    expect(new Set(seen.map((run) => JSON.stringify(split(run.argv).config.slice(0, LIST.length))))).toEqual(new Set([JSON.stringify(LIST)]));
+    expect(new Set(seen.map((run) => JSON.stringify(split(run.argv).config.slice(0, LIST.length))))).toEqual(
+      new Set([JSON.stringify(LIST)]),
+    );
     expect(seen.some((run) => run.argv.join(" ").includes(TOKEN))).toBe(false);
   });
 });
@@ -242,7 +336,7 @@ describe("what the runner does for both", () => {
     }
   };
   const until = async (ok: () => boolean, ms = 3000) => {
-    for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
+    for (const end = Date.now() + ms; !ok() && Date.now() < end;) await new Promise((r) => setTimeout(r, 50));
     return ok();
   };
 
@@ -250,13 +344,21 @@ describe("what the runner does for both", () => {
   const stalled = (name: string) => {
     const pidFile = path.join(tmp, `${name}.pid`);
     const env = { ...process.env, GIT_SSH_COMMAND: `echo $$ > ${pidFile}; exec sleep 60 #` };
-    const pid = async () => (await until(() => fs.existsSync(pidFile) && fs.readFileSync(pidFile, "utf8").trim() !== ""), Number(fs.readFileSync(pidFile, "utf8")));
+    const pid = async () => (
+      await until(() => fs.existsSync(pidFile) && fs.readFileSync(pidFile, "utf8").trim() !== ""),
+      Number(fs.readFileSync(pidFile, "utf8"))
+    );
     return { env, pid };
   };
 
   it("kills git's whole process group at the timeout: the transport it started is gone too", async () => {
     const s = stalled("timeout");
-    const out = await runGit(["ls-remote", "ssh://git.invalid/r.git"], { env: s.env, timeoutMs: 1500, userConfig: true, transports: ["remote"] });
+    const out = await runGit(["ls-remote", "ssh://git.invalid/r.git"], {
+      env: s.env,
+      timeoutMs: 1500,
+      userConfig: true,
+      transports: ["remote"],
+    });
     expect(out).toMatchObject({ timedOut: true, aborted: false });
     expect(out.stderr).toMatch(/^killed after 1500 ms/);
     const pid = await s.pid();
@@ -267,7 +369,13 @@ describe("what the runner does for both", () => {
   it("kills git's whole process group when the caller aborts", async () => {
     const s = stalled("abort");
     const ac = new AbortController();
-    const running = runGit(["ls-remote", "ssh://git.invalid/r.git"], { env: s.env, timeoutMs: 60_000, userConfig: true, transports: ["remote"], signal: ac.signal });
+    const running = runGit(["ls-remote", "ssh://git.invalid/r.git"], {
+      env: s.env,
+      timeoutMs: 60_000,
+      userConfig: true,
+      transports: ["remote"],
+      signal: ac.signal,
+    });
     const pid = await s.pid();
     expect(gone(pid)).toBe(false);
     ac.abort();
@@ -276,8 +384,17 @@ describe("what the runner does for both", () => {
   });
 
   it("shows git's words without URL userinfo, the step's secrets or control characters", async () => {
-    const env = { ...process.env, GIT_SSH_COMMAND: `printf 'token sekret-42 at https://u:pw@h.test/x \\033[31mred\\n' >&2; exit 1 #` };
-    const out = await runGit(["ls-remote", "ssh://git.invalid/r.git"], { env, timeoutMs: 30_000, userConfig: true, transports: ["remote"], secrets: ["sekret-42"] });
+    const env = {
+      ...process.env,
+      GIT_SSH_COMMAND: `printf 'token sekret-42 at https://u:pw@h.test/x \\033[31mred\\n' >&2; exit 1 #`,
+    };
+    const out = await runGit(["ls-remote", "ssh://git.invalid/r.git"], {
+      env,
+      timeoutMs: 30_000,
+      userConfig: true,
+      transports: ["remote"],
+      secrets: ["sekret-42"],
+    });
     expect(out.code).not.toBe(0);
     expect(out.stderr).toContain("token *** at https://***@h.test/x \\u001b[31mred");
     expect(out.stderr).not.toMatch(/sekret-42|u:pw|\u001b/);
@@ -285,8 +402,17 @@ describe("what the runner does for both", () => {
 
   it("refuses no transport but those the step names, whatever the host's environment allows", async () => {
     const env = { ...process.env, GIT_ALLOW_PROTOCOL: "ext:fd:file" };
-    for (const url of [`ext::sh -c touch% ${path.join(tmp, "ext-ran")}`, "fd::0", `file://${path.join(repos, "r.git")}`]) {
-      const out = await runGit(["ls-remote", url], { env, timeoutMs: 30_000, userConfig: true, transports: ["remote"] });
+    for (const url of [
+      `ext::sh -c touch% ${path.join(tmp, "ext-ran")}`,
+      "fd::0",
+      `file://${path.join(repos, "r.git")}`,
+    ]) {
+      const out = await runGit(["ls-remote", url], {
+        env,
+        timeoutMs: 30_000,
+        userConfig: true,
+        transports: ["remote"],
+      });
       expect(out.stderr, url).toMatch(/transport '(ext|fd|file)' not allowed/);
     }
     expect(fs.existsSync(path.join(tmp, "ext-ran"))).toBe(false);
@@ -302,8 +428,21 @@ describe("fsck on what arrives, for the clone and the publish", () => {
     expect(err).toBeInstanceOf(RepoError);
     expect((err as Error).message).toMatch(/git clone failed: .*hasDotgit/s);
     const commit = git(path.join(repos, "dotgit.git"), "rev-parse", "main").trim();
-    const publish = { url: `${server.url}/dotgit.git`, env: process.env, credential: WRITER, cacheDir: path.join(tmp, "cache-dotgit"), target: "main", baseCommit: commit };
-    const perr = await prepareChange({ ...publish, patch: "", author: { name: "Bot", email: "bot@t" }, message: "m\n", date: new Date(0) }).catch((e: unknown) => e);
+    const publish = {
+      url: `${server.url}/dotgit.git`,
+      env: process.env,
+      credential: WRITER,
+      cacheDir: path.join(tmp, "cache-dotgit"),
+      target: "main",
+      baseCommit: commit,
+    };
+    const perr = await prepareChange({
+      ...publish,
+      patch: "",
+      author: { name: "Bot", email: "bot@t" },
+      message: "m\n",
+      date: new Date(0),
+    }).catch((e: unknown) => e);
     expect(perr).toBeInstanceOf(PublishError);
     expect((perr as Error).message).toMatch(/hasDotgit/);
   });

@@ -27,7 +27,12 @@ afterAll(() => rmSync(repo, { recursive: true, force: true }));
 function ctxOf(extra: Record<string, unknown> = {}, opts: Record<string, unknown> = {}) {
   const events: TranscriptEvent[] = [];
   const spec = JobSpec.parse({ task: "t", repo: { path: repo }, ...extra });
-  const { ctx, dispose } = jobContext(spec, loadConfig(), { backend, labels: { "patchbay.test": "job-phases" }, onEvent: (e) => events.push(e), ...opts });
+  const { ctx, dispose } = jobContext(spec, loadConfig(), {
+    backend,
+    labels: { "patchbay.test": "job-phases" },
+    onEvent: (e) => events.push(e),
+    ...opts,
+  });
   return { ctx, dispose, events };
 }
 
@@ -73,7 +78,9 @@ describe("acquire, prepare, release (local backend)", () => {
       expect(events.map((e) => e.type)).toEqual(["sandbox_ready", "setup", "setup"]);
       // No live sleep of setup's: the kill takes setup's shell too, so a killed child may stay a
       // zombie a moment until init reaps it (dead, it writes nothing); count only the living.
-      expect((await sb.shell.run("ps -u 1000 -o stat=,comm= | awk '$1 !~ /^Z/ && $2 == \"sleep\"' | wc -l")).output.trim()).toBe("0");
+      expect(
+        (await sb.shell.run("ps -u 1000 -o stat=,comm= | awk '$1 !~ /^Z/ && $2 == \"sleep\"' | wc -l")).output.trim(),
+      ).toBe("0");
       expect((await held.snapshot!).bytes).toBeGreaterThan(0);
       expect(prep.baseline).toMatch(/^[0-9a-f]{40}$/);
     } finally {
@@ -100,8 +107,15 @@ describe("acquire, prepare, release (local backend)", () => {
 
 describe("the agent, the rounds and the result (local backend)", () => {
   it("runs the agent, then verify judges the patch; a failed verify goes back to it once per round", async () => {
-    const fake = await startFakeAnthropic([reply(toolUse("bash", { command: "echo bad > /workspace/f.txt" })), reply(text("Done.")), reply(text("Still done."))]);
-    const { ctx, dispose, events } = ctxOf({ verify: "grep -q good f.txt", verifyRounds: 1 }, { model: new AnthropicModel({ apiKey: "k", baseURL: fake.url, maxRetries: 0 }) });
+    const fake = await startFakeAnthropic([
+      reply(toolUse("bash", { command: "echo bad > /workspace/f.txt" })),
+      reply(text("Done.")),
+      reply(text("Still done.")),
+    ]);
+    const { ctx, dispose, events } = ctxOf(
+      { verify: "grep -q good f.txt", verifyRounds: 1 },
+      { model: new AnthropicModel({ apiKey: "k", baseURL: fake.url, maxRetries: 0 }) },
+    );
     const held: Held = { removals: [] };
     try {
       const sb = await acquire(ctx, held);
@@ -109,13 +123,32 @@ describe("the agent, the rounds and the result (local backend)", () => {
       if ("stopped" in prep) throw new Error("stopped");
       const agent = await runAgent(ctx, sb, prep);
       expect(agent.outcome).toMatchObject({ status: "completed", turns: 2 });
-      const rounds = await patchAndVerify({ sandbox: sb, baseline: prep.baseline, spec: ctx.spec, snapshot: held.snapshot, outcome: agent.outcome, at: agent.at, emit: ctx.emit, signal: ctx.signal, removals: held.removals, resume: agent.resume, verifySandbox: () => acquireVerify() });
+      const rounds = await patchAndVerify({
+        sandbox: sb,
+        baseline: prep.baseline,
+        spec: ctx.spec,
+        snapshot: held.snapshot,
+        outcome: agent.outcome,
+        at: agent.at,
+        emit: ctx.emit,
+        signal: ctx.signal,
+        removals: held.removals,
+        resume: agent.resume,
+        verifySandbox: () => acquireVerify(),
+      });
       expect(rounds.outcome.status).toBe("verify_failed");
       expect(rounds.patch.filesChanged).toEqual(["f.txt"]);
       expect(events.filter((e) => e.type === "verify").map((e) => (e as { round: number }).round)).toEqual([1, 2]);
       expect(fake.requests).toHaveLength(3); // the second round's feedback reached the model
       const result = finish(ctx, { ...rounds, timings: { sandboxMs: 1, agentMs: 2 } });
-      expect(result).toMatchObject({ status: "verify_failed", verified: false, filesChanged: ["f.txt"], jobId: ctx.jobId, attempt: 1, timings: { sandboxMs: 1, agentMs: 2 } });
+      expect(result).toMatchObject({
+        status: "verify_failed",
+        verified: false,
+        filesChanged: ["f.txt"],
+        jobId: ctx.jobId,
+        attempt: 1,
+        timings: { sandboxMs: 1, agentMs: 2 },
+      });
       expect(events.at(-1)).toMatchObject({ type: "job_finished", status: "verify_failed" });
     } finally {
       await release(held);
@@ -133,7 +166,13 @@ describe("the agent, the rounds and the result (local backend)", () => {
     const { ctx, dispose, events } = ctxOf();
     const r = endedEarly(ctx, "cancelled", "the job was cancelled before it started");
     dispose();
-    expect(r).toMatchObject({ status: "cancelled", patch: "", turns: 0, costUsd: 0, error: "the job was cancelled before it started" });
+    expect(r).toMatchObject({
+      status: "cancelled",
+      patch: "",
+      turns: 0,
+      costUsd: 0,
+      error: "the job was cancelled before it started",
+    });
     expect(events).toEqual([expect.objectContaining({ type: "job_finished", status: "cancelled" })]);
   });
 });

@@ -38,7 +38,14 @@ import { toolRuleProblems } from "../support/tool-rules.js";
 // checkout under /tmp (a CI clone) would be out of its sight.
 const BUNDLE_DIR = mkdtempSync("/var/tmp/pb-mcp-local-");
 const SERVER = join(BUNDLE_DIR, "server.mjs");
-buildSync({ entryPoints: [resolve("test/fixtures/mcp-server.mjs")], bundle: true, platform: "node", format: "esm", outfile: SERVER, logLevel: "error" });
+buildSync({
+  entryPoints: [resolve("test/fixtures/mcp-server.mjs")],
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  outfile: SERVER,
+  logLevel: "error",
+});
 chmodSync(BUNDLE_DIR, 0o755); // the agent's uid runs it
 const repo = mkdtempSync(join(tmpdir(), "pb-mcp-"));
 writeFileSync(join(repo, "a.txt"), "hello\n");
@@ -48,7 +55,10 @@ afterAll(() => {
 });
 afterEach(closeScripted);
 
-const servers = { fx: { command: "node", args: [SERVER], env: { FIXTURE_NAME: "fx" } }, other: { command: "node", args: [SERVER], env: { FIXTURE_NAME: "other" } } };
+const servers = {
+  fx: { command: "node", args: [SERVER], env: { FIXTURE_NAME: "fx" } },
+  other: { command: "node", args: [SERVER], env: { FIXTURE_NAME: "other" } },
+};
 
 describe("MCP servers in a job (local backend)", () => {
   it("offers their tools, passes text and images, times out a hanging call, survives a crashed server, and names the server in tool_call", async () => {
@@ -60,7 +70,11 @@ describe("MCP servers in a job (local backend)", () => {
         reply(toolUse("mcp__fx__hang", {})),
         reply(toolUse("mcp__fx__read_file", { path: "a.txt" })),
         reply(toolUse("mcp__fx__crash", {})),
-        reply(toolUse("mcp__fx__read_file", { path: "a.txt" }), toolUse("mcp__other__read_file", { path: "a.txt" }), toolUse("bash", { command: "echo fine" })),
+        reply(
+          toolUse("mcp__fx__read_file", { path: "a.txt" }),
+          toolUse("mcp__other__read_file", { path: "a.txt" }),
+          toolUse("bash", { command: "echo fine" }),
+        ),
         reply(text("done")),
       ],
       { repo: { path: repo }, mcp: { servers }, commandTimeoutSec: 1 },
@@ -70,24 +84,42 @@ describe("MCP servers in a job (local backend)", () => {
     expect(result.status).toBe("completed");
     const offered = fake.requests[0]!.body.tools;
     const names = offered.map((t: any) => t.name);
-    for (const s of ["fx", "other"]) for (const t of ["read_file", "screenshot", "hang", "crash"]) expect(names).toContain(`mcp__${s}__${t}`);
+    for (const s of ["fx", "other"])
+      for (const t of ["read_file", "screenshot", "hang", "crash"]) expect(names).toContain(`mcp__${s}__${t}`);
     expect(dotted).toMatch(/^mcp__fx__dotted_name_[0-9a-f]{8}$/);
-    expect(offered.find((t: any) => t.name === dotted).description).toBe('A name with a dot (its MCP name: "dotted.name")');
-    expect(offered.find((t: any) => t.name === "mcp__fx__read_file").input_schema).toMatchObject({ type: "object", properties: { path: { type: "string" } }, required: ["path"] });
+    expect(offered.find((t: any) => t.name === dotted).description).toBe(
+      'A name with a dot (its MCP name: "dotted.name")',
+    );
+    expect(offered.find((t: any) => t.name === "mcp__fx__read_file").input_schema).toMatchObject({
+      type: "object",
+      properties: { path: { type: "string" } },
+      required: ["path"],
+    });
     expect(toolRuleProblems(offered)).toEqual([]);
 
     const results = (i: number) => toolResults(fake.requests[i]);
     expect(toolResultText(results(1)[0])).toBe("fx:1000:hello\n");
     const [shot, dot] = results(2);
-    expect(shot.content).toEqual([{ type: "text", text: "here" }, { type: "image", source: { type: "base64", media_type: "image/png", data: expect.stringMatching(/^iVBOR/) } }]);
+    expect(shot.content).toEqual([
+      { type: "text", text: "here" },
+      { type: "image", source: { type: "base64", media_type: "image/png", data: expect.stringMatching(/^iVBOR/) } },
+    ]);
     expect(toolResultText(dot)).toBe("dotted");
-    expect(results(3)[0]).toMatchObject({ is_error: true, content: 'The MCP server "fx" did not answer hang within 1 s (the call was given up; the server still runs).' });
+    expect(results(3)[0]).toMatchObject({
+      is_error: true,
+      content: 'The MCP server "fx" did not answer hang within 1 s (the call was given up; the server still runs).',
+    });
     expect(toolResultText(results(4)[0])).toBe("fx:1000:hello\n");
     const [crashed] = results(5);
     expect(crashed.is_error).toBe(true);
-    expect(toolResultText(crashed)).toMatch(/^The MCP server "fx" stopped during the call: it exited \(stderr: fixture: crashing on purpose\)\.$/);
+    expect(toolResultText(crashed)).toMatch(
+      /^The MCP server "fx" stopped during the call: it exited \(stderr: fixture: crashing on purpose\)\.$/,
+    );
     const [gone, other, bash] = results(6);
-    expect(gone).toMatchObject({ is_error: true, content: expect.stringMatching(/^The MCP server "fx" is not running: it exited/) });
+    expect(gone).toMatchObject({
+      is_error: true,
+      content: expect.stringMatching(/^The MCP server "fx" is not running: it exited/),
+    });
     expect(other.is_error).toBeUndefined();
     expect(toolResultText(other)).toBe("other:1000:hello\n");
     expect(toolResultText(bash)).toBe("fine");
@@ -95,7 +127,9 @@ describe("MCP servers in a job (local backend)", () => {
     const calls = events.filter((e) => e.type === "tool_call") as { name: string; server?: string }[];
     expect(calls.map((c) => [c.name, c.server])).toContainEqual(["mcp__other__read_file", "other"]);
     expect(calls.find((c) => c.name === "bash")!.server).toBeUndefined();
-    const shotEvent = events.find((e) => e.type === "tool_result" && e.name === "mcp__fx__screenshot") as { output: string };
+    const shotEvent = events.find((e) => e.type === "tool_result" && e.name === "mcp__fx__screenshot") as {
+      output: string;
+    };
     expect(shotEvent.output).toBe("here\n[image image/png, 70 bytes]");
   });
 
@@ -113,7 +147,12 @@ describe("MCP servers in a job (local backend)", () => {
     }, 50);
     try {
       const { result, fake } = await runScripted(
-        [reply(toolUse("mcp__fx__many_items", {})), reply(toolUse("mcp__fx__flood", {})), reply(toolUse("mcp__other__read_file", { path: "a.txt" }), toolUse("bash", { command: "echo fine" })), reply(text("done"))],
+        [
+          reply(toolUse("mcp__fx__many_items", {})),
+          reply(toolUse("mcp__fx__flood", {})),
+          reply(toolUse("mcp__other__read_file", { path: "a.txt" }), toolUse("bash", { command: "echo fine" })),
+          reply(text("done")),
+        ],
         { repo: { path: repo }, mcp: { servers }, commandTimeoutSec: 90 },
         "mcp",
         localBackend(),
@@ -125,7 +164,11 @@ describe("MCP servers in a job (local backend)", () => {
       expect(manyText).toMatch(/^\[audio content not passed on: not text or an image\]\n/);
       expect(manyText).toMatch(/\[output cut at \d+ bytes: \d+ more items not shown\]$/);
       const [flooded] = toolResults(fake.requests[2]);
-      expect(flooded).toMatchObject({ is_error: true, content: 'The MCP server "fx" stopped during the call: it did not read its stdin: over 8192 writes waited for it, so it was ended.' });
+      expect(flooded).toMatchObject({
+        is_error: true,
+        content:
+          'The MCP server "fx" stopped during the call: it did not read its stdin: over 8192 writes waited for it, so it was ended.',
+      });
       const [other, bash] = toolResults(fake.requests[3]);
       expect(toolResultText(other)).toBe("other:1000:hello\n");
       expect(toolResultText(bash)).toBe("fine");
@@ -138,7 +181,11 @@ describe("MCP servers in a job (local backend)", () => {
 
   it("a verify round's end stops the servers with the agent's processes; the next round has them again", async () => {
     const { result, fake } = await runScripted(
-      [reply(text("first round")), reply(toolUse("mcp__fx__read_file", { path: "a.txt" })), reply(text("second round"))],
+      [
+        reply(text("first round")),
+        reply(toolUse("mcp__fx__read_file", { path: "a.txt" })),
+        reply(text("second round")),
+      ],
       { repo: { path: repo }, mcp: { servers: { fx: servers.fx } }, verify: "false", verifyRounds: 1 },
       "mcp",
       localBackend(),
@@ -152,7 +199,15 @@ describe("MCP servers in a job (local backend)", () => {
   it("a server that cannot start fails the job with its reason, before the model is asked", async () => {
     const { result, fake } = await runScripted(
       [reply(text("never"))],
-      { repo: { path: repo }, mcp: { servers: { fx: servers.fx, broken: { command: "node", args: ["-e", "console.error('no config'); process.exit(2)"] } } } },
+      {
+        repo: { path: repo },
+        mcp: {
+          servers: {
+            fx: servers.fx,
+            broken: { command: "node", args: ["-e", "console.error('no config'); process.exit(2)"] },
+          },
+        },
+      },
       "mcp",
       localBackend(),
     );
@@ -162,17 +217,40 @@ describe("MCP servers in a job (local backend)", () => {
   });
 
   it("a server that lists more tools than a server may offer fails the job so", async () => {
-    const { result } = await runScripted([reply(text("never"))], { repo: { path: repo }, mcp: { servers: { many: { command: "node", args: [SERVER], env: { FIXTURE_MANY: "1" } } } } }, "mcp", localBackend());
+    const { result } = await runScripted(
+      [reply(text("never"))],
+      {
+        repo: { path: repo },
+        mcp: { servers: { many: { command: "node", args: [SERVER], env: { FIXTURE_MANY: "1" } } } },
+      },
+      "mcp",
+      localBackend(),
+    );
     expect(result.status).toBe("failed");
-    expect(result.error).toMatch(/^MCP server "many" did not start: it lists 137 tools, more than the 128 a server may offer/);
+    expect(result.error).toMatch(
+      /^MCP server "many" did not start: it lists 137 tools, more than the 128 a server may offer/,
+    );
   });
 
   it("a worker with PATCHBAY_ALLOW_MCP=0 refuses the spec", async () => {
     const fake = await startFakeAnthropic([reply(text("never asked"))]);
     try {
       const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
-      const err = await runJob({ task: "t", repo: { path: repo }, mcp: { servers } }, { model, backend: localBackend(), config: localWorkerConfig({ PATCHBAY_ALLOW_MCP: "0" }), labels: { "patchbay.test": "mcp" } }).then(() => undefined, (e: Error) => e);
-      expect(err?.message).toBe("JobSpec refused by this worker's policy: mcp: MCP servers are not allowed by this worker (PATCHBAY_ALLOW_MCP=1 on the worker allows them)");
+      const err = await runJob(
+        { task: "t", repo: { path: repo }, mcp: { servers } },
+        {
+          model,
+          backend: localBackend(),
+          config: localWorkerConfig({ PATCHBAY_ALLOW_MCP: "0" }),
+          labels: { "patchbay.test": "mcp" },
+        },
+      ).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(err?.message).toBe(
+        "JobSpec refused by this worker's policy: mcp: MCP servers are not allowed by this worker (PATCHBAY_ALLOW_MCP=1 on the worker allows them)",
+      );
       expect(fake.requests).toHaveLength(0);
     } finally {
       await fake.close();
@@ -180,10 +258,15 @@ describe("MCP servers in a job (local backend)", () => {
   });
 
   it("the spec's server names keep mcp__NAME__TOOL unambiguous", () => {
-    const error = (s: unknown) => (parseJobSpec({ task: "t", repo: { path: "." }, mcp: { servers: s } }) as { error?: string }).error;
+    const error = (s: unknown) =>
+      (parseJobSpec({ task: "t", repo: { path: "." }, mcp: { servers: s } }) as { error?: string }).error;
     expect(error({ ok_name: { command: "node" } })).toBeUndefined();
-    expect(error({ "a__b": { command: "node" } })).toMatch(/mcp\.servers\.a__b: a server's name must be 1-32 letters, digits, - and single _/);
+    expect(error({ a__b: { command: "node" } })).toMatch(
+      /mcp\.servers\.a__b: a server's name must be 1-32 letters, digits, - and single _/,
+    );
     expect(error({ x: { command: "" } })).toMatch(/mcp\.servers\.x\.command: must be a non-empty command/);
-    expect(error({ x: { command: "node", env: { "A=B": "1" } } })).toMatch(/mcp\.servers\.x\.env\.A=B: must be an environment variable's name/);
+    expect(error({ x: { command: "node", env: { "A=B": "1" } } })).toMatch(
+      /mcp\.servers\.x\.env\.A=B: must be an environment variable's name/,
+    );
   });
 });

@@ -16,16 +16,34 @@
 // newline in a credential refused.
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/core/config/config.js";
-import { credentialHelper, hasCredentials, matchCredential, parseCredentialStore, redact, scrub, splitUrl } from "../../src/git/auth.js";
+import {
+  credentialHelper,
+  hasCredentials,
+  matchCredential,
+  parseCredentialStore,
+  redact,
+  scrub,
+  splitUrl,
+} from "../../src/git/auth.js";
 import { runJob } from "../../src/job/run.js";
 import { policyProblem } from "../../src/job/admit.js";
-import { FROM_BUILDS, imageVerdict, normalizeImage, policyRefusal, policyViolations, withCaps, type SandboxPolicy } from "../../src/job/policy.js";
+import {
+  FROM_BUILDS,
+  imageVerdict,
+  normalizeImage,
+  policyRefusal,
+  policyViolations,
+  withCaps,
+  type SandboxPolicy,
+} from "../../src/job/policy.js";
 import { assertJobSpec, JobSpecError, parseJobSpec, type JobSpec } from "../../src/core/spec/spec.js";
 
 const SB = "patchbay-sandbox:latest";
 const DEFAULT = loadConfig({}).policy;
-const spec = (extra: Record<string, unknown> = {}): JobSpec => assertJobSpec({ task: "t", repo: { path: "/r" }, ...extra });
-const check = (extra: Record<string, unknown>, policy: SandboxPolicy = DEFAULT, facts = {}) => policyViolations(spec(extra), policy, SB, facts);
+const spec = (extra: Record<string, unknown> = {}): JobSpec =>
+  assertJobSpec({ task: "t", repo: { path: "/r" }, ...extra });
+const check = (extra: Record<string, unknown>, policy: SandboxPolicy = DEFAULT, facts = {}) =>
+  policyViolations(spec(extra), policy, SB, facts);
 
 describe("the worker's policy: network and bounds", () => {
   it("a default worker refuses limits.network bridge, naming the knob that allows it; none is fine", () => {
@@ -47,27 +65,48 @@ describe("the worker's policy: network and bounds", () => {
   ])("%s over the default bound is refused naming the bound and its knob", (field, extra, max, knob) => {
     const [line, ...rest] = check(extra);
     expect(rest).toEqual([]);
-    expect(line).toMatch(new RegExp(`^${field.replace(".", "\\.")}: [\\d.]+ is over this worker's bound of ${max} \\(${knob} on the worker raises it\\)$`));
+    expect(line).toMatch(
+      new RegExp(
+        `^${field.replace(".", "\\.")}: [\\d.]+ is over this worker's bound of ${max} \\(${knob} on the worker raises it\\)$`,
+      ),
+    );
   });
 
   it("at the bound is fine, and a raised bound lets more through", () => {
-    expect(check({ limits: { memoryMb: 8192, cpus: 4, pids: 1024, diskMb: 10_240 }, timeoutSec: 14_400, commandTimeoutSec: 3600 })).toEqual([]);
+    expect(
+      check({
+        limits: { memoryMb: 8192, cpus: 4, pids: 1024, diskMb: 10_240 },
+        timeoutSec: 14_400,
+        commandTimeoutSec: 3600,
+      }),
+    ).toEqual([]);
     const raised = loadConfig({ PATCHBAY_MAX_MEMORY_MB: "65536", PATCHBAY_MAX_TIMEOUT_SEC: "86400" }).policy;
     expect(check({ limits: { memoryMb: 65_536 }, timeoutSec: 86_400 }, raised)).toEqual([]);
-    expect(check({ limits: { memoryMb: 65_537 } }, raised)).toEqual(["limits.memoryMb: 65537 is over this worker's bound of 65536 (PATCHBAY_MAX_MEMORY_MB on the worker raises it)"]);
+    expect(check({ limits: { memoryMb: 65_537 } }, raised)).toEqual([
+      "limits.memoryMb: 65537 is over this worker's bound of 65536 (PATCHBAY_MAX_MEMORY_MB on the worker raises it)",
+    ]);
   });
 
   it("every violation is its own line, and the refusal is one line holding them all", () => {
     const lines = check({ limits: { network: "bridge", memoryMb: 9000, pids: 2000 }, timeoutSec: 99_999 });
-    expect(lines.map((l) => l.split(":")[0])).toEqual(["limits.network", "limits.memoryMb", "limits.pids", "timeoutSec"]);
+    expect(lines.map((l) => l.split(":")[0])).toEqual([
+      "limits.network",
+      "limits.memoryMb",
+      "limits.pids",
+      "timeoutSec",
+    ]);
     expect(policyRefusal(lines)).toBe(`JobSpec refused by this worker's policy: ${lines.join("; ")}`);
     expect(policyRefusal(lines)).not.toContain("\n");
   });
 
   it("runJob (the library path, no worker) refuses such a spec with a JobSpecError before it makes anything", async () => {
-    const err = await runJob({ task: "t", repo: { path: "/nowhere" }, limits: { network: "bridge", cpus: 64 } }).catch((e: Error) => e);
+    const err = await runJob({ task: "t", repo: { path: "/nowhere" }, limits: { network: "bridge", cpus: 64 } }).catch(
+      (e: Error) => e,
+    );
     expect(err).toBeInstanceOf(JobSpecError);
-    expect((err as Error).message).toMatch(/^JobSpec refused by this worker's policy: limits\.network: "bridge" .*PATCHBAY_ALLOW_BRIDGE=1.*; limits\.cpus: 64 is over this worker's bound of 4 \(PATCHBAY_MAX_CPUS on the worker raises it\)$/);
+    expect((err as Error).message).toMatch(
+      /^JobSpec refused by this worker's policy: limits\.network: "bridge" .*PATCHBAY_ALLOW_BRIDGE=1.*; limits\.cpus: 64 is over this worker's bound of 4 \(PATCHBAY_MAX_CPUS on the worker raises it\)$/,
+    );
   });
 });
 
@@ -78,8 +117,15 @@ describe("the worker's policy: the provider a spec names", () => {
       'provider: "bedrock" is not allowed by this worker, which reaches Claude through anthropic (PATCHBAY_PROVIDERS=anthropic,bedrock on the worker allows it, with that platform\'s credentials there)',
     ]);
     expect(check({ provider: "bedrock" }, loadConfig({ PATCHBAY_PROVIDERS: "anthropic,bedrock" }).policy)).toEqual([]);
-    expect(check({ provider: "anthropic" }, loadConfig({ PATCHBAY_PROVIDER: "vertex" }).policy)).toEqual([expect.stringMatching(/^provider: "anthropic" is not allowed by this worker, which reaches Claude through vertex/)]);
-    expect(parseJobSpec({ task: "t", repo: { path: "/r" }, provider: "azure" })).toMatchObject({ ok: false, error: 'invalid JobSpec: provider: must be one of anthropic, bedrock, vertex (got "azure")' });
+    expect(check({ provider: "anthropic" }, loadConfig({ PATCHBAY_PROVIDER: "vertex" }).policy)).toEqual([
+      expect.stringMatching(
+        /^provider: "anthropic" is not allowed by this worker, which reaches Claude through vertex/,
+      ),
+    ]);
+    expect(parseJobSpec({ task: "t", repo: { path: "/r" }, provider: "azure" })).toMatchObject({
+      ok: false,
+      error: 'invalid JobSpec: provider: must be one of anthropic, bedrock, vertex (got "azure")',
+    });
   });
 });
 
@@ -94,13 +140,16 @@ describe("the worker's policy: images", () => {
   });
 
   it("by default: the sandbox image, and any other only where image build --from made it", () => {
-    for (const image of [SB, "patchbay-sandbox", "docker.io/library/patchbay-sandbox:latest"]) expect(check({ image })).toEqual([]);
+    for (const image of [SB, "patchbay-sandbox", "docker.io/library/patchbay-sandbox:latest"])
+      expect(check({ image })).toEqual([]);
     expect(imageVerdict("py-env:1", SB, DEFAULT)).toBe("lookup");
     expect(check({ image: "py-env:1" }, DEFAULT, { builtFrom: true })).toEqual([]);
     expect(check({ image: "py-env:1" }, DEFAULT, { builtFrom: false })).toEqual([
       `image: "py-env:1" is not in this worker's image allow-list; allowed: the sandbox image ${SB}, images built by patchbay image build --from (PATCHBAY_IMAGES on the worker sets the list)`,
     ]);
-    expect(check({ image: "py-env:1" }, DEFAULT, {})[0]).toMatch(/^image: "py-env:1" is not in this worker's image allow-list \(and no such image is on this worker's engine\); /);
+    expect(check({ image: "py-env:1" }, DEFAULT, {})[0]).toMatch(
+      /^image: "py-env:1" is not in this worker's image allow-list \(and no such image is on this worker's engine\); /,
+    );
     // The configured sandbox image is the one allowed.
     const other = loadConfig({ PATCHBAY_IMAGE: "corp/sandbox:7" });
     expect(policyViolations(spec({ image: "corp/sandbox:7" }), other.policy, other.image)).toEqual([]);
@@ -118,7 +167,9 @@ describe("the worker's policy: images", () => {
     expect(check({ image: "py-env:1" }, policy, { builtFrom: true })[0]).toBe(
       `image: "py-env:1" is not in this worker's image allow-list; allowed: the sandbox image ${SB}, python:3.12, registry.example.org/envs/* (PATCHBAY_IMAGES on the worker sets the list)`,
     );
-    expect(imageVerdict("py-env:1", SB, loadConfig({ PATCHBAY_IMAGES: `python:3.12,${FROM_BUILDS}` }).policy)).toBe("lookup");
+    expect(imageVerdict("py-env:1", SB, loadConfig({ PATCHBAY_IMAGES: `python:3.12,${FROM_BUILDS}` }).policy)).toBe(
+      "lookup",
+    );
     const none = loadConfig({ PATCHBAY_IMAGES: "" }).policy;
     expect(none.images).toEqual([]);
     expect(imageVerdict("py-env:1", SB, none)).toBe("refused");
@@ -149,23 +200,53 @@ describe("the JobSpec's absolute caps (whatever the worker)", () => {
     expect(error(extra)).toBe(`invalid JobSpec: ${message}`);
   });
   it("values at the caps parse", () => {
-    expect(error({ limits: { memoryMb: 1_048_576, cpus: 1024, pids: 4_194_304, diskMb: 16_777_216 }, timeoutSec: 604_800, commandTimeoutSec: 604_800, maxTurns: 10_000, maxTokens: 1_000_000 })).toBe("");
+    expect(
+      error({
+        limits: { memoryMb: 1_048_576, cpus: 1024, pids: 4_194_304, diskMb: 16_777_216 },
+        timeoutSec: 604_800,
+        commandTimeoutSec: 604_800,
+        maxTurns: 10_000,
+        maxTokens: 1_000_000,
+      }),
+    ).toBe("");
   });
 });
 
 describe("git URL credentials (src/git/auth.ts)", () => {
   it("splits the URL git is given from the credentials it carried", () => {
     expect(splitUrl("https://alice:s3cret@host.example/o/r.git")).toEqual({
-      url: "https://host.example/o/r.git", protocol: "https", host: "host.example", path: "/o/r.git",
-      credential: { username: "alice", password: "s3cret" }, secrets: ["s3cret"],
+      url: "https://host.example/o/r.git",
+      protocol: "https",
+      host: "host.example",
+      path: "/o/r.git",
+      credential: { username: "alice", password: "s3cret" },
+      secrets: ["s3cret"],
     });
     // A token alone as the user name is the secret; percent-encoding is decoded; a raw @ stays the password's.
-    expect(splitUrl("https://ghp_TOKEN123@github.com/o/r")).toMatchObject({ url: "https://github.com/o/r", credential: { username: "ghp_TOKEN123", password: "" }, secrets: ["ghp_TOKEN123"] });
-    expect(splitUrl("http://u:p%40ss%3Aw@127.0.0.1:8080/r")).toMatchObject({ url: "http://127.0.0.1:8080/r", host: "127.0.0.1:8080", credential: { username: "u", password: "p@ss:w" } });
-    expect(splitUrl("https://u:p@ss@host/r")).toMatchObject({ url: "https://host/r", host: "host", credential: { password: "p@ss" } });
+    expect(splitUrl("https://ghp_TOKEN123@github.com/o/r")).toMatchObject({
+      url: "https://github.com/o/r",
+      credential: { username: "ghp_TOKEN123", password: "" },
+      secrets: ["ghp_TOKEN123"],
+    });
+    expect(splitUrl("http://u:p%40ss%3Aw@127.0.0.1:8080/r")).toMatchObject({
+      url: "http://127.0.0.1:8080/r",
+      host: "127.0.0.1:8080",
+      credential: { username: "u", password: "p@ss:w" },
+    });
+    expect(splitUrl("https://u:p@ss@host/r")).toMatchObject({
+      url: "https://host/r",
+      host: "host",
+      credential: { password: "p@ss" },
+    });
     // ssh logins are not secrets; a password in an ssh URL is (ssh never uses it), and the login stays.
-    expect(splitUrl("ssh://git@github.com/o/r.git")).toMatchObject({ url: "ssh://git@github.com/o/r.git", secrets: [] });
-    expect(splitUrl("ssh://git:pw123@github.com/o/r.git")).toMatchObject({ url: "ssh://git@github.com/o/r.git", secrets: ["pw123"] });
+    expect(splitUrl("ssh://git@github.com/o/r.git")).toMatchObject({
+      url: "ssh://git@github.com/o/r.git",
+      secrets: [],
+    });
+    expect(splitUrl("ssh://git:pw123@github.com/o/r.git")).toMatchObject({
+      url: "ssh://git@github.com/o/r.git",
+      secrets: ["pw123"],
+    });
     expect(splitUrl("git@github.com:o/r.git")).toEqual({ url: "git@github.com:o/r.git", secrets: [] });
     expect(splitUrl("/srv/repos/r")).toEqual({ url: "/srv/repos/r", secrets: [] });
     expect(splitUrl("https://host/path@v1")).toMatchObject({ url: "https://host/path@v1", secrets: [] });
@@ -176,17 +257,30 @@ describe("git URL credentials (src/git/auth.ts)", () => {
     expect(hasCredentials("https://tok@h/r")).toBe(true);
     expect(hasCredentials("HTTPS://tok@h/r")).toBe(true);
     expect(hasCredentials("ssh://u:pw@h/r")).toBe(true);
-    for (const url of ["https://h/r", "ssh://git@h/r", "git@h:r", "/abs/path", "file:///abs/path", "https://h/r@v1"]) expect(hasCredentials(url)).toBe(false);
+    for (const url of ["https://h/r", "ssh://git@h/r", "git@h:r", "/abs/path", "file:///abs/path", "https://h/r@v1"])
+      expect(hasCredentials(url)).toBe(false);
   });
 
   it("redact and scrub hide userinfo anywhere in a text, and the given secrets", () => {
-    expect(redact("fatal: clone of 'https://u:p@ss@h/r' and http://tok@h2:8/x failed")).toBe("fatal: clone of 'https://***@h/r' and http://***@h2:8/x failed");
+    expect(redact("fatal: clone of 'https://u:p@ss@h/r' and http://tok@h2:8/x failed")).toBe(
+      "fatal: clone of 'https://***@h/r' and http://***@h2:8/x failed",
+    );
     expect(redact("see https://h/r@v1 and ssh://git@h/r")).toBe("see https://h/r@v1 and ssh://***@h/r");
     expect(scrub("remote: hello s3cret, bye s3cret", ["s3cret"])).toBe("remote: hello ***, bye ***");
   });
 
   it("a git-credentials store: lines matched by protocol, host and port, and path where the line has one", () => {
-    const store = parseCredentialStore(["# comment", "", "https://a:1@git.example.org", "https://b:2@GIT.example.org:8443", "http://c:3@git.example.org/team/r.git", "https://no-secret.example.org", "https://d:4@git.example.org/team"].join("\n"));
+    const store = parseCredentialStore(
+      [
+        "# comment",
+        "",
+        "https://a:1@git.example.org",
+        "https://b:2@GIT.example.org:8443",
+        "http://c:3@git.example.org/team/r.git",
+        "https://no-secret.example.org",
+        "https://d:4@git.example.org/team",
+      ].join("\n"),
+    );
     expect(store.map((s) => s.credential.password)).toEqual(["1", "2", "3", "4"]);
     expect(matchCredential(store, "https://git.example.org/x/y.git")?.credential.username).toBe("a");
     expect(matchCredential(store, "https://git.example.org:8443/x")?.credential.username).toBe("b");
@@ -195,42 +289,76 @@ describe("git URL credentials (src/git/auth.ts)", () => {
     expect(matchCredential(store, "http://git.example.org/team/other")).toBeUndefined();
     expect(matchCredential(store, "https://other.example.org/r")).toBeUndefined();
     expect(matchCredential(store, "git@git.example.org:r")).toBeUndefined();
-    expect(matchCredential(parseCredentialStore("https://d:4@h.example/team\n"), "https://h.example/team/r.git")?.credential.password).toBe("4");
-    expect(matchCredential(parseCredentialStore("https://d:4@h.example/team\n"), "https://h.example/teammate/r.git")).toBeUndefined();
+    expect(
+      matchCredential(parseCredentialStore("https://d:4@h.example/team\n"), "https://h.example/team/r.git")?.credential
+        .password,
+    ).toBe("4");
+    expect(
+      matchCredential(parseCredentialStore("https://d:4@h.example/team\n"), "https://h.example/teammate/r.git"),
+    ).toBeUndefined();
   });
 
   it("the helper's secret is in its environment, not its argv; a newline (which could forge a key) is refused", () => {
     const h = credentialHelper("https", "h.example", { username: "u", password: "s3cret" });
     expect(h.args.join(" ")).not.toContain("s3cret");
-    expect(h.env).toEqual({ PATCHBAY_GIT_PROTOCOL: "https", PATCHBAY_GIT_HOST: "h.example", PATCHBAY_GIT_USERNAME: "u", PATCHBAY_GIT_PASSWORD: "s3cret" });
-    expect(() => credentialHelper("https", "h", { username: "u", password: "x\nhost=evil" })).toThrow("a git credential contains a newline or NUL");
+    expect(h.env).toEqual({
+      PATCHBAY_GIT_PROTOCOL: "https",
+      PATCHBAY_GIT_HOST: "h.example",
+      PATCHBAY_GIT_USERNAME: "u",
+      PATCHBAY_GIT_PASSWORD: "s3cret",
+    });
+    expect(() => credentialHelper("https", "h", { username: "u", password: "x\nhost=evil" })).toThrow(
+      "a git credential contains a newline or NUL",
+    );
   });
 });
 
 describe("the worker's policy: what a spec may spend, and the runtime", () => {
-  const capped = loadConfig({ PATCHBAY_MAX_BUDGET_USD: "2", PATCHBAY_MAX_TURNS: "10", PATCHBAY_MAX_TOKENS: "100000", PATCHBAY_MODELS: "claude-haiku-*", PATCHBAY_RUNTIME: "runsc" });
+  const capped = loadConfig({
+    PATCHBAY_MAX_BUDGET_USD: "2",
+    PATCHBAY_MAX_TURNS: "10",
+    PATCHBAY_MAX_TOKENS: "100000",
+    PATCHBAY_MODELS: "claude-haiku-*",
+    PATCHBAY_RUNTIME: "runsc",
+  });
 
   it("refuses a spec over a cap, a model off the list, another runtime, and a pids limit the forced runtime cannot work with", () => {
-    expect(check({ budget: { usd: 2.5 }, maxTurns: 11, maxTokens: 100_001, model: "claude-opus-4-5", runtime: "runc" }, capped.policy)).toEqual([
+    expect(
+      check(
+        { budget: { usd: 2.5 }, maxTurns: 11, maxTokens: 100_001, model: "claude-opus-4-5", runtime: "runc" },
+        capped.policy,
+      ),
+    ).toEqual([
       "budget.usd: 2.5 is over this worker's bound of 2 (PATCHBAY_MAX_BUDGET_USD on the worker raises it)",
       "maxTurns: 11 is over this worker's bound of 10 (PATCHBAY_MAX_TURNS on the worker raises it)",
       "maxTokens: 100001 is over this worker's bound of 100000 (PATCHBAY_MAX_TOKENS on the worker raises it)",
       'model: "claude-opus-4-5" is not in this worker\'s model allow-list; allowed: claude-sonnet-5-5, claude-haiku-* (PATCHBAY_MODELS on the worker sets the list)',
       'runtime: "runc" is not allowed by this worker, which runs every sandbox under runsc (PATCHBAY_RUNTIME on the worker)',
     ]);
-    expect(check({ limits: { pids: 64 } }, capped.policy)).toEqual(["limits.pids: must be at least 256 under runtime runsc (gVisor's own threads count against the limit; a lower one kills the sandbox) (this worker runs every sandbox under runsc: PATCHBAY_RUNTIME)"]);
-    expect(check({ budget: { usd: 2 }, maxTurns: 10, model: "claude-haiku-4-5", runtime: "runsc" }, capped.policy)).toEqual([]);
+    expect(check({ limits: { pids: 64 } }, capped.policy)).toEqual([
+      "limits.pids: must be at least 256 under runtime runsc (gVisor's own threads count against the limit; a lower one kills the sandbox) (this worker runs every sandbox under runsc: PATCHBAY_RUNTIME)",
+    ]);
+    expect(
+      check({ budget: { usd: 2 }, maxTurns: 10, model: "claude-haiku-4-5", runtime: "runsc" }, capped.policy),
+    ).toEqual([]);
     expect(check({ budget: { usd: 500 }, maxTurns: 10_000, model: "anything" })).toEqual([]); // no caps by default
   });
 
   it("gives a spec that sets nothing the caps (a turns or tokens cap only where it is below the default), and the forced runtime", () => {
     expect(withCaps(spec(), capped.policy)).toEqual({ ...spec(), budget: { usd: 2 }, maxTurns: 10, runtime: "runsc" }); // 100000 tokens is above the default 8192
-    expect(withCaps(spec({ budget: { outputTokens: 5 }, maxTurns: 3 }), capped.policy)).toEqual({ ...spec(), budget: { outputTokens: 5, usd: 2 }, maxTurns: 3, runtime: "runsc" });
+    expect(withCaps(spec({ budget: { outputTokens: 5 }, maxTurns: 3 }), capped.policy)).toEqual({
+      ...spec(),
+      budget: { outputTokens: 5, usd: 2 },
+      maxTurns: 3,
+      runtime: "runsc",
+    });
     expect(withCaps(spec(), DEFAULT)).toEqual(spec());
   });
 
   it("refuses a model whose price is unknown where a USD cap is set: the cap could not be held", async () => {
     const why = await policyProblem(spec({ model: "claude-haiku-9-private" }), capped);
-    expect(why).toContain('model: the price of "claude-haiku-9-private" is unknown, so this worker\'s cap on what a job spends (PATCHBAY_MAX_BUDGET_USD=2) cannot be held');
+    expect(why).toContain(
+      'model: the price of "claude-haiku-9-private" is unknown, so this worker\'s cap on what a job spends (PATCHBAY_MAX_BUDGET_USD=2) cannot be held',
+    );
   });
 });

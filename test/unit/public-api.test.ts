@@ -21,7 +21,13 @@ interface Findings {
 }
 
 function findings(): Findings {
-  const program = ts.createProgram([resolve(ROOT, "src/index.ts")], { strict: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, noEmit: true });
+  const program = ts.createProgram([resolve(ROOT, "src/index.ts")], {
+    strict: true,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
+    noEmit: true,
+  });
   const checker = program.getTypeChecker();
   const index = checker.getSymbolAtLocation(program.getSourceFile(resolve(ROOT, "src/index.ts"))!)!;
   const real = (s: ts.Symbol) => (s.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(s) : s);
@@ -38,37 +44,53 @@ function findings(): Findings {
   const params = (name: string, fn: ts.SignatureDeclarationBase) => {
     for (const p of fn.parameters) {
       if (!p.type || pending(p)) continue;
-      const literal = ts.isUnionTypeNode(p.type) ? p.type.types.find(ts.isTypeLiteralNode) : ts.isTypeLiteralNode(p.type) ? p.type : undefined;
+      const literal = ts.isUnionTypeNode(p.type)
+        ? p.type.types.find(ts.isTypeLiteralNode)
+        : ts.isTypeLiteralNode(p.type)
+          ? p.type
+          : undefined;
       if (literal && literal.members.length > 0) out.inlineBags.push(`${where(p)} ${name}(${p.name.getText()})`);
       const refs: ts.TypeReferenceNode[] = [];
       const walk = (n: ts.Node): void => (ts.isTypeReferenceNode(n) && refs.push(n), ts.forEachChild(n, walk));
       walk(p.type);
       for (const r of refs) {
         const sym = checker.getSymbolAtLocation(r.typeName);
-        const own = sym !== undefined && (real(sym).declarations ?? []).some((x) => x.getSourceFile().fileName.startsWith(`${ROOT}/src/`));
-        if (sym && own && /Options$/.test(sym.name) && !exported.has(real(sym))) out.unexportedOptions.push(`${where(p)} ${name}(${p.name.getText()}): ${sym.name}`);
+        const own =
+          sym !== undefined &&
+          (real(sym).declarations ?? []).some((x) => x.getSourceFile().fileName.startsWith(`${ROOT}/src/`));
+        if (sym && own && /Options$/.test(sym.name) && !exported.has(real(sym)))
+          out.unexportedOptions.push(`${where(p)} ${name}(${p.name.getText()}): ${sym.name}`);
       }
     }
   };
 
   for (const ex of exportsOf) {
     // A class exported as a type only (Shell, Files: reached through a Sandbox) is not made by callers.
-    const typeOnly = (ex.declarations ?? []).some((e) => ts.isExportSpecifier(e) && (e.isTypeOnly || e.parent.parent.isTypeOnly));
+    const typeOnly = (ex.declarations ?? []).some(
+      (e) => ts.isExportSpecifier(e) && (e.isTypeOnly || e.parent.parent.isTypeOnly),
+    );
     for (const d of real(ex).declarations ?? []) {
       if (pending(d)) continue;
       const statement = ts.isVariableDeclaration(d) ? d.parent.parent : d;
       if (!documented(statement)) out.undocumented.push(`${where(d)} ${ex.name}`);
       if (ts.isFunctionDeclaration(d)) params(ex.name, d);
-      if (ts.isVariableDeclaration(d) && d.initializer && ts.isArrowFunction(d.initializer)) params(ex.name, d.initializer);
+      if (ts.isVariableDeclaration(d) && d.initializer && ts.isArrowFunction(d.initializer))
+        params(ex.name, d.initializer);
       if (!ts.isClassDeclaration(d) && !ts.isInterfaceDeclaration(d)) continue;
-      const overloaded = new Set(d.members.filter((m) => ts.isMethodDeclaration(m) && !m.body).map((m) => m.name!.getText()));
+      const overloaded = new Set(
+        d.members.filter((m) => ts.isMethodDeclaration(m) && !m.body).map((m) => m.name!.getText()),
+      );
       for (const m of d.members) {
-        const hidden = (ts.getCombinedModifierFlags(m) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) !== 0 || (m.name !== undefined && ts.isPrivateIdentifier(m.name));
+        const hidden =
+          (ts.getCombinedModifierFlags(m) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) !== 0 ||
+          (m.name !== undefined && ts.isPrivateIdentifier(m.name));
         if (hidden || ts.isIndexSignatureDeclaration(m) || ts.isClassStaticBlockDeclaration(m)) continue;
         const name = ts.isConstructorDeclaration(m) ? `${ex.name}.constructor` : `${ex.name}.${m.name?.getText()}`;
-        if ((ts.isConstructorDeclaration(m) && !typeOnly) || ts.isMethodDeclaration(m) || ts.isMethodSignature(m)) params(name, m);
+        if ((ts.isConstructorDeclaration(m) && !typeOnly) || ts.isMethodDeclaration(m) || ts.isMethodSignature(m))
+          params(name, m);
         // A constructor is the class's to describe; an overloaded method's body is not seen by a caller.
-        if (ts.isConstructorDeclaration(m) || (ts.isMethodDeclaration(m) && m.body && overloaded.has(m.name.getText()))) continue;
+        if (ts.isConstructorDeclaration(m) || (ts.isMethodDeclaration(m) && m.body && overloaded.has(m.name.getText())))
+          continue;
         if (!documented(m)) out.undocumented.push(`${where(m)} ${name}`);
       }
     }
@@ -93,6 +115,8 @@ describe("the public API (src/index.ts)", () => {
 
   it("keeps SandboxRuntime as a deprecated alias of Backend", () => {
     const text = ts.sys.readFile(resolve(ROOT, "src/index.ts"))!;
-    expect(text).toMatch(/\/\*\* @deprecated use Backend[^*]*\*\/\nexport type SandboxRuntime = import\("\.\/backend\/types\.js"\)\.Backend;/);
+    expect(text).toMatch(
+      /\/\*\* @deprecated use Backend[^*]*\*\/\nexport type SandboxRuntime = import\("\.\/backend\/types\.js"\)\.Backend;/,
+    );
   });
 });

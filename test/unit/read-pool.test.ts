@@ -82,17 +82,29 @@ describe("reader threads", () => {
     const before = openFds();
     const ref = await load(0);
     expect(ref.files).toBe(700 + 30 + 1 + 1 + 1 + 1 + 1 + 2 + 2); // .gitignore, .git's two and the nested repo's two files
-    const sizes = fs.readdirSync(dir, { recursive: true }).filter((n) => !String(n).startsWith("link-in/")).map((n) => fs.lstatSync(path.join(dir, String(n))));
+    const sizes = fs
+      .readdirSync(dir, { recursive: true })
+      .filter((n) => !String(n).startsWith("link-in/"))
+      .map((n) => fs.lstatSync(path.join(dir, String(n))));
     expect(ref.bytes).toBe(sizes.filter((s) => s.isFile()).reduce((n, s) => n + s.size, 0) - "ignored\n".length * 2);
     expect(ref.symlinks).toEqual([{ name: "src/link-out", target: "../../elsewhere" }]);
     for (const threads of [1, 2]) {
       const got = await load(threads);
       expect(got.tar.equals(ref.tar), `threads ${threads}: the tar`).toBe(true);
-      expect([got.files, got.bytes, got.pack?.name, got.pack?.objects], `threads ${threads}`).toEqual([ref.files, ref.bytes, ref.pack?.name, ref.pack?.objects]);
+      expect([got.files, got.bytes, got.pack?.name, got.pack?.objects], `threads ${threads}`).toEqual([
+        ref.files,
+        ref.bytes,
+        ref.pack?.name,
+        ref.pack?.objects,
+      ]);
       expect(got.pack!.pack.equals(ref.pack!.pack)).toBe(true);
     }
     // GNU tar reads it, modes and all.
-    const list = execFileSync("tar", ["-tv", "--numeric-owner", "-f", "-"], { input: ref.tar, encoding: "utf8", maxBuffer: 64 << 20 });
+    const list = execFileSync("tar", ["-tv", "--numeric-owner", "-f", "-"], {
+      input: ref.tar,
+      encoding: "utf8",
+      maxBuffer: 64 << 20,
+    });
     expect(list).toMatch(/^-rwxr-xr-x 1000\/1000 +18 .* bin\/run\.sh$/m);
     expect(list).toMatch(/^-rw-r--r-- 1000\/1000 +1572864 .* data\/large\.bin$/m);
     expect(list).not.toMatch(/x\.log|build\//);
@@ -171,9 +183,15 @@ describe("reader threads", () => {
       const bad = Buffer.concat([Buffer.from(`${dir}/bad`), Buffer.from([0xff]), Buffer.from(".txt")]);
       if (kind === "dir") fs.mkdirSync(bad);
       else fs.writeFileSync(bad, "x");
-      if (kind !== "file" && kind !== "dir") fs.writeFileSync(path.join(dir, "bad\uFFFD.txt"), "a valid name that reads back the same"); // would be opened instead
+      if (kind !== "file" && kind !== "dir")
+        fs.writeFileSync(path.join(dir, "bad\uFFFD.txt"), "a valid name that reads back the same"); // would be opened instead
       // The walk meets it (no lstat of files otherwise): dirArchive itself fails.
-      const error = await dirArchive(dir, true, 1e9, 1e6, "t", { threads: 1 }).then(drain).then((r) => r.error, (e: unknown) => e);
+      const error = await dirArchive(dir, true, 1e9, 1e6, "t", { threads: 1 })
+        .then(drain)
+        .then(
+          (r) => r.error,
+          (e: unknown) => e,
+        );
       expect(error, kind).toBeInstanceOf(RepoError);
       expect(String(error)).toContain(`the file name "bad\uFFFD.txt" is not valid UTF-8`);
     }

@@ -26,15 +26,43 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 /** The transport host git picks for a value (`git ls-remote` with every protocol refused says which), run where nothing exists. */
 function gitTransport(url: string): string {
   const empty = mkdtempSync(join(tmp, "cwd-"));
-  const r = spawnSync("git", ["-c", "protocol.allow=never", "ls-remote", "--", url], { cwd: empty, env: { ...process.env, GIT_TERMINAL_PROMPT: "0" }, encoding: "utf8" });
+  const r = spawnSync("git", ["-c", "protocol.allow=never", "ls-remote", "--", url], {
+    cwd: empty,
+    env: { ...process.env, GIT_TERMINAL_PROMPT: "0" },
+    encoding: "utf8",
+  });
   return /transport '([^']+)' not allowed/.exec(r.stderr)?.[1] ?? `(none: ${r.stderr.trim().split("\n")[0]})`;
 }
 
 const VALUES = [
-  "/srv/another/repo", "/root/.git", "../rel", "rel", "./a:b", "sub/dir:x", "file:///srv/repo", "file://localhost/srv/repo", "~/repo",
-  "https://github.com/acme/x.git", "http://127.0.0.1:8080/x.git", "git://internal/x", "ssh://git@github.com/acme/x", "git+ssh://h/x", "ssh://[::1]:22/x",
-  "a:b", "git@github.com:acme/x.git", "internal-alias:repo", "localhost:/srv/repo",
-  "ext::sh -c id", "fd::3", "foo://x/y", "FILE:///srv/repo", "-uxterm", "[h]:x", "https://github.com\\@evil/x", "https://a@b@evil/x", "https://git%68ub.com/x",
+  "/srv/another/repo",
+  "/root/.git",
+  "../rel",
+  "rel",
+  "./a:b",
+  "sub/dir:x",
+  "file:///srv/repo",
+  "file://localhost/srv/repo",
+  "~/repo",
+  "https://github.com/acme/x.git",
+  "http://127.0.0.1:8080/x.git",
+  "git://internal/x",
+  "ssh://git@github.com/acme/x",
+  "git+ssh://h/x",
+  "ssh://[::1]:22/x",
+  "a:b",
+  "git@github.com:acme/x.git",
+  "internal-alias:repo",
+  "localhost:/srv/repo",
+  "ext::sh -c id",
+  "fd::3",
+  "foo://x/y",
+  "FILE:///srv/repo",
+  "-uxterm",
+  "[h]:x",
+  "https://github.com\\@evil/x",
+  "https://a@b@evil/x",
+  "https://git%68ub.com/x",
 ];
 
 describe("classifyGit", () => {
@@ -54,12 +82,36 @@ describe("classifyGit", () => {
     expect(classifyGit("file:///srv/repo")).toEqual({ kind: "local", field: "git", path: "/srv/repo" });
     expect(classifyGit("/root/.git")).toMatchObject({ kind: "local", path: "/root/.git" });
     expect(classifyGit("../rel")).toMatchObject({ kind: "local", path: "../rel" });
-    expect(classifyGit("https://github.com/acme/x.git")).toEqual({ kind: "remote", field: "git", scheme: "https", host: "github.com" });
+    expect(classifyGit("https://github.com/acme/x.git")).toEqual({
+      kind: "remote",
+      field: "git",
+      scheme: "https",
+      host: "github.com",
+    });
     expect(classifyGit("http://127.0.0.1:8080/x")).toMatchObject({ host: "127.0.0.1", port: "8080" });
-    expect(classifyGit("https://github.com:443@evil.internal/x")).toMatchObject({ kind: "remote", host: "evil.internal" });
-    expect(classifyGit("git@GitHub.com:acme/x.git")).toEqual({ kind: "remote", field: "git", scheme: "ssh", host: "github.com" });
+    expect(classifyGit("https://github.com:443@evil.internal/x")).toMatchObject({
+      kind: "remote",
+      host: "evil.internal",
+    });
+    expect(classifyGit("git@GitHub.com:acme/x.git")).toEqual({
+      kind: "remote",
+      field: "git",
+      scheme: "ssh",
+      host: "github.com",
+    });
     expect(classifyGit("internal-alias:repo")).toMatchObject({ kind: "remote", host: "internal-alias" });
-    for (const url of ["ext::sh -c id", "fd::3", "foo://x", "-uxterm", "https://github.com\\@evil/x", "https://a@b@evil/x", "https://git%68ub.com/x", "file://otherhost/x", "[h]:x"]) expect(classifyGit(url).kind, url).toBe("unsupported");
+    for (const url of [
+      "ext::sh -c id",
+      "fd::3",
+      "foo://x",
+      "-uxterm",
+      "https://github.com\\@evil/x",
+      "https://a@b@evil/x",
+      "https://git%68ub.com/x",
+      "file://otherhost/x",
+      "[h]:x",
+    ])
+      expect(classifyGit(url).kind, url).toBe("unsupported");
   });
 });
 
@@ -81,16 +133,48 @@ describe("checkLocalPath", () => {
     expect(checkLocalPath(join(root, "inner"), [root])).toBe(join(root, "repo"));
     expect(checkLocalPath(join(root, "missing"), [root])).toBe(join(root, "missing")); // inside: the reader says it is not there
     expect(checkLocalPath(join(root, "dangling-in"), [root])).toBe(join(root, "repo", "not-yet"));
-    for (const p of [join(root, "dangling"), join(root, "dangling", "sub"), outside, join(outside, "secret"), join(outside, "nope"), join(root, "escape"), join(root, "escape", "secret"), join(root, "escape", "nope"), join(root, "escape", "there", "deeper", "nope"), `${root}/../outside`, `${root}-x`, "repo", "../root/repo", "/proc/self", "/root/.git"])
+    for (const p of [
+      join(root, "dangling"),
+      join(root, "dangling", "sub"),
+      outside,
+      join(outside, "secret"),
+      join(outside, "nope"),
+      join(root, "escape"),
+      join(root, "escape", "secret"),
+      join(root, "escape", "nope"),
+      join(root, "escape", "there", "deeper", "nope"),
+      `${root}/../outside`,
+      `${root}-x`,
+      "repo",
+      "../root/repo",
+      "/proc/self",
+      "/root/.git",
+    ])
       expect(checkLocalPath(p, [root]), p).toBeUndefined();
     expect(checkLocalPath(join(root, "repo"), [])).toBeUndefined();
   });
 
   it("checkSource: one verdict per kind, a local { git } at its real path, and the host list", () => {
-    expect(checkSource({ git: `file://${join(root, "inner")}`, ref: "main" }, { roots: [root] })).toEqual({ ok: true, repo: { git: join(root, "repo"), ref: "main" } });
-    expect(checkSource({ git: join(root, "escape") }, { roots: [root] })).toEqual({ ok: false, field: "git", why: "local" });
-    expect(checkSource({ archive: "/etc/passwd" }, { roots: [root] })).toEqual({ ok: false, field: "archive", why: "local" });
-    expect(checkSource({ git: "http://127.0.0.1/x" }, { gitHosts: ["github.com"] })).toEqual({ ok: false, field: "git", why: "host", detail: "127.0.0.1" });
+    expect(checkSource({ git: `file://${join(root, "inner")}`, ref: "main" }, { roots: [root] })).toEqual({
+      ok: true,
+      repo: { git: join(root, "repo"), ref: "main" },
+    });
+    expect(checkSource({ git: join(root, "escape") }, { roots: [root] })).toEqual({
+      ok: false,
+      field: "git",
+      why: "local",
+    });
+    expect(checkSource({ archive: "/etc/passwd" }, { roots: [root] })).toEqual({
+      ok: false,
+      field: "archive",
+      why: "local",
+    });
+    expect(checkSource({ git: "http://127.0.0.1/x" }, { gitHosts: ["github.com"] })).toEqual({
+      ok: false,
+      field: "git",
+      why: "host",
+      detail: "127.0.0.1",
+    });
     expect(checkSource({ git: "https://github.com/x" }, { gitHosts: ["github.com"] })).toMatchObject({ ok: true });
     expect(checkSource({ path: "/anything" }, {})).toEqual({ ok: true, repo: { path: "/anything" } }); // no roots: the operator's own job
     expect(hostAllowed({ host: "127.0.0.1", port: "8080" }, ["127.0.0.1:8080"])).toBe(true);
@@ -111,21 +195,45 @@ describe("the worker's rules by origin", () => {
     expect(admitSource(spec({ path: "/srv/x" }), "operator", config)).toEqual({ spec: spec({ path: "/srv/x" }) });
     expect(admitSource(spec({ git: "http://10.0.0.1/x" }), "operator", config)).toMatchObject({ spec: {} });
     for (const origin of ["api", undefined, "OPERATOR"]) {
-      expect(admitSource(spec({ path: "/srv/x" }), origin, config)).toEqual({ refused: 'repo.path: this worker reads the local repo of a job from the HTTP API (or of one that does not say who enqueued it) only under PATCHBAY_LOCAL_REPO_ROOTS, which it does not set; send { "git": URL }' });
-      expect(admitSource(spec({ git: "http://10.0.0.1/x" }), origin, config)).toEqual({ refused: 'repo.git: this worker clones a job from the HTTP API only from the hosts of PATCHBAY_API_GIT_HOSTS (github.com, gitlab.com); "10.0.0.1" is not one of them' });
+      expect(admitSource(spec({ path: "/srv/x" }), origin, config)).toEqual({
+        refused:
+          'repo.path: this worker reads the local repo of a job from the HTTP API (or of one that does not say who enqueued it) only under PATCHBAY_LOCAL_REPO_ROOTS, which it does not set; send { "git": URL }',
+      });
+      expect(admitSource(spec({ git: "http://10.0.0.1/x" }), origin, config)).toEqual({
+        refused:
+          'repo.git: this worker clones a job from the HTTP API only from the hosts of PATCHBAY_API_GIT_HOSTS (github.com, gitlab.com); "10.0.0.1" is not one of them',
+      });
     }
   });
 
   it("with roots, every job is held to them; none refuses every local repo; the forges set the default hosts", () => {
     const root = join(tmp, "root");
-    const withRoots = loadConfig({ PATCHBAY_LOCAL_REPO_ROOTS: root, PATCHBAY_FORGES: "git.internal:3000=gitlab@http://git.internal:3000" });
-    expect(admitSource(spec({ path: "/srv/x" }), "operator", withRoots)).toEqual({ refused: `repo.path: this worker reads a local repo only under PATCHBAY_LOCAL_REPO_ROOTS (${root}); send { "git": URL } for another` });
-    expect(admitSource(spec({ path: join(root, "inner") }), "api", withRoots)).toEqual({ spec: spec({ path: join(root, "repo") }) });
-    expect(admitSource(spec({ git: "http://git.internal:3000/a/b.git" }), "api", withRoots)).toMatchObject({ spec: {} });
+    const withRoots = loadConfig({
+      PATCHBAY_LOCAL_REPO_ROOTS: root,
+      PATCHBAY_FORGES: "git.internal:3000=gitlab@http://git.internal:3000",
+    });
+    expect(admitSource(spec({ path: "/srv/x" }), "operator", withRoots)).toEqual({
+      refused: `repo.path: this worker reads a local repo only under PATCHBAY_LOCAL_REPO_ROOTS (${root}); send { "git": URL } for another`,
+    });
+    expect(admitSource(spec({ path: join(root, "inner") }), "api", withRoots)).toEqual({
+      spec: spec({ path: join(root, "repo") }),
+    });
+    expect(admitSource(spec({ git: "http://git.internal:3000/a/b.git" }), "api", withRoots)).toMatchObject({
+      spec: {},
+    });
     const none = loadConfig({ PATCHBAY_LOCAL_REPO_ROOTS: "none" });
-    expect(admitSource(spec({ git: "/srv/x" }), "operator", none)).toEqual({ refused: 'repo.git: this worker reads no local repo (PATCHBAY_LOCAL_REPO_ROOTS=none); send { "git": URL }' });
-    expect(() => loadConfig({ PATCHBAY_LOCAL_REPO_ROOTS: "rel/dir" })).toThrow(/PATCHBAY_LOCAL_REPO_ROOTS: each must be an absolute directory/);
-    expect(() => loadConfig({ PATCHBAY_API_GIT_HOSTS: "https://x" })).toThrow(/PATCHBAY_API_GIT_HOSTS: each must be a host or host:port/);
-    expect(loadConfig({ PATCHBAY_API_GIT_HOSTS: "GitHub.com, 127.0.0.1:8080" }).apiGitHosts).toEqual(["github.com", "127.0.0.1:8080"]);
+    expect(admitSource(spec({ git: "/srv/x" }), "operator", none)).toEqual({
+      refused: 'repo.git: this worker reads no local repo (PATCHBAY_LOCAL_REPO_ROOTS=none); send { "git": URL }',
+    });
+    expect(() => loadConfig({ PATCHBAY_LOCAL_REPO_ROOTS: "rel/dir" })).toThrow(
+      /PATCHBAY_LOCAL_REPO_ROOTS: each must be an absolute directory/,
+    );
+    expect(() => loadConfig({ PATCHBAY_API_GIT_HOSTS: "https://x" })).toThrow(
+      /PATCHBAY_API_GIT_HOSTS: each must be a host or host:port/,
+    );
+    expect(loadConfig({ PATCHBAY_API_GIT_HOSTS: "GitHub.com, 127.0.0.1:8080" }).apiGitHosts).toEqual([
+      "github.com",
+      "127.0.0.1:8080",
+    ]);
   });
 });

@@ -45,14 +45,27 @@ function memoryStore(jobId: string, spec: JobSpec, stored?: Checkpoint | string)
   return { store, saved };
 }
 
-async function attempt(fake: FakeAnthropic, spec: JobSpec, jobId: string, attemptNo: number, stored?: Checkpoint | string) {
+async function attempt(
+  fake: FakeAnthropic,
+  spec: JobSpec,
+  jobId: string,
+  attemptNo: number,
+  stored?: Checkpoint | string,
+) {
   const { store, saved } = memoryStore(jobId, spec, stored);
   const events: TranscriptEvent[] = [];
   const before = fake.requests.length;
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
   // A job that hangs says where (a hang was seen once under load).
   const disarm = jobWatchdog(`job ${jobId}`, events, 240_000, "local");
-  const result = await runJob(spec, { jobId, attempt: attemptNo, model, checkpoints: store, onEvent: (e) => events.push(e), backend: localBackend() }).finally(disarm);
+  const result = await runJob(spec, {
+    jobId,
+    attempt: attemptNo,
+    model,
+    checkpoints: store,
+    onEvent: (e) => events.push(e),
+    backend: localBackend(),
+  }).finally(disarm);
   return { result, events, saved, requests: fake.requests.length - before };
 }
 
@@ -68,8 +81,13 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
       expect(whole.requests).toBe(11);
       // Two checkpoints per turn with tool calls (the model's answer before its tools run, then the
       // results), and one at the end; the view turn took no new patch.
-      expect(whole.saved.map((c) => c.turns)).toEqual([1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11]);
-      expect(whole.saved.map((c) => c.messages.at(-1)!.role)).toEqual([...Array<string[]>(10).fill(["assistant", "user"]).flat(), "assistant"]);
+      expect(whole.saved.map((c) => c.turns)).toEqual([
+        1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11,
+      ]);
+      expect(whole.saved.map((c) => c.messages.at(-1)!.role)).toEqual([
+        ...Array<string[]>(10).fill(["assistant", "user"]).flat(),
+        "assistant",
+      ]);
       expect(whole.saved.at(-1)!.ended).toBe("completed");
       const done = whole.saved.filter((c) => c.messages.at(-1)!.role === "user");
       expect(done[6]!.patch).toBe(done[5]!.patch);
@@ -86,7 +104,11 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
       expect(second.result.patch).toBe(whole.result.patch);
       expect(second.result.turns).toBe(11);
       // Budgets and cost count both attempts: the usage of turns 1-4 carries on.
-      expect(second.result.usage.outputTokens).toBeGreaterThan(second.events.filter((e) => e.type === "model_response").reduce((s, e) => s + (e.type === "model_response" ? e.usage.outputTokens : 0), 0));
+      expect(second.result.usage.outputTokens).toBeGreaterThan(
+        second.events
+          .filter((e) => e.type === "model_response")
+          .reduce((s, e) => s + (e.type === "model_response" ? e.usage.outputTokens : 0), 0),
+      );
       const resume = second.events.find((e) => e.type === "resume");
       expect(resume).toMatchObject({ restored: true, fromAttempt: 1, turns: 4 });
       // The model was told what was lost, after turn 4's tool results, in the same user message.
@@ -122,7 +144,10 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
       expect(second.events.find((e) => e.type === "tool_call")).toMatchObject({ turn: 5 });
       const last = fake.requests.at(-6)!.body.messages.at(-1);
       expect(last.role).toBe("user");
-      expect(last.content.at(0)).toMatchObject({ type: "tool_result", tool_use_id: (pending5.messages.at(-1)!.content as { id?: string }[]).find((b) => b.id)!.id });
+      expect(last.content.at(0)).toMatchObject({
+        type: "tool_result",
+        tool_use_id: (pending5.messages.at(-1)!.content as { id?: string }[]).find((b) => b.id)!.id,
+      });
       expect(last.content.at(-1).text).toMatch(/while your last tool calls ran.*run again/);
     } finally {
       await fake.close();
@@ -155,7 +180,14 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
         ["spec", { ...cp, specHash: specHash(specOf("another task")) }, /another spec/],
         ["baseline", { ...cp, baseline: "0".repeat(40) }, /baseline changed/],
         ["patch", { ...cp, patch: cp.patch.replace("-        return lo", "-        return xx") }, /git apply refused/],
-        ["path escape", { ...cp, patch: "diff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n" }, /git apply refused/],
+        [
+          "path escape",
+          {
+            ...cp,
+            patch: "diff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n",
+          },
+          /git apply refused/,
+        ],
       ];
       for (const [what, stored, reason] of cases) {
         const r = await attempt(fake, spec, "resume-bad", 2, stored);
@@ -204,29 +236,74 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
     const { store, saved } = memoryStore("cp-stale", spec);
     const events: unknown[] = [];
     // Every exec fails, as when the engine is gone.
-    const sandbox = new Proxy({}, { get: () => () => Promise.reject(new Error("connect ECONNREFUSED docker.sock")) }) as unknown as Sandbox;
-    const cp = new Checkpointer({ store, sandbox, baseline: "a".repeat(40), jobId: "cp-stale", attempt: 1, specHash: specHash(spec), emit: (e) => events.push(e), maxBytes: 1 << 20 });
-    const state = (turns: number, last: "user" | "assistant") => ({ turns, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, stopReason: "tool_use", summary: "", messages: [{ role: "user" as const, content: "task" }, { role: last, content: "x" }] });
+    const sandbox = new Proxy(
+      {},
+      { get: () => () => Promise.reject(new Error("connect ECONNREFUSED docker.sock")) },
+    ) as unknown as Sandbox;
+    const cp = new Checkpointer({
+      store,
+      sandbox,
+      baseline: "a".repeat(40),
+      jobId: "cp-stale",
+      attempt: 1,
+      specHash: specHash(spec),
+      emit: (e) => events.push(e),
+      maxBytes: 1 << 20,
+    });
+    const state = (turns: number, last: "user" | "assistant") => ({
+      turns,
+      usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      stopReason: "tool_use",
+      summary: "",
+      messages: [
+        { role: "user" as const, content: "task" },
+        { role: last, content: "x" },
+      ],
+    });
     await cp.take(state(1, "assistant"), 1); // before any tool: the baseline, stored
     expect(saved.map((c) => c.patch)).toEqual([""]);
     cp.touched(); // turn 1's tool may have changed files
     await cp.take(state(1, "user"), 1); // the patch fails: nothing stored
     await cp.take(state(2, "assistant"), 1); // still unknown: nothing stored (not turn 2 on the baseline's patch)
     expect(saved).toHaveLength(1);
-    expect(events).toMatchObject([{ type: "checkpoint", turn: 1, saved: false }, { type: "checkpoint", turn: 2, saved: false }]);
+    expect(events).toMatchObject([
+      { type: "checkpoint", turn: 1, saved: false },
+      { type: "checkpoint", turn: 2, saved: false },
+    ]);
   });
 
   it("after a turn whose commands only read, the checkpoint takes no patch (the workspace's fingerprint is unchanged); after any write it does", async () => {
     const spec = specOf("fingerprints");
     const { store, saved } = memoryStore("cp-fp", spec);
-    const sandbox = await Sandbox.create({ backend: localBackend(), labels: { "patchbay.test": "resume-fingerprint" } });
+    const sandbox = await Sandbox.create({
+      backend: localBackend(),
+      labels: { "patchbay.test": "resume-fingerprint" },
+    });
     try {
       const { baseline } = await loadRepo(sandbox, { path: CLAMP });
       let runs = 0; // commands run for the worker (the checkpoint's git is one)
       const exec = sandbox.exec.bind(sandbox);
       sandbox.exec = (argv, o) => (runs++, exec(argv, o));
-      const cp = new Checkpointer({ store, sandbox, baseline, jobId: "cp-fp", attempt: 1, specHash: specHash(spec), emit: () => {}, maxBytes: 1 << 20 });
-      const state = (turns: number) => ({ turns, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, stopReason: "tool_use", summary: "", messages: [{ role: "user" as const, content: "task" }, { role: "assistant" as const, content: `turn ${turns}` }] });
+      const cp = new Checkpointer({
+        store,
+        sandbox,
+        baseline,
+        jobId: "cp-fp",
+        attempt: 1,
+        specHash: specHash(spec),
+        emit: () => {},
+        maxBytes: 1 << 20,
+      });
+      const state = (turns: number) => ({
+        turns,
+        usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+        stopReason: "tool_use",
+        summary: "",
+        messages: [
+          { role: "user" as const, content: "task" },
+          { role: "assistant" as const, content: `turn ${turns}` },
+        ],
+      });
       const turn = async (n: number, cmd: string) => {
         cp.touched();
         const r = await sandbox.shell.run(`cd /workspace && ${cmd}`);
@@ -243,7 +320,9 @@ describe("resume from a checkpoint", { timeout: 600_000 }, () => {
       expect(await turn(2, "ls -la && cat clamp.py >/dev/null && python3 -c 'print(1)'")).toBe(0); // read only: no git
       expect(saved.at(-1)).toMatchObject({ turns: 2, patch: saved.at(-2)!.patch });
       // A rewrite that puts back size and mtime: the fingerprint still differs (ctime), so git runs.
-      expect(await turn(3, "m=$(stat -c %.9Y clamp.py); sed -i 's/# one/# two/' clamp.py; touch -m -d \"@$m\" clamp.py")).toBe(1);
+      expect(
+        await turn(3, "m=$(stat -c %.9Y clamp.py); sed -i 's/# one/# two/' clamp.py; touch -m -d \"@$m\" clamp.py"),
+      ).toBe(1);
       expect(saved.at(-1)!.patch).toMatch(/^\+# two$/m);
       // A directory the agent cannot read: no fingerprint, so git runs after every turn from now
       // on, read only or not, and no more fingerprints are asked for.

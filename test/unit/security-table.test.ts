@@ -56,7 +56,12 @@ function prose(md: string): { line: string; n: number }[] {
 
 /** A table row's cells, trimmed (`\|` is a pipe inside a cell). */
 const cellsOf = (line: string) =>
-  line.replace(/\\\|/g, "\u0000").trim().replace(/^\||\|$/g, "").split("|").map((c) => c.replace(/\u0000/g, "|").trim());
+  line
+    .replace(/\\\|/g, "\u0000")
+    .trim()
+    .replace(/^\||\|$/g, "")
+    .split("|")
+    .map((c) => c.replace(/\u0000/g, "|").trim());
 
 /** Each `###` kind under `## Boundaries`: its header cells and its body rows. */
 function boundaries(md: string): { kind: string; header: string[]; rows: Row[] }[] {
@@ -81,8 +86,10 @@ function boundaries(md: string): { kind: string; header: string[]; rows: Row[] }
     tableLine++;
     const cells = cellsOf(line);
     if (tableLine === 1) cur.header = cells;
-    else if (tableLine > 2) cur.rows.push({ kind: cur.kind, key: cells[0]!, heldBy: cells.at(-2)!, test: cells.at(-1)!, n });
-    if (tableLine > 2 && cells.length !== cur.header.length) throw new Error(`${DOC}:${n}: ${cells.length} cells, the header has ${cur.header.length}`);
+    else if (tableLine > 2)
+      cur.rows.push({ kind: cur.kind, key: cells[0]!, heldBy: cells.at(-2)!, test: cells.at(-1)!, n });
+    if (tableLine > 2 && cells.length !== cur.header.length)
+      throw new Error(`${DOC}:${n}: ${cells.length} cells, the header has ${cur.header.length}`);
   }
   return kinds;
 }
@@ -119,7 +126,9 @@ describe("docs/security.md's boundaries", () => {
     for (const r of rows) {
       expect(seen.get(r.key), `${DOC}:${r.n}: "${r.key}" is a row's first cell twice`).toBeUndefined();
       seen.set(r.key, r.n);
-      expect(r.heldBy, `${DOC}:${r.n}: "${r.key}" says what holds it with a link to where that is said`).toMatch(/\[[^\]]+\]\([^)]+\)/);
+      expect(r.heldBy, `${DOC}:${r.n}: "${r.key}" says what holds it with a link to where that is said`).toMatch(
+        /\[[^\]]+\]\([^)]+\)/,
+      );
     }
   });
 
@@ -139,7 +148,8 @@ describe("docs/security.md's boundaries", () => {
           continue;
         }
         if (!cache.has(file)) cache.set(file, titles(file));
-        if (!cache.get(file)!.some((t) => t.includes(norm(words)))) wrong.push(`${DOC}:${r.n}: no describe, it or test in ${file} has "${words}" in its title`);
+        if (!cache.get(file)!.some((t) => t.includes(norm(words))))
+          wrong.push(`${DOC}:${r.n}: no describe, it or test in ${file} has "${words}" in its title`);
       }
     }
     expect(wrong).toEqual([]);
@@ -156,10 +166,17 @@ describe("docs/security.md's boundaries", () => {
       else if (isNoTest(r.test)) noTest.push(r.key);
       else wrong.push(`${DOC}:${r.n}: "${r.key}" names no test, and is neither *pending: issue N (…)* nor **no test**`);
     }
-    for (const k of pending) if (!PENDING.includes(k)) wrong.push(`"${k}" is pending but not on PENDING: name its test in ${DOC}`);
-    for (const k of noTest) if (!NO_TEST.includes(k)) wrong.push(`"${k}" has no test and is not on NO_TEST: write one, and name it in ${DOC}`);
-    for (const k of PENDING) if (!pending.includes(k)) wrong.push(`PENDING holds "${k}", which is no pending row of ${DOC} (now tested? take it off)`);
-    for (const k of NO_TEST) if (!noTest.includes(k)) wrong.push(`NO_TEST holds "${k}", which is no untested row of ${DOC} (now tested? take it off)`);
+    for (const k of pending)
+      if (!PENDING.includes(k)) wrong.push(`"${k}" is pending but not on PENDING: name its test in ${DOC}`);
+    for (const k of noTest)
+      if (!NO_TEST.includes(k))
+        wrong.push(`"${k}" has no test and is not on NO_TEST: write one, and name it in ${DOC}`);
+    for (const k of PENDING)
+      if (!pending.includes(k))
+        wrong.push(`PENDING holds "${k}", which is no pending row of ${DOC} (now tested? take it off)`);
+    for (const k of NO_TEST)
+      if (!noTest.includes(k))
+        wrong.push(`NO_TEST holds "${k}", which is no untested row of ${DOC} (now tested? take it off)`);
     expect(wrong).toEqual([]);
   });
 

@@ -43,14 +43,33 @@ function parses(script: string): string {
 
 describe("bash as real files", () => {
   it("each script has its header: what it is, its arguments, environment, output and exit status", () => {
-    expect(SH).toEqual(expect.arrayContaining(["job/sh/vars.sh", "job/sh/git-store.sh", "job/sh/baseline.sh", "job/sh/patch.sh", "job/sh/checkpoint.sh", "sandbox/sh/files-exec.sh", "sandbox/sh/shell-init.sh", "sandbox/sh/tar-extract.sh"]));
+    expect(SH).toEqual(
+      expect.arrayContaining([
+        "job/sh/vars.sh",
+        "job/sh/git-store.sh",
+        "job/sh/baseline.sh",
+        "job/sh/patch.sh",
+        "job/sh/checkpoint.sh",
+        "sandbox/sh/files-exec.sh",
+        "sandbox/sh/shell-init.sh",
+        "sandbox/sh/tar-extract.sh",
+      ]),
+    );
     for (const p of SH) {
       const text = asset(p);
       const lines = text.split("\n");
-      const header = lines.slice(0, lines.findIndex((l) => !l.startsWith("#"))).join("\n");
+      const header = lines
+        .slice(
+          0,
+          lines.findIndex((l) => !l.startsWith("#")),
+        )
+        .join("\n");
       const base = p.split("/").pop()!;
-      expect(header, `${p}: the header starts "# ${base}: what it does"`).toMatch(new RegExp(`^# ${base.replace(".", "\\.")}: \\S`));
-      for (const part of ["Arguments", "Environment", "Prints", "Exit status"]) expect(header, `${p}: the header says its ${part}`).toMatch(new RegExp(`^# ${part}: \\S`, "m"));
+      expect(header, `${p}: the header starts "# ${base}: what it does"`).toMatch(
+        new RegExp(`^# ${base.replace(".", "\\.")}: \\S`),
+      );
+      for (const part of ["Arguments", "Environment", "Prints", "Exit status"])
+        expect(header, `${p}: the header says its ${part}`).toMatch(new RegExp(`^# ${part}: \\S`, "m"));
       expect(parses(text), p).toBe("");
     }
   });
@@ -75,11 +94,28 @@ describe("bash as real files", () => {
 
   it("vars.sh holds the values the TypeScript has, and is the one script that writes them", () => {
     const show = `${GIT_VARS}\nprintf '%s\\0' "$PRIVATE_DIR" "$STORE" "$INDEX" "$INDEX_TREE" "$REFRESH" "$ATTRIBUTES" "$LIST_MAX" "$AGENT_UID" "$AGENT_GID" "\${AS_AGENT[*]}" "\${#AS_AGENT[@]}"`;
-    const got = execFileSync("bash", ["--noprofile", "--norc", "-c", show], { encoding: "utf8" }).split("\0").slice(0, -1);
-    expect(got).toEqual([PRIVATE_DIR, STORE, INDEX, INDEX_TREE, REFRESH, ATTRIBUTES, String(LIST_MAX), String(AGENT_UID), String(AGENT_GID), AS_AGENT_SH, String(AS_AGENT_SH.split(" ").length)]);
+    const got = execFileSync("bash", ["--noprofile", "--norc", "-c", show], { encoding: "utf8" })
+      .split("\0")
+      .slice(0, -1);
+    expect(got).toEqual([
+      PRIVATE_DIR,
+      STORE,
+      INDEX,
+      INDEX_TREE,
+      REFRESH,
+      ATTRIBUTES,
+      String(LIST_MAX),
+      String(AGENT_UID),
+      String(AGENT_GID),
+      AS_AGENT_SH,
+      String(AS_AGENT_SH.split(" ").length),
+    ]);
     // The other scripts take them from it: no path of the private store, uid or setpriv of their own.
     for (const p of SH.filter((p) => p !== "job/sh/vars.sh")) {
-      const code = asset(p).split("\n").filter((l) => !l.startsWith("#")).join("\n");
+      const code = asset(p)
+        .split("\n")
+        .filter((l) => !l.startsWith("#"))
+        .join("\n");
       expect(code, p).not.toMatch(new RegExp(`${PRIVATE_DIR}\\b|\\b${AGENT_UID}\\b|setpriv|-text !eol`));
     }
   });
@@ -88,10 +124,16 @@ describe("bash as real files", () => {
     // A `tar` of ours first on PATH, which prints the words it was given.
     writeFileSync(join(tmp, "tar"), '#!/bin/sh\nprintf "%s\\n" "$0" "$@"\n');
     chmodSync(join(tmp, "tar"), 0o755);
-    const out = execFileSync("bash", ["--noprofile", "--norc", "-c", TAR_SCRIPT, "tar", "/some/dir"], { encoding: "utf8", env: { PATH: `${tmp}:/usr/bin:/bin` } });
+    const out = execFileSync("bash", ["--noprofile", "--norc", "-c", TAR_SCRIPT, "tar", "/some/dir"], {
+      encoding: "utf8",
+      env: { PATH: `${tmp}:/usr/bin:/bin` },
+    });
     expect(out).toBe(`${READY}${[join(tmp, "tar"), ...TAR_EXTRACT.slice(1), "/some/dir"].join("\n")}\n`);
     // No tar: 127 and nothing said, so the worker sends nothing.
-    const none = spawnSync("/bin/bash", ["--noprofile", "--norc", "-c", TAR_SCRIPT, "tar", "/some/dir"], { encoding: "utf8", env: { PATH: join(tmp, "empty") } });
+    const none = spawnSync("/bin/bash", ["--noprofile", "--norc", "-c", TAR_SCRIPT, "tar", "/some/dir"], {
+      encoding: "utf8",
+      env: { PATH: join(tmp, "empty") },
+    });
     expect([none.status, none.stdout]).toEqual([127, ""]);
   });
 
@@ -102,10 +144,29 @@ describe("bash as real files", () => {
       { path: join(dir, "two"), data: Buffer.from("") },
       { path: join(dir, "three"), data: Buffer.from("x\n") },
     ];
-    const argv = ["--noprofile", "--norc", "-c", asset("sandbox/sh/put-files.sh"), "put", String(files.length), ...files.flatMap((f) => [String(f.data.length), f.path]), "bash", "-c", 'printf "%s|" "$@"; cat', "cmd", "x y"];
-    const out = execFileSync("bash", argv, { input: Buffer.concat([...files.map((f) => f.data), Buffer.from("rest")]) });
+    const argv = [
+      "--noprofile",
+      "--norc",
+      "-c",
+      asset("sandbox/sh/put-files.sh"),
+      "put",
+      String(files.length),
+      ...files.flatMap((f) => [String(f.data.length), f.path]),
+      "bash",
+      "-c",
+      'printf "%s|" "$@"; cat',
+      "cmd",
+      "x y",
+    ];
+    const out = execFileSync("bash", argv, {
+      input: Buffer.concat([...files.map((f) => f.data), Buffer.from("rest")]),
+    });
     expect(out.toString()).toBe("x y|rest");
     for (const f of files) expect(readFileSync(f.path)).toEqual(f.data);
-    expect((spawnSync("stat", ["-c", "%a", join(dir, "a/b"), files[0]!.path], { encoding: "utf8" }).stdout).split("\n").slice(0, 2)).toEqual(["700", "600"]);
+    expect(
+      spawnSync("stat", ["-c", "%a", join(dir, "a/b"), files[0]!.path], { encoding: "utf8" })
+        .stdout.split("\n")
+        .slice(0, 2),
+    ).toEqual(["700", "600"]);
   });
 });

@@ -11,7 +11,13 @@ import { afterAll, describe, expect, it } from "vitest";
 const ROOT = resolve(import.meta.dirname, "../..");
 
 function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : /\.ts$/.test(e.name) && !/\.d\.ts$/.test(e.name) ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory()
+      ? sources(join(dir, e.name))
+      : /\.ts$/.test(e.name) && !/\.d\.ts$/.test(e.name)
+        ? [join(dir, e.name)]
+        : [],
+  );
 }
 
 /**
@@ -41,7 +47,8 @@ function layer(rel: string): number {
   const r = rel.replace(/^src\//, "");
   if (!r.includes("/")) return ENTRY;
   const dir = r.split("/")[0]!;
-  if (!(dir in DIR_LAYER)) throw new Error(`src/${dir}/ has no layer: give it one in test/unit/structure.test.ts (and docs/architecture.md)`);
+  if (!(dir in DIR_LAYER))
+    throw new Error(`src/${dir}/ has no layer: give it one in test/unit/structure.test.ts (and docs/architecture.md)`);
   return DIR_LAYER[dir]!;
 }
 
@@ -62,18 +69,36 @@ function measure(root = ROOT): Facts {
     const imports: { to: string; typeOnly: boolean }[] = [];
     facts.imports.set(rel, imports);
     const visit = (n: ts.Node): void => {
-      if ((ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isArrowFunction(n) || ts.isFunctionExpression(n) || ts.isConstructorDeclaration(n)) && n.body) {
+      if (
+        (ts.isFunctionDeclaration(n) ||
+          ts.isMethodDeclaration(n) ||
+          ts.isArrowFunction(n) ||
+          ts.isFunctionExpression(n) ||
+          ts.isConstructorDeclaration(n)) &&
+        n.body
+      ) {
         const len = line(n.body.getEnd()) - line(n.getStart()) + 1;
         if (len > 80) facts.longFunctions.push(`${rel}:${line(n.getStart()) + 1} (${len} lines)`);
       }
       if (ts.isPropertyAccessExpression(n) && n.getText() === "process.env") facts.envReads.add(rel);
-      if (ts.isHeritageClause(n) && n.types.some((t) => /^(Error|TypeError|RangeError)$/.test(t.expression.getText()))) {
+      if (
+        ts.isHeritageClause(n) &&
+        n.types.some((t) => /^(Error|TypeError|RangeError)$/.test(t.expression.getText()))
+      ) {
         const cls = ts.isClassLike(n.parent) ? (n.parent.name?.getText() ?? "(anonymous)") : "?";
         facts.errorClasses.set(rel, [...(facts.errorClasses.get(rel) ?? []), cls]);
       }
-      if ((ts.isImportDeclaration(n) || ts.isExportDeclaration(n)) && n.moduleSpecifier && ts.isStringLiteral(n.moduleSpecifier) && n.moduleSpecifier.text.startsWith(".")) {
+      if (
+        (ts.isImportDeclaration(n) || ts.isExportDeclaration(n)) &&
+        n.moduleSpecifier &&
+        ts.isStringLiteral(n.moduleSpecifier) &&
+        n.moduleSpecifier.text.startsWith(".")
+      ) {
         const typeOnly = ts.isImportDeclaration(n) ? !!n.importClause?.isTypeOnly : n.isTypeOnly;
-        imports.push({ to: relative(root, resolve(dirname(file), n.moduleSpecifier.text.replace(/\.js$/, ".ts"))), typeOnly });
+        imports.push({
+          to: relative(root, resolve(dirname(file), n.moduleSpecifier.text.replace(/\.js$/, ".ts"))),
+          typeOnly,
+        });
       }
       ts.forEachChild(n, visit);
     };
@@ -85,7 +110,11 @@ function measure(root = ROOT): Facts {
 /** Value-import cycles (Tarjan's strongly connected components of more than one module). */
 function cycles(imports: Facts["imports"]): string[][] {
   let next = 0;
-  const index = new Map<string, number>(), low = new Map<string, number>(), stack: string[] = [], on = new Set<string>(), found: string[][] = [];
+  const index = new Map<string, number>(),
+    low = new Map<string, number>(),
+    stack: string[] = [],
+    on = new Set<string>(),
+    found: string[][] = [];
   const connect = (v: string): void => {
     index.set(v, next);
     low.set(v, next++);
@@ -116,7 +145,9 @@ function cycles(imports: Facts["imports"]): string[][] {
 function problems(facts: Facts) {
   return {
     cycles: cycles(facts.imports).map((c) => [...c].sort().join(" <-> ")),
-    upward: [...facts.imports].flatMap(([from, list]) => list.filter(({ to }) => layer(to) > layer(from)).map(({ to }) => `${from} -> ${to}`)),
+    upward: [...facts.imports].flatMap(([from, list]) =>
+      list.filter(({ to }) => layer(to) > layer(from)).map(({ to }) => `${from} -> ${to}`),
+    ),
     longFunctions: facts.longFunctions,
     envReads: [...facts.envReads].filter((f) => f !== "src/core/config/config.ts"),
     errorClasses: [...facts.errorClasses.keys()].filter((f) => f !== "src/core/errors.ts"),

@@ -40,10 +40,25 @@ async function readBack(archive: Buffer): Promise<{ header: tar.Header; body: Bu
   return got;
 }
 
-const gnuList = (archive: Buffer) => spawnSync("tar", ["-t", "-v", "--numeric-owner", "--full-time", "-f", "-"], { input: archive, encoding: "utf8", env: { ...process.env, TZ: "UTC", LC_ALL: "C.UTF-8" } });
+const gnuList = (archive: Buffer) =>
+  spawnSync("tar", ["-t", "-v", "--numeric-owner", "--full-time", "-f", "-"], {
+    input: archive,
+    encoding: "utf8",
+    env: { ...process.env, TZ: "UTC", LC_ALL: "C.UTF-8" },
+  });
 const file = (name: string, body: Buffer | string, extra: Partial<TarEntry> = {}) => {
   const b = Buffer.from(body);
-  return { name, type: "file", size: b.length, mode: 0o644, uid: 1000, gid: 1000, mtime: new Date(1_700_000_000_000), body: b, ...extra };
+  return {
+    name,
+    type: "file",
+    size: b.length,
+    mode: 0o644,
+    uid: 1000,
+    gid: 1000,
+    mtime: new Date(1_700_000_000_000),
+    body: b,
+    ...extra,
+  };
 };
 
 describe("TarWriter", () => {
@@ -51,7 +66,15 @@ describe("TarWriter", () => {
     const long = `${"d".repeat(90)}/${"e".repeat(90)}/${"f".repeat(95)}.txt`; // ustar's prefix + name
     const deeper = `${"g/".repeat(150)}h.txt`; // 302 bytes: past ustar, a pax path
     const entries = [
-      { name: "dir/", type: "directory", size: 0, mode: 0o755, uid: 1000, gid: 1000, mtime: new Date(1_600_000_000_000) },
+      {
+        name: "dir/",
+        type: "directory",
+        size: 0,
+        mode: 0o755,
+        uid: 1000,
+        gid: 1000,
+        mtime: new Date(1_600_000_000_000),
+      },
       file("dir/a.txt", "hello\n"),
       file("run.sh", "#!/bin/sh\n", { mode: 0o755 }),
       file("empty", ""),
@@ -63,10 +86,46 @@ describe("TarWriter", () => {
       file(deeper, "deep\n"),
       file("é/ünïcode ☃.txt", "utf8\n"),
       file("ctl\u001b[31m\nname\ttab", "hostile\n"),
-      { name: "link-in", type: "symlink", size: 0, mode: 0o777, uid: 1000, gid: 1000, linkname: "dir/a.txt", mtime: new Date(1_700_000_000_000) },
-      { name: "link-long", type: "symlink", size: 0, mode: 0o777, uid: 1000, gid: 1000, linkname: `../${"x".repeat(200)}`, mtime: new Date(1_700_000_000_000) },
-      { name: "link-ü", type: "symlink", size: 0, mode: 0o777, uid: 1000, gid: 1000, linkname: "ziel-ü", mtime: new Date(1_700_000_000_000) },
-      { name: "hard", type: "link", size: 0, mode: 0o644, uid: 1000, gid: 1000, linkname: "dir/a.txt", mtime: new Date(1_700_000_000_000) },
+      {
+        name: "link-in",
+        type: "symlink",
+        size: 0,
+        mode: 0o777,
+        uid: 1000,
+        gid: 1000,
+        linkname: "dir/a.txt",
+        mtime: new Date(1_700_000_000_000),
+      },
+      {
+        name: "link-long",
+        type: "symlink",
+        size: 0,
+        mode: 0o777,
+        uid: 1000,
+        gid: 1000,
+        linkname: `../${"x".repeat(200)}`,
+        mtime: new Date(1_700_000_000_000),
+      },
+      {
+        name: "link-ü",
+        type: "symlink",
+        size: 0,
+        mode: 0o777,
+        uid: 1000,
+        gid: 1000,
+        linkname: "ziel-ü",
+        mtime: new Date(1_700_000_000_000),
+      },
+      {
+        name: "hard",
+        type: "link",
+        size: 0,
+        mode: 0o644,
+        uid: 1000,
+        gid: 1000,
+        linkname: "dir/a.txt",
+        mtime: new Date(1_700_000_000_000),
+      },
     ];
     const archive = write(entries);
     expect(archive.length % 512).toBe(0);
@@ -75,8 +134,25 @@ describe("TarWriter", () => {
     expect(got.map((g) => g.header.name)).toEqual(entries.map((e) => e.name));
     for (const [i, e] of entries.entries()) {
       const h = got[i]!.header;
-      expect({ type: h.type, mode: h.mode, uid: h.uid, gid: h.gid, size: h.size, mtime: h.mtime?.getTime(), linkname: h.linkname ?? undefined }, e.name).toEqual({
-        type: e.type, mode: e.mode, uid: 1000, gid: 1000, size: e.size, mtime: e.mtime.getTime(), linkname: (e as { linkname?: string }).linkname,
+      expect(
+        {
+          type: h.type,
+          mode: h.mode,
+          uid: h.uid,
+          gid: h.gid,
+          size: h.size,
+          mtime: h.mtime?.getTime(),
+          linkname: h.linkname ?? undefined,
+        },
+        e.name,
+      ).toEqual({
+        type: e.type,
+        mode: e.mode,
+        uid: 1000,
+        gid: 1000,
+        size: e.size,
+        mtime: e.mtime.getTime(),
+        linkname: (e as { linkname?: string }).linkname,
       });
       expect(got[i]!.body.equals((e as { body?: Buffer }).body ?? Buffer.alloc(0)), e.name).toBe(true);
     }
@@ -94,7 +170,12 @@ describe("TarWriter", () => {
   });
 
   it("clamps an mtime ustar cannot hold (before 1970, after 2242, none, invalid) instead of writing a wrong one", async () => {
-    const archive = write([file("old", "o", { mtime: new Date(-86_400_000) }), file("future", "f", { mtime: new Date(8e15) }), file("none", "n", { mtime: undefined }), file("invalid", "i", { mtime: new Date(NaN) })]);
+    const archive = write([
+      file("old", "o", { mtime: new Date(-86_400_000) }),
+      file("future", "f", { mtime: new Date(8e15) }),
+      file("none", "n", { mtime: undefined }),
+      file("invalid", "i", { mtime: new Date(NaN) }),
+    ]);
     const got = await readBack(archive);
     expect(got.map((g) => g.header.mtime?.getTime())).toEqual([0, (8 ** 11 - 1) * 1000, 0, 0]);
     expect(gnuList(archive).status).toBe(0);
@@ -108,7 +189,9 @@ describe("TarWriter", () => {
     room = false;
     w.data(Buffer.alloc(300 * 1024)); // a chunk's worth goes out
     expect(w.wantsMore).toBe(false);
-    expect(() => w.header({ name: "dev", type: "character-device", size: 0 })).toThrow(/no entry of type "character-device"/);
+    expect(() => w.header({ name: "dev", type: "character-device", size: 0 })).toThrow(
+      /no entry of type "character-device"/,
+    );
     // A NUL would end the name (or target) for every reader: never written.
     expect(() => w.header({ name: "s\u0000x", type: "symlink", size: 0, linkname: "/usr/bin" })).toThrow(/NUL byte/);
     expect(() => w.header({ name: "t", type: "symlink", size: 0, linkname: "a\u0000b" })).toThrow(/NUL byte/);

@@ -21,19 +21,45 @@ import { loadConfig, telemetryConfig } from "../../src/core/config/config.js";
 import { PatchbayError } from "../../src/core/errors.js";
 import { emptyResult } from "../../src/core/spec/spec.js";
 import { startTelemetry } from "../../src/observability/telemetry.js";
-import { carrierOf, enqueueSpans, ensureSpan, inSpan, modelId, modelRequestAttrs, modelResponseAttrs, pointSpan, resultAttrs, toolAttrs, toolResultAttrs } from "../../src/observability/trace.js";
+import {
+  carrierOf,
+  enqueueSpans,
+  ensureSpan,
+  inSpan,
+  modelId,
+  modelRequestAttrs,
+  modelResponseAttrs,
+  pointSpan,
+  resultAttrs,
+  toolAttrs,
+  toolResultAttrs,
+} from "../../src/observability/trace.js";
 import { decodeTraces } from "../support/otlp-receiver.js";
 
 describe("the OTEL_* variables (src/core/config/config.ts)", () => {
   it("off unless an endpoint is set", () => {
-    expect(telemetryConfig({})).toEqual({ enabled: false, headers: {}, serviceName: "patchbay", resourceAttributes: {}, scheduleDelayMs: 5000 });
+    expect(telemetryConfig({})).toEqual({
+      enabled: false,
+      headers: {},
+      serviceName: "patchbay",
+      resourceAttributes: {},
+      scheduleDelayMs: 5000,
+    });
     expect(loadConfig({}).telemetry.enabled).toBe(false);
     expect(telemetryConfig({ OTEL_SERVICE_NAME: "x", OTEL_TRACES_EXPORTER: "otlp" }).enabled).toBe(false);
   });
 
   it("the general endpoint gets /v1/traces; the traces endpoint is taken whole and wins", () => {
-    expect(telemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318/" })).toMatchObject({ enabled: true, url: "http://c:4318/v1/traces" });
-    expect(telemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://t/x" })).toMatchObject({ enabled: true, url: "https://t/x" });
+    expect(telemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318/" })).toMatchObject({
+      enabled: true,
+      url: "http://c:4318/v1/traces",
+    });
+    expect(
+      telemetryConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318",
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://t/x",
+      }),
+    ).toMatchObject({ enabled: true, url: "https://t/x" });
   });
 
   it("OTEL_SDK_DISABLED=true and OTEL_TRACES_EXPORTER without otlp turn it off", () => {
@@ -53,12 +79,23 @@ describe("the OTEL_* variables (src/core/config/config.ts)", () => {
       OTEL_SERVICE_NAME: "fixers",
       OTEL_BSP_SCHEDULE_DELAY: "200",
     });
-    expect(t).toEqual({ enabled: true, url: "http://c:4318/v1/traces", headers: { authorization: "Bearer abc", "x-a": "2" }, serviceName: "fixers", resourceAttributes: { "deployment.environment": "prod", "host.name": "w1" }, scheduleDelayMs: 200 });
+    expect(t).toEqual({
+      enabled: true,
+      url: "http://c:4318/v1/traces",
+      headers: { authorization: "Bearer abc", "x-a": "2" },
+      serviceName: "fixers",
+      resourceAttributes: { "deployment.environment": "prod", "host.name": "w1" },
+      scheduleDelayMs: 200,
+    });
   });
 
   it("a bad value is an error naming the variable; a header's value is never shown", () => {
-    expect(() => telemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "grpc://c:4317" })).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT: must be an http/);
-    expect(() => telemetryConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).toThrow(/OTEL_EXPORTER_OTLP_PROTOCOL: only http\/protobuf/);
+    expect(() => telemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "grpc://c:4317" })).toThrow(
+      /OTEL_EXPORTER_OTLP_ENDPOINT: must be an http/,
+    );
+    expect(() => telemetryConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).toThrow(
+      /OTEL_EXPORTER_OTLP_PROTOCOL: only http\/protobuf/,
+    );
     expect(() => telemetryConfig({ OTEL_BSP_SCHEDULE_DELAY: "soon" })).toThrow(/OTEL_BSP_SCHEDULE_DELAY/);
     let message = "";
     try {
@@ -80,13 +117,26 @@ describe("the attribute builders (src/observability/trace.ts)", () => {
   });
 
   it("a model request and its answer: tokens, cost, the stop reason; an unknown cost left out", () => {
-    expect(modelRequestAttrs("claude-sonnet-5-5", 3)).toEqual({ "gen_ai.operation.name": "chat", "gen_ai.system": "anthropic", "gen_ai.request.model": "claude-sonnet-5-5", "patchbay.turn": 3 });
+    expect(modelRequestAttrs("claude-sonnet-5-5", 3)).toEqual({
+      "gen_ai.operation.name": "chat",
+      "gen_ai.system": "anthropic",
+      "gen_ai.request.model": "claude-sonnet-5-5",
+      "patchbay.turn": 3,
+    });
     const usage = { inputTokens: 10, outputTokens: 5, cacheReadTokens: 2, cacheWriteTokens: 1 };
     expect(modelResponseAttrs({ model: "claude-x", usage, stopReason: "tool_use" }, 0.25)).toEqual({
-      "gen_ai.response.model": "claude-x", "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5,
-      "patchbay.usage.cache_read_tokens": 2, "patchbay.usage.cache_write_tokens": 1, "patchbay.cost_usd": 0.25, "gen_ai.response.finish_reasons": ["tool_use"],
+      "gen_ai.response.model": "claude-x",
+      "gen_ai.usage.input_tokens": 10,
+      "gen_ai.usage.output_tokens": 5,
+      "patchbay.usage.cache_read_tokens": 2,
+      "patchbay.usage.cache_write_tokens": 1,
+      "patchbay.cost_usd": 0.25,
+      "gen_ai.response.finish_reasons": ["tool_use"],
     });
-    const odd = modelResponseAttrs({ model: "evil model", usage, stopReason: "Ignore previous instructions" }, undefined);
+    const odd = modelResponseAttrs(
+      { model: "evil model", usage, stopReason: "Ignore previous instructions" },
+      undefined,
+    );
     expect(odd["gen_ai.response.model"]).toBe("other");
     expect(odd).not.toHaveProperty("gen_ai.response.finish_reasons");
     expect(odd).not.toHaveProperty("patchbay.cost_usd");
@@ -96,20 +146,44 @@ describe("the attribute builders (src/observability/trace.ts)", () => {
     const offered = new Set(["bash", "str_replace_based_edit_tool"]);
     expect(toolAttrs("bash", offered, 2)).toEqual({ "gen_ai.tool.name": "bash", "patchbay.turn": 2 });
     expect(toolAttrs("CANARY_tool", offered, 2)["gen_ai.tool.name"]).toBe("other");
-    expect(toolResultAttrs({ durationMs: 12.6, isError: true, content: "secret output" })).toEqual({ "patchbay.tool.ms": 13, "patchbay.tool.error": true, "patchbay.tool.output_chars": 13 });
+    expect(toolResultAttrs({ durationMs: 12.6, isError: true, content: "secret output" })).toEqual({
+      "patchbay.tool.ms": 13,
+      "patchbay.tool.error": true,
+      "patchbay.tool.output_chars": 13,
+    });
   });
 
   it("a result: status, counts, cost, verify's exit code; no patch, summary or error text", () => {
-    const r = { ...emptyResult("verify_failed", "the secret error"), summary: "the secret summary", patch: "diff secret", filesChanged: ["a", "b"], verify: { exitCode: 3, outputTail: "secret tail" }, verified: false, turns: 4, costUsd: 0.5 };
+    const r = {
+      ...emptyResult("verify_failed", "the secret error"),
+      summary: "the secret summary",
+      patch: "diff secret",
+      filesChanged: ["a", "b"],
+      verify: { exitCode: 3, outputTail: "secret tail" },
+      verified: false,
+      turns: 4,
+      costUsd: 0.5,
+    };
     const a = resultAttrs(r);
-    expect(a).toMatchObject({ "patchbay.status": "verify_failed", "patchbay.turns": 4, "patchbay.cost_usd": 0.5, "patchbay.files_changed": 2, "patchbay.verified": false, "patchbay.verify.exit_code": 3 });
+    expect(a).toMatchObject({
+      "patchbay.status": "verify_failed",
+      "patchbay.turns": 4,
+      "patchbay.cost_usd": 0.5,
+      "patchbay.files_changed": 2,
+      "patchbay.verified": false,
+      "patchbay.verify.exit_code": 3,
+    });
     expect(JSON.stringify(a)).not.toMatch(/secret/);
   });
 });
 
 describe("with no SDK registered", () => {
   it("spans do nothing: fn runs, nothing is recorded or injected, and tracing off registers nothing", async () => {
-    expect(await startTelemetry(telemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", OTEL_SDK_DISABLED: "true" }))).toBeUndefined();
+    expect(
+      await startTelemetry(
+        telemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", OTEL_SDK_DISABLED: "true" }),
+      ),
+    ).toBeUndefined();
     const inside = await inSpan("x", {}, async (span) => ({ recording: span.isRecording(), carrier: carrierOf() }));
     expect(inside).toEqual({ recording: false, carrier: undefined });
     const carriers: unknown[] = [];
@@ -123,7 +197,10 @@ describe("with no SDK registered", () => {
 describe("with an SDK (in memory)", () => {
   const setUp = () => {
     const exporter = new InMemorySpanExporter();
-    const provider = new TracerProvider({ resource: resourceFromAttributes({ "service.name": "t" }), spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const provider = new TracerProvider({
+      resource: resourceFromAttributes({ "service.name": "t" }),
+      spanProcessors: [new SimpleSpanProcessor({ exporter })],
+    });
     trace.setGlobalTracerProvider(provider);
     context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
     propagation.setGlobalPropagator(new W3CTraceContextPropagator());
@@ -142,12 +219,23 @@ describe("with an SDK (in memory)", () => {
       let carrier: { traceparent?: string } | undefined;
       await enqueueSpans("q", 1, async ([c]) => ((carrier = c), ["7"]));
       expect(carrier?.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
-      await inSpan("attempt", { "patchbay.attempt": 2 }, async () => {
-        await inSpan("child", {}, async () => pointSpan("leaf", { n: 1 }));
-        await inSpan("fails", {}, async () => {
-          throw new PatchbayError("repo", "the secret path /home/x");
-        }).catch(() => {});
-      }, { parent: carrier!, links: [{ traceparent: carrier!.traceparent!, attributes: { "patchbay.link": "previous_attempt" } }, { traceparent: "garbage" }] });
+      await inSpan(
+        "attempt",
+        { "patchbay.attempt": 2 },
+        async () => {
+          await inSpan("child", {}, async () => pointSpan("leaf", { n: 1 }));
+          await inSpan("fails", {}, async () => {
+            throw new PatchbayError("repo", "the secret path /home/x");
+          }).catch(() => {});
+        },
+        {
+          parent: carrier!,
+          links: [
+            { traceparent: carrier!.traceparent!, attributes: { "patchbay.link": "previous_attempt" } },
+            { traceparent: "garbage" },
+          ],
+        },
+      );
       // runJob alone gets a span of its own; under an attempt, none more.
       await ensureSpan("alone", {}, async () => pointSpan("in-alone", {}));
       await inSpan("outer", {}, () => ensureSpan("not-made", {}, async () => pointSpan("in-outer", {})));
@@ -169,11 +257,25 @@ describe("with an SDK (in memory)", () => {
 
       const decoded = decodeTraces(Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!));
       expect(decoded.map((s) => [s.name, s.spanId, s.parentSpanId, s.traceId, s.kind]).sort()).toEqual(
-        spans.map((s) => [s.name, s.spanContext().spanId, s.parentSpanContext?.spanId ?? "", s.spanContext().traceId, s.kind + 1]).sort(),
+        spans
+          .map((s) => [
+            s.name,
+            s.spanContext().spanId,
+            s.parentSpanContext?.spanId ?? "",
+            s.spanContext().traceId,
+            s.kind + 1,
+          ])
+          .sort(),
       );
       const dAttempt = decoded.find((s) => s.name === "attempt")!;
       expect(dAttempt.attributes).toEqual({ "patchbay.attempt": 2 });
-      expect(dAttempt.links).toEqual([{ traceId: enq.spanContext().traceId, spanId: enq.spanContext().spanId, attributes: { "patchbay.link": "previous_attempt" } }]);
+      expect(dAttempt.links).toEqual([
+        {
+          traceId: enq.spanContext().traceId,
+          spanId: enq.spanContext().spanId,
+          attributes: { "patchbay.link": "previous_attempt" },
+        },
+      ]);
       expect(dAttempt.resource).toMatchObject({ "service.name": "t" });
       expect(decoded.find((s) => s.name === "fails")!.status).toEqual({ code: 2, message: "repo" });
       expect(decoded.find((s) => s.name === "leaf")!.attributes).toEqual({ n: 1 });

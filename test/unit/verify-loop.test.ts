@@ -14,7 +14,8 @@ import { closeScripted, runScripted } from "../support/scripted-job.js";
 const CLAMP = new URL("../../examples/clamp", import.meta.url).pathname;
 afterEach(closeScripted);
 
-const run = (script: Reply[], spec: Record<string, unknown>) => runScripted(script, { repo: { path: CLAMP }, ...spec }, "verify-loop", localBackend());
+const run = (script: Reply[], spec: Record<string, unknown>) =>
+  runScripted(script, { repo: { path: CLAMP }, ...spec }, "verify-loop", localBackend());
 
 const bash = (command: string) => reply(toolUse("bash", { command }));
 // Verify passes once fixed.txt says "good"; it leaves a byproduct that must never be in a patch.
@@ -23,7 +24,12 @@ const VERIFY = 'touch verify-byproduct.txt; echo checking; [ "$(cat fixed.txt 2>
 describe("the verify loop (local backend, real SDK)", () => {
   it("feeds a failed verify back; the next attempt passes; the patch is the one verify passed", async () => {
     const { result, events, fake } = await run(
-      [bash("echo bad > /workspace/fixed.txt"), reply(text("Done.")), bash("echo good > /workspace/fixed.txt"), reply(text("Fixed for real."))],
+      [
+        bash("echo bad > /workspace/fixed.txt"),
+        reply(text("Done.")),
+        bash("echo good > /workspace/fixed.txt"),
+        reply(text("Fixed for real.")),
+      ],
       { verify: VERIFY },
     );
     expect(result.status).toBe("completed");
@@ -38,19 +44,28 @@ describe("the verify loop (local backend, real SDK)", () => {
     // The model's request after the failed verify carries that verify's output, marked as such.
     const feedback = fake.requests[2]!.body.messages.at(-1);
     expect(feedback.role).toBe("user");
-    const said = typeof feedback.content === "string" ? feedback.content : feedback.content.map((b: { text?: string }) => b.text ?? "").join("");
+    const said =
+      typeof feedback.content === "string"
+        ? feedback.content
+        : feedback.content.map((b: { text?: string }) => b.text ?? "").join("");
     expect(said).toMatch(/verify command failed with exit code 1/);
     expect(said).toMatch(/<verify_output>\s*checking\s*<\/verify_output>/);
     expect(said).toContain(VERIFY);
 
     const verifies = events.filter((e) => e.type === "verify");
-    expect(verifies.map((v) => [v.round, v.exitCode])).toEqual([[1, 1], [2, 0]]);
+    expect(verifies.map((v) => [v.round, v.exitCode])).toEqual([
+      [1, 1],
+      [2, 0],
+    ]);
     expect(events.filter((e) => e.type === "patch")).toHaveLength(2);
     expect(events.at(-1)).toMatchObject({ type: "job_finished", status: "completed" });
   });
 
   it("ends verify_failed when verify still fails after the last round", async () => {
-    const { result, events, fake } = await run([reply(text("Done.")), reply(text("Still done.")), reply(text("Done again."))], { verify: VERIFY, verifyRounds: 2 });
+    const { result, events, fake } = await run(
+      [reply(text("Done.")), reply(text("Still done.")), reply(text("Done again."))],
+      { verify: VERIFY, verifyRounds: 2 },
+    );
     expect(result.status).toBe("verify_failed");
     expect(result.verified).toBe(false);
     expect(result.verify?.exitCode).toBe(1);
@@ -68,7 +83,15 @@ describe("the verify loop (local backend, real SDK)", () => {
   });
 
   it("the rounds share the job's budgets: max_turns stops the loop and verify judges that patch", async () => {
-    const { result, fake } = await run([bash("echo bad > /workspace/fixed.txt"), reply(text("Done.")), bash("echo still-bad > /workspace/fixed.txt"), reply(text("x"))], { verify: VERIFY, maxTurns: 3 });
+    const { result, fake } = await run(
+      [
+        bash("echo bad > /workspace/fixed.txt"),
+        reply(text("Done.")),
+        bash("echo still-bad > /workspace/fixed.txt"),
+        reply(text("x")),
+      ],
+      { verify: VERIFY, maxTurns: 3 },
+    );
     expect(fake.requests).toHaveLength(3);
     expect(result.status).toBe("max_turns");
     expect(result.verified).toBe(false);

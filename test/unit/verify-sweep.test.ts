@@ -17,7 +17,11 @@ describe("sweepSnapshots", () => {
   it("removes the snapshots of dead processes and old ones, keeps the live and this process's own", async () => {
     const dead = spawnSync(process.execPath, ["-e", "0"]).pid;
     const live = spawn("sleep", ["30"]);
-    const make = (name: string) => (mkdirSync(join(dir, name)), writeFileSync(join(dir, name, "workspace.tar"), "x"), join(dir, name));
+    const make = (name: string) => (
+      mkdirSync(join(dir, name)),
+      writeFileSync(join(dir, name, "workspace.tar"), "x"),
+      join(dir, name)
+    );
     const gone = make(`patchbay-verify-${dead}-aaaaaa`);
     const running = make(`patchbay-verify-${live.pid}-bbbbbb`);
     const mine = make(`patchbay-verify-${process.pid}-cccccc`);

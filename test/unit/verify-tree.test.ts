@@ -34,7 +34,8 @@ beforeAll(() => {
   mkdirSync(join(repo, "sub"));
   writeFileSync(join(repo, "sub", "f"), "before\n");
   writeFileSync(join(repo, ".gitignore"), "/gen.txt\n/cache/\n");
-  const git = (...a: string[]) => execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", ...a], { stdio: "ignore" });
+  const git = (...a: string[]) =>
+    execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", ...a], { stdio: "ignore" });
   git("init", "-q");
   git("add", "-A");
   git("commit", "-q", "-m", "base");
@@ -42,14 +43,19 @@ beforeAll(() => {
 afterAll(() => rmSync(repo, { recursive: true, force: true }));
 afterEach(closeScripted);
 
-const run = (script: Reply[], spec: Record<string, unknown>) => runScripted(script, { repo: { path: repo }, verifyRounds: 0, ...spec }, "verify-tree", localBackend());
+const run = (script: Reply[], spec: Record<string, unknown>) =>
+  runScripted(script, { repo: { path: repo }, verifyRounds: 0, ...spec }, "verify-tree", localBackend());
 
 describe("the verify tree: post-setup workspace + patch (local backend)", () => {
   it.each([
-    ["a file becomes a directory", "rm x && mkdir x && echo hi > x/a", "test -f x/a && test \"$(cat x/a)\" = hi"],
-    ["a directory becomes a file", "rm -r d && echo file > d", "test -f d && test \"$(cat d)\" = file"],
-    ["a symlink becomes a directory", "rm lnk && mkdir lnk && echo hi > lnk/a", "test -d lnk && ! test -L lnk && test -f lnk/a"],
-    ["a file becomes a symlink", "rm x && ln -s target x", "test -L x && test \"$(readlink x)\" = target"],
+    ["a file becomes a directory", "rm x && mkdir x && echo hi > x/a", 'test -f x/a && test "$(cat x/a)" = hi'],
+    ["a directory becomes a file", "rm -r d && echo file > d", 'test -f d && test "$(cat d)" = file'],
+    [
+      "a symlink becomes a directory",
+      "rm lnk && mkdir lnk && echo hi > lnk/a",
+      "test -d lnk && ! test -L lnk && test -f lnk/a",
+    ],
+    ["a file becomes a symlink", "rm x && ln -s target x", 'test -L x && test "$(readlink x)" = target'],
   ])("%s: an honest patch passes", async (_, change, verify) => {
     const { result } = await run([bash(`cd /workspace && ${change}`), reply(text("Done."))], { verify });
     expect(result.error).toBeUndefined();
@@ -69,7 +75,10 @@ describe("the verify tree: post-setup workspace + patch (local backend)", () => 
   });
 
   it("a directory setup made read-only still takes the patch (directory modes are not in a patch)", async () => {
-    const { result } = await run([bash("cd /workspace && chmod u+w sub && echo after > sub/f"), reply(text("Done."))], { setup: "chmod 555 sub", verify: "grep -qx after sub/f && test ! -w sub" });
+    const { result } = await run([bash("cd /workspace && chmod u+w sub && echo after > sub/f"), reply(text("Done."))], {
+      setup: "chmod 555 sub",
+      verify: "grep -qx after sub/f && test ! -w sub",
+    });
     expect(result.error).toBeUndefined();
     expect(result).toMatchObject({ status: "completed", verified: true });
   });
@@ -77,8 +86,14 @@ describe("the verify tree: post-setup workspace + patch (local backend)", () => 
   it("a post-setup tree that cannot be kept or rebuilt for verify fails the job once, with the reason, not as the host's fault", async () => {
     // Nested directories with long names: a tar's size grows with the square of the depth.
     const deep = "python3 -c \"import os\nfor i in range(1200): os.mkdir('n' * 200); os.chdir('n' * 200)\"";
-    const { result } = await run([reply(text("Done."))], { setup: `mkdir cache && cd cache && ${deep}`, verify: "true", limits: { diskMb: 64 } });
+    const { result } = await run([reply(text("Done."))], {
+      setup: `mkdir cache && cd cache && ${deep}`,
+      verify: "true",
+      limits: { diskMb: 64 },
+    });
     expect(result.status).toBe("failed");
-    expect(result.error).toMatch(/the workspace (after setup (is too large|could not be kept)|as setup left it could not be rebuilt) for verify/);
+    expect(result.error).toMatch(
+      /the workspace (after setup (is too large|could not be kept)|as setup left it could not be rebuilt) for verify/,
+    );
   });
 });

@@ -42,7 +42,11 @@ export function boundedFetch(max = FORGE_ANSWER_MAX_BYTES, base: typeof fetch = 
       }
       chunks.push(r.value);
     }
-    const out = new Response(Buffer.concat(chunks), { status: res.status, statusText: res.statusText, headers: res.headers });
+    const out = new Response(Buffer.concat(chunks), {
+      status: res.status,
+      statusText: res.statusText,
+      headers: res.headers,
+    });
     Object.defineProperty(out, "url", { value: res.url });
     return out;
   };

@@ -44,25 +44,42 @@ function advice(call: ForgeCall, status: number | undefined, hasToken: boolean, 
       ? `it needs "Pull requests: read and write" (a fine-grained token) or the "repo" scope (a classic token) on ${repo}`
       : `it needs the "api" scope and at least the Developer role on ${repo}`;
   const noun = call.kind === "github" ? "pull requests" : "merge requests";
-  if (status === undefined) return `${host} did not answer (${detail}); check the API URL for ${host} (PATCHBAY_FORGES) and the network`;
-  if (status === 401) return hasToken ? `the token for ${host} is invalid or expired (401); ${where}` : `no token was given for ${host} (401); set one in ${tokenVariable(host)}`;
-  if (status === 429 || (status === 403 && /rate limit/i.test(detail))) return `${host} rate limits this token (${status}) and the retries are spent; try again later`;
-  if ((status === 403 || status === 404) && call.write) return `the token for ${host} cannot write ${noun} to ${repo} (${status}): ${needs}`;
+  if (status === undefined)
+    return `${host} did not answer (${detail}); check the API URL for ${host} (PATCHBAY_FORGES) and the network`;
+  if (status === 401)
+    return hasToken
+      ? `the token for ${host} is invalid or expired (401); ${where}`
+      : `no token was given for ${host} (401); set one in ${tokenVariable(host)}`;
+  if (status === 429 || (status === 403 && /rate limit/i.test(detail)))
+    return `${host} rate limits this token (${status}) and the retries are spent; try again later`;
+  if ((status === 403 || status === 404) && call.write)
+    return `the token for ${host} cannot write ${noun} to ${repo} (${status}): ${needs}`;
   if (status === 403) return `the token for ${host} cannot read ${repo} (403): ${needs}`;
-  if (status === 404) return `${repo} or the ${noun.slice(0, -1)} is not on ${host}, or the token for ${host} cannot see it (404)`;
+  if (status === 404)
+    return `${repo} or the ${noun.slice(0, -1)} is not on ${host}, or the token for ${host} cannot see it (404)`;
   if (status === 409 || status === 422) return `${host} refused it (${status}): ${detail}`;
   return `${host} answered ${status}: ${detail || "no message"}${status >= 500 ? "; try again later" : ""}`;
 }
 
 /** The error for a failed call, in words that name the forge, the repository, what failed and what to do; never the token. */
-export function forgeError(call: ForgeCall, status: number | undefined, detail: string, token: string | undefined): ForgeError {
+export function forgeError(
+  call: ForgeCall,
+  status: number | undefined,
+  detail: string,
+  token: string | undefined,
+): ForgeError {
   const said = scrub(detail, token);
-  return new ForgeError(`${FORGE_NAME[call.kind]} ${call.host}: ${call.what} in ${call.repo} failed: ${advice(call, status, !!token, said)}`, status);
+  return new ForgeError(
+    `${FORGE_NAME[call.kind]} ${call.host}: ${call.what} in ${call.repo} failed: ${advice(call, status, !!token, said)}`,
+    status,
+  );
 }
 
 /** An answer that is not what the API documents: said as such, with the first problem. */
 export function badAnswer(call: ForgeCall, problem: string, token: string | undefined): ForgeError {
-  return new ForgeError(`${FORGE_NAME[call.kind]} ${call.host}: ${call.what} in ${call.repo} failed: the answer is not what the API documents (${scrub(problem, token, 200)})`);
+  return new ForgeError(
+    `${FORGE_NAME[call.kind]} ${call.host}: ${call.what} in ${call.repo} failed: the answer is not what the API documents (${scrub(problem, token, 200)})`,
+  );
 }
 
 /** `text` cut to at most `max` UTF-16 units with a note saying so (never between a surrogate pair). */

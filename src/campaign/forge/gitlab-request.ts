@@ -32,7 +32,7 @@ export function boundedRequester(max?: number): (options: ResourceOptions) => Re
   const fetchBounded = boundedFetch(max);
   return createRequesterFn(
     (_resource, options) => Promise.resolve(options),
-    (endpoint, options) => send(fetchBounded, endpoint, (options ?? {})),
+    (endpoint, options) => send(fetchBounded, endpoint, options ?? {}),
   );
 }
 

@@ -9,7 +9,16 @@ import { MergeRequestApprovals, MergeRequests } from "@gitbeaker/rest";
 import { z } from "zod";
 import type { ForgeHost } from "../../core/config/forges.js";
 import type { ChecksState, ReviewState } from "../changeset.js";
-import type { Forge, ForgeClientOptions, ForgeGit, ForgeRepo, PullRequestInput, PullRequestRef, PullRequestState, PullRequestStatus } from "./forge.js";
+import type {
+  Forge,
+  ForgeClientOptions,
+  ForgeGit,
+  ForgeRepo,
+  PullRequestInput,
+  PullRequestRef,
+  PullRequestState,
+  PullRequestStatus,
+} from "./forge.js";
 import { AnswerTooLargeError } from "./fetch.js";
 import { boundedRequester } from "./gitlab-request.js";
 import { badAnswer, boundTitle, cutWithNote, type ForgeCall, ForgeError, forgeError } from "./forge-error.js";
@@ -24,20 +33,36 @@ const DRAFT_PREFIX = /^\s*(?:\[draft\]|\(draft\)|draft:|draft\s-\s)\s*/i;
 
 const MergeRequest = z.object({
   iid: z.int().positive(),
-  web_url: z.string().max(2048).regex(/^https?:\/\//),
+  web_url: z
+    .string()
+    .max(2048)
+    .regex(/^https?:\/\//),
   state: z.enum(["opened", "closed", "merged", "locked"]),
   draft: z.boolean().optional(),
   work_in_progress: z.boolean().optional(),
   title: z.string(),
   description: z.string().nullable().optional(),
-  sha: z.string().regex(/^[0-9a-f]{40,64}$/).nullable().optional(),
-  head_pipeline: z.object({ status: z.string().max(40) }).nullable().optional(),
-  reviewers: z.array(z.object({ username: z.string().max(255) })).max(1000).optional(),
+  sha: z
+    .string()
+    .regex(/^[0-9a-f]{40,64}$/)
+    .nullable()
+    .optional(),
+  head_pipeline: z
+    .object({ status: z.string().max(40) })
+    .nullable()
+    .optional(),
+  reviewers: z
+    .array(z.object({ username: z.string().max(255) }))
+    .max(1000)
+    .optional(),
 });
 type MergeRequest = z.infer<typeof MergeRequest>;
 const Approvals = z.object({
   approvals_left: z.int().nonnegative().nullable().optional(),
-  approved_by: z.array(z.object({ user: z.object({ username: z.string().max(255) }) })).max(1000).optional(),
+  approved_by: z
+    .array(z.object({ user: z.object({ username: z.string().max(255) }) }))
+    .max(1000)
+    .optional(),
 });
 
 /**
@@ -49,11 +74,24 @@ export const gitlabGit: ForgeGit = {
   tokenUser: "oauth2",
   pushOptions(pr) {
     const oneLine = (s: string) => s.replace(/[\r\n\0]+/g, " ").slice(0, 250);
-    return ["merge_request.create", `merge_request.target=${oneLine(pr.base)}`, `merge_request.title=${oneLine(pr.draft ? `${DRAFT}${pr.title}` : pr.title)}`];
+    return [
+      "merge_request.create",
+      `merge_request.target=${oneLine(pr.base)}`,
+      `merge_request.title=${oneLine(pr.draft ? `${DRAFT}${pr.title}` : pr.title)}`,
+    ];
   },
 };
 
-const PENDING_PIPELINE = new Set(["created", "waiting_for_resource", "preparing", "waiting_for_callback", "pending", "running", "scheduled", "manual"]);
+const PENDING_PIPELINE = new Set([
+  "created",
+  "waiting_for_resource",
+  "preparing",
+  "waiting_for_callback",
+  "pending",
+  "running",
+  "scheduled",
+  "manual",
+]);
 
 export function mergeRequestState(mr: Pick<MergeRequest, "state" | "draft" | "work_in_progress">): PullRequestState {
   if (mr.state === "merged") return "merged";
@@ -103,7 +141,14 @@ export class GitLabForge implements Forge {
   async findOpen(repo: ForgeRepo, head: string, base: string): Promise<PullRequestRef | undefined> {
     const call = this.call(repo, "finding the open merge request", false);
     const list = await this.run(call, z.array(MergeRequest).max(100), () =>
-      this.mrs.all({ projectId: repo.path, state: "opened", sourceBranch: head, targetBranch: base, perPage: 100, maxPages: 1 }),
+      this.mrs.all({
+        projectId: repo.path,
+        state: "opened",
+        sourceBranch: head,
+        targetBranch: base,
+        perPage: 100,
+        maxPages: 1,
+      }),
     );
     return list[0] && refOf(list[0]);
   }
@@ -112,7 +157,9 @@ export class GitLabForge implements Forge {
     const call = this.call(repo, "creating a merge request", true);
     const title = pr.draft ? DRAFT + boundTitle(pr.title, TITLE_MAX - DRAFT.length) : boundTitle(pr.title, TITLE_MAX);
     const mr = await this.run(call, MergeRequest, () =>
-      this.mrs.create(repo.path, pr.head, pr.base, title, { description: cutWithNote(pr.body, GITLAB_DESCRIPTION_MAX, "description") }),
+      this.mrs.create(repo.path, pr.head, pr.base, title, {
+        description: cutWithNote(pr.body, GITLAB_DESCRIPTION_MAX, "description"),
+      }),
     );
     return refOf(mr);
   }
@@ -123,7 +170,10 @@ export class GitLabForge implements Forge {
     const prefix = DRAFT_PREFIX.exec(now.title)?.[0] ?? "";
     const title = prefix + boundTitle(change.title, TITLE_MAX - prefix.length);
     const description = cutWithNote(change.body, GITLAB_DESCRIPTION_MAX, "description");
-    const diff = { ...(title !== now.title ? { title } : {}), ...(description !== (now.description ?? "") ? { description } : {}) };
+    const diff = {
+      ...(title !== now.title ? { title } : {}),
+      ...(description !== (now.description ?? "") ? { description } : {}),
+    };
     if (Object.keys(diff).length === 0) return;
     await this.run(call, MergeRequest, () => this.mrs.edit(repo.path, number, diff));
   }
@@ -134,7 +184,11 @@ export class GitLabForge implements Forge {
       this.run(call, MergeRequest, () => this.mrs.show(repo.path, number)),
       this.run(call, Approvals, () => this.approvals.showConfiguration(repo.path, { mergerequestIId: number })),
     ]);
-    return { ...refOf(mr), checks: pipelineChecks(mr.head_pipeline?.status), review: approvalReview(approvals, mr.reviewers?.length ?? 0) };
+    return {
+      ...refOf(mr),
+      checks: pipelineChecks(mr.head_pipeline?.status),
+      review: approvalReview(approvals, mr.reviewers?.length ?? 0),
+    };
   }
 
   async close(repo: ForgeRepo, number: number): Promise<void> {
@@ -143,7 +197,10 @@ export class GitLabForge implements Forge {
   }
 
   private call(repo: ForgeRepo, what: string, write: boolean): ForgeCall {
-    if (!/^[^/]+(\/[^/]+)+$/.test(repo.path)) throw new ForgeError(`GitLab ${this.host.host}: ${what} failed: ${JSON.stringify(repo.path.slice(0, 200))} is not group/name`);
+    if (!/^[^/]+(\/[^/]+)+$/.test(repo.path))
+      throw new ForgeError(
+        `GitLab ${this.host.host}: ${what} failed: ${JSON.stringify(repo.path.slice(0, 200))} is not group/name`,
+      );
     return { kind: "gitlab", host: this.host.host, repo: repo.path, what, write };
   }
 
@@ -156,7 +213,15 @@ export class GitLabForge implements Forge {
       throw this.failure(call, err);
     }
     const r = schema.safeParse(data);
-    if (!r.success) throw badAnswer(call, r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).slice(0, 3).join("; "), this.token);
+    if (!r.success)
+      throw badAnswer(
+        call,
+        r.error.issues
+          .map((i) => `${i.path.join(".")}: ${i.message}`)
+          .slice(0, 3)
+          .join("; "),
+        this.token,
+      );
     return r.data;
   }
 

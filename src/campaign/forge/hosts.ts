@@ -19,14 +19,20 @@ const SEGMENT = /^[A-Za-z0-9_.-]+$/;
 
 /** owner/name (GitHub) or group/…/name (GitLab) from a URL's path, `.git` and slashes around it dropped; undefined if it is no repository's. */
 function repoPath(path: string, kind: ForgeHost["kind"]): string | undefined {
-  const parts = path.replace(/^\/+/, "").replace(/\/+$/, "").replace(/\.git$/, "").split("/");
+  const parts = path
+    .replace(/^\/+/, "")
+    .replace(/\/+$/, "")
+    .replace(/\.git$/, "")
+    .split("/");
   if (parts.some((p) => !SEGMENT.test(p) || p === "." || p === ".." || p.endsWith(".git"))) return undefined;
   if (kind === "github" ? parts.length !== 2 : parts.length < 2 || parts.length > 20) return undefined;
   return parts.join("/");
 }
 
 /** scheme, host (lower case, with a port if given), path; undefined for what is not a URL git reads as remote. */
-function splitUrl(gitUrl: string): { scheme: "http" | "ssh" | "scp"; host: string; bareHost: string; path: string } | undefined {
+function splitUrl(
+  gitUrl: string,
+): { scheme: "http" | "ssh" | "scp"; host: string; bareHost: string; path: string } | undefined {
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(gitUrl)) {
     let u: URL;
     try {
@@ -34,7 +40,11 @@ function splitUrl(gitUrl: string): { scheme: "http" | "ssh" | "scp"; host: strin
     } catch {
       return undefined;
     }
-    const scheme = /^https?:$/.test(u.protocol) ? "http" : u.protocol === "ssh:" || u.protocol === "git+ssh:" ? "ssh" : undefined;
+    const scheme = /^https?:$/.test(u.protocol)
+      ? "http"
+      : u.protocol === "ssh:" || u.protocol === "git+ssh:"
+        ? "ssh"
+        : undefined;
     if (!scheme || u.search || u.hash || !u.hostname) return undefined;
     let path: string;
     try {
@@ -56,7 +66,10 @@ function splitUrl(gitUrl: string): { scheme: "http" | "ssh" | "scp"; host: strin
  * group/sub/name too. An SSH port is the SSH server's, so an ssh:// URL matches its host with the
  * port first, then without. Undefined: a plain git remote.
  */
-export function forgeRepoOf(gitUrl: string, hosts: readonly ForgeHost[]): { host: ForgeHost; repo: ForgeRepo } | undefined {
+export function forgeRepoOf(
+  gitUrl: string,
+  hosts: readonly ForgeHost[],
+): { host: ForgeHost; repo: ForgeRepo } | undefined {
   const u = splitUrl(gitUrl.trim());
   if (!u) return undefined;
   const byName = (name: string) => hosts.find((h) => h.host.toLowerCase() === name);

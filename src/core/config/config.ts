@@ -25,7 +25,9 @@ const OTEL_ENV = {
   OTEL_EXPORTER_OTLP_HEADERS: keyValues(true),
   OTEL_EXPORTER_OTLP_TRACES_HEADERS: keyValues(true),
   OTEL_EXPORTER_OTLP_PROTOCOL: z.literal("http/protobuf", { error: "only http/protobuf is supported" }).optional(),
-  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.literal("http/protobuf", { error: "only http/protobuf is supported" }).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z
+    .literal("http/protobuf", { error: "only http/protobuf is supported" })
+    .optional(),
   OTEL_SERVICE_NAME: z.string().min(1).max(255).optional(),
   OTEL_RESOURCE_ATTRIBUTES: keyValues(false),
   OTEL_BSP_SCHEDULE_DELAY: z.coerce.number().int().min(0).max(3_600_000).default(5000),
@@ -36,12 +38,22 @@ const OTEL_ENV = {
 const PROVIDER_ENV = {
   PATCHBAY_PROVIDER: z.enum(PROVIDERS).default("anthropic"),
   /** The providers a JobSpec's `provider` may name, comma-separated (default: PATCHBAY_PROVIDER alone). */
-  PATCHBAY_PROVIDERS: z.string().optional().transform((s, ctx) => {
-    const list = (s ?? "").split(",").map((x) => x.trim()).filter(Boolean);
-    const bad = list.find((x) => !(PROVIDERS as readonly string[]).includes(x));
-    if (bad !== undefined) ctx.addIssue({ code: "custom", message: `each must be one of ${PROVIDERS.join(", ")} (got ${JSON.stringify(bad.slice(0, 40))})` });
-    return list.length ? (list as (typeof PROVIDERS)[number][]) : undefined;
-  }),
+  PATCHBAY_PROVIDERS: z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      const list = (s ?? "")
+        .split(",")
+        .map((x) => x.trim())
+        .filter(Boolean);
+      const bad = list.find((x) => !(PROVIDERS as readonly string[]).includes(x));
+      if (bad !== undefined)
+        ctx.addIssue({
+          code: "custom",
+          message: `each must be one of ${PROVIDERS.join(", ")} (got ${JSON.stringify(bad.slice(0, 40))})`,
+        });
+      return list.length ? (list as (typeof PROVIDERS)[number][]) : undefined;
+    }),
   AWS_REGION: z.string().optional(),
   AWS_DEFAULT_REGION: z.string().optional(),
   AWS_ACCESS_KEY_ID: z.string().optional(),
@@ -52,193 +64,263 @@ const PROVIDER_ENV = {
   AWS_CONFIG_FILE: z.string().optional(),
   AWS_BEARER_TOKEN_BEDROCK: z.string().optional(),
   ANTHROPIC_BEDROCK_BASE_URL: httpUrl().optional(),
-  CLOUD_ML_REGION: z.string().regex(/^[a-z0-9-]{0,40}$/, { error: "must be a Google Cloud region (us-east5, europe-west1, global, …)" }).optional(),
+  CLOUD_ML_REGION: z
+    .string()
+    .regex(/^[a-z0-9-]{0,40}$/, { error: "must be a Google Cloud region (us-east5, europe-west1, global, …)" })
+    .optional(),
   ANTHROPIC_VERTEX_PROJECT_ID: z.string().optional(),
   ANTHROPIC_VERTEX_BASE_URL: httpUrl().optional(),
   GOOGLE_APPLICATION_CREDENTIALS: z.string().optional(),
   CLOUDSDK_CONFIG: z.string().optional(),
 };
 
-const Env = z.object({
-  // One server, a Sentinel group or a Cluster (src/redis/target.ts), parsed here so a bad one stops the start.
-  REDIS_URL: z.string().default(DEFAULT_REDIS_URL).superRefine((url, ctx) => {
-    try {
-      parseRedisUrl(url);
-    } catch (err) {
-      ctx.addIssue({ code: "custom", message: (err as Error).message });
-    }
-  }),
-  /** TLS files for rediss:// (a URL's ca=, cert= and key= win): the CA that signed Redis's certificate, and a client certificate and key. */
-  PATCHBAY_REDIS_TLS_CA: z.string().optional(),
-  PATCHBAY_REDIS_TLS_CERT: z.string().optional(),
-  PATCHBAY_REDIS_TLS_KEY: z.string().optional(),
-  /** Replicas a result or an enqueue waits for (WAIT) before it counts: "auto" is 1 on Sentinel, 0 elsewhere. */
-  PATCHBAY_REDIS_WAIT_REPLICAS: z.union([z.literal("auto"), z.coerce.number().int().min(0).max(16)]).default("auto"),
-  /** Default: 2000, or a quarter of PATCHBAY_LOCK_MS when that is shorter (WAIT 0 would block for ever). */
-  PATCHBAY_REDIS_WAIT_MS: z.coerce.number().int().min(1).max(60_000).optional(),
-  PATCHBAY_QUEUE: z.string().min(1).default(DEFAULT_QUEUE),
-  /** Forges beyond github.com and gitlab.com (src/core/config/forges.ts): HOST=github@API_URL,... */
-  PATCHBAY_FORGES: z.string().optional().transform((s, ctx): ForgeHost[] => {
-    const r = parseForges(s);
-    if (typeof r === "string") ctx.addIssue({ code: "custom", message: r });
-    return typeof r === "string" ? [] : r;
-  }),
-  PATCHBAY_IMAGE: z.string().min(1).default(DEFAULT_IMAGE),
-  PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),
-  /** The context window in tokens for every model (unset: by the model's id, src/agent/window.ts). */
-  PATCHBAY_CONTEXT_WINDOW: z.coerce.number().int().min(1000).max(100_000_000).optional(),
-  /** Past this fraction of the window the conversation is compacted (0.1 to 0.95). */
-  PATCHBAY_COMPACT_AT: z.coerce.number().min(0.1).max(0.95).optional(),
-  PATCHBAY_CONCURRENCY: z.coerce.number().int().positive().default(2),
-  PATCHBAY_WORKER_ID: z.string().optional(),
-  /** Warm sandboxes a worker keeps ready per kind (default: its concurrency); 0 turns the pool off. */
-  PATCHBAY_POOL: z.coerce.number().int().min(0).optional(),
-  /** Sandbox removals a worker runs at once, in the background (a job's result is handed back first). */
-  PATCHBAY_REMOVALS: z.coerce.number().int().min(1).max(64).default(2),
-  /** Removals that may wait for a slot (default: the concurrency); past that a finished job waits for room. */
-  PATCHBAY_REMOVALS_QUEUE: z.coerce.number().int().min(0).max(1024).optional(),
-  // Reliability timings; the defaults suit minute-long jobs, tests shorten them.
-  // A dead worker's job is taken up again within LOCK_MS + STALLED_MS (25 s); the lock is renewed
-  // every LOCK_RENEW_MS (default LOCK_MS / 4), so a worker must be stuck for 15 s to lose one.
-  PATCHBAY_LOCK_MS: durationMs().default(20_000),
-  PATCHBAY_LOCK_RENEW_MS: durationMs().optional(),
-  PATCHBAY_STALLED_MS: durationMs().default(5_000),
-  /** Checkpoints after each turn (resume instead of restart); "0" turns them off. */
-  PATCHBAY_CHECKPOINTS: z.enum(["0", "1"]).default("1"),
-  /** A checkpoint (conversation and patch, as JSON) over this many bytes is not stored; the last one that fit stays. */
-  PATCHBAY_CHECKPOINT_MAX_BYTES: z.coerce.number().int().positive().default(8 * 1024 * 1024),
-  PATCHBAY_REAP_MS: durationMs().default(60_000),
-  PATCHBAY_DRAIN_MS: durationMs().default(30_000),
-  /** A job still running this long past its own timeout has its sandbox killed. */
-  PATCHBAY_HARD_GRACE_MS: durationMs().default(120_000),
-  /** How often a worker polls the cancel marks of its running jobs (the fallback for a lost pub/sub message). */
-  PATCHBAY_CANCEL_POLL_MS: durationMs().default(2000),
-  /** "0" turns the cancel channel off, leaving the poll alone (tests of each path). */
-  PATCHBAY_CANCEL_PUBSUB: z.enum(["0", "1"]).default("1"),
-  /** Heartbeat interval; the heartbeat lives three intervals. */
-  PATCHBAY_HEARTBEAT_MS: durationMs().default(10_000),
-  /** Health of a worker's engine and sandbox image: re-checked while unhealthy, from MIN to MAX ms (doubling); one check's time limit. */
-  PATCHBAY_HEALTH_MIN_MS: durationMs().default(1000),
-  PATCHBAY_HEALTH_MAX_MS: durationMs().default(30_000),
-  PATCHBAY_HEALTH_TIMEOUT_MS: durationMs().default(10_000),
-  /** An API 429/529 after the SDK's retries throttles the queue: for its retry-after, else THROTTLE_MS; at most THROTTLE_MAX_MS. */
-  PATCHBAY_THROTTLE_MS: durationMs().default(10_000),
-  PATCHBAY_THROTTLE_MAX_MS: durationMs().default(60_000),
-  /** The backend, where boxes run: docker; local (no isolation) and memory (executes nothing) are for tests and simulations (src/backend/). */
-  PATCHBAY_BACKEND: z.enum(["docker", "local", "memory"]).default("docker"),
-  /** "1" lets a worker run on the local backend (tests only). */
-  PATCHBAY_TEST_BACKENDS: z.enum(["0", "1"]).default("0"),
-  /** Per-job directories of the setup egress proxy's sockets; must be the same path for the Docker engine. */
-  PATCHBAY_EGRESS_DIR: z.string().min(1).optional(),
-  /** How long Redis keeps a finished job: its result, transcript and stored patch (seconds; default 7 days). */
-  PATCHBAY_RETENTION_SEC: z.coerce.number().int().min(60).default(7 * 24 * 3600),
-  /** How often a published campaign with open changesets is tracked on the queue (campaign tracker). */
-  PATCHBAY_TRACK_EVERY_MS: durationMs().default(10 * 60_000),
-  /** The dashboard over HTTPS: PEM files of its certificate (chain) and key; both or neither. */
-  PATCHBAY_DASHBOARD_TLS_CERT: z.string().min(1).optional(),
-  PATCHBAY_DASHBOARD_TLS_KEY: z.string().min(1).optional(),
-  /** Live transcripts (server-sent events) a dashboard serves at once; more get 503. */
-  PATCHBAY_DASHBOARD_MAX_STREAMS: z.coerce.number().int().positive().default(64),
-  /** The dashboard's token; empty is unset. Its length (16 or more) is checked by the dashboard alone, so no other command fails on it. */
-  PATCHBAY_DASHBOARD_TOKEN: z.string().optional(),
-  /** The HTTP API's tokens besides the dashboard's (docs/api.md): comma-separated `name:scope:token`, scope `read` or `write`. */
-  PATCHBAY_API_TOKENS: z.string().optional().transform((s, ctx) => {
-    const r = parseApiTokens(s ?? "");
-    if (typeof r === "string") ctx.issues.push({ code: "custom", message: r, input: "(not shown: it holds secrets)" });
-    return typeof r === "string" ? [] : r;
-  }),
-  /** Origins (scheme://host[:port], comma-separated) whose pages may call the HTTP API (CORS); unset: none. */
-  PATCHBAY_API_CORS_ORIGINS: z.string().optional().transform((s, ctx) => {
-    const r = parseOrigins(s ?? "");
-    if (typeof r === "string") ctx.issues.push({ code: "custom", message: r, input: s });
-    return typeof r === "string" ? [] : r;
-  }),
-  /** Directories (absolute, comma-separated) under which the HTTP API takes a { path } or { archive } repo; unset: none (git URLs only). */
-  PATCHBAY_API_REPO_ROOTS: z.string().optional().transform((s, ctx) => {
-    const roots = (s ?? "").split(",").map((x) => x.trim()).filter(Boolean);
-    const bad = roots.find((r) => !isAbsolute(r));
-    if (bad !== undefined) ctx.issues.push({ code: "custom", message: `each must be an absolute directory (got ${JSON.stringify(bad.slice(0, 100))})`, input: s });
-    return roots.map((r) => resolve(r));
-  }),
-  /**
-   * Directories (absolute, comma-separated) under which a worker reads a queued job's local repo
-   * ({ path }, { archive }, a { git } path or file: URL); "none": no local repo at all. Unset: the
-   * operator's own jobs (enqueued by the CLI or the library) read any path, and every other job
-   * (the HTTP API's, or one that does not say) none (src/job/repo/source-check.ts).
-   */
-  PATCHBAY_LOCAL_REPO_ROOTS: z.string().optional().transform((s, ctx) => {
-    if (s === undefined || s.trim() === "") return undefined;
-    if (s.trim() === "none") return [] as string[];
-    const roots = s.split(",").map((x) => x.trim()).filter(Boolean);
-    const bad = roots.find((r) => !isAbsolute(r));
-    if (bad !== undefined) ctx.issues.push({ code: "custom", message: `each must be an absolute directory, or the whole value "none" (got ${JSON.stringify(bad.slice(0, 100))})`, input: s });
-    return roots.map((r) => resolve(r));
-  }),
-  /** Hosts (host or host:port, comma-separated) a { git } URL of a job from the HTTP API may name, at the API and at the worker; unset: the forges' (PATCHBAY_FORGES). */
-  PATCHBAY_API_GIT_HOSTS: z.string().optional().transform((s, ctx) => {
-    if (s === undefined || s.trim() === "") return undefined;
-    const hosts = s.split(",").map((x) => x.trim().toLowerCase()).filter(Boolean);
-    const bad = hosts.find((h) => !/^(\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?)(?::\d{1,5})?$/.test(h));
-    if (bad !== undefined) ctx.issues.push({ code: "custom", message: `each must be a host or host:port (got ${JSON.stringify(bad.slice(0, 100))})`, input: s });
-    return hosts;
-  }),
-  // The worker's policy (src/job/policy.ts): what a JobSpec may ask of a sandbox. Bridge network only
-  // where allowed; bounds on limits and timeouts (never below what a spec gets by default); images.
-  PATCHBAY_ALLOW_BRIDGE: z.enum(["0", "1"]).default("0"),
-  // A spec's own tools (tools.custom): allowed by default, since they run in the job's sandbox as
-  // the agent, under its limits and network, as setup commands already do; 0 keeps the model to
-  // the built-in tools (a deployment that wants a fixed tool surface).
-  PATCHBAY_ALLOW_CUSTOM_TOOLS: z.enum(["0", "1"]).default("1"),
-  /** The same for a spec's MCP servers (mcp): started in the sandbox as the agent. */
-  PATCHBAY_ALLOW_MCP: z.enum(["0", "1"]).default("1"),
-  // ptrace and process_vm_readv/writev in the sandbox (src/backend/seccomp.ts): denied by default,
-  // since every process of a job runs as one uid and could read or drive the others (the shell an
-  // MCP server); 1 allows them (strace, gdb) on a worker that runs trusted repos only.
-  PATCHBAY_ALLOW_PTRACE: z.enum(["0", "1"]).default("0"),
-  PATCHBAY_MAX_MEMORY_MB: atLeastDefault(() => defaults.sandbox.memoryMb).default(8192),
-  PATCHBAY_MAX_CPUS: atLeastDefault(() => defaults.sandbox.cpus, false).default(4),
-  PATCHBAY_MAX_PIDS: atLeastDefault(() => Math.max(defaults.sandbox.pids, defaults.sandbox.minPids.runsc)).default(1024),
-  PATCHBAY_MAX_DISK_MB: atLeastDefault(() => defaults.sandbox.diskMb).default(10_240),
-  PATCHBAY_MAX_TIMEOUT_SEC: atLeastDefault(() => defaults.job.timeoutSec, false, MAX_DURATION_SEC).default(4 * 3600),
-  PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: atLeastDefault(() => defaults.job.commandTimeoutSec, false, MAX_DURATION_SEC).default(3600),
-  // What a spec may spend (src/job/policy.ts): a spec over a cap is refused; one that sets nothing gets the cap.
-  /** The most a job's budget.usd may be, and the budget of a spec that sets none. */
-  PATCHBAY_MAX_BUDGET_USD: z.coerce.number().positive().finite().optional(),
-  /** The most turns a spec may ask for (maxTurns); a spec that sets none gets the lower of this and the default. */
-  PATCHBAY_MAX_TURNS: z.coerce.number().int().positive().max(10_000).optional(),
-  /** The most output tokens per response a spec may ask for (maxTokens); the same. */
-  PATCHBAY_MAX_TOKENS: z.coerce.number().int().positive().max(1_000_000).optional(),
-  /** Models (comma-separated; an entry ending in `*` by prefix) a spec's `model` may name besides PATCHBAY_MODEL; unset: any. */
-  PATCHBAY_MODELS: z.string().optional(),
-  /** The OCI runtime of every sandbox, runc or runsc (a spec asking for another is refused); unset: the spec's, default runc. */
-  PATCHBAY_RUNTIME: z.enum(["runc", "runsc"]).optional(),
-  /** Comma-separated images a spec may name besides PATCHBAY_IMAGE (`@from`: those `image build --from` made); unset: `@from`. */
-  PATCHBAY_IMAGES: z.string().optional(),
-  /** A git-credentials store (`https://user:token@host` lines, mode 0600) for host-side clones. */
-  PATCHBAY_GIT_CREDENTIALS: z.string().min(1).optional(),
-  ANTHROPIC_API_KEY: z.string().optional(),
-  /** The SDK's other credential (a bearer token): a worker with neither it nor a key (nor an SDK profile) takes no jobs. */
-  ANTHROPIC_AUTH_TOKEN: z.string().optional(),
-  ANTHROPIC_BASE_URL: z.string().optional(),
-  /** Set: the CLI prints an error's stack. */
-  PATCHBAY_DEBUG: z.string().optional(),
-  // The Docker engine, as the docker CLI reads it (src/backend/docker.ts).
-  DOCKER_HOST: z.string().optional(),
-  DOCKER_TLS_VERIFY: z.string().optional(),
-  DOCKER_TLS: z.string().optional(),
-  DOCKER_CERT_PATH: z.string().optional(),
-  // The host's own tools, read for the `pypi` preset and host-side clones.
-  PIP_INDEX_URL: z.string().optional(),
-  PIP_EXTRA_INDEX_URL: z.string().optional(),
-  PIP_CONFIG_FILE: z.string().optional(),
-  GIT_SSH_COMMAND: z.string().optional(),
-  ...OTEL_ENV,
-  ...PROVIDER_ENV,
-}).superRefine((e, ctx) => {
-  // A result's WAIT outliving its job's lock would let the job stall back to the queue and run
-  // again while the first attempt still waits to confirm (src/redis/connect.ts confirmWrites).
-  if (e.PATCHBAY_REDIS_WAIT_MS !== undefined && e.PATCHBAY_REDIS_WAIT_MS * 2 > e.PATCHBAY_LOCK_MS) ctx.addIssue({ code: "custom", path: ["PATCHBAY_REDIS_WAIT_MS"], message: `must be at most half of PATCHBAY_LOCK_MS (${e.PATCHBAY_LOCK_MS} ms; got ${e.PATCHBAY_REDIS_WAIT_MS})` });
-});
+const Env = z
+  .object({
+    // One server, a Sentinel group or a Cluster (src/redis/target.ts), parsed here so a bad one stops the start.
+    REDIS_URL: z
+      .string()
+      .default(DEFAULT_REDIS_URL)
+      .superRefine((url, ctx) => {
+        try {
+          parseRedisUrl(url);
+        } catch (err) {
+          ctx.addIssue({ code: "custom", message: (err as Error).message });
+        }
+      }),
+    /** TLS files for rediss:// (a URL's ca=, cert= and key= win): the CA that signed Redis's certificate, and a client certificate and key. */
+    PATCHBAY_REDIS_TLS_CA: z.string().optional(),
+    PATCHBAY_REDIS_TLS_CERT: z.string().optional(),
+    PATCHBAY_REDIS_TLS_KEY: z.string().optional(),
+    /** Replicas a result or an enqueue waits for (WAIT) before it counts: "auto" is 1 on Sentinel, 0 elsewhere. */
+    PATCHBAY_REDIS_WAIT_REPLICAS: z.union([z.literal("auto"), z.coerce.number().int().min(0).max(16)]).default("auto"),
+    /** Default: 2000, or a quarter of PATCHBAY_LOCK_MS when that is shorter (WAIT 0 would block for ever). */
+    PATCHBAY_REDIS_WAIT_MS: z.coerce.number().int().min(1).max(60_000).optional(),
+    PATCHBAY_QUEUE: z.string().min(1).default(DEFAULT_QUEUE),
+    /** Forges beyond github.com and gitlab.com (src/core/config/forges.ts): HOST=github@API_URL,... */
+    PATCHBAY_FORGES: z
+      .string()
+      .optional()
+      .transform((s, ctx): ForgeHost[] => {
+        const r = parseForges(s);
+        if (typeof r === "string") ctx.addIssue({ code: "custom", message: r });
+        return typeof r === "string" ? [] : r;
+      }),
+    PATCHBAY_IMAGE: z.string().min(1).default(DEFAULT_IMAGE),
+    PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),
+    /** The context window in tokens for every model (unset: by the model's id, src/agent/window.ts). */
+    PATCHBAY_CONTEXT_WINDOW: z.coerce.number().int().min(1000).max(100_000_000).optional(),
+    /** Past this fraction of the window the conversation is compacted (0.1 to 0.95). */
+    PATCHBAY_COMPACT_AT: z.coerce.number().min(0.1).max(0.95).optional(),
+    PATCHBAY_CONCURRENCY: z.coerce.number().int().positive().default(2),
+    PATCHBAY_WORKER_ID: z.string().optional(),
+    /** Warm sandboxes a worker keeps ready per kind (default: its concurrency); 0 turns the pool off. */
+    PATCHBAY_POOL: z.coerce.number().int().min(0).optional(),
+    /** Sandbox removals a worker runs at once, in the background (a job's result is handed back first). */
+    PATCHBAY_REMOVALS: z.coerce.number().int().min(1).max(64).default(2),
+    /** Removals that may wait for a slot (default: the concurrency); past that a finished job waits for room. */
+    PATCHBAY_REMOVALS_QUEUE: z.coerce.number().int().min(0).max(1024).optional(),
+    // Reliability timings; the defaults suit minute-long jobs, tests shorten them.
+    // A dead worker's job is taken up again within LOCK_MS + STALLED_MS (25 s); the lock is renewed
+    // every LOCK_RENEW_MS (default LOCK_MS / 4), so a worker must be stuck for 15 s to lose one.
+    PATCHBAY_LOCK_MS: durationMs().default(20_000),
+    PATCHBAY_LOCK_RENEW_MS: durationMs().optional(),
+    PATCHBAY_STALLED_MS: durationMs().default(5_000),
+    /** Checkpoints after each turn (resume instead of restart); "0" turns them off. */
+    PATCHBAY_CHECKPOINTS: z.enum(["0", "1"]).default("1"),
+    /** A checkpoint (conversation and patch, as JSON) over this many bytes is not stored; the last one that fit stays. */
+    PATCHBAY_CHECKPOINT_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(8 * 1024 * 1024),
+    PATCHBAY_REAP_MS: durationMs().default(60_000),
+    PATCHBAY_DRAIN_MS: durationMs().default(30_000),
+    /** A job still running this long past its own timeout has its sandbox killed. */
+    PATCHBAY_HARD_GRACE_MS: durationMs().default(120_000),
+    /** How often a worker polls the cancel marks of its running jobs (the fallback for a lost pub/sub message). */
+    PATCHBAY_CANCEL_POLL_MS: durationMs().default(2000),
+    /** "0" turns the cancel channel off, leaving the poll alone (tests of each path). */
+    PATCHBAY_CANCEL_PUBSUB: z.enum(["0", "1"]).default("1"),
+    /** Heartbeat interval; the heartbeat lives three intervals. */
+    PATCHBAY_HEARTBEAT_MS: durationMs().default(10_000),
+    /** Health of a worker's engine and sandbox image: re-checked while unhealthy, from MIN to MAX ms (doubling); one check's time limit. */
+    PATCHBAY_HEALTH_MIN_MS: durationMs().default(1000),
+    PATCHBAY_HEALTH_MAX_MS: durationMs().default(30_000),
+    PATCHBAY_HEALTH_TIMEOUT_MS: durationMs().default(10_000),
+    /** An API 429/529 after the SDK's retries throttles the queue: for its retry-after, else THROTTLE_MS; at most THROTTLE_MAX_MS. */
+    PATCHBAY_THROTTLE_MS: durationMs().default(10_000),
+    PATCHBAY_THROTTLE_MAX_MS: durationMs().default(60_000),
+    /** The backend, where boxes run: docker; local (no isolation) and memory (executes nothing) are for tests and simulations (src/backend/). */
+    PATCHBAY_BACKEND: z.enum(["docker", "local", "memory"]).default("docker"),
+    /** "1" lets a worker run on the local backend (tests only). */
+    PATCHBAY_TEST_BACKENDS: z.enum(["0", "1"]).default("0"),
+    /** Per-job directories of the setup egress proxy's sockets; must be the same path for the Docker engine. */
+    PATCHBAY_EGRESS_DIR: z.string().min(1).optional(),
+    /** How long Redis keeps a finished job: its result, transcript and stored patch (seconds; default 7 days). */
+    PATCHBAY_RETENTION_SEC: z.coerce
+      .number()
+      .int()
+      .min(60)
+      .default(7 * 24 * 3600),
+    /** How often a published campaign with open changesets is tracked on the queue (campaign tracker). */
+    PATCHBAY_TRACK_EVERY_MS: durationMs().default(10 * 60_000),
+    /** The dashboard over HTTPS: PEM files of its certificate (chain) and key; both or neither. */
+    PATCHBAY_DASHBOARD_TLS_CERT: z.string().min(1).optional(),
+    PATCHBAY_DASHBOARD_TLS_KEY: z.string().min(1).optional(),
+    /** Live transcripts (server-sent events) a dashboard serves at once; more get 503. */
+    PATCHBAY_DASHBOARD_MAX_STREAMS: z.coerce.number().int().positive().default(64),
+    /** The dashboard's token; empty is unset. Its length (16 or more) is checked by the dashboard alone, so no other command fails on it. */
+    PATCHBAY_DASHBOARD_TOKEN: z.string().optional(),
+    /** The HTTP API's tokens besides the dashboard's (docs/api.md): comma-separated `name:scope:token`, scope `read` or `write`. */
+    PATCHBAY_API_TOKENS: z
+      .string()
+      .optional()
+      .transform((s, ctx) => {
+        const r = parseApiTokens(s ?? "");
+        if (typeof r === "string")
+          ctx.issues.push({ code: "custom", message: r, input: "(not shown: it holds secrets)" });
+        return typeof r === "string" ? [] : r;
+      }),
+    /** Origins (scheme://host[:port], comma-separated) whose pages may call the HTTP API (CORS); unset: none. */
+    PATCHBAY_API_CORS_ORIGINS: z
+      .string()
+      .optional()
+      .transform((s, ctx) => {
+        const r = parseOrigins(s ?? "");
+        if (typeof r === "string") ctx.issues.push({ code: "custom", message: r, input: s });
+        return typeof r === "string" ? [] : r;
+      }),
+    /** Directories (absolute, comma-separated) under which the HTTP API takes a { path } or { archive } repo; unset: none (git URLs only). */
+    PATCHBAY_API_REPO_ROOTS: z
+      .string()
+      .optional()
+      .transform((s, ctx) => {
+        const roots = (s ?? "")
+          .split(",")
+          .map((x) => x.trim())
+          .filter(Boolean);
+        const bad = roots.find((r) => !isAbsolute(r));
+        if (bad !== undefined)
+          ctx.issues.push({
+            code: "custom",
+            message: `each must be an absolute directory (got ${JSON.stringify(bad.slice(0, 100))})`,
+            input: s,
+          });
+        return roots.map((r) => resolve(r));
+      }),
+    /**
+     * Directories (absolute, comma-separated) under which a worker reads a queued job's local repo
+     * ({ path }, { archive }, a { git } path or file: URL); "none": no local repo at all. Unset: the
+     * operator's own jobs (enqueued by the CLI or the library) read any path, and every other job
+     * (the HTTP API's, or one that does not say) none (src/job/repo/source-check.ts).
+     */
+    PATCHBAY_LOCAL_REPO_ROOTS: z
+      .string()
+      .optional()
+      .transform((s, ctx) => {
+        if (s === undefined || s.trim() === "") return undefined;
+        if (s.trim() === "none") return [] as string[];
+        const roots = s
+          .split(",")
+          .map((x) => x.trim())
+          .filter(Boolean);
+        const bad = roots.find((r) => !isAbsolute(r));
+        if (bad !== undefined)
+          ctx.issues.push({
+            code: "custom",
+            message: `each must be an absolute directory, or the whole value "none" (got ${JSON.stringify(bad.slice(0, 100))})`,
+            input: s,
+          });
+        return roots.map((r) => resolve(r));
+      }),
+    /** Hosts (host or host:port, comma-separated) a { git } URL of a job from the HTTP API may name, at the API and at the worker; unset: the forges' (PATCHBAY_FORGES). */
+    PATCHBAY_API_GIT_HOSTS: z
+      .string()
+      .optional()
+      .transform((s, ctx) => {
+        if (s === undefined || s.trim() === "") return undefined;
+        const hosts = s
+          .split(",")
+          .map((x) => x.trim().toLowerCase())
+          .filter(Boolean);
+        const bad = hosts.find((h) => !/^(\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?)(?::\d{1,5})?$/.test(h));
+        if (bad !== undefined)
+          ctx.issues.push({
+            code: "custom",
+            message: `each must be a host or host:port (got ${JSON.stringify(bad.slice(0, 100))})`,
+            input: s,
+          });
+        return hosts;
+      }),
+    // The worker's policy (src/job/policy.ts): what a JobSpec may ask of a sandbox. Bridge network only
+    // where allowed; bounds on limits and timeouts (never below what a spec gets by default); images.
+    PATCHBAY_ALLOW_BRIDGE: z.enum(["0", "1"]).default("0"),
+    // A spec's own tools (tools.custom): allowed by default, since they run in the job's sandbox as
+    // the agent, under its limits and network, as setup commands already do; 0 keeps the model to
+    // the built-in tools (a deployment that wants a fixed tool surface).
+    PATCHBAY_ALLOW_CUSTOM_TOOLS: z.enum(["0", "1"]).default("1"),
+    /** The same for a spec's MCP servers (mcp): started in the sandbox as the agent. */
+    PATCHBAY_ALLOW_MCP: z.enum(["0", "1"]).default("1"),
+    // ptrace and process_vm_readv/writev in the sandbox (src/backend/seccomp.ts): denied by default,
+    // since every process of a job runs as one uid and could read or drive the others (the shell an
+    // MCP server); 1 allows them (strace, gdb) on a worker that runs trusted repos only.
+    PATCHBAY_ALLOW_PTRACE: z.enum(["0", "1"]).default("0"),
+    PATCHBAY_MAX_MEMORY_MB: atLeastDefault(() => defaults.sandbox.memoryMb).default(8192),
+    PATCHBAY_MAX_CPUS: atLeastDefault(() => defaults.sandbox.cpus, false).default(4),
+    PATCHBAY_MAX_PIDS: atLeastDefault(() => Math.max(defaults.sandbox.pids, defaults.sandbox.minPids.runsc)).default(
+      1024,
+    ),
+    PATCHBAY_MAX_DISK_MB: atLeastDefault(() => defaults.sandbox.diskMb).default(10_240),
+    PATCHBAY_MAX_TIMEOUT_SEC: atLeastDefault(() => defaults.job.timeoutSec, false, MAX_DURATION_SEC).default(4 * 3600),
+    PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: atLeastDefault(
+      () => defaults.job.commandTimeoutSec,
+      false,
+      MAX_DURATION_SEC,
+    ).default(3600),
+    // What a spec may spend (src/job/policy.ts): a spec over a cap is refused; one that sets nothing gets the cap.
+    /** The most a job's budget.usd may be, and the budget of a spec that sets none. */
+    PATCHBAY_MAX_BUDGET_USD: z.coerce.number().positive().finite().optional(),
+    /** The most turns a spec may ask for (maxTurns); a spec that sets none gets the lower of this and the default. */
+    PATCHBAY_MAX_TURNS: z.coerce.number().int().positive().max(10_000).optional(),
+    /** The most output tokens per response a spec may ask for (maxTokens); the same. */
+    PATCHBAY_MAX_TOKENS: z.coerce.number().int().positive().max(1_000_000).optional(),
+    /** Models (comma-separated; an entry ending in `*` by prefix) a spec's `model` may name besides PATCHBAY_MODEL; unset: any. */
+    PATCHBAY_MODELS: z.string().optional(),
+    /** The OCI runtime of every sandbox, runc or runsc (a spec asking for another is refused); unset: the spec's, default runc. */
+    PATCHBAY_RUNTIME: z.enum(["runc", "runsc"]).optional(),
+    /** Comma-separated images a spec may name besides PATCHBAY_IMAGE (`@from`: those `image build --from` made); unset: `@from`. */
+    PATCHBAY_IMAGES: z.string().optional(),
+    /** A git-credentials store (`https://user:token@host` lines, mode 0600) for host-side clones. */
+    PATCHBAY_GIT_CREDENTIALS: z.string().min(1).optional(),
+    ANTHROPIC_API_KEY: z.string().optional(),
+    /** The SDK's other credential (a bearer token): a worker with neither it nor a key (nor an SDK profile) takes no jobs. */
+    ANTHROPIC_AUTH_TOKEN: z.string().optional(),
+    ANTHROPIC_BASE_URL: z.string().optional(),
+    /** Set: the CLI prints an error's stack. */
+    PATCHBAY_DEBUG: z.string().optional(),
+    // The Docker engine, as the docker CLI reads it (src/backend/docker.ts).
+    DOCKER_HOST: z.string().optional(),
+    DOCKER_TLS_VERIFY: z.string().optional(),
+    DOCKER_TLS: z.string().optional(),
+    DOCKER_CERT_PATH: z.string().optional(),
+    // The host's own tools, read for the `pypi` preset and host-side clones.
+    PIP_INDEX_URL: z.string().optional(),
+    PIP_EXTRA_INDEX_URL: z.string().optional(),
+    PIP_CONFIG_FILE: z.string().optional(),
+    GIT_SSH_COMMAND: z.string().optional(),
+    ...OTEL_ENV,
+    ...PROVIDER_ENV,
+  })
+  .superRefine((e, ctx) => {
+    // A result's WAIT outliving its job's lock would let the job stall back to the queue and run
+    // again while the first attempt still waits to confirm (src/redis/connect.ts confirmWrites).
+    if (e.PATCHBAY_REDIS_WAIT_MS !== undefined && e.PATCHBAY_REDIS_WAIT_MS * 2 > e.PATCHBAY_LOCK_MS)
+      ctx.addIssue({
+        code: "custom",
+        path: ["PATCHBAY_REDIS_WAIT_MS"],
+        message: `must be at most half of PATCHBAY_LOCK_MS (${e.PATCHBAY_LOCK_MS} ms; got ${e.PATCHBAY_REDIS_WAIT_MS})`,
+      });
+  });
 
 /** One of the HTTP API's tokens (PATCHBAY_API_TOKENS): `read` may GET, `write` may also enqueue and cancel. */
 export interface ApiToken {
@@ -254,12 +336,16 @@ export interface ApiToken {
  */
 export function parseApiTokens(text: string): ApiToken[] | string {
   const out: ApiToken[] = [];
-  const entries = text.split(",").map((x) => x.trim()).filter(Boolean);
+  const entries = text
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
   for (const [i, entry] of entries.entries()) {
     const [name = "", scope = "", ...rest] = entry.split(":");
     const token = rest.join(":"); // a token may hold colons
     const where = `entry ${i + 1}${/^[A-Za-z0-9_.-]{1,64}$/.test(name) ? ` (${name})` : ""}`;
-    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) return `${where}: must be name:scope:token, the name 1-64 characters from A-Z a-z 0-9 _ . -`;
+    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name))
+      return `${where}: must be name:scope:token, the name 1-64 characters from A-Z a-z 0-9 _ . -`;
     if (scope !== "read" && scope !== "write") return `${where}: the scope must be read or write`;
     if (token.length < 16) return `${where}: the token must be at least 16 characters`;
     if (out.some((t) => t.name === name)) return `${where}: the name is used twice`;
@@ -272,14 +358,18 @@ export function parseApiTokens(text: string): ApiToken[] | string {
 /** `https://app.example.org,http://localhost:3000`: each an origin exactly (no path, no `*`). */
 export function parseOrigins(text: string): string[] | string {
   const out: string[] = [];
-  for (const o of text.split(",").map((x) => x.trim()).filter(Boolean)) {
+  for (const o of text
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean)) {
     let url: URL | undefined;
     try {
       url = new URL(o);
     } catch {
       url = undefined;
     }
-    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== o) return `${JSON.stringify(o.slice(0, 100))} is not an origin (scheme://host[:port], nothing after it)`;
+    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== o)
+      return `${JSON.stringify(o.slice(0, 100))} is not an origin (scheme://host[:port], nothing after it)`;
     out.push(o);
   }
   return out;
@@ -297,7 +387,11 @@ export interface EngineEnv {
  * the docker CLI's: it is made from these on first use, read here, from the process's environment.
  */
 export function engineEnv(env: NodeJS.ProcessEnv = process.env): EngineEnv {
-  return { host: env.DOCKER_HOST || undefined, tls: Boolean(env.DOCKER_TLS_VERIFY || env.DOCKER_TLS), certPath: env.DOCKER_CERT_PATH || undefined };
+  return {
+    host: env.DOCKER_HOST || undefined,
+    tls: Boolean(env.DOCKER_TLS_VERIFY || env.DOCKER_TLS),
+    certPath: env.DOCKER_CERT_PATH || undefined,
+  };
 }
 
 /** Whether the CLI prints stacks; read apart from loadConfig, which may be what failed. */
@@ -309,8 +403,12 @@ export type HostEnv = Readonly<Record<string, string | undefined>>;
 /** A bound on a spec's field: a spec that sets nothing gets the default, so the bound is never below it (and, for a duration, never above 7 days). */
 function atLeastDefault(dflt: () => number, int = true, max = Infinity) {
   return (int ? z.coerce.number().int() : z.coerce.number())
-    .refine((n) => Number.isFinite(n) && n >= dflt(), { error: () => `must be a number of at least ${dflt()} (the default a spec gets)` })
-    .refine((n) => n <= max, { error: (iss) => `must be at most ${max} (${MAX_DURATION_WORDS}; got ${String(iss.input)})` });
+    .refine((n) => Number.isFinite(n) && n >= dflt(), {
+      error: () => `must be a number of at least ${dflt()} (the default a spec gets)`,
+    })
+    .refine((n) => n <= max, {
+      error: (iss) => `must be at most ${max} (${MAX_DURATION_WORDS}; got ${String(iss.input)})`,
+    });
 }
 
 /**
@@ -322,7 +420,9 @@ function durationMs() {
     .number()
     .int({ error: (iss) => `must be a whole number of ms (got ${String(iss.input)})` })
     .positive({ error: (iss) => `must be a positive number of ms (got ${String(iss.input)})` })
-    .max(MAX_DURATION_MS, { error: (iss) => `must be at most ${MAX_DURATION_MS} ms (${MAX_DURATION_WORDS}; got ${String(iss.input)})` });
+    .max(MAX_DURATION_MS, {
+      error: (iss) => `must be at most ${MAX_DURATION_MS} ms (${MAX_DURATION_WORDS}; got ${String(iss.input)})`,
+    });
 }
 
 /** The worker's policy (src/job/policy.ts) from the parsed environment. */
@@ -339,11 +439,24 @@ function policyOf(e: z.infer<typeof Env>) {
     maxDiskMb: e.PATCHBAY_MAX_DISK_MB,
     maxTimeoutSec: e.PATCHBAY_MAX_TIMEOUT_SEC,
     maxCommandTimeoutSec: e.PATCHBAY_MAX_COMMAND_TIMEOUT_SEC,
-    images: e.PATCHBAY_IMAGES === undefined ? undefined : e.PATCHBAY_IMAGES.split(",").map((s) => s.trim()).filter(Boolean),
+    images:
+      e.PATCHBAY_IMAGES === undefined
+        ? undefined
+        : e.PATCHBAY_IMAGES.split(",")
+            .map((s) => s.trim())
+            .filter(Boolean),
     maxBudgetUsd: e.PATCHBAY_MAX_BUDGET_USD,
     maxTurns: e.PATCHBAY_MAX_TURNS,
     maxTokens: e.PATCHBAY_MAX_TOKENS,
-    models: e.PATCHBAY_MODELS === undefined ? undefined : [e.PATCHBAY_MODEL, ...e.PATCHBAY_MODELS.split(",").map((s) => s.trim()).filter(Boolean)],
+    models:
+      e.PATCHBAY_MODELS === undefined
+        ? undefined
+        : [
+            e.PATCHBAY_MODEL,
+            ...e.PATCHBAY_MODELS.split(",")
+              .map((s) => s.trim())
+              .filter(Boolean),
+          ],
     runtime: e.PATCHBAY_RUNTIME,
   };
 }
@@ -361,8 +474,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const e = parsed.data;
   return {
     redisUrl: e.REDIS_URL,
-    redisTls: { ca: e.PATCHBAY_REDIS_TLS_CA || undefined, cert: e.PATCHBAY_REDIS_TLS_CERT || undefined, key: e.PATCHBAY_REDIS_TLS_KEY || undefined },
-    redisWait: { replicas: e.PATCHBAY_REDIS_WAIT_REPLICAS, timeoutMs: e.PATCHBAY_REDIS_WAIT_MS ?? Math.max(1, Math.min(2000, Math.floor(e.PATCHBAY_LOCK_MS / 4))) },
+    redisTls: {
+      ca: e.PATCHBAY_REDIS_TLS_CA || undefined,
+      cert: e.PATCHBAY_REDIS_TLS_CERT || undefined,
+      key: e.PATCHBAY_REDIS_TLS_KEY || undefined,
+    },
+    redisWait: {
+      replicas: e.PATCHBAY_REDIS_WAIT_REPLICAS,
+      timeoutMs: e.PATCHBAY_REDIS_WAIT_MS ?? Math.max(1, Math.min(2000, Math.floor(e.PATCHBAY_LOCK_MS / 4))),
+    },
     queueName: e.PATCHBAY_QUEUE,
     image: e.PATCHBAY_IMAGE,
     model: e.PATCHBAY_MODEL,
@@ -394,7 +514,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     testBackends: e.PATCHBAY_TEST_BACKENDS === "1",
     retentionSec: e.PATCHBAY_RETENTION_SEC,
     trackEveryMs: e.PATCHBAY_TRACK_EVERY_MS,
-    dashboardTls: e.PATCHBAY_DASHBOARD_TLS_CERT || e.PATCHBAY_DASHBOARD_TLS_KEY ? { cert: e.PATCHBAY_DASHBOARD_TLS_CERT, key: e.PATCHBAY_DASHBOARD_TLS_KEY } : undefined,
+    dashboardTls:
+      e.PATCHBAY_DASHBOARD_TLS_CERT || e.PATCHBAY_DASHBOARD_TLS_KEY
+        ? { cert: e.PATCHBAY_DASHBOARD_TLS_CERT, key: e.PATCHBAY_DASHBOARD_TLS_KEY }
+        : undefined,
     dashboardMaxStreams: e.PATCHBAY_DASHBOARD_MAX_STREAMS,
     dashboardToken: e.PATCHBAY_DASHBOARD_TOKEN || undefined,
     apiTokens: e.PATCHBAY_API_TOKENS,
@@ -412,7 +535,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     provider: providerOf(e),
     debug: debugWanted(env),
     engine: engineEnv(env),
-    pip: { indexUrl: e.PIP_INDEX_URL, extraIndexUrls: (e.PIP_EXTRA_INDEX_URL ?? "").split(/\s+/).filter(Boolean), configFile: e.PIP_CONFIG_FILE },
+    pip: {
+      indexUrl: e.PIP_INDEX_URL,
+      extraIndexUrls: (e.PIP_EXTRA_INDEX_URL ?? "").split(/\s+/).filter(Boolean),
+      configFile: e.PIP_CONFIG_FILE,
+    },
     hostEnv: Object.freeze({ ...env }) as HostEnv,
     telemetry: telemetryOf(e),
     forges: forgeSettings(e.PATCHBAY_FORGES, env),
@@ -499,6 +626,9 @@ export type { TelemetryConfig };
 /** The OTEL_* variables alone, for a command that wants traces before (or without) the rest of loadConfig. */
 export function telemetryConfig(env: NodeJS.ProcessEnv = process.env): TelemetryConfig {
   const parsed = z.object(OTEL_ENV).safeParse(env);
-  if (!parsed.success) throw new Error(`bad environment: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  if (!parsed.success)
+    throw new Error(
+      `bad environment: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+    );
   return telemetryOf(parsed.data);
 }

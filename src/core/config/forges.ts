@@ -24,7 +24,8 @@ const DEFAULT_HOSTS: ForgeHost[] = [
 ];
 
 /** The environment variable holding a host's token: PATCHBAY_FORGE_TOKEN_ and the host, upper case, other characters as `_`. */
-export const tokenVariable = (host: string): string => `PATCHBAY_FORGE_TOKEN_${host.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`;
+export const tokenVariable = (host: string): string =>
+  `PATCHBAY_FORGE_TOKEN_${host.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`;
 
 /**
  * `PATCHBAY_FORGES`: `HOST=github@API_URL,HOST=gitlab@API_URL` (comma-separated; API_URL is
@@ -33,18 +34,23 @@ export const tokenVariable = (host: string): string => `PATCHBAY_FORGE_TOKEN_${h
  */
 export function parseForges(text: string | undefined): ForgeHost[] | string {
   const out = [...DEFAULT_HOSTS];
-  const entries = (text ?? "").split(",").map((x) => x.trim()).filter(Boolean);
+  const entries = (text ?? "")
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
   const named = new Set<string>();
   for (const [i, entry] of entries.entries()) {
     const m = /^([A-Za-z0-9.-]+(?::\d{1,5})?)=(github|gitlab)@(\S+)$/.exec(entry);
-    if (!m) return `entry ${i + 1} must be HOST=github@API_URL or HOST=gitlab@API_URL, not ${JSON.stringify(entry.slice(0, 100))}`;
+    if (!m)
+      return `entry ${i + 1} must be HOST=github@API_URL or HOST=gitlab@API_URL, not ${JSON.stringify(entry.slice(0, 100))}`;
     let api: URL;
     try {
       api = new URL(m[3]!);
     } catch {
       return `entry ${i + 1} (${m[1]}): ${JSON.stringify(m[3]!.slice(0, 100))} is not a URL`;
     }
-    if (!/^https?:$/.test(api.protocol) || api.username || api.password) return `entry ${i + 1} (${m[1]}): the API URL must be http(s) without credentials`;
+    if (!/^https?:$/.test(api.protocol) || api.username || api.password)
+      return `entry ${i + 1} (${m[1]}): the API URL must be http(s) without credentials`;
     const host = m[1]!.toLowerCase();
     if (named.has(host)) return `entry ${i + 1} (${host}): the host is named twice`;
     named.add(host);

@@ -33,8 +33,13 @@ export interface OtelVars {
 
 /** The variables as TelemetryConfig: a signal's own endpoint whole, the general one with /v1/traces added. */
 export function telemetryOf(e: OtelVars): TelemetryConfig {
-  const exporters = (e.OTEL_TRACES_EXPORTER ?? "otlp").split(",").map((x) => x.trim()).filter(Boolean);
-  const url = e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (e.OTEL_EXPORTER_OTLP_ENDPOINT && `${e.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "")}/v1/traces`);
+  const exporters = (e.OTEL_TRACES_EXPORTER ?? "otlp")
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
+  const url =
+    e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+    (e.OTEL_EXPORTER_OTLP_ENDPOINT && `${e.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "")}/v1/traces`);
   const disabled = e.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true" || !exporters.includes("otlp");
   return {
     enabled: Boolean(url) && !disabled,
@@ -47,28 +52,42 @@ export function telemetryOf(e: OtelVars): TelemetryConfig {
 }
 
 export function httpUrl() {
-  return z.string().refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), { error: "must be an http:// or https:// URL" });
+  return z
+    .string()
+    .refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), {
+      error: "must be an http:// or https:// URL",
+    });
 }
 
 /** `key=value,key2=value2`, values percent-decoded (OTel's format for headers and resource attributes). A bad list's message shows no value when `secret` (headers). */
 export function keyValues(secret: boolean) {
-  return z.string().optional().transform((s, ctx) => {
-    const out: Record<string, string> = {};
-    for (const pair of (s ?? "").split(",").map((x) => x.trim()).filter(Boolean)) {
-      const at = pair.indexOf("=");
-      const key = at > 0 ? pair.slice(0, at).trim() : "";
-      let value: string | undefined;
-      try {
-        value = decodeURIComponent(pair.slice(at + 1).trim());
-      } catch {
-        value = undefined;
+  return z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      const out: Record<string, string> = {};
+      for (const pair of (s ?? "")
+        .split(",")
+        .map((x) => x.trim())
+        .filter(Boolean)) {
+        const at = pair.indexOf("=");
+        const key = at > 0 ? pair.slice(0, at).trim() : "";
+        let value: string | undefined;
+        try {
+          value = decodeURIComponent(pair.slice(at + 1).trim());
+        } catch {
+          value = undefined;
+        }
+        if (!/^[A-Za-z0-9_.-]{1,128}$/.test(key) || value === undefined) {
+          ctx.issues.push({
+            code: "custom",
+            message: "must be key=value pairs separated by commas (values percent-encoded)",
+            input: secret ? "(not shown)" : s,
+          });
+          return {};
+        }
+        out[key] = value;
       }
-      if (!/^[A-Za-z0-9_.-]{1,128}$/.test(key) || value === undefined) {
-        ctx.issues.push({ code: "custom", message: "must be key=value pairs separated by commas (values percent-encoded)", input: secret ? "(not shown)" : s });
-        return {};
-      }
-      out[key] = value;
-    }
-    return out;
-  });
+      return out;
+    });
 }

@@ -37,12 +37,26 @@ export interface ProviderConfig {
   vertex: VertexSettings;
 }
 
-type ProviderEnv = Partial<Record<
-  | "AWS_REGION" | "AWS_DEFAULT_REGION" | "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" | "AWS_SESSION_TOKEN" | "AWS_PROFILE"
-  | "AWS_SHARED_CREDENTIALS_FILE" | "AWS_CONFIG_FILE" | "AWS_BEARER_TOKEN_BEDROCK" | "ANTHROPIC_BEDROCK_BASE_URL"
-  | "CLOUD_ML_REGION" | "ANTHROPIC_VERTEX_PROJECT_ID" | "ANTHROPIC_VERTEX_BASE_URL" | "GOOGLE_APPLICATION_CREDENTIALS" | "CLOUDSDK_CONFIG",
-  string
->> & { PATCHBAY_PROVIDER: Provider };
+type ProviderEnv = Partial<
+  Record<
+    | "AWS_REGION"
+    | "AWS_DEFAULT_REGION"
+    | "AWS_ACCESS_KEY_ID"
+    | "AWS_SECRET_ACCESS_KEY"
+    | "AWS_SESSION_TOKEN"
+    | "AWS_PROFILE"
+    | "AWS_SHARED_CREDENTIALS_FILE"
+    | "AWS_CONFIG_FILE"
+    | "AWS_BEARER_TOKEN_BEDROCK"
+    | "ANTHROPIC_BEDROCK_BASE_URL"
+    | "CLOUD_ML_REGION"
+    | "ANTHROPIC_VERTEX_PROJECT_ID"
+    | "ANTHROPIC_VERTEX_BASE_URL"
+    | "GOOGLE_APPLICATION_CREDENTIALS"
+    | "CLOUDSDK_CONFIG",
+    string
+  >
+> & { PATCHBAY_PROVIDER: Provider };
 
 const set = (s: string | undefined) => (s ? s : undefined);
 
@@ -58,7 +72,10 @@ export function providerOf(e: ProviderEnv): ProviderConfig {
       sessionToken: set(e.AWS_SESSION_TOKEN),
       apiKey: set(e.AWS_BEARER_TOKEN_BEDROCK),
       profile: set(e.AWS_PROFILE),
-      files: [set(e.AWS_SHARED_CREDENTIALS_FILE) ?? join(home, ".aws", "credentials"), set(e.AWS_CONFIG_FILE) ?? join(home, ".aws", "config")],
+      files: [
+        set(e.AWS_SHARED_CREDENTIALS_FILE) ?? join(home, ".aws", "credentials"),
+        set(e.AWS_CONFIG_FILE) ?? join(home, ".aws", "config"),
+      ],
     },
     vertex: {
       region: set(e.CLOUD_ML_REGION),
@@ -75,18 +92,36 @@ export function platformCredentials(p: ProviderConfig): { found: boolean; detail
   if (p.name === "bedrock") {
     const b = p.bedrock;
     if (b.apiKey) return { found: true, detail: `Bedrock in ${b.region}: AWS_BEARER_TOKEN_BEDROCK is set` };
-    if (b.accessKeyId && b.secretAccessKey) return { found: true, detail: `Bedrock in ${b.region}: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set${b.sessionToken ? " (with a session token)" : ""}` };
+    if (b.accessKeyId && b.secretAccessKey)
+      return {
+        found: true,
+        detail: `Bedrock in ${b.region}: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set${b.sessionToken ? " (with a session token)" : ""}`,
+      };
     const file = b.files.find((f) => existsSync(f));
-    if (file) return { found: true, detail: `Bedrock in ${b.region}: AWS profile ${b.profile ?? "default"} from ${file}` };
-    return { found: false, detail: `Bedrock in ${b.region}: no AWS credentials (neither AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_BEARER_TOKEN_BEDROCK, nor ${b.files.join(" / ")})` };
+    if (file)
+      return { found: true, detail: `Bedrock in ${b.region}: AWS profile ${b.profile ?? "default"} from ${file}` };
+    return {
+      found: false,
+      detail: `Bedrock in ${b.region}: no AWS credentials (neither AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_BEARER_TOKEN_BEDROCK, nor ${b.files.join(" / ")})`,
+    };
   }
   if (p.name === "vertex") {
     const v = p.vertex;
     if (!v.region) return { found: false, detail: "Vertex: CLOUD_ML_REGION is not set" };
     const where = `Vertex in ${v.region}${v.projectId ? `, project ${v.projectId}` : ""}`;
-    if (v.credentialsFile) return existsSync(v.credentialsFile) ? { found: true, detail: `${where}: GOOGLE_APPLICATION_CREDENTIALS (${v.credentialsFile})` } : { found: false, detail: `${where}: GOOGLE_APPLICATION_CREDENTIALS names ${v.credentialsFile}, which does not exist` };
-    if (existsSync(v.adcFile)) return { found: true, detail: `${where}: Application Default Credentials from ${v.adcFile}` };
-    return { found: false, detail: `${where}: no Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS unset, no ${v.adcFile}; on Google Cloud the metadata server may still serve them)` };
+    if (v.credentialsFile)
+      return existsSync(v.credentialsFile)
+        ? { found: true, detail: `${where}: GOOGLE_APPLICATION_CREDENTIALS (${v.credentialsFile})` }
+        : {
+            found: false,
+            detail: `${where}: GOOGLE_APPLICATION_CREDENTIALS names ${v.credentialsFile}, which does not exist`,
+          };
+    if (existsSync(v.adcFile))
+      return { found: true, detail: `${where}: Application Default Credentials from ${v.adcFile}` };
+    return {
+      found: false,
+      detail: `${where}: no Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS unset, no ${v.adcFile}; on Google Cloud the metadata server may still serve them)`,
+    };
   }
   return { found: false, detail: "the first-party API" };
 }

@@ -95,4 +95,3 @@ export const nonNegNumber = () => {
   const error = expected("a non-negative number");
   return z.number({ error }).nonnegative({ error });
 };
-

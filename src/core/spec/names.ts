@@ -2,7 +2,15 @@
 // CLI's --help loads them (src/core/spec/spec.ts re-exports them with their schemas). Pure.
 
 /** A job's final status, in JobResult and job_finished. */
-export const JOB_STATUSES = ["completed", "verify_failed", "failed", "timeout", "budget_exceeded", "cancelled", "max_turns"] as const;
+export const JOB_STATUSES = [
+  "completed",
+  "verify_failed",
+  "failed",
+  "timeout",
+  "budget_exceeded",
+  "cancelled",
+  "max_turns",
+] as const;
 export type JobStatusName = (typeof JOB_STATUSES)[number];
 
 /** `text_editor_20250124` adds `undo_edit`; `edit_file` is a plain JSON-schema tool for models without built-in tools. */

@@ -9,7 +9,18 @@ import { PROVIDERS } from "../config/provider.js";
 import { z } from "zod";
 import { defaults, pidsProblem } from "../config/config.js";
 import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "../allow.js";
-import { REQUIRED, show, expected, genericMessage, nonEmpty, positiveNumber, positiveInt, intRange, nonNegInt, nonNegNumber } from "./fields.js";
+import {
+  REQUIRED,
+  show,
+  expected,
+  genericMessage,
+  nonEmpty,
+  positiveNumber,
+  positiveInt,
+  intRange,
+  nonNegInt,
+  nonNegNumber,
+} from "./fields.js";
 import { EDITOR_TOOLS, JOB_STATUSES } from "./names.js";
 import { kinded } from "../errors.js";
 import { suggest } from "../suggest.js";
@@ -50,21 +61,35 @@ export const EditorTool = z.enum(EDITOR_TOOLS);
 export type EditorTool = z.infer<typeof EditorTool>;
 
 /** `tools`: the editor's name alone, or the editor and the spec's own tools (src/core/spec/tools.ts). */
-export const Tools = z.union([EditorTool, z.strictObject({ editor: EditorTool.optional(), custom: CustomTools.optional() })], {
-  error: (iss) => (iss.input === undefined ? REQUIRED : `must be one of ${EDITOR_TOOLS.join(", ")}${typeof iss.input === "string" ? "" : " or { editor?, custom? }"} (got ${show(iss.input)})`),
-});
+export const Tools = z.union(
+  [EditorTool, z.strictObject({ editor: EditorTool.optional(), custom: CustomTools.optional() })],
+  {
+    error: (iss) =>
+      iss.input === undefined
+        ? REQUIRED
+        : `must be one of ${EDITOR_TOOLS.join(", ")}${typeof iss.input === "string" ? "" : " or { editor?, custom? }"} (got ${show(iss.input)})`,
+  },
+);
 export type Tools = z.infer<typeof Tools>;
 /** The editor a spec asked for (undefined: the default). */
-export const editorToolOf = (tools: Tools | undefined): EditorTool | undefined => (typeof tools === "object" ? tools.editor : tools);
+export const editorToolOf = (tools: Tools | undefined): EditorTool | undefined =>
+  typeof tools === "object" ? tools.editor : tools;
 /** The spec's own tools. */
-export const customToolsOf = (tools: Tools | undefined): CustomTool[] => (typeof tools === "object" ? (tools.custom ?? []) : []);
+export const customToolsOf = (tools: Tools | undefined): CustomTool[] =>
+  typeof tools === "object" ? (tools.custom ?? []) : [];
 
 // Sanity caps on the free texts (a spec goes to Redis and into job_started events whole).
 export const MAX_TASK_CHARS = 256 * 1024;
 export const MAX_COMMAND_CHARS = 64 * 1024;
 const MAX_SETUP_COMMANDS = 64;
 const capped = (what: string, max: number) =>
-  z.string({ error: expected(what) }).max(max, { error: (iss) => `must be at most ${max} characters (got ${typeof iss.input === "string" ? iss.input.length : "?"})` }).refine((s) => s.trim() !== "", { error: expected(what) });
+  z
+    .string({ error: expected(what) })
+    .max(max, {
+      error: (iss) =>
+        `must be at most ${max} characters (got ${typeof iss.input === "string" ? iss.input.length : "?"})`,
+    })
+    .refine((s) => s.trim() !== "", { error: expected(what) });
 const Command = capped("a non-empty command", MAX_COMMAND_CHARS);
 
 export const Budget = z.strictObject({
@@ -77,8 +102,12 @@ export type Budget = z.infer<typeof Budget>;
 // Absolute sanity caps, whatever the worker: what Docker, the kernel and Node's timers take at all
 // (a worker's own bounds, src/job/policy.ts, are far lower). Memory and disk are whole MiB: Docker's
 // byte counts and tmpfs sizes are integers.
-const atLeast = (lo: number, why: string) => ({ error: (iss: { input?: unknown }) => `must be at least ${lo}, ${why} (got ${show(iss.input)})` });
-const atMost = (hi: number, words?: string) => ({ error: (iss: { input?: unknown }) => `must be at most ${hi}${words ? ` (${words})` : ""} (got ${show(iss.input)})` });
+const atLeast = (lo: number, why: string) => ({
+  error: (iss: { input?: unknown }) => `must be at least ${lo}, ${why} (got ${show(iss.input)})`,
+});
+const atMost = (hi: number, words?: string) => ({
+  error: (iss: { input?: unknown }) => `must be at most ${hi}${words ? ` (${words})` : ""} (got ${show(iss.input)})`,
+});
 // Every duration is at most 7 days (src/core/timeout.ts): Node's timers overflow past ~24.8 days and fire at once.
 const MAX_SEC = MAX_DURATION_SEC;
 
@@ -101,7 +130,13 @@ const AllowEntry = z.string({ error: expected("a host name or preset") }).check(
 /** Network by phase; the default is none at any phase. */
 export const Network = z.strictObject({
   /** During setup only, HTTP(S) to these hosts through the worker's egress proxy. */
-  setup: z.strictObject({ allow: z.array(AllowEntry, { error: expected("an array of host names or presets") }).max(MAX_ALLOW_ENTRIES, { error: `at most ${MAX_ALLOW_ENTRIES} entries` }) }).optional(),
+  setup: z
+    .strictObject({
+      allow: z
+        .array(AllowEntry, { error: expected("an array of host names or presets") })
+        .max(MAX_ALLOW_ENTRIES, { error: `at most ${MAX_ALLOW_ENTRIES} entries` }),
+    })
+    .optional(),
 });
 export type Network = z.infer<typeof Network>;
 
@@ -113,7 +148,27 @@ const JOB_ID_RE = /^[A-Za-z0-9_.-]{1,128}$/;
  * names one of them would write a hash over its wait list (every later add then fails WRONGTYPE)
  * or read its meta as a job. test/integration/api-attacks.test.ts holds this against BullMQ's own list.
  */
-const BULLMQ_KEY_NAMES: readonly string[] = ["active", "wait", "waiting-children", "paused", "id", "delayed", "prioritized", "stalled-check", "completed", "failed", "stalled", "repeat", "limiter", "meta", "events", "pc", "marker", "de", "metrics"];
+const BULLMQ_KEY_NAMES: readonly string[] = [
+  "active",
+  "wait",
+  "waiting-children",
+  "paused",
+  "id",
+  "delayed",
+  "prioritized",
+  "stalled-check",
+  "completed",
+  "failed",
+  "stalled",
+  "repeat",
+  "limiter",
+  "meta",
+  "events",
+  "pc",
+  "marker",
+  "de",
+  "metrics",
+];
 const JobId = z
   .string({ error: expected("a string") })
   .regex(JOB_ID_RE, { error: expected('1-128 characters from A-Z a-z 0-9 _ . - (no ":")') })
@@ -121,67 +176,81 @@ const JobId = z
     error: (iss) => `must not be a plain integer, BullMQ reserves those for its own ids (got ${show(iss.input)})`,
   })
   .refine((s) => s !== "." && s !== "..", { error: (iss) => `must not be "." or ".." (got ${show(iss.input)})` })
-  .refine((s) => !BULLMQ_KEY_NAMES.includes(s), { error: (iss) => `must not be the name of one of BullMQ's own keys of the queue (got ${show(iss.input)})` })
+  .refine((s) => !BULLMQ_KEY_NAMES.includes(s), {
+    error: (iss) => `must not be the name of one of BullMQ's own keys of the queue (got ${show(iss.input)})`,
+  })
   // The ids of batch lines are the batches' own (src/core/line-id.ts): a job planted under one would be taken for the line's.
-  .refine((s) => !isLineJobId(s), { error: (iss) => `must not end in -L<n> or -L<n>-r<k>: those are the ids of batch lines, which only a batch makes (got ${show(iss.input)})` });
+  .refine((s) => !isLineJobId(s), {
+    error: (iss) =>
+      `must not end in -L<n> or -L<n>-r<k>: those are the ids of batch lines, which only a batch makes (got ${show(iss.input)})`,
+  });
 
 /** A job: the task, the repo, and what it may use (docs/jobspec.md); the schema that checks one. */
-export const JobSpec = z.strictObject({
-  task: capped("a non-empty string", MAX_TASK_CHARS),
-  repo: RepoSpec,
-  image: nonEmpty("a non-empty image name").optional(),
-  /** Commands run in the sandbox before the agent, e.g. `npm ci`. */
-  setup: z
-    .union([Command, z.array(Command).max(MAX_SETUP_COMMANDS)], {
-      error: (iss) => {
-        if (iss.input === undefined) return REQUIRED;
-        if (Array.isArray(iss.input)) {
-          const items: unknown[] = iss.input;
-          const i = items.findIndex((c) => typeof c !== "string" || c.trim() === "");
-          if (i >= 0) return `must be a command or an array of commands (item ${i} is ${show(items[i])})`;
-          const lengths = items.map((c) => (typeof c === "string" ? c.length : 0)); // all strings by now
-          const long = lengths.findIndex((n) => n > MAX_COMMAND_CHARS);
-          if (long >= 0) return `item ${long} must be at most ${MAX_COMMAND_CHARS} characters (got ${lengths[long]})`;
-          if (items.length > MAX_SETUP_COMMANDS) return `must be at most ${MAX_SETUP_COMMANDS} commands (got ${items.length})`;
-        } else if (typeof iss.input === "string" && iss.input.length > MAX_COMMAND_CHARS) {
-          return `must be at most ${MAX_COMMAND_CHARS} characters (got ${iss.input.length})`;
-        }
-        return `must be a command or an array of commands (got ${show(iss.input)})`;
-      },
-    })
-    .optional(),
-  /** Run after the agent, in a fresh process; its exit code and output tail go into the result. */
-  verify: Command.optional(),
-  /** How many more times a failed verify is fed back to the model (default 2; 0 = verify once and report). */
-  verifyRounds: intRange(0, 10).optional(),
-  model: nonEmpty("a non-empty model id").optional(),
-  /** Where this job's model is reached (anthropic, bedrock, vertex); default and allowed ones: the worker's (PATCHBAY_PROVIDER, PATCHBAY_PROVIDERS). */
-  provider: z.enum(PROVIDERS, { error: (iss) => `must be one of ${PROVIDERS.join(", ")} (got ${show(iss.input)})` }).optional(),
-  maxTurns: positiveInt().max(10_000, atMost(10_000)).optional(),
-  /** Output tokens per model response. */
-  maxTokens: positiveInt().max(1_000_000, atMost(1_000_000)).optional(),
-  budget: Budget.optional(),
-  /** Wall clock for the whole job. */
-  timeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC, `seconds, ${MAX_DURATION_WORDS}`)).optional(),
-  /** Per bash command. */
-  commandTimeoutSec: positiveNumber().max(MAX_SEC, atMost(MAX_SEC, `seconds, ${MAX_DURATION_WORDS}`)).optional(),
-  tools: Tools.optional(),
-  /** MCP servers run in the sandbox, their tools offered as mcp__NAME__TOOL. */
-  mcp: Mcp.optional(),
-  limits: Limits.optional(),
-  network: Network.optional(),
-  /** The OCI runtime: runc, or gVisor's runsc. */
-  runtime: z.enum(["runc", "runsc"]).optional(),
-  /** Optional idempotency key (the BullMQ job id). */
-  jobId: JobId.optional(),
-  /** BullMQ's range: 1 (highest) .. 2^21. */
-  priority: intRange(1, 2_097_152).optional(),
-  attempts: intRange(1, 20).optional(),
-}).check((ctx) => {
-  const pids = ctx.value.limits?.pids;
-  const why = pids === undefined ? undefined : pidsProblem(pids, ctx.value.runtime ?? defaults.sandbox.runtime);
-  if (why) ctx.issues.push({ code: "custom", message: why, input: pids, path: ["limits", "pids"] });
-});
+export const JobSpec = z
+  .strictObject({
+    task: capped("a non-empty string", MAX_TASK_CHARS),
+    repo: RepoSpec,
+    image: nonEmpty("a non-empty image name").optional(),
+    /** Commands run in the sandbox before the agent, e.g. `npm ci`. */
+    setup: z
+      .union([Command, z.array(Command).max(MAX_SETUP_COMMANDS)], {
+        error: (iss) => {
+          if (iss.input === undefined) return REQUIRED;
+          if (Array.isArray(iss.input)) {
+            const items: unknown[] = iss.input;
+            const i = items.findIndex((c) => typeof c !== "string" || c.trim() === "");
+            if (i >= 0) return `must be a command or an array of commands (item ${i} is ${show(items[i])})`;
+            const lengths = items.map((c) => (typeof c === "string" ? c.length : 0)); // all strings by now
+            const long = lengths.findIndex((n) => n > MAX_COMMAND_CHARS);
+            if (long >= 0) return `item ${long} must be at most ${MAX_COMMAND_CHARS} characters (got ${lengths[long]})`;
+            if (items.length > MAX_SETUP_COMMANDS)
+              return `must be at most ${MAX_SETUP_COMMANDS} commands (got ${items.length})`;
+          } else if (typeof iss.input === "string" && iss.input.length > MAX_COMMAND_CHARS) {
+            return `must be at most ${MAX_COMMAND_CHARS} characters (got ${iss.input.length})`;
+          }
+          return `must be a command or an array of commands (got ${show(iss.input)})`;
+        },
+      })
+      .optional(),
+    /** Run after the agent, in a fresh process; its exit code and output tail go into the result. */
+    verify: Command.optional(),
+    /** How many more times a failed verify is fed back to the model (default 2; 0 = verify once and report). */
+    verifyRounds: intRange(0, 10).optional(),
+    model: nonEmpty("a non-empty model id").optional(),
+    /** Where this job's model is reached (anthropic, bedrock, vertex); default and allowed ones: the worker's (PATCHBAY_PROVIDER, PATCHBAY_PROVIDERS). */
+    provider: z
+      .enum(PROVIDERS, { error: (iss) => `must be one of ${PROVIDERS.join(", ")} (got ${show(iss.input)})` })
+      .optional(),
+    maxTurns: positiveInt().max(10_000, atMost(10_000)).optional(),
+    /** Output tokens per model response. */
+    maxTokens: positiveInt().max(1_000_000, atMost(1_000_000)).optional(),
+    budget: Budget.optional(),
+    /** Wall clock for the whole job. */
+    timeoutSec: positiveNumber()
+      .max(MAX_SEC, atMost(MAX_SEC, `seconds, ${MAX_DURATION_WORDS}`))
+      .optional(),
+    /** Per bash command. */
+    commandTimeoutSec: positiveNumber()
+      .max(MAX_SEC, atMost(MAX_SEC, `seconds, ${MAX_DURATION_WORDS}`))
+      .optional(),
+    tools: Tools.optional(),
+    /** MCP servers run in the sandbox, their tools offered as mcp__NAME__TOOL. */
+    mcp: Mcp.optional(),
+    limits: Limits.optional(),
+    network: Network.optional(),
+    /** The OCI runtime: runc, or gVisor's runsc. */
+    runtime: z.enum(["runc", "runsc"]).optional(),
+    /** Optional idempotency key (the BullMQ job id). */
+    jobId: JobId.optional(),
+    /** BullMQ's range: 1 (highest) .. 2^21. */
+    priority: intRange(1, 2_097_152).optional(),
+    attempts: intRange(1, 20).optional(),
+  })
+  .check((ctx) => {
+    const pids = ctx.value.limits?.pids;
+    const why = pids === undefined ? undefined : pidsProblem(pids, ctx.value.runtime ?? defaults.sandbox.runtime);
+    if (why) ctx.issues.push({ code: "custom", message: why, input: pids, path: ["limits", "pids"] });
+  });
 /** A job, as its schema checks it (docs/jobspec.md). */
 export type JobSpec = z.infer<typeof JobSpec>;
 
@@ -228,7 +297,13 @@ function describe(issues: readonly Issue[], prefix: readonly PropertyKey[] = [])
       // If exactly one branch has everything it requires (e.g. repo `{ path: 5 }`), that is the
       // branch the user meant: report its precise problems instead of the generic union message.
       // `tools` as an object means its object branch, whatever its problems (not the editor's name).
-      const ofType = pathString(path) !== "tools" ? [] : iss.errors.filter((branch) => !branch.some((b) => b.path.length === 0 && (b.code === "invalid_type" || b.code === "invalid_value")));
+      const ofType =
+        pathString(path) !== "tools"
+          ? []
+          : iss.errors.filter(
+              (branch) =>
+                !branch.some((b) => b.path.length === 0 && (b.code === "invalid_type" || b.code === "invalid_value")),
+            );
       const plausible = iss.errors.filter((branch) => !branch.some((b) => b.message === REQUIRED));
       const meant = ofType.length === 1 ? ofType : plausible;
       if (meant.length === 1) {
@@ -339,10 +414,15 @@ export const JobResult = z.object({
   /** The model's last text: what it says it did. */
   summary: z.string().optional(),
   /** Setup-phase egress through the proxy: connections allowed and refused, bytes each way. */
-  egress: z.object({ allowed: nonNegInt(), refused: nonNegInt(), bytesUp: nonNegInt(), bytesDown: nonNegInt() }).optional(),
+  egress: z
+    .object({ allowed: nonNegInt(), refused: nonNegInt(), bytesUp: nonNegInt(), bytesDown: nonNegInt() })
+    .optional(),
   jobId: z.string().optional(),
   /** A `{ git }` repo's commit the job started from: what `patch` applies to (a campaign publishes onto it). */
-  baseCommit: z.string().regex(/^[0-9a-f]{40,64}$/).optional(),
+  baseCommit: z
+    .string()
+    .regex(/^[0-9a-f]{40,64}$/)
+    .optional(),
   /** 1-based attempt that produced this result. */
   attempt: positiveInt().optional(),
 });
@@ -350,13 +430,23 @@ export const JobResult = z.object({
 export type JobResult = z.infer<typeof JobResult>;
 
 /** How many files a result or patch event changed, whether or not its list was cut. */
-export const filesChangedCount = (r: { filesChanged: string[]; filesChangedTotal?: number }): number => r.filesChangedTotal ?? r.filesChanged.length;
+export const filesChangedCount = (r: { filesChanged: string[]; filesChangedTotal?: number }): number =>
+  r.filesChangedTotal ?? r.filesChanged.length;
 
 /** The result of a job that ended before the agent did anything: no patch, no usage. */
 export function emptyResult(status: JobStatus, error: string, extra: Partial<JobResult> = {}): JobResult {
   return {
-    status, patch: "", diffstat: "", filesChanged: [], stopReason: null, turns: 0, usage: emptyUsage(), costUsd: 0,
-    timings: { queuedMs: 0, sandboxMs: 0, agentMs: 0, totalMs: 0 }, error, ...extra,
+    status,
+    patch: "",
+    diffstat: "",
+    filesChanged: [],
+    stopReason: null,
+    turns: 0,
+    usage: emptyUsage(),
+    costUsd: 0,
+    timings: { queuedMs: 0, sandboxMs: 0, agentMs: 0, totalMs: 0 },
+    error,
+    ...extra,
   };
 }
 
@@ -383,7 +473,12 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
   event("setup", { command: z.string(), exitCode: ExitCode, outputTail: z.string(), ms: Ms }),
   // `newMessages`: the messages appended since the previous request (the task on turn 1, then each
   // turn's tool results), and `system` on turn 1, so the events alone rebuild what was sent.
-  event("model_request", { turn: nonNegInt(), messagesCount: nonNegInt(), newMessages: z.array(z.unknown()).optional(), system: z.string().optional() }),
+  event("model_request", {
+    turn: nonNegInt(),
+    messagesCount: nonNegInt(),
+    newMessages: z.array(z.unknown()).optional(),
+    system: z.string().optional(),
+  }),
   // Full assistant content blocks as the API returned them: replaying these rebuilds the conversation.
   event("model_response", {
     turn: nonNegInt(),
@@ -394,7 +489,13 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
     model: z.string(),
   }),
   // `server`: the MCP server of an mcp__SERVER__TOOL call.
-  event("tool_call", { turn: nonNegInt(), toolUseId: z.string(), name: z.string(), input: z.unknown(), server: z.string().optional() }),
+  event("tool_call", {
+    turn: nonNegInt(),
+    toolUseId: z.string(),
+    name: z.string(),
+    input: z.unknown(),
+    server: z.string().optional(),
+  }),
   event("tool_result", {
     turn: nonNegInt(),
     toolUseId: z.string(),
@@ -404,10 +505,28 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
     ms: Ms,
   }),
   // `round` is 1 for the first verify; each failed one that is fed back to the model starts another.
-  event("verify", { command: z.string(), exitCode: ExitCode, outputTail: z.string(), ms: Ms, round: positiveInt().optional() }),
+  event("verify", {
+    command: z.string(),
+    exitCode: ExitCode,
+    outputTail: z.string(),
+    ms: Ms,
+    round: positiveInt().optional(),
+  }),
   // As in JobResult: filesChanged and diffstat bounded where the event enters Redis, with counts of what was cut.
-  event("patch", { filesChanged: z.array(z.string()), diffstat: z.string(), bytes: nonNegInt(), filesChangedTotal: nonNegInt().optional(), filesChangedCut: nonNegInt().optional(), diffstatCut: nonNegInt().optional() }),
-  event("job_finished", { status: JobStatus, error: z.string().optional(), costUsd: nonNegNumber(), turns: nonNegInt() }),
+  event("patch", {
+    filesChanged: z.array(z.string()),
+    diffstat: z.string(),
+    bytes: nonNegInt(),
+    filesChangedTotal: nonNegInt().optional(),
+    filesChangedCut: nonNegInt().optional(),
+    diffstatCut: nonNegInt().optional(),
+  }),
+  event("job_finished", {
+    status: JobStatus,
+    error: z.string().optional(),
+    costUsd: nonNegNumber(),
+    turns: nonNegInt(),
+  }),
 
   // Beyond the steps of a job, so a reader can see why a run was slow, shorter, or stopped:
   // a retried model call (429/5xx/overloaded). `retry` is the retry number (1 = first retry); it is
@@ -418,19 +537,40 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
   // Older turns replaced by a summary the model wrote (its request's usage counts in the job's), at
   // the compaction threshold or after the API refused a prompt as too long; tokens estimated (src/agent/window.ts).
   event("context_compacted", {
-    turn: nonNegInt(), reason: z.enum(["threshold", "prompt_too_long"]), turnsDropped: nonNegInt(), messagesKept: nonNegInt(),
-    tokensBefore: nonNegInt(), tokensAfter: nonNegInt(), summary: z.string(), usage: Usage,
+    turn: nonNegInt(),
+    reason: z.enum(["threshold", "prompt_too_long"]),
+    turnsDropped: nonNegInt(),
+    messagesKept: nonNegInt(),
+    tokensBefore: nonNegInt(),
+    tokensAfter: nonNegInt(),
+    summary: z.string(),
+    usage: Usage,
   }),
   // one connection or request through the setup phase's egress proxy (allowed, or refused and why)
   event("egress", {
-    host: z.string(), port: nonNegInt(), method: z.string(), allowed: z.boolean(), reason: z.string().optional(),
-    address: z.string().optional(), status: z.int().optional(), bytesUp: nonNegInt(), bytesDown: nonNegInt(), ms: Ms,
+    host: z.string(),
+    port: nonNegInt(),
+    method: z.string(),
+    allowed: z.boolean(),
+    reason: z.string().optional(),
+    address: z.string().optional(),
+    status: z.int().optional(),
+    bytesUp: nonNegInt(),
+    bytesDown: nonNegInt(),
+    ms: Ms,
   }),
   // a budget limit was reached (the job then finishes with status budget_exceeded)
   event("budget", { limit: z.enum(["usd", "inputTokens", "outputTokens"]), max: nonNegNumber(), used: nonNegNumber() }),
   // An attempt that took up an earlier attempt's checkpoint (restored: true: the workspace and the
   // conversation after turn `turns`, whose usage and cost count on), or could not and starts afresh (reason).
-  event("resume", { restored: z.boolean(), fromAttempt: positiveInt().optional(), turns: nonNegInt(), patchBytes: nonNegInt(), costUsd: nonNegNumber(), reason: z.string().optional() }),
+  event("resume", {
+    restored: z.boolean(),
+    fromAttempt: positiveInt().optional(),
+    turns: nonNegInt(),
+    patchBytes: nonNegInt(),
+    costUsd: nonNegNumber(),
+    reason: z.string().optional(),
+  }),
   // A checkpoint that was not stored (too big, the store away): the last one stored stays.
   event("checkpoint", { turn: nonNegInt(), saved: z.boolean(), reason: z.string().optional() }),
 ]);
@@ -447,9 +587,20 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 export type EventInput = DistributiveOmit<TranscriptEvent, "ts" | "jobId" | "attempt">;
 
 /** An event with its time, job and attempt: what goes into the transcript. */
-export const stamped = (e: EventInput, jobId: string, attempt: number): TranscriptEvent => ({ ts: new Date().toISOString(), jobId, attempt, ...e });
+export const stamped = (e: EventInput, jobId: string, attempt: number): TranscriptEvent => ({
+  ts: new Date().toISOString(),
+  jobId,
+  attempt,
+  ...e,
+});
 
 /** The job_finished event that ends a transcript: the result's status, cost, turns and error (the one place it is built). */
 export function finishedEvent(r: Pick<JobResult, "status" | "costUsd" | "turns" | "error">): EventInput {
-  return { type: "job_finished", status: r.status, costUsd: r.costUsd, turns: r.turns, ...(r.error ? { error: r.error } : {}) };
+  return {
+    type: "job_finished",
+    status: r.status,
+    costUsd: r.costUsd,
+    turns: r.turns,
+    ...(r.error ? { error: r.error } : {}),
+  };
 }

@@ -8,7 +8,12 @@ import { expected, nonEmpty, show } from "./fields.js";
 /** The Messages API's rule for a tool's name. */
 export const TOOL_NAME_RE = /^[a-zA-Z0-9_-]{1,64}$/;
 /** The built-in tools' names (every editor flavor's): a custom tool may not take one. */
-export const BUILTIN_TOOL_NAMES: readonly string[] = ["bash", "str_replace_based_edit_tool", "str_replace_editor", "edit_file"];
+export const BUILTIN_TOOL_NAMES: readonly string[] = [
+  "bash",
+  "str_replace_based_edit_tool",
+  "str_replace_editor",
+  "edit_file",
+];
 /** MCP tools are offered as mcp__SERVER__TOOL: a custom tool may not look like one. */
 export const MCP_PREFIX = "mcp__";
 export const MAX_CUSTOM_TOOLS = 32;
@@ -23,18 +28,28 @@ const ajv = new Ajv({ strict: false });
 
 const ToolName = z
   .string({ error: expected("a tool name") })
-  .regex(TOOL_NAME_RE, { error: (iss) => `must be 1-64 characters from a-z A-Z 0-9 _ - (the Messages API's rule for tool names) (got ${show(iss.input)})` })
-  .refine((s) => !BUILTIN_TOOL_NAMES.includes(s), { error: (iss) => `must not be a built-in tool's name (${BUILTIN_TOOL_NAMES.join(", ")}) (got ${show(iss.input)})` })
-  .refine((s) => !s.startsWith(MCP_PREFIX), { error: `must not start with "${MCP_PREFIX}" (the MCP servers' tools are named so)` });
+  .regex(TOOL_NAME_RE, {
+    error: (iss) =>
+      `must be 1-64 characters from a-z A-Z 0-9 _ - (the Messages API's rule for tool names) (got ${show(iss.input)})`,
+  })
+  .refine((s) => !BUILTIN_TOOL_NAMES.includes(s), {
+    error: (iss) => `must not be a built-in tool's name (${BUILTIN_TOOL_NAMES.join(", ")}) (got ${show(iss.input)})`,
+  })
+  .refine((s) => !s.startsWith(MCP_PREFIX), {
+    error: `must not start with "${MCP_PREFIX}" (the MCP servers' tools are named so)`,
+  });
 
 /** A JSON Schema for an object, as the Messages API takes a tool's input_schema. */
 const InputSchema = z.record(z.string(), z.unknown(), { error: expected("a JSON Schema object") }).check((ctx) => {
   const s = ctx.value;
   const problem =
-    s.type !== "object" ? `must have "type": "object" (the Messages API's rule for input_schema) (got ${show(s.type)})`
-    : JSON.stringify(s).length > MAX_SCHEMA_CHARS ? `must be at most ${MAX_SCHEMA_CHARS} characters as JSON`
-    : !safeValidSchema(s) ? `is not a valid JSON Schema: ${ajv.errorsText(ajv.errors).slice(0, 300)}`
-    : undefined;
+    s.type !== "object"
+      ? `must have "type": "object" (the Messages API's rule for input_schema) (got ${show(s.type)})`
+      : JSON.stringify(s).length > MAX_SCHEMA_CHARS
+        ? `must be at most ${MAX_SCHEMA_CHARS} characters as JSON`
+        : !safeValidSchema(s)
+          ? `is not a valid JSON Schema: ${ajv.errorsText(ajv.errors).slice(0, 300)}`
+          : undefined;
   if (problem) ctx.issues.push({ code: "custom", message: problem, input: s });
 });
 
@@ -48,10 +63,16 @@ function safeValidSchema(s: unknown): boolean {
 
 export const CustomTool = z.strictObject({
   name: ToolName,
-  description: z.string({ error: expected("a string") }).max(MAX_DESCRIPTION_CHARS, { error: `must be at most ${MAX_DESCRIPTION_CHARS} characters` }).optional(),
+  description: z
+    .string({ error: expected("a string") })
+    .max(MAX_DESCRIPTION_CHARS, { error: `must be at most ${MAX_DESCRIPTION_CHARS} characters` })
+    .optional(),
   input_schema: InputSchema,
   /** Run with `bash -c` in the sandbox as the agent, the call's input as JSON on stdin; its stdout is the result. */
-  command: z.string({ error: expected("a non-empty command") }).max(MAX_COMMAND_CHARS, { error: `must be at most ${MAX_COMMAND_CHARS} characters` }).refine((s) => s.trim() !== "", { error: expected("a non-empty command") }),
+  command: z
+    .string({ error: expected("a non-empty command") })
+    .max(MAX_COMMAND_CHARS, { error: `must be at most ${MAX_COMMAND_CHARS} characters` })
+    .refine((s) => s.trim() !== "", { error: expected("a non-empty command") }),
 });
 export type CustomTool = z.infer<typeof CustomTool>;
 
@@ -61,7 +82,13 @@ export const CustomTools = z
   .check((ctx) => {
     const seen = new Set<string>();
     ctx.value.forEach((t, i) => {
-      if (seen.has(t.name)) ctx.issues.push({ code: "custom", message: `the name ${JSON.stringify(t.name)} is taken by an earlier tool`, input: t.name, path: [i, "name"] });
+      if (seen.has(t.name))
+        ctx.issues.push({
+          code: "custom",
+          message: `the name ${JSON.stringify(t.name)} is taken by an earlier tool`,
+          input: t.name,
+          path: [i, "name"],
+        });
       seen.add(t.name);
     });
   });
@@ -72,27 +99,47 @@ export const MCP_SERVER_NAME_RE = /^[a-zA-Z0-9-]+(_[a-zA-Z0-9-]+)*$/;
 const EnvName = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 export const McpServer = z.strictObject({
   command: nonEmpty("a non-empty command (a program: run with its args, no shell)"),
-  args: z.array(z.string({ error: expected("a string") }).max(4096), { error: expected("an array of strings") }).max(64).optional(),
+  args: z
+    .array(z.string({ error: expected("a string") }).max(4096), { error: expected("an array of strings") })
+    .max(64)
+    .optional(),
   env: z
-    .record(z.string(), z.string({ error: expected("a string") }).max(4096), { error: expected("an object of strings") })
+    .record(z.string(), z.string({ error: expected("a string") }).max(4096), {
+      error: expected("an object of strings"),
+    })
     .check((ctx) => {
-      for (const k of Object.keys(ctx.value)) if (!EnvName.test(k)) ctx.issues.push({ code: "custom", message: "must be an environment variable's name as the key", input: k, path: [k] });
+      for (const k of Object.keys(ctx.value))
+        if (!EnvName.test(k))
+          ctx.issues.push({
+            code: "custom",
+            message: "must be an environment variable's name as the key",
+            input: k,
+            path: [k],
+          });
     })
     .optional(),
 });
 export type McpServer = z.infer<typeof McpServer>;
 
 export const Mcp = z.strictObject({
-  servers: z
-    .record(z.string(), McpServer, { error: expected("an object of servers by name") })
-    .check((ctx) => {
-      const names = Object.keys(ctx.value);
-      if (names.length > MAX_MCP_SERVERS) ctx.issues.push({ code: "custom", message: `must be at most ${MAX_MCP_SERVERS} servers (got ${names.length})`, input: names.length });
-      for (const n of names) {
-        if (n.length > 32 || !MCP_SERVER_NAME_RE.test(n))
-          ctx.issues.push({ code: "custom", message: "a server's name must be 1-32 letters, digits, - and single _ (no __: it separates mcp__NAME__TOOL)", input: n, path: [n] });
-      }
-    }),
+  servers: z.record(z.string(), McpServer, { error: expected("an object of servers by name") }).check((ctx) => {
+    const names = Object.keys(ctx.value);
+    if (names.length > MAX_MCP_SERVERS)
+      ctx.issues.push({
+        code: "custom",
+        message: `must be at most ${MAX_MCP_SERVERS} servers (got ${names.length})`,
+        input: names.length,
+      });
+    for (const n of names) {
+      if (n.length > 32 || !MCP_SERVER_NAME_RE.test(n))
+        ctx.issues.push({
+          code: "custom",
+          message: "a server's name must be 1-32 letters, digits, - and single _ (no __: it separates mcp__NAME__TOOL)",
+          input: n,
+          path: [n],
+        });
+    }
+  }),
 });
 export type Mcp = z.infer<typeof Mcp>;
 

@@ -7,14 +7,39 @@ import fs, { type FileHandle } from "node:fs/promises";
 import { pipeline, Transform } from "node:stream";
 import { createGunzip } from "node:zlib";
 import * as tar from "tar-stream";
-import { breathe, Budget, DIR, FILE, LIMITS, LINK, OWNER, packed, PathTree, quote, RepoError, SYMLINK, tooLarge, type Body, type Item, type RepoArchive } from "./common.js";
+import {
+  breathe,
+  Budget,
+  DIR,
+  FILE,
+  LIMITS,
+  LINK,
+  OWNER,
+  packed,
+  PathTree,
+  quote,
+  RepoError,
+  SYMLINK,
+  tooLarge,
+  type Body,
+  type Item,
+  type RepoArchive,
+} from "./common.js";
 
 type Entry = tar.ExtractEvents["entry"][1];
-const KINDS: Record<string, number> = { file: FILE, "contiguous-file": FILE, directory: DIR, symlink: SYMLINK, link: LINK };
+const KINDS: Record<string, number> = {
+  file: FILE,
+  "contiguous-file": FILE,
+  directory: DIR,
+  symlink: SYMLINK,
+  link: LINK,
+};
 
 export async function tarArchive(file: string, max: number, maxEntries: number): Promise<RepoArchive> {
   const label = `repo.archive ${file}`;
-  const fh = await fs.open(file, fsc.O_RDONLY | fsc.O_NONBLOCK).catch(() => Promise.reject(new RepoError(`repo.archive: ${file} does not exist or cannot be read`)));
+  const fh = await fs
+    .open(file, fsc.O_RDONLY | fsc.O_NONBLOCK)
+    .catch(() => Promise.reject(new RepoError(`repo.archive: ${file} does not exist or cannot be read`)));
   try {
     if (!(await fh.stat()).isFile()) throw new RepoError(`repo.archive: ${file} is not a regular file`);
     const scan = await scanArchive(fh, label, max, maxEntries);
@@ -61,26 +86,32 @@ class Checker {
     if (parent < 0) this.underNonDir(comps, -parent);
     const leaf = comps[comps.length - 1]!;
     const existing = this.tree.child(parent, leaf);
-    if (existing !== undefined && !(kind === DIR && this.tree.kind(existing) === DIR)) throw this.error(comps.join("/"), "appears twice in the archive");
+    if (existing !== undefined && !(kind === DIR && this.tree.kind(existing) === DIR))
+      throw this.error(comps.join("/"), "appears twice in the archive");
     const link = kind === LINK ? this.hardLink(comps, h.linkname ?? "") : undefined;
-    if (kind === SYMLINK && !(h.linkname && Buffer.byteLength(h.linkname) <= LIMITS.linkBytes)) throw this.error(h.name, `is a symlink with an empty target or one longer than ${LIMITS.linkBytes} bytes`);
-    if (kind === SYMLINK && h.linkname.includes("\0")) throw this.error(h.name, "is a symlink whose target contains a NUL byte");
+    if (kind === SYMLINK && !(h.linkname && Buffer.byteLength(h.linkname) <= LIMITS.linkBytes))
+      throw this.error(h.name, `is a symlink with an empty target or one longer than ${LIMITS.linkBytes} bytes`);
+    if (kind === SYMLINK && h.linkname.includes("\0"))
+      throw this.error(h.name, "is a symlink whose target contains a NUL byte");
     if (existing === undefined) this.tree.add(parent, leaf, kind);
-    if (kind === FILE && (this.files++, (this.bytes += h.size ?? 0)) > this.max) throw tooLarge(this.label, this.bytes, this.max);
+    if (kind === FILE && (this.files++, (this.bytes += h.size ?? 0)) > this.max)
+      throw tooLarge(this.label, this.bytes, this.max);
     this.nested ||= comps.length > 1;
     return { comps, kind, made, link };
   }
 
   /** A relative, normalized name's components; absolute, `..`, too long or too deep are refused. */
   clean(raw: string, what: string): string[] {
-    if (Buffer.byteLength(raw) > LIMITS.pathBytes) throw this.error(raw, `is longer than ${LIMITS.pathBytes} bytes`, what);
+    if (Buffer.byteLength(raw) > LIMITS.pathBytes)
+      throw this.error(raw, `is longer than ${LIMITS.pathBytes} bytes`, what);
     if (raw.startsWith("/")) throw this.error(raw, "has an absolute path", what);
     // A NUL ends a name for every tar reader: "s\0x" would be read as "s" (past the checks below).
     if (raw.includes("\0")) throw this.error(raw, "contains a NUL byte", what);
     const comps = raw.split("/").filter((p) => p !== "" && p !== ".");
     if (comps.includes("..")) throw this.error(raw, `contains "..", which would escape the workspace`, what);
     if (comps.length > LIMITS.depth) throw this.error(raw, `is deeper than ${LIMITS.depth} directories`, what);
-    if (comps.some((c) => Buffer.byteLength(c) > LIMITS.componentBytes)) throw this.error(raw, `has a path component longer than ${LIMITS.componentBytes} bytes`, what);
+    if (comps.some((c) => Buffer.byteLength(c) > LIMITS.componentBytes))
+      throw this.error(raw, `has a path component longer than ${LIMITS.componentBytes} bytes`, what);
     return comps;
   }
 
@@ -89,7 +120,11 @@ class Checker {
     const target = this.clean(linkname, "hard link target");
     const id = this.tree.find(target);
     const kind = id === undefined ? 0 : this.tree.kind(id);
-    if (kind !== FILE && kind !== LINK) throw this.error(comps.join("/"), `is a hard link to ${quote(linkname)}, which is not a regular file earlier in the archive`);
+    if (kind !== FILE && kind !== LINK)
+      throw this.error(
+        comps.join("/"),
+        `is a hard link to ${quote(linkname)}, which is not a regular file earlier in the archive`,
+      );
     return target;
   }
 
@@ -111,13 +146,19 @@ class Checker {
     const top = t.tops === 1 && t.kind(t.firstTop) === DIR && this.nested ? t.firstTop : 0;
     const strip = top && t.firstTopName !== ".git" ? `${t.firstTopName}/` : "";
     const git = t.child(strip ? top : 0, ".git");
-    if (git !== undefined && t.kind(git) !== DIR) throw this.error(`${strip}.git`, "is not a directory (a .git file or link points outside the repo)");
+    if (git !== undefined && t.kind(git) !== DIR)
+      throw this.error(`${strip}.git`, "is not a directory (a .git file or link points outside the repo)");
     return strip;
   }
 }
 
 /** First pass, headers only. */
-async function scanArchive(fh: FileHandle, label: string, max: number, maxEntries: number): Promise<{ files: number; bytes: number; strip: string }> {
+async function scanArchive(
+  fh: FileHandle,
+  label: string,
+  max: number,
+  maxEntries: number,
+): Promise<{ files: number; bytes: number; strip: string }> {
   const check = new Checker(label, max, maxEntries);
   for await (const entry of entries(fh, label, max)) {
     entry.resume();
@@ -128,7 +169,13 @@ async function scanArchive(fh: FileHandle, label: string, max: number, maxEntrie
 }
 
 /** Second pass: entries re-owned by 1000:1000 under stripped names, missing parent directories added. */
-async function* archiveItems(fh: FileHandle, label: string, max: number, maxEntries: number, strip: string): AsyncGenerator<Item> {
+async function* archiveItems(
+  fh: FileHandle,
+  label: string,
+  max: number,
+  maxEntries: number,
+  strip: string,
+): AsyncGenerator<Item> {
   const check = new Checker(label, max, maxEntries);
   const skip = strip ? 1 : 0;
   for await (const entry of entries(fh, label, max)) {
@@ -137,14 +184,33 @@ async function* archiveItems(fh: FileHandle, label: string, max: number, maxEntr
     if (c?.kind !== FILE) entry.resume();
     if (!c || c.comps.length <= skip || (skip && c.comps[0] !== strip.slice(0, -1))) continue;
     const name = c.comps.slice(skip).join("/");
-    if (name === ".git" && c.kind !== DIR) throw check.error(name, "is not a directory (a .git file or link points outside the repo)");
+    if (name === ".git" && c.kind !== DIR)
+      throw check.error(name, "is not a directory (a .git file or link points outside the repo)");
     // Docker would create a missing parent owned by root: add it, owned by the agent.
-    for (const i of c.made) if (i >= skip) yield { header: { name: `${c.comps.slice(skip, i + 1).join("/")}/`, type: "directory", mode: 0o755, size: 0, ...OWNER } };
+    for (const i of c.made)
+      if (i >= skip)
+        yield {
+          header: {
+            name: `${c.comps.slice(skip, i + 1).join("/")}/`,
+            type: "directory",
+            mode: 0o755,
+            size: 0,
+            ...OWNER,
+          },
+        };
     const type = c.kind === FILE ? "file" : h.type;
     const mode = c.kind === DIR ? ((h.mode ?? 0o755) & 0o777) | 0o700 : (h.mode ?? 0o644) & 0o777;
     // A link target only where the entry is a link (pax gives any entry one: never passed on unchecked).
     const linkname = c.link ? c.link.slice(skip).join("/") : c.kind === SYMLINK ? h.linkname : undefined;
-    const header = { name: c.kind === DIR ? `${name}/` : name, type, mode, mtime: h.mtime, size: c.kind === FILE ? (h.size ?? 0) : 0, linkname, ...OWNER };
+    const header = {
+      name: c.kind === DIR ? `${name}/` : name,
+      type,
+      mode,
+      mtime: h.mtime,
+      size: c.kind === FILE ? (h.size ?? 0) : 0,
+      linkname,
+      ...OWNER,
+    };
     yield c.kind === FILE ? { header, read: () => entry as unknown as Body } : { header };
   }
   if (check.finish() !== strip) throw new RepoError(`${label}: the archive changed while it was read`);
@@ -160,7 +226,8 @@ function openArchive(fh: FileHandle, label: string, max: number): tar.Extract {
   let seen = 0;
   const counter = new Transform({
     transform(chunk: Buffer, _enc, done) {
-      if ((seen += chunk.length) > limit) return done(new RepoError(`${label}: the archive unpacks to more than ${limit} bytes`));
+      if ((seen += chunk.length) > limit)
+        return done(new RepoError(`${label}: the archive unpacks to more than ${limit} bytes`));
       done(null, chunk);
     },
   });

@@ -35,8 +35,14 @@ export interface BlobObject {
 
 /** The pack object of `content` as a blob (or, for the pack's trees, as `type`). No I/O. */
 export function blobObject(content: Buffer, type = OBJ_BLOB): BlobObject {
-  const sha = createHash("sha1").update(`${type === OBJ_TREE ? "tree" : "blob"} ${content.length}\0`).update(content).digest();
-  const body = Buffer.concat([objectHeader(type, content.length), content.length <= STORE_MAX ? stored(content) : deflateSync(content, { level: 1 })]);
+  const sha = createHash("sha1")
+    .update(`${type === OBJ_TREE ? "tree" : "blob"} ${content.length}\0`)
+    .update(content)
+    .digest();
+  const body = Buffer.concat([
+    objectHeader(type, content.length),
+    content.length <= STORE_MAX ? stored(content) : deflateSync(content, { level: 1 }),
+  ]);
   return { sha, body, crc: crc32(body) };
 }
 
@@ -87,7 +93,8 @@ export class BlobPack {
     const parent = this.dir(comps.slice(0, -1));
     const leaf = comps.at(-1)!;
     if (kind === "dir") this.dir(comps);
-    else if (sha) parent.files.set(leaf, { mode: kind === "exec" ? "100755" : kind === "symlink" ? "120000" : "100644", sha });
+    else if (sha)
+      parent.files.set(leaf, { mode: kind === "exec" ? "100755" : kind === "symlink" ? "120000" : "100644", sha });
     else parent.unknown++;
   }
 
@@ -114,7 +121,8 @@ export class BlobPack {
       else list.push({ key: Buffer.from(`${name}/`), line: Buffer.concat([Buffer.from(`40000 ${name}\0`), sha]) });
     }
     if (!known) return undefined;
-    for (const [name, f] of d.files) list.push({ key: Buffer.from(name), line: Buffer.concat([Buffer.from(`${f.mode} ${name}\0`), f.sha]) });
+    for (const [name, f] of d.files)
+      list.push({ key: Buffer.from(name), line: Buffer.concat([Buffer.from(`${f.mode} ${name}\0`), f.sha]) });
     if (!list.length) return EMPTY;
     // Git's order: by name bytes, a directory's name compared as if it ended in "/".
     list.sort((a, b) => Buffer.compare(a.key, b.key));
@@ -208,7 +216,7 @@ function adler32(data: Buffer): number {
   let a = 1;
   let b = 0;
   // 5552 bytes is the most that can be summed before b could pass 2^32 (zlib's NMAX).
-  for (let i = 0; i < data.length; ) {
+  for (let i = 0; i < data.length;) {
     const end = Math.min(i + 5552, data.length);
     for (; i < end; i++) b += a += data[i]!;
     a %= 65521;
@@ -233,7 +241,10 @@ function objectHeader(type: number, size: number): Buffer {
  * git on purpose: a false match only costs the shortcut.
  */
 function refused(c: string): boolean {
-  const l = c.toLowerCase().replace(/[:\\][^]*$/, "").replace(/[. ]+$/, "");
+  const l = c
+    .toLowerCase()
+    .replace(/[:\\][^]*$/, "")
+    .replace(/[. ]+$/, "");
   return l === ".git" || /^git~\d+$/.test(l);
 }
 

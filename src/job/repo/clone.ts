@@ -26,7 +26,15 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { HostEnv } from "../../core/config/config.js";
-import { credentialHelper, matchCredential, readCredentialStore, redact, scrub, splitUrl, type SplitUrl } from "../../git/auth.js";
+import {
+  credentialHelper,
+  matchCredential,
+  readCredentialStore,
+  redact,
+  scrub,
+  splitUrl,
+  type SplitUrl,
+} from "../../git/auth.js";
 import { dirBytes, runGit, type GitOut, type GitRun } from "../../git/run.js";
 import { breathe, Budget, quote, RepoError, tooLarge } from "./common.js";
 import { classifyGit } from "./source.js";
@@ -68,26 +76,42 @@ export async function cloneRepo(url: string, ref: string | undefined, opts: Clon
   try {
     // In the empty clone directory: git clone takes a value that names an existing path (relative
     // to its working directory) as a local repo, whatever it looks like (`host:path`, `https:/…`).
-    const clone = await git(["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir], opts, {
-      userConfig: true,
-      transports: [local ? "local" : "remote"],
-      ...(opts.followRedirects === false ? { followRedirects: false } : {}),
-      auth,
-      secrets: auth?.secrets ?? split.secrets,
-      maxDir: { dir, bytes: opts.max },
-      cwd: dir,
-    });
+    const clone = await git(
+      ["clone", "--quiet", "--no-checkout", ...(local ? ["--no-hardlinks"] : []), "--", source, dir],
+      opts,
+      {
+        userConfig: true,
+        transports: [local ? "local" : "remote"],
+        ...(opts.followRedirects === false ? { followRedirects: false } : {}),
+        auth,
+        secrets: auth?.secrets ?? split.secrets,
+        maxDir: { dir, bytes: opts.max },
+        cwd: dir,
+      },
+    );
     if (clone.code !== 0) throw failure(label, "git clone failed", clone, opts.max);
-    if (local && fss.existsSync(path.join(dir, ".git/objects/info/alternates"))) throw new RepoError(`${label}: the local repo borrows objects from another repo (objects/info/alternates)`);
+    if (local && fss.existsSync(path.join(dir, ".git/objects/info/alternates")))
+      throw new RepoError(`${label}: the local repo borrows objects from another repo (objects/info/alternates)`);
     const commit = await resolve(dir, ref, opts);
-    if (commit === undefined && ref !== undefined) throw new RepoError(`${label}: ref ${quote(ref)} not found (no such branch, tag or commit)`);
+    if (commit === undefined && ref !== undefined)
+      throw new RepoError(`${label}: ref ${quote(ref)} not found (no such branch, tag or commit)`);
     if (commit === undefined) return (await scrubGitDir(dir, split.secrets, opts), { dir }); // an empty repo (or a remote HEAD to nowhere): nothing to check out
     const gitBytes = await dirBytes(dir);
     const treeBytes = await treeSize(label, dir, commit, opts.max - gitBytes, opts);
-    if (gitBytes + treeBytes > opts.max) throw tooLarge(label, gitBytes + treeBytes, opts.max, `${treeBytes} to check out at ${quote(ref ?? "HEAD")}, ${gitBytes} in .git`);
-    const co = await git(["-C", dir, "checkout", "--quiet", ref ?? "HEAD", "--"], opts, { userConfig: false, maxDir: { dir, bytes: opts.max } });
+    if (gitBytes + treeBytes > opts.max)
+      throw tooLarge(
+        label,
+        gitBytes + treeBytes,
+        opts.max,
+        `${treeBytes} to check out at ${quote(ref ?? "HEAD")}, ${gitBytes} in .git`,
+      );
+    const co = await git(["-C", dir, "checkout", "--quiet", ref ?? "HEAD", "--"], opts, {
+      userConfig: false,
+      maxDir: { dir, bytes: opts.max },
+    });
     if (co.code !== 0) throw failure(label, `git checkout of ${quote(ref ?? "HEAD")} failed`, co, opts.max);
-    if ((await revParse(dir, "HEAD", opts)) !== commit) throw new RepoError(`${label}: ref ${quote(ref ?? "HEAD")} is ambiguous`);
+    if ((await revParse(dir, "HEAD", opts)) !== commit)
+      throw new RepoError(`${label}: ref ${quote(ref ?? "HEAD")} is ambiguous`);
     await scrubGitDir(dir, auth?.secrets ?? split.secrets, opts);
     return { dir, commit };
   } catch (err) {
@@ -102,7 +126,11 @@ export async function cloneRepo(url: string, ref: string | undefined, opts: Clon
  */
 async function cloneAuth(split: SplitUrl, store: string | null | undefined): Promise<Auth | undefined> {
   if (!split.protocol || !split.host) return undefined;
-  const stored = split.credential ? undefined : store ? matchCredential(await readCredentialStore(store), split.url) : undefined;
+  const stored = split.credential
+    ? undefined
+    : store
+      ? matchCredential(await readCredentialStore(store), split.url)
+      : undefined;
   const credential = split.credential ?? stored?.credential;
   if (!credential) return undefined;
   const secrets = [...split.secrets, ...(stored ? [credential.password || credential.username] : [])].filter(Boolean);
@@ -127,7 +155,10 @@ async function scrubGitDir(dir: string, secrets: readonly string[], opts: CloneO
       else if (e.isFile()) {
         const file = path.join(root, name);
         const text = await fs.readFile(file, "latin1"); // byte for byte, whatever the encoding
-        const clean = scrub(text, secrets.map((s) => Buffer.from(s).toString("latin1")));
+        const clean = scrub(
+          text,
+          secrets.map((s) => Buffer.from(s).toString("latin1")),
+        );
         if (clean !== text) await fs.writeFile(file, clean, "latin1");
       }
       await breathe();
@@ -140,25 +171,41 @@ async function scrubGitDir(dir: string, secrets: readonly string[], opts: CloneO
 async function checkLocalSource(label: string, p: string, opts: CloneOptions): Promise<string> {
   const root = path.resolve(p);
   const lst = (rel: string) => fss.lstatSync(path.join(root, rel), { throwIfNoEntry: false });
-  const refuse = (why: string) => new RepoError(`${label}: the local repo ${why}; a worker clones only a repo whose git dir is its own`);
+  const refuse = (why: string) =>
+    new RepoError(`${label}: the local repo ${why}; a worker clones only a repo whose git dir is its own`);
   if (!lst("")?.isDirectory()) throw new RepoError(`${label}: the local path does not exist or is not a directory`);
   const dotGit = lst(".git");
-  if (dotGit && !dotGit.isDirectory()) throw refuse(`has a .git ${dotGit.isSymbolicLink() ? "symlink" : "file"}, which points at another repo`);
+  if (dotGit && !dotGit.isDirectory())
+    throw refuse(`has a .git ${dotGit.isSymbolicLink() ? "symlink" : "file"}, which points at another repo`);
   const gitDir = dotGit ? path.join(root, ".git") : root;
   const rel = (name: string) => path.relative(root, path.join(gitDir, name)) || ".";
   const has = (name: string) => fss.lstatSync(path.join(gitDir, name), { throwIfNoEntry: false });
   if (!has("HEAD") || !has("refs")) throw new RepoError(`${label}: the local path is not a git repository`);
   if (has("commondir")) throw refuse(`shares another repo's git dir (${rel("commondir")})`);
   const objects = has("objects");
-  if (!objects?.isDirectory()) throw refuse(`has no objects directory of its own (${rel("objects")} is ${objects ? "a symlink or file" : "missing"})`);
-  for (const f of ["alternates", "http-alternates"]) if (has(`objects/info/${f}`)) throw refuse(`borrows objects from another repo (${rel(`objects/info/${f}`)})`);
-  const bytes = await objectBytes(label, path.join(gitDir, "objects"), (n) => refuse(`has a symlink in its object store (${rel(`objects/${n}`)})`), opts);
+  if (!objects?.isDirectory())
+    throw refuse(
+      `has no objects directory of its own (${rel("objects")} is ${objects ? "a symlink or file" : "missing"})`,
+    );
+  for (const f of ["alternates", "http-alternates"])
+    if (has(`objects/info/${f}`)) throw refuse(`borrows objects from another repo (${rel(`objects/info/${f}`)})`);
+  const bytes = await objectBytes(
+    label,
+    path.join(gitDir, "objects"),
+    (n) => refuse(`has a symlink in its object store (${rel(`objects/${n}`)})`),
+    opts,
+  );
   if (bytes > opts.max) throw tooLarge(label, bytes, opts.max, "in the local repo's object store, before it is cloned");
   return root;
 }
 
 /** Total bytes under a local objects dir; a symlink anywhere is refused. */
-async function objectBytes(label: string, dir: string, symlink: (name: string) => Error, opts: CloneOptions): Promise<number> {
+async function objectBytes(
+  label: string,
+  dir: string,
+  symlink: (name: string) => Error,
+  opts: CloneOptions,
+): Promise<number> {
   const budget = new Budget(label, opts.maxEntries);
   let total = 0;
   const visit = async (rel: string): Promise<void> => {
@@ -182,7 +229,10 @@ async function resolve(dir: string, ref: string | undefined, opts: CloneOptions)
 }
 
 async function revParse(dir: string, rev: string, opts: CloneOptions): Promise<string | undefined> {
-  const r = await git(["-C", dir, "rev-parse", "-q", "--verify", "--end-of-options", `${rev}^{commit}`], opts, { userConfig: false, maxStdout: 4096 });
+  const r = await git(["-C", dir, "rev-parse", "-q", "--verify", "--end-of-options", `${rev}^{commit}`], opts, {
+    userConfig: false,
+    maxStdout: 4096,
+  });
   return r.code === 0 ? r.stdout.trim() : undefined;
 }
 
@@ -190,7 +240,13 @@ async function revParse(dir: string, rev: string, opts: CloneOptions): Promise<s
  * Bytes of the blobs in the commit's tree, from `git ls-tree -r -l -z` read as it streams: git is
  * stopped as soon as the sum passes `budget` or the entries pass the bound.
  */
-async function treeSize(label: string, dir: string, commit: string, budget: number, opts: CloneOptions): Promise<number> {
+async function treeSize(
+  label: string,
+  dir: string,
+  commit: string,
+  budget: number,
+  opts: CloneOptions,
+): Promise<number> {
   let [bytes, entries, rest, over] = [0, 0, "", false];
   const onStdout = (chunk: string) => {
     const records = (rest + chunk).split("\0");
@@ -203,7 +259,10 @@ async function treeSize(label: string, dir: string, commit: string, budget: numb
     if (rest.length > 64 * 1024) over = true; // no record is that long
     return bytes > budget || over;
   };
-  const r = await git(["-C", dir, "ls-tree", "-r", "-l", "-z", "--full-tree", commit], opts, { userConfig: false, onStdout });
+  const r = await git(["-C", dir, "ls-tree", "-r", "-l", "-z", "--full-tree", commit], opts, {
+    userConfig: false,
+    onStdout,
+  });
   if (entries > opts.maxEntries) throw new RepoError(`${label}: the repo has more than ${opts.maxEntries} files`);
   if (bytes > budget) return bytes; // the caller reports it
   if (r.code !== 0) throw new RepoError(`${label}: git ls-tree failed: ${r.stderr || `exit ${r.code}`}`);
@@ -219,4 +278,5 @@ function failure(label: string, what: string, r: GitOut, max: number): Error {
 }
 
 /** A git step of the clone: the job's timeout and what the step differs in; src/git/run.ts does the rest. */
-const git = (args: string[], opts: CloneOptions, step: Omit<GitRun, "env" | "timeoutMs">) => runGit(args, { env: opts.env, timeoutMs: opts.timeoutSec * 1000, ...step });
+const git = (args: string[], opts: CloneOptions, step: Omit<GitRun, "env" | "timeoutMs">) =>
+  runGit(args, { env: opts.env, timeoutMs: opts.timeoutSec * 1000, ...step });

@@ -63,7 +63,9 @@ export function quote(name: string, max = 200): string {
 }
 
 export function tooLarge(label: string, bytes: number, max: number, detail = ""): RepoError {
-  return new RepoError(`${label}: the repo is too large: ${bytes} bytes of files${detail ? ` (${detail})` : ""}, the limit is ${max}`);
+  return new RepoError(
+    `${label}: the repo is too large: ${bytes} bytes of files${detail ? ` (${detail})` : ""}, the limit is ${max}`,
+  );
 }
 
 // Sync fs calls are ~20x cheaper than async ones per small file; yielding every 20 ms keeps the
@@ -87,8 +89,12 @@ export class Budget {
   ) {}
 
   add(name: string | (() => string), bytes: number): void {
-    if (++this.entries > this.maxEntries) throw new RepoError(`${this.label}: the repo has more than ${this.maxEntries} entries (at ${quote(typeof name === "string" ? name : name())})`);
-    if ((this.nameBytes += bytes) > LIMITS.nameBytesTotal) throw new RepoError(`${this.label}: the repo's paths together are longer than ${LIMITS.nameBytesTotal} bytes`);
+    if (++this.entries > this.maxEntries)
+      throw new RepoError(
+        `${this.label}: the repo has more than ${this.maxEntries} entries (at ${quote(typeof name === "string" ? name : name())})`,
+      );
+    if ((this.nameBytes += bytes) > LIMITS.nameBytesTotal)
+      throw new RepoError(`${this.label}: the repo's paths together are longer than ${LIMITS.nameBytesTotal} bytes`);
   }
 }
 
@@ -165,7 +171,12 @@ function escapes(name: string, target: string): boolean {
  * Packs entries in order, with backpressure: a slow consumer stops the reading of files.
  * `sums.bytes` may grow while the stream runs (a local directory's are known as its files are read).
  */
-export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { files: number; bytes: number }, rm = async () => {}, blobs = new BlobPack()): RepoArchive {
+export function packed(
+  items: Iterable<Item> | AsyncIterable<Item>,
+  sums: { files: number; bytes: number },
+  rm = async () => {},
+  blobs = new BlobPack(),
+): RepoArchive {
   const symlinks: RepoArchive["symlinks"] = [];
   let wake: (() => void) | undefined;
   let stopped = false;
@@ -194,8 +205,14 @@ export function packed(items: Iterable<Item> | AsyncIterable<Item>, sums: { file
       // Files read whole (all but the largest) go into the pack as well, and the trees above them;
       // streamed ones git writes itself. The repo's own .git is not part of the baseline.
       if (!header.name.startsWith(".git/")) {
-        if (header.type === "file") blobs.entry(header.name, (header.mode ?? 0) & 0o100 ? "exec" : "file", object ? blobs.put(object) : Buffer.isBuffer(body) ? blobs.add(body) : undefined);
-        else if (header.type === "symlink") blobs.entry(header.name, "symlink", blobs.add(Buffer.from(header.linkname ?? "")));
+        if (header.type === "file")
+          blobs.entry(
+            header.name,
+            (header.mode ?? 0) & 0o100 ? "exec" : "file",
+            object ? blobs.put(object) : Buffer.isBuffer(body) ? blobs.add(body) : undefined,
+          );
+        else if (header.type === "symlink")
+          blobs.entry(header.name, "symlink", blobs.add(Buffer.from(header.linkname ?? "")));
         else if (header.type === "directory") blobs.entry(header.name, "dir");
         else blobs.entry(header.name, "file"); // another kind (a hard link): no tree is made above it
       }
@@ -235,7 +252,13 @@ function writeWhole(tar: TarWriter, header: Header, body: Buffer | undefined): v
 }
 
 /** A streamed file's entry; it fails if the file does not give exactly the bytes its header says. */
-async function writeStreamed(tar: TarWriter, header: Header, body: Exclude<Body, Buffer>, room: () => Promise<void>, gone: () => boolean): Promise<void> {
+async function writeStreamed(
+  tar: TarWriter,
+  header: Header,
+  body: Exclude<Body, Buffer>,
+  room: () => Promise<void>,
+  gone: () => boolean,
+): Promise<void> {
   const size = header.type === "file" ? header.size : 0;
   let n = 0;
   try {
@@ -253,4 +276,7 @@ async function writeStreamed(tar: TarWriter, header: Header, body: Exclude<Body,
   tar.pad(size);
 }
 
-const changedSize = (name: string, n: number, size: number) => new Error(`${quote(name)} changed size while it was read (${n} bytes, not ${size}): load the repo again once nothing changes it`);
+const changedSize = (name: string, n: number, size: number) =>
+  new Error(
+    `${quote(name)} changed size while it was read (${n} bytes, not ${size}): load the repo again once nothing changes it`,
+  );

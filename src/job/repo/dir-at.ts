@@ -15,7 +15,10 @@ export interface DirId {
 let procChecked = false;
 function needProc(): void {
   if (procChecked) return;
-  if (!fss.existsSync("/proc/self/fd")) throw new Error("reading a local repo needs /proc/self/fd (Linux): it opens every directory relative to its parent");
+  if (!fss.existsSync("/proc/self/fd"))
+    throw new Error(
+      "reading a local repo needs /proc/self/fd (Linux): it opens every directory relative to its parent",
+    );
   procChecked = true;
 }
 
@@ -44,14 +47,22 @@ export function openRoot(root: string): { fd: number; id: DirId } {
  */
 export function openError(label: string, rel: string, err: unknown): Error {
   const code = (err as NodeJS.ErrnoException).code;
-  if (code === "EACCES" || code === "EPERM" || code === "ENAMETOOLONG" || code === "ELOOP" || code === "ENXIO") return new RepoError(`${label}: cannot read ${quote(rel)}: ${code}`);
+  if (code === "EACCES" || code === "EPERM" || code === "ENAMETOOLONG" || code === "ELOOP" || code === "ENXIO")
+    return new RepoError(`${label}: cannot read ${quote(rel)}: ${code}`);
   if (!code) return err as Error;
-  const why = code === "ENOENT" || code === "ENOTDIR" ? " (it changed while the repo was read; load it again once nothing changes it)" : "";
+  const why =
+    code === "ENOENT" || code === "ENOTDIR"
+      ? " (it changed while the repo was read; load it again once nothing changes it)"
+      : "";
   return Object.assign(new Error(`${label}: cannot open ${quote(rel)}: ${code}${why}`), { code });
 }
 
 /** A repo that changed under the walk: which path, and how. */
-export function swapped(label: string, rel: string, how = "was replaced (by a symlink or another directory)"): RepoError {
+export function swapped(
+  label: string,
+  rel: string,
+  how = "was replaced (by a symlink or another directory)",
+): RepoError {
   return new RepoError(`${label}: ${quote(rel)} ${how} while the repo was read; load it again once nothing changes it`);
 }
 
@@ -59,7 +70,13 @@ export function swapped(label: string, rel: string, how = "was replaced (by a sy
  * Opens the directory `name` in `parent` refusing a symlink (O_NOFOLLOW), and checks it is the
  * directory `expect` (dev, ino) the walk saw: anything else is a RepoError naming `rel`.
  */
-export function openDirAt(parent: number, name: string, expect: DirId, label: string, rel: string | (() => string)): number {
+export function openDirAt(
+  parent: number,
+  name: string,
+  expect: DirId,
+  label: string,
+  rel: string | (() => string),
+): number {
   const { fd, st } = enterDir(parent, name, label, rel);
   if (st.dev !== expect.dev || st.ino !== expect.ino) {
     fss.closeSync(fd);
@@ -72,7 +89,12 @@ export function openDirAt(parent: number, name: string, expect: DirId, label: st
  * Opens the directory `name` in `parent` refusing a symlink (O_NOFOLLOW): its fd and what it is.
  * Anything but a directory there now is a RepoError naming `rel`.
  */
-export function enterDir(parent: number, name: string, label: string, rel: string | (() => string)): { fd: number; st: fss.Stats } {
+export function enterDir(
+  parent: number,
+  name: string,
+  label: string,
+  rel: string | (() => string),
+): { fd: number; st: fss.Stats } {
   const named = () => (typeof rel === "string" ? rel : rel());
   let fd: number;
   try {
@@ -96,7 +118,8 @@ export function openFileAt(dir: number, rel: string): { fd: number; size: number
   let fd: number | undefined;
   try {
     let cur = dir;
-    for (const c of comps.slice(0, -1)) parents.push((cur = fss.openSync(at(cur, c), fsc.O_RDONLY | fsc.O_DIRECTORY | fsc.O_NOFOLLOW)));
+    for (const c of comps.slice(0, -1))
+      parents.push((cur = fss.openSync(at(cur, c), fsc.O_RDONLY | fsc.O_DIRECTORY | fsc.O_NOFOLLOW)));
     fd = fss.openSync(at(cur, comps.at(-1)!), fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK);
     const st = fss.fstatSync(fd);
     if (st.isFile()) return { fd, size: st.size };

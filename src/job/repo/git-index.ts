@@ -99,6 +99,7 @@ function varint(buf: Buffer, p: number, end: number): [number, number] {
 
 function addPath(tree: PathTree, name: string): void {
   const comps = name.endsWith("/") ? name.slice(0, -1).split("/") : name.split("/"); // a sparse index's directory entries end in "/"
-  if (comps.length > LIMITS.depth || comps.some((c) => c === "" || c === "." || c === "..")) bad("not a clean relative path");
+  if (comps.length > LIMITS.depth || comps.some((c) => c === "" || c === "." || c === ".."))
+    bad("not a clean relative path");
   tree.dirs(comps, comps.length);
 }

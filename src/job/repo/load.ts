@@ -15,7 +15,13 @@ import { checkSource, type SourceRules } from "./source.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";
 import { PatchbayError } from "../../core/errors.js";
 
-export { DEFAULT_REPO_MAX_BYTES, DEFAULT_REPO_MAX_ENTRIES, LIMITS as REPO_LIMITS, RepoError, type RepoArchive } from "./common.js";
+export {
+  DEFAULT_REPO_MAX_BYTES,
+  DEFAULT_REPO_MAX_ENTRIES,
+  LIMITS as REPO_LIMITS,
+  RepoError,
+  type RepoArchive,
+} from "./common.js";
 
 export type RepoSource = { path: string } | { git: string; ref?: string } | { archive: string };
 
@@ -53,7 +59,10 @@ export async function repoArchive(given: RepoSource, opts: RepoArchiveOptions = 
   // The worker's admission held the repo to these rules already (src/job/repo/source-check.ts); they
   // hold here too, where the host is read, and a local repo is read at the real path checked.
   const v = opts.sources ? checkSource(given, opts.sources) : { ok: true as const, repo: given };
-  if (!v?.ok) throw new RepoError(`repo${v ? `.${v.field}` : ""}: refused by this worker's rules for a job's repo (PATCHBAY_LOCAL_REPO_ROOTS, PATCHBAY_API_GIT_HOSTS)`);
+  if (!v?.ok)
+    throw new RepoError(
+      `repo${v ? `.${v.field}` : ""}: refused by this worker's rules for a job's repo (PATCHBAY_LOCAL_REPO_ROOTS, PATCHBAY_API_GIT_HOSTS)`,
+    );
   const repo: RepoSource = v.repo;
   const max = opts.maxBytes ?? DEFAULT_REPO_MAX_BYTES;
   const maxEntries = opts.maxEntries ?? DEFAULT_REPO_MAX_ENTRIES;
@@ -64,9 +73,20 @@ export async function repoArchive(given: RepoSource, opts: RepoArchiveOptions = 
     return dirArchive(path.resolve(repo.path), true, max, maxEntries, `repo.path ${repo.path}`);
   }
   if ("git" in repo) {
-    if (!opts.git) throw new PatchbayError("usage", "repoArchive: a { git } repo needs opts.git (the host's environment and credentials, from the Config)");
+    if (!opts.git)
+      throw new PatchbayError(
+        "usage",
+        "repoArchive: a { git } repo needs opts.git (the host's environment and credentials, from the Config)",
+      );
     const followRedirects = opts.sources?.gitHosts === undefined; // a listed host's redirect could lead anywhere
-    const { dir, commit } = await cloneRepo(repo.git, repo.ref, { timeoutSec: opts.gitTimeoutSec ?? 600, max, maxEntries, env: opts.git.env, credentials: opts.git.credentials, followRedirects });
+    const { dir, commit } = await cloneRepo(repo.git, repo.ref, {
+      timeoutSec: opts.gitTimeoutSec ?? 600,
+      max,
+      maxEntries,
+      env: opts.git.env,
+      credentials: opts.git.credentials,
+      followRedirects,
+    });
     const rm = () => fs.rm(dir, { recursive: true, force: true });
     try {
       // A fresh clone has nothing ignored worth filtering: it is tarred whole.
@@ -86,7 +106,16 @@ export async function repoArchive(given: RepoSource, opts: RepoArchiveOptions = 
  * made (e.g. cloned while the sandbox was starting); its cleanup is done here either way.
  */
 /** `pack: false`: git in the sandbox writes every object itself (the worker's pack left out: a test's reference). */
-export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveOptions & { prepared?: Promise<RepoArchive>; via?: "stream" | "archive"; deferAgentRepo?: boolean; pack?: false } = {}): Promise<LoadedRepo> {
+export async function loadRepo(
+  sb: Sandbox,
+  repo: RepoSource,
+  opts: RepoArchiveOptions & {
+    prepared?: Promise<RepoArchive>;
+    via?: "stream" | "archive";
+    deferAgentRepo?: boolean;
+    pack?: false;
+  } = {},
+): Promise<LoadedRepo> {
   const t0 = Date.now();
   const archive = await (opts.prepared ?? repoArchive(repo, opts));
   // A repo found bad while it streams (an archive changed since its scan, a file grown past the
@@ -94,13 +123,22 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   let broken: unknown;
   archive.stream.once("error", (err) => (broken = err));
   // The worker's tree of what it sent is made while the sandbox's tar writes the last bytes.
-  if (opts.pack !== false) archive.stream.once("end", () => void sb.splitsStdin().then((yes) => yes && archive.blobs.tree()).catch(() => {}));
+  if (opts.pack !== false)
+    archive.stream.once(
+      "end",
+      () =>
+        void sb
+          .splitsStdin()
+          .then((yes) => yes && archive.blobs.tree())
+          .catch(() => {}),
+    );
   // Into a fresh workspace, every file is written from here on (the baseline's smudge uses it).
   const loadedSince = Math.floor(Date.now() / 1000);
   try {
     // Through tar in the sandbox (one exec); the archive API where the image has no tar (`via`
     // "archive" takes it anyway: the tests hold the two to the same tree).
-    if (opts.via === "archive" || !(await sb.putTarStream("/workspace", archive.stream))) await sb.files.putArchive("/workspace", archive.stream);
+    if (opts.via === "archive" || !(await sb.putTarStream("/workspace", archive.stream)))
+      await sb.files.putArchive("/workspace", archive.stream);
     if (broken) throw broken; // a stream cut short is never a loaded repo
   } catch (err) {
     throw broken instanceof RepoError ? broken : err;
@@ -118,7 +156,15 @@ export async function loadRepo(sb: Sandbox, repo: RepoSource, opts: RepoArchiveO
   const b = await takeBaseline(sb, archive.symlinks, { pack, sent, loadedSince, deferSmudge: opts.deferAgentRepo });
   const baseline = opts.deferAgentRepo ? b.tree : await b.checked;
   if (!opts.deferAgentRepo) await b.agentRepo;
-  return { baseline, agentRepo: b.agentRepo, checked: b.checked, files: archive.files, bytes: archive.bytes, ms: Date.now() - t0, ...(archive.commit ? { commit: archive.commit } : {}) };
+  return {
+    baseline,
+    agentRepo: b.agentRepo,
+    checked: b.checked,
+    files: archive.files,
+    bytes: archive.bytes,
+    ms: Date.now() - t0,
+    ...(archive.commit ? { commit: archive.commit } : {}),
+  };
 }
 
 /** A new baseline: the tree of /workspace as it is now (e.g. after setup commands, whose output is not the agent's change). */

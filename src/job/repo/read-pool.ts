@@ -109,7 +109,11 @@ export class ReadAhead {
     this.threads = threadCount > 0 ? readerThreads(threadCount) : [];
     this.cursor = new DirCursor(root.fd, dirs, label);
     for (let i = 0, turn = 0; this.threads.length && i < files.length; i += BATCH_FILES)
-      this.segments.push({ start: i, end: Math.min(files.length, i + BATCH_FILES), thread: this.threads[turn++ % this.threads.length]! });
+      this.segments.push({
+        start: i,
+        end: Math.min(files.length, i + BATCH_FILES),
+        thread: this.threads[turn++ % this.threads.length]!,
+      });
   }
 
   /** Sends the batches from segment `from` on that are not out yet, up to PER_THREAD per thread. */
@@ -126,7 +130,8 @@ export class ReadAhead {
     let sent = this.sent.get(t);
     if (!sent) this.sent.set(t, (sent = new Uint8Array(this.dirs.length)));
     const out: [number, Dir][] = [];
-    for (const f of files) for (let d = f.dir; d >= 0 && !sent[d]; d = this.dirs[d]!.parent) (sent[d] = 1), out.push([d, this.dirs[d]!]);
+    for (const f of files)
+      for (let d = f.dir; d >= 0 && !sent[d]; d = this.dirs[d]!.parent) ((sent[d] = 1), out.push([d, this.dirs[d]!]));
     return out;
   }
 
@@ -165,7 +170,10 @@ export class ReadAhead {
     this.fill(this.seg);
     const r = await seg.reply!;
     const got = r.files[i - seg.start];
-    if (!got && r.error) throw r.error.repo ? new RepoError(r.error.message) : Object.assign(new Error(r.error.message), r.error.code ? { code: r.error.code } : {});
+    if (!got && r.error)
+      throw r.error.repo
+        ? new RepoError(r.error.message)
+        : Object.assign(new Error(r.error.message), r.error.code ? { code: r.error.code } : {});
     if (!got) {
       // The batch's bytes were spent: the rest of it is the next batch, asked for now.
       this.segments.splice(this.seg + 1, 0, { start: i, end: seg.end, thread: seg.thread });
@@ -178,7 +186,14 @@ export class ReadAhead {
     header.mtime = new Date(got.mtime);
     const body = Buffer.from(r.buffer, got.off, got.len);
     if (!got.obj) return { body };
-    return { body, object: { sha: Buffer.from(got.obj.sha, "hex"), body: Buffer.from(r.objects, got.obj.off, got.obj.len), crc: got.obj.crc } };
+    return {
+      body,
+      object: {
+        sha: Buffer.from(got.obj.sha, "hex"),
+        body: Buffer.from(r.objects, got.obj.off, got.obj.len),
+        crc: got.obj.crc,
+      },
+    };
   }
 
   /** A file the threads left (large, or no threads), read on the main thread as every file was before them. */

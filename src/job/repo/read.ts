@@ -34,11 +34,14 @@ export class DirCursor {
     if (!this.stack.length) throw new Error("the repo's directory was closed");
     const chain: number[] = [];
     let d = dir;
-    while (this.stack[this.dirs[d]!.depth]?.dir !== d) chain.push(d), (d = this.dirs[d]!.parent);
+    while (this.stack[this.dirs[d]!.depth]?.dir !== d) (chain.push(d), (d = this.dirs[d]!.parent));
     this.pop(this.dirs[d]!.depth + 1);
     for (let i = chain.length - 1; i >= 0; i--) {
       const id = chain[i]!;
-      this.stack.push({ dir: id, fd: openDirAt(this.stack.at(-1)!.fd, this.dirs[id]!.name, this.dirs[id]!, this.label, () => this.rel(id)) });
+      this.stack.push({
+        dir: id,
+        fd: openDirAt(this.stack.at(-1)!.fd, this.dirs[id]!.name, this.dirs[id]!, this.label, () => this.rel(id)),
+      });
     }
     return this.stack.at(-1)!.fd;
   }
@@ -139,7 +142,15 @@ export interface ReadRequest {
  * Per file: where its bytes are in the buffer, its mode and mtime (ms), and where its pack object
  * is in `objects`; or `defer` (the main thread reads it).
  */
-export type ReadResult = { off: number; len: number; mode: number; mtime: number; obj?: { off: number; len: number; crc: number; sha: string } } | { defer: true };
+export type ReadResult =
+  | {
+      off: number;
+      len: number;
+      mode: number;
+      mtime: number;
+      obj?: { off: number; len: number; crc: number; sha: string };
+    }
+  | { defer: true };
 
 export interface ReadReply {
   id: number;
@@ -170,7 +181,8 @@ export function readBatch(req: ReadRequest, dirs: Dir[]): ReadReply {
   let error: ReadReply["error"];
   try {
     const st = fss.fstatSync(req.root);
-    if (st.dev !== req.rootId.dev || st.ino !== req.rootId.ino) throw new Error("the repo's root directory is not the one the walk read");
+    if (st.dev !== req.rootId.dev || st.ino !== req.rootId.ino)
+      throw new Error("the repo's root directory is not the one the walk read");
     for (const f of req.files) {
       const { fd, st } = openNoFollow(cursor.fd(f.dir), f.name, req.label);
       try {

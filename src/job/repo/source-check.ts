@@ -17,23 +17,41 @@ type SourceConfig = Pick<Config, "localRepoRoots" | "apiGitHosts">;
 /** The rules for a job of this origin on this worker; anything but "operator" is the API's. */
 export function workerSourceRules(origin: unknown, config: SourceConfig): SourceRules {
   const operator = origin === "operator";
-  return { roots: config.localRepoRoots ?? (operator ? undefined : []), gitHosts: operator ? undefined : config.apiGitHosts };
+  return {
+    roots: config.localRepoRoots ?? (operator ? undefined : []),
+    gitHosts: operator ? undefined : config.apiGitHosts,
+  };
 }
 
 /**
  * The spec with its repo as the worker is to read it (a local one at its checked real path), or
  * the one-line refusal. The refusal of a local repo is the same for every path, there or not.
  */
-export function admitSource(spec: JobSpec, origin: unknown, config: SourceConfig): { spec: JobSpec } | { refused: string } {
+export function admitSource(
+  spec: JobSpec,
+  origin: unknown,
+  config: SourceConfig,
+): { spec: JobSpec } | { refused: string } {
   const rules = workerSourceRules(origin, config);
   const v = checkSource(spec.repo, rules);
   if (!v) return { refused: "repo: expected exactly one of { path }, { git, ref? }, { archive }" };
   if (v.ok) return { spec: { ...spec, repo: v.repo } };
   const field = `repo.${v.field}`;
   if (v.why === "unsupported") return { refused: `${field}: not a git URL a worker clones: ${v.detail}` };
-  if (v.why === "host") return { refused: `${field}: this worker clones a job from the HTTP API only from the hosts of PATCHBAY_API_GIT_HOSTS (${rules.gitHosts!.join(", ")}); ${JSON.stringify(v.detail)} is not one of them` };
+  if (v.why === "host")
+    return {
+      refused: `${field}: this worker clones a job from the HTTP API only from the hosts of PATCHBAY_API_GIT_HOSTS (${rules.gitHosts!.join(", ")}); ${JSON.stringify(v.detail)} is not one of them`,
+    };
   const roots = config.localRepoRoots;
-  if (roots === undefined) return { refused: `${field}: this worker reads the local repo of a job from the HTTP API (or of one that does not say who enqueued it) only under PATCHBAY_LOCAL_REPO_ROOTS, which it does not set; send { "git": URL }` };
-  if (!roots.length) return { refused: `${field}: this worker reads no local repo (PATCHBAY_LOCAL_REPO_ROOTS=none); send { "git": URL }` };
-  return { refused: `${field}: this worker reads a local repo only under PATCHBAY_LOCAL_REPO_ROOTS (${roots.join(", ")}); send { "git": URL } for another` };
+  if (roots === undefined)
+    return {
+      refused: `${field}: this worker reads the local repo of a job from the HTTP API (or of one that does not say who enqueued it) only under PATCHBAY_LOCAL_REPO_ROOTS, which it does not set; send { "git": URL }`,
+    };
+  if (!roots.length)
+    return {
+      refused: `${field}: this worker reads no local repo (PATCHBAY_LOCAL_REPO_ROOTS=none); send { "git": URL }`,
+    };
+  return {
+    refused: `${field}: this worker reads a local repo only under PATCHBAY_LOCAL_REPO_ROOTS (${roots.join(", ")}); send { "git": URL } for another`,
+  };
 }

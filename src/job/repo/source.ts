@@ -29,9 +29,17 @@ export type SourceClass =
   /** A `{ git }` value no worker clones; `why` says what it is. */
   | { kind: "unsupported"; field: "git"; why: string };
 
-const SCHEMES: Record<string, "https" | "http" | "ssh" | "git"> = { https: "https", http: "http", ssh: "ssh", "git+ssh": "ssh", "ssh+git": "ssh", git: "git" };
+const SCHEMES: Record<string, "https" | "http" | "ssh" | "git"> = {
+  https: "https",
+  http: "http",
+  ssh: "ssh",
+  "git+ssh": "ssh",
+  "ssh+git": "ssh",
+  git: "git",
+};
 // userinfo (no `@`, `/`, `\`, space or control), a DNS name or IPv4 or [IPv6], a port.
-const AUTHORITY = /^(?:[^@/\\?#\s\u0000-\u001f\u007f]*@)?(\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?)(?::(\d{1,5}))?$/i;
+const AUTHORITY =
+  /^(?:[^@/\\?#\s\u0000-\u001f\u007f]*@)?(\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?)(?::(\d{1,5}))?$/i;
 // scp-like `[user@]host:path`: what ssh would be run with.
 const SCP_HOST = /^(?:[a-z0-9._-]+@)?([a-z0-9](?:[a-z0-9._-]*[a-z0-9])?)$/i;
 
@@ -41,7 +49,8 @@ export function classifyGit(url: string): SourceClass {
   if (url.startsWith("-")) return no("it starts with '-', which git would read as an option");
   if (/[\u0000-\u001f\u007f]/.test(url)) return no("it holds a control character");
   const helper = /^([a-z][a-z0-9+.-]*)::/i.exec(url);
-  if (helper) return no(`it names git's transport helper "${helper[1]!.slice(0, 40)}::", which runs a program on the worker`);
+  if (helper)
+    return no(`it names git's transport helper "${helper[1]!.slice(0, 40)}::", which runs a program on the worker`);
   if (/^file:/i.test(url)) {
     try {
       return { kind: "local", field: "git", path: fileURLToPath(url) };
@@ -159,10 +168,14 @@ export function checkSource(repo: unknown, rules: SourceRules): SourceVerdict | 
   const withRef = typeof ref === "string" ? { ref } : {};
   if (c.kind === "unsupported") return { ok: false, field: "git", why: "unsupported", detail: c.why };
   if (c.kind === "remote") {
-    if (rules.gitHosts && !hostAllowed(c, rules.gitHosts)) return { ok: false, field: "git", why: "host", detail: c.port ? `${c.host}:${c.port}` : c.host };
+    if (rules.gitHosts && !hostAllowed(c, rules.gitHosts))
+      return { ok: false, field: "git", why: "host", detail: c.port ? `${c.host}:${c.port}` : c.host };
     return { ok: true, repo: { git: (repo as { git: string }).git, ...withRef } };
   }
   const real = rules.roots === undefined ? c.path : checkLocalPath(c.path, rules.roots);
   if (real === undefined) return { ok: false, field: c.field, why: "local" };
-  return { ok: true, repo: c.field === "git" ? { git: real, ...withRef } : c.field === "path" ? { path: real } : { archive: real } };
+  return {
+    ok: true,
+    repo: c.field === "git" ? { git: real, ...withRef } : c.field === "path" ? { path: real } : { archive: real },
+  };
 }

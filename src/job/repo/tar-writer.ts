@@ -30,7 +30,8 @@ function split(name: string): { name: string; prefix: string } | undefined {
   if (!ascii(name)) return undefined;
   if (name.length <= 100) return { name, prefix: "" };
   // The prefix is everything before a "/" such that the rest fits in 100 bytes.
-  for (let i = name.indexOf("/"); i !== -1 && i <= 155; i = name.indexOf("/", i + 1)) if (name.length - i - 1 <= 100 && i > 0) return { name: name.slice(i + 1), prefix: name.slice(0, i) };
+  for (let i = name.indexOf("/"); i !== -1 && i <= 155; i = name.indexOf("/", i + 1))
+    if (name.length - i - 1 <= 100 && i > 0) return { name: name.slice(i + 1), prefix: name.slice(0, i) };
   return undefined;
 }
 
@@ -72,7 +73,19 @@ function octal(buf: Buffer, at: number, width: number, value: number): number {
 }
 
 /** A ustar header block at `at` in `buf`. */
-function ustar(buf: Buffer, at: number, name: string, prefix: string, type: string, mode: number, size: number, mtime: number, linkname: string, uid: number, gid: number): void {
+function ustar(
+  buf: Buffer,
+  at: number,
+  name: string,
+  prefix: string,
+  type: string,
+  mode: number,
+  size: number,
+  mtime: number,
+  linkname: string,
+  uid: number,
+  gid: number,
+): void {
   TEMPLATE.copy(buf, at);
   let sum = TEMPLATE_SUM - 8 * 0x20;
   sum += text(buf, at, name, 100);
@@ -110,24 +123,45 @@ export class TarWriter {
     const names = split(h.name);
     const linkOk = ascii(linkname) && linkname.length <= 100;
     // A NUL would end the name or target for every reader: what was checked is not what is written.
-    if (h.name.includes("\0") || linkname.includes("\0")) throw new Error(`tar: a name or link target with a NUL byte is not written: ${JSON.stringify(h.name.slice(0, 200))}`);
+    if (h.name.includes("\0") || linkname.includes("\0"))
+      throw new Error(
+        `tar: a name or link target with a NUL byte is not written: ${JSON.stringify(h.name.slice(0, 200))}`,
+      );
     const type = TYPE[h.type];
     if (!type) throw new Error(`tar: no entry of type ${JSON.stringify(h.type)} is written`);
     const mode = h.mode ?? 0o644;
     const uid = h.uid ?? 0;
     const gid = h.gid ?? 0;
     if (!names || !linkOk || size > MAX_SIZE) {
-      const pax = Buffer.from((names ? "" : paxRecord("path", h.name)) + (linkOk ? "" : paxRecord("linkpath", linkname)) + (size > MAX_SIZE ? paxRecord("size", String(size)) : ""));
+      const pax = Buffer.from(
+        (names ? "" : paxRecord("path", h.name)) +
+          (linkOk ? "" : paxRecord("linkpath", linkname)) +
+          (size > MAX_SIZE ? paxRecord("size", String(size)) : ""),
+      );
       this.block((b, at) => ustar(b, at, "PaxHeader", "", "x", mode, pax.length, mtime, "", uid, gid));
       this.data(pax);
       this.pad(pax.length);
     }
-    this.block((b, at) => ustar(b, at, names?.name ?? "PaxHeader", names?.prefix ?? "", type, mode, size > MAX_SIZE ? 0 : size, mtime, linkOk ? linkname : "", uid, gid));
+    this.block((b, at) =>
+      ustar(
+        b,
+        at,
+        names?.name ?? "PaxHeader",
+        names?.prefix ?? "",
+        type,
+        mode,
+        size > MAX_SIZE ? 0 : size,
+        mtime,
+        linkOk ? linkname : "",
+        uid,
+        gid,
+      ),
+    );
   }
 
   /** Bytes of the current file. */
   data(bytes: Buffer): void {
-    for (let i = 0; i < bytes.length; ) {
+    for (let i = 0; i < bytes.length;) {
       if (this.at === CHUNK) this.flush();
       if (this.at === 0 && bytes.length - i >= CHUNK) {
         // A large piece goes out as it is, not copied.

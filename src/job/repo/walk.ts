@@ -8,7 +8,20 @@
 import fss from "node:fs";
 import ignore from "ignore";
 import { at, enterDir, openError, openRoot, readSmallAt, self, swapped } from "./dir-at.js";
-import { breathe, Budget, LIMITS, OWNER, packed, PathTree, quote, RepoError, tooLarge, type Header, type Item, type RepoArchive } from "./common.js";
+import {
+  breathe,
+  Budget,
+  LIMITS,
+  OWNER,
+  packed,
+  PathTree,
+  quote,
+  RepoError,
+  tooLarge,
+  type Header,
+  type Item,
+  type RepoArchive,
+} from "./common.js";
 import { trackedPaths } from "./git-index.js";
 import { BlobPack } from "./blob-pack.js";
 import { DEFAULT_READER_THREADS, ReadAhead, readerThreads } from "./read-pool.js";
@@ -27,7 +40,14 @@ type Walk = { filter: boolean; tracked: PathTree; budget: Budget; out: (Item & {
 export const walkHooks: { beforeOpenDir?: (rel: string) => void; afterWalk?: () => void } = {};
 
 /** `rm`: run at cleanup (a host-side clone's removal); `threads`: reader threads (0: all on the event loop, as a test's reference). */
-export async function dirArchive(root: string, filter: boolean, max: number, maxEntries: number, label: string, opts: { rm?: () => Promise<void>; threads?: number } = {}): Promise<RepoArchive> {
+export async function dirArchive(
+  root: string,
+  filter: boolean,
+  max: number,
+  maxEntries: number,
+  label: string,
+  opts: { rm?: () => Promise<void>; threads?: number } = {},
+): Promise<RepoArchive> {
   const { rm, threads = DEFAULT_READER_THREADS } = opts;
   const top = openRoot(root);
   let w: Walk;
@@ -36,14 +56,27 @@ export async function dirArchive(root: string, filter: boolean, max: number, max
   const blobs = new BlobPack();
   try {
     if (threads) readerThreads(threads); // started (once per process) while the walk runs
-    w = { filter, tracked: filter ? await trackedPaths(top.fd, maxEntries) : new PathTree(), budget: new Budget(label, maxEntries), out: [], dirs: [{ ...top.id, parent: -1, name: "", depth: 0 }] };
+    w = {
+      filter,
+      tracked: filter ? await trackedPaths(top.fd, maxEntries) : new PathTree(),
+      budget: new Budget(label, maxEntries),
+      out: [],
+      dirs: [{ ...top.id, parent: -1, name: "", depth: 0 }],
+    };
     const exclude = filter ? ignoreFile(label, top.fd, ".git/info/exclude", ".git/info/exclude") : "";
     await walk(w, top.fd, "", 0, 0, 0, exclude ? [{ base: "", ig: ignore().add(exclude) }] : []); // info/exclude ranks below every .gitignore
     files = w.out.filter((i): i is FileItem => i.header.type === "file");
     // The files' bodies, read ahead on the reader threads in the walk's order; the root stays open
     // until no thread reads from it, and is closed at the end or on cleanup.
     walkHooks.afterWalk?.();
-    ahead = new ReadAhead(top, w.dirs, files.map((f) => ({ dir: f.dir, name: f.header.name })), label, () => !blobs.full, threads);
+    ahead = new ReadAhead(
+      top,
+      w.dirs,
+      files.map((f) => ({ dir: f.dir, name: f.header.name })),
+      label,
+      () => !blobs.full,
+      threads,
+    );
   } catch (err) {
     fss.closeSync(top.fd);
     throw err;
@@ -96,7 +129,8 @@ export async function dirArchive(root: string, filter: boolean, max: number, max
 function ignoreFile(label: string, dir: number, rel: string, name: string): string {
   const got = readSmallAt(dir, rel, LIMITS.ignoreFileBytes);
   if (got === undefined) return "";
-  if (!Buffer.isBuffer(got)) throw new RepoError(`${label}: ${quote(name)} is larger than ${LIMITS.ignoreFileBytes} bytes`);
+  if (!Buffer.isBuffer(got))
+    throw new RepoError(`${label}: ${quote(name)} is larger than ${LIMITS.ignoreFileBytes} bytes`);
   return got.toString("utf8");
 }
 
@@ -159,23 +193,48 @@ async function readNames(label: string, dir: number, rel: string): Promise<{ nam
  * (0 for the root), or -1 when nothing under rel is tracked. A file is not stat'ed here: its
  * size, mode and mtime are what its read finds (repo-read.ts).
  */
-async function walk(w: Walk, fd: number, rel: string, id: number, depth: number, node: number, rules: Rules): Promise<void> {
+async function walk(
+  w: Walk,
+  fd: number,
+  rel: string,
+  id: number,
+  depth: number,
+  node: number,
+  rules: Rules,
+): Promise<void> {
   const label = w.budget.label;
   const entries = await readNames(label, fd, rel);
-  const gitignore = w.filter && entries.some((e) => e.name === ".gitignore") ? ignoreFile(label, fd, ".gitignore", rel ? `${rel}/.gitignore` : ".gitignore") : "";
+  const gitignore =
+    w.filter && entries.some((e) => e.name === ".gitignore")
+      ? ignoreFile(label, fd, ".gitignore", rel ? `${rel}/.gitignore` : ".gitignore")
+      : "";
   if (gitignore) rules = [...rules, { base: rel, ig: ignore().add(gitignore) }];
   for (const { name: n, kind } of entries) {
     await breathe();
     const name = rel ? `${rel}/${n}` : n;
     const bytes = Buffer.byteLength(name);
-    if (bytes > LIMITS.pathBytes) throw new RepoError(`${label}: the path ${quote(name)} is longer than ${LIMITS.pathBytes} bytes`);
-    if (depth + 1 > LIMITS.depth) throw new RepoError(`${label}: the path ${quote(name)} is deeper than ${LIMITS.depth} directories`);
+    if (bytes > LIMITS.pathBytes)
+      throw new RepoError(`${label}: the path ${quote(name)} is longer than ${LIMITS.pathBytes} bytes`);
+    if (depth + 1 > LIMITS.depth)
+      throw new RepoError(`${label}: the path ${quote(name)} is deeper than ${LIMITS.depth} directories`);
     // A name that is not UTF-8 comes back from readdir with U+FFFD in it: it could not be opened,
     // or would open a valid name spelt so (and that entry be written twice). Such names are refused.
-    if (n.includes("\uFFFD")) throw new RepoError(`${label}: the file name ${quote(name)} is not valid UTF-8 (or holds U+FFFD)`);
+    if (n.includes("\uFFFD"))
+      throw new RepoError(`${label}: the file name ${quote(name)} is not valid UTF-8 (or holds U+FFFD)`);
     // A symlink's mtime, and what an entry is where readdir did not say, come from its lstat.
-    const st = kind === undefined || kind === "symlink" ? fsCall(label, name, () => fss.lstatSync(at(fd, n))) : undefined;
-    const type = st ? (st.isSymbolicLink() ? "symlink" : st.isDirectory() ? "directory" : st.isFile() ? "file" : undefined) : kind === "other" ? undefined : kind;
+    const st =
+      kind === undefined || kind === "symlink" ? fsCall(label, name, () => fss.lstatSync(at(fd, n))) : undefined;
+    const type = st
+      ? st.isSymbolicLink()
+        ? "symlink"
+        : st.isDirectory()
+          ? "directory"
+          : st.isFile()
+            ? "file"
+            : undefined
+      : kind === "other"
+        ? undefined
+        : kind;
     const isGit = name === ".git";
     // Sockets, fifos and devices are skipped; so is a `.git` file, which points outside the repo.
     if (!type || (isGit && type !== "directory")) continue;
@@ -187,14 +246,33 @@ async function walk(w: Walk, fd: number, rel: string, id: number, depth: number,
       continue;
     }
     if (type === "symlink") {
-      w.out.push({ header: { name, type, mode: 0o777, size: 0, mtime: mtimeOf(st!), linkname: readLink(label, at(fd, n), name), ...OWNER } });
+      w.out.push({
+        header: {
+          name,
+          type,
+          mode: 0o777,
+          size: 0,
+          mtime: mtimeOf(st!),
+          linkname: readLink(label, at(fd, n), name),
+          ...OWNER,
+        },
+      });
       continue;
     }
     // Entered through an fd of its own, opened without following a symlink: what it is now is what is recorded.
     walkHooks.beforeOpenDir?.(name);
     const child = enterDir(fd, n, label, name);
     // Owner rwx on directories, or uid 1000 could not write where the repo's owner could.
-    w.out.push({ header: { name: `${name}/`, type, mode: (child.st.mode & 0o777) | 0o700, size: 0, mtime: mtimeOf(child.st), ...OWNER } });
+    w.out.push({
+      header: {
+        name: `${name}/`,
+        type,
+        mode: (child.st.mode & 0o777) | 0o700,
+        size: 0,
+        mtime: mtimeOf(child.st),
+        ...OWNER,
+      },
+    });
     const childId = w.dirs.push({ dev: child.st.dev, ino: child.st.ino, parent: id, name: n, depth: depth + 1 }) - 1;
     try {
       // `.git` itself is always whole: the history must be there.

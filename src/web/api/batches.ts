@@ -5,7 +5,19 @@ import { z } from "zod";
 import { BatchClient, checkBatchName, parseBatchFile, summaryMarkdown } from "../../batch/batches.js";
 import type { PatchbayClient } from "../../queue/client.js";
 import { JOB_STATUSES, JobSpecError, type JobStatus } from "../../core/spec/spec.js";
-import { BatchCancelBody, BatchCreated, BatchId, BatchList, BatchRetryBody, BatchRetryRequest, BatchStatusBody, BatchSubmitQuery, BatchSummaryBody, json, problems } from "./schemas.js";
+import {
+  BatchCancelBody,
+  BatchCreated,
+  BatchId,
+  BatchList,
+  BatchRetryBody,
+  BatchRetryRequest,
+  BatchStatusBody,
+  BatchSubmitQuery,
+  BatchSummaryBody,
+  json,
+  problems,
+} from "./schemas.js";
 import { BadRequest } from "./problem.js";
 import { repoRootProblem, type ApiSourceRules } from "./repo-roots.js";
 import { BatchFileError } from "../../batch/batch-file.js";
@@ -21,7 +33,8 @@ function submitOptions(q: Record<string, unknown>): { name?: string; budgetUsd?:
   const name = typeof q.name === "string" && q.name !== "" ? checkBatchName(q.name) : undefined;
   const raw = q.budgetUsd;
   const budgetUsd = raw === undefined || raw === "" ? undefined : Number(raw);
-  if (budgetUsd !== undefined && !(Number.isFinite(budgetUsd) && budgetUsd > 0)) throw new JobSpecError(`budgetUsd must be a positive number (got ${JSON.stringify(String(raw).slice(0, 40))})`);
+  if (budgetUsd !== undefined && !(Number.isFinite(budgetUsd) && budgetUsd > 0))
+    throw new JobSpecError(`budgetUsd must be a positive number (got ${JSON.stringify(String(raw).slice(0, 40))})`);
   return { ...(name !== undefined ? { name } : {}), ...(budgetUsd !== undefined ? { budgetUsd } : {}) };
 }
 
@@ -46,66 +59,154 @@ function submitRoute(app: FastifyInstance, batches: BatchClient, sources: ApiSou
     operationId: "submitBatch",
     tags: ["batches"],
     summary: "Submit a batch",
-    description: "The body is a tasks.jsonl: one JobSpec as JSON per line, blank lines skipped (`patchbay batch submit`'s file). Every line is checked first; one bad line enqueues nothing and `errors` names each (`body:3: invalid JobSpec: …`). Line N's job is <batch>-L<N>. The same body again under the same name enqueues nothing new (200).",
+    description:
+      "The body is a tasks.jsonl: one JobSpec as JSON per line, blank lines skipped (`patchbay batch submit`'s file). Every line is checked first; one bad line enqueues nothing and `errors` names each (`body:3: invalid JobSpec: …`). Line N's job is <batch>-L<N>. The same body again under the same name enqueues nothing new (200).",
     consumes: NDJSON,
     body: z.string().register(apiRegistry, { description: "one JobSpec per line" }),
     querystring: BatchSubmitQuery,
-    response: { 201: json(BatchCreated, "enqueued"), 200: json(BatchCreated, "the same batch was there already"), ...problems(400, 401, 403, 409, 413, 415) },
+    response: {
+      201: json(BatchCreated, "enqueued"),
+      200: json(BatchCreated, "the same batch was there already"),
+      ...problems(400, 401, 403, 409, 413, 415),
+    },
   };
   app.post("/batches", { schema, bodyLimit: BATCH_BODY_LIMIT }, async (req, reply) => {
     const opts = submitOptions(req.query as Record<string, unknown>);
     if (typeof req.body !== "string") throw new BadRequest(`send the lines as ${NDJSON.join(", ")}`);
     checkLines(req.body, sources);
     const r = await batches.submit(parseBatchFile(req.body, "body"), opts);
-    return reply.code(r.added ? 201 : 200).header("Location", `/api/v1/batches/${encodeURIComponent(r.batchId)}`).send(r);
+    return reply
+      .code(r.added ? 201 : 200)
+      .header("Location", `/api/v1/batches/${encodeURIComponent(r.batchId)}`)
+      .send(r);
   });
 }
 
 function readRoutes(app: FastifyInstance, batches: BatchClient): void {
-  const listQuery = z.object({ limit: z.string().optional().register(apiRegistry, { description: "1 to 500; default 50" }) });
-  app.get("/batches", { schema: { operationId: "listBatches", tags: ["batches"], summary: "Batches, newest first", querystring: listQuery, response: { 200: json(BatchList, "the batches"), ...problems(400, 401) } } }, async (req) => {
-    const text = (req.query as { limit?: unknown }).limit;
-    const limit = text === undefined ? 50 : Number(text);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new BadRequest(`bad limit "${String(text).slice(0, 40)}": 1 to 500`);
-    return { batches: await batches.list({ limit }) };
+  const listQuery = z.object({
+    limit: z.string().optional().register(apiRegistry, { description: "1 to 500; default 50" }),
   });
+  app.get(
+    "/batches",
+    {
+      schema: {
+        operationId: "listBatches",
+        tags: ["batches"],
+        summary: "Batches, newest first",
+        querystring: listQuery,
+        response: { 200: json(BatchList, "the batches"), ...problems(400, 401) },
+      },
+    },
+    async (req) => {
+      const text = (req.query as { limit?: unknown }).limit;
+      const limit = text === undefined ? 50 : Number(text);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+        throw new BadRequest(`bad limit "${String(text).slice(0, 40)}": 1 to 500`);
+      return { batches: await batches.list({ limit }) };
+    },
+  );
 
-  const statusQuery = z.object({ jobs: z.enum(["0", "1"]).optional().register(apiRegistry, { description: "1: each line's latest job too" }) });
-  app.get<ById>("/batches/:id", { schema: { operationId: "getBatch", tags: ["batches"], summary: "A batch's counts by status, spend and budget", params: BatchId, querystring: statusQuery, response: { 200: json(BatchStatusBody, "the batch"), ...problems(401, 404) } } }, async (req) =>
-    batches.status(req.params.id, { jobs: (req.query as { jobs?: unknown }).jobs === "1" }));
-
-  const summary = { description: "the summary", content: { "application/json": { schema: BatchSummaryBody }, "text/markdown": { schema: z.string().register(apiRegistry, { description: "summary.md" }) } } };
-  app.get<ById>("/batches/:id/summary", { schema: { operationId: "getBatchSummary", tags: ["batches"], summary: "A batch's summary (summary.json, or summary.md with Accept: text/markdown)", params: BatchId, response: { 200: summary, ...problems(401, 404) } } }, async (req, reply) => {
-    const s = await batches.summary(req.params.id);
-    if (/text\/markdown/.test(req.headers.accept ?? "")) return reply.type("text/markdown; charset=utf-8").send(summaryMarkdown(s));
-    return s;
+  const statusQuery = z.object({
+    jobs: z.enum(["0", "1"]).optional().register(apiRegistry, { description: "1: each line's latest job too" }),
   });
+  app.get<ById>(
+    "/batches/:id",
+    {
+      schema: {
+        operationId: "getBatch",
+        tags: ["batches"],
+        summary: "A batch's counts by status, spend and budget",
+        params: BatchId,
+        querystring: statusQuery,
+        response: { 200: json(BatchStatusBody, "the batch"), ...problems(401, 404) },
+      },
+    },
+    async (req) => batches.status(req.params.id, { jobs: (req.query as { jobs?: unknown }).jobs === "1" }),
+  );
+
+  const summary = {
+    description: "the summary",
+    content: {
+      "application/json": { schema: BatchSummaryBody },
+      "text/markdown": { schema: z.string().register(apiRegistry, { description: "summary.md" }) },
+    },
+  };
+  app.get<ById>(
+    "/batches/:id/summary",
+    {
+      schema: {
+        operationId: "getBatchSummary",
+        tags: ["batches"],
+        summary: "A batch's summary (summary.json, or summary.md with Accept: text/markdown)",
+        params: BatchId,
+        response: { 200: summary, ...problems(401, 404) },
+      },
+    },
+    async (req, reply) => {
+      const s = await batches.summary(req.params.id);
+      if (/text\/markdown/.test(req.headers.accept ?? ""))
+        return reply.type("text/markdown; charset=utf-8").send(summaryMarkdown(s));
+      return s;
+    },
+  );
 }
 
 function actionRoutes(app: FastifyInstance, batches: BatchClient): void {
-  app.post<ById>("/batches/:id/cancel", { schema: { operationId: "cancelBatch", tags: ["batches"], summary: "Cancel a batch: running jobs stop, the others will not run", params: BatchId, response: { 200: json(BatchCancelBody, "what the cancel did"), ...problems(401, 403, 404) } } }, async (req) => ({
-    batchId: req.params.id,
-    ...(await batches.cancel(req.params.id)),
-  }));
+  app.post<ById>(
+    "/batches/:id/cancel",
+    {
+      schema: {
+        operationId: "cancelBatch",
+        tags: ["batches"],
+        summary: "Cancel a batch: running jobs stop, the others will not run",
+        params: BatchId,
+        response: { 200: json(BatchCancelBody, "what the cancel did"), ...problems(401, 403, 404) },
+      },
+    },
+    async (req) => ({
+      batchId: req.params.id,
+      ...(await batches.cancel(req.params.id)),
+    }),
+  );
 
-  app.post<ById>("/batches/:id/retry", { schema: { operationId: "retryBatch", tags: ["batches"], summary: "Run again the lines whose latest job ended with some statuses", params: BatchId, body: BatchRetryRequest, response: { 200: json(BatchRetryBody, "the new jobs"), ...problems(400, 401, 403, 404) } } }, async (req) => {
-    const statuses = retryStatuses(req.body);
-    return { batchId: req.params.id, ...(await batches.retry(req.params.id, statuses ? { statuses } : {})) };
-  });
+  app.post<ById>(
+    "/batches/:id/retry",
+    {
+      schema: {
+        operationId: "retryBatch",
+        tags: ["batches"],
+        summary: "Run again the lines whose latest job ended with some statuses",
+        params: BatchId,
+        body: BatchRetryRequest,
+        response: { 200: json(BatchRetryBody, "the new jobs"), ...problems(400, 401, 403, 404) },
+      },
+    },
+    async (req) => {
+      const statuses = retryStatuses(req.body);
+      return { batchId: req.params.id, ...(await batches.retry(req.params.id, statuses ? { statuses } : {})) };
+    },
+  );
 }
 
 /** The body's statuses, checked with the CLI's words for `--status`. */
 function retryStatuses(body: unknown): JobStatus[] | undefined {
   if (body === undefined || body === null) return undefined;
   const s = (body as { statuses?: unknown }).statuses;
-  if (typeof body !== "object" || Array.isArray(body) || Object.keys(body).some((k) => k !== "statuses")) throw new BadRequest('the body is { "statuses"?: [status, …] }');
+  if (typeof body !== "object" || Array.isArray(body) || Object.keys(body).some((k) => k !== "statuses"))
+    throw new BadRequest('the body is { "statuses"?: [status, …] }');
   if (s === undefined) return undefined;
   const bad = Array.isArray(s) ? s.filter((x) => !JOB_STATUSES.includes(x as JobStatus)) : [s];
-  if (bad.length) throw new BadRequest(`statuses takes ${JOB_STATUSES.join(", ")}, not '${bad.map((x) => String(x).slice(0, 40)).join(", ")}'`);
+  if (bad.length)
+    throw new BadRequest(
+      `statuses takes ${JOB_STATUSES.join(", ")}, not '${bad.map((x) => String(x).slice(0, 40)).join(", ")}'`,
+    );
   return s as JobStatus[];
 }
 
-export const batchesApi: FastifyPluginAsync<{ client: PatchbayClient; sources: ApiSourceRules }> = async (app, { client, sources }) => {
+export const batchesApi: FastifyPluginAsync<{ client: PatchbayClient; sources: ApiSourceRules }> = async (
+  app,
+  { client, sources },
+) => {
   app.addContentTypeParser(NDJSON, { parseAs: "string" }, (_req, body, done) => done(null, body));
   const batches = new BatchClient(client);
   submitRoute(app, batches, sources);

@@ -6,7 +6,8 @@ import type { EventStreams, Refuse } from "../routes-events.js";
 import { problem, sendProblem } from "./problem.js";
 import { EventsQuery, JobId, problems } from "./schemas.js";
 
-const refuseProblem: Refuse = (reply, status, message, headers = {}) => sendProblem(reply, problem(status, message, { kind: status === 404 ? "not-found" : "infra" }), headers);
+const refuseProblem: Refuse = (reply, status, message, headers = {}) =>
+  sendProblem(reply, problem(status, message, { kind: status === 404 ? "not-found" : "infra" }), headers);
 
 const DESCRIPTION = `Server-sent events: each message's \`data\` is a JSON array of TranscriptEvents (their strings made
 inert, a \`costUsd\` on each model_response), its \`id\` the stream id of the last one. Send that id
@@ -17,7 +18,17 @@ export const eventsApi: FastifyPluginAsync<{ streams: EventStreams }> = async (a
   const response = { description: "the stream", content: { "text/event-stream": { schema: z.string() } } };
   app.get<{ Params: { id: string }; Querystring: { after?: string } }>(
     "/jobs/:id/events",
-    { schema: { operationId: "followJobEvents", tags: ["jobs"], summary: "A job's transcript, live", description: DESCRIPTION, params: JobId, querystring: EventsQuery, response: { 200: response, ...problems(401, 404, 503) } } },
+    {
+      schema: {
+        operationId: "followJobEvents",
+        tags: ["jobs"],
+        summary: "A job's transcript, live",
+        description: DESCRIPTION,
+        params: JobId,
+        querystring: EventsQuery,
+        response: { 200: response, ...problems(401, 404, 503) },
+      },
+    },
     (req, reply) => streams.serve(req.params.id, req, reply, refuseProblem),
   );
 };

@@ -30,7 +30,12 @@ export interface ApiOptions {
 }
 
 const v1: FastifyPluginAsync<ApiOptions> = async (app, { client, streams, defaultModel, sources }) => {
-  app.setNotFoundHandler((req, reply) => sendProblem(reply, problem(404, `no route ${req.method} ${req.url.split("?")[0]!.slice(0, 200)}: see /api/openapi.json`)));
+  app.setNotFoundHandler((req, reply) =>
+    sendProblem(
+      reply,
+      problem(404, `no route ${req.method} ${req.url.split("?")[0]!.slice(0, 200)}: see /api/openapi.json`),
+    ),
+  );
   // each without `prefix` in its options: it would be added again
   await app.register(jobsApi, { client, defaultModel, sources });
   await app.register(eventsApi, { streams });

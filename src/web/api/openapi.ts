@@ -20,8 +20,15 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     openapi: {
       openapi: "3.1.0",
       info: { title: "patchbay", version: "1", description: DESCRIPTION },
-      tags: [{ name: "jobs", description: "one job: enqueue, follow, fetch, cancel" }, { name: "batches", description: "many jobs under one id" }],
-      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "the dashboard's token, or an API token" } } },
+      tags: [
+        { name: "jobs", description: "one job: enqueue, follow, fetch, cancel" },
+        { name: "batches", description: "many jobs under one id" },
+      ],
+      components: {
+        securitySchemes: {
+          bearer: { type: "http", scheme: "bearer", description: "the dashboard's token, or an API token" },
+        },
+      },
       security: [{ bearer: [] }],
     },
     transform: createJsonSchemaTransform({ schemaRegistry: apiRegistry, skipList: [] }),
@@ -31,5 +38,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
 
 /** The document's route: after the routes, once swagger has seen them. */
 export function openApiRoute(app: FastifyInstance): void {
-  app.get(OPENAPI_PATH, { schema: { hide: true } }, (_req, reply) => reply.header("Cache-Control", "no-cache").send(app.swagger()));
+  app.get(OPENAPI_PATH, { schema: { hide: true } }, (_req, reply) =>
+    reply.header("Cache-Control", "no-cache").send(app.swagger()),
+  );
 }

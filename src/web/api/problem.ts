@@ -12,11 +12,20 @@ export class BadRequest extends kinded("usage") {}
 export const PROBLEM_TYPE = "application/problem+json";
 
 export const Problem = z.object({
-  type: z.string().register(apiRegistry, { description: "urn:patchbay:problem:<kind>, the error's kind (docs/architecture.md#errors), or about:blank" }),
+  type: z
+    .string()
+    .register(apiRegistry, {
+      description: "urn:patchbay:problem:<kind>, the error's kind (docs/architecture.md#errors), or about:blank",
+    }),
   title: z.string(),
   status: z.int(),
   detail: z.string(),
-  errors: z.array(z.string()).optional().register(apiRegistry, { description: "a bad JobSpec or batch: one line per problem, each naming its field (or line)" }),
+  errors: z
+    .array(z.string())
+    .optional()
+    .register(apiRegistry, {
+      description: "a bad JobSpec or batch: one line per problem, each naming its field (or line)",
+    }),
 });
 export type Problem = z.infer<typeof Problem>;
 
@@ -58,7 +67,11 @@ export function problem(status: number, detail: string, opts: { kind?: ErrorKind
 }
 
 export const sendProblem = (reply: FastifyReply, p: Problem, headers: Record<string, string> = {}) =>
-  reply.code(p.status).headers({ ...headers, "Cache-Control": "no-store" }).type(PROBLEM_TYPE).send(p);
+  reply
+    .code(p.status)
+    .headers({ ...headers, "Cache-Control": "no-store" })
+    .type(PROBLEM_TYPE)
+    .send(p);
 
 /**
  * "invalid JobSpec: repo: required; budget.usd: must be …" as lines. parseJobSpec joins one line
@@ -82,12 +95,24 @@ export function problemOf(err: unknown, bodyLimit?: number): Problem {
     // a stored patch past the retention: gone for good, not a wrong id
     const status = err.name === "PatchGoneError" ? 410 : (STATUS_OF[err.kind] ?? 500);
     const errors = linesOf(err);
-    return problem(status, status === 500 && err.kind === "internal" ? "internal error" : err.message, { kind: err.kind, ...(errors ? { errors } : {}) });
+    return problem(status, status === 500 && err.kind === "internal" ? "internal error" : err.message, {
+      kind: err.kind,
+      ...(errors ? { errors } : {}),
+    });
   }
-  const fe = err as Partial<FastifyError> & { validation?: { instancePath?: string; message?: string }[]; validationContext?: string };
-  if (fe.code === "FST_ERR_CTP_BODY_TOO_LARGE") return problem(413, `the request body is over this route's limit${bodyLimit ? ` of ${bodyLimit} bytes` : ""}`, { kind: "usage" });
+  const fe = err as Partial<FastifyError> & {
+    validation?: { instancePath?: string; message?: string }[];
+    validationContext?: string;
+  };
+  if (fe.code === "FST_ERR_CTP_BODY_TOO_LARGE")
+    return problem(413, `the request body is over this route's limit${bodyLimit ? ` of ${bodyLimit} bytes` : ""}`, {
+      kind: "usage",
+    });
   if (Array.isArray(fe.validation)) {
-    const errors = fe.validation.map((v) => `${fe.validationContext ?? "request"}${(v.instancePath ?? "").replace(/\//g, ".")}: ${v.message ?? "invalid"}`);
+    const errors = fe.validation.map(
+      (v) =>
+        `${fe.validationContext ?? "request"}${(v.instancePath ?? "").replace(/\//g, ".")}: ${v.message ?? "invalid"}`,
+    );
     return problem(400, errors.join("; "), { kind: "usage", errors });
   }
   const status = typeof fe.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500 ? fe.statusCode : 500;

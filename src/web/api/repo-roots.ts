@@ -21,7 +21,9 @@ export function repoRootProblem(spec: unknown, rules: ApiSourceRules): string | 
   if (!v || v.ok) return undefined; // no repo at all: the spec's parser says so
   const field = `repo.${v.field}`;
   if (v.why === "unsupported") return `${field}: not a git URL the workers clone: ${v.detail}`;
-  if (v.why === "host") return `${field}: the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS (${rules.gitHosts.join(", ")}); ${JSON.stringify(v.detail)} is not one of them`;
-  if (!rules.roots.length) return `${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS, which this dashboard does not set; send { "git": URL }, or set it to the directories scripts may name`;
+  if (v.why === "host")
+    return `${field}: the HTTP API takes a git URL only on the hosts of PATCHBAY_API_GIT_HOSTS (${rules.gitHosts.join(", ")}); ${JSON.stringify(v.detail)} is not one of them`;
+  if (!rules.roots.length)
+    return `${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS, which this dashboard does not set; send { "git": URL }, or set it to the directories scripts may name`;
   return `${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS (${rules.roots.join(", ")}); send { "git": URL } for another`;
 }

@@ -12,7 +12,10 @@ export { apiRegistry } from "./registry.js";
 
 apiRegistry.add(JobSpec, { id: "JobSpec", description: "What a job is asked to do: docs/jobspec.md" });
 apiRegistry.add(JobResult, { id: "JobResult", description: "What a job hands back: docs/jobspec.md#jobresult" });
-apiRegistry.add(TranscriptEvent, { id: "TranscriptEvent", description: "One event of a job's transcript: docs/jobspec.md#transcript" });
+apiRegistry.add(TranscriptEvent, {
+  id: "TranscriptEvent",
+  description: "One event of a job's transcript: docs/jobspec.md#transcript",
+});
 apiRegistry.add(Problem, { id: "Problem", description: "An error, as RFC 9457 says (application/problem+json)" });
 
 const epochMs = () => z.number().register(apiRegistry, { description: "epoch milliseconds" });
@@ -22,7 +25,16 @@ export const BatchId = z.object({ id: z.string().register(apiRegistry, { descrip
 
 export const JobCreated = z.object({ id: z.string(), queue: z.string() });
 
-export const QueueState = z.enum(["waiting", "active", "delayed", "completed", "failed", "prioritized", "waiting-children", "unknown"]);
+export const QueueState = z.enum([
+  "waiting",
+  "active",
+  "delayed",
+  "completed",
+  "failed",
+  "prioritized",
+  "waiting-children",
+  "unknown",
+]);
 
 export const JobStatusBody = z.object({
   id: z.string(),
@@ -33,7 +45,9 @@ export const JobStatusBody = z.object({
   createdAt: epochMs().optional(),
   startedAt: epochMs().optional(),
   finishedAt: epochMs().optional(),
-  result: JobResult.optional().register(apiRegistry, { description: "once completed; a long patch is not inline (patchStored): GET …/patch has it" }),
+  result: JobResult.optional().register(apiRegistry, {
+    description: "once completed; a long patch is not inline (patchStored): GET …/patch has it",
+  }),
 });
 
 /** A row of the list: the dashboard's (src/web/data.ts JobRow). */
@@ -62,13 +76,37 @@ export const JobsQuery = z.object({
   cursor: z.string().optional().register(apiRegistry, { description: "the `next` of the previous page" }),
 });
 
-export const JobsPage = z.object({ jobs: z.array(JobRow), next: z.string().optional().register(apiRegistry, { description: "pass as cursor for the next page; absent at the end" }) });
+export const JobsPage = z.object({
+  jobs: z.array(JobRow),
+  next: z
+    .string()
+    .optional()
+    .register(apiRegistry, { description: "pass as cursor for the next page; absent at the end" }),
+});
 
-export const CancelBody = z.object({ id: z.string(), result: z.enum(["cancelled", "signalled", "finished"]).register(apiRegistry, { description: "cancelled: it will not run; signalled: it was running and stops within seconds; finished: it had already ended" }) });
+export const CancelBody = z.object({
+  id: z.string(),
+  result: z
+    .enum(["cancelled", "signalled", "finished"])
+    .register(apiRegistry, {
+      description:
+        "cancelled: it will not run; signalled: it was running and stops within seconds; finished: it had already ended",
+    }),
+});
 
-export const TranscriptQuery = z.object({ format: z.enum(["json", "ndjson"]).optional().register(apiRegistry, { description: "default json, or by the Accept header" }) });
+export const TranscriptQuery = z.object({
+  format: z
+    .enum(["json", "ndjson"])
+    .optional()
+    .register(apiRegistry, { description: "default json, or by the Accept header" }),
+});
 
-export const EventsQuery = z.object({ after: z.string().optional().register(apiRegistry, { description: "a stream id: events after it (as Last-Event-ID)" }) });
+export const EventsQuery = z.object({
+  after: z
+    .string()
+    .optional()
+    .register(apiRegistry, { description: "a stream id: events after it (as Last-Event-ID)" }),
+});
 
 // Batches (src/batch/batch-types.ts, batch-index.ts, batch-summary.ts)
 
@@ -88,7 +126,13 @@ const JobSummary = z.object({
   finishedAt: epochMs(),
 });
 
-const BatchJob = z.object({ line: z.int(), jobId: z.string(), state: z.enum(["waiting", "running", "finished"]), startedAt: epochMs().optional(), result: JobSummary.optional() });
+const BatchJob = z.object({
+  line: z.int(),
+  jobId: z.string(),
+  state: z.enum(["waiting", "running", "finished"]),
+  startedAt: epochMs().optional(),
+  result: JobSummary.optional(),
+});
 
 export const BatchStatusBody = z.object({
   batchId: z.string(),
@@ -108,20 +152,55 @@ export const BatchStatusBody = z.object({
   jobs: z.array(BatchJob).optional().register(apiRegistry, { description: "with ?jobs=1: each line's latest job" }),
 });
 
-export const BatchList = z.object({ batches: z.array(BatchStatusBody.pick({ batchId: true, name: true, createdAt: true, finishedAt: true, total: true, done: true, spentUsd: true, budgetUsd: true, cancelled: true })) });
+export const BatchList = z.object({
+  batches: z.array(
+    BatchStatusBody.pick({
+      batchId: true,
+      name: true,
+      createdAt: true,
+      finishedAt: true,
+      total: true,
+      done: true,
+      spentUsd: true,
+      budgetUsd: true,
+      cancelled: true,
+    }),
+  ),
+});
 
 export const BatchSubmitQuery = z.object({
-  name: z.string().optional().register(apiRegistry, { description: "the batch id (1-96 of A-Z a-z 0-9 _ . -); default b- and a hash of its jobs; the same body again under it enqueues nothing new" }),
+  name: z
+    .string()
+    .optional()
+    .register(apiRegistry, {
+      description:
+        "the batch id (1-96 of A-Z a-z 0-9 _ . -); default b- and a hash of its jobs; the same body again under it enqueues nothing new",
+    }),
   budgetUsd: z.string().optional().register(apiRegistry, { description: "a budget in USD for the whole batch" }),
 });
 
-export const BatchCreated = z.object({ batchId: z.string(), ids: z.array(z.string()), added: z.int().register(apiRegistry, { description: "jobs this request put in the queue (0: all were there)" }) });
+export const BatchCreated = z.object({
+  batchId: z.string(),
+  ids: z.array(z.string()),
+  added: z.int().register(apiRegistry, { description: "jobs this request put in the queue (0: all were there)" }),
+});
 
 export const BatchCancelBody = z.object({ batchId: z.string(), signalled: z.int(), waiting: z.int() });
 
-export const BatchRetryRequest = z.object({ statuses: z.array(JobStatus).optional().register(apiRegistry, { description: "default: every status but completed" }) }).optional();
+export const BatchRetryRequest = z
+  .object({
+    statuses: z
+      .array(JobStatus)
+      .optional()
+      .register(apiRegistry, { description: "default: every status but completed" }),
+  })
+  .optional();
 
-export const BatchRetryBody = z.object({ batchId: z.string(), ids: z.array(z.string()), missing: z.array(z.int()).register(apiRegistry, { description: "lines no longer in the queue" }) });
+export const BatchRetryBody = z.object({
+  batchId: z.string(),
+  ids: z.array(z.string()),
+  missing: z.array(z.int()).register(apiRegistry, { description: "lines no longer in the queue" }),
+});
 
 export const BatchSummaryBody = z.object({
   batchId: z.string(),
@@ -139,9 +218,19 @@ export const BatchSummaryBody = z.object({
 });
 
 /** A problem+json response of the given statuses, for a route's `response`. */
-export function problems(...statuses: number[]): Record<number, { description: string; content: Record<string, { schema: typeof Problem }> }> {
-  return Object.fromEntries(statuses.map((s) => [s, { description: "a problem (RFC 9457)", content: { "application/problem+json": { schema: Problem } } }]));
+export function problems(
+  ...statuses: number[]
+): Record<number, { description: string; content: Record<string, { schema: typeof Problem }> }> {
+  return Object.fromEntries(
+    statuses.map((s) => [
+      s,
+      { description: "a problem (RFC 9457)", content: { "application/problem+json": { schema: Problem } } },
+    ]),
+  );
 }
 
 /** A JSON response, for a route's `response`. */
-export const json = <S extends z.ZodType>(schema: S, description: string) => ({ description, content: { "application/json": { schema } } });
+export const json = <S extends z.ZodType>(schema: S, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});

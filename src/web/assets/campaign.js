@@ -18,28 +18,64 @@
 
   // Only a URL whose scheme is http or https becomes a link (never javascript:, data: or the like).
   function httpUrl(s) {
-    try { var u = new URL(String(s)); return u.protocol === "http:" || u.protocol === "https:" ? u.href : null; } catch (_) { return null; }
+    try {
+      var u = new URL(String(s));
+      return u.protocol === "http:" || u.protocol === "https:" ? u.href : null;
+    } catch (_) {
+      return null;
+    }
   }
   // github.com/acme/billing for https://github.com/acme/billing.git (the whole URL in the title).
-  function shortRepo(s) { return String(s).replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").replace(/\.git$/, ""); }
-  function badge(cls, text) { return el("span", "badge " + cls, text); }
-  function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
+  function shortRepo(s) {
+    return String(s)
+      .replace(/^[a-z][a-z0-9+.-]*:\/\//i, "")
+      .replace(/\.git$/, "");
+  }
+  function badge(cls, text) {
+    return el("span", "badge " + cls, text);
+  }
+  function plural(n, one, many) {
+    return n + " " + (n === 1 ? one : many);
+  }
 
   function burndown(c) {
-    document.getElementById("mergedbar").style.width = (c.total ? Math.round(100 * c.counts.merged / c.total) : 0) + "%";
-    document.getElementById("merged").textContent = c.counts.merged + " of " + plural(c.total, "repository", "repositories") + " merged";
+    document.getElementById("mergedbar").style.width =
+      (c.total ? Math.round((100 * c.counts.merged) / c.total) : 0) + "%";
+    document.getElementById("merged").textContent =
+      c.counts.merged + " of " + plural(c.total, "repository", "repositories") + " merged";
     var states = document.getElementById("states");
     states.textContent = "";
     STATES.forEach(function (k) {
       var b = badge("cs-" + k + (c.counts[k] ? "" : " zero"), k + " " + c.counts[k]);
       b.setAttribute("data-state", k);
-      states.appendChild(b); states.appendChild(document.createTextNode(" "));
+      states.appendChild(b);
+      states.appendChild(document.createTextNode(" "));
     });
     var open = c.counts.open + c.counts.draft;
-    document.getElementById("checks").textContent = "checks of the " + plural(open, "open one", "open ones") + ": " +
-      c.checks.passing + " passing · " + c.checks.failing + " failing · " + c.checks.pending + " pending";
-    document.getElementById("jobs").textContent = "jobs " + c.jobs.done + " / " + c.jobs.total + " done · " + c.jobs.running + " running · " + c.jobs.waiting + " waiting · spent " +
-      PB.usd(c.spentUsd) + (c.budgetUsd != null ? " of " + PB.usd(c.budgetUsd) : "") + " · submitted " + new Date(c.createdAt).toLocaleString();
+    document.getElementById("checks").textContent =
+      "checks of the " +
+      plural(open, "open one", "open ones") +
+      ": " +
+      c.checks.passing +
+      " passing · " +
+      c.checks.failing +
+      " failing · " +
+      c.checks.pending +
+      " pending";
+    document.getElementById("jobs").textContent =
+      "jobs " +
+      c.jobs.done +
+      " / " +
+      c.jobs.total +
+      " done · " +
+      c.jobs.running +
+      " running · " +
+      c.jobs.waiting +
+      " waiting · spent " +
+      PB.usd(c.spentUsd) +
+      (c.budgetUsd != null ? " of " + PB.usd(c.budgetUsd) : "") +
+      " · submitted " +
+      new Date(c.createdAt).toLocaleString();
   }
 
   function prCell(tr, c) {
@@ -47,8 +83,12 @@
     td.setAttribute("data-label", "pull request");
     var label = c.number != null ? (c.forge === "gitlab" ? "!" : "#") + c.number : c.url || "";
     var href = c.url ? httpUrl(c.url) : null;
-    if (href) { var a = el("a", "pr", label); a.href = href; a.rel = "noopener noreferrer"; td.appendChild(a); }
-    else if (label) td.appendChild(el("span", "pr", label));
+    if (href) {
+      var a = el("a", "pr", label);
+      a.href = href;
+      a.rel = "noopener noreferrer";
+      td.appendChild(a);
+    } else if (label) td.appendChild(el("span", "pr", label));
     if (c.branch) td.appendChild(el("span", "branch", c.branch));
   }
 
@@ -59,31 +99,48 @@
     cell(tr, "repo", null, shortRepo(c.repo), c.repo);
     var td = cell(tr, "state");
     td.appendChild(badge("cs-" + String(c.state).replace(/[^a-z]/g, ""), c.state));
-    if (c.verified === false && c.state !== "unpublished") { td.appendChild(document.createTextNode(" ")); td.appendChild(badge("unverified", "unverified")); }
+    if (c.verified === false && c.state !== "unpublished") {
+      td.appendChild(document.createTextNode(" "));
+      td.appendChild(badge("unverified", "unverified"));
+    }
     td = cell(tr, "checks");
-    if (c.checks && c.checks !== "none") td.appendChild(badge("ck-" + String(c.checks).replace(/[^a-z]/g, ""), c.checks));
+    if (c.checks && c.checks !== "none")
+      td.appendChild(badge("ck-" + String(c.checks).replace(/[^a-z]/g, ""), c.checks));
     cell(tr, "review", null, c.review && c.review !== "none" ? String(c.review).replace(/_/g, " ") : "");
     prCell(tr, c);
     td = cell(tr, "job", null, null, c.jobId);
-    if (c.jobId) { var a = el("a", null, c.jobId); a.href = "/jobs/" + encodeURIComponent(c.jobId); td.appendChild(a); }
+    if (c.jobId) {
+      var a = el("a", null, c.jobId);
+      a.href = "/jobs/" + encodeURIComponent(c.jobId);
+      td.appendChild(a);
+    }
     cell(tr, "reason", "reason", c.reason || "", c.reason || "");
     return tr;
   }
 
   function load() {
-    fetch(api, { credentials: "same-origin" }).then(function (r) {
-      if (r.status === 404) throw new Error("no campaign " + id + " (removed after the retention?)");
-      if (!r.ok) throw new Error("HTTP " + r.status);
-      return r.json();
-    }).then(function (c) {
-      burndown(c);
-      var frag = document.createDocumentFragment();
-      c.changesets.forEach(function (x) { frag.appendChild(row(x)); });
-      tbody.textContent = "";
-      tbody.appendChild(frag);
-      note.textContent = "";
-    }).catch(function (err) { note.textContent = "could not load the campaign: " + err.message; })
-      .then(function () { setTimeout(load, 5000); });
+    fetch(api, { credentials: "same-origin" })
+      .then(function (r) {
+        if (r.status === 404) throw new Error("no campaign " + id + " (removed after the retention?)");
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.json();
+      })
+      .then(function (c) {
+        burndown(c);
+        var frag = document.createDocumentFragment();
+        c.changesets.forEach(function (x) {
+          frag.appendChild(row(x));
+        });
+        tbody.textContent = "";
+        tbody.appendChild(frag);
+        note.textContent = "";
+      })
+      .catch(function (err) {
+        note.textContent = "could not load the campaign: " + err.message;
+      })
+      .then(function () {
+        setTimeout(load, 5000);
+      });
   }
   load();
 })();

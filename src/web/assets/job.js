@@ -15,29 +15,37 @@
   var live = document.getElementById("live");
   var t = new PB.Transcript(document.getElementById("transcript"), {
     totals: document.getElementById("totals"),
-    onRendered: function (count, pending) { if (!pending) live.setAttribute("data-count", String(count)); },
+    onRendered: function (count, pending) {
+      if (!pending) live.setAttribute("data-count", String(count));
+    },
   });
   document.title = "patchbay · " + PB.clean(id);
-  var lastId = null, es = null, info = null, shownPatch = null;
+  var lastId = null,
+    es = null,
+    info = null,
+    shownPatch = null;
 
   // disabled, and said so to assistive technology and in the button's tooltip
   function able(btn, on, why) {
     btn.disabled = !on;
     btn.setAttribute("aria-disabled", on ? "false" : "true");
-    if (on) btn.removeAttribute("title"); else btn.title = why;
+    if (on) btn.removeAttribute("title");
+    else btn.title = why;
   }
   function field(dl, name, value, cls) {
     var box = el("div");
     box.appendChild(el("dt", null, name));
     var dd = el("dd", cls || null);
-    if (value instanceof Node) dd.appendChild(value); else dd.textContent = PB.clean(value == null ? "" : value);
+    if (value instanceof Node) dd.appendChild(value);
+    else dd.textContent = PB.clean(value == null ? "" : value);
     box.appendChild(dd);
     dl.appendChild(box);
   }
   function showInfo(j) {
     info = j;
     head.textContent = "";
-    var h = el("h1", null, "Job " + j.id); head.appendChild(h);
+    var h = el("h1", null, "Job " + j.id);
+    head.appendChild(h);
     if (j.task) head.appendChild(PB.block(j.task, "task"));
     var dl = el("dl");
     field(dl, "state", el("span", "badge s-" + j.state, j.state));
@@ -47,10 +55,20 @@
     field(dl, "cost", j.costUsd == null ? "" : PB.usd(j.costUsd));
     field(dl, "duration", j.durationMs == null ? "" : PB.dur(j.durationMs));
     field(dl, "attempts", j.attemptsMade);
-    if (j.batchId) { var a = el("a", null, j.batchId); a.href = "/jobs?batch=" + encodeURIComponent(j.batchId); field(dl, "batch", a); }
+    if (j.batchId) {
+      var a = el("a", null, j.batchId);
+      a.href = "/jobs?batch=" + encodeURIComponent(j.batchId);
+      field(dl, "batch", a);
+    }
     head.appendChild(dl);
-    if (j.failedReason) { head.appendChild(el("span", "mark-error", "✗ failed: ")); head.appendChild(PB.block(j.failedReason, "out")); }
-    if (j.error) { head.appendChild(el("span", "mark-error", "✗ ")); head.appendChild(PB.block(j.error, "out")); }
+    if (j.failedReason) {
+      head.appendChild(el("span", "mark-error", "✗ failed: "));
+      head.appendChild(PB.block(j.failedReason, "out"));
+    }
+    if (j.error) {
+      head.appendChild(el("span", "mark-error", "✗ "));
+      head.appendChild(PB.block(j.error, "out"));
+    }
     var queued = j.state === "active" || j.state === "waiting" || j.state === "delayed" || j.state === "prioritized";
     // a status means the job ended, even while BullMQ still calls it active (its result is being stored)
     able(cancelBtn, queued && !j.status, "the job has finished: nothing to cancel");
@@ -61,25 +79,37 @@
     if (typeof j.patch === "string" && j.patch !== shownPatch) {
       shownPatch = j.patch;
       diffBox.textContent = "";
-      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + (files === 1 ? " file)" : " files)") : "")));
+      diffBox.appendChild(
+        el("h2", null, "Patch" + (files != null ? " (" + files + (files === 1 ? " file)" : " files)") : "")),
+      );
       diffBox.appendChild(j.patch ? PB.renderDiff(j.patch) : el("div", "empty", "no changes"));
     } else if (typeof j.patch !== "string" && j.patchBytes != null && shownPatch !== "#" + j.patchBytes) {
       // too long to show here: a link to the whole patch, as a file
       shownPatch = "#" + j.patchBytes;
       diffBox.textContent = "";
-      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + files + (files === 1 ? " file)" : " files)") : "")));
+      diffBox.appendChild(
+        el("h2", null, "Patch" + (files != null ? " (" + files + (files === 1 ? " file)" : " files)") : "")),
+      );
       var p = el("p", "meta", PB.num(j.patchBytes) + " bytes: too long to show here. ");
-      var download = el("a", null, "Download the patch"); download.href = api + "/patch"; download.id = "patch-link";
+      var download = el("a", null, "Download the patch");
+      download.href = api + "/patch";
+      download.id = "patch-link";
       p.appendChild(download);
       diffBox.appendChild(p);
     }
   }
   function refresh() {
-    return fetch(api, { credentials: "same-origin" }).then(function (r) {
-      if (r.status === 404) { head.textContent = ""; head.appendChild(el("h1", null, "No job " + id)); throw new Error("not found"); }
-      if (!r.ok) throw new Error("HTTP " + r.status);
-      return r.json();
-    }).then(showInfo);
+    return fetch(api, { credentials: "same-origin" })
+      .then(function (r) {
+        if (r.status === 404) {
+          head.textContent = "";
+          head.appendChild(el("h1", null, "No job " + id));
+          throw new Error("not found");
+        }
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.json();
+      })
+      .then(showInfo);
   }
   function connect() {
     if (es) es.close();
@@ -88,35 +118,67 @@
     es.onmessage = function (m) {
       if (m.lastEventId) lastId = m.lastEventId;
       var events;
-      try { events = JSON.parse(m.data); } catch (_) { return; }
+      try {
+        events = JSON.parse(m.data);
+      } catch (_) {
+        return;
+      }
       t.addAll(events);
     };
     es.addEventListener("end", function () {
-      es.close(); es = null;
+      es.close();
+      es = null;
       live.textContent = "finished";
       refresh().catch(function () {});
     });
-    es.onerror = function () { live.textContent = "reconnecting…"; };
+    es.onerror = function () {
+      live.textContent = "reconnecting…";
+    };
   }
   function action(name, btn) {
     able(btn, false, name + " in progress");
     msg.textContent = name + "…";
-    fetch(api + "/" + name, { method: "POST", credentials: "same-origin", headers: { "x-patchbay-action": "1" } }).then(function (r) {
-      return r.json().catch(function () { return {}; }).then(function (body) {
-        if (r.status === 401) throw new Error("needs the dashboard token: open this page once as ?token=…");
-        if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
-        return body;
+    fetch(api + "/" + name, { method: "POST", credentials: "same-origin", headers: { "x-patchbay-action": "1" } })
+      .then(function (r) {
+        return r
+          .json()
+          .catch(function () {
+            return {};
+          })
+          .then(function (body) {
+            if (r.status === 401) throw new Error("needs the dashboard token: open this page once as ?token=…");
+            if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
+            return body;
+          });
+      })
+      .then(function (body) {
+        msg.textContent = name + ": " + (body.result || "ok");
+        if (name === "retry" && !es) connect();
+        return refresh();
+      })
+      .catch(function (err) {
+        msg.textContent = name + " failed: " + err.message;
+        able(btn, true);
       });
-    }).then(function (body) {
-      msg.textContent = name + ": " + (body.result || "ok");
-      if (name === "retry" && !es) connect();
-      return refresh();
-    }).catch(function (err) { msg.textContent = name + " failed: " + err.message; able(btn, true); });
   }
-  cancelBtn.addEventListener("click", function () { action("cancel", cancelBtn); });
-  retryBtn.addEventListener("click", function () { action("retry", retryBtn); });
-  t.onEvent(function (e) { if (e.type === "job_finished" || e.type === "sandbox_ready") refresh().catch(function () {}); });
+  cancelBtn.addEventListener("click", function () {
+    action("cancel", cancelBtn);
+  });
+  retryBtn.addEventListener("click", function () {
+    action("retry", retryBtn);
+  });
+  t.onEvent(function (e) {
+    if (e.type === "job_finished" || e.type === "sandbox_ready") refresh().catch(function () {});
+  });
   connect(); // the transcript and the head load side by side
-  refresh().catch(function () { if (es) { es.close(); es = null; live.textContent = "no such job"; } });
-  setInterval(function () { if (info && info.state !== "completed" && info.state !== "failed") refresh().catch(function () {}); }, 3000);
+  refresh().catch(function () {
+    if (es) {
+      es.close();
+      es = null;
+      live.textContent = "no such job";
+    }
+  });
+  setInterval(function () {
+    if (info && info.state !== "completed" && info.state !== "failed") refresh().catch(function () {});
+  }, 3000);
 })();

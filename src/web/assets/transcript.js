@@ -6,22 +6,36 @@
 // textContent.
 (function () {
   "use strict";
-  var FOLD_LINES = 40, FOLD_CHARS = 4000, PREVIEW_LINES = 8;
+  var FOLD_LINES = 40,
+    FOLD_CHARS = 4000,
+    PREVIEW_LINES = 8;
   // Defense in depth: the server already removed escape sequences and control characters.
   var CTRL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
-  function clean(s) { return String(s == null ? "" : s).replace(CTRL, ""); }
+  function clean(s) {
+    return String(s == null ? "" : s).replace(CTRL, "");
+  }
   function el(tag, cls, text) {
     var e = document.createElement(tag);
     if (cls) e.className = cls;
     if (text != null) e.textContent = clean(text);
     return e;
   }
-  function add(parent, child) { parent.appendChild(child); return child; }
+  function add(parent, child) {
+    parent.appendChild(child);
+    return child;
+  }
   var NUM = new Intl.NumberFormat("en-US"); // one formatter: toLocaleString builds one per call
-  function num(n) { return NUM.format(Number(n || 0)); }
+  function num(n) {
+    return NUM.format(Number(n || 0));
+  }
   // "1 file", "2 files": a count and its noun.
-  function count(n, one, many) { return num(n) + " " + (Number(n) === 1 ? one : many); }
-  function usd(x) { x = Number(x || 0); return "$" + x.toFixed(x >= 1 ? 2 : 4); }
+  function count(n, one, many) {
+    return num(n) + " " + (Number(n) === 1 ? one : many);
+  }
+  function usd(x) {
+    x = Number(x || 0);
+    return "$" + x.toFixed(x >= 1 ? 2 : 4);
+  }
   function dur(ms) {
     ms = Number(ms || 0);
     if (ms < 1000) return Math.round(ms) + " ms";
@@ -41,7 +55,13 @@
     add(d, el("pre", cls, text));
     return box;
   }
-  function json(v) { try { return JSON.stringify(v, null, 2); } catch (_) { return String(v); } }
+  function json(v) {
+    try {
+      return JSON.stringify(v, null, 2);
+    } catch (_) {
+      return String(v);
+    }
+  }
 
   function renderDiff(patch) {
     var pre = el("pre", "diff");
@@ -49,8 +69,14 @@
     if (lines.length && lines[lines.length - 1] === "") lines.pop();
     var frag = document.createDocumentFragment();
     for (var i = 0; i < lines.length; i++) {
-      var l = lines[i], c = "";
-      if (/^(diff --git |index |--- |\+\+\+ |new file mode|deleted file mode|similarity index|rename (from|to) |GIT binary patch)/.test(l)) c = "file";
+      var l = lines[i],
+        c = "";
+      if (
+        /^(diff --git |index |--- |\+\+\+ |new file mode|deleted file mode|similarity index|rename (from|to) |GIT binary patch)/.test(
+          l,
+        )
+      )
+        c = "file";
       else if (l.charAt(0) === "@" && l.charAt(1) === "@") c = "hunk";
       else if (l.charAt(0) === "+") c = "add";
       else if (l.charAt(0) === "-") c = "del";
@@ -73,7 +99,9 @@
     this.runs = 0;
     this.listeners = [];
   }
-  Transcript.prototype.onEvent = function (fn) { this.listeners.push(fn); };
+  Transcript.prototype.onEvent = function (fn) {
+    this.listeners.push(fn);
+  };
   // Events are rendered in slices of ~30 ms, so the first screenful paints at once and a long
   // transcript never blocks the page; opts.onRendered(count, pending) follows each slice.
   Transcript.prototype.addAll = function (events) {
@@ -81,7 +109,9 @@
     if (!this.draining) this.drain();
   };
   Transcript.prototype.drain = function () {
-    var t0 = performance.now(), q = this.queue, i = 0;
+    var t0 = performance.now(),
+      q = this.queue,
+      i = 0;
     this.draining = true;
     while (i < q.length && (i < 50 || performance.now() - t0 < 30)) this.add(q[i++], true);
     this.queue = q.slice(i);
@@ -133,7 +163,11 @@
       add(x.input, block("$ " + input.command, "cmd"));
       var rest = {};
       var more = false;
-      for (var k in input) if (k !== "command") { rest[k] = input[k]; more = true; }
+      for (var k in input)
+        if (k !== "command") {
+          rest[k] = input[k];
+          more = true;
+        }
       if (more) add(x.input, block(json(rest), "json"));
       return;
     }
@@ -154,7 +188,8 @@
     this.count++;
     // A new attempt, or the job run again (retry): a divider, and turn numbers start over.
     if ((e.attempt != null && e.attempt !== this.attempt) || (e.type === "job_started" && this.runs > 0)) {
-      if (this.runs > 0 || e.attempt > 1) this.card("attempt", (this.runs > 0 ? "Run " + (this.runs + 1) + " · " : "") + "attempt " + e.attempt);
+      if (this.runs > 0 || e.attempt > 1)
+        this.card("attempt", (this.runs > 0 ? "Run " + (this.runs + 1) + " · " : "") + "attempt " + e.attempt);
       this.attempt = e.attempt;
       this.turns = Object.create(null);
       this.tools = Object.create(null);
@@ -164,7 +199,11 @@
     switch (e.type) {
       case "job_started": {
         var spec = e.spec || {};
-        d = this.card("", "Job " + (e.jobId || "") + " started", [spec.model ? "model " + spec.model : "", e.ts || ""].filter(Boolean).join(" · "));
+        d = this.card(
+          "",
+          "Job " + (e.jobId || "") + " started",
+          [spec.model ? "model " + spec.model : "", e.ts || ""].filter(Boolean).join(" · "),
+        );
         if (spec.task != null) add(d, block(spec.task, "task"));
         var sd = add(d, el("details", "fold"));
         add(sd, el("summary", null, "spec"));
@@ -186,13 +225,27 @@
         var t = this.turn(e.turn);
         var u = e.usage || {};
         this.t.turns = Math.max(this.t.turns, Number(e.turn) || 0);
-        this.t.input += u.inputTokens || 0; this.t.output += u.outputTokens || 0;
-        this.t.cacheRead += u.cacheReadTokens || 0; this.t.cacheWrite += u.cacheWriteTokens || 0;
+        this.t.input += u.inputTokens || 0;
+        this.t.output += u.outputTokens || 0;
+        this.t.cacheRead += u.cacheReadTokens || 0;
+        this.t.cacheWrite += u.cacheWriteTokens || 0;
         if (typeof e.costUsd === "number") this.t.cost += e.costUsd;
-        t.meta.textContent = clean([e.model, "in " + num(u.inputTokens) + " · out " + num(u.outputTokens) +
-          " · cache read " + num(u.cacheReadTokens) + " · cache write " + num(u.cacheWriteTokens),
-          (typeof e.costUsd === "number" ? usd(e.costUsd) : "$?") + " (total " + usd(this.t.cost) + ")",
-          dur(e.ms), "stop: " + e.stopReason].join(" · "));
+        t.meta.textContent = clean(
+          [
+            e.model,
+            "in " +
+              num(u.inputTokens) +
+              " · out " +
+              num(u.outputTokens) +
+              " · cache read " +
+              num(u.cacheReadTokens) +
+              " · cache write " +
+              num(u.cacheWriteTokens),
+            (typeof e.costUsd === "number" ? usd(e.costUsd) : "$?") + " (total " + usd(this.t.cost) + ")",
+            dur(e.ms),
+            "stop: " + e.stopReason,
+          ].join(" · "),
+        );
         var content = Array.isArray(e.content) ? e.content : [];
         for (var i = 0; i < content.length; i++) {
           var b = content[i] || {};
@@ -209,7 +262,8 @@
       case "tool_call": {
         var x = this.tool(e.turn, String(e.toolUseId), e.name);
         // An MCP tool's call names its server (the tool may be shown already, from the model's answer).
-        if (e.server && !x.server) x.server = x.el.firstChild.insertBefore(el("span", "meta server", "MCP server " + e.server), x.input);
+        if (e.server && !x.server)
+          x.server = x.el.firstChild.insertBefore(el("span", "meta server", "MCP server " + e.server), x.input);
         this.fillInput(x, e.name, e.input);
         break;
       }
@@ -218,25 +272,54 @@
         r.result.textContent = "";
         r.done = true;
         this.t.toolCalls++;
-        if (e.isError) { this.t.toolErrors++; r.el.className = "tool error"; add(r.result, el("span", "mark-error", "✗ error ")); }
+        if (e.isError) {
+          this.t.toolErrors++;
+          r.el.className = "tool error";
+          add(r.result, el("span", "mark-error", "✗ error "));
+        }
         add(r.result, el("span", "meta", dur(e.ms)));
         add(r.result, block(e.output, "out"));
         break;
       }
       case "model_retry":
-        this.card("warn", "Model call retried (" + e.retry + ")", [e.status ? "HTTP " + e.status : "", e.delayMs != null ? "after " + dur(e.delayMs) : "", clean(e.error)].filter(Boolean).join(" · "));
+        this.card(
+          "warn",
+          "Model call retried (" + e.retry + ")",
+          [e.status ? "HTTP " + e.status : "", e.delayMs != null ? "after " + dur(e.delayMs) : "", clean(e.error)]
+            .filter(Boolean)
+            .join(" · "),
+        );
         break;
       case "context_trimmed":
-        this.card("warn", "Context trimmed", num(e.removedChars) + " characters of older tool output elided, " + count(e.keptTurns, "turn", "turns") + " kept");
+        this.card(
+          "warn",
+          "Context trimmed",
+          num(e.removedChars) +
+            " characters of older tool output elided, " +
+            count(e.keptTurns, "turn", "turns") +
+            " kept",
+        );
         break;
       case "context_compacted": {
         // The summary request's tokens count in the job's, as the result's usage does.
         var cu = e.usage || {};
-        this.t.input += cu.inputTokens || 0; this.t.output += cu.outputTokens || 0;
-        this.t.cacheRead += cu.cacheReadTokens || 0; this.t.cacheWrite += cu.cacheWriteTokens || 0;
-        d = this.card("warn compacted", "Context compacted (turn " + num(e.turn) + ")",
-          count(e.turnsDropped, "older turn", "older turns") + " replaced by a summary · " + count(e.messagesKept, "message", "messages") + " kept · ~" +
-          num(e.tokensBefore) + " → ~" + num(e.tokensAfter) + " tokens" + (e.reason === "prompt_too_long" ? " · the API refused the request as too long" : ""));
+        this.t.input += cu.inputTokens || 0;
+        this.t.output += cu.outputTokens || 0;
+        this.t.cacheRead += cu.cacheReadTokens || 0;
+        this.t.cacheWrite += cu.cacheWriteTokens || 0;
+        d = this.card(
+          "warn compacted",
+          "Context compacted (turn " + num(e.turn) + ")",
+          count(e.turnsDropped, "older turn", "older turns") +
+            " replaced by a summary · " +
+            count(e.messagesKept, "message", "messages") +
+            " kept · ~" +
+            num(e.tokensBefore) +
+            " → ~" +
+            num(e.tokensAfter) +
+            " tokens" +
+            (e.reason === "prompt_too_long" ? " · the API refused the request as too long" : ""),
+        );
         var sf = add(d, el("details", "fold summary"));
         add(sf, el("summary", null, "summary written by the model"));
         add(sf, block(e.summary, "out"));
@@ -246,19 +329,41 @@
         this.card("error", "Budget exceeded", e.limit + ": " + e.used + " > " + e.max);
         break;
       case "resume":
-        if (e.restored) this.card("warn", "Resumed from attempt " + e.fromAttempt, "workspace and conversation after turn " + num(e.turns) + " restored · " + num(e.patchBytes) + " bytes of patch · " + usd(e.costUsd) + " spent before");
+        if (e.restored)
+          this.card(
+            "warn",
+            "Resumed from attempt " + e.fromAttempt,
+            "workspace and conversation after turn " +
+              num(e.turns) +
+              " restored · " +
+              num(e.patchBytes) +
+              " bytes of patch · " +
+              usd(e.costUsd) +
+              " spent before",
+          );
         else this.card("warn", "Started afresh", clean(e.reason || ""));
         break;
       case "checkpoint":
         this.card("warn", "Checkpoint not stored (turn " + e.turn + ")", clean(e.reason || ""));
         break;
       case "verify":
-        d = this.card(e.exitCode === 0 ? "ok" : "error", "Verify" + (e.round ? " (round " + e.round + ")" : ""), (e.exitCode === 0 ? "passed" : "failed") + " · exit " + e.exitCode + " · " + dur(e.ms));
+        d = this.card(
+          e.exitCode === 0 ? "ok" : "error",
+          "Verify" + (e.round ? " (round " + e.round + ")" : ""),
+          (e.exitCode === 0 ? "passed" : "failed") + " · exit " + e.exitCode + " · " + dur(e.ms),
+        );
         add(d, block("$ " + e.command, "cmd"));
         if (e.outputTail) add(d, block(e.outputTail, "out"));
         break;
       case "patch":
-        d = this.card("", "Patch", count(e.filesChangedTotal != null ? e.filesChangedTotal : (e.filesChanged || []).length, "file", "files") + " changed · " + count(e.bytes, "byte", "bytes") + (e.filesChangedCut ? " · the list is cut (" + num(e.filesChangedCut) + " names left out)" : ""));
+        d = this.card(
+          "",
+          "Patch",
+          count(e.filesChangedTotal != null ? e.filesChangedTotal : (e.filesChanged || []).length, "file", "files") +
+            " changed · " +
+            count(e.bytes, "byte", "bytes") +
+            (e.filesChangedCut ? " · the list is cut (" + num(e.filesChangedCut) + " names left out)" : ""),
+        );
         if (e.diffstat) add(d, block(e.diffstat, "out"));
         break;
       case "job_finished":
@@ -271,9 +376,16 @@
           p.result.textContent = "";
           add(p.result, el("span", "meta notrun", "not run: the job ended first"));
         }
-        d = this.card(e.status === "completed" ? "ok finished" : "error finished", "Job finished: " + e.status, count(e.turns, "turn", "turns") + " · " + usd(e.costUsd));
+        d = this.card(
+          e.status === "completed" ? "ok finished" : "error finished",
+          "Job finished: " + e.status,
+          count(e.turns, "turn", "turns") + " · " + usd(e.costUsd),
+        );
         d.setAttribute("data-status", clean(e.status));
-        if (e.error) { add(d, el("span", "mark-error", "✗ ")); add(d, block(e.error, "out")); }
+        if (e.error) {
+          add(d, el("span", "mark-error", "✗ "));
+          add(d, block(e.error, "out"));
+        }
         break;
       default:
         d = this.card("", String(e.type || "event"));
@@ -285,9 +397,24 @@
   Transcript.prototype.updateTotals = function () {
     if (!this.totalsEl) return;
     var t = this.t;
-    this.totalsEl.textContent = num(this.count) + " events · " + t.turns + " turns · " + t.toolCalls + " tool calls" +
-      (t.toolErrors ? " (" + t.toolErrors + " errors)" : "") + " · tokens in " + num(t.input) + " / out " + num(t.output) +
-      " / cache read " + num(t.cacheRead) + " / cache write " + num(t.cacheWrite) + " · " + usd(t.cost);
+    this.totalsEl.textContent =
+      num(this.count) +
+      " events · " +
+      t.turns +
+      " turns · " +
+      t.toolCalls +
+      " tool calls" +
+      (t.toolErrors ? " (" + t.toolErrors + " errors)" : "") +
+      " · tokens in " +
+      num(t.input) +
+      " / out " +
+      num(t.output) +
+      " / cache read " +
+      num(t.cacheRead) +
+      " / cache write " +
+      num(t.cacheWrite) +
+      " · " +
+      usd(t.cost);
   };
 
   // A table cell of column `name` (the jobs and batches lists): class c-<name> (its width; its label
@@ -299,5 +426,15 @@
     tr.appendChild(td);
     return td;
   }
-  window.PB = { Transcript: Transcript, renderDiff: renderDiff, el: el, block: block, num: num, usd: usd, dur: dur, clean: clean, cell: cell };
+  window.PB = {
+    Transcript: Transcript,
+    renderDiff: renderDiff,
+    el: el,
+    block: block,
+    num: num,
+    usd: usd,
+    dur: dur,
+    clean: clean,
+    cell: cell,
+  };
 })();

@@ -22,7 +22,16 @@ const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "patchbay-patch-hostile-")
 afterAll(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
 let n = 0;
 
-const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "commit.gpgSign=false"];
+const GIT_ID = [
+  "-c",
+  "user.name=t",
+  "-c",
+  "user.email=t@t",
+  "-c",
+  "init.defaultBranch=main",
+  "-c",
+  "commit.gpgSign=false",
+];
 const git = (cwd: string, ...args: string[]) => execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "utf8" });
 
 /** A committed host repo with a.py, plus whatever `tamper` does to it afterwards. */
@@ -70,7 +79,10 @@ describe("the patch is the bytes on disk (real engine)", () => {
     // The filter passes the original through untouched, so the baseline looks clean, and adds a
     // line to anything edited.
     const dir = repo((d) => {
-      fs.writeFileSync(path.join(d, ".git/bd.sh"), `c=$(cat); printf '%s\\n' "$c"; case "$c" in *"print(1)"*) ;; *) echo 'import os; os.system("BACKDOOR")';; esac\n`);
+      fs.writeFileSync(
+        path.join(d, ".git/bd.sh"),
+        `c=$(cat); printf '%s\\n' "$c"; case "$c" in *"print(1)"*) ;; *) echo 'import os; os.system("BACKDOOR")';; esac\n`,
+      );
       fs.appendFileSync(path.join(d, ".git/config"), '[filter "bd"]\n\tclean = sh .git/bd.sh\n');
       fs.mkdirSync(path.join(d, ".git/info"), { recursive: true });
       fs.writeFileSync(path.join(d, ".git/info/attributes"), "*.py filter=bd\n");
@@ -113,10 +125,15 @@ describe("the patch is the bytes on disk (real engine)", () => {
     await withSandbox(async (sb) => {
       const { baseline } = await loadRepo(sb, { path: dir });
       // What git would store for the honest edit, planted with other content under its name.
-      const id = createHash("sha1").update(`blob ${Buffer.byteLength(HONEST)}\0${HONEST}`).digest("hex");
+      const id = createHash("sha1")
+        .update(`blob ${Buffer.byteLength(HONEST)}\0${HONEST}`)
+        .digest("hex");
       const evil = 'import os; os.system("BACKDOOR")\n';
       await sb.files.mkdirp(`/workspace/.git/objects/${id.slice(0, 2)}`);
-      await sb.files.write(`/workspace/.git/objects/${id.slice(0, 2)}/${id.slice(2)}`, deflateSync(Buffer.from(`blob ${Buffer.byteLength(evil)}\0${evil}`)));
+      await sb.files.write(
+        `/workspace/.git/objects/${id.slice(0, 2)}/${id.slice(2)}`,
+        deflateSync(Buffer.from(`blob ${Buffer.byteLength(evil)}\0${evil}`)),
+      );
       await sb.files.write("/workspace/a.py", Buffer.from(HONEST));
       const p = await computePatch(sb, baseline);
       expect(p.patch).not.toMatch(/BACKDOOR/);

@@ -26,7 +26,14 @@ import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import * as tar from "tar-stream";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadRepo, RepoError, repoArchive, type RepoArchive, type RepoArchiveOptions, type RepoSource } from "../../../src/job/repo/load.js";
+import {
+  loadRepo,
+  RepoError,
+  repoArchive,
+  type RepoArchive,
+  type RepoArchiveOptions,
+  type RepoSource,
+} from "../../../src/job/repo/load.js";
 import type { Sandbox } from "../../../src/sandbox/sandbox.js";
 import { withLag, type Lag } from "../../support/lag.js";
 
@@ -48,7 +55,16 @@ function hostDir(files: Record<string, string | Buffer> = {}): string {
   return dir;
 }
 
-const GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "commit.gpgSign=false"];
+const GIT_ID = [
+  "-c",
+  "user.name=t",
+  "-c",
+  "user.email=t@t",
+  "-c",
+  "init.defaultBranch=main",
+  "-c",
+  "commit.gpgSign=false",
+];
 function git(cwd: string, ...args: string[]): string {
   return execFileSync("git", [...GIT_ID, ...args], { cwd, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }).trim();
 }
@@ -87,7 +103,9 @@ const noteLag = ({ lagMs, wallMs }: Lag) => {
   lags.set(name, { lagMs: Math.max(was.lagMs, lagMs), wallMs: Math.max(was.wallMs, wallMs) });
 };
 afterAll(() => {
-  if (process.env.PATCHBAY_LAG_REPORT) for (const [name, l] of lags) console.log(`lag ${String(l.lagMs).padStart(4)} ms (wall ${String(l.wallMs).padStart(4)} ms)  ${name}`);
+  if (process.env.PATCHBAY_LAG_REPORT)
+    for (const [name, l] of lags)
+      console.log(`lag ${String(l.lagMs).padStart(4)} ms (wall ${String(l.wallMs).padStart(4)} ms)  ${name}`);
 });
 
 /** repoArchive and the draining of its stream, under a lag monitor. */
@@ -99,14 +117,25 @@ async function load(repo: RepoSource, opts: RepoArchiveOptions = {}) {
 
 /** Whether any entry holds `needle` in its name or body. */
 const leaks = (entries: Map<string, { body: Buffer }> | undefined, needle: string) =>
-  [...(entries ?? new Map<string, { body: Buffer }>()).entries()].some(([n, e]) => n.includes(needle) || e.body.includes(needle));
+  [...(entries ?? new Map<string, { body: Buffer }>()).entries()].some(
+    ([n, e]) => n.includes(needle) || e.body.includes(needle),
+  );
 
-type ChildResult = { code: number | null; signal: string | null; ms: number; out?: { ok: boolean; repoError: boolean; message: string; bytes: number } & Lag };
+type ChildResult = {
+  code: number | null;
+  signal: string | null;
+  ms: number;
+  out?: { ok: boolean; repoError: boolean; message: string; bytes: number } & Lag;
+};
 /**
  * repoArchive + drain in a child node (its own heap bound and a wall-clock bound), for inputs that
  * would kill or freeze the test process on unfixed code.
  */
-async function inChild(repo: RepoSource, opts: RepoArchiveOptions, limits: { heapMb: number; timeoutMs: number }): Promise<ChildResult> {
+async function inChild(
+  repo: RepoSource,
+  opts: RepoArchiveOptions,
+  limits: { heapMb: number; timeoutMs: number },
+): Promise<ChildResult> {
   const script = path.join(tmpRoot, `child${count++}.mts`);
   fs.writeFileSync(
     script,
@@ -123,12 +152,17 @@ console.log(JSON.stringify({ ok: !e, repoError: e instanceof RepoError, message:
 `,
   );
   const t0 = Date.now();
-  const child = spawn(process.execPath, [`--max-old-space-size=${limits.heapMb}`, "--import", "tsx", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [`--max-old-space-size=${limits.heapMb}`, "--import", "tsx", script], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
   child.stderr.resume();
   const timer = setTimeout(() => child.kill("SIGKILL"), limits.timeoutMs);
-  const [code, signal] = await new Promise<[number | null, string | null]>((r) => child.on("close", (c, s) => r([c, s])));
+  const [code, signal] = await new Promise<[number | null, string | null]>((r) =>
+    child.on("close", (c, s) => r([c, s])),
+  );
   clearTimeout(timer);
   const line = stdout.trim().split("\n").pop() ?? "";
   const out = line.startsWith("{") ? (JSON.parse(line) as ChildResult["out"]) : undefined;
@@ -183,20 +217,25 @@ describe("1. a crafted .git/index in a { path } repo", () => {
   });
 
   it("v4 prefix drops count bytes, not characters: a tracked-but-ignored file after a non-ASCII name is kept", async () => {
-    const dir = gitRepo({ ".gitignore": "b\n", "aé": "x\n" });
+    const dir = gitRepo({ ".gitignore": "b\n", aé: "x\n" });
     fs.writeFileSync(path.join(dir, "b"), "tracked though ignored\n");
     git(dir, "add", "-f", "b");
     git(dir, "update-index", "--index-version", "4");
     const r = await load({ path: dir });
     expect(r.error).toBeUndefined();
-    expect([...r.entries!.keys()].filter((n) => !n.startsWith(".git/"))).toEqual(expect.arrayContaining([".gitignore", "aé", "b"]));
+    expect([...r.entries!.keys()].filter((n) => !n.startsWith(".git/"))).toEqual(
+      expect.arrayContaining([".gitignore", "aé", "b"]),
+    );
   });
 
   it("a big legitimate v4 index (150k entries) is parsed without blocking the loop", async () => {
     const dir = gitRepo({ ".gitignore": "*.gen\n", "keep.gen": "tracked though ignored\n", "other.gen": "ignored\n" });
     git(dir, "add", "-f", "keep.gen");
     const blob = git(dir, "hash-object", "-w", "keep.gen");
-    const lines = Array.from({ length: 150_000 }, (_, i) => `100644 ${blob}\tsrc/m${i % 500}/deep/er/file-${i}.ts\n`).join("");
+    const lines = Array.from(
+      { length: 150_000 },
+      (_, i) => `100644 ${blob}\tsrc/m${i % 500}/deep/er/file-${i}.ts\n`,
+    ).join("");
     execFileSync("git", ["update-index", "--index-info"], { cwd: dir, input: lines });
     git(dir, "update-index", "--index-version", "4");
     const r = await load({ path: dir });
@@ -209,7 +248,10 @@ describe("1. a crafted .git/index in a { path } repo", () => {
 
 // ---- 2. deep and lying archives -------------------------------------------------------------
 
-async function tarball(entries: (Partial<tar.Header> & { name: string; body?: string | Buffer })[], gz = true): Promise<string> {
+async function tarball(
+  entries: (Partial<tar.Header> & { name: string; body?: string | Buffer })[],
+  gz = true,
+): Promise<string> {
   const pack = tar.pack();
   for (const { body, ...h } of entries) pack.entry({ uid: 0, gid: 0, ...h }, body ?? "");
   pack.finalize();
@@ -232,7 +274,10 @@ async function numberedTarball(prefix: string, n: number): Promise<string> {
   for await (const c of pack) chunks.push(c as Buffer);
   const one = Buffer.concat(chunks).subarray(0, -1024); // without the end-of-archive blocks
   const at = one.indexOf("0000\n");
-  const all = Buffer.concat([...Array.from({ length: n }, (_, i) => Buffer.from(one).fill(String(i).padStart(4, "0"), at, at + 4)), Buffer.alloc(1024)]);
+  const all = Buffer.concat([
+    ...Array.from({ length: n }, (_, i) => Buffer.from(one).fill(String(i).padStart(4, "0"), at, at + 4)),
+    Buffer.alloc(1024),
+  ]);
   const file = fresh("archive");
   fs.writeFileSync(file, await promisify(gzip)(all));
   return file;
@@ -266,7 +311,10 @@ describe("2. deep paths in an { archive }", () => {
     expect(String(long.error)).toMatch(/a path component longer than 255 bytes/);
     const deep = await load({ archive: await tarball([{ name: `${"d/".repeat(300)}f`, body: "" }]) });
     expect(String(deep.error)).toMatch(/deeper than 256 directories/);
-    const many = await load({ archive: await tarball(Array.from({ length: 101 }, (_, i) => ({ name: `f${i}`, body: "" }))) }, { maxEntries: 100 });
+    const many = await load(
+      { archive: await tarball(Array.from({ length: 101 }, (_, i) => ({ name: `f${i}`, body: "" }))) },
+      { maxEntries: 100 },
+    );
     expect(many.error).toBeInstanceOf(RepoError);
     expect(String(many.error)).toMatch(/more than 100 entries/);
     const esc = await load({ archive: await tarball([{ name: "\u001b[31mred\n/../x", body: "" }]) });
@@ -287,9 +335,15 @@ async function repoErrorOf(repo: RepoSource, opts: RepoArchiveOptions = {}): Pro
 describe("3. failures that are the repo's fault are RepoErrors (not retried)", () => {
   it("clone failures and too-large repos of every kind", async () => {
     await expect(repoErrorOf({ git: path.join(tmpRoot, "no-such-repo") })).resolves.toBeInstanceOf(RepoError);
-    await expect(repoErrorOf({ git: "http://127.0.0.1:9/nothing-listens-here.git" })).resolves.toBeInstanceOf(RepoError);
+    await expect(repoErrorOf({ git: "http://127.0.0.1:9/nothing-listens-here.git" })).resolves.toBeInstanceOf(
+      RepoError,
+    );
     const dir = gitRepo({ "a.txt": "a".repeat(100) });
-    for (const repo of [{ path: dir }, { git: dir }, { archive: await tarball([{ name: "a.txt", body: "a".repeat(100) }]) }]) {
+    for (const repo of [
+      { path: dir },
+      { git: dir },
+      { archive: await tarball([{ name: "a.txt", body: "a".repeat(100) }]) },
+    ]) {
       const err = await repoErrorOf(repo, { maxBytes: 50 });
       expect(err).toBeInstanceOf(RepoError);
       expect(String(err)).toMatch(/too large: \d+ bytes of files.*the limit is 50/);
@@ -308,17 +362,60 @@ describe("3. failures that are the repo's fault are RepoErrors (not retried)", (
 
   it("hard links to a missing entry, a later one, a directory, a symlink, outside; a .git that is not a directory", async () => {
     const cases: [string, (Partial<tar.Header> & { name: string; body?: string })[]][] = [
-      ["missing", [{ name: "a", body: "a" }, { name: "l", type: "link", linkname: "nope" }]],
-      ["later", [{ name: "l", type: "link", linkname: "a" }, { name: "a", body: "a" }]],
-      ["directory", [{ name: "d/", type: "directory" }, { name: "l", type: "link", linkname: "d" }]],
-      ["symlink", [{ name: "s", type: "symlink", linkname: "/etc/passwd" }, { name: "l", type: "link", linkname: "s" }]],
+      [
+        "missing",
+        [
+          { name: "a", body: "a" },
+          { name: "l", type: "link", linkname: "nope" },
+        ],
+      ],
+      [
+        "later",
+        [
+          { name: "l", type: "link", linkname: "a" },
+          { name: "a", body: "a" },
+        ],
+      ],
+      [
+        "directory",
+        [
+          { name: "d/", type: "directory" },
+          { name: "l", type: "link", linkname: "d" },
+        ],
+      ],
+      [
+        "symlink",
+        [
+          { name: "s", type: "symlink", linkname: "/etc/passwd" },
+          { name: "l", type: "link", linkname: "s" },
+        ],
+      ],
       ["outside", [{ name: "l", type: "link", linkname: "../../etc/passwd" }]],
       ["itself", [{ name: "l", type: "link", linkname: "l" }]],
-      [".git file", [{ name: ".git", body: "gitdir: /etc\n" }, { name: "a", body: "a" }]],
-      [".git symlink", [{ name: ".git", type: "symlink", linkname: "/tmp" }, { name: "a", body: "a" }]],
+      [
+        ".git file",
+        [
+          { name: ".git", body: "gitdir: /etc\n" },
+          { name: "a", body: "a" },
+        ],
+      ],
+      [
+        ".git symlink",
+        [
+          { name: ".git", type: "symlink", linkname: "/tmp" },
+          { name: "a", body: "a" },
+        ],
+      ],
       // A NUL ends a name for every tar reader (Docker's archive API too): "s\0ü" would be written as
       // "s", a symlink out of the workspace that the entry after it would be written through.
-      ["NUL in a name", [{ name: "s/", type: "directory" }, { name: "s\u0000ü", type: "symlink", linkname: "/usr/bin" }, { name: "s/git", body: "x" }]],
+      [
+        "NUL in a name",
+        [
+          { name: "s/", type: "directory" },
+          { name: "s\u0000ü", type: "symlink", linkname: "/usr/bin" },
+          { name: "s/git", body: "x" },
+        ],
+      ],
       ["NUL in a target", [{ name: "t", type: "symlink", linkname: `${"x".repeat(120)}\u0000ü` }]], // long: a pax linkpath, NUL and all
     ];
     for (const [what, entries] of cases) {
@@ -326,24 +423,46 @@ describe("3. failures that are the repo's fault are RepoErrors (not retried)", (
       expect([what, err]).toEqual([what, expect.any(RepoError)]);
     }
     // A hard link to an earlier regular file is fine, also under a stripped top directory.
-    const ok = await load({ archive: await tarball([{ name: "p/a", body: "a" }, { name: "p/l", type: "link", linkname: "p/a" }]) });
+    const ok = await load({
+      archive: await tarball([
+        { name: "p/a", body: "a" },
+        { name: "p/l", type: "link", linkname: "p/a" },
+      ]),
+    });
     expect(ok.error).toBeUndefined();
     expect(ok.entries?.get("l")?.header).toMatchObject({ type: "link", linkname: "a" });
     // pax gives any entry a link target; a file's is not passed on (unchecked, and here with a NUL).
-    const odd = await load({ archive: await tarball([{ name: "f", body: "body", linkname: `${"x".repeat(120)}\u0000` }]) });
+    const odd = await load({
+      archive: await tarball([{ name: "f", body: "body", linkname: `${"x".repeat(120)}\u0000` }]),
+    });
     expect(odd.error).toBeUndefined();
     expect(odd.entries?.get("f")?.header.linkname ?? null).toBeNull();
     expect(odd.entries?.get("f")?.body.toString()).toBe("body");
   });
 
   it("an archive swapped after the scan fails the load as a RepoError (not as the engine's error)", async () => {
-    const [file, evil] = [await tarball([{ name: "a.txt", body: "a" }]), await tarball([{ name: "l", type: "symlink", linkname: "/etc" }, { name: "l/x", body: "x" }])];
+    const [file, evil] = [
+      await tarball([{ name: "a.txt", body: "a" }]),
+      await tarball([
+        { name: "l", type: "symlink", linkname: "/etc" },
+        { name: "l/x", body: "x" },
+      ]),
+    ];
     const archive = await repoArchive({ archive: file });
     fs.copyFileSync(evil, file); // rewritten in place, before the stream is read
     // Like the engine: the upload fails with its own error when the stream breaks (both load paths).
     const upload = (_dir: string, s: NodeJS.ReadableStream) =>
-      new Promise<void>((resolve, reject) => (s.on("error", () => reject(new Error("engine: unexpected EOF"))), s.on("end", resolve), s.resume()));
-    const sb = { files: { putArchive: upload }, putTarStream: (dir: string, s: NodeJS.ReadableStream) => upload(dir, s).then(() => true) } as unknown as Sandbox;
+      new Promise<void>(
+        (resolve, reject) => (
+          s.on("error", () => reject(new Error("engine: unexpected EOF"))),
+          s.on("end", resolve),
+          s.resume()
+        ),
+      );
+    const sb = {
+      files: { putArchive: upload },
+      putTarStream: (dir: string, s: NodeJS.ReadableStream) => upload(dir, s).then(() => true),
+    } as unknown as Sandbox;
     const err = await loadRepo(sb, { archive: file }, { prepared: Promise.resolve(archive) }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RepoError);
     // Which of its faults is met first depends on how the streams interleave under load: its
@@ -371,7 +490,8 @@ describe("4. a local { git } source cannot read other host repos", () => {
   }
 
   const attacks: Record<string, () => string> = {
-    "a .git file (gitdir: another repo)": () => hostDir({ ".git": `gitdir: ${path.join(secret, ".git")}\n`, "x.txt": "x\n" }),
+    "a .git file (gitdir: another repo)": () =>
+      hostDir({ ".git": `gitdir: ${path.join(secret, ".git")}\n`, "x.txt": "x\n" }),
     "a .git symlink to another repo": () => {
       const dir = hostDir({ "x.txt": "x\n" });
       fs.symlinkSync(path.join(secret, ".git"), path.join(dir, ".git"));
@@ -393,7 +513,8 @@ describe("4. a local { git } source cannot read other host repos", () => {
       const dir = fresh();
       git(tmpRoot, "init", "-q", dir);
       const packs = path.join(secret, ".git/objects/pack");
-      for (const f of fs.readdirSync(packs)) fs.symlinkSync(path.join(packs, f), path.join(dir, ".git/objects/pack", f));
+      for (const f of fs.readdirSync(packs))
+        fs.symlinkSync(path.join(packs, f), path.join(dir, ".git/objects/pack", f));
       fs.writeFileSync(path.join(dir, ".git/refs/heads/main"), `${secretHead}\n`);
       return dir;
     },
@@ -515,7 +636,9 @@ describe("5. the host disk is not filled before the size check", () => {
       const t0 = Date.now();
       const r = await load({ git: url }, { maxBytes: 4 * 1024 * 1024 });
       expect(r.error).toBeInstanceOf(RepoError);
-      expect(String(r.error)).toMatch(/too large: \d+ bytes of files \(the clone directory while git was writing it\), the limit is 4194304/);
+      expect(String(r.error)).toMatch(
+        /too large: \d+ bytes of files \(the clone directory while git was writing it\), the limit is 4194304/,
+      );
       expect(Date.now() - t0).toBeLessThan(5000); // the whole pack takes 6 s at this speed
       expect(fs.readdirSync(clones)).toEqual([]);
       expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
@@ -532,7 +655,8 @@ describe("5. the host disk is not filled before the size check", () => {
 function slowFileServer(root: string, rate: number): http.Server {
   return http.createServer(async (req, res) => {
     const file = path.join(root, decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname));
-    if (!file.startsWith(root) || !fs.statSync(file, { throwIfNoEntry: false })?.isFile()) return void res.writeHead(404).end();
+    if (!file.startsWith(root) || !fs.statSync(file, { throwIfNoEntry: false })?.isFile())
+      return void res.writeHead(404).end();
     res.writeHead(200, { "content-type": "application/octet-stream" });
     try {
       for await (const chunk of fs.createReadStream(file, { highWaterMark: 64 * 1024 })) {
@@ -553,7 +677,12 @@ describe("6. a { path } repo whose directory is swapped for a symlink while it l
   /** A host directory the repo's owner may not read through the worker, and a repo shaped like it. */
   const setup = () => {
     const host = hostDir({ "secret.txt": `${CANARY}\n`, "sub/deep.txt": `${CANARY}\n`, [`${CANARY}.name`]: "x" });
-    const repo = hostDir({ "a/secret.txt": "decoy\n", "a/sub/deep.txt": "decoy\n", "b.txt": "b\n", "z/after.txt": "z\n" });
+    const repo = hostDir({
+      "a/secret.txt": "decoy\n",
+      "a/sub/deep.txt": "decoy\n",
+      "b.txt": "b\n",
+      "z/after.txt": "z\n",
+    });
     const stash = fresh("stash");
     fs.mkdirSync(stash);
     fs.symlinkSync(host, path.join(stash, "a"));
@@ -588,11 +717,15 @@ describe("6. a { path } repo whose directory is swapped for a symlink while it l
     // The files are read (on reader threads) as soon as the walk is done: the swap is made then.
     const { walkHooks } = await import("../../../src/job/repo/walk.js");
     walkHooks.afterWalk = () => swap(repo, stash);
-    const r = await withLag(async () => collect(await repoArchive({ path: repo }))).finally(() => (walkHooks.afterWalk = undefined));
+    const r = await withLag(async () => collect(await repoArchive({ path: repo }))).finally(
+      () => (walkHooks.afterWalk = undefined),
+    );
     const { seen, error } = r.value!;
     expect(seen).not.toContain(CANARY);
     expect(error).toBeInstanceOf(RepoError);
-    expect(String(error)).toMatch(/repo\.path .*: "a" was replaced \(by a symlink or another directory\) while the repo was read/);
+    expect(String(error)).toMatch(
+      /repo\.path .*: "a" was replaced \(by a symlink or another directory\) while the repo was read/,
+    );
     expect(r.lagMs).toBeLessThan(MAX_LAG_MS);
   });
 
@@ -620,14 +753,23 @@ describe("6. a { path } repo whose directory is swapped for a symlink while it l
   it("swapped back and forth all the time by another process: the host's files never load, and the swap is caught", async () => {
     const { repo, stash } = setup();
     // renameat2(RENAME_EXCHANGE): repo/a and stash/a trade places atomically, over and over.
-    const swapper = spawn("python3", ["-c", `
+    const swapper = spawn(
+      "python3",
+      [
+        "-c",
+        `
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 a, b = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
 print("ready", flush=True)
 while True:
     if libc.renameat2(-100, a, -100, b, 2) != 0: sys.exit("renameat2: %d" % ctypes.get_errno())
-`, path.join(repo, "a"), path.join(stash, "a")], { stdio: ["ignore", "pipe", "inherit"] });
+`,
+        path.join(repo, "a"),
+        path.join(stash, "a"),
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
     try {
       await new Promise<void>((resolve, reject) => {
         swapper.stdout.once("data", () => resolve());
@@ -642,7 +784,9 @@ while True:
         expect(out.seen).not.toContain(CANARY);
         if (out.error) {
           expect(out.error).toBeInstanceOf(RepoError);
-          expect(String(out.error)).toMatch(/"a(\/[^"]*)?" (was replaced|was swapped for a symlink|is no longer a regular file)/);
+          expect(String(out.error)).toMatch(
+            /"a(\/[^"]*)?" (was replaced|was swapped for a symlink|is no longer a regular file)/,
+          );
           caught++;
         } else loaded++;
         expect(r.lagMs).toBeLessThan(MAX_LAG_MS);

@@ -34,11 +34,13 @@ describe.each([
     expect(sum.output.trim()).toBe(createHash("sha256").update(bytes).digest("hex"));
   };
 
-  it("round-trips every byte value", () => roundTrip("all.bin", Buffer.from(Array.from({ length: 512 }, (_, i) => i % 256))));
+  it("round-trips every byte value", () =>
+    roundTrip("all.bin", Buffer.from(Array.from({ length: 512 }, (_, i) => i % 256))));
   it("round-trips CRLF", () => roundTrip("crlf.txt", Buffer.from("a\r\nb\r\n\r\nc\r\n")));
   it("round-trips a file without final newline", () => roundTrip("nofinal.txt", Buffer.from("no newline at the end")));
   it("round-trips an empty file", () => roundTrip("empty.txt", Buffer.alloc(0)));
-  it("round-trips a 5 MB file", () => roundTrip("big.bin", Buffer.from(Array.from({ length: 5 * 1024 * 1024 }, (_, i) => (i * 7919) % 251))));
+  it("round-trips a 5 MB file", () =>
+    roundTrip("big.bin", Buffer.from(Array.from({ length: 5 * 1024 * 1024 }, (_, i) => (i * 7919) % 251))));
 
   it("new files belong to uid 1000 with mode 0644", async () => {
     await sb().files.write("/workspace/new.txt", Buffer.from("x"));
@@ -60,7 +62,9 @@ describe.each([
   });
 
   it("follows a symlink within the container and says so", async () => {
-    await sb().shell.run("mkdir -p /workspace/real && echo target > /workspace/real/t.txt && ln -sf real/t.txt /workspace/link.txt");
+    await sb().shell.run(
+      "mkdir -p /workspace/real && echo target > /workspace/real/t.txt && ln -sf real/t.txt /workspace/link.txt",
+    );
     const st = await sb().files.stat("/workspace/link.txt");
     expect(st).toMatchObject({ type: "file", path: "/workspace/real/t.txt", symlinkTarget: "/workspace/real/t.txt" });
     expect((await sb().files.read("/workspace/link.txt")).toString()).toBe("target\n");
@@ -76,20 +80,27 @@ describe.each([
 
   it("refuses a read above the size bound with a clear error", async () => {
     await sb().shell.run("head -c 3000 /dev/zero > /workspace/3k");
-    await expect(sb().files.read("/workspace/3k", { maxBytes: 1000 })).rejects.toThrow(/file too large: \/workspace\/3k is 3000 bytes, the limit is 1000/);
+    await expect(sb().files.read("/workspace/3k", { maxBytes: 1000 })).rejects.toThrow(
+      /file too large: \/workspace\/3k is 3000 bytes, the limit is 1000/,
+    );
   });
 
   it("gives clear errors for a missing file, a missing parent, a directory, a relative path", async () => {
     await expect(sb().files.read("/workspace/nope.txt")).rejects.toThrow(/no such file: \/workspace\/nope.txt/);
-    await expect(sb().files.write("/workspace/no/such/dir/f.txt", Buffer.from("x"))).rejects.toThrow(/parent directory does not exist: \/workspace\/no\/such\/dir/);
+    await expect(sb().files.write("/workspace/no/such/dir/f.txt", Buffer.from("x"))).rejects.toThrow(
+      /parent directory does not exist: \/workspace\/no\/such\/dir/,
+    );
     await expect(sb().files.read("/workspace")).rejects.toThrow(/is a directory/);
     await expect(sb().files.read("relative.txt")).rejects.toThrow(/must be absolute/);
   });
 
   it("acts as uid 1000: a root-only file, /root and the private store are refused; nothing is written where uid 1000 may not", async () => {
     const root = (cmd: string) => box().exec(["bash", "-c", cmd], { user: "0:0" });
-    await root("umask 077; echo ROOT-CANARY > /tmp/root-only; echo kept > /tmp/root-owned; chmod 644 /tmp/root-owned; echo x > /root/r.txt; chmod 644 /root/r.txt");
-    for (const p of ["/tmp/root-only", "/root/r.txt", "/patchbay/git/config"]) await expect(sb().files.read(p), p).rejects.toThrow(/permission denied/);
+    await root(
+      "umask 077; echo ROOT-CANARY > /tmp/root-only; echo kept > /tmp/root-owned; chmod 644 /tmp/root-owned; echo x > /root/r.txt; chmod 644 /root/r.txt",
+    );
+    for (const p of ["/tmp/root-only", "/root/r.txt", "/patchbay/git/config"])
+      await expect(sb().files.read(p), p).rejects.toThrow(/permission denied/);
     await expect(sb().files.stat("/root/r.txt")).rejects.toThrow(/permission denied/);
     await expect(sb().files.write("/tmp/root-owned", Buffer.from("overwritten"))).rejects.toThrow(/permission denied/);
     await expect(sb().files.write("/patchbay/planted", Buffer.from("x"))).rejects.toThrow(/permission denied/);
@@ -123,7 +134,11 @@ describe.each([
 
   it("rejects a NUL byte in a path with a clear error and keeps working", async () => {
     await expect(box().files.read("/workspace/a\0b")).rejects.toThrow(/NUL byte/);
-    const r = await new Toolbox(box().real).run({ id: "x", name: "str_replace_based_edit_tool", input: { command: "view", path: "/workspace/\ud800" } });
+    const r = await new Toolbox(box().real).run({
+      id: "x",
+      name: "str_replace_based_edit_tool",
+      input: { command: "view", path: "/workspace/\ud800" },
+    });
     expect(r.isError).toBe(true);
     await box().files.write("/workspace/ok.txt", Buffer.from("still fine"));
     expect((await box().files.read("/workspace/ok.txt")).toString()).toBe("still fine");
@@ -133,14 +148,18 @@ describe.each([
     const original = Buffer.from(Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join(""));
     await box().files.write("/workspace/f.txt", original);
     await box().shell.run("head -c 7000000 /dev/zero > /workspace/fill 2>/dev/null; true");
-    await expect(box().files.write("/workspace/f.txt", Buffer.concat([original, Buffer.alloc(2_000_000, 121)]))).rejects.toThrow(/no space left/);
+    await expect(
+      box().files.write("/workspace/f.txt", Buffer.concat([original, Buffer.alloc(2_000_000, 121)])),
+    ).rejects.toThrow(/no space left/);
     expect(Buffer.compare(await box().files.read("/workspace/f.txt"), original)).toBe(0);
   });
 
   it("writes through a dangling symlink to create its target", async () => {
     await box().shell.run("ln -sf target.txt /workspace/dangle");
     await box().files.write("/workspace/dangle", Buffer.from("made"));
-    expect((await box().shell.run("cat /workspace/target.txt; test -L /workspace/dangle && echo link")).output).toBe("madelink\n");
+    expect((await box().shell.run("cat /workspace/target.txt; test -L /workspace/dangle && echo link")).output).toBe(
+      "madelink\n",
+    );
   });
 });
 
@@ -154,7 +173,9 @@ describe("sandbox.files.digest: a tree's fingerprint (real engine)", () => {
   const digest = () => box().files.digest("/workspace");
 
   it("is the same after commands that only read, and differs after any write, even one that puts back size and mtime", async () => {
-    await sh("mkdir -p /workspace/d/e && printf 'AAAA\\n' > /workspace/d/e/a.txt && printf 'b\\n' > /workspace/b.txt && mkdir -p /workspace/.git && echo ref > /workspace/.git/HEAD");
+    await sh(
+      "mkdir -p /workspace/d/e && printf 'AAAA\\n' > /workspace/d/e/a.txt && printf 'b\\n' > /workspace/b.txt && mkdir -p /workspace/.git && echo ref > /workspace/.git/HEAD",
+    );
     const d0 = await digest();
     expect(d0).toMatch(/^[0-9a-f]{40}$/);
     await sh("cd /workspace && ls -laR >/dev/null && cat d/e/a.txt >/dev/null && grep -r AAAA . >/dev/null");
@@ -192,7 +213,8 @@ describe("sandbox.files.digest: a tree's fingerprint (real engine)", () => {
 // fork bomb holding the pids limit at the restart; an image without python3 takes the same path).
 describe("a sandbox whose file agent is dead: the editor acts as uid 1000 (real engine)", () => {
   const box = useSandbox();
-  const edit = (input: Record<string, unknown>) => new Toolbox(box()).run({ id: "t", name: "str_replace_based_edit_tool", input });
+  const edit = (input: Record<string, unknown>) =>
+    new Toolbox(box()).run({ id: "t", name: "str_replace_based_edit_tool", input });
   beforeAll(async () => {
     const agent = (box() as unknown as { agent: FileAgent }).agent;
     (agent as unknown as { argv: string[] }).argv = ["/nonexistent/python3"]; // every restart fails
@@ -201,7 +223,9 @@ describe("a sandbox whose file agent is dead: the editor acts as uid 1000 (real 
   });
 
   it("view of a root-only file, of /root or the private store is refused, as through the file agent; the workspace works", async () => {
-    await box().exec(["bash", "-c", "umask 077; echo ROOT-CANARY > /tmp/secret; echo ROOT-CANARY > /root/secret"], { user: "0:0" });
+    await box().exec(["bash", "-c", "umask 077; echo ROOT-CANARY > /tmp/secret; echo ROOT-CANARY > /root/secret"], {
+      user: "0:0",
+    });
     for (const p of ["/tmp/secret", "/root/secret", "/root", "/patchbay", "/patchbay/git/config"]) {
       const r = await edit({ command: "view", path: p });
       expect(r.isError, `${p}: ${r.content}`).toBe(true);
@@ -213,8 +237,12 @@ describe("a sandbox whose file agent is dead: the editor acts as uid 1000 (real 
     expect((await box().exec(["ls", "-A", "/patchbay"], { user: "0:0" })).stdout.toString()).not.toMatch(/planted/);
 
     expect((await edit({ command: "create", path: "/workspace/a.txt", file_text: "one\ntwo\n" })).isError).toBe(false);
-    expect((await edit({ command: "str_replace", path: "/workspace/a.txt", old_str: "two", new_str: "TWO" })).isError).toBe(false);
+    expect(
+      (await edit({ command: "str_replace", path: "/workspace/a.txt", old_str: "two", new_str: "TWO" })).isError,
+    ).toBe(false);
     expect((await edit({ command: "view", path: "/workspace/a.txt" })).content).toMatch(/1\tone\n\s*2\tTWO/);
-    expect((await box().exec(["stat", "-c", "%u:%g %a", "/workspace/a.txt"])).stdout.toString()).toBe("1000:1000 644\n");
+    expect((await box().exec(["stat", "-c", "%u:%g %a", "/workspace/a.txt"])).stdout.toString()).toBe(
+      "1000:1000 644\n",
+    );
   });
 });

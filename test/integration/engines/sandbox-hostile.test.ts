@@ -34,7 +34,10 @@ async function jobRunning(command: string, spec: Record<string, unknown> = {}) {
   fake = await startFakeAnthropic([reply(toolUse("bash", { command })), reply(text("Done."))]);
   const events: TranscriptEvent[] = [];
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
-  const result = await runJob({ task: "t", repo: { path: CLAMP }, ...spec }, { model, onEvent: (e) => events.push(e), labels: { "patchbay.test": "sandbox-hostile" } });
+  const result = await runJob(
+    { task: "t", repo: { path: CLAMP }, ...spec },
+    { model, onEvent: (e) => events.push(e), labels: { "patchbay.test": "sandbox-hostile" } },
+  );
   return { result, events };
 }
 
@@ -68,8 +71,14 @@ const FAILING_VERIFY = "sleep 2; python3 -c 'import sys; sys.exit(3)'";
 
 describe("verify cannot be faked by the agent (real engine, real SDK)", () => {
   it.each([
-    ["a shell function shadowing the verify command", "python3(){ echo OK; return 0; }; sleep(){ :; }; export -f python3 sleep; echo defined"],
-    ["a redefined internal hook of the shell", "__pb_post(){ builtin printf '\\nPBEND%s:%d\\n' \"$1\" 0; }; echo redefined"],
+    [
+      "a shell function shadowing the verify command",
+      "python3(){ echo OK; return 0; }; sleep(){ :; }; export -f python3 sleep; echo defined",
+    ],
+    [
+      "a redefined internal hook of the shell",
+      "__pb_post(){ builtin printf '\\nPBEND%s:%d\\n' \"$1\" 0; }; echo redefined",
+    ],
     ["a background process printing the completion marker", MARKER_FORGER],
   ])("%s", async (_what, trick) => {
     const { result, events } = await jobRunning(trick, { verify: FAILING_VERIFY, verifyRounds: 0 });
@@ -79,7 +88,9 @@ describe("verify cannot be faked by the agent (real engine, real SDK)", () => {
   });
 
   it("verify sees the image's environment, not the agent's exports", async () => {
-    const { result } = await jobRunning("export PATH=/nonexistent:$PATH PYTHONPATH=/tmp; echo ok", { verify: 'echo "path=$PATH"; echo "pp=${PYTHONPATH-unset}"' });
+    const { result } = await jobRunning("export PATH=/nonexistent:$PATH PYTHONPATH=/tmp; echo ok", {
+      verify: 'echo "path=$PATH"; echo "pp=${PYTHONPATH-unset}"',
+    });
     expect(result.verify?.exitCode).toBe(0);
     expect(result.verify?.outputTail).not.toMatch(/nonexistent/);
     expect(result.verify?.outputTail).toMatch(/pp=unset/);
@@ -87,7 +98,10 @@ describe("verify cannot be faked by the agent (real engine, real SDK)", () => {
 
   it("nothing the agent left running changes the tree after the patch is taken", async () => {
     // A background writer keeps appending; the patch and what verify sees must agree.
-    const { result } = await jobRunning("(while :; do echo x >> /workspace/late.txt; sleep 0.05; done) >/dev/null 2>&1 & sleep 0.3; echo bg", { verify: "sleep 1; wc -l < late.txt" });
+    const { result } = await jobRunning(
+      "(while :; do echo x >> /workspace/late.txt; sleep 0.05; done) >/dev/null 2>&1 & sleep 0.3; echo bg",
+      { verify: "sleep 1; wc -l < late.txt" },
+    );
     const lines = Number(result.verify?.outputTail.trim());
     expect(result.filesChanged).toEqual(["late.txt"]);
     const added = result.patch.split("\n").filter((l) => l === "+x").length;
@@ -97,7 +111,9 @@ describe("verify cannot be faked by the agent (real engine, real SDK)", () => {
 
 describe("a patch broken by the agent fails the job once (real engine)", () => {
   it("an empty nested git repo makes git refuse the tree: failed with the reason, not thrown for a retry", async () => {
-    const { result, events } = await jobRunning("mkdir -p /workspace/sub && git -C /workspace/sub init -q && touch /workspace/sub/x && echo ok");
+    const { result, events } = await jobRunning(
+      "mkdir -p /workspace/sub && git -C /workspace/sub init -q && touch /workspace/sub/x && echo ok",
+    );
     expect(result.status).toBe("failed");
     expect(result.error).toMatch(/the patch could not be taken/);
     expect(events.at(-1)).toMatchObject({ type: "job_finished", status: "failed" });
@@ -112,20 +128,27 @@ describe("the file agent is out of the agent's reach (real engine)", () => {
     await sb().files.write("/workspace/owned.txt", Buffer.from("x"));
     // Three root pythons: the helper (every process's parent), and the file agent and the supervisor
     // (forks of it, named by their scripts); none of the agent's uid.
-    const r = await sb().shell.run("stat -c '%u:%g %a' /workspace/owned.txt; ps -e -o user=,comm=,args= | grep -c '^root  *\\(python3\\|file_agent.py\\|supervisor.py\\)  *python3 -I -S'; ps -e -o user=,args= | grep '[p]ython3 -I -S' | grep -vc '^root '");
+    const r = await sb().shell.run(
+      "stat -c '%u:%g %a' /workspace/owned.txt; ps -e -o user=,comm=,args= | grep -c '^root  *\\(python3\\|file_agent.py\\|supervisor.py\\)  *python3 -I -S'; ps -e -o user=,args= | grep '[p]ython3 -I -S' | grep -vc '^root '",
+    );
     expect(r.output).toBe("1000:1000 644\n3\n0\n");
   });
 
   it("cannot be written to or signalled by the agent; a forged header never reaches the worker", async () => {
     // The helper's stdin would take a spawn as root: none of the three's stdin, stdout or state is the agent's to touch.
-    const r = await sb().shell.run(`pgrep -fc 'python3 -I -S'; for p in $(pgrep -f 'python3 -I -S'); do for fd in 0 1; do (printf 'S\\0\\0\\0\\1\\0\\0\\0\\2{}' > /proc/$p/fd/$fd) 2>/dev/null && echo WROTE $p $fd; done; kill -STOP $p 2>/dev/null && echo STOPPED $p; done; echo done`);
+    const r = await sb().shell.run(
+      `pgrep -fc 'python3 -I -S'; for p in $(pgrep -f 'python3 -I -S'); do for fd in 0 1; do (printf 'S\\0\\0\\0\\1\\0\\0\\0\\2{}' > /proc/$p/fd/$fd) 2>/dev/null && echo WROTE $p $fd; done; kill -STOP $p 2>/dev/null && echo STOPPED $p; done; echo done`,
+    );
     expect(r.output).toBe("3\ndone\n");
     await sb().files.write("/workspace/after.txt", Buffer.from("still fine"));
     expect((await sb().files.read("/workspace/after.txt")).toString()).toBe("still fine");
   });
 
   it("imports nothing from /workspace when it restarts", async () => {
-    await sb().files.write("/workspace/json.py", Buffer.from("open('/tmp/pwned', 'w').write('x')\nimport sys\nsys.stdout.buffer.write(b'x' * 10**8)\n"));
+    await sb().files.write(
+      "/workspace/json.py",
+      Buffer.from("open('/tmp/pwned', 'w').write('x')\nimport sys\nsys.stdout.buffer.write(b'x' * 10**8)\n"),
+    );
     agentOf(sb()).close(); // the next request starts a new agent
     await sb().files.write("/workspace/b.txt", Buffer.from("b"));
     expect((await sb().files.read("/workspace/b.txt")).toString()).toBe("b");
@@ -133,7 +156,9 @@ describe("the file agent is out of the agent's reach (real engine)", () => {
   });
 
   it("a reply with a forged length or no reply at all ends the request (the caller falls back)", async () => {
-    const forged = new FileAgent(sb().box, { argv: ["bash", "-c", `read -r l; echo '{"len": 100000000000}'; sleep 1000`] });
+    const forged = new FileAgent(sb().box, {
+      argv: ["bash", "-c", `read -r l; echo '{"len": 100000000000}'; sleep 1000`],
+    });
     expect(await forged.request({ op: "stat", path: "/" })).toBeUndefined();
     forged.close();
     const silent = new FileAgent(sb().box, { argv: ["bash", "-c", "sleep 1000"], timeoutMs: 300 });
@@ -158,7 +183,9 @@ describe("leftover processes holding the pids limit (real engine)", () => {
     const r = await sb().shell.run("echo alive; ps -e --no-headers | wc -l", { timeoutSec: 20 });
     expect(r.timedOut).toBe(false);
     expect(r.exitCode).toBe(0);
-    expect(r.output).toMatch(/\[patchbay: \d+ background processes held the sandbox's process limit; they were killed before this command ran\]/);
+    expect(r.output).toMatch(
+      /\[patchbay: \d+ background processes held the sandbox's process limit; they were killed before this command ran\]/,
+    );
     expect(r.output).toMatch(/alive\n/);
     expect(Number(r.output.trim().split("\n").at(-1))).toBeLessThan(10);
   });

@@ -60,7 +60,10 @@ describe("warm pool (real engine)", () => {
         // Refilled (in the background) before the next job asks.
         await until(() => pool.size === 1);
         let container = "";
-        const r = await runJob({ task: `clamp ${i}`, repo: { path: CLAMP } }, { model, pool, onEvent: (e) => e.type === "sandbox_ready" && (container = e.container) });
+        const r = await runJob(
+          { task: `clamp ${i}`, repo: { path: CLAMP } },
+          { model, pool, onEvent: (e) => e.type === "sandbox_ready" && (container = e.container) },
+        );
         expect(r.status).toBe("completed");
         expect(r.filesChanged).toEqual(["clamp.py"]);
         used.push(container);
@@ -88,9 +91,14 @@ describe("warm pool (real engine)", () => {
   }, 300_000);
 
   it("a warm sandbox is prepared while it waits (tools probed, the private git store made); a prepare that fails still leaves it usable", async () => {
-    const store = (sb: Sandbox) => sb.exec(["test", "-f", "/patchbay/git/HEAD"], { user: "0:0" }).then((r) => r.exitCode);
+    const store = (sb: Sandbox) =>
+      sb.exec(["test", "-f", "/patchbay/git/HEAD"], { user: "0:0" }).then((r) => r.exitCode);
     const ok = new SandboxPool({ size: 1, labels: { "patchbay.test": `${tag}-prep` }, prepare: prepareSandbox });
-    const failing = new SandboxPool({ size: 1, labels: { "patchbay.test": `${tag}-prep` }, prepare: () => Promise.reject(new Error("boom")) });
+    const failing = new SandboxPool({
+      size: 1,
+      labels: { "patchbay.test": `${tag}-prep` },
+      prepare: () => Promise.reject(new Error("boom")),
+    });
     try {
       await until(() => ok.size === 1 && failing.size === 1);
       const a = ok.take({}, 60)!;
@@ -136,7 +144,13 @@ describe("warm pool (real engine)", () => {
 
     it("the reaper removes a dead worker's pool", async () => {
       const queueName = `${tag}-dead`;
-      const w = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: queueName, PATCHBAY_CONCURRENCY: "1", PATCHBAY_POOL: "2", PATCHBAY_REAP_MS: "1000" });
+      const w = startWorkerProc({
+        REDIS_URL: redis.url,
+        PATCHBAY_QUEUE: queueName,
+        PATCHBAY_CONCURRENCY: "1",
+        PATCHBAY_POOL: "2",
+        PATCHBAY_REAP_MS: "1000",
+      });
       await w.waitFor(new RegExp(`ready: queue ${queueName}`), 120_000);
       await until(async () => (await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL)).length === 2);
       const pooled = await containers(`${LABEL.queue}=${queueName}`, POOL_LABEL);

@@ -26,7 +26,15 @@
 // line says `yes (ABI N)` as a box of the image finds it, and what it costs where it is missing.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../../../src/queue/client.js";
-import { reply, startFakeAnthropic, text, toolResults, toolResultText, toolUse, type FakeAnthropic } from "../../support/fake-anthropic.js";
+import {
+  reply,
+  startFakeAnthropic,
+  text,
+  toolResults,
+  toolResultText,
+  toolUse,
+  type FakeAnthropic,
+} from "../../support/fake-anthropic.js";
 import { startRedis, startWorkerProc, type WorkerProc } from "../../support/cluster.js";
 import { useSandbox } from "../../support/sandbox.js";
 import { podman } from "../../support/engine-kind.js";
@@ -61,29 +69,36 @@ describe("sandbox hardening (real engine)", () => {
     const tcp = await sb().shell.run("timeout 10 bash -c 'echo > /dev/tcp/192.0.2.1/80'; echo rc=$?");
     expect(tcp.output).toMatch(/Network is unreachable/);
     expect(tcp.output).toMatch(/rc=1\n$/);
-    const udp = await sb().shell.run("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('192.0.2.1', 53))\" 2>&1 | tail -1");
+    const udp = await sb().shell.run(
+      "python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('192.0.2.1', 53))\" 2>&1 | tail -1",
+    );
     expect(udp.output).toMatch(/Network is unreachable/);
   });
 
-  it(podman ? "rootless: root in the container is the engine's unprivileged user on the host, uid 1000 a subordinate id" : "rootful Docker: root in the container is root on the host (what rootless Podman changes)", async () => {
-    // Files written in the sandbox by its root and by the agent, seen from the host through the
-    // container init's root (/proc/PID/root), and that process's own host uid.
-    await sb().exec(["touch", "/workspace/by-root"], { user: "0:0" });
-    await sb().exec(["touch", "/workspace/by-agent"]);
-    const pid = (await docker().getContainer(sb().name).inspect()).State.Pid;
-    const owner = (f: string) => statSync(`/proc/${pid}/root/workspace/${f}`).uid;
-    const initUid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]);
-    if (!podman) {
-      expect([owner("by-root"), owner("by-agent"), initUid]).toEqual([0, 1000, 0]);
-      return;
-    }
-    const engine = await engineInfo(docker());
-    const root = hostUid(engine, 0)!;
-    expect(root).toBeGreaterThan(0);
-    expect(engine).toMatchObject({ name: "podman", rootless: true });
-    expect([owner("by-root"), owner("by-agent"), initUid]).toEqual([root, hostUid(engine, 1000), root]);
-    expect(hostUid(engine, 1000)).toBeGreaterThanOrEqual(100_000); // a subordinate id: no account of the host's
-  });
+  it(
+    podman
+      ? "rootless: root in the container is the engine's unprivileged user on the host, uid 1000 a subordinate id"
+      : "rootful Docker: root in the container is root on the host (what rootless Podman changes)",
+    async () => {
+      // Files written in the sandbox by its root and by the agent, seen from the host through the
+      // container init's root (/proc/PID/root), and that process's own host uid.
+      await sb().exec(["touch", "/workspace/by-root"], { user: "0:0" });
+      await sb().exec(["touch", "/workspace/by-agent"]);
+      const pid = (await docker().getContainer(sb().name).inspect()).State.Pid;
+      const owner = (f: string) => statSync(`/proc/${pid}/root/workspace/${f}`).uid;
+      const initUid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]);
+      if (!podman) {
+        expect([owner("by-root"), owner("by-agent"), initUid]).toEqual([0, 1000, 0]);
+        return;
+      }
+      const engine = await engineInfo(docker());
+      const root = hostUid(engine, 0)!;
+      expect(root).toBeGreaterThan(0);
+      expect(engine).toMatchObject({ name: "podman", rootless: true });
+      expect([owner("by-root"), owner("by-agent"), initUid]).toEqual([root, hostUid(engine, 1000), root]);
+      expect(hostUid(engine, 1000)).toBeGreaterThanOrEqual(100_000); // a subordinate id: no account of the host's
+    },
+  );
 
   it("runs as uid 1000 with no capabilities and no new privileges", async () => {
     const r = await sb().shell.run("id -u; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status");
@@ -114,7 +129,10 @@ describe("sandbox hardening (real engine)", () => {
   });
 
   it("kills a 4 GB allocation, reports it, and still answers", async () => {
-    const r = await sb().shell.run("python3 -c \"b = bytearray(4 * 1024**3); b[::4096] = b'x' * (len(b) // 4096); print('survived')\"", { timeoutSec: 60 });
+    const r = await sb().shell.run(
+      "python3 -c \"b = bytearray(4 * 1024**3); b[::4096] = b'x' * (len(b) // 4096); print('survived')\"",
+      { timeoutSec: 60 },
+    );
     expect(r.exitCode).toBe(137);
     expect(r.output).not.toMatch(/^survived$/m);
     expect(r.output).toMatch(/out of memory/);
@@ -122,7 +140,10 @@ describe("sandbox hardening (real engine)", () => {
   });
 
   it("stops filling /workspace at its bound with ENOSPC", async () => {
-    const r = await sb().shell.run("dd if=/dev/zero of=/workspace/fill bs=1M count=200 2>&1; echo rc=$?; df -m /workspace | tail -1", { timeoutSec: 60 });
+    const r = await sb().shell.run(
+      "dd if=/dev/zero of=/workspace/fill bs=1M count=200 2>&1; echo rc=$?; df -m /workspace | tail -1",
+      { timeoutSec: 60 },
+    );
     expect(r.output).toMatch(/No space left on device/);
     expect(r.output).toMatch(/rc=1/);
     const size = await sb().shell.run("stat -c %s /workspace/fill; rm /workspace/fill");
@@ -144,10 +165,15 @@ describe("sandbox hardening (real engine)", () => {
   });
 
   it("runs the agent's shell and what it starts at oom_score_adj 1000: the kernel's first pick when memory runs out", async () => {
-    const r = await sb().shell.run("cat /proc/$$/oom_score_adj; cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'");
+    const r = await sb().shell.run(
+      "cat /proc/$$/oom_score_adj; cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'",
+    );
     expect(r.output.trim().split("\n")).toEqual(["1000", "1000", "1000"]);
     // The root helpers keep the image's default: the agent's processes go first.
-    const root = await sb().exec(["sh", "-c", "for p in $(pgrep -u 0 -f 'python3 -I -S'); do cat /proc/$p/oom_score_adj; done | sort -u"], { user: "0:0" });
+    const root = await sb().exec(
+      ["sh", "-c", "for p in $(pgrep -u 0 -f 'python3 -I -S'); do cat /proc/$p/oom_score_adj; done | sort -u"],
+      { user: "0:0" },
+    );
     expect(root.stdout.toString().trim().split("\n")).not.toContain("1000");
   });
 
@@ -156,8 +182,14 @@ describe("sandbox hardening (real engine)", () => {
     const before = (await container.inspect()).State;
     // The pids of root's processes, but the ps that lists them.
     const roots = async () => {
-      const ps = (await sb().exec(["ps", "-e", "--no-headers", "-o", "pid=,user=,args="], { user: "0:0" })).stdout.toString();
-      return ps.split("\n").map((l) => l.trim().split(/\s+/)).filter(([pid, user, cmd]) => pid && user === "root" && cmd !== "ps").map(([pid]) => pid!);
+      const ps = (
+        await sb().exec(["ps", "-e", "--no-headers", "-o", "pid=,user=,args="], { user: "0:0" })
+      ).stdout.toString();
+      return ps
+        .split("\n")
+        .map((l) => l.trim().split(/\s+/))
+        .filter(([pid, user, cmd]) => pid && user === "root" && cmd !== "ps")
+        .map(([pid]) => pid!);
     };
     const rootsBefore = await roots();
     expect(rootsBefore.length).toBeGreaterThanOrEqual(3); // tini, its sleep and the helper, at least
@@ -166,7 +198,11 @@ describe("sandbox hardening (real engine)", () => {
     await sb().shell.run("sleep 1000 &");
     const r = await sb().shell.run("kill -9 -1; sleep 0.5; pgrep -u 1000 -c sleep; id -u; echo alive");
     expect(r.output).toMatch(/Killed[^\n]*sleep 1000\n0\n1000\nalive\n$/);
-    expect((await container.inspect()).State).toMatchObject({ Running: true, Pid: before.Pid, StartedAt: before.StartedAt });
+    expect((await container.inspect()).State).toMatchObject({
+      Running: true,
+      Pid: before.Pid,
+      StartedAt: before.StartedAt,
+    });
     // Every root process of before is still there (the new command may have added its own).
     expect(await roots()).toEqual(expect.arrayContaining(rootsBefore));
   });
@@ -182,9 +218,20 @@ describe("a worker's environment stays out of its jobs (worker process, real job
     redis = await startRedis();
     fake = await startFakeAnthropic([reply(toolUse("bash", { command: "env; echo ENV-DONE" })), reply(text("done"))]);
     // The canary is in the worker's environment from its start, next to its secrets.
-    worker = startWorkerProc({ REDIS_URL: redis.url, PATCHBAY_QUEUE: "env-leak", ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test-key-secret", PATCHBAY_SECRET_CANARY: CANARY, PATCHBAY_CONCURRENCY: "1" });
+    worker = startWorkerProc({
+      REDIS_URL: redis.url,
+      PATCHBAY_QUEUE: "env-leak",
+      ANTHROPIC_BASE_URL: fake.url,
+      ANTHROPIC_API_KEY: "test-key-secret",
+      PATCHBAY_SECRET_CANARY: CANARY,
+      PATCHBAY_CONCURRENCY: "1",
+    });
     // Its start line names the engine (under Podman: rootless, its uid map, gVisor handed on).
-    await worker.waitFor(podman ? /ready: queue env-leak, concurrency 1; engine podman [\d.]+, rootless \(container root = host uid [1-9]\d*; uid 1000 = host uid [1-9]\d*\), cgroup v[12]; gVisor \(runsc\) jobs are handed to other workers/ : /ready: queue env-leak, concurrency 1; engine docker /);
+    await worker.waitFor(
+      podman
+        ? /ready: queue env-leak, concurrency 1; engine podman [\d.]+, rootless \(container root = host uid [1-9]\d*; uid 1000 = host uid [1-9]\d*\), cgroup v[12]; gVisor \(runsc\) jobs are handed to other workers/
+        : /ready: queue env-leak, concurrency 1; engine docker /,
+    );
     client = new PatchbayClient({ redisUrl: redis.url, queueName: "env-leak" });
   });
   afterAll(async () => {
@@ -227,7 +274,10 @@ describe("no process of the agent's can trace another (seccomp: ptrace and its r
   });
 
   it("the agent's ordinary tools still work under the profile: the shell, git, python, threads and subprocesses", async () => {
-    const r = await sb().shell.run("cd /tmp && rm -rf g && git init -q g && cd g && echo x > f && git add f && git -c user.email=a@b -c user.name=a commit -qm m && git log --oneline | wc -l && python3 -c \"import subprocess, threading; t = threading.Thread(target=print, args=('thread',)); t.start(); t.join(); print(subprocess.run(['true']).returncode)\" && grep -E '^Seccomp:' /proc/self/status", { timeoutSec: 60 });
+    const r = await sb().shell.run(
+      "cd /tmp && rm -rf g && git init -q g && cd g && echo x > f && git add f && git -c user.email=a@b -c user.name=a commit -qm m && git log --oneline | wc -l && python3 -c \"import subprocess, threading; t = threading.Thread(target=print, args=('thread',)); t.start(); t.join(); print(subprocess.run(['true']).returncode)\" && grep -E '^Seccomp:' /proc/self/status",
+      { timeoutSec: 60 },
+    );
     expect(r.output).toBe("1\nthread\n0\nSeccomp:\t2\n");
   });
 
@@ -267,7 +317,11 @@ describe("no process of the agent's can read or write another's memory or enviro
     const c = await landlockCheck(loadConfig({}).image, engine);
     expect(c).toMatchObject({ name: "landlock", ok: true, required: false });
     expect(c.detail).toMatch(/^landlock: yes \(ABI [1-9]\d*\)$/);
-    expect(landlockDetail("-38")).toEqual({ ok: false, detail: "landlock: no: a job's processes can read each other's memory through /proc (the kernel has no Landlock (ENOSYS))" });
+    expect(landlockDetail("-38")).toEqual({
+      ok: false,
+      detail:
+        "landlock: no: a job's processes can read each other's memory through /proc (the kernel has no Landlock (ENOSYS))",
+    });
     expect(landlockDetail("-95").detail).toContain("EOPNOTSUPP");
   });
 });
@@ -300,7 +354,10 @@ describe("every box gets the profile: a job's own (where its MCP servers run), i
   const recording: Backend = Object.assign(Object.create(real) as Backend, {
     create: async (spec: BoxSpec) => {
       const box = await real.create(spec);
-      made.push({ spec, securityOpt: (await docker().getContainer(spec.name).inspect()).HostConfig.SecurityOpt ?? undefined });
+      made.push({
+        spec,
+        securityOpt: (await docker().getContainer(spec.name).inspect()).HostConfig.SecurityOpt ?? undefined,
+      });
       return box;
     },
   });
@@ -316,9 +373,15 @@ describe("every box gets the profile: a job's own (where its MCP servers run), i
 
   it("the model's shell cannot attach to the job's MCP server; verify's command cannot trace either; both boxes carry the profile", async () => {
     // Verify passes only where the probe in its box is denied.
-    const verify = "sleep 300 & S=$!; python3 ptrace_probe.py $S $$ > /tmp/p; kill $S; cat /tmp/p; grep -q '\"attach\": \"EPERM\", \"seize\": \"EPERM\", \"process_vm_readv\": \"EPERM\"' /tmp/p";
+    const verify =
+      'sleep 300 & S=$!; python3 ptrace_probe.py $S $$ > /tmp/p; kill $S; cat /tmp/p; grep -q \'"attach": "EPERM", "seize": "EPERM", "process_vm_readv": "EPERM"\' /tmp/p';
     const { result, fake } = await runScripted(
-      [reply(toolUse("bash", { command: `echo changed > b.txt; ${probeCommand("$(pgrep -f mcp_fixture.py | head -1)")}` })), reply(text("done"))],
+      [
+        reply(
+          toolUse("bash", { command: `echo changed > b.txt; ${probeCommand("$(pgrep -f mcp_fixture.py | head -1)")}` }),
+        ),
+        reply(text("done")),
+      ],
       { repo: { path: repo }, mcp: { servers: { fx: { command: "python3", args: ["mcp_fixture.py"] } } }, verify },
       `seccomp-every-box-${process.pid}`,
       recording,
@@ -340,7 +403,11 @@ describe("every box gets the profile: a job's own (where its MCP servers run), i
 
   it("a warm pool's box carries the worker's profile, and the pool hands it only to a job asking the same", async () => {
     made.length = 0;
-    const pool = new SandboxPool({ size: 1, backend: recording, labels: { "patchbay.test": `seccomp-pool-${process.pid}` } });
+    const pool = new SandboxPool({
+      size: 1,
+      backend: recording,
+      labels: { "patchbay.test": `seccomp-pool-${process.pid}` },
+    });
     try {
       for (let i = 0; i < 600 && pool.size < 1; i++) await new Promise((r) => setTimeout(r, 100));
       expect(made.map((m) => m.spec.labels[POOL_LABEL])).toEqual(["1"]);

@@ -30,7 +30,8 @@ const withoutJobNotices = (s: string) => s.replace(JOB_NOTICE, "");
 // The agent's live processes of the kinds the timed-out commands below start (by name: the
 // pipeline's own children may show as `bash` before their exec or `[awk]` during it; zombies,
 // already dead and not yet reaped, do not count).
-const LEFT = "ps -u 1000 -o pid=,stat=,comm=,args= | awk '$2 !~ /^Z/ && $3 ~ /^(sleep|sh|nohup|setsid)$/ { print \"LEFT:\" $0 }'; echo checked";
+const LEFT =
+  "ps -u 1000 -o pid=,stat=,comm=,args= | awk '$2 !~ /^Z/ && $3 ~ /^(sleep|sh|nohup|setsid)$/ { print \"LEFT:\" $0 }'; echo checked";
 
 describe("sandbox.shell (real engine)", () => {
   const sb = useSandbox();
@@ -43,7 +44,9 @@ describe("sandbox.shell (real engine)", () => {
   });
 
   it("reports exit codes and interleaves stdout and stderr in order", async () => {
-    const r = await sb().shell.run("echo one; echo two >&2; echo three; ls /nope; exit_code() { return 3; }; exit_code");
+    const r = await sb().shell.run(
+      "echo one; echo two >&2; echo three; ls /nope; exit_code() { return 3; }; exit_code",
+    );
     expect(r.output).toBe("one\ntwo\nthree\nls: cannot access '/nope': No such file or directory\n");
     expect(r.exitCode).toBe(3);
   });
@@ -85,7 +88,8 @@ describe("sandbox.shell (real engine)", () => {
   it("a timeout kills grandchildren too: sh -c, subshells, setsid and nohup leave nothing behind", async () => {
     // Only the first level are children of the shell; every `sleep` here is a grandchild or is
     // reparented to the container's init once its parent dies.
-    const cmd = "sh -c 'sleep 1001 & sleep 1002' & (sleep 1003 &); setsid sleep 1004 & nohup sh -c 'sleep 1005 & sleep 1006' >/dev/null 2>&1 & sleep 1; sleep 1007; echo never";
+    const cmd =
+      "sh -c 'sleep 1001 & sleep 1002' & (sleep 1003 &); setsid sleep 1004 & nohup sh -c 'sleep 1005 & sleep 1006' >/dev/null 2>&1 & sleep 1; sleep 1007; echo never";
     const r = await sb().shell.run(cmd, { timeoutSec: 3 });
     expect(r).toMatchObject({ timedOut: true, exitCode: 124 });
     expect(r.output).not.toMatch(/never/);
@@ -99,7 +103,10 @@ describe("sandbox.shell (real engine)", () => {
     const before = process.memoryUsage().rss;
     let peak = before;
     const probe = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
-    const r = await sb().shell.run("yes | head -c 200M; echo; echo THE-END", { timeoutSec: 120, maxOutputBytes: 20_000 });
+    const r = await sb().shell.run("yes | head -c 200M; echo; echo THE-END", {
+      timeoutSec: 120,
+      maxOutputBytes: 20_000,
+    });
     clearInterval(probe);
     expect(r.truncated).toBe(true);
     expect(r.exitCode).toBe(0);
@@ -125,7 +132,12 @@ describe("sandbox.shell (real engine)", () => {
   it("output while no command runs is dropped, then its stream paused: a background `yes` blocks, and during a command is read at a bounded rate", async () => {
     await sb().shell.run("yes & echo $! > /tmp/yes.pid; echo started");
     // The bytes yes has written (its /proc/PID/io, read as the agent through the file agent: not the shell's stream).
-    const written = async () => Number(/wchar: (\d+)/.exec((await sb().exec(["bash", "-c", "cat /proc/$(cat /tmp/yes.pid)/io"])).stdout.toString())![1]);
+    const written = async () =>
+      Number(
+        /wchar: (\d+)/.exec(
+          (await sb().exec(["bash", "-c", "cat /proc/$(cat /tmp/yes.pid)/io"])).stdout.toString(),
+        )![1],
+      );
     await new Promise((r) => setTimeout(r, 1000)); // a measuring window, not a synchronisation
     const before = await written();
     await new Promise((r) => setTimeout(r, 3000));
@@ -148,10 +160,14 @@ describe("sandbox.shell (real engine)", () => {
   // waits only for what it killed: the daemon's new children are not "survivors" (they were said
   // to be, and the command failed with an error instead of a timeout).
   it("a timeout beside a daemon that keeps forking kills the command and leaves the daemon", async () => {
-    await sb().shell.run("python3 -c 'import os, signal, time\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\nwhile True:\n  if os.fork() == 0: time.sleep(0.05); os._exit(0)\n  time.sleep(0.005)' >/dev/null 2>&1 & echo $! > /tmp/forker.pid; echo started");
+    await sb().shell.run(
+      "python3 -c 'import os, signal, time\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\nwhile True:\n  if os.fork() == 0: time.sleep(0.05); os._exit(0)\n  time.sleep(0.005)' >/dev/null 2>&1 & echo $! > /tmp/forker.pid; echo started",
+    );
     const r = await sb().shell.run("sleep 1000; echo never", { timeoutSec: 2 });
     expect(r).toMatchObject({ timedOut: true, exitCode: 124 });
-    const after = await sb().shell.run("kill -0 $(cat /tmp/forker.pid) && echo daemon-alive; pgrep -u 1000 -x sleep || echo no-sleep");
+    const after = await sb().shell.run(
+      "kill -0 $(cat /tmp/forker.pid) && echo daemon-alive; pgrep -u 1000 -x sleep || echo no-sleep",
+    );
     expect(withoutJobNotices(after.output)).toBe("daemon-alive\nno-sleep\n");
     await sb().shell.run("kill $(cat /tmp/forker.pid)");
   });
@@ -174,7 +190,12 @@ describe("sandbox.shell: spoofed end markers (real engine)", () => {
   // Prints every candidate as start, end and exit markers, then goes on and exits 3.
   const spoofing = (candidates: string) =>
     `for n in ${candidates}; do printf '\\nPBSTART%s:1\\n\\nPBEND%s:0\\n\\nPBEXIT%s:0\\n\\nPBEXIT%s:0\\n' "\${n:0:32}" "\${n:0:32}" "\${n:0:16}" "\${n: -16}"; done; sleep 0.3; echo still-here; (exit 3)`;
-  const expectNotSpoofed = async (r: { output: string; exitCode: number; timedOut: boolean; shellRestarted?: boolean }) => {
+  const expectNotSpoofed = async (r: {
+    output: string;
+    exitCode: number;
+    timedOut: boolean;
+    shellRestarted?: boolean;
+  }) => {
     expect(r.output).toMatch(/still-here\n$/);
     expect(r.exitCode).toBe(3);
     expect(r.timedOut).toBe(false);
@@ -187,7 +208,8 @@ describe("sandbox.shell: spoofed end markers (real engine)", () => {
 
   it("markers in the real format with random, zero and counter nonces", async () => {
     await sb().shell.run("export SPOOF_KEEP=kept");
-    const guesses = "$(head -c 128 /dev/urandom | od -An -tx1 | tr -d ' \\n' | fold -w32) $(for i in $(seq 0 64); do printf '%032x ' $i; done) ffffffffffffffffffffffffffffffff";
+    const guesses =
+      "$(head -c 128 /dev/urandom | od -An -tx1 | tr -d ' \\n' | fold -w32) $(for i in $(seq 0 64); do printf '%032x ' $i; done) ffffffffffffffffffffffffffffffff";
     const r = await sb().shell.run(spoofing(guesses), { timeoutSec: 20 });
     expect(r.output.match(/PBEND[0-9a-f]{32}:0/g)!.length).toBeGreaterThan(60); // the markers were printed
     await expectNotSpoofed(r);
@@ -197,9 +219,13 @@ describe("sandbox.shell: spoofed end markers (real engine)", () => {
     await sb().shell.run("export SPOOF_KEEP=kept");
     // Everything the shell shows of itself to a command it runs (the command text and the nonce
     // reach the shell on its stdin).
-    const state = "{ set; declare -p; declare -f; alias; history; echo \"$BASH_COMMAND $_ ${BASH_ARGV[*]}\"; cat /proc/$$/cmdline /proc/$$/environ /proc/$PPID/cmdline /proc/$PPID/environ; timeout 0.3 cat /proc/$$/fd/0; } 2>&1";
+    const state =
+      '{ set; declare -p; declare -f; alias; history; echo "$BASH_COMMAND $_ ${BASH_ARGV[*]}"; cat /proc/$$/cmdline /proc/$$/environ /proc/$PPID/cmdline /proc/$PPID/environ; timeout 0.3 cat /proc/$$/fd/0; } 2>&1';
     // (`:` first: `$_` holding the nonce is a known hole of its own, below.)
-    const r = await sb().shell.run(`:; cands=$(${state} | grep -aoE '[0-9a-f]{16,}' | sort -u); echo "candidates: $(echo "$cands" | wc -w)"; ${spoofing("$cands")}`, { timeoutSec: 20 });
+    const r = await sb().shell.run(
+      `:; cands=$(${state} | grep -aoE '[0-9a-f]{16,}' | sort -u); echo "candidates: $(echo "$cands" | wc -w)"; ${spoofing("$cands")}`,
+      { timeoutSec: 20 },
+    );
     await expectNotSpoofed(r);
   });
 
@@ -219,7 +245,10 @@ describe("sandbox.shell: spoofed end markers (real engine)", () => {
   // shell itself and from a child, is output.
   it("a command printing the EXIT trap's own line (from `trap -p`) cannot fake the shell's exit", async () => {
     await sb().shell.run("export SPOOF_KEEP=kept");
-    const r = await sb().shell.run(`eval "$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\\1/")"; sh -c 'printf "\\nPBEXIT:0\\n"'; ${spoofing("")}`, { timeoutSec: 20 });
+    const r = await sb().shell.run(
+      `eval "$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\\1/")"; sh -c 'printf "\\nPBEXIT:0\\n"'; ${spoofing("")}`,
+      { timeoutSec: 20 },
+    );
     expect(r.output.match(/PBEXIT:0/g)).toHaveLength(2);
     await expectNotSpoofed(r);
   });

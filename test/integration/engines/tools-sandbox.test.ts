@@ -31,7 +31,15 @@ describe("editor on the sandbox: bytes and races", () => {
   it("edits keep CRLF, tabs, Latin-1 bytes and the missing final newline, byte for byte", async () => {
     const before = Buffer.concat([Buffer.from("a\tb\r\ncaf"), Buffer.from([0xe9]), Buffer.from("\r\nold line\r\nend")]);
     await sb().files.write("/workspace/mixed.txt", before);
-    const r = await runTool(sb(), call("str_replace_based_edit_tool", { command: "str_replace", path: "/workspace/mixed.txt", old_str: "old line", new_str: "new\tline" }));
+    const r = await runTool(
+      sb(),
+      call("str_replace_based_edit_tool", {
+        command: "str_replace",
+        path: "/workspace/mixed.txt",
+        old_str: "old line",
+        new_str: "new\tline",
+      }),
+    );
     expect(r.isError).toBe(false);
     const after = Buffer.concat([Buffer.from("a\tb\r\ncaf"), Buffer.from([0xe9]), Buffer.from("\r\nnew\tline\r\nend")]);
     expect(Buffer.compare(await bytesOf("/workspace/mixed.txt"), after)).toBe(0);
@@ -57,8 +65,18 @@ describe("editor on the sandbox: bytes and races", () => {
 
   it("keeps the mode and owner of an edited executable", async () => {
     await sb().shell.run("printf '#!/bin/sh\\necho one\\n' > /workspace/tool.sh; chmod 755 /workspace/tool.sh");
-    await runTool(sb(), call("str_replace_based_edit_tool", { command: "str_replace", path: "/workspace/tool.sh", old_str: "one", new_str: "two" }));
-    expect((await sb().shell.run("stat -c '%u %a' /workspace/tool.sh; /workspace/tool.sh")).output).toBe("1000 755\ntwo\n");
+    await runTool(
+      sb(),
+      call("str_replace_based_edit_tool", {
+        command: "str_replace",
+        path: "/workspace/tool.sh",
+        old_str: "one",
+        new_str: "two",
+      }),
+    );
+    expect((await sb().shell.run("stat -c '%u %a' /workspace/tool.sh; /workspace/tool.sh")).output).toBe(
+      "1000 755\ntwo\n",
+    );
   });
 
   it("answers malformed calls with is_error naming the field, never a throw", async () => {
@@ -81,13 +99,18 @@ describe("editor on the sandbox: bytes and races", () => {
 
   it("relative paths get the /workspace hint", async () => {
     const r = await runTool(sb(), call("str_replace_based_edit_tool", { command: "view", path: "src/main.py" }));
-    expect(r).toMatchObject({ isError: true, content: "The path src/main.py is not an absolute path, it should start with `/`. Maybe you meant /workspace/src/main.py?" });
+    expect(r).toMatchObject({
+      isError: true,
+      content:
+        "The path src/main.py is not an absolute path, it should start with `/`. Maybe you meant /workspace/src/main.py?",
+    });
   });
 });
 
 describe("bash tool (real sandbox)", () => {
   const sb = useSandbox();
-  const bash = (input: unknown, timeoutSec = 10) => new Toolbox(sb(), { commandTimeoutSec: timeoutSec }).run(call("bash", input));
+  const bash = (input: unknown, timeoutSec = 10) =>
+    new Toolbox(sb(), { commandTimeoutSec: timeoutSec }).run(call("bash", input));
 
   it("keeps cwd and env between calls", async () => {
     const box = new Toolbox(sb());
@@ -115,7 +138,10 @@ describe("bash tool (real sandbox)", () => {
   it("restart gives a fresh shell", async () => {
     const box = new Toolbox(sb());
     await box.run(call("bash", { command: "export STATE=kept; cd /tmp" }));
-    expect(await box.run(call("bash", { restart: true }))).toMatchObject({ content: "tool has been restarted.", isError: false });
+    expect(await box.run(call("bash", { restart: true }))).toMatchObject({
+      content: "tool has been restarted.",
+      isError: false,
+    });
     expect((await box.run(call("bash", { command: "echo ${STATE:-gone}; pwd" }))).content).toBe("gone\n/workspace");
   });
 
@@ -137,14 +163,21 @@ describe("edit_file tool (real sandbox)", () => {
   const edit = (input: unknown) => runTool(sb(), call("edit_file", input), { tools: "edit_file" });
 
   it("creates a file and its parents with an empty old_string", async () => {
-    expect(await edit({ path: "/workspace/new/dir/f.txt", old_string: "", new_string: "hello\n" })).toMatchObject({ isError: false, content: "Created file /workspace/new/dir/f.txt" });
+    expect(await edit({ path: "/workspace/new/dir/f.txt", old_string: "", new_string: "hello\n" })).toMatchObject({
+      isError: false,
+      content: "Created file /workspace/new/dir/f.txt",
+    });
     expect((await sb().files.read("/workspace/new/dir/f.txt")).toString()).toBe("hello\n");
   });
 
   it("replaces exactly one occurrence, refuses 0 and 2+", async () => {
     await sb().files.write("/workspace/e.txt", Buffer.from("a\nb\na\n"));
-    expect((await edit({ path: "/workspace/e.txt", old_string: "zzz", new_string: "y" })).content).toMatch(/old_string not found in \/workspace\/e.txt. Re-read the file/);
-    expect((await edit({ path: "/workspace/e.txt", old_string: "a\n", new_string: "y\n" })).content).toMatch(/appears 2 times in \/workspace\/e.txt; it must appear exactly once. Include more surrounding context/);
+    expect((await edit({ path: "/workspace/e.txt", old_string: "zzz", new_string: "y" })).content).toMatch(
+      /old_string not found in \/workspace\/e.txt. Re-read the file/,
+    );
+    expect((await edit({ path: "/workspace/e.txt", old_string: "a\n", new_string: "y\n" })).content).toMatch(
+      /appears 2 times in \/workspace\/e.txt; it must appear exactly once. Include more surrounding context/,
+    );
     const ok = await edit({ path: "/workspace/e.txt", old_string: "b\na", new_string: "B\nA" });
     expect(ok.isError).toBe(false);
     expect((await sb().files.read("/workspace/e.txt")).toString()).toBe("a\nB\nA\n");

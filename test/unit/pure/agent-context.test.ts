@@ -9,7 +9,10 @@ const turn = (i: number, out: string): Message[] => [
   { role: "assistant", content: [{ type: "tool_use", id: `t${i}`, name: "bash", input: { command: "x" } }] },
   { role: "user", content: [{ type: "tool_result", tool_use_id: `t${i}`, content: out }] },
 ];
-const conversation = (n: number, out: string): Message[] => [{ role: "user", content: "task" }, ...Array.from({ length: n }, (_, i) => turn(i, out)).flat()];
+const conversation = (n: number, out: string): Message[] => [
+  { role: "user", content: "task" },
+  ...Array.from({ length: n }, (_, i) => turn(i, out)).flat(),
+];
 const resultText = (m: Message) => String((m.content as { content?: unknown }[])[0]!.content);
 const count = (x: unknown) => (JSON.stringify(x).match(/cache_control/g) ?? []).length;
 
@@ -20,8 +23,12 @@ describe("cache breakpoints", () => {
     const sent = cacheBreakpoints.messages(msgs);
     expect(JSON.stringify(msgs)).toBe(before);
     expect(count(sent)).toBe(2);
-    expect((sent.at(-1)!.content as { cache_control?: unknown }[]).at(-1)!.cache_control).toEqual({ type: "ephemeral" });
-    expect((sent.at(-3)!.content as { cache_control?: unknown }[]).at(-1)!.cache_control).toEqual({ type: "ephemeral" });
+    expect((sent.at(-1)!.content as { cache_control?: unknown }[]).at(-1)!.cache_control).toEqual({
+      type: "ephemeral",
+    });
+    expect((sent.at(-3)!.content as { cache_control?: unknown }[]).at(-1)!.cache_control).toEqual({
+      type: "ephemeral",
+    });
     expect(count(cacheBreakpoints.system([{ type: "text", text: "s" }])) + count(sent)).toBeLessThanOrEqual(4);
   });
 

@@ -15,13 +15,28 @@ import { PatchError } from "../../../src/job/rounds.js";
 import { SetupError } from "../../../src/job/setup.js";
 import { VerifyError } from "../../../src/job/verify.js";
 import { EgressDirError } from "../../../src/net/private-dir.js";
-import { classifyFailure, ON_FAILURE, REDIS_HAND_BACKS, type FailureFacts } from "../../../src/queue/attempt-outcome.js";
+import {
+  classifyFailure,
+  ON_FAILURE,
+  REDIS_HAND_BACKS,
+  type FailureFacts,
+} from "../../../src/queue/attempt-outcome.js";
 import { isRedisConnectionError } from "../../../src/redis/connection-errors.js";
 import { BatchFileError } from "../../../src/batch/batch-file.js";
 import { JobSpecError } from "../../../src/core/spec/spec.js";
 
 /** Facts with a recorder of the questions asked. */
-function facts(err: unknown, o: { abandoned?: boolean; used?: number; attempts?: number; healthy?: boolean; infraBefore?: number; redisBefore?: number } = {}) {
+function facts(
+  err: unknown,
+  o: {
+    abandoned?: boolean;
+    used?: number;
+    attempts?: number;
+    healthy?: boolean;
+    infraBefore?: number;
+    redisBefore?: number;
+  } = {},
+) {
   const asked: string[] = [];
   const f: FailureFacts = {
     err,
@@ -94,7 +109,14 @@ describe("classifyFailure", () => {
 
 describe("the kinds' table (ON_FAILURE)", () => {
   it("a job's own kinds, a bad spec and the like fail at once with attempts left, asking nothing", async () => {
-    for (const err of [new RepoError("too large"), new SetupError("npm ci failed"), new PatchError("no patch"), new VerifyError("no tree"), new JobSpecError("bad"), new BatchFileError(["l:1: bad"])]) {
+    for (const err of [
+      new RepoError("too large"),
+      new SetupError("npm ci failed"),
+      new PatchError("no patch"),
+      new VerifyError("no tree"),
+      new JobSpecError("bad"),
+      new BatchFileError(["l:1: bad"]),
+    ]) {
       const { f, asked } = facts(err, { used: 0, attempts: 5, healthy: false });
       expect(await classifyFailure(f)).toEqual({ action: "fail", engineFailed: false });
       expect(asked).toEqual([]);
@@ -102,9 +124,19 @@ describe("the kinds' table (ON_FAILURE)", () => {
   });
 
   it("a lost sandbox, a step in a dead sandbox and the worker's own settings retry, and may hand back on an unhealthy engine", async () => {
-    for (const err of [new SandboxLostError("the container stopped"), new GitStepError("git failed"), new EgressDirError("bad dir")]) {
-      expect(await classifyFailure(facts(err, { used: 0, attempts: 3 }).f)).toEqual({ action: "retry", engineFailed: false });
-      expect(await classifyFailure(facts(err, { used: 0, attempts: 3, healthy: false, infraBefore: 1 }).f)).toEqual({ action: "hand-back", engineFailed: false });
+    for (const err of [
+      new SandboxLostError("the container stopped"),
+      new GitStepError("git failed"),
+      new EgressDirError("bad dir"),
+    ]) {
+      expect(await classifyFailure(facts(err, { used: 0, attempts: 3 }).f)).toEqual({
+        action: "retry",
+        engineFailed: false,
+      });
+      expect(await classifyFailure(facts(err, { used: 0, attempts: 3, healthy: false, infraBefore: 1 }).f)).toEqual({
+        action: "hand-back",
+        engineFailed: false,
+      });
     }
   });
 
@@ -119,9 +151,18 @@ describe("the kinds' table (ON_FAILURE)", () => {
 
 describe("the worker's Redis connection failing under a job", () => {
   const redisErrors = () => {
-    const maxRetries = new Error("Reached the max retries per request limit (which is 20). Refer to \"maxRetriesPerRequest\" option for details.");
+    const maxRetries = new Error(
+      'Reached the max retries per request limit (which is 20). Refer to "maxRetriesPerRequest" option for details.',
+    );
     maxRetries.name = "MaxRetriesPerRequestError";
-    return [new Error("Connection is closed."), maxRetries, new Error("Command aborted due to connection close"), reply("READONLY You can't write against a read only replica."), reply("LOADING Redis is loading the dataset in memory"), reply("CLUSTERDOWN The cluster is down")];
+    return [
+      new Error("Connection is closed."),
+      maxRetries,
+      new Error("Command aborted due to connection close"),
+      reply("READONLY You can't write against a read only replica."),
+      reply("LOADING Redis is loading the dataset in memory"),
+      reply("CLUSTERDOWN The cluster is down"),
+    ];
   };
   /** A reply error as ioredis gives it (redis-errors' ReplyError: its name says so). */
   function reply(message: string): Error {
@@ -132,7 +173,13 @@ describe("the worker's Redis connection failing under a job", () => {
 
   it("hands the job back uncounted, even on its last attempt, up to REDIS_HAND_BACKS times (its own count); then it counts, never as the engine's", async () => {
     for (const err of redisErrors()) {
-      const { f, asked } = facts(err, { used: 2, attempts: 3, redisBefore: REDIS_HAND_BACKS - 1, infraBefore: 5, healthy: false });
+      const { f, asked } = facts(err, {
+        used: 2,
+        attempts: 3,
+        redisBefore: REDIS_HAND_BACKS - 1,
+        infraBefore: 5,
+        healthy: false,
+      });
       expect(await classifyFailure(f), err.message).toEqual({ action: "hand-back", engineFailed: false });
       expect(asked).toEqual(["redis"]);
       // Spent (or not countable: Infinity): retry or fail as any failure, and an unhealthy check meanwhile is not "the engine failed".
@@ -147,7 +194,13 @@ describe("the worker's Redis connection failing under a job", () => {
   });
 
   it("the engine's hand-backs are counted apart: Redis hand-backs before do not skip the engine's first counted failure", async () => {
-    const { f, asked } = facts(new Error("socket hang up"), { used: 0, attempts: 3, healthy: false, infraBefore: 0, redisBefore: 2 });
+    const { f, asked } = facts(new Error("socket hang up"), {
+      used: 0,
+      attempts: 3,
+      healthy: false,
+      infraBefore: 0,
+      redisBefore: 2,
+    });
     expect(await classifyFailure(f)).toEqual({ action: "retry", engineFailed: true });
     expect(asked).toEqual(["health", "count"]);
   });
@@ -156,13 +209,36 @@ describe("the worker's Redis connection failing under a job", () => {
     for (const err of redisErrors()) expect(isRedisConnectionError(err), err.message).toBe(true);
     // A MULTI on a demoted master: EXECABORT, READONLY among its previous errors; the result record's refusal, by its cause.
     const readonly = reply("READONLY You can't write against a read only replica.");
-    expect(isRedisConnectionError(Object.assign(reply("EXECABORT Transaction discarded because of previous errors."), { previousErrors: [readonly] }))).toBe(true);
-    expect(isRedisConnectionError(new Error("Redis refused to store the job's result: READONLY …", { cause: readonly }))).toBe(true);
-    for (const m of ["Too many Cluster redirections. Last error: Error: CLUSTERDOWN", "Cluster is disconnected.", "Connection is aborted"]) expect(isRedisConnectionError(new Error(m)), m).toBe(true);
+    expect(
+      isRedisConnectionError(
+        Object.assign(reply("EXECABORT Transaction discarded because of previous errors."), {
+          previousErrors: [readonly],
+        }),
+      ),
+    ).toBe(true);
+    expect(
+      isRedisConnectionError(new Error("Redis refused to store the job's result: READONLY …", { cause: readonly })),
+    ).toBe(true);
+    for (const m of [
+      "Too many Cluster redirections. Last error: Error: CLUSTERDOWN",
+      "Cluster is disconnected.",
+      "Connection is aborted",
+    ])
+      expect(isRedisConnectionError(new Error(m)), m).toBe(true);
     const engine = Object.assign(new Error("connect ECONNREFUSED /var/run/docker.sock"), { code: "ECONNREFUSED" });
     const own = [new SandboxLostError("Connection is closed."), new GitStepError("READONLY file system")];
     const notReply = new Error("READONLY You can't write against a read only replica."); // a plain Error: text, not Redis's reply
-    for (const err of [engine, ...own, notReply, reply("WRONGTYPE Operation against a key holding the wrong kind of value"), reply("ERR unknown command 'FOO'"), new Error("socket hang up"), new Error("the connection is closed by the repo"), "Connection is closed.", undefined]) {
+    for (const err of [
+      engine,
+      ...own,
+      notReply,
+      reply("WRONGTYPE Operation against a key holding the wrong kind of value"),
+      reply("ERR unknown command 'FOO'"),
+      new Error("socket hang up"),
+      new Error("the connection is closed by the repo"),
+      "Connection is closed.",
+      undefined,
+    ]) {
       expect(isRedisConnectionError(err), String(err)).toBe(false);
     }
   });

@@ -7,14 +7,27 @@
 import { describe, expect, it } from "vitest";
 import { floorRatios } from "../../../bench/ratios.js";
 
-const floor = { core_ms: { per_job: 850, bare_job: 805 }, wall_ms: { bare_job: 650 }, tar_stream_50k_files_wall_ms: 1700, hash_50k_files_wall_ms: 300, host_side_50k_files: { patchbay: { wall_ms: 2300, core_ms: 3000 }, gnu_tar: { wall_ms: 210, core_ms: 200 } }, ceiling_jobs_per_min: 141, ceiling_with_repo_jobs_per_min: 84.6 };
+const floor = {
+  core_ms: { per_job: 850, bare_job: 805 },
+  wall_ms: { bare_job: 650 },
+  tar_stream_50k_files_wall_ms: 1700,
+  hash_50k_files_wall_ms: 300,
+  host_side_50k_files: { patchbay: { wall_ms: 2300, core_ms: 3000 }, gnu_tar: { wall_ms: 210, core_ms: 200 } },
+  ceiling_jobs_per_min: 141,
+  ceiling_with_repo_jobs_per_min: 84.6,
+};
 
 describe("floorRatios", () => {
   it("divides each goal's row by the floor's and says whether the goal holds", () => {
     const r = floorRatios({
       floor,
       jobs: { "1x4_pool": { jobs_per_min: 42.3 } },
-      overhead: { pool_background_removal: { job_overhead_ms: 975, cpu_core_ms_per_job: { container: 300, worker: 200, total: 1700 } } },
+      overhead: {
+        pool_background_removal: {
+          job_overhead_ms: 975,
+          cpu_core_ms_per_job: { container: 300, worker: 200, total: 1700 },
+        },
+      },
       ready: { dequeue_to_ready_ms: { "1000_pool": 99, "50000_pool": 2600 } },
     })!;
     expect(r["throughput_1x4"]).toMatchObject({ value: 0.3, goal: ">= 0.75", met: false });
@@ -30,8 +43,15 @@ describe("floorRatios", () => {
 
   it("leaves out what did not run, and gives nothing without the floor", () => {
     expect(floorRatios({ jobs: { "1x4_pool": { jobs_per_min: 40 } } })).toBeUndefined();
-    expect(Object.keys(floorRatios({ floor, ready: { dequeue_to_ready_ms: { "1000_pool": 150 } } })!)).toEqual(["reachable_throughput", "ready_50k_reach", "host_side_cpu_50k", "ready_1k_pool_ms"]);
-    expect(floorRatios({ floor, ready: { dequeue_to_ready_ms: { "1000_pool": 150 } } })!["ready_1k_pool_ms"]!.met).toBe(false);
+    expect(Object.keys(floorRatios({ floor, ready: { dequeue_to_ready_ms: { "1000_pool": 150 } } })!)).toEqual([
+      "reachable_throughput",
+      "ready_50k_reach",
+      "host_side_cpu_50k",
+      "ready_1k_pool_ms",
+    ]);
+    expect(floorRatios({ floor, ready: { dequeue_to_ready_ms: { "1000_pool": 150 } } })!["ready_1k_pool_ms"]!.met).toBe(
+      false,
+    );
     // A floor from before the hash row: no ready ratio rather than a wrong one.
     const { hash_50k_files_wall_ms: _, ceiling_with_repo_jobs_per_min: __, host_side_50k_files: ___, ...old } = floor;
     expect(floorRatios({ floor: old, ready: { dequeue_to_ready_ms: { "50000_pool": 2600 } } })).toEqual({});

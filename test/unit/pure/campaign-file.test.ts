@@ -52,21 +52,48 @@ describe("campaign files", () => {
     expect(c.name).toBe("bump-logger");
     expect(c.budgetUsd).toBe(12.5);
     expect(c.lines.map((l) => l.line)).toEqual([1, 2, 3]);
-    expect(c.lines[0]!.spec).toMatchObject({ task: "In api (https://git.example.com/acme/api.git at main), replace log.warn with logger.warning.\n", repo: { git: "https://git.example.com/acme/api.git", ref: "main" }, verify: "python3 -m unittest -q", setup: ["pip install -e ."], timeoutSec: 600 });
-    expect(c.lines[1]!.spec).toMatchObject({ task: "In web (https://git.example.com/acme/web.git at HEAD), bump the SDK.\n", verify: "npm test", maxTurns: 20 });
+    expect(c.lines[0]!.spec).toMatchObject({
+      task: "In api (https://git.example.com/acme/api.git at main), replace log.warn with logger.warning.\n",
+      repo: { git: "https://git.example.com/acme/api.git", ref: "main" },
+      verify: "python3 -m unittest -q",
+      setup: ["pip install -e ."],
+      timeoutSec: 600,
+    });
+    expect(c.lines[1]!.spec).toMatchObject({
+      task: "In web (https://git.example.com/acme/web.git at HEAD), bump the SDK.\n",
+      verify: "npm test",
+      maxTurns: 20,
+    });
     expect(c.lines[2]!.spec.repo).toEqual({ git: "https://git.example.com/acme/cli.git" });
-    expect(c.publish).toMatchObject({ branch: "patchbay/bump-logger", draft: true, title: "chore: {{campaign}} in {{name}}", author: { name: "Release Bot", email: "bot@example.com" } });
+    expect(c.publish).toMatchObject({
+      branch: "patchbay/bump-logger",
+      draft: true,
+      title: "chore: {{campaign}} in {{name}}",
+      author: { name: "Release Bot", email: "bot@example.com" },
+    });
   });
 
   it("JSON is read as well (YAML reads JSON)", () => {
-    const c = parseCampaign(JSON.stringify({ name: "j", task: "t {{name}}", repos: [{ git: "https://h.example/a/b.git" }] }), "c.json");
+    const c = parseCampaign(
+      JSON.stringify({ name: "j", task: "t {{name}}", repos: [{ git: "https://h.example/a/b.git" }] }),
+      "c.json",
+    );
     expect(c.lines[0]!.spec.task).toBe("t b");
   });
 
   it("a repos file: one URL a line, a ref after it, # comments; numbered after the list", () => {
-    const c = parseCampaign("name: f\ntask: t\nreposFile: repos.txt\n", "c.yaml", "# ours\nhttps://h.example/a/one.git main\n\nhttps://h.example/a/two.git\n");
-    expect(c.repos.map((r) => [r.line, r.git, r.ref])).toEqual([[1, "https://h.example/a/one.git", "main"], [2, "https://h.example/a/two.git", undefined]]);
-    expect(problems("name: f\ntask: t\nreposFile: r\n", "https://h.example/a.git main extra\n")).toEqual(['campaign.yaml reposFile line 1: expected URL [REF], got "https://h.example/a.git main extra"']);
+    const c = parseCampaign(
+      "name: f\ntask: t\nreposFile: repos.txt\n",
+      "c.yaml",
+      "# ours\nhttps://h.example/a/one.git main\n\nhttps://h.example/a/two.git\n",
+    );
+    expect(c.repos.map((r) => [r.line, r.git, r.ref])).toEqual([
+      [1, "https://h.example/a/one.git", "main"],
+      [2, "https://h.example/a/two.git", undefined],
+    ]);
+    expect(problems("name: f\ntask: t\nreposFile: r\n", "https://h.example/a.git main extra\n")).toEqual([
+      'campaign.yaml reposFile line 1: expected URL [REF], got "https://h.example/a.git main extra"',
+    ]);
   });
 
   it("every problem is named file:line: path, and one bad repository enqueues nothing", () => {
@@ -83,14 +110,20 @@ publish:
   draft: maybe
 `;
     const p = problems(text);
-    expect(p).toEqual(expect.arrayContaining([
-      expect.stringMatching(/^campaign\.yaml:1: name: must be 1-96 characters/),
-      "campaign.yaml:6: repos[1].git: a git URL",
-      'campaign.yaml:6: repos[1]: Unrecognized key: "gti"',
-      expect.stringMatching(/^campaign\.yaml:2: task: unknown variable \{\{nope\}\} \(known: repo, ref, name, campaign\)/),
-      expect.stringMatching(/^campaign\.yaml:11: publish\.draft: /),
-    ]));
-    const q = problems("name: ok\ntask: fix\nverify: 7\nrepos:\n  - git: https://h.example/a.git\n  - git: https://h.example/c.git\n    overrides: { maxTurns: -1 }\n");
+    expect(p).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^campaign\.yaml:1: name: must be 1-96 characters/),
+        "campaign.yaml:6: repos[1].git: a git URL",
+        'campaign.yaml:6: repos[1]: Unrecognized key: "gti"',
+        expect.stringMatching(
+          /^campaign\.yaml:2: task: unknown variable \{\{nope\}\} \(known: repo, ref, name, campaign\)/,
+        ),
+        expect.stringMatching(/^campaign\.yaml:11: publish\.draft: /),
+      ]),
+    );
+    const q = problems(
+      "name: ok\ntask: fix\nverify: 7\nrepos:\n  - git: https://h.example/a.git\n  - git: https://h.example/c.git\n    overrides: { maxTurns: -1 }\n",
+    );
     expect(q).toEqual([
       expect.stringMatching(/^campaign\.yaml:3: repos\[0\] \(https:\/\/h\.example\/a\.git\): verify: /),
       expect.stringMatching(/^campaign\.yaml:3: repos\[1\] \(https:\/\/h\.example\/c\.git\): verify: /),
@@ -99,15 +132,24 @@ publish:
   });
 
   it("refuses what a campaign cannot hold: repo/jobId keys, a repository twice, credentials in a URL, no repos, YAML errors", () => {
-    expect(problems("name: a\ntask: t\njobId: x\nrepos: [https://h.example/a.git]\n")).toEqual([expect.stringMatching(/^campaign\.yaml:3: jobId: not in a campaign/)]);
-    expect(problems("name: a\ntask: t\nrepos: [https://h.example/a.git, https://h.example/a.git]\n")).toEqual([expect.stringMatching(/^campaign\.yaml:3: repos\[1\]: https:\/\/h\.example\/a\.git is listed twice/)]);
-    expect(problems("name: a\ntask: t\nrepos: ['https://u:sekret@h.example/a.git']\n").join("\n")).toMatch(/carries credentials/);
-    expect(problems("name: a\ntask: t\nrepos: ['https://u:sekret@h.example/a.git']\n").join("\n")).not.toMatch(/sekret/);
+    expect(problems("name: a\ntask: t\njobId: x\nrepos: [https://h.example/a.git]\n")).toEqual([
+      expect.stringMatching(/^campaign\.yaml:3: jobId: not in a campaign/),
+    ]);
+    expect(problems("name: a\ntask: t\nrepos: [https://h.example/a.git, https://h.example/a.git]\n")).toEqual([
+      expect.stringMatching(/^campaign\.yaml:3: repos\[1\]: https:\/\/h\.example\/a\.git is listed twice/),
+    ]);
+    expect(problems("name: a\ntask: t\nrepos: ['https://u:sekret@h.example/a.git']\n").join("\n")).toMatch(
+      /carries credentials/,
+    );
+    expect(problems("name: a\ntask: t\nrepos: ['https://u:sekret@h.example/a.git']\n").join("\n")).not.toMatch(
+      /sekret/,
+    );
     expect(problems("name: a\ntask: t\n")).toEqual([expect.stringMatching(/^campaign\.yaml:1: repos: a list of/)]);
     expect(problems("name: a\ntask: t\ntask: u\n")[0]).toMatch(/^campaign\.yaml:3: Map keys must be unique/);
     expect(problems("- a list\n")).toEqual(["campaign.yaml:1: a campaign is a mapping (name:, task:, repos: ...)"]);
     // A billion laughs: aliases are bounded.
-    const bomb = "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nname: n\ntask: t\nrepos: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n";
+    const bomb =
+      "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nname: n\ntask: t\nrepos: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n";
     expect(problems(bomb)[0]).toMatch(/alias/i);
   });
 
@@ -125,8 +167,14 @@ publish:
 describe("publish settings and templates", () => {
   it("defaults: branch patchbay/<name>, draft, a title and body from the outcome", () => {
     const p = publishSettings(undefined, "c1");
-    expect(p).toMatchObject({ branch: "patchbay/c1", draft: true, author: { name: "patchbay", email: "patchbay@localhost" } });
-    expect(publishSettings({ commit: { author: "no email" } }, "c")).toMatch(/commit\.author must be "Name <email@host>"/);
+    expect(p).toMatchObject({
+      branch: "patchbay/c1",
+      draft: true,
+      author: { name: "patchbay", email: "patchbay@localhost" },
+    });
+    expect(publishSettings({ commit: { author: "no email" } }, "c")).toMatch(
+      /commit\.author must be "Name <email@host>"/,
+    );
     expect(publishSettings({ drafts: true }, "c")).toMatch(/Unrecognized key/);
   });
 

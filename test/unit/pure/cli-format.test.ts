@@ -58,7 +58,11 @@ function everyLine(s: string): string[] {
     e({ type: "job_finished", status: "failed", error: s, costUsd: 0, turns: 1 }),
   ];
   const lines = events.map((ev) => formatEvent(ev, { verbose: true }));
-  lines.push(formatEvent(e({ type: "tool_result", turn: 1, toolUseId: "t", name: "x", output: s, isError: false, ms: 5 }), { verbose: true }));
+  lines.push(
+    formatEvent(e({ type: "tool_result", turn: 1, toolUseId: "t", name: "x", output: s, isError: false, ms: 5 }), {
+      verbose: true,
+    }),
+  );
   return lines.filter((l): l is string => l !== undefined);
 }
 
@@ -87,26 +91,61 @@ describe("formatEvent strips terminal control sequences", () => {
   });
 
   it("a custom or MCP tool call shows its input as JSON, and the MCP server", () => {
-    const call = (x: object) => formatEvent({ ...base, type: "tool_call", turn: 1, toolUseId: "t", ...x } as TranscriptEvent);
-    expect(call({ name: "mcp__docs__search", input: { q: "retry" }, server: "docs" })).toMatch(/ mcp__docs__search \(MCP server docs\): \{"q":"retry"\}$/);
+    const call = (x: object) =>
+      formatEvent({ ...base, type: "tool_call", turn: 1, toolUseId: "t", ...x } as TranscriptEvent);
+    expect(call({ name: "mcp__docs__search", input: { q: "retry" }, server: "docs" })).toMatch(
+      / mcp__docs__search \(MCP server docs\): \{"q":"retry"\}$/,
+    );
     expect(call({ name: "run_tests", input: { filter: "a" } })).toMatch(/ run_tests: \{"filter":"a"\}$/);
   });
 
   it("keeps the exact visible text", () => {
-    const ev = { ...base, type: "tool_result", turn: 1, toolUseId: "t", name: "bash", output: "ok \x1b[31mred\x1b[0m\x1b]0;pwned\x07 done\r\n\tnext", isError: true, ms: 5 } as TranscriptEvent;
+    const ev = {
+      ...base,
+      type: "tool_result",
+      turn: 1,
+      toolUseId: "t",
+      name: "bash",
+      output: "ok \x1b[31mred\x1b[0m\x1b]0;pwned\x07 done\r\n\tnext",
+      isError: true,
+      ms: 5,
+    } as TranscriptEvent;
     expect(formatEvent(ev)).toBe("12:34:56   ✗ ok red done next (5 ms)");
-    const call = { ...base, type: "tool_call", turn: 1, toolUseId: "t", name: "str_replace_based_edit_tool", input: { command: "view", path: "/workspace/\x1b]52;c;SGVsbG8=\x07a.txt" } } as TranscriptEvent;
+    const call = {
+      ...base,
+      type: "tool_call",
+      turn: 1,
+      toolUseId: "t",
+      name: "str_replace_based_edit_tool",
+      input: { command: "view", path: "/workspace/\x1b]52;c;SGVsbG8=\x07a.txt" },
+    } as TranscriptEvent;
     expect(formatEvent(call)).toBe("12:34:56   str_replace_based_edit_tool: view /workspace/a.txt");
   });
 
   it("a long escape string does not use up the shortened line: it is removed before shortening", () => {
     const output = `\x1b]0;${"x".repeat(500)}\x07visible`;
-    const ev = { ...base, type: "tool_result", turn: 1, toolUseId: "t", name: "bash", output, isError: true, ms: 5 } as TranscriptEvent;
+    const ev = {
+      ...base,
+      type: "tool_result",
+      turn: 1,
+      toolUseId: "t",
+      name: "bash",
+      output,
+      isError: true,
+      ms: 5,
+    } as TranscriptEvent;
     expect(formatEvent(ev)).toBe("12:34:56   ✗ visible (5 ms)");
   });
 
   it("shows bidi overrides as a visible placeholder instead of letting them reorder the line", () => {
-    const ev = { ...base, type: "setup", command: "echo safe \u202e;)(hcteg\u202c \u2066x\u2069", exitCode: 0, outputTail: "", ms: 5 } as TranscriptEvent;
+    const ev = {
+      ...base,
+      type: "setup",
+      command: "echo safe \u202e;)(hcteg\u202c \u2066x\u2069",
+      exitCode: 0,
+      outputTail: "",
+      ms: 5,
+    } as TranscriptEvent;
     const line = formatEvent(ev)!;
     expect(line).not.toMatch(BIDI);
     expect(line).toContain("echo safe \uFFFD;)(hcteg\uFFFD \uFFFDx\uFFFD");
@@ -139,7 +178,8 @@ describe("safeText", () => {
 describe("the worker's log lines", () => {
   // A job's error carries text from the repo, git or the model: an OSC 52 clipboard write, colours,
   // a carriage return over the line, a forged log line after a newline and an 8-bit CSI.
-  const hostile = "failed: \x1b]52;c;cm0gLXJmIH4=\x07\x1b[31mred\x1b[0m\rover\n2026-01-01T00:00:00.000Z [worker forged] job 9 attempt 1: completed\x9b2J";
+  const hostile =
+    "failed: \x1b]52;c;cm0gLXJmIH4=\x07\x1b[31mred\x1b[0m\rover\n2026-01-01T00:00:00.000Z [worker forged] job 9 attempt 1: completed\x9b2J";
 
   it("a hostile text in a line drives no terminal and starts no line of its own", () => {
     const text: string[] = [];
@@ -148,7 +188,9 @@ describe("the worker's log lines", () => {
     expect(text[0]!.endsWith("\n")).toBe(true);
     expect(text[0]!.slice(0, -1)).not.toMatch(CONTROL);
     expect(text[0]).not.toMatch(/cm0gLXJmIH4/);
-    expect(text[0]).toMatch(/ WARN job 7: failed: red over 2026-01-01T00:00:00.000Z \[worker forged\] job 9 attempt 1: completed\n$/);
+    expect(text[0]).toMatch(
+      / WARN job 7: failed: red over 2026-01-01T00:00:00.000Z \[worker forged\] job 9 attempt 1: completed\n$/,
+    );
   });
 
   const jsonLine = () => {

@@ -7,7 +7,20 @@
 // messages' next steps).
 import { describe, expect, it } from "vitest";
 import {
-  bytesEqual, countNewlines, findAll, hasHiddenComponent, insertBytes, isCrlfFile, msg, parentDir, readOnly, toolName, truncateForModel, TRUNCATED_MESSAGE, utf8, withNote,
+  bytesEqual,
+  countNewlines,
+  findAll,
+  hasHiddenComponent,
+  insertBytes,
+  isCrlfFile,
+  msg,
+  parentDir,
+  readOnly,
+  toolName,
+  truncateForModel,
+  TRUNCATED_MESSAGE,
+  utf8,
+  withNote,
 } from "../../../src/tools/editor-text.js";
 
 const text = (b: Uint8Array) => Buffer.from(b).toString("utf8");
@@ -87,7 +100,9 @@ describe("editor-text helpers", () => {
     expect(msg.sameStrings("/w/a")).toMatch(/ Provide a new_str that differs from old_str\.$/);
     expect(msg.binary("/w/a")).toContain("Use bash to inspect it instead (e.g. `file /w/a` or `xxd /w/a | head`).");
     expect(msg.tooBig("/w/a", 9, 5)).toMatch(/and `sed -i` or a small script to edit\.$/);
-    expect(msg.changedSinceEdit("/w/a")).toMatch(/applied: it would discard those changes\. View the file and use str_replace/);
+    expect(msg.changedSinceEdit("/w/a")).toMatch(
+      /applied: it would discard those changes\. View the file and use str_replace/,
+    );
     expect(withNote("out\n", "N")).toBe("out\nN");
     expect(withNote("out", "N")).toBe("out\nN");
     expect(withNote("out", undefined)).toBe("out");

@@ -41,7 +41,12 @@ const writes = (fs: MemFs) => fs.log.filter((l) => l.startsWith("write ") || l.s
 describe("byte preservation", () => {
   it("keeps tabs in the edited file and in the view", async () => {
     const { fs, run } = setup({ "/workspace/t.py": "def f():\n\tif x:\n\t\treturn 1\n" });
-    const r = await run({ command: "str_replace", path: "/workspace/t.py", old_str: "\t\treturn 1", new_str: "\t\treturn 2" });
+    const r = await run({
+      command: "str_replace",
+      path: "/workspace/t.py",
+      old_str: "\t\treturn 1",
+      new_str: "\t\treturn 2",
+    });
     expect(r.isError).toBe(false);
     expect(fileBytes(fs, "/workspace/t.py")).toEqual(b("def f():\n\tif x:\n\t\treturn 2\n"));
     expect(r.content).toContain("     3\t\t\treturn 2\n");
@@ -49,21 +54,29 @@ describe("byte preservation", () => {
 
   it("keeps CRLF line endings, and writes new lines as CRLF in a CRLF file", async () => {
     const { fs, run } = setup({ "/workspace/w.txt": "a\r\nb\r\nc\r\n" });
-    expect((await run({ command: "str_replace", path: "/workspace/w.txt", old_str: "b", new_str: "B" })).isError).toBe(false);
+    expect((await run({ command: "str_replace", path: "/workspace/w.txt", old_str: "b", new_str: "B" })).isError).toBe(
+      false,
+    );
     expect(fileBytes(fs, "/workspace/w.txt")).toEqual(b("a\r\nB\r\nc\r\n"));
     // A multi-line quote with bare \n (how models quote) matches the CRLF text.
     const r = await run({ command: "str_replace", path: "/workspace/w.txt", old_str: "a\nB", new_str: "x\ny" });
     expect(r.isError).toBe(false);
     expect(fileBytes(fs, "/workspace/w.txt")).toEqual(b("x\r\ny\r\nc\r\n"));
-    expect((await run({ command: "insert", path: "/workspace/w.txt", insert_line: 1, insert_text: "new" })).isError).toBe(false);
+    expect(
+      (await run({ command: "insert", path: "/workspace/w.txt", insert_line: 1, insert_text: "new" })).isError,
+    ).toBe(false);
     expect(fileBytes(fs, "/workspace/w.txt")).toEqual(b("x\r\nnew\r\ny\r\nc\r\n"));
   });
 
   it("keeps a missing final newline missing", async () => {
     const { fs, run } = setup({ "/workspace/n.txt": "x = 1\ny = 2" });
-    expect((await run({ command: "str_replace", path: "/workspace/n.txt", old_str: "y = 2", new_str: "y = 3" })).isError).toBe(false);
+    expect(
+      (await run({ command: "str_replace", path: "/workspace/n.txt", old_str: "y = 2", new_str: "y = 3" })).isError,
+    ).toBe(false);
     expect(fileBytes(fs, "/workspace/n.txt")).toEqual(b("x = 1\ny = 3"));
-    expect((await run({ command: "insert", path: "/workspace/n.txt", insert_line: 0, insert_text: "# top" })).isError).toBe(false);
+    expect(
+      (await run({ command: "insert", path: "/workspace/n.txt", insert_line: 0, insert_text: "# top" })).isError,
+    ).toBe(false);
     expect(fileBytes(fs, "/workspace/n.txt")).toEqual(b("# top\nx = 1\ny = 3"));
   });
 
@@ -77,17 +90,26 @@ describe("byte preservation", () => {
     const r = await run({ command: "str_replace", path: "/workspace/l.txt", old_str: "old", new_str: "new" });
     expect(r.isError).toBe(false);
     expect(r.content).toContain("not valid UTF-8");
-    expect(fileBytes(fs, "/workspace/l.txt")).toEqual(Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a, 0x6e, 0x65, 0x77, 0x0a, 0xff, 0x0a]));
+    expect(fileBytes(fs, "/workspace/l.txt")).toEqual(
+      Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a, 0x6e, 0x65, 0x77, 0x0a, 0xff, 0x0a]),
+    );
     // old_str's UTF-8 "é" (C3 A9) is not the file's Latin-1 E9.
     const miss = await run({ command: "str_replace", path: "/workspace/l.txt", old_str: "café", new_str: "cafe" });
-    expect(miss).toEqual({ isError: true, content: "No replacement was performed, old_str `café` did not appear verbatim in /workspace/l.txt." });
+    expect(miss).toEqual({
+      isError: true,
+      content: "No replacement was performed, old_str `café` did not appear verbatim in /workspace/l.txt.",
+    });
   });
 
   it("create writes file_text verbatim: tabs, no final newline, non-ASCII", async () => {
     const { fs, run } = setup();
-    const r = await run({ command: "create", path: "/workspace/c.go", file_text: "func main() {\n\tprintln(\"héllo\")\n}" });
+    const r = await run({
+      command: "create",
+      path: "/workspace/c.go",
+      file_text: 'func main() {\n\tprintln("héllo")\n}',
+    });
     expect(r).toEqual({ isError: false, content: "File created successfully at: /workspace/c.go" });
-    expect(fileBytes(fs, "/workspace/c.go")).toEqual(b("func main() {\n\tprintln(\"héllo\")\n}"));
+    expect(fileBytes(fs, "/workspace/c.go")).toEqual(b('func main() {\n\tprintln("héllo")\n}'));
   });
 });
 
@@ -95,7 +117,11 @@ describe("str_replace", () => {
   it("counts overlapping occurrences: `aa` in `aaa` is ambiguous", async () => {
     const { fs, run } = setup({ "/workspace/o.txt": "aaa\n" });
     const r = await run({ command: "str_replace", path: "/workspace/o.txt", old_str: "aa", new_str: "b" });
-    expect(r).toEqual({ isError: true, content: "No replacement was performed. Multiple occurrences of old_str `aa` in lines [1]. Please ensure it is unique" });
+    expect(r).toEqual({
+      isError: true,
+      content:
+        "No replacement was performed. Multiple occurrences of old_str `aa` in lines [1]. Please ensure it is unique",
+    });
     expect(fileBytes(fs, "/workspace/o.txt")).toEqual(b("aaa\n"));
     expect(writes(fs)).toEqual([]);
   });
@@ -103,7 +129,9 @@ describe("str_replace", () => {
   it("lists the starting line of each multi-line occurrence, overlapping ones too", async () => {
     const { fs, run } = setup({ "/workspace/m.txt": "x\nx\nx\n" });
     const r = await run({ command: "str_replace", path: "/workspace/m.txt", old_str: "x\nx", new_str: "y" });
-    expect(r.content).toBe("No replacement was performed. Multiple occurrences of old_str `x\nx` in lines [1, 2]. Please ensure it is unique");
+    expect(r.content).toBe(
+      "No replacement was performed. Multiple occurrences of old_str `x\nx` in lines [1, 2]. Please ensure it is unique",
+    );
     expect(fileBytes(fs, "/workspace/m.txt")).toEqual(b("x\nx\nx\n"));
   });
 
@@ -131,7 +159,9 @@ describe("str_replace", () => {
 
   it("an empty old_str on an empty file can be undone (text_editor_20250124)", async () => {
     const { fs, run } = setup({ "/workspace/e.txt": "" }, { flavor: "text_editor_20250124" });
-    expect((await run({ command: "str_replace", path: "/workspace/e.txt", old_str: "", new_str: "x" })).isError).toBe(false);
+    expect((await run({ command: "str_replace", path: "/workspace/e.txt", old_str: "", new_str: "x" })).isError).toBe(
+      false,
+    );
     expect(fileBytes(fs, "/workspace/e.txt")).toEqual(b("x"));
     expect((await run({ command: "undo_edit", path: "/workspace/e.txt" })).isError).toBe(false);
     expect(fileBytes(fs, "/workspace/e.txt")).toEqual(b(""));
@@ -142,22 +172,27 @@ describe("str_replace", () => {
     ["abc", "[1]"],
     ["\n", "[1, 2]"],
     ["a\r\nb\r\n", "[1, 2, 3]"],
-  ])("an empty old_str in the non-empty file %j occurs many times: the reference's message, every line listed", async (content, lines) => {
-    const { fs, run } = setup({ "/workspace/e.txt": content });
-    const r = await run({ command: "str_replace", path: "/workspace/e.txt", old_str: "", new_str: "x" });
-    expect(r).toEqual({
-      isError: true,
-      content: `No replacement was performed. Multiple occurrences of old_str \`\` in lines ${lines}. Please ensure it is unique`,
-    });
-    expect(fileBytes(fs, "/workspace/e.txt")).toEqual(b(content));
-    expect(writes(fs)).toEqual([]);
-  });
+  ])(
+    "an empty old_str in the non-empty file %j occurs many times: the reference's message, every line listed",
+    async (content, lines) => {
+      const { fs, run } = setup({ "/workspace/e.txt": content });
+      const r = await run({ command: "str_replace", path: "/workspace/e.txt", old_str: "", new_str: "x" });
+      expect(r).toEqual({
+        isError: true,
+        content: `No replacement was performed. Multiple occurrences of old_str \`\` in lines ${lines}. Please ensure it is unique`,
+      });
+      expect(fileBytes(fs, "/workspace/e.txt")).toEqual(b(content));
+      expect(writes(fs)).toEqual([]);
+    },
+  );
 
   it("an empty old_str in a long file lists the first lines only", async () => {
     const { run } = setup({ "/workspace/e.txt": "x\n".repeat(300) });
     const r = await run({ command: "str_replace", path: "/workspace/e.txt", old_str: "", new_str: "x" });
     const first200 = Array.from({ length: 200 }, (_, i) => i + 1).join(", ");
-    expect(r.content).toBe(`No replacement was performed. Multiple occurrences of old_str \`\` in lines [${first200}, … (101 more)]. Please ensure it is unique`);
+    expect(r.content).toBe(
+      `No replacement was performed. Multiple occurrences of old_str \`\` in lines [${first200}, … (101 more)]. Please ensure it is unique`,
+    );
   });
 
   it("requires old_str", async () => {
@@ -173,7 +208,12 @@ describe("str_replace", () => {
     fs.hooks.afterRead = (path, n, mem) => {
       if (n === 1) mem.setFile(path, "value = 42 # written by bash\n");
     };
-    const r = await run({ command: "str_replace", path: "/workspace/c.txt", old_str: "value = 1", new_str: "value = 2" });
+    const r = await run({
+      command: "str_replace",
+      path: "/workspace/c.txt",
+      old_str: "value = 1",
+      new_str: "value = 2",
+    });
     expect(r.isError).toBe(true);
     expect(r.content).toContain("changed while this edit was being made");
     expect(r.content).toContain("View the file again");
@@ -216,7 +256,9 @@ describe("refused files", () => {
 
   it("takes the size bound as an option", async () => {
     const { run } = setup({ "/workspace/s.txt": "0123456789" }, { maxFileBytes: 9 });
-    expect((await run({ command: "view", path: "/workspace/s.txt" })).content).toContain("over the editor's limit of 9 bytes");
+    expect((await run({ command: "view", path: "/workspace/s.txt" })).content).toContain(
+      "over the editor's limit of 9 bytes",
+    );
   });
 
   it("refuses a binary file (NUL bytes) for view and edits", async () => {
@@ -251,12 +293,36 @@ describe("malformed input names the bad field", () => {
     ["command not a string", { command: 3, path: "/workspace/a" }, "Invalid `command` parameter"],
     ["missing path", { command: "view" }, "Parameter `path` is required"],
     ["path not a string", { command: "view", path: ["/workspace/a"] }, "Invalid `path` parameter"],
-    ["file_text not a string", { command: "create", path: "/workspace/new", file_text: 5 }, "Invalid `file_text` parameter"],
-    ["old_str not a string", { command: "str_replace", path: "/workspace/a.txt", old_str: 1 }, "Invalid `old_str` parameter"],
-    ["new_str not a string", { command: "str_replace", path: "/workspace/a.txt", old_str: "a", new_str: {} }, "Invalid `new_str` parameter"],
-    ["insert_line a string", { command: "insert", path: "/workspace/a.txt", insert_line: "1", insert_text: "x" }, "Invalid `insert_line` parameter"],
-    ["insert_line fractional", { command: "insert", path: "/workspace/a.txt", insert_line: 1.5, insert_text: "x" }, "Invalid `insert_line` parameter"],
-    ["insert_text not a string", { command: "insert", path: "/workspace/a.txt", insert_line: 1, insert_text: 7 }, "Invalid `insert_text` parameter"],
+    [
+      "file_text not a string",
+      { command: "create", path: "/workspace/new", file_text: 5 },
+      "Invalid `file_text` parameter",
+    ],
+    [
+      "old_str not a string",
+      { command: "str_replace", path: "/workspace/a.txt", old_str: 1 },
+      "Invalid `old_str` parameter",
+    ],
+    [
+      "new_str not a string",
+      { command: "str_replace", path: "/workspace/a.txt", old_str: "a", new_str: {} },
+      "Invalid `new_str` parameter",
+    ],
+    [
+      "insert_line a string",
+      { command: "insert", path: "/workspace/a.txt", insert_line: "1", insert_text: "x" },
+      "Invalid `insert_line` parameter",
+    ],
+    [
+      "insert_line fractional",
+      { command: "insert", path: "/workspace/a.txt", insert_line: 1.5, insert_text: "x" },
+      "Invalid `insert_line` parameter",
+    ],
+    [
+      "insert_text not a string",
+      { command: "insert", path: "/workspace/a.txt", insert_line: 1, insert_text: 7 },
+      "Invalid `insert_text` parameter",
+    ],
   ];
   it.each(cases)("%s", async (_name, input, expected) => {
     const { run } = setup({ "/workspace/a.txt": "a\nb\n" });
@@ -265,18 +331,23 @@ describe("malformed input names the bad field", () => {
     expect(r.content).toContain(expected);
   });
 
-  it.each([["1,2"], [[1]], [[1, 2, 3]], [[1.5, 2]], [["1", "2"]]])("view_range %j gets the reference's message", async (range) => {
-    const { run } = setup({ "/workspace/a.txt": "a\nb\n" });
-    expect(await run({ command: "view", path: "/workspace/a.txt", view_range: range })).toEqual({
-      isError: true,
-      content: "Invalid `view_range`. It should be a list of two integers.",
-    });
-  });
+  it.each([["1,2"], [[1]], [[1, 2, 3]], [[1.5, 2]], [["1", "2"]]])(
+    "view_range %j gets the reference's message",
+    async (range) => {
+      const { run } = setup({ "/workspace/a.txt": "a\nb\n" });
+      expect(await run({ command: "view", path: "/workspace/a.txt", view_range: range })).toEqual({
+        isError: true,
+        content: "Invalid `view_range`. It should be a list of two integers.",
+      });
+    },
+  );
 
   it("treats null optional parameters as absent", async () => {
     const { run } = setup({ "/workspace/a.txt": "a\n" });
     expect((await run({ command: "view", path: "/workspace/a.txt", view_range: null })).isError).toBe(false);
-    expect((await run({ command: "create", path: "/workspace/b.txt", file_text: null })).content).toBe("Parameter `file_text` is required for command: create");
+    expect((await run({ command: "create", path: "/workspace/b.txt", file_text: null })).content).toBe(
+      "Parameter `file_text` is required for command: create",
+    );
   });
 });
 
@@ -285,7 +356,8 @@ describe("paths and commands", () => {
     const { run } = setup();
     expect(await run({ command: "view", path: "src/app.ts" })).toEqual({
       isError: true,
-      content: "The path src/app.ts is not an absolute path, it should start with `/`. Maybe you meant /workspace/src/app.ts?",
+      content:
+        "The path src/app.ts is not an absolute path, it should start with `/`. Maybe you meant /workspace/src/app.ts?",
     });
     const other = new TextEditor(new MemFs(), { workspace: "/repo" });
     expect((await other.run({ command: "view", path: "./a.ts" })).content).toContain("Maybe you meant /repo/a.ts?");
@@ -299,8 +371,14 @@ describe("paths and commands", () => {
   });
 
   it.each<[EditorFlavor, string]>([
-    ["text_editor_20250728", "Unrecognized command delete. The allowed commands for the str_replace_based_edit_tool tool are: view, create, str_replace, insert"],
-    ["text_editor_20250124", "Unrecognized command delete. The allowed commands for the str_replace_editor tool are: view, create, str_replace, insert, undo_edit"],
+    [
+      "text_editor_20250728",
+      "Unrecognized command delete. The allowed commands for the str_replace_based_edit_tool tool are: view, create, str_replace, insert",
+    ],
+    [
+      "text_editor_20250124",
+      "Unrecognized command delete. The allowed commands for the str_replace_editor tool are: view, create, str_replace, insert, undo_edit",
+    ],
   ])("unknown command for %s", async (flavor, message) => {
     const { run } = setup({ "/workspace/a.txt": "a" }, { flavor });
     expect(await run({ command: "delete", path: "/workspace/a.txt" })).toEqual({ isError: true, content: message });
@@ -317,7 +395,12 @@ describe("paths and commands", () => {
   });
 
   it("lists a directory two levels deep without hidden entries", async () => {
-    const { run } = setup({ "/workspace/p/a.txt": "", "/workspace/p/.env": "S=1", "/workspace/p/s/t/u.txt": "", "/workspace/p/s/.h/x": "" });
+    const { run } = setup({
+      "/workspace/p/a.txt": "",
+      "/workspace/p/.env": "S=1",
+      "/workspace/p/s/t/u.txt": "",
+      "/workspace/p/s/.h/x": "",
+    });
     expect(await run({ command: "view", path: "/workspace/p" })).toEqual({
       isError: false,
       content:
@@ -345,7 +428,8 @@ describe("paths and commands", () => {
 
   it("clips a big directory listing at the default 16,000 characters", async () => {
     const files: Record<string, string> = {};
-    for (let i = 0; i < 2000; i++) files[`/workspace/big/dir-${String(i).padStart(4, "0")}/file-with-a-long-name-${i}.txt`] = "";
+    for (let i = 0; i < 2000; i++)
+      files[`/workspace/big/dir-${String(i).padStart(4, "0")}/file-with-a-long-name-${i}.txt`] = "";
     const { run } = setup(files);
     const r = await run({ command: "view", path: "/workspace/big" });
     expect(r.isError).toBe(false);
@@ -454,7 +538,10 @@ describe("undo_edit (text_editor_20250124)", () => {
         "Note: this file is not valid UTF-8; its invalid bytes are shown as U+FFFD (\uFFFD). Edits leave those bytes untouched, but old_str cannot match them: quote only the surrounding valid text.",
     );
     expect(fileBytes(fs, path)).toEqual(original);
-    expect(await run({ command: "undo_edit", path })).toEqual({ isError: true, content: "No edit history found for /workspace/u.txt." });
+    expect(await run({ command: "undo_edit", path })).toEqual({
+      isError: true,
+      content: "No edit history found for /workspace/u.txt.",
+    });
   });
 
   it("undo of create removes the file", async () => {
@@ -462,7 +549,8 @@ describe("undo_edit (text_editor_20250124)", () => {
     await run({ command: "create", path, file_text: "new" });
     expect(await run({ command: "undo_edit", path })).toEqual({
       isError: false,
-      content: "Last edit to /workspace/u.txt undone successfully. That edit created the file, so /workspace/u.txt has been removed.",
+      content:
+        "Last edit to /workspace/u.txt undone successfully. That edit created the file, so /workspace/u.txt has been removed.",
     });
     expect(fs.has(path)).toBe(false);
   });
@@ -480,8 +568,12 @@ describe("undo_edit (text_editor_20250124)", () => {
   it("keeps history per editor instance and per path", async () => {
     const { fs, run } = setup({ [path]: "a\n", "/workspace/v.txt": "v\n" }, opts);
     await run({ command: "str_replace", path, old_str: "a", new_str: "b" });
-    expect((await run({ command: "undo_edit", path: "/workspace/v.txt" })).content).toBe("No edit history found for /workspace/v.txt.");
-    expect((await new TextEditor(fs, opts).run({ command: "undo_edit", path })).content).toBe("No edit history found for /workspace/u.txt.");
+    expect((await run({ command: "undo_edit", path: "/workspace/v.txt" })).content).toBe(
+      "No edit history found for /workspace/v.txt.",
+    );
+    expect((await new TextEditor(fs, opts).run({ command: "undo_edit", path })).content).toBe(
+      "No edit history found for /workspace/u.txt.",
+    );
   });
 });
 
@@ -500,9 +592,18 @@ describe("view", () => {
   });
 
   it.each<[[number, number], string]>([
-    [[0, 2], "Invalid `view_range`: [0, 2]. Its first element `0` should be within the range of lines of the file: [1, 4]"],
-    [[5, 5], "Invalid `view_range`: [5, 5]. Its first element `5` should be within the range of lines of the file: [1, 4]"],
-    [[1, 5], "Invalid `view_range`: [1, 5]. Its second element `5` should be smaller than the number of lines in the file: `4`"],
+    [
+      [0, 2],
+      "Invalid `view_range`: [0, 2]. Its first element `0` should be within the range of lines of the file: [1, 4]",
+    ],
+    [
+      [5, 5],
+      "Invalid `view_range`: [5, 5]. Its first element `5` should be within the range of lines of the file: [1, 4]",
+    ],
+    [
+      [1, 5],
+      "Invalid `view_range`: [1, 5]. Its second element `5` should be smaller than the number of lines in the file: `4`",
+    ],
     [[3, 2], "Invalid `view_range`: [3, 2]. Its second element `2` should be larger or equal than its first `3`"],
     [[2, -2], "Invalid `view_range`: [2, -2]. Its second element `-2` should be larger or equal than its first `2`"],
   ])("view_range %j is rejected", async (range, message) => {
@@ -534,11 +635,14 @@ describe("pure helpers", () => {
   });
 
   it("strReplaceBytes touches only the range", () => {
-    expect(Buffer.from(strReplaceBytes(Buffer.from([0xff, 0x61, 0xfe]), 1, 1, b("xy")))).toEqual(Buffer.from([0xff, 0x78, 0x79, 0xfe]));
+    expect(Buffer.from(strReplaceBytes(Buffer.from([0xff, 0x61, 0xfe]), 1, 1, b("xy")))).toEqual(
+      Buffer.from([0xff, 0x78, 0x79, 0xfe]),
+    );
   });
 
   it("insertBytes follows the reference's line pieces", () => {
-    const ins = (file: string, k: number, text: string, eol?: string) => Buffer.from(insertBytes(b(file), k, text, eol).bytes).toString();
+    const ins = (file: string, k: number, text: string, eol?: string) =>
+      Buffer.from(insertBytes(b(file), k, text, eol).bytes).toString();
     expect(ins("", 0, "x")).toBe("x\n");
     expect(ins("a\nb", 1, "x\n")).toBe("a\nx\nb");
     expect(ins("a\r\nb", 2, "x", "\r\n")).toBe("a\r\nb\r\nx");

@@ -12,7 +12,17 @@
 // and deb822, pip.conf, go env), the JobSpec `network` field and that the proxy's test-only options
 // cannot be set from it (pure, in the mutation suite: `src/core/allow.ts` scored 83.7% alone).
 import { describe, expect, it } from "vitest";
-import { addressClass, cidrMatcher, isAllowed, isIpLiteral, normalizeHost, parseAllowEntry, PRESET_NAMES, refusal, type AllowRule } from "../../../src/core/allow.js";
+import {
+  addressClass,
+  cidrMatcher,
+  isAllowed,
+  isIpLiteral,
+  normalizeHost,
+  parseAllowEntry,
+  PRESET_NAMES,
+  refusal,
+  type AllowRule,
+} from "../../../src/core/allow.js";
 import { aptSourceHosts, goEnvHosts, pipConfHosts, urlHost } from "../../../src/net/presets.js";
 import { parseJobSpec } from "../../../src/core/spec/spec.js";
 
@@ -22,12 +32,18 @@ describe("allow-list entries", () => {
   it("parses hosts, wildcards and ports, normalized", () => {
     expect(parseAllowEntry("Registry.NPMjs.org.")).toEqual({ host: "registry.npmjs.org", wildcard: false });
     expect(parseAllowEntry("*.pythonhosted.org")).toEqual({ host: "pythonhosted.org", wildcard: true });
-    expect(parseAllowEntry("mirror.example.org:8443")).toEqual({ host: "mirror.example.org", wildcard: false, port: 8443 });
+    expect(parseAllowEntry("mirror.example.org:8443")).toEqual({
+      host: "mirror.example.org",
+      wildcard: false,
+      port: 8443,
+    });
   });
   it("refuses IP literals, URLs, bad names, open wildcards and bad ports, each with a reason", () => {
-    for (const e of ["10.0.0.1", "[::1]", "::1", "2130706433", "127.1", "0x7f.1", "a.b.0x7f000001"]) expect(parseAllowEntry(e)).toMatch(/IP addresses are not allowed/);
+    for (const e of ["10.0.0.1", "[::1]", "::1", "2130706433", "127.1", "0x7f.1", "a.b.0x7f000001"])
+      expect(parseAllowEntry(e)).toMatch(/IP addresses are not allowed/);
     expect(parseAllowEntry("https://registry.npmjs.org")).toMatch(/not a URL/);
-    for (const e of ["*", "*.com", "a..b", "-a.org", "exa mple.org", "ünï.org", ""]) expect(typeof parseAllowEntry(e)).toBe("string");
+    for (const e of ["*", "*.com", "a..b", "-a.org", "exa mple.org", "ünï.org", ""])
+      expect(typeof parseAllowEntry(e)).toBe("string");
     expect(parseAllowEntry("a.org:0")).toMatch(/bad port/);
     expect(parseAllowEntry("a.org:70000")).toMatch(/bad port/);
   });
@@ -56,17 +72,41 @@ describe("allow-list entries", () => {
 
 describe("IP literals and address classes", () => {
   it("sees IP literals in any form", () => {
-    for (const h of ["1.2.3.4", "[2001:db8::1]", "::ffff:127.0.0.1", "017700000001", "0x7f000001", "127.1", "1.2.3.4."]) expect(isIpLiteral(h)).toBe(true);
+    for (const h of ["1.2.3.4", "[2001:db8::1]", "::ffff:127.0.0.1", "017700000001", "0x7f000001", "127.1", "1.2.3.4."])
+      expect(isIpLiteral(h)).toBe(true);
     for (const h of ["registry.npmjs.org", "localhost", "1.2.3.example"]) expect(isIpLiteral(h)).toBe(false);
   });
   it("classifies private, loopback, link-local, multicast and unspecified addresses, v4 and v6, mapped and embedded", () => {
     const cases: [string, string | undefined][] = [
-      ["127.0.0.1", "loopback"], ["127.255.0.9", "loopback"], ["::1", "loopback"], ["::ffff:127.0.0.1", "loopback"], ["::ffff:7f00:1", "loopback"],
-      ["10.1.2.3", "private"], ["172.16.0.1", "private"], ["172.31.255.255", "private"], ["192.168.1.1", "private"], ["fd00::1", "private"],
-      ["169.254.169.254", "link-local"], ["fe80::1", "link-local"], ["224.0.0.251", "multicast"], ["ff02::1", "multicast"],
-      ["0.0.0.0", "unspecified"], ["::", "unspecified"], ["100.64.0.1", "shared (CGNAT)"], ["255.255.255.255", "broadcast"], ["240.0.0.1", "reserved"],
-      ["64:ff9b::a00:1", "private"], ["2002:7f00:1::", "loopback"], ["::1.2.3.4", "reserved"], ["fe80::1%eth0", "link-local"], ["172.15.255.255", undefined], ["fbff::1", undefined],
-      ["104.16.0.1", undefined], ["172.32.0.1", undefined], ["2606:4700::1", undefined], ["203.0.113.80", undefined],
+      ["127.0.0.1", "loopback"],
+      ["127.255.0.9", "loopback"],
+      ["::1", "loopback"],
+      ["::ffff:127.0.0.1", "loopback"],
+      ["::ffff:7f00:1", "loopback"],
+      ["10.1.2.3", "private"],
+      ["172.16.0.1", "private"],
+      ["172.31.255.255", "private"],
+      ["192.168.1.1", "private"],
+      ["fd00::1", "private"],
+      ["169.254.169.254", "link-local"],
+      ["fe80::1", "link-local"],
+      ["224.0.0.251", "multicast"],
+      ["ff02::1", "multicast"],
+      ["0.0.0.0", "unspecified"],
+      ["::", "unspecified"],
+      ["100.64.0.1", "shared (CGNAT)"],
+      ["255.255.255.255", "broadcast"],
+      ["240.0.0.1", "reserved"],
+      ["64:ff9b::a00:1", "private"],
+      ["2002:7f00:1::", "loopback"],
+      ["::1.2.3.4", "reserved"],
+      ["fe80::1%eth0", "link-local"],
+      ["172.15.255.255", undefined],
+      ["fbff::1", undefined],
+      ["104.16.0.1", undefined],
+      ["172.32.0.1", undefined],
+      ["2606:4700::1", undefined],
+      ["203.0.113.80", undefined],
     ];
     for (const [ip, cls] of cases) expect([ip, addressClass(ip)]).toEqual([ip, cls]);
     expect(addressClass("example.org")).toBe("not an IP address");
@@ -86,19 +126,27 @@ describe("presets' configuration parsers", () => {
     expect(urlHost("not a url")).toBeUndefined();
   });
   it("apt sources: one-line and deb822 formats, options, comments, duplicates", () => {
-    const list = "deb http://deb.debian.org/debian bookworm main\n# deb http://commented.example/ x\ndeb [arch=amd64 signed-by=/k.gpg] https://apt.corp.example/debian bookworm main\ndeb-src http://deb.debian.org/debian bookworm main\n";
-    const sources = "Types: deb\nURIs: http://deb.debian.org/debian http://mirror2.example/debian\nSuites: bookworm\n\nTypes: deb\nURIs: http://security.debian.org/debian-security\n";
+    const list =
+      "deb http://deb.debian.org/debian bookworm main\n# deb http://commented.example/ x\ndeb [arch=amd64 signed-by=/k.gpg] https://apt.corp.example/debian bookworm main\ndeb-src http://deb.debian.org/debian bookworm main\n";
+    const sources =
+      "Types: deb\nURIs: http://deb.debian.org/debian http://mirror2.example/debian\nSuites: bookworm\n\nTypes: deb\nURIs: http://security.debian.org/debian-security\n";
     expect(aptSourceHosts(list)).toEqual(["deb.debian.org", "apt.corp.example"]);
     expect(aptSourceHosts(sources)).toEqual(["deb.debian.org", "mirror2.example", "security.debian.org"]);
   });
   it("pip.conf: index-url and multi-line extra-index-url in any section", () => {
-    const conf = "[global]\ntimeout = 60\nindex-url = https://pypi.corp.example/simple\nextra-index-url =\n    https://extra1.example/simple\n    https://extra2.example/simple\n[install]\ntrusted-host = x\n    not.a.url.example\n";
+    const conf =
+      "[global]\ntimeout = 60\nindex-url = https://pypi.corp.example/simple\nextra-index-url =\n    https://extra1.example/simple\n    https://extra2.example/simple\n[install]\ntrusted-host = x\n    not.a.url.example\n";
     expect(pipConfHosts(conf)).toEqual(["pypi.corp.example", "extra1.example", "extra2.example"]);
     expect(pipConfHosts("# index-url = https://no.example/\n")).toEqual([]);
   });
   it("go env: GOPROXY lists without direct/off, GOSUMDB's name or URL", () => {
-    expect(goEnvHosts("https://proxy.golang.org,direct", "sum.golang.org")).toEqual(["proxy.golang.org", "sum.golang.org"]);
-    expect(goEnvHosts("https://goproxy.corp|https://b.example", "sum.golang.org+033de0ae+Ac4zctda https://sum.corp.example")).toEqual(["goproxy.corp", "b.example", "sum.corp.example"]);
+    expect(goEnvHosts("https://proxy.golang.org,direct", "sum.golang.org")).toEqual([
+      "proxy.golang.org",
+      "sum.golang.org",
+    ]);
+    expect(
+      goEnvHosts("https://goproxy.corp|https://b.example", "sum.golang.org+033de0ae+Ac4zctda https://sum.corp.example"),
+    ).toEqual(["goproxy.corp", "b.example", "sum.corp.example"]);
     expect(goEnvHosts("off", "off")).toEqual([]);
   });
 });
@@ -106,15 +154,24 @@ describe("presets' configuration parsers", () => {
 describe("JobSpec network", () => {
   const base = { task: "t", repo: { path: "/r" } };
   it("accepts presets, hosts and wildcards for setup", () => {
-    const r = parseJobSpec({ ...base, network: { setup: { allow: ["npm", "pypi", "*.example.org", "mirror.example.org:8443"] } } });
+    const r = parseJobSpec({
+      ...base,
+      network: { setup: { allow: ["npm", "pypi", "*.example.org", "mirror.example.org:8443"] } },
+    });
     expect(r.ok).toBe(true);
   });
   it("names each bad entry and unknown key", () => {
     const bad = parseJobSpec({ ...base, network: { setup: { allow: ["10.0.0.1", "npm", "*"] }, agent: true } });
-    expect(bad).toEqual({ ok: false, error: expect.stringContaining("network.setup.allow[0]: IP addresses are not allowed") });
+    expect(bad).toEqual({
+      ok: false,
+      error: expect.stringContaining("network.setup.allow[0]: IP addresses are not allowed"),
+    });
     expect((bad as { error: string }).error).toContain("network.setup.allow[2]");
     expect((bad as { error: string }).error).toContain("network.agent: unknown key");
-    expect(parseJobSpec({ ...base, network: { setup: { alow: [] } } })).toEqual({ ok: false, error: expect.stringContaining('network.setup.alow: unknown key (did you mean "allow"?)') });
+    expect(parseJobSpec({ ...base, network: { setup: { alow: [] } } })).toEqual({
+      ok: false,
+      error: expect.stringContaining('network.setup.alow: unknown key (did you mean "allow"?)'),
+    });
     expect(parseJobSpec({ ...base, network: { setup: { allow: Array(65).fill("a.org") } } }).ok).toBe(false);
   });
   it("has no way to set the proxy's test-only options", () => {
@@ -159,11 +216,17 @@ describe("allow-list edges, exactly", () => {
   });
 
   it("refusal: not named, or named on other ports (listed once each, in numeric order, per way)", () => {
-    const rules = ["a.org:9000", "a.org:8443", "a.org:10000", "a.org:9000", "*.b.org"].map((e) => parseAllowEntry(e) as AllowRule);
+    const rules = ["a.org:9000", "a.org:8443", "a.org:10000", "a.org:9000", "*.b.org"].map(
+      (e) => parseAllowEntry(e) as AllowRule,
+    );
     expect(refusal(rules, "c.org", 443, "connect")).toBe("not on the allow-list");
     expect(refusal([], "a.org", 443, "connect")).toBe("not on the allow-list");
-    expect(refusal(rules, "a.org", 22, "connect")).toBe("port 22: CONNECT only to port 443 or a port an allow-list entry names (host:port); a.org allows 8443, 9000, 10000");
-    expect(refusal(rules, "x.b.org", 8080, "http")).toBe("port 8080: plain HTTP only to port 80 or a port an allow-list entry names (host:port); x.b.org allows 80");
+    expect(refusal(rules, "a.org", 22, "connect")).toBe(
+      "port 22: CONNECT only to port 443 or a port an allow-list entry names (host:port); a.org allows 8443, 9000, 10000",
+    );
+    expect(refusal(rules, "x.b.org", 8080, "http")).toBe(
+      "port 8080: plain HTTP only to port 80 or a port an allow-list entry names (host:port); x.b.org allows 80",
+    );
     expect(refusal(rules, "a.org", 10000, "connect")).toBeUndefined();
     expect(refusal(rules, "x.b.org", 80, "http")).toBeUndefined();
     expect(refusal(rules, "x.b.org", 443, "connect")).toBeUndefined();
@@ -192,7 +255,15 @@ describe("allow-list edges, exactly", () => {
 
   it("every IPv6 form that carries an IPv4 address is judged by it: NAT64 (well-known and local use), SIIT, IPv4-compatible, 6to4, mapped, Teredo", () => {
     // what each embedded address is, as the forms carry it
-    const inner: [number[], string][] = [[[127, 0, 0, 1], "loopback"], [[10, 1, 2, 3], "private"], [[169, 254, 169, 254], "link-local"], [[192, 168, 7, 7], "private"], [[172, 16, 0, 1], "private"], [[100, 64, 0, 1], "shared (CGNAT)"], [[0, 0, 0, 0], "unspecified"]];
+    const inner: [number[], string][] = [
+      [[127, 0, 0, 1], "loopback"],
+      [[10, 1, 2, 3], "private"],
+      [[169, 254, 169, 254], "link-local"],
+      [[192, 168, 7, 7], "private"],
+      [[172, 16, 0, 1], "private"],
+      [[100, 64, 0, 1], "shared (CGNAT)"],
+      [[0, 0, 0, 0], "unspecified"],
+    ];
     const hex = (a: number, b: number) => ((a << 8) | b).toString(16);
     const forms: [string, (v: number[]) => string][] = [
       ["NAT64 64:ff9b::/96", (v) => `64:ff9b::${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}`],
@@ -209,7 +280,10 @@ describe("allow-list edges, exactly", () => {
       ["IPv4-mapped, uncompressed", (v) => `0:0:0:0:0:ffff:${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}`],
       ["6to4 2002::/16", (v) => `2002:${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}::1`],
       ["Teredo 2001::/32, server", (v) => `2001:0:${hex(v[0]!, v[1]!)}:${hex(v[2]!, v[3]!)}:0:0:f7f7:f7f7`], // client 8.8.8.8
-      ["Teredo 2001::/32, client (bits inverted)", (v) => `2001:0:808:808:0:0:${hex(v[0]! ^ 255, v[1]! ^ 255)}:${hex(v[2]! ^ 255, v[3]! ^ 255)}`],
+      [
+        "Teredo 2001::/32, client (bits inverted)",
+        (v) => `2001:0:808:808:0:0:${hex(v[0]! ^ 255, v[1]! ^ 255)}:${hex(v[2]! ^ 255, v[3]! ^ 255)}`,
+      ],
     ];
     for (const [form, make] of forms) {
       for (const [v4, cls] of inner) {
@@ -221,7 +295,11 @@ describe("allow-list edges, exactly", () => {
       // the same form around a public address is public; but the deprecated IPv4-compatible form, and
       // local-use NAT64, whose layout is its operator's: refused whatever it carries
       const pub = make([8, 8, 8, 8]);
-      const otherwise = form.startsWith("IPv4-compatible") ? "reserved" : form.startsWith("NAT64 local use") ? "NAT64 (local use)" : undefined;
+      const otherwise = form.startsWith("IPv4-compatible")
+        ? "reserved"
+        : form.startsWith("NAT64 local use")
+          ? "NAT64 (local use)"
+          : undefined;
       expect([form, pub, addressClass(pub)]).toEqual([form, pub, otherwise]);
     }
     // local use: an address a /96 reading finds public but a /48 one private is named by the private one
@@ -233,7 +311,13 @@ describe("allow-list edges, exactly", () => {
 
   it("cidrMatcher: both families, and a clear error for what is not a range", () => {
     const m = cidrMatcher(["10.0.0.0/8", "fd00::/8"]);
-    expect([m("10.1.2.3"), m("11.0.0.1"), m("fd00::1"), m("fe00::1"), m("not-an-ip")]).toEqual([true, false, true, false, false]);
+    expect([m("10.1.2.3"), m("11.0.0.1"), m("fd00::1"), m("fe00::1"), m("not-an-ip")]).toEqual([
+      true,
+      false,
+      true,
+      false,
+      false,
+    ]);
     expect(() => cidrMatcher(["10.0.0.0"])).toThrow("not a CIDR range: 10.0.0.0");
     expect(() => cidrMatcher(["x/8"])).toThrow("not a CIDR range: x/8");
   });

@@ -62,7 +62,8 @@ describe("kindOf", () => {
     const abort = new Error("aborted");
     abort.name = "AbortError";
     expect(kindOf(abort)).toBe("cancelled");
-    for (const other of [new Error("x"), new TypeError("x"), "a string", undefined, { kind: "repo" }]) expect(kindOf(other)).toBe("internal");
+    for (const other of [new Error("x"), new TypeError("x"), "a string", undefined, { kind: "repo" }])
+      expect(kindOf(other)).toBe("internal");
   });
 
   it("says what each kind means, and the job's own kinds are kinds", () => {

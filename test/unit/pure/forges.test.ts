@@ -76,10 +76,24 @@ describe("bounds and errors", () => {
   it("scrub takes the token and control characters out of a forge's words, and bounds them", () => {
     expect(scrub("bad token tok-123456 here\u001b[31m", "tok-123456")).toBe("bad token [token] here [31m");
     expect(scrub("y".repeat(400), undefined)).toHaveLength(301);
-    const e = forgeError({ kind: "github", host: "github.com", repo: "a/b", what: "creating a pull request", write: true }, 401, "token tok-123456 is bad", "tok-123456");
-    expect(e.message).toBe("GitHub github.com: creating a pull request in a/b failed: the token for github.com is invalid or expired (401); set a valid one in PATCHBAY_FORGE_TOKEN_GITHUB_COM (or GITHUB_TOKEN)");
-    const down = forgeError({ kind: "gitlab", host: "gitlab.com", repo: "g/p", what: "closing merge request !3", write: true }, 502, "<html>tok-123456</html>", "tok-123456");
-    expect(down.message).toBe("GitLab gitlab.com: closing merge request !3 in g/p failed: gitlab.com answered 502: <html>[token]</html>; try again later");
+    const e = forgeError(
+      { kind: "github", host: "github.com", repo: "a/b", what: "creating a pull request", write: true },
+      401,
+      "token tok-123456 is bad",
+      "tok-123456",
+    );
+    expect(e.message).toBe(
+      "GitHub github.com: creating a pull request in a/b failed: the token for github.com is invalid or expired (401); set a valid one in PATCHBAY_FORGE_TOKEN_GITHUB_COM (or GITHUB_TOKEN)",
+    );
+    const down = forgeError(
+      { kind: "gitlab", host: "gitlab.com", repo: "g/p", what: "closing merge request !3", write: true },
+      502,
+      "<html>tok-123456</html>",
+      "tok-123456",
+    );
+    expect(down.message).toBe(
+      "GitLab gitlab.com: closing merge request !3 in g/p failed: gitlab.com answered 502: <html>[token]</html>; try again later",
+    );
     expect(down.status).toBe(502);
   });
 });

@@ -52,11 +52,19 @@ describe("Liveness", () => {
   });
 
   it("a container that is gone (404) counts as stopped; an engine that fails or does not answer decides nothing", async () => {
-    const gone = new Liveness(new DockerBox("t", container(() => Promise.reject(Object.assign(new Error("no such container"), { statusCode: 404 }))) as never), 20);
+    const gone = new Liveness(
+      new DockerBox(
+        "t",
+        container(() => Promise.reject(Object.assign(new Error("no such container"), { statusCode: 404 }))) as never,
+      ),
+      20,
+    );
     await expect(gone.guard(new Promise(() => {}))).rejects.toThrow("exit code unknown");
 
     let n = 0;
-    const flaky = container(() => (++n === 1 ? Promise.reject(Object.assign(new Error("engine restarting"), { statusCode: 500 })) : running()));
+    const flaky = container(() =>
+      ++n === 1 ? Promise.reject(Object.assign(new Error("engine restarting"), { statusCode: 500 })) : running(),
+    );
     const l = new Liveness(new DockerBox("t", flaky as never), 20);
     expect(await l.guard(sleep(120).then(() => "done"))).toBe("done");
     expect(l.gone).toBeUndefined();
@@ -67,9 +75,14 @@ describe("Liveness", () => {
   });
 
   it("the engine's 409 (not running) for a call is checked at once: a stopped container makes it SandboxLostError with the exit code", async () => {
-    const notRunning = () => Object.assign(new Error("(HTTP code 409) container stopped/paused - Container abc is not running"), { statusCode: 409 });
+    const notRunning = () =>
+      Object.assign(new Error("(HTTP code 409) container stopped/paused - Container abc is not running"), {
+        statusCode: 409,
+      });
     const l = new Liveness(new DockerBox("t", container(stopped(2)) as never), 10_000);
-    await expect(l.guard(Promise.reject(notRunning()))).rejects.toThrow(new SandboxLostError("the sandbox's container stopped (exit code 2)"));
+    await expect(l.guard(Promise.reject(notRunning()))).rejects.toThrow(
+      new SandboxLostError("the sandbox's container stopped (exit code 2)"),
+    );
     // Running after all (a race with a restart, say): the engine's own error stands.
     const up = new Liveness(new DockerBox("t", container(running) as never), 10_000);
     await expect(up.guard(Promise.reject(notRunning()))).rejects.toThrow(/HTTP code 409/);

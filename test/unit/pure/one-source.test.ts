@@ -29,11 +29,14 @@ describe("job statuses", () => {
     expect(JobStatus.options).toEqual([...JOB_STATUSES]);
     expect(Object.keys(STATUS_EXIT).sort()).toEqual([...JOB_STATUSES].sort());
     expect(JOB_STATUSES.map(exitCodeFor)).toEqual([0, 3, 1, 4, 4, 5, 4]);
-    expect(batchCommands["batch retry"]!.usage).toContain(`--status STATUS        repeatable or comma-separated: ${JOB_STATUSES.join(", ")}`);
+    expect(batchCommands["batch retry"]!.usage).toContain(
+      `--status STATUS        repeatable or comma-separated: ${JOB_STATUSES.join(", ")}`,
+    );
   });
 
   it("a status that is no status is a failure, whatever its name (the table is not an object's prototype)", () => {
-    for (const s of ["constructor", "toString", "__proto__", "hasOwnProperty", "running", ""]) expect(exitCodeFor(s), s).toBe(1);
+    for (const s of ["constructor", "toString", "__proto__", "hasOwnProperty", "running", ""])
+      expect(exitCodeFor(s), s).toBe(1);
     expect(worstExitCode(["completed", "constructor"])).toBe(1);
   });
 
@@ -51,10 +54,19 @@ describe("editor tools", () => {
     expect(EditorTool.options).toEqual([...EDITOR_TOOLS]);
     expect(SPEC_USAGE).toContain(`--tools ${EDITOR_TOOLS.join("|")}`);
     for (const t of EDITOR_TOOLS) expect(specFrom({ task: "t", repo: "/r", tools: t }).tools).toBe(t);
-    expect(() => specFrom({ task: "t", repo: "/r", tools: "vim" })).toThrow(/--tools takes one of text_editor_20250728, text_editor_20250124, edit_file/);
+    expect(() => specFrom({ task: "t", repo: "/r", tools: "vim" })).toThrow(
+      /--tools takes one of text_editor_20250728, text_editor_20250124, edit_file/,
+    );
     expect(new TextEditor(new MemFs()).flavor).toBe(DEFAULT_EDITOR_TOOL);
-    expect(editorDefinition(DEFAULT_EDITOR_TOOL, 9)).toEqual({ type: DEFAULT_EDITOR_TOOL, name: "str_replace_based_edit_tool", max_characters: 9 });
-    expect(editorDefinition("text_editor_20250124", 9)).toEqual({ type: "text_editor_20250124", name: "str_replace_editor" });
+    expect(editorDefinition(DEFAULT_EDITOR_TOOL, 9)).toEqual({
+      type: DEFAULT_EDITOR_TOOL,
+      name: "str_replace_based_edit_tool",
+      max_characters: 9,
+    });
+    expect(editorDefinition("text_editor_20250124", 9)).toEqual({
+      type: "text_editor_20250124",
+      name: "str_replace_editor",
+    });
   });
 
   it("only an editor's view is read-only; checkpoints ask the tools", () => {
@@ -86,8 +98,18 @@ describe("editor tools", () => {
 });
 
 describe("a spec's identity", () => {
-  const a = { task: "t", repo: { git: "https://example.org/r.git", ref: "main" }, limits: { memoryMb: 512, pids: 64 }, setup: ["a", "b"] };
-  const reordered = { setup: ["a", "b"], limits: { pids: 64, memoryMb: 512 }, repo: { ref: "main", git: "https://example.org/r.git" }, task: "t" };
+  const a = {
+    task: "t",
+    repo: { git: "https://example.org/r.git", ref: "main" },
+    limits: { memoryMb: 512, pids: 64 },
+    setup: ["a", "b"],
+  };
+  const reordered = {
+    setup: ["a", "b"],
+    limits: { pids: 64, memoryMb: 512 },
+    repo: { ref: "main", git: "https://example.org/r.git" },
+    task: "t",
+  };
 
   it("does not depend on the order of keys, at any depth", () => {
     expect(canonicalJson(reordered)).toBe(canonicalJson(a));

@@ -4,7 +4,14 @@
 // The price table's lookups: Bedrock-style and dated ids, the SDK's unpriced models, the
 // unknown-model warning, a USD budget refused for an unpriced model.
 import { describe, expect, it } from "vitest";
-import { knownModel, priceFor, priceKnown, pricePrefix, unknownModelWarning, usdBudgetProblem } from "../../../src/agent/prices.js";
+import {
+  knownModel,
+  priceFor,
+  priceKnown,
+  pricePrefix,
+  unknownModelWarning,
+  usdBudgetProblem,
+} from "../../../src/agent/prices.js";
 
 describe("prices", () => {
   it("finds a family from any form of its id: dated, Bedrock-style with a region, any case and spacing", () => {
@@ -21,7 +28,15 @@ describe("prices", () => {
   });
 
   it("knows the SDK's ids with or without a price, in their dated and Bedrock forms; nothing else", () => {
-    for (const id of ["claude-mythos-5-2", " Claude-Mythos-5-2 ", "us.anthropic.claude-mythos-5-2", "claude-haiku-5-5-20260101", "claude-haiku-5-5@20260101", "claude-sonnet-4-5-20250929"]) expect(knownModel(id), id).toBe(true);
+    for (const id of [
+      "claude-mythos-5-2",
+      " Claude-Mythos-5-2 ",
+      "us.anthropic.claude-mythos-5-2",
+      "claude-haiku-5-5-20260101",
+      "claude-haiku-5-5@20260101",
+      "claude-sonnet-4-5-20250929",
+    ])
+      expect(knownModel(id), id).toBe(true);
     for (const id of ["claude-haiku-5-55", "gpt-4", "claude", "mythos-5-2"]) expect(knownModel(id), id).toBe(false);
   });
 

@@ -10,13 +10,44 @@
 // stored under 64 KiB; bounding twice changes nothing; `patch` and `egress` events and the other
 // texts cut, the conversation kept whole.
 import { describe, expect, it } from "vitest";
-import { attachPatch, BOUNDS, boundEvent, boundResult, cutDiffstat, cutList, cutText, jsonBytes, PatchGoneError, sha256 } from "../../../src/queue/result-bounds.js";
-import { emptyResult, filesChangedCount, JobResult, TranscriptEvent, type EventOf } from "../../../src/core/spec/spec.js";
+import {
+  attachPatch,
+  BOUNDS,
+  boundEvent,
+  boundResult,
+  cutDiffstat,
+  cutList,
+  cutText,
+  jsonBytes,
+  PatchGoneError,
+  sha256,
+} from "../../../src/queue/result-bounds.js";
+import {
+  emptyResult,
+  filesChangedCount,
+  JobResult,
+  TranscriptEvent,
+  type EventOf,
+} from "../../../src/core/spec/spec.js";
 
 const names = (n: number) => Array.from({ length: n }, (_, i) => `many/f${String(i + 1).padStart(6, "0")}`);
-const stat = (files: string[]) => `${files.map((f) => ` ${f} | 0\n`).join("")} ${files.length} files changed, 0 insertions(+), 0 deletions(-)\n`;
-const patchOf = (files: string[]) => files.map((f) => `diff --git a/${f} b/${f}\nnew file mode 100644\nindex 0000000000000000000000000000000000000000..e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\n`).join("");
-const result = (files: string[], extra: Partial<JobResult> = {}): JobResult => ({ ...emptyResult("completed", "", { jobId: "j1" }), patch: patchOf(files), diffstat: stat(files), filesChanged: files, error: undefined, ...extra });
+const stat = (files: string[]) =>
+  `${files.map((f) => ` ${f} | 0\n`).join("")} ${files.length} files changed, 0 insertions(+), 0 deletions(-)\n`;
+const patchOf = (files: string[]) =>
+  files
+    .map(
+      (f) =>
+        `diff --git a/${f} b/${f}\nnew file mode 100644\nindex 0000000000000000000000000000000000000000..e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\n`,
+    )
+    .join("");
+const result = (files: string[], extra: Partial<JobResult> = {}): JobResult => ({
+  ...emptyResult("completed", "", { jobId: "j1" }),
+  patch: patchOf(files),
+  diffstat: stat(files),
+  filesChanged: files,
+  error: undefined,
+  ...extra,
+});
 const size = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 
 describe("cutText", () => {
@@ -72,14 +103,22 @@ describe("cutList and cutDiffstat", () => {
     const s = cutDiffstat(stat(names(300_000)));
     expect(jsonBytes(s.text)).toBeLessThanOrEqual(BOUNDS.diffstatBytes);
     expect(s.text.startsWith(" many/f000001 | 0\n many/f000002 | 0\n")).toBe(true);
-    expect(s.text.endsWith(` ... ${s.cut} more lines cut (the patch has them all)\n 300000 files changed, 0 insertions(+), 0 deletions(-)\n`)).toBe(true);
+    expect(
+      s.text.endsWith(
+        ` ... ${s.cut} more lines cut (the patch has them all)\n 300000 files changed, 0 insertions(+), 0 deletions(-)\n`,
+      ),
+    ).toBe(true);
     const kept = s.text.split("\n").filter((l) => / \| 0$/.test(l)).length;
     expect(kept + s.cut).toBe(300_000);
     expect(cutDiffstat(stat(names(3)))).toEqual({ text: stat(names(3)), cut: 0 });
   });
 
   it("a diffstat already cut at its source (no summary line) keeps its head", () => {
-    const s = cutDiffstat(names(100_000).map((f) => ` ${f} | 0\n`).join(""));
+    const s = cutDiffstat(
+      names(100_000)
+        .map((f) => ` ${f} | 0\n`)
+        .join(""),
+    );
     expect(jsonBytes(s.text)).toBeLessThanOrEqual(BOUNDS.diffstatBytes);
     expect(s.text).toMatch(/ \.\.\. \d+ more lines cut \(the patch has them all\)\n$/);
   });
@@ -133,7 +172,16 @@ describe("boundResult and attachPatch", () => {
   it("every free text is cut: whatever a result holds, it is stored under BOUNDS.resultBytes", () => {
     const huge = "\u0001".repeat(2_000_000);
     const files = Array.from({ length: 1000 }, () => `"${"\u0002".repeat(3000)}`);
-    const r: JobResult = { ...result(files), patch: huge, diffstat: huge, summary: huge, error: huge, stopReason: huge, jobId: huge, verify: { exitCode: 1, outputTail: huge } };
+    const r: JobResult = {
+      ...result(files),
+      patch: huge,
+      diffstat: huge,
+      summary: huge,
+      error: huge,
+      stopReason: huge,
+      jobId: huge,
+      verify: { exitCode: 1, outputTail: huge },
+    };
     const b = boundResult(r);
     expect(size(b.result)).toBeLessThanOrEqual(BOUNDS.resultBytes);
     expect(b.result.verify!.outputTail).toMatch(/^\[… \d+ characters cut …\]\n/);
@@ -147,7 +195,13 @@ describe("boundEvent", () => {
 
   it("a patch event's lists are cut and the cut counted; a small one is unchanged", () => {
     const files = names(300_000);
-    const e: EventOf<"patch"> = { ...base, type: "patch", filesChanged: files, diffstat: stat(files), bytes: 45_000_000 };
+    const e: EventOf<"patch"> = {
+      ...base,
+      type: "patch",
+      filesChanged: files,
+      diffstat: stat(files),
+      bytes: 45_000_000,
+    };
     const b = boundEvent(e) as EventOf<"patch">;
     expect(size(b)).toBeLessThanOrEqual(BOUNDS.filesChangedBytes + BOUNDS.diffstatBytes + 1024);
     expect(b.filesChangedTotal).toBe(300_000);
@@ -160,7 +214,19 @@ describe("boundEvent", () => {
 
   it("free texts of events are cut: an egress host to 253 bytes, errors, outputs, reasons", () => {
     const big = "h".repeat(16 * 1024);
-    const eg = boundEvent({ ...base, type: "egress", host: big, port: 443, method: big, allowed: false, reason: big, address: big, bytesUp: 0, bytesDown: 0, ms: 1 }) as EventOf<"egress">;
+    const eg = boundEvent({
+      ...base,
+      type: "egress",
+      host: big,
+      port: 443,
+      method: big,
+      allowed: false,
+      reason: big,
+      address: big,
+      bytesUp: 0,
+      bytesDown: 0,
+      ms: 1,
+    }) as EventOf<"egress">;
     expect(jsonBytes(eg.host)).toBeLessThanOrEqual(BOUNDS.hostBytes);
     for (const f of [eg.method, eg.reason!, eg.address!]) expect(jsonBytes(f)).toBeLessThanOrEqual(BOUNDS.reasonBytes);
     for (const e of [
@@ -177,7 +243,16 @@ describe("boundEvent", () => {
   });
 
   it("the conversation is kept whole (it is replayed)", () => {
-    const e: TranscriptEvent = { ...base, type: "tool_result", turn: 1, toolUseId: "t", name: "bash", output: "x".repeat(100_000), isError: false, ms: 1 };
+    const e: TranscriptEvent = {
+      ...base,
+      type: "tool_result",
+      turn: 1,
+      toolUseId: "t",
+      name: "bash",
+      output: "x".repeat(100_000),
+      isError: false,
+      ms: 1,
+    };
     expect(boundEvent(e)).toBe(e);
   });
 });

@@ -1,7 +1,19 @@
 // The field builders' human messages, exactly: show(), expected(), genericMessage(). Pure.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { A_TYPE, expected, genericMessage, intRange, nonEmpty, nonNegInt, nonNegNumber, positiveInt, positiveNumber, REQUIRED, show } from "../../../src/core/spec/fields.js";
+import {
+  A_TYPE,
+  expected,
+  genericMessage,
+  intRange,
+  nonEmpty,
+  nonNegInt,
+  nonNegNumber,
+  positiveInt,
+  positiveNumber,
+  REQUIRED,
+  show,
+} from "../../../src/core/spec/fields.js";
 
 const msg = (schema: z.ZodType, value: unknown) => {
   const r = schema.safeParse(value);
@@ -37,9 +49,12 @@ describe("expected and genericMessage", () => {
     expect(genericMessage({ code: "invalid_type", input: undefined })).toBe("required");
     expect(genericMessage({ code: "unrecognized_keys", input: undefined })).toBeUndefined();
     expect(genericMessage({ code: "invalid_type", expected: "int", input: "x" })).toBe('must be an integer (got "x")');
-    for (const [k, v] of Object.entries(A_TYPE)) expect(genericMessage({ code: "invalid_type", expected: k, input: 1 })).toBe(`must be ${v} (got 1)`);
+    for (const [k, v] of Object.entries(A_TYPE))
+      expect(genericMessage({ code: "invalid_type", expected: k, input: 1 })).toBe(`must be ${v} (got 1)`);
     expect(genericMessage({ code: "invalid_type", expected: "date", input: 1 })).toBe("must be date (got 1)");
-    expect(genericMessage({ code: "invalid_value", values: ["a", 1], input: "z" })).toBe('must be one of a, 1 (got "z")');
+    expect(genericMessage({ code: "invalid_value", values: ["a", 1], input: "z" })).toBe(
+      'must be one of a, 1 (got "z")',
+    );
     expect(genericMessage({ code: "too_small", inclusive: true, minimum: 1, input: 0 })).toBe("must be >= 1 (got 0)");
     expect(genericMessage({ code: "too_small", inclusive: false, minimum: 0, input: 0 })).toBe("must be > 0 (got 0)");
     expect(genericMessage({ code: "too_big", inclusive: true, maximum: 9, input: 10 })).toBe("must be <= 9 (got 10)");

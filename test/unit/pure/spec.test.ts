@@ -15,7 +15,15 @@ import {
   type JobSpec,
   type Usage,
 } from "../../../src/core/spec/spec.js";
-import { PRICES, SDK_MODELS, costUsd, pricePrefix, priceFor, priceKnown, unknownModelWarning } from "../../../src/agent/prices.js";
+import {
+  PRICES,
+  SDK_MODELS,
+  costUsd,
+  pricePrefix,
+  priceFor,
+  priceKnown,
+  unknownModelWarning,
+} from "../../../src/agent/prices.js";
 import { Sandbox } from "../../../src/sandbox/sandbox.js";
 
 const minimal = { task: "fix the failing test", repo: { path: "/tmp/repo" } };
@@ -71,7 +79,10 @@ describe("JobSpec: valid input", () => {
       attempts: 20,
     };
     expect(parseJobSpec(full)).toEqual({ ok: true, spec: full });
-    expect(parseJobSpec({ ...minimal, setup: "make deps" })).toEqual({ ok: true, spec: { ...minimal, setup: "make deps" } });
+    expect(parseJobSpec({ ...minimal, setup: "make deps" })).toEqual({
+      ok: true,
+      spec: { ...minimal, setup: "make deps" },
+    });
   });
 
   it("assertJobSpec returns the spec or throws JobSpecError with the same message", () => {
@@ -99,9 +110,7 @@ describe("JobSpec: bad input gives one message naming the field", () => {
   });
 
   it.each([[{}], [{ url: "x" }], ["/just/a/string"], [null]])("repo that is none of the forms: %j", (repo) => {
-    expect(errorOf({ task: "t", repo })).toContain(
-      "repo: must be exactly one of { path }, { git, ref? }, { archive }",
-    );
+    expect(errorOf({ task: "t", repo })).toContain("repo: must be exactly one of { path }, { git, ref? }, { archive }");
   });
 
   it("repo with two kinds", () => {
@@ -112,15 +121,27 @@ describe("JobSpec: bad input gives one message naming the field", () => {
   });
 
   it("repo of one kind with a bad field points at that field", () => {
-    expect(errorOf({ task: "t", repo: { path: 5 } })).toBe("invalid JobSpec: repo.path: must be a non-empty path (got 5)");
-    expect(errorOf({ task: "t", repo: { git: "g", ref: 3 } })).toContain("repo.ref: must be a non-empty git ref (got 3)");
-    expect(errorOf({ task: "t", repo: { path: "/x", ref: "main" } })).toBe("invalid JobSpec: repo.ref: only allowed with git");
+    expect(errorOf({ task: "t", repo: { path: 5 } })).toBe(
+      "invalid JobSpec: repo.path: must be a non-empty path (got 5)",
+    );
+    expect(errorOf({ task: "t", repo: { git: "g", ref: 3 } })).toContain(
+      "repo.ref: must be a non-empty git ref (got 3)",
+    );
+    expect(errorOf({ task: "t", repo: { path: "/x", ref: "main" } })).toBe(
+      "invalid JobSpec: repo.ref: only allowed with git",
+    );
   });
 
   it("negative or zero budget", () => {
-    expect(errorOf({ ...minimal, budget: { usd: -1 } })).toBe("invalid JobSpec: budget.usd: must be a positive number (got -1)");
-    expect(errorOf({ ...minimal, budget: { outputTokens: 0 } })).toContain("budget.outputTokens: must be a positive integer (got 0)");
-    expect(errorOf({ ...minimal, budget: { inputTokens: 10.5 } })).toContain("budget.inputTokens: must be a positive integer");
+    expect(errorOf({ ...minimal, budget: { usd: -1 } })).toBe(
+      "invalid JobSpec: budget.usd: must be a positive number (got -1)",
+    );
+    expect(errorOf({ ...minimal, budget: { outputTokens: 0 } })).toContain(
+      "budget.outputTokens: must be a positive integer (got 0)",
+    );
+    expect(errorOf({ ...minimal, budget: { inputTokens: 10.5 } })).toContain(
+      "budget.inputTokens: must be a positive integer",
+    );
   });
 
   it("unknown editor flavour", () => {
@@ -130,10 +151,14 @@ describe("JobSpec: bad input gives one message naming the field", () => {
   });
 
   it("unknown top-level key, with a suggestion for a typo", () => {
-    expect(errorOf({ ...minimal, verfiy: "npm test" })).toBe('invalid JobSpec: verfiy: unknown key (did you mean "verify"?)');
+    expect(errorOf({ ...minimal, verfiy: "npm test" })).toBe(
+      'invalid JobSpec: verfiy: unknown key (did you mean "verify"?)',
+    );
     expect(errorOf({ ...minimal, max_turns: 3 })).toContain('max_turns: unknown key (did you mean "maxTurns"?)');
     expect(errorOf({ ...minimal, zzzzzz: 1 })).toBe("invalid JobSpec: zzzzzz: unknown key");
-    expect(errorOf({ ...minimal, limits: { memory: 1 } })).toContain('limits.memory: unknown key (did you mean "memoryMb"?)');
+    expect(errorOf({ ...minimal, limits: { memory: 1 } })).toContain(
+      'limits.memory: unknown key (did you mean "memoryMb"?)',
+    );
   });
 
   it("jobId BullMQ cannot take", () => {
@@ -149,24 +174,36 @@ describe("JobSpec: bad input gives one message naming the field", () => {
     expect(errorOf({ ...minimal, priority: 0 })).toContain("priority: must be an integer from 1 to 2097152 (got 0)");
     expect(errorOf({ ...minimal, priority: 2_097_153 })).toContain("priority: ");
     expect(errorOf({ ...minimal, attempts: 21 })).toContain("attempts: must be an integer from 1 to 20 (got 21)");
-    expect(errorOf({ ...minimal, limits: { network: "host" } })).toContain('limits.network: must be one of none, bridge (got "host")');
+    expect(errorOf({ ...minimal, limits: { network: "host" } })).toContain(
+      'limits.network: must be one of none, bridge (got "host")',
+    );
     expect(errorOf({ ...minimal, limits: { pids: -5 } })).toContain("limits.pids: must be a positive integer (got -5)");
     expect(errorOf({ ...minimal, runtime: "kata" })).toContain('runtime: must be one of runc, runsc (got "kata")');
-    expect(errorOf({ ...minimal, timeoutSec: Number.POSITIVE_INFINITY })).toContain("timeoutSec: must be a positive number");
+    expect(errorOf({ ...minimal, timeoutSec: Number.POSITIVE_INFINITY })).toContain(
+      "timeoutSec: must be a positive number",
+    );
   });
 
   it("refuses a pids limit the sandbox cannot work with, per runtime, and Sandbox.create refuses it before making anything", async () => {
-    expect(errorOf({ ...minimal, limits: { pids: 16 } })).toContain("limits.pids: must be at least 32 (the sandbox's own processes and git need some)");
+    expect(errorOf({ ...minimal, limits: { pids: 16 } })).toContain(
+      "limits.pids: must be at least 32 (the sandbox's own processes and git need some)",
+    );
     expect(parseJobSpec({ ...minimal, limits: { pids: 32 } }).ok).toBe(true);
     // Under gVisor the engine's limit counts the runtime's own threads: 128 kills the sandbox.
-    expect(errorOf({ ...minimal, runtime: "runsc", limits: { pids: 128 } })).toContain("limits.pids: must be at least 256 under runtime runsc (gVisor's own threads count against the limit");
+    expect(errorOf({ ...minimal, runtime: "runsc", limits: { pids: 128 } })).toContain(
+      "limits.pids: must be at least 256 under runtime runsc (gVisor's own threads count against the limit",
+    );
     expect(parseJobSpec({ ...minimal, runtime: "runsc", limits: { pids: 256 } }).ok).toBe(true);
     expect(parseJobSpec({ ...minimal, runtime: "runsc" }).ok).toBe(true); // the default, 256
-    await expect(Sandbox.create({ runtime: "runsc", limits: { pids: 96 } })).rejects.toThrow("Sandbox.create: limits.pids 96 must be at least 256 under runtime runsc");
+    await expect(Sandbox.create({ runtime: "runsc", limits: { pids: 96 } })).rejects.toThrow(
+      "Sandbox.create: limits.pids 96 must be at least 256 under runtime runsc",
+    );
   });
 
   it("setup must be a command or a list of commands", () => {
-    expect(errorOf({ ...minimal, setup: ["npm ci", 5] })).toContain("setup: must be a command or an array of commands (item 1 is 5)");
+    expect(errorOf({ ...minimal, setup: ["npm ci", 5] })).toContain(
+      "setup: must be a command or an array of commands (item 1 is 5)",
+    );
     expect(errorOf({ ...minimal, setup: 5 })).toContain("setup: must be a command or an array of commands (got 5)");
   });
 
@@ -270,19 +307,54 @@ describe("TranscriptEvent", () => {
     { type: "job_finished", status: "failed", error: "boom", costUsd: 0, turns: 0 },
     { type: "model_retry", retry: 1, error: "overloaded", status: 529, delayMs: 1000 },
     { type: "context_trimmed", removedChars: 50_000, keptTurns: 4 },
-    { type: "context_compacted", turn: 40, reason: "threshold", turnsDropped: 30, messagesKept: 9, tokensBefore: 161_000, tokensAfter: 52_000, summary: "read src/a.ts", usage: { inputTokens: 90_000, outputTokens: 800, cacheReadTokens: 0, cacheWriteTokens: 0 } },
-    { type: "egress", host: "registry.npmjs.org", port: 443, method: "CONNECT", allowed: false, reason: "not on the allow-list", bytesUp: 0, bytesDown: 0, ms: 1 },
+    {
+      type: "context_compacted",
+      turn: 40,
+      reason: "threshold",
+      turnsDropped: 30,
+      messagesKept: 9,
+      tokensBefore: 161_000,
+      tokensAfter: 52_000,
+      summary: "read src/a.ts",
+      usage: { inputTokens: 90_000, outputTokens: 800, cacheReadTokens: 0, cacheWriteTokens: 0 },
+    },
+    {
+      type: "egress",
+      host: "registry.npmjs.org",
+      port: 443,
+      method: "CONNECT",
+      allowed: false,
+      reason: "not on the allow-list",
+      bytesUp: 0,
+      bytesDown: 0,
+      ms: 1,
+    },
     { type: "budget", limit: "usd", max: 0.5, used: 0.51 },
     { type: "resume", restored: true, fromAttempt: 1, turns: 4, patchBytes: 1575, costUsd: 0.0031 },
-    { type: "checkpoint", turn: 2, saved: false, reason: "the workspace's change is over 8388608 bytes; the last checkpoint that fit is kept" },
+    {
+      type: "checkpoint",
+      turn: 2,
+      saved: false,
+      reason: "the workspace's change is over 8388608 bytes; the last checkpoint that fit is kept",
+    },
   ];
 
   it("covers every event type", () => {
     expect(new Set(inputs.map((e) => e.type))).toEqual(new Set(EVENT_TYPES));
-    expect(EVENT_TYPES).toEqual(expect.arrayContaining([
-      "job_started", "sandbox_ready", "setup", "model_request", "model_response",
-      "tool_call", "tool_result", "verify", "patch", "job_finished",
-    ]));
+    expect(EVENT_TYPES).toEqual(
+      expect.arrayContaining([
+        "job_started",
+        "sandbox_ready",
+        "setup",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "verify",
+        "patch",
+        "job_finished",
+      ]),
+    );
   });
 
   it.each(inputs.map((e) => [e.type, e] as const))("round-trips %s through a JSONL line", (_t, input) => {
@@ -293,9 +365,16 @@ describe("TranscriptEvent", () => {
 
   it("rejects unknown types, missing per-type fields and bad timestamps", () => {
     expect(TranscriptEvent.safeParse({ ...base, type: "nope" }).success).toBe(false);
-    expect(TranscriptEvent.safeParse({ ...base, type: "tool_result", turn: 1, toolUseId: "t", name: "bash", output: "" }).success).toBe(false);
-    expect(TranscriptEvent.safeParse({ ...base, ts: "yesterday", type: "model_request", turn: 1, messagesCount: 1 }).success).toBe(false);
-    expect(TranscriptEvent.safeParse({ ...base, attempt: 0, type: "model_request", turn: 1, messagesCount: 1 }).success).toBe(false);
+    expect(
+      TranscriptEvent.safeParse({ ...base, type: "tool_result", turn: 1, toolUseId: "t", name: "bash", output: "" })
+        .success,
+    ).toBe(false);
+    expect(
+      TranscriptEvent.safeParse({ ...base, ts: "yesterday", type: "model_request", turn: 1, messagesCount: 1 }).success,
+    ).toBe(false);
+    expect(
+      TranscriptEvent.safeParse({ ...base, attempt: 0, type: "model_request", turn: 1, messagesCount: 1 }).success,
+    ).toBe(false);
   });
 
   it("EventInput is checked per type (compile time)", () => {
@@ -355,6 +434,8 @@ describe("prices", () => {
     for (const m of SDK_MODELS) expect(unknownModelWarning(m), m).toBeUndefined();
     expect(unknownModelWarning("claude-sonnet-4-5-20250929")).toBeUndefined();
     expect(unknownModelWarning("us.anthropic.claude-haiku-4-5-20251001-v1:0")).toBeUndefined();
-    expect(unknownModelWarning("claude-sonet-4-5")).toMatch(/^model 'claude-sonet-4-5' is not one this version of patchbay knows .*its cost is unknown/);
+    expect(unknownModelWarning("claude-sonet-4-5")).toMatch(
+      /^model 'claude-sonet-4-5' is not one this version of patchbay knows .*its cost is unknown/,
+    );
   });
 });

@@ -16,7 +16,13 @@
 import tls from "node:tls";
 import { describe, expect, it } from "vitest";
 import { isAllowed, parseAllowEntry, refusal, type AllowRule } from "../../../src/core/allow.js";
-import { ClientHelloReader, MAX_HELLO, parseClientHello, serverAnswer, type Read } from "../../../src/net/client-hello.js";
+import {
+  ClientHelloReader,
+  MAX_HELLO,
+  parseClientHello,
+  serverAnswer,
+  type Read,
+} from "../../../src/net/client-hello.js";
 import { bounded, boundRecord, RECORD_BOUNDS } from "../../../src/net/record.js";
 import { HELLO_STREAM, TlsGate } from "../../../src/net/tls-gate.js";
 import { captureHello } from "../../support/egress-client.js";
@@ -40,11 +46,33 @@ interface HelloParts {
   noExtensions?: boolean;
   trailing?: number[];
 }
-function body({ exts = [GROUPS, sni("allowed.test"), ALPN], version = 0x0303, session = 32, suites = [0x13, 0x01, 0x13, 0x02], comp = [0], noExtensions, trailing = [] }: HelloParts = {}): number[] {
-  return [...u16(version), ...Array<number>(32).fill(7), ...vec8(Array<number>(session).fill(1)), ...vec16(suites), ...vec8(comp), ...(noExtensions ? [] : vec16(exts.flat())), ...trailing];
+function body({
+  exts = [GROUPS, sni("allowed.test"), ALPN],
+  version = 0x0303,
+  session = 32,
+  suites = [0x13, 0x01, 0x13, 0x02],
+  comp = [0],
+  noExtensions,
+  trailing = [],
+}: HelloParts = {}): number[] {
+  return [
+    ...u16(version),
+    ...Array<number>(32).fill(7),
+    ...vec8(Array<number>(session).fill(1)),
+    ...vec16(suites),
+    ...vec8(comp),
+    ...(noExtensions ? [] : vec16(exts.flat())),
+    ...trailing,
+  ];
 }
 const pbody = (parts: HelloParts = {}) => Uint8Array.from(body(parts));
-const handshake = (b: number[], type = 1) => [type, (b.length >> 16) & 255, (b.length >> 8) & 255, b.length & 255, ...b];
+const handshake = (b: number[], type = 1) => [
+  type,
+  (b.length >> 16) & 255,
+  (b.length >> 8) & 255,
+  b.length & 255,
+  ...b,
+];
 /** The handshake bytes in records of at most `size` bytes each. */
 function records(hs: number[], size = 16_384, type = 0x16): Uint8Array {
   const out: number[] = [];
@@ -117,7 +145,9 @@ describe("ClientHello reader: records and fragmentation", () => {
       const r = new ClientHelloReader({ maxStream: HELLO_STREAM }).advance(stream);
       return r.kind === "bad" ? r.reason : r.kind;
     };
-    expect(bad(Uint8Array.from(Buffer.from("GET / HTTP/1.1\r\nHost: x\r\n\r\n")))).toBe('not a TLS handshake (first byte 0x47: "G", plain text)');
+    expect(bad(Uint8Array.from(Buffer.from("GET / HTTP/1.1\r\nHost: x\r\n\r\n")))).toBe(
+      'not a TLS handshake (first byte 0x47: "G", plain text)',
+    );
     expect(bad(Uint8Array.from([0x80, 0x2e, 0x01, 0x00, 0x02]))).toBe("not a TLS handshake (first byte 0x80)"); // SSLv2-style hello
     expect(bad(Uint8Array.from([0x15, 3, 3, 0, 2, 2, 40]))).toMatch(/^not a TLS handshake/);
     expect(bad(Uint8Array.from([0x16, 2, 0, 0, 4]))).toMatch(/^not a TLS handshake/);
@@ -127,11 +157,17 @@ describe("ClientHello reader: records and fragmentation", () => {
     expect(bad(Uint8Array.from([0x16, 3, 1, 0xff, 0xff]))).toBe("a record of 65535 bytes (over 2^14)");
     expect(bad(Uint8Array.from([0x16, 3, 1, 0x40, 0x01]))).toBe("a record of 16385 bytes (over 2^14)");
     // a huge handshake length, from its first record
-    expect(bad(Uint8Array.from([0x16, 3, 1, 0, 4, 1, 0xff, 0xff, 0xff]))).toBe(`a ClientHello of 16777215 bytes (over ${MAX_HELLO})`);
-    expect(bad(Uint8Array.from([0x16, 3, 1, 0, 4, 2, 0, 0, 40]))).toBe("handshake message type 2 where a ClientHello (1) was expected");
+    expect(bad(Uint8Array.from([0x16, 3, 1, 0, 4, 1, 0xff, 0xff, 0xff]))).toBe(
+      `a ClientHello of 16777215 bytes (over ${MAX_HELLO})`,
+    );
+    expect(bad(Uint8Array.from([0x16, 3, 1, 0, 4, 2, 0, 0, 40]))).toBe(
+      "handshake message type 2 where a ClientHello (1) was expected",
+    );
     // after a first handshake record, an alert or application data cannot come before the hello ends
     const h = hello({}, 30);
-    expect(bad(cat(h.subarray(0, 35), Uint8Array.from([0x17, 3, 3, 0, 1, 0])))).toBe("record type application_data where the ClientHello was expected");
+    expect(bad(cat(h.subarray(0, 35), Uint8Array.from([0x17, 3, 3, 0, 1, 0])))).toBe(
+      "record type application_data where the ClientHello was expected",
+    );
   });
 
   it("caps the hello (declared or grown over records) and the stream it may take", () => {
@@ -140,7 +176,10 @@ describe("ClientHello reader: records and fragmentation", () => {
     expect(r).toEqual({ kind: "bad", reason: `a ClientHello of ${big.length - 4} bytes (over ${MAX_HELLO})` });
     // a handshake header that says less, then more records than it: refused as they arrive
     const lying = [1, 0, 0, 60, ...Array<number>(MAX_HELLO + 10).fill(0)];
-    expect(readIn(records(lying, 4000), 4000)).toEqual({ kind: "bad", reason: "bytes after the ClientHello in its record" });
+    expect(readIn(records(lying, 4000), 4000)).toEqual({
+      kind: "bad",
+      reason: "bytes after the ClientHello in its record",
+    });
     // 1-byte records: six stream bytes per hello byte, over the stream cap
     const frag = records(handshake(body({ exts: [sni("allowed.test"), ext(21, Array<number>(4000).fill(0))] })), 1);
     expect(readIn(frag, 4096)).toEqual({ kind: "bad", reason: `no complete ClientHello within ${HELLO_STREAM} bytes` });
@@ -158,16 +197,34 @@ describe("ClientHello reader: records and fragmentation", () => {
     const stream = cat(early, ccs, h);
     const r = new ClientHelloReader({ maxStream: 100_000, skip: [0x14, 0x17] }).advance(stream);
     expect(r).toMatchObject({ kind: "message", end: stream.length });
-    expect(new ClientHelloReader({ maxStream: 100_000, skip: [0x14] }).advance(stream)).toMatchObject({ kind: "bad", reason: "record type application_data where the ClientHello was expected" });
-    expect(new ClientHelloReader({ maxStream: 100_000, skip: [0x14, 0x17] }).advance(Uint8Array.from([0x17, 3, 3, 0x48, 0x01]))).toMatchObject({ kind: "bad", reason: "a application_data record of 18433 bytes (over 2^14 + 256)" });
+    expect(new ClientHelloReader({ maxStream: 100_000, skip: [0x14] }).advance(stream)).toMatchObject({
+      kind: "bad",
+      reason: "record type application_data where the ClientHello was expected",
+    });
+    expect(
+      new ClientHelloReader({ maxStream: 100_000, skip: [0x14, 0x17] }).advance(
+        Uint8Array.from([0x17, 3, 3, 0x48, 0x01]),
+      ),
+    ).toMatchObject({ kind: "bad", reason: "a application_data record of 18433 bytes (over 2^14 + 256)" });
   });
 });
 
 describe("ClientHello parser", () => {
   it("finds the server name among many extensions, in any position; none without server_name or extensions", async () => {
     expect(parseClientHello(pbody())).toEqual({ serverName: "allowed.test", ech: false, extensions: [10, 0, 16] });
-    const many = [GROUPS, ALPN, ext(43, [2, 3, 4]), ext(13, [0, 2, 4, 3]), ext(51, []), ext(0xfafa, []), sni("registry.npmjs.org")];
-    expect(parseClientHello(pbody({ exts: many }))).toMatchObject({ serverName: "registry.npmjs.org", extensions: [10, 16, 43, 13, 51, 0xfafa, 0] });
+    const many = [
+      GROUPS,
+      ALPN,
+      ext(43, [2, 3, 4]),
+      ext(13, [0, 2, 4, 3]),
+      ext(51, []),
+      ext(0xfafa, []),
+      sni("registry.npmjs.org"),
+    ];
+    expect(parseClientHello(pbody({ exts: many }))).toMatchObject({
+      serverName: "registry.npmjs.org",
+      extensions: [10, 16, 43, 13, 51, 0xfafa, 0],
+    });
     expect(parseClientHello(pbody({ exts: [GROUPS, ALPN] }))).toEqual({ ech: false, extensions: [10, 16] });
     expect(parseClientHello(pbody({ noExtensions: true }))).toEqual({ ech: false, extensions: [] });
     expect(parseClientHello(pbody({ exts: [] }))).toEqual({ ech: false, extensions: [] });
@@ -179,7 +236,11 @@ describe("ClientHello parser", () => {
   });
 
   it("marks ECH (final and draft code points) and ESNI", () => {
-    for (const t of [0xfe0d, 0xfe0a, 0xffce]) expect(parseClientHello(pbody({ exts: [sni("allowed.test"), ext(t, [1, 2, 3])] }))).toMatchObject({ ech: true, serverName: "allowed.test" });
+    for (const t of [0xfe0d, 0xfe0a, 0xffce])
+      expect(parseClientHello(pbody({ exts: [sni("allowed.test"), ext(t, [1, 2, 3])] }))).toMatchObject({
+        ech: true,
+        serverName: "allowed.test",
+      });
     expect(parseClientHello(pbody({ exts: [sni("allowed.test"), ext(0xfe0e, [])] }))).toMatchObject({ ech: false });
   });
 
@@ -193,17 +254,27 @@ describe("ClientHello parser", () => {
       [body({ trailing: [0] }), "1 bytes after the extensions"],
       [body({ exts: [sni("a.test"), sni("b.test")] }), "extension 0 appears twice"],
       [body({ exts: [GROUPS, GROUPS] }), "extension 10 appears twice"],
-      [body({ exts: [ext(0, [...vec16([0, ...vec16(ascii("a.test")), 0, ...vec16(ascii("b.test"))])])] }), "more than one server name"],
+      [
+        body({ exts: [ext(0, [...vec16([0, ...vec16(ascii("a.test")), 0, ...vec16(ascii("b.test"))])])] }),
+        "more than one server name",
+      ],
       [body({ exts: [sni("a.test", 1)] }), "server name type 1 (only host_name, 0, exists)"],
       [body({ exts: [sni("")] }), "an empty server name"],
       [body({ exts: [ext(0, vec16([]))] }), "an empty server name list"],
       [body({ exts: [ext(0, [...vec16([0, ...vec16(ascii("a.test"))]), 9])] }), "bytes after the server name list"],
       [body({ exts: [ext(0, [0, 50, 0, 0, 1, 97])] }), "server name list: needs 50 bytes, 4 left"],
       [body({ exts: [ext(0, [0, 4, 0, 0, 9, 97])] }), "server name: needs 9 bytes, 1 left"],
-      [[...u16(0x0303), ...Array<number>(32).fill(0), 0, 0, 2, 0x13, 0x01, 1, 0, 0, 9, 0, 0], "extensions: needs 9 bytes, 2 left"],
-      [[...u16(0x0303), ...Array<number>(32).fill(0), 0, 0, 2, 0x13, 0x01, 1, 0, 0, 5, 0, 0, 0, 9, 1], "extension 0: needs 9 bytes, 1 left"],
+      [
+        [...u16(0x0303), ...Array<number>(32).fill(0), 0, 0, 2, 0x13, 0x01, 1, 0, 0, 9, 0, 0],
+        "extensions: needs 9 bytes, 2 left",
+      ],
+      [
+        [...u16(0x0303), ...Array<number>(32).fill(0), 0, 0, 2, 0x13, 0x01, 1, 0, 0, 5, 0, 0, 0, 9, 1],
+        "extension 0: needs 9 bytes, 1 left",
+      ],
     ];
-    for (const [b, reason] of cases) expect(parseClientHello(Uint8Array.from(b))).toBe(`malformed ClientHello (${reason})`);
+    for (const [b, reason] of cases)
+      expect(parseClientHello(Uint8Array.from(b))).toBe(`malformed ClientHello (${reason})`);
   });
 
   it("never throws and never yields a server name from a truncated hello", async () => {
@@ -215,11 +286,14 @@ describe("ClientHello parser", () => {
       if (typeof p !== "string") expect([n, p.serverName]).toEqual([n, undefined]); // a prefix that ends after the compression methods
     }
     // and the reader, given every prefix of the stream, says "more" until the last byte
-    for (let n = 0; n < real.length; n++) expect(new ClientHelloReader({ maxStream: HELLO_STREAM }).advance(real.subarray(0, n)).kind).toBe("more");
+    for (let n = 0; n < real.length; n++)
+      expect(new ClientHelloReader({ maxStream: HELLO_STREAM }).advance(real.subarray(0, n)).kind).toBe("more");
   });
 
   it("keeps non-ASCII and control bytes out of the name", () => {
-    expect(parseClientHello(pbody({ exts: [sni("allowed.test\u0000.evil\u001b[31m")] }))).toMatchObject({ serverName: "allowed.test?.evil?[31m" });
+    expect(parseClientHello(pbody({ exts: [sni("allowed.test\u0000.evil\u001b[31m")] }))).toMatchObject({
+      serverName: "allowed.test?.evil?[31m",
+    });
   });
 });
 
@@ -245,10 +319,16 @@ describe("the server's first answer", () => {
 // ---- the gate ----
 const bytesOf = (bufs: Uint8Array[]) => Buffer.concat(bufs.map((b) => Buffer.from(b)));
 /** Feeds `stream` to the gate in `size`-byte pieces; everything it let go upstream, and its refusal. */
-function feed(gate: TlsGate, stream: Uint8Array, size = stream.length, from: "client" | "server" = "client"): { up: Buffer; refuse?: string } {
+function feed(
+  gate: TlsGate,
+  stream: Uint8Array,
+  size = stream.length,
+  from: "client" | "server" = "client",
+): { up: Buffer; refuse?: string } {
   const up: Uint8Array[] = [];
   for (let i = 0; i < stream.length; i += size) {
-    const step = from === "client" ? gate.fromClient(stream.subarray(i, i + size)) : gate.fromServer(stream.subarray(i, i + size));
+    const step =
+      from === "client" ? gate.fromClient(stream.subarray(i, i + size)) : gate.fromServer(stream.subarray(i, i + size));
     up.push(...step.up);
     if (step.refuse) return { up: bytesOf(up), refuse: step.refuse };
   }
@@ -275,12 +355,18 @@ describe("the tunnel's gate", () => {
 
   it("refuses another server name, no server name, ECH, a malformed hello and plain text, with nothing sent up", () => {
     const cases: [Uint8Array, RegExp][] = [
-      [hello({ exts: [sni("other.test")] }), /^the ClientHello's server name other\.test is not the CONNECT host allowed\.test$/],
+      [
+        hello({ exts: [sni("other.test")] }),
+        /^the ClientHello's server name other\.test is not the CONNECT host allowed\.test$/,
+      ],
       [hello({ exts: [sni("allowed.test.other.test")] }), /server name allowed\.test\.other\.test is not/],
       [hello({ exts: [GROUPS] }), /^the ClientHello names no server \(no SNI\); it must name allowed\.test$/],
       [hello({ noExtensions: true }), /no SNI/],
       [hello({ exts: [sni("allowed.test"), ext(0xfe0d, [0, 1])] }), /encrypted_client_hello \(ECH\)/],
-      [hello({ exts: [sni("allowed.test"), sni("other.test")] }), /^malformed ClientHello \(extension 0 appears twice\)$/],
+      [
+        hello({ exts: [sni("allowed.test"), sni("other.test")] }),
+        /^malformed ClientHello \(extension 0 appears twice\)$/,
+      ],
       [Uint8Array.from(Buffer.from("GET / HTTP/1.1\r\nHost: other.test\r\n\r\n")), /^not a TLS handshake/],
     ];
     for (const [stream, reason] of cases) {
@@ -314,12 +400,16 @@ describe("the tunnel's gate", () => {
     expect(up.up.equals(Buffer.from(first))).toBe(true);
     const after = feed(evil, hrr, hrr.length, "server");
     expect(after.up.length).toBe(0);
-    expect(after.refuse).toBe("second ClientHello (after a HelloRetryRequest): the ClientHello's server name other.test is not the CONNECT host allowed.test");
+    expect(after.refuse).toBe(
+      "second ClientHello (after a HelloRetryRequest): the ClientHello's server name other.test is not the CONNECT host allowed.test",
+    );
 
     const garbage = new TlsGate("allowed.test");
     feed(garbage, first);
     feed(garbage, hrr, hrr.length, "server");
-    expect(feed(garbage, Uint8Array.from(Buffer.from("GET / HTTP/1.1\r\n\r\n"))).refuse).toMatch(/^second ClientHello \(after a HelloRetryRequest\): record type 0x47/);
+    expect(feed(garbage, Uint8Array.from(Buffer.from("GET / HTTP/1.1\r\n\r\n"))).refuse).toMatch(
+      /^second ClientHello \(after a HelloRetryRequest\): record type 0x47/,
+    );
   });
 
   it("holds client bytes while the server has not answered, and releases them in order", () => {
@@ -340,8 +430,12 @@ describe("allow-list ports: CONNECT to 443, plain HTTP to 80, or the port an ent
     expect(isAllowed(r, "registry.npmjs.org", 443, "connect")).toBe(true);
     expect(isAllowed(r, "a.example.org", 443, "connect")).toBe(true);
     expect(isAllowed(r, "registry.npmjs.org", 80, "http")).toBe(true);
-    expect(refusal(r, "registry.npmjs.org", 80, "connect")).toBe("port 80: CONNECT only to port 443 or a port an allow-list entry names (host:port); registry.npmjs.org allows 443");
-    expect(refusal(r, "registry.npmjs.org", 443, "http")).toBe("port 443: plain HTTP only to port 80 or a port an allow-list entry names (host:port); registry.npmjs.org allows 80");
+    expect(refusal(r, "registry.npmjs.org", 80, "connect")).toBe(
+      "port 80: CONNECT only to port 443 or a port an allow-list entry names (host:port); registry.npmjs.org allows 443",
+    );
+    expect(refusal(r, "registry.npmjs.org", 443, "http")).toBe(
+      "port 443: plain HTTP only to port 80 or a port an allow-list entry names (host:port); registry.npmjs.org allows 80",
+    );
     expect(refusal(r, "registry.npmjs.org", 22, "connect")).toMatch(/^port 22: CONNECT only to port 443/);
     expect(refusal(r, "other.org", 443, "connect")).toBe("not on the allow-list");
   });
@@ -349,20 +443,51 @@ describe("allow-list ports: CONNECT to 443, plain HTTP to 80, or the port an ent
     const r = rules("mirror.example.org:8443", "mirror.example.org:8080");
     expect(isAllowed(r, "mirror.example.org", 8443, "connect")).toBe(true);
     expect(isAllowed(r, "mirror.example.org", 8080, "http")).toBe(true);
-    expect(refusal(r, "mirror.example.org", 443, "connect")).toBe("port 443: CONNECT only to port 443 or a port an allow-list entry names (host:port); mirror.example.org allows 8080, 8443");
+    expect(refusal(r, "mirror.example.org", 443, "connect")).toBe(
+      "port 443: CONNECT only to port 443 or a port an allow-list entry names (host:port); mirror.example.org allows 8080, 8443",
+    );
   });
 });
 
 describe("egress records are bounded where they are made", () => {
   it("host ≤ 253 bytes, method and reason bounded, control characters and non-ASCII replaced, the port a port", () => {
-    const r = boundRecord({ host: `${"a".repeat(16 * 1024)}:443`, port: 99999, method: "X".repeat(1000), allowed: false, reason: `why\u001b[2J${"r".repeat(5000)}`, bytesUp: 0, bytesDown: 0, ms: 1 });
+    const r = boundRecord({
+      host: `${"a".repeat(16 * 1024)}:443`,
+      port: 99999,
+      method: "X".repeat(1000),
+      allowed: false,
+      reason: `why\u001b[2J${"r".repeat(5000)}`,
+      bytesUp: 0,
+      bytesDown: 0,
+      ms: 1,
+    });
     expect(Buffer.byteLength(r.host)).toBe(RECORD_BOUNDS.host);
     expect(r.host.endsWith("...")).toBe(true);
     expect(r.method.length).toBe(RECORD_BOUNDS.method);
     expect(r.reason!.length).toBe(RECORD_BOUNDS.reason);
     expect(r.reason!.startsWith("why?[2J")).toBe(true);
     expect(r.port).toBe(0);
-    expect(boundRecord({ host: "é\u0000x", port: 443, method: "GET", allowed: true, address: "10.0.0.1", bytesUp: 1, bytesDown: 2, ms: 3 })).toEqual({ host: "??x", port: 443, method: "GET", allowed: true, address: "10.0.0.1", bytesUp: 1, bytesDown: 2, ms: 3 });
+    expect(
+      boundRecord({
+        host: "é\u0000x",
+        port: 443,
+        method: "GET",
+        allowed: true,
+        address: "10.0.0.1",
+        bytesUp: 1,
+        bytesDown: 2,
+        ms: 3,
+      }),
+    ).toEqual({
+      host: "??x",
+      port: 443,
+      method: "GET",
+      allowed: true,
+      address: "10.0.0.1",
+      bytesUp: 1,
+      bytesDown: 2,
+      ms: 3,
+    });
     expect(bounded("a b", 10)).toBe("a?b");
     expect(bounded("a b", 10, true)).toBe("a b");
     expect(bounded("x".repeat(253), 253)).toBe("x".repeat(253));

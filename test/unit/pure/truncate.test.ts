@@ -9,11 +9,16 @@ const feed = (limit: number, ...chunks: string[]) => {
   for (const c of chunks) h.push(Buffer.from(c));
   return h;
 };
-const notice = (cut: number, total: number) => `\n\n[... ${cut} bytes of output cut (${total} in all); the start and the end are shown. Redirect to a file and use head/tail/grep to see more ...]\n\n`;
+const notice = (cut: number, total: number) =>
+  `\n\n[... ${cut} bytes of output cut (${total} in all); the start and the end are shown. Redirect to a file and use head/tail/grep to see more ...]\n\n`;
 
 describe("HeadTail", () => {
   it("keeps everything up to the limit, in one chunk or many, without a notice", () => {
-    for (const chunks of [["0123456789"], ["01", "2345", "", "6789"], ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]]) {
+    for (const chunks of [
+      ["0123456789"],
+      ["01", "2345", "", "6789"],
+      ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"],
+    ]) {
       const h = feed(10, ...chunks);
       expect(h.text()).toBe("0123456789");
       expect(h).toMatchObject({ total: 10, cut: 0, truncated: false });
