@@ -6,13 +6,6 @@
 //
 // Backend: Docker (a worker process: issue 27's parts through the real worker, the engine and the
 // SDKs).
-//
-// Issue 27 through a worker process on Docker and Bedrock at once: the worker on
-// `PATCHBAY_PROVIDER=bedrock` (Anthropic's Bedrock client, every request SigV4-signed to the mapped
-// model, checked by the Bedrock stand-in), a job with a custom tool (its stdin JSON, its stdout
-// back) and the fixture MCP server in the per-repo image with Node (a file read as uid 1000), and a
-// 12,000-token window that forces a compaction (its summary request sent to Bedrock too, a
-// `context_compacted` event); the AWS secret in no event, result or log line.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

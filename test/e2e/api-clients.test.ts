@@ -5,10 +5,6 @@
 //
 // Backend: local (a worker process: `LOCAL_WORKER_ENV`; the HTTP API and its examples are the
 // subject).
-//
-// examples/api/fix.py (python3, standard library) and examples/api/fix.sh (curl) against a real
-// dashboard and worker: each enqueues, follows the events to the end and prints a patch that
-// applies and makes the tests pass; fix.py names a bad spec's field and exits 2.
 import { execFile, execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -6,19 +6,6 @@
 //
 // Backend: local (a worker process: `LOCAL_WORKER_ENV`; the HTTP API and its examples are the
 // subject).
-//
-// The HTTP API (/api/v1) on a real dashboard, Redis and worker process: writes need a write token
-// even on loopback (401 without, 403 with a read token), reads none where opened (`loopbackReads`)
-// but 401 when a proxy's header is on them, a wrong token 401, API tokens not taken by the
-// dashboard's own routes, the Host and cross-site checks; CORS only for the configured origin
-// (preflight, and a write only with a Bearer token); problem+json for a bad spec with `errors`
-// naming each field and `detail` word for word the CLI's (`patchbay enqueue --spec`); 413 over 1
-// MiB for a job, a 2 MiB batch read whole, 9 MiB refused; a jobId again 200 with the same id,
-// another spec 409; a job's live events to `end`, resumed from `Last-Event-ID` and `?after=` with
-// exactly the rest; status and result, the transcript as JSON and NDJSON, a patch that applies;
-// unknown ids 404 on every route; the list's pages; batches (submit idempotent by name, a bad line
-// named, status, summary as JSON and Markdown, retry, cancel, list). Every response is held against
-// the served OpenAPI document (`support/api.ts`). Before: no API.
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -6,28 +6,6 @@
 // `patchbay campaign ...` runs as a process; the token is checked to be nowhere it should not be.
 //
 // Backend: local (worker processes: `LOCAL_WORKER_ENV`).
-//
-// Issue 26's campaign as a user runs it: `patchbay campaign …` processes, two worker processes,
-// twelve bare repos behind `git http-backend` with basic auth (a reader for the workers' clones, a
-// writer token for publishing), the GitHub stand-in checking every request against GitHub's OpenAPI
-// description and reading branches from the same bare repos. `campaign run` (exit 3, summary.json
-// with the changesets); a moved target with a conflicting commit; `publish --dry-run` touches
-// nothing; `publish`: 9 draft PRs with the branch, title, body (summary, verify, diffstat, an
-// @mention that does not ping) and diff read back with git, 2 verify_failed unpublished, 1
-// `conflict`; publishing again sends no write and moves no branch; the tracking schedule exists;
-// after 4 merged, 1 closed and failing checks on 2, `track` and `status` show exactly that; `retry
-// --status conflict` runs on the new tip and publishes; `close` asks (exit 2 off a terminal), then
-// `--yes` closes the 5 open ones and deletes their branches, merged ones untouched, the schedule
-// gone. Bad input: a campaign file with a bad line enqueues nothing (no Redis key); a URL that does
-// not resolve (unpublished, its job's error), a read-only token (publish exit 1, the others
-// published) and a branch with someone else's commit (kept; `--force` replaces it), each on its own
-// repository. Over SSH (Debian's sshd, the key in an ssh-agent) a plain remote gets the branch
-// only; GitLab with a token a draft MR through the stand-in's API, without one the push's `-o
-// merge_request.create` options (read by the server's hook), pushed with the user's own credential
-// helper; a `campaign tracker` process takes the scheduled track jobs until nothing is open (MR
-// merged, branches gone) and the schedule is removed. The tokens are in no Redis key (read whole by
-// type), output, worker log line or file of the cache, home and out dirs. Before: no `campaign`
-// command.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -4,25 +4,6 @@
 //
 // Backend: local (worker processes: `LOCAL_WORKER_ENV`; `runJob` in a script and `run --local` on
 // it too).
-//
-// Issue 25's rough edges through the CLI process and the library: a duration past 7 days refused by
-// flag (`--timeout`), knob (`PATCHBAY_LOCK_MS`, `PATCHBAY_MAX_TIMEOUT_SEC`) and option
-// (`timeoutMs`), naming the bound, and `withTimeout`/`settleWithin` past Node's 2^31 ms not firing
-// at once (against a 20 ms timer); a waiting job cancelled with no worker is `cancelled` at once
-// for `status`, `list`, `result` and `watch` (exit 5), out of the wait list; `new PatchbayClient({
-// queue })` refused (run time and `@ts-expect-error`); a script whose `runJob` returned holds no
-// timer or socket (`process.getActiveResourcesInfo()`) and exits by itself; `--repo FILE`,
-// `--archive DIR` and a batch line with a file as its path refused at the client; hints after `run
-// --queue Q --redis-url U` (no worker, Ctrl-C) and the library's no-worker warning carry both
-// flags; a worker with no credentials (no key, token or SDK profile) logs why, says `paused until
-// healthy` and leaves the job waiting; an unknown model id warned about at enqueue, a USD budget on
-// it refused, and its job's result naming it with `priceUnknown` and cost 0; `run --local` against
-// the same job through a worker process: the same result, patch, event types and final line,
-// `transcript.html` written, a non-empty `--out` refused without `--force`; `-v`, did-you-mean for
-// flags, `batch status` pointing to `batch list`, `--redis-url http://…` and `REDIS_URL=http://…`
-// refused clearly, the Redis hint by where it runs, `enqueue`/`batch submit` printing the next
-// step, `view` of a non-transcript refused, a stopped setup not shown as `exit 124`, "1 turn", "1
-// file". Each failed before.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

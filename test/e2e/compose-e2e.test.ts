@@ -9,16 +9,6 @@
 // restart, down.
 //
 // Backend: Docker (images, compose, the package's default sandbox).
-//
-// docker-compose.yml for real (docker-compose v1, the real engine, the images
-// scripts/compose-images.sh builds offline): `up -d --scale worker=3` with the scripted model as a
-// compose service (test/support/compose-model.ts); a 12-job batch enqueued from the host through
-// Redis published on 127.0.0.1 (with its password; without it: NOAUTH) completes with each worker
-// running jobs; `docker kill` of a worker mid-job: the job completes on another, exactly once, and
-// only the dead worker's sandbox is reaped; `stop` drains (exit 0, running jobs complete, the rest
-// wait); `restart redis` keeps queued jobs (AOF); a setup through the worker's egress proxy reaches
-// it (the per-job socket mounted by its host path); `down -v` leaves no container, volume, network
-// or sandbox; a sandbox of another deployment (same queue, another Redis) is never reaped.
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, realpathSync, writeFileSync } from "node:fs";

@@ -3,10 +3,6 @@
 // SDK against the scripted server.
 //
 // Backend: local (worker processes: `LOCAL_WORKER_ENV`).
-//
-// The CLI end to end: `run` with a patch that applies; 20 jobs over 2 workers, each run exactly
-// once, both workers taking part in that batch; bad batch lines; `cancel` from another process;
-// failing jobs write transcript and result; timeouts; help and usage errors.
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

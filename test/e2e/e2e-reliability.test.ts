@@ -1,10 +1,6 @@
 // Reliability end to end: a worker killed with SIGKILL, SIGTERM drain, Redis restarted mid-job.
 //
 // Backend: Docker (the survivor's reaper removing the dead worker's container and volume).
-//
-// `kill -9` of a worker: the job completes elsewhere and the *survivor's* reaper (its log says so)
-// removes the dead one's container and volume; SIGTERM drains; a drain past its deadline abandons
-// the job to another worker; Redis restarted mid-job.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { docker } from "../../src/backend/docker.js";
 import { LABEL } from "../../src/backend/owner.js";

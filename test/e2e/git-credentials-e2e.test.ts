@@ -9,18 +9,6 @@
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
-//
-// Issue 23's "a token in a git URL appears nowhere in the sandbox, the transcript or Redis": the
-// same server, real jobs whose scripted model greps the whole sandbox for the token (decoded at run
-// time, so its command does not hold it) and prints `git config -l` and the reflog, while the test
-// greps it as root (every file but `/proc`, `/sys`, `/dev`, and every object of `/workspace/.git`
-// and the private store, unpacked). Through the queue: `enqueue`, `batch submit` (specs, and
-// `BatchLine`s made elsewhere) refuse a URL with credentials with the fix, and no Redis key holds
-// it; a worker with `PATCHBAY_GIT_CREDENTIALS` clones with the store's token, which is then in no
-// sandbox file, event, result, model request, Redis key (every key read whole by its type) or
-// worker log line. `runJob` with the token in the URL: the same, and `job_started` shows
-// `http://***@host/…`; a failed clone's error hides it. Before: the token in
-// `/workspace/.git/config`, in `job_started`, and enqueued into Redis.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";

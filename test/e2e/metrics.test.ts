@@ -4,9 +4,6 @@
 // is counted is the worker's, whatever runs its sandboxes.
 //
 // Backend: local (in-process workers: `localWorkerConfig()`).
-//
-// Labels stay bounded: 1,000 tool names the model makes up are one `other` series, 100 unknown
-// models are 16 series and `other`.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";
 import { MAX_OTHER_MODELS, OTHER, toolLabel, WorkerMetrics } from "../../src/queue/metrics.js";

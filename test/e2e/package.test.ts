@@ -3,11 +3,6 @@
 // and its non-TypeScript assets (Lua, the browser's JS and CSS, ...) shipped and loaded from it.
 //
 // Backend: Docker (images, compose, the package's default sandbox).
-//
-// `npm pack` installed into an empty project: see its header; also every asset under src/ is in the
-// pack, and from the installed package a batch's Lua script runs (the counters it moves read back),
-// the dashboard serves its files as they are in src/ and lists a job (its Lua), and `patchbay view`
-// inlines the renderer, the boot script and the stylesheet.
 import { execFile, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -7,13 +7,6 @@
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
-//
-// Issue 41's "the worker's policy caps what a spec may spend", through a real worker process on a
-// private Redis with `PATCHBAY_MAX_BUDGET_USD`, `_MAX_TURNS`, `_MAX_TOKENS`, `PATCHBAY_MODELS` and
-// `PATCHBAY_RUNTIME=runsc`: a spec over each cap, naming a model off the list or asking for runc
-// fails once (no model request, only `job_finished`) with the bound and its knob; a spec that sets
-// none runs with the caps as its own (its `job_started` spec, the request's `max_tokens`) in a
-// container the engine records as runtime `runsc`. Before: each ran to completed.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobFailedError, PatchbayClient } from "../../src/queue/client.js";
 import { docker } from "../../src/backend/docker.js";

@@ -6,14 +6,6 @@
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
-//
-// Issue 23's "`limits.network: bridge` is refused by a default worker", through real worker
-// processes on a private Redis: bridge, limits and timeouts over the default bounds (each line
-// naming its bound and knob), a `docker tag` of the sandbox image and an image the engine lacks are
-// each refused once (`attemptsMade` 1, no model request, the transcript only its `job_finished`);
-// an image `image build --from` made runs, and a worker with `PATCHBAY_IMAGES` runs the image it
-// lists and refuses the `--from` one. Before: the bridge and `docker tag` jobs ran to `completed`;
-// the over-bound one was tried three times and failed on the engine's own error.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";

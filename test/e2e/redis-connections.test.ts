@@ -6,15 +6,6 @@
 // 1, nothing enqueued.
 //
 // Backend: memory (worker processes: Redis's part is the subject, not a sandbox's).
-//
-// Real batches (6 jobs, two worker processes on the memory backend, the CLI's `batch submit` and
-// `batch wait`) through TLS with a test CA and a client certificate (`PATCHBAY_REDIS_TLS_*`, and
-// the URL's `?ca=&cert=&key=`), an ACL user with `default` off, and a 3-master Cluster (every key
-// of the queue `{fleet}`-tagged, in one slot); doctor's `redis tls`, `auth`, `eviction`, `sentinel`
-// and `cluster` checks; at start, exit 1 with what to fix and nothing enqueued for an untrusted
-// certificate, a missing client certificate, TLS to a plain port and plain to a TLS port, a wrong
-// password (never shown), a master name no sentinel knows, a database that is not there, a server
-// that accepts and never answers, and a WAIT for replicas asked of a Cluster.
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

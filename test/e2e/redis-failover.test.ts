@@ -5,15 +5,6 @@
 // as the client that has to follow the new master too.
 //
 // Backend: Docker (worker processes: what a failover must not leak is the engine's).
-//
-// Sentinel failover with Debian's redis-sentinel (a master with a password, a replica, three
-// sentinels) and worker processes on Docker: 30 jobs on 3 workers, the master SIGKILLed mid-batch,
-// the replica promoted; the CLI's `batch wait` follows it and exits 0, every job `completed` once
-// (one `job_finished`; at most the jobs running at the kill started twice), the workers reconnect
-// and drain, no sandbox left. Then the loss asynchronous replication allows, made real (the replica
-// frozen and its link cut as the job's last turn is asked for): the master dies right after the
-// job's result write, the worker's WAIT (sent again to the new master) finds the record gone and
-// writes it again; the job completes once, its agent not run again.
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -7,17 +7,6 @@
 //
 // Backend: Docker (worker processes whose engine is a proxy holding container removals: the removal
 // is the subject).
-//
-// Issue 29's destroy off the critical path: `BackgroundRemovals` alone (at most `concurrency` run,
-// `maxQueued` wait, a later hand waits for room in order, failures counted, idle once all settled);
-// worker processes whose Docker is a proxy holding every container removal
-// (`support/docker-proxy.ts` `holdRemovals`): a job completes (BullMQ) while its container's
-// removal is held, and the container goes once it is let through (with verify, its verify sandbox's
-// removal held too: the result still first); a worker SIGKILLed right after handing the result back
-// leaves container and volume, and another worker's reaper removes them; four jobs finishing at
-// once on `PATCHBAY_REMOVALS=1`, `PATCHBAY_REMOVALS_QUEUE=2`: one removal at the engine, two
-// queued, the fourth job waiting for room, then all removed. Before: with the removal held no job
-// completed.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../../src/queue/client.js";
 import { docker } from "../../src/backend/docker.js";

@@ -5,14 +5,6 @@
 // The sandbox is the local backend's (test/support/backend.ts): the bounds are the queue's.
 //
 // Backend: local (the bounds are the queue's; the time is git's on 300,000 files either way).
-//
-// Issue 23's "300,000 files make a bounded result": a real job through the worker (private Redis,
-// real sandbox, scripted model) creates 300,000 empty files, over two verify rounds.
-// `waitForResult` and `patchbay result --out` give the whole 45 MB patch; the stored result
-// (BullMQ's `returnvalue`) is under 64 KiB with `filesChangedTotal`/`Cut` and `diffstatCut`; both
-// `patch` events are bounded and count their cut; the patch is one key with the retention's TTL,
-// and every other key in Redis together is under 1 MiB (MEMORY USAGE of each). Before: a ~70 MB
-// result.
 import { Redis } from "ioredis";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";

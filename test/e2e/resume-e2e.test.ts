@@ -9,11 +9,6 @@
 //
 // Backend: local, but on Docker the full load (1 worker × 8: the engine and its streams load the
 // worker).
-//
-// Worker processes: `kill -9` at turn 5 of 10 → completes on the other worker with no model request
-// paid twice (11, as uninterrupted) and the same patch; a poison job that kills every worker taking
-// it fails after its attempts with the reason, and the replacement takes the next job; 1 worker ×
-// concurrency 8 on 2 cores stalls no job.
 import { Job } from "bullmq";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../../src/queue/client.js";

@@ -3,11 +3,6 @@
 // paid twice (the issue allows 2 more) and the same patch, and nothing is left on the engine.
 //
 // Backend: Docker (private engines killed and restarted).
-//
-// A private Docker engine (`support/engine.ts`) killed and restarted at turn 5: the job completes
-// from its checkpoint (11 requests, as uninterrupted; same patch) and nothing is left on it. It
-// caught a shell that died with its container being answered as exit 255, and a checkpoint pairing
-// turn 6's conversation with turn 4's workspace.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LABEL } from "../../src/backend/owner.js";
 import { PatchbayClient } from "../../src/queue/client.js";

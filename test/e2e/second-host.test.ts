@@ -5,17 +5,6 @@
 // Both hosts have the same hostname and pid namespace here, as two engines on one machine do.
 //
 // Backend: Docker (private engines killed and restarted).
-//
-// A second Docker engine on this machine stands in for another host (`support/engine.ts`,
-// `scripts/engine.sh`: own dockerd, data-root, exec-root, socket, containerd, cgroups, engine ID),
-// one worker per engine (`DOCKER_HOST`) on one Redis: a container there is unseen by the main
-// engine, and the whole host killed (dockerd, containerd, shims, container processes) leaves the
-// main engine alone and comes back; a batch spreads over both hosts, each worker's sandboxes made
-// by its own engine; host B killed whole mid-batch → every job completes on host A, A's reaper
-// never touches B's leftovers, B's new worker reaps them; a live worker on another machine with the
-// same hostname (its pid means nothing here) keeps its sandbox until its heartbeat stops; a worker
-// reaches engine B over TCP with TLS and a client certificate; `DOCKER_TLS_VERIFY` read as the
-// docker CLI reads it, and `DOCKER_HOST=ssh://` refused (dockerode checks no host key).
 import { Redis } from "ioredis";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";

@@ -7,16 +7,6 @@
 // examples/clamp; verify: python3 -m unittest -q.
 //
 // Backend: Docker (the attacks need the isolation and the limits).
-//
-// Issue 41's setup attacks through a real worker process, Redis, Docker and git, on
-// `examples/clamp` with an agent that only writes `NOTES.md`: setup's own shell taken over by a
-// real ptrace injection (an `execve` into it, the protocol served on, a writer kept alive), a
-// child, a double-forked daemon, a process renamed `bash`, a `setsid` writer, or a sourced script's
-// DEBUG trap in its own shell, each gutting the tests and planting `src/backdoor.js` once setup is
-// over; every job ends with `NOTES.md` alone in the patch and verify failing on the real bug (the
-// ptrace and sourced takeovers ended completed and verified, the backdoor and the gutted tests in
-// the patch, while the setup shell was spared). Setup's `cd`, exports and an unset carry into the
-// agent's shell; its functions and traps do not.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../../src/queue/client.js";
 import type { JobResult, TranscriptEvent } from "../../src/core/spec/spec.js";

@@ -8,14 +8,6 @@
 // the engine restart came.
 //
 // Backend: Docker (private engines killed and restarted).
-//
-// Chaos (`support/soak.ts`): 12 scripted 8-turn jobs over 4 worker processes, a private Redis (AOF)
-// and a private engine; SIGKILL and SIGTERM of the worker holding a job, a Redis restart and an
-// engine restart, each at a chosen point of a job's life (sandbox start, mid-command, the patch);
-// every command takes a second, and the restarts come early, so a fast machine gets all of them.
-// Every job completes with exactly one `job_finished` completed; nothing labelled is left on the
-// engine; every live worker takes a probe job; prints the model requests against an undisturbed
-// run.
 import { describe, expect, it } from "vitest";
 import { soak } from "../support/soak.js";
 

@@ -10,20 +10,6 @@
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
-//
-// Issue 41's "one rule for every local source", through dashboards with the HTTP API and a write
-// token, worker processes, a private Redis, host git and a smart-HTTP git server on loopback. The
-// API refuses every local form outside its roots (`{ git }` of a host repo, its `file://` URL, its
-// `.git`, a relative path, a symlink out of a root, `/root/.git`, an archive, a missing path) with
-// one line, nothing enqueued; a batch without roots takes no local path; a git URL off
-// `PATCHBAY_API_GIT_HOSTS` (127.0.0.1, localhost, 10.0.0.1, an ssh alias) or `ext::` is refused and
-// nothing connects. The same jobs planted in raw BullMQ are refused by a worker with
-// `PATCHBAY_LOCAL_REPO_ROOTS` before it reads anything (the operator's too), in the same words for
-// a path there and one not; a planted internal URL is refused without a connection; the API's jobs
-// under the roots and from a listed host run, and a listed host's redirect to an internal one is
-// not followed. A default worker reads no local repo of the API's or an unmarked job, and the
-// operator's own enqueue still runs. Before: the host repo's secret and history reached the model,
-// the internal service got connections, every refusal was a 201.
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";

@@ -10,18 +10,6 @@
 // - OTEL off (OTEL_SDK_DISABLED=true beside an endpoint): nothing is exported, nothing carried.
 //
 // Backend: local (worker processes beside an OTLP receiver of the test's own).
-//
-// OpenTelemetry traces through a real OTLP/HTTP receiver (`support/otlp-receiver.ts` decodes the
-// protobuf): a job enqueued by `patchbay enqueue` in its own process and run by a worker process is
-// one trace: the CLI's `patchbay.enqueue` span is the parent of the worker's `patchbay.attempt`,
-// under which sandbox.acquire, prepare (`sandbox_ready`; setup), agent (4 model requests with
-// model, tokens, cost, the SDK's retry of a 500; 3 tools with name, time and the refused edit's
-// error flag), patch, verify and result come in order; a task and a file carrying canaries reach
-// the model and no attribute. A worker killed by SIGKILL mid-job: the resumed attempt links to the
-// dead attempt's span (named by its ended sandbox span), restores the checkpoint and asks only the
-// lost request again. `batch submit` by the CLI: each line's job carries the context of an enqueue
-// span of its own (one trace per job). `OTEL_SDK_DISABLED=true` beside an endpoint: nothing
-// exported by the CLI or the worker, no trace context in the job.
 import { Job } from "bullmq";
 import { randomUUID } from "node:crypto";
 import { cpSync, mkdtempSync, writeFileSync } from "node:fs";

@@ -3,16 +3,6 @@
 // clamp() returns lo above the cap; verify: python3 -m unittest -q.
 //
 // Backend: Docker (the attacks need the isolation and the limits).
-//
-// Issue 23's attacks through a real worker process, Redis, Docker and git, on `examples/clamp` with
-// `python3 -m unittest -q` as verify: an ignored package planted to shadow `unittest` (it ended
-// completed and verified with a 0-byte patch) ends `verify_failed`; an ignored dir, `.git` and
-// `/tmp` planted are not there for verify; a verify round's leftover is gone for the next; a zombie
-// leader's live thread dies at the end of the agent phase (its file reached the patch); a
-// background fork bomb, and one run by a zombie leader's thread, then 20 commands, ten jobs each
-// under a parallel CPU load: all 20 run every time (the zombie one made every later command fail to
-// fork); a forged end marker followed by endless bytes for the default command timeout keeps the
-// worker's peak RSS under 300 MB (367 MB before) and the next command runs.
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -8,15 +8,6 @@
 //
 // Backend: Docker (worker processes whose drain must remove their containers and volumes with Redis
 // gone).
-//
-// Issue 41: a worker process (`patchbay worker`, Docker sandboxes, a model that never answers) with
-// a job in flight, its Redis killed by pid (SIGKILL), then SIGTERM: it exits within
-// PATCHBAY_DRAIN_MS (3 s here) plus the 10 s clean-up (and room for a loaded machine), with code 1
-// and a last line naming the job it could not hand back, and no container or volume of its queue
-// left. Once with one redis-server, once with a whole Sentinel group (master, replica, three
-// sentinels) killed; and an idle worker behind a killed Sentinel group exits 0, its warm sandbox
-// removed. Before: every one of them was still alive (the drain waited on QUIT and the heartbeat's
-// DEL queued offline, and on BullMQ's close, for ever).
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../../src/queue/client.js";

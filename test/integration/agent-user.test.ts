@@ -3,10 +3,6 @@
 // and only group, and no capabilities at all.
 //
 // Backend: Docker (the hardened container and its image).
-//
-// The agent's identity (`src/backend/agent-user.ts`) is the image's: the Dockerfile's `agent` has
-// `AGENT_UID`, and `AS_AGENT` run by root in the image gives uid, gid and only group 1000 with
-// every capability set empty.
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { promisify } from "node:util";

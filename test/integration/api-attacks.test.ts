@@ -1,41 +1,6 @@
 // Attacks on what issue 25 added, each through the real parts: a dashboard with the HTTP API on a
 // real Redis (no worker: the jobs stay waiting, which is what these attacks need), the client, and
 // raw HTTP requests with the headers exactly as an attacker sends them (test/support/api.ts).
-//
-// Attacks on issue 25's additions through a real dashboard, API and Redis (no worker): a jobId
-// naming one of BullMQ's own keys (`wait`, `meta`, … every name of the queue's `keys`) is refused,
-// through the API too, and the queue still takes jobs. Before: `jobId: "wait"` wrote a hash over
-// the wait list and every later enqueue failed WRONGTYPE. The queue's own keys (`meta`, `id`,
-// `events`) are no job: 404 on the API's and the dashboard's job routes, cancel included, and no
-// cancel mark written. Before: `meta` was a job in state unknown (cancel "signalled"), `id` and
-// `events` a 500. A Redis URL's password (`redis://:pw@…`, `user:pw@`, `?password=`) is not in the
-// CLI's `cannot reach Redis` (a real CLI process), nor in the configuration's error for a REDIS_URL
-// of the wrong scheme: before, both showed it. `run --local` and `runJob` refuse
-// `PATCHBAY_BACKEND=local` without `PATCHBAY_TEST_BACKENDS=1`, as a worker does, before any event
-// or file. Before: the job ran with no isolation. A live transcript's client that never reads (a
-// raw socket, paused, over a 25 MiB transcript) is let go once its socket stalls
-// (streamTranscript's stall time, short here). Before: the stream never returned, so its slot of
-// PATCHBAY_DASHBOARD_MAX_STREAMS was held for ever. fastify's own refusals of a URL (a parameter
-// over 256 characters: 414; a bad %-escape: 400) echo no URL, carry nosniff, and are problem+json
-// under /api/v1. Before: the whole URL echoed, no guard headers. Held already (no change): no write
-// without a write token whatever the path's spelling (encoded, doubled or cased slashes, `;`, dot
-// segments, a method override), API tokens open no dashboard or bull-board mutation, no
-// Access-Control-Allow-Origin for an unlisted origin (`null` included), another Host refused on
-// loopback; a hostile `trace` in a job's data (in-memory SDK, a real BullMQ job) is no parent and
-// no link and the attempt runs. A Last-Event-ID or `?after=` past 64 bits starts from the beginning
-// and ends with `end`. Before: every read failed, no event, no `end` (a browser reconnected with it
-// for ever). Cancel of a waiting job is idempotent (`cancelled`, then `finished`) and a batch's job
-// cancelled alone counts in its batch at once (held). `run`'s default ./patchbay-out/<queue>/<id>/
-// (CLI processes in a directory of the test's) with a file symlinked to a victim and a job
-// directory symlinked elsewhere, and `batch run`'s ./patchbay-out/<batch>/ with a planted
-// patch.diff link: refused, the victim intact, nothing written elsewhere; `view`'s transcript.html
-// planted as a link beside the transcript likewise. Before: the victim was overwritten (the
-// transcript page, the batch's patch, view's page). Off loopback (the auth plugin through
-// `inject`), an API token opens only /api/v1 and the document, not the pages, bull-board, /metrics
-// or the dashboard's /api (held). PATCHBAY_API_REPO_ROOTS (new): `/proc/self`, `/root`, a missing
-// path, a link out of the root, a sibling of the root's name, an archive of /proc/self/environ and
-// a batch's line all refused in the same words, nothing enqueued; a repo under the root taken.
-// Before: all but the missing path enqueued.
 import { spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";

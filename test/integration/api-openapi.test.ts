@@ -3,11 +3,6 @@
 // fields, event types and statuses, not a copy), every route in it with its problems, and the
 // schemas it gives usable as validators. The responses themselves are held against it in
 // test/e2e/api.test.ts.
-//
-// `/api/openapi.json` is a valid OpenAPI 3.1 document (`@readme/openapi-parser`), lists exactly the
-// API's routes, each with an operationId and its problems, and takes JobSpec, JobResult and
-// TranscriptEvent from src/core/spec/spec.ts (the same fields, statuses and event types; its
-// JobSpec refuses what the zod schema refuses). Before: no document.
 import { compileErrors, validate } from "@readme/openapi-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";

@@ -4,20 +4,6 @@
 // as one without it, with no loose object in the store and an agent's repo git accepts.
 //
 // Backend: Docker (the image's tar, git and tools).
-//
-// The worker's pack of the repo's contents: git's `verify-pack` and `fsck --strict` accept it
-// (every size-header length, duplicates once, its size bound); a load with it gives the baseline
-// host git computes, writes no loose blob (only the streamed large file) and one loose tree (the
-// root, above that file), and the agent's repo passes `fsck`; a repo with exec bits, symlinks in
-// and out of the repo, ignored and empty directories and names around "/" in byte order gets host
-// git's tree with no loose object at all. The pack names git's own root tree where every entry is
-// known, and none above a streamed file, a nested repo or a name git refuses (`.GIT`, `GIT~1`,
-// `.git:x`, `git~1\y`, a symlinked `.gitmodules`: host git refuses each too); an entry after the
-// tree is an error; a tree that cannot fit the pack gives none. On hostile fixtures (control
-// characters and newlines in names, pax-long and non-ASCII paths, 60 directories deep, a read-only
-// directory, a nested repo, tracked-but-ignored files, a streamed file) a load with the pack and
-// one without give host git's baseline, the same patch and tree; without the nested repo, the
-// symlinks and the streamed file, the worker's tree is the baseline at ready and is host git's.
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";

@@ -1,11 +1,6 @@
 // One publish, track or close of a campaign at a time (src/campaign/store.ts withLock, its
 // Lua in src/campaign/lua/): two publishes at once would both open a pull request and overwrite each
 // other's records. Real Redis (a private one).
-//
-// One publish, track or close of a campaign at a time (real Redis): a second holder refused naming
-// the first (CLI exit 1), another campaign not held, released after fn ends or throws, a lock taken
-// over by another process after expiry not released by the first. Before: two publishes at once
-// each opened a pull request and overwrote the other's records.
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CampaignBusyError, CampaignStore } from "../../src/campaign/store.js";

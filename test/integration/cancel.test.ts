@@ -3,12 +3,6 @@
 // cancel mark), a job cancelled while it waits, and jobs cancelled while workers take them.
 //
 // Backend: local (in-process workers: `localWorkerConfig()`).
-//
-// Each cancel path alone: the poll with the Redis channel off; the channel with the poll at 60 s
-// and a 20 s job timeout; a job cancelled while waiting ends with no sandbox and no model request.
-// 12 jobs (half prioritized) cancelled as they are enqueued while 3 idle worker slots take them:
-// each either ran and was stopped (`signalled`) or never ran (`cancelled`: no model request, no
-// attempt), one job_started and one job_finished each, none lost (held already).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";
 import { PatchbayClient } from "../../src/queue/client.js";

@@ -1,8 +1,5 @@
 // PatchbayClient.retry: a finished job runs again under its id, with its cancel mark and recorded
 // result gone first (the dashboard's retry button calls it; the web server touches no queue key).
-//
-// `PatchbayClient.retry` (the dashboard's retry button): a completed or failed job is queued again
-// with its cancel mark and result record gone; a waiting one is left as it is.
 import { Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -3,14 +3,6 @@
 // and the assertions read its YAML output, whose layout (2-space indent, one list item a line) is fixed.
 //
 // Backend: Docker (images, compose, the package's default sandbox).
-//
-// `docker-compose config` of the file, the Dockerfiles, and the offline recipes matching them
-// (packages, entrypoint, command, image names); Redis bounded by `maxmemory` (1gb,
-// `PATCHBAY_REDIS_MAXMEMORY` overrides it) with `noeviction`, in the compose file and the image;
-// Redis requires `PATCHBAY_REDIS_PASSWORD` (`--requirepass`, the workers' `REDIS_URL` carries it,
-// compose refuses to start without it); `compose-up.sh` (the script itself, in a copy of the tree)
-// writes a random one to `.env` once (mode 600, never printed, git-ignored) and leaves a set one
-// alone.
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

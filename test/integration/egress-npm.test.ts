@@ -6,13 +6,6 @@
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
-//
-// The real npm registry through the worker host: `patchbay image build --from` makes a Node/npm
-// image (checked in a hardened sandbox); `npm ci` of a repo depending on is-number completes with
-// `allow: ["npm"]` (the preset from this host's npm config), every connection recorded; with an
-// empty list setup fails naming the refused registry host, with no network at all it says how to
-// allow it; in the agent phase `npm view` (with and without the proxy variables) and python fail; a
-// missing, unpullable base is refused with the offline advice.
 import { execFileSync } from "node:child_process";
 import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -3,17 +3,6 @@
 // network namespace (private address, exempted by the proxy's test-only option), an HTTPS test
 // host on a loopback address of this file's own (exempted the same way) and loopback.
 // CONNECT's TLS name checks are in egress-tls.test.ts.
-//
-// The proxy alone against a test host in a network namespace (and the HTTPS host of
-// support/tls-host.ts): CONNECT (TLS) and plain HTTP allowed and recorded with bytes; plain HTTP
-// reaches the URL's host with the URL's Host whatever Host, X-Forwarded-Host, Forwarded… the client
-// sent; a host off the list, a port not allowed for the way in (CONNECT :22 and :80, HTTP :443), IP
-// literals, loopback/link-local/private after resolution (and a name whose only answer is an IPv6
-// form carrying 127.0.0.1, 10.x, 169.254.169.254 or 192.168.x: NAT64 well-known and local-use,
-// SIIT, IPv4-compatible, -mapped, 6to4, Teredo; before, local-use NAT64 was tunnelled), an unknown
-// name, a redirect off the list, an oversized head, origin-form requests refused and recorded; a
-// hung upstream times out; connection and byte limits; close() ends tunnels and removes the socket;
-// 300 concurrent connections over three jobs with the event-loop lag measured.
 import { spawn } from "node:child_process";
 import http from "node:http";
 import net from "node:net";

@@ -6,17 +6,6 @@
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
-//
-// Through runJob in real sandboxes: the refusals above from a setup command, each an `egress` event
-// and counted in the result; in the agent phase the old bridge port refuses, the socket is gone
-// (checked as root), the proxy variables are unset and set by hand reach nothing; a setup that
-// needs a refused host fails naming it; under gVisor without `--host-uds=open` setup fails saying
-// so; three sandboxes × 40 concurrent requests with the lag measured; setup (uid 1000) cannot write
-// into the bridge's pipes or signal it (nor the other root pythons), and its requests still pass
-// after the tries; from inside a sandbox (python's ssl), HTTPS to the allowed name passes while a
-// tunnel to it whose TLS names another site on the same address, or no site, is cut before the
-// server sees a connection, and CONNECT :80 is refused (issue 23: on the old proxy the other site
-// answered).
 import { lookup } from "node:dns/promises";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -6,15 +6,6 @@
 //
 // Backend: local (the helper's behaviour), but its one-exec count on Docker (the engine's exec
 // events).
-//
-// The in-sandbox helper (every process a child of one exec): its frames, pure; the program itself
-// on the host (a root child gets the trusted environment and the box's in `PATCHBAY_BOX_ENV`, an
-// agent's child the box's; a root program in a directory of uid 1000's, under sticky `/tmp`,
-// relative or missing refused with the reason; a long name bounded); on the local backend uids,
-// sessions, fds, flow both ways, three channels at once, a missing program, exit before output end,
-// Docker's 2 s grace for output a background process holds, the agent stopping children before
-// their exec, the helper's death; a stand-in that lies; a job's sandbox on Docker makes exactly one
-// exec.
 import { spawn, spawnSync } from "node:child_process";
 import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";

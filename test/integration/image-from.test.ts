@@ -4,14 +4,6 @@
 // gives both back. The pure check of ADD instructions first, then the real CLI and engine.
 //
 // Backend: Docker (images, compose, the package's default sandbox).
-//
-// `image build --from` has no network by default: an `ADD` of a loopback URL, and an `ONBUILD ADD`
-// of a base image, are refused before the build and the loopback server the test runs is never
-// asked (before, the engine fetched it and baked it into the image); a `RUN` that reaches for that
-// server fails the build; with `--network host` both reach it and their bytes are in the image, and
-// the same context without the network is not taken from the cache. The pure check of `ADD` lines:
-// every spelling the engine's parser accepts (quotes, escapes, JSON form, continuations over
-// comment lines, variables, `ONBUILD`); `--network` in `--help`, checked, and only with `--from`.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";

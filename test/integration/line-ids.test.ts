@@ -4,20 +4,6 @@
 // backend (test/support/backend.ts) with the scripted model, the HTTP API with a write token, the
 // library, the CLI, repositories served by `git http-backend`, and the GitHub stand-in. The plants
 // that patchbay's own enqueue refuses are then made in raw BullMQ, as an attacker with Redis would.
-//
-// Issue 41, part 3: a batch line's job id is the batch's own. Pure: the ids a batch makes parse
-// back, a JobSpec's `jobId` ending in `-L<n>`/`-L<n>-r<k>` refused, a job is a line's only with its
-// batch, line and spec hash. Then on a private Redis with an in-process worker (local backend, the
-// scripted model), the HTTP API (write token), the CLI, `git http-backend` and the GitHub and
-// GitLab stand-ins: the HTTP API, `client.enqueue`/`enqueueBatch` and `patchbay enqueue` all refuse
-// a line's id and put nothing in the queue; `submit` refuses a batch whose line id holds a job
-// planted in raw BullMQ (no batch in its data; forged batch data with another spec), naming it; a
-// line's waiting job swapped for a raw one is failed closed by the worker (the model never sees its
-// task), `wait` ends the line failed naming it, `retry` refuses it and a job planted under a
-// retry's id, `publish` pushes nothing for it, a finished line's job swapped for a completed one
-// with a backdoor patch (a raw BullMQ worker's result) is refused by `publish` itself (the branch
-// and the PR unchanged), and `--out` writes the line's error, not its patch. The model's quick
-// actions and link definitions reach the GitHub PR body and the GitLab MR description inert.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

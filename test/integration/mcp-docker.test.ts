@@ -5,12 +5,6 @@
 //
 // Backend: Docker (a per-repo image with Node made by `image build --from`; the hardened sandbox
 // runs the server).
-//
-// The fixture MCP server bundled (esbuild, from tsx's dependencies) into a per-repo image with the
-// host's node made by `patchbay image build --from`, run by a real job on Docker: its tool list
-// valid for the Messages API, a file read as uid 1000, an image block, a hanging call given up at
-// `commandTimeoutSec`, a crash an error with its stderr while bash goes on; the server's `env` is
-// not readable by the agent's commands through `/proc` (Landlock), while their own child's is.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -4,18 +4,6 @@
 // the same second as the baseline (Debian's git compares ctime to the second only).
 //
 // Backend: Docker (the image's tar, git and tools).
-//
-// The baseline's index keeps its stat data in the private store; a rewrite with the old mtime (to
-// the nanosecond) and the same size still reaches the patch (ctime is compared); a file written in
-// the baseline's last second keeps no stat data, so a same-second forged rewrite reaches it too;
-// the cached patch is the one with every file hashed again; a repo loaded within the second keeps
-// no index (every entry would be smudged), the baseline after setup does; the smudge's scan is
-// skipped only where the load began within its window; a deferred smudge leaves the index untrusted
-// until it ran, then the same as an inline one. The worker's tree of what it sent is the baseline
-// at once and git's hash of the files checks it: a file changed on disk between the two gives git's
-// tree (takeBaseline's, and a job's `prepare`'s, which its agent and patch use); without the
-// worker's tree, or with a symlink to make, git hashes at once; the check failing after ready
-// (injected) is seen where it is awaited, with no unhandled rejection.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";

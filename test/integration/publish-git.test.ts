@@ -5,22 +5,6 @@
 // conflict naming the file; a branch with foreign commits is left alone unless forced; a read-only
 // token is a PublishError naming the host; hostile patches are refused and write nothing on the
 // host; the token is in no file of the cache and no message.
-//
-// Issue 26's host-side git of publishing (`src/campaign/publish-git.ts`) against real servers on
-// 127.0.0.1: smart HTTP (`support/git-http.ts` with a writer and a read-only user) and SSH
-// (`support/git-ssh.ts`: Debian's sshd with its own config and keys, the client key in an
-// ssh-agent), read back with git on the bare repos. The patch committed on the job's base with the
-// given author and dates (the same sha again, from a fresh cache too) and pushed leased; a re-run
-// pushes nothing; a moved target rebased onto (the tip the parent, both changes in), or a conflict
-// naming the file; a base off the target fetched by id; a branch with foreign commits left alone,
-// pushed with force; push options reach the server's hook; a read-only token (403), a pre-receive
-// refusal and ssh without the agent's key are `PublishError`s for rights naming the host; `..`,
-// `.git/`, writes through a symlink (the tree's or the patch's own), a patch over 50 MiB and a
-// binary one claiming to inflate past it refused with nothing written outside the cache's git
-// files; the token in no file of the cache (objects unpacked) and no message; `deleteBranch`
-// leased; a server that never answers: a `PublishError` of kind `timeout` at the run's timeout; a
-// remote whose fetch grows its clone in the cache past the bound (issue 41) refused saying so, the
-// clone removed, and published under a bound it fits.
 import { execFileSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";

@@ -4,16 +4,6 @@
 // good). No Docker: Debian's redis-server and redis-sentinel on loopback, many connections at
 // once, each busy with commands while the master is SIGKILLed. And should one end all the same, a
 // worker (in-process, on the memory backend) and a client connect it again.
-//
-// 40 connections made as patchbay makes them, busy with writes through Sentinels that answer 300 ms
-// late (a proxy: a loaded machine), the master SIGKILLed: none ends, each is ready on the promoted
-// replica, no command fails with `Connection is closed.` (with ioredis' `failoverDetector` 16 of 40
-// ended); and a failover the sentinels start on a live master (`SENTINEL FAILOVER`): every
-// connection writes to the promoted replica; a sentinel of the test's own that names the old master
-// (a replica) for its first answers: the write refused `READONLY` lands on the master. A worker
-// whose BullMQ connection ended (as ioredis ends one it gives up on) says so, connects it again and
-// completes the jobs enqueued then at attempt 1 (before: wedged); a client's ended connection comes
-// back, one it closed does not. No Docker.
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

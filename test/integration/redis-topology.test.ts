@@ -1,13 +1,6 @@
 // test/support/redis-topology.ts proved on its own, with redis-cli and ioredis (no patchbay code):
 // the TLS server trusts only its CA, the ACL user is the only way in, the Sentinel trio promotes the
 // replica when the master is SIGKILLed, the 3-master cluster serves keys on every node.
-//
-// test/support/redis-topology.ts itself, with redis-cli and ioredis only: a TLS redis-server
-// answers a client with the test CA and its client cert, and refuses another CA, no CA, no client
-// cert and a server cert of another CA; an ACL user gets in while `default`, no credentials and a
-// wrong password are refused; a Sentinel trio with a replica promotes it when the master is
-// SIGKILLed (the data kept, writes taken); a 3-master cluster is `ok` on every node and serves keys
-// on all three; stopped processes are gone by pid and their dirs removed.
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { promisify } from "node:util";

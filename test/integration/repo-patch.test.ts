@@ -2,8 +2,6 @@
 // The patch is checked the way a user would use it: `git apply` on a pristine host copy.
 //
 // Backend: Docker (the image's tar, git and tools).
-//
-// Hostile repos and the patch as bytes on disk.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";

@@ -3,10 +3,6 @@
 // an image without tar falls back to the archive API with the stream untouched.
 //
 // Backend: Docker (the image's tar, git and tools).
-//
-// A repo loaded through `tar` in the sandbox and through the archive API is the same byte for byte
-// (contents, modes, owners, mtimes, symlinks, hard links, odd names); an image without tar falls
-// back to the archive API.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";

@@ -7,13 +7,6 @@
 // while the agent's own processes do run the wrappers (marks of uid 1000).
 //
 // Backend: Docker (the image's `ENV` and the exec's environment are the engine's).
-//
-// An image (`image build --from`) whose `ENV` points `PATH`, `LD_PRELOAD`, `PYTHONPATH`,
-// `PYTHONSTARTUP`, `BASH_ENV`, `ENV`, `GIT_*` and `HOME` into `/workspace` and `/tmp`, with
-// wrappers the agent plants there (`fixtures/root-env/`) that record their uid: a whole job (setup,
-// the agent, verify's own sandbox, the patch) and every root process of a sandbox's own (the file
-// agent's git, a root exec on the helper, the snapshot's tar, the egress bridge) leave no mark of
-// uid 0, the agent's processes marks of uid 1000; a root program under `/workspace` refused.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

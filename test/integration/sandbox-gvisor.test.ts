@@ -1,18 +1,6 @@
 // gVisor (runsc) sandboxes and jobs, on Docker only: the engine matrix's Podman half
 // (vitest.config.ts) does not run this file, since Podman runs no gVisor; there
 // test/integration/engines/engine-podman.test.ts asserts the refusal instead.
-//
-// Docker only: gVisor (runsc) works (shell, files, timeouts); `doctor`'s `gvisor statx` check
-// agrees with coreutils' `stat` in a runsc sandbox; a job whose gVisor sandbox a fork bomb kills
-// ends within seconds as a lost sandbox, to be retried; an `it.fails` marks the known hole (a fork
-// bomb under runsc takes the sandbox down); a whole job under runsc with its patch and verify.
-// ptrace under runsc: the agent cannot attach to a sibling or seize its shell (gVisor's own rule,
-// Yama scope 1, since this gVisor applies the seccomp profile to the container's own process only,
-// not to exec'd ones), and a test that names the gap (the agent traces its own children, `Seccomp:
-// 0`) and turns red once gVisor closes it; `doctor` says runsc is registered with `--oci-seccomp`.
-// `/proc` under runsc (no Landlock there): a sibling's `/proc/PID/mem` is refused by gVisor's own
-// rule (read and write; it opens no `mem` for writing at all), and a KNOWN GAP test that the agent
-// still reads a sibling's `environ` (gVisor checks the uid only), red once gVisor closes it.
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";
 import { loadConfig } from "../../src/core/config/config.js";

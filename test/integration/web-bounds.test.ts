@@ -2,16 +2,6 @@
 // result, spec or patch); every live transcript shares one Redis connection (counted with CLIENT
 // LIST on a private Redis, by the dashboard's connection names), and their number is capped; the
 // token's cookie is Secure over TLS (the dashboard's own HTTPS, or a proxy's X-Forwarded-Proto).
-//
-// `/api/jobs` paginated and lean: every job once across pages of `limit`, waiting ones then the
-// finished newest first, no page over 40 KiB (2 MB results and a 100 KB task are never read),
-// `state`/`status` filters page by page (it caught a merge that reordered equal finish times), a
-// limit over 200 and a forged cursor refused; a stored patch inline up to 1 MiB, longer as a
-// download, and the list's Next link in Chromium. Live transcripts: 8 pages open add no Redis
-// connection (CLIENT LIST on a private Redis, by the dashboard's connection names), a new event
-// reaches all 8 through the one shared reader, a 9th gets 503. The cookie: `Secure` over the
-// dashboard's own HTTPS (a throwaway openssl certificate) and behind `X-Forwarded-Proto: https` or
-// `Forwarded: proto=https`, not over plain HTTP; one TLS file without the other refused.
 import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { execFileSync } from "node:child_process";

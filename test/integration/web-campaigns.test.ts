@@ -4,16 +4,6 @@
 // the burndown and each repository's row; hostile text from a repo, a forge or git is text, a
 // non-http(s) URL no link; an unknown id is a 404 page; off loopback the API needs the token. The
 // same campaign through `patchbay campaign status` (a CLI process) reaches a terminal without a control.
-//
-// The campaign pages in Chromium over a seeded campaign (its batch submitted, no worker; its
-// definition and changesets in the campaign store): the burndown (merged of total, the counts by
-// state, the checks of the open ones, jobs and spend) and each repository's row (state, checks,
-// review, pull request and branch, job link, reason), the list's row; a hostile repo URL, reason
-// and branch (markup, terminal escapes, NUL) shown as text with nothing run, a `javascript:` or
-// `data:` URL with no href; at 390 px each repository a card with no sideways scroll; an unknown or
-// invalid id a 404 page (the API 404 too); off loopback the pages and `/api/campaigns/:id` need the
-// dashboard's token; `patchbay campaign status` shows the same hostile text without a control.
-// Before: no such pages (404s).
 import Fastify from "fastify";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -6,15 +6,6 @@
 // a disabled Cancel looks disabled.
 //
 // Backend: local (in-process workers: `localWorkerConfig()`).
-//
-// The dashboard in Chromium at 1280 and 390 px over real jobs with an 85-character batch id and an
-// 83-character model id: the jobs, job and batches pages never scroll sideways (`scrollWidth <=
-// clientWidth`), the ids cut with an ellipsis and whole in the cell's title, the job link on
-// screen; `/jobs/<unknown>` (a hostile id as text, BullMQ's own `meta`/`events` keys too) and
-// `/batches/<unknown>` are 404 HTML pages that say so, `/batches/<id>` lands on `/jobs?batch=<id>`;
-// a disabled Cancel (the job ended) is `disabled`, `aria-disabled` and grey (colour, border,
-// background, `not-allowed` cursor differ from the enabled red one). Before: 200 pages, a JSON 404,
-// sideways scroll, a faded red Cancel.
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";

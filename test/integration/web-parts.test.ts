@@ -2,15 +2,6 @@
 // hook covers every route registered after it, in any plugin (bull-board's, the route modules');
 // the token, TLS files and stream cap come from the Config the caller passes, not from process.env.
 // No Redis here but in the last test; the rules themselves are web-security's and web-bounds' tests.
-//
-// The dashboard's parts on their own: the auth plugin (src/web/auth.ts) guards routes registered
-// after it in other plugins, the 404 too (it failed with the plugin encapsulated); Bearer, cookie,
-// Host, Origin and `?token=` through `inject`, no Redis. The token, stream cap, queue and model
-// come from the Config passed in (PATCHBAY_DASHBOARD_TOKEN in process.env is not read then); an
-// empty token is unset, a short one refused by the dashboard only; `startDashboard({ config })`
-// serves with the Config's token and Redis. Reads need the token on loopback too; tokenless reads
-// only where opened (`loopbackReads`, a loopback bind only) and never for a request carrying a
-// proxy's header (Forwarded, X-Forwarded-*, X-Real-IP, Via).
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/core/config/config.js";

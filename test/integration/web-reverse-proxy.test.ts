@@ -4,15 +4,6 @@
 // X-Forwarded-*), and the client is Chromium and fetch: without the token, no read goes through.
 // Tokenless reads are opt-in (loopbackReads), and even then a request carrying a proxy's header
 // needs the token.
-//
-// Issue 41: the dashboard behind a reverse proxy on the same host (a node proxy on loopback that
-// rewrites Host to the upstream's and adds no header, as nginx without `proxy_set_header`). Through
-// it, fetch and Chromium without the token get 401 for every read (pages, a job's JSON, its live
-// and stored transcript, /api/v1, the OpenAPI document, bull-board, /metrics, the scripts) and see
-// no transcript text; with `?token=` once the page renders it. With tokenless reads opened, a proxy
-// that sends X-Forwarded-For (and each other proxy header) still gets 401; one that sends none is
-// served, which is why they are opt-in. Before: every read through the proxy was a 200, the
-// transcript included.
 import { createServer, request, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Browser } from "playwright-core";

@@ -4,12 +4,6 @@
 // backend that lists boxes from a table). The worker tests show them together: worker (the reaper
 // by heartbeats), cancel (each cancel path through a real job), e2e-reliability (reaping a dead
 // worker's sandboxes, the drain).
-//
-// The parts `startWorker` composes, each alone on a private Redis (no Docker): the heartbeat's key
-// and TTL, gone on a clean exit; one deployment id per Redis; the owner verdicts (heartbeat, other
-// queue or deployment, a local pid); the cancel channel and the poll each abort only the job named;
-// the reaper loop's round (failed removals, owners gone, passed deadlines, snapshots), idle while
-// unhealthy, asking the health gate when the runtime fails.
 import { Redis } from "ioredis";
 import { spawnSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

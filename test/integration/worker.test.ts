@@ -3,10 +3,6 @@
 // reaper judging owners on other hosts by their heartbeats.
 //
 // Backend: local (in-process workers: `localWorkerConfig()`).
-//
-// A job that ignores its timeout ends as timeout and its sandbox, there while it ran, is removed
-// (awaited as a condition); the reaper keeps another host's owner whose heartbeat lives, reaps one
-// whose heartbeat stopped, and leaves other queues' owners alone.
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Model } from "../../src/agent/model.js";

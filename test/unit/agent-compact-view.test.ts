@@ -2,9 +2,6 @@
 // `patchbay view` writes and whose transcript.js the dashboard's job page runs too) in Chromium,
 // with a hostile summary shown as inert text and the summary request's tokens in the totals; and
 // the CLI's progress line.
-//
-// A `context_compacted` event in the static view (Chromium): its counts, the summary as inert text
-// (markup and an escape sequence in it), its tokens in the totals; the CLI's line.
 import { describe, expect, it } from "vitest";
 import { formatEvent } from "../../src/cli/format.js";
 import { TranscriptEvent } from "../../src/core/spec/spec.js";

@@ -3,15 +3,6 @@
 // request over it as the API does) through the real SDK; the loop directly with a fake runTool, and
 // whole jobs through runJob on the local backend. Every request is checked against the Messages
 // API's rules (test/support/messages-check.ts).
-//
-// Long jobs (issue 27 §2) against the scripted server enforcing a context window (it refuses, as
-// the API does, a request whose bytes/3.5 exceed it): a 300-turn loop with 4 KB tool outputs
-// completes in 50k tokens, every request valid for the Messages API (support/messages-check.ts:
-// roles alternate, each tool_result answers a tool_use of the message before, ids unique), with the
-// task and the newest turn, the summary requests counted in usage and cost; a 400 prompt-too-long
-// mid-job compacts and goes on; through runJob (local backend), a job outgrowing a 20k
-// `PATCHBAY_CONTEXT_WINDOW` completes, and a prompt-too-long that persists fails the job once with
-// the API's reason; the window table and the two knobs.
 import { describe, expect, it } from "vitest";
 import { runAgentLoop } from "../../src/agent/loop.js";
 import { AnthropicModel } from "../../src/agent/model.js";

@@ -3,21 +3,6 @@
 // it takes and its header says what it does, takes and returns; the browser's scripts are plain
 // JavaScript with a header; and no TypeScript file under src/ holds Lua, browser code or a bash
 // program in a string (the bash files' own checks: shell-scripts.test.ts).
-//
-// The code in other languages as real files (`src/core/assets.ts`): every `asset()`/`luaCommand()`
-// path is a file, every Lua script and browser file is loaded somewhere, and each is in dist/ byte
-// for byte after a build; a Lua script is named `<what>-<KEYS>.lua` in a `lua/` folder, the number
-// the highest `KEYS[i]` it reads (`-n`: any number, none by index), its header starting with its
-// name and naming KEYS[1..n], every ARGV[i] it reads and what it returns; includes in place, one
-// level; the browser's files parse as plain JavaScript (not run) with their header; the dashboard
-// serves exactly those files, its pages load only those, `/static/constructor` is no asset (it
-// answered 500); the view inlines them under its CSP; no `.ts` under src/ holds Lua (`redis.call`),
-// an inline `<script>` body, browser JavaScript or CSS in a string. Each check but dist/'s failed
-// on the tree before the files moved. Every bash file is loaded somewhere, and no `.ts` holds a
-// bash program (an escaped `${`, String.raw's `${"$"}`, `set -e`, `; then`, `esac`, `|| exit N`,
-// `"${a[@]}"`; it flagged baseline, git-store, patch, checkpoint, files-exec, shell-protocol,
-// stream and sandbox before they moved) but the two host-side ones it names, each of which must
-// still hold one (no services; builds dist/ if stale).
 import { readFileSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { Script } from "node:vm";

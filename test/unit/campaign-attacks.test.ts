@@ -2,21 +2,6 @@
 // campaign file would: where a forge token may go, what the model's text may do in a pull request,
 // a commit or a terminal, which branch names a campaign may push. Pure where it can be; else
 // against local servers (a redirecting API, a catcher on another origin). No Docker, no Redis.
-//
-// Issue 26's campaigns attacked as a hostile repository, model, forge and campaign file would.
-// Tokens: none given to git for `http://github.com/...` (in the clear) or for a URL whose host git
-// reads otherwise than the URL parser (`gitlab.com\.evil…`, `github%2Ecom`), still given over https
-// on the forge's host; a forge API that redirects to another origin (local servers) sends neither
-// GitHub's nor GitLab's token there. The model's summary: control characters, closing keywords in
-// GitHub's and GitLab's forms, HTML, hidden comments, images, @mentions and `Co-authored-by:`
-// trailers inert; GitLab quick actions (`/approve`, `/merge`, indented, quoted) and link reference
-// definitions inert in the title, body and commit message of the default templates and of ones that
-// put each value at a line's start (issue 41); a GitHub answer over the bound, streamed or
-// declared, failing its call with an error naming the bound, and a GitLab one (streamed, declared,
-// or a 502's) too, asked once; GitLab's next page (of a list, or of a list answered for one object)
-// not followed; `publish.branch` (`-f`, `HEAD`, `refs/...`, the target, a name git refuses from
-// `{{name}}`) refused per repository when the file is read; a repository listed twice in another
-// spelling. Pure but for the two HTTP servers.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

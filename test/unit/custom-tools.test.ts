@@ -3,14 +3,6 @@
 // stdin. Through runJob on the local backend (runJob's logic) with the scripted model.
 //
 // Backend: local (runJob's logic: a spec's own tools run through the sandbox's exec).
-//
-// A spec's `tools.custom` offered after the built-in tools with their schemas, the list valid for
-// the Messages API (names, `input_schema` of type object, no stray keys); a valid call runs as uid
-// 1000 in /workspace with its input as JSON on stdin; input off its schema is an `is_error` naming
-// each problem and runs nothing (the workspace unchanged); a failing command gives its stdout,
-// stderr and exit code; a hanging one is killed at `commandTimeoutSec`; a worker with
-// `PATCHBAY_ALLOW_CUSTOM_TOOLS=0` refuses the spec before any model request; the spec's name and
-// schema rules (pattern, built-in names, `mcp__`, duplicates, not an object schema, not a schema).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

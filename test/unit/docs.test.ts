@@ -8,14 +8,6 @@
 // of src/ with the layers test/unit/structure.test.ts gives them (its DIR_LAYER, read from the source),
 // and each word its glossary defines is defined once.
 // Pure: files and the schemas, no Docker, Redis or network.
-//
-// The docs cannot fall behind the code: every relative link in README.md, CHANGELOG.md and
-// docs/*.md resolves to a file, and its anchor to a heading (GitHub's slugs); docs/jobspec.md lists
-// exactly `src/core/spec/spec.ts`'s event types (each with its fields), statuses (each with
-// `exitCodeFor`'s exit code), JobSpec fields (limits, budget and network ones too) and JobResult
-// fields; docs/operations.md lists exactly the keys of `src/core/config/config.ts`'s `Env` (read
-// from its syntax tree), its "read elsewhere" variables are not among them and occur in the
-// sources, and every `process.env.X` in `src/` is listed; README.md is at most 200 lines (pure).
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import ts from "typescript";

@@ -6,20 +6,6 @@
 // CONNECT to port 80 is refused; a second ClientHello after a HelloRetryRequest is checked too.
 // Also: every field of the egress records is bounded, and the egress base directory must be the
 // worker's own.
-//
-// Issue 23 point 4, the real proxy with an HTTPS host on a loopback address of its own whose one
-// certificate covers several names (as a CDN address): node:tls clients through CONNECT. The
-// must-show cases, each failing on the old proxy: **the CONNECT with another server name is
-// refused** (the server counts no connection), one with **no SNI**, and **CONNECT to :80**; also a
-// port only another entry names, non-TLS bytes, an oversized record, a huge declared hello, a hello
-// that never completes (time cap), a hello sent in the same write as the CONNECT, a hello
-// re-fragmented into 1-, 40- and 300-byte records written in halves (passes unchanged), a
-// HelloRetryRequest (the real retry passes; a second ClientHello naming another site, sent behind
-// the first, is refused after the retry); egress records of 15 KiB raw CONNECT targets and Host
-// headers and 300-byte methods bounded (host ≤ 253 bytes, printable ASCII); the egress base
-// directory (point 9): made 0700, 0755/0711 tightened, another user's (also at the default
-// `$TMPDIR/patchbay-egress`), group/other-writable, a symlink (also dangling) or a file refused
-// with the fix named.
 import { chownSync, chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";

@@ -2,19 +2,6 @@
 // plugins) against the stand-in of support/github-fake.ts, which checks every request against
 // GitHub's published OpenAPI description and its own answers too: both lists stay empty after
 // each test. No Docker, no Redis.
-//
-// Issue 26's GitHub client (`src/campaign/forge/github.ts`, Octokit with its throttling and retry
-// plugins) against `support/github-fake.ts`, which checks every request against GitHub's published
-// OpenAPI description (`@octokit/openapi`, read at test time) and its own answers too, both lists
-// empty after each test: a draft PR created and found by head and base, `update` sending nothing
-// when nothing differs and only what differs otherwise, a body over 65,536 characters cut with a
-// note, close; state (draft, open, merged, closed), checks from check runs and from commit
-// statuses, each and together, review from each reviewer's latest review and the requested
-// reviewers; a read-only token (403), one that cannot see the repo (404), an unknown one (401),
-// none, a missing PR and a duplicate (422) as `ForgeError`s naming forge, repo and the rights
-// needed, the token in no message, stack or console line; a secondary rate limit (403, retry-after
-// 1) and a 429 with the quota spent waited out, retried and reported, the retries bounded; the
-// validator bites on a wrong body type, a missing field, a bad query value and an unknown path.
 import { inspect } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { ForgeHost } from "../../src/core/config/forges.js";

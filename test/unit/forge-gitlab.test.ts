@@ -2,15 +2,6 @@
 // support/gitlab-fake.ts, which checks each request against zod schemas written from GitLab's REST
 // docs (GitLab's OpenAPI description is not on this machine) and its own answers; both lists stay
 // empty after each test. No Docker, no Redis.
-//
-// The GitLab client (`src/campaign/forge/gitlab.ts`, gitbeaker) against `support/gitlab-fake.ts`,
-// which checks requests against zod schemas written from GitLab's REST docs (GitLab's OpenAPI
-// description is not on this machine): a draft MR (the `Draft: ` prefix) at the URL-encoded
-// group/sub/name path, found, updated only where it differs (the prefix kept), closed with
-// `state_event`; state (opened, draft, locked, merged, closed), checks from the head pipeline,
-// review from approvals and reviewers; a read-only token (403), an unknown one (401) and a
-// duplicate (409) said without the token; a 429 retried by gitbeaker then a success, and past its
-// 10 tries a `ForgeError`; the validator bites.
 import { inspect } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ForgeHost } from "../../src/core/config/forges.js";

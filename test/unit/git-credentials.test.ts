@@ -3,18 +3,6 @@
 // clone and is then found in no file of the clone (every file, git's objects unpacked), in no git
 // argv, in no error (git's own stderr included); the worker's store (PATCHBAY_GIT_CREDENTIALS) is
 // used for its host only, and refused when others can read it; a redirect to another host gets nothing.
-//
-// Issue 23 point 7 on the host: a real smart-HTTP git server on 127.0.0.1 requiring basic auth
-// (`support/git-http.ts`: node's http in front of `git http-backend`), cloned by `cloneRepo` as a
-// worker does. With the token in the URL (also alone as the user) the clone works and the token is
-// in no file of the clone (work tree and all of `.git`) and no object (unpacked with `cat-file
-// --batch-all-objects`); `remote.origin.url` is the URL without it; git's argv (a `git` shim on
-// `PATH` logging it) never holds it; a wrong token fails as a `RepoError` whose message (git's
-// stderr included) shows neither token nor user; a redirect to another host gets no credentials (it
-// did once the helper's host check was taken out). The worker's store (`PATCHBAY_GIT_CREDENTIALS`):
-// its line for the host is used and left nowhere, lines for another host, port or repo path are
-// not, a store of mode 0644 is refused with `chmod 600`, a missing one named; the URL's own
-// credentials win. Before: the token in `.git/config`, the store ignored.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";

@@ -1,10 +1,6 @@
 // MCP and custom tool calls as the user sees them: the static view (renderTranscriptHtml, which
 // `patchbay view` writes and whose transcript.js the dashboard's job page runs too) in Chromium
 // shows them like the built-in tools, an MCP call naming its server (a hostile name as inert text).
-//
-// MCP and custom tool calls in the static view (Chromium): shown like the built-in tools with their
-// output (an image said in text), an error marked, the MCP call naming its server (a hostile server
-// name inert text, no element made).
 import { describe, expect, it } from "vitest";
 import { TranscriptEvent } from "../../src/core/spec/spec.js";
 import { inView } from "../support/browser.js";

@@ -5,20 +5,6 @@
 //
 // Backend: local (runJob's logic; the fixture MCP server runs with the host's node, which the local
 // box sees).
-//
-// An MCP server written with the SDK (`fixtures/mcp-server.mjs`), two of it in one job's sandbox:
-// its tools offered as `mcp__SERVER__TOOL` with their schemas, a name the API does not take mapped
-// (cut, hashed, said in the description), the list valid for the Messages API; a file read as uid
-// 1000, an image passed as an image block (and said in the transcript), a hanging call given up at
-// `commandTimeoutSec` with the server still answering, a crashing server an error naming its stderr
-// for that call and later ones while the other server and bash go on; tool_call events name the
-// server; after a failed verify the next round's call works (the round's end had killed the server
-// with the agent's processes); a server that floods requests and never reads its stdin ended with
-// that reason while the worker's heap grows under 200 MB and its event loop keeps turning, and a
-// result of 160,000 non-text items cut to the output bound with the rest counted; a server that
-// cannot start, or lists more than 128 tools, fails the job before any model request; a worker with
-// `PATCHBAY_ALLOW_MCP=0` refuses the spec; server names that would make `mcp__NAME__TOOL` ambiguous
-// are refused.
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";

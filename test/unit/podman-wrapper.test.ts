@@ -1,11 +1,6 @@
 // scripts/podman/patchbay-runc's command line and spec handling, with a stand-in runc that records
 // its arguments: no engine and no cgroup touched (what it does to cgroups is the Podman half of the
 // engine matrix's, from inside real sandboxes).
-//
-// `scripts/podman/patchbay-runc` with a stand-in runc and cgroup root: it takes `PATCHBAY_LIMITS`
-// out of an exec's spec wherever it stands and nothing else; refuses a spec that holds it twice (an
-// image's ENV) or malformed; an escaped quote in another value is no entry; fails closed on a
-// command line whose create it cannot find, and on an id that is no id.
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,19 +1,5 @@
 // The worker's policy on what a JobSpec may ask of its sandbox (src/job/policy.ts), the JobSpec's
 // absolute caps (src/core/spec/spec.ts), and the git URL credentials helpers (src/git/auth.ts). Pure.
-//
-// The worker's policy (`src/job/policy.ts`): bridge refused unless allowed, each bound over by a
-// little refused with its knob and at the bound allowed, raised bounds, every violation its own
-// line in one refusal; `runJob` throws it as a `JobSpecError` before making anything; image names
-// normalized as the engine does, the default list (the sandbox image, `--from` images by their
-// label, a missing image said so), `PATCHBAY_IMAGES` with names, `prefix*`, `@from` and empty. The
-// JobSpec's absolute caps (memory and disk whole MiB, Docker's minimums, timeouts up to 7 days).
-// What a spec may spend: budget, turns, tokens over their caps, a model off `PATCHBAY_MODELS`, runc
-// or a low pids limit under a forced runsc, each its own line; `withCaps` gives a spec that sets
-// nothing the caps and the runtime; a USD cap refuses a model whose price is unknown.
-// `git/auth.ts`: URLs split into what git gets and the secrets (a token alone as the user, raw `@`
-// in a password, ssh logins kept, ssh passwords dropped), `redact`/`scrub` in any text, the store's
-// lines matched by protocol, host, port and path, the helper's secret in its environment only and a
-// newline in a credential refused.
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/core/config/config.js";
 import {

@@ -4,17 +4,6 @@
 // what the real endpoints check (test/support/platform-fakes.ts), on the local backend.
 //
 // Backend: local (runJob through the Bedrock and Vertex SDK clients).
-//
-// `PATCHBAY_PROVIDER=bedrock|vertex`: a whole scripted job through Anthropic's Bedrock SDK client
-// against a stand-in of Bedrock Runtime (`support/platform-fakes.ts`) that checks the URL
-// (`/model/<id>/invoke-with-response-stream`, the mapped id), recomputes the SigV4 signature with
-// the secret (a wrong region or secret is refused, as AWS does), checks the body
-// (`anthropic_version`, no `model`, no `stream`) and answers in AWS event-stream frames; and
-// through the Vertex SDK client with a real ADC file (`external_account_authorized_user`, its token
-// URL the stand-in's) against a stand-in of Vertex's `streamRawPredict` that takes only a bearer
-// token it issued (a refresh token it did not issue gets none, and no request reaches the model).
-// Also the Config, the model-id table (every mapped id priced), `doctor --json` (the provider,
-// credentials named, never shown) and the worker's health (local backend; no Redis).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,12 +1,6 @@
 // A local repo's files are read on reader threads (src/job/repo/read-pool.ts, read-thread.ts) while the
 // event loop tars them. The threads must give the very archive and pack the event loop alone gives,
 // catch what changes under them as it would, and leave no fd open. No Docker.
-//
-// A local repo's files read on the reader threads give the very tar, sums and pack the event loop
-// alone gives (one thread or two; batches cut at their bytes, large files streamed, a `.git` and a
-// nested repo); a file swapped for a symlink to a host file, made a FIFO, grown past 1 MiB or past
-// the bound after the walk: a `RepoError` naming it or the file as it is now, never a host byte; an
-// early stop closes every fd. No Docker.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";

@@ -2,14 +2,6 @@
 // remote (with its host) or unsupported, held against host git's own reading of the same values
 // (the transport `git ls-remote` picks), and the roots check: realpath, so a symlink out of a root
 // is refused, with one answer for a path that exists and one that does not.
-//
-// One rule for every repo source (`src/job/repo/source.ts`): every `{ git }` value host git reads
-// as a path (its `ls-remote` picks transport `file`) is local, and a remote one's scheme is git's
-// transport; `file:` URLs, `/root/.git`, relative paths local; `ext::`, `fd::`, unknown schemes,
-// `-x`, a backslash or two `@` or a `%` in the host unsupported; roots by real path (a symlink out
-// refused whether its target exists or not, a relative path refused, the same answer for all); the
-// worker's rules by origin (the operator's any path without roots; the API's or an unmarked job
-// none; roots hold every job; `none`); the config's checks (pure but for host git).
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

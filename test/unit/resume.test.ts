@@ -5,15 +5,6 @@
 // means a fresh start with an event saying why; an agent that had finished goes straight to verify.
 //
 // Backend: local (runJob's logic).
-//
-// Checkpoints with `runJob` (a store in memory): attempt 2 from the checkpoint after turn 4 of a
-// 10-turn job asks only for turns 5–10 and ends with the same patch (binary file, deletion, mode);
-// from the checkpoint taken while turn 5's tools ran, it runs them again and asks only for turns
-// 6–10; a checkpoint whose patch could not be taken is not stored, nor one after it on the stale
-// patch; an agent that had finished asks nothing and goes to verify; an invalid, foreign-spec,
-// other-baseline, non-applying or path-escaping checkpoint starts afresh with an event; over the
-// bound keeps the last that fit; the default lock and stall timings notice a dead worker within 30
-// s.
 import { describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";
 import { Checkpoint, Checkpointer, parseCheckpoint, specHash, type CheckpointStore } from "../../src/job/checkpoint.js";

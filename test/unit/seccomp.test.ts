@@ -1,15 +1,6 @@
 // The sandbox's seccomp profile as data (src/backend/seccomp.ts): what it denies, that it is
 // Docker's default otherwise, its shape, and the file Podman is given. No engine: the behaviour in
 // a box is test/integration/engines/sandbox-security.test.ts's (and sandbox-gvisor's under runsc).
-//
-// Pure: the sandbox's seccomp profile (`src/backend/seccomp.ts`) denies exactly ptrace,
-// `process_vm_readv`/`writev`, `pidfd_getfd`, `kcmp`, `process_madvise`, `perf_event_open` and
-// io_uring, under every condition; the allow option gives back the first three alone (kernel 4.8
-// on, as Docker's default); Docker's default otherwise (archMap, clone without namespace flags,
-// clone3 ENOSYS, personality and socket filters, capability-conditioned calls); nothing allowed
-// that the stored containers-common profile never allows (but calls newer than it); well-formed
-// JSON; Docker is given the text, Podman a 0644 file by its hash in a 0755 directory only this uid
-// writes (a tampered file is written again, a directory others can write is refused).
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

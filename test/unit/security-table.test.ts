@@ -7,12 +7,6 @@
 // must be on its list below, by its first cell, word for word: a new row without a test fails, and
 // so does a list entry whose row now names a test (take it off the list). Both lists only shrink.
 // Pure: files only, no Docker, Redis or network.
-//
-// docs/security.md's Boundaries tables (phases, processes, sources, id namespaces, rendered texts)
-// against the tests: every `test/FILE.test.ts › words` a row names is a file with a `describe`,
-// `it` or `test` whose title holds the words; a row that names no test is *pending* (its change
-// being merged) or **no test** (a gap), each on the test's own list by its first cell, and the
-// lists hold nothing else (a row that gets a test must leave its list) (pure).
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";

@@ -5,15 +5,6 @@
 // vars.sh, and the same as the TypeScript constants; tar-extract.sh the same tar as TAR_EXTRACT.
 // Run on the host's bash (no Docker): what the scripts do in a sandbox is for the tests of their
 // callers (repo-patch, patch-statcache, sandbox-files, sandbox-shell, sandbox-run, resume, ...).
-//
-// The bash run in the sandbox as real files (`src/job/sh/`, `src/sandbox/sh/`): each has its header
-// (`# name.sh:` what it does, Arguments, Environment, Prints, Exit status) and parses (`bash -n`),
-// alone and as the worker puts it together (a broken one is told); `vars.sh` holds exactly the
-// TypeScript's values (the private store's paths, the attributes, the patch's list bound, the
-// agent's uid, gid and setpriv prefix) and is the only script that writes them; `tar-extract.sh`
-// says `PBTAR` and runs `TAR_EXTRACT` (127 and nothing said without tar); `put-files.sh` writes
-// each file from the head of stdin (0600 under 0700 parents) and runs the command with the rest (no
-// services: the host's bash).
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,11 +1,6 @@
 // The setup shell's state carried into the agent's fresh shell (src/sandbox/shell-state.ts): what
 // a hostile shell prints is parsed strictly and bounded, and the fresh shell gets it as variables
 // only. Pure logic, with the host's bash standing in for both shells (no Docker).
-//
-// The setup shell's directory and exported variables carried into the agent's fresh shell: values
-// byte for byte, bounded and whole or nothing; `BASH_ENV`, `PS4`, `PROMPT_COMMAND`, exported
-// functions and bash's own state never carried; a hostile value set as data, never run; an image
-// variable setup unset stays unset (pure, the host's bash).
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import {

@@ -1,10 +1,6 @@
 // The repo's tar is written by patchbay's own writer (src/job/repo/tar-writer.ts): read back here by
 // tar-stream and by GNU tar (what the sandbox runs), with hostile names, long and non-ASCII names
 // and link targets, out-of-range mtimes, every size around a block and a chunk. No Docker.
-//
-// Patchbay's ustar/pax writer read back by tar-stream and GNU tar: long, non-ASCII and
-// control-character names and link targets, hard links, every size around a block and a chunk,
-// mtimes ustar cannot hold clamped. No Docker.
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import * as tar from "tar-stream";

@@ -3,13 +3,6 @@
 // nothing injected, nothing registered); with an in-memory SDK, the span helpers' nesting, carriers,
 // links and error kinds; and test/support/otlp-receiver.ts's decoder against otlp-transformer's
 // own protobuf serializer.
-//
-// The `OTEL_*` variables (off without an endpoint; `/v1/traces` added to the general one; disabled,
-// `none`, headers percent-decoded and never in an error, http/protobuf only); the attribute
-// builders (a model's or the API's odd words bounded to `other`, a tool's name only when offered, a
-// result without its texts); with no SDK nothing recorded, injected or registered; with an
-// in-memory SDK the spans' nesting across awaits, carriers, links and error kinds (no message), and
-// the receiver's decoder against otlp-transformer's protobuf serializer.
 import { context, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";

@@ -3,9 +3,6 @@
 // (test/support/backend.ts): the loop is runJob's logic, not Docker's.
 //
 // Backend: local (runJob's logic).
-//
-// A failed verify goes back to the model; the final patch is the one verify passed and holds no
-// verify byproducts; `verify_failed` after the last round; rounds share the budgets.
 import { afterEach, describe, expect, it } from "vitest";
 import { reply, text, toolUse, type Reply } from "../support/fake-anthropic.js";
 import { localBackend } from "../support/backend.js";

@@ -1,8 +1,6 @@
 // The verify snapshots a worker killed with SIGKILL leaves on its host (each up to twice a
 // workspace's size) are removed by the next worker's sweep: those of processes that are gone, and
 // any older than the bound. No Docker.
-//
-// Snapshots of dead workers are removed from the host (pure, no Docker).
 import { spawnSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

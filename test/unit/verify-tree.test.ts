@@ -5,12 +5,6 @@
 // backend (test/support/backend.ts): the tree is made by the same git and tar steps on any backend.
 //
 // Backend: local (runJob's logic).
-//
-// The verify tree is the post-setup workspace plus the patch, exactly: a file, directory or symlink
-// that becomes another kind applies; setup's ignored leftovers where the patch creates a path give
-// way to the patch's; a directory setup made read-only still takes the patch; a post-setup tree
-// that `tar` cannot keep or rebuild fails the job once with the reason (it was thrown, and retried
-// as the host's fault).
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

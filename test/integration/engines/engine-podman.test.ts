@@ -1,7 +1,5 @@
 // Only in the engine matrix's Podman half (vitest.config.ts): what a rootless Podman refuses, where
 // Docker runs it (test/integration/sandbox-gvisor.test.ts, Docker only).
-//
-// Podman only: a runsc sandbox is refused at once (`EngineConfigError`, kind config).
 import { describe, expect, it } from "vitest";
 import { EngineConfigError } from "../../../src/backend/engine.js";
 import { Sandbox } from "../../../src/sandbox/sandbox.js";

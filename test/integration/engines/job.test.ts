@@ -6,15 +6,6 @@
 //
 // Backend: local, but on Docker a whole job under gVisor and a cancellation removing container and
 // volume.
-//
-// `runJob` end to end: the Clamp fix with a patch that `git apply`s to a pristine copy; the
-// transcript replays the conversation; caching; editor flavours; stop reasons; budgets (tokens,
-// cache tokens, USD) crossed only by the running total stop after exactly turn 4; timeout and
-// cancellation (cancelled once the command really runs) keep the patch, stop the command, ask the
-// model nothing more and remove the sandbox (on Docker: container and volume); a job cancelled
-// before it starts makes no sandbox; API errors; repo forms. Under gVisor (runsc) a whole job
-// completes with its patch and verify (the patch once used coreutils' `stat`, whose `statx` gVisor
-// refuses).
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

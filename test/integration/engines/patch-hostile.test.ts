@@ -2,11 +2,6 @@
 // and a planted loose object each forged the patch when it was computed with the workspace's git.
 //
 // Backend: Docker (the attacks need the isolation and the limits); under rootless Podman too.
-//
-// Hostile repos and the patch as bytes on disk.
-//
-// A repo-supplied clean filter, text/eol/ident attributes and a planted loose object cannot make
-// the patch differ from the bytes on disk; the private store is out of reach.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import fs from "node:fs";

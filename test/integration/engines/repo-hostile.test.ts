@@ -1,20 +1,6 @@
 // Hostile repos against repoArchive on the host: crafted git indexes, deep or lying archives,
 // local git sources that point at other host repos, and highly compressible blobs. Each must fail
 // as a RepoError (not retried) or load, without blocking the worker's event loop: lag < 100 ms.
-//
-// Hostile repos and the patch as bytes on disk.
-//
-// Crafted `.git/index` (quadratic v4 names, 60k entries in a child with a 256 MB heap), 3,000 pax
-// paths 8,000 characters deep, over-deep and over-long names, hard links, `.git` files and
-// alternates pointing at other host repos, a compressible blob over the size limit refused before
-// checkout, a remote clone killed as it grows; every one a `RepoError`, and the event loop's lag
-// measured under 100 ms while loading each (`support/lag.ts`). A `{ path }` repo's directory
-// swapped for a symlink to a host directory holding a canary: after the walk and before its files
-// are read, and mid-walk between its lstat and its open (through the walk's test hook, for `a` and
-// for the nested `a/sub`), each a `RepoError` naming it and no host byte or name in the tar
-// (before, the canary's bytes were loaded); and another process swapping it back and forth
-// (`renameat2` exchange) while the repo loads again and again: the canary never loads, and the swap
-// is caught.
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";

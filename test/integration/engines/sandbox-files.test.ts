@@ -1,14 +1,6 @@
 // Container files, byte-exact, against a real container, and always with the agent's permissions.
 //
 // Backend: Docker (the hardened container and its image).
-//
-// File access is byte-exact through both lanes (the file agent, and the `docker exec` as uid 1000
-// used where the agent cannot run), and acts as uid 1000 in both: a root-only 0600 file, `/root`
-// and the private store `/patchbay` cannot be read, stat'ed or written, nor a root-owned file
-// overwritten or removed (the archive API the fallback used to take read and wrote them as root);
-// FIFOs are refused without hanging; a full disk leaves the file whole. A sandbox whose file agent
-// is dead and cannot restart: the editor's `view` of a root-only file, `/root` and `/patchbay` is
-// refused, `create` in `/patchbay` is refused, and edits in `/workspace` work.
 import { beforeAll, describe, expect, it } from "vitest";
 import type { FileAgent } from "../../../src/sandbox/file-agent.js";
 import { Files } from "../../../src/sandbox/files.js";

@@ -2,16 +2,6 @@
 // shell with leftover processes; a patch it breaks fails the job once, without a retry.
 //
 // Backend: Docker (the attacks need the isolation and the limits); under rootless Podman too.
-//
-// A hostile agent cannot fake verify, reach the file agent or the helper, or wedge the shell.
-//
-// Verify cannot be faked (a shadowing shell function, a redefined hook, a forger reading the
-// shell's memory and printing the end marker); verify sees the image's environment only; nothing
-// left running changes the tree after the patch; a patch git refuses fails the job once; the file
-// agent is root with the agent's fsuid, unreachable, isolated from `/workspace` imports, and a
-// forged or missing reply ends the request; a FIFO does not hang it; a fork bomb left in the
-// background is reclaimed before the next command; a shell that fills the pids limit itself and
-// times out is replaced within that command's result, not the next one's.
 import { afterEach, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../../src/agent/model.js";
 import { runJob } from "../../../src/job/run.js";

@@ -3,12 +3,6 @@
 // worker's pool. Every sandbox here is scoped by its own queue label or owner.
 //
 // Backend: Docker (the hardened container and its image).
-//
-// The warm pool: a job takes a warm sandbox, the pool refills, a used sandbox is never handed out
-// again, a kind it lacks is a miss and kept warm from then on, a near deadline is not handed out; a
-// warm sandbox is prepared while it waits (tools probed, the private store made) and a prepare that
-// fails leaves it usable; a worker's drain removes its pool; a `kill -9`ed worker's pool is reaped
-// long before its deadline (by whichever worker on the host gets to it).
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../../src/agent/model.js";

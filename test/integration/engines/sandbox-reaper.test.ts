@@ -1,10 +1,6 @@
 // The reaper removes labelled containers and volumes whose owner is gone or whose deadline passed.
 //
 // Backend: Docker (the hardened container and its image).
-//
-// Orphans and expired sandboxes reaped, live ones kept; `destroy()` is idempotent and removes the
-// volume too; limits applied as given, read from the container's own cgroups (memory, pids, cpu)
-// and its capability bounding set, under either engine.
 import { describe, expect, it } from "vitest";
 import { docker } from "../../../src/backend/docker.js";
 import { localOwnerAlive } from "../../../src/backend/owner.js";

@@ -6,16 +6,6 @@
 // sends the worker back to docker exec; one without setpriv takes the uid through Popen itself.
 //
 // Backend: Docker (the hardened container and its image).
-//
-// `Sandbox.exec` through the file agent: the uid, cwd, env and stdin asked for, stdout cut at its
-// bound, stderr's head and tail, the exit code, a timeout (137), a left-behind process that holds
-// the output killed instead of holding the reply; a tar stream whose source breaks fails with the
-// source's error and leaves the agent in step; `put` writes files before the command (root, 0600
-// under 0700 parents, only under `/patchbay`, the same through `docker exec` and GNU `head`),
-// refused elsewhere by both sides; an agent that is not root (gVisor) answers nothing, so the
-// worker uses `docker exec`; one without `setpriv` takes the uid through Popen; a supervisor that
-// dies (killed as root here: the agent can in the moment it has the agent's uid) is replaced by the
-// next kill, which is done.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RepoError } from "../../../src/job/repo/load.js";
 import { docker } from "../../../src/backend/docker.js";

@@ -1,29 +1,6 @@
 // The hardening, checked from inside a real container.
 //
 // Backend: Docker (the attacks need the isolation and the limits); under rootless Podman too.
-//
-// Only `lo`, and no route out (ENETUNREACH, no packet sent); uid 1000, no capabilities,
-// no-new-privileges; read-only root, bounded `/tmp` and `/workspace` (ENOSPC); fork bomb stopped at
-// the pids limit; 4 GB allocation killed and reported; no host environment inside (a canary set
-// before any sandbox exists, and a worker process with the canary running a real job whose model
-// runs `env`; the worker's start line names its engine); the agent's `kill -9 -1` kills its own
-// background processes and leaves the container's init and every root process; the agent's shell
-// and its children run at `oom_score_adj` 1000, the root helpers not. Who root is on the host:
-// under Docker root (files the sandbox's root writes are uid 0's), under rootless Podman the
-// engine's user, and uid 1000 a subordinate id (seen from the host through `/proc/PID/root`).
-// gVisor: sandbox-gvisor. No process of the agent's can trace another (`support/ptrace-probe.ts`,
-// python ctypes as uid 1000): attaching to a sibling, seizing its own shell,
-// `process_vm_readv`/`writev`, `pidfd_getfd`, `kcmp`, `perf_event_open` and `io_uring_setup` all
-// get EPERM, while git, python, threads and subprocesses still work (`Seccomp: 2`); with
-// `allowPtrace` (PATCHBAY_ALLOW_PTRACE=1) ptrace and `process_vm_readv`/`writev` work again and the
-// rest stays denied; a job's shell cannot attach to its MCP server (a python one, found by
-// `pgrep`), its verify command cannot trace either (verify passes only on EPERM), and the job's,
-// verify's and a warm pool's containers were created with the profile (Docker: its text; Podman: a
-// file); the pool hands a warm box only to a job with the same `allowPtrace`. Nor can it read or
-// write another's memory or environment through `/proc` (Landlock, a domain per spawn of the
-// helper's): the agent's shell opens neither `/proc/PID/mem` (read, write) nor `environ` of a
-// sibling started by another spawn (EACCES), while its own child's stay open; `doctor`'s landlock
-// line says `yes (ABI N)` as a box of the image finds it, and what it costs where it is missing.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../../../src/queue/client.js";
 import {

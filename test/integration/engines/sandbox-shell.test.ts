@@ -1,23 +1,6 @@
 // The persistent shell against a real container.
 //
 // Backend: Docker (the hardened container and its image).
-//
-// Persistent shell keeps cwd/env/functions; exit codes; stdout/stderr order; stdin is EOF; odd
-// endings (comment, `&`, open heredoc, trailing `\`) give their output and status; a timeout kills
-// the whole tree — children, grandchildren (`sh -c`, subshells, `setsid`, `nohup`) — and the shell
-// stays usable; 200 MB of output is cut to head+tail with bounded worker memory; shell exit and
-// `restart()` reset state; spoofed end markers in the real format (random, zero, counter nonces,
-// and nonces gathered from the shell's own state) neither end a command early nor change its exit
-// code; `exec >/dev/null`, user USR1 traps, `kill -9 $$`. `$_` no longer gives a command its nonce;
-// the shell's EXIT line (once `trap -p` gave its nonce away) is believed only when the supervisor
-// sees the shell's pid dead, so a command printing it, from the shell or a child, is output; a
-// background `yes` between commands blocks once 256 KiB were dropped (it wrote 750 MB in 3 s
-// before), and during a 3 s command writes under 100 MB (16 MiB/s past 16 MiB; 2.7 GB in 10 s
-// before); a timeout beside a daemon that keeps forking kills the command and leaves the daemon
-// (its new children were once reported as survivors). One `it.fails` marks a known hole:
-// `/proc/$PPID/mem` gives a command its own nonce (a command runs inside the shell process): it
-// only lets a command fool the agent about its own output; the patch, verify and the job's status
-// do not use the shell.
 import { describe, expect, it } from "vitest";
 import { useSandbox } from "../../support/sandbox.js";
 

@@ -2,9 +2,6 @@
 // path (SandboxFs over the archive API), the bash tool, edit_file, and malformed calls.
 //
 // Backend: Docker (the image's tar, git and tools).
-//
-// The model's tools on a real sandbox: conformance cases, bash (timeouts, truncation), edit_file,
-// malformed calls.
 import { describe, expect, it } from "vitest";
 import { Toolbox, runTool } from "../../../src/tools/index.js";
 import { TextEditor } from "../../../src/tools/editor.js";

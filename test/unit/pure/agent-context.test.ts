@@ -1,6 +1,4 @@
 // Pure parts of the loop's context handling: cache breakpoints and shortening old tool output.
-//
-// Cache breakpoints; shortening old tool output.
 import { describe, expect, it } from "vitest";
 import { cacheBreakpoints, shortenOldToolResults } from "../../../src/agent/turn-messages.js";
 import type { Message } from "../../../src/agent/model.js";

@@ -1,10 +1,5 @@
 // The agent loop against a scripted in-memory Model (no HTTP, no Docker): stop reasons, tool
 // rounds, budgets on the running total, aborts, errors, resume. Pure and fast (mutation-tested).
-//
-// The loop against a scripted in-memory Model: stop reasons, tool rounds and `is_error`,
-// `max_tokens` continuation, `pause_turn`, max turns, budgets on the running total (at the budget
-// goes on, past it stops; precedence usd → input → output), `stopAfterTurn`, aborts (before, during
-// a tool, during a model call), error classes, retries, context trimming, resume.
 import { describe, expect, it } from "vitest";
 import { runAgentLoop, type LoopOptions } from "../../../src/agent/loop.js";
 import {

@@ -2,9 +2,6 @@
 // in order, and which of the two costly questions (a fresh health check; counting an infrastructure
 // failure on the job) each kind of error asks. The worker tests (worker-health, resume-e2e,
 // e2e-reliability) show the same outcomes through real workers.
-//
-// The failure table: abandon, throttle, hand-back, retry, fail in order, and which errors ask for a
-// health check or count an infrastructure failure (pure).
 import { UnrecoverableError } from "bullmq";
 import { describe, expect, it } from "vitest";
 import { ModelError } from "../../../src/agent/model.js";

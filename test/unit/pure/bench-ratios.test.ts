@@ -1,9 +1,6 @@
 // The bench's same-run ratios to the floor (bench/ratios.ts, issue 29's goals), pure: each divides
 // the row it names by the floor's, says its goal and whether it holds; a ratio whose rows did not
 // run is left out.
-//
-// The bench's same-run ratios to the floor (`bench/ratios.ts`): each goal's row over the floor's,
-// its goal and whether it holds; what did not run left out. Pure.
 import { describe, expect, it } from "vitest";
 import { floorRatios } from "../../../bench/ratios.js";
 

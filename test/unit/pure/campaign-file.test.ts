@@ -1,11 +1,5 @@
 // Campaign files (src/campaign/file.ts) and their templates: read as a whole, every problem
 // named file:line before anything is enqueued. Pure: no Redis, no git.
-//
-// Campaign files: a good file's JobSpecs (shared fields, each repo's vars and overrides), JSON too,
-// a repos file; each problem named `file:line: path` (a bad name, a missing git, an unknown key or
-// template variable, a bad override or publish setting), repo/jobId keys, a repository twice,
-// credentials in a URL (not shown), no repos, YAML errors, an alias bomb; publish defaults;
-// templates (pure).
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

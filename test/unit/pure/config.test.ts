@@ -1,6 +1,4 @@
 // Environment parsing: every knob's default, overrides, coercion, and one clear error. Pure.
-//
-// Every knob's default and override; one clear error naming each bad variable.
 import { parseForges, tokenVariable } from "../../../src/core/config/forges.js";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_IMAGE, DEFAULT_MODEL, loadConfig } from "../../../src/core/config/config.js";

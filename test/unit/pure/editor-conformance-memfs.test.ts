@@ -1,6 +1,4 @@
 // Every conformance case against the in-memory fs: the reference's wording, patchbay's byte semantics.
-//
-// Editor semantics byte for byte on an in-memory fs.
 import { describe, expect, it } from "vitest";
 import { TextEditor, type EditorFlavor } from "../../../src/tools/editor.js";
 import { expandRoot, loadConformanceCases, runConformanceCase } from "../../support/conformance-cases.js";

@@ -1,10 +1,6 @@
 // The editor's byte and text helpers (src/tools/editor-text.ts) at their edges, pure: what the
 // editor tests reach only through whole commands, held here word for word and byte for byte
 // (the mutation run, npm run mutation, found these unheld).
-//
-// The editor's byte and text helpers at their edges (`readOnly`, occurrences up to a limit, CRLF
-// files, insert positions and out-of-range, code-point truncation, parent directories, the
-// messages' next steps).
 import { describe, expect, it } from "vitest";
 import {
   bytesEqual,

@@ -1,6 +1,4 @@
 // Unit tests of the text editor semantics against the in-memory fs. Edits are checked byte for byte.
-//
-// Editor semantics byte for byte on an in-memory fs.
 import { describe, expect, it } from "vitest";
 import {
   catN,

@@ -1,16 +1,6 @@
 // Pure parts of setup-phase egress: allow-list entries and matching, IP literals in every form a
 // resolver accepts, address classes (after resolution), the presets' config parsers, and the
 // JobSpec `network` field.
-//
-// Allow-list entries (hosts, wildcards, ports; IP literals and URLs refused), matching (443 for
-// CONNECT, 80 for plain HTTP, else the entry's port), IP literals in every resolver form, address
-// classes after resolution (v4, v6, and every IPv6 form that carries an IPv4 address judged by it:
-// NAT64 64:ff9b::/96 and local-use 64:ff9b:1::/48 in each of its layouts, SIIT ::ffff:0:0:0/96,
-// IPv4-compatible, IPv4-mapped, 6to4, Teredo's server and client, each around 127.0.0.1, 10.x,
-// 169.254.169.254, 192.168.x, 172.16.x, 100.64.x, 0.0.0.0; before: local-use NAT64, SIIT, hex
-// IPv4-compatible and Teredo passed as public), the presets' config parsers (npm URL, apt one-line
-// and deb822, pip.conf, go env), the JobSpec `network` field and that the proxy's test-only options
-// cannot be set from it (pure, in the mutation suite: `src/core/allow.ts` scored 83.7% alone).
 import { describe, expect, it } from "vitest";
 import {
   addressClass,

@@ -1,8 +1,4 @@
 // What the engine is and what it can hold a sandbox to (src/backend/engine.ts): pure, no engine.
-//
-// Pure: which engine, what it can hold a sandbox to (a rootless Podman on cgroup v1 only through
-// patchbay's wrapper; on v2 only with memory, pids and cpu delegated), the uid map, the wrapper's
-// `PATCHBAY_LIMITS`.
 import { describe, expect, it } from "vitest";
 import {
   createProblem,

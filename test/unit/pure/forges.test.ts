@@ -1,10 +1,5 @@
 // Which forge and repository a git URL names (src/campaign/forge/hosts.ts forgeRepoOf), and the error
 // and bounding helpers every forge client uses (forge-error.ts). Pure.
-//
-// `forgeRepoOf`: https (port, userinfo dropped), ssh:// (its port ignored for the host), scp-like,
-// GitLab subgroups, and what is a plain remote (another host, not a repository's path, a query,
-// `..`, file paths); `makeForge` by kind; bodies cut with a note outside surrogate pairs, titles
-// bounded, a forge's words scrubbed of the token and control characters (pure).
 import { describe, expect, it } from "vitest";
 import type { ForgeHost } from "../../../src/core/config/forges.js";
 import { boundTitle, cutWithNote, forgeError, scrub } from "../../../src/campaign/forge/forge-error.js";

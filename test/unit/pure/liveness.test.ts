@@ -1,9 +1,4 @@
 // Liveness (src/sandbox/liveness.ts) against a scripted container (through the Docker backend's box): no engine, fast.
-//
-// Against a scripted container: a wait on a sandbox whose container is seen stopped fails within a
-// poll, and every later one at once; nothing is polled while nothing waits; an engine that errs or
-// does not answer decides nothing; a 404 counts as gone; the engine's 409 ("not running") is
-// checked at once.
 import { describe, expect, it } from "vitest";
 import { DockerBox } from "../../../src/backend/docker.js";
 import { SandboxLostError } from "../../../src/core/errors.js";

@@ -2,13 +2,6 @@
 // statuses (the schema, exit codes, the batch CLI), editor tools (the schema, the --tools flag, the
 // tools' defaults), a spec's hash (the queue's job-id check and batch hashes, checkpoints), and which
 // tool calls can change files (the tools say; checkpoints ask).
-//
-// Each name defined once (`src/core/spec/names.ts`) and derived: job statuses (the schema, the exit
-// codes, `batch retry --status`), editor tools (the schema, `--tools`, the tools' default); an exit
-// code for a status such as `constructor` is 1 (it was `Object`); a spec's hash is the same
-// whatever the order of its keys, for the queue, batch files and checkpoints (the checkpoint's once
-// changed with it); only an editor's `view` is read-only, and an `edit_file` call that says
-// `command: "view"` writes and counts as a change for checkpoints (it did not).
 import { describe, expect, it } from "vitest";
 import { batchCommands } from "../../../src/cli/batch-command.js";
 import { exitCodeFor, STATUS_EXIT, worstExitCode } from "../../../src/cli/exit.js";

@@ -1,8 +1,5 @@
 // The price table's lookups (src/agent/prices.ts), pure: Bedrock-style ids, models the SDK names
 // without a price, the unknown-model warning and why a USD budget cannot hold an unpriced model.
-//
-// The price table's lookups: Bedrock-style and dated ids, the SDK's unpriced models, the
-// unknown-model warning, a USD budget refused for an unpriced model.
 import { describe, expect, it } from "vitest";
 import {
   knownModel,

@@ -1,12 +1,5 @@
 // Which Redis a URL names (src/redis/target.ts), how messages show it (src/redis/url.ts), what a
 // connection error means (src/redis/probe.ts) and how many replicas a write waits for: pure, no Redis.
-//
-// Which Redis a URL names (one server, `redis+sentinel://`, `redis+cluster://`, TLS files, ACL
-// user, database) and each malformed form refused naming its part, never its password; `***` for
-// every password in messages; connection errors said as what to fix (credentials, TLS trust, a
-// plain port, a client certificate) or as an outage; how many replicas a result waits for; a
-// Cluster's hash-tagged queue name. Pure, no Redis (with the red team's URLs: a `?` or `#` in a
-// password, %-encoded keys).
 import { describe, expect, it } from "vitest";
 import { keyspaceQueueName, parseRedisUrl, RedisUrlError } from "../../../src/redis/target.js";
 import { shownRedisUrl } from "../../../src/redis/url.js";

@@ -1,14 +1,6 @@
 // The bounds on what a job leaves in Redis (src/queue/result-bounds.ts), pure: lists cut with the cut
 // counted, a long patch taken out and put back whole, texts cut by their JSON size (escapes count),
 // never a split surrogate pair, and a stored result under BOUNDS.resultBytes whatever it held.
-//
-// What a result or event may hold in Redis (`src/queue/result-bounds.ts`): texts cut by JSON size
-// (a control byte costs 6) keeping head, tail or both with a note, never splitting a surrogate
-// pair; `filesChanged` cut by count and bytes, the cut counted; a diffstat's head, a cut line and
-// git's summary line; a patch over 16 KiB taken out (escapes count) and put back only when its
-// bytes and sha256 match (missing or foreign: `PatchGoneError`); any result, however hostile,
-// stored under 64 KiB; bounding twice changes nothing; `patch` and `egress` events and the other
-// texts cut, the conversation kept whole.
 import { describe, expect, it } from "vitest";
 import {
   attachPatch,

@@ -1,7 +1,4 @@
 // findMarker: what the worker holds while it looks for a command's end. Pure, no Docker.
-//
-// The end marker's parse holds a few bytes at most: marker text followed by anything but a status
-// is output, however long (pure).
 import { describe, expect, it } from "vitest";
 import { findMarker } from "../../../src/sandbox/shell-protocol.js";
 

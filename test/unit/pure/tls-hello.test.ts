@@ -3,16 +3,6 @@
 // server's first bytes, the gate that decides what goes upstream, and the bounds on egress records.
 // Real ClientHellos come from node:tls writing into an in-memory stream (no network); malformed
 // ones are built byte by byte.
-//
-// The ClientHello reader and parser on node's real ClientHellos (captured in memory) and hand-built
-// ones: whole, in 1-byte pieces, re-fragmented into 1..500-byte records; server_name among many
-// extensions, missing, no extensions at all; ECH (final, drafts, ESNI); every bad length and shape
-// (session id, cipher suites, compression, extension and name lengths, duplicate extension, two
-// names, name type, empty name, trailing bytes); every truncated prefix (never throws, never yields
-// a name); huge record and handshake lengths refused from the header without waiting; the stream
-// cap; the HelloRetryRequest test of the server's first bytes however fragmented; the gate (held
-// bytes released in order, the second hello checked, pipelined hellos); the allow-list's per-way
-// ports and the egress record bounds (pure).
 import tls from "node:tls";
 import { describe, expect, it } from "vitest";
 import { isAllowed, parseAllowEntry, refusal, type AllowRule } from "../../../src/core/allow.js";

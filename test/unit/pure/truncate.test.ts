@@ -1,6 +1,4 @@
 // Bounded output capture (HeadTail) and cutMiddle: exact head, tail, counts and notices. Pure.
-//
-// `HeadTail` keeps exact head/tail with any chunking and says what was cut; `cutMiddle`.
 import { describe, expect, it } from "vitest";
 import { cutMiddle, HeadTail } from "../../../src/core/truncate.js";
 
