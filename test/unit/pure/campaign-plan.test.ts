@@ -535,6 +535,16 @@ describe("planPublish", () => {
   it.each(publishCases)("%s", (_name, state, plan) => {
     expect(planPublish(state)).toStrictEqual(plan);
   });
+
+  // A changeset's reason and repo are shown by `campaign status` and the dashboard, and kept in
+  // Redis: whatever branch a plan takes, a credential in the line's git URL must be scrubbed first.
+  it("a changeset's reason and repo hold no URL userinfo, whichever branch the plan takes", () => {
+    const git = "https://x-access-token:SECRET@github.com/acme/api.git";
+    for (const [name, state] of publishCases) {
+      const plan = JSON.stringify(planPublish({ ...state, repo: { ...state.repo, git } }));
+      expect(plan, name).not.toContain("SECRET");
+    }
+  });
 });
 
 const ts = (changeset: Changeset, o: Partial<TrackState> = {}): TrackState => ({
