@@ -60,7 +60,7 @@ const MIN_SCRUBBED = 8;
 /**
  * The options with an onEvent that shows the spec's git URL without its credentials: redacted in
  * job_started's spec, and every string of every event scrubbed of the secrets (none should carry
- * them: the sandbox never has them and repo-git's errors hide them; this holds if one ever did).
+ * them: the sandbox never has them and the clone's errors (src/git/run.ts) hide them; this holds if one ever did).
  * A spec without credentials gets its options back as they were.
  */
 export function hideSecrets<O extends { onEvent?: (e: TranscriptEvent) => void }>(spec: JobSpec, opts: O): O {
