@@ -15,7 +15,7 @@
 // Docker's 2 s grace for output a background process holds, the agent stopping children before
 // their exec, the helper's death; a stand-in that lies; a job's sandbox on Docker makes exactly one
 // exec.
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
