@@ -334,7 +334,7 @@ describe("patchbay batch end to end", () => {
       }
       expect(
         [...seen].some((n) => Number(n) < 6),
-        `bars seen: ${[...seen]}`,
+        `bars seen: ${[...seen].join(",")}`,
       ).toBe(true); // seen while it ran
       expect(pane).toMatch(/\[#{30}\] 6\/6 +completed 6/);
       expect(pane).toMatch(/\$0\.\d{4} spent · \S+ elapsed · done/);

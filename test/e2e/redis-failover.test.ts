@@ -120,7 +120,7 @@ describe("a Sentinel failover under a batch: every job ends once, with its statu
     // Mid-batch: some jobs done, some running, some waiting.
     const watcher = new PatchbayClient({ redisUrl: group.url, queueName: QUEUE });
     const batches = new BatchClient(watcher);
-    let doneAtKill = 0;
+    let doneAtKill: number;
     for (;;) {
       const st = await batches.status("ha");
       if (st.done >= 8) {

@@ -58,7 +58,7 @@ async function jobsCreatedOn(d: typeof b.docker, since: number, queue = QUEUE): 
     filters: { type: ["container"], event: ["create"], label: [`${LABEL.queue}=${queue}`] },
   });
   let out = "";
-  for await (const chunk of stream) out += chunk;
+  for await (const chunk of stream) out += chunk.toString();
   return out
     .split("\n")
     .filter(Boolean)

@@ -157,7 +157,10 @@ describe("worker health", () => {
     // run 1's checkpoint (the bash call again, then the second request), and its patch fails.
     policy = (req) => {
       const turn = (req.body.messages as { role: string }[]).filter((m) => m.role === "assistant").length;
-      if (taskOf(req.body).includes("engine dies") && turn === cuts && cuts < 2) (cuts++, void proxy.cut());
+      if (taskOf(req.body).includes("engine dies") && turn === cuts && cuts < 2) {
+        cuts++;
+        void proxy.cut();
+      }
       return byTurn([reply(toolUse("bash", { command: "echo hi" })), reply(text("Done."))])(req);
     };
     const { client, start } = setup();

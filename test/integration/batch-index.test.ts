@@ -15,7 +15,7 @@ import {
   type BatchStatus,
 } from "../../src/batch/batches.js";
 import { exitCodeFor, worstExitCode } from "../../src/cli/exit.js";
-import { PatchbayClient, type JobData } from "../../src/queue/client.js";
+import { PatchbayClient } from "../../src/queue/client.js";
 import { emptyResult, type JobResult, type JobStatus } from "../../src/core/spec/spec.js";
 import { startRedis } from "../support/cluster.js";
 

@@ -40,8 +40,10 @@ function config(): string {
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stderr?: string };
     if (e.code === "ENOENT")
-      throw new Error("docker-compose is not installed: run `apt-get install -y docker-compose` (CI installs it)");
-    throw new Error(`docker-compose config rejected ${COMPOSE}: ${e.stderr ?? e.message}`);
+      throw new Error("docker-compose is not installed: run `apt-get install -y docker-compose` (CI installs it)", {
+        cause: err,
+      });
+    throw new Error(`docker-compose config rejected ${COMPOSE}: ${e.stderr ?? e.message}`, { cause: err });
   }
 }
 

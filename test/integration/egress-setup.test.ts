@@ -289,7 +289,7 @@ describe("setup network through the egress proxy", () => {
       { model, egress: proxy(), onEvent: (e) => events.push(e) },
     );
     expect(r.error).toMatch(/^setup command failed \(exit 3\): exit 3/);
-    const [tried, probed] = (events.filter((e) => e.type === "setup") as EventOf<"setup">[]).map((e) => e.outputTail);
+    const [tried, probed] = events.filter((e): e is EventOf<"setup"> => e.type === "setup").map((e) => e.outputTail);
     const m = /^pythons=(\d+) bridges=(\d+) reached=(\d+)$/m.exec(tried ?? "");
     expect(m, tried).not.toBeNull();
     expect(Number(m![1])).toBeGreaterThanOrEqual(4); // the helper, the supervisor, the file agent and the bridge

@@ -6,7 +6,7 @@
 //
 // Backend: local (the helper's behaviour), but its one-exec count on Docker (the engine's exec
 // events).
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

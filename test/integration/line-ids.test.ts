@@ -18,7 +18,7 @@ import { parseCampaign } from "../../src/campaign/file.js";
 import { batchJobId, isLineJobId, parseLineJobId } from "../../src/core/line-id.js";
 import { BatchClient } from "../../src/batch/batches.js";
 import { provenanceProblem } from "../../src/queue/batch-provenance.js";
-import { PatchbayClient, type JobData } from "../../src/queue/client.js";
+import { PatchbayClient } from "../../src/queue/client.js";
 import { keys } from "../../src/queue/keys.js";
 import { startWorker, type WorkerHandle } from "../../src/queue/worker.js";
 import { emptyResult, parseJobSpec, type JobResult } from "../../src/core/spec/spec.js";

@@ -301,7 +301,10 @@ describe("live transcripts: one shared Redis connection, a bounded number of cli
               const data = /^data: (.*)$/m.exec(msg)?.[1];
               if (data && !/^event: /m.test(msg)) events.push(...JSON.parse(data));
               for (const w of [...waiters])
-                if (events.length >= w.n) (waiters.splice(waiters.indexOf(w), 1), w.resolve());
+                if (events.length >= w.n) {
+                  waiters.splice(waiters.indexOf(w), 1);
+                  w.resolve();
+                }
             }
           }
         } catch {

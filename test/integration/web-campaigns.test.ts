@@ -344,11 +344,11 @@ describe("campaign pages in headless Chromium", () => {
       }
       const ok = await get(`/api/campaigns/${ID}`, { authorization: `Bearer ${TOKEN}` });
       expect(ok.statusCode).toBe(200);
-      const body = ok.json() as {
+      const body = ok.json<{
         total: number;
         counts: Record<string, number>;
         changesets: { repo: string; reason?: string; branch?: string }[];
-      };
+      }>();
       expect(body.total).toBe(8);
       expect(body.counts.merged).toBe(2);
       // what the page needs, inert: no escape or control character, no batch internals

@@ -78,7 +78,10 @@ export async function startDockerProxy(opts: { holdRemovals?: boolean } = {}): P
         client.on("close", () => holds.delete(hold!));
       }
       if (hold && holds.has(hold)) return void hold.chunks.push(chunk);
-      if (!upstream.write(chunk)) (client.pause(), upstream.once("drain", () => client.resume()));
+      if (!upstream.write(chunk)) {
+        client.pause();
+        upstream.once("drain", () => client.resume());
+      }
     });
     client.on("end", () => (hold && holds.has(hold) ? (hold.ended = true) : upstream.end()));
   }

@@ -36,7 +36,7 @@ export function connect(s: EgressSession, target: string): Promise<Tunnel> {
     req.on("connect", (res, socket, head) => {
       if (res.statusCode === 200) return resolve({ ok: true, socket });
       let body = head.toString();
-      socket.on("data", (c) => (body += c));
+      socket.on("data", (c: Buffer) => (body += c.toString()));
       socket.on("close", () => resolve({ ok: false, status: res.statusCode!, body }));
     });
     req.on("error", reject);
@@ -146,16 +146,15 @@ export function fragmenting(sock: net.Socket, size: number): Duplex {
 /** What node's TLS client sends first (its ClientHello), captured in memory. */
 export function captureHello(opts: tls.ConnectionOptions): Promise<Buffer> {
   return new Promise((resolve) => {
-    let t: tls.TLSSocket | undefined;
     const sink = new Duplex({
       read() {},
       write(chunk: Buffer, _enc, cb) {
         resolve(Buffer.from(chunk));
         cb();
-        setImmediate(() => t?.destroy());
+        setImmediate(() => t.destroy()); // t is set by then: tls.connect below returns first
       },
     });
-    t = tls.connect({ socket: sink, ...opts });
+    const t = tls.connect({ socket: sink, ...opts });
     t.on("error", () => {});
   });
 }

@@ -35,7 +35,11 @@ function waitFor(
     const onData = (c: Buffer) => {
       seen.text += c.toString("utf8");
       const m = re.exec(seen.text);
-      if (m) (stream.off("data", onData), child.off("exit", onExit), resolve(m));
+      if (m) {
+        stream.off("data", onData);
+        child.off("exit", onExit);
+        resolve(m);
+      }
     };
     const onExit = (code: number | null) =>
       reject(new Error(`${child.spawnfile} exited (${code}) before it was ready:\n${seen.text}`));

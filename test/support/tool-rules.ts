@@ -5,7 +5,7 @@
 export function toolRuleProblems(tools: any[]): string[] {
   const problems: string[] = [];
   const names = tools.map((t) => t.name);
-  if (new Set(names).size !== names.length) problems.push(`names not unique: ${names}`);
+  if (new Set(names).size !== names.length) problems.push(`names not unique: ${names.join(",")}`);
   for (const t of tools) {
     if (typeof t.name !== "string" || !/^[a-zA-Z0-9_-]{1,64}$/.test(t.name)) problems.push(`bad name ${t.name}`);
     if (t.type !== undefined && t.type !== "custom") {

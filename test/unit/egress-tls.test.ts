@@ -297,7 +297,7 @@ describe("egress records are bounded at the source", () => {
         new Promise<string>((resolve) => {
           const c = net.connect(s.socketPath);
           let out = "";
-          c.on("data", (d) => (out += d));
+          c.on("data", (d) => (out += d.toString()));
           c.on("close", () => resolve(out));
           c.on("error", () => resolve(out));
           c.write(line);

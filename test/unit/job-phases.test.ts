@@ -130,10 +130,10 @@ describe("the agent, the rounds and the result (local backend)", () => {
         snapshot: held.snapshot,
         outcome: agent.outcome,
         at: agent.at,
-        emit: ctx.emit,
+        emit: (e) => ctx.emit(e),
         signal: ctx.signal,
         removals: held.removals,
-        resume: agent.resume,
+        resume: (from, message) => agent.resume(from, message),
         verifySandbox: () => acquireVerify(),
       });
       expect(rounds.outcome.status).toBe("verify_failed");

@@ -415,7 +415,7 @@ describe("runJob: repo forms and what the patch carries", () => {
     ),
     reply(text("done")),
   ];
-  const forms: [string, () => { spec: Record<string, unknown>; commit?: string; cleanup(): void }][] = [
+  const forms: [string, () => { spec: Record<string, unknown>; commit?: string; cleanup: () => void }][] = [
     ["path", () => ({ spec: { repo: { path: CLAMP } }, cleanup() {} })],
     [
       "git",

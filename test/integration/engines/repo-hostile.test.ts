@@ -639,21 +639,30 @@ describe("5. the host disk is not filled before the size check", () => {
 
 /** Serves the files under root at about `rate` bytes a second. */
 function slowFileServer(root: string, rate: number): http.Server {
-  return http.createServer(async (req, res) => {
-    const file = path.join(root, decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname));
-    if (!file.startsWith(root) || !fs.statSync(file, { throwIfNoEntry: false })?.isFile())
-      return void res.writeHead(404).end();
-    res.writeHead(200, { "content-type": "application/octet-stream" });
-    try {
-      for await (const chunk of fs.createReadStream(file, { highWaterMark: 64 * 1024 })) {
-        if (!res.write(chunk)) await new Promise((r) => res.once("drain", r));
-        await new Promise((r) => setTimeout(r, (64 * 1024 * 1000) / rate));
-      }
-    } catch {
-      // the client went away
+  // A request the server fails on resets its connection, so the clone under test fails (not hangs) on it.
+  return http.createServer(
+    (req, res) =>
+      void serveSlowly(root, rate, req, res).catch((err: unknown) =>
+        res.destroy(err instanceof Error ? err : new Error(String(err))),
+      ),
+  );
+}
+
+/** slowFileServer's handler: the file under root that the request names, a 64 KiB chunk at a time. */
+async function serveSlowly(root: string, rate: number, req: http.IncomingMessage, res: http.ServerResponse) {
+  const file = path.join(root, decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname));
+  if (!file.startsWith(root) || !fs.statSync(file, { throwIfNoEntry: false })?.isFile())
+    return void res.writeHead(404).end();
+  res.writeHead(200, { "content-type": "application/octet-stream" });
+  try {
+    for await (const chunk of fs.createReadStream(file, { highWaterMark: 64 * 1024 })) {
+      if (!res.write(chunk)) await new Promise((r) => res.once("drain", r));
+      await new Promise((r) => setTimeout(r, (64 * 1024 * 1000) / rate));
     }
-    res.end();
-  });
+  } catch {
+    // the client went away
+  }
+  res.end();
 }
 
 // ---- 6. a { path } repo changed under the walk -----------------------------------------------
@@ -770,7 +779,7 @@ while True:
         expect(out.seen).not.toContain(CANARY);
         if (out.error) {
           expect(out.error).toBeInstanceOf(RepoError);
-          expect(String(out.error)).toMatch(
+          expect(String(out.error as RepoError)).toMatch(
             /"a(\/[^"]*)?" (was replaced|was swapped for a symlink|is no longer a regular file)/,
           );
           caught++;

@@ -40,12 +40,18 @@ describe("parseJobSpec messages", () => {
       {},
       {
         get() {
+          // The input under test throws something other than an Error while it is read.
+          // eslint-disable-next-line @typescript-eslint/only-throw-error
           throw "str";
         },
         has() {
+          // The input under test throws something other than an Error while it is read.
+          // eslint-disable-next-line @typescript-eslint/only-throw-error
           throw "str";
         },
         ownKeys() {
+          // The input under test throws something other than an Error while it is read.
+          // eslint-disable-next-line @typescript-eslint/only-throw-error
           throw "str";
         },
       },
