@@ -5,6 +5,7 @@ import {
   CONNECTION_USAGE,
   connectionFlags,
   numberFlag,
+  stringFlag,
   UsageError,
   type Command,
 } from "./command.js";
@@ -73,9 +74,8 @@ and says what to do about each miss. Exit status: 0 every required check passed;
   options: { json: { type: "boolean" }, "redis-url": { type: "string" } },
   async run({ values, config }) {
     const { doctor: check } = await import("./doctor.js");
-    const checks = await check(config(), {
-      ...(values["redis-url"] !== undefined ? { redisUrl: String(values["redis-url"]) } : {}),
-    });
+    const redisUrl = stringFlag(values, "redis-url");
+    const checks = await check(config(), { ...(redisUrl !== undefined ? { redisUrl } : {}) });
     if (values.json) console.log(JSON.stringify(checks));
     else
       for (const c of checks)
@@ -119,15 +119,17 @@ its own host, loopback services included) is refused; COPY files from DIR instea
     const t0 = Date.now();
     if (values.network !== undefined && values.from === undefined)
       throw new UsageError("--network is for --from builds (the sandbox image's own build uses the engine's)");
-    if (values.from !== undefined) {
-      if (!values.tag) throw new UsageError("--from needs --tag IMAGE");
+    const from = stringFlag(values, "from");
+    const tag = stringFlag(values, "tag");
+    if (from !== undefined) {
+      if (!tag) throw new UsageError("--from needs --tag IMAGE");
       const { networkProblem } = await import("../sandbox/build-network.js");
-      const network = values.network === undefined ? undefined : String(values.network);
+      const network = stringFlag(values, "network");
       const bad = network === undefined ? undefined : networkProblem(network);
       if (bad) throw new UsageError(`--network ${bad}`);
       const { buildImageFrom, ImageFromError } = await import("../sandbox/image-from.js");
       try {
-        const r = await buildImageFrom(String(values.from), String(values.tag), {
+        const r = await buildImageFrom(from, tag, {
           force: Boolean(values.force),
           sandboxImage: config().image,
           ...(network ? { network } : {}),
@@ -148,8 +150,7 @@ its own host, loopback services included) is refused; COPY files from DIR instea
       }
     }
     const { buildImage } = await import("../sandbox/image.js");
-    const tag = (values.tag as string | undefined) ?? config().image;
-    const r = await buildImage(tag, { force: Boolean(values.force) });
+    const r = await buildImage(tag ?? config().image, { force: Boolean(values.force) });
     const ms = Date.now() - t0;
     if (values.json) console.log(JSON.stringify({ tag: r.tag, recipe: r.recipe, how: r.how, ms }));
     else

@@ -8,6 +8,7 @@ import {
   duration,
   listFlag,
   numberFlag,
+  stringFlag,
   UsageError,
   type ClientArgs,
   type Command,
@@ -48,7 +49,7 @@ async function readFile(file: string) {
 }
 
 function submitOpts(values: Values) {
-  const name = values.name === undefined ? undefined : String(values.name);
+  const name = stringFlag(values, "name");
   if (name !== undefined && !/^[A-Za-z0-9_.-]{1,96}$/.test(name))
     throw new UsageError(`--name takes 1-96 characters from A-Z a-z 0-9 _ . -, not '${safe(name)}'`);
   const budgetUsd = numberFlag(values, "budget-usd", { what: "USD for the whole batch" });
@@ -244,10 +245,12 @@ ${WAIT_EXIT}
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, out: { type: "string" }, json: { type: "boolean" } },
   positionals: { min: 1, max: 1, name: "batch" },
-  run: async ({ values, positionals, config }) =>
-    withBatches({ values, config }, (b, c) =>
-      waitAndReport(b, c, positionals[0]!, values, values.out === undefined ? undefined : resolve(String(values.out))),
-    ),
+  run: async ({ values, positionals, config }) => {
+    const out = stringFlag(values, "out");
+    return withBatches({ values, config }, (b, c) =>
+      waitAndReport(b, c, positionals[0]!, values, out === undefined ? undefined : resolve(out)),
+    );
+  },
 };
 
 const run: Command = {
@@ -275,7 +278,8 @@ ${CONNECTION_USAGE}`,
     await readFile(positionals[0]!);
     return withBatches({ values, config }, async (b, c) => {
       const r = await submitFile(b, positionals[0]!, values);
-      return waitAndReport(b, c, r.batchId, values, resolve(String(values.out ?? join("patchbay-out", r.batchId))));
+      const out = resolve(stringFlag(values, "out") ?? join("patchbay-out", r.batchId));
+      return waitAndReport(b, c, r.batchId, values, out);
     });
   },
 };

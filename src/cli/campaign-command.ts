@@ -12,6 +12,7 @@ import {
   duration,
   listFlag,
   numberFlag,
+  stringFlag,
   UsageError,
   type ClientArgs,
   type Command,
@@ -124,7 +125,7 @@ ${CONNECTION_USAGE}`,
       const r = await submitCampaign(cc, positionals[0]!);
       const { waitAndReport } = await import("./batch-command.js");
       const { BatchClient } = await import("../batch/batches.js");
-      const out = resolve(String(values.out ?? join("patchbay-out", r.batchId)));
+      const out = resolve(stringFlag(values, "out") ?? join("patchbay-out", r.batchId));
       const code = await waitAndReport(new BatchClient(c), c, r.batchId, { ...values, json: false }, out);
       if (code !== 130) {
         const s = await cc.writeSummary(r.batchId, out);
@@ -168,7 +169,8 @@ ${CONNECTION_USAGE}`,
     const id = await campaignId(positionals[0]!);
     return withCampaigns({ values, config }, async (cc) => {
       const st = await cc.status(id);
-      if (values.out !== undefined) await cc.writeSummary(id, resolve(String(values.out)));
+      const out = stringFlag(values, "out");
+      if (out !== undefined) await cc.writeSummary(id, resolve(out));
       if (values.json) return (console.log(JSON.stringify(st)), 0);
       const b = st.batch;
       console.log(

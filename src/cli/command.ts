@@ -69,17 +69,28 @@ function nonEmpty(values: Values, flag: string): string {
   return v;
 }
 
+/**
+ * A `type: "string"` flag's value, or undefined when absent. parseArgs (strict) gives such a flag a
+ * string and nothing else, so any other value is a command reading a flag it declared with another
+ * type: a bug, thrown as one rather than printed as "[object Object]".
+ */
+export function stringFlag(values: Values, flag: string): string | undefined {
+  const raw = values[flag];
+  if (raw === undefined || typeof raw === "string") return raw;
+  throw new TypeError(`--${flag} is read as a string flag but holds a ${typeof raw}`);
+}
+
 /** A positive number flag, or undefined when absent; `what` says what the number counts. */
 export function numberFlag(
   values: Values,
   flag: string,
   opts: { integer?: boolean; what?: string; min?: 0 } = {},
 ): number | undefined {
-  const raw = values[flag];
+  const raw = stringFlag(values, flag);
   if (raw === undefined) return undefined;
   const n = Number(raw);
   const ok =
-    String(raw).trim() !== "" &&
+    raw.trim() !== "" &&
     Number.isFinite(n) &&
     (opts.min === 0 ? n >= 0 : n > 0) &&
     (!opts.integer || Number.isInteger(n));
@@ -90,7 +101,7 @@ export function numberFlag(
 
 /** One choice of several, or undefined when absent. */
 export function choiceFlag<T extends string>(values: Values, flag: string, choices: readonly T[]): T | undefined {
-  const raw = values[flag];
+  const raw = stringFlag(values, flag);
   if (raw === undefined) return undefined;
   if (!choices.includes(raw as T)) throw new UsageError(`--${flag} takes one of ${choices.join(", ")}, not '${raw}'`);
   return raw as T;

@@ -26,10 +26,12 @@ export interface DoctorOptions {
 export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<Check[]> {
   const redisUrl = opts.redisUrl ?? config.redisUrl;
   const checks: Check[] = [];
-  let info: { ServerVersion?: string; Runtimes?: Record<string, unknown> } | undefined;
+  // The engine's /info, of which only these fields are read (dockerode types it as any).
+  type Info = { ServerVersion?: string; Runtimes?: Record<string, unknown> };
+  let info: Info | undefined;
   let engine: EngineInfo | undefined;
   try {
-    info = await docker().info();
+    info = (await docker().info()) as Info;
     engine = await engineInfo(docker());
     checks.push({
       name: "engine",

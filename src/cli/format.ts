@@ -13,6 +13,8 @@ const short = (s: string, n = 110) => {
   const cut = /[\ud800-\udbff]/.test(one[n - 2] ?? "") ? n - 2 : n - 1; // never half a surrogate pair
   return `${one.slice(0, cut)}…`;
 };
+/** A field of a tool call's input as text: the model may send any JSON there, so a non-string shows as JSON. */
+const field = (v: unknown): string => (typeof v === "string" ? v : (JSON.stringify(v) ?? ""));
 const k = (n: number) => (n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
 
 /** The last line: the job's status, why it did not complete, what it changed (and where its patch is, when written). */
@@ -50,9 +52,9 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
       // A spec's own tool or an MCP server's: its input as JSON, and the server.
       const what =
         e.name === "bash"
-          ? String(input.command ?? (input.restart ? "(restart)" : ""))
+          ? field(input.command ?? (input.restart ? "(restart)" : ""))
           : BUILTIN_TOOL_NAMES.includes(e.name)
-            ? `${input.command ?? ""} ${input.path ?? ""}`
+            ? `${field(input.command ?? "")} ${field(input.path ?? "")}`
             : JSON.stringify(e.input ?? null, (_k, v: unknown) =>
                 typeof v === "string" ? safeText(v, { oneLine: true }) : v,
               );
@@ -63,9 +65,10 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
       return `${t}   ${e.isError ? "✗" : "→"} ${short(e.output, 100)} (${e.ms} ms)`;
     case "verify":
       return `${t} verify: ${short(e.command, 60)} → exit ${e.exitCode}`;
-    case "patch":
+    case "patch": {
       const n = e.filesChangedTotal ?? e.filesChanged.length;
       return `${t} patch: ${n} file${n === 1 ? "" : "s"}, ${e.bytes} bytes`;
+    }
     case "egress":
       return `${t} egress: ${e.method} ${short(e.host, 60)}:${e.port} ${e.allowed ? `allowed, ${e.bytesUp} B up / ${e.bytesDown} B down` : `refused: ${short(e.reason ?? "", 80)}`}`;
     case "context_trimmed":

@@ -7,6 +7,7 @@ import {
   duration,
   listFlag,
   numberFlag,
+  stringFlag,
   UsageError,
   type Command,
 } from "./command.js";
@@ -72,8 +73,8 @@ ${CONNECTION_USAGE}`,
         process.stderr.write(`patchbay: job ${id} has not finished yet (patchbay watch ${id}${c.hintFlags()})\n`);
         return 1;
       }
-      if (values.out !== undefined)
-        process.stderr.write(`patchbay: wrote ${await writeOut(c, id, r, resolve(String(values.out)))}\n`);
+      const out = stringFlag(values, "out");
+      if (out !== undefined) process.stderr.write(`patchbay: wrote ${await writeOut(c, id, r, resolve(out))}\n`);
       else if (values.json) console.log(JSON.stringify(r));
       else process.stdout.write(r.patch);
       if (r.status !== "completed")

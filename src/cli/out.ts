@@ -4,17 +4,18 @@ import { mkdirSync, readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { JobResult, TranscriptEvent } from "../core/spec/spec.js";
 import { checkNoLinkBelowCwd, writeOwn } from "../core/out-files.js";
-import { UsageError, type Values } from "./command.js";
+import { stringFlag, UsageError, type Values } from "./command.js";
 
 /** Where `run` writes: --out, else ./patchbay-out/<queue>/<job id> (so two queues' job 7 do not meet). */
 export function outDir(values: Values, queueName: string, id: string): string {
-  return resolve(String(values.out ?? join("patchbay-out", queueName, id)));
+  return resolve(stringFlag(values, "out") ?? join("patchbay-out", queueName, id));
 }
 
 /** An --out that holds files already is refused unless --force: a run must not silently overwrite another's results. */
 export function checkOut(values: Values): void {
-  if (values.out === undefined || values.force) return;
-  const dir = resolve(String(values.out));
+  const out = stringFlag(values, "out");
+  if (out === undefined || values.force) return;
+  const dir = resolve(out);
   let entries: string[];
   try {
     entries = readdirSync(dir);

@@ -1,7 +1,7 @@
 // The JobSpec flags of `run` and `enqueue`: parsed and checked here, so a mistake names the flag
 // the user typed (--timeout, not timeoutSec) and exits 2 before anything connects to Redis.
 import { readFileSync } from "node:fs";
-import { choiceFlag, numberFlag, UsageError, type Values } from "./command.js";
+import { choiceFlag, numberFlag, stringFlag, UsageError, type Values } from "./command.js";
 import { EDITOR_TOOLS } from "../core/spec/names.js";
 
 export const specFlags = {
@@ -67,10 +67,15 @@ export function specFrom(v: Values): Record<string, unknown> {
   if (sources.length > 1)
     throw new UsageError(`${sources.map((f) => `--${f}`).join(" and ")}: give only one of --repo, --git and --archive`);
   if (v.ref !== undefined && v.git === undefined) throw new UsageError("--ref goes with --git");
-  const spec: Record<string, unknown> = v.spec !== undefined ? readSpecFile(String(v.spec)) : {};
-  if (v.repo !== undefined) spec.repo = { path: String(v.repo) };
-  if (v.git !== undefined) spec.repo = { git: String(v.git), ...(v.ref !== undefined ? { ref: String(v.ref) } : {}) };
-  if (v.archive !== undefined) spec.repo = { archive: String(v.archive) };
+  const specFile = stringFlag(v, "spec");
+  const repo = stringFlag(v, "repo");
+  const git = stringFlag(v, "git");
+  const ref = stringFlag(v, "ref");
+  const archive = stringFlag(v, "archive");
+  const spec: Record<string, unknown> = specFile !== undefined ? readSpecFile(specFile) : {};
+  if (repo !== undefined) spec.repo = { path: repo };
+  if (git !== undefined) spec.repo = { git, ...(ref !== undefined ? { ref } : {}) };
+  if (archive !== undefined) spec.repo = { archive };
   for (const [flag, key] of [
     ["task", "task"],
     ["verify", "verify"],

@@ -1,6 +1,6 @@
 // `patchbay run` and `patchbay enqueue`. The heavy modules (BullMQ, the client) load when a
 // command runs, not when the CLI starts.
-import { CONNECTION_USAGE, connectionFlags, UsageError, type Command, type Values } from "./command.js";
+import { CONNECTION_USAGE, connectionFlags, stringFlag, UsageError, type Command, type Values } from "./command.js";
 import { checkOut, outDir } from "./out.js";
 import { flagError, hasSpecFlags, SPEC_USAGE, specFlags, specFrom } from "./spec-flags.js";
 import { STATUS_EXIT_USAGE } from "./exit.js";
@@ -89,10 +89,11 @@ ${CONNECTION_USAGE}`,
   options: { ...specFlags, ...connectionFlags, batch: { type: "string" }, json: { type: "boolean" } },
   async run({ values, config }) {
     let specs: unknown[];
-    if (values.batch !== undefined) {
+    const batch = stringFlag(values, "batch");
+    if (batch !== undefined) {
       if (hasSpecFlags(values))
         throw new UsageError("--batch takes no other spec flags (put them in the file's lines)");
-      specs = await batchSpecs(String(values.batch));
+      specs = await batchSpecs(batch);
     } else {
       if (!hasSpecFlags(values))
         throw new UsageError("enqueue needs a job (--repo DIR --task TEXT, ...) or --batch FILE");

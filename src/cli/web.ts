@@ -1,10 +1,12 @@
 // `patchbay dashboard` and `patchbay view`: the window onto jobs. Only node: built-ins and the CLI's
 // shared helpers at the top: the server and renderer load when the command runs.
+import { basename, dirname, join } from "node:path";
 import {
   CliError,
   CONNECTION_USAGE,
   connectionFlags,
   numberFlag,
+  stringFlag,
   UsageError,
   type ClientArgs,
   type Command,
@@ -41,15 +43,15 @@ Exit status: 0 written; 1 the file cannot be read or written; 2 usage.`;
 
 /** `patchbay worker --metrics-port [HOST:]PORT`: the value for WorkerOptions.metricsPort, checked; undefined when absent. */
 export async function metricsPortFlag(values: Values): Promise<string | undefined> {
-  const raw = values["metrics-port"];
+  const raw = stringFlag(values, "metrics-port");
   if (raw === undefined) return undefined;
   const { parseListen } = await import("../core/listen.js");
   try {
-    parseListen(String(raw));
+    parseListen(raw);
   } catch {
     throw new UsageError(`--metrics-port takes PORT or HOST:PORT, not '${raw}'`);
   }
-  return String(raw);
+  return raw;
 }
 
 export const METRICS_PORT_USAGE =
@@ -57,14 +59,15 @@ export const METRICS_PORT_USAGE =
 
 /** Runs the dashboard until SIGINT or SIGTERM. */
 async function runDashboard({ values, config }: ClientArgs): Promise<number> {
+  const rawPort = stringFlag(values, "port");
   const port =
-    values.port === undefined
+    rawPort === undefined
       ? 7474
-      : values.port === "0"
+      : rawPort === "0"
         ? 0
         : numberFlag(values, "port", { integer: true, what: "a TCP port" })!;
-  if (port > 65535) throw new UsageError(`--port takes a TCP port, not '${values.port}'`);
-  const host = values.host === undefined ? "127.0.0.1" : String(values.host).trim();
+  if (port > 65535) throw new UsageError(`--port takes a TCP port, not '${rawPort}'`);
+  const host = (stringFlag(values, "host") ?? "127.0.0.1").trim();
   if (!host) throw new UsageError("--host must not be empty");
   const { clientOptions, probeRedis } = await import("./queue-connect.js");
   const conn = clientOptions({ values, config });
@@ -104,7 +107,6 @@ async function runDashboard({ values, config }: ClientArgs): Promise<number> {
 async function runView(file: string, opts: { out?: string; patch?: string } = {}): Promise<string> {
   const { existsSync, readFileSync } = await import("node:fs");
   const { OutputLinkError, writeOwn } = await import("../core/out-files.js");
-  const { basename, dirname, join } = await import("node:path");
   const { parseTranscriptJsonl } = await import("../web/escape.js");
   const { renderTranscriptHtml } = await import("../web/html.js");
   let text: string;
@@ -165,11 +167,13 @@ const view: Command = {
   async run({ values, positionals }) {
     if (!positionals[0])
       throw new UsageError("missing <transcript.jsonl> (patchbay watch ID --json > transcript.jsonl, or run --out's)");
-    const out = await runView(positionals[0], {
-      ...(values.out !== undefined ? { out: String(values.out) } : {}),
-      ...(values.patch !== undefined ? { patch: String(values.patch) } : {}),
+    const out = stringFlag(values, "out");
+    const patch = stringFlag(values, "patch");
+    const written = await runView(positionals[0], {
+      ...(out !== undefined ? { out } : {}),
+      ...(patch !== undefined ? { patch } : {}),
     });
-    if (out !== "-") process.stderr.write(`[view] wrote ${out}\n`);
+    if (written !== "-") process.stderr.write(`[view] wrote ${written}\n`);
     return 0;
   },
 };

@@ -215,13 +215,10 @@ const auth: FastifyPluginAsync<AuthOptions> = async (app, opts) => {
     const given = url.searchParams.get("token");
     if (given !== null && SAFE_METHODS.has(req.method)) return exchangeToken(req, reply, url, given, token);
     if (needsToken(req.method, openReadsFor(req, opts)) && !authorized(req, token)) {
-      return reply
-        .code(401)
-        .type("application/json")
-        .send({
-          error:
-            "this needs the dashboard token (PATCHBAY_DASHBOARD_TOKEN): open the page once with ?token=…, or send Authorization: Bearer …",
-        });
+      return reply.code(401).type("application/json").send({
+        error:
+          "this needs the dashboard token (PATCHBAY_DASHBOARD_TOKEN): open the page once with ?token=…, or send Authorization: Bearer …",
+      });
     }
     if (!SAFE_METHODS.has(req.method) && crossOrigin(req))
       return reply.code(403).type("application/json").send({ error: "cross-origin request refused" });

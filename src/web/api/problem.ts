@@ -12,20 +12,15 @@ export class BadRequest extends kinded("usage") {}
 export const PROBLEM_TYPE = "application/problem+json";
 
 export const Problem = z.object({
-  type: z
-    .string()
-    .register(apiRegistry, {
-      description: "urn:patchbay:problem:<kind>, the error's kind (docs/architecture.md#errors), or about:blank",
-    }),
+  type: z.string().register(apiRegistry, {
+    description: "urn:patchbay:problem:<kind>, the error's kind (docs/architecture.md#errors), or about:blank",
+  }),
   title: z.string(),
   status: z.int(),
   detail: z.string(),
-  errors: z
-    .array(z.string())
-    .optional()
-    .register(apiRegistry, {
-      description: "a bad JobSpec or batch: one line per problem, each naming its field (or line)",
-    }),
+  errors: z.array(z.string()).optional().register(apiRegistry, {
+    description: "a bad JobSpec or batch: one line per problem, each naming its field (or line)",
+  }),
 });
 export type Problem = z.infer<typeof Problem>;
 

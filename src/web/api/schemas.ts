@@ -86,12 +86,10 @@ export const JobsPage = z.object({
 
 export const CancelBody = z.object({
   id: z.string(),
-  result: z
-    .enum(["cancelled", "signalled", "finished"])
-    .register(apiRegistry, {
-      description:
-        "cancelled: it will not run; signalled: it was running and stops within seconds; finished: it had already ended",
-    }),
+  result: z.enum(["cancelled", "signalled", "finished"]).register(apiRegistry, {
+    description:
+      "cancelled: it will not run; signalled: it was running and stops within seconds; finished: it had already ended",
+  }),
 });
 
 export const TranscriptQuery = z.object({
@@ -169,13 +167,10 @@ export const BatchList = z.object({
 });
 
 export const BatchSubmitQuery = z.object({
-  name: z
-    .string()
-    .optional()
-    .register(apiRegistry, {
-      description:
-        "the batch id (1-96 of A-Z a-z 0-9 _ . -); default b- and a hash of its jobs; the same body again under it enqueues nothing new",
-    }),
+  name: z.string().optional().register(apiRegistry, {
+    description:
+      "the batch id (1-96 of A-Z a-z 0-9 _ . -); default b- and a hash of its jobs; the same body again under it enqueues nothing new",
+  }),
   budgetUsd: z.string().optional().register(apiRegistry, { description: "a budget in USD for the whole batch" }),
 });
 
