@@ -358,19 +358,7 @@ async function attachExec(
   });
   const socket = await exec.start({ hijack: true, stdin: true });
   let alive = true;
-  let carry: Buffer = Buffer.alloc(0);
-  // Docker frames: [stream, 0, 0, 0, size (u32 BE)] then size bytes. Both streams are passed on
-  // in arrival order; the shells we run send stderr to stdout anyway, so order is the terminal's.
-  socket.on("data", (chunk: Buffer) => {
-    let buf = carry.length ? Buffer.concat([carry, chunk]) : chunk;
-    while (buf.length >= 8) {
-      const size = buf.readUInt32BE(4);
-      if (buf.length < 8 + size) break;
-      if (size > 0) onData(buf.subarray(8, 8 + size), buf[0] === 2 ? 2 : 1);
-      buf = buf.subarray(8 + size);
-    }
-    carry = buf.length ? Buffer.from(buf) : Buffer.alloc(0);
-  });
+  demultiplex(socket, onData);
   const ended = new Promise<void>((resolve) => {
     const done = () => {
       alive = false;
@@ -382,29 +370,7 @@ async function attachExec(
   });
   const send = async (data: Buffer) => {
     if (!alive || socket.write(data)) return;
-    // Both listeners go once either fires: a long stream must not pile up "close" listeners. A
-    // process that exited without reading all its stdin (a write that hit a full disk) never drains
-    // it, and the engine may then hold the stream open for good: its state is asked meanwhile, and
-    // once it ended the stream is closed from here.
-    await new Promise<void>((r) => {
-      let timer: NodeJS.Timeout | undefined;
-      const go = () => (clearTimeout(timer), socket.off("drain", go), socket.off("close", go), r());
-      const check = () => {
-        // (what it printed may still be on its way: a moment more for the engine to send it)
-        timer = setTimeout(
-          () =>
-            void exec.inspect().then(
-              (i) => (i.Running ? check() : (timer = setTimeout(() => (socket.destroy(), go()), 300))),
-              () => check(),
-            ),
-          500,
-        );
-        timer.unref?.();
-      };
-      socket.once("drain", go);
-      socket.once("close", go);
-      check();
-    });
+    await drainedOrExited(socket, exec);
   };
   return {
     write: (data) => {
@@ -435,4 +401,51 @@ async function attachExec(
         () => -1,
       ),
   };
+}
+
+/**
+ * attachExec's reader of the exec's output: Docker frames, [stream, 0, 0, 0, size (u32 BE)] then
+ * size bytes, each passed to onData as it completes. Both streams are passed on in arrival order;
+ * the shells we run send stderr to stdout anyway, so order is the terminal's.
+ */
+function demultiplex(socket: Duplex, onData: (chunk: Buffer, stream: 1 | 2) => void): void {
+  let carry: Buffer = Buffer.alloc(0);
+  socket.on("data", (chunk: Buffer) => {
+    let buf = carry.length ? Buffer.concat([carry, chunk]) : chunk;
+    while (buf.length >= 8) {
+      const size = buf.readUInt32BE(4);
+      if (buf.length < 8 + size) break;
+      if (size > 0) onData(buf.subarray(8, 8 + size), buf[0] === 2 ? 2 : 1);
+      buf = buf.subarray(8 + size);
+    }
+    carry = buf.length ? Buffer.from(buf) : Buffer.alloc(0);
+  });
+}
+
+/**
+ * attachExec's wait after a write the socket buffered: until it drains or closes. Both listeners go
+ * once either fires: a long stream must not pile up "close" listeners. A process that exited without
+ * reading all its stdin (a write that hit a full disk) never drains it, and the engine may then hold
+ * the stream open for good: its state is asked meanwhile, and once it ended the stream is closed from here.
+ */
+function drainedOrExited(socket: Duplex, exec: Docker.Exec): Promise<void> {
+  return new Promise<void>((r) => {
+    let timer: NodeJS.Timeout | undefined;
+    const go = () => (clearTimeout(timer), socket.off("drain", go), socket.off("close", go), r());
+    const check = () => {
+      // (what it printed may still be on its way: a moment more for the engine to send it)
+      timer = setTimeout(
+        () =>
+          void exec.inspect().then(
+            (i) => (i.Running ? check() : (timer = setTimeout(() => (socket.destroy(), go()), 300))),
+            () => check(),
+          ),
+        500,
+      );
+      timer.unref?.();
+    };
+    socket.once("drain", go);
+    socket.once("close", go);
+    check();
+  });
 }

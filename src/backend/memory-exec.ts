@@ -70,7 +70,7 @@ export function simRun(box: SimBox, argv: string[], stdin: Buffer, cwd = WS): Ra
   if (script.includes("\n# checkpoint.sh:") || script.includes("\n# rediff.sh:")) {
     const final = snapshot(box);
     const id = treeId(box, final);
-    const diff = diffTrees(box.trees.get(args[0] ?? "") ?? new Map(), final).patch;
+    const diff = diffTrees(box.trees.get(args[0] ?? "") ?? new Map<string, Buffer>(), final).patch;
     return ok(script.includes("# rediff.sh") ? diff : `${id}\n${diff}`);
   }
   if (script.startsWith("# vars.sh")) return ok(); // the store made (prepareStore), the deferred steps

@@ -99,41 +99,8 @@ export class BatchClient {
    * id is `<batch>-L<line>`, so the same batch submitted again (after a crash, say) adds only the
    * jobs that are not there yet. A name already used for other specs: BatchConflictError.
    */
-  submit(inputs: unknown[] | BatchLine[], opts: SubmitBatchOptions = {}): Promise<SubmitBatchResult> {
-    let lines: BatchLine[];
-    try {
-      if (opts.budgetUsd !== undefined && !(Number.isFinite(opts.budgetUsd) && opts.budgetUsd > 0))
-        throw new JobSpecError(`budgetUsd must be a positive number (got ${opts.budgetUsd})`);
-      lines = isBatchLines(inputs)
-        ? inputs
-        : prepareSpecs(inputs).map((spec, i) => ({ line: opts.lines?.[i] ?? i + 1, spec }));
-      // Lines made elsewhere than prepareSpecs too: a token in a git URL never reaches Redis.
-      const withToken = lines.find(({ spec }) => credentialsProblem(spec));
-      if (withToken) throw new JobSpecError(`line ${withToken.line}: ${credentialsProblem(withToken.spec)}`);
-      if (!lines.length) throw new JobSpecError("a batch needs at least one job");
-      // A USD budget is held by the jobs' costs: a model whose price is unknown would spend nothing.
-      const unpriced =
-        opts.budgetUsd === undefined
-          ? undefined
-          : lines.find(({ spec }) => usdBudgetProblem(spec.model ?? this.c.defaultModel, opts.budgetUsd));
-      if (unpriced)
-        throw new JobSpecError(
-          `line ${unpriced.line}: the batch's ${usdBudgetProblem(unpriced.spec.model ?? this.c.defaultModel, opts.budgetUsd)!.replace(/^budget\.usd: /, "USD budget: ")}`,
-        );
-      if (new Set(lines.map((l) => l.line)).size !== lines.length)
-        throw new JobSpecError("two specs of a batch have the same line");
-      const badLine = lines.find((l) => !isLineNumber(l.line));
-      if (badLine)
-        throw new JobSpecError(`a batch's lines are whole numbers from 1 (got ${JSON.stringify(badLine.line)})`);
-      // The job id comes from the batch: a spec's own jobId is not used.
-      lines = lines.map(({ line, spec }) => ({
-        line,
-        spec: spec.jobId ? (({ jobId: _, ...rest }) => rest)(spec) : spec,
-      }));
-      if (opts.name !== undefined) checkBatchName(opts.name);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  async submit(inputs: unknown[] | BatchLine[], opts: SubmitBatchOptions = {}): Promise<SubmitBatchResult> {
+    const lines = this.submittedLines(inputs, opts); // a bad batch rejects (async) before the client is held
     return this.c.hold(async () => {
       const hash = batchHash(lines);
       const batchId = opts.name ?? `b-${hash.slice(0, 16)}`;
@@ -142,22 +109,7 @@ export class BatchClient {
       const existing = await r.hget(bk.meta, "hash");
       if (existing && existing !== hash) throw new BatchConflictError(batchId, this.c.queueName);
       const now = Date.now();
-      const m = r.multi();
-      m.hsetnx(bk.meta, "hash", hash)
-        .hsetnx(bk.meta, "createdAt", String(now))
-        .hsetnx(bk.meta, "total", String(lines.length));
-      if (opts.name) m.hsetnx(bk.meta, "name", opts.name);
-      if (opts.budgetUsd !== undefined) m.hset(bk.meta, "budgetUsd", String(opts.budgetUsd));
-      m.zadd(keys(this.c.queueName).batches, "NX", now, batchId);
-      // Each line's spec hash: what a job under the line's id must carry to be taken as the line's.
-      for (const { line, spec } of lines)
-        m.hsetnx(bk.lines, String(line), batchJobId(batchId, line))
-          .hsetnx(bk.tasks, String(line), spec.task.slice(0, 200))
-          .hsetnx(bk.specs, String(line), specHash(spec));
-      for (const p of PARTS) m.expire(bk[p], this.c.retentionSec);
-      m.hget(bk.meta, "hash");
-      const res = (await m.exec()) ?? [];
-      if (res.at(-1)?.[1] !== hash) throw new BatchConflictError(batchId, this.c.queueName); // a racing submit of other specs
+      await this.recordBatch(batchId, hash, lines, opts, now);
       const latest = await r.hgetall(bk.lines);
       // Lines not retried yet whose job is not in the queue: (re)add them.
       const first = lines.filter(({ line }) => latest[line] === batchJobId(batchId, line));
@@ -167,26 +119,7 @@ export class BatchClient {
         first.map(({ line }) => ({ line, jobId: batchJobId(batchId, line) })),
       );
       const todo = first.filter((_, i) => !seen.exists[i]);
-      if (todo.length) {
-        // Each line's job carries its own enqueue span's context (src/observability/trace.ts), as enqueue's do.
-        await enqueueSpans(this.c.queueName, todo.length, async (traces) =>
-          (
-            await this.c.queue.addBulk(
-              todo.map(({ line, spec }, i) => ({
-                name: "fix",
-                data: {
-                  spec,
-                  enqueuedAt: now,
-                  batch: { id: batchId, line },
-                  origin: this.c.origin,
-                  ...(traces[i] ? { trace: traces[i] } : {}),
-                } satisfies JobData,
-                opts: { ...jobOptions(spec), jobId: batchJobId(batchId, line) },
-              })),
-            )
-          ).map((j) => j.id!),
-        );
-      }
+      if (todo.length) await this.enqueueLines(batchId, todo, now);
       await r.hset(bk.meta, "submitted", "1");
       await this.c.confirmEnqueued(
         todo.map(({ line }) => batchJobId(batchId, line)),
@@ -198,6 +131,95 @@ export class BatchClient {
       ); // one put there as they were added
       return { batchId, ids: lines.map(({ line }) => latest[line] ?? batchJobId(batchId, line)), added: todo.length };
     });
+  }
+
+  /**
+   * submit's checks, before any Redis call: the budget, each spec, the lines; returns the lines
+   * without the specs' own job ids (the batch names its jobs). Throws JobSpecError (or the name's error).
+   */
+  private submittedLines(inputs: unknown[] | BatchLine[], opts: SubmitBatchOptions): BatchLine[] {
+    if (opts.budgetUsd !== undefined && !(Number.isFinite(opts.budgetUsd) && opts.budgetUsd > 0))
+      throw new JobSpecError(`budgetUsd must be a positive number (got ${opts.budgetUsd})`);
+    const lines = isBatchLines(inputs)
+      ? inputs
+      : prepareSpecs(inputs).map((spec, i) => ({ line: opts.lines?.[i] ?? i + 1, spec }));
+    // Lines made elsewhere than prepareSpecs too: a token in a git URL never reaches Redis.
+    const withToken = lines.find(({ spec }) => credentialsProblem(spec));
+    if (withToken) throw new JobSpecError(`line ${withToken.line}: ${credentialsProblem(withToken.spec)}`);
+    if (!lines.length) throw new JobSpecError("a batch needs at least one job");
+    // A USD budget is held by the jobs' costs: a model whose price is unknown would spend nothing.
+    const unpriced =
+      opts.budgetUsd === undefined
+        ? undefined
+        : lines.find(({ spec }) => usdBudgetProblem(spec.model ?? this.c.defaultModel, opts.budgetUsd));
+    if (unpriced)
+      throw new JobSpecError(
+        `line ${unpriced.line}: the batch's ${usdBudgetProblem(unpriced.spec.model ?? this.c.defaultModel, opts.budgetUsd)!.replace(/^budget\.usd: /, "USD budget: ")}`,
+      );
+    if (new Set(lines.map((l) => l.line)).size !== lines.length)
+      throw new JobSpecError("two specs of a batch have the same line");
+    const badLine = lines.find((l) => !isLineNumber(l.line));
+    if (badLine)
+      throw new JobSpecError(`a batch's lines are whole numbers from 1 (got ${JSON.stringify(badLine.line)})`);
+    if (opts.name !== undefined) checkBatchName(opts.name);
+    // The job id comes from the batch: a spec's own jobId is not used.
+    return lines.map(({ line, spec }) => ({
+      line,
+      spec: spec.jobId ? (({ jobId: _, ...rest }) => rest)(spec) : spec,
+    }));
+  }
+
+  /**
+   * submit's record of the batch in one MULTI: its meta (set once), its place in the queue's list,
+   * each line's job id, task and spec hash. Throws BatchConflictError when a racing submit of other
+   * specs recorded the batch first.
+   */
+  private async recordBatch(
+    batchId: string,
+    hash: string,
+    lines: BatchLine[],
+    opts: SubmitBatchOptions,
+    now: number,
+  ): Promise<void> {
+    const bk = this.bk(batchId);
+    const m = this.c.redis.multi();
+    m.hsetnx(bk.meta, "hash", hash)
+      .hsetnx(bk.meta, "createdAt", String(now))
+      .hsetnx(bk.meta, "total", String(lines.length));
+    if (opts.name) m.hsetnx(bk.meta, "name", opts.name);
+    if (opts.budgetUsd !== undefined) m.hset(bk.meta, "budgetUsd", String(opts.budgetUsd));
+    m.zadd(keys(this.c.queueName).batches, "NX", now, batchId);
+    // Each line's spec hash: what a job under the line's id must carry to be taken as the line's.
+    for (const { line, spec } of lines)
+      m.hsetnx(bk.lines, String(line), batchJobId(batchId, line))
+        .hsetnx(bk.tasks, String(line), spec.task.slice(0, 200))
+        .hsetnx(bk.specs, String(line), specHash(spec));
+    for (const p of PARTS) m.expire(bk[p], this.c.retentionSec);
+    m.hget(bk.meta, "hash");
+    const res = (await m.exec()) ?? [];
+    if (res.at(-1)?.[1] !== hash) throw new BatchConflictError(batchId, this.c.queueName); // a racing submit of other specs
+  }
+
+  /** submit's enqueue of the lines missing from the queue, each under its line's job id, in one addBulk. */
+  private async enqueueLines(batchId: string, todo: BatchLine[], now: number): Promise<void> {
+    // Each line's job carries its own enqueue span's context (src/observability/trace.ts), as enqueue's do.
+    await enqueueSpans(this.c.queueName, todo.length, async (traces) =>
+      (
+        await this.c.queue.addBulk(
+          todo.map(({ line, spec }, i) => ({
+            name: "fix",
+            data: {
+              spec,
+              enqueuedAt: now,
+              batch: { id: batchId, line },
+              origin: this.c.origin,
+              ...(traces[i] ? { trace: traces[i] } : {}),
+            } satisfies JobData,
+            opts: { ...jobOptions(spec), jobId: batchJobId(batchId, line) },
+          })),
+        )
+      ).map((j) => j.id!),
+    );
   }
 
   /** Counts from one HGETALL (and an HLEN); with `{ jobs: true }` also every line's latest job. */

@@ -144,6 +144,7 @@ export async function readCredentialStore(file: string): Promise<StoredCredentia
   } catch (err) {
     throw new Error(
       `${name}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}: the worker's git credentials store cannot be read`,
+      { cause: err },
     );
   }
   if (!st.isFile()) throw new Error(`${name}: not a regular file`);

@@ -9,15 +9,7 @@ import { defaults, type Config } from "../core/config/config.js";
 import { policyProblem } from "../job/admit.js";
 import { admitSource } from "../job/repo/source-check.js";
 import type { Log } from "../observability/log.js";
-import {
-  emptyResult,
-  finishedEvent,
-  parseJobSpec,
-  stamped,
-  type JobResult,
-  type JobSpec,
-  type TranscriptEvent,
-} from "../core/spec/spec.js";
+import { emptyResult, finishedEvent, parseJobSpec, stamped, type JobResult, type JobSpec } from "../core/spec/spec.js";
 import type { BatchHooks } from "./batch-index.js";
 import type { JobData } from "./client.js";
 import { handBack, type HealthGate } from "./health.js";

@@ -61,7 +61,7 @@ interface Running extends Admitted {
   jobId: string;
   entry: Active;
   checkpoints?: ReturnType<typeof redisCheckpoints>;
-  onEvent(e: TranscriptEvent): void;
+  onEvent: (e: TranscriptEvent) => void;
   /** What a resumed attempt took over from the earlier one. */
   spentBefore(): number;
 }
@@ -71,9 +71,9 @@ const abandon = (job: QueueJob, token: string | undefined) => handBack(job, toke
 
 export function attemptProcessor(ctx: AttemptContext): (job: QueueJob, token?: string) => Promise<JobResult> {
   return async (job, token) => {
-    const admitted = await admitAttempt(ctx, job, token).catch(async (err: unknown) =>
-      Promise.reject(await beforeRun(ctx, job, token, err)),
-    );
+    const admitted = await admitAttempt(ctx, job, token).catch(async (err: unknown) => {
+      throw await beforeRun(ctx, job, token, err);
+    });
     return "recorded" in admitted
       ? admitted.recorded
       : tracedAttempt(job, admitted.attempt, ctx.owner, () => runAttempt(ctx, job, token, admitted));
@@ -94,7 +94,10 @@ async function runAttempt(
   const early = await (async () => {
     if (await ctx.redis.exists(ctx.k.cancel(jobId))) entry.ctl.abort("cancelled");
     return ctx.batch.start(job.data, jobId, attempt);
-  })().catch(async (err: unknown) => (ctx.active.delete(jobId), Promise.reject(await beforeRun(ctx, job, token, err))));
+  })().catch(async (err: unknown) => {
+    ctx.active.delete(jobId);
+    throw await beforeRun(ctx, job, token, err);
+  });
   // No warm sandbox is made while this job is being set up (it would compete for the CPU).
   const setupDone = ctx.pool.setupStarted();
   const checkpoints = ctx.config.checkpoints

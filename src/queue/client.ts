@@ -202,14 +202,10 @@ export class PatchbayClient {
   }
 
   /** Validates every spec first: one bad spec enqueues nothing (the error names its index). */
-  enqueueBatch(inputs: unknown[]): Promise<string[]> {
-    let specs: JobSpec[];
-    try {
-      specs = prepareSpecs(inputs);
-      this.checkModels(specs);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  async enqueueBatch(inputs: unknown[]): Promise<string[]> {
+    // A bad spec rejects (async) before the client is held.
+    const specs = prepareSpecs(inputs);
+    this.checkModels(specs);
     return this.hold(async () => {
       await this.checkJobIds(specs);
       // Each job carries its enqueue span's context (src/observability/trace.ts): the worker's spans join it.
@@ -331,12 +327,8 @@ export class PatchbayClient {
    * Waits for a job to finish (polling, so it rides out a Redis restart). Throws JobFailedError,
    * JobNotFoundError, WaitTimeoutError after opts.timeoutMs, or the signal's reason.
    */
-  waitForResult(id: string, opts: WaitOptions = {}): Promise<JobResult> {
-    try {
-      checkTimeoutMs(opts.timeoutMs);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  async waitForResult(id: string, opts: WaitOptions = {}): Promise<JobResult> {
+    checkTimeoutMs(opts.timeoutMs); // a bad timeout rejects (async) before the client is held
     return this.hold(async () => {
       const stop = new AbortController();
       const signals = [stop.signal, ...(opts.signal ? [opts.signal] : [])];
@@ -344,6 +336,9 @@ export class PatchbayClient {
       const signal = AbortSignal.any(signals);
       const stopped = new Promise<never>((_, reject) => {
         const fail = () =>
+          // The caller's own reason is passed on as it is, as fetch and node:timers do with a signal's
+          // reason (WaitOptions.signal promises it), so it need not be an Error.
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
           reject(
             signal.reason instanceof DOMException && signal.reason.name === "TimeoutError"
               ? new WaitTimeoutError(id, opts.timeoutMs!)

@@ -21,7 +21,7 @@ export async function startHeartbeat(redis: Redis, key: string, everyMs: number)
   const ttlSec = Math.ceil((3 * everyMs) / 1000);
   const beat = () => redis.set(key, String(Date.now()), "EX", ttlSec).catch(() => {});
   await beat();
-  const timer = setInterval(beat, everyMs);
+  const timer = setInterval(() => void beat(), everyMs);
   return {
     stop: () => clearInterval(timer),
     remove: () =>

@@ -42,6 +42,6 @@ export function startReaperLoop(o: ReaperLoopOptions): ReaperLoop {
       void o.health.check(); // the engine gone while idle: pause now rather than at the next job
     }
   };
-  const timer = setInterval(run, o.everyMs);
+  const timer = setInterval(() => void run(), o.everyMs);
   return { run, stop: () => clearInterval(timer) };
 }

@@ -19,13 +19,14 @@ import { workerMetrics } from "./metrics.js";
 import type { JobData } from "./client.js";
 import { LABEL, processOwnerId } from "../backend/owner.js";
 import { configuredBackend } from "../backend/index.js";
+import type { Backend } from "../backend/types.js";
 import { SandboxPool } from "../sandbox/pool.js";
 import { BackgroundRemovals } from "../sandbox/removals.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { JobResult } from "../core/spec/spec.js";
 import { attemptProcessor, type Active } from "./attempt.js";
 import { listenForCancels } from "./cancel-listener.js";
-import { drain, type DrainReport } from "./drain.js";
+import { drain, type DrainParts, type DrainReport } from "./drain.js";
 import { deploymentId, ownerAliveFor, startHeartbeat } from "./heartbeat.js";
 import { startReaperLoop } from "./reaper-loop.js";
 import { startTelemetry } from "../observability/telemetry.js";
@@ -97,6 +98,43 @@ export interface WorkerHandle {
  * takes jobs from the queue and runs each with runJob, until shutdown drains it.
  */
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
+  const b = workerBase(opts);
+  const late: Late = {};
+  const s = await startServices(b, opts, late);
+  const j = await startJobs(b, s, opts, late);
+  keepAllConnected(b, j.workerConnection, late);
+  await j.health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
+  const engine = await b.backend.describe?.();
+  b.log(
+    `ready: queue ${b.queueName}, concurrency ${j.worker.opts.concurrency}${j.health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`,
+  );
+  return { id: b.id, worker: j.worker, shutdown: shutdownFor(b, s, j, late) };
+}
+
+/** What the worker's parts share from its start: its settings, its two Redis connections, the jobs running here. */
+interface Base {
+  config: Config;
+  backend: Backend;
+  target: RedisTarget;
+  queueName: string;
+  k: ReturnType<typeof keys>;
+  id: string;
+  log: Log;
+  redis: Redis;
+  sub: Redis;
+  connected: () => boolean;
+  active: Map<string, Active>;
+  concurrency: number;
+}
+
+/** What the metrics read before it exists: the warm pool (made once the reaper is there), and the drain once it began. */
+interface Late {
+  pool?: SandboxPool;
+  closing?: Promise<DrainReport>;
+}
+
+/** startWorker's first step: it settles the settings (the options over the config) and opens the worker's two Redis connections. */
+function workerBase(opts: WorkerOptions): Base {
   const config = opts.config ?? loadConfig();
   const backend = configuredBackend(config, "a worker"); // the local backend only where tests say so
   const target = parseRedisUrl(opts.redisUrl ?? config.redisUrl);
@@ -107,32 +145,51 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const { redis, sub, connected } = connect(target, config, log);
   const active = new Map<string, Active>();
   const concurrency = opts.concurrency ?? config.concurrency;
-  let pool: SandboxPool | undefined; // made below, once the reaper is there
-  let closing: Promise<DrainReport> | undefined;
+  return { config, backend, target, queueName, k, id, log, redis, sub, connected, active, concurrency };
+}
+
+/**
+ * startWorker's second step: it starts what runs beside the jobs (the background removals, the
+ * telemetry, the metrics, the heartbeat) and names the worker's sandboxes (their labels).
+ */
+async function startServices(b: Base, opts: WorkerOptions, late: Late) {
+  const { config, log } = b;
   // Finished jobs' sandboxes are removed after their results are handed back, bounded (src/sandbox/removals.ts).
   const removals = new BackgroundRemovals({
     concurrency: config.removals,
-    maxQueued: config.removalsQueued ?? concurrency,
+    maxQueued: config.removalsQueued ?? b.concurrency,
     log: (m) => log(m, { level: "warn" }),
   });
   const retire = (sb: Sandbox) => removals.hand(() => sb.destroy());
   const telemetry = await startTelemetry(config.telemetry); // traces, when OTEL_* asks (src/observability/telemetry.ts)
   const metrics = await workerMetrics(opts.metricsPort, () => ({
-    activeJobs: active.size,
-    concurrency,
-    redisConnected: connected(),
-    draining: closing !== undefined,
-    pool: pool && { idle: pool.size, ...pool.stats },
+    activeJobs: b.active.size,
+    concurrency: b.concurrency,
+    redisConnected: b.connected(),
+    draining: late.closing !== undefined,
+    pool: late.pool && { idle: late.pool.size, ...late.pool.stats },
     removals: removals.stats,
   }));
   if (metrics.url) log(`metrics: ${metrics.url}`);
 
-  const heartbeat = await startHeartbeat(redis, k.heartbeat(id), config.heartbeatEveryMs);
-  const deployment = await deploymentId(redis, k);
+  const heartbeat = await startHeartbeat(b.redis, b.k.heartbeat(b.id), config.heartbeatEveryMs);
+  const deployment = await deploymentId(b.redis, b.k);
   // The instance label tells this worker's boxes from those of another worker with the same id (a
   // PATCHBAY_WORKER_ID given twice, or two workers in one process, which share processOwnerId).
   const instance = randomBytes(6).toString("hex");
-  const labels = { [LABEL.queue]: queueName, [LABEL.redis]: deployment, [LABEL.instance]: instance };
+  const labels = { [LABEL.queue]: b.queueName, [LABEL.redis]: deployment, [LABEL.instance]: instance };
+  return { removals, retire, telemetry, metrics, heartbeat, deployment, instance, labels };
+}
+
+type Services = Awaited<ReturnType<typeof startServices>>;
+
+/**
+ * startWorker's third step, in this order: the health gate, the reaper loop, the warm pool, the
+ * cancel listener, then the BullMQ worker running the attempts (paused until the gate says healthy).
+ * The gate and the worker call each other, so they are made in one scope.
+ */
+async function startJobs(b: Base, s: Services, opts: WorkerOptions, late: Late) {
+  const { config, backend, log, redis, k, id } = b;
   // Health (src/queue/health.ts): the credentials, the engine and the sandbox image, at start and before each job. While
   // unhealthy the worker is paused (it takes no jobs) and checks again with backoff; once healthy
   // it reaps what an outage left, then takes jobs again.
@@ -145,32 +202,22 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   });
   const reaper = startReaperLoop({
     backend,
-    ownerAlive: ownerAliveFor({ id, queueName, deployment, redis, k }),
+    ownerAlive: ownerAliveFor({ id, queueName: b.queueName, deployment: s.deployment, redis, k }),
     health,
     log,
     everyMs: config.reapEveryMs,
   });
-  pool = new SandboxPool({
-    backend,
-    size: opts.pool ?? config.poolSize ?? concurrency,
-    owner: id,
-    labels,
-    log: (m) => log(m, { level: "warn" }),
-    prepare: prepareSandbox,
-    discard: (sb) => void retire(sb),
-    runtime: config.policy.runtime,
-    allowPtrace: config.policy.allowPtrace,
-  });
+  const pool = (late.pool = warmPool(b, s, opts));
   const cancels = await listenForCancels({
-    sub,
+    sub: b.sub,
     redis,
     k,
     pubSub: config.cancelPubSub,
     pollMs: config.cancelPollMs,
-    active,
+    active: b.active,
   });
 
-  const batch = batchHooks(redis, queueName, config.retentionSec); // no-ops for jobs of no batch
+  const batch = batchHooks(redis, b.queueName, config.retentionSec); // no-ops for jobs of no batch
   const processor = attemptProcessor({
     config,
     redis,
@@ -180,18 +227,44 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     batch,
     backend,
     pool,
-    metrics,
+    metrics: s.metrics,
     owner: id,
-    labels,
+    labels: s.labels,
     model: opts.model,
-    active,
+    active: b.active,
     rateLimit: (ms) => worker.rateLimit(ms),
-    durability: waitSetting(config.redisWait, target),
-    retire,
+    durability: waitSetting(config.redisWait, b.target),
+    retire: s.retire,
   });
-  const workerConnection = openRedis(target, config, { ...redisOptions, connectionName: `patchbay-worker-bull:${id}` });
+  const workerConnection = openRedis(b.target, config, {
+    ...redisOptions,
+    connectionName: `patchbay-worker-bull:${id}`,
+  });
   workerConnection.on("error", () => {}); // reported through `redis` (connect)
-  const worker = bullWorker(queueName, processor, workerConnection, concurrency, config);
+  const worker = bullWorker(b.queueName, processor, workerConnection, b.concurrency, config);
+  watchWorker(worker, b);
+  return { health, reaper, pool, cancels, workerConnection, worker };
+}
+
+type Jobs = Awaited<ReturnType<typeof startJobs>>;
+
+/** The warm sandboxes (src/sandbox/pool.ts), labelled as this worker's; those it discards go to the background removals. */
+function warmPool(b: Base, s: Services, opts: WorkerOptions): SandboxPool {
+  return new SandboxPool({
+    backend: b.backend,
+    size: opts.pool ?? b.config.poolSize ?? b.concurrency,
+    owner: b.id,
+    labels: s.labels,
+    log: (m) => b.log(m, { level: "warn" }),
+    prepare: prepareSandbox,
+    discard: (sb) => void s.retire(sb),
+    runtime: b.config.policy.runtime,
+    allowPtrace: b.config.policy.allowPtrace,
+  });
+}
+
+/** The BullMQ worker's events: its errors and stalls go to the log, a completed job's result record goes from Redis. */
+function watchWorker(worker: Worker<JobData, JobResult>, { log, redis, k }: Base): void {
   worker.on("error", (err) => log(`worker error: ${err.message}`, { level: "error" }));
   // BullMQ has the job completed: its result record has done its work.
   worker.on("completed", (job) => void redis.del(k.result(job.id!)).catch(() => {}));
@@ -201,9 +274,15 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       job: jobId,
     }),
   );
-  // A connection ioredis gave up on (status "end": every command on it fails) is connected again at
-  // once. Not paused meanwhile (BullMQ's pause and resume around a dead connection can leave its
-  // loop waiting): a job taken then goes back uncounted (attempt.ts), BullMQ's calls are retried.
+}
+
+/**
+ * A connection ioredis gave up on (status "end": every command on it fails) is connected again at
+ * once, until the drain began. Not paused meanwhile (BullMQ's pause and resume around a dead
+ * connection can leave its loop waiting): a job taken then goes back uncounted (attempt.ts),
+ * BullMQ's calls are retried.
+ */
+function keepAllConnected({ redis, sub, log }: Base, workerConnection: Redis, late: Late): void {
   for (const [name, c] of [
     ["commands", redis],
     ["cancels", sub],
@@ -211,48 +290,53 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   ] as const) {
     keepConnected(
       c,
-      () => closing !== undefined,
+      () => late.closing !== undefined,
       () => log(`redis: its connection (${name}) ended; connecting again`, { level: "warn" }),
       100,
     );
   }
-  await health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
-  const engine = await backend.describe?.();
-  log(
-    `ready: queue ${queueName}, concurrency ${worker.opts.concurrency}${health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`,
-  );
+}
 
-  // The drain's last word on sandboxes, needing no Redis: the engine removes every box labelled as
-  // this worker's, of its queue and Redis, and of this very startWorker call (ids may be shared).
+/**
+ * The worker's shutdown: one drain (src/queue/drain.ts) however often it is called, then the
+ * telemetry's release. The drain's last word on sandboxes, needing no Redis: the engine removes
+ * every box labelled as this worker's, of its queue and Redis, and of this very startWorker call
+ * (ids may be shared).
+ */
+function shutdownFor(b: Base, s: Services, j: Jobs, late: Late): WorkerHandle["shutdown"] {
+  const { id, queueName, backend } = b;
   const mine = (l: Record<string, string>) =>
     l[LABEL.worker] === id &&
     l[LABEL.queue] === queueName &&
-    l[LABEL.redis] === deployment &&
-    l[LABEL.instance] === instance;
+    l[LABEL.redis] === s.deployment &&
+    l[LABEL.instance] === s.instance;
   const sweep = () => backend.reap(async (l) => mine(l)).then((r) => r.containers.length + r.volumes.length);
-  const parts = {
-    log,
-    active,
-    worker,
-    health,
-    pool,
-    removals,
-    heartbeat,
-    reaper,
-    cancels,
-    metrics,
+  const parts: DrainParts = {
+    log: b.log,
+    active: b.active,
+    worker: j.worker,
+    health: j.health,
+    pool: j.pool,
+    removals: s.removals,
+    heartbeat: s.heartbeat,
+    reaper: j.reaper,
+    cancels: j.cancels,
+    metrics: s.metrics,
     sweep,
-    redis,
-    sub,
-    workerConnection,
+    redis: b.redis,
+    sub: b.sub,
+    workerConnection: j.workerConnection,
   };
-  const shutdown = (deadlineMs = config.drainDeadlineMs) =>
-    (closing ??= drain(parts, deadlineMs).then(async (report) => (await telemetry?.release(), report)));
-  return { id, worker, shutdown };
+  return (deadlineMs = b.config.drainDeadlineMs) =>
+    (late.closing ??= drain(parts, deadlineMs).then(async (report) => (await s.telemetry?.release(), report)));
 }
 
 /** The worker's two connections (commands, and the cancel channel's subscription); `connected` is false during an outage. */
-function connect(target: RedisTarget, config: Config, log: Log): { redis: Redis; sub: Redis; connected(): boolean } {
+function connect(
+  target: RedisTarget,
+  config: Config,
+  log: Log,
+): { redis: Redis; sub: Redis; connected: () => boolean } {
   const redis = openRedis(target, config, redisOptions);
   const sub = openRedis(target, config, redisOptions);
   // ioredis reconnects by itself; say so once per outage instead of an unhandled error per retry.

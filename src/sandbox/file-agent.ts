@@ -320,7 +320,7 @@ export class FileAgent {
         const buf = this.take();
         const nl = buf.indexOf(10);
         if (nl < 0) return void (buf.length > 64 * 1024 && this.fail());
-        let header: RawReply["header"] | undefined;
+        let header: unknown;
         try {
           header = JSON.parse(buf.subarray(0, nl).toString("utf8"));
         } catch {
@@ -335,7 +335,7 @@ export class FileAgent {
           (len as number) > this.limit
         )
           return this.fail();
-        this.header = header;
+        this.header = header as RawReply["header"]; // a JSON object, as checked above
         this.chunks = [buf.subarray(nl + 1)];
         this.buffered = buf.length - nl - 1;
       }

@@ -249,21 +249,27 @@ const MESSAGES: Record<string, (p: string) => string> = {
 };
 
 /** An error code of the agent's (or the exec's) as a FileError with a message for the model. */
-function fileError(code: string, message: unknown, p: string): FileError {
+function fileError(code: string, message: string | undefined, p: string): FileError {
   const known = ["ENOENT", "EISDIR", "EROFS", "ENOSPC", "EACCES", "EINVAL"].includes(code)
     ? (code as FileError["code"])
     : "EIO";
-  return new FileError(MESSAGES[code]?.(p) ?? `${p}: ${String(message ?? code)}`, known);
+  return new FileError(MESSAGES[code]?.(p) ?? `${p}: ${message ?? code}`, known);
 }
 
-function readError(code: string, message: unknown, p: string, max: number, size: unknown): FileError {
+function readError(
+  code: string,
+  message: string | undefined,
+  p: string,
+  max: number,
+  size: number | undefined,
+): FileError {
   if (code === "EFBIG")
     return new FileError(`file too large: ${p} is ${size ?? `over ${max}`} bytes, the limit is ${max}`, "EFBIG");
   if (code === "ENOENT") return new FileError(`no such file: ${p}`, "ENOENT");
   return fileError(code, message, p);
 }
 
-function writeError(code: string, message: unknown, p: string): FileError {
+function writeError(code: string, message: string | undefined, p: string): FileError {
   if (code === "ENOENT")
     return new FileError(
       `parent directory does not exist: ${path.dirname(p)} (create it first, e.g. mkdir -p)`,

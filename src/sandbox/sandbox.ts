@@ -314,7 +314,7 @@ export class Sandbox {
   async putTarStream(dir: string, archive: Readable): Promise<boolean> {
     // Through the file agent when it can run commands and the image has tar (asked first: the
     // archive must stay untouched for the fallbacks).
-    this.probeTools();
+    void this.probeTools(); // never rejects: a failed probe is "no tar"
     if (this.agentTools && (await this.agentTools).tar) {
       const tar = [...TAR_EXTRACT, dir];
       let r: Awaited<ReturnType<FileAgent["run"]>>;

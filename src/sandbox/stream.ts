@@ -42,8 +42,8 @@ export async function extractTarStream(box: Box, dir: string, archive: Readable,
   if ((await Promise.race([readySeen.then(() => true), proc.ended.then(() => false)])) === false) {
     throw new StreamUnavailable(`tar cannot run in the sandbox: ${err.text().trim()}`);
   }
-  let piped: unknown;
-  await proc.pipeIn(archive).catch((e: unknown) => ((piped = e), proc.destroy()));
+  let piped: Error | undefined;
+  await proc.pipeIn(archive).catch((e: Error) => ((piped = e), proc.destroy()));
   await proc.ended;
   if (piped) throw piped;
   const code = await proc.exitCode();

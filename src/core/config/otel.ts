@@ -52,11 +52,9 @@ export function telemetryOf(e: OtelVars): TelemetryConfig {
 }
 
 export function httpUrl() {
-  return z
-    .string()
-    .refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), {
-      error: "must be an http:// or https:// URL",
-    });
+  return z.string().refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), {
+    error: "must be an http:// or https:// URL",
+  });
 }
 
 /** `key=value,key2=value2`, values percent-decoded (OTel's format for headers and resource attributes). A bad list's message shows no value when `secret` (headers). */
