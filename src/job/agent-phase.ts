@@ -31,8 +31,8 @@ export { SandboxLostError };
 
 export interface AgentRun {
   outcome: LoopOutcome;
-  /** The agent again, after a failed verify, with the same tools, budgets and checkpoints. */
-  resume(from: LoopOutcome, message: string): Promise<LoopOutcome>;
+  /** The agent again, after a failed verify, with the same tools, budgets and checkpoints (a closure: passed on unbound). */
+  resume: (from: LoopOutcome, message: string) => Promise<LoopOutcome>;
   /** The verify round the conversation is in (the checkpoints record it). */
   at: { round: number };
   /** Settles once the workspace is the agent's (its repo, the snapshot, the first fingerprint). */

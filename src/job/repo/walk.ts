@@ -18,7 +18,6 @@ import {
   quote,
   RepoError,
   tooLarge,
-  type Header,
   type Item,
   type RepoArchive,
 } from "./common.js";
