@@ -10,11 +10,13 @@ import { systemPrompt } from "../agent/prompt.js";
 import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { customToolsOf, DEFAULT_EDITOR_TOOL, editorToolOf } from "../core/spec/spec.js";
-import { Toolbox, type ToolUseBlock } from "../tools/index.js";
+import { Toolbox, type ToolSet, type ToolUseBlock } from "../tools/index.js";
 import { McpHub } from "../tools/mcp.js";
 import {
   Checkpointer,
   mayChangeFiles,
+  type Checkpoint,
+  type CheckpointStore,
   outcomeOf,
   RESUME_NOTE,
   RESUME_NOTE_PENDING,
@@ -31,8 +33,8 @@ export { SandboxLostError };
 
 export interface AgentRun {
   outcome: LoopOutcome;
-  /** The agent again, after a failed verify, with the same tools, budgets and checkpoints. */
-  resume(from: LoopOutcome, message: string): Promise<LoopOutcome>;
+  /** The agent again, after a failed verify, with the same tools, budgets and checkpoints (a closure: passed on unbound). */
+  resume: (from: LoopOutcome, message: string) => Promise<LoopOutcome>;
   /** The verify round the conversation is in (the checkpoints record it). */
   at: { round: number };
   /** Settles once the workspace is the agent's (its repo, the snapshot, the first fingerprint). */
@@ -46,22 +48,7 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
   const restored =
     store && (await restoreCheckpoint(store, sandbox, () => prep.baseline, modelName, ctx.emit, prep.loaded));
   activeSpanAttrs({ "gen_ai.request.model": modelId(modelName), "patchbay.checkpoint.restored": Boolean(restored) });
-  // The baseline read when used: git's hash of the files may replace it before `loaded` (prepare.ts).
-  const cp =
-    store &&
-    new Checkpointer({
-      store,
-      sandbox,
-      get baseline() {
-        return prep.baseline;
-      },
-      jobId: ctx.jobId,
-      attempt: ctx.attempt,
-      specHash: specHash(spec),
-      emit: ctx.emit,
-      maxBytes: config.checkpointMaxBytes,
-      restored: restored?.patch,
-    });
+  const cp = store && checkpointer(ctx, sandbox, prep, store, restored);
   // The workspace's first fingerprint after the agent's repo (the file agent serves one request at
   // a time): both before the first tool, while the first model request is out.
   const settled = prep.loaded.then(() => cp?.start());
@@ -81,10 +68,67 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
       ? await prep.loaded.then(() => McpHub.start(sandbox, spec.mcp!.servers, { timeoutSec: commandTimeoutSec }))
       : undefined;
   const toolbox = new Toolbox(sandbox, { tools, custom: customToolsOf(spec.tools), mcp, commandTimeoutSec });
-  const loop: LoopOptions = {
+  const loop = loopOptions(ctx, { sandbox, toolbox, tools, modelName, settled, cp, at, stopAfterTurn });
+  const outcome = await firstRun(loop, restored, modelName);
+  // The round's end killed the agent's processes, MCP servers too: they start again for the next round.
+  const resume = (from: LoopOutcome, message: string) =>
+    inSpan(
+      "patchbay.agent",
+      { "patchbay.round": at.round },
+      async () => (await mcp?.revive(), runAgentLoop({ ...loop, resume: { from, message } })),
+    );
+  return { outcome, at, settled, resume };
+}
+
+/**
+ * runAgent's Checkpointer: it stores the attempt's turns, going on from a restored checkpoint's
+ * patch. The baseline is read when used: git's hash of the files may replace it before `loaded` (prepare.ts).
+ */
+function checkpointer(
+  ctx: JobContext,
+  sandbox: Sandbox,
+  prep: Prepared,
+  store: CheckpointStore,
+  restored: Checkpoint | undefined,
+): Checkpointer {
+  return new Checkpointer({
+    store,
+    sandbox,
+    get baseline() {
+      return prep.baseline;
+    },
+    jobId: ctx.jobId,
+    attempt: ctx.attempt,
+    specHash: specHash(ctx.spec),
+    emit: ctx.emit,
+    maxBytes: ctx.config.checkpointMaxBytes,
+    restored: restored?.patch,
+  });
+}
+
+/** What runAgent hands loopOptions: the sandbox and its toolbox, and the attempt's checkpoint state. */
+interface LoopParts {
+  sandbox: Sandbox;
+  toolbox: Toolbox;
+  tools: ToolSet;
+  modelName: string;
+  settled: Promise<void>;
+  cp: Checkpointer | undefined;
+  at: { round: number };
+  stopAfterTurn: LoopOptions["stopAfterTurn"];
+}
+
+/**
+ * runAgent's loop options, the same for the first run and every resume: no tool runs before the
+ * workspace is the agent's (`settled`), and a turn is checkpointed only after it too.
+ */
+function loopOptions(ctx: JobContext, p: LoopParts): LoopOptions {
+  const { spec, config, opts } = ctx;
+  const { sandbox, toolbox, settled, cp, at } = p;
+  return {
     model: opts.model ?? modelFromConfig(config, spec.provider),
-    modelName,
-    system: systemPrompt({ tools, verify: spec.verify }),
+    modelName: p.modelName,
+    system: systemPrompt({ tools: p.tools, verify: spec.verify }),
     task: spec.task,
     tools: toolbox.definitions(),
     runTool: async (block: ToolUseBlock, signal?: AbortSignal) => {
@@ -105,29 +149,27 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
     budget: spec.budget,
     signal: ctx.signal,
     emit: ctx.emit,
-    stopAfterTurn,
+    stopAfterTurn: p.stopAfterTurn,
     onTurn: cp && (async (s: TurnState) => (await settled, cp.take(s, at.round))),
   };
-  const outcome = restored?.ended
-    ? outcomeOf({ ...restored, ended: restored.ended }, modelName)
-    : await runAgentLoop(
-        restored
-          ? {
-              ...loop,
-              resume: {
-                from: turnStateOf(restored),
-                message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE,
-                sendAll: true,
-              },
-            }
-          : loop,
-      );
-  // The round's end killed the agent's processes, MCP servers too: they start again for the next round.
-  const resume = (from: LoopOutcome, message: string) =>
-    inSpan(
-      "patchbay.agent",
-      { "patchbay.round": at.round },
-      async () => (await mcp?.revive(), runAgentLoop({ ...loop, resume: { from, message } })),
-    );
-  return { outcome, at, settled, resume };
+}
+
+/**
+ * runAgent's first run of the loop: from the start, from a restored checkpoint, or none at all
+ * when the earlier attempt's agent had already ended (its outcome is the checkpoint's).
+ */
+async function firstRun(loop: LoopOptions, restored: Checkpoint | undefined, modelName: string): Promise<LoopOutcome> {
+  if (restored?.ended) return outcomeOf({ ...restored, ended: restored.ended }, modelName);
+  return runAgentLoop(
+    restored
+      ? {
+          ...loop,
+          resume: {
+            from: turnStateOf(restored),
+            message: restored.messages.at(-1)?.role === "assistant" ? RESUME_NOTE_PENDING : RESUME_NOTE,
+            sendAll: true,
+          },
+        }
+      : loop,
+  );
 }

@@ -8,7 +8,6 @@ import { z } from "zod";
 import { defaults } from "../core/config/config.js";
 import type { LoopOutcome, TurnState } from "../agent/loop.js";
 import { costUsd } from "../agent/prices.js";
-import type { Message } from "../agent/model.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { JobStatus, Usage, type EventInput, type JobSpec } from "../core/spec/spec.js";
 import { nonNegInt, positiveInt } from "../core/spec/fields.js";

@@ -19,7 +19,8 @@ export interface JobContext {
   readonly timeoutSec: number;
   /** Aborted with "cancelled" (the caller's signal) or "timeout" (the job's wall clock). */
   readonly signal: AbortSignal;
-  emit(e: EventInput): void;
+  /** A property, not a method: the phases hand it on as it is (`emit: ctx.emit`); it reads no `this`. */
+  readonly emit: (e: EventInput) => void;
   /** ms since the attempt began. */
   elapsed(since?: number): number;
   readonly t0: number;

@@ -34,10 +34,9 @@ export async function prepare(
   since: number,
 ): Promise<Prepared | { stopped: { status: "timeout" | "cancelled"; error: string } }> {
   const network = startSetupNetwork(sandbox, held.egress); // with network.setup: the bridge starts while the repo loads
-  let { baseline, agentRepo, checked, commit } = await loadRepo(sandbox, ctx.spec.repo, {
-    prepared: held.prepared,
-    deferAgentRepo: true,
-  });
+  const repo = await loadRepo(sandbox, ctx.spec.repo, { prepared: held.prepared, deferAgentRepo: true });
+  const { agentRepo, checked, commit } = repo;
+  let baseline = repo.baseline; // git's hash of the files, once setup waits for it
   held.prepared = undefined;
   const sandboxMs = ctx.elapsed(since);
   held.setupDone?.();

@@ -12,7 +12,7 @@ import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import type { Backend } from "../backend/types.js";
-import { assertJobSpec, type JobResult, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
+import { assertJobSpec, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { acquire, freshSandbox, release, type Held } from "./acquire.js";
 import { admitJob, hideSecrets } from "./admit.js";
 import { runAgent } from "./agent-phase.js";
@@ -94,9 +94,9 @@ export interface RunJobOptions {
  * Runs one attempt of a job with no queue: the sandbox, the repo, setup, the agent, the patch and
  * verify rounds. Resolves to the result, whatever happened (a timeout or cancellation too, with the
  * patch of what was done); rejects on a spec that is not valid or that the worker's policy refuses
- * (JobSpecError).
+ * (JobSpecError). `input` is a JobSpec or any value at all (JSON off the wire): it is validated here.
  */
-export async function runJob(input: JobSpec | unknown, opts: RunJobOptions = {}): Promise<JobResult> {
+export async function runJob(input: unknown, opts: RunJobOptions = {}): Promise<JobResult> {
   const config = opts.config ?? loadConfig(); // runJob is an edge too: the library's one-job entry
   // The worker's policy (src/job/policy.ts): a spec may narrow its sandbox, never widen it, nor spend past its caps.
   const spec = await admitJob(assertJobSpec(input), config);

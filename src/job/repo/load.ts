@@ -120,7 +120,7 @@ export async function loadRepo(
   const archive = await (opts.prepared ?? repoArchive(repo, opts));
   // A repo found bad while it streams (an archive changed since its scan, a file grown past the
   // bound) breaks the upload; the engine's error would hide that it is the repo's fault.
-  let broken: unknown;
+  let broken: Error | undefined;
   archive.stream.once("error", (err) => (broken = err));
   // The worker's tree of what it sent is made while the sandbox's tar writes the last bytes.
   if (opts.pack !== false)

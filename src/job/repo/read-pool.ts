@@ -131,7 +131,10 @@ export class ReadAhead {
     if (!sent) this.sent.set(t, (sent = new Uint8Array(this.dirs.length)));
     const out: [number, Dir][] = [];
     for (const f of files)
-      for (let d = f.dir; d >= 0 && !sent[d]; d = this.dirs[d]!.parent) ((sent[d] = 1), out.push([d, this.dirs[d]!]));
+      for (let d = f.dir; d >= 0 && !sent[d]; d = this.dirs[d]!.parent) {
+        sent[d] = 1;
+        out.push([d, this.dirs[d]!]);
+      }
     return out;
   }
 

@@ -34,7 +34,10 @@ export class DirCursor {
     if (!this.stack.length) throw new Error("the repo's directory was closed");
     const chain: number[] = [];
     let d = dir;
-    while (this.stack[this.dirs[d]!.depth]?.dir !== d) (chain.push(d), (d = this.dirs[d]!.parent));
+    while (this.stack[this.dirs[d]!.depth]?.dir !== d) {
+      chain.push(d);
+      d = this.dirs[d]!.parent;
+    }
     this.pop(this.dirs[d]!.depth + 1);
     for (let i = chain.length - 1; i >= 0; i--) {
       const id = chain[i]!;

@@ -18,7 +18,6 @@ import {
   quote,
   RepoError,
   tooLarge,
-  type Header,
   type Item,
   type RepoArchive,
 } from "./common.js";
@@ -50,79 +49,106 @@ export async function dirArchive(
 ): Promise<RepoArchive> {
   const { rm, threads = DEFAULT_READER_THREADS } = opts;
   const top = openRoot(root);
-  let w: Walk;
-  let ahead: ReadAhead;
-  let files: FileItem[];
+  let walked: Walked;
   const blobs = new BlobPack();
   try {
-    if (threads) readerThreads(threads); // started (once per process) while the walk runs
-    w = {
-      filter,
-      tracked: filter ? await trackedPaths(top.fd, maxEntries) : new PathTree(),
-      budget: new Budget(label, maxEntries),
-      out: [],
-      dirs: [{ ...top.id, parent: -1, name: "", depth: 0 }],
-    };
-    const exclude = filter ? ignoreFile(label, top.fd, ".git/info/exclude", ".git/info/exclude") : "";
-    await walk(w, top.fd, "", 0, 0, 0, exclude ? [{ base: "", ig: ignore().add(exclude) }] : []); // info/exclude ranks below every .gitignore
-    files = w.out.filter((i): i is FileItem => i.header.type === "file");
-    // The files' bodies, read ahead on the reader threads in the walk's order; the root stays open
-    // until no thread reads from it, and is closed at the end or on cleanup.
-    walkHooks.afterWalk?.();
-    ahead = new ReadAhead(
-      top,
-      w.dirs,
-      files.map((f) => ({ dir: f.dir, name: f.header.name })),
-      label,
-      () => !blobs.full,
-      threads,
-    );
+    walked = await walkRoot(top, filter, maxEntries, label, threads, blobs);
   } catch (err) {
     fss.closeSync(top.fd);
     throw err;
   }
+  const { out, ahead, files } = walked;
   let closed: Promise<void> | undefined;
   const close = () => (closed ??= ahead.close().finally(() => fss.closeSync(top.fd)));
-  const out = w.out;
   const sums = { files: files.length, bytes: 0 };
   // Sizes are known as files are read: the bound on bytes is held then.
   const count = (size: number) => {
     if ((sums.bytes += size) > max) throw tooLarge(label, sums.bytes, max);
   };
-  async function* items(): AsyncIterable<Item> {
-    try {
-      for (let k = 0, i = 0; k < out.length; k++) {
-        const { header } = out[k]!;
-        out[k] = undefined!; // what was handed on is not kept: memory stays a few batches, not the repo
-        if (header.type !== "file") {
-          yield { header };
-          continue;
-        }
-        const n = i++;
-        const got = await ahead.body(n, header);
-        if (got === "here") {
-          // Read when the packer takes it (a stream is never opened for an entry nobody writes).
-          const read = () => {
-            const body = ahead.readHere(n, header);
-            try {
-              count(header.size);
-            } catch (err) {
-              if (!Buffer.isBuffer(body)) body.destroy();
-              throw err;
-            }
-            return body;
-          };
-          yield { header, read };
-          continue;
-        }
-        count(header.size);
-        yield { header, read: () => got.body, object: got.object };
+  return packed(readItems(out, ahead, count, close), sums, async () => (await close(), await rm?.()), blobs);
+}
+
+/** What walkRoot hands dirArchive: the walk's items, its regular files, and their read-ahead. */
+type Walked = { out: Walk["out"]; files: FileItem[]; ahead: ReadAhead };
+
+/**
+ * dirArchive's walk of the open root `top`, then the read-ahead of its files' bodies on the reader
+ * threads, in the walk's order. A throw leaves `top` open: dirArchive closes it.
+ */
+async function walkRoot(
+  top: ReturnType<typeof openRoot>,
+  filter: boolean,
+  maxEntries: number,
+  label: string,
+  threads: number,
+  blobs: BlobPack,
+): Promise<Walked> {
+  if (threads) readerThreads(threads); // started (once per process) while the walk runs
+  const w: Walk = {
+    filter,
+    tracked: filter ? await trackedPaths(top.fd, maxEntries) : new PathTree(),
+    budget: new Budget(label, maxEntries),
+    out: [],
+    dirs: [{ ...top.id, parent: -1, name: "", depth: 0 }],
+  };
+  const exclude = filter ? ignoreFile(label, top.fd, ".git/info/exclude", ".git/info/exclude") : "";
+  await walk(w, top.fd, "", 0, 0, 0, exclude ? [{ base: "", ig: ignore().add(exclude) }] : []); // info/exclude ranks below every .gitignore
+  const files = w.out.filter((i): i is FileItem => i.header.type === "file");
+  // The files' bodies, read ahead on the reader threads in the walk's order; the root stays open
+  // until no thread reads from it, and is closed at the end or on cleanup.
+  walkHooks.afterWalk?.();
+  const ahead = new ReadAhead(
+    top,
+    w.dirs,
+    files.map((f) => ({ dir: f.dir, name: f.header.name })),
+    label,
+    () => !blobs.full,
+    threads,
+  );
+  return { out: w.out, files, ahead };
+}
+
+/**
+ * dirArchive's items, in the walk's order, each file's body from the read-ahead; `count` holds the
+ * bound on bytes as each body is taken, and `close` runs once the packer stops, however it stops.
+ */
+async function* readItems(
+  out: Walk["out"],
+  ahead: ReadAhead,
+  count: (size: number) => void,
+  close: () => Promise<void>,
+): AsyncIterable<Item> {
+  try {
+    for (let k = 0, i = 0; k < out.length; k++) {
+      const { header } = out[k]!;
+      out[k] = undefined!; // what was handed on is not kept: memory stays a few batches, not the repo
+      if (header.type !== "file") {
+        yield { header };
+        continue;
       }
-    } finally {
-      await close();
+      const n = i++;
+      const got = await ahead.body(n, header);
+      if (got === "here") {
+        // Read when the packer takes it (a stream is never opened for an entry nobody writes).
+        const read = () => {
+          const body = ahead.readHere(n, header);
+          try {
+            count(header.size);
+          } catch (err) {
+            if (!Buffer.isBuffer(body)) body.destroy();
+            throw err;
+          }
+          return body;
+        };
+        yield { header, read };
+        continue;
+      }
+      count(header.size);
+      yield { header, read: () => got.body, object: got.object };
     }
+  } finally {
+    await close();
   }
-  return packed(items(), sums, async () => (await close(), await rm?.()), blobs);
 }
 
 /** A .gitignore's text ("" when missing or not a regular file); one too large to compile is refused. */
@@ -212,29 +238,8 @@ async function walk(
   for (const { name: n, kind } of entries) {
     await breathe();
     const name = rel ? `${rel}/${n}` : n;
-    const bytes = Buffer.byteLength(name);
-    if (bytes > LIMITS.pathBytes)
-      throw new RepoError(`${label}: the path ${quote(name)} is longer than ${LIMITS.pathBytes} bytes`);
-    if (depth + 1 > LIMITS.depth)
-      throw new RepoError(`${label}: the path ${quote(name)} is deeper than ${LIMITS.depth} directories`);
-    // A name that is not UTF-8 comes back from readdir with U+FFFD in it: it could not be opened,
-    // or would open a valid name spelt so (and that entry be written twice). Such names are refused.
-    if (n.includes("\uFFFD"))
-      throw new RepoError(`${label}: the file name ${quote(name)} is not valid UTF-8 (or holds U+FFFD)`);
-    // A symlink's mtime, and what an entry is where readdir did not say, come from its lstat.
-    const st =
-      kind === undefined || kind === "symlink" ? fsCall(label, name, () => fss.lstatSync(at(fd, n))) : undefined;
-    const type = st
-      ? st.isSymbolicLink()
-        ? "symlink"
-        : st.isDirectory()
-          ? "directory"
-          : st.isFile()
-            ? "file"
-            : undefined
-      : kind === "other"
-        ? undefined
-        : kind;
+    const bytes = checkName(label, name, n, depth);
+    const { type, st } = entryType(label, fd, n, name, kind);
     const isGit = name === ".git";
     // Sockets, fifos and devices are skipped; so is a `.git` file, which points outside the repo.
     if (!type || (isGit && type !== "directory")) continue;
@@ -246,39 +251,100 @@ async function walk(
       continue;
     }
     if (type === "symlink") {
-      w.out.push({
-        header: {
-          name,
-          type,
-          mode: 0o777,
-          size: 0,
-          mtime: mtimeOf(st!),
-          linkname: readLink(label, at(fd, n), name),
-          ...OWNER,
-        },
-      });
+      w.out.push(symlinkItem(label, fd, n, name, st!));
       continue;
     }
-    // Entered through an fd of its own, opened without following a symlink: what it is now is what is recorded.
-    walkHooks.beforeOpenDir?.(name);
-    const child = enterDir(fd, n, label, name);
-    // Owner rwx on directories, or uid 1000 could not write where the repo's owner could.
-    w.out.push({
-      header: {
-        name: `${name}/`,
-        type,
-        mode: (child.st.mode & 0o777) | 0o700,
-        size: 0,
-        mtime: mtimeOf(child.st),
-        ...OWNER,
-      },
-    });
-    const childId = w.dirs.push({ dev: child.st.dev, ino: child.st.ino, parent: id, name: n, depth: depth + 1 }) - 1;
-    try {
-      // `.git` itself is always whole: the history must be there.
-      await walk(isGit ? { ...w, filter: false } : w, child.fd, name, childId, depth + 1, tracked, isGit ? [] : rules);
-    } finally {
-      fss.closeSync(child.fd);
-    }
+    await walkChild(w, { fd, id, depth }, n, name, tracked, rules);
+  }
+}
+
+/** walk's bounds on an entry's path, before anything is opened or stat'ed: its length, depth and UTF-8; its length in bytes. */
+function checkName(label: string, name: string, n: string, depth: number): number {
+  const bytes = Buffer.byteLength(name);
+  if (bytes > LIMITS.pathBytes)
+    throw new RepoError(`${label}: the path ${quote(name)} is longer than ${LIMITS.pathBytes} bytes`);
+  if (depth + 1 > LIMITS.depth)
+    throw new RepoError(`${label}: the path ${quote(name)} is deeper than ${LIMITS.depth} directories`);
+  // A name that is not UTF-8 comes back from readdir with U+FFFD in it: it could not be opened,
+  // or would open a valid name spelt so (and that entry be written twice). Such names are refused.
+  if (n.includes("\uFFFD"))
+    throw new RepoError(`${label}: the file name ${quote(name)} is not valid UTF-8 (or holds U+FFFD)`);
+  return bytes;
+}
+
+/**
+ * walk's verdict on what the entry `n` of `fd` is (undefined: skipped), and its lstat where one was
+ * taken: a symlink's mtime, and what an entry is where readdir did not say, come from its lstat.
+ */
+function entryType(
+  label: string,
+  fd: number,
+  n: string,
+  name: string,
+  kind: Kind | undefined,
+): { type: "file" | "directory" | "symlink" | undefined; st: fss.Stats | undefined } {
+  const st = kind === undefined || kind === "symlink" ? fsCall(label, name, () => fss.lstatSync(at(fd, n))) : undefined;
+  const type = st
+    ? st.isSymbolicLink()
+      ? "symlink"
+      : st.isDirectory()
+        ? "directory"
+        : st.isFile()
+          ? "file"
+          : undefined
+    : kind === "other"
+      ? undefined
+      : kind;
+  return { type, st };
+}
+
+/** walk's item for a symlink: its mtime from the lstat `st`, its target read now (never followed). */
+function symlinkItem(label: string, fd: number, n: string, name: string, st: fss.Stats): Item {
+  return {
+    header: {
+      name,
+      type: "symlink",
+      mode: 0o777,
+      size: 0,
+      mtime: mtimeOf(st),
+      linkname: readLink(label, at(fd, n), name),
+      ...OWNER,
+    },
+  };
+}
+
+/**
+ * walk's descent into the directory `n` of `parent.fd`: entered through an fd of its own, opened
+ * without following a symlink, so what it is now is what is recorded; that fd is closed after.
+ */
+async function walkChild(
+  w: Walk,
+  parent: { fd: number; id: number; depth: number },
+  n: string,
+  name: string,
+  tracked: number,
+  rules: Rules,
+): Promise<void> {
+  const { fd, id, depth } = parent;
+  const isGit = name === ".git";
+  walkHooks.beforeOpenDir?.(name);
+  const child = enterDir(fd, n, w.budget.label, name);
+  // Owner rwx on directories, or uid 1000 could not write where the repo's owner could.
+  w.out.push({
+    header: {
+      name: `${name}/`,
+      type: "directory",
+      mode: (child.st.mode & 0o777) | 0o700,
+      size: 0,
+      mtime: mtimeOf(child.st),
+      ...OWNER,
+    },
+  });
+  const childId = w.dirs.push({ dev: child.st.dev, ino: child.st.ino, parent: id, name: n, depth: depth + 1 }) - 1;
+  try {
+    // `.git` itself is always whole: the history must be there.
+    await walk(isGit ? { ...w, filter: false } : w, child.fd, name, childId, depth + 1, tracked, isGit ? [] : rules);
+  } finally {
+    fss.closeSync(child.fd);
   }
 }
