@@ -3,7 +3,7 @@
 // the line found in the YAML's own nodes. Pure but for reading the file and its repos file.
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
-import { isMap, isSeq, LineCounter, parseDocument, type Document } from "yaml";
+import { isMap, LineCounter, parseDocument, type Document } from "yaml";
 import { z } from "zod";
 import { checkBatchName } from "../batch/batch-types.js";
 import type { BatchLine } from "../batch/batch-file.js";

@@ -96,7 +96,7 @@ function publishOne(
     forge: { kind: forge.kind, api: Boolean(forge.api) },
     options,
     now: Date.now(),
-    scrub: ctx.scrub,
+    scrub: (text) => ctx.scrub(text),
   };
   return reconcile(ctx, t, state, planPublish, readForPublish(ctx, t, job));
 }
@@ -111,7 +111,10 @@ function readForPublish(ctx: PublishContext, t: Target, job: BatchJob | undefine
         return {
           refused: await ctx.batches.checkLine(t.campaignId, job).then(
             () => null,
-            (err: unknown) => (err instanceof LineProvenanceError ? err.message : Promise.reject(err)),
+            (err: unknown) => {
+              if (err instanceof LineProvenanceError) return err.message;
+              throw err;
+            },
           ),
         };
       case "result":
