@@ -19,11 +19,17 @@ import type { PreparedChange } from "./publish-git.js";
 
 /** What a dry run would do for one repository. */
 export interface PlannedChange {
+  /** The repository's line in the campaign (its batch line). */
   line: number;
+  /** The repository's git URL, as in the campaign file but without userinfo. */
   repo: string;
+  /** The branch the change would be pushed to. */
   branch: string;
+  /** The pull request's title, rendered from the campaign's template. */
   title: string;
+  /** The job's patch as `git diff --stat` shows it. */
   diffstat: string;
+  /** Whether the job's verify passed: false for a patch published with includeUnverified. */
   verified: boolean;
 }
 
