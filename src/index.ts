@@ -117,13 +117,26 @@ export {
   type LineRef,
   type LineJobs,
 } from "./batch/batches.js";
-export { CampaignClient, type CampaignClientOptions } from "./campaign/campaigns.js";
+export {
+  CampaignClient,
+  type CampaignClientOptions,
+  type CampaignRetryOptions,
+  type TrackerOptions,
+  type TrackerHandle,
+} from "./campaign/campaigns.js";
 export { parseCampaign, readCampaign, CampaignFileError, type Campaign, type CampaignRepo } from "./campaign/file.js";
 export { CampaignNotFoundError } from "./campaign/store.js";
 export type { CampaignStatus, TrackReport, CloseReport } from "./campaign/track.js";
 export type { PublishOptions, PublishReport, PlannedChange } from "./campaign/publish.js";
 export type { Changeset, ChangesetState, ChecksState, ReviewState } from "./campaign/changeset.js";
-export type { Forge, ForgeRepo, PullRequestInput, PullRequestRef, PullRequestStatus } from "./campaign/forge/forge.js";
+export type {
+  Forge,
+  ForgeRepo,
+  PullRequestInput,
+  PullRequestUpdate,
+  PullRequestRef,
+  PullRequestStatus,
+} from "./campaign/forge/forge.js";
 export { ForgeError } from "./campaign/forge/forge-error.js";
 export { PublishError } from "./campaign/publish-git.js";
 export { startWorker, type WorkerOptions, type WorkerHandle } from "./queue/worker.js";

@@ -3,7 +3,6 @@
 // runs: the forge tokens in its Config never leave this process.
 import type { ConnectionOptions } from "bullmq";
 import type { Config } from "../core/config/config.js";
-import type { JobStatus } from "../core/spec/spec.js";
 import type { PatchbayClient } from "../queue/client.js";
 import type { SubmitBatchResult } from "../batch/batch-types.js";
 import type { Campaign } from "./file.js";
@@ -20,18 +19,17 @@ import {
 import { writeCampaignSummary, type CampaignSummary } from "./summary.js";
 import { planRetry } from "./plan.js";
 import { scheduleTracking, startTracker, unscheduleTracking } from "./tracker.js";
-import type { ForgeWait } from "./forge/forge.js";
+import type { CampaignClientOptions, CampaignRetryOptions, TrackerHandle, TrackerOptions } from "./campaign-options.js";
 
-export interface CampaignClientOptions {
-  /** Where bare clones are kept between publishes (default ~/.cache/patchbay/publish). */
-  cacheDir?: string;
-  /** Told of each wait on a forge's rate limit. */
-  onWait?: (w: ForgeWait) => void;
-  /** How often open changesets are tracked on the queue after a publish (default the Config's PATCHBAY_TRACK_EVERY_MS, 10 min; 0: not scheduled). */
-  trackEveryMs?: number;
-}
+export type { CampaignClientOptions, CampaignRetryOptions, TrackerHandle, TrackerOptions };
 
+/**
+ * The campaigns of one queue, for a program on the publishing host: it submits a campaign file's
+ * jobs as a batch, then publishes, tracks, closes and retries the campaign's changesets. The forge
+ * tokens in its Config are used here and never leave this process.
+ */
 export class CampaignClient {
+  /** What publish, track and close share: the queue's client, the batch and campaign stores, the forges and the token scrubber. */
   readonly ctx: PublishContext;
 
   constructor(
@@ -70,6 +68,7 @@ export class CampaignClient {
     return r;
   }
 
+  /** Every repository's changeset as it stands (recorded or derived from its job), with the counts by state and the open ones' checks. */
   status(id: string): Promise<CampaignStatus> {
     return this.c.hold(() => campaignStatus(this.ctx, id));
   }
@@ -87,10 +86,18 @@ export class CampaignClient {
     return r;
   }
 
+  /**
+   * Refreshes each published changeset from its forge (state, CI checks, review; on a plain remote,
+   * whether the branch is still there), holding the campaign's lock so that no publish or close runs meanwhile.
+   */
   track(id: string): Promise<TrackReport> {
     return this.c.hold(() => this.ctx.store.withLock(id, "campaign track", () => trackCampaign(this.ctx, id)));
   }
 
+  /**
+   * Closes every open pull request of the campaign and deletes its branch if it is still at the
+   * commit patchbay pushed, then removes the campaign's tracking schedule, since nothing is left open.
+   */
   async close(id: string): Promise<CloseReport> {
     const r = await this.c.hold(() => this.ctx.store.withLock(id, "campaign close", () => closeCampaign(this.ctx, id)));
     await unscheduleTracking(this.connection, this.c.queueName, id);
@@ -101,16 +108,14 @@ export class CampaignClient {
    * Runs again, as new jobs of the campaign's batch, the lines whose changeset is in one of
    * `states` (e.g. conflict: on the target's new tip) or whose latest job ended with one of `statuses`.
    */
-  async retry(
-    id: string,
-    o: { states?: readonly "conflict"[]; statuses?: readonly JobStatus[] },
-  ): Promise<{ ids: string[]; missing: number[] }> {
+  async retry(id: string, o: CampaignRetryOptions): Promise<{ ids: string[]; missing: number[] }> {
     const st = await this.status(id);
     const reruns = planRetry(st.changesets, st.batch.jobs ?? [], o);
     if (!reruns.length) return { ids: [], missing: [] };
     return this.ctx.batches.retry(id, { lines: reruns.map((r) => r.line) });
   }
 
+  /** The ids of the queue's campaigns, newest first, at most `limit` of them (50 unless told). */
   async list(limit = 50): Promise<string[]> {
     return this.ctx.store.list(limit);
   }
@@ -121,8 +126,11 @@ export class CampaignClient {
     return writeCampaignSummary(dir, batch, st);
   }
 
-  /** Runs the tracker (the campaigns queue's track jobs) until the returned handle is closed. */
-  tracker(o: { onTracked?: (campaignId: string, r: TrackReport) => void } = {}): { close(): Promise<void> } {
+  /**
+   * Runs the tracker on this publishing host: it takes the track jobs that the campaigns queue's
+   * schedules put there and refreshes those campaigns' changesets, until the returned handle is closed.
+   */
+  tracker(o: TrackerOptions = {}): TrackerHandle {
     return startTracker(this.ctx, this.connection, o);
   }
 }

@@ -2,16 +2,22 @@
 // request. Kept in Redis beside the campaign (store.ts); never holds a credential.
 import { z } from "zod";
 
+/** A changeset's states: not on a forge yet, a draft or open pull request, merged, closed, or in conflict with its target. */
 export const CHANGESET_STATES = ["unpublished", "draft", "open", "merged", "closed", "conflict"] as const;
+/** Where a changeset stands, from `unpublished` to `merged` (or `closed`, or `conflict` with its target branch). */
 export type ChangesetState = (typeof CHANGESET_STATES)[number];
 
 /** CI on the pull request's head commit: none reported, some running, all passed, any failed. */
 export const CHECKS_STATES = ["none", "pending", "passing", "failing"] as const;
+/** The CI checks of an open changeset's pull request, as its forge reports them. */
 export type ChecksState = (typeof CHECKS_STATES)[number];
 
+/** A pull request's review: none reported, a review required, approved, or changes requested. */
 export const REVIEW_STATES = ["none", "review_required", "approved", "changes_requested"] as const;
+/** The review of an open changeset's pull request, as its forge reports it. */
 export type ReviewState = (typeof REVIEW_STATES)[number];
 
+/** The schema of a changeset as it is kept in Redis, which checks each one saved and read. */
 export const Changeset = z.object({
   line: z.int().positive(),
   /** The repository's git URL, as in the campaign file (no userinfo). */
@@ -37,6 +43,10 @@ export const Changeset = z.object({
   diffstat: z.string().optional(),
   updatedAt: z.number(),
 });
+/**
+ * What a campaign made of one repository: its job, then its branch and pull request, and its state
+ * from `unpublished` to `merged`. It never holds a credential.
+ */
 export type Changeset = z.infer<typeof Changeset>;
 
 /** Changesets still open on their forge: what tracking refreshes. */

@@ -3,7 +3,7 @@
 // the line found in the YAML's own nodes. Pure but for reading the file and its repos file.
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
-import { isMap, isSeq, LineCounter, parseDocument, type Document } from "yaml";
+import { isMap, LineCounter, parseDocument, type Document } from "yaml";
 import { z } from "zod";
 import { checkBatchName } from "../batch/batch-types.js";
 import type { BatchLine } from "../batch/batch-file.js";
@@ -59,18 +59,27 @@ const Head = z.object({
 });
 const HEAD_KEYS = Object.keys(Head.shape);
 
+/** One repository of a campaign: where its job runs, and the values its templates are rendered with. */
 export interface CampaignRepo {
   /** 1-based position in the campaign: its batch line, so job `<campaign>-L<line>`. */
   line: number;
+  /** The repository's git URL, as the campaign file or its repos file names it. */
   git: string;
+  /** The ref its job starts from; without one, the repository's HEAD. */
   ref?: string;
+  /** The template values of this repository: the campaign's vars with the repository's own over them. */
   vars: Record<string, string>;
 }
 
+/** A campaign file as read and checked: one change over many repositories, ready to submit as a batch. */
 export interface Campaign {
+  /** The campaign's id, which is also its batch's id. */
   name: string;
+  /** The budget in USD of the whole campaign, every attempt of every job; without one, the batch has none. */
   budgetUsd?: number;
+  /** How each repository's changeset is published: the branch, the pull request's templates, the commit's author. */
   publish: PublishSettings;
+  /** The campaign's repositories, in order: one changeset each. */
   repos: CampaignRepo[];
   /** One JobSpec per repository, in order, checked as `batch submit` checks its lines. */
   lines: BatchLine[];

@@ -19,11 +19,17 @@ import type { PreparedChange } from "./publish-git.js";
 
 /** What a dry run would do for one repository. */
 export interface PlannedChange {
+  /** The repository's line in the campaign (its batch line). */
   line: number;
+  /** The repository's git URL, as in the campaign file but without userinfo. */
   repo: string;
+  /** The branch the change would be pushed to. */
   branch: string;
+  /** The pull request's title, rendered from the campaign's template. */
   title: string;
+  /** The job's patch as `git diff --stat` shows it. */
   diffstat: string;
+  /** Whether the job's verify passed: false for a patch published with includeUnverified. */
   verified: boolean;
 }
 
@@ -240,6 +246,9 @@ function failed(s: PublishState, keep: Changeset, message: string, why: string):
   };
 }
 
+/** A change that makes a commit on the target's tip: the one kind that is pushed. */
+type CommitChange = Extract<PreparedChange, { kind: "commit" }>;
+
 interface Texts {
   branch: string;
   title: string;
@@ -292,13 +301,11 @@ function planChange(s: PublishState, base: Changeset, r: JobResult, t: Texts): D
   return planPush(s, common, change, t, keep);
 }
 
-function planPush(
-  s: PublishState,
-  common: Changeset,
-  change: Extract<PreparedChange, { kind: "commit" }>,
-  t: Texts,
-  keep: Keep,
-): Decision {
+/**
+ * planPush asks the forge for the branch's open pull request first (with an API client), then plans
+ * the leased push and what follows it on this host, so that a pull request is updated, not opened twice.
+ */
+function planPush(s: PublishState, common: Changeset, change: CommitChange, t: Texts, keep: Keep): Decision {
   const { api, kind } = s.forge;
   if (api && s.open === undefined)
     return {
@@ -312,7 +319,24 @@ function planPush(
     !api && kind !== "git"
       ? forgeGit(kind).pushOptions?.({ base: change.target, title: t.title, draft: s.def.publish.draft })
       : undefined;
-  const push: Operation = {
+  const done: Changeset = {
+    ...common,
+    base: change.target,
+    onto: change.onto,
+    headSha: change.sha,
+    diffstat: change.diffstat.slice(0, 4000),
+  };
+  const after = !api
+    ? [recordWithoutApi(s, done, pushOptions)]
+    : s.open
+      ? updateOpen(s.open, done, t)
+      : openPullRequest(s, done, change, t);
+  return { ops: [pushOperation(s, change, t, pushOptions), ...after], keep };
+}
+
+/** pushOperation sets the branch to the change's commit, leased against the commit patchbay pushed last, so that a commit it did not push is never lost. */
+function pushOperation(s: PublishState, change: CommitChange, t: Texts, pushOptions: string[] | undefined): Operation {
+  return {
     op: "push",
     why: s.prev?.headSha
       ? "the branch is set to the change, leased against the commit patchbay pushed last"
@@ -323,36 +347,27 @@ function planPush(
     force: s.options.force,
     ...(pushOptions ? { pushOptions } : {}),
   };
-  const done: Changeset = {
-    ...common,
-    base: change.target,
-    onto: change.onto,
-    headSha: change.sha,
-    diffstat: change.diffstat.slice(0, 4000),
-  };
-  if (!api) {
-    const why = pushOptions
-      ? "the push opens the merge request itself (no API token for the host)"
-      : "a branch alone: the host has no forge API patchbay can use";
-    return {
-      ops: [
-        push,
-        { op: "record", why, changeset: { ...done, state: "open", ...(s.prev?.url ? { url: s.prev.url } : {}) } },
-      ],
-      keep,
-    };
-  }
-  if (s.open) {
-    const { number, state, url } = s.open;
-    return {
-      ops: [
-        push,
-        { op: "update", why: "the branch has an open pull request already", number, title: t.title, body: t.body },
-        { op: "record", why: "the pull request found open", changeset: { ...done, state, number, url } },
-      ],
-      keep,
-    };
-  }
+}
+
+/** recordWithoutApi records the pushed branch as open on a host patchbay has no forge API for, since the push is all it can do there. */
+function recordWithoutApi(s: PublishState, done: Changeset, pushOptions: string[] | undefined): Operation {
+  const why = pushOptions
+    ? "the push opens the merge request itself (no API token for the host)"
+    : "a branch alone: the host has no forge API patchbay can use";
+  return { op: "record", why, changeset: { ...done, state: "open", ...(s.prev?.url ? { url: s.prev.url } : {}) } };
+}
+
+/** updateOpen brings the branch's open pull request's title and body up to date, so that a publish run again opens no second one. */
+function updateOpen(open: PullRequestRef, done: Changeset, t: Texts): Operation[] {
+  const { number, state, url } = open;
+  return [
+    { op: "update", why: "the branch has an open pull request already", number, title: t.title, body: t.body },
+    { op: "record", why: "the pull request found open", changeset: { ...done, state, number, url } },
+  ];
+}
+
+/** openPullRequest opens the branch's pull request on the forge (a draft if the campaign says so), since it has none open. */
+function openPullRequest(s: PublishState, done: Changeset, change: CommitChange, t: Texts): Operation[] {
   const pr: PullRequestInput = {
     head: t.branch,
     base: change.target,
@@ -361,18 +376,14 @@ function planPush(
     draft: s.def.publish.draft,
   };
   const opened: Changeset = { ...done, state: pr.draft ? "draft" : "open" };
-  return {
-    ops: [
-      push,
-      { op: "open", why: "the branch has no open pull request", pr },
-      {
-        op: "record",
-        why: "the pull request opened (its state, number and page as the forge answers)",
-        changeset: opened,
-      },
-    ],
-    keep,
-  };
+  return [
+    { op: "open", why: "the branch has no open pull request", pr },
+    {
+      op: "record",
+      why: "the pull request opened (its state, number and page as the forge answers)",
+      changeset: opened,
+    },
+  ];
 }
 
 // ---- track ----

@@ -18,17 +18,37 @@ import { planPublish, type PlannedChange, type PublishState } from "./plan.js";
 
 export type { PlannedChange } from "./plan.js";
 
+/** How CampaignClient.publish publishes a campaign's changesets: every member is optional. */
 export interface PublishOptions {
+  /**
+   * Also publish the lines whose job completed but whose verify failed or was not given; their
+   * changesets say `verified: false`.
+   * @default false: only a verified patch is published
+   */
   includeUnverified?: boolean;
+  /**
+   * List what would be pushed (the report's `planned`) and push, open and record nothing.
+   * @default false
+   */
   dryRun?: boolean;
-  /** Push over a branch holding commits patchbay did not push. */
+  /**
+   * Push over a branch holding commits patchbay did not push, which is otherwise refused so that
+   * no one else's work is lost.
+   * @default false
+   */
   force?: boolean;
-  /** Repositories published at once (default 4). */
+  /**
+   * Repositories published at once.
+   * @default 4
+   */
   concurrency?: number;
+  /** Told of each repository's changeset as it is done, with how many are done of the total, so that a CLI can show progress. */
   onProgress?: (p: { done: number; total: number; changeset: Changeset }) => void;
 }
 
+/** What a publish did: each repository's changeset, and what a dry run would have pushed. */
 export interface PublishReport {
+  /** Each repository's changeset as this publish left it, in campaign order. */
   changesets: Changeset[];
   /** With dryRun: what would be pushed (nothing is). */
   planned: PlannedChange[];
@@ -96,7 +116,7 @@ function publishOne(
     forge: { kind: forge.kind, api: Boolean(forge.api) },
     options,
     now: Date.now(),
-    scrub: ctx.scrub,
+    scrub: (text) => ctx.scrub(text),
   };
   return reconcile(ctx, t, state, planPublish, readForPublish(ctx, t, job));
 }
@@ -111,7 +131,10 @@ function readForPublish(ctx: PublishContext, t: Target, job: BatchJob | undefine
         return {
           refused: await ctx.batches.checkLine(t.campaignId, job).then(
             () => null,
-            (err: unknown) => (err instanceof LineProvenanceError ? err.message : Promise.reject(err)),
+            (err: unknown) => {
+              if (err instanceof LineProvenanceError) return err.message;
+              throw err;
+            },
           ),
         };
       case "result":

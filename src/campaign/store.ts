@@ -39,6 +39,7 @@ const Def = z.object({
   ),
 });
 
+/** No campaign of that id is in the queue (it was never submitted, or its records expired). */
 export class CampaignNotFoundError extends PatchbayError {
   constructor(
     readonly campaignId: string,

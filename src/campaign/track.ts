@@ -12,12 +12,17 @@ import { remoteBranch } from "./publish-git.js";
 import { execute, gitNet, reconcile, type Reader, type Target } from "./execute.js";
 import { planClose, planTrack, type TrackState } from "./plan.js";
 
+/** Where a campaign stands: its batch, and each repository's changeset with the counts by state. */
 export interface CampaignStatus {
+  /** The campaign's id (its name, and its batch's id). */
   campaignId: string;
+  /** When the campaign was first submitted, epoch ms. */
   createdAt: number;
+  /** The campaign's batch, with its jobs. */
   batch: BatchStatus;
   /** One per repository, in campaign order. */
   changesets: Changeset[];
+  /** How many changesets are in each state, so that a summary can say how many merged of how many. */
   counts: Record<ChangesetState, number>;
   /** Open changesets by their CI checks. */
   checks: { passing: number; failing: number; pending: number };
@@ -71,8 +76,11 @@ export async function campaignStatus(
   return { campaignId: id, createdAt: def.createdAt, batch, changesets, counts, checks };
 }
 
+/** What a track did to a campaign's changesets. */
 export interface TrackReport {
+  /** Changesets refreshed from their forge (or, on a plain remote, from their branch). */
   tracked: number;
+  /** Changesets whose refresh failed; each one's reason says why. */
   errors: number;
   /** Changesets still draft or open after the refresh. */
   open: number;
@@ -117,8 +125,11 @@ function readForTrack(ctx: PublishContext, t: Target): Reader<TrackState> {
   };
 }
 
+/** What a close did to a campaign's open changesets. */
 export interface CloseReport {
+  /** Changesets closed: their pull request closed and their branch deleted where patchbay left it. */
   closed: number;
+  /** Changesets whose close failed; each one's reason says why, and it stays open. */
   errors: number;
 }
 

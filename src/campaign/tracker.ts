@@ -4,8 +4,9 @@
 // open any more, the scheduler of that campaign is removed.
 import { Queue, Worker, type ConnectionOptions } from "bullmq";
 import type { PublishContext } from "./context.js";
-import { trackCampaign, type TrackReport } from "./track.js";
+import { trackCampaign } from "./track.js";
 import { CampaignBusyError } from "./store.js";
+import type { TrackerHandle, TrackerOptions } from "./campaign-options.js";
 
 export const DEFAULT_TRACK_EVERY_MS = 10 * 60_000;
 export const trackQueueName = (queueName: string) => `${queueName}-campaigns`;
@@ -30,6 +31,7 @@ export async function scheduleTracking(
   }
 }
 
+/** Removes the campaign's tracking schedule, once nothing of it is open or it is closed, so that no more track jobs are put. */
 export async function unscheduleTracking(
   connection: ConnectionOptions,
   queueName: string,
@@ -47,8 +49,8 @@ export async function unscheduleTracking(
 export function startTracker(
   ctx: PublishContext,
   connection: ConnectionOptions,
-  o: { onTracked?: (campaignId: string, r: TrackReport) => void } = {},
-): { close(): Promise<void> } {
+  o: TrackerOptions = {},
+): TrackerHandle {
   const w = new Worker<{ campaignId: string }>(
     trackQueueName(ctx.client.queueName),
     async (job) => {

@@ -5,51 +5,78 @@
 // (publish-git.ts), so a plain remote gets the same branch a forge does.
 import type { ChecksState, ReviewState } from "../changeset.js";
 
+/** The forges patchbay has a file for: GitHub (and GitHub Enterprise) and GitLab. */
 export type ForgeKind = "github" | "gitlab";
 
 /** A repository on a forge: its host as in its git URL and its path (owner/name, or group/sub/name on GitLab). */
 export interface ForgeRepo {
+  /** The host as the repository's git URL names it (e.g. github.com), which picks the forge and its token. */
   host: string;
+  /** The repository's path on the forge: owner/name, or group/sub/name on GitLab. */
   path: string;
 }
 
+/** A pull request (merge request) to open on a forge, as a changeset's publish asks for it. */
 export interface PullRequestInput {
   /** The branch with the change (in the same repository). */
   head: string;
   /** The branch it is to be merged into. */
   base: string;
+  /** Its title, rendered from the campaign's template. */
   title: string;
+  /** Its description, rendered from the campaign's template. */
   body: string;
+  /** Open it as a draft (GitLab: a draft merge request), so that no one reviews it before its author says so. */
   draft: boolean;
+}
+
+/** A pull request's title and body to set on the forge, as a publish run again renders them. */
+export interface PullRequestUpdate {
+  /** The title it is to have. */
+  title: string;
+  /** The description it is to have. */
+  body: string;
 }
 
 /** A pull request's (or merge request's) state as the forge says: `draft` and `open` are both open. */
 export type PullRequestState = "draft" | "open" | "merged" | "closed";
 
+/** A pull request (merge request) as a forge names it: its number, its page and its state. */
 export interface PullRequestRef {
   /** GitHub's number, GitLab's iid. */
   number: number;
   /** The page a person opens. */
   url: string;
+  /** Its state as the forge says, which a changeset takes over. */
   state: PullRequestState;
   /** The commit its head branch is at, as the forge last saw it. */
   headSha?: string;
 }
 
+/** A pull request's state with its CI checks and review, as tracking reads them from the forge. */
 export interface PullRequestStatus extends PullRequestRef {
+  /** The CI checks of its head commit, summed up: none, pending, passing or failing. */
   checks: ChecksState;
+  /** Its review: none, review required, approved or changes requested. */
   review: ReviewState;
 }
 
+/**
+ * What patchbay asks of a forge, the same for every host: find, open, update, read and close a
+ * changeset's pull request (merge request). Branches are pushed and deleted with git, not here.
+ */
 export interface Forge {
+  /** Which forge it is (github or gitlab). */
   readonly kind: ForgeKind;
   /** The open (or draft) pull request from `head` into `base`, if there is one. */
   findOpen(repo: ForgeRepo, head: string, base: string): Promise<PullRequestRef | undefined>;
+  /** Opens a pull request from the changeset's branch, a draft if the campaign says so, and returns how the forge names it. */
   create(repo: ForgeRepo, pr: PullRequestInput): Promise<PullRequestRef>;
   /** Sets title and body (only what differs is sent; nothing when nothing differs). */
-  update(repo: ForgeRepo, number: number, change: { title: string; body: string }): Promise<void>;
+  update(repo: ForgeRepo, number: number, change: PullRequestUpdate): Promise<void>;
   /** State, CI checks of its head commit (GitHub check runs and commit statuses; GitLab pipelines) and review. */
   status(repo: ForgeRepo, number: number): Promise<PullRequestStatus>;
+  /** Closes the pull request without merging it, as `campaign close` does; its branch is deleted with git. */
   close(repo: ForgeRepo, number: number): Promise<void>;
 }
 

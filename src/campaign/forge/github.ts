@@ -18,6 +18,7 @@ import type {
   PullRequestRef,
   PullRequestState,
   PullRequestStatus,
+  PullRequestUpdate,
 } from "./forge.js";
 import { AnswerTooLargeError, boundedFetch } from "./fetch.js";
 import { badAnswer, boundTitle, cutWithNote, type ForgeCall, ForgeError, forgeError } from "./forge-error.js";
@@ -144,7 +145,7 @@ export class GitHubForge implements Forge {
     return refOf(this.parse(call, Pull, data));
   }
 
-  async update(repo: ForgeRepo, number: number, change: { title: string; body: string }): Promise<void> {
+  async update(repo: ForgeRepo, number: number, change: PullRequestUpdate): Promise<void> {
     const { owner, name, call } = this.at(repo, `updating pull request #${number}`, true);
     const now = this.parse(
       call,

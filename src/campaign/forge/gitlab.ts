@@ -18,6 +18,7 @@ import type {
   PullRequestRef,
   PullRequestState,
   PullRequestStatus,
+  PullRequestUpdate,
 } from "./forge.js";
 import { AnswerTooLargeError } from "./fetch.js";
 import { boundedRequester } from "./gitlab-request.js";
@@ -164,7 +165,7 @@ export class GitLabForge implements Forge {
     return refOf(mr);
   }
 
-  async update(repo: ForgeRepo, number: number, change: { title: string; body: string }): Promise<void> {
+  async update(repo: ForgeRepo, number: number, change: PullRequestUpdate): Promise<void> {
     const call = this.call(repo, `updating merge request !${number}`, true);
     const now = await this.run(call, MergeRequest, () => this.mrs.show(repo.path, number));
     const prefix = DRAFT_PREFIX.exec(now.title)?.[0] ?? "";
