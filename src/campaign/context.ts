@@ -4,8 +4,8 @@
 import { Job } from "bullmq";
 import type { Config } from "../core/config/config.js";
 import type { JobResult } from "../core/spec/spec.js";
-import type { GitCredential } from "../git/auth.js";
-import { scrub, splitUrl } from "../git/auth.js";
+import type { GitCredential } from "../git/credentials.js";
+import { scrub, splitUrl } from "../git/credentials.js";
 import type { ForgeHost } from "../core/config/forges.js";
 import { BatchClient } from "../batch/batches.js";
 import type { JobData, PatchbayClient } from "../queue/client.js";

@@ -8,7 +8,7 @@ import { z } from "zod";
 import { checkBatchName } from "../batch/batch-types.js";
 import type { BatchLine } from "../batch/batch-file.js";
 import { prepareSpecs } from "../queue/enqueue-spec.js";
-import { redact } from "../git/auth.js";
+import { redact } from "../git/credentials.js";
 import { PatchbayError } from "../core/errors.js";
 import {
   PUBLISH_NAMES,

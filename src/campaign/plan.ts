@@ -8,7 +8,7 @@
 // and asks again. No I/O here and no clock: `now` is given.
 import type { JobResult, JobStatus } from "../core/spec/spec.js";
 import type { BatchJob } from "../batch/batch-types.js";
-import { redact } from "../git/auth.js";
+import { redact } from "../git/credentials.js";
 import { isOpen, type Changeset } from "./changeset.js";
 import type { CampaignDef } from "./store.js";
 import { render } from "./template.js";

@@ -1,12 +1,12 @@
 // How publishing (publish-git.ts) runs host git: its errors, the remote a publish talks to, and what
 // a publish step differs in. src/git/run.ts gives every run the hardening, the environment, the
 // timeout and bounds, the process-group kill and the scrubbing, the same as a job's clone. The
-// credentials live on the publishing host: a forge token reaches git only through src/git/auth.ts's
+// credentials live on the publishing host: a forge token reaches git only through src/git/credentials.ts's
 // env-only helper (never on argv, never in a file); without one, git uses the user's own
 // (credential helpers, SSH agent).
 import type { HostEnv } from "../core/config/config.js";
 import { PatchbayError, type ErrorKind } from "../core/errors.js";
-import { credentialHelper, redact, scrub, splitUrl, type GitCredential } from "../git/auth.js";
+import { credentialHelper, redact, scrub, splitUrl, type GitCredential } from "../git/credentials.js";
 import { runGit as hostGit, type GitOut, type GitRun } from "../git/run.js";
 
 export type { GitOut } from "../git/run.js";

@@ -13,7 +13,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { HostEnv } from "../core/config/config.js";
-import type { GitCredential } from "../git/auth.js";
+import type { GitCredential } from "../git/credentials.js";
 import { DEFAULT_PATCH_MAX_BYTES } from "../job/patch.js";
 import { dirBytes, printable } from "../git/run.js";
 import {

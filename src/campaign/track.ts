@@ -3,7 +3,7 @@
 // requests closed, their branches deleted, leased against what patchbay pushed). Track and close
 // go changeset by changeset: gather, plan (plan.ts planTrack, planClose), execute (execute.ts).
 import type { BatchJob, BatchStatus } from "../batch/batch-types.js";
-import { redact } from "../git/auth.js";
+import { redact } from "../git/credentials.js";
 import { PatchbayError } from "../core/errors.js";
 import { CHANGESET_STATES, isOpen, type Changeset, type ChangesetState } from "./changeset.js";
 import type { CampaignDef } from "./store.js";

@@ -83,7 +83,7 @@ export const TRANSPORTS: Readonly<Record<Transport, readonly string[]>> = {
 /**
  * What a step adds to the list, the only `-c` a caller can ask for: its transports allowed, and
  * `followRedirects: false` for a clone held to a host list (a redirect could lead off it). The
- * credential helper's `-c` is src/git/auth.ts's.
+ * credential helper's `-c` is src/git/credentials.ts's.
  */
 export interface StepConfig {
   transports?: readonly Transport[];

@@ -7,7 +7,7 @@
 // shown escaped.
 import { spawn } from "node:child_process";
 import type { HostEnv } from "../core/config/config.js";
-import { scrub } from "./auth.js";
+import { scrub } from "./credentials.js";
 import { gitEnv, hardeningArgs, stepArgs, type StepConfig } from "./hardening.js";
 
 /** One host git run: what the step differs in, and its bounds. */
@@ -18,7 +18,7 @@ export interface GitRun extends StepConfig {
   timeoutMs: number;
   /** A step that talks to a remote (clone, fetch, ls-remote, push): the user's git config applies. Else none of it. */
   userConfig: boolean;
-  /** The credential helper (src/git/auth.ts's credentialHelper): `-c` on argv, the secret in the environment. */
+  /** The credential helper (src/git/credentials.ts's credentialHelper): `-c` on argv, the secret in the environment. */
   auth?: { args: readonly string[]; env: Readonly<Record<string, string>> };
   /** Values hidden in git's messages, besides URL userinfo (hidden always). */
   secrets?: readonly string[];

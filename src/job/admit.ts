@@ -8,7 +8,7 @@ import { policyRefusal, imageVerdict, policyViolations, withCaps } from "./polic
 import { docker } from "../backend/docker.js";
 import { builtFrom } from "../sandbox/image-from.js";
 import { JobSpecError, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
-import { redact, splitUrl } from "../git/auth.js";
+import { redact, splitUrl } from "../git/credentials.js";
 
 /**
  * Why this worker refuses the spec (one line naming each bound it goes past and the knob that

@@ -4,7 +4,7 @@
 import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import { defaults } from "../core/config/config.js";
-import { hasCredentials, redact } from "../git/auth.js";
+import { hasCredentials, redact } from "../git/credentials.js";
 import { classifyGit } from "../job/repo/source.js";
 import { JobSpecError, parseJobSpec, type JobSpec } from "../core/spec/spec.js";
 
@@ -38,7 +38,7 @@ export function prepareSpecs(inputs: unknown[]): JobSpec[] {
 /**
  * A `{ git }` URL with credentials is refused before anything reaches Redis: the job's data (and
  * every copy of the spec: events, the dashboard) would keep the token for days. The worker has its
- * own store for them (src/git/auth.ts); runJob, with no queue, takes them in the URL.
+ * own store for them (src/git/credentials.ts); runJob, with no queue, takes them in the URL.
  */
 export function credentialsProblem(spec: JobSpec): string | undefined {
   const git: unknown = (spec.repo as { git?: unknown } | undefined)?.git; // BatchLines reach batch.submit unchecked

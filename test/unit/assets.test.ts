@@ -40,7 +40,7 @@ function luaParts(text: string): { header: string; code: string } {
 const BASH = /(?<!\\)\\\$\{|\$\{"\$"\}|\bset -[euo]|;[ \t]*(then|do)\b|\besac\b|\|\|\s*exit\s+\d|"\$\{\w+\[@\]\}"/;
 /** Shell still in a string, run on the host, not in a sandbox (their files are not this move's): why each is there. */
 const BASH_LEFT: Record<string, string> = {
-  "git/auth.ts": "git's credential helper for a host-side clone, a `!` config value git hands to sh",
+  "git/credentials.ts": "git's credential helper for a host-side clone, a `!` config value git hands to sh",
   "backend/local.ts": "the local backend's pid 1, its bind mounts (tests only)",
 };
 const indices = (text: string, name: "KEYS" | "ARGV") =>

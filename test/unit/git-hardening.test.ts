@@ -38,7 +38,7 @@ const WRITER = { username: "x-access-token", password: TOKEN };
 
 /**
  * What each caller may add after the list, and nothing else: the transports its step names, the
- * clone's refusal of redirects (a job held to a host list), and src/git/auth.ts's credential helper.
+ * clone's refusal of redirects (a job held to a host list), and src/git/credentials.ts's credential helper.
  */
 const DIFFERENCES: Record<"clone" | "publish", RegExp> = {
   clone: /^(protocol\.(https|http|ssh|git|file)\.allow=always|http\.followRedirects=false|credential\.helper=.*)$/s,

@@ -1,5 +1,5 @@
 // The worker's policy on what a JobSpec may ask of its sandbox (src/job/policy.ts), the JobSpec's
-// absolute caps (src/core/spec/spec.ts), and the git URL credentials helpers (src/git/auth.ts). Pure.
+// absolute caps (src/core/spec/spec.ts), and the git URL credentials helpers (src/git/credentials.ts). Pure.
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/core/config/config.js";
 import {
@@ -10,7 +10,7 @@ import {
   redact,
   scrub,
   splitUrl,
-} from "../../src/git/auth.js";
+} from "../../src/git/credentials.js";
 import { runJob } from "../../src/job/run.js";
 import { policyProblem } from "../../src/job/admit.js";
 import {
@@ -198,7 +198,7 @@ describe("the JobSpec's absolute caps (whatever the worker)", () => {
   });
 });
 
-describe("git URL credentials (src/git/auth.ts)", () => {
+describe("git URL credentials (src/git/credentials.ts)", () => {
   it("splits the URL git is given from the credentials it carried", () => {
     expect(splitUrl("https://alice:s3cret@host.example/o/r.git")).toEqual({
       url: "https://host.example/o/r.git",

@@ -16,7 +16,7 @@
 // (the clone talks to the source with the transport it names and the operator's git config; the
 // steps in our own clone after it talk to nothing and have no config of the host's).
 //
-// Credentials (src/git/auth.ts): git is given the URL without its userinfo, and the credentials through
+// Credentials (src/git/credentials.ts): git is given the URL without its userinfo, and the credentials through
 // a helper fed from its environment: the URL's own (runJob), else the worker's store's for the host.
 // So git records no token (.git/config, reflogs, FETCH_HEAD); every metadata file of the clone is
 // still scrubbed of URL userinfo and the secrets before the repo is loaded, and every message shown
@@ -34,12 +34,12 @@ import {
   scrub,
   splitUrl,
   type SplitUrl,
-} from "../../git/auth.js";
+} from "../../git/credentials.js";
 import { dirBytes, runGit, type GitOut, type GitRun } from "../../git/run.js";
 import { breathe, Budget, quote, RepoError, tooLarge } from "./common.js";
 import { classifyGit } from "./source.js";
 
-export { redact } from "../../git/auth.js";
+export { redact } from "../../git/credentials.js";
 
 export type CloneOptions = {
   timeoutSec: number;
