@@ -2,6 +2,7 @@
 // to do. The forge's own words are hostile input (bounded, control characters dropped) and the
 // token is cut out of them; the library's error is not kept as the cause, since some carry the
 // request's headers, token and all.
+import type { z } from "zod";
 import { tokenVariable } from "../../core/config/forges.js";
 import { kinded } from "../../core/errors.js";
 import type { ForgeKind } from "./forge.js";
@@ -80,6 +81,29 @@ export function badAnswer(call: ForgeCall, problem: string, token: string | unde
   return new ForgeError(
     `${FORGE_NAME[call.kind]} ${call.host}: ${call.what} in ${call.repo} failed: the answer is not what the API documents (${scrub(problem, token, 200)})`,
   );
+}
+
+/**
+ * A forge's answer read through the schema the API documents for it; anything else is a
+ * `badAnswer` naming the first three problems. Both hosts' forges read every answer this way.
+ */
+export function parseAnswer<S extends z.ZodType>(
+  call: ForgeCall,
+  schema: S,
+  data: unknown,
+  token: string | undefined,
+): z.infer<S> {
+  const r = schema.safeParse(data);
+  if (!r.success)
+    throw badAnswer(
+      call,
+      r.error.issues
+        .map((i) => `${i.path.join(".")}: ${i.message}`)
+        .slice(0, 3)
+        .join("; "),
+      token,
+    );
+  return r.data;
 }
 
 /** `text` cut to at most `max` UTF-16 units with a note saying so (never between a surrogate pair). */

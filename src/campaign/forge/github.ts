@@ -21,7 +21,15 @@ import type {
   PullRequestUpdate,
 } from "./forge.js";
 import { AnswerTooLargeError, boundedFetch } from "./fetch.js";
-import { badAnswer, boundTitle, cutWithNote, type ForgeCall, ForgeError, forgeError } from "./forge-error.js";
+import {
+  badAnswer,
+  boundTitle,
+  cutWithNote,
+  type ForgeCall,
+  ForgeError,
+  forgeError,
+  parseAnswer,
+} from "./forge-error.js";
 
 /** GitHub's limit on a pull request's body, in characters. */
 export const GITHUB_BODY_MAX = 65_536;
@@ -233,17 +241,7 @@ export class GitHubForge implements Forge {
   }
 
   private parse<S extends z.ZodType>(call: ForgeCall, schema: S, data: unknown): z.infer<S> {
-    const r = schema.safeParse(data);
-    if (!r.success)
-      throw badAnswer(
-        call,
-        r.error.issues
-          .map((i) => `${i.path.join(".")}: ${i.message}`)
-          .slice(0, 3)
-          .join("; "),
-        this.token,
-      );
-    return r.data;
+    return parseAnswer(call, schema, data, this.token);
   }
 
   private failure(call: ForgeCall, err: unknown): ForgeError {

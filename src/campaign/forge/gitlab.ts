@@ -22,7 +22,15 @@ import type {
 } from "./forge.js";
 import { AnswerTooLargeError } from "./fetch.js";
 import { boundedRequester } from "./gitlab-request.js";
-import { badAnswer, boundTitle, cutWithNote, type ForgeCall, ForgeError, forgeError } from "./forge-error.js";
+import {
+  badAnswer,
+  boundTitle,
+  cutWithNote,
+  type ForgeCall,
+  ForgeError,
+  forgeError,
+  parseAnswer,
+} from "./forge-error.js";
 
 /** GitLab's limit on a merge request's description, in characters. */
 export const GITLAB_DESCRIPTION_MAX = 1_048_576;
@@ -213,17 +221,7 @@ export class GitLabForge implements Forge {
     } catch (err) {
       throw this.failure(call, err);
     }
-    const r = schema.safeParse(data);
-    if (!r.success)
-      throw badAnswer(
-        call,
-        r.error.issues
-          .map((i) => `${i.path.join(".")}: ${i.message}`)
-          .slice(0, 3)
-          .join("; "),
-        this.token,
-      );
-    return r.data;
+    return parseAnswer(call, schema, data, this.token);
   }
 
   private failure(call: ForgeCall, err: unknown): ForgeError {
