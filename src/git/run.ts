@@ -24,6 +24,7 @@ export interface GitRun extends StepConfig {
   secrets?: readonly string[];
   /** `--git-dir`: the bare repository the step works in. */
   gitDir?: string;
+  /** Where git runs; `/` when not given, never the process's own directory. */
   cwd?: string;
   input?: string | Buffer;
   /** Variables the step sets (GIT_INDEX_FILE for a temporary index, the commit's author and dates). */
@@ -70,7 +71,10 @@ export function runGit(args: readonly string[], run: GitRun): Promise<GitOut> {
   return new Promise((resolve, reject) => {
     const child = spawn("git", argv, {
       env,
-      cwd: run.cwd,
+      // A step with no directory of its own (ls-remote, check-ref-format) runs in `/`, which only
+      // root can write: from the process's own directory git would read that repository's
+      // .git/config (a core.sshCommand, a credential helper) and run what it names.
+      cwd: run.cwd ?? "/",
       stdio: [run.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
       detached: true,
     });

@@ -351,6 +351,34 @@ describe("what the runner does for both", () => {
     return { env, pid };
   };
 
+  it("reads no repository's config from the caller's directory when a step names none", async () => {
+    // A publish's ls-remote has no directory of its own; the CLI may be run inside a hostile repo.
+    const repo = path.join(tmp, "hostile-cwd");
+    git(tmp, "init", "-q", repo);
+    const marker = path.join(tmp, "hostile-cwd-ran");
+    git(repo, "config", "core.sshCommand", `touch ${marker} #`);
+    git(repo, "config", "x.planted", "yes");
+    const before = process.cwd();
+    process.chdir(repo);
+    try {
+      const cfg = await runGit(["config", "--get", "x.planted"], {
+        env: process.env,
+        timeoutMs: 10_000,
+        userConfig: true,
+      });
+      expect(cfg).toMatchObject({ code: 1, stdout: "" });
+      await runGit(["ls-remote", "ssh://git.invalid/r.git"], {
+        env: process.env,
+        timeoutMs: 10_000,
+        userConfig: true,
+        transports: ["remote"],
+      });
+      expect(fs.existsSync(marker)).toBe(false);
+    } finally {
+      process.chdir(before);
+    }
+  });
+
   it("kills git's whole process group at the timeout: the transport it started is gone too", async () => {
     const s = stalled("timeout");
     const out = await runGit(["ls-remote", "ssh://git.invalid/r.git"], {
