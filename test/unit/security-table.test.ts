@@ -96,7 +96,7 @@ const isNoTest = (cell: string) => cell.startsWith("**no test**");
 
 const norm = (s: string) => s.replace(/\s+/g, " ").trim();
 
-/** The titles of a test file's `describe`, `it` and `test` calls (`.each`, `.fails`, `.skipIf(…)`, `.runIf(f() === 0)` and the like too), as written. */
+/** The titles of a test file's `describe`, `it` and `test` calls, with any modifier chained on them (`.each`, `.fails`, a conditional one), as written. */
 function titles(rel: string): string[] {
   const src = readFileSync(join(ROOT, rel), "utf8");
   const call = /\b(?:describe|it|test)(?:\.\w+(?:\((?:[^()]|\([^()]*\))*\))?)*\(\s*(["'`])((?:\\.|(?!\1)[^\\])*)\1/gs;
