@@ -51,7 +51,7 @@ if ! grep -q "^$USER_NAME:" /etc/subgid; then say "giving $USER_NAME the subordi
 RUN_DIR="/run/user/$U"
 # Whatever is inside the user's own directories is written by the user, never by root: a symlink
 # the user (or an escape as the user) planted there must not make root write or chown elsewhere.
-AS_USER=(setpriv --reuid="$U" --regid="$G" --init-groups env -i HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+AS_USER=(setpriv --reuid="$U" --regid="$G" --init-groups env -i -C / HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUN_DIR" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
 as_user() { "${AS_USER[@]}" "$@"; }
 [ -d "$RUN_DIR" ] && [ ! -L "$RUN_DIR" ] || install -d -o "$U" -g "$G" -m 0700 "$RUN_DIR" # /run/user is root's
 as_user mkdir -p "$RUN_DIR/podman"
