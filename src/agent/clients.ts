@@ -1,11 +1,10 @@
 // The one place that makes the Messages API client: Anthropic's own SDK for the first-party API,
 // its Bedrock SDK (SigV4 or a Bedrock API key) or its Vertex SDK (Google OAuth). All three speak
-// the same `messages.stream`, so the loop and AnthropicModel do not know which they hold.
+// the same `messages.stream`, so the loop and AnthropicModel do not know which they hold. The
+// Bedrock and Vertex SDKs are optional packages, loaded here the first time a client needs one.
 import Anthropic, { type ClientOptions } from "@anthropic-ai/sdk";
-import { AnthropicBedrock } from "@anthropic-ai/bedrock-sdk";
-import { AnthropicVertex } from "@anthropic-ai/vertex-sdk";
-import { GoogleAuth } from "google-auth-library";
 import type { ProviderConfig } from "../core/config/provider.js";
+import { loadOptional, OPTIONAL } from "../core/optional.js";
 
 /** What AnthropicModel uses of a client. */
 export interface MessagesClient {
@@ -17,12 +16,14 @@ export type CommonOptions = Pick<ClientOptions, "maxRetries" | "timeout" | "fetc
 
 const CLOUD_SCOPE = "https://www.googleapis.com/auth/cloud-platform";
 
-export function makeClient(
+/** The provider's client; rejects with a MissingPackageError when its SDK is not installed. */
+export async function makeClient(
   provider: ProviderConfig | undefined,
   common: CommonOptions,
   first: { apiKey?: string; baseURL?: string },
-): MessagesClient {
+): Promise<MessagesClient> {
   if (provider?.name === "bedrock") {
+    const { AnthropicBedrock } = await loadOptional(OPTIONAL.bedrock, () => import("@anthropic-ai/bedrock-sdk"));
     const b = provider.bedrock;
     // Keys from the worker's Config when it has both; else the AWS SDK's default chain (profile, SSO, IMDS).
     const base = {
@@ -42,6 +43,9 @@ export function makeClient(
   }
   if (provider?.name === "vertex") {
     const v = provider.vertex;
+    const [{ AnthropicVertex }, { GoogleAuth }] = await loadOptional(OPTIONAL.vertex, () =>
+      Promise.all([import("@anthropic-ai/vertex-sdk"), import("google-auth-library")]),
+    );
     // The SDK would read GOOGLE_APPLICATION_CREDENTIALS itself; the Config's value is passed so one worker's settings decide.
     const googleAuth = new GoogleAuth({
       scopes: CLOUD_SCOPE,

@@ -144,32 +144,35 @@ export const modelFromConfig = (
 /** The Model on Anthropic's SDK: the first-party API, Bedrock or Vertex, streaming, its retries in the transcript. */
 export class AnthropicModel implements Model {
   private onRetry?: (r: RetryInfo) => void;
-  private readonly client: MessagesClient;
+  /** Made on the first request: the Bedrock and Vertex SDKs are optional packages, loaded then. */
+  private readonly makeClient: () => Promise<MessagesClient>;
+  private client?: Promise<MessagesClient>;
   private readonly maxRetries: number;
   private readonly provider: ProviderConfig["name"];
 
   constructor(opts: AnthropicModelOptions = {}) {
     this.maxRetries = opts.maxRetries ?? 4;
     this.provider = opts.provider?.name ?? "anthropic";
-    this.client = makeClient(
-      opts.provider,
-      {
-        maxRetries: this.maxRetries,
-        timeout: opts.timeoutMs ?? 10 * 60_000,
-        // Sees every attempt the SDK makes, so the transcript can show its retries.
-        fetch: async (url, init) => {
-          const res = await fetch(url, init);
-          const retryCount = Number(new Headers(init?.headers).get("x-stainless-retry-count") ?? 0);
-          const should = res.headers.get("x-should-retry");
-          const willRetry = should === "true" || (should !== "false" && RETRYABLE(res.status));
-          if (!res.ok && willRetry && retryCount < this.maxRetries) {
-            this.onRetry?.({ retry: retryCount + 1, status: res.status, error: await errorText(res.clone()) });
-          }
-          return res;
+    this.makeClient = () =>
+      makeClient(
+        opts.provider,
+        {
+          maxRetries: this.maxRetries,
+          timeout: opts.timeoutMs ?? 10 * 60_000,
+          // Sees every attempt the SDK makes, so the transcript can show its retries.
+          fetch: async (url, init) => {
+            const res = await fetch(url, init);
+            const retryCount = Number(new Headers(init?.headers).get("x-stainless-retry-count") ?? 0);
+            const should = res.headers.get("x-should-retry");
+            const willRetry = should === "true" || (should !== "false" && RETRYABLE(res.status));
+            if (!res.ok && willRetry && retryCount < this.maxRetries) {
+              this.onRetry?.({ retry: retryCount + 1, status: res.status, error: await errorText(res.clone()) });
+            }
+            return res;
+          },
         },
-      },
-      { apiKey: opts.apiKey, baseURL: opts.baseURL },
-    );
+        { apiKey: opts.apiKey, baseURL: opts.baseURL },
+      );
   }
 
   /** Sends one request (streamed) and resolves to the answer; rejects with a ModelError once retries are spent. */
@@ -177,7 +180,8 @@ export class AnthropicModel implements Model {
     this.onRetry = hooks.onRetry;
     try {
       // Streaming, so a long response never hits the non-streaming request time limit.
-      const stream = this.client.messages.stream(
+      const client = await (this.client ??= this.makeClient());
+      const stream = client.messages.stream(
         {
           model: providerModelId(this.provider, req.model),
           max_tokens: req.maxTokens,

@@ -1,6 +1,8 @@
-// `patchbay dashboard` and `patchbay view`: the window onto jobs. Only node: built-ins and the CLI's
-// shared helpers at the top: the server and renderer load when the command runs.
+// `patchbay dashboard` and `patchbay view`: the window onto jobs. Only node: built-ins, the CLI's
+// shared helpers and the optional-package loader at the top: the server and renderer load when the
+// command runs.
 import { basename, dirname, join } from "node:path";
+import { loadOptional, OPTIONAL } from "../core/optional.js";
 import {
   CliError,
   CONNECTION_USAGE,
@@ -72,7 +74,11 @@ async function runDashboard({ values, config }: ClientArgs): Promise<number> {
   const { clientOptions, probeRedis } = await import("./queue-connect.js");
   const conn = clientOptions({ values, config });
   await probeRedis(conn.redisUrl, config());
-  const { startDashboard, DashboardConfigError } = await import("../web/server.js");
+  // fastify and the rest of the dashboard's packages are optional: the error names the `npm i` that adds them.
+  const { startDashboard, DashboardConfigError } = await loadOptional(
+    OPTIONAL.dashboard,
+    () => import("../web/server.js"),
+  );
   let d;
   try {
     d = await startDashboard({

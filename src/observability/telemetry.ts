@@ -1,10 +1,12 @@
 // The OpenTelemetry SDK, set up at a program's edges only (a worker's start, the CLI, a library
 // script that asks): spans of src/observability/trace.ts then go to an OTLP/HTTP (protobuf) endpoint in batches.
 // Off unless config.telemetry says so (OTEL_* in src/core/config/config.ts); when off, nothing here is loaded
-// and the API stays the no-op it is. One registration per process, shared by whoever starts it:
+// and the API stays the no-op it is. The SDK's packages are optional (only the API is a dependency):
+// loaded on the first start, with an error naming the `npm i` that adds them when they are missing. One registration per process, shared by whoever starts it:
 // the last to release it flushes and shuts it down.
 import { context, propagation, trace } from "@opentelemetry/api";
 import { loadConfig, type Config, type TelemetryConfig } from "../core/config/config.js";
+import { loadOptional, OPTIONAL } from "../core/optional.js";
 
 /** Tracing started by startTracing: flush it, or release it when done. */
 export interface Telemetry {
@@ -59,14 +61,16 @@ async function register(t: TelemetryConfig): Promise<Registered | undefined> {
     { resourceFromAttributes },
     { OTLPTraceExporter },
     { ATTR_SERVICE_NAME },
-  ] = await Promise.all([
-    import("@opentelemetry/sdk-trace"),
-    import("@opentelemetry/context-async-hooks"),
-    import("@opentelemetry/core"),
-    import("@opentelemetry/resources"),
-    import("@opentelemetry/exporter-trace-otlp-proto"),
-    import("@opentelemetry/semantic-conventions"),
-  ]);
+  ] = await loadOptional(OPTIONAL.otel, () =>
+    Promise.all([
+      import("@opentelemetry/sdk-trace"),
+      import("@opentelemetry/context-async-hooks"),
+      import("@opentelemetry/core"),
+      import("@opentelemetry/resources"),
+      import("@opentelemetry/exporter-trace-otlp-proto"),
+      import("@opentelemetry/semantic-conventions"),
+    ]),
+  );
   const exporter = new OTLPTraceExporter({ url: t.url, headers: t.headers });
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ ...t.resourceAttributes, [ATTR_SERVICE_NAME]: t.serviceName }),

@@ -1,6 +1,9 @@
-// The npm package as a user gets it: `npm pack`, installed into an empty project, imported from
-// plain Node, type-checked by a strict TypeScript consumer, the CLI's --help loading nothing heavy,
-// and its non-TypeScript assets (Lua, the browser's JS and CSS, ...) shipped and loaded from it.
+// The npm package as a user gets it: `npm pack`, installed into an empty project (the core alone:
+// no engine warning, a bounded count of packages), imported from plain Node, type-checked by a
+// strict TypeScript consumer, the CLI's --help and the queue client loading nothing heavy or
+// optional, each optional feature without its packages naming the `npm i` to run, and its
+// non-TypeScript assets (Lua, the browser's JS and CSS, ...) shipped and loaded from it once the
+// dashboard's optional packages are added.
 //
 // Backend: Docker (images, compose, the package's default sandbox).
 import { execFile, spawn } from "node:child_process";
@@ -12,9 +15,16 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DIST_CLI, ensureBuilt, patchbay, ROOT } from "../support/cli-helpers.js";
 import { startRedis } from "../support/cluster.js";
+import { OPTIONAL } from "../../src/core/optional.js";
 
 const run = promisify(execFile);
 const DENY_HEAVY = join(ROOT, "test/fixtures/deny-heavy-imports.mjs");
+const DENY_OPTIONAL = join(ROOT, "test/fixtures/deny-optional-imports.mjs");
+const PKG = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
+  peerDependencies: Record<string, string>;
+};
+/** Half of what `npm i patchbay` installed when every feature was a dependency (484 packages). */
+const CORE_PACKAGES_MAX = 242;
 const SRC = join(ROOT, "src");
 /** Every asset under src/ (what src/core/assets.ts loads), by its path there. */
 const ASSETS = readdirSync(SRC, { recursive: true, withFileTypes: true })
@@ -26,6 +36,7 @@ describe("the npm package", () => {
   const dir = mkdtempSync(join(tmpdir(), "pb-package-"));
   const consumer = join(dir, "consumer");
   let files: string[] = [];
+  let installLog = "";
 
   beforeAll(async () => {
     await ensureBuilt();
@@ -36,11 +47,12 @@ describe("the npm package", () => {
     files = pack.files.map((f) => f.path);
     mkdirSync(consumer);
     writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
-    await run(
+    const installed = await run(
       "npm",
       ["install", join(dir, pack.filename), "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts"],
       { cwd: consumer, timeout: 180_000 },
     );
+    installLog = installed.stdout + installed.stderr;
   }, 240_000);
 
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -80,7 +92,163 @@ describe("the npm package", () => {
     expect(missing).toEqual([]);
   });
 
-  it("loads its assets once installed: a batch's Lua script, the dashboard's scripts, styles and jobs list, `patchbay view`", async () => {
+  it("runtime dependencies: no TypeScript runner, no dockerode types (the public API names none: the strict consumer below checks it)", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
+    for (const dev of ["tsx", "typescript", "vitest", "esbuild"])
+      expect(Object.keys(pkg.dependencies)).not.toContain(dev);
+    expect(Object.keys(pkg.dependencies)).not.toContain("@types/dockerode");
+    expect(Object.keys(pkg.devDependencies)).toContain("@types/dockerode");
+  });
+
+  it("imports from plain Node (ESM), no loader, and loads no optional package", async () => {
+    const script = join(consumer, "check.mjs");
+    writeFileSync(
+      script,
+      `import { enqueue, waitForResult, closeDefaultClient, PatchbayClient, Sandbox, TextEditor, runJob, startWorker, parseJobSpec, JobNotFoundError } from "patchbay";
+const fns = { enqueue, waitForResult, closeDefaultClient, PatchbayClient, Sandbox, TextEditor, runJob, startWorker, parseJobSpec, JobNotFoundError };
+const missing = Object.entries(fns).filter(([, f]) => typeof f !== "function").map(([n]) => n);
+console.log(JSON.stringify({ missing, ok: parseJobSpec({ task: "t", repo: { git: "https://example.com/r.git" } }).ok }));`,
+    );
+    const { stdout } = await run(process.execPath, ["--import", DENY_OPTIONAL, script], { cwd: consumer });
+    expect(JSON.parse(stdout)).toEqual({ missing: [], ok: true });
+    // The guard works: an optional package's import trips it (installed or not).
+    const tripped = await run(process.execPath, ["--import", DENY_OPTIONAL, "-e", 'await import("fastify/x.js")'], {
+      cwd: consumer,
+    }).catch((err: { stderr: string }) => ({ stderr: err.stderr }));
+    expect(tripped.stderr).toContain("patchbay loaded fastify/x.js");
+  });
+
+  it("type-checks in a strict nodenext consumer with skipLibCheck off", async () => {
+    writeFileSync(
+      join(consumer, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          strict: true,
+          module: "nodenext",
+          moduleResolution: "nodenext",
+          target: "es2022",
+          skipLibCheck: false,
+          noEmit: true,
+          types: ["node"],
+        },
+        include: ["index.ts"],
+      }),
+    );
+    writeFileSync(
+      join(consumer, "index.ts"),
+      `import { enqueue, waitForResult, PatchbayClient, Sandbox, runTool, type JobSpec, type JobResult, type ExecResult, type Backend, type SandboxRuntime, type ListOptions, type WaitForBatchOptions, type RunJobOptions } from "patchbay";
+const spec: JobSpec = { task: "fix it", repo: { path: "." }, timeoutSec: 60 };
+const id: string = await enqueue(spec);
+const result: JobResult = await waitForResult(id, { timeoutMs: 1000 });
+const client = new PatchbayClient({ queueName: "q" });
+const states: string[] = (await client.list({ limit: 3 })).map((j) => j.state);
+const sb: Sandbox = await Sandbox.create();
+const out = await runTool(sb, { id: "1", name: "bash", input: { command: "true" } });
+const exec: ExecResult | undefined = undefined;
+// @ts-expect-error the types are real: a JobSpec needs a repo
+const bad: JobSpec = { task: "no repo" };
+// The option bags are named types, and the old name of Backend still works.
+const listed: ListOptions = { limit: 3, states: ["failed"] };
+const waiting: WaitForBatchOptions = { pollMs: 100 };
+const old: SandboxRuntime | undefined = undefined as Backend | undefined;
+const run: RunJobOptions = { backend: old };
+console.log(result.status, states, out.isError, exec, bad, listed, waiting, run);
+`,
+    );
+    const tsc = join(ROOT, "node_modules/typescript/bin/tsc");
+    const r = await run(process.execPath, [tsc, "-p", consumer], { cwd: consumer }).catch(
+      (err: { stdout: string }) => ({ stdout: err.stdout, failed: true }),
+    );
+    expect(r.stdout).toBe("");
+  }, 180_000);
+
+  it("the installed `patchbay` command runs; --help imports no BullMQ, Redis, Docker, SDK or optional code", async () => {
+    const bin = join(consumer, "node_modules/.bin/patchbay");
+    const version = await patchbay(["--version"], {}, { script: bin });
+    expect(version.stdout.trim()).toBe(
+      (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version,
+    );
+    for (const args of [["--help"], ["run", "--help"], ["list", "--help"], ["dashboard", "--help"], ["image"]]) {
+      const r = await patchbay(args, {}, { script: bin, nodeArgs: ["--import", DENY_HEAVY] });
+      expect(r.stderr + r.stdout, args.join(" ")).not.toMatch(/patchbay loaded/);
+      expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(args[0] === "image" ? 2 : 0);
+    }
+    // The guard works: a command that needs the queue does trip it.
+    const status = await patchbay(["status", "1"], {}, { script: DIST_CLI, nodeArgs: ["--import", DENY_HEAVY] });
+    expect(status.stderr).toMatch(/patchbay loaded (bullmq|ioredis)/);
+  });
+
+  it("installs the core alone: no engine warning on this Node, under half the packages every feature made", () => {
+    expect(installLog).not.toMatch(/EBADENGINE|Unsupported engine/);
+    const lock = JSON.parse(readFileSync(join(consumer, "node_modules/.package-lock.json"), "utf8")) as {
+      packages: Record<string, unknown>;
+    };
+    const names = Object.keys(lock.packages).map((p) => p.replace(/^.*node_modules\//, ""));
+    expect(names.length).toBeGreaterThan(100); // the count is of a real install
+    expect(names.length).toBeLessThan(CORE_PACKAGES_MAX);
+    const optional = Object.keys(PKG.peerDependencies).filter((name) => names.includes(name));
+    expect(optional).toEqual([]);
+  });
+
+  it("an optional feature without its packages fails naming the `npm i` that adds them", async () => {
+    const installed = join(consumer, "node_modules/patchbay");
+    const script = join(consumer, "optional.mjs");
+    writeFileSync(
+      script,
+      `import { AnthropicModel, startTracing } from "patchbay";
+import { makeForge } from ${JSON.stringify(pathToFileURL(join(installed, "dist/campaign/forge/hosts.js")).href)};
+const failure = (p) => p.then(() => "no error", (e) => \`\${e.name}: \${e.message}\`);
+const provider = (name) => ({ name, bedrock: { region: "us-east-1", files: [] }, vertex: { region: "us-east5", projectId: "p", adcFile: "/nonexistent" } });
+const request = { model: "claude-sonnet-4-5", system: [], messages: [{ role: "user", content: "hi" }], tools: [], maxTokens: 10 };
+const repo = { host: "h", path: "o/r" };
+console.log(JSON.stringify({
+  bedrock: await failure(new AnthropicModel({ provider: provider("bedrock") }).complete(request)),
+  vertex: await failure(new AnthropicModel({ provider: provider("vertex") }).complete(request)),
+  github: await failure(makeForge({ host: "h", kind: "github", apiUrl: "http://127.0.0.1:9" }, "t").findOpen(repo, "a", "b")),
+  gitlab: await failure(makeForge({ host: "h", kind: "gitlab", apiUrl: "http://127.0.0.1:9" }, "t").findOpen(repo, "a", "b")),
+  otel: await failure(startTracing({ telemetry: { enabled: true, url: "http://127.0.0.1:9/v1/traces", headers: {}, serviceName: "s", resourceAttributes: {}, scheduleDelayMs: 1000 } })),
+}));`,
+    );
+    const { stdout } = await run(process.execPath, [script], { cwd: consumer });
+    const failures = JSON.parse(stdout) as Record<keyof typeof OPTIONAL, string>;
+    for (const [feature, message] of Object.entries(failures)) {
+      const f = OPTIONAL[feature as keyof typeof OPTIONAL];
+      expect(message, feature).toMatch(/^MissingPackageError: /);
+      expect(message, feature).toContain(`${f.name} needs the package ${f.packages[0]}, which is not installed`);
+      expect(message, feature).toContain(`npm i ${f.packages.join(" ")}`);
+    }
+    // The dashboard, from the command line: one line naming the command, exit 1.
+    const redis = await startRedis();
+    try {
+      const r = await patchbay(
+        ["dashboard", "--port", "0"],
+        { REDIS_URL: redis.url },
+        { script: join(consumer, "node_modules/.bin/patchbay") },
+      );
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`npm i ${OPTIONAL.dashboard.packages.join(" ")}`);
+    } finally {
+      await redis.stop();
+    }
+  });
+
+  it("loads its assets once installed, the dashboard's packages added: a batch's Lua script, the dashboard's scripts, styles and jobs list, `patchbay view`", async () => {
+    // The dashboard's optional packages, as docs/operations.md's table says, at the versions patchbay names.
+    await run(
+      "npm",
+      [
+        "install",
+        ...OPTIONAL.dashboard.packages.map((name) => `${name}@${PKG.peerDependencies[name]}`),
+        "--prefer-offline",
+        "--no-audit",
+        "--no-fund",
+        "--ignore-scripts",
+      ],
+      { cwd: consumer, timeout: 180_000 },
+    );
     const installed = join(consumer, "node_modules/patchbay");
     const redis = await startRedis();
     try {
@@ -106,7 +274,8 @@ await c.close();
 redis.disconnect();
 console.log(JSON.stringify({ recorded, meta, id }));`,
       );
-      const { stdout } = await run(process.execPath, [script, redis.url], { cwd: consumer });
+      // The queue client loads no optional package, the dashboard's now installed included.
+      const { stdout } = await run(process.execPath, ["--import", DENY_OPTIONAL, script, redis.url], { cwd: consumer });
       const out = JSON.parse(stdout) as { recorded: boolean; meta: Record<string, string>; id: string };
       expect(out.recorded).toBe(true);
       expect(out.meta).toMatchObject({ total: "1", done: "1", "n:completed": "1", spent: "0.25" });
@@ -166,88 +335,4 @@ console.log(JSON.stringify({ recorded, meta, id }));`,
     expect(view.stdout).toContain(`<style>${srcText("web/assets/style.css")}</style>`);
     expect(view.stdout).toContain("pkg-view-1");
   }, 120_000);
-
-  it("runtime dependencies: no TypeScript runner, no dockerode types (the public API names none: the strict consumer below checks it)", () => {
-    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
-      dependencies: Record<string, string>;
-      devDependencies: Record<string, string>;
-    };
-    for (const dev of ["tsx", "typescript", "vitest", "esbuild"])
-      expect(Object.keys(pkg.dependencies)).not.toContain(dev);
-    expect(Object.keys(pkg.dependencies)).not.toContain("@types/dockerode");
-    expect(Object.keys(pkg.devDependencies)).toContain("@types/dockerode");
-  });
-
-  it("imports from plain Node (ESM), no loader", async () => {
-    const script = join(consumer, "check.mjs");
-    writeFileSync(
-      script,
-      `import { enqueue, waitForResult, closeDefaultClient, PatchbayClient, Sandbox, TextEditor, runJob, startWorker, parseJobSpec, JobNotFoundError } from "patchbay";
-const fns = { enqueue, waitForResult, closeDefaultClient, PatchbayClient, Sandbox, TextEditor, runJob, startWorker, parseJobSpec, JobNotFoundError };
-const missing = Object.entries(fns).filter(([, f]) => typeof f !== "function").map(([n]) => n);
-console.log(JSON.stringify({ missing, ok: parseJobSpec({ task: "t", repo: { git: "https://example.com/r.git" } }).ok }));`,
-    );
-    const { stdout } = await run(process.execPath, [script], { cwd: consumer });
-    expect(JSON.parse(stdout)).toEqual({ missing: [], ok: true });
-  });
-
-  it("type-checks in a strict nodenext consumer with skipLibCheck off", async () => {
-    writeFileSync(
-      join(consumer, "tsconfig.json"),
-      JSON.stringify({
-        compilerOptions: {
-          strict: true,
-          module: "nodenext",
-          moduleResolution: "nodenext",
-          target: "es2022",
-          skipLibCheck: false,
-          noEmit: true,
-          types: ["node"],
-        },
-        include: ["index.ts"],
-      }),
-    );
-    writeFileSync(
-      join(consumer, "index.ts"),
-      `import { enqueue, waitForResult, PatchbayClient, Sandbox, runTool, type JobSpec, type JobResult, type ExecResult, type Backend, type SandboxRuntime, type ListOptions, type WaitForBatchOptions, type RunJobOptions } from "patchbay";
-const spec: JobSpec = { task: "fix it", repo: { path: "." }, timeoutSec: 60 };
-const id: string = await enqueue(spec);
-const result: JobResult = await waitForResult(id, { timeoutMs: 1000 });
-const client = new PatchbayClient({ queueName: "q" });
-const states: string[] = (await client.list({ limit: 3 })).map((j) => j.state);
-const sb: Sandbox = await Sandbox.create();
-const out = await runTool(sb, { id: "1", name: "bash", input: { command: "true" } });
-const exec: ExecResult | undefined = undefined;
-// @ts-expect-error the types are real: a JobSpec needs a repo
-const bad: JobSpec = { task: "no repo" };
-// The option bags are named types, and the old name of Backend still works.
-const listed: ListOptions = { limit: 3, states: ["failed"] };
-const waiting: WaitForBatchOptions = { pollMs: 100 };
-const old: SandboxRuntime | undefined = undefined as Backend | undefined;
-const run: RunJobOptions = { backend: old };
-console.log(result.status, states, out.isError, exec, bad, listed, waiting, run);
-`,
-    );
-    const tsc = join(ROOT, "node_modules/typescript/bin/tsc");
-    const r = await run(process.execPath, [tsc, "-p", consumer], { cwd: consumer }).catch(
-      (err: { stdout: string }) => ({ stdout: err.stdout, failed: true }),
-    );
-    expect(r.stdout).toBe("");
-  }, 180_000);
-
-  it("the installed `patchbay` command runs; --help imports no BullMQ, Redis, Docker or SDK code", async () => {
-    const bin = join(consumer, "node_modules/.bin/patchbay");
-    const version = await patchbay(["--version"], {}, { script: bin });
-    expect(version.stdout.trim()).toBe(
-      (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version,
-    );
-    for (const args of [["--help"], ["run", "--help"], ["list", "--help"], ["image"]]) {
-      const r = await patchbay(args, {}, { script: bin, nodeArgs: ["--import", DENY_HEAVY] });
-      expect(r.stderr + r.stdout, args.join(" ")).not.toMatch(/patchbay loaded/);
-      expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(args[0] === "image" ? 2 : 0);
-    }
-    // The guard works: a command that needs the queue does trip it.
-    const status = await patchbay(["status", "1"], {}, { script: DIST_CLI, nodeArgs: ["--import", DENY_HEAVY] });
-    expect(status.stderr).toMatch(/patchbay loaded (bullmq|ioredis)/);
-  });
 });

@@ -11,7 +11,6 @@ import type { ChecksState, ReviewState } from "../changeset.js";
 import type {
   Forge,
   ForgeClientOptions,
-  ForgeGit,
   ForgeRepo,
   ForgeWait,
   PullRequestInput,
@@ -63,9 +62,6 @@ type Pull = z.infer<typeof Pull>;
 const Review = z.object({ user: Login.nullable(), state: z.string().max(40) });
 const CheckRun = z.object({ status: z.string().max(40), conclusion: z.string().max(40).nullable() });
 const Combined = z.object({ state: z.string().max(40), total_count: z.int().nonnegative() });
-
-/** GitHub takes a token over git's http(s) as the password of the user `x-access-token`; a push makes a branch only. */
-export const githubGit: ForgeGit = { tokenUser: "x-access-token" };
 
 const Client = Octokit.plugin(throttling, retry);
 const FAILED_RUN = new Set(["failure", "timed_out", "cancelled", "action_required", "startup_failure"]);

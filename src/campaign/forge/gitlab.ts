@@ -12,7 +12,6 @@ import type { ChecksState, ReviewState } from "../changeset.js";
 import type {
   Forge,
   ForgeClientOptions,
-  ForgeGit,
   ForgeRepo,
   PullRequestInput,
   PullRequestRef,
@@ -22,6 +21,7 @@ import type {
 } from "./forge.js";
 import { AnswerTooLargeError } from "./fetch.js";
 import { boundedRequester } from "./gitlab-request.js";
+import { DRAFT } from "./push.js";
 import {
   badAnswer,
   boundTitle,
@@ -36,7 +36,6 @@ import {
 export const GITLAB_DESCRIPTION_MAX = 1_048_576;
 /** GitLab's limit on a title, prefix included. */
 const TITLE_MAX = 255;
-const DRAFT = "Draft: ";
 /** The prefixes GitLab reads as a draft. */
 const DRAFT_PREFIX = /^\s*(?:\[draft\]|\(draft\)|draft:|draft\s-\s)\s*/i;
 
@@ -73,23 +72,6 @@ const Approvals = z.object({
     .max(1000)
     .optional(),
 });
-
-/**
- * GitLab takes a token over git's http(s) as the password of the user `oauth2`. Without a token,
- * the push itself opens the merge request (`git push -o merge_request.create`), a draft by the
- * same title prefix the API's create uses; each option is one line, as git requires.
- */
-export const gitlabGit: ForgeGit = {
-  tokenUser: "oauth2",
-  pushOptions(pr) {
-    const oneLine = (s: string) => s.replace(/[\r\n\0]+/g, " ").slice(0, 250);
-    return [
-      "merge_request.create",
-      `merge_request.target=${oneLine(pr.base)}`,
-      `merge_request.title=${oneLine(pr.draft ? `${DRAFT}${pr.title}` : pr.title)}`,
-    ];
-  },
-};
 
 const PENDING_PIPELINE = new Set([
   "created",

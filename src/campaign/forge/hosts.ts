@@ -3,11 +3,17 @@
 // branch only. Userinfo in a URL is dropped here; tokens come from the Config, per host.
 import type { ForgeHost } from "../../core/config/forges.js";
 import type { Forge, ForgeClientOptions, ForgeGit, ForgeKind, ForgeRepo } from "./forge.js";
-import { GitHubForge, githubGit } from "./github.js";
-import { GitLabForge, gitlabGit } from "./gitlab.js";
+import { loadOptional, OPTIONAL } from "../../core/optional.js";
+import { LazyForge } from "./lazy.js";
+import { githubGit, gitlabGit } from "./push.js";
 
+/** The host's API client; its packages (optional: Octokit, gitbeaker) load on its first call. */
 export function makeForge(host: ForgeHost, token: string | undefined, opts: ForgeClientOptions = {}): Forge {
-  return host.kind === "github" ? new GitHubForge(host, token, opts) : new GitLabForge(host, token, opts);
+  return new LazyForge(host.kind, async () =>
+    host.kind === "github"
+      ? new (await loadOptional(OPTIONAL.github, () => import("./github.js"))).GitHubForge(host, token, opts)
+      : new (await loadOptional(OPTIONAL.gitlab, () => import("./gitlab.js"))).GitLabForge(host, token, opts),
+  );
 }
 
 /** What the host of `kind` does for git itself (its file's ForgeGit). */
