@@ -13,7 +13,7 @@ import { execFile, spawn } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { promisify, stripVTControlCharacters } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT } from "../support/cli-helpers.js";
 
@@ -27,7 +27,7 @@ function npm(cwd: string, args: string[], env: Record<string, string>): Promise<
     let output = "";
     child.stdout.on("data", (b: Buffer) => (output += b.toString()));
     child.stderr.on("data", (b: Buffer) => (output += b.toString()));
-    child.on("close", (code) => resolve({ code: code ?? -1, output }));
+    child.on("close", (code) => resolve({ code: code ?? -1, output: stripVTControlCharacters(output) }));
   });
 }
 
