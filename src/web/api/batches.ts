@@ -16,6 +16,7 @@ import {
   BatchSubmitQuery,
   BatchSummaryBody,
   json,
+  located,
   problems,
 } from "./schemas.js";
 import { BadRequest } from "./problem.js";
@@ -65,8 +66,8 @@ function submitRoute(app: FastifyInstance, batches: BatchClient, sources: ApiSou
     body: z.string().register(apiRegistry, { description: "one JobSpec per line" }),
     querystring: BatchSubmitQuery,
     response: {
-      201: json(BatchCreated, "enqueued"),
-      200: json(BatchCreated, "the same batch was there already"),
+      201: located(BatchCreated, "enqueued", "batch"),
+      200: located(BatchCreated, "the same batch was there already", "batch"),
       ...problems(400, 401, 403, 409, 413, 415),
     },
   };
