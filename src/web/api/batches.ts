@@ -73,7 +73,10 @@ function submitRoute(app: FastifyInstance, batches: BatchClient, sources: ApiSou
   };
   app.post("/batches", { schema, bodyLimit: BATCH_BODY_LIMIT }, async (req, reply) => {
     const opts = submitOptions(req.query as Record<string, unknown>);
-    if (typeof req.body !== "string") throw new BadRequest(`send the lines as ${NDJSON.join(", ")}`);
+    if (typeof req.body !== "string")
+      throw new BadRequest(
+        `the body came as application/json: send the lines (one JobSpec per line) with Content-Type: ${NDJSON.join(", ")}`,
+      );
     checkLines(req.body, sources);
     const r = await batches.submit(parseBatchFile(req.body, "body"), opts);
     return reply

@@ -147,7 +147,7 @@
           })
           .then(function (body) {
             if (r.status === 401) throw new Error("needs the dashboard token: open this page once as ?token=…");
-            if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
+            if (!r.ok) throw new Error(body.detail || "HTTP " + r.status); // application/problem+json
             return body;
           });
       })
