@@ -222,8 +222,16 @@ function apiGuard(req: FastifyRequest, reply: FastifyReply, opts: AuthOptions) {
   return undefined;
 }
 
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Whether this request carries the dashboard's token (cookie or Bearer): its pages' writes (Cancel, Retry) would pass. */
+    canWrite: boolean;
+  }
+}
+
 const auth: FastifyPluginAsync<AuthOptions> = async (app, opts) => {
   const { token, loopback } = opts;
+  app.decorateRequest("canWrite", false);
   app.addHook("onRequest", async (req, reply) => {
     reply.header("X-Content-Type-Options", "nosniff");
     reply.header("Referrer-Policy", "no-referrer");
@@ -233,7 +241,8 @@ const auth: FastifyPluginAsync<AuthOptions> = async (app, opts) => {
     const url = new URL(req.url, "http://x");
     const given = url.searchParams.get("token");
     if (given !== null && SAFE_METHODS.has(req.method)) return exchangeToken(req, reply, url, given, token);
-    if (needsToken(req.method, openReadsFor(req, opts)) && !authorized(req, token)) {
+    req.canWrite = authorized(req, token);
+    if (needsToken(req.method, openReadsFor(req, opts)) && !req.canWrite) {
       return sendProblem(reply, problem(401, `this needs the dashboard token: ${DASHBOARD_TOKEN_FIX}`), {
         "WWW-Authenticate": "Bearer",
       });

@@ -60,7 +60,7 @@ export class EventStreams {
         return refuse(
           reply,
           404,
-          `no job ${id} in queue ${client.queueName}: check the id (the list at /jobs, or \`patchbay list\`)`,
+          `no job ${id} in queue ${client.queueName}` /* the CLI's words, as the API's other routes */,
         );
       // headers set so far (the guard's, CORS) would be lost with fastify's reply: onto the raw one
       for (const [name, value] of Object.entries(reply.getHeaders()))

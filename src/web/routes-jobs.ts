@@ -83,7 +83,8 @@ function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions
       stored && stored.bytes <= DETAIL_PATCH_MAX
         ? ((await client.redis.get(k.patch(job.id!))) ?? undefined)
         : undefined;
-    return jobDetail(job, state, defaultModel, { patch });
+    // canWrite: whether this viewer's Cancel and Retry would pass (tokenless reads cannot write)
+    return { ...jobDetail(job, state, defaultModel, { patch }), canWrite: req.canWrite };
   });
 
   // The whole patch, as a file (a long one is not part of the job page's data).

@@ -53,8 +53,15 @@ export const JobStatusBody = z.object({
 /** A row of the list: the dashboard's (src/web/data.ts JobRow). */
 export const JobRow = z.object({
   id: z.string(),
-  state: z.string(),
-  status: z.string().optional(),
+  state: z.string().register(apiRegistry, {
+    description:
+      "the queue's (BullMQ's) state: where the job is, not how it ended (completed means a result was handed back, whatever its status)",
+  }),
+  status: z.string().optional().register(apiRegistry, { description: "the result's status, once the job finished" }),
+  outcome: z.enum([...JOB_STATUSES, "waiting", "running", "unknown"]).register(apiRegistry, {
+    description:
+      "what to show first: the job's status once it finished (docs/jobspec.md#statuses), else waiting or running",
+  }),
   model: z.string(),
   turns: z.number().optional(),
   costUsd: z.number().optional(),
@@ -69,8 +76,14 @@ export const JobRow = z.object({
 });
 
 export const JobsQuery = z.object({
-  state: z.enum(LIST_STATES).optional(),
-  status: JobStatus.optional().register(apiRegistry, { description: "finished jobs with this result status" }),
+  status: JobStatus.optional().register(apiRegistry, {
+    description:
+      "finished jobs with this status (docs/jobspec.md#statuses): status=completed leaves out cancelled and verify_failed jobs",
+  }),
+  state: z.enum(LIST_STATES).optional().register(apiRegistry, {
+    description:
+      "jobs in this queue state (BullMQ's): state=completed is every job that handed back a result, cancelled ones included; filter by status for how they ended",
+  }),
   batch: z.string().optional().register(apiRegistry, { description: "the jobs of this batch (each line's latest)" }),
   limit: z.string().regex(/^\d+$/).optional().register(apiRegistry, { description: "1 to 200; default 50" }),
   cursor: z.string().optional().register(apiRegistry, { description: "the `next` of the previous page" }),
