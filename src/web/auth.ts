@@ -110,7 +110,10 @@ function loopbackHost(hostHeader: string): boolean {
 
 /** ?token=… on a GET or HEAD: the cookie, and a redirect to the same path without the token. */
 function exchangeToken(req: FastifyRequest, reply: FastifyReply, url: URL, given: string, token: string) {
-  if (!sameSecret(given, token)) return reply.code(401).type("text/plain").send("wrong token\n");
+  if (!sameSecret(given, token))
+    return sendProblem(reply, problem(401, `wrong token in ?token=: ${DASHBOARD_TOKEN_FIX}`, { kind: "usage" }), {
+      "WWW-Authenticate": "Bearer",
+    });
   url.searchParams.delete("token");
   reply.header(
     "Set-Cookie",
@@ -147,6 +150,24 @@ function apiPrincipal(
   return c !== undefined && sameSecret(c, token)
     ? { scope: "write", name: "the dashboard's cookie", bearer: false }
     : undefined;
+}
+
+const DASHBOARD_TOKEN_FIX =
+  "open the page once as ?token=<PATCHBAY_DASHBOARD_TOKEN, or the one `patchbay dashboard` printed>, or send Authorization: Bearer <it>";
+const CROSS_ORIGIN =
+  "cross-origin request refused: send it from this dashboard's own pages, or from an origin in PATCHBAY_API_CORS_ORIGINS with an API token as Bearer";
+
+/**
+ * A Host that does not name loopback on a loopback bind (what DNS rebinding sends). The header is
+ * the client's: bounded, and only ever in the JSON body.
+ */
+function foreignHost(host: string | undefined) {
+  const shown = JSON.stringify((host ?? "").slice(0, 100));
+  return problem(
+    403,
+    `forbidden Host ${shown}: this dashboard binds loopback, open it as http://127.0.0.1:<port>/ or http://localhost:<port>/ (a proxy in front must send a Host naming loopback, e.g. nginx's $proxy_host); to serve another name, start it with --host and that address`,
+    { kind: "usage" },
+  );
 }
 
 const NEEDS_TOKEN =
@@ -197,31 +218,36 @@ function apiGuard(req: FastifyRequest, reply: FastifyReply, opts: AuthOptions) {
     return sendProblem(reply, problem(403, `${who.name} has scope read: this needs a token of scope write`), {
       "WWW-Authenticate": 'Bearer error="insufficient_scope", scope="write"',
     });
-  if (write && crossOrigin(req) && !(corsOk && who.bearer))
-    return sendProblem(reply, problem(403, "cross-origin request refused"));
+  if (write && crossOrigin(req) && !(corsOk && who.bearer)) return sendProblem(reply, problem(403, CROSS_ORIGIN));
   return undefined;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Whether this request carries the dashboard's token (cookie or Bearer): its pages' writes (Cancel, Retry) would pass. */
+    canWrite: boolean;
+  }
 }
 
 const auth: FastifyPluginAsync<AuthOptions> = async (app, opts) => {
   const { token, loopback } = opts;
+  app.decorateRequest("canWrite", false);
   app.addHook("onRequest", async (req, reply) => {
     reply.header("X-Content-Type-Options", "nosniff");
     reply.header("Referrer-Policy", "no-referrer");
     reply.header("X-Frame-Options", "DENY");
-    if (loopback && !loopbackHost(req.headers.host ?? ""))
-      return reply.code(403).type("text/plain").send("forbidden host\n");
+    if (loopback && !loopbackHost(req.headers.host ?? "")) return sendProblem(reply, foreignHost(req.headers.host));
     if (isApiPath(req.url.split("?")[0]!)) return apiGuard(req, reply, opts);
     const url = new URL(req.url, "http://x");
     const given = url.searchParams.get("token");
     if (given !== null && SAFE_METHODS.has(req.method)) return exchangeToken(req, reply, url, given, token);
-    if (needsToken(req.method, openReadsFor(req, opts)) && !authorized(req, token)) {
-      return reply.code(401).type("application/json").send({
-        error:
-          "this needs the dashboard token (PATCHBAY_DASHBOARD_TOKEN): open the page once with ?token=…, or send Authorization: Bearer …",
+    req.canWrite = authorized(req, token);
+    if (needsToken(req.method, openReadsFor(req, opts)) && !req.canWrite) {
+      return sendProblem(reply, problem(401, `this needs the dashboard token: ${DASHBOARD_TOKEN_FIX}`), {
+        "WWW-Authenticate": "Bearer",
       });
     }
-    if (!SAFE_METHODS.has(req.method) && crossOrigin(req))
-      return reply.code(403).type("application/json").send({ error: "cross-origin request refused" });
+    if (!SAFE_METHODS.has(req.method) && crossOrigin(req)) return sendProblem(reply, problem(403, CROSS_ORIGIN));
   });
 };
 
@@ -231,18 +257,16 @@ export const authPlugin: FastifyPluginAsync<AuthOptions> = Object.assign(auth, {
 /**
  * fastify's own refusals of a URL, made before any hook or route (Fastify's `frameworkErrors`): a
  * path parameter over maxParamLength, a bad %-escape. Its default echoes the whole URL; here the
- * words are fixed, with the guard's nosniff, and problem+json on the API's paths.
+ * words are fixed, with the guard's nosniff, as problem+json like every error of the server.
  */
 export function frameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
   const [status, detail] =
     err.code === "FST_ERR_MAX_PARAM_LENGTH"
-      ? [414, "a path parameter is too long (a job id is at most 128 characters)"]
+      ? [414, "a path parameter is too long: a job id is at most 128 characters, check the URL"]
       : err.code === "FST_ERR_BAD_URL"
-        ? [400, "the URL is malformed (a bad %-escape)"]
+        ? [400, "the URL is malformed (a bad %-escape): percent-encode each path segment (encodeURIComponent)"]
         : [500, "internal error"];
   reply.header("X-Content-Type-Options", "nosniff");
   // Fastify takes this handler's reply as sent; it awaits nothing from it (its type returns void).
-  if (isApiPath((req.raw.url ?? "").split("?")[0]!))
-    sendProblem(reply, problem(status, detail, { kind: status === 500 ? "internal" : "usage" }));
-  else reply.code(status).type("application/json").send({ error: detail });
+  sendProblem(reply, problem(status, detail, { kind: status === 500 ? "internal" : "usage" }));
 }

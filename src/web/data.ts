@@ -12,15 +12,19 @@ import {
 } from "../campaign/changeset.js";
 import type { BatchStatus } from "../batch/batch-types.js";
 import type { JobData } from "../queue/client.js";
+import { jobOutcome, type JobOutcome } from "../queue/outcome.js";
 import { filesChangedCount, type JobResult } from "../core/spec/spec.js";
 import { safeText } from "../core/term.js";
 import { sanitizeDeep } from "./escape.js";
 
 export interface JobRow {
   id: string;
+  /** BullMQ's state: where the job is in the queue ("completed": a result was handed back, whatever its status). */
   state: string;
   /** The result's status once the job finished. */
   status?: string;
+  /** What to show first: the status once finished, else waiting or running (src/queue/outcome.ts). */
+  outcome: JobOutcome;
   model: string;
   turns?: number;
   costUsd?: number;
@@ -112,6 +116,7 @@ export function jobRow(f: JobFields, state: string, defaultModel: string, now = 
     id: f.id,
     state,
     ...(status ? { status } : state === "failed" ? { status: "failed" } : {}),
+    outcome: jobOutcome(state, r?.status),
     model: safeText(String(spec?.model ?? defaultModel).slice(0, 200), { oneLine: true }),
     ...(r
       ? {

@@ -54,7 +54,7 @@ ${body}
 }
 
 /** The jobs table's columns: each cell's class is c-<name> (its width and, on a narrow screen, its label: jobs.js). */
-const JOB_COLUMNS = ["job", "state", "status", "model", "turns", "cost", "duration", "batch", "enqueued", "task"];
+const JOB_COLUMNS = ["job", "status", "queue", "model", "turns", "cost", "duration", "batch", "enqueued", "task"];
 
 const options = (values: string[]) =>
   ['<option value="">any</option>', ...values.map((v) => `<option value="${v}">${v}</option>`)].join("");
@@ -66,8 +66,8 @@ export function jobsPage(): string {
     "jobs.js",
     `<h1>Jobs</h1>
 <form class="filters" id="filters" method="get" action="/jobs">
-<label>state <select name="state">${options(STATES)}</select></label>
 <label>status <select name="status">${options(STATUSES)}</select></label>
+<label>queue state <select name="state">${options(STATES)}</select></label>
 <label>batch <input name="batch" size="24" placeholder="batch id"></label>
 <button type="submit">Filter</button>
 <span class="meta" id="note">loading…</span>

@@ -15,7 +15,8 @@ import type { Queue } from "bullmq";
 import { LIST_STATES, type JobData, type ListState } from "../queue/client.js";
 import { keys } from "../queue/keys.js";
 import { luaCommand } from "../core/lua.js";
-import type { JobResult } from "../core/spec/spec.js";
+import { JOB_STATUSES, type JobResult } from "../core/spec/spec.js";
+import { isJobStatus } from "../queue/outcome.js";
 import { jobRow, type JobFields, type JobRow } from "./data.js";
 import { kinded } from "../core/errors.js";
 
@@ -76,13 +77,18 @@ export function parseJobsQuery(q: Record<string, unknown>): JobsQuery {
   const state = str("state");
   if (state && !(LIST_STATES as readonly string[]).includes(state))
     throw new BadQuery(`bad state "${state.slice(0, 40)}": one of ${LIST_STATES.join(", ")}`);
+  const status = str("status");
+  if (status && !isJobStatus(status))
+    throw new BadQuery(
+      `bad status "${status.slice(0, 40)}": one of ${JOB_STATUSES.join(", ")} (a finished job's; state= filters by queue state)`,
+    );
   const limitText = str("limit");
   const limit = limitText === undefined ? PAGE_DEFAULT : Number(limitText);
   if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_MAX)
     throw new BadQuery(`bad limit "${String(limitText).slice(0, 40)}": 1 to ${PAGE_MAX}`);
   return {
     states: state ? [state as ListState] : [...LIST_STATES],
-    ...(str("status") ? { status: str("status")!.slice(0, 64) } : {}),
+    ...(status ? { status } : {}),
     ...(str("batch") ? { batch: str("batch")!.slice(0, 256) } : {}),
     limit,
     cursor: decodeCursor(str("cursor")),

@@ -11,6 +11,7 @@ import type { PatchbayClient } from "../queue/client.js";
 import { campaignRow, campaignView, countByState, type CampaignRow } from "./data.js";
 import { campaignPage, campaignsPage, notFoundPage } from "./html.js";
 import { htmlPage, sendPage } from "./routes-static.js";
+import { problem, sendProblem } from "./api/problem.js";
 
 /** The newest campaigns the list shows. */
 const CAMPAIGNS_SHOWN = 100;
@@ -69,7 +70,17 @@ export const campaignsRoutes: FastifyPluginAsync<{ client: PatchbayClient }> = a
   app.get<{ Params: { id: string } }>("/api/campaigns/:id", async (req, reply) => {
     const id = req.params.id;
     const st = validCampaignId(id) ? await campaignStatus(ctx, id).catch(notFound) : undefined;
-    if (!st) return reply.code(404).send({ error: `no campaign ${id.slice(0, 200)}` });
+    if (!st)
+      return sendProblem(
+        reply,
+        problem(
+          404,
+          `no campaign ${id.slice(0, 200)}: the list at /campaigns (or \`patchbay campaign list\`) has the ids`,
+          {
+            kind: "not-found",
+          },
+        ),
+      );
     return campaignView(st);
   });
 };

@@ -13,6 +13,7 @@ import type { PatchbayClient } from "../queue/client.js";
 import { keys } from "../queue/keys.js";
 import { streamTranscript } from "./sse.js";
 import { TranscriptHub } from "./transcript-hub.js";
+import { problem, sendProblem } from "./api/problem.js";
 
 export interface EventStreamsOptions {
   client: PatchbayClient;
@@ -56,7 +57,11 @@ export class EventStreams {
     this.streams++; // counted before the first await, so concurrent requests cannot pass the cap together
     try {
       if ((await client.queue.getJobState(id)) === "unknown")
-        return refuse(reply, 404, `no job ${id} in queue ${client.queueName}`);
+        return refuse(
+          reply,
+          404,
+          `no job ${id} in queue ${client.queueName}` /* the CLI's words, as the API's other routes */,
+        );
       // headers set so far (the guard's, CORS) would be lost with fastify's reply: onto the raw one
       for (const [name, value] of Object.entries(reply.getHeaders()))
         if (value !== undefined) reply.raw.setHeader(name, value);
@@ -85,7 +90,7 @@ export class EventStreams {
 }
 
 const refuseJson: Refuse = (reply, status, message, headers = {}) =>
-  reply.code(status).headers(headers).send({ error: message });
+  sendProblem(reply, problem(status, message, { kind: status === 404 ? "not-found" : "infra" }), headers);
 
 export const eventsRoute: FastifyPluginAsync<{ streams: EventStreams }> = async (app, { streams }) => {
   app.get<{ Params: { id: string }; Querystring: { after?: string } }>("/api/jobs/:id/events", (req, reply) =>

@@ -11,6 +11,7 @@ import { jobDetail } from "./data.js";
 import { jobPage, jobsPage, notFoundPage } from "./html.js";
 import { BadQuery, listJobsPage, parseJobsQuery } from "./jobs-list.js";
 import { htmlPage, sendPage } from "./routes-static.js";
+import { problem, sendProblem } from "./api/problem.js";
 
 export interface JobsRoutesOptions {
   client: PatchbayClient;
@@ -22,6 +23,12 @@ export interface JobsRoutesOptions {
 export const DETAIL_PATCH_MAX = 1024 * 1024;
 
 type ById = { Params: { id: string } };
+
+/** A job id that names no job, as a problem naming where the ids are. */
+const noJob = (id: string, queueName: string) =>
+  problem(404, `no job ${id} in queue ${queueName}: the list at /jobs (or \`patchbay list\`) has the ids`, {
+    kind: "not-found",
+  });
 
 function pages(app: FastifyInstance, client: PatchbayClient): void {
   app.get("/", (_req, reply) => reply.redirect("/jobs", 302));
@@ -62,7 +69,7 @@ function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions
         defaultModel,
       );
     } catch (err) {
-      if (err instanceof BadQuery) return reply.code(400).send({ error: err.message });
+      if (err instanceof BadQuery) return sendProblem(reply, problem(400, err.message, { kind: "usage" }));
       throw err;
     }
   });
@@ -70,23 +77,37 @@ function reads(app: FastifyInstance, { client, defaultModel }: JobsRoutesOptions
   app.get<ById>("/api/jobs/:id", async (req, reply) => {
     const state = await client.queue.getJobState(req.params.id); // before the job, so a finished one carries its result
     const job = await jobOf(req.params.id);
-    if (!job) return reply.code(404).send({ error: `no job ${req.params.id}` });
+    if (!job) return sendProblem(reply, noJob(req.params.id, client.queueName));
     const stored = job.returnvalue?.patchStored;
     const patch =
       stored && stored.bytes <= DETAIL_PATCH_MAX
         ? ((await client.redis.get(k.patch(job.id!))) ?? undefined)
         : undefined;
-    return jobDetail(job, state, defaultModel, { patch });
+    // canWrite: whether this viewer's Cancel and Retry would pass (tokenless reads cannot write)
+    return { ...jobDetail(job, state, defaultModel, { patch }), canWrite: req.canWrite };
   });
 
   // The whole patch, as a file (a long one is not part of the job page's data).
   app.get<ById>("/api/jobs/:id/patch", async (req, reply) => {
     const job = await jobOf(req.params.id);
     const r = job?.returnvalue;
-    if (!job || !r) return reply.code(404).send({ error: `no finished job ${req.params.id}` });
+    if (!job || !r)
+      return sendProblem(
+        reply,
+        problem(404, `no finished job ${req.params.id}: a job's patch is there once it has finished`, {
+          kind: "not-found",
+        }),
+      );
     const patch = r.patchStored ? await client.redis.getBuffer(k.patch(job.id!)) : Buffer.from(r.patch);
     if (!patch)
-      return reply.code(410).send({ error: `the patch of job ${job.id} is no longer kept (PATCHBAY_RETENTION_SEC)` });
+      return sendProblem(
+        reply,
+        problem(
+          410,
+          `the patch of job ${job.id} is no longer kept: patches are kept PATCHBAY_RETENTION_SEC, raise it to keep them longer`,
+          { kind: "not-found" },
+        ),
+      );
     const name = `${job.id!.replace(/[^A-Za-z0-9_.-]/g, "_")}.patch`;
     return reply
       .header("Content-Security-Policy", "default-src 'none'; sandbox")
@@ -103,7 +124,8 @@ function actions(app: FastifyInstance, client: PatchbayClient): void {
     try {
       return { result: await client.cancel(req.params.id) };
     } catch (err) {
-      return reply.code(404).send({ error: (err as Error).message });
+      if (err instanceof JobNotFoundError) return sendProblem(reply, noJob(req.params.id, client.queueName));
+      throw err;
     }
   });
 
@@ -112,10 +134,15 @@ function actions(app: FastifyInstance, client: PatchbayClient): void {
     try {
       const r = await client.retry(id);
       if (!r.retried)
-        return reply.code(409).send({ error: `job ${id} is ${r.state}: only a finished job can be retried` });
+        return sendProblem(
+          reply,
+          problem(409, `job ${id} is ${r.state}: only a finished job can be retried (cancel it first)`, {
+            kind: "conflict",
+          }),
+        );
       return { result: "queued again" };
     } catch (err) {
-      if (err instanceof JobNotFoundError) return reply.code(404).send({ error: `no job ${id}` });
+      if (err instanceof JobNotFoundError) return sendProblem(reply, noJob(id, client.queueName));
       throw err;
     }
   });

@@ -11,6 +11,7 @@
 //   routes-campaigns.ts  /campaigns, /api/campaigns (from Redis: the dashboard never calls a forge)
 //   routes-events.ts     /api/jobs/:id/events, the live transcript (sse.ts, transcript-hub.ts)
 //   routes-metrics.ts    /metrics
+//   errors.ts            every error answer as application/problem+json, naming the fix (404, 405, 415, …)
 //   api/                 the HTTP API: /api/v1 and its OpenAPI document at /api/openapi.json (api/index.ts)
 //
 // Security: it binds 127.0.0.1 unless told otherwise; see auth.ts for the rules. Every request
@@ -27,6 +28,7 @@ import { isIP } from "node:net";
 import { loadConfig, type Config } from "../core/config/config.js";
 import { PatchbayClient } from "../queue/client.js";
 import { authPlugin, frameworkError } from "./auth.js";
+import { problemHandlers } from "./errors.js";
 import { batchesRoutes } from "./routes-batches.js";
 import { campaignsRoutes } from "./routes-campaigns.js";
 import { bullBoardRoutes } from "./routes-bull-board.js";
@@ -59,6 +61,7 @@ async function registerAll(
   client: PatchbayClient,
   connectionName: string,
 ): Promise<void> {
+  problemHandlers(app); // before the routes: it indexes them as they are added
   await app.register(authPlugin, {
     token: s.token,
     loopback: s.loopback,

@@ -129,7 +129,7 @@ describe("dashboard in headless Chromium", () => {
     const list = await open("/jobs?state=active");
     const row = list.page.locator(`tr[data-job-id="${id}"]`);
     await row.waitFor();
-    expect(await row.locator("td").nth(1).textContent()).toBe("active");
+    expect(await row.locator("td").nth(1).textContent()).toBe("running"); // the status first; the queue state after it
     expect(await row.locator("td.task").textContent()).toBe("Run the live steps.");
     await list.page.close();
 

@@ -1,9 +1,14 @@
 // The HTTP API's OpenAPI document (/api/openapi.json): a valid OpenAPI 3.1 document by
 // @readme/openapi-parser, generated from the contract's own zod schemas (src/core/spec/spec.ts: the same
 // fields, event types and statuses, not a copy), every route in it with its problems, and the
-// schemas it gives usable as validators. The responses themselves are held against it in
+// schemas it gives usable as validators, and the real `redocly lint` (its recommended rules) finding
+// no error and no warning in it. The responses themselves are held against it in
 // test/e2e/api.test.ts.
 import { compileErrors, validate } from "@readme/openapi-parser";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { EVENT_TYPES, JOB_STATUSES, JobResult, JobSpec } from "../../src/core/spec/spec.js";
@@ -110,5 +115,41 @@ describe("the OpenAPI document", () => {
       expect(JobSpec.safeParse(bad).success, JSON.stringify(bad)).toBe(false);
       expect(spec.safeParse(bad).success, JSON.stringify(bad)).toBe(false);
     }
+  });
+
+  it("passes `redocly lint` (the recommended rules) with no error and no warning", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "patchbay-openapi-"));
+    try {
+      const file = join(dir, "openapi.json");
+      writeFileSync(file, JSON.stringify(doc.raw, null, 2));
+      // The JSON report: the totals and each problem, apart from redocly's own banners (on stderr).
+      const out = await new Promise<{ code: number; stdout: string }>((resolve) =>
+        execFile(
+          join(process.cwd(), "node_modules/.bin/redocly"),
+          ["lint", "--format=json", file],
+          { env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" } },
+          (err, stdout) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout }),
+        ),
+      );
+      const report = JSON.parse(out.stdout) as { totals: Record<string, number>; problems: unknown[] };
+      const said = (report.problems as { ruleId?: string; message?: string }[]).map((p) => `${p.ruleId}: ${p.message}`);
+      expect(said).toEqual([]);
+      expect(report.totals).toMatchObject({ errors: 0, warnings: 0 });
+      expect(out.code).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("describes the headers the API reads and sets: Location on a POST that makes something, Last-Event-ID on the live transcript", () => {
+    for (const path of ["/api/v1/jobs", "/api/v1/batches"])
+      for (const status of ["200", "201"])
+        expect(doc.raw.paths[path].post.responses[status].headers?.Location?.schema, `${path} ${status}`).toEqual({
+          type: "string",
+        });
+    const params = doc.raw.paths["/api/v1/jobs/{id}/events"].get.parameters as { in: string; name: string }[];
+    expect(params.filter((p) => p.in === "header").map((p) => p.name.toLowerCase())).toEqual(["last-event-id"]);
+    expect(doc.raw.servers).toEqual([expect.objectContaining({ url: "/" })]);
+    expect(Object.keys(doc.raw.components.schemas)).not.toContain("ProblemInput"); // unused components dropped
   });
 });

@@ -234,10 +234,10 @@ describe("/api/jobs: paginated and lean", () => {
   it("refuses a page over the hard maximum and a forged cursor, naming the problem", async () => {
     const over = await getJson(`${dash.url}/api/jobs?limit=2000`);
     expect(over.status).toBe(400);
-    expect(over.body.error).toMatch(/bad limit "2000": 1 to 200/);
+    expect(over.body.detail).toMatch(/bad limit "2000": 1 to 200/);
     const bad = await getJson(`${dash.url}/api/jobs?cursor=not-a-cursor`);
     expect(bad.status).toBe(400);
-    expect(bad.body.error).toMatch(/bad cursor/);
+    expect(bad.body.detail).toMatch(/bad cursor/);
     expect((await getJson(`${dash.url}/api/jobs?state=nonsense`)).status).toBe(400);
   });
 });

@@ -94,7 +94,7 @@ describe("dashboard layout and not-found pages in headless Chromium", () => {
       const page = await pageOf(width);
       const rec = recordPage(page);
       await page.goto(`${dash.url}/jobs`);
-      await page.locator(`tr[data-job-id="${ids[0]}"] td:nth-child(3) .badge`).waitFor();
+      await page.locator(`tr[data-job-id="${ids[0]}"] td.c-status .badge.s-completed`).waitFor();
       const w = await widths(page);
       expect(w.scroll, `the jobs page at ${width} px`).toBeLessThanOrEqual(w.client);
       // read in one go: the list is redrawn every 2 s

@@ -41,7 +41,7 @@ describe("the auth plugin", () => {
     ).toBe(200);
     const post = await app.inject({ method: "POST", url: "/r", headers: host });
     expect(post.statusCode).toBe(401);
-    expect(post.json().error).toMatch(/PATCHBAY_DASHBOARD_TOKEN/);
+    expect(post.json().detail).toMatch(/PATCHBAY_DASHBOARD_TOKEN/);
     expect(post.headers["x-frame-options"]).toBe("DENY");
     expect(
       (await app.inject({ method: "POST", url: "/r", headers: { ...host, authorization: `Bearer ${TOKEN}` } }))

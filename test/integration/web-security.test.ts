@@ -95,7 +95,7 @@ describe("dashboard guards", () => {
     for (const path of [`/api/jobs/${id}/cancel`, `/api/jobs/${id}/retry`]) {
       const r = await raw(dash.url + path, { method: "POST" });
       expect(r.status).toBe(401);
-      expect(JSON.parse(r.body).error).toMatch(/PATCHBAY_DASHBOARD_TOKEN/);
+      expect(JSON.parse(r.body).detail).toMatch(/PATCHBAY_DASHBOARD_TOKEN/);
       expect(
         (await raw(dash.url + path, { method: "POST", headers: { authorization: "Bearer wrong-token-wrong-token" } }))
           .status,

@@ -16,6 +16,7 @@ import {
   BatchSubmitQuery,
   BatchSummaryBody,
   json,
+  located,
   problems,
 } from "./schemas.js";
 import { BadRequest } from "./problem.js";
@@ -65,14 +66,17 @@ function submitRoute(app: FastifyInstance, batches: BatchClient, sources: ApiSou
     body: z.string().register(apiRegistry, { description: "one JobSpec per line" }),
     querystring: BatchSubmitQuery,
     response: {
-      201: json(BatchCreated, "enqueued"),
-      200: json(BatchCreated, "the same batch was there already"),
+      201: located(BatchCreated, "enqueued", "batch"),
+      200: located(BatchCreated, "the same batch was there already", "batch"),
       ...problems(400, 401, 403, 409, 413, 415),
     },
   };
   app.post("/batches", { schema, bodyLimit: BATCH_BODY_LIMIT }, async (req, reply) => {
     const opts = submitOptions(req.query as Record<string, unknown>);
-    if (typeof req.body !== "string") throw new BadRequest(`send the lines as ${NDJSON.join(", ")}`);
+    if (typeof req.body !== "string")
+      throw new BadRequest(
+        `the body came as application/json: send the lines (one JobSpec per line) with Content-Type: ${NDJSON.join(", ")}`,
+      );
     checkLines(req.body, sources);
     const r = await batches.submit(parseBatchFile(req.body, "body"), opts);
     return reply

@@ -4,7 +4,7 @@ import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import type { EventStreams, Refuse } from "../routes-events.js";
 import { problem, sendProblem } from "./problem.js";
-import { EventsQuery, JobId, problems } from "./schemas.js";
+import { EventsHeaders, EventsQuery, JobId, problems } from "./schemas.js";
 
 const refuseProblem: Refuse = (reply, status, message, headers = {}) =>
   sendProblem(reply, problem(status, message, { kind: status === 404 ? "not-found" : "infra" }), headers);
@@ -26,6 +26,7 @@ export const eventsApi: FastifyPluginAsync<{ streams: EventStreams }> = async (a
         description: DESCRIPTION,
         params: JobId,
         querystring: EventsQuery,
+        headers: EventsHeaders,
         response: { 200: response, ...problems(401, 404, 503) },
       },
     },

@@ -17,7 +17,8 @@ import { batchesApi } from "./batches.js";
 import { eventsApi } from "./events.js";
 import { jobsApi } from "./jobs.js";
 import { openApiRoute, registerOpenApi } from "./openapi.js";
-import { problem, problemOf, sendProblem } from "./problem.js";
+import { sendProblem } from "./problem.js";
+import { problemFor, requestContext } from "../errors.js";
 import type { ApiSourceRules } from "./repo-roots.js";
 
 export interface ApiOptions {
@@ -30,12 +31,7 @@ export interface ApiOptions {
 }
 
 const v1: FastifyPluginAsync<ApiOptions> = async (app, { client, streams, defaultModel, sources }) => {
-  app.setNotFoundHandler((req, reply) =>
-    sendProblem(
-      reply,
-      problem(404, `no route ${req.method} ${req.url.split("?")[0]!.slice(0, 200)}: see /api/openapi.json`),
-    ),
-  );
+  // A path no route has (404) or another method's (405): the root's handler (src/web/errors.ts).
   // each without `prefix` in its options: it would be added again
   await app.register(jobsApi, { client, defaultModel, sources });
   await app.register(eventsApi, { streams });
@@ -46,10 +42,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app, opts) => {
   // Pass-through: the handlers check what they take with patchbay's parsers (see the header).
   app.setValidatorCompiler(() => (data: unknown) => ({ value: data }));
   app.setSerializerCompiler(() => (data: unknown) => JSON.stringify(data));
-  app.setErrorHandler((err, req, reply) => {
-    const p = problemOf(err, req.routeOptions.bodyLimit);
-    return sendProblem(reply, p);
-  });
+  app.setErrorHandler((err, req, reply) => sendProblem(reply, problemFor(err, requestContext(req))));
   await registerOpenApi(app);
   await app.register(v1, { ...opts, prefix: "/api/v1" });
   openApiRoute(app);

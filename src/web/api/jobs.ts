@@ -22,6 +22,7 @@ import {
   JobsQuery,
   JobStatusBody,
   json,
+  located,
   problems,
   TranscriptQuery,
 } from "./schemas.js";
@@ -55,8 +56,8 @@ function enqueueRoute(app: FastifyInstance, client: PatchbayClient, sources: Api
       "Checks the JobSpec as `patchbay enqueue` does (a bad spec is a 400 naming each field in `errors`). With a `jobId`, enqueueing is idempotent: the same spec again returns the same id with 200; another spec under a used id is a 409.",
     body: JobSpec,
     response: {
-      201: json(JobCreated, "enqueued"),
-      200: json(JobCreated, "the job with this jobId and this spec was there already"),
+      201: located(JobCreated, "enqueued", "job"),
+      200: located(JobCreated, "the job with this jobId and this spec was there already", "job"),
       ...problems(400, 401, 403, 409, 413, 415),
     },
   };

@@ -6,6 +6,59 @@ import type { FastifyInstance } from "fastify";
 import { createJsonSchemaTransform, createJsonSchemaTransformObject } from "fastify-type-provider-zod";
 import { apiRegistry } from "./schemas.js";
 
+/** A route's response as the routes write it: a description, its content and, for some, the headers it sets. */
+type RouteResponse = { headers?: Record<string, unknown> } & Record<string, unknown>;
+type RouteSchema = { response?: Record<string, RouteResponse> } & Record<string, unknown>;
+type ZodTransform = ReturnType<typeof createJsonSchemaTransform>;
+
+/**
+ * The zod provider's transform of a route, keeping what it drops: the `headers` of a response given
+ * as content types (plain JSON Schema, e.g. a 201's Location), which @fastify/swagger then
+ * documents as the response's headers.
+ */
+export function keepResponseHeaders(transform: ZodTransform): ZodTransform {
+  return (input) => {
+    const out = transform(input);
+    const given = (input.schema as RouteSchema | undefined)?.response ?? {};
+    const response = (out.schema as RouteSchema | undefined)?.response;
+    for (const [status, r] of Object.entries(given))
+      if (r.headers && response?.[status]) response[status] = { ...response[status], headers: r.headers };
+    return out;
+  };
+}
+
+type Doc = { components?: { schemas?: Record<string, unknown> } } & Record<string, unknown>;
+
+/** Every component name a part of the document refers to ("#/components/schemas/<name>"). */
+function refsIn(value: unknown, into: Set<string>): Set<string> {
+  if (Array.isArray(value)) value.forEach((v) => refsIn(v, into));
+  else if (value && typeof value === "object")
+    for (const [k, v] of Object.entries(value)) {
+      if (k === "$ref" && typeof v === "string" && v.startsWith("#/components/schemas/"))
+        into.add(decodeURIComponent(v.slice("#/components/schemas/".length)));
+      else refsIn(v, into);
+    }
+  return into;
+}
+
+/**
+ * The document without the schema components nothing refers to. The zod provider makes an input and
+ * an output component of every registered schema (JobResult and JobResultInput), whether a route
+ * takes it in, hands it out, or both; the ones no route (and no other component) uses are dropped,
+ * until none is left (a dropped one may have been the last to refer to another).
+ */
+export function withoutUnusedComponents<T extends Doc>(doc: T): T {
+  const schemas = { ...(doc.components?.schemas ?? {}) };
+  for (;;) {
+    const { components, ...rest } = doc;
+    const used = refsIn(rest, new Set());
+    for (const [name, s] of Object.entries(schemas)) refsIn(s, new Set()).forEach((r) => r !== name && used.add(r));
+    const unused = Object.keys(schemas).filter((n) => !used.has(n));
+    if (!unused.length) return { ...doc, components: { ...components, schemas } };
+    unused.forEach((n) => delete schemas[n]);
+  }
+}
+
 export const OPENAPI_PATH = "/api/openapi.json";
 
 const DESCRIPTION = `patchbay's HTTP API: enqueue fix jobs, follow them, fetch their patches; batches.
@@ -19,7 +72,14 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(fastifySwagger, {
     openapi: {
       openapi: "3.1.0",
-      info: { title: "patchbay", version: "1", description: DESCRIPTION },
+      info: {
+        title: "patchbay",
+        version: "1",
+        description: DESCRIPTION,
+        license: { name: "MIT", identifier: "MIT" },
+      },
+      // The document is served by the server it describes: its paths are on the origin it came from.
+      servers: [{ url: "/", description: "the server this document was fetched from (the dashboard's address)" }],
       tags: [
         { name: "jobs", description: "one job: enqueue, follow, fetch, cancel" },
         { name: "batches", description: "many jobs under one id" },
@@ -31,8 +91,9 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       },
       security: [{ bearer: [] }],
     },
-    transform: createJsonSchemaTransform({ schemaRegistry: apiRegistry, skipList: [] }),
-    transformObject: createJsonSchemaTransformObject({ schemaRegistry: apiRegistry }),
+    transform: keepResponseHeaders(createJsonSchemaTransform({ schemaRegistry: apiRegistry, skipList: [] })),
+    transformObject: (doc) =>
+      withoutUnusedComponents(createJsonSchemaTransformObject({ schemaRegistry: apiRegistry })(doc) as Doc) as never,
   });
 }
 

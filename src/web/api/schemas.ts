@@ -4,7 +4,7 @@
 // are exactly these, whatever else in the process uses zod's global one.
 import { z } from "zod";
 import { LIST_STATES } from "../../queue/client.js";
-import { JobResult, JobSpec, JobStatus, TranscriptEvent, Usage } from "../../core/spec/spec.js";
+import { JOB_STATUSES, JobResult, JobSpec, JobStatus, TranscriptEvent, Usage } from "../../core/spec/spec.js";
 import { Problem } from "./problem.js";
 import { apiRegistry } from "./registry.js";
 
@@ -53,8 +53,15 @@ export const JobStatusBody = z.object({
 /** A row of the list: the dashboard's (src/web/data.ts JobRow). */
 export const JobRow = z.object({
   id: z.string(),
-  state: z.string(),
-  status: z.string().optional(),
+  state: z.string().register(apiRegistry, {
+    description:
+      "the queue's (BullMQ's) state: where the job is, not how it ended (completed means a result was handed back, whatever its status)",
+  }),
+  status: z.string().optional().register(apiRegistry, { description: "the result's status, once the job finished" }),
+  outcome: z.enum([...JOB_STATUSES, "waiting", "running", "unknown"]).register(apiRegistry, {
+    description:
+      "what to show first: the job's status once it finished (docs/jobspec.md#statuses), else waiting or running",
+  }),
   model: z.string(),
   turns: z.number().optional(),
   costUsd: z.number().optional(),
@@ -69,8 +76,14 @@ export const JobRow = z.object({
 });
 
 export const JobsQuery = z.object({
-  state: z.enum(LIST_STATES).optional(),
-  status: JobStatus.optional().register(apiRegistry, { description: "finished jobs with this result status" }),
+  status: JobStatus.optional().register(apiRegistry, {
+    description:
+      "finished jobs with this status (docs/jobspec.md#statuses): status=completed leaves out cancelled and verify_failed jobs",
+  }),
+  state: z.enum(LIST_STATES).optional().register(apiRegistry, {
+    description:
+      "jobs in this queue state (BullMQ's): state=completed is every job that handed back a result, cancelled ones included; filter by status for how they ended",
+  }),
   batch: z.string().optional().register(apiRegistry, { description: "the jobs of this batch (each line's latest)" }),
   limit: z.string().regex(/^\d+$/).optional().register(apiRegistry, { description: "1 to 200; default 50" }),
   cursor: z.string().optional().register(apiRegistry, { description: "the `next` of the previous page" }),
@@ -108,7 +121,10 @@ export const EventsQuery = z.object({
 
 // Batches (src/batch/batch-types.ts, batch-index.ts, batch-summary.ts)
 
-const Counts = z.record(JobStatus, z.int());
+/** Every status with its count (0 included): an object with each property declared, for the document's readers. */
+const Counts = z
+  .object(Object.fromEntries(JOB_STATUSES.map((s) => [s, z.int()])) as Record<(typeof JOB_STATUSES)[number], z.ZodInt>)
+  .register(apiRegistry, { description: "how many of the jobs (each line's latest) finished with each status" });
 
 const JobSummary = z.object({
   line: z.int(),
@@ -228,4 +244,22 @@ export function problems(
 export const json = <S extends z.ZodType>(schema: S, description: string) => ({
   description,
   content: { "application/json": { schema } },
+});
+
+/** A JSON response that names where the new thing is (a Location header, relative to the server), for a POST's 200 and 201. */
+export const located = <S extends z.ZodType>(schema: S, description: string, what: string) => ({
+  ...json(schema, description),
+  headers: { Location: { type: "string", description: `the ${what}'s path (e.g. ${LOCATION_EXAMPLES[what]})` } },
+});
+
+const LOCATION_EXAMPLES: Record<string, string> = {
+  job: "/api/v1/jobs/fix-1",
+  batch: "/api/v1/batches/nightly",
+};
+
+/** The live transcript's request header: where to go on from (what a browser's EventSource sends on reconnecting). */
+export const EventsHeaders = z.object({
+  "last-event-id": z.string().optional().register(apiRegistry, {
+    description: "the `id` of the last message received: the stream goes on after it (as ?after=)",
+  }),
 });

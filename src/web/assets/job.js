@@ -40,7 +40,18 @@
     else dd.textContent = PB.clean(value == null ? "" : value);
     box.appendChild(dd);
     dl.appendChild(box);
+    return dd;
   }
+  // The head's turns and cost while the job runs: the transcript's counts so far (the result has
+  // none yet), "pending" before the model's first answer.
+  var liveTurns = null,
+    liveCost = null;
+  function showLive() {
+    if (!info || info.status) return;
+    if (liveTurns) liveTurns.textContent = String(Math.max(t.t.turns, info.turns || 0));
+    if (liveCost) liveCost.textContent = t.t.responses ? PB.usd(t.t.cost) + " so far" : "pending";
+  }
+  var READ_ONLY = "read-only: Cancel and Retry need the dashboard's token (open this page once as ?token=…)";
   function showInfo(j) {
     info = j;
     head.textContent = "";
@@ -48,11 +59,14 @@
     head.appendChild(h);
     if (j.task) head.appendChild(PB.block(j.task, "task"));
     var dl = el("dl");
-    field(dl, "state", el("span", "badge s-" + j.state, j.state));
-    field(dl, "status", j.status ? el("span", "badge s-" + j.status, j.status) : "");
+    // The job's status first (its result's, or waiting/running); the queue's state after it, as plain
+    // text: BullMQ calls a cancelled job "completed" (it handed back a result).
+    var outcome = String(j.outcome || j.status || "unknown").replace(/[^a-z_]/g, "");
+    field(dl, "status", el("span", "badge s-" + outcome, outcome));
+    field(dl, "queue", j.state, "queue-state").title = "the queue's state (BullMQ's), not how the job ended";
     field(dl, "model", j.model);
-    field(dl, "turns", j.turns);
-    field(dl, "cost", j.costUsd == null ? "" : PB.usd(j.costUsd));
+    liveTurns = field(dl, "turns", j.turns);
+    liveCost = field(dl, "cost", j.costUsd == null ? "" : PB.usd(j.costUsd));
     field(dl, "duration", j.durationMs == null ? "" : PB.dur(j.durationMs));
     field(dl, "attempts", j.attemptsMade);
     if (j.batchId) {
@@ -71,8 +85,16 @@
     }
     var queued = j.state === "active" || j.state === "waiting" || j.state === "delayed" || j.state === "prioritized";
     // a status means the job ended, even while BullMQ still calls it active (its result is being stored)
-    able(cancelBtn, queued && !j.status, "the job has finished: nothing to cancel");
-    able(retryBtn, !queued, "the job is still queued or running");
+    if (j.canWrite === false) {
+      // tokenless reads (--loopback-reads): the actions would be refused, so they are off, saying why
+      able(cancelBtn, false, READ_ONLY);
+      able(retryBtn, false, READ_ONLY);
+      if (!msg.textContent) msg.textContent = READ_ONLY;
+    } else {
+      able(cancelBtn, queued && !j.status, "the job has finished: nothing to cancel");
+      able(retryBtn, !queued, "the job is still queued or running");
+    }
+    showLive();
     head.setAttribute("data-state", j.state);
     head.setAttribute("data-status", j.status || "");
     var files = j.filesChangedTotal != null ? j.filesChangedTotal : j.filesChanged ? j.filesChanged.length : null;
@@ -147,7 +169,7 @@
           })
           .then(function (body) {
             if (r.status === 401) throw new Error("needs the dashboard token: open this page once as ?token=…");
-            if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
+            if (!r.ok) throw new Error(body.detail || "HTTP " + r.status); // application/problem+json
             return body;
           });
       })
@@ -168,6 +190,7 @@
     action("retry", retryBtn);
   });
   t.onEvent(function (e) {
+    showLive();
     if (e.type === "job_finished" || e.type === "sandbox_ready") refresh().catch(function () {});
   });
   connect(); // the transcript and the head load side by side

@@ -30,14 +30,14 @@
     var tr = el("tr");
     tr.setAttribute("data-job-id", j.id);
     cell(tr, "job", null, null, j.id).appendChild(link(j.id, "/jobs/" + encodeURIComponent(j.id)));
-    cell(tr, "state").appendChild(badge(j.state));
-    var td = cell(tr, "status");
-    if (j.status) td.appendChild(badge(j.status));
+    // the job's status first (waiting, running, or how it ended); the queue's state after it, plain
+    cell(tr, "status").appendChild(badge(j.outcome || j.status || "unknown"));
+    cell(tr, "queue", "queue-state", j.state, "the queue's state (BullMQ's), not how the job ended");
     cell(tr, "model", null, j.model || "", j.model);
     cell(tr, "turns", "num", j.turns == null ? "" : j.turns);
     cell(tr, "cost", "num", j.costUsd == null ? "" : PB.usd(j.costUsd));
     cell(tr, "duration", "num", j.durationMs == null ? "" : PB.dur(j.durationMs));
-    td = cell(tr, "batch", null, null, j.batchId);
+    var td = cell(tr, "batch", null, null, j.batchId);
     if (j.batchId) td.appendChild(link(j.batchId, "/jobs?batch=" + encodeURIComponent(j.batchId)));
     var at = j.createdAt ? new Date(j.createdAt) : null;
     cell(tr, "enqueued", "num", at ? at.toLocaleString(undefined, SHORT) : "", at ? at.toLocaleString() : null);

@@ -94,7 +94,20 @@
     this.turns = Object.create(null); // keyed by ids from the model: no prototype to collide with
     this.tools = Object.create(null);
     this.count = 0;
-    this.t = { turns: 0, input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, toolCalls: 0, toolErrors: 0 };
+    // toolCalls: every call the model asked for, counted as it appears (running ones too); running:
+    // those without a result yet; responses: the model's answers so far (the cost is theirs).
+    this.t = {
+      turns: 0,
+      input: 0,
+      output: 0,
+      cacheRead: 0,
+      cacheWrite: 0,
+      cost: 0,
+      responses: 0,
+      toolCalls: 0,
+      running: 0,
+      toolErrors: 0,
+    };
     this.finished = null;
     this.runs = 0;
     this.listeners = [];
@@ -153,6 +166,8 @@
     var result = add(d, el("div", "result"));
     add(result, el("span", "meta pending", "running…"));
     x = this.tools[id] = { el: d, input: input, result: result, filled: false };
+    this.t.toolCalls++;
+    this.t.running++;
     return x;
   };
   Transcript.prototype.fillInput = function (x, name, input) {
@@ -192,9 +207,13 @@
         this.card("attempt", (this.runs > 0 ? "Run " + (this.runs + 1) + " · " : "") + "attempt " + e.attempt);
       this.attempt = e.attempt;
       this.turns = Object.create(null);
+      for (var k in this.tools) if (!this.tools[k].done) this.t.running--; // the attempt before ended
       this.tools = Object.create(null);
     }
-    if (e.type === "job_started") this.runs++;
+    if (e.type === "job_started") {
+      this.runs++;
+      this.finished = null; // a new run: its cost is "so far" again
+    }
     var d;
     switch (e.type) {
       case "job_started": {
@@ -230,6 +249,7 @@
         this.t.cacheRead += u.cacheReadTokens || 0;
         this.t.cacheWrite += u.cacheWriteTokens || 0;
         if (typeof e.costUsd === "number") this.t.cost += e.costUsd;
+        this.t.responses++;
         t.meta.textContent = clean(
           [
             e.model,
@@ -270,8 +290,8 @@
       case "tool_result": {
         var r = this.tool(e.turn, String(e.toolUseId), e.name);
         r.result.textContent = "";
+        if (!r.done) this.t.running--;
         r.done = true;
-        this.t.toolCalls++;
         if (e.isError) {
           this.t.toolErrors++;
           r.el.className = "tool error";
@@ -373,6 +393,8 @@
           var p = this.tools[id];
           if (p.done) continue;
           p.done = true;
+          this.t.running--;
+          this.t.toolCalls--; // asked for, never run: not a call
           p.result.textContent = "";
           add(p.result, el("span", "meta notrun", "not run: the job ended first"));
         }
@@ -397,14 +419,16 @@
   Transcript.prototype.updateTotals = function () {
     if (!this.totalsEl) return;
     var t = this.t;
+    var notes = [];
+    if (t.running) notes.push(num(t.running) + " running");
+    if (t.toolErrors) notes.push(count(t.toolErrors, "error", "errors"));
     this.totalsEl.textContent =
-      num(this.count) +
-      " events · " +
-      t.turns +
-      " turns · " +
-      t.toolCalls +
-      " tool calls" +
-      (t.toolErrors ? " (" + t.toolErrors + " errors)" : "") +
+      count(this.count, "event", "events") +
+      " · " +
+      count(t.turns, "turn", "turns") +
+      " · " +
+      count(t.toolCalls, "tool call", "tool calls") +
+      (notes.length ? " (" + notes.join(", ") + ")" : "") +
       " · tokens in " +
       num(t.input) +
       " / out " +
@@ -414,7 +438,12 @@
       " / cache write " +
       num(t.cacheWrite) +
       " · " +
-      usd(t.cost);
+      this.costText();
+  };
+  // The cost so far: "pending" before the model's first answer, "… so far" until the job finishes.
+  Transcript.prototype.costText = function () {
+    if (this.finished) return usd(this.t.cost);
+    return this.t.responses ? usd(this.t.cost) + " so far" : "cost pending";
   };
 
   // A table cell of column `name` (the jobs and batches lists): class c-<name> (its width; its label
@@ -433,6 +462,7 @@
     block: block,
     num: num,
     usd: usd,
+    count: count,
     dur: dur,
     clean: clean,
     cell: cell,
