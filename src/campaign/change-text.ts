@@ -6,20 +6,25 @@ import { PatchbayError } from "../core/errors.js";
 import type { CampaignDef } from "./store.js";
 import { repoValues } from "./file.js";
 import { render } from "./template.js";
-import { inert } from "./inert-text.js";
+import { inert, plainText } from "./inert-text.js";
 import { branchProblem } from "./publish-settings.js";
 
 type Repo = CampaignDef["repos"][number];
 
-/** The values a title, body or commit message template may use. */
+/**
+ * The values a body or commit message template may use; with `shown` = inertTitle, those of a
+ * title (each model-written value made inert as a title needs, without invisible characters).
+ */
 export function outcomeValues(
   def: CampaignDef,
   repo: Repo,
   jobId: string,
   r: JobResult,
   spec: { task: string; verify?: string },
+  shown: (text: string) => string = inert,
 ): Record<string, string> {
-  const summary = inert(r.summary?.trim() || "(the model left no summary)");
+  const plain = plainText(r.summary?.trim() || "(the model left no summary)");
+  const summary = shown(plain);
   const transcript = def.publish.transcriptUrl
     ? render(def.publish.transcriptUrl, { ...repo.vars, ...repoValues(repo, def.name), jobId })
     : `\`patchbay result ${jobId} --out DIR\` (DIR/transcript.html)`;
@@ -27,12 +32,12 @@ export function outcomeValues(
   return {
     ...repo.vars,
     ...repoValues(repo, def.name),
-    task: inert(spec.task.trim()).slice(0, 2000),
+    task: shown(spec.task.trim()).slice(0, 2000),
     summary: summary.slice(0, 20_000),
-    summaryLine: summary.split("\n")[0]!.slice(0, 120),
+    summaryLine: shown(plain.split("\n")[0]!).slice(0, 120),
     verify: spec.verify ?? "(none)",
     verifyResult: r.verified === undefined ? verify : r.verified ? verify : `${verify} — published unverified`,
-    diffstat: inert(r.diffstat).slice(0, 20_000),
+    diffstat: shown(r.diffstat).slice(0, 20_000),
     costUsd: r.costUsd.toFixed(4),
     jobId,
     transcript,

@@ -2,6 +2,40 @@
 // request. Kept in Redis beside the campaign (store.ts); never holds a credential.
 import { z } from "zod";
 
+/** Where a changeset is published: GitHub, GitLab, or a plain git remote (a branch only). */
+export const CHANGE_FORGES = ["github", "gitlab", "git"] as const;
+/** The kind of host a changeset is published on: a forge with pull or merge requests, or plain git. */
+export type ChangeForge = (typeof CHANGE_FORGES)[number];
+
+/** What a changeset is on each kind of host, one and many: the one place each noun is spelt. */
+export const CHANGE_NOUNS: Readonly<Record<ChangeForge, readonly [one: string, many: string]>> = {
+  github: ["pull request", "pull requests"],
+  gitlab: ["merge request", "merge requests"],
+  git: ["branch", "branches"],
+};
+
+/** `n` changesets on one kind of host, counted: "1 pull request", "2 merge requests", "3 branches". */
+export const changeCount = (forge: ChangeForge, n: number): string => `${n} ${CHANGE_NOUNS[forge][n === 1 ? 0 : 1]}`;
+
+/** The noun of one changeset on any of `forges` ("pull request or branch"); "changeset" when none is known. */
+export function changeNoun(forges: Iterable<ChangeForge | undefined>): string {
+  const kinds = CHANGE_FORGES.filter((k) => [...forges].includes(k));
+  return kinds.length ? kinds.map((k) => CHANGE_NOUNS[k][0]).join(" or ") : "changeset";
+}
+
+/**
+ * The question `campaign close` asks before closing `open` changesets: a forge's pull or merge
+ * requests are closed and their branches deleted; a plain git remote's changeset is its branch.
+ */
+export function closeQuestion(id: string, open: readonly Pick<Changeset, "forge">[]): string {
+  const n = (k: ChangeForge) => open.filter((c) => (c.forge ?? "git") === k).length;
+  const requests = (["github", "gitlab"] as const).filter((k) => n(k)).map((k) => changeCount(k, n(k)));
+  const branches = n("git") ? changeCount("git", n("git")) : "";
+  if (!requests.length) return `Delete ${branches} of campaign ${id}?`;
+  const theirs = open.length - n("git") === 1 ? "its branch" : "their branches";
+  return `Close ${requests.join(" and ")} of campaign ${id} and delete ${theirs}${branches ? `, and delete ${branches} of plain git remotes` : ""}?`;
+}
+
 /** A changeset's states: not on a forge yet, a draft or open pull request, merged, closed, or in conflict with its target. */
 export const CHANGESET_STATES = ["unpublished", "draft", "open", "merged", "closed", "conflict"] as const;
 /** Where a changeset stands, from `unpublished` to `merged` (or `closed`, or `conflict` with its target branch). */
@@ -35,7 +69,7 @@ export const Changeset = z.object({
   headSha: z.string().optional(),
   /** The target branch's commit the change was put on (the job's base, or the tip it was rebased onto). */
   onto: z.string().optional(),
-  forge: z.enum(["github", "gitlab", "git"]).optional(),
+  forge: z.enum(CHANGE_FORGES).optional(),
   number: z.int().positive().optional(),
   url: z.string().optional(),
   checks: z.enum(CHECKS_STATES).optional(),

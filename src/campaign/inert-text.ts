@@ -2,7 +2,12 @@
 // text, acting on nothing. Forges read markdown and HTML, mentions, closing keywords; GitLab runs
 // quick actions (`/approve`, `/merge` at a line's start) with the poster's token; markdown hides
 // link reference definitions; git and GitHub read trailers; terminals read escapes (`git log`).
-// Each is broken by a zero-width space where it would act, so a reader sees the same words. Pure.
+// In a body or a commit message each is broken by a zero-width space where it would act, so a
+// reader sees the same words. A title (inertTitle) gets no invisible character: it is one line,
+// which no forge reads as markdown blocks, quick actions or trailers (git takes trailers from the
+// message's last paragraph, never its subject), so only its mentions and closing keywords, which
+// GitLab reads in a title and both forges read in the squash commit made from it, are broken, by
+// visible characters. Pure.
 
 /** Zero-width space: invisible, and not whitespace to the forges' patterns. */
 const ZW = "\u200b";
@@ -37,4 +42,24 @@ export function inert(text: string): string {
       .replace(/\]:/g, `]${ZW}:`)
       .replace(/^([ \t]*[A-Za-z0-9][A-Za-z0-9-]*)([ \t]*:)(?!\/\/)/gm, `$1${ZW}$2`)
   ); // Co-authored-by:, Signed-off-by:
+}
+
+/** A fullwidth commercial at: reads as "@", and is no mention to either forge's pattern. */
+const AT = "\uff20";
+
+/**
+ * A title's text: one line, no control and no invisible character (the model's own dropped too); a mention's `@` becomes a
+ * fullwidth `＠`, and a closing keyword before a reference is quoted (`"fixes" #1`), which GitHub's
+ * and GitLab's patterns (the keyword, an optional colon, spaces, the reference) do not match.
+ */
+export function inertTitle(text: string): string {
+  return (
+    plainText(text)
+      // Format characters (zero-width spaces and joiners, marks, BOM, soft hyphen) the model wrote.
+      .replace(/\p{Cf}/gu, "")
+      .replace(/\s+/g, " ")
+      // Both forges take a mention only after a non-word character (an address's `a@b` is none).
+      .replace(/(?<![A-Za-z0-9_])@(?=[A-Za-z0-9_])/g, AT)
+      .replace(CLOSING, '"$1"')
+  );
 }

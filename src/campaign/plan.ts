@@ -13,6 +13,7 @@ import { isOpen, type Changeset } from "./changeset.js";
 import type { CampaignDef } from "./store.js";
 import { render } from "./template.js";
 import { branchName, outcomeValues } from "./change-text.js";
+import { inertTitle } from "./inert-text.js";
 import type { PullRequestInput, PullRequestRef, PullRequestStatus } from "./forge/forge.js";
 import { forgeGit } from "./forge/hosts.js";
 import type { PreparedChange } from "./publish-git.js";
@@ -214,7 +215,7 @@ function decidePublish(s: PublishState): Decision {
   const values = outcomeValues(s.def, s.repo, s.job!.jobId, r, s.outcome.spec);
   const texts = {
     branch,
-    title: render(s.def.publish.title, values),
+    title: render(s.def.publish.title, outcomeValues(s.def, s.repo, s.job!.jobId, r, s.outcome.spec, inertTitle)),
     body: render(s.def.publish.body, values),
     message: render(s.def.publish.message, values),
   };

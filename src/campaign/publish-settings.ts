@@ -1,6 +1,8 @@
 // A campaign's `publish:` section: the branch, the pull request's title, body and draft flag, the
 // commit's author and message, where the transcript is linked from. Pure.
 import { z } from "zod";
+import { genericMessage } from "../core/spec/fields.js";
+import { suggest } from "../core/suggest.js";
 
 /** What a task template (and a branch name) may use: the repository's own values and the vars. */
 export const REPO_NAMES = ["repo", "ref", "name", "campaign"] as const;
@@ -65,10 +67,41 @@ export interface PublishSettings {
   transcriptUrl?: string;
 }
 
-/** The settings with their defaults, or what is wrong with them. */
+/** A problem of the publish section: its path below `publish:` and what is wrong, in words. */
+export interface PublishProblem {
+  /** The keys below `publish:` (empty: the section itself). */
+  path: string[];
+  /** What is wrong and, for an unknown key, the key it was probably meant to be. */
+  message: string;
+}
+
+const KNOWN: Record<string, string[]> = { "": Object.keys(Publish.shape), commit: ["author", "message"] };
+
+/** Every problem of a publish section, each at its path; none for a good one (or none at all). */
+export function publishProblems(input: unknown): PublishProblem[] {
+  const r = Publish.safeParse(input ?? {}, { error: genericMessage });
+  if (r.success) return [];
+  return r.error.issues.flatMap((i) => {
+    const path = i.path.map(String);
+    if (i.code !== "unrecognized_keys") return [{ path, message: i.message }];
+    const known = KNOWN[path.join(".")] ?? [];
+    return i.keys.map((k) => {
+      const hint = suggest(k, known);
+      return {
+        path: [...path, k],
+        message: `unknown key${hint ? ` (did you mean "${hint}"?)` : ""}: ${path.length ? path.join(".") : "publish"} takes ${known.join(", ")}`,
+      };
+    });
+  });
+}
+
+/** The settings with their defaults, or what is wrong with them (`path: what; ...`). */
 export function publishSettings(input: unknown, campaign: string): PublishSettings | string {
   const r = Publish.safeParse(input ?? {});
-  if (!r.success) return r.error.issues.map((i) => `${i.path.join(".") || "publish"}: ${i.message}`).join("; ");
+  if (!r.success)
+    return publishProblems(input)
+      .map((p) => `${p.path.join(".") || "publish"}: ${p.message}`)
+      .join("; ");
   const p = r.data;
   const author = /^(.*) <(.*)>$/.exec(p.commit?.author ?? "patchbay <patchbay@localhost>")!;
   const branch = p.branch ?? `patchbay/${campaign}`;

@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import { mdCell, summaryMarkdown, type BatchSummary } from "../batch/batch-summary.js";
 import { writeOwn } from "../core/out-files.js";
-import { CHANGESET_STATES } from "./changeset.js";
+import { CHANGESET_STATES, changeNoun } from "./changeset.js";
 import type { CampaignStatus } from "./track.js";
 
 /** The batch's summary (jobs) with the changesets: `changesetCounts` by state, `checks` of the open ones. */
@@ -34,7 +34,7 @@ export function changesetMarkdown(st: Pick<CampaignStatus, "changesets" | "count
     "",
     `${st.counts.merged} merged of ${total}${counts ? ` (${counts})` : ""}; checks on open ones: ${st.checks.passing} passing, ${st.checks.failing} failing, ${st.checks.pending} pending.`,
     "",
-    "| line | repository | state | checks | review | pull request | note |",
+    `| line | repository | state | checks | review | ${changeNoun(st.changesets.map((c) => c.forge))} | note |`,
     "|---|---|---|---|---|---|---|",
     ...rows,
     "",

@@ -192,14 +192,24 @@ ${CONNECTION_USAGE}`,
   },
 };
 
-/** A bar redrawn in place on a terminal (done/total, ETA), else a line per repository. */
+/**
+ * What is left of a publish, from the rate so far: `ETA 1m30s` while repositories remain (none
+ * before the first is done), `done` after the last.
+ */
+export function publishEta(done: number, total: number, elapsedMs: number): string {
+  if (done >= total) return "done";
+  if (done <= 0) return "ETA unknown";
+  return `ETA ${duration((elapsedMs / done) * (total - done))}`;
+}
+
+/** A bar redrawn in place on a terminal (done/total, ETA), else a line per repository ending in the ETA. */
 function publishProgress(total: number) {
   const t0 = Date.now();
   const tty = Boolean(process.stderr.isTTY);
   return (p: { done: number; changeset: Changeset }) => {
-    const eta = p.done < total ? `ETA ${duration(((Date.now() - t0) / p.done) * (total - p.done))}` : "done";
+    const eta = publishEta(p.done, total, Date.now() - t0);
     const line = `[${p.done}/${total}] ${changesetLine(p.changeset)}`;
-    if (!tty) return void process.stderr.write(`${line}\n`);
+    if (!tty) return void process.stderr.write(`${line} · ${eta}\n`);
     const width = 30;
     const filled = Math.round((p.done / total) * width);
     process.stderr.write(
@@ -307,12 +317,13 @@ async function confirmed(question: string): Promise<boolean> {
 }
 
 const close: Command = {
-  summary: "close the campaign's open pull requests and delete their branches",
+  summary: "close the campaign's open pull or merge requests and delete their branches",
   usage: `patchbay campaign close FILE|ID [--yes] [--json]
 
-Closes every open (or draft) pull request of the campaign and deletes its branch, if the branch
-is still at the commit patchbay pushed (a branch with other commits is kept, and said so). Asks
-first on a terminal; --yes for scripts. ${FILE_OR_ID}
+Closes every open (or draft) pull or merge request of the campaign and deletes its branch, if the
+branch is still at the commit patchbay pushed (a branch with other commits is kept, and said so);
+on a plain git remote, the changeset is its branch, deleted the same way. Asks first on a
+terminal; --yes for scripts. ${FILE_OR_ID}
 Exit status: 0; 1 some could not be closed, an unknown campaign; 2 usage (no --yes off a terminal).
 
   --yes                  do not ask
@@ -323,9 +334,10 @@ ${CONNECTION_USAGE}`,
   async run({ values, positionals, config }) {
     const id = await campaignId(positionals[0]!);
     return withCampaigns({ values, config }, async (cc) => {
-      const open = (await cc.status(id)).changesets.filter((c) => c.state === "draft" || c.state === "open").length;
-      if (!open) return (process.stderr.write(`patchbay: campaign ${id} has no open changesets\n`), 0);
-      if (!values.yes && !(await confirmed(`Close ${open} pull requests of campaign ${id} and delete their branches?`)))
+      const open = (await cc.status(id)).changesets.filter((c) => c.state === "draft" || c.state === "open");
+      if (!open.length) return (process.stderr.write(`patchbay: campaign ${id} has no open changesets\n`), 0);
+      const { closeQuestion } = await import("../campaign/changeset.js");
+      if (!values.yes && !(await confirmed(closeQuestion(id, open))))
         return (process.stderr.write("patchbay: nothing closed\n"), 1);
       const r = await cc.close(id);
       if (values.json) console.log(JSON.stringify(r));

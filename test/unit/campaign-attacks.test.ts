@@ -13,7 +13,8 @@ import { outcomeValues } from "../../src/campaign/change-text.js";
 import { publishSettings, type PublishSettings } from "../../src/campaign/publish-settings.js";
 import { render } from "../../src/campaign/template.js";
 import { CampaignFileError, parseCampaign } from "../../src/campaign/file.js";
-import type { JobResult } from "../../src/core/spec/spec.js";
+import { emptyUsage, type JobResult } from "../../src/core/spec/spec.js";
+import { planPublish, type PublishState } from "../../src/campaign/plan.js";
 
 const GH = "ghp_attackTOKEN0123456789abcdefABCDEF";
 const GL = "glpat-attackTOKEN0123456789abc";
@@ -240,6 +241,94 @@ describe("the model's text in a pull request, a commit and a title is inert", ()
     );
     const message = render(def.publish.message, v);
     expect(message.split("\n\n").at(-1)).not.toMatch(/^[A-Za-z0-9-]+\s*:\s/m);
+  });
+});
+
+describe("a title carries no invisible character, and the model's mentions and closing keywords in it act on nothing", () => {
+  // Summaries a model could write: a "Word:" start (once given a zero-width space), trailers, mentions,
+  // closing keywords in GitHub's and GitLab's forms, quick actions, definitions, HTML, controls, bidi.
+  const hostile = [
+    "Done: bumped the logger",
+    "Zero\u200bwidth\u200c\u200d\u2060\ufeff\u00ad and fix\u200bes #1",
+    "Co-authored-by: Someone Else <someone@example.com>",
+    "cc @octocat and @acme/team (mail ops@example.com)",
+    "Fixes: #2, closes acme/api#3 and resolves https://gitlab.com/acme/api/-/issues/4",
+    "Closes JIRA-12; implements ../issues/9; FIXED  #8",
+    "/approve [x]: https://evil.example <!-- hidden --> ![t](https://evil.example/t.png)",
+    "Signed-off-by: Boss <boss@example.com>\u202eevil\u2066\u0000\x1b[2J",
+  ];
+  // Zero-width, joiners, direction marks, word joiner and the other format characters, BOM, soft hyphen.
+  const INVISIBLE = [0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x180e, 0x3164, 0xfeff, 0xffa0];
+  for (let c = 0x200b; c <= 0x200f; c++) INVISIBLE.push(c);
+  for (let c = 0x202a; c <= 0x202e; c++) INVISIBLE.push(c);
+  for (let c = 0x2060; c <= 0x206f; c++) INVISIBLE.push(c);
+  const invisible = (t: string) => [...t].filter((ch) => INVISIBLE.includes(ch.codePointAt(0)!));
+  const publish = publishSettings(
+    { title: "{{campaign}}: {{summaryLine}} | {{summary}} | {{task}} | {{diffstat}}" },
+    "chore",
+  ) as PublishSettings;
+  const title = (summary: string, kind: "github" | "gitlab", settings = publish) => {
+    const repo = { line: 1, git: `https://${kind}.com/acme/api.git`, ref: "main", vars: {} };
+    const state: PublishState = {
+      def: { name: "chore", createdAt: 0, publish: settings, repos: [repo] },
+      repo,
+      job: {
+        line: 1,
+        jobId: "chore-L1",
+        state: "finished",
+        result: {
+          line: 1,
+          status: "completed",
+          verified: true,
+          costUsd: 0.1,
+          usage: emptyUsage(),
+          turns: 1,
+          totalMs: 1,
+          filesChanged: 1,
+          finishedAt: 1,
+        },
+      },
+      prev: undefined,
+      forge: { kind, api: true },
+      options: { includeUnverified: false, dryRun: true, force: false },
+      now: 5_000,
+      scrub: (t) => t,
+      refused: null,
+      outcome: {
+        result: {
+          status: "completed",
+          patch: "p",
+          diffstat: ` ${summary} | 1 +`,
+          baseCommit: "a".repeat(40),
+          verified: true,
+          costUsd: 0.1,
+          summary,
+          verify: { exitCode: 0 },
+        } as unknown as JobResult,
+        spec: { task: summary, verify: "npm test" },
+      },
+    };
+    const d = planPublish(state);
+    const op = "ops" in d ? d.ops[0] : undefined;
+    if (op?.op !== "dry-run") throw new Error(`expected a dry run, got ${JSON.stringify(op)}`);
+    return op.planned.title;
+  };
+
+  it.each(["github", "gitlab"] as const)("on %s: one line, the words kept, nothing invisible", (kind) => {
+    for (const summary of [...hostile, hostile.join("\n")]) {
+      const t = title(summary, kind);
+      expect(invisible(t), summary).toEqual([]);
+      expect(t, summary).not.toMatch(/[\0-\x1f\x7f-\x9f]/);
+      // No mention (GitLab notifies one in a title), no closing keyword (the squash commit's subject).
+      expect(t, summary).not.toMatch(/(?<![A-Za-z0-9_])@[A-Za-z0-9_]/);
+      expect(t, summary).not.toMatch(
+        /\b(?:clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?):?\s+(?:issues?\s+)?(?:[\w./-]*#\d|https?:|[A-Z]+-\d|\.\.\/)/i,
+      );
+    }
+    expect(title("Done: bumped the logger", kind, publishSettings({}, "chore") as PublishSettings)).toBe(
+      "chore: Done: bumped the logger",
+    );
+    expect(title("cc @octocat, mail ops@example.com", kind)).toMatch(/^chore: cc ＠octocat, mail ops@example\.com \|/);
   });
 });
 

@@ -5,6 +5,7 @@
 import type { z } from "zod";
 import { tokenVariable } from "../../core/config/forges.js";
 import { kinded } from "../../core/errors.js";
+import { CHANGE_NOUNS } from "../changeset.js";
 import type { ForgeKind } from "./forge.js";
 
 /** A forge's API refused or failed a call. `status`: the HTTP status, when there was an answer. */
@@ -44,7 +45,7 @@ function advice(call: ForgeCall, status: number | undefined, hasToken: boolean, 
     call.kind === "github"
       ? `it needs "Pull requests: read and write" (a fine-grained token) or the "repo" scope (a classic token) on ${repo}`
       : `it needs the "api" scope and at least the Developer role on ${repo}`;
-  const noun = call.kind === "github" ? "pull requests" : "merge requests";
+  const [one, many] = CHANGE_NOUNS[call.kind];
   if (status === undefined)
     return `${host} did not answer (${detail}); check the API URL for ${host} (PATCHBAY_FORGES) and the network`;
   if (status === 401)
@@ -54,10 +55,9 @@ function advice(call: ForgeCall, status: number | undefined, hasToken: boolean, 
   if (status === 429 || (status === 403 && /rate limit/i.test(detail)))
     return `${host} rate limits this token (${status}) and the retries are spent; try again later`;
   if ((status === 403 || status === 404) && call.write)
-    return `the token for ${host} cannot write ${noun} to ${repo} (${status}): ${needs}`;
+    return `the token for ${host} cannot write ${many} to ${repo} (${status}): ${needs}`;
   if (status === 403) return `the token for ${host} cannot read ${repo} (403): ${needs}`;
-  if (status === 404)
-    return `${repo} or the ${noun.slice(0, -1)} is not on ${host}, or the token for ${host} cannot see it (404)`;
+  if (status === 404) return `${repo} or the ${one} is not on ${host}, or the token for ${host} cannot see it (404)`;
   if (status === 409 || status === 422) return `${host} refused it (${status}): ${detail}`;
   return `${host} answered ${status}: ${detail || "no message"}${status >= 500 ? "; try again later" : ""}`;
 }

@@ -107,8 +107,8 @@ publish:
     expect(p).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/^campaign\.yaml:1: name: must be 1-96 characters/),
-        "campaign.yaml:6: repos[1].git: a git URL",
-        'campaign.yaml:6: repos[1]: Unrecognized key: "gti"',
+        "campaign.yaml:6: repos[1].git: required: a git URL",
+        'campaign.yaml:6: repos[1].gti: unknown key (did you mean "git"?): a repository takes git, ref, vars, overrides',
         expect.stringMatching(
           /^campaign\.yaml:2: task: unknown variable \{\{nope\}\} \(known: repo, ref, name, campaign\)/,
         ),
@@ -118,10 +118,43 @@ publish:
     const q = problems(
       "name: ok\ntask: fix\nverify: 7\nrepos:\n  - git: https://h.example/a.git\n  - git: https://h.example/c.git\n    overrides: { maxTurns: -1 }\n",
     );
+    // A shared field's problem is the same for every repository: named once, at its own line.
     expect(q).toEqual([
-      expect.stringMatching(/^campaign\.yaml:3: repos\[0\] \(https:\/\/h\.example\/a\.git\): verify: /),
-      expect.stringMatching(/^campaign\.yaml:3: repos\[1\] \(https:\/\/h\.example\/c\.git\): verify: /),
+      "campaign.yaml:3: verify: must be a non-empty command (got 7)",
       expect.stringMatching(/^campaign\.yaml:7: repos\[1\] \(https:\/\/h\.example\/c\.git\): maxTurns: /),
+    ]);
+  });
+
+  it("names every problem of a file in one pass: unknown keys at every level with the key meant, bad values, a missing key", () => {
+    const text = `name: bump
+taks: Fix it.
+repos:
+  - git: https://h.example/a.git
+    reff: main
+  - git: https://h.example/b.git
+    overrides:
+      timeoutSec: -5
+      verfy: npm test
+publish:
+  titel: x
+  commit: { autor: Bot <bot@example.com> }
+verfiy: npm test
+budgetUsd: -1
+`;
+    expect(problems(text)).toEqual([
+      "campaign.yaml:1: task: required: the task, a template ({{repo}}, {{ref}}, {{name}}, your vars)",
+      'campaign.yaml:2: taks: unknown key (did you mean "task"?): not a campaign\'s key (name, task, vars, repos, reposFile, budgetUsd, publish) nor a JobSpec field (docs/jobspec.md)',
+      'campaign.yaml:5: repos[0].reff: unknown key (did you mean "ref"?): a repository takes git, ref, vars, overrides',
+      "campaign.yaml:8: repos[1] (https://h.example/b.git): timeoutSec: must be a positive number (got -5)",
+      'campaign.yaml:9: repos[1] (https://h.example/b.git): verfy: unknown key (did you mean "verify"?)',
+      'campaign.yaml:11: publish.titel: unknown key (did you mean "title"?): publish takes branch, base, draft, title, body, commit, transcriptUrl',
+      'campaign.yaml:12: publish.commit.autor: unknown key (did you mean "author"?): commit takes author, message',
+      'campaign.yaml:13: verfiy: unknown key (did you mean "verify"?): not a campaign\'s key (name, task, vars, repos, reposFile, budgetUsd, publish) nor a JobSpec field (docs/jobspec.md)',
+      "campaign.yaml:14: budgetUsd: must be a positive number of USD (got -1)",
+    ]);
+    // A JobSpec field put beside git: is pointed to overrides:.
+    expect(problems("name: a\ntask: t\nrepos:\n  - git: https://h.example/a.git\n    verify: make\n")).toEqual([
+      "campaign.yaml:5: repos[0].verify: a JobSpec field, which goes under overrides: for this repository alone (overrides: { verify: ... })",
     ]);
   });
 
@@ -138,7 +171,9 @@ publish:
     expect(problems("name: a\ntask: t\nrepos: ['https://u:sekret@h.example/a.git']\n").join("\n")).not.toMatch(
       /sekret/,
     );
-    expect(problems("name: a\ntask: t\n")).toEqual([expect.stringMatching(/^campaign\.yaml:1: repos: a list of/)]);
+    expect(problems("name: a\ntask: t\n")).toEqual([
+      expect.stringMatching(/^campaign\.yaml:1: repos: required: a list of/),
+    ]);
     expect(problems("name: a\ntask: t\ntask: u\n")[0]).toMatch(/^campaign\.yaml:3: Map keys must be unique/);
     expect(problems("- a list\n")).toEqual(["campaign.yaml:1: a campaign is a mapping (name:, task:, repos: ...)"]);
     // A billion laughs: aliases are bounded.
@@ -169,7 +204,7 @@ describe("publish settings and templates", () => {
     expect(publishSettings({ commit: { author: "no email" } }, "c")).toMatch(
       /commit\.author must be "Name <email@host>"/,
     );
-    expect(publishSettings({ drafts: true }, "c")).toMatch(/Unrecognized key/);
+    expect(publishSettings({ drafts: true }, "c")).toMatch(/^drafts: unknown key \(did you mean "draft"\?\)/);
   });
 
   it("templates: names found, unknown ones named, values put in as they are", () => {
