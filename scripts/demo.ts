@@ -1,29 +1,30 @@
-// The demo's job: a worker and `patchbay run` on examples/clamp, as separate processes.
+// The demo's job: a worker and `patchbay run` on examples/clamp, as separate processes, on the
+// default queue (so `patchbay list` and `patchbay result` show it afterwards). Without
+// ANTHROPIC_API_KEY the worker plays the scripted model (examples/scripted/clamp.yaml: no API, no
+// key, nothing priced). The worker is stopped at the end; the demo leaves nothing running but
+// Docker and Redis.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { startFakeAnthropic } from "../test/support/fake-anthropic.js";
-import { byTurn, clampScript } from "../test/support/scripts.js";
 
-const env: Record<string, string> = {
-  ...(process.env as Record<string, string>),
-  PATCHBAY_QUEUE: process.env.PATCHBAY_QUEUE ?? "patchbay-demo",
-};
-let fake: Awaited<ReturnType<typeof startFakeAnthropic>> | undefined;
+const SCRIPT = "examples/scripted/clamp.yaml";
+const root = new URL("..", import.meta.url).pathname;
+const env: Record<string, string> = { ...(process.env as Record<string, string>) };
+const workerArgs = ["worker", "--concurrency", "1"];
 if (process.env.ANTHROPIC_API_KEY) {
   console.error(`\n=== demo: running with Claude (${process.env.PATCHBAY_MODEL ?? "claude-sonnet-5-5"}) ===\n`);
 } else {
-  fake = await startFakeAnthropic(byTurn(clampScript()));
-  Object.assign(env, { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "scripted" });
+  workerArgs.push("--scripted", SCRIPT);
   console.error(
-    "\n=== demo: ANTHROPIC_API_KEY is not set, so the model is a SCRIPTED stand-in ===\n" +
-      `=== (an Anthropic-compatible server on ${fake.url} replaying a recorded Clamp fix). ===\n` +
-      "=== Everything else is real: Redis, the worker, Docker sandbox, git, the SDK.      ===\n" +
-      "=== Set ANTHROPIC_API_KEY to run the same job with Claude.                          ===\n",
+    "\n=== demo: ANTHROPIC_API_KEY is not set, so the model is SCRIPTED: the worker replays        ===\n" +
+      `=== ${SCRIPT} (patchbay worker --scripted FILE): no API, no key, nothing priced.   ===\n` +
+      "=== Everything else is real: Redis, the worker, the Docker sandbox, the tools, git.          ===\n" +
+      "=== Set ANTHROPIC_API_KEY to run the same job with Claude.                                   ===\n",
   );
 }
 
 const bin = new URL("../bin/patchbay.js", import.meta.url).pathname;
-const worker = spawn(process.execPath, [bin, "worker", "--concurrency", "1"], {
+const worker = spawn(process.execPath, [bin, ...workerArgs], {
+  cwd: root,
   env,
   stdio: ["ignore", "inherit", "inherit"],
 });
@@ -34,25 +35,29 @@ const run = spawn(
     bin,
     "run",
     "--repo",
-    new URL("../examples/clamp", import.meta.url).pathname,
+    "examples/clamp",
     "--task",
     "The tests in this repository fail. Find the bug and fix it so that `python3 -m unittest -q` passes.",
     "--verify",
     "python3 -m unittest -q",
     "--out",
     out,
+    "--force",
   ],
-  { env, stdio: ["ignore", "inherit", "inherit"] },
+  { cwd: root, env, stdio: ["ignore", "inherit", "inherit"] },
 );
 const code: number = await new Promise((r) => run.on("exit", (c) => r(c ?? 1)));
 worker.kill("SIGTERM");
 await new Promise((r) => worker.on("exit", r));
-await fake?.close();
 console.log(`\n--- ${out}/patch.diff ---`);
-console.log(readFileSync(`${out}/patch.diff`, "utf8"));
+console.log(readFileSync(`${root}/${out}/patch.diff`, "utf8"));
 console.log(
   code === 0
     ? "demo: the job completed; the patch above fixes examples/clamp."
     : `demo: the job did not complete (exit ${code}); see ${out}/transcript.jsonl`,
+);
+console.log(
+  `demo: the worker is stopped. Next (README.md, "A 30-second tour"): patchbay list; patchbay result <id>;\n` +
+    `      a worker with no key: node bin/patchbay.js worker --scripted ${SCRIPT} &`,
 );
 process.exit(code);
