@@ -5,6 +5,7 @@
 import { isMap, LineCounter, parseDocument, type Document } from "yaml";
 import { z } from "zod";
 import { kinded } from "../core/errors.js";
+import { suggest } from "../core/suggest.js";
 
 /** The most bytes a script or transcript file may have. */
 export const MAX_SCRIPT_BYTES = 1024 * 1024;
@@ -106,6 +107,27 @@ function lineOf(doc: Document, lc: LineCounter, path: (string | number)[]): numb
 const pathText = (path: readonly PropertyKey[]) =>
   path.reduce<string>((s, k) => (typeof k === "number" ? `${s}[${k}]` : s ? `${s}.${String(k)}` : String(k)), "");
 
+/** The keys each level of a script file has, for a did-you-mean. */
+const KEYS = {
+  file: ["scripts"],
+  script: ["name", "match", "turns"],
+  turn: ["text", "calls"],
+  call: ["tool", "input"],
+};
+
+/** An issue in words; an unknown key with the known key it is likely a typo of. */
+function issueText(i: z.core.$ZodIssue, path: (string | number)[]): string {
+  if (i.code !== "unrecognized_keys") return i.message;
+  const level = path.length === 0 ? "file" : path.length === 2 ? "script" : path.length === 4 ? "turn" : "call";
+  const known = KEYS[level];
+  return i.keys
+    .map((k) => {
+      const like = suggest(k, known);
+      return `unknown key "${k}"${like ? ` (did you mean ${like}?)` : ""}; the keys here are ${known.join(", ")}`;
+    })
+    .join("; ");
+}
+
 function parseScript(source: string, file: string): Script {
   const lc = new LineCounter();
   const doc = parseDocument(source, { lineCounter: lc, uniqueKeys: true, prettyErrors: false });
@@ -126,7 +148,7 @@ function parseScript(source: string, file: string): Script {
     throw new ScriptFileError(
       parsed.error.issues.slice(0, 50).map((i) => {
         const path = i.path as (string | number)[];
-        return `${file}:${lineOf(doc, lc, path)}: ${pathText(path) || "(top)"}: ${i.message}`;
+        return `${file}:${lineOf(doc, lc, path)}: ${pathText(path) || "(top)"}: ${issueText(i, path)}`;
       }),
     );
   const problems: string[] = [];
