@@ -9,4 +9,4 @@ cd "$(dirname "$0")/.."
 bash scripts/services.sh
 [ -d node_modules/bullmq ] || npm ci --no-audit --no-fund
 node bin/patchbay.js image build
-exec node --import tsx scripts/demo.ts
+exec node scripts/demo.mjs

@@ -2,13 +2,13 @@
 // default queue (so `patchbay list` and `patchbay result` show it afterwards). Without
 // ANTHROPIC_API_KEY the worker plays the scripted model (examples/scripted/clamp.yaml: no API, no
 // key, nothing priced). The worker is stopped at the end; the demo leaves nothing running but
-// Docker and Redis.
+// Docker and Redis. Plain JavaScript: it needs nothing but Node and the built dist/.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 
 const SCRIPT = "examples/scripted/clamp.yaml";
 const root = new URL("..", import.meta.url).pathname;
-const env: Record<string, string> = { ...(process.env as Record<string, string>) };
+const env = { ...process.env };
 const workerArgs = ["worker", "--concurrency", "1"];
 if (process.env.ANTHROPIC_API_KEY) {
   console.error(`\n=== demo: running with Claude (${process.env.PATCHBAY_MODEL ?? "claude-sonnet-5-5"}) ===\n`);
@@ -46,7 +46,7 @@ const run = spawn(
   ],
   { cwd: root, env, stdio: ["ignore", "inherit", "inherit"] },
 );
-const code: number = await new Promise((r) => run.on("exit", (c) => r(c ?? 1)));
+const code = await new Promise((r) => run.on("exit", (c) => r(c ?? 1)));
 worker.kill("SIGTERM");
 await new Promise((r) => worker.on("exit", r));
 console.log(`\n--- ${out}/patch.diff ---`);
@@ -57,7 +57,7 @@ console.log(
     : `demo: the job did not complete (exit ${code}); see ${out}/transcript.jsonl`,
 );
 console.log(
-  `demo: the worker is stopped. Next (README.md, "A 30-second tour"): patchbay list; patchbay result <id>;\n` +
+  `demo: the worker is stopped. Next (README.md, "A 30-second tour"): patchbay list; patchbay result 1 (the id list shows);\n` +
     `      a worker with no key: node bin/patchbay.js worker --scripted ${SCRIPT} &`,
 );
 process.exit(code);
