@@ -4,9 +4,9 @@
 // test's own on the default queue, with no ANTHROPIC_API_KEY. First the demo's job
 // (scripts/demo.mjs: its scripted worker, then stopped), then each `$ ` line, substituting only
 // `patchbay` → `node bin/patchbay.js` and the dashboard's port (a free one for 7474). Each command
-// must exit 0, and its output must show the README's lines in order, up to the numbers, times and
-// ids (a `…` line stands for lines left out). What the tour makes is checked too: the patches, the
-// batch's report, the scripted labels.
+// must exit 0, and its output must show the README's lines in order (a batch's progress lines in
+// any), up to the numbers, times and ids (a `…` line stands for lines left out). What the tour
+// makes is checked too: the patches, the batch's report, the scripted labels.
 //
 // Needs: Docker with the sandbox image, redis-server, python3, curl.
 import { spawn } from "node:child_process";
@@ -56,16 +56,23 @@ function shape(line: string): RegExp {
   return new RegExp(`^\\s*${parts.join("")}`);
 }
 
-/** Whether the output has the shown lines in order (other lines between them allowed). */
+/**
+ * The first shown line the output does not have, or undefined: each shown line must match a line of
+ * its own. In order, except that lines of one shape may come in any order among themselves (a
+ * batch's jobs finish in any order).
+ */
 function missing(output: string, shown: string[]): string | undefined {
   const lines = output.split("\n");
+  const used = new Set<number>();
   let at = 0;
   for (const s of shown) {
     if (s === "…") continue;
     const re = shape(s);
-    const found = lines.findIndex((l, i) => i >= at && re.test(l));
-    if (found < 0) return s;
-    at = found + 1;
+    const found = lines.findIndex((l, i) => i >= at && !used.has(i) && re.test(l));
+    const anyOrder = found < 0 ? lines.findIndex((l, i) => !used.has(i) && re.test(l)) : found;
+    if (anyOrder < 0) return s;
+    used.add(anyOrder);
+    if (found >= 0) at = found + 1;
   }
   return undefined;
 }
