@@ -6,7 +6,8 @@
 // `patchbay` → `node bin/patchbay.js` and the dashboard's port (a free one for 7474). Each command
 // must exit 0, and its output must show the README's lines in order (a batch's progress lines in
 // any), up to the numbers, times and ids (a `…` line stands for lines left out). What the tour
-// makes is checked too: the patches, the batch's report, the scripted labels.
+// makes is checked too: the patches, the batch's report, the scripted labels. The worker command
+// of docs/operations.md's "Trying patchbay without a key" is the tour's.
 //
 // Needs: Docker with the sandbox image, redis-server, python3, curl.
 import { spawn } from "node:child_process";
@@ -109,6 +110,9 @@ describe("README.md's tour, as written, after the demo (scripted model, no key)"
     expect(section.split(MARK).length - 1).toBe(blocks); // no block of the tour is left unrun
     expect(steps.map((s) => s.command.split(" ").slice(0, 3).join(" "))).toContain("patchbay worker --scripted");
     expect(steps.length).toBeGreaterThanOrEqual(12);
+    // docs/operations.md's "Trying patchbay without a key" opens with the same worker command.
+    const ops = readFileSync(join(ROOT, "docs/operations.md"), "utf8");
+    expect(ops).toContain("patchbay worker --scripted examples/scripted/clamp.yaml");
   });
 
   it("runs every command as written; each exits 0 with the output the README shows", async () => {

@@ -6,7 +6,7 @@
 // lines, and the script files the repo ships (examples/scripted/clamp.yaml, the docs' example).
 //
 // Backend: local (runJob's logic).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -93,9 +93,8 @@ describe("the scripted model", () => {
 });
 
 describe("a scripted job (runJob, as a worker runs it)", { timeout: 120_000 }, () => {
-  it("is labelled scripted in its transcript and result, priced at nothing, with no API key", async () => {
+  it("is labelled scripted in its transcript and result, priced at nothing, with no API key; its transcript replays", async () => {
     rmSync(repo, { recursive: true, force: true });
-    const { mkdirSync } = await import("node:fs");
     mkdirSync(repo);
     writeFileSync(join(repo, "README"), "x\n");
     // No ANTHROPIC_API_KEY: the environment has only the scripted model. A spec naming a model is
@@ -127,6 +126,29 @@ describe("a scripted job (runJob, as a worker runs it)", { timeout: 120_000 }, (
     // What `patchbay run` and `watch` print: "scripted", never a dollar amount.
     expect(formatEvent(started!)).toContain("(model scripted:greet.yaml: SCRIPTED, not priced)");
     expect(formatEvent(finished!)).toMatch(/finished: completed, 2 turns, scripted \(not priced\)$/);
+
+    // Its transcript, replayed (docs/operations.md, "Replaying a transcript") against a new repo
+    // and another task: the same tool calls in order, the same file made.
+    const transcript = join(dir, "transcript.jsonl");
+    writeFileSync(transcript, events.map((e) => JSON.stringify(e)).join("\n") + "\n");
+    const other = join(dir, "other");
+    mkdirSync(other);
+    writeFileSync(join(other, "x.txt"), "x\n");
+    const replayed = await runJob(
+      { task: "anything at all", repo: { path: other } },
+      {
+        config: loadConfig({ PATCHBAY_MODEL: `scripted:${transcript}`, PATCHBAY_BACKEND: "local" }),
+        backend: backendOf("local"),
+        labels: { "patchbay.test": "scripted" },
+      },
+    );
+    expect(replayed).toMatchObject({
+      status: "completed",
+      model: "scripted:transcript.jsonl",
+      scripted: true,
+      turns: 2,
+      filesChanged: ["hello.txt"],
+    });
   });
 });
 
