@@ -58,7 +58,8 @@ def show(event):
     elif kind in ("verify", "setup"):
         print("%s: %s -> exit %s" % (kind, safe(event.get("command")), event.get("exitCode")), file=sys.stderr)
     elif kind == "job_finished":
-        print("finished: %s, %s turns, $%.4f" % (safe(event.get("status")), event.get("turns"), event.get("costUsd", 0)), file=sys.stderr)
+        cost = "scripted (not priced)" if event.get("scripted") else "$%.4f" % event.get("costUsd", 0)
+        print("finished: %s, %s turns, %s" % (safe(event.get("status")), event.get("turns"), cost), file=sys.stderr)
 
 
 def follow(job_id):

@@ -2,10 +2,12 @@
 // are 0.1× input. Model ids are matched by prefix, longest prefix first, so dated ids and aliases
 // (claude-sonnet-4-5-20250929, claude-3-5-haiku-latest) find their family. A model with no price
 // here is priced as unknown, not guessed: its cost counts 0 and the result says `priceUnknown`; a
-// USD budget cannot hold it, so such a spec is refused at enqueue (src/queue/client.ts).
+// USD budget cannot hold it, so such a spec is refused at enqueue (src/queue/client.ts). A scripted
+// model (`scripted:FILE`, src/agent/scripted.ts) has no price here and costs 0: it is never priced.
 // (Long-context surcharges above 200K input tokens are not modelled.)
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Usage } from "../core/spec/spec.js";
+import { isScriptedModel } from "../core/config/scripted.js";
 
 /** The ids the SDK names (its Model type), every one: a newer SDK with a new id fails to compile until it is added here. */
 export const SDK_MODELS = [
@@ -89,8 +91,8 @@ export function priceFor(model: string): ModelPrice | null {
   return p === null ? null : PRICES[p]!;
 }
 
-/** Whether the model's cost can be counted (a price here), so a USD budget can hold it. */
-export const priceKnown = (model: string): boolean => pricePrefix(model) !== null;
+/** Whether the model's cost can be counted (a price here, or a scripted model's, which is always 0), so a USD budget can hold it. */
+export const priceKnown = (model: string): boolean => pricePrefix(model) !== null || isScriptedModel(model);
 
 /** Whether patchbay knows the id: the SDK names it (or a dated or Bedrock-style form of one), or it has a price here. */
 export function knownModel(model: string): boolean {

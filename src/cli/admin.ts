@@ -8,14 +8,16 @@ import {
   stringFlag,
   UsageError,
   type Command,
+  type Values,
 } from "./command.js";
+import type { Config } from "../core/config/config.js";
 import { METRICS_PORT_USAGE, metricsPortFlag } from "./web.js";
 
 const LOG_FORMATS = ["text", "json"] as const;
 
 const worker: Command = {
   summary: "run the daemon (takes jobs, one sandbox each)",
-  usage: `patchbay worker [--concurrency N] [--log-format text|json]
+  usage: `patchbay worker [--concurrency N] [--log-format text|json] [--scripted FILE]
 
 Runs the daemon: takes jobs from the queue and runs each in its own sandbox. SIGTERM or SIGINT
 drains (stops taking jobs, lets active ones finish until $PATCHBAY_DRAIN_MS, then abandons them
@@ -23,6 +25,9 @@ to another worker) and removes its containers, within $PATCHBAY_DRAIN_MS + 10 s 
 timestamp, the worker id and the job id.
   --concurrency N        jobs at once (default $PATCHBAY_CONCURRENCY or 2)
   --log-format FORMAT    text (default) or json (one JSON object a line, pino's format)
+  --scripted FILE        answer every job from FILE, a script of turns or a recorded transcript.jsonl:
+                         no API, no key, nothing priced (as PATCHBAY_MODEL=scripted:FILE; the format:
+                         docs/operations.md#trying-patchbay-without-a-key)
 ${METRICS_PORT_USAGE}
 ${CONNECTION_USAGE}
 Exit status: 0 after a drain; 1 Redis unreachable at start, or a drain that could not hand a job
@@ -32,11 +37,14 @@ back (Redis unreachable: the job comes back as stalled once its lock expires); 2
     concurrency: { type: "string" },
     "log-format": { type: "string" },
     "metrics-port": { type: "string" },
+    scripted: { type: "string" },
   },
-  async run({ values, config }) {
+  async run({ values, config: envConfig }) {
     const concurrency = numberFlag(values, "concurrency", { integer: true });
     const logFormat = choiceFlag(values, "log-format", LOG_FORMATS) ?? "text";
     const metricsPort = await metricsPortFlag(values);
+    const cfg = await workerConfig(values, envConfig);
+    const config = () => cfg;
     const { clientOptions, probeRedis } = await import("./queue-connect.js");
     const conn = clientOptions({ values, config });
     await probeRedis(conn.redisUrl, config());
@@ -61,6 +69,29 @@ back (Redis unreachable: the job comes back as stalled once its lock expires); 2
     return report.notHandedBack.length ? 1 : 0; // the drain's last line named them
   },
 };
+
+/**
+ * The worker's Config: the environment's, with `--scripted FILE`'s model when given. A scripted
+ * model's file is read and checked here, so a bad one stops the worker before it takes a job.
+ */
+async function workerConfig(values: Values, envConfig: () => Config): Promise<Config> {
+  const file = stringFlag(values, "scripted");
+  if (file !== undefined && !file.trim())
+    throw new UsageError("--scripted needs a file (a script or a transcript.jsonl)");
+  const { withScriptedModel } = await import("../core/config/scripted.js");
+  const config = file === undefined ? envConfig() : withScriptedModel(envConfig(), file, process.cwd());
+  if (!config.scripted) return config;
+  const { loadScript } = await import("../agent/scripted.js");
+  const { ScriptFileError } = await import("../agent/script-file.js");
+  try {
+    loadScript(config.scripted.file);
+  } catch (err) {
+    if (!(err instanceof ScriptFileError)) throw err;
+    const msg = `the scripted model's file cannot be used:\n${err.message}`;
+    throw file === undefined ? new CliError(`PATCHBAY_MODEL: ${msg}`) : new UsageError(`--scripted: ${msg}`);
+  }
+  return config;
+}
 
 const doctor: Command = {
   summary: "check the engine, Redis, the image, gVisor, the API key",

@@ -130,11 +130,13 @@ function eta(st: BatchStatus, now: number): string {
 function jobLine(st: BatchStatus, jobId: string, r: JobSummary, n: number): string {
   const v = r.verified === undefined ? "" : r.verified ? " (verified)" : " (verify failed)";
   return safe(
-    `[${n}/${st.total}] line ${r.line} ${jobId} ${r.status}${v} $${r.costUsd.toFixed(4)} ${duration(r.totalMs)}${r.error && r.status !== "completed" ? `: ${r.error.slice(0, 160)}` : ""}`,
+    `[${n}/${st.total}] line ${r.line} ${jobId} ${r.status}${v} ${r.scripted ? "scripted" : `$${r.costUsd.toFixed(4)}`} ${duration(r.totalMs)}${r.error && r.status !== "completed" ? `: ${r.error.slice(0, 160)}` : ""}`,
   );
 }
 
 class ProgressView {
+  /** Whether every job finished so far was answered by a scripted model (nothing priced). */
+  scripted: boolean | undefined;
   private drawn = 0;
   private finishedSeen = 0;
   private readonly t0 = Date.now();
@@ -146,6 +148,7 @@ class ProgressView {
 
   update(p: BatchProgress): void {
     const st = p.status;
+    for (const f of p.finished) this.scripted = (this.scripted ?? true) && Boolean(f.result.scripted);
     const lines = p.finished.map((f) => jobLine(st, f.jobId, f.result, ++this.finishedSeen));
     if (!this.tty) {
       for (const l of lines) this.out.write(l + "\n");
@@ -219,7 +222,8 @@ export async function waitAndReport(
       `patchbay: wrote ${st.total} job directories, ${join(out, "summary.json")} and ${join(out, "summary.md")}\n`,
     );
   } else if (values.json) console.log(JSON.stringify(st));
-  process.stderr.write(`patchbay: batch ${batchId} done: ${countsText(st)}; $${st.spentUsd.toFixed(4)} spent\n`);
+  const spent = view.scripted ? "scripted, nothing priced" : `$${st.spentUsd.toFixed(4)} spent`;
+  process.stderr.write(`patchbay: batch ${batchId} done: ${countsText(st)}; ${spent}\n`);
   return worstExitCode(STATUSES.filter((s) => st.counts[s] > 0));
 }
 

@@ -138,8 +138,16 @@ function ptraceCheck(config: Pick<Config, "policy">): Check {
 
 /** The model's provider and whether its credentials are found: where they come from, never their values. */
 export function modelCheck(
-  config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "anthropicBaseUrl" | "provider">,
+  config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "anthropicBaseUrl" | "provider" | "scripted">,
 ): Check {
+  // A scripted model (PATCHBAY_MODEL=scripted:FILE) reaches no API: the key is not needed, nor looked for.
+  if (config.scripted)
+    return {
+      name: "model",
+      ok: true,
+      required: false,
+      detail: `scripted (${config.scripted.name}, from ${config.scripted.file}): no API key needed, nothing priced`,
+    };
   const p = config.provider;
   if (p.name !== "anthropic") {
     const creds = platformCredentials(p);

@@ -34,7 +34,7 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
   const t = e.ts.slice(11, 19);
   switch (e.type) {
     case "job_started":
-      return `${t} job ${e.jobId} attempt ${e.attempt}: ${short(e.spec.task, 80)}`;
+      return `${t} job ${e.jobId} attempt ${e.attempt}: ${short(e.spec.task, 80)}${e.scripted ? ` (model ${short(e.model ?? "scripted", 60)}: SCRIPTED, not priced)` : ""}`;
     case "sandbox_ready":
       return `${t} sandbox ${e.container} ready in ${e.ms} ms`;
     case "setup":
@@ -82,7 +82,7 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     case "checkpoint":
       return `${t} checkpoint not stored: ${short(e.reason ?? "", 100)}`;
     case "job_finished":
-      return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${e.turns} turn${e.turns === 1 ? "" : "s"}, $${e.costUsd.toFixed(4)}`;
+      return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${e.turns} turn${e.turns === 1 ? "" : "s"}, ${e.scripted ? "scripted (not priced)" : `$${e.costUsd.toFixed(4)}`}`;
     default:
       return opts.verbose ? `${t} ${e.type}` : undefined;
   }

@@ -4,6 +4,7 @@
 // no transcript event shows them.
 import type { Config } from "../core/config/config.js";
 import { priceKnown } from "../agent/prices.js";
+import { jobModel } from "../core/config/scripted.js";
 import { policyRefusal, imageVerdict, policyViolations, withCaps } from "./policy.js";
 import { docker } from "../backend/docker.js";
 import { builtFrom } from "../sandbox/image-from.js";
@@ -17,13 +18,13 @@ import { redact, splitUrl } from "../git/credentials.js";
  */
 export async function policyProblem(
   spec: JobSpec,
-  config: Pick<Config, "policy" | "image" | "model">,
+  config: Pick<Config, "policy" | "image" | "model" | "scripted">,
 ): Promise<string | undefined> {
   const lookup = spec.image !== undefined && imageVerdict(spec.image, config.image, config.policy) === "lookup";
   const facts = lookup ? { builtFrom: await builtFrom(spec.image!) } : {};
   const violations = policyViolations(spec, config.policy, config.image, facts);
   // A USD cap is held by the job's cost: a model whose price is unknown would spend nothing against it.
-  const model = spec.model ?? config.model;
+  const model = jobModel(spec, config);
   if (config.policy.maxBudgetUsd !== undefined && !priceKnown(model))
     violations.push(
       `model: the price of ${JSON.stringify(model.slice(0, 100))} is unknown, so this worker's cap on what a job spends (PATCHBAY_MAX_BUDGET_USD=${config.policy.maxBudgetUsd}) cannot be held; name a model with a known price`,
@@ -47,7 +48,10 @@ const engineCpus = () =>
     ));
 
 /** The spec as the worker runs it (its caps applied: src/job/policy.ts withCaps); a JobSpecError (not retried) for a spec past the policy. */
-export async function admitJob(spec: JobSpec, config: Pick<Config, "policy" | "image" | "model">): Promise<JobSpec> {
+export async function admitJob(
+  spec: JobSpec,
+  config: Pick<Config, "policy" | "image" | "model" | "scripted">,
+): Promise<JobSpec> {
   const why = await policyProblem(spec, config);
   if (why) throw new JobSpecError(why);
   return withCaps(spec, config.policy);

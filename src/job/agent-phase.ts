@@ -5,6 +5,8 @@
 // patch and verify).
 import { runAgentLoop, type LoopOptions, type LoopOutcome, type TurnState } from "../agent/loop.js";
 import { modelFromConfig } from "../agent/model.js";
+import { scriptedModelFor } from "../agent/scripted.js";
+import { jobModel } from "../core/config/scripted.js";
 import { costUsd } from "../agent/prices.js";
 import { systemPrompt } from "../agent/prompt.js";
 import { defaults } from "../core/config/config.js";
@@ -43,7 +45,7 @@ export interface AgentRun {
 
 export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared): Promise<AgentRun> {
   const { spec, config, opts } = ctx;
-  const modelName = spec.model ?? config.model;
+  const modelName = jobModel(spec, config);
   const store = opts.checkpoints;
   const restored =
     store && (await restoreCheckpoint(store, sandbox, () => prep.baseline, modelName, ctx.emit, prep.loaded));
@@ -126,7 +128,7 @@ function loopOptions(ctx: JobContext, p: LoopParts): LoopOptions {
   const { spec, config, opts } = ctx;
   const { sandbox, toolbox, settled, cp, at } = p;
   return {
-    model: opts.model ?? modelFromConfig(config, spec.provider),
+    model: opts.model ?? (config.scripted ? scriptedModelFor(config.scripted) : modelFromConfig(config, spec.provider)),
     modelName: p.modelName,
     system: systemPrompt({ tools: p.tools, verify: spec.verify }),
     task: spec.task,

@@ -3,15 +3,17 @@
 // says which failures those are: runJob throws every other one for the queue to retry.
 import type { LoopOutcome } from "../agent/loop.js";
 import { priceKnown } from "../agent/prices.js";
+import { jobModel } from "../core/config/scripted.js";
 import type { EgressSession } from "../net/proxy.js";
 import { emptyResult, finishedEvent, type JobResult, type JobStatus } from "../core/spec/spec.js";
 import type { JobContext } from "./job-context.js";
 import type { PatchResult } from "./patch.js";
 import { pointSpan, resultAttrs } from "../observability/trace.js";
 
-/** Which model the job ran with, and whether its cost could be counted. */
-function modelOf(ctx: JobContext): Pick<JobResult, "model" | "priceUnknown"> {
-  const model = ctx.spec.model ?? ctx.config.model;
+/** Which model the job ran with, and whether its cost could be counted (a scripted model's is never priced: 0, `scripted`). */
+function modelOf(ctx: JobContext): Pick<JobResult, "model" | "priceUnknown" | "scripted"> {
+  const model = jobModel(ctx.spec, ctx.config);
+  if (ctx.config.scripted) return { model, scripted: true };
   return { model, ...(priceKnown(model) ? {} : { priceUnknown: true as const }) };
 }
 

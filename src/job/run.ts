@@ -15,6 +15,7 @@ import type { Backend } from "../backend/types.js";
 import { assertJobSpec, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { acquire, freshSandbox, release, type Held } from "./acquire.js";
 import { admitJob, hideSecrets } from "./admit.js";
+import { jobModel } from "../core/config/scripted.js";
 import { runAgent } from "./agent-phase.js";
 import { jobContext, stoppedStatus, type JobContext } from "./job-context.js";
 import { endedEarly, finish } from "./finalize.js";
@@ -102,7 +103,12 @@ export async function runJob(input: unknown, opts: RunJobOptions = {}): Promise<
   const spec = await admitJob(assertJobSpec(input), config);
   opts = hideSecrets(spec, opts); // a { git } URL's credentials show in no event (src/job/admit.ts)
   const { ctx, dispose } = jobContext(spec, config, opts);
-  ctx.emit({ type: "job_started", spec });
+  ctx.emit({
+    type: "job_started",
+    spec,
+    model: jobModel(spec, config),
+    ...(config.scripted ? { scripted: true as const } : {}),
+  });
   // Cancelled while it waited in the queue: no sandbox at all.
   if (ctx.signal.aborted) {
     dispose();

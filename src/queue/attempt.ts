@@ -119,6 +119,7 @@ async function runAttempt(
     : runJob(spec, {
         jobId,
         attempt,
+        config: ctx.config, // the worker's: `worker --scripted FILE` is not in the environment
         backend: ctx.backend,
         signal: entry.ctl.signal,
         onEvent: r.onEvent,
@@ -278,7 +279,7 @@ async function recordAttempt(ctx: AttemptContext, job: QueueJob, r: Running, res
       level: "warn",
     });
   ctx.log(
-    `job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, $${result.costUsd.toFixed(4)})`,
+    `job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, ${result.scripted ? "scripted" : `$${result.costUsd.toFixed(4)}`})`,
     { job: jobId, attempt, status: result.status },
   );
   return rec.stored;

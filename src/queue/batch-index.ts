@@ -52,6 +52,8 @@ export interface JobSummary {
   filesChanged: number;
   /** When it ended, epoch ms. */
   finishedAt: number;
+  /** Set when a scripted model answered: nothing was priced. */
+  scripted?: true;
 }
 
 // The index's scripts: every change of the counters, atomic (src/queue/lua/*.lua; their headers say
@@ -98,6 +100,7 @@ export function summarize(r: JobResult, line: number): JobSummary {
     ...(r.error ? { error: r.error.slice(0, 300) } : {}),
     filesChanged: filesChangedCount(r), // the whole count, also where the list was cut
     finishedAt: Date.now(),
+    ...(r.scripted ? { scripted: true as const } : {}),
   };
 }
 

@@ -32,8 +32,10 @@ export async function checkBackend(backend: Backend, image: string, timeoutMs: n
  * and a profile written meanwhile is found at the next check.
  */
 export async function checkCredentials(
-  config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "provider">,
+  config: Pick<Config, "anthropicApiKey" | "anthropicAuthToken" | "provider" | "scripted">,
 ): Promise<Health> {
+  // A scripted model (src/agent/scripted.ts) reaches no API: it needs no credentials at all.
+  if (config.scripted) return { ok: true };
   // Bedrock and Vertex: the platforms' chains also reach instance metadata (EC2's IMDS, Google's
   // metadata server), which no file shows, so only a setting the client cannot start without is fatal.
   if (config.provider.name === "vertex" && !config.provider.vertex.region)

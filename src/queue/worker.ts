@@ -106,7 +106,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   await j.health.check(); // healthy: reap, then take jobs; unhealthy: paused, checked again with backoff
   const engine = await b.backend.describe?.();
   b.log(
-    `ready: queue ${b.queueName}, concurrency ${j.worker.opts.concurrency}${j.health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}`,
+    `ready: queue ${b.queueName}, concurrency ${j.worker.opts.concurrency}${j.health.ok ? "" : " (paused until healthy)"}${engine ? `; engine ${engine}` : ""}${b.config.scripted ? `; model ${b.config.scripted.name}, SCRIPTED from ${b.config.scripted.file} (no API, no key, nothing priced)` : ""}`,
   );
   return { id: b.id, worker: j.worker, shutdown: shutdownFor(b, s, j, late) };
 }

@@ -117,7 +117,13 @@ export function jobRow(f: JobFields, state: string, defaultModel: string, now = 
     state,
     ...(status ? { status } : state === "failed" ? { status: "failed" } : {}),
     outcome: jobOutcome(state, r?.status),
-    model: safeText(String(spec?.model ?? defaultModel).slice(0, 200), { oneLine: true }),
+    // A finished job's own result says the model it ran with (a scripted worker's `scripted:<file>`, whatever its spec named).
+    model: safeText(
+      String((typeof r?.model === "string" ? r.model : undefined) ?? spec?.model ?? defaultModel).slice(0, 200),
+      {
+        oneLine: true,
+      },
+    ),
     ...(r
       ? {
           ...(num(r.turns) !== undefined ? { turns: r.turns } : {}),

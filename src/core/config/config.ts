@@ -5,6 +5,7 @@ import { z } from "zod";
 import { isAbsolute, resolve } from "node:path";
 import { forgeSettings, parseForges, type ForgeHost } from "./forges.js";
 import { PROVIDERS, providerOf } from "./provider.js";
+import { isScriptedModel, SCRIPTED_PREFIX, scriptedModelOf, type ScriptedModelConfig } from "./scripted.js";
 import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./otel.js";
 import { parseRedisUrl } from "../../redis/target.js";
 import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "../timeout.js";
@@ -106,7 +107,14 @@ const Env = z
         return typeof r === "string" ? [] : r;
       }),
     PATCHBAY_IMAGE: z.string().min(1).default(DEFAULT_IMAGE),
-    PATCHBAY_MODEL: z.string().min(1).default(DEFAULT_MODEL),
+    /** A model id, or scripted:FILE for the scripted model (src/core/config/scripted.ts). */
+    PATCHBAY_MODEL: z
+      .string()
+      .min(1)
+      .refine((s) => !isScriptedModel(s) || s.length > SCRIPTED_PREFIX.length, {
+        error: "scripted: needs a file: scripted:FILE (e.g. scripted:examples/clamp/scripted.yaml)",
+      })
+      .default(DEFAULT_MODEL),
     /** The context window in tokens for every model (unset: by the model's id, src/agent/window.ts). */
     PATCHBAY_CONTEXT_WINDOW: z.coerce.number().int().min(1000).max(100_000_000).optional(),
     /** Past this fraction of the window the conversation is compacted (0.1 to 0.95). */
@@ -461,6 +469,15 @@ function policyOf(e: z.infer<typeof Env>) {
   };
 }
 
+/**
+ * The model a job runs with when its spec names none (`scripted:<basename>` for a scripted model),
+ * and the scripted model (PATCHBAY_MODEL=scripted:FILE, `worker --scripted FILE`): every job's model then.
+ */
+function modelSettings(setting: string): { model: string; scripted?: ScriptedModelConfig } {
+  const scripted = scriptedModelOf(setting, process.cwd());
+  return scripted ? { model: scripted.name, scripted } : { model: setting };
+}
+
 /** Every setting of patchbay, as loadConfig parsed it. */
 export type Config = ReturnType<typeof loadConfig>;
 
@@ -485,7 +502,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     queueName: e.PATCHBAY_QUEUE,
     image: e.PATCHBAY_IMAGE,
-    model: e.PATCHBAY_MODEL,
+    ...modelSettings(e.PATCHBAY_MODEL),
     contextWindow: e.PATCHBAY_CONTEXT_WINDOW,
     compactAt: e.PATCHBAY_COMPACT_AT ?? defaults.job.compactAt,
     concurrency: e.PATCHBAY_CONCURRENCY,

@@ -404,6 +404,8 @@ export const JobResult = z.object({
   model: z.string().optional(),
   /** Set when the model's price is unknown: `costUsd` counts nothing (not a guess). */
   priceUnknown: z.literal(true).optional(),
+  /** Set when a scripted model answered (`model` is `scripted:<file>`): nothing was priced, `costUsd` is 0. */
+  scripted: z.literal(true).optional(),
   timings: z.object({
     queuedMs: nonNegNumber(),
     sandboxMs: nonNegNumber(),
@@ -468,7 +470,8 @@ const Ms = nonNegNumber();
 
 /** One event of a job's transcript, by its `type` (docs/jobspec.md); the schema. */
 export const TranscriptEvent = z.discriminatedUnion("type", [
-  event("job_started", { spec: JobSpec }),
+  // `model`: the model the job runs with; `scripted`: a scripted model (src/agent/scripted.ts), never priced.
+  event("job_started", { spec: JobSpec, model: z.string().optional(), scripted: z.literal(true).optional() }),
   event("sandbox_ready", { container: z.string(), ms: Ms }),
   event("setup", { command: z.string(), exitCode: ExitCode, outputTail: z.string(), ms: Ms }),
   // `newMessages`: the messages appended since the previous request (the task on turn 1, then each
@@ -526,6 +529,7 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
     error: z.string().optional(),
     costUsd: nonNegNumber(),
     turns: nonNegInt(),
+    scripted: z.literal(true).optional(),
   }),
 
   // Beyond the steps of a job, so a reader can see why a run was slow, shorter, or stopped:
@@ -595,12 +599,13 @@ export const stamped = (e: EventInput, jobId: string, attempt: number): Transcri
 });
 
 /** The job_finished event that ends a transcript: the result's status, cost, turns and error (the one place it is built). */
-export function finishedEvent(r: Pick<JobResult, "status" | "costUsd" | "turns" | "error">): EventInput {
+export function finishedEvent(r: Pick<JobResult, "status" | "costUsd" | "turns" | "error" | "scripted">): EventInput {
   return {
     type: "job_finished",
     status: r.status,
     costUsd: r.costUsd,
     turns: r.turns,
     ...(r.error ? { error: r.error } : {}),
+    ...(r.scripted ? { scripted: true as const } : {}),
   };
 }
