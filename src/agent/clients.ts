@@ -16,6 +16,22 @@ export type CommonOptions = Pick<ClientOptions, "maxRetries" | "timeout" | "fetc
 
 const CLOUD_SCOPE = "https://www.googleapis.com/auth/cloud-platform";
 
+/** Bedrock's SDK, loaded on first use (an optional package). */
+const bedrockSdk = () => loadOptional(OPTIONAL.bedrock, () => import("@anthropic-ai/bedrock-sdk"));
+/** Vertex's SDK and Google's auth library, loaded on first use (optional packages). */
+const vertexSdk = () =>
+  loadOptional(OPTIONAL.vertex, () => Promise.all([import("@anthropic-ai/vertex-sdk"), import("google-auth-library")]));
+
+/**
+ * Loads the provider's optional SDK, so that a worker's health check can say at start, with the
+ * `npm i` command, that it is missing (rather than failing each job it would take); rejects with a
+ * MissingPackageError then. The first-party API's SDK is always installed.
+ */
+export async function loadProviderSdk(provider: ProviderConfig): Promise<void> {
+  if (provider.name === "bedrock") await bedrockSdk();
+  else if (provider.name === "vertex") await vertexSdk();
+}
+
 /** The provider's client; rejects with a MissingPackageError when its SDK is not installed. */
 export async function makeClient(
   provider: ProviderConfig | undefined,
@@ -23,7 +39,7 @@ export async function makeClient(
   first: { apiKey?: string; baseURL?: string },
 ): Promise<MessagesClient> {
   if (provider?.name === "bedrock") {
-    const { AnthropicBedrock } = await loadOptional(OPTIONAL.bedrock, () => import("@anthropic-ai/bedrock-sdk"));
+    const { AnthropicBedrock } = await bedrockSdk();
     const b = provider.bedrock;
     // Keys from the worker's Config when it has both; else the AWS SDK's default chain (profile, SSO, IMDS).
     const base = {
@@ -43,9 +59,7 @@ export async function makeClient(
   }
   if (provider?.name === "vertex") {
     const v = provider.vertex;
-    const [{ AnthropicVertex }, { GoogleAuth }] = await loadOptional(OPTIONAL.vertex, () =>
-      Promise.all([import("@anthropic-ai/vertex-sdk"), import("google-auth-library")]),
-    );
+    const [{ AnthropicVertex }, { GoogleAuth }] = await vertexSdk();
     // The SDK would read GOOGLE_APPLICATION_CREDENTIALS itself; the Config's value is passed so one worker's settings decide.
     const googleAuth = new GoogleAuth({
       scopes: CLOUD_SCOPE,

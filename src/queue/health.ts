@@ -6,6 +6,7 @@ import { loadConfig as sdkProfile } from "@anthropic-ai/sdk/lib/credentials";
 import { DelayedError, type Job } from "bullmq";
 import { defaults, type Config } from "../core/config/config.js";
 import type { ModelError } from "../agent/model.js";
+import { loadProviderSdk } from "../agent/clients.js";
 import type { Log } from "../observability/log.js";
 import type { Backend } from "../backend/types.js";
 import { withTimeout } from "../core/timeout.js";
@@ -40,7 +41,12 @@ export async function checkCredentials(
   // metadata server), which no file shows, so only a setting the client cannot start without is fatal.
   if (config.provider.name === "vertex" && !config.provider.vertex.region)
     return { ok: false, reason: "PATCHBAY_PROVIDER=vertex needs CLOUD_ML_REGION where the worker runs" };
-  if (config.provider.name !== "anthropic") return { ok: true };
+  // Their SDKs are optional packages: a worker without its provider's says so, with the `npm i`, and takes no job.
+  if (config.provider.name !== "anthropic")
+    return loadProviderSdk(config.provider).then(
+      () => ({ ok: true }),
+      (err: Error) => ({ ok: false, reason: err.message }),
+    );
   if (config.anthropicApiKey || config.anthropicAuthToken) return { ok: true };
   const profile = await sdkProfile().catch((err: Error) => err);
   if (profile instanceof Error)

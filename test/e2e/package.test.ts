@@ -230,6 +230,27 @@ console.log(JSON.stringify({
       );
       expect(r.code, r.stderr).toBe(1);
       expect(r.stderr).toContain(`npm i ${OPTIONAL.dashboard.packages.join(" ")}`);
+      // A Bedrock worker without Bedrock's SDK: unhealthy from its start, its log naming the `npm i`,
+      // so it takes no job only to fail it.
+      const worker = spawn(join(consumer, "node_modules/.bin/patchbay"), ["worker", "--queue", "pkg-bedrock"], {
+        cwd: consumer,
+        env: { ...process.env, REDIS_URL: redis.url, PATCHBAY_PROVIDER: "bedrock", AWS_REGION: "us-east-1" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let log = "";
+      const said = new Promise<void>((resolve) => {
+        const read = (b: Buffer) => {
+          log += b.toString();
+          if (log.includes(`npm i ${OPTIONAL.bedrock.packages.join(" ")}`)) resolve();
+        };
+        worker.stdout.on("data", read);
+        worker.stderr.on("data", read);
+      });
+      const exited = new Promise((resolve) => worker.on("exit", resolve));
+      await Promise.race([said, exited, new Promise((r) => setTimeout(r, 60_000))]);
+      worker.kill("SIGTERM");
+      await exited;
+      expect(log).toContain(`npm i ${OPTIONAL.bedrock.packages.join(" ")}`);
     } finally {
       await redis.stop();
     }
