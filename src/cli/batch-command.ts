@@ -16,6 +16,7 @@ import {
 } from "./command.js";
 import { worstExitCode } from "./exit.js";
 import { safeText } from "../core/term.js";
+import { usd } from "../core/money.js";
 import { JOB_STATUSES as STATUSES, type JobStatusName } from "../core/spec/names.js";
 import type { BatchClient, BatchProgress, BatchStatus, JobSummary } from "../batch/batches.js";
 import type { PatchbayClient } from "../queue/client.js";
@@ -130,7 +131,7 @@ function eta(st: BatchStatus, now: number): string {
 function jobLine(st: BatchStatus, jobId: string, r: JobSummary, n: number): string {
   const v = r.verified === undefined ? "" : r.verified ? " (verified)" : " (verify failed)";
   return safe(
-    `[${n}/${st.total}] line ${r.line} ${jobId} ${r.status}${v} $${r.costUsd.toFixed(4)} ${duration(r.totalMs)}${r.error && r.status !== "completed" ? `: ${r.error.slice(0, 160)}` : ""}`,
+    `[${n}/${st.total}] line ${r.line} ${jobId} ${r.status}${v} ${usd(r.costUsd)} ${duration(r.totalMs)}${r.error && r.status !== "completed" ? `: ${r.error.slice(0, 160)}` : ""}`,
   );
 }
 
@@ -159,7 +160,7 @@ class ProgressView {
     const filled = st.total ? Math.round((st.done / st.total) * width) : 0;
     const bar = `[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${st.done}/${st.total}`;
     const now = Date.now();
-    const spend = `$${st.spentUsd.toFixed(4)} spent${st.budgetUsd !== undefined ? ` of $${st.budgetUsd.toFixed(2)}` : ""}`;
+    const spend = `${usd(st.spentUsd)} spent${st.budgetUsd !== undefined ? ` of ${usd(st.budgetUsd)}` : ""}`;
     const l1 = `${bar}  ${countsText(st)}`;
     const l2 = `${spend} · ${duration(now - this.t0)} elapsed · ${eta(st, now)}${st.cancelled ? " · cancelled" : ""}`;
     this.out.write(`${this.fit(l1)}\n${this.fit(l2)}\n`);
@@ -219,7 +220,7 @@ export async function waitAndReport(
       `patchbay: wrote ${st.total} job directories, ${join(out, "summary.json")} and ${join(out, "summary.md")}\n`,
     );
   } else if (values.json) console.log(JSON.stringify(st));
-  process.stderr.write(`patchbay: batch ${batchId} done: ${countsText(st)}; $${st.spentUsd.toFixed(4)} spent\n`);
+  process.stderr.write(`patchbay: batch ${batchId} done: ${countsText(st)}; ${usd(st.spentUsd)} spent\n`);
   return worstExitCode(STATUSES.filter((s) => st.counts[s] > 0));
 }
 
@@ -314,9 +315,7 @@ ${CONNECTION_USAGE}`,
             .join(" · "),
         );
       if (st.verified || st.unverified) console.log(`verify: ${st.verified} passed, ${st.unverified} failed`);
-      console.log(
-        `spent $${st.spentUsd.toFixed(4)}${st.budgetUsd !== undefined ? ` of a $${st.budgetUsd.toFixed(2)} budget` : ""}`,
-      );
+      console.log(`spent ${usd(st.spentUsd)}${st.budgetUsd !== undefined ? ` of a ${usd(st.budgetUsd)} budget` : ""}`);
       for (const j of st.jobs ?? [])
         console.log([j.line, j.jobId, j.result?.status ?? j.state, safe(j.result?.error ?? "")].join("\t").trimEnd());
       return 0;
@@ -345,7 +344,7 @@ ${CONNECTION_USAGE}`,
           x.batchId,
           safe(x.name ?? "-"),
           `${x.done}/${x.total}`,
-          `$${x.spentUsd.toFixed(4)}`,
+          usd(x.spentUsd),
           duration(now - x.createdAt),
           x.cancelled ? "cancelled" : x.done >= x.total ? "done" : "running",
         ]);
