@@ -87,6 +87,7 @@ export {
   BatchClient,
   BatchConflictError,
   BatchFileError,
+  BatchFinishedError,
   BatchNotFoundError,
   LineProvenanceError,
   submitBatch,

@@ -372,8 +372,9 @@ const cancel: Command = {
 
 Running jobs of the batch stop within seconds (status cancelled, their patch so far kept); jobs
 not started yet end as cancelled, without a sandbox, when a worker takes them. batch retry
-undoes it for the lines it runs again.
-Exit status: 0; 1 an unknown batch or Redis unreachable; 2 usage.
+undoes it for the lines it runs again. A batch whose every line has ended is refused, and keeps
+the statuses its jobs ended with.
+Exit status: 0; 1 an unknown or finished batch, or Redis unreachable; 2 usage.
 
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" } },

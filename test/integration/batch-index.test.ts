@@ -6,6 +6,7 @@ import {
   BatchClient,
   BatchConflictError,
   BatchFileError,
+  BatchFinishedError,
   BatchNotFoundError,
   batchHooks,
   mdCell,
@@ -242,6 +243,26 @@ describe("batch index", () => {
     );
     expect(await b.c.queue.getJobCounts()).toMatchObject({ waiting: 0 });
     expect((await b.submit(specs, { name: "unpriced" })).ids).toHaveLength(2); // no USD budget: fine
+  });
+
+  it("cancel: a finished batch is refused, naming how its jobs ended, and keeps its label", async () => {
+    const q = "q-cancel-finished";
+    const b = batches(q);
+    const { batchId, ids } = await b.submit(["a", "b"].map(spec), { name: "finished" });
+    await run(q, ids[0]!, { status: "completed" });
+    await run(q, ids[1]!, { status: "failed", error: "x" });
+    const err = await b.cancel(batchId).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(BatchFinishedError);
+    expect((err as Error).message).toBe(
+      `batch finished in queue ${q} is finished: 1 completed, 1 failed: there is nothing to cancel, and it is left as it is (patchbay batch retry finished runs lines again)`,
+    );
+    const st = await b.status(batchId);
+    expect(st.cancelled).toBe(false);
+    expect(st.counts).toMatchObject({ completed: 1, failed: 1, cancelled: 0 });
+    expect((await b.list()).find((x) => x.batchId === batchId)?.cancelled).toBe(false);
   });
 
   it("cancel: jobs not started end cancelled without running; retry lifts it", async () => {
