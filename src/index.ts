@@ -83,6 +83,7 @@ export {
   type JobState,
   type ListState,
 } from "./queue/client.js";
+export { WorkerBoundsError } from "./queue/worker-bounds.js";
 export {
   BatchClient,
   BatchConflictError,
