@@ -83,10 +83,12 @@ export {
   type JobState,
   type ListState,
 } from "./queue/client.js";
+export { WorkerBoundsError } from "./queue/worker-bounds.js";
 export {
   BatchClient,
   BatchConflictError,
   BatchFileError,
+  BatchFinishedError,
   BatchNotFoundError,
   LineProvenanceError,
   submitBatch,

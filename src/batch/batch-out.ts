@@ -1,10 +1,9 @@
 // `patchbay batch results --out DIR` (BatchClient.writeOut): each line's latest job written out, its
 // patch, result and transcript, after the job is checked to be the line's own (a job under the
 // line's id that is not is that line's error.txt, never its patch); then the batch's summary.
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { checkNoLinkBelowCwd, OutputLinkError, writeOwn } from "../core/out-files.js";
+import { makeOutDir, OutputLinkError, writeOwn } from "../core/out-files.js";
 import { emptyResult, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { JobFailedError, type PatchbayClient } from "../queue/client.js";
 import { summaryMarkdown, type BatchSummary } from "./batch-summary.js";
@@ -26,14 +25,12 @@ export async function writeBatchOut(
   opts: WriteOutOptions = {},
 ): Promise<BatchSummary> {
   const summary = await b.summary(batchId);
-  checkNoLinkBelowCwd(dir); // ./patchbay-out/<batch> may be the repo's own (src/core/out-files.ts)
-  mkdirSync(dir, { recursive: true });
+  makeOutDir(dir); // ./patchbay-out/<batch> may be the repo's own (src/core/out-files.ts)
   const html = await transcriptRenderer();
   const queue = [...summary.jobs];
   const one = async (j: BatchJob) => {
     const jobDir = join(dir, j.jobId);
-    checkNoLinkBelowCwd(jobDir);
-    mkdirSync(jobDir, { recursive: true });
+    makeOutDir(jobDir);
     await b.checkLine(batchId, j);
     const result = await finalResult(b.c, j);
     const events: TranscriptEvent[] = [];

@@ -2,6 +2,7 @@
 // Markdown form (every cell from a job or a task is escaped: they are hostile text).
 import { JOB_STATUSES, type JobStatus, type Usage } from "../core/spec/spec.js";
 import { safeText } from "../core/term.js";
+import { usd } from "../core/money.js";
 import type { BatchJob, BatchStatus } from "./batch-types.js";
 
 /** A batch's summary: what `patchbay batch summary` and summary.json hold. */
@@ -87,7 +88,6 @@ export function mdCell(s: string, max = 120): string {
   return one.replace(/[\\`*_[\]<>|#!~&]/g, (ch) => (ch === "&" ? "&amp;" : `\\${ch}`));
 }
 
-const usd = (x: number) => `$${x.toFixed(4)}`;
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
 /** The summary as Markdown (summary.md), every cell from a job or a task escaped. */
@@ -100,7 +100,7 @@ export function summaryMarkdown(s: BatchSummary): string {
     "",
     `- Jobs: ${s.total} (${counts || "none finished"})`,
     `- Verify: ${s.verify.verified} passed, ${s.verify.unverified} failed, ${s.verify.none} without a verify`,
-    `- Cost: ${usd(s.costUsd.latest)} for the latest attempts, ${usd(s.costUsd.all)} spent in all${s.costUsd.budget !== undefined ? ` (budget $${s.costUsd.budget.toFixed(2)})` : ""}`,
+    `- Cost: ${usd(s.costUsd.latest)} for the latest attempts, ${usd(s.costUsd.all)} spent in all${s.costUsd.budget !== undefined ? ` (budget ${usd(s.costUsd.budget)})` : ""}`,
     `- Tokens: ${s.tokens.inputTokens} input, ${s.tokens.outputTokens} output, ${s.tokens.cacheReadTokens} cache reads, ${s.tokens.cacheWriteTokens} cache writes`,
     `- Job time: p50 ${secs(s.jobMs.p50)}, p95 ${secs(s.jobMs.p95)}, max ${secs(s.jobMs.max)}`,
     `- Created ${s.createdAt}${s.finishedAt ? `, finished ${s.finishedAt}` : ""}`,

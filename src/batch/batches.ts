@@ -28,6 +28,7 @@ export * from "./batch-types.js";
 export { LineProvenanceError } from "../queue/batch-provenance.js";
 import {
   BatchConflictError,
+  BatchFinishedError,
   BatchNotFoundError,
   checkBatchName,
   type BatchJob,
@@ -303,6 +304,8 @@ export class BatchClient {
   cancel(batchId: string): Promise<{ signalled: number; waiting: number }> {
     return this.c.hold(async () => {
       const st = await this.status(batchId, { jobs: true });
+      // A finished batch keeps the label its jobs earned: a cancel now would stop nothing.
+      if (st.total > 0 && st.done >= st.total) throw new BatchFinishedError(batchId, this.c.queueName, finalState(st));
       const k = keys(this.c.queueName);
       const running = st.jobs!.filter((j) => j.state === "running").map((j) => j.jobId);
       const m = this.c.redis.multi().hset(this.bk(batchId).meta, "cancelled", "1");
@@ -588,3 +591,12 @@ export const cancelBatch = (batchId: string) => b().cancel(batchId);
 export const listBatches = (opts?: ListBatchesOptions) => b().list(opts);
 /** BatchClient.summary on the default client. */
 export const batchSummary = (batchId: string) => b().summary(batchId);
+
+/** What a finished batch's lines ended as: "finished: 2 completed, 1 failed" (", cancelled" when it was). */
+function finalState(st: BatchStatus): string {
+  const ended = Object.entries(st.counts)
+    .filter(([, n]) => n > 0)
+    .map(([status, n]) => `${n} ${status}`)
+    .join(", ");
+  return `finished${st.cancelled ? " (cancelled)" : ""}: ${ended || "no jobs"}`;
+}

@@ -48,6 +48,7 @@ back (Redis unreachable: the job comes back as stalled once its lock expires); 2
     const { clientOptions, probeRedis } = await import("./queue-connect.js");
     const conn = clientOptions({ values, config });
     await probeRedis(conn.redisUrl, config());
+    await loadAllNow();
     const { startWorker } = await import("../queue/worker.js");
     const { workerLogger } = await import("../observability/log.js");
     const h = await startWorker({
@@ -91,6 +92,18 @@ async function workerConfig(values: Values, envConfig: () => Config): Promise<Co
     throw file === undefined ? new CliError(`PATCHBAY_MODEL: ${msg}`) : new UsageError(`--scripted: ${msg}`);
   }
   return config;
+}
+
+/**
+ * What a worker would otherwise load from dist/ on its first job, loaded at start: the assets (Lua,
+ * the sandbox's scripts) and the repo reader threads' modules. A `npm run build` in the same
+ * checkout while it runs (dist/ rewritten under it) then cannot hand it half of another build.
+ */
+async function loadAllNow(): Promise<void> {
+  const { preloadAssets } = await import("../core/assets.js");
+  const { readerThreads } = await import("../job/repo/read-pool.js");
+  preloadAssets();
+  readerThreads();
 }
 
 const doctor: Command = {

@@ -16,6 +16,7 @@ import {
 } from "./command.js";
 import { worstExitCode } from "./exit.js";
 import { safeText } from "../core/term.js";
+import { usd } from "../core/money.js";
 import { JOB_STATUSES as STATUSES, type JobStatusName } from "../core/spec/names.js";
 import type { BatchClient, BatchProgress, BatchStatus, JobSummary } from "../batch/batches.js";
 import type { PatchbayClient } from "../queue/client.js";
@@ -130,7 +131,7 @@ function eta(st: BatchStatus, now: number): string {
 function jobLine(st: BatchStatus, jobId: string, r: JobSummary, n: number): string {
   const v = r.verified === undefined ? "" : r.verified ? " (verified)" : " (verify failed)";
   return safe(
-    `[${n}/${st.total}] line ${r.line} ${jobId} ${r.status}${v} ${r.scripted ? "scripted" : `$${r.costUsd.toFixed(4)}`} ${duration(r.totalMs)}${r.error && r.status !== "completed" ? `: ${r.error.slice(0, 160)}` : ""}`,
+    `[${n}/${st.total}] line ${r.line} ${jobId} ${r.status}${v} ${r.scripted ? "scripted" : usd(r.costUsd)} ${duration(r.totalMs)}${r.error && r.status !== "completed" ? `: ${r.error.slice(0, 160)}` : ""}`,
   );
 }
 
@@ -162,7 +163,7 @@ class ProgressView {
     const filled = st.total ? Math.round((st.done / st.total) * width) : 0;
     const bar = `[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${st.done}/${st.total}`;
     const now = Date.now();
-    const spend = `$${st.spentUsd.toFixed(4)} spent${st.budgetUsd !== undefined ? ` of $${st.budgetUsd.toFixed(2)}` : ""}`;
+    const spend = `${usd(st.spentUsd)} spent${st.budgetUsd !== undefined ? ` of ${usd(st.budgetUsd)}` : ""}`;
     const l1 = `${bar}  ${countsText(st)}`;
     const l2 = `${spend} · ${duration(now - this.t0)} elapsed · ${eta(st, now)}${st.cancelled ? " · cancelled" : ""}`;
     this.out.write(`${this.fit(l1)}\n${this.fit(l2)}\n`);
@@ -222,7 +223,7 @@ export async function waitAndReport(
       `patchbay: wrote ${st.total} job directories, ${join(out, "summary.json")} and ${join(out, "summary.md")}\n`,
     );
   } else if (values.json) console.log(JSON.stringify(st));
-  const spent = view.scripted ? "scripted, nothing priced" : `$${st.spentUsd.toFixed(4)} spent`;
+  const spent = view.scripted ? "scripted, nothing priced" : `${usd(st.spentUsd)} spent`;
   process.stderr.write(`patchbay: batch ${batchId} done: ${countsText(st)}; ${spent}\n`);
   return worstExitCode(STATUSES.filter((s) => st.counts[s] > 0));
 }
@@ -318,9 +319,7 @@ ${CONNECTION_USAGE}`,
             .join(" · "),
         );
       if (st.verified || st.unverified) console.log(`verify: ${st.verified} passed, ${st.unverified} failed`);
-      console.log(
-        `spent $${st.spentUsd.toFixed(4)}${st.budgetUsd !== undefined ? ` of a $${st.budgetUsd.toFixed(2)} budget` : ""}`,
-      );
+      console.log(`spent ${usd(st.spentUsd)}${st.budgetUsd !== undefined ? ` of a ${usd(st.budgetUsd)} budget` : ""}`);
       for (const j of st.jobs ?? [])
         console.log([j.line, j.jobId, j.result?.status ?? j.state, safe(j.result?.error ?? "")].join("\t").trimEnd());
       return 0;
@@ -349,7 +348,7 @@ ${CONNECTION_USAGE}`,
           x.batchId,
           safe(x.name ?? "-"),
           `${x.done}/${x.total}`,
-          `$${x.spentUsd.toFixed(4)}`,
+          usd(x.spentUsd),
           duration(now - x.createdAt),
           x.cancelled ? "cancelled" : x.done >= x.total ? "done" : "running",
         ]);
@@ -377,8 +376,9 @@ const cancel: Command = {
 
 Running jobs of the batch stop within seconds (status cancelled, their patch so far kept); jobs
 not started yet end as cancelled, without a sandbox, when a worker takes them. batch retry
-undoes it for the lines it runs again.
-Exit status: 0; 1 an unknown batch or Redis unreachable; 2 usage.
+undoes it for the lines it runs again. A batch whose every line has ended is refused, and keeps
+the statuses its jobs ended with.
+Exit status: 0; 1 an unknown or finished batch, or Redis unreachable; 2 usage.
 
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" } },

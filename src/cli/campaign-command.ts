@@ -18,6 +18,7 @@ import {
   type Command,
 } from "./command.js";
 import { safeText } from "../core/term.js";
+import { usd } from "../core/money.js";
 import { JOB_STATUSES, type JobStatusName } from "../core/spec/names.js";
 import type { PatchbayClient } from "../queue/client.js";
 import type { CampaignClient } from "../campaign/campaigns.js";
@@ -180,7 +181,7 @@ ${CONNECTION_USAGE}`,
           .join(" · ")}`,
       );
       console.log(
-        `jobs: ${b.done}/${b.total} done${b.running ? `, ${b.running} running` : ""}${b.waiting ? `, ${b.waiting} waiting` : ""} · verify ${b.verified} passed, ${b.unverified} failed · $${b.spentUsd.toFixed(4)} spent`,
+        `jobs: ${b.done}/${b.total} done${b.running ? `, ${b.running} running` : ""}${b.waiting ? `, ${b.waiting} waiting` : ""} · verify ${b.verified} passed, ${b.unverified} failed · ${usd(b.spentUsd)} spent`,
       );
       if (st.checks.passing + st.checks.failing + st.checks.pending)
         console.log(

@@ -5,6 +5,7 @@
 import { BUILTIN_TOOL_NAMES } from "../core/spec/tools.js";
 import { filesChangedCount, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { safeText } from "../core/term.js";
+import { usd } from "../core/money.js";
 
 /** Sanitized first, so an escape sequence neither uses up the length nor gets cut in two. */
 const short = (s: string, n = 110) => {
@@ -78,11 +79,11 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     case "budget":
       return `${t} budget ${e.limit} exceeded: ${e.used} > ${e.max}`;
     case "resume":
-      return `${t} ${e.restored ? `resumed from attempt ${e.fromAttempt}'s checkpoint after turn ${e.turns} ($${e.costUsd.toFixed(4)} spent before)` : `no resume: ${short(e.reason ?? "", 100)}`}`;
+      return `${t} ${e.restored ? `resumed from attempt ${e.fromAttempt}'s checkpoint after turn ${e.turns} (${usd(e.costUsd)} spent before)` : `no resume: ${short(e.reason ?? "", 100)}`}`;
     case "checkpoint":
       return `${t} checkpoint not stored: ${short(e.reason ?? "", 100)}`;
     case "job_finished":
-      return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${e.turns} turn${e.turns === 1 ? "" : "s"}, ${e.scripted ? "scripted (not priced)" : `$${e.costUsd.toFixed(4)}`}`;
+      return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${e.turns} turn${e.turns === 1 ? "" : "s"}, ${e.scripted ? "scripted (not priced)" : usd(e.costUsd)}`;
     default:
       return opts.verbose ? `${t} ${e.type}` : undefined;
   }

@@ -1,9 +1,9 @@
 // A job's files on disk, for `run` (queued or --local) and `result --out`: patch.diff, result.json,
 // transcript.jsonl and transcript.html (the page `patchbay view` writes, as `batch wait` does).
-import { mkdirSync, readdirSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { JobResult, TranscriptEvent } from "../core/spec/spec.js";
-import { checkNoLinkBelowCwd, writeOwn } from "../core/out-files.js";
+import { makeOutDir, writeOwn } from "../core/out-files.js";
 import { stringFlag, UsageError, type Values } from "./command.js";
 
 /** Where `run` writes: --out, else ./patchbay-out/<queue>/<job id> (so two queues' job 7 do not meet). */
@@ -34,8 +34,7 @@ export async function writeJobFiles(
   result: JobResult,
   events: readonly TranscriptEvent[],
 ): Promise<string> {
-  checkNoLinkBelowCwd(resolve(dir));
-  mkdirSync(dir, { recursive: true });
+  makeOutDir(dir);
   writeOwn(join(dir, "patch.diff"), result.patch);
   writeOwn(join(dir, "result.json"), JSON.stringify(result, null, 2) + "\n");
   writeOwn(join(dir, "transcript.jsonl"), events.map((e) => JSON.stringify(e) + "\n").join(""));

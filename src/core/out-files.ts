@@ -1,8 +1,10 @@
 // The files patchbay writes for a user (a job's patch, result and transcript; a batch's): never
 // through a symbolic link. The working directory is often the repo being fixed, and the default
-// ./patchbay-out/… could be its own, planted as links to the user's files or directories.
-import { closeSync, constants, lstatSync, openSync, writeFileSync } from "node:fs";
-import { join, relative, sep } from "node:path";
+// ./patchbay-out/… could be its own, planted as links to the user's files or directories. Every
+// file a command writes for --out goes through writeOwn, which makes the directories it needs: no
+// command can forget (a `campaign status --out DIR` failed with ENOENT where `run` made DIR).
+import { closeSync, constants, lstatSync, mkdirSync, openSync, writeFileSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
 import { kinded } from "./errors.js";
 
 /** A path that is a symbolic link where patchbay writes its own files. */
@@ -34,8 +36,19 @@ export function checkNoLinkBelowCwd(dir: string): void {
   }
 }
 
-/** A file written whole, never through a symbolic link in its place. */
+/**
+ * A directory for patchbay's own files, made with its parents where missing, after the check that
+ * none of it below the working directory is a symbolic link.
+ */
+export function makeOutDir(dir: string): void {
+  const abs = resolve(dir);
+  checkNoLinkBelowCwd(abs);
+  mkdirSync(abs, { recursive: true });
+}
+
+/** A file written whole, never through a symbolic link in its place; its directory made where missing (makeOutDir). */
 export function writeOwn(path: string, data: string): void {
+  makeOutDir(dirname(path));
   let fd: number;
   try {
     fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644);

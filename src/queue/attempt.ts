@@ -5,6 +5,7 @@
 import { UnrecoverableError, Worker } from "bullmq";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults } from "../core/config/config.js";
+import { usd } from "../core/money.js";
 import type { Model, ModelError } from "../agent/model.js";
 import { specHash } from "../job/checkpoint.js";
 import { redisCheckpoints } from "./checkpoints.js";
@@ -279,7 +280,7 @@ async function recordAttempt(ctx: AttemptContext, job: QueueJob, r: Running, res
       level: "warn",
     });
   ctx.log(
-    `job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, ${result.scripted ? "scripted" : `$${result.costUsd.toFixed(4)}`})`,
+    `job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, ${result.scripted ? "scripted" : usd(result.costUsd)})`,
     { job: jobId, attempt, status: result.status },
   );
   return rec.stored;

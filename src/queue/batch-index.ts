@@ -20,6 +20,7 @@
 // round trip.
 import type { Redis } from "ioredis";
 import { luaCommand } from "../core/lua.js";
+import { usd } from "../core/money.js";
 import { keys } from "./keys.js";
 import { claimProblem, provenanceProblem } from "./batch-provenance.js";
 import type { JobData } from "./client.js";
@@ -166,8 +167,7 @@ export interface BatchHooks {
 /** What a worker calls for the jobs of batches; every hook does nothing for a job of no batch. */
 /** The worker's side of a batch; `ttlSec` is the deployment's retention (config.retentionSec). */
 export function batchHooks(redis: Redis, queueName: string, ttlSec: number): BatchHooks {
-  const budgetNote = (spent: number, budget: number) =>
-    `the batch's budget of $${budget.toFixed(2)} is spent ($${spent.toFixed(4)})`;
+  const budgetNote = (spent: number, budget: number) => `the batch's budget of ${usd(budget)} is spent (${usd(spent)})`;
   return {
     async provenance(data, jobId) {
       const claim = claimProblem(jobId, data);

@@ -10,6 +10,7 @@ import { recordFinished } from "./batch-index.js";
 import { claimProblem } from "./batch-provenance.js";
 import { findJob } from "./find-job.js";
 import { hintFlags } from "./hints.js";
+import { checkWorkerBounds, readWorkerBounds } from "./worker-bounds.js";
 import { keys, redisOptions } from "./keys.js";
 import { jobOptions, prepareSpecs } from "./enqueue-spec.js";
 import { PatchGoneError } from "./result-bounds.js";
@@ -208,6 +209,8 @@ export class PatchbayClient {
     this.checkModels(specs);
     return this.hold(async () => {
       await this.checkJobIds(specs);
+      // A spec past the bounds the live workers published would be refused by them: refused now.
+      checkWorkerBounds(specs, await readWorkerBounds(this.redis, this.k));
       // Each job carries its enqueue span's context (src/observability/trace.ts): the worker's spans join it.
       const add = async (traces: (TraceCarrier | undefined)[]) =>
         (

@@ -16,10 +16,18 @@ export interface Heartbeat {
   remove(): Promise<void>;
 }
 
-/** Beats once (awaited), then every `everyMs`; a beat that fails (Redis away) is left to the next. */
-export async function startHeartbeat(redis: Redis, key: string, everyMs: number): Promise<Heartbeat> {
+/**
+ * Beats once (awaited), then every `everyMs`; a beat that fails (Redis away) is left to the next.
+ * `value` is what each beat writes (the worker's: the time and its policy's bounds, worker-bounds.ts).
+ */
+export async function startHeartbeat(
+  redis: Redis,
+  key: string,
+  everyMs: number,
+  value: () => string = () => String(Date.now()),
+): Promise<Heartbeat> {
   const ttlSec = Math.ceil((3 * everyMs) / 1000);
-  const beat = () => redis.set(key, String(Date.now()), "EX", ttlSec).catch(() => {});
+  const beat = () => redis.set(key, value(), "EX", ttlSec).catch(() => {});
   await beat();
   const timer = setInterval(() => void beat(), everyMs);
   return {

@@ -1,14 +1,13 @@
 // What a printed command (a hint: "start a worker", "watch it") needs to reach the same queue: the
-// flags that differ from the defaults. A Redis URL with a password is not printed: $REDIS_URL stands in.
+// flags that differ from the defaults. A Redis URL is printed as given, its password as *** (the
+// reader types it back in): never a "$REDIS_URL" that may be unset or hold another URL.
 import { DEFAULT_QUEUE, DEFAULT_REDIS_URL } from "../core/config/config.js";
 import { shownRedisUrl } from "../redis/url.js";
 
-/** ` --queue Q` and ` --redis-url U` where they are not the defaults ("" when both are). */
+/** ` --queue Q` and ` --redis-url U` where they are not the defaults ("" when both are); U without its password. */
 export function hintFlags(queueName: string, redisUrl: string): string {
   const q = queueName === DEFAULT_QUEUE ? "" : ` --queue ${quoteArg(queueName)}`;
-  let url = "";
-  if (redisUrl !== DEFAULT_REDIS_URL)
-    url = shownRedisUrl(redisUrl) !== redisUrl ? ' --redis-url "$REDIS_URL"' : ` --redis-url ${quoteArg(redisUrl)}`;
+  const url = redisUrl === DEFAULT_REDIS_URL ? "" : ` --redis-url ${quoteArg(shownRedisUrl(redisUrl))}`;
   return q + url;
 }
 

@@ -28,6 +28,7 @@ import { attemptProcessor, type Active } from "./attempt.js";
 import { listenForCancels } from "./cancel-listener.js";
 import { drain, type DrainParts, type DrainReport } from "./drain.js";
 import { deploymentId, ownerAliveFor, startHeartbeat } from "./heartbeat.js";
+import { heartbeatValue } from "./worker-bounds.js";
 import { startReaperLoop } from "./reaper-loop.js";
 import { startTelemetry } from "../observability/telemetry.js";
 import { keepConnected, openRedis, waitSetting } from "../redis/connect.js";
@@ -172,7 +173,13 @@ async function startServices(b: Base, opts: WorkerOptions, late: Late) {
   }));
   if (metrics.url) log(`metrics: ${metrics.url}`);
 
-  const heartbeat = await startHeartbeat(b.redis, b.k.heartbeat(b.id), config.heartbeatEveryMs);
+  // The beat carries this worker's bounds: a client refuses a spec past them before it is enqueued.
+  const heartbeat = await startHeartbeat(
+    b.redis,
+    b.k.heartbeat(b.id),
+    config.heartbeatEveryMs,
+    heartbeatValue(config.policy),
+  );
   const deployment = await deploymentId(b.redis, b.k);
   // The instance label tells this worker's boxes from those of another worker with the same id (a
   // PATCHBAY_WORKER_ID given twice, or two workers in one process, which share processOwnerId).

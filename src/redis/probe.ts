@@ -2,7 +2,7 @@
 // and doctor do at start, so a wrong password, an untrusted certificate or a master name no
 // Sentinel knows is an error there and then, not a reconnect loop.
 import { Redis } from "ioredis";
-import { isIP, Socket } from "node:net";
+import { isIP } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions as TlsOptions } from "node:tls";
 import { PatchbayError } from "../core/errors.js";
 import { withTimeout } from "../core/timeout.js";
@@ -16,6 +16,7 @@ import {
 } from "./connect.js";
 import { parseRedisUrl, type HostPort, type RedisTarget } from "./target.js";
 import { shownRedisUrl } from "./url.js";
+import { answerReason, exchange, whatAnswers } from "./port-speaks.js";
 
 /** Redis cannot be used as configured: kind "config" (credentials, TLS, a master's name), or "infra" (nothing answers). */
 export class RedisConnectError extends PatchbayError {
@@ -126,20 +127,8 @@ async function sentinelMaster(
   throw new RedisConnectError(shownRedisUrl(url), `no Sentinel at ${listed} answers (${sentinelAuth})`, kind);
 }
 
-/** Whether a socket got as far as `ready` (connect, or a TLS handshake), and what it then answered to PING within ms: its first bytes, or its error. */
-function exchange(s: Socket, ready: string, ms: number): Promise<{ reached: boolean; answer: string }> {
-  let reached = false;
-  return new Promise((resolve) => {
-    const done = (answer: string) => (s.destroy(), resolve({ reached, answer }));
-    s.setTimeout(ms, () => done("timeout"));
-    s.once("error", (err) => done(`error: ${err.message}`));
-    s.once(ready, () => ((reached = true), s.write("PING\r\n")));
-    s.once("data", (d: Buffer) => done(d.toString("latin1", 0, 64)));
-    s.once("end", () => done("end"));
-  });
-}
-
-type Diagnosis = { kind: "config" | "infra"; why: string };
+/** What a failed connection means; `whole` when it says all (the client's own error adds nothing). */
+type Diagnosis = { kind: "config" | "infra"; why: string; whole?: boolean };
 
 const CLIENT_CERT =
   "Redis asks for a client certificate: set PATCHBAY_REDIS_TLS_CERT and PATCHBAY_REDIS_TLS_KEY (or cert= and key= in the URL)";
@@ -155,16 +144,19 @@ async function tlsMismatch(
 ): Promise<Diagnosis | undefined> {
   const { host, port } = node;
   const name = isIP(host) ? {} : { servername: host };
-  if (!t.tls) {
-    const hello = await exchange(tlsConnect({ host, port, rejectUnauthorized: false, ...name }), "secureConnect", 1500);
-    return hello.reached ? { kind: "config", why: "this port speaks TLS: use rediss://" } : undefined;
-  }
-  const plain = await exchange(new Socket().connect(port, host), "connect", 1500);
-  if (/^[+-]/.test(plain.answer))
+  // What answers there, plain and over TLS: an HTTP server, TLS, silence, a close, another protocol.
+  const answer = await whatAnswers(host, port, 1500);
+  const said = (tls: boolean) => {
+    const r = answerReason(answer, tls, 1500);
+    return r && { ...r, whole: true };
+  };
+  if (!t.tls) return said(false);
+  if (answer.speaks === "redis")
     return {
       kind: "config",
       why: "this port speaks plain Redis, not TLS: use redis:// for it, or the server's tls-port",
     };
+  if (["http", "https", "other", "silent"].includes(answer.speaks)) return said(true);
   if (tls?.cert) return undefined;
   const hello = await exchange(tlsConnect({ host, port, ...tls, ...name }), "secureConnect", 1500);
   if (!hello.reached) return undefined;
@@ -231,12 +223,19 @@ export async function probeRedisTarget(
         : ((err as { lastNodeError?: Error }).lastNodeError ?? cause ?? (err as Error));
     const [kind] = redisErrorReason(e, t);
     const code = (e as NodeJS.ErrnoException).code;
+    // A TLS handshake answered by something that is not TLS: asked what it is (an HTTP server?).
+    const notTls = t.tls && /wrong version number|packet length too long|EPROTO/i.test(`${e.message} ${code ?? ""}`);
     const diagnosis =
-      kind === "infra" && code !== "ECONNREFUSED" && code !== "ENOTFOUND"
+      (kind === "infra" && code !== "ECONNREFUSED" && code !== "ENOTFOUND") || notTls
         ? await tlsMismatch(t, master ?? t.nodes[0]!, tlsOptions(t, settings.redisTls))
         : undefined;
+    // What answered says it all: ioredis' own error ("Unknown RESP type 72 "H". Please report this.") is left out.
     throw diagnosis
-      ? new RedisConnectError(shownRedisUrl(url), `${diagnosis.why} (${e.message})`, diagnosis.kind)
+      ? new RedisConnectError(
+          shownRedisUrl(url),
+          diagnosis.whole ? diagnosis.why : `${diagnosis.why} (${e.message})`,
+          diagnosis.kind,
+        )
       : fail(t, url, e);
   }
 }

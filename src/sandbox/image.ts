@@ -59,17 +59,36 @@ export async function buildImage(tag: string, opts: BuildImageOptions = {}): Pro
   const log = opts.log ?? ((l: string) => process.stderr.write(`[image] ${l}\n`));
   const recipe = recipeHash();
   if (!opts.force && (await imageRecipe(tag)) === recipe) return { tag, recipe, how: "cached" };
-  if (await basePullable(log)) {
+  const pulled = await pullBase();
+  if (pulled === true) {
     log(`building ${tag} from images/sandbox/Dockerfile`);
     await buildFromDockerfile(tag, recipe);
     return { tag, recipe, how: "dockerfile" };
   }
-  log(`${BASE} cannot be pulled here; building ${tag} offline (debootstrap + docker import)`);
+  log(`${pullFailure(BASE, pulled)}; building ${tag} offline (debootstrap + docker import)`);
   await run("bash", [DIR + "build-offline.sh", tag, recipe]);
   return { tag, recipe, how: "offline" };
 }
 
-async function basePullable(log: (l: string) => void): Promise<boolean> {
+/** Network failures on the way to a registry, as the engine words them (Docker's Go errors, Podman's). */
+const UNREACHABLE =
+  /dial tcp|no such host|lookup |i\/o timeout|connection refused|network is unreachable|TLS handshake timeout|Client\.Timeout|proxyconnect|temporary failure in name resolution|operation was aborted|timed? ?out/i;
+
+/**
+ * What a failed pull of `image` means, in a sentence (without the engine's "(HTTP code 500) server
+ * error - Get …" wrapping): no registry reachable, the image not there, or the engine's first line,
+ * bounded. Pure: the engine's message is its only input.
+ */
+export function pullFailure(image: string, message: string): string {
+  const first = (message.split("\n")[0] ?? "").replace(/^\(HTTP code \d+\)\s*[a-z ]*-\s*/i, "").trim();
+  if (UNREACHABLE.test(first)) return `no registry reachable to pull ${image}`;
+  if (/manifest unknown|not found|pull access denied|does not exist/i.test(first))
+    return `${image} is not on its registry (${first.slice(0, 160)})`;
+  return `${image} cannot be pulled (${first.slice(0, 160) || "no reason given"})`;
+}
+
+/** true when the base image is here or pulled; else the engine's reason it could not be pulled. */
+async function pullBase(): Promise<true | string> {
   try {
     await docker().getImage(BASE).inspect();
     return true;
@@ -83,8 +102,7 @@ async function basePullable(log: (l: string) => void): Promise<boolean> {
     );
     return true;
   } catch (err) {
-    log(`pull ${BASE} failed: ${(err as Error).message.split("\n")[0]}`);
-    return false;
+    return (err as Error).message ?? String(err);
   }
 }
 

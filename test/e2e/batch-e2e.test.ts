@@ -337,7 +337,7 @@ describe("patchbay batch end to end", () => {
         `bars seen: ${[...seen].join(",")}`,
       ).toBe(true); // seen while it ran
       expect(pane).toMatch(/\[#{30}\] 6\/6 +completed 6/);
-      expect(pane).toMatch(/\$0\.\d{4} spent · \S+ elapsed · done/);
+      expect(pane).toMatch(/(<)?\$0\.\d{2,4} spent · \S+ elapsed · done/);
       expect(pane.split("\n").filter((l) => bar.test(l))).toHaveLength(1); // redrawn in place, not appended
       expect(pane).toMatch(/batch paced done: completed 6/);
       expect(pane).toMatch(/EXIT=0/);

@@ -438,7 +438,7 @@ console.log(JSON.stringify({ status: r.status, resources: process.getActiveResou
         "00:00:00 setup: npm ci → stopped (timed out or cancelled) (5 ms)",
       );
       expect(formatEvent({ ...base, type: "job_finished", status: "completed", costUsd: 0, turns: 1 })).toBe(
-        "00:00:00 finished: completed, 1 turn, $0.0000",
+        "00:00:00 finished: completed, 1 turn, $0.00",
       );
       expect(formatEvent({ ...base, type: "patch", filesChanged: ["a"], diffstat: "", bytes: 3 })).toBe(
         "00:00:00 patch: 1 file, 3 bytes",

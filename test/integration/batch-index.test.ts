@@ -6,6 +6,7 @@ import {
   BatchClient,
   BatchConflictError,
   BatchFileError,
+  BatchFinishedError,
   BatchNotFoundError,
   batchHooks,
   mdCell,
@@ -194,6 +195,18 @@ describe("batch index", () => {
     expect((await b.status(batchId)).counts).toMatchObject({ completed: 1, failed: 0 });
   });
 
+  it("budget: a small budget and spend are shown with the digits that make them true, never $0.00", async () => {
+    const q = "q-budget-small";
+    const b = batches(q);
+    const { ids } = await b.submit([spec("a")], { name: "small", budgetUsd: 0.001 });
+    const job = await b.c.queue.getJob(ids[0]!);
+    const hooks = batchHooks(raw, q, 3600);
+    expect(await hooks.start(job!.data, ids[0]!, 1)).toBeUndefined();
+    const note = await hooks.stopAfterTurn(job!.data, ids[0]!, 1)!(0.0016);
+    expect(note).toMatch(/the batch's budget of \$0\.001 is spent \(\$0\.0016\)/);
+    expect(note).not.toContain("$0.00 ");
+  });
+
   it("budget: once spent, jobs not started end budget_exceeded at once; a running one stops after its turn", async () => {
     const q = "q-budget";
     const b = batches(q);
@@ -205,7 +218,7 @@ describe("batch index", () => {
     const turn = hooks.stopAfterTurn(job!.data, ids[0]!, 1)!;
     expect(await turn(0.4)).toBeUndefined();
     expect(await turn(0.7)).toBeUndefined(); // a running total: 0.7, not 1.1
-    expect(await turn(1.2)).toMatch(/budget of \$1\.00 is spent \(\$1\.2000\)/);
+    expect(await turn(1.2)).toMatch(/budget of \$1\.00 is spent \(\$1\.20\)/);
     await hooks.finish(job!.data, ids[0]!, 1, { ...emptyResult("budget_exceeded", "spent"), costUsd: 1.2 });
     const r = await run(q, ids[1]!, { status: "completed" });
     expect(r).toMatchObject({
@@ -230,6 +243,26 @@ describe("batch index", () => {
     );
     expect(await b.c.queue.getJobCounts()).toMatchObject({ waiting: 0 });
     expect((await b.submit(specs, { name: "unpriced" })).ids).toHaveLength(2); // no USD budget: fine
+  });
+
+  it("cancel: a finished batch is refused, naming how its jobs ended, and keeps its label", async () => {
+    const q = "q-cancel-finished";
+    const b = batches(q);
+    const { batchId, ids } = await b.submit(["a", "b"].map(spec), { name: "finished" });
+    await run(q, ids[0]!, { status: "completed" });
+    await run(q, ids[1]!, { status: "failed", error: "x" });
+    const err = await b.cancel(batchId).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(BatchFinishedError);
+    expect((err as Error).message).toBe(
+      `batch finished in queue ${q} is finished: 1 completed, 1 failed: there is nothing to cancel, and it is left as it is (patchbay batch retry finished runs lines again)`,
+    );
+    const st = await b.status(batchId);
+    expect(st.cancelled).toBe(false);
+    expect(st.counts).toMatchObject({ completed: 1, failed: 1, cancelled: 0 });
+    expect((await b.list()).find((x) => x.batchId === batchId)?.cancelled).toBe(false);
   });
 
   it("cancel: jobs not started end cancelled without running; retry lifts it", async () => {
