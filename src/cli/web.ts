@@ -1,5 +1,6 @@
 // `patchbay dashboard` and `patchbay view`: the window onto jobs. Only node: built-ins and the CLI's
 // shared helpers at the top: the server and renderer load when the command runs.
+import { count } from "../core/count.js";
 import { basename, dirname, join } from "node:path";
 import {
   CliError,
@@ -129,7 +130,7 @@ async function runView(file: string, opts: { out?: string; patch?: string } = {}
   const { TranscriptEvent } = await import("../core/spec/spec.js");
   if (events.length > 0 && !events.some((e) => TranscriptEvent.safeParse(e).success)) {
     throw new CliError(
-      `${file} is not a transcript: none of its ${events.length} line${events.length === 1 ? " is" : "s is"} a transcript event (a transcript is what \`patchbay watch ID --json\` prints, or run --out's transcript.jsonl)`,
+      `${file} is not a transcript: none of its ${count(events.length, "line")} is a transcript event (a transcript is what \`patchbay watch ID --json\` prints, or run --out's transcript.jsonl)`,
     );
   }
   const html = renderTranscriptHtml(events, patch !== undefined ? { patch } : {});
