@@ -29,6 +29,13 @@ export function checkOut(values: Values): void {
     );
 }
 
+/** The files writeJobFiles writes into its directory, in the order a message names them. */
+export const JOB_FILES = ["patch.diff", "transcript.jsonl", "transcript.html", "result.json"] as const;
+
+/** "wrote DIR/: patch.diff, …": what writeJobFiles wrote, every file named. */
+export const wroteJobFiles = (dir: string): string =>
+  `wrote ${join(dir, "/")}: ${JOB_FILES.slice(0, -1).join(", ")} and ${JOB_FILES[JOB_FILES.length - 1]}`;
+
 /** Writes the four files; returns the patch's path. */
 export async function writeJobFiles(
   dir: string,

@@ -3,6 +3,8 @@
 // ends cancelled, anything else completes.
 import { UnrecoverableError, Worker } from "bullmq";
 import { Redis } from "ioredis";
+import { mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keys } from "../../src/queue/keys.js";
@@ -138,7 +140,7 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     const all = await pb("q-list", ["list"]);
     expect(all.code).toBe(0);
     const lines = all.stdout.trim().split("\n");
-    expect(lines[0]).toMatch(/^ID\s+OUTCOME\s+AGE\s+DURATION\s+TASK$/);
+    expect(lines[0]).toMatch(/^ID\s+STATUS\s+AGE\s+DURATION\s+TASK$/);
     expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual([third, second, first]);
     expect(lines[3]).toMatch(new RegExp(`^${first}\\s+completed\\s+\\d+(ms|s)\\s+\\d+(ms|s)\\s+complete the first$`));
     expect(lines[1]).toMatch(/waiting\s+\d+(ms|s)\s+-\s+the third$/);
@@ -155,6 +157,40 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     const empty = await pb("q-empty", ["list"]);
     expect(empty).toMatchObject({ code: 0, stdout: "" });
     expect(empty.stderr).toMatch(/no jobs in queue q-empty/);
+  });
+
+  it("list --status filters by the job's status; --state takes queue states only and points a status to --status", async () => {
+    const [done, failed, cancelled] = await finished("q-status-filter", ["complete it", "fail it", "cancel it"]);
+    const ids = async (args: string[]) => {
+      const r = await pb("q-status-filter", ["list", ...args, "--json"]);
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { id: string }[]).map((j) => j.id).sort();
+    };
+    expect(await ids(["--status", "completed"])).toEqual([done]);
+    expect(await ids(["--status", "cancelled"])).toEqual([cancelled]);
+    expect(await ids(["--status", "failed,cancelled"])).toEqual([failed, cancelled].sort());
+    // The queue state: every job whose worker returned a result, the cancelled one too (documented).
+    expect(await ids(["--state", "completed"])).toEqual([done, cancelled].sort());
+    const table = await pb("q-status-filter", ["list", "--status", "cancelled"]);
+    expect(table.stdout.trim().split("\n")[1]).toMatch(new RegExp(`^${cancelled}\\s+cancelled\\s`));
+    const refused = await pb("q-status-filter", ["list", "--state", "cancelled"]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/'cancelled' is a job's status: use --status cancelled/);
+    const unknown = await pb("q-status-filter", ["list", "--status", "done"]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/--status takes completed, verify_failed, .*not 'done'/);
+    const none = await pb("q-status-filter", ["list", "--status", "timeout"]);
+    expect(none).toMatchObject({ code: 0, stdout: "" });
+    expect(none.stderr).toMatch(/no timeout jobs in queue q-status-filter/);
+  });
+
+  it("result --out says every file it wrote", async () => {
+    const [done] = await finished("q-result-out", ["complete it"]);
+    const dir = join(mkdtempSync(join(tmpdir(), "pb-result-out-")), "out");
+    const r = await pb("q-result-out", ["result", done!, "--out", dir]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe(`patchbay: wrote ${dir}/: patch.diff, transcript.jsonl, transcript.html and result.json\n`);
+    expect(readdirSync(dir).sort()).toEqual(["patch.diff", "result.json", "transcript.html", "transcript.jsonl"]);
   });
 
   it("--json on enqueue and cancel; --queue and --redis-url flags beat the environment", async () => {
