@@ -338,7 +338,7 @@ export class Shell {
       for (const b of pending.checking?.held ?? []) out.push(b);
     }
     this.pending = undefined;
-    let output = out.text();
+    let output = timedOut || aborted ? withoutKillNotice(out.text()) : out.text();
     if (reclaimed)
       output = `[patchbay: ${count(reclaimed, "background process", "background processes")} held the sandbox's process limit; they were killed before this command ran]\n${output}`;
     const durationMs = Date.now() - started;
@@ -504,4 +504,14 @@ export class Shell {
         this.onData(held.subarray(EXIT_MARKER.length));
       });
   }
+}
+
+/**
+ * A non-interactive bash reports a foreground command killed by a signal on its stderr (here the
+ * output): "main: line 25:    40 Killed                  sleep 60". After patchbay's own kill (a
+ * timeout, an abort) that line is noise about the kill the result already states: the lines of it
+ * that end the output are dropped.
+ */
+export function withoutKillNotice(output: string): string {
+  return output.replace(/(?:\n?[^\n]*line \d+: +\d+ (?:Killed|Terminated)(?: +[^\n]*)?\n?)+$/, "");
 }
