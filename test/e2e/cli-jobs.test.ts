@@ -283,6 +283,32 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     }
   });
 
+  it("a second Ctrl-C on `run --cancel-on-exit` ends the wait for the cancelled job's result at once", async () => {
+    // A worker that takes the job and never answers its cancel: only the second Ctrl-C ends the wait.
+    const hung = new Worker<JobData, JobResult>("q-ctrlc2", () => new Promise<JobResult>(() => {}), {
+      connection: new Redis(redis.url, { maxRetriesPerRequest: null }),
+    });
+    workers.push(hung);
+    const p = spawnPatchbay(["run", "--repo", CLAMP, "--task", "hang", "--cancel-on-exit"], {
+      ...env,
+      PATCHBAY_QUEUE: "q-ctrlc2",
+    });
+    await p.waitFor(/job \S+ enqueued/);
+    const id = /job (\S+) enqueued/.exec(p.out().stderr)![1]!;
+    const c = client("q-ctrlc2");
+    for (let i = 0; (await c.status(id)).state !== "active"; i++) {
+      if (i > 200) throw new Error(`job ${id} never became active`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    p.proc.kill("SIGINT");
+    await p.waitFor(/Ctrl-C again to exit now/);
+    const at = Date.now();
+    p.proc.kill("SIGINT");
+    expect(await p.exited).toBe(130);
+    expect(Date.now() - at).toBeLessThan(5000);
+    expect(p.out().stderr).toMatch(new RegExp(`job ${id} signalled[\\s\\S]*no result of job ${id} written to`));
+  });
+
   it("a job's hostile error and task reach the terminal from status, result, watch and list without a control", async () => {
     const [id] = await finished("q-hostile", [HOSTILE_TASK]);
     const runs = {
