@@ -7,6 +7,7 @@ import { adminCommands } from "./cli/admin.js";
 import { debugWanted, loadConfig, telemetryConfig, type Config } from "./core/config/config.js";
 import { EXIT, UsageError, type Command, type Values } from "./cli/command.js";
 import { suggest } from "./core/suggest.js";
+import { helpTable, layoutUsage } from "./cli/help.js";
 import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
 import { batchCommands } from "./cli/batch-command.js";
@@ -38,10 +39,11 @@ function version(): string {
 }
 
 function commandLines(prefix = ""): string {
-  return Object.entries(commands)
-    .filter(([name]) => name.startsWith(prefix))
-    .map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`)
-    .join("\n");
+  return helpTable(
+    Object.entries(commands)
+      .filter(([name]) => name.startsWith(prefix))
+      .map(([name, c]) => [name, c.summary]),
+  ).join("\n");
 }
 
 function mainHelp(): string {
@@ -139,7 +141,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const parsed = parse(cmd, name, argv.slice(isGroup ? 2 : 1));
     if (parsed.values.help) {
-      console.log(cmd.usage);
+      console.log(layoutUsage(cmd.usage));
       return EXIT.ok;
     }
     let config: Config | undefined;

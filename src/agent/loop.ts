@@ -1,5 +1,6 @@
 // The tool-use loop: model → tool calls → results → model, until the model ends its turn or a
 // limit is hit. It knows a Model and a runTool function, nothing of Docker.
+import { count } from "../core/count.js";
 import { defaults } from "../core/config/config.js";
 import { mcpServerOf } from "../core/spec/tools.js";
 import { addUsage, emptyUsage, type EventInput, type JobStatus, type Usage } from "../core/spec/spec.js";
@@ -127,7 +128,7 @@ export async function runAgentLoop(o: LoopOptions): Promise<LoopOutcome> {
   if (first) return first;
   for (;;) {
     if (o.signal?.aborted) return run.aborted();
-    if (run.turns >= run.maxTurns) return run.done("max_turns", `stopped after ${run.maxTurns} turns`);
+    if (run.turns >= run.maxTurns) return run.done("max_turns", `stopped after ${count(run.maxTurns, "turn")}`);
     const res = await run.ask();
     if (!("content" in res)) return res;
     const next = await run.judge(res);

@@ -1,5 +1,6 @@
 // What is sent each turn, derived from the stored conversation without changing it:
 // prompt-cache breakpoints, and old tool output shortened once the context grows past a bound.
+import { count } from "../core/count.js";
 import type { ContentBlock, Message } from "./model.js";
 
 const EPHEMERAL = { type: "ephemeral" } as const;
@@ -58,7 +59,7 @@ export function shortenOldToolResults(
         const half = KEEP_CHARS / 2;
         return {
           ...b,
-          content: `${text.slice(0, half)}\n[... ${text.length - KEEP_CHARS} characters of this old tool output removed to save context ...]\n${text.slice(-half)}`,
+          content: `${text.slice(0, half)}\n[... ${count(text.length - KEEP_CHARS, "character")} of this old tool output removed to save context ...]\n${text.slice(-half)}`,
         };
       }),
     };

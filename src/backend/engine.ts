@@ -6,6 +6,7 @@
 // scripts/podman/patchbay-runc, applies them from the container's PATCHBAY_LIMITS), and on cgroup
 // v2 it applies only the controllers delegated to its user. What it cannot hold a sandbox to is
 // refused: the worker's engine check fails with the reason and the worker takes no job.
+import { plural } from "../core/count.js";
 import type Docker from "dockerode";
 import { kinded } from "../core/errors.js";
 
@@ -135,7 +136,7 @@ export function limitsProblem(e: EngineInfo): string | undefined {
     return `this rootless Podman on cgroup v2 uses the ${e.cgroupManager ?? "unknown"} cgroup manager, under which it applies no limits: set cgroup_manager = "systemd" in its containers.conf, with a systemd user session for its user (loginctl enable-linger)`;
   const missing = ["memory", "pids", "cpu"].filter((c) => !e.controllers?.includes(c));
   if (!missing.length) return undefined;
-  return `this rootless Podman's cgroup lacks the ${missing.join(", ")} controller${missing.length > 1 ? "s" : ""}, so those limits would not hold: delegate them to the engine's user (systemd: Delegate=memory pids cpu in /etc/systemd/system/user@.service.d/delegate.conf, then log in again)`;
+  return `this rootless Podman's cgroup lacks the ${missing.join(", ")} ${plural(missing.length, "controller")}, so those limits would not hold: delegate them to the engine's user (systemd: Delegate=memory pids cpu in /etc/systemd/system/user@.service.d/delegate.conf, then log in again)`;
 }
 
 /** One line for doctor and logs: "podman 4.3.1, rootless (container root = host uid 999; uid 1000 = host uid 200999), cgroup v1". */

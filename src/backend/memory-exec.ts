@@ -6,6 +6,7 @@
 // ls, cat, pwd, true, false, exit; anything else succeeds and prints nothing): enough for a
 // scripted model, never a shell. What it costs is what it measures: the worker, Redis and the
 // model server, with the sandbox's share at about nothing.
+import { count } from "../core/count.js";
 import { createHash } from "node:crypto";
 
 export type Files = Map<string, Buffer>;
@@ -121,7 +122,7 @@ export function diffTrees(from: Files, to: Files): { names: string[]; stat: stri
     patch += `diff --git a/${f} b/${f}\n${head}@@ -${a.ls.length ? 1 : 0},${a.ls.length} +${b.ls.length ? 1 : 0},${b.ls.length} @@\n${side(a.ls, a.nl, "-")}${side(b.ls, b.nl, "+")}`;
     stat += ` ${f} | ${a.ls.length + b.ls.length}\n`;
   }
-  if (names.length) stat += ` ${names.length} file${names.length === 1 ? "" : "s"} changed\n`;
+  if (names.length) stat += ` ${count(names.length, "file")} changed\n`;
   return { names, stat, patch };
 }
 

@@ -1,5 +1,6 @@
 // The summary of a batch: counts, verify, cost, tokens, job times, the most common errors, and its
 // Markdown form (every cell from a job or a task is escaped: they are hostile text).
+import { count } from "../core/count.js";
 import { JOB_STATUSES, type JobStatus, type Usage } from "../core/spec/spec.js";
 import { safeText } from "../core/term.js";
 import { usd } from "../core/money.js";
@@ -101,7 +102,7 @@ export function summaryMarkdown(s: BatchSummary): string {
     `- Jobs: ${s.total} (${counts || "none finished"})`,
     `- Verify: ${s.verify.verified} passed, ${s.verify.unverified} failed, ${s.verify.none} without a verify`,
     `- Cost: ${usd(s.costUsd.latest)} for the latest attempts, ${usd(s.costUsd.all)} spent in all${s.costUsd.budget !== undefined ? ` (budget ${usd(s.costUsd.budget)})` : ""}`,
-    `- Tokens: ${s.tokens.inputTokens} input, ${s.tokens.outputTokens} output, ${s.tokens.cacheReadTokens} cache reads, ${s.tokens.cacheWriteTokens} cache writes`,
+    `- Tokens: ${s.tokens.inputTokens} input, ${s.tokens.outputTokens} output, ${count(s.tokens.cacheReadTokens, "cache read")}, ${count(s.tokens.cacheWriteTokens, "cache write")}`,
     `- Job time: p50 ${secs(s.jobMs.p50)}, p95 ${secs(s.jobMs.p95)}, max ${secs(s.jobMs.max)}`,
     `- Created ${s.createdAt}${s.finishedAt ? `, finished ${s.finishedAt}` : ""}`,
     "",

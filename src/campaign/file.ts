@@ -1,6 +1,7 @@
 // A campaign file (YAML, or JSON, which YAML reads too): one change over many repositories. Read as a
 // whole and checked before anything is enqueued; every problem is named `file:line: path: what`,
 // the line found in the YAML's own nodes. Pure but for reading the file and its repos file.
+import { count } from "../core/count.js";
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { isMap, LineCounter, parseDocument } from "yaml";
@@ -56,7 +57,7 @@ const Head = z.object({
   vars: Vars.optional(),
   repos: z
     .array(z.unknown(), { error: want("a list of repositories ({ git, ref?, vars?, overrides? } or a URL)") })
-    .max(MAX_CAMPAIGN_REPOS, { error: `at most ${MAX_CAMPAIGN_REPOS} repositories` })
+    .max(MAX_CAMPAIGN_REPOS, { error: `at most ${count(MAX_CAMPAIGN_REPOS, "repository", "repositories")}` })
     .optional(),
   reposFile: z
     .string({ error: want("a file of URLs, one a line") })
@@ -88,7 +89,7 @@ export interface Campaign {
 /** Parses and checks a campaign file's text; `reposText` is its reposFile's text, if it names one. */
 export function parseCampaign(text: string, file: string, reposText?: string): Campaign {
   if (Buffer.byteLength(text) > MAX_CAMPAIGN_BYTES)
-    throw new CampaignFileError([`${file}: over ${MAX_CAMPAIGN_BYTES} bytes`]);
+    throw new CampaignFileError([`${file}: over ${count(MAX_CAMPAIGN_BYTES, "byte")}`]);
   const lc = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lc, uniqueKeys: true, prettyErrors: false });
   const at: Located = { file, doc, lc };

@@ -4,6 +4,7 @@
 // the change's, each with one parent, a root commit of the base's tree, so that root is the only
 // merge base whatever the histories (a target rewritten past the base too). They stay in the cache
 // unreferenced; the commit published is made from the merged tree on the tip itself.
+import { count } from "../core/count.js";
 import { printable } from "../git/run.js";
 import { gitFailure, runGit, type Local } from "./publish-git-run.js";
 
@@ -54,10 +55,11 @@ export async function mergeOnto(repo: Local, base: string, tip: string, commit: 
   return {
     kind: "conflict",
     files: shown,
-    detail: `${shown.length + (files.length - shown.length)} conflicting file(s)${more} on ${tip}:\n${messages}`.slice(
-      0,
-      MAX_DETAIL,
-    ),
+    detail:
+      `${count(shown.length + (files.length - shown.length), "conflicting file")}${more} on ${tip}:\n${messages}`.slice(
+        0,
+        MAX_DETAIL,
+      ),
   };
 }
 

@@ -8,6 +8,7 @@
 // `..`, `.git/` and paths beyond a symlink), the commit made with `commit-tree` (author, committer
 // and dates given: the same change makes the same sha), a moved target met with a merge whose base
 // is the job's base (publish-git-merge.ts), the commit then made on the tip.
+import { count, plural } from "../core/count.js";
 import crypto from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
@@ -331,7 +332,7 @@ async function checkCacheSize(repo: Local, remote: Remote, out: GitOut, what: st
   await fs.rm(repo.gitDir, { recursive: true, force: true });
   throw new PublishError(
     "git",
-    `git fetch ${remote.shown} (${what.slice(0, 200)}) stopped: its clone in the publish cache grew past ${maxBytes.toLocaleString("en-US")} bytes, the most a repository's clone may take there; the clone was removed`,
+    `git fetch ${remote.shown} (${what.slice(0, 200)}) stopped: its clone in the publish cache grew past ${maxBytes.toLocaleString("en-US")} ${plural(maxBytes, "byte")}, the most a repository's clone may take there; the clone was removed`,
   );
 }
 
@@ -418,13 +419,16 @@ async function checkBranch(branch: string, env: HostEnv): Promise<void> {
 function checkPatch(patch: string, max: number): void {
   const bytes = Buffer.byteLength(patch);
   if (bytes > max)
-    throw new PublishError("patch", `the patch is ${bytes} bytes, over the ${max} bytes a publish takes`);
+    throw new PublishError(
+      "patch",
+      `the patch is ${count(bytes, "byte")}, over the ${count(max, "byte")} a publish takes`,
+    );
   let inflated = 0;
   for (const m of patch.matchAll(/^(?:literal|delta) (\d+)$/gm)) inflated += Number(m[1]);
   if (inflated > max)
     throw new PublishError(
       "patch",
-      `the patch's binary contents inflate to ${inflated} bytes, over the ${max} bytes a publish takes`,
+      `the patch's binary contents inflate to ${count(inflated, "byte")}, over the ${count(max, "byte")} a publish takes`,
     );
 }
 

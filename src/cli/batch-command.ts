@@ -1,5 +1,6 @@
 // `patchbay batch submit | wait | run | status | list | cancel | retry`: many jobs under one id.
 // The library side is src/batch/batches.ts, loaded when a command runs (not for --help).
+import { count } from "../core/count.js";
 import { join, resolve } from "node:path";
 import {
   CliError,
@@ -72,7 +73,7 @@ async function submitFile(b: BatchClient, file: string, values: Values) {
   const r = await b.submit(lines, submitOpts(values));
   const again = lines.length - r.added;
   process.stderr.write(
-    `patchbay: batch ${r.batchId}: ${r.added} jobs enqueued on queue ${b.c.queueName}${again ? ` (${again} were already there)` : ""}\n`,
+    `patchbay: batch ${r.batchId}: ${count(r.added, "job")} enqueued on queue ${b.c.queueName}${again ? ` (${again} were already there)` : ""}\n`,
   );
   return r;
 }
@@ -220,7 +221,7 @@ export async function waitAndReport(
     const summary = await b.writeOut(batchId, out);
     if (values.json) console.log(JSON.stringify(summary));
     process.stderr.write(
-      `patchbay: wrote ${st.total} job directories, ${join(out, "summary.json")} and ${join(out, "summary.md")}\n`,
+      `patchbay: wrote ${count(st.total, "job directory", "job directories")}, ${join(out, "summary.json")} and ${join(out, "summary.md")}\n`,
     );
   } else if (values.json) console.log(JSON.stringify(st));
   const spent = view.scripted ? "scripted, nothing priced" : `${usd(st.spentUsd)} spent`;
@@ -311,7 +312,7 @@ ${CONNECTION_USAGE}`,
       console.log(
         `batch ${st.batchId}${st.name && st.name !== st.batchId ? ` (${safe(st.name)})` : ""}, created ${duration(Date.now() - st.createdAt)} ago${st.cancelled ? ", cancelled" : ""}`,
       );
-      console.log(`${st.total} jobs: ${st.done} done, ${st.running} running, ${st.waiting} waiting`);
+      console.log(`${count(st.total, "job")}: ${st.done} done, ${st.running} running, ${st.waiting} waiting`);
       if (st.done)
         console.log(
           STATUSES.filter((s) => st.counts[s])
@@ -389,7 +390,7 @@ ${CONNECTION_USAGE}`,
       console.log(
         values.json
           ? JSON.stringify({ batchId: positionals[0], ...r })
-          : `batch ${positionals[0]} cancelled: ${r.signalled} running jobs signalled, ${r.waiting} waiting jobs will not run`,
+          : `batch ${positionals[0]} cancelled: ${count(r.signalled, "running job")} signalled, ${count(r.waiting, "waiting job")} will not run`,
       );
       return 0;
     }),

@@ -2,6 +2,7 @@
 // change over many repositories, ending as pull requests. A campaign is a batch (same id: `batch
 // wait`, `batch status`, `batch cancel` work on it) plus its changesets. The library side is
 // src/campaign/, loaded when a command runs (not for --help).
+import { count } from "../core/count.js";
 import { existsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
@@ -75,7 +76,7 @@ async function submitCampaign(cc: CampaignClient, file: string) {
   const r = await cc.submit(campaign);
   const again = campaign.lines.length - r.added;
   process.stderr.write(
-    `patchbay: campaign ${r.batchId}: ${r.added} jobs enqueued on queue ${cc.c.queueName}${again ? ` (${again} were already there)` : ""}\n`,
+    `patchbay: campaign ${r.batchId}: ${count(r.added, "job")} enqueued on queue ${cc.c.queueName}${again ? ` (${again} were already there)` : ""}\n`,
   );
   return r;
 }
@@ -269,11 +270,11 @@ ${CONNECTION_USAGE}`,
               "\t",
             ) + `\n${safeText(p.diffstat)}`,
           );
-      const count = (s: string) => r.changesets.filter((c) => c.state === s).length;
+      const inState = (s: string) => r.changesets.filter((c) => c.state === s).length;
       process.stderr.write(
         dryRun
-          ? `patchbay: dry run: ${r.planned.length} changesets would be pushed; nothing was\n`
-          : `patchbay: campaign ${id}: ${count("draft") + count("open")} open (${count("draft")} draft), ${count("conflict")} conflict, ${count("unpublished")} unpublished${r.errors ? `, ${r.errors} failed to publish (campaign status ${id} says why)` : ""}\n`,
+          ? `patchbay: dry run: ${count(r.planned.length, "changeset")} would be pushed; nothing was\n`
+          : `patchbay: campaign ${id}: ${inState("draft") + inState("open")} open (${inState("draft")} draft), ${inState("conflict")} conflict, ${inState("unpublished")} unpublished${r.errors ? `, ${r.errors} failed to publish (campaign status ${id} says why)` : ""}\n`,
       );
       return r.errors ? 1 : 0;
     });
@@ -299,7 +300,7 @@ ${CONNECTION_USAGE}`,
       const r = await cc.track(id);
       if (values.json) console.log(JSON.stringify(r));
       process.stderr.write(
-        `patchbay: campaign ${id}: ${r.tracked} changesets refreshed, ${r.open} still open${r.errors ? `, ${r.errors} failed` : ""}\n`,
+        `patchbay: campaign ${id}: ${count(r.tracked, "changeset")} refreshed, ${r.open} still open${r.errors ? `, ${r.errors} failed` : ""}\n`,
       );
       return r.errors ? 1 : 0;
     });

@@ -1,5 +1,6 @@
 // `patchbay doctor`'s Redis checks, each named: the connection, TLS, auth, eviction policy, and
 // Sentinel's or the Cluster's view. What fails says which of them and what to do.
+import { count, plural } from "../core/count.js";
 import type { Redis } from "ioredis";
 import type { Config } from "../core/config/config.js";
 import { isCluster, sentinelConnection } from "../redis/connect.js";
@@ -138,7 +139,7 @@ async function sentinelCheck(t: RedisTarget, config: Pick<Config, "redisTls">, m
         (e: Error) => `quorum: ${e.message.slice(0, 80)}`,
       );
       views.push(
-        `${s.host}:${s.port} says ${addr ? `${addr[0]}:${addr[1]}` : "none"}, ${replicas} replica(s), ${quorum}`,
+        `${s.host}:${s.port} says ${addr ? `${addr[0]}:${addr[1]}` : "none"}, ${count(replicas, "replica")}, ${quorum}`,
       );
     } catch (err) {
       views.push(`${s.host}:${s.port} does not answer (${(err as Error).message.slice(0, 80)})`);
@@ -166,7 +167,7 @@ async function clusterCheck(conn: Redis): Promise<RedisCheck> {
     name: "redis cluster",
     ok: state === "ok",
     required: true,
-    detail: `cluster_state ${state}, ${masters} master(s) serving slots; each queue's keys share one slot ({queue})`,
+    detail: `cluster_state ${state}, ${masters ?? "?"} ${plural(Number(masters), "master")} serving slots; each queue's keys share one slot ({queue})`,
     ...(state === "ok" ? {} : { fix: "every slot must be served: see CLUSTER INFO and redis-cli --cluster check" }),
   };
 }

@@ -21,10 +21,15 @@ function interrupted(): { signal: Promise<NodeJS.Signals>; remove(): void } {
   return { signal, remove: () => (process.off("SIGINT", handler), process.off("SIGTERM", handler)) };
 }
 
-async function onInterrupt(c: PatchbayClient, id: string, sig: NodeJS.Signals, cancelOnExit: boolean): Promise<number> {
-  if (cancelOnExit) {
-    const r = await c.cancel(id).catch((err: Error) => `not cancelled (${err.message})`);
+/** How long `run --cancel-on-exit` waits after Ctrl-C for the cancelled job's result (its patch so far). */
+export const CANCEL_WAIT_MS = 30_000;
+
+async function onInterrupt(c: PatchbayClient, id: string, sig: NodeJS.Signals, opts: FollowOptions): Promise<number> {
+  if (opts.cancelOnExit) {
+    let failed = false;
+    const r = await c.cancel(id).catch((err: Error) => ((failed = true), `not cancelled (${err.message})`));
     process.stderr.write(`\npatchbay: ${sig}: job ${id} ${r === "finished" ? "had already finished" : r}\n`);
+    if (!failed) await writeCancelled(c, id, opts);
   } else {
     process.stderr.write(
       `\npatchbay: ${sig}: stopped waiting; job ${id} keeps running on its worker.\n` +
@@ -32,6 +37,37 @@ async function onInterrupt(c: PatchbayClient, id: string, sig: NodeJS.Signals, c
     );
   }
   return 130;
+}
+
+/**
+ * After a Ctrl-C that cancelled the job: waits (at most CANCEL_WAIT_MS; a second Ctrl-C ends the
+ * wait) for its result, which carries the patch of what was done, and writes it to --out as a run
+ * that ends does, so nothing done is lost.
+ */
+async function writeCancelled(c: PatchbayClient, id: string, opts: FollowOptions): Promise<void> {
+  process.stderr.write(
+    `patchbay: waiting up to ${CANCEL_WAIT_MS / 1000} s for job ${id}'s result (its patch so far); Ctrl-C again to exit now\n`,
+  );
+  const again = interrupted();
+  try {
+    const got = await Promise.race([
+      c.waitForResult(id, { timeoutMs: CANCEL_WAIT_MS, warnIfNoWorker: false }).then(
+        (r) => r,
+        (err: unknown) =>
+          err instanceof JobFailedError ? emptyResult("failed", err.reason, { jobId: id }) : undefined,
+      ),
+      again.signal.then(() => undefined),
+    ]);
+    if (!got) {
+      process.stderr.write(`patchbay: no result of job ${id} written to ${opts.out}\n`);
+      return;
+    }
+    const patchPath = await writeOut(c, id, got, opts.out);
+    if (opts.json) console.log(JSON.stringify(got));
+    process.stderr.write(finalLine(id, got, patchPath) + "\n");
+  } finally {
+    again.remove();
+  }
 }
 
 export async function follow(c: PatchbayClient, id: string, opts: FollowOptions): Promise<number> {
@@ -55,7 +91,7 @@ export async function follow(c: PatchbayClient, id: string, opts: FollowOptions)
     ]);
     if ("sig" in outcome) {
       stopWatching.abort();
-      return await onInterrupt(c, id, outcome.sig, opts.cancelOnExit);
+      return await onInterrupt(c, id, outcome.sig, opts);
     }
     result = outcome.r;
   } catch (err) {

@@ -2,6 +2,7 @@
 // progress per transcript event, and the final line.
 // Every string in an event may come from a hostile repo or model (task, commands, tool output and input,
 // file names, errors): nothing in it may reach the terminal as a control sequence (see core/term.ts).
+import { count, plural } from "../core/count.js";
 import { BUILTIN_TOOL_NAMES } from "../core/spec/tools.js";
 import { filesChangedCount, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { safeText } from "../core/term.js";
@@ -21,7 +22,7 @@ const k = (n: number) => (n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
 /** The last line: the job's status, why it did not complete, what it changed (and where its patch is, when written). */
 export function finalLine(id: string, r: JobResult, patchPath?: string): string {
   const n = filesChangedCount(r);
-  const line = `patchbay: job ${id} ${r.status}${r.error ? `: ${short(r.error, 300)}` : ""}; ${n} file${n === 1 ? "" : "s"} changed${patchPath ? `; patch: ${patchPath}` : ""}`;
+  const line = `patchbay: job ${id} ${r.status}${r.error ? `: ${short(r.error, 300)}` : ""}; ${count(n, "file")} changed${patchPath ? `; patch: ${patchPath}` : ""}`;
   return safeText(line, { oneLine: true });
 }
 
@@ -44,7 +45,7 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     case "model_response": {
       const u = e.usage;
       const tools = e.content.filter((b) => (b as { type?: string }).type === "tool_use").length;
-      return `${t} turn ${e.turn}: ${tools} tool call${tools === 1 ? "" : "s"}, ${k(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in (${k(u.cacheReadTokens)} cached) / ${k(u.outputTokens)} out, ${e.ms} ms [${e.stopReason}]`;
+      return `${t} turn ${e.turn}: ${count(tools, "tool call")}, ${k(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in (${k(u.cacheReadTokens)} cached) / ${k(u.outputTokens)} out, ${e.ms} ms [${e.stopReason}]`;
     }
     case "model_retry":
       return `${t} model API: ${e.error}; retry ${e.retry}`;
@@ -68,14 +69,14 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
       return `${t} verify: ${short(e.command, 60)} → exit ${e.exitCode}`;
     case "patch": {
       const n = e.filesChangedTotal ?? e.filesChanged.length;
-      return `${t} patch: ${n} file${n === 1 ? "" : "s"}, ${e.bytes} bytes`;
+      return `${t} patch: ${count(n, "file")}, ${count(e.bytes, "byte")}`;
     }
     case "egress":
       return `${t} egress: ${e.method} ${short(e.host, 60)}:${e.port} ${e.allowed ? `allowed, ${e.bytesUp} B up / ${e.bytesDown} B down` : `refused: ${short(e.reason ?? "", 80)}`}`;
     case "context_trimmed":
-      return `${t} context: ${e.removedChars} characters of old tool output shortened`;
+      return `${t} context: ${count(e.removedChars, "character")} of old tool output shortened`;
     case "context_compacted":
-      return `${t} context: ${e.turnsDropped} older turn${e.turnsDropped === 1 ? "" : "s"} compacted into a summary, ~${k(e.tokensBefore)} → ~${k(e.tokensAfter)} tokens${e.reason === "prompt_too_long" ? " (the API refused the request as too long)" : ""}`;
+      return `${t} context: ${count(e.turnsDropped, "older turn")} compacted into a summary, ~${k(e.tokensBefore)} → ~${k(e.tokensAfter)} ${plural(e.tokensAfter, "token")}${e.reason === "prompt_too_long" ? " (the API refused the request as too long)" : ""}`;
     case "budget":
       return `${t} budget ${e.limit} exceeded: ${e.used} > ${e.max}`;
     case "resume":
@@ -83,7 +84,7 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     case "checkpoint":
       return `${t} checkpoint not stored: ${short(e.reason ?? "", 100)}`;
     case "job_finished":
-      return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${e.turns} turn${e.turns === 1 ? "" : "s"}, ${e.scripted ? "scripted (not priced)" : usd(e.costUsd)}`;
+      return `${t} finished: ${e.status}${e.error ? ` (${short(e.error, 80)})` : ""}, ${count(e.turns, "turn")}, ${e.scripted ? "scripted (not priced)" : usd(e.costUsd)}`;
     default:
       return opts.verbose ? `${t} ${e.type}` : undefined;
   }

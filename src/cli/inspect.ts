@@ -13,6 +13,8 @@ import {
 } from "./command.js";
 import type { JobStatusInfo } from "../queue/client.js";
 import { safeText } from "../core/term.js";
+import { wroteJobFiles } from "./out.js";
+import { badStates, badStatuses, LIST_STATUSES, QUEUE_STATES, statesFor, type QueueStateName } from "./list-filter.js";
 import { exitCodeFor, STATUS_EXIT_USAGE } from "./exit.js";
 
 /** Job-supplied text (task, reasons) for a terminal: one line, no escapes. */
@@ -57,7 +59,7 @@ const result: Command = {
   usage: `patchbay result <jobId> [--out DIR] [--json]
 
 Prints the patch of a finished job on stdout (--json: the whole JobResult; --out DIR: writes
-patch.diff, transcript.jsonl and result.json to DIR). A job that did not complete has its status
+patch.diff, transcript.jsonl, transcript.html and result.json to DIR). A job that did not complete has its status
 and reason on stderr.
 Exit status: 0 completed; 1 it ended otherwise, has not finished yet, or is not in the queue; 2 usage.
 
@@ -74,8 +76,10 @@ ${CONNECTION_USAGE}`,
         return 1;
       }
       const out = stringFlag(values, "out");
-      if (out !== undefined) process.stderr.write(`patchbay: wrote ${await writeOut(c, id, r, resolve(out))}\n`);
-      else if (values.json) console.log(JSON.stringify(r));
+      if (out !== undefined) {
+        await writeOut(c, id, r, resolve(out));
+        process.stderr.write(`patchbay: ${wroteJobFiles(resolve(out))}\n`);
+      } else if (values.json) console.log(JSON.stringify(r));
       else process.stdout.write(r.patch);
       if (r.status !== "completed")
         process.stderr.write(`patchbay: job ${id} ${r.status}${r.error ? `: ${safe(r.error)}` : ""}\n`);
@@ -148,41 +152,54 @@ ${CONNECTION_USAGE}`,
     }),
 };
 
-const STATES = ["active", "waiting", "prioritized", "delayed", "completed", "failed"] as const;
-
 const list: Command = {
   summary: "recent jobs, newest first",
-  usage: `patchbay list [--state STATE]... [--limit N] [--json]
+  usage: `patchbay list [--status STATUS]... [--state STATE]... [--limit N] [--json]
 
-Recent jobs, newest first: id, outcome (the queue state until it finished, then its result's
-status), age (since enqueued), duration (running time so far, or until it finished) and task. An empty queue says so on stderr.
+Recent jobs, newest first: id, status (a finished job's result status; until it has finished, its
+queue state), age (since enqueued), duration (running time so far, or until it finished) and task.
+An empty queue says so on stderr.
 Exit status: 0 (an empty queue too); 1 Redis unreachable; 2 usage.
-  --state STATE          only jobs in these states (repeatable or comma-separated):
-                         ${STATES.join(", ")}
+  --status STATUS        only jobs of these statuses (repeatable or comma-separated; docs/jobspec.md#statuses):
+                         ${LIST_STATUSES.join(", ")}
+  --state STATE          only jobs in these BullMQ queue states: ${QUEUE_STATES.join(", ")}
+                         (the queue's completed holds every job that returned a result, cancelled and
+                         verify_failed ones too; --status completed is the jobs that completed)
   --limit N              at most N jobs (default 50)
   --json                 an array of objects (createdAt, startedAt, finishedAt in epoch ms)
 ${CONNECTION_USAGE}`,
   options: {
     ...connectionFlags,
     json: { type: "boolean" },
+    status: { type: "string", multiple: true },
     state: { type: "string", multiple: true },
     limit: { type: "string" },
   },
   run: async ({ values, config }) => {
     const states = listFlag(values, "state");
-    const bad = states?.filter((s) => !STATES.includes(s as (typeof STATES)[number]));
-    if (bad?.length) throw new UsageError(`--state takes ${STATES.join(", ")}, not '${bad.join(", ")}'`);
+    const statuses = listFlag(values, "status");
+    const bad = (states && badStates(states)) ?? (statuses && badStatuses(statuses));
+    if (bad) throw new UsageError(bad);
     const limit = numberFlag(values, "limit", { integer: true }) ?? 50;
+    const from = (statuses ? statesFor(statuses) : (states as QueueStateName[] | undefined))?.filter(
+      (s) => !states || states.includes(s),
+    );
     return (await client()).withClient({ values, config }, async (c) => {
-      const jobs = await c.list({ limit, ...(states ? { states: states as (typeof STATES)[number][] } : {}) });
+      // A status filter reads further back (up to STATUS_SCAN × N jobs) to find N of those statuses.
+      const read = await c.list({ limit: statuses ? limit * STATUS_SCAN : limit, ...(from ? { states: from } : {}) });
+      const jobs = (statuses ? read.filter((j) => statuses.includes(j.outcome)) : read).slice(0, limit);
       if (values.json) console.log(JSON.stringify(jobs));
-      else if (!jobs.length)
-        process.stderr.write(`patchbay: no ${states ? `${states.join(" or ")} ` : ""}jobs in queue ${c.queueName}\n`);
-      else console.log(table(jobs));
+      else if (!jobs.length) {
+        const which = [...(statuses ?? []), ...(states ?? [])].join(" or ");
+        process.stderr.write(`patchbay: no ${which ? `${which} ` : ""}jobs in queue ${c.queueName}\n`);
+      } else console.log(table(jobs));
       return 0;
     });
   },
 };
+
+/** How many times N recent jobs `list --status` reads to find N of the statuses asked for. */
+const STATUS_SCAN = 20;
 
 function table(jobs: JobStatusInfo[]): string {
   const now = Date.now();
@@ -195,7 +212,7 @@ function table(jobs: JobStatusInfo[]): string {
       .replace(/\s+/g, " ")
       .slice(0, 60),
   ]);
-  const all = [["ID", "OUTCOME", "AGE", "DURATION", "TASK"], ...rows];
+  const all = [["ID", "STATUS", "AGE", "DURATION", "TASK"], ...rows];
   const widths = all[0]!.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
   return all
     .map((r) =>

@@ -1,5 +1,6 @@
 // A job's files on disk, for `run` (queued or --local) and `result --out`: patch.diff, result.json,
 // transcript.jsonl and transcript.html (the page `patchbay view` writes, as `batch wait` does).
+import { count } from "../core/count.js";
 import { readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { JobResult, TranscriptEvent } from "../core/spec/spec.js";
@@ -24,9 +25,16 @@ export function checkOut(values: Values): void {
   }
   if (entries.length > 0)
     throw new UsageError(
-      `--out ${dir} is not empty (${entries.length} entr${entries.length === 1 ? "y" : "ies"}): pass --force to write over it, or name another directory`,
+      `--out ${dir} is not empty (${count(entries.length, "entry", "entries")}): pass --force to write over it, or name another directory`,
     );
 }
+
+/** The files writeJobFiles writes into its directory, in the order a message names them. */
+export const JOB_FILES = ["patch.diff", "transcript.jsonl", "transcript.html", "result.json"] as const;
+
+/** "wrote DIR/: patch.diff, …": what writeJobFiles wrote, every file named. */
+export const wroteJobFiles = (dir: string): string =>
+  `wrote ${join(dir, "/")}: ${JOB_FILES.slice(0, -1).join(", ")} and ${JOB_FILES[JOB_FILES.length - 1]}`;
 
 /** Writes the four files; returns the patch's path. */
 export async function writeJobFiles(

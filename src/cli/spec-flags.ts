@@ -29,9 +29,12 @@ export const SPEC_USAGE = `  --repo DIR | --git URL [--ref REF] | --archive FILE
   --verify CMD           a command run after the agent (its exit code and tail are in the result)
   --setup CMD            a command run before the agent (repeatable)
   --model M              model id (default $PATCHBAY_MODEL or claude-sonnet-5-5)
-  --timeout SEC          wall clock for the whole job       --command-timeout SEC  per bash command
-  --max-turns N          --tools ${EDITOR_TOOLS.join("|")}
-  --verify-rounds N      failed verifies sent back to the agent (0-10)   --budget-usd X  stop past $X
+  --timeout SEC          wall clock for the whole job
+  --command-timeout SEC  wall clock for each bash command
+  --max-turns N          stop after N model turns
+  --tools ${EDITOR_TOOLS.join("|")}  the agent's file editor
+  --verify-rounds N      failed verifies sent back to the agent (0-10)
+  --budget-usd X         stop the job once it has spent $X
   --spec FILE            a whole JobSpec as JSON; flags override it
   --job-id ID            idempotency key: the same id with the same spec runs once (the id is
                          printed again); the same id with another spec is an error`;

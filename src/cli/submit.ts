@@ -31,7 +31,8 @@ ${SPEC_USAGE}
   --out DIR              where to write the results (refused when it holds files, unless --force)
   --force                write into a non-empty --out
   --json                 print the result as JSON on stdout
-  --cancel-on-exit       on Ctrl-C (or SIGTERM), cancel the job too
+  --cancel-on-exit       on Ctrl-C (or SIGTERM), cancel the job too and write its patch so far to
+                         --out (waits up to 30 s; a second Ctrl-C exits at once)
   --local                run the job here, in this process (default DIR: ./patchbay-out/local/<id>)
 ${CONNECTION_USAGE}`,
   options: {

@@ -1,6 +1,7 @@
 // `patchbay dashboard` and `patchbay view`: the window onto jobs. Only node: built-ins, the CLI's
 // shared helpers and the optional-package loader at the top: the server and renderer load when the
 // command runs.
+import { count } from "../core/count.js";
 import { basename, dirname, join } from "node:path";
 import { loadOptional, OPTIONAL } from "../core/optional.js";
 import {
@@ -135,7 +136,7 @@ async function runView(file: string, opts: { out?: string; patch?: string } = {}
   const { TranscriptEvent } = await import("../core/spec/spec.js");
   if (events.length > 0 && !events.some((e) => TranscriptEvent.safeParse(e).success)) {
     throw new CliError(
-      `${file} is not a transcript: none of its ${events.length} line${events.length === 1 ? " is" : "s is"} a transcript event (a transcript is what \`patchbay watch ID --json\` prints, or run --out's transcript.jsonl)`,
+      `${file} is not a transcript: none of its ${count(events.length, "line")} is a transcript event (a transcript is what \`patchbay watch ID --json\` prints, or run --out's transcript.jsonl)`,
     );
   }
   const html = renderTranscriptHtml(events, patch !== undefined ? { patch } : {});

@@ -1,5 +1,6 @@
 // Bounded output capture: keeps the head and the tail of a byte stream of any length,
 // so a command that prints gigabytes never costs the worker more than `limit` bytes.
+import { count } from "./count.js";
 
 export class HeadTail {
   private head: Buffer[] = [];
@@ -47,14 +48,14 @@ export class HeadTail {
     const tailLimit = this.limit - this.headLimit;
     if (tail.length > tailLimit) tail = tail.subarray(tail.length - tailLimit);
     if (!this.truncated) return head + tail.toString("utf8");
-    return `${head}\n\n[... ${this.cut} bytes of output cut (${this.total} in all); the start and the end are shown. Redirect to a file and use head/tail/grep to see more ...]\n\n${tail.toString("utf8")}`;
+    return `${head}\n\n[... ${count(this.cut, "byte")} of output cut (${this.total} in all); the start and the end are shown. Redirect to a file and use head/tail/grep to see more ...]\n\n${tail.toString("utf8")}`;
   }
 }
 
-/** Cuts a string to at most `max` characters keeping head and tail, with a notice. */
-export function cutMiddle(text: string, max: number, what = "characters"): string {
+/** Cuts a string to at most `max` characters keeping head and tail, with a notice counting `what` (a singular noun) cut. */
+export function cutMiddle(text: string, max: number, what = "character"): string {
   if (text.length <= max) return text;
   const half = Math.floor(max / 2);
   const cut = text.length - 2 * half;
-  return `${text.slice(0, half)}\n\n[... ${cut} ${what} cut ...]\n\n${text.slice(text.length - half)}`;
+  return `${text.slice(0, half)}\n\n[... ${count(cut, what)} cut ...]\n\n${text.slice(text.length - half)}`;
 }

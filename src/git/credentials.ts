@@ -6,6 +6,7 @@
 // the queue a URL may carry none (it would sit in Redis): a worker takes them from its own
 // git-credentials store, PATCHBAY_GIT_CREDENTIALS; a publish takes the forge's token. Pure, but for
 // readCredentialStore.
+import { count } from "../core/count.js";
 import fs from "node:fs/promises";
 
 export type GitCredential = { username: string; password: string };
@@ -155,7 +156,7 @@ export async function readCredentialStore(file: string): Promise<StoredCredentia
   const uid = process.getuid?.();
   if (uid !== undefined && st.uid !== uid && st.uid !== 0)
     throw new Error(`${name}: owned by uid ${st.uid}, not by the worker's user (${uid}) or root`);
-  if (st.size > MAX_STORE_BYTES) throw new Error(`${name}: larger than ${MAX_STORE_BYTES} bytes`);
+  if (st.size > MAX_STORE_BYTES) throw new Error(`${name}: larger than ${count(MAX_STORE_BYTES, "byte")}`);
   return parseCredentialStore(await fs.readFile(file, "utf8"));
 }
 

@@ -4,6 +4,7 @@
 // The worker's store keeps them in Redis (src/queue/checkpoints.ts). A checkpoint read back is
 // validated and bounded, and the agent's uid applies it with no git config but patchbay's: at worst
 // it does what the agent itself could have done in /workspace.
+import { count } from "../core/count.js";
 import { z } from "zod";
 import { defaults } from "../core/config/config.js";
 import type { LoopOutcome, TurnState } from "../agent/loop.js";
@@ -210,7 +211,7 @@ export class Checkpointer {
               type: "checkpoint",
               turn: s.turns,
               saved: false,
-              reason: `the workspace's change is over ${maxBytes} bytes; the last checkpoint that fit is kept`,
+              reason: `the workspace's change is over ${count(maxBytes, "byte")}; the last checkpoint that fit is kept`,
             });
           this.tooBig = true;
           return;
@@ -238,7 +239,7 @@ export class Checkpointer {
           type: "checkpoint",
           turn: s.turns,
           saved: false,
-          reason: `the checkpoint is over ${maxBytes} bytes; the last one that fit is kept`,
+          reason: `the checkpoint is over ${count(maxBytes, "byte")}; the last one that fit is kept`,
         });
         return;
       }

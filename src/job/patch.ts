@@ -2,6 +2,7 @@
 // the checkpoints' patches. Git writes both trees from throwaway indexes in the store
 // (git-store.ts), so the agent's own index, commits, branches and stashes do not matter, and
 // nothing in the repo's own config (filters, diff.noprefix, external diff, textconv, color) applies.
+import { count } from "../core/count.js";
 import { isUtf8 } from "node:buffer";
 import { asset } from "../core/assets.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
@@ -39,7 +40,7 @@ export class PatchTooLargeError extends PatchbayError {
   ) {
     super(
       "patch",
-      `the patch is larger than ${maxBytes} bytes (${filesChanged.length} files changed); it was not returned because a truncated patch would not apply`,
+      `the patch is larger than ${count(maxBytes, "byte")} (${count(filesChanged.length, "file")} changed); it was not returned because a truncated patch would not apply`,
     );
   }
 }

@@ -2,6 +2,7 @@
 // agent's uid and takes the patch; then verify judges exactly that patch, in a sandbox of its own
 // made from the post-setup snapshot (verify.ts). While rounds are left and the agent had finished,
 // a failed verify goes back to the model, within the same budgets.
+import { count } from "../core/count.js";
 import type { LoopOutcome } from "../agent/loop.js";
 import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
@@ -99,7 +100,7 @@ export async function patchAndVerify(
         outcome: {
           ...outcome,
           status: "verify_failed",
-          error: `verify failed (exit ${verify.exitCode}) after ${o.at.round} round${o.at.round === 1 ? "" : "s"}`,
+          error: `verify failed (exit ${verify.exitCode}) after ${count(o.at.round, "round")}`,
         },
       };
     }
@@ -116,7 +117,7 @@ function verifyFeedback(command: string, v: NonNullable<JobResult["verify"]>, ro
     "<verify_output>",
     v.outputTail,
     "</verify_output>",
-    `Fix the cause and end your turn when done; verify will run again (${left} more ${left === 1 ? "time" : "times"} at most).`,
+    `Fix the cause and end your turn when done; verify will run again (${count(left, "more time")} at most).`,
   ].join("\n");
 }
 

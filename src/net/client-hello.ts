@@ -5,6 +5,7 @@
 // and against a cap before anything waits for more, so a hostile client can make it hold at most
 // `maxStream` bytes. No npm library does just this (they parse whole handshakes or need a TLS
 // stack), and the part needed is small.
+import { count } from "../core/count.js";
 import { kinded } from "../core/errors.js";
 
 /** RFC 8446 §5.1: a plaintext record's fragment is at most 2^14 bytes. */
@@ -50,7 +51,8 @@ export class ClientHelloReader {
   advance(stream: Uint8Array): Read {
     for (;;) {
       const p = this.pos;
-      if (p + 5 > this.opts.maxStream) return bad(`no complete ClientHello within ${this.opts.maxStream} bytes`);
+      if (p + 5 > this.opts.maxStream)
+        return bad(`no complete ClientHello within ${count(this.opts.maxStream, "byte")}`);
       if (stream.length < p + 5) return { kind: "more", need: p + 5 };
       const [type, major, minor] = [stream[p]!, stream[p + 1]!, stream[p + 2]!];
       const len = (stream[p + 3]! << 8) | stream[p + 4]!;
@@ -62,14 +64,16 @@ export class ClientHelloReader {
               : `record type ${recordName(type)} where the ClientHello was expected`,
           );
         }
-        if (len > MAX_RECORD + 256) return bad(`a ${recordName(type)} record of ${len} bytes (over 2^14 + 256)`);
+        if (len > MAX_RECORD + 256)
+          return bad(`a ${recordName(type)} record of ${count(len, "byte")} (over 2^14 + 256)`);
       } else {
         if (major !== 3 || minor > 4) return bad(p === 0 ? notTls(stream) : `a record with version ${major}.${minor}`);
         if (len === 0) return bad("an empty handshake record");
-        if (len > MAX_RECORD) return bad(`a record of ${len} bytes (over 2^14)`);
-        if (this.hsLen + len > this.hs.length) return bad(`a ClientHello over ${MAX_HELLO} bytes`);
+        if (len > MAX_RECORD) return bad(`a record of ${count(len, "byte")} (over 2^14)`);
+        if (this.hsLen + len > this.hs.length) return bad(`a ClientHello over ${count(MAX_HELLO, "byte")}`);
       }
-      if (p + 5 + len > this.opts.maxStream) return bad(`no complete ClientHello within ${this.opts.maxStream} bytes`);
+      if (p + 5 + len > this.opts.maxStream)
+        return bad(`no complete ClientHello within ${count(this.opts.maxStream, "byte")}`);
       if (stream.length < p + 5 + len) return { kind: "more", need: p + 5 + len };
       this.pos = p + 5 + len;
       if (type !== HANDSHAKE) continue;
@@ -79,7 +83,7 @@ export class ClientHelloReader {
       if (this.hs[0] !== CLIENT_HELLO)
         return bad(`handshake message type ${this.hs[0]} where a ClientHello (1) was expected`);
       const msgLen = (this.hs[1]! << 16) | (this.hs[2]! << 8) | this.hs[3]!;
-      if (msgLen > MAX_HELLO) return bad(`a ClientHello of ${msgLen} bytes (over ${MAX_HELLO})`);
+      if (msgLen > MAX_HELLO) return bad(`a ClientHello of ${count(msgLen, "byte")} (over ${MAX_HELLO})`);
       if (this.hsLen < 4 + msgLen) continue;
       // A client sends nothing else until the server answers, so more handshake bytes are no ClientHello's.
       if (this.hsLen > 4 + msgLen) return bad("bytes after the ClientHello in its record");
@@ -121,7 +125,7 @@ class Cursor {
     return this.end - this.pos;
   }
   take(n: number, what: string): Uint8Array {
-    if (n > this.left) throw new HelloError(`${what}: needs ${n} bytes, ${this.left} left`);
+    if (n > this.left) throw new HelloError(`${what}: needs ${count(n, "byte")}, ${this.left} left`);
     const out = this.b.subarray(this.pos, this.pos + n);
     this.pos += n;
     return out;
@@ -159,12 +163,12 @@ function readHello(c: Cursor): ClientHello {
   c.take(32, "random");
   if (c.vector(1, "session id").left > 32) throw new HelloError("session id over 32 bytes");
   const suites = c.vector(2, "cipher suites");
-  if (suites.left === 0 || suites.left % 2) throw new HelloError(`cipher suites of ${suites.left} bytes`);
+  if (suites.left === 0 || suites.left % 2) throw new HelloError(`cipher suites of ${count(suites.left, "byte")}`);
   if (c.vector(1, "compression methods").left === 0) throw new HelloError("no compression methods");
   const hello: ClientHello = { ech: false, extensions: [] };
   if (c.left === 0) return hello; // TLS 1.0–1.2 allow a ClientHello without extensions
   const exts = c.vector(2, "extensions");
-  if (c.left) throw new HelloError(`${c.left} bytes after the extensions`);
+  if (c.left) throw new HelloError(`${count(c.left, "byte")} after the extensions`);
   while (exts.left) {
     const type = exts.u16("extension type");
     const data = exts.vector(2, `extension ${type}`);

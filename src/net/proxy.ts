@@ -6,6 +6,7 @@
 // connection goes to exactly the address that was checked (no second lookup: DNS rebinding gains
 // nothing). Everything is bounded: connections, bytes, header size, idle and total time, and every
 // field of the records.
+import { count } from "../core/count.js";
 import { lookup } from "node:dns/promises";
 import { mkdtempSync, rmSync } from "node:fs";
 import { chmod } from "node:fs/promises";
@@ -216,7 +217,7 @@ export class EgressSession {
         port: 0,
         method: "?",
         allowed: false,
-        reason: `more than ${this.limits.maxConnections} connections at once`,
+        reason: `more than ${count(this.limits.maxConnections, "connection")} at once`,
         bytesUp: 0,
         bytesDown: 0,
         ms: 0,

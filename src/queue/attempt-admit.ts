@@ -3,6 +3,7 @@
 // turned unhealthy goes back uncounted; a stall counts as an attempt, with the job's backoff; an
 // earlier attempt's recorded result stands. Each ends by throwing what BullMQ reads (an
 // UnrecoverableError, or handBack's DelayedError) or by returning the result.
+import { count } from "../core/count.js";
 import { Backoffs, UnrecoverableError, type Job } from "bullmq";
 import type { Redis } from "ioredis";
 import { defaults, type Config } from "../core/config/config.js";
@@ -108,14 +109,14 @@ async function accountStalls(
   if (stalls <= Number(job.data.stallsSeen ?? 0)) return { used, attempts };
   await job.updateData({ ...job.data, stallsSeen: stalls });
   if (used >= attempts) {
-    const error = `the worker running this job stopped under it ${stalls} time${stalls === 1 ? "" : "s"} (killed, or it lost its lock): no attempts left (${used} of ${attempts} used)`;
+    const error = `the worker running this job stopped under it ${count(stalls, "time")} (killed, or it lost its lock): no attempts left (${used} of ${attempts} used)`;
     ctx.log(`job ${jobId} attempt ${attempt}: ${error}`, { job: jobId, attempt, level: "error" });
     await finishFailed(ctx, job, attempt, error);
     throw new UnrecoverableError(error);
   }
   const ms = await backoffMs(job, used);
   ctx.log(
-    `job ${jobId}: its worker stopped under it (stall ${stalls}; ${used} of ${attempts} attempts used): runs again in ${ms} ms`,
+    `job ${jobId}: its worker stopped under it (stall ${stalls}; ${used} of ${count(attempts, "attempt")} used): runs again in ${ms} ms`,
     { job: jobId, attempt, level: "warn" },
   );
   throw await handBack(job, token, ms);

@@ -2,6 +2,7 @@
 // stalls, a recorded result), it runs runJob with the worker's backend, pool, labels, model, batch
 // budget and checkpoints, under a hard deadline; streams the transcript into Redis; records the
 // result with its job_finished event; and on a failure does what src/queue/attempt-outcome.ts decides.
+import { count } from "../core/count.js";
 import { UnrecoverableError, Worker } from "bullmq";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults } from "../core/config/config.js";
@@ -280,7 +281,7 @@ async function recordAttempt(ctx: AttemptContext, job: QueueJob, r: Running, res
       level: "warn",
     });
   ctx.log(
-    `job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${result.turns} turns, ${result.scripted ? "scripted" : usd(result.costUsd)})`,
+    `job ${jobId} attempt ${attempt}: ${result.status} in ${result.timings.totalMs} ms (${count(result.turns, "turn")}, ${result.scripted ? "scripted" : usd(result.costUsd)})`,
     { job: jobId, attempt, status: result.status },
   );
   return rec.stored;

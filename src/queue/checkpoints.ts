@@ -1,6 +1,7 @@
 // The worker's checkpoint store: one Redis hash per job, `attempt` and `data`. An older attempt (a
 // worker that lost its lock and did not notice yet) never overwrites a newer attempt's checkpoint
 // (lua/save-checkpoint-1.lua). What a checkpoint holds and how it is checked: src/job/checkpoint.ts.
+import { count } from "../core/count.js";
 import type { Redis } from "ioredis";
 import { parseCheckpoint, type CheckpointStore } from "../job/checkpoint.js";
 import { luaCommand } from "../core/lua.js";
@@ -25,7 +26,7 @@ export function redisCheckpoints(
       const len = await redis.hstrlen(key, "data");
       if (!len) return undefined;
       if (len > maxBytes)
-        return { ok: false, reason: `the checkpoint is ${len} bytes, over the ${maxBytes}-byte bound` };
+        return { ok: false, reason: `the checkpoint is ${count(len, "byte")}, over the ${maxBytes}-byte bound` };
       const raw = await redis.hget(key, "data");
       return raw ? parseCheckpoint(raw, jobId, hash) : undefined;
     },

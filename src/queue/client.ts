@@ -1,6 +1,7 @@
 // The client side of the queue: enqueue, wait, cancel, retry, status, result, watch, list. Specs are
 // validated (and local paths checked, src/queue/enqueue-spec.ts) before anything reaches Redis; a spec's
 // jobId makes enqueueing idempotent, and reusing it for a different spec is an error.
+import { count } from "../core/count.js";
 import { Job, Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -248,7 +249,7 @@ export class PatchbayClient {
       ).filter((id) => id !== undefined);
       if (gone.length)
         throw new EnqueueLostError(
-          `${gone.length} job(s) (${gone.slice(0, 5).join(", ")}${gone.length > 5 ? ", …" : ""}) were lost in a Redis failover before a replica had them: ${again}`,
+          `${count(gone.length, "job")} (${gone.slice(0, 5).join(", ")}${gone.length > 5 ? ", …" : ""}) were lost in a Redis failover before a replica had them: ${again}`,
         );
     });
   }

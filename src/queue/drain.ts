@@ -7,6 +7,7 @@
 // again and again) is raced with a timer, so the whole drain ends by the deadline plus CLEANUP_MS.
 // Before it returns, every sandbox labelled as this worker's is removed through the engine (the
 // reaper's removal, by label), which needs no Redis.
+import { count } from "../core/count.js";
 import type { Worker } from "bullmq";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
@@ -100,7 +101,7 @@ export async function drain(p: DrainParts, deadlineMs: number): Promise<DrainRep
     Math.max(SWEEP_MS, end - goodbyes - Date.now()),
     0,
   );
-  if (swept) log(`removed ${swept} sandboxes of this worker's that were still there`);
+  if (swept) log(`removed ${count(swept, "sandbox", "sandboxes")} of this worker's that were still there`);
   await within(
     p.metrics.close().catch(() => {}),
     end - goodbyes - Date.now(),
@@ -121,7 +122,7 @@ export async function drain(p: DrainParts, deadlineMs: number): Promise<DrainRep
  * nothing of BullMQ's keeps asking an unreachable Redis. Resolves to the abandoned jobs' ids.
  */
 async function abandon(p: DrainParts, left: () => number): Promise<string[]> {
-  p.log(`deadline passed: abandoning ${p.active.size} jobs (they will run again on another worker)`);
+  p.log(`deadline passed: abandoning ${count(p.active.size, "job")} (they will run again on another worker)`);
   const ids = [...p.active.keys()];
   const jobs = [...p.active.values()];
   for (const a of jobs) a.ctl.abort("abandoned");
@@ -185,5 +186,7 @@ async function settleRemovals(p: DrainParts, ms: number): Promise<void> {
   );
   const still = p.removals.stats;
   if (!settled)
-    p.log(`${still.running + still.queued + still.blocked} sandbox removals left to the sweep`, { level: "warn" });
+    p.log(`${count(still.running + still.queued + still.blocked, "sandbox removal")} left to the sweep`, {
+      level: "warn",
+    });
 }

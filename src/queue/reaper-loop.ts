@@ -2,6 +2,7 @@
 // backend to retry removals that failed, reaps the boxes whose owner is gone (src/sandbox/reaper.ts,
 // judged by src/queue/heartbeat.ts's ownerAliveFor) and sweeps verify snapshots of dead workers.
 // While the worker is unhealthy it does nothing: the health gate checks the engine meanwhile.
+import { count } from "../core/count.js";
 import { sweepSnapshots } from "../job/verify.js";
 import type { Log } from "../observability/log.js";
 import type { OwnerAlive } from "../backend/owner.js";
@@ -31,12 +32,12 @@ export function startReaperLoop(o: ReaperLoopOptions): ReaperLoop {
     if (o.health.ok === false) return; // the gate checks the engine meanwhile
     try {
       const again = await o.backend.retryRemovals();
-      if (again) o.log(`removed ${again} sandboxes whose removal had failed`);
+      if (again) o.log(`removed ${count(again, "sandbox", "sandboxes")} whose removal had failed`);
       const r = await reap(o.ownerAlive, o.backend);
       if (r.containers.length || r.volumes.length)
-        o.log(`reaped ${r.containers.length} containers, ${r.volumes.length} volumes`);
+        o.log(`reaped ${count(r.containers.length, "container")}, ${count(r.volumes.length, "volume")}`);
       const snapshots = await sweep();
-      if (snapshots) o.log(`removed ${snapshots} verify snapshots of workers that are gone`);
+      if (snapshots) o.log(`removed ${count(snapshots, "verify snapshot")} of workers that are gone`);
     } catch (err) {
       o.log(`reaper: ${(err as Error).message}`, { level: "warn" });
       void o.health.check(); // the engine gone while idle: pause now rather than at the next job

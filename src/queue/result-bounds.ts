@@ -11,6 +11,7 @@
 //   the client puts it back (attachPatch).
 // - Free texts (summary, error, outputs, egress fields): cut with a note of how much was cut.
 // Sizes are bytes of JSON string content, so escapes (a control byte is 6) count as what they cost.
+import { count } from "../core/count.js";
 import { createHash } from "node:crypto";
 import type { EventOf, JobResult, TranscriptEvent } from "../core/spec/spec.js";
 import { kinded } from "../core/errors.js";
@@ -88,7 +89,7 @@ function tail(s: string, max: number): string {
  */
 export function cutText(s: string, max: number, keep: "head" | "tail" | "both" = "both"): string {
   if (jsonBytes(s) <= max) return s;
-  const note = (cut: number) => `[… ${cut} characters cut …]`;
+  const note = (cut: number) => `[… ${count(cut, "character")} cut …]`;
   const room = Math.max(0, max - jsonBytes(note(s.length)) - 4); // the note and two newlines (2 JSON bytes each)
   if (keep === "head") {
     const h = head(s, room);
@@ -138,7 +139,7 @@ export function cutDiffstat(stat: string, max = BOUNDS.diffstatBytes): { text: s
   const last = lines.at(-1) ?? "";
   const summary = SUMMARY_LINE.test(last) ? cutText(last, 512, "head") : undefined;
   const body = summary === undefined ? lines : lines.slice(0, -1);
-  const marker = (n: number) => ` ... ${n} more lines cut (the patch has them all)`;
+  const marker = (n: number) => ` ... ${count(n, "more line")} cut (the patch has them all)`;
   let room = max - (summary === undefined ? 0 : jsonBytes(summary) + 2) - jsonBytes(marker(body.length)) - 2;
   let n = 0;
   for (; n < body.length; n++) {
@@ -220,7 +221,7 @@ export function attachPatch(r: JobResult, patch: string | null | undefined, wher
   if (!ref) return r;
   if (patch === null || patch === undefined)
     throw new PatchGoneError(
-      `the patch of job ${r.jobId ?? "?"} (${ref.bytes} bytes) is no longer in ${where}: it was kept for PATCHBAY_RETENTION_SEC after the job ended`,
+      `the patch of job ${r.jobId ?? "?"} (${count(ref.bytes, "byte")}) is no longer in ${where}: it was kept for PATCHBAY_RETENTION_SEC after the job ended`,
     );
   if (Buffer.byteLength(patch) !== ref.bytes || sha256(patch) !== ref.sha256)
     throw new PatchGoneError(

@@ -6,6 +6,7 @@
 // type, size, mode and owner from that open file (/proc/self/fd/3), so no swap in between can pair
 // one file's bytes with another's check. The process is the agent's uid, so the agent can meddle
 // with it: what it says is bounded, parsed strictly, and only ever reaches the agent itself.
+import { count } from "../core/count.js";
 import { asset } from "../core/assets.js";
 import { HeadTail } from "../core/truncate.js";
 import type { Box } from "../backend/types.js";
@@ -113,7 +114,7 @@ export class ExecFiles {
     } finally {
       clearTimeout(timer);
     }
-    if (over) throw new ExecFileError(`the sandbox's file read answered more than ${maxOut} bytes`, "EIO");
+    if (over) throw new ExecFileError(`the sandbox's file read answered more than ${count(maxOut, "byte")}`, "EIO");
     const exit = await proc.exitCode();
     return { out: Buffer.concat(out, Math.min(outLen, maxOut)), exit, stderr: err.text() };
   }

@@ -3,6 +3,7 @@
 // file agent, or where it cannot run through a process of its own as uid 1000 (files-exec.ts), never
 // through the engine's archive API, which acts as root. The archive API only takes the worker's
 // own bulk loads (putArchive: the repo's checked tar, in an image without tar).
+import { count } from "../core/count.js";
 import path from "node:path/posix";
 import { Readable } from "node:stream";
 import { defaults } from "../core/config/config.js";
@@ -264,7 +265,10 @@ function readError(
   size: number | undefined,
 ): FileError {
   if (code === "EFBIG")
-    return new FileError(`file too large: ${p} is ${size ?? `over ${max}`} bytes, the limit is ${max}`, "EFBIG");
+    return new FileError(
+      `file too large: ${p} is ${size === undefined ? `over ${count(max, "byte")}` : count(size, "byte")}, the limit is ${max}`,
+      "EFBIG",
+    );
   if (code === "ENOENT") return new FileError(`no such file: ${p}`, "ENOENT");
   return fileError(code, message, p);
 }

@@ -1,5 +1,6 @@
 // The in-sandbox helper's framing (src/sandbox/py/helper.py, whose header says what each frame
 // means), typed and pure: frames written and read, bounded. helper.ts carries processes over it.
+import { count } from "../core/count.js";
 import { kinded } from "../core/errors.js";
 
 /** Bumped with any change to the frames; the helper's VERSION must be the same (a test holds them). */
@@ -78,7 +79,7 @@ export class FrameReader {
       const len = this.buf.readUInt32BE(at + 5);
       if (!FROM.has(kind) || len > MAX_FROM_HELPER)
         throw new HelperProtocolError(
-          `the sandbox's helper sent a frame it never sends (kind ${JSON.stringify(kind)}, ${len} bytes)`,
+          `the sandbox's helper sent a frame it never sends (kind ${JSON.stringify(kind)}, ${count(len, "byte")})`,
         );
       if (this.buf.length - at < HEAD + len) break;
       frames.push({

@@ -5,6 +5,7 @@
 // three or more per job were a fifth of its CPU. HelperBox is a Box over a backend's box: the
 // shell, supervisor and file agent run on it unchanged. If the helper's exec ends (the OOM killer,
 // a stopped container), its processes' streams end with it and the next start makes a new one.
+import { count } from "../core/count.js";
 import { asset } from "../core/assets.js";
 import type { Attached, Box, BoxState, ProcessOptions } from "../backend/types.js";
 import { AGENT_USER } from "../backend/agent-user.js";
@@ -231,7 +232,7 @@ class Channel implements Attached {
       this.queued > MAX_WAITING
         ? `${MAX_WAITING >> 20} MiB`
         : this.queue.length > MAX_WAITING_WRITES
-          ? `${MAX_WAITING_WRITES} writes`
+          ? `${count(MAX_WAITING_WRITES, "write")}`
           : `${MAX_WAITING_JOB >> 20} MiB with the sandbox's other processes'`;
     this.failure = `it did not read its stdin: over ${what} waited for it, so it was ended`;
     this.destroy();

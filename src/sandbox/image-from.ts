@@ -3,6 +3,7 @@
 // the engine; patchbay's own sandbox image is always available that way, because `patchbay image
 // build` makes it offline. Whatever the image, it runs with the same hardening as any sandbox; the
 // build ends by starting one from it and checking what patchbay needs inside.
+import { count } from "../core/count.js";
 import { createHash } from "node:crypto";
 import { lstatSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -61,7 +62,8 @@ function contextHash(dir: string, network: string): { hash: string; top: string[
     for (const name of readdirSync(d).sort()) {
       const p = join(d, name);
       const st = lstatSync(p);
-      if (++n > MAX_FILES) throw new ImageFromError(`${dir}: more than ${MAX_FILES} files in the build context`);
+      if (++n > MAX_FILES)
+        throw new ImageFromError(`${dir}: more than ${count(MAX_FILES, "file")} in the build context`);
       const what = st.isSymbolicLink()
         ? `-> ${readlinkSync(p)}`
         : st.isDirectory()

@@ -1,6 +1,7 @@
 // The public Sandbox: a disposable box (a hardened container, made by a backend: src/backend/) with
 // a persistent shell, its supervisor, file access and the worker's own commands. The same for
 // every backend: it asks of the box only to start processes, say whether it runs, and go.
+import { count } from "../core/count.js";
 import { randomBytes } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
 import { asset } from "../core/assets.js";
@@ -288,7 +289,7 @@ export class Sandbox {
       dest.end();
     }
     await written;
-    if (over) throw new TarTooLargeError(`${dir} is over ${maxBytes} bytes as a tar`);
+    if (over) throw new TarTooLargeError(`${dir} is over ${count(maxBytes, "byte")} as a tar`);
     const exitCode = await proc.exitCode();
     if (exitCode !== 0) throw new Error(`tar of ${dir} failed (exit ${exitCode}): ${err.text().trim().slice(-400)}`);
     return bytes;

@@ -2,6 +2,7 @@
 // carrying an unguessable per-command nonce (shell-protocol.ts); its exit code follows the end
 // marker. Docker cannot kill an exec, so timeouts are enforced from inside the container by the
 // supervisor (supervisor.ts), which kills every process started since the command began.
+import { count } from "../core/count.js";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults } from "../core/config/config.js";
@@ -235,7 +236,7 @@ export class Shell {
       const after = await this.supervisor.kill("all", 0, this.keep());
       if (after.killed)
         throw new SurvivorsError(
-          `${after.killed} processes of the agent's uid were alive after the workspace was read, where none may run`,
+          `${count(after.killed, "process", "processes")} of the agent's uid were alive after the workspace was read, where none may run`,
         );
       await this.spawn();
       return out;
@@ -337,9 +338,9 @@ export class Shell {
       for (const b of pending.checking?.held ?? []) out.push(b);
     }
     this.pending = undefined;
-    let output = out.text();
+    let output = timedOut || aborted ? withoutKillNotice(out.text()) : out.text();
     if (reclaimed)
-      output = `[patchbay: ${reclaimed} background processes held the sandbox's process limit; they were killed before this command ran]\n${output}`;
+      output = `[patchbay: ${count(reclaimed, "background process", "background processes")} held the sandbox's process limit; they were killed before this command ran]\n${output}`;
     const durationMs = Date.now() - started;
     const shellExited = (exitCode === null || Boolean(pending.shellExited)) && !timedOut;
     if (shellExited)
@@ -503,4 +504,14 @@ export class Shell {
         this.onData(held.subarray(EXIT_MARKER.length));
       });
   }
+}
+
+/**
+ * A non-interactive bash reports a foreground command killed by a signal on its stderr (here the
+ * output): "main: line 25:    40 Killed                  sleep 60". After patchbay's own kill (a
+ * timeout, an abort) that line is noise about the kill the result already states: the lines of it
+ * that end the output are dropped.
+ */
+export function withoutKillNotice(output: string): string {
+  return output.replace(/(?:\n?[^\n]*line \d+: +\d+ (?:Killed|Terminated)(?: +[^\n]*)?\n?)+$/, "");
 }

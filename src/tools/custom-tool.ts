@@ -2,6 +2,7 @@
 // tool's JSON Schema, then its command runs in the sandbox as the agent (a fresh bash, not the
 // agent's shell) with the input as JSON on stdin; stdout is the result. Bounded like bash: the
 // command timeout, and the output bound.
+import { count } from "../core/count.js";
 import { Ajv, type ValidateFunction } from "ajv";
 import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
@@ -58,7 +59,7 @@ export class CustomToolRunner {
       signal?.removeEventListener("abort", onAbort);
     }
     const lines = [r.stdout.toString("utf8").replace(/\n$/, "")];
-    if (r.truncated) lines.push(`[output cut at ${maxBytes} bytes]`);
+    if (r.truncated) lines.push(`[output cut at ${count(maxBytes, "byte")}]`);
     if (signal?.aborted) {
       lines.push("[the command was stopped: the job is ending (timeout or cancellation)]");
       return { content: lines.join("\n"), isError: true };

@@ -1,6 +1,7 @@
 // edit_file: a plain JSON-schema editing tool for models without Anthropic's built-in editor,
 // the way the loom tutorial's edit_file works (empty old_string on a missing file creates it),
 // with the same byte-exact, exactly-once and no-clobber rules as the built-in editor.
+import { count } from "../core/count.js";
 import { z } from "zod";
 import {
   bytesEqual,
@@ -108,7 +109,7 @@ export class EditFileTool {
     if (at.length > 1) {
       const n = findAll(bytes, needle).length;
       return fail(
-        `old_string appears ${n} times in ${path}; it must appear exactly once. Include more surrounding context (whole lines before and after) to make it unique.`,
+        `old_string appears ${count(n, "time")} in ${path}; it must appear exactly once. Include more surrounding context (whole lines before and after) to make it unique.`,
       );
     }
     const start = at[0]!; // the one match

@@ -3,6 +3,7 @@
 // Matching and editing work on the file's bytes (tabs, CRLF, a missing final newline and non-UTF-8
 // bytes survive); strings are only used for what the model is shown.
 
+import { count } from "../core/count.js";
 import { EDITOR_TOOLS, type EditorToolName } from "../core/spec/names.js";
 
 /** The built-in editor tools (edit_file is the plain JSON-schema one). */
@@ -300,7 +301,7 @@ export const msg = {
     `The file ${path} looks binary (it contains NUL bytes), so the editor refuses to view or edit it. ` +
     `Use bash to inspect it instead (e.g. \`file ${path}\` or \`xxd ${path} | head\`).`,
   tooBig: (path: string, size: number, max: number) =>
-    `The file ${path} is ${size} bytes, over the editor's limit of ${max} bytes, so it was not opened. ` +
+    `The file ${path} is ${count(size, "byte")}, over the editor's limit of ${count(max, "byte")}, so it was not opened. ` +
     `Use bash instead: \`grep -n PATTERN ${path}\` to find lines, \`sed -n 'START,ENDp' ${path}\` to view them, ` +
     "and `sed -i` or a small script to edit.",
   notRegular: (path: string) =>

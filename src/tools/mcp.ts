@@ -3,6 +3,7 @@
 // transport of our own (JSON-RPC lines on its stdin/stdout, bounded); its tools offered as
 // mcp__SERVER__TOOL with their input schemas, each call through the client and back as a tool
 // result (text and images as the Messages API takes them), bounded in time and output like bash.
+import { count } from "../core/count.js";
 import { createHash } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
@@ -128,11 +129,11 @@ class McpConnection {
 
   private offer(tools: { name: string; description?: string; inputSchema: Record<string, unknown> }[]): void {
     if (tools.length > MAX_TOOLS)
-      throw new Error(`it lists ${tools.length} tools, more than the ${MAX_TOOLS} a server may offer`);
+      throw new Error(`it lists ${count(tools.length, "tool")}, more than the ${MAX_TOOLS} a server may offer`);
     const big = tools.find((t) => JSON.stringify(t.inputSchema).length > MAX_SCHEMA_CHARS);
     if (big)
       throw new Error(
-        `the input schema of its tool ${JSON.stringify(big.name.slice(0, 100))} is over ${MAX_SCHEMA_CHARS} characters`,
+        `the input schema of its tool ${JSON.stringify(big.name.slice(0, 100))} is over ${count(MAX_SCHEMA_CHARS, "character")}`,
       );
     for (const t of tools) {
       const offered = mcpToolName(this.name, t.name);
@@ -212,7 +213,7 @@ function resultOf(r: { content?: unknown[]; isError?: boolean }, maxBytes: numbe
   let left = maxBytes;
   for (let i = 0; i < items.length; i++) {
     if (left <= 0) {
-      const t = `[output cut at ${maxBytes} bytes: ${items.length - i} more item${items.length - i === 1 ? "" : "s"} not shown]`;
+      const t = `[output cut at ${count(maxBytes, "byte")}: ${count(items.length - i, "more item")} not shown]`;
       blocks.push({ type: "text", text: t });
       shown.push(t);
       break;
@@ -227,7 +228,7 @@ function resultOf(r: { content?: unknown[]; isError?: boolean }, maxBytes: numbe
     if (text !== undefined) {
       const kept = Buffer.from(text).subarray(0, Math.max(0, left)).toString("utf8");
       left -= Buffer.byteLength(text) + 1; // (and the line between it and the next)
-      const t = kept.length < text.length ? `${kept}\n[output cut at ${maxBytes} bytes]` : kept;
+      const t = kept.length < text.length ? `${kept}\n[output cut at ${count(maxBytes, "byte")}]` : kept;
       blocks.push({ type: "text", text: t });
       shown.push(t);
     } else if (
@@ -238,7 +239,7 @@ function resultOf(r: { content?: unknown[]; isError?: boolean }, maxBytes: numbe
     ) {
       blocks.push({ type: "image", source: { type: "base64", media_type: c.mimeType, data: c.data } });
       // (its data is bounded by MAX_IMAGE_BASE64 and the message's line: it counts as its line here)
-      const t = `[image ${String(c.mimeType)}, ${Buffer.byteLength(c.data, "base64")} bytes]`;
+      const t = `[image ${String(c.mimeType)}, ${count(Buffer.byteLength(c.data, "base64"), "byte")}]`;
       shown.push(t);
       left -= Buffer.byteLength(t) + 1;
     } else {

@@ -1,6 +1,7 @@
 // What the dashboard's JSON API returns: rows of jobs (from lean fields: src/web/jobs-list.ts), one
 // job in full, batches, campaigns and their changesets. Every string that can come from a job (task,
 // error, summary, patch) or a changeset (repo, url, branch, reason) is made inert (safeText) here.
+import { count } from "../core/count.js";
 import type { Job } from "bullmq";
 import type { CampaignStatus } from "../campaign/track.js";
 import {
@@ -104,7 +105,7 @@ export function jobRow(f: JobFields, state: string, defaultModel: string, now = 
     typeof spec?.task === "string"
       ? spec.task
       : f.dataBytes !== undefined
-        ? `(a spec of ${f.dataBytes} bytes: too big for the list; open the job)`
+        ? `(a spec of ${count(f.dataBytes, "byte")}: too big for the list; open the job)`
         : undefined;
   const task =
     rawTask !== undefined

@@ -10,6 +10,7 @@
 // where patchbay writes it), at most SCAN_PER_PAGE × limit jobs a request; a batch filter pages
 // through the batch's lines (its index, src/queue/batch-index.ts). A filtered page may come back
 // short with a cursor: the client asks again.
+import { count } from "../core/count.js";
 import type { Redis } from "ioredis";
 import type { Queue } from "bullmq";
 import { LIST_STATES, type JobData, type ListState } from "../queue/client.js";
@@ -133,7 +134,7 @@ export async function leanJobs(redis: Redis, queue: Queue, ids: string[]): Promi
       ...(typeof reason === "string"
         ? { failedReason: reason }
         : typeof reason === "number"
-          ? { failedReason: `(${reason} bytes)` }
+          ? { failedReason: `(${count(reason, "byte")})` }
           : {}),
       data: json<JobData>(data),
       ...(typeof data === "number" ? { dataBytes: data } : {}),

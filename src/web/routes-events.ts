@@ -8,6 +8,7 @@
 // that reconnects goes on from the last one. So every page reads with non-blocking XREADs on the
 // dashboard's command connection and waits on one TranscriptHub (one blocking connection for all
 // pages, named by the caller; closed with the server).
+import { count } from "../core/count.js";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { PatchbayClient } from "../queue/client.js";
 import { keys } from "../queue/keys.js";
@@ -51,7 +52,7 @@ export class EventStreams {
       return refuse(
         reply,
         503,
-        `this dashboard serves at most ${maxStreams} live transcripts at once (PATCHBAY_DASHBOARD_MAX_STREAMS); try again shortly`,
+        `this dashboard serves at most ${count(maxStreams, "live transcript")} at once (PATCHBAY_DASHBOARD_MAX_STREAMS); try again shortly`,
         { "Retry-After": "5" },
       );
     this.streams++; // counted before the first await, so concurrent requests cannot pass the cap together

@@ -3,6 +3,8 @@
 // ends cancelled, anything else completes.
 import { UnrecoverableError, Worker } from "bullmq";
 import { Redis } from "ioredis";
+import { mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keys } from "../../src/queue/keys.js";
@@ -138,7 +140,7 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     const all = await pb("q-list", ["list"]);
     expect(all.code).toBe(0);
     const lines = all.stdout.trim().split("\n");
-    expect(lines[0]).toMatch(/^ID\s+OUTCOME\s+AGE\s+DURATION\s+TASK$/);
+    expect(lines[0]).toMatch(/^ID\s+STATUS\s+AGE\s+DURATION\s+TASK$/);
     expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual([third, second, first]);
     expect(lines[3]).toMatch(new RegExp(`^${first}\\s+completed\\s+\\d+(ms|s)\\s+\\d+(ms|s)\\s+complete the first$`));
     expect(lines[1]).toMatch(/waiting\s+\d+(ms|s)\s+-\s+the third$/);
@@ -155,6 +157,40 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     const empty = await pb("q-empty", ["list"]);
     expect(empty).toMatchObject({ code: 0, stdout: "" });
     expect(empty.stderr).toMatch(/no jobs in queue q-empty/);
+  });
+
+  it("list --status filters by the job's status; --state takes queue states only and points a status to --status", async () => {
+    const [done, failed, cancelled] = await finished("q-status-filter", ["complete it", "fail it", "cancel it"]);
+    const ids = async (args: string[]) => {
+      const r = await pb("q-status-filter", ["list", ...args, "--json"]);
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { id: string }[]).map((j) => j.id).sort();
+    };
+    expect(await ids(["--status", "completed"])).toEqual([done]);
+    expect(await ids(["--status", "cancelled"])).toEqual([cancelled]);
+    expect(await ids(["--status", "failed,cancelled"])).toEqual([failed, cancelled].sort());
+    // The queue state: every job whose worker returned a result, the cancelled one too (documented).
+    expect(await ids(["--state", "completed"])).toEqual([done, cancelled].sort());
+    const table = await pb("q-status-filter", ["list", "--status", "cancelled"]);
+    expect(table.stdout.trim().split("\n")[1]).toMatch(new RegExp(`^${cancelled}\\s+cancelled\\s`));
+    const refused = await pb("q-status-filter", ["list", "--state", "cancelled"]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/'cancelled' is a job's status: use --status cancelled/);
+    const unknown = await pb("q-status-filter", ["list", "--status", "done"]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/--status takes completed, verify_failed, .*not 'done'/);
+    const none = await pb("q-status-filter", ["list", "--status", "timeout"]);
+    expect(none).toMatchObject({ code: 0, stdout: "" });
+    expect(none.stderr).toMatch(/no timeout jobs in queue q-status-filter/);
+  });
+
+  it("result --out says every file it wrote", async () => {
+    const [done] = await finished("q-result-out", ["complete it"]);
+    const dir = join(mkdtempSync(join(tmpdir(), "pb-result-out-")), "out");
+    const r = await pb("q-result-out", ["result", done!, "--out", dir]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe(`patchbay: wrote ${dir}/: patch.diff, transcript.jsonl, transcript.html and result.json\n`);
+    expect(readdirSync(dir).sort()).toEqual(["patch.diff", "result.json", "transcript.html", "transcript.jsonl"]);
   });
 
   it("--json on enqueue and cancel; --queue and --redis-url flags beat the environment", async () => {
@@ -245,6 +281,32 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
         expect(await client("q-ctrlc").redis.exists(keys("q-ctrlc").cancel(id))).toBe(0);
       }
     }
+  });
+
+  it("a second Ctrl-C on `run --cancel-on-exit` ends the wait for the cancelled job's result at once", async () => {
+    // A worker that takes the job and never answers its cancel: only the second Ctrl-C ends the wait.
+    const hung = new Worker<JobData, JobResult>("q-ctrlc2", () => new Promise<JobResult>(() => {}), {
+      connection: new Redis(redis.url, { maxRetriesPerRequest: null }),
+    });
+    workers.push(hung);
+    const p = spawnPatchbay(["run", "--repo", CLAMP, "--task", "hang", "--cancel-on-exit"], {
+      ...env,
+      PATCHBAY_QUEUE: "q-ctrlc2",
+    });
+    await p.waitFor(/job \S+ enqueued/);
+    const id = /job (\S+) enqueued/.exec(p.out().stderr)![1]!;
+    const c = client("q-ctrlc2");
+    for (let i = 0; (await c.status(id)).state !== "active"; i++) {
+      if (i > 200) throw new Error(`job ${id} never became active`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    p.proc.kill("SIGINT");
+    await p.waitFor(/Ctrl-C again to exit now/);
+    const at = Date.now();
+    p.proc.kill("SIGINT");
+    expect(await p.exited).toBe(130);
+    expect(Date.now() - at).toBeLessThan(5000);
+    expect(p.out().stderr).toMatch(new RegExp(`job ${id} signalled[\\s\\S]*no result of job ${id} written to`));
   });
 
   it("a job's hostile error and task reach the terminal from status, result, watch and list without a control", async () => {

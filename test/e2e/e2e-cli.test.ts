@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PatchbayClient } from "../../src/queue/client.js";
 import { apiError, startFakeAnthropic, reply, toolUse, type FakeAnthropic } from "../support/fake-anthropic.js";
 import { cli, removeDir, startRedis, startWorkerProc, type WorkerProc } from "../support/cluster.js";
+import { spawnPatchbay } from "../support/cli-helpers.js";
 import { jobSandbox, LOCAL_WORKER_ENV, untilInSandbox } from "../support/backend.js";
 import { byTurn, clampScript, taskOf } from "../support/scripts.js";
 
@@ -187,6 +188,26 @@ describe("patchbay CLI end to end", () => {
     expect(result.filesChanged).toEqual(["clamp.py"]); // the patch of what was done is kept
     const st = await cli(["status", id, "--json"], env);
     expect(JSON.parse(st.stdout)).toMatchObject([{ id, state: "completed", outcome: "cancelled" }]);
+  });
+
+  it("Ctrl-C on `run --cancel-on-exit` waits for the cancelled job and writes its patch so far to --out", async () => {
+    const out = join(tmp(), "out");
+    const p = spawnPatchbay(
+      ["run", "--repo", CLAMP, "--task", "long-running job for Ctrl-C", "--cancel-on-exit", "--out", out],
+      env,
+    );
+    await p.waitFor(/job \S+ enqueued/);
+    const id = /job (\S+) enqueued/.exec(p.out().stderr)![1]!;
+    await waitForEvent(client, id, "tool_call");
+    await untilInSandbox("local", await jobSandbox(id, client), "grep -qx x /workspace/clamp.py"); // its command runs
+    p.proc.kill("SIGINT");
+    expect(await p.exited).toBe(130);
+    const { stderr } = p.out();
+    expect(stderr).toMatch(new RegExp(`SIGINT: job ${id} signalled`));
+    expect(stderr).toMatch(/waiting up to 30 s for job \S+'s result \(its patch so far\); Ctrl-C again to exit now/);
+    expect(stderr).toMatch(new RegExp(`job ${id} cancelled.*1 file changed; patch: ${join(out, "patch.diff")}`));
+    expect(readFileSync(join(out, "patch.diff"), "utf8")).toMatch(/^\+x$/m);
+    expect(JSON.parse(readFileSync(join(out, "result.json"), "utf8"))).toMatchObject({ status: "cancelled" });
   });
 
   it("`patchbay run` on a job that fails for good exits 1 and still writes the transcript and result", async () => {

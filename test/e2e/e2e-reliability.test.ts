@@ -102,7 +102,7 @@ describe("reliability", () => {
     expect(other.log()).toMatch(new RegExp(`job ${id} attempt \\d+: completed`));
     // Once the dead worker's heartbeat lapses, the survivor's reaper removes its container and volume.
     while ((await containersOf(holder)).length || (await volumesOf(holder)).length) await sleep(200);
-    expect(other.log()).toMatch(/reaped 1 containers/); // the survivor did it (its volume may go in a later pass)
+    expect(other.log()).toMatch(/reaped 1 container\b/); // the survivor did it (its volume may go in a later pass)
   });
 
   it("SIGTERM drains: the active job finishes, no new job is taken, containers are gone, exit 0", async () => {
@@ -132,7 +132,7 @@ describe("reliability", () => {
     const other = workers.find((w) => w !== holder)!;
     await waitForEvent(client, id, "tool_call");
     holder.proc.kill("SIGTERM");
-    await holder.waitFor(/abandoning 1 jobs/, 60_000);
+    await holder.waitFor(/abandoning 1 job\b/, 60_000);
     expect(await holder.exited).toBe(0);
     expect(await containersOf(holder)).toEqual([]); // its sandbox went with it, removed by itself
     expect(await volumesOf(holder)).toEqual([]);

@@ -275,7 +275,7 @@ describe("campaign pages in headless Chromium", () => {
       expect(await row.locator("td.c-jobs").textContent()).toBe("0 / 8 done");
       expect(await row.locator("td.c-spend").textContent()).toBe("$0.0000 of $20.00");
       expect(await row.locator("td.c-campaign a").getAttribute("href")).toBe(`/campaigns/${ID}`);
-      expect(await page.locator("#note").textContent()).toBe("1 campaigns");
+      expect(await page.locator("#note").textContent()).toBe("1 campaign");
     } finally {
       await page.close();
     }

@@ -113,7 +113,7 @@ describe("worker reaper: owners on other hosts", () => {
       expect((await kept.shell.run("echo ok")).output).toBe("ok\n");
       expect(await sandboxLeft("local", foreign.name)).toBe(true);
       expect(await foreign.running()).toBe(true);
-      expect(log.join("\n")).toMatch(/reaped 1 containers/);
+      expect(log.join("\n")).toMatch(/reaped 1 container\b/);
     } finally {
       await Promise.all([kept.destroy(), foreign.destroy(), reaped.destroy()]);
     }

@@ -3,6 +3,7 @@
 // client calls it, each answer's body counted as it arrives and failed past the bound with an error
 // that says so (an answer that declares more is failed before its first byte is read).
 
+import { plural } from "../../core/count.js";
 import { kinded } from "../../core/errors.js";
 
 /** Bytes of one forge answer read at most: a page of 100 pull requests with bodies of GitHub's 65,536 characters fits. */
@@ -11,7 +12,9 @@ export const FORGE_ANSWER_MAX_BYTES = 16 * 1024 * 1024;
 /** An answer over the bound; the forge's error names the call it was (forge-error.ts's badAnswer). */
 export class AnswerTooLargeError extends kinded("infra") {
   constructor(readonly max: number) {
-    super(`the answer is over ${max.toLocaleString("en-US")} bytes, the most patchbay reads of one forge answer`);
+    super(
+      `the answer is over ${max.toLocaleString("en-US")} ${plural(max, "byte")}, the most patchbay reads of one forge answer`,
+    );
     // The read was aborted, and named so: a client passes an AbortError through as it is (Octokit
     // neither wraps it nor retries the call, which would only read as much again).
     this.name = "AbortError";

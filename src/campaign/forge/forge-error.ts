@@ -2,6 +2,7 @@
 // to do. The forge's own words are hostile input (bounded, control characters dropped) and the
 // token is cut out of them; the library's error is not kept as the cause, since some carry the
 // request's headers, token and all.
+import { plural } from "../../core/count.js";
 import type { z } from "zod";
 import { tokenVariable } from "../../core/config/forges.js";
 import { kinded } from "../../core/errors.js";
@@ -109,7 +110,7 @@ export function parseAnswer<S extends z.ZodType>(
 /** `text` cut to at most `max` UTF-16 units with a note saying so (never between a surrogate pair). */
 export function cutWithNote(text: string, max: number, what: string): string {
   if (text.length <= max) return text;
-  const note = `\n\n… (cut by patchbay: the ${what} was ${text.length.toLocaleString("en-US")} characters; the forge takes ${max.toLocaleString("en-US")})`;
+  const note = `\n\n… (cut by patchbay: the ${what} was ${text.length.toLocaleString("en-US")} ${plural(text.length, "character")}; the forge takes ${max.toLocaleString("en-US")})`;
   let end = max - note.length;
   if (end > 0 && /[\ud800-\udbff]/.test(text[end - 1]!)) end--;
   return text.slice(0, Math.max(0, end)) + note;

@@ -9,6 +9,7 @@
 // - an answer's `link` header is not handed on, so gitbeaker follows no next page: one call reads
 //   one answer (bar retries), where a forge naming page after page (of a list, or of what should
 //   have been one object) would have had each held at once, each up to the bound.
+import { count } from "../../core/count.js";
 import {
   createRequesterFn,
   type FormattedResponse,
@@ -60,7 +61,7 @@ async function send(fetchBounded: typeof fetch, endpoint: string, options: Optio
     await new Promise((r) => setTimeout(r, 2 ** i * 0.25));
   }
   throw new GitbeakerRetryError(
-    `Could not successfully complete this request after ${TRIES} retries, last status code: ${last}. ${last === 429 ? "Check the applicable rate limits for this endpoint" : "Verify the status of the endpoint"}.`,
+    `Could not successfully complete this request after ${count(TRIES, "retry", "retries")}, last status code: ${last}. ${last === 429 ? "Check the applicable rate limits for this endpoint" : "Verify the status of the endpoint"}.`,
   );
 }
 

@@ -1,6 +1,7 @@
 // Every knob and default of patchbay, parsed once from the environment: the only module that reads
 // process.env. The CLI, a worker's start, the dashboard's start and the library client call
 // loadConfig() once and pass the Config in.
+import { envProblem } from "./env-issues.js";
 import { z } from "zod";
 import { isAbsolute, resolve } from "node:path";
 import { forgeSettings, parseForges, type ForgeHost } from "./forges.js";
@@ -485,8 +486,7 @@ export type Config = ReturnType<typeof loadConfig>;
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = Env.safeParse(env);
   if (!parsed.success) {
-    const msg = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
-    throw new Error(`bad environment: ${msg}`);
+    throw new Error(envProblem(parsed.error.issues));
   }
   const e = parsed.data;
   return {
@@ -643,9 +643,6 @@ export type { TelemetryConfig };
 /** The OTEL_* variables alone, for a command that wants traces before (or without) the rest of loadConfig. */
 export function telemetryConfig(env: NodeJS.ProcessEnv = process.env): TelemetryConfig {
   const parsed = z.object(OTEL_ENV).safeParse(env);
-  if (!parsed.success)
-    throw new Error(
-      `bad environment: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
-    );
+  if (!parsed.success) throw new Error(envProblem(parsed.error.issues));
   return telemetryOf(parsed.data);
 }

@@ -5,6 +5,7 @@
 // error, not a silently ignored key) and every failure becomes one readable line that names the
 // field. Outputs (JobResult, TranscriptEvent) are produced by patchbay itself; their schemas exist
 // so readers can validate what they load.
+import { count } from "../count.js";
 import { PROVIDERS } from "../config/provider.js";
 import { z } from "zod";
 import { defaults, pidsProblem } from "../config/config.js";
@@ -87,7 +88,7 @@ const capped = (what: string, max: number) =>
     .string({ error: expected(what) })
     .max(max, {
       error: (iss) =>
-        `must be at most ${max} characters (got ${typeof iss.input === "string" ? iss.input.length : "?"})`,
+        `must be at most ${count(max, "character")} (got ${typeof iss.input === "string" ? iss.input.length : "?"})`,
     })
     .refine((s) => s.trim() !== "", { error: expected(what) });
 const Command = capped("a non-empty command", MAX_COMMAND_CHARS);
@@ -134,7 +135,7 @@ export const Network = z.strictObject({
     .strictObject({
       allow: z
         .array(AllowEntry, { error: expected("an array of host names or presets") })
-        .max(MAX_ALLOW_ENTRIES, { error: `at most ${MAX_ALLOW_ENTRIES} entries` }),
+        .max(MAX_ALLOW_ENTRIES, { error: `at most ${count(MAX_ALLOW_ENTRIES, "entry", "entries")}` }),
     })
     .optional(),
 });
@@ -202,11 +203,12 @@ export const JobSpec = z
             if (i >= 0) return `must be a command or an array of commands (item ${i} is ${show(items[i])})`;
             const lengths = items.map((c) => (typeof c === "string" ? c.length : 0)); // all strings by now
             const long = lengths.findIndex((n) => n > MAX_COMMAND_CHARS);
-            if (long >= 0) return `item ${long} must be at most ${MAX_COMMAND_CHARS} characters (got ${lengths[long]})`;
+            if (long >= 0)
+              return `item ${long} must be at most ${count(MAX_COMMAND_CHARS, "character")} (got ${lengths[long]})`;
             if (items.length > MAX_SETUP_COMMANDS)
-              return `must be at most ${MAX_SETUP_COMMANDS} commands (got ${items.length})`;
+              return `must be at most ${count(MAX_SETUP_COMMANDS, "command")} (got ${items.length})`;
           } else if (typeof iss.input === "string" && iss.input.length > MAX_COMMAND_CHARS) {
-            return `must be at most ${MAX_COMMAND_CHARS} characters (got ${iss.input.length})`;
+            return `must be at most ${count(MAX_COMMAND_CHARS, "character")} (got ${iss.input.length})`;
           }
           return `must be a command or an array of commands (got ${show(iss.input)})`;
         },

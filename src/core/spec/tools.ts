@@ -1,6 +1,7 @@
 // The JobSpec's extra tools (docs/jobspec.md "Custom tools" and "MCP servers"): commands the spec
 // offers the model as tools of their own, and MCP servers run in the sandbox. Pure: schemas and
 // name rules, no I/O (the runners are src/tools/custom-tool.ts and src/tools/mcp.ts).
+import { count } from "../count.js";
 import { Ajv } from "ajv";
 import { z } from "zod";
 import { expected, nonEmpty, show } from "./fields.js";
@@ -46,7 +47,7 @@ const InputSchema = z.record(z.string(), z.unknown(), { error: expected("a JSON 
     s.type !== "object"
       ? `must have "type": "object" (the Messages API's rule for input_schema) (got ${show(s.type)})`
       : JSON.stringify(s).length > MAX_SCHEMA_CHARS
-        ? `must be at most ${MAX_SCHEMA_CHARS} characters as JSON`
+        ? `must be at most ${count(MAX_SCHEMA_CHARS, "character")} as JSON`
         : !safeValidSchema(s)
           ? `is not a valid JSON Schema: ${ajv.errorsText(ajv.errors).slice(0, 300)}`
           : undefined;
@@ -65,20 +66,20 @@ export const CustomTool = z.strictObject({
   name: ToolName,
   description: z
     .string({ error: expected("a string") })
-    .max(MAX_DESCRIPTION_CHARS, { error: `must be at most ${MAX_DESCRIPTION_CHARS} characters` })
+    .max(MAX_DESCRIPTION_CHARS, { error: `must be at most ${count(MAX_DESCRIPTION_CHARS, "character")}` })
     .optional(),
   input_schema: InputSchema,
   /** Run with `bash -c` in the sandbox as the agent, the call's input as JSON on stdin; its stdout is the result. */
   command: z
     .string({ error: expected("a non-empty command") })
-    .max(MAX_COMMAND_CHARS, { error: `must be at most ${MAX_COMMAND_CHARS} characters` })
+    .max(MAX_COMMAND_CHARS, { error: `must be at most ${count(MAX_COMMAND_CHARS, "character")}` })
     .refine((s) => s.trim() !== "", { error: expected("a non-empty command") }),
 });
 export type CustomTool = z.infer<typeof CustomTool>;
 
 export const CustomTools = z
   .array(CustomTool, { error: expected("an array of tools") })
-  .max(MAX_CUSTOM_TOOLS, { error: `must be at most ${MAX_CUSTOM_TOOLS} tools` })
+  .max(MAX_CUSTOM_TOOLS, { error: `must be at most ${count(MAX_CUSTOM_TOOLS, "tool")}` })
   .check((ctx) => {
     const seen = new Set<string>();
     ctx.value.forEach((t, i) => {
@@ -127,7 +128,7 @@ export const Mcp = z.strictObject({
     if (names.length > MAX_MCP_SERVERS)
       ctx.issues.push({
         code: "custom",
-        message: `must be at most ${MAX_MCP_SERVERS} servers (got ${names.length})`,
+        message: `must be at most ${count(MAX_MCP_SERVERS, "server")} (got ${names.length})`,
         input: names.length,
       });
     for (const n of names) {

@@ -2,6 +2,7 @@
 // checks every entry (names, depth, counts, sizes, links) and finds a single top-level directory
 // to strip; the second checks the same again while streaming (the file may have changed) and
 // re-owns the entries. The checks are incremental, along a path tree: linear in the names.
+import { count } from "../../core/count.js";
 import { constants as fsc } from "node:fs";
 import fs, { type FileHandle } from "node:fs/promises";
 import { pipeline, Transform } from "node:stream";
@@ -90,7 +91,10 @@ class Checker {
       throw this.error(comps.join("/"), "appears twice in the archive");
     const link = kind === LINK ? this.hardLink(comps, h.linkname ?? "") : undefined;
     if (kind === SYMLINK && !(h.linkname && Buffer.byteLength(h.linkname) <= LIMITS.linkBytes))
-      throw this.error(h.name, `is a symlink with an empty target or one longer than ${LIMITS.linkBytes} bytes`);
+      throw this.error(
+        h.name,
+        `is a symlink with an empty target or one longer than ${count(LIMITS.linkBytes, "byte")}`,
+      );
     if (kind === SYMLINK && h.linkname.includes("\0"))
       throw this.error(h.name, "is a symlink whose target contains a NUL byte");
     if (existing === undefined) this.tree.add(parent, leaf, kind);
@@ -103,15 +107,16 @@ class Checker {
   /** A relative, normalized name's components; absolute, `..`, too long or too deep are refused. */
   clean(raw: string, what: string): string[] {
     if (Buffer.byteLength(raw) > LIMITS.pathBytes)
-      throw this.error(raw, `is longer than ${LIMITS.pathBytes} bytes`, what);
+      throw this.error(raw, `is longer than ${count(LIMITS.pathBytes, "byte")}`, what);
     if (raw.startsWith("/")) throw this.error(raw, "has an absolute path", what);
     // A NUL ends a name for every tar reader: "s\0x" would be read as "s" (past the checks below).
     if (raw.includes("\0")) throw this.error(raw, "contains a NUL byte", what);
     const comps = raw.split("/").filter((p) => p !== "" && p !== ".");
     if (comps.includes("..")) throw this.error(raw, `contains "..", which would escape the workspace`, what);
-    if (comps.length > LIMITS.depth) throw this.error(raw, `is deeper than ${LIMITS.depth} directories`, what);
+    if (comps.length > LIMITS.depth)
+      throw this.error(raw, `is deeper than ${count(LIMITS.depth, "directory", "directories")}`, what);
     if (comps.some((c) => Buffer.byteLength(c) > LIMITS.componentBytes))
-      throw this.error(raw, `has a path component longer than ${LIMITS.componentBytes} bytes`, what);
+      throw this.error(raw, `has a path component longer than ${count(LIMITS.componentBytes, "byte")}`, what);
     return comps;
   }
 
@@ -227,7 +232,7 @@ function openArchive(fh: FileHandle, label: string, max: number): tar.Extract {
   const counter = new Transform({
     transform(chunk: Buffer, _enc, done) {
       if ((seen += chunk.length) > limit)
-        return done(new RepoError(`${label}: the archive unpacks to more than ${limit} bytes`));
+        return done(new RepoError(`${label}: the archive unpacks to more than ${count(limit, "byte")}`));
       done(null, chunk);
     },
   });

@@ -21,6 +21,7 @@
 // So git records no token (.git/config, reflogs, FETCH_HEAD); every metadata file of the clone is
 // still scrubbed of URL userinfo and the secrets before the repo is loaded, and every message shown
 // (errors, git's stderr) has them hidden.
+import { count } from "../../core/count.js";
 import fss from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
@@ -263,7 +264,8 @@ async function treeSize(
     userConfig: false,
     onStdout,
   });
-  if (entries > opts.maxEntries) throw new RepoError(`${label}: the repo has more than ${opts.maxEntries} files`);
+  if (entries > opts.maxEntries)
+    throw new RepoError(`${label}: the repo has more than ${count(opts.maxEntries, "file")}`);
   if (bytes > budget) return bytes; // the caller reports it
   if (r.code !== 0) throw new RepoError(`${label}: git ls-tree failed: ${r.stderr || `exit ${r.code}`}`);
   return bytes;

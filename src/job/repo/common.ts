@@ -1,5 +1,6 @@
 // What the repo loaders share: the error a hostile or broken repo fails with, the bounds every
 // source is held to, a path tree that stays linear however deep the names, and the tar packer.
+import { count } from "../../core/count.js";
 import { Readable } from "node:stream";
 import path from "node:path";
 import type { Header as TarHeader } from "tar-stream";
@@ -64,7 +65,7 @@ export function quote(name: string, max = 200): string {
 
 export function tooLarge(label: string, bytes: number, max: number, detail = ""): RepoError {
   return new RepoError(
-    `${label}: the repo is too large: ${bytes} bytes of files${detail ? ` (${detail})` : ""}, the limit is ${max}`,
+    `${label}: the repo is too large: ${count(bytes, "byte")} of files${detail ? ` (${detail})` : ""}, the limit is ${max}`,
   );
 }
 
@@ -91,10 +92,12 @@ export class Budget {
   add(name: string | (() => string), bytes: number): void {
     if (++this.entries > this.maxEntries)
       throw new RepoError(
-        `${this.label}: the repo has more than ${this.maxEntries} entries (at ${quote(typeof name === "string" ? name : name())})`,
+        `${this.label}: the repo has more than ${count(this.maxEntries, "entry", "entries")} (at ${quote(typeof name === "string" ? name : name())})`,
       );
     if ((this.nameBytes += bytes) > LIMITS.nameBytesTotal)
-      throw new RepoError(`${this.label}: the repo's paths together are longer than ${LIMITS.nameBytesTotal} bytes`);
+      throw new RepoError(
+        `${this.label}: the repo's paths together are longer than ${count(LIMITS.nameBytesTotal, "byte")}`,
+      );
   }
 }
 
@@ -278,5 +281,5 @@ async function writeStreamed(
 
 const changedSize = (name: string, n: number, size: number) =>
   new Error(
-    `${quote(name)} changed size while it was read (${n} bytes, not ${size}): load the repo again once nothing changes it`,
+    `${quote(name)} changed size while it was read (${count(n, "byte")}, not ${size}): load the repo again once nothing changes it`,
   );

@@ -5,6 +5,7 @@
 // that fd (repo-at.ts); files are read after the walk (repo-read.ts, mostly on reader threads),
 // each directory above them opened again and checked against that record: a component swapped for
 // a symlink (to a host directory) at any moment is never followed.
+import { count } from "../../core/count.js";
 import fss from "node:fs";
 import ignore from "ignore";
 import { at, enterDir, openError, openRoot, readSmallAt, self, swapped } from "./dir-at.js";
@@ -156,7 +157,7 @@ function ignoreFile(label: string, dir: number, rel: string, name: string): stri
   const got = readSmallAt(dir, rel, LIMITS.ignoreFileBytes);
   if (got === undefined) return "";
   if (!Buffer.isBuffer(got))
-    throw new RepoError(`${label}: ${quote(name)} is larger than ${LIMITS.ignoreFileBytes} bytes`);
+    throw new RepoError(`${label}: ${quote(name)} is larger than ${count(LIMITS.ignoreFileBytes, "byte")}`);
   return got.toString("utf8");
 }
 
@@ -262,9 +263,11 @@ async function walk(
 function checkName(label: string, name: string, n: string, depth: number): number {
   const bytes = Buffer.byteLength(name);
   if (bytes > LIMITS.pathBytes)
-    throw new RepoError(`${label}: the path ${quote(name)} is longer than ${LIMITS.pathBytes} bytes`);
+    throw new RepoError(`${label}: the path ${quote(name)} is longer than ${count(LIMITS.pathBytes, "byte")}`);
   if (depth + 1 > LIMITS.depth)
-    throw new RepoError(`${label}: the path ${quote(name)} is deeper than ${LIMITS.depth} directories`);
+    throw new RepoError(
+      `${label}: the path ${quote(name)} is deeper than ${count(LIMITS.depth, "directory", "directories")}`,
+    );
   // A name that is not UTF-8 comes back from readdir with U+FFFD in it: it could not be opened,
   // or would open a valid name spelt so (and that entry be written twice). Such names are refused.
   if (n.includes("\uFFFD"))

@@ -1,6 +1,7 @@
 // The HTTP API's errors: application/problem+json (RFC 9457) with type, title, status and detail,
 // and `errors` (one line per problem) for a bad JobSpec or batch. The detail is the message the CLI
 // prints for the same failure: the errors are the same classes (src/core/errors.ts), mapped here by kind.
+import { count } from "../../core/count.js";
 import type { FastifyError, FastifyReply } from "fastify";
 import { z } from "zod";
 import { kinded, kindOf, PatchbayError, type ErrorKind } from "../../core/errors.js";
@@ -100,9 +101,13 @@ export function problemOf(err: unknown, bodyLimit?: number): Problem {
     validationContext?: string;
   };
   if (fe.code === "FST_ERR_CTP_BODY_TOO_LARGE")
-    return problem(413, `the request body is over this route's limit${bodyLimit ? ` of ${bodyLimit} bytes` : ""}`, {
-      kind: "usage",
-    });
+    return problem(
+      413,
+      `the request body is over this route's limit${bodyLimit ? ` of ${count(bodyLimit, "byte")}` : ""}`,
+      {
+        kind: "usage",
+      },
+    );
   if (Array.isArray(fe.validation)) {
     const errors = fe.validation.map(
       (v) =>

@@ -62,7 +62,7 @@
         tbody.textContent = "";
         tbody.appendChild(frag);
         note.textContent = data.batches.length
-          ? data.batches.length + " batches"
+          ? PB.count(data.batches.length, "batch", "batches")
           : "no batches (patchbay batch submit)";
       })
       .catch(function (err) {

@@ -48,7 +48,7 @@
         tbody.textContent = "";
         tbody.appendChild(frag);
         note.textContent = data.campaigns.length
-          ? data.campaigns.length + " campaigns"
+          ? PB.count(data.campaigns.length, "campaign")
           : "no campaigns (patchbay campaign submit)";
       })
       .catch(function (err) {

@@ -101,18 +101,14 @@
     if (typeof j.patch === "string" && j.patch !== shownPatch) {
       shownPatch = j.patch;
       diffBox.textContent = "";
-      diffBox.appendChild(
-        el("h2", null, "Patch" + (files != null ? " (" + files + (files === 1 ? " file)" : " files)") : "")),
-      );
+      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + PB.count(files, "file") + ")" : "")));
       diffBox.appendChild(j.patch ? PB.renderDiff(j.patch) : el("div", "empty", "no changes"));
     } else if (typeof j.patch !== "string" && j.patchBytes != null && shownPatch !== "#" + j.patchBytes) {
       // too long to show here: a link to the whole patch, as a file
       shownPatch = "#" + j.patchBytes;
       diffBox.textContent = "";
-      diffBox.appendChild(
-        el("h2", null, "Patch" + (files != null ? " (" + files + (files === 1 ? " file)" : " files)") : "")),
-      );
-      var p = el("p", "meta", PB.num(j.patchBytes) + " bytes: too long to show here. ");
+      diffBox.appendChild(el("h2", null, "Patch" + (files != null ? " (" + PB.count(files, "file") + ")" : "")));
+      var p = el("p", "meta", PB.count(j.patchBytes, "byte") + ": too long to show here. ");
       var download = el("a", null, "Download the patch");
       download.href = api + "/patch";
       download.id = "patch-link";

@@ -58,7 +58,7 @@
         tbody.textContent = "";
         tbody.appendChild(frag);
         note.textContent = data.jobs.length
-          ? data.jobs.length + " jobs" + (q.get("cursor") || data.next ? " on this page" : "")
+          ? PB.count(data.jobs.length, "job") + (q.get("cursor") || data.next ? " on this page" : "")
           : data.next
             ? "none on this page"
             : "no jobs match";

@@ -28,9 +28,10 @@
   function num(n) {
     return NUM.format(Number(n || 0));
   }
-  // "1 file", "2 files": a count and its noun.
+  // "1 file", "2 files": a count and its noun (the plural is the noun plus "s" unless given), as
+  // count() of src/core/count.ts says it on the server; every count on a page goes through it.
   function count(n, one, many) {
-    return num(n) + " " + (Number(n) === 1 ? one : many);
+    return num(n) + " " + (Number(n) === 1 ? one : many || one + "s");
   }
   function usd(x) {
     x = Number(x || 0);
@@ -51,7 +52,10 @@
     var box = el("div", "folded");
     add(box, el("pre", cls, lines.slice(0, PREVIEW_LINES).join("\n").slice(0, 1200) + "\n…"));
     var d = add(box, el("details", "fold"));
-    add(d, el("summary", null, "show all " + num(lines.length) + " lines (" + num(text.length) + " characters)"));
+    add(
+      d,
+      el("summary", null, "show all " + count(lines.length, "line") + " (" + count(text.length, "character") + ")"),
+    );
     add(d, el("pre", cls, text));
     return box;
   }
@@ -314,8 +318,8 @@
         this.card(
           "warn",
           "Context trimmed",
-          num(e.removedChars) +
-            " characters of older tool output elided, " +
+          count(e.removedChars, "character") +
+            " of older tool output elided, " +
             count(e.keptTurns, "turn", "turns") +
             " kept",
         );
@@ -336,8 +340,7 @@
             " kept · ~" +
             num(e.tokensBefore) +
             " → ~" +
-            num(e.tokensAfter) +
-            " tokens" +
+            count(e.tokensAfter, "token") +
             (e.reason === "prompt_too_long" ? " · the API refused the request as too long" : ""),
         );
         var sf = add(d, el("details", "fold summary"));
@@ -356,8 +359,8 @@
             "workspace and conversation after turn " +
               num(e.turns) +
               " restored · " +
-              num(e.patchBytes) +
-              " bytes of patch · " +
+              count(e.patchBytes, "byte") +
+              " of patch · " +
               usd(e.costUsd) +
               " spent before",
           );
@@ -382,7 +385,7 @@
           count(e.filesChangedTotal != null ? e.filesChangedTotal : (e.filesChanged || []).length, "file", "files") +
             " changed · " +
             count(e.bytes, "byte", "bytes") +
-            (e.filesChangedCut ? " · the list is cut (" + num(e.filesChangedCut) + " names left out)" : ""),
+            (e.filesChangedCut ? " · the list is cut (" + count(e.filesChangedCut, "name") + " left out)" : ""),
         );
         if (e.diffstat) add(d, block(e.diffstat, "out"));
         break;
@@ -466,5 +469,6 @@
     dur: dur,
     clean: clean,
     cell: cell,
+    count: count,
   };
 })();

@@ -129,6 +129,8 @@ describe("bash tool (real sandbox)", () => {
     const r = await box.run(call("bash", { command: "echo started; sleep 60" }));
     expect(r.isError).toBe(true);
     expect(r.content).toMatch(/^started\n[\s\S]*\[the command timed out after \d+\.\d s \(limit 1 s\) and was killed/);
+    // Not bash's own notice of the kill ("main: line 25:    40 Killed   sleep 60"): the result says it.
+    expect(r.content).not.toMatch(/Killed/);
     expect((await box.run(call("bash", { command: "echo next" }))).content).toBe("next");
   });
 

@@ -77,7 +77,7 @@ describe("shortenOldToolResults: edges", () => {
     );
     expect(out[1]!.content).toBe(long(2000));
     expect(out[2]!.content).toBe(
-      `${long(1000)}\n[... 1 characters of this old tool output removed to save context ...]\n${long(1000)}`,
+      `${long(1000)}\n[... 1 character of this old tool output removed to save context ...]\n${long(1000)}`,
     );
     expect(out[3]!.text).toHaveLength(9000);
     expect(out[4]!.content).toEqual([{ type: "text", text: long(9000) }]);

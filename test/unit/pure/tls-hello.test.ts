@@ -241,7 +241,7 @@ describe("ClientHello parser", () => {
       [body({ suites: [] }), "cipher suites of 0 bytes"],
       [body({ suites: [0x13, 0x01, 0x13] }), "cipher suites of 3 bytes"],
       [body({ comp: [] }), "no compression methods"],
-      [body({ trailing: [0] }), "1 bytes after the extensions"],
+      [body({ trailing: [0] }), "1 byte after the extensions"],
       [body({ exts: [sni("a.test"), sni("b.test")] }), "extension 0 appears twice"],
       [body({ exts: [GROUPS, GROUPS] }), "extension 10 appears twice"],
       [

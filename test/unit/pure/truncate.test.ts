@@ -8,7 +8,7 @@ const feed = (limit: number, ...chunks: string[]) => {
   return h;
 };
 const notice = (cut: number, total: number) =>
-  `\n\n[... ${cut} bytes of output cut (${total} in all); the start and the end are shown. Redirect to a file and use head/tail/grep to see more ...]\n\n`;
+  `\n\n[... ${cut} ${cut === 1 ? "byte" : "bytes"} of output cut (${total} in all); the start and the end are shown. Redirect to a file and use head/tail/grep to see more ...]\n\n`;
 
 describe("HeadTail", () => {
   it("keeps everything up to the limit, in one chunk or many, without a notice", () => {
@@ -39,6 +39,7 @@ describe("HeadTail", () => {
     const h = feed(10, "0123456789X");
     expect(h).toMatchObject({ total: 11, cut: 1, truncated: true });
     expect(h.text()).toBe(`01234${notice(1, 11)}6789X`);
+    expect(h.text()).toContain("[... 1 byte of output cut (11 in all)");
   });
 
   it("the tail is the newest bytes whatever the chunking", () => {
@@ -79,8 +80,9 @@ describe("cutMiddle", () => {
   it("leaves short text alone and cuts long text to head and tail with a notice", () => {
     expect(cutMiddle("abcdef", 6)).toBe("abcdef");
     expect(cutMiddle("", 0)).toBe("");
-    expect(cutMiddle("abcdefg", 6)).toBe("abc\n\n[... 1 characters cut ...]\n\nefg");
+    expect(cutMiddle("abcdefg", 6)).toBe("abc\n\n[... 1 character cut ...]\n\nefg");
     expect(cutMiddle("abcdefghij", 5)).toBe("ab\n\n[... 6 characters cut ...]\n\nij");
-    expect(cutMiddle("abcdefghij", 4, "lines")).toBe("ab\n\n[... 6 lines cut ...]\n\nij");
+    expect(cutMiddle("abcdefghij", 4, "line")).toBe("ab\n\n[... 6 lines cut ...]\n\nij");
+    expect(cutMiddle("abc", 2, "line")).toBe("a\n\n[... 1 line cut ...]\n\nc");
   });
 });
