@@ -33,9 +33,17 @@
   function count(n, one, many) {
     return num(n) + " " + (Number(n) === 1 ? one : many || one + "s");
   }
+  // Money as usd() of src/core/money.ts says it on the server: enough digits to be true, "$0.00" for zero only.
   function usd(x) {
-    x = Number(x || 0);
-    return "$" + x.toFixed(x >= 1 ? 2 : 4);
+    x = x == null ? 0 : Number(x);
+    if (!isFinite(x)) return "$?";
+    if (x < 0) return "-" + usd(-x);
+    if (x === 0) return "$0.00";
+    if (x >= 1) return "$" + x.toFixed(2);
+    var shown = x.toFixed(Math.min(4, Math.max(2, 1 - Math.floor(Math.log10(x)))));
+    if (Number(shown) === 0) return "<$0.0001";
+    if (Number(shown) >= 1) return "$" + x.toFixed(2);
+    return "$" + shown.replace(/(\.\d\d\d*?)0+$/, "$1");
   }
   function dur(ms) {
     ms = Number(ms || 0);
@@ -469,6 +477,5 @@
     dur: dur,
     clean: clean,
     cell: cell,
-    count: count,
   };
 })();

@@ -1,6 +1,8 @@
 // The one money formatter (src/core/money.ts): enough digits to be true, never "$0.00" for an amount
 // that is not zero; and a real message that shows a small budget (the batch's budget note).
 import { describe, expect, it } from "vitest";
+import { readFileSync } from "node:fs";
+import { runInNewContext } from "node:vm";
 import { usd } from "../../../src/core/money.js";
 
 describe("usd", () => {
@@ -30,5 +32,32 @@ describe("usd", () => {
   it("keeps a sign and refuses to invent a number", () => {
     expect(usd(-0.0016)).toBe("-$0.0016");
     expect(usd(Number.NaN)).toBe("$?");
+  });
+});
+
+describe("the dashboard's copy (src/web/assets/transcript.js, plain browser JavaScript)", () => {
+  it("says every amount as usd() does", () => {
+    const code = readFileSync(new URL("../../../src/web/assets/transcript.js", import.meta.url), "utf8");
+    const sandbox: { window: { PB?: { usd: (x: number) => string } } } = { window: {} };
+    runInNewContext(code, sandbox);
+    const browser = sandbox.window.PB!.usd;
+    for (const x of [
+      0,
+      1e-9,
+      0.00004,
+      0.00016,
+      0.001,
+      0.0016,
+      0.0049,
+      0.0123,
+      0.05,
+      0.5,
+      0.9999,
+      1,
+      12.345,
+      -0.0016,
+      NaN,
+    ])
+      expect(browser(x), String(x)).toBe(usd(x));
   });
 });
