@@ -7,6 +7,7 @@ import { adminCommands } from "./cli/admin.js";
 import { debugWanted, loadConfig, telemetryConfig, type Config } from "./core/config/config.js";
 import { EXIT, UsageError, type Command, type Values } from "./cli/command.js";
 import { suggest } from "./core/suggest.js";
+import { safeText } from "./core/term.js";
 import { helpTable, layoutUsage } from "./cli/help.js";
 import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
@@ -153,7 +154,7 @@ export async function main(argv: string[]): Promise<number> {
     }
   } catch (err) {
     if (err instanceof UsageError) {
-      console.error(`patchbay ${name}: ${err.message}\n(patchbay ${name} --help for usage)`);
+      console.error(`patchbay ${name}: ${safeText(err.message)}\n(patchbay ${name} --help for usage)`);
       return EXIT.usage;
     }
     throw err;
@@ -165,6 +166,7 @@ const exit = (code: number) => process.stdout.write("", () => process.exit(code)
 main(process.argv.slice(2)).then(exit, (err: unknown) => {
   // Expected failures (CliError, job errors) are one line; only a bug shows a stack (PATCHBAY_DEBUG=1).
   const e = err instanceof Error ? err : new Error(String(err));
-  console.error(`patchbay: ${debugWanted() ? e.stack : e.message}`);
+  // Every message may quote what a server, a repo or a file said: printed as safe text, whatever its source.
+  console.error(`patchbay: ${safeText((debugWanted() ? e.stack : e.message) ?? e.message)}`);
   exit(EXIT.failure);
 });

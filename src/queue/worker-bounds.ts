@@ -3,7 +3,9 @@
 // accepted, then failed by the worker): what a worker writes, what a client reads, and the check.
 // A heartbeat with no bounds (an older worker) stands for no bound; no worker, no check.
 import type { Redis } from "ioredis";
+import { plural } from "../core/count.js";
 import type { JobSpec } from "../core/spec/spec.js";
+import { safeText } from "../core/term.js";
 import { JobSpecError } from "../core/spec/spec.js";
 import type { SandboxPolicy } from "../job/policy.js";
 import type { keys } from "./keys.js";
@@ -24,14 +26,42 @@ const FIELDS = {
 } as const satisfies Record<string, readonly [keyof SandboxPolicy, string]>;
 type BoundField = keyof typeof FIELDS;
 
-/** The heartbeat's value: when it beat, and the worker's bounds. */
-export function heartbeatValue(policy: SandboxPolicy): () => string {
+/** The heartbeat's value: when it beat, how often it beats, and the worker's bounds. */
+export function heartbeatValue(policy: SandboxPolicy, everyMs: number): () => string {
   const bounds: WorkerBounds = {};
   for (const [field, [key]] of Object.entries(FIELDS) as [BoundField, (typeof FIELDS)[BoundField]][]) {
     const v = policy[key];
     if (typeof v === "number") bounds[field] = v;
   }
-  return () => JSON.stringify({ at: Date.now(), bounds });
+  return () => JSON.stringify({ at: Date.now(), everyMs, bounds });
+}
+
+/** The longest a heartbeat value is believed without a newer beat, whatever interval it claims. */
+const MAX_AGE_MS = 10 * 60_000;
+
+/**
+ * The bounds a heartbeat's value publishes, or undefined when it publishes none a client should
+ * believe: not JSON, a beat older than three of its intervals (a key left behind without its
+ * expiry), or no bound that is a positive finite number. Any process that can write to Redis can
+ * write such a key; Redis is trusted, but a stale or malformed key must not refuse every spec. Pure.
+ */
+export function publishedBounds(value: string | null, now: number): WorkerBounds | undefined {
+  let v: { at?: unknown; everyMs?: unknown; bounds?: unknown };
+  try {
+    v = JSON.parse(value ?? "") as typeof v;
+  } catch {
+    return undefined; // a bare timestamp: a worker that publishes no bounds
+  }
+  if (!v || typeof v !== "object" || typeof v.at !== "number" || !v.bounds || typeof v.bounds !== "object")
+    return undefined;
+  const every = typeof v.everyMs === "number" && v.everyMs > 0 ? v.everyMs : MAX_AGE_MS;
+  if (now - v.at > Math.min(3 * every, MAX_AGE_MS) || v.at - now > 60_000) return undefined;
+  const out: WorkerBounds = {};
+  for (const field of Object.keys(FIELDS) as BoundField[]) {
+    const b = (v.bounds as Record<string, unknown>)[field];
+    if (typeof b === "number" && Number.isFinite(b) && b > 0) out[field] = b;
+  }
+  return Object.keys(out).length ? out : undefined;
 }
 
 /** Each live worker's published bounds, by worker id (a heartbeat without bounds is left out). */
@@ -44,13 +74,11 @@ export async function readWorkerBounds(redis: Redis, k: ReturnType<typeof keys>)
     cursor = next;
     if (!found.length) continue;
     const values = await redis.mget(...found);
+    const now = Date.now();
     found.forEach((key, i) => {
-      try {
-        const b = (JSON.parse(values[i] ?? "") as { bounds?: unknown }).bounds;
-        if (b && typeof b === "object") out.set(key.slice(prefix.length), b);
-      } catch {
-        /* a bare timestamp: a worker that publishes no bounds */
-      }
+      const b = publishedBounds(values[i] ?? null, now);
+      // The id is the key's suffix, which any writer chooses: it reaches a terminal only as safe text.
+      if (b) out.set(safeText(key.slice(prefix.length), { oneLine: true }).slice(0, 100), b);
     });
   } while (cursor !== "0");
   return out;
@@ -74,14 +102,14 @@ export function boundsViolations(spec: JobSpec, workers: ReadonlyMap<string, Wor
     if (v === undefined) continue;
     const over = [...workers].filter(([, b]) => typeof b[field] === "number" && v > b[field]);
     if (!over.length) continue;
-    const bound = Math.min(...over.map(([, b]) => b[field]!));
+    const bound = over.reduce((m, [, b]) => Math.min(m, b[field]!), Infinity);
     const who = over
       .map(([id]) => id)
       .slice(0, 5)
       .join(", ");
     const more = over.length > 5 ? ` and ${over.length - 5} more` : "";
     out.push(
-      `${field}: ${v} is over the bound of ${bound} that worker${over.length === 1 ? "" : "s"} ${who}${more} of this queue publish${over.length === 1 ? "es" : ""} (${knob} on the worker raises it)`,
+      `${field}: ${v} is over the bound of ${bound} that ${plural(over.length, "worker")} ${who}${more} of this queue ${plural(over.length, "publishes", "publish")} (${knob} on the worker raises it)`,
     );
   }
   return out;

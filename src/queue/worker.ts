@@ -178,7 +178,7 @@ async function startServices(b: Base, opts: WorkerOptions, late: Late) {
     b.redis,
     b.k.heartbeat(b.id),
     config.heartbeatEveryMs,
-    heartbeatValue(config.policy),
+    heartbeatValue(config.policy, config.heartbeatEveryMs),
   );
   const deployment = await deploymentId(b.redis, b.k);
   // The instance label tells this worker's boxes from those of another worker with the same id (a

@@ -1,6 +1,7 @@
 // One connection attempt, no retries, with a reason a person can act on: what a command, a worker
 // and doctor do at start, so a wrong password, an untrusted certificate or a master name no
 // Sentinel knows is an error there and then, not a reconnect loop.
+import { safeText } from "../core/term.js";
 import { Redis } from "ioredis";
 import { isIP } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions as TlsOptions } from "node:tls";
@@ -44,7 +45,8 @@ const TLS_TRUST = new Set([
 
 /** What an error from a connection attempt means, and what to do: [kind, sentence]. */
 export function redisErrorReason(err: Error & { code?: string }, t: RedisTarget): ["config" | "infra", string] {
-  const msg = err.message ?? "";
+  // What the server said is quoted below: a hostile port's bytes reach a terminal only as safe text.
+  const msg = safeText(err.message ?? "", { oneLine: true });
   const who = t.username ? `user '${t.username}'` : "the default user";
   if (/WRONGPASS|invalid username-password|invalid password/i.test(msg))
     return [

@@ -4,12 +4,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { join } from "node:path";
 import { PatchbayClient } from "../../src/queue/client.js";
+import { keys } from "../../src/queue/keys.js";
 import { WorkerBoundsError } from "../../src/queue/worker-bounds.js";
 import { ensureBuilt, patchbay, ROOT } from "../support/cli-helpers.js";
 import { LOCAL_WORKER_ENV } from "../support/backend.js";
 import { startRedis, startWorkerProc, type WorkerProc } from "../support/cluster.js";
 
 const CLAMP = join(ROOT, "examples/clamp");
+const K = keys("q-bounds");
 
 describe("the workers' published bounds, checked at enqueue", () => {
   let redis: Awaited<ReturnType<typeof startRedis>>;
@@ -81,5 +83,36 @@ describe("the workers' published bounds, checked at enqueue", () => {
       {},
     );
     expect(none.code, none.stderr).toBe(0);
+  });
+
+  it("a forged heartbeat key: its id reaches the terminal as safe text, its stale or absurd bounds are ignored", async () => {
+    const c = new PatchbayClient({ redisUrl: redis.url, queueName: q });
+    try {
+      const fresh = JSON.stringify({ at: Date.now(), everyMs: 10_000, bounds: { timeoutSec: 1000 } });
+      await c.redis.set(K.heartbeat("\x1b]0;PWNED\x07\x1b[2J\u202eevil"), fresh, "EX", 60);
+      await c.redis.set(K.heartbeat("stale"), JSON.stringify({ at: 1, bounds: { timeoutSec: 1 } })); // no expiry
+      await c.redis.set(
+        K.heartbeat("absurd"),
+        JSON.stringify({ at: Date.now(), bounds: { timeoutSec: -1 } }),
+        "EX",
+        60,
+      );
+      const r = await patchbay(
+        ["enqueue", "--repo", CLAMP, "--task", "t", "--timeout", "5000", "--queue", q, "--redis-url", redis.url],
+        {},
+      );
+      expect(r.code, r.stderr).toBe(2); // over the forged 1000 and bounded-1's 3600: both named, escaped
+      expect(r.stderr).not.toMatch(/[\x1b\x07\u202e]/);
+      expect(r.stderr).toContain("\uFFFDevil"); // the escape sequences gone whole, the bidi override made visible
+      expect(r.stderr).not.toMatch(/stale|absurd/); // neither refuses anything
+      const ok = await patchbay(
+        ["enqueue", "--repo", CLAMP, "--task", "t", "--timeout", "60", "--queue", q, "--redis-url", redis.url],
+        {},
+      );
+      expect(ok.code, ok.stderr).toBe(0);
+    } finally {
+      await c.redis.del(K.heartbeat("stale"), K.heartbeat("absurd"));
+      await c.close();
+    }
   });
 });

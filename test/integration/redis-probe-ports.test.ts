@@ -72,6 +72,10 @@ describe("what answers on a port that is not Redis", () => {
       "ssh",
       tcpServer((s) => s.write("SSH-2.0-OpenSSH_9.2\r\n")),
     );
+    await listen(
+      "hostile",
+      tcpServer((s) => s.write("-ERR \x1b]0;PWNED\x07\x1b[31mRED \u202eevil\r\n")),
+    );
     const closed = tcpServer();
     await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
     ports.closed = (closed.address() as AddressInfo).port;
@@ -121,5 +125,19 @@ describe("what answers on a port that is not Redis", () => {
       kind: "infra",
       why: expect.stringMatching(/ECONNREFUSED/),
     });
+  });
+
+  it("a port whose answer looks like a Redis error: what it said is quoted as safe text", async () => {
+    try {
+      (await probeRedisTarget(`redis://127.0.0.1:${ports.hostile!}`, {}, 1000)).conn.disconnect();
+      throw new Error("taken for Redis");
+    } catch (err) {
+      const e = err as RedisConnectError;
+      expect(e).toBeInstanceOf(RedisConnectError);
+      for (const text of [e.message, e.why]) {
+        expect(text).not.toMatch(/[\x1b\x07\u202e]/);
+        expect(text).toContain("RED");
+      }
+    }
   });
 });
