@@ -11,7 +11,8 @@ import { estimateTokens } from "./window.js";
 /** Marks the summary's block in the first message (so a later compaction replaces it). */
 export const SUMMARY_TAG = "<summary-of-earlier-turns>";
 
-const SUMMARY_SYSTEM =
+/** The system prompt of a compaction's summary request (a scripted model answers it with a fixed text). */
+export const SUMMARY_SYSTEM =
   "You summarise the earlier part of a coding agent's work so that it can go on without it. Write what was " +
   "learnt about the repository (files, functions, commands, test results), what was changed and why, what " +
   "failed, and what is left to do. Be concrete (paths, names, exact errors); no preamble. Reply with the summary only.";

@@ -2,6 +2,8 @@
 // pure text in, a Script out, or a ScriptFileError naming each bad field with its line. Two forms:
 // a YAML or JSON script of turns with per-task matching, or a job's recorded transcript.jsonl whose
 // model answers are replayed in order. The model that plays a Script is src/agent/scripted.ts.
+import { runInNewContext } from "node:vm";
+import { count } from "../core/count.js";
 import { isMap, LineCounter, parseDocument, type Document } from "yaml";
 import { z } from "zod";
 import { kinded } from "../core/errors.js";
@@ -91,7 +93,7 @@ export function matcherOf(match: string | undefined): ScriptEntry["match"] {
 /** Parses a script file's text; a name ending in .jsonl is a recorded transcript. */
 export function parseScriptFile(textIn: string, file: string): Script {
   if (Buffer.byteLength(textIn) > MAX_SCRIPT_BYTES)
-    throw new ScriptFileError([`${file}: over ${MAX_SCRIPT_BYTES} bytes (the limit of a script file)`]);
+    throw new ScriptFileError([`${file}: over ${count(MAX_SCRIPT_BYTES, "byte")} (the limit of a script file)`]);
   return file.endsWith(".jsonl") ? parseTranscript(textIn, file) : parseScript(textIn, file);
 }
 
@@ -211,8 +213,29 @@ function turnOf(content: unknown[]): ScriptedTurn {
 
 /** The script that answers a task: the first whose `match` fits (one with none fits every task), or undefined. */
 export function scriptFor(script: Script, task: string): ScriptEntry | undefined {
-  const lower = task.toLowerCase();
+  const text = task.slice(0, MATCH_CHARS);
+  const lower = text.toLowerCase();
   return script.scripts.find(
-    (s) => !s.match || ("text" in s.match ? lower.includes(s.match.text) : s.match.regex.test(task)),
+    (s) => !s.match || ("text" in s.match ? lower.includes(s.match.text) : regexMatches(s.match.regex, text)),
   );
+}
+
+/** How much of a task a `match:` reads, and how long a regex may take on it. */
+const MATCH_CHARS = 4000;
+const MATCH_MS = 100;
+
+/**
+ * Whether `re` matches `text`, within MATCH_MS: the regex is the operator's, the task is whoever
+ * enqueued the job, and a regex that backtracks without end on a task must not stall the worker's
+ * event loop (and so its heartbeat). Throws an Error naming the regex when it runs out of time.
+ */
+function regexMatches(re: RegExp, text: string): boolean {
+  try {
+    return runInNewContext("re.test(text)", { re, text }, { timeout: MATCH_MS }) === true;
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== "ERR_SCRIPT_EXECUTION_TIMEOUT") throw err;
+    throw new Error(
+      `the match ${String(re)} took over ${MATCH_MS} ms on this task: write a match that cannot backtrack`,
+    );
+  }
 }

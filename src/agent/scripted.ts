@@ -6,6 +6,8 @@
 // name is `scripted:<file's basename>`, which no price matches: nothing is ever priced.
 import { readFileSync, statSync } from "node:fs";
 import { basename } from "node:path";
+import { count } from "../core/count.js";
+import { SUMMARY_SYSTEM } from "./compact.js";
 import type { ScriptedModelConfig } from "../core/config/scripted.js";
 import { ModelError, type ContentBlock, type Model, type ModelRequest, type ModelResponse } from "./model.js";
 import { MAX_SCRIPT_BYTES, parseScriptFile, ScriptFileError, scriptFor, type Script } from "./script-file.js";
@@ -22,18 +24,39 @@ export function loadScript(file: string): Script {
     ]);
   }
   if (size > MAX_SCRIPT_BYTES)
-    throw new ScriptFileError([`${file}: ${size} bytes, over ${MAX_SCRIPT_BYTES} (the limit of a script file)`]);
+    throw new ScriptFileError([
+      `${file}: ${count(size, "byte")}, over ${MAX_SCRIPT_BYTES} (the limit of a script file)`,
+    ]);
   return parseScriptFile(readFileSync(file, "utf8"), basename(file));
 }
 
 /** The task a request's conversation carries: its first user message, without the <task> wrapper. */
 export function taskOfRequest(req: Pick<ModelRequest, "messages">): string {
   const first = req.messages[0]?.content;
-  const raw =
-    typeof first === "string"
-      ? first
-      : (first ?? []).map((b) => (b.type === "text" && typeof b.text === "string" ? b.text : "")).join("");
+  // The first text block only: after a compaction the first message also carries the summary,
+  // which holds tool output (a repo's words), and must not choose the script.
+  const block = typeof first === "string" ? first : first?.find((b) => b.type === "text" && typeof b.text === "string");
+  const raw = typeof block === "string" ? block : typeof block?.text === "string" ? block.text : "";
   return /^<task>\n([\s\S]*)\n<\/task>$/.exec(raw)?.[1] ?? raw;
+}
+
+/**
+ * How many of the script's turns the conversation has played: the highest turn number in the
+ * scripted tool-use ids of its assistant messages (this model's own words, which no tool output can
+ * forge), else the count of its assistant messages. A compaction drops old turns, so a count alone
+ * would go back and replay them.
+ */
+export function turnsPlayed(req: Pick<ModelRequest, "messages">): number {
+  let played = 0;
+  for (const m of req.messages) {
+    if (m.role !== "assistant" || typeof m.content === "string") continue;
+    for (const b of m.content) {
+      const n =
+        b.type === "tool_use" && typeof b.id === "string" ? /^toolu_scripted_(\d+)_/.exec(b.id)?.[1] : undefined;
+      if (n !== undefined) played = Math.max(played, Number(n));
+    }
+  }
+  return played || req.messages.filter((m) => m.role === "assistant").length;
 }
 
 /** A Model that plays a script: the same answers for the same task, no API, no key, no cost. */
@@ -51,17 +74,31 @@ export class ScriptedModel implements Model {
   /** Answers one request with its script's next turn; a task no script matches, or a turn past the script's end, is a ModelError. */
   async complete(req: ModelRequest): Promise<ModelResponse> {
     if (req.signal?.aborted) throw Object.assign(new Error("the request was aborted"), { name: "AbortError" });
+    // The loop's compaction asking for a summary gets a fixed one, never a script's turn: its prompt
+    // holds tool output (a repo's words), and it is no turn of the job.
+    if (req.system.some((b) => b.type === "text" && b.text === SUMMARY_SYSTEM))
+      return {
+        content: [{ type: "text", text: "(a scripted model writes no summary)" }],
+        stopReason: "end_turn",
+        model: this.name,
+        usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      };
     const task = taskOfRequest(req);
-    const entry = scriptFor(this.script, task);
+    let entry: ReturnType<typeof scriptFor>;
+    try {
+      entry = scriptFor(this.script, task);
+    } catch (err) {
+      throw new ModelError(`scripted model ${this.name}: ${(err as Error).message}`);
+    }
     if (!entry)
       throw new ModelError(
         `scripted model ${this.name}: no script matches the task ${JSON.stringify(task.slice(0, 120))} (its scripts match: ${this.script.scripts.map((s) => (s.match ? ("text" in s.match ? JSON.stringify(s.match.text) : String(s.match.regex)) : "any task")).join(", ")}); add a script whose match: fits, or one with no match: for every task`,
       );
-    const turn = req.messages.filter((m) => m.role === "assistant").length;
+    const turn = turnsPlayed(req);
     const t = entry.turns[turn];
     if (!t)
       throw new ModelError(
-        `scripted model ${this.name}: script ${entry.name} has ${entry.turns.length} turns and was asked for turn ${turn + 1} (the job went on past its final answer, e.g. a failed verify fed back)`,
+        `scripted model ${this.name}: script ${entry.name} has ${count(entry.turns.length, "turn")} and was asked for turn ${turn + 1} (the job went on past its final answer, e.g. a failed verify fed back)`,
       );
     const content: ContentBlock[] = [
       ...(t.text !== undefined ? [{ type: "text", text: t.text }] : []),

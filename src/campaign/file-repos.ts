@@ -1,5 +1,6 @@
 // A campaign file's repositories (its repos: list and its repos file) and the helpers that name a
 // problem at its line: part of reading a campaign file (file.ts). Pure.
+import { count } from "../core/count.js";
 import type { Document, LineCounter } from "yaml";
 import { z } from "zod";
 import { genericMessage, show } from "../core/spec/fields.js";
@@ -142,7 +143,7 @@ export function readRepos(at: Located, list: unknown[], reposText: string | unde
     out.push({ line: out.length + 1, index: i + 1, git: git!, ...(ref ? { ref } : {}), vars: {}, from: "file" });
   });
   if (out.length > MAX_CAMPAIGN_REPOS)
-    errors.push(`${at.file}: ${out.length} repositories; at most ${MAX_CAMPAIGN_REPOS}`);
+    errors.push(`${at.file}: ${count(out.length, "repository", "repositories")}; at most ${MAX_CAMPAIGN_REPOS}`);
   const seen = new Map<string, RepoRead>();
   for (const r of out) {
     const key = `${sameRepo(r.git)} ${r.ref ?? ""}`;

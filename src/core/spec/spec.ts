@@ -7,6 +7,7 @@
 // so readers can validate what they load.
 import { count } from "../count.js";
 import { PROVIDERS } from "../config/provider.js";
+import { isScriptedModel } from "../config/scripted.js";
 import { z } from "zod";
 import { defaults, pidsProblem } from "../config/config.js";
 import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "../allow.js";
@@ -218,7 +219,13 @@ export const JobSpec = z
     verify: Command.optional(),
     /** How many more times a failed verify is fed back to the model (default 2; 0 = verify once and report). */
     verifyRounds: intRange(0, 10).optional(),
-    model: nonEmpty("a non-empty model id").optional(),
+    /** The model id; never `scripted:…`, which a worker's own setting chooses (a spec naming it would be priced at 0 by no worker's budget). */
+    model: nonEmpty("a non-empty model id")
+      .refine((m) => !isScriptedModel(m.trim()), {
+        error:
+          "a JobSpec cannot choose the scripted model: a worker runs it when started with --scripted FILE or PATCHBAY_MODEL=scripted:FILE",
+      })
+      .optional(),
     /** Where this job's model is reached (anthropic, bedrock, vertex); default and allowed ones: the worker's (PATCHBAY_PROVIDER, PATCHBAY_PROVIDERS). */
     provider: z
       .enum(PROVIDERS, { error: (iss) => `must be one of ${PROVIDERS.join(", ")} (got ${show(iss.input)})` })
