@@ -44,6 +44,13 @@ export function inert(text: string): string {
   ); // Co-authored-by:, Signed-off-by:
 }
 
+/**
+ * Characters that show nothing although Unicode does not call them format characters: the combining
+ * grapheme joiner, the Hangul fillers, the Khmer inherent vowels, the variation selectors (also
+ * used to hide data in text) and the blank Braille pattern.
+ */
+const INVISIBLE = /[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0\u{e0100}-\u{e01ef}]/gu;
+
 /** A fullwidth commercial at: reads as "@", and is no mention to either forge's pattern. */
 const AT = "\uff20";
 
@@ -55,8 +62,10 @@ const AT = "\uff20";
 export function inertTitle(text: string): string {
   return (
     plainText(text)
-      // Format characters (zero-width spaces and joiners, marks, BOM, soft hyphen) the model wrote.
+      // Format characters (zero-width spaces and joiners, marks, BOM, soft hyphen) the model wrote,
+      // and the characters that draw nothing without being format characters (INVISIBLE).
       .replace(/\p{Cf}/gu, "")
+      .replace(INVISIBLE, "")
       .replace(/\s+/g, " ")
       // Both forges take a mention only after a non-word character (an address's `a@b` is none).
       .replace(/(?<![A-Za-z0-9_])@(?=[A-Za-z0-9_])/g, AT)

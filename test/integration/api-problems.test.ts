@@ -17,7 +17,11 @@ function expectProblem(r: Res, status: number, fix: RegExp): void {
   const where = `${r.method} ${r.path}: ${r.status} ${String(r.headers["content-type"])} ${r.text.slice(0, 300)}`;
   expect(r.status, where).toBe(status);
   expect(r.headers["content-type"], where).toMatch(/^application\/problem\+json/);
-  expect(r.json, where).toMatchObject({ status, title: expect.any(String), type: expect.any(String) });
+  expect(r.json, where).toMatchObject({
+    status,
+    title: expect.stringMatching(/^(?!Error$)[A-Z]/),
+    type: expect.any(String),
+  });
   expect(r.json.detail, where).toMatch(fix);
 }
 

@@ -256,9 +256,14 @@ describe("a title carries no invisible character, and the model's mentions and c
     "Closes JIRA-12; implements ../issues/9; FIXED  #8",
     "/approve [x]: https://evil.example <!-- hidden --> ![t](https://evil.example/t.png)",
     "Signed-off-by: Boss <boss@example.com>\u202eevil\u2066\u0000\x1b[2J",
+    // What draws nothing without being a format character: CGJ, Hangul fillers, Khmer vowels, the
+    // variation selectors (data hidden in text), the blank Braille pattern.
+    "hid\u034fden\u115f\u1160\u3164\uffa0 \u17b4\u17b5 da\ufe0f\u{e0100}\u{e01ef}ta \u2800 here",
   ];
   // Zero-width, joiners, direction marks, word joiner and the other format characters, BOM, soft hyphen.
-  const INVISIBLE = [0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x180e, 0x3164, 0xfeff, 0xffa0];
+  const INVISIBLE = [0xad, 0x34f, 0x61c, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x180e, 0x2800, 0x3164, 0xfeff, 0xffa0];
+  for (let c = 0xfe00; c <= 0xfe0f; c++) INVISIBLE.push(c);
+  for (let c = 0xe0100; c <= 0xe01ef; c++) INVISIBLE.push(c);
   for (let c = 0x200b; c <= 0x200f; c++) INVISIBLE.push(c);
   for (let c = 0x202a; c <= 0x202e; c++) INVISIBLE.push(c);
   for (let c = 0x2060; c <= 0x206f; c++) INVISIBLE.push(c);

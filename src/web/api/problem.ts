@@ -3,6 +3,7 @@
 // prints for the same failure: the errors are the same classes (src/core/errors.ts), mapped here by kind.
 import { count } from "../../core/count.js";
 import type { FastifyError, FastifyReply } from "fastify";
+import { STATUS_CODES } from "node:http";
 import { z } from "zod";
 import { kinded, kindOf, PatchbayError, type ErrorKind } from "../../core/errors.js";
 import { apiRegistry } from "./registry.js";
@@ -55,7 +56,7 @@ const STATUS_OF: Partial<Record<ErrorKind, number>> = {
 export function problem(status: number, detail: string, opts: { kind?: ErrorKind; errors?: string[] } = {}): Problem {
   return {
     type: opts.kind ? `urn:patchbay:problem:${opts.kind}` : "about:blank",
-    title: TITLES[status] ?? "Error",
+    title: TITLES[status] ?? STATUS_CODES[status] ?? "Error",
     status,
     detail,
     ...(opts.errors ? { errors: opts.errors } : {}),
