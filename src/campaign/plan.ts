@@ -125,7 +125,7 @@ export interface PublishState {
   prev: Changeset | undefined;
   /** The repository's host: a forge with an API client (a token was given for it), a forge without, or a plain remote. */
   forge: { kind: "github" | "gitlab" | "git"; api: boolean };
-  options: { includeUnverified: boolean; dryRun: boolean; force: boolean };
+  options: { includeUnverified: boolean; includeScripted?: boolean; dryRun: boolean; force: boolean };
   now: number;
   /** Hides the Config's tokens and URL userinfo in a text a changeset keeps. */
   scrub(text: string): string;
@@ -140,13 +140,19 @@ export interface PublishState {
 }
 
 /** Why a line's job is not published, or undefined when it is to be. */
-export function notPublishable(job: BatchJob | undefined, includeUnverified: boolean): string | undefined {
+export function notPublishable(
+  job: BatchJob | undefined,
+  includeUnverified: boolean,
+  includeScripted = false,
+): string | undefined {
   const r = job?.result;
   if (!job || !r) return `its job has not finished (${job?.state ?? "not enqueued"})`;
   if (r.status !== "completed")
     return `its job ended ${r.status}${r.error ? `: ${r.error.split("\n")[0]!.slice(0, 200)}` : ""}`;
   if (r.verified !== true && !includeUnverified)
     return `${r.verified === false ? "its verify failed" : "it had no verify"}; publish --include-unverified publishes it marked as such`;
+  if (r.scripted && !includeScripted)
+    return "a scripted model answered its job (a replayed script, not a model's work); publish --include-scripted publishes it";
   if (!r.filesChanged) return "its job changed nothing";
   return undefined;
 }
@@ -180,7 +186,7 @@ function decidePublish(s: PublishState): Decision {
     state: "unpublished",
     updatedAt: s.now,
   };
-  const why = notPublishable(s.job, s.options.includeUnverified);
+  const why = notPublishable(s.job, s.options.includeUnverified, s.options.includeScripted);
   // A changeset already on a forge keeps its state when its job is retried and not finished yet.
   if (why)
     return record(

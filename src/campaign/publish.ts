@@ -27,6 +27,12 @@ export interface PublishOptions {
    */
   includeUnverified?: boolean;
   /**
+   * Also publish the lines whose job a scripted model answered (`patchbay worker --scripted`): a
+   * replayed script, not a model's work, so left out unless asked for (e.g. to try publishing).
+   * @default false
+   */
+  includeScripted?: boolean;
+  /**
    * List what would be pushed (the report's `planned`) and push, open and record nothing.
    * @default false
    */
@@ -105,6 +111,7 @@ function publishOne(
   const t: Target = { campaignId: def.name, git: repo.git, forge };
   const options = {
     includeUnverified: Boolean(opts.includeUnverified),
+    includeScripted: Boolean(opts.includeScripted),
     dryRun: Boolean(opts.dryRun),
     force: Boolean(opts.force),
   };

@@ -223,7 +223,7 @@ function publishProgress(total: number) {
 
 const publish: Command = {
   summary: "push a branch and open a draft pull request per verified change",
-  usage: `patchbay campaign publish FILE|ID [--dry-run] [--include-unverified] [--force] [--json]
+  usage: `patchbay campaign publish FILE|ID [--dry-run] [--include-unverified] [--include-scripted] [--force] [--json]
 
 For each repository whose job completed with a verified patch: a fetch of the repository (a bare
 clone kept under ~/.cache/patchbay/publish), the patch applied to the job's base commit and, if
@@ -240,6 +240,7 @@ Exit status: 0 done (conflicts and unpublished jobs included); 1 a repository fa
 
   --dry-run              print per repository the branch, title and diffstat; touch nothing
   --include-unverified   also publish completed jobs whose verify failed or had none (marked)
+  --include-scripted     also publish jobs a scripted model answered (patchbay worker --scripted)
   --force                push over a branch holding commits patchbay did not push
   --json                 print the report as JSON
 ${CONNECTION_USAGE}`,
@@ -247,6 +248,7 @@ ${CONNECTION_USAGE}`,
     ...connectionFlags,
     "dry-run": { type: "boolean" },
     "include-unverified": { type: "boolean" },
+    "include-scripted": { type: "boolean" },
     force: { type: "boolean" },
     json: { type: "boolean" },
   },
@@ -259,6 +261,7 @@ ${CONNECTION_USAGE}`,
       const r = await cc.publish(id, {
         dryRun,
         includeUnverified: Boolean(values["include-unverified"]),
+        includeScripted: Boolean(values["include-scripted"]),
         force: Boolean(values.force),
         ...(dryRun || values.json ? {} : { onProgress: publishProgress(total) }),
       });

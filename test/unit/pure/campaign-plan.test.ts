@@ -15,6 +15,7 @@ import {
   foreignBranch,
   keptBranch,
   planClose,
+  notPublishable,
   planPublish,
   planRetry,
   planTrack,
@@ -197,6 +198,30 @@ const publishCases: [string, PublishState, Decision][] = [
   [
     "--include-unverified publishes a failed verify",
     ps({ job: job({ verified: false }), options: { includeUnverified: true, dryRun: false, force: false } }),
+    { need: "provenance", why: "only the line's own job is published" },
+  ],
+  [
+    "a job a scripted model answered: not published, saying how to",
+    ps({ job: job({ scripted: true }) }),
+    {
+      ops: [
+        record(
+          {
+            ...base,
+            reason:
+              "a scripted model answered its job (a replayed script, not a model's work); publish --include-scripted publishes it",
+          },
+          NOT_PUBLISHED,
+        ),
+      ],
+    },
+  ],
+  [
+    "--include-scripted publishes it",
+    ps({
+      job: job({ scripted: true }),
+      options: { includeUnverified: false, includeScripted: true, dryRun: false, force: false },
+    }),
     { need: "provenance", why: "only the line's own job is published" },
   ],
   [
@@ -534,6 +559,12 @@ const publishCases: [string, PublishState, Decision][] = [
 describe("planPublish", () => {
   it.each(publishCases)("%s", (_name, state, plan) => {
     expect(planPublish(state)).toStrictEqual(plan);
+  });
+
+  it("a job a scripted model answered: not published, saying how to, unless --include-scripted", () => {
+    expect(notPublishable(job({ scripted: true }), false)).toMatch(/scripted model answered.*--include-scripted/);
+    expect(notPublishable(job({ scripted: true }), false, true)).toBeUndefined();
+    expect(notPublishable(job(), false)).toBeUndefined();
   });
 
   // A changeset's reason and repo are shown by `campaign status` and the dashboard, and kept in
