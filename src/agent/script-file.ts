@@ -236,6 +236,7 @@ function regexMatches(re: RegExp, text: string): boolean {
     if ((err as { code?: unknown }).code !== "ERR_SCRIPT_EXECUTION_TIMEOUT") throw err;
     throw new Error(
       `the match ${String(re)} took over ${MATCH_MS} ms on this task: write a match that cannot backtrack`,
+      { cause: err },
     );
   }
 }

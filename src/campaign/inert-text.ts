@@ -49,7 +49,25 @@ export function inert(text: string): string {
  * grapheme joiner, the Hangul fillers, the Khmer inherent vowels, the variation selectors (also
  * used to hide data in text) and the blank Braille pattern.
  */
-const INVISIBLE = /[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0\u{e0100}-\u{e01ef}]/gu;
+const INVISIBLE: readonly (readonly [number, number])[] = [
+  [0x034f, 0x034f],
+  [0x115f, 0x1160],
+  [0x17b4, 0x17b5],
+  [0x180b, 0x180f],
+  [0x2800, 0x2800],
+  [0x3164, 0x3164],
+  [0xfe00, 0xfe0f],
+  [0xffa0, 0xffa0],
+  [0xe0100, 0xe01ef],
+];
+/** `text` without the characters of INVISIBLE (code points compared: a regex class of combining marks misleads). */
+const withoutInvisible = (text: string): string =>
+  [...text]
+    .filter((ch) => {
+      const c = ch.codePointAt(0)!;
+      return !INVISIBLE.some(([lo, hi]) => c >= lo && c <= hi);
+    })
+    .join("");
 
 /** A fullwidth commercial at: reads as "@", and is no mention to either forge's pattern. */
 const AT = "\uff20";
@@ -61,11 +79,10 @@ const AT = "\uff20";
  */
 export function inertTitle(text: string): string {
   return (
-    plainText(text)
+    withoutInvisible(plainText(text))
       // Format characters (zero-width spaces and joiners, marks, BOM, soft hyphen) the model wrote,
-      // and the characters that draw nothing without being format characters (INVISIBLE).
+      // (the characters that draw nothing without being format characters went first: INVISIBLE).
       .replace(/\p{Cf}/gu, "")
-      .replace(INVISIBLE, "")
       .replace(/\s+/g, " ")
       // Both forges take a mention only after a non-word character (an address's `a@b` is none).
       .replace(/(?<![A-Za-z0-9_])@(?=[A-Za-z0-9_])/g, AT)
