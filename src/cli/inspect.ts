@@ -26,7 +26,7 @@ const status: Command = {
   summary: "the queue state and result status of one or more jobs",
   usage: `patchbay status <jobId>... [--json]
 
-Each job's outcome (waiting, active or delayed while it has not finished, and after that its result's
+Each job's outcome (waiting or running while it has not finished, and after that its result's
 status: completed, failed, cancelled, ...) and, for a job that did not complete, why: one line
 per id, tab-separated (--json: an array of objects, with BullMQ's state too).
 Exit status: 0 all ids found; 1 an id is not in the queue (the others are still shown); 2 usage.
@@ -156,8 +156,8 @@ const list: Command = {
   summary: "recent jobs, newest first",
   usage: `patchbay list [--status STATUS]... [--state STATE]... [--limit N] [--json]
 
-Recent jobs, newest first: id, status (a finished job's result status; until it has finished, its
-queue state), age (since enqueued), duration (running time so far, or until it finished) and task.
+Recent jobs, newest first: id, status (a finished job's result status; until it has finished,
+waiting or running), age (since enqueued), duration (running time so far, or until it finished) and task.
 An empty queue says so on stderr.
 Exit status: 0 (an empty queue too); 1 Redis unreachable; 2 usage.
   --status STATUS        only jobs of these statuses (repeatable or comma-separated; docs/jobspec.md#statuses):

@@ -1,6 +1,6 @@
 // What `patchbay list` filters on. A job's status (docs/jobspec.md#statuses: completed, cancelled,
-// verify_failed, ...) is what list shows and what --status takes; until a job has finished its
-// outcome is its queue state (waiting, active, delayed, prioritized), which --status takes too.
+// verify_failed, ...) is what list shows and what --status takes; until a job has finished it is
+// `waiting` or `running` (src/queue/outcome.ts: the dashboard's and the API's words too).
 // --state takes BullMQ's queue states alone, and says so: the queue's "completed" holds every job
 // whose worker returned a result (cancelled and verify_failed ones too), "failed" the jobs BullMQ
 // failed for good. Pure: no Redis here.
@@ -9,10 +9,13 @@ import { JOB_STATUSES } from "../core/spec/names.js";
 /** BullMQ's queue states list reads (`--state`). */
 export const QUEUE_STATES = ["active", "waiting", "prioritized", "delayed", "completed", "failed"] as const;
 export type QueueStateName = (typeof QUEUE_STATES)[number];
-/** The queue states of a job that has not finished: its outcome until it does. */
-const UNFINISHED = ["active", "waiting", "prioritized", "delayed"] as const;
-/** What `--status` takes: a final status, or the queue state of a job not finished yet. */
-export const LIST_STATUSES = [...JOB_STATUSES, ...UNFINISHED] as const;
+/** The queue states a job not finished yet is in, by what list calls it. */
+const UNFINISHED: Record<string, readonly QueueStateName[]> = {
+  waiting: ["waiting", "prioritized", "delayed"],
+  running: ["active"],
+};
+/** What `--status` takes: a final status, or `waiting` / `running` for a job not finished yet. */
+export const LIST_STATUSES = [...JOB_STATUSES, "waiting", "running"] as const;
 
 /** Why `values` are not queue states (a status named as a state gets the flag that takes it), or undefined. */
 export function badStates(values: readonly string[]): string | undefined {
@@ -33,8 +36,6 @@ export function badStatuses(values: readonly string[]): string | undefined {
 /** The queue states that can hold a job of one of `statuses` (a final status: completed or failed). */
 export function statesFor(statuses: readonly string[]): QueueStateName[] {
   return QUEUE_STATES.filter((q) =>
-    statuses.some((s) =>
-      (UNFINISHED as readonly string[]).includes(s) ? s === q : q === "completed" || q === "failed",
-    ),
+    statuses.some((s) => (UNFINISHED[s] ? UNFINISHED[s].includes(q) : q === "completed" || q === "failed")),
   );
 }

@@ -1,5 +1,6 @@
 // The shapes of the queue client's API (client.ts): its options, what it says of a job, and the
 // option bags of its calls, each member saying what it does and what it defaults to.
+import type { JobOutcome } from "./outcome.js";
 import type { Config } from "../core/config/config.js";
 import type { JobResult } from "../core/spec/spec.js";
 import type { JobOrigin } from "../job/repo/source-check.js";
@@ -17,10 +18,11 @@ export interface JobStatusInfo {
   /** The job's id. */
   id: string;
   /**
-   * What a user reads: the result's status once the job finished (completed, failed, cancelled, …),
-   * `failed` for a job BullMQ failed for good, else the queue state (waiting, active, delayed, …).
+   * What a user reads (src/queue/outcome.ts, as the dashboard and the API say it): the result's
+   * status once the job finished (completed, failed, cancelled, …), `failed` for a job BullMQ failed
+   * for good, else `waiting` or `running`.
    */
-  outcome: JobResult["status"] | JobState;
+  outcome: JobOutcome;
   /** Why it did not complete: the result's error, or BullMQ's failed reason. */
   error?: string;
   /** BullMQ's state: `completed` means the worker returned a result, whatever its status. */

@@ -1,6 +1,7 @@
 // The client side of the queue: enqueue, wait, cancel, retry, status, result, watch, list. Specs are
 // validated (and local paths checked, src/queue/enqueue-spec.ts) before anything reaches Redis; a spec's
 // jobId makes enqueueing idempotent, and reusing it for a different spec is an error.
+import { jobOutcome } from "./outcome.js";
 import { count } from "../core/count.js";
 import { Job, Queue } from "bullmq";
 import type { Redis } from "ioredis";
@@ -549,7 +550,7 @@ function info(job: Job<JobData, JobResult>, state: JobState): JobStatusInfo {
   const error = job.failedReason || job.returnvalue?.error;
   return {
     id: job.id!,
-    outcome: job.returnvalue?.status ?? state,
+    outcome: jobOutcome(state, job.returnvalue?.status),
     ...(error ? { error } : {}),
     state,
     attemptsMade: job.attemptsMade,

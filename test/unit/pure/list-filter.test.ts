@@ -6,8 +6,9 @@ import { badStates, badStatuses, statesFor } from "../../../src/cli/list-filter.
 describe("list filters", () => {
   it("reads a final status from the queue states that hold finished jobs, an unfinished one from its own", () => {
     expect(statesFor(["cancelled"])).toEqual(["completed", "failed"]);
-    expect(statesFor(["waiting"])).toEqual(["waiting"]);
-    expect(statesFor(["active", "verify_failed"])).toEqual(["active", "completed", "failed"]);
+    expect(statesFor(["waiting"])).toEqual(["waiting", "prioritized", "delayed"]);
+    expect(statesFor(["running", "verify_failed"])).toEqual(["active", "completed", "failed"]);
+    expect(badStatuses(["active"])).toMatch(/--status takes .*waiting, running, not 'active'/);
   });
   it("refuses a status given to --state, naming --status", () => {
     expect(badStates(["completed", "failed"])).toBeUndefined();
