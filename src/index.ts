@@ -88,7 +88,7 @@ export {
   BatchClient,
   BatchConflictError,
   BatchFileError,
-  BatchFinishedError,
+  type BatchCancel,
   BatchNotFoundError,
   LineProvenanceError,
   submitBatch,

@@ -167,22 +167,17 @@ export class BatchConflictError extends PatchbayError {
   }
 }
 
-/**
- * A cancel of a batch whose every line has ended: nothing is left to stop, and its label (the
- * statuses its jobs ended with) stays as it is. `finalState` says what they ended as.
- */
-export class BatchFinishedError extends PatchbayError {
-  constructor(
-    readonly batchId: string,
-    readonly queueName: string,
-    /** The batch's final state, e.g. "finished: 2 completed, 1 failed". */
-    readonly finalState: string,
-  ) {
-    super(
-      "conflict",
-      `batch ${batchId} in queue ${queueName} is ${finalState}: there is nothing to cancel, and it is left as it is (patchbay batch retry ${batchId} runs lines again)`,
-    );
-  }
+/** What a batch's cancel did. */
+export interface BatchCancel {
+  /** Running jobs told to stop. */
+  signalled: number;
+  /** Jobs not started yet, which end as cancelled when a worker takes them. */
+  waiting: number;
+  /**
+   * Set when every line had already ended: nothing was cancelled, and the batch keeps the statuses
+   * its jobs ended with; says how they ended, e.g. "finished: 2 completed, 1 failed".
+   */
+  finished?: string;
 }
 
 const BATCH_ID_RE = /^[A-Za-z0-9_.-]{1,96}$/;

@@ -28,7 +28,7 @@ export * from "./batch-types.js";
 export { LineProvenanceError } from "../queue/batch-provenance.js";
 import {
   BatchConflictError,
-  BatchFinishedError,
+  type BatchCancel,
   BatchNotFoundError,
   checkBatchName,
   type BatchJob,
@@ -299,13 +299,15 @@ export class BatchClient {
 
   /**
    * Cancels a batch: jobs not started yet end as cancelled without a sandbox when a worker takes
-   * them; running ones are told as `patchbay cancel` does and stop within seconds.
+   * them; running ones are told as `patchbay cancel` does and stop within seconds. A batch whose
+   * every line has ended is left as it is (`finished` says how its jobs ended).
    */
-  cancel(batchId: string): Promise<{ signalled: number; waiting: number }> {
+  cancel(batchId: string): Promise<BatchCancel> {
     return this.c.hold(async () => {
       const st = await this.status(batchId, { jobs: true });
-      // A finished batch keeps the label its jobs earned: a cancel now would stop nothing.
-      if (st.total > 0 && st.done >= st.total) throw new BatchFinishedError(batchId, this.c.queueName, finalState(st));
+      // A finished batch keeps the label its jobs earned: a cancel now stops nothing and changes
+      // nothing (as `patchbay cancel` of a finished job), and says so.
+      if (st.total > 0 && st.done >= st.total) return { signalled: 0, waiting: 0, finished: finalState(st) };
       const k = keys(this.c.queueName);
       const running = st.jobs!.filter((j) => j.state === "running").map((j) => j.jobId);
       const m = this.c.redis.multi().hset(this.bk(batchId).meta, "cancelled", "1");

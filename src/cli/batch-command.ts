@@ -377,9 +377,9 @@ const cancel: Command = {
 
 Running jobs of the batch stop within seconds (status cancelled, their patch so far kept); jobs
 not started yet end as cancelled, without a sandbox, when a worker takes them. batch retry
-undoes it for the lines it runs again. A batch whose every line has ended is refused, and keeps
-the statuses its jobs ended with.
-Exit status: 0; 1 an unknown or finished batch, or Redis unreachable; 2 usage.
+undoes it for the lines it runs again. A batch whose every line has ended is left as it is (it
+keeps the statuses its jobs ended with), and that is said.
+Exit status: 0 (a finished batch too); 1 an unknown batch, or Redis unreachable; 2 usage.
 
 ${CONNECTION_USAGE}`,
   options: { ...connectionFlags, json: { type: "boolean" } },
@@ -390,7 +390,9 @@ ${CONNECTION_USAGE}`,
       console.log(
         values.json
           ? JSON.stringify({ batchId: positionals[0], ...r })
-          : `batch ${positionals[0]} cancelled: ${count(r.signalled, "running job")} signalled, ${count(r.waiting, "waiting job")} will not run`,
+          : r.finished
+            ? `batch ${positionals[0]} is ${r.finished}: nothing to cancel, it is left as it is`
+            : `batch ${positionals[0]} cancelled: ${count(r.signalled, "running job")} signalled, ${count(r.waiting, "waiting job")} will not run`,
       );
       return 0;
     }),

@@ -382,10 +382,11 @@ describe("the HTTP API", () => {
     expect(
       (await api("POST", "/api/v1/batches/api-b1/retry", { ...jsonBody({ statuses: ["failed"] }), token: WRITE })).json,
     ).toEqual({ batchId: "api-b1", ids: [], missing: [] });
-    expect((await api("POST", "/api/v1/batches/api-b1/cancel", { token: WRITE })).json).toEqual({
+    expect((await api("POST", "/api/v1/batches/api-b1/cancel", { token: WRITE })).json).toMatchObject({
       batchId: "api-b1",
       signalled: 0,
       waiting: 0,
+      finished: expect.stringMatching(/^finished: /),
     });
     expect((await api("GET", "/api/v1/batches")).json.batches.map((b: { batchId: string }) => b.batchId)).toContain(
       "api-b1",

@@ -196,7 +196,15 @@ export const BatchCreated = z.object({
   added: z.int().register(apiRegistry, { description: "jobs this request put in the queue (0: all were there)" }),
 });
 
-export const BatchCancelBody = z.object({ batchId: z.string(), signalled: z.int(), waiting: z.int() });
+export const BatchCancelBody = z.object({
+  batchId: z.string(),
+  signalled: z.int(),
+  waiting: z.int(),
+  finished: z
+    .string()
+    .optional()
+    .register(apiRegistry, { description: "set when every line had ended: nothing was cancelled; how they ended" }),
+});
 
 export const BatchRetryRequest = z
   .object({
