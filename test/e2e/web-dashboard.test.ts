@@ -3,6 +3,7 @@
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
+import { usd } from "../../src/core/money.js";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -292,7 +293,7 @@ describe("dashboard in headless Chromium", () => {
     await row.waitFor();
     expect(await row.locator("td.progress .meta").textContent()).toBe("2 / 2 done · 0 running · 0 waiting");
     expect(await row.locator("td.counts").textContent()).toBe("completed 2 ");
-    expect(await row.locator("td.spend").textContent()).toBe(`$${st.spentUsd.toFixed(4)}`);
+    expect(await row.locator("td.spend").textContent()).toBe(usd(st.spentUsd)); // as the server's formatter says it
     expect(st.spentUsd).toBeGreaterThan(0);
     await row.locator("td a").first().click();
     await page.waitForURL(/\/jobs\?batch=web-batch-1$/);
