@@ -57,6 +57,12 @@ export interface ClientOptions {
    * @default false
    */
   unrefWhenIdle?: boolean;
+  /**
+   * Refuse at enqueue a spec past the bounds the queue's live workers publish (WorkerBoundsError).
+   * false leaves the refusal to the workers themselves (each still refuses, as its policy says).
+   * @default true
+   */
+  checkWorkerBounds?: boolean;
   /** CLIENT SETNAME of its Redis connections (the dashboard names its own, to be counted). */
   connectionName?: string;
   /**

@@ -122,6 +122,7 @@ const ClientOptionsSchema = z.strictObject({
   connectionName: z.string().optional(),
   config: z.custom<Config>((v) => typeof v === "object" && v !== null).optional(),
   origin: z.enum(["operator", "api"]).optional(),
+  checkWorkerBounds: z.boolean().optional(),
 });
 const OPTION_NAMES = Object.keys(ClientOptionsSchema.shape);
 const OPTION_ALIASES: Record<string, string> = {
@@ -212,7 +213,7 @@ export class PatchbayClient {
     return this.hold(async () => {
       await this.checkJobIds(specs);
       // A spec past the bounds the live workers published would be refused by them: refused now.
-      checkWorkerBounds(specs, await readWorkerBounds(this.redis, this.k));
+      if (this.opts.checkWorkerBounds !== false) checkWorkerBounds(specs, await readWorkerBounds(this.redis, this.k));
       // Each job carries its enqueue span's context (src/observability/trace.ts): the worker's spans join it.
       const add = async (traces: (TraceCarrier | undefined)[]) =>
         (

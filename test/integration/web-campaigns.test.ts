@@ -124,7 +124,7 @@ describe("campaign pages in headless Chromium", () => {
         "checks of the 3 open ones: 1 passing · 1 failing · 1 pending",
       );
       expect(await page.locator("#jobs").textContent()).toMatch(
-        /^jobs 0 \/ 8 done · 0 running · 8 waiting · spent \$0\.0000 of \$20\.00 · submitted /,
+        /^jobs 0 \/ 8 done · 0 running · 8 waiting · spent \$0\.00 of \$20\.00 · submitted /,
       );
       expect(await page.locator("nav.top a.here").textContent()).toBe("Campaigns");
 
@@ -273,7 +273,7 @@ describe("campaign pages in headless Chromium", () => {
         "closed 1",
       ]);
       expect(await row.locator("td.c-jobs").textContent()).toBe("0 / 8 done");
-      expect(await row.locator("td.c-spend").textContent()).toBe("$0.0000 of $20.00");
+      expect(await row.locator("td.c-spend").textContent()).toBe("$0.00 of $20.00");
       expect(await row.locator("td.c-campaign a").getAttribute("href")).toBe(`/campaigns/${ID}`);
       expect(await page.locator("#note").textContent()).toBe("1 campaign");
     } finally {
