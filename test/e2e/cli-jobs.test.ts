@@ -288,7 +288,16 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     const hung = new Worker<JobData, JobResult>("q-ctrlc2", () => new Promise<JobResult>(() => {}), {
       connection: new Redis(redis.url, { maxRetriesPerRequest: null }),
     });
-    workers.push(hung);
+    // Closed by force below: a plain close waits for its job, which never ends (it hung afterAll).
+    try {
+      await secondCtrlC();
+    } finally {
+      await hung.close(true);
+    }
+  });
+
+  /** The body of the test above: the run, its two Ctrl-C's, and what it says. */
+  async function secondCtrlC(): Promise<void> {
     const p = spawnPatchbay(["run", "--repo", CLAMP, "--task", "hang", "--cancel-on-exit"], {
       ...env,
       PATCHBAY_QUEUE: "q-ctrlc2",
@@ -307,7 +316,7 @@ describe("patchbay CLI for scripts (a queue of its own)", () => {
     expect(await p.exited).toBe(130);
     expect(Date.now() - at).toBeLessThan(5000);
     expect(p.out().stderr).toMatch(new RegExp(`job ${id} signalled[\\s\\S]*no result of job ${id} written to`));
-  });
+  }
 
   it("a job's hostile error and task reach the terminal from status, result, watch and list without a control", async () => {
     const [id] = await finished("q-hostile", [HOSTILE_TASK]);
