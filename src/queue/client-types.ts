@@ -2,7 +2,6 @@
 // option bags of its calls, each member saying what it does and what it defaults to.
 import type { JobOutcome } from "./outcome.js";
 import type { Config } from "../core/config/config.js";
-import type { JobResult } from "../core/spec/spec.js";
 import type { JobOrigin } from "../job/repo/source-check.js";
 
 /** A job's state in BullMQ's queue (`unknown`: no such job). */
