@@ -98,16 +98,32 @@ if answers && ours && ! cmp -s "$STATE_DIR/podman.conf.new" "$STATE_DIR/podman.c
   p="$(cat "$pidfile")"; kill "$p"
   for _ in $(seq 1 100); do [ -d "/proc/$p" ] || break; sleep 0.1; done
 fi
-if ! answers; then
-  say "starting podman system service as $USER_NAME (log: $STATE_DIR/podman.log)"
+# start_service: starts it in the background; 0 once it answers, 1 when it did not within 30 s or
+# its process ended first (then its log says why).
+start_service() {
   as_user rm -f "$SOCK"
   # setsid: the service must outlive this script and the npm process that ran it. (Not through
   # as_user: a function in the background is a subshell, and $! would be its pid.)
   "${AS_USER[@]}" setsid nohup podman system service --time=0 "unix://$SOCK" >"$STATE_DIR/podman.log" 2>&1 </dev/null &
-  echo $! >"$pidfile"
+  local p=$!
+  echo $p >"$pidfile"
   # (its first start makes its storage: ~2 s here)
-  for _ in $(seq 1 300); do answers && break; sleep 0.1; done
-  answers || { say "the service did not answer within 30 s"; tail -20 "$STATE_DIR/podman.log" >&2; exit 1; }
+  for _ in $(seq 1 300); do answers && return 0; [ -d "/proc/$p" ] || break; sleep 0.1; done
+  answers
+}
+if ! answers; then
+  say "starting podman system service as $USER_NAME (log: $STATE_DIR/podman.log)"
+  if ! start_service; then
+    # The user's processes were killed without Podman's knowing (a session's end, say): its pause
+    # process is gone but still recorded, and every podman command fails until it is reset.
+    if grep -q 'podman system migrate' "$STATE_DIR/podman.log"; then
+      say "resetting the user's stale pause process (podman system migrate), then starting again"
+      as_user podman system migrate >>"$STATE_DIR/podman.log" 2>&1 || true
+      start_service || { say "the service did not answer within 30 s"; tail -20 "$STATE_DIR/podman.log" >&2; exit 1; }
+    else
+      say "the service did not answer within 30 s"; tail -20 "$STATE_DIR/podman.log" >&2; exit 1
+    fi
+  fi
 fi
 # Recorded once a service runs with it (one started elsewhere is left alone, and said so).
 if ours; then mv "$STATE_DIR/podman.conf.new" "$STATE_DIR/podman.conf"; else say "a service this script did not start answers on $SOCK: restart it for a new config"; fi
