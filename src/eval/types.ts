@@ -1,0 +1,105 @@
+// The eval's shared shapes: a task set's instance (SWE-bench's fields plus patchbay's own), a
+// prediction, a test's status, the per-instance report SWE-bench's harness writes and the run's
+// summary. instance.ts parses them, parse/ reads test output, report.ts grades and sums, grade.ts
+// grades one prediction in a sandbox, run.ts runs a set through the workers, store.ts keeps a run
+// in Redis for the dashboard.
+import type { JobSpec } from "../core/spec/spec.js";
+
+/** The result formats a test command's output is read in: one parser each (src/eval/parse/). */
+export const TEST_FORMATS = ["pytest", "unittest", "tap", "junit"] as const;
+export type TestFormat = (typeof TEST_FORMATS)[number];
+
+/** One test's status, with SWE-bench's names (its `TestStatus`). */
+export type TestStatus = "PASSED" | "FAILED" | "SKIPPED" | "ERROR" | "XFAIL";
+
+/** How an instance's tests run in the grading sandbox: patchbay's own fields. */
+export interface EvalTest {
+  /** A bash command run in /workspace after the patches (e.g. `python3 -m unittest -v`). */
+  command: string;
+  /** What its output is read as. */
+  format: TestFormat;
+  /** junit: the XML file the command writes, relative to /workspace (else the output itself is read as XML). */
+  file?: string;
+  /** The command's time limit in seconds (default 600). */
+  timeoutSec?: number;
+}
+
+/** patchbay's own fields of an instance: where its repo is and how its environment is made. */
+export interface EvalEnv {
+  /** A git URL, or a local path (absolute, or relative to the set file) of a git repository. */
+  repo: string;
+  /** The sandbox image (default: the configured one). */
+  image?: string;
+  /** Setup commands, as in a JobSpec; they run in the agent's sandbox and in the grading sandbox. */
+  setup?: string | string[];
+  /** The setup network, as in a JobSpec (`{ setup: { allow: [...] } }`). */
+  network?: JobSpec["network"];
+  /** How the tests run and are read. */
+  test: EvalTest;
+}
+
+/** One task of a set, in SWE-bench's instance format. */
+export interface EvalInstance {
+  instance_id: string;
+  /** SWE-bench's `owner/name` (shown; where the repo is is `patchbay.repo`). */
+  repo: string;
+  base_commit: string;
+  problem_statement: string;
+  /** The instance's tests: applied only in the grading sandbox, never shown to the agent. */
+  test_patch: string;
+  FAIL_TO_PASS: string[];
+  PASS_TO_PASS: string[];
+  /** The gold patch (the fix without its tests), where the set has one. */
+  patch?: string;
+  patchbay: EvalEnv;
+}
+
+/** A prediction in SWE-bench's format. */
+export interface Prediction {
+  instance_id: string;
+  /** The patch to grade; null or "" is an empty patch. */
+  model_patch: string | null;
+  model_name_or_path: string;
+}
+
+/** Success and failure lists of one category of tests. */
+export interface SuccessFailure {
+  success: string[];
+  failure: string[];
+}
+
+/** The inner object of SWE-bench's report.json (`{ [instance_id]: InstanceReport }`). */
+export interface InstanceReport {
+  patch_is_None: boolean;
+  patch_exists: boolean;
+  patch_successfully_applied: boolean;
+  resolved: boolean;
+  tests_status?: {
+    FAIL_TO_PASS: SuccessFailure;
+    PASS_TO_PASS: SuccessFailure;
+    FAIL_TO_FAIL: SuccessFailure;
+    PASS_TO_FAIL: SuccessFailure;
+  };
+}
+
+/**
+ * What grading one prediction came to. `resolved`/`unresolved`: the tests ran; `empty_patch`: there
+ * was nothing to grade; `patch_failed`: the model patch does not apply to the base commit after
+ * setup; `error`: anything else (setup failed, the test patch does not apply, the sandbox failed).
+ */
+export type GradeOutcome = "resolved" | "unresolved" | "empty_patch" | "patch_failed" | "error";
+
+/** One graded prediction: SWE-bench's report and patchbay's account of it. */
+export interface Graded {
+  instance_id: string;
+  outcome: GradeOutcome;
+  report: InstanceReport;
+  /** Each test's status as parsed from the output. */
+  statuses: Record<string, TestStatus>;
+  /** The test command's output (bounded), for test_output.txt. */
+  testOutput: string;
+  /** Why, for outcome error and patch_failed. */
+  error?: string;
+  /** Wall time of the grading, ms. */
+  ms: number;
+}
