@@ -103,3 +103,66 @@ export interface Graded {
   /** Wall time of the grading, ms. */
   ms: number;
 }
+
+/** One instance of a run as patchbay accounts for it (in the summary's `patchbay.instances`). */
+export interface InstanceAccount {
+  instance_id: string;
+  /** The first candidate's outcome (SWE-bench's resolved is pass@1's); "pending" while it is not graded. */
+  outcome: GradeOutcome | "pending";
+  /** Candidates run (K), and how many of them resolved it. */
+  candidates: number;
+  resolvedCandidates: number;
+  /** Every candidate's spend, USD, and tokens. */
+  costUsd: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** The jobs' wall time (their results' totalMs summed), the model's share of it (model_response ms summed), grading's. */
+  jobMs: number;
+  modelMs: number;
+  gradeMs: number;
+  /** Wall time not spent waiting on the model: jobMs - modelMs + gradeMs. */
+  harnessMs: number;
+  /** The candidates' job ids, in order. */
+  jobIds: string[];
+}
+
+/** patchbay's fields of a run summary, under its `patchbay` key. */
+export interface EvalTotals {
+  /** The run's name. */
+  run: string;
+  model: string;
+  /** Candidates per instance (K). */
+  candidates: number;
+  costUsd: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** From the first job's start to the last grade's end, ms. */
+  wallMs: number;
+  /** costUsd / resolved_instances; null when none resolved. */
+  costPerResolvedUsd: number | null;
+  /** pass@k (the unbiased estimator over each instance's K candidates) for k = 1 and k = K, keyed "1", "K". */
+  passAtK: Record<string, number>;
+  /** Harness overhead per instance: its median and the total, ms. */
+  harnessMs: { median: number; total: number };
+  instances: InstanceAccount[];
+}
+
+/** A run's summary: SWE-bench's schema_version 2 fields, then patchbay's. */
+export interface RunSummary {
+  total_instances: number;
+  submitted_instances: number;
+  completed_instances: number;
+  resolved_instances: number;
+  unresolved_instances: number;
+  empty_patch_instances: number;
+  error_instances: number;
+  completed_ids: string[];
+  incomplete_ids: string[];
+  empty_patch_ids: string[];
+  submitted_ids: string[];
+  resolved_ids: string[];
+  unresolved_ids: string[];
+  error_ids: string[];
+  schema_version: 2;
+  patchbay: EvalTotals;
+}
