@@ -13,6 +13,7 @@ import { inspectCommands } from "./cli/inspect.js";
 import { submitCommands } from "./cli/submit.js";
 import { batchCommands } from "./cli/batch-command.js";
 import { campaignCommands } from "./cli/campaign-command.js";
+import { evalCommands } from "./cli/eval-command.js";
 import { webCommands } from "./cli/web.js";
 
 export type { Command } from "./cli/command.js";
@@ -23,6 +24,7 @@ const commands: Record<string, Command> = {
   ...adminCommands,
   ...batchCommands,
   ...campaignCommands,
+  ...evalCommands,
   ...webCommands,
 };
 

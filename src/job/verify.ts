@@ -79,6 +79,20 @@ export async function takeSnapshot(sb: Sandbox, maxBytes: number): Promise<Snaps
 // As the agent's uid in the verify sandbox: clears what is in the patch's way, then git apply (see the file).
 const APPLY_PY = asset("job/py/verify_apply.py");
 
+/**
+ * Applies `patch` to a sandbox's /workspace as the agent's uid, the way verify does (verify_apply.py:
+ * what is in the patch's way cleared, then git apply). Resolves to git apply's exit code and stderr.
+ * The eval's grading applies a model patch and a test patch with it too.
+ */
+export function applyPatch(sb: Sandbox, patch: string): Promise<{ exitCode: number; stderr: string }> {
+  return sb.exec(["python3", "-I", "-S", "-c", APPLY_PY], {
+    stdin: patch,
+    timeoutSec: 600,
+    cwd: "/workspace",
+    maxBytes: 64 * 1024,
+  });
+}
+
 export interface VerifyRun {
   exitCode: number;
   output: string;
@@ -112,12 +126,7 @@ export async function verifyInFreshSandbox(o: VerifyOptions): Promise<VerifyRun>
         : err;
     });
     if (!loaded) throw new VerifyError("the verify sandbox's image has no tar: the snapshot could not be loaded");
-    const applied = await sb.exec(["python3", "-I", "-S", "-c", APPLY_PY], {
-      stdin: o.patch.patch,
-      timeoutSec: 600,
-      cwd: "/workspace",
-      maxBytes: 64 * 1024,
-    });
+    const applied = await applyPatch(sb, o.patch.patch);
     if (applied.exitCode !== 0)
       throw new VerifyError(
         `the patch does not apply to the workspace as setup left it (git apply exit ${applied.exitCode}): ${applied.stderr.trim().slice(-400)}`,
