@@ -80,6 +80,6 @@ test("just under an hour", () => {
       },
     ],
   },
-  FAIL_TO_PASS: ["hours and minutes"],
-  PASS_TO_PASS: ["seconds", "minutes and seconds", "just under an hour"],
+  FAIL_TO_PASS: ["test::hours and minutes"],
+  PASS_TO_PASS: ["test::seconds", "test::minutes and seconds", "test::just under an hour"],
 };

@@ -106,11 +106,11 @@ describe("compare", () => {
       },
     ],
   },
-  FAIL_TO_PASS: ["compare > puts a release above its prerelease"],
+  FAIL_TO_PASS: ["test::puts a release above its prerelease"],
   PASS_TO_PASS: [
-    "compare > orders by major first",
-    "compare > orders numerically",
-    "compare > finds equal versions equal",
-    "compare > orders prereleases",
+    "test::orders by major first",
+    "test::orders numerically",
+    "test::finds equal versions equal",
+    "test::orders prereleases",
   ],
 };
