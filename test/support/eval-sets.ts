@@ -69,6 +69,8 @@ export interface TaskSets {
   dir: string;
   specs: RepoSpec[];
   commits: RepoCommits[];
+  /** How many patches patchOf has made (each in a work tree of its own). */
+  patches: number;
 }
 
 /** Every repository of the set, Python first. */
@@ -199,7 +201,7 @@ export async function makeTaskSets(dir: string): Promise<TaskSets> {
     model_patch: x.patch!,
     model_name_or_path: "gold",
   }));
-  return { file, instances, gold, dir, specs: REPO_SPECS, commits };
+  return { file, instances, gold, dir, specs: REPO_SPECS, commits, patches: 0 };
 }
 
 /** The instance whose script makes a wrong edit: an `eval run` with scriptFor's file leaves it unresolved. */
@@ -233,4 +235,19 @@ export function scriptFor(sets: TaskSets): string {
   const file = join(sets.dir, "script.yaml");
   writeFileSync(file, stringify({ scripts }, { lineWidth: 0 }));
   return file;
+}
+
+/**
+ * The patch `edits` make to instance `id`'s repo at its base commit (a diff against base_commit, as
+ * a model patch is): for predictions the tests make up, such as one that breaks a PASS_TO_PASS test.
+ */
+export function patchOf(sets: TaskSets, id: string, edits: Edit[]): string {
+  const c = sets.commits.find((x) => x.id === id);
+  if (!c) throw new Error(`no instance ${id} in the set: ${sets.commits.map((x) => x.id).join(", ")}`);
+  const w = join(sets.dir, "work", `${id}-${sets.patches++}`);
+  mkdirSync(dirname(w), { recursive: true });
+  fixtureGit(sets.dir, ["clone", "-q", c.path, w]);
+  applyEdits(w, id, edits);
+  fixtureGit(w, ["add", "-A"]);
+  return fixtureGit(w, ["diff", "--cached", c.base], undefined, true);
 }

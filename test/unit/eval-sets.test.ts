@@ -14,7 +14,15 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseScriptFile, scriptFor as scriptOfTask } from "../../src/agent/script-file.js";
 import type { EvalInstance } from "../../src/eval/types.js";
-import { firstLine, fixtureGit, makeTaskSets, scriptFor, WRONG_ID, type TaskSets } from "../support/eval-sets.js";
+import {
+  firstLine,
+  fixtureGit,
+  makeTaskSets,
+  patchOf,
+  scriptFor,
+  WRONG_ID,
+  type TaskSets,
+} from "../support/eval-sets.js";
 
 const tmp = mkdtempSync(join(tmpdir(), "pb-eval-sets-"));
 let sets: TaskSets;
@@ -192,6 +200,7 @@ describe("the scripted model's file", () => {
       expect(s.turns).toHaveLength(2);
       expect(s.turns[1]!.calls).toEqual([]);
       const diff = replay(x, s.turns[0]!.calls);
+      expect(patchOf(sets, x.instance_id, sets.specs.find((p) => p.id === x.instance_id)!.fix.edits)).toBe(x.patch);
       if (x.instance_id === WRONG_ID) {
         expect(diff).not.toBe("");
         expect(diff).not.toBe(x.patch);
