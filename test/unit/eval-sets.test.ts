@@ -4,16 +4,20 @@
 // only, with main at the bug and no object of the fix; the
 // gold patch is the fix's source diff and the test patch its tests' diff, and together they make
 // the fix's tree; the set file names each repo relative to itself; the kinds the brief asks for are
-// there; and the scripted model's file replays the gold edits (one instance's deliberately wrong).
+// there; and the scripted model's file replays the gold edits (one instance's deliberately wrong),
+// by hand and in a scripted job on each repo as a worker runs it.
 //
-// Backend: none (git on temporary directories).
+// Backend: local (the scripted jobs; the rest is git on temporary directories).
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseScriptFile, scriptFor as scriptOfTask } from "../../src/agent/script-file.js";
+import { backendOf } from "../../src/backend/index.js";
+import { loadConfig } from "../../src/core/config/config.js";
 import type { EvalInstance } from "../../src/eval/types.js";
+import { runJob } from "../../src/job/run.js";
 import {
   firstLine,
   fixtureGit,
@@ -207,4 +211,25 @@ describe("the scripted model's file", () => {
       } else expect(diff).toBe(x.patch);
     }
   });
+
+  it("makes, in a scripted job on each repo at its base commit, the gold patch (WRONG_ID: another)", async () => {
+    const file = scriptFor(sets);
+    const config = loadConfig({ PATCHBAY_MODEL: `scripted:${file}`, PATCHBAY_BACKEND: "local" });
+    for (const x of sets.instances) {
+      const result = await runJob(
+        { task: x.problem_statement, repo: { git: x.patchbay.repo, ref: x.base_commit } },
+        { config, backend: backendOf("local"), labels: { "patchbay.test": "eval-sets" } },
+      );
+      expect(result, x.instance_id).toMatchObject({ status: "completed", scripted: true, turns: 2 });
+      expect(result.summary).toBe(`Fixed: ${firstLine(x.problem_statement)}.`);
+      // The job's patch, applied to a checkout at base, leaves the tree the gold patch leaves.
+      const [mine, gold] = [result.patch, x.patch!].map((p, i) => {
+        const w = checkout(x);
+        if (p) apply(w, p, `job-${i}`);
+        return treeOf(w);
+      });
+      if (x.instance_id === WRONG_ID) expect(mine).not.toBe(gold);
+      else expect(mine, x.instance_id).toBe(gold);
+    }
+  }, 300_000);
 });
