@@ -1,20 +1,21 @@
 // End to end with the real npm registry this machine reaches (through the worker host, never from
-// the sandbox directly): a per-repo image with Node and npm made by `patchbay image build --from`,
-// a repo depending on one small package, `setup: npm ci` with network.setup.allow ["npm"] (the
+// the sandbox directly): a per-repo image with Node and npm made by `patchbay image build --from`
+// (test/support/node-image.ts), a repo depending on one small package, `setup: npm ci` with network.setup.allow ["npm"] (the
 // preset read from this host's `npm config get registry`). Without the allow-list setup fails
 // naming the registry; in the agent phase npm and python cannot reach it.
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
 import { execFileSync } from "node:child_process";
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";
 import { runJob } from "../../src/job/run.js";
 import type { EventOf, TranscriptEvent } from "../../src/core/spec/spec.js";
-import { ensureBuilt, patchbay } from "../support/cli-helpers.js";
+import { patchbay } from "../support/cli-helpers.js";
+import { buildNodeImage, NODE_IMAGE } from "../support/node-image.js";
 import {
   reply,
   startFakeAnthropic,
@@ -25,47 +26,13 @@ import {
   type FakeAnthropic,
 } from "../support/fake-anthropic.js";
 
-const TAG = "patchbay-test-node:egress";
+const TAG = NODE_IMAGE;
 const REGISTRY = new URL(execFileSync("npm", ["config", "get", "registry"], { encoding: "utf8" }).trim()).hostname;
-// This machine's egress gateway re-signs TLS with its own CA, which is in the host's bundle: the
-// image brings that bundle, as a per-repo image brings whatever its environment needs.
-const DOCKERFILE = `FROM patchbay-sandbox:latest
-COPY node /usr/local/bin/node
-COPY npm /usr/local/lib/node_modules/npm
-COPY npm.sh /usr/local/bin/npm
-COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt npm_config_cache=/tmp/npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
-`;
 
 let fake: FakeAnthropic | undefined;
 let repo = "";
 beforeAll(async () => {
-  // A fixed context directory with fixed mtimes, so a second run finds the image up to date.
-  const ctx = "/var/tmp/patchbay-test-node-image";
-  mkdirSync(ctx, { recursive: true });
-  const fixed = new Date("2026-01-01T00:00:00Z");
-  const put = (name: string, data: string, mode = 0o644) => {
-    writeFileSync(join(ctx, name), data, { mode });
-    utimesSync(join(ctx, name), fixed, fixed);
-  };
-  copyFileSync(process.execPath, join(ctx, "node"));
-  utimesSync(join(ctx, "node"), fixed, fixed);
-  rmSync(join(ctx, "npm"), { recursive: true, force: true });
-  cpSync("/usr/lib/node_modules/npm", join(ctx, "npm"), { recursive: true, preserveTimestamps: true });
-  copyFileSync("/etc/ssl/certs/ca-certificates.crt", join(ctx, "ca-certificates.crt"));
-  utimesSync(join(ctx, "ca-certificates.crt"), fixed, fixed);
-  put("npm.sh", '#!/bin/sh\nexec /usr/local/bin/node /usr/local/lib/node_modules/npm/bin/npm-cli.js "$@"\n', 0o755);
-  put("Dockerfile", DOCKERFILE);
-  await ensureBuilt();
-  const built = await patchbay(["image", "build", "--from", ctx, "--tag", TAG, "--json"], {}, { timeoutMs: 600_000 });
-  expect(built.code, built.stderr).toBe(0);
-  const r = JSON.parse(built.stdout);
-  expect(r).toMatchObject({
-    tag: TAG,
-    bases: ["patchbay-sandbox:latest"],
-    check: { uid: "1000", git: true, python3: true },
-  });
-  console.log(`image build --from: ${r.how} in ${r.ms} ms`);
+  await buildNodeImage();
 
   repo = mkdtempSync(join(tmpdir(), "pb-npm-"));
   writeFileSync(
