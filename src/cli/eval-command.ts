@@ -138,7 +138,7 @@ ${CONNECTION_USAGE}`,
           ...(budgetUsd !== undefined ? { budgetUsd } : {}),
           onProgress: (p) => process.stderr.write(progressLine(p)),
         });
-        await new EvalStore(c).save(s, {
+        await new EvalStore(c.redis, c.queueName, c.retentionSec).save(s, {
           set: resolve(positionals[0]!),
           startedAt: Date.now() - s.patchbay.wallMs,
           batchId: s.batchId,

@@ -64,7 +64,8 @@ export async function gradeSet(o: GradeSetOptions): Promise<RunSummary> {
     model: o.preds[0]?.model_name_or_path ?? "unknown",
     candidates: 1,
     instanceIds: o.instances.map((i) => i.instance_id),
-    outcomes: new Map([...recs].map(([id, r]) => [id, [r.outcome]])),
+    predictions: o.preds,
+    graded: [...recs.values()],
     accounts,
     wallMs: Date.now() - t0,
   });

@@ -178,15 +178,10 @@ function predsOf(o: EvalRunOptions, K: number, done: Map<number, Done>): Predict
 
 function summarize(o: EvalRunOptions, K: number, done: Map<number, Done>, wallMs: number): RunSummary {
   const accounts: InstanceAccount[] = [];
-  const outcomes = new Map<string, Graded["outcome"][]>();
   o.instances.forEach((inst, i) => {
     const ds = Array.from({ length: K }, (_, c) => done.get(i * K + c + 1));
     const got = ds.filter((d): d is Done => d !== undefined);
     if (!got.length) return;
-    outcomes.set(
-      inst.instance_id,
-      got.map((d) => d.rec.outcome),
-    );
     const jobMs = sum(got.map((d) => d.result.timings.totalMs));
     const modelMs = sum(got.map((d) => d.modelMs));
     const gradeMs = sum(got.map((d) => d.rec.ms));
@@ -210,7 +205,11 @@ function summarize(o: EvalRunOptions, K: number, done: Map<number, Done>, wallMs
     model: o.model ?? got1Model(done) ?? "patchbay",
     candidates: K,
     instanceIds: o.instances.map((i) => i.instance_id),
-    outcomes,
+    predictions: predsOf(o, K, done),
+    graded: o.instances.flatMap((inst, i) => {
+      const d = done.get(i * K + 1);
+      return d ? [{ instance_id: inst.instance_id, outcome: d.rec.outcome }] : [];
+    }),
     accounts,
     wallMs,
   });
