@@ -39,6 +39,7 @@ const DIR_LAYER: Record<string, number> = {
   queue: 6,
   batch: 7,
   campaign: 8,
+  eval: 8,
   web: 9,
   cli: 10,
 };
