@@ -122,6 +122,7 @@ export function campaignPage(): string {
 <p class="states" id="states"></p>
 <p class="meta" id="checks"></p>
 <p class="meta" id="jobs"></p>
+<p class="meta" id="cost"></p>
 </section>
 <p class="meta" id="note"></p>
 <table class="list cards changesets" id="changesets">
