@@ -248,6 +248,11 @@ export class EvalStore {
     return EvalRecordSchema.parse(JSON.parse(raw));
   }
 
+  /** Whether a run of that name is stored (an invalid name is none), without reading its record. */
+  async has(name: string): Promise<boolean> {
+    return validEvalName(name) && (await this.redis.exists(keys(this.queueName).eval(name, "record"))) === 1;
+  }
+
   /** The newest runs first, at most `limit` (1 to 1,000); runs whose records expired are left out. */
   async list({ limit = 50 }: { limit?: number } = {}): Promise<EvalRow[]> {
     if (!Number.isInteger(limit) || limit < 1 || limit > EVAL_RUNS_MAX)
