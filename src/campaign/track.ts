@@ -11,6 +11,7 @@ import { forgeOf, type PublishContext } from "./context.js";
 import { remoteBranch } from "./publish-git.js";
 import { execute, gitNet, reconcile, type Reader, type Target } from "./execute.js";
 import { planClose, planTrack, type TrackState } from "./plan.js";
+import { costPerMerged } from "./cost.js";
 
 /** Where a campaign stands: its batch, and each repository's changeset with the counts by state. */
 export interface CampaignStatus {
@@ -26,6 +27,8 @@ export interface CampaignStatus {
   counts: Record<ChangesetState, number>;
   /** Open changesets by their CI checks. */
   checks: { passing: number; failing: number; pending: number };
+  /** The batch's spend per merged changeset, USD (src/campaign/cost.ts); null while none merged. */
+  costPerMergedUsd: number | null;
 }
 
 /** A line with no record yet: unpublished, and why (its job's state). */
@@ -73,7 +76,8 @@ export async function campaignStatus(
     failing: open.filter((c) => c.checks === "failing").length,
     pending: open.filter((c) => c.checks === "pending").length,
   };
-  return { campaignId: id, createdAt: def.createdAt, batch, changesets, counts, checks };
+  const costPerMergedUsd = costPerMerged(batch.spentUsd, counts.merged);
+  return { campaignId: id, createdAt: def.createdAt, batch, changesets, counts, checks, costPerMergedUsd };
 }
 
 /** What a track did to a campaign's changesets. */

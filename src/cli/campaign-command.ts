@@ -19,7 +19,7 @@ import {
   type Command,
 } from "./command.js";
 import { safeText } from "../core/term.js";
-import { usd } from "../core/money.js";
+import { spendText } from "../campaign/cost.js";
 import { JOB_STATUSES, type JobStatusName } from "../core/spec/names.js";
 import type { PatchbayClient } from "../queue/client.js";
 import type { CampaignClient } from "../campaign/campaigns.js";
@@ -158,7 +158,7 @@ const status: Command = {
   usage: `patchbay campaign status FILE|ID [--json] [--out DIR]
 
 The counts at the top (merged of total, then by state: unpublished, draft, open, merged, closed,
-conflict; checks of the open ones), then one line per repository: state, link, checks, review,
+conflict; checks of the open ones; the spend and the cost per merged change), then one line per repository: state, link, checks, review,
 why. As last recorded: campaign track refreshes them from the forges. ${FILE_OR_ID}
 Exit status: 0; 1 an unknown campaign or Redis unreachable; 2 usage.
 
@@ -182,8 +182,9 @@ ${CONNECTION_USAGE}`,
           .join(" · ")}`,
       );
       console.log(
-        `jobs: ${b.done}/${b.total} done${b.running ? `, ${b.running} running` : ""}${b.waiting ? `, ${b.waiting} waiting` : ""} · verify ${b.verified} passed, ${b.unverified} failed · ${usd(b.spentUsd)} spent`,
+        `jobs: ${b.done}/${b.total} done${b.running ? `, ${b.running} running` : ""}${b.waiting ? `, ${b.waiting} waiting` : ""} · verify ${b.verified} passed, ${b.unverified} failed`,
       );
+      console.log(`cost: ${spendText(b.spentUsd, st.counts.merged)}`);
       if (st.checks.passing + st.checks.failing + st.checks.pending)
         console.log(
           `checks of open changesets: ${st.checks.passing} passing, ${st.checks.failing} failing, ${st.checks.pending} pending`,

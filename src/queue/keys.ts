@@ -23,6 +23,9 @@ export const keys = (queue: string) => ({
   campaigns: `patchbay:${queue}:campaigns`,
   campaign: (campaignId: string, part: "def" | "changesets" | "lock") =>
     `patchbay:${queue}:campaign:${campaignId}:${part}`,
+  /** Eval runs by start time (a zset), and one run's parts: record (its summary, JSON, at most 4 MiB), row (what the list shows, JSON). */
+  evals: `patchbay:${queue}:evals`,
+  eval: (name: string, part: "record" | "row") => `patchbay:${queue}:eval:${name}:${part}`,
 });
 
 /** ioredis options BullMQ needs on a blocking connection (and that suit ours). */

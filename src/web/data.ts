@@ -12,6 +12,7 @@ import {
   type ReviewState,
 } from "../campaign/changeset.js";
 import type { BatchStatus } from "../batch/batch-types.js";
+import { costPerMerged } from "../campaign/cost.js";
 import type { JobData } from "../queue/client.js";
 import { jobOutcome, type JobOutcome } from "../queue/outcome.js";
 import { filesChangedCount, type JobResult } from "../core/spec/spec.js";
@@ -213,6 +214,8 @@ export interface CampaignRow {
   jobs: { done: number; total: number };
   spentUsd: number;
   budgetUsd?: number;
+  /** The spend per merged changeset (src/campaign/cost.ts); null while none merged. */
+  costPerMergedUsd: number | null;
 }
 
 /** Counts by state of the repositories' changesets: a line with no record is unpublished. */
@@ -240,6 +243,7 @@ export function campaignRow(
     jobs: { done: batch?.done ?? 0, total: batch?.total ?? total },
     spentUsd: batch?.spentUsd ?? 0,
     ...(batch?.budgetUsd !== undefined ? { budgetUsd: batch.budgetUsd } : {}),
+    costPerMergedUsd: costPerMerged(batch?.spentUsd ?? 0, counts.merged),
   };
 }
 

@@ -2,7 +2,16 @@
 // textContent; only a 404 page names the id asked for, escaped) and the self-contained static
 // transcript viewer.
 import { RENDER_JS } from "./assets/render.js";
-import { BATCHES_JS, CAMPAIGN_JS, CAMPAIGNS_JS, JOB_JS, JOBS_JS, VIEW_BOOT_JS } from "./assets/pages.js";
+import {
+  BATCHES_JS,
+  CAMPAIGN_JS,
+  CAMPAIGNS_JS,
+  EVAL_JS,
+  EVALS_JS,
+  JOB_JS,
+  JOBS_JS,
+  VIEW_BOOT_JS,
+} from "./assets/pages.js";
 import { STYLE_CSS } from "./assets/style.js";
 import { cspHash, escapeHtml, jsonForScript, prepareEvent } from "./escape.js";
 import type { TranscriptEvent } from "../core/spec/spec.js";
@@ -22,6 +31,8 @@ export const STATIC_ASSETS: Record<string, { type: string; body: string }> = Obj
     "batches.js": { type: "text/javascript; charset=utf-8", body: BATCHES_JS },
     "campaigns.js": { type: "text/javascript; charset=utf-8", body: CAMPAIGNS_JS },
     "campaign.js": { type: "text/javascript; charset=utf-8", body: CAMPAIGN_JS },
+    "evals.js": { type: "text/javascript; charset=utf-8", body: EVALS_JS },
+    "eval.js": { type: "text/javascript; charset=utf-8", body: EVAL_JS },
   },
 );
 
@@ -44,7 +55,7 @@ function shell(title: string, here: string, script: string | undefined, body: st
 <link rel="stylesheet" href="/static/style.css">
 ${script ? `<script src="/static/transcript.js" defer></script>\n<script src="/static/${script}" defer></script>\n` : ""}</head>
 <body>
-<nav class="top"><span class="brand">patchbay</span>${link("/jobs", "Jobs")}${link("/batches", "Batches")}${link("/campaigns", "Campaigns")}${link("/queues", "Queues")}${link("/metrics", "Metrics")}</nav>
+<nav class="top"><span class="brand">patchbay</span>${link("/jobs", "Jobs")}${link("/batches", "Batches")}${link("/campaigns", "Campaigns")}${link("/evals", "Evals")}${link("/queues", "Queues")}${link("/metrics", "Metrics")}</nav>
 <main>
 ${body}
 </main>
@@ -122,10 +133,54 @@ export function campaignPage(): string {
 <p class="states" id="states"></p>
 <p class="meta" id="checks"></p>
 <p class="meta" id="jobs"></p>
+<p class="meta" id="cost"></p>
 </section>
 <p class="meta" id="note"></p>
 <table class="list cards changesets" id="changesets">
 <thead><tr>${CHANGESET_COLUMNS.map((c) => `<th class="c-${c}">${c === "pr" ? "pull request" : c}</th>`).join("")}</tr></thead>
+<tbody id="rows"></tbody>
+</table>`,
+  );
+}
+
+/** The eval runs list's columns: each cell's class is c-<name> (evals.js). */
+const EVAL_COLUMNS = ["run", "model", "resolved", "cost", "per-resolved", "pass1", "passk", "started"];
+const EVAL_HEADS: Record<string, string> = { "per-resolved": "per resolved", pass1: "pass@1", passk: "pass@K" };
+
+export function evalsPage(): string {
+  return shell(
+    "patchbay · evals",
+    "/evals",
+    "evals.js",
+    `<h1>Evals</h1>
+<p class="meta" id="note">loading…</p>
+<table class="list cards evals" id="evals">
+<thead><tr>${EVAL_COLUMNS.map((c) => `<th class="c-${c}">${EVAL_HEADS[c] ?? c}</th>`).join("")}</tr></thead>
+<tbody id="rows"></tbody>
+</table>`,
+  );
+}
+
+/** A run's instance table's columns: each cell's class is c-<name> (eval.js). */
+const INSTANCE_COLUMNS = ["instance", "outcome", "candidates", "cost", "tokens", "harness", "jobs"];
+
+export function evalPage(): string {
+  return shell(
+    "patchbay · eval",
+    "/evals",
+    "eval.js",
+    `<section class="jobhead burndown" id="summary">
+<h1 id="title">Eval</h1>
+<div class="merged"><div class="bar"><span id="resolvedbar"></span></div><span class="meta" id="resolved">loading…</span></div>
+<p class="states" id="outcomes"></p>
+<p class="meta" id="cost"></p>
+<p class="meta" id="pass"></p>
+<p class="meta" id="totals"></p>
+<p class="meta" id="run"></p>
+</section>
+<p class="meta" id="note"></p>
+<table class="list cards instances" id="instances">
+<thead><tr>${INSTANCE_COLUMNS.map((c) => `<th class="c-${c}">${c === "candidates" ? "candidates resolved" : c}</th>`).join("")}</tr></thead>
 <tbody id="rows"></tbody>
 </table>`,
   );
@@ -150,10 +205,11 @@ const LISTS = {
   job: ["/jobs", "jobs"],
   batch: ["/batches", "batches"],
   campaign: ["/campaigns", "campaigns"],
+  eval: ["/evals", "evals"],
 } as const;
 
 /**
- * The 404 page of a job, batch or campaign id that names nothing (sent with status 404). The id
+ * The 404 page of a job, batch, campaign or eval id that names nothing (sent with status 404). The id
  * comes from the URL, so it is bounded, stripped of controls and escaped.
  */
 export function notFoundPage(what: keyof typeof LISTS, id: string, queueName: string): string {

@@ -9,6 +9,7 @@
 //   routes-jobs.ts       /jobs pages, /api/jobs (list, one job, patch, cancel, retry)
 //   routes-batches.ts    /batches, /api/batches
 //   routes-campaigns.ts  /campaigns, /api/campaigns (from Redis: the dashboard never calls a forge)
+//   routes-evals.ts      /evals, /api/evals (eval runs, from the eval store in Redis)
 //   routes-events.ts     /api/jobs/:id/events, the live transcript (sse.ts, transcript-hub.ts)
 //   routes-metrics.ts    /metrics
 //   errors.ts            every error answer as application/problem+json, naming the fix (404, 405, 415, …)
@@ -31,6 +32,7 @@ import { authPlugin, frameworkError } from "./auth.js";
 import { problemHandlers } from "./errors.js";
 import { batchesRoutes } from "./routes-batches.js";
 import { campaignsRoutes } from "./routes-campaigns.js";
+import { evalsRoutes } from "./routes-evals.js";
 import { bullBoardRoutes } from "./routes-bull-board.js";
 import { apiRoutes } from "./api/index.js";
 import { EventStreams, eventsRoute } from "./routes-events.js";
@@ -76,6 +78,7 @@ async function registerAll(
   await app.register(jobsRoutes, { client, defaultModel: s.defaultModel });
   await app.register(batchesRoutes, { client });
   await app.register(campaignsRoutes, { client });
+  await app.register(evalsRoutes, { client });
   await app.register(eventsRoute, { streams });
   await app.register(apiRoutes, {
     client,

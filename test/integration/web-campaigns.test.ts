@@ -1,9 +1,10 @@
 // The dashboard's campaign pages in headless Chromium (Debian's package): a private Redis, a
-// campaign seeded as publishing and tracking leave it (its batch submitted, no worker needed; its
-// definition and changesets in the campaign store), the dashboard in this process. The page shows
-// the burndown and each repository's row; hostile text from a repo, a forge or git is text, a
+// campaign seeded as publishing and tracking leave it (its batch submitted, no worker needed, $5
+// spent; its definition and changesets in the campaign store), the dashboard in this process. The
+// page shows the burndown, the cost per merged change and each repository's row; hostile text from a repo, a forge or git is text, a
 // non-http(s) URL no link; an unknown id is a 404 page; off loopback the API needs the token. The
-// same campaign through `patchbay campaign status` (a CLI process) reaches a terminal without a control.
+// same campaign through `patchbay campaign status` (a CLI process) reaches a terminal without a control,
+// and says (as its summary files do) the spend and the cost per merged change.
 import Fastify from "fastify";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,6 +18,10 @@ import { startDashboard, type Dashboard } from "../../src/web/server.js";
 import { launchBrowser, recordPage, signedIn } from "../support/browser.js";
 import { startRedis } from "../support/cluster.js";
 import { ensureBuilt, patchbay } from "../support/cli-helpers.js";
+import { keys } from "../../src/queue/keys.js";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 const QUEUE = "web-campaigns";
 const TOKEN = "campaigns-test-token-0123456789";
@@ -86,6 +91,8 @@ describe("campaign pages in headless Chromium", () => {
       { line: 8, state: "open", checks: "passing", forge: "gitlab", number: 5, url: DATA_URL, branch: publish.branch },
     ].map((c) => ({ repo: repo(c.line), jobId: ids[c.line - 1]!, updatedAt: Date.now(), ...c }) as Changeset);
     for (const c of records) await store.saveChangeset(ID, c);
+    // what the workers would have added up as the jobs ran (src/queue/batch-index.ts)
+    await client.redis.hset(keys(QUEUE).batch(ID, "meta"), "spent", "5");
   }, 120_000);
 
   afterAll(async () => {
@@ -124,8 +131,9 @@ describe("campaign pages in headless Chromium", () => {
         "checks of the 3 open ones: 1 passing · 1 failing · 1 pending",
       );
       expect(await page.locator("#jobs").textContent()).toMatch(
-        /^jobs 0 \/ 8 done · 0 running · 8 waiting · spent \$0\.00 of \$20\.00 · submitted /,
+        /^jobs 0 \/ 8 done · 0 running · 8 waiting · spent \$5\.00 of \$20\.00 · submitted /,
       );
+      expect(await page.locator("#cost").textContent()).toBe("spent $5.00 · $2.50 per merged change (2 merged)");
       expect(await page.locator("nav.top a.here").textContent()).toBe("Campaigns");
 
       const rows = await page.locator("#rows tr").evaluateAll((trs) =>
@@ -273,7 +281,7 @@ describe("campaign pages in headless Chromium", () => {
         "closed 1",
       ]);
       expect(await row.locator("td.c-jobs").textContent()).toBe("0 / 8 done");
-      expect(await row.locator("td.c-spend").textContent()).toBe("$0.00 of $20.00");
+      expect(await row.locator("td.c-spend").textContent()).toBe("$5.00 of $20.00");
       expect(await row.locator("td.c-campaign a").getAttribute("href")).toBe(`/campaigns/${ID}`);
       expect(await page.locator("#note").textContent()).toBe("1 campaign");
     } finally {
@@ -347,10 +355,12 @@ describe("campaign pages in headless Chromium", () => {
       const body = ok.json<{
         total: number;
         counts: Record<string, number>;
+        costPerMergedUsd: number | null;
         changesets: { repo: string; reason?: string; branch?: string }[];
       }>();
       expect(body.total).toBe(8);
       expect(body.counts.merged).toBe(2);
+      expect(body.costPerMergedUsd).toBe(2.5);
       // what the page needs, inert: no escape or control character, no batch internals
       expect(body.changesets[5]!.reason).toBe(
         'rebase failed: <img src=x onerror="window.__pwned=2;alert(2)"> CONFLICT  in src/observability/log.ts',
@@ -359,6 +369,7 @@ describe("campaign pages in headless Chromium", () => {
         "budgetUsd",
         "changesets",
         "checks",
+        "costPerMergedUsd",
         "counts",
         "createdAt",
         "id",
@@ -384,5 +395,27 @@ describe("campaign pages in headless Chromium", () => {
       'rebase failed: <img src=x onerror="window.__pwned=2;alert(2)"> CONFLICT  in src/observability/log.ts',
     );
     expect(r.stdout).toContain(HOSTILE_REPO);
+    expect(r.stdout.split("\n")).toContain("cost: $5.00 spent, $2.50 per merged change (2 merged)");
+  }, 180_000);
+
+  it("campaign status --json and its summary files carry the cost per merged change", async () => {
+    await ensureBuilt();
+    const out = mkdtempSync(join(tmpdir(), "pb-campaign-cost-"));
+    try {
+      const env = { REDIS_URL: redis.url, PATCHBAY_QUEUE: QUEUE };
+      const r = await patchbay(["campaign", "status", ID, "--json", "--out", out], env);
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ costPerMergedUsd: 2.5, batch: { spentUsd: 5 } });
+      expect(JSON.parse(readFileSync(join(out, "summary.json"), "utf8"))).toMatchObject({
+        campaignId: ID,
+        costUsd: { all: 5 },
+        costPerMergedUsd: 2.5,
+      });
+      expect(readFileSync(join(out, "summary.md"), "utf8")).toContain(
+        "\nCost: $5.00 spent, $2.50 per merged change (2 merged).\n",
+      );
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
   }, 180_000);
 });

@@ -1,9 +1,9 @@
 // campaign.js: the /campaigns/:id page (campaignPage in src/web/html.ts): the burndown (merged of
-// total as a bar, the changesets by state, the CI checks of the open ones, jobs and spend) and a row
-// per repository (state, checks, review, pull request, job, reason), refreshed every 5 s. Needs
-// window.PB (transcript.js, loaded first); takes the campaign id from the page's path; reads
-// /api/campaigns/:id. Data reaches the DOM through textContent only; a link's href is set only for
-// an http(s) URL (a pull request's) or built here (/jobs/<id>).
+// total as a bar, the changesets by state, the CI checks of the open ones, jobs, spend and the cost
+// per merged change) and a row per repository (state, checks, review, pull request, job, reason),
+// refreshed every 5 s. Needs window.PB (transcript.js, loaded first); takes the campaign id from the
+// page's path; reads /api/campaigns/:id. Data reaches the DOM through textContent only; a link's
+// href is set only for an http(s) URL (a pull request's) or built here (/jobs/<id>).
 (function () {
   "use strict";
   var el = PB.el;
@@ -76,6 +76,14 @@
       (c.budgetUsd != null ? " of " + PB.usd(c.budgetUsd) : "") +
       " · submitted " +
       new Date(c.createdAt).toLocaleString();
+    // What a merged change cost, as src/campaign/cost.ts says it: n/a while none merged.
+    document.getElementById("cost").textContent =
+      "spent " +
+      PB.usd(c.spentUsd) +
+      " · " +
+      (c.costPerMergedUsd == null
+        ? "n/a per merged change (none merged)"
+        : PB.usd(c.costPerMergedUsd) + " per merged change (" + c.counts.merged + " merged)");
   }
 
   function prCell(tr, c) {

@@ -35,6 +35,7 @@ describe("a changeset's noun is its host's", () => {
         })),
         counts: { unpublished: 0, draft: 0, open: forges.length, merged: 0, closed: 0, conflict: 0 },
         checks: { passing: 0, failing: 0, pending: 0 },
+        batch: { spentUsd: 0 },
       });
     expect(table(["git"])).toContain("| review | branch | note |");
     expect(table(["github", "git"])).toContain("| review | pull request or branch | note |");
