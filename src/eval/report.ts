@@ -111,9 +111,11 @@ export function instanceReport(
 
 /** What a run summary is made of. */
 export interface RunSummaryInput {
-  /** The run's name, the model and the candidates per instance (K). */
+  /** The run's name. */
   run: string;
+  /** The model it ran. */
   model: string;
+  /** Candidates per instance (K). */
   candidates: number;
   /** From the first job's start to the last grade's end, ms. */
   wallMs: number;
