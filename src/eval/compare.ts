@@ -12,11 +12,15 @@ export type CompareOutcome = GradeOutcome | "pending" | "absent";
 
 /** One run's numbers in a comparison. */
 export interface RunSide {
+  /** The run's name. */
   run: string;
+  /** The model it ran. */
   model: string;
-  /** Instances of the set, and how many resolved. */
+  /** Instances of the set. */
   total: number;
+  /** How many of them resolved. */
   resolved: number;
+  /** Every candidate's spend, USD. */
   costUsd: number;
   /** null when none resolved. */
   costPerResolvedUsd: number | null;
@@ -26,8 +30,11 @@ export interface RunSide {
 
 /** Two runs compared: each one's numbers, and the instances whose outcomes differ (in instance_id order). */
 export interface RunComparison {
+  /** The first run's numbers. */
   a: RunSide;
+  /** The second run's numbers. */
   b: RunSide;
+  /** Each instance whose outcome differs: its outcome in a, then in b. */
   differing: { instance_id: string; a: CompareOutcome; b: CompareOutcome }[];
 }
 

@@ -30,8 +30,11 @@ export class EvalSetError extends PatchbayError {
 
 /** One record of a file: its value, the line it starts on and, in a JSON object of records, its key. */
 export interface FileRecord {
+  /** The record as JSON.parse read it: unchecked. */
   value: unknown;
+  /** The 1-based line it starts on. */
   line: number;
+  /** Its key, in a JSON object of records keyed by instance_id. */
   key?: string;
 }
 

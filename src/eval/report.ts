@@ -68,6 +68,19 @@ export function isFull(tests: NonNullable<InstanceReport["tests_status"]>): bool
   return rate(tests.FAIL_TO_PASS) === 1 && rate(tests.PASS_TO_PASS) === 1;
 }
 
+/**
+ * Why a test run's statuses cannot be graded, as SWE-bench v5.0.1's get_logs_eval judges: the
+ * command exited non-zero while no test FAILED or ERRORed, so passing lines were printed that the
+ * run did not have (a patch's conftest.py or test output can print them). undefined when they can
+ * be graded (an exit code of null: not known). SWE-bench then reports the patch as not applied.
+ */
+export function untrustedRun(statuses: Record<string, TestStatus>, exitCode: number | null): string | undefined {
+  if (exitCode === null || exitCode === 0) return undefined;
+  const values = Object.values(statuses);
+  if (values.length === 0 || values.some((s) => s === "FAILED" || s === "ERROR")) return undefined;
+  return `the test command exited with ${exitCode} but its output names no failing test: its passing lines are not to be believed`;
+}
+
 /** What grading knew besides the statuses: the model patch (null: none), and whether the tests ran. */
 export interface ReportInput {
   /** The model patch; null is SWE-bench's `patch_is_None` (an empty string is a patch that exists). */
@@ -98,9 +111,11 @@ export function instanceReport(
 
 /** What a run summary is made of. */
 export interface RunSummaryInput {
-  /** The run's name, the model and the candidates per instance (K). */
+  /** The run's name. */
   run: string;
+  /** The model it ran. */
   model: string;
+  /** Candidates per instance (K). */
   candidates: number;
   /** From the first job's start to the last grade's end, ms. */
   wallMs: number;

@@ -33,6 +33,7 @@ function statusOf(word: string): TestStatus {
 export function parseUnittest(text: string): Record<string, TestStatus> {
   const out = new Statuses();
   let current: string | undefined; // the test whose status may still follow
+  let awaiting = false; // current has no status yet: a line that looks like a test's own is its output
   let header: string | undefined; // a test's line seen alone: its docstring's line comes next
   const add = (name: string, status: TestStatus) => {
     out.add(name, status);
@@ -45,6 +46,7 @@ export function parseUnittest(text: string): Record<string, TestStatus> {
     const report = REPORT.exec(line);
     if (/^(=+|-+)$/.test(line) || /^Ran \d+ tests? in /.test(line) || report) {
       current = header = undefined;
+      awaiting = false;
       if (report) add(report[2]!, report[1] === "ERROR" ? "ERROR" : "FAILED");
       continue;
     }
@@ -58,16 +60,20 @@ export function parseUnittest(text: string): Record<string, TestStatus> {
       header = undefined;
       current = name;
       const status = STATUS_AT_END.exec(line.slice(at + 4).trim());
+      awaiting = !status;
       if (status) add(name, statusOf(status[1]!));
       continue;
     }
-    if (HEADER.test(line)) {
+    if (HEADER.test(line) && !awaiting) {
       header = line;
       current = undefined;
       continue;
     }
     const status = current !== undefined ? STATUS_AT_END.exec(line) : null;
-    if (status) add(current!, statusOf(status[1]!));
+    if (status) {
+      add(current!, statusOf(status[1]!));
+      awaiting = false;
+    }
   }
   return out.toRecord();
 }

@@ -34,6 +34,9 @@ describe("unittest: `python3 -m unittest -v` on Python 3.11", () => {
   it("reads the older naming and a status after output of several lines", () => {
     const out = ["test_a (m.C) ... starting", "more output", "ok", "test_b (m.C) ... noise FAIL", ""].join("\n");
     expect(parseTestOutput("unittest", out)).toEqual({ "test_a (m.C)": "PASSED", "test_b (m.C)": "FAILED" });
+    // Output that looks like a test's own line, printed while its status is awaited, is only output.
+    const looks = ["test_c (m.C) ... ", "loading (cache)", "ok"].join("\n");
+    expect(parseTestOutput("unittest", looks)).toEqual({ "test_c (m.C)": "PASSED" });
   });
 
   it("lets the failure report fail a test whose line was faked as ok", () => {

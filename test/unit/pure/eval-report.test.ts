@@ -4,7 +4,7 @@
 // unbiased estimator, and both files the shape SWE-bench's code writes (test/support/swebench-shapes.ts).
 // Pure.
 import { describe, expect, it } from "vitest";
-import { instanceReport, passAtK, runSummary, type RunSummaryInput } from "../../../src/eval/report.js";
+import { instanceReport, passAtK, runSummary, untrustedRun, type RunSummaryInput } from "../../../src/eval/report.js";
 import type { GradeOutcome, InstanceAccount, TestStatus } from "../../../src/eval/types.js";
 import { reportJsonProblems, runSummaryProblems } from "../../support/swebench-shapes.js";
 
@@ -85,6 +85,18 @@ describe("instanceReport: SWE-bench's get_eval_report", () => {
 
   it("resolves with an empty PASS_TO_PASS (SWE-bench counts an empty list as all passing)", () => {
     expect(instanceReport({ FAIL_TO_PASS: ["f"], PASS_TO_PASS: [] }, { f: "PASSED" }, applied).resolved).toBe(true);
+  });
+});
+
+describe("untrustedRun: SWE-bench's cross-check of the output against the exit code", () => {
+  it("distrusts a failing exit with only passing lines, and nothing else", () => {
+    expect(untrustedRun({ f1: "PASSED", p1: "SKIPPED" }, 1)).toMatch(
+      /exited with 1 but its output names no failing test/,
+    );
+    expect(untrustedRun({ f1: "PASSED", p1: "FAILED" }, 1)).toBeUndefined();
+    expect(untrustedRun({ f1: "PASSED" }, 0)).toBeUndefined();
+    expect(untrustedRun({ f1: "PASSED" }, null)).toBeUndefined();
+    expect(untrustedRun({}, 2)).toBeUndefined(); // nothing to believe: every test is missing, so failing
   });
 });
 
