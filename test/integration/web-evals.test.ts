@@ -3,7 +3,7 @@
 // this process. The list shows each run's numbers newest first; a run's page its summary (resolved
 // of total, outcomes, cost per resolved, pass@1 and pass@K, tokens, harness time) and a row per
 // instance with links to its jobs; a hostile instance id (markup, terminal escapes, controls) is
-// inert text; an unknown or invalid name is a 404 page and a 404 problem; the HTTP API's
+// inert text; both fit a phone's width; an unknown or invalid name is a 404 page and a 404 problem; the HTTP API's
 // /api/v1/evals gives the same, in the shapes its OpenAPI document says; off loopback the pages and
 // their API need the token.
 import Fastify from "fastify";
@@ -63,8 +63,8 @@ describe("eval pages in headless Chromium", () => {
     await redis?.stop();
   });
 
-  async function open(path: string): Promise<{ page: Page; rec: ReturnType<typeof recordPage> }> {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, ...signedIn(dash.url, TOKEN) });
+  async function open(path: string, width = 1280): Promise<{ page: Page; rec: ReturnType<typeof recordPage> }> {
+    const page = await browser.newPage({ viewport: { width, height: 900 }, ...signedIn(dash.url, TOKEN) });
     const rec = recordPage(page);
     await page.goto(dash.url + path);
     return { page, rec };
@@ -211,6 +211,18 @@ describe("eval pages in headless Chromium", () => {
       expect(rec.requests.filter((u) => !u.startsWith(dash.url))).toEqual([]);
     } finally {
       await page.close();
+    }
+  });
+
+  it("fits 390 px: the list and a run's page, no sideways scroll", async () => {
+    for (const path of ["/evals", `/evals/${RUN}`]) {
+      const { page } = await open(path, 390);
+      try {
+        await page.locator("#rows tr").nth(1).waitFor();
+        expect(await page.evaluate(() => document.documentElement.scrollWidth), path).toBeLessThanOrEqual(390);
+      } finally {
+        await page.close();
+      }
     }
   });
 
