@@ -212,7 +212,12 @@ describe("patchbay campaign end to end", () => {
       campaignId: "fix-all",
       changesetCounts: { unpublished: 12 },
       counts: { completed: 10, verify_failed: 2 },
+      // nothing merged yet: no cost per merged change
+      costPerMergedUsd: null,
     });
+    expect(readFileSync(join(out, "summary.md"), "utf8")).toMatch(
+      /\nCost: \$\S+ spent, n\/a per merged change \(none merged\)\.\n/,
+    );
 
     // After the jobs ran, r12's main moves with a commit on the line the patch changes.
     const work = mkdtempSync(join(dir, "moved-"));
@@ -302,8 +307,11 @@ describe("patchbay campaign end to end", () => {
     expect(
       Object.fromEntries(st2.changesets.filter((c) => c.checks === "failing").map((c) => [c.line, c.state])),
     ).toEqual({ 6: "draft", 7: "draft" });
+    // the whole spend (every attempt of every job) over the 4 merged
+    expect(st2.costPerMergedUsd).toBeCloseTo(st2.batch.spentUsd / 4, 12);
     const text = await run(["campaign", "status", "fix-all"]);
     expect(text.stdout).toMatch(/^campaign fix-all: 4 merged of 12/);
+    expect(text.stdout).toMatch(/^cost: \$\S+ spent, \$\S+ per merged change \(4 merged\)$/m);
 
     // The conflict runs again on the new base, and publishes.
     const retried = await run(["campaign", "retry", "fix-all", "--status", "conflict"]);

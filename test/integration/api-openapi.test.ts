@@ -20,6 +20,8 @@ const ROUTES = [
   "GET /api/v1/batches",
   "GET /api/v1/batches/{id}",
   "GET /api/v1/batches/{id}/summary",
+  "GET /api/v1/evals",
+  "GET /api/v1/evals/{name}",
   "GET /api/v1/jobs",
   "GET /api/v1/jobs/{id}",
   "GET /api/v1/jobs/{id}/events",

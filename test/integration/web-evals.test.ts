@@ -3,7 +3,8 @@
 // this process. The list shows each run's numbers newest first; a run's page its summary (resolved
 // of total, outcomes, cost per resolved, pass@1 and pass@K, tokens, harness time) and a row per
 // instance with links to its jobs; a hostile instance id (markup, terminal escapes, controls) is
-// inert text; an unknown or invalid name is a 404 page and a 404 problem; off loopback the pages and
+// inert text; both fit a phone's width; an unknown or invalid name is a 404 page and a 404 problem; the HTTP API's
+// /api/v1/evals gives the same, in the shapes its OpenAPI document says; off loopback the pages and
 // their API need the token.
 import Fastify from "fastify";
 import type { Browser, Page } from "playwright-core";
@@ -13,6 +14,7 @@ import { safeText } from "../../src/core/term.js";
 import { PatchbayClient } from "../../src/queue/client.js";
 import { authPlugin } from "../../src/web/auth.js";
 import { evalsRoutes } from "../../src/web/routes-evals.js";
+import { EvalBody, EvalRowBody } from "../../src/web/api/evals.js";
 import { startDashboard, type Dashboard } from "../../src/web/server.js";
 import { launchBrowser, recordPage, signedIn } from "../support/browser.js";
 import { startRedis } from "../support/cluster.js";
@@ -61,8 +63,8 @@ describe("eval pages in headless Chromium", () => {
     await redis?.stop();
   });
 
-  async function open(path: string): Promise<{ page: Page; rec: ReturnType<typeof recordPage> }> {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, ...signedIn(dash.url, TOKEN) });
+  async function open(path: string, width = 1280): Promise<{ page: Page; rec: ReturnType<typeof recordPage> }> {
+    const page = await browser.newPage({ viewport: { width, height: 900 }, ...signedIn(dash.url, TOKEN) });
     const rec = recordPage(page);
     await page.goto(dash.url + path);
     return { page, rec };
@@ -212,6 +214,18 @@ describe("eval pages in headless Chromium", () => {
     }
   });
 
+  it("fits 390 px: the list and a run's page, no sideways scroll", async () => {
+    for (const path of ["/evals", `/evals/${RUN}`]) {
+      const { page } = await open(path, 390);
+      try {
+        await page.locator("#rows tr").nth(1).waitFor();
+        expect(await page.evaluate(() => document.documentElement.scrollWidth), path).toBeLessThanOrEqual(390);
+      } finally {
+        await page.close();
+      }
+    }
+  });
+
   it("an unknown or invalid name is a 404 page saying so; the API answers a 404 problem", async () => {
     for (const [name, shown] of [
       ["no-such-run", "no-such-run"],
@@ -230,6 +244,35 @@ describe("eval pages in headless Chromium", () => {
       const api = await fetch(`${dash.url}/api/evals/${name}`, { headers: { authorization: `Bearer ${TOKEN}` } });
       expect(api.status).toBe(404);
       expect(api.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+    }
+  });
+
+  it("the HTTP API's /api/v1/evals lists the runs and gives one, held against its OpenAPI document; errors are problems", async () => {
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const doc = (await (await fetch(`${dash.url}/api/openapi.json`, { headers: auth })).json()) as {
+      paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
+    };
+    expect(Object.keys(doc.paths["/api/v1/evals/{name}"]!.get!.responses).sort()).toEqual(["200", "401", "404"]);
+    const list = await fetch(`${dash.url}/api/v1/evals?limit=1`, { headers: auth });
+    expect(list.status).toBe(200);
+    const rows = EvalRowBody.array().parse(((await list.json()) as { evals: unknown[] }).evals);
+    expect(rows.map((r) => [r.name, r.resolved, r.total, r.costPerResolvedUsd, r.passAtK])).toEqual([
+      [RUN, 2, 4, 1.25, 0.75],
+    ]);
+    const one = await fetch(`${dash.url}/api/v1/evals/${RUN}`, { headers: auth });
+    expect(one.status).toBe(200);
+    const body = EvalBody.strict().parse(await one.json());
+    expect(body.instances.map((i) => i.outcome)).toEqual(["resolved", "unresolved", "empty_patch", "resolved"]);
+    expect(body.instances[2]!.id).toBe(safeText(HOSTILE_ID, { oneLine: true }));
+    for (const [path, status] of [
+      ["/api/v1/evals/no-such-run", 404],
+      ["/api/v1/evals/bad%20name", 404],
+      ["/api/v1/evals?limit=1001", 400],
+    ] as const) {
+      const r = await fetch(dash.url + path, { headers: auth });
+      expect(r.status, path).toBe(status);
+      expect(r.headers.get("content-type"), path).toMatch(/^application\/problem\+json/);
+      expect(((await r.json()) as { detail: string }).detail, path).toMatch(/no eval run|1 to 1000/);
     }
   });
 

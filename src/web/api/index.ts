@@ -6,6 +6,7 @@
 //   jobs.ts     /api/v1/jobs: enqueue, list, status and result, patch, transcript, cancel
 //   events.ts   /api/v1/jobs/{id}/events: the dashboard's live transcript (SSE)
 //   batches.ts  /api/v1/batches: submit, list, status, summary, cancel, retry
+//   evals.ts    /api/v1/evals: eval runs, read-only (the list, one run's summary)
 //
 // The schemas document the routes; the requests are checked by patchbay's own parsers (the
 // client's JobSpec check, the batch file's, the list's query), so a bad request gets the CLI's
@@ -15,6 +16,7 @@ import type { PatchbayClient } from "../../queue/client.js";
 import type { EventStreams } from "../routes-events.js";
 import { batchesApi } from "./batches.js";
 import { eventsApi } from "./events.js";
+import { evalsApi } from "./evals.js";
 import { jobsApi } from "./jobs.js";
 import { openApiRoute, registerOpenApi } from "./openapi.js";
 import { sendProblem } from "./problem.js";
@@ -36,6 +38,7 @@ const v1: FastifyPluginAsync<ApiOptions> = async (app, { client, streams, defaul
   await app.register(jobsApi, { client, defaultModel, sources });
   await app.register(eventsApi, { streams });
   await app.register(batchesApi, { client, sources });
+  await app.register(evalsApi, { client });
 };
 
 export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app, opts) => {

@@ -83,6 +83,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       tags: [
         { name: "jobs", description: "one job: enqueue, follow, fetch, cancel" },
         { name: "batches", description: "many jobs under one id" },
+        { name: "evals", description: "eval runs: task sets graded as SWE-bench grades them (read-only)" },
       ],
       components: {
         securitySchemes: {
