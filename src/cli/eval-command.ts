@@ -136,6 +136,10 @@ ${CONNECTION_USAGE}`,
           gradeConcurrency,
           ...(stringFlag(values, "model") ? { model: stringFlag(values, "model") } : {}),
           ...(budgetUsd !== undefined ? { budgetUsd } : {}),
+          onSubmitted: ({ batchId, added, total }) =>
+            void process.stderr.write(
+              `patchbay: batch ${batchId}: ${count(added, "job")} enqueued${added < total ? ` (${total - added} were already there)` : ""}\n`,
+            ),
           onProgress: (p) => process.stderr.write(progressLine(p)),
         });
         await new EvalStore(c.redis, c.queueName, c.retentionSec).save(s, {

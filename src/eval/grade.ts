@@ -17,7 +17,7 @@ import { applyPatch } from "../job/verify.js";
 import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { parseTestOutput } from "./parse/index.js";
-import { instanceReport } from "./report.js";
+import { instanceReport, untrustedRun } from "./report.js";
 import type { EvalInstance, Graded, GradeOutcome, Prediction } from "./types.js";
 
 /** The most of a test command's output kept (its head and tail) and read per test. */
@@ -118,10 +118,19 @@ async function inSandbox(
     if (run.aborted) throw new Error("grading was stopped while the tests ran");
     const text = env.test.format === "junit" && env.test.file ? await junitFile(sandbox, env.test.file) : run.output;
     const statuses = parseTestOutput(env.test.format, text);
-    const report = instanceReport(instance, statuses, { patch, applied: true });
     const testOutput = run.timedOut
       ? `${run.output}\n[patchbay: the tests timed out after ${testTimeout} s]`
       : run.output;
+    // A failed command whose output names no failing test printed passing lines it did not earn.
+    const untrusted = untrustedRun(statuses, run.exitCode);
+    if (untrusted)
+      return done("error", {
+        report: instanceReport(instance, statuses, { patch, applied: false }),
+        statuses,
+        testOutput,
+        error: untrusted,
+      });
+    const report = instanceReport(instance, statuses, { patch, applied: true });
     return done(report.resolved ? "resolved" : "unresolved", { report, statuses, testOutput });
   } finally {
     dispose();

@@ -35,6 +35,8 @@ export interface EvalRunOptions {
   gradeConcurrency?: number;
   /** @default gradePrediction with the process's configuration */
   grade?: GradeFn;
+  /** Called once the batch is submitted: how many jobs this call added of how many. */
+  onSubmitted?: (s: { batchId: string; added: number; total: number }) => void;
   /** Called as the run goes: a job ended, a candidate was graded (or found graded before). */
   onProgress?: (p: EvalProgress) => void;
   /** Ends the wait (the batch runs on; a later run picks up where this one stopped). */
@@ -64,15 +66,17 @@ export async function runEval(b: BatchClient, o: EvalRunOptions): Promise<RunSum
   const t0 = Date.now();
   const K = o.candidates ?? 1;
   const specs = evalSpecs(o.instances, { model: o.model, candidates: K });
-  const { batchId } = await b.submit(specs, {
+  const { batchId, added } = await b.submit(specs, {
     name: `eval-${o.name}`,
     ...(o.budgetUsd !== undefined ? { budgetUsd: o.budgetUsd } : {}),
   });
+  o.onSubmitted?.({ batchId, added, total: specs.length });
   const grade: GradeFn = o.grade ?? ((inst, pred) => gradePrediction(inst, pred, { signal: o.signal }));
   const done = new Map<number, Done>(); // by line
   const todo: { line: number; jobId: string }[] = [];
   const seen = new Set<number>();
-  let wake = () => {};
+  const sleepers: (() => void)[] = []; // graders waiting for a job to end
+  const wake = () => sleepers.splice(0).forEach((r) => r());
   const add = (line: number, jobId: string) => {
     if (seen.has(line)) return;
     seen.add(line);
@@ -100,7 +104,7 @@ export async function runEval(b: BatchClient, o: EvalRunOptions): Promise<RunSum
       const next = todo.shift();
       if (next) await one(next.line, next.jobId);
       else if (!waiting) return;
-      else await new Promise<void>((r) => (wake = r));
+      else await new Promise<void>((r) => sleepers.push(r));
     }
   });
   try {
