@@ -17,6 +17,8 @@ const PODMAN_ONLY = "test/**/*-podman.test.ts";
 
 export default defineConfig({
   test: {
+    // running-files: a file that never ends is named (and the run ended) instead of running to CI's limit.
+    reporters: ["default", "./test/support/running-files-reporter.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration tests share the engines and one Redis on a 2-core machine.

@@ -27,7 +27,11 @@ function npm(cwd: string, args: string[], env: Record<string, string>): Promise<
     let output = "";
     child.stdout.on("data", (b: Buffer) => (output += b.toString()));
     child.stderr.on("data", (b: Buffer) => (output += b.toString()));
-    child.on("close", (code) => resolve({ code: code ?? -1, output: stripVTControlCharacters(output) }));
+    // On exit, not on close: a daemon the scripts start (dockerd, Redis, the Podman service) may hold
+    // the pipes open for as long as it runs.
+    child.on("exit", (code) =>
+      setTimeout(() => resolve({ code: code ?? -1, output: stripVTControlCharacters(output) }), 200),
+    );
   });
 }
 
