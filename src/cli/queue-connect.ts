@@ -15,13 +15,36 @@ export { JobFailedError, JobNotFoundError, PatchbayClient };
 /** Connects once, without retries: resolves if Redis answers PING, else throws a one-line CliError saying why and what to do. */
 export async function probeRedis(url: string, settings: RedisSettings, timeoutMs = 3000): Promise<void> {
   try {
-    (await probeRedisTarget(url, settings, timeoutMs)).conn.disconnect();
+    (await probeThroughFailover(url, settings, timeoutMs)).conn.disconnect();
   } catch (err) {
     if (!(err instanceof RedisConnectError) || err.kind !== "infra")
       throw new CliError((err as Error).message, "config");
     throw new CliError(
       `cannot reach Redis at ${err.shownUrl} (${err.why}): start it (${inPatchbayRepo() ? "npm run services" : "e.g. redis-server --maxmemory-policy noeviction"}) or pass --redis-url / set REDIS_URL`,
     );
+  }
+}
+
+/** How long a command started during a Sentinel failover waits for the new master to answer. */
+export const FAILOVER_WAIT_MS = 30_000;
+
+/**
+ * probeRedisTarget, once; through Sentinel, again every half second for up to FAILOVER_WAIT_MS while
+ * nothing answers: during a failover the sentinels still name the master that just died for a few
+ * seconds, and a command started then is to wait for the new one, as the worker's connections do.
+ */
+async function probeThroughFailover(url: string, settings: RedisSettings, timeoutMs: number) {
+  const sentinel = /^rediss?\+sentinel:/i.test(url);
+  const until = Date.now() + FAILOVER_WAIT_MS;
+  for (;;) {
+    try {
+      return await probeRedisTarget(url, settings, timeoutMs);
+    } catch (err) {
+      // The master the sentinels named refused; sentinels that do not answer at all are not a failover.
+      const infra = err instanceof RedisConnectError && err.kind === "infra" && !/sentinel/i.test(err.why);
+      if (!sentinel || !infra || Date.now() > until) throw err;
+      await new Promise((r) => setTimeout(r, 500));
+    }
   }
 }
 
