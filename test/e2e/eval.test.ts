@@ -89,6 +89,7 @@ describe("patchbay eval, as docs/eval.md's worked example runs it", { timeout: 9
       "patchbay eval run set.jsonl --name first",
       "patchbay eval grade set.jsonl --predictions gold.jsonl --name gold",
       "patchbay eval compare patchbay-eval/gold patchbay-eval/first",
+      "patchbay eval run set.jsonl --name twice --candidates 2",
     ]);
     for (const o of outputs.slice(1))
       expect({ command: o.command, code: o.code }, o.output).toEqual({ command: o.command, code: 0 });
@@ -149,6 +150,29 @@ describe("patchbay eval, as docs/eval.md's worked example runs it", { timeout: 9
     expect(out(4).output).toContain(WRONG_ID);
     const others = sets.instances.map((i) => i.instance_id).filter((id) => id !== WRONG_ID);
     for (const id of others) expect(out(4).output).not.toContain(id);
+  });
+
+  it("eval run --candidates 2: two jobs per instance, pass@1 and pass@2, the second candidate's files", () => {
+    const run = join(dir, "patchbay-eval/twice");
+    const s = JSON.parse(readFileSync(join(run, "summary.json"), "utf8"));
+    expect(runSummaryProblems(s)).toEqual([]);
+    const n = sets.instances.length;
+    expect(s.patchbay.candidates).toBe(2);
+    expect(Object.keys(s.patchbay.passAtK).sort()).toEqual(["1", "2"]);
+    // The scripted model answers each candidate alike: pass@2 is pass@1.
+    expect(s.patchbay.passAtK["1"]).toBeCloseTo((n - 1) / n);
+    expect(s.patchbay.passAtK["2"]).toBeCloseTo((n - 1) / n);
+    for (const a of s.patchbay.instances) {
+      expect(a.candidates, a.instance_id).toBe(2);
+      expect(a.jobIds, a.instance_id).toHaveLength(2);
+      expect(a.resolvedCandidates, a.instance_id).toBe(a.instance_id === WRONG_ID ? 0 : 2);
+      const second = JSON.parse(readFileSync(join(run, a.instance_id, "candidate-2", "report.json"), "utf8"));
+      expect(reportJsonProblems(second)).toEqual([]);
+    }
+    // One prediction per instance in preds.jsonl: the first candidate's, as SWE-bench takes one.
+    expect(readFileSync(join(run, "preds.jsonl"), "utf8").trim().split("\n")).toHaveLength(n);
+    expect(out(5).output).toMatch(new RegExp(`${n * 2} jobs enqueued`));
+    expect(out(5).output).toMatch(/pass@1 \d+\.\d%; pass@2 \d+\.\d%/);
   });
 
   it("the agent never saw the instance's tests: no transcript holds a line the test patch adds", () => {
