@@ -130,6 +130,14 @@ describe("patchbay eval, as docs/eval.md's worked example runs it", { timeout: 9
       expect(a.harnessMs, a.instance_id).toBe(Math.max(0, a.jobMs - a.modelMs) + a.gradeMs);
     }
     expect(s.patchbay.harnessMs.median).toBeGreaterThan(0);
+    const ms = (k: "jobMs" | "modelMs" | "gradeMs") =>
+      s.patchbay.instances.map((a: Record<string, number>) => a[k]).sort((x: number, y: number) => x - y)[
+        ids.length >> 1
+      ];
+    console.log(
+      `eval first: ${ids.length} instances; harness overhead per instance median ${s.patchbay.harnessMs.median} ms ` +
+        `(job ${ms("jobMs")} ms, model ${ms("modelMs")} ms, grading ${ms("gradeMs")} ms); wall ${s.patchbay.wallMs} ms`,
+    );
     expect(out(1).output).toMatch(new RegExp(`resolved ${ids.length - 1} of ${ids.length} instances`));
   });
 
