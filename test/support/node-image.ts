@@ -1,7 +1,7 @@
 // The per-repo image with Node and npm that the egress and eval tests run their JavaScript repos in:
 // `patchbay image build --from` a context of the host's node, its npm and its CA bundle. The context
-// directory and its mtimes are fixed, so a second build finds the image up to date.
-import { copyFileSync, cpSync, mkdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+// directory is this call's own and its files' mtimes are fixed, so a second build finds the image up to date.
+import { copyFileSync, cpSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "vitest";
 import { ensureBuilt, patchbay } from "./cli-helpers.js";
@@ -24,8 +24,17 @@ ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt npm_config_cache=/tmp
  * returns the tag. It has `node` and `npm` on the PATH, as the sandbox's user.
  */
 export async function buildNodeImage(): Promise<string> {
-  const ctx = "/var/tmp/patchbay-test-node-image";
-  mkdirSync(ctx, { recursive: true });
+  // A context directory of this call's own (test files that run at once each build, or find the
+  // image up to date): its files' mtimes are fixed, and the build's hash reads no directory's path.
+  const ctx = mkdtempSync("/var/tmp/patchbay-test-node-image-");
+  try {
+    return await buildFrom(ctx);
+  } finally {
+    rmSync(ctx, { recursive: true, force: true });
+  }
+}
+
+async function buildFrom(ctx: string): Promise<string> {
   const fixed = new Date("2026-01-01T00:00:00Z");
   const put = (name: string, data: string, mode = 0o644) => {
     writeFileSync(join(ctx, name), data, { mode });
@@ -33,7 +42,6 @@ export async function buildNodeImage(): Promise<string> {
   };
   copyFileSync(process.execPath, join(ctx, "node"));
   utimesSync(join(ctx, "node"), fixed, fixed);
-  rmSync(join(ctx, "npm"), { recursive: true, force: true });
   cpSync("/usr/lib/node_modules/npm", join(ctx, "npm"), { recursive: true, preserveTimestamps: true });
   copyFileSync("/etc/ssl/certs/ca-certificates.crt", join(ctx, "ca-certificates.crt"));
   utimesSync(join(ctx, "ca-certificates.crt"), fixed, fixed);
