@@ -151,7 +151,8 @@ describe("warm pool (real engine)", () => {
       const names = pooled.map((c) => c.name);
       w.proc.kill("SIGKILL");
       await w.exited;
-      expect(await Promise.all(names.map((n) => exists("container", n)))).toEqual([true, true]);
+      // Not checked here that both outlived it: another test file's worker on this engine may reap
+      // them at once (any worker judges a local owner by its pid); the deadlines below say how.
       // A live worker of the queue on this host judges the dead one by its pid and reaps its pool
       // (healthy, so its reaper runs: with credentials, and every second).
       const config = loadConfig({ ...process.env, ANTHROPIC_API_KEY: "test-key", PATCHBAY_REAP_MS: "1000" });
