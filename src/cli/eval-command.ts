@@ -25,8 +25,8 @@ const NAME = /^[A-Za-z0-9_.-]{1,80}$/;
 function nameOf(values: Values): string {
   const name = stringFlag(values, "name");
   if (name === undefined) throw new UsageError("--name is required: the run's name (its batch is eval-NAME)");
-  if (!NAME.test(name))
-    throw new UsageError(`--name takes 1-80 characters from A-Z a-z 0-9 _ . -, not '${safe(name)}'`);
+  if (!NAME.test(name) || name === "." || name === "..")
+    throw new UsageError(`--name takes 1-80 characters from A-Z a-z 0-9 _ . - (not . or ..), not '${safe(name)}'`);
   return name;
 }
 
