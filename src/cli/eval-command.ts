@@ -1,7 +1,7 @@
 // `patchbay eval run | grade | compare`: task sets in SWE-bench's format, run through the workers
 // and graded on this host (src/eval/), or predictions graded alone, or two runs side by side.
 // The library side is loaded when a command runs (not for --help).
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { count } from "../core/count.js";
 import { usd } from "../core/money.js";
@@ -25,8 +25,8 @@ const NAME = /^[A-Za-z0-9_.-]{1,80}$/;
 function nameOf(values: Values): string {
   const name = stringFlag(values, "name");
   if (name === undefined) throw new UsageError("--name is required: the run's name (its batch is eval-NAME)");
-  if (!NAME.test(name))
-    throw new UsageError(`--name takes 1-80 characters from A-Z a-z 0-9 _ . -, not '${safe(name)}'`);
+  if (!NAME.test(name) || name === "." || name === "..")
+    throw new UsageError(`--name takes 1-80 characters from A-Z a-z 0-9 _ . - (not . or ..), not '${safe(name)}'`);
   return name;
 }
 
@@ -212,14 +212,41 @@ Needs no Redis and no worker. Exit status: 0 graded; 2 usage (a bad set or predi
   },
 };
 
-/** A run given as its directory, its summary.json, or (with Redis) its name. */
-function readSummary(given: string): RunSummary {
+/** The largest summary.json compare reads (10,000 instances' accounts and id lists fit many times over). */
+const SUMMARY_MAX_BYTES = 256 * 1024 * 1024;
+
+/** A run given as its directory or its summary.json: a regular file (never waited on, as a FIFO would be), of a summary's shape. */
+async function readSummary(given: string): Promise<RunSummary> {
   const file = existsSync(given) && statSync(given).isDirectory() ? join(given, "summary.json") : given;
+  const { RunSummarySchema } = await import("../eval/store.js");
+  let text: string;
   try {
-    return JSON.parse(readFileSync(file, "utf8")) as RunSummary;
+    const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      const st = fstatSync(fd);
+      if (!st.isFile()) throw new Error("not a regular file");
+      if (st.size > SUMMARY_MAX_BYTES) throw new Error(`over ${count(SUMMARY_MAX_BYTES, "byte")}`);
+      text = readFileSync(fd, "utf8");
+    } finally {
+      closeSync(fd);
+    }
   } catch (err) {
-    throw new UsageError(`cannot read the run summary ${safe(file)}: ${(err as Error).message}`);
+    throw new UsageError(`cannot read the run summary ${safe(file)}: ${safe((err as Error).message)}`);
   }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`cannot read the run summary ${safe(file)}: ${safe((err as Error).message)}`);
+  }
+  const r = RunSummarySchema.safeParse(value);
+  if (!r.success) {
+    const first = r.error.issues[0]!;
+    throw new UsageError(
+      `the run summary ${safe(file)} is not an eval run's summary.json: ${safe(first.path.join("."))}: ${safe(first.message)}`,
+    );
+  }
+  return r.data;
 }
 
 const compare: Command = {
@@ -234,7 +261,8 @@ Exit status: 0 compared; 2 usage (a run that cannot be read).
   options: { json: { type: "boolean" } },
   positionals: { min: 2, max: 2, name: "RUN" },
   async run({ values, positionals }) {
-    const [a, b] = positionals.map(readSummary) as [RunSummary, RunSummary];
+    const a = await readSummary(positionals[0]!);
+    const b = await readSummary(positionals[1]!);
     const { compareRuns, compareText } = await import("../eval/compare.js");
     const cmp = compareRuns(a, b);
     console.log(values.json ? JSON.stringify(cmp) : compareText(cmp));

@@ -1,7 +1,7 @@
 // Two runs side by side (`patchbay eval compare RUN_A RUN_B`): resolved, cost, cost per resolved
 // instance and pass@k of each, and the instances whose outcome differs. compareRuns gives the
-// numbers; compareText renders them for a terminal, every text from a run (its name, model and
-// instance ids, all from a task set or a user) through safeText. Pure.
+// numbers; compareText renders them for a terminal, every text from a run (its name, model,
+// instance ids, outcomes and pass@k keys: a summary.json may be anyone's) through safeText. Pure.
 import { count } from "../core/count.js";
 import { usd } from "../core/money.js";
 import { safeText } from "../core/term.js";
@@ -108,11 +108,11 @@ export function compareText(c: RunComparison): string {
       c.a.costPerResolvedUsd === null ? "-" : usd(c.a.costPerResolvedUsd),
       c.b.costPerResolvedUsd === null ? "-" : usd(c.b.costPerResolvedUsd),
     ],
-    ...ks.map((k) => [`pass@${k}`, pass(c.a, k), pass(c.b, k)]),
+    ...ks.map((k) => [`pass@${one(k)}`, pass(c.a, k), pass(c.b, k)]),
   ];
   const lines = table(rows);
   if (c.differing.length === 0) return [...lines, "", "No instance's outcome differs."].join("\n") + "\n";
-  const diff = table([["instance", "A", "B"], ...c.differing.map((d) => [one(d.instance_id), d.a, d.b])]).map(
+  const diff = table([["instance", "A", "B"], ...c.differing.map((d) => [one(d.instance_id), one(d.a), one(d.b)])]).map(
     (l) => `  ${l}`,
   );
   const head = `${count(c.differing.length, "instance")} whose outcome differs:`;

@@ -39,7 +39,7 @@ export async function gradeSet(o: GradeSetOptions): Promise<RunSummary> {
         const inst = byId.get(p.instance_id)!;
         const dir = candidateDir(o.out, inst.instance_id, 0);
         const patch = p.model_patch ?? "";
-        const rec = gradedBefore(dir, "", patch) ?? writeGraded(dir, await grade(inst, p), "", patch);
+        const rec = gradedBefore(dir, "", patch, inst) ?? writeGraded(dir, await grade(inst, p), "", patch, inst);
         recs.set(inst.instance_id, rec);
         o.onGraded?.(rec, recs.size, o.preds.length);
       }

@@ -22,6 +22,12 @@ import type { EvalInstance, Graded, GradeOutcome, Prediction } from "./types.js"
 
 /** The most of a test command's output kept (its head and tail) and read per test. */
 export const TEST_OUTPUT_MAX_BYTES = 16 * 1024 * 1024;
+/**
+ * What the sandbox keeps of the output: its head and tail with a notice between them must fit the
+ * parsers' bound (MAX_OUTPUT_CHARS, 16 Mi characters, a byte at most a character), or they read the
+ * head alone and lose the tail, where the runner prints its results.
+ */
+const KEPT_OUTPUT_BYTES = TEST_OUTPUT_MAX_BYTES - 64 * 1024;
 /** A test command's time limit when the instance names none, in seconds. */
 export const TEST_TIMEOUT_SEC = 600;
 
@@ -113,7 +119,7 @@ async function inSandbox(
     const run = await sandbox.runFresh(`cd /workspace && { ${env.test.command}\n}`, {
       timeoutSec: testTimeout,
       signal: ctx.signal,
-      maxOutputBytes: TEST_OUTPUT_MAX_BYTES,
+      maxOutputBytes: KEPT_OUTPUT_BYTES,
     });
     if (run.aborted) throw new Error("grading was stopped while the tests ran");
     const text = env.test.format === "junit" && env.test.file ? await junitFile(sandbox, env.test.file) : run.output;

@@ -30,9 +30,15 @@ export const MAX_TEST_NAME_CHARS = 2_000;
 const want = (what: string) => (iss: { input?: unknown }) =>
   iss.input === undefined ? `required: ${what}` : `must be ${what} (got ${shownValue(iss.input)})`;
 
+/** The run's own files beside the instances' directories (run-files.ts): no instance may be named so. */
+const RUN_FILES = ["preds.jsonl", "summary.json"];
+
 const InstanceId = z
   .string({ error: want("an instance id") })
-  .regex(INSTANCE_ID_RE, { error: want("1-128 characters from A-Z a-z 0-9 _ . + -, starting with a letter or digit") });
+  .regex(INSTANCE_ID_RE, { error: want("1-128 characters from A-Z a-z 0-9 _ . + -, starting with a letter or digit") })
+  .refine((id) => !RUN_FILES.includes(id.toLowerCase()), {
+    error: want(`an id other than the run's own files (${RUN_FILES.join(", ")}), whatever its case`),
+  });
 
 const Patch = z
   .string({ error: want("a patch (a unified diff, as text)") })

@@ -143,14 +143,14 @@ async function gradeOne(
   const dir = candidateDir(o.out, inst.instance_id, candidate);
   writeOwn(join(dir, "result.json"), JSON.stringify(result, null, 2) + "\n");
   writeOwn(join(dir, "transcript.jsonl"), events.map((e) => JSON.stringify(e) + "\n").join(""));
-  const before = gradedBefore(dir, jobId, result.patch);
+  const before = gradedBefore(dir, jobId, result.patch, inst);
   if (before) return { rec: before, result, modelMs, before: true };
   const pred = { instance_id: inst.instance_id, model_patch: result.patch, model_name_or_path: modelName(o, result) };
   // The host's own failure (its engine gone, say) is this candidate's error, recorded nowhere: the next run grades it again.
   const g = await grade(inst, pred).catch((err: Error) => err);
   if (g instanceof Error)
     return { rec: unrecorded(inst, jobId, `grading failed: ${g.message}`), result, modelMs, before: false };
-  return { rec: writeGraded(dir, g, jobId, result.patch), result, modelMs, before: false };
+  return { rec: writeGraded(dir, g, jobId, result.patch, inst), result, modelMs, before: false };
 }
 
 /** An error outcome kept in memory only (no grade.json): the next run grades the candidate again. */
@@ -165,6 +165,7 @@ function unrecorded(inst: EvalInstance, jobId: string, error: string): GradeReco
     ms: 0,
     jobId,
     patchSha256: "",
+    instanceSha256: "",
   };
 }
 
