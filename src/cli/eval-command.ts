@@ -1,8 +1,9 @@
 // `patchbay eval run | grade | compare`: task sets in SWE-bench's format, run through the workers
 // and graded on this host (src/eval/), or predictions graded alone, or two runs side by side.
 // The library side is loaded when a command runs (not for --help).
-import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync, statSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { count } from "../core/count.js";
 import { usd } from "../core/money.js";
 import { safeText } from "../core/term.js";
@@ -31,23 +32,47 @@ function nameOf(values: Values): string {
 }
 
 /** The set's instances, their repos resolved against the set file's directory; a bad set is a usage error. */
-async function readSet(file: string): Promise<EvalInstance[]> {
-  const { parseTaskSet, resolveRepo, EvalSetError } = await import("../eval/instance.js");
+async function readSet(file: string, values: Values): Promise<EvalInstance[]> {
+  const { parseTaskSet, resolveRepo, localRepoOutside, EvalSetError } = await import("../eval/instance.js");
   let text: string;
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
     throw new UsageError(`cannot read the task set ${safe(file)}: ${(err as Error).message}`);
   }
+  let instances: EvalInstance[];
+  const dir = dirname(resolve(file));
   try {
-    const dir = dirname(resolve(file));
-    return parseTaskSet(text, file).map((i) => ({
+    instances = parseTaskSet(text, file).map((i) => ({
       ...i,
       patchbay: { ...i.patchbay, repo: resolveRepo(i.patchbay.repo, dir) },
     }));
   } catch (err) {
     if (err instanceof EvalSetError) throw new UsageError(err.message);
     throw err;
+  }
+  // A set is often another's file, but its jobs are the operator's: a worker reads any local repo
+  // they name. Its local repos stay under its own directory (links resolved) unless told otherwise.
+  if (values["repos-anywhere"]) return instances;
+  const outside = instances.filter((i) => localRepoOutside(real(i.patchbay.repo), real(dir)));
+  if (outside.length)
+    throw new UsageError(
+      `the task set names local repos outside its own directory (${safe(dir)}): ${outside
+        .slice(0, 5)
+        .map((i) => `${safe(i.instance_id)}: ${safe(i.patchbay.repo)}`)
+        .join(
+          "; ",
+        )}${outside.length > 5 ? `; and ${outside.length - 5} more` : ""}. Move them under it, or pass --repos-anywhere if you trust the set`,
+    );
+  return instances;
+}
+
+/** A local path (or file: URL) with its links resolved where it exists; anything else as it is. */
+function real(repo: string): string {
+  try {
+    return realpathSync(/^file:/i.test(repo) ? fileURLToPath(repo) : repo);
+  } catch {
+    return repo;
   }
 }
 
@@ -99,6 +124,7 @@ name taken by another set; 2 usage (a bad set, a bad flag).
   --budget-usd X         a budget for the whole run's jobs
   --out DIR              where the files go (default ./patchbay-eval/NAME)
   --grade-concurrency N  predictions graded at once on this host (default 2)
+  --repos-anywhere       allow local repos outside the set file's directory (a set you trust)
   --json                 print the summary as JSON
 ${CONNECTION_USAGE}`,
   options: {
@@ -109,6 +135,7 @@ ${CONNECTION_USAGE}`,
     "budget-usd": { type: "string" },
     out: { type: "string" },
     "grade-concurrency": { type: "string" },
+    "repos-anywhere": { type: "boolean" },
     json: { type: "boolean" },
   },
   positionals: { min: 1, max: 1, name: "SET" },
@@ -117,7 +144,7 @@ ${CONNECTION_USAGE}`,
     const candidates = upTo(values, "candidates", 16, "jobs per instance") ?? 1;
     const gradeConcurrency = upTo(values, "grade-concurrency", 64, "gradings at once") ?? 2;
     const budgetUsd = numberFlag(values, "budget-usd", { what: "USD for the whole run" });
-    const instances = await readSet(positionals[0]!);
+    const instances = await readSet(positionals[0]!, values);
     const out = outOf(values, name);
     const { withClient } = await import("./queue-connect.js");
     const { BatchClient, BatchConflictError } = await import("../batch/batches.js");
@@ -173,12 +200,14 @@ Needs no Redis and no worker. Exit status: 0 graded; 2 usage (a bad set or predi
   --name NAME            the run's name (letters, digits, _ . -)
   --out DIR              where the files go (default ./patchbay-eval/NAME)
   --grade-concurrency N  predictions graded at once (default 2)
+  --repos-anywhere       allow local repos outside the set file's directory (a set you trust)
   --json                 print the summary as JSON`,
   options: {
     predictions: { type: "string" },
     name: { type: "string" },
     out: { type: "string" },
     "grade-concurrency": { type: "string" },
+    "repos-anywhere": { type: "boolean" },
     json: { type: "boolean" },
   },
   positionals: { min: 1, max: 1, name: "SET" },
@@ -186,7 +215,7 @@ Needs no Redis and no worker. Exit status: 0 graded; 2 usage (a bad set or predi
     const name = nameOf(values);
     const file = stringFlag(values, "predictions");
     if (!file) throw new UsageError("--predictions FILE is required (SWE-bench's predictions: JSONL or JSON)");
-    const instances = await readSet(positionals[0]!);
+    const instances = await readSet(positionals[0]!, values);
     const { parsePredictions, EvalSetError } = await import("../eval/instance.js");
     let preds;
     try {

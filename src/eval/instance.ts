@@ -3,7 +3,8 @@
 // JSON-encoded strings its dataset has), plus patchbay's own fields under `patchbay`. Everything in
 // them is hostile: bounded, and every problem is named `file:line: field: what is wrong (got …)`,
 // all of them in one EvalSetError. Pure: the caller reads the files.
-import { isAbsolute, resolve } from "node:path";
+import { isAbsolute, relative, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { count } from "../core/count.js";
 import { genericMessage, positiveNumber } from "../core/spec/fields.js";
@@ -279,4 +280,23 @@ export function parsePredictions(text: string, file = "(predictions)"): Predicti
 export function resolveRepo(repo: string, setDir: string): string {
   if (/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(repo) || /^[^/\s:@]+@[^/\s:]+:/.test(repo)) return repo;
   return resolve(setDir, repo);
+}
+
+/**
+ * Whether a resolved repo is a local one (a path or a `file:` URL) outside `setDir`, the set file's
+ * directory. A task set is often someone else's file, while its jobs are the operator's own (a
+ * worker reads any local repo they name): `eval` keeps a set's local repos under its own directory
+ * unless told otherwise.
+ */
+export function localRepoOutside(repo: string, setDir: string): boolean {
+  let path = repo;
+  if (/^file:/i.test(repo)) {
+    try {
+      path = fileURLToPath(repo);
+    } catch {
+      return true; // a file: URL that names no local path is not under the set's directory
+    }
+  } else if (/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(repo) || /^[^/\s:@]+@[^/\s:]+:/.test(repo)) return false;
+  const rel = relative(resolve(setDir), resolve(setDir, path));
+  return rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel);
 }

@@ -8,11 +8,11 @@
 //
 // Needs: Docker with the sandbox image (and the per-repo Node image, built here), redis-server.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BIN, ensureBuilt, ROOT } from "../support/cli-helpers.js";
+import { BIN, ensureBuilt, patchbay, ROOT } from "../support/cli-helpers.js";
 import { startRedis } from "../support/cluster.js";
 import { makeTaskSets, scriptFor, WRONG_ID, type TaskSets } from "../support/eval-sets.js";
 import { buildNodeImage } from "../support/node-image.js";
@@ -195,6 +195,34 @@ describe("patchbay eval, as docs/eval.md's worked example runs it", { timeout: 9
       for (const line of added)
         expect(transcript.includes(JSON.stringify(line).slice(1, -1)), `${inst.instance_id}: ${line}`).toBe(false);
     }
+  });
+
+  it("a set naming a local repo outside its own directory is refused (exit 2), unless --repos-anywhere", async () => {
+    const sub = join(dir, "elsewhere");
+    mkdirSync(sub);
+    const inst = {
+      ...sets.instances[0]!,
+      patchbay: { ...sets.instances[0]!.patchbay, repo: `../${basename(sets.instances[0]!.patchbay.repo)}` },
+    };
+    writeFileSync(join(sub, "set.jsonl"), JSON.stringify(inst) + "\n");
+    writeFileSync(join(sub, "none.jsonl"), "");
+    const args = [
+      "eval",
+      "grade",
+      join(sub, "set.jsonl"),
+      "--predictions",
+      join(sub, "none.jsonl"),
+      "--name",
+      "scope",
+      "--out",
+      join(sub, "out"),
+    ];
+    const refused = await patchbay(args);
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stderr).toContain(`${inst.instance_id}: ${sets.instances[0]!.patchbay.repo}`);
+    expect(refused.stderr).toContain("--repos-anywhere");
+    const allowed = await patchbay([...args, "--repos-anywhere"]);
+    expect(allowed.code, allowed.stderr).toBe(0);
   });
 
   it("the run is recorded in Redis for the dashboard's eval page", async () => {
