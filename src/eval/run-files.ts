@@ -25,6 +25,8 @@ export interface GradeRecord extends Omit<Graded, "testOutput"> {
   patchSha256: string;
   /** {@link instanceSha256} of the instance it was graded for. */
   instanceSha256: string;
+  /** When it was graded, epoch ms (a run's wall time ends at its last grade, whichever run made it). */
+  gradedAt?: number;
 }
 
 export const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
@@ -56,6 +58,7 @@ const GradeRecordSchema = z.object({
   jobId: z.string(),
   patchSha256: z.string(),
   instanceSha256: z.string(),
+  gradedAt: z.number().optional(),
 });
 
 /** A regular file's text, read without following a link or waiting on a FIFO; undefined for anything else. */
@@ -116,7 +119,13 @@ const outcomeOf = (rec: GradeRecord): GradeRecord["outcome"] =>
 /** Writes a graded candidate's files: report.json (SWE-bench's), test_output.txt, patch.diff, grade.json (last). */
 export function writeGraded(dir: string, g: Graded, jobId: string, patch: string, instance: EvalInstance): GradeRecord {
   const { testOutput, ...rest } = g;
-  const rec: GradeRecord = { ...rest, jobId, patchSha256: sha256(patch), instanceSha256: instanceSha256(instance) };
+  const rec: GradeRecord = {
+    ...rest,
+    jobId,
+    patchSha256: sha256(patch),
+    instanceSha256: instanceSha256(instance),
+    gradedAt: Date.now(),
+  };
   writeOwn(join(dir, "patch.diff"), patch);
   writeOwn(join(dir, "report.json"), JSON.stringify({ [g.instance_id]: g.report }, null, 4) + "\n");
   writeOwn(join(dir, "test_output.txt"), testOutput);

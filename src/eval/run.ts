@@ -107,18 +107,22 @@ export async function runEval(b: BatchClient, o: EvalRunOptions): Promise<RunSum
       else await new Promise<void>((r) => sleepers.push(r));
     }
   });
+  let createdAt = t0;
   try {
     const st = await b.wait(batchId, {
       signal: o.signal,
       onProgress: (p) => p.finished.forEach((f) => add(f.result.line, f.jobId)),
     });
+    createdAt = st.createdAt;
     for (const j of (await b.status(st.batchId, { jobs: true })).jobs ?? []) add(j.line, j.jobId);
   } finally {
     waiting = false;
     wake();
     await Promise.all(graders);
   }
-  const summary = summarize(o, K, done, Date.now() - t0);
+  // From the batch's submit to the last grade, whichever run made them (a rerun grades nothing anew).
+  const lastGrade = Math.max(0, ...[...done.values()].map((d) => d.rec.gradedAt ?? 0));
+  const summary = summarize(o, K, done, Math.max(0, (lastGrade || Date.now()) - Math.min(createdAt, t0)));
   writeRunFiles(o.out, predsOf(o, K, done), summary);
   return { ...summary, batchId };
 }

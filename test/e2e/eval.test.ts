@@ -134,6 +134,8 @@ describe("patchbay eval, as docs/eval.md's worked example runs it", { timeout: 9
       s.patchbay.instances.map((a: Record<string, number>) => a[k]).sort((x: number, y: number) => x - y)[
         ids.length >> 1
       ];
+    // Read after the second run, which graded nothing: the wall time is still the first run's.
+    expect(s.patchbay.wallMs).toBeGreaterThan(ms("jobMs"));
     console.log(
       `eval first: ${ids.length} instances; harness overhead per instance median ${s.patchbay.harnessMs.median} ms ` +
         `(job ${ms("jobMs")} ms, model ${ms("modelMs")} ms, grading ${ms("gradeMs")} ms); wall ${s.patchbay.wallMs} ms`,
