@@ -150,7 +150,9 @@ ${CONNECTION_USAGE}`,
     const { BatchClient, BatchConflictError } = await import("../batch/batches.js");
     const { runEval } = await import("../eval/run.js");
     const { EvalStore } = await import("../eval/store.js");
+    const startedAt = Date.now();
     return withClient({ values, config }, async (c) => {
+      const store = new EvalStore(c.redis, c.queueName, c.retentionSec);
       process.stderr.write(
         `patchbay: eval ${name}: ${count(instances.length, "instance")} × ${candidates} on queue ${c.queueName}; files in ${safe(out)}\n`,
       );
@@ -168,11 +170,8 @@ ${CONNECTION_USAGE}`,
               `patchbay: batch ${batchId}: ${count(added, "job")} enqueued${added < total ? ` (${total - added} were already there)` : ""}\n`,
             ),
           onProgress: (p) => process.stderr.write(progressLine(p)),
-        });
-        await new EvalStore(c.redis, c.queueName, c.retentionSec).save(s, {
-          set: resolve(positionals[0]!),
-          startedAt: Date.now() - s.patchbay.wallMs,
-          batchId: s.batchId,
+          // Saved as it grades, for the dashboard's eval page (the last save wins).
+          onSummary: (summary, batchId) => store.save(summary, { set: resolve(positionals[0]!), startedAt, batchId }),
         });
         if (values.json) console.log(JSON.stringify(s));
         else for (const l of summaryLines(s)) console.log(l);

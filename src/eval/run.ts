@@ -37,6 +37,11 @@ export interface EvalRunOptions {
   grade?: GradeFn;
   /** Called once the batch is submitted: how many jobs this call added of how many. */
   onSubmitted?: (s: { batchId: string; added: number; total: number }) => void;
+  /**
+   * Called with the summary so far after each grade (at most every 2 s) and once at the end, e.g. to
+   * save it where the dashboard reads it (src/eval/store.ts); awaited only at the end.
+   */
+  onSummary?: (s: RunSummary, batchId: string) => Promise<unknown>;
   /** Called as the run goes: a job ended, a candidate was graded (or found graded before). */
   onProgress?: (p: EvalProgress) => void;
   /** Ends the wait (the batch runs on; a later run picks up where this one stopped). */
@@ -97,7 +102,12 @@ export async function runEval(b: BatchClient, o: EvalRunOptions): Promise<RunSum
       graded: done.size,
       total: specs.length,
     });
+    if (o.onSummary && Date.now() - savedAt >= 2000) {
+      savedAt = Date.now();
+      void o.onSummary(summarize(o, K, done, savedAt - t0), batchId).catch(() => {}); // the end's save says why
+    }
   };
+  let savedAt = 0;
   let waiting = true;
   const graders = Array.from({ length: o.gradeConcurrency ?? 2 }, async () => {
     for (;;) {
@@ -107,7 +117,7 @@ export async function runEval(b: BatchClient, o: EvalRunOptions): Promise<RunSum
       else await new Promise<void>((r) => sleepers.push(r));
     }
   });
-  let createdAt = t0;
+  let createdAt: number;
   try {
     const st = await b.wait(batchId, {
       signal: o.signal,
@@ -124,6 +134,7 @@ export async function runEval(b: BatchClient, o: EvalRunOptions): Promise<RunSum
   const lastGrade = Math.max(0, ...[...done.values()].map((d) => d.rec.gradedAt ?? 0));
   const summary = summarize(o, K, done, Math.max(0, (lastGrade || Date.now()) - Math.min(createdAt, t0)));
   writeRunFiles(o.out, predsOf(o, K, done), summary);
+  await o.onSummary?.(summary, batchId);
   return { ...summary, batchId };
 }
 
