@@ -9,6 +9,8 @@ import { scriptedModelFor } from "../agent/scripted.js";
 import { jobModel } from "../core/config/scripted.js";
 import { costUsd } from "../agent/prices.js";
 import { systemPrompt } from "../agent/prompt.js";
+import { repoInstructionsBlock } from "../agent/repo-instructions.js";
+import { readRepoInstructions } from "./instructions.js";
 import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { customToolsOf, DEFAULT_EDITOR_TOOL, editorToolOf } from "../core/spec/spec.js";
@@ -70,7 +72,12 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
       ? await prep.loaded.then(() => McpHub.start(sandbox, spec.mcp!.servers, { timeoutSec: commandTimeoutSec }))
       : undefined;
   const toolbox = new Toolbox(sandbox, { tools, custom: customToolsOf(spec.tools), mcp, commandTimeoutSec });
-  const loop = loopOptions(ctx, { sandbox, toolbox, tools, modelName, settled, cp, at, stopAfterTurn });
+  // A restored conversation keeps its own first message, the repository's instructions as first read.
+  const repoInstructions = restored ? undefined : await loadRepoInstructions(ctx, sandbox, prep);
+  const loop = {
+    ...loopOptions(ctx, { sandbox, toolbox, tools, modelName, settled, cp, at, stopAfterTurn }),
+    ...(repoInstructions ? { repoInstructions } : {}),
+  };
   const outcome = await firstRun(loop, restored, modelName);
   // The round's end killed the agent's processes, MCP servers too: they start again for the next round.
   const resume = (from: LoopOutcome, message: string) =>
@@ -80,6 +87,26 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
       async () => (await mcp?.revive(), runAgentLoop({ ...loop, resume: { from, message } })),
     );
   return { outcome, at, settled, resume };
+}
+
+/**
+ * The repository's instructions block for the first user message, read once the workspace is the
+ * agent's (the repo loaded, setup run and its processes gone) and before the first model request;
+ * none when the spec says `repoInstructions: false`, or when the load failed (the first tool or
+ * run.ts reports that). The transcript's instructions_loaded event says what was read.
+ */
+async function loadRepoInstructions(ctx: JobContext, sandbox: Sandbox, prep: Prepared): Promise<string | undefined> {
+  if (ctx.spec.repoInstructions === false) return undefined;
+  if (!(await prep.loaded.then(() => true).catch(() => false))) return undefined;
+  const r = await readRepoInstructions(sandbox.files);
+  ctx.emit({
+    type: "instructions_loaded",
+    files: r.files,
+    bytes: r.bytes,
+    cut: r.cut,
+    ...(r.refused.length ? { refused: r.refused } : {}),
+  });
+  return repoInstructionsBlock(r);
 }
 
 /**
@@ -130,7 +157,7 @@ function loopOptions(ctx: JobContext, p: LoopParts): LoopOptions {
   return {
     model: opts.model ?? (config.scripted ? scriptedModelFor(config.scripted) : modelFromConfig(config, spec.provider)),
     modelName: p.modelName,
-    system: systemPrompt({ tools: p.tools, verify: spec.verify }),
+    system: systemPrompt({ tools: p.tools, verify: spec.verify, instructions: spec.instructions }),
     task: spec.task,
     tools: toolbox.definitions(),
     runTool: async (block: ToolUseBlock, signal?: AbortSignal) => {
