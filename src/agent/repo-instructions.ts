@@ -15,11 +15,13 @@ export const REPO_INSTRUCTIONS_TAG = "<repository-instructions>";
 export interface InstructionFile {
   /** The path below the repo root, e.g. `pkg/AGENTS.md`. */
   path: string;
-  /** Its content, at most REPO_INSTRUCTIONS_MAX_BYTES. */
+  /** Its content as read: the whole file, or its head when the file is larger than the bound. */
   bytes: Uint8Array;
+  /** The whole file's size, when larger than what was read. */
+  size?: number;
 }
 
-/** A file looked for and not read, and why (a symlink, not a regular file, too large). */
+/** A file looked for and not read, and why (a symlink, not a regular file, unreadable). */
 export interface RefusedFile {
   /** The path below the repo root. */
   path: string;
@@ -76,7 +78,8 @@ const defuse = (s: string) =>
 
 /**
  * The files (in slot order) put together under the bound: whole while they fit, the one that
- * crosses it cut at the bound (on a character boundary) with a marker, the rest left out.
+ * crosses it cut at the bound (on a character boundary) with a marker, the rest left out. A file
+ * read only in part (its `size` larger than its bytes) counts as its whole size.
  */
 export function combineInstructions(
   found: InstructionFile[],
@@ -87,31 +90,29 @@ export function combineInstructions(
   const files: string[] = [];
   let used = 0;
   let cut = refused.some((r) => r.reason.includes("bound"));
-  for (const [i, f] of found.entries()) {
-    const left = max - used;
-    const take = f.bytes.length <= left ? f.bytes.length : utf8Cut(f.bytes, left);
-    if (take === 0 && f.bytes.length > 0) {
+  for (const f of found) {
+    const whole = Math.max(f.size ?? 0, f.bytes.length);
+    const take = whole <= max - used ? whole : utf8Cut(f.bytes, Math.min(max - used, f.bytes.length));
+    if (take === 0) {
       cut = true;
-      parts.push(marker(found.slice(i).map((x) => x.path)));
+      parts.push(marker(`${f.path} and every file after it`, max));
       break;
     }
     files.push(f.path);
     used += take;
     const text = defuse(Buffer.from(f.bytes.subarray(0, take)).toString("utf8"));
     parts.push(`<file path="${f.path}">\n${text}\n</file>`);
-    if (take < f.bytes.length) {
+    if (take < whole) {
       cut = true;
-      parts.push(
-        marker([`${count(f.bytes.length - take, "byte")} of ${f.path}`, ...found.slice(i + 1).map((x) => x.path)]),
-      );
+      parts.push(marker(`the last ${count(whole - take, "byte")} of ${f.path} and every file after it`, max));
       break;
     }
   }
   return { text: parts.join("\n"), files, bytes: used, cut, refused };
 }
 
-const marker = (left: string[]) =>
-  `[... cut here: the repository's instructions are bounded to ${REPO_INSTRUCTIONS_MAX_BYTES / 1024} KiB together; left out: ${left.join(", ")} ...]`;
+const marker = (left: string, max: number) =>
+  `[... cut here: the repository's instructions are bounded to ${count(max, "byte")} together; left out: ${left} ...]`;
 
 /**
  * The block the model is given before the task: the repository's instructions, marked as repo

@@ -1,8 +1,8 @@
 // The repository's instruction files read from the loaded tree in the sandbox, after setup and
 // before the first model request (agent-phase.ts). Every stat and read goes through Files, as the
 // agent's uid. A file is used only when it is itself a regular file at its own path: a symlink (or a
-// path through one), a FIFO, a directory, or a file larger than the bound is never followed or read,
-// and is named in the transcript's instructions_loaded event with why. Which files and in which
+// path through one), a FIFO or a directory is never followed or read, and is named in the
+// transcript's instructions_loaded event with why; no file is read past the bound. Which files and in which
 // order, and the bound, are src/agent/repo-instructions.ts's.
 import path from "node:path/posix";
 import { count } from "../core/count.js";
@@ -15,6 +15,8 @@ import {
   type RepoInstructions,
 } from "../agent/repo-instructions.js";
 import { FileError, type Files } from "../sandbox/files.js";
+
+type InstructionRead = { bytes: Uint8Array; size: number };
 
 /** Where readRepoInstructions looks. */
 export interface ReadInstructionsOptions {
@@ -35,8 +37,8 @@ export interface ReadInstructionsOptions {
   maxBytes?: number;
 }
 
-/** One candidate file: its bytes, undefined when absent or empty, or why it is refused. */
-async function readOne(files: Files, abs: string, max: number): Promise<Uint8Array | string | undefined> {
+/** One candidate file: its bytes (at most `max`) and size, undefined when absent or empty, or why it is refused. */
+async function readOne(files: Files, abs: string, max: number): Promise<InstructionRead | string | undefined> {
   let st;
   try {
     st = await files.stat(abs);
@@ -48,15 +50,17 @@ async function readOne(files: Files, abs: string, max: number): Promise<Uint8Arr
   if (st.symlinkTarget !== undefined) return "a symbolic link, or a path through one: not followed";
   if (st.type !== "file") return "not a regular file: not read";
   if (st.size === 0) return undefined;
-  if (st.size > max) return `${count(st.size, "byte")}, over the ${max / 1024} KiB bound: not read`;
   try {
-    const entry = await files.readEntry(abs, { maxBytes: max });
+    // Never past the bound: a larger file gives its head (the file agent's lane), or is refused.
+    const entry = await files.readEntry(abs, { maxBytes: max, head: true });
     // What was opened must be the path itself: nothing may have put a link there since the stat.
     if (entry.path !== abs) return "a symbolic link, or a path through one: not followed";
-    return entry.bytes.length ? entry.bytes : undefined;
+    return entry.bytes.length ? { bytes: entry.bytes, size: Math.max(st.size, entry.bytes.length) } : undefined;
   } catch (err) {
     if (!(err instanceof FileError)) throw err;
-    return err.code === "EFBIG" ? `over the ${max / 1024} KiB bound: not read` : `cannot be read: ${err.message}`;
+    return err.code === "EFBIG"
+      ? `${count(st.size, "byte")}, over the ${count(max, "byte")} bound: not read`
+      : `cannot be read: ${err.message}`;
   }
 }
 
@@ -75,7 +79,7 @@ export async function readRepoInstructions(
   const refused: RefusedFile[] = [];
   let used = 0;
   for (const slot of instructionSlots(opts.workDir)) {
-    if (used > max) break;
+    if (used > max) break; // the file that crossed it is cut, with every file after it
     for (const rel of slot) {
       const got = await readOne(files, path.join(root, rel), max);
       if (got === undefined) continue;
@@ -83,8 +87,8 @@ export async function readRepoInstructions(
         refused.push({ path: rel, reason: got });
         continue;
       }
-      found.push({ path: rel, bytes: got });
-      used += got.length;
+      found.push({ path: rel, ...got });
+      used += got.size;
       break;
     }
   }

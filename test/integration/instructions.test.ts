@@ -79,7 +79,7 @@ describe("the repository's instructions read from a real sandbox", { timeout: 12
     expect(r.text).not.toMatch(/^root$/m);
   });
 
-  it("cuts at 32 KiB together, with a marker; a file over the bound by itself is not read", async () => {
+  it("cuts at 32 KiB together, with a marker; a file over the bound is read only up to it", async () => {
     await sh(
       "cd /workspace && head -c 30000 /dev/zero | tr '\\0' a > AGENTS.md && head -c 5000 /dev/zero | tr '\\0' b > CLAUDE.md && " +
         "mkdir .github && echo late > .github/copilot-instructions.md",
@@ -92,10 +92,16 @@ describe("the repository's instructions read from a real sandbox", { timeout: 12
     expect(r.text).not.toContain("late");
     await sh("cd /workspace && head -c 40000 /dev/zero | tr '\\0' c > AGENTS.md && echo small > CLAUDE.md");
     const big = await readRepoInstructions(sb().files);
-    expect(big.files).toEqual(["CLAUDE.md", ".github/copilot-instructions.md"]);
-    expect(big.text).not.toContain("ccc");
-    expect(big.cut).toBe(true);
-    expect(big.refused).toEqual([{ path: "AGENTS.md", reason: "40000 bytes, over the 32 KiB bound: not read" }]);
+    expect(big).toMatchObject({ files: ["AGENTS.md"], bytes: 32 * 1024, cut: true, refused: [] });
+    expect(big.text).toMatch(/\nc{32768}\n<\/file>/);
+    expect(big.text).toContain("left out: the last 7232 bytes of AGENTS.md and every file after it");
+    expect(big.text).not.toContain("small");
+    // A file of 1 GiB (sparse) is read only up to the bound: what comes back is 32 KiB.
+    await sh("cd /workspace && rm AGENTS.md && truncate -s 1G AGENTS.md");
+    const entry = await sb().files.readEntry("/workspace/AGENTS.md", { maxBytes: 32 * 1024, head: true });
+    expect(entry.bytes.length).toBe(32 * 1024);
+    const huge = await readRepoInstructions(sb().files);
+    expect(huge).toMatchObject({ files: ["AGENTS.md"], bytes: 32 * 1024, cut: true });
   });
 
   it("never follows a symlink (to /etc/passwd, out of the tree, a directory through one) nor reads a FIFO", async () => {

@@ -62,8 +62,13 @@ describe("combineInstructions", () => {
     expect(r.cut).toBe(true);
     expect(r.files).toEqual(["AGENTS.md", "CLAUDE.md"]);
     expect(r.text).toContain("cut here");
-    expect(r.text).toContain("2048 bytes of CLAUDE.md, .github/copilot-instructions.md");
+    expect(r.text).toContain("left out: the last 2048 bytes of CLAUDE.md and every file after it");
     expect(r.text).toMatch(/\nb{2048}\n<\/file>/);
+  });
+  it("a file read only in part (its head) counts as its whole size", () => {
+    const r = combineInstructions([{ path: "AGENTS.md", bytes: Buffer.from("a".repeat(32 * 1024)), size: 40_000 }]);
+    expect(r).toMatchObject({ files: ["AGENTS.md"], bytes: 32 * 1024, cut: true });
+    expect(r.text).toContain("left out: the last 7232 bytes of AGENTS.md and every file after it");
   });
   it("never splits a UTF-8 character at the bound", () => {
     const r = combineInstructions([file("AGENTS.md", "é".repeat(20_000))], [], 1001);
