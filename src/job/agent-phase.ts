@@ -90,15 +90,28 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
 }
 
 /**
- * The repository's instructions block for the first user message, read once the workspace is the
- * agent's (the repo loaded, setup run and its processes gone) and before the first model request;
- * none when the spec says `repoInstructions: false`, or when the load failed (the first tool or
- * run.ts reports that). The transcript's instructions_loaded event says what was read.
+ * The repository's instructions block for the first user message, read before the first model
+ * request; none when the spec says `repoInstructions: false`. prepare() has returned: the repo is
+ * in and nothing of setup's runs any more, and the reads (root's file agent, the agent's
+ * permissions, nothing written) may go on while the agent's repo and the snapshot are made. A read
+ * that fails because the load failed leaves that failure to the first tool and run.ts. The
+ * transcript's instructions_loaded event says what was read.
  */
 async function loadRepoInstructions(ctx: JobContext, sandbox: Sandbox, prep: Prepared): Promise<string | undefined> {
   if (ctx.spec.repoInstructions === false) return undefined;
-  if (!(await prep.loaded.then(() => true).catch(() => false))) return undefined;
-  const r = await readRepoInstructions(sandbox.files);
+  let r;
+  try {
+    r = await readRepoInstructions(sandbox.files);
+  } catch (err) {
+    if (
+      await prep.loaded.then(
+        () => true,
+        () => false,
+      )
+    )
+      throw err;
+    return undefined;
+  }
   ctx.emit({
     type: "instructions_loaded",
     files: r.files,

@@ -161,7 +161,14 @@ async function job(spec: Record<string, unknown>) {
   const events: TranscriptEvent[] = [];
   const model = new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 });
   const result = await runJob(
-    { task: "Make the failing tests pass.", repo: { path: hostileRepo() }, maxTurns: 3, ...spec },
+    {
+      task: "Make the failing tests pass.",
+      repo: { path: hostileRepo() },
+      // What setup writes is read too: the files are read after it ran.
+      setup: "mkdir -p .github && echo 'Setup made this.' > .github/copilot-instructions.md",
+      maxTurns: 3,
+      ...spec,
+    },
     { model, onEvent: (e) => events.push(e), labels: { "patchbay.test": "instructions" } },
   );
   return { result, events, requests: fake.requests };
@@ -189,11 +196,17 @@ describe("a job with a hostile instruction file", { timeout: 180_000 }, () => {
 
     const loaded = withThem.events.filter((e): e is EventOf<"instructions_loaded"> => e.type === "instructions_loaded");
     expect(loaded).toHaveLength(1);
-    expect(loaded[0]).toMatchObject({ files: ["AGENTS.md"], bytes: Buffer.byteLength(HOSTILE), cut: false });
+    expect(loaded[0]).toMatchObject({
+      files: ["AGENTS.md", ".github/copilot-instructions.md"],
+      bytes: Buffer.byteLength(HOSTILE) + "Setup made this.\n".length,
+      cut: false,
+    });
+    expect(block.text).toContain("Setup made this.");
     expect(loaded[0]!.refused?.map((r) => r.path)).toEqual(["CLAUDE.md"]);
     // Read after setup and the sandbox's readiness, before the first model request.
     const types = withThem.events.map((e) => e.type);
-    expect(types.indexOf("instructions_loaded")).toBeGreaterThan(types.indexOf("sandbox_ready"));
+    expect(types).toContain("setup");
+    expect(types.indexOf("instructions_loaded")).toBeGreaterThan(types.lastIndexOf("setup"));
     expect(types.indexOf("instructions_loaded")).toBeLessThan(types.indexOf("model_request"));
 
     // Without them: the same tools, the same limits, and no network either way.
