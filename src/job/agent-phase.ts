@@ -2,7 +2,8 @@
 // earlier one and, where it fits this workspace, applies it (checkpoint.ts). Then the agent loop
 // runs with the job's tools, model, budgets and checkpoints: from the start, from the checkpoint,
 // or not at all when the earlier attempt's agent had already finished (the job goes on to its
-// patch and verify).
+// patch and verify). A run from the start first reads the repository's instructions
+// (instructions.ts) for its first user message; one from a checkpoint has them in its conversation.
 import { runAgentLoop, type LoopOptions, type LoopOutcome, type TurnState } from "../agent/loop.js";
 import { modelFromConfig } from "../agent/model.js";
 import { scriptedModelFor } from "../agent/scripted.js";
