@@ -9,7 +9,7 @@ import { compact } from "./compact.js";
 import { cacheBreakpoints, shortenOldToolResults } from "./turn-messages.js";
 import { ModelError, type ContentBlock, type Message, type Model, type ModelResponse } from "./model.js";
 import { costUsd } from "./prices.js";
-import { taskMessage } from "./prompt.js";
+import { firstMessage } from "./prompt.js";
 import { contextWindow, estimateTokens, isPromptTooLong } from "./window.js";
 import {
   inSpan,
@@ -30,6 +30,11 @@ export interface LoopOptions {
   system: string;
   /** The task, the first user message. */
   task: string;
+  /**
+   * The repository's instructions block (repo-instructions.ts), put before the task in the first
+   * user message. A resumed conversation keeps its own first message.
+   */
+  repoInstructions?: string;
   /** The tool definitions sent with every request (Toolbox.definitions). */
   tools: unknown[];
   /** Runs one tool call (Toolbox.run, or your own). */
@@ -177,7 +182,7 @@ class LoopRun {
       ),
     );
     this.messages = !from
-      ? [{ role: "user", content: taskMessage(o.task) }]
+      ? [{ role: "user", content: firstMessage(o.task, o.repoInstructions) }]
       : this.pending.length
         ? [...from.messages]
         : withUserText(from.messages, o.resume!.message);

@@ -2,6 +2,7 @@
 // prompt-cache breakpoints, and old tool output shortened once the context grows past a bound.
 import { count } from "../core/count.js";
 import type { ContentBlock, Message } from "./model.js";
+import { REPO_INSTRUCTIONS_TAG } from "./repo-instructions.js";
 
 const EPHEMERAL = { type: "ephemeral" } as const;
 
@@ -23,6 +24,12 @@ export const cacheBreakpoints = {
    */
   messages(messages: Message[]): Message[] {
     const out = messages.slice();
+    const first = out[0];
+    // The repository's instructions (the first block of the first message, before the task): a
+    // breakpoint of its own, so that they are read from cache even once a compaction rewrote the
+    // rest of that message. The fourth of the four allowed.
+    if (first && typeof first.content !== "string" && first.content.length > 1 && isRepoInstructions(first.content[0]))
+      out[0] = { ...first, content: [{ ...first.content[0]!, cache_control: EPHEMERAL }, ...first.content.slice(1)] };
     const userIdx = out.map((m, i) => (m.role === "user" ? i : -1)).filter((i) => i >= 0);
     for (const i of new Set([out.length - 1, userIdx[userIdx.length - 2] ?? -1])) {
       if (i >= 0) out[i] = { ...out[i]!, content: withCache(out[i]!.content) };
@@ -30,6 +37,9 @@ export const cacheBreakpoints = {
     return out;
   },
 };
+
+const isRepoInstructions = (b: ContentBlock | undefined) =>
+  b?.type === "text" && typeof b.text === "string" && b.text.startsWith(REPO_INSTRUCTIONS_TAG);
 
 const KEEP_RECENT_TURNS = 6;
 const KEEP_CHARS = 2_000;

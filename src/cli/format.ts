@@ -73,6 +73,8 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     }
     case "egress":
       return `${t} egress: ${e.method} ${short(e.host, 60)}:${e.port} ${e.allowed ? `allowed, ${e.bytesUp} B up / ${e.bytesDown} B down` : `refused: ${short(e.reason ?? "", 80)}`}`;
+    case "instructions_loaded":
+      return `${t} the repository's instructions: ${e.files.length ? `${short(e.files.join(", "), 80)} (${count(e.bytes, "byte")}${e.cut ? ", cut at the bound" : ""})` : "none"}${e.refused?.length ? `; left out: ${short(e.refused.map((r) => r.path).join(", "), 60)}` : ""}`;
     case "context_trimmed":
       return `${t} context: ${count(e.removedChars, "character")} of old tool output shortened`;
     case "context_compacted":

@@ -2,13 +2,16 @@
 // earlier one and, where it fits this workspace, applies it (checkpoint.ts). Then the agent loop
 // runs with the job's tools, model, budgets and checkpoints: from the start, from the checkpoint,
 // or not at all when the earlier attempt's agent had already finished (the job goes on to its
-// patch and verify).
+// patch and verify). A run from the start first reads the repository's instructions
+// (instructions.ts) for its first user message; one from a checkpoint has them in its conversation.
 import { runAgentLoop, type LoopOptions, type LoopOutcome, type TurnState } from "../agent/loop.js";
 import { modelFromConfig } from "../agent/model.js";
 import { scriptedModelFor } from "../agent/scripted.js";
 import { jobModel } from "../core/config/scripted.js";
 import { costUsd } from "../agent/prices.js";
 import { systemPrompt } from "../agent/prompt.js";
+import { repoInstructionsBlock } from "../agent/repo-instructions.js";
+import { readRepoInstructions } from "./instructions.js";
 import { defaults } from "../core/config/config.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { customToolsOf, DEFAULT_EDITOR_TOOL, editorToolOf } from "../core/spec/spec.js";
@@ -70,7 +73,12 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
       ? await prep.loaded.then(() => McpHub.start(sandbox, spec.mcp!.servers, { timeoutSec: commandTimeoutSec }))
       : undefined;
   const toolbox = new Toolbox(sandbox, { tools, custom: customToolsOf(spec.tools), mcp, commandTimeoutSec });
-  const loop = loopOptions(ctx, { sandbox, toolbox, tools, modelName, settled, cp, at, stopAfterTurn });
+  // A restored conversation keeps its own first message, the repository's instructions as first read.
+  const repoInstructions = restored ? undefined : await loadRepoInstructions(ctx, sandbox, prep);
+  const loop = {
+    ...loopOptions(ctx, { sandbox, toolbox, tools, modelName, settled, cp, at, stopAfterTurn }),
+    ...(repoInstructions ? { repoInstructions } : {}),
+  };
   const outcome = await firstRun(loop, restored, modelName);
   // The round's end killed the agent's processes, MCP servers too: they start again for the next round.
   const resume = (from: LoopOutcome, message: string) =>
@@ -80,6 +88,39 @@ export async function runAgent(ctx: JobContext, sandbox: Sandbox, prep: Prepared
       async () => (await mcp?.revive(), runAgentLoop({ ...loop, resume: { from, message } })),
     );
   return { outcome, at, settled, resume };
+}
+
+/**
+ * The repository's instructions block for the first user message, read before the first model
+ * request; none when the spec says `repoInstructions: false`. prepare() has returned: the repo is
+ * in and nothing of setup's runs any more, and the reads (root's file agent, the agent's
+ * permissions, nothing written) may go on while the agent's repo and the snapshot are made. A read
+ * that fails because the load failed leaves that failure to the first tool and run.ts. The
+ * transcript's instructions_loaded event says what was read.
+ */
+async function loadRepoInstructions(ctx: JobContext, sandbox: Sandbox, prep: Prepared): Promise<string | undefined> {
+  if (ctx.spec.repoInstructions === false) return undefined;
+  let r;
+  try {
+    r = await readRepoInstructions(sandbox.files);
+  } catch (err) {
+    if (
+      await prep.loaded.then(
+        () => true,
+        () => false,
+      )
+    )
+      throw err;
+    return undefined;
+  }
+  ctx.emit({
+    type: "instructions_loaded",
+    files: r.files,
+    bytes: r.bytes,
+    cut: r.cut,
+    ...(r.refused.length ? { refused: r.refused } : {}),
+  });
+  return repoInstructionsBlock(r);
 }
 
 /**
@@ -130,7 +171,7 @@ function loopOptions(ctx: JobContext, p: LoopParts): LoopOptions {
   return {
     model: opts.model ?? (config.scripted ? scriptedModelFor(config.scripted) : modelFromConfig(config, spec.provider)),
     modelName: p.modelName,
-    system: systemPrompt({ tools: p.tools, verify: spec.verify }),
+    system: systemPrompt({ tools: p.tools, verify: spec.verify, instructions: spec.instructions }),
     task: spec.task,
     tools: toolbox.definitions(),
     runTool: async (block: ToolUseBlock, signal?: AbortSignal) => {

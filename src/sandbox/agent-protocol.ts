@@ -24,7 +24,8 @@ export type AgentErrorCode = (typeof ERRNO)[keyof typeof ERRNO] | "EIO" | "EINVA
 export type AgentRequest =
   | { op: "hello" }
   | { op: "stat"; path: string }
-  | { op: "read"; path: string; max: number }
+  /** `head`: a file larger than `max` gives its first `max` bytes instead of an EFBIG error. */
+  | { op: "read"; path: string; max: number; head?: boolean }
   | { op: "write"; path: string; mode?: number; expect?: string }
   | { op: "mkdirp"; path: string }
   | { op: "remove"; path: string }

@@ -49,6 +49,12 @@ export interface ReadOptions {
    * @default 16777216 (16 MiB)
    */
   maxBytes?: number;
+  /**
+   * A larger file gives its first `maxBytes` bytes instead of being refused, where the file agent
+   * reads it (without the agent, each read is a process of its own, which still refuses it).
+   * @default false
+   */
+  head?: boolean;
 }
 
 /** How Files.write and Files.execWrite write a file. */
@@ -134,7 +140,7 @@ export class Files {
   async readEntry(p: string, opts: ReadOptions = {}): Promise<FileEntry> {
     const max = opts.maxBytes ?? defaults.files.maxReadBytes;
     const abs = checkAbsolute(p);
-    const r = await this.agent?.request({ op: "read", path: abs, max });
+    const r = await this.agent?.request({ op: "read", path: abs, max, ...(opts.head ? { head: true } : {}) });
     if (!r) return this.execReadEntry(abs, max);
     if (r.error) throw readError(r.error.error, r.error.message, p, max, r.error.size);
     const h = r.reply;

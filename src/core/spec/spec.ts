@@ -191,6 +191,13 @@ const JobId = z
 export const JobSpec = z
   .strictObject({
     task: capped("a non-empty string", MAX_TASK_CHARS),
+    /**
+     * The operator's own instructions for the agent (trusted, like the task): in the system prompt,
+     * before the repository's instructions (docs/jobspec.md#instructions).
+     */
+    instructions: capped("a non-empty string", MAX_TASK_CHARS).optional(),
+    /** false: the repository's AGENTS.md, CLAUDE.md and .github/copilot-instructions.md are not offered to the model. */
+    repoInstructions: z.boolean({ error: expected("true or false") }).optional(),
     repo: RepoSpec,
     image: nonEmpty("a non-empty image name").optional(),
     /** Commands run in the sandbox before the agent, e.g. `npm ci`. */
@@ -558,6 +565,15 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
     tokensAfter: nonNegInt(),
     summary: z.string(),
     usage: Usage,
+  }),
+  // The repository's instruction files offered to the model (src/job/instructions.ts): their paths
+  // in the order given, their bytes together, whether the 32 KiB bound cut them, and the files left
+  // out and why (a symlink, not a regular file, too large). Repo text: the paths are shown escaped.
+  event("instructions_loaded", {
+    files: z.array(z.string()),
+    bytes: nonNegInt(),
+    cut: z.boolean(),
+    refused: z.array(z.object({ path: z.string(), reason: z.string() })).optional(),
   }),
   // one connection or request through the setup phase's egress proxy (allowed, or refused and why)
   event("egress", {

@@ -37,6 +37,14 @@ def read_fd(fd, limit):
         if not b: return b"".join(chunks)
         chunks.append(b); n += len(b)
         if n > limit: raise OSError(27, "File too large")
+def read_head(fd, limit):
+    # At most `limit` bytes from the start, however large the file is or grows.
+    chunks, n = [], 0
+    while n < limit:
+        b = os.read(fd, min(1 << 20, limit - n))
+        if not b: break
+        chunks.append(b); n += len(b)
+    return b"".join(chunks)
 def op_stat(r, body):
     p = r["path"]
     try: st = os.stat(p)
@@ -50,8 +58,9 @@ def op_read(r, body):
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode): raise IsADirectoryError(21, "Is a directory")
         if not stat.S_ISREG(st.st_mode): raise OSError(22, "not a regular file")
-        if st.st_size > r["max"]: return {"error": "EFBIG", "size": st.st_size}, b""
-        data = read_fd(fd, r["max"])
+        if r.get("head"): data = read_head(fd, r["max"])
+        elif st.st_size > r["max"]: return {"error": "EFBIG", "size": st.st_size}, b""
+        else: data = read_fd(fd, r["max"])
         return {"mode": st.st_mode & 0o7777, "uid": st.st_uid, "gid": st.st_gid, "real": os.path.realpath(r["path"])}, data
     finally: os.close(fd)
 def op_write(r, body):

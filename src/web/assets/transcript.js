@@ -332,6 +332,21 @@
             " kept",
         );
         break;
+      case "instructions_loaded": {
+        // Repo text (the paths, the reasons): el() sets it as text, never as markup.
+        d = this.card(
+          e.cut || (e.refused && e.refused.length) ? "warn instructions" : "ok instructions",
+          "Repository instructions",
+          (e.files && e.files.length
+            ? e.files.join(", ") + " · " + count(e.bytes, "byte") + (e.cut ? " · cut at the bound" : "")
+            : "none in the repository") +
+            (e.refused && e.refused.length ? " · " + count(e.refused.length, "file") + " left out" : ""),
+        );
+        (e.refused || []).forEach(function (r) {
+          add(d, el("div", "meta", r.path + ": " + r.reason));
+        });
+        break;
+      }
       case "context_compacted": {
         // The summary request's tokens count in the job's, as the result's usage does.
         var cu = e.usage || {};

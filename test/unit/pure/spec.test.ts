@@ -308,6 +308,15 @@ describe("TranscriptEvent", () => {
     { type: "model_retry", retry: 1, error: "overloaded", status: 529, delayMs: 1000 },
     { type: "context_trimmed", removedChars: 50_000, keptTurns: 4 },
     {
+      type: "instructions_loaded",
+      files: ["AGENTS.md", "CLAUDE.md"],
+      bytes: 2048,
+      cut: false,
+      refused: [
+        { path: ".github/copilot-instructions.md", reason: "a symbolic link, or a path through one: not followed" },
+      ],
+    },
+    {
       type: "context_compacted",
       turn: 40,
       reason: "threshold",
