@@ -52,8 +52,9 @@ async function readOne(files: Files, abs: string, max: number): Promise<Instruct
   if (st.size === 0) return undefined;
   try {
     // Never past the bound: a larger file gives its head (the file agent's lane), or is refused.
-    const entry = await files.readEntry(abs, { maxBytes: max, head: true });
-    // What was opened must be the path itself: nothing may have put a link there since the stat.
+    // noFollow: no link swapped in since the stat is followed (the file agent opens each component
+    // below the last); the check of the path after it is what holds without the agent.
+    const entry = await files.readEntry(abs, { maxBytes: max, head: true, noFollow: true });
     if (entry.path !== abs) return "a symbolic link, or a path through one: not followed";
     return entry.bytes.length ? { bytes: entry.bytes, size: Math.max(st.size, entry.bytes.length) } : undefined;
   } catch (err) {

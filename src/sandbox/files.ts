@@ -55,6 +55,12 @@ export interface ReadOptions {
    * @default false
    */
   head?: boolean;
+  /**
+   * No symlink on the path is followed, even one swapped in during the read (an EINVAL error),
+   * where the file agent reads it (without the agent, the path's realpath is compared after the read).
+   * @default false
+   */
+  noFollow?: boolean;
 }
 
 /** How Files.write and Files.execWrite write a file. */
@@ -140,7 +146,13 @@ export class Files {
   async readEntry(p: string, opts: ReadOptions = {}): Promise<FileEntry> {
     const max = opts.maxBytes ?? defaults.files.maxReadBytes;
     const abs = checkAbsolute(p);
-    const r = await this.agent?.request({ op: "read", path: abs, max, ...(opts.head ? { head: true } : {}) });
+    const r = await this.agent?.request({
+      op: "read",
+      path: abs,
+      max,
+      ...(opts.head ? { head: true } : {}),
+      ...(opts.noFollow ? { nofollow: true } : {}),
+    });
     if (!r) return this.execReadEntry(abs, max);
     if (r.error) throw readError(r.error.error, r.error.message, p, max, r.error.size);
     const h = r.reply;
