@@ -43,7 +43,8 @@ async function readOne(files: Files, abs: string, max: number): Promise<Instruct
   try {
     st = await files.stat(abs);
   } catch (err) {
-    if (err instanceof FileError) return `cannot be read: ${err.message}`;
+    // A parent that is not a directory (a `.github` file): no such file, not one refused.
+    if (err instanceof FileError) return err.code === "ENOTDIR" ? undefined : `cannot be read: ${err.message}`;
     throw err;
   }
   if (!st) return undefined;

@@ -76,7 +76,8 @@ export interface WriteOptions {
 export class FileError extends PatchbayError {
   constructor(
     message: string,
-    readonly code: "ENOENT" | "EISDIR" | "EFBIG" | "EINVAL" | "EROFS" | "EIO" | "ENOSPC" | "EACCES" | "ECHANGED",
+    readonly code:
+      "ENOENT" | "ENOTDIR" | "EISDIR" | "EFBIG" | "EINVAL" | "EROFS" | "EIO" | "ENOSPC" | "EACCES" | "ECHANGED",
   ) {
     super("tool", message);
   }
@@ -269,7 +270,7 @@ const MESSAGES: Record<string, (p: string) => string> = {
 
 /** An error code of the agent's (or the exec's) as a FileError with a message for the model. */
 function fileError(code: string, message: string | undefined, p: string): FileError {
-  const known = ["ENOENT", "EISDIR", "EROFS", "ENOSPC", "EACCES", "EINVAL"].includes(code)
+  const known = ["ENOENT", "ENOTDIR", "EISDIR", "EROFS", "ENOSPC", "EACCES", "EINVAL"].includes(code)
     ? (code as FileError["code"])
     : "EIO";
   return new FileError(MESSAGES[code]?.(p) ?? `${p}: ${message ?? code}`, known);

@@ -20,6 +20,15 @@ describe("the repository's instructions against a hostile tree", { timeout: 120_
     return r.output;
   };
 
+  // Attack: `.github` a regular file. Its copilot-instructions.md is then simply absent, but it was
+  // named as left out (the dashboard's warning, "1 file left out") with the errno's message.
+  it("a .github that is a file is no instruction file, not one refused", async () => {
+    await sh("cd /workspace && rm -rf -- * .[!.]* 2>/dev/null; echo hi > AGENTS.md && echo x > .github");
+    const r = await readRepoInstructions(sb().files);
+    expect(r.files).toEqual(["AGENTS.md"]);
+    expect(r.refused).toEqual([]);
+  });
+
   // Attack: a process of the repo's (an MCP server of the spec, started before the read) swaps
   // AGENTS.md between a regular file and a symlink out of the tree. The stat saw a file, the open
   // followed the link, and the check of the path came after the open (realpath of the name, not of
