@@ -37,6 +37,21 @@ export interface ReadInstructionsOptions {
   maxBytes?: number;
 }
 
+/**
+ * Whether bytes are UTF-8 text with no NUL: a sparse or binary file would offer the model tokens of
+ * nothing, and each invalid byte a U+FFFD three times its size, past the bound. A head cut short may
+ * end inside a character.
+ */
+function isText(bytes: Uint8Array, cutShort: boolean): boolean {
+  if (bytes.includes(0)) return false;
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(bytes, { stream: cutShort });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** One candidate file: its bytes (at most `max`) and size, undefined when absent or empty, or why it is refused. */
 async function readOne(files: Files, abs: string, max: number): Promise<InstructionRead | string | undefined> {
   let st;
@@ -57,7 +72,10 @@ async function readOne(files: Files, abs: string, max: number): Promise<Instruct
     // below the last); the check of the path after it is what holds without the agent.
     const entry = await files.readEntry(abs, { maxBytes: max, head: true, noFollow: true });
     if (entry.path !== abs) return "a symbolic link, or a path through one: not followed";
-    return entry.bytes.length ? { bytes: entry.bytes, size: Math.max(st.size, entry.bytes.length) } : undefined;
+    if (!entry.bytes.length) return undefined;
+    const size = Math.max(st.size, entry.bytes.length);
+    if (!isText(entry.bytes, entry.bytes.length < size)) return "not UTF-8 text: not read";
+    return { bytes: entry.bytes, size };
   } catch (err) {
     if (!(err instanceof FileError)) throw err;
     return err.code === "EFBIG"

@@ -29,6 +29,24 @@ describe("the repository's instructions against a hostile tree", { timeout: 120_
     expect(r.refused).toEqual([]);
   });
 
+  // Attack: an instruction file that is not text. A sparse 100 TiB CLAUDE.md gave 32 KiB of NULs,
+  // and every byte of invalid UTF-8 became a U+FFFD of 3 bytes: the 32 KiB bound held on the
+  // files' bytes, but the model was offered up to three times that, and tokens of nothing.
+  it("offers no file that is not UTF-8 text (NULs, a sparse file, invalid bytes)", async () => {
+    await sh(
+      "cd /workspace && rm -rf -- * .[!.]* 2>/dev/null; printf 'ok \\303\\251\\n' > AGENTS.md && " +
+        "truncate -s 100T CLAUDE.md && mkdir .github && head -c 20000 /dev/zero | tr '\\0' '\\377' > .github/copilot-instructions.md",
+    );
+    const r = await readRepoInstructions(sb().files);
+    expect(r.files).toEqual(["AGENTS.md"]);
+    expect(r.text).toContain("ok \u00e9");
+    expect(r.text).not.toMatch(/[\u0000\ufffd]/);
+    expect(r.refused).toEqual([
+      { path: "CLAUDE.md", reason: "not UTF-8 text: not read" },
+      { path: ".github/copilot-instructions.md", reason: "not UTF-8 text: not read" },
+    ]);
+  });
+
   // Attack: a process of the repo's (an MCP server of the spec, started before the read) swaps
   // AGENTS.md between a regular file and a symlink out of the tree. The stat saw a file, the open
   // followed the link, and the check of the path came after the open (realpath of the name, not of
