@@ -11,6 +11,7 @@ import { SUMMARY_SYSTEM } from "./compact.js";
 import type { ScriptedModelConfig } from "../core/config/scripted.js";
 import { ModelError, type ContentBlock, type Model, type ModelRequest, type ModelResponse } from "./model.js";
 import { MAX_SCRIPT_BYTES, parseScriptFile, ScriptFileError, scriptFor, type Script } from "./script-file.js";
+import { REPO_INSTRUCTIONS_TAG } from "./repo-instructions.js";
 import { estimateTokens } from "./window.js";
 
 /** Reads and checks a script file (bounded: a bigger file is refused before it is read). */
@@ -34,8 +35,14 @@ export function loadScript(file: string): Script {
 export function taskOfRequest(req: Pick<ModelRequest, "messages">): string {
   const first = req.messages[0]?.content;
   // The first text block only: after a compaction the first message also carries the summary,
-  // which holds tool output (a repo's words), and must not choose the script.
-  const block = typeof first === "string" ? first : first?.find((b) => b.type === "text" && typeof b.text === "string");
+  // which holds tool output (a repo's words), and must not choose the script. The repository's
+  // instructions block, before the task, is the repo's words too: passed over.
+  const block =
+    typeof first === "string"
+      ? first
+      : first?.find(
+          (b) => b.type === "text" && typeof b.text === "string" && !b.text.startsWith(REPO_INSTRUCTIONS_TAG),
+        );
   const raw = typeof block === "string" ? block : typeof block?.text === "string" ? block.text : "";
   return /^<task>\n([\s\S]*)\n<\/task>$/.exec(raw)?.[1] ?? raw;
 }

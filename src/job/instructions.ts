@@ -37,13 +37,29 @@ export interface ReadInstructionsOptions {
   maxBytes?: number;
 }
 
+/**
+ * Whether bytes are UTF-8 text with no NUL: a sparse or binary file would offer the model tokens of
+ * nothing, and each invalid byte a U+FFFD three times its size, past the bound. A head cut short may
+ * end inside a character.
+ */
+function isText(bytes: Uint8Array, cutShort: boolean): boolean {
+  if (bytes.includes(0)) return false;
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(bytes, { stream: cutShort });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** One candidate file: its bytes (at most `max`) and size, undefined when absent or empty, or why it is refused. */
 async function readOne(files: Files, abs: string, max: number): Promise<InstructionRead | string | undefined> {
   let st;
   try {
     st = await files.stat(abs);
   } catch (err) {
-    if (err instanceof FileError) return `cannot be read: ${err.message}`;
+    // A parent that is not a directory (a `.github` file): no such file, not one refused.
+    if (err instanceof FileError) return err.code === "ENOTDIR" ? undefined : `cannot be read: ${err.message}`;
     throw err;
   }
   if (!st) return undefined;
@@ -52,10 +68,14 @@ async function readOne(files: Files, abs: string, max: number): Promise<Instruct
   if (st.size === 0) return undefined;
   try {
     // Never past the bound: a larger file gives its head (the file agent's lane), or is refused.
-    const entry = await files.readEntry(abs, { maxBytes: max, head: true });
-    // What was opened must be the path itself: nothing may have put a link there since the stat.
+    // noFollow: no link swapped in since the stat is followed (the file agent opens each component
+    // below the last); the check of the path after it is what holds without the agent.
+    const entry = await files.readEntry(abs, { maxBytes: max, head: true, noFollow: true });
     if (entry.path !== abs) return "a symbolic link, or a path through one: not followed";
-    return entry.bytes.length ? { bytes: entry.bytes, size: Math.max(st.size, entry.bytes.length) } : undefined;
+    if (!entry.bytes.length) return undefined;
+    const size = Math.max(st.size, entry.bytes.length);
+    if (!isText(entry.bytes, entry.bytes.length < size)) return "not UTF-8 text: not read";
+    return { bytes: entry.bytes, size };
   } catch (err) {
     if (!(err instanceof FileError)) throw err;
     return err.code === "EFBIG"

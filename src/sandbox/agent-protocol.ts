@@ -5,7 +5,7 @@
 import { z } from "zod";
 
 /** Bumped with any change to a request or a reply; the agent says its own in `hello`. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 /** The errno codes the agent reports by name (any other OSError is EIO): given to it at start. */
 export const ERRNO = {
@@ -24,8 +24,11 @@ export type AgentErrorCode = (typeof ERRNO)[keyof typeof ERRNO] | "EIO" | "EINVA
 export type AgentRequest =
   | { op: "hello" }
   | { op: "stat"; path: string }
-  /** `head`: a file larger than `max` gives its first `max` bytes instead of an EFBIG error. */
-  | { op: "read"; path: string; max: number; head?: boolean }
+  /**
+   * `head`: a file larger than `max` gives its first `max` bytes instead of an EFBIG error.
+   * `nofollow`: no symlink on the path is followed, each component opened below the last (EINVAL).
+   */
+  | { op: "read"; path: string; max: number; head?: boolean; nofollow?: boolean }
   | { op: "write"; path: string; mode?: number; expect?: string }
   | { op: "mkdirp"; path: string }
   | { op: "remove"; path: string }

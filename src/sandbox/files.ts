@@ -55,6 +55,12 @@ export interface ReadOptions {
    * @default false
    */
   head?: boolean;
+  /**
+   * No symlink on the path is followed, even one swapped in during the read (an EINVAL error),
+   * where the file agent reads it (without the agent, the path's realpath is compared after the read).
+   * @default false
+   */
+  noFollow?: boolean;
 }
 
 /** How Files.write and Files.execWrite write a file. */
@@ -70,7 +76,8 @@ export interface WriteOptions {
 export class FileError extends PatchbayError {
   constructor(
     message: string,
-    readonly code: "ENOENT" | "EISDIR" | "EFBIG" | "EINVAL" | "EROFS" | "EIO" | "ENOSPC" | "EACCES" | "ECHANGED",
+    readonly code:
+      "ENOENT" | "ENOTDIR" | "EISDIR" | "EFBIG" | "EINVAL" | "EROFS" | "EIO" | "ENOSPC" | "EACCES" | "ECHANGED",
   ) {
     super("tool", message);
   }
@@ -140,7 +147,13 @@ export class Files {
   async readEntry(p: string, opts: ReadOptions = {}): Promise<FileEntry> {
     const max = opts.maxBytes ?? defaults.files.maxReadBytes;
     const abs = checkAbsolute(p);
-    const r = await this.agent?.request({ op: "read", path: abs, max, ...(opts.head ? { head: true } : {}) });
+    const r = await this.agent?.request({
+      op: "read",
+      path: abs,
+      max,
+      ...(opts.head ? { head: true } : {}),
+      ...(opts.noFollow ? { nofollow: true } : {}),
+    });
     if (!r) return this.execReadEntry(abs, max);
     if (r.error) throw readError(r.error.error, r.error.message, p, max, r.error.size);
     const h = r.reply;
@@ -257,7 +270,7 @@ const MESSAGES: Record<string, (p: string) => string> = {
 
 /** An error code of the agent's (or the exec's) as a FileError with a message for the model. */
 function fileError(code: string, message: string | undefined, p: string): FileError {
-  const known = ["ENOENT", "EISDIR", "EROFS", "ENOSPC", "EACCES", "EINVAL"].includes(code)
+  const known = ["ENOENT", "ENOTDIR", "EISDIR", "EROFS", "ENOSPC", "EACCES", "EINVAL"].includes(code)
     ? (code as FileError["code"])
     : "EIO";
   return new FileError(MESSAGES[code]?.(p) ?? `${p}: ${message ?? code}`, known);

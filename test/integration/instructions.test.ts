@@ -100,8 +100,12 @@ describe("the repository's instructions read from a real sandbox", { timeout: 12
     await sh("cd /workspace && rm AGENTS.md && truncate -s 1G AGENTS.md");
     const entry = await sb().files.readEntry("/workspace/AGENTS.md", { maxBytes: 32 * 1024, head: true });
     expect(entry.bytes.length).toBe(32 * 1024);
+    // Its NULs are no text: it is left out (test/integration/redteam-instructions.test.ts).
     const huge = await readRepoInstructions(sb().files);
-    expect(huge).toMatchObject({ files: ["AGENTS.md"], bytes: 32 * 1024, cut: true });
+    expect(huge).toMatchObject({
+      files: ["CLAUDE.md", ".github/copilot-instructions.md"],
+      refused: [{ path: "AGENTS.md", reason: "not UTF-8 text: not read" }],
+    });
   });
 
   it("never follows a symlink (to /etc/passwd, out of the tree, a directory through one) nor reads a FIFO", async () => {

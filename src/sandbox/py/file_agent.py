@@ -9,7 +9,7 @@
 #          run with "stream", frames of [u32 length][bytes] up to a zero length); a reply is one
 #          JSON line with "len" (and "error"/"message" on failure), then `len` bytes of body.
 import sys, os, json, stat, hashlib, ctypes, subprocess, threading, signal, select, selectors, time
-VERSION = 1
+VERSION = 2
 ARGS = json.loads(sys.argv[1])
 UID, GID = int(ARGS["uid"]), int(ARGS["gid"])
 ERRNO = {int(k): v for k, v in ARGS["errno"].items()}
@@ -51,9 +51,25 @@ def op_stat(r, body):
     except FileNotFoundError: return {"missing": True}, b""
     real = os.path.realpath(p)
     return {"type": kind(st.st_mode), "size": st.st_size, "mode": st.st_mode & 0o7777, "mtime": st.st_mtime_ns, "real": real, "link": os.path.islink(p) or real != os.path.abspath(p)}, b""
+def open_nofollow(p):
+    # Each component opened below the one before with O_NOFOLLOW: what is opened is the path's own
+    # file, with no symlink on the way, even if one is swapped in meanwhile (a check of the name
+    # after the open would pass once it was swapped back).
+    parts = [x for x in p.split("/") if x]
+    if not parts or any(x in (".", "..") for x in parts): raise OSError(22, "not a plain absolute path")
+    d = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for x in parts[:-1]:
+            nd = os.open(x, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=d)
+            os.close(d); d = nd
+        return os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW, dir_fd=d)
+    except OSError as e:
+        if e.errno == 40: raise OSError(22, "a symbolic link on the path: not followed")
+        raise
+    finally: os.close(d)
 def op_read(r, body):
     # O_NONBLOCK: opening a FIFO the agent made must not hang us.
-    fd = os.open(r["path"], os.O_RDONLY | os.O_NONBLOCK)
+    fd = open_nofollow(r["path"]) if r.get("nofollow") else os.open(r["path"], os.O_RDONLY | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode): raise IsADirectoryError(21, "Is a directory")
