@@ -252,7 +252,7 @@ function agentOp(box: MemoryBox, r: Record<string, unknown> & { path: string }, 
   const file = box.files.get(r.path);
   switch (r.op) {
     case "hello":
-      return [{ pid, root: true, version: 1 }, EMPTY];
+      return [{ pid, root: true, version: 2 }, EMPTY]; // the file agent protocol's version (sandbox/agent-protocol.ts PROTOCOL_VERSION)
     case "stat":
       if (file)
         return [
