@@ -2,6 +2,7 @@
 // problem statement alone. The instance's tests (test_patch, FAIL_TO_PASS, PASS_TO_PASS) are in no
 // spec: they exist only in the grading sandbox (grade.ts); and the repo's history past base_commit,
 // where the fix and those tests usually are, is taken out of the workspace before the agent starts.
+import { asset } from "../core/assets.js";
 import { MAX_TASK_CHARS } from "../core/spec/spec.js";
 import type { EvalInstance } from "./types.js";
 
@@ -20,20 +21,8 @@ export function taskOf(instance: EvalInstance): string {
   return `${TASK_PREAMBLE}${text}\n</issue>\n`;
 }
 
-/**
- * The first setup command of an eval job: the repo's history past base_commit taken out of the
- * agent's workspace. A set's repo is usually the project's own, whose later commits are the fix and
- * the very tests that grade it (test_patch): the clone holds them (its branches, tags, reflogs), and
- * `git log --all` would show them to the agent. Every ref that is not in HEAD's history is deleted,
- * the reflogs expired and the objects no ref reaches pruned; the base's own history (its tags
- * included) stays. In a subshell, so the instance's setup runs on in the shell as it would alone.
- */
-export const HIDE_FUTURE_HISTORY =
-  "( cd /workspace && git rev-parse --git-dir >/dev/null 2>&1 || exit 0; " +
-  'git for-each-ref --format="%(refname)" | while read -r ref; do ' +
-  'git merge-base --is-ancestor "$ref" HEAD 2>/dev/null || git update-ref --no-deref -d "$ref" || exit 1; done || exit 1; ' +
-  "rm -f .git/ORIG_HEAD .git/FETCH_HEAD; " +
-  "git reflog expire --expire=now --all && git gc --prune=now --quiet )";
+/** The first setup command of an eval job: the repo's history past base_commit taken out of the agent's view (see the file). */
+export const HIDE_FUTURE_HISTORY = asset("eval/sh/hide-future-history.sh");
 
 const setupOf = (setup: string | string[] | undefined) => [
   HIDE_FUTURE_HISTORY,
