@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Duplex, Readable } from "node:stream";
-import { engineEnv, type EngineEnv } from "../core/config/config.js";
+import { engineEnv, enginePidsLimit, type EngineEnv } from "../core/config/config.js";
 import { withTimeout } from "../core/timeout.js";
 import { AGENT_GID, AGENT_UID, AGENT_USER } from "./agent-user.js";
 import {
@@ -136,7 +136,7 @@ export class DockerBackend implements Backend {
               ReadOnly: true,
             })),
           ],
-          PidsLimit: o.limits.pids,
+          PidsLimit: enginePidsLimit(o.limits.pids, o.runtime),
           Memory: o.limits.memoryMb * 1024 * 1024,
           MemorySwap: o.limits.memoryMb * 1024 * 1024, // = Memory: no swap
           NanoCpus: Math.round(o.limits.cpus * 1e9),

@@ -4,7 +4,7 @@
 // limit or timeout above the worker's bound, no image off the worker's list. This module is pure:
 // the one fact it cannot know (whether `patchbay image build --from` built an image) is the
 // caller's to look up.
-import { defaults, pidsProblem } from "../core/config/config.js";
+import { defaults } from "../core/config/config.js";
 import { customToolsOf, type JobSpec } from "../core/spec/spec.js";
 
 export interface SandboxPolicy {
@@ -151,10 +151,6 @@ function spendViolations(spec: JobSpec, policy: SandboxPolicy): string[] {
     out.push(
       `runtime: "${spec.runtime}" is not allowed by this worker, which runs every sandbox under ${policy.runtime} (PATCHBAY_RUNTIME on the worker)`,
     );
-  const pids = spec.limits?.pids;
-  const pidsWhy = policy.runtime && !spec.runtime && pids !== undefined ? pidsProblem(pids, policy.runtime) : undefined;
-  if (pidsWhy)
-    out.push(`limits.pids: ${pidsWhy} (this worker runs every sandbox under ${policy.runtime}: PATCHBAY_RUNTIME)`);
   return out;
 }
 

@@ -15,7 +15,7 @@ export interface SandboxOptions {
    */
   limits?: Partial<SandboxLimits>;
   /**
-   * The OCI runtime of the box: runc, or gVisor's runsc (which needs pids of at least 256).
+   * The OCI runtime of the box: runc, or gVisor's runsc (whose engine limit gets room for its threads).
    * @default "runc"
    */
   runtime?: "runc" | "runsc";

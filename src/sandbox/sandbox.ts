@@ -93,7 +93,7 @@ export class Sandbox {
     };
     const limits = defaultLimits(opts.limits);
     const runtime = opts.runtime ?? defaults.sandbox.runtime;
-    const tooFew = pidsProblem(limits.pids, runtime);
+    const tooFew = pidsProblem(limits.pids);
     if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
     const backend = opts.backend ?? backendOf("docker");
     const made = await backend.create({

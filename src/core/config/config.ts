@@ -276,9 +276,7 @@ const Env = z
     PATCHBAY_ALLOW_PTRACE: z.enum(["0", "1"]).default("0"),
     PATCHBAY_MAX_MEMORY_MB: atLeastDefault(() => defaults.sandbox.memoryMb).default(8192),
     PATCHBAY_MAX_CPUS: atLeastDefault(() => defaults.sandbox.cpus, false).default(4),
-    PATCHBAY_MAX_PIDS: atLeastDefault(() => Math.max(defaults.sandbox.pids, defaults.sandbox.minPids.runsc)).default(
-      1024,
-    ),
+    PATCHBAY_MAX_PIDS: atLeastDefault(() => defaults.sandbox.pids).default(1024),
     PATCHBAY_MAX_DISK_MB: atLeastDefault(() => defaults.sandbox.diskMb).default(10_240),
     PATCHBAY_MAX_TIMEOUT_SEC: atLeastDefault(() => defaults.job.timeoutSec, false, MAX_DURATION_SEC).default(4 * 3600),
     PATCHBAY_MAX_COMMAND_TIMEOUT_SEC: atLeastDefault(
@@ -574,12 +572,22 @@ export const defaults = {
     network: "none" as "none" | "bridge",
     runtime: "runc" as "runc" | "runsc",
     /**
-     * The lowest pids limit a sandbox works with. Under runc its own processes (init, shell,
-     * supervisor, file agent, git's pipelines) need some. Under gVisor the engine's limit counts
-     * the runtime's own host threads, not the guest's processes: below this, git alone can make
-     * gVisor's kernel hit it, and the whole sandbox dies.
+     * The lowest pids limit a sandbox works with, under either runtime: its own processes (init,
+     * shell, supervisor, file agent, git's pipelines) need some.
      */
-    minPids: { runc: 32, runsc: 256 },
+    minPids: 32,
+    /**
+     * Under gVisor the engine's pids limit counts the runtime's own host threads, not the guest's
+     * processes: each guest task costs Debian 12's runsc (ptrace platform) 8 to 10 host threads, on
+     * top of about 40 of its own. A runsc sandbox's container is given this many threads per pid
+     * of its limit, plus the base, so that `limits.pids` counts (about) the guest's processes under
+     * both runtimes; the supervisor counts them against it there. A plain job once reached 232
+     * host threads, and under load the whole sandbox died at an engine limit of 256. More per pid
+     * would hold the guest's exact count, but a fork bomb under runsc takes all it is given from
+     * the host's pid_max (32,768 on many hosts): 256 pids cost up to 2,112 host threads.
+     */
+    gvisorThreadsPerPid: 8,
+    gvisorBaseThreads: 64,
     /** A container whose deadline passed is reaped even if its worker still beats. */
     deadlineSec: 6 * 3600,
   },
@@ -629,13 +637,16 @@ export const defaults = {
   },
 } as const;
 
-/** Why a sandbox's pids limit cannot work under this runtime; undefined when it can. */
-export function pidsProblem(pids: number, runtime: "runc" | "runsc"): string | undefined {
-  const min = defaults.sandbox.minPids[runtime];
-  if (pids >= min) return undefined;
-  return runtime === "runsc"
-    ? `must be at least ${min} under runtime runsc (gVisor's own threads count against the limit; a lower one kills the sandbox)`
-    : `must be at least ${min} (the sandbox's own processes and git need some)`;
+/** Why a sandbox's pids limit cannot work; undefined when it can. */
+export function pidsProblem(pids: number): string | undefined {
+  const min = defaults.sandbox.minPids;
+  return pids >= min ? undefined : `must be at least ${min} (the sandbox's own processes and git need some)`;
+}
+
+/** The pids limit the engine applies to a sandbox's container: under runsc, room for gVisor's own threads. */
+export function enginePidsLimit(pids: number, runtime: "runc" | "runsc"): number {
+  const s = defaults.sandbox;
+  return runtime === "runsc" ? s.gvisorBaseThreads + pids * s.gvisorThreadsPerPid : pids;
 }
 
 export type { TelemetryConfig };

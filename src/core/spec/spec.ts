@@ -9,7 +9,7 @@ import { count } from "../count.js";
 import { PROVIDERS } from "../config/provider.js";
 import { isScriptedModel } from "../config/scripted.js";
 import { z } from "zod";
-import { defaults, pidsProblem } from "../config/config.js";
+import { pidsProblem } from "../config/config.js";
 import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "../allow.js";
 import {
   REQUIRED,
@@ -264,7 +264,7 @@ export const JobSpec = z
   })
   .check((ctx) => {
     const pids = ctx.value.limits?.pids;
-    const why = pids === undefined ? undefined : pidsProblem(pids, ctx.value.runtime ?? defaults.sandbox.runtime);
+    const why = pids === undefined ? undefined : pidsProblem(pids);
     if (why) ctx.issues.push({ code: "custom", message: why, input: pids, path: ["limits", "pids"] });
   });
 /** A job, as its schema checks it (docs/jobspec.md). */

@@ -1,7 +1,7 @@
 // Environment parsing: every knob's default, overrides, coercion, and one clear error. Pure.
 import { parseForges, tokenVariable } from "../../../src/core/config/forges.js";
 import { describe, expect, it } from "vitest";
-import { DEFAULT_IMAGE, DEFAULT_MODEL, loadConfig } from "../../../src/core/config/config.js";
+import { DEFAULT_IMAGE, DEFAULT_MODEL, enginePidsLimit, loadConfig } from "../../../src/core/config/config.js";
 
 describe("loadConfig", () => {
   it("gives every default from an empty environment", () => {
@@ -515,5 +515,13 @@ describe("PATCHBAY_PROVIDERS", () => {
     expect(() => loadConfig({ PATCHBAY_PROVIDERS: "anthropic,azure" })).toThrow(
       /PATCHBAY_PROVIDERS: each must be one of anthropic, bedrock, vertex \(got "azure"\)/,
     );
+  });
+});
+
+describe("the engine's pids limit per runtime", () => {
+  it("is the spec's limit under runc, and 8 per pid plus 64 under runsc (gVisor's own threads)", () => {
+    expect(enginePidsLimit(256, "runc")).toBe(256);
+    expect(enginePidsLimit(256, "runsc")).toBe(2112);
+    expect(enginePidsLimit(32, "runsc")).toBe(320);
   });
 });
