@@ -25,6 +25,8 @@ export interface SandboxPolicy {
   maxBudgetUsd?: number;
   maxTurns?: number;
   maxTokens?: number;
+  /** The most candidates a spec may ask for (best-of-N). */
+  maxCandidates: number;
   /** Models a spec's `model` may name (the worker's own first; `*` at an entry's end matches by prefix); undefined: any. */
   models?: readonly string[];
   /** The OCI runtime every sandbox runs under, runc or runsc (a spec asking for another is refused); undefined: the spec's. */
@@ -139,6 +141,7 @@ function spendViolations(spec: JobSpec, policy: SandboxPolicy): string[] {
   over("budget.usd", spec.budget?.usd, policy.maxBudgetUsd, "PATCHBAY_MAX_BUDGET_USD");
   over("maxTurns", spec.maxTurns, policy.maxTurns, "PATCHBAY_MAX_TURNS");
   over("maxTokens", spec.maxTokens, policy.maxTokens, "PATCHBAY_MAX_TOKENS");
+  over("candidates", spec.candidates, policy.maxCandidates, "PATCHBAY_MAX_CANDIDATES");
   if (
     spec.model !== undefined &&
     policy.models &&

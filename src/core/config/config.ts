@@ -11,6 +11,9 @@ import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./otel.js
 import { parseRedisUrl } from "../../redis/target.js";
 import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "../timeout.js";
 
+/** The most candidates a job may ask for (a worker's PATCHBAY_MAX_CANDIDATES may cap it lower). */
+export const MAX_CANDIDATES = 16;
+
 export const DEFAULT_IMAGE = "patchbay-sandbox:latest";
 // claude-sonnet-4-5 reaches end of life on 2026-11-30 (the SDK warns); Sonnet 5.5 is the current Sonnet.
 export const DEFAULT_MODEL = "claude-sonnet-5-5";
@@ -142,6 +145,15 @@ const Env = z
       .int()
       .positive()
       .default(8 * 1024 * 1024),
+    /**
+     * A job with candidates keeps its workspace after setup (the seed) in Redis for its candidates'
+     * workers; a seed over this many bytes fails the job, naming it (docs/jobspec.md#candidates).
+     */
+    PATCHBAY_SEED_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(256 * 1024 * 1024),
     PATCHBAY_REAP_MS: durationMs().default(60_000),
     PATCHBAY_DRAIN_MS: durationMs().default(30_000),
     /** A job still running this long past its own timeout has its sandbox killed. */
@@ -289,6 +301,8 @@ const Env = z
     PATCHBAY_MAX_BUDGET_USD: z.coerce.number().positive().finite().optional(),
     /** The most turns a spec may ask for (maxTurns); a spec that sets none gets the lower of this and the default. */
     PATCHBAY_MAX_TURNS: z.coerce.number().int().positive().max(10_000).optional(),
+    /** The most candidates a spec may ask for (best-of-N); a spec over it is refused. */
+    PATCHBAY_MAX_CANDIDATES: z.coerce.number().int().min(1).max(MAX_CANDIDATES).default(MAX_CANDIDATES),
     /** The most output tokens per response a spec may ask for (maxTokens); the same. */
     PATCHBAY_MAX_TOKENS: z.coerce.number().int().positive().max(1_000_000).optional(),
     /** Models (comma-separated; an entry ending in `*` by prefix) a spec's `model` may name besides PATCHBAY_MODEL; unset: any. */
@@ -454,6 +468,7 @@ function policyOf(e: z.infer<typeof Env>) {
             .filter(Boolean),
     maxBudgetUsd: e.PATCHBAY_MAX_BUDGET_USD,
     maxTurns: e.PATCHBAY_MAX_TURNS,
+    maxCandidates: e.PATCHBAY_MAX_CANDIDATES,
     maxTokens: e.PATCHBAY_MAX_TOKENS,
     models:
       e.PATCHBAY_MODELS === undefined
@@ -512,6 +527,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     lockRenewMs: Math.min(e.PATCHBAY_LOCK_RENEW_MS ?? Math.floor(e.PATCHBAY_LOCK_MS / 4), e.PATCHBAY_LOCK_MS),
     checkpoints: e.PATCHBAY_CHECKPOINTS === "1",
     checkpointMaxBytes: e.PATCHBAY_CHECKPOINT_MAX_BYTES,
+    seedMaxBytes: e.PATCHBAY_SEED_MAX_BYTES,
     stalledIntervalMs: e.PATCHBAY_STALLED_MS,
     reapEveryMs: e.PATCHBAY_REAP_MS,
     drainDeadlineMs: e.PATCHBAY_DRAIN_MS,

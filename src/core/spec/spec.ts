@@ -9,7 +9,8 @@ import { count } from "../count.js";
 import { PROVIDERS } from "../config/provider.js";
 import { isScriptedModel } from "../config/scripted.js";
 import { z } from "zod";
-import { pidsProblem } from "../config/config.js";
+import { MAX_CANDIDATES, pidsProblem } from "../config/config.js";
+export { MAX_CANDIDATES };
 import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "../allow.js";
 import {
   REQUIRED,
@@ -27,6 +28,7 @@ import { EDITOR_TOOLS, JOB_STATUSES } from "./names.js";
 import { kinded } from "../errors.js";
 import { suggest } from "../suggest.js";
 import { isLineJobId } from "../line-id.js";
+import { isCandidateJobId } from "../candidate-id.js";
 import { MAX_DURATION_SEC, MAX_DURATION_WORDS } from "../timeout.js";
 import { CustomTools, Mcp, type CustomTool } from "./tools.js";
 
@@ -144,6 +146,9 @@ export type Network = z.infer<typeof Network>;
 
 // BullMQ rejects custom ids containing ':' and ids that are plain integers (its own auto ids).
 // '.' and '..' are refused too, because a job id may end up as a directory name.
+/** How a job's candidates are ordered after verified-first (docs/jobspec.md#candidates). */
+export const PICKS = ["smaller-patch", "lower-cost"] as const;
+
 const JOB_ID_RE = /^[A-Za-z0-9_.-]{1,128}$/;
 /**
  * BullMQ keeps a job's hash at <prefix>:<queue>:<id>, beside its own keys of the queue: an id that
@@ -185,6 +190,10 @@ const JobId = z
   .refine((s) => !isLineJobId(s), {
     error: (iss) =>
       `must not end in -L<n> or -L<n>-r<k>: those are the ids of batch lines, which only a batch makes (got ${show(iss.input)})`,
+  })
+  .refine((s) => !isCandidateJobId(s), {
+    error: (iss) =>
+      `must not end in -C<n>: those are the ids of a job's candidates, which only its worker makes (got ${show(iss.input)})`,
   });
 
 /** A job: the task, the repo, and what it may use (docs/jobspec.md); the schema that checks one. */
@@ -226,6 +235,15 @@ export const JobSpec = z
     verify: Command.optional(),
     /** How many more times a failed verify is fed back to the model (default 2; 0 = verify once and report). */
     verifyRounds: intRange(0, 10).optional(),
+    /**
+     * Best-of-N: this many agent runs from one setup, each in a sandbox of its own and verified; the
+     * best is the job's result (docs/jobspec.md#candidates). Needs `verify`, the judge. Default 1.
+     */
+    candidates: intRange(1, MAX_CANDIDATES).optional(),
+    /** With candidates: the others are cancelled once this many verified. */
+    stopAfterVerified: intRange(1, MAX_CANDIDATES).optional(),
+    /** With candidates: the order among the verified (then among the rest): the smaller patch first (default), or the lower cost. */
+    pick: z.enum(PICKS, { error: (iss) => `must be one of ${PICKS.join(", ")} (got ${show(iss.input)})` }).optional(),
     /** The model id; never `scripted:…`, which a worker's own setting chooses (a spec naming it would be priced at 0 by no worker's budget). */
     model: nonEmpty("a non-empty model id")
       .refine((m) => !isScriptedModel(m.trim()), {
@@ -266,7 +284,28 @@ export const JobSpec = z
     const pids = ctx.value.limits?.pids;
     const why = pids === undefined ? undefined : pidsProblem(pids);
     if (why) ctx.issues.push({ code: "custom", message: why, input: pids, path: ["limits", "pids"] });
+    for (const [path, message] of candidateProblems(ctx.value))
+      ctx.issues.push({ code: "custom", message, input: ctx.value[path], path: [path] });
   });
+
+/** What is wrong with a spec's candidates, stopAfterVerified and pick together (each alone is checked by its schema). */
+function candidateProblems(s: {
+  candidates?: number;
+  stopAfterVerified?: number;
+  pick?: string;
+  verify?: string;
+}): ["candidates" | "stopAfterVerified" | "pick", string][] {
+  const n = s.candidates ?? 1;
+  const out: ["candidates" | "stopAfterVerified" | "pick", string][] = [];
+  if (n > 1 && s.verify === undefined)
+    out.push(["candidates", `${n} candidates need a verify command: verify is what judges them`]);
+  if (s.stopAfterVerified !== undefined && s.stopAfterVerified > n)
+    out.push(["stopAfterVerified", `must be at most candidates (${n}; got ${s.stopAfterVerified})`]);
+  if (n === 1 && s.stopAfterVerified !== undefined)
+    out.push(["stopAfterVerified", "applies only with candidates over 1"]);
+  if (n === 1 && s.pick !== undefined) out.push(["pick", "applies only with candidates over 1"]);
+  return out;
+}
 /** A job, as its schema checks it (docs/jobspec.md). */
 export type JobSpec = z.infer<typeof JobSpec>;
 
@@ -391,6 +430,23 @@ export function addUsage(a: Usage, b: Usage): Usage {
 /** Exit codes are integers; a command killed by its timeout reports 124 (as coreutils `timeout`). */
 const ExitCode = z.int();
 
+/** One candidate of a job with candidates, as its result (docs/jobspec.md#candidates) shows it. */
+export const CandidateOutcome = z.object({
+  /** Its number, from 1. */
+  n: positiveInt(),
+  /** Its own job: `<job>-C<n>` (its transcript and whole result are there). */
+  jobId: z.string(),
+  status: JobStatus,
+  verified: z.boolean().optional(),
+  costUsd: nonNegNumber(),
+  turns: nonNegInt(),
+  /** Its patch's bytes and how many files it changes. */
+  patchBytes: nonNegInt(),
+  filesChanged: nonNegInt(),
+  error: z.string().optional(),
+});
+export type CandidateOutcome = z.infer<typeof CandidateOutcome>;
+
 /** What a job ended with: its status, its patch, verify, cost and timings (docs/jobspec.md); the schema. */
 export const JobResult = z.object({
   status: JobStatus,
@@ -443,6 +499,10 @@ export const JobResult = z.object({
     .optional(),
   /** 1-based attempt that produced this result. */
   attempt: positiveInt().optional(),
+  /** A job with candidates: each one's outcome, in order (the picked one's patch and verify are this result's). */
+  candidates: z.array(CandidateOutcome).max(MAX_CANDIDATES).optional(),
+  /** A job with candidates: the number of the one picked (from 1); unset when none could be. */
+  picked: positiveInt().optional(),
 });
 /** What a job ended with (docs/jobspec.md). */
 export type JobResult = z.infer<typeof JobResult>;
@@ -574,6 +634,14 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
     bytes: nonNegInt(),
     cut: z.boolean(),
     refused: z.array(z.object({ path: z.string(), reason: z.string() })).optional(),
+  }),
+  // A job with candidates: setup done, its workspace kept (the seed, `seedBytes`) and the candidates
+  // added as the job's children, each under its own job id; then the one picked, and why.
+  event("candidates_started", { jobIds: z.array(z.string()).max(MAX_CANDIDATES), seedBytes: nonNegInt() }),
+  event("candidate_picked", {
+    picked: positiveInt().optional(),
+    why: z.string(),
+    candidates: z.array(CandidateOutcome).max(MAX_CANDIDATES),
   }),
   // one connection or request through the setup phase's egress proxy (allowed, or refused and why)
   event("egress", {

@@ -307,6 +307,34 @@ describe("TranscriptEvent", () => {
     { type: "job_finished", status: "failed", error: "boom", costUsd: 0, turns: 0 },
     { type: "model_retry", retry: 1, error: "overloaded", status: 529, delayMs: 1000 },
     { type: "context_trimmed", removedChars: 50_000, keptTurns: 4 },
+    { type: "candidates_started", jobIds: ["j-C1", "j-C2"], seedBytes: 10_240 },
+    {
+      type: "candidate_picked",
+      picked: 2,
+      why: "candidate 2 is the only one verify passed",
+      candidates: [
+        {
+          n: 1,
+          jobId: "j-C1",
+          status: "verify_failed",
+          verified: false,
+          costUsd: 0.1,
+          turns: 3,
+          patchBytes: 80,
+          filesChanged: 1,
+        },
+        {
+          n: 2,
+          jobId: "j-C2",
+          status: "completed",
+          verified: true,
+          costUsd: 0.2,
+          turns: 4,
+          patchBytes: 120,
+          filesChanged: 1,
+        },
+      ],
+    },
     {
       type: "instructions_loaded",
       files: ["AGENTS.md", "CLAUDE.md"],
@@ -446,5 +474,46 @@ describe("prices", () => {
     expect(unknownModelWarning("claude-sonet-4-5")).toMatch(
       /^model 'claude-sonet-4-5' is not one this version of patchbay knows .*its cost is unknown/,
     );
+  });
+});
+
+describe("JobSpec candidates (best-of-N)", () => {
+  it("takes 1 to 16 candidates with verify, stopAfterVerified up to them, and a pick", () => {
+    const ok = parseJobSpec({
+      ...minimal,
+      verify: "make test",
+      candidates: 4,
+      stopAfterVerified: 2,
+      pick: "lower-cost",
+    });
+    expect(ok.ok).toBe(true);
+    expect(errorOf({ ...minimal, verify: "t", candidates: 17 })).toContain(
+      "candidates: must be an integer from 1 to 16 (got 17)",
+    );
+    expect(errorOf({ ...minimal, verify: "t", candidates: 0 })).toContain("candidates:");
+    expect(errorOf({ ...minimal, verify: "t", candidates: 4, pick: "best" })).toContain(
+      "pick: must be one of smaller-patch, lower-cost",
+    );
+  });
+
+  it("refuses candidates without the judge, and the knobs that mean nothing with one candidate", () => {
+    expect(errorOf({ ...minimal, candidates: 3 })).toContain(
+      "candidates: 3 candidates need a verify command: verify is what judges them",
+    );
+    expect(errorOf({ ...minimal, verify: "t", candidates: 2, stopAfterVerified: 3 })).toContain(
+      "stopAfterVerified: must be at most candidates (2; got 3)",
+    );
+    expect(errorOf({ ...minimal, verify: "t", stopAfterVerified: 1 })).toContain(
+      "stopAfterVerified: applies only with candidates over 1",
+    );
+    expect(errorOf({ ...minimal, pick: "lower-cost" })).toContain("pick: applies only with candidates over 1");
+  });
+
+  it("keeps the candidates' ids (-C<n>) for the worker: a free job id may not end so", () => {
+    expect(errorOf({ ...minimal, jobId: "fix-C2" })).toContain(
+      "must not end in -C<n>: those are the ids of a job's candidates, which only its worker makes",
+    );
+    expect(parseJobSpec({ ...minimal, jobId: "fix-C" }).ok).toBe(true);
+    expect(parseJobSpec({ ...minimal, jobId: "fix-Cx2" }).ok).toBe(true);
   });
 });
