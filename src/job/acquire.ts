@@ -51,12 +51,15 @@ export function freshSandbox(ctx: JobContext, mounts?: ReturnType<typeof mountsF
 export async function acquire(ctx: JobContext, held: Held): Promise<Sandbox> {
   // The pool makes no warm sandbox while this one is set up: it would compete for the CPU.
   held.setupDone = ctx.opts.pool?.setupStarted?.();
-  held.egress = await prepareEgress(ctx.spec, ctx.opts.egress, ctx.emit, ctx.config);
-  held.prepared = repoArchive(ctx.spec.repo, {
-    git: { env: ctx.config.hostEnv, credentials: ctx.config.gitCredentials },
-    sources: ctx.opts.sources,
-  });
-  held.prepared.catch(() => {}); // awaited by the load; a failure there is the job's
+  if (!ctx.opts.seed) {
+    // A candidate starts from its job's seed (candidates/seed.ts): no repo to read, no setup network.
+    held.egress = await prepareEgress(ctx.spec, ctx.opts.egress, ctx.emit, ctx.config);
+    held.prepared = repoArchive(ctx.spec.repo, {
+      git: { env: ctx.config.hostEnv, credentials: ctx.config.gitCredentials },
+      sources: ctx.opts.sources,
+    });
+    held.prepared.catch(() => {}); // awaited by the load; a failure there is the job's
+  }
   held.sandbox = await freshSandbox(ctx, mountsFor(held.egress));
   ctx.opts.onSandbox?.(held.sandbox);
   return held.sandbox;

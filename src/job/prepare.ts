@@ -14,6 +14,7 @@ import { loadRepo, snapshotBaseline } from "./repo/load.js";
 import { runSetup, startSetupNetwork } from "./setup.js";
 import { snapshotMaxBytes, takeSnapshot, VerifyError, type Snapshot } from "./verify.js";
 import { inSpan, spanEvent } from "../observability/trace.js";
+import type { ShellState } from "../sandbox/shell-state.js";
 
 export interface Prepared {
   /** The tree the patch is taken against; where git's hash of the files differs from the worker's tree, git's, set before `loaded` settles. */
@@ -24,6 +25,8 @@ export interface Prepared {
   sandboxMs: number;
   /** A `{ git }` repo's commit the job started from. */
   baseCommit?: string;
+  /** The shell's directory and exported variables as setup left them (where it ran and said): a candidate's shell starts from them. */
+  state?: ShellState;
 }
 
 /** The workspace ready for the agent, or why the job stopped meanwhile (cancel, timeout). */
@@ -70,7 +73,13 @@ export async function prepare(
     held.snapshot?.catch(() => {}); // awaited by the restore or the first tool
     const loaded = after.done.then(() => {});
     loaded.catch(() => {}); // awaited by the agent phase
-    return { baseline: after.baseline, loaded, sandboxMs, ...(commit ? { baseCommit: commit } : {}) };
+    return {
+      baseline: after.baseline,
+      loaded,
+      sandboxMs,
+      ...(commit ? { baseCommit: commit } : {}),
+      ...(after.state ? { state: after.state } : {}),
+    };
   }
   // Without setup nothing of the repo's has run: verify judges the workspace as loaded plus the
   // patch, kept before anything of the agent's runs (a restored checkpoint, the first tool).
@@ -98,7 +107,7 @@ export async function prepare(
 async function afterSetup(
   sandbox: Sandbox,
   diskMb: number | undefined,
-): Promise<{ baseline: string; done: Promise<Snapshot | undefined> }> {
+): Promise<{ baseline: string; done: Promise<Snapshot | undefined>; state?: ShellState }> {
   const state = await sandbox.shell.captureState();
   let known!: (tree: string) => void;
   const tree = new Promise<string>((r) => (known = r));
@@ -107,7 +116,7 @@ async function afterSetup(
     return diskMb === undefined ? undefined : snapshotOf(sandbox, diskMb);
   }, state);
   done.catch(() => {}); // its consumers see the rejection
-  return { baseline: await Promise.race([tree, done.then(() => tree)]), done };
+  return { baseline: await Promise.race([tree, done.then(() => tree)]), done, ...(state ? { state } : {}) };
 }
 
 /**

@@ -12,14 +12,15 @@ import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import type { Backend } from "../backend/types.js";
-import { assertJobSpec, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
+import { assertJobSpec, JobSpecError, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { acquire, freshSandbox, release, type Held } from "./acquire.js";
 import { admitJob, hideSecrets } from "./admit.js";
 import { jobModel } from "../core/config/scripted.js";
 import { runAgent } from "./agent-phase.js";
 import { jobContext, stoppedStatus, type JobContext } from "./job-context.js";
 import { endedEarly, finish } from "./finalize.js";
-import { prepare } from "./prepare.js";
+import { prepare, type Prepared } from "./prepare.js";
+import { prepareFromSeed, seedMeta, type Seed } from "./candidates/seed.js";
 import { patchAndVerify } from "./rounds.js";
 import { SetupError } from "./setup.js";
 import { ensureSpan, inSpan } from "../observability/trace.js";
@@ -89,6 +90,18 @@ export interface RunJobOptions {
    * removed. Default: removed before runJob returns.
    */
   retire?: (sb: Sandbox) => Promise<void>;
+  /**
+   * A candidate of a job with candidates: its job's seed, the workspace as setup left it
+   * (candidates/seed.ts). The repo is not read and setup does not run; the seed is removed with the attempt.
+   */
+  seed?: () => Promise<Seed>;
+  /**
+   * For a spec with candidates over 1: once setup is done, its workspace (the seed) is handed here
+   * instead of the agent running, and what this resolves to is the job's result (a worker's queue
+   * adds the candidates and waits for them: src/queue/candidates.ts). Without it, such a spec is
+   * refused (JobSpecError): its candidates run on a queue's workers.
+   */
+  keepSeed?: (seed: Seed) => Promise<JobResult>;
 }
 
 /**
@@ -101,6 +114,10 @@ export async function runJob(input: unknown, opts: RunJobOptions = {}): Promise<
   const config = opts.config ?? loadConfig(); // runJob is an edge too: the library's one-job entry
   // The worker's policy (src/job/policy.ts): a spec may narrow its sandbox, never widen it, nor spend past its caps.
   const spec = await admitJob(assertJobSpec(input), config);
+  if ((spec.candidates ?? 1) > 1 && !opts.keepSeed)
+    throw new JobSpecError(
+      `candidates: ${spec.candidates} candidates run on a queue's workers: enqueue the job (patchbay enqueue), or run it with candidates 1`,
+    );
   opts = hideSecrets(spec, opts); // a { git } URL's credentials show in no event (src/job/admit.ts)
   const { ctx, dispose } = jobContext(spec, config, opts);
   ctx.emit({
@@ -134,8 +151,19 @@ async function attempt(ctx: JobContext, held: Held): Promise<JobResult> {
   const sandbox = await inSpan("patchbay.sandbox.acquire", { "patchbay.backend": ctx.backend.kind }, () =>
     acquire(ctx, held),
   );
-  const prep = await inSpan("patchbay.prepare", {}, () => prepare(ctx, sandbox, held, since));
+  const seed = ctx.opts.seed;
+  const prep = await inSpan("patchbay.prepare", { "patchbay.seeded": Boolean(seed) }, async () =>
+    seed ? prepareFromSeed(ctx, sandbox, held, await seed(), since) : prepare(ctx, sandbox, held, since),
+  );
   if ("stopped" in prep) return endedEarly(ctx, prep.stopped.status, prep.stopped.error, held.egress);
+  if (ctx.opts.keepSeed && (ctx.spec.candidates ?? 1) > 1) {
+    const kept = await seedOf(held, prep);
+    try {
+      return await ctx.opts.keepSeed(kept);
+    } finally {
+      await kept.remove();
+    }
+  }
   const tAgent = performance.now();
   const agent = await inSpan("patchbay.agent", { "patchbay.round": 1 }, () => runAgent(ctx, sandbox, prep));
   await agent.settled;
@@ -159,6 +187,14 @@ async function attempt(ctx: JobContext, held: Held): Promise<JobResult> {
     egress: held.egress,
     baseCommit: prep.baseCommit,
   });
+}
+
+/** The job's seed: the post-setup snapshot (a spec with candidates has verify, so one is taken), no longer the attempt's to release. */
+async function seedOf(held: Held, prep: Prepared): Promise<Seed> {
+  await prep.loaded;
+  const snapshot = await held.snapshot!;
+  held.snapshot = undefined; // removed once keepSeed is done with it
+  return { ...snapshot, meta: seedMeta(prep) };
 }
 
 /**

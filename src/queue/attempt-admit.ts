@@ -16,6 +16,7 @@ import type { JobData } from "./client.js";
 import { handBack, type HealthGate } from "./health.js";
 import type { keys } from "./keys.js";
 import { appendEvent, recordedResult } from "./result-record.js";
+import { candidateOf } from "./candidates.js";
 
 export interface AdmitContext {
   config: Config;
@@ -48,7 +49,8 @@ export async function admitAttempt(
   const jobId = job.id!;
   // A job under a batch line's id that the batch did not make (or one claiming a batch it is not
   // of): it never runs, and no batch's index hears of it; whoever adopts the line sees it failed.
-  const forged = await ctx.batch.provenance(job.data, jobId);
+  const claimed = candidateOf(job); // a candidate only where its job added it (src/queue/candidates.ts)
+  const forged = claimed && "refused" in claimed ? claimed.refused : await ctx.batch.provenance(job.data, jobId);
   if (forged) {
     const error = `not run: ${forged}`;
     log(`job ${jobId}: ${error}`, { job: jobId, level: "error" });

@@ -3,7 +3,7 @@
 // budget and checkpoints, under a hard deadline; streams the transcript into Redis; records the
 // result with its job_finished event; and on a failure does what src/queue/attempt-outcome.ts decides.
 import { count } from "../core/count.js";
-import { UnrecoverableError, Worker } from "bullmq";
+import { UnrecoverableError, WaitingChildrenError, Worker, type Queue } from "bullmq";
 import { setTimeout as sleep } from "node:timers/promises";
 import { defaults } from "../core/config/config.js";
 import { usd } from "../core/money.js";
@@ -24,6 +24,14 @@ import { recordResult } from "./result-record.js";
 import { confirmWrites, type WaitSetting } from "../redis/connect.js";
 import { boundEvent } from "./result-bounds.js";
 import { isRedisConnectionError } from "../redis/connection-errors.js";
+import type { JobData } from "./client.js";
+import {
+  cancelKeys,
+  candidateEnded,
+  candidateOptions,
+  gatherCandidates,
+  type CandidatesContext,
+} from "./candidates.js";
 
 /** A job running on this worker, as the cancel listener and the drain see it. */
 export interface Active {
@@ -56,7 +64,18 @@ export interface AttemptContext extends AdmitContext {
   durability: WaitSetting;
   /** Where a finished job's sandbox goes: the worker's background removals (src/sandbox/removals.ts), after the result. */
   retire?: (sb: Sandbox) => Promise<void>;
+  /** The worker's queue: a job with candidates adds them to it (src/queue/candidates.ts). */
+  queue: Queue<JobData, JobResult>;
 }
+
+/** What the candidates' executor takes of an attempt's context. */
+const candidatesOf = (ctx: AttemptContext): CandidatesContext => ({
+  redis: ctx.redis,
+  k: ctx.k,
+  queue: ctx.queue,
+  seedMaxBytes: ctx.config.seedMaxBytes,
+  retentionSec: ctx.config.retentionSec,
+});
 
 /** What an attempt carries from its start to its end. */
 interface Running extends Admitted {
@@ -94,7 +113,7 @@ async function runAttempt(
   ctx.active.set(jobId, entry);
   // A cancelled job, or a batch whose budget is spent (or that was cancelled): it ends at once, without a sandbox.
   const early = await (async () => {
-    if (await ctx.redis.exists(ctx.k.cancel(jobId))) entry.ctl.abort("cancelled");
+    if (await ctx.redis.exists(...cancelKeys(ctx.k, jobId))) entry.ctl.abort("cancelled");
     return ctx.batch.start(job.data, jobId, attempt);
   })().catch(async (err: unknown) => {
     ctx.active.delete(jobId);
@@ -116,26 +135,30 @@ async function runAttempt(
   const deadline = hardDeadline(ctx, r, (spec.timeoutSec ?? defaults.job.timeoutSec) * 1000);
   ctx.log(`job ${jobId} attempt ${attempt}: started`, { job: jobId, attempt });
   if (early) r.onEvent(stamped(finishedEvent(early), jobId, attempt));
+  const emit = (e: Parameters<typeof stamped>[0]) => r.onEvent(stamped(e, jobId, attempt));
   const run = early
     ? Promise.resolve(early)
-    : runJob(spec, {
-        jobId,
-        attempt,
-        config: ctx.config, // the worker's: `worker --scripted FILE` is not in the environment
-        backend: ctx.backend,
-        signal: entry.ctl.signal,
-        onEvent: r.onEvent,
-        owner: ctx.owner,
-        labels: ctx.labels,
-        model: ctx.model?.(),
-        queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
-        onSandbox: (sb) => (entry.sandbox = sb),
-        pool: ctx.pool,
-        stopAfterTurn: ctx.batch.stopAfterTurn(job.data, jobId, attempt),
-        checkpoints,
-        retire: ctx.retire,
-        sources: workerSourceRules(job.data.origin, ctx.config), // held again where the repo is read
-      });
+    : job.data.step === "candidates" // its candidates ended: BullMQ handed the job back to pick one
+      ? gatherCandidates(candidatesOf(ctx), job, spec, emit)
+      : runJob(spec, {
+          jobId,
+          attempt,
+          config: ctx.config, // the worker's: `worker --scripted FILE` is not in the environment
+          backend: ctx.backend,
+          signal: entry.ctl.signal,
+          onEvent: r.onEvent,
+          owner: ctx.owner,
+          labels: ctx.labels,
+          model: ctx.model?.(),
+          queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
+          onSandbox: (sb) => (entry.sandbox = sb),
+          pool: ctx.pool,
+          stopAfterTurn: ctx.batch.stopAfterTurn(job.data, jobId, attempt),
+          checkpoints,
+          retire: ctx.retire,
+          sources: workerSourceRules(job.data.origin, ctx.config), // held again where the repo is read
+          ...candidateOptions(candidatesOf(ctx), job, token, spec, emit),
+        });
   entry.done = run.then(
     () => {},
     () => {},
@@ -146,6 +169,7 @@ async function runAttempt(
     if (entry.ctl.signal.reason === "abandoned") throw await abandon(job, token);
     return await recordAttempt(ctx, job, r, result);
   } catch (err) {
+    if (err instanceof WaitingChildrenError) throw err; // its candidates added: it waits for them (candidates.ts)
     throw await failedAttempt(ctx, job, token, r, err);
   } finally {
     deadline.clear();
@@ -259,6 +283,9 @@ async function recordAttempt(ctx: AttemptContext, job: QueueJob, r: Running, res
       .finish(job.data, jobId, attempt, result, r.spentBefore())
       .catch((err: Error) => ctx.log(`job ${jobId}: batch index: ${err.message}`, { job: jobId, level: "warn" }));
   await toBatch();
+  await candidateEnded(candidatesOf(ctx), job, result).catch((err: Error) =>
+    ctx.log(`job ${jobId}: stopping the other candidates: ${err.message}`, { job: jobId, level: "warn" }),
+  );
   // The record and the batch's line on a replica before BullMQ completes the job: after a failover
   // the promoted replica has them, and a rerun returns the record instead of running the agent again.
   const confirmed = await confirmWrites(ctx.redis, ctx.durability, async () => {

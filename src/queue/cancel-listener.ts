@@ -5,6 +5,8 @@
 // (src/queue/attempt.ts).
 import type { Redis } from "ioredis";
 import type { keys } from "./keys.js";
+import { parseCandidateJobId } from "../core/candidate-id.js";
+import { cancelKeys } from "./candidates.js";
 
 type Keys = ReturnType<typeof keys>;
 
@@ -23,12 +25,16 @@ export interface CancelListenerOptions {
 export async function listenForCancels(o: CancelListenerOptions): Promise<{ stop(): void }> {
   if (o.pubSub) {
     await o.sub.subscribe(o.k.cancelChannel);
-    o.sub.on("message", (_channel, jobId: string) => o.active.get(jobId)?.ctl.abort("cancelled"));
+    // A job's cancel stops its candidates too (src/queue/candidates.ts): each one running here.
+    o.sub.on("message", (_channel, jobId: string) => {
+      for (const [id, a] of o.active)
+        if (id === jobId || parseCandidateJobId(id)?.jobId === jobId) a.ctl.abort("cancelled");
+    });
   }
   const poll = setInterval(() => {
     for (const [jobId, a] of o.active) {
       if (!a.ctl.signal.aborted)
-        void o.redis.exists(o.k.cancel(jobId)).then(
+        void o.redis.exists(...cancelKeys(o.k, jobId)).then(
           (n) => n && a.ctl.abort("cancelled"),
           () => {},
         );

@@ -62,6 +62,10 @@ export interface JobData {
    * (this unset too) is held to the worker's roots and git hosts (src/job/repo/source-check.ts).
    */
   origin?: JobOrigin;
+  /** Set by a job's worker on its candidates (src/queue/candidates.ts): which one this is. */
+  candidate?: { n: number; stopAfterVerified?: number; of?: number };
+  /** Set by a job's worker once it added its candidates: it waits for them, then picks one. */
+  step?: "candidates";
 }
 
 /** The job failed for good (BullMQ's failed state): `reason` says why. */

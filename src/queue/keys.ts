@@ -12,6 +12,13 @@ export const keys = (queue: string) => ({
   result: (jobId: string) => `patchbay:${queue}:result:${jobId}`,
   /** A finished job's patch when it is too long to keep in its result (src/queue/result-bounds.ts): written once, kept for the retention. */
   patch: (jobId: string) => `patchbay:${queue}:patch:${jobId}`,
+  /**
+   * A job with candidates: its workspace after setup (the seed: a list of tar chunks, and its meta),
+   * kept while its candidates run; and what its candidates share (a hash: how many verified).
+   */
+  seed: (jobId: string) => `patchbay:${queue}:seed:${jobId}`,
+  seedMeta: (jobId: string) => `patchbay:${queue}:seed-meta:${jobId}`,
+  candidates: (jobId: string) => `patchbay:${queue}:candidates:${jobId}`,
   cancelChannel: `patchbay:${queue}:cancel`,
   heartbeat: (workerId: string) => `patchbay:${queue}:worker:${workerId}`,
   /** A random id set once per Redis: which deployment a sandbox's owner belongs to (reaper). */

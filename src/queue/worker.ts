@@ -6,7 +6,7 @@
 // job attempt (attempt.ts, with attempt-admit.ts and attempt-outcome.ts), the background removals of
 // finished jobs' sandboxes (src/sandbox/removals.ts) and the drain (drain.ts).
 import { randomBytes } from "node:crypto";
-import { Worker } from "bullmq";
+import { Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { defaults, loadConfig, type Config } from "../core/config/config.js";
 import type { Model } from "../agent/model.js";
@@ -242,6 +242,8 @@ async function startJobs(b: Base, s: Services, opts: WorkerOptions, late: Late) 
     rateLimit: (ms) => worker.rateLimit(ms),
     durability: waitSetting(config.redisWait, b.target),
     retire: s.retire,
+    // On the worker's own connection (BullMQ closes none it did not open): a job adds its candidates through it.
+    queue: new Queue<JobData, JobResult>(b.queueName, { connection: redis }),
   });
   const workerConnection = openRedis(b.target, config, {
     ...redisOptions,

@@ -144,11 +144,11 @@ export const Network = z.strictObject({
 });
 export type Network = z.infer<typeof Network>;
 
-// BullMQ rejects custom ids containing ':' and ids that are plain integers (its own auto ids).
-// '.' and '..' are refused too, because a job id may end up as a directory name.
 /** How a job's candidates are ordered after verified-first (docs/jobspec.md#candidates). */
 export const PICKS = ["smaller-patch", "lower-cost"] as const;
 
+// BullMQ rejects custom ids containing ':' and ids that are plain integers (its own auto ids).
+// '.' and '..' are refused too, because a job id may end up as a directory name.
 const JOB_ID_RE = /^[A-Za-z0-9_.-]{1,128}$/;
 /**
  * BullMQ keeps a job's hash at <prefix>:<queue>:<id>, beside its own keys of the queue: an id that

@@ -1,0 +1,219 @@
+// Best-of-N through the real worker: Docker sandboxes, Redis and BullMQ's flows, the scripted
+// server. A job with 4 candidates runs setup once (its one setup event; each candidate's verify
+// counts setup's line in the workspace), adds 4 candidate jobs as its children, which two workers
+// run, each from the seed (setup's exported variable in their shell, no setup of their own), each
+// verified in a sandbox of its own; the job's result is the one candidate whose conversation fixed
+// the bug, with every candidate's outcome and the cost of all. stopAfterVerified cancels the rest;
+// a job that says it is a candidate without being one is refused; a seed over the bound fails the
+// job, naming it.
+//
+// Backend: Docker (the worker's default).
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Queue } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AnthropicModel } from "../../src/agent/model.js";
+import { loadConfig } from "../../src/core/config/config.js";
+import { PatchbayClient, type JobData } from "../../src/queue/client.js";
+import { startWorker, type WorkerHandle } from "../../src/queue/worker.js";
+import type { JobResult, TranscriptEvent } from "../../src/core/spec/spec.js";
+import { startRedis } from "../support/cluster.js";
+import {
+  reply,
+  startFakeAnthropic,
+  text,
+  toolUse,
+  type FakeAnthropic,
+  type Policy,
+} from "../support/fake-anthropic.js";
+import { CLAMP_FIX } from "../support/scripts.js";
+
+const CLAMP = new URL("../../examples/clamp", import.meta.url).pathname;
+
+/**
+ * The scripted server for several conversations at once: each new conversation (no assistant turn
+ * yet) is the next number, its tool_use ids carry that number, and `right` numbers fix the bug while
+ * the others make an edit that does not; `slow` conversations wait `slowMs` before each reply.
+ */
+function candidatesPolicy(right: Set<number>, slowMs = 0, slow = new Set<number>()): Policy {
+  let next = 0;
+  return ({ body }) => {
+    const msgs: { role: string; content: unknown }[] = body.messages;
+    let conv: number | undefined;
+    let step = 0;
+    for (const m of msgs) {
+      if (m.role !== "assistant" || !Array.isArray(m.content)) continue;
+      step++;
+      for (const b of m.content as { type: string; id?: string }[]) {
+        const at = b.type === "tool_use" ? /^toolu_c(\d+)_/.exec(b.id ?? "") : null;
+        if (at) conv = Number(at[1]);
+      }
+    }
+    conv ??= ++next;
+    const id = (s: number) => `toolu_c${conv}_${s}`;
+    const steps = [
+      reply(toolUse("bash", { command: "echo setup=$PB_SETUP; wc -l < setup-runs.txt" }, id(0))),
+      right.has(conv)
+        ? reply(toolUse("str_replace_based_edit_tool", CLAMP_FIX, id(1)))
+        : reply(
+            toolUse(
+              "str_replace_based_edit_tool",
+              {
+                command: "str_replace",
+                path: "/workspace/clamp.py",
+                old_str: "    return v\n",
+                new_str: "    return v  # ok\n",
+              },
+              id(1),
+            ),
+          ),
+      reply(text(`Candidate conversation ${conv} is done.`)),
+    ];
+    const r = steps[Math.min(step, steps.length - 1)]!;
+    return slow.has(conv) && slowMs ? { ...r, delayMs: slowMs } : r;
+  };
+}
+
+describe("best-of-N candidates through the worker, Docker and BullMQ's flows", { timeout: 300_000 }, () => {
+  let redis: Awaited<ReturnType<typeof startRedis>>;
+  const workers: WorkerHandle[] = [];
+  let client: PatchbayClient;
+  let fake: FakeAnthropic;
+  let policy: Policy = () => reply(text("unused"));
+  const repo = mkdtempSync(join(tmpdir(), "pb-candidates-"));
+  const queueName = `cand-${process.pid}`;
+
+  beforeAll(async () => {
+    cpSync(CLAMP, repo, { recursive: true });
+    fake = await startFakeAnthropic((req) => policy(req));
+    redis = await startRedis();
+    for (let i = 0; i < 2; i++)
+      workers.push(
+        await startWorker({
+          redisUrl: redis.url,
+          queueName,
+          concurrency: 3,
+          model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 }),
+          log: () => {},
+          config: loadConfig({
+            ...process.env,
+            PATCHBAY_WORKER_ID: `cand-test-${process.pid}-${i}`,
+            PATCHBAY_POOL_SIZE: "0",
+          }),
+        }),
+      );
+    client = new PatchbayClient({ redisUrl: redis.url, queueName });
+  });
+  afterAll(async () => {
+    await client?.close();
+    for (const w of workers) await w.shutdown(5000);
+    await redis?.stop();
+    await fake?.close();
+    rmSync(repo, { recursive: true, force: true });
+  });
+
+  const events = async (id: string) => {
+    const out: TranscriptEvent[] = [];
+    for await (const e of client.watch(id, { follow: false })) out.push(e);
+    return out;
+  };
+  const spec = (extra: object = {}) => ({
+    task: "Make the failing tests pass.",
+    repo: { path: repo },
+    setup: "echo ran >> setup-runs.txt && export PB_SETUP=yes",
+    verify: 'test "$(wc -l < setup-runs.txt)" -eq 1 && python3 -m unittest -q',
+    verifyRounds: 0,
+    ...extra,
+  });
+
+  it("runs setup once, 4 candidates from its seed on the workers, and returns the one verify passed", async () => {
+    policy = candidatesPolicy(new Set([3]));
+    const id = await client.enqueue(spec({ candidates: 4, budget: { usd: 2 } }));
+    const result: JobResult = await client.waitForResult(id, { timeoutMs: 240_000 });
+    const mine = await events(id);
+    expect(mine.filter((e) => e.type === "setup")).toHaveLength(1);
+    const started = mine.find((e) => e.type === "candidates_started");
+    expect(started).toMatchObject({ jobIds: [1, 2, 3, 4].map((n) => `${id}-C${n}`) });
+    // Which candidate had conversation 3 (the one that fixes the bug): its transcript's tool ids say.
+    let right = 0;
+    let spent = 0;
+    for (let n = 1; n <= 4; n++) {
+      const cid = `${id}-C${n}`;
+      const evs = await events(cid);
+      expect(evs.filter((e) => e.type === "setup")).toHaveLength(0); // setup ran once, in the job
+      const started = evs.find((e) => e.type === "job_started");
+      expect(started && started.type === "job_started" && started.spec.budget).toEqual({ usd: 0.5 });
+      const out = evs.find((e) => e.type === "tool_result");
+      expect(out && out.type === "tool_result" && out.output).toMatch(/^setup=yes\n1\n?$/); // setup's state, its one line
+      if (evs.some((e) => e.type === "tool_call" && e.toolUseId.startsWith("toolu_c3_"))) right = n;
+      spent += (await client.result(cid))!.costUsd;
+    }
+    expect(right).toBeGreaterThan(0);
+    expect(result).toMatchObject({ status: "completed", verified: true, picked: right, filesChanged: ["clamp.py"] });
+    expect(result.patch).toMatch(/- {8}return lo\n\+ {8}return hi/);
+    expect(result.candidates).toHaveLength(4);
+    expect(result.candidates!.filter((c) => c.verified).map((c) => c.n)).toEqual([right]);
+    expect(result.candidates!.filter((c) => !c.verified).every((c) => c.status === "verify_failed")).toBe(true);
+    expect(result.costUsd).toBeCloseTo(spent, 9);
+    const picked = mine.find((e) => e.type === "candidate_picked");
+    expect(picked).toMatchObject({ picked: right, why: `candidate ${right} is the only one verify passed` });
+  });
+
+  it("stopAfterVerified 1: the others are cancelled once one verified", async () => {
+    policy = candidatesPolicy(new Set([1]), 4000, new Set([2, 3]));
+    const id = await client.enqueue(spec({ candidates: 3, stopAfterVerified: 1 }));
+    const result = await client.waitForResult(id, { timeoutMs: 240_000 });
+    expect(result).toMatchObject({ status: "completed", verified: true });
+    const others = result.candidates!.filter((c) => c.n !== result.picked);
+    expect(others.map((c) => c.status)).toEqual(["cancelled", "cancelled"]);
+  });
+
+  it("refuses a job that says it is a candidate where no job added it", async () => {
+    const q = new Queue<JobData>(queueName, { connection: { url: redis.url } });
+    try {
+      const parsed = spec();
+      await q.add("candidate", { spec: parsed, enqueuedAt: Date.now(), candidate: { n: 1 } }, { jobId: "forged-C1" });
+      await expect(client.waitForResult("forged-C1", { timeoutMs: 60_000 })).rejects.toThrow(
+        /not run: it says it is candidate 1 of job forged, but that job did not add it/,
+      );
+    } finally {
+      await q.close();
+    }
+  });
+});
+
+describe("a seed over the worker's bound", { timeout: 180_000 }, () => {
+  it("fails the job, naming the bound and its knob, and adds no candidate", async () => {
+    const redis = await startRedis();
+    const fake = await startFakeAnthropic(() => reply(text("unused")));
+    const queueName = `cand-small-${process.pid}`;
+    const worker = await startWorker({
+      redisUrl: redis.url,
+      queueName,
+      concurrency: 1,
+      model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 }),
+      log: () => {},
+      config: loadConfig({ ...process.env, PATCHBAY_SEED_MAX_BYTES: "1000", PATCHBAY_POOL_SIZE: "0" }),
+    });
+    const client = new PatchbayClient({ redisUrl: redis.url, queueName });
+    try {
+      const id = await client.enqueue({
+        task: "t",
+        repo: { path: CLAMP },
+        setup: "true",
+        verify: "true",
+        candidates: 2,
+      });
+      const r = await client.waitForResult(id, { timeoutMs: 120_000 });
+      expect(r.status).toBe("failed");
+      expect(r.error).toMatch(/over this worker's bound of 1000 for the candidates' seed \(PATCHBAY_SEED_MAX_BYTES/);
+      expect(await client.result(`${id}-C1`).catch(() => undefined)).toBeUndefined();
+    } finally {
+      await client.close();
+      await worker.shutdown(5000);
+      await redis.stop();
+      await fake.close();
+    }
+  });
+});
