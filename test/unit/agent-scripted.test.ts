@@ -258,7 +258,7 @@ describe("the scripted model against hostile input", () => {
     writeFileSync(slow, `scripts:\n  - match: "/^(\\\\w+\\\\s?)+$/"\n    turns: [{ text: x }]\n`);
     const m = new ScriptedModel({ file: slow, name: "scripted:slow.yaml" });
     const t0 = Date.now();
-    await expect(m.complete(request(`${"a".repeat(40)}!`))).rejects.toThrow(/took over 100 ms on this task/);
+    await expect(m.complete(request(`${"a".repeat(40)}!`))).rejects.toThrow(/took over 1000 ms on this task/);
     expect(Date.now() - t0).toBeLessThan(5000);
   });
 
