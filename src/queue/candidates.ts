@@ -65,7 +65,8 @@ export async function loadSeed(c: CandidatesContext, jobId: string): Promise<See
   if (raw === null)
     throw new SeedError(`job ${jobId}'s workspace after setup is gone from Redis (its job ended, or it expired)`);
   const meta = SeedMeta.safeParse(safeJson(raw));
-  if (!meta.success) throw new SeedError(`job ${jobId}'s seed is not one a worker wrote: ${meta.error.issues[0]?.message}`);
+  if (!meta.success)
+    throw new SeedError(`job ${jobId}'s seed is not one a worker wrote: ${meta.error.issues[0]?.message}`);
   const key = c.k.seed(jobId);
   const n = await c.redis.llen(key);
   // In a directory the snapshot sweep knows (src/job/verify.ts): one a dead process left is removed.
@@ -80,7 +81,9 @@ export async function loadSeed(c: CandidatesContext, jobId: string): Promise<See
       if (!chunk) throw new SeedError(`job ${jobId}'s seed lost chunk ${i + 1} of ${n} (it expired meanwhile)`);
       bytes += chunk.length;
       if (bytes > c.seedMaxBytes)
-        throw new SeedError(`job ${jobId}'s seed is over this worker's bound of ${c.seedMaxBytes} bytes (PATCHBAY_SEED_MAX_BYTES)`);
+        throw new SeedError(
+          `job ${jobId}'s seed is over this worker's bound of ${c.seedMaxBytes} bytes (PATCHBAY_SEED_MAX_BYTES)`,
+        );
       if (!out.write(chunk)) await once(out, "drain");
     }
     out.end();
@@ -126,7 +129,10 @@ export async function addCandidates(
         spec: child,
         enqueuedAt: Date.now(),
         ...(job.data.origin ? { origin: job.data.origin } : {}),
-        candidate: { n: i + 1, ...(spec.stopAfterVerified ? { stopAfterVerified: spec.stopAfterVerified, of: n } : {}) },
+        candidate: {
+          n: i + 1,
+          ...(spec.stopAfterVerified ? { stopAfterVerified: spec.stopAfterVerified, of: n } : {}),
+        },
       } satisfies JobData,
       opts: {
         ...jobOptions(child),

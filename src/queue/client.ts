@@ -14,6 +14,7 @@ import { findJob } from "./find-job.js";
 import { hintFlags } from "./hints.js";
 import { checkWorkerBounds, readWorkerBounds } from "./worker-bounds.js";
 import { keys, redisOptions } from "./keys.js";
+import { isCandidateJobId } from "../core/candidate-id.js";
 import { jobOptions, prepareSpecs } from "./enqueue-spec.js";
 import { PatchGoneError } from "./result-bounds.js";
 import { recordCancelled, withStoredPatch, type BullKeys } from "./result-record.js";
@@ -412,7 +413,9 @@ export class PatchbayClient {
       const job = await this.job(id);
       const state = await job.getState();
       if (state === "completed" || state === "failed") return "finished";
-      if (state !== "active") {
+      // A candidate is ended by a worker however early, never moved here: BullMQ must count it
+      // done for its job (src/queue/candidates.ts), which waits for every one.
+      if (state !== "active" && !isCandidateJobId(id)) {
         const o = { retentionSec: this.retentionSec, maxLen: defaults.transcript.maxLen };
         const r = await recordCancelled(
           this.redis,

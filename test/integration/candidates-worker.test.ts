@@ -20,6 +20,7 @@ import { startWorker, type WorkerHandle } from "../../src/queue/worker.js";
 import type { JobResult, TranscriptEvent } from "../../src/core/spec/spec.js";
 import { startRedis } from "../support/cluster.js";
 import {
+  apiError,
   reply,
   startFakeAnthropic,
   text,
@@ -36,8 +37,14 @@ const CLAMP = new URL("../../examples/clamp", import.meta.url).pathname;
  * yet) is the next number, its tool_use ids carry that number, and `right` numbers fix the bug while
  * the others make an edit that does not; `slow` conversations wait `slowMs` before each reply.
  */
-function candidatesPolicy(right: Set<number>, slowMs = 0, slow = new Set<number>()): Policy {
+function candidatesPolicy(
+  right: Set<number>,
+  slowMs = 0,
+  slow = new Set<number>(),
+  failOnce?: { conv: number; step: number },
+): Policy {
   let next = 0;
+  let failed = false;
   return ({ body }) => {
     const msgs: { role: string; content: unknown }[] = body.messages;
     let conv: number | undefined;
@@ -51,6 +58,10 @@ function candidatesPolicy(right: Set<number>, slowMs = 0, slow = new Set<number>
       }
     }
     conv ??= ++next;
+    if (failOnce && !failed && conv === failOnce.conv && step === failOnce.step) {
+      failed = true;
+      return apiError(500, "the scripted server fails once here");
+    }
     const id = (s: number) => `toolu_c${conv}_${s}`;
     const steps = [
       reply(toolUse("bash", { command: "echo setup=$PB_SETUP; wc -l < setup-runs.txt" }, id(0))),
@@ -167,6 +178,44 @@ describe("best-of-N candidates through the worker, Docker and BullMQ's flows", {
     expect(result).toMatchObject({ status: "completed", verified: true });
     const others = result.candidates!.filter((c) => c.n !== result.picked);
     expect(others.map((c) => c.status)).toEqual(["cancelled", "cancelled"]);
+  });
+
+  it("a job's cancel reaches its candidates, waiting or running, and the job ends cancelled with their outcomes", async () => {
+    policy = candidatesPolicy(new Set(), 3000, new Set([1, 2, 3, 4, 5, 6]));
+    const id = await client.enqueue(spec({ candidates: 2 }));
+    for await (const e of client.watch(id)) if (e.type === "candidates_started") break;
+    expect(await client.cancel(id)).toBe("signalled"); // it waits for its children: a worker ends it
+    const result = await client.waitForResult(id, { timeoutMs: 120_000 });
+    expect(result.status).toBe("cancelled");
+    expect(result.candidates!.map((c) => c.status)).toEqual(["cancelled", "cancelled"]);
+  });
+
+  it("a waiting candidate's own cancel ends it through a worker, so its job still finishes", async () => {
+    policy = candidatesPolicy(new Set([1, 2, 3]), 2000, new Set([1, 2, 3]));
+    const id = await client.enqueue(spec({ candidates: 3 }));
+    for await (const e of client.watch(id)) if (e.type === "candidates_started") break;
+    await client.cancel(`${id}-C3`);
+    const result = await client.waitForResult(id, { timeoutMs: 120_000 });
+    expect(result.candidates!.find((c) => c.n === 3)?.status).toBe("cancelled");
+    expect(result.verified).toBe(true);
+  });
+
+  it("a candidate whose attempt fails goes on from its own checkpoint, and the job still picks among all", async () => {
+    policy = candidatesPolicy(new Set([1, 2]), 0, new Set(), { conv: 1, step: 1 });
+    const id = await client.enqueue(spec({ candidates: 2 }));
+    const result = await client.waitForResult(id, { timeoutMs: 180_000 });
+    expect(result.candidates!.map((c) => c.status)).toEqual(["completed", "completed"]);
+    let resumed = 0;
+    for (let n = 1; n <= 2; n++) {
+      const evs = await events(`${id}-C${n}`);
+      const r = evs.find((e) => e.type === "resume");
+      if (r && r.type === "resume" && r.restored) {
+        resumed++;
+        expect(r.turns).toBe(1);
+        expect(evs.filter((e) => e.type === "job_started").length).toBe(2); // its second attempt
+      }
+    }
+    expect(resumed).toBe(1);
   });
 
   it("refuses a job that says it is a candidate where no job added it", async () => {

@@ -67,7 +67,8 @@ export async function prepareFromSeed(
       ? new SeedError(`the job's workspace after setup could not be loaded: ${err.message.slice(-600)}`)
       : err;
   });
-  if (!loaded) throw new SeedError("the sandbox's image has no tar: the job's workspace after setup could not be loaded");
+  if (!loaded)
+    throw new SeedError("the sandbox's image has no tar: the job's workspace after setup could not be loaded");
   const state: ShellState | undefined = seed.meta.state;
   const baseline = await sandbox.shell.quiesce(() => writeBaseline(sandbox), state);
   const sandboxMs = ctx.elapsed(since);
