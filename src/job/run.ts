@@ -4,6 +4,7 @@
 // (rounds.ts), and finalize (the result: finalize.ts). runJob releases whatever the attempt holds
 // in every case (acquire.ts release); a timeout or a cancellation still yields the patch of what
 // was done.
+import { count } from "../core/count.js";
 import { loadConfig, type Config } from "../core/config/config.js";
 import { JOB_KINDS, kindOf } from "../core/errors.js";
 import type { Model } from "../agent/model.js";
@@ -116,7 +117,7 @@ export async function runJob(input: unknown, opts: RunJobOptions = {}): Promise<
   const spec = await admitJob(assertJobSpec(input), config);
   if ((spec.candidates ?? 1) > 1 && !opts.keepSeed)
     throw new JobSpecError(
-      `candidates: ${spec.candidates} candidates run on a queue's workers: enqueue the job (patchbay enqueue), or run it with candidates 1`,
+      `candidates: ${count(spec.candidates ?? 1, "candidate")} run on a queue's workers: enqueue the job (patchbay enqueue), or run it with candidates 1`,
     );
   opts = hideSecrets(spec, opts); // a { git } URL's credentials show in no event (src/job/admit.ts)
   const { ctx, dispose } = jobContext(spec, config, opts);

@@ -9,6 +9,7 @@
 // By construction: a worker runs a job as a candidate only where BullMQ names the job whose id its
 // own id carries as its parent (a free job cannot take a -C<n> id, and the API cannot set a
 // parent), and the job reads a candidate's result only from its own child.
+import { count } from "../core/count.js";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -45,7 +46,7 @@ export interface CandidatesContext {
 export async function storeSeed(c: CandidatesContext, jobId: string, seed: Seed, ttlSec: number): Promise<void> {
   const tooLarge = () =>
     new SeedError(
-      `the workspace after setup is ${seed.bytes} bytes as a tar, over this worker's bound of ${c.seedMaxBytes} for the candidates' seed (PATCHBAY_SEED_MAX_BYTES on the worker raises it)`,
+      `the workspace after setup is ${count(seed.bytes, "byte")} as a tar, over this worker's bound of ${c.seedMaxBytes} for the candidates' seed (PATCHBAY_SEED_MAX_BYTES on the worker raises it)`,
     );
   if (seed.bytes > c.seedMaxBytes) throw tooLarge();
   const key = c.k.seed(jobId);
@@ -82,7 +83,7 @@ export async function loadSeed(c: CandidatesContext, jobId: string): Promise<See
       bytes += chunk.length;
       if (bytes > c.seedMaxBytes)
         throw new SeedError(
-          `job ${jobId}'s seed is over this worker's bound of ${c.seedMaxBytes} bytes (PATCHBAY_SEED_MAX_BYTES)`,
+          `job ${jobId}'s seed is over this worker's bound of ${count(c.seedMaxBytes, "byte")} (PATCHBAY_SEED_MAX_BYTES)`,
         );
       if (!out.write(chunk)) await once(out, "drain");
     }

@@ -298,7 +298,7 @@ function candidateProblems(s: {
   const n = s.candidates ?? 1;
   const out: ["candidates" | "stopAfterVerified" | "pick", string][] = [];
   if (n > 1 && s.verify === undefined)
-    out.push(["candidates", `${n} candidates need a verify command: verify is what judges them`]);
+    out.push(["candidates", `${count(n, "candidate")} need a verify command: verify is what judges them`]);
   if (s.stopAfterVerified !== undefined && s.stopAfterVerified > n)
     out.push(["stopAfterVerified", `must be at most candidates (${n}; got ${s.stopAfterVerified})`]);
   if (n === 1 && s.stopAfterVerified !== undefined)

@@ -2,6 +2,7 @@
 // verified candidate comes before every other; then, by the spec's `pick`, the smaller patch first
 // (then the lower cost) or the lower cost first (then the smaller patch); then the lower number. A
 // candidate with no patch is picked only where none has one; one that failed, never. Pure.
+import { count } from "../../core/count.js";
 import type { CandidateOutcome, JobSpec } from "../../core/spec/spec.js";
 
 export type Pick = NonNullable<JobSpec["pick"]>;
@@ -12,7 +13,7 @@ export function pickCandidate(
   pick: Pick = "smaller-patch",
 ): { picked?: number; why: string } {
   const usable = outcomes.filter((c) => c.status !== "failed");
-  if (!usable.length) return { why: `none of the ${outcomes.length} candidates finished without failing` };
+  if (!usable.length) return { why: `none of the ${count(outcomes.length, "candidate")} finished without failing` };
   const patchFirst = pick === "smaller-patch";
   const key = (c: CandidateOutcome): number[] => [
     c.verified ? 0 : 1,
@@ -27,7 +28,7 @@ export function pickCandidate(
   const why = best.verified
     ? verified === 1
       ? `candidate ${best.n} is the only one verify passed`
-      : `verify passed ${verified} candidates; candidate ${best.n} has ${order}`
+      : `verify passed ${count(verified, "candidate")}; candidate ${best.n} has ${order}`
     : `verify passed none; candidate ${best.n} has ${best.patchBytes ? order : "no patch, as none has one"}`;
   return { picked: best.n, why };
 }

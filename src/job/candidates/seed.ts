@@ -4,6 +4,7 @@
 // queue carries it to the candidates' workers (src/queue/candidates.ts). A candidate's worker loads
 // it into a fresh sandbox, takes the baseline from it, and starts the agent's shell from setup's
 // state, as prepare.ts does after setup: no setup command runs again, and no network is opened.
+import { count } from "../../core/count.js";
 import { createReadStream } from "node:fs";
 import { z } from "zod";
 import { kinded } from "../../core/errors.js";
@@ -27,7 +28,7 @@ export const SeedMeta = z.strictObject({
       env: z.array(z.tuple([z.string().max(STATE_MAX_BYTES), z.string().max(STATE_MAX_BYTES)])).max(STATE_MAX_VARS),
     })
     .refine((s) => s.env.reduce((n, [k, v]) => n + k.length + v.length, s.cwd.length) <= STATE_MAX_BYTES, {
-      error: `the shell's state is over ${STATE_MAX_BYTES} bytes`,
+      error: `the shell's state is over ${count(STATE_MAX_BYTES, "byte")}`,
     })
     .optional(),
   baseCommit: z

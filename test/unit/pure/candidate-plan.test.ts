@@ -84,7 +84,7 @@ describe("candidatesResult", () => {
     const { result } = candidatesResult(job, outcomes, [undefined], base);
     expect(result).toMatchObject({
       status: "failed",
-      error: "no candidate could be picked: none of the 1 candidates finished without failing",
+      error: "no candidate could be picked: none of the 1 candidate finished without failing",
     });
     expect(result.picked).toBeUndefined();
   });
