@@ -2,7 +2,8 @@
 // its file), list, status, cancel, retry and the summary, through the CLI's BatchClient.
 import type { FastifyInstance, FastifyPluginAsync } from "fastify";
 import { z } from "zod";
-import { BatchClient, checkBatchName, parseBatchFile, summaryMarkdown } from "../../batch/batches.js";
+import { BatchClient, checkBatchName, summaryMarkdown } from "../../batch/batches.js";
+import { parseBatchFileYielding } from "../../batch/batch-file.js";
 import type { PatchbayClient } from "../../queue/client.js";
 import { JOB_STATUSES, JobSpecError, type JobStatus } from "../../core/spec/spec.js";
 import {
@@ -21,7 +22,6 @@ import {
 } from "./schemas.js";
 import { BadRequest } from "./problem.js";
 import { repoRootProblem, type ApiSourceRules } from "./repo-roots.js";
-import { BatchFileError } from "../../batch/batch-file.js";
 import { apiRegistry } from "./registry.js";
 
 /** A batch's body may be bigger than a job's: many lines of up to a few KiB each. */
@@ -39,29 +39,13 @@ function submitOptions(q: Record<string, unknown>): { name?: string; budgetUsd?:
   return { ...(name !== undefined ? { name } : {}), ...(budgetUsd !== undefined ? { budgetUsd } : {}) };
 }
 
-/** Each line's repo against the API's rules, before parseBatchFile looks at the paths. */
-function checkLines(text: string, sources: ApiSourceRules): void {
-  const errors: string[] = [];
-  text.split("\n").forEach((raw, i) => {
-    let spec: unknown;
-    try {
-      spec = JSON.parse(raw);
-    } catch {
-      return; // parseBatchFile names it
-    }
-    const refused = repoRootProblem(spec, sources);
-    if (refused) errors.push(`body:${i + 1}: invalid JobSpec: ${refused}`);
-  });
-  if (errors.length) throw new BatchFileError(errors);
-}
-
 function submitRoute(app: FastifyInstance, batches: BatchClient, sources: ApiSourceRules): void {
   const schema = {
     operationId: "submitBatch",
     tags: ["batches"],
     summary: "Submit a batch",
     description:
-      "The body is a tasks.jsonl: one JobSpec as JSON per line, blank lines skipped (`patchbay batch submit`'s file). Every line is checked first; one bad line enqueues nothing and `errors` names each (`body:3: invalid JobSpec: …`). Line N's job is <batch>-L<N>. The same body again under the same name enqueues nothing new (200).",
+      "The body is a tasks.jsonl: one JobSpec as JSON per line, blank lines skipped (`patchbay batch submit`'s file). Every line is checked first; one bad line enqueues nothing and `errors` names each (`body:3: invalid JobSpec: …`), up to 100: the lines past the 100th bad one are not read, and a last error says from which line. Line N's job is <batch>-L<N>. The same body again under the same name enqueues nothing new (200).",
     consumes: NDJSON,
     body: z.string().register(apiRegistry, { description: "one JobSpec per line" }),
     querystring: BatchSubmitQuery,
@@ -77,8 +61,9 @@ function submitRoute(app: FastifyInstance, batches: BatchClient, sources: ApiSou
       throw new BadRequest(
         `the body came as application/json: send the lines (one JobSpec per line) with Content-Type: ${NDJSON.join(", ")}`,
       );
-    checkLines(req.body, sources);
-    const r = await batches.submit(parseBatchFile(req.body, "body"), opts);
+    // Each line's repo is held to the API's rules before its spec is checked: no path outside them is looked at.
+    const lines = await parseBatchFileYielding(req.body, "body", { check: (spec) => repoRootProblem(spec, sources) });
+    const r = await batches.submit(lines, opts);
     return reply
       .code(r.added ? 201 : 200)
       .header("Location", `/api/v1/batches/${encodeURIComponent(r.batchId)}`)
