@@ -4,7 +4,7 @@
 // file names, errors): nothing in it may reach the terminal as a control sequence (see core/term.ts).
 import { count, plural } from "../core/count.js";
 import { BUILTIN_TOOL_NAMES } from "../core/spec/tools.js";
-import { filesChangedCount, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
+import { filesChangedCount, type CandidateOutcome, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { safeText } from "../core/term.js";
 import { usd } from "../core/money.js";
 
@@ -26,13 +26,19 @@ export function finalLine(id: string, r: JobResult, patchPath?: string): string 
   return safeText(line, { oneLine: true });
 }
 
+/**
+ * An event as progress lines: mostly one, several for an event that lists things (a line per
+ * candidate picked among), joined by newlines; undefined for an event not shown.
+ */
 export function formatEvent(e: TranscriptEvent, opts: { verbose?: boolean } = {}): string | undefined {
-  const line = format(e, opts);
-  // Again on the whole line: it also covers the fields printed as they are (names, ids, statuses).
-  return line === undefined ? undefined : safeText(line, { oneLine: true });
+  const out = format(e, opts);
+  if (out === undefined) return undefined;
+  // Again on each whole line: it also covers the fields printed as they are (names, ids, statuses),
+  // and no text in a line can start a line of its own (only this join makes a newline).
+  return (typeof out === "string" ? [out] : out).map((line) => safeText(line, { oneLine: true })).join("\n");
 }
 
-function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undefined {
+function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | string[] | undefined {
   const t = e.ts.slice(11, 19);
   switch (e.type) {
     case "job_started":
@@ -75,6 +81,13 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
       return `${t} egress: ${e.method} ${short(e.host, 60)}:${e.port} ${e.allowed ? `allowed, ${e.bytesUp} B up / ${e.bytesDown} B down` : `refused: ${short(e.reason ?? "", 80)}`}`;
     case "instructions_loaded":
       return `${t} the repository's instructions: ${e.files.length ? `${short(e.files.join(", "), 80)} (${count(e.bytes, "byte")}${e.cut ? ", cut at the bound" : ""})` : "none"}${e.refused?.length ? `; left out: ${short(e.refused.map((r) => r.path).join(", "), 60)}` : ""}`;
+    case "candidates_started":
+      return `${t} setup done once; ${count(e.jobIds.length, "candidate")} started from its workspace (${count(e.seedBytes, "byte")}): ${short(e.jobIds.join(", "), 80)}`;
+    case "candidate_picked":
+      return [
+        `${t} ${e.picked !== undefined ? `picked candidate ${e.picked}` : "no candidate picked"}: ${short(e.why, 120)}`,
+        ...e.candidates.map((c) => `${t}   ${e.picked === c.n ? "*" : " "} ${candidateLine(c)}`),
+      ];
     case "context_trimmed":
       return `${t} context: ${count(e.removedChars, "character")} of old tool output shortened`;
     case "context_compacted":
@@ -90,4 +103,45 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | undef
     default:
       return opts.verbose ? `${t} ${e.type}` : undefined;
   }
+}
+
+/** A candidate's outcome in a few words: number, job, status, verify, cost, turns, patch, error. */
+function candidateLine(c: CandidateOutcome): string {
+  const verified = c.verified === undefined ? "not verified" : c.verified ? "verified" : "verify failed";
+  return `${c.n}. ${short(c.jobId, 140)} ${short(c.status, 20)}, ${verified}, ${usd(c.costUsd)}, ${count(c.turns, "turn")}, ${count(c.patchBytes, "byte")} in ${count(c.filesChanged, "file")}${c.error ? ` (${short(c.error, 80)})` : ""}`;
+}
+
+/** A number from a stored result, shown as it is, or "?" (the result is read from Redis as JSON, unchecked). */
+const shownNumber = (n: unknown): string => (typeof n === "number" && Number.isFinite(n) ? String(n) : "?");
+
+/**
+ * `patchbay result --candidates`: a row per candidate of a job (number, job id, status, verified
+ * yes/no/-, cost, turns, patch bytes, files changed, error; the picked one marked `*`), then which
+ * was picked and why (`why`: the transcript's `candidate_picked`, when there). Every text in it (job
+ * ids, statuses, errors, the reason) is made inert and one line (short).
+ */
+export function candidatesTable(cs: readonly CandidateOutcome[], picked?: number, why?: string): string {
+  const rows = cs.map((c) => [
+    c.n === picked ? "*" : "",
+    shownNumber(c.n),
+    short(String(c.jobId), 140),
+    short(String(c.status), 20),
+    c.verified === undefined ? "-" : c.verified ? "yes" : "no",
+    usd(c.costUsd),
+    shownNumber(c.turns),
+    shownNumber(c.patchBytes),
+    shownNumber(c.filesChanged),
+    c.error ? short(String(c.error), 80) : "",
+  ]);
+  const all = [["", "N", "JOB", "STATUS", "VERIFIED", "COST", "TURNS", "PATCH BYTES", "FILES", "ERROR"], ...rows];
+  const widths = all[0]!.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
+  const lines = all.map((r) =>
+    r
+      .map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd(),
+  );
+  const head = picked !== undefined ? `picked: candidate ${picked} (*)` : "picked: none";
+  lines.push(why !== undefined ? `${head}: ${short(why, 300)}` : head);
+  return lines.join("\n");
 }

@@ -11,7 +11,9 @@ import {
   UsageError,
   type Command,
 } from "./command.js";
-import type { JobStatusInfo } from "../queue/client.js";
+import type { JobStatusInfo, PatchbayClient } from "../queue/client.js";
+import type { JobResult } from "../core/spec/spec.js";
+import { parseCandidateJobId } from "../core/candidate-id.js";
 import { safeText } from "../core/term.js";
 import { wroteJobFiles } from "./out.js";
 import { badStates, badStatuses, LIST_STATUSES, QUEUE_STATES, statesFor, type QueueStateName } from "./list-filter.js";
@@ -56,15 +58,25 @@ ${CONNECTION_USAGE}`,
 
 const result: Command = {
   summary: "a finished job's patch (or all its files with --out)",
-  usage: `patchbay result <jobId> [--out DIR] [--json]
+  usage: `patchbay result <jobId> [--out DIR] [--json] [--candidates]
 
 Prints the patch of a finished job on stdout (--json: the whole JobResult; --out DIR: writes
-patch.diff, transcript.jsonl, transcript.html and result.json to DIR). A job that did not complete has its status
-and reason on stderr.
+patch.diff, transcript.jsonl, transcript.html and result.json to DIR). A job that did not complete
+has its status and reason on stderr.
+  --candidates           a job with candidates (docs/jobspec.md#candidates): after the patch, a table of
+                         them on stderr, so stdout stays the patch (number, job id, status, verified, cost,
+                         turns, patch bytes, files changed, error; * marks the one picked), then why it was
+                         picked. With --json, no table: the JSON's "candidates" and "picked" hold the same.
+                         A job without candidates says so on stderr; the exit status is the job's all the same
 Exit status: 0 completed; 1 it ended otherwise, has not finished yet, or is not in the queue; 2 usage.
 
 ${CONNECTION_USAGE}`,
-  options: { ...connectionFlags, out: { type: "string" }, json: { type: "boolean" } },
+  options: {
+    ...connectionFlags,
+    out: { type: "string" },
+    json: { type: "boolean" },
+    candidates: { type: "boolean" },
+  },
   positionals: { min: 1, max: 1, name: "jobId" },
   run: async ({ values, positionals, config }) =>
     (await client()).withClient({ values, config }, async (c) => {
@@ -83,9 +95,30 @@ ${CONNECTION_USAGE}`,
       else process.stdout.write(r.patch);
       if (r.status !== "completed")
         process.stderr.write(`patchbay: job ${id} ${r.status}${r.error ? `: ${safe(r.error)}` : ""}\n`);
+      if (values.candidates) process.stderr.write(await candidatesNote(c, id, r, values.json === true));
       return r.status === "completed" ? 0 : 1;
     }),
 };
+
+/**
+ * What `result --candidates` adds on stderr: the table of a job's candidates and why the one was
+ * picked (from its transcript's `candidate_picked`), nothing more with --json (the JSON has them), or
+ * that the job has none, naming its parent when the id is a candidate's own.
+ */
+async function candidatesNote(c: PatchbayClient, id: string, r: JobResult, json: boolean): Promise<string> {
+  if (!r.candidates?.length) {
+    const parent = parseCandidateJobId(id);
+    const whose = parent
+      ? `: it is candidate ${parent.n} of job ${safe(parent.jobId)} (patchbay result ${safe(parent.jobId)} --candidates${c.hintFlags()})`
+      : " (it ran as one; a spec's candidates: N runs N, docs/jobspec.md#candidates)";
+    return `patchbay: job ${safe(id)} has no candidates${whose}\n`;
+  }
+  if (json) return "";
+  let why: string | undefined;
+  for await (const e of c.watch(id, { follow: false })) if (e.type === "candidate_picked") why = e.why;
+  const { candidatesTable } = await import("./format.js");
+  return `${candidatesTable(r.candidates, r.picked, why)}\n`;
+}
 
 const watch: Command = {
   summary: "a job's transcript, live, from any host",

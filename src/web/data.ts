@@ -15,7 +15,7 @@ import type { BatchStatus } from "../batch/batch-types.js";
 import { costPerMerged } from "../campaign/cost.js";
 import type { JobData } from "../queue/client.js";
 import { jobOutcome, type JobOutcome } from "../queue/outcome.js";
-import { filesChangedCount, type JobResult } from "../core/spec/spec.js";
+import { filesChangedCount, MAX_CANDIDATES, type JobResult } from "../core/spec/spec.js";
 import { safeText } from "../core/term.js";
 import { sanitizeDeep } from "./escape.js";
 
@@ -50,6 +50,24 @@ export interface JobDetail extends JobRow {
   error?: string;
   summary?: string;
   verify?: { exitCode: number; outputTail: string };
+  /** A job with candidates (docs/jobspec.md#candidates): each one's outcome, in order. */
+  candidates?: CandidateView[];
+  /** The number of the candidate picked; unset when none could be. */
+  picked?: number;
+}
+
+/** One candidate of a job as its page shows it: texts inert and bounded, a number only where one is stored. */
+export interface CandidateView {
+  n: number;
+  /** Its own job (`<job>-C<n>`), whose page has its transcript and patch. */
+  jobId: string;
+  status: string;
+  verified?: boolean;
+  costUsd?: number;
+  turns?: number;
+  patchBytes?: number;
+  filesChanged?: number;
+  error?: string;
 }
 
 type AnyJob = Job<JobData, JobResult>;
@@ -163,7 +181,33 @@ export function jobDetail(job: AnyJob, state: string, defaultModel: string, stor
     ...(r.error ? { error: r.error } : {}),
     ...(r.summary ? { summary: r.summary } : {}),
     ...(r.verify ? { verify: r.verify } : {}),
+    ...candidatesOf(r),
   }) as JobDetail;
+}
+
+/**
+ * A result's candidates and pick for the job page. The result is read from Redis unchecked, so each
+ * field is taken only as what it should be: at most MAX_CANDIDATES, every text one line and bounded.
+ */
+function candidatesOf(r: JobResult): Pick<JobDetail, "candidates" | "picked"> {
+  const stored: unknown = r.candidates;
+  if (!Array.isArray(stored) || !stored.length) return {};
+  const candidates = stored.slice(0, MAX_CANDIDATES).map((raw: unknown, i): CandidateView => {
+    const c = (raw && typeof raw === "object" ? raw : {}) as Record<string, unknown>;
+    const nums = (["costUsd", "turns", "patchBytes", "filesChanged"] as const).flatMap((k) =>
+      num(c[k]) !== undefined ? [[k, c[k]]] : [],
+    );
+    return {
+      n: num(c.n) ?? i + 1,
+      jobId: inert(typeof c.jobId === "string" ? c.jobId : "", 200),
+      status: inert(typeof c.status === "string" ? c.status : "unknown", 64),
+      ...(typeof c.verified === "boolean" ? { verified: c.verified } : {}),
+      ...(Object.fromEntries(nums) as Partial<CandidateView>),
+      ...(typeof c.error === "string" && c.error ? { error: inert(c.error, 2000) } : {}),
+    };
+  });
+  const picked = num(r.picked);
+  return { candidates, ...(picked !== undefined ? { picked } : {}) };
 }
 
 export interface BatchRow {

@@ -195,6 +195,7 @@ export function jobPage(): string {
 <div id="head"><h1>Job</h1></div>
 <div class="actions"><button id="cancel" class="danger" disabled aria-disabled="true">Cancel</button><button id="retry" disabled aria-disabled="true">Retry</button><span class="msg" id="msg"></span><span class="badge" id="live">connecting…</span></div>
 </section>
+<section id="candidates"></section>
 <div class="totals" id="totals"></div>
 <section id="transcript"></section>
 <section id="diff"></section>`,
@@ -261,6 +262,7 @@ export function renderTranscriptHtml(events: readonly TranscriptEvent[], opts: T
 <body>
 <main>
 <section class="jobhead"><h1>${escapeHtml(title)}</h1></section>
+<section id="candidates"></section>
 <div class="totals" id="totals"></div>
 <section id="transcript"></section>
 <section id="diff"></section>

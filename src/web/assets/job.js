@@ -1,5 +1,6 @@
-// job.js: the /jobs/:id page (jobPage in src/web/html.ts): the job's head, its transcript live over
-// server-sent events, its patch, cancel and retry. Needs window.PB (transcript.js, loaded first);
+// job.js: the /jobs/:id page (jobPage in src/web/html.ts): the job's head, its candidates side by
+// side (a job with candidates: a card each, the picked one marked, each linking to its own job's
+// page), its transcript live over server-sent events, its patch, cancel and retry. Needs window.PB (transcript.js, loaded first);
 // takes the job id from the page's path; reads /api/jobs/:id and /api/jobs/:id/events, posts
 // /api/jobs/:id/cancel and /retry. Data from the API reaches the DOM through textContent only.
 (function () {
@@ -12,6 +13,7 @@
   var cancelBtn = document.getElementById("cancel");
   var retryBtn = document.getElementById("retry");
   var diffBox = document.getElementById("diff");
+  var candBox = document.getElementById("candidates");
   var live = document.getElementById("live");
   var t = new PB.Transcript(document.getElementById("transcript"), {
     totals: document.getElementById("totals"),
@@ -23,7 +25,9 @@
   var lastId = null,
     es = null,
     info = null,
-    shownPatch = null;
+    shownPatch = null,
+    shownCandidates = null,
+    pickWhy = null;
 
   // disabled, and said so to assistive technology and in the button's tooltip
   function able(btn, on, why) {
@@ -95,6 +99,7 @@
       able(retryBtn, !queued, "the job is still queued or running");
     }
     showLive();
+    showCandidates(j);
     head.setAttribute("data-state", j.state);
     head.setAttribute("data-status", j.status || "");
     var files = j.filesChangedTotal != null ? j.filesChangedTotal : j.filesChanged ? j.filesChanged.length : null;
@@ -115,6 +120,50 @@
       p.appendChild(download);
       diffBox.appendChild(p);
     }
+  }
+  // A job with candidates: a card per candidate, side by side (status, verified, cost, turns, patch
+  // size, files changed, error), the picked one marked, each linking to the candidate's own job page;
+  // then why it was picked (the transcript's candidate_picked). Redrawn only when what it shows changed.
+  function showCandidates(j) {
+    var cs = Array.isArray(j.candidates) ? j.candidates : [];
+    var key = JSON.stringify([cs, j.picked == null ? null : j.picked, pickWhy]);
+    if (key === shownCandidates) return;
+    shownCandidates = key;
+    candBox.textContent = "";
+    if (!cs.length) return;
+    candBox.appendChild(
+      el("h2", null, "Candidates (" + PB.count(cs.length, "candidate") + (j.picked == null ? ", none picked)" : ")")),
+    );
+    var grid = el("div", "cands");
+    cs.forEach(function (c) {
+      grid.appendChild(candidateCard(c, c.n === j.picked));
+    });
+    candBox.appendChild(grid);
+    if (pickWhy) candBox.appendChild(el("p", "meta why", "Why: " + pickWhy));
+  }
+  function candidateCard(c, picked) {
+    var card = el("article", "cand" + (picked ? " picked" : ""));
+    card.setAttribute("data-n", String(Number(c.n)));
+    var h = el("h3", null, "Candidate " + Number(c.n));
+    if (picked) h.appendChild(el("span", "badge picked", "picked"));
+    card.appendChild(h);
+    var link = el("a", "job", c.jobId);
+    link.href = "/jobs/" + encodeURIComponent(String(c.jobId));
+    card.appendChild(link);
+    var dl = el("dl");
+    var status = String(c.status || "unknown").replace(/[^a-z_]/g, "");
+    field(dl, "status", el("span", "badge s-" + status, status));
+    field(dl, "verified", c.verified == null ? "—" : c.verified ? "yes" : "no");
+    field(dl, "cost", c.costUsd == null ? "" : PB.usd(c.costUsd));
+    field(dl, "turns", c.turns == null ? "" : PB.num(c.turns));
+    field(dl, "patch", c.patchBytes == null ? "" : PB.count(c.patchBytes, "byte"));
+    field(dl, "files", c.filesChanged == null ? "" : PB.count(c.filesChanged, "file"));
+    card.appendChild(dl);
+    if (c.error) {
+      card.appendChild(el("span", "mark-error", "✗ "));
+      card.appendChild(PB.block(c.error, "out"));
+    }
+    return card;
   }
   function refresh() {
     return fetch(api, { credentials: "same-origin" })
@@ -187,6 +236,10 @@
   });
   t.onEvent(function (e) {
     showLive();
+    if (e.type === "candidate_picked" && typeof e.why === "string") {
+      pickWhy = e.why;
+      if (info) showCandidates(info);
+    }
     if (e.type === "job_finished" || e.type === "sandbox_ready") refresh().catch(function () {});
   });
   connect(); // the transcript and the head load side by side

@@ -347,6 +347,49 @@
         });
         break;
       }
+      case "candidates_started":
+        // The job ran setup once and added its candidates, each a job of its own (its ids are repo-free, shown as text).
+        d = this.card(
+          "candidates",
+          "Candidates started",
+          count((e.jobIds || []).length, "candidate") + " from one setup · its workspace " + count(e.seedBytes, "byte"),
+        );
+        add(d, el("div", "meta", (e.jobIds || []).join(", ")));
+        break;
+      case "candidate_picked": {
+        // Which candidate is the job's result and why; a line per candidate, its error as text.
+        d = this.card(
+          e.picked != null ? "ok candidates" : "error candidates",
+          e.picked != null ? "Picked candidate " + e.picked : "No candidate picked",
+          e.why,
+        );
+        (e.candidates || []).forEach(function (c) {
+          var verified = c.verified == null ? "not verified" : c.verified ? "verified" : "verify failed";
+          var line = el(
+            "div",
+            "meta cand-line" + (c.n === e.picked ? " picked" : ""),
+            (c.n === e.picked ? "* " : "") +
+              c.n +
+              ". " +
+              c.jobId +
+              " · " +
+              c.status +
+              " · " +
+              verified +
+              " · " +
+              usd(c.costUsd) +
+              " · " +
+              count(c.turns, "turn") +
+              " · " +
+              count(c.patchBytes, "byte") +
+              " in " +
+              count(c.filesChanged, "file") +
+              (c.error ? " · " + c.error : ""),
+          );
+          add(d, line);
+        });
+        break;
+      }
       case "context_compacted": {
         // The summary request's tokens count in the job's, as the result's usage does.
         var cu = e.usage || {};
