@@ -1,6 +1,7 @@
 // Batch files: one JobSpec per line, validated as enqueue does, and the content hash that makes
 // submitting the same file twice idempotent.
 import { createHash } from "node:crypto";
+import { count } from "../core/count.js";
 import { readFileSync } from "node:fs";
 import { setImmediate } from "node:timers/promises";
 import { prepareSpecs } from "../queue/enqueue-spec.js";
@@ -82,7 +83,9 @@ class BatchFileReader {
   add(raw: string, line: number): boolean {
     const { file, errors } = this;
     if (errors.length === MAX_BAD_LINES) {
-      errors.push(`${file}:${line}: not read, nor the lines after it: fix the ${MAX_BAD_LINES} bad lines above first`);
+      errors.push(
+        `${file}:${line}: not read, nor the lines after it: fix the ${count(MAX_BAD_LINES, "bad line")} above first`,
+      );
       return false;
     }
     try {
