@@ -35,8 +35,11 @@ export const sha256 = (s: string) => createHash("sha256").update(s).digest("hex"
  * What a grade depends on besides the patch: the instance's base commit, tests, test lists and
  * environment. A set whose tests changed grades its patches again.
  */
-export const instanceSha256 = (i: EvalInstance) =>
-  sha256(JSON.stringify([i.instance_id, i.base_commit, i.test_patch, i.FAIL_TO_PASS, i.PASS_TO_PASS, i.patchbay]));
+export const instanceSha256 = (i: EvalInstance) => {
+  // The agent's verify judges candidates in the job, not grades: a grade does not depend on it.
+  const { verify: _verify, ...env } = i.patchbay;
+  return sha256(JSON.stringify([i.instance_id, i.base_commit, i.test_patch, i.FAIL_TO_PASS, i.PASS_TO_PASS, env]));
+};
 
 /** The largest grade.json read (its statuses: at most 100,000 tests of 2,000 characters). */
 const GRADE_FILE_MAX_BYTES = 256 * 1024 * 1024;

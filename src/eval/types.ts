@@ -34,6 +34,12 @@ export interface EvalEnv {
   setup?: string | string[];
   /** The setup network, as in a JobSpec (`{ setup: { allow: [...] } }`). */
   network?: JobSpec["network"];
+  /**
+   * The agent's own judge, as a JobSpec's `verify`: its job runs it after the agent, and with
+   * `--candidates K` it judges the K candidates of one job, which picks one. Never the instance's
+   * tests (those stay in the grading sandbox).
+   */
+  verify?: string;
   /** How the tests run and are read. */
   test: EvalTest;
 }
