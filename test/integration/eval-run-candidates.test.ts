@@ -45,6 +45,7 @@ const SET = [
   instance("acme__judged-1", "npm test"),
   instance("acme__plain-2"),
   instance("acme__nopick-3", "make check"),
+  instance("acme__badpick-4", "make check"),
 ];
 
 /** Each instance's candidates (1-based) as the stand-in worker ends them: patch, cost, verified. */
@@ -60,9 +61,14 @@ const PLAN: Record<string, { patch: string; costUsd: number; verified?: boolean;
     { patch: "diff --git a/y b/y\n+bad\n", costUsd: 0.1 },
   ],
   "acme__nopick-3": [1, 2, 3].map(() => ({ patch: "", costUsd: 0.05, status: "failed" as const })),
+  "acme__badpick-4": [1, 2, 3].map(() => ({ patch: "diff --git a/z b/z\n+fix\n", costUsd: 0.05 })),
 };
 /** The candidate each judged job picks (undefined: none, as a job whose candidates all failed). */
-const PICKS: Record<string, number | undefined> = { "acme__judged-1": 2, "acme__nopick-3": undefined };
+const PICKS: Record<string, number | undefined> = {
+  "acme__judged-1": 2,
+  "acme__nopick-3": undefined,
+  "acme__badpick-4": 7, // names no candidate of 3, as Redis content could
+};
 
 const idOf = (spec: JobSpec) => /issue of (\S+)\n/.exec(spec.task)![1]!;
 
@@ -134,7 +140,7 @@ describe("eval run: K candidates judged by verify in one job", () => {
       }
     }
     const picked = PICKS[idOf(spec)];
-    const p = picked ? results[picked - 1]! : undefined;
+    const p = picked ? results[picked - 1] : undefined;
     const r = emptyResult(p ? "completed" : "failed", "none of the candidates finished without failing", {
       ...(p ? { patch: p.patch, ...(p.verified !== undefined ? { verified: p.verified } : {}) } : {}),
       costUsd: results.reduce((s, r) => s + r.costUsd, 0),
@@ -205,9 +211,9 @@ describe("eval run: K candidates judged by verify in one job", () => {
       onProgress: (p) => progress.push(p),
     });
     // The batch: judged-1 one job with its verify and K; plain-2 three plain jobs; nopick-3 one job.
-    expect(submitted).toEqual([5, 5]);
+    expect(submitted).toEqual([6, 6]);
     const specs = await Promise.all(
-      [1, 2, 3, 4, 5].map(async (l) => (await client.queue.getJob(`eval-k3-L${l}`))!.data.spec),
+      [1, 2, 3, 4, 5, 6].map(async (l) => (await client.queue.getJob(`eval-k3-L${l}`))!.data.spec),
     );
     expect(specs.map((x) => [idOf(x), x.verify, x.candidates])).toEqual([
       ["acme__judged-1", "npm test", 3],
@@ -215,24 +221,31 @@ describe("eval run: K candidates judged by verify in one job", () => {
       ["acme__plain-2", undefined, undefined],
       ["acme__plain-2", undefined, undefined],
       ["acme__nopick-3", "make check", 3],
+      ["acme__badpick-4", "make check", 3],
     ]);
     // Every candidate graded once, from its own job's result.
-    expect(g.calls).toHaveLength(9);
+    expect(g.calls).toHaveLength(12);
     expect(progress.filter((p) => p.picked).map((p) => [p.instance_id, p.candidate, p.jobId])).toEqual([
       ["acme__judged-1", 1, "eval-k3-L1-C2"],
     ]);
-    const [judged1, plain2, nopick3] = s.patchbay.instances;
+    const [judged1, plain2, nopick3, badpick4] = s.patchbay.instances;
     expect(judged1).toMatchObject({ outcome: "resolved", candidates: 3, resolvedCandidates: 2, picked: 2 });
     expect(judged1!.jobIds).toEqual(["eval-k3-L1-C1", "eval-k3-L1-C2", "eval-k3-L1-C3"]);
     expect(judged1!.costUsd).toBeCloseTo(0.6, 9);
     expect(plain2).toMatchObject({ outcome: "resolved", candidates: 3, resolvedCandidates: 1 });
     expect(plain2!.picked).toBeUndefined();
     expect(nopick3).toMatchObject({ outcome: "empty_patch", candidates: 3, resolvedCandidates: 0, picked: null });
+    // A pick naming none of the K candidates is no pick: its resolving candidates do not make it one.
+    expect(badpick4).toMatchObject({ outcome: "empty_patch", candidates: 3, resolvedCandidates: 3, picked: null });
     // pass@1 = mean of resolved / K; best-of-K over the judged; pass@K the oracle's.
-    expect(s.patchbay.passAtK["1"]).toBeCloseTo((2 / 3 + 1 / 3 + 0) / 3, 9);
-    expect(s.patchbay.passAtK["3"]).toBeCloseTo(2 / 3, 9);
-    expect([s.patchbay.bestOfK, s.patchbay.judged]).toEqual([0.5, 2]);
-    expect([s.resolved_ids, s.empty_patch_ids]).toEqual([["acme__judged-1", "acme__plain-2"], ["acme__nopick-3"]]);
+    expect(s.patchbay.passAtK["1"]).toBeCloseTo((2 / 3 + 1 / 3 + 0 + 1) / 4, 9);
+    expect(s.patchbay.passAtK["3"]).toBeCloseTo(3 / 4, 9);
+    expect(s.patchbay.bestOfK).toBeCloseTo(1 / 3, 9);
+    expect(s.patchbay.judged).toBe(3);
+    expect([s.resolved_ids, s.empty_patch_ids]).toEqual([
+      ["acme__judged-1", "acme__plain-2"],
+      ["acme__badpick-4", "acme__nopick-3"],
+    ]);
 
     // The files: a judged instance's top is its job's and its pick's; each candidate under candidate-<n>/.
     const file = (...p: string[]) => readFileSync(join(out, ...p), "utf8");
@@ -260,6 +273,7 @@ describe("eval run: K candidates judged by verify in one job", () => {
       ["acme__judged-1", PLAN["acme__judged-1"]![1]!.patch],
       ["acme__plain-2", PLAN["acme__plain-2"]![0]!.patch],
       ["acme__nopick-3", ""],
+      ["acme__badpick-4", ""],
     ]);
 
     // Again: nothing enqueued, nothing graded, the same figures.
@@ -272,7 +286,7 @@ describe("eval run: K candidates judged by verify in one job", () => {
       onSubmitted: (x) => submitted.push(x.added),
     });
     expect(submitted.at(-1)).toBe(0);
-    expect(g.calls).toHaveLength(9);
+    expect(g.calls).toHaveLength(12);
     expect({ ...again.patchbay, wallMs: 0 }).toEqual({ ...s.patchbay, wallMs: 0 });
   }, 120_000);
 
@@ -287,14 +301,15 @@ describe("eval run: K candidates judged by verify in one job", () => {
       grade: g.grade,
     });
     const specs = await Promise.all(
-      [1, 2, 3].map(async (l) => (await client.queue.getJob(`eval-k3-all-L${l}`))!.data.spec),
+      [1, 2, 3, 4].map(async (l) => (await client.queue.getJob(`eval-k3-all-L${l}`))!.data.spec),
     );
     expect(specs.map((x) => [idOf(x), x.verify, x.candidates])).toEqual([
       ["acme__judged-1", "npm test", 3],
       ["acme__plain-2", "npm run check", 3],
       ["acme__nopick-3", "make check", 3],
+      ["acme__badpick-4", "make check", 3],
     ]);
-    expect(await client.queue.getJob("eval-k3-all-L4")).toBeUndefined();
-    expect(s.patchbay.judged).toBe(3);
+    expect(await client.queue.getJob("eval-k3-all-L5")).toBeUndefined();
+    expect(s.patchbay.judged).toBe(4);
   }, 120_000);
 });
