@@ -21,8 +21,11 @@ export interface RunState {
 
 const sum = (xs: number[]) => xs.reduce((a, x) => a + x, 0);
 
+/** The key of an instance's candidate (both 0-based) in a run's `done`. */
+export const doneKey = (index: number, candidate: number) => `${index}:${candidate}`;
+
 /** Instance `i`'s K candidates in order, each graded or not yet. */
-const candidatesOf = (st: RunState, i: number) => Array.from({ length: st.K }, (_, c) => st.done.get(`${i}:${c}`));
+const candidatesOf = (st: RunState, i: number) => Array.from({ length: st.K }, (_, c) => st.done.get(doneKey(i, c)));
 
 /**
  * Instance `i`'s prediction, its grade's outcome, and (judged) the number picked: the first

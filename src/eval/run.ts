@@ -12,7 +12,7 @@ import { candidateJobId } from "../core/candidate-id.js";
 import { gradePrediction } from "./grade.js";
 import { writePicked, writeRunFiles } from "./run-files.js";
 import { gradeOne, readJudged, type GradeFn, type Judged } from "./run-grade.js";
-import { predsOf, summarize, type RunState } from "./run-summary.js";
+import { doneKey, predsOf, summarize, type RunState } from "./run-summary.js";
 import { evalPlan, type EvalLine } from "./task.js";
 import type { EvalInstance, Graded, RunSummary } from "./types.js";
 
@@ -111,9 +111,6 @@ export async function runEval(b: BatchClient, o: EvalRunOptions): Promise<RunSum
   await o.onSummary?.(summary, batchId);
   return { ...summary, batchId };
 }
-
-/** The key of an instance's candidate (both 0-based) in a run's `done`. */
-export const doneKey = (index: number, candidate: number) => `${index}:${candidate}`;
 
 /**
  * The graders: `add` queues a line's job as it ends (once per line), `end` says no more will come
