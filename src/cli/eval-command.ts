@@ -83,34 +83,56 @@ function upTo(values: Values, flag: string, max: number, what: string): number |
   return n;
 }
 
+/** --verify: a command as a JobSpec's verify takes it (its bounds and words); undefined when not given. */
+async function verifyFlag(values: Values): Promise<string | undefined> {
+  const cmd = stringFlag(values, "verify");
+  if (cmd === undefined) return undefined;
+  const { JobSpec } = await import("../core/spec/spec.js");
+  const r = JobSpec.shape.verify.unwrap().safeParse(cmd);
+  if (!r.success) {
+    const why = r.error.issues[0]?.message ?? "not a command";
+    throw new UsageError(`--verify takes a command, the agent's judge as a JobSpec's verify: it ${safe(why)}`);
+  }
+  return r.data;
+}
+
 const outOf = (values: Values, name: string) => resolve(stringFlag(values, "out") ?? join("patchbay-eval", name));
 
 const pct = (x: number | undefined) => (x === undefined ? "n/a" : `${(100 * x).toFixed(1)}%`);
 
-/** The lines a finished run prints: SWE-bench's counts, then cost, pass@k and harness overhead. */
+/** "; best-of-K x% (n judged)" where a verify judged instances' candidates, else nothing. */
+function bestOf(p: RunSummary["patchbay"]): string {
+  if (p.bestOfK === undefined || p.bestOfK === null) return "";
+  return `; best-of-${p.candidates} ${pct(p.bestOfK)} (${count(p.judged ?? 0, "instance")} judged by verify)`;
+}
+
+/** The lines a finished run prints: SWE-bench's counts, then cost, pass@1, best-of-K, pass@K and harness overhead. */
 export function summaryLines(s: RunSummary): string[] {
   const p = s.patchbay;
   const k = String(p.candidates);
   return [
     `resolved ${s.resolved_instances} of ${count(s.total_instances, "instance")} (${s.unresolved_instances} unresolved, ${s.empty_patch_instances} empty patch, ${s.error_instances} error, ${s.incomplete_ids.length} incomplete)`,
     `cost ${usd(p.costUsd)}; per resolved instance ${p.costPerResolvedUsd === null ? "n/a (none resolved)" : usd(p.costPerResolvedUsd)}; tokens ${p.inputTokens} in, ${p.outputTokens} out`,
-    `pass@1 ${pct(p.passAtK["1"])}${p.candidates > 1 ? `; pass@${k} ${pct(p.passAtK[k])}` : ""}`,
+    `pass@1 ${pct(p.passAtK["1"])}${bestOf(p)}${p.candidates > 1 ? `; pass@${k} ${pct(p.passAtK[k])} (oracle)` : ""}`,
     `harness overhead per instance: median ${p.harnessMs.median} ms (total ${p.harnessMs.total} ms); wall ${Math.round(p.wallMs / 1000)} s`,
   ];
 }
 
 function progressLine(p: EvalProgress): string {
-  const c = p.candidate ? ` candidate ${p.candidate + 1}` : "";
-  return `patchbay: [${p.graded}/${p.total}] ${safe(p.instance_id)}${c}: ${p.outcome}${p.before ? " (graded before)" : ""}\n`;
+  const c = p.candidate || p.picked !== undefined ? ` candidate ${p.candidate + 1}` : "";
+  const picked = p.picked ? " (picked by verify)" : "";
+  return `patchbay: [${p.graded}/${p.total}] ${safe(p.instance_id)}${c}: ${p.outcome}${picked}${p.before ? " (graded before)" : ""}\n`;
 }
 
 const run: Command = {
   summary: "run a task set (SWE-bench's format) through the workers and grade it",
-  usage: `patchbay eval run SET --name NAME [--model M] [--candidates K] [--budget-usd X] [--out DIR]
+  usage: `patchbay eval run SET --name NAME [--model M] [--candidates K] [--verify CMD] [--budget-usd X] [--out DIR]
 
 Runs every instance of SET (JSONL or a JSON array of SWE-bench instances with patchbay's own
-fields; docs/eval.md) as a job on the workers, K jobs per instance, in one batch named eval-NAME.
-The agent sees only the problem statement. As each job ends, its patch is graded on this host in a
+fields; docs/eval.md) as a job on the workers, K jobs per instance, in one batch named eval-NAME;
+an instance with a verify command (its patchbay.verify, else --verify) is one job whose K
+candidates verify judges, the job picking one: every candidate is graded, and best-of-K (the
+pick resolved) is reported beside pass@1 and pass@K. The agent sees only the problem statement. As each job ends, its patch is graded on this host in a
 fresh sandbox (the base commit, setup, the patch, the instance's test patch, its test command).
 Writes DIR/preds.jsonl, DIR/<instance>/report.json (SWE-bench's), test_output.txt, the transcript,
 and DIR/summary.json (SWE-bench's v2 fields, then cost, tokens, pass@k and harness overhead).
@@ -120,7 +142,9 @@ name taken by another set; 2 usage (a bad set, a bad flag).
 
   --name NAME            the run's name (letters, digits, _ . -); its batch is eval-NAME
   --model M              the model the jobs use (default: the workers')
-  --candidates K         jobs per instance, 1-16 (default 1): pass@1 and pass@K are reported
+  --candidates K         candidates per instance, 1-16 (default 1): pass@1 and pass@K are reported
+  --verify CMD           the agent's judge for instances without their own patchbay.verify (a
+                         JobSpec's verify: never the instance's tests); with K > 1 it picks one
   --budget-usd X         a budget for the whole run's jobs
   --out DIR              where the files go (default ./patchbay-eval/NAME)
   --grade-concurrency N  predictions graded at once on this host (default 2)
@@ -132,6 +156,7 @@ ${CONNECTION_USAGE}`,
     name: { type: "string" },
     model: { type: "string" },
     candidates: { type: "string" },
+    verify: { type: "string" },
     "budget-usd": { type: "string" },
     out: { type: "string" },
     "grade-concurrency": { type: "string" },
@@ -142,6 +167,7 @@ ${CONNECTION_USAGE}`,
   async run({ values, positionals, config }) {
     const name = nameOf(values);
     const candidates = upTo(values, "candidates", 16, "jobs per instance") ?? 1;
+    const verify = await verifyFlag(values);
     const gradeConcurrency = upTo(values, "grade-concurrency", 64, "gradings at once") ?? 2;
     const budgetUsd = numberFlag(values, "budget-usd", { what: "USD for the whole run" });
     const instances = await readSet(positionals[0]!, values);
@@ -162,6 +188,7 @@ ${CONNECTION_USAGE}`,
           instances,
           out,
           candidates,
+          ...(verify !== undefined ? { verify } : {}),
           gradeConcurrency,
           ...(stringFlag(values, "model") ? { model: stringFlag(values, "model") } : {}),
           ...(budgetUsd !== undefined ? { budgetUsd } : {}),

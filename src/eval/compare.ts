@@ -1,5 +1,5 @@
 // Two runs side by side (`patchbay eval compare RUN_A RUN_B`): resolved, cost, cost per resolved
-// instance and pass@k of each, and the instances whose outcome differs. compareRuns gives the
+// instance, pass@k and best-of-K (where a verify judged) of each, and the instances whose outcome differs. compareRuns gives the
 // numbers; compareText renders them for a terminal, every text from a run (its name, model,
 // instance ids, outcomes and pass@k keys: a summary.json may be anyone's) through safeText. Pure.
 import { count } from "../core/count.js";
@@ -26,6 +26,10 @@ export interface RunSide {
   costPerResolvedUsd: number | null;
   /** pass@k by k ("1", and K when the run had K candidates). */
   passAtK: Record<string, number>;
+  /** Candidates per instance (K). */
+  candidates: number;
+  /** best-of-K: judged instances whose picked candidate resolved; null where no verify judged (or the run predates it). */
+  bestOfK: number | null;
 }
 
 /** Two runs compared: each one's numbers, and the instances whose outcomes differ (in instance_id order). */
@@ -62,6 +66,8 @@ function side(s: RunSummary): RunSide {
     costUsd: s.patchbay.costUsd,
     costPerResolvedUsd: s.patchbay.costPerResolvedUsd,
     passAtK: { ...s.patchbay.passAtK },
+    candidates: s.patchbay.candidates,
+    bestOfK: s.patchbay.bestOfK ?? null,
   };
 }
 
@@ -90,6 +96,9 @@ function table(rows: string[][]): string[] {
   );
 }
 
+/** A run's best-of-K as `0.500 (K=4)`, or "-" where no verify judged. */
+const bestOf = (s: RunSide) => (s.bestOfK === null ? "-" : `${s.bestOfK.toFixed(3)} (K=${s.candidates})`);
+
 /** A comparison as plain text for a terminal: the two runs in columns, then the instances that differ. */
 export function compareText(c: RunComparison): string {
   const ks = [...new Set([...Object.keys(c.a.passAtK), ...Object.keys(c.b.passAtK)])].sort((x, y) => +x - +y);
@@ -109,6 +118,8 @@ export function compareText(c: RunComparison): string {
       c.b.costPerResolvedUsd === null ? "-" : usd(c.b.costPerResolvedUsd),
     ],
     ...ks.map((k) => [`pass@${one(k)}`, pass(c.a, k), pass(c.b, k)]),
+    // The judge's pick beside pass@1 and the oracle pass@K, where either run had one.
+    ...(c.a.bestOfK === null && c.b.bestOfK === null ? [] : [["best-of-K", bestOf(c.a), bestOf(c.b)]]),
   ];
   const lines = table(rows);
   if (c.differing.length === 0) return [...lines, "", "No instance's outcome differs."].join("\n") + "\n";

@@ -74,6 +74,7 @@ const EvalEnvSchema = z.strictObject({
   image: JobSpec.shape.image,
   setup: JobSpec.shape.setup,
   network: Network.optional(),
+  verify: JobSpec.shape.verify,
   test: EvalTestSchema,
 });
 

@@ -121,9 +121,9 @@ export interface RunSummaryInput {
   wallMs: number;
   /** Every instance of the set, in its order (SWE-bench's full_dataset). */
   instanceIds: readonly string[];
-  /** The predictions (each instance's first candidate's), as preds.jsonl holds them. */
+  /** The predictions (each instance's first candidate's, or its picked one's), as preds.jsonl holds them. */
   predictions: readonly Pick<Prediction, "instance_id" | "model_patch">[];
-  /** The first candidate's grading of each instance graded so far. */
+  /** The grading of each instance's prediction graded so far. */
   graded: readonly Pick<Graded, "instance_id" | "outcome">[];
   /** patchbay's account of each instance. */
   accounts: readonly InstanceAccount[];
@@ -174,6 +174,9 @@ function totals(input: RunSummaryInput, resolved: number): EvalTotals {
       return [String(k), ran.length > 0 ? total / ran.length : 0];
     }),
   );
+  // best-of-K: the judged instances whose picked candidate (their prediction) resolved.
+  const judged = input.accounts.filter((a) => a.picked !== undefined && a.outcome !== "pending");
+  const picksResolved = judged.filter((a) => a.outcome === "resolved").length;
   const harness = input.accounts.filter((a) => a.outcome !== "pending").map((a) => a.harnessMs);
   return {
     run: input.run,
@@ -185,6 +188,8 @@ function totals(input: RunSummaryInput, resolved: number): EvalTotals {
     wallMs: input.wallMs,
     costPerResolvedUsd: resolved > 0 ? costUsd / resolved : null,
     passAtK: passAt,
+    bestOfK: judged.length > 0 ? picksResolved / judged.length : null,
+    judged: judged.length,
     harnessMs: { median: median(harness), total: harness.reduce((n, x) => n + x, 0) },
     instances: [...input.accounts],
   };

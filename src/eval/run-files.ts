@@ -5,13 +5,16 @@
 //   <instance_id>/patch.diff, test_output.txt, grade.json (patchbay's: the job, the patch's hash, the
 //                                     outcome, the statuses), transcript.jsonl and result.json for a run
 //   <instance_id>/candidate-<n>/...   the same for candidate n (n >= 2) when K > 1
+//   where a verify judged an instance's K candidates in one job: <instance_id>/ holds that job's
+//   result.json and transcript.jsonl and the picked candidate's report.json and patch.diff, and
+//   candidate-<n>/ every candidate's own files, n from 1
 // grade.json is what makes a second run grade nothing again: a candidate whose grade.json names the
 // same instance (its tests as the set has them now), the same job and the same patch is taken as
 // graded. The directory may be below a repo's working directory (./patchbay-eval/NAME), so
 // grade.json is read as patchbay's own or not at all: a regular file, never through a symbolic
 // link, never waited on (a FIFO), bounded, and of a grade's shape; anything else is graded again.
 import { createHash } from "node:crypto";
-import { closeSync, constants, fstatSync, openSync, readFileSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { makeOutDir, writeOwn } from "../core/out-files.js";
@@ -35,8 +38,11 @@ export const sha256 = (s: string) => createHash("sha256").update(s).digest("hex"
  * What a grade depends on besides the patch: the instance's base commit, tests, test lists and
  * environment. A set whose tests changed grades its patches again.
  */
-export const instanceSha256 = (i: EvalInstance) =>
-  sha256(JSON.stringify([i.instance_id, i.base_commit, i.test_patch, i.FAIL_TO_PASS, i.PASS_TO_PASS, i.patchbay]));
+export const instanceSha256 = (i: EvalInstance) => {
+  // The agent's verify judges candidates in the job, not grades: a grade does not depend on it.
+  const { verify: _verify, ...env } = i.patchbay;
+  return sha256(JSON.stringify([i.instance_id, i.base_commit, i.test_patch, i.FAIL_TO_PASS, i.PASS_TO_PASS, env]));
+};
 
 /** The largest grade.json read (its statuses: at most 100,000 tests of 2,000 characters). */
 const GRADE_FILE_MAX_BYTES = 256 * 1024 * 1024;
@@ -77,12 +83,21 @@ function readOwnFile(file: string, maxBytes: number): string | undefined {
   }
 }
 
-/** The directory of an instance's candidate (0-based) under the run's directory, made if missing. */
-export function candidateDir(out: string, instanceId: string, candidate: number): string {
+/**
+ * The directory of an instance's candidate (0-based) under the run's directory, made if missing:
+ * the instance's own for the first, `candidate-<n>` for the others; with `numbered` (a job that
+ * judged its own candidates: the instance's directory is that job's), `candidate-<n>` for every one.
+ */
+export function candidateDir(
+  out: string,
+  instanceId: string,
+  candidate: number,
+  o: { numbered?: boolean } = {},
+): string {
   makeOutDir(out);
   const inst = join(out, instanceId);
   makeOutDir(inst);
-  if (candidate === 0) return inst;
+  if (candidate === 0 && !o.numbered) return inst;
   const dir = join(inst, `candidate-${candidate + 1}`);
   makeOutDir(dir);
   return dir;
@@ -131,6 +146,24 @@ export function writeGraded(dir: string, g: Graded, jobId: string, patch: string
   writeOwn(join(dir, "test_output.txt"), testOutput);
   writeOwn(join(dir, "grade.json"), JSON.stringify(rec, null, 2) + "\n");
   return rec;
+}
+
+/**
+ * Writes the prediction of a job that judged its candidates into the instance's directory: the
+ * picked candidate's SWE-bench report.json and patch.diff (each candidate's own files are in its
+ * `candidate-<n>/`). With none picked, the instance has no prediction to report: neither is written,
+ * and any an earlier run wrote is removed, so the directory never shows a pick the job did not make.
+ */
+export function writePicked(out: string, instanceId: string, picked: { rec: GradeRecord; patch: string } | null): void {
+  const dir = join(out, instanceId);
+  makeOutDir(out);
+  makeOutDir(dir);
+  if (!picked) {
+    for (const f of ["report.json", "patch.diff"]) rmSync(join(dir, f), { force: true });
+    return;
+  }
+  writeOwn(join(dir, "patch.diff"), picked.patch);
+  writeOwn(join(dir, "report.json"), JSON.stringify({ [instanceId]: picked.rec.report }, null, 4) + "\n");
 }
 
 /** Writes preds.jsonl and summary.json. */

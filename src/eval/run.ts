@@ -1,21 +1,22 @@
 // `patchbay eval run`: a task set through the workers, graded here. Each instance becomes K jobs
 // (task.ts) in one batch named after the run, so the batch's budget, progress, retry and dashboard
-// hold for an eval too, and submitting it again adds nothing. As each job ends its patch is graded
-// in a sandbox of this host's (grade.ts), a few at a time while the other jobs still run; its files
-// go under the run's directory (run-files.ts), and a candidate graded before (same job, same patch)
-// is not graded again. Then the run's summary: SWE-bench's fields, cost, tokens, harness overhead.
-import { join } from "node:path";
+// hold for an eval too, and submitting it again adds nothing; or, where the instance has a verify
+// command, one job that runs its K candidates itself and picks one by verify. As each job ends its
+// patch (a judged job: each of its candidates' patches) is graded in a sandbox of this host's
+// (grade.ts, via run-grade.ts), a few at a time while the other jobs still run; its files go under
+// the run's directory (run-files.ts), and a candidate graded before (same job, same patch) is not
+// graded again. Then the run's summary (run-summary.ts): SWE-bench's fields, pass@1, best-of-K,
+// pass@K, cost, tokens, harness overhead.
 import type { BatchClient } from "../batch/batches.js";
-import { writeOwn } from "../core/out-files.js";
-import { emptyResult, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
+import { candidateJobId } from "../core/candidate-id.js";
 import { gradePrediction } from "./grade.js";
-import { runSummary } from "./report.js";
-import { candidateDir, gradedBefore, writeGraded, writeRunFiles, type GradeRecord } from "./run-files.js";
-import { evalSpecs, lineOf } from "./task.js";
-import type { EvalInstance, Graded, InstanceAccount, Prediction, RunSummary } from "./types.js";
+import { writePicked, writeRunFiles } from "./run-files.js";
+import { gradeOne, readJudged, type GradeFn, type Judged } from "./run-grade.js";
+import { doneKey, predsOf, summarize, type RunState } from "./run-summary.js";
+import { evalPlan, type EvalLine } from "./task.js";
+import type { EvalInstance, Graded, RunSummary } from "./types.js";
 
-/** Grades one prediction (gradePrediction, or a test's own). */
-export type GradeFn = (instance: EvalInstance, pred: Prediction) => Promise<Graded>;
+export type { GradeFn } from "./run-grade.js";
 
 /** How runEval runs a set. */
 export interface EvalRunOptions {
@@ -29,6 +30,8 @@ export interface EvalRunOptions {
   model?: string;
   /** Candidates per instance (K). @default 1 */
   candidates?: number;
+  /** The verify command of every instance that names none (`--verify`): with K > 1 it judges the K candidates. */
+  verify?: string;
   /** The batch's shared budget, USD. */
   budgetUsd?: number;
   /** Predictions graded at once on this host. @default 2 */
@@ -51,8 +54,11 @@ export interface EvalRunOptions {
 /** One step of a run, for a progress line. */
 export interface EvalProgress {
   instance_id: string;
+  /** The candidate, from 0. */
   candidate: number;
   jobId: string;
+  /** Set for a candidate of a job that judged them: whether the job picked it. */
+  picked?: boolean;
   /** What grading came to ("before": graded by an earlier run). */
   outcome: Graded["outcome"];
   before: boolean;
@@ -60,180 +66,142 @@ export interface EvalProgress {
   total: number;
 }
 
-interface Done {
-  rec: GradeRecord;
-  result: JobResult;
-  modelMs: number;
-}
+/**
+ * What the graders do next: read a job that judged its candidates (which then queues them), or
+ * grade a candidate (0-based) of an instance (`numbered`: it is a judged job's).
+ */
+type Task =
+  | { kind: "judged"; index: number; jobId: string }
+  | { kind: "grade"; index: number; candidate: number; jobId: string; numbered: boolean };
+
+/** The task of a line's job as it ends. */
+const taskOf = (line: EvalLine, jobId: string): Task =>
+  line.judged
+    ? { kind: "judged", index: line.index, jobId }
+    : { kind: "grade", index: line.index, candidate: line.candidate, jobId, numbered: false };
 
 /** Runs the set and resolves to its summary (also written to `out`/summary.json). */
 export async function runEval(b: BatchClient, o: EvalRunOptions): Promise<RunSummary & { batchId: string }> {
   const t0 = Date.now();
   const K = o.candidates ?? 1;
-  const specs = evalSpecs(o.instances, { model: o.model, candidates: K });
-  const { batchId, added } = await b.submit(specs, {
+  const plan = evalPlan(o.instances, { model: o.model, candidates: K, verify: o.verify });
+  const { batchId, added } = await b.submit(plan.specs, {
     name: `eval-${o.name}`,
     ...(o.budgetUsd !== undefined ? { budgetUsd: o.budgetUsd } : {}),
   });
-  o.onSubmitted?.({ batchId, added, total: specs.length });
-  const grade: GradeFn = o.grade ?? ((inst, pred) => gradePrediction(inst, pred, { signal: o.signal }));
-  const done = new Map<number, Done>(); // by line
-  const todo: { line: number; jobId: string }[] = [];
-  const seen = new Set<number>();
-  const sleepers: (() => void)[] = []; // graders waiting for a job to end
-  const wake = () => sleepers.splice(0).forEach((r) => r());
-  const add = (line: number, jobId: string) => {
-    if (seen.has(line)) return;
-    seen.add(line);
-    todo.push({ line, jobId });
-    wake();
-  };
-  const one = async (line: number, jobId: string) => {
-    const { index, candidate } = lineOf(line, K);
-    const inst = o.instances[index]!;
-    const d = await gradeOne(b, o, grade, inst, candidate, jobId);
-    done.set(line, d);
-    o.onProgress?.({
-      instance_id: inst.instance_id,
-      candidate,
-      jobId,
-      outcome: d.rec.outcome,
-      before: d.before,
-      graded: done.size,
-      total: specs.length,
-    });
-    if (o.onSummary && Date.now() - savedAt >= 2000) {
-      savedAt = Date.now();
-      void o.onSummary(summarize(o, K, done, savedAt - t0), batchId).catch(() => {}); // the end's save says why
-    }
-  };
-  let savedAt = 0;
-  let waiting = true;
-  const graders = Array.from({ length: o.gradeConcurrency ?? 2 }, async () => {
-    for (;;) {
-      const next = todo.shift();
-      if (next) await one(next.line, next.jobId);
-      else if (!waiting) return;
-      else await new Promise<void>((r) => sleepers.push(r));
-    }
-  });
+  o.onSubmitted?.({ batchId, added, total: plan.specs.length });
+  const st: RunState = { o, K, plan, done: new Map(), judged: new Map() };
   let createdAt: number;
+  const graders = startGraders(b, st, o, { batchId, t0 });
   try {
-    const st = await b.wait(batchId, {
+    const end = await b.wait(batchId, {
       signal: o.signal,
-      onProgress: (p) => p.finished.forEach((f) => add(f.result.line, f.jobId)),
+      onProgress: (p) => p.finished.forEach((f) => graders.add(f.result.line, f.jobId)),
     });
-    createdAt = st.createdAt;
-    for (const j of (await b.status(st.batchId, { jobs: true })).jobs ?? []) add(j.line, j.jobId);
+    createdAt = end.createdAt;
+    for (const j of (await b.status(end.batchId, { jobs: true })).jobs ?? []) graders.add(j.line, j.jobId);
   } finally {
-    waiting = false;
-    wake();
-    await Promise.all(graders);
+    await graders.end();
   }
+  writeJudgedPredictions(st, o.out);
   // From the batch's submit to the last grade, whichever run made them (a rerun grades nothing anew).
-  const lastGrade = Math.max(0, ...[...done.values()].map((d) => d.rec.gradedAt ?? 0));
-  const summary = summarize(o, K, done, Math.max(0, (lastGrade || Date.now()) - Math.min(createdAt, t0)));
-  writeRunFiles(o.out, predsOf(o, K, done), summary);
+  const lastGrade = Math.max(0, ...[...st.done.values()].map((d) => d.rec.gradedAt ?? 0));
+  const summary = summarize(st, Math.max(0, (lastGrade || Date.now()) - Math.min(createdAt, t0)));
+  writeRunFiles(o.out, predsOf(st), summary);
   await o.onSummary?.(summary, batchId);
   return { ...summary, batchId };
 }
 
-/** Grades one candidate's job (or takes its grade from an earlier run), writing its files. */
-async function gradeOne(
+/**
+ * The graders: `add` queues a line's job as it ends (once per line), `end` says no more will come
+ * and resolves once every queued job is graded. A judged job's line is read first (the candidate it
+ * picked), then its K candidates are queued as jobs of their own.
+ */
+function startGraders(
   b: BatchClient,
+  st: RunState,
   o: EvalRunOptions,
-  grade: GradeFn,
-  inst: EvalInstance,
-  candidate: number,
-  jobId: string,
-): Promise<Done & { before: boolean }> {
-  const result = await b.c.result(jobId);
-  if (!result) {
-    const error = `the job ${jobId} has no result in the queue (removed?): retry the run's batch (patchbay batch retry eval-${o.name})`;
-    return { rec: unrecorded(inst, jobId, error), result: emptyResult("failed", error), modelMs: 0, before: false };
-  }
-  const events: TranscriptEvent[] = [];
-  for await (const e of b.c.watch(jobId, { follow: false })) events.push(e);
-  const modelMs = events.reduce((ms, e) => ms + (e.type === "model_response" ? e.ms : 0), 0);
-  const dir = candidateDir(o.out, inst.instance_id, candidate);
-  writeOwn(join(dir, "result.json"), JSON.stringify(result, null, 2) + "\n");
-  writeOwn(join(dir, "transcript.jsonl"), events.map((e) => JSON.stringify(e) + "\n").join(""));
-  const before = gradedBefore(dir, jobId, result.patch, inst);
-  if (before) return { rec: before, result, modelMs, before: true };
-  const pred = { instance_id: inst.instance_id, model_patch: result.patch, model_name_or_path: modelName(o, result) };
-  // The host's own failure (its engine gone, say) is this candidate's error, recorded nowhere: the next run grades it again.
-  const g = await grade(inst, pred).catch((err: Error) => err);
-  if (g instanceof Error)
-    return { rec: unrecorded(inst, jobId, `grading failed: ${g.message}`), result, modelMs, before: false };
-  return { rec: writeGraded(dir, g, jobId, result.patch, inst), result, modelMs, before: false };
-}
-
-/** An error outcome kept in memory only (no grade.json): the next run grades the candidate again. */
-function unrecorded(inst: EvalInstance, jobId: string, error: string): GradeRecord {
-  const report = { patch_is_None: false, patch_exists: false, patch_successfully_applied: false, resolved: false };
+  { batchId, t0 }: { batchId: string; t0: number },
+) {
+  const { K } = st;
+  const grade: GradeFn = o.grade ?? ((inst, pred) => gradePrediction(inst, pred, { signal: o.signal }));
+  const run = { name: o.name, out: o.out, ...(o.model ? { model: o.model } : {}) };
+  const todo: Task[] = [];
+  const seen = new Set<number>();
+  const sleepers: (() => void)[] = []; // graders waiting for a job to end
+  const wake = () => sleepers.splice(0).forEach((r) => r());
+  let waiting = true;
+  let reading = 0; // judged jobs being read: each adds its candidates after
+  let savedAt = 0;
+  const total = o.instances.length * K;
+  const one = async (t: Task) => {
+    const inst = o.instances[t.index]!;
+    if (t.kind === "judged") {
+      const j: Judged = await readJudged(b, { inst, jobId: t.jobId, run }, K);
+      st.judged.set(t.index, j);
+      for (let c = 0; c < K; c++)
+        todo.push({
+          kind: "grade",
+          index: t.index,
+          candidate: c,
+          jobId: candidateJobId(t.jobId, c + 1),
+          numbered: true,
+        });
+      return;
+    }
+    const { candidate, jobId } = t;
+    const d = await gradeOne(b, grade, { inst, candidate, jobId, run, numbered: t.numbered });
+    st.done.set(doneKey(t.index, candidate), d);
+    const picked = t.numbered ? st.judged.get(t.index)?.picked === candidate + 1 : undefined;
+    o.onProgress?.({
+      instance_id: inst.instance_id,
+      candidate,
+      jobId,
+      ...(picked !== undefined ? { picked } : {}),
+      outcome: d.rec.outcome,
+      before: d.before,
+      graded: st.done.size,
+      total,
+    });
+    if (o.onSummary && Date.now() - savedAt >= 2000) {
+      savedAt = Date.now();
+      void o.onSummary(summarize(st, savedAt - t0), batchId).catch(() => {}); // the end's save says why
+    }
+  };
+  const workers = Array.from({ length: o.gradeConcurrency ?? 2 }, async () => {
+    for (;;) {
+      const next = todo.shift();
+      if (next) {
+        if (next.kind === "judged") reading++;
+        await one(next).finally(() => {
+          if (next.kind === "judged") reading--;
+          wake();
+        });
+      } else if (!waiting && reading === 0) return;
+      else await new Promise<void>((r) => sleepers.push(r));
+    }
+  });
   return {
-    instance_id: inst.instance_id,
-    outcome: "error",
-    report,
-    statuses: {},
-    error,
-    ms: 0,
-    jobId,
-    patchSha256: "",
-    instanceSha256: "",
+    add(lineNo: number, jobId: string) {
+      const line = st.plan.lines[lineNo - 1];
+      if (!line || seen.has(lineNo)) return;
+      seen.add(lineNo);
+      todo.push(taskOf(line, jobId));
+      wake();
+    },
+    async end() {
+      waiting = false;
+      wake();
+      await Promise.all(workers);
+    },
   };
 }
 
-const modelName = (o: EvalRunOptions, r?: JobResult) => o.model ?? r?.model ?? "patchbay";
-
-/** The first candidate's prediction per instance that has one. */
-function predsOf(o: EvalRunOptions, K: number, done: Map<number, Done>): Prediction[] {
-  return o.instances.flatMap((inst, i) => {
-    const d = done.get(i * K + 1);
-    return d
-      ? [{ instance_id: inst.instance_id, model_patch: d.result.patch, model_name_or_path: modelName(o, d.result) }]
-      : [];
-  });
+/** Each judged instance's prediction into its directory: the picked candidate's report.json and patch.diff. */
+function writeJudgedPredictions(st: RunState, out: string): void {
+  for (const [index, j] of st.judged) {
+    const d = j.picked === null ? undefined : st.done.get(doneKey(index, j.picked - 1));
+    const id = st.o.instances[index]!.instance_id;
+    writePicked(out, id, j.picked === null ? null : d ? { rec: d.rec, patch: d.result.patch } : null);
+  }
 }
-
-function summarize(o: EvalRunOptions, K: number, done: Map<number, Done>, wallMs: number): RunSummary {
-  const accounts: InstanceAccount[] = [];
-  o.instances.forEach((inst, i) => {
-    const ds = Array.from({ length: K }, (_, c) => done.get(i * K + c + 1));
-    const got = ds.filter((d): d is Done => d !== undefined);
-    if (!got.length) return;
-    const jobMs = sum(got.map((d) => d.result.timings.totalMs));
-    const modelMs = sum(got.map((d) => d.modelMs));
-    const gradeMs = sum(got.map((d) => d.rec.ms));
-    accounts.push({
-      instance_id: inst.instance_id,
-      outcome: ds[0]?.rec.outcome ?? "pending",
-      candidates: got.length,
-      resolvedCandidates: got.filter((d) => d.rec.outcome === "resolved").length,
-      costUsd: sum(got.map((d) => d.result.costUsd)),
-      inputTokens: sum(got.map((d) => d.result.usage.inputTokens)),
-      outputTokens: sum(got.map((d) => d.result.usage.outputTokens)),
-      jobMs,
-      modelMs,
-      gradeMs,
-      harnessMs: Math.max(0, jobMs - modelMs) + gradeMs,
-      jobIds: got.map((d) => d.rec.jobId),
-    });
-  });
-  return runSummary({
-    run: o.name,
-    model: o.model ?? got1Model(done) ?? "patchbay",
-    candidates: K,
-    instanceIds: o.instances.map((i) => i.instance_id),
-    predictions: predsOf(o, K, done),
-    graded: o.instances.flatMap((inst, i) => {
-      const d = done.get(i * K + 1);
-      return d ? [{ instance_id: inst.instance_id, outcome: d.rec.outcome }] : [];
-    }),
-    accounts,
-    wallMs,
-  });
-}
-
-const got1Model = (done: Map<number, Done>) => [...done.values()][0]?.result.model;
-const sum = (xs: number[]) => xs.reduce((a, x) => a + x, 0);

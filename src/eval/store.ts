@@ -38,8 +38,10 @@ export interface EvalRow extends EvalRunMeta {
   costUsd: number;
   /** Spend per resolved instance; null when none resolved. */
   costPerResolvedUsd: number | null;
-  /** pass@1 and pass@K, keyed "1" and "K" (src/eval/types.ts EvalTotals). */
+  /** pass@1 and pass@K, keyed "1" and K (src/eval/types.ts EvalTotals): `{ "1": …, "3": … }` for K = 3. */
   passAtK: Record<string, number>;
+  /** best-of-K where a verify judged the candidates (src/eval/types.ts EvalTotals); absent or null where none did. */
+  bestOfK?: number | null;
   /** When it was last saved, epoch ms. */
   savedAt: number;
 }
@@ -69,6 +71,7 @@ const Account = z.object({
   gradeMs: z.number(),
   harnessMs: z.number(),
   jobIds: ids,
+  picked: z.number().nullable().optional(),
 });
 
 /** A run's summary as read back (src/eval/types.ts RunSummary): what a record is checked against. */
@@ -98,6 +101,8 @@ export const RunSummarySchema = z.object({
     wallMs: z.number(),
     costPerResolvedUsd: z.number().nullable(),
     passAtK: z.record(z.string(), z.number()),
+    bestOfK: z.number().nullable().optional(),
+    judged: z.number().optional(),
     harnessMs: z.object({ median: z.number(), total: z.number() }),
     instances: z.array(Account),
   }),
@@ -123,6 +128,7 @@ export const EvalRowSchema = z.object({
   costUsd: z.number(),
   costPerResolvedUsd: z.number().nullable(),
   passAtK: z.record(z.string(), z.number()),
+  bestOfK: z.number().nullable().optional(),
 });
 
 /** No eval run of that name is in the queue (it was never saved, or its record expired). */
@@ -204,6 +210,7 @@ export function evalRow(r: EvalRecord): EvalRow {
     costUsd: p.costUsd,
     costPerResolvedUsd: p.costPerResolvedUsd,
     passAtK: p.passAtK,
+    ...(p.bestOfK !== undefined ? { bestOfK: p.bestOfK } : {}),
   };
 }
 

@@ -34,6 +34,12 @@ export interface EvalEnv {
   setup?: string | string[];
   /** The setup network, as in a JobSpec (`{ setup: { allow: [...] } }`). */
   network?: JobSpec["network"];
+  /**
+   * The agent's own judge, as a JobSpec's `verify`: its job runs it after the agent, and with
+   * `--candidates K` it judges the K candidates of one job, which picks one. Never the instance's
+   * tests (those stay in the grading sandbox).
+   */
+  verify?: string;
   /** How the tests run and are read. */
   test: EvalTest;
 }
@@ -107,7 +113,11 @@ export interface Graded {
 /** One instance of a run as patchbay accounts for it (in the summary's `patchbay.instances`). */
 export interface InstanceAccount {
   instance_id: string;
-  /** The first candidate's outcome (SWE-bench's resolved is pass@1's); "pending" while it is not graded. */
+  /**
+   * The outcome of the instance's prediction (SWE-bench's one per instance): the first candidate's,
+   * or where a verify judged the candidates, the picked one's (empty_patch when none was picked);
+   * "pending" while it is not graded.
+   */
   outcome: GradeOutcome | "pending";
   /** Candidates run (K), and how many of them resolved it. */
   candidates: number;
@@ -124,6 +134,11 @@ export interface InstanceAccount {
   harnessMs: number;
   /** The candidates' job ids, in order. */
   jobIds: string[];
+  /**
+   * Set where a verify judged the K candidates in one job (`--candidates K` with a verify command):
+   * the number (from 1) of the candidate the job picked, null when it picked none.
+   */
+  picked?: number | null;
 }
 
 /** patchbay's fields of a run summary, under its `patchbay` key. */
@@ -142,6 +157,14 @@ export interface EvalTotals {
   costPerResolvedUsd: number | null;
   /** pass@k (the unbiased estimator over each instance's K candidates) for k = 1 and k = K, keyed "1", "K". */
   passAtK: Record<string, number>;
+  /**
+   * best-of-K: of the instances whose candidates a verify judged (and that finished), the fraction
+   * whose picked candidate resolved; null when no instance was judged. Beside pass@1 (a candidate
+   * at random) and pass@K (an oracle picking), it is what the judge's own pick achieves.
+   */
+  bestOfK?: number | null;
+  /** How many finished instances a verify judged: best-of-K's denominator. */
+  judged?: number;
   /** Harness overhead per instance: its median and the total, ms. */
   harnessMs: { median: number; total: number };
   instances: InstanceAccount[];

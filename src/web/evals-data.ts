@@ -23,6 +23,8 @@ export interface EvalRowView {
   /** pass@1, and pass@K for K candidates (null where the run did not say). */
   passAt1: number | null;
   passAtK: number | null;
+  /** best-of-K: the fraction of judged instances whose picked candidate resolved (null where no verify judged). */
+  bestOfK: number | null;
   startedAt: number;
   savedAt: number;
 }
@@ -38,6 +40,8 @@ export interface EvalInstanceView {
   outputTokens: number;
   harnessMs: number;
   jobIds: string[];
+  /** The candidate (from 1) the job's verify picked; null when it picked none or no verify judged. */
+  picked: number | null;
 }
 
 /** A run's page: its row, SWE-bench's counts, totals, and each instance (those the record kept). */
@@ -75,7 +79,9 @@ export function evalRowView(r: EvalRow): EvalRowView {
     costUsd: r.costUsd,
     costPerResolvedUsd: r.costPerResolvedUsd,
     passAt1: rate(r.passAtK["1"]),
-    passAtK: rate(r.passAtK.K),
+    // The summary keys pass@K by K itself (src/eval/report.ts): "3" for three candidates.
+    passAtK: rate(r.passAtK[String(r.candidates)]),
+    bestOfK: rate(r.bestOfK),
     startedAt: r.startedAt,
     savedAt: r.savedAt,
   };
@@ -98,6 +104,7 @@ export function evalView(rec: EvalRecord): EvalView {
     costUsd: p.costUsd,
     costPerResolvedUsd: p.costPerResolvedUsd,
     passAtK: p.passAtK,
+    ...(p.bestOfK !== undefined ? { bestOfK: p.bestOfK } : {}),
   });
   return {
     ...row,
@@ -123,6 +130,7 @@ export function evalView(rec: EvalRecord): EvalView {
       outputTokens: a.outputTokens,
       harnessMs: a.harnessMs,
       jobIds: a.jobIds.slice(0, 100).map((j) => inert(j, 200)),
+      picked: a.picked ?? null,
     })),
     instancesCut: rec.instancesCut ?? 0,
   };

@@ -1,6 +1,6 @@
 // Guards the eval store (src/eval/store.ts) against a private redis-server: a run saved is read back
-// whole and listed newest first with its numbers; a save again replaces it; a name outside the batch
-// name rule is refused on save and names no run on read; a record over 4 MiB keeps the instances
+// whole (best-of-K and each judged pick too) and listed newest first with its numbers; a save again
+// replaces it; a name outside the batch name rule is refused on save and names no run on read; a record over 4 MiB keeps the instances
 // that fit and says how many were cut (its id lists too, past that); the index lists at most 1,000
 // runs; a run whose record expired leaves the list.
 import { Redis } from "ioredis";
@@ -42,7 +42,7 @@ describe("eval store", () => {
       resolved: 1,
       costUsd: 0.75,
       costPerResolvedUsd: 0.75,
-      passAtK: { "1": 0.5, K: 0.5 },
+      passAtK: { "1": 0.5 },
       candidates: 1,
     });
     expect(rows[0]!.costPerResolvedUsd).toBeNull();
@@ -56,6 +56,23 @@ describe("eval store", () => {
     ]);
     // another queue's runs are its own
     expect(await store("evals-other").list()).toEqual([]);
+  });
+
+  it("keeps best-of-K and each judged instance's pick, and reads a summary from before them", async () => {
+    const s = store("evals-best-of");
+    const judged = runSummary("judged-k3", [account("j__1", "resolved", 0, 3), account("j__2", "unresolved", 1, 3)]);
+    judged.patchbay.instances[0]!.picked = 2;
+    judged.patchbay.instances[1]!.picked = null;
+    judged.patchbay.bestOfK = 0.5;
+    judged.patchbay.judged = 2;
+    await s.save(judged, meta(3000));
+    const got = await s.get("judged-k3");
+    expect(got.summary).toEqual(judged);
+    expect((await s.list()).find((r) => r.name === "judged-k3")).toMatchObject({ bestOfK: 0.5, candidates: 3 });
+    const older = runSummary("older", [account("o__1", "resolved", 0)]);
+    await s.save(older, meta(4000));
+    expect((await s.get("older")).summary.patchbay.bestOfK).toBeUndefined();
+    expect((await s.list()).find((r) => r.name === "older")!.bestOfK).toBeUndefined();
   });
 
   it("refuses a name outside the batch name rule, and an unknown or invalid name is no run", async () => {

@@ -1,8 +1,8 @@
 // The dashboard's eval pages in headless Chromium (Debian's package): a private Redis, two eval runs
 // seeded in the eval store (src/eval/store.ts) as `patchbay eval run` leaves them, the dashboard in
 // this process. The list shows each run's numbers newest first; a run's page its summary (resolved
-// of total, outcomes, cost per resolved, pass@1 and pass@K, tokens, harness time) and a row per
-// instance with links to its jobs; a hostile instance id (markup, terminal escapes, controls) is
+// of total, outcomes, cost per resolved, pass@1 and pass@K, tokens, harness time; the API best-of-K
+// and each pick too) and a row per instance with links to its jobs; a hostile instance id (markup, terminal escapes, controls) is
 // inert text; both fit a phone's width; an unknown or invalid name is a 404 page and a 404 problem; the HTTP API's
 // /api/v1/evals gives the same, in the shapes its OpenAPI document says; off loopback the pages and
 // their API need the token.
@@ -39,6 +39,7 @@ describe("eval pages in headless Chromium", () => {
     account("acme__app-4", "resolved", 3, 3),
   ];
   accounts[3]!.resolvedCandidates = 2;
+  accounts[3]!.picked = 2; // a verify judged this one's candidates and picked the second
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -47,7 +48,9 @@ describe("eval pages in headless Chromium", () => {
     browser = await launchBrowser();
     const store = new EvalStore(client.redis, QUEUE, client.retentionSec);
     const summary = runSummary(RUN, accounts, "claude-sonnet-4-5");
-    summary.patchbay.passAtK = { "1": 0.5, K: 0.75 };
+    // As report.ts keys them: pass@K under K itself ("3"), best-of-K beside them.
+    summary.patchbay.passAtK = { "1": 0.5, "3": 0.75 };
+    summary.patchbay.bestOfK = 0.5;
     await store.save(runSummary("haiku-k1", [account("acme__app-1", "unresolved", 0)], "claude-haiku"), {
       set: "sets/js.jsonl",
       startedAt: Date.now() - 60_000,
@@ -256,14 +259,16 @@ describe("eval pages in headless Chromium", () => {
     const list = await fetch(`${dash.url}/api/v1/evals?limit=1`, { headers: auth });
     expect(list.status).toBe(200);
     const rows = EvalRowBody.array().parse(((await list.json()) as { evals: unknown[] }).evals);
-    expect(rows.map((r) => [r.name, r.resolved, r.total, r.costPerResolvedUsd, r.passAtK])).toEqual([
-      [RUN, 2, 4, 1.25, 0.75],
+    expect(rows.map((r) => [r.name, r.resolved, r.total, r.costPerResolvedUsd, r.passAtK, r.bestOfK])).toEqual([
+      [RUN, 2, 4, 1.25, 0.75, 0.5],
     ]);
     const one = await fetch(`${dash.url}/api/v1/evals/${RUN}`, { headers: auth });
     expect(one.status).toBe(200);
     const body = EvalBody.strict().parse(await one.json());
     expect(body.instances.map((i) => i.outcome)).toEqual(["resolved", "unresolved", "empty_patch", "resolved"]);
     expect(body.instances[2]!.id).toBe(safeText(HOSTILE_ID, { oneLine: true }));
+    expect(body.instances.map((i) => i.picked)).toEqual([null, null, null, 2]);
+    expect([body.passAt1, body.passAtK, body.bestOfK]).toEqual([0.5, 0.75, 0.5]);
     for (const [path, status] of [
       ["/api/v1/evals/no-such-run", 404],
       ["/api/v1/evals/bad%20name", 404],

@@ -52,7 +52,10 @@ export function runSummary(run: string, accounts: InstanceAccount[], model = "cl
       outputTokens: accounts.reduce((s, a) => s + a.outputTokens, 0),
       wallMs: 60_000,
       costPerResolvedUsd: resolved.length ? costUsd / resolved.length : null,
-      passAtK: { "1": all.length ? resolved.length / all.length : 0, K: all.length ? resolved.length / all.length : 0 },
+      passAtK: {
+        "1": all.length ? resolved.length / all.length : 0,
+        [String(accounts[0]?.candidates ?? 1)]: all.length ? resolved.length / all.length : 0,
+      },
       harnessMs: { median: 800, total: accounts.reduce((s, a) => s + a.harnessMs, 0) },
       instances: accounts,
     },

@@ -33,6 +33,9 @@ export const EvalRowBody = z.object({
     .register(apiRegistry, { description: "costUsd / resolved; null when none resolved" }),
   passAt1: rate(),
   passAtK: rate(),
+  bestOfK: z.number().nullable().register(apiRegistry, {
+    description: "0 to 1: judged instances whose picked candidate resolved; null where no verify judged",
+  }),
   startedAt: z.number().register(apiRegistry, { description: "epoch milliseconds" }),
   savedAt: z.number().register(apiRegistry, { description: "epoch milliseconds of the run's last save" }),
 });
@@ -62,6 +65,9 @@ export const EvalBody = EvalRowBody.extend({
       outputTokens: z.number(),
       harnessMs: z.number().register(apiRegistry, { description: "wall time not spent waiting on the model, ms" }),
       jobIds: z.array(z.string()),
+      picked: z.int().nullable().register(apiRegistry, {
+        description: "the candidate (from 1) the job's verify picked; null when none, or no verify judged",
+      }),
     }),
   ),
   instancesCut: z.int().register(apiRegistry, {

@@ -1,5 +1,5 @@
-// Two runs compared (src/eval/compare.ts): each run's resolved, cost, cost per resolved instance and
-// pass@k, the instances whose outcome differs (patch_failed told from error), and the plain table
+// Two runs compared (src/eval/compare.ts): each run's resolved, cost, cost per resolved instance,
+// pass@k and best-of-K, the instances whose outcome differs (patch_failed told from error), and the plain table
 // `eval compare` prints, with no terminal control from a run's names or ids. Pure.
 import { describe, expect, it } from "vitest";
 import { compareRuns, compareText } from "../../../src/eval/compare.js";
@@ -54,6 +54,8 @@ describe("compareRuns", () => {
       costUsd: 4,
       costPerResolvedUsd: 2,
       passAtK: { "1": 0.5 },
+      candidates: 1,
+      bestOfK: null,
     });
     expect(c.b).toMatchObject({ run: "new", total: 4, resolved: 2, costUsd: 8, costPerResolvedUsd: 4 });
     expect(c.differing).toEqual([
@@ -71,6 +73,41 @@ describe("compareRuns", () => {
     b.resolved_ids = [];
     b.error_ids = ["x"];
     expect(compareRuns(a, b).differing).toEqual([{ instance_id: "x", a: "resolved", b: "error" }]);
+  });
+});
+
+/** A run of K = 3 whose candidates a verify judged: `picks[id]` is the picked one's outcome and the candidates resolved. */
+function judgedRun(name: string, picks: Record<string, [GradeOutcome, number]>): RunSummary {
+  const ids = Object.keys(picks);
+  return runSummary({
+    run: name,
+    model: "m",
+    candidates: 3,
+    wallMs: 1,
+    instanceIds: ids,
+    predictions: ids.map((id) => ({ instance_id: id, model_patch: "diff" })),
+    graded: ids.map((id) => ({ instance_id: id, outcome: picks[id]![0] })),
+    accounts: ids.map((id) => ({
+      ...run("x", { [id]: picks[id]![0] }, 0).patchbay.instances[0]!,
+      candidates: 3,
+      resolvedCandidates: picks[id]![1],
+      picked: 1,
+    })),
+  });
+}
+
+describe("compareRuns: best-of-K", () => {
+  it("compares best-of-K beside pass@1 and pass@K, and a run that had no judge as '-'", () => {
+    const judged = judgedRun("judged", { a: ["resolved", 1], b: ["unresolved", 1] });
+    const plain = run("plain", { a: "resolved", b: "unresolved" }, 0);
+    const c = compareRuns(plain, judged);
+    expect([c.a.bestOfK, c.b.bestOfK]).toEqual([null, 0.5]);
+    const text = compareText(c);
+    expect(text).toContain("\npass@1             0.500        0.333\n");
+    expect(text).toContain("\npass@3             -            1.000\n");
+    expect(text).toContain("\nbest-of-K          -            0.500 (K=3)\n");
+    // Two runs without a judge have no such row.
+    expect(compareText(compareRuns(plain, plain))).not.toContain("best-of");
   });
 });
 

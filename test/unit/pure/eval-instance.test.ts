@@ -168,6 +168,26 @@ describe("parseTaskSet: SWE-bench's instance format", () => {
     ]);
   });
 
+  it("reads patchbay.verify, the agent's judge, bounded as a JobSpec's verify and named at its line", () => {
+    const env = (verify: unknown) => ({ repo: "r", verify, test: { command: "x", format: "tap" } });
+    const [i] = parseTaskSet(jsonl(instance({ patchbay: env("npm test -- --grep smoke") })));
+    expect(i!.patchbay.verify).toBe("npm test -- --grep smoke");
+    const p = problems(
+      jsonl(
+        instance({ patchbay: env(42) }),
+        instance({ instance_id: "b", patchbay: env("") }),
+        instance({ instance_id: "c", patchbay: env("x".repeat(64 * 1024 + 1)) }),
+        instance({ instance_id: "d", patchbay: { ...env("true"), verfy: "true" } }),
+      ),
+    );
+    expect(p).toEqual([
+      expect.stringMatching(/^set\.jsonl:1: patchbay\.verify: must be a non-empty command \(got 42\)$/),
+      expect.stringMatching(/^set\.jsonl:2: patchbay\.verify: must be a non-empty command/),
+      expect.stringMatching(/^set\.jsonl:3: patchbay\.verify: must be at most .* characters/),
+      'set.jsonl:4: patchbay.verfy: unknown field (did you mean "verify"?)',
+    ]);
+  });
+
   it("refuses an instance with no FAIL_TO_PASS test: every patch would resolve it", () => {
     expect(problems(jsonl(instance({ FAIL_TO_PASS: [] })))).toEqual([
       expect.stringMatching(/^set\.jsonl:1: FAIL_TO_PASS: must name at least one test/),

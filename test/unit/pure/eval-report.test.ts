@@ -234,6 +234,55 @@ describe("runSummary: make_run_report's fields and patchbay's", () => {
     expect(s.patchbay.passAtK).toEqual({ "1": (0.25 + 0) / 2, "4": (1 + 0) / 2 });
   });
 
+  it("reports best-of-K (the judge's pick resolved) beside pass@1 (resolved / K) and the oracle pass@K", () => {
+    // Four judged instances of K = 4: the judge picked a resolving candidate in "a" (1 of 4 resolved)
+    // and in "b" (4 of 4), a failing one in "c" (2 of 4 resolved: the oracle had one), none in "d".
+    const judged = (
+      id: string,
+      resolvedCandidates: number,
+      picked: number | null,
+      outcome: InstanceAccount["outcome"],
+    ) => account(id, { candidates: 4, resolvedCandidates, picked, outcome });
+    const s = runSummary(
+      input({
+        candidates: 4,
+        instanceIds: ["a", "b", "c", "d", "e"],
+        predictions: [],
+        graded: [],
+        accounts: [
+          judged("a", 1, 3, "resolved"),
+          judged("b", 4, 1, "resolved"),
+          judged("c", 2, 2, "unresolved"),
+          judged("d", 0, null, "empty_patch"),
+          judged("e", 0, 1, "pending"), // not finished: in no figure
+        ],
+      }),
+    );
+    expect(s.patchbay.passAtK).toEqual({ "1": (1 / 4 + 4 / 4 + 2 / 4 + 0) / 4, "4": 3 / 4 });
+    expect(s.patchbay.bestOfK).toBe(2 / 4);
+    expect(s.patchbay.judged).toBe(4);
+    // pass@1 is the mean of resolved / K: the unbiased estimator at k = 1 is exactly that.
+    for (const c of [0, 1, 2, 3, 4]) expect(passAtK(4, c, 1)).toBeCloseTo(c / 4, 12);
+  });
+
+  it("has no best-of-K where no verify judged an instance (independent candidates, or eval grade)", () => {
+    const s = runSummary(input());
+    expect(s.patchbay.bestOfK).toBeNull();
+    expect(s.patchbay.judged).toBe(0);
+    // An instance of independent candidates beside judged ones is left out of best-of-K's figure.
+    const mixed = runSummary(
+      input({
+        candidates: 2,
+        accounts: [
+          account("a", { candidates: 2, resolvedCandidates: 2, outcome: "resolved" }),
+          account("b", { candidates: 2, resolvedCandidates: 1, picked: 2, outcome: "unresolved" }),
+        ],
+      }),
+    );
+    expect(mixed.patchbay.bestOfK).toBe(0);
+    expect(mixed.patchbay.judged).toBe(1);
+  });
+
   it("is caught by the shape check when its keys leave SWE-bench's order or a count its list", () => {
     const s = runSummary(input());
     const { schema_version, ...rest } = s;
