@@ -1,6 +1,8 @@
 // The bench's goals, as ratios to the `floor` row measured in the same run (so they hold on any
 // machine): computed from a bench result once its sections are in. Pure. A ratio whose rows were
-// not run is left out; each one says what it divides by what, and its goal.
+// not run is left out; each one says what it divides by what, and its goal. A section that
+// measures its own baseline (`candidates`: the same job with one candidate) has its ratio in
+// sameRunRatios, which needs no floor.
 import { round } from "./lib.js";
 
 type Row = Record<string, unknown> | undefined;
@@ -98,5 +100,21 @@ export function floorRatios(result: Record<string, unknown>): Record<string, Rat
       goal: "<= 100",
       met: ready1k <= 100,
     };
+  return Object.fromEntries(Object.entries(out).filter((e): e is [string, Ratio] => e[1] !== undefined));
+}
+
+/**
+ * The goals whose baseline is a row of their own section, measured in the same run (no floor
+ * needed): best-of-N's wall time with 4 candidates over the same job's with 1 (bench/candidates.ts).
+ */
+export function sameRunRatios(result: Record<string, unknown>): Record<string, Ratio> {
+  const out: Record<string, Ratio | undefined> = {
+    candidates_4_of_1: ratio(
+      at(result["candidates"], "wall_ms", "candidates_4"),
+      at(result["candidates"], "wall_ms", "candidates_1"),
+      "wall time, enqueue to result, of a job with 4 candidates (one verifies) / the same job with 1, >= 4 free slots",
+      { max: 1.3 },
+    ),
+  };
   return Object.fromEntries(Object.entries(out).filter((e): e is [string, Ratio] => e[1] !== undefined));
 }

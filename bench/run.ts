@@ -1,6 +1,6 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run
 // (docs/performance.md says what each section measures, and the goals).
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines,candidates]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
@@ -14,7 +14,8 @@ import { benchEngines, benchJobs, benchReady } from "./speed-queue.js";
 import { benchFloor } from "./floor.js";
 import { benchVerify } from "./verify.js";
 import { benchFleet } from "./fleet.js";
-import { floorRatios } from "./ratios.js";
+import { benchCandidates } from "./candidates.js";
+import { floorRatios, sameRunRatios } from "./ratios.js";
 
 const sections: Record<string, () => Promise<object>> = {
   shell: benchShell,
@@ -39,6 +40,8 @@ const sections: Record<string, () => Promise<object>> = {
   fleet: benchFleet,
   // ready and jobs/min under Docker and under rootless Podman, same run
   engines: benchEngines,
+  // best-of-N: a job with 4 candidates against the same job with 1, enqueue to result, same run
+  candidates: benchCandidates,
 };
 
 const onlyArg = process.argv.findIndex((a) => a === "--only" || a.startsWith("--only="));
@@ -65,4 +68,7 @@ for (const name of only) {
 // The goals as same-run ratios to the floor (ratios.ts), when the floor ran beside the rows they divide.
 const ratios = floorRatios(result);
 if (ratios && Object.keys(ratios).length) result["ratios_to_floor"] = ratios;
+// The goals whose baseline ran in their own section (ratios.ts), whether or not the floor ran.
+const own = sameRunRatios(result);
+if (Object.keys(own).length) result["ratios_same_run"] = own;
 console.log(JSON.stringify(result, null, 2));

@@ -1,8 +1,9 @@
 // The bench's same-run ratios to the floor (bench/ratios.ts, issue 29's goals), pure: each divides
 // the row it names by the floor's, says its goal and whether it holds; a ratio whose rows did not
-// run is left out.
+// run is left out. The ratios whose baseline is in their own section (best-of-N against one
+// candidate) need no floor.
 import { describe, expect, it } from "vitest";
-import { floorRatios } from "../../../bench/ratios.js";
+import { floorRatios, sameRunRatios } from "../../../bench/ratios.js";
 
 const floor = {
   core_ms: { per_job: 850, bare_job: 805 },
@@ -52,5 +53,19 @@ describe("floorRatios", () => {
     // A floor from before the hash row: no ready ratio rather than a wrong one.
     const { hash_50k_files_wall_ms: _, ceiling_with_repo_jobs_per_min: __, host_side_50k_files: ___, ...old } = floor;
     expect(floorRatios({ floor: old, ready: { dequeue_to_ready_ms: { "50000_pool": 2600 } } })).toEqual({});
+  });
+});
+
+describe("sameRunRatios", () => {
+  it("divides the job with 4 candidates by the same job with 1, against 1.3, with no floor", () => {
+    const r = sameRunRatios({ candidates: { wall_ms: { candidates_1: 8000, candidates_4: 10400 } } });
+    expect(r["candidates_4_of_1"]).toMatchObject({ value: 1.3, goal: "<= 1.3", met: true });
+    const over = sameRunRatios({ candidates: { wall_ms: { candidates_1: 8000, candidates_4: 12000 } } });
+    expect(over["candidates_4_of_1"]).toMatchObject({ value: 1.5, met: false });
+  });
+
+  it("leaves the ratio out where the section did not run or lacks a row", () => {
+    expect(sameRunRatios({ floor })).toEqual({});
+    expect(sameRunRatios({ candidates: { wall_ms: { candidates_4: 12000 } } })).toEqual({});
   });
 });
