@@ -144,8 +144,13 @@ export function campaignPage(): string {
 }
 
 /** The eval runs list's columns: each cell's class is c-<name> (evals.js). */
-const EVAL_COLUMNS = ["run", "model", "resolved", "cost", "per-resolved", "pass1", "passk", "started"];
-const EVAL_HEADS: Record<string, string> = { "per-resolved": "per resolved", pass1: "pass@1", passk: "pass@K" };
+const EVAL_COLUMNS = ["run", "model", "resolved", "cost", "per-resolved", "pass1", "bestk", "passk", "started"];
+const EVAL_HEADS: Record<string, string> = {
+  "per-resolved": "per resolved",
+  pass1: "pass@1",
+  bestk: "best-of-K",
+  passk: "pass@K",
+};
 
 export function evalsPage(): string {
   return shell(

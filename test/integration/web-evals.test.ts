@@ -1,8 +1,8 @@
 // The dashboard's eval pages in headless Chromium (Debian's package): a private Redis, two eval runs
 // seeded in the eval store (src/eval/store.ts) as `patchbay eval run` leaves them, the dashboard in
 // this process. The list shows each run's numbers newest first; a run's page its summary (resolved
-// of total, outcomes, cost per resolved, pass@1 and pass@K, tokens, harness time; the API best-of-K
-// and each pick too) and a row per instance with links to its jobs; a hostile instance id (markup, terminal escapes, controls) is
+// of total, outcomes, cost per resolved, pass@1, best-of-K and pass@K, tokens, harness time; the
+// pick of each instance a verify judged) and a row per instance with links to its jobs; a hostile instance id (markup, terminal escapes, controls) is
 // inert text; both fit a phone's width; an unknown or invalid name is a 404 page and a 404 problem; the HTTP API's
 // /api/v1/evals gives the same, in the shapes its OpenAPI document says; off loopback the pages and
 // their API need the token.
@@ -73,7 +73,7 @@ describe("eval pages in headless Chromium", () => {
     return { page, rec };
   }
 
-  it("the list shows each run newest first: resolved of total, cost, cost per resolved, pass@1 and pass@K", async () => {
+  it("the list shows each run newest first: resolved of total, cost, cost per resolved, pass@1, best-of-K and pass@K", async () => {
     const { page, rec } = await open("/evals");
     try {
       await page.locator("#rows tr").nth(1).waitFor();
@@ -88,6 +88,8 @@ describe("eval pages in headless Chromium", () => {
             cost: c("cost"),
             per: c("per-resolved"),
             pass1: c("pass1"),
+            bestk: c("bestk"),
+            bestkLabel: tr.querySelector("td.c-bestk")!.getAttribute("data-label"),
             passk: c("passk"),
             passkLabel: tr.querySelector("td.c-passk")!.getAttribute("data-label"),
           };
@@ -102,6 +104,8 @@ describe("eval pages in headless Chromium", () => {
           cost: "$2.50",
           per: "$1.25",
           pass1: "50%",
+          bestk: "50%",
+          bestkLabel: "best-of-3",
           passk: "75%",
           passkLabel: "pass@3",
         },
@@ -113,6 +117,8 @@ describe("eval pages in headless Chromium", () => {
           cost: "$0.25",
           per: "n/a",
           pass1: "0%",
+          bestk: "n/a",
+          bestkLabel: "best-of-1",
           passk: "0%",
           passkLabel: "pass@1",
         },
@@ -139,7 +145,9 @@ describe("eval pages in headless Chromium", () => {
         "error 0",
       ]);
       expect(await page.locator("#cost").textContent()).toBe("cost $2.50 · $1.25 per resolved instance");
-      expect(await page.locator("#pass").textContent()).toBe("pass@1 50% · pass@3 75%");
+      expect(await page.locator("#pass").textContent()).toBe(
+        "pass@1 50% · best-of-3 50% (judged by verify) · pass@3 75%",
+      );
       expect(await page.locator("#totals").textContent()).toBe(
         "tokens 10,000 in / 1,000 out · wall 1m00s · harness 800 ms median, 3.2 s in all",
       );
@@ -193,7 +201,7 @@ describe("eval pages in headless Chromium", () => {
         {
           instance: "acme__app-4",
           outcome: "resolved",
-          candidates: "2 / 3",
+          candidates: "2 / 3 (picked 2)",
           cost: "$1.00",
           tokens: "4,000 / 400",
           harness: "803 ms",

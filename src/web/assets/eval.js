@@ -1,7 +1,7 @@
 // eval.js: the /evals/:name page (evalPage in src/web/html.ts): a run's summary (resolved of total
-// as a bar, the instances by outcome, cost and cost per resolved, pass@1 and pass@K, tokens, wall
-// and harness time) and a row per instance (outcome, candidates resolved, cost, tokens, harness
-// time, links to its jobs), refreshed every 5 s while it runs. Needs window.PB (transcript.js,
+// as a bar, the instances by outcome, cost and cost per resolved, pass@1, best-of-K where a verify
+// judged candidates, and pass@K, tokens, wall and harness time) and a row per instance (outcome,
+// candidates resolved and the one its job picked, cost, tokens, harness time, links to its jobs), refreshed every 5 s while it runs. Needs window.PB (transcript.js,
 // loaded first); takes the run's name from the page's path; reads /api/evals/:name. Data reaches
 // the DOM through textContent only; a job's link is built here (/jobs/<id>).
 (function () {
@@ -47,7 +47,16 @@
         (v.costPerResolvedUsd == null ? "n/a" : PB.usd(v.costPerResolvedUsd)) +
         " per resolved instance",
     );
-    text("pass", "pass@1 " + pct(v.passAt1) + " · pass@" + v.candidates + " " + pct(v.passAtK));
+    text(
+      "pass",
+      "pass@1 " +
+        pct(v.passAt1) +
+        (v.bestOfK == null ? "" : " · best-of-" + v.candidates + " " + pct(v.bestOfK) + " (judged by verify)") +
+        " · pass@" +
+        v.candidates +
+        " " +
+        pct(v.passAtK),
+    );
     text(
       "totals",
       "tokens " +
@@ -83,7 +92,8 @@
     td.appendChild(
       el("span", "badge ev-" + String(i.outcome).replace(/[^a-z_]/g, ""), String(i.outcome).replace(/_/g, " ")),
     );
-    cell(tr, "candidates", "num", i.resolvedCandidates + " / " + i.candidates).setAttribute(
+    var picked = i.picked == null ? "" : " (picked " + Number(i.picked) + ")";
+    cell(tr, "candidates", "num", i.resolvedCandidates + " / " + i.candidates + picked).setAttribute(
       "data-label",
       "candidates resolved",
     );

@@ -1,6 +1,6 @@
 // evals.js: the /evals page (evalsPage in src/web/html.ts): each eval run, newest first, with its
-// resolved of total, cost, cost per resolved, pass@1 and pass@K and when it started, refreshed
-// every 5 s. Needs window.PB (transcript.js, loaded first); reads /api/evals and fills #rows and
+// resolved of total, cost, cost per resolved, pass@1, best-of-K (n/a where no verify judged its
+// candidates) and pass@K and when it started, refreshed every 5 s. Needs window.PB (transcript.js, loaded first); reads /api/evals and fills #rows and
 // #note. Data reaches the DOM through textContent only; a run's link is built here (/evals/<name>).
 (function () {
   "use strict";
@@ -23,6 +23,7 @@
     var per = cell(tr, "per-resolved", "num", r.costPerResolvedUsd == null ? "n/a" : PB.usd(r.costPerResolvedUsd));
     per.setAttribute("data-label", "per resolved");
     cell(tr, "pass1", "num", pct(r.passAt1)).setAttribute("data-label", "pass@1");
+    cell(tr, "bestk", "num", pct(r.bestOfK)).setAttribute("data-label", "best-of-" + r.candidates);
     cell(tr, "passk", "num", pct(r.passAtK)).setAttribute("data-label", "pass@" + r.candidates);
     cell(tr, "started", "num", new Date(r.startedAt).toLocaleString());
     return tr;
