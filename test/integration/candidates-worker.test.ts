@@ -5,7 +5,7 @@
 // verified in a sandbox of its own; the job's result is the one candidate whose conversation fixed
 // the bug, with every candidate's outcome and the cost of all. stopAfterVerified cancels the rest;
 // a job that says it is a candidate without being one is refused; a seed over the bound fails the
-// job, naming it.
+// job, naming it; a worker's spend cap that is a job's budget is split among its candidates.
 //
 // Backend: Docker (the worker's default).
 import { cpSync, mkdtempSync, rmSync } from "node:fs";
@@ -258,6 +258,39 @@ describe("a seed over the worker's bound", { timeout: 180_000 }, () => {
       expect(r.status).toBe("failed");
       expect(r.error).toMatch(/over this worker's bound of 1000 for the candidates' seed \(PATCHBAY_SEED_MAX_BYTES/);
       expect(await client.result(`${id}-C1`).catch(() => undefined)).toBeUndefined();
+    } finally {
+      await client.close();
+      await worker.shutdown(5000);
+      await redis.stop();
+      await fake.close();
+    }
+  });
+});
+
+describe("a worker's spend cap with a spec that sets no budget", { timeout: 180_000 }, () => {
+  it("splits the cap among the candidates: together they spend at most what the job may", async () => {
+    const redis = await startRedis();
+    const fake = await startFakeAnthropic(() => reply(text("nothing to do")));
+    const queueName = `cand-cap-${process.pid}`;
+    const worker = await startWorker({
+      redisUrl: redis.url,
+      queueName,
+      concurrency: 2,
+      model: () => new AnthropicModel({ apiKey: "test-key", baseURL: fake.url, maxRetries: 0 }),
+      log: () => {},
+      config: loadConfig({ ...process.env, PATCHBAY_MAX_BUDGET_USD: "1", PATCHBAY_POOL_SIZE: "0" }),
+    });
+    const client = new PatchbayClient({ redisUrl: redis.url, queueName });
+    try {
+      const id = await client.enqueue({ task: "t", repo: { path: CLAMP }, verify: "true", candidates: 2 });
+      await client.waitForResult(id, { timeoutMs: 150_000 });
+      for (const n of [1, 2]) {
+        const evs: TranscriptEvent[] = [];
+        for await (const e of client.watch(`${id}-C${n}`, { follow: false })) evs.push(e);
+        const started = evs.find((e) => e.type === "job_started");
+        // The cap (PATCHBAY_MAX_BUDGET_USD) is the job's budget where its spec sets none; each of 2 gets half.
+        expect(started && started.type === "job_started" && started.spec.budget).toEqual({ usd: 0.5 });
+      }
     } finally {
       await client.close();
       await worker.shutdown(5000);
