@@ -251,6 +251,8 @@ export function candidateOptions(
 ): Pick<RunJobOptions, "seed" | "keepSeed"> {
   const cand = candidateOf(job);
   if (cand && "parent" in cand) return { seed: () => loadSeed(c, cand.parent) };
-  if ((spec.candidates ?? 1) > 1) return { keepSeed: (seed) => addCandidates(c, job, token, spec, seed, emit) };
+  // The spec runJob admitted (the worker's caps applied): a cap that is the job's budget is shared too.
+  if ((spec.candidates ?? 1) > 1)
+    return { keepSeed: (seed, admitted) => addCandidates(c, job, token, admitted, seed, emit) };
   return {};
 }
