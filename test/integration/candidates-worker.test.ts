@@ -5,14 +5,15 @@
 // verified in a sandbox of its own; the job's result is the one candidate whose conversation fixed
 // the bug, with every candidate's outcome and the cost of all. stopAfterVerified cancels the rest;
 // a job that says it is a candidate without being one is refused; a seed over the bound fails the
-// job, naming it; a worker's spend cap that is a job's budget is split among its candidates.
+// job, naming it; a job handed back before it waited for its candidates waits for them again; a
+// worker's spend cap that is a job's budget is split among its candidates.
 //
 // Backend: Docker (the worker's default).
 import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Queue } from "bullmq";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Job, Queue } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { AnthropicModel } from "../../src/agent/model.js";
 import { loadConfig } from "../../src/core/config/config.js";
 import { PatchbayClient, type JobData } from "../../src/queue/client.js";
@@ -216,6 +217,25 @@ describe("best-of-N candidates through the worker, Docker and BullMQ's flows", {
       }
     }
     expect(resumed).toBe(1);
+  });
+
+  it("a job handed back between adding its candidates and waiting for them waits again, not reading them early", async () => {
+    // The Redis connection fails just as the job would move to wait for its children: the attempt
+    // goes back to the queue uncounted, with its candidates added and running (slowly).
+    policy = candidatesPolicy(new Set([1, 2]), 2500, new Set([1, 2]));
+    const blip = Object.assign(new Error("Reached the max retries per request limit"), {
+      name: "MaxRetriesPerRequestError",
+    });
+    const spy = vi.spyOn(Job.prototype, "moveToWaitingChildren").mockRejectedValueOnce(blip);
+    try {
+      const id = await client.enqueue(spec({ candidates: 2 }));
+      const result = await client.waitForResult(id, { timeoutMs: 180_000 });
+      expect(spy).toHaveBeenCalled();
+      expect(result.candidates!.map((c) => c.status)).toEqual(["completed", "completed"]);
+      expect(result).toMatchObject({ status: "completed", verified: true });
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it("refuses a job that says it is a candidate where no job added it", async () => {
