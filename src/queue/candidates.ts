@@ -146,17 +146,22 @@ export async function addCandidates(
   );
   emit({ type: "candidates_started", jobIds: ids, seedBytes: seed.bytes });
   await job.updateData({ ...job.data, step: "candidates" });
-  if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
-  return gatherCandidates(c, job, spec, emit);
+  return gatherCandidates(c, job, token, spec, emit);
 }
 
-/** The job's result once its candidates ended: each one's read from its own child job, one picked. */
+/**
+ * The job's result once its candidates ended: each one's read from its own child job, one picked.
+ * Where some have not ended (the attempt that added them was handed back, or stalled, before it
+ * waited for them), the job waits for them again (thrown: BullMQ's WaitingChildrenError).
+ */
 export async function gatherCandidates(
   c: CandidatesContext,
   job: QueueJob,
+  token: string | undefined,
   spec: JobSpec,
   emit: (e: EventInput) => void,
 ): Promise<JobResult> {
+  if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
   const jobId = job.id!;
   const n = spec.candidates ?? 1;
   const results: (JobResult | undefined)[] = [];
