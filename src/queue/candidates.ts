@@ -283,8 +283,13 @@ export function candidateOptions(
 ): Pick<RunJobOptions, "seed" | "keepSeed"> {
   const cand = candidateOf(job);
   if (cand && "parent" in cand) return { seed: () => loadSeed(c, cand.parent) };
-  // The spec runJob admitted (the worker's caps applied): a cap that is the job's budget is shared too.
+  // The budget runJob admitted (the worker's cap where the spec set none) is what the candidates
+  // share. Only the budget: the other caps and a forced runtime are each candidate's worker's to apply
+  // (a fleet's workers may differ), so the spec is otherwise the job's as sent.
   if ((spec.candidates ?? 1) > 1)
-    return { keepSeed: (seed, admitted) => addCandidates(c, job, token, admitted, seed, emit) };
+    return {
+      keepSeed: (seed, admitted) =>
+        addCandidates(c, job, token, { ...spec, ...(admitted.budget ? { budget: admitted.budget } : {}) }, seed, emit),
+    };
   return {};
 }
