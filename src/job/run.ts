@@ -13,7 +13,7 @@ import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { SandboxPool } from "../sandbox/pool.js";
 import type { Backend } from "../backend/types.js";
-import { assertJobSpec, JobSpecError, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
+import { assertJobSpec, JobSpecError, type JobResult, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
 import { acquire, freshSandbox, release, type Held } from "./acquire.js";
 import { admitJob, hideSecrets } from "./admit.js";
 import { jobModel } from "../core/config/scripted.js";
@@ -100,9 +100,10 @@ export interface RunJobOptions {
    * For a spec with candidates over 1: once setup is done, its workspace (the seed) is handed here
    * instead of the agent running, and what this resolves to is the job's result (a worker's queue
    * adds the candidates and waits for them: src/queue/candidates.ts). Without it, such a spec is
-   * refused (JobSpecError): its candidates run on a queue's workers.
+   * refused (JobSpecError): its candidates run on a queue's workers. `spec` is the job's as this
+   * worker runs it (its policy's caps applied): the candidates share that budget, not the one sent.
    */
-  keepSeed?: (seed: Seed) => Promise<JobResult>;
+  keepSeed?: (seed: Seed, spec: JobSpec) => Promise<JobResult>;
 }
 
 /**
@@ -160,7 +161,7 @@ async function attempt(ctx: JobContext, held: Held): Promise<JobResult> {
   if (ctx.opts.keepSeed && (ctx.spec.candidates ?? 1) > 1) {
     const kept = await seedOf(held, prep);
     try {
-      return await ctx.opts.keepSeed(kept);
+      return await ctx.opts.keepSeed(kept, ctx.spec);
     } finally {
       await kept.remove();
     }

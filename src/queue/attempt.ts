@@ -139,7 +139,7 @@ async function runAttempt(
   const run = early
     ? Promise.resolve(early)
     : job.data.step === "candidates" // its candidates ended: BullMQ handed the job back to pick one
-      ? gatherCandidates(candidatesOf(ctx), job, spec, emit)
+      ? gatherCandidates(candidatesOf(ctx), job, token, spec, emit)
       : runJob(spec, {
           jobId,
           attempt,

@@ -15,6 +15,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
+import { createHash } from "node:crypto";
+import { z } from "zod";
 import { Job, WaitingChildrenError, type Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { candidateJobId, parseCandidateJobId } from "../core/candidate-id.js";
@@ -52,22 +54,42 @@ export async function storeSeed(c: CandidatesContext, jobId: string, seed: Seed,
   const key = c.k.seed(jobId);
   await c.redis.del(key, c.k.seedMeta(jobId));
   let bytes = 0;
+  const hash = createHash("sha256");
   for await (const chunk of createReadStream(seed.file, { highWaterMark: CHUNK }) as AsyncIterable<Buffer>) {
     bytes += chunk.length;
     if (bytes > c.seedMaxBytes) throw tooLarge();
+    hash.update(chunk);
     await c.redis.multi().rpush(key, chunk).expire(key, ttlSec).exec();
   }
-  await c.redis.set(c.k.seedMeta(jobId), JSON.stringify(seed.meta), "EX", ttlSec);
+  const stored: StoredMeta = { meta: seed.meta, bytes, sha256: hash.digest("hex") };
+  await c.redis.set(c.k.seedMeta(jobId), JSON.stringify(stored), "EX", ttlSec);
 }
+
+/**
+ * What the seed's meta key holds: the meta, and the tar's size and SHA-256 as stored. A tar cut at a
+ * member's end is still a tar (tar -x loads it without a word), so a seed that lost chunks, or one
+ * read while the job's attempt ran again and stores it anew, is told by these alone.
+ */
+const StoredMeta = z.strictObject({
+  meta: SeedMeta,
+  bytes: z.number().int().nonnegative(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+});
+type StoredMeta = z.infer<typeof StoredMeta>;
 
 /** Reads a job's seed from Redis into a file on this host (removed with the candidate's attempt). */
 export async function loadSeed(c: CandidatesContext, jobId: string): Promise<Seed> {
   const raw = await c.redis.get(c.k.seedMeta(jobId));
   if (raw === null)
     throw new SeedError(`job ${jobId}'s workspace after setup is gone from Redis (its job ended, or it expired)`);
-  const meta = SeedMeta.safeParse(safeJson(raw));
+  const meta = StoredMeta.safeParse(safeJson(raw));
   if (!meta.success)
     throw new SeedError(`job ${jobId}'s seed is not one a worker wrote: ${meta.error.issues[0]?.message}`);
+  const want = meta.data;
+  const notWhole = (got: string) =>
+    new SeedError(
+      `job ${jobId}'s seed is not whole (${got}, where its worker stored ${count(want.bytes, "byte")}): it lost a chunk, or the job's attempt is storing it anew`,
+    );
   const key = c.k.seed(jobId);
   const n = await c.redis.llen(key);
   // In a directory the snapshot sweep knows (src/job/verify.ts): one a dead process left is removed.
@@ -76,6 +98,7 @@ export async function loadSeed(c: CandidatesContext, jobId: string): Promise<See
   const remove = () => rm(dir, { recursive: true, force: true });
   try {
     const out = createWriteStream(file, { mode: 0o600 });
+    const hash = createHash("sha256");
     let bytes = 0;
     for (let i = 0; i < n; i++) {
       const chunk = await c.redis.lindexBuffer(key, i);
@@ -85,11 +108,15 @@ export async function loadSeed(c: CandidatesContext, jobId: string): Promise<See
         throw new SeedError(
           `job ${jobId}'s seed is over this worker's bound of ${count(c.seedMaxBytes, "byte")} (PATCHBAY_SEED_MAX_BYTES)`,
         );
+      if (bytes > want.bytes) throw notWhole(`over ${count(want.bytes, "byte")}`);
+      hash.update(chunk);
       if (!out.write(chunk)) await once(out, "drain");
     }
     out.end();
     await once(out, "close");
-    return { file, bytes, remove, meta: meta.data };
+    if (bytes !== want.bytes) throw notWhole(count(bytes, "byte"));
+    if (hash.digest("hex") !== want.sha256) throw notWhole("its bytes differ");
+    return { file, bytes, remove, meta: want.meta };
   } catch (err) {
     await remove();
     throw err;
@@ -146,17 +173,22 @@ export async function addCandidates(
   );
   emit({ type: "candidates_started", jobIds: ids, seedBytes: seed.bytes });
   await job.updateData({ ...job.data, step: "candidates" });
-  if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
-  return gatherCandidates(c, job, spec, emit);
+  return gatherCandidates(c, job, token, spec, emit);
 }
 
-/** The job's result once its candidates ended: each one's read from its own child job, one picked. */
+/**
+ * The job's result once its candidates ended: each one's read from its own child job, one picked.
+ * Where some have not ended (the attempt that added them was handed back, or stalled, before it
+ * waited for them), the job waits for them again (thrown: BullMQ's WaitingChildrenError).
+ */
 export async function gatherCandidates(
   c: CandidatesContext,
   job: QueueJob,
+  token: string | undefined,
   spec: JobSpec,
   emit: (e: EventInput) => void,
 ): Promise<JobResult> {
+  if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
   const jobId = job.id!;
   const n = spec.candidates ?? 1;
   const results: (JobResult | undefined)[] = [];
@@ -251,6 +283,13 @@ export function candidateOptions(
 ): Pick<RunJobOptions, "seed" | "keepSeed"> {
   const cand = candidateOf(job);
   if (cand && "parent" in cand) return { seed: () => loadSeed(c, cand.parent) };
-  if ((spec.candidates ?? 1) > 1) return { keepSeed: (seed) => addCandidates(c, job, token, spec, seed, emit) };
+  // The budget runJob admitted (the worker's cap where the spec set none) is what the candidates
+  // share. Only the budget: the other caps and a forced runtime are each candidate's worker's to apply
+  // (a fleet's workers may differ), so the spec is otherwise the job's as sent.
+  if ((spec.candidates ?? 1) > 1)
+    return {
+      keepSeed: (seed, admitted) =>
+        addCandidates(c, job, token, { ...spec, ...(admitted.budget ? { budget: admitted.budget } : {}) }, seed, emit),
+    };
   return {};
 }

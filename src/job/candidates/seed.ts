@@ -9,7 +9,7 @@ import { createReadStream } from "node:fs";
 import { z } from "zod";
 import { kinded } from "../../core/errors.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";
-import { STATE_MAX_BYTES, STATE_MAX_VARS, type ShellState } from "../../sandbox/shell-state.js";
+import { carried, STATE_MAX_BYTES, STATE_MAX_VARS, type ShellState } from "../../sandbox/shell-state.js";
 import type { Held } from "../acquire.js";
 import { writeBaseline } from "../baseline.js";
 import type { JobContext } from "../job-context.js";
@@ -25,7 +25,15 @@ export const SeedMeta = z.strictObject({
   state: z
     .strictObject({
       cwd: z.string().startsWith("/").max(4096),
-      env: z.array(z.tuple([z.string().max(STATE_MAX_BYTES), z.string().max(STATE_MAX_BYTES)])).max(STATE_MAX_VARS),
+      // Only a name parseShellState would carry: startScript writes it into the shell's start unquoted.
+      env: z
+        .array(
+          z.tuple([
+            z.string().max(STATE_MAX_BYTES).refine(carried, { error: "a variable that is not carried into a shell" }),
+            z.string().max(STATE_MAX_BYTES),
+          ]),
+        )
+        .max(STATE_MAX_VARS),
     })
     .refine((s) => s.env.reduce((n, [k, v]) => n + k.length + v.length, s.cwd.length) <= STATE_MAX_BYTES, {
       error: `the shell's state is over ${count(STATE_MAX_BYTES, "byte")}`,

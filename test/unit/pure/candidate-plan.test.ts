@@ -1,7 +1,7 @@
 // A job's candidates as planned (src/job/candidates/plan.ts) and its seed's meta as read back
 // (src/job/candidates/seed.ts): each candidate's spec is the job's less setup and its network, with
 // its share of the budget; the job's result is the picked one's with the cost of all; the seed's
-// meta from Redis is held to the shell state's own bounds.
+// meta from Redis is held to the shell state's own bounds and the names it may carry.
 import { describe, expect, it } from "vitest";
 import { candidateOutcome, candidateSpec, candidatesResult } from "../../../src/job/candidates/plan.js";
 import { SeedMeta } from "../../../src/job/candidates/seed.js";
@@ -99,5 +99,12 @@ describe("SeedMeta (read back from Redis)", () => {
     );
     expect(SeedMeta.safeParse({ v: 1, extra: 1 }).success).toBe(false);
     expect(SeedMeta.safeParse({ v: 1, baseCommit: "not a sha" }).success).toBe(false);
+  });
+
+  it("refuses a variable setup's shell state could not carry: its name goes into the shell's start unquoted", () => {
+    const env = (name: string) => ({ v: 1, state: { cwd: "/workspace", env: [[name, "1"]] } });
+    expect(SeedMeta.safeParse(env("VIRTUAL_ENV")).success).toBe(true);
+    for (const name of ["A;touch /tmp/pwned;B", "LD_PRELOAD", "BASH_ENV", "PROMPT_COMMAND", "", "A B"])
+      expect(SeedMeta.safeParse(env(name)).success, name).toBe(false);
   });
 });
