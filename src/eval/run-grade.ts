@@ -3,6 +3,7 @@
 // candidates by verify (`candidates: K`), its result read for the candidate it picked. A job's
 // result and transcript come from Redis, which only the workers write, but what they hold came from
 // the model and a repo: they are written to the run's files as data, never run or rendered here.
+import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
 import type { BatchClient } from "../batch/batches.js";
 import { writeOwn } from "../core/out-files.js";
@@ -62,6 +63,9 @@ function writeJob(dir: string, result: JobResult, events: TranscriptEvent[]): vo
   writeOwn(join(dir, "transcript.jsonl"), events.map((e) => JSON.stringify(e) + "\n").join(""));
 }
 
+/** How long gradeOne waits before it grades again after the host failed under a grade. */
+const GRADE_RETRY_MS = [2000, 5000];
+
 /** Grades one candidate's job (or takes its grade from an earlier run), writing its files. */
 export async function gradeOne(b: BatchClient, grade: GradeFn, ref: CandidateRef): Promise<Done & { before: boolean }> {
   const { inst, jobId } = ref;
@@ -78,8 +82,15 @@ export async function gradeOne(b: BatchClient, grade: GradeFn, ref: CandidateRef
     model_patch: result.patch,
     model_name_or_path: modelName(ref.run, result),
   };
-  // The host's own failure (its engine gone, say) is this candidate's error, recorded nowhere: the next run grades it again.
-  const g = await grade(inst, pred).catch((err: Error) => err);
+  // The host's own failure (its engine gone, say) is tried again twice, a few seconds apart: a
+  // loaded engine's hiccup once made a run report an error its next run graded resolved. Past
+  // that it is this candidate's error, recorded nowhere: the next run grades it again.
+  let g = await grade(inst, pred).catch((err: Error) => err);
+  for (const ms of GRADE_RETRY_MS) {
+    if (!(g instanceof Error)) break;
+    await sleep(ms);
+    g = await grade(inst, pred).catch((err: Error) => err);
+  }
   if (g instanceof Error)
     return { rec: unrecorded(inst, jobId, `grading failed: ${g.message}`), result, modelMs, before: false };
   return { rec: writeGraded(dir, g, jobId, result.patch, inst), result, modelMs, before: false };

@@ -312,4 +312,21 @@ describe("eval run: K candidates judged by verify in one job", () => {
     expect(await client.queue.getJob("eval-k3-all-L5")).toBeUndefined();
     expect(s.patchbay.judged).toBe(4);
   }, 120_000);
+  it("grades again, seconds later, where the host failed under a grade: the run reports the real outcome", async () => {
+    const g = grader();
+    let failed = 0;
+    const flaky = (inst: EvalInstance, p: Prediction) =>
+      failed++ === 0 ? Promise.reject(new Error("the engine did not answer")) : g.grade(inst, p);
+    const s = await runEval(new BatchClient(client), {
+      name: "k3-flaky",
+      instances: SET,
+      out: join(tmp, "k3-flaky"),
+      candidates: 3,
+      grade: flaky,
+    });
+    expect(failed).toBe(13); // the failure, the same grade again, and the other 11
+    expect(g.calls).toHaveLength(12);
+    expect(s.patchbay.instances.map((a) => a.outcome)).not.toContain("error");
+    expect(s.error_ids).toEqual([]);
+  }, 120_000);
 });
