@@ -181,8 +181,13 @@ function loopOptions(ctx: JobContext, p: LoopParts): LoopOptions {
       // A sandbox that is gone (its engine failed) fails every later tool: this attempt ends here,
       // and the next one goes on from the last checkpoint instead of the model talking to a corpse.
       // A shell that exited is not an error to the model (it may have run `exit`), but may mean the same.
-      if ((r.isError || r.processLost) && !signal?.aborted && !(await sandbox.running()))
-        throw new SandboxLostError(`the sandbox stopped under the job: ${r.content.slice(0, 300)}`);
+      if ((r.isError || r.processLost) && !signal?.aborted) {
+        const why = await sandbox.stopped();
+        if (why)
+          throw new SandboxLostError(
+            `the sandbox stopped under the job: ${why} (the tool said: ${r.content.slice(0, 300)})`,
+          );
+      }
       return r;
     },
     maxTurns: spec.maxTurns,

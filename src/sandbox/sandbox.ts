@@ -364,10 +364,17 @@ export class Sandbox {
 
   /** Whether its container runs now (asked of the engine; false when the engine cannot say). */
   running(): Promise<boolean> {
-    return this.box.state().then(
-      (s) => Boolean(s?.running),
-      () => false,
-    );
+    return this.stopped().then((why) => why === undefined);
+  }
+
+  /** Why the sandbox is not running, in words for a job's error; undefined while it runs. */
+  async stopped(): Promise<string | undefined> {
+    const s = await this.box.state().catch(() => undefined);
+    if (s?.running) return undefined;
+    if (!s) return "the engine did not answer about the sandbox's container";
+    return s.exitCode === undefined
+      ? "the sandbox's container is gone"
+      : `the sandbox's container stopped (exit code ${s.exitCode})`;
   }
 
   /** The setup phase's path out (see egress.ts): a bridge from a loopback port to the mounted socket. */
