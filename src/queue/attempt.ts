@@ -14,6 +14,7 @@ import { runJob } from "../job/run.js";
 import { workerSourceRules } from "../job/repo/source-check.js";
 import type { Backend } from "../backend/types.js";
 import type { SandboxPool } from "../sandbox/pool.js";
+import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { emptyResult, finishedEvent, stamped, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { admitAttempt, type AdmitContext, type Admitted, type QueueJob } from "./attempt-admit.js";
@@ -56,6 +57,8 @@ export interface AttemptContext extends AdmitContext {
   /** Labels of its sandboxes (queue, deployment): the reaper judges owners by them. */
   labels: Record<string, string>;
   model?: () => Model;
+  /** The setup phase's egress proxy (WorkerOptions.egress); unset: the process's own. */
+  egress?: EgressProxy;
   /** The jobs running here: an attempt adds itself and removes itself when it ends. */
   active: Map<string, Active>;
   /** Throttles the whole queue (BullMQ's worker.rateLimit). */
@@ -150,6 +153,7 @@ async function runAttempt(
           owner: ctx.owner,
           labels: ctx.labels,
           model: ctx.model?.(),
+          ...(ctx.egress ? { egress: ctx.egress } : {}),
           queuedMs: Date.now() - (job.data.enqueuedAt ?? job.timestamp),
           onSandbox: (sb) => (entry.sandbox = sb),
           pool: ctx.pool,

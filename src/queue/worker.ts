@@ -21,6 +21,7 @@ import { LABEL, processOwnerId } from "../backend/owner.js";
 import { configuredBackend } from "../backend/index.js";
 import type { Backend } from "../backend/types.js";
 import { SandboxPool } from "../sandbox/pool.js";
+import type { EgressProxy } from "../net/proxy.js";
 import { BackgroundRemovals } from "../sandbox/removals.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { JobResult } from "../core/spec/spec.js";
@@ -73,6 +74,12 @@ export interface WorkerOptions {
   pool?: number;
   /** Serve Prometheus metrics at http://HOST:PORT/metrics ("PORT" alone binds 127.0.0.1); off when unset. */
   metricsPort?: number | string;
+  /**
+   * The setup phase's egress proxy for every job (tests pass one with test-only options: loopback
+   * upstreams). No configuration can set this.
+   * @default the process's own, in PATCHBAY_EGRESS_DIR
+   */
+  egress?: EgressProxy;
   /**
    * The environment's settings; the options above win.
    * @default loadConfig() as the worker starts
@@ -238,6 +245,7 @@ async function startJobs(b: Base, s: Services, opts: WorkerOptions, late: Late) 
     owner: id,
     labels: s.labels,
     model: opts.model,
+    egress: opts.egress,
     active: b.active,
     rateLimit: (ms) => worker.rateLimit(ms),
     durability: waitSetting(config.redisWait, b.target),
