@@ -42,7 +42,18 @@ export function outcomeValues(
     jobId,
     transcript,
     verified: String(r.verified === true),
+    egressRefused: egressRefused(r, shown),
   };
+}
+
+/**
+ * The hosts setup's egress proxy refused, or "none". The sandbox chose them (hostile): made inert,
+ * with `|` escaped so that the default body's table cell holds them (the proxy's records are one
+ * line of printable ASCII).
+ */
+function egressRefused(r: JobResult, shown: (text: string) => string): string {
+  const refusals = r.egress?.refusals ?? [];
+  return refusals.length ? shown(refusals.join("; ")).slice(0, 4000).replaceAll("|", "\\|") : "none";
 }
 
 /** The repository's branch: the campaign's template with its values; a name git would refuse, or the target's, is an error. */

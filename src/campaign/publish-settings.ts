@@ -19,6 +19,7 @@ export const PUBLISH_NAMES = [
   "jobId",
   "transcript",
   "verified",
+  "egressRefused",
 ] as const;
 
 export const DEFAULT_TITLE = "{{campaign}}: {{summaryLine}}";
@@ -30,6 +31,7 @@ export const DEFAULT_BODY = [
   "| Task | {{task}} |",
   "| Verify | `{{verify}}`: {{verifyResult}} |",
   "| Cost | ${{costUsd}} |",
+  "| Refused in setup | {{egressRefused}} |",
   "| Transcript | {{transcript}} |",
   "",
   "```",

@@ -49,7 +49,7 @@ export function finish(
     timings: { queuedMs: ctx.opts.queuedMs ?? 0, ...o.timings, totalMs: ctx.elapsed() },
     ...(outcome.error ? { error: outcome.error } : {}),
     ...(outcome.summary ? { summary: outcome.summary } : {}),
-    ...(o.egress ? { egress: { ...o.egress.stats } } : {}),
+    ...(o.egress ? { egress: egressOf(o.egress) } : {}),
     jobId: ctx.jobId,
     attempt: ctx.attempt,
     ...(o.baseCommit ? { baseCommit: o.baseCommit } : {}),
@@ -66,9 +66,15 @@ export function endedEarly(ctx: JobContext, status: JobStatus, error: string, eg
     timings: { queuedMs: ctx.opts.queuedMs ?? 0, sandboxMs: 0, agentMs: 0, totalMs: ctx.elapsed() },
     jobId: ctx.jobId,
     attempt: ctx.attempt,
-    ...(egress ? { egress: { ...egress.stats } } : {}),
+    ...(egress ? { egress: egressOf(egress) } : {}),
   });
   ctx.emit(finishedEvent(result));
   pointSpan("patchbay.result", resultAttrs(result));
   return result;
+}
+
+/** A result's egress: the session's counts, and what it refused (the hosts a campaign's pull request names). */
+function egressOf(session: EgressSession): NonNullable<JobResult["egress"]> {
+  const refusals = [...session.refusals];
+  return { ...session.stats, ...(refusals.length ? { refusals } : {}) };
 }

@@ -189,7 +189,10 @@ describe("setup network through the egress proxy", () => {
       refused: 5,
       bytesUp: 0,
       bytesDown: eg[0]!.bytesDown + eg[6]!.bytesDown,
+      // What was refused, once each: what a campaign's pull request lists.
+      refusals: [...new Set(eg.filter((e) => !e.allowed).map((e) => `${e.host}:${e.port} (${e.reason})`))],
     });
+    expect(result.egress!.refusals).toHaveLength(5);
     // Every egress event comes before the agent's first model request.
     const firstModel = events.findIndex((e) => e.type === "model_request");
     expect(events.map((e) => e.type).lastIndexOf("egress")).toBeLessThan(firstModel);
@@ -261,7 +264,13 @@ describe("setup network through the egress proxy", () => {
     expect(refused.error).toMatch(
       /^setup command failed \(exit 1\): .*\nrefused by the egress proxy: other\.test:443 \(not on the allow-list\)\n/,
     );
-    expect(refused.egress).toEqual({ allowed: 0, refused: 1, bytesUp: 0, bytesDown: 0 });
+    expect(refused.egress).toEqual({
+      allowed: 0,
+      refused: 1,
+      bytesUp: 0,
+      bytesDown: 0,
+      refusals: ["other.test:443 (not on the allow-list)"],
+    });
     const none = await runJob(spec, { model });
     expect(none.status).toBe("failed");
     expect(none.error).toMatch(/setup had no network: allow hosts with network\.setup\.allow/);

@@ -235,6 +235,32 @@ describe("the model's text in a pull request, a commit and a title is inert", ()
     expect(v.summary).not.toMatch(/@[A-Za-z0-9]/);
   });
 
+  it("the hosts setup's egress proxy refused (the sandbox chose them) are listed inert: no mention, no image, no HTML", () => {
+    const r = {
+      summary: "Done.",
+      diffstat: " a.txt | 1 +",
+      costUsd: 0.1,
+      verified: true,
+      verify: { exitCode: 0 },
+      egress: {
+        allowed: 1,
+        refused: 2,
+        bytesUp: 0,
+        bytesDown: 0,
+        refusals: ["@octocat:443 (not on the allow-list)", "![t](https://evil.example/t.png)<img>|x:80 (x)"],
+      },
+    } as unknown as JobResult;
+    const v = outcomeValues(def, repo, "camp-L1", r, { task: "Fix it.", verify: "npm test" });
+    expect(v.egressRefused).toMatch(/octocat:443 \(not on the allow-list\); .*evil\.example/);
+    expect(v.egressRefused).not.toMatch(/@[A-Za-z0-9]|!\[|<[A-Za-z]/);
+    const row = render(def.publish.body, v)
+      .split("\n")
+      .find((l) => l.startsWith("| Refused in setup |"));
+    expect(row?.split(/(?<!\\)\|/).length).toBe(4); // one cell: its own | escaped
+
+    expect(values("Done.").egressRefused).toBe("none");
+  });
+
   it("no trailer of the model's makes a co-author or a sign-off (the message's last paragraph is the summary)", () => {
     const v = values(
       "Fixed it.\n\nCo-authored-by: Someone Else <someone@example.com>\nSigned-off-by: Boss <boss@example.com>",

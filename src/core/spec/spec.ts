@@ -132,6 +132,9 @@ const AllowEntry = z.string({ error: expected("a host name or preset") }).check(
 });
 
 /** Network by phase; the default is none at any phase. */
+/** The refused hosts a result names (src/net/proxy.ts keeps as many). */
+export const MAX_EGRESS_REFUSALS = 20;
+
 export const Network = z.strictObject({
   /** During setup only, HTTP(S) to these hosts through the worker's egress proxy. */
   setup: z
@@ -487,9 +490,18 @@ export const JobResult = z.object({
   error: z.string().optional(),
   /** The model's last text: what it says it did. */
   summary: z.string().optional(),
-  /** Setup-phase egress through the proxy: connections allowed and refused, bytes each way. */
+  /**
+   * Setup-phase egress through the proxy: connections allowed and refused, bytes each way, and
+   * what was refused ("host:port (reason)", the first 20 distinct), which a campaign's pull request names.
+   */
   egress: z
-    .object({ allowed: nonNegInt(), refused: nonNegInt(), bytesUp: nonNegInt(), bytesDown: nonNegInt() })
+    .object({
+      allowed: nonNegInt(),
+      refused: nonNegInt(),
+      bytesUp: nonNegInt(),
+      bytesDown: nonNegInt(),
+      refusals: z.array(z.string()).max(MAX_EGRESS_REFUSALS).optional(),
+    })
     .optional(),
   jobId: z.string().optional(),
   /** A `{ git }` repo's commit the job started from: what `patch` applies to (a campaign publishes onto it). */
