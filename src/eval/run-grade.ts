@@ -6,6 +6,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
 import type { BatchClient } from "../batch/batches.js";
+import { JobNotFoundError } from "../queue/client.js";
 import { writeOwn } from "../core/out-files.js";
 import { emptyResult, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { candidateDir, gradedBefore, writeGraded, type GradeRecord } from "./run-files.js";
@@ -42,13 +43,19 @@ export interface CandidateRef {
 
 /** A job's result, or why there is none (not in the queue, still running, failed for good). */
 async function resultOf(b: BatchClient, jobId: string, runName: string): Promise<JobResult | string> {
-  const r = await b.c.result(jobId).catch((err: Error) => err);
+  // The batch names a job as ended when its worker records it there, a moment before BullMQ moves
+  // it to completed (the processor's return): a result read at once may not be there yet.
+  const r = await b.c
+    .waitForResult(jobId, { timeoutMs: RESULT_WAIT_MS, warnIfNoWorker: false })
+    .catch((err: Error) => err);
+  if (r instanceof JobNotFoundError)
+    return `the job ${jobId} has no result in the queue (removed?): retry the run's batch (patchbay batch retry eval-${runName})`;
   if (r instanceof Error) return `the job ${jobId} has no result: ${r.message}`;
-  return (
-    r ??
-    `the job ${jobId} has no result in the queue (removed?): retry the run's batch (patchbay batch retry eval-${runName})`
-  );
+  return r;
 }
+
+/** How long gradeOne waits for the result of a job its batch says ended. */
+const RESULT_WAIT_MS = 120_000;
 
 /** A job's transcript, read whole, and the model's share of its time (its model_response ms summed). */
 async function transcriptOf(b: BatchClient, jobId: string): Promise<{ events: TranscriptEvent[]; modelMs: number }> {

@@ -25,6 +25,8 @@ import { recordResult } from "../../src/queue/result-record.js";
 import { startRedis } from "../support/cluster.js";
 
 const QUEUE = "eval-judged";
+/** How long the stand-in worker waits between the batch's record of a job and its return. */
+let lingerMs = 0;
 const tmp = mkdtempSync(join(tmpdir(), "pb-eval-judged-"));
 
 const instance = (id: string, verify?: string): EvalInstance => ({
@@ -178,6 +180,8 @@ describe("eval run: K candidates judged by verify in one job", () => {
         const r = job.data.spec.candidates ? await judged(job) : planned(job.id!, job.data.spec, ((line - 2) % 3) + 1);
         const stored = await record(job.id!, { ...r, jobId: job.id! });
         await hooks.finish(job.data, job.id!, 1, stored);
+        // A loaded worker's gap between the batch's record and BullMQ's completed state.
+        await new Promise((resolve) => setTimeout(resolve, lingerMs));
         return stored;
       },
       {
@@ -312,6 +316,25 @@ describe("eval run: K candidates judged by verify in one job", () => {
     expect(await client.queue.getJob("eval-k3-all-L5")).toBeUndefined();
     expect(s.patchbay.judged).toBe(4);
   }, 120_000);
+  it("grades a job its batch says ended even while BullMQ has not yet moved it to completed", async () => {
+    const g = grader();
+    lingerMs = 1500;
+    try {
+      const s = await runEval(new BatchClient(client), {
+        name: "k3-linger",
+        instances: SET,
+        out: join(tmp, "k3-linger"),
+        candidates: 3,
+        grade: g.grade,
+      });
+      expect(s.error_ids).toEqual([]);
+      expect(s.patchbay.instances.map((a) => a.outcome)).not.toContain("error");
+      expect(g.calls).toHaveLength(12); // every candidate graded: none read as "no result" too early
+    } finally {
+      lingerMs = 0;
+    }
+  }, 120_000);
+
   it("grades again, seconds later, where the host failed under a grade: the run reports the real outcome", async () => {
     const g = grader();
     let failed = 0;
