@@ -2,7 +2,6 @@
 // patch, result and transcript, after the job is checked to be the line's own (a job under the
 // line's id that is not is that line's error.txt, never its patch); then the batch's summary.
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { makeOutDir, OutputLinkError, writeOwn } from "../core/out-files.js";
 import { emptyResult, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
 import { JobFailedError, type PatchbayClient } from "../queue/client.js";
@@ -66,23 +65,22 @@ async function finalResult(c: PatchbayClient, j: BatchJob): Promise<JobResult> {
         : {}),
     });
   };
-  // The worker records the summary just before the queue marks the job completed: a moment's wait.
-  for (let i = 0; i < 50; i++) {
-    try {
-      const r = await c.result(j.jobId);
-      if (r) return r;
-    } catch (err) {
-      if (err instanceof JobFailedError)
-        return emptyResult("failed", err.reason, {
-          jobId: j.jobId,
-          ...(j.result ? { costUsd: j.result.costUsd, usage: j.result.usage } : {}),
-        });
-      return fallback();
-    }
-    await sleep(100);
+  // The worker records the summary just before the queue marks the job completed: that moment
+  // is waited for (it grows on a loaded host; 5 s once cut a batch's patch to its summary's nothing).
+  try {
+    return await c.waitForResult(j.jobId, { timeoutMs: RESULT_WAIT_MS, warnIfNoWorker: false });
+  } catch (err) {
+    if (err instanceof JobFailedError)
+      return emptyResult("failed", err.reason, {
+        jobId: j.jobId,
+        ...(j.result ? { costUsd: j.result.costUsd, usage: j.result.usage } : {}),
+      });
+    return fallback();
   }
-  return fallback();
 }
+
+/** How long a finished job's full result is waited for, past its batch's record of it. */
+const RESULT_WAIT_MS = 120_000;
 
 /** The dashboard's transcript page renderer, when src/web/ has it (optional). */
 async function transcriptRenderer(): Promise<
