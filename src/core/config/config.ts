@@ -8,6 +8,7 @@ import { forgeSettings, parseForges, type ForgeHost } from "./forges.js";
 import { PROVIDERS, providerOf } from "./provider.js";
 import { isScriptedModel, SCRIPTED_PREFIX, scriptedModelOf, type ScriptedModelConfig } from "./scripted.js";
 import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./otel.js";
+import { loadEgressCredentials } from "./credentials.js";
 import { parseRedisUrl } from "../../redis/target.js";
 import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "../timeout.js";
 
@@ -177,6 +178,11 @@ const Env = z
     PATCHBAY_TEST_BACKENDS: z.enum(["0", "1"]).default("0"),
     /** Per-job directories of the setup egress proxy's sockets; must be the same path for the Docker engine. */
     PATCHBAY_EGRESS_DIR: z.string().min(1).optional(),
+    /**
+     * The credentials the egress proxy adds for a job's setup (src/core/config/credentials.ts): the
+     * path of a JSON or YAML file, read once here; a JobSpec names which it uses. Unset: none.
+     */
+    PATCHBAY_EGRESS_CREDENTIALS: z.string().optional(),
     /** How long Redis keeps a finished job: its result, transcript and stored patch (seconds; default 7 days). */
     PATCHBAY_RETENTION_SEC: z.coerce
       .number()
@@ -492,16 +498,8 @@ function modelSettings(setting: string): { model: string; scripted?: ScriptedMod
   return scripted ? { model: scripted.name, scripted } : { model: setting };
 }
 
-/** Every setting of patchbay, as loadConfig parsed it. */
-export type Config = ReturnType<typeof loadConfig>;
-
-/** Parses every setting from `env` (docs/operations.md lists them); throws naming each bad variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
-  const parsed = Env.safeParse(env);
-  if (!parsed.success) {
-    throw new Error(envProblem(parsed.error.issues));
-  }
-  const e = parsed.data;
+/** Where Redis is and how a write is confirmed. */
+function redisSettings(e: z.infer<typeof Env>) {
   return {
     redisUrl: e.REDIS_URL,
     redisTls: {
@@ -513,6 +511,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       replicas: e.PATCHBAY_REDIS_WAIT_REPLICAS,
       timeoutMs: e.PATCHBAY_REDIS_WAIT_MS ?? Math.max(1, Math.min(2000, Math.floor(e.PATCHBAY_LOCK_MS / 4))),
     },
+  };
+}
+
+/** Every setting of patchbay, as loadConfig parsed it. */
+export type Config = ReturnType<typeof loadConfig>;
+
+/** Parses every setting from `env` (docs/operations.md lists them); throws naming each bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
+  const parsed = Env.safeParse(env);
+  if (!parsed.success) {
+    throw new Error(envProblem(parsed.error.issues));
+  }
+  const e = parsed.data;
+  return {
+    ...redisSettings(e),
     queueName: e.PATCHBAY_QUEUE,
     image: e.PATCHBAY_IMAGE,
     ...modelSettings(e.PATCHBAY_MODEL),
@@ -541,6 +554,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throttleMs: e.PATCHBAY_THROTTLE_MS,
     throttleMaxMs: e.PATCHBAY_THROTTLE_MAX_MS,
     egressDir: e.PATCHBAY_EGRESS_DIR,
+    /** The credentials a job's setup may name (PATCHBAY_EGRESS_CREDENTIALS), by name; each prints without its secrets. */
+    egressCredentials: loadEgressCredentials(e.PATCHBAY_EGRESS_CREDENTIALS, env),
     backend: e.PATCHBAY_BACKEND,
     testBackends: e.PATCHBAY_TEST_BACKENDS === "1",
     retentionSec: e.PATCHBAY_RETENTION_SEC,
