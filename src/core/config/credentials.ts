@@ -12,6 +12,7 @@ import { inspect } from "node:util";
 import { parse as parseYaml, YAMLError } from "yaml";
 import { z } from "zod";
 import { isIpLiteral, normalizeHost } from "../allow.js";
+import { suggest } from "../suggest.js";
 
 /** One configured credential, as the proxy uses it. Its secret fields never leave the worker. */
 export interface EgressCredential {
@@ -129,15 +130,46 @@ const CredentialsFile = z.strictObject(
   { error: "must be a mapping with one key, credentials" },
 );
 
+/** The keys a mapping at `path` takes (the file's, a credential's, basic's, header's or a secret's). */
+function knownKeys(path: readonly string[]): readonly string[] {
+  const last = path.at(-1);
+  if (path.length === 0) return ["credentials"];
+  if (path.length === 2) return ["host", "port", "bearer", "basic", "header", "ca"];
+  if (last === "basic") return ["username", "password"];
+  if (last === "header") return ["name", "value"];
+  return ["env", "file"];
+}
+
+/**
+ * Unknown keys, each shown only when it is a near miss of a known one ("hots": host): any other
+ * may be a secret written where a key goes (`bearer: { ghp_… }`), so it is not shown at all.
+ */
+function unknownKeys(keys: readonly string[], path: readonly string[]): string {
+  const known = knownKeys(path);
+  return keys
+    .map((k) => {
+      const hint = suggest(k, known);
+      return hint
+        ? `unknown key ${JSON.stringify(k)} (did you mean "${hint}"?)`
+        : `an unknown key (not shown: it may be a secret in the wrong place; the keys here are ${known.join(", ")})`;
+    })
+    .join("; ");
+}
+
 /** One issue as `field: message`, with the credential's name in front; never an input's value. */
 function issueLine(iss: z.core.$ZodIssue): string {
   const [, name, ...rest] = iss.path.map(String);
-  const where = name === undefined ? (iss.path.length ? `${iss.path.join(".")}: ` : "") : `credential "${name}": `;
+  const where =
+    name === undefined
+      ? iss.path.length
+        ? `${iss.path.join(".")}: `
+        : ""
+      : `credential ${JSON.stringify(name.slice(0, 70))}: `;
   const field = rest.length ? `${rest.join(".")}: ` : "";
   const message =
     // Zod's own words for a bound ("Too big: expected number to be <=65535") in ours.
     iss.code === "unrecognized_keys"
-      ? `unknown key${iss.keys.length > 1 ? "s" : ""} ${iss.keys.map((k) => JSON.stringify(k.slice(0, 40))).join(", ")}`
+      ? unknownKeys(iss.keys, iss.path.map(String))
       : (iss.code === "too_small" || iss.code === "too_big") && /^Too /.test(iss.message)
         ? `must be ${iss.code === "too_small" ? "at least" : "at most"} ${String(iss.code === "too_small" ? iss.minimum : iss.maximum)}`
         : iss.message;
@@ -201,7 +233,7 @@ function schemeOf(
   if (c.basic) {
     const s = readSecret(c.basic.password, env, base);
     if (typeof s === "string") return `basic.password: ${s}`;
-    const pair = Buffer.from(`${c.basic.username}:${s.value}`, "latin1").toString("base64");
+    const pair = Buffer.from(`${c.basic.username}:${s.value}`, "utf8").toString("base64");
     return { header: "authorization", value: `Basic ${pair}`, secrets: [`Basic ${pair}`, s.value, pair] };
   }
   const h = c.header!;
@@ -313,7 +345,7 @@ function credentialsOf(
     }
     const c = credentialOf(name, entry, env, base);
     if (typeof c === "string") {
-      problems.push(`credential "${name}": ${c}`);
+      problems.push(`credential ${JSON.stringify(name)}: ${c}`);
       continue;
     }
     const target = `${c.host}:${c.port}`;

@@ -236,7 +236,12 @@ describe("every refusal names the credential and the field, never a secret", () 
       `credential "NPM_Private": the name must be 1-64 characters from a-z 0-9 . _ -`,
     );
     expect(problem(head(`    host: a.example.org\n    bearer: { env: NPM_TOKEN }\n    hots: x\n`))).toContain(
-      `credential "npm-private": unknown key "hots"`,
+      `credential "npm-private": unknown key "hots" (did you mean "host"?)`,
+    );
+    // A key that is no near miss may be a secret written where a key goes: not shown.
+    const m = problem(head(`    host: a.example.org\n    bearer: { inline-secret-value }\n`));
+    expect(m).toContain(
+      `credential "npm-private": bearer: an unknown key (not shown: it may be a secret in the wrong place; the keys here are env, file)`,
     );
     expect(
       problem(
@@ -263,7 +268,9 @@ describe("every refusal names the credential and the field, never a secret", () 
     expect(problem("credentials: [a\n  inline-secret-value: {")).toMatch(
       /PATCHBAY_EGRESS_CREDENTIALS \(.*\): not YAML or JSON \(\w+ at line \d+, column \d+\)/,
     );
-    expect(problem("npm: { host: a.example.org }\n")).toContain(`unknown key "npm"`);
+    expect(problem("npm: { host: a.example.org }\n")).toContain(
+      "an unknown key (not shown: it may be a secret in the wrong place; the keys here are credentials)",
+    );
     expect(problem("just text\n")).toContain("must be a mapping with one key, credentials");
   });
 
