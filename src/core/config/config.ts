@@ -4,6 +4,7 @@
 import { envProblem } from "./env-issues.js";
 import { z } from "zod";
 import { isAbsolute, resolve } from "node:path";
+import { inspect } from "node:util";
 import { forgeSettings, parseForges, type ForgeHost } from "./forges.js";
 import { PROVIDERS, providerOf } from "./provider.js";
 import { isScriptedModel, SCRIPTED_PREFIX, scriptedModelOf, type ScriptedModelConfig } from "./scripted.js";
@@ -427,6 +428,19 @@ export const debugWanted = (env: NodeJS.ProcessEnv = process.env): boolean => Bo
 /** What host-side child processes (git, npm, go, pip) run with: the environment loadConfig was given, as it was then. */
 export type HostEnv = Readonly<Record<string, string | undefined>>;
 
+/**
+ * The environment host-side child processes get, frozen. It holds whatever the worker was given,
+ * secrets too (an egress credential's `env:` variable), so printed (util.inspect) or serialized
+ * (JSON.stringify) it shows its variables' names only; a spawn or a spread reads every value.
+ */
+function hostEnvOf(env: NodeJS.ProcessEnv): HostEnv {
+  const copy = { ...env };
+  const shown = () => `(the environment: ${Object.keys(copy).sort().join(", ")})`;
+  Object.defineProperty(copy, "toJSON", { value: shown });
+  Object.defineProperty(copy, inspect.custom, { value: shown });
+  return Object.freeze(copy);
+}
+
 /** A bound on a spec's field: a spec that sets nothing gets the default, so the bound is never below it (and, for a duration, never above 7 days). */
 function atLeastDefault(dflt: () => number, int = true, max = Infinity) {
   return (int ? z.coerce.number().int() : z.coerce.number())
@@ -586,7 +600,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       extraIndexUrls: (e.PIP_EXTRA_INDEX_URL ?? "").split(/\s+/).filter(Boolean),
       configFile: e.PIP_CONFIG_FILE,
     },
-    hostEnv: Object.freeze({ ...env }) as HostEnv,
+    hostEnv: hostEnvOf(env),
     telemetry: telemetryOf(e),
     forges: forgeSettings(e.PATCHBAY_FORGES, env),
   };

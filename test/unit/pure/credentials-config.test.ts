@@ -316,6 +316,19 @@ describe("a Config shows no secret when printed or serialized", () => {
     });
   });
 
+  it("a secret from the environment is not shown either: the Config's copy of the environment prints names only", () => {
+    const path = file(`credentials:\n  npm-private:\n    host: registry.example.org\n    bearer: { env: NPM_TOKEN }\n`);
+    const config = loadConfig({ PATCHBAY_EGRESS_CREDENTIALS: path, NPM_TOKEN: TOKEN, PATH: "/usr/bin" });
+    for (const text of [JSON.stringify(config), inspect(config, { depth: 10 }), inspect(config.hostEnv)])
+      expect(text).not.toContain(TOKEN);
+    expect(JSON.stringify(config.hostEnv)).toBe(
+      JSON.stringify("(the environment: NPM_TOKEN, PATCHBAY_EGRESS_CREDENTIALS, PATH)"),
+    );
+    // What host-side children are given still holds every value.
+    expect({ ...config.hostEnv }.NPM_TOKEN).toBe(TOKEN);
+    expect(Object.keys(config.hostEnv).sort()).toEqual(["NPM_TOKEN", "PATCHBAY_EGRESS_CREDENTIALS", "PATH"]);
+  });
+
   it("a credential is frozen: nothing can swap its host or value", () => {
     const c = load(`credentials:\n  a:\n    host: a.example.org\n    bearer: { env: NPM_TOKEN }\n`).get("a")!;
     expect(Object.isFrozen(c)).toBe(true);
