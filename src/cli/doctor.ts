@@ -91,7 +91,21 @@ export async function doctor(config: Config, opts: DoctorOptions = {}): Promise<
   }
   checks.push(ptraceCheck(config));
   checks.push(modelCheck(config));
+  checks.push(credentialsCheck(config));
   return checks;
+}
+
+/** The credentials the egress proxy may add (PATCHBAY_EGRESS_CREDENTIALS): names, hosts and headers, never a value. */
+export function credentialsCheck(config: Pick<Config, "egressCredentials">): Check {
+  const list = [...config.egressCredentials.values()];
+  return {
+    name: "egress credentials",
+    ok: true,
+    required: false,
+    detail: list.length
+      ? list.map((c) => `${c.name} → ${c.host}:${c.port} (${c.header})`).join(", ")
+      : "none (PATCHBAY_EGRESS_CREDENTIALS unset: a job naming network.setup.credentials is refused)",
+  };
 }
 
 /** runsc registered, and whether with --oci-seccomp (without it gVisor ignores the boxes' seccomp profile). */

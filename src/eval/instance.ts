@@ -102,7 +102,7 @@ const KNOWN_UNDER: Record<string, readonly string[]> = {
   patchbay: Object.keys(EvalEnvSchema.shape),
   "patchbay.test": Object.keys(EvalTestSchema.shape),
   "patchbay.network": Object.keys(Network.shape),
-  "patchbay.network.setup": ["allow"],
+  "patchbay.network.setup": ["allow", "credentials"],
 };
 
 const pathText = (path: readonly PropertyKey[]) =>

@@ -6,23 +6,27 @@ import type { Config } from "../core/config/config.js";
 import { priceKnown } from "../agent/prices.js";
 import { jobModel } from "../core/config/scripted.js";
 import { policyRefusal, imageVerdict, policyViolations, withCaps } from "./policy.js";
+import { credentialProblems } from "./credentials.js";
 import { docker } from "../backend/docker.js";
 import { builtFrom } from "../sandbox/image-from.js";
 import { JobSpecError, type JobSpec, type TranscriptEvent } from "../core/spec/spec.js";
 import { redact, splitUrl } from "../git/credentials.js";
+
+/** What the admission reads of the worker's settings (the credentials: none when left out). */
+export type AdmitConfig = Pick<Config, "policy" | "image" | "model" | "scripted"> &
+  Partial<Pick<Config, "egressCredentials">>;
 
 /**
  * Why this worker refuses the spec (one line naming each bound it goes past and the knob that
  * raises it), or undefined. The engine is asked about the image only where the policy needs to
  * know whether `image build --from` made it; an engine that cannot answer throws (not the spec's fault).
  */
-export async function policyProblem(
-  spec: JobSpec,
-  config: Pick<Config, "policy" | "image" | "model" | "scripted">,
-): Promise<string | undefined> {
+export async function policyProblem(spec: JobSpec, config: AdmitConfig): Promise<string | undefined> {
   const lookup = spec.image !== undefined && imageVerdict(spec.image, config.image, config.policy) === "lookup";
   const facts = lookup ? { builtFrom: await builtFrom(spec.image!) } : {};
   const violations = policyViolations(spec, config.policy, config.image, facts);
+  // The credentials its setup names: configured on this worker, for hosts the spec allows (credentials.ts).
+  violations.push(...credentialProblems(spec, config.egressCredentials));
   // A USD cap is held by the job's cost: a model whose price is unknown would spend nothing against it.
   const model = jobModel(spec, config);
   if (config.policy.maxBudgetUsd !== undefined && !priceKnown(model))
@@ -48,10 +52,7 @@ const engineCpus = () =>
     ));
 
 /** The spec as the worker runs it (its caps applied: src/job/policy.ts withCaps); a JobSpecError (not retried) for a spec past the policy. */
-export async function admitJob(
-  spec: JobSpec,
-  config: Pick<Config, "policy" | "image" | "model" | "scripted">,
-): Promise<JobSpec> {
+export async function admitJob(spec: JobSpec, config: AdmitConfig): Promise<JobSpec> {
   const why = await policyProblem(spec, config);
   if (why) throw new JobSpecError(why);
   return withCaps(spec, config.policy);

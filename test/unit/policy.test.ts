@@ -346,4 +346,23 @@ describe("the worker's policy: what a spec may spend, and the runtime", () => {
       'model: the price of "claude-haiku-9-private" is unknown, so this worker\'s cap on what a job spends (PATCHBAY_MAX_BUDGET_USD=2) cannot be held',
     );
   });
+
+  it("refuses, before any sandbox, a spec whose setup names a credential this worker does not have", async () => {
+    const setup = { network: { setup: { allow: ["registry.example.org"], credentials: ["npm-private"] } } };
+    expect(await policyProblem(spec(setup), loadConfig({}))).toBe(
+      `JobSpec refused by this worker's policy: network.setup.credentials: "npm-private" is not a credential of this worker's (this worker has none); the worker's operator configures them in PATCHBAY_EGRESS_CREDENTIALS`,
+    );
+    const npm = {
+      name: "npm-private",
+      host: "registry.example.org",
+      port: 443,
+      header: "authorization",
+      value: "Bearer x-CANARY-1",
+      secrets: ["Bearer x-CANARY-1", "x-CANARY-1"],
+    };
+    expect(
+      await policyProblem(spec(setup), { ...loadConfig({}), egressCredentials: new Map([["npm-private", npm]]) }),
+    ).toBeUndefined();
+    await expect(runJob(spec(setup), { config: loadConfig({}) })).rejects.toThrow(JobSpecError);
+  });
 });

@@ -4,10 +4,12 @@
 import { envProblem } from "./env-issues.js";
 import { z } from "zod";
 import { isAbsolute, resolve } from "node:path";
+import { inspect } from "node:util";
 import { forgeSettings, parseForges, type ForgeHost } from "./forges.js";
 import { PROVIDERS, providerOf } from "./provider.js";
 import { isScriptedModel, SCRIPTED_PREFIX, scriptedModelOf, type ScriptedModelConfig } from "./scripted.js";
 import { httpUrl, keyValues, telemetryOf, type TelemetryConfig } from "./otel.js";
+import { loadEgressCredentials } from "./credentials.js";
 import { parseRedisUrl } from "../../redis/target.js";
 import { MAX_DURATION_MS, MAX_DURATION_SEC, MAX_DURATION_WORDS } from "../timeout.js";
 
@@ -177,6 +179,11 @@ const Env = z
     PATCHBAY_TEST_BACKENDS: z.enum(["0", "1"]).default("0"),
     /** Per-job directories of the setup egress proxy's sockets; must be the same path for the Docker engine. */
     PATCHBAY_EGRESS_DIR: z.string().min(1).optional(),
+    /**
+     * The credentials the egress proxy adds for a job's setup (src/core/config/credentials.ts): the
+     * path of a JSON or YAML file, read once here; a JobSpec names which it uses. Unset: none.
+     */
+    PATCHBAY_EGRESS_CREDENTIALS: z.string().optional(),
     /** How long Redis keeps a finished job: its result, transcript and stored patch (seconds; default 7 days). */
     PATCHBAY_RETENTION_SEC: z.coerce
       .number()
@@ -421,6 +428,19 @@ export const debugWanted = (env: NodeJS.ProcessEnv = process.env): boolean => Bo
 /** What host-side child processes (git, npm, go, pip) run with: the environment loadConfig was given, as it was then. */
 export type HostEnv = Readonly<Record<string, string | undefined>>;
 
+/**
+ * The environment host-side child processes get, frozen. It holds whatever the worker was given,
+ * secrets too (an egress credential's `env:` variable), so printed (util.inspect) or serialized
+ * (JSON.stringify) it shows its variables' names only; a spawn or a spread reads every value.
+ */
+function hostEnvOf(env: NodeJS.ProcessEnv): HostEnv {
+  const copy = { ...env };
+  const shown = () => `(the environment: ${Object.keys(copy).sort().join(", ")})`;
+  Object.defineProperty(copy, "toJSON", { value: shown });
+  Object.defineProperty(copy, inspect.custom, { value: shown });
+  return Object.freeze(copy);
+}
+
 /** A bound on a spec's field: a spec that sets nothing gets the default, so the bound is never below it (and, for a duration, never above 7 days). */
 function atLeastDefault(dflt: () => number, int = true, max = Infinity) {
   return (int ? z.coerce.number().int() : z.coerce.number())
@@ -492,16 +512,8 @@ function modelSettings(setting: string): { model: string; scripted?: ScriptedMod
   return scripted ? { model: scripted.name, scripted } : { model: setting };
 }
 
-/** Every setting of patchbay, as loadConfig parsed it. */
-export type Config = ReturnType<typeof loadConfig>;
-
-/** Parses every setting from `env` (docs/operations.md lists them); throws naming each bad variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
-  const parsed = Env.safeParse(env);
-  if (!parsed.success) {
-    throw new Error(envProblem(parsed.error.issues));
-  }
-  const e = parsed.data;
+/** Where Redis is and how a write is confirmed. */
+function redisSettings(e: z.infer<typeof Env>) {
   return {
     redisUrl: e.REDIS_URL,
     redisTls: {
@@ -513,6 +525,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       replicas: e.PATCHBAY_REDIS_WAIT_REPLICAS,
       timeoutMs: e.PATCHBAY_REDIS_WAIT_MS ?? Math.max(1, Math.min(2000, Math.floor(e.PATCHBAY_LOCK_MS / 4))),
     },
+  };
+}
+
+/** Every setting of patchbay, as loadConfig parsed it. */
+export type Config = ReturnType<typeof loadConfig>;
+
+/** Parses every setting from `env` (docs/operations.md lists them); throws naming each bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
+  const parsed = Env.safeParse(env);
+  if (!parsed.success) {
+    throw new Error(envProblem(parsed.error.issues));
+  }
+  const e = parsed.data;
+  return {
+    ...redisSettings(e),
     queueName: e.PATCHBAY_QUEUE,
     image: e.PATCHBAY_IMAGE,
     ...modelSettings(e.PATCHBAY_MODEL),
@@ -541,6 +568,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throttleMs: e.PATCHBAY_THROTTLE_MS,
     throttleMaxMs: e.PATCHBAY_THROTTLE_MAX_MS,
     egressDir: e.PATCHBAY_EGRESS_DIR,
+    /** The credentials a job's setup may name (PATCHBAY_EGRESS_CREDENTIALS), by name; each prints without its secrets. */
+    egressCredentials: loadEgressCredentials(e.PATCHBAY_EGRESS_CREDENTIALS, env),
     backend: e.PATCHBAY_BACKEND,
     testBackends: e.PATCHBAY_TEST_BACKENDS === "1",
     retentionSec: e.PATCHBAY_RETENTION_SEC,
@@ -571,7 +600,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       extraIndexUrls: (e.PIP_EXTRA_INDEX_URL ?? "").split(/\s+/).filter(Boolean),
       configFile: e.PIP_CONFIG_FILE,
     },
-    hostEnv: Object.freeze({ ...env }) as HostEnv,
+    hostEnv: hostEnvOf(env),
     telemetry: telemetryOf(e),
     forges: forgeSettings(e.PATCHBAY_FORGES, env),
   };

@@ -12,6 +12,7 @@ import { z } from "zod";
 import { MAX_CANDIDATES, pidsProblem } from "../config/config.js";
 export { MAX_CANDIDATES };
 import { isPresetName, MAX_ALLOW_ENTRIES, parseAllowEntry } from "../allow.js";
+import { CREDENTIAL_NAME_RE } from "../config/credentials.js";
 import {
   REQUIRED,
   show,
@@ -131,6 +132,28 @@ const AllowEntry = z.string({ error: expected("a host name or preset") }).check(
   if (typeof r === "string") ctx.issues.push({ code: "custom", message: r, input: ctx.value });
 });
 
+/** The most credentials a spec's setup may name. */
+export const MAX_SETUP_CREDENTIALS = 16;
+
+/** The names of credentials the worker's operator configured (PATCHBAY_EGRESS_CREDENTIALS): names only, never a value. */
+const CredentialNames = z
+  .array(
+    z
+      .string({ error: expected("a credential's name") })
+      .regex(CREDENTIAL_NAME_RE, { error: expected("a credential's name: 1-64 characters from a-z 0-9 . _ -") }),
+    { error: expected("an array of credential names") },
+  )
+  .max(MAX_SETUP_CREDENTIALS, {
+    error: (iss) =>
+      `must name at most ${count(MAX_SETUP_CREDENTIALS, "credential")} (got ${(iss.input as unknown[]).length})`,
+  })
+  .refine((names) => new Set(names).size === names.length, {
+    error: (iss) => {
+      const names = iss.input as string[];
+      return `names ${JSON.stringify(names.find((n, i) => names.indexOf(n) !== i))} twice`;
+    },
+  });
+
 /** Network by phase; the default is none at any phase. */
 /** The refused hosts a result names (src/net/proxy.ts keeps as many). */
 export const MAX_EGRESS_REFUSALS = 20;
@@ -142,6 +165,21 @@ export const Network = z.strictObject({
       allow: z
         .array(AllowEntry, { error: expected("an array of host names or presets") })
         .max(MAX_ALLOW_ENTRIES, { error: `at most ${count(MAX_ALLOW_ENTRIES, "entry", "entries")}` }),
+      /**
+       * Credentials of the worker's (PATCHBAY_EGRESS_CREDENTIALS) the egress proxy adds to this
+       * setup's requests, by name; each one's host must be on `allow` (docs/operations.md, "The credentials file").
+       */
+      credentials: CredentialNames.optional(),
+    })
+    .check((ctx) => {
+      if (ctx.value.credentials?.length && !ctx.value.allow.length)
+        ctx.issues.push({
+          code: "custom",
+          message:
+            "names credentials but network.setup.allow is empty: a credential is added only for a host the allow-list names",
+          input: ctx.value.credentials,
+          path: ["credentials"],
+        });
     })
     .optional(),
 });
@@ -318,7 +356,7 @@ const KNOWN_KEYS: Record<string, readonly string[]> = {
   budget: Object.keys(Budget.shape),
   limits: Object.keys(Limits.shape),
   network: Object.keys(Network.shape),
-  "network.setup": ["allow"],
+  "network.setup": ["allow", "credentials"],
   repo: ["path", "git", "ref", "archive"],
   tools: ["editor", "custom"],
   mcp: ["servers"],

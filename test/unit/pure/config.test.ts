@@ -66,6 +66,7 @@ describe("loadConfig", () => {
       apiGitHosts: ["github.com", "gitlab.com"],
       backend: "docker",
       testBackends: false,
+      egressCredentials: new Map(),
       anthropicApiKey: undefined,
       anthropicAuthToken: undefined,
       anthropicBaseUrl: undefined,
@@ -252,6 +253,7 @@ describe("loadConfig", () => {
       dashboardMaxStreams: 5,
       dashboardTls: { cert: "/c.pem", key: "/k.pem" },
       egressDir: "/var/e",
+      egressCredentials: new Map(),
       backend: "local",
       testBackends: true,
       apiTokens: [
