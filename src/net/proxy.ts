@@ -269,7 +269,9 @@ export class EgressSession {
     if (this.closed) return void client.destroy();
     const credential = this.credentials.find((c) => c.host === verdict.host && c.port === port);
     if (credential && this.ca) {
-      const leaf = await this.ca.leaf(verdict.host);
+      const leaf = await this.ca.leaf(verdict.host).catch((e: Error) => e);
+      if (leaf instanceof Error)
+        return this.refuseRaw(client, "CONNECT", host, `no certificate: ${leaf.message}`, port);
       if (this.closed) return void client.destroy();
       return runTerminated(this, client, head, {
         host: verdict.host,

@@ -232,11 +232,12 @@ class Terminated {
       setHost: false,
       agent: this.agent,
       maxHeaderSize: session.limits.headerBytes,
-      timeout: session.limits.idleMs,
+      timeout: session.limits.connectMs,
     });
     upReq.on("socket", (s) => {
+      s.once("secureConnect", () => upReq.setTimeout(session.limits.idleMs));
       // The agent reuses its socket for the next request: it is held once.
-      if (this.held.has(s)) return;
+      if (this.held.has(s)) return upReq.setTimeout(session.limits.idleMs);
       this.held.add(s);
       session.hold(s);
     });

@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllowEntry, type AllowRule } from "../../src/core/allow.js";
 import type { EgressCredential } from "../../src/net/credential.js";
 import { EgressProxy, type EgressLimits, type EgressRecord, type EgressSession } from "../../src/net/proxy.js";
-import { connect, until } from "../support/egress-client.js";
+import { connect, readAll, until } from "../support/egress-client.js";
 
 const TOKEN = "npm_T0k3nThatMustNeverLeak42";
 const PLACEHOLDER = "Bearer PATCHBAY_PLACEHOLDER";
@@ -140,6 +140,8 @@ async function through(
     headers?: http.OutgoingHttpHeaders;
     alpn?: string[];
     tls?: tls.ConnectionOptions;
+    /** Written as it is after the handshake in place of a request; the answer is all that comes back. */
+    raw?: string;
   },
 ): Promise<Answer> {
   const t = await connect(s, target);
@@ -161,6 +163,10 @@ async function through(
     return { error: secured };
   }
   const alpn = sock.alpnProtocol;
+  if (o.raw !== undefined) {
+    sock.write(o.raw);
+    return { body: await readAll(sock) };
+  }
   return new Promise((resolve) => {
     const req = http.request(
       {
@@ -271,6 +277,13 @@ describe("a credential's host: the proxy ends TLS and sets the header", () => {
     }
   });
 
+  it("a session refuses two credentials for one host:port", () => {
+    const p = new EgressProxy();
+    expect(() => p.session(ALLOW, () => {}, [registry(), { ...registry(), name: "again" }])).toThrow(
+      "two credentials for registry.test:443: a host:port can have one only",
+    );
+  });
+
   it("plain HTTP to the credential's host gets no header", async () => {
     const { s } = await open();
     try {
@@ -347,7 +360,7 @@ describe("the token reaches its own host and no other", () => {
     }
   });
 
-  it("a Host for another name inside the terminated tunnel is a 421, sent nowhere", async () => {
+  it("a Host for another name inside the terminated tunnel is a 421, sent nowhere; absolute-form, CONNECT and upgrades are refused", async () => {
     const { s, recs } = await open();
     try {
       const before = seen.length;
@@ -355,8 +368,16 @@ describe("the token reaches its own host and no other", () => {
         const r = await through(s, "registry.test:443", { servername: "registry.test", ca: caOf(s), host });
         expect(r.status).toBe(421);
       }
+      const ca = caOf(s);
+      const raw = (text: string) => through(s, "registry.test:443", { servername: "registry.test", ca, raw: text });
+      const absolute = await raw("GET https://other.test/x HTTP/1.1\r\nHost: registry.test\r\n\r\n");
+      expect(absolute.body).toMatch(/^HTTP\/1\.1 400 [^]*only requests for a path/);
+      const inner = await raw("CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n\r\n");
+      expect(inner.body).toMatch(/^HTTP\/1\.1 400 [^]*CONNECT inside a terminated tunnel is refused/);
+      const upgrade = await raw("GET / HTTP/1.1\r\nHost: registry.test\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n");
+      expect(upgrade.body).toMatch(/^HTTP\/1\.1 400 [^]*protocol upgrades are not proxied/);
       expect(seen.length).toBe(before);
-      await until(() => recs.length === 3);
+      await until(() => recs.length === 6);
       expect(recs[0]).toMatchObject({ allowed: false, status: 421, path: "/pkg", credential: "npm-private" });
       expect(recs[0]!.reason).toMatch(/Host "other\.test" is not the CONNECT host registry\.test/);
     } finally {
