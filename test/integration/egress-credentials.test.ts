@@ -6,11 +6,12 @@
 // upstream whose certificate is not trusted is a 502; an upstream echoing the header (plain or
 // gzip) shows the client only stars; records carry the path without query and the credential's
 // name, never its value; the CA files are readable by uid 1000 through a bind mount of the
-// session's directory while its socket is not.
-import { execFileSync, spawnSync } from "node:child_process";
+// session's directory while its socket is not; curl, a real client, offering HTTP/2, gets the same.
+import { execFile, execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import tls from "node:tls";
@@ -474,6 +475,69 @@ describe("the token reaches its own host and no other", () => {
       expect(r.body ?? "").not.toMatch(/^ok GET/);
       await until(() => recs.length === 1);
       expect(recs[0]!.reason).toBe("byte limit for the job");
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("a real client: curl through a loopback bridge to the session's socket (as the sandbox's bridge does)", () => {
+  /** A loopback TCP port piped to the session's socket; curl runs with it as its proxy and trusts ca.pem only. */
+  async function curl(s: EgressSession, args: string[]): Promise<{ code: number; out: string; err: string }> {
+    const bridge = net.createServer((c) => {
+      const u = net.connect(s.socketPath);
+      c.pipe(u).pipe(c);
+      u.on("error", () => c.destroy());
+      c.on("error", () => u.destroy());
+    });
+    await new Promise<void>((r) => bridge.listen(0, "127.0.0.1", () => r()));
+    const { port } = bridge.address() as net.AddressInfo;
+    const ca = join(s.dir, s.caPath!);
+    try {
+      return await new Promise((resolve) =>
+        execFile(
+          "curl",
+          [
+            "-sS",
+            "--noproxy",
+            "",
+            "--proxy",
+            `http://127.0.0.1:${port}`,
+            "--cacert",
+            ca,
+            "-w",
+            "\n%{http_version}",
+            ...args,
+          ],
+          { env: { PATH: process.env.PATH ?? "" } },
+          (err, out, errOut) => resolve({ code: err ? Number(err.code ?? 1) : 0, out, err: errOut }),
+        ),
+      );
+    } finally {
+      bridge.close();
+    }
+  }
+
+  it("curl offering HTTP/2 gets HTTP/1.1, its placeholder replaced, the echo starred, gzip decoded", async () => {
+    const { s, recs } = await open();
+    try {
+      const before = seen.length;
+      const ok = await curl(s, ["--http2", "-H", `Authorization: ${PLACEHOLDER}`, "https://registry.test/pkg?x=1"]);
+      expect(ok.err).toBe("");
+      expect(ok.out).toBe(`ok GET /pkg?x=1 host=registry.test auth=${stars(7 + TOKEN.length)}\n1.1`);
+      expect(seen.slice(before)).toEqual([
+        { host: "registry.test", url: "/pkg?x=1", authorization: `Bearer ${TOKEN}` },
+      ]);
+      const echo = await curl(s, ["--compressed", "https://registry.test/echo401?enc=gzip"]);
+      expect(echo.out).toBe(
+        `{"error":"bad credentials: ${stars(7 + TOKEN.length)}","token":"${stars(TOKEN.length)}"}\n1.1`,
+      );
+      // Another host is a plain tunnel: curl meets the upstream's own certificate, which ca.pem does not vouch for.
+      const other = await curl(s, ["https://other.test/pkg"]);
+      expect(other.code).not.toBe(0);
+      expect(other.err).toMatch(/SSL certificate problem|self.signed/i);
+      await until(() => recs.length === 3);
+      expect(JSON.stringify(recs)).not.toContain(TOKEN);
     } finally {
       await s.close();
     }
