@@ -128,8 +128,15 @@ class Terminated {
     server.on("connect", (req, s: net.Socket) => raw(req, s, "CONNECT inside a terminated tunnel is refused"));
     server.on("upgrade", (req, s: net.Socket) => raw(req, s, "protocol upgrades are not proxied"));
     server.on("clientError", (err: NodeJS.ErrnoException, s: net.Socket) => {
-      this.record({ method: "?", allowed: false, reason: `bad request (${err.code ?? err.message})` });
-      if (s.writable) s.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
+      // Parser errors are the client's requests refused; a reset between requests is no request.
+      if (!err.code?.startsWith("HPE_")) return void s.destroy();
+      const big = err.code === "HPE_HEADER_OVERFLOW";
+      this.record({
+        method: "?",
+        allowed: false,
+        reason: big ? "request head too large" : `bad request (${err.code})`,
+      });
+      if (s.writable) s.end(`HTTP/1.1 ${big ? 431 : 400} Bad Request\r\nConnection: close\r\n\r\n`);
       else s.destroy();
     });
     return server;

@@ -377,8 +377,11 @@ describe("the token reaches its own host and no other", () => {
       expect(inner.body).toMatch(/^HTTP\/1\.1 400 [^]*CONNECT inside a terminated tunnel is refused/);
       const upgrade = await raw("GET / HTTP/1.1\r\nHost: registry.test\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n");
       expect(upgrade.body).toMatch(/^HTTP\/1\.1 400 [^]*protocol upgrades are not proxied/);
+      const huge = await raw(`GET / HTTP/1.1\r\nHost: registry.test\r\nX-Big: ${"b".repeat(20_000)}\r\n\r\n`);
+      expect(huge.body).toMatch(/^HTTP\/1\.1 431 /);
       expect(seen.length).toBe(before);
-      await until(() => recs.length === 6);
+      await until(() => recs.length === 7);
+      expect(recs[6]).toMatchObject({ allowed: false, reason: "request head too large", credential: "npm-private" });
       expect(recs[0]).toMatchObject({ allowed: false, status: 421, path: "/pkg", credential: "npm-private" });
       expect(recs[0]!.reason).toMatch(/Host "other\.test" is not the CONNECT host registry\.test/);
     } finally {
