@@ -39,6 +39,7 @@ export const OPTIONAL = {
     name: "the dashboard and HTTP API (patchbay dashboard)",
     packages: ["fastify", "@fastify/swagger", "fastify-type-provider-zod", "@bull-board/api", "@bull-board/fastify"],
   },
+  credentials: { name: "egress credentials (PATCHBAY_EGRESS_CREDENTIALS)", packages: ["@peculiar/x509"] },
 } as const satisfies Record<string, OptionalFeature>;
 
 /** An optional feature was used without its packages installed: the message names the command that installs them. */

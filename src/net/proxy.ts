@@ -23,6 +23,8 @@ import {
   type AllowRule,
   type Via,
 } from "../core/allow.js";
+import type { EgressCredential } from "./credential.js";
+import { createJobCa, JobCaError, writeCaFiles, type JobCa } from "./job-ca.js";
 import { ensurePrivateDir } from "./private-dir.js";
 import {
   bounded,
@@ -32,6 +34,8 @@ import {
   type EgressLimits,
   type EgressRecord,
 } from "./record.js";
+import { endToEnd, HOST_OVERRIDES } from "./headers.js";
+import { runTerminated } from "./terminate.js";
 import { runTunnel } from "./tunnel.js";
 import { withTimeout } from "../core/timeout.js";
 
@@ -70,9 +74,18 @@ export class EgressProxy {
     this.exempt = cidrMatcher(opts.allowPrivate ?? []);
   }
 
-  /** A job's session: its directory exists at once (to be mounted); `listen()` opens the socket. */
-  session(rules: readonly AllowRule[], onRecord: (r: EgressRecord) => void = () => {}): EgressSession {
-    return new EgressSession(this, rules, onRecord, this.opts.baseDir ?? join(tmpdir(), "patchbay-egress"));
+  /**
+   * A job's session: its directory exists at once (to be mounted); `listen()` opens the socket,
+   * and with `credentials` first makes the job's CA and writes `ca.pem` and `ca-bundle.pem` there.
+   * A CONNECT to a credential's host:port is then terminated (src/net/terminate.ts).
+   */
+  session(
+    rules: readonly AllowRule[],
+    onRecord: (r: EgressRecord) => void = () => {},
+    credentials: readonly EgressCredential[] = [],
+  ): EgressSession {
+    const baseDir = this.opts.baseDir ?? join(tmpdir(), "patchbay-egress");
+    return new EgressSession(this, rules, onRecord, baseDir, credentials);
   }
 
   /** The allow-list (name and port, for this way of reaching it), then DNS, then the address class. */
@@ -102,41 +115,6 @@ export class EgressProxy {
   }
 }
 
-const HOP_BY_HOP = new Set([
-  "connection",
-  "proxy-connection",
-  "keep-alive",
-  "proxy-authorization",
-  "proxy-authenticate",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-]);
-// Request headers that some servers and CDNs read as the host in place of Host: a request must
-// reach the URL's host and no other, so they are not sent.
-const HOST_OVERRIDES = new Set([
-  "forwarded",
-  "x-forwarded-host",
-  "x-forwarded-server",
-  "x-host",
-  "x-original-host",
-  "x-original-url",
-  "x-rewrite-url",
-  "x-http-host-override",
-]);
-function endToEnd(
-  headers: http.IncomingHttpHeaders | http.OutgoingHttpHeaders,
-  drop?: Set<string>,
-): http.OutgoingHttpHeaders {
-  const out: http.OutgoingHttpHeaders = {};
-  for (const [k, v] of Object.entries(headers)) {
-    const name = k.toLowerCase();
-    if (v !== undefined && !HOP_BY_HOP.has(name) && !drop?.has(name)) out[k] = v;
-  }
-  return out;
-}
-
 export class EgressSession {
   readonly dir: string;
   readonly socketPath: string;
@@ -149,17 +127,32 @@ export class EgressSession {
   private used = 0;
   /** Client-side connections open now (the limit counts these; `sockets` holds upstreams too). */
   private clients = 0;
+  /** The job's CA, made by `listen()` when the session has credentials. */
+  private ca?: JobCa;
+  /** The job CA's certificate, a file name in `dir` (the sandbox's /patchbay-egress/); none without credentials. */
+  readonly caPath: string | undefined;
+  /** The system's roots and the job CA's certificate, a file name in `dir`; none without credentials. */
+  readonly caBundlePath: string | undefined;
 
   constructor(
     private readonly proxy: EgressProxy,
     private readonly rules: readonly AllowRule[],
     private readonly onRecord: (r: EgressRecord) => void,
     baseDir: string,
+    private readonly credentials: readonly EgressCredential[] = [],
   ) {
+    const seen = new Set<string>();
+    for (const c of credentials) {
+      const key = `${c.host}:${c.port}`;
+      if (seen.has(key)) throw new JobCaError(`two credentials for ${key}: a host:port can have one only`);
+      seen.add(key);
+    }
     // The engine (root) needs no permission on the parent to mount the job's directory by path.
     ensurePrivateDir(baseDir);
     this.dir = mkdtempSync(join(baseDir, "job-"));
     this.socketPath = join(this.dir, "proxy.sock");
+    this.caPath = credentials.length ? "ca.pem" : undefined;
+    this.caBundlePath = credentials.length ? "ca-bundle.pem" : undefined;
   }
 
   /** Sockets open now, client and upstream sides. */
@@ -173,6 +166,10 @@ export class EgressSession {
 
   /** Opens the socket (mode 0600: only root in the sandbox, i.e. patchbay's bridge, can connect). */
   async listen(): Promise<void> {
+    if (this.credentials.length) {
+      this.ca = await createJobCa(this.credentials.map((c) => c.host));
+      await writeCaFiles(this.dir, this.ca.caPem);
+    }
     const server = http.createServer({
       maxHeaderSize: this.limits.headerBytes,
       requestTimeout: 0,
@@ -270,6 +267,21 @@ export class EgressSession {
     const verdict = await this.proxy.check(this.rules, host, port, "connect");
     if ("reason" in verdict) return this.refuseRaw(client, "CONNECT", host, verdict.reason, port);
     if (this.closed) return void client.destroy();
+    const credential = this.credentials.find((c) => c.host === verdict.host && c.port === port);
+    if (credential && this.ca) {
+      const leaf = await this.ca.leaf(verdict.host).catch((e: Error) => e);
+      if (leaf instanceof Error)
+        return this.refuseRaw(client, "CONNECT", host, `no certificate: ${leaf.message}`, port);
+      if (this.closed) return void client.destroy();
+      return runTerminated(this, client, head, {
+        host: verdict.host,
+        port,
+        address: verdict.address,
+        credential,
+        leaf,
+        t0,
+      });
+    }
     runTunnel(this, client, head, verdict.host, port, verdict.address, t0);
   }
 

@@ -40,13 +40,17 @@ export interface EgressRecord {
   /** The address connected to. */
   address?: string;
   status?: number;
+  /** A request's path inside a terminated tunnel, without its query. */
+  path?: string;
+  /** The name of the credential the proxy added to the request (never its value). */
+  credential?: string;
   bytesUp: number;
   bytesDown: number;
   ms: number;
 }
 
 /** Longest field kept, in bytes (all printable ASCII once bounded). A DNS name is at most 253. */
-export const RECORD_BOUNDS = { host: 253, method: 24, reason: 400, address: 64 } as const;
+export const RECORD_BOUNDS = { host: 253, method: 24, reason: 400, address: 64, path: 400, credential: 64 } as const;
 
 /**
  * `s` as printable ASCII of at most `max` bytes: other characters become "?" (nothing from the
@@ -68,5 +72,7 @@ export function boundRecord(r: EgressRecord): EgressRecord {
   };
   if (r.reason !== undefined) out.reason = bounded(r.reason, RECORD_BOUNDS.reason, true);
   if (r.address !== undefined) out.address = bounded(r.address, RECORD_BOUNDS.address);
+  if (r.path !== undefined) out.path = bounded(r.path.replace(/[?#].*$/s, ""), RECORD_BOUNDS.path);
+  if (r.credential !== undefined) out.credential = bounded(r.credential, RECORD_BOUNDS.credential);
   return out;
 }

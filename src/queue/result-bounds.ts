@@ -30,7 +30,7 @@ export const BOUNDS = {
   reasonBytes: 1024,
   /** A DNS name's limit; egress events' host. */
   hostBytes: 253,
-  /** stopReason, jobId, egress method and address. */
+  /** stopReason, jobId, egress method, address and credential name. */
   shortBytes: 256,
   /** No bounded result is larger than this (JSON): the sum of the bounds above, and room for the numbers. */
   resultBytes: 64 * 1024,
@@ -250,12 +250,16 @@ export function boundEvent(e: TranscriptEvent): TranscriptEvent {
     case "egress": {
       const reason = cut(e.reason, BOUNDS.reasonBytes);
       const address = cut(e.address, BOUNDS.shortBytes, "head");
+      const path = cut(e.path, BOUNDS.reasonBytes, "head");
+      const credential = cut(e.credential, BOUNDS.shortBytes, "head");
       return {
         ...e,
         host: cutText(e.host, BOUNDS.hostBytes, "head"),
         method: cutText(e.method, BOUNDS.shortBytes, "head"),
         ...(reason !== undefined ? { reason } : {}),
         ...(address !== undefined ? { address } : {}),
+        ...(path !== undefined ? { path } : {}),
+        ...(credential !== undefined ? { credential } : {}),
       };
     }
     case "model_retry":

@@ -702,6 +702,10 @@ export const TranscriptEvent = z.discriminatedUnion("type", [
     reason: z.string().optional(),
     address: z.string().optional(),
     status: z.int().optional(),
+    // a request inside a tunnel the proxy terminated: its path without the query, and the name of
+    // the credential it added (never the value)
+    path: z.string().optional(),
+    credential: z.string().optional(),
     bytesUp: nonNegInt(),
     bytesDown: nonNegInt(),
     ms: Ms,

@@ -215,12 +215,16 @@ describe("boundEvent", () => {
       allowed: false,
       reason: big,
       address: big,
+      path: big,
+      credential: big,
       bytesUp: 0,
       bytesDown: 0,
       ms: 1,
     }) as EventOf<"egress">;
     expect(jsonBytes(eg.host)).toBeLessThanOrEqual(BOUNDS.hostBytes);
-    for (const f of [eg.method, eg.reason!, eg.address!]) expect(jsonBytes(f)).toBeLessThanOrEqual(BOUNDS.reasonBytes);
+    for (const f of [eg.method, eg.reason!, eg.address!, eg.path!, eg.credential!])
+      expect(jsonBytes(f)).toBeLessThanOrEqual(BOUNDS.reasonBytes);
+    expect(jsonBytes(eg.credential!)).toBeLessThanOrEqual(BOUNDS.shortBytes);
     for (const e of [
       { ...base, type: "verify", command: big, exitCode: 1, outputTail: big, ms: 1 },
       { ...base, type: "setup", command: big, exitCode: 1, outputTail: big, ms: 1 },

@@ -440,6 +440,25 @@ describe("allow-list ports: CONNECT to 443, plain HTTP to 80, or the port an ent
 });
 
 describe("egress records are bounded where they are made", () => {
+  it("a terminated tunnel's path loses its query and is bounded; a credential's name is bounded", () => {
+    const r = boundRecord({
+      host: "registry.example.org",
+      port: 443,
+      method: "GET",
+      allowed: true,
+      path: `/pkg\u001b[2J/${"p".repeat(5000)}?token=abc#frag`,
+      credential: "c".repeat(500),
+      bytesUp: 0,
+      bytesDown: 0,
+      ms: 1,
+    });
+    expect(r.path!.length).toBe(RECORD_BOUNDS.path);
+    expect(r.path!.startsWith("/pkg?[2J/ppp")).toBe(true);
+    expect(r.path).not.toMatch(/token|frag/);
+    expect(boundRecord({ ...r, path: "/a/b?x=1#y" }).path).toBe("/a/b");
+    expect(r.credential!.length).toBe(RECORD_BOUNDS.credential);
+  });
+
   it("host ≤ 253 bytes, method and reason bounded, control characters and non-ASCII replaced, the port a port", () => {
     const r = boundRecord({
       host: `${"a".repeat(16 * 1024)}:443`,

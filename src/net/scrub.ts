@@ -1,0 +1,77 @@
+// A credential's secrets cut out of what an upstream sends back through a terminated tunnel
+// (src/net/terminate.ts): an upstream that echoes the header it got (a 401 body quoting it, a
+// debug endpoint) never shows it to the sandbox. Every occurrence of any secret, overlapping ones
+// too, becomes as many '*' as it has bytes, so a Content-Length stays right. The stream form holds
+// back the last (longest secret - 1) bytes of each chunk until the next one shows whether they
+// begin a secret, so a secret split over any number of chunks is found. Pure.
+import { Transform, type TransformCallback } from "node:stream";
+
+const STAR = 0x2a;
+
+/** The secrets as bytes, empty ones dropped. */
+function secretBytes(secrets: readonly string[]): Buffer[] {
+  return secrets.filter((s) => s.length > 0).map((s) => Buffer.from(s, "utf8"));
+}
+
+/** Marks in `mask` every byte of `buf` that belongs to an occurrence of a secret. */
+function markSecrets(buf: Buffer, secrets: readonly Buffer[], mask: Uint8Array): void {
+  for (const s of secrets) {
+    for (let i = buf.indexOf(s); i !== -1; i = buf.indexOf(s, i + 1)) mask.fill(1, i, i + s.length);
+  }
+}
+
+/** `buf` with every byte of every occurrence of a secret replaced by '*' (a copy; same length). */
+export function scrubBytes(buf: Buffer, secrets: readonly string[]): Buffer {
+  const bytes = secretBytes(secrets);
+  const mask = new Uint8Array(buf.length);
+  markSecrets(buf, bytes, mask);
+  const out = Buffer.from(buf);
+  for (let i = 0; i < out.length; i++) if (mask[i]) out[i] = STAR;
+  return out;
+}
+
+/** A header's value (Node reads header bytes as latin1) with the secrets replaced by '*'. */
+export function scrubHeader(value: string, secrets: readonly string[]): string {
+  return scrubBytes(Buffer.from(value, "latin1"), secrets).toString("latin1");
+}
+
+/** A stream that passes bytes through with every occurrence of a secret replaced by '*', across chunk boundaries. */
+export class ScrubStream extends Transform {
+  private readonly secrets: Buffer[];
+  private readonly keep: number;
+  /** The held tail: its original bytes, and which of them a secret already covers. */
+  private tail = Buffer.alloc(0);
+  private tailMask = new Uint8Array(0);
+
+  constructor(secrets: readonly string[]) {
+    super();
+    this.secrets = secretBytes(secrets);
+    this.keep = Math.max(0, ...this.secrets.map((s) => s.length - 1));
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    if (!this.secrets.length) return cb(null, chunk);
+    const buf = this.tail.length ? Buffer.concat([this.tail, chunk]) : chunk;
+    const mask = new Uint8Array(buf.length);
+    mask.set(this.tailMask);
+    // The search runs over the original bytes, so overlapping occurrences are all found.
+    markSecrets(buf, this.secrets, mask);
+    const cut = Math.max(0, buf.length - this.keep);
+    this.tail = Buffer.from(buf.subarray(cut));
+    this.tailMask = mask.slice(cut);
+    if (cut === 0) return cb();
+    cb(null, masked(buf.subarray(0, cut), mask));
+  }
+
+  override _flush(cb: TransformCallback): void {
+    if (this.tail.length) this.push(masked(this.tail, this.tailMask));
+    this.tail = Buffer.alloc(0);
+    cb();
+  }
+}
+
+function masked(bytes: Buffer, mask: Uint8Array): Buffer {
+  const out = Buffer.from(bytes);
+  for (let i = 0; i < out.length; i++) if (mask[i]) out[i] = STAR;
+  return out;
+}
