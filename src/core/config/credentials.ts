@@ -12,6 +12,7 @@ import { inspect } from "node:util";
 import { parse as parseYaml, YAMLError } from "yaml";
 import { z } from "zod";
 import { isIpLiteral, normalizeHost } from "../allow.js";
+import { count } from "../count.js";
 import { suggest } from "../suggest.js";
 
 /** One configured credential, as the proxy uses it. Its secret fields never leave the worker. */
@@ -298,7 +299,7 @@ function credentialOf(
   const secrets = [...new Set(scheme.secrets)];
   const short = secrets.find((s) => s.length < MIN_SECRET_CHARS);
   if (short !== undefined)
-    return `the secret is too short to be one (${short.length} characters; at least ${MIN_SECRET_CHARS})`;
+    return `the secret is too short to be one (${count(short.length, "character")}; at least ${MIN_SECRET_CHARS})`;
   const ca = c.ca === undefined ? undefined : readCa(resolve(base, c.ca));
   if (typeof ca === "string") return ca;
   return sealed({
