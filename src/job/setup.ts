@@ -7,7 +7,8 @@ import type { Config } from "../core/config/config.js";
 import { parseAllowEntry, type AllowRule } from "../core/allow.js";
 import { expandPresets, PresetError } from "../net/presets.js";
 import { EgressProxy, type EgressSession } from "../net/proxy.js";
-import { egressMount, EgressBridgeError, type EgressBridge } from "../sandbox/egress.js";
+import { EGRESS_MOUNT, egressMount, EgressBridgeError, type EgressBridge } from "../sandbox/egress.js";
+import { credentialsFor } from "./credentials.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { EventInput, JobSpec } from "../core/spec/spec.js";
 import { kinded } from "../core/errors.js";
@@ -30,10 +31,11 @@ export async function prepareEgress(
   spec: JobSpec,
   proxy: EgressProxy | undefined,
   emit: (e: EventInput) => void,
-  config: Pick<Config, "egressDir" | "hostEnv" | "pip">,
+  config: Pick<Config, "egressDir" | "hostEnv" | "pip" | "egressCredentials">,
 ): Promise<EgressSession | undefined> {
   const allow = spec.network?.setup?.allow;
   if (!allow) return undefined;
+  const credentials = credentialsFor(spec, config); // checked by the policy already: names and hosts
   let hosts: string[];
   try {
     hosts = await expandPresets(allow, config);
@@ -42,13 +44,50 @@ export async function prepareEgress(
     throw err;
   }
   const rules = hosts.map((h) => parseAllowEntry(h)).filter((r): r is AllowRule => typeof r !== "string");
-  return (proxy ?? defaultEgressProxy(config.egressDir)).session(rules, (r) => emit({ type: "egress", ...r }));
+  return (proxy ?? defaultEgressProxy(config.egressDir)).session(
+    rules,
+    (r) => emit({ type: "egress", ...r }),
+    credentials,
+  );
 }
 
 export const mountsFor = (session: EgressSession | undefined) => (session ? [egressMount(session.dir)] : undefined);
 
 const tail = (s: string, n = 2000) => (s.length > n ? `…${s.slice(-n)}` : s);
 const PROXY_VARS = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
+
+/**
+ * Where setup's tools look for the certificates they trust, each pointed at the job's files when
+ * the proxy adds credentials: the proxy answers for a credential's host with a certificate of the
+ * job's own CA. Node adds `ca.pem` to its own roots; the others replace theirs with the bundle
+ * (Node's roots and the job's CA), npm's `cafile` through its environment form.
+ */
+function trustVars(egress: EgressSession): Record<string, string> {
+  if (!egress.caPath || !egress.caBundlePath) return {};
+  const ca = `${EGRESS_MOUNT}/${egress.caPath}`;
+  const bundle = `${EGRESS_MOUNT}/${egress.caBundlePath}`;
+  return {
+    NODE_EXTRA_CA_CERTS: ca,
+    SSL_CERT_FILE: bundle,
+    REQUESTS_CA_BUNDLE: bundle,
+    PIP_CERT: bundle,
+    GIT_SSL_CAINFO: bundle,
+    CURL_CA_BUNDLE: bundle,
+    npm_config_cafile: bundle,
+  };
+}
+
+/** Every variable setup's network sets, unset when setup ends. */
+const NETWORK_VARS = [
+  ...PROXY_VARS,
+  "NODE_EXTRA_CA_CERTS",
+  "SSL_CERT_FILE",
+  "REQUESTS_CA_BUNDLE",
+  "PIP_CERT",
+  "GIT_SSL_CAINFO",
+  "CURL_CA_BUNDLE",
+  "npm_config_cafile",
+];
 
 export interface SetupOptions {
   timeoutSec: number;
@@ -93,9 +132,9 @@ export async function runSetup(sandbox: Sandbox, commands: string[], o: SetupOpt
       bridge = await (o.network ?? startSetupNetwork(sandbox, o.egress)!);
       o.onBridge?.(bridge.port);
       const url = `http://127.0.0.1:${bridge.port}`;
-      await sandbox.shell.run(`export ${PROXY_VARS.map((v) => `${v}=${url}`).join(" ")}; unset NO_PROXY no_proxy`, {
-        timeoutSec: 30,
-      });
+      const vars = { ...Object.fromEntries(PROXY_VARS.map((v) => [v, url])), ...trustVars(o.egress) };
+      const assigned = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
+      await sandbox.shell.run(`export ${assigned.join(" ")}; unset NO_PROXY no_proxy`, { timeoutSec: 30 });
     }
     for (const command of commands) {
       const t = performance.now();
@@ -140,5 +179,5 @@ async function closeEgress(
   if (!egress) return;
   await bridge?.stop();
   await egress.close();
-  await sandbox.shell.run(`unset ${PROXY_VARS.join(" ")}`, { timeoutSec: 30 }).catch(() => undefined);
+  await sandbox.shell.run(`unset ${NETWORK_VARS.join(" ")}`, { timeoutSec: 30 }).catch(() => undefined);
 }

@@ -192,7 +192,7 @@ describe("setup network through the egress proxy", () => {
       // What was refused, once each: what a campaign's pull request lists.
       refusals: [...new Set(eg.filter((e) => !e.allowed).map((e) => `${e.host}:${e.port} (${e.reason})`))],
     });
-    expect(result.egress!.refusals).toHaveLength(5);
+    expect(result.egress!.refusals).toHaveLength(4); // localhost:6379 refused twice (GET, CONNECT) for one reason
     // Every egress event comes before the agent's first model request.
     const firstModel = events.findIndex((e) => e.type === "model_request");
     expect(events.map((e) => e.type).lastIndexOf("egress")).toBeLessThan(firstModel);
