@@ -77,8 +77,13 @@ function format(e: TranscriptEvent, opts: { verbose?: boolean }): string | strin
       const n = e.filesChangedTotal ?? e.filesChanged.length;
       return `${t} patch: ${count(n, "file")}, ${count(e.bytes, "byte")}`;
     }
-    case "egress":
-      return `${t} egress: ${e.method} ${short(e.host, 60)}:${e.port} ${e.allowed ? `allowed, ${e.bytesUp} B up / ${e.bytesDown} B down` : `refused: ${short(e.reason ?? "", 80)}`}`;
+    case "egress": {
+      // A request inside a terminated tunnel names its path, its status and the credential added (by name).
+      const what = `${e.method} ${short(e.host, 60)}:${e.port}${e.path !== undefined ? short(e.path, 60) : ""}`;
+      const added = e.credential !== undefined ? `, credential ${short(e.credential, 40)} added` : "";
+      const status = e.status !== undefined && e.path !== undefined ? `${e.status}, ` : "";
+      return `${t} egress: ${what} ${e.allowed ? `allowed, ${status}${e.bytesUp} B up / ${e.bytesDown} B down${added}` : `refused: ${short(e.reason ?? "", 80)}${added ? " (credential not added)" : ""}`}`;
+    }
     case "instructions_loaded":
       return `${t} the repository's instructions: ${e.files.length ? `${short(e.files.join(", "), 80)} (${count(e.bytes, "byte")}${e.cut ? ", cut at the bound" : ""})` : "none"}${e.refused?.length ? `; left out: ${short(e.refused.map((r) => r.path).join(", "), 60)}` : ""}`;
     case "candidates_started":

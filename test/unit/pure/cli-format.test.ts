@@ -152,6 +152,34 @@ describe("formatEvent strips terminal control sequences", () => {
   });
 });
 
+describe("an egress line", () => {
+  const egress = (o: Record<string, unknown>) =>
+    formatEvent({
+      ...base,
+      type: "egress",
+      host: "registry.test",
+      port: 443,
+      method: "GET",
+      allowed: true,
+      bytesUp: 10,
+      bytesDown: 2000,
+      ms: 5,
+      ...o,
+    });
+
+  it("names a terminated tunnel's request: its path, status and the credential added, by name", () => {
+    expect(egress({ path: "/@corp%2fprivate-util", status: 200, credential: "npm-private" })).toMatch(
+      /egress: GET registry\.test:443\/@corp%2fprivate-util allowed, 200, 10 B up \/ 2000 B down, credential npm-private added$/,
+    );
+    expect(egress({ method: "CONNECT" })).toMatch(
+      /egress: CONNECT registry\.test:443 allowed, 10 B up \/ 2000 B down$/,
+    );
+    expect(
+      egress({ allowed: false, reason: "the Host other.test is not the CONNECT host", credential: "npm-private" }),
+    ).toMatch(/refused: the Host other\.test is not the CONNECT host \(credential not added\)$/);
+  });
+});
+
 describe("safeText", () => {
   it("keeps newlines and tabs unless one line is asked for; CR never overwrites", () => {
     expect(safeText("a\tb\nc\r\nd\re")).toBe("a\tb\nc\nd\ne");
