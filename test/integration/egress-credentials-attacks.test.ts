@@ -10,7 +10,9 @@
 //   c. the placeholder sent to another allowed host: it sees the placeholder, never the token;
 //   d. HTTP/2 to the credential's host, and a request naming another host inside its tunnel:
 //      never h2, 421 for the other name, and nothing of it reaches an upstream;
-//   e. an upstream that reflects the Authorization it got: setup's output shows only '*'s.
+//   e. an upstream that reflects the Authorization it got: setup's output shows only '*'s;
+//   f. a request to the credential's host carrying Authorization twice and a Proxy-Authorization:
+//      the upstream gets one Authorization, the token, and no Proxy-Authorization.
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
@@ -60,6 +62,10 @@ function answer(server: string): http.RequestListener {
     const path = (req.url ?? "/").replace(/\?.*$/s, "");
     seen.push({ server, host: req.headers.host ?? "", path, authorization });
     if (path === "/redirect") return void res.writeHead(302, { location: "https://attacker.test/steal" }).end();
+    if (path === "/headers") {
+      const names = req.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+      return void res.end(names.join(","));
+    }
     if (path === "/echo")
       return void res.writeHead(200, { "x-echo": authorization }).end(`you sent: ${authorization}\n`);
     res.end(
@@ -135,7 +141,8 @@ def raw(label, target, name, alpn, data):
     except Exception as e:
         out += b" [" + type(e).__name__.encode() + b"]"
     statuses = [m.decode() for m in re.findall(rb"HTTP/1\.1 (\d{3}) ", out)]
-    print("%s: alpn=%s statuses=%s" % (label, proto, ",".join(statuses) or "none"), flush=True)
+    body = out.split(b"\r\n\r\n", 1)[-1].decode(errors="replace") if which == "f" else ""
+    print("%s: alpn=%s statuses=%s%s" % (label, proto, ",".join(statuses) or "none", body and " " + body), flush=True)
 def h2(authority):
     # The HTTP/2 preface, SETTINGS, and a GET for / naming the authority (HPACK: indexed :method GET,
     # :scheme https and :path /; :authority as a literal with an indexed name).
@@ -165,6 +172,11 @@ elif which == "d":
     raw("host cred then other", "cred.test:443", "cred.test", ["http/1.1"], http1("cred.test", "other.test"))
 elif which == "e":
     get("echo", "https://cred.test/echo")
+elif which == "f":
+    tricks = ("GET /headers HTTP/1.1\r\nHost: cred.test\r\nAuthorization: Bearer mine-1\r\n"
+              "Proxy-Authorization: Bearer PATCHBAY_PLACEHOLDER\r\nAuthorization: Bearer mine-2\r\n"
+              "Connection: close\r\n\r\n")
+    raw("two and a proxy one", "cred.test:443", "cred.test", ["http/1.1"], tricks.encode())
 `;
 
 const ALLOW = ["cred.test", "alias.test", "attacker.test", "other.test"];
@@ -334,5 +346,17 @@ describe("attacks on a credential the egress proxy adds, from a sandbox's setup"
     expect(setup.outputTail).toContain(stars);
     expect(setup.outputTail).not.toContain(TOKEN);
     expect(e.egress.map(row)).toEqual([["GET", "cred.test", "/echo", 200, "atk"]]);
+  });
+
+  it("f: a request with two Authorizations and a Proxy-Authorization reaches the credential's host with the token alone", async () => {
+    const f = await attack("f");
+    // The upstream's answer is the names of the headers it got, in order.
+    const got = /^alpn=http\/1\.1 statuses=200 (.*)$/.exec(f.out.get("two and a proxy one") ?? "");
+    expect(got, f.out.get("two and a proxy one")).not.toBeNull();
+    const names = got![1]!.split(",");
+    expect(names.filter((n) => n === "authorization")).toHaveLength(1);
+    expect(names).not.toContain("proxy-authorization");
+    expect(f.seen).toEqual([{ server: IP(1), host: "cred.test", path: "/headers", authorization: `Bearer ${TOKEN}` }]);
+    expect(f.egress.map(row)).toEqual([["GET", "cred.test", "/headers", 200, "atk"]]);
   });
 });
