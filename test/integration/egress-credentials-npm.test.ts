@@ -157,6 +157,8 @@ const spec = (task: string, credentials: string[] | undefined) => ({
   setup: "npm ci",
   network: { setup: { allow: [reg.host], ...(credentials ? { credentials } : {}) } },
   // The scan looks for the placeholder first (which it must find in .npmrc), then for the token.
+  // Verdaccio picks its tokens (base64 of `IV:ciphertext`, in hex): the markers the scan gets are
+  // their first characters, which encode part of the IV, public by design; the rest only as a hash.
   verify: [
     "npm test",
     `{ python3 scan_secret.py ${secretScanArgs("PATCHBAY_PLACEHOLDER").join(" ")}; echo "placeholder scan: exit $?"; }`,
