@@ -8,11 +8,12 @@
 // The registry is verdaccio (test/support/verdaccio.ts) on a loopback address of its own, reading
 // anonymously allowed (the tunnelled arm has no token), its tokens JWTs: with its default tokens it
 // spends ~80 ms of CPU on bcrypt per request that carries one, which made the terminating arm 4x
-// the tunnelled one for the registry's sake alone (verdaccio_core_ms shows what it spends per arm). It is first started with this host's real
-// registry as its uplink; the bench makes the project's lockfile against it and installs the
-// project once on this host, which caches every packument and tarball in its storage; then it is
-// restarted on that storage without the uplink, so no measured run waits on the internet. The
-// lockfile is made here each time (its resolved URLs are the registry's name), not committed.
+// the tunnelled one for the registry's sake alone (verdaccio_core_ms shows what it spends per arm).
+// It is first started with this host's real registry as its uplink; the bench makes the project's
+// lockfile against it and installs the project once on this host, which caches every packument and
+// tarball in its storage; then it is restarted on that storage without the uplink, so no measured
+// run waits on the internet. The lockfile is made here each time (its resolved URLs are the
+// registry's name), not committed.
 //
 // Each run is one job: setup `npm ci` in a fresh sandbox (npm's cache, /tmp/npm-cache in the
 // image, is empty: each run checks and says so), the agent phase one scripted reply. The arms
