@@ -1,6 +1,6 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run
 // (docs/performance.md says what each section measures, and the goals).
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines,candidates]
+// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines,candidates,egress]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
@@ -15,6 +15,7 @@ import { benchFloor } from "./floor.js";
 import { benchVerify } from "./verify.js";
 import { benchFleet } from "./fleet.js";
 import { benchCandidates } from "./candidates.js";
+import { benchEgress } from "./egress.js";
 import { floorRatios, sameRunRatios } from "./ratios.js";
 
 const sections: Record<string, () => Promise<object>> = {
@@ -42,6 +43,8 @@ const sections: Record<string, () => Promise<object>> = {
   engines: benchEngines,
   // best-of-N: a job with 4 candidates against the same job with 1, enqueue to result, same run
   candidates: benchCandidates,
+  // the egress proxy adding a credential: npm ci of ~200 packages with TLS terminated against tunnelled, same run
+  egress: benchEgress,
 };
 
 const onlyArg = process.argv.findIndex((a) => a === "--only" || a.startsWith("--only="));

@@ -2,10 +2,13 @@
 // a real verdaccio over HTTPS that serves its package to the token only (anonymous reads are
 // refused), whose package and tarball are the ones published, that npm on this host reads with
 // the token and the CA, and whose dependent repository (makePrivateDepRepo) has a lockfile that
-// resolves by the registry's name and an .npmrc with the placeholder, never the token.
+// resolves by the registry's name and an .npmrc with the placeholder, never the token. The egress
+// bench's options: anonymous reads, JWT tokens, and a storage of the caller's that a second start
+// serves again (the uplink is the bench's own run: bench/egress.ts checks its lockfile).
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -112,6 +115,29 @@ describe("makePrivateDepRepo", () => {
       );
     } finally {
       rmSync(repo.dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the bench's options", () => {
+  it("serves anonymous reads, issues a JWT, and keeps its storage for a second start that serves it again", async () => {
+    const storage = mkdtempSync(join(tmpdir(), "pb-verdaccio-storage-"));
+    let open: PrivateRegistry | undefined;
+    try {
+      open = await startPrivateRegistry({ index: 1, storage, anonymousRead: true, jwt: true });
+      expect(open.token.split(".")).toHaveLength(3); // header.payload.signature
+      expect((await open.request(META)).status).toBe(200);
+      expect((await open.request(META, { token: open.token })).status).toBe(200);
+      await open.close();
+      open = undefined;
+      expect(existsSync(storage)).toBe(true);
+      // The second start finds the package in the storage and does not publish it again.
+      open = await startPrivateRegistry({ index: 1, storage, anonymousRead: true, jwt: true });
+      const doc = JSON.parse((await open.request(META)).body.toString()) as { versions: Record<string, unknown> };
+      expect(Object.keys(doc.versions)).toEqual([PRIVATE_PACKAGE.version]);
+    } finally {
+      await open?.close();
+      rmSync(storage, { recursive: true, force: true });
     }
   });
 });

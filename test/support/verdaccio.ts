@@ -6,6 +6,10 @@
 // published to it: nothing reaches the internet), and it admits one registration, the helper's
 // own during start-up. It holds one package that exists nowhere else, @corp/private-util@1.0.0,
 // whose files the helper writes. makePrivateDepRepo makes a repository that depends on it.
+// The egress bench (bench/egress.ts) starts it with options the tests do not use: an uplink (this
+// host's real registry, whose packages it caches in its storage), anonymous reads, a storage
+// directory of the caller's that outlives it, so a second start without the uplink serves what
+// the first one cached, and JWT tokens, which cost it no bcrypt per request.
 import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -30,6 +34,24 @@ export interface PrivateRegistryOptions {
   index?: number;
   /** Its port (this process runs as root, so 443 is free on an address of its own). @default 443 */
   port?: number;
+  /**
+   * A registry it fetches every other package from and caches in its storage (the bench's: this
+   * host's real one). @default none: it serves only what was published to it
+   */
+  uplink?: string;
+  /** Whether a request without a token may read packages (the bench's tunnelled arm). @default false */
+  anonymousRead?: boolean;
+  /**
+   * Its storage: a directory of the caller's, kept when it closes, so a later start serves what it
+   * holds (the private package is published only when it is not there yet). @default a directory of its own
+   */
+  storage?: string;
+  /**
+   * Tokens as JWTs, checked by their signature: a legacy token (the default) is checked against
+   * htpasswd's bcrypt on every request, ~80 ms of verdaccio's CPU each on this machine, which the
+   * bench would otherwise measure as the registry's and not the proxy's. @default false
+   */
+  jwt?: boolean;
 }
 
 /** A running private registry. */
@@ -50,6 +72,8 @@ export interface PrivateRegistry {
   caFile: string;
   /** Milliseconds from spawning verdaccio to the package published. */
   startupMs: number;
+  /** Verdaccio's process id (the bench reads its CPU time). */
+  pid: number;
   /**
    * The environment for npm on this host: it resolves `host` to `ip` (a preloaded hook on Node's
    * dns.lookup, for npm's process only), trusts the CA, carries the token, and caches in a
@@ -91,8 +115,9 @@ export async function startPrivateRegistry(opts: PrivateRegistryOptions = {}): P
   let stop = async () => {};
   try {
     const tls = makeTestCertificate(dir, [host], [ip]);
-    writeFileSync(join(dir, "config.yaml"), config(dir, tls, ip, port));
-    stop = await spawnVerdaccio(dir);
+    writeFileSync(join(dir, "config.yaml"), config(dir, tls, ip, port, opts));
+    const child = await spawnVerdaccio(dir, opts.uplink !== undefined);
+    stop = child.stop;
     const reg: PrivateRegistry = {
       url: `https://${authority}/`,
       host,
@@ -103,10 +128,11 @@ export async function startPrivateRegistry(opts: PrivateRegistryOptions = {}): P
       caPem: tls.caPem,
       caFile: tls.caFile,
       startupMs: 0,
+      pid: child.pid,
       npmEnv: () => npmEnv(dir, reg),
       request: (path, o) => request(reg, path, o),
       close: async () => {
-        await stop();
+        await child.stop();
         rmSync(dir, { recursive: true, force: true });
       },
     };
@@ -115,7 +141,8 @@ export async function startPrivateRegistry(opts: PrivateRegistryOptions = {}): P
     if (typeof token !== "string")
       throw new Error(`private registry: registering ${USER.name} answered ${login.status}: ${said(login)}`);
     reg.token = token;
-    await publish(reg, dir);
+    const held = opts.storage ? (await reg.request(META, { token })).status === 200 : false;
+    if (!held) await publish(reg, dir);
     writeHostNpmConfig(dir, reg);
     reg.startupMs = Date.now() - started;
     return reg;
@@ -126,20 +153,42 @@ export async function startPrivateRegistry(opts: PrivateRegistryOptions = {}): P
   }
 }
 
+const META = `/${PRIVATE_PACKAGE.name.replace("/", "%2f")}`;
+
 // Verdaccio's config: HTTPS on the address, htpasswd with one registration (the helper's), every
-// package for logged-in users only, no uplinks, no web UI, warnings only on stdout as JSON lines.
-function config(dir: string, tls: { certFile: string; keyFile: string }, ip: string, port: number): string {
+// package for logged-in users only (or anyone, with anonymousRead), no uplink unless given (the
+// private package's scope never goes to it; what it fetches stays cached for a day), no web UI,
+// warnings only on stdout as JSON lines.
+function config(
+  dir: string,
+  tls: { certFile: string; keyFile: string },
+  ip: string,
+  port: number,
+  opts: PrivateRegistryOptions,
+): string {
+  const access = opts.anonymousRead ? "$all" : "$authenticated";
+  const scope = PRIVATE_PACKAGE.name.split("/")[0];
+  const uplink = opts.uplink
+    ? ["uplinks:", "  upstream:", `    url: ${opts.uplink}`, "    maxage: 24h", "    timeout: 60s", "    cache: true"]
+    : [];
   return [
-    `storage: ${join(dir, "storage")}`,
+    `storage: ${opts.storage ?? join(dir, "storage")}`,
+    ...(opts.jwt ? ["security:", "  api:", "    jwt:", "      sign:", "        expiresIn: 1d"] : []),
     "auth:",
     "  htpasswd:",
     `    file: ${join(dir, "htpasswd")}`,
     "    max_users: 1",
+    ...uplink,
     "packages:",
-    "  '**':",
-    "    access: $authenticated",
+    `  '${scope}/*':`,
+    `    access: ${access}`,
     "    publish: $authenticated",
     "    unpublish: $authenticated",
+    "  '**':",
+    `    access: ${access}`,
+    "    publish: $authenticated",
+    "    unpublish: $authenticated",
+    ...(opts.uplink ? ["    proxy: upstream"] : []),
     "https:",
     `  key: ${tls.keyFile}`,
     `  cert: ${tls.certFile}`,
@@ -151,12 +200,15 @@ function config(dir: string, tls: { certFile: string; keyFile: string }, ip: str
   ].join("\n");
 }
 
-// Runs verdaccio and resolves once its "http address" line says it listens; the function it
-// resolves to stops it. It rejects with verdaccio's last output if it exits or stays silent for a minute.
-async function spawnVerdaccio(dir: string): Promise<() => Promise<void>> {
+// Runs verdaccio and resolves once its "http address" line says it listens, with its pid and a
+// function that stops it. It rejects with verdaccio's last output if it exits or stays silent for
+// a minute. With an uplink it trusts what this host's Node trusts (NODE_EXTRA_CA_CERTS: this
+// machine's egress gateway re-signs TLS with a CA of its own).
+async function spawnVerdaccio(dir: string, uplink: boolean): Promise<{ pid: number; stop: () => Promise<void> }> {
+  const extra = process.env["NODE_EXTRA_CA_CERTS"];
   const child = spawn(process.execPath, [VERDACCIO, "--config", join(dir, "config.yaml")], {
     cwd: dir,
-    env: { PATH: process.env.PATH, HOME: dir },
+    env: { PATH: process.env.PATH, HOME: dir, ...(uplink && extra ? { NODE_EXTRA_CA_CERTS: extra } : {}) },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
@@ -182,7 +234,7 @@ async function spawnVerdaccio(dir: string): Promise<() => Promise<void>> {
     await stop();
     throw e;
   }
-  return stop;
+  return { pid: child.pid!, stop };
 }
 
 function request(reg: PrivateRegistry, path: string, o: RegistryRequestOptions = {}): Promise<RegistryResponse> {

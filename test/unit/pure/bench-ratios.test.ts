@@ -1,7 +1,8 @@
 // The bench's same-run ratios to the floor (bench/ratios.ts, issue 29's goals), pure: each divides
 // the row it names by the floor's, says its goal and whether it holds; a ratio whose rows did not
 // run is left out. The ratios whose baseline is in their own section (best-of-N against one
-// candidate) need no floor.
+// candidate, npm ci with the egress proxy terminating TLS against the same through a tunnel) need
+// no floor.
 import { describe, expect, it } from "vitest";
 import { floorRatios, sameRunRatios } from "../../../bench/ratios.js";
 
@@ -62,6 +63,16 @@ describe("sameRunRatios", () => {
     expect(r["candidates_4_of_1"]).toMatchObject({ value: 1.3, goal: "<= 1.3", met: true });
     const over = sameRunRatios({ candidates: { wall_ms: { candidates_1: 8000, candidates_4: 12000 } } });
     expect(over["candidates_4_of_1"]).toMatchObject({ value: 1.5, met: false });
+  });
+
+  it("divides npm ci's setup with the proxy terminating TLS by the same through a tunnel, against 1.5", () => {
+    const r = sameRunRatios({ egress: { setup_ms: { tunnel: 6000, terminate: 9000 } } });
+    expect(r["egress_terminate_of_tunnel"]).toMatchObject({ value: 1.5, goal: "<= 1.5", met: true });
+    const over = sameRunRatios({ egress: { setup_ms: { tunnel: 6000, terminate: 9600 } } });
+    expect(over["egress_terminate_of_tunnel"]).toMatchObject({ value: 1.6, met: false });
+    // Only the egress ratio when only egress ran; none when an arm has no median.
+    expect(Object.keys(r)).toEqual(["egress_terminate_of_tunnel"]);
+    expect(sameRunRatios({ egress: { setup_ms: { terminate: 9000 } } })).toEqual({});
   });
 
   it("leaves the ratio out where the section did not run or lacks a row", () => {
