@@ -242,11 +242,12 @@ class Terminated {
       timeout: session.limits.connectMs,
     });
     upReq.on("socket", (s) => {
-      s.once("secureConnect", () => upReq.setTimeout(session.limits.idleMs));
-      // The agent reuses its socket for the next request: it is held once.
+      // The agent reuses its socket for the next request: it is held once, and only a new one
+      // waits for its handshake (a listener per reuse piled up on the socket, and its request with it).
       if (this.held.has(s)) return upReq.setTimeout(session.limits.idleMs);
       this.held.add(s);
       session.hold(s);
+      s.once("secureConnect", () => upReq.setTimeout(session.limits.idleMs));
     });
     upReq.on("timeout", () => upReq.destroy(new Error("upstream timed out")));
     upReq.on("error", (e: NodeJS.ErrnoException) => {

@@ -229,6 +229,26 @@ describe("a credential's host: the proxy ends TLS and sets the header", () => {
     }
   });
 
+  it("twenty requests on one tunnel reuse one upstream connection without piling a listener per request on it", async () => {
+    const { s, recs } = await open();
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    try {
+      const one = (close: boolean) =>
+        `GET /pkg HTTP/1.1\r\nHost: registry.test\r\n${close ? "Connection: close\r\n" : ""}\r\n`;
+      const raw = Array.from({ length: 20 }, (_, i) => one(i === 19)).join("");
+      const r = await through(s, "registry.test:443", { servername: "registry.test", ca: caOf(s), raw });
+      expect(r.body!.match(/HTTP\/1\.1 200 /g)).toHaveLength(20);
+      await until(() => recs.length === 20);
+      await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on the next tick
+      expect(warnings.filter((w) => w.includes("MaxListenersExceeded"))).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+      await s.close();
+    }
+  });
+
   it("writes ca.pem and ca-bundle.pem (the system's roots and the job CA), readable by uid 1000 through a mount; the socket is not", async () => {
     const { s } = await open();
     const mnt = mkdtempSync(join(tmpdir(), "pb-mnt-"));
