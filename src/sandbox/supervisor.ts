@@ -37,17 +37,25 @@ export function startBash(box: Box, init: string, onData: (b: Buffer, stream: 1 
   return startHelper(box, BASH, onData, { user, env: ENV, init: `${init}builtin printf 'PBREADY:%s\\n' "$$"\n` });
 }
 
+/**
+ * How long a helper's start may take before it is given up: a start takes well under a second, and
+ * an engine that never answers an exec (rootless Podman's, once, on a loaded host) must fail the
+ * start with a reason, not hold it for ever. The next caller starts it again.
+ */
+export const HELPER_START_MS = 60_000;
+
 /** Starts `argv` on an attached exec (writing `init` to it) and waits for its `PBREADY:<pid>` line. */
 export async function startHelper(
   box: Box,
   argv: string[],
   onData: (b: Buffer, stream: 1 | 2) => void,
-  o: { user?: string; env?: string[]; cwd?: string; init?: string },
+  o: { user?: string; env?: string[]; cwd?: string; init?: string; startMs?: number },
 ) {
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
   let started = false;
   const done = new AbortController(); // ends the check's wait with the start: no timer outlives it
-  const stopped = (async () => {
+  const startMs = o.startMs ?? HELPER_START_MS;
+  const polled = (async () => {
     while (!started) {
       if (!(await sleep(1000, true, { signal: done.signal }).catch(() => false))) return undefined;
       const state = await box.state().catch(() => undefined);
@@ -56,6 +64,12 @@ export async function startHelper(
     }
     return undefined;
   })();
+  // Its own timer: a poll of the state waits on the same engine that may not answer.
+  const late = sleep(startMs, true, { signal: done.signal }).then(
+    () => `the sandbox's ${argv[0]} did not start within ${startMs / 1000} s: the engine did not answer its exec`,
+    () => undefined,
+  );
+  const stopped = Promise.race([polled, late]);
   const fail = (why: string | undefined) =>
     Promise.reject(
       new Error(
