@@ -45,6 +45,10 @@ export interface TerminateTarget {
 let idleServer: tls.Server | undefined;
 
 const ENCODINGS = new Set(["gzip", "x-gzip", "deflate", "br", "identity"]);
+// Request headers that ask for a part of a response: a part may end inside an echoed secret and
+// the next part begin there, so no one response would hold it whole for the scrub to find. They
+// are not sent; the upstream answers with the whole body (RFC 9110 14.2 lets it ignore Range).
+const PARTIAL = ["range", "if-range"];
 
 export function runTerminated(session: TunnelSession, client: net.Socket, head: Buffer, t: TerminateTarget): void {
   new Terminated(session, client, t).start(head);
@@ -219,7 +223,10 @@ class Terminated {
       session.record(rec);
     };
     const total = setTimeout(() => upReq.destroy(new Error("total time limit")), session.limits.totalMs);
-    const headers = endToEnd(req.headers, new Set([...HOST_OVERRIDES, "host", "accept-encoding", cred.header]));
+    const headers = endToEnd(
+      req.headers,
+      new Set([...HOST_OVERRIDES, ...PARTIAL, "host", "accept-encoding", cred.header]),
+    );
     const accept = acceptEncoding(req.headers["accept-encoding"]);
     const upReq = https.request({
       host: t.address,
