@@ -14,7 +14,9 @@
 //   length (src/net/scrub.ts), in headers and body. A body with Content-Encoding gzip, deflate or
 //   br is decoded here, scrubbed, and sent without Content-Encoding and Content-Length (chunked):
 //   a secret inside compressed bytes cannot be found otherwise. Upstream is asked for no other
-//   encoding (Accept-Encoding keeps only those), and a response in one anyway is refused (502).
+//   encoding (Accept-Encoding keeps only those), and a response in one anyway is refused (502),
+//   as is one with a transfer coding other than chunked. Range and If-Range are not sent: a part
+//   of a response could end inside a secret. The bytes the client gets (decoded) are charged.
 // Every request is an egress record (path without query, status, bytes, the credential's name).
 import http from "node:http";
 import https from "node:https";
@@ -296,17 +298,27 @@ class Terminated {
     const encoding = String(up.headers["content-encoding"] ?? "identity")
       .trim()
       .toLowerCase();
+    const framing = String(up.headers["transfer-encoding"] ?? "chunked")
+      .trim()
+      .toLowerCase();
+    // A transfer coding other than chunked (gzip, chunked) reaches here still coded: Node undoes
+    // chunked only. Its bytes cannot be scrubbed, so such a response is refused like an unknown
+    // content coding. Both names are the upstream's text: scrubbed before they are recorded.
+    const unreadable = framing !== "chunked" ? "transfer-encoding" : undefined;
+    const decoder = hasBody && encoding !== "identity" ? decoderFor(encoding) : undefined;
+    const what = unreadable ?? (hasBody && encoding !== "identity" && !decoder ? "content-encoding" : undefined);
+    if (what) {
+      up.destroy();
+      rec.allowed = false;
+      // Scrubbed as the upstream sent it: a lower-cased secret would no longer match.
+      const named = String(up.headers[what] ?? "").trim();
+      finish(`${what} ${bounded(scrubHeader(named, secrets), 40)} cannot be scrubbed`);
+      return void res
+        .writeHead(502, { "content-type": "text/plain", connection: "close" })
+        .end(`patchbay egress: the upstream's ${what} cannot be scrubbed\n`);
+    }
     let body: Readable = up;
-    if (hasBody && encoding !== "identity") {
-      const decoder = decoderFor(encoding);
-      if (!decoder) {
-        up.destroy();
-        rec.allowed = false;
-        finish(`content-encoding ${bounded(encoding, 40)} cannot be scrubbed`);
-        return void res
-          .writeHead(502, { "content-type": "text/plain", connection: "close" })
-          .end("patchbay egress: the upstream's content-encoding cannot be scrubbed\n");
-      }
+    if (decoder) {
       delete headers["content-encoding"];
       delete headers["content-length"];
       body = up.pipe(decoder);
@@ -315,7 +327,9 @@ class Terminated {
         res.destroy();
       });
     }
-    up.on("data", (c: Buffer) => {
+    // What the client gets is charged (the decoded bytes when decoding: a small compressed body
+    // may decode to any size), so the job's byte budget bounds what a tunnel can deliver.
+    body.on("data", (c: Buffer) => {
       if (!this.session.charge(c.length)) {
         finish("byte limit for the job");
         up.destroy();
