@@ -51,6 +51,8 @@ const ENCODINGS = new Set(["gzip", "x-gzip", "deflate", "br", "identity"]);
 // the next part begin there, so no one response would hold it whole for the scrub to find. They
 // are not sent; the upstream answers with the whole body (RFC 9110 14.2 lets it ignore Range).
 const PARTIAL = ["range", "if-range"];
+/** The most requests one terminated tunnel holds at once (clients send one at a time; few pipeline). */
+const MAX_IN_FLIGHT = 8;
 
 export function runTerminated(session: TunnelSession, client: net.Socket, head: Buffer, t: TerminateTarget): void {
   new Terminated(session, client, t).start(head);
@@ -63,6 +65,8 @@ class Terminated {
   private readonly authority: string;
   private readonly held = new WeakSet<net.Socket>();
   private badName: string | undefined;
+  /** Requests read and not yet answered in full: a client that pipelines more ends the tunnel. */
+  private inFlight = 0;
   private ended = false;
 
   constructor(
@@ -194,6 +198,16 @@ class Terminated {
         .end(`patchbay egress: ${bounded(reason, 400, true)}\n`);
       req.resume();
     };
+    // Each request read is objects, a timer and an upstream request with the credential: a client
+    // that pipelines thousands in one write would have them all at once. Beyond a few the tunnel
+    // ends; and a request's head is charged to the job's budget like every byte of a plain tunnel.
+    if (this.ended) return void res.destroy();
+    if (++this.inFlight > MAX_IN_FLIGHT) {
+      this.record({ method, allowed: false, reason: `more than ${MAX_IN_FLIGHT} requests in flight (pipelined)` });
+      return this.end();
+    }
+    res.once("close", () => this.inFlight--);
+    if (!this.session.charge(headBytes(req))) return refuse(429, "byte limit for the job");
     if (!url.startsWith("/")) return refuse(400, "only requests for a path (origin-form) inside a terminated tunnel");
     const path = url.replace(/[?#].*$/s, "");
     if (!this.hostMatches(req.headers.host))
@@ -345,6 +359,13 @@ class Terminated {
     body.pipe(new ScrubStream(secrets)).pipe(res);
     res.on("finish", () => finish());
   }
+}
+
+/** The size of a request's head as it came (request line, header lines, the blank line). */
+function headBytes(req: http.IncomingMessage): number {
+  let n = (req.method ?? "").length + (req.url ?? "").length + 13;
+  for (const f of req.rawHeaders) n += Buffer.byteLength(f, "latin1") + 2;
+  return n;
 }
 
 /** The client socket with the bytes it sent behind its CONNECT (read with it) put back in front. */

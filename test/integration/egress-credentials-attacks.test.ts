@@ -5,7 +5,8 @@
 // request cutting an echoed secret into parts, a transfer coding (gzip, chunked) passing coded
 // bytes past the scrub, a decompression bomb's decoded bytes not charged, the upstream's
 // Content-Encoding text recorded unscrubbed, and echoes percent-encoded, JSON-escaped or in the
-// Latin-1 bytes the header went out in. Held: the reason phrase, trailers and 1xx responses are
+// Latin-1 bytes the header went out in, and a flood of pipelined requests (thousands at once in
+// memory, each sent with the credential) whose heads the byte budget did not count. Held: the reason phrase, trailers and 1xx responses are
 // the proxy's own or not relayed; smuggled framing (CL+TE, two lengths, obs-fold) never leaves.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -251,6 +252,40 @@ describe("the job's byte budget holds what a terminated tunnel delivers", () => 
       expect(r.body.length).toBeLessThan(512 << 10);
       await until(() => recs.length === 1);
       expect(recs[0]!.reason).toBe("byte limit for the job");
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("a request flood through one tunnel", () => {
+  it("20,000 pipelined requests in one write end the tunnel at 8 in flight: a few reach the upstream, 2 records", async () => {
+    const { s, recs } = await open();
+    try {
+      const sock = await secure(s, "registry.test");
+      const got = readAll(sock);
+      const before = ranges.length;
+      sock.write("GET /range-echo HTTP/1.1\r\nHost: registry.test\r\n\r\n".repeat(20_000));
+      await got;
+      await until(() => recs.some((r) => /more than 8 requests in flight/.test(r.reason ?? "")));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(ranges.length - before).toBeLessThanOrEqual(8);
+      expect(recs.length).toBeLessThanOrEqual(10);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a request's head is charged to the job's byte budget: big heads alone spend it (429, nothing sent)", async () => {
+    const { s, recs } = await open({ maxBytes: 2000 });
+    try {
+      const before = ranges.length;
+      const pad = { "x-pad": "p".repeat(1200) };
+      expect((await ask(s, "registry.test", "/range-echo", pad)).status).toBe(200);
+      expect((await ask(s, "registry.test", "/range-echo", pad)).status).toBe(429);
+      expect(ranges.length - before).toBe(1);
+      await until(() => recs.length === 2);
+      expect(recs[1]).toMatchObject({ allowed: false, status: 429, reason: "byte limit for the job" });
     } finally {
       await s.close();
     }
