@@ -1,10 +1,10 @@
 // A credential's secrets cut out of what an upstream sends back through a terminated tunnel
 // (src/net/terminate.ts): an upstream that echoes the header it got (a 401 body quoting it, a
 // debug endpoint) never shows it to the sandbox. Every occurrence of any secret, in its usual
-// echoed forms too (secretForms, as UTF-8 and Latin-1 bytes), overlapping ones too, becomes as
-// many '*' as it has bytes, so a Content-Length stays right. The stream form holds back the last
-// (longest form - 1) bytes of each chunk until the next one shows whether they begin a secret,
-// so a secret split over any number of chunks is found. Pure.
+// echoed forms too (secretForms, as UTF-8 and Latin-1 bytes, in any case of its ASCII letters),
+// overlapping ones too, becomes as many '*' as it has bytes, so a Content-Length stays right. The
+// stream form holds back the last (longest form - 1) bytes of each chunk until the next one shows
+// whether they begin a secret, so a secret split over any number of chunks is found. Pure.
 import { Transform, type TransformCallback } from "node:stream";
 
 const STAR = 0x2a;
@@ -29,14 +29,26 @@ function secretBytes(secrets: readonly string[]): Buffer[] {
   const forms = new Set(secrets.filter((s) => s.length > 0).flatMap(secretForms));
   const bytes = new Map<string, Buffer>();
   for (const f of forms)
-    for (const b of [Buffer.from(f, "utf8"), Buffer.from(f, "latin1")]) bytes.set(b.toString("hex"), b);
+    for (const b of [Buffer.from(f, "utf8"), Buffer.from(f, "latin1")].map(lowerAscii)) bytes.set(b.toString("hex"), b);
   return [...bytes.values()];
 }
 
-/** Marks in `mask` every byte of `buf` that belongs to an occurrence of a secret. */
+/** A copy of `buf` with the ASCII letters A-Z made lower case (the search runs on these copies). */
+function lowerAscii(buf: Buffer): Buffer {
+  const out = Buffer.from(buf);
+  for (let i = 0; i < out.length; i++) if (out[i]! >= 0x41 && out[i]! <= 0x5a) out[i] = out[i]! | 0x20;
+  return out;
+}
+
+/**
+ * Marks in `mask` every byte of `buf` that belongs to an occurrence of a secret (`secrets` lower
+ * case), whatever the case of its ASCII letters: an upstream or a header's parser that changes
+ * case (a lower-cased header value, an upper-cased echo) still gives the secret away.
+ */
 function markSecrets(buf: Buffer, secrets: readonly Buffer[], mask: Uint8Array): void {
+  const lower = lowerAscii(buf);
   for (const s of secrets) {
-    for (let i = buf.indexOf(s); i !== -1; i = buf.indexOf(s, i + 1)) mask.fill(1, i, i + s.length);
+    for (let i = lower.indexOf(s); i !== -1; i = lower.indexOf(s, i + 1)) mask.fill(1, i, i + s.length);
   }
 }
 

@@ -91,4 +91,11 @@ describe("scrub", () => {
     expect(Buffer.concat(out).toString("latin1")).toBe(`x ${"*".repeat(secret.length)} y`);
     expect(scrubHeader(wire.toString("latin1"), [secret])).toBe(`x ${"*".repeat(secret.length)} y`);
   });
+
+  it("cuts a secret whatever the case of its letters (an echo lower- or upper-cased)", async () => {
+    const text = `a ${TOKEN.toLowerCase()} b ${TOKEN.toUpperCase()} c`;
+    const want2 = `a ${"*".repeat(TOKEN.length)} b ${"*".repeat(TOKEN.length)} c`;
+    for (let size = 1; size <= text.length; size += 4) expect(await stream([TOKEN], pieces(text, size))).toBe(want2);
+    expect(scrubHeader(`x-${TOKEN.toLowerCase()}`, [TOKEN])).toBe(`x-${"*".repeat(TOKEN.length)}`);
+  });
 });
