@@ -8,6 +8,8 @@
 // Latin-1 bytes the header went out in, and a flood of pipelined requests (thousands at once in
 // memory, each sent with the credential) whose heads the byte budget did not count. Held: the reason phrase, trailers and 1xx responses are
 // the proxy's own or not relayed; smuggled framing (CL+TE, two lengths, obs-fold) never leaves.
+// A KNOWN GAP stays marked (it.fails): the credential works for every method and path of its host,
+// so the sandbox can have the upstream mint a derived token it then holds.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
@@ -29,6 +31,7 @@ const IP = `127.217.${process.pid % 250}.1`;
 const NAMES = ["registry.test", "keyed.test"];
 
 const ranges: (string | undefined)[] = [];
+const minted: string[] = [];
 let cert = "";
 const dirs: string[] = [];
 let server: https.Server | undefined;
@@ -66,6 +69,10 @@ function answer(req: http.IncomingMessage, res: http.ServerResponse): void {
     return void res
       .writeHead(302, { location: `/login?key=${encodeURIComponent(auth)}` })
       .end(Buffer.concat([Buffer.from(`${json} raw=`), Buffer.from(auth, "latin1")]));
+  }
+  if (path === "/-/npm/v1/tokens" && req.method === "POST" && auth === `Bearer ${TOKEN}`) {
+    minted.push("npm_MintedForTheSandbox0001");
+    return void res.writeHead(201, { "content-type": "application/json" }).end(`{"token":"${minted.at(-1)}"}`);
   }
   res.writeHead(200, { "content-length": 2 }).end("ok");
 }
@@ -147,13 +154,20 @@ async function secure(s: EgressSession, host: string): Promise<tls.TLSSocket> {
 }
 
 /** One request through a terminated tunnel to `host`; everything that came back, the body as bytes. */
-async function ask(s: EgressSession, host: string, path: string, headers: http.OutgoingHttpHeaders = {}) {
+async function ask(
+  s: EgressSession,
+  host: string,
+  path: string,
+  headers: http.OutgoingHttpHeaders = {},
+  method = "GET",
+) {
   const sock = await secure(s, host);
   return new Promise<Reply>((resolve) => {
     const out: Reply = { informational: [], body: Buffer.alloc(0) };
     const chunks: Buffer[] = [];
     const req = http.request({
       createConnection: () => sock,
+      method,
       path,
       headers: { host, connection: "close", ...headers },
     });
@@ -325,6 +339,26 @@ describe("held: what the proxy makes itself or never relays", () => {
       expect(await got).toMatch(/^HTTP\/1\.1 400 /);
       expect(ranges.length).toBe(before);
       expect(recs.every((x) => !x.allowed)).toBe(true);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("what the credential can do, beyond being read", () => {
+  // The proxy adds the header to every request the sandbox sends to the credential's host, whatever
+  // its method and path: a registry's token endpoint mints a new token for the sandbox (npm token
+  // create, a Docker registry's /token, a login that answers with a session cookie), which the
+  // scrub cannot know, and a write-capable token publishes or deletes. Closing it needs the
+  // operator to say per credential which methods and paths it is for (GET and HEAD, plus git's
+  // POST .../git-upload-pack), a field of the credentials file; not done here.
+  it.fails("KNOWN GAP: the sandbox cannot have the upstream mint a derived token with the credential", async () => {
+    const { s } = await open();
+    try {
+      const before = minted.length;
+      const r = await ask(s, "registry.test", "/-/npm/v1/tokens", { "content-type": "application/json" }, "POST");
+      expect(minted.length - before).toBe(0);
+      expect(r.body.toString()).not.toContain("npm_MintedForTheSandbox");
     } finally {
       await s.close();
     }
