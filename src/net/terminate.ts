@@ -67,6 +67,8 @@ class Terminated {
   private badName: string | undefined;
   /** Requests read and not yet answered in full: a client that pipelines more ends the tunnel. */
   private inFlight = 0;
+  /** The client sent its FIN: no request comes after those in flight. */
+  private clientDone = false;
   private ended = false;
 
   constructor(
@@ -117,6 +119,15 @@ class Terminated {
       secure ? this.end() : this.refuse("the client closed the tunnel before the TLS handshake ended"),
     );
     sock.setTimeout(limits.idleMs, () => this.end());
+    // The proxy's side of the CONNECT stays half open when the client sends its FIN (an HTTP
+    // server's sockets allow that), so the tunnel would hold its connection slot until the idle
+    // limit. A client that has finished sending ends the tunnel once its requests are answered.
+    const finished = () => {
+      this.clientDone = true;
+      if (this.inFlight === 0) this.end();
+    };
+    sock.on("end", finished);
+    client.on("end", finished);
     client.on("close", () => this.end());
     client.on("error", () => this.end());
   }
@@ -206,7 +217,9 @@ class Terminated {
       this.record({ method, allowed: false, reason: `more than ${MAX_IN_FLIGHT} requests in flight (pipelined)` });
       return this.end();
     }
-    res.once("close", () => this.inFlight--);
+    res.once("close", () => {
+      if (--this.inFlight === 0 && this.clientDone) this.end();
+    });
     if (!this.session.charge(headBytes(req))) return refuse(429, "byte limit for the job");
     if (!url.startsWith("/")) return refuse(400, "only requests for a path (origin-form) inside a terminated tunnel");
     const path = url.replace(/[?#].*$/s, "");

@@ -8,7 +8,8 @@
 // Latin-1 bytes the header went out in, and a flood of pipelined requests (thousands at once in
 // memory, each sent with the credential) whose heads the byte budget did not count. Held: the reason phrase, trailers and 1xx responses are
 // the proxy's own or not relayed; smuggled framing (CL+TE, two lengths, obs-fold) never leaves.
-// A KNOWN GAP stays marked (it.fails): the credential works for every method and path of its host,
+// A closed tunnel held its connection slot until the idle limit (the proxy's side stayed half
+// open), so a client opening and closing tunnels ran out of them: fixed. A KNOWN GAP stays marked (it.fails): the credential works for every method and path of its host,
 // so the sandbox can have the upstream mint a derived token it then holds.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -300,6 +301,22 @@ describe("a request flood through one tunnel", () => {
       expect(ranges.length - before).toBe(1);
       await until(() => recs.length === 2);
       expect(recs[1]).toMatchObject({ allowed: false, status: 429, reason: "byte limit for the job" });
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("a tunnel's connection slot", () => {
+  it("is freed when the client goes: 6 tunnels one after another fit a limit of 2 connections", async () => {
+    const { s, recs } = await open({ maxConnections: 2 });
+    try {
+      for (let i = 0; i < 6; i++) {
+        const sock = await secure(s, "registry.test");
+        sock.destroy();
+        await until(() => s.openSockets === 0);
+      }
+      expect(recs.filter((r) => /connections at once/.test(r.reason ?? ""))).toEqual([]);
     } finally {
       await s.close();
     }
