@@ -54,8 +54,22 @@ const PARTIAL = ["range", "if-range"];
 /** The most requests one terminated tunnel holds at once (clients send one at a time; few pipeline). */
 const MAX_IN_FLIGHT = 8;
 
+/**
+ * Terminated tunnels a job's session starts each second. Each is a TLS handshake the worker serves
+ * (about a millisecond of its CPU), where a plain tunnel costs it next to nothing: a sandbox that
+ * opens and drops tunnels in a loop would keep a core busy. More wait their turn (at most the
+ * connection limit, 64, are waiting: about a second); a package manager opens a few and keeps them.
+ */
+export const HANDSHAKES_PER_SECOND = 50;
+const nextTurn = new WeakMap<TunnelSession, number>();
+
 export function runTerminated(session: TunnelSession, client: net.Socket, head: Buffer, t: TerminateTarget): void {
-  new Terminated(session, client, t).start(head);
+  const now = performance.now();
+  const at = Math.max(now, nextTurn.get(session) ?? 0);
+  nextTurn.set(session, at + 1000 / HANDSHAKES_PER_SECOND);
+  const go = () => void (client.destroyed || new Terminated(session, client, t).start(head));
+  if (at <= now) go();
+  else setTimeout(go, at - now);
 }
 
 /** One terminated tunnel: its TLS server side, its HTTP parser, and an upstream agent of its own. */

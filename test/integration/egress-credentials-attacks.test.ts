@@ -23,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllowEntry, type AllowRule } from "../../src/core/allow.js";
 import type { EgressCredential } from "../../src/net/credential.js";
 import { EgressProxy, type EgressLimits, type EgressRecord, type EgressSession } from "../../src/net/proxy.js";
+import { HANDSHAKES_PER_SECOND } from "../../src/net/terminate.js";
 import { connect, readAll, until } from "../support/egress-client.js";
 
 const TOKEN = "npm_R3dT3amT0kenNeverLeaks46";
@@ -317,6 +318,22 @@ describe("a tunnel's connection slot", () => {
         await until(() => s.openSockets === 0);
       }
       expect(recs.filter((r) => /connections at once/.test(r.reason ?? ""))).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("the worker's CPU", () => {
+  it("terminated handshakes are paced (HANDSHAKES_PER_SECOND): 30 at once do not all complete at once", async () => {
+    const { s } = await open();
+    try {
+      const done: number[] = [];
+      const socks = await Promise.all(
+        Array.from({ length: 30 }, () => secure(s, "registry.test").then((x) => (done.push(performance.now()), x))),
+      );
+      for (const x of socks) x.destroy();
+      expect(Math.max(...done) - Math.min(...done)).toBeGreaterThanOrEqual((28 * 1000) / HANDSHAKES_PER_SECOND);
     } finally {
       await s.close();
     }
