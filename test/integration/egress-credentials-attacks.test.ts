@@ -340,6 +340,32 @@ describe("the worker's CPU", () => {
   });
 });
 
+describe("held: the credential's host under other spellings", () => {
+  it("a CONNECT and SNI in another case with a trailing dot are the same host; a Host with another port is a 421", async () => {
+    const { s, recs } = await open();
+    try {
+      const t = await connect(s, "REGISTRY.Test.:443");
+      if (!t.ok) throw new Error(`CONNECT refused: ${t.status}`);
+      const ca = readFileSync(join(s.dir, s.caPath!), "utf8");
+      const sock = tls.connect({ socket: t.socket, servername: "registry.test", ca });
+      await new Promise<void>((r, j) => sock.once("secureConnect", () => r()).once("error", j));
+      const got = readAll(sock);
+      sock.write("GET /a HTTP/1.1\r\nHost: REGISTRY.TEST.\r\n\r\nGET /b HTTP/1.1\r\nHost: registry.test:8443\r\n\r\n");
+      const out = await got;
+      expect(out).toMatch(/^HTTP\/1\.1 200 OK[^]*\r\n\r\nokHTTP\/1\.1 421 /);
+      expect(holdsToken(out)).toBe(false);
+      await until(() => recs.length >= 2);
+      const seen = recs.map((r) => [r.host, r.path, r.status]);
+      expect(seen.sort((a, b) => String(a[1]).localeCompare(String(b[1])))).toEqual([
+        ["registry.test", "/a", 200],
+        ["registry.test", "/b", 421],
+      ]);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe("held: what the proxy makes itself or never relays", () => {
   it("the upstream's reason phrase, its trailers and a 103 carrying the secret never reach the client", async () => {
     const { s, recs } = await open();
