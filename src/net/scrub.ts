@@ -11,13 +11,16 @@ const STAR = 0x2a;
 
 /**
  * The forms an echo commonly gives a secret besides its own: percent-encoded (a URL, a Location
- * header, a form), JSON-escaped (quotes and backslashes; `/` as `\/` as PHP and others write it).
+ * header, a form), JSON-escaped (quotes and backslashes; `/` as `\/` as PHP and others write it;
+ * past ASCII as `\uXXXX` as Python writes it).
  * A token's base64 alphabet holds `+`, `/` and `=`, so a Basic pair echoed in a URL or in JSON
  * would otherwise come back readable. Pure.
  */
 export function secretForms(secret: string): string[] {
   const json = JSON.stringify(secret).slice(1, -1);
-  return [secret, encodeURIComponent(secret), json, json.replaceAll("/", "\\/")];
+  // Python's json.dumps (ensure_ascii, its default) writes every character past ASCII as \uXXXX.
+  const ascii = json.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return [...new Set([secret, encodeURIComponent(secret), json, json.replaceAll("/", "\\/"), ascii])];
 }
 
 /**
