@@ -51,8 +51,21 @@ async function readSet(file: string, values: Values): Promise<EvalInstance[]> {
     if (err instanceof EvalSetError) throw new UsageError(err.message);
     throw err;
   }
-  // A set is often another's file, but its jobs are the operator's: a worker reads any local repo
-  // they name. Its local repos stay under its own directory (links resolved) unless told otherwise.
+  // A set is often another's file, but its jobs are the operator's: a worker adds any egress
+  // credential they name to setup commands the set chose (what is fetched or sent with it), so a
+  // set naming any is refused unless the operator says they trust it.
+  const withCredentials = instances.filter((i) => i.patchbay.network?.setup?.credentials?.length);
+  if (withCredentials.length && !values["with-credentials"])
+    throw new UsageError(
+      `the task set's instances name the workers' egress credentials (network.setup.credentials): ${withCredentials
+        .slice(0, 5)
+        .map((i) => safe(i.instance_id))
+        .join(
+          ", ",
+        )}${withCredentials.length > 5 ? ` and ${withCredentials.length - 5} more` : ""}. Their setup commands would use them: pass --with-credentials if you trust the set`,
+    );
+  // A worker reads any local repo the jobs name. Its local repos stay under its own directory
+  // (links resolved) unless told otherwise.
   if (values["repos-anywhere"]) return instances;
   const outside = instances.filter((i) => localRepoOutside(real(i.patchbay.repo), real(dir)));
   if (outside.length)
@@ -149,6 +162,7 @@ name taken by another set; 2 usage (a bad set, a bad flag).
   --out DIR              where the files go (default ./patchbay-eval/NAME)
   --grade-concurrency N  predictions graded at once on this host (default 2)
   --repos-anywhere       allow local repos outside the set file's directory (a set you trust)
+  --with-credentials     let the set's setups name the workers' egress credentials (a set you trust)
   --json                 print the summary as JSON
 ${CONNECTION_USAGE}`,
   options: {
@@ -161,6 +175,7 @@ ${CONNECTION_USAGE}`,
     out: { type: "string" },
     "grade-concurrency": { type: "string" },
     "repos-anywhere": { type: "boolean" },
+    "with-credentials": { type: "boolean" },
     json: { type: "boolean" },
   },
   positionals: { min: 1, max: 1, name: "SET" },
@@ -227,6 +242,7 @@ Needs no Redis and no worker. Exit status: 0 graded; 2 usage (a bad set or predi
   --out DIR              where the files go (default ./patchbay-eval/NAME)
   --grade-concurrency N  predictions graded at once (default 2)
   --repos-anywhere       allow local repos outside the set file's directory (a set you trust)
+  --with-credentials     let the set's setups name the workers' egress credentials (a set you trust)
   --json                 print the summary as JSON`,
   options: {
     predictions: { type: "string" },
@@ -234,6 +250,7 @@ Needs no Redis and no worker. Exit status: 0 graded; 2 usage (a bad set or predi
     out: { type: "string" },
     "grade-concurrency": { type: "string" },
     "repos-anywhere": { type: "boolean" },
+    "with-credentials": { type: "boolean" },
     json: { type: "boolean" },
   },
   positionals: { min: 1, max: 1, name: "SET" },

@@ -2,7 +2,9 @@
 // must be one this worker's operator configured (PATCHBAY_EGRESS_CREDENTIALS), and its host and
 // port one the spec's own allow-list lets setup reach by CONNECT. Whoever can enqueue writes the
 // names; the worker's file decides what they mean, so a spec can only pick among the operator's
-// credentials, and only for hosts it already allows. Pure: names and hosts, never a value.
+// credentials, and only for hosts it already allows. And only the operator's own client may: a job
+// from the HTTP API (or one planted in Redis that does not say who sent it) naming any is refused,
+// as its git URL is held to PATCHBAY_API_GIT_HOSTS. Pure: names and hosts, never a value.
 import { parseAllowEntry, refusal, type AllowRule } from "../core/allow.js";
 import type { Config } from "../core/config/config.js";
 import type { EgressCredential } from "../core/config/credentials.js";
@@ -66,4 +68,17 @@ export function credentialsFor(spec: JobSpec, config: Partial<Pick<Config, "egre
   const problems = credentialProblems(spec, config.egressCredentials);
   if (problems.length) throw new JobSpecError(policyRefusal(problems));
   return (spec.network?.setup?.credentials ?? []).map((n) => config.egressCredentials!.get(n)!);
+}
+
+/**
+ * Why a job from `origin` (JobData.origin) cannot name credentials, or undefined. A credential is
+ * the operator's: a job's setup commands choose what is fetched or sent with it (a private
+ * package's contents into the transcript, a publish with a token that can write), so only a job
+ * the operator's own client enqueued (the CLI, the library: "operator") may name one. A job from
+ * the HTTP API, or one that does not say, is refused, whatever the names.
+ */
+export function credentialOriginProblem(spec: JobSpec, origin: unknown): string | undefined {
+  const names = spec.network?.setup?.credentials ?? [];
+  if (!names.length || origin === "operator") return undefined;
+  return `network.setup.credentials: a job from the HTTP API (or one that does not say who enqueued it) cannot name this worker's egress credentials (${names.length} named); the operator's own client (the CLI, the library) enqueues jobs that use them`;
 }

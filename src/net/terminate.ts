@@ -14,7 +14,9 @@
 //   length (src/net/scrub.ts), in headers and body. A body with Content-Encoding gzip, deflate or
 //   br is decoded here, scrubbed, and sent without Content-Encoding and Content-Length (chunked):
 //   a secret inside compressed bytes cannot be found otherwise. Upstream is asked for no other
-//   encoding (Accept-Encoding keeps only those), and a response in one anyway is refused (502).
+//   encoding (Accept-Encoding keeps only those), and a response in one anyway is refused (502),
+//   as is one with a transfer coding other than chunked. Range and If-Range are not sent: a part
+//   of a response could end inside a secret. The bytes the client gets (decoded) are charged.
 // Every request is an egress record (path without query, status, bytes, the credential's name).
 import http from "node:http";
 import https from "node:https";
@@ -45,9 +47,29 @@ export interface TerminateTarget {
 let idleServer: tls.Server | undefined;
 
 const ENCODINGS = new Set(["gzip", "x-gzip", "deflate", "br", "identity"]);
+// Request headers that ask for a part of a response: a part may end inside an echoed secret and
+// the next part begin there, so no one response would hold it whole for the scrub to find. They
+// are not sent; the upstream answers with the whole body (RFC 9110 14.2 lets it ignore Range).
+const PARTIAL = ["range", "if-range"];
+/** The most requests one terminated tunnel holds at once (clients send one at a time; few pipeline). */
+const MAX_IN_FLIGHT = 8;
+
+/**
+ * Terminated tunnels a job's session starts each second. Each is a TLS handshake the worker serves
+ * (about a millisecond of its CPU), where a plain tunnel costs it next to nothing: a sandbox that
+ * opens and drops tunnels in a loop would keep a core busy. More wait their turn (at most the
+ * connection limit, 64, are waiting: about a second); a package manager opens a few and keeps them.
+ */
+export const HANDSHAKES_PER_SECOND = 50;
+const nextTurn = new WeakMap<TunnelSession, number>();
 
 export function runTerminated(session: TunnelSession, client: net.Socket, head: Buffer, t: TerminateTarget): void {
-  new Terminated(session, client, t).start(head);
+  const now = performance.now();
+  const at = Math.max(now, nextTurn.get(session) ?? 0);
+  nextTurn.set(session, at + 1000 / HANDSHAKES_PER_SECOND);
+  const go = () => void (client.destroyed || new Terminated(session, client, t).start(head));
+  if (at <= now) go();
+  else setTimeout(go, at - now);
 }
 
 /** One terminated tunnel: its TLS server side, its HTTP parser, and an upstream agent of its own. */
@@ -57,6 +79,10 @@ class Terminated {
   private readonly authority: string;
   private readonly held = new WeakSet<net.Socket>();
   private badName: string | undefined;
+  /** Requests read and not yet answered in full: a client that pipelines more ends the tunnel. */
+  private inFlight = 0;
+  /** The client sent its FIN: no request comes after those in flight. */
+  private clientDone = false;
   private ended = false;
 
   constructor(
@@ -107,6 +133,15 @@ class Terminated {
       secure ? this.end() : this.refuse("the client closed the tunnel before the TLS handshake ended"),
     );
     sock.setTimeout(limits.idleMs, () => this.end());
+    // The proxy's side of the CONNECT stays half open when the client sends its FIN (an HTTP
+    // server's sockets allow that), so the tunnel would hold its connection slot until the idle
+    // limit. A client that has finished sending ends the tunnel once its requests are answered.
+    const finished = () => {
+      this.clientDone = true;
+      if (this.inFlight === 0) this.end();
+    };
+    sock.on("end", finished);
+    client.on("end", finished);
     client.on("close", () => this.end());
     client.on("error", () => this.end());
   }
@@ -188,6 +223,18 @@ class Terminated {
         .end(`patchbay egress: ${bounded(reason, 400, true)}\n`);
       req.resume();
     };
+    // Each request read is objects, a timer and an upstream request with the credential: a client
+    // that pipelines thousands in one write would have them all at once. Beyond a few the tunnel
+    // ends; and a request's head is charged to the job's budget like every byte of a plain tunnel.
+    if (this.ended) return void res.destroy();
+    if (++this.inFlight > MAX_IN_FLIGHT) {
+      this.record({ method, allowed: false, reason: `more than ${MAX_IN_FLIGHT} requests in flight (pipelined)` });
+      return this.end();
+    }
+    res.once("close", () => {
+      if (--this.inFlight === 0 && this.clientDone) this.end();
+    });
+    if (!this.session.charge(headBytes(req))) return refuse(429, "byte limit for the job");
     if (!url.startsWith("/")) return refuse(400, "only requests for a path (origin-form) inside a terminated tunnel");
     const path = url.replace(/[?#].*$/s, "");
     if (!this.hostMatches(req.headers.host))
@@ -219,7 +266,10 @@ class Terminated {
       session.record(rec);
     };
     const total = setTimeout(() => upReq.destroy(new Error("total time limit")), session.limits.totalMs);
-    const headers = endToEnd(req.headers, new Set([...HOST_OVERRIDES, "host", "accept-encoding", cred.header]));
+    const headers = endToEnd(
+      req.headers,
+      new Set([...HOST_OVERRIDES, ...PARTIAL, "host", "accept-encoding", cred.header]),
+    );
     const accept = acceptEncoding(req.headers["accept-encoding"]);
     const upReq = https.request({
       host: t.address,
@@ -290,17 +340,27 @@ class Terminated {
     const encoding = String(up.headers["content-encoding"] ?? "identity")
       .trim()
       .toLowerCase();
+    const framing = String(up.headers["transfer-encoding"] ?? "chunked")
+      .trim()
+      .toLowerCase();
+    // A transfer coding other than chunked (gzip, chunked) reaches here still coded: Node undoes
+    // chunked only. Its bytes cannot be scrubbed, so such a response is refused like an unknown
+    // content coding. Both names are the upstream's text: scrubbed before they are recorded.
+    const unreadable = framing !== "chunked" ? "transfer-encoding" : undefined;
+    const decoder = hasBody && encoding !== "identity" ? decoderFor(encoding) : undefined;
+    const what = unreadable ?? (hasBody && encoding !== "identity" && !decoder ? "content-encoding" : undefined);
+    if (what) {
+      up.destroy();
+      rec.allowed = false;
+      // Scrubbed as the upstream sent it: a lower-cased secret would no longer match.
+      const named = String(up.headers[what] ?? "").trim();
+      finish(`${what} ${bounded(scrubHeader(named, secrets), 40)} cannot be scrubbed`);
+      return void res
+        .writeHead(502, { "content-type": "text/plain", connection: "close" })
+        .end(`patchbay egress: the upstream's ${what} cannot be scrubbed\n`);
+    }
     let body: Readable = up;
-    if (hasBody && encoding !== "identity") {
-      const decoder = decoderFor(encoding);
-      if (!decoder) {
-        up.destroy();
-        rec.allowed = false;
-        finish(`content-encoding ${bounded(encoding, 40)} cannot be scrubbed`);
-        return void res
-          .writeHead(502, { "content-type": "text/plain", connection: "close" })
-          .end("patchbay egress: the upstream's content-encoding cannot be scrubbed\n");
-      }
+    if (decoder) {
       delete headers["content-encoding"];
       delete headers["content-length"];
       body = up.pipe(decoder);
@@ -309,7 +369,9 @@ class Terminated {
         res.destroy();
       });
     }
-    up.on("data", (c: Buffer) => {
+    // What the client gets is charged (the decoded bytes when decoding: a small compressed body
+    // may decode to any size), so the job's byte budget bounds what a tunnel can deliver.
+    body.on("data", (c: Buffer) => {
       if (!this.session.charge(c.length)) {
         finish("byte limit for the job");
         up.destroy();
@@ -325,6 +387,13 @@ class Terminated {
     body.pipe(new ScrubStream(secrets)).pipe(res);
     res.on("finish", () => finish());
   }
+}
+
+/** The size of a request's head as it came (request line, header lines, the blank line). */
+function headBytes(req: http.IncomingMessage): number {
+  let n = (req.method ?? "").length + (req.url ?? "").length + 13;
+  for (const f of req.rawHeaders) n += Buffer.byteLength(f, "latin1") + 2;
+  return n;
 }
 
 /** The client socket with the bytes it sent behind its CONNECT (read with it) put back in front. */

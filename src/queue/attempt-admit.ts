@@ -9,6 +9,7 @@ import type { Redis } from "ioredis";
 import { defaults, type Config } from "../core/config/config.js";
 import { policyProblem } from "../job/admit.js";
 import { admitSource } from "../job/repo/source-check.js";
+import { credentialOriginProblem } from "../job/credentials.js";
 import type { Log } from "../observability/log.js";
 import { emptyResult, finishedEvent, parseJobSpec, stamped, type JobResult, type JobSpec } from "../core/spec/spec.js";
 import type { BatchHooks } from "./batch-index.js";
@@ -67,10 +68,14 @@ export async function admitAttempt(
   }
   const attempt = job.attemptsStarted || job.attemptsMade + 1; // counts stalled re-runs too
   // Its repo against this worker's roots and git hosts, for who enqueued it (src/job/repo/source-check.ts),
-  // and a spec past this worker's policy (src/job/policy.ts): neither gets better, each fails once, saying why.
+  // egress credentials named by a job the operator did not send (src/job/credentials.ts), and a spec
+  // past this worker's policy (src/job/policy.ts): none gets better, each fails once, saying why.
   const source = admitSource(parsed.spec, job.data.origin, ctx.config);
   const spec = "spec" in source ? source.spec : parsed.spec;
-  const refused = "refused" in source ? source.refused : await policyProblem(spec, ctx.config);
+  const refused =
+    "refused" in source
+      ? source.refused
+      : (credentialOriginProblem(spec, job.data.origin) ?? (await policyProblem(spec, ctx.config)));
   if (refused) {
     log(`job ${jobId} attempt ${attempt}: ${refused}`, { job: jobId, attempt, level: "warn" });
     await finishFailed(ctx, job, attempt, refused);

@@ -7,6 +7,8 @@
 // touches the host, with one message whether the path exists or not. A git URL of a job from the API
 // names only the hosts of PATCHBAY_API_GIT_HOSTS (default: the forges'); an internal one is refused
 // without a connection, at the API and at the worker, and a redirect off an allowed host is not followed.
+// A job naming the worker's egress credentials that is not the operator's own is failed by the
+// worker before anything runs (red team of issue 46).
 //
 // Backend: Docker (the setup network, the policy's limits, the engine's refusals, a browser over
 // real jobs).
@@ -34,7 +36,7 @@ const SECRET = `host-secret-${process.pid}`;
 const tmp = mkdtempSync(join(tmpdir(), "pb-sources-"));
 const ROOT = join(tmp, "roots");
 const HOST_REPO = join(tmp, "srv", "another", "repo"); // a host repository no job may read
-const QUEUES = ["src-api", "src-roots", "src-default"];
+const QUEUES = ["src-api", "src-roots", "src-default", "src-credentials"];
 
 let redis: Awaited<ReturnType<typeof startRedis>>;
 let fake: FakeAnthropic;
@@ -333,5 +335,44 @@ describe("a worker without PATCHBAY_LOCAL_REPO_ROOTS (the default)", () => {
     expect(await refusedByWorker(c, api.json.id)).toBe(refusal);
     const own = await c.enqueue({ task: "fix", repo: { path: CLAMP } }); // the operator's CLI and library
     expect((await c.waitForResult(own, { timeoutMs: 180_000 })).status).toBe("completed");
+  }, 400_000);
+});
+
+describe("a worker with egress credentials (PATCHBAY_EGRESS_CREDENTIALS)", () => {
+  let c: PatchbayClient;
+  const TOKEN_VALUE = `egress-token-${process.pid}-0123456789`;
+  beforeAll(async () => {
+    const file = join(tmp, "credentials.yaml");
+    writeFileSync(
+      file,
+      "credentials:\n  npm-private:\n    host: registry.example.org\n    bearer: { env: RT46_TOKEN }\n",
+    );
+    c = await worker("src-credentials", { PATCHBAY_EGRESS_CREDENTIALS: file, RT46_TOKEN: TOKEN_VALUE });
+  }, 150_000);
+
+  it("fails a job naming one that is from the API, or does not say who enqueued it, before anything runs", async () => {
+    const q = new Queue("src-credentials", { connection: { host: "127.0.0.1", port: redis.port } });
+    const spec = {
+      task: "fetch the private package",
+      repo: { git: "https://github.com/acme/r.git" },
+      setup: ["npm ci"],
+      network: { setup: { allow: ["registry.example.org"], credentials: ["npm-private"] } },
+    };
+    try {
+      for (const origin of ["api", undefined]) {
+        const job = await q.add(
+          "fix",
+          { spec, enqueuedAt: Date.now(), ...(origin ? { origin } : {}) },
+          { attempts: 3 },
+        );
+        const reason = await refusedByWorker(c, job.id!);
+        expect(reason).toMatch(
+          /^network\.setup\.credentials: a job from the HTTP API \(or one that does not say who enqueued it\) cannot name this worker's egress credentials/,
+        );
+        expect(reason).not.toContain(TOKEN_VALUE);
+      }
+    } finally {
+      await q.close();
+    }
   }, 400_000);
 });

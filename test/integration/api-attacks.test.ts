@@ -519,6 +519,36 @@ describe("attacks on the HTTP API and the client", () => {
     }
   });
 
+  it("a spec naming the workers' egress credentials is refused by the API (a job and a batch's line) before Redis", async () => {
+    const queueName = "api-attacks-credentials";
+    const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_API_TOKENS: `ci:write:${WRITE}` });
+    const d = await startDashboard({ port: 0, redisUrl: redis.url, queueName, token: TOKEN, config });
+    const c = new PatchbayClient({ redisUrl: redis.url, queueName, config });
+    try {
+      const spec = {
+        task: "fetch a private package",
+        repo: { git: "https://github.com/acme/r.git" },
+        setup: ["npm ci"],
+        network: { setup: { allow: ["registry.example.org"], credentials: ["npm-private"] } },
+      };
+      const refusal = `network.setup.credentials: the HTTP API takes no job that names the workers' egress credentials; the operator's own client (the CLI, the library) enqueues those`;
+      const job = await http(d.url, "POST", "/api/v1/jobs", { ...jsonBody(spec), token: WRITE });
+      expect(job.status, job.text).toBe(400);
+      expect(job.json.errors).toEqual([refusal]);
+      const batch = await http(d.url, "POST", "/api/v1/batches", {
+        body: `${JSON.stringify({ ...spec, network: { setup: { allow: ["registry.example.org"] } } })}\n${JSON.stringify(spec)}\n`,
+        headers: { "content-type": "application/x-ndjson" },
+        token: WRITE,
+      });
+      expect(batch.status, batch.text).toBe(400);
+      expect(batch.json.errors).toEqual([`body:2: invalid JobSpec: ${refusal}`]);
+      expect(Object.values(await c.queue.getJobCounts()).reduce((a, b) => a + b, 0)).toBe(0); // nothing enqueued
+    } finally {
+      await c.close();
+      await d.close();
+    }
+  });
+
   it("without PATCHBAY_API_REPO_ROOTS, the API takes no local repo at all (a git URL still), in one message", async () => {
     const queueName = "api-attacks-no-roots";
     const config = loadConfig({ ...process.env, REDIS_URL: redis.url, PATCHBAY_API_TOKENS: `ci:write:${WRITE}` });

@@ -21,7 +21,7 @@ import {
   problems,
 } from "./schemas.js";
 import { BadRequest } from "./problem.js";
-import { repoRootProblem, type ApiSourceRules } from "./repo-roots.js";
+import { apiCredentialProblem, repoRootProblem, type ApiSourceRules } from "./repo-roots.js";
 import { apiRegistry } from "./registry.js";
 
 /** A batch's body may be bigger than a job's: many lines of up to a few KiB each. */
@@ -62,7 +62,9 @@ function submitRoute(app: FastifyInstance, batches: BatchClient, sources: ApiSou
         `the body came as application/json: send the lines (one JobSpec per line) with Content-Type: ${NDJSON.join(", ")}`,
       );
     // Each line's repo is held to the API's rules before its spec is checked: no path outside them is looked at.
-    const lines = await parseBatchFileYielding(req.body, "body", { check: (spec) => repoRootProblem(spec, sources) });
+    const lines = await parseBatchFileYielding(req.body, "body", {
+      check: (spec) => repoRootProblem(spec, sources) ?? apiCredentialProblem(spec),
+    });
     const r = await batches.submit(lines, opts);
     return reply
       .code(r.added ? 201 : 200)

@@ -12,7 +12,7 @@ import { JobResult, JobSpec, JobSpecError, TranscriptEvent } from "../../core/sp
 import { listJobsPage, parseJobsQuery } from "../jobs-list.js";
 import { kinded } from "../../core/errors.js";
 import { BadRequest } from "./problem.js";
-import { repoRootProblem, type ApiSourceRules } from "./repo-roots.js";
+import { apiCredentialProblem, repoRootProblem, type ApiSourceRules } from "./repo-roots.js";
 import { apiRegistry } from "./registry.js";
 import {
   CancelBody,
@@ -62,7 +62,8 @@ function enqueueRoute(app: FastifyInstance, client: PatchbayClient, sources: Api
     },
   };
   app.post("/jobs", { schema }, async (req, reply) => {
-    const refused = repoRootProblem(req.body, sources); // before anything looks at the path
+    // Before anything looks at the path; egress credentials are the operator's jobs' alone (the workers hold both again).
+    const refused = repoRootProblem(req.body, sources) ?? apiCredentialProblem(req.body);
     if (refused) throw new JobSpecError(`invalid JobSpec: ${refused}`);
     const wanted = jobIdOf(req.body);
     const existed =

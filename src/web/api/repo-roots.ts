@@ -27,3 +27,14 @@ export function repoRootProblem(spec: unknown, rules: ApiSourceRules): string | 
     return `${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS, which this dashboard does not set; send { "git": URL }, or set it to the directories scripts may name`;
   return `${field}: the HTTP API takes a local repo only under PATCHBAY_API_REPO_ROOTS (${rules.roots.join(", ")}); send { "git": URL } for another`;
 }
+
+/**
+ * Why the HTTP API refuses a spec that names egress credentials (network.setup.credentials), or
+ * undefined: they are the operator's, for jobs of the operator's own client only. The workers hold
+ * the same rule again for every job that does not say it is the operator's (src/job/credentials.ts).
+ */
+export function apiCredentialProblem(spec: unknown): string | undefined {
+  const named = (spec as { network?: { setup?: { credentials?: unknown } } } | null)?.network?.setup?.credentials;
+  if (!Array.isArray(named) || !named.length) return undefined;
+  return "network.setup.credentials: the HTTP API takes no job that names the workers' egress credentials; the operator's own client (the CLI, the library) enqueues those";
+}

@@ -1,12 +1,15 @@
 // Guards a JobSpec's network.setup.credentials: the spec's own bounds (names only, at most 16, no
 // duplicates, never without an allow-list) and the worker's check (src/job/credentials.ts): each
 // name configured on this worker, each credential's host:port allowed by the spec for CONNECT,
-// and a refusal that fails the job without a retry, naming names and hosts only.
+// and a refusal that fails the job without a retry, naming names and hosts only. Only the
+// operator's own jobs may name credentials: one from the HTTP API, or one that does not say who
+// sent it, is refused at the API and at the worker (red team of issue 46).
 import { describe, expect, it } from "vitest";
 import type { EgressCredential } from "../../../src/core/config/credentials.js";
 import { kindOf } from "../../../src/core/errors.js";
 import { JobSpecError, parseJobSpec, type JobSpec } from "../../../src/core/spec/spec.js";
-import { credentialProblems, credentialsFor } from "../../../src/job/credentials.js";
+import { credentialOriginProblem, credentialProblems, credentialsFor } from "../../../src/job/credentials.js";
+import { apiCredentialProblem } from "../../../src/web/api/repo-roots.js";
 
 const base = { task: "t", repo: { path: "/r" } };
 const withSetup = (setup: unknown) => parseJobSpec({ ...base, network: { setup } });
@@ -134,5 +137,31 @@ describe("credentialsFor: the worker's check", () => {
     const problems = credentialProblems(specOf(["a.org"], ["npm-private", "nope", "git"]), configured);
     expect(problems).toHaveLength(3);
     expect(problems.join("\n")).not.toContain("s3cret");
+  });
+});
+
+describe("who may name credentials: the operator's own jobs only", () => {
+  const spec = (credentials?: string[]) =>
+    ({
+      ...base,
+      network: { setup: { allow: ["registry.example.org"], ...(credentials ? { credentials } : {}) } },
+    }) as JobSpec;
+
+  it("a job from the HTTP API, or one that does not say, naming a credential is refused at the worker", () => {
+    for (const origin of ["api", undefined, "Operator", 1])
+      expect(credentialOriginProblem(spec(["npm-private"]), origin)).toMatch(
+        /^network\.setup\.credentials: a job from the HTTP API .* cannot name this worker's egress credentials \(1 named\)/,
+      );
+    expect(credentialOriginProblem(spec(["npm-private"]), "operator")).toBeUndefined();
+    expect(credentialOriginProblem(spec([]), "api")).toBeUndefined();
+    expect(credentialOriginProblem(spec(), "api")).toBeUndefined();
+  });
+
+  it("the HTTP API refuses a body naming credentials before it reaches Redis, whatever its shape", () => {
+    expect(apiCredentialProblem(spec(["npm-private"]))).toMatch(
+      /^network\.setup\.credentials: the HTTP API takes no job/,
+    );
+    for (const body of [spec(), spec([]), null, "x", { network: null }, { network: { setup: 1 } }])
+      expect(apiCredentialProblem(body)).toBeUndefined();
   });
 });
