@@ -8,6 +8,14 @@ import { LABEL } from "../../src/backend/owner.js";
 import { Sandbox, type SandboxOptions } from "../../src/sandbox/sandbox.js";
 import { execIn } from "./backend.js";
 
+/**
+ * How long a file waits for its sandbox's removal. The engine goes on removing it either way (the
+ * request is sent; the engine finishes it whether or not this process still waits): a busy engine
+ * (a gVisor container's removal behind other files' builds and removals on a loaded CI host) once
+ * took past the hook's 120 s, after every test of the file had passed.
+ */
+const REMOVAL_WAIT_MS = 90_000;
+
 /** One sandbox for a test file, destroyed afterwards. */
 export function useSandbox(opts: SandboxOptions = {}): () => Sandbox {
   let sb: Sandbox | undefined;
@@ -15,7 +23,10 @@ export function useSandbox(opts: SandboxOptions = {}): () => Sandbox {
     sb = await Sandbox.create({ labels: { "patchbay.test": "1" }, ...opts });
   });
   afterAll(async () => {
-    await sb?.destroy();
+    if (!sb) return;
+    const removed = sb.destroy().then(() => true);
+    if (!(await Promise.race([removed, sleep(REMOVAL_WAIT_MS, false, { ref: false })])))
+      console.error(`sandbox ${sb.name}: its removal still runs after ${REMOVAL_WAIT_MS / 1000} s; left to the engine`);
   });
   return () => {
     if (!sb) throw new Error("sandbox not created (is the Docker engine up? run npm run services)");
