@@ -25,6 +25,7 @@ import { Duplex, type Readable } from "node:stream";
 import tls from "node:tls";
 import zlib from "node:zlib";
 import { normalizeHost } from "../core/allow.js";
+import { count } from "../core/count.js";
 import type { EgressCredential } from "./credential.js";
 import { endToEnd, HOST_OVERRIDES } from "./headers.js";
 import type { LeafCert } from "./job-ca.js";
@@ -228,7 +229,7 @@ class Terminated {
     // ends; and a request's head is charged to the job's budget like every byte of a plain tunnel.
     if (this.ended) return void res.destroy();
     if (++this.inFlight > MAX_IN_FLIGHT) {
-      this.record({ method, allowed: false, reason: `more than ${MAX_IN_FLIGHT} requests in flight (pipelined)` });
+      this.record({ method, allowed: false, reason: `more than ${count(MAX_IN_FLIGHT, "request")} in flight (pipelined)` });
       return this.end();
     }
     res.once("close", () => {
