@@ -229,7 +229,11 @@ class Terminated {
     // ends; and a request's head is charged to the job's budget like every byte of a plain tunnel.
     if (this.ended) return void res.destroy();
     if (++this.inFlight > MAX_IN_FLIGHT) {
-      this.record({ method, allowed: false, reason: `more than ${count(MAX_IN_FLIGHT, "request")} in flight (pipelined)` });
+      this.record({
+        method,
+        allowed: false,
+        reason: `more than ${count(MAX_IN_FLIGHT, "request")} in flight (pipelined)`,
+      });
       return this.end();
     }
     res.once("close", () => {
