@@ -60,6 +60,24 @@ export interface BoxSpec {
   mounts?: { source: string; target: string }[];
 }
 
+/**
+ * A bound on a process's output, applied in the box where the backend can (a helper's channel,
+ * sandbox/helper.ts): the head passes, then only the last `tail` bytes are kept and the rest is
+ * counted and never leaves the box. Elsewhere nothing is cut, and the caller's own bound applies.
+ */
+export interface OutputCut {
+  /** Bytes that pass first. */
+  head: number;
+  /** Bytes kept from the end: before `end`'s first sight, else before the output's end. */
+  tail: number;
+  /** Output before this marker's first sight is dropped and the head counts from after it; none: from the start. */
+  start?: Buffer;
+  /** The marker, followed by 1-3 digits and a newline, that ends the cut; none: the output's end. */
+  end?: Buffer;
+  /** Called with the count of bytes cut, in order with the output: before the kept tail. */
+  onCut: (bytes: number) => void;
+}
+
 /** How Box.attach starts a process. */
 export interface ProcessOptions {
   /** "uid:gid"; default the agent's (AGENT_USER, backend/agent-user.ts). */
@@ -68,6 +86,8 @@ export interface ProcessOptions {
   env?: string[];
   /** Default /workspace. */
   cwd?: string;
+  /** Its whole output cut (no markers) where the backend can: see OutputCut. */
+  cut?: Omit<OutputCut, "start" | "end">;
 }
 
 /** A process in a box whose stdin we write and whose stdout/stderr we read, in arrival order. */
@@ -94,6 +114,8 @@ export interface Attached {
   readonly failure?: string;
   /** Its exit status, once it ended (-1 when the backend cannot say). */
   exitCode(): Promise<number>;
+  /** Cuts its output from now on, in the box (see OutputCut); absent where the backend cannot. */
+  cut?(c: OutputCut): void;
 }
 
 /** Whether a box runs; undefined from Box.state when the backend cannot say now. */

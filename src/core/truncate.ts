@@ -33,6 +33,17 @@ export class HeadTail {
     while (this.tailLen - this.tail[0]!.length >= tailLimit) this.tailLen -= this.tail.shift()!.length;
   }
 
+  /**
+   * Counts `n` bytes cut elsewhere (in the box: OutputCut) between what was pushed and what comes
+   * next: what the tail held so far is cut too, as it is no longer the end.
+   */
+  skip(n: number): void {
+    if (n <= 0) return;
+    this.total += n;
+    this.tail = [];
+    this.tailLen = 0;
+  }
+
   get cut(): number {
     return this.total - this.headLen - Math.min(this.tailLen, this.limit - this.headLimit);
   }

@@ -4,7 +4,7 @@ import { count } from "../core/count.js";
 import { kinded } from "../core/errors.js";
 
 /** Bumped with any change to the frames; the helper's VERSION must be the same (a test holds them). */
-export const HELPER_VERSION = 1;
+export const HELPER_VERSION = 2;
 /** Bytes of a channel's stdin or output that may be out unacknowledged, each way. */
 export const WINDOW = 1 << 20;
 /** The largest data frame either side sends. */
@@ -14,11 +14,13 @@ export const MAX_FROM_HELPER = CHUNK;
 
 const HEAD = 9;
 
-/** worker -> helper: spawn, stdin data, stdin EOF, drop the channel, output acknowledged. */
-export type ToHelper = "S" | "D" | "E" | "C" | "A";
-/** helper -> worker: stdout, stderr, stdin acknowledged, output ended, exit status. */
-export type FromHelper = "O" | "e" | "a" | "Z" | "X";
-const FROM = new Set<string>(["O", "e", "a", "Z", "X"]);
+/** worker -> helper: spawn, stdin data, stdin EOF, drop the channel, output acknowledged, cut the output. */
+export type ToHelper = "S" | "D" | "E" | "C" | "A" | "L";
+/** helper -> worker: stdout, stderr, stdin acknowledged, bytes cut, output ended, exit status. */
+export type FromHelper = "O" | "e" | "a" | "K" | "Z" | "X";
+const FROM = new Set<string>(["O", "e", "a", "K", "Z", "X"]);
+/** The longest start or end marker of a cut (the helper's CUT_MARK_MAX). */
+export const CUT_MARK_MAX = 256;
 
 export interface Frame {
   kind: FromHelper;
@@ -26,12 +28,13 @@ export interface Frame {
   body: Buffer;
 }
 
-/** What a spawn asks: the program, as whom, with what over the helper's environment, where. */
+/** What a spawn asks: the program, as whom, with what over the helper's environment, where, its output cut how. */
 export interface SpawnRequest {
   argv: string[];
   user: string;
   env: string[];
   cwd: string;
+  cut?: { head: number; tail: number };
 }
 
 export function frame(kind: ToHelper, channel: number, body: Buffer = Buffer.alloc(0)): Buffer {
@@ -46,6 +49,19 @@ export function frame(kind: ToHelper, channel: number, body: Buffer = Buffer.all
 export const spawnFrame = (channel: number, req: SpawnRequest) => frame("S", channel, Buffer.from(JSON.stringify(req)));
 export const countFrame = (kind: "A", channel: number, n: number) => frame(kind, channel, u32(n));
 
+/** An L frame: the channel's output from now on cut to `head` bytes after `start` and `tail` before `end`. */
+export function cutFrame(channel: number, c: { head: number; tail: number; start?: Buffer; end?: Buffer }): Buffer {
+  const start = c.start ?? Buffer.alloc(0);
+  const end = c.end ?? Buffer.alloc(0);
+  if (start.length > CUT_MARK_MAX || end.length > CUT_MARK_MAX)
+    throw new RangeError(`a cut's markers are at most ${CUT_MARK_MAX} bytes`);
+  const b = Buffer.allocUnsafe(10);
+  b.writeUInt32BE(c.head, 0);
+  b.writeUInt32BE(c.tail, 4);
+  b.writeUInt16BE(start.length, 8);
+  return frame("L", channel, Buffer.concat([b, start, end]));
+}
+
 function u32(n: number): Buffer {
   const b = Buffer.allocUnsafe(4);
   b.writeUInt32BE(n, 0);
@@ -54,6 +70,8 @@ function u32(n: number): Buffer {
 
 /** The count of an `a` frame, or the code of an `X` frame (JSON {code}); undefined when malformed. */
 export const countOf = (f: Frame) => (f.body.length === 4 ? f.body.readUInt32BE(0) : undefined);
+/** The bytes a `K` frame says were cut; undefined when malformed. */
+export const cutOf = (f: Frame) => (f.body.length === 8 ? Number(f.body.readBigUInt64BE(0)) : undefined);
 export function exitOf(f: Frame): number | undefined {
   try {
     const code = (JSON.parse(f.body.toString()) as { code?: unknown }).code;

@@ -7,7 +7,7 @@
 // a stopped container), its processes' streams end with it and the next start makes a new one.
 import { count } from "../core/count.js";
 import { asset } from "../core/assets.js";
-import type { Attached, Box, BoxState, ProcessOptions } from "../backend/types.js";
+import type { Attached, Box, BoxState, OutputCut, ProcessOptions } from "../backend/types.js";
 import { AGENT_USER } from "../backend/agent-user.js";
 import { pipeGathered } from "../backend/gather.js";
 import { startHelper } from "./supervisor.js";
@@ -15,12 +15,15 @@ import {
   CHUNK,
   countFrame,
   countOf,
+  cutFrame,
+  cutOf,
   exitOf,
   frame,
   FrameReader,
   spawnFrame,
   WINDOW,
   type Frame,
+  type SpawnRequest,
 } from "./helper-protocol.js";
 import { HeadTail } from "../core/truncate.js";
 import { withTrustedRule } from "./trusted.js";
@@ -66,9 +69,17 @@ export class HelperBox implements Box {
     opts: ProcessOptions = {},
   ): Promise<Attached> {
     const conn = await this.connection();
+    const cut = opts.cut && { head: opts.cut.head, tail: opts.cut.tail };
     return conn.open(
-      { argv, user: opts.user ?? AGENT_USER, env: opts.env ?? [], cwd: opts.cwd ?? "/workspace" },
+      {
+        argv,
+        user: opts.user ?? AGENT_USER,
+        env: opts.env ?? [],
+        cwd: opts.cwd ?? "/workspace",
+        ...(cut ? { cut } : {}),
+      },
       onData,
+      opts.cut?.onCut,
     );
   }
 
@@ -133,16 +144,13 @@ class Connection {
     this.proc.write(buf);
   }
 
-  open(
-    req: { argv: string[]; user: string; env: string[]; cwd: string },
-    onData: (chunk: Buffer, stream: 1 | 2) => void,
-  ): Attached {
+  open(req: SpawnRequest, onData: (chunk: Buffer, stream: 1 | 2) => void, onCut?: (bytes: number) => void): Attached {
     if (!this.alive)
       throw new Error(
         `the sandbox's helper is gone${this.stderr.text().trim() ? `: ${this.stderr.text().trim().slice(-400)}` : ""}`,
       );
     const id = this.next++;
-    const ch = new Channel(this, id, onData);
+    const ch = new Channel(this, id, onData, onCut);
     this.channels.set(id, ch);
     this.send(spawnFrame(id, req));
     return ch;
@@ -183,7 +191,8 @@ class Channel implements Attached {
   private open = true;
   private outputEnded = false;
   private paused = false;
-  private held: [Buffer, 1 | 2][] = [];
+  /** Output held while paused, in order: bytes with their stream, or a count of bytes cut (a K frame). */
+  private held: ([Buffer, 1 | 2] | number)[] = [];
   /** Output bytes delivered and not yet acknowledged to the helper. */
   private consumed = 0;
   /** Stdin bytes sent and not yet acknowledged, and what waits to be sent (null: the EOF). */
@@ -196,6 +205,7 @@ class Channel implements Attached {
     private readonly conn: Connection,
     private readonly id: number,
     private readonly onData: (chunk: Buffer, stream: 1 | 2) => void,
+    private onCut?: (bytes: number) => void,
   ) {
     this.ended = new Promise((r) => (this.endedNow = r));
     this.exit = new Promise((r) => (this.exitNow = r));
@@ -264,7 +274,11 @@ class Channel implements Attached {
 
   resume(): void {
     this.paused = false;
-    while (!this.paused && this.held.length) this.deliver(...this.held.shift()!);
+    while (!this.paused && this.held.length) {
+      const next = this.held.shift()!;
+      if (typeof next === "number") this.onCut?.(next);
+      else this.deliver(...next);
+    }
     if (!this.paused && this.outputEnded) this.end();
   }
 
@@ -291,6 +305,12 @@ class Channel implements Attached {
         if (this.paused || this.held.length) this.held.push([Buffer.from(f.body), f.kind === "O" ? 1 : 2]);
         else this.deliver(f.body, f.kind === "O" ? 1 : 2);
         return;
+      case "K": {
+        const n = cutOf(f) ?? 0;
+        if (this.paused || this.held.length) this.held.push(n);
+        else this.onCut?.(n);
+        return;
+      }
       case "a":
         this.inFlight = Math.max(0, this.inFlight - (countOf(f) ?? 0));
         return this.pump();
@@ -303,6 +323,16 @@ class Channel implements Attached {
         this.conn.forget(this.id);
         return;
     }
+  }
+
+  /**
+   * Cuts the output from now on in the helper (OutputCut): what passes the cut's bounds never
+   * leaves the box, and `onCut` gets the count of what was cut, in order with the output.
+   */
+  cut(c: OutputCut): void {
+    if (!this.open) return;
+    this.onCut = c.onCut;
+    this.conn.send(cutFrame(this.id, c));
   }
 
   /** The helper went: the stream is over, the status unknown. */

@@ -230,7 +230,11 @@ export class Sandbox {
       "-c",
       `exec 2>&1 </dev/null\n${command}`,
     ];
-    const proc = await this.box.attach(cmd, (chunk) => out.push(chunk), { env: ["HOME=/home/agent"] });
+    // Cut in the box where the backend can (OutputCut): only what `out` keeps leaves it.
+    const proc = await this.box.attach(cmd, (chunk) => out.push(chunk), {
+      env: ["HOME=/home/agent"],
+      cut: { head: out.headLimit, tail: out.limit - out.headLimit, onCut: (n) => out.skip(n) },
+    });
     this.attached.add(proc);
     proc.endInput();
     let aborted = false;

@@ -63,14 +63,6 @@ export interface RunResult {
 const IDLE_BYTES = 256 * 1024;
 /** Output held while the supervisor checks a claimed shell exit; past it the stream is paused. */
 const HOLD_BYTES = 1024 * 1024;
-/**
- * A command's output past FREE_BYTES is read at most RATE bytes a second (the stream is paused, so
- * the writers block): all of it is counted and cut to head and tail anyway, and reading it costs
- * dockerd, the shim and the worker CPU that no cgroup of the job's counts (a background `yes` ran
- * them at more than a core for the whole of every command).
- */
-const FREE_BYTES = 16 * 1024 * 1024;
-const RATE = 16 * 1024 * 1024;
 
 /** A command whose sandbox's container stopped: what it printed, and why it ended. */
 function lostResult(why: string, started: number, out?: HeadTail): RunResult {
@@ -87,15 +79,15 @@ function lostResult(why: string, started: number, out?: HeadTail): RunResult {
 
 interface Pending {
   nonce: string;
-  /** When the command was sent, and the bytes its stream brought since (see RATE). */
-  started: number;
-  bytes: number;
   phase: "start" | "output";
   /** Bytes held back: what could be the start of a marker split across chunks (a few bytes). */
   buf: Buffer;
   shellExited?: boolean;
-  /** A claimed shell exit the supervisor is checking: the output from the claim on, held. */
-  checking?: { code: number; held: Buffer[]; bytes: number };
+  /**
+   * A claimed shell exit the supervisor is checking: the output from the claim on, held, with the
+   * counts of bytes the helper cut in it where they fell.
+   */
+  checking?: { code: number; held: (Buffer | number)[]; bytes: number };
   out: HeadTail;
   finish: (exitCode: number | null) => void;
 }
@@ -126,8 +118,8 @@ export class Shell {
   private readonly keep: () => number[];
   /** Output dropped since the last command ended; past IDLE_BYTES the stream is paused. */
   private idleBytes = 0;
-  /** Why the shell's stream is not read now: idle output, output held for an exit check, a command's rate. */
-  private readonly holds = new Set<"idle" | "check" | "rate">();
+  /** Why the shell's stream is not read now: idle output, output held for an exit check. */
+  private readonly holds = new Set<"idle" | "check">();
   /** What every fresh shell starts from (see quiesce): the image's environment and /workspace where unset. */
   private startState?: ShellState;
 
@@ -296,8 +288,6 @@ export class Shell {
     const ended = new Promise<void>((resolve) => {
       this.pending = pending = {
         nonce,
-        started: Date.now(),
-        bytes: 0,
         phase: "start",
         buf: Buffer.alloc(0),
         out,
@@ -311,6 +301,17 @@ export class Shell {
     // What background processes wrote meanwhile comes first and is dropped before PBSTART.
     this.idleBytes = 0;
     this.release("idle");
+    // The helper cuts the command's output in the box (OutputCut): its head passes, then only the
+    // last bytes before the end marker are kept and the rest is counted. Output of any size costs
+    // the worker, the engine's stream and the shim no more than `out` keeps; the reads and the
+    // count are the box's own CPU.
+    this.proc!.cut?.({
+      head: out.headLimit,
+      tail: out.limit - out.headLimit,
+      start: Buffer.from(`PBSTART${nonce}:\n`),
+      end: Buffer.from(`\nPBEND${nonce}:`),
+      onCut: (n) => this.onCut(pending, n),
+    });
     // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
     // that reads stdin gets EOF instead of eating the protocol.
     const text = command.replace(/\0/g, "");
@@ -335,7 +336,10 @@ export class Shell {
     // Output held back while looking for a marker that never came (the shell died or was replaced).
     if (pending.phase === "output" && exitCode === null) {
       if (pending.buf.length) out.push(pending.buf);
-      for (const b of pending.checking?.held ?? []) out.push(b);
+      for (const b of pending.checking?.held ?? []) {
+        if (typeof b === "number") out.skip(b);
+        else out.push(b);
+      }
     }
     this.pending = undefined;
     let output = timedOut || aborted ? withoutKillNotice(out.text()) : out.text();
@@ -414,12 +418,12 @@ export class Shell {
     return this.pending?.nonce !== nonce;
   }
 
-  private hold(why: "idle" | "check" | "rate"): void {
+  private hold(why: "idle" | "check"): void {
     if (!this.holds.size) this.proc?.pause();
     this.holds.add(why);
   }
 
-  private release(why: "idle" | "check" | "rate"): void {
+  private release(why: "idle" | "check"): void {
     if (this.holds.delete(why) && !this.holds.size) this.proc?.resume();
   }
 
@@ -429,20 +433,21 @@ export class Shell {
     if (this.idleBytes > IDLE_BYTES) this.hold("idle");
   }
 
-  /** A command's output past FREE_BYTES: read at RATE at most. */
-  private rate(p: Pending, n: number): void {
-    p.bytes += n;
-    if (p.bytes <= FREE_BYTES || this.holds.has("rate")) return;
-    const over = p.bytes - (FREE_BYTES + (RATE * (Date.now() - p.started)) / 1000);
-    if (over <= 0) return;
-    this.hold("rate");
-    setTimeout(() => this.release("rate"), Math.ceil((over / RATE) * 1000)).unref();
+  /**
+   * The helper cut `n` bytes of the command's output here: what was held back for a marker is
+   * output, and the count goes between the head and the tail (HeadTail.skip).
+   */
+  private onCut(p: Pending, n: number): void {
+    if (this.pending !== p || p.phase !== "output") return;
+    if (p.checking) return void p.checking.held.push(n);
+    if (p.buf.length) p.out.push(p.buf);
+    p.buf = Buffer.alloc(0);
+    p.out.skip(n);
   }
 
   private onData(chunk: Buffer): void {
     const p = this.pending;
     if (!p) return this.idle(chunk);
-    this.rate(p, chunk.length);
     if (p.checking) {
       // Held until the supervisor says whether the shell really exited; a flood meanwhile pauses the stream.
       p.checking.held.push(Buffer.from(chunk));
@@ -492,7 +497,7 @@ export class Shell {
       .catch(() => false)
       .then((dead) => {
         if (this.pending !== p || !p.checking) return;
-        const held = Buffer.concat(p.checking.held);
+        const [claim, ...rest] = p.checking.held as [Buffer, ...(Buffer | number)[]];
         p.checking = undefined;
         this.release("check");
         if (dead && pid === this.pid) {
@@ -500,8 +505,14 @@ export class Shell {
           this.proc?.destroy();
           return p.finish(code);
         }
-        p.out.push(held.subarray(0, EXIT_MARKER.length));
-        this.onData(held.subarray(EXIT_MARKER.length));
+        // Not an exit: the claim is output, and what came after it is read again, in order.
+        p.out.push(claim.subarray(0, EXIT_MARKER.length));
+        const after = [claim.subarray(EXIT_MARKER.length), ...rest];
+        for (const b of after) {
+          if (this.pending !== p) return;
+          if (typeof b === "number") this.onCut(p, b);
+          else this.onData(b);
+        }
       });
   }
 }

@@ -10,17 +10,30 @@
 #
 # Start: prints `PBREADY:<pid>\n`, then only frames. A frame: [u8 type][u32 BE channel][u32 BE
 # length] then `length` bytes.
-#   worker -> helper   S spawn (JSON {argv, user "uid:gid", env ["K=V"], cwd}); D stdin bytes;
-#                      E close stdin; C drop the channel (its pipes closed: it reads EOF and gets
-#                      SIGPIPE, as a closed exec stream); A u32: output bytes the worker consumed.
+#   worker -> helper   S spawn (JSON {argv, user "uid:gid", env ["K=V"], cwd, cut?: {head, tail}});
+#                      D stdin bytes; E close stdin; C drop the channel (its pipes closed: it reads
+#                      EOF and gets SIGPIPE, as a closed exec stream); A u32: output bytes the worker
+#                      consumed; L cut the output from now on: u32 head, u32 tail, u16 n, then the
+#                      start marker (n bytes) and the end marker (the rest), see Cut below.
 #   helper -> worker   O stdout bytes; e stderr bytes; a u32: stdin bytes written to the child (or
-#                      dropped: it stopped reading); Z output ended; X exit (JSON {code}: a signal
-#                      as 128+n, as a shell says it). Z and X come once the child exited and its
+#                      dropped: it stopped reading); K u64: output bytes cut here (before the kept
+#                      tail); Z output ended; X exit (JSON {code}: a signal as 128+n, as a shell
+#                      says it). Z and X come once the child exited and its
 #                      pipes are at EOF, or GRACE seconds after it exited while something it left
 #                      (a background process) still holds them: as an exec's stream ends.
 # Flow: at most WINDOW bytes of a channel's output are out unacknowledged (then its pipes are not
 # read and the child blocks, as a paused exec stream), and the worker keeps at most WINDOW of its
 # stdin unacknowledged: the helper never blocks on a child and its buffers are bounded.
+# Cut: a command's output past its bound is cut here, in the box, instead of carried through the
+# engine's stream and the worker only to be dropped there (a `yes | head -c 150M` cost the worker,
+# dockerd and the shim more CPU than the command). Asked per spawn (its `cut`) or per command (an
+# L frame, with the shell's markers): the output is dropped up to and after the start marker's
+# first sight (what background processes wrote before the command began), then `head` bytes pass,
+# then only the last `tail` bytes before the end marker (followed by 1-3 digits and a newline, as
+# the worker reads it) are kept and the rest counted; at that marker (or at the output's end) a K
+# frame says how many bytes were cut, the kept tail follows, and output passes as before. While
+# it cuts, the channel's pipes are read whatever the window, in large reads, and stdout and
+# stderr are one stream (said as stdout).
 # A child is forked here and becomes its uid in its own process before its exec, which the helper
 # never waits for: the agent can stop a child of its uid at any moment, and that stalls that
 # channel only. A root spawn of `python3 -I -S -u [-B] -c SCRIPT ARGS...` with the helper's own
@@ -35,12 +48,14 @@
 # exec (see landlock_scope), so that no process of the agent's uid can pass the kernel's
 # ptrace_may_access (ptrace, /proc/PID/mem, /proc/PID/environ) for one started by another spawn.
 # Stdin at EOF (the worker went): every pipe closed, and it exits.
-import os, sys, json, struct, selectors, signal, pwd, errno, time, collections, builtins
-VERSION = 1
+import os, sys, json, struct, selectors, signal, pwd, errno, time, collections, builtins, fcntl
+VERSION = 2
 WINDOW = 1 << 20
 CHUNK = 64 << 10
 GRACE = 2.0
 HEAD = struct.Struct(">BII")
+CUT_READ = 1 << 20  # a read while cutting, and the pipe's size then (F_SETPIPE_SZ)
+CUT_MARK_MAX = 256
 # The environment as the exec gave it (python's own locale coercion, LC_CTYPE, is not passed on):
 # the backend gives a root exec TRUSTED_ENV (trusted.py), with the box's own in BOX_ENV_VAR.
 def initial_env():
@@ -118,12 +133,99 @@ class Chan:
         # stdin waiting for the child: its frames as they came, and how much of the first is written
         self.inq, self.in_at, self.in_fd, self.in_eof, self.in_dead = collections.deque(), 0, None, False, False
         self.fds, self.watched, self.unacked = {}, set(), 0
-        self.pid, self.err_fd, self.failed, self.grace, self.name = 0, None, None, None, ""
+        self.pid, self.err_fd, self.failed, self.grace, self.name, self.cut = 0, None, None, None, "", None
+
+class Cut:
+    # One command's output, cut (see the header). Positions count the output after the start
+    # marker; `win` holds it from `base` to `pos`: what the end marker may start in, and while past
+    # the head, the tail kept. `sent` is how much of the head has passed.
+    def __init__(self, head, tail, start=b"", end=b""):
+        if head < 0 or tail < 0 or len(start) > CUT_MARK_MAX or len(end) > CUT_MARK_MAX: raise ValueError("a cut out of bounds")
+        self.head, self.tail, self.start, self.end = head, tail, start, end
+        self.phase = "start" if start else "body"
+        self.win, self.base, self.pos, self.sent, self.scan = bytearray(), 0, 0, 0, 0
+
+    @property
+    def dropping(self):
+        # Whether what comes now is read whatever the window (it is not passed on as it comes).
+        return self.phase == "start" or self.pos >= self.head
+
+def cut_from_frame(body):
+    head, tail, n = struct.unpack_from(">IIH", body)
+    return Cut(head, tail, bytes(body[10:10 + n]), bytes(body[10 + n:]))
+
+def send_out(ch, kind, b):
+    for at in range(0, len(b), CHUNK):
+        part = bytes(b[at:at + CHUNK])
+        ch.unacked += len(part)
+        out(kind, ch.cid, part)
+
+def end_at(c, buf, i):
+    # The end marker at buf[i]: its status follows (1-3 digits, a newline), "wait" while that may yet
+    # come, None when it is not the marker.
+    s = i + len(c.end)
+    after = bytes(buf[s:s + 4])
+    k = 0
+    while k < len(after) and k < 3 and 48 <= after[k] <= 57: k += 1
+    if 0 < k < len(after) and after[k] == 10: return "yes"
+    return "wait" if k == len(after) and len(after) < 4 else None
+
+def cut_feed(ch, b):
+    # Output of a channel under a cut: what passes is sent; what is kept waits in c.win.
+    c = ch.cut
+    if c.phase == "start":
+        data = bytes(c.win) + b
+        i = data.find(c.start)
+        if i < 0:
+            c.win = bytearray(data[len(data) - len(c.start) + 1:]) if len(data) >= len(c.start) else bytearray(data)
+            return
+        send_out(ch, "O", c.start)
+        c.phase, c.win, b = "body", bytearray(), data[i + len(c.start):]
+    c.win += b; c.pos += len(b)
+    m = None
+    if c.end:
+        i = c.win.find(c.end, max(0, c.scan - c.base))
+        while i >= 0:
+            seen = end_at(c, c.win, i)
+            if seen == "yes": m = c.base + i; break
+            if seen == "wait": c.scan = c.base + i; break
+            i = c.win.find(c.end, i + 1)
+        else: c.scan = max(c.base, c.pos - len(c.end) + 1)
+    if m is not None:
+        cut_flush(ch, m)
+        send_out(ch, "O", c.win[max(m, c.sent) - c.base:])  # the marker on (what of it passed in the head, not again)
+        ch.cut = None
+        return
+    # The head passes as it comes; past it only the last `tail` bytes (and the marker's search) are kept.
+    upto = min(c.pos, c.head)
+    if upto > c.sent: send_out(ch, "O", c.win[c.sent - c.base:upto - c.base]); c.sent = upto
+    lim = c.scan if c.end else c.pos  # an end marker found later begins here or after
+    keep = min(lim, max(c.sent, lim - c.tail))
+    if keep > c.base: del c.win[:keep - c.base]; c.base = keep
+
+def cut_flush(ch, upto):
+    # The output before `upto` (the end marker, or the output's end): the rest of the head, then the
+    # count of what was cut and the last `tail` bytes.
+    c = ch.cut
+    head_end = min(upto, c.head)
+    if head_end > c.sent: send_out(ch, "O", c.win[c.sent - c.base:head_end - c.base]); c.sent = head_end
+    if upto <= c.head: return
+    kept = max(c.head, upto - c.tail, c.base)
+    if kept > c.head: out("K", ch.cid, struct.pack(">Q", kept - c.head))
+    send_out(ch, "O", c.win[kept - c.base:upto - c.base])
+
+def set_cut(ch, cut):
+    # A new cut replaces the last one; what that one kept is dropped (the worker has moved on).
+    ch.cut = cut
+    for fd in ch.fds:
+        try: fcntl.fcntl(fd, 1031, CUT_READ)  # F_SETPIPE_SZ: fewer, larger reads while it cuts
+        except (OSError, ValueError): pass
 
 def watch(ch):
-    # Output pipes are read while the window has room; stdin's is watched while bytes wait for it.
+    # Output pipes are read while the window has room (or the output is being cut); stdin's is
+    # watched while bytes wait for it.
     for fd in list(ch.fds):
-        want = ch.unacked < WINDOW
+        want = ch.unacked < WINDOW or (ch.cut is not None and ch.cut.dropping)
         if want and fd not in ch.watched:
             sel.register(fd, selectors.EVENT_READ, (ch, fd)); ch.watched.add(fd)
         elif not want and fd in ch.watched:
@@ -154,6 +256,8 @@ def finish(ch):
     if ch.fds and (ch.grace is None or time.monotonic() < ch.grace): return
     if ch.err_fd is not None: on_spawned(ch)  # why it could not start, before its end
     close_out(ch)
+    if ch.cut is not None and ch.cut.phase == "body": cut_flush(ch, ch.cut.pos)
+    ch.cut = None
     out("Z", ch.cid)
     out("X", ch.cid, json.dumps({"code": ch.failed if ch.failed is not None else ch.code}).encode())
     close_in(ch); del chans[ch.cid]
@@ -194,6 +298,8 @@ def spawn(ch, req):
         # the file agent's commands as the agent. The agent's uid: the box's environment.
         if uid == 0: env, prog = {**root_env(asked, home), BOX_ENV_VAR: BOX_ENV_JSON}, None
         else: env, prog = {**BOX_ENV, b"HOME": home, **asked}, None
+        cut = req.get("cut")
+        if cut is not None: ch.cut = Cut(int(cut["head"]), int(cut["tail"]))
         if not argv or any(b"\0" in a for a in argv + [cwd]) or any(b"\0" in k + v or b"=" in k for k, v in env.items()): raise ValueError("a NUL or an empty program")
     except Exception as e:
         ch.code = 126; fail(ch, "a spawn it cannot read: %s" % str(e)[:200], 126); return finish(ch)
@@ -215,6 +321,7 @@ def spawn(ch, req):
     ch.fds = {pipes[1][0]: "O", pipes[2][0]: "e"}
     for fd in (ch.in_fd, *ch.fds): os.set_blocking(fd, False)
     sel.register(ch.err_fd, selectors.EVENT_READ, (ch, -2))
+    if ch.cut is not None: set_cut(ch, ch.cut)
     watch(ch)
 
 def child(pipes, uid, gid, cwd, argv, env, prog):
@@ -340,14 +447,19 @@ def on_frame(kind, cid, body):
     elif kind == "E": ch.in_eof = True
     elif kind == "A": ch.unacked = max(0, ch.unacked - struct.unpack(">I", body[:4])[0])
     elif kind == "C": return drop(ch)
+    elif kind == "L":
+        try: set_cut(ch, cut_from_frame(body))
+        except (ValueError, struct.error): pass
     watch(ch)
 
 def on_output(ch, fd):
-    if ch.unacked >= WINDOW: return watch(ch)
-    try: b = os.read(fd, min(CHUNK, WINDOW - ch.unacked))
+    cutting = ch.cut is not None and ch.cut.dropping
+    if ch.unacked >= WINDOW and not cutting: return watch(ch)
+    try: b = os.read(fd, CUT_READ if cutting else min(CHUNK, WINDOW - ch.unacked))
     except BlockingIOError: return
     except OSError: b = b""
-    if b:
+    if b and ch.cut is not None: cut_feed(ch, b)
+    elif b:
         ch.unacked += len(b)
         out(ch.fds[fd], ch.cid, b)
     else:

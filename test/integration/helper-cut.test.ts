@@ -1,0 +1,215 @@
+// A command's output cut in the box (OutputCut, py/helper.py's Cut): the head passes, only the
+// last bytes before the end marker are kept, the rest is counted in the helper and never reaches
+// the worker. Through a raw channel with markers the test picks (exact bytes, markers split across
+// writes, forged markers, endless output), and through the agent's shell and a fresh command (the
+// head and the tail kept, the count of cut bytes stated, the bytes that reached the worker
+// bounded, the worker's CPU bounded under a `yes` that never ends).
+//
+// Backend: local (the helper runs on the host as it runs in a box; no engine in between).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Attached, Box } from "../../src/backend/types.js";
+import type { HelperBox } from "../../src/sandbox/helper.js";
+import { Sandbox } from "../../src/sandbox/sandbox.js";
+import { Shell } from "../../src/sandbox/shell.js";
+import { localBackend } from "../support/backend.js";
+
+/** A box over `inner` that counts every output byte its processes deliver to the worker. */
+function counting(inner: Box): Box & { bytes: number } {
+  const box = {
+    name: inner.name,
+    bytes: 0,
+    state: () => inner.state(),
+    attach: (argv: string[], onData: (b: Buffer, s: 1 | 2) => void, opts?: Parameters<Box["attach"]>[2]) =>
+      inner.attach(
+        argv,
+        (b, s) => {
+          box.bytes += b.length;
+          onData(b, s);
+        },
+        opts,
+      ),
+  };
+  return box;
+}
+
+/** What a raw channel delivered, in order: text, and `<K:n>` where the helper said n bytes were cut. */
+async function cutRun(box: Box, script: string, cut: { head: number; tail: number; start?: string; end?: string }) {
+  const parts: string[] = [];
+  let bytes = 0;
+  const p = await box.attach(
+    ["bash", "-c", script],
+    (b) => {
+      bytes += b.length;
+      parts.push(b.toString("latin1"));
+    },
+    { cwd: "/" },
+  );
+  p.cut!({
+    head: cut.head,
+    tail: cut.tail,
+    ...(cut.start ? { start: Buffer.from(cut.start) } : {}),
+    ...(cut.end ? { end: Buffer.from(cut.end) } : {}),
+    onCut: (n) => parts.push(`<K:${n}>`),
+  });
+  p.write("go\n"); // the script waits for this line, so that the cut is in place before it prints
+  p.endInput();
+  return { p, bytes: () => bytes, text: () => parts.join("") };
+}
+
+const cpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
+describe("output cut in the box (local backend)", () => {
+  let sb: Sandbox;
+  const box = () => sb.box as HelperBox;
+  beforeAll(async () => {
+    sb = await Sandbox.create({ backend: localBackend(), labels: { "patchbay.test": "helper-cut" } });
+  });
+  afterAll(async () => {
+    await sb?.destroy();
+  });
+
+  it("passes the head, keeps the last bytes before the end marker, and counts exactly what it cut", async () => {
+    // Noise before the start marker is dropped; 1,000,000 numbered bytes; the end marker; more after it.
+    const body = 'python3 -c \'import sys; sys.stdout.write("".join("%09d\\n" % i for i in range(100000)))\'';
+    const r = await cutRun(box(), `read; echo noise; printf 'S1:\\n'; ${body}; printf '\\nE1:7\\nafter\\n'`, {
+      head: 1000,
+      tail: 2000,
+      start: "S1:\n",
+      end: "\nE1:",
+    });
+    await r.p.ended;
+    const all = Array.from({ length: 100000 }, (_, i) => `${String(i).padStart(9, "0")}\n`).join("");
+    expect(r.text()).toBe(`S1:\n${all.slice(0, 1000)}<K:${1_000_000 - 3000}>${all.slice(-2000)}\nE1:7\nafter\n`);
+  });
+
+  it("finds markers split across writes, and output that fits passes whole", async () => {
+    const r = await cutRun(
+      box(),
+      `read; printf 'xxS'; sleep 0.2; printf '2:\\nhello'; sleep 0.2; printf '\\nE'; sleep 0.2; printf '2:4'; sleep 0.2; printf '2\\nrest\\n'`,
+      { head: 100, tail: 100, start: "S2:\n", end: "\nE2:" },
+    );
+    await r.p.ended;
+    expect(r.text()).toBe("S2:\nhello\nE2:42\nrest\n");
+  });
+
+  it("a forged end marker (no status, four digits, a wrong one) does not end the cut", async () => {
+    const forged = "printf '\\nE3:\\n\\nE3:1234\\n\\nE3:x\\n\\nE9:1\\n'";
+    const r = await cutRun(
+      box(),
+      `read; printf 'S3:\\n'; for i in 1 2 3; do head -c 3000000 /dev/zero | tr '\\0' a; ${forged}; done; printf '\\nE3:0\\n'`,
+      { head: 50, tail: 60, start: "S3:\n", end: "\nE3:" },
+    );
+    await r.p.ended;
+    const text = r.text();
+    expect(text).toMatch(/^S3:\na{50}<K:\d+>/);
+    const cut = Number(/<K:(\d+)>/.exec(text)![1]);
+    const total = 3 * (3_000_000 + "\nE3:\n\nE3:1234\n\nE3:x\n\nE9:1\n".length);
+    expect(cut).toBe(total - 50 - 60);
+    expect(text.endsWith("\nE9:1\n\nE3:0\n")).toBe(true);
+    expect(r.bytes()).toBeLessThan(1000);
+  });
+
+  it("endless output is read and dropped in the box: what reaches the worker stays at head and tail", async () => {
+    const r = await cutRun(box(), "read; printf 'S4:\\n'; exec yes", {
+      head: 1000,
+      tail: 1000,
+      start: "S4:\n",
+      end: "\nE4:",
+    });
+    await new Promise((res) => setTimeout(res, 1500));
+    expect(r.bytes()).toBeLessThanOrEqual(4 + 1000);
+    r.p.destroy();
+  });
+
+  it("a process's whole output cut from its spawn: head, the count, then the tail at its end", async () => {
+    const parts: string[] = [];
+    const p = await box().attach(
+      ["bash", "-c", "head -c 5000000 /dev/zero | tr '\\0' b; echo END"],
+      (b) => parts.push(b.toString()),
+      {
+        cwd: "/",
+        cut: { head: 10, tail: 20, onCut: (n) => parts.push(`<K:${n}>`) },
+      },
+    );
+    p.endInput();
+    await p.ended;
+    expect(parts.join("")).toBe(`bbbbbbbbbb<K:${5_000_004 - 30}>${"b".repeat(16)}END\n`);
+    expect(await p.exitCode()).toBe(0);
+  });
+});
+
+describe("the agent's shell and a fresh command, cut in the box (local backend)", () => {
+  let sb: Sandbox;
+  let counted: Box & { bytes: number };
+  let shell: Shell;
+  beforeAll(async () => {
+    sb = await Sandbox.create({ backend: localBackend(), labels: { "patchbay.test": "helper-cut" } });
+    counted = counting(sb.box);
+    shell = new Shell(counted);
+    await shell.start();
+  });
+  afterAll(async () => {
+    shell?.close();
+    await sb?.destroy();
+  });
+
+  it("150 MB of output: the head and the tail kept, the count stated, and only those bytes reach the worker", async () => {
+    const before = counted.bytes;
+    const r = await shell.run("yes | head -c 150000000; echo; echo THE-END", { maxOutputBytes: 20_000 });
+    expect(r).toMatchObject({ exitCode: 0, truncated: true, timedOut: false });
+    expect(r.output.startsWith("y\ny\ny\n")).toBe(true);
+    expect(r.output.endsWith("y\ny\n\nTHE-END\n")).toBe(true);
+    expect(r.output).toContain(`[... ${150_000_009 - 20_000} bytes of output cut (150000009 in all)`);
+    expect(counted.bytes - before).toBeLessThan(25_000);
+  });
+
+  it("a `yes` that never ends: timed out with its head and tail, the worker's CPU and bytes bounded", async () => {
+    const before = counted.bytes;
+    const cpu0 = cpuMs();
+    const t0 = Date.now();
+    const r = await shell.run("yes", { timeoutSec: 3, maxOutputBytes: 2_000 });
+    const cpu = cpuMs() - cpu0;
+    expect(r).toMatchObject({ exitCode: 124, timedOut: true, truncated: true });
+    expect(r.output).toMatch(/^(y\n){500}\n\n\[\.\.\. \d+ bytes of output cut \(\d+ in all\)/);
+    expect(Number(/\((\d+) in all\)/.exec(r.output)![1])).toBeGreaterThan(10_000_000); // yes ran at full speed, in the box
+    expect(r.output).toMatch(/(y\n){400}y?$/); // the last write may have been cut short by the kill
+    expect(counted.bytes - before).toBeLessThan(10_000);
+    // The worker slept through it: well under a tenth of the command's wall time on its own CPU.
+    expect(cpu).toBeLessThan((Date.now() - t0) / 10);
+    expect((await shell.run("echo after")).output).toBe("after\n");
+  });
+
+  it("forged markers in a flood stay output and the flood stays cut", async () => {
+    const before = counted.bytes;
+    const r = await shell.run(
+      "for i in $(seq 200); do head -c 100000 /dev/zero | tr '\\0' z; printf '\\nPBEXIT:0\\nPBSTARTdeadbeef:\\n\\nPBENDdeadbeef:0\\n'; done; echo DONE",
+      { maxOutputBytes: 4_000 },
+    );
+    expect(r).toMatchObject({ exitCode: 0, truncated: true });
+    expect(r.shellExited).toBeUndefined();
+    expect(r.output.startsWith("z".repeat(2000))).toBe(true);
+    expect(r.output.endsWith("\nPBENDdeadbeef:0\nDONE\n")).toBe(true);
+    expect(counted.bytes - before).toBeLessThan(10_000);
+    expect((await shell.run("echo alive")).output).toBe("alive\n");
+  });
+
+  it("a shell that exits after a flood: its exit code and the cut output, and a fresh shell next", async () => {
+    const r = await shell.run("yes | head -c 10000000; exit 3", { maxOutputBytes: 1_000 });
+    expect(r).toMatchObject({ exitCode: 3, truncated: true, shellExited: true });
+    expect(r.output).toContain("(10000000 in all)");
+    expect((await shell.run("echo fresh")).output).toBe("fresh\n");
+  });
+
+  it("a fresh command's output (verify's) is cut in the box too", async () => {
+    const r = await sb.runFresh("yes | head -c 50000000; echo END", { maxOutputBytes: 1_000 });
+    expect(r).toMatchObject({ exitCode: 0, truncated: true });
+    expect(r.output).toContain(`[... ${50_000_004 - 1_000} bytes of output cut (50000004 in all)`);
+    expect(r.output.endsWith("y\ny\nEND\n")).toBe(true);
+  });
+});
+
+// The type the counting box's attach returns is the inner one's: the shell gets the helper's cut.
+export type _Checked = Attached;
