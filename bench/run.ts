@@ -1,6 +1,6 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run
 // (docs/performance.md says what each section measures, and the goals).
-// Usage: tsx bench/run.ts [--only shell,create,editor,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines,candidates,egress]
+// Usage: tsx bench/run.ts [--only shell,create,editor,output,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines,candidates,egress]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
@@ -16,12 +16,15 @@ import { benchVerify } from "./verify.js";
 import { benchFleet } from "./fleet.js";
 import { benchCandidates } from "./candidates.js";
 import { benchEgress } from "./egress.js";
+import { benchOutput } from "./output.js";
 import { floorRatios, sameRunRatios } from "./ratios.js";
 
 const sections: Record<string, () => Promise<object>> = {
   shell: benchShell,
   create: benchCreate,
   editor: benchEditor,
+  // a command printing 150 MB through the shell against the same to /dev/null: the helper's cut in the box
+  output: benchOutput,
   job: benchJob,
   queue: benchQueue,
   cli: benchCli,
