@@ -131,7 +131,9 @@ export async function benchEditor() {
 export async function benchTurn() {
   const sb = await Sandbox.create({ labels: { "patchbay.bench": "1" } });
   try {
-    // A source file of ~8 KB that the turns view and edit, and a few for bash to look at.
+    // A source file of ~8 KB that the turns view and edit, and a few for bash to look at. The bash
+    // calls are shell builtins: a program's own start (fork, exec, its run) is the command's time,
+    // not patchbay's, and would hide what this row measures.
     const src = Array.from({ length: 200 }, (_, i) => `def f${i}(x):\n    return x + ${i}\n`).join("\n");
     await sb.files.mkdirp("/workspace/pkg");
     await sb.shell.run(`cd /workspace && for i in 1 2 3 4 5; do echo "print($i)" > pkg/m$i.py; done`);
@@ -141,25 +143,25 @@ export async function benchTurn() {
       const p = `/workspace/pkg/mod${run}.py`;
       return [
         e({ command: "create", path: p, file_text: src }),
-        b("ls /workspace/pkg"),
+        b("cd /workspace/pkg && echo *"),
         e({ command: "view", path: p }),
-        b(`grep -n 'def f1' ${p} | head -5`),
+        b(`test -f ${p} && echo exists`),
         e({ command: "str_replace", path: p, old_str: "return x + 10\n", new_str: "return x + 1000\n" }),
-        b("cd /workspace && git status --short 2>/dev/null | head; true"),
+        b("cd /workspace; pwd"),
         e({ command: "view", path: p, view_range: [1, 40] }),
-        b(`sed -n 1,20p ${p}`),
+        b(`read -r first < ${p}; echo "$first"`),
         e({ command: "str_replace", path: p, old_str: "def f20(x):", new_str: "def f20(x, y=0):" }),
-        b("python3 -c 'print(sum(range(100)))'"),
+        b("echo $((1 + 2 + 3))"),
         e({ command: "insert", path: p, insert_line: 3, insert_text: "# checked\n" }),
-        b(`wc -l ${p}`),
+        b(`printf '%s\\n' ${p}`),
         e({ command: "view", path: "/workspace/pkg" }),
-        b(`cat /workspace/pkg/m1.py`),
+        b("echo $(< /workspace/pkg/m1.py)"),
         e({ command: "str_replace", path: p, old_str: "return x + 199", new_str: "return x - 199" }),
-        b(`tail -3 ${p}`),
+        b(`[ -s ${p} ] && echo non-empty`),
         e({ command: "view", path: p }),
         b("echo done && pwd"),
         e({ command: "str_replace", path: p, old_str: "# checked\n", new_str: "" }),
-        b(`rm ${p}`),
+        b("export BENCH_TURN=1; echo $BENCH_TURN"),
       ];
     };
     const zero = { inputTokens: 10, outputTokens: 10, cacheReadTokens: 0, cacheWriteTokens: 0 };
