@@ -1,9 +1,9 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run
 // (docs/performance.md says what each section measures, and the goals).
-// Usage: tsx bench/run.ts [--only shell,create,editor,output,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines,candidates,egress]
+// Usage: tsx bench/run.ts [--only shell,create,editor,turn,output,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines,candidates,egress]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
-import { benchCreate, benchEditor, benchShell } from "./sandbox.js";
+import { benchCreate, benchEditor, benchShell, benchTurn } from "./sandbox.js";
 import { benchJob, benchQueue } from "./job.js";
 import { benchCli } from "./cli.js";
 import { benchBatch } from "./batch.js";
@@ -23,6 +23,8 @@ const sections: Record<string, () => Promise<object>> = {
   shell: benchShell,
   create: benchCreate,
   editor: benchEditor,
+  // patchbay's own time per agent turn (tool round trip, transcript events, the loop) with an instant model
+  turn: benchTurn,
   // a command printing 150 MB through the shell against the same to /dev/null: the helper's cut in the box
   output: benchOutput,
   job: benchJob,

@@ -4,8 +4,17 @@
 // line and a body) is the FileAgent's (file-agent.ts); this is only what the lines say.
 import { z } from "zod";
 
-/** Bumped with any change to a request or a reply; the agent says its own in `hello`. */
+/**
+ * Bumped with any change to a request or a reply that an agent of the version before would
+ * misread; the agent says its own in `hello`. A field an older agent would act on wrongly (a
+ * write's `splice`) is sent only to an agent whose `hello` names it in `has` (FEATURES); one it
+ * may leave out without harm (a stat's `read`) needs no name.
+ */
 export const PROTOCOL_VERSION = 2;
+
+/** What an agent of this version does beyond version 2's first form, named in its hello's `has`. */
+export const FEATURES = ["splice"] as const;
+export type AgentFeature = (typeof FEATURES)[number];
 
 /** The errno codes the agent reports by name (any other OSError is EIO): given to it at start. */
 export const ERRNO = {
@@ -23,13 +32,25 @@ export type AgentErrorCode = (typeof ERRNO)[keyof typeof ERRNO] | "EIO" | "EINVA
 
 export type AgentRequest =
   | { op: "hello" }
-  | { op: "stat"; path: string }
+  /**
+   * `read`: a regular file of at most that many bytes comes back as the reply's body (`read: true`,
+   * `size` the bytes read), read through the same open as a `read` op's, so a view or an edit
+   * needs no read of its own. `have`: the sha256 of content the worker holds; when what was read
+   * has it, no body is sent (`same: true`).
+   */
+  | { op: "stat"; path: string; read?: number; have?: string }
   /**
    * `head`: a file larger than `max` gives its first `max` bytes instead of an EFBIG error.
    * `nofollow`: no symlink on the path is followed, each component opened below the last (EINVAL).
    */
   | { op: "read"; path: string; max: number; head?: boolean; nofollow?: boolean }
-  | { op: "write"; path: string; mode?: number; expect?: string }
+  /**
+   * `expect`: written only if the file's content has that sha256 (else ECHANGED).
+   * `splice` [at, cut] (with `expect`, to an agent whose hello has "splice"): the body replaces the
+   * `cut` bytes at offset `at` of the content checked, rather than the whole file, so an edit of a
+   * large file sends only what it changes.
+   */
+  | { op: "write"; path: string; mode?: number; expect?: string; splice?: [number, number] }
   | { op: "mkdirp"; path: string }
   | { op: "remove"; path: string }
   | { op: "list"; path: string }
@@ -53,10 +74,24 @@ const FileType = z.enum(["file", "directory", "other"]);
 
 /** Each op's reply header (besides `len`) when it did not fail. */
 export const REPLIES = {
-  hello: z.object({ pid: int, root: z.boolean(), version: int }),
+  hello: z.object({
+    pid: int,
+    root: z.boolean(),
+    version: int,
+    has: z.array(z.string().max(64)).max(64).optional(),
+  }),
   stat: z.union([
     z.object({ missing: z.literal(true) }),
-    z.object({ type: FileType, size: int, mode: int, mtime: z.number(), real: z.string(), link: z.boolean() }),
+    z.object({
+      type: FileType,
+      size: int,
+      mode: int,
+      mtime: z.number(),
+      real: z.string(),
+      link: z.boolean(),
+      read: z.literal(true).optional(),
+      same: z.literal(true).optional(),
+    }),
   ]),
   read: z.object({ mode: int, uid: int, gid: int, real: z.string() }),
   write: z.object({}),

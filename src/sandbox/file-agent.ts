@@ -15,6 +15,7 @@ import {
   parseReply,
   PROTOCOL_VERSION,
   type AgentOp,
+  type AgentFeature,
   type AgentReplyOf,
   type AgentRequest,
   type ErrorReply,
@@ -114,6 +115,8 @@ export class FileAgent {
   private readonly liveness?: Liveness;
   /** False once the agent said it cannot run commands (not root: gVisor). */
   private canRun = true;
+  /** What the running agent said in its hello it does beyond the protocol's first form (`has`). */
+  private features = new Set<string>();
 
   constructor(
     private box: Box,
@@ -131,6 +134,11 @@ export class FileAgent {
     return this.proc?.alive ? this.agentPid : undefined;
   }
 
+  /** Whether the agent said it does `feature` (false before it started, or when it never said). */
+  has(feature: AgentFeature): boolean {
+    return this.features.has(feature);
+  }
+
   /** Not failed: running, or never started (an image without python3 stays on the archive API). */
   get alive(): boolean {
     return !this.proc || this.proc.alive;
@@ -141,6 +149,7 @@ export class FileAgent {
     this.starting ??= (async () => {
       try {
         this.reset();
+        this.features = new Set();
         const proc = await this.box.attach(this.argv, (b, stream) => this.onData(b, stream), {
           user: "0:0",
           cwd: "/",
@@ -158,6 +167,7 @@ export class FileAgent {
           return false;
         }
         this.agentPid = hello.reply.pid;
+        this.features = new Set(hello.reply.has ?? []);
         return true;
       } catch {
         return false;
@@ -265,6 +275,8 @@ export class FileAgent {
         new Promise<RawReply | undefined>((resolve) => {
           const proc = this.proc;
           if (!proc?.alive) return resolve(undefined);
+          // A splice to an agent that never said it splices would be written as the whole file.
+          if (header.op === "write" && header.splice && !this.features.has("splice")) return resolve(undefined);
           const timer = setTimeout(() => this.fail(), o.timeoutMs ?? this.timeoutMs);
           this.limit = o.maxReplyBytes ?? this.maxReplyBytes;
           let answered = false;

@@ -26,6 +26,19 @@ export interface FileStat {
   path: string;
   /** Set when the given path is a symlink: where it led (absolute, inside the container). */
   symlinkTarget?: string;
+  /**
+   * A regular file's content, read with the stat (Files.statRead) when the file was within the
+   * bound asked for (the stat's fields are then those of the file read). Absent otherwise: read it.
+   */
+  bytes?: Buffer;
+}
+
+/** Content a caller holds of a file (Files.statRead): its bytes and their sha256. */
+export interface HeldContent {
+  /** The sha256 of `bytes`, in hex. */
+  sha256: string;
+  /** The content. */
+  bytes: Buffer;
 }
 
 /** A regular file read by Files.readEntry, with what an overwrite keeps. */
@@ -106,8 +119,24 @@ export class Files {
 
   /** Stat; symlinks are followed within the container. */
   async stat(p: string): Promise<FileStat | undefined> {
+    return this.statRead(p);
+  }
+
+  /**
+   * Stat, and with `max` a regular file of at most that many bytes read in the same request
+   * (FileStat.bytes; symlinks followed as `read` follows them) where the file agent runs. `held`:
+   * content the caller holds; when the file's is the same (its sha256, computed in the box from the
+   * bytes read), it is not sent again and FileStat.bytes is `held.bytes`.
+   */
+  async statRead(p: string, max?: number, held?: HeldContent): Promise<FileStat | undefined> {
     const abs = checkAbsolute(p);
-    const r = await this.agent?.request({ op: "stat", path: abs });
+    const known = max !== undefined ? held : undefined;
+    const r = await this.agent?.request({
+      op: "stat",
+      path: abs,
+      ...(max !== undefined ? { read: max } : {}),
+      ...(known ? { have: known.sha256 } : {}),
+    });
     if (!r) return this.execStat(abs);
     if (r.error) throw fileError(r.error.error, r.error.message, abs);
     const h = r.reply;
@@ -119,6 +148,7 @@ export class Files {
       mtime: String(h.mtime),
       path: h.real,
       ...(h.link ? { symlinkTarget: h.real } : {}),
+      ...readBytes(h, r.body, max, known),
     };
   }
 
@@ -208,6 +238,31 @@ export class Files {
     return true;
   }
 
+  /**
+   * Replaces the `cut` bytes at offset `at` with `insert`, only if the file still holds content
+   * whose sha256 is `expectSha256` (checked and written in one step inside the container, as
+   * writeIfUnchanged): an edit of a large file sends only what it changes. Resolves false when the
+   * file changed (or is gone); undefined when the agent cannot splice (write the whole file then).
+   */
+  async spliceIfUnchanged(
+    p: string,
+    expectSha256: string,
+    at: number,
+    cut: number,
+    insert: Uint8Array,
+  ): Promise<boolean | undefined> {
+    const abs = checkAbsolute(p);
+    if (!this.agent?.has("splice")) return undefined;
+    const r = await this.agent.request(
+      { op: "write", path: abs, expect: expectSha256, splice: [at, cut] },
+      Buffer.from(insert.buffer, insert.byteOffset, insert.byteLength),
+    );
+    if (!r) return undefined;
+    if (r.error?.error === "ECHANGED") return false;
+    if (r.error) throw fileError(r.error.error, r.error.message, abs);
+    return true;
+  }
+
   /** Creates a directory and its missing parents, owned by uid 1000. */
   async mkdirp(dir: string): Promise<void> {
     const abs = checkAbsolute(dir);
@@ -257,6 +312,21 @@ export class Files {
       throw new FileError(`writing into ${dir} failed: ${msg}`, "EIO");
     }
   }
+}
+
+/**
+ * The content a stat brought back: the body only where the agent says it read the file, never past
+ * the bound asked for; `same` says it is the content the caller holds.
+ */
+function readBytes(
+  h: { read?: true; same?: true; size: number },
+  body: Buffer,
+  max: number | undefined,
+  known: HeldContent | undefined,
+): { bytes?: Buffer } {
+  if (h.read !== true || max === undefined) return {};
+  if (h.same === true) return known && known.bytes.length === h.size ? { bytes: known.bytes } : {};
+  return body.length <= max ? { bytes: body } : {};
 }
 
 const MESSAGES: Record<string, (p: string) => string> = {

@@ -79,7 +79,9 @@ export class EditFileTool {
 
   private async edit(path: string, oldStr: string, newStr: string): Promise<ToolOutput> {
     if (!path.startsWith("/")) return fail(msg.notAbsolute(path, this.opts.workspace ?? "/workspace"));
-    const st = await this.fs.stat(path);
+    const max = this.opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
+    const st = await this.fs.stat(path, max); // a file within the bound comes back read
+
     if (st.type === "missing") {
       if (oldStr !== "")
         return fail(
@@ -91,14 +93,13 @@ export class EditFileTool {
     }
     if (st.type !== "file")
       return fail(msg.notRegular(path).replace("neither a regular file nor a directory", "not a regular file"));
-    const max = this.opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
     if (st.size > max) return fail(msg.tooBig(path, st.size, max));
     if (oldStr === "")
       return fail(
         `old_string is empty but ${path} already exists. Give the exact text to replace (re-read the file with cat -n), or choose a new path to create a file.`,
       );
     if (oldStr === newStr) return fail(msg.sameStrings(path));
-    const bytes = await this.fs.read(path);
+    const bytes = st.bytes ?? (await this.fs.read(path));
     if (hasNul(bytes)) return fail(msg.binary(path));
     const needle = utf8(oldStr);
     const at = findAll(bytes, needle, 2);
@@ -115,8 +116,14 @@ export class EditFileTool {
     const start = at[0]!; // the one match
     const replacement = utf8(newStr);
     const next = strReplaceBytes(bytes, start, needle.byteLength, replacement);
-    if (!bytesEqual(await this.fs.read(path), bytes)) return fail(msg.changedSinceRead(path));
-    await this.fs.write(path, next);
+    // Written only if the file still holds what the edit was made from: checked and written in one
+    // step where the filesystem can, else read back and compared first.
+    const swapped = await this.fs.writeIfUnchanged?.(path, bytes, next);
+    if (swapped === false) return fail(msg.changedSinceRead(path));
+    if (swapped === undefined) {
+      if (!bytesEqual(await this.fs.read(path), bytes)) return fail(msg.changedSinceRead(path));
+      await this.fs.write(path, next);
+    }
     const line = countNewlines(bytes, start);
     const text = Buffer.from(next).toString("utf8").split("\n");
     const from = Math.max(0, line - 4);

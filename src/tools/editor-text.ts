@@ -137,6 +137,30 @@ export function strReplaceBytes(
   return concatBytes(file.subarray(0, offset), replacement, file.subarray(offset + oldLength));
 }
 
+/**
+ * The one splice that turns `before` into `after`: their common head and tail kept, the `cut`
+ * bytes at `at` replaced by `insert` (a view into `after`). Compared in native blocks, then bytes.
+ */
+export function spliceOf(before: Uint8Array, after: Uint8Array): { at: number; cut: number; insert: Uint8Array } {
+  const a = buf(before);
+  const b = buf(after);
+  const common = Math.min(a.length, b.length);
+  let head = 0;
+  while (head + BLOCK <= common && a.compare(b, head, head + BLOCK, head, head + BLOCK) === 0) head += BLOCK;
+  while (head < common && a[head] === b[head]) head++;
+  // The tail is looked for only in what the head left, so head and tail never overlap.
+  const room = common - head;
+  let tail = 0;
+  while (
+    tail + BLOCK <= room &&
+    a.compare(b, b.length - tail - BLOCK, b.length - tail, a.length - tail - BLOCK, a.length - tail) === 0
+  )
+    tail += BLOCK;
+  while (tail < room && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
+  return { at: head, cut: a.length - head - tail, insert: after.subarray(head, b.length - tail) };
+}
+const BLOCK = 4096;
+
 /** Lines as the reference counts them: pieces of the content split on `\n`. */
 export function lineCount(bytes: Uint8Array): number {
   return countNewlines(bytes) + 1;

@@ -30,6 +30,15 @@ describe("agent protocol (pure)", () => {
     expect(parseReply("list", { entries: "a" })).toBeUndefined();
   });
 
+  it("a stat may say it read the file (or that it is the content the worker holds); a hello what it has", () => {
+    const st = { type: "file", size: 3, mode: 420, mtime: 1, real: "/w/a", link: false };
+    expect(parseReply("stat", { ...st, read: true, same: true })).toMatchObject({ ok: true, reply: { same: true } });
+    expect(parseReply("stat", { ...st, read: false })).toBeUndefined();
+    expect(parseReply("hello", { pid: 1, root: true, version: 2, has: ["splice"] })).toMatchObject({ ok: true });
+    expect(parseReply("hello", { pid: 1, root: true, version: 2 })).toMatchObject({ ok: true });
+    expect(parseReply("hello", { pid: 1, root: true, version: 2, has: "splice" })).toBeUndefined();
+  });
+
   it("the python side has no errno table of its own: it gets the one in agent-protocol.ts", () => {
     const py = readFileSync(new URL("../../src/sandbox/py/file_agent.py", import.meta.url), "utf8");
     expect(py).not.toMatch(/"ENOENT"|"EACCES"|"ENOSPC"/);

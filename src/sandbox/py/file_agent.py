@@ -26,8 +26,9 @@ def write_all(write, data):
     mv = memoryview(data)
     while mv: mv = mv[write(mv):]
 def reply(h, body=b""):
+    # One write for the header and the body: the helper forwards them in as few frames as it can.
     h["len"] = len(body)
-    write_all(out.write, json.dumps(h).encode() + b"\n"); write_all(out.write, body)
+    write_all(out.write, b"%s\n%s" % (json.dumps(h).encode(), body))
 def kind(m):
     return "directory" if stat.S_ISDIR(m) else "file" if stat.S_ISREG(m) else "other"
 def read_fd(fd, limit):
@@ -45,12 +46,32 @@ def read_head(fd, limit):
         if not b: break
         chunks.append(b); n += len(b)
     return b"".join(chunks)
+def stat_reply(st, p, real):
+    return {"type": kind(st.st_mode), "size": st.st_size, "mode": st.st_mode & 0o7777, "mtime": st.st_mtime_ns, "real": real, "link": os.path.islink(p) or real != os.path.abspath(p)}
 def op_stat(r, body):
     p = r["path"]
     try: st = os.stat(p)
     except FileNotFoundError: return {"missing": True}, b""
     real = os.path.realpath(p)
-    return {"type": kind(st.st_mode), "size": st.st_size, "mode": st.st_mode & 0o7777, "mtime": st.st_mtime_ns, "real": real, "link": os.path.islink(p) or real != os.path.abspath(p)}, b""
+    cap = r.get("read")
+    if cap is None or not stat.S_ISREG(st.st_mode) or st.st_size > cap: return stat_reply(st, p, real), b""
+    # "read": the file's bytes with its stat, opened as op_read opens it (O_NONBLOCK: a FIFO swapped
+    # in meanwhile must not hang us; no more than `cap` bytes however it grows). What cannot be read
+    # here is left to the worker's own read, which then says why. "have": the sha256 of the content
+    # the worker holds; when the bytes read have it, they are not sent again.
+    try: fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError: return stat_reply(st, p, real), b""
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode) or fst.st_size > cap: return stat_reply(st, p, real), b""
+        data = read_head(fd, cap + 1)
+    except OSError: return stat_reply(st, p, real), b""
+    finally: os.close(fd)
+    if len(data) > cap: return stat_reply(st, p, real), b""
+    h = stat_reply(fst, p, real); h["read"] = True; h["size"] = len(data)
+    if r.get("have") is not None and hashlib.sha256(data).hexdigest() == r["have"]:
+        h["same"] = True; return h, b""
+    return h, data
 def open_nofollow(p):
     # Each component opened below the one before with O_NOFOLLOW: what is opened is the path's own
     # file, with no symlink on the way, even if one is swapped in meanwhile (a check of the name
@@ -80,9 +101,12 @@ def op_read(r, body):
         return {"mode": st.st_mode & 0o7777, "uid": st.st_uid, "gid": st.st_gid, "real": os.path.realpath(r["path"])}, data
     finally: os.close(fd)
 def op_write(r, body):
-    p = r["path"]
+    p, splice = r["path"], r.get("splice")
+    if splice is not None and r.get("expect") is None: raise OSError(22, "a splice needs the content it applies to (expect)")
     exists = os.path.exists(p)
     if exists and os.path.isdir(p): raise IsADirectoryError(21, "Is a directory")
+    # A splice applies to the content checked: with none (the file gone), it has changed.
+    if splice is not None and not exists: return {"error": "ECHANGED"}, b""
     # Opened without O_CREAT when it exists, so its mode and owner stay; truncated only after the
     # check. A dangling symlink is written through (O_EXCL would refuse it).
     if exists: fd = os.open(p, os.O_RDWR | os.O_NONBLOCK)
@@ -90,7 +114,12 @@ def op_write(r, body):
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode): raise OSError(22, "not a regular file")
         if exists and r.get("expect") is not None:
-            if hashlib.sha256(read_fd(fd, 1 << 31)).hexdigest() != r["expect"]: return {"error": "ECHANGED"}, b""
+            old = read_fd(fd, 1 << 31)
+            if hashlib.sha256(old).hexdigest() != r["expect"]: return {"error": "ECHANGED"}, b""
+            if splice is not None:
+                at, cut = int(splice[0]), int(splice[1])
+                if at < 0 or cut < 0 or at + cut > len(old): raise OSError(22, "a splice outside the file")
+                body = old[:at] + body + old[at + cut:]
         # Reserve the space first: on a full disk the write fails before the old content is gone.
         try: os.posix_fallocate(fd, 0, max(len(body), 1))
         except OSError as e:
@@ -290,7 +319,8 @@ def supervise(p, r, gen):
     if any(t.is_alive() for t in readers): return lingered(p)
     return ran(p, code, killed, out, err)
 def op_hello(r, body):
-    return {"pid": os.getpid(), "root": IS_ROOT, "version": VERSION}, b""
+    # "has": what this agent does that version 2's first form did not (agent-protocol.ts FEATURES).
+    return {"pid": os.getpid(), "root": IS_ROOT, "version": VERSION, "has": ["splice"]}, b""
 OPS = {"hello": op_hello, "stat": op_stat, "read": op_read, "write": op_write, "mkdirp": op_mkdirp, "remove": op_remove, "list": op_list, "digest": op_digest, "run": op_run}
 while True:
     line = inp.readline()

@@ -1,6 +1,7 @@
 // Container files, byte-exact, against a real container, and always with the agent's permissions.
 //
 // Backend: Docker (the hardened container and its image).
+import { createHash } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { FileAgent } from "../../../src/sandbox/file-agent.js";
 import { Files } from "../../../src/sandbox/files.js";
@@ -152,6 +153,58 @@ describe.each([
     expect((await box().shell.run("cat /workspace/target.txt; test -L /workspace/dangle && echo link")).output).toBe(
       "madelink\n",
     );
+  });
+});
+
+describe("sandbox.files through the file agent: a stat that reads, a write that splices (real engine)", () => {
+  const box = useSandbox();
+  const files = () => box().files;
+  const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+
+  it("a stat with read brings a regular file within the bound back, and only that", async () => {
+    await box().shell.run(
+      "cd /workspace && printf 'hello\\n' > r.txt && ln -sf r.txt r.link && mkfifo r.fifo && printf 'x' > r.none && chmod 000 r.none && mkdir -p r.dir",
+    );
+    const st = await files().statRead("/workspace/r.txt", 100);
+    expect(st).toMatchObject({ type: "file", size: 6 });
+    expect(st?.bytes?.toString()).toBe("hello\n");
+    expect((await files().statRead("/workspace/r.link", 100))?.bytes?.toString()).toBe("hello\n");
+    expect((await files().statRead("/workspace/r.txt", 5))?.bytes).toBeUndefined();
+    expect((await files().stat("/workspace/r.txt"))?.bytes).toBeUndefined();
+    // A FIFO (without hanging), a directory, a file it may not read: the stat alone, as before.
+    expect(await files().statRead("/workspace/r.fifo", 100)).toMatchObject({ type: "other" });
+    expect((await files().statRead("/workspace/r.fifo", 100))?.bytes).toBeUndefined();
+    expect((await files().statRead("/workspace/r.dir", 100))?.bytes).toBeUndefined();
+    expect((await files().statRead("/workspace/r.none", 100))?.bytes).toBeUndefined();
+    await expect(files().read("/workspace/r.none")).rejects.toThrow(/permission denied/);
+    await expect(files().statRead("/root/x", 100)).rejects.toThrow(/permission denied/);
+  });
+
+  it("content the worker holds is not sent again, and only while the file holds it", async () => {
+    const p = "/workspace/k.txt";
+    const held = Buffer.from("held content\n");
+    await files().write(p, held);
+    const same = await files().statRead(p, 100, { sha256: sha(held), bytes: held });
+    expect(same?.bytes).toBe(held);
+    const other = Buffer.from("held CONTENT\n");
+    const changed = await files().statRead(p, 100, { sha256: sha(other), bytes: other });
+    expect(changed?.bytes?.toString()).toBe("held content\n");
+  });
+
+  it("a splice replaces one span of the content checked; a changed or missing file is left alone", async () => {
+    const p = "/workspace/s.txt";
+    const before = Buffer.from("one two three\n");
+    await box().shell.run(`printf 'one two three\\n' > ${p} && chmod 0751 ${p}`);
+    expect(await files().spliceIfUnchanged(p, sha(before), 4, 3, Buffer.from("TWO, 2"))).toBe(true);
+    const r = await box().shell.run(`stat -c '%u %a' ${p}; cat ${p}`);
+    expect(r.output).toBe("1000 751\none TWO, 2 three\n");
+    expect(await files().spliceIfUnchanged(p, sha(before), 4, 3, Buffer.from("2"))).toBe(false);
+    expect((await files().read(p)).toString()).toBe("one TWO, 2 three\n");
+    const now = await files().read(p);
+    await expect(files().spliceIfUnchanged(p, sha(now), 10, 100, Buffer.from("x"))).rejects.toThrow(/outside/);
+    expect((await files().read(p)).toString()).toBe("one TWO, 2 three\n");
+    expect(await files().spliceIfUnchanged("/workspace/gone.txt", sha(now), 0, 0, Buffer.from("x"))).toBe(false);
+    expect(await files().stat("/workspace/gone.txt")).toBeUndefined();
   });
 });
 

@@ -45,11 +45,19 @@ describe("editor on the sandbox: bytes and races", () => {
   it("refuses an edit when bash wrote the file between the editor's read and write", async () => {
     await sb().files.write("/workspace/race.txt", Buffer.from("x = 1\n"));
     const fs = new SandboxFs(sb());
+    // Bash writes right after the editor has the file's bytes: with its stat (the file agent reads
+    // it with the stat), or from a read of its own.
     let reads = 0;
+    const bash = (p: string) => sb().shell.run(`echo 'x = 2  # from bash' > ${p}`);
     const racy = Object.assign(Object.create(fs), {
+      stat: async (p: string, read?: number) => {
+        const st = await fs.stat(p, read);
+        if (st.bytes && ++reads === 1) await bash(p);
+        return st;
+      },
       read: async (p: string) => {
         const got = await fs.read(p);
-        if (++reads === 1) await sb().shell.run(`echo 'x = 2  # from bash' > ${p}`);
+        if (++reads === 1) await bash(p);
         return got;
       },
     });
@@ -58,6 +66,24 @@ describe("editor on the sandbox: bytes and races", () => {
     expect(r.isError).toBe(true);
     expect(r.content).toMatch(/changed while this edit was being made.*View the file again/s);
     expect((await bytesOf("/workspace/race.txt")).toString()).toBe("x = 2  # from bash\n");
+  });
+
+  it("a file bash changed since the editor last had it is shown and edited as it is now", async () => {
+    const p = "/workspace/held.txt";
+    await sb().files.write(p, Buffer.from("alpha\nbeta\n"));
+    const box = new Toolbox(sb());
+    const edit = (input: Record<string, unknown>) =>
+      box.run(call("str_replace_based_edit_tool", { path: p, ...input }));
+    expect((await edit({ command: "view" })).content).toMatch(/1\talpha\n\s*2\tbeta/);
+    // The same size and the same mtime second: only the content tells.
+    await sb().shell.run(`printf 'gamma\ndelta\n' > ${p}; touch -d @1 ${p}`);
+    expect((await edit({ command: "view" })).content).toMatch(/1\tgamma\n\s*2\tdelta/);
+    expect((await edit({ command: "str_replace", old_str: "delta", new_str: "DELTA" })).isError).toBe(false);
+    await sb().shell.run(`sed -i s/gamma/GAMMA/ ${p}`);
+    expect((await edit({ command: "str_replace", old_str: "DELTA", new_str: "epsilon" })).isError).toBe(false);
+    expect((await bytesOf(p)).toString()).toBe("GAMMA\nepsilon\n");
+    await sb().shell.run(`rm ${p}`);
+    expect((await edit({ command: "view" })).content).toMatch(/does not exist/);
   });
 
   it("keeps the mode and owner of an edited executable", async () => {

@@ -12,6 +12,7 @@ import {
   msg,
   parentDir,
   readOnly,
+  spliceOf,
   toolName,
   truncateForModel,
   TRUNCATED_MESSAGE,
@@ -44,6 +45,41 @@ describe("editor-text helpers", () => {
     expect(countNewlines(utf8("a\n\n\n"), 1)).toBe(0);
     expect(countNewlines(utf8("a\n\n\n"), 2)).toBe(1);
     expect(countNewlines(utf8("a\n\n\n"))).toBe(3);
+  });
+
+  it("spliceOf: the one span that differs, its head and tail kept, never overlapping", () => {
+    const check = (a: Uint8Array, b: Uint8Array) => {
+      const { at, cut, insert } = spliceOf(a, b);
+      expect(at).toBeGreaterThanOrEqual(0);
+      expect(at + cut).toBeLessThanOrEqual(a.length);
+      expect(Buffer.concat([a.subarray(0, at), insert, a.subarray(at + cut)]).equals(Buffer.from(b))).toBe(true);
+      return { at, cut, insert: Buffer.from(insert).toString("latin1") };
+    };
+    expect(check(utf8("abcdef"), utf8("abXYef"))).toEqual({ at: 2, cut: 2, insert: "XY" });
+    expect(check(utf8("aaaa"), utf8("aaaaa"))).toEqual({ at: 4, cut: 0, insert: "a" });
+    expect(check(utf8("aaaaa"), utf8("aaa"))).toEqual({ at: 3, cut: 2, insert: "" });
+    expect(check(utf8("same"), utf8("same"))).toEqual({ at: 4, cut: 0, insert: "" });
+    expect(check(utf8(""), utf8("new"))).toEqual({ at: 0, cut: 0, insert: "new" });
+    expect(check(utf8("old"), utf8(""))).toEqual({ at: 0, cut: 3, insert: "" });
+    // Past the native blocks (4 KiB): a change in the middle of 100 KB, at either end, and random ones.
+    const big = Buffer.from(Array.from({ length: 100_000 }, (_, i) => 97 + (i % 26)));
+    const mid = Buffer.from(big);
+    mid[51_000] = 65;
+    expect(check(big, mid)).toEqual({ at: 51_000, cut: 1, insert: "A" });
+    expect(check(big, Buffer.concat([Buffer.from("X"), big]))).toMatchObject({ at: 0, cut: 0 });
+    expect(check(big, big.subarray(0, 99_999))).toMatchObject({ at: 99_999, cut: 1 });
+    let seed = 7;
+    const rnd = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let k = 0; k < 200; k++) {
+      const a = Buffer.from(Array.from({ length: rnd(9000) }, () => 97 + rnd(2)));
+      const at = rnd(a.length + 1);
+      const b = Buffer.concat([
+        a.subarray(0, at),
+        Buffer.from(Array.from({ length: rnd(5) }, () => 97 + rnd(2))),
+        a.subarray(at + rnd(a.length - at + 1)),
+      ]);
+      check(a, b);
+    }
   });
 
   it("CRLF files: every break is CRLF and there is one", () => {

@@ -660,3 +660,56 @@ describe("pure helpers", () => {
     expect(normalizePath("./x/../y")).toBe("x/../y");
   });
 });
+
+describe("a filesystem that reads a file with its stat", () => {
+  /** MemFs whose stat brings a file within the bound back read, as SandboxFs does through the file agent. */
+  class ReadingStatFs extends MemFs {
+    override async stat(path: string, read?: number) {
+      const st = await super.stat(path);
+      const bytes = this.getFile(path);
+      return st.type === "file" && read !== undefined && bytes && bytes.byteLength <= read
+        ? { ...st, bytes: bytes.slice() }
+        : st;
+    }
+    /** Compare-and-write in one step, as the file agent's. */
+    async writeIfUnchanged(path: string, expected: Uint8Array, next: Uint8Array) {
+      const now = this.getFile(path);
+      if (!now || !Buffer.from(now).equals(Buffer.from(expected))) return false;
+      this.setFile(path, next);
+      return true;
+    }
+  }
+  const text = "one\ntwo\nthree\n";
+  const both = async (calls: unknown[], opts: TextEditorOptions = {}) =>
+    Promise.all(
+      [new MemFs(), new ReadingStatFs()].map(async (fs) => {
+        fs.setFile(`${W}/f.txt`, text);
+        const ed = new TextEditor(fs, opts);
+        const out = [];
+        for (const c of calls) out.push(await ed.run(c));
+        return { out, bytes: fileBytes(fs, `${W}/f.txt`), reads: fs.log.filter((l) => l.startsWith("read ")) };
+      }),
+    );
+
+  it("answers as one that does not, and reads nothing more", async () => {
+    const calls = [
+      { command: "view", path: `${W}/f.txt` },
+      { command: "str_replace", path: `${W}/f.txt`, old_str: "two", new_str: "TWO" },
+      { command: "insert", path: `${W}/f.txt`, insert_line: 1, new_str: "1.5" },
+      { command: "str_replace", path: `${W}/f.txt`, old_str: "absent", new_str: "x" },
+      { command: "undo_edit", path: `${W}/f.txt` },
+    ];
+    const [plain, reading] = await both(calls, { flavor: "text_editor_20250124" });
+    expect(reading!.out).toEqual(plain!.out);
+    expect(reading!.bytes).toEqual(plain!.bytes);
+    expect(plain!.reads.length).toBeGreaterThan(0);
+    expect(reading!.reads).toEqual([]);
+  });
+
+  it("a file over the bound is refused by its size, never read", async () => {
+    const [plain, reading] = await both([{ command: "view", path: `${W}/f.txt` }], { maxFileBytes: 4 });
+    expect(reading!.out).toEqual(plain!.out);
+    expect(reading!.out[0]!.content).toMatch(/too large|bytes/i);
+    expect(reading!.reads).toEqual([]);
+  });
+});
