@@ -4,6 +4,10 @@ import { count } from "./count.js";
 
 export class HeadTail {
   private head: Buffer[] = [];
+  /** Set once bytes were cut elsewhere (skip): what comes next is the tail, never the head. */
+  private headClosed = false;
+  /** Set when bytes may have been cut elsewhere and their count never came (skipUnknown). */
+  private unknownCut = false;
   private headLen = 0;
   private tail: Buffer[] = [];
   private tailLen = 0;
@@ -18,7 +22,7 @@ export class HeadTail {
   push(chunk: Buffer): void {
     if (chunk.length === 0) return;
     this.total += chunk.length;
-    const room = this.headLimit - this.headLen;
+    const room = this.headClosed ? 0 : this.headLimit - this.headLen;
     if (room > 0) {
       const part = chunk.subarray(0, room);
       this.head.push(part);
@@ -42,6 +46,15 @@ export class HeadTail {
     this.total += n;
     this.tail = [];
     this.tailLen = 0;
+    this.headClosed = true;
+  }
+
+  /**
+   * Output past what was pushed may have been cut elsewhere and its count will not come (the box's
+   * helper was cut off before the command's end): the text says so, and it counts as truncated.
+   */
+  skipUnknown(): void {
+    this.unknownCut = true;
   }
 
   get cut(): number {
@@ -49,7 +62,7 @@ export class HeadTail {
   }
 
   get truncated(): boolean {
-    return this.cut > 0;
+    return this.cut > 0 || this.unknownCut;
   }
 
   /** The kept text; when bytes were cut, a notice between head and tail says how many. */
@@ -59,6 +72,8 @@ export class HeadTail {
     const tailLimit = this.limit - this.headLimit;
     if (tail.length > tailLimit) tail = tail.subarray(tail.length - tailLimit);
     if (!this.truncated) return head + tail.toString("utf8");
+    if (this.unknownCut && this.cut === 0)
+      return `${head}\n\n[... what the command printed past this point was cut in the sandbox, and its size is unknown: the command did not end ...]\n\n${tail.toString("utf8")}`;
     return `${head}\n\n[... ${count(this.cut, "byte")} of output cut (${this.total} in all); the start and the end are shown. Redirect to a file and use head/tail/grep to see more ...]\n\n${tail.toString("utf8")}`;
   }
 }

@@ -21,6 +21,8 @@ export type FromHelper = "O" | "e" | "a" | "K" | "Z" | "X";
 const FROM = new Set<string>(["O", "e", "a", "K", "Z", "X"]);
 /** The longest start or end marker of a cut (the helper's CUT_MARK_MAX). */
 export const CUT_MARK_MAX = 256;
+/** The largest head or tail a cut keeps (the helper's CUT_MAX): a larger bound is cut to it. */
+export const CUT_MAX = 64 << 20;
 
 export interface Frame {
   kind: FromHelper;
@@ -56,8 +58,8 @@ export function cutFrame(channel: number, c: { head: number; tail: number; start
   if (start.length > CUT_MARK_MAX || end.length > CUT_MARK_MAX)
     throw new RangeError(`a cut's markers are at most ${CUT_MARK_MAX} bytes`);
   const b = Buffer.allocUnsafe(10);
-  b.writeUInt32BE(c.head, 0);
-  b.writeUInt32BE(c.tail, 4);
+  b.writeUInt32BE(Math.min(c.head, CUT_MAX), 0);
+  b.writeUInt32BE(Math.min(c.tail, CUT_MAX), 4);
   b.writeUInt16BE(start.length, 8);
   return frame("L", channel, Buffer.concat([b, start, end]));
 }

@@ -15,6 +15,7 @@ import {
   CHUNK,
   countFrame,
   countOf,
+  CUT_MAX,
   cutFrame,
   cutOf,
   exitOf,
@@ -69,7 +70,7 @@ export class HelperBox implements Box {
     opts: ProcessOptions = {},
   ): Promise<Attached> {
     const conn = await this.connection();
-    const cut = opts.cut && { head: opts.cut.head, tail: opts.cut.tail };
+    const cut = opts.cut && { head: Math.min(opts.cut.head, CUT_MAX), tail: Math.min(opts.cut.tail, CUT_MAX) };
     return conn.open(
       {
         argv,

@@ -83,6 +83,13 @@ interface Pending {
   /** Bytes held back: what could be the start of a marker split across chunks (a few bytes). */
   buf: Buffer;
   shellExited?: boolean;
+  /** The helper cuts this command's output in the box (Attached.cut). */
+  cut: boolean;
+  /**
+   * A claim of the shell's exit was found false in this command: later ones are output (each
+   * check is a supervisor round trip; a true exit still ends the shell's stream, with its status).
+   */
+  refuted?: boolean;
   /**
    * A claimed shell exit the supervisor is checking: the output from the claim on, held, with the
    * counts of bytes the helper cut in it where they fell.
@@ -153,12 +160,22 @@ export class Shell {
     this.pid = pid;
     this.holds.clear();
     this.idleBytes = 0;
-    void proc.ended.then(() => {
+    void proc.ended.then(async () => {
       if (this.proc !== proc || !this.pending) return;
       // The exec's stream ended (the engine's word, not the shell's): a claimed exit is true.
       const p = this.pending;
-      if (p.checking) p.shellExited = true;
-      p.finish(p.checking?.code ?? null);
+      if (p.checking) {
+        p.shellExited = true;
+        return p.finish(p.checking.code);
+      }
+      // No claim was seen (it may have been cut in the box with the output around it): the
+      // shell's own status, as the helper reaped it.
+      const code = await proc.exitCode();
+      if (this.pending !== p) return;
+      if (p.phase === "output" && p.buf.length && !p.checking) p.out.push(p.buf); // held for a marker that never came
+      p.buf = Buffer.alloc(0);
+      if (code >= 0) p.shellExited = true;
+      p.finish(code >= 0 ? code : null);
     });
   }
 
@@ -288,6 +305,7 @@ export class Shell {
     const ended = new Promise<void>((resolve) => {
       this.pending = pending = {
         nonce,
+        cut: this.proc?.cut !== undefined,
         phase: "start",
         buf: Buffer.alloc(0),
         out,
@@ -322,6 +340,7 @@ export class Shell {
     const stop = await this.waitFor(ended, timeoutSec, opts.signal);
     if (stop.lost !== undefined && !this.pendingDone(nonce)) {
       if (pending.phase === "output" && pending.buf.length) out.push(pending.buf);
+      if (pending.cut && out.total >= out.headLimit) out.skipUnknown();
       this.pending = undefined;
       this.proc?.destroy();
       this.proc = undefined;
@@ -340,6 +359,8 @@ export class Shell {
         if (typeof b === "number") out.skip(b);
         else out.push(b);
       }
+      // The helper may hold a cut's count and tail it never sent: the shell was replaced first.
+      if (pending.cut && out.total >= out.headLimit) out.skipUnknown();
     }
     this.pending = undefined;
     let output = timedOut || aborted ? withoutKillNotice(out.text()) : out.text();
@@ -466,7 +487,7 @@ export class Shell {
       buf = buf.subarray(i + marker.length);
     }
     const end = findMarker(buf, Buffer.from(`\nPBEND${p.nonce}:`));
-    const exit = findMarker(buf, EXIT_MARKER);
+    const exit = p.refuted ? undefined : findMarker(buf, EXIT_MARKER);
     const first = end && exit ? (exit.at < end.at ? exit : end) : (end ?? exit);
     if (!first) {
       // Hold back what could be the start of a marker split across chunks.
@@ -505,6 +526,7 @@ export class Shell {
           this.proc?.destroy();
           return p.finish(code);
         }
+        p.refuted = true;
         // Not an exit: the claim is output, and what came after it is read again, in order.
         p.out.push(claim.subarray(0, EXIT_MARKER.length));
         const after = [claim.subarray(EXIT_MARKER.length), ...rest];

@@ -74,25 +74,31 @@ describe("output cut in the box (local backend)", () => {
   it("passes the head, keeps the last bytes before the end marker, and counts exactly what it cut", async () => {
     // Noise before the start marker is dropped; 1,000,000 numbered bytes; the end marker; more after it.
     const body = 'python3 -c \'import sys; sys.stdout.write("".join("%09d\\n" % i for i in range(100000)))\'';
-    const r = await cutRun(box(), `read; echo noise; printf 'S1:\\n'; ${body}; printf '\\nE1:7\\nafter\\n'`, {
-      head: 1000,
-      tail: 2000,
-      start: "S1:\n",
-      end: "\nE1:",
-    });
+    const r = await cutRun(
+      box(),
+      `read; echo noise; printf 'S1:\\n'; ${body}; python3 -c 'import os; os.write(1, b"\\nE1:7\\nafter\\n")'; sleep 0.3; printf 'later\\n'`,
+      {
+        head: 1000,
+        tail: 2000,
+        start: "S1:\n",
+        end: "\nE1:",
+      },
+    );
     await r.p.ended;
     const all = Array.from({ length: 100000 }, (_, i) => `${String(i).padStart(9, "0")}\n`).join("");
-    expect(r.text()).toBe(`S1:\n${all.slice(0, 1000)}<K:${1_000_000 - 3000}>${all.slice(-2000)}\nE1:7\nafter\n`);
+    // What follows the end marker's line in the same read (one write here) is output while no
+    // command runs, which the worker drops: the helper drops it; what comes later passes.
+    expect(r.text()).toBe(`S1:\n${all.slice(0, 1000)}<K:${1_000_000 - 3000}>${all.slice(-2000)}\nE1:7\nlater\n`);
   });
 
   it("finds markers split across writes, and output that fits passes whole", async () => {
     const r = await cutRun(
       box(),
-      `read; printf 'xxS'; sleep 0.2; printf '2:\\nhello'; sleep 0.2; printf '\\nE'; sleep 0.2; printf '2:4'; sleep 0.2; printf '2\\nrest\\n'`,
+      `read; printf 'xxS'; sleep 0.2; printf '2:\\nhello'; sleep 0.2; printf '\\nE'; sleep 0.2; printf '2:4'; sleep 0.2; printf '2\\n'; sleep 0.3; printf 'later\\n'`,
       { head: 100, tail: 100, start: "S2:\n", end: "\nE2:" },
     );
     await r.p.ended;
-    expect(r.text()).toBe("S2:\nhello\nE2:42\nrest\n");
+    expect(r.text()).toBe("S2:\nhello\nE2:42\nlater\n");
   });
 
   it("a forged end marker (no status, four digits, a wrong one) does not end the cut", async () => {
@@ -201,6 +207,45 @@ describe("the agent's shell and a fresh command, cut in the box (local backend)"
     expect(r).toMatchObject({ exitCode: 3, truncated: true, shellExited: true });
     expect(r.output).toContain("(10000000 in all)");
     expect((await shell.run("echo fresh")).output).toBe("fresh\n");
+  });
+
+  it("a shell replaced at a timeout while the helper held the cut: the head and a notice that the rest was cut", async () => {
+    const r = await shell.run("trap '' USR1; i=0; while :; do echo line$((i++)); done", {
+      timeoutSec: 2,
+      maxOutputBytes: 1_000,
+    });
+    expect(r).toMatchObject({ exitCode: 124, timedOut: true, truncated: true, shellRestarted: true });
+    expect(r.output).toMatch(/^line0\nline1\n/);
+    expect(r.output).toContain("was cut in the sandbox, and its size is unknown");
+    expect((await shell.run("echo next")).output).toBe("next\n");
+  });
+
+  it("an exit whose line fell in the cut middle still gives the shell's status", async () => {
+    const r = await shell.run("yes | head -c 100000; (sleep 0.3; yes | head -c 200000) & exit 3", {
+      maxOutputBytes: 1_000,
+    });
+    expect(r).toMatchObject({ exitCode: 3, shellExited: true, truncated: true });
+    expect((await shell.run("echo fresh")).output).toBe("fresh\n");
+  });
+
+  it("thousands of forged exit lines cost one check: the command ends at once with its own status", async () => {
+    const t0 = Date.now();
+    const r = await shell.run("yes $'\\nPBEXIT:0' | head -c 1000000; echo END", {
+      maxOutputBytes: 30_000,
+      timeoutSec: 30,
+    });
+    expect(r).toMatchObject({ exitCode: 0, timedOut: false, truncated: true });
+    expect(r.shellExited).toBeUndefined();
+    expect(r.output.endsWith("END\n")).toBe(true);
+    expect(Date.now() - t0).toBeLessThan(15_000);
+  });
+
+  it("a bound larger than any cut keeps (2^33 bytes) is clamped: the helper lives and the output is whole", async () => {
+    expect((await shell.run("echo big", { maxOutputBytes: 2 ** 33 })).output).toBe("big\n");
+    expect((await sb.runFresh("echo fresh-big", { maxOutputBytes: 2 ** 33 })).output).toBe("fresh-big\n");
+    const r = await sb.runFresh("yes | head -c 30000000; echo END", { maxOutputBytes: 16 << 20 });
+    expect(r.output).toContain(`[... ${30_000_004 - (16 << 20)} bytes of output cut (30000004 in all)`);
+    expect((await shell.run("echo alive")).output).toBe("alive\n");
   });
 
   it("a fresh command's output (verify's) is cut in the box too", async () => {

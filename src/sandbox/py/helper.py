@@ -56,7 +56,8 @@ GRACE = 2.0
 HEAD = struct.Struct(">BII")
 CUT_READ = 1 << 20  # a read while cutting, and the pipe's size then (F_SETPIPE_SZ)
 CUT_MARK_MAX = 256
-CUT_READS = 16
+CUT_MAX = 64 << 20  # the largest head or tail a cut keeps (the worker asks for no more)
+CUT_WAKE = 4 << 20  # bytes one wakeup reads of a cutting channel before the others' turn
 # The environment as the exec gave it (python's own locale coercion, LC_CTYPE, is not passed on):
 # the backend gives a root exec TRUSTED_ENV (trusted.py), with the box's own in BOX_ENV_VAR.
 def initial_env():
@@ -139,15 +140,17 @@ class Chan:
 class Cut:
     # One command's output, cut (see the header). Output is read straight into `buf`, made once per
     # cut (no buffer allocated per read: 150 MB in fresh 1 MiB reads cost more in page faults than
-    # in copies), which holds it from position `base` for `n` bytes: what the end marker may start
-    # in, and once past the head the kept tail. Positions count the output after the start marker;
-    # `sent` is how much of the head has passed, `scan` where the next search for the end begins.
+    # in copies), which holds it at `off` for `n` bytes from position `base`: what the end marker
+    # may start in, and once past the head the kept tail. What is dropped only moves `off`; the
+    # kept bytes move to the front only when a read would not fit after them. Positions count the
+    # output after the start marker; `sent` is how much of the head has passed, `scan` where the
+    # next search for the end begins.
     def __init__(self, head, tail, start=b"", end=b""):
-        if head < 0 or tail < 0 or len(start) > CUT_MARK_MAX or len(end) > CUT_MARK_MAX: raise ValueError("a cut out of bounds")
+        if not (0 <= head <= CUT_MAX and 0 <= tail <= CUT_MAX) or len(start) > CUT_MARK_MAX or len(end) > CUT_MARK_MAX: raise ValueError("a cut out of bounds")
         self.head, self.tail, self.start, self.end = head, tail, start, end
         self.phase = "start" if start else "body"
         self.keep = max(tail + len(end) + 4, len(start))  # the most `buf` holds between reads
-        self.buf, self.n, self.base, self.sent, self.scan = None, 0, 0, 0, 0
+        self.buf, self.off, self.n, self.base, self.sent, self.scan = None, 0, 0, 0, 0, 0
 
     @property
     def dropping(self):
@@ -165,17 +168,19 @@ def send_out(ch, kind, b):
         out(kind, ch.cid, part)
 
 def cut_read(ch, fd):
-    # Reads of a cut channel's pipe into its buffer: large while it drops (and up to CUT_READS of
-    # them while the pipe has more: a writer that fills it as fast as it is read costs a wakeup per
+    # Reads of a cut channel's pipe into its buffer: large while it drops (and more while the pipe
+    # has more, up to CUT_WAKE bytes: a writer that fills it as fast as it is read costs a wakeup per
     # read otherwise), else one within the window. Returns the bytes read (0 at EOF).
     total = 0
-    for _ in range(CUT_READS):
+    while total < CUT_WAKE:
         c = ch.cut
         if c is None or (total and not c.dropping): break
-        if c.buf is None: c.buf = bytearray(c.keep + CUT_READ)
+        if c.buf is None: c.buf = bytearray(2 * c.keep + CUT_READ)
         room = CUT_READ if c.dropping else max(1, min(CHUNK, WINDOW - ch.unacked))
+        if c.off + c.n + room > len(c.buf):
+            c.buf[0:c.n] = c.buf[c.off:c.off + c.n]; c.off = 0
         try:
-            with memoryview(c.buf) as mv: k = os.readv(fd, [mv[c.n:c.n + room]])
+            with memoryview(c.buf) as mv: k = os.readv(fd, [mv[c.off + c.n:c.off + c.n + room]])
         except BlockingIOError:
             if total: break
             raise
@@ -184,19 +189,23 @@ def cut_read(ch, fd):
     return total
 
 def keep_from(c, at):
-    # Drops what `buf` holds before position `at`.
+    # Drops what `buf` holds before position `at` (only `off` moves).
     if at > c.base:
-        c.buf[0:c.base + c.n - at] = c.buf[at - c.base:c.n]
-        c.n, c.base = c.base + c.n - at, at
+        k = min(at - c.base, c.n)
+        c.off += k; c.n -= k; c.base += k
+
+def held(c, a, b):
+    # The bytes of positions a..b, as `buf` holds them.
+    return memoryview(c.buf)[c.off + a - c.base:c.off + b - c.base]
 
 def end_at(c, i):
     # The end marker at buf[i]: its status follows (1-3 digits, a newline), "wait" while that may yet
     # come, None when it is not the marker.
     s = i + len(c.end)
-    after = bytes(c.buf[s:min(s + 4, c.n)])
+    after = bytes(c.buf[s:min(s + 4, c.off + c.n)])
     k = 0
     while k < len(after) and k < 3 and 48 <= after[k] <= 57: k += 1
-    if 0 < k < len(after) and after[k] == 10: return "yes"
+    if 0 < k < len(after) and after[k] == 10: return k + 1  # the status line's length
     return "wait" if k == len(after) and len(after) < 4 else None
 
 def cut_scan(ch):
@@ -204,29 +213,31 @@ def cut_scan(ch):
     # tail kept.
     c = ch.cut
     if c.phase == "start":
-        i = c.buf.find(c.start, 0, c.n)
+        i = c.buf.find(c.start, c.off, c.off + c.n)
         if i < 0: return keep_from(c, c.base + c.n - len(c.start) + 1)  # what may begin the marker
         send_out(ch, "O", c.start)
-        c.base = -(i + len(c.start))  # what follows the marker is position 0
+        c.base = -(i - c.off + len(c.start))  # what follows the marker is position 0
         keep_from(c, 0)
         c.phase = "body"
     pos, m = c.base + c.n, None
     if c.end:
-        i = c.buf.find(c.end, max(0, c.scan - c.base), c.n)
+        i = c.buf.find(c.end, c.off + max(0, c.scan - c.base), c.off + c.n)
         while i >= 0:
             seen = end_at(c, i)
-            if seen == "yes": m = c.base + i; break
-            if seen == "wait": c.scan = c.base + i; break
-            i = c.buf.find(c.end, i + 1, c.n)
+            if isinstance(seen, int): m, line = c.base + i - c.off, len(c.end) + seen; break
+            if seen == "wait": c.scan = c.base + i - c.off; break
+            i = c.buf.find(c.end, i + 1, c.off + c.n)
         else: c.scan = max(c.base, pos - len(c.end) + 1)
     if m is not None:
         cut_flush(ch, m)
-        send_out(ch, "O", memoryview(c.buf)[max(m, c.sent) - c.base:c.n])  # the marker on (what of it passed in the head, not again)
+        # The marker's line (what of it passed in the head, not again); what follows it is output
+        # while no command runs, which the worker drops: it is dropped here.
+        send_out(ch, "O", held(c, max(m, c.sent), max(m + line, c.sent)))
         ch.cut = None
         return
     # The head passes as it comes; past it only the last `tail` bytes (and the marker's search) are kept.
     upto = min(pos, c.head)
-    if upto > c.sent: send_out(ch, "O", memoryview(c.buf)[c.sent - c.base:upto - c.base]); c.sent = upto
+    if upto > c.sent: send_out(ch, "O", held(c, c.sent, upto)); c.sent = upto
     lim = c.scan if c.end else pos  # an end marker found later begins here or after
     keep_from(c, min(lim, max(c.sent, lim - c.tail)))
 
@@ -235,11 +246,11 @@ def cut_flush(ch, upto):
     # count of what was cut and the last `tail` bytes.
     c = ch.cut
     head_end = min(upto, c.head)
-    if head_end > c.sent: send_out(ch, "O", memoryview(c.buf)[c.sent - c.base:head_end - c.base]); c.sent = head_end
+    if head_end > c.sent: send_out(ch, "O", held(c, c.sent, head_end)); c.sent = head_end
     if upto <= c.head: return
     kept = max(c.head, upto - c.tail, c.base)
     if kept > c.head: out("K", ch.cid, struct.pack(">Q", kept - c.head))
-    send_out(ch, "O", memoryview(c.buf)[kept - c.base:upto - c.base])
+    send_out(ch, "O", held(c, kept, upto))
 
 def set_cut(ch, cut):
     # A new cut replaces the last one; what that one kept is dropped (the worker has moved on).
@@ -483,7 +494,13 @@ def on_output(ch, fd):
     cutting = ch.cut is not None and ch.cut.dropping
     if ch.unacked >= WINDOW and not cutting: return watch(ch)
     try:
-        if ch.cut is not None: b = cut_read(ch, fd)
+        if ch.cut is not None:
+            try: b = cut_read(ch, fd)
+            except (BlockingIOError, OSError): raise
+            except Exception:
+                # A fault in the cut (never expected) ends the cut, not the helper and every process
+                # of the box: the output passes as it comes, and the worker's own bound applies.
+                ch.cut = None; b = 1
         else:
             b = os.read(fd, min(CHUNK, WINDOW - ch.unacked))
             if b: ch.unacked += len(b); out(ch.fds[fd], ch.cid, b)
