@@ -17,9 +17,12 @@
 // beside it), the PSS of their containerd shims (or, under Podman, their conmons and the Podman
 // service; RSS beside it), the worker's RSS. Under runsc the Sentry and gofer run inside the
 // container's cgroup, so the cgroup counts them; their own PSS is reported beside. CPU per turn by
-// process from /proc and the containers' cpuacct cgroups; the worker's event-loop delay from its
-// /metrics (prom-client's default metrics, in windows of 5 s); where a job's time goes from its
-// own transcript events and the scripted server's arrival times.
+// process from /proc and the containers' cpuacct cgroups, and what other users' processes took
+// meanwhile (the machine is shared: without it the rest of the machine's busy time is a mystery);
+// the worker's event-loop delay from its /metrics (prom-client's default metrics, in windows of
+// 5 s); where a job's time goes from its own transcript events and the scripted server's arrival
+// times. DENSITY_POOL sets the worker's warm pool (default: its concurrency, as a worker's is);
+// DENSITY_CPU_PROF=DIR has each worker write a V8 CPU profile there.
 import { spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
@@ -108,7 +111,9 @@ interface Worker {
 }
 
 async function startWorker(env: Record<string, string>): Promise<Worker> {
-  const proc = spawn(process.execPath, [CLI, "worker", "--metrics-port", "0"], {
+  // DENSITY_CPU_PROF=DIR: each worker writes a V8 CPU profile there when it exits (where its time goes).
+  const prof = process.env.DENSITY_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.DENSITY_CPU_PROF}`] : [];
+  const proc = spawn(process.execPath, [...prof, CLI, "worker", "--metrics-port", "0"], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
@@ -181,6 +186,46 @@ function cgroupOf(bases: string[], id: string) {
   return undefined;
 }
 
+type Tree = "other_processes" | "redis" | "kernel_threads" | "init_reaped" | "ours";
+
+/**
+ * Every live process's CPU (own and reaped children's, ms), by whose it is: a process's CPU moves
+ * into its reaper's when it ends, so a class's sum at the end less its sum at the start is what it
+ * used between, for trees that reap their own. "ours": the bench's process tree (the worker in it),
+ * the step's shims and their containers, dockerd and containerd; "init_reaped": pid 1, which reaps
+ * every orphan (the engines' shims among them, so it holds removed containers' CPU, ours too);
+ * "other_processes": everything else (other users' builds, tests, workers and their containers).
+ */
+function treeCpu(ourShim: (pid: string) => boolean): Record<Tree, number> {
+  const procs = new Map<string, { ppid: string; comm: string; v: number }>();
+  for (const p of readdirSync("/proc")) {
+    if (!/^\d+$/.test(p)) continue;
+    const s = read(`/proc/${p}/stat`);
+    if (!s) continue;
+    const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
+    const v = (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 10;
+    procs.set(p, { ppid: f[1]!, comm: s.slice(s.indexOf("(") + 1, s.lastIndexOf(")")), v });
+  }
+  const memo = new Map<string, Tree>();
+  const classOf = (pid: string): Tree => {
+    const known = memo.get(pid);
+    if (known) return known;
+    const p = procs.get(pid);
+    let c: Tree;
+    if (pid === "1") c = "init_reaped";
+    else if (pid === "2" || p?.ppid === "2") c = "kernel_threads";
+    else if (!p || p.ppid === "0") c = "other_processes";
+    else if (pid === String(process.pid) || ["dockerd", "containerd"].includes(p.comm) || ourShim(pid)) c = "ours";
+    else if (p.comm === "redis-server") c = "redis";
+    else c = p.ppid === "1" ? "other_processes" : classOf(p.ppid);
+    memo.set(pid, c);
+    return c;
+  };
+  const out: Record<Tree, number> = { other_processes: 0, redis: 0, kernel_threads: 0, init_reaped: 0, ours: 0 };
+  for (const [pid, p] of procs) out[classOf(pid)] += p.v;
+  return out;
+}
+
 type Kind = "shim" | "runsc" | "conmon" | "podman_service";
 const CANDIDATES = new Set(["containerd-shim", "exe", "conmon", "podman"]);
 
@@ -228,6 +273,7 @@ function hostSampler(o: { ids: Set<string>; workerPid: string; client: PatchbayC
   const cpuCt = new Map<string, number>(); // container id → its cgroup's CPU ms, last seen (kept once it is gone)
   const cpuProc = new Map<string, number>(); // pid → own CPU ms, last seen
   const base = new Map<string, number>(); // what each had used before the step began
+  const lifeOf = new Map<string, [number, number]>(); // container id → first and last time its cgroup was seen
   let scans = 0;
   const classify = (pid: string, comm: string): Kind | undefined => {
     if (!CANDIDATES.has(comm)) return undefined;
@@ -260,7 +306,14 @@ function hostSampler(o: { ids: Set<string>; workerPid: string; client: PatchbayC
     return c === "dockerd" || c === "containerd";
   });
   for (const p of engineProcs) base.set(`e:${p}`, procMs(p) ?? 0);
-  const first = { machine: machineMs(), worker: procMs(o.workerPid) ?? 0, self: process.cpuUsage() };
+  scan();
+  const ourShim = (pid: string) => kindEver.get(pid) === "shim";
+  const first = {
+    machine: machineMs(),
+    worker: procMs(o.workerPid) ?? 0,
+    self: process.cpuUsage(),
+    tree: treeCpu(ourShim),
+  };
   const t0 = Date.now();
   let n = 0;
   const sample = async (): Promise<Sample> => {
@@ -277,6 +330,9 @@ function hostSampler(o: { ids: Set<string>; workerPid: string; client: PatchbayC
       if (!Number.isFinite(c.cpuMs)) continue;
       if (n === 1) base.set(`c:${id}`, c.cpuMs);
       cpuCt.set(id, c.cpuMs);
+      const life = lifeOf.get(id);
+      if (life) life[1] = Date.now();
+      else lifeOf.set(id, [Date.now(), Date.now()]);
     }
     for (const [p, k] of kinds) {
       const s = stat(p);
@@ -317,9 +373,32 @@ function hostSampler(o: { ids: Set<string>; workerPid: string; client: PatchbayC
         await new Promise((r) => setTimeout(r, Math.max(0, SAMPLE_MS - (Date.now() - t))));
       }
     },
+    /**
+     * The step's containers by how long they were seen: the jobs' own sandboxes live through their
+     * 16 turns, verify's and the pool's spare ones a few seconds; each group's count and core-ms.
+     */
+    containersByLife(longMs: number) {
+      const groups = { lived_over_half_the_turns: [] as number[], shorter: [] as number[] };
+      for (const [id, [a, z]] of lifeOf)
+        (z - a >= longMs ? groups.lived_over_half_the_turns : groups.shorter).push(
+          (cpuCt.get(id) ?? 0) - (base.get(`c:${id}`) ?? 0),
+        );
+      return Object.fromEntries(
+        Object.entries(groups).map(([k, v]) => [
+          k,
+          {
+            count: v.length,
+            core_ms_median: Math.round(median(v.length ? v : [0])),
+            core_ms_sum: Math.round(v.reduce((a, b) => a + b, 0)),
+          },
+        ]),
+      );
+    },
     /** Core-ms since the sampler was made, by process. */
     cpu() {
+      scan();
       const self = process.cpuUsage(first.self);
+      const tree = treeCpu(ourShim);
       const procs = (pred: (k: Kind) => boolean) =>
         [...cpuProc].reduce((a, [p, v]) => (pred(kindEver.get(p)!) ? a + v - (base.get(`p:${p}`) ?? 0) : a), 0);
       return {
@@ -334,7 +413,12 @@ function hostSampler(o: { ids: Set<string>; workerPid: string; client: PatchbayC
           0,
         ),
         bench_model_client_sampler: (self.user + self.system) / 1000,
+        redis: tree.redis - first.tree.redis,
+        other_processes: tree.other_processes - first.tree.other_processes,
+        kernel_threads: tree.kernel_threads - first.tree.kernel_threads,
         machine: machineMs() - first.machine,
+        // Not a part: what pid 1 reaped (orphans, removed containers' shims with their CPU, ours too).
+        init_reaped: tree.init_reaped - first.tree.init_reaped,
       };
     },
   };
@@ -415,18 +499,23 @@ async function floor(ctx: Ctx) {
   ctx.server.state.delayMs = 0;
   return withWorker(ctx, 1, async ({ worker, client }) => {
     const ms: number[] = [];
+    const times: Awaited<ReturnType<typeof jobTimes>>[] = [];
     for (let i = 0; i < 4; i++) {
-      const [id] = await client.enqueueBatch([
-        spec(`Bench job density-${ctx.engine}-floor-${Date.now()}-${i}.`, ctx.repo),
-      ]);
+      const task = `Bench job density-${ctx.engine}-floor-${Date.now()}-${i}.`;
+      const [id] = await client.enqueueBatch([spec(task, ctx.repo)]);
       const r = await client.waitForResult(id!, { timeoutMs: 300_000 });
       if (r.status !== "completed") throw new Error(`density floor job ended ${r.status}: ${r.error}`);
       const job = await client.queue.getJob(id!);
       ms.push(job!.finishedOn! - job!.timestamp);
+      if (i > 0) times.push(await jobTimes(client, id!, task, ctx.server.arrivals, 0));
       for (let j = 0; j < 100 && ((await worker.metrics()).patchbay_pool_idle_sandboxes ?? 1) < 1; j++)
         await new Promise((r) => setTimeout(r, 100)); // refilled, as between real jobs
     }
-    return { floor_ms: median(ms.slice(1)), floor_runs_ms: ms };
+    // Where the time of a job alone goes, the medians of the three after the warm-up (ms per job).
+    const where = Object.fromEntries(
+      Object.keys(times[0]!).map((k) => [k, Math.round(median(times.map((t) => t[k as keyof (typeof times)[0]])))]),
+    );
+    return { floor_ms: median(ms.slice(1)), floor_runs_ms: ms, floor_where_time_goes_per_job_ms: where };
   });
 }
 
@@ -519,13 +608,24 @@ async function densityStep(ctx: Ctx, c: number, delay: number, floorMs: number) 
     }
     const wall = last - t0;
     const turns = c * TURNS;
-    const parts = Object.entries(cpu).filter(([k]) => k !== "machine");
+    const ours = [
+      "worker",
+      "containers",
+      "shims",
+      "conmon_and_podman_service",
+      "engine_dockerd_containerd",
+      "bench_model_client_sampler",
+      "redis",
+    ].reduce((a, k) => a + (cpu[k as keyof typeof cpu] ?? 0), 0);
+    const parts = Object.entries(cpu).filter(([k]) => k !== "machine" && k !== "init_reaped");
     const rest = cpu.machine - parts.reduce((a, [, v]) => a + (v ?? 0), 0);
     const perTurn = Object.fromEntries(
-      [...parts, ["rest_of_machine", rest] as const, ["machine", cpu.machine] as const].map(([k, v]) => [
-        k,
-        v === null ? null : round(v / turns, 1),
-      ]),
+      [
+        ...parts,
+        ["rest_of_machine", rest] as const,
+        ["machine", cpu.machine] as const,
+        ["init_reaped_not_a_part", cpu.init_reaped] as const,
+      ].map(([k, v]) => [k, v === null ? null : round(v / turns, 1)]),
     );
     // Memory: the sample whose total was highest, and the highest with every job in flight.
     const peak = sampler.series.reduce((a, s) => (s.total > a.total ? s : a));
@@ -595,7 +695,12 @@ async function densityStep(ctx: Ctx, c: number, delay: number, floorMs: number) 
           }
         : "not exposed",
       cpu_core_ms_per_turn: perTurn,
+      containers_made: sampler.containersByLife((delay * TURNS) / 2),
       machine_busy_of_cores: round(cpu.machine / (wall * cpus().length), 2),
+      // This row's own CPU per turn (the worker, the containers, their shims, the engine, the
+      // scripted server and client, Redis), and the C at which it alone would fill the cores at D.
+      ours_core_ms_per_turn: round(ours / turns, 1),
+      c_that_fills_the_cores: Math.round((cpus().length * delay) / (ours / turns)),
       load_average: [round(load0, 1), round(load1, 1)],
       pool: {
         size: pool,
