@@ -1,6 +1,6 @@
 // `npm run bench`: one JSON object with medians and the baselines measured in the same run
 // (docs/performance.md says what each section measures, and the goals).
-// Usage: tsx bench/run.ts [--only shell,create,editor,turn,output,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines,candidates,egress]
+// Usage: tsx bench/run.ts [--only shell,create,editor,turn,output,job,queue,cli,batch,web,phases,overhead,jobs,ready,floor,verify,fleet,engines,candidates,egress,density]
 // (also --only=a,b; `npm run bench -- --only=jobs,ready`)
 import { hostname, cpus } from "node:os";
 import { benchCreate, benchEditor, benchShell, benchTurn } from "./sandbox.js";
@@ -17,6 +17,7 @@ import { benchFleet } from "./fleet.js";
 import { benchCandidates } from "./candidates.js";
 import { benchEgress } from "./egress.js";
 import { benchOutput } from "./output.js";
+import { benchDensity } from "./density.js";
 import { floorRatios, sameRunRatios } from "./ratios.js";
 
 const sections: Record<string, () => Promise<object>> = {
@@ -50,6 +51,8 @@ const sections: Record<string, () => Promise<object>> = {
   candidates: benchCandidates,
   // the egress proxy adding a credential: npm ci of ~200 packages with TLS terminated against tunnelled, same run
   egress: benchEgress,
+  // jobs in flight on one host while the model thinks: C jobs of 16 turns at D s each, stepping C up
+  density: benchDensity,
 };
 
 const onlyArg = process.argv.findIndex((a) => a === "--only" || a.startsWith("--only="));
