@@ -210,29 +210,33 @@ function transcript(
   return { onEvent, spentBefore: () => spentBefore };
 }
 
-/** Writes events in order on one connection, those that wait for a write in flight together; entry.lastWrite settles once all so far are written. */
+/**
+ * Writes events in order on one connection, those that wait for a write in flight together;
+ * entry.lastWrite settles once all so far are written. The stream's TTL is set with the first
+ * write and again with the result record (result-record.ts): XADD keeps a key's TTL, and no
+ * attempt runs for a retention period, so the writes between are a plain XADD each, or a
+ * pipeline of them, with no MULTI and no EXPIRE (four commands and Redis' MULTI machinery on both
+ * sides became one per event: the worker's CPU per job at 1 x 4, bench/speed-queue.ts).
+ */
 function eventWriter(ctx: AttemptContext, entry: Active): (e: TranscriptEvent) => void {
   let pending: TranscriptEvent[] = [];
   let flushing: Promise<void> | undefined;
+  let ttlSet = false;
   const flush = async (): Promise<void> => {
     while (pending.length) {
       const batch = pending;
       pending = [];
-      const m = ctx.redis.multi();
-      for (const e of batch)
-        m.xadd(
-          ctx.k.events(e.jobId),
-          "MAXLEN",
-          "~",
-          defaults.transcript.maxLen,
-          "*",
-          "e",
-          JSON.stringify(boundEvent(e)),
-        );
-      await m
-        .expire(ctx.k.events(batch[0]!.jobId), ctx.config.retentionSec)
-        .exec()
-        .catch(() => {});
+      const key = ctx.k.events(batch[0]!.jobId);
+      const args = (e: TranscriptEvent) =>
+        [key, "MAXLEN", "~", defaults.transcript.maxLen, "*", "e", JSON.stringify(boundEvent(e))] as const;
+      if (!ttlSet || batch.length > 1) {
+        const p = ttlSet ? ctx.redis.pipeline() : ctx.redis.multi();
+        for (const e of batch) p.xadd(...args(e));
+        if (!ttlSet) p.expire(key, ctx.config.retentionSec);
+        const r = await p.exec().catch(() => null);
+        // Set once the write landed: a failed one (Redis away) sets it with the next write.
+        if (!ttlSet) ttlSet = Boolean(r && r.every(([err]) => !err));
+      } else await ctx.redis.xadd(...args(batch[0]!)).catch(() => {});
     }
     flushing = undefined;
   };

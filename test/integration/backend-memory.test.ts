@@ -11,6 +11,8 @@ import { loadConfig } from "../../src/core/config/config.js";
 import { runJob } from "../../src/job/run.js";
 import { PatchbayClient } from "../../src/queue/client.js";
 import { startWorker, type WorkerHandle } from "../../src/queue/worker.js";
+import { keys } from "../../src/queue/keys.js";
+import { Redis } from "ioredis";
 import { backendOf } from "../../src/backend/index.js";
 import { MemoryBackend } from "../../src/backend/memory.js";
 import type { TranscriptEvent } from "../../src/core/spec/spec.js";
@@ -86,6 +88,25 @@ describe("the memory backend", () => {
       expect(results.map((r) => r.status)).toEqual(["completed", "completed", "completed"]);
       for (const r of results) expect(r.patch).toMatch(/^\+ {8}return hi$/m);
       expect((backendOf("memory") as MemoryBackend).size).toBe(worker.worker.concurrency); // only the warm pool's boxes
+    });
+
+    it("writes each job's transcript whole and in order, its stream under the retention TTL", async () => {
+      const id = await client.enqueue({ task: "Fix clamp.", repo: { path: CLAMP } });
+      expect((await client.waitForResult(id, { timeoutMs: 60_000 })).status).toBe("completed");
+      const types: string[] = [];
+      for await (const e of client.watch(id, { follow: false })) types.push(e.type);
+      expect(types[0]).toBe("job_started");
+      expect(types.at(-1)).toBe("job_finished");
+      expect(types.indexOf("sandbox_ready")).toBeLessThan(types.indexOf("model_request"));
+      expect(types.filter((t) => t === "model_request")).toHaveLength(
+        types.filter((t) => t === "model_response").length,
+      );
+      // The TTL is set with the stream's first write (the writes after it are plain XADDs, which keep it).
+      const raw = new Redis(redis.url);
+      const ttl = await raw.ttl(keys("memory").events(id)).finally(() => raw.disconnect());
+      const retention = loadConfig({ ...process.env, ...MEMORY }).retentionSec;
+      expect(ttl).toBeGreaterThan(retention - 120);
+      expect(ttl).toBeLessThanOrEqual(retention);
     });
   });
 
