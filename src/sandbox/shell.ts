@@ -96,6 +96,8 @@ interface Pending {
    */
   checking?: { code: number; held: (Buffer | number)[]; bytes: number };
   out: HeadTail;
+  /** The command's exit status once its end was read (null: the shell ended without one). */
+  code: number | null;
   finish: (exitCode: number | null) => void;
 }
 
@@ -298,44 +300,9 @@ export class Shell {
     // supervisor notes what runs before this command: a timeout kills only what came after.
     const reclaimed = await this.supervisor.begin(this.pid, this.keep());
     const timeoutSec = opts.timeoutSec ?? defaults.shell.timeoutSec;
-    const nonce = randomBytes(16).toString("hex");
     const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
-    let exitCode: number | null = null;
-    let pending!: Pending;
-    const ended = new Promise<void>((resolve) => {
-      this.pending = pending = {
-        nonce,
-        cut: this.proc?.cut !== undefined,
-        phase: "start",
-        buf: Buffer.alloc(0),
-        out,
-        finish: (c) => {
-          if (this.pending?.nonce === nonce) this.pending = undefined;
-          exitCode = c;
-          resolve();
-        },
-      };
-    });
-    // What background processes wrote meanwhile comes first and is dropped before PBSTART.
-    this.idleBytes = 0;
-    this.release("idle");
-    // The helper cuts the command's output in the box (OutputCut): its head passes, then only the
-    // last bytes before the end marker are kept and the rest is counted. Output of any size costs
-    // the worker, the engine's stream and the shim no more than `out` keeps; the reads and the
-    // count are the box's own CPU.
-    this.proc!.cut?.({
-      head: out.headLimit,
-      tail: out.limit - out.headLimit,
-      start: Buffer.from(`PBSTART${nonce}:\n`),
-      end: Buffer.from(`\nPBEND${nonce}:`),
-      onCut: (n) => this.onCut(pending, n),
-    });
-    // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
-    // that reads stdin gets EOF instead of eating the protocol.
-    const text = command.replace(/\0/g, "");
-    this.proc!.write(
-      `__pb_pre ${nonce}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd; __pb_post ${nonce} $?\n`,
-    );
+    const { pending, ended } = this.send(command, out);
+    const nonce = pending.nonce;
 
     const stop = await this.waitFor(ended, timeoutSec, opts.signal);
     if (stop.lost !== undefined && !this.pendingDone(nonce)) {
@@ -350,9 +317,10 @@ export class Shell {
     let timedOut = false;
     if (!this.pendingDone(nonce)) {
       timedOut = true;
-      if (await this.stopTimedOut(pending, ended, () => exitCode)) restarted = true;
+      if (await this.stopTimedOut(pending, ended, () => pending.code)) restarted = true;
     }
     // Output held back while looking for a marker that never came (the shell died or was replaced).
+    const exitCode = pending.code;
     if (pending.phase === "output" && exitCode === null) {
       if (pending.buf.length) out.push(pending.buf);
       for (const b of pending.checking?.held ?? []) {
@@ -380,6 +348,52 @@ export class Shell {
       ...(restarted ? { shellRestarted: true } : {}),
       ...(shellExited ? { shellExited } : {}),
     };
+  }
+
+  /**
+   * Sends one command to the shell, framed by its nonce's markers and its output cut in the box;
+   * `ended` resolves once its end is read (its status then in `pending.code`).
+   */
+  private send(command: string, out: HeadTail): { pending: Pending; ended: Promise<void> } {
+    const nonce = randomBytes(16).toString("hex");
+    let pending!: Pending;
+    const ended = new Promise<void>((resolve) => {
+      this.pending = pending = {
+        nonce,
+        cut: this.proc?.cut !== undefined,
+        phase: "start",
+        buf: Buffer.alloc(0),
+        out,
+        code: null,
+        finish: (c) => {
+          if (this.pending?.nonce === nonce) this.pending = undefined;
+          pending.code = c;
+          resolve();
+        },
+      };
+    });
+    // What background processes wrote meanwhile comes first and is dropped before PBSTART.
+    this.idleBytes = 0;
+    this.release("idle");
+    // The helper cuts the command's output in the box (OutputCut): its head passes, then only the
+    // last bytes before the end marker are kept and the rest is counted. Output of any size costs
+    // the worker, the engine's stream and the shim no more than `out` keeps; the reads and the
+    // count are the box's own CPU.
+    this.proc!.cut?.({
+      head: out.headLimit,
+      tail: out.limit - out.headLimit,
+      start: Buffer.from(`PBSTART${nonce}:\n`),
+      end: Buffer.from(`\nPBEND${nonce}:`),
+      onCut: (n) => this.onCut(pending, n),
+    });
+    // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
+    // that reads stdin gets EOF instead of eating the protocol.
+    const text = command.replace(/\0/g, "");
+    this.proc!.write(
+      `__pb_pre ${nonce}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd; __pb_post ${nonce} $?\n`,
+    );
+
+    return { pending, ended };
   }
 
   /**
