@@ -56,7 +56,7 @@ export function cutFrame(channel: number, c: { head: number; tail: number; start
   const start = c.start ?? Buffer.alloc(0);
   const end = c.end ?? Buffer.alloc(0);
   if (start.length > CUT_MARK_MAX || end.length > CUT_MARK_MAX)
-    throw new RangeError(`a cut's markers are at most ${CUT_MARK_MAX} bytes`);
+    throw new RangeError(`a cut's markers are at most ${count(CUT_MARK_MAX, "byte")}`);
   const b = Buffer.allocUnsafe(10);
   b.writeUInt32BE(Math.min(c.head, CUT_MAX), 0);
   b.writeUInt32BE(Math.min(c.tail, CUT_MAX), 4);
