@@ -333,8 +333,19 @@ class Channel implements Attached {
   cut(c: OutputCut): void {
     if (!this.open) return;
     this.onCut = c.onCut;
-    this.conn.send(cutFrame(this.id, c));
+    // Sent with the stdin that follows it in the same turn (a command's text), in one write to the
+    // helper's stream: one wakeup of the helper, not two, per command.
+    const first = this.cutPending === undefined;
+    this.cutPending = cutFrame(this.id, c);
+    if (first)
+      queueMicrotask(() => {
+        if (this.cutPending && this.open) this.conn.send(this.cutPending);
+        this.cutPending = undefined;
+      });
   }
+
+  /** An L frame not yet sent: it goes out with the next stdin frame, or at the end of this turn. */
+  private cutPending?: Buffer;
 
   /** The helper went: the stream is over, the status unknown. */
   lost(): void {
@@ -367,7 +378,9 @@ class Channel implements Attached {
         this.conn.send(frame("E", this.id));
       } else {
         if (this.inFlight > 0 && this.inFlight + head.length > WINDOW) break;
-        this.conn.send(frame("D", this.id, head));
+        const data = frame("D", this.id, head);
+        this.conn.send(this.cutPending ? Buffer.concat([this.cutPending, data]) : data);
+        this.cutPending = undefined;
         this.inFlight += head.length;
         this.setQueued(this.queued - head.length);
       }
