@@ -136,6 +136,7 @@ class Chan:
         self.inq, self.in_at, self.in_fd, self.in_eof, self.in_dead = collections.deque(), 0, None, False, False
         self.fds, self.watched, self.unacked = {}, set(), 0
         self.pid, self.err_fd, self.failed, self.grace, self.name, self.cut = 0, None, None, None, "", None
+        self.cut_buf, self.big_pipes = None, set()  # kept from one cut to the next (see cut_read, set_cut)
 
 class Cut:
     # One command's output, cut (see the header). Output is read straight into `buf`, made once per
@@ -175,7 +176,11 @@ def cut_read(ch, fd):
     while total < CUT_WAKE:
         c = ch.cut
         if c is None or (total and not c.dropping): break
-        if c.buf is None: c.buf = bytearray(2 * c.keep + CUT_READ)
+        if c.buf is None:
+            # The channel's last cut's buffer where it is large enough (a shell's cut per command).
+            size = 2 * c.keep + CUT_READ
+            c.buf = ch.cut_buf if ch.cut_buf is not None and len(ch.cut_buf) >= size else bytearray(size)
+            ch.cut_buf = c.buf
         room = CUT_READ if c.dropping else max(1, min(CHUNK, WINDOW - ch.unacked))
         if c.off + c.n + room > len(c.buf):
             c.buf[0:c.n] = c.buf[c.off:c.off + c.n]; c.off = 0
@@ -256,6 +261,8 @@ def set_cut(ch, cut):
     # A new cut replaces the last one; what that one kept is dropped (the worker has moved on).
     ch.cut = cut
     for fd in ch.fds:
+        if fd in ch.big_pipes: continue
+        ch.big_pipes.add(fd)
         try: fcntl.fcntl(fd, 1031, CUT_READ)  # F_SETPIPE_SZ: fewer, larger reads while it cuts
         except (OSError, ValueError): pass
 
