@@ -15,6 +15,10 @@ export function editorDefinition(flavor: EditorFlavor, maxCharacters: number): R
 
 /** The most bytes of files' content a SandboxFs holds to spare sending them again. */
 const KNOWN_MAX_BYTES = 8 << 20;
+/** The most files it holds, and what each costs beside its content (its path, its hash, the entry). */
+const KNOWN_MAX_FILES = 256;
+const KNOWN_ENTRY_BYTES = 256;
+const entryBytes = (p: string, b: Buffer) => b.length + p.length * 2 + KNOWN_ENTRY_BYTES;
 
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 
@@ -24,7 +28,7 @@ const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
  * unchanged is not sent again: the file agent reads it all the same and compares its sha256.
  */
 export class SandboxFs implements EditorFs {
-  /** Path → content as last read or written here, oldest first, at most KNOWN_MAX_BYTES in all. */
+  /** Path → content as last read or written here, oldest first, at most KNOWN_MAX_FILES and KNOWN_MAX_BYTES in all. */
   private readonly known = new Map<string, { sha256: string; bytes: Buffer }>();
   private knownBytes = 0;
 
@@ -86,9 +90,9 @@ export class SandboxFs implements EditorFs {
     if (bytes.byteLength > KNOWN_MAX_BYTES) return;
     const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     this.known.set(p, { sha256: sha256(b), bytes: b });
-    this.knownBytes += b.length;
+    this.knownBytes += entryBytes(p, b);
     for (const [q, k] of this.known) {
-      if (this.knownBytes <= KNOWN_MAX_BYTES) break;
+      if (this.knownBytes <= KNOWN_MAX_BYTES && this.known.size <= KNOWN_MAX_FILES) break;
       this.forget(q, k);
     }
   }
@@ -96,7 +100,7 @@ export class SandboxFs implements EditorFs {
   private forget(p: string, k = this.known.get(p)): void {
     if (!k) return;
     this.known.delete(p);
-    this.knownBytes -= k.bytes.length;
+    this.knownBytes -= entryBytes(p, k.bytes);
   }
 
   /** The entries up to 2 levels under `p`, hidden ones left out. */

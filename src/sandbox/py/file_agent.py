@@ -103,6 +103,7 @@ def op_read(r, body):
 def op_write(r, body):
     p, splice = r["path"], r.get("splice")
     if splice is not None and r.get("expect") is None: raise OSError(22, "a splice needs the content it applies to (expect)")
+    if splice is not None and not (isinstance(splice, list) and len(splice) == 2 and all(type(x) is int for x in splice)): raise OSError(22, "a splice is two integers")
     exists = os.path.exists(p)
     if exists and os.path.isdir(p): raise IsADirectoryError(21, "Is a directory")
     # A splice applies to the content checked: with none (the file gone), it has changed.
