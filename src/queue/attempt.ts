@@ -120,6 +120,7 @@ async function runAttempt(
     return ctx.batch.start(job.data, jobId, attempt);
   })().catch(async (err: unknown) => {
     ctx.active.delete(jobId);
+    ctx.pool.slotsChanged();
     throw await beforeRun(ctx, job, token, err);
   });
   // No warm sandbox is made while this job is being set up (it would compete for the CPU).
@@ -178,6 +179,7 @@ async function runAttempt(
   } finally {
     deadline.clear();
     ctx.active.delete(jobId);
+    ctx.pool.slotsChanged();
   }
 }
 

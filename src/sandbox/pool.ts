@@ -1,6 +1,7 @@
 // A warm pool per worker: sandboxes created, started, with shell, supervisor and file agent
 // attached, before a job needs one, so a job's dequeue→ready is the repo load alone. Kept per
-// image/limits/runtime (the default one, plus the latest other one jobs asked for). Refilled in
+// image/limits/runtime (the default one, plus the latest other one jobs asked for); for a worker,
+// a spare per free slot and one more, so that busy slots hold no idle sandboxes. Refilled in
 // the background one at a time, and only while none of the worker's own jobs is being set up (it
 // never competes with a job for the CPU). A pool sandbox serves one job at most: taking it removes
 // it from the pool for good. Pool sandboxes carry the worker's owner and queue labels, so the
@@ -13,8 +14,15 @@ import type { Backend } from "../backend/types.js";
 export const POOL_LABEL = "patchbay.pool";
 
 export interface PoolOptions {
-  /** Warm sandboxes kept per kind; 0 turns the pool off. */
+  /** Warm sandboxes kept per kind at most; 0 turns the pool off. */
   size: number;
+  /**
+   * How many of the worker's slots have no job in them. The pool then keeps a spare for each free
+   * slot and one for the next slot to free, at most `size`: a worker whose slots are all busy holds
+   * one spare, not `size` (a spare is a sandbox's memory, ~20 MB, idle until a slot frees). Call
+   * slotsChanged() when a slot frees. Without it, `size` spares.
+   */
+  freeSlots?: () => number;
   owner?: string;
   labels?: Record<string, string>;
   log?: (msg: string) => void;
@@ -102,6 +110,17 @@ export class SandboxPool {
     };
   }
 
+  /** A slot of the worker freed (see `freeSlots`): the pool may want one more spare now. */
+  slotsChanged(): void {
+    this.poke();
+  }
+
+  /** How many spares of a kind the pool keeps now: `size`, or fewer while the worker's slots are busy. */
+  get wanted(): number {
+    const free = this.opts.freeSlots?.();
+    return free === undefined ? this.opts.size : Math.min(this.opts.size, Math.max(0, free) + 1);
+  }
+
   /** Stops refilling and removes every warm sandbox. */
   async close(): Promise<void> {
     this.closed = true;
@@ -135,7 +154,8 @@ export class SandboxPool {
   /** Whichever kind is short of sandboxes, the most recently asked for first. */
   private short(): [string, Kind] | undefined {
     const entries = [...this.kinds.entries()].reverse();
-    return entries.find(([key]) => (this.idle.get(key)?.length ?? 0) < this.opts.size);
+    const wanted = this.wanted;
+    return entries.find(([key]) => (this.idle.get(key)?.length ?? 0) < wanted);
   }
 
   private async refill(): Promise<void> {

@@ -1,0 +1,78 @@
+// The warm pool's size (src/sandbox/pool.ts): a worker's pool keeps a spare for each free slot and
+// one more, at most its size, so that a worker whose slots are all busy holds one idle sandbox and
+// not one per slot. The engine's side of the pool (labels, the reaper, a used sandbox never handed
+// out again) is test/integration/engines/sandbox-pool.test.ts.
+//
+// Backend: local (the pool's logic).
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterEach, describe, expect, it } from "vitest";
+import { SandboxPool } from "../../src/sandbox/pool.js";
+import type { Sandbox } from "../../src/sandbox/sandbox.js";
+import { localBackend } from "../support/backend.js";
+
+const backend = localBackend();
+const labels = { "patchbay.test": "sandbox-pool" };
+const taken: Sandbox[] = [];
+let pool: SandboxPool | undefined;
+
+afterEach(async () => {
+  await pool?.close();
+  await Promise.all(taken.splice(0).map((sb) => sb.destroy()));
+});
+
+async function until(cond: () => boolean, ms = 60_000): Promise<void> {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error("timed out");
+    await sleep(20);
+  }
+}
+
+function take(p: SandboxPool, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const sb = p.take({}, 60);
+    expect(sb, `warm sandbox ${i + 1} of ${n}`).toBeDefined();
+    taken.push(sb!);
+  }
+}
+
+describe("the warm pool's size", () => {
+  it("keeps a spare per free slot and one more: busy slots hold one idle sandbox, a freed slot refills", async () => {
+    let free = 4;
+    const p = (pool = new SandboxPool({ size: 4, backend, labels, freeSlots: () => free }));
+    // An idle worker: a spare for each of its 4 slots (one more would pass the size).
+    await until(() => p.size === 4);
+    expect(p.wanted).toBe(4);
+    // Four jobs take them: every slot busy, and the pool makes one spare for the next slot to free.
+    take(p, 4);
+    free = 0;
+    p.slotsChanged();
+    await until(() => p.size === 1);
+    expect(p.wanted).toBe(1);
+    // It stops there: a pool that went on refilling would have made another by now.
+    await sleep(1500);
+    expect(p.size).toBe(1);
+    expect(p.stats.made).toBe(5);
+    // Two jobs end: a spare each for their slots, and the one ahead.
+    free = 2;
+    p.slotsChanged();
+    await until(() => p.size === 3);
+    await sleep(1000);
+    expect(p.size).toBe(3);
+    expect(p.stats.made).toBe(7);
+  }, 120_000);
+
+  it("without the worker's free slots it keeps its size, and a size of 0 keeps none", async () => {
+    const p = (pool = new SandboxPool({ size: 2, backend, labels }));
+    await until(() => p.size === 2);
+    take(p, 2);
+    await until(() => p.size === 2);
+    expect(p.stats.made).toBe(4);
+    await p.close();
+    const off = (pool = new SandboxPool({ size: 0, backend, labels, freeSlots: () => 8 }));
+    expect(off.wanted).toBe(0);
+    await sleep(500);
+    expect(off.size).toBe(0);
+    expect(off.take({}, 60)).toBeUndefined();
+  }, 120_000);
+});
