@@ -88,12 +88,20 @@ export interface ProcessOptions {
   cwd?: string;
   /** Its whole output cut (no markers) where the backend can: see OutputCut. */
   cut?: Omit<OutputCut, "start" | "end">;
+  /**
+   * An end of the box's gate at fd 9, where the backend can (a helper's box, src/sandbox/py/helper.py):
+   * "read" for the agent's shell, "write" for the supervisor (root only). The supervisor writes a
+   * command's token once its begin is done, and the shell waits for it before the command runs.
+   */
+  gate?: "read" | "write";
 }
 
 /** A process in a box whose stdin we write and whose stdout/stderr we read, in arrival order. */
 export interface Attached {
   /** Writes to the process's stdin without waiting. */
   write(data: string | Buffer): void;
+  /** Its end of the box's gate is at fd 9 (ProcessOptions.gate, where the backend gave it). */
+  readonly gate?: boolean;
   /** Writes and waits while the buffer is full (backpressure). */
   send(data: Buffer): Promise<void>;
   /** Closes the process's stdin (it reads EOF). */

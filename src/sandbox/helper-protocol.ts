@@ -37,6 +37,7 @@ export interface SpawnRequest {
   env: string[];
   cwd: string;
   cut?: { head: number; tail: number };
+  gate?: "read" | "write";
 }
 
 export function frame(kind: ToHelper, channel: number, body: Buffer = Buffer.alloc(0)): Buffer {

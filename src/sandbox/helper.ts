@@ -78,6 +78,7 @@ export class HelperBox implements Box {
         env: opts.env ?? [],
         cwd: opts.cwd ?? "/workspace",
         ...(cut ? { cut } : {}),
+        ...(opts.gate ? { gate: opts.gate } : {}),
       },
       onData,
       opts.cut?.onCut,
@@ -141,8 +142,21 @@ class Connection {
     return this.proc.alive;
   }
 
+  /**
+   * Frames sent in one tick of the worker go to the helper in one write (one wakeup of the engine's
+   * stream and of the helper): a command's begin to the supervisor and its text to the shell, say.
+   * process.nextTick runs after the promise callbacks queued meanwhile, so those are in it too.
+   */
   send(buf: Buffer): void {
-    this.proc.write(buf);
+    if (this.out.push(buf) === 1) process.nextTick(() => this.flush());
+  }
+
+  private out: Buffer[] = [];
+
+  private flush(): void {
+    const bufs = this.out;
+    this.out = [];
+    this.proc.write(bufs.length === 1 ? bufs[0]! : Buffer.concat(bufs));
   }
 
   open(req: SpawnRequest, onData: (chunk: Buffer, stream: 1 | 2) => void, onCut?: (bytes: number) => void): Attached {
@@ -151,7 +165,7 @@ class Connection {
         `the sandbox's helper is gone${this.stderr.text().trim() ? `: ${this.stderr.text().trim().slice(-400)}` : ""}`,
       );
     const id = this.next++;
-    const ch = new Channel(this, id, onData, onCut);
+    const ch = new Channel(this, id, onData, onCut, req.gate !== undefined);
     this.channels.set(id, ch);
     this.send(spawnFrame(id, req));
     return ch;
@@ -207,6 +221,8 @@ class Channel implements Attached {
     private readonly id: number,
     private readonly onData: (chunk: Buffer, stream: 1 | 2) => void,
     private onCut?: (bytes: number) => void,
+    /** Its end of the box's gate is at fd 9 (the helper gives every spawn that asks one). */
+    readonly gate = false,
   ) {
     this.ended = new Promise((r) => (this.endedNow = r));
     this.exit = new Promise((r) => (this.exitNow = r));

@@ -157,7 +157,7 @@ export class Shell {
 
   private async spawn(): Promise<void> {
     const init = SHELL_INIT + (this.startState ? startScript(this.startState) : "");
-    const { proc, pid } = await startBash(this.box, init, (b) => this.onData(b));
+    const { proc, pid } = await startBash(this.box, init, (b) => this.onData(b), { gate: "read" });
     this.proc = proc;
     this.pid = pid;
     this.holds.clear();
@@ -297,12 +297,20 @@ export class Shell {
     }
     // Processes the agent left in the background (a fork bomb, say) may hold the pids limit, so
     // that this command could not even fork: they are killed, and the output says so. Then the
-    // supervisor notes what runs before this command: a timeout kills only what came after.
-    const reclaimed = await this.supervisor.begin(this.pid, this.keep());
+    // supervisor notes what runs before this command: a timeout kills only what came after. Where
+    // the box has a gate (helper.py), the begin goes with the command and the shell waits for the
+    // begin's token before it reads the command: one round trip. Elsewhere the begin comes first.
+    const nonce = randomBytes(16).toString("hex");
+    await this.supervisor.ensure().catch(() => {}); // a start that fails is tried again by the begin, and said there
+    const gated = this.proc?.gate === true && this.supervisor.gated;
+    const begun = this.supervisor.begin(this.pid, this.keep(), gated ? nonce : undefined);
+    // A begin that failed never opens the gate: the shell waiting for it is ended, as one whose
+    // begin failed before its command was sent would be unused (the error is the command's).
+    if (gated) begun.catch(() => this.proc?.destroy());
+    let reclaimed = gated ? 0 : await begun;
     const timeoutSec = opts.timeoutSec ?? defaults.shell.timeoutSec;
     const out = new HeadTail(opts.maxOutputBytes ?? defaults.shell.maxOutputBytes);
-    const { pending, ended } = this.send(command, out);
-    const nonce = pending.nonce;
+    const { pending, ended } = this.send(command, out, nonce, gated);
 
     const stop = await this.waitFor(ended, timeoutSec, opts.signal);
     if (stop.lost !== undefined && !this.pendingDone(nonce)) {
@@ -319,6 +327,7 @@ export class Shell {
       timedOut = true;
       if (await this.stopTimedOut(pending, ended, () => pending.code)) restarted = true;
     }
+    if (gated) reclaimed = await begun;
     // Output held back while looking for a marker that never came (the shell died or was replaced).
     const exitCode = pending.code;
     if (pending.phase === "output" && exitCode === null) {
@@ -354,8 +363,12 @@ export class Shell {
    * Sends one command to the shell, framed by its nonce's markers and its output cut in the box;
    * `ended` resolves once its end is read (its status then in `pending.code`).
    */
-  private send(command: string, out: HeadTail): { pending: Pending; ended: Promise<void> } {
-    const nonce = randomBytes(16).toString("hex");
+  private send(
+    command: string,
+    out: HeadTail,
+    nonce: string,
+    gated: boolean,
+  ): { pending: Pending; ended: Promise<void> } {
     let pending!: Pending;
     const ended = new Promise<void>((resolve) => {
       this.pending = pending = {
@@ -387,10 +400,11 @@ export class Shell {
       onCut: (n) => this.onCut(pending, n),
     });
     // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
-    // that reads stdin gets EOF instead of eating the protocol.
+    // that reads stdin gets EOF instead of eating the protocol. With the gate, __pb_pre first waits
+    // for the begin's token, and the command runs without the gate's fd.
     const text = command.replace(/\0/g, "");
     this.proc!.write(
-      `__pb_pre ${nonce}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd; __pb_post ${nonce} $?\n`,
+      `__pb_pre ${nonce}${gated ? " gate" : ""}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd${gated ? " 9<&-" : ""}; __pb_post ${nonce} $?\n`,
     );
 
     return { pending, ended };

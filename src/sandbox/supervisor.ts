@@ -33,8 +33,13 @@ export class LineWaiter {
  * a starting exec does not always end the exec's stream, or even its attach (gVisor's, when its
  * sandbox process hits the pids limit): its state is checked once a second while the start waits.
  */
-export function startBash(box: Box, init: string, onData: (b: Buffer, stream: 1 | 2) => void, user?: string) {
-  return startHelper(box, BASH, onData, { user, env: ENV, init: `${init}builtin printf 'PBREADY:%s\\n' "$$"\n` });
+export function startBash(
+  box: Box,
+  init: string,
+  onData: (b: Buffer, stream: 1 | 2) => void,
+  o: { user?: string; gate?: "read" } = {},
+) {
+  return startHelper(box, BASH, onData, { ...o, env: ENV, init: `${init}builtin printf 'PBREADY:%s\\n' "$$"\n` });
 }
 
 /**
@@ -49,7 +54,7 @@ export async function startHelper(
   box: Box,
   argv: string[],
   onData: (b: Buffer, stream: 1 | 2) => void,
-  o: { user?: string; env?: string[]; cwd?: string; init?: string; startMs?: number },
+  o: { user?: string; env?: string[]; cwd?: string; init?: string; startMs?: number; gate?: "read" | "write" },
 ) {
   let waiter: LineWaiter | undefined = new LineWaiter("PBREADY:");
   let started = false;
@@ -81,6 +86,7 @@ export async function startHelper(
     env: o.env,
     user: o.user,
     cwd: o.cwd,
+    ...(o.gate ? { gate: o.gate } : {}),
   });
   try {
     const proc = await Promise.race([attaching, stopped.then(fail)]);
@@ -139,6 +145,7 @@ export class Supervisor {
         user: "0:0",
         cwd: "/",
         env: ["PYTHONDONTWRITEBYTECODE=1"],
+        gate: "write",
       }));
     } catch (err) {
       // With the container running, the sandbox itself cannot start it: its memory or pids limit
@@ -155,10 +162,17 @@ export class Supervisor {
   /**
    * Before a command: when the agent's processes hold three quarters of the pids limit or more (a
    * fork bomb left running), kills all of them but `shell` and `keep`; then notes when this command
-   * began (see kill's `command`). Resolves to how many were killed.
+   * began (see kill's `command`), and with a `token` writes it to the box's gate, which lets the
+   * shell run the command. Resolves to how many were killed.
    */
-  async begin(shell: number, keep: number[] = []): Promise<number> {
-    return (await this.call(`begin %N ${shell} ${pidList(keep)}`)).killed;
+  async begin(shell: number, keep: number[] = [], token?: string): Promise<number> {
+    const gate = token !== undefined && /^[0-9a-z]{1,64}$/i.test(token) ? ` ${token}` : "";
+    return (await this.call(`begin %N ${shell} ${pidList(keep)}${gate}`)).killed;
+  }
+
+  /** It holds the write end of the box's gate (ProcessOptions.gate): a begin's token reaches the shell. */
+  get gated(): boolean {
+    return this.proc?.gate === true;
   }
 
   /**
@@ -178,15 +192,21 @@ export class Supervisor {
 
   private call(line: string): Promise<KillReport> {
     // Once more after a failure: the agent can kill the supervisor in the moment it has the agent's
-    // uid (see supervisor-script.ts); a new one then does the work.
-    const next = this.queue.then(() => this.callNow(line).catch(() => this.callNow(line)));
-    this.queue = next.catch(() => undefined);
+    // uid (see supervisor-script.ts); a new one then does the work. With no request under way it is
+    // written at once, in the caller's tick: a begin goes to the helper before its command does.
+    const run = () => this.callNow(line).catch(() => this.callNow(line));
+    const next = this.calls === 0 ? run() : this.queue.then(run);
+    this.calls++;
+    this.queue = next.catch(() => undefined).finally(() => this.calls--);
     return next;
   }
 
+  /** Requests not yet answered (each waits for the one before). */
+  private calls = 0;
+
   private async callNow(line: string): Promise<KillReport> {
     {
-      await this.ensure();
+      if (!this.proc?.alive) await this.ensure();
       const nonce = randomBytes(8).toString("hex");
       const waiter = (this.waiter = new LineWaiter(`PB${nonce} `));
       this.proc!.write(`${line.replace("%N", nonce)}\n`);

@@ -10,7 +10,8 @@
 #
 # Start: prints `PBREADY:<pid>\n`, then only frames. A frame: [u8 type][u32 BE channel][u32 BE
 # length] then `length` bytes.
-#   worker -> helper   S spawn (JSON {argv, user "uid:gid", env ["K=V"], cwd, cut?: {head, tail}});
+#   worker -> helper   S spawn (JSON {argv, user "uid:gid", env ["K=V"], cwd, cut?: {head, tail},
+#                      gate?: "read" | "write"});
 #                      D stdin bytes; E close stdin; C drop the channel (its pipes closed: it reads
 #                      EOF and gets SIGPIPE, as a closed exec stream); A u32: output bytes the worker
 #                      consumed; L cut the output from now on: u32 head, u32 tail, u16 n, then the
@@ -119,6 +120,15 @@ def landlock_scope():
         if libc.syscall(ctypes.c_long(LANDLOCK_NR[1]), ctypes.c_long(fd), ctypes.c_long(0)) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self: " + os.strerror(ctypes.get_errno()))
     finally: os.close(fd)
+# The gate: one pipe per box, held open here for the box's life (it never ends, and a write to it
+# never fails for want of a reader), whose read end the agent's shell gets and whose write end the
+# supervisor gets, each at GATE_FD, when its spawn asks (`gate`; the write end for root only). The
+# worker sends a command's begin to the supervisor and the command to the shell at once; the
+# supervisor writes the command's token here once its begin has noted when the command begins, and
+# the shell reads up to that token before it reads the command: nothing of the command starts
+# before its begin, in one round trip instead of two. The helper never reads or writes it.
+GATE_FD = 9
+GATE = os.pipe()
 os.umask(0o022)
 sel = selectors.DefaultSelector()
 chans = {}
@@ -345,6 +355,8 @@ def spawn(ch, req):
         else: env, prog = {**BOX_ENV, b"HOME": home, **asked}, None
         cut = req.get("cut")
         if cut is not None: ch.cut = Cut(int(cut["head"]), int(cut["tail"]))
+        gate = {None: None, "read": GATE[0], "write": GATE[1]}[req.get("gate")]
+        if gate == GATE[1] and uid != 0: raise ValueError("the gate's write end is root's")
         if not argv or any(b"\0" in a for a in argv + [cwd]) or any(b"\0" in k + v or b"=" in k for k, v in env.items()): raise ValueError("a NUL or an empty program")
     except Exception as e:
         ch.code = 126; fail(ch, "a spawn it cannot read: %s" % str(e)[:200], 126); return finish(ch)
@@ -360,7 +372,7 @@ def spawn(ch, req):
     except OSError as e:
         for r, w in pipes: os.close(r); os.close(w)
         ch.code = 126; fail(ch, "cannot start %r: %s" % (ch.name, e.strerror), 126); return finish(ch)
-    if pid == 0: child(pipes, uid, gid, cwd, argv, env, prog)
+    if pid == 0: child(pipes, uid, gid, cwd, argv, env, prog, gate)
     for fd in (pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]): os.close(fd)
     ch.pid, ch.in_fd, ch.err_fd = pid, pipes[0][1], pipes[3][0]
     ch.fds = {pipes[1][0]: "O", pipes[2][0]: "e"}
@@ -369,11 +381,11 @@ def spawn(ch, req):
     if ch.cut is not None: set_cut(ch, ch.cut)
     watch(ch)
 
-def child(pipes, uid, gid, cwd, argv, env, prog):
+def child(pipes, uid, gid, cwd, argv, env, prog, gate=None):
     # In the forked child: its own session and stdio, nothing else open but the error pipe (closed
-    # by the exec, or before an inline script), the signals python ignores back to their defaults,
-    # then the uid; only then the directory (checked as that uid) and the program. Whatever fails
-    # is written to the error pipe.
+    # by the exec, or before an inline script) and its end of the gate if it asked for one, the
+    # signals python ignores back to their defaults, then the uid; only then the directory (checked
+    # as that uid) and the program. Whatever fails is written to the error pipe.
     step, err = "setup: ", pipes[3][1]
     try:
         try: sel.close()  # its epoll fd, before closerange: the object must not close a reused number
@@ -381,7 +393,16 @@ def child(pipes, uid, gid, cwd, argv, env, prog):
         signal.set_wakeup_fd(-1)
         os.setsid()
         for i, fd in enumerate((pipes[0][0], pipes[1][1], pipes[2][1])): os.dup2(fd, i)
-        os.closerange(3, err); os.closerange(err + 1, 1 << 20)
+        keep = {err}
+        if gate is not None:
+            # Its end of the gate at GATE_FD, kept across the exec (the error pipe moved off it first).
+            if err == GATE_FD: err = os.dup(err); keep = {err}
+            if gate == GATE_FD: os.set_inheritable(GATE_FD, True)
+            else: os.dup2(gate, GATE_FD)
+            keep.add(GATE_FD)
+        low = 3
+        for fd in sorted(keep): os.closerange(low, fd); low = fd + 1
+        os.closerange(low, 1 << 20)
         for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD): signal.signal(sig, signal.SIG_DFL)
         step = "the uid: "
         os.setgroups([gid]); os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid)

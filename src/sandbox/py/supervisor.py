@@ -14,9 +14,12 @@
 # gone is dead), and says how many are.
 #
 # Requests (words; the reply is `PB<nonce> <a> <b>`):
-#   begin NONCE SHELL KEEP     before a command: kills all but SHELL and KEEP when the pids limit is
+#   begin NONCE SHELL KEEP [TOKEN]
+#                              before a command: kills all but SHELL and KEEP when the pids limit is
 #                              three quarters full (a fork bomb left running), then notes the time the
-#                              command begins (clock ticks since boot). a: killed.
+#                              command begins (clock ticks since boot), then writes TOKEN and a newline
+#                              to the gate (fd 9, the helper's: the shell waits for it before the
+#                              command). a: killed.
 #   kill NONCE MODE SHELL KEEP MODE all: every process of the agent's uid but KEEP; others: but SHELL
 #                              and KEEP; command: SIGUSR1 to SHELL, then the processes started since
 #                              the last begin but SHELL and KEEP. a: killed, b: left alive.
@@ -151,6 +154,14 @@ def begin(shell, keep):
     except (IndexError, ValueError): last_pid = 0
     edge = set() if last_pid else {p for p, i in agents().items() if i[3] == str(began).encode()}
     return n, 0
+GATE_FD = 9
+try: os.set_blocking(GATE_FD, False)  # never waits on the agent's shell; no gate here: nothing written
+except OSError: pass
+def open_gate(token):
+    # A shell that stopped reading (the agent closed its end) fills the pipe: its tokens are dropped,
+    # and its commands start without waiting for their begin. Either way the supervisor goes on.
+    try: os.write(GATE_FD, token + b"\n")
+    except OSError: pass
 def dead(pid):
     for _ in range(100):
         if not alive(info(pid)): return 1, 0
@@ -167,7 +178,9 @@ out.write(b"PBREADY:%d\n" % os.getpid())
 for line in sys.stdin.buffer:
     w = line.decode("ascii", "replace").split()
     try:
-        if w[0] == "begin": a, b = begin(int(w[2]), pids(w[3]))
+        if w[0] == "begin":
+            a, b = begin(int(w[2]), pids(w[3]))
+            if len(w) > 4 and w[4].isalnum(): open_gate(w[4].encode()[:64])
         elif w[0] == "kill": a, b = kill(w[2], int(w[3]), pids(w[4]))
         elif w[0] == "dead": a, b = dead(int(w[2]))
         else: a, b = -1, 0
