@@ -158,8 +158,18 @@ export class SandboxPool {
     return entries.find(([key]) => (this.idle.get(key)?.length ?? 0) < wanted);
   }
 
+  /**
+   * Spares past what the pool wants now are removed: the worker's slots filled with jobs of another
+   * kind, or a free slot fewer, leave the ones made for them idle.
+   */
+  private trim(): void {
+    const wanted = this.wanted;
+    for (const list of this.idle.values()) for (const sb of list.splice(wanted)) this.discard(sb);
+  }
+
   private async refill(): Promise<void> {
     while (!this.closed) {
+      this.trim();
       const want = this.short();
       if (!want || this.setups > 0) {
         await this.sleep();

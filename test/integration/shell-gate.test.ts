@@ -44,7 +44,8 @@ describe("the box's gate (local backend)", () => {
     await sb?.destroy();
   });
 
-  it("a command starts only once its begin is done: it waits for a stopped supervisor", async () => {
+  /** Runs `date` with the supervisor stopped for 500 ms: the ms the command ran at, and when it went on. */
+  async function withSupervisorStopped(): Promise<{ ranAt: number; resumedAt: number; durationMs: number }> {
     // Signalled from inside the box (its pids are its own namespace's), as root.
     const supervisor = await childNamed(sb, "supervisor.py");
     const signal = (sig: string) => run(sb.box, ["kill", `-${sig}`, String(supervisor)], { user: "0:0" });
@@ -57,10 +58,38 @@ describe("the box's gate (local backend)", () => {
     const r = await sb.shell.run("date +%s%3N");
     await resume;
     expect(r.exitCode).toBe(0);
+    return { ranAt: Number(r.output.trim()), resumedAt, durationMs: r.durationMs };
+  }
+
+  it("a command starts only once its begin is done: it waits for a stopped supervisor", async () => {
+    const { ranAt, resumedAt, durationMs } = await withSupervisorStopped();
     // The command's own clock: it ran after the supervisor went on, not when it was sent.
-    expect(Number(r.output.trim())).toBeGreaterThanOrEqual(resumedAt - 5);
-    expect(r.durationMs).toBeGreaterThanOrEqual(450);
+    expect(ranAt).toBeGreaterThanOrEqual(resumedAt - 5);
+    expect(durationMs).toBeGreaterThanOrEqual(450);
   });
+
+  it("a gate the agent made non-blocking still holds its commands, and the next shell gets it cleared", async () => {
+    // Every copy of the read end is one open file: the agent hands the shell's saved copy (bash
+    // keeps fd 9 aside while a command runs) to a program as its stdin, which sets O_NONBLOCK.
+    const shellPid = (sb.shell as unknown as { pid: number }).pid;
+    const gate = (await run(sb.box, ["readlink", `/proc/${shellPid}/fd/9`], { user: "0:0" })).out.trim();
+    expect(gate).toMatch(/^pipe:\[\d+\]$/);
+    const set = await sb.shell.run(
+      `for f in /proc/$$/fd/*; do [ "$(readlink $f)" = "${gate}" ] && python3 -c 'import os; os.set_blocking(0, False); print("set")' <&\${f##*/}; done`,
+    );
+    expect(set.output).toContain("set");
+    // In that shell a read that fails is no token: the command still waits for its begin.
+    let t = await withSupervisorStopped();
+    expect(t.ranAt).toBeGreaterThanOrEqual(t.resumedAt - 5);
+    // A new shell (as after setup, a timeout or a restart) starts with the gate's flags cleared.
+    await sb.shell.restart();
+    const flags = await run(sb.box, ["cat", `/proc/${(sb.shell as unknown as { pid: number }).pid}/fdinfo/9`], {
+      user: "0:0",
+    });
+    expect(Number.parseInt(/flags:\s+(\d+)/.exec(flags.out)![1]!, 8) & 0o4000).toBe(0);
+    t = await withSupervisorStopped();
+    expect(t.ranAt).toBeGreaterThanOrEqual(t.resumedAt - 5);
+  }, 60_000);
 
   it("only a spawn that asks gets an end of the gate, the write end only as root; the agent's commands get none", async () => {
     expect((await run(sb.box, ["ls", "/proc/self/fd"])).out.split("\n")).not.toContain("9");

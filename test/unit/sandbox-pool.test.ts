@@ -60,6 +60,13 @@ describe("the warm pool's size", () => {
     await sleep(1000);
     expect(p.size).toBe(3);
     expect(p.stats.made).toBe(7);
+    // Jobs of another kind fill those slots (they take none of these): the spares made for them go.
+    free = 0;
+    p.slotsChanged();
+    await until(() => p.size === 1);
+    await sleep(1000);
+    expect(p.size).toBe(1);
+    expect(p.stats.made).toBe(7);
   }, 120_000);
 
   it("without the worker's free slots it keeps its size, and a size of 0 keeps none", async () => {

@@ -126,7 +126,8 @@ def landlock_scope():
 # worker sends a command's begin to the supervisor and the command to the shell at once; the
 # supervisor writes the command's token here once its begin has noted when the command begins, and
 # the shell reads up to that token before it reads the command: nothing of the command starts
-# before its begin, in one round trip instead of two. The helper never reads or writes it.
+# before its begin, in one round trip instead of two. The helper never reads or writes it; it
+# clears the read end's flags for each shell it starts (see spawn).
 GATE_FD = 9
 GATE = os.pipe()
 os.umask(0o022)
@@ -357,6 +358,9 @@ def spawn(ch, req):
         if cut is not None: ch.cut = Cut(int(cut["head"]), int(cut["tail"]))
         gate = {None: None, "read": GATE[0], "write": GATE[1]}[req.get("gate")]
         if gate == GATE[1] and uid != 0: raise ValueError("the gate's write end is root's")
+        # Every copy of the read end is one open file: a flag the agent set on it (O_NONBLOCK, through
+        # its shell's copy) is cleared for each new shell, so it never outlives the shell it set it in.
+        if gate == GATE[0]: fcntl.fcntl(GATE[0], fcntl.F_SETFL, 0)
         if not argv or any(b"\0" in a for a in argv + [cwd]) or any(b"\0" in k + v or b"=" in k for k, v in env.items()): raise ValueError("a NUL or an empty program")
     except Exception as e:
         ch.code = 126; fail(ch, "a spawn it cannot read: %s" % str(e)[:200], 126); return finish(ch)
