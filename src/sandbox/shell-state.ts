@@ -28,11 +28,13 @@ const START_STATE = asset("sandbox/sh/start-state.sh");
 // Names never carried: the ones bash reads as code or options at its start or later (BASH_ENV,
 // ENV, SHELLOPTS, BASHOPTS, PS0-PS4 with xtrace, PROMPT_COMMAND), the dynamic loader's hooks that
 // would load setup's code into every process the agent starts (LD_PRELOAD, LD_AUDIT), bash's own
-// state (PWD, SHLVL, IFS, history), patchbay's shell variables (__pb*), and the terminal settings
-// every agent shell gets (TERM, PAGER, GIT_PAGER: see supervisor.ts). A name that is not an
-// identifier (an exported function's BASH_FUNC_f%%) never passes NAME. What does carry is data
-// that may still name setup's files, as any environment does (a venv's PATH): the agent phase
-// runs the repo's code anyway; what must not happen is setup's code running on by itself.
+// state (PWD, SHLVL, IFS, history), the settings that change how the shell reads patchbay's
+// protocol or calls its functions (TMOUT, a read's timeout; FUNCNEST), patchbay's shell variables
+// (__pb*), and the terminal settings every agent shell gets (TERM, PAGER, GIT_PAGER: see
+// supervisor.ts). A name that is not an identifier (an exported function's BASH_FUNC_f%%) never
+// passes NAME. What does carry is data that may still name setup's files, as any environment does
+// (a venv's PATH): the agent phase runs the repo's code anyway; what must not happen is setup's
+// code running on by itself.
 const DENY = [
   "LD_PRELOAD",
   "LD_AUDIT",
@@ -56,6 +58,8 @@ const DENY = [
   "TERM",
   "PAGER",
   "GIT_PAGER",
+  "TMOUT",
+  "FUNCNEST",
 ];
 const DENY_PREFIX = ["BASH", "HIST", "__pb"];
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;

@@ -401,10 +401,10 @@ export class Shell {
     });
     // A NUL ends the command text (bash strings cannot hold one); stdin is /dev/null so a command
     // that reads stdin gets EOF instead of eating the protocol. With the gate, __pb_pre first waits
-    // for the begin's token, and the command runs without the gate's fd.
+    // for the begin's token; a shell that holds the gate's fd never lets a command have it.
     const text = command.replace(/\0/g, "");
     this.proc!.write(
-      `__pb_pre ${nonce}${gated ? " gate" : ""}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd${gated ? " 9<&-" : ""}; __pb_post ${nonce} $?\n`,
+      `__pb_pre ${nonce}${gated ? " gate" : ""}\n${text}\0__pb_exec </dev/null >&$__pb_fd 2>&$__pb_fd${this.proc!.gate ? " 9<&-" : ""}; __pb_post ${nonce} $?\n`,
     );
 
     return { pending, ended };

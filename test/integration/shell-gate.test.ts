@@ -91,6 +91,17 @@ describe("the box's gate (local backend)", () => {
     expect(t.ranAt).toBeGreaterThanOrEqual(t.resumedAt - 5);
   }, 60_000);
 
+  it("a TMOUT the agent sets cuts neither the gate's wait nor a long command's text", async () => {
+    // bash gives every read TMOUT's timeout: the gate's wait and the command's text are reads.
+    expect((await sb.shell.run("export TMOUT=0.01; echo set")).output.trim()).toBe("set");
+    const t = await withSupervisorStopped();
+    expect(t.ranAt).toBeGreaterThanOrEqual(t.resumedAt - 5);
+    const long = await sb.shell.run(`echo ${"x".repeat(60_000)} | wc -c`);
+    expect(long).toMatchObject({ exitCode: 0 });
+    expect(long.output.trim()).toBe("60001");
+    await sb.shell.run("unset TMOUT");
+  }, 60_000);
+
   it("only a spawn that asks gets an end of the gate, the write end only as root; the agent's commands get none", async () => {
     expect((await run(sb.box, ["ls", "/proc/self/fd"])).out.split("\n")).not.toContain("9");
     const read = await run(sb.box, ["ls", "/proc/self/fd"], { gate: "read" });

@@ -60,6 +60,8 @@ describe("capturing a shell's state", () => {
       "HISTFILE",
       "__pb_fd",
       "TERM",
+      "TMOUT",
+      "FUNCNEST",
       "a-b",
       "1A",
       "",
