@@ -574,5 +574,19 @@ export class Shell {
  * that end the output are dropped.
  */
 export function withoutKillNotice(output: string): string {
-  return output.replace(/(?:\n?[^\n]*line \d+: +\d+ (?:Killed|Terminated)(?: +[^\n]*)?\n?)+$/, "");
+  // Line by line from the end, each line tested alone: the output is the agent's, and one pattern
+  // over all of it (a repeated group anchored at the end) took exponential time in the number of
+  // notice lines before a last line that is not one (22 lines: 8 s of the worker's event loop).
+  let cut = output.length;
+  for (;;) {
+    const end = cut > 0 && output[cut - 1] === "\n" ? cut - 1 : cut;
+    const start = output.lastIndexOf("\n", end - 1) + 1;
+    if (end === start || !KILL_NOTICE.test(output.slice(start, end))) break;
+    cut = Math.max(0, start - 1);
+    if (cut === 0) break;
+  }
+  return output.slice(0, cut);
 }
+
+/** One line of bash's notice (see withoutKillNotice): no newline in it, so each test is linear. */
+const KILL_NOTICE = /line \d+: +\d+ (?:Killed|Terminated)(?: .*)?$/;

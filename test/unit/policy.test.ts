@@ -253,6 +253,10 @@ describe("git URL credentials (src/git/credentials.ts)", () => {
     );
     expect(redact("see https://h/r@v1 and ssh://git@h/r")).toBe("see https://h/r@v1 and ssh://***@h/r");
     expect(scrub("remote: hello s3cret, bye s3cret", ["s3cret"])).toBe("remote: hello ***, bye ***");
+    // A remote's long text of words and dots (each word a start of a scheme that never comes) is
+    // read once, not once per word, and a URL after it is still hidden.
+    const run = "a.".repeat(200_000);
+    expect(redact(`${run} https://u:p@h/r`)).toBe(`${run} https://***@h/r`);
   });
 
   it("a git-credentials store: lines matched by protocol, host and port, and path where the line has one", () => {
