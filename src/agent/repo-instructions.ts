@@ -74,14 +74,15 @@ function utf8Cut(bytes: Uint8Array, n: number): number {
 // A file's text must not close (or open) the blocks it sits in: the tags are defused, so the
 // model sees where repo text ends whatever the repo wrote. Also the near misses a model reads as the
 // same tag: space or invisible characters (zero-width, word joiner, BOM) around the `/`, a
-// fullwidth or small `<` or `/`.
+// fullwidth or small `<` or `/`. The second gap only after a slash: two gaps around an optional
+// slash split one run of spaces every way, quadratic in the repo's text.
 const GAP = "[\\s\\u200b-\\u200f\\u2060\\ufeff]*";
 const FORGED_TAG = new RegExp(
-  `[<\\uff1c\\ufe64]${GAP}([/\\uff0f]?)${GAP}(repository-instructions|file|task|operator-instructions)\\b`,
+  `[<\\uff1c\\ufe64]${GAP}(?:([/\\uff0f])${GAP})?(repository-instructions|file|task|operator-instructions)\\b`,
   "gi",
 );
 const defuse = (s: string) =>
-  s.replace(FORGED_TAG, (_m, slash: string, tag: string) => `&lt;${slash ? "/" : ""}${tag}`);
+  s.replace(FORGED_TAG, (_m, slash: string | undefined, tag: string) => `&lt;${slash ? "/" : ""}${tag}`);
 
 /**
  * The files (in slot order) put together under the bound: whole while they fit, the one that

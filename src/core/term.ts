@@ -5,11 +5,13 @@
 // Whole escape sequences (ECMA-48), in one left-to-right pass so a sequence is never cut in two:
 // - strings: OSC (ESC ] / 0x9D), DCS (ESC P / 0x90), SOS (ESC X / 0x98), PM (ESC ^ / 0x9E), APC (ESC _ / 0x9F),
 //   up to BEL, ST (ESC \) or 8-bit ST (0x9C). An unterminated one loses only its introducer (below): its
-//   content is then plain text, and whatever follows stays visible;
+//   content is then plain text, and whatever follows stays visible. A string's body holds no other
+//   string's 8-bit introducer (where one comes, the first is unterminated): else a run of them made
+//   every one a start scanned to the run's end, quadratic in the agent's text;
 // - CSI (ESC [ / 0x9B): parameter bytes, intermediate bytes, a final byte;
 // - any other ESC sequence: intermediate bytes, then a final byte (ESC c, ESC 7, ESC ( 0, and ESC ] itself).
 const ESCAPE_SEQUENCE =
-  /(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|\x1b[\x20-\x2f]*[\x30-\x7e]/g;
+  /(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\x90\x98\x9d\x9e\x9f]*(?:\x07|\x1b\\|\x9c)|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|\x1b[\x20-\x2f]*[\x30-\x7e]/g;
 // What is left of C0 but tab and newline (which one-line output has already made spaces), DEL and C1,
 // a lone ESC or 0x9B included.
 const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;

@@ -116,7 +116,9 @@ export function parseCredentialStore(text: string): StoredCredential[] {
   return out;
 }
 
-const trimPath = (p: string) => p.replace(/[?#].*$/s, "").replace(/^\/+|\/+$/g, "");
+// Only a run's first slash starts the trailing match: every slash of a long run (a client's URL)
+// was a start scanned to the run's end otherwise.
+const trimPath = (p: string) => p.replace(/[?#].*$/s, "").replace(/^\/+|(?<!\/)\/+$/g, "");
 
 /** The first stored credential for the URL's protocol and host (and path, where the line names one). */
 export function matchCredential(store: readonly StoredCredential[], url: string): StoredCredential | undefined {

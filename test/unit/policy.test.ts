@@ -279,6 +279,8 @@ describe("git URL credentials (src/git/credentials.ts)", () => {
     expect(matchCredential(store, "http://git.example.org/team/other")).toBeUndefined();
     expect(matchCredential(store, "https://other.example.org/r")).toBeUndefined();
     expect(matchCredential(store, "git@git.example.org:r")).toBeUndefined();
+    // A client's URL with a long run of slashes is read once, not once per slash.
+    expect(matchCredential(store, `https://git.example.org/a${"/".repeat(1 << 20)}b`)?.credential.username).toBe("a");
     expect(
       matchCredential(parseCredentialStore("https://d:4@h.example/team\n"), "https://h.example/team/r.git")?.credential
         .password,

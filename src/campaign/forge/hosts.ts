@@ -27,7 +27,7 @@ const SEGMENT = /^[A-Za-z0-9_.-]+$/;
 function repoPath(path: string, kind: ForgeHost["kind"]): string | undefined {
   const parts = path
     .replace(/^\/+/, "")
-    .replace(/\/+$/, "")
+    .replace(/(?<!\/)\/+$/, "") // a run's first slash only: linear
     .replace(/\.git$/, "")
     .split("/");
   if (parts.some((p) => !SEGMENT.test(p) || p === "." || p === ".." || p.endsWith(".git"))) return undefined;

@@ -244,7 +244,7 @@ function refused(c: string): boolean {
   const l = c
     .toLowerCase()
     .replace(/[:\\][^]*$/, "")
-    .replace(/[. ]+$/, "");
+    .replace(/(?<![. ])[. ]+$/, ""); // a run's first character only: linear
   return l === ".git" || /^git~\d+$/.test(l);
 }
 

@@ -196,6 +196,12 @@ describe("safeText", () => {
     expect(safeText("a\x1b")).toBe("a");
   });
 
+  it("reads a long run of 8-bit string introducers once (each was a start scanned to the run's end)", () => {
+    const run = "\x9d".repeat(512 * 1024);
+    expect(safeText(`a${run}b`)).toBe("ab");
+    expect(safeText(`a\x9d${"x".repeat(100)}\x9dtitle\x9cb`)).toBe(`a${"x".repeat(100)}b`);
+  });
+
   it("leaves ordinary text, including non-ASCII, untouched", () => {
     const s = "héllo wörld → ✓ 😀 日本語 ~!@#$%^&*()[]{}\\|";
     expect(safeText(s)).toBe(s);
