@@ -43,30 +43,24 @@ describe("the warm pool's size", () => {
     // An idle worker: a spare for each of its 4 slots (one more would pass the size).
     await until(() => p.size === 4);
     expect(p.wanted).toBe(4);
+    // The free slots change: the pool reaches `size` spares, and stays there (a pool that went on
+    // refilling, or kept what it no longer wants, would be past it a second later).
+    const settles = async (nowFree: number, size: number, made: number) => {
+      free = nowFree;
+      p.slotsChanged();
+      await until(() => p.size === size);
+      await sleep(1000);
+      expect(p.size).toBe(size);
+      expect(p.stats.made).toBe(made);
+    };
     // Four jobs take them: every slot busy, and the pool makes one spare for the next slot to free.
     take(p, 4);
-    free = 0;
-    p.slotsChanged();
-    await until(() => p.size === 1);
+    await settles(0, 1, 5);
     expect(p.wanted).toBe(1);
-    // It stops there: a pool that went on refilling would have made another by now.
-    await sleep(1500);
-    expect(p.size).toBe(1);
-    expect(p.stats.made).toBe(5);
     // Two jobs end: a spare each for their slots, and the one ahead.
-    free = 2;
-    p.slotsChanged();
-    await until(() => p.size === 3);
-    await sleep(1000);
-    expect(p.size).toBe(3);
-    expect(p.stats.made).toBe(7);
+    await settles(2, 3, 7);
     // Jobs of another kind fill those slots (they take none of these): the spares made for them go.
-    free = 0;
-    p.slotsChanged();
-    await until(() => p.size === 1);
-    await sleep(1000);
-    expect(p.size).toBe(1);
-    expect(p.stats.made).toBe(7);
+    await settles(0, 1, 7);
   }, 120_000);
 
   it("without the worker's free slots it keeps its size, and a size of 0 keeps none", async () => {
