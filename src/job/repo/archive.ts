@@ -9,7 +9,6 @@ import { pipeline, Transform } from "node:stream";
 import { createGunzip } from "node:zlib";
 import * as tar from "tar-stream";
 import {
-  breathe,
   Budget,
   DIR,
   FILE,
@@ -26,6 +25,7 @@ import {
   type Item,
   type RepoArchive,
 } from "./common.js";
+import { breathe } from "./breathe.js";
 
 type Entry = tar.ExtractEvents["entry"][1];
 const KINDS: Record<string, number> = {

@@ -7,6 +7,7 @@
 // git's) is simply written by git as before. No I/O here.
 import { createHash } from "node:crypto";
 import { crc32, deflateSync } from "node:zlib";
+import { breathe, mayGoOn } from "./breathe.js";
 
 const OBJ_TREE = 2;
 const OBJ_BLOB = 3;
@@ -168,11 +169,9 @@ export class BlobPack {
     head.writeUInt32BE(2, 4);
     head.writeUInt32BE(n, 8);
     const hash = createHash("sha1").update(head);
-    for (let i = 0, since = 0; i < this.parts.length; i++) {
-      hash.update(this.parts[i]!);
-      if ((since += this.parts[i]!.length) < 4 * 1024 * 1024) continue;
-      since = 0;
-      await new Promise((r) => setImmediate(r));
+    for (const part of this.parts) {
+      hash.update(part);
+      if (!mayGoOn()) await breathe();
     }
     const packSum = hash.digest();
     const pack = Buffer.concat([head, ...this.parts, packSum]);

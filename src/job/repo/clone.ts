@@ -37,7 +37,8 @@ import {
   type SplitUrl,
 } from "../../git/credentials.js";
 import { dirBytes, runGit, type GitOut, type GitRun } from "../../git/run.js";
-import { breathe, Budget, quote, RepoError, tooLarge } from "./common.js";
+import { Budget, quote, RepoError, tooLarge } from "./common.js";
+import { breathe } from "./breathe.js";
 import { classifyGit } from "./source.js";
 
 export { redact } from "../../git/credentials.js";

@@ -7,6 +7,7 @@ import type { Header as TarHeader } from "tar-stream";
 import { BlobPack, type BlobObject } from "./blob-pack.js";
 import { TarWriter } from "./tar-writer.js";
 import { kinded } from "../../core/errors.js";
+import { breathe, mayGoOn } from "./breathe.js";
 
 /** A repo that cannot be loaded as given (missing path, bad ref, unsafe archive): retrying will not help. */
 export class RepoError extends kinded("repo") {}
@@ -68,17 +69,6 @@ export function tooLarge(label: string, bytes: number, max: number, detail = "")
     `${label}: the repo is too large: ${count(bytes, "byte")} of files${detail ? ` (${detail})` : ""}, the limit is ${max}`,
   );
 }
-
-// Sync fs calls are ~20x cheaper than async ones per small file; yielding every 20 ms keeps the
-// worker's event loop (lock renewals, other jobs) responsive while a big repo is read.
-let lastYield = Date.now();
-export async function breathe(): Promise<void> {
-  if (mayGoOn()) return;
-  await new Promise((r) => setImmediate(r));
-  lastYield = Date.now();
-}
-/** Whether a loop may go on without `breathe` (a promise less per step, where steps are many). */
-export const mayGoOn = () => Date.now() - lastYield < 20;
 
 /** Counts a repo's entries and name bytes against the bounds; a RepoError past them. */
 export class Budget {

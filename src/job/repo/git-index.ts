@@ -6,7 +6,8 @@
 import fss from "node:fs";
 import { promisify } from "node:util";
 import { openFileAt, readSmallAt } from "./dir-at.js";
-import { breathe, DEFAULT_REPO_MAX_ENTRIES, LIMITS, PathTree } from "./common.js";
+import { DEFAULT_REPO_MAX_ENTRIES, LIMITS, PathTree } from "./common.js";
+import { breathe } from "./breathe.js";
 import { kinded } from "../../core/errors.js";
 
 class BadIndex extends kinded("repo") {}

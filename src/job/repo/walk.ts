@@ -10,7 +10,6 @@ import fss from "node:fs";
 import ignore from "ignore";
 import { at, enterDir, openError, openRoot, readSmallAt, self, swapped } from "./dir-at.js";
 import {
-  breathe,
   Budget,
   LIMITS,
   OWNER,
@@ -22,6 +21,7 @@ import {
   type Item,
   type RepoArchive,
 } from "./common.js";
+import { breathe } from "./breathe.js";
 import { trackedPaths } from "./git-index.js";
 import { BlobPack } from "./blob-pack.js";
 import { DEFAULT_READER_THREADS, ReadAhead, readerThreads } from "./read-pool.js";
