@@ -172,6 +172,31 @@ describe("the agent's shell and a fresh command, cut in the box (local backend)"
     expect(counted.bytes - before).toBeLessThan(25_000);
   });
 
+  it("the cut's buffer costs the box's memory only where output reaches it", async () => {
+    // The helper's resident memory, as its own /proc says (kB), read by a fresh command; a shell of
+    // its own, so that its channel's buffer is new.
+    const pid = await (sb.box as HelperBox).helperPid();
+    const rss = async () =>
+      Number(/VmRSS:\s+(\d+)/.exec((await sb.exec(["cat", `/proc/${pid}/status`])).stdout.toString())?.[1]);
+    const before = await rss();
+    const own = new Shell(sb.box);
+    try {
+      await own.start();
+      await own.run("true"); // the shell's first cut: its buffer made (a MiB and the tail's room)
+      const small = await rss();
+      await own.run("yes | head -c 50000000", { maxOutputBytes: 20_000 });
+      for (let i = 0; i < 3; i++) await own.run("echo small");
+      const after = await rss();
+      // A buffer filled with zeros when made held its MiB from the first command on; one of
+      // anonymous memory holds the pages output reached, given back once a flood's command ends.
+      expect(Number.isFinite(before) && Number.isFinite(small) && Number.isFinite(after)).toBe(true);
+      expect(small - before).toBeLessThan(512);
+      expect(after - before).toBeLessThan(512);
+    } finally {
+      own.close();
+    }
+  });
+
   it("a `yes` that never ends: timed out with its head and tail, the worker's CPU and bytes bounded", async () => {
     const before = counted.bytes;
     const cpu0 = cpuMs();

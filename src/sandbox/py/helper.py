@@ -49,7 +49,7 @@
 # exec (see landlock_scope), so that no process of the agent's uid can pass the kernel's
 # ptrace_may_access (ptrace, /proc/PID/mem, /proc/PID/environ) for one started by another spawn.
 # Stdin at EOF (the worker went): every pipe closed, and it exits.
-import os, sys, json, struct, selectors, signal, pwd, errno, time, collections, builtins, fcntl
+import os, sys, json, struct, selectors, signal, pwd, errno, time, collections, builtins, fcntl, mmap
 VERSION = 2
 WINDOW = 1 << 20
 CHUNK = 64 << 10
@@ -190,7 +190,10 @@ def cut_read(ch, fd):
         if c.buf is None:
             # The channel's last cut's buffer where it is large enough (a shell's cut per command).
             size = 2 * c.keep + CUT_READ
-            c.buf = ch.cut_buf if ch.cut_buf is not None and len(ch.cut_buf) >= size else bytearray(size)
+            # Anonymous memory, not a bytearray (which fills it with zeros): a page costs the box's
+            # memory only once output reaches it, so a shell whose commands print little holds a
+            # few pages of it, not all of it (a MiB of every box).
+            c.buf = ch.cut_buf if ch.cut_buf is not None and len(ch.cut_buf) >= size else mmap.mmap(-1, size)
             ch.cut_buf = c.buf
         room = CUT_READ if c.dropping else max(1, min(CHUNK, WINDOW - ch.unacked))
         if c.off + c.n + room > len(c.buf):
@@ -250,6 +253,8 @@ def cut_scan(ch):
         # while no command runs, which the worker drops: it is dropped here.
         send_out(ch, "O", held(c, max(m, c.sent), max(m + line, c.sent)))
         ch.cut = None
+        # A command that printed more than a read leaves its pages to the kernel until the next does.
+        if c.base + c.n > CHUNK and hasattr(c.buf, "madvise"): c.buf.madvise(mmap.MADV_DONTNEED)
         return
     # The head passes as it comes; past it only the last `tail` bytes (and the marker's search) are kept.
     upto = min(pos, c.head)
