@@ -30,22 +30,27 @@ export const kindOf = (ctx: JobContext) => ({
   allowPtrace: ctx.config.policy.allowPtrace,
 });
 
-/** A fresh sandbox of the job's kind (for verify too): from the pool when it has one, else made. */
+/**
+ * A fresh sandbox of the job's kind (for verify too): a warm one from the pool when it has one, else
+ * one finished from the pool's bare box (made anew where that one fails), else made.
+ */
 export function freshSandbox(ctx: JobContext, mounts?: ReturnType<typeof mountsFor>): Promise<Sandbox> {
   const o = ctx.opts;
   const deadlineSec = ctx.timeoutSec + 600;
-  const warm = mounts ? undefined : o.pool?.take(kindOf(ctx), deadlineSec); // a warm sandbox has no extra mounts
-  return warm
-    ? Promise.resolve(warm)
-    : Sandbox.create({
-        ...kindOf(ctx),
-        jobId: ctx.jobId,
-        owner: o.owner,
-        labels: o.labels,
-        deadlineSec,
-        mounts,
-        backend: ctx.backend,
-      });
+  // A pool's box has no extra mounts.
+  const warm = mounts ? undefined : o.pool?.take(kindOf(ctx), deadlineSec);
+  if (warm) return Promise.resolve(warm);
+  const opts = {
+    ...kindOf(ctx),
+    jobId: ctx.jobId,
+    owner: o.owner,
+    labels: o.labels,
+    deadlineSec,
+    mounts,
+    backend: ctx.backend,
+  };
+  const bare = mounts ? undefined : o.pool?.takeBare?.(kindOf(ctx), deadlineSec);
+  return bare ? Sandbox.create(opts, bare).catch(() => Sandbox.create(opts)) : Sandbox.create(opts);
 }
 
 export async function acquire(ctx: JobContext, held: Held): Promise<Sandbox> {

@@ -60,7 +60,7 @@ export interface RunJobOptions {
   /** Called once the sandbox is ready, e.g. so a worker can kill it on a hard deadline. */
   onSandbox?: (sb: Sandbox) => void;
   /** A worker's warm pool: the sandbox is taken from it when it has one of the job's kind. */
-  pool?: Pick<SandboxPool, "take"> & Partial<Pick<SandboxPool, "setupStarted">>;
+  pool?: Pick<SandboxPool, "take"> & Partial<Pick<SandboxPool, "setupStarted" | "takeBare">>;
   /** See LoopOptions.stopAfterTurn: e.g. a batch's shared budget. */
   stopAfterTurn?: (costUsd: number) => Promise<string | undefined>;
   /** The setup phase's egress proxy (default: the process's own; tests pass one with test-only options). */

@@ -1,14 +1,16 @@
 // A warm pool per worker: sandboxes created, started, with shell, supervisor and file agent
 // attached, before a job needs one, so a job's dequeue→ready is the repo load alone. Kept per
 // image/limits/runtime (the default one, plus the latest other one jobs asked for); for a worker,
-// a spare per free slot and one more, so that busy slots hold no idle sandboxes. Refilled in
+// a spare per free slot and one more, so that busy slots hold no idle sandboxes. Beside them, a
+// bare box (bare-box.ts: the engine's part of a sandbox alone, ~4 MB) of the default kind for each
+// busy slot that has not taken one yet: its job's verify will want a sandbox, and when many jobs
+// reach verify at once, most of a sandbox's making is done already. Refilled in
 // the background one at a time, and only while none of the worker's own jobs is being set up (it
 // never competes with a job for the CPU). A pool sandbox serves one job at most: taking it removes
 // it from the pool for good. Pool sandboxes carry the worker's owner and queue labels, so the
 // reaper removes a dead worker's pool like its jobs' sandboxes; close() removes them on drain.
 import { DEFAULT_IMAGE, defaults } from "../core/config/config.js";
-import { defaultLimits } from "./sandbox.js";
-import { Sandbox, type SandboxOptions } from "./sandbox.js";
+import { defaultLimits, makeBareBox, Sandbox, type BareBox, type SandboxOptions } from "./sandbox.js";
 import type { Backend } from "../backend/types.js";
 
 export const POOL_LABEL = "patchbay.pool";
@@ -23,6 +25,11 @@ export interface PoolOptions {
    * slotsChanged() when a slot frees. Without it, `size` spares.
    */
   freeSlots?: () => number;
+  /**
+   * How many of the worker's slots have a job in them. The pool then keeps a bare box of the
+   * default kind (takeBare) for each that has not taken one since, at most `size`. Without it, none.
+   */
+  busySlots?: () => number;
   owner?: string;
   labels?: Record<string, string>;
   log?: (msg: string) => void;
@@ -51,13 +58,22 @@ export class SandboxPool {
   private wake?: () => void;
   private readonly loop: Promise<void>;
   private failures = 0;
-  /** Sandboxes made and taken since start (for tests and the bench). */
-  readonly stats = { made: 0, taken: 0, missed: 0 };
+  /** Bare boxes of the default kind, waiting (see PoolOptions.busySlots). */
+  private readonly bare: BareBox[] = [];
+  /** Bare boxes taken by jobs still in their slots (one fewer each time a slot frees). */
+  private bareTaken = 0;
+  /** Sandboxes made and taken since start, and bare boxes (for tests and the bench). */
+  readonly stats = { made: 0, taken: 0, missed: 0, bareMade: 0, bareTaken: 0 };
 
   constructor(private readonly opts: PoolOptions) {
     const d = normalise({ runtime: opts.runtime });
     this.kinds.set(d.key, d.kind);
     this.loop = opts.size > 0 ? this.refill() : Promise.resolve();
+  }
+
+  /** How many bare boxes are waiting. */
+  get bareSize(): number {
+    return this.bare.length;
   }
 
   /** How many warm sandboxes are waiting, in all. */
@@ -98,6 +114,27 @@ export class SandboxPool {
     return undefined;
   }
 
+  /**
+   * A bare box for a sandbox of these options (finish it with Sandbox.create(opts, bare)), or
+   * undefined: only of the default kind, and only one whose deadline leaves `minLifeSec`.
+   */
+  takeBare(opts: Kind, minLifeSec: number): BareBox | undefined {
+    if (this.closed || this.opts.size <= 0 || !this.opts.busySlots) return undefined;
+    if ((opts.allowPtrace === true) !== (this.opts.allowPtrace === true)) return undefined;
+    if (normalise(opts).key !== this.defaultKey) return undefined;
+    while (this.bare.length) {
+      const b = this.bare.shift()!;
+      if (b.deadline - Date.now() / 1000 >= minLifeSec) {
+        this.bareTaken++;
+        this.stats.bareTaken++;
+        this.poke();
+        return b;
+      }
+      this.removeBare(b);
+    }
+    return undefined;
+  }
+
   /** A job of this worker is being set up: no refill until the returned function is called. */
   setupStarted(): () => void {
     this.setups++;
@@ -110,8 +147,9 @@ export class SandboxPool {
     };
   }
 
-  /** A slot of the worker freed (see `freeSlots`): the pool may want one more spare now. */
+  /** A slot of the worker freed (see `freeSlots`): the pool may want one more spare now, and one bare box fewer. */
   slotsChanged(): void {
+    this.bareTaken = Math.max(0, this.bareTaken - 1);
     this.poke();
   }
 
@@ -121,14 +159,32 @@ export class SandboxPool {
     return free === undefined ? this.opts.size : Math.min(this.opts.size, Math.max(0, free) + 1);
   }
 
-  /** Stops refilling and removes every warm sandbox. */
+  /** How many bare boxes the pool keeps now: one for each busy slot that has not taken one, at most `size`. */
+  get wantedBare(): number {
+    const busy = this.opts.busySlots?.();
+    if (busy === undefined) return 0;
+    return Math.max(0, Math.min(this.opts.size, busy - Math.min(this.bareTaken, busy)));
+  }
+
+  /** Stops refilling and removes every warm sandbox and bare box. */
   async close(): Promise<void> {
     this.closed = true;
     this.poke();
     await this.loop;
     const all = [...this.idle.values()].flat();
     this.idle.clear();
-    await Promise.all(all.map((sb) => sb.destroy().catch(() => {})));
+    await Promise.all([
+      ...all.map((sb) => sb.destroy().catch(() => {})),
+      ...this.bare.splice(0).map((b) => b.backend.remove(b.name).catch(() => {})),
+    ]);
+  }
+
+  private removeBare(b: BareBox): void {
+    void b.backend.remove(b.name).catch(() => {}); // a failed removal is retried by the backend and the reaper
+  }
+
+  private get defaultKey(): string {
+    return normalise({ runtime: this.opts.runtime }).key;
   }
 
   private discard(sb: Sandbox): void {
@@ -165,18 +221,39 @@ export class SandboxPool {
   private trim(): void {
     const wanted = this.wanted;
     for (const list of this.idle.values()) for (const sb of list.splice(wanted)) this.discard(sb);
+    for (const b of this.bare.splice(this.wantedBare)) this.removeBare(b);
+  }
+
+  /** One bare box of the default kind, kept unless the pool closed meanwhile. */
+  private async makeBare(): Promise<void> {
+    const b = await makeBareBox({
+      ...normalise({ runtime: this.opts.runtime }).kind,
+      owner: this.opts.owner,
+      labels: { ...this.opts.labels, [POOL_LABEL]: "1" },
+      deadlineSec: defaults.sandbox.deadlineSec,
+      backend: this.opts.backend,
+      allowPtrace: this.opts.allowPtrace === true,
+    });
+    this.failures = 0;
+    this.stats.bareMade++;
+    if (this.closed) await b.backend.remove(b.name).catch(() => {});
+    else this.bare.push(b);
   }
 
   private async refill(): Promise<void> {
     while (!this.closed) {
       this.trim();
       const want = this.short();
-      if (!want || this.setups > 0) {
+      if (this.setups > 0 || (!want && this.bare.length >= this.wantedBare)) {
         await this.sleep();
         continue;
       }
-      const [key, kind] = want;
       try {
+        if (!want) {
+          await this.makeBare();
+          continue;
+        }
+        const [key, kind] = want;
         const sb = await Sandbox.create({
           ...kind,
           owner: this.opts.owner,

@@ -2,19 +2,17 @@
 // a persistent shell, its supervisor, file access and the worker's own commands. The same for
 // every backend: it asks of the box only to start processes, say whether it runs, and go.
 import { count } from "../core/count.js";
-import { randomBytes } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
 import { asset } from "../core/assets.js";
-import { DEFAULT_IMAGE, defaults, pidsProblem } from "../core/config/config.js";
+import { defaults } from "../core/config/config.js";
 import { HeadTail } from "../core/truncate.js";
-import { backendOf } from "../backend/index.js";
-import { LABEL, processLabel, processOwnerId } from "../backend/owner.js";
-import { isRoot, PRIVATE_DIR, type Attached, type Box, type SandboxLimits, type Backend } from "../backend/types.js";
+import { isRoot, PRIVATE_DIR, type Attached, type Box, type Backend } from "../backend/types.js";
 import { startEgressBridge, type EgressBridge } from "./egress.js";
 import { FileAgent, StreamSourceError } from "./file-agent.js";
 import { Files } from "./files.js";
 import { Liveness } from "./liveness.js";
 import { HelperBox } from "./helper.js";
+import { defaultLimits, makeBareBox, type BareBox } from "./bare-box.js";
 import { Shell } from "./shell.js";
 import { extractTarStream, StreamUnavailable, TAR_EXTRACT } from "./stream.js";
 import { kinded } from "../core/errors.js";
@@ -23,19 +21,7 @@ import type { ExecOptions, ExecResult, PutFile, SandboxOptions, SpawnOptions } f
 import type { KillOptions, RunOptions } from "./shell.js";
 
 export type { ExecOptions, ExecResult, PutFile, SandboxOptions, SpawnOptions };
-
-export function defaultLimits(over: Partial<SandboxLimits> = {}): SandboxLimits {
-  const s = defaults.sandbox;
-  return {
-    memoryMb: s.memoryMb,
-    cpus: s.cpus,
-    pids: s.pids,
-    diskMb: s.diskMb,
-    tmpMb: s.tmpMb,
-    network: s.network,
-    ...over,
-  };
-}
+export { defaultLimits, makeBareBox, type BareBox };
 
 /** Sandbox.exportTar's output passed its bound: what the repo (and its setup) put there is too large. */
 export class TarTooLargeError extends kinded("repo") {}
@@ -78,33 +64,12 @@ export class Sandbox {
     readonly liveness: Liveness,
   ) {}
 
-  /** Makes a box on the backend and starts its shell and file agent; destroy it when done. */
-  static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
-    const name = `patchbay-${randomBytes(6).toString("hex")}`;
-    const deadline = Math.floor(Date.now() / 1000) + (opts.deadlineSec ?? defaults.sandbox.deadlineSec);
-    const labels = {
-      // Only an owner that is this process is labelled with it (a given owner id is opaque).
-      ...(opts.owner === undefined || opts.owner === processOwnerId ? processLabel() : {}),
-      ...opts.labels,
-      [LABEL.managed]: "1",
-      [LABEL.job]: opts.jobId ?? "",
-      [LABEL.worker]: opts.owner ?? processOwnerId,
-      [LABEL.deadline]: String(deadline),
-    };
-    const limits = defaultLimits(opts.limits);
-    const runtime = opts.runtime ?? defaults.sandbox.runtime;
-    const tooFew = pidsProblem(limits.pids);
-    if (tooFew) throw new Error(`Sandbox.create: limits.pids ${limits.pids} ${tooFew}`);
-    const backend = opts.backend ?? backendOf("docker");
-    const made = await backend.create({
-      name,
-      image: opts.image ?? DEFAULT_IMAGE,
-      limits,
-      runtime,
-      labels,
-      mounts: opts.mounts,
-      allowPtrace: opts.allowPtrace === true,
-    });
+  /**
+   * Makes a box on the backend and starts its shell and file agent; destroy it when done. With
+   * `bare`, a box made ahead (makeBareBox: the warm pool's) is the one finished instead.
+   */
+  static async create(opts: SandboxOptions = {}, bare?: BareBox): Promise<Sandbox> {
+    const { name, made, backend, deadline, limits } = bare ?? (await makeBareBox(opts));
     // Every process of the sandbox under one helper, on one exec (helper.ts), where processes run.
     const box = backend.simulated ? made : new HelperBox(made);
     const liveness = new Liveness(box);

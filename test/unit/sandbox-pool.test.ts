@@ -1,13 +1,13 @@
 // The warm pool's size (src/sandbox/pool.ts): a worker's pool keeps a spare for each free slot and
 // one more, at most its size, so that a worker whose slots are all busy holds one idle sandbox and
-// not one per slot. The engine's side of the pool (labels, the reaper, a used sandbox never handed
+// not one per slot; and a bare box for each busy slot that has not taken one (its verify's). The engine's side of the pool (labels, the reaper, a used sandbox never handed
 // out again) is test/integration/engines/sandbox-pool.test.ts.
 //
 // Backend: local (the pool's logic).
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { SandboxPool } from "../../src/sandbox/pool.js";
-import type { Sandbox } from "../../src/sandbox/sandbox.js";
+import { Sandbox } from "../../src/sandbox/sandbox.js";
 import { localBackend } from "../support/backend.js";
 
 const backend = localBackend();
@@ -75,5 +75,43 @@ describe("the warm pool's size", () => {
     await sleep(500);
     expect(off.size).toBe(0);
     expect(off.take({}, 60)).toBeUndefined();
+  }, 120_000);
+
+  it("keeps a bare box for each busy slot that has not taken one, and a sandbox finished from one runs", async () => {
+    let busy = 0;
+    const p = (pool = new SandboxPool({ size: 3, backend, labels, freeSlots: () => 3 - busy, busySlots: () => busy }));
+    await until(() => p.size === 3);
+    await sleep(500);
+    expect(p.bareSize).toBe(0); // an idle worker: no job will verify
+    // Three jobs take a spare each: a bare box for each, and a spare for the next slot to free.
+    take(p, 3);
+    busy = 3;
+    p.slotsChanged();
+    await until(() => p.bareSize === 3 && p.size === 1);
+    expect(p.wantedBare).toBe(3);
+    // Two reach verify: each takes a bare box, which Sandbox.create finishes into a whole sandbox.
+    for (let i = 0; i < 2; i++) {
+      const bare = p.takeBare({}, 60);
+      expect(bare).toBeDefined();
+      const sb = await Sandbox.create({}, bare);
+      taken.push(sb);
+      expect((await sb.shell.run("echo finished")).output.trim()).toBe("finished");
+    }
+    // Their jobs are still in their slots: no bare box is made again for them.
+    await sleep(1000);
+    expect(p.bareSize).toBe(1);
+    expect(p.stats.bareMade).toBe(3);
+    // They end: the one left is for the third job, and none is made for the freed slots.
+    busy = 1;
+    p.slotsChanged();
+    p.slotsChanged();
+    await sleep(1000);
+    expect(p.bareSize).toBe(1);
+    // The third ends without verify: its bare box goes; a bare box of another kind is never handed out.
+    busy = 0;
+    p.slotsChanged();
+    await until(() => p.bareSize === 0);
+    expect(p.takeBare({ image: "another:image" }, 60)).toBeUndefined();
+    expect(p.stats.bareMade).toBe(3);
   }, 120_000);
 });

@@ -24,6 +24,7 @@ import { backendOf } from "../../../src/backend/index.js";
 import { seccompProfile, type SeccompProfile } from "../../../src/backend/seccomp.js";
 import type { BoxSpec, Backend } from "../../../src/backend/types.js";
 import { POOL_LABEL, SandboxPool } from "../../../src/sandbox/pool.js";
+import { Sandbox } from "../../../src/sandbox/sandbox.js";
 import { PTRACE_PROBE, probe, probeCommand, probeResult, probeTarget, procProbe } from "../../support/ptrace-probe.js";
 import { closeScripted, runScripted } from "../../support/scripted-job.js";
 import { landlockCheck, landlockDetail } from "../../../src/cli/doctor.js";
@@ -393,6 +394,29 @@ describe("every box gets the profile: a job's own (where its MCP servers run), i
       const warm = pool.take({}, 0);
       expect(warm?.name).toBe(made[0]!.spec.name);
       await warm?.destroy();
+    } finally {
+      await pool.close();
+    }
+  }, 120_000);
+
+  it("a pool's bare box carries the worker's profile too, and goes only to a job asking the same", async () => {
+    made.length = 0;
+    const pool = new SandboxPool({
+      size: 1,
+      backend: recording,
+      labels: { "patchbay.test": `seccomp-bare-${process.pid}` },
+      freeSlots: () => 0,
+      busySlots: () => 1,
+    });
+    try {
+      for (let i = 0; i < 600 && pool.bareSize < 1; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(made.map((m) => m.spec.labels[POOL_LABEL])).toEqual(["1", "1"]); // the spare, then the bare box
+      for (const m of made) expect(profileOf(m.securityOpt)).toEqual(seccompProfile());
+      expect(pool.takeBare({ allowPtrace: true }, 0)).toBeUndefined();
+      const b = pool.takeBare({}, 0);
+      expect(b?.name).toBe(made[1]!.spec.name);
+      const sb = await Sandbox.create({}, b);
+      await sb.destroy();
     } finally {
       await pool.close();
     }
