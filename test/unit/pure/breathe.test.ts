@@ -2,9 +2,9 @@
 // however many repos a worker loads at once, a timer waits about one slice, and every load goes on
 // in turn rather than one running alone to its end.
 import { describe, expect, it } from "vitest";
-import { breathe, mayGoOn } from "../../../src/job/repo/breathe.js";
+import { breathe, mayGoOn, SLICE_MS } from "../../../src/job/repo/breathe.js";
 
-const STEP_MS = 2;
+const STEP_MS = 5;
 
 /** A loader's step: STEP_MS of synchronous work, as a repo walk's or pack's step is. */
 function work(): void {
@@ -42,7 +42,7 @@ async function run(loaders: number, steps: number, perStep: boolean): Promise<nu
   return taken.slice(1).filter(Boolean);
 }
 
-const SLICE_STEPS = 20 / STEP_MS;
+const SLICE_STEPS = SLICE_MS / STEP_MS;
 const sum = (row: number[]) => row.reduce((a, b) => a + b, 0);
 
 describe("breathe", () => {
