@@ -46,6 +46,8 @@ export interface Active {
   finished?: TranscriptEvent;
   /** Set on the failure path: its job_finished is written at once. */
   failing?: boolean;
+  /** Whether its spec has a verify command (the pool keeps a bare box for such a job: PoolOptions.slotsToVerify). */
+  verifies?: boolean;
 }
 
 export interface AttemptContext extends AdmitContext {
@@ -112,7 +114,12 @@ async function runAttempt(
 ): Promise<JobResult> {
   const { spec, attempt } = a;
   const jobId = job.id!;
-  const entry: Active = { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve() };
+  const entry: Active = {
+    ctl: new AbortController(),
+    done: Promise.resolve(),
+    lastWrite: Promise.resolve(),
+    verifies: spec.verify !== undefined,
+  };
   ctx.active.set(jobId, entry);
   // A cancelled job, or a batch whose budget is spent (or that was cancelled): it ends at once, without a sandbox.
   const early = await (async () => {

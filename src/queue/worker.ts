@@ -271,7 +271,7 @@ function warmPool(b: Base, s: Services, opts: WorkerOptions): SandboxPool {
     backend: b.backend,
     size: opts.pool ?? b.config.poolSize ?? b.concurrency,
     freeSlots: () => b.concurrency - b.active.size,
-    busySlots: () => b.active.size,
+    slotsToVerify: () => [...b.active.values()].filter((a) => a.verifies).length,
     owner: b.id,
     labels: s.labels,
     log: (m) => b.log(m, { level: "warn" }),

@@ -3,8 +3,8 @@
 // image/limits/runtime (the default one, plus the latest other one jobs asked for); for a worker,
 // a spare per free slot and one more, so that busy slots hold no idle sandboxes. Beside them, a
 // bare box (bare-box.ts: the engine's part of a sandbox alone, ~4 MB) of the default kind for each
-// busy slot that has not taken one yet: its job's verify will want a sandbox, and when many jobs
-// reach verify at once, most of a sandbox's making is done already. Refilled in
+// slot whose job will verify and has not taken one yet: its verify will want a sandbox, and when
+// many jobs reach verify at once, about half of each one's making is done already. Refilled in
 // the background one at a time, and only while none of the worker's own jobs is being set up (it
 // never competes with a job for the CPU). A pool sandbox serves one job at most: taking it removes
 // it from the pool for good. Pool sandboxes carry the worker's owner and queue labels, so the
@@ -26,10 +26,11 @@ export interface PoolOptions {
    */
   freeSlots?: () => number;
   /**
-   * How many of the worker's slots have a job in them. The pool then keeps a bare box of the
-   * default kind (takeBare) for each that has not taken one since, at most `size`. Without it, none.
+   * How many of the worker's slots hold a job whose spec has a verify command. The pool then keeps
+   * a bare box of the default kind (takeBare) for each that has not taken one since, at most
+   * `size`. Without it, none.
    */
-  busySlots?: () => number;
+  slotsToVerify?: () => number;
   owner?: string;
   labels?: Record<string, string>;
   log?: (msg: string) => void;
@@ -58,7 +59,7 @@ export class SandboxPool {
   private wake?: () => void;
   private readonly loop: Promise<void>;
   private failures = 0;
-  /** Bare boxes of the default kind, waiting (see PoolOptions.busySlots). */
+  /** Bare boxes of the default kind, waiting (see PoolOptions.slotsToVerify). */
   private readonly bare: BareBox[] = [];
   /** Bare boxes taken by jobs still in their slots (one fewer each time a slot frees). */
   private bareTaken = 0;
@@ -119,7 +120,7 @@ export class SandboxPool {
    * undefined: only of the default kind, and only one whose deadline leaves `minLifeSec`.
    */
   takeBare(opts: Kind, minLifeSec: number): BareBox | undefined {
-    if (this.closed || this.opts.size <= 0 || !this.opts.busySlots) return undefined;
+    if (this.closed || this.opts.size <= 0 || !this.opts.slotsToVerify) return undefined;
     if ((opts.allowPtrace === true) !== (this.opts.allowPtrace === true)) return undefined;
     if (normalise(opts).key !== this.defaultKey) return undefined;
     while (this.bare.length) {
@@ -159,11 +160,11 @@ export class SandboxPool {
     return free === undefined ? this.opts.size : Math.min(this.opts.size, Math.max(0, free) + 1);
   }
 
-  /** How many bare boxes the pool keeps now: one for each busy slot that has not taken one, at most `size`. */
+  /** How many bare boxes the pool keeps now: one for each slot to verify that has not taken one, at most `size`. */
   get wantedBare(): number {
-    const busy = this.opts.busySlots?.();
-    if (busy === undefined) return 0;
-    return Math.max(0, Math.min(this.opts.size, busy - Math.min(this.bareTaken, busy)));
+    const slots = this.opts.slotsToVerify?.();
+    if (slots === undefined) return 0;
+    return Math.max(0, Math.min(this.opts.size, slots - Math.min(this.bareTaken, slots)));
   }
 
   /** Stops refilling and removes every warm sandbox and bare box. */

@@ -1,6 +1,6 @@
 // The warm pool's size (src/sandbox/pool.ts): a worker's pool keeps a spare for each free slot and
 // one more, at most its size, so that a worker whose slots are all busy holds one idle sandbox and
-// not one per slot; and a bare box for each busy slot that has not taken one (its verify's). The engine's side of the pool (labels, the reaper, a used sandbox never handed
+// not one per slot; and a bare box for each slot whose job will verify and has not taken one. The engine's side of the pool (labels, the reaper, a used sandbox never handed
 // out again) is test/integration/engines/sandbox-pool.test.ts.
 //
 // Backend: local (the pool's logic).
@@ -77,9 +77,15 @@ describe("the warm pool's size", () => {
     expect(off.take({}, 60)).toBeUndefined();
   }, 120_000);
 
-  it("keeps a bare box for each busy slot that has not taken one, and a sandbox finished from one runs", async () => {
+  it("keeps a bare box for each slot to verify that has not taken one, and a sandbox finished from one runs", async () => {
     let busy = 0;
-    const p = (pool = new SandboxPool({ size: 3, backend, labels, freeSlots: () => 3 - busy, busySlots: () => busy }));
+    const p = (pool = new SandboxPool({
+      size: 3,
+      backend,
+      labels,
+      freeSlots: () => 3 - busy,
+      slotsToVerify: () => busy,
+    }));
     await until(() => p.size === 3);
     await sleep(500);
     expect(p.bareSize).toBe(0); // an idle worker: no job will verify
