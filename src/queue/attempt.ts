@@ -106,6 +106,11 @@ export function attemptProcessor(ctx: AttemptContext): (job: QueueJob, token?: s
   };
 }
 
+/** A job's entry in the worker's active map, before its sandbox. */
+function newActive(verifies: boolean): Active {
+  return { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve(), verifies };
+}
+
 async function runAttempt(
   ctx: AttemptContext,
   job: QueueJob,
@@ -114,12 +119,7 @@ async function runAttempt(
 ): Promise<JobResult> {
   const { spec, attempt } = a;
   const jobId = job.id!;
-  const entry: Active = {
-    ctl: new AbortController(),
-    done: Promise.resolve(),
-    lastWrite: Promise.resolve(),
-    verifies: spec.verify !== undefined,
-  };
+  const entry = newActive(spec.verify !== undefined);
   ctx.active.set(jobId, entry);
   // A cancelled job, or a batch whose budget is spent (or that was cancelled): it ends at once, without a sandbox.
   const early = await (async () => {
