@@ -192,6 +192,11 @@ describe("the agent's shell and a fresh command, cut in the box (local backend)"
       expect(Number.isFinite(before) && Number.isFinite(small) && Number.isFinite(after)).toBe(true);
       expect(small - before).toBeLessThan(512);
       expect(after - before).toBeLessThan(512);
+      // And private: anonymous memory mapped shared (mmap's default) is shmem, which the box keeps
+      // after MADV_DONTNEED drops it from the helper's view (and its RSS).
+      const maps = (await sb.exec(["cat", `/proc/${pid}/maps`], { user: "0:0" })).stdout.toString();
+      expect(maps).toMatch(/\[heap\]/);
+      expect(maps.split("\n").filter((l) => /^\S+ rw-s .*\/dev\/zero/.test(l))).toEqual([]);
     } finally {
       own.close();
     }

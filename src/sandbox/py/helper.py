@@ -190,10 +190,11 @@ def cut_read(ch, fd):
         if c.buf is None:
             # The channel's last cut's buffer where it is large enough (a shell's cut per command).
             size = 2 * c.keep + CUT_READ
-            # Anonymous memory, not a bytearray (which fills it with zeros): a page costs the box's
-            # memory only once output reaches it, so a shell whose commands print little holds a
-            # few pages of it, not all of it (a MiB of every box).
-            c.buf = ch.cut_buf if ch.cut_buf is not None and len(ch.cut_buf) >= size else mmap.mmap(-1, size)
+            # Private anonymous memory, not a bytearray (which fills it with zeros): a page costs the
+            # box's memory only once output reaches it, so a shell whose commands print little holds
+            # a few pages of it, not all of it (a MiB of every box). Private: mmap's default for
+            # anonymous memory is shared (shmem), whose pages MADV_DONTNEED never gives back.
+            c.buf = ch.cut_buf if ch.cut_buf is not None and len(ch.cut_buf) >= size else mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
             ch.cut_buf = c.buf
         room = CUT_READ if c.dropping else max(1, min(CHUNK, WINDOW - ch.unacked))
         if c.off + c.n + room > len(c.buf):
@@ -254,7 +255,9 @@ def cut_scan(ch):
         send_out(ch, "O", held(c, max(m, c.sent), max(m + line, c.sent)))
         ch.cut = None
         # A command that printed more than a read leaves its pages to the kernel until the next does.
-        if c.base + c.n > CHUNK and hasattr(c.buf, "madvise"): c.buf.madvise(mmap.MADV_DONTNEED)
+        if c.base + c.n > CHUNK and hasattr(c.buf, "madvise"):
+            try: c.buf.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError): pass  # kept, as a bytearray was
         return
     # The head passes as it comes; past it only the last `tail` bytes (and the marker's search) are kept.
     upto = min(pos, c.head)
