@@ -49,7 +49,7 @@ export function freshSandbox(ctx: JobContext, mounts?: ReturnType<typeof mountsF
     mounts,
     backend: ctx.backend,
   };
-  const bare = mounts ? undefined : o.pool?.takeBare?.(kindOf(ctx), deadlineSec);
+  const bare = mounts ? undefined : o.pool?.takeBare?.(kindOf(ctx), deadlineSec, ctx.jobId);
   return bare ? Sandbox.create(opts, bare).catch(() => Sandbox.create(opts)) : Sandbox.create(opts);
 }
 

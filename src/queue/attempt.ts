@@ -13,10 +13,17 @@ import { redisCheckpoints } from "./checkpoints.js";
 import { runJob } from "../job/run.js";
 import { workerSourceRules } from "../job/repo/source-check.js";
 import type { Backend } from "../backend/types.js";
-import type { SandboxPool } from "../sandbox/pool.js";
+import type { SandboxKind, SandboxPool } from "../sandbox/pool.js";
 import type { EgressProxy } from "../net/proxy.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { emptyResult, finishedEvent, stamped, type JobResult, type TranscriptEvent } from "../core/spec/spec.js";
+import {
+  emptyResult,
+  finishedEvent,
+  stamped,
+  type JobResult,
+  type JobSpec,
+  type TranscriptEvent,
+} from "../core/spec/spec.js";
 import { admitAttempt, type AdmitContext, type Admitted, type QueueJob } from "./attempt-admit.js";
 import { classifyFailure, REDIS_HAND_BACKS } from "./attempt-outcome.js";
 import { tracedAttempt } from "./attempt-trace.js";
@@ -29,6 +36,7 @@ import type { JobData } from "./client.js";
 import {
   cancelKeys,
   candidateEnded,
+  candidateOf,
   candidateOptions,
   gatherCandidates,
   type CandidatesContext,
@@ -46,8 +54,8 @@ export interface Active {
   finished?: TranscriptEvent;
   /** Set on the failure path: its job_finished is written at once. */
   failing?: boolean;
-  /** Whether its spec has a verify command (the pool keeps a bare box for such a job: PoolOptions.slotsToVerify). */
-  verifies?: boolean;
+  /** The kind of sandbox its verify takes, where it runs verify here (the pool keeps a bare box for it: PoolOptions.slotsToVerify). */
+  verifies?: SandboxKind;
 }
 
 export interface AttemptContext extends AdmitContext {
@@ -107,8 +115,19 @@ export function attemptProcessor(ctx: AttemptContext): (job: QueueJob, token?: s
 }
 
 /** A job's entry in the worker's active map, before its sandbox. */
-function newActive(verifies: boolean): Active {
+function newActive(verifies: SandboxKind | undefined): Active {
   return { ctl: new AbortController(), done: Promise.resolve(), lastWrite: Promise.resolve(), verifies };
+}
+
+/**
+ * The kind of sandbox a job's verify takes, where the job runs verify in this attempt: not a job of
+ * candidates over 1 (its candidates verify, each in a job of its own), nor its step that picks one.
+ */
+function verifyKind(ctx: AttemptContext, job: QueueJob, spec: JobSpec): SandboxKind | undefined {
+  if (spec.verify === undefined || job.data.step === "candidates") return undefined;
+  const cand = candidateOf(job);
+  if ((spec.candidates ?? 1) > 1 && !(cand && "parent" in cand)) return undefined;
+  return { image: spec.image ?? ctx.config.image, limits: spec.limits, runtime: spec.runtime };
 }
 
 async function runAttempt(
@@ -119,7 +138,7 @@ async function runAttempt(
 ): Promise<JobResult> {
   const { spec, attempt } = a;
   const jobId = job.id!;
-  const entry = newActive(spec.verify !== undefined);
+  const entry = newActive(verifyKind(ctx, job, spec));
   ctx.active.set(jobId, entry);
   // A cancelled job, or a batch whose budget is spent (or that was cancelled): it ends at once, without a sandbox.
   const early = await (async () => {

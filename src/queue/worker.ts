@@ -20,7 +20,7 @@ import type { JobData } from "./client.js";
 import { LABEL, processOwnerId } from "../backend/owner.js";
 import { configuredBackend } from "../backend/index.js";
 import type { Backend } from "../backend/types.js";
-import { SandboxPool } from "../sandbox/pool.js";
+import { SandboxPool, type SandboxKind } from "../sandbox/pool.js";
 import type { EgressProxy } from "../net/proxy.js";
 import { BackgroundRemovals } from "../sandbox/removals.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
@@ -271,7 +271,9 @@ function warmPool(b: Base, s: Services, opts: WorkerOptions): SandboxPool {
     backend: b.backend,
     size: opts.pool ?? b.config.poolSize ?? b.concurrency,
     freeSlots: () => b.concurrency - b.active.size,
-    slotsToVerify: () => [...b.active.values()].filter((a) => a.verifies).length,
+    slotsToVerify: () => toVerify(b.active),
+    image: b.config.image,
+    discardBare: (bare) => void s.removals.hand(() => bare.backend.remove(bare.name)),
     owner: b.id,
     labels: s.labels,
     log: (m) => b.log(m, { level: "warn" }),
@@ -280,6 +282,11 @@ function warmPool(b: Base, s: Services, opts: WorkerOptions): SandboxPool {
     runtime: b.config.policy.runtime,
     allowPtrace: b.config.policy.allowPtrace,
   });
+}
+
+/** The jobs in the worker's slots that will run verify, with the kind of sandbox it takes (the pool's bare boxes). */
+function* toVerify(active: Map<string, Active>): Iterable<readonly [string, SandboxKind]> {
+  for (const [id, a] of active) if (a.verifies) yield [id, a.verifies];
 }
 
 /** The BullMQ worker's events: its errors and stalls go to the log, a completed job's result record goes from Redis. */

@@ -26,11 +26,15 @@ export interface PoolOptions {
    */
   freeSlots?: () => number;
   /**
-   * How many of the worker's slots hold a job whose spec has a verify command. The pool then keeps
-   * a bare box of the default kind (takeBare) for each that has not taken one since, at most
-   * `size`. Without it, none.
+   * The jobs in the worker's slots that will run verify there, by job id, with the kind of sandbox
+   * it takes. The pool keeps a bare box of its default kind (takeBare) for each such job of that
+   * kind that has not taken one, at most `size`. Without it, none.
    */
-  slotsToVerify?: () => number;
+  slotsToVerify?: () => Iterable<readonly [string, Kind]>;
+  /** The image of the default kind (a worker's PATCHBAY_IMAGE); default patchbay's own. */
+  image?: string;
+  /** Where a bare box the pool no longer wants goes (a worker's background removals); default: removed at once. */
+  discardBare?: (b: BareBox) => void;
   owner?: string;
   labels?: Record<string, string>;
   log?: (msg: string) => void;
@@ -48,7 +52,9 @@ export interface PoolOptions {
   runtime?: SandboxOptions["runtime"];
 }
 
-type Kind = Pick<SandboxOptions, "image" | "limits" | "runtime" | "allowPtrace">;
+/** A sandbox's kind: what a pool keeps apart (the engine's seccomp profile follows allowPtrace). */
+export type SandboxKind = Pick<SandboxOptions, "image" | "limits" | "runtime" | "allowPtrace">;
+type Kind = SandboxKind;
 
 export class SandboxPool {
   private readonly idle = new Map<string, Sandbox[]>();
@@ -61,13 +67,13 @@ export class SandboxPool {
   private failures = 0;
   /** Bare boxes of the default kind, waiting (see PoolOptions.slotsToVerify). */
   private readonly bare: BareBox[] = [];
-  /** Bare boxes taken by jobs still in their slots (one fewer each time a slot frees). */
-  private bareTaken = 0;
+  /** The jobs that took a bare box (forgotten once they leave their slots). */
+  private readonly bareTakenBy = new Set<string>();
   /** Sandboxes made and taken since start, and bare boxes (for tests and the bench). */
   readonly stats = { made: 0, taken: 0, missed: 0, bareMade: 0, bareTaken: 0 };
 
   constructor(private readonly opts: PoolOptions) {
-    const d = normalise({ runtime: opts.runtime });
+    const d = normalise({ image: opts.image, runtime: opts.runtime });
     this.kinds.set(d.key, d.kind);
     this.loop = opts.size > 0 ? this.refill() : Promise.resolve();
   }
@@ -96,7 +102,7 @@ export class SandboxPool {
     this.kinds.delete(key);
     this.kinds.set(key, kind);
     for (const k of [...this.kinds.keys()].slice(0, Math.max(0, this.kinds.size - (this.opts.maxKinds ?? 2)))) {
-      if (k === normalise({}).key) continue;
+      if (k === this.defaultKey) continue;
       this.kinds.delete(k);
       for (const sb of this.idle.get(k)?.splice(0) ?? []) this.discard(sb);
     }
@@ -117,16 +123,17 @@ export class SandboxPool {
 
   /**
    * A bare box for a sandbox of these options (finish it with Sandbox.create(opts, bare)), or
-   * undefined: only of the default kind, and only one whose deadline leaves `minLifeSec`.
+   * undefined: only of the default kind, and only one whose deadline leaves `minLifeSec`. `jobId`:
+   * the job it is for, which the pool then makes none for (see PoolOptions.slotsToVerify).
    */
-  takeBare(opts: Kind, minLifeSec: number): BareBox | undefined {
+  takeBare(opts: Kind, minLifeSec: number, jobId?: string): BareBox | undefined {
     if (this.closed || this.opts.size <= 0 || !this.opts.slotsToVerify) return undefined;
     if ((opts.allowPtrace === true) !== (this.opts.allowPtrace === true)) return undefined;
     if (normalise(opts).key !== this.defaultKey) return undefined;
     while (this.bare.length) {
       const b = this.bare.shift()!;
       if (b.deadline - Date.now() / 1000 >= minLifeSec) {
-        this.bareTaken++;
+        if (jobId !== undefined) this.bareTakenBy.add(jobId);
         this.stats.bareTaken++;
         this.poke();
         return b;
@@ -148,9 +155,8 @@ export class SandboxPool {
     };
   }
 
-  /** A slot of the worker freed (see `freeSlots`): the pool may want one more spare now, and one bare box fewer. */
+  /** A slot of the worker freed (see `freeSlots`): the pool may want one more spare now, and a bare box fewer. */
   slotsChanged(): void {
-    this.bareTaken = Math.max(0, this.bareTaken - 1);
     this.poke();
   }
 
@@ -160,11 +166,14 @@ export class SandboxPool {
     return free === undefined ? this.opts.size : Math.min(this.opts.size, Math.max(0, free) + 1);
   }
 
-  /** How many bare boxes the pool keeps now: one for each slot to verify that has not taken one, at most `size`. */
+  /** How many bare boxes the pool keeps now: one for each job to verify of its default kind that has not taken one, at most `size`. */
   get wantedBare(): number {
     const slots = this.opts.slotsToVerify?.();
     if (slots === undefined) return 0;
-    return Math.max(0, Math.min(this.opts.size, slots - Math.min(this.bareTaken, slots)));
+    const ids = new Set<string>();
+    for (const [id, kind] of slots) if (normalise(kind).key === this.defaultKey) ids.add(id);
+    for (const id of this.bareTakenBy) if (!ids.has(id)) this.bareTakenBy.delete(id);
+    return Math.min(this.opts.size, ids.size - this.bareTakenBy.size);
   }
 
   /** Stops refilling and removes every warm sandbox and bare box. */
@@ -181,11 +190,12 @@ export class SandboxPool {
   }
 
   private removeBare(b: BareBox): void {
-    void b.backend.remove(b.name).catch(() => {}); // a failed removal is retried by the backend and the reaper
+    if (this.opts.discardBare) this.opts.discardBare(b);
+    else void b.backend.remove(b.name).catch(() => {}); // a failed removal is retried by the backend and the reaper
   }
 
   private get defaultKey(): string {
-    return normalise({ runtime: this.opts.runtime }).key;
+    return normalise({ image: this.opts.image, runtime: this.opts.runtime }).key;
   }
 
   private discard(sb: Sandbox): void {
@@ -228,7 +238,7 @@ export class SandboxPool {
   /** One bare box of the default kind, kept unless the pool closed meanwhile. */
   private async makeBare(): Promise<void> {
     const b = await makeBareBox({
-      ...normalise({ runtime: this.opts.runtime }).kind,
+      ...normalise({ image: this.opts.image, runtime: this.opts.runtime }).kind,
       owner: this.opts.owner,
       labels: { ...this.opts.labels, [POOL_LABEL]: "1" },
       deadlineSec: defaults.sandbox.deadlineSec,

@@ -6,7 +6,7 @@
 // Backend: local (the pool's logic).
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
-import { SandboxPool } from "../../src/sandbox/pool.js";
+import { SandboxPool, type SandboxKind } from "../../src/sandbox/pool.js";
 import { Sandbox } from "../../src/sandbox/sandbox.js";
 import { localBackend } from "../support/backend.js";
 
@@ -77,27 +77,32 @@ describe("the warm pool's size", () => {
     expect(off.take({}, 60)).toBeUndefined();
   }, 120_000);
 
-  it("keeps a bare box for each slot to verify that has not taken one, and a sandbox finished from one runs", async () => {
-    let busy = 0;
+  it("keeps a bare box for each job to verify that has not taken one, and a sandbox finished from one runs", async () => {
+    // The jobs in the worker's slots that will verify, with their kind (the worker's Active.verifies).
+    let toVerify: [string, SandboxKind][] = [];
     const p = (pool = new SandboxPool({
       size: 3,
       backend,
       labels,
-      freeSlots: () => 3 - busy,
-      slotsToVerify: () => busy,
+      freeSlots: () => 3 - toVerify.length,
+      slotsToVerify: () => toVerify,
     }));
     await until(() => p.size === 3);
     await sleep(500);
     expect(p.bareSize).toBe(0); // an idle worker: no job will verify
     // Three jobs take a spare each: a bare box for each, and a spare for the next slot to free.
     take(p, 3);
-    busy = 3;
+    toVerify = [
+      ["j1", {}],
+      ["j2", {}],
+      ["j3", {}],
+    ];
     p.slotsChanged();
     await until(() => p.bareSize === 3 && p.size === 1);
     expect(p.wantedBare).toBe(3);
     // Two reach verify: each takes a bare box, which Sandbox.create finishes into a whole sandbox.
-    for (let i = 0; i < 2; i++) {
-      const bare = p.takeBare({}, 60);
+    for (const id of ["j1", "j2"]) {
+      const bare = p.takeBare({}, 60, id);
       expect(bare).toBeDefined();
       const sb = await Sandbox.create({}, bare);
       taken.push(sb);
@@ -107,17 +112,24 @@ describe("the warm pool's size", () => {
     await sleep(1000);
     expect(p.bareSize).toBe(1);
     expect(p.stats.bareMade).toBe(3);
-    // They end: the one left is for the third job, and none is made for the freed slots.
-    busy = 1;
-    p.slotsChanged();
+    // j2 takes another (a second verify round): j3's box is gone, so one is made for j3 again.
+    expect(p.takeBare({}, 60, "j2")).toBeDefined();
+    await until(() => p.bareSize === 1);
+    expect(p.stats.bareMade).toBe(4);
+    // j1 and j2 end, and a job of another kind comes, which verify takes no bare box for: none is
+    // made for it, and j3's stays.
+    toVerify = [
+      ["j3", {}],
+      ["j4", { image: "another:image" }],
+    ];
     p.slotsChanged();
     await sleep(1000);
     expect(p.bareSize).toBe(1);
-    // The third ends without verify: its bare box goes; a bare box of another kind is never handed out.
-    busy = 0;
+    expect(p.takeBare({ image: "another:image" }, 60, "j4")).toBeUndefined();
+    // j3 ends without verify: its bare box goes.
+    toVerify = [["j4", { image: "another:image" }]];
     p.slotsChanged();
     await until(() => p.bareSize === 0);
-    expect(p.takeBare({ image: "another:image" }, 60)).toBeUndefined();
-    expect(p.stats.bareMade).toBe(3);
+    expect(p.stats.bareMade).toBe(4);
   }, 120_000);
 });

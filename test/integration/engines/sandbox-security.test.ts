@@ -406,7 +406,7 @@ describe("every box gets the profile: a job's own (where its MCP servers run), i
       backend: recording,
       labels: { "patchbay.test": `seccomp-bare-${process.pid}` },
       freeSlots: () => 0,
-      slotsToVerify: () => 1,
+      slotsToVerify: () => [["a-job", {}]],
     });
     try {
       for (let i = 0; i < 600 && pool.bareSize < 1; i++) await new Promise((r) => setTimeout(r, 100));
