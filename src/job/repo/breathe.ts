@@ -10,7 +10,7 @@
 // that 50 loads at once go as fast as with a slice each (20 ms shared made their path to ready up
 // to four times longer while the other jobs' work took the rest of each turn).
 export const SLICE_MS = 50;
-let sliceStart = Date.now();
+let sliceStart = performance.now(); // monotonic: a clock set back would make a step endless
 /** Loaders waiting for the next turn; the first had the last slice (see release). */
 let line: (() => void)[] = [];
 let turn: NodeJS.Immediate | undefined;
@@ -22,7 +22,7 @@ let turn: NodeJS.Immediate | undefined;
  */
 function release(): void {
   turn = undefined;
-  sliceStart = Date.now();
+  sliceStart = performance.now();
   const went = line;
   line = [];
   for (const go of went.slice(1)) go();
@@ -38,4 +38,4 @@ export async function breathe(): Promise<void> {
     });
 }
 /** Whether a loop may go on without `breathe` (a promise less per step, where steps are many). */
-export const mayGoOn = () => Date.now() - sliceStart < SLICE_MS;
+export const mayGoOn = () => performance.now() - sliceStart < SLICE_MS;
