@@ -87,8 +87,9 @@ describe("a worker's shutdown with Redis gone", () => {
           await new Promise((r) => setTimeout(r, 100));
         }
       } else {
-        // its warm sandbox is made in the background
-        for (let t0 = Date.now(); (await sandboxesOf(queue)).length === 0;) {
+        // its warm sandbox is made in the background: its volume first, then its container
+        const containers = async () => (await sandboxesOf(queue)).filter((s) => s.startsWith("container"));
+        for (let t0 = Date.now(); (await containers()).length === 0;) {
           if (Date.now() - t0 > 120_000) throw new Error(`no warm sandbox:\n${worker.log()}`);
           await new Promise((r) => setTimeout(r, 100));
         }
